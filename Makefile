@@ -1,0 +1,55 @@
+# SPDX-License-Identifier: Apache-2.0
+# Thin wrapper over CMake. `make test` is the one command CI runs: it installs dependencies,
+# builds with ASan+UBSan and -Werror, checks style, and runs every test (Ceph RGW included).
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
+FUZZ_BUILD ?= build-fuzz
+JOBS       ?= $(shell nproc)
+
+.PHONY: all deps build test test-unit test-tsan test-long fuzz lint format demo bench clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+lint:
+	scripts/check-banned.sh
+	scripts/check-format.sh
+
+test: deps lint
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTIER_SANITIZE=ON >/dev/null
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+
+test-unit: deps
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTIER_SANITIZE=ON >/dev/null
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ctest --output-on-failure -LE 'rgw|fuse|slow' -j $(JOBS)
+
+test-tsan: deps
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTIER_TSAN=ON >/dev/null
+	cmake --build $(TSAN_BUILD) -j $(JOBS)
+	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -L tsan
+
+fuzz: deps
+	CC=clang-14 cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTIER_FUZZ=ON -DTIER_SANITIZE=ON >/dev/null
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+
+format:
+	git ls-files '*.c' '*.h' | xargs clang-format -i
+
+demo: deps build
+	scripts/demo.sh
+
+bench: deps build
+	@echo "see docs/BENCHMARKS.md for the bench/ scripts and their commands"
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Install every Debian 12 package tierd needs to build, test, benchmark and demo. Idempotent: when
+# all are already installed it does nothing (so it needs no network then); otherwise it runs
+# apt-get update and apt-get install -y. Needs root (or sudo).
+set -euo pipefail
+PKGS=(
+  build-essential cmake pkg-config git clang-14 libclang-rt-14-dev clang-format
+  libcmocka-dev libcurl4-openssl-dev libexpat1-dev libssl-dev libfuse3-dev fuse3
+  libinih-dev libjansson-dev libmicrohttpd-dev libsqlite3-dev libxxhash-dev liburing-dev
+  ceph-mon ceph-osd radosgw ceph-common gnuplot-nox curl xxd procps psmisc
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "deps: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+SUDO=
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+echo "deps: installing ${missing[*]}"
+$SUDO apt-get update
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${PKGS[@]}"

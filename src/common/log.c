@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * log.c - leveled logging. See log.h. The level is a relaxed atomic so any thread may read it
+ * without a lock; the sink is chosen once at start-up, before threads exist.
+ */
+#include "common/log.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+static _Atomic int g_level = -1;
+static bool g_syslog;
+
+static const char *const level_names[] = {"error", "warn", "info", "debug"};
+
+int tier_log_level_parse(const char *s, enum tier_log_level *out)
+{
+    for (int i = 0; i < 4; i++) {
+        if (strcmp(s, level_names[i]) == 0) {
+            *out = (enum tier_log_level)i;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+void tier_log_set_level(enum tier_log_level level)
+{
+    atomic_store_explicit(&g_level, (int)level, memory_order_relaxed);
+}
+
+enum tier_log_level tier_log_get_level(void)
+{
+    int l = atomic_load_explicit(&g_level, memory_order_relaxed);
+    if (l < 0) {
+        enum tier_log_level parsed = TIER_LOG_INFO;
+        const char *env = getenv("TIER_LOG_LEVEL");
+        if (env)
+            (void)tier_log_level_parse(env, &parsed);
+        l = (int)parsed;
+        atomic_store_explicit(&g_level, l, memory_order_relaxed);
+    }
+    return (enum tier_log_level)l;
+}
+
+void tier_log_use_syslog(const char *ident)
+{
+    openlog(ident, LOG_PID, LOG_DAEMON);
+    g_syslog = true;
+}
+
+void tier_log(enum tier_log_level level, const char *file, int line, const char *fmt, ...)
+{
+    if ((int)level > (int)tier_log_get_level())
+        return;
+    int saved = errno;
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+
+    if (g_syslog) {
+        static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG};
+        syslog(prio[level], "%s", msg);
+    } else {
+        struct timespec ts;
+        struct tm tm;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        gmtime_r(&ts.tv_sec, &tm);
+        const char *base = strrchr(file, '/');
+        char out[2304];
+        int n = snprintf(out, sizeof(out), "%02d:%02d:%02d.%03ld %-5s %s:%d: %s\n", tm.tm_hour,
+                         tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, level_names[level],
+                         base ? base + 1 : file, line, msg);
+        if (n > (int)sizeof(out))
+            n = (int)sizeof(out);
+        if (n > 0 && write(STDERR_FILENO, out, (size_t)n) < 0) {
+            /* Nowhere left to report a failed log write. */
+        }
+    }
+    errno = saved;
+}

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * log.h - leveled logging to stderr or syslog.
+ *
+ * Called from every module and thread. Each message is formatted into a stack buffer and written
+ * with a single write(2) (or syslog(3)) so concurrent lines never interleave; no lock is taken.
+ * Log an error once, where it is handled (STYLE.md).
+ */
+#ifndef TIER_COMMON_LOG_H
+#define TIER_COMMON_LOG_H
+
+enum tier_log_level {
+    TIER_LOG_ERR = 0,
+    TIER_LOG_WARN = 1,
+    TIER_LOG_INFO = 2,
+    TIER_LOG_DEBUG = 3,
+};
+
+/* Set the threshold; messages above it are dropped. Default: INFO, or $TIER_LOG_LEVEL. */
+void tier_log_set_level(enum tier_log_level level);
+enum tier_log_level tier_log_get_level(void);
+
+/* Parse "error", "warn", "info", "debug". Returns 0 or -EINVAL. */
+int tier_log_level_parse(const char *s, enum tier_log_level *out);
+
+/* Send messages to syslog (ident is borrowed for the process lifetime) instead of stderr. */
+void tier_log_use_syslog(const char *ident);
+
+void tier_log(enum tier_log_level level, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#define log_err(...) tier_log(TIER_LOG_ERR, __FILE__, __LINE__, __VA_ARGS__)
+#define log_warn(...) tier_log(TIER_LOG_WARN, __FILE__, __LINE__, __VA_ARGS__)
+#define log_info(...) tier_log(TIER_LOG_INFO, __FILE__, __LINE__, __VA_ARGS__)
+#define log_debug(...)                                                                             \
+    do {                                                                                           \
+        if (tier_log_get_level() >= TIER_LOG_DEBUG)                                                \
+            tier_log(TIER_LOG_DEBUG, __FILE__, __LINE__, __VA_ARGS__);                             \
+    } while (0)
+
+#endif

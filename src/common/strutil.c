@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* strutil.c - bounded string and strict number parsing helpers. See strutil.h. */
+#include "common/strutil.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+size_t tier_strlcpy(char *dst, const char *src, size_t dstsz)
+{
+    size_t n = strlen(src);
+    if (dstsz > 0) {
+        size_t c = n < dstsz - 1 ? n : dstsz - 1;
+        memcpy(dst, src, c);
+        dst[c] = '\0';
+    }
+    return n;
+}
+
+int tier_parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || !isdigit((unsigned char)*s))
+        return -EINVAL;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno == ERANGE)
+        return -ERANGE;
+    if (*end != '\0')
+        return -EINVAL;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+/* Split "123abc" into a number and a suffix; the number may have a fraction ("1.5G"). */
+static int split_number(const char *s, double *num, const char **suffix)
+{
+    if (!s || !(isdigit((unsigned char)*s) || *s == '.'))
+        return -EINVAL;
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno == ERANGE || v < 0)
+        return -ERANGE;
+    if (end == s)
+        return -EINVAL;
+    while (*end == ' ')
+        end++;
+    *num = v;
+    *suffix = end;
+    return 0;
+}
+
+int tier_parse_size(const char *s, uint64_t *out)
+{
+    double v;
+    const char *suf;
+    int rc = split_number(s, &v, &suf);
+    if (rc)
+        return rc;
+    static const struct {
+        const char *name;
+        double mult;
+    } units[] = {
+        {"", 1.0},
+        {"b", 1.0},
+        {"k", 1024.0},
+        {"kb", 1024.0},
+        {"kib", 1024.0},
+        {"m", 1048576.0},
+        {"mb", 1048576.0},
+        {"mib", 1048576.0},
+        {"g", 1073741824.0},
+        {"gb", 1073741824.0},
+        {"gib", 1073741824.0},
+        {"t", 1099511627776.0},
+        {"tb", 1099511627776.0},
+        {"tib", 1099511627776.0},
+    };
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (strcasecmp(suf, units[i].name) == 0) {
+            double bytes = v * units[i].mult;
+            if (bytes >= 18446744073709551615.0)
+                return -ERANGE;
+            *out = (uint64_t)bytes;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+int tier_parse_duration_ms(const char *s, uint64_t *out)
+{
+    double v;
+    const char *suf;
+    int rc = split_number(s, &v, &suf);
+    if (rc)
+        return rc;
+    double mult;
+    if (*suf == '\0' || strcasecmp(suf, "ms") == 0)
+        mult = 1.0;
+    else if (strcasecmp(suf, "s") == 0)
+        mult = 1000.0;
+    else if (strcasecmp(suf, "m") == 0 || strcasecmp(suf, "min") == 0)
+        mult = 60000.0;
+    else if (strcasecmp(suf, "h") == 0)
+        mult = 3600000.0;
+    else
+        return -EINVAL;
+    double ms = v * mult;
+    if (ms >= 1e18)
+        return -ERANGE;
+    *out = (uint64_t)ms;
+    return 0;
+}
+
+int tier_parse_bool(const char *s, int *out)
+{
+    static const char *const yes[] = {"true", "yes", "on", "1"};
+    static const char *const no[] = {"false", "no", "off", "0"};
+    for (int i = 0; i < 4; i++) {
+        if (strcasecmp(s, yes[i]) == 0) {
+            *out = 1;
+            return 0;
+        }
+        if (strcasecmp(s, no[i]) == 0) {
+            *out = 0;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+char *tier_fmt_bytes(uint64_t bytes, char *buf, size_t bufsz)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024.0 && u < 5) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, bufsz, "%llu B", (unsigned long long)bytes);
+    else
+        snprintf(buf, bufsz, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+void tier_hex(const void *data, size_t len, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    const unsigned char *p = data;
+    for (size_t i = 0; i < len; i++) {
+        out[2 * i] = digits[p[i] >> 4];
+        out[2 * i + 1] = digits[p[i] & 15];
+    }
+    out[2 * len] = '\0';
+}

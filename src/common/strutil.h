@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * strutil.h - bounded string helpers replacing the banned strcpy/strcat/sprintf/atoi, and
+ * strict number parsing for config and CLI input. No state; thread-safe.
+ */
+#ifndef TIER_COMMON_STRUTIL_H
+#define TIER_COMMON_STRUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Copy src into dst (size dstsz), always NUL-terminated. Returns strlen(src); truncation happened
+ * when the result is >= dstsz. */
+size_t tier_strlcpy(char *dst, const char *src, size_t dstsz);
+
+/* Parse a whole decimal unsigned integer. Returns 0 or -EINVAL (junk, empty) / -ERANGE. */
+int tier_parse_u64(const char *s, uint64_t *out);
+
+/* Parse a byte size: "4096", "64K", "8MiB", "2G", "1T" (K/M/G/T are powers of 1024, optional
+ * "i"/"B" suffixes). Returns 0, -EINVAL or -ERANGE. */
+int tier_parse_size(const char *s, uint64_t *out);
+
+/* Parse a duration: "250ms", "5s", "2m", "1h", bare number = milliseconds. */
+int tier_parse_duration_ms(const char *s, uint64_t *out);
+
+/* Parse a boolean: true/false/yes/no/on/off/1/0. */
+int tier_parse_bool(const char *s, int *out);
+
+/* Format a byte count for humans ("1.5 GiB") into buf. Returns buf. */
+char *tier_fmt_bytes(uint64_t bytes, char *buf, size_t bufsz);
+
+/* Lowercase hex of len bytes into out (2*len+1 bytes). */
+void tier_hex(const void *data, size_t len, char *out);
+
+#endif

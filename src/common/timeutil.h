@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * timeutil.h - clocks in integer nanoseconds. Monotonic for intervals and deadlines, realtime only
+ * for timestamps shown to people or stored on disk. Stateless; thread-safe.
+ */
+#ifndef TIER_COMMON_TIMEUTIL_H
+#define TIER_COMMON_TIMEUTIL_H
+
+#include <stdint.h>
+
+#define TIER_NS_PER_MS 1000000ULL
+#define TIER_NS_PER_SEC 1000000000ULL
+
+uint64_t tier_now_mono_ns(void);
+uint64_t tier_now_real_ns(void);
+/* Sleep for ms milliseconds, resuming after signals. */
+void tier_sleep_ms(uint64_t ms);
+
+#endif

@@ -1,0 +1,274 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * backend.c - the backend-independent half of backend.h: key validation, the dispatchers that
+ * validate before calling a backend, and the parallel ranged read built on plain reads.
+ *
+ * Stateless apart from the short-lived worker threads of backend_read_parallel(), which share
+ * only an atomic chunk cursor and write disjoint parts of the caller's buffer.
+ */
+#include "tiers/backend.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/strutil.h"
+
+int backend_key_valid(const char *key, size_t len, bool allow_dir)
+{
+    if (!key || len == 0) {
+        tier_err_set("empty key");
+        return -EINVAL;
+    }
+    if (len > BACKEND_KEY_MAX) {
+        tier_err_set("key of %zu bytes is longer than the %d allowed", len, BACKEND_KEY_MAX);
+        return -ENAMETOOLONG;
+    }
+    if (memchr(key, '\0', len)) {
+        tier_err_set("key contains a NUL byte");
+        return -EINVAL;
+    }
+    if (key[0] == '/') {
+        tier_err_set("key '%.*s' is absolute; keys are relative to the backend root", (int)len,
+                     key);
+        return -EINVAL;
+    }
+    if (key[len - 1] == '/' && !allow_dir) {
+        tier_err_set("key '%.*s' ends in '/'", (int)len, key);
+        return -EINVAL;
+    }
+    size_t seg_start = 0;
+    size_t end = key[len - 1] == '/' ? len - 1 : len;
+    for (size_t i = 0; i <= end; i++) {
+        if (i < end && (unsigned char)key[i] < 0x20) {
+            tier_err_set("key contains control character 0x%02x", (unsigned char)key[i]);
+            return -EINVAL;
+        }
+        if (i < end && (unsigned char)key[i] == 0x7f) {
+            tier_err_set("key contains control character 0x7f");
+            return -EINVAL;
+        }
+        if (i == end || key[i] == '/') {
+            size_t seg = i - seg_start;
+            const char *s = key + seg_start;
+            if (seg == 0) {
+                tier_err_set("key '%.*s' has an empty path segment", (int)len, key);
+                return -EINVAL;
+            }
+            if ((seg == 1 && s[0] == '.') || (seg == 2 && s[0] == '.' && s[1] == '.')) {
+                tier_err_set("key '%.*s' has a '.' or '..' segment", (int)len, key);
+                return -EINVAL;
+            }
+            if (seg > BACKEND_SEGMENT_MAX) {
+                tier_err_set("key has a segment of %zu bytes (max %d)", seg, BACKEND_SEGMENT_MAX);
+                return -ENAMETOOLONG;
+            }
+            seg_start = i + 1;
+        }
+    }
+    return 0;
+}
+
+static int check_key(const char *key, bool allow_dir)
+{
+    return backend_key_valid(key, key ? strlen(key) : 0, allow_dir);
+}
+
+int backend_stat(struct backend *be, const char *key, struct backend_stat *st)
+{
+    int rc = check_key(key, false);
+    return rc ? rc : be->ops->stat(be, key, st);
+}
+
+ssize_t backend_read(struct backend *be, const char *key, uint64_t off, void *buf, size_t len,
+                     const char *if_match, struct backend_stat *st)
+{
+    int rc = check_key(key, false);
+    return rc ? rc : be->ops->read(be, key, off, buf, len, if_match, st);
+}
+
+int backend_list(struct backend *be, const char *prefix, const char *delimiter, const char *token,
+                 size_t max_keys, struct backend_list_page *page)
+{
+    memset(page, 0, sizeof(*page));
+    if (prefix && *prefix) {
+        /* A listing prefix may end anywhere, even mid-segment ("data/shard-0"), so only the
+         * parts that could escape the root are checked: treat it as a directory-allowed key. */
+        int rc = check_key(prefix, true);
+        if (rc)
+            return rc;
+    }
+    if (delimiter && strcmp(delimiter, "/") != 0) {
+        tier_err_set("only '/' is supported as a listing delimiter");
+        return -EINVAL;
+    }
+    return be->ops->list(be, prefix ? prefix : "", delimiter, token, max_keys, page);
+}
+
+int backend_put(struct backend *be, const char *key, const void *buf, size_t len, char *etag_out)
+{
+    int rc = check_key(key, false);
+    return rc ? rc : be->ops->put(be, key, buf, len, etag_out);
+}
+
+int backend_mpu_create(struct backend *be, const char *key, char **upload_id)
+{
+    int rc = check_key(key, false);
+    return rc ? rc : be->ops->mpu_create(be, key, upload_id);
+}
+
+int backend_mpu_put_part(struct backend *be, const char *key, const char *upload_id, int part_no,
+                         const void *buf, size_t len, char *etag_out)
+{
+    int rc = check_key(key, false);
+    if (rc)
+        return rc;
+    if (part_no < 1 || part_no > 10000) {
+        tier_err_set("multipart part number %d is outside 1..10000", part_no);
+        return -EINVAL;
+    }
+    return be->ops->mpu_put_part(be, key, upload_id, part_no, buf, len, etag_out);
+}
+
+int backend_mpu_complete(struct backend *be, const char *key, const char *upload_id,
+                         const struct backend_part *parts, size_t nparts, char *etag_out)
+{
+    int rc = check_key(key, false);
+    if (rc)
+        return rc;
+    if (nparts == 0) {
+        tier_err_set("multipart upload of '%s' completed with no parts", key);
+        return -EINVAL;
+    }
+    return be->ops->mpu_complete(be, key, upload_id, parts, nparts, etag_out);
+}
+
+int backend_mpu_abort(struct backend *be, const char *key, const char *upload_id)
+{
+    int rc = check_key(key, false);
+    return rc ? rc : be->ops->mpu_abort(be, key, upload_id);
+}
+
+int backend_del(struct backend *be, const char *key)
+{
+    int rc = check_key(key, false);
+    return rc ? rc : be->ops->del(be, key);
+}
+
+void backend_free(struct backend *be)
+{
+    if (be)
+        be->ops->destroy(be);
+}
+
+void backend_list_page_fini(struct backend_list_page *page)
+{
+    if (!page)
+        return;
+    for (size_t i = 0; i < page->n; i++)
+        free(page->entries[i].name);
+    free(page->entries);
+    free(page->next_token);
+    memset(page, 0, sizeof(*page));
+}
+
+/* ---- parallel ranged read ------------------------------------------------------------------ */
+
+struct par_read {
+    struct backend *be;
+    const char *key;
+    uint64_t off;
+    char *buf;
+    size_t len;
+    size_t chunk;
+    size_t nchunks;
+    const char *etag;   /* version every chunk must match */
+    atomic_size_t next; /* next chunk index to claim */
+    atomic_size_t got;  /* bytes read in total */
+    atomic_int err;     /* first error, or 0 */
+};
+
+static void *par_worker(void *arg)
+{
+    struct par_read *pr = arg;
+    for (;;) {
+        if (atomic_load(&pr->err))
+            break;
+        size_t i = atomic_fetch_add(&pr->next, 1);
+        if (i >= pr->nchunks)
+            break;
+        size_t coff = i * pr->chunk;
+        size_t clen = pr->len - coff < pr->chunk ? pr->len - coff : pr->chunk;
+        ssize_t n = pr->be->ops->read(pr->be, pr->key, pr->off + coff, pr->buf + coff, clen,
+                                      pr->etag, NULL);
+        if (n < 0) {
+            int zero = 0;
+            atomic_compare_exchange_strong(&pr->err, &zero, (int)n);
+            break;
+        }
+        atomic_fetch_add(&pr->got, (size_t)n);
+    }
+    return NULL;
+}
+
+ssize_t backend_read_parallel(struct backend *be, const char *key, uint64_t off, void *buf,
+                              size_t len, size_t chunk_bytes, int nthreads, struct backend_stat *st)
+{
+    int rc = check_key(key, false);
+    if (rc)
+        return rc;
+    if (chunk_bytes == 0 || nthreads < 1)
+        return -EINVAL;
+    /* The first chunk is read here and fixes the version; the rest must match it. */
+    struct backend_stat first;
+    size_t first_len = len < chunk_bytes ? len : chunk_bytes;
+    ssize_t n = be->ops->read(be, key, off, buf, first_len, NULL, &first);
+    if (n < 0)
+        return n;
+    if ((size_t)n < first_len || len == first_len) {
+        if (st)
+            *st = first;
+        return n;
+    }
+    /* Do not read past the end of the object. */
+    size_t want = len;
+    if (first.size_bytes > off && first.size_bytes - off < want)
+        want = (size_t)(first.size_bytes - off);
+
+    struct par_read pr = {
+        .be = be,
+        .key = key,
+        .off = off + first_len,
+        .buf = (char *)buf + first_len,
+        .len = want - first_len,
+        .chunk = chunk_bytes,
+        .etag = first.etag,
+    };
+    pr.nchunks = (pr.len + chunk_bytes - 1) / chunk_bytes;
+    atomic_init(&pr.next, 0);
+    atomic_init(&pr.got, 0);
+    atomic_init(&pr.err, 0);
+
+    int nt = nthreads > (int)pr.nchunks ? (int)pr.nchunks : nthreads;
+    pthread_t tids[64];
+    if (nt > 64)
+        nt = 64;
+    int started = 0;
+    for (int i = 1; i < nt; i++) {
+        if (pthread_create(&tids[started], NULL, par_worker, &pr) != 0)
+            break;
+        started++;
+    }
+    par_worker(&pr); /* the calling thread works too */
+    for (int i = 0; i < started; i++)
+        pthread_join(tids[i], NULL);
+    int err = atomic_load(&pr.err);
+    if (err)
+        return err;
+    if (st)
+        *st = first;
+    return (ssize_t)(first_len + atomic_load(&pr.got));
+}

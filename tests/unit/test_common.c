@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test_common.c - unit tests for src/common: number parsing, bounded buffers, string helpers. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/dynbuf.h"
+#include "common/err.h"
+#include "common/strutil.h"
+
+static void test_parse_size(void **state)
+{
+    (void)state;
+    uint64_t v = 0;
+    assert_int_equal(tier_parse_size("4096", &v), 0);
+    assert_int_equal(v, 4096);
+    assert_int_equal(tier_parse_size("64K", &v), 0);
+    assert_int_equal(v, 65536);
+    assert_int_equal(tier_parse_size("8MiB", &v), 0);
+    assert_int_equal(v, 8u << 20);
+    assert_int_equal(tier_parse_size("1.5g", &v), 0);
+    assert_int_equal(v, 3ull << 29);
+    assert_int_equal(tier_parse_size("", &v), -EINVAL);
+    assert_int_equal(tier_parse_size("12 parsecs", &v), -EINVAL);
+    assert_int_equal(tier_parse_size("-1", &v), -EINVAL);
+    assert_int_equal(tier_parse_size("99999999999T", &v), -ERANGE);
+}
+
+static void test_parse_misc(void **state)
+{
+    (void)state;
+    uint64_t v = 0;
+    int b = -1;
+    assert_int_equal(tier_parse_u64("18446744073709551615", &v), 0);
+    assert_true(v == UINT64_MAX);
+    assert_int_equal(tier_parse_u64("18446744073709551616", &v), -ERANGE);
+    assert_int_equal(tier_parse_u64("12x", &v), -EINVAL);
+    assert_int_equal(tier_parse_u64(" 1", &v), -EINVAL);
+    assert_int_equal(tier_parse_duration_ms("5s", &v), 0);
+    assert_int_equal(v, 5000);
+    assert_int_equal(tier_parse_duration_ms("250", &v), 0);
+    assert_int_equal(v, 250);
+    assert_int_equal(tier_parse_duration_ms("2m", &v), 0);
+    assert_int_equal(v, 120000);
+    assert_int_equal(tier_parse_duration_ms("2 fortnights", &v), -EINVAL);
+    assert_int_equal(tier_parse_bool("Yes", &b), 0);
+    assert_int_equal(b, 1);
+    assert_int_equal(tier_parse_bool("off", &b), 0);
+    assert_int_equal(b, 0);
+    assert_int_equal(tier_parse_bool("maybe", &b), -EINVAL);
+}
+
+static void test_strlcpy_hex(void **state)
+{
+    (void)state;
+    char buf[4];
+    assert_int_equal(tier_strlcpy(buf, "abcdef", sizeof(buf)), 6);
+    assert_string_equal(buf, "abc");
+    assert_int_equal(tier_strlcpy(buf, "ab", sizeof(buf)), 2);
+    assert_string_equal(buf, "ab");
+    char hex[7];
+    tier_hex("\x01\xab\xff", 3, hex);
+    assert_string_equal(hex, "01abff");
+    char human[32];
+    assert_string_equal(tier_fmt_bytes(1536, human, sizeof(human)), "1.5 KiB");
+    assert_string_equal(tier_fmt_bytes(12, human, sizeof(human)), "12 B");
+}
+
+static void test_dynbuf_bounded(void **state)
+{
+    (void)state;
+    struct dynbuf b;
+    dynbuf_init(&b, 10);
+    assert_int_equal(dynbuf_append(&b, "hello", 5), 0);
+    assert_int_equal(dynbuf_printf(&b, "%d", 1234), 0);
+    assert_string_equal(b.data, "hello1234");
+    assert_int_equal(dynbuf_append(&b, "xy", 2), -E2BIG);
+    assert_string_equal(b.data, "hello1234"); /* a failed append changes nothing */
+    assert_int_equal(dynbuf_append(&b, "z", 1), 0);
+    assert_int_equal(b.len, 10);
+    size_t len = 0;
+    char *p = dynbuf_take(&b, &len);
+    assert_int_equal(len, 10);
+    assert_null(b.data);
+    free(p);
+    dynbuf_fini(&b);
+}
+
+static void test_err_msg(void **state)
+{
+    (void)state;
+    tier_err_clear();
+    assert_string_equal(tier_err_msg(), "");
+    tier_err_set("bucket %s: %s", "b1", "NoSuchBucket");
+    assert_string_equal(tier_err_msg(), "bucket b1: NoSuchBucket");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_size),  cmocka_unit_test(test_parse_misc),
+        cmocka_unit_test(test_strlcpy_hex), cmocka_unit_test(test_dynbuf_bounded),
+        cmocka_unit_test(test_err_msg),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
