@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cache.h - the hot tier: a block cache over any backend, with a RAM level and a local-disk
+ * (NVMe) level, scan-resistant eviction, pinning, single-flight fetches and checksummed blocks
+ * that survive a restart.
+ *
+ * Callers: the FUSE read path, the stager (tierctl stage), the control API (pin/evict/stats).
+ * The cache knows nothing of FUSE; it knows backends only through tiers/backend.h.
+ *
+ * Objects are cached in fixed-size blocks (cfg.block_size; the last block of an object is
+ * shorter). A block's identity is (backend name, key, version tag, block index): a changed
+ * object has a new version tag, so its old blocks are never served for it and age out.
+ *
+ * Every backend fetch first passes the fetch hook (cache_set_fetch_hook), the single point where
+ * the QoS scheduler and the prefetcher sit; it carries the caller's struct tier_ioctx.
+ *
+ * Thread-safety: every function may be called from any number of threads at once. No lock is
+ * held across disk or network I/O.
+ *
+ * Errors: 0 / byte count, or a negative errno: -ENOENT (object gone), -ESTALE (the object's
+ * version changed under the read: re-stat and retry), -EIO (backend failed), -ENOSPC (pin over
+ * budget), -ENOMEM, -EINVAL.
+ */
+#ifndef TIER_CACHE_CACHE_H
+#define TIER_CACHE_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/ioctx.h"
+#include "tiers/backend.h"
+
+enum cache_policy_kind {
+    CACHE_POLICY_S3FIFO = 0, /* default: small FIFO + main FIFO + ghost history */
+    CACHE_POLICY_LRU = 1,
+};
+
+struct cache_config {
+    size_t block_size;            /* bytes; default 4 MiB; 64 KiB..64 MiB */
+    uint64_t ram_bytes;           /* RAM level budget; 0 = no RAM level */
+    const char *disk_dir;         /* disk level directory (created); NULL = no disk level */
+    uint64_t disk_bytes;          /* disk level budget */
+    uint64_t disk_min_free_bytes; /* keep at least this much free on disk_dir's file system */
+    uint64_t pin_bytes;           /* budget for pinned blocks (counted inside the levels) */
+    enum cache_policy_kind policy;
+};
+
+/* The object being read: borrowed for the call. */
+struct cache_obj {
+    struct backend *be;  /* be->name is part of the block identity */
+    const char *key;
+    const char *etag;    /* version tag from backend_stat(); reads demand it (if_match) */
+    uint64_t size_bytes; /* object size from the same stat */
+};
+
+struct cache;
+
+int cache_open(const struct cache_config *cfg, struct cache **out);
+/* Stop background work and free everything; the disk level stays for the next open. */
+void cache_close(struct cache *c);
+
+/* Read [off, off+len) of obj into buf through the cache. Returns bytes read (short only at the
+ * object's end) or -errno. */
+ssize_t cache_read(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
+                   uint64_t off, void *buf, size_t len);
+
+/* Make sure block `index` of obj is cached (fetch if missing), without copying it out. Used by
+ * the stager and prefetcher; blocking. pin: also pin the block. */
+int cache_fetch_block(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
+                      uint64_t index, bool pin);
+
+/* Queue blocks [first, first+count) of obj for background fetch (sequential-read prefetch).
+ * Returns at once; blocks already cached or in flight are skipped; the queue is bounded and
+ * excess requests are dropped (prefetch is advisory). */
+void cache_prefetch(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
+                    uint64_t first, uint64_t count);
+
+/* Pin rules by backend name and key prefix ("" = the whole backend; a full key pins one
+ * object). Blocks matching a rule are never evicted, now or when fetched later. Pinning more
+ * than pin_bytes of cached blocks fails with -ENOSPC and changes nothing. */
+int cache_pin(struct cache *c, const char *backend_name, const char *prefix);
+int cache_unpin(struct cache *c, const char *backend_name, const char *prefix);
+
+/* Drop every unpinned cached block of keys under prefix; returns the number dropped or -errno. */
+long cache_evict(struct cache *c, const char *backend_name, const char *prefix);
+
+/* How many bytes of obj are cached (any level), for stage progress and status. */
+uint64_t cache_cached_bytes(struct cache *c, const struct cache_obj *obj);
+
+struct cache_level_stats {
+    uint64_t hits, misses;
+    uint64_t bytes_used, bytes_budget;
+    uint64_t blocks;
+    uint64_t evictions;
+    uint64_t bytes_read; /* bytes served from this level */
+};
+
+struct cache_stats {
+    struct cache_level_stats ram, disk;
+    uint64_t fetches;          /* backend block fetches */
+    uint64_t fetch_bytes;
+    uint64_t fetch_errors;
+    uint64_t fetch_ns_total;   /* sum of fetch latencies */
+    uint64_t singleflight_waits; /* readers that waited on another's fetch */
+    uint64_t pinned_bytes, pin_budget;
+    uint64_t checksum_failures; /* corrupt disk blocks dropped */
+};
+void cache_stats_get(struct cache *c, struct cache_stats *st);
+
+/* Fetch hook: called before every backend block fetch with the caller's ioctx; it may block
+ * (QoS admission). done is called after the fetch with its outcome. Both may be NULL. */
+struct cache_fetch_hook {
+    void (*before)(void *ud, const struct tier_ioctx *io, const struct cache_obj *obj,
+                   uint64_t index, size_t bytes);
+    void (*after)(void *ud, const struct tier_ioctx *io, const struct cache_obj *obj,
+                  uint64_t index, ssize_t result, uint64_t latency_ns);
+    void *ud;
+};
+void cache_set_fetch_hook(struct cache *c, const struct cache_fetch_hook *hook);
+
+#endif
