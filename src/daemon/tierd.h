@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * tierd.h - the daemon's shared state, as seen by its parts: config (config.c), the FUSE mount
+ * (src/fuse/), the control API and the stager (api.c, stage.c).
+ *
+ * One struct tierd per process, built by main() from the config, then read-only apart from
+ * fields documented as guarded. Namespaces map a mount sub-tree ("/datasets") to a backend and
+ * a key prefix; paths inside the mount resolve to (namespace, key) with tierd_resolve().
+ */
+#ifndef TIER_DAEMON_TIERD_H
+#define TIER_DAEMON_TIERD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cache/cache.h"
+#include "tiers/backend.h"
+
+#define TIERD_MAX_BACKENDS 16
+#define TIERD_MAX_NAMESPACES 32
+
+enum tierd_ns_mode {
+    TIERD_NS_READ_CACHE = 0, /* read-only, cached; mutations return EROFS */
+    TIERD_NS_WRITE_BACK = 1, /* checkpoint burst buffer (issue 5) */
+};
+
+struct tierd_backend_conf {
+    char *name;
+    char *type; /* "posix" | "s3" */
+    struct posix_backend_config posix;
+    struct s3_backend_config s3;
+    int conf_line;  /* where it was defined, for messages */
+};
+
+struct tierd_ns_conf {
+    char *path;     /* mount sub-tree, "/datasets" (no trailing slash, one segment or more) */
+    char *backend;  /* backend name */
+    char *prefix;   /* key prefix inside the backend, "" or ending in '/' */
+    enum tierd_ns_mode mode;
+    int conf_line;
+};
+
+struct tierd_config {
+    char *file; /* config path, for messages */
+    /* [cache] */
+    struct cache_config cache;
+    char *cache_disk_dir;
+    /* [mount] */
+    char *mount_path;
+    uint64_t attr_ttl_ms;     /* attribute cache TTL; default 1000 */
+    uint64_t entry_ttl_ms;    /* lookup/dir listing TTL; default 1000 */
+    int fuse_threads;         /* default 16 */
+    bool allow_other;
+    uint64_t readahead_blocks; /* sequential prefetch depth; default 4 */
+    /* [api] */
+    char *api_socket;         /* Unix socket path; default /run/tierd/api.sock */
+    char *api_tcp;            /* "127.0.0.1:7700" or NULL (off) */
+    char *api_token;          /* required when api_tcp is set */
+    /* [daemon] */
+    char *log_level;
+    uint64_t backend_timeout_ms; /* bound on one backend call incl. retries; default 10000 */
+    int stage_threads;        /* default 8 */
+
+    struct tierd_backend_conf backends[TIERD_MAX_BACKENDS];
+    size_t nbackends;
+    struct tierd_ns_conf namespaces[TIERD_MAX_NAMESPACES];
+    size_t nnamespaces;
+};
+
+/* Parse a config file. On error returns -EINVAL and fills err (errsz bytes) with
+ * "FILE:LINE: what is wrong ... (what is allowed / how to fix)". */
+int tierd_config_load(const char *path, struct tierd_config *cfg, char *err, size_t errsz);
+void tierd_config_fini(struct tierd_config *cfg);
+
+struct tierd_ns {
+    const struct tierd_ns_conf *conf;
+    struct backend *be;
+};
+
+struct tierd {
+    struct tierd_config cfg;
+    struct backend *backends[TIERD_MAX_BACKENDS];
+    struct tierd_ns ns[TIERD_MAX_NAMESPACES];
+    size_t nns;
+    struct cache *cache;
+    struct sched *sched;      /* QoS scheduling point (src/qos/sched.h) */
+    uint64_t start_ns;
+};
+
+/* Resolve a mount path ("/datasets/a/b.bin") to its namespace and backend key ("prefix/a/b.bin",
+ * malloc'd into *key). A path equal to a namespace root gives key = prefix (may be ""), and
+ * *is_root = true. Returns 0, -ENOENT (no namespace), -EINVAL (bad path), -ENOMEM. */
+int tierd_resolve(struct tierd *d, const char *path, struct tierd_ns **ns, char **key,
+                  bool *is_root);
+
+#endif
