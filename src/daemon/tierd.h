@@ -85,6 +85,8 @@ struct tierd {
     size_t nns;
     struct cache *cache;
     struct sched *sched;      /* QoS scheduling point (src/qos/sched.h) */
+    struct stage_registry *stages; /* staging jobs (stage.h) */
+    bool mounted;             /* FUSE session is up */
     uint64_t start_ns;
 };
 
