@@ -1,0 +1,573 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * stage.c - staging jobs (stage.h): copy every block of every file under some mount paths into
+ * the hot tier ahead of a job. Called by the control API (api.c): stage_start() returns a job id
+ * at once, stage_progress_get() reads the job's counters.
+ *
+ * DESIGN. A job is one lister thread plus cfg.stage_threads worker threads. The lister walks
+ * each path (an object is queued as is; anything else is listed recursively, without a
+ * delimiter and page by page, under its key prefix) and pushes files into a bounded queue; the
+ * workers stat each file (for its current version tag and size), note how much of it is already
+ * cached, then cache_fetch_block() every block with class TIER_IO_BACKGROUND, so the fetches
+ * pass the QoS scheduling point behind interactive and streaming reads. Blocks already cached
+ * cost no backend request, which makes a re-run idempotent and a killed run resumable.
+ *
+ * Job state machine (guarded by job->mu):
+ *
+ *     RUNNING --(lister and workers finished, no error, not cancelled)--> DONE
+ *     RUNNING --(some file failed, a path could not be listed, or cancelled)--> FAILED
+ *
+ * Locking: reg->mu guards the job list and next_id; job->mu guards the job's queue, counters and
+ * state; job->cancel is atomic so that the hot loops can test it without a lock. Lock order is
+ * reg->mu before job->mu. No lock is held across backend or cache I/O. Jobs live until the
+ * registry is freed (the oldest finished ones are dropped beyond MAX_FINISHED_JOBS).
+ */
+#include "daemon/stage.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "common/strutil.h"
+#include "common/timeutil.h"
+#include "daemon/tierd.h"
+
+#define MAX_FINISHED_JOBS 256
+#define QUEUE_PER_WORKER 16
+#define MAX_WORKERS 256
+#define DEFAULT_BLOCK_SIZE (4u << 20) /* cache.h: block_size default */
+
+/* One root of a job, resolved by stage_start(). */
+struct stage_root {
+    char *path; /* mount path as given (normalised: no trailing '/') */
+    struct tierd_ns *ns;
+    char *key; /* object key, or the listing prefix when is_prefix */
+    bool is_prefix;
+    uint64_t size_bytes; /* object size when !is_prefix */
+};
+
+struct stage_item {
+    struct tierd_ns *ns;
+    char *key;
+    uint64_t listed_bytes;
+};
+
+struct stage_job {
+    uint64_t id; /* immutable */
+    struct stage_registry *reg;
+    bool pin;                 /* immutable */
+    struct stage_root *roots; /* immutable after start */
+    size_t nroots;
+    pthread_t lister;
+    atomic_bool cancel;
+
+    pthread_mutex_t mu;
+    pthread_cond_t not_empty, not_full;
+    struct stage_item *queue; /* ring of qcap items */
+    size_t qcap, qhead, qlen;
+    bool queue_closed;       /* lister pushes no more */
+    struct stage_progress p; /* state, counters, first_error */
+    uint64_t start_ns;
+    bool finished; /* lister thread has returned (join will not block) */
+
+    struct stage_job *next; /* registry list, guarded by reg->mu */
+};
+
+struct stage_registry {
+    struct tierd *d; /* borrowed; outlives the registry */
+    pthread_mutex_t mu;
+    struct stage_job *jobs; /* newest first */
+    uint64_t next_id;
+    bool closing;
+};
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+static size_t block_size(const struct stage_registry *r)
+{
+    size_t bs = r->d->cfg.cache.block_size;
+    return bs ? bs : DEFAULT_BLOCK_SIZE;
+}
+
+static int worker_count(const struct stage_registry *r)
+{
+    int n = r->d->cfg.stage_threads;
+    if (n <= 0)
+        return 8;
+    return n > MAX_WORKERS ? MAX_WORKERS : n;
+}
+
+/* The mount path of a key inside ns, for messages: ns path + key without the ns prefix. */
+static void mount_path_of(const struct tierd_ns *ns, const char *key, char *buf, size_t bufsz)
+{
+    const char *prefix = ns->conf->prefix ? ns->conf->prefix : "";
+    size_t pl = strlen(prefix);
+    const char *rel = strncmp(key, prefix, pl) == 0 ? key + pl : key;
+    snprintf(buf, bufsz, "%s/%s", ns->conf->path, rel);
+}
+
+/* Count a failure; keep the first one as "path: message". Takes job->mu. */
+static void job_error(struct stage_job *job, const char *path, int rc, const char *msg)
+{
+    if (!msg || !*msg)
+        msg = strerror(-rc);
+    pthread_mutex_lock(&job->mu);
+    if (job->p.errors++ == 0)
+        snprintf(job->p.first_error, sizeof(job->p.first_error), "%s: %s", path, msg);
+    pthread_mutex_unlock(&job->mu);
+    log_warn("stage job %llu: %s: %s", (unsigned long long)job->id, path, msg);
+}
+
+/* ---- the bounded queue between lister and workers --------------------------------------- */
+
+/* Push an item (takes ownership of key). Blocks while the queue is full. Returns -ECANCELED if
+ * the job was cancelled (key is freed). */
+static int queue_push(struct stage_job *job, struct tierd_ns *ns, char *key, uint64_t bytes)
+{
+    pthread_mutex_lock(&job->mu);
+    while (job->qlen == job->qcap && !atomic_load(&job->cancel))
+        pthread_cond_wait(&job->not_full, &job->mu);
+    if (atomic_load(&job->cancel)) {
+        pthread_mutex_unlock(&job->mu);
+        free(key);
+        return -ECANCELED;
+    }
+    struct stage_item *it = &job->queue[(job->qhead + job->qlen) % job->qcap];
+    it->ns = ns;
+    it->key = key;
+    it->listed_bytes = bytes;
+    job->qlen++;
+    job->p.files_total++;
+    job->p.bytes_total += bytes;
+    pthread_cond_signal(&job->not_empty);
+    pthread_mutex_unlock(&job->mu);
+    return 0;
+}
+
+/* Pop an item; false when the queue is closed and empty, or the job was cancelled. */
+static bool queue_pop(struct stage_job *job, struct stage_item *out)
+{
+    pthread_mutex_lock(&job->mu);
+    while (job->qlen == 0 && !job->queue_closed && !atomic_load(&job->cancel))
+        pthread_cond_wait(&job->not_empty, &job->mu);
+    if (job->qlen == 0 || atomic_load(&job->cancel)) {
+        pthread_mutex_unlock(&job->mu);
+        return false;
+    }
+    *out = job->queue[job->qhead];
+    job->qhead = (job->qhead + 1) % job->qcap;
+    job->qlen--;
+    pthread_cond_signal(&job->not_full);
+    pthread_mutex_unlock(&job->mu);
+    return true;
+}
+
+static void queue_close(struct stage_job *job)
+{
+    pthread_mutex_lock(&job->mu);
+    job->queue_closed = true;
+    pthread_cond_broadcast(&job->not_empty);
+    pthread_mutex_unlock(&job->mu);
+}
+
+/* ---- workers ------------------------------------------------------------------------------ */
+
+static void stage_file(struct stage_job *job, const struct stage_item *it)
+{
+    struct stage_registry *r = job->reg;
+    struct tier_ioctx io = {.tenant = 0, .cls = TIER_IO_BACKGROUND};
+    struct backend_stat st;
+    char path[1200];
+    size_t bs = block_size(r);
+
+    mount_path_of(it->ns, it->key, path, sizeof(path));
+    tier_err_clear();
+    int rc = backend_stat(it->ns->be, it->key, &st);
+    if (rc == 0 && st.is_dir)
+        rc = -EISDIR;
+    if (rc < 0) {
+        job_error(job, path, rc, tier_err_msg());
+        return;
+    }
+
+    struct cache_obj obj = {
+        .be = it->ns->be, .key = it->key, .etag = st.etag, .size_bytes = st.size_bytes};
+    uint64_t cached = cache_cached_bytes(r->d->cache, &obj);
+    pthread_mutex_lock(&job->mu);
+    /* The listing's size may be older than the stat; the total follows the object. */
+    job->p.bytes_total = job->p.bytes_total - it->listed_bytes + st.size_bytes;
+    job->p.bytes_already_cached += cached;
+    pthread_mutex_unlock(&job->mu);
+
+    uint64_t nblocks = (st.size_bytes + bs - 1) / bs;
+    for (uint64_t i = 0; i < nblocks; i++) {
+        if (atomic_load(&job->cancel))
+            return;
+        tier_err_clear();
+        rc = cache_fetch_block(r->d->cache, &io, &obj, i, job->pin);
+        if (rc < 0) {
+            job_error(job, path, rc, tier_err_msg());
+            return;
+        }
+        uint64_t len = st.size_bytes - i * bs < bs ? st.size_bytes - i * bs : bs;
+        pthread_mutex_lock(&job->mu);
+        job->p.bytes_done += len;
+        pthread_mutex_unlock(&job->mu);
+    }
+    pthread_mutex_lock(&job->mu);
+    job->p.files_done++;
+    pthread_mutex_unlock(&job->mu);
+}
+
+static void *worker_main(void *arg)
+{
+    struct stage_job *job = arg;
+    struct stage_item it;
+    while (queue_pop(job, &it)) {
+        stage_file(job, &it);
+        free(it.key);
+    }
+    return NULL;
+}
+
+/* ---- lister ------------------------------------------------------------------------------- */
+
+/* List every object under root->key (no delimiter: the whole sub-tree) and queue it. */
+static int list_root(struct stage_job *job, const struct stage_root *root)
+{
+    char *token = NULL;
+    int rc = 0;
+    do {
+        struct backend_list_page page = {0};
+        tier_err_clear();
+        rc = backend_list(root->ns->be, root->key, NULL, token, 0, &page);
+        free(token);
+        token = NULL;
+        if (rc < 0) {
+            job_error(job, root->path, rc, tier_err_msg());
+            return rc;
+        }
+        for (size_t i = 0; i < page.n && rc == 0; i++) {
+            const struct backend_entry *e = &page.entries[i];
+            size_t nl = strlen(e->name);
+            /* Common prefixes cannot appear without a delimiter; S3 "directory markers"
+             * (zero-byte keys ending in '/') are not files. */
+            if (e->is_prefix || nl == 0 || e->name[nl - 1] == '/')
+                continue;
+            char *key = strdup(e->name);
+            rc = key ? queue_push(job, root->ns, key, e->size_bytes) : -ENOMEM;
+        }
+        if (rc == 0 && page.next_token) {
+            token = page.next_token;
+            page.next_token = NULL;
+        }
+        backend_list_page_fini(&page);
+    } while (rc == 0 && token);
+    free(token);
+    if (rc == -ENOMEM)
+        job_error(job, root->path, rc, "out of memory while listing");
+    return rc;
+}
+
+static void *lister_main(void *arg)
+{
+    struct stage_job *job = arg;
+    int nworkers = worker_count(job->reg);
+    pthread_t *workers = calloc((size_t)nworkers, sizeof(*workers));
+    int started = 0;
+
+    if (workers) {
+        for (; started < nworkers; started++) {
+            if (pthread_create(&workers[started], NULL, worker_main, job) != 0)
+                break;
+        }
+    }
+    if (started == 0) {
+        job_error(job, job->roots[0].path, -ENOMEM, "could not start staging workers");
+        atomic_store(&job->cancel, true);
+    }
+
+    for (size_t i = 0; i < job->nroots && !atomic_load(&job->cancel); i++) {
+        const struct stage_root *root = &job->roots[i];
+        if (root->is_prefix) {
+            list_root(job, root);
+        } else {
+            char *key = strdup(root->key);
+            if (!key)
+                job_error(job, root->path, -ENOMEM, "out of memory");
+            else
+                queue_push(job, root->ns, key, root->size_bytes);
+        }
+    }
+    pthread_mutex_lock(&job->mu);
+    job->p.listing_done = true;
+    pthread_mutex_unlock(&job->mu);
+    queue_close(job);
+
+    for (int i = 0; i < started; i++)
+        pthread_join(workers[i], NULL);
+    free(workers);
+
+    /* Items left behind by a cancel are freed here; nobody pops any more. */
+    pthread_mutex_lock(&job->mu);
+    while (job->qlen > 0) {
+        free(job->queue[job->qhead].key);
+        job->qhead = (job->qhead + 1) % job->qcap;
+        job->qlen--;
+    }
+    job->p.elapsed_ns = tier_now_mono_ns() - job->start_ns;
+    job->p.state = job->p.errors == 0 && !atomic_load(&job->cancel) ? STAGE_DONE : STAGE_FAILED;
+    if (atomic_load(&job->cancel) && job->p.errors == 0)
+        tier_strlcpy(job->p.first_error, "staging cancelled (tierd is stopping)",
+                     sizeof(job->p.first_error));
+    job->finished = true;
+    pthread_mutex_unlock(&job->mu);
+    log_info("stage job %llu %s: %llu/%llu files, %llu bytes (%llu already cached), %llu errors",
+             (unsigned long long)job->id, job->p.state == STAGE_DONE ? "done" : "failed",
+             (unsigned long long)job->p.files_done, (unsigned long long)job->p.files_total,
+             (unsigned long long)job->p.bytes_done, (unsigned long long)job->p.bytes_already_cached,
+             (unsigned long long)job->p.errors);
+    return NULL;
+}
+
+/* ---- jobs and registry -------------------------------------------------------------------- */
+
+static void job_free(struct stage_job *job)
+{
+    if (!job)
+        return;
+    for (size_t i = 0; i < job->nroots; i++) {
+        free(job->roots[i].path);
+        free(job->roots[i].key);
+    }
+    free(job->roots);
+    free(job->queue);
+    pthread_cond_destroy(&job->not_full);
+    pthread_cond_destroy(&job->not_empty);
+    pthread_mutex_destroy(&job->mu);
+    free(job);
+}
+
+/* Resolve one mount path into a job root: an object, or a prefix with at least one key under
+ * it. -ENOENT when the path names no namespace or nothing in its backend. */
+static int root_resolve(struct stage_registry *r, const char *path, struct stage_root *root)
+{
+    struct tierd_ns *ns = NULL;
+    char *key = NULL;
+    bool is_root = false;
+    struct backend_stat st = {0};
+    int rc;
+
+    root->path = strdup(path);
+    if (!root->path)
+        return -ENOMEM;
+    /* "/datasets/x/" means the same as "/datasets/x". */
+    size_t pl = strlen(root->path);
+    while (pl > 1 && root->path[pl - 1] == '/')
+        root->path[--pl] = '\0';
+
+    rc = tierd_resolve(r->d, root->path, &ns, &key, &is_root);
+    if (rc < 0) {
+        if (rc == -ENOENT)
+            tier_err_set("%s is not inside any namespace", root->path);
+        else if (rc == -EINVAL)
+            tier_err_set("%s is not a valid mount path", root->path);
+        return rc;
+    }
+    root->ns = ns;
+    if (is_root) {
+        root->key = key; /* the namespace prefix: "" or "dir/" */
+        root->is_prefix = true;
+        return 0;
+    }
+
+    tier_err_clear();
+    rc = backend_stat(ns->be, key, &st);
+    if (rc == 0 && !st.is_dir) {
+        root->key = key;
+        root->size_bytes = st.size_bytes;
+        return 0;
+    }
+    if (rc < 0 && rc != -ENOENT) {
+        char msg[512];
+        tier_strlcpy(msg, *tier_err_msg() ? tier_err_msg() : strerror(-rc), sizeof(msg));
+        tier_err_set("%s: %s", root->path, msg);
+        free(key);
+        return rc;
+    }
+    /* A directory (POSIX) or a prefix (S3 has no directories): list under "key/". */
+    size_t kl = strlen(key);
+    char *prefix = malloc(kl + 2);
+    if (!prefix) {
+        free(key);
+        return -ENOMEM;
+    }
+    memcpy(prefix, key, kl);
+    prefix[kl] = '/';
+    prefix[kl + 1] = '\0';
+    free(key);
+
+    struct backend_list_page page = {0};
+    rc = backend_list(ns->be, prefix, "/", NULL, 1, &page);
+    bool empty = page.n == 0;
+    backend_list_page_fini(&page);
+    if (rc == 0 && empty && !st.is_dir)
+        rc = -ENOENT;
+    if (rc < 0) {
+        if (rc == -ENOENT)
+            tier_err_set("%s: no such file or directory", root->path);
+        free(prefix);
+        return rc;
+    }
+    root->key = prefix;
+    root->is_prefix = true;
+    return 0;
+}
+
+int stage_registry_new(struct tierd *d, struct stage_registry **out)
+{
+    struct stage_registry *r = calloc(1, sizeof(*r));
+    if (!r)
+        return -ENOMEM;
+    if (pthread_mutex_init(&r->mu, NULL) != 0) {
+        free(r);
+        return -ENOMEM;
+    }
+    r->d = d;
+    r->next_id = 1;
+    *out = r;
+    return 0;
+}
+
+void stage_registry_free(struct stage_registry *r)
+{
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->closing = true;
+    struct stage_job *jobs = r->jobs;
+    r->jobs = NULL;
+    for (struct stage_job *j = jobs; j; j = j->next) {
+        pthread_mutex_lock(&j->mu);
+        atomic_store(&j->cancel, true);
+        pthread_cond_broadcast(&j->not_full);
+        pthread_cond_broadcast(&j->not_empty);
+        pthread_mutex_unlock(&j->mu);
+    }
+    pthread_mutex_unlock(&r->mu);
+
+    /* Joined without reg->mu: a worker blocked in a fetch finishes that one block first. */
+    while (jobs) {
+        struct stage_job *next = jobs->next;
+        pthread_join(jobs->lister, NULL);
+        job_free(jobs);
+        jobs = next;
+    }
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
+/* Under reg->mu: drop the oldest finished jobs beyond MAX_FINISHED_JOBS. */
+static void prune_finished(struct stage_registry *r)
+{
+    size_t nfinished = 0;
+    struct stage_job **pp = &r->jobs;
+    while (*pp) {
+        struct stage_job *j = *pp;
+        pthread_mutex_lock(&j->mu);
+        bool fin = j->finished;
+        pthread_mutex_unlock(&j->mu);
+        if (fin && ++nfinished > MAX_FINISHED_JOBS) {
+            *pp = j->next;
+            pthread_join(j->lister, NULL); /* already returned */
+            job_free(j);
+            continue;
+        }
+        pp = &j->next;
+    }
+}
+
+int stage_start(struct stage_registry *r, const char *const *paths, size_t npaths, bool pin,
+                uint64_t *job_id)
+{
+    struct stage_job *job = NULL;
+    int rc = 0;
+
+    if (!paths || npaths == 0) {
+        tier_err_set("nothing to stage: give at least one path");
+        return -EINVAL;
+    }
+    job = calloc(1, sizeof(*job));
+    if (!job)
+        return -ENOMEM;
+    job->reg = r;
+    job->pin = pin;
+    atomic_init(&job->cancel, false);
+    pthread_mutex_init(&job->mu, NULL);
+    pthread_cond_init(&job->not_empty, NULL);
+    pthread_cond_init(&job->not_full, NULL);
+    job->qcap = (size_t)worker_count(r) * QUEUE_PER_WORKER;
+    job->queue = calloc(job->qcap, sizeof(*job->queue));
+    job->roots = calloc(npaths, sizeof(*job->roots));
+    if (!job->queue || !job->roots) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    for (size_t i = 0; i < npaths; i++) {
+        job->nroots = i + 1;
+        rc = root_resolve(r, paths[i], &job->roots[i]);
+        if (rc < 0)
+            goto fail;
+    }
+    job->p.state = STAGE_RUNNING;
+    job->start_ns = tier_now_mono_ns();
+
+    pthread_mutex_lock(&r->mu);
+    if (r->closing) {
+        pthread_mutex_unlock(&r->mu);
+        rc = -ESHUTDOWN;
+        goto fail;
+    }
+    job->id = r->next_id;
+    if (pthread_create(&job->lister, NULL, lister_main, job) != 0) {
+        pthread_mutex_unlock(&r->mu);
+        tier_err_set("could not start a staging thread");
+        rc = -EAGAIN;
+        goto fail;
+    }
+    r->next_id++;
+    job->next = r->jobs;
+    r->jobs = job;
+    prune_finished(r);
+    pthread_mutex_unlock(&r->mu);
+    *job_id = job->id;
+    return 0;
+
+fail:
+    job_free(job);
+    return rc;
+}
+
+int stage_progress_get(struct stage_registry *r, uint64_t job_id, struct stage_progress *p)
+{
+    int rc = -ENOENT;
+    pthread_mutex_lock(&r->mu);
+    for (struct stage_job *j = r->jobs; j; j = j->next) {
+        if (j->id != job_id)
+            continue;
+        pthread_mutex_lock(&j->mu);
+        *p = j->p;
+        if (p->state == STAGE_RUNNING)
+            p->elapsed_ns = tier_now_mono_ns() - j->start_ns;
+        pthread_mutex_unlock(&j->mu);
+        rc = 0;
+        break;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
