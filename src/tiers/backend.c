@@ -189,6 +189,7 @@ struct par_read {
     atomic_size_t next; /* next chunk index to claim */
     atomic_size_t got;  /* bytes read in total */
     atomic_int err;     /* first error, or 0 */
+    char msg[256];      /* tier_err_msg() of the worker that set err (written once, by it) */
 };
 
 static void *par_worker(void *arg)
@@ -205,8 +206,12 @@ static void *par_worker(void *arg)
         ssize_t n = pr->be->ops->read(pr->be, pr->key, pr->off + coff, pr->buf + coff, clen,
                                       pr->etag, NULL);
         if (n < 0) {
+            /* The message lives in the worker's thread-local slot: hand it to the caller. */
+            char msg[sizeof(pr->msg)];
+            tier_strlcpy(msg, tier_err_msg(), sizeof(msg));
             int zero = 0;
-            atomic_compare_exchange_strong(&pr->err, &zero, (int)n);
+            if (atomic_compare_exchange_strong(&pr->err, &zero, (int)n))
+                memcpy(pr->msg, msg, sizeof(msg));
             break;
         }
         atomic_fetch_add(&pr->got, (size_t)n);
@@ -220,8 +225,10 @@ ssize_t backend_read_parallel(struct backend *be, const char *key, uint64_t off,
     int rc = check_key(key, false);
     if (rc)
         return rc;
-    if (chunk_bytes == 0 || nthreads < 1)
+    if (chunk_bytes == 0 || nthreads < 1) {
+        tier_err_set("parallel read of '%s': chunk size and thread count must be positive", key);
         return -EINVAL;
+    }
     /* The first chunk is read here and fixes the version; the rest must match it. */
     struct backend_stat first;
     size_t first_len = len < chunk_bytes ? len : chunk_bytes;
@@ -266,8 +273,11 @@ ssize_t backend_read_parallel(struct backend *be, const char *key, uint64_t off,
     for (int i = 0; i < started; i++)
         pthread_join(tids[i], NULL);
     int err = atomic_load(&pr.err);
-    if (err)
+    if (err) {
+        /* Joined: the worker that set err finished writing msg before exiting. */
+        tier_err_set("%s", pr.msg);
         return err;
+    }
     if (st)
         *st = first;
     return (ssize_t)(first_len + atomic_load(&pr.got));

@@ -1,0 +1,1036 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * posix.c - the POSIX directory backend (the warm tier): object keys are files under one root
+ * directory, which may be any mounted local, shared or parallel file system.
+ *
+ * Called through backend.h by the cache, stager and uploader. Thread-safe: the only state is the
+ * root directory fd, opened once and never changed; every call opens its own fds.
+ *
+ * DESIGN. Containment: the root is opened once with O_PATH, and every key is resolved with
+ * openat2(root_fd, key, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS), so neither "..", an absolute
+ * path nor a symlink (relative or absolute) can name anything outside the root; the kernel
+ * answers EXDEV for an escape, reported as -EACCES. Symlinks that stay inside the root work.
+ *
+ * Versions: the tag of a file is "<ino>-<size>-<mtime ns>" in hex. Every put writes a new inode
+ * (temp file + rename), so any rewrite changes the tag; a read with if_match fstat()s the fd it
+ * reads from, so the check and the data refer to the same inode.
+ *
+ * Atomic put: write ".tier-tmp.<random>" in the target's directory, fsync it, renameat() over the
+ * key, fsync the directory. Readers see the old file or the new one, never a mix; a crash leaves
+ * at most a temp file, which listings hide.
+ *
+ * Multipart upload state, one directory per upload:
+ *
+ *     <root>/.tier-mpu/<upload-id>/key          the key the upload was created for
+ *     <root>/.tier-mpu/<upload-id>/part-NNNNN   each uploaded part (written atomically)
+ *
+ *     transition                   function
+ *     (none)     -> open           posix_mpu_create    mkdir staging dir, write "key"
+ *     open       -> open           posix_mpu_put_part  tmp + rename of part-NNNNN
+ *     open       -> object         posix_mpu_complete  concatenate parts into a temp file beside
+ *                                                      the key, rename, then remove staging
+ *     open       -> (none)         posix_mpu_abort     remove the staging dir
+ *
+ * The upload id is 32 lowercase hex characters and is checked before use as a path component.
+ * Keys whose segments are ".tier-mpu" or start with ".tier-tmp." are reserved and refused.
+ *
+ * Listing walks the directory under the prefix's directory part. Entries of each directory are
+ * sorted comparing a directory as "name/", which makes a depth-first walk produce keys in plain
+ * byte order, as S3 does. The page token is the last key (or prefix) returned; subtrees wholly
+ * before the token are skipped without being read. Symlinked directories are listed as prefixes
+ * but not descended in recursive listings (no cycles).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/strutil.h"
+#include "tiers/backend.h"
+
+#define MPU_DIR ".tier-mpu"
+#define TMP_PREFIX ".tier-tmp."
+#define UPLOAD_ID_LEN 32
+#define MPU_MIN_PART_BYTES (5u * 1024 * 1024)
+#define LIST_MAX_KEYS 1000
+#define COPY_BUF_BYTES (1u << 20)
+
+struct posix_backend {
+    struct backend base;
+    int root_fd; /* O_PATH|O_DIRECTORY; read-only after open */
+    char *root;  /* for messages */
+};
+
+static struct posix_backend *to_pb(struct backend *be)
+{
+    return (struct posix_backend *)be;
+}
+
+/* ---- path resolution ---------------------------------------------------------------------- */
+
+/* openat2 beneath the root. Returns an fd or -errno (with a message for escapes). */
+static int open_beneath(const struct posix_backend *pb, const char *path, int flags, mode_t mode)
+{
+    struct open_how how = {
+        .flags = (uint64_t)(flags | O_CLOEXEC),
+        .mode = (flags & O_CREAT) ? mode : 0,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+    };
+    for (;;) {
+        long fd = syscall(SYS_openat2, pb->root_fd, path, &how, sizeof(how));
+        if (fd >= 0)
+            return (int)fd;
+        if (errno == EINTR || errno == EAGAIN)
+            continue; /* EAGAIN: a concurrent rename raced the lookup; retry */
+        return -errno;
+    }
+}
+
+/* Turn an errno from resolving or using key into the value returned to the caller, with a
+ * message saying what happened. */
+static int fail(const struct posix_backend *pb, int neg, const char *op, const char *key)
+{
+    switch (neg) {
+    case -EXDEV:
+        tier_err_set("%s '%s': refused, the path leaves the backend root %s (a symlink or '..' "
+                     "pointing outside it)",
+                     op, key, pb->root);
+        return -EACCES;
+    case -ELOOP:
+        tier_err_set("%s '%s': refused, too many symlinks or a magic link under %s", op, key,
+                     pb->root);
+        return -EACCES;
+    case -ENOTDIR:
+        tier_err_set("%s '%s': no such object (a parent is not a directory) under %s", op, key,
+                     pb->root);
+        return -ENOENT;
+    case -ENOENT:
+        tier_err_set("%s '%s': no such object under %s", op, key, pb->root);
+        return -ENOENT;
+    case -EACCES:
+    case -EPERM:
+        tier_err_set("%s '%s': permission denied under %s (check the directory's owner and mode)",
+                     op, key, pb->root);
+        return -EACCES;
+    case -ENOSPC:
+    case -EDQUOT:
+        tier_err_set("%s '%s': no space left on the file system of %s", op, key, pb->root);
+        return neg;
+    case -EROFS:
+        tier_err_set("%s '%s': the file system of %s is mounted read-only", op, key, pb->root);
+        return neg;
+    default:
+        tier_err_set("%s '%s' under %s: %s", op, key, pb->root, strerror(-neg));
+        return neg;
+    }
+}
+
+/* Creating the parent directories of key failed: a file in the way is -ENOTDIR (S3 allows keys
+ * "a" and "a/b" together; a file system does not). */
+static int fail_parent(const struct posix_backend *pb, int neg, const char *op, const char *key)
+{
+    if (neg == -ENOTDIR || neg == -EEXIST) {
+        tier_err_set("%s '%s': a parent of this key is a file under %s, not a directory", op, key,
+                     pb->root);
+        return -ENOTDIR;
+    }
+    return fail(pb, neg, op, key);
+}
+
+static bool reserved_segment(const char *s, size_t n)
+{
+    size_t lm = sizeof(MPU_DIR) - 1, lt = sizeof(TMP_PREFIX) - 1;
+    return (n == lm && memcmp(s, MPU_DIR, lm) == 0) || (n >= lt && memcmp(s, TMP_PREFIX, lt) == 0);
+}
+
+static int check_reserved(const char *key)
+{
+    const char *s = key;
+    for (;;) {
+        const char *slash = strchr(s, '/');
+        size_t n = slash ? (size_t)(slash - s) : strlen(s);
+        if (reserved_segment(s, n)) {
+            tier_err_set("key '%s' uses a name reserved by the POSIX backend (%s, %s*)", key,
+                         MPU_DIR, TMP_PREFIX);
+            return -EINVAL;
+        }
+        if (!slash)
+            return 0;
+        s = slash + 1;
+    }
+}
+
+/* Directory part of key ("a/b" for "a/b/c", "." for "c") into dir (size BACKEND_KEY_MAX + 1);
+ * returns a pointer to the base name inside key. */
+static const char *split_key(const char *key, char *dir)
+{
+    const char *slash = strrchr(key, '/');
+    if (!slash) {
+        tier_strlcpy(dir, ".", BACKEND_KEY_MAX + 1);
+        return key;
+    }
+    size_t n = (size_t)(slash - key);
+    memcpy(dir, key, n);
+    dir[n] = '\0';
+    return slash + 1;
+}
+
+/* Open directory dir (relative to the root) for reading/fsync, creating missing components when
+ * create is set. Returns an fd or -errno. */
+static int open_dir(const struct posix_backend *pb, const char *dir, bool create)
+{
+    int fd = open_beneath(pb, dir, O_RDONLY | O_DIRECTORY, 0);
+    if (fd != -ENOENT || !create)
+        return fd;
+    /* Create component by component; each mkdir happens inside a directory that was itself
+     * resolved beneath the root, so a symlink cannot redirect it. */
+    char path[BACKEND_KEY_MAX + 1];
+    tier_strlcpy(path, dir, sizeof(path));
+    int parent = open_beneath(pb, ".", O_RDONLY | O_DIRECTORY, 0);
+    if (parent < 0)
+        return parent;
+    char *seg = path;
+    for (;;) {
+        char *slash = strchr(seg, '/');
+        if (slash)
+            *slash = '\0';
+        if (mkdirat(parent, seg, 0755) != 0 && errno != EEXIST) {
+            int e = -errno;
+            close(parent);
+            return e;
+        }
+        int next = open_beneath(pb, path, O_RDONLY | O_DIRECTORY, 0);
+        close(parent);
+        if (next < 0)
+            return next;
+        parent = next;
+        if (!slash)
+            return parent;
+        *slash = '/';
+        seg = slash + 1;
+    }
+}
+
+/* ---- versions ------------------------------------------------------------------------------ */
+
+static int64_t mtime_ns(const struct stat *s)
+{
+    return (int64_t)s->st_mtim.tv_sec * 1000000000LL + s->st_mtim.tv_nsec;
+}
+
+static void fill_stat(const struct stat *s, struct backend_stat *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->is_dir = S_ISDIR(s->st_mode);
+    st->size_bytes = st->is_dir ? 0 : (uint64_t)s->st_size;
+    st->mtime_ns = mtime_ns(s);
+    snprintf(st->etag, sizeof(st->etag), "%llx-%llx-%llx", (unsigned long long)s->st_ino,
+             (unsigned long long)s->st_size, (unsigned long long)mtime_ns(s));
+}
+
+static void tag_of(const struct stat *s, char *etag_out)
+{
+    struct backend_stat st;
+    fill_stat(s, &st);
+    if (etag_out)
+        tier_strlcpy(etag_out, st.etag, BACKEND_ETAG_MAX);
+}
+
+/* ---- stat / read ------------------------------------------------------------------------- */
+
+static int posix_stat(struct backend *be, const char *key, struct backend_stat *st)
+{
+    struct posix_backend *pb = to_pb(be);
+    int rc = check_reserved(key);
+    if (rc)
+        return rc;
+    int fd = open_beneath(pb, key, O_PATH, 0);
+    if (fd < 0)
+        return fail(pb, fd, "stat", key);
+    struct stat s;
+    rc = fstat(fd, &s) == 0 ? 0 : -errno;
+    close(fd);
+    if (rc)
+        return fail(pb, rc, "stat", key);
+    fill_stat(&s, st);
+    return 0;
+}
+
+static ssize_t posix_read(struct backend *be, const char *key, uint64_t off, void *buf, size_t len,
+                          const char *if_match, struct backend_stat *st)
+{
+    struct posix_backend *pb = to_pb(be);
+    int rc = check_reserved(key);
+    if (rc)
+        return rc;
+    int fd = open_beneath(pb, key, O_RDONLY, 0);
+    if (fd < 0)
+        return fail(pb, fd, "read", key);
+    ssize_t ret;
+    struct stat s;
+    struct backend_stat cur;
+    if (fstat(fd, &s) != 0) {
+        ret = fail(pb, -errno, "read", key);
+        goto out;
+    }
+    fill_stat(&s, &cur);
+    if (cur.is_dir) {
+        tier_err_set("read '%s': is a directory under %s, not an object", key, pb->root);
+        ret = -EISDIR;
+        goto out;
+    }
+    if (if_match && strcmp(if_match, cur.etag) != 0) {
+        tier_err_set("read '%s': object changed (version %s, wanted %s)", key, cur.etag, if_match);
+        ret = -ESTALE;
+        goto out;
+    }
+    size_t got = 0;
+    while (got < len && off + got < cur.size_bytes) {
+        ssize_t n = pread(fd, (char *)buf + got, len - got, (off_t)(off + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            ret = fail(pb, -errno, "read", key);
+            goto out;
+        }
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    if (st)
+        *st = cur;
+    ret = (ssize_t)got;
+out:
+    close(fd);
+    return ret;
+}
+
+/* ---- atomic file creation ---------------------------------------------------------------- */
+
+static int random_hex(char *out, size_t nbytes)
+{
+    unsigned char raw[32];
+    if (nbytes > sizeof(raw))
+        return -EINVAL;
+    size_t got = 0;
+    while (got < nbytes) {
+        ssize_t n = getrandom(raw + got, nbytes - got, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        got += (size_t)n;
+    }
+    tier_hex(raw, nbytes, out);
+    return 0;
+}
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* A temp file being filled in directory dirfd, to be renamed over its final name. */
+struct tmpfile {
+    int dirfd;
+    int fd;
+    char name[sizeof(TMP_PREFIX) + 32];
+};
+
+static int tmp_create(int dirfd, struct tmpfile *t)
+{
+    t->dirfd = dirfd;
+    t->fd = -1;
+    for (int tries = 0; tries < 8; tries++) {
+        char rnd[33];
+        int rc = random_hex(rnd, 8);
+        if (rc)
+            return rc;
+        snprintf(t->name, sizeof(t->name), TMP_PREFIX "%s", rnd);
+        t->fd = openat(dirfd, t->name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (t->fd >= 0)
+            return 0;
+        if (errno != EEXIST)
+            return -errno;
+    }
+    return -EEXIST;
+}
+
+static void tmp_discard(struct tmpfile *t)
+{
+    if (t->fd >= 0) {
+        close(t->fd);
+        t->fd = -1;
+        unlinkat(t->dirfd, t->name, 0);
+    }
+}
+
+/* fsync the temp file, record its tag, rename it to name and fsync the directory. */
+static int tmp_commit(struct tmpfile *t, const char *name, char *etag_out)
+{
+    struct stat s;
+    if (fsync(t->fd) != 0 || fstat(t->fd, &s) != 0)
+        return -errno;
+    if (renameat(t->dirfd, t->name, t->dirfd, name) != 0)
+        return -errno;
+    close(t->fd);
+    t->fd = -1;
+    tag_of(&s, etag_out);
+    if (fsync(t->dirfd) != 0)
+        return -errno;
+    return 0;
+}
+
+static int posix_put(struct backend *be, const char *key, const void *buf, size_t len,
+                     char *etag_out)
+{
+    struct posix_backend *pb = to_pb(be);
+    int rc = check_reserved(key);
+    if (rc)
+        return rc;
+    char dir[BACKEND_KEY_MAX + 1];
+    const char *base = split_key(key, dir);
+    int dirfd = open_dir(pb, dir, true);
+    if (dirfd < 0)
+        return fail_parent(pb, dirfd, "put", key);
+    struct tmpfile t;
+    rc = tmp_create(dirfd, &t);
+    if (rc == 0)
+        rc = write_all(t.fd, buf, len);
+    if (rc == 0)
+        rc = tmp_commit(&t, base, etag_out);
+    tmp_discard(&t);
+    close(dirfd);
+    return rc ? fail(pb, rc, "put", key) : 0;
+}
+
+/* ---- delete -------------------------------------------------------------------------------- */
+
+static int posix_del(struct backend *be, const char *key)
+{
+    struct posix_backend *pb = to_pb(be);
+    int rc = check_reserved(key);
+    if (rc)
+        return rc;
+    char dir[BACKEND_KEY_MAX + 1];
+    const char *base = split_key(key, dir);
+    int dirfd = open_dir(pb, dir, false);
+    if (dirfd < 0)
+        return fail(pb, dirfd, "delete", key);
+    rc = unlinkat(dirfd, base, 0) == 0 ? 0 : -errno;
+    close(dirfd);
+    if (rc == -EISDIR) {
+        tier_err_set("delete '%s': is a directory under %s, not an object", key, pb->root);
+        return rc;
+    }
+    return rc ? fail(pb, rc, "delete", key) : 0;
+}
+
+/* ---- multipart upload -------------------------------------------------------------------- */
+
+static bool upload_id_valid(const char *id)
+{
+    if (!id || strlen(id) != UPLOAD_ID_LEN)
+        return false;
+    for (const char *p = id; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return false;
+    return true;
+}
+
+/* Open the staging dir of upload id and check it belongs to key. Returns an fd or -errno. */
+static int mpu_open(const struct posix_backend *pb, const char *key, const char *id, const char *op)
+{
+    if (!upload_id_valid(id)) {
+        tier_err_set("%s '%s': no such multipart upload '%s'", op, key, id ? id : "(null)");
+        return -ENOENT;
+    }
+    char path[sizeof(MPU_DIR) + UPLOAD_ID_LEN + 1];
+    snprintf(path, sizeof(path), MPU_DIR "/%s", id);
+    int fd = open_beneath(pb, path, O_RDONLY | O_DIRECTORY, 0);
+    if (fd < 0) {
+        if (fd == -ENOENT)
+            tier_err_set("%s '%s': no such multipart upload '%s'", op, key, id);
+        else
+            fail(pb, fd, op, key);
+        return fd == -ENOENT ? fd : -EIO;
+    }
+    char stored[BACKEND_KEY_MAX + 1];
+    int kfd = openat(fd, "key", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    ssize_t n = kfd >= 0 ? pread(kfd, stored, sizeof(stored) - 1, 0) : -1;
+    if (kfd >= 0)
+        close(kfd);
+    if (n < 0 || (size_t)n != strlen(key) || memcmp(stored, key, (size_t)n) != 0) {
+        close(fd);
+        tier_err_set("%s '%s': multipart upload '%s' was not created for this key", op, key, id);
+        return -ENOENT;
+    }
+    return fd;
+}
+
+static int posix_mpu_create(struct backend *be, const char *key, char **upload_id)
+{
+    struct posix_backend *pb = to_pb(be);
+    int rc = check_reserved(key);
+    if (rc)
+        return rc;
+    char id[UPLOAD_ID_LEN + 1];
+    rc = random_hex(id, UPLOAD_ID_LEN / 2);
+    if (rc)
+        return fail(pb, rc, "multipart create", key);
+    int mpu = open_dir(pb, MPU_DIR, true);
+    if (mpu < 0)
+        return fail(pb, mpu, "multipart create", key);
+    int sfd = -1;
+    if (mkdirat(mpu, id, 0700) != 0) {
+        rc = -errno;
+        goto out;
+    }
+    sfd = openat(mpu, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (sfd < 0) {
+        rc = -errno;
+        goto out;
+    }
+    struct tmpfile t;
+    rc = tmp_create(sfd, &t);
+    if (rc == 0)
+        rc = write_all(t.fd, key, strlen(key));
+    if (rc == 0)
+        rc = tmp_commit(&t, "key", NULL);
+    tmp_discard(&t);
+    if (rc == 0 && fsync(mpu) != 0)
+        rc = -errno;
+    if (rc == 0) {
+        *upload_id = strdup(id);
+        if (!*upload_id)
+            rc = -ENOMEM;
+    }
+out:
+    if (rc && sfd >= 0) {
+        unlinkat(sfd, "key", 0);
+        unlinkat(mpu, id, AT_REMOVEDIR);
+    }
+    if (sfd >= 0)
+        close(sfd);
+    close(mpu);
+    return rc ? fail(pb, rc, "multipart create", key) : 0;
+}
+
+static void part_name(int part_no, char *out, size_t outsz)
+{
+    snprintf(out, outsz, "part-%05d", part_no);
+}
+
+static int posix_mpu_put_part(struct backend *be, const char *key, const char *upload_id,
+                              int part_no, const void *buf, size_t len, char *etag_out)
+{
+    struct posix_backend *pb = to_pb(be);
+    int sfd = mpu_open(pb, key, upload_id, "multipart upload part");
+    if (sfd < 0)
+        return sfd;
+    char name[32];
+    part_name(part_no, name, sizeof(name));
+    struct tmpfile t;
+    int rc = tmp_create(sfd, &t);
+    if (rc == 0)
+        rc = write_all(t.fd, buf, len);
+    if (rc == 0)
+        rc = tmp_commit(&t, name, etag_out);
+    tmp_discard(&t);
+    close(sfd);
+    return rc ? fail(pb, rc, "multipart upload part", key) : 0;
+}
+
+/* Append the whole of file src to fd dst. */
+static int append_file(int dst, int src, char *buf)
+{
+    off_t in_off = 0;
+    for (;;) {
+        ssize_t n = copy_file_range(src, &in_off, dst, NULL, 1u << 30, 0);
+        if (n == 0)
+            return 0;
+        if (n > 0)
+            continue;
+        if (errno == EINTR)
+            continue;
+        if (errno != EXDEV && errno != ENOSYS && errno != EINVAL && errno != EOPNOTSUPP)
+            return -errno;
+        break; /* not supported here: plain copy from where it stopped */
+    }
+    for (;;) {
+        ssize_t n = pread(src, buf, COPY_BUF_BYTES, in_off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            return 0;
+        int rc = write_all(dst, buf, (size_t)n);
+        if (rc)
+            return rc;
+        in_off += n;
+    }
+}
+
+/* Remove a staging dir: its files, then itself. */
+static int remove_staging(const struct posix_backend *pb, int sfd, const char *id)
+{
+    DIR *d = fdopendir(dup(sfd));
+    if (!d)
+        return -errno;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+            unlinkat(sfd, de->d_name, 0);
+    }
+    closedir(d);
+    int mpu = open_beneath(pb, MPU_DIR, O_RDONLY | O_DIRECTORY, 0);
+    if (mpu < 0)
+        return mpu;
+    int rc = unlinkat(mpu, id, AT_REMOVEDIR) == 0 ? 0 : -errno;
+    close(mpu);
+    return rc;
+}
+
+static int posix_mpu_complete(struct backend *be, const char *key, const char *upload_id,
+                              const struct backend_part *parts, size_t nparts, char *etag_out)
+{
+    struct posix_backend *pb = to_pb(be);
+    const char *op = "multipart complete";
+    int sfd = mpu_open(pb, key, upload_id, op);
+    if (sfd < 0)
+        return sfd;
+    char dir[BACKEND_KEY_MAX + 1];
+    const char *base = split_key(key, dir);
+    int rc = 0;
+    int dirfd = -1;
+    char *buf = NULL;
+    struct tmpfile t = {.fd = -1};
+    /* Check every part first, as S3 does (InvalidPartOrder, InvalidPart, EntityTooSmall). */
+    int *fds = calloc(nparts, sizeof(*fds));
+    if (!fds) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < nparts; i++)
+        fds[i] = -1;
+    for (size_t i = 0; i < nparts; i++) {
+        if (i > 0 && parts[i].number <= parts[i - 1].number) {
+            tier_err_set("%s '%s': part numbers must be in ascending order (%d after %d)", op, key,
+                         parts[i].number, parts[i - 1].number);
+            rc = -EINVAL;
+            goto out;
+        }
+        char name[32];
+        part_name(parts[i].number, name, sizeof(name));
+        fds[i] = openat(sfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        struct stat s;
+        char tag[BACKEND_ETAG_MAX];
+        if (fds[i] < 0 || fstat(fds[i], &s) != 0) {
+            tier_err_set("%s '%s': part %d was not uploaded", op, key, parts[i].number);
+            rc = -EINVAL;
+            goto out;
+        }
+        tag_of(&s, tag);
+        if (strcmp(tag, parts[i].etag) != 0) {
+            tier_err_set("%s '%s': part %d has version %s, not %s", op, key, parts[i].number, tag,
+                         parts[i].etag);
+            rc = -EINVAL;
+            goto out;
+        }
+        if (i + 1 < nparts && (uint64_t)s.st_size < MPU_MIN_PART_BYTES) {
+            tier_err_set("%s '%s': part %d is %lld bytes; all parts but the last must be at "
+                         "least 5 MiB",
+                         op, key, parts[i].number, (long long)s.st_size);
+            rc = -EINVAL;
+            goto out;
+        }
+    }
+    buf = malloc(COPY_BUF_BYTES);
+    if (!buf) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    dirfd = open_dir(pb, dir, true);
+    if (dirfd < 0) {
+        rc = fail_parent(pb, dirfd, op, key);
+        goto out;
+    }
+    rc = tmp_create(dirfd, &t);
+    for (size_t i = 0; rc == 0 && i < nparts; i++)
+        rc = append_file(t.fd, fds[i], buf);
+    if (rc == 0)
+        rc = tmp_commit(&t, base, etag_out);
+    tmp_discard(&t);
+    if (rc) {
+        rc = fail(pb, rc, op, key);
+        goto out;
+    }
+    /* The object is in place; a failure to clean up staging does not undo that. */
+    remove_staging(pb, sfd, upload_id);
+out:
+    if (fds)
+        for (size_t i = 0; i < nparts; i++)
+            if (fds[i] >= 0)
+                close(fds[i]);
+    free(fds);
+    free(buf);
+    if (dirfd >= 0)
+        close(dirfd);
+    close(sfd);
+    return rc;
+}
+
+static int posix_mpu_abort(struct backend *be, const char *key, const char *upload_id)
+{
+    struct posix_backend *pb = to_pb(be);
+    int sfd = mpu_open(pb, key, upload_id, "multipart abort");
+    if (sfd < 0)
+        return sfd;
+    int rc = remove_staging(pb, sfd, upload_id);
+    close(sfd);
+    return rc ? fail(pb, rc, "multipart abort", key) : 0;
+}
+
+/* ---- listing ------------------------------------------------------------------------------- */
+
+enum ent_kind { ENT_FILE, ENT_DIR, ENT_LINKDIR };
+
+struct dent {
+    char *name;
+    enum ent_kind kind;
+    struct stat st; /* for files */
+};
+
+struct lister {
+    const struct posix_backend *pb;
+    const char *token; /* return only names > token; NULL for none */
+    size_t limit;      /* stop after this many entries */
+    bool recursive;
+    struct backend_entry *v;
+    size_t n, cap;
+};
+
+/* Character i of the entry's name with a directory read as "name/"; 0 past the end. */
+static int dent_char(const struct dent *d, size_t i, size_t len)
+{
+    if (i < len)
+        return (unsigned char)d->name[i];
+    return i == len && d->kind != ENT_FILE ? '/' : 0;
+}
+
+/* Compare names, a directory counting as "name/": makes depth-first order equal key order. */
+static int dent_cmp(const void *a, const void *b)
+{
+    const struct dent *x = a, *y = b;
+    size_t lx = strlen(x->name), ly = strlen(y->name);
+    for (size_t i = 0;; i++) {
+        int c1 = dent_char(x, i, lx), c2 = dent_char(y, i, ly);
+        if (c1 != c2 || c1 == 0)
+            return c1 - c2;
+    }
+}
+
+static void dents_free(struct dent *d, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(d[i].name);
+    free(d);
+}
+
+/* Read directory fd (borrowed) whose key prefix is dirkey: the entries whose names start
+ * with name_prefix, classified and sorted. */
+static int read_dents(const struct lister *l, int fd, const char *dirkey, const char *name_prefix,
+                      struct dent **out, size_t *nout)
+{
+    int dfd = dup(fd);
+    if (dfd < 0)
+        return -errno;
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        int e = -errno;
+        close(dfd);
+        return e;
+    }
+    /* dup() shares the file offset: start from the beginning in case fd was read before. */
+    rewinddir(d);
+    struct dent *v = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    size_t plen = strlen(name_prefix);
+    struct dirent *de;
+    errno = 0;
+    while ((de = readdir(d)) != NULL) {
+        const char *nm = de->d_name;
+        size_t nlen = strlen(nm);
+        if (strcmp(nm, ".") == 0 || strcmp(nm, "..") == 0 || reserved_segment(nm, nlen) ||
+            strncmp(nm, name_prefix, plen) != 0)
+            continue;
+        struct dent e = {0};
+        struct stat s;
+        if (fstatat(dirfd(d), nm, &s, AT_SYMLINK_NOFOLLOW) != 0)
+            continue; /* vanished meanwhile */
+        if (S_ISDIR(s.st_mode)) {
+            e.kind = ENT_DIR;
+        } else if (S_ISREG(s.st_mode)) {
+            e.kind = ENT_FILE;
+            e.st = s;
+        } else if (S_ISLNK(s.st_mode)) {
+            /* Follow it only beneath the root; links that leave it are not listed. */
+            char full[BACKEND_KEY_MAX + NAME_MAX + 2];
+            snprintf(full, sizeof(full), "%s%s", dirkey, nm);
+            int lfd = open_beneath(l->pb, full, O_PATH, 0);
+            if (lfd < 0)
+                continue;
+            int frc = fstat(lfd, &s);
+            close(lfd);
+            if (frc != 0 || !(S_ISDIR(s.st_mode) || S_ISREG(s.st_mode)))
+                continue;
+            e.kind = S_ISDIR(s.st_mode) ? ENT_LINKDIR : ENT_FILE;
+            e.st = s;
+        } else {
+            continue; /* sockets, fifos, devices are not objects */
+        }
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : 64;
+            struct dent *nv = realloc(v, nc * sizeof(*nv));
+            if (!nv) {
+                rc = -ENOMEM;
+                break;
+            }
+            v = nv;
+            cap = nc;
+        }
+        e.name = strdup(nm);
+        if (!e.name) {
+            rc = -ENOMEM;
+            break;
+        }
+        v[n++] = e;
+    }
+    closedir(d);
+    if (rc) {
+        dents_free(v, n);
+        return rc;
+    }
+    if (n)
+        qsort(v, n, sizeof(*v), dent_cmp);
+    *out = v;
+    *nout = n;
+    return 0;
+}
+
+static int emit(struct lister *l, const char *key, bool is_prefix, const struct stat *s)
+{
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? l->cap * 2 : 64;
+        struct backend_entry *nv = realloc(l->v, nc * sizeof(*nv));
+        if (!nv)
+            return -ENOMEM;
+        l->v = nv;
+        l->cap = nc;
+    }
+    struct backend_entry *e = &l->v[l->n];
+    memset(e, 0, sizeof(*e));
+    e->name = strdup(key);
+    if (!e->name)
+        return -ENOMEM;
+    e->is_prefix = is_prefix;
+    if (s) {
+        struct backend_stat st;
+        fill_stat(s, &st);
+        e->size_bytes = st.size_bytes;
+        e->mtime_ns = st.mtime_ns;
+        tier_strlcpy(e->etag, st.etag, sizeof(e->etag));
+    }
+    l->n++;
+    return 0;
+}
+
+/* Walk directory fd (borrowed) with key prefix dirkey ("" or ending in '/'). */
+static int walk(struct lister *l, int fd, const char *dirkey, const char *name_prefix)
+{
+    struct dent *v = NULL;
+    size_t n = 0;
+    int rc = read_dents(l, fd, dirkey, name_prefix, &v, &n);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < n && l->n < l->limit && rc == 0; i++) {
+        char full[BACKEND_KEY_MAX + 2];
+        int len = snprintf(full, sizeof(full), "%s%s%s", dirkey, v[i].name,
+                           v[i].kind == ENT_FILE ? "" : "/");
+        if (len < 0 || (size_t)len >= sizeof(full))
+            continue; /* too long to be a key */
+        if (v[i].kind == ENT_FILE) {
+            if (backend_key_valid(full, (size_t)len, false) != 0)
+                continue;
+            if (l->token && strcmp(full, l->token) <= 0)
+                continue;
+            rc = emit(l, full, false, &v[i].st);
+            continue;
+        }
+        if (backend_key_valid(full, (size_t)len, true) != 0)
+            continue;
+        if (!l->recursive) {
+            if (!(l->token && strcmp(full, l->token) <= 0))
+                rc = emit(l, full, true, NULL);
+            continue;
+        }
+        if (v[i].kind == ENT_LINKDIR)
+            continue; /* not descended: a link may point at an ancestor */
+        /* Every key below starts with full: skip the subtree when all of it is <= token. */
+        if (l->token && strcmp(full, l->token) < 0 && strncmp(l->token, full, (size_t)len) != 0)
+            continue;
+        int sub = openat(fd, v[i].name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0)
+            continue; /* replaced or removed meanwhile */
+        rc = walk(l, sub, full, "");
+        close(sub);
+    }
+    dents_free(v, n);
+    return rc;
+}
+
+static int posix_list(struct backend *be, const char *prefix, const char *delimiter,
+                      const char *token, size_t max_keys, struct backend_list_page *page)
+{
+    struct posix_backend *pb = to_pb(be);
+    if (max_keys == 0 || max_keys > LIST_MAX_KEYS)
+        max_keys = LIST_MAX_KEYS;
+    struct lister l = {
+        .pb = pb,
+        .token = token && *token ? token : NULL,
+        .limit = max_keys + 1, /* one more tells whether another page follows */
+        .recursive = delimiter == NULL,
+    };
+    /* The prefix's directory part is walked; its last part filters names at that level. */
+    char dirkey[BACKEND_KEY_MAX + 2];
+    const char *slash = strrchr(prefix, '/');
+    size_t dlen = slash ? (size_t)(slash - prefix) + 1 : 0;
+    memcpy(dirkey, prefix, dlen);
+    dirkey[dlen] = '\0';
+    int rc = 0;
+    if (dlen) {
+        rc = check_reserved(dirkey);
+        if (rc)
+            return rc;
+    }
+    char dir[BACKEND_KEY_MAX + 2];
+    if (dlen > 1) {
+        memcpy(dir, prefix, dlen - 1);
+        dir[dlen - 1] = '\0';
+    } else {
+        tier_strlcpy(dir, ".", sizeof(dir));
+    }
+    int fd = open_dir(pb, dir, false);
+    if (fd == -ENOENT || fd == -ENOTDIR)
+        return 0; /* nothing under this prefix: an empty page, as S3 answers */
+    if (fd < 0)
+        return fail(pb, fd, "list", prefix);
+    rc = walk(&l, fd, dirkey, prefix + dlen);
+    close(fd);
+    if (rc == 0 && l.n > max_keys) {
+        free(l.v[max_keys].name);
+        l.n = max_keys;
+        page->next_token = strdup(l.v[max_keys - 1].name);
+        if (!page->next_token)
+            rc = -ENOMEM;
+    }
+    if (rc) {
+        for (size_t i = 0; i < l.n; i++)
+            free(l.v[i].name);
+        free(l.v);
+        return fail(pb, rc, "list", prefix);
+    }
+    page->entries = l.v;
+    page->n = l.n;
+    return 0;
+}
+
+static void posix_destroy(struct backend *be)
+{
+    struct posix_backend *pb = to_pb(be);
+    close(pb->root_fd);
+    free(pb->root);
+    free(pb->base.name);
+    free(pb);
+}
+
+static const struct backend_ops posix_ops = {
+    .type = "posix",
+    .stat = posix_stat,
+    .read = posix_read,
+    .list = posix_list,
+    .put = posix_put,
+    .mpu_create = posix_mpu_create,
+    .mpu_put_part = posix_mpu_put_part,
+    .mpu_complete = posix_mpu_complete,
+    .mpu_abort = posix_mpu_abort,
+    .del = posix_del,
+    .destroy = posix_destroy,
+};
+
+int backend_posix_open(const struct posix_backend_config *cfg, struct backend **out)
+{
+    if (!cfg || !cfg->root || !*cfg->root) {
+        tier_err_set("posix backend: no root directory configured");
+        return -EINVAL;
+    }
+    struct posix_backend *pb = calloc(1, sizeof(*pb));
+    if (!pb)
+        return -ENOMEM;
+    pb->root_fd = -1;
+    int rc;
+    pb->root = strdup(cfg->root);
+    pb->base.name = strdup(cfg->name ? cfg->name : "posix");
+    if (!pb->root || !pb->base.name) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    pb->root_fd = open(cfg->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (pb->root_fd < 0) {
+        rc = -errno;
+        tier_err_set("posix backend '%s': cannot open root directory %s: %s", pb->base.name,
+                     cfg->root, strerror(errno));
+        goto fail;
+    }
+    /* openat2 needs Linux 5.6; say so instead of failing on the first key. */
+    struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_BENEATH};
+    long probe = syscall(SYS_openat2, pb->root_fd, ".", &how, sizeof(how));
+    if (probe < 0) {
+        rc = -errno;
+        tier_err_set("posix backend '%s': openat2() is unavailable (%s); Linux >= 5.6 is needed "
+                     "to confine keys to %s",
+                     pb->base.name, strerror(errno), cfg->root);
+        goto fail;
+    }
+    close((int)probe);
+    pb->base.ops = &posix_ops;
+    *out = &pb->base;
+    return 0;
+fail:
+    if (pb->root_fd >= 0)
+        close(pb->root_fd);
+    free(pb->root);
+    free(pb->base.name);
+    free(pb);
+    return rc;
+}
