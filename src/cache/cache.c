@@ -1,0 +1,1335 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cache.c - the hot-tier block cache (cache.h): index, RAM and disk levels, single-flight loads,
+ * pinning, eviction by prefix and the prefetch pool. Block files are in disk.c (cache_int.h).
+ *
+ * Callers: FUSE read path, stager, control API, prefetch workers (all via cache.h).
+ *
+ * INVARIANTS (checked by cache_debug_check())
+ *   I1  One block struct per identity (backend name, key, etag, index) in the index; its 128-bit
+ *       XXH3 hash is the index key and the disk file name. A key never becomes a path.
+ *   I2  b->ram != NULL  <=>  b's ram_node is in the RAM policy; ram.used == sum of their sizes.
+ *   I3  B_ON_DISK  <=>  b's disk_node is in the disk policy, and its file exists and was fully
+ *       written (rename after write). disk.used == sum of their file sizes + reservations of
+ *       writes in flight. A file is written or unlinked only by the one thread that set
+ *       B_DISK_IO on its block, so writes and unlinks of one name never race.
+ *   I4  level.used <= level.budget, except for the blocks being inserted right now (a new block
+ *       is added, then victims are evicted; if none can be, the new block is taken out again).
+ *   I5  pinned_bytes == sum of len over blocks with B_PINNED that are cached (RAM or disk), and
+ *       <= pin budget. A pinned block is never evicted from the disk level; it leaves RAM only
+ *       when it is safe on disk (or stays in RAM when there is no disk level).
+ *   I6  At most one load (from disk or backend) per block at a time (B_FETCHING); others wait on
+ *       the shard condvar and get the same result or error (b->ready).
+ *   I7  A block struct is freed only when it is in no level, not loading, has no published
+ *       result, no disk I/O and no thread holds it (refs == 0) - see maybe_free().
+ *   I8  No lock is held across backend or disk I/O (cache_debug_check() excepted).
+ *
+ * LOCK ORDER: pin_mu -> ram.mu -> disk.mu -> shard.mu. A thread holding a shard lock takes no
+ * other lock, so the hit path is one shard lock (S3-FIFO hits are an atomic bump under it).
+ *
+ * BLOCK STATES (flags and pointers of struct cblock, under its shard lock):
+ *
+ *          lookup miss                  load done (ready)        placed in RAM/disk
+ *   (none) ----------> FETCHING --------------------------> FETCHING+ready -------> cached
+ *                         |   \ load error -> ready(err) -> freed once waiters took it   |
+ *                         |                                                             |
+ *   cached = RAM and/or ON_DISK; RAM evict / disk evict / cache_evict / checksum failure  |
+ *   remove one level each; DISK_IO brackets every file write and unlink; a block in no     |
+ *   level and with no holder is freed.  <------------------------------------------------+
+ *
+ * TRANSITION -> FUNCTION
+ *   miss: create block, set FETCHING           block_acquire()
+ *   load from disk (checksum verified)         disk_block_load() via load_block()
+ *   load from backend (through fetch hook)     backend_fetch()
+ *   publish result to waiters                  publish()
+ *   insert into RAM (+ evict RAM victims)      ram_insert()
+ *   write-through to disk (+ evict victims)    disk_store()
+ *   RAM eviction (drop, never I/O)             ram_insert() -> ram_evict_one()
+ *   disk eviction (unlink outside locks)       disk_reserve() -> disk_evict_one(), finish_unlinks()
+ *   checksum failure: drop disk copy           disk_drop()
+ *   explicit eviction                          cache_evict()
+ *   pin / unpin                                cache_pin(), cache_unpin(), pin_update()
+ *   restart: rebuild from disk                 cache_open() -> disk_scan()
+ *   free                                       maybe_free()
+ *
+ * WRITE-THROUGH: a block fetched from the backend is written to disk right after it is
+ * published to readers, by the fetching thread. RAM evictions are then free (no I/O in the
+ * eviction path, which runs inside some reader's call), and a crash loses nothing fetched. The
+ * cost is a disk write for blocks read once; the disk level has its own S3-FIFO, so such blocks
+ * do not displace hot ones there either.
+ */
+#include "cache/cache.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "cache/cache_debug.h"
+#include "cache/cache_int.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "common/strutil.h"
+#include "common/timeutil.h"
+
+#define NSHARDS 64
+#define PREFETCH_THREADS 2
+#define PREFETCH_QUEUE 64
+
+#define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+
+struct shard {
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* broadcast when a load publishes its result */
+    struct cblock **buckets;
+    size_t nbuckets, n;
+};
+
+/* One cache level. mu guards pol and used; counters are atomics. */
+struct level {
+    pthread_mutex_t mu;
+    struct policy *pol;
+    uint64_t budget;
+    uint64_t used;
+    _Atomic uint64_t hits, misses, evictions, bytes_read;
+};
+
+struct pin_rule {
+    struct pin_rule *next;
+    char *be_name;
+    char *prefix;
+};
+
+struct pf_item {
+    struct pf_item *next;
+    struct backend *be;
+    char *key, *etag;
+    uint64_t size, index;
+    struct tier_ioctx io;
+};
+
+struct cache {
+    struct cache_config cfg;
+    char *disk_dir;
+    int lock_fd;
+    struct shard shards[NSHARDS];
+    struct level ram, disk;
+
+    pthread_mutex_t pin_mu; /* rules; order: first */
+    struct pin_rule *rules;
+    _Atomic uint64_t pinned_bytes;
+
+    pthread_mutex_t hook_mu;
+    struct cache_fetch_hook hook;
+
+    _Atomic uint64_t fetches, fetch_bytes, fetch_errors, fetch_ns, sf_waits, csum_failures;
+
+    /* prefetch pool: pf_mu guards the queue and pf_stop */
+    pthread_mutex_t pf_mu;
+    pthread_cond_t pf_cv;
+    struct pf_item *pf_head, *pf_tail;
+    size_t pf_len;
+    bool pf_stop;
+    pthread_t pf_threads[PREFETCH_THREADS];
+    int pf_nthreads;
+};
+
+/* ---- data buffers ----------------------------------------------------------------------- */
+
+struct cdata *cdata_new(size_t len)
+{
+    struct cdata *d = malloc(sizeof(*d) + (len ? len : 1));
+    if (!d)
+        return NULL;
+    atomic_init(&d->refs, 1);
+    d->len = len;
+    return d;
+}
+
+static struct cdata *cdata_ref(struct cdata *d)
+{
+    atomic_fetch_add_explicit(&d->refs, 1, memory_order_relaxed);
+    return d;
+}
+
+void cdata_unref(struct cdata *d)
+{
+    if (d && atomic_fetch_sub_explicit(&d->refs, 1, memory_order_acq_rel) == 1)
+        free(d);
+}
+
+/* ---- identity and index ------------------------------------------------------------------ */
+
+int cache_block_id(const char *be_name, const char *key, const char *etag, uint64_t index,
+                   uint8_t id[16])
+{
+    size_t nl = strlen(be_name), kl = strlen(key), el = strlen(etag);
+    if (nl > CACHE_NAME_MAX || kl > BACKEND_KEY_MAX || el >= BACKEND_ETAG_MAX)
+        return -EINVAL;
+    unsigned char buf[CACHE_NAME_MAX + BACKEND_KEY_MAX + BACKEND_ETAG_MAX + 16];
+    size_t o = 0;
+    memcpy(buf + o, be_name, nl + 1);
+    o += nl + 1;
+    memcpy(buf + o, key, kl + 1);
+    o += kl + 1;
+    memcpy(buf + o, etag, el + 1);
+    o += el + 1;
+    for (int i = 0; i < 8; i++)
+        buf[o++] = (unsigned char)(index >> (8 * i));
+    XXH128_hash_t h = XXH3_128bits(buf, o);
+    for (int i = 0; i < 8; i++) {
+        id[i] = (uint8_t)(h.high64 >> (56 - 8 * i));
+        id[8 + i] = (uint8_t)(h.low64 >> (56 - 8 * i));
+    }
+    return 0;
+}
+
+static uint64_t id_low(const uint8_t id[16])
+{
+    uint64_t v = 0;
+    for (int i = 8; i < 16; i++)
+        v = (v << 8) | id[i];
+    return v;
+}
+
+static struct shard *shard_of(struct cache *c, const uint8_t id[16])
+{
+    return &c->shards[id_low(id) % NSHARDS];
+}
+
+static struct cblock *shard_lookup(struct shard *s, const uint8_t id[16])
+{
+    if (!s->nbuckets)
+        return NULL;
+    size_t bi = (id_low(id) / NSHARDS) & (s->nbuckets - 1);
+    for (struct cblock *b = s->buckets[bi]; b; b = b->hnext)
+        if (!memcmp(b->id, id, 16))
+            return b;
+    return NULL;
+}
+
+static int shard_insert(struct shard *s, struct cblock *b)
+{
+    if (s->n + 1 > s->nbuckets) {
+        size_t ncap = s->nbuckets ? s->nbuckets * 2 : 64;
+        struct cblock **nb = calloc(ncap, sizeof(*nb));
+        if (!nb)
+            return -ENOMEM;
+        for (size_t i = 0; i < s->nbuckets; i++) {
+            struct cblock *x = s->buckets[i];
+            while (x) {
+                struct cblock *nx = x->hnext;
+                size_t bi = (id_low(x->id) / NSHARDS) & (ncap - 1);
+                x->hnext = nb[bi];
+                nb[bi] = x;
+                x = nx;
+            }
+        }
+        free(s->buckets);
+        s->buckets = nb;
+        s->nbuckets = ncap;
+    }
+    size_t bi = (id_low(b->id) / NSHARDS) & (s->nbuckets - 1);
+    b->hnext = s->buckets[bi];
+    s->buckets[bi] = b;
+    s->n++;
+    return 0;
+}
+
+static void shard_remove(struct shard *s, struct cblock *b)
+{
+    size_t bi = (id_low(b->id) / NSHARDS) & (s->nbuckets - 1);
+    for (struct cblock **pp = &s->buckets[bi]; *pp; pp = &(*pp)->hnext) {
+        if (*pp == b) {
+            *pp = b->hnext;
+            s->n--;
+            return;
+        }
+    }
+}
+
+struct cblock *cblock_new(const uint8_t id[16], const char *be_name, const char *key,
+                          const char *etag, uint64_t index, uint32_t len)
+{
+    size_t nl = strlen(be_name), kl = strlen(key), el = strlen(etag);
+    struct cblock *b = calloc(1, sizeof(*b) + nl + kl + el + 3);
+    if (!b)
+        return NULL;
+    memcpy(b->id, id, 16);
+    b->index = index;
+    b->len = len;
+    b->be_name = b->strs;
+    b->key = b->be_name + nl + 1;
+    b->etag = b->key + kl + 1;
+    memcpy(b->be_name, be_name, nl + 1);
+    memcpy(b->key, key, kl + 1);
+    memcpy(b->etag, etag, el + 1);
+    b->ram_node.hash = b->disk_node.hash = id_low(id);
+    return b;
+}
+
+/* Shard lock held. I7. */
+static void maybe_free(struct shard *s, struct cblock *b)
+{
+    if (b->refs || b->nwaiters || b->ready || b->ram ||
+        (b->flags & (B_FETCHING | B_ON_DISK | B_DISK_IO)))
+        return;
+    shard_remove(s, b);
+    free(b);
+}
+
+/* ---- pinning ------------------------------------------------------------------------------ */
+
+static bool pin_counted(const struct cblock *b)
+{
+    return (b->flags & B_PINNED) && (b->ram || (b->flags & B_ON_DISK));
+}
+
+/* Shard lock held; before = pin_counted(b) before the change just made. A pinned block that
+ * becomes cached while the pin budget is full is kept unpinned (I5). */
+static void pin_update(struct cache *c, struct cblock *b, bool before)
+{
+    bool now = pin_counted(b);
+    if (now && !before) {
+        uint64_t old = atomic_fetch_add(&c->pinned_bytes, b->len);
+        if (old + b->len > c->cfg.pin_bytes) {
+            atomic_fetch_sub(&c->pinned_bytes, b->len);
+            b->flags &= ~(unsigned)(B_PINNED | B_PIN_EXPLICIT);
+            log_debug("cache: pin budget full, block %" PRIu64 " of %s cached unpinned", b->index,
+                      b->key);
+        }
+    } else if (!now && before) {
+        atomic_fetch_sub(&c->pinned_bytes, b->len);
+    }
+}
+
+static bool prefix_match(const struct cblock *b, const char *be_name, const char *prefix)
+{
+    return !strcmp(b->be_name, be_name) && !strncmp(b->key, prefix, strlen(prefix));
+}
+
+/* pin_mu held. */
+static bool rules_match(struct cache *c, const char *be_name, const char *key)
+{
+    for (struct pin_rule *r = c->rules; r; r = r->next)
+        if (!strcmp(r->be_name, be_name) && !strncmp(key, r->prefix, strlen(r->prefix)))
+            return true;
+    return false;
+}
+
+/* ---- levels ----------------------------------------------------------------------------- */
+
+static bool ram_evictable(struct pol_node *n, void *ud)
+{
+    struct cache *c = ud;
+    struct cblock *b = container_of(n, struct cblock, ram_node);
+    struct shard *s = shard_of(c, b->id);
+    pthread_mutex_lock(&s->mu);
+    bool ok = !(b->flags & B_PINNED) || (b->flags & B_ON_DISK);
+    pthread_mutex_unlock(&s->mu);
+    return ok;
+}
+
+static bool disk_evictable(struct pol_node *n, void *ud)
+{
+    struct cache *c = ud;
+    struct cblock *b = container_of(n, struct cblock, disk_node);
+    struct shard *s = shard_of(c, b->id);
+    pthread_mutex_lock(&s->mu);
+    bool ok = !(b->flags & B_PINNED);
+    pthread_mutex_unlock(&s->mu);
+    return ok;
+}
+
+/* ram.mu held. Take b out of the RAM level; returns its buffer for the caller to unref after
+ * dropping the locks. */
+static struct cdata *ram_remove(struct cache *c, struct cblock *b, bool evicted)
+{
+    struct shard *s = shard_of(c, b->id);
+    pthread_mutex_lock(&s->mu);
+    bool before = pin_counted(b);
+    struct cdata *d = b->ram;
+    policy_remove(c->ram.pol, &b->ram_node, evicted);
+    c->ram.used -= b->ram_node.size;
+    b->ram = NULL;
+    pin_update(c, b, before);
+    maybe_free(s, b);
+    pthread_mutex_unlock(&s->mu);
+    return d;
+}
+
+/* Put d into the RAM level as b's copy, then evict down to the budget. */
+static void ram_insert(struct cache *c, struct cblock *b, struct cdata *d)
+{
+    if (!c->ram.budget || d->len > c->ram.budget)
+        return;
+    struct cdata *drop[16];
+    size_t ndrop = 0;
+    struct shard *s = shard_of(c, b->id);
+    pthread_mutex_lock(&c->ram.mu);
+    pthread_mutex_lock(&s->mu);
+    if (b->ram) {
+        pthread_mutex_unlock(&s->mu);
+        pthread_mutex_unlock(&c->ram.mu);
+        return;
+    }
+    bool before = pin_counted(b);
+    b->ram = cdata_ref(d);
+    b->ram_node.size = d->len;
+    policy_insert(c->ram.pol, &b->ram_node);
+    c->ram.used += d->len;
+    pin_update(c, b, before);
+    pthread_mutex_unlock(&s->mu);
+    while (c->ram.used > c->ram.budget) {
+        struct pol_node *n = policy_evict_candidate(c->ram.pol, ram_evictable, c);
+        if (!n)
+            n = &b->ram_node; /* nothing else can go: refuse the new block (I4) */
+        struct cblock *v = container_of(n, struct cblock, ram_node);
+        if (!policy_contains(n))
+            break;
+        struct cdata *vd = ram_remove(c, v, true);
+        atomic_fetch_add_explicit(&c->ram.evictions, 1, memory_order_relaxed);
+        if (ndrop == 16) {
+            /* free() is not I/O, but keep the lock hold short in the common case */
+            cdata_unref(vd);
+        } else {
+            drop[ndrop++] = vd;
+        }
+        if (v == b)
+            break;
+    }
+    pthread_mutex_unlock(&c->ram.mu);
+    for (size_t i = 0; i < ndrop; i++)
+        cdata_unref(drop[i]);
+}
+
+/* disk.mu held. Take b (ON_DISK) out of the disk level and mark it for unlink by the caller:
+ * sets B_DISK_IO and takes a reference; the caller must call finish_unlinks(). */
+static void disk_detach(struct cache *c, struct cblock *b, bool evicted, struct cblock **list)
+{
+    struct shard *s = shard_of(c, b->id);
+    pthread_mutex_lock(&s->mu);
+    bool before = pin_counted(b);
+    policy_remove(c->disk.pol, &b->disk_node, evicted);
+    c->disk.used -= b->disk_node.size;
+    b->flags &= ~(unsigned)B_ON_DISK;
+    b->flags |= B_DISK_IO;
+    b->refs++;
+    pin_update(c, b, before);
+    b->vnext = *list;
+    *list = b;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Unlink the files of detached blocks (no lock held) and release them. */
+static void finish_unlinks(struct cache *c, struct cblock *list)
+{
+    while (list) {
+        struct cblock *b = list;
+        list = b->vnext;
+        disk_block_unlink(c->disk_dir, b->id);
+        struct shard *s = shard_of(c, b->id);
+        pthread_mutex_lock(&s->mu);
+        b->flags &= ~(unsigned)B_DISK_IO;
+        b->refs--;
+        maybe_free(s, b);
+        pthread_mutex_unlock(&s->mu);
+    }
+}
+
+/* disk.mu held. Evict until need more bytes fit in the budget and at least free_bytes were
+ * freed; then reserve need. Returns 0 or -ENOSPC (nothing reserved). */
+static int disk_reserve(struct cache *c, uint64_t need, uint64_t free_bytes, struct cblock **list)
+{
+    uint64_t freed = 0;
+    while (c->disk.used + need > c->disk.budget || freed < free_bytes) {
+        struct pol_node *n = policy_evict_candidate(c->disk.pol, disk_evictable, c);
+        if (!n)
+            return -ENOSPC;
+        freed += n->size;
+        disk_detach(c, container_of(n, struct cblock, disk_node), true, list);
+        atomic_fetch_add_explicit(&c->disk.evictions, 1, memory_order_relaxed);
+    }
+    c->disk.used += need;
+    return 0;
+}
+
+static uint64_t disk_avail(struct cache *c)
+{
+    struct statvfs sv;
+    if (statvfs(c->disk_dir, &sv) < 0)
+        return UINT64_MAX;
+    return (uint64_t)sv.f_bavail * sv.f_frsize;
+}
+
+/* Write-through: store b's data d as a block file, evicting to stay in budget and above the
+ * free-space floor. Failures only mean the block is not on disk. */
+static void disk_store(struct cache *c, struct cblock *b, const struct cdata *d)
+{
+    if (!c->disk_dir || !c->disk.budget)
+        return;
+    struct shard *s = shard_of(c, b->id);
+    pthread_mutex_lock(&s->mu);
+    if (b->flags & (B_ON_DISK | B_DISK_IO)) {
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    b->flags |= B_DISK_IO;
+    b->refs++;
+    pthread_mutex_unlock(&s->mu);
+
+    uint64_t need = disk_block_file_size(b);
+    uint64_t avail = disk_avail(c);
+    uint64_t floor = c->cfg.disk_min_free_bytes + need;
+    uint64_t deficit = avail < floor ? floor - avail : 0;
+    struct cblock *victims = NULL;
+    pthread_mutex_lock(&c->disk.mu);
+    int r = need > c->disk.budget ? -ENOSPC : disk_reserve(c, need, deficit, &victims);
+    pthread_mutex_unlock(&c->disk.mu);
+    finish_unlinks(c, victims);
+    if (r == 0) {
+        r = disk_block_write(c->disk_dir, b, d->bytes, d->len);
+        pthread_mutex_lock(&c->disk.mu);
+        pthread_mutex_lock(&s->mu);
+        if (r == 0) {
+            bool before = pin_counted(b);
+            b->flags |= B_ON_DISK;
+            b->disk_node.size = need;
+            policy_insert(c->disk.pol, &b->disk_node);
+            pin_update(c, b, before);
+        } else {
+            c->disk.used -= need;
+        }
+        pthread_mutex_unlock(&s->mu);
+        pthread_mutex_unlock(&c->disk.mu);
+        if (r < 0)
+            log_debug("cache: block %" PRIu64 " of %s not written to disk: %s", b->index, b->key,
+                      strerror(-r));
+    }
+    pthread_mutex_lock(&s->mu);
+    b->flags &= ~(unsigned)B_DISK_IO;
+    b->refs--;
+    maybe_free(s, b);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* A disk copy failed verification: take it out and delete it. */
+static void disk_drop(struct cache *c, struct cblock *b)
+{
+    struct cblock *list = NULL;
+    struct shard *s = shard_of(c, b->id);
+    pthread_mutex_lock(&c->disk.mu);
+    pthread_mutex_lock(&s->mu);
+    bool on = (b->flags & B_ON_DISK) != 0;
+    pthread_mutex_unlock(&s->mu);
+    if (on)
+        disk_detach(c, b, false, &list);
+    pthread_mutex_unlock(&c->disk.mu);
+    finish_unlinks(c, list);
+}
+
+/* ---- loads ------------------------------------------------------------------------------- */
+
+static uint32_t block_len(const struct cache *c, const struct cache_obj *obj, uint64_t index)
+{
+    uint64_t start = index * c->cfg.block_size;
+    uint64_t left = obj->size_bytes - start;
+    return (uint32_t)(left < c->cfg.block_size ? left : c->cfg.block_size);
+}
+
+static int backend_fetch(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
+                         uint64_t index, uint32_t len, struct cdata **out)
+{
+    struct cache_fetch_hook hook;
+    pthread_mutex_lock(&c->hook_mu);
+    hook = c->hook;
+    pthread_mutex_unlock(&c->hook_mu);
+    struct tier_ioctx dio = io ? *io : TIER_IOCTX_DEFAULT;
+
+    struct cdata *d = cdata_new(len);
+    if (!d)
+        return -ENOMEM;
+    if (hook.before)
+        hook.before(hook.ud, &dio, obj, index, len);
+    uint64_t t0 = tier_now_mono_ns();
+    ssize_t n = backend_read(obj->be, obj->key, index * c->cfg.block_size, d->bytes, len,
+                             obj->etag, NULL);
+    uint64_t dt = tier_now_mono_ns() - t0;
+    if (hook.after)
+        hook.after(hook.ud, &dio, obj, index, n, dt);
+    atomic_fetch_add_explicit(&c->fetches, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->fetch_ns, dt, memory_order_relaxed);
+    if (n >= 0 && (size_t)n != len) {
+        tier_err_set("%s: short read of block %" PRIu64 " of '%s' (%zd of %u bytes)",
+                     obj->be->name, index, obj->key, n, len);
+        n = -EIO;
+    }
+    if (n < 0) {
+        atomic_fetch_add_explicit(&c->fetch_errors, 1, memory_order_relaxed);
+        cdata_unref(d);
+        return (int)n;
+    }
+    atomic_fetch_add_explicit(&c->fetch_bytes, len, memory_order_relaxed);
+    *out = d;
+    return 0;
+}
+
+/* Shard lock held. Take a reference on b's published result (or its error). */
+static int take_result(struct shard *s, struct cblock *b, struct cdata **out)
+{
+    (void)s;
+    if (b->fetch_err)
+        return b->fetch_err;
+    *out = cdata_ref(b->ready_data);
+    return 0;
+}
+
+/* Shard lock held: drop the published result once the loader is done and no waiter needs it. */
+static void release_result(struct shard *s, struct cblock *b)
+{
+    if (b->ready && !(b->flags & B_FETCHING) && !b->nwaiters) {
+        b->ready = false;
+        cdata_unref(b->ready_data);
+        b->ready_data = NULL;
+        b->fetch_err = 0;
+    }
+    maybe_free(s, b);
+}
+
+/*
+ * Get block `index` of obj as a referenced buffer: RAM hit, or wait for a load in flight, or
+ * load it ourselves (disk, else backend), publish, insert. The one entry to the data path.
+ * off_in_block/seq_len feed the sequential-continuation rule: a read that continues exactly where
+ * the previous read of this block ended is not a new access for the policy, so a sequential
+ * reader splitting a block into many small reads does not look "hot".
+ */
+static int block_get(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
+                     uint64_t index, uint32_t off_in_block, uint32_t seq_len, bool pinned,
+                     struct cdata **out)
+{
+    uint8_t id[16];
+    int r = cache_block_id(obj->be->name, obj->key, obj->etag, index, id);
+    if (r < 0)
+        return r;
+    uint32_t len = block_len(c, obj, index);
+    struct shard *s = shard_of(c, id);
+
+    pthread_mutex_lock(&s->mu);
+    struct cblock *b = shard_lookup(s, id);
+    if (b && b->ram) {
+        struct cdata *d = cdata_ref(b->ram);
+        bool count = off_in_block == 0 || off_in_block != b->next_off;
+        b->next_off = off_in_block + seq_len;
+        bool lru_hit = count && !policy_hit_lockfree(c->ram.pol);
+        if (count && !lru_hit)
+            policy_hit(c->ram.pol, &b->ram_node);
+        if (lru_hit)
+            b->refs++;
+        pthread_mutex_unlock(&s->mu);
+        if (lru_hit) {
+            pthread_mutex_lock(&c->ram.mu);
+            if (policy_contains(&b->ram_node))
+                policy_hit(c->ram.pol, &b->ram_node);
+            pthread_mutex_unlock(&c->ram.mu);
+            pthread_mutex_lock(&s->mu);
+            b->refs--;
+            maybe_free(s, b);
+            pthread_mutex_unlock(&s->mu);
+        }
+        atomic_fetch_add_explicit(&c->ram.hits, 1, memory_order_relaxed);
+        *out = d;
+        return 0;
+    }
+    if (b && b->ready) {
+        r = take_result(s, b, out);
+        pthread_mutex_unlock(&s->mu);
+        atomic_fetch_add_explicit(&c->sf_waits, 1, memory_order_relaxed);
+        return r;
+    }
+    if (b && (b->flags & B_FETCHING)) {
+        b->nwaiters++;
+        atomic_fetch_add_explicit(&c->sf_waits, 1, memory_order_relaxed);
+        while (!b->ready)
+            pthread_cond_wait(&s->cv, &s->mu);
+        r = take_result(s, b, out);
+        b->nwaiters--;
+        release_result(s, b);
+        pthread_mutex_unlock(&s->mu);
+        return r;
+    }
+    if (!b) {
+        b = cblock_new(id, obj->be->name, obj->key, obj->etag, index, len);
+        if (!b || shard_insert(s, b) < 0) {
+            pthread_mutex_unlock(&s->mu);
+            free(b);
+            return -ENOMEM;
+        }
+        if (pinned)
+            b->flags |= B_PINNED;
+    }
+    b->flags |= B_FETCHING;
+    b->refs++;
+    b->next_off = off_in_block + seq_len;
+    bool try_disk = (b->flags & B_ON_DISK) != 0;
+    pthread_mutex_unlock(&s->mu);
+    if (c->ram.budget)
+        atomic_fetch_add_explicit(&c->ram.misses, 1, memory_order_relaxed);
+
+    /* Load, with no lock held. */
+    struct cdata *d = NULL;
+    bool from_backend = false;
+    if (try_disk) {
+        r = disk_block_load(c->disk_dir, b, &d);
+        if (r == -EBADMSG) {
+            atomic_fetch_add_explicit(&c->csum_failures, 1, memory_order_relaxed);
+            log_warn("cache: corrupt disk block %" PRIu64 " of %s/%s dropped, refetching",
+                     b->index, b->be_name, b->key);
+        }
+        if (r < 0)
+            disk_drop(c, b);
+    }
+    if (d) {
+        atomic_fetch_add_explicit(&c->disk.hits, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&c->disk.bytes_read, d->len, memory_order_relaxed);
+        r = 0;
+    } else {
+        if (c->disk_dir)
+            atomic_fetch_add_explicit(&c->disk.misses, 1, memory_order_relaxed);
+        r = backend_fetch(c, io, obj, index, len, &d);
+        from_backend = r == 0;
+    }
+
+    /* Publish to waiters, then place into the levels while still FETCHING so that no second
+     * load can start for this block before it is findable in a level. */
+    pthread_mutex_lock(&s->mu);
+    b->ready = true;
+    b->fetch_err = r;
+    b->ready_data = r == 0 ? cdata_ref(d) : NULL;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (r == 0) {
+        ram_insert(c, b, d);
+        if (from_backend)
+            disk_store(c, b, d);
+    }
+    pthread_mutex_lock(&s->mu);
+    b->flags &= ~(unsigned)B_FETCHING;
+    b->refs--;
+    release_result(s, b);
+    pthread_mutex_unlock(&s->mu);
+    if (r == 0)
+        *out = d;
+    return r;
+}
+
+static bool obj_ok(const struct cache_obj *obj)
+{
+    return obj && obj->be && obj->be->name && obj->key && obj->etag;
+}
+
+static bool obj_pinned(struct cache *c, const struct cache_obj *obj)
+{
+    pthread_mutex_lock(&c->pin_mu);
+    bool p = c->rules && rules_match(c, obj->be->name, obj->key);
+    pthread_mutex_unlock(&c->pin_mu);
+    return p;
+}
+
+ssize_t cache_read(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
+                   uint64_t off, void *buf, size_t len)
+{
+    if (!c || !obj_ok(obj) || (!buf && len))
+        return -EINVAL;
+    if (off >= obj->size_bytes || !len)
+        return 0;
+    if (len > obj->size_bytes - off)
+        len = (size_t)(obj->size_bytes - off);
+    bool pinned = obj_pinned(c, obj);
+    size_t done = 0;
+    while (done < len) {
+        uint64_t pos = off + done;
+        uint64_t index = pos / c->cfg.block_size;
+        uint32_t in = (uint32_t)(pos % c->cfg.block_size);
+        uint32_t blen = block_len(c, obj, index);
+        size_t n = blen - in;
+        if (n > len - done)
+            n = len - done;
+        struct cdata *d = NULL;
+        int r = block_get(c, io, obj, index, in, (uint32_t)n, pinned, &d);
+        if (r < 0)
+            return done ? (ssize_t)done : r;
+        memcpy((char *)buf + done, d->bytes + in, n);
+        cdata_unref(d);
+        done += n;
+    }
+    atomic_fetch_add_explicit(&c->ram.bytes_read, done, memory_order_relaxed);
+    return (ssize_t)done;
+}
+
+int cache_fetch_block(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
+                      uint64_t index, bool pin)
+{
+    if (!c || !obj_ok(obj))
+        return -EINVAL;
+    if (index * c->cfg.block_size >= obj->size_bytes)
+        return obj->size_bytes == 0 && index == 0 ? 0 : -EINVAL;
+    struct cdata *d = NULL;
+    int r = block_get(c, io, obj, index, 0, block_len(c, obj, index), obj_pinned(c, obj), &d);
+    if (r < 0)
+        return r;
+    cdata_unref(d);
+    if (!pin)
+        return 0;
+    uint8_t id[16];
+    cache_block_id(obj->be->name, obj->key, obj->etag, index, id);
+    struct shard *s = shard_of(c, id);
+    pthread_mutex_lock(&s->mu);
+    struct cblock *b = shard_lookup(s, id);
+    r = -ENOSPC; /* not cached at all: the levels had no room */
+    if (b && (b->ram || (b->flags & B_ON_DISK))) {
+        if (b->flags & B_PINNED) {
+            b->flags |= B_PIN_EXPLICIT;
+            r = 0;
+        } else {
+            bool before = pin_counted(b);
+            b->flags |= B_PINNED | B_PIN_EXPLICIT;
+            pin_update(c, b, before);
+            r = (b->flags & B_PINNED) ? 0 : -ENOSPC;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+/* ---- pin / evict / accounting ------------------------------------------------------------ */
+
+int cache_pin(struct cache *c, const char *backend_name, const char *prefix)
+{
+    if (!c || !backend_name || !prefix)
+        return -EINVAL;
+    int r = 0;
+    pthread_mutex_lock(&c->pin_mu);
+    for (struct pin_rule *x = c->rules; x; x = x->next)
+        if (!strcmp(x->be_name, backend_name) && !strcmp(x->prefix, prefix))
+            goto out;
+    uint64_t extra = 0;
+    for (int i = 0; i < NSHARDS; i++) {
+        struct shard *s = &c->shards[i];
+        pthread_mutex_lock(&s->mu);
+        for (size_t k = 0; k < s->nbuckets; k++)
+            for (struct cblock *b = s->buckets[k]; b; b = b->hnext)
+                if (prefix_match(b, backend_name, prefix) && !(b->flags & B_PINNED) &&
+                    (b->ram || (b->flags & B_ON_DISK)))
+                    extra += b->len;
+        pthread_mutex_unlock(&s->mu);
+    }
+    if (atomic_load(&c->pinned_bytes) + extra > c->cfg.pin_bytes) {
+        tier_err_set("pinning %s:%s needs %" PRIu64 " more bytes, over the pin budget of %" PRIu64,
+                     backend_name, prefix, extra, c->cfg.pin_bytes);
+        r = -ENOSPC;
+        goto out;
+    }
+    struct pin_rule *rule = calloc(1, sizeof(*rule));
+    if (!rule || !(rule->be_name = strdup(backend_name)) || !(rule->prefix = strdup(prefix))) {
+        if (rule) {
+            free(rule->be_name);
+            free(rule);
+        }
+        r = -ENOMEM;
+        goto out;
+    }
+    rule->next = c->rules;
+    c->rules = rule;
+    for (int i = 0; i < NSHARDS; i++) {
+        struct shard *s = &c->shards[i];
+        pthread_mutex_lock(&s->mu);
+        for (size_t k = 0; k < s->nbuckets; k++) {
+            for (struct cblock *b = s->buckets[k]; b; b = b->hnext) {
+                if (!prefix_match(b, backend_name, prefix) || (b->flags & B_PINNED))
+                    continue;
+                bool before = pin_counted(b);
+                b->flags |= B_PINNED;
+                pin_update(c, b, before);
+            }
+        }
+        pthread_mutex_unlock(&s->mu);
+    }
+out:
+    pthread_mutex_unlock(&c->pin_mu);
+    return r;
+}
+
+int cache_unpin(struct cache *c, const char *backend_name, const char *prefix)
+{
+    if (!c || !backend_name || !prefix)
+        return -EINVAL;
+    pthread_mutex_lock(&c->pin_mu);
+    struct pin_rule **pp = &c->rules;
+    while (*pp && (strcmp((*pp)->be_name, backend_name) || strcmp((*pp)->prefix, prefix)))
+        pp = &(*pp)->next;
+    struct pin_rule *rule = *pp;
+    if (rule) {
+        *pp = rule->next;
+        free(rule->be_name);
+        free(rule->prefix);
+        free(rule);
+    }
+    /* Also clears explicit pins (cache_fetch_block(pin=true)) under the prefix. */
+    bool any = rule != NULL;
+    for (int i = 0; i < NSHARDS; i++) {
+        struct shard *s = &c->shards[i];
+        pthread_mutex_lock(&s->mu);
+        for (size_t k = 0; k < s->nbuckets; k++) {
+            for (struct cblock *b = s->buckets[k]; b; b = b->hnext) {
+                if (!(b->flags & B_PINNED) || !prefix_match(b, backend_name, prefix))
+                    continue;
+                if (rules_match(c, b->be_name, b->key))
+                    continue;
+                any = true;
+                bool before = pin_counted(b);
+                b->flags &= ~(unsigned)(B_PINNED | B_PIN_EXPLICIT);
+                pin_update(c, b, before);
+            }
+        }
+        pthread_mutex_unlock(&s->mu);
+    }
+    pthread_mutex_unlock(&c->pin_mu);
+    return any ? 0 : -ENOENT;
+}
+
+long cache_evict(struct cache *c, const char *backend_name, const char *prefix)
+{
+    if (!c || !backend_name || !prefix)
+        return -EINVAL;
+    long count = 0;
+    for (int i = 0; i < NSHARDS; i++) {
+        struct shard *s = &c->shards[i];
+        struct cblock *list = NULL, *ram_list = NULL;
+        pthread_mutex_lock(&c->ram.mu);
+        pthread_mutex_lock(&c->disk.mu);
+        pthread_mutex_lock(&s->mu);
+        for (size_t k = 0; k < s->nbuckets; k++) {
+            for (struct cblock *b = s->buckets[k]; b; b = b->hnext) {
+                if ((b->flags & B_PINNED) || !prefix_match(b, backend_name, prefix))
+                    continue;
+                if (!b->ram && !(b->flags & B_ON_DISK))
+                    continue;
+                /* collect first: the level helpers take the shard lock themselves */
+                b->refs++;
+                b->vnext = ram_list;
+                ram_list = b;
+                count++;
+            }
+        }
+        pthread_mutex_unlock(&s->mu);
+        for (struct cblock *b = ram_list, *nx; b; b = nx) {
+            nx = b->vnext;
+            if (b->ram) {
+                struct cdata *d = ram_remove(c, b, false);
+                cdata_unref(d);
+            }
+            pthread_mutex_lock(&s->mu);
+            bool on = (b->flags & B_ON_DISK) != 0;
+            pthread_mutex_unlock(&s->mu);
+            if (on) {
+                disk_detach(c, b, false, &list);
+            }
+            pthread_mutex_lock(&s->mu);
+            b->refs--;
+            maybe_free(s, b);
+            pthread_mutex_unlock(&s->mu);
+        }
+        pthread_mutex_unlock(&c->disk.mu);
+        pthread_mutex_unlock(&c->ram.mu);
+        finish_unlinks(c, list);
+    }
+    return count;
+}
+
+uint64_t cache_cached_bytes(struct cache *c, const struct cache_obj *obj)
+{
+    if (!c || !obj_ok(obj))
+        return 0;
+    uint64_t total = 0;
+    uint64_t nblocks = (obj->size_bytes + c->cfg.block_size - 1) / c->cfg.block_size;
+    for (uint64_t i = 0; i < nblocks; i++) {
+        uint8_t id[16];
+        if (cache_block_id(obj->be->name, obj->key, obj->etag, i, id) < 0)
+            return 0;
+        struct shard *s = shard_of(c, id);
+        pthread_mutex_lock(&s->mu);
+        struct cblock *b = shard_lookup(s, id);
+        if (b && (b->ram || (b->flags & B_ON_DISK)))
+            total += b->len;
+        pthread_mutex_unlock(&s->mu);
+    }
+    return total;
+}
+
+static void level_stats(struct level *l, struct cache_level_stats *o)
+{
+    pthread_mutex_lock(&l->mu);
+    o->bytes_used = l->used;
+    o->blocks = l->pol ? policy_count(l->pol) : 0;
+    pthread_mutex_unlock(&l->mu);
+    o->bytes_budget = l->budget;
+    o->hits = atomic_load(&l->hits);
+    o->misses = atomic_load(&l->misses);
+    o->evictions = atomic_load(&l->evictions);
+    o->bytes_read = atomic_load(&l->bytes_read);
+}
+
+void cache_stats_get(struct cache *c, struct cache_stats *st)
+{
+    memset(st, 0, sizeof(*st));
+    level_stats(&c->ram, &st->ram);
+    level_stats(&c->disk, &st->disk);
+    /* bytes_read of the RAM level counts all bytes returned by cache_read; per-level split of
+     * disk reads is in disk.bytes_read. */
+    st->fetches = atomic_load(&c->fetches);
+    st->fetch_bytes = atomic_load(&c->fetch_bytes);
+    st->fetch_errors = atomic_load(&c->fetch_errors);
+    st->fetch_ns_total = atomic_load(&c->fetch_ns);
+    st->singleflight_waits = atomic_load(&c->sf_waits);
+    st->pinned_bytes = atomic_load(&c->pinned_bytes);
+    st->pin_budget = c->cfg.pin_bytes;
+    st->checksum_failures = atomic_load(&c->csum_failures);
+}
+
+void cache_set_fetch_hook(struct cache *c, const struct cache_fetch_hook *hook)
+{
+    pthread_mutex_lock(&c->hook_mu);
+    if (hook)
+        c->hook = *hook;
+    else
+        memset(&c->hook, 0, sizeof(c->hook));
+    pthread_mutex_unlock(&c->hook_mu);
+}
+
+/* ---- prefetch ----------------------------------------------------------------------------- */
+
+static void pf_item_free(struct pf_item *it)
+{
+    if (!it)
+        return;
+    free(it->key);
+    free(it->etag);
+    free(it);
+}
+
+static void *pf_worker(void *arg)
+{
+    struct cache *c = arg;
+    pthread_mutex_lock(&c->pf_mu);
+    for (;;) {
+        while (!c->pf_head && !c->pf_stop)
+            pthread_cond_wait(&c->pf_cv, &c->pf_mu);
+        if (c->pf_stop)
+            break;
+        struct pf_item *it = c->pf_head;
+        c->pf_head = it->next;
+        if (!c->pf_head)
+            c->pf_tail = NULL;
+        c->pf_len--;
+        pthread_mutex_unlock(&c->pf_mu);
+        struct cache_obj obj = {
+            .be = it->be, .key = it->key, .etag = it->etag, .size_bytes = it->size};
+        int r = cache_fetch_block(c, &it->io, &obj, it->index, false);
+        if (r < 0)
+            log_debug("cache: prefetch of block %" PRIu64 " of %s failed: %s", it->index, it->key,
+                      strerror(-r));
+        pf_item_free(it);
+        pthread_mutex_lock(&c->pf_mu);
+    }
+    pthread_mutex_unlock(&c->pf_mu);
+    return NULL;
+}
+
+static bool block_present(struct cache *c, const struct cache_obj *obj, uint64_t index)
+{
+    uint8_t id[16];
+    if (cache_block_id(obj->be->name, obj->key, obj->etag, index, id) < 0)
+        return true;
+    struct shard *s = shard_of(c, id);
+    pthread_mutex_lock(&s->mu);
+    struct cblock *b = shard_lookup(s, id);
+    bool present = b && (b->ram || (b->flags & (B_ON_DISK | B_FETCHING)));
+    pthread_mutex_unlock(&s->mu);
+    return present;
+}
+
+void cache_prefetch(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
+                    uint64_t first, uint64_t count)
+{
+    if (!c || !obj_ok(obj) || !c->pf_nthreads)
+        return;
+    uint64_t nblocks = (obj->size_bytes + c->cfg.block_size - 1) / c->cfg.block_size;
+    for (uint64_t i = first; i < nblocks && i - first < count; i++) {
+        if (block_present(c, obj, i))
+            continue;
+        pthread_mutex_lock(&c->pf_mu);
+        bool full = c->pf_len >= PREFETCH_QUEUE || c->pf_stop;
+        pthread_mutex_unlock(&c->pf_mu);
+        if (full)
+            return; /* advisory: drop the rest */
+        struct pf_item *it = calloc(1, sizeof(*it));
+        if (!it || !(it->key = strdup(obj->key)) || !(it->etag = strdup(obj->etag))) {
+            pf_item_free(it);
+            return;
+        }
+        it->be = obj->be;
+        it->size = obj->size_bytes;
+        it->index = i;
+        it->io = io ? *io : TIER_IOCTX_DEFAULT;
+        pthread_mutex_lock(&c->pf_mu);
+        if (c->pf_len >= PREFETCH_QUEUE || c->pf_stop) {
+            pthread_mutex_unlock(&c->pf_mu);
+            pf_item_free(it);
+            return;
+        }
+        if (c->pf_tail)
+            c->pf_tail->next = it;
+        else
+            c->pf_head = it;
+        c->pf_tail = it;
+        c->pf_len++;
+        pthread_cond_signal(&c->pf_cv);
+        pthread_mutex_unlock(&c->pf_mu);
+    }
+}
+
+/* ---- open / close ------------------------------------------------------------------------ */
+
+/* Called by disk_scan() for each valid block file found at open (single-threaded). */
+int cache_adopt_disk_block(struct cache *c, struct cblock *b, uint64_t file_bytes)
+{
+    struct shard *s = shard_of(c, b->id);
+    if (shard_lookup(s, b->id))
+        return -EEXIST;
+    int r = shard_insert(s, b);
+    if (r < 0)
+        return r;
+    b->flags |= B_ON_DISK;
+    b->disk_node.size = file_bytes;
+    policy_insert(c->disk.pol, &b->disk_node);
+    c->disk.used += file_bytes;
+    return 0;
+}
+
+static int level_init(struct level *l, enum cache_policy_kind kind, uint64_t budget)
+{
+    pthread_mutex_init(&l->mu, NULL);
+    l->budget = budget;
+    return policy_new(kind, budget, &l->pol);
+}
+
+int cache_open(const struct cache_config *cfg, struct cache **out)
+{
+    if (!cfg || !out)
+        return -EINVAL;
+    struct cache_config k = *cfg;
+    if (!k.block_size)
+        k.block_size = 4u << 20;
+    if (k.block_size < (64u << 10) || k.block_size > (64u << 20)) {
+        tier_err_set("cache block_size %zu out of range (64 KiB..64 MiB)", k.block_size);
+        return -EINVAL;
+    }
+    struct cache *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    int r = 0;
+    c->lock_fd = -1;
+    c->cfg = k;
+    c->cfg.disk_dir = NULL;
+    pthread_mutex_init(&c->pin_mu, NULL);
+    pthread_mutex_init(&c->hook_mu, NULL);
+    pthread_mutex_init(&c->pf_mu, NULL);
+    pthread_cond_init(&c->pf_cv, NULL);
+    for (int i = 0; i < NSHARDS; i++) {
+        pthread_mutex_init(&c->shards[i].mu, NULL);
+        pthread_cond_init(&c->shards[i].cv, NULL);
+    }
+    if ((r = level_init(&c->ram, k.policy, k.ram_bytes)) < 0 ||
+        (r = level_init(&c->disk, k.policy, k.disk_dir ? k.disk_bytes : 0)) < 0)
+        goto fail;
+    if (k.disk_dir) {
+        c->disk_dir = strdup(k.disk_dir);
+        if (!c->disk_dir) {
+            r = -ENOMEM;
+            goto fail;
+        }
+        c->cfg.disk_dir = c->disk_dir;
+        if ((r = disk_dir_prepare(c->disk_dir, &c->lock_fd)) < 0)
+            goto fail;
+        if ((r = disk_scan(c, c->disk_dir)) < 0)
+            goto fail;
+        /* the budget may have shrunk since the last run */
+        struct cblock *victims = NULL;
+        pthread_mutex_lock(&c->disk.mu);
+        if (c->disk.used > c->disk.budget)
+            disk_reserve(c, 0, 0, &victims);
+        pthread_mutex_unlock(&c->disk.mu);
+        finish_unlinks(c, victims);
+    }
+    for (int i = 0; i < PREFETCH_THREADS; i++) {
+        if (pthread_create(&c->pf_threads[i], NULL, pf_worker, c) != 0)
+            break;
+        c->pf_nthreads++;
+    }
+    *out = c;
+    return 0;
+fail:
+    cache_close(c);
+    return r;
+}
+
+void cache_close(struct cache *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->pf_mu);
+    c->pf_stop = true;
+    pthread_cond_broadcast(&c->pf_cv);
+    pthread_mutex_unlock(&c->pf_mu);
+    for (int i = 0; i < c->pf_nthreads; i++)
+        pthread_join(c->pf_threads[i], NULL);
+    while (c->pf_head) {
+        struct pf_item *it = c->pf_head;
+        c->pf_head = it->next;
+        pf_item_free(it);
+    }
+    for (int i = 0; i < NSHARDS; i++) {
+        struct shard *s = &c->shards[i];
+        for (size_t k = 0; k < s->nbuckets; k++) {
+            struct cblock *b = s->buckets[k];
+            while (b) {
+                struct cblock *nx = b->hnext;
+                cdata_unref(b->ram);
+                cdata_unref(b->ready_data);
+                free(b);
+                b = nx;
+            }
+        }
+        free(s->buckets);
+        pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->cv);
+    }
+    while (c->rules) {
+        struct pin_rule *r = c->rules;
+        c->rules = r->next;
+        free(r->be_name);
+        free(r->prefix);
+        free(r);
+    }
+    policy_free(c->ram.pol);
+    policy_free(c->disk.pol);
+    if (c->lock_fd >= 0)
+        close(c->lock_fd);
+    free(c->disk_dir);
+    free(c);
+}
+
+/* ---- debug ------------------------------------------------------------------------------- */
+
+static int check_fail(char *msg, size_t msgsz, const char *what)
+{
+    if (msg && msgsz)
+        tier_strlcpy(msg, what, msgsz);
+    return -EUCLEAN;
+}
+
+int cache_debug_check(struct cache *c, char *msg, size_t msgsz)
+{
+    char buf[256];
+    int r = 0;
+    pthread_mutex_lock(&c->pin_mu);
+    pthread_mutex_lock(&c->ram.mu);
+    pthread_mutex_lock(&c->disk.mu);
+    for (int i = 0; i < NSHARDS; i++)
+        pthread_mutex_lock(&c->shards[i].mu);
+    uint64_t ram_sum = 0, disk_sum = 0, pin_sum = 0, ondisk = 0, inflight_disk = 0;
+    size_t ram_n = 0, disk_n = 0;
+    for (int i = 0; i < NSHARDS && !r; i++) {
+        struct shard *s = &c->shards[i];
+        for (size_t k = 0; k < s->nbuckets && !r; k++) {
+            for (struct cblock *b = s->buckets[k]; b && !r; b = b->hnext) {
+                if ((b->ram != NULL) != policy_contains(&b->ram_node))
+                    r = check_fail(msg, msgsz, "I2: RAM pointer and RAM policy disagree");
+                if (!!(b->flags & B_ON_DISK) != policy_contains(&b->disk_node))
+                    r = check_fail(msg, msgsz, "I3: ON_DISK and disk policy disagree");
+                if (b->ram) {
+                    ram_sum += b->ram_node.size;
+                    ram_n++;
+                }
+                if (b->flags & B_ON_DISK) {
+                    disk_sum += b->disk_node.size;
+                    disk_n++;
+                    ondisk++;
+                    if (!disk_block_exists(c->disk_dir, b->id))
+                        r = check_fail(msg, msgsz, "I3: block marked on disk has no file");
+                }
+                if (b->flags & B_DISK_IO)
+                    inflight_disk++;
+                if (pin_counted(b))
+                    pin_sum += b->len;
+            }
+        }
+    }
+    if (!r && ram_sum != c->ram.used) {
+        snprintf(buf, sizeof(buf), "I2: ram.used %" PRIu64 " != sum %" PRIu64, c->ram.used,
+                 ram_sum);
+        r = check_fail(msg, msgsz, buf);
+    }
+    if (!r && ram_sum > c->ram.budget)
+        r = check_fail(msg, msgsz, "I4: RAM over budget");
+    if (!r && !inflight_disk && disk_sum != c->disk.used) {
+        snprintf(buf, sizeof(buf), "I3: disk.used %" PRIu64 " != sum %" PRIu64, c->disk.used,
+                 disk_sum);
+        r = check_fail(msg, msgsz, buf);
+    }
+    if (!r && disk_sum > c->disk.budget)
+        r = check_fail(msg, msgsz, "I4: disk over budget");
+    if (!r && pin_sum != atomic_load(&c->pinned_bytes)) {
+        snprintf(buf, sizeof(buf), "I5: pinned_bytes %" PRIu64 " != sum %" PRIu64,
+                 atomic_load(&c->pinned_bytes), pin_sum);
+        r = check_fail(msg, msgsz, buf);
+    }
+    if (!r && pin_sum > c->cfg.pin_bytes)
+        r = check_fail(msg, msgsz, "I5: pinned bytes over the pin budget");
+    if (!r && (ram_n != policy_count(c->ram.pol) || disk_n != policy_count(c->disk.pol)))
+        r = check_fail(msg, msgsz, "I2/I3: policy holds blocks not in the index");
+    if (!r && c->disk_dir && !inflight_disk) {
+        long files = disk_count_files(c->disk_dir);
+        if (files != (long)ondisk) {
+            snprintf(buf, sizeof(buf), "I3: %ld block files on disk, index says %" PRIu64, files,
+                     ondisk);
+            r = check_fail(msg, msgsz, buf);
+        }
+    }
+    for (int i = NSHARDS - 1; i >= 0; i--)
+        pthread_mutex_unlock(&c->shards[i].mu);
+    pthread_mutex_unlock(&c->disk.mu);
+    pthread_mutex_unlock(&c->ram.mu);
+    pthread_mutex_unlock(&c->pin_mu);
+    return r;
+}
+
+int cache_debug_block_path(struct cache *c, const char *backend_name, const char *key,
+                           const char *etag, uint64_t index, char *path, size_t pathsz)
+{
+    if (!c->disk_dir)
+        return -EINVAL;
+    uint8_t id[16];
+    int r = cache_block_id(backend_name, key, etag, index, id);
+    if (r < 0)
+        return r;
+    return disk_block_path(c->disk_dir, id, "", path, pathsz);
+}

@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cache_debug.h - introspection for tests and benchmarks; not for the daemon's data path.
+ */
+#ifndef TIER_CACHE_CACHE_DEBUG_H
+#define TIER_CACHE_CACHE_DEBUG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cache/cache.h"
+
+/* Check every invariant listed at the top of cache.c with all locks held (so it stops the
+ * cache while it lists the disk directory): level bytes == sum of their blocks and <= budget,
+ * pinned bytes == sum of pinned cached blocks and <= pin budget, and the set of block files on
+ * disk == the set of blocks the index says are on disk (blocks with disk I/O in flight are
+ * excluded). Returns 0, or -EUCLEAN with a description of the first violation in msg. */
+int cache_debug_check(struct cache *c, char *msg, size_t msgsz);
+
+/* Path of the disk file of a block identity (for tests that corrupt it). path: >= 4096 bytes.
+ * Returns 0, or -EINVAL when the cache has no disk level. */
+int cache_debug_block_path(struct cache *c, const char *backend_name, const char *key,
+                           const char *etag, uint64_t index, char *path, size_t pathsz);
+
+#endif

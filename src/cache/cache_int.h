@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cache_int.h - private to src/cache: the block struct shared by the index (cache.c) and the
+ * block-file store (disk.c). Locking of each field is noted on it; see the top of cache.c.
+ */
+#ifndef TIER_CACHE_CACHE_INT_H
+#define TIER_CACHE_CACHE_INT_H
+
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <xxhash.h>
+
+#include "cache/cache.h"
+#include "cache/policy.h"
+
+#define CACHE_NAME_MAX 255 /* backend name bytes in an identity */
+
+/* A block's bytes, shared by reference: a reader copies out of it with no lock held while an
+ * evictor drops the level's reference. Immutable after it is filled. */
+struct cdata {
+    _Atomic unsigned refs;
+    size_t len;
+    unsigned char bytes[];
+};
+struct cdata *cdata_new(size_t len);
+void cdata_unref(struct cdata *d); /* NULL is a no-op */
+
+enum {
+    B_FETCHING = 1u << 0,     /* a load is in flight (one owner thread) */
+    B_ON_DISK = 1u << 1,      /* file complete and in the disk policy */
+    B_DISK_IO = 1u << 2,      /* a write or unlink of the file is in flight (one owner) */
+    B_PINNED = 1u << 3,       /* never evicted (see I5) */
+    B_PIN_EXPLICIT = 1u << 4, /* pinned by cache_fetch_block(pin=true) */
+};
+
+struct cblock {
+    struct cblock *hnext; /* shard chain (shard lock) */
+    uint8_t id[16];       /* XXH3-128 of the identity; immutable */
+    uint64_t index;       /* immutable */
+    uint32_t len;         /* data bytes; immutable */
+    /* under the shard lock: */
+    unsigned flags;
+    unsigned refs;     /* threads holding the block outside the lock */
+    unsigned nwaiters; /* threads waiting for the load's result */
+    bool ready;        /* load result published: fetch_err / ready_data */
+    int fetch_err;
+    struct cdata *ready_data;
+    struct cdata *ram; /* RAM level copy; set <=> ram_node in the RAM policy */
+    uint32_t next_off; /* end of the last read, for the sequential-continuation rule */
+    struct cblock *vnext; /* owner's private list link (evict/unlink batches) */
+    /* under the level lock (ram.mu / disk.mu); freq is atomic */
+    struct pol_node ram_node, disk_node;
+    /* identity strings, immutable, stored after the struct */
+    char *be_name, *key, *etag;
+    char strs[];
+};
+
+struct cblock *cblock_new(const uint8_t id[16], const char *be_name, const char *key,
+                          const char *etag, uint64_t index, uint32_t len);
+int cache_block_id(const char *be_name, const char *key, const char *etag, uint64_t index,
+                   uint8_t id[16]);
+/* disk_scan() hands each valid block found at open to the index (single-threaded). */
+int cache_adopt_disk_block(struct cache *c, struct cblock *b, uint64_t file_bytes);
+
+/* ---- disk.c: block files ---------------------------------------------------------------- */
+
+/* Create dir and its 256 fan-out subdirectories, take an exclusive flock on dir/.lock (a second
+ * cache on the same directory gets -EBUSY). */
+int disk_dir_prepare(const char *dir, int *lock_fd);
+/* Rebuild the index from dir: delete temp files and torn or foreign files, adopt the rest. */
+int disk_scan(struct cache *c, const char *dir);
+/* dir/ab/abcdef...<suffix> */
+int disk_block_path(const char *dir, const uint8_t id[16], const char *suffix, char *path,
+                    size_t pathsz);
+uint64_t disk_block_file_size(const struct cblock *b);
+/* Write b's file (temp name, then rename). Returns 0 or -errno. */
+int disk_block_write(const char *dir, const struct cblock *b, const void *data, size_t len);
+/* Read and verify b's file. -EBADMSG: corrupt (checksum, header or length); -ENOENT: gone. */
+int disk_block_load(const char *dir, const struct cblock *b, struct cdata **out);
+void disk_block_unlink(const char *dir, const uint8_t id[16]);
+bool disk_block_exists(const char *dir, const uint8_t id[16]);
+/* Number of block files (not temp files) under dir, or -errno. */
+long disk_count_files(const char *dir);
+
+#endif

@@ -1,0 +1,409 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * disk.c - the disk level's block files: naming, format, write, verified read, restart scan.
+ *
+ * Callers: cache.c only (cache_int.h). Stateless apart from the directory; no locks. Every
+ * function here does file I/O and is called with no cache lock held (the restart scan runs in
+ * cache_open() before the cache is shared; cache_debug_check() is the one exception).
+ *
+ * FILE FORMAT (native byte order; a cache directory is not moved between architectures):
+ *   struct disk_hdr (72 bytes): magic "TIERCB01", version 1, hdr_len, 128-bit identity hash,
+ *   block index, data_len, XXH3-64 of the data, lengths of the three identity strings, XXH3-64
+ *   of the header (with that field zero); then backend name, key and etag (no NULs); then data.
+ *   The file name is the hex of the identity hash, under a fan-out directory of its first byte:
+ *   dir/ab/ab12...ef. The identity strings in the header let a restarted cache find the block
+ *   again from (backend, key, etag, index) and apply pin rules and evict-by-prefix to it.
+ *
+ * DURABILITY: a file is written under "<name>.tmp" and renamed; no fsync. After kill -9 the page
+ * cache still holds every completed write, and after a power loss a renamed file may hold
+ * garbage, which the data checksum catches on its first read. Either way a bad block is
+ * re-fetched, never served, so the cost of an fsync per block buys nothing here.
+ *
+ * RESTART: disk_scan() deletes temp files, deletes files whose header is bad, whose name does
+ * not match the identity in the header, or whose size is not hdr_len + data_len (torn), and
+ * adopts the rest. The data checksum is verified on every read (disk_block_load), so a block
+ * adopted at open is never trusted before it has been verified.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cache/cache_int.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "common/strutil.h"
+
+#define DISK_MAGIC "TIERCB01"
+#define DISK_VERSION 1u
+
+struct disk_hdr {
+    char magic[8];
+    uint32_t version;
+    uint32_t hdr_len;
+    uint8_t id[16];
+    uint64_t index;
+    uint64_t data_len;
+    uint64_t data_csum;
+    uint16_t name_len, key_len, etag_len, pad;
+    uint64_t hdr_csum;
+};
+_Static_assert(sizeof(struct disk_hdr) == 72, "disk header layout");
+
+#define HDR_MAX (sizeof(struct disk_hdr) + CACHE_NAME_MAX + BACKEND_KEY_MAX + BACKEND_ETAG_MAX)
+
+int disk_block_path(const char *dir, const uint8_t id[16], const char *suffix, char *path,
+                    size_t pathsz)
+{
+    char hex[33];
+    tier_hex(id, 16, hex);
+    int n = snprintf(path, pathsz, "%s/%.2s/%s%s", dir, hex, hex, suffix);
+    return n < 0 || (size_t)n >= pathsz ? -ENAMETOOLONG : 0;
+}
+
+static uint32_t hdr_len_of(const struct cblock *b)
+{
+    return (uint32_t)(sizeof(struct disk_hdr) + strlen(b->be_name) + strlen(b->key) +
+                      strlen(b->etag));
+}
+
+uint64_t disk_block_file_size(const struct cblock *b)
+{
+    return hdr_len_of(b) + (uint64_t)b->len;
+}
+
+static int write_all(int fd, const void *buf, size_t len, off_t off)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t n = pwrite(fd, p, len, off);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (n == 0)
+            return -EIO;
+        p += n;
+        len -= (size_t)n;
+        off += n;
+    }
+    return 0;
+}
+
+static int read_all(int fd, void *buf, size_t len, off_t off)
+{
+    char *p = buf;
+    while (len) {
+        ssize_t n = pread(fd, p, len, off);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (n == 0)
+            return -EBADMSG; /* shorter than the header says: torn */
+        p += n;
+        len -= (size_t)n;
+        off += n;
+    }
+    return 0;
+}
+
+int disk_block_write(const char *dir, const struct cblock *b, const void *data, size_t len)
+{
+    char path[4096], tmp[4096];
+    int r = disk_block_path(dir, b->id, "", path, sizeof(path));
+    if (r < 0 || (r = disk_block_path(dir, b->id, ".tmp", tmp, sizeof(tmp))) < 0)
+        return r;
+    uint32_t hl = hdr_len_of(b);
+    unsigned char *hbuf = calloc(1, hl);
+    if (!hbuf)
+        return -ENOMEM;
+    struct disk_hdr h;
+    memset(&h, 0, sizeof(h));
+    memcpy(h.magic, DISK_MAGIC, 8);
+    h.version = DISK_VERSION;
+    h.hdr_len = hl;
+    memcpy(h.id, b->id, 16);
+    h.index = b->index;
+    h.data_len = len;
+    h.data_csum = XXH3_64bits(data, len);
+    h.name_len = (uint16_t)strlen(b->be_name);
+    h.key_len = (uint16_t)strlen(b->key);
+    h.etag_len = (uint16_t)strlen(b->etag);
+    size_t o = sizeof(h);
+    memcpy(hbuf + o, b->be_name, h.name_len);
+    o += h.name_len;
+    memcpy(hbuf + o, b->key, h.key_len);
+    o += h.key_len;
+    memcpy(hbuf + o, b->etag, h.etag_len);
+    memcpy(hbuf, &h, sizeof(h));
+    h.hdr_csum = XXH3_64bits(hbuf, hl);
+    memcpy(hbuf, &h, sizeof(h));
+
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        r = -errno;
+        goto out;
+    }
+    r = write_all(fd, hbuf, hl, 0);
+    if (r == 0)
+        r = write_all(fd, data, len, hl);
+    if (close(fd) < 0 && r == 0)
+        r = -errno;
+    if (r == 0 && rename(tmp, path) < 0)
+        r = -errno;
+    if (r < 0)
+        unlink(tmp);
+out:
+    free(hbuf);
+    return r;
+}
+
+/* Read and check the header of an open block file; strs (HDR_MAX bytes) receives the identity
+ * strings. Returns 0 or -EBADMSG. */
+static int read_header(int fd, struct disk_hdr *h, unsigned char *hbuf)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    if (read_all(fd, h, sizeof(*h), 0) < 0)
+        return -EBADMSG;
+    if (memcmp(h->magic, DISK_MAGIC, 8) || h->version != DISK_VERSION ||
+        h->hdr_len != sizeof(*h) + (uint32_t)h->name_len + h->key_len + h->etag_len ||
+        h->hdr_len > HDR_MAX || h->name_len > CACHE_NAME_MAX || h->key_len > BACKEND_KEY_MAX ||
+        h->etag_len >= BACKEND_ETAG_MAX || (uint64_t)st.st_size != h->hdr_len + h->data_len)
+        return -EBADMSG;
+    if (read_all(fd, hbuf, h->hdr_len, 0) < 0)
+        return -EBADMSG;
+    uint64_t want = h->hdr_csum;
+    memset(hbuf + offsetof(struct disk_hdr, hdr_csum), 0, sizeof(h->hdr_csum));
+    if (XXH3_64bits(hbuf, h->hdr_len) != want)
+        return -EBADMSG;
+    return 0;
+}
+
+int disk_block_load(const char *dir, const struct cblock *b, struct cdata **out)
+{
+    char path[4096];
+    int r = disk_block_path(dir, b->id, "", path, sizeof(path));
+    if (r < 0)
+        return r;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct disk_hdr h;
+    unsigned char *hbuf = malloc(HDR_MAX);
+    struct cdata *d = NULL;
+    if (!hbuf) {
+        r = -ENOMEM;
+        goto out;
+    }
+    if ((r = read_header(fd, &h, hbuf)) < 0)
+        goto out;
+    if (memcmp(h.id, b->id, 16) || h.index != b->index || h.data_len != b->len) {
+        r = -EBADMSG;
+        goto out;
+    }
+    d = cdata_new(b->len);
+    if (!d) {
+        r = -ENOMEM;
+        goto out;
+    }
+    if ((r = read_all(fd, d->bytes, b->len, h.hdr_len)) < 0)
+        goto out;
+    if (XXH3_64bits(d->bytes, b->len) != h.data_csum) {
+        r = -EBADMSG;
+        goto out;
+    }
+    *out = d;
+    d = NULL;
+out:
+    cdata_unref(d);
+    free(hbuf);
+    close(fd);
+    return r;
+}
+
+void disk_block_unlink(const char *dir, const uint8_t id[16])
+{
+    char path[4096];
+    if (disk_block_path(dir, id, "", path, sizeof(path)) == 0 && unlink(path) < 0 &&
+        errno != ENOENT)
+        log_warn("cache: cannot delete block file %s: %s", path, strerror(errno));
+}
+
+bool disk_block_exists(const char *dir, const uint8_t id[16])
+{
+    char path[4096];
+    return disk_block_path(dir, id, "", path, sizeof(path)) == 0 && access(path, F_OK) == 0;
+}
+
+int disk_dir_prepare(const char *dir, int *lock_fd)
+{
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+        int e = errno;
+        tier_err_set("cannot create cache directory %s: %s", dir, strerror(e));
+        return -e;
+    }
+    char path[4096];
+    int n = snprintf(path, sizeof(path), "%s/.lock", dir);
+    if (n < 0 || (size_t)n >= sizeof(path))
+        return -ENAMETOOLONG;
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int e = errno;
+        close(fd);
+        tier_err_set("cache directory %s is in use by another cache (%s)", dir, strerror(e));
+        return e == EWOULDBLOCK ? -EBUSY : -e;
+    }
+    for (int i = 0; i < 256; i++) {
+        snprintf(path, sizeof(path), "%s/%02x", dir, i);
+        if (mkdir(path, 0700) < 0 && errno != EEXIST) {
+            int e = errno;
+            close(fd);
+            tier_err_set("cannot create %s: %s", path, strerror(e));
+            return -e;
+        }
+    }
+    *lock_fd = fd;
+    return 0;
+}
+
+static bool parse_hex_id(const char *name, uint8_t id[16])
+{
+    if (strlen(name) != 32)
+        return false;
+    for (int i = 0; i < 16; i++) {
+        unsigned v = 0;
+        for (int k = 0; k < 2; k++) {
+            char ch = name[2 * i + k];
+            unsigned x;
+            if (ch >= '0' && ch <= '9')
+                x = (unsigned)(ch - '0');
+            else if (ch >= 'a' && ch <= 'f')
+                x = (unsigned)(ch - 'a' + 10);
+            else
+                return false;
+            v = v * 16 + x;
+        }
+        id[i] = (uint8_t)v;
+    }
+    return true;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* Validate one file; on success hand a new block to the index. */
+static int adopt_one(struct cache *c, int dfd, const char *name, const uint8_t fid[16],
+                     unsigned char *hbuf)
+{
+    int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct disk_hdr h;
+    int r = read_header(fd, &h, hbuf);
+    close(fd);
+    if (r < 0)
+        return -EBADMSG;
+    char strs[CACHE_NAME_MAX + BACKEND_KEY_MAX + BACKEND_ETAG_MAX + 3];
+    size_t o = sizeof(h);
+    char *nm = strs, *key = nm + h.name_len + 1, *etag = key + h.key_len + 1;
+    memcpy(nm, hbuf + o, h.name_len);
+    nm[h.name_len] = 0;
+    o += h.name_len;
+    memcpy(key, hbuf + o, h.key_len);
+    key[h.key_len] = 0;
+    o += h.key_len;
+    memcpy(etag, hbuf + o, h.etag_len);
+    etag[h.etag_len] = 0;
+    uint8_t id[16];
+    if (h.data_len > UINT32_MAX || cache_block_id(nm, key, etag, h.index, id) < 0 ||
+        memcmp(id, fid, 16) || memcmp(id, h.id, 16))
+        return -EBADMSG;
+    struct cblock *b = cblock_new(id, nm, key, etag, h.index, (uint32_t)h.data_len);
+    if (!b)
+        return -ENOMEM;
+    r = cache_adopt_disk_block(c, b, h.hdr_len + h.data_len);
+    if (r < 0)
+        free(b);
+    return r;
+}
+
+int disk_scan(struct cache *c, const char *dir)
+{
+    unsigned char *hbuf = malloc(HDR_MAX);
+    if (!hbuf)
+        return -ENOMEM;
+    long adopted = 0, dropped = 0;
+    int r = 0;
+    for (int i = 0; i < 256 && r == 0; i++) {
+        char sub[4096];
+        snprintf(sub, sizeof(sub), "%s/%02x", dir, i);
+        DIR *dp = opendir(sub);
+        if (!dp)
+            continue;
+        int dfd = dirfd(dp);
+        struct dirent *de;
+        while ((de = readdir(dp)) != NULL) {
+            uint8_t fid[16];
+            if (de->d_name[0] == '.')
+                continue;
+            if (ends_with(de->d_name, ".tmp")) {
+                unlinkat(dfd, de->d_name, 0);
+                dropped++;
+                continue;
+            }
+            if (!parse_hex_id(de->d_name, fid))
+                continue; /* not ours: leave it alone */
+            int ar = adopt_one(c, dfd, de->d_name, fid, hbuf);
+            if (ar == -ENOMEM) {
+                r = ar;
+                break;
+            }
+            if (ar < 0) {
+                unlinkat(dfd, de->d_name, 0);
+                dropped++;
+            } else {
+                adopted++;
+            }
+        }
+        closedir(dp);
+    }
+    free(hbuf);
+    if (r == 0 && (adopted || dropped))
+        log_info("cache: %s: reused %ld blocks, discarded %ld torn or temporary files", dir,
+                 adopted, dropped);
+    return r;
+}
+
+long disk_count_files(const char *dir)
+{
+    long n = 0;
+    for (int i = 0; i < 256; i++) {
+        char sub[4096];
+        snprintf(sub, sizeof(sub), "%s/%02x", dir, i);
+        DIR *dp = opendir(sub);
+        if (!dp)
+            continue;
+        struct dirent *de;
+        uint8_t fid[16];
+        while ((de = readdir(dp)) != NULL)
+            if (parse_hex_id(de->d_name, fid))
+                n++;
+        closedir(dp);
+    }
+    return n;
+}

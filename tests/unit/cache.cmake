@@ -1,0 +1,7 @@
+# SPDX-License-Identifier: Apache-2.0
+# Cache engine tests (src/cache). Each is its own program; test_cache_membe.c is the in-memory
+# test backend they share.
+set(TIER_CACHE_MEMBE ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_cache_membe.c)
+tier_unit_test(test_cache_policy
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_cache_policy.c ${TIER_CACHE_MEMBE}
+  LIBS tier_cache)
