@@ -1,0 +1,605 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * tierctl.c - the command-line tool for a running tierd: status, stage, pin, unpin, evict.
+ *
+ * It talks to tierd only over the control API (docs/API.md) through client.c, and links no
+ * daemon code, so it works against any tierd that speaks the API. Exit codes (docs/TIERCTL.md):
+ * 0 ok, 1 operation failed, 2 usage error, 3 tierd not reachable, 4 API error, 130 interrupted.
+ * Single-threaded.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "cli/client.h"
+#include "cli/progress.h"
+#include "common/strutil.h"
+#include "common/timeutil.h"
+
+enum {
+    EXIT_OK = 0,
+    EXIT_FAILED = 1,
+    EXIT_USAGE = 2,
+    EXIT_UNREACHABLE = 3,
+    EXIT_API = 4,
+    EXIT_INTERRUPTED = 130,
+};
+
+#define DEFAULT_SOCKET "/run/tierd/api.sock"
+#define START_HINT "tierd -c /etc/tierd/tierd.conf"
+#define POLL_MS 200
+#define PLAIN_EVERY_NS (2 * TIER_NS_PER_SEC)
+
+static const char usage_text[] =
+    "usage: tierctl [-s SOCKET | --tcp HOST:PORT --token TOKEN] COMMAND [ARGS]\n"
+    "\n"
+    "Control a running tierd over its control API.\n"
+    "\n"
+    "commands:\n"
+    "  status [--json]                 tiers, budgets and usage, hit ratios, namespaces\n"
+    "  stats                           cache and scheduler counters (JSON)\n"
+    "  stage PATH... [--pin] [--no-wait]\n"
+    "                                  fetch every block of every file under PATHs into the\n"
+    "                                  hot tier, with progress; safe to re-run (cached blocks\n"
+    "                                  are skipped)\n"
+    "  stage --job ID                  follow a staging job started earlier\n"
+    "  pin PATH                        keep PATH's blocks in the hot tier\n"
+    "  unpin PATH                      let them be evicted again\n"
+    "  evict PATH                      drop PATH's unpinned blocks from the hot tier\n"
+    "\n"
+    "PATH is a path in tierd's namespace (\"/datasets/x\") or a path under the mount point.\n"
+    "\n"
+    "options:\n"
+    "  -s, --socket PATH   control socket (default $TIERD_SOCKET or " DEFAULT_SOCKET ")\n"
+    "      --tcp HOST:PORT use the TCP listener instead (needs --token or $TIERD_TOKEN)\n"
+    "      --token TOKEN   bearer token for --tcp\n"
+    "  -h, --help          this text\n"
+    "      --version       print the version\n"
+    "\n"
+    "exit status:\n"
+    "  0  success\n"
+    "  1  the operation failed (e.g. some files could not be staged; the first error is shown)\n"
+    "  2  usage error\n"
+    "  3  tierd is not reachable (not running, or no permission on its socket)\n"
+    "  4  tierd refused the request (its error message is shown)\n"
+    "  130 interrupted (a staging job keeps running in tierd)\n";
+
+static volatile sig_atomic_t g_interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    g_interrupted = 1;
+}
+
+struct ctl {
+    struct ctl_client *cl;
+    const char *socket_path;
+    const char *tcp;
+    bool status_loaded;
+    char *mount; /* mount point from /v1/status, or NULL */
+};
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "tierctl: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\nRun 'tierctl --help' for usage.\n");
+    va_end(ap);
+    return EXIT_USAGE;
+}
+
+/* ---- requests ------------------------------------------------------------------------------ */
+
+/* One request; on anything but a 2xx JSON answer prints why and returns the exit code. */
+static int call(struct ctl *ctl, const char *method, const char *path, const json_t *body,
+                json_t **answer, char **raw)
+{
+    char err[512];
+    long status = 0;
+    json_t *j = NULL;
+    enum ctl_result r =
+        ctl_request(ctl->cl, method, path, body, &status, &j, raw, err, sizeof(err));
+    switch (r) {
+    case CTL_OK:
+        break;
+    case CTL_UNREACHABLE:
+        if (ctl->tcp)
+            fprintf(stderr,
+                    "tierctl: tierd is not reachable at %s (%s). Start it with: " START_HINT "\n",
+                    ctl->tcp, err);
+        else
+            fprintf(stderr,
+                    "tierctl: tierd is not running (no control socket at %s). Start it "
+                    "with: " START_HINT "\n",
+                    ctl->socket_path);
+        return EXIT_UNREACHABLE;
+    case CTL_DENIED:
+        fprintf(stderr, "tierctl: %s (run tierctl as root or as a member of the socket's group)\n",
+                err);
+        return EXIT_UNREACHABLE;
+    case CTL_FAILED:
+        fprintf(stderr, "tierctl: %s\n", err);
+        return EXIT_API;
+    }
+    if (status < 200 || status > 299) {
+        const char *msg = json_string_value(json_object_get(j, "error"));
+        if (msg)
+            fprintf(stderr, "tierctl: %s\n", msg);
+        else
+            fprintf(stderr, "tierctl: tierd answered %s %s with HTTP %ld\n", method, path, status);
+        json_decref(j);
+        if (raw) {
+            free(*raw);
+            *raw = NULL;
+        }
+        return EXIT_API;
+    }
+    if (answer)
+        *answer = j;
+    else
+        json_decref(j);
+    return EXIT_OK;
+}
+
+static uint64_t jnum(const json_t *o, const char *key)
+{
+    const json_t *v = json_object_get(o, key);
+    if (json_is_integer(v))
+        return json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v) : 0;
+    if (json_is_real(v))
+        return json_real_value(v) > 0 ? (uint64_t)json_real_value(v) : 0;
+    return 0;
+}
+
+static double jreal(const json_t *o, const char *key)
+{
+    const json_t *v = json_object_get(o, key);
+    return json_is_number(v) ? json_number_value(v) : 0;
+}
+
+static const char *jstr(const json_t *o, const char *key, const char *dflt)
+{
+    const char *s = json_string_value(json_object_get(o, key));
+    return s ? s : dflt;
+}
+
+/* The mount point as /v1/status reports it: a string, or an object with "path". */
+static const char *status_mount(const json_t *st)
+{
+    const json_t *m = json_object_get(st, "mount");
+    if (json_is_string(m))
+        return json_string_value(m);
+    if (json_is_object(m))
+        return jstr(m, "path", NULL);
+    return NULL;
+}
+
+/* Turn a user path into a namespace path: relative paths are taken from the current directory,
+ * and a path under the mount point loses the mount prefix. Returns a malloc'd string or NULL
+ * (out of memory). A failed status lookup only skips the mount translation. */
+static char *api_path(struct ctl *ctl, const char *arg)
+{
+    char *abs = NULL;
+    if (arg[0] == '/') {
+        abs = strdup(arg);
+    } else {
+        char cwd[4096];
+        if (!getcwd(cwd, sizeof(cwd)) || asprintf(&abs, "%s/%s", cwd, arg) < 0)
+            abs = NULL;
+    }
+    if (!abs)
+        return NULL;
+
+    if (!ctl->status_loaded) {
+        json_t *st = NULL;
+        char err[256];
+        long code = 0;
+        ctl->status_loaded = true;
+        if (ctl_request(ctl->cl, "GET", "/v1/status", NULL, &code, &st, NULL, err, sizeof(err)) ==
+                CTL_OK &&
+            code / 100 == 2) {
+            const char *m = status_mount(st);
+            if (m && strcmp(m, "/") != 0 && *m)
+                ctl->mount = strdup(m);
+        }
+        json_decref(st);
+    }
+    if (ctl->mount) {
+        size_t ml = strlen(ctl->mount);
+        while (ml > 1 && ctl->mount[ml - 1] == '/')
+            ml--;
+        if (strncmp(abs, ctl->mount, ml) == 0 && (abs[ml] == '/' || abs[ml] == '\0')) {
+            char *rel = strdup(abs[ml] ? abs + ml : "/");
+            free(abs);
+            abs = rel;
+        }
+    }
+    return abs;
+}
+
+/* ---- status -------------------------------------------------------------------------------- */
+
+static void print_level(const char *name, const json_t *lv)
+{
+    char used[32], budget[32];
+    if (!json_is_object(lv) || jnum(lv, "budget") == 0) {
+        printf("%-10s %s\n", name, "off");
+        return;
+    }
+    uint64_t u = jnum(lv, "used"), b = jnum(lv, "budget");
+    char pct[16];
+    snprintf(pct, sizeof(pct), "%.0f%%", b ? 100.0 * (double)u / (double)b : 0.0);
+    printf("%-10s %-11s %-11s %-5s %-10llu %-10llu %-10llu %llu\n", name,
+           tier_fmt_bytes(u, used, sizeof(used)), tier_fmt_bytes(b, budget, sizeof(budget)), pct,
+           (unsigned long long)jnum(lv, "blocks"), (unsigned long long)jnum(lv, "hits"),
+           (unsigned long long)jnum(lv, "misses"), (unsigned long long)jnum(lv, "evictions"));
+}
+
+static void print_status(const json_t *st)
+{
+    char up[32], a[32], b[32];
+    const char *mount = status_mount(st);
+    printf("tierd %s, up %s, %s%s\n\n", jstr(st, "version", "?"),
+           ctl_fmt_duration(jreal(st, "uptime_s"), up, sizeof(up)),
+           mount ? "mounted at " : "not mounted", mount ? mount : "");
+
+    const json_t *c = json_object_get(st, "cache");
+    printf("%-10s %-11s %-11s %-5s %-10s %-10s %-10s %s\n", "TIER", "USED", "BUDGET", "USE",
+           "BLOCKS", "HITS", "MISSES", "EVICTIONS");
+    print_level("ram", json_object_get(c, "ram"));
+    print_level("disk", json_object_get(c, "disk"));
+    printf("\npinned     %s of %s\n", tier_fmt_bytes(jnum(c, "pinned_bytes"), a, sizeof(a)),
+           tier_fmt_bytes(jnum(c, "pin_budget"), b, sizeof(b)));
+    printf("hit ratio  %.1f%%\n", 100.0 * jreal(c, "hit_ratio"));
+    printf("fetches    %llu from backends (%s), %llu failed\n",
+           (unsigned long long)jnum(c, "fetches"),
+           tier_fmt_bytes(jnum(c, "fetch_bytes"), a, sizeof(a)),
+           (unsigned long long)jnum(c, "fetch_errors"));
+
+    const json_t *nss = json_object_get(st, "namespaces");
+    printf("\n%-24s %-12s %-6s %-20s %s\n", "NAMESPACE", "BACKEND", "TYPE", "PREFIX", "MODE");
+    size_t i;
+    const json_t *ns;
+    json_array_foreach(nss, i, ns)
+    {
+        const json_t *mode = json_object_get(ns, "mode");
+        const char *ms = json_is_string(mode)       ? json_string_value(mode)
+                         : json_integer_value(mode) ? "write-back"
+                                                    : "read-cache";
+        const char *prefix = jstr(ns, "prefix", "");
+        printf("%-24s %-12s %-6s %-20s %s\n", jstr(ns, "path", "?"), jstr(ns, "backend", "?"),
+               jstr(ns, "type", "?"), *prefix ? prefix : "(root)", ms);
+    }
+    if (json_array_size(nss) == 0)
+        printf("(none)\n");
+}
+
+static int cmd_status(struct ctl *ctl, int argc, char **argv)
+{
+    static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {0, 0, 0, 0}};
+    bool as_json = false;
+    int c;
+    optind = 0; /* GNU getopt: re-initialise for the command's own options */
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (c != 'j')
+            return usage_error("%s: unknown option", "status");
+        as_json = true;
+    }
+    if (optind != argc)
+        return usage_error("status takes no arguments (got '%s')", argv[optind]);
+
+    json_t *st = NULL;
+    char *raw = NULL;
+    int rc = call(ctl, "GET", "/v1/status", NULL, &st, as_json ? &raw : NULL);
+    if (rc != EXIT_OK)
+        return rc;
+    if (as_json) {
+        size_t len = raw ? strlen(raw) : 0;
+        fputs(raw ? raw : "", stdout);
+        if (len == 0 || raw[len - 1] != '\n')
+            fputc('\n', stdout);
+    } else {
+        print_status(st);
+    }
+    free(raw);
+    json_decref(st);
+    return EXIT_OK;
+}
+
+static int cmd_stats(struct ctl *ctl, int argc, char **argv)
+{
+    (void)argv;
+    if (argc != 1)
+        return usage_error("stats takes no arguments (got '%s')", argv[1]);
+    json_t *st = NULL;
+    int rc = call(ctl, "GET", "/v1/stats", NULL, &st, NULL);
+    if (rc != EXIT_OK)
+        return rc;
+    json_dumpf(st, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+    fputc('\n', stdout);
+    json_decref(st);
+    return EXIT_OK;
+}
+
+/* ---- stage --------------------------------------------------------------------------------- */
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+    /* An interrupting signal cuts the nap short, which is what the poll loop wants. */
+    nanosleep(&ts, NULL);
+}
+
+static void progress_from_json(const json_t *j, struct ctl_progress *p)
+{
+    p->running = strcmp(jstr(j, "state", "running"), "running") == 0;
+    p->listing_done = json_is_true(json_object_get(j, "listing_done"));
+    p->files_total = jnum(j, "files_total");
+    p->files_done = jnum(j, "files_done");
+    p->bytes_total = jnum(j, "bytes_total");
+    p->bytes_done = jnum(j, "bytes_done");
+    p->bytes_already_cached = jnum(j, "bytes_already_cached");
+    p->errors = jnum(j, "errors");
+    p->elapsed_s = jreal(j, "elapsed_s");
+}
+
+static int follow_job(struct ctl *ctl, uint64_t job)
+{
+    char path[64], line[512];
+    bool tty = isatty(STDOUT_FILENO) == 1;
+    uint64_t last_plain = 0;
+    struct ctl_progress p = {.running = true};
+    json_t *j = NULL;
+    int rc;
+
+    snprintf(path, sizeof(path), "/v1/stage/%llu", (unsigned long long)job);
+    for (;;) {
+        json_decref(j);
+        j = NULL;
+        rc = call(ctl, "GET", path, NULL, &j, NULL);
+        if (rc != EXIT_OK) {
+            if (tty)
+                fputc('\n', stdout);
+            return rc;
+        }
+        progress_from_json(j, &p);
+        if (tty) {
+            printf("\r%s\033[K", ctl_progress_line(&p, true, line, sizeof(line)));
+            fflush(stdout);
+        } else if (p.running && tier_now_mono_ns() - last_plain >= PLAIN_EVERY_NS) {
+            printf("%s\n", ctl_progress_line(&p, false, line, sizeof(line)));
+            fflush(stdout);
+            last_plain = tier_now_mono_ns();
+        }
+        if (!p.running)
+            break;
+        if (g_interrupted) {
+            if (tty)
+                fputc('\n', stdout);
+            fprintf(stderr,
+                    "tierctl: interrupted; staging job %llu keeps running in tierd (follow it "
+                    "with: tierctl stage --job %llu)\n",
+                    (unsigned long long)job, (unsigned long long)job);
+            json_decref(j);
+            return EXIT_INTERRUPTED;
+        }
+        sleep_ms(POLL_MS);
+    }
+    if (tty)
+        fputc('\n', stdout);
+    printf("%s\n", ctl_progress_summary(&p, line, sizeof(line)));
+
+    rc = EXIT_OK;
+    const char *state = jstr(j, "state", "?");
+    const char *first = jstr(j, "first_error", "");
+    if (p.errors > 0) {
+        fprintf(stderr, "tierctl: %llu file%s could not be staged; first error: %s\n",
+                (unsigned long long)p.errors, p.errors == 1 ? "" : "s", first);
+        rc = EXIT_FAILED;
+    } else if (strcmp(state, "done") != 0) {
+        fprintf(stderr, "tierctl: staging job %llu %s%s%s\n", (unsigned long long)job, state,
+                *first ? ": " : "", first);
+        rc = EXIT_FAILED;
+    }
+    json_decref(j);
+    return rc;
+}
+
+static int cmd_stage(struct ctl *ctl, int argc, char **argv)
+{
+    static const struct option opts[] = {{"pin", no_argument, NULL, 'p'},
+                                         {"no-wait", no_argument, NULL, 'n'},
+                                         {"job", required_argument, NULL, 'j'},
+                                         {0, 0, 0, 0}};
+    bool pin = false, wait = true;
+    uint64_t job = 0;
+    int c;
+    optind = 0; /* GNU getopt: re-initialise for the command's own options */
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'p':
+            pin = true;
+            break;
+        case 'n':
+            wait = false;
+            break;
+        case 'j':
+            if (tier_parse_u64(optarg, &job) != 0 || job == 0)
+                return usage_error("--job wants a job number, not '%s'", optarg);
+            break;
+        default:
+            return usage_error("%s: unknown option", "stage");
+        }
+    }
+    if (job) {
+        if (optind != argc || pin || !wait)
+            return usage_error("%s: --job takes no paths and no other option", "stage");
+        return follow_job(ctl, job);
+    }
+    if (optind == argc)
+        return usage_error("%s: give at least one PATH to stage", "stage");
+
+    json_t *paths = json_array();
+    json_t *body = json_object();
+    int rc = EXIT_OK;
+    if (!paths || !body) {
+        rc = EXIT_FAILED;
+        goto out;
+    }
+    for (int i = optind; i < argc; i++) {
+        char *p = api_path(ctl, argv[i]);
+        if (!p || json_array_append_new(paths, json_string(p)) != 0) {
+            free(p);
+            fprintf(stderr, "tierctl: out of memory\n");
+            rc = EXIT_FAILED;
+            goto out;
+        }
+        free(p);
+    }
+    json_object_set(body, "paths", paths);
+    json_object_set_new(body, "pin", json_boolean(pin));
+
+    json_t *ans = NULL;
+    rc = call(ctl, "POST", "/v1/stage", body, &ans, NULL);
+    if (rc != EXIT_OK)
+        goto out;
+    job = jnum(ans, "job");
+    json_decref(ans);
+    if (job == 0) {
+        fprintf(stderr, "tierctl: tierd accepted the staging request but sent no job number\n");
+        rc = EXIT_API;
+        goto out;
+    }
+    if (!wait) {
+        printf("staging job %llu started (follow it with: tierctl stage --job %llu)\n",
+               (unsigned long long)job, (unsigned long long)job);
+        goto out;
+    }
+    rc = follow_job(ctl, job);
+out:
+    json_decref(paths);
+    json_decref(body);
+    return rc;
+}
+
+/* ---- pin, unpin, evict --------------------------------------------------------------------- */
+
+static int cmd_path_op(struct ctl *ctl, const char *cmd, int argc, char **argv)
+{
+    if (argc != 2)
+        return usage_error("%s takes exactly one PATH", cmd);
+    if (argv[1][0] == '-')
+        return usage_error("%s: unknown option", argv[1]);
+    char *p = api_path(ctl, argv[1]);
+    if (!p) {
+        fprintf(stderr, "tierctl: out of memory\n");
+        return EXIT_FAILED;
+    }
+    char url[32];
+    snprintf(url, sizeof(url), "/v1/%s", cmd);
+    json_t *body = json_pack("{s:s}", "path", p);
+    json_t *ans = NULL;
+    int rc = body ? call(ctl, "POST", url, body, &ans, NULL) : EXIT_FAILED;
+    if (rc == EXIT_OK) {
+        if (strcmp(cmd, "evict") == 0)
+            printf("evicted %llu blocks under %s\n",
+                   (unsigned long long)jnum(ans, "evicted_blocks"), p);
+        else
+            printf("%sned %s\n", cmd, p);
+    }
+    json_decref(ans);
+    json_decref(body);
+    free(p);
+    return rc;
+}
+
+/* ---- main ---------------------------------------------------------------------------------- */
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"socket", required_argument, NULL, 's'}, {"tcp", required_argument, NULL, 't'},
+        {"token", required_argument, NULL, 'k'},  {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},      {0, 0, 0, 0}};
+    struct ctl ctl = {0};
+    const char *token = getenv("TIERD_TOKEN");
+    int c;
+
+    ctl.socket_path = getenv("TIERD_SOCKET");
+    if (!ctl.socket_path || !*ctl.socket_path)
+        ctl.socket_path = DEFAULT_SOCKET;
+    opterr = 1;
+    while ((c = getopt_long(argc, argv, "+s:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 's':
+            ctl.socket_path = optarg;
+            break;
+        case 't':
+            ctl.tcp = optarg;
+            break;
+        case 'k':
+            token = optarg;
+            break;
+        case 'h':
+            fputs(usage_text, stdout);
+            return EXIT_OK;
+        case 'V':
+            printf("tierctl %s\n", TIER_VERSION);
+            return EXIT_OK;
+        default:
+            fputs(usage_text, stderr);
+            return EXIT_USAGE;
+        }
+    }
+    if (optind >= argc) {
+        fputs(usage_text, stderr);
+        return EXIT_USAGE;
+    }
+    if (ctl.tcp && (!token || !*token))
+        return usage_error("--tcp %s needs --token (or $TIERD_TOKEN)", ctl.tcp);
+
+    const char *cmd = argv[optind];
+    int cargc = argc - optind;
+    char **cargv = argv + optind;
+    int (*fn)(struct ctl *, int, char **) = NULL;
+    if (strcmp(cmd, "status") == 0)
+        fn = cmd_status;
+    else if (strcmp(cmd, "stats") == 0)
+        fn = cmd_stats;
+    else if (strcmp(cmd, "stage") == 0)
+        fn = cmd_stage;
+    else if (strcmp(cmd, "help") == 0) {
+        fputs(usage_text, stdout);
+        return EXIT_OK;
+    } else if (strcmp(cmd, "pin") != 0 && strcmp(cmd, "unpin") != 0 && strcmp(cmd, "evict") != 0)
+        return usage_error("unknown command '%s'", cmd);
+
+    struct ctl_client_config cc = {
+        .socket_path = ctl.socket_path, .tcp = ctl.tcp, .token = ctl.tcp ? token : NULL};
+    if (ctl_client_new(&cc, &ctl.cl) != 0) {
+        fprintf(stderr, "tierctl: out of memory\n");
+        return EXIT_FAILED;
+    }
+    struct sigaction sa = {.sa_handler = on_sigint};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+
+    int rc = fn ? fn(&ctl, cargc, cargv) : cmd_path_op(&ctl, cmd, cargc, cargv);
+    ctl_client_free(ctl.cl);
+    free(ctl.mount);
+    return rc;
+}

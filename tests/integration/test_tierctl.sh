@@ -1,0 +1,351 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# test_tierctl.sh - integration test of tierctl (src/cli/), run by CTest as
+#   test_tierctl.sh TIERCTL [TIERD]
+#
+# 1. No daemon: the documented message and exit code 3; usage errors exit 2.
+# 2. Against a scripted control API server (python3 on a Unix socket, canned answers in the
+#    documented format): the status table, --json, stage progress (plain and on a pty), a failing
+#    stage (exit 1 + first error), API errors (exit 4 + the daemon's message), mount-path
+#    translation, pin/unpin/evict requests. This pins down tierctl's side of docs/API.md.
+# 3. Against the real tierd (when TIERD is given and built, and /dev/fuse is usable): a POSIX
+#    backend over 1,000 small files, `tierctl stage /ns` completes, a second run reports every
+#    byte already cached, `status --json` shows the bytes as cached, pin/unpin/evict round trip.
+#
+# No sleeps as synchronisation: every wait polls a condition with a deadline. The mock server,
+# tierd and the mount are cleaned up in an EXIT trap.
+set -u
+
+TIERCTL=${1:?usage: test_tierctl.sh TIERCTL [TIERD]}
+TIERD=${2:-}
+TMPROOT=${TIER_TEST_TMP:-/tmp}
+mkdir -p "$TMPROOT"
+W=$(mktemp -d "$TMPROOT/tierctl.XXXXXX")
+FAILS=0
+MOCK_PID=
+TIERD_PID=
+MNT=
+
+cleanup() {
+    if [ -n "$TIERD_PID" ] && kill -0 "$TIERD_PID" 2>/dev/null; then
+        kill -TERM "$TIERD_PID" 2>/dev/null
+        for _ in $(seq 1 100); do kill -0 "$TIERD_PID" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$TIERD_PID" 2>/dev/null
+    fi
+    if [ -n "$MNT" ] && mountpoint -q "$MNT" 2>/dev/null; then
+        fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+    fi
+    if [ -n "$MOCK_PID" ]; then kill "$MOCK_PID" 2>/dev/null; wait "$MOCK_PID" 2>/dev/null; fi
+    rm -rf "$W"
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+pass() { echo "ok: $*"; }
+
+# run NAME WANT_RC CMD...: runs CMD, keeps its output in $OUT and checks the exit code.
+run() {
+    local name=$1 want=$2
+    shift 2
+    OUT=$("$@" 2>&1)
+    RC=$?
+    if [ "$RC" -ne "$want" ]; then
+        fail "$name: exit $RC, want $want; output:"
+        printf '%s\n' "$OUT" | sed 's/^/    /'
+    else
+        pass "$name (exit $RC)"
+    fi
+}
+contains() { # contains NAME NEEDLE: $OUT must contain NEEDLE
+    case "$OUT" in
+    *"$2"*) pass "$1" ;;
+    *) fail "$1: output lacks '$2':"; printf '%s\n' "$OUT" | sed 's/^/    /' ;;
+    esac
+}
+
+# wait_for DESC SECONDS CMD...: poll CMD until it succeeds, or fail at the deadline.
+wait_for() {
+    local desc=$1 secs=$2
+    shift 2
+    local deadline=$((SECONDS + secs))
+    until "$@"; do
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            fail "timed out after ${secs}s waiting for $desc"
+            return 1
+        fi
+        sleep 0.05 # polling interval
+    done
+}
+
+# ---- 1. no daemon, usage errors ------------------------------------------------------------
+run "no daemon: exit 3" 3 "$TIERCTL" -s "$W/none.sock" status
+contains "no daemon: message" "tierctl: tierd is not running (no control socket at $W/none.sock). Start it with: tierd -c /etc/tierd/tierd.conf"
+run "no daemon via \$TIERD_SOCKET" 3 env TIERD_SOCKET="$W/env.sock" "$TIERCTL" stage /x
+contains "no daemon: socket from env" "no control socket at $W/env.sock"
+run "no command" 2 "$TIERCTL"
+run "unknown command" 2 "$TIERCTL" frobnicate
+contains "unknown command message" "unknown command 'frobnicate'"
+run "stage without paths" 2 "$TIERCTL" -s "$W/none.sock" stage
+run "pin without path" 2 "$TIERCTL" -s "$W/none.sock" pin
+run "bad option" 2 "$TIERCTL" -s "$W/none.sock" status --bogus
+run "tcp without token" 2 env -u TIERD_TOKEN "$TIERCTL" --tcp 127.0.0.1:9 status
+run "--help" 0 "$TIERCTL" --help
+contains "--help documents exit codes" "3  tierd is not reachable"
+
+# ---- 2. scripted control API -----------------------------------------------------------------
+if ! command -v python3 >/dev/null; then
+    fail "python3 is needed for the scripted API part"
+else
+    cat >"$W/mock.py" <<'PYEOF'
+import json, os, socketserver, sys
+from http.server import BaseHTTPRequestHandler
+
+sock, log = sys.argv[1], sys.argv[2]
+polls = {}
+
+STATUS = {"version": "0.1.0", "uptime_s": 3725, "mount": "/mnt/fake",
+          "cache": {"ram": {"used": 1048576, "budget": 8388608, "blocks": 4, "hits": 90,
+                            "misses": 10, "evictions": 0},
+                    "disk": {"used": 3145728, "budget": 1073741824, "blocks": 12, "hits": 5,
+                             "misses": 5, "evictions": 2},
+                    "pinned_bytes": 0, "pin_budget": 1048576, "hit_ratio": 0.9,
+                    "fetches": 15, "fetch_bytes": 4194304, "fetch_errors": 1},
+          "namespaces": [{"path": "/ds", "backend": "warm", "type": "posix", "prefix": "data/",
+                          "mode": "read-cache"}]}
+
+def job(jid, n):
+    if jid == 1:
+        done = min(n, 3)
+        return {"job": 1, "state": "running" if n < 3 else "done", "listing_done": n >= 1,
+                "files_total": 3, "files_done": done, "bytes_total": 3000,
+                "bytes_done": done * 1000, "bytes_already_cached": 0, "errors": 0,
+                "first_error": "", "elapsed_s": 0.5 * (n + 1)}
+    return {"job": 2, "state": "failed", "listing_done": True, "files_total": 5,
+            "files_done": 3, "bytes_total": 5000, "bytes_done": 3000,
+            "bytes_already_cached": 1000, "errors": 2,
+            "first_error": "/fails/a.bin: injected failure", "elapsed_s": 1.0}
+
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a):
+        pass
+    def address_string(self):
+        return "unix"
+    def reply(self, code, obj):
+        b = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(b)))
+        self.end_headers()
+        self.wfile.write(b)
+    def do_GET(self):
+        with open(log, "a") as f:
+            f.write("GET %s\n" % self.path)
+        if self.path == "/v1/status":
+            return self.reply(200, STATUS)
+        if self.path.startswith("/v1/stage/"):
+            jid = int(self.path.rsplit("/", 1)[1])
+            if jid not in (1, 2):
+                return self.reply(404, {"error": "no staging job %d" % jid, "errno": "ENOENT"})
+            polls[jid] = polls.get(jid, 0) + 1
+            return self.reply(200, job(jid, polls[jid]))
+        self.reply(404, {"error": "no such endpoint", "errno": "ENOENT"})
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length", "0"))
+        body = json.loads(self.rfile.read(n) or b"{}")
+        with open(log, "a") as f:
+            f.write("POST %s %s\n" % (self.path, json.dumps(body, sort_keys=True)))
+        if self.path == "/v1/stage":
+            paths = body.get("paths", [])
+            if any(p.startswith("/missing") for p in paths):
+                return self.reply(404, {"error": "/missing: no such file or directory",
+                                        "errno": "ENOENT"})
+            jid = 2 if any(p.startswith("/fails") for p in paths) else 1
+            polls[jid] = 0
+            return self.reply(202, {"job": jid})
+        if self.path in ("/v1/pin", "/v1/unpin"):
+            if body.get("path") == "/big":
+                return self.reply(507, {"error": "pinning /big needs 2.0 GiB but the pin "
+                                        "budget has 1.0 MiB left", "errno": "ENOSPC"})
+            return self.reply(200, {"ok": True})
+        if self.path == "/v1/evict":
+            return self.reply(200, {"evicted_blocks": 7})
+        self.reply(404, {"error": "no such endpoint", "errno": "ENOENT"})
+
+class S(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+if os.path.exists(sock):
+    os.unlink(sock)
+S(sock, H).serve_forever()
+PYEOF
+    MSOCK="$W/mock.sock"
+    MLOG="$W/mock.log"
+    : >"$MLOG"
+    python3 "$W/mock.py" "$MSOCK" "$MLOG" &
+    MOCK_PID=$!
+    if wait_for "the scripted API socket" 20 test -S "$MSOCK"; then
+        T=("$TIERCTL" -s "$MSOCK")
+        run "status table" 0 "${T[@]}" status
+        contains "status: version and mount" "tierd 0.1.0, up 1h02m, mounted at /mnt/fake"
+        contains "status: ram level" "ram        1.0 MiB"
+        contains "status: hit ratio" "hit ratio  90.0%"
+        contains "status: namespace row" "/ds"
+        contains "status: namespace prefix" "data/"
+        run "status --json" 0 "${T[@]}" status --json
+        if printf '%s' "$OUT" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["cache"]["disk"]["used"] == 3145728'; then
+            pass "status --json is the raw JSON"
+        else
+            fail "status --json did not print the API's JSON: $OUT"
+        fi
+
+        run "stage (plain output)" 0 "${T[@]}" stage /ds
+        contains "stage: periodic plain line" "staging:"
+        contains "stage: summary" "staged 3 of 3 files"
+        grep -q '^POST /v1/stage {"paths": \["/ds"\], "pin": false}$' "$MLOG" &&
+            pass "stage request body" || fail "stage request body: $(grep stage "$MLOG")"
+
+        run "stage under the mount point, --pin" 0 "${T[@]}" stage --pin /mnt/fake/ds/sub
+        grep -q '"paths": \["/ds/sub"\], "pin": true' "$MLOG" &&
+            pass "mount prefix stripped, pin sent" || fail "mount path: $(grep stage "$MLOG")"
+
+        if command -v script >/dev/null; then
+            OUT=$(script -qec "$TIERCTL -s $MSOCK stage /ds" /dev/null 2>&1)
+            RC=$?
+            [ "$RC" -eq 0 ] && pass "stage on a tty (exit 0)" || fail "stage on a tty: exit $RC"
+            contains "tty: progress bar redrawn with \\r" $'\r['
+            contains "tty: bar shows files and ETA" "3/3 files"
+            contains "tty: ETA field" "ETA"
+        fi
+
+        run "stage with failures" 1 "${T[@]}" stage /fails
+        contains "stage failure: first error" "first error: /fails/a.bin: injected failure"
+        contains "stage failure: count" "2 files could not be staged"
+        run "stage missing path: API error" 4 "${T[@]}" stage /missing/x
+        contains "API error message from JSON" "tierctl: /missing: no such file or directory"
+        run "stage --no-wait" 0 "${T[@]}" stage --no-wait /ds
+        contains "no-wait prints the job" "staging job 1 started"
+        run "stage --job of an unknown job" 4 "${T[@]}" stage --job 99
+        contains "unknown job message" "no staging job 99"
+
+        run "pin" 0 "${T[@]}" pin /ds/models
+        contains "pin output" "pinned /ds/models"
+        run "pin over budget" 4 "${T[@]}" pin /big
+        contains "pin over budget message" "pin budget has 1.0 MiB left"
+        run "unpin" 0 "${T[@]}" unpin /mnt/fake/ds/models
+        grep -q '^POST /v1/unpin {"path": "/ds/models"}$' "$MLOG" &&
+            pass "unpin strips the mount prefix" || fail "unpin body: $(grep unpin "$MLOG")"
+        run "evict" 0 "${T[@]}" evict /ds
+        contains "evict output" "evicted 7 blocks under /ds"
+    fi
+    kill "$MOCK_PID" 2>/dev/null
+    wait "$MOCK_PID" 2>/dev/null
+    MOCK_PID=
+fi
+
+# ---- 3. the real tierd ---------------------------------------------------------------------
+if [ -z "$TIERD" ] || [ ! -x "$TIERD" ]; then
+    echo "skip: tierd is not built; the real-daemon part did not run"
+elif [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
+    echo "skip: no /dev/fuse or fusermount3; the real-daemon part did not run"
+else
+    DATA="$W/data"
+    MNT="$W/mnt"
+    SOCK="$W/api.sock"
+    mkdir -p "$DATA/ds/a" "$DATA/ds/b/c" "$MNT" "$W/cache"
+    # 1,000 small files (1..8 KiB), in three directories.
+    python3 - "$DATA/ds" <<'PYEOF'
+import os, random, sys
+root = sys.argv[1]
+r = random.Random(7)
+for i in range(1000):
+    d = ("", "a/", "b/c/")[i % 3]
+    with open(os.path.join(root, "%sf%04d.bin" % (d, i)), "wb") as f:
+        f.write(r.randbytes(r.randint(1024, 8192)))
+PYEOF
+    TOTAL=$(find "$DATA/ds" -type f -printf '%s\n' | awk '{s+=$1} END {print s}')
+    cat >"$W/tierd.conf" <<EOF
+[cache]
+block_size = 64K
+ram_size = 8M
+disk_dir = $W/cache
+disk_size = 256M
+pin_size = 64M
+
+[backend warm]
+type = posix
+root = $DATA
+
+[namespace /ns]
+backend = warm
+prefix = ds/
+mode = read-cache
+
+[mount]
+path = $MNT
+
+[api]
+socket = $SOCK
+
+[daemon]
+stage_threads = 8
+EOF
+    "$TIERD" -f -c "$W/tierd.conf" >"$W/tierd.log" 2>&1 &
+    TIERD_PID=$!
+    sock_up() { test -S "$SOCK" || ! kill -0 "$TIERD_PID" 2>/dev/null; }
+    wait_for "tierd's control socket" 30 sock_up
+    if ! kill -0 "$TIERD_PID" 2>/dev/null; then
+        fail "tierd exited at start; its log:"
+        sed 's/^/    /' "$W/tierd.log"
+    else
+        T=("$TIERCTL" -s "$SOCK")
+        run "real: stage /ns" 0 "${T[@]}" stage /ns
+        contains "real: all files staged" "staged 1000 of 1000 files"
+        run "real: second stage is idempotent" 0 "${T[@]}" stage /ns
+        contains "real: second run finds every byte cached" "staged 1000 of 1000 files"
+        cached=$(printf '%s' "$OUT" | sed -n 's/.*; \(.*\) of it already cached.*/\1/p')
+        staged=$(printf '%s' "$OUT" | sed -n 's/.*files, \(.*\) in .*/\1/p')
+        [ -n "$cached" ] && [ "$cached" = "$staged" ] &&
+            pass "real: already cached ($cached) == staged bytes" ||
+            fail "real: already cached '$cached' != staged '$staged'"
+        run "real: status --json" 0 "${T[@]}" status --json
+        if printf '%s' "$OUT" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+c = d["cache"]
+used = max((c.get("ram") or {}).get("used", 0), (c.get("disk") or {}).get("used", 0))
+sys.exit(0 if used >= int(sys.argv[1]) else 1)' "$TOTAL"; then
+            pass "real: status shows >= $TOTAL bytes cached"
+        else
+            fail "real: status does not show $TOTAL bytes cached: $OUT"
+        fi
+        run "real: status table" 0 "${T[@]}" status
+        contains "real: namespace listed" "/ns"
+        run "real: pin" 0 "${T[@]}" pin /ns/a
+        run "real: evict keeps pinned blocks" 0 "${T[@]}" evict /ns/a
+        contains "real: nothing evicted while pinned" "evicted 0 blocks"
+        run "real: unpin" 0 "${T[@]}" unpin /ns/a
+        run "real: evict after unpin" 0 "${T[@]}" evict /ns/a
+        case "$OUT" in
+        "evicted 0 blocks"*) fail "real: evict after unpin dropped nothing: $OUT" ;;
+        "evicted "*) pass "real: evict after unpin dropped blocks ($OUT)" ;;
+        *) fail "real: evict output: $OUT" ;;
+        esac
+        run "real: stage of a missing path" 4 "${T[@]}" stage /ns/does-not-exist
+        run "real: stage through the mount path" 0 "${T[@]}" stage "$MNT/ns/a"
+        contains "real: re-staged the evicted files" "staged 333 of 333 files"
+        # Stop tierd; then the documented message again.
+        kill -TERM "$TIERD_PID"
+        gone() { ! kill -0 "$TIERD_PID" 2>/dev/null; }
+        wait_for "tierd to stop" 30 gone
+        wait "$TIERD_PID" 2>/dev/null
+        TIERD_PID=
+        run "real: after tierd stopped" 3 "${T[@]}" status
+    fi
+fi
+
+if [ "$FAILS" -ne 0 ]; then
+    echo "$FAILS check(s) failed"
+    exit 1
+fi
+echo "all checks passed"
