@@ -1,0 +1,474 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test_backend_suite.c - one behavioural suite run against every backend kind, so that callers
+ * can rely on the same semantics whichever tier they hold. argv[1] picks the backend:
+ *   posix   a POSIX backend on a fresh scratch directory;
+ *   s3      the S3 backend on a fresh bucket of the test RGW ($TIER_CEPH_DIR/env, started by
+ *           the CTest fixture `rgw`).
+ * Cases: put/get/ranged get/stat/delete, reads at and after the end, version change on overwrite,
+ * 2,500-key listing over pages (recursive and with delimiter), a 64 MiB multipart upload read back
+ * plainly and with backend_read_parallel, abort, missing keys, invalid keys, and 8 threads doing
+ * puts and reads at once. Every case uses its own key prefix.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/err.h"
+#include "testutil.h"
+#include "tiers/backend.h"
+
+#define MIB (1024u * 1024u)
+
+static const char *g_kind;
+static struct backend *g_be;
+static char *g_dir; /* posix: the scratch root */
+
+static int group_setup(void **state)
+{
+    (void)state;
+    int rc;
+    if (strcmp(g_kind, "posix") == 0) {
+        g_dir = tu_mkdtemp("suite-posix");
+        struct posix_backend_config cfg = {.name = "suite", .root = g_dir};
+        rc = backend_posix_open(&cfg, &g_be);
+    } else {
+        struct tu_s3_env env;
+        if (!tu_s3_env_load(&env)) {
+            fprintf(stderr,
+                    "backend_suite s3: no RGW env file in $TIER_CEPH_DIR (%s); start one "
+                    "with scripts/ceph.sh start DIR and set TIER_CEPH_DIR=DIR\n",
+                    getenv("TIER_CEPH_DIR") ? getenv("TIER_CEPH_DIR") : "unset");
+            return -1;
+        }
+        char bucket[128];
+        rc = tu_s3_bucket_create(&env, "suite", bucket, sizeof(bucket));
+        if (rc) {
+            fprintf(stderr, "backend_suite s3: cannot create a bucket on %s: %d\n", env.endpoint,
+                    rc);
+            return -1;
+        }
+        struct s3_backend_config cfg = {
+            .name = "suite",
+            .endpoint = env.endpoint,
+            .region = env.region,
+            .bucket = bucket,
+            .path_style = true,
+            .access_key = env.access_key,
+            .secret_key = env.secret_key,
+        };
+        rc = backend_s3_open(&cfg, &g_be);
+    }
+    if (rc) {
+        fprintf(stderr, "backend_suite %s: open failed: %d %s\n", g_kind, rc, tier_err_msg());
+        return -1;
+    }
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    backend_free(g_be);
+    if (g_dir) {
+        tu_rmtree(g_dir);
+        free(g_dir);
+    }
+    return 0;
+}
+
+#define ASSERT_OK(expr)                                                                            \
+    do {                                                                                           \
+        long long rc_ = (long long)(expr);                                                         \
+        if (rc_ < 0)                                                                               \
+            fail_msg("%s: %lld (%s)", #expr, rc_, tier_err_msg());                                 \
+    } while (0)
+
+static void test_put_get_stat_delete(void **state)
+{
+    (void)state;
+    size_t len = 100 * 1024 + 7;
+    unsigned char *data = malloc(len), *back = malloc(len + 100);
+    tu_fill_random(data, len, 1);
+    char etag[BACKEND_ETAG_MAX] = "";
+    ASSERT_OK(backend_put(g_be, "basic/sub/obj.bin", data, len, etag));
+    assert_true(etag[0] != '\0');
+
+    struct backend_stat st;
+    ASSERT_OK(backend_stat(g_be, "basic/sub/obj.bin", &st));
+    assert_int_equal(st.size_bytes, len);
+    assert_string_equal(st.etag, etag);
+    assert_false(st.is_dir);
+    assert_true(st.mtime_ns > 0);
+
+    /* Whole read, asking for more than there is: short at the end only. */
+    memset(back, 0, len + 100);
+    assert_int_equal(backend_read(g_be, "basic/sub/obj.bin", 0, back, len + 100, NULL, &st), len);
+    assert_memory_equal(back, data, len);
+    assert_string_equal(st.etag, etag);
+    assert_int_equal(st.size_bytes, len);
+    /* Ranged reads: inside, crossing the end, at the end, past the end. */
+    assert_int_equal(backend_read(g_be, "basic/sub/obj.bin", 1000, back, 5000, etag, NULL), 5000);
+    assert_memory_equal(back, data + 1000, 5000);
+    assert_int_equal(backend_read(g_be, "basic/sub/obj.bin", len - 10, back, 100, NULL, NULL), 10);
+    assert_memory_equal(back, data + len - 10, 10);
+    assert_int_equal(backend_read(g_be, "basic/sub/obj.bin", len, back, 100, NULL, NULL), 0);
+    assert_int_equal(backend_read(g_be, "basic/sub/obj.bin", len + 4096, back, 100, NULL, NULL), 0);
+    assert_int_equal(backend_read(g_be, "basic/sub/obj.bin", 5, back, 1, NULL, NULL), 1);
+    assert_int_equal(back[0], data[5]);
+
+    ASSERT_OK(backend_del(g_be, "basic/sub/obj.bin"));
+    assert_int_equal(backend_stat(g_be, "basic/sub/obj.bin", &st), -ENOENT);
+    assert_int_equal(backend_read(g_be, "basic/sub/obj.bin", 0, back, 10, NULL, NULL), -ENOENT);
+    assert_int_equal(backend_del(g_be, "basic/sub/obj.bin"), -ENOENT);
+    free(data);
+    free(back);
+}
+
+static void test_overwrite_changes_version(void **state)
+{
+    (void)state;
+    char e1[BACKEND_ETAG_MAX], e2[BACKEND_ETAG_MAX];
+    ASSERT_OK(backend_put(g_be, "over/obj", "version one", 11, e1));
+    ASSERT_OK(backend_put(g_be, "over/obj", "version 2", 9, e2));
+    assert_string_not_equal(e1, e2);
+    struct backend_stat st;
+    ASSERT_OK(backend_stat(g_be, "over/obj", &st));
+    assert_string_equal(st.etag, e2);
+    assert_int_equal(st.size_bytes, 9);
+    char buf[32];
+    tier_err_clear();
+    assert_int_equal(backend_read(g_be, "over/obj", 0, buf, sizeof(buf), e1, NULL), -ESTALE);
+    assert_true(tier_err_msg()[0] != '\0');
+    assert_int_equal(backend_read(g_be, "over/obj", 0, buf, sizeof(buf), e2, NULL), 9);
+    assert_memory_equal(buf, "version 2", 9);
+    /* The same length with other bytes is a new version too. */
+    char e3[BACKEND_ETAG_MAX];
+    ASSERT_OK(backend_put(g_be, "over/obj", "version 3", 9, e3));
+    assert_string_not_equal(e2, e3);
+    assert_int_equal(backend_read(g_be, "over/obj", 0, buf, 4, e2, NULL), -ESTALE);
+}
+
+/* ---- listing ------------------------------------------------------------------------------- */
+
+#define LIST_DIRS 25
+#define LIST_PER_DIR 100
+#define LIST_TOTAL (LIST_DIRS * LIST_PER_DIR)
+#define NTHREADS 8
+
+struct put_job {
+    int first, step;
+    int err;
+    char msg[256];
+};
+
+static void *put_list_keys(void *arg)
+{
+    struct put_job *j = arg;
+    for (int i = j->first; i < LIST_TOTAL && !j->err; i += j->step) {
+        char key[64], body[32];
+        snprintf(key, sizeof(key), "list/d%02d/k%04d", i / LIST_PER_DIR, i);
+        int n = snprintf(body, sizeof(body), "%d", i);
+        int rc = backend_put(g_be, key, body, (size_t)n, NULL);
+        if (rc) {
+            j->err = rc;
+            snprintf(j->msg, sizeof(j->msg), "put %s: %s", key, tier_err_msg());
+        }
+    }
+    return NULL;
+}
+
+static void test_list_2500(void **state)
+{
+    (void)state;
+    pthread_t t[NTHREADS];
+    struct put_job jobs[NTHREADS];
+    for (int i = 0; i < NTHREADS; i++) {
+        jobs[i] = (struct put_job){.first = i, .step = NTHREADS};
+        assert_int_equal(pthread_create(&t[i], NULL, put_list_keys, &jobs[i]), 0);
+    }
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < NTHREADS; i++)
+        if (jobs[i].err)
+            fail_msg("%d %s", jobs[i].err, jobs[i].msg);
+    ASSERT_OK(backend_put(g_be, "list/top-a", "a", 1, NULL));
+    ASSERT_OK(backend_put(g_be, "list/top-b", "b", 1, NULL));
+    ASSERT_OK(backend_put(g_be, "listing-not-under-prefix", "c", 1, NULL));
+
+    /* Recursive: every key exactly once, in order, in pages of at most 1000. */
+    int seen = 0, pages = 0;
+    char *token = NULL;
+    char prev[128] = "";
+    do {
+        struct backend_list_page page;
+        ASSERT_OK(backend_list(g_be, "list/", NULL, token, 1000, &page));
+        free(token);
+        token = page.next_token ? strdup(page.next_token) : NULL;
+        pages++;
+        assert_true(page.n <= 1000);
+        for (size_t i = 0; i < page.n; i++, seen++) {
+            const struct backend_entry *e = &page.entries[i];
+            assert_false(e->is_prefix);
+            assert_true(strcmp(prev, e->name) < 0);
+            snprintf(prev, sizeof(prev), "%s", e->name);
+            char want[64];
+            if (seen < LIST_TOTAL)
+                snprintf(want, sizeof(want), "list/d%02d/k%04d", seen / LIST_PER_DIR, seen);
+            else
+                snprintf(want, sizeof(want), "list/top-%c", 'a' + (seen - LIST_TOTAL));
+            assert_string_equal(e->name, want);
+            assert_true(e->size_bytes >= 1 && e->size_bytes <= 4);
+            assert_true(e->etag[0] != '\0');
+        }
+        backend_list_page_fini(&page);
+        assert_true(pages < 10);
+    } while (token);
+    assert_int_equal(seen, LIST_TOTAL + 2);
+    assert_int_equal(pages, 3);
+
+    /* With delimiter: 25 common prefixes and 2 objects at this level. */
+    struct backend_list_page page;
+    ASSERT_OK(backend_list(g_be, "list/", "/", NULL, 0, &page));
+    assert_int_equal(page.n, LIST_DIRS + 2);
+    assert_null(page.next_token);
+    for (int i = 0; i < LIST_DIRS; i++) {
+        char want[32];
+        snprintf(want, sizeof(want), "list/d%02d/", i);
+        assert_string_equal(page.entries[i].name, want);
+        assert_true(page.entries[i].is_prefix);
+    }
+    assert_string_equal(page.entries[LIST_DIRS].name, "list/top-a");
+    assert_false(page.entries[LIST_DIRS].is_prefix);
+    backend_list_page_fini(&page);
+
+    /* Delimiter listing paginated: prefixes count toward max_keys and the token skips them. */
+    seen = 0;
+    token = NULL;
+    do {
+        ASSERT_OK(backend_list(g_be, "list/", "/", token, 10, &page));
+        free(token);
+        token = page.next_token ? strdup(page.next_token) : NULL;
+        assert_true(page.n <= 10);
+        seen += (int)page.n;
+        backend_list_page_fini(&page);
+    } while (token);
+    assert_int_equal(seen, LIST_DIRS + 2);
+
+    /* One directory, and a prefix ending mid-name. */
+    ASSERT_OK(backend_list(g_be, "list/d07/", "/", NULL, 0, &page));
+    assert_int_equal(page.n, LIST_PER_DIR);
+    assert_string_equal(page.entries[0].name, "list/d07/k0700");
+    backend_list_page_fini(&page);
+    ASSERT_OK(backend_list(g_be, "list/d1", "/", NULL, 0, &page));
+    assert_int_equal(page.n, 10);
+    assert_string_equal(page.entries[9].name, "list/d19/");
+    backend_list_page_fini(&page);
+    ASSERT_OK(backend_list(g_be, "list/d07/k07", NULL, NULL, 0, &page));
+    assert_int_equal(page.n, LIST_PER_DIR);
+    backend_list_page_fini(&page);
+    ASSERT_OK(backend_list(g_be, "no-such-prefix/", NULL, NULL, 0, &page));
+    assert_int_equal(page.n, 0);
+    assert_null(page.next_token);
+    backend_list_page_fini(&page);
+}
+
+/* ---- multipart ----------------------------------------------------------------------------- */
+
+static void test_multipart_64m(void **state)
+{
+    (void)state;
+    const size_t part = 5 * MIB, total = 64 * MIB;
+    const int nparts = 13; /* 12 x 5 MiB + 4 MiB */
+    unsigned char *data = malloc(total), *back = malloc(total);
+    assert_non_null(data);
+    assert_non_null(back);
+    tu_fill_random(data, total, 64);
+    char *id = NULL;
+    ASSERT_OK(backend_mpu_create(g_be, "mpu/big.bin", &id));
+    struct backend_part parts[13];
+    /* Upload in reverse order: the part number, not the order, places the data. */
+    for (int i = nparts - 1; i >= 0; i--) {
+        size_t off = (size_t)i * part;
+        size_t len = total - off < part ? total - off : part;
+        parts[i].number = i + 1;
+        ASSERT_OK(
+            backend_mpu_put_part(g_be, "mpu/big.bin", id, i + 1, data + off, len, parts[i].etag));
+    }
+    struct backend_stat st;
+    assert_int_equal(backend_stat(g_be, "mpu/big.bin", &st), -ENOENT);
+    char etag[BACKEND_ETAG_MAX];
+    ASSERT_OK(backend_mpu_complete(g_be, "mpu/big.bin", id, parts, (size_t)nparts, etag));
+    free(id);
+    ASSERT_OK(backend_stat(g_be, "mpu/big.bin", &st));
+    assert_int_equal(st.size_bytes, total);
+    assert_string_equal(st.etag, etag);
+
+    memset(back, 0, total);
+    assert_int_equal(backend_read(g_be, "mpu/big.bin", 0, back, total, etag, NULL), total);
+    assert_true(memcmp(back, data, total) == 0);
+    memset(back, 0, total);
+    struct backend_stat pst;
+    assert_int_equal(backend_read_parallel(g_be, "mpu/big.bin", 0, back, total, 8 * MIB, 4, &pst),
+                     total);
+    assert_true(memcmp(back, data, total) == 0);
+    assert_string_equal(pst.etag, etag);
+    /* Parallel read of an unaligned range ending past the object. */
+    memset(back, 0, total);
+    assert_int_equal(
+        backend_read_parallel(g_be, "mpu/big.bin", 3 * MIB + 17, back, total, 8 * MIB, 4, NULL),
+        total - (3 * MIB + 17));
+    assert_true(memcmp(back, data + 3 * MIB + 17, total - (3 * MIB + 17)) == 0);
+    ASSERT_OK(backend_del(g_be, "mpu/big.bin"));
+    free(data);
+    free(back);
+}
+
+static void test_multipart_abort(void **state)
+{
+    (void)state;
+    size_t len = 5 * MIB;
+    unsigned char *data = malloc(len);
+    tu_fill_random(data, len, 5);
+    char *id = NULL;
+    ASSERT_OK(backend_mpu_create(g_be, "abort/obj", &id));
+    char e1[BACKEND_ETAG_MAX];
+    ASSERT_OK(backend_mpu_put_part(g_be, "abort/obj", id, 1, data, len, e1));
+    ASSERT_OK(backend_mpu_abort(g_be, "abort/obj", id));
+    struct backend_stat st;
+    assert_int_equal(backend_stat(g_be, "abort/obj", &st), -ENOENT);
+    struct backend_list_page page;
+    ASSERT_OK(backend_list(g_be, "abort/", NULL, NULL, 0, &page));
+    assert_int_equal(page.n, 0);
+    backend_list_page_fini(&page);
+    struct backend_part p = {.number = 1};
+    memcpy(p.etag, e1, sizeof(e1));
+    assert_true(backend_mpu_complete(g_be, "abort/obj", id, &p, 1, NULL) < 0);
+    assert_int_equal(backend_stat(g_be, "abort/obj", &st), -ENOENT);
+    free(id);
+    free(data);
+}
+
+/* ---- errors ---------------------------------------------------------------------------------- */
+
+static void test_missing_keys(void **state)
+{
+    (void)state;
+    struct backend_stat st;
+    char buf[8];
+    assert_int_equal(backend_stat(g_be, "missing/nothing", &st), -ENOENT);
+    assert_int_equal(backend_read(g_be, "missing/nothing", 0, buf, sizeof(buf), NULL, NULL),
+                     -ENOENT);
+    assert_int_equal(backend_del(g_be, "missing/nothing"), -ENOENT);
+    assert_int_equal(
+        backend_read_parallel(g_be, "missing/nothing", 0, buf, sizeof(buf), 4, 2, NULL), -ENOENT);
+    tier_err_clear();
+    assert_int_equal(backend_stat(g_be, "missing", &st), -ENOENT);
+}
+
+static void test_invalid_keys(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {"../x", "/etc/passwd", "a//b", "a/./b", "dir/",
+                                      "",     "a/../../b"};
+    struct backend_stat st;
+    char buf[8];
+    char *id = NULL;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(backend_put(g_be, bad[i], "x", 1, NULL), -EINVAL);
+        assert_int_equal(backend_stat(g_be, bad[i], &st), -EINVAL);
+        assert_int_equal(backend_read(g_be, bad[i], 0, buf, 1, NULL, NULL), -EINVAL);
+        assert_int_equal(backend_del(g_be, bad[i]), -EINVAL);
+        assert_int_equal(backend_mpu_create(g_be, bad[i], &id), -EINVAL);
+    }
+    char longkey[BACKEND_KEY_MAX + 2];
+    memset(longkey, 'k', sizeof(longkey) - 1);
+    longkey[sizeof(longkey) - 1] = '\0';
+    assert_int_equal(backend_put(g_be, longkey, "x", 1, NULL), -ENAMETOOLONG);
+    assert_null(id);
+}
+
+/* ---- concurrency ---------------------------------------------------------------------------- */
+
+#define CONC_ITERS 20
+#define CONC_BYTES (64 * 1024)
+
+struct conc_job {
+    int id;
+    int ok;
+    int err;
+    char msg[256];
+};
+
+static void *conc_worker(void *arg)
+{
+    struct conc_job *j = arg;
+    unsigned char *data = malloc(CONC_BYTES), *back = malloc(CONC_BYTES);
+    for (int i = 0; i < CONC_ITERS && !j->err; i++) {
+        char key[64];
+        snprintf(key, sizeof(key), "conc/t%d/k%d", j->id, i % 5);
+        tu_fill_random(data, CONC_BYTES, (uint64_t)(j->id * 1000 + i));
+        char etag[BACKEND_ETAG_MAX];
+        int rc = backend_put(g_be, key, data, CONC_BYTES, etag);
+        ssize_t n = rc ? rc : backend_read(g_be, key, 0, back, CONC_BYTES, etag, NULL);
+        if (n != CONC_BYTES) {
+            j->err = n < 0 ? (int)n : -EIO;
+            snprintf(j->msg, sizeof(j->msg), "%s: %zd %s", key, n, tier_err_msg());
+        } else if (memcmp(data, back, CONC_BYTES) != 0) {
+            j->err = -EIO;
+            snprintf(j->msg, sizeof(j->msg), "%s: read back other bytes", key);
+        } else {
+            j->ok++;
+        }
+    }
+    free(data);
+    free(back);
+    return NULL;
+}
+
+static void test_concurrent_threads(void **state)
+{
+    (void)state;
+    pthread_t t[NTHREADS];
+    struct conc_job jobs[NTHREADS];
+    for (int i = 0; i < NTHREADS; i++) {
+        jobs[i] = (struct conc_job){.id = i};
+        assert_int_equal(pthread_create(&t[i], NULL, conc_worker, &jobs[i]), 0);
+    }
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < NTHREADS; i++) {
+        if (jobs[i].err)
+            fail_msg("thread %d: %d %s", i, jobs[i].err, jobs[i].msg);
+        assert_int_equal(jobs[i].ok, CONC_ITERS);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2 || (strcmp(argv[1], "posix") != 0 && strcmp(argv[1], "s3") != 0)) {
+        fprintf(stderr, "usage: %s posix|s3\n", argv[0]);
+        return 2;
+    }
+    g_kind = argv[1];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_put_get_stat_delete),
+        cmocka_unit_test(test_overwrite_changes_version),
+        cmocka_unit_test(test_missing_keys),
+        cmocka_unit_test(test_invalid_keys),
+        cmocka_unit_test(test_list_2500),
+        cmocka_unit_test(test_multipart_64m),
+        cmocka_unit_test(test_multipart_abort),
+        cmocka_unit_test(test_concurrent_threads),
+    };
+    return cmocka_run_group_tests_name(g_kind, tests, group_setup, group_teardown);
+}
