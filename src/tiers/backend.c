@@ -77,6 +77,38 @@ static int check_key(const char *key, bool allow_dir)
     return backend_key_valid(key, key ? strlen(key) : 0, allow_dir);
 }
 
+/* A listing prefix may end anywhere, even mid-segment ("data/shard-0", "logs/."): its complete
+ * segments (up to the last '/') must form a valid directory key, while the unfinished last one
+ * only filters names and is never resolved as a path, so it may be "." or "..". */
+static int check_prefix(const char *prefix)
+{
+    size_t len = strlen(prefix);
+    const char *slash = strrchr(prefix, '/');
+    size_t dlen = slash ? (size_t)(slash - prefix) + 1 : 0;
+    if (len > BACKEND_KEY_MAX)
+        return backend_key_valid(prefix, len, true); /* reports the length */
+    if (dlen) {
+        int rc = backend_key_valid(prefix, dlen, true);
+        if (rc)
+            return rc;
+    }
+    const char *tail = prefix + dlen;
+    size_t tlen = len - dlen;
+    if (tlen > BACKEND_SEGMENT_MAX) {
+        tier_err_set("listing prefix has a segment of %zu bytes (max %d)", tlen,
+                     BACKEND_SEGMENT_MAX);
+        return -ENAMETOOLONG;
+    }
+    for (size_t i = 0; i < tlen; i++) {
+        unsigned char c = (unsigned char)tail[i];
+        if (c < 0x20 || c == 0x7f) {
+            tier_err_set("listing prefix contains control character 0x%02x", c);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
 int backend_stat(struct backend *be, const char *key, struct backend_stat *st)
 {
     int rc = check_key(key, false);
@@ -95,9 +127,7 @@ int backend_list(struct backend *be, const char *prefix, const char *delimiter, 
 {
     memset(page, 0, sizeof(*page));
     if (prefix && *prefix) {
-        /* A listing prefix may end anywhere, even mid-segment ("data/shard-0"), so only the
-         * parts that could escape the root are checked: treat it as a directory-allowed key. */
-        int rc = check_key(prefix, true);
+        int rc = check_prefix(prefix);
         if (rc)
             return rc;
     }

@@ -84,12 +84,13 @@ static int open_beneath(const struct posix_backend *pb, const char *path, int fl
         .mode = (flags & O_CREAT) ? mode : 0,
         .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
     };
-    for (;;) {
+    /* EAGAIN: a concurrent rename raced a ".." in the lookup; the kernel asks for a retry. */
+    for (int tries = 0;; tries++) {
         long fd = syscall(SYS_openat2, pb->root_fd, path, &how, sizeof(how));
         if (fd >= 0)
             return (int)fd;
-        if (errno == EINTR || errno == EAGAIN)
-            continue; /* EAGAIN: a concurrent rename raced the lookup; retry */
+        if ((errno == EINTR || errno == EAGAIN) && tries < 100)
+            continue;
         return -errno;
     }
 }
@@ -610,6 +611,28 @@ static int remove_staging(const struct posix_backend *pb, int sfd, const char *i
     return rc;
 }
 
+/* Check that part p was uploaded and still has the tag the caller names; fd: the part opened,
+ * or -1 to look it up by name. Fills s. Returns 0 or -EINVAL with a message. */
+static int part_check(int sfd, const char *key, const struct backend_part *p, struct stat *s,
+                      int fd)
+{
+    char name[32];
+    part_name(p->number, name, sizeof(name));
+    int rc = fd >= 0 ? fstat(fd, s) : fstatat(sfd, name, s, AT_SYMLINK_NOFOLLOW);
+    if (rc != 0 || !S_ISREG(s->st_mode)) {
+        tier_err_set("multipart complete '%s': part %d was not uploaded", key, p->number);
+        return -EINVAL;
+    }
+    char tag[BACKEND_ETAG_MAX];
+    tag_of(s, tag);
+    if (strcmp(tag, p->etag) != 0) {
+        tier_err_set("multipart complete '%s': part %d has version %s, not %s", key, p->number, tag,
+                     p->etag);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 static int posix_mpu_complete(struct backend *be, const char *key, const char *upload_id,
                               const struct backend_part *parts, size_t nparts, char *etag_out)
 {
@@ -624,14 +647,8 @@ static int posix_mpu_complete(struct backend *be, const char *key, const char *u
     int dirfd = -1;
     char *buf = NULL;
     struct tmpfile t = {.fd = -1};
-    /* Check every part first, as S3 does (InvalidPartOrder, InvalidPart, EntityTooSmall). */
-    int *fds = calloc(nparts, sizeof(*fds));
-    if (!fds) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    for (size_t i = 0; i < nparts; i++)
-        fds[i] = -1;
+    /* Check every part first, as S3 does (InvalidPartOrder, InvalidPart, EntityTooSmall); the
+     * tags are checked again as each part is copied, in case one was uploaded anew meanwhile. */
     for (size_t i = 0; i < nparts; i++) {
         if (i > 0 && parts[i].number <= parts[i - 1].number) {
             tier_err_set("%s '%s': part numbers must be in ascending order (%d after %d)", op, key,
@@ -639,23 +656,10 @@ static int posix_mpu_complete(struct backend *be, const char *key, const char *u
             rc = -EINVAL;
             goto out;
         }
-        char name[32];
-        part_name(parts[i].number, name, sizeof(name));
-        fds[i] = openat(sfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         struct stat s;
-        char tag[BACKEND_ETAG_MAX];
-        if (fds[i] < 0 || fstat(fds[i], &s) != 0) {
-            tier_err_set("%s '%s': part %d was not uploaded", op, key, parts[i].number);
-            rc = -EINVAL;
+        rc = part_check(sfd, key, &parts[i], &s, -1);
+        if (rc)
             goto out;
-        }
-        tag_of(&s, tag);
-        if (strcmp(tag, parts[i].etag) != 0) {
-            tier_err_set("%s '%s': part %d has version %s, not %s", op, key, parts[i].number, tag,
-                         parts[i].etag);
-            rc = -EINVAL;
-            goto out;
-        }
         if (i + 1 < nparts && (uint64_t)s.st_size < MPU_MIN_PART_BYTES) {
             tier_err_set("%s '%s': part %d is %lld bytes; all parts but the last must be at "
                          "least 5 MiB",
@@ -675,8 +679,24 @@ static int posix_mpu_complete(struct backend *be, const char *key, const char *u
         goto out;
     }
     rc = tmp_create(dirfd, &t);
-    for (size_t i = 0; rc == 0 && i < nparts; i++)
-        rc = append_file(t.fd, fds[i], buf);
+    for (size_t i = 0; rc == 0 && i < nparts; i++) {
+        char name[32];
+        part_name(parts[i].number, name, sizeof(name));
+        int pfd = openat(sfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (pfd < 0) {
+            rc = -errno;
+            break;
+        }
+        struct stat s;
+        rc = part_check(sfd, key, &parts[i], &s, pfd);
+        if (rc == 0)
+            rc = append_file(t.fd, pfd, buf);
+        close(pfd);
+        if (rc == -EINVAL) {
+            tmp_discard(&t);
+            goto out; /* message already set */
+        }
+    }
     if (rc == 0)
         rc = tmp_commit(&t, base, etag_out);
     tmp_discard(&t);
@@ -687,11 +707,6 @@ static int posix_mpu_complete(struct backend *be, const char *key, const char *u
     /* The object is in place; a failure to clean up staging does not undo that. */
     remove_staging(pb, sfd, upload_id);
 out:
-    if (fds)
-        for (size_t i = 0; i < nparts; i++)
-            if (fds[i] >= 0)
-                close(fds[i]);
-    free(fds);
     free(buf);
     if (dirfd >= 0)
         close(dirfd);

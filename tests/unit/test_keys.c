@@ -227,6 +227,18 @@ static void test_dispatchers_refuse(void **state)
     assert_int_equal(backend_list(&be, "data/shard-0", "/", NULL, 0, &page), 0);
     assert_int_equal(backend_stat(&be, "a/b", &st), 0);
     assert_int_equal(called, 2);
+    /* An unfinished last segment only filters names: "." and ".." are fine there, but not as
+     * complete segments, and control characters never. */
+    assert_int_equal(backend_list(&be, "logs/.", NULL, NULL, 0, &page), 0);
+    assert_int_equal(backend_list(&be, "..", NULL, NULL, 0, &page), 0);
+    assert_int_equal(backend_list(&be, "a/", NULL, NULL, 0, &page), 0);
+    assert_int_equal(called, 5);
+    assert_int_equal(backend_list(&be, "../x", NULL, NULL, 0, &page), -EINVAL);
+    assert_int_equal(backend_list(&be, "a/./", NULL, NULL, 0, &page), -EINVAL);
+    assert_int_equal(backend_list(&be, "/", NULL, NULL, 0, &page), -EINVAL);
+    assert_int_equal(backend_list(&be, "a//x", NULL, NULL, 0, &page), -EINVAL);
+    assert_int_equal(backend_list(&be, "a/x\n", NULL, NULL, 0, &page), -EINVAL);
+    assert_int_equal(called, 5);
 }
 
 int main(void)

@@ -393,6 +393,19 @@ static void test_list_order_and_hiding(void **state)
     assert_int_equal(page.n, 0);
     backend_list_page_fini(&page);
     assert_int_equal(backend_list(f->be, ".tier-mpu/", NULL, NULL, 0, &page), -EINVAL);
+    /* An unfinished last segment filters names, even "." and "..". */
+    put_str(f->be, "h/.hidden", "1");
+    put_str(f->be, "h/..dots", "2");
+    put_str(f->be, "h/x", "3");
+    assert_int_equal(backend_list(f->be, "h/.", "/", NULL, 0, &page), 0);
+    assert_int_equal(page.n, 2);
+    assert_string_equal(page.entries[0].name, "h/..dots");
+    assert_string_equal(page.entries[1].name, "h/.hidden");
+    backend_list_page_fini(&page);
+    assert_int_equal(backend_list(f->be, "h/..", NULL, NULL, 0, &page), 0);
+    assert_int_equal(page.n, 1);
+    assert_string_equal(page.entries[0].name, "h/..dots");
+    backend_list_page_fini(&page);
     assert_int_equal(backend_mpu_abort(f->be, "pending", id), 0);
     free(id);
 }
