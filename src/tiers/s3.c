@@ -1,0 +1,932 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * s3.c - the S3 backend (cold tier): backend.h on libcurl, signed with curl's own SigV4
+ * (CURLOPT_AWS_SIGV4 "aws:amz:REGION:s3"), against AWS S3 or Ceph RGW.
+ *
+ * Callers are the dispatchers in backend.c (keys already validated) from any number of threads.
+ *
+ * DESIGN - concurrency: a pool of curl easy handles, not curl multi. Every backend call is one
+ * blocking request on the caller's thread (backend.h promises exactly that), so the simplest
+ * shape that lets N threads have N requests in flight is: a thread takes a free easy handle
+ * (creating one while fewer than max_connections exist, otherwise blocking on a condition
+ * variable until one is returned), performs, and gives it back. All handles share one CURLSH for
+ * the DNS cache, the connection cache and TLS sessions (with a mutex per shared data kind, the
+ * share lock callbacks), so connections opened by one thread are reused by the next; handles are
+ * also kept alive between requests, which keeps their own connections warm. curl multi would
+ * need an event thread and hand-offs for what is, for our callers, blocking work. No lock is
+ * held across a request: the pool lock guards only the free list.
+ *
+ * Requests: stat = HEAD; read = ranged GET (If-Match when asked; 412 -> -ESTALE; 416 -> 0 bytes)
+ * written straight into the caller's buffer by a bounded write callback (a server sending more
+ * than asked fails the call, never overflows); list = ListObjectsV2 parsed by s3_xml.c; put = PUT;
+ * multipart = POST ?uploads / PUT ?partNumber&uploadId / POST ?uploadId / DELETE ?uploadId;
+ * delete = HEAD then DELETE, because S3 answers 204 even for a missing key and backend.h promises
+ * -ENOENT (a key deleted by someone else between the two requests still returns 0).
+ *
+ * Retries: every request goes through retry_run() (retry.c) with the configured policy: retried on
+ * 5xx, 503 SlowDown, 429, connection errors and timeouts, never on other 4xx. Each attempt is
+ * bounded by connect_timeout_ms and request_timeout_ms, so a dead endpoint fails within
+ * retry_worst_case_ms(policy, request_timeout_ms). A read retried after a partial body starts
+ * again at the beginning of its range (the write callback rewinds to the buffer's start).
+ *
+ * Errors: failures are mapped to errno in s3_errno_map() (s3_err.c); the S3 code and message go
+ * to tier_err_set(), e.g. "S3 GET bkt/a/b: 403 SignatureDoesNotMatch: ... - check the secret key".
+ * Connection failures are -EIO, curl timeouts -ETIMEDOUT.
+ *
+ * Keys: the config prefix (a '/' is appended if missing) is prepended to every key and stripped
+ * from listed keys, so callers only see keys relative to the backend root. Each path segment is
+ * percent-encoded (SigV4 canonical form, '/' kept). Query strings are built already sorted and
+ * encoded, since curl 7.88 signs the query string as given.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <curl/curl.h>
+
+#include "common/dynbuf.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "common/strutil.h"
+#include "tiers/backend.h"
+#include "tiers/retry.h"
+#include "tiers/s3_int.h"
+
+struct s3_backend {
+    struct backend base;
+    /* Immutable after open. */
+    char *url_base;   /* "http://host:port/bucket" (path style) or "http://bucket.host:port" */
+    char *bucket;     /* for messages */
+    char *prefix;     /* "" or ending in '/' */
+    char *sigv4;      /* "aws:amz:REGION:s3" */
+    char *access_key; /* owned copies */
+    char *secret_key;
+    char *token; /* session token (x-amz-security-token) or NULL */
+    struct retry_policy retry;
+    long connect_timeout_ms;
+    long request_timeout_ms;
+    CURLSH *share;
+    pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST]; /* one per shared data kind */
+
+    /* Handle pool, guarded by pool_lock. */
+    pthread_mutex_t pool_lock;
+    pthread_cond_t pool_cond;
+    CURL **free_handles; /* stack of idle handles, max_handles slots */
+    int nfree;
+    int ncreated;
+    int max_handles;
+};
+
+/* ---- handle pool -------------------------------------------------------------------------- */
+
+static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *ud)
+{
+    (void)h;
+    (void)access;
+    struct s3_backend *s = ud;
+    pthread_mutex_lock(&s->share_locks[data]);
+}
+
+static void share_unlock(CURL *h, curl_lock_data data, void *ud)
+{
+    (void)h;
+    struct s3_backend *s = ud;
+    pthread_mutex_unlock(&s->share_locks[data]);
+}
+
+static CURL *pool_take(struct s3_backend *s)
+{
+    CURL *h = NULL;
+    pthread_mutex_lock(&s->pool_lock);
+    while (s->nfree == 0 && s->ncreated >= s->max_handles)
+        pthread_cond_wait(&s->pool_cond, &s->pool_lock);
+    if (s->nfree > 0) {
+        h = s->free_handles[--s->nfree];
+    } else {
+        h = curl_easy_init();
+        if (h)
+            s->ncreated++;
+    }
+    pthread_mutex_unlock(&s->pool_lock);
+    return h;
+}
+
+static void pool_give(struct s3_backend *s, CURL *h)
+{
+    pthread_mutex_lock(&s->pool_lock);
+    s->free_handles[s->nfree++] = h;
+    pthread_cond_signal(&s->pool_cond);
+    pthread_mutex_unlock(&s->pool_lock);
+}
+
+/* ---- one request --------------------------------------------------------------------------- */
+
+struct s3_req {
+    /* in */
+    const char *method; /* GET HEAD PUT POST DELETE */
+    const char *key;    /* key relative to the backend root, or NULL for the bucket */
+    const char *query;  /* canonical (sorted, encoded) query string, or NULL */
+    const void *body;   /* PUT/POST body */
+    size_t body_len;
+    char *out; /* GET: the caller's buffer for a 2xx body */
+    size_t out_cap;
+    bool ranged;
+    uint64_t range_off;
+    const char *if_match;
+    size_t xml_max; /* bound on a 2xx body kept in resp (list, mpu), 0 = discard */
+    /* out, reset by every attempt */
+    long status;
+    size_t out_len;
+    size_t skip; /* bytes of a 200 (range ignored) body to skip before out */
+    size_t body_pos;
+    bool overflow;
+    struct dynbuf resp; /* error document or XML result */
+    char etag[BACKEND_ETAG_MAX];
+    int64_t mtime_ns;
+    uint64_t content_length;
+    bool have_length;
+    uint64_t total_size; /* from Content-Range */
+    bool have_total;
+    size_t upload_pos;
+    /* context */
+    struct s3_backend *s;
+    CURL *h;
+    struct curl_slist *hdrs;
+    char *url;
+    char errbuf[CURL_ERROR_SIZE];
+    CURLcode cc;
+    struct s3_error s3err;
+};
+
+static bool is_2xx(long status)
+{
+    return status >= 200 && status <= 299;
+}
+
+static size_t on_header(char *p, size_t sz, size_t n, void *ud)
+{
+    struct s3_req *r = ud;
+    size_t len = sz * n;
+    if (len >= 5 && strncmp(p, "HTTP/", 5) == 0) {
+        /* A new response (after a 100 Continue, or a redirect): forget the previous headers. */
+        r->etag[0] = '\0';
+        r->mtime_ns = 0;
+        r->have_length = false;
+        r->have_total = false;
+        return len;
+    }
+    const char *colon = memchr(p, ':', len);
+    if (!colon)
+        return len;
+    size_t nlen = (size_t)(colon - p);
+    const char *v = colon + 1;
+    const char *end = p + len;
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
+        end--;
+    char val[256];
+    size_t vlen = (size_t)(end - v);
+    if (vlen >= sizeof(val))
+        return len; /* no header we use is this long */
+    memcpy(val, v, vlen);
+    val[vlen] = '\0';
+    if (nlen == 4 && strncasecmp(p, "ETag", 4) == 0) {
+        tier_strlcpy(r->etag, val, sizeof(r->etag));
+    } else if (nlen == 13 && strncasecmp(p, "Last-Modified", 13) == 0) {
+        time_t t = curl_getdate(val, NULL);
+        if (t != -1)
+            r->mtime_ns = (int64_t)t * 1000000000LL;
+    } else if (nlen == 14 && strncasecmp(p, "Content-Length", 14) == 0) {
+        r->have_length = tier_parse_u64(val, &r->content_length) == 0;
+    } else if (nlen == 13 && strncasecmp(p, "Content-Range", 13) == 0) {
+        const char *slash = strrchr(val, '/');
+        r->have_total = slash && tier_parse_u64(slash + 1, &r->total_size) == 0;
+    }
+    return len;
+}
+
+static size_t on_body(char *p, size_t sz, size_t n, void *ud)
+{
+    struct s3_req *r = ud;
+    size_t len = sz * n;
+    if (r->status == 0)
+        curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &r->status);
+    if (is_2xx(r->status) && r->out) {
+        /* The caller's buffer: never write past out_cap. A 200 to a ranged request (the server
+         * ignored Range) carries the whole object: skip up to the range start. */
+        size_t pos = r->body_pos;
+        r->body_pos += len;
+        const char *src = p;
+        size_t avail = len;
+        if (r->status == 200 && pos < r->skip) {
+            size_t drop = r->skip - pos < avail ? r->skip - pos : avail;
+            src += drop;
+            avail -= drop;
+        }
+        size_t room = r->out_cap - r->out_len;
+        if (avail > room) {
+            if (r->status == 206) {
+                r->overflow = true;
+                return 0; /* more than the range we asked for: fail, do not overflow */
+            }
+            avail = room; /* a whole-object 200: drop the bytes past our range */
+        }
+        memcpy(r->out + r->out_len, src, avail);
+        r->out_len += avail;
+        return len;
+    }
+    if (is_2xx(r->status) && r->xml_max == 0)
+        return len; /* a body we do not need */
+    if (dynbuf_append(&r->resp, p, len) != 0) {
+        r->overflow = true;
+        return 0;
+    }
+    return len;
+}
+
+static size_t on_upload(char *p, size_t sz, size_t n, void *ud)
+{
+    struct s3_req *r = ud;
+    size_t room = sz * n;
+    size_t left = r->body_len - r->upload_pos;
+    size_t k = left < room ? left : room;
+    if (k)
+        memcpy(p, (const char *)r->body + r->upload_pos, k);
+    r->upload_pos += k;
+    return k;
+}
+
+static int seek_upload(void *ud, curl_off_t off, int origin)
+{
+    struct s3_req *r = ud;
+    if (origin != SEEK_SET || off < 0 || (uint64_t)off > r->body_len)
+        return CURL_SEEKFUNC_FAIL;
+    r->upload_pos = (size_t)off;
+    return CURL_SEEKFUNC_OK;
+}
+
+static int build_url(struct s3_backend *s, const char *key, const char *query, char **out)
+{
+    struct dynbuf b;
+    dynbuf_init(&b, 16384);
+    int rc = dynbuf_append(&b, s->url_base, strlen(s->url_base));
+    if (!rc)
+        rc = dynbuf_append(&b, "/", 1);
+    if (!rc && key) {
+        rc = s3_uri_encode(&b, s->prefix, true);
+        if (!rc)
+            rc = s3_uri_encode(&b, key, true);
+    }
+    if (!rc && query && *query) {
+        rc = dynbuf_append(&b, "?", 1);
+        if (!rc)
+            rc = dynbuf_append(&b, query, strlen(query));
+    }
+    if (rc) {
+        dynbuf_fini(&b);
+        return rc == -E2BIG ? -ENAMETOOLONG : rc;
+    }
+    *out = dynbuf_take(&b, NULL);
+    return 0;
+}
+
+/* Append "name: value", or "name:" (which makes curl drop a default header) when value is NULL. */
+static int add_hdr(struct curl_slist **l, const char *name, const char *v)
+{
+    char line[2048];
+    if ((size_t)snprintf(line, sizeof(line), "%s:%s%s", name, v ? " " : "", v ? v : "") >=
+        sizeof(line))
+        return -EINVAL;
+    struct curl_slist *n = curl_slist_append(*l, line);
+    if (!n)
+        return -ENOMEM;
+    *l = n;
+    return 0;
+}
+
+/* Set every option for one attempt on a reset handle. */
+static int setup(struct s3_req *r)
+{
+    struct s3_backend *s = r->s;
+    CURL *h = r->h;
+    int rc = 0;
+    curl_easy_reset(h);
+    curl_slist_free_all(r->hdrs);
+    r->hdrs = NULL;
+    /* No "Expect:" override here: curl 7.88 would sign the empty header it then does not send
+     * (SignatureDoesNotMatch). RGW answers 100-continue promptly, so the default is harmless.
+     * curl 7.88 signs the payload as the hash of an empty body unless this header names it, and
+     * sends no x-amz-content-sha256 at all, which RGW and S3 reject. UNSIGNED-PAYLOAD is what curl
+     * uses for the signature when the header is present (bodies are then protected by TCP/TLS,
+     * not by the signature). */
+    rc = add_hdr(&r->hdrs, "x-amz-content-sha256", "UNSIGNED-PAYLOAD");
+    if (!rc && s->token)
+        rc = add_hdr(&r->hdrs, "x-amz-security-token", s->token);
+    if (!rc && r->if_match)
+        rc = add_hdr(&r->hdrs, "If-Match", r->if_match);
+    if (!rc && r->ranged) {
+        char range[96];
+        snprintf(range, sizeof(range), "bytes=%" PRIu64 "-%" PRIu64, r->range_off,
+                 r->range_off + r->out_cap - 1);
+        rc = add_hdr(&r->hdrs, "Range", range);
+    }
+    if (!rc && strcmp(r->method, "POST") == 0 && r->body_len)
+        rc = add_hdr(&r->hdrs, "Content-Type", "application/xml");
+    if (rc)
+        return rc;
+    curl_easy_setopt(h, CURLOPT_URL, r->url);
+    curl_easy_setopt(h, CURLOPT_SHARE, s->share);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, s->connect_timeout_ms);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, s->request_timeout_ms);
+    curl_easy_setopt(h, CURLOPT_AWS_SIGV4, s->sigv4);
+    curl_easy_setopt(h, CURLOPT_USERNAME, s->access_key);
+    curl_easy_setopt(h, CURLOPT_PASSWORD, s->secret_key);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, r->hdrs);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, r->errbuf);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    if (strcmp(r->method, "HEAD") == 0) {
+        curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    } else if (strcmp(r->method, "PUT") == 0) {
+        curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+        curl_easy_setopt(h, CURLOPT_READFUNCTION, on_upload);
+        curl_easy_setopt(h, CURLOPT_READDATA, r);
+        curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, seek_upload);
+        curl_easy_setopt(h, CURLOPT_SEEKDATA, r);
+        curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)r->body_len);
+    } else if (strcmp(r->method, "POST") == 0) {
+        curl_easy_setopt(h, CURLOPT_POST, 1L);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, r->body ? (const char *)r->body : "");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
+    } else if (strcmp(r->method, "DELETE") == 0) {
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "DELETE");
+    }
+    return 0;
+}
+
+static ssize_t attempt(void *ud, int n, bool *retryable)
+{
+    struct s3_req *r = ud;
+    (void)n;
+    r->status = 0;
+    r->out_len = 0; /* a retried read starts again at the beginning of its range */
+    r->body_pos = 0;
+    r->upload_pos = 0;
+    r->overflow = false;
+    r->etag[0] = '\0';
+    r->mtime_ns = 0;
+    r->have_length = r->have_total = false;
+    r->errbuf[0] = '\0';
+    memset(&r->s3err, 0, sizeof(r->s3err));
+    dynbuf_reset(&r->resp);
+    int rc = setup(r);
+    if (rc)
+        return rc;
+    r->cc = curl_easy_perform(r->h);
+    curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &r->status);
+    if (r->cc == CURLE_WRITE_ERROR && r->overflow) {
+        *retryable = false;
+        return is_2xx(r->status) && r->out ? -EIO : -EPROTO;
+    }
+    if (r->cc == CURLE_OK && !is_2xx(r->status) && r->resp.len)
+        s3_xml_parse_error(r->resp.data, r->resp.len, &r->s3err);
+    if (r->cc == CURLE_OK && is_2xx(r->status) && r->resp.len && strcmp(r->method, "POST") == 0) {
+        /* CompleteMultipartUpload may fail with 200 and an Error document. */
+        if (s3_xml_parse_error(r->resp.data, r->resp.len, &r->s3err) != 0)
+            memset(&r->s3err, 0, sizeof(r->s3err));
+    }
+    return s3_errno_map(r->cc, r->status, r->s3err.code, retryable);
+}
+
+/* Perform r with retries; on failure leave the user message in tier_err_msg(). */
+static ssize_t perform(struct s3_backend *s, struct s3_req *r)
+{
+    r->s = s;
+    dynbuf_init(&r->resp, r->xml_max ? r->xml_max : 64 * 1024);
+    int rc = build_url(s, r->key, r->query, &r->url);
+    if (rc) {
+        tier_err_set("S3 %s %s/%s: key too long for a URL", r->method, s->bucket,
+                     r->key ? r->key : "");
+        return rc;
+    }
+    r->h = pool_take(s);
+    if (!r->h) {
+        free(r->url);
+        r->url = NULL;
+        return -ENOMEM;
+    }
+    int attempts = 0;
+    ssize_t res = retry_run(&s->retry, NULL, attempt, r, &attempts);
+    curl_slist_free_all(r->hdrs);
+    r->hdrs = NULL;
+    pool_give(s, r->h);
+    r->h = NULL;
+    free(r->url);
+    r->url = NULL;
+    if (res >= 0)
+        return res;
+    const char *what = r->key ? r->key : "";
+    char tries[48] = "";
+    if (attempts > 1)
+        snprintf(tries, sizeof(tries), " (after %d attempts)", attempts);
+    if (r->cc != CURLE_OK) {
+        tier_err_set("S3 %s %s/%s%s%s: %s%s — %s", r->method, s->bucket, s->prefix, what, tries,
+                     r->errbuf[0] ? r->errbuf : curl_easy_strerror(r->cc),
+                     r->overflow ? " (response larger than expected)" : "",
+                     res == -ETIMEDOUT ? "the endpoint did not answer in time"
+                                       : "is the endpoint reachable?");
+    } else {
+        const char *hint = s3_err_hint(r->s3err.code, r->status);
+        tier_err_set("S3 %s %s/%s%s%s: %ld%s%s%s%s%s%s", r->method, s->bucket, s->prefix, what,
+                     tries, r->status, r->s3err.code[0] ? " " : "", r->s3err.code,
+                     r->s3err.message[0] ? ": " : "", r->s3err.message, hint[0] ? " — " : "", hint);
+    }
+    return res;
+}
+
+static void req_fini(struct s3_req *r)
+{
+    dynbuf_fini(&r->resp);
+}
+
+/* ---- operations ---------------------------------------------------------------------------- */
+
+static struct s3_backend *S(struct backend *be)
+{
+    return (struct s3_backend *)be;
+}
+
+static void fill_stat(const struct s3_req *r, uint64_t size, struct backend_stat *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->size_bytes = size;
+    st->mtime_ns = r->mtime_ns;
+    if (r->etag[0])
+        tier_strlcpy(st->etag, r->etag, sizeof(st->etag));
+    else /* backend.h: never empty; a server without ETags still gets a usable tag */
+        snprintf(st->etag, sizeof(st->etag), "\"s%" PRIu64 "-m%" PRId64 "\"", size, r->mtime_ns);
+}
+
+static int head(struct s3_backend *s, const char *key, const char *if_match,
+                struct backend_stat *st)
+{
+    struct s3_req r = {.method = "HEAD", .key = key, .if_match = if_match};
+    ssize_t rc = perform(s, &r);
+    if (rc == 0 && st)
+        fill_stat(&r, r.have_length ? r.content_length : 0, st);
+    req_fini(&r);
+    return (int)rc;
+}
+
+static int s3_stat(struct backend *be, const char *key, struct backend_stat *st)
+{
+    struct backend_stat tmp;
+    int rc = head(S(be), key, NULL, &tmp);
+    if (rc == 0)
+        *st = tmp;
+    return rc;
+}
+
+static ssize_t s3_read(struct backend *be, const char *key, uint64_t off, void *buf, size_t len,
+                       const char *if_match, struct backend_stat *st)
+{
+    struct s3_backend *s = S(be);
+    if (len == 0) {
+        /* No byte range can express an empty read: check the version with a HEAD. */
+        struct backend_stat tmp;
+        int rc = head(s, key, if_match, &tmp);
+        if (rc == 0 && st)
+            *st = tmp;
+        return rc;
+    }
+    struct s3_req r = {.method = "GET",
+                       .key = key,
+                       .out = buf,
+                       .out_cap = len,
+                       .ranged = true,
+                       .range_off = off,
+                       .skip = (size_t)off,
+                       .if_match = if_match};
+    ssize_t rc = perform(s, &r);
+    if (rc == -ERANGE) {
+        /* 416: the offset is at or past the end of the object, which reads 0 bytes. */
+        req_fini(&r);
+        struct backend_stat tmp;
+        int hrc = head(s, key, if_match, &tmp);
+        if (hrc)
+            return hrc;
+        if (off < tmp.size_bytes) {
+            tier_err_set("S3 GET %s/%s%s: 416 for offset %" PRIu64 " inside a %" PRIu64
+                         "-byte object",
+                         s->bucket, s->prefix, key, off, tmp.size_bytes);
+            return -EIO;
+        }
+        if (st)
+            *st = tmp;
+        return 0;
+    }
+    if (rc == 0) {
+        uint64_t size = r.have_total ? r.total_size : (uint64_t)r.body_pos;
+        if (st)
+            fill_stat(&r, size, st);
+        rc = (ssize_t)r.out_len;
+    }
+    req_fini(&r);
+    return rc;
+}
+
+/* Append "name=value" to a query being built in sorted order. */
+static int q_add(struct dynbuf *q, const char *name, const char *value)
+{
+    int rc = q->len ? dynbuf_append(q, "&", 1) : 0;
+    if (!rc)
+        rc = dynbuf_append(q, name, strlen(name));
+    if (!rc)
+        rc = dynbuf_append(q, "=", 1);
+    if (!rc && value)
+        rc = s3_uri_encode(q, value, false);
+    return rc;
+}
+
+static int s3_list(struct backend *be, const char *prefix, const char *delimiter, const char *token,
+                   size_t max_keys, struct backend_list_page *page)
+{
+    struct s3_backend *s = S(be);
+    struct dynbuf q, full;
+    dynbuf_init(&q, 8192);
+    dynbuf_init(&full, 4096);
+    char mk[24];
+    snprintf(mk, sizeof(mk), "%zu", max_keys ? (max_keys > 1000 ? 1000 : max_keys) : 1000);
+    int rc = dynbuf_printf(&full, "%s%s", s->prefix, prefix);
+    /* SigV4 in curl 7.88 signs the query as written: keep the parameters sorted by name. */
+    if (!rc && token)
+        rc = q_add(&q, "continuation-token", token);
+    if (!rc && delimiter)
+        rc = q_add(&q, "delimiter", delimiter);
+    if (!rc)
+        rc = q_add(&q, "list-type", "2");
+    if (!rc)
+        rc = q_add(&q, "max-keys", mk);
+    if (!rc)
+        rc = q_add(&q, "prefix", full.data);
+    if (rc) {
+        dynbuf_fini(&q);
+        dynbuf_fini(&full);
+        return rc == -E2BIG ? -ENAMETOOLONG : rc;
+    }
+    struct s3_req r = {.method = "GET", .query = q.data, .xml_max = S3_XML_MAX_BYTES};
+    ssize_t prc = perform(s, &r);
+    if (prc == 0) {
+        prc = s3_xml_parse_list(r.resp.data, r.resp.len, s->prefix, page);
+        if (prc)
+            tier_err_set("S3 list %s/%s: the server's ListObjectsV2 response could not be parsed",
+                         s->bucket, full.data);
+    }
+    req_fini(&r);
+    dynbuf_fini(&q);
+    dynbuf_fini(&full);
+    return (int)prc;
+}
+
+static int s3_put(struct backend *be, const char *key, const void *buf, size_t len, char *etag_out)
+{
+    struct s3_req r = {.method = "PUT", .key = key, .body = buf, .body_len = len};
+    ssize_t rc = perform(S(be), &r);
+    if (rc == 0 && etag_out)
+        tier_strlcpy(etag_out, r.etag, BACKEND_ETAG_MAX);
+    req_fini(&r);
+    return (int)rc;
+}
+
+static int s3_mpu_create(struct backend *be, const char *key, char **upload_id)
+{
+    struct s3_backend *s = S(be);
+    struct s3_req r = {.method = "POST", .key = key, .query = "uploads=", .xml_max = 65536};
+    ssize_t rc = perform(s, &r);
+    if (rc == 0) {
+        char id[1024];
+        rc = s3_xml_find_text(r.resp.data, r.resp.len, "InitiateMultipartUploadResult", "UploadId",
+                              id, sizeof(id));
+        if (rc == 0 && id[0] == '\0')
+            rc = -EPROTO;
+        if (rc) {
+            tier_err_set("S3 POST %s/%s%s?uploads: no UploadId in the response", s->bucket,
+                         s->prefix, key);
+            rc = -EPROTO;
+        } else {
+            *upload_id = strdup(id);
+            if (!*upload_id)
+                rc = -ENOMEM;
+        }
+    }
+    req_fini(&r);
+    return (int)rc;
+}
+
+static int upload_query(struct dynbuf *q, int part_no, const char *upload_id)
+{
+    int rc = 0;
+    if (part_no > 0) {
+        char pn[16];
+        snprintf(pn, sizeof(pn), "%d", part_no);
+        rc = q_add(q, "partNumber", pn);
+    }
+    if (!rc)
+        rc = q_add(q, "uploadId", upload_id);
+    return rc == -E2BIG ? -EINVAL : rc;
+}
+
+static int s3_mpu_put_part(struct backend *be, const char *key, const char *upload_id, int part_no,
+                           const void *buf, size_t len, char *etag_out)
+{
+    struct dynbuf q;
+    dynbuf_init(&q, 4096);
+    int rc = upload_query(&q, part_no, upload_id);
+    if (rc) {
+        dynbuf_fini(&q);
+        return rc;
+    }
+    struct s3_req r = {.method = "PUT", .key = key, .query = q.data, .body = buf, .body_len = len};
+    rc = (int)perform(S(be), &r);
+    if (rc == 0 && etag_out)
+        tier_strlcpy(etag_out, r.etag, BACKEND_ETAG_MAX);
+    req_fini(&r);
+    dynbuf_fini(&q);
+    return rc;
+}
+
+static int s3_mpu_complete(struct backend *be, const char *key, const char *upload_id,
+                           const struct backend_part *parts, size_t nparts, char *etag_out)
+{
+    struct s3_backend *s = S(be);
+    struct dynbuf q, body;
+    dynbuf_init(&q, 4096);
+    dynbuf_init(&body, 2u << 20);
+    int rc = upload_query(&q, 0, upload_id);
+    if (!rc)
+        rc = dynbuf_printf(&body, "<CompleteMultipartUpload>");
+    for (size_t i = 0; !rc && i < nparts; i++) {
+        rc = dynbuf_printf(&body, "<Part><PartNumber>%d</PartNumber><ETag>", parts[i].number);
+        if (!rc)
+            rc = s3_xml_escape(&body, parts[i].etag);
+        if (!rc)
+            rc = dynbuf_printf(&body, "</ETag></Part>");
+    }
+    if (!rc)
+        rc = dynbuf_printf(&body, "</CompleteMultipartUpload>");
+    if (rc) {
+        dynbuf_fini(&q);
+        dynbuf_fini(&body);
+        return rc == -E2BIG ? -EINVAL : rc;
+    }
+    struct s3_req r = {.method = "POST",
+                       .key = key,
+                       .query = q.data,
+                       .body = body.data,
+                       .body_len = body.len,
+                       .xml_max = 65536};
+    rc = (int)perform(s, &r);
+    if (rc == 0 && etag_out) {
+        etag_out[0] = '\0';
+        if (s3_xml_find_text(r.resp.data, r.resp.len, "CompleteMultipartUploadResult", "ETag",
+                             etag_out, BACKEND_ETAG_MAX) != 0)
+            etag_out[0] = '\0';
+    }
+    req_fini(&r);
+    dynbuf_fini(&q);
+    dynbuf_fini(&body);
+    if (rc == 0 && etag_out && etag_out[0] == '\0') {
+        /* RGW answers <ETag></ETag>: ask for it (a writer racing us could make this newer). */
+        struct backend_stat st;
+        if (head(s, key, NULL, &st) == 0)
+            tier_strlcpy(etag_out, st.etag, BACKEND_ETAG_MAX);
+    }
+    return rc;
+}
+
+static int s3_mpu_abort(struct backend *be, const char *key, const char *upload_id)
+{
+    struct dynbuf q;
+    dynbuf_init(&q, 4096);
+    int rc = upload_query(&q, 0, upload_id);
+    if (rc) {
+        dynbuf_fini(&q);
+        return rc;
+    }
+    struct s3_req r = {.method = "DELETE", .key = key, .query = q.data};
+    rc = (int)perform(S(be), &r);
+    req_fini(&r);
+    dynbuf_fini(&q);
+    return rc;
+}
+
+static int s3_del(struct backend *be, const char *key)
+{
+    struct s3_backend *s = S(be);
+    /* S3 answers 204 for a missing key too; backend.h promises -ENOENT, hence the HEAD. */
+    int rc = head(s, key, NULL, NULL);
+    if (rc)
+        return rc;
+    struct s3_req r = {.method = "DELETE", .key = key};
+    rc = (int)perform(s, &r);
+    req_fini(&r);
+    return rc;
+}
+
+static void s3_destroy(struct backend *be)
+{
+    struct s3_backend *s = S(be);
+    for (int i = 0; i < s->nfree; i++)
+        curl_easy_cleanup(s->free_handles[i]);
+    if (s->share)
+        curl_share_cleanup(s->share);
+    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+        pthread_mutex_destroy(&s->share_locks[i]);
+    pthread_mutex_destroy(&s->pool_lock);
+    pthread_cond_destroy(&s->pool_cond);
+    free(s->free_handles);
+    free(s->url_base);
+    free(s->bucket);
+    free(s->prefix);
+    free(s->sigv4);
+    free(s->access_key);
+    if (s->secret_key) {
+        explicit_bzero(s->secret_key, strlen(s->secret_key));
+        free(s->secret_key);
+    }
+    free(s->token);
+    free(s->base.name);
+    free(s);
+}
+
+static const struct backend_ops s3_ops = {
+    .type = "s3",
+    .stat = s3_stat,
+    .read = s3_read,
+    .list = s3_list,
+    .put = s3_put,
+    .mpu_create = s3_mpu_create,
+    .mpu_put_part = s3_mpu_put_part,
+    .mpu_complete = s3_mpu_complete,
+    .mpu_abort = s3_mpu_abort,
+    .del = s3_del,
+    .destroy = s3_destroy,
+};
+
+/* ---- construction -------------------------------------------------------------------------- */
+
+static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
+static CURLcode g_curl_init_rc;
+
+static void curl_init_once(void)
+{
+    g_curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static const char *pick(const char *cfg, const char *env)
+{
+    if (cfg)
+        return cfg;
+    const char *v = getenv(env);
+    return v && *v ? v : NULL;
+}
+
+/* "scheme://host[:port][/]" -> path style "scheme://host:port/bucket", virtual host style
+ * "scheme://bucket.host:port". */
+static int make_url_base(const struct s3_backend_config *cfg, char **out)
+{
+    const char *ep = cfg->endpoint;
+    const char *sep = strstr(ep, "://");
+    if (!sep || sep == ep || sep[3] == '\0') {
+        tier_err_set("S3 endpoint '%s' is not a URL like http://127.0.0.1:7480", ep);
+        return -EINVAL;
+    }
+    size_t eplen = strlen(ep);
+    while (eplen > 0 && ep[eplen - 1] == '/')
+        eplen--;
+    if (strchr(sep + 3, '/') && strchr(sep + 3, '/') < ep + eplen) {
+        tier_err_set("S3 endpoint '%s' must not contain a path", ep);
+        return -EINVAL;
+    }
+    int n;
+    if (cfg->path_style)
+        n = asprintf(out, "%.*s/%s", (int)eplen, ep, cfg->bucket);
+    else
+        n = asprintf(out, "%.*s%s.%.*s", (int)(sep + 3 - ep), ep, cfg->bucket,
+                     (int)(eplen - (size_t)(sep + 3 - ep)), sep + 3);
+    return n < 0 ? -ENOMEM : 0;
+}
+
+static bool bucket_name_ok(const char *b)
+{
+    size_t n = strlen(b);
+    if (n < 3 || n > 63)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = b[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+              (c >= 'A' && c <= 'Z') || c == '_'))
+            return false;
+    }
+    return true;
+}
+
+int backend_s3_open(const struct s3_backend_config *cfg, struct backend **out)
+{
+    if (!cfg || !cfg->endpoint || !cfg->bucket) {
+        tier_err_set("S3 backend needs an endpoint and a bucket");
+        return -EINVAL;
+    }
+    if (!bucket_name_ok(cfg->bucket)) {
+        tier_err_set("S3 bucket name '%s' is not valid (3-63 letters, digits, '-', '.')",
+                     cfg->bucket);
+        return -EINVAL;
+    }
+    const char *ak = pick(cfg->access_key, "AWS_ACCESS_KEY_ID");
+    const char *sk = pick(cfg->secret_key, "AWS_SECRET_ACCESS_KEY");
+    const char *tok = pick(cfg->session_token, "AWS_SESSION_TOKEN");
+    if (!ak || !sk) {
+        tier_err_set("S3 backend '%s': no credentials; set access_key and secret_key, or "
+                     "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+                     cfg->name ? cfg->name : cfg->bucket);
+        return -EINVAL;
+    }
+    const char *prefix = cfg->prefix ? cfg->prefix : "";
+    if (*prefix) {
+        size_t plen = strlen(prefix);
+        bool dir = prefix[plen - 1] == '/';
+        if (backend_key_valid(prefix, plen, dir) != 0)
+            return -EINVAL;
+    }
+    pthread_once(&g_curl_once, curl_init_once);
+    if (g_curl_init_rc != CURLE_OK) {
+        tier_err_set("curl_global_init failed: %s", curl_easy_strerror(g_curl_init_rc));
+        return -EIO;
+    }
+
+    struct s3_backend *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    int rc = -ENOMEM;
+    s->base.ops = &s3_ops;
+    pthread_mutex_init(&s->pool_lock, NULL);
+    pthread_cond_init(&s->pool_cond, NULL);
+    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+        pthread_mutex_init(&s->share_locks[i], NULL);
+    s->max_handles = cfg->max_connections > 0 ? cfg->max_connections : 16;
+    s->retry.max_retries = cfg->max_retries > 0 ? cfg->max_retries : (cfg->max_retries < 0 ? 0 : 4);
+    s->retry.base_ms = cfg->retry_base_ms ? cfg->retry_base_ms : 100;
+    s->retry.max_ms = cfg->retry_max_ms ? cfg->retry_max_ms : 5000;
+    s->connect_timeout_ms = (long)(cfg->connect_timeout_ms ? cfg->connect_timeout_ms : 3000);
+    s->request_timeout_ms = (long)(cfg->request_timeout_ms ? cfg->request_timeout_ms : 30000);
+
+    s->base.name = strdup(cfg->name ? cfg->name : "s3");
+    s->bucket = strdup(cfg->bucket);
+    s->access_key = strdup(ak);
+    s->secret_key = strdup(sk);
+    s->free_handles = calloc((size_t)s->max_handles, sizeof(*s->free_handles));
+    if (!s->base.name || !s->bucket || !s->access_key || !s->secret_key || !s->free_handles)
+        goto fail;
+    size_t plen = strlen(prefix);
+    if (asprintf(&s->prefix, "%s%s", prefix, plen && prefix[plen - 1] != '/' ? "/" : "") < 0) {
+        s->prefix = NULL;
+        goto fail;
+    }
+    if (asprintf(&s->sigv4, "aws:amz:%s:s3", cfg->region ? cfg->region : "us-east-1") < 0) {
+        s->sigv4 = NULL;
+        goto fail;
+    }
+    if (tok && !(s->token = strdup(tok)))
+        goto fail;
+    rc = make_url_base(cfg, &s->url_base);
+    if (rc)
+        goto fail;
+    rc = -ENOMEM;
+    s->share = curl_share_init();
+    if (!s->share)
+        goto fail;
+    curl_share_setopt(s->share, CURLSHOPT_LOCKFUNC, share_lock);
+    curl_share_setopt(s->share, CURLSHOPT_UNLOCKFUNC, share_unlock);
+    curl_share_setopt(s->share, CURLSHOPT_USERDATA, s);
+    curl_share_setopt(s->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+    curl_share_setopt(s->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+    if (curl_share_setopt(s->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) != CURLSHE_OK)
+        log_warn("S3 backend '%s': this libcurl cannot share connections; each handle keeps its "
+                 "own",
+                 s->base.name);
+    *out = &s->base;
+    return 0;
+fail:
+    s3_destroy(&s->base);
+    return rc;
+}

@@ -1,0 +1,403 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * s3_xml.c - the S3 backend's XML: ListObjectsV2 listings, error documents, single-value results
+ * (UploadId, ETag) parsed with expat, and escaping for the bodies we send. Called by s3.c on
+ * response bodies it has already bounded to S3_XML_MAX_BYTES. Stateless; thread-safe.
+ *
+ * DESIGN: one small walker (xml_walk) feeds expat events to per-document callbacks with the
+ * element path so far and the text of the element just closed; each document type is then a
+ * dozen lines. Expat unescapes entities (`a&amp;b` -> `a&b`); a DOCTYPE is refused outright so no
+ * entity can be declared (no billion-laughs, no external entities). Any parse error, an
+ * unexpected root element or an over-long text is -EPROTO; nothing here trusts the server.
+ */
+#include "tiers/s3_int.h"
+
+#include <errno.h>
+#include <expat.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/strutil.h"
+
+#define WALK_DEPTH 4
+#define WALK_NAME 40
+
+struct xml_walk {
+    XML_Parser p;
+    int depth;                             /* current element depth; root = 1 */
+    char names[WALK_DEPTH + 1][WALK_NAME]; /* names[d] = element at depth d (truncated) */
+    struct dynbuf text;                    /* text of the innermost open element */
+    int err;
+    void (*on_start)(struct xml_walk *w, const char *name);
+    void (*on_end)(struct xml_walk *w, const char *name, const char *text);
+    void *ud;
+};
+
+static void walk_fail(struct xml_walk *w, int err)
+{
+    if (!w->err)
+        w->err = err;
+    XML_StopParser(w->p, XML_FALSE);
+}
+
+static void XMLCALL walk_start(void *ud, const XML_Char *name, const XML_Char **attrs)
+{
+    (void)attrs;
+    struct xml_walk *w = ud;
+    if (w->err)
+        return;
+    w->depth++;
+    if (w->depth <= WALK_DEPTH)
+        tier_strlcpy(w->names[w->depth], name, WALK_NAME);
+    dynbuf_reset(&w->text);
+    if (w->on_start)
+        w->on_start(w, name);
+}
+
+static void XMLCALL walk_end(void *ud, const XML_Char *name)
+{
+    struct xml_walk *w = ud;
+    if (w->err)
+        return;
+    if (w->on_end)
+        w->on_end(w, name, w->text.data ? w->text.data : "");
+    dynbuf_reset(&w->text);
+    w->depth--;
+}
+
+static void XMLCALL walk_text(void *ud, const XML_Char *s, int len)
+{
+    struct xml_walk *w = ud;
+    if (w->err || w->depth < 2 || len <= 0)
+        return;
+    if (dynbuf_append(&w->text, s, (size_t)len) != 0)
+        walk_fail(w, -EPROTO);
+}
+
+static void XMLCALL walk_doctype(void *ud, const XML_Char *name, const XML_Char *sysid,
+                                 const XML_Char *pubid, int has_internal_subset)
+{
+    (void)name;
+    (void)sysid;
+    (void)pubid;
+    (void)has_internal_subset;
+    walk_fail(ud, -EPROTO);
+}
+
+static int walk_run(struct xml_walk *w, const char *xml, size_t len)
+{
+    if (len > S3_XML_MAX_BYTES)
+        return -EPROTO;
+    /* S3 may send whitespace to keep a slow CompleteMultipartUpload alive; expat wants the XML
+     * declaration first. */
+    while (len > 0 && (*xml == ' ' || *xml == '\n' || *xml == '\r' || *xml == '\t')) {
+        xml++;
+        len--;
+    }
+    w->p = XML_ParserCreate("UTF-8");
+    if (!w->p)
+        return -ENOMEM;
+    dynbuf_init(&w->text, S3_XML_TEXT_MAX);
+    XML_SetUserData(w->p, w);
+    XML_SetElementHandler(w->p, walk_start, walk_end);
+    XML_SetCharacterDataHandler(w->p, walk_text);
+    XML_SetStartDoctypeDeclHandler(w->p, walk_doctype);
+    enum XML_Status st = XML_Parse(w->p, xml ? xml : "", (int)len, XML_TRUE);
+    int rc = w->err;
+    if (!rc && st != XML_STATUS_OK)
+        rc = -EPROTO;
+    if (!rc && w->names[1][0] == '\0')
+        rc = -EPROTO; /* no root element */
+    XML_ParserFree(w->p);
+    dynbuf_fini(&w->text);
+    return rc;
+}
+
+/* ---- ListObjectsV2 -------------------------------------------------------------------------- */
+
+struct list_ctx {
+    struct backend_entry *v;
+    size_t n, cap;
+    struct backend_entry cur; /* entry being parsed (Contents or CommonPrefixes) */
+    bool in_entry;
+    bool truncated;
+    bool url_encoded;
+    char *token;
+};
+
+static void list_start(struct xml_walk *w, const char *name)
+{
+    struct list_ctx *lc = w->ud;
+    if (w->depth == 1 && strcmp(name, "ListBucketResult") != 0) {
+        walk_fail(w, -EPROTO);
+        return;
+    }
+    if (w->depth == 2 && (strcmp(name, "Contents") == 0 || strcmp(name, "CommonPrefixes") == 0)) {
+        free(lc->cur.name);
+        memset(&lc->cur, 0, sizeof(lc->cur));
+        lc->cur.is_prefix = strcmp(name, "CommonPrefixes") == 0;
+        lc->in_entry = true;
+    }
+}
+
+static int set_str(char **dst, const char *text)
+{
+    char *s = strdup(text);
+    if (!s)
+        return -ENOMEM;
+    free(*dst);
+    *dst = s;
+    return 0;
+}
+
+static void list_end(struct xml_walk *w, const char *name, const char *text)
+{
+    struct list_ctx *lc = w->ud;
+    int rc = 0;
+    if (w->depth == 3 && lc->in_entry) {
+        struct backend_entry *e = &lc->cur;
+        if (!e->is_prefix && strcmp(name, "Key") == 0) {
+            rc = set_str(&e->name, text);
+        } else if (e->is_prefix && strcmp(name, "Prefix") == 0) {
+            rc = set_str(&e->name, text);
+        } else if (!e->is_prefix && strcmp(name, "Size") == 0) {
+            rc = tier_parse_u64(text, &e->size_bytes) ? -EPROTO : 0;
+        } else if (!e->is_prefix && strcmp(name, "LastModified") == 0) {
+            rc = s3_time_parse_iso8601(text, &e->mtime_ns) ? -EPROTO : 0;
+        } else if (!e->is_prefix && strcmp(name, "ETag") == 0) {
+            if (tier_strlcpy(e->etag, text, sizeof(e->etag)) >= sizeof(e->etag))
+                rc = -EPROTO;
+        }
+    } else if (w->depth == 2) {
+        if (strcmp(name, "Contents") == 0 || strcmp(name, "CommonPrefixes") == 0) {
+            if (!lc->cur.name) {
+                rc = -EPROTO; /* an entry without a key */
+            } else {
+                if (lc->n == lc->cap) {
+                    size_t cap = lc->cap ? lc->cap * 2 : 64;
+                    struct backend_entry *v = realloc(lc->v, cap * sizeof(*v));
+                    if (!v) {
+                        walk_fail(w, -ENOMEM);
+                        return;
+                    }
+                    lc->v = v;
+                    lc->cap = cap;
+                }
+                lc->v[lc->n++] = lc->cur;
+                memset(&lc->cur, 0, sizeof(lc->cur));
+            }
+            lc->in_entry = false;
+        } else if (strcmp(name, "IsTruncated") == 0) {
+            lc->truncated = strcmp(text, "true") == 0;
+        } else if (strcmp(name, "NextContinuationToken") == 0) {
+            rc = set_str(&lc->token, text);
+        } else if (strcmp(name, "EncodingType") == 0) {
+            lc->url_encoded = strcmp(text, "url") == 0;
+        }
+    }
+    if (rc)
+        walk_fail(w, rc);
+}
+
+static int entry_cmp(const void *a, const void *b)
+{
+    const struct backend_entry *x = a, *y = b;
+    return strcmp(x->name, y->name);
+}
+
+int s3_xml_parse_list(const char *xml, size_t len, const char *strip,
+                      struct backend_list_page *page)
+{
+    struct list_ctx lc = {0};
+    struct xml_walk w = {.on_start = list_start, .on_end = list_end, .ud = &lc};
+    size_t strip_len = strip ? strlen(strip) : 0;
+    memset(page, 0, sizeof(*page));
+    int rc = walk_run(&w, xml, len);
+    if (rc)
+        goto fail;
+    if (lc.truncated && (!lc.token || !*lc.token)) {
+        rc = -EPROTO; /* cannot continue a truncated listing without a token */
+        goto fail;
+    }
+    /* Decode (EncodingType=url) and check the backend prefix first, so a failure leaves every
+     * entry owned exactly once; then strip the prefix and drop the prefix object itself. */
+    for (size_t i = 0; i < lc.n; i++) {
+        if (lc.url_encoded && s3_uri_decode(lc.v[i].name) != 0) {
+            rc = -EPROTO;
+            goto fail;
+        }
+        if (strncmp(lc.v[i].name, strip ? strip : "", strip_len) != 0) {
+            rc = -EPROTO; /* the server answered with a key outside our prefix */
+            goto fail;
+        }
+    }
+    size_t out = 0;
+    for (size_t i = 0; i < lc.n; i++) {
+        struct backend_entry e = lc.v[i];
+        if (e.name[strip_len] == '\0') {
+            free(e.name);
+            continue;
+        }
+        memmove(e.name, e.name + strip_len, strlen(e.name + strip_len) + 1);
+        lc.v[out++] = e;
+    }
+    lc.n = out;
+    /* S3 returns objects and common prefixes in two runs; the interface promises key order. */
+    if (lc.n > 1)
+        qsort(lc.v, lc.n, sizeof(*lc.v), entry_cmp);
+    free(lc.cur.name);
+    page->entries = lc.v;
+    page->n = lc.n;
+    page->next_token = lc.truncated ? lc.token : NULL;
+    if (!lc.truncated)
+        free(lc.token);
+    return 0;
+fail:
+    for (size_t i = 0; i < lc.n; i++)
+        free(lc.v[i].name);
+    free(lc.v);
+    free(lc.cur.name);
+    free(lc.token);
+    return rc;
+}
+
+/* ---- error documents and single values ------------------------------------------------------ */
+
+struct find_ctx {
+    const char *root;
+    const char *child;
+    char *out;
+    size_t outsz;
+    bool found;
+    /* error mode */
+    struct s3_error *err;
+};
+
+static void find_start(struct xml_walk *w, const char *name)
+{
+    struct find_ctx *fc = w->ud;
+    if (w->depth == 1 && strcmp(name, fc->root) != 0)
+        walk_fail(w, -EPROTO);
+}
+
+static void find_end(struct xml_walk *w, const char *name, const char *text)
+{
+    struct find_ctx *fc = w->ud;
+    if (w->depth != 2)
+        return;
+    if (fc->err) {
+        if (strcmp(name, "Code") == 0)
+            tier_strlcpy(fc->err->code, text, sizeof(fc->err->code));
+        else if (strcmp(name, "Message") == 0)
+            tier_strlcpy(fc->err->message, text, sizeof(fc->err->message));
+        return;
+    }
+    if (!fc->found && strcmp(name, fc->child) == 0) {
+        fc->found = true;
+        if (tier_strlcpy(fc->out, text, fc->outsz) >= fc->outsz)
+            walk_fail(w, -ENAMETOOLONG);
+    }
+}
+
+int s3_xml_parse_error(const char *xml, size_t len, struct s3_error *err)
+{
+    memset(err, 0, sizeof(*err));
+    struct find_ctx fc = {.root = "Error", .err = err};
+    struct xml_walk w = {.on_start = find_start, .on_end = find_end, .ud = &fc};
+    return walk_run(&w, xml, len);
+}
+
+int s3_xml_find_text(const char *xml, size_t len, const char *root, const char *child, char *out,
+                     size_t outsz)
+{
+    if (!outsz)
+        return -ENAMETOOLONG;
+    struct find_ctx fc = {.root = root, .child = child, .out = out, .outsz = outsz};
+    struct xml_walk w = {.on_start = find_start, .on_end = find_end, .ud = &fc};
+    out[0] = '\0';
+    int rc = walk_run(&w, xml, len);
+    if (rc)
+        return rc;
+    return fc.found ? 0 : -ENOENT;
+}
+
+int s3_xml_escape(struct dynbuf *out, const char *s)
+{
+    for (; *s; s++) {
+        const char *rep = NULL;
+        switch (*s) {
+        case '&':
+            rep = "&amp;";
+            break;
+        case '<':
+            rep = "&lt;";
+            break;
+        case '>':
+            rep = "&gt;";
+            break;
+        case '"':
+            rep = "&quot;";
+            break;
+        case '\'':
+            rep = "&apos;";
+            break;
+        default:
+            break;
+        }
+        int rc = rep ? dynbuf_append(out, rep, strlen(rep)) : dynbuf_append(out, s, 1);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int digits(const char *s, int n, int *out)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -EINVAL;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+int s3_time_parse_iso8601(const char *s, int64_t *ns)
+{
+    /* YYYY-MM-DDTHH:MM:SS[.fff...]Z */
+    int y, mo, d, h, mi, sec;
+    if (strlen(s) < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' ||
+        s[16] != ':')
+        return -EINVAL;
+    if (digits(s, 4, &y) || digits(s + 5, 2, &mo) || digits(s + 8, 2, &d) ||
+        digits(s + 11, 2, &h) || digits(s + 14, 2, &mi) || digits(s + 17, 2, &sec))
+        return -EINVAL;
+    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
+        return -EINVAL;
+    const char *p = s + 19;
+    int64_t frac_ns = 0;
+    if (*p == '.') {
+        p++;
+        int64_t scale = 100000000;
+        if (*p < '0' || *p > '9')
+            return -EINVAL;
+        for (; *p >= '0' && *p <= '9'; p++) {
+            frac_ns += (*p - '0') * scale;
+            scale /= 10;
+        }
+    }
+    if (p[0] != 'Z' || p[1] != '\0')
+        return -EINVAL;
+    struct tm tm = {.tm_year = y - 1900,
+                    .tm_mon = mo - 1,
+                    .tm_mday = d,
+                    .tm_hour = h,
+                    .tm_min = mi,
+                    .tm_sec = sec};
+    time_t t = timegm(&tm);
+    *ns = (int64_t)t * 1000000000LL + frac_ns;
+    return 0;
+}
