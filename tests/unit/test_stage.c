@@ -12,6 +12,7 @@
  * kept (a wrapper backend injects the failure); freeing the registry cancels a running job.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -36,13 +37,20 @@
 #define NFILES_SUB 60 /* under sub/deeper/: 300 in all */
 #define NFILES (NFILES_TOP + NFILES_SUB)
 #define BLOCK (64u * 1024)
+#define NGATED 20
 #define DEADLINE_NS (60 * TIER_NS_PER_SEC)
 
-/* A backend that forwards to a real one and fails stat() of keys containing "bad": the only
- * way to make one file of a listing fail deterministically. */
+/* A backend that forwards to a real one, fails stat() of keys containing "bad" (the only way
+ * to make one file of a listing fail deterministically) and holds reads of keys containing
+ * "gate" until the test opens the gate (to catch a job in the middle of a fetch). */
 struct wrap_backend {
     struct backend base;
     struct backend *inner;
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    bool gate_open;
+    int gate_waiting; /* reads that reached the closed gate */
+    int gate_reads;   /* gated reads performed */
 };
 
 static int wrap_stat(struct backend *be, const char *key, struct backend_stat *st)
@@ -59,6 +67,14 @@ static ssize_t wrap_read(struct backend *be, const char *key, uint64_t off, void
                          const char *if_match, struct backend_stat *st)
 {
     struct wrap_backend *w = (struct wrap_backend *)be;
+    if (strstr(key, "gate")) {
+        pthread_mutex_lock(&w->mu);
+        w->gate_waiting++;
+        while (!w->gate_open)
+            pthread_cond_wait(&w->cond, &w->mu);
+        w->gate_reads++;
+        pthread_mutex_unlock(&w->mu);
+    }
     return backend_read(w->inner, key, off, buf, len, if_match, st);
 }
 
@@ -82,6 +98,7 @@ struct fixture {
     struct tierd d;
     char cname[16], nspath[16], nsprefix[16];
     char bname[16], bpath[16], bprefix[16];
+    char gpath[16], gprefix[16];
 };
 
 static struct fixture *F;
@@ -119,6 +136,13 @@ static void write_dataset(struct fixture *f)
     tu_write_file(path, buf, 100);
     snprintf(path, sizeof(path), "%s/other/good2.bin", f->root);
     tu_write_file(path, buf, 100);
+    /* For the cancel test: files whose reads wait at the gate. */
+    snprintf(path, sizeof(path), "%s/gated", f->root);
+    assert_int_equal(mkdir(path, 0755), 0);
+    for (int i = 0; i < NGATED; i++) {
+        snprintf(path, sizeof(path), "%s/gated/gate%02d.bin", f->root, i);
+        tu_write_file(path, buf, 100);
+    }
     free(buf);
 }
 
@@ -152,6 +176,8 @@ static int setup(void **state)
     f->wrap.base.ops = &wrap_ops;
     f->wrap.base.name = f->bname;
     f->wrap.inner = d->backends[0];
+    pthread_mutex_init(&f->wrap.mu, NULL);
+    pthread_cond_init(&f->wrap.cond, NULL);
     tier_strlcpy(f->bname, "wrap", sizeof(f->bname));
 
     tier_strlcpy(f->cname, "warm", sizeof(f->cname));
@@ -159,14 +185,19 @@ static int setup(void **state)
     tier_strlcpy(f->nsprefix, "data/", sizeof(f->nsprefix));
     tier_strlcpy(f->bpath, "/bad", sizeof(f->bpath));
     tier_strlcpy(f->bprefix, "other/", sizeof(f->bprefix));
+    tier_strlcpy(f->gpath, "/gated", sizeof(f->gpath));
+    tier_strlcpy(f->gprefix, "gated/", sizeof(f->gprefix));
     d->cfg.namespaces[0] = (struct tierd_ns_conf){
         .path = f->nspath, .backend = f->cname, .prefix = f->nsprefix, .mode = TIERD_NS_READ_CACHE};
     d->cfg.namespaces[1] = (struct tierd_ns_conf){
         .path = f->bpath, .backend = f->bname, .prefix = f->bprefix, .mode = TIERD_NS_READ_CACHE};
-    d->cfg.nnamespaces = 2;
+    d->cfg.namespaces[2] = (struct tierd_ns_conf){
+        .path = f->gpath, .backend = f->bname, .prefix = f->gprefix, .mode = TIERD_NS_READ_CACHE};
+    d->cfg.nnamespaces = 3;
     d->ns[0] = (struct tierd_ns){.conf = &d->cfg.namespaces[0], .be = d->backends[0]};
     d->ns[1] = (struct tierd_ns){.conf = &d->cfg.namespaces[1], .be = &f->wrap.base};
-    d->nns = 2;
+    d->ns[2] = (struct tierd_ns){.conf = &d->cfg.namespaces[2], .be = &f->wrap.base};
+    d->nns = 3;
 
     assert_int_equal(cache_open(&d->cfg.cache, &d->cache), 0);
     struct sched_config sc = {.max_inflight = 8};
@@ -185,6 +216,8 @@ static int teardown(void **state)
     cache_close(f->d.cache);
     sched_free(f->d.sched);
     backend_free(f->d.backends[0]);
+    pthread_cond_destroy(&f->wrap.cond);
+    pthread_mutex_destroy(&f->wrap.mu);
     tu_rmtree(f->dir);
     free(f->dir);
     free(f->root);
@@ -337,22 +370,67 @@ static void test_stage_error_counted(void **state)
     assert_string_equal(p.first_error, "/bad/bad.bin: injected failure for other/bad.bin");
 }
 
+struct free_arg {
+    struct stage_registry *r;
+};
+
+static void *free_main(void *arg)
+{
+    stage_registry_free(((struct free_arg *)arg)->r);
+    return NULL;
+}
+
 static void test_stage_cancel_on_free(void **state)
 {
     (void)state;
-    struct stage_registry *r = NULL;
+    struct wrap_backend *w = &F->wrap;
     struct stage_progress p;
     uint64_t id = 0;
-    const char *paths[] = {"/ds", "/bad"};
+    const char *paths[] = {"/gated"};
+    struct free_arg fa = {NULL};
+    pthread_t th;
 
-    /* Evict so that the job has real work, then free the registry while it runs: the free must
-     * stop it and return (a hang would hit the test timeout), leaking nothing (ASan). */
-    assert_true(cache_evict(F->d.cache, "warm", "") >= 0);
-    assert_int_equal(stage_registry_new(&F->d, &r), 0);
-    assert_int_equal(stage_start(r, paths, 2, false, &id), 0);
+    assert_int_equal(stage_registry_new(&F->d, &fa.r), 0);
+    assert_int_equal(stage_start(fa.r, paths, 1, false, &id), 0);
     assert_int_equal(id, 1); /* ids count per registry */
-    assert_int_equal(stage_progress_get(r, id, &p), 0);
-    stage_registry_free(r);
+
+    /* Wait until a worker is inside a backend read, held at the gate. */
+    uint64_t deadline = tier_now_mono_ns() + DEADLINE_NS;
+    for (;;) {
+        pthread_mutex_lock(&w->mu);
+        int waiting = w->gate_waiting;
+        pthread_mutex_unlock(&w->mu);
+        if (waiting > 0)
+            break;
+        assert_true(tier_now_mono_ns() < deadline);
+        tier_sleep_ms(1);
+    }
+    assert_int_equal(stage_progress_get(fa.r, id, &p), 0);
+    assert_int_equal(p.state, STAGE_RUNNING);
+
+    /* Free the registry from another thread. It cancels the job, then waits for the worker held
+     * at the gate. Once the job has left the registry (progress -ENOENT) it is cancelled. */
+    assert_int_equal(pthread_create(&th, NULL, free_main, &fa), 0);
+    deadline = tier_now_mono_ns() + DEADLINE_NS;
+    while (stage_progress_get(fa.r, id, &p) == 0) {
+        assert_true(tier_now_mono_ns() < deadline);
+        tier_sleep_ms(1);
+    }
+    pthread_mutex_lock(&w->mu);
+    int entered = w->gate_waiting;
+    w->gate_open = true;
+    pthread_cond_broadcast(&w->cond);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(th, NULL);
+
+    /* Only the reads already started when the job was cancelled were done; no worker took a
+     * new file or block afterwards. */
+    pthread_mutex_lock(&w->mu);
+    assert_int_equal(w->gate_reads, entered);
+    assert_true(w->gate_reads >= 1);
+    assert_true(w->gate_reads <= F->d.cfg.stage_threads);
+    assert_true(w->gate_reads < NGATED);
+    pthread_mutex_unlock(&w->mu);
     stage_registry_free(NULL);
 }
 
