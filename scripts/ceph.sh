@@ -271,6 +271,11 @@ osd pool default pg autoscale mode = off
 mon allow pool size one = true
 mon allow pool delete = true
 mon warn on pool no redundancy = false
+mon warn on insecure global id reclaim allowed = false
+# The mon shuts itself down below mon_data_avail_crit (5%) free on the host file system; a busy
+# CI disk should not take the test cluster down, so only stop at 1%.
+mon data avail warn = 2
+mon data avail crit = 1
 osd crush chooseleaf type = 0
 
 [mon]
