@@ -104,7 +104,7 @@ our_pids() {
     return 0
 }
 
-# wait_gone GRACE PID...: SIGTERM, wait up to GRACE s, then SIGKILL and wait a little more.
+# kill_and_wait GRACE PID...: SIGTERM, wait up to GRACE s, then SIGKILL and wait a little more.
 kill_and_wait() {
     local grace=$1 p left end
     shift
