@@ -1,0 +1,410 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test_tierbench.c - unit tests for tierbench's engines and helpers (tierbench_core), driven
+ * in-process: open-loop pacing against a target whose per-read latency the test controls (through
+ * the engine's pluggable I/O function), AU arithmetic on tmpfs and on a target of known speed,
+ * checkpoint writing and clean-up, the keyed shuffle, and the parsers. The command line and the
+ * output files are tested by test_tierbench_cli.
+ */
+#include <errno.h>
+#include <ftw.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "bench/tb.h"
+#include "common/timeutil.h"
+#include "testutil.h"
+
+/* ---- a target of controlled speed: every read takes delay_ns, then really reads ---- */
+struct slow_target {
+    uint64_t delay_ns;
+    _Atomic uint64_t calls;
+    uint64_t starts[4096];
+};
+
+static ssize_t slow_pread(void *arg, int fd, void *buf, size_t len, uint64_t off)
+{
+    struct slow_target *t = arg;
+    uint64_t now = tier_now_mono_ns();
+    uint64_t k = atomic_fetch_add(&t->calls, 1);
+    if (k < sizeof(t->starts) / sizeof(t->starts[0]))
+        t->starts[k] = now;
+    tb_sleep_until(now + t->delay_ns);
+    ssize_t n = pread(fd, buf, len, (off_t)off);
+    return n < 0 ? -errno : n;
+}
+
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    remove(p);
+    return 0;
+}
+
+static void rm_rf(const char *p)
+{
+    nftw(p, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A small dataset made by `gen` in dir. */
+static void make_dataset(const char *dir, uint64_t files, const char *size)
+{
+    struct tb_gen_cfg g = {.files = files, .seed = 1};
+    char err[256];
+    assert_int_equal(tb_size_dist_parse(size, &g.size), 0);
+    if (tb_gen_run(dir, &g, err, sizeof(err)) != 0)
+        fail_msg("gen: %s", err);
+}
+
+struct fixture {
+    char *dir;
+    struct tb_dataset ds;
+    struct tb_class_result res;
+    struct tb_series series;
+};
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    char err[256];
+    f->dir = tu_mkdtemp("tierbench");
+    make_dataset(f->dir, 16, "fixed:256K");
+    if (tb_dataset_load(&f->ds, f->dir, NULL, 0, err, sizeof(err)) != 0)
+        fail_msg("load: %s", err);
+    assert_int_equal(tb_result_init(&f->res), 0);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    tb_result_fini(&f->res);
+    tb_series_fini(&f->series);
+    tb_dataset_fini(&f->ds);
+    tu_rmtree(f->dir);
+    free(f->dir);
+    free(f);
+    return 0;
+}
+
+static struct tb_infer_cfg infer_cfg(double rate, unsigned threads)
+{
+    return (struct tb_infer_cfg){.enabled = 1,
+                                 .rate = rate,
+                                 .threads = threads,
+                                 .min_bytes = 4096,
+                                 .max_bytes = 65536,
+                                 .max_files = 64,
+                                 .drain_ns = 10 * TIER_NS_PER_SEC};
+}
+
+/* A slow target with enough workers: requests still start on the open-loop schedule. */
+static void test_pacing_keeps_rate(void **state)
+{
+    struct fixture *f = *state;
+    static struct slow_target t;
+    memset(&t, 0, sizeof(t));
+    t.delay_ns = 40 * TIER_NS_PER_MS;
+    struct tb_io io = {.pread = slow_pread, .arg = &t};
+    struct tb_infer_cfg cfg = infer_cfg(200, 32); /* capacity 800/s > 200/s */
+    uint64_t t0 = tier_now_mono_ns() + 20 * TIER_NS_PER_MS;
+    assert_int_equal(tb_series_init(&f->series, t0, 20), 0);
+    assert_int_equal(tb_infer_run(&cfg, &f->ds, &io, 1, t0, TIER_NS_PER_SEC, &f->res, &f->series),
+                     0);
+    assert_int_equal(f->res.scheduled, 200);
+    assert_int_equal(f->res.ops, 200);
+    assert_int_equal(f->res.dropped, 0);
+    assert_int_equal(f->res.errors, 0);
+    assert_true(f->res.issued_in_window >= 198);
+    /* Starts are spread evenly over the second: each 100 ms holds ~20. */
+    unsigned bins[10] = {0};
+    for (uint64_t i = 0; i < t.calls; i++) {
+        uint64_t rel = t.starts[i] - t0;
+        if (rel < TIER_NS_PER_SEC)
+            bins[rel / (100 * TIER_NS_PER_MS)]++;
+    }
+    for (int b = 0; b < 10; b++)
+        if (bins[b] < 16 || bins[b] > 24)
+            fail_msg("100ms bin %d holds %u request starts, expected ~20", b, bins[b]);
+    /* Latency is the target's 40 ms, not more: nothing queued. */
+    uint64_t p50 = tier_hist_percentile(f->res.lat, 50);
+    uint64_t p99 = tier_hist_percentile(f->res.lat, 99);
+    assert_true(p50 >= 40 * TIER_NS_PER_MS);
+    assert_true(p99 < 60 * TIER_NS_PER_MS);
+    assert_int_equal(atomic_load(&f->series.slots[TB_INFER][0].ops), 200);
+}
+
+/* One worker, 20 ms per read, 100 req/s: the target serves only 50/s, so request i waits for the
+ * i requests before it. Latency measured from the intended time grows ~10 ms per request
+ * (20 (i+1) - 10 i ms), which a closed-loop client would report as a flat 20 ms. */
+static void test_queueing_counted_in_latency(void **state)
+{
+    struct fixture *f = *state;
+    static struct slow_target t;
+    memset(&t, 0, sizeof(t));
+    t.delay_ns = 20 * TIER_NS_PER_MS;
+    struct tb_io io = {.pread = slow_pread, .arg = &t};
+    struct tb_infer_cfg cfg = infer_cfg(100, 1);
+    uint64_t t0 = tier_now_mono_ns() + 20 * TIER_NS_PER_MS;
+    assert_int_equal(tb_series_init(&f->series, t0, 20), 0);
+    assert_int_equal(tb_infer_run(&cfg, &f->ds, &io, 2, t0, TIER_NS_PER_SEC, &f->res, &f->series),
+                     0);
+    assert_int_equal(f->res.scheduled, 100);
+    assert_int_equal(f->res.ops, 100); /* all completed during the drain */
+    assert_int_equal(f->res.dropped, 0);
+    double p50 = (double)tier_hist_percentile(f->res.lat, 50) / 1e6;
+    double mx = (double)tier_hist_max(f->res.lat) / 1e6;
+    double mn = (double)tier_hist_min(f->res.lat) / 1e6;
+    /* expected: request 49 (the median) 20*50 - 490 = 510 ms; request 99: 1010 ms; first: 20 ms */
+    if (p50 < 450 || p50 > 650)
+        fail_msg("p50 %.1f ms, expected ~510 ms", p50);
+    if (mx < 950 || mx > 1300)
+        fail_msg("max %.1f ms, expected ~1010 ms", mx);
+    assert_true(mn >= 20 && mn < 40);
+    assert_true(f->res.late >= 90); /* nearly every request started after its intended time */
+}
+
+/* With a drain timeout too short for the backlog, unserved requests are counted as dropped,
+ * with the time they had waited, never silently forgotten. */
+static void test_drain_timeout_drops(void **state)
+{
+    struct fixture *f = *state;
+    static struct slow_target t;
+    memset(&t, 0, sizeof(t));
+    t.delay_ns = 50 * TIER_NS_PER_MS;
+    struct tb_io io = {.pread = slow_pread, .arg = &t};
+    struct tb_infer_cfg cfg = infer_cfg(100, 1);
+    cfg.drain_ns = 100 * TIER_NS_PER_MS;
+    uint64_t t0 = tier_now_mono_ns() + 20 * TIER_NS_PER_MS;
+    assert_int_equal(tb_series_init(&f->series, t0, 20), 0);
+    assert_int_equal(
+        tb_infer_run(&cfg, &f->ds, &io, 3, t0, 500 * TIER_NS_PER_MS, &f->res, &f->series), 0);
+    assert_int_equal(f->res.scheduled, 50);
+    assert_true(f->res.ops >= 10 && f->res.ops <= 14); /* 600 ms / 50 ms */
+    assert_int_equal(f->res.ops + f->res.dropped, 50);
+    assert_int_equal(tier_hist_count(f->res.lat), 50);
+    assert_true(tier_hist_max(f->res.lat) >= 100 * TIER_NS_PER_MS);
+}
+
+static struct tb_train_cfg train_cfg(unsigned threads, unsigned batch, uint64_t compute_ns)
+{
+    return (struct tb_train_cfg){
+        .enabled = 1, .threads = threads, .batch = batch, .prefetch = 2, .compute_ns = compute_ns};
+}
+
+/* On tmpfs reads take microseconds, so the accelerator almost never waits: AU near 100 % and
+ * the sample rate is the compute bound 1 / compute_per_sample. */
+static void test_au_tmpfs(void **state)
+{
+    (void)state;
+    char dir[] = "/dev/shm/tierbench-au.XXXXXX";
+    char err[256];
+    struct tb_dataset ds;
+    struct tb_class_result res;
+    struct tb_series series;
+    if (!mkdtemp(dir))
+        skip(); /* no tmpfs on this machine */
+    make_dataset(dir, 64, "fixed:16K");
+    assert_int_equal(tb_dataset_load(&ds, dir, NULL, 0, err, sizeof(err)), 0);
+    assert_int_equal(ds.nitems, 64);
+    assert_int_equal(tb_result_init(&res), 0);
+    struct tb_train_cfg cfg = train_cfg(2, 4, 2 * TIER_NS_PER_MS);
+    uint64_t t0 = tier_now_mono_ns() + 20 * TIER_NS_PER_MS;
+    uint64_t dur = 1500 * TIER_NS_PER_MS;
+    assert_int_equal(tb_series_init(&series, t0, 10), 0);
+    assert_int_equal(tb_train_run(&cfg, &ds, NULL, 5, t0, dur, &res, &series), 0);
+    double au = tb_result_au(&res), sps = tb_result_ops_per_s(&res);
+    /* compute bound: 1 / 2 ms = 500 samples/s; AU = compute / (compute + wait) */
+    if (au < 90.0 || au > 100.0)
+        fail_msg("AU %.1f%% on tmpfs, expected 90..100", au);
+    if (sps < 0.85 * 500 || sps > 500 * 1.01)
+        fail_msg("%.1f samples/s, expected just under 500", sps);
+    assert_true(res.compute_ns + res.wait_ns <= dur);
+    assert_true(res.compute_ns + res.wait_ns >= dur * 95 / 100);
+    assert_true(res.bytes >= res.ops * 16384);
+    assert_int_equal(res.errors, 0);
+    assert_true(res.epochs >= 10); /* ~750 samples over 64 files */
+    tb_series_fini(&series);
+    tb_result_fini(&res);
+    tb_dataset_fini(&ds);
+    rm_rf(dir);
+}
+
+/* One reader at 10 ms per sample delivers 100 samples/s; the accelerator needs 5 ms per sample
+ * (200/s). Each batch of 4 takes 40 ms to arrive and 20 ms to compute: AU = 20/40 = 50 %. */
+static void test_au_known_speed(void **state)
+{
+    struct fixture *f = *state;
+    static struct slow_target t;
+    memset(&t, 0, sizeof(t));
+    t.delay_ns = 10 * TIER_NS_PER_MS;
+    struct tb_io io = {.pread = slow_pread, .arg = &t};
+    struct tb_train_cfg cfg = train_cfg(1, 4, 5 * TIER_NS_PER_MS);
+    uint64_t t0 = tier_now_mono_ns() + 20 * TIER_NS_PER_MS;
+    assert_int_equal(tb_series_init(&f->series, t0, 10), 0);
+    assert_int_equal(
+        tb_train_run(&cfg, &f->ds, &io, 6, t0, 2 * TIER_NS_PER_SEC, &f->res, &f->series), 0);
+    double au = tb_result_au(&f->res), sps = tb_result_ops_per_s(&f->res);
+    if (au < 40.0 || au > 60.0)
+        fail_msg("AU %.1f%%, expected ~50%%", au);
+    if (sps < 85 || sps > 105)
+        fail_msg("%.1f samples/s, expected ~100", sps);
+    /* the per-second series carries the same split */
+    struct tb_slot *s1 = &f->series.slots[TB_TRAIN][1];
+    double au1 = 100.0 * (double)s1->busy_ns / (double)(s1->busy_ns + s1->wait_ns);
+    assert_true(au1 > 35.0 && au1 < 65.0);
+    assert_true(s1->busy_ns + s1->wait_ns <= TIER_NS_PER_SEC + TIER_NS_PER_MS);
+}
+
+static void test_checkpoint_engine(void **state)
+{
+    struct fixture *f = *state;
+    char root[PATH_MAX];
+    snprintf(root, sizeof(root), "%s/ckpt", f->dir);
+    struct tb_ckpt_cfg cfg = {.enabled = 1,
+                              .interval_ns = 300 * TIER_NS_PER_MS,
+                              .bytes = 4 << 20,
+                              .files = 3,
+                              .threads = 2,
+                              .fsync = 1};
+    uint64_t t0 = tier_now_mono_ns() + 20 * TIER_NS_PER_MS;
+    assert_int_equal(tb_series_init(&f->series, t0, 10), 0);
+    assert_int_equal(tb_ckpt_run(&cfg, root, "t", 1, t0, TIER_NS_PER_SEC, &f->res, &f->series), 0);
+    assert_int_equal(f->res.ops, 3); /* at 0.3, 0.6, 0.9 s */
+    assert_int_equal(f->res.bytes, 3ull * (4 << 20));
+    assert_int_equal(f->res.files_written, 9);
+    assert_int_equal(tier_hist_count(f->res.lat), 3);
+    assert_true(f->res.stall_ns > 0);
+    struct stat st;
+    assert_int_equal(stat(root, &st), -1); /* created by the engine, removed at the end */
+    /* A directory that cannot be created is a clear setup error. */
+    snprintf(root, sizeof(root), "%s/no/such/parent", f->dir);
+    tb_result_fini(&f->res);
+    assert_int_equal(tb_result_init(&f->res), 0);
+    assert_int_equal(tb_ckpt_run(&cfg, root, "t", 1, t0, TIER_NS_PER_SEC, &f->res, &f->series),
+                     -ENOENT);
+}
+
+static void test_perm_is_bijection(void **state)
+{
+    (void)state;
+    static const uint64_t ns[] = {1, 2, 3, 7, 64, 1000, 4097};
+    for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++) {
+        uint64_t n = ns[k];
+        unsigned char *seen = calloc(n, 1);
+        size_t same = 0;
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t p = tb_perm(i, n, 12345);
+            assert_true(p < n);
+            assert_int_equal(seen[p], 0);
+            seen[p] = 1;
+            same += tb_perm(i, n, 999) == p;
+        }
+        if (n >= 64)
+            assert_true(same < n / 4); /* another epoch key gives another order */
+        free(seen);
+    }
+}
+
+static void test_parsers(void **state)
+{
+    (void)state;
+    uint64_t v = 0, lo = 0, hi = 0;
+    struct tb_size_dist d;
+    assert_int_equal(tb_parse_duration_ns("500us", &v), 0);
+    assert_int_equal(v, 500000);
+    assert_int_equal(tb_parse_duration_ns("1.5s", &v), 0);
+    assert_int_equal(v, 1500000000ULL);
+    assert_int_equal(tb_parse_duration_ns("2m", &v), 0);
+    assert_int_equal(v, 120000000000ULL);
+    assert_int_equal(tb_parse_duration_ns("5", &v), -EINVAL); /* unit required */
+    assert_int_equal(tb_parse_duration_ns("-1s", &v), -EINVAL);
+    assert_int_equal(tb_parse_duration_ns("1 fortnight", &v), -EINVAL);
+    assert_int_equal(tb_parse_range("4K-256K", &lo, &hi), 0);
+    assert_int_equal(lo, 4096);
+    assert_int_equal(hi, 262144);
+    assert_int_equal(tb_parse_range("256K-4K", &lo, &hi), -ERANGE);
+    assert_int_equal(tb_parse_range("4K", &lo, &hi), -EINVAL);
+    assert_int_equal(tb_size_dist_parse("fixed:64K", &d), 0);
+    assert_int_equal(d.a, 65536);
+    assert_int_equal(tb_size_dist_parse("uniform:1K-2K", &d), 0);
+    uint64_t rng = 1;
+    for (int i = 0; i < 1000; i++) {
+        uint64_t s = tb_size_dist_sample(&d, &rng);
+        assert_true(s >= 1024 && s <= 2048);
+    }
+    assert_int_equal(tb_size_dist_parse("lognormal:100K,0.5", &d), 0);
+    uint64_t below = 0;
+    for (int i = 0; i < 10000; i++)
+        below += tb_size_dist_sample(&d, &rng) < 100 * 1024;
+    assert_true(below > 4700 && below < 5300); /* the median is the median */
+    assert_int_equal(tb_size_dist_parse("normal:1K", &d), -EINVAL);
+    assert_int_equal(tb_size_dist_parse("lognormal:1K", &d), -EINVAL);
+    assert_int_equal(tb_size_dist_parse("fixed:0", &d), -EINVAL);
+}
+
+static void test_profile_messages(void **state)
+{
+    struct fixture *f = *state;
+    char path[PATH_MAX], err[512];
+    struct tb_config c;
+    snprintf(path, sizeof(path), "%s/p.ini", f->dir);
+    const char *good = "[run]\nduration = 3s\nphases = alone\n[training]\nthreads = 7\n"
+                       "compute_per_sample = 250us\n[inference]\nrate = 55.5\nread_size = "
+                       "8K-16K\n[checkpoint]\nenabled = false\n";
+    tu_write_file(path, good, strlen(good));
+    tb_config_defaults(&c);
+    assert_int_equal(tb_config_load_profile(&c, path, err, sizeof(err)), 0);
+    assert_int_equal(c.run.duration_ns, 3 * TIER_NS_PER_SEC);
+    assert_int_equal(c.run.phases, TB_PHASES_ALONE);
+    assert_int_equal(c.train.threads, 7);
+    assert_int_equal(c.train.compute_ns, 250000);
+    assert_true(fabs(c.infer.rate - 55.5) < 1e-9);
+    assert_int_equal(c.infer.min_bytes, 8192);
+    assert_int_equal(c.ckpt.enabled, 0);
+
+    const char *bad = "[run]\nduration = 3s\n[training]\ntrheads = 4\n";
+    tu_write_file(path, bad, strlen(bad));
+    assert_int_equal(tb_config_load_profile(&c, path, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "p.ini:4: unknown key 'trheads' in [training]"));
+
+    /* Flags override the profile. */
+    tu_write_file(path, good, strlen(good));
+    tb_config_defaults(&c);
+    char a0[] = "run", a2[] = "--profile", a4[] = "--train-threads", a5[] = "3", a6[] = "--rate",
+         a7[] = "10";
+    char *argv[] = {a0, f->dir, a2, path, a4, a5, a6, a7};
+    assert_int_equal(tb_config_from_args(&c, 8, argv, err, sizeof(err)), 0);
+    assert_int_equal(c.train.threads, 3);
+    assert_true(fabs(c.infer.rate - 10) < 1e-9);
+    assert_int_equal(c.train.compute_ns, 250000); /* from the profile */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_pacing_keeps_rate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_queueing_counted_in_latency, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_drain_timeout_drops, setup, teardown),
+        cmocka_unit_test(test_au_tmpfs),
+        cmocka_unit_test_setup_teardown(test_au_known_speed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_engine, setup, teardown),
+        cmocka_unit_test(test_perm_is_bijection),
+        cmocka_unit_test(test_parsers),
+        cmocka_unit_test_setup_teardown(test_profile_messages, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,13 @@
+# SPDX-License-Identifier: Apache-2.0
+# tierbench and its histogram (src/common/hist.c).
+tier_unit_test(test_hist SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_hist.c LIBS tier_common m)
+tier_unit_test(test_tierbench SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_tierbench.c
+  LIBS tierbench_core)
+
+# The command-line test runs the real binary as a subprocess, so it gets the binary's path.
+add_executable(test_tierbench_cli ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_tierbench_cli.c)
+target_link_libraries(test_tierbench_cli PRIVATE tier_testlib PkgConfig::JANSSON)
+add_dependencies(test_tierbench_cli tierbench)
+add_test(NAME test_tierbench_cli COMMAND test_tierbench_cli $<TARGET_FILE:tierbench>)
+set_tests_properties(test_tierbench_cli PROPERTIES TIMEOUT 120
+  ENVIRONMENT "TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp;TIER_SRC=${PROJECT_SOURCE_DIR};TIER_BIN=${CMAKE_BINARY_DIR}")
