@@ -560,16 +560,16 @@ static int backend_fetch(struct cache *c, const struct tier_ioctx *io, const str
     if (hook.before)
         hook.before(hook.ud, &dio, obj, index, len);
     uint64_t t0 = tier_now_mono_ns();
-    ssize_t n = backend_read(obj->be, obj->key, index * c->cfg.block_size, d->bytes, len,
-                             obj->etag, NULL);
+    ssize_t n =
+        backend_read(obj->be, obj->key, index * c->cfg.block_size, d->bytes, len, obj->etag, NULL);
     uint64_t dt = tier_now_mono_ns() - t0;
     if (hook.after)
         hook.after(hook.ud, &dio, obj, index, n, dt);
     atomic_fetch_add_explicit(&c->fetches, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&c->fetch_ns, dt, memory_order_relaxed);
     if (n >= 0 && (size_t)n != len) {
-        tier_err_set("%s: short read of block %" PRIu64 " of '%s' (%zd of %u bytes)",
-                     obj->be->name, index, obj->key, n, len);
+        tier_err_set("%s: short read of block %" PRIu64 " of '%s' (%zd of %u bytes)", obj->be->name,
+                     index, obj->key, n, len);
         n = -EIO;
     }
     if (n < 0) {
@@ -690,8 +690,8 @@ static int block_get(struct cache *c, const struct tier_ioctx *io, const struct 
         r = disk_block_load(c->disk_dir, b, &d);
         if (r == -EBADMSG) {
             atomic_fetch_add_explicit(&c->csum_failures, 1, memory_order_relaxed);
-            log_warn("cache: corrupt disk block %" PRIu64 " of %s/%s dropped, refetching",
-                     b->index, b->be_name, b->key);
+            log_warn("cache: corrupt disk block %" PRIu64 " of %s/%s dropped, refetching", b->index,
+                     b->be_name, b->key);
         }
         if (r < 0)
             disk_drop(c, b);
@@ -1253,12 +1253,13 @@ int cache_debug_check(struct cache *c, char *msg, size_t msgsz)
     pthread_mutex_lock(&c->pin_mu);
     pthread_mutex_lock(&c->ram.mu);
     pthread_mutex_lock(&c->disk.mu);
-    for (int i = 0; i < NSHARDS; i++)
-        pthread_mutex_lock(&c->shards[i].mu);
+    /* Level contents only change under the level locks, so shard locks are taken one at a
+     * time (ThreadSanitizer cannot track 64 locks held at once). */
     uint64_t ram_sum = 0, disk_sum = 0, pin_sum = 0, ondisk = 0, inflight_disk = 0;
     size_t ram_n = 0, disk_n = 0;
     for (int i = 0; i < NSHARDS && !r; i++) {
         struct shard *s = &c->shards[i];
+        pthread_mutex_lock(&s->mu);
         for (size_t k = 0; k < s->nbuckets && !r; k++) {
             for (struct cblock *b = s->buckets[k]; b && !r; b = b->hnext) {
                 if ((b->ram != NULL) != policy_contains(&b->ram_node))
@@ -1282,6 +1283,7 @@ int cache_debug_check(struct cache *c, char *msg, size_t msgsz)
                     pin_sum += b->len;
             }
         }
+        pthread_mutex_unlock(&s->mu);
     }
     if (!r && ram_sum != c->ram.used) {
         snprintf(buf, sizeof(buf), "I2: ram.used %" PRIu64 " != sum %" PRIu64, c->ram.used,
@@ -1314,8 +1316,6 @@ int cache_debug_check(struct cache *c, char *msg, size_t msgsz)
             r = check_fail(msg, msgsz, buf);
         }
     }
-    for (int i = NSHARDS - 1; i >= 0; i--)
-        pthread_mutex_unlock(&c->shards[i].mu);
     pthread_mutex_unlock(&c->disk.mu);
     pthread_mutex_unlock(&c->ram.mu);
     pthread_mutex_unlock(&c->pin_mu);

@@ -49,7 +49,7 @@ struct cache_config {
 
 /* The object being read: borrowed for the call. */
 struct cache_obj {
-    struct backend *be;  /* be->name is part of the block identity */
+    struct backend *be; /* be->name is part of the block identity */
     const char *key;
     const char *etag;    /* version tag from backend_stat(); reads demand it (if_match) */
     uint64_t size_bytes; /* object size from the same stat */
@@ -99,10 +99,10 @@ struct cache_level_stats {
 
 struct cache_stats {
     struct cache_level_stats ram, disk;
-    uint64_t fetches;          /* backend block fetches */
+    uint64_t fetches; /* backend block fetches */
     uint64_t fetch_bytes;
     uint64_t fetch_errors;
-    uint64_t fetch_ns_total;   /* sum of fetch latencies */
+    uint64_t fetch_ns_total;     /* sum of fetch latencies */
     uint64_t singleflight_waits; /* readers that waited on another's fetch */
     uint64_t pinned_bytes, pin_budget;
     uint64_t checksum_failures; /* corrupt disk blocks dropped */

@@ -10,11 +10,11 @@
 
 #include "cache/cache.h"
 
-/* Check every invariant listed at the top of cache.c with all locks held (so it stops the
- * cache while it lists the disk directory): level bytes == sum of their blocks and <= budget,
- * pinned bytes == sum of pinned cached blocks and <= pin budget, and the set of block files on
- * disk == the set of blocks the index says are on disk (blocks with disk I/O in flight are
- * excluded). Returns 0, or -EUCLEAN with a description of the first violation in msg. */
+/* Check every invariant listed at the top of cache.c with the level locks held (so it stops the
+ * cache while it lists the disk directory; call it on a quiet cache): level bytes == sum of their
+ * blocks and <= budget, pinned bytes == sum of pinned cached blocks and <= pin budget, and the set
+ * of block files on disk == the set of blocks the index says are on disk (blocks with disk I/O in
+ * flight are excluded). Returns 0, or -EUCLEAN with a description of the first violation in msg. */
 int cache_debug_check(struct cache *c, char *msg, size_t msgsz);
 
 /* Path of the disk file of a block identity (for tests that corrupt it). path: >= 4096 bytes.

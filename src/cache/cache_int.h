@@ -47,8 +47,8 @@ struct cblock {
     bool ready;        /* load result published: fetch_err / ready_data */
     int fetch_err;
     struct cdata *ready_data;
-    struct cdata *ram; /* RAM level copy; set <=> ram_node in the RAM policy */
-    uint32_t next_off; /* end of the last read, for the sequential-continuation rule */
+    struct cdata *ram;    /* RAM level copy; set <=> ram_node in the RAM policy */
+    uint32_t next_off;    /* end of the last read, for the sequential-continuation rule */
     struct cblock *vnext; /* owner's private list link (evict/unlink batches) */
     /* under the level lock (ram.mu / disk.mu); freq is atomic */
     struct pol_node ram_node, disk_node;

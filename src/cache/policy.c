@@ -29,7 +29,7 @@ struct ghost_ent {
 struct policy {
     enum cache_policy_kind kind;
     uint64_t capacity;
-    uint64_t small_target; /* S3-FIFO: bytes the small FIFO may hold before it evicts */
+    uint64_t small_target;       /* S3-FIFO: bytes the small FIFO may hold before it evicts */
     struct pol_node small, main; /* circular list heads; LRU uses main */
     uint64_t small_bytes, main_bytes;
     size_t small_count, main_count;
@@ -283,9 +283,8 @@ void policy_hit(struct policy *p, struct pol_node *n)
         return;
     }
     uint8_t f = atomic_load_explicit(&n->freq, memory_order_relaxed);
-    while (f < 3 && !atomic_compare_exchange_weak_explicit(&n->freq, &f, (uint8_t)(f + 1),
-                                                           memory_order_relaxed,
-                                                           memory_order_relaxed))
+    while (f < 3 && !atomic_compare_exchange_weak_explicit(
+                        &n->freq, &f, (uint8_t)(f + 1), memory_order_relaxed, memory_order_relaxed))
         ;
 }
 
@@ -306,8 +305,8 @@ struct pol_node *policy_evict_candidate(struct policy *p,
         return NULL;
     }
     while (budget--) {
-        bool from_small = !list_empty(&p->small) &&
-                          (p->small_bytes >= p->small_target || list_empty(&p->main));
+        bool from_small =
+            !list_empty(&p->small) && (p->small_bytes >= p->small_target || list_empty(&p->main));
         if (from_small) {
             struct pol_node *t = p->small.prev;
             bool ok = !evictable || evictable(t, ud);

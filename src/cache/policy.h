@@ -57,8 +57,7 @@ bool policy_hit_lockfree(const struct policy *p);
  * evictable() returns false (pinned) are kept and rotated. May reorder queues. Returns NULL when
  * nothing is evictable. */
 struct pol_node *policy_evict_candidate(struct policy *p,
-                                        bool (*evictable)(struct pol_node *n, void *ud),
-                                        void *ud);
+                                        bool (*evictable)(struct pol_node *n, void *ud), void *ud);
 /* Take n out. evicted: it was chosen by policy_evict_candidate() (S3-FIFO remembers its hash in
  * the ghost); false for explicit drops (invalidation, corruption). */
 void policy_remove(struct policy *p, struct pol_node *n, bool evicted);

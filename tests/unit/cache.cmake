@@ -5,3 +5,15 @@ set(TIER_CACHE_MEMBE ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_cache_membe.c)
 tier_unit_test(test_cache_policy
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_cache_policy.c ${TIER_CACHE_MEMBE}
   LIBS tier_cache)
+tier_unit_test(test_cache_concurrency
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_cache_concurrency.c ${TIER_CACHE_MEMBE}
+  LIBS tier_cache LABELS tsan)
+tier_unit_test(test_cache_property
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_cache_property.c ${TIER_CACHE_MEMBE}
+  LIBS tier_cache)
+tier_unit_test(test_cache_integrity
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_cache_integrity.c
+  LIBS tier_cache)
+tier_unit_test(test_cache_diskfull
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_cache_diskfull.c ${TIER_CACHE_MEMBE}
+  LIBS tier_cache)

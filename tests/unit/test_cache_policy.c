@@ -158,8 +158,8 @@ static uint64_t cache_scan_refetches(enum cache_policy_kind kind, bool pin_hot)
         snprintf(key, sizeof(key), "scan/%d", i);
         membe_add(be, key, bs, "v1");
     }
-    struct cache_config cfg = {.block_size = bs, .ram_bytes = 100 * bs, .pin_bytes = 60 * bs,
-                               .policy = kind};
+    struct cache_config cfg = {
+        .block_size = bs, .ram_bytes = 100 * bs, .pin_bytes = 60 * bs, .policy = kind};
     struct cache *c = NULL;
     assert_int_equal(cache_open(&cfg, &c), 0);
     if (pin_hot)
@@ -205,8 +205,7 @@ static void test_cache_scan(void **state)
     uint64_t lru = cache_scan_refetches(CACHE_POLICY_LRU, false);
     uint64_t lru_pinned = cache_scan_refetches(CACHE_POLICY_LRU, true);
     print_message("hot blocks refetched after a 10x scan: s3fifo %llu, lru %llu, lru+pin %llu\n",
-                  (unsigned long long)s3, (unsigned long long)lru,
-                  (unsigned long long)lru_pinned);
+                  (unsigned long long)s3, (unsigned long long)lru, (unsigned long long)lru_pinned);
     assert_int_equal(s3, 0);
     assert_int_equal(lru, 50);
     assert_int_equal(lru_pinned, 0);

@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test_cache_concurrency.c - 16 threads hammering overlapping blocks: exactly one backend fetch
+ * per missing block (counted by the test backend), correct data, waiters of a failed fetch get
+ * its error. Also built as the ThreadSanitizer check (CTest label tsan).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cache/cache.h"
+#include "cache/cache_debug.h"
+#include "test_cache_membe.h"
+#include "testutil.h"
+
+#define NTHREADS 16
+#define NOBJS 8
+#define BS (64u << 10)
+#define OBJ_BLOCKS 8
+#define OBJ_SIZE (OBJ_BLOCKS * BS - 1000) /* short last block */
+
+struct hammer {
+    struct cache *c;
+    struct backend *be;
+    pthread_barrier_t *bar;
+    int tid;
+    int passes;
+    int bad; /* data mismatches or errors seen */
+};
+
+static void *hammer_main(void *arg)
+{
+    struct hammer *h = arg;
+    uint64_t rng = 1000 + (uint64_t)h->tid;
+    char *buf = malloc(3 * BS), *want = malloc(3 * BS);
+    char key[32];
+    pthread_barrier_wait(h->bar);
+    for (int pass = 0; pass < h->passes; pass++) {
+        for (int k = 0; k < NOBJS * OBJ_BLOCKS; k++) {
+            int obj = (int)(tu_rand_next(&rng) % NOBJS);
+            snprintf(key, sizeof(key), "obj/%d", obj);
+            struct cache_obj o = {.be = h->be, .key = key, .etag = "e1", .size_bytes = OBJ_SIZE};
+            uint64_t off = tu_rand_next(&rng) % OBJ_SIZE;
+            size_t len = 1 + (size_t)(tu_rand_next(&rng) % (2 * BS)); /* spans blocks */
+            ssize_t n = cache_read(h->c, NULL, &o, off, buf, len);
+            size_t expect = len < OBJ_SIZE - off ? len : (size_t)(OBJ_SIZE - off);
+            if (n != (ssize_t)expect) {
+                h->bad++;
+                continue;
+            }
+            membe_expected(key, "e1", off, want, expect);
+            if (memcmp(buf, want, expect))
+                h->bad++;
+        }
+    }
+    free(buf);
+    free(want);
+    return NULL;
+}
+
+static void run_hammer(struct cache *c, struct backend *be, int passes)
+{
+    pthread_t th[NTHREADS];
+    struct hammer h[NTHREADS];
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, NTHREADS);
+    for (int i = 0; i < NTHREADS; i++) {
+        h[i] = (struct hammer){.c = c, .be = be, .bar = &bar, .tid = i, .passes = passes};
+        assert_int_equal(pthread_create(&th[i], NULL, hammer_main, &h[i]), 0);
+    }
+    for (int i = 0; i < NTHREADS; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(h[i].bad, 0);
+    }
+    pthread_barrier_destroy(&bar);
+}
+
+static struct backend *make_be(void)
+{
+    struct backend *be = membe_new("mem");
+    char key[32];
+    for (int i = 0; i < NOBJS; i++) {
+        snprintf(key, sizeof(key), "obj/%d", i);
+        membe_add(be, key, OBJ_SIZE, "e1");
+    }
+    membe_set_latency_us(be, 500);
+    return be;
+}
+
+/* Everything fits in RAM: one fetch per block, ever. */
+static void test_one_fetch_per_block_ram(void **state)
+{
+    (void)state;
+    struct backend *be = make_be();
+    struct cache_config cfg = {.block_size = BS, .ram_bytes = 2 * NOBJS * OBJ_BLOCKS * BS};
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    run_hammer(c, be, 3);
+    struct cache_stats st;
+    cache_stats_get(c, &st);
+    print_message("ram: backend reads %llu for %d blocks, single-flight waits %llu\n",
+                  (unsigned long long)membe_reads(be), NOBJS * OBJ_BLOCKS,
+                  (unsigned long long)st.singleflight_waits);
+    assert_int_equal(membe_reads(be), NOBJS * OBJ_BLOCKS);
+    assert_int_equal(st.fetches, NOBJS * OBJ_BLOCKS);
+    char msg[256] = "";
+    assert_int_equal(cache_debug_check(c, msg, sizeof(msg)), 0);
+    cache_close(c);
+    backend_free(be);
+}
+
+/* RAM holds 1/8 of the blocks, the disk all: RAM evictions and disk loads race with reads, and
+ * still every block is fetched from the backend exactly once. */
+static void test_one_fetch_per_block_ram_pressure(void **state)
+{
+    (void)state;
+    struct backend *be = make_be();
+    char *dir = tu_mkdtemp("cache_conc");
+    struct cache_config cfg = {.block_size = BS,
+                               .ram_bytes = NOBJS * BS,
+                               .disk_dir = dir,
+                               .disk_bytes = 4 * NOBJS * OBJ_BLOCKS * BS};
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    run_hammer(c, be, 2);
+    struct cache_stats st;
+    cache_stats_get(c, &st);
+    print_message("ram+disk: backend reads %llu, ram evictions %llu, disk hits %llu\n",
+                  (unsigned long long)membe_reads(be), (unsigned long long)st.ram.evictions,
+                  (unsigned long long)st.disk.hits);
+    assert_int_equal(membe_reads(be), NOBJS * OBJ_BLOCKS);
+    assert_true(st.ram.evictions > 0);
+    assert_true(st.disk.hits > 0);
+    assert_true(st.ram.bytes_used <= st.ram.bytes_budget);
+    char msg[256] = "";
+    int r = cache_debug_check(c, msg, sizeof(msg));
+    if (r)
+        print_message("check: %s\n", msg);
+    assert_int_equal(r, 0);
+    cache_close(c);
+    tu_rmtree(dir);
+    free(dir);
+    backend_free(be);
+}
+
+struct errwaiter {
+    struct cache *c;
+    struct backend *be;
+    pthread_barrier_t *bar;
+    ssize_t result;
+};
+
+static void *err_main(void *arg)
+{
+    struct errwaiter *w = arg;
+    char buf[100];
+    struct cache_obj o = {.be = w->be, .key = "obj/0", .etag = "e1", .size_bytes = OBJ_SIZE};
+    pthread_barrier_wait(w->bar);
+    w->result = cache_read(w->c, NULL, &o, 0, buf, sizeof(buf));
+    return NULL;
+}
+
+/* One fetch fails: the threads that waited on it get its error; a retry fetches again. */
+static void test_waiters_share_error(void **state)
+{
+    (void)state;
+    struct backend *be = make_be();
+    membe_set_latency_us(be, 50000); /* the first fetch is slow, so the others queue up */
+    membe_fail_next(be, -EIO, 1);
+    struct cache_config cfg = {.block_size = BS, .ram_bytes = 64 * BS};
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    pthread_t th[NTHREADS];
+    struct errwaiter w[NTHREADS];
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, NTHREADS);
+    for (int i = 0; i < NTHREADS; i++) {
+        w[i] = (struct errwaiter){.c = c, .be = be, .bar = &bar};
+        assert_int_equal(pthread_create(&th[i], NULL, err_main, &w[i]), 0);
+    }
+    int eio = 0, ok = 0;
+    for (int i = 0; i < NTHREADS; i++) {
+        pthread_join(th[i], NULL);
+        if (w[i].result == -EIO)
+            eio++;
+        else if (w[i].result == 100)
+            ok++;
+    }
+    pthread_barrier_destroy(&bar);
+    uint64_t reads = membe_reads(be);
+    print_message("error fan-out: %d got -EIO, %d got data, %llu backend reads\n", eio, ok,
+                  (unsigned long long)reads);
+    assert_int_equal(eio + ok, NTHREADS);
+    assert_true(eio >= 1);
+    /* one failed fetch, plus at most one more if a late thread came after the error was gone */
+    assert_int_equal(reads, 1 + (ok > 0));
+    struct cache_stats st;
+    cache_stats_get(c, &st);
+    assert_int_equal(st.fetch_errors, 1);
+    char buf[100], want[100];
+    struct cache_obj o = {.be = be, .key = "obj/0", .etag = "e1", .size_bytes = OBJ_SIZE};
+    membe_set_latency_us(be, 0);
+    assert_int_equal(cache_read(c, NULL, &o, 0, buf, sizeof(buf)), 100);
+    membe_expected("obj/0", "e1", 0, want, sizeof(want));
+    assert_memory_equal(buf, want, sizeof(want));
+    cache_close(c);
+    backend_free(be);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_one_fetch_per_block_ram),
+        cmocka_unit_test(test_one_fetch_per_block_ram_pressure),
+        cmocka_unit_test(test_waiters_share_error),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

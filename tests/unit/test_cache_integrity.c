@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test_cache_integrity.c - the cache over the real POSIX backend: a block corrupted on disk is
+ * detected and refetched (never served); a restart reuses the disk level without fetching; torn
+ * and temporary files are discarded at open; a rewritten object (new version tag) is never served
+ * from old blocks; fetch hook, prefetch, cached_bytes, evict by prefix, pin budget, and a second
+ * cache on the same directory.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cache/cache.h"
+#include "cache/cache_debug.h"
+#include "common/timeutil.h"
+#include "testutil.h"
+#include "tiers/backend.h"
+
+#define BS (64u << 10)
+#define SIZE (4 * BS + 123)
+
+struct fx {
+    char *root, *dir;
+    struct backend *be;
+    char etag[BACKEND_ETAG_MAX];
+    char *data;
+    struct cache_config cfg;
+};
+
+static void fx_obj(struct fx *f, struct cache_obj *o)
+{
+    *o = (struct cache_obj){.be = f->be, .key = "d/obj.bin", .etag = f->etag, .size_bytes = SIZE};
+}
+
+static int setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    f->root = tu_mkdtemp("cache_integ_root");
+    f->dir = tu_mkdtemp("cache_integ_dir");
+    struct posix_backend_config pc = {.name = "warm", .root = f->root};
+    assert_int_equal(backend_posix_open(&pc, &f->be), 0);
+    f->data = malloc(SIZE);
+    tu_fill_random(f->data, SIZE, 7);
+    assert_int_equal(backend_put(f->be, "d/obj.bin", f->data, SIZE, f->etag), 0);
+    f->cfg = (struct cache_config){.block_size = BS,
+                                   .ram_bytes = 0,
+                                   .disk_dir = f->dir,
+                                   .disk_bytes = 64 * BS,
+                                   .pin_bytes = 2 * BS};
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    backend_free(f->be);
+    tu_rmtree(f->root);
+    tu_rmtree(f->dir);
+    free(f->root);
+    free(f->dir);
+    free(f->data);
+    free(f);
+    return 0;
+}
+
+static void read_all_check(struct cache *c, struct fx *f)
+{
+    struct cache_obj o;
+    fx_obj(f, &o);
+    char *buf = malloc(SIZE);
+    assert_int_equal(cache_read(c, NULL, &o, 0, buf, SIZE), SIZE);
+    assert_memory_equal(buf, f->data, SIZE);
+    free(buf);
+}
+
+static void flip_byte(const char *path, off_t from_end)
+{
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    unsigned char ch;
+    assert_int_equal(pread(fd, &ch, 1, st.st_size - from_end), 1);
+    ch ^= 0x40;
+    assert_int_equal(pwrite(fd, &ch, 1, st.st_size - from_end), 1);
+    close(fd);
+}
+
+static void test_corrupt_block_refetched(void **state)
+{
+    struct fx *f = *state;
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&f->cfg, &c), 0);
+    read_all_check(c, f); /* 5 blocks fetched and written through */
+    char path[4096];
+    assert_int_equal(cache_debug_block_path(c, "warm", "d/obj.bin", f->etag, 2, path, sizeof(path)),
+                     0);
+    flip_byte(path, 1000);
+    read_all_check(c, f); /* RAM level off: every block comes from disk, block 2 is bad */
+    struct cache_stats st;
+    cache_stats_get(c, &st);
+    assert_int_equal(st.checksum_failures, 1);
+    assert_int_equal(st.fetches, 6); /* 5 + the refetch of block 2 */
+    read_all_check(c, f);            /* the rewritten block is good again */
+    cache_stats_get(c, &st);
+    assert_int_equal(st.checksum_failures, 1);
+    assert_int_equal(st.fetches, 6);
+    char msg[256];
+    assert_int_equal(cache_debug_check(c, msg, sizeof(msg)), 0);
+    cache_close(c);
+}
+
+static void test_restart_reuses_and_discards_torn(void **state)
+{
+    struct fx *f = *state;
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&f->cfg, &c), 0);
+    read_all_check(c, f);
+    /* a second cache on the same directory is refused */
+    struct cache *c2 = NULL;
+    assert_int_equal(cache_open(&f->cfg, &c2), -EBUSY);
+    char p1[4096], p3[4096], tmp[4096 + 8];
+    cache_debug_block_path(c, "warm", "d/obj.bin", f->etag, 1, p1, sizeof(p1));
+    cache_debug_block_path(c, "warm", "d/obj.bin", f->etag, 3, p3, sizeof(p3));
+    cache_close(c);
+
+    assert_int_equal(truncate(p1, 5000), 0); /* torn block */
+    flip_byte(p3, 10);                       /* corrupt data: found on first read */
+    snprintf(tmp, sizeof(tmp), "%s.tmp", p3);
+    tu_write_file(tmp, "partial", 7); /* a write cut by a crash */
+
+    assert_int_equal(cache_open(&f->cfg, &c), 0);
+    assert_int_equal(access(p1, F_OK), -1); /* torn file deleted at open */
+    assert_int_equal(access(tmp, F_OK), -1);
+    struct cache_obj o;
+    fx_obj(f, &o);
+    assert_int_equal(cache_cached_bytes(c, &o), SIZE - BS); /* 4 of 5 blocks adopted */
+    read_all_check(c, f);
+    struct cache_stats st;
+    cache_stats_get(c, &st);
+    assert_int_equal(st.fetches, 2); /* the torn block and the corrupt one */
+    assert_int_equal(st.checksum_failures, 1);
+    assert_int_equal(st.disk.hits, 3);
+    char msg[256];
+    assert_int_equal(cache_debug_check(c, msg, sizeof(msg)), 0);
+    cache_close(c);
+}
+
+static void test_new_version_not_served_stale(void **state)
+{
+    struct fx *f = *state;
+    f->cfg.ram_bytes = 16 * BS;
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&f->cfg, &c), 0);
+    read_all_check(c, f);
+    char old[BACKEND_ETAG_MAX];
+    memcpy(old, f->etag, sizeof(old));
+    tu_fill_random(f->data, SIZE, 8);
+    assert_int_equal(backend_put(f->be, "d/obj.bin", f->data, SIZE, f->etag), 0);
+    assert_string_not_equal(old, f->etag);
+    /* a reader still holding the old version tag gets -ESTALE for uncached blocks... */
+    struct cache_obj o;
+    fx_obj(f, &o);
+    o.etag = old;
+    assert_int_equal(cache_evict(c, "warm", "d/"), 5);
+    char buf[16];
+    assert_int_equal(cache_read(c, NULL, &o, 0, buf, sizeof(buf)), -ESTALE);
+    /* ...and the new version reads the new bytes */
+    read_all_check(c, f);
+    cache_close(c);
+}
+
+struct hookcount {
+    int before, after;
+    ssize_t last;
+};
+
+static void hb(void *ud, const struct tier_ioctx *io, const struct cache_obj *obj, uint64_t index,
+               size_t bytes)
+{
+    (void)obj;
+    (void)index;
+    struct hookcount *h = ud;
+    assert_int_equal(io->tenant, 7);
+    assert_true(bytes <= BS);
+    __atomic_fetch_add(&h->before, 1, __ATOMIC_SEQ_CST);
+}
+
+static void ha(void *ud, const struct tier_ioctx *io, const struct cache_obj *obj, uint64_t index,
+               ssize_t result, uint64_t latency_ns)
+{
+    (void)io;
+    (void)obj;
+    (void)index;
+    (void)latency_ns;
+    struct hookcount *h = ud;
+    __atomic_store_n(&h->last, result, __ATOMIC_SEQ_CST);
+    __atomic_fetch_add(&h->after, 1, __ATOMIC_SEQ_CST);
+}
+
+static void test_hook_prefetch_evict_pin(void **state)
+{
+    struct fx *f = *state;
+    f->cfg.ram_bytes = 16 * BS;
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&f->cfg, &c), 0);
+    struct hookcount h = {0};
+    struct cache_fetch_hook hook = {.before = hb, .after = ha, .ud = &h};
+    cache_set_fetch_hook(c, &hook);
+    struct cache_obj o;
+    fx_obj(f, &o);
+    struct tier_ioctx io = {.tenant = 7, .cls = TIER_IO_BACKGROUND};
+    cache_prefetch(c, &io, &o, 0, 100);
+    uint64_t deadline = tier_now_mono_ns() + 10 * TIER_NS_PER_SEC;
+    while (cache_cached_bytes(c, &o) < SIZE && tier_now_mono_ns() < deadline)
+        tier_sleep_ms(1); /* polling a condition with a deadline */
+    assert_int_equal(cache_cached_bytes(c, &o), SIZE);
+    assert_int_equal(__atomic_load_n(&h.before, __ATOMIC_SEQ_CST), 5);
+    assert_int_equal(__atomic_load_n(&h.after, __ATOMIC_SEQ_CST), 5);
+    read_all_check(c, f);
+    struct cache_stats st;
+    cache_stats_get(c, &st);
+    assert_int_equal(st.fetches, 5);
+
+    /* pin budget is 2 blocks: pinning the 5-block object fails and changes nothing */
+    assert_int_equal(cache_pin(c, "warm", "d/"), -ENOSPC);
+    cache_stats_get(c, &st);
+    assert_int_equal(st.pinned_bytes, 0);
+    assert_int_equal(cache_fetch_block(c, &io, &o, 0, true), 0);
+    assert_int_equal(cache_fetch_block(c, &io, &o, 1, true), 0);
+    assert_int_equal(cache_fetch_block(c, &io, &o, 2, true), -ENOSPC);
+    cache_stats_get(c, &st);
+    assert_int_equal(st.pinned_bytes, 2 * BS);
+    /* evict skips pinned blocks */
+    assert_int_equal(cache_evict(c, "warm", "d/"), 3);
+    assert_int_equal(cache_cached_bytes(c, &o), 2 * BS);
+    assert_int_equal(cache_evict(c, "warm", "other/"), 0);
+    assert_int_equal(cache_unpin(c, "warm", "d/obj.bin"), 0);
+    assert_int_equal(cache_evict(c, "warm", ""), 2);
+    assert_int_equal(cache_cached_bytes(c, &o), 0);
+    char msg[256];
+    assert_int_equal(cache_debug_check(c, msg, sizeof(msg)), 0);
+    cache_set_fetch_hook(c, NULL);
+    cache_close(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_corrupt_block_refetched, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restart_reuses_and_discards_torn, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_new_version_not_served_stale, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hook_prefetch_evict_pin, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
