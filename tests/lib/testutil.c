@@ -137,7 +137,7 @@ bool tu_s3_env_load(struct tu_s3_env *env)
     if (!f)
         return false;
     memset(env, 0, sizeof(*env));
-    tier_strlcpy(env->region, "us-east-1", sizeof(env->region));
+    tier_strlcpy(env->region, "default", sizeof(env->region));
     char line[512];
     while (fgets(line, sizeof(line), f)) {
         line[strcspn(line, "\r\n")] = '\0';
@@ -184,7 +184,11 @@ int tu_s3_bucket_create(const struct tu_s3_env *env, const char *tag, char *name
     curl_easy_setopt(c, CURLOPT_USERPWD, userpwd);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30000L);
+    /* curl 7.88 does not send the payload hash with its SigV4 signature; RGW insists on it. */
+    struct curl_slist *hdrs = curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
     CURLcode cc = curl_easy_perform(c);
+    curl_slist_free_all(hdrs);
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_cleanup(c);
