@@ -253,9 +253,11 @@ static void print_status(const json_t *st)
 {
     char up[32], a[32], b[32];
     const char *mount = status_mount(st);
+    const json_t *mounted = json_object_get(st, "mounted");
+    bool is_mounted = mount && (!json_is_boolean(mounted) || json_is_true(mounted));
     printf("tierd %s, up %s, %s%s\n\n", jstr(st, "version", "?"),
            ctl_fmt_duration(jreal(st, "uptime_s"), up, sizeof(up)),
-           mount ? "mounted at " : "not mounted", mount ? mount : "");
+           is_mounted ? "mounted at " : "not mounted", is_mounted ? mount : "");
 
     const json_t *c = json_object_get(st, "cache");
     printf("%-10s %-11s %-11s %-5s %-10s %-10s %-10s %s\n", "TIER", "USED", "BUDGET", "USE",
@@ -361,7 +363,7 @@ static int follow_job(struct ctl *ctl, uint64_t job)
 {
     char path[64], line[512];
     bool tty = isatty(STDOUT_FILENO) == 1;
-    uint64_t last_plain = 0;
+    uint64_t last_plain = tier_now_mono_ns(); /* first plain line after PLAIN_EVERY_NS */
     struct ctl_progress p = {.running = true};
     json_t *j = NULL;
     int rc;

@@ -114,9 +114,12 @@ STATUS = {"version": "0.1.0", "uptime_s": 3725, "mount": "/mnt/fake",
                           "mode": "read-cache"}]}
 
 def job(jid, n):
-    if jid == 1:
-        done = min(n, 3)
-        return {"job": 1, "state": "running" if n < 3 else "done", "listing_done": n >= 1,
+    if jid in (1, 3):
+        # Job 3 runs for 14 polls (about 3 s at tierctl's 200 ms), long enough for the plain
+        # mode's periodic line; job 1 for 3 polls.
+        last = 3 if jid == 1 else 14
+        done = 3 * min(n, last) // last
+        return {"job": jid, "state": "running" if n < last else "done", "listing_done": n >= 1,
                 "files_total": 3, "files_done": done, "bytes_total": 3000,
                 "bytes_done": done * 1000, "bytes_already_cached": 0, "errors": 0,
                 "first_error": "", "elapsed_s": 0.5 * (n + 1)}
@@ -145,7 +148,7 @@ class H(BaseHTTPRequestHandler):
             return self.reply(200, STATUS)
         if self.path.startswith("/v1/stage/"):
             jid = int(self.path.rsplit("/", 1)[1])
-            if jid not in (1, 2):
+            if jid not in (1, 2, 3):
                 return self.reply(404, {"error": "no staging job %d" % jid, "errno": "ENOENT"})
             polls[jid] = polls.get(jid, 0) + 1
             return self.reply(200, job(jid, polls[jid]))
@@ -161,6 +164,8 @@ class H(BaseHTTPRequestHandler):
                 return self.reply(404, {"error": "/missing: no such file or directory",
                                         "errno": "ENOENT"})
             jid = 2 if any(p.startswith("/fails") for p in paths) else 1
+            if paths == ["/ds/slow"]:
+                jid = 3
             polls[jid] = 0
             return self.reply(202, {"job": jid})
         if self.path in ("/v1/pin", "/v1/unpin"):
@@ -200,8 +205,14 @@ PYEOF
         fi
 
         run "stage (plain output)" 0 "${T[@]}" stage /ds
-        contains "stage: periodic plain line" "staging:"
         contains "stage: summary" "staged 3 of 3 files"
+        case "$OUT" in
+        *staging:*) fail "stage: a short job printed a periodic line: $OUT" ;;
+        *) pass "stage: a short job prints only the summary" ;;
+        esac
+        run "stage (plain output, ~3 s job)" 0 "${T[@]}" stage /ds/slow
+        contains "stage: periodic plain line" "staging: "
+        contains "stage: periodic line has files" "files, "
         grep -q '^POST /v1/stage {"paths": \["/ds"\], "pin": false}$' "$MLOG" &&
             pass "stage request body" || fail "stage request body: $(grep stage "$MLOG")"
 
