@@ -30,13 +30,13 @@ struct tierd_backend_conf {
     char *type; /* "posix" | "s3" */
     struct posix_backend_config posix;
     struct s3_backend_config s3;
-    int conf_line;  /* where it was defined, for messages */
+    int conf_line; /* where it was defined, for messages */
 };
 
 struct tierd_ns_conf {
-    char *path;     /* mount sub-tree, "/datasets" (no trailing slash, one segment or more) */
-    char *backend;  /* backend name */
-    char *prefix;   /* key prefix inside the backend, "" or ending in '/' */
+    char *path;    /* mount sub-tree, "/datasets" (no trailing slash, one segment or more) */
+    char *backend; /* backend name */
+    char *prefix;  /* key prefix inside the backend, "" or ending in '/' */
     enum tierd_ns_mode mode;
     int conf_line;
 };
@@ -48,29 +48,38 @@ struct tierd_config {
     char *cache_disk_dir;
     /* [mount] */
     char *mount_path;
-    uint64_t attr_ttl_ms;     /* attribute cache TTL; default 1000 */
-    uint64_t entry_ttl_ms;    /* lookup/dir listing TTL; default 1000 */
-    int fuse_threads;         /* default 16 */
+    uint64_t attr_ttl_ms;  /* attribute cache TTL; default 1000 */
+    uint64_t entry_ttl_ms; /* lookup/dir listing TTL; default 1000 */
+    int fuse_threads;      /* default 16 */
     bool allow_other;
     uint64_t readahead_blocks; /* sequential prefetch depth; default 4 */
     /* [api] */
-    char *api_socket;         /* Unix socket path; default /run/tierd/api.sock */
-    char *api_tcp;            /* "127.0.0.1:7700" or NULL (off) */
-    char *api_token;          /* required when api_tcp is set */
+    char *api_socket; /* Unix socket path; default /run/tierd/api.sock */
+    char *api_tcp;    /* "127.0.0.1:7700" or NULL (off) */
+    char *api_token;  /* required when api_tcp is set */
     /* [daemon] */
     char *log_level;
     uint64_t backend_timeout_ms; /* bound on one backend call incl. retries; default 10000 */
-    int stage_threads;        /* default 8 */
+    int stage_threads;           /* default 8 */
 
     struct tierd_backend_conf backends[TIERD_MAX_BACKENDS];
     size_t nbackends;
     struct tierd_ns_conf namespaces[TIERD_MAX_NAMESPACES];
     size_t nnamespaces;
+
+    /* Every string above (including the const char * fields of the backend configs) points into
+     * this list of allocations, freed by tierd_config_fini(). Private to config.c. */
+    char **strs;
+    size_t nstrs, capstrs;
 };
 
 /* Parse a config file. On error returns -EINVAL and fills err (errsz bytes) with
- * "FILE:LINE: what is wrong ... (what is allowed / how to fix)". */
+ * "FILE:LINE: what is wrong ... (what is allowed / how to fix)". cfg is zeroed first and is
+ * always safe to pass to tierd_config_fini(). Not thread-safe (inih has global options). */
 int tierd_config_load(const char *path, struct tierd_config *cfg, char *err, size_t errsz);
+/* The same over an in-memory text; name is used in messages (the fuzz target and tests). */
+int tierd_config_load_string(const char *name, const char *text, size_t len,
+                             struct tierd_config *cfg, char *err, size_t errsz);
 void tierd_config_fini(struct tierd_config *cfg);
 
 struct tierd_ns {
@@ -78,15 +87,20 @@ struct tierd_ns {
     struct backend *be;
 };
 
+struct tierd_api;  /* api.h */
+struct tierd_fuse; /* fuse/tierfs.h */
+
 struct tierd {
     struct tierd_config cfg;
     struct backend *backends[TIERD_MAX_BACKENDS];
     struct tierd_ns ns[TIERD_MAX_NAMESPACES];
     size_t nns;
     struct cache *cache;
-    struct sched *sched;      /* QoS scheduling point (src/qos/sched.h) */
+    struct sched *sched;           /* QoS scheduling point (src/qos/sched.h) */
     struct stage_registry *stages; /* staging jobs (stage.h) */
-    bool mounted;             /* FUSE session is up */
+    struct tierd_api *api;         /* control API server (api.h) */
+    struct tierd_fuse *fuse;       /* the FUSE session (fuse/tierfs.h) */
+    bool mounted;                  /* FUSE session is up */
     uint64_t start_ns;
 };
 
@@ -95,5 +109,14 @@ struct tierd {
  * *is_root = true. Returns 0, -ENOENT (no namespace), -EINVAL (bad path), -ENOMEM. */
 int tierd_resolve(struct tierd *d, const char *path, struct tierd_ns **ns, char **key,
                   bool *is_root);
+
+/* Is path ("/", "/a" when a namespace is "/a/b") a directory above one or more namespace roots
+ * (a virtual directory of the unified tree)? */
+bool tierd_is_virtual_dir(const struct tierd *d, const char *path);
+
+/* The names of the children of a virtual directory, in namespace order, without duplicates:
+ * calls fn(name, len, arg) for each. */
+void tierd_virtual_children(const struct tierd *d, const char *path,
+                            void (*fn)(const char *name, size_t len, void *arg), void *arg);
 
 #endif

@@ -1,0 +1,1066 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * config.c - tierd.conf: a ceph.conf-like INI file parsed with inih into struct tierd_config.
+ *
+ * Called once by main() at start-up (and by the config tests and fuzz target); not thread-safe,
+ * because inih's options are process globals.
+ *
+ * DESIGN: parsing runs in two phases. Phase 1 lets inih split the text into sections and
+ * key/value pairs; a line reader wrapped around the input counts lines and notes every section
+ * header, so each pair and section carries its line number (the packaged inih is built without
+ * INI_HANDLER_LINENO and does not report empty sections). Phase 2 validates the collected pairs
+ * against per-section key tables and fills the struct. Validation keeps the error with the
+ * lowest line number; "missing required key" errors (reported at the section's line) only win
+ * when nothing else is wrong, because a typo of that key is the more useful message. Every
+ * message reads "FILE:LINE: what is wrong (what is allowed)", with a did-you-mean from the edit
+ * distance to the known keys.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ini.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "common/strutil.h"
+#include "daemon/tierd.h"
+
+#define MAX_SECTIONS 256
+#define MAX_PAIRS 4096
+
+enum sec_kind { SEC_DAEMON, SEC_CACHE, SEC_MOUNT, SEC_API, SEC_BACKEND, SEC_NAMESPACE, SEC_BAD };
+
+static const char *const sec_names[] = {"daemon", "cache", "mount", "api", "backend", "namespace"};
+
+struct raw_section {
+    char *name; /* as written, trimmed: "backend warm" */
+    enum sec_kind kind;
+    int line;
+    int index;     /* backend / namespace slot, or -1 */
+    uint64_t seen; /* bit per key table entry */
+};
+
+struct raw_pair {
+    int sec; /* index into secs, -1 when before any section */
+    char *key, *val;
+    int line;
+};
+
+struct parser {
+    const char *file;
+    FILE *in;
+    char *linebuf;
+    size_t linecap;
+    int line;
+    bool stop;
+    struct raw_section secs[MAX_SECTIONS];
+    size_t nsecs;
+    struct raw_pair *pairs;
+    size_t npairs, cappairs;
+    bool oom;
+    /* the first error by line; missing-key errors kept apart (see DESIGN) */
+    int err_line;
+    char err[512];
+    int miss_line;
+    char miss[512];
+    struct tierd_config *cfg;
+    int ns_backend_line[TIERD_MAX_NAMESPACES];
+    int tcp_line;
+    bool set_request_timeout[TIERD_MAX_BACKENDS];
+    bool set_connect_timeout[TIERD_MAX_BACKENDS];
+    bool set_pin_size;
+};
+
+/* ---- errors ---------------------------------------------------------------------------- */
+
+static void vrecord(char *dst, int *dst_line, const char *file, int line, const char *fmt,
+                    va_list ap)
+{
+    int eff = line > 0 ? line : 1;
+    if (*dst_line != 0 && *dst_line <= eff)
+        return;
+    char msg[400];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    if (line > 0)
+        snprintf(dst, 512, "%s:%d: %s", file, line, msg);
+    else
+        snprintf(dst, 512, "%s: %s", file, msg);
+    *dst_line = eff;
+}
+
+static void fail(struct parser *p, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fail(struct parser *p, int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vrecord(p->err, &p->err_line, p->file, line, fmt, ap);
+    va_end(ap);
+}
+
+static void fail_missing(struct parser *p, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fail_missing(struct parser *p, int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vrecord(p->miss, &p->miss_line, p->file, line, fmt, ap);
+    va_end(ap);
+}
+
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 64 || lb > 64)
+        return 99;
+    size_t row[65];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t cost =
+                tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 1]) ? 0 : 1;
+            size_t best = diag + cost;
+            if (row[j] + 1 < best)
+                best = row[j] + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/* The closest of names[] to word if it is close enough to be a typo, else NULL. */
+static const char *closest(const char *word, const char *const *names, size_t n)
+{
+    const char *best = NULL;
+    size_t bestd = 99;
+    size_t wl = strlen(word);
+    for (size_t i = 0; i < n; i++) {
+        if (!names[i])
+            continue;
+        size_t d = edit_distance(word, names[i]);
+        size_t limit = wl <= 3 ? 1 : (wl <= 6 ? 2 : 3);
+        if (d <= limit && d < bestd) {
+            best = names[i];
+            bestd = d;
+        }
+    }
+    return best;
+}
+
+/* ---- owned strings --------------------------------------------------------------------- */
+
+static char *own(struct parser *p, const char *s, size_t len)
+{
+    struct tierd_config *c = p->cfg;
+    if (c->nstrs == c->capstrs) {
+        size_t ncap = c->capstrs ? c->capstrs * 2 : 32;
+        char **n = realloc(c->strs, ncap * sizeof(*n));
+        if (!n) {
+            p->oom = true;
+            return NULL;
+        }
+        c->strs = n;
+        c->capstrs = ncap;
+    }
+    char *d = strndup(s, len);
+    if (!d) {
+        p->oom = true;
+        return NULL;
+    }
+    c->strs[c->nstrs++] = d;
+    return d;
+}
+
+static char *own_str(struct parser *p, const char *s)
+{
+    return own(p, s, strlen(s));
+}
+
+/* ---- phase 1: inih + line reader ------------------------------------------------------- */
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    size_t n = strlen(s);
+    while (n > 0 && isspace((unsigned char)s[n - 1]))
+        s[--n] = '\0';
+    return s;
+}
+
+static void note_section(struct parser *p, const char *line)
+{
+    const char *s = line;
+    if (p->line == 1 && (unsigned char)s[0] == 0xEF && (unsigned char)s[1] == 0xBB &&
+        (unsigned char)s[2] == 0xBF)
+        s += 3;
+    while (isspace((unsigned char)*s))
+        s++;
+    if (*s != '[')
+        return;
+    const char *end = strchr(s + 1, ']');
+    if (!end)
+        return; /* inih reports the syntax error for this line */
+    if (p->nsecs == MAX_SECTIONS) {
+        fail(p, p->line, "too many sections (at most %d)", MAX_SECTIONS);
+        p->stop = true;
+        return;
+    }
+    char *name = strndup(s + 1, (size_t)(end - s - 1));
+    if (!name) {
+        p->oom = true;
+        p->stop = true;
+        return;
+    }
+    char *t = trim(name);
+    memmove(name, t, strlen(t) + 1);
+    struct raw_section *sec = &p->secs[p->nsecs++];
+    sec->name = name;
+    sec->line = p->line;
+    sec->kind = SEC_BAD;
+    sec->index = -1;
+    sec->seen = 0;
+}
+
+static char *reader(char *str, int num, void *stream)
+{
+    struct parser *p = stream;
+    if (p->stop || num < 4)
+        return NULL;
+    ssize_t n = getline(&p->linebuf, &p->linecap, p->in);
+    if (n < 0)
+        return NULL;
+    p->line++;
+    size_t len = strnlen(p->linebuf, (size_t)n);
+    if (len + 3 > (size_t)num) {
+        fail(p, p->line, "line too long (at most %d characters)", num - 3);
+        p->stop = true;
+        return NULL;
+    }
+    memcpy(str, p->linebuf, len);
+    str[len] = '\0';
+    note_section(p, str);
+    return p->stop ? NULL : str;
+}
+
+static int handler(void *user, const char *section, const char *name, const char *value)
+{
+    (void)section;
+    struct parser *p = user;
+    if (!name)
+        return 1;
+    if (p->npairs == MAX_PAIRS) {
+        fail(p, p->line, "too many keys (at most %d)", MAX_PAIRS);
+        p->stop = true;
+        return 0;
+    }
+    if (p->npairs == p->cappairs) {
+        size_t ncap = p->cappairs ? p->cappairs * 2 : 64;
+        struct raw_pair *np = realloc(p->pairs, ncap * sizeof(*np));
+        if (!np) {
+            p->oom = true;
+            p->stop = true;
+            return 0;
+        }
+        p->pairs = np;
+        p->cappairs = ncap;
+    }
+    struct raw_pair *kv = &p->pairs[p->npairs];
+    kv->key = strdup(name);
+    kv->val = strdup(value ? value : "");
+    if (!kv->key || !kv->val) {
+        free(kv->key);
+        free(kv->val);
+        p->oom = true;
+        p->stop = true;
+        return 0;
+    }
+    kv->sec = (int)p->nsecs - 1;
+    kv->line = p->line;
+    p->npairs++;
+    return 1;
+}
+
+/* ---- phase 2: key tables --------------------------------------------------------------- */
+
+enum vkind {
+    V_STR,      /* char * */
+    V_CSTR,     /* const char * */
+    V_SIZE,     /* uint64_t bytes */
+    V_SIZEZ,    /* size_t bytes */
+    V_DUR,      /* uint64_t milliseconds */
+    V_INT,      /* int in [min, max] */
+    V_U64,      /* uint64_t in [min, max] */
+    V_BOOL,     /* bool */
+    V_POLICY,   /* enum cache_policy_kind */
+    V_LOGLEVEL, /* char *, one of the log levels */
+    V_MODE,     /* enum tierd_ns_mode */
+    V_BTYPE,    /* char *, backend type */
+};
+
+enum { BT_ANY = 0, BT_POSIX = 1, BT_S3 = 2 };
+
+struct keydef {
+    const char *name;
+    enum vkind kind;
+    size_t off;
+    uint64_t min, max;
+    bool required;
+    int btype; /* backends: which type the key belongs to */
+};
+
+#define CFG(f) offsetof(struct tierd_config, f)
+#define BE(f) offsetof(struct tierd_backend_conf, f)
+#define NS(f) offsetof(struct tierd_ns_conf, f)
+#define KIB 1024ULL
+#define MIB (1024ULL * 1024ULL)
+
+static const struct keydef daemon_keys[] = {
+    {"log_level", V_LOGLEVEL, CFG(log_level), 0, 0, false, 0},
+    {"backend_timeout", V_DUR, CFG(backend_timeout_ms), 100, 3600000, false, 0},
+    {"stage_threads", V_INT, CFG(stage_threads), 1, 256, false, 0},
+    {NULL, 0, 0, 0, 0, false, 0},
+};
+
+static const struct keydef cache_keys[] = {
+    {"block_size", V_SIZEZ, CFG(cache.block_size), 64 * KIB, 64 * MIB, false, 0},
+    {"ram_size", V_SIZE, CFG(cache.ram_bytes), 0, UINT64_MAX, false, 0},
+    {"disk_dir", V_STR, CFG(cache_disk_dir), 0, 0, false, 0},
+    {"disk_size", V_SIZE, CFG(cache.disk_bytes), 0, UINT64_MAX, false, 0},
+    {"disk_min_free", V_SIZE, CFG(cache.disk_min_free_bytes), 0, UINT64_MAX, false, 0},
+    {"pin_size", V_SIZE, CFG(cache.pin_bytes), 0, UINT64_MAX, false, 0},
+    {"policy", V_POLICY, CFG(cache.policy), 0, 0, false, 0},
+    {NULL, 0, 0, 0, 0, false, 0},
+};
+
+static const struct keydef mount_keys[] = {
+    {"path", V_STR, CFG(mount_path), 0, 0, true, 0},
+    {"attr_ttl", V_DUR, CFG(attr_ttl_ms), 0, 86400000, false, 0},
+    {"entry_ttl", V_DUR, CFG(entry_ttl_ms), 0, 86400000, false, 0},
+    {"threads", V_INT, CFG(fuse_threads), 1, 1024, false, 0},
+    {"allow_other", V_BOOL, CFG(allow_other), 0, 0, false, 0},
+    {"readahead_blocks", V_U64, CFG(readahead_blocks), 0, 1024, false, 0},
+    {NULL, 0, 0, 0, 0, false, 0},
+};
+
+static const struct keydef api_keys[] = {
+    {"socket", V_STR, CFG(api_socket), 0, 0, false, 0},
+    {"tcp", V_STR, CFG(api_tcp), 0, 0, false, 0},
+    {"token", V_STR, CFG(api_token), 0, 0, false, 0},
+    {NULL, 0, 0, 0, 0, false, 0},
+};
+
+static const struct keydef backend_keys[] = {
+    {"type", V_BTYPE, BE(type), 0, 0, true, BT_ANY},
+    {"root", V_CSTR, BE(posix.root), 0, 0, true, BT_POSIX},
+    {"endpoint", V_CSTR, BE(s3.endpoint), 0, 0, true, BT_S3},
+    {"region", V_CSTR, BE(s3.region), 0, 0, false, BT_S3},
+    {"bucket", V_CSTR, BE(s3.bucket), 0, 0, true, BT_S3},
+    {"prefix", V_CSTR, BE(s3.prefix), 0, 0, false, BT_S3},
+    {"path_style", V_BOOL, BE(s3.path_style), 0, 0, false, BT_S3},
+    {"access_key", V_CSTR, BE(s3.access_key), 0, 0, false, BT_S3},
+    {"secret_key", V_CSTR, BE(s3.secret_key), 0, 0, false, BT_S3},
+    {"max_retries", V_INT, BE(s3.max_retries), 0, 100, false, BT_S3},
+    {"connect_timeout", V_DUR, BE(s3.connect_timeout_ms), 10, 600000, false, BT_S3},
+    {"request_timeout", V_DUR, BE(s3.request_timeout_ms), 10, 3600000, false, BT_S3},
+    {"max_connections", V_INT, BE(s3.max_connections), 1, 1024, false, BT_S3},
+    {NULL, 0, 0, 0, 0, false, 0},
+};
+
+static const struct keydef namespace_keys[] = {
+    {"backend", V_STR, NS(backend), 0, 0, true, 0},
+    {"prefix", V_STR, NS(prefix), 0, 0, false, 0},
+    {"mode", V_MODE, NS(mode), 0, 0, false, 0},
+    {NULL, 0, 0, 0, 0, false, 0},
+};
+
+static const struct keydef *const tables[] = {daemon_keys, cache_keys,   mount_keys,
+                                              api_keys,    backend_keys, namespace_keys};
+
+static const char *const btype_names[] = {"any", "posix", "s3"};
+
+/* Comma-separated list of the keys valid in a section ("root" for a posix backend). */
+static void key_list(const struct keydef *t, int btype, char *out, size_t outsz)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (const struct keydef *k = t; k->name; k++) {
+        if (k->btype != BT_ANY && k->btype != btype)
+            continue;
+        int n = snprintf(out + used, outsz - used, "%s%s", used ? ", " : "", k->name);
+        if (n < 0 || (size_t)n >= outsz - used)
+            break;
+        used += (size_t)n;
+    }
+}
+
+static int set_value(struct parser *p, const struct keydef *k, void *base, const char *sect,
+                     const char *val, int line)
+{
+    char *field = (char *)base + k->off;
+    uint64_t u = 0;
+    int rc;
+    switch (k->kind) {
+    case V_STR:
+    case V_CSTR: {
+        if (*val == '\0') {
+            fail(p, line, "[%s] %s is empty (give a value or remove the line)", sect, k->name);
+            return -EINVAL;
+        }
+        char *s = own_str(p, val);
+        if (!s)
+            return -ENOMEM;
+        if (k->kind == V_STR)
+            *(char **)(void *)field = s;
+        else
+            *(const char **)(void *)field = s;
+        return 0;
+    }
+    case V_SIZE:
+    case V_SIZEZ:
+        rc = tier_parse_size(val, &u);
+        if (rc || u < k->min || u > k->max) {
+            char lo[32], hi[32];
+            if (k->max == UINT64_MAX)
+                fail(p, line,
+                     "[%s] %s = '%s' is not a size (allowed: a byte count like 512M, 64GiB, 2T)",
+                     sect, k->name, val);
+            else
+                fail(p, line,
+                     "[%s] %s = '%s' is not allowed (allowed: a size from %s to %s, like 4M)", sect,
+                     k->name, val, tier_fmt_bytes(k->min, lo, sizeof(lo)),
+                     tier_fmt_bytes(k->max, hi, sizeof(hi)));
+            return -EINVAL;
+        }
+        if (k->kind == V_SIZE)
+            *(uint64_t *)(void *)field = u;
+        else
+            *(size_t *)(void *)field = (size_t)u;
+        return 0;
+    case V_DUR:
+        rc = tier_parse_duration_ms(val, &u);
+        if (rc || u < k->min || u > k->max) {
+            fail(p, line,
+                 "[%s] %s = '%s' is not allowed (allowed: a duration from %llums to %llums, "
+                 "like 500ms, 10s, 2m)",
+                 sect, k->name, val, (unsigned long long)k->min, (unsigned long long)k->max);
+            return -EINVAL;
+        }
+        *(uint64_t *)(void *)field = u;
+        return 0;
+    case V_INT:
+    case V_U64:
+        rc = tier_parse_u64(val, &u);
+        if (rc || u < k->min || u > k->max) {
+            fail(p, line,
+                 "[%s] %s = '%s' is not allowed (allowed: a whole number from %llu to %llu)", sect,
+                 k->name, val, (unsigned long long)k->min, (unsigned long long)k->max);
+            return -EINVAL;
+        }
+        if (k->kind == V_INT)
+            *(int *)(void *)field = (int)u;
+        else
+            *(uint64_t *)(void *)field = u;
+        return 0;
+    case V_BOOL: {
+        int b = 0;
+        if (tier_parse_bool(val, &b)) {
+            fail(p, line,
+                 "[%s] %s = '%s' is not allowed (allowed: true, false, yes, no, on, off, 1, 0)",
+                 sect, k->name, val);
+            return -EINVAL;
+        }
+        *(bool *)(void *)field = b != 0;
+        return 0;
+    }
+    case V_POLICY:
+        if (strcmp(val, "s3fifo") == 0)
+            *(enum cache_policy_kind *)(void *)field = CACHE_POLICY_S3FIFO;
+        else if (strcmp(val, "lru") == 0)
+            *(enum cache_policy_kind *)(void *)field = CACHE_POLICY_LRU;
+        else {
+            fail(p, line, "[%s] %s = '%s' is not allowed (allowed: s3fifo, lru)", sect, k->name,
+                 val);
+            return -EINVAL;
+        }
+        return 0;
+    case V_LOGLEVEL: {
+        enum tier_log_level lvl;
+        if (tier_log_level_parse(val, &lvl)) {
+            fail(p, line, "[%s] %s = '%s' is not allowed (allowed: error, warn, info, debug)", sect,
+                 k->name, val);
+            return -EINVAL;
+        }
+        char *s = own_str(p, val);
+        if (!s)
+            return -ENOMEM;
+        *(char **)(void *)field = s;
+        return 0;
+    }
+    case V_MODE:
+        if (strcmp(val, "read-cache") == 0) {
+            *(enum tierd_ns_mode *)(void *)field = TIERD_NS_READ_CACHE;
+        } else if (strcmp(val, "write-back") == 0) {
+            fail(p, line,
+                 "[%s] mode = write-back is not supported yet (issue 5); use mode = read-cache",
+                 sect);
+            return -EINVAL;
+        } else {
+            fail(p, line, "[%s] mode = '%s' is not allowed (allowed: read-cache)", sect, val);
+            return -EINVAL;
+        }
+        return 0;
+    case V_BTYPE:
+        /* checked in the type pre-pass */
+        return 0;
+    }
+    return -EINVAL;
+}
+
+/* Is key valid in some other singleton section? Gives its name for a hint. */
+static const char *section_of_key(const char *key, enum sec_kind except)
+{
+    for (int s = SEC_DAEMON; s <= SEC_NAMESPACE; s++) {
+        if (s == (int)except)
+            continue;
+        for (const struct keydef *k = tables[s]; k->name; k++)
+            if (strcmp(k->name, key) == 0)
+                return sec_names[s];
+    }
+    return NULL;
+}
+
+static void unknown_key(struct parser *p, const struct raw_section *sec, const struct keydef *t,
+                        int btype, const char *key, int line)
+{
+    const char *names[64];
+    size_t n = 0;
+    for (const struct keydef *k = t; k->name && n < 64; k++)
+        if (k->btype == BT_ANY || k->btype == btype)
+            names[n++] = k->name;
+    char valid[512];
+    key_list(t, btype, valid, sizeof(valid));
+    const char *near = closest(key, names, n);
+    if (near) {
+        fail(p, line, "unknown key '%s' in [%s] (did you mean '%s'?)", key, sec->name, near);
+        return;
+    }
+    /* a key of the other backend type */
+    if (sec->kind == SEC_BACKEND) {
+        for (const struct keydef *k = t; k->name; k++) {
+            if (strcmp(k->name, key) == 0 && k->btype != btype) {
+                fail(p, line,
+                     "key '%s' is for backends of type %s, but [%s] has type %s (valid: %s)", key,
+                     btype_names[k->btype], sec->name, btype_names[btype], valid);
+                return;
+            }
+        }
+    }
+    const char *other = section_of_key(key, sec->kind);
+    if (other) {
+        fail(p, line, "unknown key '%s' in [%s] (it belongs in [%s%s]; valid here: %s)", key,
+             sec->name, other,
+             strcmp(other, "backend") == 0 ? " NAME"
+                                           : (strcmp(other, "namespace") == 0 ? " /PATH" : ""),
+             valid);
+        return;
+    }
+    fail(p, line, "unknown key '%s' in [%s] (valid: %s)", key, sec->name, valid);
+}
+
+static bool valid_backend_name(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 63)
+        return false;
+    for (; *s; s++)
+        if (!isalnum((unsigned char)*s) && *s != '_' && *s != '-' && *s != '.')
+            return false;
+    return true;
+}
+
+/* "/datasets" or "/a/b": absolute, no trailing slash, no empty/./.. segments. */
+static const char *ns_path_problem(const char *s)
+{
+    if (s[0] != '/')
+        return "must start with '/'";
+    if (s[1] == '\0')
+        return "cannot be '/' itself (the root lists the namespaces)";
+    size_t len = strlen(s);
+    if (len > 1024)
+        return "is too long";
+    if (s[len - 1] == '/')
+        return "must not end with '/'";
+    const char *seg = s + 1;
+    while (*seg) {
+        const char *end = strchr(seg, '/');
+        size_t sl = end ? (size_t)(end - seg) : strlen(seg);
+        if (sl == 0)
+            return "has an empty segment ('//')";
+        if ((sl == 1 && seg[0] == '.') || (sl == 2 && seg[0] == '.' && seg[1] == '.'))
+            return "has a '.' or '..' segment";
+        if (sl > 255)
+            return "has a segment over 255 bytes";
+        for (size_t i = 0; i < sl; i++)
+            if ((unsigned char)seg[i] < 0x20 || seg[i] == 0x7f)
+                return "has a control character";
+        seg = end ? end + 1 : seg + sl;
+    }
+    return NULL;
+}
+
+/* Is a the same as b or one of its ancestors ("/a" vs "/a/b")? */
+static bool path_covers(const char *a, const char *b)
+{
+    size_t la = strlen(a);
+    return strncmp(a, b, la) == 0 && (b[la] == '\0' || b[la] == '/');
+}
+
+static void classify_sections(struct parser *p)
+{
+    struct tierd_config *c = p->cfg;
+    int singleton_line[SEC_BACKEND] = {0};
+    for (size_t i = 0; i < p->nsecs; i++) {
+        struct raw_section *s = &p->secs[i];
+        char word[64];
+        const char *sp = strpbrk(s->name, " \t");
+        size_t wl = sp ? (size_t)(sp - s->name) : strlen(s->name);
+        tier_strlcpy(word, s->name, wl + 1 < sizeof(word) ? wl + 1 : sizeof(word));
+        const char *arg = sp ? sp : "";
+        while (*arg == ' ' || *arg == '\t')
+            arg++;
+        int kind = -1;
+        for (int k = 0; k < SEC_BAD; k++)
+            if (strcmp(word, sec_names[k]) == 0)
+                kind = k;
+        if (kind < 0) {
+            const char *near = closest(word, sec_names, SEC_BAD);
+            if (near)
+                fail(p, s->line, "unknown section [%s] (did you mean [%s%s]?)", s->name, near,
+                     strcmp(near, "backend") == 0     ? " NAME"
+                     : strcmp(near, "namespace") == 0 ? " /PATH"
+                                                      : "");
+            else
+                fail(p, s->line,
+                     "unknown section [%s] (allowed: [daemon], [cache], [mount], [api], "
+                     "[backend NAME], [namespace /PATH])",
+                     s->name);
+            continue;
+        }
+        if (kind < SEC_BACKEND) {
+            if (*arg) {
+                fail(p, s->line, "section [%s] takes no name (write [%s])", s->name,
+                     sec_names[kind]);
+                continue;
+            }
+            if (singleton_line[kind]) {
+                fail(p, s->line, "duplicate section [%s] (first at line %d; merge them)", s->name,
+                     singleton_line[kind]);
+                continue;
+            }
+            singleton_line[kind] = s->line;
+            s->kind = (enum sec_kind)kind;
+            continue;
+        }
+        if (kind == SEC_BACKEND) {
+            if (!*arg || !valid_backend_name(arg)) {
+                fail(p, s->line,
+                     "[%s]: a backend needs a name of letters, digits, '_', '-', '.' (like "
+                     "[backend warm])",
+                     s->name);
+                continue;
+            }
+            bool dup = false;
+            for (size_t b = 0; b < c->nbackends; b++) {
+                if (strcmp(c->backends[b].name, arg) == 0) {
+                    fail(p, s->line, "duplicate backend '%s' (first at line %d)", arg,
+                         c->backends[b].conf_line);
+                    dup = true;
+                }
+            }
+            if (dup)
+                continue;
+            if (c->nbackends == TIERD_MAX_BACKENDS) {
+                fail(p, s->line, "too many backends (at most %d)", TIERD_MAX_BACKENDS);
+                continue;
+            }
+            struct tierd_backend_conf *b = &c->backends[c->nbackends];
+            b->name = own_str(p, arg);
+            b->conf_line = s->line;
+            b->posix.name = b->name;
+            b->s3.name = b->name;
+            s->index = (int)c->nbackends++;
+            s->kind = SEC_BACKEND;
+            continue;
+        }
+        /* namespace */
+        const char *problem = *arg ? ns_path_problem(arg) : "is missing";
+        if (problem) {
+            fail(p, s->line,
+                 "[%s]: the namespace path %s (allowed: an absolute mount sub-path like "
+                 "[namespace /datasets])",
+                 s->name, problem);
+            continue;
+        }
+        bool clash = false;
+        for (size_t n = 0; n < c->nnamespaces; n++) {
+            const struct tierd_ns_conf *o = &c->namespaces[n];
+            if (path_covers(o->path, arg) || path_covers(arg, o->path)) {
+                fail(p, s->line,
+                     "namespace %s overlaps namespace %s (line %d); namespaces must be disjoint",
+                     arg, o->path, o->conf_line);
+                clash = true;
+                break;
+            }
+        }
+        if (clash)
+            continue;
+        if (c->nnamespaces == TIERD_MAX_NAMESPACES) {
+            fail(p, s->line, "too many namespaces (at most %d)", TIERD_MAX_NAMESPACES);
+            continue;
+        }
+        struct tierd_ns_conf *ns = &c->namespaces[c->nnamespaces];
+        ns->path = own_str(p, arg);
+        ns->conf_line = s->line;
+        ns->mode = TIERD_NS_READ_CACHE;
+        s->index = (int)c->nnamespaces++;
+        s->kind = SEC_NAMESPACE;
+    }
+}
+
+/* Backend types first: which keys are valid depends on them. */
+static void backend_types(struct parser *p)
+{
+    for (size_t i = 0; i < p->npairs; i++) {
+        struct raw_pair *kv = &p->pairs[i];
+        if (kv->sec < 0 || p->secs[kv->sec].kind != SEC_BACKEND || strcmp(kv->key, "type") != 0)
+            continue;
+        struct tierd_backend_conf *b = &p->cfg->backends[p->secs[kv->sec].index];
+        if (strcmp(kv->val, "posix") != 0 && strcmp(kv->val, "s3") != 0) {
+            fail(p, kv->line, "[%s] type = '%s' is not allowed (allowed: posix, s3)",
+                 p->secs[kv->sec].name, kv->val);
+            continue;
+        }
+        if (!b->type)
+            b->type = own_str(p, kv->val);
+    }
+}
+
+static void apply_pairs(struct parser *p)
+{
+    struct tierd_config *c = p->cfg;
+    for (size_t i = 0; i < p->npairs; i++) {
+        struct raw_pair *kv = &p->pairs[i];
+        if (kv->sec < 0) {
+            fail(p, kv->line,
+                 "key '%s' is outside any section (put it under [daemon], [cache], [mount], "
+                 "[api], [backend NAME] or [namespace /PATH])",
+                 kv->key);
+            continue;
+        }
+        struct raw_section *sec = &p->secs[kv->sec];
+        if (sec->kind == SEC_BAD)
+            continue; /* already reported */
+        const struct keydef *t = tables[sec->kind];
+        void *base = c;
+        int btype = BT_ANY;
+        if (sec->kind == SEC_BACKEND) {
+            struct tierd_backend_conf *b = &c->backends[sec->index];
+            base = b;
+            if (!b->type)
+                continue; /* missing or bad type: reported elsewhere */
+            btype = strcmp(b->type, "posix") == 0 ? BT_POSIX : BT_S3;
+        } else if (sec->kind == SEC_NAMESPACE) {
+            base = &c->namespaces[sec->index];
+        }
+        int idx = -1;
+        for (int k = 0; t[k].name; k++)
+            if (strcmp(t[k].name, kv->key) == 0 && (t[k].btype == BT_ANY || t[k].btype == btype))
+                idx = k;
+        if (idx < 0) {
+            unknown_key(p, sec, t, btype, kv->key, kv->line);
+            continue;
+        }
+        if (sec->seen & (1ULL << idx)) {
+            fail(p, kv->line, "duplicate key '%s' in [%s] (keep one)", kv->key, sec->name);
+            continue;
+        }
+        sec->seen |= 1ULL << idx;
+        if (set_value(p, &t[idx], base, sec->name, kv->val, kv->line))
+            continue;
+        if (sec->kind == SEC_NAMESPACE && strcmp(kv->key, "backend") == 0)
+            p->ns_backend_line[sec->index] = kv->line;
+        if (sec->kind == SEC_API && strcmp(kv->key, "tcp") == 0)
+            p->tcp_line = kv->line;
+        if (sec->kind == SEC_CACHE && strcmp(kv->key, "pin_size") == 0)
+            p->set_pin_size = true;
+        if (sec->kind == SEC_BACKEND && strcmp(kv->key, "request_timeout") == 0)
+            p->set_request_timeout[sec->index] = true;
+        if (sec->kind == SEC_BACKEND && strcmp(kv->key, "connect_timeout") == 0)
+            p->set_connect_timeout[sec->index] = true;
+    }
+    /* required keys, reported at the section's line */
+    for (size_t i = 0; i < p->nsecs; i++) {
+        struct raw_section *sec = &p->secs[i];
+        if (sec->kind == SEC_BAD)
+            continue;
+        int btype = BT_ANY;
+        if (sec->kind == SEC_BACKEND) {
+            const struct tierd_backend_conf *b = &c->backends[sec->index];
+            if (!b->type) {
+                fail_missing(p, sec->line,
+                             "[%s] is missing required key 'type' (allowed: posix, s3)", sec->name);
+                continue;
+            }
+            btype = strcmp(b->type, "posix") == 0 ? BT_POSIX : BT_S3;
+        }
+        const struct keydef *t = tables[sec->kind];
+        for (int k = 0; t[k].name; k++) {
+            if (!t[k].required || (t[k].btype != BT_ANY && t[k].btype != btype))
+                continue;
+            if (!(sec->seen & (1ULL << k)))
+                fail_missing(p, sec->line, "[%s] is missing required key '%s'", sec->name,
+                             t[k].name);
+        }
+    }
+}
+
+static void check_semantics(struct parser *p)
+{
+    struct tierd_config *c = p->cfg;
+    if (!c->mount_path)
+        fail_missing(p, 0, "no [mount] section with 'path = DIR' (where to mount the namespaces)");
+    else if (c->mount_path[0] != '/')
+        fail(p, 0, "[mount] path = '%s' must be an absolute path", c->mount_path);
+    if (c->nnamespaces == 0)
+        fail_missing(p, 0,
+                     "no [namespace /PATH] section: nothing to mount (add e.g. [namespace "
+                     "/datasets] with backend = NAME)");
+    const char *bnames[TIERD_MAX_BACKENDS];
+    for (size_t b = 0; b < c->nbackends; b++)
+        bnames[b] = c->backends[b].name;
+    for (size_t n = 0; n < c->nnamespaces; n++) {
+        struct tierd_ns_conf *ns = &c->namespaces[n];
+        if (ns->backend) {
+            bool found = false;
+            for (size_t b = 0; b < c->nbackends; b++)
+                found = found || strcmp(bnames[b], ns->backend) == 0;
+            if (!found) {
+                const char *near = closest(ns->backend, bnames, c->nbackends);
+                char known[256] = "";
+                size_t used = 0;
+                for (size_t b = 0; b < c->nbackends; b++) {
+                    int w = snprintf(known + used, sizeof(known) - used, "%s%s", used ? ", " : "",
+                                     bnames[b]);
+                    if (w < 0 || (size_t)w >= sizeof(known) - used)
+                        break;
+                    used += (size_t)w;
+                }
+                if (near)
+                    fail(p, p->ns_backend_line[n],
+                         "[namespace %s] backend = '%s' is not defined (did you mean '%s'?)",
+                         ns->path, ns->backend, near);
+                else
+                    fail(p, p->ns_backend_line[n],
+                         "[namespace %s] backend = '%s' is not defined (defined backends: %s)",
+                         ns->path, ns->backend, c->nbackends ? known : "none; add [backend NAME]");
+            }
+        }
+        /* prefix: no leading '/', ends with '/' unless empty */
+        const char *pre = ns->prefix ? ns->prefix : "";
+        while (*pre == '/')
+            pre++;
+        size_t pl = strlen(pre);
+        if (pl == 0) {
+            ns->prefix = own_str(p, "");
+        } else {
+            char *np = malloc(pl + 2);
+            if (!np) {
+                p->oom = true;
+                return;
+            }
+            memcpy(np, pre, pl);
+            if (pre[pl - 1] != '/')
+                np[pl++] = '/';
+            np[pl] = '\0';
+            if (backend_key_valid(np, pl, true) != 0)
+                fail(p, ns->conf_line,
+                     "[namespace %s] prefix = '%s' is not a valid key prefix (%s)", ns->path,
+                     ns->prefix, tier_err_msg());
+            ns->prefix = own(p, np, pl);
+            free(np);
+        }
+    }
+    if (c->api_tcp) {
+        const char *colon = strrchr(c->api_tcp, ':');
+        uint64_t port = 0;
+        if (!colon || colon == c->api_tcp || tier_parse_u64(colon + 1, &port) || port == 0 ||
+            port > 65535)
+            fail(p, p->tcp_line,
+                 "[api] tcp = '%s' is not allowed (allowed: HOST:PORT, like 127.0.0.1:7700)",
+                 c->api_tcp);
+        else if (!c->api_token)
+            fail(p, p->tcp_line,
+                 "[api] tcp is set but token is missing: the TCP listener requires "
+                 "'token = SECRET' (clients send Authorization: Bearer SECRET)");
+    }
+    if (c->cache.ram_bytes == 0 && !c->cache_disk_dir)
+        fail(p, 0, "[cache] has neither RAM (ram_size = 0) nor disk (disk_dir): set one");
+}
+
+static void apply_defaults(struct tierd_config *c)
+{
+    c->cache.block_size = 4 * MIB;
+    c->cache.ram_bytes = 1024 * MIB;
+    c->cache.disk_bytes = 10240 * MIB;
+    c->cache.disk_min_free_bytes = 1024 * MIB;
+    c->cache.policy = CACHE_POLICY_S3FIFO;
+    c->attr_ttl_ms = 1000;
+    c->entry_ttl_ms = 1000;
+    c->fuse_threads = 16;
+    c->readahead_blocks = 4;
+    c->backend_timeout_ms = 10000;
+    c->stage_threads = 8;
+    for (size_t b = 0; b < TIERD_MAX_BACKENDS; b++) {
+        struct s3_backend_config *s3 = &c->backends[b].s3;
+        s3->path_style = true;
+        s3->max_retries = 4;
+        s3->retry_base_ms = 100;
+        s3->retry_max_ms = 5000;
+        s3->connect_timeout_ms = 3000;
+        s3->request_timeout_ms = 30000;
+        s3->max_connections = 16;
+    }
+}
+
+static void finish_defaults(struct parser *p)
+{
+    struct tierd_config *c = p->cfg;
+    if (!c->log_level)
+        c->log_level = own_str(p, "info");
+    if (!c->api_socket)
+        c->api_socket = own_str(p, "/run/tierd/api.sock");
+    c->cache.disk_dir = c->cache_disk_dir;
+    if (!c->cache_disk_dir)
+        c->cache.disk_bytes = 0;
+    if (!p->set_pin_size)
+        c->cache.pin_bytes = (c->cache_disk_dir ? c->cache.disk_bytes : c->cache.ram_bytes) / 2;
+    /* One backend call, retries included, must end within backend_timeout: split it over the
+     * attempts unless the user chose the per-attempt timeouts. */
+    for (size_t b = 0; b < c->nbackends; b++) {
+        struct s3_backend_config *s3 = &c->backends[b].s3;
+        uint64_t per = c->backend_timeout_ms / (uint64_t)(s3->max_retries + 1);
+        if (per < 100)
+            per = 100;
+        if (!p->set_request_timeout[b])
+            s3->request_timeout_ms = per;
+        if (!p->set_connect_timeout[b] && s3->connect_timeout_ms > per)
+            s3->connect_timeout_ms = per;
+        uint64_t backoff_cap = c->backend_timeout_ms / 8;
+        if (s3->retry_max_ms > backoff_cap)
+            s3->retry_max_ms = backoff_cap > 10 ? backoff_cap : 10;
+        if (s3->retry_base_ms > s3->retry_max_ms)
+            s3->retry_base_ms = s3->retry_max_ms;
+    }
+}
+
+static int parse_stream(const char *name, FILE *in, struct tierd_config *cfg, char *err,
+                        size_t errsz)
+{
+    struct parser *p = calloc(1, sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    p->file = name;
+    p->in = in;
+    p->cfg = cfg;
+    cfg->file = own_str(p, name);
+    apply_defaults(cfg);
+
+    ini_allow_multiline = false;
+    int irc = ini_parse_stream(reader, p, handler, p);
+    int rc = 0;
+    if (p->oom) {
+        rc = -ENOMEM;
+        snprintf(err, errsz, "%s: out of memory while parsing", name);
+        goto out;
+    }
+    if (irc > 0)
+        fail(p, irc, "syntax error: expected '[section]', 'key = value' or a comment (; or #)");
+    classify_sections(p);
+    backend_types(p);
+    apply_pairs(p);
+    check_semantics(p);
+    finish_defaults(p);
+    if (p->oom) {
+        rc = -ENOMEM;
+        snprintf(err, errsz, "%s: out of memory while parsing", name);
+    } else if (p->err_line) {
+        rc = -EINVAL;
+        tier_strlcpy(err, p->err, errsz);
+    } else if (p->miss_line) {
+        rc = -EINVAL;
+        tier_strlcpy(err, p->miss, errsz);
+    }
+out:
+    for (size_t i = 0; i < p->nsecs; i++)
+        free(p->secs[i].name);
+    for (size_t i = 0; i < p->npairs; i++) {
+        free(p->pairs[i].key);
+        free(p->pairs[i].val);
+    }
+    free(p->pairs);
+    free(p->linebuf);
+    free(p);
+    return rc;
+}
+
+int tierd_config_load(const char *path, struct tierd_config *cfg, char *err, size_t errsz)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        int e = errno;
+        snprintf(err, errsz, "%s: cannot open the config file: %s", path, strerror(e));
+        return -e;
+    }
+    int rc = parse_stream(path, f, cfg, err, errsz);
+    fclose(f);
+    return rc;
+}
+
+int tierd_config_load_string(const char *name, const char *text, size_t len,
+                             struct tierd_config *cfg, char *err, size_t errsz)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    static char empty[1];
+    FILE *f = len ? fmemopen((void *)(uintptr_t)text, len, "r") : fmemopen(empty, 1, "r");
+    if (!f) {
+        snprintf(err, errsz, "%s: cannot read the config text", name);
+        return -ENOMEM;
+    }
+    int rc = parse_stream(name, f, cfg, err, errsz);
+    fclose(f);
+    return rc;
+}
+
+void tierd_config_fini(struct tierd_config *cfg)
+{
+    if (!cfg)
+        return;
+    for (size_t i = 0; i < cfg->nstrs; i++)
+        free(cfg->strs[i]);
+    free(cfg->strs);
+    memset(cfg, 0, sizeof(*cfg));
+}

@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * main.c - the tierd executable: parse the config, wire backends -> cache -> QoS scheduler ->
+ * stager -> control API -> FUSE mount, serve until SIGINT/SIGTERM/SIGHUP, then tear down in
+ * reverse order (API first, so no request sees a half-freed daemon; then the mount).
+ *
+ * Without -f, tierd daemonizes: the parent waits on a pipe until the child reports the mount as
+ * ready (or why it failed), so `tierd -c FILE && ls MOUNT` works and start-up errors reach the
+ * terminal. Exit codes: 0 clean stop, 1 start-up or runtime failure, 2 usage or config error.
+ *
+ * Signals: SIGINT/SIGTERM/SIGHUP are blocked while the worker threads (cache, stager, API) are
+ * created, so they inherit the block; the FUSE loop's handlers then receive them.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "common/timeutil.h"
+#include "daemon/api.h"
+#include "daemon/stage.h"
+#include "daemon/tierd.h"
+#include "fuse/tierfs.h"
+#include "qos/sched.h"
+
+static int g_notify_fd = -1; /* daemon mode: pipe to the waiting parent */
+
+static void notify_parent(int status, const char *msg)
+{
+    if (g_notify_fd < 0)
+        return;
+    char buf[1024];
+    buf[0] = (char)status;
+    size_t ml = msg ? strnlen(msg, sizeof(buf) - 2) : 0;
+    if (ml)
+        memcpy(buf + 1, msg, ml);
+    ssize_t w = write(g_notify_fd, buf, ml + 1);
+    (void)w;
+    close(g_notify_fd);
+    g_notify_fd = -1;
+}
+
+static void startup_failed(const char *what)
+{
+    char msg[900];
+    snprintf(msg, sizeof(msg), "%s: %s", what, *tier_err_msg() ? tier_err_msg() : "failed");
+    log_err("%s", msg);
+    notify_parent(1, msg);
+}
+
+/* Fork; the parent waits for the child's first status byte and exits with it. */
+static int daemonize(void)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0)
+        return -errno;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -errno;
+    if (pid > 0) {
+        close(p[1]);
+        char buf[1024];
+        ssize_t n;
+        do {
+            n = read(p[0], buf, sizeof(buf) - 1);
+        } while (n < 0 && errno == EINTR);
+        if (n <= 0) {
+            fprintf(stderr, "tierd: the daemon exited during start-up (see syslog)\n");
+            _exit(1);
+        }
+        buf[n] = '\0';
+        if (buf[0] != 0)
+            fprintf(stderr, "tierd: %s\n", buf + 1);
+        _exit(buf[0]);
+    }
+    close(p[0]);
+    g_notify_fd = p[1];
+    if (setsid() < 0)
+        return -errno;
+    int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (nul >= 0) {
+        dup2(nul, 0);
+        dup2(nul, 1);
+        dup2(nul, 2);
+        if (nul > 2)
+            close(nul);
+    }
+    tier_log_use_syslog("tierd");
+    return 0;
+}
+
+static int open_backends(struct tierd *d)
+{
+    struct tierd_config *c = &d->cfg;
+    for (size_t i = 0; i < c->nbackends; i++) {
+        struct tierd_backend_conf *b = &c->backends[i];
+        int rc = strcmp(b->type, "posix") == 0 ? backend_posix_open(&b->posix, &d->backends[i])
+                                               : backend_s3_open(&b->s3, &d->backends[i]);
+        if (rc) {
+            char m[600];
+            snprintf(m, sizeof(m), "%s:%d: backend '%s' (%s) cannot be opened: %s", c->file,
+                     b->conf_line, b->name, b->type,
+                     *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+            tier_err_set("%s", m);
+            return rc;
+        }
+    }
+    for (size_t n = 0; n < c->nnamespaces; n++) {
+        d->ns[n].conf = &c->namespaces[n];
+        for (size_t i = 0; i < c->nbackends; i++)
+            if (strcmp(c->backends[i].name, c->namespaces[n].backend) == 0)
+                d->ns[n].be = d->backends[i];
+    }
+    d->nns = c->nnamespaces;
+    return 0;
+}
+
+static void teardown(struct tierd *d)
+{
+    tierd_api_stop(d->api);
+    d->api = NULL;
+    tierfs_free(d->fuse);
+    d->fuse = NULL;
+    stage_registry_free(d->stages);
+    d->stages = NULL;
+    if (d->cache)
+        cache_close(d->cache);
+    d->cache = NULL;
+    sched_free(d->sched);
+    d->sched = NULL;
+    for (size_t i = 0; i < TIERD_MAX_BACKENDS; i++) {
+        backend_free(d->backends[i]);
+        d->backends[i] = NULL;
+    }
+    tierd_config_fini(&d->cfg);
+}
+
+static void on_ready(void *arg, int status)
+{
+    (void)arg;
+    if (status == 0) {
+        notify_parent(0, NULL);
+    } else {
+        tier_err_set("the mount did not answer (%s)", strerror(-status));
+        startup_failed("FUSE mount");
+    }
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: tierd -c FILE [-f] [-v]\n"
+               "  -c FILE  config file (see docs/CONFIG.md)\n"
+               "  -f       stay in the foreground, log to stderr\n"
+               "  -v       debug logging (overrides [daemon] log_level)\n"
+               "exit codes: 0 clean stop, 1 start-up/runtime failure, 2 usage or config error\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *conf = NULL;
+    bool fg = false, verbose = false;
+    int opt;
+    while ((opt = getopt(argc, argv, "c:fvh")) != -1) {
+        switch (opt) {
+        case 'c':
+            conf = optarg;
+            break;
+        case 'f':
+            fg = true;
+            break;
+        case 'v':
+            verbose = true;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!conf || optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+
+    static struct tierd d;
+    char err[1024];
+    int rc = tierd_config_load(conf, &d.cfg, err, sizeof(err));
+    if (rc) {
+        fprintf(stderr, "tierd: %s\n", err);
+        tierd_config_fini(&d.cfg);
+        return 2;
+    }
+    enum tier_log_level lvl = TIER_LOG_INFO;
+    (void)tier_log_level_parse(d.cfg.log_level, &lvl);
+    tier_log_set_level(verbose ? TIER_LOG_DEBUG : lvl);
+
+    if (!fg && daemonize() != 0) {
+        fprintf(stderr, "tierd: cannot daemonize: %s\n", strerror(errno));
+        return 1;
+    }
+    d.start_ns = tier_now_real_ns();
+
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    signal(SIGPIPE, SIG_IGN);
+
+    int status = 1;
+    tier_err_clear();
+    rc = open_backends(&d);
+    if (rc) {
+        startup_failed("backends");
+        goto out;
+    }
+    rc = cache_open(&d.cfg.cache, &d.cache);
+    if (rc) {
+        startup_failed("cache");
+        goto out;
+    }
+    struct sched_config sc = {.max_inflight = 32};
+    rc = sched_new(&sc, &d.sched);
+    if (rc) {
+        startup_failed("scheduler");
+        goto out;
+    }
+    sched_attach_cache(d.sched, d.cache);
+    rc = stage_registry_new(&d, &d.stages);
+    if (rc) {
+        startup_failed("stager");
+        goto out;
+    }
+    rc = tierd_api_start(&d, &d.api);
+    if (rc) {
+        startup_failed("control API");
+        goto out;
+    }
+    rc = tierfs_mount(&d, &d.fuse);
+    if (rc) {
+        startup_failed("FUSE mount");
+        goto out;
+    }
+    log_info("tierd: serving %zu namespace(s) at %s, API on %s", d.nns, d.cfg.mount_path,
+             d.cfg.api_socket);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    rc = tierfs_loop(d.fuse, on_ready, NULL);
+    pthread_sigmask(SIG_BLOCK, &block, NULL);
+    status = rc == 0 ? 0 : 1;
+    if (rc)
+        log_err("tierd: FUSE loop failed: %s", strerror(-rc));
+    else
+        log_info("tierd: stopping");
+out:
+    teardown(&d);
+    if (g_notify_fd >= 0)
+        notify_parent(1, "start-up failed");
+    return status;
+}

@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * fuse_int.h - private to src/fuse: the session object, the inode table and the attribute and
+ * listing caches shared by the operation files (fuse_ops_*.c).
+ *
+ * DESIGN (I/O paths; see also docs/ARCHITECTURE.md):
+ *   lookup    trigger: kernel dentry miss.  action: answer from the parent's cached listing when
+ *             fresh (no backend call; a name absent from a complete listing is ENOENT), else
+ *             backend_stat (+ a one-key list for S3 implicit directories).  fallback: EIO.
+ *   getattr   node attribute cache (attr_ttl), else the same stat.
+ *   readdir   one listing per directory, cached entry_ttl, shared by open handles (refcounted
+ *             snapshot); readdirplus also primes child attribute caches, so `ls -l` and the
+ *             following opens cost no backend call.
+ *   open      attributes through the cache; the handle keeps (key, etag, size): it reads one
+ *             version. keep_cache when the etag equals the previous open's, else the kernel
+ *             drops its pages of the inode.
+ *   read      cache_read() for the handle's version; -ESTALE (object replaced) -> EIO for this
+ *             handle, the attribute cache is dropped so the next open sees the new version.
+ *             Sequential reads queue cache_prefetch() of the next readahead_blocks blocks.
+ *   mutations EROFS (read-cache namespaces).
+ * Internal functions return -errno; the positive errno is made only at fuse_reply_err().
+ *
+ * Locking: the inode table has one mutex (tbl_mu) for its two hash maps and the nlookup/ref
+ * counts; each node has a mutex (mu) for its attribute cache and listing pointer. tbl_mu is
+ * never taken while holding a node mutex, and no lock is held across backend I/O.
+ */
+#ifndef TIER_FUSE_FUSE_INT_H
+#define TIER_FUSE_FUSE_INT_H
+
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "daemon/tierd.h"
+#include "tiers/backend.h"
+
+/* One directory entry of a listing (names are relative, no '/'). */
+struct tfs_dirent {
+    char *name;
+    bool is_dir;
+    uint64_t size_bytes;
+    int64_t mtime_ns;
+    char etag[BACKEND_ETAG_MAX];
+};
+
+/* An immutable snapshot of one directory, shared by the node cache and open dir handles. */
+struct tfs_listing {
+    _Atomic int refs;
+    uint64_t expire_ns;
+    struct tfs_dirent *e; /* sorted by name, unique */
+    size_t n;
+};
+
+/* What a node is known to be (attribute cache). */
+struct tfs_attr {
+    bool is_dir;
+    uint64_t size_bytes;
+    int64_t mtime_ns;
+    char etag[BACKEND_ETAG_MAX];
+};
+
+struct tfs_node {
+    uint64_t ino;
+    char *path; /* mount path, "/" or "/datasets/a" (immutable) */
+    /* tbl_mu */
+    uint64_t nlookup;
+    uint64_t refs; /* operations in progress holding the node */
+    struct tfs_node *next_ino, *next_path;
+    /* mu */
+    pthread_mutex_t mu;
+    bool attr_valid;
+    uint64_t attr_expire_ns;
+    struct tfs_attr attr;
+    char last_open_etag[BACKEND_ETAG_MAX]; /* for keep_cache */
+    struct tfs_listing *listing;
+};
+
+struct tierd_fuse {
+    struct tierd *d;
+    struct fuse_session *se;
+    char *mountpoint;
+    bool mounted;
+    _Atomic bool loop_done; /* the loop has returned: the ready thread stops polling */
+    uint64_t attr_ttl_ns, entry_ttl_ns;
+    double attr_ttl_s, entry_ttl_s;
+    uid_t uid;
+    gid_t gid;
+
+    pthread_mutex_t tbl_mu;
+    struct tfs_node **by_ino, **by_path;
+    size_t nbuckets, nnodes;
+    uint64_t next_ino;
+};
+
+/* ---- inode table (fuse_inode.c) ---- */
+int tfs_table_init(struct tierd_fuse *fs);
+void tfs_table_fini(struct tierd_fuse *fs);
+/* Take a reference on the node of ino for the duration of an operation, or NULL. */
+struct tfs_node *tfs_node_get(struct tierd_fuse *fs, uint64_t ino);
+void tfs_node_put(struct tierd_fuse *fs, struct tfs_node *n);
+/* Find or create the node for path and add one kernel lookup to it (and one ref). */
+int tfs_node_lookup(struct tierd_fuse *fs, const char *path, struct tfs_node **out);
+/* Drop nlookup kernel references (forget). */
+void tfs_node_forget(struct tierd_fuse *fs, uint64_t ino, uint64_t nlookup);
+/* Join parent path and name into a new malloc'd path; -ENAMETOOLONG / -ENOMEM. */
+int tfs_path_join(const char *parent, const char *name, char **out);
+
+/* ---- attributes (fuse_ops_attr.c) ---- */
+/* Current attributes of a node (cached for attr_ttl); -ENOENT, -EIO. */
+int tfs_node_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a);
+void tfs_node_set_attr(struct tierd_fuse *fs, struct tfs_node *n, const struct tfs_attr *a);
+void tfs_node_drop_attr(struct tfs_node *n);
+void tfs_fill_stat(const struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a,
+                   struct stat *st);
+/* Look a name up under a directory node, with the same sources as getattr. */
+int tfs_resolve_child(struct tierd_fuse *fs, struct tfs_node *parent, const char *path,
+                      const char *name, struct tfs_attr *a);
+/* Map an internal -errno to the errno the kernel gets. */
+int tfs_errno(int neg);
+
+/* ---- listings (fuse_ops_dir.c) ---- */
+/* A fresh listing of directory node n (reference to drop with tfs_listing_unref). */
+int tfs_listing_get(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_listing **out);
+void tfs_listing_unref(struct tfs_listing *l);
+/* The cached listing of n if fresh (referenced), else NULL: no backend call. */
+struct tfs_listing *tfs_listing_peek(struct tierd_fuse *fs, struct tfs_node *n);
+const struct tfs_dirent *tfs_listing_find(const struct tfs_listing *l, const char *name);
+
+/* ---- operations, one group per file ---- */
+void tfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
+void tfs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
+void tfs_op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets);
+void tfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void tfs_op_statfs(fuse_req_t req, fuse_ino_t ino);
+void tfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void tfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi);
+void tfs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                        struct fuse_file_info *fi);
+void tfs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void tfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void tfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
+void tfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void tfs_ops_readonly(struct fuse_lowlevel_ops *ops);
+
+#endif

@@ -1,0 +1,300 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * fuse_ops_attr.c - lookup, getattr and statfs, and the attribute cache behind them.
+ *
+ * A path is one of: a virtual directory above the namespaces ("/", "/a" for "/a/b"), a
+ * namespace root (always a directory, no backend call), or a key inside a namespace, which is an
+ * object (backend_stat) or a directory (POSIX directory, or an S3 common prefix found by a
+ * one-key listing). Answers are cached per node for attr_ttl; lookups first consult the parent's
+ * cached listing (fuse_ops_dir.c), so `ls -l`, `find` and the opens after a readdirplus cost no
+ * backend call. Called from the FUSE worker threads; node fields under the node mutex.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "common/timeutil.h"
+#include "fuse/fuse_int.h"
+
+int tfs_errno(int neg)
+{
+    int e = neg < 0 ? -neg : neg;
+    switch (e) {
+    case ENOENT:
+    case ENOTDIR:
+    case EISDIR:
+    case ENOMEM:
+    case EROFS:
+    case ENAMETOOLONG:
+    case EACCES:
+    case EPERM:
+    case EINVAL:
+    case ENOSYS:
+    case ENOTEMPTY:
+        return e;
+    default:
+        return EIO; /* backend failures, timeouts, replaced objects (ESTALE) */
+    }
+}
+
+void tfs_fill_stat(const struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a,
+                   struct stat *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->st_ino = ino;
+    if (a->is_dir) {
+        st->st_mode = S_IFDIR | 0555;
+        st->st_nlink = 2;
+        st->st_size = 4096;
+    } else {
+        st->st_mode = S_IFREG | 0444;
+        st->st_nlink = 1;
+        st->st_size = (off_t)a->size_bytes;
+        st->st_blocks = (blkcnt_t)((a->size_bytes + 511) / 512);
+    }
+    /* a large preferred I/O size makes cat/cp issue 1 MiB reads */
+    st->st_blksize = 1 << 20;
+    st->st_uid = fs->uid;
+    st->st_gid = fs->gid;
+    int64_t m = a->mtime_ns > 0 ? a->mtime_ns : (int64_t)(fs->d->start_ns);
+    st->st_mtim.tv_sec = m / 1000000000;
+    st->st_mtim.tv_nsec = m % 1000000000;
+    st->st_ctim = st->st_mtim;
+    st->st_atim = st->st_mtim;
+}
+
+void tfs_node_set_attr(struct tierd_fuse *fs, struct tfs_node *n, const struct tfs_attr *a)
+{
+    pthread_mutex_lock(&n->mu);
+    n->attr = *a;
+    n->attr_valid = true;
+    n->attr_expire_ns = tier_now_mono_ns() + fs->attr_ttl_ns;
+    pthread_mutex_unlock(&n->mu);
+}
+
+void tfs_node_drop_attr(struct tfs_node *n)
+{
+    pthread_mutex_lock(&n->mu);
+    n->attr_valid = false;
+    pthread_mutex_unlock(&n->mu);
+}
+
+static void dir_attr(const struct tierd_fuse *fs, struct tfs_attr *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->is_dir = true;
+    a->mtime_ns = (int64_t)fs->d->start_ns;
+}
+
+/* Ask the backend what path is. */
+static int stat_path(struct tierd_fuse *fs, const char *path, struct tfs_attr *a)
+{
+    if (tierd_is_virtual_dir(fs->d, path)) {
+        dir_attr(fs, a);
+        return 0;
+    }
+    struct tierd_ns *ns = NULL;
+    char *key = NULL;
+    bool is_root = false;
+    int rc = tierd_resolve(fs->d, path, &ns, &key, &is_root);
+    if (rc)
+        return rc == -EINVAL ? -ENOENT : rc;
+    if (is_root) {
+        dir_attr(fs, a);
+        goto out;
+    }
+    struct backend_stat st;
+    memset(&st, 0, sizeof(st));
+    rc = backend_stat(ns->be, key, &st);
+    if (rc == 0) {
+        memset(a, 0, sizeof(*a));
+        a->is_dir = st.is_dir;
+        a->size_bytes = st.size_bytes;
+        a->mtime_ns = st.mtime_ns;
+        memcpy(a->etag, st.etag, sizeof(a->etag));
+        a->etag[sizeof(a->etag) - 1] = '\0';
+        goto out;
+    }
+    if (rc != -ENOENT) {
+        log_warn("fuse: stat of %s (%s:%s) failed: %s", path, ns->be->name, key, tier_err_msg());
+        goto out;
+    }
+    /* an implicit directory: some key below "key/" */
+    size_t kl = strlen(key);
+    char *dirkey = malloc(kl + 2);
+    if (!dirkey) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    memcpy(dirkey, key, kl);
+    dirkey[kl] = '/';
+    dirkey[kl + 1] = '\0';
+    struct backend_list_page page;
+    memset(&page, 0, sizeof(page));
+    rc = backend_list(ns->be, dirkey, "/", NULL, 1, &page);
+    free(dirkey);
+    if (rc == 0) {
+        rc = page.n > 0 ? 0 : -ENOENT;
+        if (rc == 0)
+            dir_attr(fs, a);
+        backend_list_page_fini(&page);
+    } else if (rc != -ENOENT) {
+        log_warn("fuse: listing %s failed: %s", path, tier_err_msg());
+    }
+out:
+    free(key);
+    return rc;
+}
+
+int tfs_node_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a)
+{
+    pthread_mutex_lock(&n->mu);
+    if (n->attr_valid && tier_now_mono_ns() < n->attr_expire_ns) {
+        *a = n->attr;
+        pthread_mutex_unlock(&n->mu);
+        return 0;
+    }
+    pthread_mutex_unlock(&n->mu);
+    int rc = stat_path(fs, n->path, a);
+    if (rc == 0)
+        tfs_node_set_attr(fs, n, a);
+    return rc;
+}
+
+int tfs_resolve_child(struct tierd_fuse *fs, struct tfs_node *parent, const char *path,
+                      const char *name, struct tfs_attr *a)
+{
+    if (tierd_is_virtual_dir(fs->d, path)) {
+        dir_attr(fs, a);
+        return 0;
+    }
+    if (tierd_is_virtual_dir(fs->d, parent->path)) {
+        /* only namespace roots live under a virtual directory */
+        struct tierd_ns *ns = NULL;
+        char *key = NULL;
+        bool is_root = false;
+        int rc = tierd_resolve(fs->d, path, &ns, &key, &is_root);
+        free(key);
+        if (rc == 0 && is_root) {
+            dir_attr(fs, a);
+            return 0;
+        }
+        return -ENOENT;
+    }
+    struct tfs_listing *l = tfs_listing_peek(fs, parent);
+    if (l) {
+        const struct tfs_dirent *e = tfs_listing_find(l, name);
+        int rc = -ENOENT;
+        if (e) {
+            memset(a, 0, sizeof(*a));
+            a->is_dir = e->is_dir;
+            a->size_bytes = e->size_bytes;
+            a->mtime_ns = e->mtime_ns;
+            memcpy(a->etag, e->etag, sizeof(a->etag));
+            rc = 0;
+        }
+        tfs_listing_unref(l);
+        return rc;
+    }
+    return stat_path(fs, path, a);
+}
+
+void tfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct tierd_fuse *fs = fuse_req_userdata(req);
+    struct tfs_node *p = tfs_node_get(fs, parent);
+    char *path = NULL;
+    struct tfs_node *n = NULL;
+    struct tfs_attr a;
+    int rc;
+    if (!p) {
+        rc = -ESTALE;
+        goto fail;
+    }
+    rc = tfs_path_join(p->path, name, &path);
+    if (rc)
+        goto fail;
+    rc = tfs_resolve_child(fs, p, path, name, &a);
+    if (rc == -ENOENT) {
+        /* negative entry, cached by the kernel for entry_ttl */
+        struct fuse_entry_param e;
+        memset(&e, 0, sizeof(e));
+        e.ino = 0;
+        e.entry_timeout = fs->entry_ttl_s;
+        fuse_reply_entry(req, &e);
+        goto out;
+    }
+    if (rc)
+        goto fail;
+    rc = tfs_node_lookup(fs, path, &n);
+    if (rc)
+        goto fail;
+    tfs_node_set_attr(fs, n, &a);
+    struct fuse_entry_param e;
+    memset(&e, 0, sizeof(e));
+    e.ino = n->ino;
+    e.generation = 1;
+    e.attr_timeout = fs->attr_ttl_s;
+    e.entry_timeout = fs->entry_ttl_s;
+    tfs_fill_stat(fs, n->ino, &a, &e.attr);
+    if (fuse_reply_entry(req, &e) != 0)
+        tfs_node_forget(fs, n->ino, 1); /* the kernel did not get it */
+    goto out;
+fail:
+    fuse_reply_err(req, tfs_errno(rc));
+out:
+    tfs_node_put(fs, n);
+    tfs_node_put(fs, p);
+    free(path);
+}
+
+void tfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)fi;
+    struct tierd_fuse *fs = fuse_req_userdata(req);
+    struct tfs_node *n = tfs_node_get(fs, ino);
+    if (!n) {
+        fuse_reply_err(req, ESTALE);
+        return;
+    }
+    struct tfs_attr a;
+    int rc = tfs_node_attr(fs, n, &a);
+    if (rc) {
+        fuse_reply_err(req, tfs_errno(rc));
+    } else {
+        struct stat st;
+        tfs_fill_stat(fs, ino, &a, &st);
+        fuse_reply_attr(req, &st, fs->attr_ttl_s);
+    }
+    tfs_node_put(fs, n);
+}
+
+void tfs_op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+    (void)ino;
+    struct tierd_fuse *fs = fuse_req_userdata(req);
+    struct cache_stats cs;
+    memset(&cs, 0, sizeof(cs));
+    if (fs->d->cache)
+        cache_stats_get(fs->d->cache, &cs);
+    uint64_t bsize = fs->d->cfg.cache.block_size ? fs->d->cfg.cache.block_size : 4096;
+    uint64_t total = cs.ram.bytes_budget + cs.disk.bytes_budget;
+    uint64_t used = cs.ram.bytes_used + cs.disk.bytes_used;
+    if (used > total)
+        used = total;
+    struct statvfs sv;
+    memset(&sv, 0, sizeof(sv));
+    sv.f_bsize = (unsigned long)bsize;
+    sv.f_frsize = (unsigned long)bsize;
+    sv.f_blocks = (fsblkcnt_t)(total / bsize);
+    sv.f_bfree = (fsblkcnt_t)((total - used) / bsize);
+    sv.f_bavail = sv.f_bfree;
+    sv.f_files = 1000000;
+    sv.f_ffree = 0;
+    sv.f_namemax = BACKEND_SEGMENT_MAX;
+    sv.f_flag = ST_RDONLY;
+    fuse_reply_statfs(req, &sv);
+}

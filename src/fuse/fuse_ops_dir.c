@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * fuse_ops_dir.c - opendir, readdir, readdirplus, releasedir and the directory listing cache.
+ *
+ * A directory's listing is built in one go (virtual directories from the namespace table,
+ * namespace directories from backend_list with delimiter "/", all pages), sorted and
+ * de-duplicated (S3 may have both an object "x" and keys under "x/": the directory wins), and
+ * kept on the node for entry_ttl. opendir takes a reference to the current snapshot, so the
+ * offsets a handle hands to the kernel stay valid while a newer listing replaces the cached one.
+ * The listing is built without any lock held; two threads may build it at once and the later
+ * one wins, which is harmless.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "common/timeutil.h"
+#include "fuse/fuse_int.h"
+
+#define LISTING_MAX_ENTRIES 10000000
+
+struct builder {
+    struct tfs_dirent *e;
+    size_t n, cap;
+    int rc;
+};
+
+static void add(struct builder *b, const char *name, size_t len, bool is_dir, uint64_t size,
+                int64_t mtime, const char *etag)
+{
+    if (b->rc || len == 0 || len > BACKEND_SEGMENT_MAX)
+        return;
+    if (b->n == b->cap) {
+        size_t ncap = b->cap ? b->cap * 2 : 64;
+        if (ncap > LISTING_MAX_ENTRIES) {
+            b->rc = -EFBIG;
+            return;
+        }
+        struct tfs_dirent *ne = realloc(b->e, ncap * sizeof(*ne));
+        if (!ne) {
+            b->rc = -ENOMEM;
+            return;
+        }
+        b->e = ne;
+        b->cap = ncap;
+    }
+    struct tfs_dirent *d = &b->e[b->n];
+    memset(d, 0, sizeof(*d));
+    d->name = strndup(name, len);
+    if (!d->name) {
+        b->rc = -ENOMEM;
+        return;
+    }
+    d->is_dir = is_dir;
+    d->size_bytes = size;
+    d->mtime_ns = mtime;
+    if (etag)
+        memcpy(d->etag, etag, sizeof(d->etag));
+    d->etag[sizeof(d->etag) - 1] = '\0';
+    b->n++;
+}
+
+static void add_virtual(const char *name, size_t len, void *arg)
+{
+    add(arg, name, len, true, 0, 0, NULL);
+}
+
+static int cmp_dirent(const void *a, const void *b)
+{
+    const struct tfs_dirent *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    if (c)
+        return c;
+    return (int)y->is_dir - (int)x->is_dir; /* directory first */
+}
+
+static void listing_free(struct tfs_listing *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->e[i].name);
+    free(l->e);
+    free(l);
+}
+
+void tfs_listing_unref(struct tfs_listing *l)
+{
+    if (l && atomic_fetch_sub_explicit(&l->refs, 1, memory_order_acq_rel) == 1)
+        listing_free(l);
+}
+
+static struct tfs_listing *listing_ref(struct tfs_listing *l)
+{
+    atomic_fetch_add_explicit(&l->refs, 1, memory_order_relaxed);
+    return l;
+}
+
+/* List every key of a namespace directory. */
+static int list_backend(struct tierd_fuse *fs, const char *path, struct builder *b)
+{
+    struct tierd_ns *ns = NULL;
+    char *key = NULL;
+    bool is_root = false;
+    int rc = tierd_resolve(fs->d, path, &ns, &key, &is_root);
+    if (rc)
+        return rc;
+    size_t kl = strlen(key);
+    char *prefix = malloc(kl + 2);
+    if (!prefix) {
+        free(key);
+        return -ENOMEM;
+    }
+    memcpy(prefix, key, kl + 1);
+    if (kl > 0 && key[kl - 1] != '/') {
+        prefix[kl++] = '/';
+        prefix[kl] = '\0';
+    }
+    free(key);
+    char *token = NULL;
+    do {
+        struct backend_list_page page;
+        memset(&page, 0, sizeof(page));
+        rc = backend_list(ns->be, prefix, "/", token, 0, &page);
+        free(token);
+        token = NULL;
+        if (rc) {
+            if (rc == -ENOENT)
+                rc = 0; /* an empty or vanished directory lists as empty */
+            else
+                log_warn("fuse: listing %s (%s:%s) failed: %s", path, ns->be->name, prefix,
+                         tier_err_msg());
+            break;
+        }
+        for (size_t i = 0; i < page.n; i++) {
+            const struct backend_entry *e = &page.entries[i];
+            if (strncmp(e->name, prefix, kl) != 0)
+                continue;
+            const char *name = e->name + kl;
+            size_t nl = strlen(name);
+            bool is_dir = e->is_prefix;
+            if (nl > 0 && name[nl - 1] == '/') {
+                nl--;
+                is_dir = true;
+            }
+            if (memchr(name, '/', nl))
+                continue;
+            add(b, name, nl, is_dir, e->size_bytes, e->mtime_ns, e->etag);
+        }
+        if (page.next_token) {
+            token = page.next_token;
+            page.next_token = NULL;
+        }
+        backend_list_page_fini(&page);
+    } while (token && b->rc == 0);
+    free(token);
+    free(prefix);
+    return rc ? rc : b->rc;
+}
+
+static int listing_build(struct tierd_fuse *fs, const char *path, struct tfs_listing **out)
+{
+    struct builder b;
+    memset(&b, 0, sizeof(b));
+    int rc;
+    if (tierd_is_virtual_dir(fs->d, path)) {
+        tierd_virtual_children(fs->d, path, add_virtual, &b);
+        rc = b.rc;
+    } else {
+        rc = list_backend(fs, path, &b);
+    }
+    struct tfs_listing *l = NULL;
+    if (rc == 0) {
+        l = calloc(1, sizeof(*l));
+        if (!l)
+            rc = -ENOMEM;
+    }
+    if (rc) {
+        for (size_t i = 0; i < b.n; i++)
+            free(b.e[i].name);
+        free(b.e);
+        return rc;
+    }
+    if (b.n > 1)
+        qsort(b.e, b.n, sizeof(*b.e), cmp_dirent);
+    size_t w = 0;
+    for (size_t i = 0; i < b.n; i++) {
+        if (w > 0 && strcmp(b.e[w - 1].name, b.e[i].name) == 0) {
+            free(b.e[i].name);
+            continue;
+        }
+        b.e[w++] = b.e[i];
+    }
+    l->e = b.e;
+    l->n = w;
+    l->refs = 1;
+    l->expire_ns = tier_now_mono_ns() + fs->entry_ttl_ns;
+    *out = l;
+    return 0;
+}
+
+struct tfs_listing *tfs_listing_peek(struct tierd_fuse *fs, struct tfs_node *n)
+{
+    (void)fs;
+    struct tfs_listing *l = NULL;
+    pthread_mutex_lock(&n->mu);
+    if (n->listing && tier_now_mono_ns() < n->listing->expire_ns)
+        l = listing_ref(n->listing);
+    pthread_mutex_unlock(&n->mu);
+    return l;
+}
+
+int tfs_listing_get(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_listing **out)
+{
+    struct tfs_listing *l = tfs_listing_peek(fs, n);
+    if (l) {
+        *out = l;
+        return 0;
+    }
+    int rc = listing_build(fs, n->path, &l);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&n->mu);
+    struct tfs_listing *old = n->listing;
+    n->listing = listing_ref(l);
+    pthread_mutex_unlock(&n->mu);
+    tfs_listing_unref(old);
+    *out = l;
+    return 0;
+}
+
+const struct tfs_dirent *tfs_listing_find(const struct tfs_listing *l, const char *name)
+{
+    size_t lo = 0, hi = l->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(l->e[mid].name, name);
+        if (c == 0)
+            return &l->e[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+void tfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct tierd_fuse *fs = fuse_req_userdata(req);
+    struct tfs_node *n = tfs_node_get(fs, ino);
+    if (!n) {
+        fuse_reply_err(req, ESTALE);
+        return;
+    }
+    struct tfs_attr a;
+    int rc = tfs_node_attr(fs, n, &a);
+    if (rc == 0 && !a.is_dir)
+        rc = -ENOTDIR;
+    struct tfs_listing *l = NULL;
+    if (rc == 0)
+        rc = tfs_listing_get(fs, n, &l);
+    if (rc) {
+        fuse_reply_err(req, tfs_errno(rc));
+    } else {
+        fi->fh = (uint64_t)(uintptr_t)l;
+        fi->cache_readdir = 0;
+        fi->keep_cache = 0;
+        if (fuse_reply_open(req, fi) != 0)
+            tfs_listing_unref(l);
+    }
+    tfs_node_put(fs, n);
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi, bool plus)
+{
+    struct tierd_fuse *fs = fuse_req_userdata(req);
+    struct tfs_listing *l = (struct tfs_listing *)(uintptr_t)fi->fh;
+    struct tfs_node *dir = plus ? tfs_node_get(fs, ino) : NULL;
+    if (plus && !dir) {
+        fuse_reply_err(req, ESTALE);
+        return;
+    }
+    char *buf = malloc(size);
+    if (!buf) {
+        tfs_node_put(fs, dir);
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    size_t pos = 0;
+    for (size_t i = (size_t)off; i < l->n; i++) {
+        const struct tfs_dirent *e = &l->e[i];
+        struct tfs_attr a;
+        memset(&a, 0, sizeof(a));
+        a.is_dir = e->is_dir;
+        a.size_bytes = e->size_bytes;
+        a.mtime_ns = e->mtime_ns;
+        memcpy(a.etag, e->etag, sizeof(a.etag));
+        if (!plus) {
+            struct stat st;
+            memset(&st, 0, sizeof(st));
+            st.st_ino = 0xffffffff; /* unknown: the kernel looks the name up */
+            st.st_mode = e->is_dir ? S_IFDIR : S_IFREG;
+            size_t need =
+                fuse_add_direntry(req, buf + pos, size - pos, e->name, &st, (off_t)(i + 1));
+            if (need > size - pos)
+                break;
+            pos += need;
+            continue;
+        }
+        /* readdirplus: each entry is a lookup; count it only if it fits in the reply */
+        size_t need = fuse_add_direntry_plus(req, NULL, 0, e->name, NULL, 0);
+        if (need > size - pos)
+            break;
+        char *path = NULL;
+        struct tfs_node *n = NULL;
+        if (tfs_path_join(dir->path, e->name, &path) != 0 || tfs_node_lookup(fs, path, &n) != 0) {
+            free(path);
+            break;
+        }
+        free(path);
+        tfs_node_set_attr(fs, n, &a);
+        struct fuse_entry_param ep;
+        memset(&ep, 0, sizeof(ep));
+        ep.ino = n->ino;
+        ep.generation = 1;
+        ep.attr_timeout = fs->attr_ttl_s;
+        ep.entry_timeout = fs->entry_ttl_s;
+        tfs_fill_stat(fs, n->ino, &a, &ep.attr);
+        pos += fuse_add_direntry_plus(req, buf + pos, size - pos, e->name, &ep, (off_t)(i + 1));
+        tfs_node_put(fs, n);
+    }
+    fuse_reply_buf(req, buf, pos);
+    free(buf);
+    tfs_node_put(fs, dir);
+}
+
+void tfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+    do_readdir(req, ino, size, off, fi, false);
+}
+
+void tfs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                        struct fuse_file_info *fi)
+{
+    do_readdir(req, ino, size, off, fi, true);
+}
+
+void tfs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino;
+    tfs_listing_unref((struct tfs_listing *)(uintptr_t)fi->fh);
+    fuse_reply_err(req, 0);
+}

@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * fuse_ops_file.c - open, read and release: the data path from the kernel to the block cache.
+ *
+ * A file handle pins one version of the object: the (key, etag, size) seen at open. Every read
+ * asks the cache for exactly that version, so a handle never returns blocks of two versions; if
+ * the object was replaced and the cache has to fetch, the backend refuses the old etag
+ * (-ESTALE), the read fails with EIO (logged), and the node's attributes are dropped so the next
+ * open sees the new version. The kernel page cache is kept across opens (keep_cache) only while
+ * the etag is the one the previous open saw; otherwise the kernel drops the inode's pages.
+ *
+ * Sequential reads (a read starting where the handle's previous one ended, give or take the
+ * kernel's reordering of async readahead) queue cache_prefetch() of the next readahead_blocks
+ * blocks. Handle fields are guarded by the handle's mutex; concurrent reads on one handle are
+ * fine (the cache is thread-safe).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/timeutil.h"
+#include "fuse/fuse_int.h"
+
+struct tfs_file {
+    struct backend *be;
+    char *key;
+    char *path;
+    char etag[BACKEND_ETAG_MAX];
+    uint64_t size_bytes;
+    uint64_t ino;
+    pthread_mutex_t mu;
+    uint64_t last_end;        /* mu: end of the previous read */
+    uint64_t prefetched_upto; /* mu: first block index not yet queued for prefetch */
+    bool stale_logged;        /* mu */
+};
+
+void tfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct tierd_fuse *fs = fuse_req_userdata(req);
+    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+        fuse_reply_err(req, EROFS);
+        return;
+    }
+    struct tfs_node *n = tfs_node_get(fs, ino);
+    if (!n) {
+        fuse_reply_err(req, ESTALE);
+        return;
+    }
+    struct tfs_file *h = NULL;
+    struct tierd_ns *ns = NULL;
+    char *key = NULL;
+    bool is_root = false;
+    struct tfs_attr a;
+    int rc = tfs_node_attr(fs, n, &a);
+    if (rc)
+        goto fail;
+    if (a.is_dir) {
+        rc = -EISDIR;
+        goto fail;
+    }
+    rc = tierd_resolve(fs->d, n->path, &ns, &key, &is_root);
+    if (rc)
+        goto fail;
+    h = calloc(1, sizeof(*h));
+    if (!h || !(h->path = strdup(n->path))) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    h->be = ns->be;
+    h->key = key;
+    key = NULL;
+    memcpy(h->etag, a.etag, sizeof(h->etag));
+    h->size_bytes = a.size_bytes;
+    h->ino = ino;
+    pthread_mutex_init(&h->mu, NULL);
+
+    pthread_mutex_lock(&n->mu);
+    bool same = n->last_open_etag[0] != '\0' && strcmp(n->last_open_etag, a.etag) == 0;
+    memcpy(n->last_open_etag, a.etag, sizeof(n->last_open_etag));
+    pthread_mutex_unlock(&n->mu);
+    fi->keep_cache = same ? 1 : 0;
+    fi->direct_io = 0;
+    fi->fh = (uint64_t)(uintptr_t)h;
+    if (fuse_reply_open(req, fi) != 0) {
+        pthread_mutex_destroy(&h->mu);
+        free(h->key);
+        free(h->path);
+        free(h);
+    }
+    tfs_node_put(fs, n);
+    return;
+fail:
+    if (h) {
+        free(h->path);
+        free(h);
+    }
+    free(key);
+    fuse_reply_err(req, tfs_errno(rc));
+    tfs_node_put(fs, n);
+}
+
+static void maybe_prefetch(struct tierd_fuse *fs, struct tfs_file *h, uint64_t off, size_t len)
+{
+    uint64_t ra = fs->d->cfg.readahead_blocks;
+    uint64_t bs = fs->d->cfg.cache.block_size;
+    if (ra == 0 || bs == 0 || !fs->d->cache)
+        return;
+    uint64_t end = off + len;
+    uint64_t nblocks = (h->size_bytes + bs - 1) / bs;
+    uint64_t first = 0, count = 0;
+    pthread_mutex_lock(&h->mu);
+    uint64_t prev = h->last_end;
+    /* async readahead may deliver neighbouring requests out of order */
+    uint64_t slack = 4 * (uint64_t)len;
+    bool seq = off == prev || (off > prev ? off - prev <= slack : prev - off <= slack);
+    if (end > h->last_end)
+        h->last_end = end;
+    if (seq) {
+        first = end / bs;
+        if (first < h->prefetched_upto)
+            first = h->prefetched_upto;
+        uint64_t stop = end / bs + ra;
+        if (stop > nblocks)
+            stop = nblocks;
+        if (stop > first) {
+            count = stop - first;
+            h->prefetched_upto = stop;
+        }
+    }
+    pthread_mutex_unlock(&h->mu);
+    if (count > 0) {
+        struct cache_obj obj = {
+            .be = h->be, .key = h->key, .etag = h->etag, .size_bytes = h->size_bytes};
+        struct tier_ioctx io = {.tenant = 0, .cls = TIER_IO_BACKGROUND};
+        cache_prefetch(fs->d->cache, &io, &obj, first, count);
+    }
+}
+
+void tfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+    struct tierd_fuse *fs = fuse_req_userdata(req);
+    struct tfs_file *h = (struct tfs_file *)(uintptr_t)fi->fh;
+    if (off < 0) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
+    if ((uint64_t)off >= h->size_bytes || size == 0) {
+        fuse_reply_buf(req, NULL, 0);
+        return;
+    }
+    if ((uint64_t)off + size > h->size_bytes)
+        size = (size_t)(h->size_bytes - (uint64_t)off);
+    char *buf = malloc(size);
+    if (!buf) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    struct cache_obj obj = {
+        .be = h->be, .key = h->key, .etag = h->etag, .size_bytes = h->size_bytes};
+    struct tier_ioctx io = {.tenant = 0, .cls = TIER_IO_STREAMING};
+    ssize_t n = cache_read(fs->d->cache, &io, &obj, (uint64_t)off, buf, size);
+    if (n < 0) {
+        if (n == -ESTALE) {
+            pthread_mutex_lock(&h->mu);
+            bool first = !h->stale_logged;
+            h->stale_logged = true;
+            pthread_mutex_unlock(&h->mu);
+            if (first)
+                log_warn("fuse: %s changed on the backend while open (etag %s); this handle "
+                         "fails with EIO, a new open reads the new version",
+                         h->path, h->etag);
+            struct tfs_node *node = tfs_node_get(fs, ino);
+            if (node) {
+                tfs_node_drop_attr(node);
+                tfs_node_put(fs, node);
+            }
+        } else {
+            log_warn("fuse: read of %s at %lld (%zu bytes) failed: %s", h->path, (long long)off,
+                     size, strerror((int)-n));
+        }
+        fuse_reply_err(req, tfs_errno((int)n));
+    } else {
+        /* before the reply: once the kernel has it, release may free the handle */
+        maybe_prefetch(fs, h, (uint64_t)off, (size_t)n);
+        fuse_reply_buf(req, buf, (size_t)n);
+    }
+    free(buf);
+}
+
+void tfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino;
+    struct tfs_file *h = (struct tfs_file *)(uintptr_t)fi->fh;
+    if (h) {
+        pthread_mutex_destroy(&h->mu);
+        free(h->key);
+        free(h->path);
+        free(h);
+    }
+    fuse_reply_err(req, 0);
+}

@@ -1,0 +1,339 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * fuse_session.c - mount, serve and unmount the tierd file system; clear a stale mount left by a
+ * crashed tierd.
+ *
+ * Called by main() on its own thread: tierfs_mount() -> tierfs_loop() -> tierfs_free(). The
+ * session's signal handlers (SIGINT, SIGTERM, SIGHUP) end the multi-threaded loop; main() keeps
+ * those signals blocked in every other thread it starts, so they land where the loop notices.
+ * Readiness is observed from the outside: a helper thread stat()s the mount point, which returns
+ * only once the kernel's INIT has been answered and our getattr served.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "common/strutil.h"
+#include "common/timeutil.h"
+#include "fuse/fuse_int.h"
+#include "fuse/tierfs.h"
+
+struct ready_ctx {
+    struct tierd_fuse *fs;
+    void (*ready)(void *arg, int status);
+    void *arg;
+};
+
+static pthread_t g_ready_thread;
+static bool g_ready_started;
+
+static int mkdir_p(const char *path)
+{
+    char *p = strdup(path);
+    if (!p)
+        return -ENOMEM;
+    int rc = 0;
+    for (char *s = p + 1;; s++) {
+        if (*s == '/' || *s == '\0') {
+            char c = *s;
+            *s = '\0';
+            if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+                rc = -errno;
+                break;
+            }
+            *s = c;
+            if (c == '\0')
+                break;
+        }
+    }
+    free(p);
+    return rc;
+}
+
+/* Is path the mount point of some mount right now (per /proc/self/mountinfo)? */
+static bool is_mountpoint(const char *path, char *fstype, size_t fstypesz)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "r");
+    if (!f)
+        return false;
+    char *line = NULL;
+    size_t cap = 0;
+    bool found = false;
+    while (getline(&line, &cap, f) > 0) {
+        /* id parent maj:min root mountpoint opts ... - fstype source superopts */
+        char *save = NULL;
+        char *tok = strtok_r(line, " ", &save);
+        for (int i = 0; tok && i < 4; i++)
+            tok = strtok_r(NULL, " ", &save);
+        if (!tok || strcmp(tok, path) != 0)
+            continue;
+        char *t;
+        while ((t = strtok_r(NULL, " ", &save)) != NULL) {
+            if (strcmp(t, "-") == 0) {
+                t = strtok_r(NULL, " ", &save);
+                tier_strlcpy(fstype, t ? t : "", fstypesz);
+                break;
+            }
+        }
+        found = true;
+    }
+    free(line);
+    fclose(f);
+    return found;
+}
+
+int tierfs_clear_stale_mount(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) == 0)
+        return 0;
+    int e = errno;
+    if (e != ENOTCONN && e != ECONNABORTED)
+        return 0;
+    log_warn("fuse: %s is a dead FUSE mount (%s), probably left by a crashed tierd; detaching it",
+             path, strerror(e));
+    if (umount2(path, MNT_DETACH) == 0)
+        return 1;
+    int ue = errno;
+    pid_t pid = fork();
+    if (pid == 0) {
+        execlp("fusermount3", "fusermount3", "-u", "-z", path, (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return 1;
+    tier_err_set("%s is a stale FUSE mount and could not be detached (umount2: %s); run "
+                 "'fusermount3 -u -z %s' and start tierd again",
+                 path, strerror(ue), path);
+    return -ue;
+}
+
+static void tfs_init(void *userdata, struct fuse_conn_info *conn)
+{
+    (void)userdata;
+    if (conn->capable & FUSE_CAP_READDIRPLUS)
+        conn->want |= FUSE_CAP_READDIRPLUS;
+    /* always readdirplus: it primes attributes, so ls -l / find / open cost no backend call */
+    conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO;
+    if (conn->capable & FUSE_CAP_ASYNC_READ)
+        conn->want |= FUSE_CAP_ASYNC_READ;
+    if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+        conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+    conn->max_readahead = 1 << 20;
+    conn->max_background = 64;
+    conn->congestion_threshold = 48;
+}
+
+int tierfs_mount(struct tierd *d, struct tierd_fuse **out)
+{
+    const char *path = d->cfg.mount_path;
+    struct tierd_fuse *fs = calloc(1, sizeof(*fs));
+    if (!fs)
+        return -ENOMEM;
+    fs->d = d;
+    fs->attr_ttl_ns = d->cfg.attr_ttl_ms * TIER_NS_PER_MS;
+    fs->entry_ttl_ns = d->cfg.entry_ttl_ms * TIER_NS_PER_MS;
+    fs->attr_ttl_s = (double)d->cfg.attr_ttl_ms / 1000.0;
+    fs->entry_ttl_s = (double)d->cfg.entry_ttl_ms / 1000.0;
+    fs->uid = getuid();
+    fs->gid = getgid();
+    int rc = tfs_table_init(fs);
+    if (rc) {
+        free(fs);
+        return rc;
+    }
+    fs->mountpoint = strdup(path);
+    if (!fs->mountpoint) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+
+    rc = tierfs_clear_stale_mount(path);
+    if (rc < 0)
+        goto fail;
+    char fstype[64] = "";
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        rc = mkdir_p(path);
+        if (rc) {
+            tier_err_set("cannot create the mount point %s: %s", path, strerror(-rc));
+            goto fail;
+        }
+    } else if (!S_ISDIR(st.st_mode)) {
+        rc = -ENOTDIR;
+        tier_err_set("the mount point %s is not a directory", path);
+        goto fail;
+    } else if (is_mountpoint(path, fstype, sizeof(fstype)) && strcmp(fstype, "fuse.tierd") == 0) {
+        rc = -EBUSY;
+        tier_err_set("%s is already mounted by a running tierd; stop it first (or 'umount %s')",
+                     path, path);
+        goto fail;
+    }
+
+    char opts[256];
+    snprintf(opts, sizeof(opts), "fsname=tierd,subtype=tierd,default_permissions%s",
+             d->cfg.allow_other ? ",allow_other" : "");
+    char *argv[] = {(char *)(uintptr_t) "tierd", (char *)(uintptr_t) "-o", opts, NULL};
+    struct fuse_args args = FUSE_ARGS_INIT(3, argv);
+
+    struct fuse_lowlevel_ops ops;
+    memset(&ops, 0, sizeof(ops));
+    ops.init = tfs_init;
+    ops.lookup = tfs_op_lookup;
+    ops.forget = tfs_op_forget;
+    ops.forget_multi = tfs_op_forget_multi;
+    ops.getattr = tfs_op_getattr;
+    ops.statfs = tfs_op_statfs;
+    ops.opendir = tfs_op_opendir;
+    ops.readdir = tfs_op_readdir;
+    ops.readdirplus = tfs_op_readdirplus;
+    ops.releasedir = tfs_op_releasedir;
+    ops.open = tfs_op_open;
+    ops.read = tfs_op_read;
+    ops.release = tfs_op_release;
+    tfs_ops_readonly(&ops);
+
+    fs->se = fuse_session_new(&args, &ops, sizeof(ops), fs);
+    fuse_opt_free_args(&args);
+    if (!fs->se) {
+        rc = -EINVAL;
+        tier_err_set("cannot create the FUSE session (is /dev/fuse there?)");
+        goto fail;
+    }
+    if (fuse_set_signal_handlers(fs->se) != 0) {
+        rc = -EIO;
+        tier_err_set("cannot install the FUSE signal handlers");
+        goto fail;
+    }
+    if (fuse_session_mount(fs->se, path) != 0) {
+        rc = -EIO;
+        tier_err_set("cannot mount FUSE at %s (see the message above; /dev/fuse, permissions, "
+                     "allow_other needs user_allow_other in /etc/fuse.conf)",
+                     path);
+        goto fail;
+    }
+    fs->mounted = true;
+    *out = fs;
+    return 0;
+fail:
+    tierfs_free(fs);
+    return rc;
+}
+
+/* Raise the kernel readahead of this mount's bdi so one sequential reader keeps several 1 MiB
+ * requests in flight (best effort: needs root). */
+static void tune_readahead(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return;
+    char sys[128];
+    snprintf(sys, sizeof(sys), "/sys/class/bdi/%u:%u/read_ahead_kb", major(st.st_dev),
+             minor(st.st_dev));
+    int fd = open(sys, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    if (write(fd, "4096", 4) != 4)
+        log_debug("fuse: cannot set %s", sys);
+    close(fd);
+}
+
+static void *ready_main(void *arg)
+{
+    struct ready_ctx *rc = arg;
+    struct tierd_fuse *fs = rc->fs;
+    uint64_t deadline = tier_now_mono_ns() + 30 * TIER_NS_PER_SEC;
+    int status = -ETIMEDOUT;
+    while (tier_now_mono_ns() < deadline) {
+        struct stat st;
+        if (stat(fs->mountpoint, &st) == 0 && st.st_ino == FUSE_ROOT_ID) {
+            status = 0;
+            break;
+        }
+        if (fs->loop_done) {
+            status = -ECANCELED;
+            break;
+        }
+        tier_sleep_ms(10);
+    }
+    if (status == 0) {
+        tune_readahead(fs->mountpoint);
+        fs->d->mounted = true;
+        log_info("fuse: mounted at %s", fs->mountpoint);
+    }
+    if (rc->ready)
+        rc->ready(rc->arg, status);
+    free(rc);
+    return NULL;
+}
+
+int tierfs_loop(struct tierd_fuse *fs, void (*ready)(void *arg, int status), void *arg)
+{
+    struct ready_ctx *rc = calloc(1, sizeof(*rc));
+    if (!rc)
+        return -ENOMEM;
+    rc->fs = fs;
+    rc->ready = ready;
+    rc->arg = arg;
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    int e = pthread_create(&g_ready_thread, NULL, ready_main, rc);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (e) {
+        free(rc);
+        return -e;
+    }
+    g_ready_started = true;
+
+    struct fuse_loop_config *lc = fuse_loop_cfg_create();
+    if (!lc)
+        return -ENOMEM;
+    unsigned threads = (unsigned)(fs->d->cfg.fuse_threads > 0 ? fs->d->cfg.fuse_threads : 16);
+    fuse_loop_cfg_set_max_threads(lc, threads);
+    fuse_loop_cfg_set_idle_threads(lc, threads);
+    fuse_loop_cfg_set_clone_fd(lc, 0);
+    int r = fuse_session_loop_mt(fs->se, lc);
+    fuse_loop_cfg_destroy(lc);
+    fs->loop_done = true;
+    fs->d->mounted = false;
+    if (r > 0)
+        log_info("fuse: signal %d received, unmounting %s", r, fs->mountpoint);
+    return r < 0 ? r : 0;
+}
+
+void tierfs_free(struct tierd_fuse *fs)
+{
+    if (!fs)
+        return;
+    fs->loop_done = true;
+    if (fs->se) {
+        if (fs->mounted)
+            fuse_session_unmount(fs->se);
+        fuse_remove_signal_handlers(fs->se);
+        fuse_session_destroy(fs->se);
+        fs->se = NULL;
+    }
+    if (g_ready_started) {
+        pthread_join(g_ready_thread, NULL);
+        g_ready_started = false;
+    }
+    fs->d->mounted = false;
+    tfs_table_fini(fs);
+    free(fs->mountpoint);
+    free(fs);
+}

@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test_config.c - tierd.conf parsing (src/daemon/config.c): a table of bad configs, each with
+ * the message it must produce (file:line, key, allowed values, did-you-mean), and good configs
+ * parsed into the expected struct, defaults included.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "daemon/tierd.h"
+
+/* The smallest valid config; bad cases append to or replace parts of it. */
+#define BASE                                                                                       \
+    "[backend warm]\n"                                                                             \
+    "type = posix\n"                                                                               \
+    "root = /srv\n"                                                                                \
+    "[namespace /d]\n"                                                                             \
+    "backend = warm\n"                                                                             \
+    "[mount]\n"                                                                                    \
+    "path = /mnt/t\n"
+
+struct bad_case {
+    const char *text;
+    const char *expect[4]; /* substrings that must all appear */
+};
+
+static const struct bad_case bad_cases[] = {
+    /* typo of a known key, with the line */
+    {BASE "[cache]\nblok_size = 4M\n",
+     {"t.conf:9:", "unknown key 'blok_size'", "did you mean 'block_size'?"}},
+    {BASE "[mount2]\n", {"t.conf:8:", "unknown section [mount2]", "did you mean [mount]?"}},
+    {BASE "[frobnicate]\n", {"t.conf:8:", "unknown section [frobnicate]", "allowed: [daemon]"}},
+    {BASE "[backnd x]\ntype = posix\n", {"t.conf:8:", "did you mean [backend NAME]?"}},
+    /* allowed values */
+    {BASE "[cache]\npolicy = fifo\n", {"t.conf:9:", "policy = 'fifo'", "allowed: s3fifo, lru"}},
+    {BASE "[cache]\nblock_size = 1K\n", {"t.conf:9:", "block_size = '1K'", "64.0 KiB", "64.0 MiB"}},
+    {BASE "[cache]\nram_size = lots\n", {"t.conf:9:", "ram_size = 'lots'", "not a size"}},
+    {BASE "[daemon]\nlog_level = loud\n", {"t.conf:9:", "allowed: error, warn, info, debug"}},
+    {BASE "[daemon]\nbackend_timeout = soon\n", {"t.conf:9:", "backend_timeout", "duration"}},
+    {BASE "[daemon]\nstage_threads = 0\n", {"t.conf:9:", "stage_threads = '0'", "from 1 to 256"}},
+    {BASE "[mount]\n", {"t.conf:8:", "duplicate section [mount]", "first at line 6"}},
+    {"[mount]\npath = /m\nallow_other = maybe\n[backend w]\ntype=posix\nroot=/s\n[namespace "
+     "/x]\nbackend=w\n",
+     {"t.conf:3:", "allow_other = 'maybe'", "true, false"}},
+    /* backends */
+    {BASE "[backend cold]\ntype = ftp\n", {"t.conf:9:", "type = 'ftp'", "allowed: posix, s3"}},
+    {BASE "[backend cold]\nbucket = b\n", {"t.conf:8:", "missing required key 'type'"}},
+    {BASE "[backend cold]\ntype = s3\nendpoint = http://x\n",
+     {"t.conf:8:", "[backend cold]", "missing required key 'bucket'"}},
+    {BASE "[backend cold]\ntype = s3\nbucket = b\nendpoint = http://x\nroot = /x\n",
+     {"t.conf:12:", "key 'root' is for backends of type posix", "valid: type, endpoint"}},
+    {BASE "[backend cold]\ntype = s3\nbucket = b\nendpoint = http://x\nregoin = x\n",
+     {"t.conf:12:", "did you mean 'region'?"}},
+    {BASE "[backend warm]\ntype = posix\nroot = /x\n",
+     {"t.conf:8:", "duplicate backend 'warm'", "line 1"}},
+    {BASE "[backend]\n", {"t.conf:8:", "needs a name"}},
+    {"[backend warm]\ntype = posix\n[namespace /d]\nbackend = warm\n[mount]\npath = /m\n",
+     {"t.conf:1:", "[backend warm] is missing required key 'root'"}},
+    /* a typo of a required key wins over "missing": it is the cause */
+    {"[backend warm]\ntype = posix\nrot = /x\n[namespace /d]\nbackend = warm\n[mount]\npath = /m\n",
+     {"t.conf:3:", "unknown key 'rot'", "did you mean 'root'?"}},
+    /* namespaces */
+    {BASE "[namespace /e]\nbackend = wram\n",
+     {"t.conf:9:", "backend = 'wram' is not defined", "did you mean 'warm'?"}},
+    {BASE "[namespace /e]\nbackend = zzzzzz\n",
+     {"t.conf:9:", "not defined", "defined backends: warm"}},
+    {BASE "[namespace /e]\nbackend = warm\nmode = write-back\n",
+     {"t.conf:10:", "not supported yet (issue 5)"}},
+    {BASE "[namespace /e]\nbackend = warm\nmode = rw\n", {"t.conf:10:", "allowed: read-cache"}},
+    {BASE "[namespace /e]\n", {"t.conf:8:", "[namespace /e] is missing required key 'backend'"}},
+    {BASE "[namespace data]\nbackend = warm\n", {"t.conf:8:", "must start with '/'"}},
+    {BASE "[namespace /e/]\nbackend = warm\n", {"t.conf:8:", "must not end with '/'"}},
+    {BASE "[namespace /d/sub]\nbackend = warm\n", {"t.conf:8:", "overlaps namespace /d"}},
+    {BASE "[namespace /e/../f]\nbackend = warm\n", {"t.conf:8:", "'..'"}},
+    {BASE "[namespace /e]\nbackend = warm\nprefix = a//b\n",
+     {"t.conf:8:", "prefix", "not a valid key prefix"}},
+    /* api */
+    {BASE "[api]\ntcp = 127.0.0.1:7700\n", {"t.conf:9:", "tcp is set but token is missing"}},
+    {BASE "[api]\ntcp = localhost\ntoken = x\n", {"t.conf:9:", "HOST:PORT"}},
+    {BASE "[api]\ncache_size = 1\n", {"t.conf:9:", "unknown key 'cache_size' in [api]"}},
+    {BASE "[api]\nblock_size = 1M\n", {"t.conf:9:", "it belongs in [cache]"}},
+    /* structure */
+    {"ram_size = 1G\n" BASE, {"t.conf:1:", "outside any section"}},
+    {BASE "[cache]\nthis line has no equals sign\n", {"t.conf:9:", "syntax error"}},
+    {BASE "[cache]\nram_size = 1G\nram_size = 2G\n", {"t.conf:10:", "duplicate key 'ram_size'"}},
+    {BASE "[cache]\nram_size = 0\n", {"ram_size = 0", "disk_dir"}},
+    {"[backend warm]\ntype = posix\nroot = /srv\n[namespace /d]\nbackend = warm\n",
+     {"t.conf:", "no [mount] section"}},
+    {"[backend warm]\ntype = posix\nroot = /srv\n[mount]\npath = /m\n",
+     {"no [namespace /PATH] section"}},
+    {"[mount]\npath = relative/dir\n[backend w]\ntype=posix\nroot=/s\n[namespace /x]\nbackend=w\n",
+     {"must be an absolute path"}},
+    {"", {"no [mount] section"}},
+};
+
+static void test_bad_configs(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++) {
+        const struct bad_case *bc = &bad_cases[i];
+        struct tierd_config cfg;
+        char err[1024] = "";
+        int rc =
+            tierd_config_load_string("t.conf", bc->text, strlen(bc->text), &cfg, err, sizeof(err));
+        if (rc != -EINVAL)
+            fail_msg("case %zu: expected -EINVAL, got %d (%s)\n---\n%s---", i, rc, err, bc->text);
+        for (int k = 0; k < 4 && bc->expect[k]; k++) {
+            if (!strstr(err, bc->expect[k]))
+                fail_msg("case %zu: message \"%s\" lacks \"%s\"\n---\n%s---", i, err, bc->expect[k],
+                         bc->text);
+        }
+        tierd_config_fini(&cfg);
+    }
+}
+
+static void test_good_config_file(void **state)
+{
+    (void)state;
+    struct tierd_config c;
+    char err[1024] = "";
+    int rc = tierd_config_load(TIER_CONFIG_DIR "/good.conf", &c, err, sizeof(err));
+    if (rc)
+        fail_msg("good.conf: %s", err);
+    assert_string_equal(c.log_level, "debug");
+    assert_int_equal(c.backend_timeout_ms, 5000);
+    assert_int_equal(c.stage_threads, 4);
+    assert_int_equal(c.cache.block_size, 1 << 20);
+    assert_int_equal(c.cache.ram_bytes, 256ULL << 20);
+    assert_string_equal(c.cache.disk_dir, "/var/cache/tierd");
+    assert_int_equal(c.cache.disk_bytes, 20ULL << 30);
+    assert_int_equal(c.cache.disk_min_free_bytes, 2ULL << 30);
+    assert_int_equal(c.cache.pin_bytes, 4ULL << 30);
+    assert_int_equal(c.cache.policy, CACHE_POLICY_LRU);
+    assert_int_equal(c.nbackends, 2);
+    assert_string_equal(c.backends[0].name, "warm");
+    assert_string_equal(c.backends[0].type, "posix");
+    assert_string_equal(c.backends[0].posix.root, "/srv/shared");
+    assert_string_equal(c.backends[0].posix.name, "warm");
+    assert_int_equal(c.backends[0].conf_line, 16);
+    const struct s3_backend_config *s3 = &c.backends[1].s3;
+    assert_string_equal(c.backends[1].type, "s3");
+    assert_string_equal(s3->name, "cold");
+    assert_string_equal(s3->endpoint, "http://127.0.0.1:7480");
+    assert_string_equal(s3->region, "eu-west-1");
+    assert_string_equal(s3->bucket, "datasets");
+    assert_false(s3->path_style);
+    assert_string_equal(s3->access_key, "AK");
+    assert_string_equal(s3->secret_key, "SK");
+    assert_int_equal(s3->max_retries, 3);
+    assert_int_equal(s3->max_connections, 8);
+    /* backend_timeout 5 s split over 4 attempts */
+    assert_int_equal(s3->request_timeout_ms, 1250);
+    assert_true(s3->connect_timeout_ms <= 1250);
+    assert_int_equal(c.nnamespaces, 2);
+    assert_string_equal(c.namespaces[0].path, "/datasets");
+    assert_string_equal(c.namespaces[0].backend, "warm");
+    assert_string_equal(c.namespaces[0].prefix, "imagenet/");
+    assert_int_equal(c.namespaces[0].mode, TIERD_NS_READ_CACHE);
+    assert_string_equal(c.namespaces[1].path, "/models/llm");
+    assert_string_equal(c.namespaces[1].prefix, "");
+    assert_string_equal(c.mount_path, "/mnt/tier");
+    assert_int_equal(c.attr_ttl_ms, 2000);
+    assert_int_equal(c.entry_ttl_ms, 500);
+    assert_int_equal(c.fuse_threads, 8);
+    assert_true(c.allow_other);
+    assert_int_equal(c.readahead_blocks, 8);
+    assert_string_equal(c.api_socket, "/run/tierd/test.sock");
+    assert_string_equal(c.api_tcp, "127.0.0.1:7700");
+    assert_string_equal(c.api_token, "s3cr3t");
+    assert_string_equal(c.file, TIER_CONFIG_DIR "/good.conf");
+    tierd_config_fini(&c);
+}
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    struct tierd_config c;
+    char err[1024] = "";
+    int rc = tierd_config_load_string("t.conf", BASE, strlen(BASE), &c, err, sizeof(err));
+    if (rc)
+        fail_msg("%s", err);
+    assert_string_equal(c.log_level, "info");
+    assert_int_equal(c.backend_timeout_ms, 10000);
+    assert_int_equal(c.stage_threads, 8);
+    assert_int_equal(c.cache.block_size, 4 << 20);
+    assert_int_equal(c.cache.ram_bytes, 1ULL << 30);
+    assert_null(c.cache.disk_dir);
+    assert_int_equal(c.cache.disk_bytes, 0);
+    assert_int_equal(c.cache.pin_bytes, 512ULL << 20); /* half the RAM level */
+    assert_int_equal(c.cache.policy, CACHE_POLICY_S3FIFO);
+    assert_int_equal(c.attr_ttl_ms, 1000);
+    assert_int_equal(c.entry_ttl_ms, 1000);
+    assert_int_equal(c.fuse_threads, 16);
+    assert_false(c.allow_other);
+    assert_int_equal(c.readahead_blocks, 4);
+    assert_string_equal(c.api_socket, "/run/tierd/api.sock");
+    assert_null(c.api_tcp);
+    assert_null(c.api_token);
+    assert_string_equal(c.namespaces[0].prefix, "");
+    tierd_config_fini(&c);
+}
+
+static void test_file_errors(void **state)
+{
+    (void)state;
+    struct tierd_config c;
+    char err[1024] = "";
+    int rc = tierd_config_load(TIER_CONFIG_DIR "/typo_key.conf", &c, err, sizeof(err));
+    assert_int_equal(rc, -EINVAL);
+    assert_non_null(strstr(err, "typo_key.conf:3: unknown key 'blok_size' in [cache] (did you "
+                                "mean 'block_size'?)"));
+    tierd_config_fini(&c);
+    rc = tierd_config_load(TIER_CONFIG_DIR "/write_back.conf", &c, err, sizeof(err));
+    assert_int_equal(rc, -EINVAL);
+    assert_non_null(strstr(err, "write_back.conf:7:"));
+    assert_non_null(strstr(err, "not supported yet (issue 5)"));
+    tierd_config_fini(&c);
+    rc = tierd_config_load(TIER_CONFIG_DIR "/does-not-exist.conf", &c, err, sizeof(err));
+    assert_int_equal(rc, -ENOENT);
+    assert_non_null(strstr(err, "does-not-exist.conf: cannot open"));
+    tierd_config_fini(&c);
+}
+
+static void test_long_line_and_comments(void **state)
+{
+    (void)state;
+    char text[4096];
+    char longval[1200];
+    memset(longval, 'a', sizeof(longval) - 1);
+    longval[sizeof(longval) - 1] = '\0';
+    snprintf(text, sizeof(text), "%s# comment\n; another\n[api]\ntoken = %s\n", BASE, longval);
+    struct tierd_config c;
+    char err[1024] = "";
+    int rc = tierd_config_load_string("t.conf", text, strlen(text), &c, err, sizeof(err));
+    /* either accepted whole or refused with a clear message, never truncated silently */
+    if (rc == 0)
+        assert_string_equal(c.api_token, longval);
+    else
+        assert_non_null(strstr(err, "t.conf:11: line too long"));
+    tierd_config_fini(&c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_configs),
+        cmocka_unit_test(test_good_config_file),
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_file_errors),
+        cmocka_unit_test(test_long_line_and_comments),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
