@@ -2,11 +2,15 @@
 /*
  * test_s3.c - unit tests of the S3 backend's pure parts, no S3 server needed: the ListObjectsV2
  * and error XML parsers on recorded responses, the errno mapping table, the retry policy (seeded
- * random source, fake clock, no sleeping), URI encoding, and the backend's behaviour against a
- * closed local port (bounded retries, -EIO within the computed bound).
+ * random source, fake clock, no sleeping), URI encoding, the backend against a closed local port
+ * (bounded retries, -EIO within the computed bound), and the backend against a scripted local
+ * HTTP server (503 retried, 4xx not, a broken-off read restarted from the start of its range,
+ * bodies bounded by the caller's buffer, 416 at EOF).
  */
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -539,6 +543,208 @@ static void test_dead_endpoint_bounded(void **state)
     backend_free(be);
 }
 
+/* ---- scripted HTTP server: retries and bounded reads end to end, without RGW ----------------- */
+
+struct script_srv {
+    int lfd;
+    int port;
+    const char *const *resp; /* raw HTTP responses, one per connection */
+    int nresp;
+    int served;
+    char last_req[4096];
+    pthread_t th;
+};
+
+static void *srv_main(void *arg)
+{
+    struct script_srv *s = arg;
+    for (int i = 0; i < s->nresp; i++) {
+        struct pollfd p = {.fd = s->lfd, .events = POLLIN};
+        if (poll(&p, 1, 5000) != 1)
+            break; /* the client gave up earlier than scripted */
+        int fd = accept(s->lfd, NULL, NULL);
+        if (fd < 0)
+            break;
+        size_t got = 0;
+        s->last_req[0] = '\0';
+        while (got < sizeof(s->last_req) - 1 && !strstr(s->last_req, "\r\n\r\n")) {
+            ssize_t n = read(fd, s->last_req + got, sizeof(s->last_req) - 1 - got);
+            if (n <= 0)
+                break;
+            got += (size_t)n;
+            s->last_req[got] = '\0';
+        }
+        const char *r = s->resp[i];
+        size_t len = strlen(r);
+        while (len) {
+            ssize_t n = write(fd, r, len);
+            if (n <= 0)
+                break;
+            r += n;
+            len -= (size_t)n;
+        }
+        shutdown(fd, SHUT_RDWR);
+        close(fd);
+        s->served++;
+    }
+    return NULL;
+}
+
+static void srv_start(struct script_srv *s, const char *const *resp, int n)
+{
+    memset(s, 0, sizeof(*s));
+    s->resp = resp;
+    s->nresp = n;
+    s->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(s->lfd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(s->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(s->lfd, 16), 0);
+    socklen_t len = sizeof(a);
+    assert_int_equal(getsockname(s->lfd, (struct sockaddr *)&a, &len), 0);
+    s->port = ntohs(a.sin_port);
+    assert_int_equal(pthread_create(&s->th, NULL, srv_main, s), 0);
+}
+
+static int srv_stop(struct script_srv *s)
+{
+    pthread_join(s->th, NULL);
+    close(s->lfd);
+    return s->served;
+}
+
+static struct backend *srv_backend(const struct script_srv *s, char *ep, size_t epsz)
+{
+    snprintf(ep, epsz, "http://127.0.0.1:%d", s->port);
+    struct s3_backend_config c = {.endpoint = ep,
+                                  .bucket = "bkt",
+                                  .path_style = true,
+                                  .access_key = "ak",
+                                  .secret_key = "sk",
+                                  .max_retries = 3,
+                                  .retry_base_ms = 1,
+                                  .retry_max_ms = 5,
+                                  .connect_timeout_ms = 2000,
+                                  .request_timeout_ms = 5000};
+    struct backend *be = NULL;
+    assert_int_equal(backend_s3_open(&c, &be), 0);
+    return be;
+}
+
+#define R503                                                                                       \
+    "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/xml\r\n"                        \
+    "Content-Length: 69\r\nConnection: close\r\n\r\n"                                              \
+    "<Error><Code>SlowDown</Code><Message>Please slow</Message></Error>\n\n\n"
+#define HDR206(len)                                                                                \
+    "HTTP/1.1 206 Partial Content\r\nETag: \"v1\"\r\nContent-Range: bytes 0-" #len                 \
+    "/1000\r\nContent-Length: " #len "\r\nConnection: close\r\n\r\n"
+
+static void test_srv_retry_then_ok(void **state)
+{
+    (void)state;
+    static const char *const resp[] = {R503, R503, HDR206(4) "data"};
+    struct script_srv s;
+    srv_start(&s, resp, 3);
+    char ep[64], buf[4];
+    struct backend *be = srv_backend(&s, ep, sizeof(ep));
+    struct backend_stat st;
+    assert_int_equal(backend_read(be, "a b/k", 0, buf, 4, "\"v1\"", &st), 4);
+    assert_memory_equal(buf, "data", 4);
+    assert_string_equal(st.etag, "\"v1\"");
+    assert_int_equal(st.size_bytes, 1000);
+    backend_free(be);
+    assert_int_equal(srv_stop(&s), 3);
+    /* what went on the wire: encoded path, range, version, signature */
+    assert_non_null(strstr(s.last_req, "GET /bkt/a%20b/k HTTP/1.1"));
+    assert_non_null(strcasestr(s.last_req, "Range: bytes=0-3"));
+    assert_non_null(strcasestr(s.last_req, "If-Match: \"v1\""));
+    assert_non_null(strstr(s.last_req, "AWS4-HMAC-SHA256 Credential=ak/"));
+    assert_non_null(strcasestr(s.last_req, "x-amz-content-sha256: UNSIGNED-PAYLOAD"));
+}
+
+static void test_srv_partial_read_restarts(void **state)
+{
+    (void)state;
+    /* The first answer breaks off after 5 of 10 bytes; the retry must refill from the start of
+     * the range, not append (which would leave "AAAAA" in front and overflow the buffer). */
+    static const char *const resp[] = {HDR206(10) "AAAAA", HDR206(10) "BBBBBBBBBB"};
+    struct script_srv s;
+    srv_start(&s, resp, 2);
+    char ep[64], buf[10];
+    struct backend *be = srv_backend(&s, ep, sizeof(ep));
+    assert_int_equal(backend_read(be, "k", 0, buf, 10, NULL, NULL), 10);
+    assert_memory_equal(buf, "BBBBBBBBBB", 10);
+    backend_free(be);
+    assert_int_equal(srv_stop(&s), 2);
+}
+
+static void test_srv_no_retry_on_4xx(void **state)
+{
+    (void)state;
+    static const char *const resp[] = {
+        "HTTP/1.1 400 Bad Request\r\nContent-Length: 73\r\nConnection: close\r\n\r\n"
+        "<Error><Code>InvalidArgument</Code><Message>bad thing</Message></Error>\n\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"};
+    struct script_srv s;
+    srv_start(&s, resp, 2);
+    char ep[64], buf[10];
+    struct backend *be = srv_backend(&s, ep, sizeof(ep));
+    assert_int_equal(backend_read(be, "k", 0, buf, 10, NULL, NULL), -EINVAL);
+    assert_non_null(strstr(tier_err_msg(), "400 InvalidArgument: bad thing"));
+    /* the second scripted answer is still unused: one request only */
+    assert_int_equal(s.served, 1);
+    struct backend_stat st;
+    assert_int_equal(backend_stat(be, "k", &st), 0); /* consumes the 200 */
+    backend_free(be);
+    assert_int_equal(srv_stop(&s), 2);
+}
+
+static void test_srv_slowdown_exhausted(void **state)
+{
+    (void)state;
+    static const char *const resp[] = {R503, R503, R503, R503};
+    struct script_srv s;
+    srv_start(&s, resp, 4);
+    char ep[64], buf[10];
+    struct backend *be = srv_backend(&s, ep, sizeof(ep));
+    assert_int_equal(backend_read(be, "k", 0, buf, 10, NULL, NULL), -EAGAIN);
+    assert_non_null(strstr(tier_err_msg(), "(after 4 attempts): 503 SlowDown"));
+    backend_free(be);
+    assert_int_equal(srv_stop(&s), 4);
+}
+
+static void test_srv_bounded_body(void **state)
+{
+    (void)state;
+    static const char *const resp[] = {
+        /* a 206 with more bytes than the range asked for: refused, never overflowing */
+        HDR206(20) "01234567890123456789",
+        /* a 200 (Range ignored) with the whole object: the range is cut out of it */
+        "HTTP/1.1 200 OK\r\nETag: \"w\"\r\nContent-Length: 20\r\nConnection: close\r\n\r\n"
+        "abcdefghijklmnopqrst",
+        /* 416 at EOF: 0 bytes, version from a HEAD */
+        "HTTP/1.1 416 Requested Range Not Satisfiable\r\nContent-Length: 0\r\n"
+        "Connection: close\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nETag: \"w\"\r\nContent-Length: 20\r\nConnection: close\r\n\r\n"};
+    struct script_srv s;
+    srv_start(&s, resp, 4);
+    char ep[64];
+    char *buf = malloc(10); /* exact size, so ASan sees any overflow */
+    assert_non_null(buf);
+    struct backend *be = srv_backend(&s, ep, sizeof(ep));
+    assert_int_equal(backend_read(be, "k", 0, buf, 10, NULL, NULL), -EIO);
+    struct backend_stat st;
+    assert_int_equal(backend_read(be, "k", 5, buf, 10, NULL, &st), 10);
+    assert_memory_equal(buf, "fghijklmno", 10);
+    assert_int_equal(st.size_bytes, 20);
+    assert_int_equal(backend_read(be, "k", 20, buf, 10, NULL, &st), 0);
+    assert_int_equal(st.size_bytes, 20);
+    assert_string_equal(st.etag, "\"w\"");
+    backend_free(be);
+    free(buf);
+    assert_int_equal(srv_stop(&s), 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -560,6 +766,11 @@ int main(void)
         cmocka_unit_test(test_time_parse),
         cmocka_unit_test(test_open_config),
         cmocka_unit_test(test_dead_endpoint_bounded),
+        cmocka_unit_test(test_srv_retry_then_ok),
+        cmocka_unit_test(test_srv_partial_read_restarts),
+        cmocka_unit_test(test_srv_no_retry_on_4xx),
+        cmocka_unit_test(test_srv_slowdown_exhausted),
+        cmocka_unit_test(test_srv_bounded_body),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,330 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * backend_bench.c - throughput of the S3 backend against a real S3 endpoint (issue 2,
+ * Performance). Run by bench/backend.sh, which starts a private RGW; results go to
+ * docs/bench/backend.md.
+ *
+ *   1. one 256 MiB object: single-stream GET (one backend_read of the whole range) vs ranged
+ *      parallel GET (backend_read_parallel, 8 MiB chunks, 8 threads), alternated, median MB/s.
+ *   2. 1,000 x 100 KiB objects: fetched one at a time vs by N threads in flight, objects/s.
+ *
+ * Usage: backend_bench --env FILE [--big-mib 256] [--chunk-mib 8] [--threads 8]
+ *                      [--small-count 1000] [--small-kib 100] [--small-threads 16] [--rounds 3]
+ * FILE is the env file written by scripts/ceph.sh (S3_ENDPOINT, S3_REGION, S3_ACCESS_KEY,
+ * S3_SECRET_KEY). A fresh bucket is created for each run. Single-threaded except for the
+ * measured worker threads, which share only an atomic index.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "common/err.h"
+#include "common/strutil.h"
+#include "common/timeutil.h"
+#include "tiers/backend.h"
+
+struct env {
+    char endpoint[256], region[64], ak[128], sk[128];
+};
+
+static int env_load(const char *path, struct env *e)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -errno;
+    memset(e, 0, sizeof(*e));
+    tier_strlcpy(e->region, "us-east-1", sizeof(e->region));
+    char line[512];
+    while (fgets(line, sizeof(line), f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        char *eq = strchr(line, '=');
+        if (!eq)
+            continue;
+        *eq = '\0';
+        const char *v = eq + 1;
+        if (strcmp(line, "S3_ENDPOINT") == 0)
+            tier_strlcpy(e->endpoint, v, sizeof(e->endpoint));
+        else if (strcmp(line, "S3_REGION") == 0)
+            tier_strlcpy(e->region, v, sizeof(e->region));
+        else if (strcmp(line, "S3_ACCESS_KEY") == 0)
+            tier_strlcpy(e->ak, v, sizeof(e->ak));
+        else if (strcmp(line, "S3_SECRET_KEY") == 0)
+            tier_strlcpy(e->sk, v, sizeof(e->sk));
+    }
+    fclose(f);
+    return e->endpoint[0] && e->ak[0] && e->sk[0] ? 0 : -EINVAL;
+}
+
+static size_t discard(char *p, size_t sz, size_t n, void *ud)
+{
+    (void)p;
+    (void)ud;
+    return sz * n;
+}
+
+/* PUT bucket (not part of the backend interface). */
+static int bucket_create(const struct env *e, const char *name)
+{
+    char url[512], sigv4[128];
+    snprintf(url, sizeof(url), "%s/%s", e->endpoint, name);
+    snprintf(sigv4, sizeof(sigv4), "aws:amz:%s:s3", e->region);
+    CURL *c = curl_easy_init();
+    if (!c)
+        return -ENOMEM;
+    struct curl_slist *h = curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "PUT");
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_AWS_SIGV4, sigv4);
+    curl_easy_setopt(c, CURLOPT_USERNAME, e->ak);
+    curl_easy_setopt(c, CURLOPT_PASSWORD, e->sk);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+    CURLcode cc = curl_easy_perform(c);
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(c);
+    curl_slist_free_all(h);
+    return cc == CURLE_OK && status == 200 ? 0 : -EIO;
+}
+
+static double secs(uint64_t t0)
+{
+    return (double)(tier_now_mono_ns() - t0) / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* ---- small objects --------------------------------------------------------------------------- */
+
+struct small_job {
+    struct backend *be;
+    int count;
+    size_t size;
+    atomic_int next;
+    atomic_int err;
+    int put; /* 1: upload, 0: fetch */
+};
+
+static void *small_worker(void *arg)
+{
+    struct small_job *j = arg;
+    char *buf = malloc(j->size);
+    if (!buf) {
+        atomic_store(&j->err, -ENOMEM);
+        return NULL;
+    }
+    for (;;) {
+        int i = atomic_fetch_add(&j->next, 1);
+        if (i >= j->count || atomic_load(&j->err))
+            break;
+        char key[64];
+        snprintf(key, sizeof(key), "small/o%05d", i);
+        ssize_t rc;
+        if (j->put) {
+            memset(buf, i & 0xff, j->size);
+            rc = backend_put(j->be, key, buf, j->size, NULL);
+        } else {
+            rc = backend_read(j->be, key, 0, buf, j->size, NULL, NULL);
+            if (rc >= 0 && (size_t)rc != j->size)
+                rc = -EIO;
+            if (rc >= 0 && (unsigned char)buf[j->size - 1] != (unsigned char)(i & 0xff))
+                rc = -EIO;
+        }
+        if (rc < 0) {
+            fprintf(stderr, "%s %s: %zd %s\n", j->put ? "put" : "get", key, rc, tier_err_msg());
+            atomic_store(&j->err, (int)rc);
+        }
+    }
+    free(buf);
+    return NULL;
+}
+
+static int run_small(struct backend *be, int count, size_t size, int threads, int put,
+                     double *elapsed)
+{
+    struct small_job j = {.be = be, .count = count, .size = size, .put = put};
+    atomic_init(&j.next, 0);
+    atomic_init(&j.err, 0);
+    pthread_t t[256];
+    if (threads > 256)
+        threads = 256;
+    uint64_t t0 = tier_now_mono_ns();
+    int started = 0;
+    for (int i = 0; i < threads; i++)
+        if (pthread_create(&t[started], NULL, small_worker, &j) == 0)
+            started++;
+    for (int i = 0; i < started; i++)
+        pthread_join(t[i], NULL);
+    *elapsed = secs(t0);
+    return atomic_load(&j.err);
+}
+
+static int parse_int_arg(const char *v, int *out)
+{
+    uint64_t u;
+    if (tier_parse_u64(v, &u) || u == 0 || u > 1000000)
+        return -EINVAL;
+    *out = (int)u;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *env_path = NULL;
+    int big_mib = 256, chunk_mib = 8, threads = 8, small_count = 1000, small_kib = 100,
+        small_threads = 16, rounds = 3;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int *dst = NULL;
+        if (strcmp(a, "--env") == 0 && v) {
+            env_path = v;
+            i++;
+            continue;
+        }
+        if (strcmp(a, "--big-mib") == 0)
+            dst = &big_mib;
+        else if (strcmp(a, "--chunk-mib") == 0)
+            dst = &chunk_mib;
+        else if (strcmp(a, "--threads") == 0)
+            dst = &threads;
+        else if (strcmp(a, "--small-count") == 0)
+            dst = &small_count;
+        else if (strcmp(a, "--small-kib") == 0)
+            dst = &small_kib;
+        else if (strcmp(a, "--small-threads") == 0)
+            dst = &small_threads;
+        else if (strcmp(a, "--rounds") == 0)
+            dst = &rounds;
+        if (!dst || !v || parse_int_arg(v, dst) != 0) {
+            fprintf(stderr,
+                    "usage: %s --env FILE [--big-mib N] [--chunk-mib N] [--threads N] "
+                    "[--small-count N] [--small-kib N] [--small-threads N] "
+                    "[--rounds N]\n",
+                    argv[0]);
+            return 2;
+        }
+        i++;
+    }
+    struct env e;
+    if (!env_path || env_load(env_path, &e) != 0) {
+        fprintf(stderr,
+                "backend_bench: cannot read the S3 env file '%s' (scripts/ceph.sh start "
+                "writes DIR/env)\n",
+                env_path ? env_path : "(none; pass --env)");
+        return 2;
+    }
+    if (rounds > 64)
+        rounds = 64;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    char bucket[64];
+    snprintf(bucket, sizeof(bucket), "bench-%d-%ld", (int)getpid(), (long)time(NULL));
+    if (bucket_create(&e, bucket) != 0) {
+        fprintf(stderr, "backend_bench: cannot create bucket %s on %s\n", bucket, e.endpoint);
+        return 1;
+    }
+    int nconn = (threads > small_threads ? threads : small_threads) + 1;
+    struct s3_backend_config cfg = {.name = "bench",
+                                    .endpoint = e.endpoint,
+                                    .region = e.region,
+                                    .bucket = bucket,
+                                    .path_style = true,
+                                    .access_key = e.ak,
+                                    .secret_key = e.sk,
+                                    .max_connections = nconn};
+    struct backend *be = NULL;
+    if (backend_s3_open(&cfg, &be) != 0) {
+        fprintf(stderr, "backend_bench: %s\n", tier_err_msg());
+        return 1;
+    }
+    int rc = 1;
+    size_t big = (size_t)big_mib << 20;
+    char *buf = malloc(big);
+    if (!buf)
+        goto out;
+    for (size_t i = 0; i < big; i += 4096)
+        buf[i] = (char)(i >> 12);
+
+    printf("endpoint %s, bucket %s\n", e.endpoint, bucket);
+    uint64_t t0 = tier_now_mono_ns();
+    if (backend_put(be, "big.bin", buf, big, NULL) != 0) {
+        fprintf(stderr, "put big.bin: %s\n", tier_err_msg());
+        goto out;
+    }
+    printf("put %d MiB object: %.1f MB/s\n", big_mib, (double)big / 1e6 / secs(t0));
+
+    /* Warm-up read, so the first measured run does not pay for cold caches alone. */
+    if (backend_read(be, "big.bin", 0, buf, big, NULL, NULL) != (ssize_t)big)
+        goto out;
+    double single[64], par[64];
+    for (int r = 0; r < rounds; r++) {
+        t0 = tier_now_mono_ns();
+        ssize_t n = backend_read(be, "big.bin", 0, buf, big, NULL, NULL);
+        double s = secs(t0);
+        if (n != (ssize_t)big) {
+            fprintf(stderr, "single GET: %zd %s\n", n, tier_err_msg());
+            goto out;
+        }
+        single[r] = (double)big / 1e6 / s;
+        t0 = tier_now_mono_ns();
+        n = backend_read_parallel(be, "big.bin", 0, buf, big, (size_t)chunk_mib << 20, threads,
+                                  NULL);
+        s = secs(t0);
+        if (n != (ssize_t)big) {
+            fprintf(stderr, "parallel GET: %zd %s\n", n, tier_err_msg());
+            goto out;
+        }
+        par[r] = (double)big / 1e6 / s;
+        printf("round %d: single-stream %.1f MB/s, parallel (%d MiB x %d threads) %.1f MB/s\n",
+               r + 1, single[r], chunk_mib, threads, par[r]);
+    }
+    double ms = median(single, rounds), mp = median(par, rounds);
+    printf("RESULT big: single-stream %.1f MB/s, parallel %.1f MB/s, ratio %.2fx (goal >= 1.2x)\n",
+           ms, mp, mp / ms);
+
+    size_t small = (size_t)small_kib << 10;
+    double el;
+    if (run_small(be, small_count, small, small_threads, 1, &el) != 0)
+        goto out;
+    printf("put %d x %d KiB with %d threads: %.0f objects/s\n", small_count, small_kib,
+           small_threads, small_count / el);
+    double one[64], many[64];
+    for (int r = 0; r < rounds; r++) {
+        if (run_small(be, small_count, small, 1, 0, &el) != 0)
+            goto out;
+        one[r] = small_count / el;
+        if (run_small(be, small_count, small, small_threads, 0, &el) != 0)
+            goto out;
+        many[r] = small_count / el;
+        printf("round %d: one at a time %.0f objects/s, %d in flight %.0f objects/s\n", r + 1,
+               one[r], small_threads, many[r]);
+    }
+    double m1 = median(one, rounds), mn = median(many, rounds);
+    printf("RESULT small: one at a time %.0f objects/s, %d in flight %.0f objects/s, ratio %.2fx "
+           "(goal >= 4x)\n",
+           m1, small_threads, mn, mn / m1);
+    rc = 0;
+out:
+    free(buf);
+    backend_free(be);
+    curl_global_cleanup();
+    return rc;
+}
