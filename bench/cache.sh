@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Cache benchmarks: builds Release in build-cacherel (only the cache targets) and runs the trace
+# simulator (S3-FIFO vs LRU vs Belady on the three standard traces) and the hit-path benchmark.
+# Usage: bench/cache.sh [SCRATCH_DIR] [SECONDS]. Results are recorded in docs/bench/cache.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build-cacherel}
+SCRATCH=${1:-/tmp/tier-cache-bench}
+SECONDS_PER=${2:-3}
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$BUILD" -j2 --target cachesim cache_hit >/dev/null
+mkdir -p "$SCRATCH"
+echo "## $(date -u +%FT%TZ) $(uname -r), $(nproc) cores, $(git rev-parse --short HEAD)"
+echo "### cachesim all $SCRATCH"
+"$BUILD/cachesim" all "$SCRATCH"
+echo "### cache_hit $SCRATCH $SECONDS_PER"
+"$BUILD/cache_hit" "$SCRATCH" "$SECONDS_PER"
+rm -f "$SCRATCH"/zipf.csv "$SCRATCH"/zipfscan.csv "$SCRATCH"/epoch.csv
