@@ -12,8 +12,11 @@
  * answers EXDEV for an escape, reported as -EACCES. Symlinks that stay inside the root work.
  *
  * Versions: the tag of a file is "<ino>-<size>-<mtime ns>" in hex. Every put writes a new inode
- * (temp file + rename), so any rewrite changes the tag; a read with if_match fstat()s the fd it
- * reads from, so the check and the data refer to the same inode.
+ * (temp file + rename) whose mtime it sets from the nanosecond clock, so any rewrite through the
+ * backend changes the tag even when a freed inode number is reused at once; a read with if_match
+ * fstat()s the fd it reads from, so the check and the data refer to the same inode. A file
+ * rewritten in place by someone else changes the tag through its size or mtime (as coarse as
+ * the file system's clock).
  *
  * Atomic put: write ".tier-tmp.<random>" in the target's directory, fsync it, renameat() over the
  * key, fsync the directory. Readers see the old file or the new one, never a mix; a crash leaves
@@ -50,6 +53,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/err.h"
@@ -387,8 +391,13 @@ static void tmp_discard(struct tmpfile *t)
 /* fsync the temp file, record its tag, rename it to name and fsync the directory. */
 static int tmp_commit(struct tmpfile *t, const char *name, char *etag_out)
 {
+    /* Stamp mtime from the fine-grained clock: file systems stamp it from a coarse one (one
+     * tick, ms), and a freed inode number may be reused by the next put of the same size within
+     * that tick, which would give it the old version's tag. */
+    struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT}, {0}};
+    clock_gettime(CLOCK_REALTIME, &ts[1]);
     struct stat s;
-    if (fsync(t->fd) != 0 || fstat(t->fd, &s) != 0)
+    if (futimens(t->fd, ts) != 0 || fsync(t->fd) != 0 || fstat(t->fd, &s) != 0)
         return -errno;
     if (renameat(t->dirfd, t->name, t->dirfd, name) != 0)
         return -errno;

@@ -240,6 +240,15 @@ static void test_atomic_put_and_versions(void **state)
     assert_int_equal(backend_put(f->be, "d1/d2/obj", "second", 6, etag3), 0);
     assert_string_not_equal(etag2, etag3);
     assert_int_equal(count_tmp(f->root), 0);
+    /* Rewrites of the same size in quick succession free and reuse inodes within one clock
+     * tick: the tags must still all differ. */
+    char seen[64][BACKEND_ETAG_MAX];
+    for (int i = 0; i < 64; i++) {
+        assert_int_equal(backend_put(f->be, "reuse", "same size", 9, seen[i]), 0);
+        for (int j = 0; j < i; j++)
+            if (strcmp(seen[i], seen[j]) == 0)
+                fail_msg("put %d and %d got the same version %s", j, i, seen[i]);
+    }
     /* A file rewritten in place by someone else is detected too (mtime/size change). */
     char p[1024];
     path_in(f, "d1/d2/obj", p, sizeof(p));
