@@ -49,7 +49,8 @@ static size_t used_seconds(const struct tb_phase *ph)
             continue;
         for (size_t i = n; i < ph->series.nsec; i++) {
             const struct tb_slot *s = &ph->series.slots[c][i];
-            if (atomic_load(&s->ops) || atomic_load(&s->bytes) || atomic_load(&s->wait_ns))
+            /* Not bytes: readers finishing an in-flight sample after the end add only those. */
+            if (atomic_load(&s->ops) || atomic_load(&s->wait_ns))
                 n = i + 1;
         }
     }
@@ -422,9 +423,19 @@ static int write_plot_data(const struct tb_run *run, const char *dir, FILE *gp, 
         fprintf(gp, "NaN notitle");
     fprintf(gp, "\nunset logscale x\nset autoscale y\n");
 
-    /* Throughput and AU over time, phases back to back on one time axis. */
+    /* Throughput and AU over time, phases back to back on one time axis, each phase marked. */
+    size_t at = 0;
+    for (size_t i = 0; i < run->nphases; i++) {
+        fprintf(gp,
+                "set arrow from %zu, graph 0 to %zu, graph 1 nohead dt 2 lc rgb 'gray40'\n"
+                "set label '%s' at %.1f, graph 0.97 left font ',9' tc rgb 'gray30'\n",
+                at, at, run->phases[i].name, (double)at + 0.1);
+        at += used_seconds(&run->phases[i]);
+    }
+    fprintf(gp, "set xrange [0:%zu]\n", at);
     fprintf(gp, "set output 'throughput.png'\nset title 'Throughput per second (phases back to "
-                "back)'\nset xlabel 'time (s)'\nset ylabel 'MB/s'\nset key top right\nplot ");
+                "back)'\nset xlabel 'time (s)'\nset ylabel 'MB/s'\nset key outside right\n"
+                "set offsets 0, 0, graph 0.08, 0\nplot ");
     first = 1;
     for (int c = 0; c < TB_NCLASS; c++) {
         snprintf(name, sizeof(name), "tput-%s.dat", tb_class_name(c));
@@ -481,7 +492,7 @@ static int write_plot_data(const struct tb_run *run, const char *dir, FILE *gp, 
     if (run->cfg->train.enabled)
         fprintf(gp, "plot 'au.dat' using 1:2 with linespoints lw 2 title 'training AU %%'\n");
     else
-        fprintf(gp, "set label 1 'training not enabled' at graph 0.4,0.5\nplot NaN notitle\n");
+        fprintf(gp, "set label 99 'training not enabled' at graph 0.4,0.5\nplot NaN notitle\n");
     return 0;
 }
 
