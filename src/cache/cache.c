@@ -39,7 +39,8 @@
  *
  * TRANSITION -> FUNCTION
  *   miss: create block, set FETCHING           block_acquire()
- *   load from disk (checksum verified)         disk_block_load() via load_block()
+ *   load from disk (checksum verified)         disk_block_load() via block_get()
+ *   RAM-less disk hit (no state change)        disk_direct() -> disk_block_read_range()
  *   load from backend (through fetch hook)     backend_fetch()
  *   publish result to waiters                  publish()
  *   insert into RAM (+ evict RAM victims)      ram_insert()
@@ -697,6 +698,11 @@ static int block_get(struct cache *c, const struct tier_ioctx *io, const struct 
             disk_drop(c, b);
     }
     if (d) {
+        /* a disk hit: tell the disk policy (b is held, so its node cannot go away) */
+        pthread_mutex_lock(&c->disk.mu);
+        if (policy_contains(&b->disk_node))
+            policy_hit(c->disk.pol, &b->disk_node);
+        pthread_mutex_unlock(&c->disk.mu);
         atomic_fetch_add_explicit(&c->disk.hits, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&c->disk.bytes_read, d->len, memory_order_relaxed);
         r = 0;
@@ -727,6 +733,52 @@ static int block_get(struct cache *c, const struct tier_ioctx *io, const struct 
     pthread_mutex_unlock(&s->mu);
     if (r == 0)
         *out = d;
+    return r;
+}
+
+/*
+ * RAM-less disk hit (fast path): with no RAM level to promote into, a block on disk is read
+ * straight into the caller's buffer, only the 64 KiB chunks asked for, each verified, with no
+ * single-flight load and no intermediate copy. Returns 0 on a hit, else < 0 and the caller takes
+ * the normal path (which also handles a checksum failure: drop, count, refetch).
+ */
+static int disk_direct(struct cache *c, const struct cache_obj *obj, uint64_t index, uint32_t in,
+                       uint32_t n, void *dst)
+{
+    if (c->ram.budget || !c->disk_dir)
+        return -EAGAIN;
+    uint8_t id[16];
+    if (cache_block_id(obj->be->name, obj->key, obj->etag, index, id) < 0)
+        return -EAGAIN;
+    struct shard *s = shard_of(c, id);
+    pthread_mutex_lock(&s->mu);
+    struct cblock *b = shard_lookup(s, id);
+    if (!b || !(b->flags & B_ON_DISK) || (b->flags & B_FETCHING)) {
+        pthread_mutex_unlock(&s->mu);
+        return -EAGAIN;
+    }
+    bool count = in == 0 || in != b->next_off;
+    b->next_off = in + n;
+    bool lockfree = policy_hit_lockfree(c->disk.pol);
+    if (count && lockfree)
+        policy_hit(c->disk.pol, &b->disk_node);
+    b->refs++;
+    pthread_mutex_unlock(&s->mu);
+    int r = disk_block_read_range(c->disk_dir, b, in, n, dst);
+    if (r == 0 && count && !lockfree) {
+        pthread_mutex_lock(&c->disk.mu);
+        if (policy_contains(&b->disk_node))
+            policy_hit(c->disk.pol, &b->disk_node);
+        pthread_mutex_unlock(&c->disk.mu);
+    }
+    pthread_mutex_lock(&s->mu);
+    b->refs--;
+    maybe_free(s, b);
+    pthread_mutex_unlock(&s->mu);
+    if (r == 0) {
+        atomic_fetch_add_explicit(&c->disk.hits, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&c->disk.bytes_read, n, memory_order_relaxed);
+    }
     return r;
 }
 
@@ -762,6 +814,10 @@ ssize_t cache_read(struct cache *c, const struct tier_ioctx *io, const struct ca
         size_t n = blen - in;
         if (n > len - done)
             n = len - done;
+        if (disk_direct(c, obj, index, in, (uint32_t)n, (char *)buf + done) == 0) {
+            done += n;
+            continue;
+        }
         struct cdata *d = NULL;
         int r = block_get(c, io, obj, index, in, (uint32_t)n, pinned, &d);
         if (r < 0)

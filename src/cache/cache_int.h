@@ -79,6 +79,9 @@ uint64_t disk_block_file_size(const struct cblock *b);
 int disk_block_write(const char *dir, const struct cblock *b, const void *data, size_t len);
 /* Read and verify b's file. -EBADMSG: corrupt (checksum, header or length); -ENOENT: gone. */
 int disk_block_load(const char *dir, const struct cblock *b, struct cdata **out);
+/* Read [off, off+len) of b's data straight into dst, verifying only the chunks it touches. */
+int disk_block_read_range(const char *dir, const struct cblock *b, uint32_t off, uint32_t len,
+                          void *dst);
 void disk_block_unlink(const char *dir, const uint8_t id[16]);
 bool disk_block_exists(const char *dir, const uint8_t id[16]);
 /* Number of block files (not temp files) under dir, or -errno. */

@@ -7,9 +7,11 @@
  * cache_open() before the cache is shared; cache_debug_check() is the one exception).
  *
  * FILE FORMAT (native byte order; a cache directory is not moved between architectures):
- *   struct disk_hdr (72 bytes): magic "TIERCB01", version 1, hdr_len, 128-bit identity hash,
- *   block index, data_len, XXH3-64 of the data, lengths of the three identity strings, XXH3-64
- *   of the header (with that field zero); then backend name, key and etag (no NULs); then data.
+ *   struct disk_hdr (72 bytes): magic "TIERCB01", version 2, hdr_len, 128-bit identity hash,
+ *   block index, data_len, chunk size (64 KiB) and chunk count, lengths of the three identity
+ *   strings, XXH3-64 of the whole header (with that field zero); then backend name, key and etag
+ *   (no NULs); then one XXH3-64 per data chunk; then the data. Per-chunk checksums let a read of
+ *   part of a block (disk_block_read_range, the RAM-less hit path) verify just what it reads.
  *   The file name is the hex of the identity hash, under a fan-out directory of its first byte:
  *   dir/ab/ab12...ef. The identity strings in the header let a restarted cache find the block
  *   again from (backend, key, etag, index) and apply pin rules and evict-by-prefix to it.
@@ -40,7 +42,8 @@
 #include "common/strutil.h"
 
 #define DISK_MAGIC "TIERCB01"
-#define DISK_VERSION 1u
+#define DISK_VERSION 2u
+#define CHUNK_BYTES (64u << 10)
 
 struct disk_hdr {
     char magic[8];
@@ -49,13 +52,21 @@ struct disk_hdr {
     uint8_t id[16];
     uint64_t index;
     uint64_t data_len;
-    uint64_t data_csum;
+    uint32_t chunk_bytes;
+    uint32_t nchunks;
     uint16_t name_len, key_len, etag_len, pad;
     uint64_t hdr_csum;
 };
 _Static_assert(sizeof(struct disk_hdr) == 72, "disk header layout");
 
-#define HDR_MAX (sizeof(struct disk_hdr) + CACHE_NAME_MAX + BACKEND_KEY_MAX + BACKEND_ETAG_MAX)
+#define MAX_CHUNKS ((64u << 20) / CHUNK_BYTES)
+#define HDR_MAX                                                                                    \
+    (sizeof(struct disk_hdr) + CACHE_NAME_MAX + BACKEND_KEY_MAX + BACKEND_ETAG_MAX + 8 * MAX_CHUNKS)
+
+static uint32_t nchunks_of(uint64_t len)
+{
+    return (uint32_t)((len + CHUNK_BYTES - 1) / CHUNK_BYTES);
+}
 
 int disk_block_path(const char *dir, const uint8_t id[16], const char *suffix, char *path,
                     size_t pathsz)
@@ -69,7 +80,7 @@ int disk_block_path(const char *dir, const uint8_t id[16], const char *suffix, c
 static uint32_t hdr_len_of(const struct cblock *b)
 {
     return (uint32_t)(sizeof(struct disk_hdr) + strlen(b->be_name) + strlen(b->key) +
-                      strlen(b->etag));
+                      strlen(b->etag) + 8 * nchunks_of(b->len));
 }
 
 uint64_t disk_block_file_size(const struct cblock *b)
@@ -133,7 +144,8 @@ int disk_block_write(const char *dir, const struct cblock *b, const void *data, 
     memcpy(h.id, b->id, 16);
     h.index = b->index;
     h.data_len = len;
-    h.data_csum = XXH3_64bits(data, len);
+    h.chunk_bytes = CHUNK_BYTES;
+    h.nchunks = nchunks_of(len);
     h.name_len = (uint16_t)strlen(b->be_name);
     h.key_len = (uint16_t)strlen(b->key);
     h.etag_len = (uint16_t)strlen(b->etag);
@@ -143,6 +155,13 @@ int disk_block_write(const char *dir, const struct cblock *b, const void *data, 
     memcpy(hbuf + o, b->key, h.key_len);
     o += h.key_len;
     memcpy(hbuf + o, b->etag, h.etag_len);
+    o += h.etag_len;
+    for (uint32_t i = 0; i < h.nchunks; i++) {
+        size_t co = (size_t)i * CHUNK_BYTES;
+        size_t cl = len - co < CHUNK_BYTES ? len - co : CHUNK_BYTES;
+        uint64_t sum = XXH3_64bits((const char *)data + co, cl);
+        memcpy(hbuf + o + 8 * (size_t)i, &sum, 8);
+    }
     memcpy(hbuf, &h, sizeof(h));
     h.hdr_csum = XXH3_64bits(hbuf, hl);
     memcpy(hbuf, &h, sizeof(h));
@@ -176,7 +195,10 @@ static int read_header(int fd, struct disk_hdr *h, unsigned char *hbuf)
     if (read_all(fd, h, sizeof(*h), 0) < 0)
         return -EBADMSG;
     if (memcmp(h->magic, DISK_MAGIC, 8) || h->version != DISK_VERSION ||
-        h->hdr_len != sizeof(*h) + (uint32_t)h->name_len + h->key_len + h->etag_len ||
+        h->chunk_bytes != CHUNK_BYTES || h->nchunks != nchunks_of(h->data_len) ||
+        h->nchunks > MAX_CHUNKS ||
+        h->hdr_len !=
+            sizeof(*h) + (uint32_t)h->name_len + h->key_len + h->etag_len + 8 * h->nchunks ||
         h->hdr_len > HDR_MAX || h->name_len > CACHE_NAME_MAX || h->key_len > BACKEND_KEY_MAX ||
         h->etag_len >= BACKEND_ETAG_MAX || (uint64_t)st.st_size != h->hdr_len + h->data_len)
         return -EBADMSG;
@@ -189,7 +211,66 @@ static int read_header(int fd, struct disk_hdr *h, unsigned char *hbuf)
     return 0;
 }
 
-int disk_block_load(const char *dir, const struct cblock *b, struct cdata **out)
+/* Read [off, off+len) of the data (len > 0) into dst, verifying every chunk it touches: runs of
+ * whole chunks are read straight into dst with one pread, partial edge chunks through a bounce
+ * buffer. Returns 0, -EBADMSG (checksum) or -errno. */
+static int read_verified(int fd, const struct disk_hdr *h, const unsigned char *hbuf, uint64_t off,
+                         size_t len, unsigned char *dst)
+{
+    const unsigned char *sums = hbuf + h->hdr_len - 8 * (size_t)h->nchunks;
+    uint64_t end = off + len;
+    uint32_t c0 = (uint32_t)(off / CHUNK_BYTES), c1 = (uint32_t)((end - 1) / CHUNK_BYTES);
+    unsigned char *bounce = NULL;
+    int r = 0;
+#define CH_START(ci) ((uint64_t)(ci)*CHUNK_BYTES)
+#define CH_END(ci)                                                                                 \
+    (CH_START(ci) + CHUNK_BYTES < h->data_len ? CH_START(ci) + CHUNK_BYTES : h->data_len)
+#define CH_WHOLE(ci) (CH_START(ci) >= off && CH_END(ci) <= end)
+    for (uint32_t ci = c0; ci <= c1 && r == 0;) {
+        if (CH_WHOLE(ci)) {
+            uint32_t cj = ci;
+            while (cj + 1 <= c1 && CH_WHOLE(cj + 1))
+                cj++;
+            unsigned char *p = dst + (CH_START(ci) - off);
+            r = read_all(fd, p, (size_t)(CH_END(cj) - CH_START(ci)),
+                         (off_t)(h->hdr_len + CH_START(ci)));
+            for (uint32_t k = ci; k <= cj && r == 0; k++) {
+                uint64_t want;
+                memcpy(&want, sums + 8 * (size_t)k, 8);
+                if (XXH3_64bits(dst + (CH_START(k) - off), (size_t)(CH_END(k) - CH_START(k))) !=
+                    want)
+                    r = -EBADMSG;
+            }
+            ci = cj + 1;
+            continue;
+        }
+        if (!bounce && !(bounce = malloc(CHUNK_BYTES))) {
+            r = -ENOMEM;
+            break;
+        }
+        size_t cl = (size_t)(CH_END(ci) - CH_START(ci));
+        r = read_all(fd, bounce, cl, (off_t)(h->hdr_len + CH_START(ci)));
+        uint64_t want;
+        memcpy(&want, sums + 8 * (size_t)ci, 8);
+        if (r == 0 && XXH3_64bits(bounce, cl) != want)
+            r = -EBADMSG;
+        if (r == 0) {
+            uint64_t from = off > CH_START(ci) ? off : CH_START(ci);
+            uint64_t to = end < CH_END(ci) ? end : CH_END(ci);
+            memcpy(dst + (from - off), bounce + (from - CH_START(ci)), (size_t)(to - from));
+        }
+        ci++;
+    }
+#undef CH_START
+#undef CH_END
+#undef CH_WHOLE
+    free(bounce);
+    return r;
+}
+
+/* Open b's file and check its header against b. */
+static int open_block(const char *dir, const struct cblock *b, struct disk_hdr *h,
+                      unsigned char *hbuf, int *fd_out)
 {
     char path[4096];
     int r = disk_block_path(dir, b->id, "", path, sizeof(path));
@@ -198,36 +279,59 @@ int disk_block_load(const char *dir, const struct cblock *b, struct cdata **out)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
+    if ((r = read_header(fd, h, hbuf)) == 0 &&
+        (memcmp(h->id, b->id, 16) || h->index != b->index || h->data_len != b->len))
+        r = -EBADMSG;
+    if (r < 0) {
+        close(fd);
+        return r;
+    }
+    *fd_out = fd;
+    return 0;
+}
+
+int disk_block_load(const char *dir, const struct cblock *b, struct cdata **out)
+{
     struct disk_hdr h;
     unsigned char *hbuf = malloc(HDR_MAX);
     struct cdata *d = NULL;
-    if (!hbuf) {
-        r = -ENOMEM;
+    int fd = -1, r;
+    if (!hbuf)
+        return -ENOMEM;
+    if ((r = open_block(dir, b, &h, hbuf, &fd)) < 0)
         goto out;
-    }
-    if ((r = read_header(fd, &h, hbuf)) < 0)
-        goto out;
-    if (memcmp(h.id, b->id, 16) || h.index != b->index || h.data_len != b->len) {
-        r = -EBADMSG;
-        goto out;
-    }
     d = cdata_new(b->len);
     if (!d) {
         r = -ENOMEM;
         goto out;
     }
-    if ((r = read_all(fd, d->bytes, b->len, h.hdr_len)) < 0)
+    if (b->len && (r = read_verified(fd, &h, hbuf, 0, b->len, d->bytes)) < 0)
         goto out;
-    if (XXH3_64bits(d->bytes, b->len) != h.data_csum) {
-        r = -EBADMSG;
-        goto out;
-    }
     *out = d;
     d = NULL;
 out:
     cdata_unref(d);
     free(hbuf);
-    close(fd);
+    if (fd >= 0)
+        close(fd);
+    return r;
+}
+
+int disk_block_read_range(const char *dir, const struct cblock *b, uint32_t off, uint32_t len,
+                          void *dst)
+{
+    if ((uint64_t)off + len > b->len)
+        return -EINVAL;
+    struct disk_hdr h;
+    unsigned char *hbuf = malloc(HDR_MAX);
+    int fd = -1, r;
+    if (!hbuf)
+        return -ENOMEM;
+    if ((r = open_block(dir, b, &h, hbuf, &fd)) == 0 && len)
+        r = read_verified(fd, &h, hbuf, off, len, dst);
+    free(hbuf);
+    if (fd >= 0)
+        close(fd);
     return r;
 }
 

@@ -255,6 +255,47 @@ static void test_hook_prefetch_evict_pin(void **state)
     cache_close(c);
 }
 
+/* RAM level off, 256 KiB blocks of four 64 KiB checksum chunks: unaligned range reads are served
+ * straight from the block files, and a corrupt chunk is only noticed by reads that touch it. */
+static void test_disk_range_reads(void **state)
+{
+    struct fx *f = *state;
+    f->cfg.block_size = 4 * BS;
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&f->cfg, &c), 0);
+    read_all_check(c, f); /* blocks 0 (4 chunks) and 1 (1 chunk + 123 bytes) */
+    struct cache_obj o;
+    fx_obj(f, &o);
+    char *buf = malloc(SIZE);
+    uint64_t rng = 99;
+    for (int i = 0; i < 300; i++) {
+        uint64_t off = tu_rand_next(&rng) % SIZE;
+        size_t len = 1 + (size_t)(tu_rand_next(&rng) % (SIZE - off));
+        assert_int_equal(cache_read(c, NULL, &o, off, buf, len), (ssize_t)len);
+        assert_memory_equal(buf, f->data + off, len);
+    }
+    struct cache_stats st;
+    cache_stats_get(c, &st);
+    assert_int_equal(st.fetches, 2);
+    char path[4096];
+    cache_debug_block_path(c, "warm", "d/obj.bin", f->etag, 0, path, sizeof(path));
+    flip_byte(path, 2 * BS + 5); /* inside chunk 1 of block 0 (chunk 3 ends the file) */
+    assert_int_equal(cache_read(c, NULL, &o, 3 * BS + 7, buf, 1000), 1000); /* chunk 3: fine */
+    assert_memory_equal(buf, f->data + 3 * BS + 7, 1000);
+    cache_stats_get(c, &st);
+    assert_int_equal(st.checksum_failures, 0);
+    assert_int_equal(cache_read(c, NULL, &o, BS + 17, buf, 3000), 3000); /* chunk 1: refetch */
+    assert_memory_equal(buf, f->data + BS + 17, 3000);
+    cache_stats_get(c, &st);
+    assert_int_equal(st.checksum_failures, 1);
+    assert_int_equal(st.fetches, 3);
+    read_all_check(c, f);
+    free(buf);
+    char msg[256];
+    assert_int_equal(cache_debug_check(c, msg, sizeof(msg)), 0);
+    cache_close(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -262,6 +303,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_restart_reuses_and_discards_torn, setup, teardown),
         cmocka_unit_test_setup_teardown(test_new_version_not_served_stale, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hook_prefetch_evict_pin, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_disk_range_reads, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,7 +24,7 @@
 
 #define BS (64u << 10)
 #define NOBJ 24
-#define NOPS 2500
+#define NOPS 2000
 
 static const char *prefixes[] = {"a/", "b/", "a/1", "c/", ""};
 
