@@ -6,10 +6,12 @@
  *
  * DESIGN. A job is one lister thread plus cfg.stage_threads worker threads. The lister walks
  * each path (an object is queued as is; anything else is listed recursively, without a
- * delimiter and page by page, under its key prefix) and pushes files into a bounded queue; the
- * workers stat each file (for its current version tag and size), note how much of it is already
- * cached, then cache_fetch_block() every block with class TIER_IO_BACKGROUND, so the fetches
- * pass the QoS scheduling point behind interactive and streaming reads. Blocks already cached
+ * delimiter and page by page, under its key prefix) and pushes files, with the version tag and
+ * size the listing reported, into a bounded queue; the workers note how much of each file is
+ * already cached, then cache_fetch_block() every block of that version with class
+ * TIER_IO_BACKGROUND, so the fetches pass the QoS scheduling point behind interactive and
+ * streaming reads. A file whose version is unknown, or changed since the listing (-ESTALE from
+ * the fetch, which demands the version), is stat()ed and staged afresh. Blocks already cached
  * cost no backend request, which makes a re-run idempotent and a killed run resumable.
  *
  * Job state machine (guarded by job->mu):
@@ -48,13 +50,15 @@ struct stage_root {
     struct tierd_ns *ns;
     char *key; /* object key, or the listing prefix when is_prefix */
     bool is_prefix;
-    uint64_t size_bytes; /* object size when !is_prefix */
+    uint64_t size_bytes;         /* object size when !is_prefix */
+    char etag[BACKEND_ETAG_MAX]; /* its version when !is_prefix */
 };
 
 struct stage_item {
     struct tierd_ns *ns;
     char *key;
     uint64_t listed_bytes;
+    char etag[BACKEND_ETAG_MAX]; /* version from the listing; "" = unknown, stat first */
 };
 
 struct stage_job {
@@ -127,7 +131,8 @@ static void job_error(struct stage_job *job, const char *path, int rc, const cha
 
 /* Push an item (takes ownership of key). Blocks while the queue is full. Returns -ECANCELED if
  * the job was cancelled (key is freed). */
-static int queue_push(struct stage_job *job, struct tierd_ns *ns, char *key, uint64_t bytes)
+static int queue_push(struct stage_job *job, struct tierd_ns *ns, char *key, uint64_t bytes,
+                      const char *etag)
 {
     pthread_mutex_lock(&job->mu);
     while (job->qlen == job->qcap && !atomic_load(&job->cancel))
@@ -141,6 +146,7 @@ static int queue_push(struct stage_job *job, struct tierd_ns *ns, char *key, uin
     it->ns = ns;
     it->key = key;
     it->listed_bytes = bytes;
+    tier_strlcpy(it->etag, etag ? etag : "", sizeof(it->etag));
     job->qlen++;
     job->p.files_total++;
     job->p.bytes_total += bytes;
@@ -177,47 +183,84 @@ static void queue_close(struct stage_job *job)
 
 /* ---- workers ------------------------------------------------------------------------------ */
 
-static void stage_file(struct stage_job *job, const struct stage_item *it)
+/* Fetch every block of one version of a file. Counts progress as it goes and, so that a retry
+ * with another version can take it back, reports what it counted in *done and *cached.
+ * Returns 0 or the first fetch error (-ECANCELED when the job was cancelled). */
+static int fetch_blocks(struct stage_job *job, const struct cache_obj *obj, uint64_t *done,
+                        uint64_t *cached)
 {
     struct stage_registry *r = job->reg;
     struct tier_ioctx io = {.tenant = 0, .cls = TIER_IO_BACKGROUND};
-    struct backend_stat st;
-    char path[1200];
     size_t bs = block_size(r);
 
-    mount_path_of(it->ns, it->key, path, sizeof(path));
-    tier_err_clear();
-    int rc = backend_stat(it->ns->be, it->key, &st);
-    if (rc == 0 && st.is_dir)
-        rc = -EISDIR;
-    if (rc < 0) {
-        job_error(job, path, rc, tier_err_msg());
-        return;
-    }
-
-    struct cache_obj obj = {
-        .be = it->ns->be, .key = it->key, .etag = st.etag, .size_bytes = st.size_bytes};
-    uint64_t cached = cache_cached_bytes(r->d->cache, &obj);
+    *cached = cache_cached_bytes(r->d->cache, obj);
+    *done = 0;
     pthread_mutex_lock(&job->mu);
-    /* The listing's size may be older than the stat; the total follows the object. */
-    job->p.bytes_total = job->p.bytes_total - it->listed_bytes + st.size_bytes;
-    job->p.bytes_already_cached += cached;
+    job->p.bytes_already_cached += *cached;
     pthread_mutex_unlock(&job->mu);
 
-    uint64_t nblocks = (st.size_bytes + bs - 1) / bs;
+    uint64_t nblocks = (obj->size_bytes + bs - 1) / bs;
     for (uint64_t i = 0; i < nblocks; i++) {
         if (atomic_load(&job->cancel))
-            return;
+            return -ECANCELED;
         tier_err_clear();
-        rc = cache_fetch_block(r->d->cache, &io, &obj, i, job->pin);
-        if (rc < 0) {
-            job_error(job, path, rc, tier_err_msg());
-            return;
-        }
-        uint64_t len = st.size_bytes - i * bs < bs ? st.size_bytes - i * bs : bs;
+        int rc = cache_fetch_block(r->d->cache, &io, obj, i, job->pin);
+        if (rc < 0)
+            return rc;
+        uint64_t left = obj->size_bytes - i * bs;
+        uint64_t len = left < bs ? left : bs;
+        *done += len;
         pthread_mutex_lock(&job->mu);
         job->p.bytes_done += len;
         pthread_mutex_unlock(&job->mu);
+    }
+    return 0;
+}
+
+/* Stage one file. The version and size come from the listing when it gave them (S3 and POSIX
+ * listings report the same tag as stat), which saves one backend request per file; every
+ * block fetch demands that version (if_match), so if the object changed since the listing the
+ * fetch fails with -ESTALE and the file is staged again from a fresh stat. */
+static void stage_file(struct stage_job *job, const struct stage_item *it)
+{
+    struct backend_stat st = {0};
+    char path[1200];
+    uint64_t done = 0, cached = 0;
+    int rc = -ESTALE;
+
+    mount_path_of(it->ns, it->key, path, sizeof(path));
+    if (it->etag[0]) {
+        struct cache_obj obj = {
+            .be = it->ns->be, .key = it->key, .etag = it->etag, .size_bytes = it->listed_bytes};
+        rc = fetch_blocks(job, &obj, &done, &cached);
+        if (rc == -ESTALE) {
+            /* Take back what this version counted; the fresh one counts again. */
+            pthread_mutex_lock(&job->mu);
+            job->p.bytes_done -= done;
+            job->p.bytes_already_cached -= cached;
+            pthread_mutex_unlock(&job->mu);
+        }
+    }
+    if (rc == -ESTALE) {
+        tier_err_clear();
+        rc = backend_stat(it->ns->be, it->key, &st);
+        if (rc == 0 && st.is_dir)
+            rc = -EISDIR;
+        if (rc == 0) {
+            pthread_mutex_lock(&job->mu);
+            /* The listing's size may be older than the stat; the total follows the object. */
+            job->p.bytes_total = job->p.bytes_total - it->listed_bytes + st.size_bytes;
+            pthread_mutex_unlock(&job->mu);
+            struct cache_obj obj = {
+                .be = it->ns->be, .key = it->key, .etag = st.etag, .size_bytes = st.size_bytes};
+            rc = fetch_blocks(job, &obj, &done, &cached);
+        }
+    }
+    if (rc == -ECANCELED)
+        return;
+    if (rc < 0) {
+        job_error(job, path, rc, tier_err_msg());
+        return;
     }
     pthread_mutex_lock(&job->mu);
     job->p.files_done++;
@@ -260,7 +303,7 @@ static int list_root(struct stage_job *job, const struct stage_root *root)
             if (e->is_prefix || nl == 0 || e->name[nl - 1] == '/')
                 continue;
             char *key = strdup(e->name);
-            rc = key ? queue_push(job, root->ns, key, e->size_bytes) : -ENOMEM;
+            rc = key ? queue_push(job, root->ns, key, e->size_bytes, e->etag) : -ENOMEM;
         }
         if (rc == 0 && page.next_token) {
             token = page.next_token;
@@ -301,7 +344,7 @@ static void *lister_main(void *arg)
             if (!key)
                 job_error(job, root->path, -ENOMEM, "out of memory");
             else
-                queue_push(job, root->ns, key, root->size_bytes);
+                queue_push(job, root->ns, key, root->size_bytes, root->etag);
         }
     }
     pthread_mutex_lock(&job->mu);
@@ -391,6 +434,7 @@ static int root_resolve(struct stage_registry *r, const char *path, struct stage
     if (rc == 0 && !st.is_dir) {
         root->key = key;
         root->size_bytes = st.size_bytes;
+        tier_strlcpy(root->etag, st.etag, sizeof(root->etag));
         return 0;
     }
     if (rc < 0 && rc != -ENOENT) {

@@ -9,7 +9,8 @@
  * cached; the fetches went through the scheduler as background class; a second job is
  * idempotent (all bytes already cached, no new backend fetch); single-object and directory
  * paths; --pin pins; missing paths give -ENOENT; a failing file is counted with the first error
- * kept (a wrapper backend injects the failure); freeing the registry cancels a running job.
+ * kept (a wrapper backend injects the failure); a file changed since the listing is staged at
+ * its new version and counted once; freeing the registry cancels a running job mid-fetch.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -40,8 +41,9 @@
 #define NGATED 20
 #define DEADLINE_NS (60 * TIER_NS_PER_SEC)
 
-/* A backend that forwards to a real one, fails stat() of keys containing "bad" (the only way
- * to make one file of a listing fail deterministically) and holds reads of keys containing
+/* A backend that forwards to a real one, fails stat() and read() of keys containing "bad" (the only
+ * way to make one file of a listing fail deterministically), lists keys containing "stale" with a
+ * version they no longer have (changed after the listing), and holds reads of keys containing
  * "gate" until the test opens the gate (to catch a job in the middle of a fetch). */
 struct wrap_backend {
     struct backend base;
@@ -67,6 +69,10 @@ static ssize_t wrap_read(struct backend *be, const char *key, uint64_t off, void
                          const char *if_match, struct backend_stat *st)
 {
     struct wrap_backend *w = (struct wrap_backend *)be;
+    if (strstr(key, "bad")) {
+        tier_err_set("injected failure for %s", key);
+        return -EIO;
+    }
     if (strstr(key, "gate")) {
         pthread_mutex_lock(&w->mu);
         w->gate_waiting++;
@@ -82,7 +88,13 @@ static int wrap_list(struct backend *be, const char *prefix, const char *delimit
                      const char *token, size_t max_keys, struct backend_list_page *page)
 {
     struct wrap_backend *w = (struct wrap_backend *)be;
-    return backend_list(w->inner, prefix, delimiter, token, max_keys, page);
+    int rc = backend_list(w->inner, prefix, delimiter, token, max_keys, page);
+    /* "stale" objects look changed since the listing: their listed version is not theirs. */
+    for (size_t i = 0; rc == 0 && i < page->n; i++) {
+        if (strstr(page->entries[i].name, "stale"))
+            tier_strlcpy(page->entries[i].etag, "listed-version", sizeof(page->entries[i].etag));
+    }
+    return rc;
 }
 
 static const struct backend_ops wrap_ops = {
@@ -136,6 +148,8 @@ static void write_dataset(struct fixture *f)
     tu_write_file(path, buf, 100);
     snprintf(path, sizeof(path), "%s/other/good2.bin", f->root);
     tu_write_file(path, buf, 100);
+    snprintf(path, sizeof(path), "%s/other/stale.bin", f->root);
+    tu_write_file(path, buf, 3 * BLOCK + 5);
     /* For the cancel test: files whose reads wait at the gate. */
     snprintf(path, sizeof(path), "%s/gated", f->root);
     assert_int_equal(mkdir(path, 0755), 0);
@@ -364,10 +378,22 @@ static void test_stage_error_counted(void **state)
     const char *paths[] = {"/bad"};
     run_job(paths, 1, false, &p);
     assert_int_equal(p.state, STAGE_FAILED);
-    assert_int_equal(p.files_total, 4); /* x.bin, good1, bad, good2 */
-    assert_int_equal(p.files_done, 3);
+    assert_int_equal(p.files_total, 5); /* x.bin, good1, bad, good2, stale */
+    assert_int_equal(p.files_done, 4);
     assert_int_equal(p.errors, 1);
     assert_string_equal(p.first_error, "/bad/bad.bin: injected failure for other/bad.bin");
+    /* The stale one was staged afresh after its listed version failed (-ESTALE), and counted
+     * once: bytes are those of the four good files. */
+    uint64_t want = BLOCK + 100 + 100 + 3 * BLOCK + 5;
+    assert_int_equal(p.bytes_done, want);
+    assert_int_equal(p.bytes_total, want + 100);
+    struct backend_stat st;
+    assert_int_equal(backend_stat(F->d.backends[0], "other/stale.bin", &st), 0);
+    struct cache_obj obj = {.be = &F->wrap.base,
+                            .key = "other/stale.bin",
+                            .etag = st.etag,
+                            .size_bytes = st.size_bytes};
+    assert_int_equal(cache_cached_bytes(F->d.cache, &obj), 3 * BLOCK + 5);
 }
 
 struct free_arg {
