@@ -111,7 +111,7 @@ say "starting tierd (config $CONF, log $LOG)"
 "$TIERD" -c "$CONF" -f 2>"$LOG" &
 TIERD_PID=$!
 deadline=$((SECONDS + 30))
-until [ "$(stat -c %i "$MNT" 2>/dev/null)" = 1 ]; do
+until stat -f "$MNT" >/dev/null 2>&1 && [ "$(stat -c %i "$MNT" 2>/dev/null)" = 1 ]; do
   kill -0 "$TIERD_PID" 2>/dev/null || { cat "$LOG" >&2; die "tierd exited during start-up"; }
   [ $SECONDS -lt $deadline ] || die "the mount did not come up within 30 s (see $LOG)"
   sleep 0.1

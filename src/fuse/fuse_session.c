@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -94,8 +95,10 @@ static bool is_mountpoint(const char *path, char *fstype, size_t fstypesz)
 
 int tierfs_clear_stale_mount(const char *path)
 {
-    struct stat st;
-    if (stat(path, &st) == 0)
+    /* statfs always reaches the FUSE daemon (stat may be answered from the kernel's attribute
+     * cache even on a dead connection), so it tells a dead mount from a live one */
+    struct statfs sf;
+    if (statfs(path, &sf) == 0)
         return 0;
     int e = errno;
     if (e != ENOTCONN && e != ECONNABORTED)
@@ -257,7 +260,9 @@ static void *ready_main(void *arg)
     int status = -ETIMEDOUT;
     while (tier_now_mono_ns() < deadline) {
         struct stat st;
-        if (stat(fs->mountpoint, &st) == 0 && st.st_ino == FUSE_ROOT_ID) {
+        struct statfs sf;
+        if (statfs(fs->mountpoint, &sf) == 0 && stat(fs->mountpoint, &st) == 0 &&
+            st.st_ino == FUSE_ROOT_ID) {
             status = 0;
             break;
         }

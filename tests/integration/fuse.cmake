@@ -1,0 +1,8 @@
+# SPDX-License-Identifier: Apache-2.0
+# tierd on a real FUSE mount (needs /dev/fuse and root): POSIX backend always, RGW with the rgw
+# fixture. The scripts start the tierd built here.
+if(TARGET tierd)
+  add_test(NAME fuse_posix COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_fuse_posix.sh)
+  set_tests_properties(fuse_posix PROPERTIES TIMEOUT 300 LABELS fuse
+    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+endif()
