@@ -22,4 +22,4 @@ trap cleanup EXIT
 scripts/ceph.sh start "$CEPH_DIR"
 started=1
 echo "# $(date -u +%FT%TZ) $(nproc) cores, $(uname -r), $(curl --version | head -1 | cut -d' ' -f1-2)"
-"$BUILD_DIR/backend_bench" --env "$CEPH_DIR/env" "$@"
+"$BUILD_DIR/backend_bench" --env "$CEPH_DIR/env" --ceph-dir "$CEPH_DIR" "$@"

@@ -8,11 +8,13 @@
  *      parallel GET (backend_read_parallel, 8 MiB chunks, 8 threads), alternated, median MB/s.
  *   2. 1,000 x 100 KiB objects: fetched one at a time vs by N threads in flight, objects/s.
  *
- * Usage: backend_bench --env FILE [--big-mib 256] [--chunk-mib 8] [--threads 8]
+ * Usage: backend_bench --env FILE [--ceph-dir DIR] [--big-mib 256] [--chunk-mib 8] [--threads 8]
  *                      [--small-count 1000] [--small-kib 100] [--small-threads 16] [--rounds 3]
  * FILE is the env file written by scripts/ceph.sh (S3_ENDPOINT, S3_REGION, S3_ACCESS_KEY,
- * S3_SECRET_KEY). A fresh bucket is created for each run. Single-threaded except for the
- * measured worker threads, which share only an atomic index.
+ * S3_SECRET_KEY); with --ceph-dir the CPU time of radosgw + ceph-osd is reported too (from their
+ * pid files), since on a small machine the server competes for the same cores. A fresh bucket is
+ * created for each run. Single-threaded except for the measured worker threads, which share only an
+ * atomic index.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -22,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
@@ -112,6 +115,56 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* CPU seconds (user + system) used so far by this process and, when the ceph state directory is
+ * known, by its radosgw and ceph-osd daemons: on a small machine the server shares the cores. */
+static double proc_cpu_s(const char *pidfile)
+{
+    FILE *f = fopen(pidfile, "r");
+    if (!f)
+        return 0;
+    char line[64] = "";
+    if (!fgets(line, sizeof(line), f))
+        line[0] = '\0';
+    fclose(f);
+    line[strcspn(line, "\r\n")] = '\0';
+    char path[96];
+    snprintf(path, sizeof(path), "/proc/%s/stat", line);
+    f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char stat[1024] = "";
+    if (!fgets(stat, sizeof(stat), f))
+        stat[0] = '\0';
+    fclose(f);
+    const char *p = strrchr(stat, ')');
+    if (!p)
+        return 0;
+    unsigned long long ut = 0, st = 0;
+    /* after ")": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+     */
+    if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return 0;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static const char *g_ceph_dir;
+
+static void cpu_now(double *client, double *server)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    *client = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+              ru.ru_stime.tv_usec / 1e6;
+    *server = 0;
+    if (g_ceph_dir) {
+        char path[512];
+        snprintf(path, sizeof(path), "%s/client.rgw.tierd.pid", g_ceph_dir);
+        *server += proc_cpu_s(path);
+        snprintf(path, sizeof(path), "%s/osd.0.pid", g_ceph_dir);
+        *server += proc_cpu_s(path);
+    }
+}
+
 /* ---- small objects --------------------------------------------------------------------------- */
 
 struct small_job {
@@ -200,6 +253,11 @@ int main(int argc, char **argv)
             i++;
             continue;
         }
+        if (strcmp(a, "--ceph-dir") == 0 && v) {
+            g_ceph_dir = v;
+            i++;
+            continue;
+        }
         if (strcmp(a, "--big-mib") == 0)
             dst = &big_mib;
         else if (strcmp(a, "--chunk-mib") == 0)
@@ -215,11 +273,12 @@ int main(int argc, char **argv)
         else if (strcmp(a, "--rounds") == 0)
             dst = &rounds;
         if (!dst || !v || parse_int_arg(v, dst) != 0) {
-            fprintf(stderr,
-                    "usage: %s --env FILE [--big-mib N] [--chunk-mib N] [--threads N] "
-                    "[--small-count N] [--small-kib N] [--small-threads N] "
-                    "[--rounds N]\n",
-                    argv[0]);
+            fprintf(
+                stderr,
+                "usage: %s --env FILE [--ceph-dir DIR] [--big-mib N] [--chunk-mib N] [--threads N] "
+                "[--small-count N] [--small-kib N] [--small-threads N] "
+                "[--rounds N]\n",
+                argv[0]);
             return 2;
         }
         i++;
@@ -275,15 +334,21 @@ int main(int argc, char **argv)
     if (backend_read(be, "big.bin", 0, buf, big, NULL, NULL) != (ssize_t)big)
         goto out;
     double single[64], par[64];
+    double cpu_c[2] = {0, 0}, cpu_s[2] = {0, 0}, c0, s0, c1, s1;
     for (int r = 0; r < rounds; r++) {
+        cpu_now(&c0, &s0);
         t0 = tier_now_mono_ns();
         ssize_t n = backend_read(be, "big.bin", 0, buf, big, NULL, NULL);
         double s = secs(t0);
+        cpu_now(&c1, &s1);
+        cpu_c[0] += c1 - c0;
+        cpu_s[0] += s1 - s0;
         if (n != (ssize_t)big) {
             fprintf(stderr, "single GET: %zd %s\n", n, tier_err_msg());
             goto out;
         }
         single[r] = (double)big / 1e6 / s;
+        cpu_now(&c1, &s1);
         t0 = tier_now_mono_ns();
         n = backend_read_parallel(be, "big.bin", 0, buf, big, (size_t)chunk_mib << 20, threads,
                                   NULL);
@@ -293,12 +358,20 @@ int main(int argc, char **argv)
             goto out;
         }
         par[r] = (double)big / 1e6 / s;
+        cpu_now(&c0, &s0);
+        cpu_c[1] += c0 - c1;
+        cpu_s[1] += s0 - s1;
         printf("round %d: single-stream %.1f MB/s, parallel (%d MiB x %d threads) %.1f MB/s\n",
                r + 1, single[r], chunk_mib, threads, par[r]);
     }
     double ms = median(single, rounds), mp = median(par, rounds);
     printf("RESULT big: single-stream %.1f MB/s, parallel %.1f MB/s, ratio %.2fx (goal >= 1.2x)\n",
            ms, mp, mp / ms);
+    double gb = (double)big * rounds / 1e9;
+    printf("cpu per GB: single-stream client %.2f s + server %.2f s, parallel client %.2f s + "
+           "server %.2f s%s\n",
+           cpu_c[0] / gb, cpu_s[0] / gb, cpu_c[1] / gb, cpu_s[1] / gb,
+           g_ceph_dir ? "" : " (server not measured: no --ceph-dir)");
 
     size_t small = (size_t)small_kib << 10;
     double el;

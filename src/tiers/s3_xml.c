@@ -398,6 +398,9 @@ int s3_time_parse_iso8601(const char *s, int64_t *ns)
                     .tm_min = mi,
                     .tm_sec = sec};
     time_t t = timegm(&tm);
+    /* int64 nanoseconds cover 1677..2262; anything else is not a plausible S3 timestamp. */
+    if (t == (time_t)-1 || t < -(INT64_MAX / 1000000000LL) + 1 || t > INT64_MAX / 1000000000LL - 1)
+        return -EINVAL;
     *ns = (int64_t)t * 1000000000LL + frac_ns;
     return 0;
 }

@@ -463,6 +463,7 @@ static void test_time_parse(void **state)
     assert_int_equal(s3_time_parse_iso8601("2026-11-29 23:29:01Z", &ns), -EINVAL);
     assert_int_equal(s3_time_parse_iso8601("2026-13-29T23:29:01Z", &ns), -EINVAL);
     assert_int_equal(s3_time_parse_iso8601("2026-11-29T23:29:01", &ns), -EINVAL);
+    assert_int_equal(s3_time_parse_iso8601("9999-11-29T23:29:01Z", &ns), -EINVAL); /* > 2262 */
 }
 
 /* ---- the backend without a server ------------------------------------------------------------ */
