@@ -149,6 +149,23 @@ out:
     return rc;
 }
 
+/* The backend cannot be asked (down, timing out): answer with what we knew, if anything. A
+ * handle still reads one version, so this serves cached data without mixing versions; only
+ * "the object is gone" (-ENOENT) is taken at its word. */
+static int stale_attr(struct tfs_node *n, struct tfs_attr *a, int rc)
+{
+    pthread_mutex_lock(&n->mu);
+    bool have = n->attr_valid;
+    if (have)
+        *a = n->attr;
+    pthread_mutex_unlock(&n->mu);
+    if (!have)
+        return rc;
+    log_debug("fuse: %s: backend unavailable (%s), using the last known attributes", n->path,
+              strerror(-rc));
+    return 0;
+}
+
 int tfs_node_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a)
 {
     pthread_mutex_lock(&n->mu);
@@ -159,9 +176,11 @@ int tfs_node_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a)
     }
     pthread_mutex_unlock(&n->mu);
     int rc = stat_path(fs, n->path, a);
-    if (rc == 0)
+    if (rc == 0) {
         tfs_node_set_attr(fs, n, a);
-    return rc;
+        return 0;
+    }
+    return rc == -ENOENT ? rc : stale_attr(n, a, rc);
 }
 
 int tfs_resolve_child(struct tierd_fuse *fs, struct tfs_node *parent, const char *path,
@@ -227,12 +246,25 @@ void tfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         fuse_reply_entry(req, &e);
         goto out;
     }
-    if (rc)
-        goto fail;
-    rc = tfs_node_lookup(fs, path, &n);
-    if (rc)
-        goto fail;
-    tfs_node_set_attr(fs, n, &a);
+    bool stale = false;
+    if (rc) {
+        /* backend unavailable: a node we already know keeps its last attributes */
+        int lrc = tfs_node_lookup(fs, path, &n);
+        if (lrc == 0 && stale_attr(n, &a, rc) == 0) {
+            stale = true;
+            rc = 0;
+        } else if (lrc == 0) {
+            tfs_node_forget(fs, n->ino, 1);
+        }
+        if (rc)
+            goto fail;
+    } else {
+        rc = tfs_node_lookup(fs, path, &n);
+        if (rc)
+            goto fail;
+    }
+    if (!stale)
+        tfs_node_set_attr(fs, n, &a);
     struct fuse_entry_param e;
     memset(&e, 0, sizeof(e));
     e.ino = n->ino;

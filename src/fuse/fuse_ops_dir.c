@@ -219,8 +219,16 @@ int tfs_listing_get(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_listin
         return 0;
     }
     int rc = listing_build(fs, n->path, &l);
-    if (rc)
+    if (rc) {
+        /* backend unavailable: an expired listing beats none */
+        pthread_mutex_lock(&n->mu);
+        if (n->listing && rc != -ENOENT) {
+            *out = listing_ref(n->listing);
+            rc = 0;
+        }
+        pthread_mutex_unlock(&n->mu);
         return rc;
+    }
     pthread_mutex_lock(&n->mu);
     struct tfs_listing *old = n->listing;
     n->listing = listing_ref(l);

@@ -6,3 +6,8 @@ if(TARGET tierd)
   set_tests_properties(fuse_posix PROPERTIES TIMEOUT 300 LABELS fuse
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()
+if(TARGET tierd)
+  add_test(NAME fuse_rgw COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_fuse_rgw.sh)
+  set_tests_properties(fuse_rgw PROPERTIES TIMEOUT 300 LABELS "fuse;rgw" FIXTURES_REQUIRED rgw
+    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_SRC=${PROJECT_SOURCE_DIR};TIER_CEPH_DIR=${TIER_CEPH_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+endif()
