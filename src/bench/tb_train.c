@@ -153,7 +153,7 @@ int tb_train_run(const struct tb_train_cfg *cfg, const struct tb_dataset *ds,
                           .tv_nsec = (long)(end % TIER_NS_PER_SEC)};
     /* Time is accounted back to back from t0 to the end: every nanosecond of the accelerator is
      * either waiting for data or computing, so AU is not flattered by gaps between the two. */
-    uint64_t w0 = t0_ns;
+    uint64_t w0 = t0_ns, debt = 0;
     while (rc == 0) {
         if (w0 >= end)
             break;
@@ -181,11 +181,17 @@ int tb_train_run(const struct tb_train_cfg *cfg, const struct tb_dataset *ds,
         struct tb_slot *sl = tb_series_slot(series, TB_TRAIN, w1);
         if (sl)
             atomic_fetch_add_explicit(&sl->ops, cfg->batch, memory_order_relaxed);
-        uint64_t c_end = w1 + batch_ns < end ? w1 + batch_ns : end;
-        tb_sleep_until(c_end); /* the emulated accelerator computes */
+        /* The emulated accelerator computes. A sleep can end late on a busy host; the overshoot
+         * is paid back from the next batches so compute time stays ops x compute_per_sample. */
+        uint64_t want = batch_ns > debt ? batch_ns - debt : 0;
+        debt = debt > batch_ns ? debt - batch_ns : 0;
+        uint64_t c_end = w1 + want < end ? w1 + want : end;
+        tb_sleep_until(c_end);
         uint64_t c1 = tier_now_mono_ns();
         if (c1 > end)
             c1 = end;
+        if (c1 > c_end)
+            debt += c1 - c_end;
         res->compute_ns += c1 - w1;
         tb_series_add_interval(series, TB_TRAIN, w1, c1, 1);
         w0 = c1;

@@ -357,6 +357,19 @@ static void test_end_to_end(void **state)
     free(prof);
 }
 
+/* --progress forces the live line (normally only on a TTY): carriage returns, phase names. */
+static void test_progress_line(void **state)
+{
+    (void)state;
+    const char *ds = dataset();
+    struct out o = run_tb(NULL, "run", ds, "--no-training", "--no-checkpoint", "--duration",
+                          "600ms", "--rate", "50", "--progress", NULL);
+    assert_int_equal(o.status, 0);
+    assert_non_null(strstr(o.text, "\rinference-alone"));
+    assert_non_null(strstr(o.text, "req/s"));
+    free(o.text);
+}
+
 static void test_no_gnuplot(void **state)
 {
     (void)state;
@@ -383,7 +396,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_arguments),     cmocka_unit_test(test_bad_profiles),
         cmocka_unit_test(test_gen_deterministic), cmocka_unit_test(test_end_to_end),
-        cmocka_unit_test(test_no_gnuplot),
+        cmocka_unit_test(test_progress_line),     cmocka_unit_test(test_no_gnuplot),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     tu_rmtree(g_dir);

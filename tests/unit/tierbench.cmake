@@ -11,3 +11,13 @@ add_dependencies(test_tierbench_cli tierbench)
 add_test(NAME test_tierbench_cli COMMAND test_tierbench_cli $<TARGET_FILE:tierbench>)
 set_tests_properties(test_tierbench_cli PROPERTIES TIMEOUT 120
   ENVIRONMENT "TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp;TIER_SRC=${PROJECT_SOURCE_DIR};TIER_BIN=${CMAKE_BINARY_DIR}")
+
+# bench/compare.sh end to end: two fresh targets, the smoke profile, one table of ratios. The
+# script must succeed and the table must hold a ratio column.
+add_test(NAME tierbench_compare_sh
+  COMMAND bash -c "set -o pipefail; \"$0\" \"$@\" | tee /dev/stderr | grep -E 'training AU % [(]alone[)] +[0-9.]+ +[0-9.]+ [(]x[0-9.]+[)]' >/dev/null"
+    ${PROJECT_SOURCE_DIR}/bench/compare.sh --tierbench $<TARGET_FILE:tierbench>
+    --profile ${PROJECT_SOURCE_DIR}/bench/profiles/smoke.ini --regen
+    --gen "--files 20 --size fixed:16K" --out ${CMAKE_BINARY_DIR}/testtmp/compare-out
+    a=${CMAKE_BINARY_DIR}/testtmp/compare-a b=${CMAKE_BINARY_DIR}/testtmp/compare-b)
+set_tests_properties(tierbench_compare_sh PROPERTIES TIMEOUT 120)
