@@ -37,7 +37,11 @@ enum {
 
 #define DEFAULT_SOCKET "/run/tierd/api.sock"
 #define START_HINT "tierd -c /etc/tierd/tierd.conf"
+/* Poll a staging job every 50 ms for its first 2 s (a small job's end is seen at once), then
+ * every 200 ms. */
+#define POLL_FAST_MS 50
 #define POLL_MS 200
+#define POLL_FAST_NS (2 * TIER_NS_PER_SEC)
 #define PLAIN_EVERY_NS (2 * TIER_NS_PER_SEC)
 
 static const char usage_text[] =
@@ -363,7 +367,8 @@ static int follow_job(struct ctl *ctl, uint64_t job)
 {
     char path[64], line[512];
     bool tty = isatty(STDOUT_FILENO) == 1;
-    uint64_t last_plain = tier_now_mono_ns(); /* first plain line after PLAIN_EVERY_NS */
+    uint64_t t_start = tier_now_mono_ns();
+    uint64_t last_plain = t_start; /* first plain line after PLAIN_EVERY_NS */
     struct ctl_progress p = {.running = true};
     json_t *j = NULL;
     int rc;
@@ -399,7 +404,7 @@ static int follow_job(struct ctl *ctl, uint64_t job)
             json_decref(j);
             return EXIT_INTERRUPTED;
         }
-        sleep_ms(POLL_MS);
+        sleep_ms(tier_now_mono_ns() - t_start < POLL_FAST_NS ? POLL_FAST_MS : POLL_MS);
     }
     if (tty)
         fputc('\n', stdout);

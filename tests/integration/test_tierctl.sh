@@ -115,9 +115,9 @@ STATUS = {"version": "0.1.0", "uptime_s": 3725, "mount": "/mnt/fake",
 
 def job(jid, n):
     if jid in (1, 3):
-        # Job 3 runs for 14 polls (about 3 s at tierctl's 200 ms), long enough for the plain
-        # mode's periodic line; job 1 for 3 polls.
-        last = 3 if jid == 1 else 14
+        # Job 3 runs for 45 polls (about 3 s: tierctl polls every 50 ms for 2 s, then every
+        # 200 ms), long enough for the plain mode's periodic line; job 1 for 3 polls.
+        last = 3 if jid == 1 else 45
         done = 3 * min(n, last) // last
         return {"job": jid, "state": "running" if n < last else "done", "listing_done": n >= 1,
                 "files_total": 3, "files_done": done, "bytes_total": 3000,
