@@ -1,0 +1,464 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * journal.c - the write-back journal: one SQLite database (WAL, synchronous=FULL) recording the
+ * state of every file of the burst buffer, so that a crash at any instant loses no closed byte
+ * and leaves nothing half-written in the backend.
+ *
+ * Called by wb.c and upload.c with wb->lock held: each function is one transaction, and the
+ * commit is the instant the transition happens. The lock is held across the commit (the one
+ * exception to "no lock across I/O" in this module) so that the in-memory entry and its row
+ * change together; backend requests and staging-file I/O never run under it.
+ *
+ * STATE MACHINE (one row per file generation; staging file <spool>/<id>.stg):
+ *
+ *            wb_file_create                 wb_file_close (fsync, SHA-256)
+ *   (none) ----------------> OPEN -------------------------------------> SEALED
+ *                             |  \ fsync/write error                       |  \
+ *                             |   `-------------> FAILED --(close)--> (none)  | size < part: PUT
+ *                             | unlink/overwrite                            |  \
+ *                             v                                   mpu_create |   `----------.
+ *                          (none)                                           v               |
+ *                                          UPLOADING (upload id; parts with ETags) ---------+
+ *                                                |                 complete + stat verify   |
+ *                                                v                                          v
+ *                                           UPLOADED (ETag) -- retention --> EVICTABLE (no local)
+ *
+ *   any of SEALED, UPLOADING, UPLOADED, EVICTABLE --unlink/overwrite/rename--> CANCELLED
+ *   CANCELLED --(uploader: abort upload id if any; delete object if etag set)--> (none)
+ *
+ * INVARIANTS
+ *   I1. A row is committed before its staging file is created; a staging file is deleted only
+ *       after the commit that made its row stop needing it (CANCELLED, EVICTABLE, deleted).
+ *       Stray *.stg files without a row are removed at recovery.
+ *   I2. SEALED implies the staging file was fsync'd with exactly `size` bytes hashing to
+ *       `sha256`, and the spool directory entry was fsync'd at create.
+ *   I3. An upload id is journalled (UPLOADING) before any part is sent; a part's ETag is
+ *       journalled after the part is stored; UPLOADED is journalled after complete/PUT returned
+ *       and the object's size was verified with backend_stat.
+ *   I4. An object becomes visible only through backend_put (atomic) or mpu_complete, and only
+ *       for a row that is not CANCELLED at that instant (checked under wb->lock right before the
+ *       request, and cancellation waits for the in-flight request: `busy`/`interrupt`).
+ *   I5. At most one live (non-CANCELLED) row per (backend, key). Requests touching one key are
+ *       ordered: a CANCELLED row that must delete key K is processed before any later generation
+ *       of K may PUT/complete, and never while such a request is in flight.
+ *   I6. A FAILED file never reports success again; its row is removed at close or recovery.
+ *
+ * TRANSITION -> FUNCTION
+ *   (none) -> OPEN                wb_file_create (jr_insert)
+ *   OPEN -> SEALED                wb_file_close (jr_seal)
+ *   OPEN -> FAILED                record_failure in wb.c (jr_set_state)
+ *   SEALED -> UPLOADING           upload.c upload_multipart (jr_set_upload)
+ *   UPLOADING: part done          upload.c part_worker (jr_part_done)
+ *   UPLOADING -> SEALED           upload.c restart after a lost upload id (jr_set_upload NULL)
+ *   SEALED/UPLOADING -> UPLOADED  upload.c finish_upload (jr_uploaded)
+ *   UPLOADED -> EVICTABLE         wb_retention_apply (jr_set_state)
+ *   * -> CANCELLED                wb.c cancel_entry (jr_set_state), wb_rename tombstone (jr_rekey)
+ *   CANCELLED -> (none)           upload.c process_cancelled (jr_delete)
+ *
+ * RECOVERY (wb_open): OPEN and FAILED rows are discarded with their staging files (only closed
+ * files are promised); SEALED rows are queued; UPLOADING rows resume: parts journalled as done
+ * are kept and the rest uploaded, and if the backend no longer knows the upload id (or rejects
+ * the complete) the upload is aborted and restarted from the local copy; CANCELLED rows are
+ * processed (abort / delete); UPLOADED rows whose local copy vanished become EVICTABLE.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "common/strutil.h"
+#include "writeback/wb_int.h"
+
+static const char *const schema =
+    "CREATE TABLE IF NOT EXISTS files("
+    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " backend TEXT NOT NULL, key TEXT NOT NULL, generation INTEGER NOT NULL,"
+    " state TEXT NOT NULL, size INTEGER NOT NULL DEFAULT 0, sha256 TEXT, upload_id TEXT,"
+    " created_ns INTEGER, sealed_ns INTEGER, uploaded_ns INTEGER, etag TEXT);"
+    "CREATE TABLE IF NOT EXISTS parts("
+    " file_id INTEGER NOT NULL, part_no INTEGER NOT NULL, etag TEXT NOT NULL,"
+    " size INTEGER NOT NULL, PRIMARY KEY(file_id, part_no));";
+
+/* Names as stored in the `state` column (human-readable with the sqlite3 shell). */
+static const char *const state_names[] = {"open",      "sealed",    "uploading", "uploaded",
+                                          "evictable", "cancelled", "failed"};
+
+const char *wb_state_name(enum wb_state s)
+{
+    return (unsigned)s <= WB_FAILED ? state_names[s] : "unknown";
+}
+
+static int state_parse(const char *s, enum wb_state *out)
+{
+    for (int i = 0; i <= WB_FAILED; i++)
+        if (s && strcmp(s, state_names[i]) == 0) {
+            *out = (enum wb_state)i;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+/* The one place SQLite result codes become errnos. */
+static int sql_errno(sqlite3 *db, int rc, const char *what)
+{
+    int prim = rc & 0xff;
+    int err = prim == SQLITE_FULL ? -ENOSPC : prim == SQLITE_NOMEM ? -ENOMEM : -EIO;
+    tier_err_set("write-back journal: %s: %s", what, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    return err;
+}
+
+static int exec(sqlite3 *db, const char *sql)
+{
+    char *msg = NULL;
+    int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        int e = sql_errno(db, rc, sql);
+        sqlite3_free(msg);
+        return e;
+    }
+    return 0;
+}
+
+int jr_open(const char *path, sqlite3 **out)
+{
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    if (rc != SQLITE_OK) {
+        int e = sql_errno(db, rc, path);
+        sqlite3_close(db);
+        return e;
+    }
+    sqlite3_busy_timeout(db, 5000);
+    int e = exec(db, "PRAGMA journal_mode=WAL;");
+    if (!e)
+        e = exec(db, "PRAGMA synchronous=FULL;");
+    if (!e)
+        e = exec(db, schema);
+    if (e) {
+        sqlite3_close(db);
+        return e;
+    }
+    *out = db;
+    return 0;
+}
+
+void jr_close(sqlite3 *db)
+{
+    if (db)
+        sqlite3_close(db);
+}
+
+static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st)
+{
+    int rc = sqlite3_prepare_v2(db, sql, -1, st, NULL);
+    return rc == SQLITE_OK ? 0 : sql_errno(db, rc, sql);
+}
+
+static void bind_text_or_null(sqlite3_stmt *st, int i, const char *s)
+{
+    if (s && *s)
+        sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+/* Step a prepared statement to completion and finalize it. */
+static int step_done(sqlite3 *db, sqlite3_stmt *st, const char *what)
+{
+    int rc = sqlite3_step(st);
+    int e = rc == SQLITE_DONE ? 0 : sql_errno(db, rc, what);
+    sqlite3_finalize(st);
+    return e;
+}
+
+static int insert_row(sqlite3 *db, struct wb_entry *e)
+{
+    sqlite3_stmt *st;
+    int rc = prepare(db,
+                     "INSERT INTO files(backend,key,generation,state,size,sha256,upload_id,"
+                     "created_ns,sealed_ns,uploaded_ns,etag) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+                     &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(st, 1, e->backend, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, e->key, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 3, e->generation);
+    sqlite3_bind_text(st, 4, wb_state_name(e->state), -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 5, (sqlite3_int64)e->size);
+    bind_text_or_null(st, 6, e->sha256);
+    bind_text_or_null(st, 7, e->upload_id);
+    sqlite3_bind_int64(st, 8, e->created_ns);
+    sqlite3_bind_int64(st, 9, e->sealed_ns);
+    sqlite3_bind_int64(st, 10, e->uploaded_ns);
+    bind_text_or_null(st, 11, e->etag);
+    rc = step_done(db, st, "insert");
+    if (!rc)
+        e->id = sqlite3_last_insert_rowid(db);
+    return rc;
+}
+
+int jr_insert(sqlite3 *db, struct wb_entry *e)
+{
+    return insert_row(db, e);
+}
+
+int jr_set_state(sqlite3 *db, const struct wb_entry *e)
+{
+    sqlite3_stmt *st;
+    int rc = prepare(db, "UPDATE files SET state=?, etag=? WHERE id=?", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(st, 1, wb_state_name(e->state), -1, SQLITE_STATIC);
+    bind_text_or_null(st, 2, e->etag);
+    sqlite3_bind_int64(st, 3, e->id);
+    return step_done(db, st, "set state");
+}
+
+int jr_seal(sqlite3 *db, const struct wb_entry *e)
+{
+    sqlite3_stmt *st;
+    int rc = prepare(
+        db, "UPDATE files SET state='sealed', size=?, sha256=?, sealed_ns=? WHERE id=?", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)e->size);
+    sqlite3_bind_text(st, 2, e->sha256, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 3, e->sealed_ns);
+    sqlite3_bind_int64(st, 4, e->id);
+    return step_done(db, st, "seal");
+}
+
+/* Run fn between BEGIN IMMEDIATE and COMMIT; ROLLBACK on failure. */
+static int txn(sqlite3 *db, int (*fn)(sqlite3 *db, const void *a, void *b), const void *a, void *b)
+{
+    int rc = exec(db, "BEGIN IMMEDIATE");
+    if (rc)
+        return rc;
+    rc = fn(db, a, b);
+    if (!rc)
+        rc = exec(db, "COMMIT");
+    if (rc)
+        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+}
+
+static int delete_parts(sqlite3 *db, int64_t id)
+{
+    sqlite3_stmt *st;
+    int rc = prepare(db, "DELETE FROM parts WHERE file_id=?", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, id);
+    return step_done(db, st, "delete parts");
+}
+
+static int set_upload_fn(sqlite3 *db, const void *a, void *b)
+{
+    (void)b;
+    const struct wb_entry *e = a;
+    int rc = delete_parts(db, e->id);
+    if (rc)
+        return rc;
+    sqlite3_stmt *st;
+    rc = prepare(db, "UPDATE files SET state=?, upload_id=? WHERE id=?", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(st, 1, wb_state_name(e->state), -1, SQLITE_STATIC);
+    bind_text_or_null(st, 2, e->upload_id);
+    sqlite3_bind_int64(st, 3, e->id);
+    return step_done(db, st, "set upload id");
+}
+
+int jr_set_upload(sqlite3 *db, const struct wb_entry *e)
+{
+    return txn(db, set_upload_fn, e, NULL);
+}
+
+int jr_part_done(sqlite3 *db, int64_t id, int part_no, const char *etag, uint64_t size)
+{
+    sqlite3_stmt *st;
+    int rc =
+        prepare(db, "INSERT OR REPLACE INTO parts(file_id,part_no,etag,size) VALUES(?,?,?,?)", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int(st, 2, part_no);
+    sqlite3_bind_text(st, 3, etag, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 4, (sqlite3_int64)size);
+    return step_done(db, st, "part done");
+}
+
+static int uploaded_fn(sqlite3 *db, const void *a, void *b)
+{
+    (void)b;
+    const struct wb_entry *e = a;
+    int rc = delete_parts(db, e->id);
+    if (rc)
+        return rc;
+    sqlite3_stmt *st;
+    rc = prepare(db,
+                 "UPDATE files SET state='uploaded', etag=?, uploaded_ns=?, upload_id=NULL "
+                 "WHERE id=?",
+                 &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(st, 1, e->etag, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 2, e->uploaded_ns);
+    sqlite3_bind_int64(st, 3, e->id);
+    return step_done(db, st, "uploaded");
+}
+
+int jr_uploaded(sqlite3 *db, const struct wb_entry *e)
+{
+    return txn(db, uploaded_fn, e, NULL);
+}
+
+static int delete_fn(sqlite3 *db, const void *a, void *b)
+{
+    (void)b;
+    int64_t id = *(const int64_t *)a;
+    int rc = delete_parts(db, id);
+    if (rc)
+        return rc;
+    sqlite3_stmt *st;
+    rc = prepare(db, "DELETE FROM files WHERE id=?", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, id);
+    return step_done(db, st, "delete");
+}
+
+int jr_delete(sqlite3 *db, int64_t id)
+{
+    return txn(db, delete_fn, &id, NULL);
+}
+
+static int rekey_fn(sqlite3 *db, const void *a, void *b)
+{
+    const struct wb_entry *e = a;
+    struct wb_entry *t = b;
+    int rc = delete_parts(db, e->id);
+    if (rc)
+        return rc;
+    sqlite3_stmt *st;
+    rc = prepare(db,
+                 "UPDATE files SET key=?, generation=?, state=?, upload_id=NULL, etag=NULL, "
+                 "uploaded_ns=0 WHERE id=?",
+                 &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(st, 1, e->key, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 2, e->generation);
+    sqlite3_bind_text(st, 3, wb_state_name(e->state), -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, e->id);
+    rc = step_done(db, st, "rekey");
+    if (!rc && t)
+        rc = insert_row(db, t);
+    return rc;
+}
+
+int jr_rekey(sqlite3 *db, const struct wb_entry *e, struct wb_entry *t)
+{
+    return txn(db, rekey_fn, e, t);
+}
+
+static char *col_dup(sqlite3_stmt *st, int i)
+{
+    const unsigned char *s = sqlite3_column_text(st, i);
+    return s ? strdup((const char *)s) : NULL;
+}
+
+static void col_copy(sqlite3_stmt *st, int i, char *dst, size_t dstsz)
+{
+    const unsigned char *s = sqlite3_column_text(st, i);
+    tier_strlcpy(dst, s ? (const char *)s : "", dstsz);
+}
+
+/* Attach the journalled parts of e (its nparts is set by the uploader; here we size the array
+ * by the highest part number seen). */
+static int load_parts(sqlite3 *db, struct wb_entry *e)
+{
+    sqlite3_stmt *st;
+    int rc =
+        prepare(db, "SELECT part_no, etag, size FROM parts WHERE file_id=? ORDER BY part_no", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, e->id);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int no = sqlite3_column_int(st, 0);
+        if (no < 1 || no > 10000)
+            continue;
+        if (no > e->nparts) {
+            struct backend_part *p = realloc(e->parts, (size_t)no * sizeof(*p));
+            if (p)
+                e->parts = p;
+            uint64_t *b = realloc(e->part_bytes, (size_t)no * sizeof(*b));
+            if (b)
+                e->part_bytes = b;
+            if (!p || !b) {
+                sqlite3_finalize(st);
+                return -ENOMEM;
+            }
+            memset(p + e->nparts, 0, (size_t)(no - e->nparts) * sizeof(*p));
+            memset(b + e->nparts, 0, (size_t)(no - e->nparts) * sizeof(*b));
+            e->nparts = no;
+        }
+        e->parts[no - 1].number = no;
+        col_copy(st, 1, e->parts[no - 1].etag, sizeof(e->parts[no - 1].etag));
+        e->part_bytes[no - 1] = (uint64_t)sqlite3_column_int64(st, 2);
+        e->parts_done++;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : sql_errno(db, rc, "load parts");
+}
+
+int jr_load(sqlite3 *db, int (*add)(void *ctx, struct wb_entry *e), void *ctx)
+{
+    sqlite3_stmt *st;
+    int rc = prepare(db,
+                     "SELECT id,backend,key,generation,state,size,sha256,upload_id,created_ns,"
+                     "sealed_ns,uploaded_ns,etag FROM files ORDER BY id",
+                     &st);
+    if (rc)
+        return rc;
+    int err = 0;
+    while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct wb_entry *e = calloc(1, sizeof(*e));
+        if (!e) {
+            err = -ENOMEM;
+            break;
+        }
+        e->id = sqlite3_column_int64(st, 0);
+        e->backend = col_dup(st, 1);
+        e->key = col_dup(st, 2);
+        e->generation = sqlite3_column_int64(st, 3);
+        const unsigned char *s = sqlite3_column_text(st, 4);
+        if (state_parse((const char *)s, &e->state) != 0) {
+            log_warn("write-back journal: row %lld has unknown state '%s'; treating it as failed",
+                     (long long)e->id, s ? (const char *)s : "");
+            e->state = WB_FAILED;
+        }
+        e->size = (uint64_t)sqlite3_column_int64(st, 5);
+        col_copy(st, 6, e->sha256, sizeof(e->sha256));
+        e->upload_id = col_dup(st, 7);
+        e->created_ns = sqlite3_column_int64(st, 8);
+        e->sealed_ns = sqlite3_column_int64(st, 9);
+        e->uploaded_ns = sqlite3_column_int64(st, 10);
+        col_copy(st, 11, e->etag, sizeof(e->etag));
+        if (!e->backend || !e->key) {
+            wb_entry_free(e);
+            err = -ENOMEM;
+            break;
+        }
+        err = load_parts(db, e);
+        if (!err)
+            err = add(ctx, e);
+        if (err)
+            wb_entry_free(e);
+    }
+    sqlite3_finalize(st);
+    if (err)
+        return err;
+    return rc == SQLITE_DONE ? 0 : sql_errno(db, rc, "load");
+}

@@ -1,0 +1,807 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * upload.c - the write-back uploader: N threads that take SEALED/UPLOADING files (oldest seal
+ * first) and CANCELLED rows (first of all) and bring each to its next journalled state.
+ *
+ * Started by wb_open(), stopped by wb_close(). A thread that picks an entry marks it `busy` and
+ * is then the only one to send backend requests for it; the per-file order of transitions is the
+ * order of that thread's code. A multipart file's parts go out over up to parts_parallel short-
+ * lived worker threads, each journalling its part's ETag as it lands. Every backend request is
+ * admitted by the QoS scheduler (class checkpoint) when one is configured.
+ *
+ * Failures never drop a file: the attempt ends, the entry gets a growing delay (retry_base_ms
+ * doubling up to retry_max_ms) and is tried again, forever, until uploaded or cancelled. When the
+ * backend no longer knows the upload id (-ENOENT, NoSuchUpload) or rejects the part list
+ * (-EINVAL), the multipart upload is aborted and restarted from the local copy.
+ *
+ * Verification (what is checked, see docs/WRITEBACK.md): each part's ETag, and a single PUT's
+ * ETag, is compared with the MD5 of the bytes sent when the backend returns an MD5-shaped ETag
+ * (S3 without SSE-KMS); a multipart ETag of the form md5(part md5s)-N is compared likewise; after
+ * every upload backend_stat must report exactly the sealed size. The SHA-256 taken at seal is
+ * journalled for end-to-end checks by tools.
+ *
+ * Locking: wb->lock for every entry field and the journal; never held across a backend request
+ * or a staging-file read.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "common/strutil.h"
+#include "common/timeutil.h"
+#include "writeback/wb_int.h"
+#ifdef WB_HAVE_QOS
+#include "qos/sched.h"
+#endif
+
+#define KEY_BLOCKED_RETRY_MS 20
+
+/* ---- helpers --------------------------------------------------------------------------------- */
+
+static uint64_t io_begin(struct wb *wb, size_t bytes)
+{
+#ifdef WB_HAVE_QOS
+    if (wb->cfg.sched) {
+        struct tier_ioctx io = {.tenant = wb->cfg.tenant, .cls = TIER_IO_CHECKPOINT};
+        sched_admit(wb->cfg.sched, &io, bytes);
+    }
+#else
+    (void)wb;
+    (void)bytes;
+#endif
+    return tier_now_mono_ns();
+}
+
+static void io_end(struct wb *wb, size_t bytes, long result, uint64_t t0)
+{
+#ifdef WB_HAVE_QOS
+    if (wb->cfg.sched) {
+        struct tier_ioctx io = {.tenant = wb->cfg.tenant, .cls = TIER_IO_CHECKPOINT};
+        sched_done(wb->cfg.sched, &io, bytes, result, tier_now_mono_ns() - t0);
+    }
+#else
+    (void)wb;
+    (void)bytes;
+    (void)result;
+    (void)t0;
+#endif
+}
+
+static int md5_bin(const void *buf, size_t len, unsigned char out[16])
+{
+    unsigned int n = 0;
+    return EVP_Digest(buf, len, out, &n, EVP_md5(), NULL) == 1 ? 0 : -ENOMEM;
+}
+
+/* Copy the ETag without quotes into out (33 bytes) if it is 32 hex digits (an MD5). */
+static bool etag_md5(const char *etag, char out[33])
+{
+    size_t n = strlen(etag);
+    if (n >= 2 && etag[0] == '"' && etag[n - 1] == '"') {
+        etag++;
+        n -= 2;
+    }
+    if (n != 32)
+        return false;
+    for (size_t i = 0; i < 32; i++) {
+        char c = etag[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')))
+            return false;
+        out[i] = (c >= 'A' && c <= 'F') ? (char)(c - 'A' + 'a') : c;
+    }
+    out[32] = '\0';
+    return true;
+}
+
+static int pread_full(int fd, void *buf, size_t len, uint64_t off)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0) {
+            tier_err_set("staging file shorter than its sealed size");
+            return -EIO;
+        }
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+static int open_staging(struct wb *wb, int64_t id)
+{
+    char p[PATH_MAX];
+    wb_staging_path(wb, id, p, sizeof(p));
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int rc = -errno;
+        tier_err_set("write-back: cannot open staging file %s: %s", p, strerror(errno));
+        return rc;
+    }
+    return fd;
+}
+
+/* Another row of the same key has to delete the object first (invariant I5). wb->lock held. */
+static bool key_blocked(struct wb *wb, const struct wb_entry *e)
+{
+    for (struct wb_entry *t = wb->head; t; t = t->next)
+        if (t != e && t->state == WB_CANCELLED && t->etag[0] && strcmp(t->key, e->key) == 0 &&
+            strcmp(t->backend, e->backend) == 0)
+            return true;
+    return false;
+}
+
+/* A live row of the same key is in the middle of a request: a delete must wait. */
+static bool key_busy(struct wb *wb, const struct wb_entry *e)
+{
+    for (struct wb_entry *t = wb->head; t; t = t->next)
+        if (t != e && t->busy && strcmp(t->key, e->key) == 0 && strcmp(t->backend, e->backend) == 0)
+            return true;
+    return false;
+}
+
+static bool stop_requested(struct wb *wb, const struct wb_entry *e)
+{
+    return wb->stopping || e->interrupt || e->state == WB_CANCELLED;
+}
+
+static void clear_parts(struct wb_entry *e)
+{
+    free(e->parts);
+    free(e->part_bytes);
+    e->parts = NULL;
+    e->part_bytes = NULL;
+    e->nparts = e->parts_done = 0;
+}
+
+static int alloc_parts(struct wb_entry *e, int nparts)
+{
+    struct backend_part *p = calloc((size_t)nparts, sizeof(*p));
+    uint64_t *b = calloc((size_t)nparts, sizeof(*b));
+    if (!p || !b) {
+        free(p);
+        free(b);
+        return -ENOMEM;
+    }
+    int keep = e->nparts < nparts ? e->nparts : nparts;
+    for (int i = 0; i < keep; i++) {
+        p[i] = e->parts[i];
+        b[i] = e->part_bytes[i];
+    }
+    clear_parts(e);
+    e->parts = p;
+    e->part_bytes = b;
+    e->nparts = nparts;
+    for (int i = 0; i < nparts; i++)
+        if (p[i].etag[0])
+            e->parts_done++;
+    return 0;
+}
+
+/* UPLOADING -> SEALED: forget the upload id (journal first), then abort it in the backend. */
+static void restart_multipart(struct wb *wb, struct wb_entry *e, struct backend *be)
+{
+    pthread_mutex_lock(&wb->lock);
+    char *old = e->upload_id;
+    char *key = strdup(e->key);
+    e->upload_id = NULL;
+    wb_entry_set_state(wb, e, WB_SEALED);
+    if (jr_set_upload(wb->db, e) != 0) {
+        /* Keep the journal and memory in agreement: stay UPLOADING, try again later. */
+        e->upload_id = old;
+        wb_entry_set_state(wb, e, WB_UPLOADING);
+        pthread_mutex_unlock(&wb->lock);
+        free(key);
+        return;
+    }
+    clear_parts(e);
+    pthread_mutex_unlock(&wb->lock);
+    if (old && key) {
+        log_info("write-back: restarting the upload of %s from the local copy", key);
+        uint64_t t0 = io_begin(wb, 0);
+        int rc = backend_mpu_abort(be, key, old);
+        io_end(wb, 0, rc, t0);
+    }
+    free(old);
+    free(key);
+}
+
+/* Check the object now in the backend: exactly the sealed size. */
+static int verify_object(struct wb *wb, struct backend *be, const char *key, uint64_t size)
+{
+    struct backend_stat st;
+    uint64_t t0 = io_begin(wb, 0);
+    int rc = backend_stat(be, key, &st);
+    io_end(wb, 0, rc, t0);
+    if (rc)
+        return rc;
+    if (st.size_bytes != size) {
+        tier_err_set("write-back: %s is %llu bytes in the backend after upload, expected %llu", key,
+                     (unsigned long long)st.size_bytes, (unsigned long long)size);
+        log_err("%s", tier_err_msg());
+        return -EIO;
+    }
+    return 0;
+}
+
+/* Journal UPLOADED (after the object was verified). */
+static int finish_upload(struct wb *wb, struct wb_entry *e, const char *etag)
+{
+    pthread_mutex_lock(&wb->lock);
+    enum wb_state prev = e->state;
+    tier_strlcpy(e->etag, etag, sizeof(e->etag));
+    e->uploaded_ns = (int64_t)tier_now_real_ns();
+    wb_entry_set_state(wb, e, WB_UPLOADED);
+    int rc = jr_uploaded(wb->db, e);
+    if (rc) {
+        wb_entry_set_state(wb, e, prev);
+        e->etag[0] = '\0';
+        pthread_mutex_unlock(&wb->lock);
+        return rc;
+    }
+    free(e->upload_id);
+    e->upload_id = NULL;
+    clear_parts(e);
+    wb->stats.uploads_done++;
+    wb_retention_apply(wb, e);
+    int64_t id = e->id;
+    pthread_cond_broadcast(&wb->cond);
+    pthread_mutex_unlock(&wb->lock);
+    wb_emit(wb, WB_EV_UPLOADED, id);
+    return 0;
+}
+
+/* ---- single PUT ------------------------------------------------------------------------------ */
+
+static int upload_single(struct wb *wb, struct wb_entry *e, struct backend *be, const char *key,
+                         uint64_t size)
+{
+    int fd = open_staging(wb, e->id);
+    if (fd < 0)
+        return fd;
+    int rc = 0;
+    unsigned char *buf = malloc(size ? size : 1);
+    if (!buf) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    rc = pread_full(fd, buf, size, 0);
+    if (rc)
+        goto out;
+    unsigned char md[16];
+    char want[33];
+    rc = md5_bin(buf, size, md);
+    if (rc)
+        goto out;
+    tier_hex(md, 16, want);
+    pthread_mutex_lock(&wb->lock);
+    rc = stop_requested(wb, e) ? -ECANCELED : key_blocked(wb, e) ? -EAGAIN : 0;
+    pthread_mutex_unlock(&wb->lock);
+    if (rc)
+        goto out;
+    char etag[BACKEND_ETAG_MAX] = "";
+    uint64_t t0 = io_begin(wb, size);
+    rc = backend_put(be, key, buf, size, etag);
+    io_end(wb, size, rc, t0);
+    if (rc)
+        goto out;
+    char got[33];
+    if (etag_md5(etag, got) && strcmp(got, want) != 0) {
+        tier_err_set("write-back: %s: backend ETag %s is not the MD5 %s of the bytes sent", key,
+                     etag, want);
+        log_err("%s", tier_err_msg());
+        rc = -EIO;
+        goto out;
+    }
+    rc = verify_object(wb, be, key, size);
+    if (!rc)
+        rc = finish_upload(wb, e, etag);
+out:
+    free(buf);
+    close(fd);
+    return rc;
+}
+
+/* ---- multipart ------------------------------------------------------------------------------- */
+
+struct mpu {
+    struct wb *wb;
+    struct wb_entry *e;
+    struct backend *be;
+    const char *key;
+    const char *upload_id;
+    int fd;
+    uint64_t size, psz;
+    int nparts;
+    int next; /* wb->lock */
+    int err;  /* wb->lock: first error of any worker */
+};
+
+static void *part_worker(void *arg)
+{
+    struct mpu *u = arg;
+    struct wb *wb = u->wb;
+    struct wb_entry *e = u->e;
+    unsigned char *buf = malloc(u->psz);
+    pthread_mutex_lock(&wb->lock);
+    if (!buf && !u->err)
+        u->err = -ENOMEM;
+    for (;;) {
+        while (u->next <= u->nparts && e->parts[u->next - 1].etag[0])
+            u->next++;
+        if (!u->err && stop_requested(wb, e))
+            u->err = -ECANCELED;
+        if (u->err || u->next > u->nparts)
+            break;
+        int no = u->next++;
+        pthread_mutex_unlock(&wb->lock);
+
+        uint64_t off = (uint64_t)(no - 1) * u->psz;
+        size_t len = (size_t)(u->size - off < u->psz ? u->size - off : u->psz);
+        char etag[BACKEND_ETAG_MAX] = "";
+        unsigned char md[16];
+        char want[33], got[33];
+        int rc = pread_full(u->fd, buf, len, off);
+        if (!rc)
+            rc = md5_bin(buf, len, md);
+        if (!rc) {
+            tier_hex(md, 16, want);
+            uint64_t t0 = io_begin(wb, len);
+            rc = backend_mpu_put_part(u->be, u->key, u->upload_id, no, buf, len, etag);
+            io_end(wb, len, rc, t0);
+        }
+        if (!rc && etag_md5(etag, got) && strcmp(got, want) != 0) {
+            tier_err_set("part %d: backend ETag %s is not the MD5 %s of the bytes sent", no, etag,
+                         want);
+            rc = -EIO;
+        }
+        if (rc)
+            log_warn("write-back: upload of %s part %d failed: %s", u->key, no, tier_err_msg());
+
+        pthread_mutex_lock(&wb->lock);
+        if (!rc) {
+            rc = jr_part_done(wb->db, e->id, no, etag, len);
+            if (!rc) {
+                e->parts[no - 1].number = no;
+                tier_strlcpy(e->parts[no - 1].etag, etag, sizeof(e->parts[no - 1].etag));
+                e->part_bytes[no - 1] = len;
+                e->parts_done++;
+                wb->stats.parts_done++;
+            }
+        }
+        if (rc) {
+            if (!u->err)
+                u->err = rc;
+            break;
+        }
+        int64_t id = e->id;
+        pthread_mutex_unlock(&wb->lock);
+        wb_emit(wb, WB_EV_PART_DONE, id);
+        pthread_mutex_lock(&wb->lock);
+    }
+    pthread_mutex_unlock(&wb->lock);
+    free(buf);
+    return NULL;
+}
+
+/* The ETag S3 gives a multipart object: md5 of the concatenated binary part MD5s, "-N". Empty
+ * when some part ETag is not an MD5. */
+static void multipart_etag(const struct backend_part *parts, int n, char out[48])
+{
+    out[0] = '\0';
+    unsigned char *cat = malloc((size_t)n * 16);
+    if (!cat)
+        return;
+    for (int i = 0; i < n; i++) {
+        char hex[33];
+        if (!etag_md5(parts[i].etag, hex)) {
+            free(cat);
+            return;
+        }
+        for (int j = 0; j < 16; j++) {
+            unsigned v = 0;
+            sscanf(hex + 2 * j, "%2x", &v);
+            cat[i * 16 + j] = (unsigned char)v;
+        }
+    }
+    unsigned char md[16];
+    if (md5_bin(cat, (size_t)n * 16, md) == 0) {
+        tier_hex(md, 16, out);
+        snprintf(out + 32, 16, "-%d", n);
+    }
+    free(cat);
+}
+
+static bool upload_gone(int rc)
+{
+    return rc == -ENOENT || rc == -EINVAL;
+}
+
+static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *be, const char *key,
+                            uint64_t size)
+{
+    uint64_t psz = wb->cfg.part_size_bytes;
+    int nparts = (int)((size + psz - 1) / psz);
+    if (nparts < 1)
+        nparts = 1;
+    if (nparts > 10000) {
+        tier_err_set("write-back: %s needs %d parts (max 10000); raise part_size", key, nparts);
+        return -EFBIG;
+    }
+    int rc = 0;
+    char *upload_id = NULL;
+    struct backend_part *parts = NULL;
+
+    pthread_mutex_lock(&wb->lock);
+    if (e->upload_id) {
+        /* Resume: the journalled parts must fit this part size, else start over. */
+        bool ok = e->nparts <= nparts;
+        for (int i = 0; ok && i < e->nparts; i++) {
+            uint64_t want = (uint64_t)(i + 1) * psz <= size ? psz : size - (uint64_t)i * psz;
+            ok = !e->parts[i].etag[0] || e->part_bytes[i] == want;
+        }
+        pthread_mutex_unlock(&wb->lock);
+        if (!ok) {
+            restart_multipart(wb, e, be);
+            return -EAGAIN;
+        }
+        pthread_mutex_lock(&wb->lock);
+        rc = alloc_parts(e, nparts);
+        upload_id = rc ? NULL : strdup(e->upload_id);
+        pthread_mutex_unlock(&wb->lock);
+        if (!upload_id)
+            return -ENOMEM;
+    } else {
+        pthread_mutex_unlock(&wb->lock);
+        uint64_t t0 = io_begin(wb, 0);
+        rc = backend_mpu_create(be, key, &upload_id);
+        io_end(wb, 0, rc, t0);
+        if (rc)
+            return rc;
+        pthread_mutex_lock(&wb->lock);
+        if (stop_requested(wb, e)) {
+            rc = -ECANCELED;
+        } else {
+            clear_parts(e);
+            rc = alloc_parts(e, nparts);
+            if (!rc) {
+                e->upload_id = strdup(upload_id);
+                rc = e->upload_id ? 0 : -ENOMEM;
+            }
+            if (!rc) {
+                wb_entry_set_state(wb, e, WB_UPLOADING);
+                rc = jr_set_upload(wb->db, e); /* I3: journalled before any part is sent */
+                if (rc) {
+                    wb_entry_set_state(wb, e, WB_SEALED);
+                    free(e->upload_id);
+                    e->upload_id = NULL;
+                }
+            }
+        }
+        pthread_mutex_unlock(&wb->lock);
+        if (rc) {
+            uint64_t t1 = io_begin(wb, 0);
+            int arc = backend_mpu_abort(be, key, upload_id);
+            io_end(wb, 0, arc, t1);
+            free(upload_id);
+            return rc;
+        }
+    }
+
+    struct mpu u = {.wb = wb,
+                    .e = e,
+                    .be = be,
+                    .key = key,
+                    .upload_id = upload_id,
+                    .size = size,
+                    .psz = psz,
+                    .nparts = nparts,
+                    .next = 1};
+    u.fd = open_staging(wb, e->id);
+    if (u.fd < 0) {
+        free(upload_id);
+        return u.fd;
+    }
+    int nthreads = wb->cfg.parts_parallel < nparts ? wb->cfg.parts_parallel : nparts;
+    pthread_t tids[64];
+    if (nthreads > 64)
+        nthreads = 64;
+    int started = 0;
+    for (int i = 1; i < nthreads; i++)
+        if (pthread_create(&tids[started], NULL, part_worker, &u) == 0)
+            started++;
+    part_worker(&u);
+    for (int i = 0; i < started; i++)
+        pthread_join(tids[i], NULL);
+    close(u.fd);
+
+    pthread_mutex_lock(&wb->lock);
+    rc = u.err;
+    if (!rc && stop_requested(wb, e))
+        rc = -ECANCELED;
+    if (!rc && key_blocked(wb, e))
+        rc = -EAGAIN;
+    if (!rc && e->parts_done != nparts) {
+        tier_err_set("write-back: %s: %d of %d parts uploaded", key, e->parts_done, nparts);
+        rc = -EIO;
+    }
+    if (!rc) {
+        parts = malloc((size_t)nparts * sizeof(*parts));
+        if (parts)
+            memcpy(parts, e->parts, (size_t)nparts * sizeof(*parts));
+        else
+            rc = -ENOMEM;
+    }
+    pthread_mutex_unlock(&wb->lock);
+    if (rc) {
+        if (upload_gone(rc))
+            restart_multipart(wb, e, be);
+        goto out;
+    }
+    char etag[BACKEND_ETAG_MAX] = "";
+    uint64_t t0 = io_begin(wb, 0);
+    rc = backend_mpu_complete(be, key, upload_id, parts, (size_t)nparts, etag);
+    io_end(wb, 0, rc, t0);
+    if (rc) {
+        log_warn("write-back: completing the upload of %s failed: %s", key, tier_err_msg());
+        if (upload_gone(rc))
+            restart_multipart(wb, e, be);
+        goto out;
+    }
+    char want[48], got[48];
+    multipart_etag(parts, nparts, want);
+    size_t gl = strlen(etag);
+    if (gl >= 2 && etag[0] == '"' && etag[gl - 1] == '"') {
+        snprintf(got, sizeof(got), "%.*s", (int)(gl - 2), etag + 1);
+    } else {
+        tier_strlcpy(got, etag, sizeof(got));
+    }
+    if (want[0] && strchr(got, '-') && strcasecmp(want, got) != 0) {
+        tier_err_set("write-back: %s: multipart ETag %s is not the expected %s", key, etag, want);
+        log_err("%s", tier_err_msg());
+        rc = -EIO;
+    }
+    if (!rc)
+        rc = verify_object(wb, be, key, size);
+    if (rc == -EIO) {
+        /* The object is wrong or unreadable; the upload id is spent: start over. */
+        restart_multipart(wb, e, be);
+        goto out;
+    }
+    if (!rc)
+        rc = finish_upload(wb, e, etag);
+out:
+    free(parts);
+    free(upload_id);
+    return rc;
+}
+
+/* ---- cancelled rows -------------------------------------------------------------------------- */
+
+static int process_cancelled(struct wb *wb, struct wb_entry *e, struct backend *be, const char *key,
+                             bool *dropped)
+{
+    pthread_mutex_lock(&wb->lock);
+    char *upload_id = e->upload_id ? strdup(e->upload_id) : NULL;
+    bool del = e->etag[0] != '\0';
+    pthread_mutex_unlock(&wb->lock);
+    int rc = 0;
+    if (e->upload_id && !upload_id)
+        return -ENOMEM;
+    if (upload_id) {
+        uint64_t t0 = io_begin(wb, 0);
+        rc = backend_mpu_abort(be, key, upload_id);
+        io_end(wb, 0, rc, t0);
+        if (rc == -ENOENT)
+            rc = 0;
+    }
+    if (!rc && del) {
+        uint64_t t0 = io_begin(wb, 0);
+        rc = backend_del(be, key);
+        io_end(wb, 0, rc, t0);
+        if (rc == -ENOENT)
+            rc = 0;
+    }
+    free(upload_id);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&wb->lock);
+    rc = jr_delete(wb->db, e->id);
+    int64_t id = e->id;
+    if (!rc) {
+        wb_entry_drop(wb, e);
+        *dropped = true;
+    }
+    pthread_mutex_unlock(&wb->lock);
+    if (!rc)
+        wb_emit(wb, WB_EV_CANCELLED, id);
+    return rc;
+}
+
+/* ---- the threads ----------------------------------------------------------------------------- */
+
+static int process(struct wb *wb, struct wb_entry *e, bool *dropped)
+{
+    pthread_mutex_lock(&wb->lock);
+    char *key = strdup(e->key);
+    char *bname = strdup(e->backend);
+    enum wb_state st = e->state;
+    uint64_t size = e->size;
+    bool has_upload = e->upload_id != NULL;
+    int64_t id = e->id;
+    pthread_mutex_unlock(&wb->lock);
+    int rc = 0;
+    if (!key || !bname) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    struct backend *be = wb->cfg.resolve(wb->cfg.resolve_ctx, bname);
+    if (!be) {
+        tier_err_set("write-back: no backend named '%s' for %s", bname, key);
+        rc = -ENODEV;
+        goto out;
+    }
+    if (st == WB_CANCELLED) {
+        rc = process_cancelled(wb, e, be, key, dropped);
+        goto out;
+    }
+    wb_emit(wb, WB_EV_UPLOAD_START, id);
+    if (size < wb->cfg.part_size_bytes && !has_upload)
+        rc = upload_single(wb, e, be, key, size);
+    else
+        rc = upload_multipart(wb, e, be, key, size);
+out:
+    if (rc && rc != -ECANCELED && rc != -EAGAIN)
+        log_warn("write-back: upload of %s:%s failed (%s); will retry: %s", bname ? bname : "?",
+                 key ? key : "?", strerror(-rc), tier_err_msg());
+    free(key);
+    free(bname);
+    return rc;
+}
+
+/* The next entry to work on, or NULL; *wake gets the earliest retry time of a waiting one. */
+static struct wb_entry *pick(struct wb *wb, uint64_t now, uint64_t *wake)
+{
+    struct wb_entry *best = NULL;
+    for (struct wb_entry *e = wb->head; e; e = e->next) {
+        if (e->busy || e->interrupt) /* interrupt: a quiescing thread is about to take it */
+            continue;
+        bool cancel = e->state == WB_CANCELLED;
+        if (!cancel && e->state != WB_SEALED && e->state != WB_UPLOADING)
+            continue;
+        if (cancel && e->etag[0] && key_busy(wb, e))
+            continue;
+        if (e->next_try_mono_ns > now) {
+            if (!*wake || e->next_try_mono_ns < *wake)
+                *wake = e->next_try_mono_ns;
+            continue;
+        }
+        if (!best) {
+            best = e;
+        } else if (cancel != (best->state == WB_CANCELLED)) {
+            if (cancel)
+                best = e;
+        } else if (e->sealed_mono_ns < best->sealed_mono_ns ||
+                   (e->sealed_mono_ns == best->sealed_mono_ns && e->id < best->id)) {
+            best = e;
+        }
+    }
+    return best;
+}
+
+static void check_deadlines(struct wb *wb, uint64_t now)
+{
+    uint64_t dl = wb->cfg.upload_deadline_ms;
+    if (!dl)
+        return;
+    for (struct wb_entry *e = wb->head; e; e = e->next) {
+        if ((e->state != WB_SEALED && e->state != WB_UPLOADING) || e->deadline_warned ||
+            !e->sealed_mono_ns || now < e->sealed_mono_ns ||
+            (now - e->sealed_mono_ns) / TIER_NS_PER_MS <= dl)
+            continue;
+        e->deadline_warned = true;
+        wb->stats.deadline_warnings++;
+        log_warn("write-back: %s:%s has waited %llu ms for upload (deadline %llu ms, %d "
+                 "attempts); check the backend",
+                 e->backend, e->key,
+                 (unsigned long long)((now - e->sealed_mono_ns) / TIER_NS_PER_MS),
+                 (unsigned long long)dl, e->attempts);
+    }
+}
+
+static void *uploader_main(void *arg)
+{
+    struct wb *wb = arg;
+    pthread_mutex_lock(&wb->lock);
+    while (!wb->stopping) {
+        uint64_t now = tier_now_mono_ns();
+        check_deadlines(wb, now);
+        uint64_t wake = 0;
+        struct wb_entry *e = pick(wb, now, &wake);
+        if (!e) {
+            /* Wake for the next retry, or at least once a second for the deadline check. */
+            uint64_t until = now + TIER_NS_PER_SEC;
+            if (wake && wake < until)
+                until = wake;
+            struct timespec ts = {.tv_sec = (time_t)(until / TIER_NS_PER_SEC),
+                                  .tv_nsec = (long)(until % TIER_NS_PER_SEC)};
+            pthread_cond_timedwait(&wb->work, &wb->lock, &ts);
+            continue;
+        }
+        e->busy = true;
+        pthread_mutex_unlock(&wb->lock);
+        bool dropped = false;
+        int rc = process(wb, e, &dropped);
+        bool retry = false;
+        pthread_mutex_lock(&wb->lock);
+        if (!dropped) {
+            e->busy = false;
+            now = tier_now_mono_ns();
+            if (rc == -EAGAIN) {
+                e->next_try_mono_ns = now + KEY_BLOCKED_RETRY_MS * TIER_NS_PER_MS;
+            } else if (rc && rc != -ECANCELED) {
+                int shift = e->attempts < 20 ? e->attempts : 20;
+                uint64_t d = wb->cfg.retry_base_ms << shift;
+                if (d > wb->cfg.retry_max_ms)
+                    d = wb->cfg.retry_max_ms;
+                e->attempts++;
+                e->next_try_mono_ns = now + d * TIER_NS_PER_MS;
+                wb->stats.upload_retries++;
+                retry = true;
+            } else if (!rc) {
+                e->attempts = 0;
+                e->next_try_mono_ns = 0;
+            }
+        }
+        int64_t id = dropped ? 0 : e->id;
+        pthread_cond_broadcast(&wb->cond);
+        if (retry) {
+            pthread_mutex_unlock(&wb->lock);
+            wb_emit(wb, WB_EV_RETRY, id);
+            pthread_mutex_lock(&wb->lock);
+        }
+    }
+    pthread_mutex_unlock(&wb->lock);
+    return NULL;
+}
+
+int wb_uploaders_start(struct wb *wb)
+{
+    wb->threads = calloc((size_t)wb->cfg.upload_threads, sizeof(*wb->threads));
+    if (!wb->threads)
+        return -ENOMEM;
+    for (int i = 0; i < wb->cfg.upload_threads; i++) {
+        int rc = pthread_create(&wb->threads[i], NULL, uploader_main, wb);
+        if (rc) {
+            wb_uploaders_stop(wb);
+            return -rc;
+        }
+        wb->nthreads++;
+    }
+    return 0;
+}
+
+void wb_uploaders_stop(struct wb *wb)
+{
+    pthread_mutex_lock(&wb->lock);
+    wb->stopping = true;
+    pthread_cond_broadcast(&wb->work);
+    pthread_cond_broadcast(&wb->cond);
+    pthread_mutex_unlock(&wb->lock);
+    for (int i = 0; i < wb->nthreads; i++)
+        pthread_join(wb->threads[i], NULL);
+    free(wb->threads);
+    wb->threads = NULL;
+    wb->nthreads = 0;
+}

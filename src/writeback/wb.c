@@ -1,0 +1,1140 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * wb.c - the write-back file API (wb.h): open/recovery, the writer's handle (create, write,
+ * truncate, fsync, close), unlink, rename, wait, read-your-writes, listing and backpressure.
+ *
+ * Called by the daemon's FUSE write path and control API; the uploader threads live in upload.c.
+ * Locking: one mutex (wb->lock) guards every entry and the journal connection; journal commits
+ * happen under it (see journal.c), staging-file data I/O and backend requests never do. Creating
+ * or removing a staging file (a metadata syscall) is done under the lock so that the file and its
+ * row can never disagree as seen by another thread.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "common/strutil.h"
+#include "common/timeutil.h"
+#include "writeback/wb_int.h"
+
+#define SHA_CHUNK_BYTES (1u << 20)
+
+/* ---- entries --------------------------------------------------------------------------------- */
+
+static bool state_dirty(enum wb_state s)
+{
+    return s == WB_OPEN || s == WB_SEALED || s == WB_UPLOADING;
+}
+
+static bool state_local(enum wb_state s)
+{
+    return s == WB_OPEN || s == WB_SEALED || s == WB_UPLOADING || s == WB_UPLOADED ||
+           s == WB_FAILED;
+}
+
+void wb_entry_set_state(struct wb *wb, struct wb_entry *e, enum wb_state st)
+{
+    if (state_dirty(e->state) && !state_dirty(st))
+        wb->dirty_bytes -= e->size;
+    else if (!state_dirty(e->state) && state_dirty(st))
+        wb->dirty_bytes += e->size;
+    e->state = st;
+}
+
+static void entry_set_size(struct wb *wb, struct wb_entry *e, uint64_t size)
+{
+    if (state_dirty(e->state))
+        wb->dirty_bytes = wb->dirty_bytes - e->size + size;
+    e->size = size;
+}
+
+void wb_entry_free(struct wb_entry *e)
+{
+    if (!e)
+        return;
+    free(e->backend);
+    free(e->key);
+    free(e->upload_id);
+    free(e->parts);
+    free(e->part_bytes);
+    free(e);
+}
+
+static void entry_link(struct wb *wb, struct wb_entry *e)
+{
+    e->prev = NULL;
+    e->next = wb->head;
+    if (wb->head)
+        wb->head->prev = e;
+    wb->head = e;
+    if (state_dirty(e->state))
+        wb->dirty_bytes += e->size;
+}
+
+void wb_entry_drop(struct wb *wb, struct wb_entry *e)
+{
+    if (state_dirty(e->state))
+        wb->dirty_bytes -= e->size;
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        wb->head = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    if (e->fh)
+        e->fh->e = NULL;
+    wb_entry_free(e);
+    pthread_cond_broadcast(&wb->cond);
+}
+
+void wb_staging_path(const struct wb *wb, int64_t id, char *buf, size_t bufsz)
+{
+    snprintf(buf, bufsz, "%s/%lld.stg", wb->spool, (long long)id);
+}
+
+static void staging_remove(const struct wb *wb, int64_t id)
+{
+    char p[PATH_MAX];
+    wb_staging_path(wb, id, p, sizeof(p));
+    if (unlink(p) != 0 && errno != ENOENT)
+        log_warn("write-back: cannot remove staging file %s: %s", p, strerror(errno));
+}
+
+static struct wb_entry *find_id(struct wb *wb, int64_t id)
+{
+    for (struct wb_entry *e = wb->head; e; e = e->next)
+        if (e->id == id)
+            return e;
+    return NULL;
+}
+
+static struct wb_entry *find_live(struct wb *wb, const char *backend, const char *key)
+{
+    for (struct wb_entry *e = wb->head; e; e = e->next)
+        if (e->state != WB_CANCELLED && strcmp(e->key, key) == 0 &&
+            strcmp(e->backend, backend) == 0)
+            return e;
+    return NULL;
+}
+
+void wb_emit(struct wb *wb, enum wb_event ev, int64_t id)
+{
+    if (wb->cfg.on_event)
+        wb->cfg.on_event(wb->cfg.event_ctx, ev, id);
+}
+
+static void abs_deadline(struct timespec *ts, uint64_t mono_ns)
+{
+    ts->tv_sec = (time_t)(mono_ns / TIER_NS_PER_SEC);
+    ts->tv_nsec = (long)(mono_ns % TIER_NS_PER_SEC);
+}
+
+/* Wait until the uploader that owns e (if any) stopped working on it; returns the entry again
+ * (NULL if it went away meanwhile). wb->lock held. */
+static struct wb_entry *quiesce(struct wb *wb, struct wb_entry *e)
+{
+    int64_t id = e->id;
+    while (e && e->busy) {
+        e->interrupt = true;
+        pthread_cond_wait(&wb->cond, &wb->lock);
+        e = find_id(wb, id);
+    }
+    if (e)
+        e->interrupt = false;
+    return e;
+}
+
+/* Cancel a live, quiesced entry (unlink or overwrite). Commit first, then drop the local copy;
+ * an upload id to abort or an object to delete turns the row into a CANCELLED row that the
+ * uploader finishes. wb->lock held. */
+static int cancel_entry(struct wb *wb, struct wb_entry *e)
+{
+    int rc;
+    bool remote = e->upload_id || e->state == WB_UPLOADED || e->state == WB_EVICTABLE;
+    if (!remote) {
+        rc = jr_delete(wb->db, e->id);
+        if (rc)
+            return rc;
+        staging_remove(wb, e->id);
+        wb_entry_drop(wb, e);
+        return 0;
+    }
+    enum wb_state old = e->state;
+    if (old != WB_UPLOADED && old != WB_EVICTABLE)
+        e->etag[0] = '\0'; /* the object of this generation never appeared */
+    enum wb_state prev = e->state;
+    wb_entry_set_state(wb, e, WB_CANCELLED);
+    rc = jr_set_state(wb->db, e);
+    if (rc) {
+        wb_entry_set_state(wb, e, prev);
+        return rc;
+    }
+    if (e->fh)
+        e->fh->e = NULL;
+    e->fh = NULL;
+    staging_remove(wb, e->id);
+    e->next_try_mono_ns = 0;
+    e->attempts = 0;
+    pthread_cond_broadcast(&wb->work);
+    pthread_cond_broadcast(&wb->cond);
+    return 0;
+}
+
+static uint64_t oldest_pending_age_ms(struct wb *wb, uint64_t now)
+{
+    uint64_t oldest = 0;
+    for (struct wb_entry *e = wb->head; e; e = e->next)
+        if ((e->state == WB_SEALED || e->state == WB_UPLOADING) && e->sealed_mono_ns &&
+            now > e->sealed_mono_ns && now - e->sealed_mono_ns > oldest)
+            oldest = now - e->sealed_mono_ns;
+    return oldest / TIER_NS_PER_MS;
+}
+
+static bool over_bounds(struct wb *wb, uint64_t growth)
+{
+    if (wb->cfg.max_dirty_bytes && wb->dirty_bytes + growth > wb->cfg.max_dirty_bytes)
+        return true;
+    if (wb->cfg.max_dirty_age_ms &&
+        oldest_pending_age_ms(wb, tier_now_mono_ns()) > wb->cfg.max_dirty_age_ms)
+        return true;
+    return false;
+}
+
+/* Backpressure: wait (bounded) while adding growth bytes would exceed the backlog bounds.
+ * wb->lock held; it is released while waiting. */
+static int backpressure_wait(struct wb *wb, uint64_t growth)
+{
+    if (!over_bounds(wb, growth))
+        return 0;
+    wb->stats.backpressure_waits++;
+    uint64_t deadline = tier_now_mono_ns() + wb->cfg.backpressure_wait_ms * TIER_NS_PER_MS;
+    while (over_bounds(wb, growth)) {
+        if (wb->stopping)
+            return -ESHUTDOWN;
+        uint64_t now = tier_now_mono_ns();
+        if (now >= deadline) {
+            tier_err_set("write-back backlog over its bound (%llu dirty bytes, max %llu) for "
+                         "%llu ms; uploads are not keeping up",
+                         (unsigned long long)wb->dirty_bytes,
+                         (unsigned long long)wb->cfg.max_dirty_bytes,
+                         (unsigned long long)wb->cfg.backpressure_wait_ms);
+            return -ENOSPC;
+        }
+        /* The age bound changes with time alone, so re-check at least every 100 ms. */
+        uint64_t until = now + 100 * TIER_NS_PER_MS;
+        struct timespec ts;
+        abs_deadline(&ts, until < deadline ? until : deadline);
+        pthread_cond_timedwait(&wb->cond, &wb->lock, &ts);
+    }
+    return 0;
+}
+
+/* ---- open / recovery / close ----------------------------------------------------------------- */
+
+struct load_ctx {
+    struct wb *wb;
+    int err;
+};
+
+static bool staging_exists(const struct wb *wb, int64_t id)
+{
+    char p[PATH_MAX];
+    wb_staging_path(wb, id, p, sizeof(p));
+    return access(p, F_OK) == 0;
+}
+
+/* Recovery of one journalled row (see journal.c RECOVERY). */
+static int recover_one(void *ctx, struct wb_entry *e)
+{
+    struct load_ctx *lc = ctx;
+    struct wb *wb = lc->wb;
+    uint64_t now_real = tier_now_real_ns(), now_mono = tier_now_mono_ns();
+    switch (e->state) {
+    case WB_OPEN:
+    case WB_FAILED: {
+        int rc = jr_delete(wb->db, e->id);
+        if (rc)
+            return rc;
+        staging_remove(wb, e->id);
+        wb->stats.recovered_discarded++;
+        wb_entry_free(e);
+        return 0;
+    }
+    case WB_SEALED:
+    case WB_UPLOADING:
+        if (!staging_exists(wb, e->id)) {
+            /* Cannot happen unless the spool was tampered with or lost: the data is gone. */
+            log_err("write-back: staging copy of sealed file %s:%s (id %lld) is missing; the "
+                    "file cannot be uploaded and is dropped from the journal",
+                    e->backend, e->key, (long long)e->id);
+            int rc = jr_delete(wb->db, e->id);
+            wb_entry_free(e);
+            return rc;
+        }
+        if (e->state == WB_SEALED)
+            wb->stats.recovered_sealed++;
+        else
+            wb->stats.recovered_uploading++;
+        e->sealed_mono_ns = now_mono;
+        if (e->sealed_ns > 0 && now_real > (uint64_t)e->sealed_ns &&
+            now_mono > now_real - (uint64_t)e->sealed_ns)
+            e->sealed_mono_ns = now_mono - (now_real - (uint64_t)e->sealed_ns);
+        break;
+    case WB_UPLOADED:
+        if (!staging_exists(wb, e->id)) {
+            e->state = WB_EVICTABLE;
+            int rc = jr_set_state(wb->db, e);
+            if (rc) {
+                wb_entry_free(e);
+                return rc;
+            }
+        }
+        break;
+    case WB_EVICTABLE:
+        break;
+    case WB_CANCELLED:
+        staging_remove(wb, e->id);
+        if (!e->upload_id && !e->etag[0]) {
+            int rc = jr_delete(wb->db, e->id);
+            wb_entry_free(e);
+            return rc;
+        }
+        wb->stats.recovered_aborts++;
+        break;
+    }
+    entry_link(wb, e);
+    return 0;
+}
+
+/* Remove staging files that no row needs (left by a crash between a commit and the unlink). */
+static void sweep_spool(struct wb *wb)
+{
+    DIR *d = opendir(wb->spool);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        const char *dot = strrchr(de->d_name, '.');
+        if (!dot || strcmp(dot, ".stg") != 0)
+            continue;
+        char num[32];
+        size_t n = (size_t)(dot - de->d_name);
+        if (n == 0 || n >= sizeof(num))
+            continue;
+        memcpy(num, de->d_name, n);
+        num[n] = '\0';
+        uint64_t id;
+        if (tier_parse_u64(num, &id) != 0)
+            continue;
+        struct wb_entry *e = find_id(wb, (int64_t)id);
+        if (!e || !state_local(e->state)) {
+            log_info("write-back: removing stray staging file %s/%s", wb->spool, de->d_name);
+            staging_remove(wb, (int64_t)id);
+        }
+    }
+    closedir(d);
+}
+
+static int mkdir_p1(const char *path)
+{
+    if (mkdir(path, 0700) == 0 || errno == EEXIST)
+        return 0;
+    return -errno;
+}
+
+int wb_open(const struct wb_config *cfg, struct wb **out)
+{
+    if (!cfg || !cfg->spool_dir || !cfg->resolve) {
+        tier_err_set("write-back: spool_dir and a backend resolver are required");
+        return -EINVAL;
+    }
+    if (cfg->part_size_bytes && cfg->part_size_bytes < WB_MIN_PART_BYTES) {
+        tier_err_set("write-back: part size %llu is below the 5 MiB minimum of S3",
+                     (unsigned long long)cfg->part_size_bytes);
+        return -EINVAL;
+    }
+    if (cfg->part_size_bytes > (5ULL << 30)) {
+        tier_err_set("write-back: part size above 5 GiB");
+        return -EINVAL;
+    }
+    struct wb *wb = calloc(1, sizeof(*wb));
+    if (!wb)
+        return -ENOMEM;
+    int rc = 0;
+    wb->cfg = *cfg;
+    if (!wb->cfg.upload_threads)
+        wb->cfg.upload_threads = 2;
+    if (!wb->cfg.parts_parallel)
+        wb->cfg.parts_parallel = 4;
+    if (!wb->cfg.part_size_bytes)
+        wb->cfg.part_size_bytes = WB_DEFAULT_PART_BYTES;
+    if (!wb->cfg.backpressure_wait_ms)
+        wb->cfg.backpressure_wait_ms = 60000;
+    if (!wb->cfg.retry_base_ms)
+        wb->cfg.retry_base_ms = 200;
+    if (!wb->cfg.retry_max_ms)
+        wb->cfg.retry_max_ms = 30000;
+#ifndef WB_HAVE_QOS
+    if (wb->cfg.sched) {
+        log_warn("write-back: built without the QoS scheduler; uploads are not admitted");
+        wb->cfg.sched = NULL;
+    }
+#endif
+    wb->spool = strdup(cfg->spool_dir);
+    if (cfg->journal_path)
+        wb->journal_path = strdup(cfg->journal_path);
+    else if (asprintf(&wb->journal_path, "%s/journal.db", cfg->spool_dir) < 0)
+        wb->journal_path = NULL;
+    wb->cfg.spool_dir = wb->spool;
+    wb->cfg.journal_path = wb->journal_path;
+    pthread_mutex_init(&wb->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&wb->cond, &ca);
+    pthread_cond_init(&wb->work, &ca);
+    pthread_condattr_destroy(&ca);
+    if (!wb->spool || !wb->journal_path) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    rc = mkdir_p1(wb->spool);
+    if (rc) {
+        tier_err_set("write-back: cannot create spool directory %s: %s", wb->spool, strerror(-rc));
+        goto fail;
+    }
+    rc = jr_open(wb->journal_path, &wb->db);
+    if (rc)
+        goto fail;
+    struct load_ctx lc = {.wb = wb};
+    pthread_mutex_lock(&wb->lock);
+    rc = jr_load(wb->db, recover_one, &lc);
+    if (!rc)
+        sweep_spool(wb);
+    pthread_mutex_unlock(&wb->lock);
+    if (rc)
+        goto fail;
+    if (wb->stats.recovered_sealed + wb->stats.recovered_uploading + wb->stats.recovered_discarded +
+            wb->stats.recovered_aborts >
+        0)
+        log_info("write-back recovery: %llu sealed and %llu partly uploaded files resume, "
+                 "%llu unclosed files discarded, %llu cancellations to finish",
+                 (unsigned long long)wb->stats.recovered_sealed,
+                 (unsigned long long)wb->stats.recovered_uploading,
+                 (unsigned long long)wb->stats.recovered_discarded,
+                 (unsigned long long)wb->stats.recovered_aborts);
+    rc = wb_uploaders_start(wb);
+    if (rc)
+        goto fail;
+    *out = wb;
+    return 0;
+fail:
+    while (wb->head)
+        wb_entry_drop(wb, wb->head);
+    jr_close(wb->db);
+    pthread_cond_destroy(&wb->work);
+    pthread_cond_destroy(&wb->cond);
+    pthread_mutex_destroy(&wb->lock);
+    free(wb->spool);
+    free(wb->journal_path);
+    free(wb);
+    return rc;
+}
+
+void wb_close(struct wb *wb)
+{
+    if (!wb)
+        return;
+    wb_uploaders_stop(wb);
+    pthread_mutex_lock(&wb->lock);
+    while (wb->head) {
+        struct wb_file *fh = wb->head->fh;
+        wb_entry_drop(wb, wb->head);
+        if (fh) {
+            if (fh->fd >= 0)
+                close(fh->fd);
+            free(fh);
+        }
+    }
+    pthread_mutex_unlock(&wb->lock);
+    jr_close(wb->db);
+    pthread_cond_destroy(&wb->work);
+    pthread_cond_destroy(&wb->cond);
+    pthread_mutex_destroy(&wb->lock);
+    free(wb->spool);
+    free(wb->journal_path);
+    free(wb);
+}
+
+/* ---- writer's handle ------------------------------------------------------------------------- */
+
+static int check_names(const char *backend_name, const char *key)
+{
+    if (!backend_name || !*backend_name) {
+        tier_err_set("write-back: empty backend name");
+        return -EINVAL;
+    }
+    return backend_key_valid(key, key ? strlen(key) : 0, false);
+}
+
+static int fsync_dir(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rc = fsync(fd) == 0 ? 0 : -errno;
+    close(fd);
+    return rc;
+}
+
+int wb_file_create(struct wb *wb, const char *backend_name, const char *key, struct wb_file **out)
+{
+    int rc = check_names(backend_name, key);
+    if (rc)
+        return rc;
+    struct wb_file *fh = calloc(1, sizeof(*fh));
+    struct wb_entry *e = calloc(1, sizeof(*e));
+    if (!fh || !e) {
+        free(fh);
+        free(e);
+        return -ENOMEM;
+    }
+    fh->fd = -1;
+    e->backend = strdup(backend_name);
+    e->key = strdup(key);
+    if (!e->backend || !e->key) {
+        rc = -ENOMEM;
+        goto out_free;
+    }
+    pthread_mutex_lock(&wb->lock);
+    rc = wb->stopping ? -ESHUTDOWN : backpressure_wait(wb, 0);
+    if (rc)
+        goto out_unlock;
+    e->generation = 1;
+    struct wb_entry *old = find_live(wb, backend_name, key);
+    if (old) {
+        old = quiesce(wb, old);
+        if (old) {
+            e->generation = old->generation + 1;
+            rc = cancel_entry(wb, old);
+            if (rc)
+                goto out_unlock;
+        }
+    }
+    e->state = WB_OPEN;
+    e->created_ns = (int64_t)tier_now_real_ns();
+    rc = jr_insert(wb->db, e);
+    if (rc)
+        goto out_unlock;
+    char path[PATH_MAX];
+    wb_staging_path(wb, e->id, path, sizeof(path));
+    fh->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    rc = fh->fd < 0 ? -errno : fsync_dir(wb->spool);
+    if (rc) {
+        tier_err_set("write-back: cannot create staging file %s: %s", path, strerror(-rc));
+        if (fh->fd >= 0) {
+            close(fh->fd);
+            unlink(path);
+        }
+        jr_delete(wb->db, e->id);
+        goto out_unlock;
+    }
+    fh->wb = wb;
+    fh->e = e;
+    fh->id = e->id;
+    e->fh = fh;
+    entry_link(wb, e);
+    pthread_mutex_unlock(&wb->lock);
+    *out = fh;
+    return 0;
+out_unlock:
+    pthread_mutex_unlock(&wb->lock);
+out_free:
+    wb_entry_free(e);
+    free(fh);
+    return rc;
+}
+
+int64_t wb_file_id(const struct wb_file *fh)
+{
+    return fh->id;
+}
+
+/* The file is FAILED from now on (fail-stop). The journal row says so too, so that recovery
+ * discards it even if the process dies before close. */
+static int record_failure(struct wb_file *fh, int err)
+{
+    struct wb *wb = fh->wb;
+    pthread_mutex_lock(&wb->lock);
+    if (!fh->error)
+        fh->error = err;
+    struct wb_entry *e = fh->e;
+    if (e && e->state == WB_OPEN) {
+        wb_entry_set_state(wb, e, WB_FAILED);
+        if (jr_set_state(wb->db, e) != 0)
+            log_warn("write-back: could not journal the failure of %s", e->key);
+        pthread_cond_broadcast(&wb->cond);
+    }
+    pthread_mutex_unlock(&wb->lock);
+    return err;
+}
+
+static ssize_t do_pwrite(struct wb *wb, int fd, const void *buf, size_t len, off_t off)
+{
+    const struct wb_io_hooks *io = wb->cfg.io;
+    if (io && io->pwrite)
+        return io->pwrite(io->ctx, fd, buf, len, off);
+    ssize_t n = pwrite(fd, buf, len, off);
+    return n < 0 ? -errno : n;
+}
+
+static int do_fsync(struct wb *wb, int fd)
+{
+    const struct wb_io_hooks *io = wb->cfg.io;
+    if (io && io->fsync)
+        return io->fsync(io->ctx, fd);
+    return fsync(fd) == 0 ? 0 : -errno;
+}
+
+/* Account for the file growing to new_size, waiting for backpressure first. Returns 0, or
+ * -ENOSPC/-ESHUTDOWN with nothing changed. */
+static int reserve(struct wb_file *fh, uint64_t new_size)
+{
+    struct wb *wb = fh->wb;
+    int rc = 0;
+    pthread_mutex_lock(&wb->lock);
+    struct wb_entry *e = fh->e;
+    if (e && new_size > e->size) {
+        rc = backpressure_wait(wb, new_size - e->size);
+        e = fh->e;
+        if (!rc && e && new_size > e->size)
+            entry_set_size(wb, e, new_size);
+    }
+    pthread_mutex_unlock(&wb->lock);
+    return rc;
+}
+
+ssize_t wb_write(struct wb_file *fh, const void *buf, size_t len, off_t off)
+{
+    if (fh->error)
+        return -EIO;
+    if (off < 0 || len > (size_t)SSIZE_MAX || (uint64_t)off + len > (uint64_t)INT64_MAX)
+        return -EINVAL;
+    if (len == 0)
+        return 0;
+    int rc = reserve(fh, (uint64_t)off + len);
+    if (rc)
+        return rc;
+    size_t done = 0;
+    int zero_writes = 0;
+    while (done < len) {
+        ssize_t n =
+            do_pwrite(fh->wb, fh->fd, (const char *)buf + done, len - done, off + (off_t)done);
+        if (n == -EINTR)
+            continue;
+        if (n < 0)
+            return record_failure(fh, (int)n);
+        if (n == 0 && ++zero_writes > 8)
+            return record_failure(fh, -EIO);
+        done += (size_t)n;
+    }
+    return (ssize_t)len;
+}
+
+int wb_truncate(struct wb_file *fh, off_t size)
+{
+    if (fh->error)
+        return -EIO;
+    if (size < 0)
+        return -EINVAL;
+    int rc = reserve(fh, (uint64_t)size);
+    if (rc)
+        return rc;
+    if (ftruncate(fh->fd, size) != 0)
+        return record_failure(fh, -errno);
+    struct wb *wb = fh->wb;
+    pthread_mutex_lock(&wb->lock);
+    if (fh->e)
+        entry_set_size(wb, fh->e, (uint64_t)size);
+    pthread_mutex_unlock(&wb->lock);
+    return 0;
+}
+
+ssize_t wb_file_read(struct wb_file *fh, void *buf, size_t len, off_t off)
+{
+    ssize_t n = pread(fh->fd, buf, len, off);
+    return n < 0 ? -errno : n;
+}
+
+int wb_file_fsync(struct wb_file *fh)
+{
+    if (fh->error)
+        return -EIO;
+    int rc = do_fsync(fh->wb, fh->fd);
+    if (rc) {
+        /* After a failed fsync the page cache may have dropped the dirty pages and a retry
+         * would "succeed" without the data (fsyncgate): never report success again. */
+        record_failure(fh, rc);
+        return -EIO;
+    }
+    return 0;
+}
+
+/* SHA-256 of the first size bytes of fd, as lowercase hex. */
+static int sha256_fd(int fd, uint64_t size, char hex[65])
+{
+    int rc = 0;
+    unsigned char *buf = malloc(SHA_CHUNK_BYTES);
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (!buf || !ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (uint64_t off = 0; off < size;) {
+        size_t want = size - off < SHA_CHUNK_BYTES ? (size_t)(size - off) : SHA_CHUNK_BYTES;
+        ssize_t n = pread(fd, buf, want, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            rc = n < 0 ? -errno : -EIO;
+            goto out;
+        }
+        EVP_DigestUpdate(ctx, buf, (size_t)n);
+        off += (uint64_t)n;
+    }
+    unsigned char md[32];
+    unsigned int mdlen = 0;
+    EVP_DigestFinal_ex(ctx, md, &mdlen);
+    tier_hex(md, 32, hex);
+out:
+    EVP_MD_CTX_free(ctx);
+    free(buf);
+    return rc;
+}
+
+/* Drop a FAILED (or never sealed) file of a handle being closed. wb->lock held. */
+static void discard_entry(struct wb *wb, struct wb_entry *e)
+{
+    if (jr_delete(wb->db, e->id) != 0)
+        log_warn("write-back: could not drop failed file %s from the journal; recovery will",
+                 e->key);
+    staging_remove(wb, e->id);
+    wb_entry_drop(wb, e);
+}
+
+static int wait_uploaded(struct wb *wb, int64_t id)
+{
+    int rc = 0;
+    pthread_mutex_lock(&wb->lock);
+    for (;;) {
+        struct wb_entry *e = find_id(wb, id);
+        if (!e || e->state == WB_CANCELLED || e->state == WB_UPLOADED || e->state == WB_EVICTABLE)
+            break;
+        if (wb->stopping) {
+            rc = -ESHUTDOWN;
+            break;
+        }
+        pthread_cond_wait(&wb->cond, &wb->lock);
+    }
+    pthread_mutex_unlock(&wb->lock);
+    return rc;
+}
+
+int wb_file_close(struct wb_file *fh)
+{
+    struct wb *wb = fh->wb;
+    int rc = fh->error ? -EIO : 0;
+    struct stat st;
+    char sha[65] = "";
+    if (!rc)
+        rc = do_fsync(wb, fh->fd);
+    if (rc && !fh->error)
+        record_failure(fh, rc);
+    if (!rc && fstat(fh->fd, &st) != 0)
+        rc = record_failure(fh, -errno);
+    if (!rc)
+        rc = sha256_fd(fh->fd, (uint64_t)st.st_size, sha);
+    close(fh->fd);
+    fh->fd = -1;
+
+    pthread_mutex_lock(&wb->lock);
+    struct wb_entry *e = fh->e;
+    if (!e) {
+        /* Unlinked or overwritten while open: its data is gone, as with POSIX. */
+        pthread_mutex_unlock(&wb->lock);
+        free(fh);
+        return 0;
+    }
+    e->fh = NULL;
+    if (!rc) {
+        enum wb_state prev = e->state;
+        uint64_t prev_size = e->size;
+        entry_set_size(wb, e, (uint64_t)st.st_size);
+        memcpy(e->sha256, sha, sizeof(e->sha256));
+        e->sealed_ns = (int64_t)tier_now_real_ns();
+        wb_entry_set_state(wb, e, WB_SEALED);
+        rc = jr_seal(wb->db, e);
+        if (rc) {
+            wb_entry_set_state(wb, e, prev);
+            entry_set_size(wb, e, prev_size);
+        }
+    }
+    if (rc) {
+        discard_entry(wb, e);
+        pthread_mutex_unlock(&wb->lock);
+        free(fh);
+        return rc == -ENOSPC ? rc : -EIO;
+    }
+    int64_t id = e->id;
+    e->sealed_mono_ns = tier_now_mono_ns();
+    pthread_cond_broadcast(&wb->work);
+    pthread_mutex_unlock(&wb->lock);
+    free(fh);
+    wb_emit(wb, WB_EV_SEALED, id);
+    if (wb->cfg.durability == WB_DURABILITY_REMOTE)
+        return wait_uploaded(wb, id);
+    return 0;
+}
+
+/* ---- namespace operations -------------------------------------------------------------------- */
+
+int wb_unlink(struct wb *wb, const char *backend_name, const char *key)
+{
+    int rc = check_names(backend_name, key);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&wb->lock);
+    struct wb_entry *e = find_live(wb, backend_name, key);
+    if (e)
+        e = quiesce(wb, e);
+    if (!e || e->state == WB_CANCELLED)
+        rc = -ENOENT;
+    else
+        rc = cancel_entry(wb, e);
+    pthread_mutex_unlock(&wb->lock);
+    return rc;
+}
+
+static struct wb_entry *entry_new(const char *backend, const char *key)
+{
+    struct wb_entry *t = calloc(1, sizeof(*t));
+    if (!t)
+        return NULL;
+    t->backend = strdup(backend);
+    t->key = strdup(key);
+    if (!t->backend || !t->key) {
+        wb_entry_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+int wb_rename(struct wb *wb, const char *backend_name, const char *old_key, const char *new_key)
+{
+    int rc = check_names(backend_name, old_key);
+    if (!rc)
+        rc = check_names(backend_name, new_key);
+    if (rc)
+        return rc;
+    if (strcmp(old_key, new_key) == 0)
+        return 0;
+    char *nk = strdup(new_key);
+    if (!nk)
+        return -ENOMEM;
+    struct wb_entry *t = NULL;
+    pthread_mutex_lock(&wb->lock);
+    struct wb_entry *e = find_live(wb, backend_name, old_key);
+    if (e)
+        e = quiesce(wb, e);
+    if (!e || e->state == WB_CANCELLED) {
+        rc = -ENOENT;
+        goto out;
+    }
+    if (e->state == WB_EVICTABLE || e->state == WB_FAILED) {
+        tier_err_set("write-back: '%s' has no local copy to re-upload under '%s'", old_key,
+                     new_key);
+        rc = e->state == WB_FAILED ? -EIO : -EXDEV;
+        goto out;
+    }
+    int64_t id = e->id;
+    struct wb_entry *dst = find_live(wb, backend_name, new_key);
+    if (dst) {
+        dst = quiesce(wb, dst);
+        e = find_id(wb, id);
+        if (dst && e && dst != e) {
+            rc = cancel_entry(wb, dst);
+            if (rc)
+                goto out;
+        }
+        if (!e) {
+            rc = -ENOENT;
+            goto out;
+        }
+    }
+    /* Whatever the old key already has in the backend (a multipart upload, or the uploaded
+     * object) is handed to a CANCELLED tombstone row, committed with the re-key. */
+    if (e->upload_id || e->state == WB_UPLOADED) {
+        t = entry_new(backend_name, old_key);
+        if (!t) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        t->generation = e->generation;
+        t->state = WB_CANCELLED;
+        t->created_ns = e->created_ns;
+        if (e->upload_id)
+            t->upload_id = strdup(e->upload_id);
+        if (e->state == WB_UPLOADED)
+            tier_strlcpy(t->etag, e->etag, sizeof(t->etag));
+        if (e->upload_id && !t->upload_id) {
+            rc = -ENOMEM;
+            goto out;
+        }
+    }
+    struct wb_entry saved = *e;
+    e->key = nk;
+    nk = NULL;
+    e->generation = dst ? dst->generation + 1 : e->generation;
+    enum wb_state new_state = e->state == WB_OPEN ? WB_OPEN : WB_SEALED;
+    /* The row is written with the new state; the entry switches (with its dirty-byte
+     * accounting) only once that committed. */
+    enum wb_state cur = e->state;
+    e->state = new_state;
+    rc = jr_rekey(wb->db, e, t);
+    e->state = cur;
+    if (rc) {
+        nk = e->key;
+        e->key = saved.key;
+        e->generation = saved.generation;
+        goto out;
+    }
+    free(saved.key);
+    wb_entry_set_state(wb, e, new_state);
+    free(e->upload_id);
+    e->upload_id = NULL;
+    e->etag[0] = '\0';
+    e->uploaded_ns = 0;
+    free(e->parts);
+    e->parts = NULL;
+    free(e->part_bytes);
+    e->part_bytes = NULL;
+    e->nparts = e->parts_done = 0;
+    e->attempts = 0;
+    e->next_try_mono_ns = 0;
+    if (new_state == WB_SEALED && !e->sealed_mono_ns)
+        e->sealed_mono_ns = tier_now_mono_ns();
+    if (t) {
+        entry_link(wb, t);
+        t = NULL;
+    }
+    pthread_cond_broadcast(&wb->work);
+    pthread_cond_broadcast(&wb->cond);
+out:
+    pthread_mutex_unlock(&wb->lock);
+    wb_entry_free(t);
+    free(nk);
+    return rc;
+}
+
+static bool matches(const struct wb_entry *e, const char *backend, const char *prefix)
+{
+    if (backend && strcmp(e->backend, backend) != 0)
+        return false;
+    return !prefix || strncmp(e->key, prefix, strlen(prefix)) == 0;
+}
+
+int wb_wait(struct wb *wb, const char *backend_name, const char *prefix, int64_t timeout_ms)
+{
+    uint64_t deadline =
+        timeout_ms < 0 ? 0 : tier_now_mono_ns() + (uint64_t)timeout_ms * TIER_NS_PER_MS;
+    int rc = 0;
+    pthread_mutex_lock(&wb->lock);
+    for (;;) {
+        bool pending = false;
+        for (struct wb_entry *e = wb->head; e && !pending; e = e->next)
+            pending =
+                matches(e, backend_name, prefix) &&
+                (e->state == WB_SEALED || e->state == WB_UPLOADING || e->state == WB_CANCELLED);
+        if (!pending)
+            break;
+        if (wb->stopping) {
+            rc = -ESHUTDOWN;
+            break;
+        }
+        if (timeout_ms < 0) {
+            pthread_cond_wait(&wb->cond, &wb->lock);
+            continue;
+        }
+        if (tier_now_mono_ns() >= deadline) {
+            rc = -ETIMEDOUT;
+            break;
+        }
+        struct timespec ts;
+        abs_deadline(&ts, deadline);
+        pthread_cond_timedwait(&wb->cond, &wb->lock, &ts);
+    }
+    pthread_mutex_unlock(&wb->lock);
+    return rc;
+}
+
+ssize_t wb_read(struct wb *wb, const char *backend_name, const char *key, void *buf, size_t len,
+                off_t off)
+{
+    int fd = -1;
+    pthread_mutex_lock(&wb->lock);
+    struct wb_entry *e = find_live(wb, backend_name, key);
+    if (e && state_local(e->state) && e->state != WB_FAILED) {
+        char p[PATH_MAX];
+        wb_staging_path(wb, e->id, p, sizeof(p));
+        fd = open(p, O_RDONLY | O_CLOEXEC);
+    }
+    pthread_mutex_unlock(&wb->lock);
+    if (fd < 0)
+        return -ENOENT;
+    ssize_t n = pread(fd, buf, len, off);
+    if (n < 0)
+        n = -errno;
+    close(fd);
+    return n;
+}
+
+static int info_cmp(const void *a, const void *b)
+{
+    const struct wb_file_info *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : (x->id < y->id ? -1 : x->id > y->id);
+}
+
+int wb_list(struct wb *wb, const char *backend_name, const char *prefix, struct wb_file_info **out,
+            size_t *n)
+{
+    int rc = 0;
+    size_t cnt = 0, i = 0;
+    struct wb_file_info *v = NULL;
+    uint64_t now_mono = tier_now_mono_ns(), now_real = tier_now_real_ns();
+    pthread_mutex_lock(&wb->lock);
+    for (struct wb_entry *e = wb->head; e; e = e->next)
+        cnt += matches(e, backend_name, prefix);
+    v = calloc(cnt ? cnt : 1, sizeof(*v));
+    if (!v) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (struct wb_entry *e = wb->head; e; e = e->next) {
+        if (!matches(e, backend_name, prefix))
+            continue;
+        struct wb_file_info *f = &v[i++];
+        f->id = e->id;
+        f->backend = strdup(e->backend);
+        f->key = strdup(e->key);
+        if (!f->backend || !f->key) {
+            rc = -ENOMEM;
+            break;
+        }
+        f->generation = e->generation;
+        f->state = e->state;
+        f->size_bytes = e->size;
+        f->parts_done = e->parts_done;
+        f->parts_total = e->nparts;
+        f->age_ms = e->created_ns > 0 && now_real > (uint64_t)e->created_ns
+                        ? (now_real - (uint64_t)e->created_ns) / TIER_NS_PER_MS
+                        : 0;
+        if ((e->state == WB_SEALED || e->state == WB_UPLOADING) && e->sealed_mono_ns &&
+            now_mono > e->sealed_mono_ns)
+            f->waiting_ms = (now_mono - e->sealed_mono_ns) / TIER_NS_PER_MS;
+        tier_strlcpy(f->sha256, e->sha256, sizeof(f->sha256));
+        tier_strlcpy(f->etag, e->etag, sizeof(f->etag));
+    }
+out:
+    pthread_mutex_unlock(&wb->lock);
+    if (rc) {
+        wb_list_free(v, i);
+        return rc;
+    }
+    qsort(v, cnt, sizeof(*v), info_cmp);
+    *out = v;
+    *n = cnt;
+    return 0;
+}
+
+void wb_list_free(struct wb_file_info *list, size_t n)
+{
+    if (!list)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        free(list[i].backend);
+        free(list[i].key);
+    }
+    free(list);
+}
+
+void wb_stats_get(struct wb *wb, struct wb_stats *st)
+{
+    pthread_mutex_lock(&wb->lock);
+    *st = wb->stats;
+    st->dirty_bytes = wb->dirty_bytes;
+    memset(st->files, 0, sizeof(st->files));
+    for (struct wb_entry *e = wb->head; e; e = e->next)
+        st->files[e->state]++;
+    pthread_mutex_unlock(&wb->lock);
+}
+
+/* ---- retention ------------------------------------------------------------------------------- */
+
+static size_t dir_len(const char *key)
+{
+    const char *s = strrchr(key, '/');
+    return s ? (size_t)(s - key) : 0;
+}
+
+static int newest_first(const void *a, const void *b)
+{
+    const struct wb_entry *x = *(struct wb_entry *const *)a, *y = *(struct wb_entry *const *)b;
+    if (x->sealed_ns != y->sealed_ns)
+        return x->sealed_ns > y->sealed_ns ? -1 : 1;
+    return x->id > y->id ? -1 : x->id < y->id;
+}
+
+void wb_retention_apply(struct wb *wb, const struct wb_entry *ref)
+{
+    int keep = wb->cfg.retention_keep;
+    if (keep < 0)
+        return;
+    size_t dl = dir_len(ref->key), n = 0;
+    for (struct wb_entry *e = wb->head; e; e = e->next)
+        n += e->state == WB_UPLOADED && strcmp(e->backend, ref->backend) == 0 &&
+             dir_len(e->key) == dl && strncmp(e->key, ref->key, dl) == 0;
+    if (n <= (size_t)keep)
+        return;
+    struct wb_entry **v = malloc(n * sizeof(*v));
+    if (!v)
+        return; /* retention is best effort; the next upload retries it */
+    size_t i = 0;
+    for (struct wb_entry *e = wb->head; e; e = e->next)
+        if (e->state == WB_UPLOADED && strcmp(e->backend, ref->backend) == 0 &&
+            dir_len(e->key) == dl && strncmp(e->key, ref->key, dl) == 0)
+            v[i++] = e;
+    qsort(v, n, sizeof(*v), newest_first);
+    for (i = (size_t)keep; i < n; i++) {
+        struct wb_entry *e = v[i];
+        if (e->busy)
+            continue;
+        e->state = WB_EVICTABLE;
+        if (jr_set_state(wb->db, e) != 0) {
+            e->state = WB_UPLOADED;
+            continue;
+        }
+        staging_remove(wb, e->id);
+    }
+    free(v);
+}

@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * wb.h - the checkpoint burst buffer: write-back files staged on the hot tier's local disk,
+ * journalled in SQLite, and uploaded to a backend in the background. The public header is the
+ * manual; the state machine, its invariants and the durability contract are in journal.c's top
+ * comment and docs/WRITEBACK.md.
+ *
+ * Callers: the daemon's FUSE write path (create/write/fsync/close/unlink/rename on a write-back
+ * namespace), `tierctl wait` (wb_wait) and `tierctl checkpoints` (wb_list).
+ *
+ * Thread-safety: every function may be called from any thread. One struct wb_file handle must be
+ * used by one thread at a time (the FUSE layer serialises per open file); different handles are
+ * independent. Errors are negative errnos, with a sentence in tier_err_msg() where it helps.
+ *
+ * Durability contract (short form):
+ *   - wb_file_close() returning 0 with durability LOCAL: every byte written through the handle is
+ *     on local disk (fsync'd) and the file is journalled SEALED; it will reach the backend even
+ *     across crashes and restarts, unless it is unlinked or overwritten first.
+ *   - with durability REMOTE: close returns 0 only once the backend holds the complete object and
+ *     its size (and ETag where checkable) was verified.
+ *   - wb_file_fsync() returning 0: the bytes are on local disk, but a file that is never closed
+ *     successfully is discarded at recovery (only closed files are promised).
+ *   - after any failed fsync (or a write EIO) the file is FAILED: every later write, fsync and
+ *     close on it fails with -EIO (fail-stop; never success after a lost write).
+ *   - objects appear in the backend only complete (atomic put or multipart complete).
+ */
+#ifndef TIER_WRITEBACK_WB_H
+#define TIER_WRITEBACK_WB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct backend;
+struct sched;
+struct wb;
+struct wb_file;
+
+#define WB_MIN_PART_BYTES (5ULL << 20)
+#define WB_DEFAULT_PART_BYTES (8ULL << 20)
+
+enum wb_state {
+    WB_OPEN = 0,      /* being written; not promised */
+    WB_SEALED = 1,    /* fsync'd + journalled: durable locally, waiting for upload */
+    WB_UPLOADING = 2, /* multipart upload in progress (upload id + parts journalled) */
+    WB_UPLOADED = 3,  /* complete in the backend (ETag journalled); local copy kept */
+    WB_EVICTABLE = 4, /* complete in the backend; local copy dropped by retention */
+    WB_CANCELLED = 5, /* unlinked/overwritten: upload being aborted; object never appears */
+    WB_FAILED = 6,    /* local write/fsync failed: fail-stop, discarded at close */
+};
+
+const char *wb_state_name(enum wb_state s);
+
+enum wb_durability {
+    WB_DURABILITY_LOCAL = 0,  /* close returns when durable on local disk (default) */
+    WB_DURABILITY_REMOTE = 1, /* close returns when durable in the backend */
+};
+
+/* Events, for monitoring and for tests that must synchronise without sleeping. Called from the
+ * thread that performed the transition, without any wb lock held; must not call back into wb. */
+enum wb_event {
+    WB_EV_SEALED,       /* a file was sealed (close) */
+    WB_EV_UPLOAD_START, /* an upload attempt begins (single PUT or multipart) */
+    WB_EV_PART_DONE,    /* one multipart part uploaded and journalled */
+    WB_EV_UPLOADED,     /* a file reached UPLOADED */
+    WB_EV_CANCELLED,    /* a cancelled file's upload was aborted and its row dropped */
+    WB_EV_RETRY,        /* an upload attempt failed; it will be retried after a backoff */
+};
+typedef void (*wb_event_fn)(void *ctx, enum wb_event ev, int64_t file_id);
+
+/* Map a backend name (as given to wb_file_create and stored in the journal) to a backend. The
+ * returned backend must stay valid until wb_close(). NULL: unknown (uploads of its files wait and
+ * are retried, with a warning). */
+typedef struct backend *(*wb_resolve_fn)(void *ctx, const char *name);
+
+/* Local I/O hooks, so that tests inject EIO, ENOSPC and short writes. NULL members use the real
+ * pwrite(2) / fsync(2). pwrite returns bytes written or -errno; fsync returns 0 or -errno. */
+struct wb_io_hooks {
+    ssize_t (*pwrite)(void *ctx, int fd, const void *buf, size_t len, off_t off);
+    int (*fsync)(void *ctx, int fd);
+    void *ctx;
+};
+
+struct wb_config {
+    const char *spool_dir;    /* staging files live here (created if missing) */
+    const char *journal_path; /* NULL: <spool_dir>/journal.db */
+    wb_resolve_fn resolve;
+    void *resolve_ctx;
+    int upload_threads;            /* files uploaded at once; default 2 */
+    int parts_parallel;            /* parts of one file in flight at once; default 4 */
+    uint64_t part_size_bytes;      /* >= 5 MiB; default 8 MiB */
+    uint64_t max_dirty_bytes;      /* not-yet-uploaded bytes before writers wait; 0 = no bound */
+    uint64_t max_dirty_age_ms;     /* age of the oldest sealed, not uploaded file; 0 = no bound */
+    uint64_t backpressure_wait_ms; /* how long a writer waits over a bound before -ENOSPC;
+                                    * default 60000 */
+    uint64_t upload_deadline_ms;   /* warn once for a file not uploaded this long after seal;
+                                    * 0 = never */
+    int retention_keep;            /* newest K uploaded files per directory keep their local copy;
+                                    * < 0 = keep all; default 0 means drop right after upload */
+    enum wb_durability durability;
+    uint64_t retry_base_ms;       /* first file-level retry delay; default 200 */
+    uint64_t retry_max_ms;        /* cap of the growing delay; default 30000 */
+    struct sched *sched;          /* NULL or the QoS scheduling point (class TIER_IO_CHECKPOINT) */
+    uint32_t tenant;              /* tenant for the scheduler */
+    const struct wb_io_hooks *io; /* NULL: real pwrite/fsync */
+    wb_event_fn on_event;
+    void *event_ctx;
+};
+
+/* Open the burst buffer: create the spool, open (or create) the journal, run recovery (OPEN and
+ * FAILED rows discarded, SEALED queued, UPLOADING resumed, CANCELLED aborted, stray staging files
+ * removed) and start the uploader threads. */
+int wb_open(const struct wb_config *cfg, struct wb **out);
+/* Stop the uploaders (in-flight requests finish; unfinished uploads resume at the next
+ * wb_open), free everything. Handles still open are freed; their files are discarded at the next
+ * recovery. NULL is a no-op. */
+void wb_close(struct wb *wb);
+
+/* Create (or truncate-overwrite) the file backend_name:key. A live earlier generation of the key
+ * is cancelled (its upload aborted, its local copy dropped; an already uploaded object stays in
+ * the backend until this generation replaces it). Blocks while over the backlog bounds, up to
+ * backpressure_wait_ms, then -ENOSPC. */
+int wb_file_create(struct wb *wb, const char *backend_name, const char *key, struct wb_file **out);
+/* Write len bytes at off (short writes are retried internally). Returns len or -errno: -ENOSPC
+ * (disk full or backlog bound; the handle stays usable and the range keeps its old content),
+ * -EIO (the file is now FAILED). */
+ssize_t wb_write(struct wb_file *fh, const void *buf, size_t len, off_t off);
+int wb_truncate(struct wb_file *fh, off_t size);
+/* Read from the open file's staging copy (read-your-writes for the writer). */
+ssize_t wb_file_read(struct wb_file *fh, void *buf, size_t len, off_t off);
+/* fsync the staging file. Failure makes the file FAILED (fail-stop). */
+int wb_file_fsync(struct wb_file *fh);
+/* fsync, seal (SHA-256, journal SEALED), queue for upload, free the handle. With durability
+ * REMOTE, wait until UPLOADED. The handle is freed whatever the result. A handle whose file was
+ * unlinked or overwritten meanwhile closes with 0 (its data is gone, as POSIX unlink-while-open).
+ */
+int wb_file_close(struct wb_file *fh);
+/* Journal id of the handle's file. */
+int64_t wb_file_id(const struct wb_file *fh);
+
+/* Unlink: cancel a not-yet-uploaded file (abort its multipart upload; the object never appears)
+ * or delete an uploaded one from the backend. Waits for an in-flight final request (complete /
+ * single PUT) of the file, so that when this returns the object does not exist. -ENOENT if the
+ * burst buffer does not know the key (the caller then deals with the backend directly). */
+int wb_unlink(struct wb *wb, const char *backend_name, const char *key);
+/* Rename within one backend. Not yet uploaded: re-key (a multipart upload under the old key is
+ * aborted and restarted). Uploaded with a local copy: re-key, re-upload from the local copy, and
+ * delete the old object. Evicted (no local copy): -EXDEV (the caller copies through the backend).
+ * An existing live file at new_key is replaced (as by wb_file_create). */
+int wb_rename(struct wb *wb, const char *backend_name, const char *old_key, const char *new_key);
+
+/* Block until every sealed file whose key starts with prefix ("" = all) on backend_name (NULL =
+ * any) is UPLOADED/EVICTABLE (files still OPEN are not waited for). 0, or -ETIMEDOUT
+ * (timeout_ms < 0: no timeout), -ESHUTDOWN if wb_close() started. */
+int wb_wait(struct wb *wb, const char *backend_name, const char *prefix, int64_t timeout_ms);
+
+/* Read-your-writes: read backend_name:key from its local staging copy while one exists.
+ * -ENOENT when the burst buffer holds no local copy (read the backend instead). */
+ssize_t wb_read(struct wb *wb, const char *backend_name, const char *key, void *buf, size_t len,
+                off_t off);
+
+struct wb_file_info {
+    int64_t id;
+    char *backend; /* owned by the list */
+    char *key;     /* owned by the list */
+    int64_t generation;
+    enum wb_state state;
+    uint64_t size_bytes;
+    int parts_done, parts_total; /* 0/0 for a single PUT */
+    uint64_t age_ms;             /* since creation */
+    uint64_t waiting_ms;         /* since seal, while not uploaded; 0 otherwise */
+    char sha256[65];             /* hex; "" until sealed */
+    char etag[96];               /* "" until uploaded */
+};
+/* Every file known to the burst buffer under prefix, in key order. Free with wb_list_free(). */
+int wb_list(struct wb *wb, const char *backend_name, const char *prefix, struct wb_file_info **out,
+            size_t *n);
+void wb_list_free(struct wb_file_info *list, size_t n);
+
+struct wb_stats {
+    uint64_t dirty_bytes;              /* OPEN + SEALED + UPLOADING bytes */
+    uint64_t files[WB_FAILED + 1];     /* per state */
+    uint64_t uploads_done, parts_done; /* since wb_open */
+    uint64_t upload_retries;           /* failed attempts that will be retried */
+    uint64_t backpressure_waits;       /* writers that had to wait */
+    uint64_t deadline_warnings;
+    uint64_t recovered_sealed, recovered_uploading, recovered_discarded, recovered_aborts;
+};
+void wb_stats_get(struct wb *wb, struct wb_stats *st);
+
+#endif

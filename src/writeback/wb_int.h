@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * wb_int.h - private structures of the write-back module, shared by journal.c, wb.c and
+ * upload.c only. See journal.c for the state machine and its invariants.
+ */
+#ifndef TIER_WRITEBACK_WB_INT_H
+#define TIER_WRITEBACK_WB_INT_H
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/ioctx.h"
+#include "tiers/backend.h"
+#include "writeback/wb.h"
+
+/* One journal row in memory. Every field is owned by wb->lock. An entry whose `busy` is set is
+ * being worked on by one uploader thread: only that thread issues backend requests for it and
+ * only it may free it; other threads that must change it set `interrupt` and wait on wb->cond
+ * until busy clears. */
+struct wb_entry {
+    int64_t id;
+    char *backend;
+    char *key;
+    int64_t generation;
+    enum wb_state state;
+    uint64_t size;
+    char sha256[65];
+    char *upload_id;             /* multipart upload id, or NULL */
+    char etag[BACKEND_ETAG_MAX]; /* UPLOADED/EVICTABLE: the object's ETag; CANCELLED: non-empty
+                                  * means the object exists and must be deleted */
+    int64_t created_ns, sealed_ns, uploaded_ns; /* realtime, as journalled */
+    uint64_t sealed_mono_ns;                    /* for age and deadline (0: not sealed) */
+    int nparts;                                 /* multipart: total parts; 0 otherwise */
+    int parts_done;
+    struct backend_part *parts; /* nparts entries; etag "" = not done */
+    uint64_t *part_bytes;       /* nparts entries: size of each done part */
+    struct wb_file *fh;         /* the open handle (OPEN state), or NULL */
+    bool busy;                  /* owned by an uploader thread */
+    bool interrupt;             /* asks the owner to stop at its next check point */
+    bool deadline_warned;
+    int attempts;
+    uint64_t next_try_mono_ns;
+    struct wb_entry *next, *prev;
+};
+
+struct wb_file {
+    struct wb *wb;
+    struct wb_entry *e; /* NULL once the file was unlinked/overwritten (wb->lock) */
+    int64_t id;
+    int fd;
+    int error; /* first local I/O error: the file is FAILED (fail-stop) */
+};
+
+struct wb {
+    struct wb_config cfg; /* strings below are our copies */
+    char *spool;
+    char *journal_path;
+    sqlite3 *db; /* used only under lock */
+
+    pthread_mutex_t lock;
+    pthread_cond_t cond; /* any state change: waiters (wait, close, backpressure, quiesce) */
+    pthread_cond_t work; /* uploaders: new work or stopping */
+    struct wb_entry *head;
+    uint64_t dirty_bytes;
+    bool stopping;
+    pthread_t *threads;
+    int nthreads;
+    struct wb_stats stats;
+};
+
+/* ---- journal.c: one SQLite transaction each; called with wb->lock held ----------------------- */
+int jr_open(const char *path, sqlite3 **out);
+void jr_close(sqlite3 *db);
+int jr_insert(sqlite3 *db, struct wb_entry *e); /* sets e->id */
+int jr_set_state(sqlite3 *db, const struct wb_entry *e);
+int jr_seal(sqlite3 *db, const struct wb_entry *e);
+int jr_set_upload(sqlite3 *db, const struct wb_entry *e); /* upload id + state; clears parts */
+int jr_part_done(sqlite3 *db, int64_t id, int part_no, const char *etag, uint64_t size);
+int jr_uploaded(sqlite3 *db, const struct wb_entry *e);
+int jr_delete(sqlite3 *db, int64_t id);
+/* Rename: in one transaction, re-key row e (now SEALED/OPEN, no upload id, no parts) and insert
+ * tombstone t (CANCELLED) if t != NULL. */
+int jr_rekey(sqlite3 *db, const struct wb_entry *e, struct wb_entry *t);
+/* Load every row, in id order, with its parts; entries are appended through add. */
+int jr_load(sqlite3 *db, int (*add)(void *ctx, struct wb_entry *e), void *ctx);
+
+/* ---- wb.c helpers used by upload.c (wb->lock held) ------------------------------------------- */
+void wb_entry_set_state(struct wb *wb, struct wb_entry *e, enum wb_state st);
+void wb_entry_drop(struct wb *wb, struct wb_entry *e); /* unlink from list, free */
+void wb_entry_free(struct wb_entry *e);
+void wb_staging_path(const struct wb *wb, int64_t id, char *buf, size_t bufsz);
+void wb_emit(struct wb *wb, enum wb_event ev, int64_t id); /* call without the lock */
+void wb_retention_apply(struct wb *wb, const struct wb_entry *e);
+
+/* ---- upload.c ------------------------------------------------------------------------------ */
+int wb_uploaders_start(struct wb *wb);
+void wb_uploaders_stop(struct wb *wb);
+
+#endif

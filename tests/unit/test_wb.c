@@ -1,0 +1,750 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test_wb.c - unit tests for src/writeback: state transitions and journal contents, fail-stop
+ * fsync, short writes, write errors, ENOSPC on a small tmpfs spool, backend down (nothing lost,
+ * uploaded later), unlink/overwrite/rename, backpressure, durability=remote, retention, and
+ * recovery of each journalled state. Runs against the real POSIX backend in a scratch directory,
+ * wrapped by a fault-injecting backend for the error paths.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <dirent.h>
+#include <openssl/evp.h>
+#include <sqlite3.h>
+
+#include "common/strutil.h"
+#include "common/timeutil.h"
+#include "testutil.h"
+#include "tiers/backend.h"
+#include "writeback/wb.h"
+
+#define MIB (1024u * 1024u)
+
+/* ---- fault-injecting backend wrapping the POSIX one ----------------------------------------- */
+
+struct fault_be {
+    struct backend base;
+    struct backend *inner;
+    atomic_bool down;        /* every request fails with -EIO (backend unreachable) */
+    atomic_int fail_part_no; /* this part number fails with -EIO (0: none) */
+    atomic_int puts, parts, completes, aborts, creates, dels;
+};
+
+static struct fault_be *fb_of(struct backend *be)
+{
+    return (struct fault_be *)be;
+}
+
+static int fb_stat(struct backend *be, const char *key, struct backend_stat *st)
+{
+    return fb_of(be)->down ? -EIO : backend_stat(fb_of(be)->inner, key, st);
+}
+
+static ssize_t fb_read(struct backend *be, const char *key, uint64_t off, void *buf, size_t len,
+                       const char *if_match, struct backend_stat *st)
+{
+    return fb_of(be)->down ? -EIO
+                           : backend_read(fb_of(be)->inner, key, off, buf, len, if_match, st);
+}
+
+static int fb_list(struct backend *be, const char *prefix, const char *delimiter, const char *token,
+                   size_t max_keys, struct backend_list_page *page)
+{
+    return backend_list(fb_of(be)->inner, prefix, delimiter, token, max_keys, page);
+}
+
+static int fb_put(struct backend *be, const char *key, const void *buf, size_t len, char *etag)
+{
+    fb_of(be)->puts++;
+    return fb_of(be)->down ? -EIO : backend_put(fb_of(be)->inner, key, buf, len, etag);
+}
+
+static int fb_create(struct backend *be, const char *key, char **id)
+{
+    fb_of(be)->creates++;
+    return fb_of(be)->down ? -EIO : backend_mpu_create(fb_of(be)->inner, key, id);
+}
+
+static int fb_part(struct backend *be, const char *key, const char *id, int no, const void *buf,
+                   size_t len, char *etag)
+{
+    struct fault_be *f = fb_of(be);
+    f->parts++;
+    if (f->down || f->fail_part_no == no)
+        return -EIO;
+    return backend_mpu_put_part(f->inner, key, id, no, buf, len, etag);
+}
+
+static int fb_complete(struct backend *be, const char *key, const char *id,
+                       const struct backend_part *parts, size_t n, char *etag)
+{
+    fb_of(be)->completes++;
+    return fb_of(be)->down ? -EIO : backend_mpu_complete(fb_of(be)->inner, key, id, parts, n, etag);
+}
+
+static int fb_abort(struct backend *be, const char *key, const char *id)
+{
+    fb_of(be)->aborts++;
+    return fb_of(be)->down ? -EIO : backend_mpu_abort(fb_of(be)->inner, key, id);
+}
+
+static int fb_del(struct backend *be, const char *key)
+{
+    fb_of(be)->dels++;
+    return fb_of(be)->down ? -EIO : backend_del(fb_of(be)->inner, key);
+}
+
+static void fb_destroy(struct backend *be)
+{
+    (void)be;
+}
+
+static const struct backend_ops fault_ops = {
+    .type = "fault",
+    .stat = fb_stat,
+    .read = fb_read,
+    .list = fb_list,
+    .put = fb_put,
+    .mpu_create = fb_create,
+    .mpu_put_part = fb_part,
+    .mpu_complete = fb_complete,
+    .mpu_abort = fb_abort,
+    .del = fb_del,
+    .destroy = fb_destroy,
+};
+
+/* ---- fixture -----------------------------------------------------------------------------------
+ */
+
+struct fx {
+    char *dir;
+    char spool[512], root[512], journal[512];
+    struct backend *posix;
+    struct fault_be fault;
+    struct wb_config cfg;
+    struct wb *wb;
+    /* local I/O faults */
+    atomic_int fsync_fail;    /* fail the next n fsyncs with -EIO */
+    atomic_int pwrite_err;    /* 0 or -errno for every pwrite */
+    atomic_size_t pwrite_max; /* 0 or the most bytes one pwrite writes (short writes) */
+    struct wb_io_hooks io;
+};
+
+static struct backend *resolve(void *ctx, const char *name)
+{
+    struct fx *f = ctx;
+    return strcmp(name, "warm") == 0 ? &f->fault.base : NULL;
+}
+
+static ssize_t hook_pwrite(void *ctx, int fd, const void *buf, size_t len, off_t off)
+{
+    struct fx *f = ctx;
+    if (f->pwrite_err)
+        return f->pwrite_err;
+    if (f->pwrite_max && len > f->pwrite_max)
+        len = f->pwrite_max;
+    ssize_t n = pwrite(fd, buf, len, off);
+    return n < 0 ? -errno : n;
+}
+
+static int hook_fsync(void *ctx, int fd)
+{
+    struct fx *f = ctx;
+    if (f->fsync_fail > 0) {
+        f->fsync_fail--;
+        return -EIO;
+    }
+    return fsync(fd) == 0 ? 0 : -errno;
+}
+
+static int fx_setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    f->dir = tu_mkdtemp("wb");
+    snprintf(f->spool, sizeof(f->spool), "%s/spool", f->dir);
+    snprintf(f->root, sizeof(f->root), "%s/root", f->dir);
+    snprintf(f->journal, sizeof(f->journal), "%s/journal.db", f->dir);
+    assert_int_equal(mkdir(f->root, 0700), 0);
+    struct posix_backend_config pc = {.name = "warm", .root = f->root};
+    assert_int_equal(backend_posix_open(&pc, &f->posix), 0);
+    f->fault.base.ops = &fault_ops;
+    static char fault_name[] = "warm";
+    f->fault.base.name = fault_name;
+    f->fault.inner = f->posix;
+    f->io = (struct wb_io_hooks){.pwrite = hook_pwrite, .fsync = hook_fsync, .ctx = f};
+    f->cfg = (struct wb_config){.spool_dir = f->spool,
+                                .journal_path = f->journal,
+                                .resolve = resolve,
+                                .resolve_ctx = f,
+                                .upload_threads = 2,
+                                .parts_parallel = 3,
+                                .part_size_bytes = 5 * MIB,
+                                .retention_keep = -1,
+                                .retry_base_ms = 10,
+                                .retry_max_ms = 100,
+                                .io = &f->io};
+    *state = f;
+    return 0;
+}
+
+static int fx_teardown(void **state)
+{
+    struct fx *f = *state;
+    wb_close(f->wb);
+    backend_free(f->posix);
+    tu_rmtree(f->dir);
+    free(f->dir);
+    free(f);
+    return 0;
+}
+
+static void fx_open(struct fx *f)
+{
+    assert_int_equal(wb_open(&f->cfg, &f->wb), 0);
+}
+
+static void fx_reopen(struct fx *f)
+{
+    wb_close(f->wb);
+    f->wb = NULL;
+    fx_open(f);
+}
+
+/* ---- helpers -----------------------------------------------------------------------------------
+ */
+
+static long long jr_query(struct fx *f, const char *sql)
+{
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open_v2(f->journal, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    long long v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return v;
+}
+
+static long long jr_count_state(struct fx *f, const char *state)
+{
+    char sql[256];
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM files WHERE state='%s'", state);
+    return jr_query(f, sql);
+}
+
+static void write_file(struct fx *f, const char *key, size_t size, uint64_t seed)
+{
+    unsigned char *buf = malloc(size ? size : 1);
+    tu_fill_random(buf, size, seed);
+    struct wb_file *fh;
+    assert_int_equal(wb_file_create(f->wb, "warm", key, &fh), 0);
+    /* Write in uneven chunks, the last ones first, to exercise pwrite at offsets. */
+    size_t chunk = 700 * 1024 + 13;
+    size_t n = (size + chunk - 1) / chunk;
+    for (size_t i = n; i-- > 0;) {
+        size_t off = i * chunk, len = size - off < chunk ? size - off : chunk;
+        assert_int_equal(wb_write(fh, buf + off, len, (off_t)off), (ssize_t)len);
+    }
+    assert_int_equal(wb_file_close(fh), 0);
+    free(buf);
+}
+
+static void assert_object(struct fx *f, const char *key, size_t size, uint64_t seed)
+{
+    unsigned char *want = malloc(size + 1), *got = malloc(size + 1);
+    tu_fill_random(want, size, seed);
+    ssize_t n = backend_read(f->posix, key, 0, got, size + 1, NULL, NULL);
+    assert_int_equal(n, (ssize_t)size);
+    assert_memory_equal(want, got, size);
+    free(want);
+    free(got);
+}
+
+static void assert_no_object(struct fx *f, const char *key)
+{
+    struct backend_stat st;
+    assert_int_equal(backend_stat(f->posix, key, &st), -ENOENT);
+}
+
+/* No multipart upload is left in the POSIX backend (its staging area is <root>/.tier-mpu). */
+static void assert_no_mpu(struct fx *f)
+{
+    char p[600];
+    snprintf(p, sizeof(p), "%s/.tier-mpu", f->root);
+    DIR *d = opendir(p);
+    if (!d)
+        return;
+    struct dirent *de;
+    int n = 0;
+    while ((de = readdir(d)))
+        n += de->d_name[0] != '.';
+    closedir(d);
+    assert_int_equal(n, 0);
+}
+
+static int count_staging(struct fx *f)
+{
+    DIR *d = opendir(f->spool);
+    assert_non_null(d);
+    struct dirent *de;
+    int n = 0;
+    while ((de = readdir(d)))
+        n += strstr(de->d_name, ".stg") != NULL;
+    closedir(d);
+    return n;
+}
+
+static struct wb_stats stats(struct fx *f)
+{
+    struct wb_stats st;
+    wb_stats_get(f->wb, &st);
+    return st;
+}
+
+/* Poll a condition with a deadline (no sleeps as synchronisation: the loop ends as soon as the
+ * condition holds; the short pause only avoids spinning). */
+#define WAIT_FOR(cond, ms)                                                                         \
+    do {                                                                                           \
+        uint64_t dl_ = tier_now_mono_ns() + (uint64_t)(ms)*TIER_NS_PER_MS;                         \
+        while (!(cond) && tier_now_mono_ns() < dl_)                                                \
+            tier_sleep_ms(2);                                                                      \
+        assert_true(cond);                                                                         \
+    } while (0)
+
+static void sha256_hex(const void *buf, size_t len, char out[65])
+{
+    unsigned char md[32];
+    unsigned int n;
+    EVP_Digest(buf, len, md, &n, EVP_sha256(), NULL);
+    tier_hex(md, 32, out);
+}
+
+/* ---- tests -------------------------------------------------------------------------------------
+ */
+
+static void test_small_file_states(void **state)
+{
+    struct fx *f = *state;
+    f->fault.down = true; /* hold the upload so the SEALED state is observable */
+    fx_open(f);
+    struct wb_file *fh;
+    assert_int_equal(wb_file_create(f->wb, "warm", "ckpt/a.bin", &fh), 0);
+    assert_int_equal(jr_count_state(f, "open"), 1);
+    unsigned char buf[100000];
+    tu_fill_random(buf, sizeof(buf), 1);
+    assert_int_equal(wb_write(fh, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+    unsigned char rd[16];
+    assert_int_equal(wb_file_read(fh, rd, 16, 50), 16);
+    assert_memory_equal(rd, buf + 50, 16);
+    assert_int_equal(wb_file_close(fh), 0);
+    assert_int_equal(jr_count_state(f, "sealed"), 1);
+    assert_int_equal(jr_query(f, "SELECT size FROM files"), (long long)sizeof(buf));
+    assert_int_equal(stats(f).dirty_bytes, sizeof(buf));
+    /* Read-your-writes while not uploaded. */
+    assert_int_equal(wb_read(f->wb, "warm", "ckpt/a.bin", rd, 16, 1000), 16);
+    assert_memory_equal(rd, buf + 1000, 16);
+    assert_int_equal(wb_wait(f->wb, "warm", "ckpt/", 50), -ETIMEDOUT);
+    assert_no_object(f, "ckpt/a.bin");
+
+    f->fault.down = false;
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    assert_object(f, "ckpt/a.bin", sizeof(buf), 1);
+    assert_int_equal(jr_count_state(f, "uploaded"), 1);
+    char sha[65];
+    sha256_hex(buf, sizeof(buf), sha);
+    struct wb_file_info *list;
+    size_t n;
+    assert_int_equal(wb_list(f->wb, "warm", "ckpt/", &list, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(list[0].key, "ckpt/a.bin");
+    assert_int_equal(list[0].state, WB_UPLOADED);
+    assert_string_equal(list[0].sha256, sha);
+    assert_true(list[0].etag[0] != '\0');
+    wb_list_free(list, n);
+    assert_int_equal(stats(f).dirty_bytes, 0);
+    assert_int_equal(f->fault.creates, 0); /* small file: one PUT, no multipart */
+}
+
+static void test_multipart_and_retention(void **state)
+{
+    struct fx *f = *state;
+    f->cfg.retention_keep = 1;
+    fx_open(f);
+    write_file(f, "ck/1.bin", 12 * MIB + 5, 11);
+    assert_int_equal(wb_wait(f->wb, "warm", "ck/", 30000), 0);
+    write_file(f, "ck/2.bin", 3 * MIB, 12);
+    assert_int_equal(wb_wait(f->wb, "warm", "ck/", 30000), 0);
+    assert_object(f, "ck/1.bin", 12 * MIB + 5, 11);
+    assert_object(f, "ck/2.bin", 3 * MIB, 12);
+    assert_int_equal(f->fault.parts, 3);
+    assert_int_equal(f->fault.completes, 1);
+    assert_int_equal(stats(f).parts_done, 3);
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM parts"), 0);
+    /* Retention keeps only the newest file of the directory locally. */
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files WHERE state='evictable' AND "
+                                 "key='ck/1.bin'"),
+                     1);
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files WHERE state='uploaded' AND "
+                                 "key='ck/2.bin'"),
+                     1);
+    assert_int_equal(count_staging(f), 1);
+    char b[8];
+    assert_int_equal(wb_read(f->wb, "warm", "ck/1.bin", b, 8, 0), -ENOENT);
+    assert_int_equal(wb_read(f->wb, "warm", "ck/2.bin", b, 8, 0), 8);
+    assert_no_mpu(f);
+}
+
+static void test_fsync_fail_stop(void **state)
+{
+    struct fx *f = *state;
+    fx_open(f);
+    struct wb_file *fh;
+    assert_int_equal(wb_file_create(f->wb, "warm", "x/failed", &fh), 0);
+    char buf[4096] = {1};
+    assert_int_equal(wb_write(fh, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+    f->fsync_fail = 1;
+    assert_int_equal(wb_file_fsync(fh), -EIO);
+    assert_int_equal(f->fsync_fail, 0);
+    assert_int_equal(jr_count_state(f, "failed"), 1);
+    /* The next fsync would succeed at the OS level, but must never report success. */
+    assert_int_equal(wb_file_fsync(fh), -EIO);
+    assert_int_equal(wb_write(fh, buf, sizeof(buf), 0), -EIO);
+    assert_int_equal(wb_file_close(fh), -EIO);
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files"), 0);
+    assert_int_equal(count_staging(f), 0);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 1000), 0);
+    assert_no_object(f, "x/failed");
+    /* A failure at close's own fsync is fail-stop too. */
+    assert_int_equal(wb_file_create(f->wb, "warm", "x/failed2", &fh), 0);
+    assert_int_equal(wb_write(fh, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+    f->fsync_fail = 1;
+    assert_int_equal(wb_file_close(fh), -EIO);
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files"), 0);
+    assert_no_object(f, "x/failed2");
+}
+
+static void test_short_writes_and_eio(void **state)
+{
+    struct fx *f = *state;
+    fx_open(f);
+    f->pwrite_max = 1000;
+    write_file(f, "s/short", 300000, 5);
+    f->pwrite_max = 0;
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    assert_object(f, "s/short", 300000, 5);
+
+    struct wb_file *fh;
+    assert_int_equal(wb_file_create(f->wb, "warm", "s/eio", &fh), 0);
+    char buf[100] = {0};
+    f->pwrite_err = -EIO;
+    assert_int_equal(wb_write(fh, buf, sizeof(buf), 0), -EIO);
+    f->pwrite_err = 0;
+    assert_int_equal(wb_write(fh, buf, sizeof(buf), 0), -EIO); /* fail-stop */
+    assert_int_equal(wb_file_close(fh), -EIO);
+    assert_no_object(f, "s/eio");
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files WHERE key='s/eio'"), 0);
+}
+
+static void test_enospc_tmpfs(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(mkdir(f->spool, 0700), 0);
+    if (mount("tmpfs", f->spool, "tmpfs", 0, "size=16m") != 0) {
+        print_message("skipped: cannot mount a tmpfs spool (%s)\n", strerror(errno));
+        skip();
+    }
+    f->cfg.io = NULL; /* the real pwrite */
+    fx_open(f);
+    struct wb_file *fh;
+    assert_int_equal(wb_file_create(f->wb, "warm", "full/big", &fh), 0);
+    size_t chunk = MIB;
+    char *buf = malloc(chunk);
+    tu_fill_random(buf, chunk, 3);
+    ssize_t rc = 0;
+    size_t off = 0;
+    for (int i = 0; i < 32; i++, off += chunk) {
+        rc = wb_write(fh, buf, chunk, (off_t)off);
+        if (rc < 0)
+            break;
+    }
+    assert_int_equal(rc, -ENOSPC);
+    assert_true(off <= 16 * MIB);
+    assert_int_not_equal(wb_file_close(fh), 0);
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files"), 0);
+    assert_int_equal(count_staging(f), 0);
+    assert_no_object(f, "full/big");
+    /* The space is back: a file that fits is accepted and uploaded. */
+    write_file(f, "full/small", 2 * MIB, 4);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    assert_object(f, "full/small", 2 * MIB, 4);
+    wb_close(f->wb);
+    f->wb = NULL;
+    free(buf);
+    assert_int_equal(umount(f->spool), 0);
+}
+
+static void test_backend_down_then_restart(void **state)
+{
+    struct fx *f = *state;
+    f->fault.down = true;
+    fx_open(f);
+    write_file(f, "d/small", 1000, 21);
+    write_file(f, "d/large", 11 * MIB, 22);
+    WAIT_FOR(stats(f).upload_retries >= 4, 10000);
+    assert_int_equal(jr_count_state(f, "sealed"), 2);
+    assert_int_equal(wb_wait(f->wb, NULL, "d/", 20), -ETIMEDOUT);
+    /* Part 2 fails once the backend is back: the file sits in UPLOADING with its upload id. */
+    f->fault.fail_part_no = 2;
+    f->fault.down = false;
+    WAIT_FOR(jr_count_state(f, "uploading") == 1 && jr_query(f, "SELECT count(*) FROM parts") == 2,
+             10000);
+    WAIT_FOR(jr_count_state(f, "uploaded") == 1, 10000);
+    assert_object(f, "d/small", 1000, 21);
+    assert_no_object(f, "d/large");
+    /* Restart (recovery) with the backend healthy: only the missing part is sent. */
+    wb_close(f->wb);
+    f->wb = NULL;
+    f->fault.fail_part_no = 0;
+    int parts_before = f->fault.parts;
+    fx_open(f);
+    assert_int_equal(stats(f).recovered_uploading, 1);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 20000), 0);
+    assert_int_equal(f->fault.parts - parts_before, 1);
+    assert_object(f, "d/large", 11 * MIB, 22);
+    assert_no_mpu(f);
+}
+
+static void test_unlink_while_uploading(void **state)
+{
+    struct fx *f = *state;
+    f->fault.fail_part_no = 3;
+    fx_open(f);
+    write_file(f, "u/big", 11 * MIB, 31);
+    WAIT_FOR(jr_count_state(f, "uploading") == 1 && f->fault.parts >= 3, 10000);
+    assert_int_equal(wb_unlink(f->wb, "warm", "u/big"), 0);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    assert_int_equal(f->fault.completes, 0);
+    assert_true(f->fault.aborts >= 1);
+    assert_no_object(f, "u/big");
+    assert_no_mpu(f);
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files"), 0);
+    assert_int_equal(count_staging(f), 0);
+    assert_int_equal(wb_unlink(f->wb, "warm", "u/big"), -ENOENT);
+
+    /* Unlink of a sealed, not yet uploaded file: never appears. */
+    f->fault.down = true;
+    write_file(f, "u/sealed", 1000, 32);
+    assert_int_equal(wb_unlink(f->wb, "warm", "u/sealed"), 0);
+    f->fault.down = false;
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    assert_no_object(f, "u/sealed");
+    /* Unlink of an uploaded file deletes the object. */
+    write_file(f, "u/done", 1000, 33);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    assert_object(f, "u/done", 1000, 33);
+    assert_int_equal(wb_unlink(f->wb, "warm", "u/done"), 0);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    assert_no_object(f, "u/done");
+    /* Unlink while the writer still has it open: close succeeds, nothing is uploaded. */
+    struct wb_file *fh;
+    assert_int_equal(wb_file_create(f->wb, "warm", "u/open", &fh), 0);
+    assert_int_equal(wb_write(fh, "abc", 3, 0), 3);
+    assert_int_equal(wb_unlink(f->wb, "warm", "u/open"), 0);
+    assert_int_equal(wb_file_close(fh), 0);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    assert_no_object(f, "u/open");
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files"), 0);
+}
+
+static void test_overwrite_and_rename(void **state)
+{
+    struct fx *f = *state;
+    fx_open(f);
+    write_file(f, "o/k", 5000, 41);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    write_file(f, "o/k", 7000, 42);
+    assert_int_equal(jr_query(f, "SELECT max(generation) FROM files WHERE key='o/k'"), 2);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    assert_object(f, "o/k", 7000, 42);
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files WHERE key='o/k'"), 1);
+
+    /* Overwrite of a sealed file while the backend is down: only the new one ever appears. */
+    f->fault.down = true;
+    write_file(f, "o/m", 11 * MIB, 43);
+    write_file(f, "o/m", 6 * MIB, 44);
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files WHERE key='o/m'"), 1);
+    /* Rename of a not-yet-uploaded file. */
+    write_file(f, "o/r1", 3000, 45);
+    assert_int_equal(wb_rename(f->wb, "warm", "o/r1", "o/r2"), 0);
+    f->fault.down = false;
+    assert_int_equal(wb_wait(f->wb, NULL, "", 20000), 0);
+    assert_object(f, "o/m", 6 * MIB, 44);
+    assert_object(f, "o/r2", 3000, 45);
+    assert_no_object(f, "o/r1");
+    /* Rename of an uploaded file (local copy kept): re-uploaded, old object deleted. */
+    assert_int_equal(wb_rename(f->wb, "warm", "o/r2", "o/r3"), 0);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    assert_object(f, "o/r3", 3000, 45);
+    assert_no_object(f, "o/r2");
+    /* Rename over an existing uploaded file replaces it. */
+    assert_int_equal(wb_rename(f->wb, "warm", "o/r3", "o/k"), 0);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    assert_object(f, "o/k", 3000, 45);
+    assert_no_object(f, "o/r3");
+    assert_int_equal(wb_rename(f->wb, "warm", "o/nope", "o/x"), -ENOENT);
+    assert_no_mpu(f);
+}
+
+static void test_backpressure(void **state)
+{
+    struct fx *f = *state;
+    f->fault.down = true;
+    f->cfg.max_dirty_bytes = 2 * MIB;
+    f->cfg.backpressure_wait_ms = 300;
+    fx_open(f);
+    write_file(f, "b/1", 3 * MIB / 2, 51);
+    struct wb_file *fh;
+    assert_int_equal(wb_file_create(f->wb, "warm", "b/2", &fh), 0);
+    char *buf = calloc(1, MIB);
+    uint64_t t0 = tier_now_mono_ns();
+    assert_int_equal(wb_write(fh, buf, MIB, 0), -ENOSPC);
+    uint64_t waited_ms = (tier_now_mono_ns() - t0) / TIER_NS_PER_MS;
+    assert_true(waited_ms >= 250);
+    assert_int_equal(stats(f).backpressure_waits, 1);
+    assert_true(stats(f).dirty_bytes <= 2 * MIB);
+    /* Once uploads drain, the writer proceeds (the wait ends on the upload, not on a timer). */
+    wb_close(f->wb);
+    f->wb = NULL; /* fh was freed by wb_close */
+    f->cfg.backpressure_wait_ms = 20000;
+    fx_open(f);
+    assert_int_equal(wb_file_create(f->wb, "warm", "b/2", &fh), 0);
+    f->fault.down = false;
+    t0 = tier_now_mono_ns();
+    assert_int_equal(wb_write(fh, buf, MIB, 0), MIB);
+    assert_true((tier_now_mono_ns() - t0) / TIER_NS_PER_MS < 15000);
+    assert_int_equal(wb_file_close(fh), 0);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    assert_object(f, "b/1", 3 * MIB / 2, 51);
+    free(buf);
+}
+
+static void test_durability_remote(void **state)
+{
+    struct fx *f = *state;
+    f->cfg.durability = WB_DURABILITY_REMOTE;
+    fx_open(f);
+    write_file(f, "r/a", 6 * MIB, 61);
+    /* close returned: the object must already be there, verified. */
+    assert_object(f, "r/a", 6 * MIB, 61);
+    assert_int_equal(jr_count_state(f, "uploaded"), 1);
+}
+
+static void test_recovery_discards_unclosed(void **state)
+{
+    struct fx *f = *state;
+    f->fault.down = true;
+    fx_open(f);
+    struct wb_file *fh;
+    assert_int_equal(wb_file_create(f->wb, "warm", "rc/open", &fh), 0);
+    assert_int_equal(wb_write(fh, "data", 4, 0), 4);
+    assert_int_equal(wb_file_fsync(fh), 0);
+    write_file(f, "rc/sealed", 2000, 71);
+    /* A stray staging file without a row (crash between a commit and an unlink). */
+    char p[600];
+    snprintf(p, sizeof(p), "%s/999.stg", f->spool);
+    tu_write_file(p, "x", 1);
+    wb_close(f->wb); /* as a crash: the open handle is never closed */
+    f->wb = NULL;
+    f->fault.down = false;
+    fx_open(f);
+    struct wb_stats st = stats(f);
+    assert_int_equal(st.recovered_discarded, 1);
+    assert_int_equal(st.recovered_sealed, 1);
+    assert_int_equal(access(p, F_OK), -1);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    assert_object(f, "rc/sealed", 2000, 71);
+    assert_no_object(f, "rc/open");
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files WHERE key='rc/open'"), 0);
+    fx_reopen(f);
+    assert_int_equal(stats(f).recovered_sealed, 0);
+}
+
+static void test_recovery_aborts_cancelled(void **state)
+{
+    struct fx *f = *state;
+    f->fault.fail_part_no = 1;
+    fx_open(f);
+    write_file(f, "ca/big", 11 * MIB, 81);
+    WAIT_FOR(jr_count_state(f, "uploading") == 1, 10000);
+    f->fault.down = true; /* the abort cannot reach the backend */
+    assert_int_equal(wb_unlink(f->wb, "warm", "ca/big"), 0);
+    assert_int_equal(jr_count_state(f, "cancelled"), 1);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 100), -ETIMEDOUT);
+    wb_close(f->wb);
+    f->wb = NULL;
+    f->fault.down = false;
+    f->fault.fail_part_no = 0;
+    fx_open(f);
+    assert_int_equal(stats(f).recovered_aborts, 1);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files"), 0);
+    assert_no_mpu(f);
+    assert_no_object(f, "ca/big");
+    assert_int_equal(f->fault.completes, 0);
+}
+
+static void test_bad_config_and_keys(void **state)
+{
+    struct fx *f = *state;
+    f->cfg.part_size_bytes = MIB;
+    assert_int_equal(wb_open(&f->cfg, &f->wb), -EINVAL);
+    f->wb = NULL;
+    f->cfg.part_size_bytes = 5 * MIB;
+    fx_open(f);
+    struct wb_file *fh = NULL;
+    assert_int_equal(wb_file_create(f->wb, "warm", "../escape", &fh), -EINVAL);
+    assert_int_equal(wb_file_create(f->wb, "warm", "/abs", &fh), -EINVAL);
+    assert_int_equal(wb_file_create(f->wb, "", "k", &fh), -EINVAL);
+    assert_null(fh);
+    /* A file for an unknown backend waits (it is never dropped). */
+    assert_int_equal(wb_file_create(f->wb, "nosuch", "k", &fh), 0);
+    assert_int_equal(wb_file_close(fh), 0);
+    assert_int_equal(wb_wait(f->wb, "nosuch", "", 100), -ETIMEDOUT);
+    assert_int_equal(jr_count_state(f, "sealed"), 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_small_file_states, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_multipart_and_retention, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_fsync_fail_stop, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_short_writes_and_eio, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_enospc_tmpfs, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_backend_down_then_restart, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_unlink_while_uploading, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_overwrite_and_rename, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_backpressure, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_durability_remote, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_recovery_discards_unclosed, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_recovery_aborts_cancelled, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_config_and_keys, fx_setup, fx_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
