@@ -26,6 +26,12 @@
 #define READ_BYTES MIB
 
 static unsigned char *g_obj;
+/* Called through a volatile pointer so the compiler cannot inline a 1 MiB constant-size copy as
+ * `rep movs`: the baseline must be glibc's memcpy, the one cache_read() uses. */
+static void *(*volatile memcpy_fn)(void *, const void *, size_t) = memcpy;
+/* The same bytes in 4 MiB mallocs, laid out like the cache's RAM blocks: the memcpy baseline
+ * copies from here so both sides read memory allocated the same way. */
+static unsigned char *g_chunks[OBJ_BYTES / (4 * MIB)];
 
 static ssize_t mb_read(struct backend *be, const char *key, uint64_t off, void *buf, size_t len,
                        const char *if_match, struct backend_stat *st)
@@ -78,7 +84,7 @@ static void *worker_main(void *arg)
             uint64_t off = (rng_next(&rng) % (OBJ_BYTES / READ_BYTES)) * READ_BYTES;
             ssize_t n;
             if (w->mode == 0) {
-                memcpy(buf, g_obj + off, READ_BYTES);
+                memcpy_fn(buf, g_chunks[off / (4 * MIB)] + off % (4 * MIB), READ_BYTES);
                 n = READ_BYTES;
             } else if (w->mode == 1) {
                 n = cache_read(w->c, NULL, w->obj, off, buf, READ_BYTES);
@@ -153,6 +159,12 @@ int main(int argc, char **argv)
         return 1;
     for (uint64_t i = 0; i < OBJ_BYTES / 8; i++)
         ((uint64_t *)g_obj)[i] = i * 0x9e3779b97f4a7c15ULL;
+    for (size_t i = 0; i < OBJ_BYTES / (4 * MIB); i++) {
+        g_chunks[i] = malloc(4 * MIB);
+        if (!g_chunks[i])
+            return 1;
+        memcpy(g_chunks[i], g_obj + i * 4 * MIB, 4 * MIB);
+    }
     char be_name[] = "mem";
     struct backend be = {.ops = &mb_ops, .name = be_name};
     struct cache_obj obj = {.be = &be, .key = "bench/obj", .etag = "v1", .size_bytes = OBJ_BYTES};
@@ -165,8 +177,11 @@ int main(int argc, char **argv)
         return 1;
     warm(c, &obj);
     for (int t = 1; t <= 2; t++) {
-        double mc = measure(0, t, NULL, NULL, -1, seconds);
+        /* memcpy before and after, best of the two: noise can only flatter the cache less */
+        double mc1 = measure(0, t, NULL, NULL, -1, seconds);
         double ch = measure(1, t, c, &obj, -1, seconds);
+        double mc2 = measure(0, t, NULL, NULL, -1, seconds);
+        double mc = mc1 > mc2 ? mc1 : mc2;
         printf("threads=%d  memcpy %6.2f GB/s  cache_read %6.2f GB/s  ratio %.2f\n", t, mc, ch,
                ch / mc);
     }
@@ -195,8 +210,10 @@ int main(int argc, char **argv)
             return 1;
         }
         warm(c, &obj);
-        double pr = measure(2, 1, NULL, NULL, fd, seconds);
+        double pr1 = measure(2, 1, NULL, NULL, fd, seconds);
         double ch = measure(1, 1, c, &obj, -1, seconds);
+        double pr2 = measure(2, 1, NULL, NULL, fd, seconds);
+        double pr = pr1 > pr2 ? pr1 : pr2;
         cache_stats_get(c, &st);
         printf("block=%zu MiB  pread %6.2f GB/s  cache_read %6.2f GB/s  ratio %.2f  "
                "(disk hits %llu, checksum failures %llu)\n",
@@ -211,6 +228,8 @@ int main(int argc, char **argv)
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", cdir);
     if (system(cmd) != 0)
         fprintf(stderr, "cache_hit: could not remove %s\n", cdir);
+    for (size_t i = 0; i < OBJ_BYTES / (4 * MIB); i++)
+        free(g_chunks[i]);
     free(g_obj);
     return 0;
 }
