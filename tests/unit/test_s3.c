@@ -554,7 +554,8 @@ struct script_srv {
     int nresp;
     int served;          /* read after srv_stop() only */
     atomic_int accepted; /* connections accepted so far; readable while running */
-    char last_req[4096];
+    char reqs[8][4096];  /* request i as received (headers + body); read after srv_stop() */
+    char *last_req;      /* the last of reqs; read after srv_stop() */
     pthread_t th;
 };
 
@@ -569,14 +570,30 @@ static void *srv_main(void *arg)
         if (fd < 0)
             break;
         atomic_fetch_add(&s->accepted, 1);
+        s->last_req = s->reqs[i < 8 ? i : 7];
         size_t got = 0;
         s->last_req[0] = '\0';
-        while (got < sizeof(s->last_req) - 1 && !strstr(s->last_req, "\r\n\r\n")) {
-            ssize_t n = read(fd, s->last_req + got, sizeof(s->last_req) - 1 - got);
+        while (got < sizeof(s->reqs[0]) - 1 && !strstr(s->last_req, "\r\n\r\n")) {
+            ssize_t n = read(fd, s->last_req + got, sizeof(s->reqs[0]) - 1 - got);
             if (n <= 0)
                 break;
             got += (size_t)n;
             s->last_req[got] = '\0';
+        }
+        /* Keep the request body too (a CompleteMultipartUpload document). */
+        const char *end = strstr(s->last_req, "\r\n\r\n");
+        const char *cl = strcasestr(s->last_req, "\r\nContent-Length:");
+        if (end && cl && cl < end) {
+            size_t want = (size_t)(end + 4 - s->last_req) + strtoul(cl + 17, NULL, 10);
+            if (strcasestr(s->last_req, "\r\nExpect: 100-continue"))
+                (void)!write(fd, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+            while (got < want && got < sizeof(s->reqs[0]) - 1) {
+                ssize_t n = read(fd, s->last_req + got, sizeof(s->reqs[0]) - 1 - got);
+                if (n <= 0)
+                    break;
+                got += (size_t)n;
+                s->last_req[got] = '\0';
+            }
         }
         const char *r = s->resp[i];
         size_t len = strlen(r);
@@ -750,6 +767,105 @@ static void test_srv_bounded_body(void **state)
     assert_int_equal(srv_stop(&s), 4);
 }
 
+static void test_srv_wire_format(void **state)
+{
+    (void)state;
+    static const char *const resp[] = {
+        /* 1: list with a token containing '/', '+' and '=' */
+        "HTTP/1.1 200 OK\r\nContent-Length: 176\r\nConnection: close\r\n\r\n"
+        "<ListBucketResult><IsTruncated>false</IsTruncated><Contents><Key>p/d/a</Key><Size>1"
+        "</Size></Contents><CommonPrefixes><Prefix>p/d/s/</Prefix></CommonPrefixes>"
+        "</ListBucketResult>",
+        /* 2: complete; RGW-style empty ETag, so the backend asks with a HEAD (3) */
+        "HTTP/1.1 200 OK\r\nContent-Length: 84\r\nConnection: close\r\n\r\n"
+        "<CompleteMultipartUploadResult><ETag></ETag></CompleteMultipartUploadResult>\n\n\n\n\n"
+        "\n\n\n",
+        "HTTP/1.1 200 OK\r\nETag: \"m-2\"\r\nContent-Length: 5\r\nConnection: close\r\n\r\n",
+        /* 4: complete answered 200 with an Error document */
+        "HTTP/1.1 200 OK\r\nContent-Length: 72\r\nConnection: close\r\n\r\n"
+        "<Error><Code>InvalidPart</Code><Message>part 2 is gone</Message></Error>",
+    };
+    struct script_srv s;
+    srv_start(&s, resp, 4);
+    char ep[64];
+    snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", s.port);
+    setenv("AWS_SESSION_TOKEN", "tok123", 1);
+    struct s3_backend_config c = {.endpoint = ep,
+                                  .bucket = "bkt",
+                                  .prefix = "p",
+                                  .path_style = true,
+                                  .access_key = "ak",
+                                  .secret_key = "sk",
+                                  .max_retries = 1,
+                                  .retry_base_ms = 1,
+                                  .retry_max_ms = 1};
+    struct backend *be = NULL;
+    assert_int_equal(backend_s3_open(&c, &be), 0);
+    unsetenv("AWS_SESSION_TOKEN");
+
+    struct backend_list_page pg;
+    assert_int_equal(backend_list(be, "d/", "/", "t/k+=", 0, &pg), 0);
+    assert_int_equal(pg.n, 2);
+    assert_string_equal(pg.entries[0].name, "d/a");
+    assert_string_equal(pg.entries[1].name, "d/s/");
+    assert_true(pg.entries[1].is_prefix);
+    backend_list_page_fini(&pg);
+
+    struct backend_part parts[2] = {{1, "\"e1\""}, {2, "\"e&2\""}};
+    char etag[BACKEND_ETAG_MAX];
+    assert_int_equal(backend_mpu_complete(be, "k", "up/id=", parts, 2, etag), 0);
+    assert_string_equal(etag, "\"m-2\"");
+    assert_int_equal(backend_mpu_complete(be, "k", "up/id=", parts, 2, etag), -EINVAL);
+    assert_non_null(strstr(tier_err_msg(), "InvalidPart: part 2 is gone"));
+    backend_free(be);
+    assert_int_equal(srv_stop(&s), 4);
+    /* The list query is sorted and encoded, since curl 7.88 signs it verbatim; the backend's
+     * prefix is added to the listing prefix (and was stripped from the answer above). */
+    assert_non_null(strstr(s.reqs[0], "GET /bkt/?continuation-token=t%2Fk%2B%3D&delimiter=%2F"
+                                      "&list-type=2&max-keys=1000&prefix=p%2Fd%2F HTTP/1.1"));
+    assert_non_null(strcasestr(s.reqs[0], "\r\nx-amz-security-token: tok123\r\n"));
+    /* The complete document escapes the ETags' quotes and ampersand. */
+    assert_non_null(strstr(s.reqs[1], "POST /bkt/p/k?uploadId=up%2Fid%3D HTTP/1.1"));
+    assert_non_null(strstr(s.reqs[1], "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber>"
+                                      "<ETag>&quot;e1&quot;</ETag></Part><Part><PartNumber>2"
+                                      "</PartNumber><ETag>&quot;e&amp;2&quot;</ETag></Part>"
+                                      "</CompleteMultipartUpload>"));
+    assert_non_null(strstr(s.reqs[2], "HEAD /bkt/p/k HTTP/1.1"));
+}
+
+static void test_srv_virtual_host(void **state)
+{
+    (void)state;
+    /* curl resolves every *.localhost name to the loopback address itself. */
+    static const char *const resp[] = {
+        "HTTP/1.1 200 OK\r\nETag: \"v\"\r\nContent-Length: 3\r\nConnection: close\r\n\r\n"};
+    struct script_srv s;
+    srv_start(&s, resp, 1);
+    char ep[64];
+    snprintf(ep, sizeof(ep), "http://localhost:%d/", s.port);
+    struct s3_backend_config c = {.endpoint = ep,
+                                  .bucket = "bkt",
+                                  .path_style = false,
+                                  .access_key = "ak",
+                                  .secret_key = "sk",
+                                  .max_retries = 1,
+                                  .retry_base_ms = 1,
+                                  .retry_max_ms = 1};
+    struct backend *be = NULL;
+    assert_int_equal(backend_s3_open(&c, &be), 0);
+    struct backend_stat st;
+    int rc = backend_stat(be, "dir/k", &st);
+    if (rc)
+        fail_msg("stat: %d %s", rc, tier_err_msg());
+    assert_int_equal(st.size_bytes, 3);
+    backend_free(be);
+    assert_int_equal(srv_stop(&s), 1);
+    assert_non_null(strstr(s.last_req, "HEAD /dir/k HTTP/1.1"));
+    char host[64];
+    snprintf(host, sizeof(host), "\r\nHost: bkt.localhost:%d\r\n", s.port);
+    assert_non_null(strcasestr(s.last_req, host));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -776,6 +892,8 @@ int main(void)
         cmocka_unit_test(test_srv_no_retry_on_4xx),
         cmocka_unit_test(test_srv_slowdown_exhausted),
         cmocka_unit_test(test_srv_bounded_body),
+        cmocka_unit_test(test_srv_wire_format),
+        cmocka_unit_test(test_srv_virtual_host),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
