@@ -33,6 +33,10 @@
  * to tier_err_set(), e.g. "S3 GET bkt/a/b: 403 SignatureDoesNotMatch: ... - check the secret key".
  * Connection failures are -EIO, curl timeouts -ETIMEDOUT.
  *
+ * S3 has no directories: stat of a key that is only a prefix of other keys is -ENOENT and is_dir
+ * is never set by stat; listings report common prefixes (is_prefix) and callers that want
+ * implicit directories list "key/" (the FUSE layer does).
+ *
  * Keys: the config prefix (a '/' is appended if missing) is prepended to every key and stripped
  * from listed keys, so callers only see keys relative to the backend root. Each path segment is
  * percent-encoded (SigV4 canonical form, '/' kept). Query strings are built already sorted and

@@ -866,6 +866,48 @@ static void test_srv_virtual_host(void **state)
     assert_non_null(strcasestr(s.last_req, host));
 }
 
+static void test_hung_endpoint_times_out(void **state)
+{
+    (void)state;
+    /* A listener that never accepts: the kernel completes the TCP handshake, the request goes
+     * out, no answer ever comes. Every attempt must end at request_timeout_ms (-ETIMEDOUT,
+     * retried), and the call within retry_worst_case_ms(). */
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(lfd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(lfd, 16), 0);
+    socklen_t alen = sizeof(a);
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &alen), 0);
+    char ep[64];
+    snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", ntohs(a.sin_port));
+    struct s3_backend_config c = {.endpoint = ep,
+                                  .bucket = "bkt",
+                                  .path_style = true,
+                                  .access_key = "ak",
+                                  .secret_key = "sk",
+                                  .max_retries = 2,
+                                  .retry_base_ms = 10,
+                                  .retry_max_ms = 20,
+                                  .connect_timeout_ms = 200,
+                                  .request_timeout_ms = 200};
+    struct backend *be = NULL;
+    assert_int_equal(backend_s3_open(&c, &be), 0);
+    struct retry_policy p = {.max_retries = 2, .base_ms = 10, .max_ms = 20};
+    uint64_t bound_ms = retry_worst_case_ms(&p, c.request_timeout_ms); /* 630 */
+    char buf[8];
+    uint64_t t0 = tier_now_mono_ns();
+    ssize_t n = backend_read(be, "k", 0, buf, sizeof(buf), NULL, NULL);
+    uint64_t ms = (tier_now_mono_ns() - t0) / TIER_NS_PER_MS;
+    assert_int_equal(n, -ETIMEDOUT);
+    assert_true(ms >= 3 * c.request_timeout_ms - 30); /* three attempts, each ran out */
+    assert_true(ms < bound_ms + 500);
+    assert_non_null(strstr(tier_err_msg(), "after 3 attempts"));
+    assert_non_null(strstr(tier_err_msg(), "did not answer in time"));
+    backend_free(be);
+    close(lfd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -894,6 +936,7 @@ int main(void)
         cmocka_unit_test(test_srv_bounded_body),
         cmocka_unit_test(test_srv_wire_format),
         cmocka_unit_test(test_srv_virtual_host),
+        cmocka_unit_test(test_hung_endpoint_times_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
