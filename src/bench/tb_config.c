@@ -142,7 +142,7 @@ static int set_infer(struct tb_infer_cfg *t, const char *key, const char *v, cha
         return 0;
     }
     if (strcmp(key, "max_files") == 0)
-        return set_uint(s, key, v, 1, 1u << 20, &t->max_files, err, errsz);
+        return set_uint(s, key, v, 1, 65536, &t->max_files, err, errsz);
     if (strcmp(key, "drain_timeout") == 0)
         return set_dur(s, key, v, &t->drain_ns, err, errsz);
     return fail(err, errsz, "unknown key '%s' in [inference] (known: %s)", key, KEYS_INFER);

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -53,6 +54,11 @@ int tb_run_main(int argc, char **argv)
                 cfg.dir, cfg.dir);
         return TB_EXIT_USAGE;
     }
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max; /* the inference file set keeps its files open */
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
     if (cfg.progress < 0)
         cfg.progress = isatty(STDOUT_FILENO);
     if (cfg.quiet)
@@ -85,6 +91,17 @@ int tb_run_main(int argc, char **argv)
             printf("charts: %s/latency_cdf.png %s/throughput.png %s/au.png\n", cfg.plot_dir,
                    cfg.plot_dir, cfg.plot_dir);
         }
+    }
+    uint64_t errors = 0;
+    for (size_t i = 0; i < run.nphases; i++)
+        for (int k = 0; k < TB_NCLASS; k++)
+            errors += run.phases[i].r[k].errors;
+    if (errors) {
+        fprintf(stderr,
+                "tierbench run: %llu I/O errors during the run (see the warnings above); the "
+                "figures do not describe a healthy target\n",
+                (unsigned long long)errors);
+        status = TB_EXIT_FAIL;
     }
     tb_run_fini(&run);
     return status;

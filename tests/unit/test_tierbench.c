@@ -44,6 +44,18 @@ static ssize_t slow_pread(void *arg, int fd, void *buf, size_t len, uint64_t off
     return n < 0 ? -errno : n;
 }
 
+/* A failing target: every second read returns -EIO, after a short delay. */
+static _Atomic uint64_t flaky_calls;
+
+static ssize_t flaky_pread(void *arg, int fd, void *buf, size_t len, uint64_t off)
+{
+    (void)arg;
+    if (atomic_fetch_add(&flaky_calls, 1) % 2 == 0)
+        return -EIO;
+    ssize_t n = pread(fd, buf, len, (off_t)off);
+    return n < 0 ? -errno : n;
+}
+
 static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb;
@@ -199,6 +211,24 @@ static void test_drain_timeout_drops(void **state)
     assert_true(tier_hist_max(f->res.lat) >= 100 * TIER_NS_PER_MS);
 }
 
+/* Failed reads are counted, the first errno kept, and every request is still accounted for. */
+static void test_infer_read_errors(void **state)
+{
+    struct fixture *f = *state;
+    struct tb_io io = {.pread = flaky_pread};
+    struct tb_infer_cfg cfg = infer_cfg(200, 4);
+    atomic_store(&flaky_calls, 0);
+    uint64_t t0 = tier_now_mono_ns() + 20 * TIER_NS_PER_MS;
+    assert_int_equal(tb_series_init(&f->series, t0, 20), 0);
+    assert_int_equal(
+        tb_infer_run(&cfg, &f->ds, &io, 4, t0, 500 * TIER_NS_PER_MS, &f->res, &f->series), 0);
+    assert_int_equal(f->res.scheduled, 100);
+    assert_int_equal(f->res.errors, 50);
+    assert_int_equal(f->res.ops, 50);
+    assert_int_equal(f->res.first_error, -EIO);
+    assert_int_equal(tier_hist_count(f->res.lat), 50); /* only successes have a latency */
+}
+
 static struct tb_train_cfg train_cfg(unsigned threads, unsigned batch, uint64_t compute_ns)
 {
     return (struct tb_train_cfg){
@@ -279,6 +309,51 @@ static void test_au_known_speed(void **state)
     double au1 = 100.0 * (double)s1->busy_ns / (double)(s1->busy_ns + s1->wait_ns);
     assert_true(au1 > 35.0 && au1 < 65.0);
     assert_true(s1->busy_ns + s1->wait_ns <= TIER_NS_PER_SEC + TIER_NS_PER_MS);
+}
+
+/* A target failing half its reads must not stall the training pipeline: failed samples are
+ * delivered as errors and the accelerator keeps getting batches. */
+static void test_train_read_errors(void **state)
+{
+    struct fixture *f = *state;
+    struct tb_io io = {.pread = flaky_pread};
+    struct tb_train_cfg cfg = train_cfg(2, 4, 1 * TIER_NS_PER_MS);
+    atomic_store(&flaky_calls, 0);
+    uint64_t t0 = tier_now_mono_ns() + 20 * TIER_NS_PER_MS;
+    assert_int_equal(tb_series_init(&f->series, t0, 10), 0);
+    assert_int_equal(
+        tb_train_run(&cfg, &f->ds, &io, 8, t0, 500 * TIER_NS_PER_MS, &f->res, &f->series), 0);
+    assert_true(f->res.ops > 100);
+    assert_true(f->res.errors > 0);
+    assert_int_equal(f->res.first_error, -EIO);
+}
+
+/* A checkpoint that cannot be written (its directory is taken by a file) is counted as an
+ * error, and later checkpoints still run. */
+static void test_checkpoint_write_error(void **state)
+{
+    struct fixture *f = *state;
+    char root[PATH_MAX], blocker[PATH_MAX + 32];
+    snprintf(root, sizeof(root), "%s/ckpt-err", f->dir);
+    assert_int_equal(mkdir(root, 0755), 0);
+    snprintf(blocker, sizeof(blocker), "%s/ckpt-t-1", root);
+    tu_write_file(blocker, "x", 1);
+    struct tb_ckpt_cfg cfg = {.enabled = 1,
+                              .interval_ns = 200 * TIER_NS_PER_MS,
+                              .bytes = 1 << 20,
+                              .files = 2,
+                              .threads = 2,
+                              .fsync = 1};
+    uint64_t t0 = tier_now_mono_ns() + 20 * TIER_NS_PER_MS;
+    assert_int_equal(tb_series_init(&f->series, t0, 10), 0);
+    assert_int_equal(tb_ckpt_run(&cfg, root, "t", 1, t0, 500 * TIER_NS_PER_MS, &f->res, &f->series),
+                     0);
+    assert_int_equal(f->res.errors, 1);
+    assert_int_equal(f->res.first_error, -ENOTDIR);
+    assert_int_equal(f->res.ops, 1); /* the second checkpoint, at 400 ms */
+    struct stat st;
+    assert_int_equal(stat(root, &st), 0); /* not created by the engine: left in place */
+    unlink(blocker);
 }
 
 static void test_checkpoint_engine(void **state)
@@ -411,6 +486,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pacing_keeps_rate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queueing_counted_in_latency, setup, teardown),
         cmocka_unit_test_setup_teardown(test_drain_timeout_drops, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_infer_read_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_train_read_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_write_error, setup, teardown),
         cmocka_unit_test(test_au_tmpfs),
         cmocka_unit_test_setup_teardown(test_au_known_speed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_engine, setup, teardown),
