@@ -15,8 +15,8 @@
  * manifest file is byte-identical in the backend (backend_read + SHA-256), that the journal has
  * no pending row, and (POSIX) that any multipart upload left behind holds no part.
  *
- * Usage: test_wb_crash [posix|rgw]. Environment: WB_CRASH_CYCLES (default 50 posix, 8 rgw),
- * WB_CRASH_SEED (default: time), WB_CRASH_FILES (files written in all).
+ * Usage: test_wb_crash [posix|rgw]. Environment: WB_CRASH_CYCLES (default 50 posix, 12 rgw),
+ * WB_CRASH_SEED (default 20261130), WB_CRASH_FILES (files written in all).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -420,8 +420,8 @@ static void test_crash_rgw(void **state)
     C.rgw = true;
     assert_int_equal(tu_s3_bucket_create(&C.s3, "wbcrash", C.bucket, sizeof(C.bucket)), 0);
     setup_dirs("wbcrash-rgw");
-    C.cycles = env_int("WB_CRASH_CYCLES", 8);
-    C.files = env_int("WB_CRASH_FILES", 8);
+    C.cycles = env_int("WB_CRASH_CYCLES", 12);
+    C.files = env_int("WB_CRASH_FILES", 24);
     run_crash();
     tu_rmtree(C.dir);
     free(C.dir);
@@ -432,7 +432,7 @@ int main(int argc, char **argv)
 {
     const char *s = getenv("WB_CRASH_SEED");
     uint64_t seed;
-    C.seed = s && tier_parse_u64(s, &seed) == 0 ? seed : (uint64_t)time(NULL);
+    C.seed = s && tier_parse_u64(s, &seed) == 0 ? seed : 20261130;
     bool rgw = argc > 1 && strcmp(argv[1], "rgw") == 0;
     const struct CMUnitTest posix[] = {cmocka_unit_test(test_crash_posix)};
     const struct CMUnitTest s3[] = {cmocka_unit_test(test_crash_rgw)};
