@@ -306,7 +306,7 @@ osd memory target = 1073741824
 keyring = $DIR/rgw.keyring
 log file = $LOGDIR/\$name.log
 rgw data = $DIR/rgw
-rgw frontends = beast endpoint=127.0.0.1:$rgwport
+rgw frontends = beast endpoint=127.0.0.1:$rgwport tcp_nodelay=1
 rgw thread pool size = 128
 EOF
     mv "$CONF.tmp" "$CONF"
