@@ -614,8 +614,9 @@ static void release_result(struct shard *s, struct cblock *b)
  */
 static int block_get(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
                      uint64_t index, uint32_t off_in_block, uint32_t seq_len, bool pinned,
-                     struct cdata **out)
+                     struct cdata **out, struct level **from)
 {
+    *from = NULL;
     uint8_t id[16];
     int r = cache_block_id(obj->be->name, obj->key, obj->etag, index, id);
     if (r < 0)
@@ -647,6 +648,7 @@ static int block_get(struct cache *c, const struct tier_ioctx *io, const struct 
         }
         atomic_fetch_add_explicit(&c->ram.hits, 1, memory_order_relaxed);
         *out = d;
+        *from = &c->ram;
         return 0;
     }
     if (b && b->ready) {
@@ -704,7 +706,6 @@ static int block_get(struct cache *c, const struct tier_ioctx *io, const struct 
             policy_hit(c->disk.pol, &b->disk_node);
         pthread_mutex_unlock(&c->disk.mu);
         atomic_fetch_add_explicit(&c->disk.hits, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&c->disk.bytes_read, d->len, memory_order_relaxed);
         r = 0;
     } else {
         if (c->disk_dir)
@@ -731,8 +732,10 @@ static int block_get(struct cache *c, const struct tier_ioctx *io, const struct 
     b->refs--;
     release_result(s, b);
     pthread_mutex_unlock(&s->mu);
-    if (r == 0)
+    if (r == 0) {
         *out = d;
+        *from = from_backend ? NULL : &c->disk;
+    }
     return r;
 }
 
@@ -819,14 +822,16 @@ ssize_t cache_read(struct cache *c, const struct tier_ioctx *io, const struct ca
             continue;
         }
         struct cdata *d = NULL;
-        int r = block_get(c, io, obj, index, in, (uint32_t)n, pinned, &d);
+        struct level *from = NULL;
+        int r = block_get(c, io, obj, index, in, (uint32_t)n, pinned, &d, &from);
         if (r < 0)
             return done ? (ssize_t)done : r;
         memcpy((char *)buf + done, d->bytes + in, n);
+        if (from)
+            atomic_fetch_add_explicit(&from->bytes_read, n, memory_order_relaxed);
         cdata_unref(d);
         done += n;
     }
-    atomic_fetch_add_explicit(&c->ram.bytes_read, done, memory_order_relaxed);
     return (ssize_t)done;
 }
 
@@ -838,7 +843,9 @@ int cache_fetch_block(struct cache *c, const struct tier_ioctx *io, const struct
     if (index * c->cfg.block_size >= obj->size_bytes)
         return obj->size_bytes == 0 && index == 0 ? 0 : -EINVAL;
     struct cdata *d = NULL;
-    int r = block_get(c, io, obj, index, 0, block_len(c, obj, index), obj_pinned(c, obj), &d);
+    struct level *from = NULL;
+    int r =
+        block_get(c, io, obj, index, 0, block_len(c, obj, index), obj_pinned(c, obj), &d, &from);
     if (r < 0)
         return r;
     cdata_unref(d);
@@ -1048,8 +1055,6 @@ void cache_stats_get(struct cache *c, struct cache_stats *st)
     memset(st, 0, sizeof(*st));
     level_stats(&c->ram, &st->ram);
     level_stats(&c->disk, &st->disk);
-    /* bytes_read of the RAM level counts all bytes returned by cache_read; per-level split of
-     * disk reads is in disk.bytes_read. */
     st->fetches = atomic_load(&c->fetches);
     st->fetch_bytes = atomic_load(&c->fetch_bytes);
     st->fetch_errors = atomic_load(&c->fetch_errors);
