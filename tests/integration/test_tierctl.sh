@@ -10,7 +10,8 @@
 #    translation, pin/unpin/evict requests. This pins down tierctl's side of docs/API.md.
 # 3. Against the real tierd (when TIERD is given and built, and /dev/fuse is usable): a POSIX
 #    backend over 1,000 small files, `tierctl stage /ns` completes, a second run reports every
-#    byte already cached, `status --json` shows the bytes as cached, pin/unpin/evict round trip.
+#    byte already cached, `status --json` shows the bytes as cached, pin/unpin/evict round trip,
+#    --tcp with the right token works and with a wrong one is refused (exit 4).
 #
 # No sleeps as synchronisation: every wait polls a condition with a deadline. The mock server,
 # tierd and the mount are cleaned up in an EXIT trap.
@@ -275,6 +276,7 @@ for i in range(1000):
         f.write(r.randbytes(r.randint(1024, 8192)))
 PYEOF
     TOTAL=$(find "$DATA/ds" -type f -printf '%s\n' | awk '{s+=$1} END {print s}')
+    PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     cat >"$W/tierd.conf" <<EOF
 [cache]
 block_size = 64K
@@ -297,6 +299,8 @@ path = $MNT
 
 [api]
 socket = $SOCK
+tcp = 127.0.0.1:$PORT
+token = s3cret-token
 
 [daemon]
 stage_threads = 8
@@ -332,6 +336,9 @@ sys.exit(0 if used >= int(sys.argv[1]) else 1)' "$TOTAL"; then
         fi
         run "real: status table" 0 "${T[@]}" status
         contains "real: namespace listed" "/ns"
+        run "real: status over TCP with the token" 0 "$TIERCTL" --tcp "127.0.0.1:$PORT" --token s3cret-token status
+        contains "real: TCP status" "/ns"
+        run "real: TCP with a wrong token is refused" 4 "$TIERCTL" --tcp "127.0.0.1:$PORT" --token wrong status
         run "real: pin" 0 "${T[@]}" pin /ns/a
         run "real: evict keeps pinned blocks" 0 "${T[@]}" evict /ns/a
         contains "real: nothing evicted while pinned" "evicted 0 blocks"
