@@ -31,6 +31,9 @@
 #include "testutil.h"
 #include "tiers/backend.h"
 #include "writeback/wb.h"
+#ifdef WB_HAVE_QOS
+#include "qos/sched.h"
+#endif
 
 #define MIB (1024u * 1024u)
 
@@ -729,6 +732,35 @@ static void test_bad_config_and_keys(void **state)
     assert_int_equal(jr_count_state(f, "sealed"), 1);
 }
 
+static void test_qos_admission(void **state)
+{
+#ifdef WB_HAVE_QOS
+    struct fx *f = *state;
+    struct sched *s;
+    struct sched_config sc = {.max_inflight = 4};
+    assert_int_equal(sched_new(&sc, &s), 0);
+    f->cfg.sched = s;
+    fx_open(f);
+    write_file(f, "q/big", 11 * MIB, 91);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 20000), 0);
+    wb_close(f->wb);
+    f->wb = NULL;
+    struct sched_stats st;
+    sched_stats_get(s, &st);
+    const struct sched_class_stats *c = &st.cls[TIER_IO_CHECKPOINT];
+    /* create + 3 parts + complete + stat, each admitted as class checkpoint and completed. */
+    assert_true(c->admitted >= 6);
+    assert_int_equal(c->completed, c->admitted);
+    assert_true(c->bytes >= 11 * MIB);
+    assert_int_equal(st.cls[TIER_IO_STREAMING].admitted, 0);
+    sched_free(s);
+#else
+    (void)state;
+    print_message("skipped: built without src/qos\n");
+    skip();
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -745,6 +777,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_recovery_discards_unclosed, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_recovery_aborts_cancelled, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_bad_config_and_keys, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_qos_admission, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
