@@ -869,8 +869,12 @@ int wb_rename(struct wb *wb, const char *backend_name, const char *old_key, cons
     int64_t id = e->id;
     struct wb_entry *dst = find_live(wb, backend_name, new_key);
     if (dst) {
+        /* Keep the uploaders off e (pick() skips interrupted entries) while waiting for dst. */
+        e->interrupt = true;
         dst = quiesce(wb, dst);
         e = find_id(wb, id);
+        if (e)
+            e->interrupt = false;
         if (dst && e && dst != e) {
             rc = cancel_entry(wb, dst);
             if (rc)
@@ -1127,7 +1131,7 @@ void wb_retention_apply(struct wb *wb, const struct wb_entry *ref)
     qsort(v, n, sizeof(*v), newest_first);
     for (i = (size_t)keep; i < n; i++) {
         struct wb_entry *e = v[i];
-        if (e->busy)
+        if (e->busy && e != ref) /* ref: the caller's own entry, just uploaded */
             continue;
         e->state = WB_EVICTABLE;
         if (jr_set_state(wb->db, e) != 0) {

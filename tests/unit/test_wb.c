@@ -656,6 +656,15 @@ static void test_durability_remote(void **state)
     /* close returned: the object must already be there, verified. */
     assert_object(f, "r/a", 6 * MIB, 61);
     assert_int_equal(jr_count_state(f, "uploaded"), 1);
+    /* retention_keep = 0: the local copy goes as soon as the upload is done. */
+    f->cfg.retention_keep = 0;
+    fx_reopen(f);
+    write_file(f, "r/b", 1000, 62);
+    /* Both r/a (uploaded under keep = all) and r/b lose their local copy. */
+    assert_int_equal(jr_count_state(f, "evictable"), 2);
+    assert_int_equal(count_staging(f), 0);
+    char b[4];
+    assert_int_equal(wb_read(f->wb, "warm", "r/b", b, 4, 0), -ENOENT);
 }
 
 static void test_recovery_discards_unclosed(void **state)
