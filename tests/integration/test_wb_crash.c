@@ -15,14 +15,16 @@
  * manifest file is byte-identical in the backend (backend_read + SHA-256), that the journal has
  * no pending row, and (POSIX) that any multipart upload left behind holds no part.
  *
- * Usage: test_wb_crash [posix|rgw]. Environment: WB_CRASH_CYCLES (default 50 posix, 12 rgw),
- * WB_CRASH_SEED (default 20261130), WB_CRASH_FILES (files written in all).
+ * Usage: test_wb_crash [posix|rgw|rgw-outage] (rgw-outage: see test_rgw_outage). Environment:
+ * WB_CRASH_CYCLES (default 50 posix, 12 rgw), WB_CRASH_SEED (default 20261130), WB_CRASH_FILES
+ * (files written in all).
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -42,6 +44,7 @@
 #include "common/dynbuf.h"
 #include "common/log.h"
 #include "common/strutil.h"
+#include "common/timeutil.h"
 #include "testutil.h"
 #include "tiers/backend.h"
 #include "writeback/wb.h"
@@ -511,13 +514,134 @@ static void test_crash_rgw(void **state)
 #endif
 }
 
+#ifdef WB_HAVE_S3
+/* RGW outage: RGW is stopped in the middle of a multipart upload (from the first part-done
+ * event, so the stop lands deterministically mid-upload), the burst buffer is restarted while
+ * RGW is down, then RGW comes back: every file must end up complete and identical, and no
+ * multipart upload may be left behind. */
+static atomic_int outage_parts;
+
+static void outage_event(void *ctx, enum wb_event ev, int64_t id)
+{
+    (void)ctx;
+    (void)id;
+    if (ev == WB_EV_PART_DONE && atomic_fetch_add(&outage_parts, 1) == 0) {
+        int rc = tu_ceph_ctl("stop-rgw");
+        if (rc != 0)
+            fprintf(stderr, "stop-rgw failed: %d\n", rc);
+    }
+}
+
+static void outage_test(void)
+{
+    struct s3_backend_config sc = {.name = "cold",
+                                   .endpoint = C.s3.endpoint,
+                                   .region = C.s3.region,
+                                   .bucket = C.bucket,
+                                   .path_style = true,
+                                   .access_key = C.s3.access_key,
+                                   .secret_key = C.s3.secret_key,
+                                   .max_retries = 1,
+                                   .retry_base_ms = 50,
+                                   .connect_timeout_ms = 1000,
+                                   .request_timeout_ms = 5000};
+    assert_int_equal(backend_s3_open(&sc, &g_be), 0);
+    struct wb_config cfg = {.spool_dir = C.spool,
+                            .journal_path = C.journal,
+                            .resolve = resolve,
+                            .upload_threads = 1,
+                            .parts_parallel = 1,
+                            .part_size_bytes = 5 * MIB,
+                            .retention_keep = 0,
+                            .retry_base_ms = 100,
+                            .retry_max_ms = 1000,
+                            .on_event = outage_event};
+    struct wb *wb;
+    assert_int_equal(wb_open(&cfg, &wb), 0);
+    enum { NFILES = 3 };
+    const uint64_t sizes[NFILES] = {16 * MIB + 3, 11 * MIB, 100000};
+    unsigned char *buf = malloc(16 * MIB + 3);
+    for (int i = 0; i < NFILES; i++) {
+        tu_fill_random(buf, sizes[i], 500 + (uint64_t)i);
+        char key[64];
+        file_key(i, key, sizeof(key));
+        struct wb_file *fh;
+        assert_int_equal(wb_file_create(wb, "cold", key, &fh), 0);
+        assert_int_equal(wb_write(fh, buf, sizes[i], 0), (ssize_t)sizes[i]);
+        assert_int_equal(wb_file_close(fh), 0);
+    }
+    /* The first part-done event stops RGW; uploads then fail and are retried. Poll the
+     * counters with a deadline. */
+    uint64_t dl = tier_now_mono_ns() + 120 * TIER_NS_PER_SEC;
+    struct wb_stats st;
+    do {
+        wb_stats_get(wb, &st);
+        if (st.upload_retries >= 2)
+            break;
+        tier_sleep_ms(20);
+    } while (tier_now_mono_ns() < dl);
+    assert_true(st.upload_retries >= 2);
+    assert_int_equal(wb_wait(wb, NULL, "", 100), -ETIMEDOUT);
+    print_message("RGW stopped mid-upload: %llu retries, %llu files uploaded so far\n",
+                  (unsigned long long)st.upload_retries, (unsigned long long)st.uploads_done);
+    /* Restart the burst buffer while RGW is down: recovery resumes the partial upload. */
+    wb_close(wb);
+    cfg.on_event = NULL;
+    assert_int_equal(wb_open(&cfg, &wb), 0);
+    wb_stats_get(wb, &st);
+    assert_true(st.recovered_sealed + st.recovered_uploading >= 1);
+    assert_int_equal(tu_ceph_ctl("start-rgw"), 0);
+    assert_int_equal(wb_wait(wb, NULL, "", 180000), 0);
+    wb_close(wb);
+    for (int i = 0; i < NFILES; i++) {
+        unsigned char *got = malloc(sizes[i] + 1);
+        tu_fill_random(buf, sizes[i], 500 + (uint64_t)i);
+        char key[64];
+        file_key(i, key, sizeof(key));
+        assert_int_equal(backend_read(g_be, key, 0, got, sizes[i] + 1, NULL, NULL),
+                         (ssize_t)sizes[i]);
+        assert_memory_equal(buf, got, sizes[i]);
+        free(got);
+    }
+    free(buf);
+    assert_int_equal(rgw_leftover_uploads(), 0);
+    backend_free(g_be);
+    g_be = NULL;
+}
+#endif
+
+static void test_rgw_outage(void **state)
+{
+    (void)state;
+#ifndef WB_HAVE_S3
+    print_message("skipped: the S3 backend is not built\n");
+    skip();
+#else
+    if (!tu_s3_env_load(&C.s3)) {
+        print_message("skipped: no RGW env (scripts/ceph.sh)\n");
+        skip();
+    }
+    C.rgw = true;
+    assert_int_equal(tu_s3_bucket_create(&C.s3, "wboutage", C.bucket, sizeof(C.bucket)), 0);
+    setup_dirs("wboutage");
+    outage_test();
+    tu_rmtree(C.dir);
+    free(C.dir);
+#endif
+}
+
 int main(int argc, char **argv)
 {
     const char *s = getenv("WB_CRASH_SEED");
     uint64_t seed;
     C.seed = s && tier_parse_u64(s, &seed) == 0 ? seed : 20261130;
-    bool rgw = argc > 1 && strcmp(argv[1], "rgw") == 0;
+    const char *mode = argc > 1 ? argv[1] : "posix";
     const struct CMUnitTest posix[] = {cmocka_unit_test(test_crash_posix)};
     const struct CMUnitTest s3[] = {cmocka_unit_test(test_crash_rgw)};
-    return rgw ? cmocka_run_group_tests(s3, NULL, NULL) : cmocka_run_group_tests(posix, NULL, NULL);
+    const struct CMUnitTest outage[] = {cmocka_unit_test(test_rgw_outage)};
+    if (strcmp(mode, "rgw") == 0)
+        return cmocka_run_group_tests(s3, NULL, NULL);
+    if (strcmp(mode, "rgw-outage") == 0)
+        return cmocka_run_group_tests(outage, NULL, NULL);
+    return cmocka_run_group_tests(posix, NULL, NULL);
 }
