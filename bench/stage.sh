@@ -130,26 +130,52 @@ CTL=("$TIERCTL" -s "$W/api.sock")
 fetch_bytes() { "${CTL[@]}" status --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["cache"]["fetch_bytes"])'; }
 
 # ---- rounds ----------------------------------------------------------------------------------
+# CPU seconds (user + system) a process has used so far, from /proc/PID/stat.
+cpu_s() {
+    awk -v hz="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); printf "%.3f", ($12 + $13) / hz}' "/proc/$1/stat"
+}
+RGW_PID=$(pgrep -f "radosgw.*$CEPH_DIR/ceph.conf" | head -1 || true)
+rgw_cpu() { if [ -n "$RGW_PID" ]; then cpu_s "$RGW_PID"; else echo 0; fi; }
+sub() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", b - a}'; }
+
 base_s=()
 stage_s=()
 for r in $(seq 1 "$RUNS"); do
+    g0=$(rgw_cpu)
     t0=$(now_ns)
     got=$(curl -s "${SIG[@]}" -K "$W/get.cfg" -w '%{size_download}\n' | awk '{s+=$1} END {print s}')
     t1=$(now_ns)
+    g1=$(rgw_cpu)
     [ "$got" = "$TOTAL" ] || die "baseline downloaded $got bytes, want $TOTAL"
     base_s+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", (b-a)/1e9}')")
 
     "${CTL[@]}" evict /bench >/dev/null
     before=$(fetch_bytes)
+    c0=$(cpu_s "$TIERD_PID")
+    g2=$(rgw_cpu)
     t0=$(now_ns)
     "${CTL[@]}" stage /bench >"$W/stage.out"
     t1=$(now_ns)
+    g3=$(rgw_cpu)
+    c1=$(cpu_s "$TIERD_PID")
     after=$(fetch_bytes)
     [ $((after - before)) = "$TOTAL" ] ||
         die "stage fetched $((after - before)) bytes, want $TOTAL: $(cat "$W/stage.out")"
     stage_s+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", (b-a)/1e9}')")
-    echo "round $r: one-at-a-time ${base_s[-1]} s, tierctl stage ${stage_s[-1]} s ($(tail -1 "$W/stage.out"))" >&2
+    echo "round $r: one-at-a-time ${base_s[-1]} s (RGW CPU $(sub "$g0" "$g1") s)," \
+        "tierctl stage ${stage_s[-1]} s (RGW CPU $(sub "$g2" "$g3") s, tierd CPU $(sub "$c0" "$c1") s)" \
+        "($(tail -1 "$W/stage.out"))" >&2
 done
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); CPUs: $(nproc)" >&2
+
+# Where a staged object's time goes: the scheduler's view of the background fetches.
+"${CTL[@]}" stats | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+b = d["sched"]["background"]
+n = max(b["completed"], 1)
+print("tierd background fetches: %d, mean service %.2f ms, mean queue wait %.2f ms" % (
+    b["completed"], b["service_ns_total"] / n / 1e6, b["wait_ns_total"] / n / 1e6))' >&2
 
 # Idempotent re-run: nothing fetched.
 before=$(fetch_bytes)
