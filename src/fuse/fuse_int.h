@@ -50,6 +50,7 @@ struct tfs_dirent {
 /* An immutable snapshot of one directory, shared by the node cache and open dir handles. */
 struct tfs_listing {
     _Atomic int refs;
+    uint64_t fetched_ns; /* monotonic time the backend was asked */
     uint64_t expire_ns;
     struct tfs_dirent *e; /* sorted by name, unique */
     size_t n;
@@ -61,6 +62,7 @@ struct tfs_attr {
     uint64_t size_bytes;
     int64_t mtime_ns;
     char etag[BACKEND_ETAG_MAX];
+    uint64_t fetched_ns; /* monotonic time the backend was asked; newer information wins */
 };
 
 struct tfs_node {
@@ -112,7 +114,10 @@ int tfs_path_join(const char *parent, const char *name, char **out);
 /* ---- attributes (fuse_ops_attr.c) ---- */
 /* Current attributes of a node (cached for attr_ttl); -ENOENT, -EIO. */
 int tfs_node_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a);
-void tfs_node_set_attr(struct tierd_fuse *fs, struct tfs_node *n, const struct tfs_attr *a);
+/* Store a in the node's attribute cache unless the node already holds newer information (a
+ * later fetched_ns); then a is replaced by that newer information, so replies never go back in
+ * time (a listing older than a stat must not shrink the kernel's idea of the size). */
+void tfs_node_set_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a);
 void tfs_node_drop_attr(struct tfs_node *n);
 void tfs_fill_stat(const struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a,
                    struct stat *st);

@@ -66,12 +66,19 @@ void tfs_fill_stat(const struct tierd_fuse *fs, uint64_t ino, const struct tfs_a
     st->st_atim = st->st_mtim;
 }
 
-void tfs_node_set_attr(struct tierd_fuse *fs, struct tfs_node *n, const struct tfs_attr *a)
+void tfs_node_set_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a)
 {
+    uint64_t now = tier_now_mono_ns();
+    if (a->fetched_ns == 0)
+        a->fetched_ns = now;
     pthread_mutex_lock(&n->mu);
-    n->attr = *a;
-    n->attr_valid = true;
-    n->attr_expire_ns = tier_now_mono_ns() + fs->attr_ttl_ns;
+    if (n->attr_valid && n->attr.fetched_ns > a->fetched_ns) {
+        *a = n->attr;
+    } else {
+        n->attr = *a;
+        n->attr_valid = true;
+        n->attr_expire_ns = a->fetched_ns + fs->attr_ttl_ns;
+    }
     pthread_mutex_unlock(&n->mu);
 }
 
@@ -90,7 +97,7 @@ static void dir_attr(const struct tierd_fuse *fs, struct tfs_attr *a)
 }
 
 /* Ask the backend what path is. */
-static int stat_path(struct tierd_fuse *fs, const char *path, struct tfs_attr *a)
+static int stat_path_at(struct tierd_fuse *fs, const char *path, struct tfs_attr *a)
 {
     if (tierd_is_virtual_dir(fs->d, path)) {
         dir_attr(fs, a);
@@ -146,6 +153,15 @@ static int stat_path(struct tierd_fuse *fs, const char *path, struct tfs_attr *a
     }
 out:
     free(key);
+    return rc;
+}
+
+static int stat_path(struct tierd_fuse *fs, const char *path, struct tfs_attr *a)
+{
+    uint64_t t0 = tier_now_mono_ns();
+    int rc = stat_path_at(fs, path, a);
+    if (rc == 0)
+        a->fetched_ns = t0;
     return rc;
 }
 
@@ -213,6 +229,7 @@ int tfs_resolve_child(struct tierd_fuse *fs, struct tfs_node *parent, const char
             a->size_bytes = e->size_bytes;
             a->mtime_ns = e->mtime_ns;
             memcpy(a->etag, e->etag, sizeof(a->etag));
+            a->fetched_ns = l->fetched_ns;
             rc = 0;
         }
         tfs_listing_unref(l);

@@ -161,6 +161,7 @@ static int list_backend(struct tierd_fuse *fs, const char *path, struct builder 
 
 static int listing_build(struct tierd_fuse *fs, const char *path, struct tfs_listing **out)
 {
+    uint64_t t0 = tier_now_mono_ns();
     struct builder b;
     memset(&b, 0, sizeof(b));
     int rc;
@@ -195,7 +196,8 @@ static int listing_build(struct tierd_fuse *fs, const char *path, struct tfs_lis
     l->e = b.e;
     l->n = w;
     l->refs = 1;
-    l->expire_ns = tier_now_mono_ns() + fs->entry_ttl_ns;
+    l->fetched_ns = t0;
+    l->expire_ns = t0 + fs->entry_ttl_ns;
     *out = l;
     return 0;
 }
@@ -306,6 +308,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         a.size_bytes = e->size_bytes;
         a.mtime_ns = e->mtime_ns;
         memcpy(a.etag, e->etag, sizeof(a.etag));
+        a.fetched_ns = l->fetched_ns;
         if (!plus) {
             struct stat st;
             memset(&st, 0, sizeof(st));

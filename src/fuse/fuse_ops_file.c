@@ -77,9 +77,16 @@ void tfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     pthread_mutex_init(&h->mu, NULL);
 
     pthread_mutex_lock(&n->mu);
-    bool same = n->last_open_etag[0] != '\0' && strcmp(n->last_open_etag, a.etag) == 0;
+    bool had_version = n->last_open_etag[0] != '\0';
+    bool same = had_version && strcmp(n->last_open_etag, a.etag) == 0;
     memcpy(n->last_open_etag, a.etag, sizeof(n->last_open_etag));
     pthread_mutex_unlock(&n->mu);
+    /* A new version: the kernel may still hold the old size (its attributes are valid for
+     * attr_ttl from an earlier reply) and would cut or pad the reads of this handle at it.
+     * Invalidate its attributes (not its pages; keep_cache = 0 drops those) so that the read
+     * path asks getattr first, which answers from the attributes this open just saw. */
+    if (!same && had_version)
+        fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
     fi->keep_cache = same ? 1 : 0;
     fi->direct_io = 0;
     fi->fh = (uint64_t)(uintptr_t)h;
@@ -184,7 +191,11 @@ void tfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct 
     } else {
         /* before the reply: once the kernel has it, release may free the handle */
         maybe_prefetch(fs, h, (uint64_t)off, (size_t)n);
-        fuse_reply_buf(req, buf, (size_t)n);
+        /* fuse_reply_data splices the buffer into /dev/fuse when the kernel allows it (one copy
+         * fewer than fuse_reply_buf); it is done with buf when it returns */
+        struct fuse_bufvec bv = FUSE_BUFVEC_INIT((size_t)n);
+        bv.buf[0].mem = buf;
+        fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
     }
     free(buf);
 }

@@ -133,6 +133,8 @@ static void tfs_init(void *userdata, struct fuse_conn_info *conn)
         conn->want |= FUSE_CAP_ASYNC_READ;
     if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
         conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+    if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+        conn->want |= FUSE_CAP_SPLICE_WRITE;
     conn->max_readahead = 1 << 20;
     conn->max_background = 64;
     conn->congestion_threshold = 48;
