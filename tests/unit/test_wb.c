@@ -741,6 +741,36 @@ static void test_bad_config_and_keys(void **state)
     assert_int_equal(jr_count_state(f, "sealed"), 1);
 }
 
+static void test_age_bound_and_deadline(void **state)
+{
+    struct fx *f = *state;
+    f->fault.down = true;
+    f->cfg.max_dirty_age_ms = 100;
+    f->cfg.backpressure_wait_ms = 300;
+    f->cfg.upload_deadline_ms = 50;
+    fx_open(f);
+    write_file(f, "age/1", 1000, 95);
+    /* The sealed file cannot upload: once it is older than 100 ms, new writers are held back. */
+    WAIT_FOR(stats(f).deadline_warnings == 1, 5000);
+    WAIT_FOR(jr_query(f, "SELECT count(*) FROM files WHERE state='sealed'") == 1, 1000);
+    struct wb_file *fh = NULL;
+    uint64_t t0 = tier_now_mono_ns();
+    int rc;
+    do { /* the age bound holds from 100 ms after the seal on */
+        rc = wb_file_create(f->wb, "warm", "age/2", &fh);
+        if (rc == 0)
+            assert_int_equal(wb_file_close(fh), 0);
+    } while (rc == 0 && tier_now_mono_ns() - t0 < 5 * TIER_NS_PER_SEC);
+    assert_int_equal(rc, -ENOSPC);
+    assert_true(stats(f).backpressure_waits >= 1);
+    f->fault.down = false;
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    assert_int_equal(wb_file_create(f->wb, "warm", "age/3", &fh), 0);
+    assert_int_equal(wb_file_close(fh), 0);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    assert_object(f, "age/1", 1000, 95);
+}
+
 static void test_qos_admission(void **state)
 {
 #ifdef WB_HAVE_QOS
@@ -786,6 +816,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_recovery_discards_unclosed, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_recovery_aborts_cancelled, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_bad_config_and_keys, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_age_bound_and_deadline, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_qos_admission, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
