@@ -1017,6 +1017,11 @@ long cache_evict(struct cache *c, const char *backend_name, const char *prefix)
     return count;
 }
 
+size_t cache_block_size(const struct cache *c)
+{
+    return c->cfg.block_size;
+}
+
 uint64_t cache_cached_bytes(struct cache *c, const struct cache_obj *obj)
 {
     if (!c || !obj_ok(obj))

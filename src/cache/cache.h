@@ -86,6 +86,9 @@ int cache_unpin(struct cache *c, const char *backend_name, const char *prefix);
 /* Drop every unpinned cached block of keys under prefix; returns the number dropped or -errno. */
 long cache_evict(struct cache *c, const char *backend_name, const char *prefix);
 
+/* The block size in force (cfg.block_size after defaults), for callers that walk blocks. */
+size_t cache_block_size(const struct cache *c);
+
 /* How many bytes of obj are cached (any level), for stage progress and status. */
 uint64_t cache_cached_bytes(struct cache *c, const struct cache_obj *obj);
 

@@ -42,7 +42,6 @@
 #define MAX_FINISHED_JOBS 256
 #define QUEUE_PER_WORKER 16
 #define MAX_WORKERS 256
-#define DEFAULT_BLOCK_SIZE (4u << 20) /* cache.h: block_size default */
 
 /* One root of a job, resolved by stage_start(). */
 struct stage_root {
@@ -94,8 +93,7 @@ struct stage_registry {
 
 static size_t block_size(const struct stage_registry *r)
 {
-    size_t bs = r->d->cfg.cache.block_size;
-    return bs ? bs : DEFAULT_BLOCK_SIZE;
+    return cache_block_size(r->d->cache);
 }
 
 static int worker_count(const struct stage_registry *r)
