@@ -79,6 +79,8 @@ struct parser {
 /* ---- errors ---------------------------------------------------------------------------- */
 
 static void vrecord(char *dst, int *dst_line, const char *file, int line, const char *fmt,
+                    va_list ap) __attribute__((format(printf, 5, 0)));
+static void vrecord(char *dst, int *dst_line, const char *file, int line, const char *fmt,
                     va_list ap)
 {
     int eff = line > 0 ? line : 1;
