@@ -11,6 +11,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <xxhash.h>
+/* Debian's libxxhash picks the widest vector unit (AVX2/AVX-512) at run time through these
+ * *_dispatch entry points; the header maps XXH3_64bits() etc. onto them. Block checksums are
+ * verified on every disk hit, so their speed is the disk-hit path's speed. */
+#include <xxh_x86dispatch.h>
 
 #include "cache/cache.h"
 #include "cache/policy.h"

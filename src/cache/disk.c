@@ -44,6 +44,8 @@
 #define DISK_MAGIC "TIERCB01"
 #define DISK_VERSION 2u
 #define CHUNK_BYTES (64u << 10)
+/* Chunks read per syscall on the verified read path (256 KiB: stays in L2 until hashed). */
+#define VERIFY_GROUP 4u
 
 struct disk_hdr {
     char magic[8];
@@ -234,15 +236,21 @@ static int read_verified(int fd, const struct disk_hdr *h, const unsigned char *
             uint32_t cj = ci;
             while (cj + 1 <= c1 && CH_WHOLE(cj + 1))
                 cj++;
-            unsigned char *p = dst + (CH_START(ci) - off);
-            r = read_all(fd, p, (size_t)(CH_END(cj) - CH_START(ci)),
-                         (off_t)(h->hdr_len + CH_START(ci)));
-            for (uint32_t k = ci; k <= cj && r == 0; k++) {
-                uint64_t want;
-                memcpy(&want, sums + 8 * (size_t)k, 8);
-                if (XXH3_64bits(dst + (CH_START(k) - off), (size_t)(CH_END(k) - CH_START(k))) !=
-                    want)
-                    r = -EBADMSG;
+            /* Read a run of whole chunks a few at a time and hash each group right after its
+             * read, while the bytes are still in the CPU cache: one pass over memory instead of
+             * two. */
+            for (uint32_t k = ci; k <= cj && r == 0;) {
+                uint32_t kend = k + VERIFY_GROUP - 1 < cj ? k + VERIFY_GROUP - 1 : cj;
+                unsigned char *p = dst + (CH_START(k) - off);
+                r = read_all(fd, p, (size_t)(CH_END(kend) - CH_START(k)),
+                             (off_t)(h->hdr_len + CH_START(k)));
+                for (; k <= kend && r == 0; k++) {
+                    uint64_t want;
+                    memcpy(&want, sums + 8 * (size_t)k, 8);
+                    if (XXH3_64bits(dst + (CH_START(k) - off), (size_t)(CH_END(k) - CH_START(k))) !=
+                        want)
+                        r = -EBADMSG;
+                }
             }
             ci = cj + 1;
             continue;
