@@ -2,7 +2,8 @@
 /*
  * test_config.c - tierd.conf parsing (src/daemon/config.c): a table of bad configs, each with
  * the message it must produce (file:line, key, allowed values, did-you-mean), and good configs
- * parsed into the expected struct, defaults included.
+ * parsed into the expected struct, defaults included; and the namespace tree built from it
+ * (tierd_resolve, virtual directories: src/daemon/resolve.c).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -10,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -247,6 +249,78 @@ static void test_long_line_and_comments(void **state)
     tierd_config_fini(&c);
 }
 
+static void collect(const char *name, size_t len, void *arg)
+{
+    char *out = arg;
+    size_t used = strlen(out);
+    snprintf(out + used, 256 - used, "%.*s,", (int)len, name);
+}
+
+static void test_resolve(void **state)
+{
+    (void)state;
+    static const char text[] = "[backend w]\ntype = posix\nroot = /srv\n"
+                               "[namespace /data]\nbackend = w\nprefix = ds\n"
+                               "[namespace /bulk/many]\nbackend = w\nprefix = /many/\n"
+                               "[namespace /bulk/more]\nbackend = w\n"
+                               "[mount]\npath = /m\n";
+    static struct tierd d;
+    char err[512];
+    int rc = tierd_config_load_string("t.conf", text, strlen(text), &d.cfg, err, sizeof(err));
+    if (rc)
+        fail_msg("%s", err);
+    for (size_t i = 0; i < d.cfg.nnamespaces; i++)
+        d.ns[i].conf = &d.cfg.namespaces[i];
+    d.nns = d.cfg.nnamespaces;
+
+    static const struct {
+        const char *path;
+        int rc;
+        const char *key;
+        bool root;
+        size_t ns;
+    } cases[] = {
+        {"/data/x/y.bin", 0, "ds/x/y.bin", false, 0},
+        {"/data", 0, "ds/", true, 0},
+        {"/data/", 0, "ds/", true, 0},
+        {"/bulk/many/a", 0, "many/a", false, 1},
+        {"/bulk/more/z", 0, "z", false, 2},
+        {"/bulk/more", 0, "", true, 2},
+        {"/bulk", -ENOENT, NULL, false, 0},
+        {"/datax", -ENOENT, NULL, false, 0},
+        {"/", -ENOENT, NULL, false, 0},
+        {"/data/../etc", -EINVAL, NULL, false, 0},
+        {"/data/a//b", -EINVAL, NULL, false, 0},
+        {"data/x", -EINVAL, NULL, false, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct tierd_ns *ns = NULL;
+        char *key = NULL;
+        bool root = false;
+        rc = tierd_resolve(&d, cases[i].path, &ns, &key, &root);
+        if (rc != cases[i].rc)
+            fail_msg("%s: rc %d, expected %d", cases[i].path, rc, cases[i].rc);
+        if (rc == 0) {
+            assert_string_equal(key, cases[i].key);
+            assert_int_equal(root, cases[i].root);
+            assert_ptr_equal(ns, &d.ns[cases[i].ns]);
+        }
+        free(key);
+    }
+    assert_true(tierd_is_virtual_dir(&d, "/"));
+    assert_true(tierd_is_virtual_dir(&d, "/bulk"));
+    assert_false(tierd_is_virtual_dir(&d, "/bu"));
+    assert_false(tierd_is_virtual_dir(&d, "/data"));
+    assert_false(tierd_is_virtual_dir(&d, "/bulk/many"));
+    char names[256] = "";
+    tierd_virtual_children(&d, "/", collect, names);
+    assert_string_equal(names, "data,bulk,"); /* no duplicate for the second /bulk namespace */
+    names[0] = '\0';
+    tierd_virtual_children(&d, "/bulk", collect, names);
+    assert_string_equal(names, "many,more,");
+    tierd_config_fini(&d.cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -255,6 +329,7 @@ int main(void)
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_long_line_and_comments),
+        cmocka_unit_test(test_resolve),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
