@@ -606,12 +606,16 @@ static int remove_staging(const struct posix_backend *pb, int sfd, const char *i
     DIR *d = fdopendir(dup(sfd));
     if (!d)
         return -errno;
+    /* The "key" file goes last: a crash part-way through leaves a staging directory that still
+     * names its key, so a later abort of the same upload id can finish the cleanup. */
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 &&
+            strcmp(de->d_name, "key") != 0)
             unlinkat(sfd, de->d_name, 0);
     }
     closedir(d);
+    unlinkat(sfd, "key", 0);
     int mpu = open_beneath(pb, MPU_DIR, O_RDONLY | O_DIRECTORY, 0);
     if (mpu < 0)
         return mpu;
