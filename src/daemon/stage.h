@@ -22,12 +22,12 @@ enum stage_state { STAGE_RUNNING = 0, STAGE_DONE = 1, STAGE_FAILED = 2 };
 
 struct stage_progress {
     enum stage_state state;
-    bool listing_done;        /* files_total/bytes_total are final */
+    bool listing_done; /* files_total/bytes_total are final */
     uint64_t files_total, files_done;
     uint64_t bytes_total, bytes_done;
     uint64_t bytes_already_cached; /* found cached when the job reached them */
     uint64_t errors;
-    char first_error[256];    /* "path: message" of the first failure */
+    char first_error[256]; /* "path: message" of the first failure */
     uint64_t elapsed_ns;
 };
 

@@ -28,7 +28,7 @@ struct sched_config {
 struct sched_class_stats {
     uint64_t admitted, completed, errors;
     uint64_t bytes;
-    uint64_t wait_ns_total;   /* time spent queued at admission */
+    uint64_t wait_ns_total;    /* time spent queued at admission */
     uint64_t service_ns_total; /* time from admission to completion */
     uint64_t queued_now, inflight_now;
 };
