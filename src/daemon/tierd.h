@@ -100,7 +100,7 @@ struct tierd {
     struct stage_registry *stages; /* staging jobs (stage.h) */
     struct tierd_api *api;         /* control API server (api.h) */
     struct tierd_fuse *fuse;       /* the FUSE session (fuse/tierfs.h) */
-    bool mounted;                  /* FUSE session is up */
+    _Atomic bool mounted; /* FUSE session is up (set by the FUSE thread, read by the API) */
     uint64_t start_ns;
 };
 
