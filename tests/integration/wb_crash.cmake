@@ -9,7 +9,8 @@ endif()
 add_test(NAME test_wb_crash_rgw COMMAND test_wb_crash rgw)
 set_tests_properties(test_wb_crash_rgw PROPERTIES TIMEOUT 600 FIXTURES_REQUIRED rgw LABELS rgw
   ENVIRONMENT "TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp;TIER_CEPH_DIR=${TIER_CEPH_DIR};TIER_SRC=${PROJECT_SOURCE_DIR};TIER_BIN=${CMAKE_BINARY_DIR}")
-# RGW stopped in the middle of a multipart upload, burst buffer restarted, RGW restarted.
+# RGW stopped in the middle of a multipart upload, burst buffer restarted, RGW restarted. It runs
+# alone (RUN_SERIAL): every other RGW test would see the outage.
 add_test(NAME test_wb_rgw_outage COMMAND test_wb_crash rgw-outage)
-set_tests_properties(test_wb_rgw_outage PROPERTIES TIMEOUT 600 FIXTURES_REQUIRED rgw LABELS rgw
+set_tests_properties(test_wb_rgw_outage PROPERTIES TIMEOUT 600 FIXTURES_REQUIRED rgw LABELS rgw RUN_SERIAL TRUE
   ENVIRONMENT "TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp;TIER_CEPH_DIR=${TIER_CEPH_DIR};TIER_SRC=${PROJECT_SOURCE_DIR};TIER_BIN=${CMAKE_BINARY_DIR}")
