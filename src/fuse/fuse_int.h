@@ -17,7 +17,15 @@
  *   read      cache_read() for the handle's version; -ESTALE (object replaced) -> EIO for this
  *             handle, the attribute cache is dropped so the next open sees the new version.
  *             Sequential reads queue cache_prefetch() of the next readahead_blocks blocks.
+ *             The reply is spliced (fuse_reply_data) when the kernel allows it.
  *   mutations EROFS (read-cache namespaces).
+ *   backend down  stat/list errors other than ENOENT fall back to the node's last known
+ *             attributes and the directory's last listing (stale-if-error), so cached data stays
+ *             readable; a read that needs the backend fails with EIO after backend_timeout.
+ *   versions  every attribute carries the time it was fetched and a node never takes older
+ *             information than it has (a stale listing cannot shrink a size a newer stat gave);
+ *             an open that finds a new version invalidates the kernel's attributes (not pages:
+ *             keep_cache = 0 drops those) so the kernel's i_size matches the handle's version.
  * Internal functions return -errno; the positive errno is made only at fuse_reply_err().
  *
  * Locking: the inode table has one mutex (tbl_mu) for its two hash maps and the nlookup/ref
