@@ -119,8 +119,9 @@ static void job_error(struct stage_job *job, const char *path, int rc, const cha
     if (!msg || !*msg)
         msg = strerror(-rc);
     pthread_mutex_lock(&job->mu);
+    /* Bounded to fit first_error[256]; the log line below has the message whole. */
     if (job->p.errors++ == 0)
-        snprintf(job->p.first_error, sizeof(job->p.first_error), "%s: %s", path, msg);
+        snprintf(job->p.first_error, sizeof(job->p.first_error), "%.120s: %.130s", path, msg);
     pthread_mutex_unlock(&job->mu);
     log_warn("stage job %llu: %s: %s", (unsigned long long)job->id, path, msg);
 }

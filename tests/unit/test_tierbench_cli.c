@@ -234,7 +234,8 @@ static int png_ok(const char *dir, const char *name)
     char p[PATH_MAX];
     unsigned char magic[8] = {0};
     static const unsigned char want[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    if (snprintf(p, sizeof(p), "%s/%s", dir, name) >= (int)sizeof(p))
+        return 0;
     int fd = open(p, O_RDONLY);
     if (fd < 0)
         return 0;
