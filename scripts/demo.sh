@@ -144,7 +144,10 @@ if [ -z "$COLD_S" ]; then
   COLD_S=$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')
 fi
 say "warm read of every file through the mount (verifying sha256)"
+counts() { api /v1/status | json "'%d %d %d' % (d['cache']['ram']['hits'] + d['cache']['disk']['hits'], d['cache']['ram']['misses'], d['cache']['fetches'])"; }
+read -r H0 M0 F0 < <(counts) || die "the control API did not answer on $SOCK"
 t0=$(now); read_verify; t1=$(now)
+read -r H1 M1 F1 < <(counts) || die "the control API did not answer on $SOCK"
 WARM_S=$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')
 echo "all $NFILES files match their sha256"
 
@@ -158,7 +161,10 @@ printf '  dataset            %d files, %d MiB\n' "$NFILES" "$((NBYTES / 1048576)
 printf '  cold (shared->hot) %s  (%.2f s%s)\n' "$(rate "$NBYTES" "$COLD_S")" "$COLD_S" \
   "$([ -x "$TIERCTL" ] && echo ', tierctl stage' || echo ', first read')"
 printf '  warm read (mount)  %s  (%.2f s, incl. sha256)\n' "$(rate "$NBYTES" "$WARM_S")" "$WARM_S"
-printf '  hit ratio          %s\n' "$HIT"
+printf '  warm-read hits     %s  (%d block hits, %d misses, %d backend fetches during the warm read)\n' \
+  "$(awk -v h=$((H1 - H0)) -v m=$((M1 - M0)) 'BEGIN { printf "%.1f%%", h + m ? 100 * h / (h + m) : 0 }')" \
+  $((H1 - H0)) $((M1 - M0)) $((F1 - F0))
+printf '  hit ratio (total)  %s  (staging counts as misses)\n' "$HIT"
 printf '  backend fetches    %s\n' "$FETCH"
 printf '  disk cache used    %s in %s\n' "$DISK" "$CACHE"
 if [ -x "$TIERCTL" ]; then
