@@ -33,9 +33,19 @@
 #define MAX_SECTIONS 256
 #define MAX_PAIRS 4096
 
-enum sec_kind { SEC_DAEMON, SEC_CACHE, SEC_MOUNT, SEC_API, SEC_BACKEND, SEC_NAMESPACE, SEC_BAD };
+enum sec_kind {
+    SEC_DAEMON,
+    SEC_CACHE,
+    SEC_MOUNT,
+    SEC_API,
+    SEC_WRITEBACK,
+    SEC_BACKEND,
+    SEC_NAMESPACE,
+    SEC_BAD
+};
 
-static const char *const sec_names[] = {"daemon", "cache", "mount", "api", "backend", "namespace"};
+static const char *const sec_names[] = {"daemon",    "cache",   "mount",    "api",
+                                        "writeback", "backend", "namespace"};
 
 struct raw_section {
     char *name; /* as written, trimmed: "backend warm" */
@@ -70,6 +80,7 @@ struct parser {
     char miss[512];
     struct tierd_config *cfg;
     int ns_backend_line[TIERD_MAX_NAMESPACES];
+    int ns_durability_line[TIERD_MAX_NAMESPACES]; /* 0: not set */
     int tcp_line;
     bool set_request_timeout[TIERD_MAX_BACKENDS];
     bool set_connect_timeout[TIERD_MAX_BACKENDS];
@@ -310,6 +321,7 @@ enum vkind {
     V_LOGLEVEL, /* char *, one of the log levels */
     V_MODE,     /* enum tierd_ns_mode */
     V_BTYPE,    /* char *, backend type */
+    V_DURAB,    /* enum tierd_durability */
 };
 
 enum { BT_ANY = 0, BT_POSIX = 1, BT_S3 = 2 };
@@ -364,6 +376,21 @@ static const struct keydef api_keys[] = {
     {NULL, 0, 0, 0, 0, false, 0},
 };
 
+static const struct keydef writeback_keys[] = {
+    {"spool_dir", V_STR, CFG(wb_spool_dir), 0, 0, false, 0},
+    {"journal", V_STR, CFG(wb_journal), 0, 0, false, 0},
+    {"upload_threads", V_INT, CFG(wb_upload_threads), 1, 64, false, 0},
+    {"parts_parallel", V_INT, CFG(wb_parts_parallel), 1, 64, false, 0},
+    {"part_size", V_SIZE, CFG(wb_part_size), 5 * MIB, 5 * 1024 * MIB, false, 0},
+    {"max_dirty", V_SIZE, CFG(wb_max_dirty), 0, UINT64_MAX, false, 0},
+    {"max_dirty_age", V_DUR, CFG(wb_max_dirty_age_ms), 0, 7 * 86400000ULL, false, 0},
+    {"backpressure_wait", V_DUR, CFG(wb_backpressure_wait_ms), 0, 86400000, false, 0},
+    {"upload_deadline", V_DUR, CFG(wb_upload_deadline_ms), 0, 7 * 86400000ULL, false, 0},
+    {"retention_keep", V_INT, CFG(wb_retention_keep), 0, 1000000, false, 0},
+    {"durability", V_DURAB, CFG(wb_durability), 0, 0, false, 0},
+    {NULL, 0, 0, 0, 0, false, 0},
+};
+
 static const struct keydef backend_keys[] = {
     {"type", V_BTYPE, BE(type), 0, 0, true, BT_ANY},
     {"root", V_CSTR, BE(posix.root), 0, 0, true, BT_POSIX},
@@ -385,11 +412,12 @@ static const struct keydef namespace_keys[] = {
     {"backend", V_STR, NS(backend), 0, 0, true, 0},
     {"prefix", V_STR, NS(prefix), 0, 0, false, 0},
     {"mode", V_MODE, NS(mode), 0, 0, false, 0},
+    {"durability", V_DURAB, NS(durability), 0, 0, false, 0},
     {NULL, 0, 0, 0, 0, false, 0},
 };
 
-static const struct keydef *const tables[] = {daemon_keys, cache_keys,   mount_keys,
-                                              api_keys,    backend_keys, namespace_keys};
+static const struct keydef *const tables[] = {daemon_keys,    cache_keys,   mount_keys,    api_keys,
+                                              writeback_keys, backend_keys, namespace_keys};
 
 static const char *const btype_names[] = {"any", "posix", "s3"};
 
@@ -515,17 +543,26 @@ static int set_value(struct parser *p, const struct keydef *k, void *base, const
         if (strcmp(val, "read-cache") == 0) {
             *(enum tierd_ns_mode *)(void *)field = TIERD_NS_READ_CACHE;
         } else if (strcmp(val, "write-back") == 0) {
-            fail(p, line,
-                 "[%s] mode = write-back is not supported yet (issue 5); use mode = read-cache",
-                 sect);
-            return -EINVAL;
+            *(enum tierd_ns_mode *)(void *)field = TIERD_NS_WRITE_BACK;
         } else {
-            fail(p, line, "[%s] mode = '%s' is not allowed (allowed: read-cache)", sect, val);
+            fail(p, line, "[%s] mode = '%s' is not allowed (allowed: read-cache, write-back)", sect,
+                 val);
             return -EINVAL;
         }
         return 0;
     case V_BTYPE:
         /* checked in the type pre-pass */
+        return 0;
+    case V_DURAB:
+        if (strcmp(val, "local") == 0) {
+            *(enum tierd_durability *)(void *)field = TIERD_DURABILITY_LOCAL;
+        } else if (strcmp(val, "remote") == 0) {
+            *(enum tierd_durability *)(void *)field = TIERD_DURABILITY_REMOTE;
+        } else {
+            fail(p, line, "[%s] durability = '%s' is not allowed (allowed: local, remote)", sect,
+                 val);
+            return -EINVAL;
+        }
         return 0;
     }
     return -EINVAL;
@@ -657,7 +694,7 @@ static void classify_sections(struct parser *p)
             else
                 fail(p, s->line,
                      "unknown section [%s] (allowed: [daemon], [cache], [mount], [api], "
-                     "[backend NAME], [namespace /PATH])",
+                     "[writeback], [backend NAME], [namespace /PATH])",
                      s->name);
             continue;
         }
@@ -768,7 +805,7 @@ static void apply_pairs(struct parser *p)
         if (kv->sec < 0) {
             fail(p, kv->line,
                  "key '%s' is outside any section (put it under [daemon], [cache], [mount], "
-                 "[api], [backend NAME] or [namespace /PATH])",
+                 "[api], [writeback], [backend NAME] or [namespace /PATH])",
                  kv->key);
             continue;
         }
@@ -804,6 +841,8 @@ static void apply_pairs(struct parser *p)
             continue;
         if (sec->kind == SEC_NAMESPACE && strcmp(kv->key, "backend") == 0)
             p->ns_backend_line[sec->index] = kv->line;
+        if (sec->kind == SEC_NAMESPACE && strcmp(kv->key, "durability") == 0)
+            p->ns_durability_line[sec->index] = kv->line;
         if (sec->kind == SEC_API && strcmp(kv->key, "tcp") == 0)
             p->tcp_line = kv->line;
         if (sec->kind == SEC_CACHE && strcmp(kv->key, "pin_size") == 0)
@@ -837,6 +876,28 @@ static void apply_pairs(struct parser *p)
                              t[k].name);
         }
     }
+}
+
+/* Write-back namespaces need a spool directory; durability belongs to write-back namespaces. */
+static void check_writeback(struct parser *p)
+{
+    struct tierd_config *c = p->cfg;
+    int first_wb = 0;
+    for (size_t n = 0; n < c->nnamespaces; n++) {
+        const struct tierd_ns_conf *ns = &c->namespaces[n];
+        if (ns->mode == TIERD_NS_WRITE_BACK && !first_wb)
+            first_wb = ns->conf_line;
+        if (ns->mode != TIERD_NS_WRITE_BACK && p->ns_durability_line[n])
+            fail(p, p->ns_durability_line[n],
+                 "[namespace %s] durability only applies to mode = write-back (remove it or set "
+                 "mode = write-back)",
+                 ns->path);
+    }
+    if (!first_wb || c->wb_spool_dir || c->cache_disk_dir)
+        return;
+    fail(p, first_wb,
+         "a write-back namespace needs a spool directory: set [writeback] spool_dir = DIR (or "
+         "[cache] disk_dir, whose sibling 'spool' is the default)");
 }
 
 static void check_semantics(struct parser *p)
@@ -920,6 +981,7 @@ static void check_semantics(struct parser *p)
     }
     if (c->cache.ram_bytes == 0 && !c->cache_disk_dir)
         fail(p, 0, "[cache] has neither RAM (ram_size = 0) nor disk (disk_dir): set one");
+    check_writeback(p);
 }
 
 static void apply_defaults(struct tierd_config *c)
@@ -935,6 +997,12 @@ static void apply_defaults(struct tierd_config *c)
     c->readahead_blocks = 4;
     c->backend_timeout_ms = 10000;
     c->stage_threads = 8;
+    c->wb_upload_threads = 2;
+    c->wb_parts_parallel = 4;
+    c->wb_part_size = 8 * MIB;
+    c->wb_backpressure_wait_ms = 60000;
+    c->wb_retention_keep = 2;
+    c->wb_durability = TIERD_DURABILITY_LOCAL;
     for (size_t b = 0; b < TIERD_MAX_BACKENDS; b++) {
         struct s3_backend_config *s3 = &c->backends[b].s3;
         s3->path_style = true;
@@ -955,6 +1023,24 @@ static void finish_defaults(struct parser *p)
     if (!c->api_socket)
         c->api_socket = own_str(p, "/run/tierd/api.sock");
     c->cache.disk_dir = c->cache_disk_dir;
+    for (size_t n = 0; n < c->nnamespaces; n++)
+        if (!p->ns_durability_line[n])
+            c->namespaces[n].durability = c->wb_durability;
+    if (!c->wb_spool_dir && c->cache_disk_dir) {
+        /* "spool" beside the cache directory: /var/cache/tierd/disk -> /var/cache/tierd/spool */
+        const char *d = c->cache_disk_dir;
+        size_t len = strlen(d);
+        while (len > 1 && d[len - 1] == '/')
+            len--;
+        size_t cut = len;
+        while (cut > 0 && d[cut - 1] != '/')
+            cut--;
+        char buf[4096];
+        int w = cut == 0 ? snprintf(buf, sizeof(buf), "spool")
+                         : snprintf(buf, sizeof(buf), "%.*sspool", (int)cut, d);
+        if (w > 0 && (size_t)w < sizeof(buf))
+            c->wb_spool_dir = own_str(p, buf);
+    }
     if (!c->cache_disk_dir)
         c->cache.disk_bytes = 0;
     if (!p->set_pin_size)

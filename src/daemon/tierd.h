@@ -22,7 +22,13 @@
 
 enum tierd_ns_mode {
     TIERD_NS_READ_CACHE = 0, /* read-only, cached; mutations return EROFS */
-    TIERD_NS_WRITE_BACK = 1, /* checkpoint burst buffer (issue 5) */
+    TIERD_NS_WRITE_BACK = 1, /* checkpoint burst buffer (issue 5, src/writeback/wb.h) */
+};
+
+/* When close() of a file written into a write-back namespace returns (docs/CONFIG.md). */
+enum tierd_durability {
+    TIERD_DURABILITY_LOCAL = 0,  /* fsync'd on the local spool and journalled (default) */
+    TIERD_DURABILITY_REMOTE = 1, /* complete in the backend */
 };
 
 struct tierd_backend_conf {
@@ -38,6 +44,7 @@ struct tierd_ns_conf {
     char *backend; /* backend name */
     char *prefix;  /* key prefix inside the backend, "" or ending in '/' */
     enum tierd_ns_mode mode;
+    enum tierd_durability durability; /* write-back only; default [writeback] durability */
     int conf_line;
 };
 
@@ -61,6 +68,18 @@ struct tierd_config {
     char *log_level;
     uint64_t backend_timeout_ms; /* bound on one backend call incl. retries; default 10000 */
     int stage_threads;           /* default 8 */
+    /* [writeback]: the burst buffer, used when a namespace has mode = write-back */
+    char *wb_spool_dir;                  /* default: "spool" beside [cache] disk_dir */
+    char *wb_journal;                    /* NULL: <spool_dir>/journal.db */
+    int wb_upload_threads;               /* default 2 */
+    int wb_parts_parallel;               /* default 4 */
+    uint64_t wb_part_size;               /* default 8 MiB (5 MiB .. 5 GiB) */
+    uint64_t wb_max_dirty;               /* bytes not yet uploaded before writers wait; 0 = none */
+    uint64_t wb_max_dirty_age_ms;        /* 0 = no bound */
+    uint64_t wb_backpressure_wait_ms;    /* then ENOSPC; default 60 s */
+    uint64_t wb_upload_deadline_ms;      /* warn when a file waits longer; 0 = never */
+    int wb_retention_keep;               /* uploaded files per directory kept locally; default 2 */
+    enum tierd_durability wb_durability; /* default for write-back namespaces: local */
 
     struct tierd_backend_conf backends[TIERD_MAX_BACKENDS];
     size_t nbackends;
@@ -89,6 +108,7 @@ struct tierd_ns {
 
 struct tierd_api;  /* api.h */
 struct tierd_fuse; /* fuse/tierfs.h */
+struct wb;         /* writeback/wb.h */
 
 struct tierd {
     struct tierd_config cfg;
@@ -100,6 +120,8 @@ struct tierd {
     struct stage_registry *stages; /* staging jobs (stage.h) */
     struct tierd_api *api;         /* control API server (api.h) */
     struct tierd_fuse *fuse;       /* the FUSE session (fuse/tierfs.h) */
+    struct wb *wb;        /* checkpoint burst buffer (src/writeback/wb.h); NULL when no namespace is
+                           * in write-back mode */
     _Atomic bool mounted; /* FUSE session is up (set by the FUSE thread, read by the API) */
     uint64_t start_ns;
 };

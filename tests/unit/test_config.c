@@ -73,9 +73,24 @@ static const struct bad_case bad_cases[] = {
      {"t.conf:9:", "backend = 'wram' is not defined", "did you mean 'warm'?"}},
     {BASE "[namespace /e]\nbackend = zzzzzz\n",
      {"t.conf:9:", "not defined", "defined backends: warm"}},
+    {BASE "[namespace /e]\nbackend = warm\nmode = rw\n",
+     {"t.conf:10:", "allowed: read-cache, write-back"}},
+    /* write-back */
     {BASE "[namespace /e]\nbackend = warm\nmode = write-back\n",
-     {"t.conf:10:", "not supported yet (issue 5)"}},
-    {BASE "[namespace /e]\nbackend = warm\nmode = rw\n", {"t.conf:10:", "allowed: read-cache"}},
+     {"t.conf:8:", "needs a spool directory", "spool_dir"}},
+    {BASE "[writeback]\nspool_dir = /s\n[namespace /e]\nbackend = warm\nmode = write-back\n"
+          "durability = cloud\n",
+     {"t.conf:13:", "durability = 'cloud'", "allowed: local, remote"}},
+    {BASE "[namespace /e]\nbackend = warm\ndurability = remote\n",
+     {"t.conf:10:", "durability only applies to mode = write-back"}},
+    {BASE "[writeback]\nspool_dir = /s\npart_size = 1M\n",
+     {"t.conf:10:", "part_size = '1M'", "5.0 MiB"}},
+    {BASE "[writeback]\nupload_threads = 0\n", {"t.conf:9:", "upload_threads", "from 1 to 64"}},
+    {BASE "[writeback]\nmax_dirty_age = forever\n", {"t.conf:9:", "max_dirty_age", "duration"}},
+    {BASE "[writeback]\nspool = /s\n", {"t.conf:9:", "unknown key 'spool'", "spool_dir"}},
+    {BASE "[writeback]\nretention_keep = -1\n", {"t.conf:9:", "retention_keep"}},
+    {BASE "[writeback]\n[writeback]\n", {"t.conf:9:", "duplicate section [writeback]"}},
+    {BASE "[writeback]\ndurability = maybe\n", {"t.conf:9:", "allowed: local, remote"}},
     {BASE "[namespace /e]\n", {"t.conf:8:", "[namespace /e] is missing required key 'backend'"}},
     {BASE "[namespace data]\nbackend = warm\n", {"t.conf:8:", "must start with '/'"}},
     {BASE "[namespace /e/]\nbackend = warm\n", {"t.conf:8:", "must not end with '/'"}},
@@ -209,6 +224,55 @@ static void test_defaults(void **state)
     tierd_config_fini(&c);
 }
 
+static void test_writeback(void **state)
+{
+    (void)state;
+    struct tierd_config c;
+    char err[1024] = "";
+    int rc = tierd_config_load(TIER_CONFIG_DIR "/write_back_good.conf", &c, err, sizeof(err));
+    if (rc)
+        fail_msg("write_back_good.conf: %s", err);
+    assert_string_equal(c.wb_spool_dir, "/var/spool/tierd");
+    assert_string_equal(c.wb_journal, "/var/lib/tierd/wb.db");
+    assert_int_equal(c.wb_upload_threads, 4);
+    assert_int_equal(c.wb_parts_parallel, 8);
+    assert_int_equal(c.wb_part_size, 16ULL << 20);
+    assert_int_equal(c.wb_max_dirty, 40ULL << 30);
+    assert_int_equal(c.wb_max_dirty_age_ms, 600000);
+    assert_int_equal(c.wb_backpressure_wait_ms, 30000);
+    assert_int_equal(c.wb_upload_deadline_ms, 3600000);
+    assert_int_equal(c.wb_retention_keep, 3);
+    assert_int_equal(c.wb_durability, TIERD_DURABILITY_REMOTE);
+    assert_int_equal(c.nnamespaces, 3);
+    assert_int_equal(c.namespaces[0].mode, TIERD_NS_READ_CACHE);
+    assert_int_equal(c.namespaces[1].mode, TIERD_NS_WRITE_BACK);
+    assert_string_equal(c.namespaces[1].backend, "cold");
+    assert_string_equal(c.namespaces[1].prefix, "ckpt/");
+    assert_int_equal(c.namespaces[1].durability, TIERD_DURABILITY_REMOTE); /* [writeback] */
+    assert_int_equal(c.namespaces[2].mode, TIERD_NS_WRITE_BACK);
+    assert_int_equal(c.namespaces[2].durability, TIERD_DURABILITY_LOCAL); /* its own */
+    tierd_config_fini(&c);
+
+    /* defaults; the spool sits beside the cache directory */
+    const char *text = BASE "[cache]\ndisk_dir = /var/cache/tierd/disk/\n"
+                            "[namespace /ck]\nbackend = warm\nmode = write-back\n";
+    rc = tierd_config_load_string("t.conf", text, strlen(text), &c, err, sizeof(err));
+    if (rc)
+        fail_msg("%s", err);
+    assert_string_equal(c.wb_spool_dir, "/var/cache/tierd/spool");
+    assert_null(c.wb_journal);
+    assert_int_equal(c.wb_upload_threads, 2);
+    assert_int_equal(c.wb_parts_parallel, 4);
+    assert_int_equal(c.wb_part_size, 8ULL << 20);
+    assert_int_equal(c.wb_max_dirty, 0);
+    assert_int_equal(c.wb_backpressure_wait_ms, 60000);
+    assert_int_equal(c.wb_retention_keep, 2);
+    assert_int_equal(c.wb_durability, TIERD_DURABILITY_LOCAL);
+    assert_int_equal(c.namespaces[1].mode, TIERD_NS_WRITE_BACK);
+    assert_int_equal(c.namespaces[1].durability, TIERD_DURABILITY_LOCAL);
+    tierd_config_fini(&c);
+}
+
 static void test_file_errors(void **state)
 {
     (void)state;
@@ -221,8 +285,8 @@ static void test_file_errors(void **state)
     tierd_config_fini(&c);
     rc = tierd_config_load(TIER_CONFIG_DIR "/write_back.conf", &c, err, sizeof(err));
     assert_int_equal(rc, -EINVAL);
-    assert_non_null(strstr(err, "write_back.conf:7:"));
-    assert_non_null(strstr(err, "not supported yet (issue 5)"));
+    assert_non_null(strstr(err, "write_back.conf:5:"));
+    assert_non_null(strstr(err, "needs a spool directory"));
     tierd_config_fini(&c);
     rc = tierd_config_load(TIER_CONFIG_DIR "/does-not-exist.conf", &c, err, sizeof(err));
     assert_int_equal(rc, -ENOENT);
@@ -324,11 +388,9 @@ static void test_resolve(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bad_configs),
-        cmocka_unit_test(test_good_config_file),
-        cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_file_errors),
-        cmocka_unit_test(test_long_line_and_comments),
+        cmocka_unit_test(test_bad_configs), cmocka_unit_test(test_good_config_file),
+        cmocka_unit_test(test_defaults),    cmocka_unit_test(test_writeback),
+        cmocka_unit_test(test_file_errors), cmocka_unit_test(test_long_line_and_comments),
         cmocka_unit_test(test_resolve),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
