@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tierctl.c - the command-line tool for a running tierd: status, stage, pin, unpin, evict.
+ * tierctl.c - the command-line tool for a running tierd: status, stage, pin, unpin, evict, and
+ * for write-back namespaces wait and checkpoints.
  *
  * It talks to tierd only over the control API (docs/API.md) through client.c, and links no
  * daemon code, so it works against any tierd that speaks the API. Exit codes (docs/TIERCTL.md):
@@ -60,6 +61,11 @@ static const char usage_text[] =
     "  pin PATH                        keep PATH's blocks in the hot tier\n"
     "  unpin PATH                      let them be evicted again\n"
     "  evict PATH                      drop PATH's unpinned blocks from the hot tier\n"
+    "  wait PATH [--timeout SECONDS]   block until every closed file under PATH (a file or a\n"
+    "                                  directory of a write-back namespace) is durable in the\n"
+    "                                  backend (S3); exit 1 if --timeout passes first\n"
+    "  checkpoints [PATH] [--json]     files of write-back namespaces (under PATH): state, size,\n"
+    "                                  upload progress, age\n"
     "\n"
     "PATH is a path in tierd's namespace (\"/datasets/x\") or a path under the mount point.\n"
     "\n"
@@ -72,7 +78,8 @@ static const char usage_text[] =
     "\n"
     "exit status:\n"
     "  0  success\n"
-    "  1  the operation failed (e.g. some files could not be staged; the first error is shown)\n"
+    "  1  the operation failed (e.g. some files could not be staged; the first error is shown;\n"
+    "     wait: the timeout passed before PATH was durable)\n"
     "  2  usage error\n"
     "  3  tierd is not reachable (not running, or no permission on its socket)\n"
     "  4  tierd refused the request (its error message is shown)\n"
@@ -108,15 +115,11 @@ static int usage_error(const char *fmt, ...)
 
 /* ---- requests ------------------------------------------------------------------------------ */
 
-/* One request; on anything but a 2xx JSON answer prints why and returns the exit code. */
-static int call(struct ctl *ctl, const char *method, const char *path, const json_t *body,
-                json_t **answer, char **raw)
+/* What a request's outcome means for the user: prints why it failed and returns the exit code
+ * (EXIT_OK for a 2xx answer). j (the answer, borrowed) gives the daemon's error message. */
+static int outcome(const struct ctl *ctl, const char *method, const char *path, enum ctl_result r,
+                   long status, const json_t *j, const char *err)
 {
-    char err[512];
-    long status = 0;
-    json_t *j = NULL;
-    enum ctl_result r =
-        ctl_request(ctl->cl, method, path, body, &status, &j, raw, err, sizeof(err));
     switch (r) {
     case CTL_OK:
         break;
@@ -145,12 +148,28 @@ static int call(struct ctl *ctl, const char *method, const char *path, const jso
             fprintf(stderr, "tierctl: %s\n", msg);
         else
             fprintf(stderr, "tierctl: tierd answered %s %s with HTTP %ld\n", method, path, status);
+        return EXIT_API;
+    }
+    return EXIT_OK;
+}
+
+/* One request; on anything but a 2xx JSON answer prints why and returns the exit code. */
+static int call(struct ctl *ctl, const char *method, const char *path, const json_t *body,
+                json_t **answer, char **raw)
+{
+    char err[512];
+    long status = 0;
+    json_t *j = NULL;
+    enum ctl_result r =
+        ctl_request(ctl->cl, method, path, body, &status, &j, raw, err, sizeof(err));
+    int rc = outcome(ctl, method, path, r, status, j, err);
+    if (rc != EXIT_OK) {
         json_decref(j);
-        if (raw) {
+        if (raw && r == CTL_OK) {
             free(*raw);
             *raw = NULL;
         }
-        return EXIT_API;
+        return rc;
     }
     if (answer)
         *answer = j;
@@ -534,6 +553,181 @@ static int cmd_path_op(struct ctl *ctl, const char *cmd, int argc, char **argv)
     return rc;
 }
 
+/* ---- wait, checkpoints (write-back namespaces) --------------------------------------------- */
+
+/* One /v1/wait request of at most this long, so that Ctrl-C is seen between requests and the
+ * HTTP client's 30 s request timeout is never reached. */
+#define WAIT_CHUNK_S 20.0
+
+static int cmd_wait(struct ctl *ctl, int argc, char **argv)
+{
+    static const struct option opts[] = {{"timeout", required_argument, NULL, 't'}, {0, 0, 0, 0}};
+    double timeout_s = -1;
+    int c;
+    optind = 0; /* GNU getopt: re-initialise for the command's own options */
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (c != 't')
+            return usage_error("%s: unknown option", "wait");
+        char *end = NULL;
+        errno = 0;
+        timeout_s = strtod(optarg, &end);
+        if (errno || end == optarg || *end || !(timeout_s >= 0) || timeout_s > 1e8)
+            return usage_error("--timeout wants a number of seconds >= 0, not '%s'", optarg);
+    }
+    if (argc - optind != 1)
+        return usage_error("wait takes exactly one PATH");
+    char *p = api_path(ctl, argv[optind]);
+    if (!p) {
+        fprintf(stderr, "tierctl: out of memory\n");
+        return EXIT_FAILED;
+    }
+    uint64_t t0 = tier_now_mono_ns();
+    int rc = EXIT_OK;
+    for (;;) {
+        double elapsed = (double)(tier_now_mono_ns() - t0) / (double)TIER_NS_PER_SEC;
+        double chunk = WAIT_CHUNK_S;
+        if (timeout_s >= 0 && timeout_s - elapsed < chunk)
+            chunk = timeout_s - elapsed > 0 ? timeout_s - elapsed : 0;
+        json_t *body = json_pack("{s:s, s:f}", "path", p, "timeout_s", chunk);
+        json_t *ans = NULL;
+        long status = 0;
+        char err[512];
+        enum ctl_result r = body ? ctl_request(ctl->cl, "POST", "/v1/wait", body, &status, &ans,
+                                               NULL, err, sizeof(err))
+                                 : CTL_FAILED;
+        json_decref(body);
+        if (r != CTL_OK || (status / 100 != 2 && status != 504)) {
+            rc = outcome(ctl, "POST", "/v1/wait", r, status, ans, err);
+            json_decref(ans);
+            if (rc == EXIT_OK) /* a 1xx/3xx answer */
+                rc = EXIT_API;
+            break;
+        }
+        json_decref(ans);
+        elapsed = (double)(tier_now_mono_ns() - t0) / (double)TIER_NS_PER_SEC;
+        char d[32];
+        if (status / 100 == 2) {
+            printf("%s is durable in the backend (waited %s)\n", p,
+                   ctl_fmt_duration(elapsed, d, sizeof(d)));
+            rc = EXIT_OK;
+            break;
+        }
+        if (timeout_s >= 0 && elapsed >= timeout_s) {
+            fprintf(stderr,
+                    "tierctl: timed out after %s: %s is not yet durable in the backend (uploads "
+                    "continue in tierd; see: tierctl checkpoints %s)\n",
+                    ctl_fmt_duration(elapsed, d, sizeof(d)), p, p);
+            rc = EXIT_FAILED;
+            break;
+        }
+        if (g_interrupted) {
+            fprintf(stderr, "tierctl: interrupted; %s is not yet durable in the backend\n", p);
+            rc = EXIT_INTERRUPTED;
+            break;
+        }
+    }
+    free(p);
+    return rc;
+}
+
+/* Percent-encode a path for a query string ('/' kept). */
+static char *query_escape(const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = strlen(s);
+    char *out = malloc(3 * n + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+            strchr("/-._~", *c)) {
+            *o++ = (char)*c;
+        } else {
+            *o++ = '%';
+            *o++ = hex[*c >> 4];
+            *o++ = hex[*c & 15];
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+static void print_checkpoints(const json_t *files)
+{
+    printf("%-10s %-11s %-20s %-7s %s\n", "STATE", "SIZE", "UPLOAD", "AGE", "PATH");
+    size_t i;
+    const json_t *f;
+    json_array_foreach(files, i, f)
+    {
+        char size[32], age[32], prog[48];
+        const char *state = jstr(f, "state", "?");
+        uint64_t pd = jnum(f, "parts_done"), pt = jnum(f, "parts_total");
+        if (strcmp(state, "uploaded") == 0 || strcmp(state, "evictable") == 0)
+            snprintf(prog, sizeof(prog), "done");
+        else if (strcmp(state, "uploading") == 0 && pt > 0)
+            snprintf(prog, sizeof(prog), "%llu/%llu parts (%.0f%%)", (unsigned long long)pd,
+                     (unsigned long long)pt, 100.0 * (double)pd / (double)pt);
+        else if (strcmp(state, "uploading") == 0)
+            snprintf(prog, sizeof(prog), "single PUT");
+        else if (strcmp(state, "sealed") == 0)
+            snprintf(prog, sizeof(prog), "queued");
+        else
+            snprintf(prog, sizeof(prog), "-");
+        printf("%-10s %-11s %-20s %-7s %s\n", state,
+               tier_fmt_bytes(jnum(f, "size"), size, sizeof(size)), prog,
+               ctl_fmt_duration(jreal(f, "age_s"), age, sizeof(age)), jstr(f, "path", "?"));
+    }
+    if (json_array_size(files) == 0)
+        printf("(none)\n");
+}
+
+static int cmd_checkpoints(struct ctl *ctl, int argc, char **argv)
+{
+    static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {0, 0, 0, 0}};
+    bool as_json = false;
+    int c;
+    optind = 0; /* GNU getopt: re-initialise for the command's own options */
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (c != 'j')
+            return usage_error("%s: unknown option", "checkpoints");
+        as_json = true;
+    }
+    if (argc - optind > 1)
+        return usage_error("checkpoints takes at most one PATH");
+    char *url = NULL;
+    if (optind < argc) {
+        char *p = api_path(ctl, argv[optind]);
+        char *q = p ? query_escape(p) : NULL;
+        if (!q || asprintf(&url, "/v1/checkpoints?path=%s", q) < 0)
+            url = NULL;
+        free(p);
+        free(q);
+    } else {
+        url = strdup("/v1/checkpoints");
+    }
+    if (!url) {
+        fprintf(stderr, "tierctl: out of memory\n");
+        return EXIT_FAILED;
+    }
+    json_t *ans = NULL;
+    char *raw = NULL;
+    int rc = call(ctl, "GET", url, NULL, &ans, as_json ? &raw : NULL);
+    free(url);
+    if (rc != EXIT_OK)
+        return rc;
+    if (as_json) {
+        size_t len = raw ? strlen(raw) : 0;
+        fputs(raw ? raw : "", stdout);
+        if (len == 0 || raw[len - 1] != '\n')
+            fputc('\n', stdout);
+    } else {
+        print_checkpoints(json_object_get(ans, "files"));
+    }
+    free(raw);
+    json_decref(ans);
+    return EXIT_OK;
+}
+
 /* ---- main ---------------------------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -589,6 +783,10 @@ int main(int argc, char **argv)
         fn = cmd_stats;
     else if (strcmp(cmd, "stage") == 0)
         fn = cmd_stage;
+    else if (strcmp(cmd, "wait") == 0)
+        fn = cmd_wait;
+    else if (strcmp(cmd, "checkpoints") == 0)
+        fn = cmd_checkpoints;
     else if (strcmp(cmd, "help") == 0) {
         fputs(usage_text, stdout);
         return EXIT_OK;

@@ -5,7 +5,9 @@
  * docs/API.md; keep the two in step.
  *
  * Threads: one MHD thread per connection; handlers call thread-safe modules only (cache, stager,
- * scheduler stats, tierd_resolve). A request body is collected into a dynbuf capped at 64 KiB
+ * scheduler stats, tierd_resolve, the write-back engine). POST /v1/wait blocks its connection's
+ * thread in wb_wait() for up to the requested timeout; other connections (status, stats) have
+ * their own threads and are not held up. A request body is collected into a dynbuf capped at 64 KiB
  * (413 beyond). Errors are answered as {"error": "...", "errno": "ENOENT"} with an HTTP status
  * chosen from the errno in one place (http_status()).
  */
@@ -33,6 +35,15 @@
 #include "daemon/stage.h"
 #include "daemon/tierd.h"
 #include "qos/sched.h"
+#include "writeback/wb.h"
+
+/* The write-back engine is linked into tierd by main() (which calls wb_open) but not into every
+ * program that links tierd_core (test_config, fuzz_config). Weak references keep those links
+ * working; they are only called when d->wb is set, i.e. when wb_open was linked and ran. */
+#pragma weak wb_wait
+#pragma weak wb_list
+#pragma weak wb_list_free
+#pragma weak wb_state_name
 
 #define API_BODY_MAX (64 * 1024)
 
@@ -80,6 +91,9 @@ static int http_status(int neg)
         return MHD_HTTP_CONFLICT;
     case ETIMEDOUT:
         return MHD_HTTP_GATEWAY_TIMEOUT;
+    case ENOTSUP:
+    case ESHUTDOWN:
+        return MHD_HTTP_SERVICE_UNAVAILABLE;
     default:
         return MHD_HTTP_INTERNAL_SERVER_ERROR;
     }
@@ -166,9 +180,10 @@ static json_t *status_json(struct tierd *d)
         for (size_t b = 0; b < d->cfg.nbackends; b++)
             if (strcmp(d->cfg.backends[b].name, n->backend) == 0)
                 type = d->cfg.backends[b].type;
-        json_array_append_new(nss, json_pack("{s:s, s:s, s:s, s:s, s:s}", "path", n->path,
-                                             "backend", n->backend, "type", type, "prefix",
-                                             n->prefix, "mode", "read-cache"));
+        json_array_append_new(
+            nss, json_pack("{s:s, s:s, s:s, s:s, s:s}", "path", n->path, "backend", n->backend,
+                           "type", type, "prefix", n->prefix, "mode",
+                           n->mode == TIERD_NS_WRITE_BACK ? "write-back" : "read-cache"));
     }
     uint64_t now = tier_now_real_ns();
     uint64_t up = now > d->start_ns ? (now - d->start_ns) / TIER_NS_PER_SEC : 0;
@@ -383,6 +398,185 @@ out:
     return ret;
 }
 
+/* ---- write-back: wait, checkpoints ------------------------------------------------------- */
+
+/* Resolve a mount path inside a write-back namespace. The answer is the backend key prefix the
+ * path stands for: the namespace's prefix for its root, the exact key for a file the burst buffer
+ * knows, "key/" otherwise (a directory). -ENOENT (with a message) outside a write-back namespace;
+ * -ENOTSUP when tierd runs no burst buffer. */
+static int wb_path_prefix(struct tierd *d, const char *path, struct tierd_ns **ns, char **prefix)
+{
+    if (!d->wb) {
+        tier_err_set("no namespace is in write-back mode (set mode = write-back in a [namespace] "
+                     "section of the config and restart tierd)");
+        return -ENOTSUP;
+    }
+    bool is_root = false;
+    char *key = NULL;
+    int rc = tierd_resolve(d, path, ns, &key, &is_root);
+    if (rc) {
+        if (rc == -ENOENT)
+            tier_err_set("%s is in no namespace", path);
+        return rc;
+    }
+    if ((*ns)->conf->mode != TIERD_NS_WRITE_BACK) {
+        tier_err_set("%s is in namespace %s, which is not in write-back mode", path,
+                     (*ns)->conf->path);
+        free(key);
+        return -ENOENT;
+    }
+    if (is_root) {
+        *prefix = key;
+        return 0;
+    }
+    struct wb_file_info *v = NULL;
+    size_t n = 0;
+    bool exact = false;
+    rc = wb_list(d->wb, (*ns)->conf->backend, key, &v, &n);
+    if (rc) {
+        free(key);
+        return rc;
+    }
+    for (size_t i = 0; i < n && !exact; i++)
+        exact = strcmp(v[i].key, key) == 0;
+    wb_list_free(v, n);
+    if (exact) {
+        *prefix = key;
+        return 0;
+    }
+    size_t kl = strlen(key);
+    char *dk = malloc(kl + 2);
+    if (!dk) {
+        free(key);
+        return -ENOMEM;
+    }
+    memcpy(dk, key, kl);
+    dk[kl] = '/';
+    dk[kl + 1] = '\0';
+    free(key);
+    *prefix = dk;
+    return 0;
+}
+
+static enum MHD_Result do_wait(struct tierd *d, struct MHD_Connection *c, struct request *rq)
+{
+    enum MHD_Result ret;
+    json_t *j = parse_body(c, rq, &ret);
+    if (!j)
+        return ret;
+    const char *path = json_string_value(json_object_get(j, "path"));
+    json_t *to = json_object_get(j, "timeout_s");
+    if (!path || path[0] != '/' || (to && !json_is_null(to) && !json_is_number(to))) {
+        json_decref(j);
+        return send_error(c, -EINVAL,
+                          "expected {\"path\": \"/namespace/...\", \"timeout_s\": SECONDS} "
+                          "(timeout_s optional; absent, null or negative waits without limit)");
+    }
+    double secs = json_is_number(to) ? json_number_value(to) : -1.0;
+    int64_t timeout_ms = secs < 0 ? -1 : secs > 1e9 ? (int64_t)1e12 : (int64_t)(secs * 1000.0);
+    struct tierd_ns *ns = NULL;
+    char *prefix = NULL;
+    tier_err_clear();
+    int rc = wb_path_prefix(d, path, &ns, &prefix);
+    if (rc) {
+        ret = send_error(c, rc, "%s", *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+        goto out;
+    }
+    uint64_t t0 = tier_now_mono_ns();
+    rc = wb_wait(d->wb, ns->conf->backend, prefix, timeout_ms);
+    double waited = (double)(tier_now_mono_ns() - t0) / (double)TIER_NS_PER_SEC;
+    if (rc == -ETIMEDOUT)
+        ret = send_error(c, rc, "%s is not yet durable in the backend after %.1f s", path, waited);
+    else if (rc == -ESHUTDOWN)
+        ret = send_error(c, rc,
+                         "tierd is shutting down; %s is not yet durable (it will be "
+                         "uploaded after the restart)",
+                         path);
+    else if (rc)
+        ret = send_error(c, rc, "wait %s failed: %s", path, strerror(-rc));
+    else
+        ret = send_json(c, MHD_HTTP_OK, json_pack("{s:b, s:f}", "ok", 1, "waited_s", waited));
+out:
+    free(prefix);
+    json_decref(j);
+    return ret;
+}
+
+/* Append the burst buffer's files under (ns, prefix) to files, as mount paths. A prefix that is
+ * a file's exact key (see wb_path_prefix) lists that file only. */
+static int list_ns(struct tierd *d, const struct tierd_ns *ns, const char *prefix, json_t *files)
+{
+    struct wb_file_info *v = NULL;
+    size_t n = 0;
+    int rc = wb_list(d->wb, ns->conf->backend, prefix, &v, &n);
+    if (rc)
+        return rc;
+    const char *nsp = ns->conf->prefix;
+    size_t pl = strlen(nsp);
+    size_t xl = strlen(prefix);
+    bool file = xl > 0 && prefix[xl - 1] != '/' && strcmp(prefix, nsp) != 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct wb_file_info *f = &v[i];
+        if (file && f->key[xl] != '\0') /* "key", not "key.tmp" */
+            continue;
+        const char *rel = strncmp(f->key, nsp, pl) == 0 ? f->key + pl : f->key;
+        char *mp = NULL;
+        if (asprintf(&mp, "%s/%s", ns->conf->path, rel) < 0) {
+            rc = -ENOMEM;
+            break;
+        }
+        json_t *o =
+            json_pack("{s:s, s:s, s:I, s:i, s:i, s:f, s:f, s:s, s:s, s:I}", "path", mp, "state",
+                      wb_state_name(f->state), "size", (json_int_t)f->size_bytes, "parts_done",
+                      f->parts_done, "parts_total", f->parts_total, "age_s",
+                      (double)f->age_ms / 1000.0, "waiting_s", (double)f->waiting_ms / 1000.0,
+                      "key", f->key, "sha256", f->sha256, "generation", (json_int_t)f->generation);
+        free(mp);
+        if (!o) {
+            rc = -ENOMEM;
+            break;
+        }
+        json_object_set_new(o, "uploaded_etag", f->etag[0] ? json_string(f->etag) : json_null());
+        json_array_append_new(files, o);
+    }
+    wb_list_free(v, n);
+    return rc;
+}
+
+static enum MHD_Result do_checkpoints(struct tierd *d, struct MHD_Connection *c)
+{
+    const char *path = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "path");
+    json_t *files = json_array();
+    if (!files)
+        return send_error(c, -ENOMEM, "out of memory");
+    int rc = 0;
+    tier_err_clear();
+    if (path && *path && strcmp(path, "/") != 0) {
+        struct tierd_ns *ns = NULL;
+        char *prefix = NULL;
+        if (path[0] != '/') {
+            json_decref(files);
+            return send_error(c, -EINVAL, "path must be a mount path starting with '/'");
+        }
+        rc = wb_path_prefix(d, path, &ns, &prefix);
+        if (rc == 0)
+            rc = list_ns(d, ns, prefix, files);
+        free(prefix);
+    } else if (!d->wb) {
+        struct tierd_ns *ns = NULL;
+        rc = wb_path_prefix(d, "/", &ns, NULL); /* -ENOTSUP with its message */
+    } else {
+        for (size_t i = 0; i < d->nns && rc == 0; i++)
+            if (d->ns[i].conf->mode == TIERD_NS_WRITE_BACK)
+                rc = list_ns(d, &d->ns[i], d->ns[i].conf->prefix, files);
+    }
+    if (rc) {
+        json_decref(files);
+        return send_error(c, rc, "%s", *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+    }
+    return send_json(c, MHD_HTTP_OK, json_pack("{s:o}", "files", files));
+}
+
 static bool token_ok(const struct tierd *d, struct MHD_Connection *c)
 {
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
@@ -447,6 +641,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return do_path_op(d, c, rq, "unpin");
     if (post && strcmp(url, "/v1/evict") == 0)
         return do_path_op(d, c, rq, "evict");
+    if (post && strcmp(url, "/v1/wait") == 0)
+        return do_wait(d, c, rq);
+    if (get && strcmp(url, "/v1/checkpoints") == 0)
+        return do_checkpoints(d, c);
     return send_error(c, -ENOENT, "no such endpoint: %s %s (see docs/API.md)", method, url);
 }
 

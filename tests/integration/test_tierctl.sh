@@ -114,6 +114,18 @@ STATUS = {"version": "0.1.0", "uptime_s": 3725, "mount": "/mnt/fake",
           "namespaces": [{"path": "/ds", "backend": "warm", "type": "posix", "prefix": "data/",
                           "mode": "read-cache"}]}
 
+CHECKPOINTS = {"files": [
+    {"path": "/ck/run1/model.pt", "state": "uploading", "size": 268435456, "parts_done": 12,
+     "parts_total": 32, "age_s": 75.2, "waiting_s": 70.0, "key": "ckpt/run1/model.pt",
+     "sha256": "ab" * 32, "generation": 1, "uploaded_etag": None},
+    {"path": "/ck/run1/optim.pt", "state": "uploaded", "size": 1048576, "parts_done": 0,
+     "parts_total": 0, "age_s": 3725, "waiting_s": 0, "key": "ckpt/run1/optim.pt",
+     "sha256": "cd" * 32, "generation": 1, "uploaded_etag": "\"0123abcd\""},
+    {"path": "/ck/run1/rng.pt", "state": "sealed", "size": 4096, "parts_done": 0,
+     "parts_total": 0, "age_s": 2, "waiting_s": 1, "key": "ckpt/run1/rng.pt",
+     "sha256": "ef" * 32, "generation": 1, "uploaded_etag": None}]}
+waits = {}
+
 def job(jid, n):
     if jid in (1, 3):
         # Job 3 runs for 45 polls (about 3 s: tierctl polls every 50 ms for 2 s, then every
@@ -147,6 +159,11 @@ class H(BaseHTTPRequestHandler):
             f.write("GET %s\n" % self.path)
         if self.path == "/v1/status":
             return self.reply(200, STATUS)
+        if self.path.startswith("/v1/checkpoints"):
+            if self.path.endswith("path=/ds"):
+                return self.reply(404, {"error": "/ds is in namespace /ds, which is not in "
+                                        "write-back mode", "errno": "ENOENT"})
+            return self.reply(200, CHECKPOINTS)
         if self.path.startswith("/v1/stage/"):
             jid = int(self.path.rsplit("/", 1)[1])
             if jid not in (1, 2, 3):
@@ -176,6 +193,26 @@ class H(BaseHTTPRequestHandler):
             return self.reply(200, {"ok": True})
         if self.path == "/v1/evict":
             return self.reply(200, {"evicted_blocks": 7})
+        if self.path == "/v1/wait":
+            p, t = body.get("path"), body.get("timeout_s")
+            if not isinstance(t, (int, float)) or t < 0 or t > 20:
+                return self.reply(400, {"error": "timeout_s %r" % (t,), "errno": "EINVAL"})
+            if p == "/ds/x":
+                return self.reply(404, {"error": "/ds/x is in namespace /ds, which is not in "
+                                        "write-back mode", "errno": "ENOENT"})
+            if p == "/nowb":
+                return self.reply(503, {"error": "no namespace is in write-back mode",
+                                        "errno": "EOPNOTSUPP"})
+            if p == "/ck/never":  # blocks for the whole timeout, as tierd does
+                import time
+                time.sleep(t)
+                return self.reply(504, {"error": "%s is not yet durable" % p,
+                                        "errno": "ETIMEDOUT"})
+            if p == "/ck/later":  # durable at the third request
+                waits[p] = waits.get(p, 0) + 1
+                if waits[p] < 3:
+                    return self.reply(504, {"error": "not yet", "errno": "ETIMEDOUT"})
+            return self.reply(200, {"ok": True, "waited_s": 0.1})
         self.reply(404, {"error": "no such endpoint", "errno": "ENOENT"})
 
 class S(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -249,6 +286,47 @@ PYEOF
             pass "unpin strips the mount prefix" || fail "unpin body: $(grep unpin "$MLOG")"
         run "evict" 0 "${T[@]}" evict /ds
         contains "evict output" "evicted 7 blocks under /ds"
+
+        # write-back: wait, checkpoints
+        run "wait: durable" 0 "${T[@]}" wait /mnt/fake/ck/run1
+        contains "wait: message" "/ck/run1 is durable in the backend"
+        grep -q '^POST /v1/wait {"path": "/ck/run1", "timeout_s": 20.0}$' "$MLOG" &&
+            pass "wait: mount prefix stripped, 20 s request chunks" ||
+            fail "wait body: $(grep wait "$MLOG")"
+        run "wait: 504 answers are retried until durable" 0 "${T[@]}" wait /ck/later
+        [ "$(grep -c '"path": "/ck/later"' "$MLOG")" -eq 3 ] &&
+            pass "wait: three requests for /ck/later" ||
+            fail "wait /ck/later requests: $(grep later "$MLOG")"
+        t0=$SECONDS
+        run "wait: timeout exits 1" 1 "${T[@]}" wait /ck/never --timeout 1.5
+        contains "wait: timeout message" "timed out after 2s: /ck/never is not yet durable"
+        [ $((SECONDS - t0)) -le 10 ] && pass "wait: --timeout bounds the wait" ||
+            fail "wait --timeout 1.5 took $((SECONDS - t0)) s"
+        grep -Eq '"path": "/ck/never", "timeout_s": 1\.[0-9]+}$' "$MLOG" &&
+            pass "wait: timeout passed to the API" || fail "wait never: $(grep never "$MLOG")"
+        run "wait --timeout 0" 1 "${T[@]}" wait /ck/never --timeout 0
+        run "wait: not a write-back namespace" 4 "${T[@]}" wait /ds/x
+        contains "wait: 404 message" "not in write-back mode"
+        run "wait: no write-back configured" 4 "${T[@]}" wait /nowb
+        contains "wait: 503 message" "no namespace is in write-back mode"
+        run "wait: bad timeout" 2 "${T[@]}" wait /ck --timeout soon
+        run "wait: no path" 2 "${T[@]}" wait
+        run "checkpoints table" 0 "${T[@]}" checkpoints
+        contains "checkpoints: header" "STATE      SIZE        UPLOAD               AGE     PATH"
+        contains "checkpoints: uploading row" "uploading  256.0 MiB   12/32 parts (38%)    1m15s   /ck/run1/model.pt"
+        contains "checkpoints: uploaded row" "uploaded   1.0 MiB     done                 1h02m   /ck/run1/optim.pt"
+        contains "checkpoints: sealed row" "sealed     4.0 KiB     queued"
+        run "checkpoints --json under the mount" 0 "${T[@]}" checkpoints --json "/mnt/fake/ck/run 1"
+        if printf '%s' "$OUT" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["files"][1]["uploaded_etag"] == "\"0123abcd\""'; then
+            pass "checkpoints --json is the raw JSON"
+        else
+            fail "checkpoints --json: $OUT"
+        fi
+        grep -q '^GET /v1/checkpoints?path=/ck/run%201$' "$MLOG" &&
+            pass "checkpoints: path escaped in the query" ||
+            fail "checkpoints query: $(grep checkpoints "$MLOG")"
+        run "checkpoints of a read-cache namespace" 4 "${T[@]}" checkpoints /ds
+        contains "checkpoints: 404 message" "not in write-back mode"
     fi
     kill "$MOCK_PID" 2>/dev/null
     wait "$MOCK_PID" 2>/dev/null
@@ -352,6 +430,10 @@ sys.exit(0 if used >= int(sys.argv[1]) else 1)' "$TOTAL"; then
         run "real: stage of a missing path" 4 "${T[@]}" stage /ns/does-not-exist
         run "real: stage through the mount path" 0 "${T[@]}" stage "$MNT/ns/a"
         contains "real: re-staged the evicted files" "staged 333 of 333 files"
+        run "real: wait without a write-back namespace" 4 "${T[@]}" wait /ns
+        contains "real: wait says how to configure write-back" "no namespace is in write-back mode"
+        run "real: checkpoints without a write-back namespace" 4 "${T[@]}" checkpoints
+        contains "real: checkpoints message" "no namespace is in write-back mode"
         # Stop tierd; then the documented message again.
         kill -TERM "$TIERD_PID"
         gone() { ! kill -0 "$TIERD_PID" 2>/dev/null; }
