@@ -14,7 +14,8 @@
  *   engine  the write-back engine without FUSE: wb_open (spool in --dir) over the S3 backend,
  *           wb_file_create / wb_write / wb_file_close per file (durability local), then
  *           wb_wait: time to the last close, and time until everything is durable in S3.
- * direct and engine check afterwards that every object exists with the right size.
+ * direct and engine check afterwards that every object exists with the right size, then delete
+ * the objects (the test cluster's OSD is small).
  *
  * Usage: checkpoint_bench --env FILE [--dir DIR] [--files 8] [--file-mib 256] [--write-kib 1024]
  *                         [--part-mib 8] [--direct-threads 1] [--upload-threads 2]
@@ -230,6 +231,12 @@ static int check_objects(struct backend *be, const struct opts *o, const char *d
                     (unsigned long long)o->file_bytes);
             return rc ? rc : -EIO;
         }
+    }
+    /* delete them again: the test cluster's OSD is 10 GiB and a run writes several checkpoints */
+    for (int i = 0; i < o->files; i++) {
+        char key[256];
+        snprintf(key, sizeof(key), "%s/file%02d.bin", dir, i);
+        backend_del(be, key);
     }
     return 0;
 }

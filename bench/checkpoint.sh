@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# bench/checkpoint.sh - the checkpoint burst buffer's numbers (issue 5, Performance), side by side
+# in one run against a private Ceph RGW on this machine:
+#   1. local disk: the checkpoint written with write + fsync + close to a directory (baseline);
+#   2. direct S3: each file one multipart upload (single stream, and PARTS_PAR parts in flight);
+#   3. the write-back engine without FUSE (wb_file_create/wb_write/wb_file_close, then wb_wait);
+#   4. through the tierd mount into a write-back namespace (durability = local): the writer's
+#      time until its last fsync+close returns, then `tierctl wait` until it is durable in S3.
+#      Skipped (with a message) when this tierd does not accept a write-back namespace.
+# A checkpoint is FILES x FILE_MIB MiB (default 8 x 256 MiB = 2 GiB), the same bytes everywhere
+# (bench/checkpoint_bench.c). Results go to docs/bench/checkpoint.md by hand.
+#
+# Usage: bench/checkpoint.sh [WORKDIR]   (env: BUILD=build-wbapirel, FILES=8, FILE_MIB=256,
+#        PARTS_PAR=4, CEPH_DIR=<BUILD>/ceph (started and stopped here unless already running))
+set -euo pipefail
+cd "$(dirname "$0")/.."
+W=${1:-/tmp/tierd-bench-checkpoint}
+BUILD=${BUILD:-build-wbapirel}
+FILES=${FILES:-8}
+FILE_MIB=${FILE_MIB:-256}
+PARTS_PAR=${PARTS_PAR:-4}
+CEPH_DIR=${CEPH_DIR:-$PWD/$BUILD/ceph}
+
+if [ ! -x "$BUILD/checkpoint_bench" ] || [ ! -x "$BUILD/src/daemon/tierd" ]; then
+  cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$BUILD" -j2 --target checkpoint_bench tierd tierctl >/dev/null
+fi
+BENCH=$PWD/$BUILD/checkpoint_bench
+TIERD=$PWD/$BUILD/src/daemon/tierd
+TIERCTL=$PWD/$BUILD/src/cli/tierctl
+
+STARTED_CEPH=
+PID=
+MNT=$W/mnt
+cleanup() {
+  if [ -n "$PID" ]; then kill -TERM "$PID" 2>/dev/null; wait "$PID" 2>/dev/null || true; fi
+  mountpoint -q "$MNT" 2>/dev/null && { fusermount3 -u -z "$MNT" 2>/dev/null || true; }
+  [ -z "$STARTED_CEPH" ] || scripts/ceph.sh stop "$CEPH_DIR" >/dev/null 2>&1 || true
+  rm -rf "$W/local" "$W/spool" "$W/spool-engine"
+}
+trap cleanup EXIT
+if ! scripts/ceph.sh status "$CEPH_DIR" >/dev/null 2>&1; then
+  scripts/ceph.sh start "$CEPH_DIR" >/dev/null
+  STARTED_CEPH=1
+fi
+# shellcheck disable=SC1091
+. "$CEPH_DIR/env"
+
+rm -rf "$W" && mkdir -p "$W/local" "$W/spool-engine" "$W/spool" "$MNT"
+echo "# $(date -u +%FT%TZ) $(nproc) cores, checkpoint = $FILES x $FILE_MIB MiB, $BUILD"
+echo "# $W is on: $(df -h --output=source,fstype "$W" | tail -1)"
+B=("$BENCH" --env "$CEPH_DIR/env" --files "$FILES" --file-mib "$FILE_MIB")
+"${B[@]}" --mode posix --dir "$W/local"
+rm -rf "$W/local"
+"${B[@]}" --mode direct --direct-threads 1
+"${B[@]}" --mode direct --direct-threads "$PARTS_PAR"
+"${B[@]}" --mode engine --dir "$W/spool-engine"
+rm -rf "$W/spool-engine"
+
+# ---- 4. through the mount ----
+s3() { curl -sSf --aws-sigv4 "aws:amz:$S3_REGION:s3" --user "$S3_ACCESS_KEY:$S3_SECRET_KEY" \
+  -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$@"; }
+BUCKET=ckpt-mount-$(date +%s)
+s3 -X PUT "$S3_ENDPOINT/$BUCKET" >/dev/null
+cat >"$W/tierd.conf" <<EOF
+[daemon]
+log_level = warn
+[cache]
+ram_size = 256M
+disk_dir = $W/cache
+disk_size = 1G
+[writeback]
+spool_dir = $W/spool
+[backend rgw]
+type = s3
+endpoint = $S3_ENDPOINT
+region = $S3_REGION
+bucket = $BUCKET
+path_style = true
+access_key = $S3_ACCESS_KEY
+secret_key = $S3_SECRET_KEY
+[namespace /ckpt]
+backend = rgw
+prefix = ckpt/
+mode = write-back
+durability = local
+[mount]
+path = $MNT
+[api]
+socket = $W/api.sock
+EOF
+"$TIERD" -c "$W/tierd.conf" -f 2>"$W/tierd.log" &
+PID=$!
+deadline=$((SECONDS + 30))
+until { stat -f "$MNT" >/dev/null 2>&1 && [ "$(stat -c %i "$MNT")" = 1 ]; } || ! kill -0 "$PID" 2>/dev/null; do
+  [ $SECONDS -lt $deadline ] || { echo "mount did not come up" >&2; exit 1; }
+  sleep 0.05 # polling interval
+done
+if ! kill -0 "$PID" 2>/dev/null || ! mkdir "$MNT/ckpt/run1" 2>"$W/mkdir.err"; then
+  echo "mode=mount skipped: this tierd does not run a write-back namespace ($(cat "$W/mkdir.err" 2>/dev/null; tail -2 "$W/tierd.log"))"
+  exit 0
+fi
+t0=$(date +%s%N)
+"${B[@]}" --mode posix --dir "$MNT/ckpt/run1" | sed 's/^mode=posix/mode=mount-writer/'
+t1=$(date +%s%N)
+"$TIERCTL" -s "$W/api.sock" wait /ckpt/run1 >/dev/null
+t2=$(date +%s%N)
+awk -v a="$t0" -v b="$t1" -v c="$t2" -v mib=$((FILES * FILE_MIB)) 'BEGIN {
+  printf "mode=mount-durable seconds=%.3f mib_s=%.1f (writer %.3f s incl. process start + tierctl wait %.3f s)\n",
+    (c - a) / 1e9, mib / ((c - a) / 1e9), (b - a) / 1e9, (c - b) / 1e9 }'
+"$TIERCTL" -s "$W/api.sock" checkpoints /ckpt/run1
+# every object complete in S3 with the right size
+for i in $(seq 0 $((FILES - 1))); do
+  f=$(printf 'file%02d.bin' "$i")
+  size=$(s3 -I "$S3_ENDPOINT/$BUCKET/ckpt/run1/$f" | tr -d '\r' | awk 'tolower($1) == "content-length:" {print $2}')
+  [ "$size" = $((FILE_MIB << 20)) ] || { echo "check: $f has size '$size' in S3" >&2; exit 1; }
+done
+echo "check: all $FILES objects in S3 with $FILE_MIB MiB each"
