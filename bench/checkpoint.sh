@@ -4,7 +4,8 @@
 # in one run against a private Ceph RGW on this machine:
 #   1. local disk: the checkpoint written with write + fsync + close to a directory (baseline);
 #   2. direct S3: each file one multipart upload (single stream, and PARTS_PAR parts in flight);
-#   3. the write-back engine without FUSE (wb_file_create/wb_write/wb_file_close, then wb_wait);
+#   3. the write-back engine without FUSE (wb_file_create/wb_write/wb_file_close, then wb_wait),
+#      and the same with uploads held back (the write path alone, no competing upload);
 #   4. through the tierd mount into a write-back namespace (durability = local): the writer's
 #      time until its last fsync+close returns, then `tierctl wait` until it is durable in S3.
 #      Skipped (with a message) when this tierd does not accept a write-back namespace.
@@ -56,6 +57,8 @@ rm -rf "$W/local"
 "${B[@]}" --mode direct --direct-threads 1
 "${B[@]}" --mode direct --direct-threads "$PARTS_PAR"
 "${B[@]}" --mode engine --dir "$W/spool-engine"
+rm -rf "$W/spool-engine" && mkdir -p "$W/spool-engine"
+"${B[@]}" --mode engine-noupload --dir "$W/spool-engine" 2>"$W/noupload.log" # retry warnings
 rm -rf "$W/spool-engine"
 
 # ---- 4. through the mount ----
