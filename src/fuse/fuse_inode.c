@@ -9,6 +9,7 @@
  * hash probe and a counter update, never I/O.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -149,7 +150,71 @@ void tfs_table_fini(struct tierd_fuse *fs)
     free(fs->by_ino);
     free(fs->by_path);
     fs->by_ino = fs->by_path = NULL;
+    for (size_t i = 0; i < fs->ngrave; i++)
+        free(fs->graveyard[i]);
+    free(fs->graveyard);
+    fs->graveyard = NULL;
+    fs->ngrave = fs->capgrave = 0;
     pthread_mutex_destroy(&fs->tbl_mu);
+}
+
+/* With tbl_mu held: give n a new path. The old string may still be read by an operation in
+ * progress (paths are read without locks), so it goes to the graveyard, freed at fini. */
+static int repath_locked(struct tierd_fuse *fs, struct tfs_node *n, char *np)
+{
+    if (fs->ngrave == fs->capgrave) {
+        size_t nc = fs->capgrave ? fs->capgrave * 2 : 16;
+        char **g = realloc(fs->graveyard, nc * sizeof(*g));
+        if (!g)
+            return -ENOMEM;
+        fs->graveyard = g;
+        fs->capgrave = nc;
+    }
+    struct tfs_node **pp = &fs->by_path[path_slot(fs, n->path)];
+    while (*pp && *pp != n)
+        pp = &(*pp)->next_path;
+    if (*pp)
+        *pp = n->next_path;
+    fs->graveyard[fs->ngrave++] = n->path;
+    n->path = np;
+    size_t p = path_slot(fs, n->path);
+    n->next_path = fs->by_path[p];
+    fs->by_path[p] = n;
+    return 0;
+}
+
+static struct tfs_node *find_path_locked(struct tierd_fuse *fs, const char *path)
+{
+    struct tfs_node *n = fs->by_path[path_slot(fs, path)];
+    while (n && strcmp(n->path, path) != 0)
+        n = n->next_path;
+    return n;
+}
+
+int tfs_node_rename(struct tierd_fuse *fs, const char *old_path, const char *new_path)
+{
+    char *np = strdup(new_path);
+    char dead[64];
+    pthread_mutex_lock(&fs->tbl_mu);
+    int rc = np ? 0 : -ENOMEM;
+    struct tfs_node *victim = rc ? NULL : find_path_locked(fs, new_path);
+    if (victim && victim->ino != FUSE_ROOT_ID) {
+        /* an unreachable, unique path: the node lives on until forgotten */
+        snprintf(dead, sizeof(dead), "\x01replaced/%llu", (unsigned long long)victim->ino);
+        char *dp = strdup(dead);
+        rc = dp ? repath_locked(fs, victim, dp) : -ENOMEM;
+        if (rc)
+            free(dp);
+    }
+    struct tfs_node *n = rc ? NULL : find_path_locked(fs, old_path);
+    if (n && n->ino != FUSE_ROOT_ID) {
+        rc = repath_locked(fs, n, np);
+        if (rc == 0)
+            np = NULL;
+    }
+    pthread_mutex_unlock(&fs->tbl_mu);
+    free(np);
+    return rc;
 }
 
 struct tfs_node *tfs_node_get(struct tierd_fuse *fs, uint64_t ino)

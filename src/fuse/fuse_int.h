@@ -18,7 +18,11 @@
  *             handle, the attribute cache is dropped so the next open sees the new version.
  *             Sequential reads queue cache_prefetch() of the next readahead_blocks blocks.
  *             The reply is spliced (fuse_reply_data) when the kernel allows it.
- *   mutations EROFS (read-cache namespaces).
+ *   mutations EROFS (read-cache namespaces). Write-back namespaces (fuse_ops_write.c) stage
+ *             writes in the burst buffer (src/writeback/wb.h): lookup/getattr/readdir of such a
+ *             namespace bypass the node and listing caches and merge the buffer's live files
+ *             (read-your-writes); reads of a file with a local copy go to wb_read, others to
+ *             the cache as above.
  *   backend down  stat/list errors other than ENOENT fall back to the node's last known
  *             attributes and the directory's last listing (stale-if-error), so cached data stays
  *             readable; a read that needs the backend fails with EIO after backend_timeout.
@@ -53,6 +57,7 @@ struct tfs_dirent {
     uint64_t size_bytes;
     int64_t mtime_ns;
     char etag[BACKEND_ETAG_MAX];
+    bool pending; /* from the write-back buffer: wins over a backend entry of the same name */
 };
 
 /* An immutable snapshot of one directory, shared by the node cache and open dir handles. */
@@ -71,6 +76,7 @@ struct tfs_attr {
     int64_t mtime_ns;
     char etag[BACKEND_ETAG_MAX];
     uint64_t fetched_ns; /* monotonic time the backend was asked; newer information wins */
+    bool writable;       /* in a write-back namespace: mode 0644 / 0755 instead of 0444 / 0555 */
 };
 
 struct tfs_node {
@@ -87,7 +93,11 @@ struct tfs_node {
     struct tfs_attr attr;
     char last_open_etag[BACKEND_ETAG_MAX]; /* for keep_cache */
     struct tfs_listing *listing;
+    struct tfs_wstate *w; /* write-back: the writers' shared state (fuse_ops_write.c), or NULL */
 };
+
+/* fi->fh of a regular file points to a struct whose first member is one of these. */
+enum tfs_handle_kind { TFS_H_READ = 0x52454144, TFS_H_WB = 0x57424846 };
 
 struct tierd_fuse {
     struct tierd *d;
@@ -104,6 +114,14 @@ struct tierd_fuse {
     struct tfs_node **by_ino, **by_path;
     size_t nbuckets, nnodes;
     uint64_t next_ino;
+    char **graveyard; /* tbl_mu: node paths replaced by a rename, freed at fini */
+    size_t ngrave, capgrave;
+
+    /* write-back namespaces: directories made by mkdir and not yet holding a file (local only:
+     * S3 has no directories; see docs/CONFIG.md) */
+    pthread_mutex_t dirs_mu;
+    char **dirs;
+    size_t ndirs, capdirs;
 };
 
 /* ---- inode table (fuse_inode.c) ---- */
@@ -116,6 +134,9 @@ void tfs_node_put(struct tierd_fuse *fs, struct tfs_node *n);
 int tfs_node_lookup(struct tierd_fuse *fs, const char *path, struct tfs_node **out);
 /* Drop nlookup kernel references (forget). */
 void tfs_node_forget(struct tierd_fuse *fs, uint64_t ino, uint64_t nlookup);
+/* A rename moved the kernel's inode of old_path to new_path: the node follows (a node already
+ * at new_path, replaced by the rename, is detached from its path). */
+int tfs_node_rename(struct tierd_fuse *fs, const char *old_path, const char *new_path);
 /* Join parent path and name into a new malloc'd path; -ENAMETOOLONG / -ENOMEM. */
 int tfs_path_join(const char *parent, const char *name, char **out);
 
@@ -159,5 +180,23 @@ void tfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void tfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
 void tfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void tfs_ops_readonly(struct fuse_lowlevel_ops *ops);
+
+/* ---- write-back namespaces (fuse_ops_write.c) ---- */
+/* Is path inside a write-back namespace (with the burst buffer open)? No allocation. */
+bool tfs_path_is_wb(const struct tierd_fuse *fs, const char *path);
+/* What the burst buffer (or mkdir) knows about (ns, key) at path: 0 with a filled (a file with
+ * a local copy, or a directory holding pending files or made by mkdir), -ENOENT otherwise. */
+int tfs_wb_stat(struct tierd_fuse *fs, struct tierd_ns *ns, const char *key, const char *path,
+                struct tfs_attr *a);
+/* Add the buffer's live files and mkdir'd directories under the directory key prefix (ending
+ * in '/' or "") at path to a listing: fn(name, len, is_dir, size, arg). */
+void tfs_wb_list_children(
+    struct tierd_fuse *fs, struct tierd_ns *ns, const char *prefix, const char *path,
+    void (*fn)(const char *name, size_t len, bool is_dir, uint64_t size, void *arg), void *arg);
+/* Install create/open/read/write/fsync/flush/release/setattr/unlink/rename/mkdir/rmdir, which
+ * handle write-back namespaces and defer to the read-only operations elsewhere. */
+void tfs_ops_write(struct fuse_lowlevel_ops *ops);
+void tfs_wb_init(struct tierd_fuse *fs);
+void tfs_wb_fini(struct tierd_fuse *fs);
 
 #endif

@@ -34,6 +34,13 @@ int tfs_errno(int neg)
     case EINVAL:
     case ENOSYS:
     case ENOTEMPTY:
+    case ENOSPC:
+    case EXDEV:
+    case EEXIST:
+    case EBADF:
+    case EFBIG:
+    case EDQUOT:
+    case ENOTSUP:
         return e;
     default:
         return EIO; /* backend failures, timeouts, replaced objects (ESTALE) */
@@ -46,11 +53,11 @@ void tfs_fill_stat(const struct tierd_fuse *fs, uint64_t ino, const struct tfs_a
     memset(st, 0, sizeof(*st));
     st->st_ino = ino;
     if (a->is_dir) {
-        st->st_mode = S_IFDIR | 0555;
+        st->st_mode = S_IFDIR | (a->writable ? 0755 : 0555);
         st->st_nlink = 2;
         st->st_size = 4096;
     } else {
-        st->st_mode = S_IFREG | 0444;
+        st->st_mode = S_IFREG | (a->writable ? 0644 : 0444);
         st->st_nlink = 1;
         st->st_size = (off_t)a->size_bytes;
         st->st_blocks = (blkcnt_t)((a->size_bytes + 511) / 512);
@@ -113,6 +120,12 @@ static int stat_path_at(struct tierd_fuse *fs, const char *path, struct tfs_attr
         dir_attr(fs, a);
         goto out;
     }
+    if (ns->conf->mode == TIERD_NS_WRITE_BACK && fs->d->wb) {
+        /* read-your-writes: the burst buffer knows files not yet (or just) uploaded */
+        rc = tfs_wb_stat(fs, ns, key, path, a);
+        if (rc != -ENOENT)
+            goto out;
+    }
     struct backend_stat st;
     memset(&st, 0, sizeof(st));
     rc = backend_stat(ns->be, key, &st);
@@ -160,8 +173,10 @@ static int stat_path(struct tierd_fuse *fs, const char *path, struct tfs_attr *a
 {
     uint64_t t0 = tier_now_mono_ns();
     int rc = stat_path_at(fs, path, a);
-    if (rc == 0)
+    if (rc == 0) {
         a->fetched_ns = t0;
+        a->writable = tfs_path_is_wb(fs, path);
+    }
     return rc;
 }
 
@@ -184,14 +199,24 @@ static int stale_attr(struct tfs_node *n, struct tfs_attr *a, int rc)
 
 int tfs_node_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a)
 {
+    /* write-back namespaces change under the mount's own writes: no attribute cache */
+    bool wb = tfs_path_is_wb(fs, n->path);
     pthread_mutex_lock(&n->mu);
-    if (n->attr_valid && tier_now_mono_ns() < n->attr_expire_ns) {
+    if (!wb && n->attr_valid && tier_now_mono_ns() < n->attr_expire_ns) {
         *a = n->attr;
         pthread_mutex_unlock(&n->mu);
         return 0;
     }
     pthread_mutex_unlock(&n->mu);
     int rc = stat_path(fs, n->path, a);
+    if (rc == 0 && wb) {
+        pthread_mutex_lock(&n->mu);
+        n->attr = *a;
+        n->attr_valid = true;
+        n->attr_expire_ns = a->fetched_ns;
+        pthread_mutex_unlock(&n->mu);
+        return 0;
+    }
     if (rc == 0) {
         tfs_node_set_attr(fs, n, a);
         return 0;
@@ -215,6 +240,7 @@ int tfs_resolve_child(struct tierd_fuse *fs, struct tfs_node *parent, const char
         free(key);
         if (rc == 0 && is_root) {
             dir_attr(fs, a);
+            a->writable = tfs_path_is_wb(fs, path);
             return 0;
         }
         return -ENOENT;
@@ -344,6 +370,6 @@ void tfs_op_statfs(fuse_req_t req, fuse_ino_t ino)
     sv.f_files = 1000000;
     sv.f_ffree = 0;
     sv.f_namemax = BACKEND_SEGMENT_MAX;
-    sv.f_flag = ST_RDONLY;
+    sv.f_flag = fs->d->wb ? 0 : ST_RDONLY;
     fuse_reply_statfs(req, &sv);
 }

@@ -68,13 +68,25 @@ static void add_virtual(const char *name, size_t len, void *arg)
     add(arg, name, len, true, 0, 0, NULL);
 }
 
+/* A live file or directory of the write-back buffer (read-your-writes). */
+static void add_pending(const char *name, size_t len, bool is_dir, uint64_t size, void *arg)
+{
+    struct builder *b = arg;
+    size_t before = b->n;
+    add(b, name, len, is_dir, size, 0, NULL);
+    if (b->n > before)
+        b->e[b->n - 1].pending = true;
+}
+
 static int cmp_dirent(const void *a, const void *b)
 {
     const struct tfs_dirent *x = a, *y = b;
     int c = strcmp(x->name, y->name);
     if (c)
         return c;
-    return (int)y->is_dir - (int)x->is_dir; /* directory first */
+    if (x->is_dir != y->is_dir)
+        return (int)y->is_dir - (int)x->is_dir; /* directory first */
+    return (int)y->pending - (int)x->pending;   /* then the write-back buffer's newer file */
 }
 
 static void listing_free(struct tfs_listing *l)
@@ -155,6 +167,8 @@ static int list_backend(struct tierd_fuse *fs, const char *path, struct builder 
         backend_list_page_fini(&page);
     } while (token && b->rc == 0);
     free(token);
+    if (rc == 0 && ns->conf->mode == TIERD_NS_WRITE_BACK && fs->d->wb)
+        tfs_wb_list_children(fs, ns, prefix, path, add_pending, b);
     free(prefix);
     return rc ? rc : b->rc;
 }
@@ -204,7 +218,9 @@ static int listing_build(struct tierd_fuse *fs, const char *path, struct tfs_lis
 
 struct tfs_listing *tfs_listing_peek(struct tierd_fuse *fs, struct tfs_node *n)
 {
-    (void)fs;
+    /* write-back namespaces change under the mount's own writes: listed afresh each time */
+    if (tfs_path_is_wb(fs, n->path))
+        return NULL;
     struct tfs_listing *l = NULL;
     pthread_mutex_lock(&n->mu);
     if (n->listing && tier_now_mono_ns() < n->listing->expire_ns)
@@ -309,6 +325,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         a.mtime_ns = e->mtime_ns;
         memcpy(a.etag, e->etag, sizeof(a.etag));
         a.fetched_ns = l->fetched_ns;
+        a.writable = plus && tfs_path_is_wb(fs, dir->path);
         if (!plus) {
             struct stat st;
             memset(&st, 0, sizeof(st));

@@ -24,6 +24,7 @@
 #include "fuse/fuse_int.h"
 
 struct tfs_file {
+    uint32_t kind; /* TFS_H_READ (fuse_int.h) */
     struct backend *be;
     char *key;
     char *path;
@@ -68,6 +69,7 @@ void tfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         rc = -ENOMEM;
         goto fail;
     }
+    h->kind = TFS_H_READ;
     h->be = ns->be;
     h->key = key;
     key = NULL;

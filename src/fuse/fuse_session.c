@@ -124,7 +124,10 @@ int tierfs_clear_stale_mount(const char *path)
 
 static void tfs_init(void *userdata, struct fuse_conn_info *conn)
 {
-    (void)userdata;
+    struct tierd_fuse *fs = userdata;
+    /* write-back: O_TRUNC arrives with open (one new generation, no separate truncate) */
+    if (fs->d->wb && (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC))
+        conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
     if (conn->capable & FUSE_CAP_READDIRPLUS)
         conn->want |= FUSE_CAP_READDIRPLUS;
     /* always readdirplus: it primes attributes, so ls -l / find / open cost no backend call */
@@ -158,6 +161,7 @@ int tierfs_mount(struct tierd *d, struct tierd_fuse **out)
         free(fs);
         return rc;
     }
+    tfs_wb_init(fs);
     fs->mountpoint = strdup(path);
     if (!fs->mountpoint) {
         rc = -ENOMEM;
@@ -208,6 +212,8 @@ int tierfs_mount(struct tierd *d, struct tierd_fuse **out)
     ops.read = tfs_op_read;
     ops.release = tfs_op_release;
     tfs_ops_readonly(&ops);
+    if (d->wb)
+        tfs_ops_write(&ops); /* write-back namespaces; the rest stays read-only */
 
     fs->se = fuse_session_new(&args, &ops, sizeof(ops), fs);
     fuse_opt_free_args(&args);
@@ -341,6 +347,7 @@ void tierfs_free(struct tierd_fuse *fs)
     }
     fs->d->mounted = false;
     tfs_table_fini(fs);
+    tfs_wb_fini(fs);
     free(fs->mountpoint);
     free(fs);
 }

@@ -1,0 +1,1073 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * fuse_ops_write.c - the mutating operations of write-back namespaces (checkpoint burst buffer,
+ * src/writeback/wb.h): create, open for writing, write, fsync, flush, release, setattr (size),
+ * unlink, rename, mkdir, rmdir; and the read-your-writes helpers used by lookup, getattr and
+ * readdir (tfs_wb_stat, tfs_wb_list_children). Read-cache namespaces keep answering EROFS
+ * (fuse_ops_ro.c) and their open/read/release go to fuse_ops_file.c.
+ *
+ * DESIGN:
+ *   generations  the burst buffer writes whole files: wb_file_create() starts a new generation
+ *             of a key (the previous one is cancelled or, once uploaded, replaced). All write
+ *             handles of one inode share one generation (struct tfs_wstate on the node); it is
+ *             created by create / O_TRUNC, or lazily by the first write or truncate of a handle
+ *             opened without O_TRUNC, which first copies the current content (from the
+ *             buffer's local copy or the backend) into a temporary file in the spool and then
+ *             into the new generation (overwrite in place, append).
+ *   close     flush() of the last write handle seals the generation (wb_file_close: fsync,
+ *             SHA-256, journal SEALED) and returns its error to close(2); with durability =
+ *             remote it then waits (wb_wait) until the object is in the backend. With other
+ *             write handles still open, flush only fsyncs; the last release seals.
+ *   fail-stop a failed fsync/close makes the inode's writers fail with EIO from then on (the
+ *             buffer also marks the file FAILED and never uploads it). ENOSPC (disk or backlog
+ *             bound) is returned as ENOSPC; the handle stays usable.
+ *   reads     a handle reads the shared generation while one is open, else the buffer's local
+ *             copy (wb_read), else the backend through the block cache.
+ *   unlink    wb_unlink (cancels an upload; the object never appears) and backend_del of any
+ *             older object under the key.
+ *   rename    files only, within one namespace: wb_rename, or, for a file the buffer does not
+ *             hold locally, a copy into a new generation under the new key and a delete of the
+ *             old one. Directories: EXDEV (mv then copies).
+ *   mkdir     S3 has no directories: mkdir records a local marker (this process only) so the
+ *             directory lists until a file is written under it, which makes it implicit in the
+ *             backend's keys. rmdir: ENOTEMPTY while any file is below, else drops the marker.
+ * Lock order: node mu -> wstate mu. No lock is held across backend I/O except the wstate mutex
+ * of the inode being written (writes of one inode are serialised, as the buffer requires).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "common/timeutil.h"
+#include "fuse/fuse_int.h"
+#include "writeback/wb.h"
+
+#define COPY_CHUNK (1u << 20)
+
+struct tfs_wstate {
+    pthread_mutex_t mu;
+    struct wb_file *wf; /* the open generation, or NULL */
+    int handles;        /* write handles of the inode */
+    int err;            /* sticky: after a failed fsync/close every writer gets it */
+};
+
+struct tfs_whandle {
+    uint32_t kind; /* TFS_H_WB */
+    struct tfs_node *n;
+    struct tierd_ns *ns;
+    char *key;
+    bool writable;
+    struct tfs_wstate *w; /* writable handles */
+    pthread_mutex_t mu;   /* the backend version read once the local copy is gone */
+    bool be_known;
+    char etag[BACKEND_ETAG_MAX];
+    uint64_t be_size;
+};
+
+static bool wb_live(enum wb_state s)
+{
+    return s == WB_OPEN || s == WB_SEALED || s == WB_UPLOADING || s == WB_UPLOADED;
+}
+
+bool tfs_path_is_wb(const struct tierd_fuse *fs, const char *path)
+{
+    const struct tierd *d = fs->d;
+    if (!d->wb)
+        return false;
+    for (size_t i = 0; i < d->nns; i++) {
+        const struct tierd_ns_conf *c = d->ns[i].conf;
+        if (c->mode != TIERD_NS_WRITE_BACK)
+            continue;
+        size_t l = strlen(c->path);
+        if (strncmp(path, c->path, l) == 0 && (path[l] == '\0' || path[l] == '/'))
+            return true;
+    }
+    return false;
+}
+
+/* ---- mkdir markers ---- */
+
+void tfs_wb_init(struct tierd_fuse *fs)
+{
+    pthread_mutex_init(&fs->dirs_mu, NULL);
+}
+
+void tfs_wb_fini(struct tierd_fuse *fs)
+{
+    for (size_t i = 0; i < fs->ndirs; i++)
+        free(fs->dirs[i]);
+    free(fs->dirs);
+    fs->dirs = NULL;
+    fs->ndirs = fs->capdirs = 0;
+    pthread_mutex_destroy(&fs->dirs_mu);
+}
+
+static bool marker_has(struct tierd_fuse *fs, const char *path)
+{
+    bool found = false;
+    pthread_mutex_lock(&fs->dirs_mu);
+    for (size_t i = 0; i < fs->ndirs && !found; i++)
+        found = strcmp(fs->dirs[i], path) == 0;
+    pthread_mutex_unlock(&fs->dirs_mu);
+    return found;
+}
+
+static int marker_add(struct tierd_fuse *fs, const char *path)
+{
+    int rc = 0;
+    pthread_mutex_lock(&fs->dirs_mu);
+    if (fs->ndirs == fs->capdirs) {
+        size_t nc = fs->capdirs ? fs->capdirs * 2 : 16;
+        char **v = realloc(fs->dirs, nc * sizeof(*v));
+        if (!v) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        fs->dirs = v;
+        fs->capdirs = nc;
+    }
+    fs->dirs[fs->ndirs] = strdup(path);
+    if (!fs->dirs[fs->ndirs])
+        rc = -ENOMEM;
+    else
+        fs->ndirs++;
+out:
+    pthread_mutex_unlock(&fs->dirs_mu);
+    return rc;
+}
+
+static bool marker_del(struct tierd_fuse *fs, const char *path)
+{
+    bool found = false;
+    pthread_mutex_lock(&fs->dirs_mu);
+    for (size_t i = 0; i < fs->ndirs; i++) {
+        if (strcmp(fs->dirs[i], path) == 0) {
+            free(fs->dirs[i]);
+            fs->dirs[i] = fs->dirs[--fs->ndirs];
+            found = true;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&fs->dirs_mu);
+    return found;
+}
+
+/* ---- read-your-writes for lookup/getattr/readdir ---- */
+
+int tfs_wb_stat(struct tierd_fuse *fs, struct tierd_ns *ns, const char *key, const char *path,
+                struct tfs_attr *a)
+{
+    struct wb_file_info *v = NULL;
+    size_t n = 0;
+    int rc = wb_list(fs->d->wb, ns->be->name, key, &v, &n);
+    if (rc)
+        return rc;
+    size_t kl = strlen(key);
+    const struct wb_file_info *best = NULL;
+    bool dir = false;
+    for (size_t i = 0; i < n; i++) {
+        if (!wb_live(v[i].state))
+            continue;
+        if (strcmp(v[i].key, key) == 0) {
+            if (!best || v[i].generation > best->generation)
+                best = &v[i];
+        } else if (v[i].key[kl] == '/') {
+            dir = true;
+        }
+    }
+    rc = -ENOENT;
+    memset(a, 0, sizeof(*a));
+    if (dir || (!best && marker_has(fs, path))) {
+        a->is_dir = true;
+        a->mtime_ns = (int64_t)fs->d->start_ns;
+        rc = 0;
+    } else if (best) {
+        a->size_bytes = best->size_bytes;
+        uint64_t now = tier_now_real_ns();
+        uint64_t age = best->age_ms * TIER_NS_PER_MS;
+        a->mtime_ns = (int64_t)(now > age ? now - age : now);
+        rc = 0;
+    }
+    wb_list_free(v, n);
+    return rc;
+}
+
+void tfs_wb_list_children(
+    struct tierd_fuse *fs, struct tierd_ns *ns, const char *prefix, const char *path,
+    void (*fn)(const char *name, size_t len, bool is_dir, uint64_t size, void *arg), void *arg)
+{
+    struct wb_file_info *v = NULL;
+    size_t n = 0;
+    size_t pl = strlen(prefix);
+    if (wb_list(fs->d->wb, ns->be->name, prefix, &v, &n) == 0) {
+        for (size_t i = 0; i < n; i++) {
+            if (!wb_live(v[i].state))
+                continue;
+            const char *rest = v[i].key + pl;
+            const char *slash = strchr(rest, '/');
+            if (slash)
+                fn(rest, (size_t)(slash - rest), true, 0, arg);
+            else
+                fn(rest, strlen(rest), false, v[i].size_bytes, arg);
+        }
+        wb_list_free(v, n);
+    }
+    size_t dl = strlen(path);
+    pthread_mutex_lock(&fs->dirs_mu);
+    for (size_t i = 0; i < fs->ndirs; i++) {
+        const char *m = fs->dirs[i];
+        if (strncmp(m, path, dl) == 0 && m[dl] == '/' && !strchr(m + dl + 1, '/'))
+            fn(m + dl + 1, strlen(m + dl + 1), true, 0, arg);
+    }
+    pthread_mutex_unlock(&fs->dirs_mu);
+}
+
+/* What (ns, key) is now, without a node: buffer first, then the backend. */
+static int stat_key(struct tierd_fuse *fs, struct tierd_ns *ns, const char *key, const char *path,
+                    struct tfs_attr *a, bool *from_wb)
+{
+    *from_wb = false;
+    int rc = tfs_wb_stat(fs, ns, key, path, a);
+    if (rc == 0) {
+        *from_wb = !a->is_dir;
+        return 0;
+    }
+    struct backend_stat st;
+    memset(&st, 0, sizeof(st));
+    rc = backend_stat(ns->be, key, &st);
+    if (rc)
+        return rc;
+    memset(a, 0, sizeof(*a));
+    a->is_dir = st.is_dir;
+    a->size_bytes = st.size_bytes;
+    a->mtime_ns = st.mtime_ns;
+    memcpy(a->etag, st.etag, sizeof(a->etag));
+    a->etag[sizeof(a->etag) - 1] = '\0';
+    return 0;
+}
+
+/* ---- generations ---- */
+
+static int pwrite_all(int fd, const char *buf, size_t len, off_t off)
+{
+    while (len > 0) {
+        ssize_t w = pwrite(fd, buf, len, off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? -errno : -EIO;
+        buf += w;
+        len -= (size_t)w;
+        off += w;
+    }
+    return 0;
+}
+
+/* Copy the current content of src_key into a temporary file of the spool; *size its length. */
+static int snapshot(struct tierd_fuse *fs, struct tierd_ns *ns, const char *src_key,
+                    const char *path, int *tmp_fd, uint64_t *size)
+{
+    struct tfs_attr a;
+    bool from_wb = false;
+    *tmp_fd = -1;
+    *size = 0;
+    int rc = stat_key(fs, ns, src_key, path, &a, &from_wb);
+    if (rc == -ENOENT)
+        return 0;
+    if (rc)
+        return rc;
+    if (a.is_dir)
+        return -EISDIR;
+    if (a.size_bytes == 0)
+        return 0;
+    int fd = open(fs->d->cfg.wb_spool_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    char *buf = malloc(COPY_CHUNK);
+    if (!buf) {
+        close(fd);
+        return -ENOMEM;
+    }
+    uint64_t off = 0;
+    while (off < a.size_bytes) {
+        size_t want = a.size_bytes - off < COPY_CHUNK ? (size_t)(a.size_bytes - off) : COPY_CHUNK;
+        ssize_t n = -ENOENT;
+        if (from_wb)
+            n = wb_read(fs->d->wb, ns->be->name, src_key, buf, want, (off_t)off);
+        if (n == -ENOENT) {
+            from_wb = false;
+            n = backend_read(ns->be, src_key, off, buf, want, NULL, NULL);
+        }
+        if (n < 0) {
+            rc = (int)n;
+            break;
+        }
+        if (n == 0)
+            break; /* shrank meanwhile: copy what there is */
+        rc = pwrite_all(fd, buf, (size_t)n, (off_t)off);
+        if (rc)
+            break;
+        off += (uint64_t)n;
+    }
+    free(buf);
+    if (rc) {
+        close(fd);
+        return rc;
+    }
+    *tmp_fd = fd;
+    *size = off;
+    return 0;
+}
+
+/* Start a new generation of dst_key; with src_key, holding src_key's current content. */
+static int new_gen(struct tierd_fuse *fs, struct tierd_ns *ns, const char *dst_key,
+                   const char *src_key, const char *src_path, struct wb_file **out)
+{
+    int tmp = -1;
+    uint64_t size = 0;
+    int rc = 0;
+    if (src_key) {
+        rc = snapshot(fs, ns, src_key, src_path, &tmp, &size);
+        if (rc) {
+            log_warn("fuse: cannot copy %s:%s for rewriting: %s", ns->be->name, src_key,
+                     strerror(-rc));
+            return rc;
+        }
+    }
+    struct wb_file *wf = NULL;
+    rc = wb_file_create(fs->d->wb, ns->be->name, dst_key, &wf);
+    if (rc == 0 && tmp >= 0) {
+        char *buf = malloc(COPY_CHUNK);
+        rc = buf ? 0 : -ENOMEM;
+        for (uint64_t off = 0; rc == 0 && off < size;) {
+            size_t want = size - off < COPY_CHUNK ? (size_t)(size - off) : COPY_CHUNK;
+            ssize_t n = pread(tmp, buf, want, (off_t)off);
+            if (n <= 0) {
+                rc = n < 0 ? -errno : -EIO;
+                break;
+            }
+            ssize_t w = wb_write(wf, buf, (size_t)n, (off_t)off);
+            if (w < 0)
+                rc = (int)w;
+            off += (uint64_t)n;
+        }
+        free(buf);
+        if (rc)
+            log_err("fuse: copying the old content of %s:%s into its new generation failed "
+                    "(%s); the new generation is not sealed and is discarded at restart",
+                    ns->be->name, dst_key, strerror(-rc));
+    }
+    if (tmp >= 0)
+        close(tmp);
+    *out = wf;
+    return rc;
+}
+
+static struct tfs_wstate *wstate_attach(struct tfs_node *n)
+{
+    pthread_mutex_lock(&n->mu);
+    struct tfs_wstate *w = n->w;
+    if (!w) {
+        w = calloc(1, sizeof(*w));
+        if (w) {
+            pthread_mutex_init(&w->mu, NULL);
+            n->w = w;
+        }
+    }
+    if (w) {
+        pthread_mutex_lock(&w->mu);
+        w->handles++;
+        pthread_mutex_unlock(&w->mu);
+    }
+    pthread_mutex_unlock(&n->mu);
+    return w;
+}
+
+/* Drop a writer; the last one seals the open generation. Returns the seal's result. */
+static int wstate_detach(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_wstate *w,
+                         const char *what)
+{
+    pthread_mutex_lock(&n->mu);
+    pthread_mutex_lock(&w->mu);
+    bool last = --w->handles == 0;
+    if (last)
+        n->w = NULL;
+    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_unlock(&n->mu);
+    if (!last)
+        return 0;
+    int rc = w->err;
+    if (w->wf && !w->err) {
+        rc = wb_file_close(w->wf);
+        if (rc)
+            log_err("fuse: sealing %s at %s failed: %s", n->path, what, strerror(-rc));
+    }
+    (void)fs;
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+    return rc;
+}
+
+/* With w->mu held: the generation to write into (copying the current content first). */
+static int ensure_gen(struct tierd_fuse *fs, struct tfs_whandle *h)
+{
+    struct tfs_wstate *w = h->w;
+    if (w->err)
+        return w->err;
+    if (w->wf)
+        return 0;
+    int rc = new_gen(fs, h->ns, h->key, h->key, h->n->path, &w->wf);
+    if (rc && w->wf)
+        w->err = -EIO; /* a partial copy must never be sealed */
+    return rc;
+}
+
+/* Truncate through w (held: w->mu) to size. */
+static int truncate_locked(struct tierd_fuse *fs, struct tfs_whandle *h, uint64_t size)
+{
+    struct tfs_wstate *w = h->w;
+    if (w->err)
+        return w->err;
+    if (!w->wf && size == 0)
+        return new_gen(fs, h->ns, h->key, NULL, NULL, &w->wf);
+    int rc = ensure_gen(fs, h);
+    return rc ? rc : wb_truncate(w->wf, (off_t)size);
+}
+
+/* ---- handles ---- */
+
+static void handle_free(struct tierd_fuse *fs, struct tfs_whandle *h)
+{
+    if (!h)
+        return;
+    pthread_mutex_destroy(&h->mu);
+    tfs_node_put(fs, h->n);
+    free(h->key);
+    free(h);
+}
+
+static int handle_new(struct tierd_fuse *fs, struct tfs_node *n, struct tierd_ns *ns, char *key,
+                      bool writable, struct tfs_whandle **out)
+{
+    struct tfs_whandle *h = calloc(1, sizeof(*h));
+    if (!h)
+        return -ENOMEM;
+    h->kind = TFS_H_WB;
+    h->n = n;
+    h->ns = ns;
+    h->key = key;
+    h->writable = writable;
+    pthread_mutex_init(&h->mu, NULL);
+    if (writable) {
+        h->w = wstate_attach(n);
+        if (!h->w) {
+            h->key = NULL;
+            h->n = NULL;
+            pthread_mutex_destroy(&h->mu);
+            free(h);
+            return -ENOMEM;
+        }
+    }
+    (void)fs;
+    *out = h;
+    return 0;
+}
+
+static bool is_wb_handle(const struct fuse_file_info *fi)
+{
+    return fi && fi->fh && *(const uint32_t *)(uintptr_t)fi->fh == TFS_H_WB;
+}
+
+static void w_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct tierd_fuse *fs = fuse_req_userdata(req);
+    struct tfs_node *n = tfs_node_get(fs, ino);
+    if (!n) {
+        fuse_reply_err(req, ESTALE);
+        return;
+    }
+    if (!tfs_path_is_wb(fs, n->path)) {
+        tfs_node_put(fs, n);
+        tfs_op_open(req, ino, fi);
+        return;
+    }
+    struct tierd_ns *ns = NULL;
+    char *key = NULL;
+    bool is_root = false;
+    struct tfs_whandle *h = NULL;
+    struct tfs_attr a;
+    int rc = tfs_node_attr(fs, n, &a);
+    if (rc == 0 && a.is_dir)
+        rc = -EISDIR;
+    if (rc == 0)
+        rc = tierd_resolve(fs->d, n->path, &ns, &key, &is_root);
+    if (rc == 0 && is_root)
+        rc = -EISDIR;
+    if (rc)
+        goto fail;
+    bool writable = (fi->flags & O_ACCMODE) != O_RDONLY;
+    rc = handle_new(fs, n, ns, key, writable, &h);
+    if (rc)
+        goto fail;
+    key = NULL;
+    n = NULL; /* the handle holds the reference */
+    if (writable && (fi->flags & O_TRUNC)) {
+        pthread_mutex_lock(&h->w->mu);
+        rc = truncate_locked(fs, h, 0);
+        pthread_mutex_unlock(&h->w->mu);
+        if (rc)
+            goto fail;
+    }
+    fi->keep_cache = 0;
+    fi->direct_io = 0;
+    fi->fh = (uint64_t)(uintptr_t)h;
+    if (fuse_reply_open(req, fi) != 0) {
+        if (h->w)
+            wstate_detach(fs, h->n, h->w, "open");
+        handle_free(fs, h);
+    }
+    return;
+fail:
+    if (h) {
+        if (h->w)
+            wstate_detach(fs, h->n, h->w, "open");
+        handle_free(fs, h);
+    }
+    free(key);
+    tfs_node_put(fs, n);
+    fuse_reply_err(req, tfs_errno(rc));
+}
+
+static void w_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                     struct fuse_file_info *fi)
+{
+    (void)mode;
+    struct tierd_fuse *fs = fuse_req_userdata(req);
+    struct tfs_node *p = tfs_node_get(fs, parent);
+    struct tfs_node *n = NULL;
+    struct tfs_whandle *h = NULL;
+    struct tierd_ns *ns = NULL;
+    char *path = NULL, *key = NULL;
+    bool is_root = false;
+    int rc = p ? tfs_path_join(p->path, name, &path) : -ESTALE;
+    if (rc)
+        goto fail;
+    if (!tfs_path_is_wb(fs, path)) {
+        rc = -EROFS;
+        goto fail;
+    }
+    rc = tierd_resolve(fs->d, path, &ns, &key, &is_root);
+    if (rc == 0 && is_root)
+        rc = -EEXIST;
+    if (rc)
+        goto fail;
+    rc = tfs_node_lookup(fs, path, &n); /* the kernel's lookup reference + our ref */
+    if (rc)
+        goto fail;
+    rc = handle_new(fs, n, ns, key, true, &h);
+    if (rc) {
+        tfs_node_forget(fs, n->ino, 1);
+        goto fail;
+    }
+    key = NULL;
+    pthread_mutex_lock(&h->w->mu);
+    if (h->w->wf)
+        rc = (fi->flags & O_TRUNC) ? wb_truncate(h->w->wf, 0) : 0;
+    else
+        rc = new_gen(fs, ns, h->key, NULL, NULL, &h->w->wf);
+    pthread_mutex_unlock(&h->w->mu);
+    if (rc) {
+        wstate_detach(fs, n, h->w, "create");
+        tfs_node_forget(fs, n->ino, 1);
+        handle_free(fs, h);
+        n = NULL;
+        goto fail;
+    }
+    struct tfs_attr a;
+    memset(&a, 0, sizeof(a));
+    a.mtime_ns = (int64_t)tier_now_real_ns();
+    a.writable = true;
+    struct fuse_entry_param e;
+    memset(&e, 0, sizeof(e));
+    e.ino = n->ino;
+    e.generation = 1;
+    e.attr_timeout = fs->attr_ttl_s;
+    e.entry_timeout = fs->entry_ttl_s;
+    tfs_fill_stat(fs, n->ino, &a, &e.attr);
+    fi->keep_cache = 0;
+    fi->direct_io = 0;
+    fi->fh = (uint64_t)(uintptr_t)h;
+    if (fuse_reply_create(req, &e, fi) != 0) {
+        wstate_detach(fs, n, h->w, "create");
+        tfs_node_forget(fs, n->ino, 1);
+        handle_free(fs, h);
+    }
+    tfs_node_put(fs, p);
+    free(path);
+    return;
+fail:
+    fuse_reply_err(req, tfs_errno(rc));
+    tfs_node_put(fs, p);
+    free(path);
+    free(key);
+}
+
+static void w_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                   struct fuse_file_info *fi)
+{
+    if (!is_wb_handle(fi)) {
+        tfs_op_read(req, ino, size, off, fi);
+        return;
+    }
+    struct tierd_fuse *fs = fuse_req_userdata(req);
+    struct tfs_whandle *h = (struct tfs_whandle *)(uintptr_t)fi->fh;
+    if (off < 0) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
+    char *buf = malloc(size ? size : 1);
+    if (!buf) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    ssize_t n = -ENOENT;
+    if (h->w) {
+        pthread_mutex_lock(&h->w->mu);
+        if (h->w->wf)
+            n = wb_file_read(h->w->wf, buf, size, off);
+        pthread_mutex_unlock(&h->w->mu);
+    }
+    if (n == -ENOENT)
+        n = wb_read(fs->d->wb, h->ns->be->name, h->key, buf, size, off);
+    if (n == -ENOENT) {
+        /* uploaded and dropped locally: the backend, through the cache */
+        pthread_mutex_lock(&h->mu);
+        int rc = 0;
+        if (!h->be_known) {
+            struct backend_stat st;
+            memset(&st, 0, sizeof(st));
+            rc = backend_stat(h->ns->be, h->key, &st);
+            if (rc == 0) {
+                memcpy(h->etag, st.etag, sizeof(h->etag));
+                h->etag[sizeof(h->etag) - 1] = '\0';
+                h->be_size = st.size_bytes;
+                h->be_known = true;
+            }
+        }
+        pthread_mutex_unlock(&h->mu);
+        if (rc) {
+            n = rc;
+        } else if ((uint64_t)off >= h->be_size) {
+            n = 0;
+        } else {
+            size_t len =
+                (uint64_t)off + size > h->be_size ? (size_t)(h->be_size - (uint64_t)off) : size;
+            struct cache_obj obj = {
+                .be = h->ns->be, .key = h->key, .etag = h->etag, .size_bytes = h->be_size};
+            struct tier_ioctx io = {.tenant = 0, .cls = TIER_IO_STREAMING};
+            n = fs->d->cache
+                    ? cache_read(fs->d->cache, &io, &obj, (uint64_t)off, buf, len)
+                    : backend_read(h->ns->be, h->key, (uint64_t)off, buf, len, h->etag, NULL);
+        }
+    }
+    if (n < 0) {
+        log_warn("fuse: read of %s at %lld failed: %s", h->n->path, (long long)off,
+                 strerror((int)-n));
+        fuse_reply_err(req, tfs_errno((int)n));
+    } else {
+        fuse_reply_buf(req, buf, (size_t)n);
+    }
+    free(buf);
+}
+
+static void w_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+    (void)ino;
+    struct tierd_fuse *fs = fuse_req_userdata(req);
+    if (!is_wb_handle(fi) || !((struct tfs_whandle *)(uintptr_t)fi->fh)->writable) {
+        fuse_reply_err(req, is_wb_handle(fi) ? EBADF : EROFS);
+        return;
+    }
+    struct tfs_whandle *h = (struct tfs_whandle *)(uintptr_t)fi->fh;
+    pthread_mutex_lock(&h->w->mu);
+    ssize_t n = ensure_gen(fs, h);
+    if (n == 0)
+        n = wb_write(h->w->wf, buf, size, off);
+    if (n == -EIO)
+        h->w->err = -EIO; /* fail-stop */
+    pthread_mutex_unlock(&h->w->mu);
+    if (n < 0)
+        fuse_reply_err(req, tfs_errno((int)n));
+    else
+        fuse_reply_write(req, (size_t)n);
+}
+
+static void w_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+    (void)ino, (void)datasync;
+    int rc = 0;
+    if (is_wb_handle(fi)) {
+        struct tfs_whandle *h = (struct tfs_whandle *)(uintptr_t)fi->fh;
+        if (h->w) {
+            pthread_mutex_lock(&h->w->mu);
+            rc = h->w->err;
+            if (rc == 0 && h->w->wf) {
+                rc = wb_file_fsync(h->w->wf);
+                if (rc)
+                    h->w->err = -EIO;
+            }
+            pthread_mutex_unlock(&h->w->mu);
+        }
+    }
+    fuse_reply_err(req, rc ? tfs_errno(rc) : 0);
+}
+
+static void w_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino;
+    struct tierd_fuse *fs = fuse_req_userdata(req);
+    if (!is_wb_handle(fi) || !((struct tfs_whandle *)(uintptr_t)fi->fh)->w) {
+        fuse_reply_err(req, 0);
+        return;
+    }
+    struct tfs_whandle *h = (struct tfs_whandle *)(uintptr_t)fi->fh;
+    struct tfs_wstate *w = h->w;
+    bool sealed = false;
+    pthread_mutex_lock(&w->mu);
+    int rc = w->err;
+    if (rc == 0 && w->wf) {
+        if (w->handles == 1) {
+            /* the only writer: seal now, so close(2) returns the durability verdict */
+            rc = wb_file_close(w->wf);
+            w->wf = NULL;
+            if (rc) {
+                w->err = -EIO;
+                log_err("fuse: sealing %s failed: %s", h->n->path, strerror(-rc));
+            }
+            sealed = rc == 0;
+        } else {
+            rc = wb_file_fsync(w->wf);
+            if (rc)
+                w->err = -EIO;
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (sealed && h->ns->conf->durability == TIERD_DURABILITY_REMOTE) {
+        uint64_t dl = fs->d->cfg.wb_upload_deadline_ms;
+        rc = wb_wait(fs->d->wb, h->ns->be->name, h->key, dl ? (int64_t)dl : -1);
+        if (rc)
+            log_err("fuse: %s is sealed locally but not in the backend yet (%s)", h->n->path,
+                    strerror(-rc));
+    }
+    fuse_reply_err(req, rc ? tfs_errno(rc) : 0);
+}
+
+static void w_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    if (!is_wb_handle(fi)) {
+        tfs_op_release(req, ino, fi);
+        return;
+    }
+    struct tierd_fuse *fs = fuse_req_userdata(req);
+    struct tfs_whandle *h = (struct tfs_whandle *)(uintptr_t)fi->fh;
+    if (h->w)
+        wstate_detach(fs, h->n, h->w, "release");
+    handle_free(fs, h);
+    fuse_reply_err(req, 0);
+}
+
+static void w_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                      struct fuse_file_info *fi)
+{
+    struct tierd_fuse *fs = fuse_req_userdata(req);
+    struct tfs_node *n = tfs_node_get(fs, ino);
+    if (!n) {
+        fuse_reply_err(req, ESTALE);
+        return;
+    }
+    int rc = 0;
+    if (!tfs_path_is_wb(fs, n->path)) {
+        rc = -EROFS;
+        goto out;
+    }
+    if (to_set & FUSE_SET_ATTR_SIZE) {
+        if (attr->st_size < 0) {
+            rc = -EINVAL;
+            goto out;
+        }
+        if (is_wb_handle(fi) && ((struct tfs_whandle *)(uintptr_t)fi->fh)->w) {
+            struct tfs_whandle *h = (struct tfs_whandle *)(uintptr_t)fi->fh;
+            pthread_mutex_lock(&h->w->mu);
+            rc = truncate_locked(fs, h, (uint64_t)attr->st_size);
+            pthread_mutex_unlock(&h->w->mu);
+        } else {
+            /* truncate(2) by path: a writer of its own for the time of the call */
+            struct tierd_ns *ns = NULL;
+            char *key = NULL;
+            bool is_root = false;
+            rc = tierd_resolve(fs->d, n->path, &ns, &key, &is_root);
+            if (rc == 0 && is_root)
+                rc = -EISDIR;
+            if (rc) {
+                free(key);
+                goto out;
+            }
+            struct tfs_node *hn = tfs_node_get(fs, ino); /* the handle's reference */
+            struct tfs_whandle *h = NULL;
+            rc = handle_new(fs, hn, ns, key, true, &h);
+            if (rc) {
+                free(key);
+                tfs_node_put(fs, hn);
+                goto out;
+            }
+            pthread_mutex_lock(&h->w->mu);
+            rc = truncate_locked(fs, h, (uint64_t)attr->st_size);
+            pthread_mutex_unlock(&h->w->mu);
+            int crc = wstate_detach(fs, hn, h->w, "truncate");
+            if (!rc)
+                rc = crc;
+            handle_free(fs, h);
+        }
+        if (rc)
+            goto out;
+    }
+    /* mode, owner and times are not stored (objects have none): accepted and ignored */
+    struct tfs_attr a;
+    rc = tfs_node_attr(fs, n, &a);
+    if (rc == 0) {
+        struct stat st;
+        tfs_fill_stat(fs, ino, &a, &st);
+        fuse_reply_attr(req, &st, fs->attr_ttl_s);
+    }
+out:
+    if (rc)
+        fuse_reply_err(req, tfs_errno(rc));
+    tfs_node_put(fs, n);
+}
+
+/* Resolve parent/name inside a write-back namespace: 0, -EROFS (read-cache), other -errno. */
+static int child_key(struct tierd_fuse *fs, fuse_ino_t parent, const char *name, char **path,
+                     struct tierd_ns **ns, char **key)
+{
+    *path = NULL;
+    *key = NULL;
+    struct tfs_node *p = tfs_node_get(fs, parent);
+    if (!p)
+        return -ESTALE;
+    int rc = tfs_path_join(p->path, name, path);
+    tfs_node_put(fs, p);
+    if (rc)
+        return rc;
+    if (!tfs_path_is_wb(fs, *path))
+        return -EROFS;
+    bool is_root = false;
+    rc = tierd_resolve(fs->d, *path, ns, key, &is_root);
+    if (rc == 0 && is_root)
+        rc = -EBUSY; /* a namespace root cannot be removed or renamed */
+    return rc;
+}
+
+static void w_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct tierd_fuse *fs = fuse_req_userdata(req);
+    char *path = NULL, *key = NULL;
+    struct tierd_ns *ns = NULL;
+    int rc = child_key(fs, parent, name, &path, &ns, &key);
+    if (rc == 0) {
+        struct tfs_attr a;
+        bool from_wb = false;
+        rc = stat_key(fs, ns, key, path, &a, &from_wb);
+        if (rc == 0 && a.is_dir)
+            rc = -EISDIR;
+    }
+    if (rc == 0) {
+        int wrc = wb_unlink(fs->d->wb, ns->be->name, key);
+        /* an older generation may already be an object in the backend */
+        int brc = backend_del(ns->be, key);
+        if (wrc && wrc != -ENOENT)
+            rc = wrc;
+        else if (brc && brc != -ENOENT)
+            rc = brc;
+        else if (wrc == -ENOENT && brc == -ENOENT)
+            rc = -ENOENT;
+    }
+    fuse_reply_err(req, rc ? tfs_errno(rc) : 0);
+    free(path);
+    free(key);
+}
+
+static void w_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+                     const char *newname, unsigned int flags)
+{
+    struct tierd_fuse *fs = fuse_req_userdata(req);
+    char *opath = NULL, *okey = NULL, *npath = NULL, *nkey = NULL;
+    struct tierd_ns *ons = NULL, *nns = NULL;
+    int rc = flags & RENAME_EXCHANGE ? -EINVAL : 0;
+    int orc = rc ? rc : child_key(fs, parent, name, &opath, &ons, &okey);
+    int nrc = rc ? rc : child_key(fs, newparent, newname, &npath, &nns, &nkey);
+    if (rc == 0 && (orc == -EROFS || nrc == -EROFS))
+        rc = orc == nrc ? -EROFS : -EXDEV;
+    else if (rc == 0)
+        rc = orc ? orc : nrc;
+    if (rc == 0 && ons != nns)
+        rc = -EXDEV;
+    struct tfs_attr a;
+    bool from_wb = false;
+    if (rc == 0)
+        rc = stat_key(fs, ons, okey, opath, &a, &from_wb);
+    if (rc == 0 && a.is_dir)
+        rc = -EXDEV; /* directories: mv copies */
+    if (rc == 0 && (flags & RENAME_NOREPLACE)) {
+        struct tfs_attr b;
+        bool fw = false;
+        int src = stat_key(fs, nns, nkey, npath, &b, &fw);
+        if (src == 0)
+            rc = -EEXIST;
+    }
+    if (rc)
+        goto out;
+    rc = wb_rename(fs->d->wb, ons->be->name, okey, nkey);
+    if (rc == -ENOENT || rc == -EXDEV) {
+        /* only in the backend: copy into a new generation under the new key */
+        struct wb_file *wf = NULL;
+        rc = new_gen(fs, ons, nkey, okey, opath, &wf);
+        if (rc == 0)
+            rc = wb_file_close(wf);
+        else if (wf)
+            log_err("fuse: rename %s -> %s: copy failed (%s)", opath, npath, strerror(-rc));
+        if (rc == 0) {
+            int u = wb_unlink(fs->d->wb, ons->be->name, okey);
+            (void)u;
+        }
+    }
+    if (rc == 0) {
+        int brc = backend_del(ons->be, okey);
+        if (brc && brc != -ENOENT)
+            log_warn("fuse: rename %s -> %s: the old object stays: %s", opath, npath,
+                     strerror(-brc));
+        rc = tfs_node_rename(fs, opath, npath);
+    }
+out:
+    fuse_reply_err(req, rc ? tfs_errno(rc) : 0);
+    free(opath);
+    free(okey);
+    free(npath);
+    free(nkey);
+}
+
+static void w_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+    (void)mode;
+    struct tierd_fuse *fs = fuse_req_userdata(req);
+    char *path = NULL, *key = NULL;
+    struct tierd_ns *ns = NULL;
+    struct tfs_node *n = NULL;
+    int rc = child_key(fs, parent, name, &path, &ns, &key);
+    if (rc == -EBUSY)
+        rc = -EEXIST;
+    struct tfs_attr a;
+    if (rc == 0) {
+        bool fw = false;
+        int src = stat_key(fs, ns, key, path, &a, &fw);
+        rc = src == 0 ? -EEXIST : (src == -ENOENT ? 0 : src);
+    }
+    if (rc == 0)
+        rc = marker_add(fs, path);
+    if (rc == 0)
+        rc = tfs_node_lookup(fs, path, &n);
+    if (rc) {
+        fuse_reply_err(req, tfs_errno(rc));
+    } else {
+        memset(&a, 0, sizeof(a));
+        a.is_dir = true;
+        a.mtime_ns = (int64_t)tier_now_real_ns();
+        a.writable = true;
+        struct fuse_entry_param e;
+        memset(&e, 0, sizeof(e));
+        e.ino = n->ino;
+        e.generation = 1;
+        e.attr_timeout = fs->attr_ttl_s;
+        e.entry_timeout = fs->entry_ttl_s;
+        tfs_fill_stat(fs, n->ino, &a, &e.attr);
+        if (fuse_reply_entry(req, &e) != 0)
+            tfs_node_forget(fs, n->ino, 1);
+        tfs_node_put(fs, n);
+    }
+    free(path);
+    free(key);
+}
+
+static void w_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct tierd_fuse *fs = fuse_req_userdata(req);
+    char *path = NULL, *key = NULL;
+    struct tierd_ns *ns = NULL;
+    int rc = child_key(fs, parent, name, &path, &ns, &key);
+    struct tfs_attr a;
+    bool fw = false;
+    if (rc == 0)
+        rc = stat_key(fs, ns, key, path, &a, &fw);
+    if (rc == 0 && !a.is_dir)
+        rc = -ENOTDIR;
+    if (rc == 0) {
+        /* anything below, pending or in the backend? */
+        size_t kl = strlen(key);
+        char *dk = malloc(kl + 2);
+        if (!dk) {
+            rc = -ENOMEM;
+        } else {
+            memcpy(dk, key, kl);
+            dk[kl] = '/';
+            dk[kl + 1] = '\0';
+            struct wb_file_info *v = NULL;
+            size_t nv = 0;
+            if (wb_list(fs->d->wb, ns->be->name, dk, &v, &nv) == 0) {
+                for (size_t i = 0; i < nv; i++)
+                    if (wb_live(v[i].state))
+                        rc = -ENOTEMPTY;
+                wb_list_free(v, nv);
+            }
+            struct backend_list_page page;
+            memset(&page, 0, sizeof(page));
+            if (rc == 0 && backend_list(ns->be, dk, "/", NULL, 1, &page) == 0) {
+                if (page.n > 0)
+                    rc = -ENOTEMPTY;
+                backend_list_page_fini(&page);
+            }
+            pthread_mutex_lock(&fs->dirs_mu);
+            size_t pl = strlen(path);
+            for (size_t i = 0; rc == 0 && i < fs->ndirs; i++)
+                if (strncmp(fs->dirs[i], path, pl) == 0 && fs->dirs[i][pl] == '/')
+                    rc = -ENOTEMPTY;
+            pthread_mutex_unlock(&fs->dirs_mu);
+            free(dk);
+        }
+    }
+    if (rc == 0)
+        marker_del(fs, path);
+    fuse_reply_err(req, rc ? tfs_errno(rc) : 0);
+    free(path);
+    free(key);
+}
+
+void tfs_ops_write(struct fuse_lowlevel_ops *ops)
+{
+    ops->open = w_open;
+    ops->create = w_create;
+    ops->read = w_read;
+    ops->write = w_write;
+    ops->fsync = w_fsync;
+    ops->flush = w_flush;
+    ops->release = w_release;
+    ops->setattr = w_setattr;
+    ops->unlink = w_unlink;
+    ops->rename = w_rename;
+    ops->mkdir = w_mkdir;
+    ops->rmdir = w_rmdir;
+}
