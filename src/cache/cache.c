@@ -170,12 +170,12 @@ void cdata_unref(struct cdata *d)
 /* ---- identity and index ------------------------------------------------------------------ */
 
 int cache_block_id(const char *be_name, const char *key, const char *etag, uint64_t index,
-                   uint8_t id[16])
+                   uint64_t block_size, uint8_t id[16])
 {
     size_t nl = strlen(be_name), kl = strlen(key), el = strlen(etag);
     if (nl > CACHE_NAME_MAX || kl > BACKEND_KEY_MAX || el >= BACKEND_ETAG_MAX)
         return -EINVAL;
-    unsigned char buf[CACHE_NAME_MAX + BACKEND_KEY_MAX + BACKEND_ETAG_MAX + 16];
+    unsigned char buf[CACHE_NAME_MAX + BACKEND_KEY_MAX + BACKEND_ETAG_MAX + 24];
     size_t o = 0;
     memcpy(buf + o, be_name, nl + 1);
     o += nl + 1;
@@ -183,8 +183,12 @@ int cache_block_id(const char *be_name, const char *key, const char *etag, uint6
     o += kl + 1;
     memcpy(buf + o, etag, el + 1);
     o += el + 1;
+    /* The block size is part of the identity: block N of a 4 MiB cache is not block N of a
+     * 1 MiB cache, so a restart with another block_size must never find the old blocks. */
     for (int i = 0; i < 8; i++)
         buf[o++] = (unsigned char)(index >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        buf[o++] = (unsigned char)(block_size >> (8 * i));
     XXH128_hash_t h = XXH3_128bits(buf, o);
     for (int i = 0; i < 8; i++) {
         id[i] = (uint8_t)(h.high64 >> (56 - 8 * i));
@@ -498,6 +502,9 @@ static void disk_store(struct cache *c, struct cblock *b, const struct cdata *d)
     finish_unlinks(c, victims);
     if (r == 0) {
         r = disk_block_write(c->disk_dir, b, d->bytes, d->len);
+        if (r < 0)
+            log_debug("cache: block %" PRIu64 " of %s not written to disk: %s", b->index, b->key,
+                      strerror(-r));
         pthread_mutex_lock(&c->disk.mu);
         pthread_mutex_lock(&s->mu);
         if (r == 0) {
@@ -509,11 +516,14 @@ static void disk_store(struct cache *c, struct cblock *b, const struct cdata *d)
         } else {
             c->disk.used -= need;
         }
+        /* DISK_IO ends in the same section that publishes ON_DISK: once an evictor can see the
+         * block on disk it may take DISK_IO for its unlink, and we must not clear that. */
+        b->flags &= ~(unsigned)B_DISK_IO;
+        b->refs--;
+        maybe_free(s, b);
         pthread_mutex_unlock(&s->mu);
         pthread_mutex_unlock(&c->disk.mu);
-        if (r < 0)
-            log_debug("cache: block %" PRIu64 " of %s not written to disk: %s", b->index, b->key,
-                      strerror(-r));
+        return;
     }
     pthread_mutex_lock(&s->mu);
     b->flags &= ~(unsigned)B_DISK_IO;
@@ -618,7 +628,7 @@ static int block_get(struct cache *c, const struct tier_ioctx *io, const struct 
 {
     *from = NULL;
     uint8_t id[16];
-    int r = cache_block_id(obj->be->name, obj->key, obj->etag, index, id);
+    int r = cache_block_id(obj->be->name, obj->key, obj->etag, index, c->cfg.block_size, id);
     if (r < 0)
         return r;
     uint32_t len = block_len(c, obj, index);
@@ -751,7 +761,7 @@ static int disk_direct(struct cache *c, const struct cache_obj *obj, uint64_t in
     if (c->ram.budget || !c->disk_dir)
         return -EAGAIN;
     uint8_t id[16];
-    if (cache_block_id(obj->be->name, obj->key, obj->etag, index, id) < 0)
+    if (cache_block_id(obj->be->name, obj->key, obj->etag, index, c->cfg.block_size, id) < 0)
         return -EAGAIN;
     struct shard *s = shard_of(c, id);
     pthread_mutex_lock(&s->mu);
@@ -824,8 +834,10 @@ ssize_t cache_read(struct cache *c, const struct tier_ioctx *io, const struct ca
         struct cdata *d = NULL;
         struct level *from = NULL;
         int r = block_get(c, io, obj, index, in, (uint32_t)n, pinned, &d, &from);
+        /* A failure part-way is the whole read's failure: a short count means end of object
+         * to the kernel, which would then shrink the file's size (a silent truncation). */
         if (r < 0)
-            return done ? (ssize_t)done : r;
+            return r;
         memcpy((char *)buf + done, d->bytes + in, n);
         if (from)
             atomic_fetch_add_explicit(&from->bytes_read, n, memory_order_relaxed);
@@ -852,7 +864,7 @@ int cache_fetch_block(struct cache *c, const struct tier_ioctx *io, const struct
     if (!pin)
         return 0;
     uint8_t id[16];
-    cache_block_id(obj->be->name, obj->key, obj->etag, index, id);
+    cache_block_id(obj->be->name, obj->key, obj->etag, index, c->cfg.block_size, id);
     struct shard *s = shard_of(c, id);
     pthread_mutex_lock(&s->mu);
     struct cblock *b = shard_lookup(s, id);
@@ -1030,7 +1042,7 @@ uint64_t cache_cached_bytes(struct cache *c, const struct cache_obj *obj)
     uint64_t nblocks = (obj->size_bytes + c->cfg.block_size - 1) / c->cfg.block_size;
     for (uint64_t i = 0; i < nblocks; i++) {
         uint8_t id[16];
-        if (cache_block_id(obj->be->name, obj->key, obj->etag, i, id) < 0)
+        if (cache_block_id(obj->be->name, obj->key, obj->etag, i, c->cfg.block_size, id) < 0)
             return 0;
         struct shard *s = shard_of(c, id);
         pthread_mutex_lock(&s->mu);
@@ -1122,7 +1134,7 @@ static void *pf_worker(void *arg)
 static bool block_present(struct cache *c, const struct cache_obj *obj, uint64_t index)
 {
     uint8_t id[16];
-    if (cache_block_id(obj->be->name, obj->key, obj->etag, index, id) < 0)
+    if (cache_block_id(obj->be->name, obj->key, obj->etag, index, c->cfg.block_size, id) < 0)
         return true;
     struct shard *s = shard_of(c, id);
     pthread_mutex_lock(&s->mu);
@@ -1394,7 +1406,7 @@ int cache_debug_block_path(struct cache *c, const char *backend_name, const char
     if (!c->disk_dir)
         return -EINVAL;
     uint8_t id[16];
-    int r = cache_block_id(backend_name, key, etag, index, id);
+    int r = cache_block_id(backend_name, key, etag, index, c->cfg.block_size, id);
     if (r < 0)
         return r;
     return disk_block_path(c->disk_dir, id, "", path, pathsz);

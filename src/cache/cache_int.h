@@ -63,8 +63,9 @@ struct cblock {
 
 struct cblock *cblock_new(const uint8_t id[16], const char *be_name, const char *key,
                           const char *etag, uint64_t index, uint32_t len);
+/* The 128-bit identity of block `index` of (backend, key, etag) in a cache of block_size. */
 int cache_block_id(const char *be_name, const char *key, const char *etag, uint64_t index,
-                   uint8_t id[16]);
+                   uint64_t block_size, uint8_t id[16]);
 /* disk_scan() hands each valid block found at open to the index (single-threaded). */
 int cache_adopt_disk_block(struct cache *c, struct cblock *b, uint64_t file_bytes);
 

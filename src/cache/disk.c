@@ -445,7 +445,8 @@ static int adopt_one(struct cache *c, int dfd, const char *name, const uint8_t f
     memcpy(etag, hbuf + o, h.etag_len);
     etag[h.etag_len] = 0;
     uint8_t id[16];
-    if (h.data_len > UINT32_MAX || cache_block_id(nm, key, etag, h.index, id) < 0 ||
+    if (h.data_len > UINT32_MAX ||
+        cache_block_id(nm, key, etag, h.index, cache_block_size(c), id) < 0 ||
         memcmp(id, fid, 16) || memcmp(id, h.id, 16))
         return -EBADMSG;
     struct cblock *b = cblock_new(id, nm, key, etag, h.index, (uint32_t)h.data_len);

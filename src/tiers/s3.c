@@ -547,6 +547,12 @@ static ssize_t s3_read(struct backend *be, const char *key, uint64_t off, void *
             *st = tmp;
         return 0;
     }
+    if (rc == 0 && if_match && *if_match && r.etag[0] && strcmp(r.etag, if_match) != 0) {
+        /* A server or proxy that ignores If-Match must not make us mix two versions. */
+        tier_err_set("S3 GET %s/%s%s: object changed (ETag %s, expected %s)", s->bucket, s->prefix,
+                     key, r.etag, if_match);
+        rc = -ESTALE;
+    }
     if (rc == 0) {
         uint64_t size = r.have_total ? r.total_size : (uint64_t)r.body_pos;
         if (st)

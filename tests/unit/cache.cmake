@@ -12,7 +12,7 @@ tier_unit_test(test_cache_property
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_cache_property.c ${TIER_CACHE_MEMBE}
   LIBS tier_cache)
 tier_unit_test(test_cache_integrity
-  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_cache_integrity.c
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_cache_integrity.c ${TIER_CACHE_MEMBE}
   LIBS tier_cache)
 tier_unit_test(test_cache_diskfull
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_cache_diskfull.c ${TIER_CACHE_MEMBE}

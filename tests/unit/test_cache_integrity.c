@@ -23,6 +23,7 @@
 #include "cache/cache.h"
 #include "cache/cache_debug.h"
 #include "common/timeutil.h"
+#include "test_cache_membe.h"
 #include "testutil.h"
 #include "tiers/backend.h"
 
@@ -296,6 +297,57 @@ static void test_disk_range_reads(void **state)
     cache_close(c);
 }
 
+/* Regression: the block size was not part of a block's identity, so a restart with another
+ * block_size adopted the old files as if they were the new blocks: wrong bytes (bigger blocks)
+ * or a heap over-read (smaller ones). Old-size blocks must be ignored and refetched. */
+static void test_block_size_change(void **state)
+{
+    struct fx *f = *state;
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&f->cfg, &c), 0);
+    read_all_check(c, f); /* 5 blocks of 64 KiB on disk */
+    cache_close(c);
+
+    struct cache_config big = f->cfg;
+    big.block_size = 2 * BS;
+    assert_int_equal(cache_open(&big, &c), 0);
+    read_all_check(c, f);
+    struct cache_stats st;
+    cache_stats_get(c, &st);
+    assert_int_equal(st.fetches, 3); /* 3 blocks of 128 KiB, none taken from the old files */
+    cache_close(c);
+
+    assert_int_equal(cache_open(&f->cfg, &c), 0); /* and back to 64 KiB */
+    read_all_check(c, f);
+    char msg[256];
+    assert_int_equal(cache_debug_check(c, msg, sizeof(msg)), 0);
+    cache_close(c);
+}
+
+/* Regression: a read spanning a cached block and a failing one returned the cached part as a
+ * short count, which the kernel takes for end of file (a silent truncation). It must fail. */
+static void test_partial_failure_is_an_error(void **state)
+{
+    (void)state;
+    struct backend *be = membe_new("mem");
+    membe_add(be, "o", 2 * BS, "\"v1\"");
+    struct cache_config cfg = {.block_size = BS, .ram_bytes = 8 * BS};
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    struct cache_obj o = {.be = be, .key = "o", .etag = "\"v1\"", .size_bytes = 2 * BS};
+    char *buf = malloc(2 * BS), *want = malloc(2 * BS);
+    assert_int_equal(cache_read(c, NULL, &o, 0, buf, BS), BS); /* block 0 cached */
+    membe_fail_next(be, -EIO, 1);
+    assert_int_equal(cache_read(c, NULL, &o, BS / 2, buf, BS), -EIO);
+    assert_int_equal(cache_read(c, NULL, &o, 0, buf, 2 * BS), 2 * BS); /* recovers */
+    membe_expected("o", "\"v1\"", 0, want, 2 * BS);
+    assert_memory_equal(buf, want, 2 * BS);
+    free(buf);
+    free(want);
+    cache_close(c);
+    backend_free(be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -304,6 +356,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_new_version_not_served_stale, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hook_prefetch_evict_pin, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_range_reads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_block_size_change, setup, teardown),
+        cmocka_unit_test(test_partial_failure_is_an_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
