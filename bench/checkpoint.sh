@@ -23,7 +23,8 @@ FILE_MIB=${FILE_MIB:-256}
 PARTS_PAR=${PARTS_PAR:-4}
 CEPH_DIR=${CEPH_DIR:-$PWD/$BUILD/ceph}
 
-if [ ! -x "$BUILD/checkpoint_bench" ] || [ ! -x "$BUILD/src/daemon/tierd" ]; then
+if [ ! -x "$BUILD/checkpoint_bench" ] || [ ! -x "$BUILD/src/daemon/tierd" ] ||
+  [ ! -x "$BUILD/src/cli/tierctl" ]; then
   cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build "$BUILD" -j2 --target checkpoint_bench tierd tierctl >/dev/null
 fi
