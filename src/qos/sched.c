@@ -13,9 +13,15 @@
  *     inflight < max_inflight  &&  t == head[c]  &&  no class k < c has a waiter queued.
  *
  * Waiters of class c sleep on cond[c]. Whenever that condition may have become true for someone
- * (a slot freed, a head advanced, a higher class emptied) wake_next() broadcasts on the highest
- * class with waiters; within it only the head passes, the others sleep again. The broadcast wakes
+ * (a slot freed, a head advanced, a higher class emptied) wake_next() broadcasts on the class
+ * that goes next; within it only the head passes, the others sleep again. The broadcast wakes
  * at most the waiters of one class, which is the set that may contain the next grantee.
+ *
+ * Starvation bound: strict priority alone can starve a lower class for ever, and a streaming
+ * reader that waits on a block a background stage worker is fetching would starve with it.
+ * passed[c] counts grants made to higher classes while class c had waiters; once it reaches
+ * starve_limit, class c goes next (the highest such class first), and its counter restarts.
+ * So "no class k < c has a waiter queued" above reads "c is next_class()".
  *
  * Invariants (under mu): the waiting tickets of class c are exactly head[c]..next_ticket[c]-1, so
  * queued[c] == next_ticket[c] - head[c]; inflight <= max_inflight; admitted - completed of all
@@ -30,13 +36,15 @@
 #include "common/timeutil.h"
 
 struct sched {
-    int max_inflight; /* immutable after sched_new */
+    int max_inflight;      /* immutable after sched_new */
+    uint64_t starve_limit; /* immutable after sched_new */
 
     pthread_mutex_t mu;
     pthread_cond_t cond[TIER_IO_NCLASSES];
     int inflight;
     uint64_t next_ticket[TIER_IO_NCLASSES]; /* next ticket to hand out */
     uint64_t head[TIER_IO_NCLASSES];        /* next ticket to grant */
+    uint64_t passed[TIER_IO_NCLASSES];      /* grants to higher classes while this one waited */
     struct sched_class_stats st[TIER_IO_NCLASSES];
 };
 
@@ -56,6 +64,7 @@ int sched_new(const struct sched_config *cfg, struct sched **out)
     if (!s)
         return -ENOMEM;
     s->max_inflight = cfg && cfg->max_inflight > 0 ? cfg->max_inflight : 32;
+    s->starve_limit = cfg && cfg->starve_limit > 0 ? (uint64_t)cfg->starve_limit : 64;
     if (pthread_mutex_init(&s->mu, NULL) != 0)
         goto fail_mutex;
     for (i = 0; i < TIER_IO_NCLASSES; i++) {
@@ -84,29 +93,36 @@ void sched_free(struct sched *s)
     free(s);
 }
 
+/* Under mu: the class whose head goes next, or -1 if nobody waits. A class passed over
+ * starve_limit times goes before the others; otherwise the highest class with waiters. */
+static int next_class(const struct sched *s)
+{
+    int first = -1;
+    for (int c = 0; c < TIER_IO_NCLASSES; c++) {
+        if (s->next_ticket[c] == s->head[c])
+            continue;
+        if (s->passed[c] >= s->starve_limit)
+            return c;
+        if (first < 0)
+            first = c;
+    }
+    return first;
+}
+
 /* Under mu: wake the class whose head is the next grantee, if a slot is free. */
 static void wake_next(struct sched *s)
 {
     if (s->inflight >= s->max_inflight)
         return;
-    for (int c = 0; c < TIER_IO_NCLASSES; c++) {
-        if (s->next_ticket[c] != s->head[c]) {
-            pthread_cond_broadcast(&s->cond[c]);
-            return;
-        }
-    }
+    int c = next_class(s);
+    if (c >= 0)
+        pthread_cond_broadcast(&s->cond[c]);
 }
 
 /* Under mu: may ticket t of class c go now? */
 static int may_go(const struct sched *s, int c, uint64_t t)
 {
-    if (s->inflight >= s->max_inflight || t != s->head[c])
-        return 0;
-    for (int k = 0; k < c; k++) {
-        if (s->next_ticket[k] != s->head[k])
-            return 0;
-    }
-    return 1;
+    return s->inflight < s->max_inflight && t == s->head[c] && next_class(s) == c;
 }
 
 uint64_t sched_admit(struct sched *s, const struct tier_ioctx *io, size_t bytes)
@@ -121,6 +137,11 @@ uint64_t sched_admit(struct sched *s, const struct tier_ioctx *io, size_t bytes)
     while (!may_go(s, c, ticket))
         pthread_cond_wait(&s->cond[c], &s->mu);
     s->head[c]++;
+    s->passed[c] = 0;
+    for (int k = c + 1; k < TIER_IO_NCLASSES; k++) {
+        if (s->next_ticket[k] != s->head[k])
+            s->passed[k]++;
+    }
     s->st[c].queued_now--;
     s->inflight++;
     s->st[c].inflight_now++;

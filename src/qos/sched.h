@@ -2,11 +2,11 @@
 /*
  * sched.h - the single scheduling point every backend request passes before it is sent.
  *
- * Today: a bounded number of backend requests in flight (max_inflight), granted in strict class
- * priority (interactive before streaming before checkpoint before background) and FIFO within a
- * class, with per-class and per-tenant counters. Per-tenant rate limits and reservations (the QoS
- * issue) plug in here without touching callers, because every caller already passes its
- * struct tier_ioctx.
+ * Today: a bounded number of backend requests in flight (max_inflight), granted in class
+ * priority (interactive before streaming before checkpoint before background) with a bound on
+ * starvation (starve_limit) and FIFO within a class, with per-class and per-tenant counters.
+ * Per-tenant rate limits and reservations (the QoS issue) plug in here without touching callers,
+ * because every caller already passes its struct tier_ioctx.
  *
  * Thread-safe: one mutex + one condvar per class; admission may block the caller.
  */
@@ -23,6 +23,10 @@ struct sched;
 
 struct sched_config {
     int max_inflight; /* backend requests in flight at once; default 32 */
+    /* Grants a waiting class may be passed over by higher classes before its head goes first
+     * (a bound on starvation, so a reader waiting on a background fetch of the same block never
+     * waits forever); default 64. */
+    int starve_limit;
 };
 
 struct sched_class_stats {

@@ -293,10 +293,46 @@ static void test_below_bound_and_defaults(void **state)
     sched_free(NULL);
 }
 
+/* Strict priority must not starve a lower class for ever: with starve_limit 4, a background
+ * request queued behind a stream of interactive ones goes after 4 of them. */
+static void test_starvation_bound(void **state)
+{
+    (void)state;
+    enum { N = 11 };
+    struct sched_config cfg = {.max_inflight = 1, .starve_limit = 4};
+    struct sched *s = NULL;
+    struct order_rec rec = {.n = 0};
+    struct waiter w[N];
+    pthread_t th[N];
+    assert_int_equal(sched_new(&cfg, &s), 0);
+    rec.s = s;
+    pthread_mutex_init(&rec.mu, NULL);
+    struct tier_ioctx blocker = {.tenant = 0, .cls = TIER_IO_INTERACTIVE};
+    sched_admit(s, &blocker, 1);
+    for (int i = 0; i < N; i++) {
+        w[i].rec = &rec;
+        w[i].idx = i;
+        w[i].io.tenant = 0;
+        w[i].io.cls = i == 0 ? TIER_IO_BACKGROUND : TIER_IO_INTERACTIVE;
+        assert_int_equal(pthread_create(&th[i], NULL, waiter_main, &w[i]), 0);
+        wait_queued(s, (uint64_t)i + 1);
+    }
+    sched_done(s, &blocker, 1, 1, 10);
+    for (int i = 0; i < N; i++)
+        pthread_join(th[i], NULL);
+    static const int want[N] = {1, 2, 3, 4, 0, 5, 6, 7, 8, 9, 10};
+    assert_int_equal(rec.n, N);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(rec.order[i], want[i]);
+    pthread_mutex_destroy(&rec.mu);
+    sched_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_priority_then_fifo),
+        cmocka_unit_test(test_starvation_bound),
         cmocka_unit_test(test_bound_and_counters),
         cmocka_unit_test(test_below_bound_and_defaults),
     };
