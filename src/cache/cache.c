@@ -82,7 +82,8 @@
 #include "common/timeutil.h"
 
 #define NSHARDS 64
-#define PREFETCH_THREADS 2
+#define PREFETCH_THREADS_DEFAULT 4
+#define PREFETCH_THREADS_MAX 32
 #define PREFETCH_QUEUE 64
 
 #define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
@@ -139,7 +140,7 @@ struct cache {
     struct pf_item *pf_head, *pf_tail;
     size_t pf_len;
     bool pf_stop;
-    pthread_t pf_threads[PREFETCH_THREADS];
+    pthread_t pf_threads[PREFETCH_THREADS_MAX];
     int pf_nthreads;
 };
 
@@ -1257,7 +1258,10 @@ int cache_open(const struct cache_config *cfg, struct cache **out)
         pthread_mutex_unlock(&c->disk.mu);
         finish_unlinks(c, victims);
     }
-    for (int i = 0; i < PREFETCH_THREADS; i++) {
+    int npf = c->cfg.prefetch_threads > 0 ? c->cfg.prefetch_threads : PREFETCH_THREADS_DEFAULT;
+    if (npf > PREFETCH_THREADS_MAX)
+        npf = PREFETCH_THREADS_MAX;
+    for (int i = 0; i < npf; i++) {
         if (pthread_create(&c->pf_threads[i], NULL, pf_worker, c) != 0)
             break;
         c->pf_nthreads++;

@@ -45,6 +45,8 @@ struct cache_config {
     uint64_t disk_min_free_bytes; /* keep at least this much free on disk_dir's file system */
     uint64_t pin_bytes;           /* budget for pinned blocks (counted inside the levels) */
     enum cache_policy_kind policy;
+    int prefetch_threads; /* background fetchers for cache_prefetch(); default 4, max 32: the
+                           * depth of sequential read-ahead against a slow backend */
 };
 
 /* The object being read: borrowed for the call. */
