@@ -33,6 +33,7 @@ TIERD_PID=
 MNT=
 WB_PID=
 WB_MNT=
+STUB_PID=
 
 cleanup() {
     if [ -n "$TIERD_PID" ] && kill -0 "$TIERD_PID" 2>/dev/null; then
@@ -51,6 +52,7 @@ cleanup() {
     if [ -n "$WB_MNT" ] && mountpoint -q "$WB_MNT" 2>/dev/null; then
         fusermount3 -u -z "$WB_MNT" 2>/dev/null || umount -l "$WB_MNT" 2>/dev/null
     fi
+    if [ -n "$STUB_PID" ]; then kill "$STUB_PID" 2>/dev/null; wait "$STUB_PID" 2>/dev/null; fi
     if [ -n "$MOCK_PID" ]; then kill "$MOCK_PID" 2>/dev/null; wait "$MOCK_PID" 2>/dev/null; fi
     rm -rf "$W"
 }
@@ -464,6 +466,51 @@ if [ -n "$TIERD" ] && [ -x "$TIERD" ] && [ -c /dev/fuse ] && command -v fusermou
     WB_MNT="$W/wbmnt"
     WSOCK="$W/wbapi.sock"
     mkdir -p "$W/wbdata" "$WB_MNT" "$W/wbcache" "$W/src"
+    # An S3 endpoint that knows no objects and refuses every upload (503 SlowDown): uploads to it
+    # are retried forever, so files of the /slow namespace stay pending.
+    cat >"$W/s3stub.py" <<'PYEOF'
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a):
+        pass
+    def reply(self, code, body=b""):
+        self.send_response(code)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+    def drain(self):
+        n = int(self.headers.get("Content-Length", "0"))
+        while n > 0:
+            n -= len(self.rfile.read(min(n, 1 << 20)) or b"x" * n)
+    def do_HEAD(self):
+        self.reply(404)
+    def do_GET(self):
+        if "list-type" in self.path or "prefix=" in self.path:
+            return self.reply(200, b'<?xml version="1.0"?><ListBucketResult><IsTruncated>false'
+                              b'</IsTruncated></ListBucketResult>')
+        self.reply(404, b"<Error><Code>NoSuchKey</Code></Error>")
+    def do_PUT(self):
+        self.drain()
+        self.reply(503, b"<Error><Code>SlowDown</Code></Error>")
+    do_POST = do_PUT
+    do_DELETE = do_PUT
+
+srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(str(srv.server_address[1]))
+import os
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+srv.serve_forever()
+PYEOF
+    python3 "$W/s3stub.py" "$W/s3stub.port" &
+    STUB_PID=$!
+    wait_for "the S3 stub" 20 test -s "$W/s3stub.port"
+    STUB_PORT=$(cat "$W/s3stub.port")
     cat >"$W/wb.conf" <<EOF
 [cache]
 block_size = 64K
@@ -482,6 +529,18 @@ root = $W/wbdata
 [namespace /ck]
 backend = cold
 prefix = ckpt/
+mode = write-back
+
+[backend dead]
+type = s3
+endpoint = http://127.0.0.1:$STUB_PORT
+bucket = never
+path_style = true
+access_key = AK
+secret_key = SK
+
+[namespace /slow]
+backend = dead
 mode = write-back
 
 [mount]
@@ -538,6 +597,41 @@ for name, size in (("/ck/run1/model.pt", 12 << 20), ("/ck/run1/rng.pt", 100000))
         run "wb: status shows the mode" 0 "${T[@]}" status
         contains "wb: namespace mode" "write-back"
         run "wb: wait outside any namespace" 4 "${T[@]}" wait /elsewhere
+
+        # A wait that cannot finish (the backend refuses uploads) times out with exit 1, and while
+        # it blocks in tierd, other API requests are answered.
+        head -c 1000 /dev/urandom >"$WB_MNT/slow/x.bin" || fail "write into /slow failed"
+        t0=$SECONDS
+        "$TIERCTL" -s "$WSOCK" wait /slow --timeout 4 >"$W/slowwait.out" 2>&1 &
+        SLOW_PID=$!
+        # the wait is in flight once tierctl holds a connected socket
+        connected() { ls -l "/proc/$SLOW_PID/fd" 2>/dev/null | grep -q 'socket:' || ! kill -0 "$SLOW_PID" 2>/dev/null; }
+        wait_for "tierctl wait's connection" 10 connected
+        run "wb: status while a wait blocks" 0 timeout 3 "${T[@]}" status
+        if kill -0 "$SLOW_PID" 2>/dev/null; then
+            pass "wb: status answered while the wait was still blocked"
+        else
+            fail "wb: the wait on /slow ended before status was answered: $(cat "$W/slowwait.out")"
+        fi
+        run "wb: checkpoints of the pending file" 0 "${T[@]}" checkpoints --json /slow/x.bin
+        if printf '%s' "$OUT" | python3 -c '
+import json, sys
+f = json.load(sys.stdin)["files"]
+assert len(f) == 1 and f[0]["state"] in ("sealed", "uploading") and f[0]["uploaded_etag"] is None, f
+'; then
+            pass "wb: the pending file is listed as not uploaded"
+        else
+            fail "wb: checkpoints /slow/x.bin: $OUT"
+        fi
+        wait "$SLOW_PID"
+        RC=$?
+        OUT=$(cat "$W/slowwait.out")
+        [ "$RC" -eq 1 ] && pass "wb: wait on a down backend exits 1 after --timeout" ||
+            fail "wb: wait /slow exit $RC: $OUT"
+        contains "wb: timeout message" "is not yet durable in the backend"
+        [ $((SECONDS - t0)) -ge 3 ] && [ $((SECONDS - t0)) -le 20 ] &&
+            pass "wb: the wait lasted about its timeout ($((SECONDS - t0)) s)" ||
+            fail "wb: the 4 s wait took $((SECONDS - t0)) s"
     fi
 fi
 
