@@ -12,8 +12,12 @@
 # A checkpoint is FILES x FILE_MIB MiB (default 8 x 256 MiB = 2 GiB), the same bytes everywhere
 # (bench/checkpoint_bench.c). Results go to docs/bench/checkpoint.md by hand.
 #
+# Every phase that writes to S3 gets a fresh single-node Ceph (scripts/ceph.sh, in WORKDIR/ceph):
+# the test OSD is 10 GiB and RGW frees deleted multipart data only after its GC delay (hours), so
+# four 2 GiB checkpoints into one cluster fill it and RGW stalls at "nearfull".
+#
 # Usage: bench/checkpoint.sh [WORKDIR]   (env: BUILD=build-wbapirel, FILES=8, FILE_MIB=256,
-#        PARTS_PAR=4, CEPH_DIR=<BUILD>/ceph (started and stopped here unless already running))
+#        PARTS_PAR=4)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${1:-/tmp/tierd-bench-checkpoint}
@@ -21,7 +25,6 @@ BUILD=${BUILD:-build-wbapirel}
 FILES=${FILES:-8}
 FILE_MIB=${FILE_MIB:-256}
 PARTS_PAR=${PARTS_PAR:-4}
-CEPH_DIR=${CEPH_DIR:-$PWD/$BUILD/ceph}
 
 if [ ! -x "$BUILD/checkpoint_bench" ] || [ ! -x "$BUILD/src/daemon/tierd" ] ||
   [ ! -x "$BUILD/src/cli/tierctl" ]; then
@@ -32,22 +35,23 @@ BENCH=$PWD/$BUILD/checkpoint_bench
 TIERD=$PWD/$BUILD/src/daemon/tierd
 TIERCTL=$PWD/$BUILD/src/cli/tierctl
 
-STARTED_CEPH=
+CEPH_DIR=$W/ceph
 PID=
 MNT=$W/mnt
 cleanup() {
   if [ -n "$PID" ]; then kill -TERM "$PID" 2>/dev/null; wait "$PID" 2>/dev/null || true; fi
   mountpoint -q "$MNT" 2>/dev/null && { fusermount3 -u -z "$MNT" 2>/dev/null || true; }
-  [ -z "$STARTED_CEPH" ] || scripts/ceph.sh stop "$CEPH_DIR" >/dev/null 2>&1 || true
-  rm -rf "$W/local" "$W/spool" "$W/spool-engine"
+  scripts/ceph.sh stop "$CEPH_DIR" >/dev/null 2>&1 || true
+  rm -rf "$W/local" "$W/spool" "$W/spool-engine" "$CEPH_DIR"
 }
 trap cleanup EXIT
-if ! scripts/ceph.sh status "$CEPH_DIR" >/dev/null 2>&1; then
+fresh_ceph() {
+  scripts/ceph.sh stop "$CEPH_DIR" >/dev/null 2>&1 || true
+  rm -rf "$CEPH_DIR"
   scripts/ceph.sh start "$CEPH_DIR" >/dev/null
-  STARTED_CEPH=1
-fi
-# shellcheck disable=SC1091
-. "$CEPH_DIR/env"
+  # shellcheck disable=SC1091
+  . "$CEPH_DIR/env"
+}
 
 rm -rf "$W" && mkdir -p "$W/local" "$W/spool-engine" "$W/spool" "$MNT"
 echo "# $(date -u +%FT%TZ) $(nproc) cores, checkpoint = $FILES x $FILE_MIB MiB, $BUILD"
@@ -55,8 +59,11 @@ echo "# $W is on: $(df -h --output=source,fstype "$W" | tail -1)"
 B=("$BENCH" --env "$CEPH_DIR/env" --files "$FILES" --file-mib "$FILE_MIB")
 "${B[@]}" --mode posix --dir "$W/local"
 rm -rf "$W/local"
+fresh_ceph
 "${B[@]}" --mode direct --direct-threads 1
+fresh_ceph
 "${B[@]}" --mode direct --direct-threads "$PARTS_PAR"
+fresh_ceph
 "${B[@]}" --mode engine --dir "$W/spool-engine"
 rm -rf "$W/spool-engine" && mkdir -p "$W/spool-engine"
 "${B[@]}" --mode engine-noupload --dir "$W/spool-engine" 2>"$W/noupload.log" # retry warnings
@@ -65,6 +72,7 @@ rm -rf "$W/spool-engine"
 # ---- 4. through the mount ----
 s3() { curl -sSf --aws-sigv4 "aws:amz:$S3_REGION:s3" --user "$S3_ACCESS_KEY:$S3_SECRET_KEY" \
   -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$@"; }
+fresh_ceph
 BUCKET=ckpt-mount-$(date +%s)
 s3 -X PUT "$S3_ENDPOINT/$BUCKET" >/dev/null
 cat >"$W/tierd.conf" <<EOF
