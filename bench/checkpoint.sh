@@ -17,7 +17,8 @@
 # four 2 GiB checkpoints into one cluster fill it and RGW stalls at "nearfull".
 #
 # Usage: bench/checkpoint.sh [WORKDIR]   (env: BUILD=build-wbapirel, FILES=8, FILE_MIB=256,
-#        PARTS_PAR=4)
+#        PARTS_PAR=4, WB_UPLOAD_THREADS=2 and WB_PARTS_PARALLEL=4 for the mount's [writeback],
+#        ONLY_MOUNT=1 to run phase 4 alone)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${1:-/tmp/tierd-bench-checkpoint}
@@ -25,6 +26,9 @@ BUILD=${BUILD:-build-wbapirel}
 FILES=${FILES:-8}
 FILE_MIB=${FILE_MIB:-256}
 PARTS_PAR=${PARTS_PAR:-4}
+WB_UPLOAD_THREADS=${WB_UPLOAD_THREADS:-2}
+WB_PARTS_PARALLEL=${WB_PARTS_PARALLEL:-4}
+ONLY_MOUNT=${ONLY_MOUNT:-}
 
 if [ ! -x "$BUILD/checkpoint_bench" ] || [ ! -x "$BUILD/src/daemon/tierd" ] ||
   [ ! -x "$BUILD/src/cli/tierctl" ]; then
@@ -57,6 +61,7 @@ rm -rf "$W" && mkdir -p "$W/local" "$W/spool-engine" "$W/spool" "$MNT"
 echo "# $(date -u +%FT%TZ) $(nproc) cores, checkpoint = $FILES x $FILE_MIB MiB, $BUILD"
 echo "# $W is on: $(df -h --output=source,fstype "$W" | tail -1)"
 B=("$BENCH" --env "$CEPH_DIR/env" --files "$FILES" --file-mib "$FILE_MIB")
+if [ -z "$ONLY_MOUNT" ]; then
 "${B[@]}" --mode posix --dir "$W/local"
 rm -rf "$W/local"
 fresh_ceph
@@ -68,6 +73,7 @@ fresh_ceph
 rm -rf "$W/spool-engine" && mkdir -p "$W/spool-engine"
 "${B[@]}" --mode engine-noupload --dir "$W/spool-engine" 2>"$W/noupload.log" # retry warnings
 rm -rf "$W/spool-engine"
+fi
 
 # ---- 4. through the mount ----
 s3() { curl -sSf --aws-sigv4 "aws:amz:$S3_REGION:s3" --user "$S3_ACCESS_KEY:$S3_SECRET_KEY" \
@@ -84,6 +90,8 @@ disk_dir = $W/cache
 disk_size = 1G
 [writeback]
 spool_dir = $W/spool
+upload_threads = $WB_UPLOAD_THREADS
+parts_parallel = $WB_PARTS_PARALLEL
 [backend rgw]
 type = s3
 endpoint = $S3_ENDPOINT
@@ -114,7 +122,8 @@ if ! kill -0 "$PID" 2>/dev/null || ! mkdir "$MNT/ckpt/run1" 2>"$W/mkdir.err"; th
   exit 0
 fi
 t0=$(date +%s%N)
-"${B[@]}" --mode posix --dir "$MNT/ckpt/run1" | sed 's/^mode=posix/mode=mount-writer/'
+"${B[@]}" --mode posix --dir "$MNT/ckpt/run1" |
+  sed "s/^mode=posix/mode=mount-writer/; s/\$/ upload_threads=$WB_UPLOAD_THREADS parts_parallel=$WB_PARTS_PARALLEL/"
 t1=$(date +%s%N)
 "$TIERCTL" -s "$W/api.sock" wait /ckpt/run1 >/dev/null
 t2=$(date +%s%N)
