@@ -37,14 +37,6 @@
 #include "qos/sched.h"
 #include "writeback/wb.h"
 
-/* The write-back engine is linked into tierd by main() (which calls wb_open) but not into every
- * program that links tierd_core (test_config, fuzz_config). Weak references keep those links
- * working; they are only called when d->wb is set, i.e. when wb_open was linked and ran. */
-#pragma weak wb_wait
-#pragma weak wb_list
-#pragma weak wb_list_free
-#pragma weak wb_state_name
-
 #define API_BODY_MAX (64 * 1024)
 
 struct listener {
