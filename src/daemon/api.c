@@ -450,6 +450,47 @@ static int wb_path_prefix(struct tierd *d, const char *path, struct tierd_ns **n
     return 0;
 }
 
+/* Does the prefix name anything: a file the burst buffer knows, or an object or directory in the
+ * backend (uploaded and forgotten, or written before)? A namespace root always exists. A typo in
+ * `tierctl wait` must not read as "durable". 0, -ENOENT (with a message), or the backend's error.
+ */
+static int wb_path_exists(struct tierd *d, const struct tierd_ns *ns, const char *path,
+                          const char *prefix)
+{
+    if (strcmp(prefix, ns->conf->prefix) == 0)
+        return 0;
+    struct wb_file_info *v = NULL;
+    size_t n = 0;
+    int rc = wb_list(d->wb, ns->conf->backend, prefix, &v, &n);
+    if (rc)
+        return rc;
+    wb_list_free(v, n);
+    if (n > 0)
+        return 0;
+    /* wb_path_prefix gave "key/" for anything the burst buffer does not know: a file in the
+     * backend, a directory, an S3 implicit directory (keys under "key/"), or nothing */
+    size_t pl = strlen(prefix);
+    char *key = strndup(prefix, pl > 0 && prefix[pl - 1] == '/' ? pl - 1 : pl);
+    if (!key)
+        return -ENOMEM;
+    struct backend_stat st;
+    memset(&st, 0, sizeof(st));
+    rc = backend_stat(ns->be, key, &st);
+    free(key);
+    if (rc == -ENOENT) {
+        struct backend_list_page page;
+        memset(&page, 0, sizeof(page));
+        rc = backend_list(ns->be, prefix, "/", NULL, 1, &page);
+        if (rc == 0 && page.n == 0)
+            rc = -ENOENT;
+        backend_list_page_fini(&page);
+    }
+    if (rc == -ENOENT)
+        tier_err_set("%s: no such file or directory in the write-back namespace %s", path,
+                     ns->conf->path);
+    return rc;
+}
+
 static enum MHD_Result do_wait(struct tierd *d, struct MHD_Connection *c, struct request *rq)
 {
     enum MHD_Result ret;
@@ -470,6 +511,8 @@ static enum MHD_Result do_wait(struct tierd *d, struct MHD_Connection *c, struct
     char *prefix = NULL;
     tier_err_clear();
     int rc = wb_path_prefix(d, path, &ns, &prefix);
+    if (rc == 0)
+        rc = wb_path_exists(d, ns, path, prefix);
     if (rc) {
         ret = send_error(c, rc, "%s", *tier_err_msg() ? tier_err_msg() : strerror(-rc));
         goto out;

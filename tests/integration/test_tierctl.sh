@@ -103,6 +103,8 @@ contains "no daemon: socket from env" "no control socket at $W/env.sock"
 run "no command" 2 "$TIERCTL"
 run "unknown command" 2 "$TIERCTL" frobnicate
 contains "unknown command message" "unknown command 'frobnicate'"
+run "wait: no daemon" 3 "$TIERCTL" -s "$W/none.sock" wait /ck/x
+run "checkpoints: no daemon" 3 "$TIERCTL" -s "$W/none.sock" checkpoints
 run "stage without paths" 2 "$TIERCTL" -s "$W/none.sock" stage
 run "pin without path" 2 "$TIERCTL" -s "$W/none.sock" pin
 run "bad option" 2 "$TIERCTL" -s "$W/none.sock" status --bogus
@@ -597,6 +599,9 @@ for name, size in (("/ck/run1/model.pt", 12 << 20), ("/ck/run1/rng.pt", 100000))
         run "wb: status shows the mode" 0 "${T[@]}" status
         contains "wb: namespace mode" "write-back"
         run "wb: wait outside any namespace" 4 "${T[@]}" wait /elsewhere
+        run "wb: wait on a path that does not exist (a typo is not 'durable')" 4 "${T[@]}" wait /ck/rnu1
+        contains "wb: no such path message" "/ck/rnu1: no such file or directory"
+        run "wb: wait on the namespace root" 0 "${T[@]}" wait /ck --timeout 10
 
         # A wait that cannot finish (the backend refuses uploads) times out with exit 1, and while
         # it blocks in tierd, other API requests are answered.
