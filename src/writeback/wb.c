@@ -146,7 +146,9 @@ static struct wb_entry *quiesce(struct wb *wb, struct wb_entry *e)
     int64_t id = e->id;
     while (e && e->busy) {
         e->interrupt = true;
+        wb->stats.busy_waiters++;
         pthread_cond_wait(&wb->cond, &wb->lock);
+        wb->stats.busy_waiters--;
         e = find_id(wb, id);
     }
     if (e)
@@ -521,15 +523,19 @@ int wb_file_create(struct wb *wb, const char *backend_name, const char *key, str
     if (rc)
         goto out_unlock;
     e->generation = 1;
-    struct wb_entry *old = find_live(wb, backend_name, key);
-    if (old) {
+    /* quiesce() drops the lock while it waits, so when it returns the entry may be gone or
+     * already cancelled, and another creator may have inserted a newer one: look again until no
+     * live entry is left, so that exactly one generation of a key is ever live (I5). */
+    struct wb_entry *old;
+    while ((old = find_live(wb, backend_name, key)) != NULL) {
         old = quiesce(wb, old);
-        if (old) {
+        if (!old || old->state == WB_CANCELLED)
+            continue;
+        if (old->generation + 1 > e->generation)
             e->generation = old->generation + 1;
-            rc = cancel_entry(wb, old);
-            if (rc)
-                goto out_unlock;
-        }
+        rc = cancel_entry(wb, old);
+        if (rc)
+            goto out_unlock;
     }
     e->state = WB_OPEN;
     e->created_ns = (int64_t)tier_now_real_ns();
@@ -875,7 +881,7 @@ int wb_rename(struct wb *wb, const char *backend_name, const char *old_key, cons
         e = find_id(wb, id);
         if (e)
             e->interrupt = false;
-        if (dst && e && dst != e) {
+        if (dst && e && dst != e && dst->state != WB_CANCELLED) {
             rc = cancel_entry(wb, dst);
             if (rc)
                 goto out;

@@ -185,6 +185,7 @@ struct wb_stats {
     uint64_t upload_retries;           /* failed attempts that will be retried */
     uint64_t backpressure_waits;       /* writers that had to wait */
     uint64_t deadline_warnings;
+    uint64_t busy_waiters; /* calls waiting now for an upload step to finish */
     uint64_t recovered_sealed, recovered_uploading, recovered_discarded, recovered_aborts;
 };
 void wb_stats_get(struct wb *wb, struct wb_stats *st);

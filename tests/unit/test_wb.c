@@ -45,6 +45,10 @@ struct fault_be {
     atomic_bool down;        /* every request fails with -EIO (backend unreachable) */
     atomic_int fail_part_no; /* this part number fails with -EIO (0: none) */
     atomic_int puts, parts, completes, aborts, creates, dels;
+    /* While hold_put is set, put blocks (after counting itself) until it is cleared. */
+    pthread_mutex_t hold_mu;
+    pthread_cond_t hold_cv;
+    bool hold_put;
 };
 
 static struct fault_be *fb_of(struct backend *be)
@@ -72,7 +76,12 @@ static int fb_list(struct backend *be, const char *prefix, const char *delimiter
 
 static int fb_put(struct backend *be, const char *key, const void *buf, size_t len, char *etag)
 {
-    fb_of(be)->puts++;
+    struct fault_be *f = fb_of(be);
+    pthread_mutex_lock(&f->hold_mu);
+    f->puts++;
+    while (f->hold_put)
+        pthread_cond_wait(&f->hold_cv, &f->hold_mu);
+    pthread_mutex_unlock(&f->hold_mu);
     return fb_of(be)->down ? -EIO : backend_put(fb_of(be)->inner, key, buf, len, etag);
 }
 
@@ -189,6 +198,8 @@ static int fx_setup(void **state)
     static char fault_name[] = "warm";
     f->fault.base.name = fault_name;
     f->fault.inner = f->posix;
+    pthread_mutex_init(&f->fault.hold_mu, NULL);
+    pthread_cond_init(&f->fault.hold_cv, NULL);
     f->io = (struct wb_io_hooks){.pwrite = hook_pwrite, .fsync = hook_fsync, .ctx = f};
     f->cfg = (struct wb_config){.spool_dir = f->spool,
                                 .journal_path = f->journal,
@@ -800,10 +811,53 @@ static void test_qos_admission(void **state)
 #endif
 }
 
+struct creator {
+    struct fx *f;
+    uint64_t seed;
+};
+
+static void *creator_main(void *arg)
+{
+    struct creator *c = arg;
+    write_file(c->f, "r/k", 2000, c->seed);
+    return NULL;
+}
+
+/* Regression: two creates of one key that both waited for a busy old generation each inserted
+ * a new one, leaving two live generations that both uploaded. Exactly one may survive. */
+static void test_concurrent_create_one_live(void **state)
+{
+    struct fx *f = *state;
+    struct fault_be *fb = &f->fault;
+    fx_open(f);
+    pthread_mutex_lock(&fb->hold_mu);
+    fb->hold_put = true;
+    pthread_mutex_unlock(&fb->hold_mu);
+    write_file(f, "r/k", 1000, 51);
+    WAIT_FOR(fb->puts == 1, 10000); /* the uploader is inside put: the entry is busy */
+    assert_int_equal(fb->puts, 1);
+    struct creator c1 = {f, 52}, c2 = {f, 53};
+    pthread_t t1, t2;
+    assert_int_equal(pthread_create(&t1, NULL, creator_main, &c1), 0);
+    assert_int_equal(pthread_create(&t2, NULL, creator_main, &c2), 0);
+    struct wb_stats st;
+    WAIT_FOR((wb_stats_get(f->wb, &st), st.busy_waiters == 2), 10000); /* both wait on it */
+    assert_int_equal(st.busy_waiters, 2);
+    pthread_mutex_lock(&fb->hold_mu);
+    fb->hold_put = false;
+    pthread_cond_broadcast(&fb->hold_cv);
+    pthread_mutex_unlock(&fb->hold_mu);
+    pthread_join(t1, NULL);
+    pthread_join(t2, NULL);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files WHERE key='r/k'"), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_small_file_states, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_create_one_live, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_multipart_and_retention, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_fsync_fail_stop, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_short_writes_and_eio, fx_setup, fx_teardown),
