@@ -317,16 +317,26 @@ static void pin_update(struct cache *c, struct cblock *b, bool before)
     }
 }
 
+/* A rule is a directory prefix when it is "" or ends in '/', and one object's key otherwise:
+ * pinning or evicting "d/a.bin" must not touch "d/a.bin.bak". */
+static bool key_matches(const char *key, const char *rule)
+{
+    size_t n = strlen(rule);
+    if (n == 0 || rule[n - 1] == '/')
+        return !strncmp(key, rule, n);
+    return !strcmp(key, rule);
+}
+
 static bool prefix_match(const struct cblock *b, const char *be_name, const char *prefix)
 {
-    return !strcmp(b->be_name, be_name) && !strncmp(b->key, prefix, strlen(prefix));
+    return !strcmp(b->be_name, be_name) && key_matches(b->key, prefix);
 }
 
 /* pin_mu held. */
 static bool rules_match(struct cache *c, const char *be_name, const char *key)
 {
     for (struct pin_rule *r = c->rules; r; r = r->next)
-        if (!strcmp(r->be_name, be_name) && !strncmp(key, r->prefix, strlen(r->prefix)))
+        if (!strcmp(r->be_name, be_name) && key_matches(key, r->prefix))
             return true;
     return false;
 }

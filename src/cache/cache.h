@@ -79,13 +79,15 @@ int cache_fetch_block(struct cache *c, const struct tier_ioctx *io, const struct
 void cache_prefetch(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
                     uint64_t first, uint64_t count);
 
-/* Pin rules by backend name and key prefix ("" = the whole backend; a full key pins one
- * object). Blocks matching a rule are never evicted, now or when fetched later. Pinning more
- * than pin_bytes of cached blocks fails with -ENOSPC and changes nothing. */
+/* Pin rules by backend name and key prefix ("" = the whole backend; a prefix ending in '/' =
+ * a directory; anything else is one object's exact key). Blocks matching a rule are never evicted,
+ * now or when fetched later. Pinning more than pin_bytes of cached blocks fails with -ENOSPC and
+ * changes nothing. */
 int cache_pin(struct cache *c, const char *backend_name, const char *prefix);
 int cache_unpin(struct cache *c, const char *backend_name, const char *prefix);
 
-/* Drop every unpinned cached block of keys under prefix; returns the number dropped or -errno. */
+/* Drop every unpinned cached block of keys under prefix (same matching as cache_pin); returns
+ * the number dropped or -errno. */
 long cache_evict(struct cache *c, const char *backend_name, const char *prefix);
 
 /* The block size in force (cfg.block_size after defaults), for callers that walk blocks. */

@@ -348,6 +348,32 @@ static void test_partial_failure_is_an_error(void **state)
     backend_free(be);
 }
 
+/* Regression: pin and evict of one file took its key as a prefix, so "d/a.bin" also hit
+ * "d/a.bin.bak". A key without a trailing '/' names one object; "d/" names the directory. */
+static void test_exact_key_vs_directory(void **state)
+{
+    (void)state;
+    struct backend *be = membe_new("mem");
+    membe_add(be, "d/a.bin", BS, "\"1\"");
+    membe_add(be, "d/a.bin.bak", BS, "\"1\"");
+    struct cache_config cfg = {.block_size = BS, .ram_bytes = 8 * BS, .pin_bytes = BS};
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    struct cache_obj a = {.be = be, .key = "d/a.bin", .etag = "\"1\"", .size_bytes = BS};
+    struct cache_obj b = {.be = be, .key = "d/a.bin.bak", .etag = "\"1\"", .size_bytes = BS};
+    assert_int_equal(cache_fetch_block(c, NULL, &a, 0, false), 0);
+    assert_int_equal(cache_fetch_block(c, NULL, &b, 0, false), 0);
+    assert_int_equal(cache_pin(c, "mem", "d/a.bin"), 0); /* one block fits the budget */
+    assert_int_equal(cache_unpin(c, "mem", "d/a.bin"), 0);
+    assert_int_equal(cache_evict(c, "mem", "d/a.bin"), 1);
+    assert_int_equal(cache_cached_bytes(c, &a), 0);
+    assert_int_equal(cache_cached_bytes(c, &b), BS);
+    assert_int_equal(cache_evict(c, "mem", "d/"), 1);
+    assert_int_equal(cache_cached_bytes(c, &b), 0);
+    cache_close(c);
+    backend_free(be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -358,6 +384,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_disk_range_reads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_block_size_change, setup, teardown),
         cmocka_unit_test(test_partial_failure_is_an_error),
+        cmocka_unit_test(test_exact_key_vs_directory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
