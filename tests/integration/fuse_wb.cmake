@@ -7,3 +7,8 @@ if(TARGET tierd)
   set_tests_properties(fuse_wb PROPERTIES TIMEOUT 300 LABELS fuse
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()
+if(TARGET tierd)
+  add_test(NAME fuse_wb_crash COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_fuse_wb_crash.sh)
+  set_tests_properties(fuse_wb_crash PROPERTIES TIMEOUT 300 LABELS fuse
+    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+endif()
