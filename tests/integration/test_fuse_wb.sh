@@ -9,7 +9,10 @@
 # append (>>), truncate (truncate -s) and rename over an existing file each give the expected
 # bytes through the mount and in the backend; unlink while uploading -> the object never
 # appears; mkdir/rmdir (ENOTEMPTY while a file is below); a read-cache namespace still returns
-# EROFS; writes survive a SIGTERM restart; files listed by ls before their upload.
+# EROFS; writes survive a SIGTERM restart; files listed by ls before their upload; with
+# durability = remote the backend holds the file when close() returns; over max_dirty (uploads
+# failing against a broken backend directory) a writer gets ENOSPC, and once the backend is
+# fixed the retried upload lands and writers proceed.
 # No sleeps as synchronisation: every wait polls a condition with a deadline.
 set -euo pipefail
 
@@ -173,11 +176,55 @@ sys.exit(1)
 PY
 ok "read-cache namespace: EROFS"
 
-# ---- restart: everything still there -------------------------------------------------------
+# ---- restart (with a backlog bound and two more namespaces): everything still there ---------
 stop_tierd
+printf 'not a directory' >"$DATA/stuck" # uploads into /stuck fail until it is a directory
+cat >>"$CONF" <<CONF
+[namespace /ckr]
+backend = warm
+prefix = ckr
+mode = write-back
+durability = remote
+[namespace /stuck]
+backend = warm
+prefix = stuck
+mode = write-back
+CONF
+sed -i 's/^part_size = 5M$/part_size = 5M\nmax_dirty = 2M\nbackpressure_wait = 300ms/' "$CONF"
 start_tierd
 cmp "$MNT/ck/big" "$T/ref/big2" || fail "after restart: big"
 cmp "$MNT/ck/small" "$T/ref/new" || fail "after restart: small"
-stop_tierd
 ok "restart"
+
+# durability = remote: once close() returned, the backend holds the file (no polling)
+head -c 200000 /dev/urandom >"$T/ref/remote"
+cp "$T/ref/remote" "$MNT/ckr/r.bin" || fail "write into the remote-durability namespace"
+cmp "$T/ref/remote" "$DATA/ckr/r.bin" || fail "durability = remote: not in the backend at close"
+ok "durability = remote: in the backend when close returns"
+
+# backlog bound: uploads of /stuck fail (retried), so a writer over max_dirty gets ENOSPC
+head -c 1500000 /dev/urandom >"$T/ref/stuck_a"
+cp "$T/ref/stuck_a" "$MNT/stuck/a" || fail "write stuck/a"
+python3 - "$MNT/stuck/b" <<'PY' || fail "over max_dirty: expected ENOSPC"
+import errno, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+try:
+    os.write(fd, b"x" * 1000000)
+except OSError as e:
+    sys.exit(0 if e.errno == errno.ENOSPC else 1)
+sys.exit(1)
+PY
+ok "over the backlog bound: ENOSPC to the writer"
+rm "$DATA/stuck"
+mkdir "$DATA/stuck"
+wait_for 60 same "$DATA/stuck/a" "$T/ref/stuck_a" || fail "stuck/a not uploaded after the fix"
+python3 - "$MNT/stuck/b" <<'PY' || fail "write after the backlog drained"
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, b"y" * 1000000)
+os.fsync(fd)
+os.close(fd)
+PY
+ok "upload retried after the backend came back; writers proceed"
+stop_tierd
 echo PASS
