@@ -12,3 +12,8 @@ if(TARGET tierd)
   set_tests_properties(fuse_wb_crash PROPERTIES TIMEOUT 300 LABELS fuse
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()
+if(TARGET tierd)
+  add_test(NAME fuse_wb_rgw COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_fuse_wb_rgw.sh)
+  set_tests_properties(fuse_wb_rgw PROPERTIES TIMEOUT 300 LABELS "fuse;rgw" FIXTURES_REQUIRED rgw
+    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_CEPH_DIR=${TIER_CEPH_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+endif()
