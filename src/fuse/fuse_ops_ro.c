@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * fuse_ops_ro.c - every mutating operation answers EROFS: all namespaces are read-cache today
- * (write-back namespaces come with issue 5 and will get their own operation file). Without these
- * handlers the kernel would report ENOSYS, which tools read as "not implemented" rather than
- * "read-only file system".
+ * fuse_ops_ro.c - every mutating operation answers EROFS: the file system of read-cache
+ * namespaces. When a write-back namespace exists, fuse_ops_write.c replaces the operations it
+ * implements with versions that serve write-back paths and answer EROFS elsewhere; the rest
+ * (mknod, symlink, link, xattrs, fallocate) stay here. Without these handlers the kernel would
+ * report ENOSYS, which tools read as "not implemented" rather than "read-only file system".
  */
 #include <errno.h>
 
