@@ -148,6 +148,50 @@ static void wb_log_event(void *ctx, enum wb_event ev, int64_t id)
         log_info("wb: upload retry file %lld", (long long)id);
 }
 
+/* Test fault injection for the burst buffer's local I/O (issue 5's fault tests through the
+ * mount): with TIERD_TEST_FAULT_FILE=PATH in the environment, every staging pwrite/fsync reads
+ * PATH and fails as it says: "fsync EIO", "pwrite EIO", "pwrite ENOSPC", "pwrite short" (half
+ * the bytes per call). Absent or empty file: no fault. Unset variable: real I/O, no hooks. */
+static const char *g_fault_file;
+
+static bool fault_is(const char *what)
+{
+    char buf[128];
+    int fd = open(g_fault_file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    return strstr(buf, what) != NULL;
+}
+
+static ssize_t fault_pwrite(void *ctx, int fd, const void *buf, size_t len, off_t off)
+{
+    (void)ctx;
+    if (fault_is("pwrite EIO"))
+        return -EIO;
+    if (fault_is("pwrite ENOSPC"))
+        return -ENOSPC;
+    if (fault_is("pwrite short") && len > 1)
+        len /= 2;
+    ssize_t n = pwrite(fd, buf, len, off);
+    return n < 0 ? -errno : n;
+}
+
+static int fault_fsync(void *ctx, int fd)
+{
+    (void)ctx;
+    if (fault_is("fsync EIO"))
+        return -EIO;
+    return fsync(fd) == 0 ? 0 : -errno;
+}
+
+static const struct wb_io_hooks g_fault_hooks = {
+    .pwrite = fault_pwrite, .fsync = fault_fsync, .ctx = NULL};
+
 /* Open the burst buffer when some namespace is write-back (recovery runs inside wb_open). */
 static int open_writeback(struct tierd *d)
 {
@@ -175,6 +219,12 @@ static int open_writeback(struct tierd *d)
     wc.durability = WB_DURABILITY_LOCAL;
     wc.sched = d->sched;
     wc.on_event = wb_log_event;
+    g_fault_file = getenv("TIERD_TEST_FAULT_FILE");
+    if (g_fault_file && *g_fault_file) {
+        wc.io = &g_fault_hooks;
+        log_warn("wb: TIERD_TEST_FAULT_FILE=%s: local I/O fault injection is on (tests only)",
+                 g_fault_file);
+    }
     int rc = wb_open(&wc, &d->wb);
     if (rc == 0) {
         struct wb_stats st;

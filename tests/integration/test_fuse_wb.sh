@@ -12,7 +12,10 @@
 # EROFS; writes survive a SIGTERM restart; files listed by ls before their upload; with
 # durability = remote the backend holds the file when close() returns; over max_dirty (uploads
 # failing against a broken backend directory) a writer gets ENOSPC, and once the backend is
-# fixed the retried upload lands and writers proceed.
+# fixed the retried upload lands and writers proceed; local disk faults injected into tierd's
+# staging I/O (TIERD_TEST_FAULT_FILE): fsync EIO is fail-stop (EIO on fsync, later writes and
+# close; the file never uploads), write EIO, disk-full ENOSPC (the writer sees ENOSPC, the file
+# is failed and never uploaded), short writes (retried, nothing lost).
 # No sleeps as synchronisation: every wait polls a condition with a deadline.
 set -euo pipefail
 
@@ -227,4 +230,73 @@ os.close(fd)
 PY
 ok "upload retried after the backend came back; writers proceed"
 stop_tierd
+
+# ---- local disk faults (TIERD_TEST_FAULT_FILE: tierd's staging pwrite/fsync hooks) -----------
+FAULT=$T/fault
+: >"$FAULT"
+export TIERD_TEST_FAULT_FILE=$FAULT
+start_tierd
+python3 - "$MNT/ck" "$FAULT" "$T/ref" <<'PY' || fail "local disk faults"
+import errno, os, sys
+ck, fault, ref = sys.argv[1:4]
+def setf(s):
+    with open(fault, "w") as f:
+        f.write(s)
+def expect(err, fn, what):
+    try:
+        fn()
+    except OSError as e:
+        if e.errno != err:
+            sys.exit(f"{what}: errno {e.errno}, want {err}")
+        return
+    sys.exit(f"{what}: succeeded, want errno {err}")
+
+# fsync EIO: fail-stop - the writer sees EIO on fsync, on later writes and on close
+fd = os.open(ck + "/fsync_eio", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, b"a" * 100000)
+setf("fsync EIO")
+expect(errno.EIO, lambda: os.fsync(fd), "fsync under fsync EIO")
+setf("")
+expect(errno.EIO, lambda: os.fsync(fd), "fsync after a failed fsync (never success again)")
+expect(errno.EIO, lambda: os.write(fd, b"b"), "write after a failed fsync")
+expect(errno.EIO, lambda: os.close(fd), "close after a failed fsync")
+
+# pwrite EIO: the write fails with EIO and the file is failed
+fd = os.open(ck + "/write_eio", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+setf("pwrite EIO")
+expect(errno.EIO, lambda: os.write(fd, b"c" * 4096), "write under pwrite EIO")
+setf("")
+expect(errno.EIO, lambda: os.close(fd), "close after a write EIO")
+
+# disk full (pwrite ENOSPC): the writer sees ENOSPC; the burst buffer then fails the file
+# (a partly written range cannot be trusted), so it is never uploaded, never corrupt
+fd = os.open(ck + "/enospc", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, b"d" * 100000)
+setf("pwrite ENOSPC")
+expect(errno.ENOSPC, lambda: os.write(fd, b"e" * 100000), "write under ENOSPC")
+setf("")
+expect(errno.EIO, lambda: os.close(fd), "close after a disk-full write")
+
+# short writes: retried inside, nothing lost
+setf("pwrite short")
+data = os.urandom((1 << 20) + 12345)  # under max_dirty (2M) of this config
+fd = os.open(ck + "/short", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+if os.write(fd, data) != len(data):
+    sys.exit("short writes: write(2) did not take every byte")
+os.fsync(fd)
+os.close(fd)
+setf("")
+open(ref + "/short", "wb").write(data)
+for name in ("fsync_eio", "write_eio", "enospc"):
+    if os.path.exists(ck + "/" + name):
+        sys.exit(f"{name}: a failed file is visible through the mount")
+PY
+backend_has short "$T/ref/short" # uploaded after the failed files: the queue went past them
+for f in fsync_eio write_eio enospc; do
+  [ ! -e "$DATA/ck/$f" ] || fail "the failed file $f was uploaded"
+done
+cmp "$MNT/ck/short" "$T/ref/short" || fail "short writes: mount content"
+ok "local faults: fsync EIO fail-stop (EIO on fsync, write, close), write EIO, disk-full ENOSPC, short writes"
+stop_tierd
+unset TIERD_TEST_FAULT_FILE
 echo PASS

@@ -134,7 +134,9 @@ while not os.path.exists(T + "/stop") and os.getppid() == parent:
         fd = os.open(f"{mnt}/{name}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             for off in range(0, size, 1 << 20):
-                os.write(fd, data[off:off + (1 << 20)])
+                chunk = data[off:off + (1 << 20)]
+                if os.write(fd, chunk) != len(chunk):
+                    raise OSError(errno.EIO, "short write")
             os.fsync(fd)
         finally:
             os.close(fd)
