@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "common/err.h"
@@ -48,6 +49,8 @@
 #include "writeback/wb.h"
 
 #define COPY_CHUNK (1u << 20)
+/* Free space kept beyond a rewrite's copy before the old generation is given up. */
+#define COPY_MARGIN_BYTES (8ull << 20)
 
 struct tfs_wstate {
     pthread_mutex_t mu;
@@ -338,6 +341,18 @@ static int new_gen(struct tierd_fuse *fs, struct tierd_ns *ns, const char *dst_k
                      strerror(-rc));
             return rc;
         }
+    }
+    /* Creating the new generation cancels the old one (and deletes an uploaded object), so a
+     * copy that then fails for lack of space would lose acknowledged data. Refuse up front when
+     * the spool cannot hold the copy; the remaining window (an I/O error mid-copy) is documented
+     * in docs/WRITEBACK.md. */
+    struct statvfs sv;
+    if (tmp >= 0 && fstatvfs(tmp, &sv) == 0 &&
+        (uint64_t)sv.f_bavail * sv.f_frsize < size + COPY_MARGIN_BYTES) {
+        log_warn("fuse: not rewriting %s:%s: the spool has no room for a %llu-byte copy",
+                 ns->be->name, dst_key, (unsigned long long)size);
+        close(tmp);
+        return -ENOSPC;
     }
     struct wb_file *wf = NULL;
     rc = wb_file_create(fs->d->wb, ns->be->name, dst_key, &wf);

@@ -36,6 +36,7 @@ ok() { echo "ok: $*"; }
 cleanup() {
   if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then kill -KILL "$PID" 2>/dev/null || true; fi
   if grep -qs " $MNT fuse" /proc/mounts; then umount -l "$MNT" 2>/dev/null || true; fi
+  if grep -qs " $T/tiny-spool " /proc/mounts; then umount -l "$T/tiny-spool" 2>/dev/null || true; fi
   [ -n "${KEEP:-}" ] || rm -rf "$T"
 }
 trap cleanup EXIT
@@ -299,4 +300,28 @@ cmp "$MNT/ck/short" "$T/ref/short" || fail "short writes: mount content"
 ok "local faults: fsync EIO fail-stop (EIO on fsync, write, close), write EIO, disk-full ENOSPC, short writes"
 stop_tierd
 unset TIERD_TEST_FAULT_FILE
+
+# ---- rewrite with no room for the copy: ENOSPC up front, the durable old version survives -----
+# Regression: appending to an uploaded file starts a new generation (which cancels the old one
+# and deletes its object) and then copies the old content in; on a spool without room for that
+# copy the append failed half-way and the uploaded object was gone. Now the room is checked first.
+SP=$T/tiny-spool
+mkdir -p "$SP"
+if mount -t tmpfs -o size=24m tmpfs "$SP"; then
+  sed -i "s#^spool_dir = .*#spool_dir = $SP#; s#^max_dirty = 2M\$#max_dirty = 20M#" "$CONF"
+  sed -i 's/^\[writeback\]$/[writeback]\nretention_keep = 0/' "$CONF"
+  start_tierd
+  head -c $((13 << 20)) /dev/urandom >"$T/ref/rw"
+  cp "$T/ref/rw" "$MNT/ck/rw" || fail "write rw"
+  backend_has rw "$T/ref/rw"
+  if echo more >>"$MNT/ck/rw" 2>/dev/null; then fail "append without room for the copy succeeded"; fi
+  curl -sf --unix-socket "$SOCK" -X POST -d '{"path": "/ck"}' http://tierd/v1/wait >/dev/null ||
+    fail "wait after the refused append"
+  same "$DATA/ck/rw" "$T/ref/rw" || fail "the uploaded object was lost by a refused append"
+  cmp "$MNT/ck/rw" "$T/ref/rw" || fail "rw through the mount after the refused append"
+  ok "rewrite without room for the copy: ENOSPC, old version intact"
+  stop_tierd
+else
+  echo "skip: cannot mount a tmpfs for the tiny spool"
+fi
 echo PASS
