@@ -140,6 +140,13 @@ static int stat_path_at(struct tierd_fuse *fs, const char *path, struct tfs_attr
     }
     if (rc != -ENOENT) {
         log_warn("fuse: stat of %s (%s:%s) failed: %s", path, ns->be->name, key, tier_err_msg());
+        if (ns->conf->mode == TIERD_NS_WRITE_BACK && fs->d->wb) {
+            /* The burst buffer does not know this name and the backend cannot say: answer
+             * "absent" so that a checkpoint writer can still create files while the object
+             * store is down (the point of a burst buffer). Names tierd wrote are known to the
+             * buffer above; a name only in the backend shows up again when it is reachable. */
+            rc = -ENOENT;
+        }
         goto out;
     }
     /* an implicit directory: some key below "key/" */

@@ -14,8 +14,10 @@ if(TARGET tierd)
 endif()
 if(TARGET tierd)
   add_test(NAME fuse_wb_rgw COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_fuse_wb_rgw.sh)
+  # It stops RGW for a while: RUN_SERIAL, or concurrent RGW tests would see the outage.
   set_tests_properties(fuse_wb_rgw PROPERTIES TIMEOUT 300 LABELS "fuse;rgw" FIXTURES_REQUIRED rgw
-    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_CEPH_DIR=${TIER_CEPH_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+    RUN_SERIAL TRUE
+    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_SRC=${PROJECT_SOURCE_DIR};TIER_CEPH_DIR=${TIER_CEPH_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()
 if(TARGET tierd AND NOT TARGET test-long-wb)
   add_custom_target(test-long-wb

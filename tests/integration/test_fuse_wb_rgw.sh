@@ -141,6 +141,17 @@ wb_wait /ck
 s3_absent doomed || fail "unlinked file appeared in S3"
 ok "unlink during upload: the object never appears"
 
+# ---- S3 down: checkpoints can still be created and written; they upload when it is back ------
+SRC=${TIER_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
+"$SRC/scripts/ceph.sh" stop-rgw "$CEPH" >/dev/null 2>&1 || fail "stop-rgw"
+head -c $((6 * 1048576)) /dev/urandom >"$T/ref/outage"
+cp "$T/ref/outage" "$MNT/ck/outage" || { "$SRC/scripts/ceph.sh" start-rgw "$CEPH" >/dev/null 2>&1; fail "create while S3 is down"; }
+cmp "$MNT/ck/outage" "$T/ref/outage" || fail "read-your-writes while S3 is down"
+"$SRC/scripts/ceph.sh" start-rgw "$CEPH" >/dev/null 2>&1 || fail "start-rgw"
+wb_wait /ck
+s3_same outage "$T/ref/outage" || fail "file written during the outage: S3 content"
+ok "S3 down: a new checkpoint is created, written, and uploaded once S3 is back"
+
 uploads=$(s3 "$S3_ENDPOINT/$BUCKET?uploads" | grep -c "<UploadId>" || true)
 [ "$uploads" = 0 ] || fail "$uploads multipart uploads left in the bucket"
 ok "no multipart upload left over"
