@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Thin wrapper over CMake. `make test` is the one command CI runs: it installs dependencies,
-# builds with ASan+UBSan and -Werror, checks style, and runs every test (Ceph RGW included).
+# builds with ASan+UBSan and -Werror, checks style, runs every test (Ceph RGW included), then
+# the concurrent modules' tests again under ThreadSanitizer.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
@@ -27,6 +28,7 @@ test: deps lint
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+	$(MAKE) --no-print-directory test-tsan
 
 test-unit: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTIER_SANITIZE=ON >/dev/null
