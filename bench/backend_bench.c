@@ -32,71 +32,8 @@
 #include "common/err.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
+#include "s3env.h"
 #include "tiers/backend.h"
-
-struct env {
-    char endpoint[256], region[64], ak[128], sk[128];
-};
-
-static int env_load(const char *path, struct env *e)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -errno;
-    memset(e, 0, sizeof(*e));
-    tier_strlcpy(e->region, "us-east-1", sizeof(e->region));
-    char line[512];
-    while (fgets(line, sizeof(line), f)) {
-        line[strcspn(line, "\r\n")] = '\0';
-        char *eq = strchr(line, '=');
-        if (!eq)
-            continue;
-        *eq = '\0';
-        const char *v = eq + 1;
-        if (strcmp(line, "S3_ENDPOINT") == 0)
-            tier_strlcpy(e->endpoint, v, sizeof(e->endpoint));
-        else if (strcmp(line, "S3_REGION") == 0)
-            tier_strlcpy(e->region, v, sizeof(e->region));
-        else if (strcmp(line, "S3_ACCESS_KEY") == 0)
-            tier_strlcpy(e->ak, v, sizeof(e->ak));
-        else if (strcmp(line, "S3_SECRET_KEY") == 0)
-            tier_strlcpy(e->sk, v, sizeof(e->sk));
-    }
-    fclose(f);
-    return e->endpoint[0] && e->ak[0] && e->sk[0] ? 0 : -EINVAL;
-}
-
-static size_t discard(char *p, size_t sz, size_t n, void *ud)
-{
-    (void)p;
-    (void)ud;
-    return sz * n;
-}
-
-/* PUT bucket (not part of the backend interface). */
-static int bucket_create(const struct env *e, const char *name)
-{
-    char url[512], sigv4[128];
-    snprintf(url, sizeof(url), "%s/%s", e->endpoint, name);
-    snprintf(sigv4, sizeof(sigv4), "aws:amz:%s:s3", e->region);
-    CURL *c = curl_easy_init();
-    if (!c)
-        return -ENOMEM;
-    struct curl_slist *h = curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "PUT");
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_AWS_SIGV4, sigv4);
-    curl_easy_setopt(c, CURLOPT_USERNAME, e->ak);
-    curl_easy_setopt(c, CURLOPT_PASSWORD, e->sk);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-    CURLcode cc = curl_easy_perform(c);
-    long status = 0;
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    curl_easy_cleanup(c);
-    curl_slist_free_all(h);
-    return cc == CURLE_OK && status == 200 ? 0 : -EIO;
-}
 
 static double secs(uint64_t t0)
 {
@@ -283,8 +220,8 @@ int main(int argc, char **argv)
         }
         i++;
     }
-    struct env e;
-    if (!env_path || env_load(env_path, &e) != 0) {
+    struct tu_s3_env e;
+    if (!env_path || !tu_s3_env_load_file(env_path, &e)) {
         fprintf(stderr,
                 "backend_bench: cannot read the S3 env file '%s' (scripts/ceph.sh start "
                 "writes DIR/env)\n",
@@ -296,7 +233,7 @@ int main(int argc, char **argv)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     char bucket[64];
     snprintf(bucket, sizeof(bucket), "bench-%d-%ld", (int)getpid(), (long)time(NULL));
-    if (bucket_create(&e, bucket) != 0) {
+    if (tu_s3_bucket_create_named(&e, bucket) != 0) {
         fprintf(stderr, "backend_bench: cannot create bucket %s on %s\n", bucket, e.endpoint);
         return 1;
     }
@@ -306,8 +243,8 @@ int main(int argc, char **argv)
                                     .region = e.region,
                                     .bucket = bucket,
                                     .path_style = true,
-                                    .access_key = e.ak,
-                                    .secret_key = e.sk,
+                                    .access_key = e.access_key,
+                                    .secret_key = e.secret_key,
                                     .max_connections = nconn};
     struct backend *be = NULL;
     if (backend_s3_open(&cfg, &be) != 0) {

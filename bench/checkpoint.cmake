@@ -5,6 +5,6 @@
 # docs/bench/checkpoint.md.
 if(TARGET tier_writeback)
   add_executable(checkpoint_bench ${CMAKE_CURRENT_LIST_DIR}/checkpoint_bench.c)
-  target_link_libraries(checkpoint_bench PRIVATE tier_writeback tier_tiers tier_common
+  target_link_libraries(checkpoint_bench PRIVATE tier_writeback tier_tiers tier_s3env tier_common
     PkgConfig::CURL Threads::Threads)
 endif()

@@ -43,15 +43,12 @@
 #include "common/err.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
+#include "s3env.h"
 #include "tiers/backend.h"
 #include "writeback/wb.h"
 
 #define MIB (1024ULL * 1024ULL)
 #define DATA_BYTES (64 * MIB) /* the pseudo-random source; files read it cyclically */
-
-struct env {
-    char endpoint[256], region[64], ak[128], sk[128];
-};
 
 struct opts {
     const char *env_path, *dir;
@@ -60,66 +57,6 @@ struct opts {
 };
 
 static unsigned char *g_data;
-
-static int env_load(const char *path, struct env *e)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -errno;
-    memset(e, 0, sizeof(*e));
-    tier_strlcpy(e->region, "us-east-1", sizeof(e->region));
-    char line[512];
-    while (fgets(line, sizeof(line), f)) {
-        line[strcspn(line, "\r\n")] = '\0';
-        char *eq = strchr(line, '=');
-        if (!eq)
-            continue;
-        *eq = '\0';
-        const char *v = eq + 1;
-        if (strcmp(line, "S3_ENDPOINT") == 0)
-            tier_strlcpy(e->endpoint, v, sizeof(e->endpoint));
-        else if (strcmp(line, "S3_REGION") == 0)
-            tier_strlcpy(e->region, v, sizeof(e->region));
-        else if (strcmp(line, "S3_ACCESS_KEY") == 0)
-            tier_strlcpy(e->ak, v, sizeof(e->ak));
-        else if (strcmp(line, "S3_SECRET_KEY") == 0)
-            tier_strlcpy(e->sk, v, sizeof(e->sk));
-    }
-    fclose(f);
-    return e->endpoint[0] && e->ak[0] && e->sk[0] ? 0 : -EINVAL;
-}
-
-static size_t discard(char *p, size_t sz, size_t n, void *ud)
-{
-    (void)p;
-    (void)ud;
-    return sz * n;
-}
-
-/* PUT bucket (not part of the backend interface). */
-static int bucket_create(const struct env *e, const char *name)
-{
-    char url[512], sigv4[128];
-    snprintf(url, sizeof(url), "%s/%s", e->endpoint, name);
-    snprintf(sigv4, sizeof(sigv4), "aws:amz:%s:s3", e->region);
-    CURL *c = curl_easy_init();
-    if (!c)
-        return -ENOMEM;
-    struct curl_slist *h = curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "PUT");
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_AWS_SIGV4, sigv4);
-    curl_easy_setopt(c, CURLOPT_USERNAME, e->ak);
-    curl_easy_setopt(c, CURLOPT_PASSWORD, e->sk);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-    CURLcode cc = curl_easy_perform(c);
-    long status = 0;
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    curl_easy_cleanup(c);
-    curl_slist_free_all(h);
-    return cc == CURLE_OK && status == 200 ? 0 : -EIO;
-}
 
 static double secs_since(uint64_t t0)
 {
@@ -446,7 +383,7 @@ int main(int argc, char **argv)
         memcpy(g_data + i * 8, &x, 8);
     }
 
-    struct env e;
+    struct tu_s3_env e;
     struct backend *be = NULL;
     char bucket[64];
     int rc = 0;
@@ -458,14 +395,14 @@ int main(int argc, char **argv)
             break;
         }
         if (s3 && !be) {
-            if (!o.env_path || env_load(o.env_path, &e) != 0) {
+            if (!o.env_path || !tu_s3_env_load_file(o.env_path, &e)) {
                 fprintf(stderr, "checkpoint_bench: --env FILE with S3_* settings needed\n");
                 rc = 2;
                 break;
             }
             snprintf(bucket, sizeof(bucket), "ckbench-%llx",
                      (unsigned long long)(tier_now_real_ns() / 1000));
-            if (bucket_create(&e, bucket) != 0) {
+            if (tu_s3_bucket_create_named(&e, bucket) != 0) {
                 fprintf(stderr, "checkpoint_bench: cannot create bucket %s at %s\n", bucket,
                         e.endpoint);
                 rc = 1;
@@ -476,8 +413,8 @@ int main(int argc, char **argv)
                                            .region = e.region,
                                            .bucket = bucket,
                                            .path_style = true,
-                                           .access_key = e.ak,
-                                           .secret_key = e.sk,
+                                           .access_key = e.access_key,
+                                           .secret_key = e.secret_key,
                                            .request_timeout_ms = 120000};
             if (backend_s3_open(&sc, &be) != 0) {
                 fprintf(stderr, "checkpoint_bench: S3 backend: %s\n", tier_err_msg());

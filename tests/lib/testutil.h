@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "s3env.h"
+
 /* Create a fresh empty directory under $TIER_TEST_TMP (or /tmp) named after tag; returns a
  * malloc'd path. Aborts the test on failure. */
 char *tu_mkdtemp(const char *tag);
@@ -24,19 +26,6 @@ uint64_t tu_rand_next(uint64_t *state);
 void tu_write_file(const char *path, const void *data, size_t len);
 void *tu_read_file(const char *path, size_t *len);
 
-/* Connection details for the test RGW, from $TIER_CEPH_DIR/env (written by scripts/ceph.sh). */
-struct tu_s3_env {
-    char endpoint[256];
-    char region[64];
-    char access_key[128];
-    char secret_key[128];
-};
-/* Returns true if the env file exists and was parsed. */
-bool tu_s3_env_load(struct tu_s3_env *env);
-/* Create a bucket with a unique name starting with tag (via the S3 backend's own PUT bucket is not
- * part of the interface, so this uses libcurl with SigV4 directly). name: out, >= 64 bytes.
- * Returns 0 or -errno. */
-int tu_s3_bucket_create(const struct tu_s3_env *env, const char *tag, char *name, size_t namesz);
 /* Run scripts/ceph.sh with one verb ("stop-rgw", "start-rgw"); returns its exit status. */
 int tu_ceph_ctl(const char *verb);
 
