@@ -8,13 +8,15 @@
 # A target without a dataset gets one from `tierbench gen` first (--gen sets its arguments). To
 # compare a cold and a warm pass over the same mount, name it twice: cold=/mnt/t warm=/mnt/t
 # (add `-- --drop-caches` to drop the page cache before each phase). Everything after `--` is
-# passed to `tierbench run`. Results (JSON, CSV, charts, terminal output) go to --out.
+# passed to `tierbench run`. A target may name its own checkpoint directory, for a mount whose
+# dataset namespace is read-only: tierd=/mnt/t/datasets/tb,ckpt=/mnt/t/ckpt/run.
+# Results (JSON, CSV, charts, terminal output) go to --out.
 set -euo pipefail
 
 usage() {
   cat <<USAGE
 usage: $0 --profile FILE [--tierbench BIN] [--out DIR] [--gen "GEN ARGS"] [--regen]
-          NAME=DIR [NAME=DIR...] [-- TIERBENCH RUN FLAGS...]
+          NAME=DIR[,ckpt=CKPT_DIR] [NAME=DIR...] [-- TIERBENCH RUN FLAGS...]
   --profile FILE    tierbench profile (INI), e.g. bench/profiles/mixed-small.ini
   --tierbench BIN   the tierbench binary (default: \$TIERBENCH, else the newest build*/src/bench/tierbench)
   --out DIR         where results go (default: a new directory under /tmp)
@@ -26,7 +28,7 @@ USAGE
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 GEN_DEFAULT="--files 2000 --size lognormal:128K,0.6"
 PROFILE="" BIN="${TIERBENCH:-}" OUT="" GEN="$GEN_DEFAULT" REGEN=0
-NAMES=() DIRS=() EXTRA=()
+NAMES=() DIRS=() CKPTS=() EXTRA=()
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -46,7 +48,9 @@ while [ $# -gt 0 ]; do
          if ! [[ $name =~ ^[A-Za-z0-9_.-]+$ ]]; then
            echo "compare.sh: target name '$name' may use only letters, digits, _ . -" >&2; exit 2
          fi
-         NAMES+=("$name"); DIRS+=("$dir"); shift ;;
+         ckpt=
+         case "$dir" in *,ckpt=*) ckpt=${dir#*,ckpt=} dir=${dir%%,ckpt=*} ;; esac
+         NAMES+=("$name"); DIRS+=("$dir"); CKPTS+=("$ckpt"); shift ;;
     *) echo "compare.sh: '$1' is not NAME=DIR" >&2; usage >&2; exit 2 ;;
   esac
 done
@@ -74,7 +78,9 @@ echo "results:   $OUT"
 
 ARGS=()
 for i in "${!NAMES[@]}"; do
-  name=${NAMES[$i]} dir=${DIRS[$i]}
+  name=${NAMES[$i]} dir=${DIRS[$i]} ckpt=${CKPTS[$i]}
+  CK=()
+  [ -z "$ckpt" ] || CK=(--ckpt-dir "$ckpt")
   mkdir -p "$dir"
   if [ "$REGEN" = 1 ] || { [ ! -d "$dir/samples" ] && [ ! -d "$dir/shards" ]; }; then
     echo "== $name: generating a dataset in $dir ($GEN)"
@@ -83,7 +89,7 @@ for i in "${!NAMES[@]}"; do
   fi
   echo "== $name: tierbench run $dir"
   "$BIN" run "$dir" --profile "$PROFILE" --no-progress --json "$OUT/$name.json" \
-    --csv "$OUT/$name.csv" --plot "$OUT/$name-plots" ${EXTRA[@]+"${EXTRA[@]}"} \
+    --csv "$OUT/$name.csv" --plot "$OUT/$name-plots" ${CK[@]+"${CK[@]}"} ${EXTRA[@]+"${EXTRA[@]}"} \
     | tee "$OUT/$name.txt"
   ARGS+=("$name=$OUT/$name.json")
 done

@@ -4,8 +4,8 @@
 # together) against the local disk and against a tierd mount of the same data, side by side
 # (issue 6). On the tierd side the dataset is a read-cache namespace over a POSIX backend
 # (staged into the hot tier first) and checkpoints go to a write-back namespace; on the local
-# side both are plain directories on the same disk. Ends with `tierbench compare` of the two
-# JSON results and PNG charts for each.
+# side both are plain directories on the same disk. The runs and the side-by-side table are
+# bench/compare.sh's (JSON, CSV and PNG charts per target in WORKDIR/out).
 #
 # Usage: bench/tierd_mixed.sh [WORKDIR] [PROFILE]
 #   env: BUILD=build-rel (Release), GEN="--files 2000 --size lognormal:128K,0.6"
@@ -69,14 +69,8 @@ for _ in $(seq 300); do mountpoint -q "$MNT" && [ -S "$SOCK" ] && break; sleep 0
 mountpoint -q "$MNT" || { tail "$W/tierd.log"; echo "tierd did not mount" >&2; exit 1; }
 "$TIERCTL" -s "$SOCK" stage /datasets/tb
 
-echo "== local disk"
-"$TB" run "$W/shared/tb" --profile "$PROFILE" --ckpt-dir "$W/local-ckpt/run" \
-  --json "$W/out/local.json" --plot "$W/out/local-plots"
-echo "== tierd mount"
-"$TB" run "$MNT/datasets/tb" --profile "$PROFILE" --ckpt-dir "$MNT/ckpt/run" \
-  --json "$W/out/tierd.json" --plot "$W/out/tierd-plots"
-"$TIERCTL" -s "$SOCK" wait /ckpt --timeout 300 || true
-echo "== side by side (xN = tierd / local)"
-"$TB" compare local="$W/out/local.json" tierd="$W/out/tierd.json"
+bench/compare.sh --tierbench "$TB" --profile "$PROFILE" --out "$W/out" \
+  local="$W/shared/tb,ckpt=$W/local-ckpt/run" tierd="$MNT/datasets/tb,ckpt=$MNT/ckpt/run"
+"$TIERCTL" -s "$SOCK" wait /ckpt --timeout 300
 "$TIERCTL" -s "$SOCK" status
 echo "results: $W/out"
