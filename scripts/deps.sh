@@ -8,7 +8,7 @@ PKGS=(
   build-essential cmake pkg-config git clang-14 libclang-rt-14-dev clang-format
   libcmocka-dev libcurl4-openssl-dev libexpat1-dev libssl-dev libfuse3-dev fuse3
   libinih-dev libjansson-dev libmicrohttpd-dev libsqlite3-dev libxxhash-dev liburing-dev
-  ceph-mon ceph-osd radosgw ceph-common gnuplot-nox curl xxd procps psmisc
+  ceph-mon ceph-osd radosgw ceph-common gnuplot-nox curl xxd procps psmisc python3 util-linux
 )
 missing=()
 for p in "${PKGS[@]}"; do
@@ -22,4 +22,4 @@ SUDO=
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 echo "deps: installing ${missing[*]}"
 $SUDO apt-get update
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${PKGS[@]}"
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y "${PKGS[@]}"
