@@ -7,8 +7,11 @@
  * (fuse_ops_ro.c) and their open/read/release go to fuse_ops_file.c.
  *
  * DESIGN:
- *   generations  the burst buffer writes whole files: wb_file_create() starts a new generation
- *             of a key (the previous one is cancelled or, once uploaded, replaced). All write
+ *   generations  the burst buffer writes whole files: wb_file_create_ex(REPLACE_AT_SEAL) starts
+ *             a new generation of a key; the previous one stays live (readable, uploading) until
+ *             the new one is sealed, and is cancelled in the seal's journal transaction, so a
+ *             failed copy, a failed write or a crash before close leaves the old version. Readers
+ *             through the mount see the newest generation (read-your-writes). All write
  *             handles of one inode share one generation (struct tfs_wstate on the node); it is
  *             created by create / O_TRUNC, or lazily by the first write or truncate of a handle
  *             opened without O_TRUNC, which first copies the current content (from the
@@ -211,6 +214,13 @@ void tfs_wb_list_children(
         for (size_t i = 0; i < n; i++) {
             if (!wb_live(v[i].state))
                 continue;
+            /* Two generations of one key (an OPEN replacement and the one it replaces): list
+             * the name once, with the newest one's size (wb_list sorts by key, then id). */
+            bool newer = false;
+            for (size_t j = i + 1; j < n && strcmp(v[j].key, v[i].key) == 0 && !newer; j++)
+                newer = wb_live(v[j].state);
+            if (newer)
+                continue;
             const char *rest = v[i].key + pl;
             const char *slash = strchr(rest, '/');
             if (slash)
@@ -327,10 +337,16 @@ static int snapshot(struct tierd_fuse *fs, struct tierd_ns *ns, const char *src_
     return 0;
 }
 
-/* Start a new generation of dst_key; with src_key, holding src_key's current content. */
-static int new_gen(struct tierd_fuse *fs, struct tierd_ns *ns, const char *dst_key,
-                   const char *src_key, const char *src_path, struct wb_file **out)
+/* Start a new generation of dst_key; with src_key, holding src_key's current content. It
+ * replaces the live generation of dst_key only when sealed. On failure *out is NULL (a
+ * generation whose copy failed is discarded; *copy_failed then says so). */
+static int new_gen_copy(struct tierd_fuse *fs, struct tierd_ns *ns, const char *dst_key,
+                        const char *src_key, const char *src_path, struct wb_file **out,
+                        bool *copy_failed)
 {
+    *out = NULL;
+    if (copy_failed)
+        *copy_failed = false;
     int tmp = -1;
     uint64_t size = 0;
     int rc = 0;
@@ -342,10 +358,9 @@ static int new_gen(struct tierd_fuse *fs, struct tierd_ns *ns, const char *dst_k
             return rc;
         }
     }
-    /* Creating the new generation cancels the old one (and deletes an uploaded object), so a
-     * copy that then fails for lack of space would lose acknowledged data. Refuse up front when
-     * the spool cannot hold the copy; the remaining window (an I/O error mid-copy) is documented
-     * in docs/WRITEBACK.md. */
+    /* The new generation replaces the old one only when it is sealed, so a copy that fails
+     * (ENOSPC, EIO) leaves the old version live. Still refuse up front when the spool cannot
+     * hold the copy: the writer learns it before writing anything. */
     struct statvfs sv;
     if (tmp >= 0 && fstatvfs(tmp, &sv) == 0 &&
         (uint64_t)sv.f_bavail * sv.f_frsize < size + COPY_MARGIN_BYTES) {
@@ -355,7 +370,7 @@ static int new_gen(struct tierd_fuse *fs, struct tierd_ns *ns, const char *dst_k
         return -ENOSPC;
     }
     struct wb_file *wf = NULL;
-    rc = wb_file_create(fs->d->wb, ns->be->name, dst_key, &wf);
+    rc = wb_file_create_ex(fs->d->wb, ns->be->name, dst_key, WB_CREATE_REPLACE_AT_SEAL, &wf);
     if (rc == 0 && tmp >= 0) {
         char *buf = malloc(COPY_CHUNK);
         rc = buf ? 0 : -ENOMEM;
@@ -372,15 +387,26 @@ static int new_gen(struct tierd_fuse *fs, struct tierd_ns *ns, const char *dst_k
             off += (uint64_t)n;
         }
         free(buf);
-        if (rc)
+        if (rc) {
             log_err("fuse: copying the old content of %s:%s into its new generation failed "
-                    "(%s); the new generation is not sealed and is discarded at restart",
+                    "(%s); the new generation is discarded, the old one stays",
                     ns->be->name, dst_key, strerror(-rc));
+            wb_file_discard(wf);
+            wf = NULL;
+            if (copy_failed)
+                *copy_failed = true;
+        }
     }
     if (tmp >= 0)
         close(tmp);
     *out = wf;
     return rc;
+}
+
+static int new_gen(struct tierd_fuse *fs, struct tierd_ns *ns, const char *dst_key,
+                   const char *src_key, const char *src_path, struct wb_file **out)
+{
+    return new_gen_copy(fs, ns, dst_key, src_key, src_path, out, NULL);
 }
 
 static struct tfs_wstate *wstate_attach(struct tfs_node *n)
@@ -421,6 +447,8 @@ static int wstate_detach(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_w
         rc = wb_file_close(w->wf);
         if (rc)
             log_err("fuse: sealing %s at %s failed: %s", n->path, what, strerror(-rc));
+    } else if (w->wf) {
+        wb_file_discard(w->wf); /* failed: never sealed; the previous generation stays */
     }
     (void)fs;
     pthread_mutex_destroy(&w->mu);
@@ -436,9 +464,14 @@ static int ensure_gen(struct tierd_fuse *fs, struct tfs_whandle *h)
         return w->err;
     if (w->wf)
         return 0;
-    int rc = new_gen(fs, h->ns, h->key, h->key, h->n->path, &w->wf);
-    if (rc && w->wf)
-        w->err = -EIO; /* a partial copy must never be sealed */
+    bool copy_failed = false;
+    int rc = new_gen_copy(fs, h->ns, h->key, h->key, h->n->path, &w->wf, &copy_failed);
+    /* A failed copy discarded its generation (the old one is intact); the writer has seen an
+     * error, so its later writes fail too: a file missing a write that returned an error is
+     * never sealed. A failure before the generation existed (snapshot, the ENOSPC pre-check)
+     * leaves nothing to poison. */
+    if (copy_failed)
+        w->err = -EIO;
     return rc;
 }
 
@@ -954,7 +987,7 @@ static void w_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_i
         rc = new_gen(fs, ons, nkey, okey, opath, &wf);
         if (rc == 0)
             rc = wb_file_close(wf);
-        else if (wf)
+        else
             log_err("fuse: rename %s -> %s: copy failed (%s)", opath, npath, strerror(-rc));
         if (rc == 0) {
             int u = wb_unlink(fs->d->wb, ons->be->name, okey);

@@ -24,7 +24,15 @@
  *                                           UPLOADED (ETag) -- retention --> EVICTABLE (no local)
  *
  *   any of SEALED, UPLOADING, UPLOADED, EVICTABLE --unlink/overwrite/rename--> CANCELLED
+ *   any of SEALED, UPLOADING, UPLOADED, EVICTABLE --seal of a newer generation--> CANCELLED
  *   CANCELLED --(uploader: abort upload id if any; delete object if etag set)--> (none)
+ *
+ *   Replace at seal (wb_file_create_ex WB_CREATE_REPLACE_AT_SEAL, the FUSE rewrite path): the
+ *   new generation is OPEN next to the live old one, which keeps uploading and serving reads;
+ *   readers pick the newest generation. wb_file_close seals the new row and cancels the old
+ *   live row(s) of the key in ONE transaction (jr_seal_replace). A crash before that commit
+ *   leaves the old generation live (the OPEN row is discarded); after it, the new one sealed
+ *   and the old one cancelled. FAILED / discarded / OPEN-at-recovery: the old one untouched.
  *
  * INVARIANTS
  *   I1. A row is committed before its staging file is created; a staging file is deleted only
@@ -38,21 +46,25 @@
  *   I4. An object becomes visible only through backend_put (atomic) or mpu_complete, and only
  *       for a row that is not CANCELLED at that instant (checked under wb->lock right before the
  *       request, and cancellation waits for the in-flight request: `busy`/`interrupt`).
- *   I5. At most one live (non-CANCELLED) row per (backend, key). Requests touching one key are
+ *   I5. At most one live (non-CANCELLED) row per (backend, key), not counting OPEN and FAILED
+ *       rows (a replacement being written, never uploaded); every seal cancels, in its own
+ *       transaction, the other live non-OPEN rows of its key. Requests touching one key are
  *       ordered: a CANCELLED row that must delete key K is processed before any later generation
  *       of K may PUT/complete, and never while such a request is in flight.
  *   I6. A FAILED file never reports success again; its row is removed at close or recovery.
  *
  * TRANSITION -> FUNCTION
  *   (none) -> OPEN                wb_file_create (jr_insert)
- *   OPEN -> SEALED                wb_file_close (jr_seal)
+ *   OPEN -> SEALED                wb_file_close (jr_seal_replace: seal + cancel the replaced)
  *   OPEN -> FAILED                record_failure in wb.c (jr_set_state)
  *   SEALED -> UPLOADING           upload.c upload_multipart (jr_set_upload)
  *   UPLOADING: part done          upload.c part_worker (jr_part_done)
  *   UPLOADING -> SEALED           upload.c restart after a lost upload id (jr_set_upload NULL)
  *   SEALED/UPLOADING -> UPLOADED  upload.c finish_upload (jr_uploaded)
  *   UPLOADED -> EVICTABLE         wb_retention_apply (jr_set_state)
- *   * -> CANCELLED                wb.c cancel_entry (jr_set_state), wb_rename tombstone (jr_rekey)
+ *   * -> CANCELLED                wb.c cancel_entry (jr_set_state), wb_rename tombstone (jr_rekey),
+ *                                 wb_file_close of a newer generation (jr_seal_replace)
+ *   OPEN/FAILED -> (none)         wb_file_close of a failed file, wb_file_discard (jr_delete)
  *   CANCELLED -> (none)           upload.c process_cancelled (jr_delete)
  *
  * RECOVERY (wb_open): OPEN and FAILED rows are discarded with their staging files (only closed
@@ -62,6 +74,7 @@
  * processed (abort / delete); UPLOADED rows whose local copy vanished become EVICTABLE.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -361,6 +374,45 @@ static int rekey_fn(sqlite3 *db, const void *a, void *b)
 int jr_rekey(sqlite3 *db, const struct wb_entry *e, struct wb_entry *t)
 {
     return txn(db, rekey_fn, e, t);
+}
+
+struct seal_replace_args {
+    struct wb_entry *const *old;
+    size_t n;
+};
+
+static int seal_replace_fn(sqlite3 *db, const void *a, void *b)
+{
+    const struct wb_entry *e = a;
+    const struct seal_replace_args *r = b;
+    int rc = jr_seal(db, e);
+    for (size_t i = 0; !rc && i < r->n; i++) {
+        const struct wb_entry *o = r->old[i];
+        if (!jr_cancel_keeps_row(o)) {
+            rc = delete_fn(db, &o->id, NULL);
+            continue;
+        }
+        sqlite3_stmt *st;
+        rc = prepare(db, "UPDATE files SET state='cancelled', etag=? WHERE id=?", &st);
+        if (rc)
+            break;
+        bool object = o->state == WB_UPLOADED || o->state == WB_EVICTABLE;
+        bind_text_or_null(st, 1, object ? o->etag : NULL);
+        sqlite3_bind_int64(st, 2, o->id);
+        rc = step_done(db, st, "cancel replaced");
+    }
+    return rc;
+}
+
+bool jr_cancel_keeps_row(const struct wb_entry *o)
+{
+    return o->upload_id || o->state == WB_UPLOADED || o->state == WB_EVICTABLE;
+}
+
+int jr_seal_replace(sqlite3 *db, const struct wb_entry *e, struct wb_entry *const *old, size_t n)
+{
+    struct seal_replace_args r = {.old = old, .n = n};
+    return txn(db, seal_replace_fn, e, &r);
 }
 
 static char *col_dup(sqlite3_stmt *st, int i)

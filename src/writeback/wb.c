@@ -501,9 +501,17 @@ static int fsync_dir(const char *path)
 
 int wb_file_create(struct wb *wb, const char *backend_name, const char *key, struct wb_file **out)
 {
+    return wb_file_create_ex(wb, backend_name, key, 0, out);
+}
+
+int wb_file_create_ex(struct wb *wb, const char *backend_name, const char *key, unsigned flags,
+                      struct wb_file **out)
+{
     int rc = check_names(backend_name, key);
     if (rc)
         return rc;
+    if (flags & ~WB_CREATE_REPLACE_AT_SEAL)
+        return -EINVAL;
     struct wb_file *fh = calloc(1, sizeof(*fh));
     struct wb_entry *e = calloc(1, sizeof(*e));
     if (!fh || !e) {
@@ -523,6 +531,16 @@ int wb_file_create(struct wb *wb, const char *backend_name, const char *key, str
     if (rc)
         goto out_unlock;
     e->generation = 1;
+    if (flags & WB_CREATE_REPLACE_AT_SEAL) {
+        /* The older generations stay live until this one is sealed (wb_file_close cancels
+         * them in the seal's transaction); this one is newer than all of them, so that readers
+         * (wb_read, wb_list users) pick it. */
+        for (struct wb_entry *o = wb->head; o; o = o->next)
+            if (o->state != WB_CANCELLED && strcmp(o->key, key) == 0 &&
+                strcmp(o->backend, backend_name) == 0 && o->generation + 1 > e->generation)
+                e->generation = o->generation + 1;
+        goto insert;
+    }
     /* quiesce() drops the lock while it waits, so when it returns the entry may be gone or
      * already cancelled, and another creator may have inserted a newer one: look again until no
      * live entry is left, so that exactly one generation of a key is ever live (I5). */
@@ -537,6 +555,7 @@ int wb_file_create(struct wb *wb, const char *backend_name, const char *key, str
         if (rc)
             goto out_unlock;
     }
+insert:
     e->state = WB_OPEN;
     e->created_ns = (int64_t)tier_now_real_ns();
     rc = jr_insert(wb->db, e);
@@ -728,6 +747,90 @@ out:
     return rc;
 }
 
+/* Is o a generation that e, being sealed, replaces? (live and not OPEN/FAILED: another OPEN
+ * generation of the key is left to its own writer; the last one sealed wins.) */
+static bool replaced_by(const struct wb_entry *o, const struct wb_entry *e)
+{
+    return o != e &&
+           (o->state == WB_SEALED || o->state == WB_UPLOADING || o->state == WB_UPLOADED ||
+            o->state == WB_EVICTABLE) &&
+           strcmp(o->key, e->key) == 0 && strcmp(o->backend, e->backend) == 0;
+}
+
+/* Before sealing fh's generation: mark every generation it replaces `interrupt` (uploaders
+ * leave them alone) and wait until no uploader works on any of them. On return (0) *out holds
+ * them, all quiesced and interrupted; the caller clears `interrupt` or cancels them. fh->e may
+ * be gone on return (unlinked meanwhile). wb->lock held; released while waiting. */
+static int quiesce_replaced(struct wb *wb, struct wb_file *fh, struct wb_entry ***out, size_t *nout)
+{
+    *out = NULL;
+    *nout = 0;
+    for (;;) {
+        struct wb_entry *e = fh->e;
+        if (!e)
+            return 0;
+        bool busy = false;
+        size_t n = 0;
+        for (struct wb_entry *o = wb->head; o; o = o->next)
+            if (replaced_by(o, e)) {
+                busy = busy || o->busy;
+                n++;
+            }
+        if (n == 0)
+            return 0;
+        struct wb_entry **v = malloc(n * sizeof(*v));
+        int64_t *ids = malloc(n * sizeof(*ids));
+        if (!v || !ids) {
+            free(v);
+            free(ids);
+            return -ENOMEM;
+        }
+        size_t i = 0;
+        for (struct wb_entry *o = wb->head; o; o = o->next)
+            if (replaced_by(o, e)) {
+                o->interrupt = true; /* pick() leaves it alone */
+                ids[i] = o->id;
+                v[i++] = o;
+            }
+        if (!busy) {
+            free(ids);
+            *out = v;
+            *nout = n;
+            return 0;
+        }
+        free(v);
+        wb->stats.busy_waiters++;
+        pthread_cond_wait(&wb->cond, &wb->lock);
+        wb->stats.busy_waiters--;
+        /* Entries may have gone or changed meanwhile: start over from the current list. */
+        for (i = 0; i < n; i++) {
+            struct wb_entry *o = find_id(wb, ids[i]);
+            if (o)
+                o->interrupt = false;
+        }
+        free(ids);
+    }
+}
+
+/* In memory, after jr_seal_replace committed: the replaced generation o is cancelled (as
+ * cancel_entry does after its commit). wb->lock held. */
+static void replaced_apply(struct wb *wb, struct wb_entry *o)
+{
+    o->interrupt = false;
+    staging_remove(wb, o->id);
+    if (!jr_cancel_keeps_row(o)) {
+        wb_entry_drop(wb, o);
+        return;
+    }
+    if (o->state != WB_UPLOADED && o->state != WB_EVICTABLE)
+        o->etag[0] = '\0'; /* the object of this generation never appeared */
+    wb_entry_set_state(wb, o, WB_CANCELLED);
+    o->next_try_mono_ns = 0;
+    o->attempts = 0;
+    pthread_cond_broadcast(&wb->work);
+    pthread_cond_broadcast(&wb->cond);
+}
+
 /* Drop a FAILED (or never sealed) file of a handle being closed. wb->lock held. */
 static void discard_entry(struct wb *wb, struct wb_entry *e)
 {
@@ -774,10 +877,17 @@ int wb_file_close(struct wb_file *fh)
     fh->fd = -1;
 
     pthread_mutex_lock(&wb->lock);
+    struct wb_entry **old = NULL;
+    size_t nold = 0;
+    if (!rc && fh->e)
+        rc = quiesce_replaced(wb, fh, &old, &nold); /* may wait: fh->e is read after it */
     struct wb_entry *e = fh->e;
     if (!e) {
         /* Unlinked or overwritten while open: its data is gone, as with POSIX. */
+        for (size_t i = 0; i < nold; i++)
+            old[i]->interrupt = false;
         pthread_mutex_unlock(&wb->lock);
+        free(old);
         free(fh);
         return 0;
     }
@@ -789,12 +899,21 @@ int wb_file_close(struct wb_file *fh)
         memcpy(e->sha256, sha, sizeof(e->sha256));
         e->sealed_ns = (int64_t)tier_now_real_ns();
         wb_entry_set_state(wb, e, WB_SEALED);
-        rc = jr_seal(wb->db, e);
+        /* One transaction: the new generation is sealed and the ones it replaces are cancelled
+         * together, so a crash leaves exactly one of them live (I5). */
+        rc = jr_seal_replace(wb->db, e, old, nold);
         if (rc) {
             wb_entry_set_state(wb, e, prev);
             entry_set_size(wb, e, prev_size);
         }
     }
+    for (size_t i = 0; i < nold; i++) {
+        if (rc)
+            old[i]->interrupt = false;
+        else
+            replaced_apply(wb, old[i]);
+    }
+    free(old);
     if (rc) {
         discard_entry(wb, e);
         pthread_mutex_unlock(&wb->lock);
@@ -812,6 +931,24 @@ int wb_file_close(struct wb_file *fh)
     return 0;
 }
 
+void wb_file_discard(struct wb_file *fh)
+{
+    if (!fh)
+        return;
+    struct wb *wb = fh->wb;
+    if (fh->fd >= 0)
+        close(fh->fd);
+    fh->fd = -1;
+    pthread_mutex_lock(&wb->lock);
+    struct wb_entry *e = fh->e;
+    if (e) {
+        e->fh = NULL;
+        discard_entry(wb, e);
+    }
+    pthread_mutex_unlock(&wb->lock);
+    free(fh);
+}
+
 /* ---- namespace operations -------------------------------------------------------------------- */
 
 int wb_unlink(struct wb *wb, const char *backend_name, const char *key)
@@ -820,13 +957,19 @@ int wb_unlink(struct wb *wb, const char *backend_name, const char *key)
     if (rc)
         return rc;
     pthread_mutex_lock(&wb->lock);
-    struct wb_entry *e = find_live(wb, backend_name, key);
-    if (e)
+    /* Every generation: an OPEN replacement (WB_CREATE_REPLACE_AT_SEAL) and the one it would
+     * have replaced. quiesce() drops the lock, so look again until none is left. */
+    bool found = false;
+    struct wb_entry *e;
+    while (!rc && (e = find_live(wb, backend_name, key)) != NULL) {
         e = quiesce(wb, e);
-    if (!e || e->state == WB_CANCELLED)
-        rc = -ENOENT;
-    else
+        if (!e || e->state == WB_CANCELLED)
+            continue;
+        found = true;
         rc = cancel_entry(wb, e);
+    }
+    if (!rc && !found)
+        rc = -ENOENT;
     pthread_mutex_unlock(&wb->lock);
     return rc;
 }
@@ -866,6 +1009,17 @@ int wb_rename(struct wb *wb, const char *backend_name, const char *old_key, cons
         rc = -ENOENT;
         goto out;
     }
+    size_t nlive = 0;
+    for (struct wb_entry *o = wb->head; o; o = o->next)
+        nlive += o->state != WB_CANCELLED && strcmp(o->key, old_key) == 0 &&
+                 strcmp(o->backend, backend_name) == 0;
+    if (nlive > 1) {
+        tier_err_set("write-back: '%s' has a replacement being written; rename it once that is "
+                     "closed",
+                     old_key);
+        rc = -EBUSY;
+        goto out;
+    }
     if (e->state == WB_EVICTABLE || e->state == WB_FAILED) {
         tier_err_set("write-back: '%s' has no local copy to re-upload under '%s'", old_key,
                      new_key);
@@ -873,24 +1027,33 @@ int wb_rename(struct wb *wb, const char *backend_name, const char *old_key, cons
         goto out;
     }
     int64_t id = e->id;
-    struct wb_entry *dst = find_live(wb, backend_name, new_key);
-    if (dst) {
+    /* Every generation at new_key is replaced (an OPEN replacement there too). */
+    bool had_dst = false;
+    int64_t dst_gen = 0;
+    struct wb_entry *dst;
+    while ((dst = find_live(wb, backend_name, new_key)) != NULL) {
         /* Keep the uploaders off e (pick() skips interrupted entries) while waiting for dst. */
         e->interrupt = true;
         dst = quiesce(wb, dst);
         e = find_id(wb, id);
-        if (e)
-            e->interrupt = false;
-        if (dst && e && dst != e && dst->state != WB_CANCELLED) {
-            rc = cancel_entry(wb, dst);
-            if (rc)
-                goto out;
-        }
-        if (!e) {
+        if (!e || e->state == WB_CANCELLED) {
+            if (e)
+                e->interrupt = false;
             rc = -ENOENT;
             goto out;
         }
+        if (!dst || dst->state == WB_CANCELLED)
+            continue;
+        had_dst = true;
+        if (dst->generation > dst_gen)
+            dst_gen = dst->generation;
+        rc = cancel_entry(wb, dst);
+        if (rc) {
+            e->interrupt = false;
+            goto out;
+        }
     }
+    e->interrupt = false;
     /* Whatever the old key already has in the backend (a multipart upload, or the uploaded
      * object) is handed to a CANCELLED tombstone row, committed with the re-key. */
     if (e->upload_id || e->state == WB_UPLOADED) {
@@ -914,7 +1077,7 @@ int wb_rename(struct wb *wb, const char *backend_name, const char *old_key, cons
     struct wb_entry saved = *e;
     e->key = nk;
     nk = NULL;
-    e->generation = dst ? dst->generation + 1 : e->generation;
+    e->generation = had_dst ? dst_gen + 1 : e->generation;
     enum wb_state new_state = e->state == WB_OPEN ? WB_OPEN : WB_SEALED;
     /* The row is written with the new state; the entry switches (with its dirty-byte
      * accounting) only once that committed. */
@@ -1002,8 +1165,16 @@ ssize_t wb_read(struct wb *wb, const char *backend_name, const char *key, void *
 {
     int fd = -1;
     pthread_mutex_lock(&wb->lock);
-    struct wb_entry *e = find_live(wb, backend_name, key);
-    if (e && state_local(e->state) && e->state != WB_FAILED) {
+    /* The newest generation with a local copy: an OPEN replacement before the generation it
+     * will replace (read-your-writes). */
+    struct wb_entry *e = NULL;
+    for (struct wb_entry *o = wb->head; o; o = o->next)
+        if (o->state != WB_CANCELLED && o->state != WB_FAILED && state_local(o->state) &&
+            strcmp(o->key, key) == 0 && strcmp(o->backend, backend_name) == 0 &&
+            (!e || o->generation > e->generation ||
+             (o->generation == e->generation && o->id > e->id)))
+            e = o;
+    if (e) {
         char p[PATH_MAX];
         wb_staging_path(wb, e->id, p, sizeof(p));
         fd = open(p, O_RDONLY | O_CLOEXEC);

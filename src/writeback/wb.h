@@ -122,6 +122,21 @@ void wb_close(struct wb *wb);
  * the backend until this generation replaces it). Blocks while over the backlog bounds, up to
  * backpressure_wait_ms, then -ENOSPC. */
 int wb_file_create(struct wb *wb, const char *backend_name, const char *key, struct wb_file **out);
+
+/* wb_file_create_ex flags. */
+#define WB_CREATE_REPLACE_AT_SEAL 0x1u
+/* As wb_file_create; with WB_CREATE_REPLACE_AT_SEAL the live earlier generation of the key is
+ * NOT cancelled now: it stays live (uploading, readable) while the new generation is OPEN, and
+ * is cancelled only when the new one is sealed, in the same journal transaction as the seal
+ * (wb_file_close). If the new generation fails, is discarded (wb_file_discard) or is still OPEN
+ * at a crash, the old one is untouched. While both exist, wb_read and wb_list readers see the
+ * newest generation (read-your-writes); wb_unlink cancels both; wb_rename of the key returns
+ * -EBUSY (wb_rename onto it cancels both). Other flags: -EINVAL. */
+int wb_file_create_ex(struct wb *wb, const char *backend_name, const char *key, unsigned flags,
+                      struct wb_file **out);
+/* Give up an OPEN (or FAILED) generation without sealing it: its row and staging file are
+ * dropped, an older generation it would have replaced stays live. Frees the handle. */
+void wb_file_discard(struct wb_file *fh);
 /* Write len bytes at off (short writes are retried internally). Returns len or -errno: -ENOSPC
  * (disk full or backlog bound; the handle stays usable and the range keeps its old content),
  * -EIO (the file is now FAILED). */
@@ -131,7 +146,8 @@ int wb_truncate(struct wb_file *fh, off_t size);
 ssize_t wb_file_read(struct wb_file *fh, void *buf, size_t len, off_t off);
 /* fsync the staging file. Failure makes the file FAILED (fail-stop). */
 int wb_file_fsync(struct wb_file *fh);
-/* fsync, seal (SHA-256, journal SEALED), queue for upload, free the handle. With durability
+/* fsync, seal (SHA-256, journal SEALED; in the same transaction every other sealed/uploaded
+ * generation of the key is cancelled), queue for upload, free the handle. With durability
  * REMOTE, wait until UPLOADED. The handle is freed whatever the result. A handle whose file was
  * unlinked or overwritten meanwhile closes with 0 (its data is gone, as POSIX unlink-while-open).
  */
@@ -139,15 +155,19 @@ int wb_file_close(struct wb_file *fh);
 /* Journal id of the handle's file. */
 int64_t wb_file_id(const struct wb_file *fh);
 
-/* Unlink: cancel a not-yet-uploaded file (abort its multipart upload; the object never appears)
- * or delete an uploaded one from the backend. Waits for an in-flight final request (complete /
- * single PUT) of the file, so that when this returns the object does not exist. -ENOENT if the
- * burst buffer does not know the key (the caller then deals with the backend directly). */
+/* Unlink: cancel every generation of the key (an OPEN replacement too: its writer's close then
+ * returns 0 with the data gone, as POSIX unlink-while-open): a not-yet-uploaded file (abort its
+ * multipart upload; the object never appears) or delete an uploaded one from the backend. Waits for
+ * an in-flight final request (complete / single PUT) of the file, so that when this returns the
+ * object does not exist. -ENOENT if the burst buffer does not know the key (the caller then deals
+ * with the backend directly). */
 int wb_unlink(struct wb *wb, const char *backend_name, const char *key);
 /* Rename within one backend. Not yet uploaded: re-key (a multipart upload under the old key is
  * aborted and restarted). Uploaded with a local copy: re-key, re-upload from the local copy, and
  * delete the old object. Evicted (no local copy): -EXDEV (the caller copies through the backend).
- * An existing live file at new_key is replaced (as by wb_file_create). */
+ * An existing live file at new_key is replaced (as by wb_file_create; every generation of it,
+ * an OPEN replacement included, is cancelled). -EBUSY while old_key has an OPEN replacement
+ * next to its live generation (WB_CREATE_REPLACE_AT_SEAL): retry once it is sealed. */
 int wb_rename(struct wb *wb, const char *backend_name, const char *old_key, const char *new_key);
 
 /* Block until every sealed file whose key starts with prefix ("" = all) on backend_name (NULL =

@@ -83,6 +83,12 @@ int jr_delete(sqlite3 *db, int64_t id);
 /* Rename: in one transaction, re-key row e (now SEALED/OPEN, no upload id, no parts) and insert
  * tombstone t (CANCELLED) if t != NULL. */
 int jr_rekey(sqlite3 *db, const struct wb_entry *e, struct wb_entry *t);
+/* Seal e and, in the same transaction, cancel the replaced generations old[0..n) of its key:
+ * a row for which jr_cancel_keeps_row() is true becomes CANCELLED (etag kept only when the object
+ * exists, so that the uploader deletes it), any other is deleted. */
+int jr_seal_replace(sqlite3 *db, const struct wb_entry *e, struct wb_entry *const *old, size_t n);
+/* A cancelled row must stay (as CANCELLED) while it has an upload id to abort or an object. */
+bool jr_cancel_keeps_row(const struct wb_entry *o);
 /* Load every row, in id order, with its parts; entries are appended through add. */
 int jr_load(sqlite3 *db, int (*add)(void *ctx, struct wb_entry *e), void *ctx);
 

@@ -298,6 +298,43 @@ for f in fsync_eio write_eio enospc; do
 done
 cmp "$MNT/ck/short" "$T/ref/short" || fail "short writes: mount content"
 ok "local faults: fsync EIO fail-stop (EIO on fsync, write, close), write EIO, disk-full ENOSPC, short writes"
+
+# ---- rewrite with an EIO in the middle of the copy: the old version survives (issue 5) -------
+# Appending to an uploaded file starts a new generation holding a copy of the old content; it
+# replaces the old generation only when sealed, so a copy that fails leaves the old one live.
+head -c 300000 /dev/urandom >"$T/ref/rweio"
+cp "$T/ref/rweio" "$MNT/ck/rweio" || fail "write rweio"
+backend_has rweio "$T/ref/rweio"
+python3 - "$MNT/ck/rweio" "$FAULT" <<'PY' || fail "append under pwrite EIO"
+import errno, os, sys
+path, fault = sys.argv[1:3]
+def setf(s):
+    with open(fault, "w") as f:
+        f.write(s)
+def expect_eio(fn, what):
+    try:
+        fn()
+    except OSError as e:
+        if e.errno != errno.EIO:
+            sys.exit(f"{what}: errno {e.errno}, want EIO")
+        return
+    sys.exit(f"{what}: succeeded, want EIO")
+fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+setf("pwrite EIO")
+expect_eio(lambda: os.write(fd, b"more"), "append whose copy hits EIO")
+setf("")
+expect_eio(lambda: os.write(fd, b"more"), "write after the failed copy")
+expect_eio(lambda: os.close(fd), "close after the failed copy")
+PY
+cmp "$MNT/ck/rweio" "$T/ref/rweio" || fail "rweio through the mount after the failed rewrite"
+curl -sf --unix-socket "$SOCK" -X POST -d '{"path": "/ck"}' http://tierd/v1/wait >/dev/null ||
+  fail "wait after the failed rewrite"
+same "$DATA/ck/rweio" "$T/ref/rweio" || fail "the uploaded object was lost by a failed rewrite"
+echo tail >>"$T/ref/rweio"
+echo tail >>"$MNT/ck/rweio" || fail "append once the disk is healthy again"
+cmp "$MNT/ck/rweio" "$T/ref/rweio" || fail "rweio: mount content after the append"
+backend_has rweio "$T/ref/rweio"
+ok "rewrite with an EIO mid-copy: EIO to the writer, old version intact (mount and backend)"
 stop_tierd
 unset TIERD_TEST_FAULT_FILE
 

@@ -853,6 +853,164 @@ static void test_concurrent_create_one_live(void **state)
     assert_int_equal(jr_query(f, "SELECT count(*) FROM files WHERE key='r/k'"), 1);
 }
 
+/* Bytes [0, size) of key through wb_read equal the seeded content. */
+static void assert_wb_read(struct fx *f, const char *key, size_t size, uint64_t seed)
+{
+    unsigned char *want = malloc(size + 1), *got = malloc(size + 1);
+    tu_fill_random(want, size, seed);
+    assert_int_equal(wb_read(f->wb, "warm", key, got, size + 1, 0), (ssize_t)size);
+    assert_memory_equal(want, got, size);
+    free(want);
+    free(got);
+}
+
+static long long live_rows(struct fx *f, const char *key)
+{
+    char sql[256];
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM files WHERE key='%s' AND state NOT IN ('cancelled','open',"
+             "'failed')",
+             key);
+    return jr_query(f, sql);
+}
+
+/* A rewrite (WB_CREATE_REPLACE_AT_SEAL) whose copy fails with EIO: the new generation is never
+ * sealed and the old uploaded one is untouched (issue 5: the file had neither version). */
+static void test_replace_at_seal_copy_eio(void **state)
+{
+    struct fx *f = *state;
+    f->cfg.retention_keep = -1;
+    fx_open(f);
+    write_file(f, "p/old", 40000, 61);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    assert_object(f, "p/old", 40000, 61);
+    assert_int_equal(jr_count_state(f, "uploaded"), 1);
+
+    struct wb_file *fh;
+    assert_int_equal(wb_file_create_ex(f->wb, "warm", "p/old", 0x80, &fh), -EINVAL);
+    assert_int_equal(wb_file_create_ex(f->wb, "warm", "p/old", WB_CREATE_REPLACE_AT_SEAL, &fh), 0);
+    /* While OPEN: the old row stays live, the new one is newer. */
+    assert_int_equal(live_rows(f, "p/old"), 1);
+    assert_int_equal(jr_query(f, "SELECT max(generation) FROM files WHERE key='p/old'"), 2);
+    assert_int_equal(jr_count_state(f, "open"), 1);
+    /* the copy of the old content into the new generation hits an EIO */
+    unsigned char *buf = malloc(40000);
+    tu_fill_random(buf, 40000, 61);
+    assert_int_equal(wb_write(fh, buf, 20000, 0), 20000);
+    /* read-your-writes: readers see the new (partial) generation while it is open */
+    assert_int_equal(wb_read(f->wb, "warm", "p/old", buf, 40000, 0), 20000);
+    f->pwrite_err = -EIO;
+    tu_fill_random(buf, 40000, 61);
+    assert_int_equal(wb_write(fh, buf + 20000, 20000, 20000), -EIO);
+    f->pwrite_err = 0;
+    /* failed: readers see the old version again */
+    assert_wb_read(f, "p/old", 40000, 61);
+    assert_int_equal(wb_file_close(fh), -EIO);
+    free(buf);
+
+    /* The old object is still in the backend and readable; exactly the old row is live. */
+    assert_object(f, "p/old", 40000, 61);
+    assert_wb_read(f, "p/old", 40000, 61);
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files WHERE key='p/old'"), 1);
+    assert_int_equal(live_rows(f, "p/old"), 1);
+    assert_int_equal(jr_count_state(f, "uploaded"), 1);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    assert_object(f, "p/old", 40000, 61);
+
+    /* An OPEN replacement at a crash is discarded at recovery; the old one survives. */
+    assert_int_equal(wb_file_create_ex(f->wb, "warm", "p/old", WB_CREATE_REPLACE_AT_SEAL, &fh), 0);
+    char z[10] = {0};
+    assert_int_equal(wb_write(fh, z, sizeof(z), 0), (ssize_t)sizeof(z));
+    fx_reopen(f); /* frees fh like a crash would leave it: unclosed */
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files WHERE key='p/old'"), 1);
+    assert_int_equal(jr_count_state(f, "uploaded"), 1);
+    assert_wb_read(f, "p/old", 40000, 61);
+    assert_object(f, "p/old", 40000, 61);
+
+    /* wb_file_discard: the same, without a restart. */
+    assert_int_equal(wb_file_create_ex(f->wb, "warm", "p/old", WB_CREATE_REPLACE_AT_SEAL, &fh), 0);
+    assert_int_equal(wb_write(fh, z, sizeof(z), 0), (ssize_t)sizeof(z));
+    wb_file_discard(fh);
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files WHERE key='p/old'"), 1);
+    assert_wb_read(f, "p/old", 40000, 61);
+    assert_int_equal(count_staging(f), 1);
+}
+
+/* A replacement that is sealed cancels the old generation in the same transaction. */
+static void test_replace_at_seal_success(void **state)
+{
+    struct fx *f = *state;
+    struct fault_be *fb = &f->fault;
+    fx_open(f);
+    write_file(f, "q/k", 30000, 71);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    assert_object(f, "q/k", 30000, 71);
+
+    unsigned char *buf = malloc(50000);
+    tu_fill_random(buf, 50000, 72);
+    struct wb_file *fh;
+    assert_int_equal(wb_file_create_ex(f->wb, "warm", "q/k", WB_CREATE_REPLACE_AT_SEAL, &fh), 0);
+    assert_int_equal(wb_write(fh, buf, 50000, 0), 50000);
+    assert_int_equal(live_rows(f, "q/k"), 1);
+    assert_object(f, "q/k", 30000, 71);  /* the old object stays until the seal */
+    assert_wb_read(f, "q/k", 50000, 72); /* readers see the writer's content */
+    struct wb_file_info *v;
+    size_t n;
+    assert_int_equal(wb_list(f->wb, "warm", "q/k", &v, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(v[1].state, WB_OPEN);
+    assert_true(v[1].generation > v[0].generation);
+    wb_list_free(v, n);
+    /* rename of a key with an open replacement: EBUSY; nothing changed */
+    assert_int_equal(wb_rename(f->wb, "warm", "q/k", "q/other"), -EBUSY);
+    assert_int_equal(wb_file_close(fh), 0);
+    free(buf);
+    /* exactly one live row, the new one, and the old one cancelled */
+    assert_int_equal(live_rows(f, "q/k"), 1);
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files WHERE key='q/k' AND state IN "
+                                 "('sealed','uploading','uploaded') AND generation=2"),
+                     1);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    assert_object(f, "q/k", 50000, 72);
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files WHERE key='q/k'"), 1);
+    assert_wb_read(f, "q/k", 50000, 72);
+
+    /* Sealing while the old generation's upload is in flight: the seal waits for it and
+     * cancels it; only the new content ends up in the backend. */
+    pthread_mutex_lock(&fb->hold_mu);
+    fb->hold_put = true;
+    pthread_mutex_unlock(&fb->hold_mu);
+    int puts0 = fb->puts;
+    write_file(f, "q/busy", 1000, 73);
+    WAIT_FOR(fb->puts == puts0 + 1, 10000);
+    buf = malloc(2000);
+    tu_fill_random(buf, 2000, 74);
+    assert_int_equal(wb_file_create_ex(f->wb, "warm", "q/busy", WB_CREATE_REPLACE_AT_SEAL, &fh), 0);
+    assert_int_equal(wb_write(fh, buf, 2000, 0), 2000);
+    free(buf);
+    pthread_mutex_lock(&fb->hold_mu);
+    fb->hold_put = false;
+    pthread_cond_broadcast(&fb->hold_cv);
+    pthread_mutex_unlock(&fb->hold_mu);
+    assert_int_equal(wb_file_close(fh), 0);
+    assert_int_equal(live_rows(f, "q/busy"), 1);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    assert_object(f, "q/busy", 2000, 74);
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files WHERE key='q/busy'"), 1);
+
+    /* unlink with an open replacement cancels both; the writer's close returns 0, no data */
+    assert_int_equal(wb_file_create_ex(f->wb, "warm", "q/k", WB_CREATE_REPLACE_AT_SEAL, &fh), 0);
+    char z[10] = {0};
+    assert_int_equal(wb_write(fh, z, sizeof(z), 0), (ssize_t)sizeof(z));
+    assert_int_equal(wb_unlink(f->wb, "warm", "q/k"), 0);
+    assert_int_equal(wb_file_close(fh), 0);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    assert_no_object(f, "q/k");
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files WHERE key='q/k'"), 0);
+    assert_int_equal(wb_unlink(f->wb, "warm", "q/k"), -ENOENT);
+    assert_no_mpu(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -865,6 +1023,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_backend_down_then_restart, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_unlink_while_uploading, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_overwrite_and_rename, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_replace_at_seal_copy_eio, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_replace_at_seal_success, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_backpressure, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_durability_remote, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_recovery_discards_unclosed, fx_setup, fx_teardown),
