@@ -21,51 +21,11 @@ DATA=$T/data
 MNT=$T/mnt
 SOCK=$T/api.sock
 CONF=$T/tierd.conf
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
 # a free port from the kernel (bound and released at once)
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 TOKEN=tok-$RANDOM$RANDOM
-PID=
-
-fail() { echo "FAIL: $*" >&2; [ -f "$T/tierd.log" ] && tail -20 "$T/tierd.log" >&2; exit 1; }
-ok() { echo "ok: $*"; }
-
-cleanup() {
-  if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then kill -KILL "$PID" 2>/dev/null || true; fi
-  if grep -qs " $MNT fuse" /proc/mounts; then umount -l "$MNT" 2>/dev/null || true; fi
-  [ -n "${KEEP:-}" ] || rm -rf "$T"
-}
-trap cleanup EXIT
-
-# poll CMD until it succeeds or SECS pass
-wait_for() {
-  local secs=$1; shift
-  local deadline=$((SECONDS + secs))
-  until "$@"; do
-    [ $SECONDS -lt $deadline ] || return 1
-    sleep 0.05
-  done
-}
-
-# statfs always reaches the daemon; stat may be served from the kernel's attribute cache
-mounted() { stat -f "$MNT" >/dev/null 2>&1 && [ "$(stat -c %i "$MNT" 2>/dev/null)" = 1 ]; }
-
-start_tierd() {
-  "$TIERD" -c "$CONF" -f 2>>"$T/tierd.log" &
-  PID=$!
-  wait_for 30 mounted || fail "mount did not come up"
-}
-
-stop_tierd() {
-  kill -TERM "$PID"
-  local rc=0
-  wait "$PID" || rc=$?
-  PID=
-  [ $rc -eq 0 ] || fail "tierd exited with $rc after SIGTERM"
-  ! grep -qs " $MNT fuse" /proc/mounts || fail "still mounted after SIGTERM"
-}
-
-api() { curl -sSf --unix-socket "$SOCK" "http://tierd$1"; }
-fetches() { api /v1/stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["cache"]["fetches"])'; }
 
 # ---- backend data ------------------------------------------------------------------------
 mkdir -p "$DATA/ds/sub/deeper" "$DATA/many" "$MNT"

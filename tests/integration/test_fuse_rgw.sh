@@ -24,32 +24,13 @@ T=$(mktemp -d "$TMPROOT/fuse_rgw.XXXXXX")
 MNT=$T/mnt
 SOCK=$T/api.sock
 CONF=$T/tierd.conf
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
+# the test stops RGW: never leave it stopped for the tests after this one
+extra_cleanup() { "$SRCDIR/scripts/ceph.sh" start-rgw "$CEPH" >/dev/null 2>&1 || true; }
 BUCKET=fuse-rgw-$(date +%s)-$RANDOM
-PID=
 TIMEOUT_MS=3000
 
-fail() { echo "FAIL: $*" >&2; [ -f "$T/tierd.log" ] && tail -20 "$T/tierd.log" >&2; exit 1; }
-ok() { echo "ok: $*"; }
-
-cleanup() {
-  if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then kill -KILL "$PID" 2>/dev/null || true; fi
-  if grep -qs " $MNT fuse" /proc/mounts; then umount -l "$MNT" 2>/dev/null || true; fi
-  "$SRCDIR/scripts/ceph.sh" start-rgw "$CEPH" >/dev/null 2>&1 || true
-  [ -n "${KEEP:-}" ] || rm -rf "$T"
-}
-trap cleanup EXIT
-
-wait_for() {
-  local secs=$1; shift
-  local deadline=$((SECONDS + secs))
-  until "$@"; do
-    [ $SECONDS -lt $deadline ] || return 1
-    sleep 0.05
-  done
-}
-mounted() { stat -f "$MNT" >/dev/null 2>&1 && [ "$(stat -c %i "$MNT" 2>/dev/null)" = 1 ]; }
-api() { curl -sSf --unix-socket "$SOCK" "http://tierd$1"; }
-fetches() { api /v1/stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["cache"]["fetches"])'; }
 s3() { curl -sSf --aws-sigv4 "aws:amz:$S3_REGION:s3" --user "$S3_ACCESS_KEY:$S3_SECRET_KEY" \
   -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$@"; }
 

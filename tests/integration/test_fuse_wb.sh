@@ -28,42 +28,10 @@ DATA=$T/data
 MNT=$T/mnt
 SOCK=$T/api.sock
 CONF=$T/tierd.conf
-PID=
-
-fail() { echo "FAIL: $*" >&2; [ -f "$T/tierd.log" ] && tail -30 "$T/tierd.log" >&2; exit 1; }
-ok() { echo "ok: $*"; }
-
-cleanup() {
-  if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then kill -KILL "$PID" 2>/dev/null || true; fi
-  if grep -qs " $MNT fuse" /proc/mounts; then umount -l "$MNT" 2>/dev/null || true; fi
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
+extra_cleanup() {
   if grep -qs " $T/tiny-spool " /proc/mounts; then umount -l "$T/tiny-spool" 2>/dev/null || true; fi
-  [ -n "${KEEP:-}" ] || rm -rf "$T"
-}
-trap cleanup EXIT
-
-wait_for() {
-  local secs=$1; shift
-  local deadline=$((SECONDS + secs))
-  until "$@"; do
-    [ $SECONDS -lt $deadline ] || return 1
-    sleep 0.05
-  done
-}
-
-mounted() { stat -f "$MNT" >/dev/null 2>&1 && [ "$(stat -c %i "$MNT" 2>/dev/null)" = 1 ]; }
-
-start_tierd() {
-  "$TIERD" -c "$CONF" -f 2>>"$T/tierd.log" &
-  PID=$!
-  wait_for 30 mounted || fail "mount did not come up"
-}
-
-stop_tierd() {
-  kill -TERM "$PID"
-  local rc=0
-  wait "$PID" || rc=$?
-  PID=
-  [ $rc -eq 0 ] || fail "tierd exited with $rc after SIGTERM"
 }
 
 # the backend file equals the reference file (poll: the upload is in the background)

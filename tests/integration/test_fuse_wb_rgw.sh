@@ -23,33 +23,15 @@ T=$(mktemp -d "$TMPROOT/fuse_wb_rgw.XXXXXX")
 MNT=$T/mnt
 SOCK=$T/api.sock
 CONF=$T/tierd.conf
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
+SRC=${TIER_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
+# the test stops RGW: never leave it stopped for the tests after this one
+extra_cleanup() { "$SRC/scripts/ceph.sh" start-rgw "$CEPH" >/dev/null 2>&1 || true; }
 BUCKET=fuse-wb-rgw-$(date +%s)-$RANDOM
-PID=
 
-fail() { echo "FAIL: $*" >&2; [ -f "$T/tierd.log" ] && tail -30 "$T/tierd.log" >&2; exit 1; }
-ok() { echo "ok: $*"; }
-cleanup() {
-  if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then kill -KILL "$PID" 2>/dev/null || true; fi
-  if grep -qs " $MNT fuse" /proc/mounts; then umount -l "$MNT" 2>/dev/null || true; fi
-  [ -n "${KEEP:-}" ] || rm -rf "$T"
-}
-trap cleanup EXIT
-wait_for() {
-  local secs=$1; shift
-  local deadline=$((SECONDS + secs))
-  until "$@"; do
-    [ $SECONDS -lt $deadline ] || return 1
-    sleep 0.05
-  done
-}
-mounted() { stat -f "$MNT" >/dev/null 2>&1 && [ "$(stat -c %i "$MNT" 2>/dev/null)" = 1 ]; }
 s3() { curl -sSf --aws-sigv4 "aws:amz:$S3_REGION:s3" --user "$S3_ACCESS_KEY:$S3_SECRET_KEY" \
   -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$@"; }
-start_tierd() {
-  "$TIERD" -c "$CONF" -f 2>>"$T/tierd.log" &
-  PID=$!
-  wait_for 30 mounted || fail "mount did not come up"
-}
 wb_wait() {
   curl -sSf --unix-socket "$SOCK" -X POST -H 'Content-Type: application/json' \
     -d "{\"path\": \"$1\", \"timeout_s\": 120}" http://tierd/v1/wait >/dev/null ||
@@ -142,7 +124,6 @@ s3_absent doomed || fail "unlinked file appeared in S3"
 ok "unlink during upload: the object never appears"
 
 # ---- S3 down: checkpoints can still be created and written; they upload when it is back ------
-SRC=${TIER_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 "$SRC/scripts/ceph.sh" stop-rgw "$CEPH" >/dev/null 2>&1 || fail "stop-rgw"
 head -c $((6 * 1048576)) /dev/urandom >"$T/ref/outage"
 cp "$T/ref/outage" "$MNT/ck/outage" || { "$SRC/scripts/ceph.sh" start-rgw "$CEPH" >/dev/null 2>&1; fail "create while S3 is down"; }
