@@ -1054,6 +1054,14 @@ int wb_rename(struct wb *wb, const char *backend_name, const char *old_key, cons
         }
     }
     e->interrupt = false;
+    /* The waits above dropped the lock: retention may have dropped e's local copy meanwhile
+     * (EVICTABLE), and a re-key needs that copy to re-upload. Re-check, as at the top. */
+    if (e->state == WB_EVICTABLE || e->state == WB_FAILED) {
+        tier_err_set("write-back: '%s' has no local copy to re-upload under '%s'", old_key,
+                     new_key);
+        rc = e->state == WB_FAILED ? -EIO : -EXDEV;
+        goto out;
+    }
     /* Whatever the old key already has in the backend (a multipart upload, or the uploaded
      * object) is handed to a CANCELLED tombstone row, committed with the re-key. */
     if (e->upload_id || e->state == WB_UPLOADED) {
@@ -1308,7 +1316,9 @@ void wb_retention_apply(struct wb *wb, const struct wb_entry *ref)
     qsort(v, n, sizeof(*v), newest_first);
     for (i = (size_t)keep; i < n; i++) {
         struct wb_entry *e = v[i];
-        if (e->busy && e != ref) /* ref: the caller's own entry, just uploaded */
+        /* ref: the caller's own entry, just uploaded. An interrupted entry is being renamed,
+         * unlinked or replaced, which may need its local copy: leave it for the next pass. */
+        if ((e->busy && e != ref) || e->interrupt)
             continue;
         e->state = WB_EVICTABLE;
         if (jr_set_state(wb->db, e) != 0) {

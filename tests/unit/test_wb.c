@@ -45,10 +45,12 @@ struct fault_be {
     atomic_bool down;        /* every request fails with -EIO (backend unreachable) */
     atomic_int fail_part_no; /* this part number fails with -EIO (0: none) */
     atomic_int puts, parts, completes, aborts, creates, dels;
-    /* While hold_put is set, put blocks (after counting itself) until it is cleared. */
+    /* While hold_put is set, put blocks (after counting itself) until it is cleared; with
+     * hold_key set, only puts of that key are held. */
     pthread_mutex_t hold_mu;
     pthread_cond_t hold_cv;
     bool hold_put;
+    const char *hold_key;
 };
 
 static struct fault_be *fb_of(struct backend *be)
@@ -79,7 +81,7 @@ static int fb_put(struct backend *be, const char *key, const void *buf, size_t l
     struct fault_be *f = fb_of(be);
     pthread_mutex_lock(&f->hold_mu);
     f->puts++;
-    while (f->hold_put)
+    while (f->hold_put && (!f->hold_key || strcmp(f->hold_key, key) == 0))
         pthread_cond_wait(&f->hold_cv, &f->hold_mu);
     pthread_mutex_unlock(&f->hold_mu);
     return fb_of(be)->down ? -EIO : backend_put(fb_of(be)->inner, key, buf, len, etag);
@@ -1011,11 +1013,61 @@ static void test_replace_at_seal_success(void **state)
     assert_no_mpu(f);
 }
 
+struct renamer {
+    struct fx *f;
+    int rc;
+};
+
+static void *renamer_main(void *arg)
+{
+    struct renamer *r = arg;
+    r->rc = wb_rename(r->f->wb, "warm", "d/a", "d/b");
+    return NULL;
+}
+
+/* Regression: wb_rename onto an existing key waits for the destination's upload with the lock
+ * dropped; retention could meanwhile drop the source's local copy, and the rename then re-keyed a
+ * row with nothing to upload: the destination's object was deleted and the source never arrived. */
+static void test_rename_vs_retention(void **state)
+{
+    struct fx *f = *state;
+    struct fault_be *fb = &f->fault;
+    f->cfg.retention_keep = 1;
+    fx_open(f);
+    write_file(f, "d/a", 3000, 61);
+    assert_int_equal(wb_wait(f->wb, NULL, "d/a", 10000), 0);
+    pthread_mutex_lock(&fb->hold_mu);
+    fb->hold_put = true;
+    fb->hold_key = "d/b";
+    pthread_mutex_unlock(&fb->hold_mu);
+    int puts0 = fb->puts;
+    write_file(f, "d/b", 2000, 62);
+    WAIT_FOR(fb->puts == puts0 + 1, 10000); /* d/b's upload is inside put: busy */
+    struct renamer r = {f, 99};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, renamer_main, &r), 0);
+    struct wb_stats st;
+    WAIT_FOR((wb_stats_get(f->wb, &st), st.busy_waiters == 1), 10000); /* rename waits on d/b */
+    assert_int_equal(st.busy_waiters, 1);
+    write_file(f, "d/c", 1000, 63); /* its upload runs retention over d/ (keep 1) */
+    assert_int_equal(wb_wait(f->wb, NULL, "d/c", 10000), 0);
+    pthread_mutex_lock(&fb->hold_mu);
+    fb->hold_put = false;
+    pthread_cond_broadcast(&fb->hold_cv);
+    pthread_mutex_unlock(&fb->hold_mu);
+    pthread_join(t, NULL);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(wb_wait(f->wb, NULL, "d/", 10000), 0);
+    assert_object(f, "d/b", 3000, 61); /* the renamed content, not lost, not the old d/b */
+    assert_no_object(f, "d/a");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_small_file_states, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_create_one_live, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_rename_vs_retention, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_multipart_and_retention, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_fsync_fail_stop, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_short_writes_and_eio, fx_setup, fx_teardown),
