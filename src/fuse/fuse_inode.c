@@ -217,6 +217,28 @@ int tfs_node_rename(struct tierd_fuse *fs, const char *old_path, const char *new
     return rc;
 }
 
+struct tfs_node *tfs_node_detach(struct tierd_fuse *fs, const char *path)
+{
+    char dead[64];
+    pthread_mutex_lock(&fs->tbl_mu);
+    struct tfs_node *n = find_path_locked(fs, path);
+    if (n && n->ino != FUSE_ROOT_ID) {
+        /* an unreachable, unique path: the node lives on (open handles) until forgotten */
+        snprintf(dead, sizeof(dead), "\x01unlinked/%llu", (unsigned long long)n->ino);
+        char *dp = strdup(dead);
+        if (dp && repath_locked(fs, n, dp) == 0) {
+            n->refs++;
+        } else {
+            free(dp);
+            n = NULL;
+        }
+    } else {
+        n = NULL;
+    }
+    pthread_mutex_unlock(&fs->tbl_mu);
+    return n;
+}
+
 struct tfs_node *tfs_node_get(struct tierd_fuse *fs, uint64_t ino)
 {
     pthread_mutex_lock(&fs->tbl_mu);

@@ -137,6 +137,11 @@ void tfs_node_forget(struct tierd_fuse *fs, uint64_t ino, uint64_t nlookup);
 /* A rename moved the kernel's inode of old_path to new_path: the node follows (a node already
  * at new_path, replaced by the rename, is detached from its path). */
 int tfs_node_rename(struct tierd_fuse *fs, const char *old_path, const char *new_path);
+/* An unlink removed path: its node (if any) moves to a unique unreachable path, so a file
+ * created under the name later gets a new node. Returns the node with a reference (put it with
+ * tfs_node_put), or NULL when no node had the path (or on ENOMEM, logged by nobody: the node
+ * then keeps its path). */
+struct tfs_node *tfs_node_detach(struct tierd_fuse *fs, const char *path);
 /* Join parent path and name into a new malloc'd path; -ENAMETOOLONG / -ENOMEM. */
 int tfs_path_join(const char *parent, const char *name, char **out);
 

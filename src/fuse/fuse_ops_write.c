@@ -17,17 +17,21 @@
  *             opened without O_TRUNC, which first copies the current content (from the
  *             buffer's local copy or the backend) into a temporary file in the spool and then
  *             into the new generation (overwrite in place, append).
- *   close     flush() of the last write handle seals the generation (wb_file_close: fsync,
- *             SHA-256, journal SEALED) and returns its error to close(2); with durability =
- *             remote it then waits (wb_wait) until the object is in the backend. With other
- *             write handles still open, flush only fsyncs; the last release seals.
+ *   close     every flush() (close(2)) seals the open generation (wb_file_close: fsync,
+ *             SHA-256, journal SEALED) and returns its error to close(2), also while other
+ *             write handles are open (RELEASE is asynchronous and cannot report an error);
+ *             their later writes start a new generation copying the sealed content. With
+ *             durability = remote, close then waits (wb_wait) until the object is in the
+ *             backend. Release only seals what no flush did.
  *   fail-stop a failed fsync/close makes the inode's writers fail with EIO from then on (the
  *             buffer also marks the file FAILED and never uploads it). ENOSPC (disk or backlog
  *             bound) is returned as ENOSPC; the handle stays usable.
  *   reads     a handle reads the shared generation while one is open, else the buffer's local
  *             copy (wb_read), else the backend through the block cache.
  *   unlink    wb_unlink (cancels an upload; the object never appears) and backend_del of any
- *             older object under the key.
+ *             older object under the key; the node moves to an unreachable path, so a file
+ *             created under the name gets a write state of its own, and the unlinked file's
+ *             handles never start a generation of the key again.
  *   rename    files only, within one namespace: wb_rename, or, for a file the buffer does not
  *             hold locally, a copy into a new generation under the new key and a delete of the
  *             old one. Directories: EXDEV (mv then copies).
@@ -60,6 +64,7 @@ struct tfs_wstate {
     struct wb_file *wf; /* the open generation, or NULL */
     int handles;        /* write handles of the inode */
     int err;            /* sticky: after a failed fsync/close every writer gets it */
+    bool unlinked;      /* the file was unlinked: never start a generation of its key again */
 };
 
 struct tfs_whandle {
@@ -68,6 +73,7 @@ struct tfs_whandle {
     struct tierd_ns *ns;
     char *key;
     bool writable;
+    bool dirty;           /* wrote or truncated since its last flush (durability = remote) */
     struct tfs_wstate *w; /* writable handles */
     pthread_mutex_t mu;   /* the backend version read once the local copy is gone */
     bool be_known;
@@ -177,7 +183,10 @@ int tfs_wb_stat(struct tierd_fuse *fs, struct tierd_ns *ns, const char *key, con
     const struct wb_file_info *best = NULL;
     bool dir = false;
     for (size_t i = 0; i < n; i++) {
-        if (!wb_live(v[i].state))
+        /* An EVICTABLE row is a file in the backend whose local copy was dropped: it exists
+         * even while the backend cannot be asked (a writer must not see it as absent and
+         * create it anew, replacing its content). */
+        if (!wb_live(v[i].state) && v[i].state != WB_EVICTABLE)
             continue;
         if (strcmp(v[i].key, key) == 0) {
             if (!best || v[i].generation > best->generation)
@@ -464,6 +473,8 @@ static int ensure_gen(struct tierd_fuse *fs, struct tfs_whandle *h)
         return w->err;
     if (w->wf)
         return 0;
+    if (w->unlinked || h->n->path[0] == '\x01')
+        return -EIO; /* unlinked or replaced: a new generation would clobber the name's file */
     bool copy_failed = false;
     int rc = new_gen_copy(fs, h->ns, h->key, h->key, h->n->path, &w->wf, &copy_failed);
     /* A failed copy discarded its generation (the old one is intact); the writer has seen an
@@ -481,6 +492,8 @@ static int truncate_locked(struct tierd_fuse *fs, struct tfs_whandle *h, uint64_
     struct tfs_wstate *w = h->w;
     if (w->err)
         return w->err;
+    if (!w->wf && (w->unlinked || h->n->path[0] == '\x01'))
+        return -EIO;
     if (!w->wf && size == 0)
         return new_gen(fs, h->ns, h->key, NULL, NULL, &w->wf);
     int rc = ensure_gen(fs, h);
@@ -624,7 +637,9 @@ static void w_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     }
     key = NULL;
     pthread_mutex_lock(&h->w->mu);
-    if (h->w->wf)
+    if (h->w->unlinked)
+        rc = -EIO; /* never join the write state of a cancelled file (see w_unlink) */
+    else if (h->w->wf)
         rc = (fi->flags & O_TRUNC) ? wb_truncate(h->w->wf, 0) : 0;
     else
         rc = new_gen(fs, ns, h->key, NULL, NULL, &h->w->wf);
@@ -749,6 +764,8 @@ static void w_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size
         n = wb_write(h->w->wf, buf, size, off);
     if (n == -EIO)
         h->w->err = -EIO; /* fail-stop */
+    if (n >= 0)
+        h->dirty = true;
     pthread_mutex_unlock(&h->w->mu);
     if (n < 0)
         fuse_reply_err(req, tfs_errno((int)n));
@@ -786,27 +803,29 @@ static void w_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     }
     struct tfs_whandle *h = (struct tfs_whandle *)(uintptr_t)fi->fh;
     struct tfs_wstate *w = h->w;
-    bool sealed = false;
+    /* Every close(2) seals the open generation and returns the verdict, whatever other write
+     * handles are open: RELEASE comes asynchronously and cannot report an error, so it must not
+     * be where durability is decided. Later writes through the other handles start a new
+     * generation holding a copy of the sealed content (ensure_gen), which replaces this one
+     * when it is sealed in turn. */
     pthread_mutex_lock(&w->mu);
     int rc = w->err;
+    bool wait = h->dirty && !w->unlinked;
+    h->dirty = false;
     if (rc == 0 && w->wf) {
-        if (w->handles == 1) {
-            /* the only writer: seal now, so close(2) returns the durability verdict */
-            rc = wb_file_close(w->wf);
-            w->wf = NULL;
-            if (rc) {
-                w->err = -EIO;
-                log_err("fuse: sealing %s failed: %s", h->n->path, strerror(-rc));
-            }
-            sealed = rc == 0;
-        } else {
-            rc = wb_file_fsync(w->wf);
-            if (rc)
-                w->err = -EIO;
+        rc = wb_file_close(w->wf);
+        w->wf = NULL;
+        if (rc) {
+            w->err = -EIO;
+            log_err("fuse: sealing %s failed: %s", h->n->path, strerror(-rc));
+        } else if (!w->unlinked) {
+            wait = true;
         }
     }
     pthread_mutex_unlock(&w->mu);
-    if (sealed && h->ns->conf->durability == TIERD_DURABILITY_REMOTE) {
+    /* durability = remote: the bytes this handle wrote (sealed now or by another handle's
+     * close) are in the backend when close(2) returns 0 */
+    if (rc == 0 && wait && h->ns->conf->durability == TIERD_DURABILITY_REMOTE) {
         uint64_t dl = fs->d->cfg.wb_upload_deadline_ms;
         rc = wb_wait(fs->d->wb, h->ns->be->name, h->key, dl ? (int64_t)dl : -1);
         if (rc)
@@ -853,6 +872,8 @@ static void w_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_
             struct tfs_whandle *h = (struct tfs_whandle *)(uintptr_t)fi->fh;
             pthread_mutex_lock(&h->w->mu);
             rc = truncate_locked(fs, h, (uint64_t)attr->st_size);
+            if (rc == 0)
+                h->dirty = true;
             pthread_mutex_unlock(&h->w->mu);
         } else {
             /* truncate(2) by path: a writer of its own for the time of the call */
@@ -944,6 +965,22 @@ static void w_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
             rc = brc;
         else if (wrc == -ENOENT && brc == -ENOENT)
             rc = -ENOENT;
+    }
+    if (rc == 0) {
+        /* The name is free now: its node (still open?) leaves the path, so a file created
+         * under it gets a node and a write state of its own, and the old handles never start
+         * a generation of the key again (it would replace the new file at its seal). */
+        struct tfs_node *n = tfs_node_detach(fs, path);
+        if (n) {
+            pthread_mutex_lock(&n->mu);
+            if (n->w) {
+                pthread_mutex_lock(&n->w->mu);
+                n->w->unlinked = true;
+                pthread_mutex_unlock(&n->w->mu);
+            }
+            pthread_mutex_unlock(&n->mu);
+            tfs_node_put(fs, n);
+        }
     }
     fuse_reply_err(req, rc ? tfs_errno(rc) : 0);
     free(path);

@@ -15,7 +15,11 @@
 # fixed the retried upload lands and writers proceed; local disk faults injected into tierd's
 # staging I/O (TIERD_TEST_FAULT_FILE): fsync EIO is fail-stop (EIO on fsync, later writes and
 # close; the file never uploads), write EIO, disk-full ENOSPC (the writer sees ENOSPC, the file
-# is failed and never uploaded), short writes (retried, nothing lost).
+# is failed and never uploaded), short writes (retried, nothing lost). Data-loss regressions:
+# unlink + re-create of a name whose old file is still open keeps the new file (mount and
+# backend); close(2) = 0 while another write handle is open means sealed (survives SIGKILL,
+# byte-identical after restart + POST /v1/wait); appending to an uploaded, locally evicted
+# file while the backend fails is an error to the writer and leaves the object unchanged.
 # No sleeps as synchronisation: every wait polls a condition with a deadline.
 set -euo pipefail
 
@@ -137,6 +141,32 @@ backend_has after <(echo after)
 [ ! -e "$DATA/ck/doomed" ] || fail "unlinked file appeared in the backend"
 ok "unlink while uploading: object never appears"
 
+# ---- unlink, then re-create the name while the old file is still open -------------------------
+# Regression: the new file joined the unlinked file's node and write state, was cancelled with
+# it, and close() returned 0 for a file that then existed neither in the mount nor the backend.
+head -c 3000 /dev/urandom >"$T/ref/recreated"
+python3 - "$MNT/ck/recreated" "$T/ref/recreated" <<'PY' || fail "unlink + re-create while open"
+import os, sys
+path, ref = sys.argv[1:3]
+data = open(ref, "rb").read()
+fd1 = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd1, b"old content " * 100)
+os.unlink(path)
+fd2 = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+if os.write(fd2, data) != len(data):
+    sys.exit("short write")
+os.fsync(fd2)
+os.close(fd2)
+os.close(fd1)
+PY
+cmp "$MNT/ck/recreated" "$T/ref/recreated" || fail "re-created file: mount content"
+backend_has recreated "$T/ref/recreated"
+curl -sf --unix-socket "$SOCK" -X POST -d '{"path": "/ck"}' http://tierd/v1/wait >/dev/null ||
+  fail "wait after the re-create"
+same "$DATA/ck/recreated" "$T/ref/recreated" || fail "re-created file: backend lost it"
+cmp "$MNT/ck/recreated" "$T/ref/recreated" || fail "re-created file: mount content after wait"
+ok "unlink + re-create while the old file is open: the new file is kept (mount and backend)"
+
 # ---- read-cache namespace stays read-only ---------------------------------------------------
 python3 - "$MNT/ro/new.txt" <<'PY' || fail "write into a read-cache namespace: not EROFS"
 import errno, os, sys
@@ -147,6 +177,43 @@ except OSError as e:
 sys.exit(1)
 PY
 ok "read-cache namespace: EROFS"
+
+# ---- close(2) = 0 with another write handle open: sealed, survives SIGKILL ------------------
+# Regression: flush only fsync'd while another write handle was open and the (asynchronous)
+# release of the last handle sealed, so a file whose close returned 0 was lost by a crash.
+head -c 70000 /dev/urandom >"$T/ref/twofd"
+cat >"$T/twofd.py" <<'PY'
+import os, sys
+path, ref = sys.argv[1:3]
+data = open(ref, "rb").read()
+fd1 = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+fd2 = os.open(path, os.O_WRONLY)
+if os.write(fd2, data) != len(data):
+    sys.exit("short write")
+os.fsync(fd2)
+os.close(fd2)  # raises on an error: close must return 0
+print("closed", flush=True)
+sys.stdin.read()  # keep fd1 open until the shell is done (it kills tierd meanwhile)
+PY
+coproc TWOFD { python3 "$T/twofd.py" "$MNT/ck/twofd" "$T/ref/twofd" 2>&1; }
+PYPID=$TWOFD_PID # bash unsets TWOFD_PID and TWOFD once the coprocess is reaped
+exec {PYOUT}<&"${TWOFD[0]}"
+line=
+read -r -t 60 line <&"$PYOUT" || true
+[ "$line" = closed ] || fail "two write handles: close of the second failed: $line"
+kill -KILL "$PID"
+wait "$PID" 2>/dev/null || true
+PID=
+kill -KILL "$PYPID" 2>/dev/null || true
+wait "$PYPID" 2>/dev/null || true
+exec {PYOUT}<&-
+umount -l "$MNT" 2>/dev/null || true
+start_tierd
+curl -sf --unix-socket "$SOCK" -X POST -d '{"path": "/ck"}' http://tierd/v1/wait >/dev/null ||
+  fail "wait after the SIGKILL restart"
+same "$DATA/ck/twofd" "$T/ref/twofd" || fail "two write handles: closed file lost by SIGKILL"
+cmp "$MNT/ck/twofd" "$T/ref/twofd" || fail "two write handles: mount content after restart"
+ok "close(2) = 0 with another write handle open: sealed; survives SIGKILL byte-identical"
 
 # ---- restart (with a backlog bound and two more namespaces): everything still there ---------
 stop_tierd
@@ -329,4 +396,33 @@ if mount -t tmpfs -o size=24m tmpfs "$SP"; then
 else
   echo "skip: cannot mount a tmpfs for the tiny spool"
 fi
+
+# ---- backend unreachable: append to an uploaded file whose local copy was dropped -------------
+# Regression: the buffer's EVICTABLE row was ignored by stat, the backend error became ENOENT, so
+# `>>` created the file anew (no copy) and its seal replaced the uploaded object with "x\n".
+# The backend fails (EACCES) while evd/ is a symlink leaving the backend root.
+grep -q '^retention_keep = 0$' "$CONF" || sed -i 's/^\[writeback\]$/[writeback]\nretention_keep = 0/' "$CONF"
+start_tierd
+evictable() {
+  api "/v1/checkpoints?path=/ck/evd" | python3 -c '
+import json, sys
+sys.exit(0 if any(f["path"].endswith("/evd/f") and f["state"] == "evictable"
+                  for f in json.load(sys.stdin)["files"]) else 1)'
+}
+head -c 100000 /dev/urandom >"$T/ref/evf"
+mkdir -p "$MNT/ck/evd"
+cp "$T/ref/evf" "$MNT/ck/evd/f" || fail "write evd/f"
+backend_has evd/f "$T/ref/evf"
+wait_for 30 evictable || fail "evd/f did not become evictable (retention_keep = 0)"
+mv "$DATA/ck/evd" "$DATA/ck/evd.away"
+ln -s "$T" "$DATA/ck/evd"
+if echo x >>"$MNT/ck/evd/f" 2>/dev/null; then fail "append while the backend fails succeeded"; fi
+rm "$DATA/ck/evd"
+mv "$DATA/ck/evd.away" "$DATA/ck/evd"
+curl -sf --unix-socket "$SOCK" -X POST -d '{"path": "/ck"}' http://tierd/v1/wait >/dev/null ||
+  fail "wait after the failed append"
+same "$DATA/ck/evd/f" "$T/ref/evf" || fail "evd/f: the backend object changed by a failed append"
+cmp "$MNT/ck/evd/f" "$T/ref/evf" || fail "evd/f: mount content after the failed append"
+ok "append to an evicted file while the backend fails: error to the writer, object unchanged"
+stop_tierd
 echo PASS
