@@ -1010,14 +1010,14 @@ long cache_evict(struct cache *c, const char *backend_name, const char *prefix)
                     continue;
                 /* collect first: the level helpers take the shard lock themselves */
                 b->refs++;
-                b->vnext = ram_list;
+                b->enext = ram_list;
                 ram_list = b;
                 count++;
             }
         }
         pthread_mutex_unlock(&s->mu);
         for (struct cblock *b = ram_list, *nx; b; b = nx) {
-            nx = b->vnext;
+            nx = b->enext;
             if (b->ram) {
                 struct cdata *d = ram_remove(c, b, false);
                 cdata_unref(d);

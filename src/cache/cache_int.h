@@ -53,7 +53,9 @@ struct cblock {
     struct cdata *ready_data;
     struct cdata *ram;    /* RAM level copy; set <=> ram_node in the RAM policy */
     uint32_t next_off;    /* end of the last read, for the sequential-continuation rule */
-    struct cblock *vnext; /* owner's private list link (evict/unlink batches) */
+    struct cblock *vnext; /* unlink batch link: disk_detach() -> finish_unlinks() */
+    struct cblock *enext; /* cache_evict()'s collection link; separate from vnext because a
+                           * block may sit in another thread's unlink batch while evicted */
     /* under the level lock (ram.mu / disk.mu); freq is atomic */
     struct pol_node ram_node, disk_node;
     /* identity strings, immutable, stored after the struct */
