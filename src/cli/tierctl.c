@@ -313,17 +313,27 @@ static void print_status(const json_t *st)
         printf("(none)\n");
 }
 
-static int cmd_status(struct ctl *ctl, int argc, char **argv)
+/* The options of a command whose only flag is --json; optind is left at the first operand.
+ * Returns 0, or usage_error()'s exit code (2). */
+static int parse_json_flag(int argc, char **argv, const char *cmd, bool *as_json)
 {
     static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {0, 0, 0, 0}};
-    bool as_json = false;
     int c;
     optind = 0; /* GNU getopt: re-initialise for the command's own options */
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         if (c != 'j')
-            return usage_error("%s: unknown option", "status");
-        as_json = true;
+            return usage_error("%s: unknown option", cmd);
+        *as_json = true;
     }
+    return 0;
+}
+
+static int cmd_status(struct ctl *ctl, int argc, char **argv)
+{
+    bool as_json = false;
+    int urc = parse_json_flag(argc, argv, "status", &as_json);
+    if (urc)
+        return urc;
     if (optind != argc)
         return usage_error("status takes no arguments (got '%s')", argv[optind]);
 
@@ -683,15 +693,10 @@ static void print_checkpoints(const json_t *files)
 
 static int cmd_checkpoints(struct ctl *ctl, int argc, char **argv)
 {
-    static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {0, 0, 0, 0}};
     bool as_json = false;
-    int c;
-    optind = 0; /* GNU getopt: re-initialise for the command's own options */
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        if (c != 'j')
-            return usage_error("%s: unknown option", "checkpoints");
-        as_json = true;
-    }
+    int urc = parse_json_flag(argc, argv, "checkpoints", &as_json);
+    if (urc)
+        return urc;
     if (argc - optind > 1)
         return usage_error("checkpoints takes at most one PATH");
     char *url = NULL;

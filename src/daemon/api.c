@@ -290,6 +290,20 @@ static enum MHD_Result do_stage_get(struct tierd *d, struct MHD_Connection *c, c
 
 /* The (backend, key prefix) a mount path stands for: the namespace prefix for a namespace root,
  * the exact key for an object, "key/" for a directory. */
+/* key + "/" (the prefix of a directory), malloc'd; key is freed either way. NULL: no memory. */
+static char *dir_prefix(char *key)
+{
+    size_t kl = strlen(key);
+    char *dk = malloc(kl + 2);
+    if (dk) {
+        memcpy(dk, key, kl);
+        dk[kl] = '/';
+        dk[kl + 1] = '\0';
+    }
+    free(key);
+    return dk;
+}
+
 static int path_to_prefix(struct tierd *d, const char *path, struct tierd_ns **ns, char **prefix)
 {
     bool is_root = false;
@@ -308,16 +322,9 @@ static int path_to_prefix(struct tierd *d, const char *path, struct tierd_ns **n
         *prefix = key;
         return 0;
     }
-    size_t kl = strlen(key);
-    char *dk = malloc(kl + 2);
-    if (!dk) {
-        free(key);
+    char *dk = dir_prefix(key);
+    if (!dk)
         return -ENOMEM;
-    }
-    memcpy(dk, key, kl);
-    dk[kl] = '/';
-    dk[kl + 1] = '\0';
-    free(key);
     if (rc == -ENOENT) {
         /* an S3 implicit directory, or nothing at all */
         struct backend_list_page page;
@@ -436,16 +443,9 @@ static int wb_path_prefix(struct tierd *d, const char *path, struct tierd_ns **n
         *prefix = key;
         return 0;
     }
-    size_t kl = strlen(key);
-    char *dk = malloc(kl + 2);
-    if (!dk) {
-        free(key);
+    char *dk = dir_prefix(key);
+    if (!dk)
         return -ENOMEM;
-    }
-    memcpy(dk, key, kl);
-    dk[kl] = '/';
-    dk[kl + 1] = '\0';
-    free(key);
     *prefix = dk;
     return 0;
 }
