@@ -96,8 +96,16 @@ struct tfs_node {
     struct tfs_wstate *w; /* write-back: the writers' shared state (fuse_ops_write.c), or NULL */
 };
 
-/* fi->fh of a regular file points to a struct whose first member is one of these. */
-enum tfs_handle_kind { TFS_H_READ = 0x52454144, TFS_H_WB = 0x57424846 };
+/* fi->fh of a file or directory points to a struct whose first member is a tfs_hbase. */
+enum tfs_handle_kind { TFS_H_READ = 0x52454144, TFS_H_WB = 0x57424846, TFS_H_DIR = 0x44495248 };
+
+/* Every open handle is on the session's list until its release. RELEASE is asynchronous
+ * (close(2) returns after FLUSH), so a daemon stopped right after a close, or while a process
+ * still holds a file open, has handles the kernel never released: tierfs_free frees them. */
+struct tfs_hbase {
+    uint32_t kind; /* first: is_wb_handle() reads it through fi->fh */
+    struct tfs_hbase *prev, *next;
+};
 
 struct tierd_fuse {
     struct tierd *d;
@@ -122,7 +130,18 @@ struct tierd_fuse {
     pthread_mutex_t dirs_mu;
     char **dirs;
     size_t ndirs, capdirs;
+
+    pthread_mutex_t handles_mu;
+    struct tfs_hbase handles; /* list head of open handles (struct tfs_hbase) */
 };
+
+/* ---- open handles (fuse_session.c) ---- */
+void tfs_handle_track(struct tierd_fuse *fs, struct tfs_hbase *h, uint32_t kind);
+void tfs_handle_untrack(struct tierd_fuse *fs, struct tfs_hbase *h);
+/* Free a handle the kernel never released, at unmount (one per kind, in its ops file). */
+void tfs_file_orphan_free(struct tierd_fuse *fs, struct tfs_hbase *h);
+void tfs_wb_orphan_free(struct tierd_fuse *fs, struct tfs_hbase *h);
+void tfs_dir_orphan_free(struct tierd_fuse *fs, struct tfs_hbase *h);
 
 /* ---- inode table (fuse_inode.c) ---- */
 int tfs_table_init(struct tierd_fuse *fs);

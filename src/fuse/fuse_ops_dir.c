@@ -272,6 +272,27 @@ const struct tfs_dirent *tfs_listing_find(const struct tfs_listing *l, const cha
     return NULL;
 }
 
+/* fi->fh of an open directory: the listing it reads (one snapshot per opendir). */
+struct tfs_dirh {
+    struct tfs_hbase hb; /* TFS_H_DIR */
+    struct tfs_listing *l;
+};
+
+static void dirh_free(struct tierd_fuse *fs, struct tfs_dirh *dh)
+{
+    tfs_handle_untrack(fs, &dh->hb);
+    tfs_listing_unref(dh->l);
+    free(dh);
+}
+
+void tfs_dir_orphan_free(struct tierd_fuse *fs, struct tfs_hbase *hb)
+{
+    (void)fs;
+    struct tfs_dirh *dh = (struct tfs_dirh *)hb;
+    tfs_listing_unref(dh->l);
+    free(dh);
+}
+
 void tfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct tierd_fuse *fs = fuse_req_userdata(req);
@@ -287,14 +308,21 @@ void tfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct tfs_listing *l = NULL;
     if (rc == 0)
         rc = tfs_listing_get(fs, n, &l);
+    struct tfs_dirh *dh = NULL;
+    if (rc == 0 && !(dh = calloc(1, sizeof(*dh)))) {
+        tfs_listing_unref(l);
+        rc = -ENOMEM;
+    }
     if (rc) {
         fuse_reply_err(req, tfs_errno(rc));
     } else {
-        fi->fh = (uint64_t)(uintptr_t)l;
+        dh->l = l;
+        tfs_handle_track(fs, &dh->hb, TFS_H_DIR);
+        fi->fh = (uint64_t)(uintptr_t)dh;
         fi->cache_readdir = 0;
         fi->keep_cache = 0;
         if (fuse_reply_open(req, fi) != 0)
-            tfs_listing_unref(l);
+            dirh_free(fs, dh);
     }
     tfs_node_put(fs, n);
 }
@@ -303,7 +331,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                        struct fuse_file_info *fi, bool plus)
 {
     struct tierd_fuse *fs = fuse_req_userdata(req);
-    struct tfs_listing *l = (struct tfs_listing *)(uintptr_t)fi->fh;
+    struct tfs_listing *l = ((struct tfs_dirh *)(uintptr_t)fi->fh)->l;
     struct tfs_node *dir = plus ? tfs_node_get(fs, ino) : NULL;
     if (plus && !dir) {
         fuse_reply_err(req, ESTALE);
@@ -380,6 +408,6 @@ void tfs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 void tfs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)ino;
-    tfs_listing_unref((struct tfs_listing *)(uintptr_t)fi->fh);
+    dirh_free(fuse_req_userdata(req), (struct tfs_dirh *)(uintptr_t)fi->fh);
     fuse_reply_err(req, 0);
 }

@@ -24,7 +24,7 @@
 #include "fuse/fuse_int.h"
 
 struct tfs_file {
-    uint32_t kind; /* TFS_H_READ (fuse_int.h) */
+    struct tfs_hbase hb; /* TFS_H_READ (fuse_int.h) */
     struct backend *be;
     char *key;
     char *path;
@@ -36,6 +36,21 @@ struct tfs_file {
     uint64_t prefetched_upto; /* mu: first block index not yet queued for prefetch */
     bool stale_logged;        /* mu */
 };
+
+static void file_destroy(struct tfs_file *h)
+{
+    pthread_mutex_destroy(&h->mu);
+    free(h->key);
+    free(h->path);
+    free(h);
+}
+
+/* A tracked handle: off the session's list, then freed. */
+static void file_free(struct tierd_fuse *fs, struct tfs_file *h)
+{
+    tfs_handle_untrack(fs, &h->hb);
+    file_destroy(h);
+}
 
 void tfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -69,7 +84,6 @@ void tfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         rc = -ENOMEM;
         goto fail;
     }
-    h->kind = TFS_H_READ;
     h->be = ns->be;
     h->key = key;
     key = NULL;
@@ -92,12 +106,9 @@ void tfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fi->keep_cache = same ? 1 : 0;
     fi->direct_io = 0;
     fi->fh = (uint64_t)(uintptr_t)h;
-    if (fuse_reply_open(req, fi) != 0) {
-        pthread_mutex_destroy(&h->mu);
-        free(h->key);
-        free(h->path);
-        free(h);
-    }
+    tfs_handle_track(fs, &h->hb, TFS_H_READ);
+    if (fuse_reply_open(req, fi) != 0)
+        file_free(fs, h);
     tfs_node_put(fs, n);
     return;
 fail:
@@ -206,11 +217,13 @@ void tfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)ino;
     struct tfs_file *h = (struct tfs_file *)(uintptr_t)fi->fh;
-    if (h) {
-        pthread_mutex_destroy(&h->mu);
-        free(h->key);
-        free(h->path);
-        free(h);
-    }
+    if (h)
+        file_free(fuse_req_userdata(req), h);
     fuse_reply_err(req, 0);
+}
+
+void tfs_file_orphan_free(struct tierd_fuse *fs, struct tfs_hbase *hb)
+{
+    (void)fs;
+    file_destroy((struct tfs_file *)hb);
 }

@@ -68,7 +68,7 @@ struct tfs_wstate {
 };
 
 struct tfs_whandle {
-    uint32_t kind; /* TFS_H_WB */
+    struct tfs_hbase hb; /* TFS_H_WB */
     struct tfs_node *n;
     struct tierd_ns *ns;
     char *key;
@@ -502,14 +502,38 @@ static int truncate_locked(struct tierd_fuse *fs, struct tfs_whandle *h, uint64_
 
 /* ---- handles ---- */
 
-static void handle_free(struct tierd_fuse *fs, struct tfs_whandle *h)
+static void handle_destroy(struct tierd_fuse *fs, struct tfs_whandle *h)
 {
-    if (!h)
-        return;
     pthread_mutex_destroy(&h->mu);
     tfs_node_put(fs, h->n);
     free(h->key);
     free(h);
+}
+
+static void handle_free(struct tierd_fuse *fs, struct tfs_whandle *h)
+{
+    if (!h)
+        return;
+    tfs_handle_untrack(fs, &h->hb);
+    handle_destroy(fs, h);
+}
+
+void tfs_wb_orphan_free(struct tierd_fuse *fs, struct tfs_hbase *hb)
+{
+    struct tfs_whandle *h = (struct tfs_whandle *)hb;
+    struct tfs_wstate *w = h->w;
+    if (w && w->wf) {
+        /* written and never closed (the process still holds it, or the daemon was stopped
+         * under it): not sealed, as at a crash; only closed files are promised */
+        log_warn("fuse: %s was still open for writing at unmount; its unclosed writes are "
+                 "discarded (the previous version, if any, stays)",
+                 h->n->path);
+        wb_file_discard(w->wf);
+        w->wf = NULL;
+    }
+    if (w)
+        wstate_detach(fs, h->n, w, "unmount");
+    handle_destroy(fs, h);
 }
 
 static int handle_new(struct tierd_fuse *fs, struct tfs_node *n, struct tierd_ns *ns, char *key,
@@ -518,7 +542,6 @@ static int handle_new(struct tierd_fuse *fs, struct tfs_node *n, struct tierd_ns
     struct tfs_whandle *h = calloc(1, sizeof(*h));
     if (!h)
         return -ENOMEM;
-    h->kind = TFS_H_WB;
     h->n = n;
     h->ns = ns;
     h->key = key;
@@ -534,7 +557,7 @@ static int handle_new(struct tierd_fuse *fs, struct tfs_node *n, struct tierd_ns
             return -ENOMEM;
         }
     }
-    (void)fs;
+    tfs_handle_track(fs, &h->hb, TFS_H_WB);
     *out = h;
     return 0;
 }

@@ -150,6 +150,8 @@ int tierfs_mount(struct tierd *d, struct tierd_fuse **out)
     if (!fs)
         return -ENOMEM;
     fs->d = d;
+    pthread_mutex_init(&fs->handles_mu, NULL);
+    fs->handles.prev = fs->handles.next = &fs->handles;
     fs->attr_ttl_ns = d->cfg.attr_ttl_ms * TIER_NS_PER_MS;
     fs->entry_ttl_ns = d->cfg.entry_ttl_ms * TIER_NS_PER_MS;
     fs->attr_ttl_s = (double)d->cfg.attr_ttl_ms / 1000.0;
@@ -158,6 +160,7 @@ int tierfs_mount(struct tierd *d, struct tierd_fuse **out)
     fs->gid = getgid();
     int rc = tfs_table_init(fs);
     if (rc) {
+        pthread_mutex_destroy(&fs->handles_mu);
         free(fs);
         return rc;
     }
@@ -329,6 +332,48 @@ int tierfs_loop(struct tierd_fuse *fs, void (*ready)(void *arg, int status), voi
     return r < 0 ? r : 0;
 }
 
+void tfs_handle_track(struct tierd_fuse *fs, struct tfs_hbase *h, uint32_t kind)
+{
+    h->kind = kind;
+    pthread_mutex_lock(&fs->handles_mu);
+    h->next = fs->handles.next;
+    h->prev = &fs->handles;
+    h->next->prev = h;
+    fs->handles.next = h;
+    pthread_mutex_unlock(&fs->handles_mu);
+}
+
+void tfs_handle_untrack(struct tierd_fuse *fs, struct tfs_hbase *h)
+{
+    pthread_mutex_lock(&fs->handles_mu);
+    h->prev->next = h->next;
+    h->next->prev = h->prev;
+    h->prev = h->next = NULL;
+    pthread_mutex_unlock(&fs->handles_mu);
+}
+
+/* After the session is gone (no operation runs): free the handles the kernel never released. */
+static void handles_fini(struct tierd_fuse *fs)
+{
+    size_t nfiles = 0;
+    while (fs->handles.next != &fs->handles) {
+        struct tfs_hbase *h = fs->handles.next;
+        tfs_handle_untrack(fs, h);
+        if (h->kind == TFS_H_READ) {
+            tfs_file_orphan_free(fs, h);
+            nfiles++;
+        } else if (h->kind == TFS_H_WB) {
+            tfs_wb_orphan_free(fs, h);
+            nfiles++;
+        } else {
+            tfs_dir_orphan_free(fs, h);
+        }
+    }
+    if (nfiles)
+        log_info("fuse: %zu file handle(s) not released by the kernel at unmount, freed", nfiles);
+    pthread_mutex_destroy(&fs->handles_mu);
+}
+
 void tierfs_free(struct tierd_fuse *fs)
 {
     if (!fs)
@@ -346,6 +391,7 @@ void tierfs_free(struct tierd_fuse *fs)
         g_ready_started = false;
     }
     fs->d->mounted = false;
+    handles_fini(fs);
     tfs_table_fini(fs);
     tfs_wb_fini(fs);
     free(fs->mountpoint);
