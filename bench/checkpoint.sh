@@ -18,7 +18,8 @@
 #
 # Usage: bench/checkpoint.sh [WORKDIR]   (env: BUILD=build-wbapirel, FILES=8, FILE_MIB=256,
 #        PARTS_PAR=4, WB_UPLOAD_THREADS=2 and WB_PARTS_PARALLEL=4 for the mount's [writeback],
-#        ONLY_MOUNT=1 to run phase 4 alone)
+#        ONLY_MOUNT=1 to run phase 4 alone, WB_HOLDOFFS="200ms 0": phase 4 once per
+#        [writeback] upload_holdoff value)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${1:-/tmp/tierd-bench-checkpoint}
@@ -29,6 +30,7 @@ PARTS_PAR=${PARTS_PAR:-4}
 WB_UPLOAD_THREADS=${WB_UPLOAD_THREADS:-2}
 WB_PARTS_PARALLEL=${WB_PARTS_PARALLEL:-4}
 ONLY_MOUNT=${ONLY_MOUNT:-}
+WB_HOLDOFFS=${WB_HOLDOFFS:-200ms 0}
 
 if [ ! -x "$BUILD/checkpoint_bench" ] || [ ! -x "$BUILD/src/daemon/tierd" ] ||
   [ ! -x "$BUILD/src/cli/tierctl" ]; then
@@ -61,16 +63,22 @@ rm -rf "$W" && mkdir -p "$W/local" "$W/spool-engine" "$W/spool" "$MNT"
 echo "# $(date -u +%FT%TZ) $(nproc) cores, checkpoint = $FILES x $FILE_MIB MiB, $BUILD"
 echo "# $W is on: $(df -h --output=source,fstype "$W" | tail -1)"
 B=("$BENCH" --env "$CEPH_DIR/env" --files "$FILES" --file-mib "$FILE_MIB")
+# every phase starts with no dirty pages left by the one before (they would be flushed during it)
+sync
 if [ -z "$ONLY_MOUNT" ]; then
 "${B[@]}" --mode posix --dir "$W/local"
 rm -rf "$W/local"
 fresh_ceph
+sync
 "${B[@]}" --mode direct --direct-threads 1
 fresh_ceph
+sync
 "${B[@]}" --mode direct --direct-threads "$PARTS_PAR"
 fresh_ceph
+sync
 "${B[@]}" --mode engine --dir "$W/spool-engine"
 rm -rf "$W/spool-engine" && mkdir -p "$W/spool-engine"
+sync
 "${B[@]}" --mode engine-noupload --dir "$W/spool-engine" 2>"$W/noupload.log" # retry warnings
 rm -rf "$W/spool-engine"
 fi
@@ -78,10 +86,13 @@ fi
 # ---- 4. through the mount ----
 s3() { curl -sSf --aws-sigv4 "aws:amz:$S3_REGION:s3" --user "$S3_ACCESS_KEY:$S3_SECRET_KEY" \
   -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$@"; }
-fresh_ceph
-BUCKET=ckpt-mount-$(date +%s)
-s3 -X PUT "$S3_ENDPOINT/$BUCKET" >/dev/null
-cat >"$W/tierd.conf" <<EOF
+mount_phase() {
+  HOLDOFF=$1
+  rm -rf "$W/spool" "$W/cache" && mkdir -p "$W/spool"
+  fresh_ceph
+  BUCKET=ckpt-mount-$(date +%s)
+  s3 -X PUT "$S3_ENDPOINT/$BUCKET" >/dev/null
+  cat >"$W/tierd.conf" <<EOF
 [daemon]
 log_level = warn
 [cache]
@@ -91,6 +102,7 @@ disk_size = 1G
 [writeback]
 spool_dir = $W/spool
 upload_threads = $WB_UPLOAD_THREADS
+upload_holdoff = $HOLDOFF
 parts_parallel = $WB_PARTS_PARALLEL
 [backend rgw]
 type = s3
@@ -110,31 +122,41 @@ path = $MNT
 [api]
 socket = $W/api.sock
 EOF
-"$TIERD" -c "$W/tierd.conf" -f 2>"$W/tierd.log" &
-PID=$!
-deadline=$((SECONDS + 30))
-until { stat -f "$MNT" >/dev/null 2>&1 && [ "$(stat -c %i "$MNT")" = 1 ]; } || ! kill -0 "$PID" 2>/dev/null; do
-  [ $SECONDS -lt $deadline ] || { echo "mount did not come up" >&2; exit 1; }
-  sleep 0.05 # polling interval
-done
-if ! kill -0 "$PID" 2>/dev/null || ! mkdir "$MNT/ckpt/run1" 2>"$W/mkdir.err"; then
-  echo "mode=mount skipped: this tierd does not run a write-back namespace ($(cat "$W/mkdir.err" 2>/dev/null; tail -2 "$W/tierd.log"))"
-  exit 0
-fi
-t0=$(date +%s%N)
-"${B[@]}" --mode posix --dir "$MNT/ckpt/run1" |
-  sed "s/^mode=posix/mode=mount-writer/; s/\$/ upload_threads=$WB_UPLOAD_THREADS parts_parallel=$WB_PARTS_PARALLEL/"
-t1=$(date +%s%N)
-"$TIERCTL" -s "$W/api.sock" wait /ckpt/run1 >/dev/null
-t2=$(date +%s%N)
-awk -v a="$t0" -v b="$t1" -v c="$t2" -v mib=$((FILES * FILE_MIB)) 'BEGIN {
-  printf "mode=mount-durable seconds=%.3f mib_s=%.1f (writer %.3f s incl. process start + tierctl wait %.3f s)\n",
-    (c - a) / 1e9, mib / ((c - a) / 1e9), (b - a) / 1e9, (c - b) / 1e9 }'
-"$TIERCTL" -s "$W/api.sock" checkpoints /ckpt/run1
-# every object complete in S3 with the right size
-for i in $(seq 0 $((FILES - 1))); do
-  f=$(printf 'file%02d.bin' "$i")
-  size=$(s3 -I "$S3_ENDPOINT/$BUCKET/ckpt/run1/$f" | tr -d '\r' | awk 'tolower($1) == "content-length:" {print $2}')
-  [ "$size" = $((FILE_MIB << 20)) ] || { echo "check: $f has size '$size' in S3" >&2; exit 1; }
-done
-echo "check: all $FILES objects in S3 with $FILE_MIB MiB each"
+  "$TIERD" -c "$W/tierd.conf" -f 2>"$W/tierd.log" &
+  PID=$!
+  deadline=$((SECONDS + 30))
+  until { stat -f "$MNT" >/dev/null 2>&1 && [ "$(stat -c %i "$MNT")" = 1 ]; } || ! kill -0 "$PID" 2>/dev/null; do
+    [ $SECONDS -lt $deadline ] || { echo "mount did not come up" >&2; exit 1; }
+    sleep 0.05 # polling interval
+  done
+  if ! kill -0 "$PID" 2>/dev/null || ! mkdir "$MNT/ckpt/run1" 2>"$W/mkdir.err"; then
+    echo "mode=mount skipped: this tierd does not run a write-back namespace ($(cat "$W/mkdir.err" 2>/dev/null; tail -2 "$W/tierd.log"))"
+    exit 0
+  fi
+  # the local disk again, in this phase's conditions (its Ceph running, right before the mount
+  # writer): this machine's disk speed drifts by tens of percent between minutes
+  mkdir -p "$W/local2" && sync
+  "${B[@]}" --mode posix --dir "$W/local2" | sed "s/^mode=posix/mode=posix-adjacent/"
+  rm -rf "$W/local2"
+  sync
+  t0=$(date +%s%N)
+  "${B[@]}" --mode posix --dir "$MNT/ckpt/run1" |
+    sed "s/^mode=posix/mode=mount-writer/; s/\$/ upload_threads=$WB_UPLOAD_THREADS parts_parallel=$WB_PARTS_PARALLEL upload_holdoff=$HOLDOFF/"
+  t1=$(date +%s%N)
+  "$TIERCTL" -s "$W/api.sock" wait /ckpt/run1 >/dev/null
+  t2=$(date +%s%N)
+  awk -v h="$HOLDOFF" -v a="$t0" -v b="$t1" -v c="$t2" -v mib=$((FILES * FILE_MIB)) 'BEGIN {
+    printf "mode=mount-durable upload_holdoff=" h " seconds=%.3f mib_s=%.1f (writer %.3f s incl. process start + tierctl wait %.3f s)\n",
+      (c - a) / 1e9, mib / ((c - a) / 1e9), (b - a) / 1e9, (c - b) / 1e9 }'
+  "$TIERCTL" -s "$W/api.sock" checkpoints /ckpt/run1 | tail -3
+  # every object complete in S3 with the right size
+  for i in $(seq 0 $((FILES - 1))); do
+    f=$(printf 'file%02d.bin' "$i")
+    size=$(s3 -I "$S3_ENDPOINT/$BUCKET/ckpt/run1/$f" | tr -d '\r' | awk 'tolower($1) == "content-length:" {print $2}')
+    [ "$size" = $((FILE_MIB << 20)) ] || { echo "check: $f has size '$size' in S3" >&2; exit 1; }
+  done
+  echo "check: all $FILES objects in S3 with $FILE_MIB MiB each"
+  kill -TERM "$PID" && wait "$PID" || true
+  PID=
+}
+for h in $WB_HOLDOFFS; do mount_phase "$h"; done

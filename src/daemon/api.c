@@ -205,6 +205,19 @@ static json_t *stats_json(struct tierd *d)
         }
     }
     json_object_set_new(j, "sched", sched);
+    if (d->wb) {
+        struct wb_stats w;
+        wb_stats_get(d->wb, &w);
+        json_object_set_new(
+            j, "writeback",
+            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "dirty_bytes",
+                      (json_int_t)w.dirty_bytes, "open", (json_int_t)w.files[WB_OPEN], "sealed",
+                      (json_int_t)w.files[WB_SEALED], "uploading",
+                      (json_int_t)w.files[WB_UPLOADING], "held", (json_int_t)w.held, "uploads_done",
+                      (json_int_t)w.uploads_done, "upload_retries", (json_int_t)w.upload_retries,
+                      "backpressure_waits", (json_int_t)w.backpressure_waits, "failed",
+                      (json_int_t)w.files[WB_FAILED]));
+    }
     return j;
 }
 

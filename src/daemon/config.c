@@ -386,6 +386,8 @@ static const struct keydef writeback_keys[] = {
     {"max_dirty_age", V_DUR, CFG(wb_max_dirty_age_ms), 0, 7 * 86400000ULL, false, 0},
     {"backpressure_wait", V_DUR, CFG(wb_backpressure_wait_ms), 0, 86400000, false, 0},
     {"upload_deadline", V_DUR, CFG(wb_upload_deadline_ms), 0, 7 * 86400000ULL, false, 0},
+    {"upload_holdoff", V_DUR, CFG(wb_upload_holdoff_ms), 0, 3600000, false, 0},
+    {"upload_holdoff_max", V_DUR, CFG(wb_upload_holdoff_max_ms), 1, 7 * 86400000ULL, false, 0},
     {"retention_keep", V_INT, CFG(wb_retention_keep), 0, 1000000, false, 0},
     {"durability", V_DURAB, CFG(wb_durability), 0, 0, false, 0},
     {NULL, 0, 0, 0, 0, false, 0},
@@ -1001,6 +1003,8 @@ static void apply_defaults(struct tierd_config *c)
     c->wb_parts_parallel = 4;
     c->wb_part_size = 8 * MIB;
     c->wb_backpressure_wait_ms = 60000;
+    c->wb_upload_holdoff_ms = 200;
+    c->wb_upload_holdoff_max_ms = 30000;
     c->wb_retention_keep = 2;
     c->wb_durability = TIERD_DURABILITY_LOCAL;
     for (size_t b = 0; b < TIERD_MAX_BACKENDS; b++) {

@@ -214,6 +214,8 @@ static int open_writeback(struct tierd *d)
     wc.max_dirty_age_ms = c->wb_max_dirty_age_ms;
     wc.backpressure_wait_ms = c->wb_backpressure_wait_ms;
     wc.upload_deadline_ms = c->wb_upload_deadline_ms;
+    wc.upload_holdoff_ms = c->wb_upload_holdoff_ms;
+    wc.upload_holdoff_max_ms = c->wb_upload_holdoff_max_ms;
     wc.retention_keep = c->wb_retention_keep;
     /* per-namespace durability = remote is the FUSE layer's wait after close (fuse_ops_write.c) */
     wc.durability = WB_DURABILITY_LOCAL;

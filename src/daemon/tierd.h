@@ -78,6 +78,8 @@ struct tierd_config {
     uint64_t wb_max_dirty_age_ms;        /* 0 = no bound */
     uint64_t wb_backpressure_wait_ms;    /* then ENOSPC; default 60 s */
     uint64_t wb_upload_deadline_ms;      /* warn when a file waits longer; 0 = never */
+    uint64_t wb_upload_holdoff_ms;       /* uploads wait for writes to pause; default 200 ms */
+    uint64_t wb_upload_holdoff_max_ms;   /* ... at most this long after a seal; default 30 s */
     int wb_retention_keep;               /* uploaded files per directory kept locally; default 2 */
     enum tierd_durability wb_durability; /* default for write-back namespaces: local */
 

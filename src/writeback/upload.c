@@ -670,10 +670,32 @@ out:
     return rc;
 }
 
-/* The next entry to work on, or NULL; *wake gets the earliest retry time of a waiting one. */
+uint64_t wb_holdoff_until(struct wb *wb, uint64_t now)
+{
+    uint64_t h = wb->cfg.upload_holdoff_ms * TIER_NS_PER_MS;
+    if (!h || wb->waiters || wb->bp_waiters || wb->stopping)
+        return 0;
+    if (wb->cfg.max_dirty_bytes && wb->dirty_bytes >= wb->cfg.max_dirty_bytes / 2)
+        return 0; /* start draining before writers meet the bound */
+    if (atomic_load_explicit(&wb->writers_busy, memory_order_relaxed) > 0)
+        return now + h; /* an fsync or seal is running: look again later */
+    uint64_t last = atomic_load_explicit(&wb->last_write_mono_ns, memory_order_relaxed);
+    return last && now < last + h ? last + h : 0;
+}
+
+bool wb_entry_held(const struct wb *wb, const struct wb_entry *e, uint64_t hold, uint64_t now)
+{
+    /* only uploads not yet started: a started one finishes (its parts hold local space) */
+    return hold && e->state == WB_SEALED && !e->busy && !e->upload_id &&
+           now < e->sealed_mono_ns + wb->cfg.upload_holdoff_max_ms * TIER_NS_PER_MS;
+}
+
+/* The next entry to work on, or NULL; *wake gets the earliest time a waiting one (a retry, or an
+ * upload held back while writers are active) becomes eligible. */
 static struct wb_entry *pick(struct wb *wb, uint64_t now, uint64_t *wake)
 {
     struct wb_entry *best = NULL;
+    uint64_t hold = wb_holdoff_until(wb, now);
     for (struct wb_entry *e = wb->head; e; e = e->next) {
         if (e->busy || e->interrupt) /* interrupt: a quiescing thread is about to take it */
             continue;
@@ -685,6 +707,14 @@ static struct wb_entry *pick(struct wb *wb, uint64_t now, uint64_t *wake)
         if (e->next_try_mono_ns > now) {
             if (!*wake || e->next_try_mono_ns < *wake)
                 *wake = e->next_try_mono_ns;
+            continue;
+        }
+        if (wb_entry_held(wb, e, hold, now)) {
+            uint64_t until = e->sealed_mono_ns + wb->cfg.upload_holdoff_max_ms * TIER_NS_PER_MS;
+            if (hold < until)
+                until = hold;
+            if (!*wake || until < *wake)
+                *wake = until;
             continue;
         }
         if (!best) {

@@ -219,10 +219,15 @@ static int backpressure_wait(struct wb *wb, uint64_t growth)
     if (!over_bounds(wb, growth))
         return 0;
     wb->stats.backpressure_waits++;
+    wb->bp_waiters++; /* lifts the upload hold-off: a held writer must not wait for itself */
+    pthread_cond_broadcast(&wb->work);
     uint64_t deadline = tier_now_mono_ns() + wb->cfg.backpressure_wait_ms * TIER_NS_PER_MS;
+    int rc = 0;
     while (over_bounds(wb, growth)) {
-        if (wb->stopping)
-            return -ESHUTDOWN;
+        if (wb->stopping) {
+            rc = -ESHUTDOWN;
+            break;
+        }
         uint64_t now = tier_now_mono_ns();
         if (now >= deadline) {
             tier_err_set("write-back backlog over its bound (%llu dirty bytes, max %llu) for "
@@ -230,7 +235,8 @@ static int backpressure_wait(struct wb *wb, uint64_t growth)
                          (unsigned long long)wb->dirty_bytes,
                          (unsigned long long)wb->cfg.max_dirty_bytes,
                          (unsigned long long)wb->cfg.backpressure_wait_ms);
-            return -ENOSPC;
+            rc = -ENOSPC;
+            break;
         }
         /* The age bound changes with time alone, so re-check at least every 100 ms. */
         uint64_t until = now + 100 * TIER_NS_PER_MS;
@@ -238,7 +244,15 @@ static int backpressure_wait(struct wb *wb, uint64_t growth)
         abs_deadline(&ts, until < deadline ? until : deadline);
         pthread_cond_timedwait(&wb->cond, &wb->lock, &ts);
     }
-    return 0;
+    wb->bp_waiters--;
+    return rc;
+}
+
+/* A writer was active now: uploads hold off (burst absorption, see wb_holdoff_until). */
+static void note_write(struct wb *wb)
+{
+    if (wb->cfg.upload_holdoff_ms)
+        atomic_store_explicit(&wb->last_write_mono_ns, tier_now_mono_ns(), memory_order_relaxed);
 }
 
 /* ---- open / recovery / close ----------------------------------------------------------------- */
@@ -386,6 +400,8 @@ int wb_open(const struct wb_config *cfg, struct wb **out)
         wb->cfg.retry_base_ms = 200;
     if (!wb->cfg.retry_max_ms)
         wb->cfg.retry_max_ms = 30000;
+    if (!wb->cfg.upload_holdoff_max_ms)
+        wb->cfg.upload_holdoff_max_ms = 30000;
 #ifndef WB_HAVE_QOS
     if (wb->cfg.sched) {
         log_warn("write-back: built without the QoS scheduler; uploads are not admitted");
@@ -579,6 +595,7 @@ insert:
     fh->id = e->id;
     e->fh = fh;
     entry_link(wb, e);
+    note_write(wb);
     pthread_mutex_unlock(&wb->lock);
     *out = fh;
     return 0;
@@ -673,6 +690,7 @@ ssize_t wb_write(struct wb_file *fh, const void *buf, size_t len, off_t off)
             return record_failure(fh, -EIO);
         done += (size_t)n;
     }
+    note_write(fh->wb);
     return (ssize_t)len;
 }
 
@@ -688,6 +706,7 @@ int wb_truncate(struct wb_file *fh, off_t size)
     if (ftruncate(fh->fd, size) != 0)
         return record_failure(fh, -errno);
     struct wb *wb = fh->wb;
+    note_write(wb);
     pthread_mutex_lock(&wb->lock);
     if (fh->e)
         entry_set_size(wb, fh->e, (uint64_t)size);
@@ -701,11 +720,28 @@ ssize_t wb_file_read(struct wb_file *fh, void *buf, size_t len, off_t off)
     return n < 0 ? -errno : n;
 }
 
+/* An fsync or a seal (fsync + SHA-256) takes as long as writing: the writer is active during it. */
+static void busy_begin(struct wb *wb)
+{
+    if (wb->cfg.upload_holdoff_ms)
+        atomic_fetch_add_explicit(&wb->writers_busy, 1, memory_order_relaxed);
+}
+
+static void busy_end(struct wb *wb)
+{
+    if (wb->cfg.upload_holdoff_ms) {
+        note_write(wb);
+        atomic_fetch_sub_explicit(&wb->writers_busy, 1, memory_order_relaxed);
+    }
+}
+
 int wb_file_fsync(struct wb_file *fh)
 {
     if (fh->error)
         return -EIO;
+    busy_begin(fh->wb);
     int rc = do_fsync(fh->wb, fh->fd);
+    busy_end(fh->wb);
     if (rc) {
         /* After a failed fsync the page cache may have dropped the dirty pages and a retry
          * would "succeed" without the data (fsyncgate): never report success again. */
@@ -845,6 +881,8 @@ static int wait_uploaded(struct wb *wb, int64_t id)
 {
     int rc = 0;
     pthread_mutex_lock(&wb->lock);
+    wb->waiters++; /* lifts the upload hold-off, as wb_wait */
+    pthread_cond_broadcast(&wb->work);
     for (;;) {
         struct wb_entry *e = find_id(wb, id);
         if (!e || e->state == WB_CANCELLED || e->state == WB_UPLOADED || e->state == WB_EVICTABLE)
@@ -855,11 +893,27 @@ static int wait_uploaded(struct wb *wb, int64_t id)
         }
         pthread_cond_wait(&wb->cond, &wb->lock);
     }
+    wb->waiters--;
     pthread_mutex_unlock(&wb->lock);
     return rc;
 }
 
+static int file_close(struct wb_file *fh, int64_t *sealed_id);
+
 int wb_file_close(struct wb_file *fh)
+{
+    struct wb *wb = fh->wb; /* fh is freed by file_close */
+    int64_t id = 0;
+    busy_begin(wb);
+    int rc = file_close(fh, &id);
+    busy_end(wb);
+    if (rc == 0 && id && wb->cfg.durability == WB_DURABILITY_REMOTE)
+        rc = wait_uploaded(wb, id);
+    return rc;
+}
+
+/* Seal fh (fsync, SHA-256, journal) and free it; *sealed_id gets the sealed row's id. */
+static int file_close(struct wb_file *fh, int64_t *sealed_id)
 {
     struct wb *wb = fh->wb;
     int rc = fh->error ? -EIO : 0;
@@ -926,8 +980,7 @@ int wb_file_close(struct wb_file *fh)
     pthread_mutex_unlock(&wb->lock);
     free(fh);
     wb_emit(wb, WB_EV_SEALED, id);
-    if (wb->cfg.durability == WB_DURABILITY_REMOTE)
-        return wait_uploaded(wb, id);
+    *sealed_id = id;
     return 0;
 }
 
@@ -1140,6 +1193,8 @@ int wb_wait(struct wb *wb, const char *backend_name, const char *prefix, int64_t
         timeout_ms < 0 ? 0 : tier_now_mono_ns() + (uint64_t)timeout_ms * TIER_NS_PER_MS;
     int rc = 0;
     pthread_mutex_lock(&wb->lock);
+    wb->waiters++; /* someone wants durability now: lifts the upload hold-off */
+    pthread_cond_broadcast(&wb->work);
     for (;;) {
         bool pending = false;
         for (struct wb_entry *e = wb->head; e && !pending; e = e->next)
@@ -1164,6 +1219,7 @@ int wb_wait(struct wb *wb, const char *backend_name, const char *prefix, int64_t
         abs_deadline(&ts, deadline);
         pthread_cond_timedwait(&wb->cond, &wb->lock, &ts);
     }
+    wb->waiters--;
     pthread_mutex_unlock(&wb->lock);
     return rc;
 }
@@ -1273,8 +1329,13 @@ void wb_stats_get(struct wb *wb, struct wb_stats *st)
     *st = wb->stats;
     st->dirty_bytes = wb->dirty_bytes;
     memset(st->files, 0, sizeof(st->files));
-    for (struct wb_entry *e = wb->head; e; e = e->next)
+    uint64_t now = tier_now_mono_ns();
+    uint64_t hold = wb_holdoff_until(wb, now);
+    st->held = 0;
+    for (struct wb_entry *e = wb->head; e; e = e->next) {
         st->files[e->state]++;
+        st->held += wb_entry_held(wb, e, hold, now);
+    }
     pthread_mutex_unlock(&wb->lock);
 }
 

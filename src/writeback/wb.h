@@ -96,8 +96,14 @@ struct wb_config {
                                     * default 60000 */
     uint64_t upload_deadline_ms;   /* warn once for a file not uploaded this long after seal;
                                     * 0 = never */
-    int retention_keep;            /* newest K uploaded files per directory keep their local copy;
-                                    * < 0 = keep all; default 0 means drop right after upload */
+    /* Burst absorption: a sealed file's upload does not start while any file was written in the
+     * last upload_holdoff_ms (the uploads would compete with the writer for disk and CPU), unless
+     * it was sealed upload_holdoff_max_ms ago, a wb_wait() is waiting, a writer is held by the
+     * backlog bounds, or the backlog is at half of max_dirty_bytes. 0 = upload at once. */
+    uint64_t upload_holdoff_ms;
+    uint64_t upload_holdoff_max_ms; /* default 30000 */
+    int retention_keep;             /* newest K uploaded files per directory keep their local copy;
+                                     * < 0 = keep all; default 0 means drop right after upload */
     enum wb_durability durability;
     uint64_t retry_base_ms;       /* first file-level retry delay; default 200 */
     uint64_t retry_max_ms;        /* cap of the growing delay; default 30000 */
@@ -206,6 +212,7 @@ struct wb_stats {
     uint64_t backpressure_waits;       /* writers that had to wait */
     uint64_t deadline_warnings;
     uint64_t busy_waiters; /* calls waiting now for an upload step to finish */
+    uint64_t held;         /* sealed files whose upload is held back now (burst absorption) */
     uint64_t recovered_sealed, recovered_uploading, recovered_discarded, recovered_aborts;
 };
 void wb_stats_get(struct wb *wb, struct wb_stats *st);

@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -64,6 +65,10 @@ struct wb {
     pthread_cond_t work; /* uploaders: new work or stopping */
     struct wb_entry *head;
     uint64_t dirty_bytes;
+    _Atomic uint64_t last_write_mono_ns; /* burst absorption: the newest write (no lock) */
+    atomic_int writers_busy;             /* ... and fsyncs/seals running now */
+    int waiters;                         /* in wb_wait() */
+    int bp_waiters;                      /* writers held in backpressure_wait() */
     bool stopping;
     pthread_t *threads;
     int nthreads;
@@ -101,6 +106,11 @@ void wb_emit(struct wb *wb, enum wb_event ev, int64_t id); /* call without the l
 void wb_retention_apply(struct wb *wb, const struct wb_entry *e);
 
 /* ---- upload.c ------------------------------------------------------------------------------ */
+/* Burst absorption (wb->lock held): the monotonic time until which new uploads are held back,
+ * or 0 when they may start now. */
+uint64_t wb_holdoff_until(struct wb *wb, uint64_t now);
+/* Whether e's upload is held back now; hold is wb_holdoff_until(). */
+bool wb_entry_held(const struct wb *wb, const struct wb_entry *e, uint64_t hold, uint64_t now);
 int wb_uploaders_start(struct wb *wb);
 void wb_uploaders_stop(struct wb *wb);
 

@@ -453,4 +453,22 @@ start_tierd
 cmp "$MNT/ck/evd/f" "$T/ref/evf" || fail "evd/f changed by a handle held across the stop"
 ok "handles held across a stop are freed; an unclosed file is not kept"
 stop_tierd
+
+# ---- burst absorption: [writeback] upload_holdoff -----------------------------------------------
+# With a hold-off longer than the test, a file closed through the mount waits in the spool (held,
+# counted in /v1/stats) until POST /v1/wait lifts the hold.
+sed -i 's/^\[writeback\]$/[writeback]\nupload_holdoff = 1h/' "$CONF"
+start_tierd
+wbstat() { api /v1/stats | python3 -c "import json,sys; print(json.load(sys.stdin)['writeback']['$1'])"; }
+head -c 300000 /dev/urandom >"$T/ref/held"
+cp "$T/ref/held" "$MNT/ck/hold1" || fail "write hold1"
+[ "$(wbstat held)" = 1 ] || fail "hold1 is not held (writeback.held = $(wbstat held))"
+[ ! -e "$DATA/ck/hold1" ] || fail "hold1 uploaded during the hold-off"
+cmp "$MNT/ck/hold1" "$T/ref/held" || fail "hold1 through the mount while held"
+curl -sf --unix-socket "$SOCK" -X POST -d '{"path": "/ck/hold1"}' http://tierd/v1/wait >/dev/null ||
+  fail "wait for hold1"
+same "$DATA/ck/hold1" "$T/ref/held" || fail "hold1 not in the backend after /v1/wait"
+[ "$(wbstat held)" = 0 ] || fail "writeback.held after the wait"
+ok "upload_holdoff: a closed file is held in the spool until a wait lifts the hold"
+stop_tierd
 echo PASS

@@ -47,6 +47,9 @@ part_size = 5M
 upload_threads = 2
 parts_parallel = 2
 retention_keep = 1
+# uploads run while the writer writes, so that kills land mid-upload (the default hold-off
+# would defer them to the writer's pauses)
+upload_holdoff = 0
 [cache]
 ram_size = 64M
 block_size = 1M

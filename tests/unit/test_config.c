@@ -241,6 +241,8 @@ static void test_writeback(void **state)
     assert_int_equal(c.wb_max_dirty_age_ms, 600000);
     assert_int_equal(c.wb_backpressure_wait_ms, 30000);
     assert_int_equal(c.wb_upload_deadline_ms, 3600000);
+    assert_int_equal(c.wb_upload_holdoff_ms, 0); /* 0 = upload at once */
+    assert_int_equal(c.wb_upload_holdoff_max_ms, 120000);
     assert_int_equal(c.wb_retention_keep, 3);
     assert_int_equal(c.wb_durability, TIERD_DURABILITY_REMOTE);
     assert_int_equal(c.nnamespaces, 3);
@@ -266,6 +268,8 @@ static void test_writeback(void **state)
     assert_int_equal(c.wb_part_size, 8ULL << 20);
     assert_int_equal(c.wb_max_dirty, 0);
     assert_int_equal(c.wb_backpressure_wait_ms, 60000);
+    assert_int_equal(c.wb_upload_holdoff_ms, 200);
+    assert_int_equal(c.wb_upload_holdoff_max_ms, 30000);
     assert_int_equal(c.wb_retention_keep, 2);
     assert_int_equal(c.wb_durability, TIERD_DURABILITY_LOCAL);
     assert_int_equal(c.namespaces[1].mode, TIERD_NS_WRITE_BACK);

@@ -784,6 +784,81 @@ static void test_age_bound_and_deadline(void **state)
     assert_object(f, "age/1", 1000, 95);
 }
 
+static bool has_object(struct fx *f, const char *key)
+{
+    struct backend_stat st;
+    return backend_stat(f->posix, key, &st) == 0;
+}
+
+/* Burst absorption: a file sealed while writes go on is held; wb_wait and a backlog at half of
+ * max_dirty each lift the hold, which comes back once they are gone. */
+static void test_upload_holdoff_lifts(void **state)
+{
+    struct fx *f = *state;
+    f->cfg.upload_holdoff_ms = 120000; /* longer than the test: only a lift releases a file */
+    f->cfg.upload_holdoff_max_ms = 600000;
+    f->cfg.max_dirty_bytes = 64 * MIB;
+    fx_open(f);
+    write_file(f, "h/a", 100000, 11);
+    assert_int_equal(stats(f).held, 1);
+    /* Held, not merely not yet uploaded: an upload of 100 KB takes milliseconds. */
+    uint64_t until = tier_now_mono_ns() + 300 * TIER_NS_PER_MS;
+    while (tier_now_mono_ns() < until) {
+        assert_int_equal(f->fault.puts, 0);
+        tier_sleep_ms(5);
+    }
+    assert_false(has_object(f, "h/a"));
+    /* A waiter lifts the hold (tierctl wait, durability = remote). */
+    assert_int_equal(wb_wait(f->wb, NULL, "h/a", 10000), 0);
+    assert_object(f, "h/a", 100000, 11);
+    /* Without a waiter the next file is held again. */
+    write_file(f, "h/b", 100000, 12);
+    assert_int_equal(stats(f).held, 1);
+    /* A backlog at half of max_dirty is drained, the held file first (oldest). */
+    write_file(f, "h/big", 33 * MIB, 13);
+    WAIT_FOR(has_object(f, "h/big"), 20000);
+    assert_object(f, "h/b", 100000, 12);
+    assert_object(f, "h/big", 33 * MIB, 13);
+    WAIT_FOR(stats(f).dirty_bytes == 0, 5000);
+    write_file(f, "h/c", 1000, 14);
+    assert_int_equal(stats(f).held, 1);
+}
+
+/* Burst absorption ends: at upload_holdoff_max after a seal even while writes go on, and when
+ * the writes pause for upload_holdoff. */
+static void test_upload_holdoff_bounds(void **state)
+{
+    struct fx *f = *state;
+    f->cfg.upload_holdoff_ms = 120000;
+    f->cfg.upload_holdoff_max_ms = 200;
+    fx_open(f);
+    write_file(f, "m/a", 100000, 21);
+    struct wb_file *fh = NULL;
+    assert_int_equal(wb_file_create(f->wb, "warm", "m/writing", &fh), 0);
+    char chunk[4096];
+    memset(chunk, 7, sizeof(chunk));
+    uint64_t t0 = tier_now_mono_ns(), deadline = t0 + 20 * TIER_NS_PER_SEC;
+    off_t off = 0;
+    while (!has_object(f, "m/a") && tier_now_mono_ns() < deadline) { /* keep writing */
+        assert_int_equal(wb_write(fh, chunk, sizeof(chunk), off), (ssize_t)sizeof(chunk));
+        off += (off_t)sizeof(chunk);
+        tier_sleep_ms(2);
+    }
+    assert_true(has_object(f, "m/a"));
+    assert_true(tier_now_mono_ns() - t0 >= 150 * TIER_NS_PER_MS); /* not before the bound */
+    assert_int_equal(wb_file_close(fh), 0);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    wb_close(f->wb);
+    f->wb = NULL;
+
+    f->cfg.upload_holdoff_ms = 100;
+    f->cfg.upload_holdoff_max_ms = 600000;
+    fx_open(f);
+    write_file(f, "m/b", 100000, 22);
+    WAIT_FOR(has_object(f, "m/b"), 10000); /* no waiter: the pause in writes releases it */
+    assert_object(f, "m/b", 100000, 22);
+}
+
 static void test_qos_admission(void **state)
 {
 #ifdef WB_HAVE_QOS
@@ -1084,6 +1159,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_config_and_keys, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_age_bound_and_deadline, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_qos_admission, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_upload_holdoff_lifts, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_upload_holdoff_bounds, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
