@@ -8,7 +8,8 @@ PKGS=(
   build-essential cmake pkg-config git clang-14 libclang-rt-14-dev clang-format
   libcmocka-dev libcurl4-openssl-dev libexpat1-dev libssl-dev libfuse3-dev fuse3
   libinih-dev libjansson-dev libmicrohttpd-dev libsqlite3-dev libxxhash-dev liburing-dev
-  ceph-mon ceph-osd radosgw ceph-common gnuplot-nox curl xxd procps psmisc python3 util-linux
+  ceph-mon ceph-osd radosgw ceph-common gnuplot-nox curl xxd xxhash procps psmisc python3
+  util-linux
 )
 missing=()
 for p in "${PKGS[@]}"; do

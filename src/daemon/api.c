@@ -573,12 +573,12 @@ static int list_ns(struct tierd *d, const struct tierd_ns *ns, const char *prefi
             rc = -ENOMEM;
             break;
         }
-        json_t *o =
-            json_pack("{s:s, s:s, s:I, s:i, s:i, s:f, s:f, s:s, s:s, s:I}", "path", mp, "state",
-                      wb_state_name(f->state), "size", (json_int_t)f->size_bytes, "parts_done",
-                      f->parts_done, "parts_total", f->parts_total, "age_s",
-                      (double)f->age_ms / 1000.0, "waiting_s", (double)f->waiting_ms / 1000.0,
-                      "key", f->key, "sha256", f->sha256, "generation", (json_int_t)f->generation);
+        json_t *o = json_pack("{s:s, s:s, s:I, s:i, s:i, s:f, s:f, s:s, s:s, s:I}", "path", mp,
+                              "state", wb_state_name(f->state), "size", (json_int_t)f->size_bytes,
+                              "parts_done", f->parts_done, "parts_total", f->parts_total, "age_s",
+                              (double)f->age_ms / 1000.0, "waiting_s",
+                              (double)f->waiting_ms / 1000.0, "key", f->key, "checksum",
+                              f->checksum, "generation", (json_int_t)f->generation);
         free(mp);
         if (!o) {
             rc = -ENOMEM;

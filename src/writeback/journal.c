@@ -39,7 +39,7 @@
  *       after the commit that made its row stop needing it (CANCELLED, EVICTABLE, deleted).
  *       Stray *.stg files without a row are removed at recovery.
  *   I2. SEALED implies the staging file was fsync'd with exactly `size` bytes hashing to
- *       `sha256`, and the spool directory entry was fsync'd at create.
+ *       `checksum`, and the spool directory entry was fsync'd at create.
  *   I3. An upload id is journalled (UPLOADING) before any part is sent; a part's ETag is
  *       journalled after the part is stored; UPLOADED is journalled after complete/PUT returned
  *       and the object's size was verified with backend_stat.
@@ -87,7 +87,7 @@ static const char *const schema =
     "CREATE TABLE IF NOT EXISTS files("
     " id INTEGER PRIMARY KEY AUTOINCREMENT,"
     " backend TEXT NOT NULL, key TEXT NOT NULL, generation INTEGER NOT NULL,"
-    " state TEXT NOT NULL, size INTEGER NOT NULL DEFAULT 0, sha256 TEXT, upload_id TEXT,"
+    " state TEXT NOT NULL, size INTEGER NOT NULL DEFAULT 0, checksum TEXT, upload_id TEXT,"
     " created_ns INTEGER, sealed_ns INTEGER, uploaded_ns INTEGER, etag TEXT);"
     "CREATE TABLE IF NOT EXISTS parts("
     " file_id INTEGER NOT NULL, part_no INTEGER NOT NULL, etag TEXT NOT NULL,"
@@ -133,6 +133,24 @@ static int exec(sqlite3 *db, const char *sql)
     return 0;
 }
 
+/* Journals written before the seal checksum became XXH3-128 have a `sha256` column of bare hex:
+ * rename it and tag its values with their algorithm, in one transaction. */
+static int migrate(sqlite3 *db)
+{
+    sqlite3_stmt *st = NULL;
+    bool old =
+        sqlite3_prepare_v2(db, "SELECT sha256 FROM files LIMIT 0", -1, &st, NULL) == SQLITE_OK;
+    sqlite3_finalize(st);
+    if (!old)
+        return 0;
+    log_info("write-back: journal: renaming column sha256 to checksum (values tagged sha256:)");
+    return exec(db, "BEGIN IMMEDIATE;"
+                    "ALTER TABLE files RENAME COLUMN sha256 TO checksum;"
+                    "UPDATE files SET checksum = 'sha256:' || checksum"
+                    " WHERE checksum IS NOT NULL AND checksum <> '' AND instr(checksum, ':') = 0;"
+                    "COMMIT;");
+}
+
 int jr_open(const char *path, sqlite3 **out)
 {
     sqlite3 *db = NULL;
@@ -148,6 +166,8 @@ int jr_open(const char *path, sqlite3 **out)
         e = exec(db, "PRAGMA synchronous=FULL;");
     if (!e)
         e = exec(db, schema);
+    if (!e)
+        e = migrate(db);
     if (e) {
         sqlite3_close(db);
         return e;
@@ -189,7 +209,7 @@ static int insert_row(sqlite3 *db, struct wb_entry *e)
 {
     sqlite3_stmt *st;
     int rc = prepare(db,
-                     "INSERT INTO files(backend,key,generation,state,size,sha256,upload_id,"
+                     "INSERT INTO files(backend,key,generation,state,size,checksum,upload_id,"
                      "created_ns,sealed_ns,uploaded_ns,etag) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
                      &st);
     if (rc)
@@ -199,7 +219,7 @@ static int insert_row(sqlite3 *db, struct wb_entry *e)
     sqlite3_bind_int64(st, 3, e->generation);
     sqlite3_bind_text(st, 4, wb_state_name(e->state), -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 5, (sqlite3_int64)e->size);
-    bind_text_or_null(st, 6, e->sha256);
+    bind_text_or_null(st, 6, e->checksum);
     bind_text_or_null(st, 7, e->upload_id);
     sqlite3_bind_int64(st, 8, e->created_ns);
     sqlite3_bind_int64(st, 9, e->sealed_ns);
@@ -232,11 +252,11 @@ int jr_seal(sqlite3 *db, const struct wb_entry *e)
 {
     sqlite3_stmt *st;
     int rc = prepare(
-        db, "UPDATE files SET state='sealed', size=?, sha256=?, sealed_ns=? WHERE id=?", &st);
+        db, "UPDATE files SET state='sealed', size=?, checksum=?, sealed_ns=? WHERE id=?", &st);
     if (rc)
         return rc;
     sqlite3_bind_int64(st, 1, (sqlite3_int64)e->size);
-    sqlite3_bind_text(st, 2, e->sha256, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, e->checksum, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(st, 3, e->sealed_ns);
     sqlite3_bind_int64(st, 4, e->id);
     return step_done(db, st, "seal");
@@ -469,7 +489,7 @@ int jr_load(sqlite3 *db, int (*add)(void *ctx, struct wb_entry *e), void *ctx)
 {
     sqlite3_stmt *st;
     int rc = prepare(db,
-                     "SELECT id,backend,key,generation,state,size,sha256,upload_id,created_ns,"
+                     "SELECT id,backend,key,generation,state,size,checksum,upload_id,created_ns,"
                      "sealed_ns,uploaded_ns,etag FROM files ORDER BY id",
                      &st);
     if (rc)
@@ -492,7 +512,7 @@ int jr_load(sqlite3 *db, int (*add)(void *ctx, struct wb_entry *e), void *ctx)
             e->state = WB_FAILED;
         }
         e->size = (uint64_t)sqlite3_column_int64(st, 5);
-        col_copy(st, 6, e->sha256, sizeof(e->sha256));
+        col_copy(st, 6, e->checksum, sizeof(e->checksum));
         e->upload_id = col_dup(st, 7);
         e->created_ns = sqlite3_column_int64(st, 8);
         e->sealed_ns = sqlite3_column_int64(st, 9);

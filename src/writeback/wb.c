@@ -13,7 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <openssl/evp.h>
+#include <xxhash.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +27,7 @@
 #include "common/timeutil.h"
 #include "writeback/wb_int.h"
 
-#define SHA_CHUNK_BYTES (1u << 20)
+#define CHECKSUM_CHUNK_BYTES (1u << 20)
 
 /* ---- entries --------------------------------------------------------------------------------- */
 
@@ -751,18 +751,21 @@ int wb_file_fsync(struct wb_file *fh)
     return 0;
 }
 
-/* SHA-256 of the first size bytes of fd, as lowercase hex. */
-static int sha256_fd(int fd, uint64_t size, char hex[65])
+/* The seal checksum of the first size bytes of fd: "xxh128:" and the XXH3 128-bit hash in its
+ * canonical (big-endian) hex form, as `xxh128sum` prints it. XXH3 runs at memory speed; SHA-256
+ * (about 0.55 s per GiB on one core with SHA-NI) was the largest cost of the writer's close. */
+static int checksum_fd(int fd, uint64_t size, char out[WB_CHECKSUM_MAX])
 {
     int rc = 0;
-    unsigned char *buf = malloc(SHA_CHUNK_BYTES);
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    if (!buf || !ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
+    unsigned char *buf = malloc(CHECKSUM_CHUNK_BYTES);
+    XXH3_state_t *xs = XXH3_createState();
+    if (!buf || !xs || XXH3_128bits_reset(xs) != XXH_OK) {
         rc = -ENOMEM;
         goto out;
     }
     for (uint64_t off = 0; off < size;) {
-        size_t want = size - off < SHA_CHUNK_BYTES ? (size_t)(size - off) : SHA_CHUNK_BYTES;
+        size_t want =
+            size - off < CHECKSUM_CHUNK_BYTES ? (size_t)(size - off) : CHECKSUM_CHUNK_BYTES;
         ssize_t n = pread(fd, buf, want, (off_t)off);
         if (n < 0 && errno == EINTR)
             continue;
@@ -770,15 +773,15 @@ static int sha256_fd(int fd, uint64_t size, char hex[65])
             rc = n < 0 ? -errno : -EIO;
             goto out;
         }
-        EVP_DigestUpdate(ctx, buf, (size_t)n);
+        XXH3_128bits_update(xs, buf, (size_t)n);
         off += (uint64_t)n;
     }
-    unsigned char md[32];
-    unsigned int mdlen = 0;
-    EVP_DigestFinal_ex(ctx, md, &mdlen);
-    tier_hex(md, 32, hex);
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(xs));
+    memcpy(out, WB_CHECKSUM_PREFIX, sizeof(WB_CHECKSUM_PREFIX) - 1);
+    tier_hex(c.digest, sizeof(c.digest), out + sizeof(WB_CHECKSUM_PREFIX) - 1);
 out:
-    EVP_MD_CTX_free(ctx);
+    XXH3_freeState(xs);
     free(buf);
     return rc;
 }
@@ -918,7 +921,7 @@ static int file_close(struct wb_file *fh, int64_t *sealed_id)
     struct wb *wb = fh->wb;
     int rc = fh->error ? -EIO : 0;
     struct stat st;
-    char sha[65] = "";
+    char sum[WB_CHECKSUM_MAX] = "";
     if (!rc)
         rc = do_fsync(wb, fh->fd);
     if (rc && !fh->error)
@@ -926,7 +929,7 @@ static int file_close(struct wb_file *fh, int64_t *sealed_id)
     if (!rc && fstat(fh->fd, &st) != 0)
         rc = record_failure(fh, -errno);
     if (!rc)
-        rc = sha256_fd(fh->fd, (uint64_t)st.st_size, sha);
+        rc = checksum_fd(fh->fd, (uint64_t)st.st_size, sum);
     close(fh->fd);
     fh->fd = -1;
 
@@ -950,7 +953,7 @@ static int file_close(struct wb_file *fh, int64_t *sealed_id)
         enum wb_state prev = e->state;
         uint64_t prev_size = e->size;
         entry_set_size(wb, e, (uint64_t)st.st_size);
-        memcpy(e->sha256, sha, sizeof(e->sha256));
+        memcpy(e->checksum, sum, sizeof(e->checksum));
         e->sealed_ns = (int64_t)tier_now_real_ns();
         wb_entry_set_state(wb, e, WB_SEALED);
         /* One transaction: the new generation is sealed and the ones it replaces are cancelled
@@ -1297,7 +1300,7 @@ int wb_list(struct wb *wb, const char *backend_name, const char *prefix, struct 
         if ((e->state == WB_SEALED || e->state == WB_UPLOADING) && e->sealed_mono_ns &&
             now_mono > e->sealed_mono_ns)
             f->waiting_ms = (now_mono - e->sealed_mono_ns) / TIER_NS_PER_MS;
-        tier_strlcpy(f->sha256, e->sha256, sizeof(f->sha256));
+        tier_strlcpy(f->checksum, e->checksum, sizeof(f->checksum));
         tier_strlcpy(f->etag, e->etag, sizeof(f->etag));
     }
 out:

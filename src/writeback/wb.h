@@ -39,6 +39,9 @@ struct wb_file;
 
 #define WB_MIN_PART_BYTES (5ULL << 20)
 #define WB_DEFAULT_PART_BYTES (8ULL << 20)
+/* The checksum journalled at seal: "xxh128:" + 32 hex digits (compare with `xxh128sum`). */
+#define WB_CHECKSUM_PREFIX "xxh128:"
+#define WB_CHECKSUM_MAX 80
 
 enum wb_state {
     WB_OPEN = 0,      /* being written; not promised */
@@ -193,11 +196,12 @@ struct wb_file_info {
     int64_t generation;
     enum wb_state state;
     uint64_t size_bytes;
-    int parts_done, parts_total; /* 0/0 for a single PUT */
-    uint64_t age_ms;             /* since creation */
-    uint64_t waiting_ms;         /* since seal, while not uploaded; 0 otherwise */
-    char sha256[65];             /* hex; "" until sealed */
-    char etag[96];               /* "" until uploaded */
+    int parts_done, parts_total;    /* 0/0 for a single PUT */
+    uint64_t age_ms;                /* since creation */
+    uint64_t waiting_ms;            /* since seal, while not uploaded; 0 otherwise */
+    char checksum[WB_CHECKSUM_MAX]; /* "xxh128:<hex>" taken at seal ("sha256:<hex>" in journals
+                                     * older than it); "" until sealed */
+    char etag[96];                  /* "" until uploaded */
 };
 /* Every file known to the burst buffer under prefix, in key order. Free with wb_list_free(). */
 int wb_list(struct wb *wb, const char *backend_name, const char *prefix, struct wb_file_info **out,

@@ -27,7 +27,7 @@ struct wb_entry {
     int64_t generation;
     enum wb_state state;
     uint64_t size;
-    char sha256[65];
+    char checksum[WB_CHECKSUM_MAX];
     char *upload_id;             /* multipart upload id, or NULL */
     char etag[BACKEND_ETAG_MAX]; /* UPLOADED/EVICTABLE: the object's ETag; CANCELLED: non-empty
                                   * means the object exists and must be deleted */

@@ -470,5 +470,11 @@ curl -sf --unix-socket "$SOCK" -X POST -d '{"path": "/ck/hold1"}' http://tierd/v
 same "$DATA/ck/hold1" "$T/ref/held" || fail "hold1 not in the backend after /v1/wait"
 [ "$(wbstat held)" = 0 ] || fail "writeback.held after the wait"
 ok "upload_holdoff: a closed file is held in the spool until a wait lifts the hold"
+# the seal checksum the buffer journalled is the one xxh128sum computes from the written bytes
+want="xxh128:$(xxh128sum "$T/ref/held" | cut -d' ' -f1)"
+got=$(api "/v1/checkpoints?path=/ck/hold1" |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["files"][0]["checksum"])')
+[ "$got" = "$want" ] || fail "hold1 checksum: API $got, xxh128sum $want"
+ok "seal checksum = xxh128sum of the bytes written"
 stop_tierd
 echo PASS

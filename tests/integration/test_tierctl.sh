@@ -136,13 +136,13 @@ STATUS = {"version": "0.1.0", "uptime_s": 3725, "mount": "/mnt/fake",
 CHECKPOINTS = {"files": [
     {"path": "/ck/run1/model.pt", "state": "uploading", "size": 268435456, "parts_done": 12,
      "parts_total": 32, "age_s": 75.2, "waiting_s": 70.0, "key": "ckpt/run1/model.pt",
-     "sha256": "ab" * 32, "generation": 1, "uploaded_etag": None},
+     "checksum": "xxh128:" + "ab" * 16, "generation": 1, "uploaded_etag": None},
     {"path": "/ck/run1/optim.pt", "state": "uploaded", "size": 1048576, "parts_done": 0,
      "parts_total": 0, "age_s": 3725, "waiting_s": 0, "key": "ckpt/run1/optim.pt",
-     "sha256": "cd" * 32, "generation": 1, "uploaded_etag": "\"0123abcd\""},
+     "checksum": "xxh128:" + "cd" * 16, "generation": 1, "uploaded_etag": "\"0123abcd\""},
     {"path": "/ck/run1/rng.pt", "state": "sealed", "size": 4096, "parts_done": 0,
      "parts_total": 0, "age_s": 2, "waiting_s": 1, "key": "ckpt/run1/rng.pt",
-     "sha256": "ef" * 32, "generation": 1, "uploaded_etag": None}]}
+     "checksum": "xxh128:" + "ef" * 16, "generation": 1, "uploaded_etag": None}]}
 waits = {}
 
 def job(jid, n):

@@ -23,8 +23,8 @@
 
 #include <cmocka.h>
 #include <dirent.h>
-#include <openssl/evp.h>
 #include <sqlite3.h>
+#include <xxhash.h>
 
 #include "common/strutil.h"
 #include "common/timeutil.h"
@@ -343,12 +343,13 @@ static struct wb_stats stats(struct fx *f)
         assert_true(cond);                                                                         \
     } while (0)
 
-static void sha256_hex(const void *buf, size_t len, char out[65])
+/* The seal checksum of buf computed here with the one-shot API (the engine streams it). */
+static void checksum_of(const void *buf, size_t len, char out[WB_CHECKSUM_MAX])
 {
-    unsigned char md[32];
-    unsigned int n;
-    EVP_Digest(buf, len, md, &n, EVP_sha256(), NULL);
-    tier_hex(md, 32, out);
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits(buf, len));
+    snprintf(out, WB_CHECKSUM_MAX, "xxh128:");
+    tier_hex(c.digest, sizeof(c.digest), out + 7);
 }
 
 /* ---- tests -------------------------------------------------------------------------------------
@@ -382,15 +383,15 @@ static void test_small_file_states(void **state)
     assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
     assert_object(f, "ckpt/a.bin", sizeof(buf), 1);
     assert_int_equal(jr_count_state(f, "uploaded"), 1);
-    char sha[65];
-    sha256_hex(buf, sizeof(buf), sha);
+    char sum[WB_CHECKSUM_MAX];
+    checksum_of(buf, sizeof(buf), sum);
     struct wb_file_info *list;
     size_t n;
     assert_int_equal(wb_list(f->wb, "warm", "ckpt/", &list, &n), 0);
     assert_int_equal(n, 1);
     assert_string_equal(list[0].key, "ckpt/a.bin");
     assert_int_equal(list[0].state, WB_UPLOADED);
-    assert_string_equal(list[0].sha256, sha);
+    assert_string_equal(list[0].checksum, sum);
     assert_true(list[0].etag[0] != '\0');
     wb_list_free(list, n);
     assert_int_equal(stats(f).dirty_bytes, 0);
@@ -859,6 +860,45 @@ static void test_upload_holdoff_bounds(void **state)
     assert_object(f, "m/b", 100000, 22);
 }
 
+/* A journal written before the seal checksum became XXH3-128 (column sha256, bare hex) opens:
+ * the column is renamed and its values tagged "sha256:". */
+static void test_journal_migration_sha256(void **state)
+{
+    struct fx *f = *state;
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(f->journal, &db), SQLITE_OK);
+    const char *old =
+        "CREATE TABLE files(id INTEGER PRIMARY KEY AUTOINCREMENT, backend TEXT NOT NULL,"
+        " key TEXT NOT NULL, generation INTEGER NOT NULL, state TEXT NOT NULL,"
+        " size INTEGER NOT NULL DEFAULT 0, sha256 TEXT, upload_id TEXT, created_ns INTEGER,"
+        " sealed_ns INTEGER, uploaded_ns INTEGER, etag TEXT);"
+        "CREATE TABLE parts(file_id INTEGER NOT NULL, part_no INTEGER NOT NULL,"
+        " etag TEXT NOT NULL, size INTEGER NOT NULL, PRIMARY KEY(file_id, part_no));"
+        "INSERT INTO files(backend,key,generation,state,size,sha256,created_ns,sealed_ns,"
+        " uploaded_ns,etag) VALUES('warm','old/x',1,'evictable',5,"
+        " '2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824',1,2,3,'e1');";
+    assert_int_equal(sqlite3_exec(db, old, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    fx_open(f);
+    struct wb_file_info *list;
+    size_t n;
+    assert_int_equal(wb_list(f->wb, "warm", "old/", &list, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(list[0].checksum,
+                        "sha256:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824");
+    wb_list_free(list, n);
+    /* New seals in the migrated journal carry the new checksum. */
+    write_file(f, "old/y", 1000, 5);
+    unsigned char buf[1000];
+    tu_fill_random(buf, sizeof(buf), 5);
+    char sum[WB_CHECKSUM_MAX];
+    checksum_of(buf, sizeof(buf), sum);
+    assert_int_equal(wb_list(f->wb, "warm", "old/y", &list, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(list[0].checksum, sum);
+    wb_list_free(list, n);
+}
+
 static void test_qos_admission(void **state)
 {
 #ifdef WB_HAVE_QOS
@@ -1160,6 +1200,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_age_bound_and_deadline, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_qos_admission, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_upload_holdoff_lifts, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_journal_migration_sha256, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_upload_holdoff_bounds, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
