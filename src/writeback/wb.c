@@ -53,9 +53,13 @@ void wb_entry_set_state(struct wb *wb, struct wb_entry *e, enum wb_state st)
 
 static void entry_set_size(struct wb *wb, struct wb_entry *e, uint64_t size)
 {
+    uint64_t before = wb->dirty_bytes, half = wb->cfg.max_dirty_bytes / 2;
     if (state_dirty(e->state))
         wb->dirty_bytes = wb->dirty_bytes - e->size + size;
     e->size = size;
+    /* the backlog reached half of its bound: held uploads start now (wb_holdoff_until) */
+    if (wb->cfg.upload_holdoff_ms && half && before < half && wb->dirty_bytes >= half)
+        pthread_cond_broadcast(&wb->work);
 }
 
 void wb_entry_free(struct wb_entry *e)

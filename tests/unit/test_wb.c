@@ -817,7 +817,7 @@ static void test_upload_holdoff_lifts(void **state)
     assert_int_equal(stats(f).held, 1);
     /* A backlog at half of max_dirty is drained, the held file first (oldest). */
     write_file(f, "h/big", 33 * MIB, 13);
-    WAIT_FOR(has_object(f, "h/big"), 20000);
+    WAIT_FOR(has_object(f, "h/b") && has_object(f, "h/big"), 20000);
     assert_object(f, "h/b", 100000, 12);
     assert_object(f, "h/big", 33 * MIB, 13);
     WAIT_FOR(stats(f).dirty_bytes == 0, 5000);
