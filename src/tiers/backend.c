@@ -188,6 +188,27 @@ int backend_del(struct backend *be, const char *key)
     return rc ? rc : be->ops->del(be, key);
 }
 
+int backend_mpu_list(struct backend *be, const char *key, struct backend_mpu **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    int rc = check_key(key, false);
+    if (rc)
+        return rc;
+    if (!be->ops->mpu_list) {
+        tier_err_set("backend %s (%s) cannot list multipart uploads", be->name, be->ops->type);
+        return -ENOTSUP;
+    }
+    return be->ops->mpu_list(be, key, out, n);
+}
+
+void backend_mpu_list_free(struct backend_mpu *v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        free(v[i].upload_id);
+    free(v);
+}
+
 void backend_free(struct backend *be)
 {
     if (be)

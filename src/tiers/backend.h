@@ -60,6 +60,12 @@ struct backend_part {
     char etag[BACKEND_ETAG_MAX];
 };
 
+/* A multipart upload in progress (mpu_list). */
+struct backend_mpu {
+    char *upload_id;      /* owned */
+    int64_t initiated_ns; /* realtime; 0 when the backend does not say */
+};
+
 struct backend_ops {
     const char *type; /* "posix", "s3" */
 
@@ -88,6 +94,10 @@ struct backend_ops {
     /* Delete an object; deleting a missing key returns -ENOENT. */
     int (*del)(struct backend *be, const char *key);
     void (*destroy)(struct backend *be);
+    /* Optional (NULL: -ENOTSUP). The multipart uploads in progress for exactly key, every page,
+     * in the backend's order; *out is owned by the caller (backend_mpu_list_free). Used to find
+     * uploads created before a crash or a lost reply and never journalled. */
+    int (*mpu_list)(struct backend *be, const char *key, struct backend_mpu **out, size_t *n);
 };
 
 /* Common header of every backend; implementations embed it first. */
@@ -116,6 +126,8 @@ int backend_mpu_complete(struct backend *be, const char *key, const char *upload
                          const struct backend_part *parts, size_t nparts, char *etag_out);
 int backend_mpu_abort(struct backend *be, const char *key, const char *upload_id);
 int backend_del(struct backend *be, const char *key);
+int backend_mpu_list(struct backend *be, const char *key, struct backend_mpu **out, size_t *n);
+void backend_mpu_list_free(struct backend_mpu *v, size_t n);
 /* Destroy a backend; NULL is a no-op. */
 void backend_free(struct backend *be);
 

@@ -738,6 +738,64 @@ static int posix_mpu_abort(struct backend *be, const char *key, const char *uplo
     return rc ? fail(pb, rc, "multipart abort", key) : 0;
 }
 
+/* The uploads whose staging dir names key; initiated = the staging dir's mtime (set at create,
+ * and by each part written into it: "last activity", close enough for orphan cleanup). */
+static int posix_mpu_list(struct backend *be, const char *key, struct backend_mpu **out, size_t *n)
+{
+    struct posix_backend *pb = to_pb(be);
+    int mpu = open_beneath(pb, MPU_DIR, O_RDONLY | O_DIRECTORY, 0);
+    if (mpu == -ENOENT)
+        return 0; /* no upload was ever created */
+    if (mpu < 0)
+        return fail(pb, mpu, "multipart list", key);
+    DIR *d = fdopendir(mpu);
+    if (!d) {
+        int e = -errno;
+        close(mpu);
+        return fail(pb, e, "multipart list", key);
+    }
+    struct backend_mpu *v = NULL;
+    size_t cnt = 0, cap = 0;
+    int rc = 0;
+    struct dirent *de;
+    while (rc == 0 && (de = readdir(d)) != NULL) {
+        if (!upload_id_valid(de->d_name))
+            continue;
+        int sfd = mpu_open(pb, key, de->d_name, "multipart list");
+        if (sfd < 0)
+            continue; /* another key's upload, or gone meanwhile */
+        struct stat st;
+        int64_t t =
+            fstat(sfd, &st) == 0 ? (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec : 0;
+        close(sfd);
+        if (cnt == cap) {
+            size_t nc = cap ? cap * 2 : 4;
+            struct backend_mpu *nv = realloc(v, nc * sizeof(*nv));
+            if (!nv) {
+                rc = -ENOMEM;
+                break;
+            }
+            v = nv;
+            cap = nc;
+        }
+        v[cnt].initiated_ns = t;
+        v[cnt].upload_id = strdup(de->d_name);
+        if (!v[cnt].upload_id) {
+            rc = -ENOMEM;
+            break;
+        }
+        cnt++;
+    }
+    closedir(d);
+    if (rc) {
+        backend_mpu_list_free(v, cnt);
+        return fail(pb, rc, "multipart list", key);
+    }
+    *out = v;
+    *n = cnt;
+    return 0;
+}
+
 /* ---- listing ------------------------------------------------------------------------------- */
 
 enum ent_kind { ENT_FILE, ENT_DIR, ENT_LINKDIR };
@@ -1012,6 +1070,7 @@ static const struct backend_ops posix_ops = {
     .mpu_put_part = posix_mpu_put_part,
     .mpu_complete = posix_mpu_complete,
     .mpu_abort = posix_mpu_abort,
+    .mpu_list = posix_mpu_list,
     .del = posix_del,
     .destroy = posix_destroy,
 };

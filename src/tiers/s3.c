@@ -748,6 +748,82 @@ static int s3_mpu_abort(struct backend *be, const char *key, const char *upload_
     return rc;
 }
 
+/* ListMultipartUploads with prefix = the key, every page; uploads of longer keys are skipped. */
+static int s3_mpu_list(struct backend *be, const char *key, struct backend_mpu **out, size_t *n)
+{
+    struct s3_backend *s = S(be);
+    struct backend_mpu *all = NULL;
+    size_t nall = 0;
+    char *kmark = NULL, *umark = NULL;
+    struct dynbuf q, full;
+    dynbuf_init(&full, BACKEND_KEY_MAX + 1024);
+    int rc = dynbuf_printf(&full, "%s%s", s->prefix, key);
+    for (int page = 0; rc == 0; page++) {
+        if (page == 1000) { /* 1,000 pages of uploads of one key: the server is not moving on */
+            tier_err_set("S3 list uploads %s/%s: more than 1000 pages", s->bucket, full.data);
+            rc = -EPROTO;
+            break;
+        }
+        dynbuf_init(&q, 8192);
+        /* SigV4 in curl 7.88 signs the query as written: keep the parameters sorted by name. */
+        if (kmark)
+            rc = q_add(&q, "key-marker", kmark);
+        if (!rc)
+            rc = q_add(&q, "prefix", full.data);
+        if (!rc && umark)
+            rc = q_add(&q, "upload-id-marker", umark);
+        if (!rc)
+            rc = q_add(&q, "uploads", NULL);
+        if (rc) {
+            dynbuf_fini(&q);
+            rc = rc == -E2BIG ? -ENAMETOOLONG : rc;
+            break;
+        }
+        struct s3_req r = {.method = "GET", .query = q.data, .xml_max = S3_XML_MAX_BYTES};
+        rc = (int)perform(s, &r);
+        struct backend_mpu *v = NULL;
+        size_t nv = 0;
+        free(kmark);
+        free(umark);
+        kmark = umark = NULL;
+        if (rc == 0) {
+            rc = s3_xml_parse_uploads(r.resp.data, r.resp.len, s->prefix, key, &v, &nv, &kmark,
+                                      &umark);
+            if (rc)
+                tier_err_set("S3 list uploads %s/%s: the response could not be parsed", s->bucket,
+                             full.data);
+        }
+        req_fini(&r);
+        dynbuf_fini(&q);
+        if (rc == 0 && nv) {
+            struct backend_mpu *m = realloc(all, (nall + nv) * sizeof(*m));
+            if (!m) {
+                rc = -ENOMEM;
+                backend_mpu_list_free(v, nv);
+                break;
+            }
+            all = m;
+            memcpy(all + nall, v, nv * sizeof(*v));
+            nall += nv;
+            free(v);
+        } else {
+            backend_mpu_list_free(v, nv);
+        }
+        if (rc || !kmark)
+            break;
+    }
+    free(kmark);
+    free(umark);
+    dynbuf_fini(&full);
+    if (rc) {
+        backend_mpu_list_free(all, nall);
+        return rc;
+    }
+    *out = all;
+    *n = nall;
+    return 0;
+}
+
 static int s3_del(struct backend *be, const char *key)
 {
     struct s3_backend *s = S(be);
@@ -797,6 +873,7 @@ static const struct backend_ops s3_ops = {
     .mpu_put_part = s3_mpu_put_part,
     .mpu_complete = s3_mpu_complete,
     .mpu_abort = s3_mpu_abort,
+    .mpu_list = s3_mpu_list,
     .del = s3_del,
     .destroy = s3_destroy,
 };

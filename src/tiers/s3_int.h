@@ -36,6 +36,15 @@ struct s3_error {
 int s3_xml_parse_list(const char *xml, size_t len, const char *strip,
                       struct backend_list_page *page);
 
+/* One page of a ListMultipartUploads response (ListMultipartUploadsResult): the uploads whose
+ * Key equals strip + key (others are skipped: the request's prefix also matches longer keys).
+ * Keys are percent-decoded when EncodingType=url. *next_key / *next_upload_id get the markers of
+ * the next page (owned) when IsTruncated, else NULL. Returns 0, -EPROTO, -ENOMEM; on failure
+ * nothing is returned. */
+int s3_xml_parse_uploads(const char *xml, size_t len, const char *strip, const char *key,
+                         struct backend_mpu **out, size_t *n, char **next_key,
+                         char **next_upload_id);
+
 /* Parse an <Error><Code/><Message/></Error> document. Returns 0 if the root is Error, else
  * -EPROTO; err is zeroed first and filled with whatever was found. */
 int s3_xml_parse_error(const char *xml, size_t len, struct s3_error *err);

@@ -263,6 +263,119 @@ fail:
     return rc;
 }
 
+/* ---- ListMultipartUploads -------------------------------------------------------------------- */
+
+struct uploads_ctx {
+    struct backend_mpu *v;
+    size_t n, cap;
+    char *key, *id; /* of the Upload being parsed */
+    int64_t initiated_ns;
+    bool truncated, url_encoded;
+    char *next_key, *next_id;
+    const char *want; /* strip + key */
+};
+
+static void uploads_start(struct xml_walk *w, const char *name)
+{
+    struct uploads_ctx *uc = w->ud;
+    if (w->depth == 1 && strcmp(name, "ListMultipartUploadsResult") != 0)
+        walk_fail(w, -EPROTO);
+    else if (w->depth == 2 && strcmp(name, "Upload") == 0) {
+        free(uc->key);
+        free(uc->id);
+        uc->key = uc->id = NULL;
+        uc->initiated_ns = 0;
+    }
+}
+
+static int uploads_add(struct uploads_ctx *uc)
+{
+    if (!uc->key || !uc->id || !*uc->id)
+        return -EPROTO; /* an Upload without its key or id */
+    if (uc->url_encoded && s3_uri_decode(uc->key) != 0)
+        return -EPROTO;
+    if (strcmp(uc->key, uc->want) != 0)
+        return 0;
+    if (uc->n == uc->cap) {
+        size_t cap = uc->cap ? uc->cap * 2 : 8;
+        struct backend_mpu *v = realloc(uc->v, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        uc->v = v;
+        uc->cap = cap;
+    }
+    uc->v[uc->n].upload_id = uc->id;
+    uc->v[uc->n].initiated_ns = uc->initiated_ns;
+    uc->n++;
+    uc->id = NULL;
+    return 0;
+}
+
+static void uploads_end(struct xml_walk *w, const char *name, const char *text)
+{
+    struct uploads_ctx *uc = w->ud;
+    int rc = 0;
+    if (w->depth == 3 && strcmp(w->names[2], "Upload") == 0) {
+        if (strcmp(name, "Key") == 0)
+            rc = set_str(&uc->key, text);
+        else if (strcmp(name, "UploadId") == 0)
+            rc = set_str(&uc->id, text);
+        else if (strcmp(name, "Initiated") == 0)
+            rc = s3_time_parse_iso8601(text, &uc->initiated_ns) ? -EPROTO : 0;
+    } else if (w->depth == 2) {
+        if (strcmp(name, "Upload") == 0)
+            rc = uploads_add(uc);
+        else if (strcmp(name, "IsTruncated") == 0)
+            uc->truncated = strcmp(text, "true") == 0;
+        else if (strcmp(name, "NextKeyMarker") == 0)
+            rc = set_str(&uc->next_key, text);
+        else if (strcmp(name, "NextUploadIdMarker") == 0)
+            rc = set_str(&uc->next_id, text);
+        else if (strcmp(name, "EncodingType") == 0)
+            uc->url_encoded = strcmp(text, "url") == 0;
+    }
+    if (rc)
+        walk_fail(w, rc);
+}
+
+int s3_xml_parse_uploads(const char *xml, size_t len, const char *strip, const char *key,
+                         struct backend_mpu **out, size_t *n, char **next_key,
+                         char **next_upload_id)
+{
+    *out = NULL;
+    *n = 0;
+    *next_key = *next_upload_id = NULL;
+    struct dynbuf want;
+    dynbuf_init(&want, BACKEND_KEY_MAX + 1024);
+    int rc = dynbuf_printf(&want, "%s%s", strip ? strip : "", key);
+    struct uploads_ctx uc = {.want = want.data};
+    struct xml_walk w = {.on_start = uploads_start, .on_end = uploads_end, .ud = &uc};
+    if (!rc)
+        rc = walk_run(&w, xml, len);
+    /* a truncated page must say where the next one starts */
+    if (!rc && uc.truncated && (!uc.next_key || !*uc.next_key))
+        rc = -EPROTO;
+    if (!rc && uc.truncated && uc.url_encoded && s3_uri_decode(uc.next_key) != 0)
+        rc = -EPROTO;
+    free(uc.key);
+    free(uc.id);
+    dynbuf_fini(&want);
+    if (rc || !uc.truncated) {
+        free(uc.next_key);
+        free(uc.next_id);
+        uc.next_key = uc.next_id = NULL;
+    }
+    if (rc) {
+        backend_mpu_list_free(uc.v, uc.n);
+        return rc;
+    }
+    *out = uc.v;
+    *n = uc.n;
+    *next_key = uc.next_key;
+    *next_upload_id = uc.next_id;
+    return 0;
+}
+
 /* ---- error documents and single values ------------------------------------------------------ */
 
 struct find_ctx {

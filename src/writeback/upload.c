@@ -428,6 +428,53 @@ static bool upload_gone(int rc)
     return rc == -ENOENT || rc == -EINVAL;
 }
 
+/* How far a backend's clock may be behind ours when we tell our uploads from others' by time. */
+#define ORPHAN_CLOCK_SKEW_NS (300 * TIER_NS_PER_SEC)
+
+/* Abort the multipart uploads of key started since e was sealed: no row names them (e has no
+ * upload id), so they are ours, left by a crash or a lost reply after mpu_create. An upload of the
+ * same key started before the seal is left alone (it cannot be this generation's); another
+ * writer's upload of the same key started since would be aborted too: two writers of one key
+ * conflict anyway (docs/WRITEBACK.md). Returns 0 (also with a warning when the backend cannot
+ * list) or -errno (the upload is retried later). */
+static int abort_orphans(struct wb *wb, struct wb_entry *e, struct backend *be, const char *key)
+{
+    pthread_mutex_lock(&wb->lock);
+    int64_t since = e->sealed_ns - (int64_t)ORPHAN_CLOCK_SKEW_NS;
+    pthread_mutex_unlock(&wb->lock);
+    struct backend_mpu *v = NULL;
+    size_t n = 0;
+    uint64_t t0 = io_begin(wb, 0);
+    int rc = backend_mpu_list(be, key, &v, &n);
+    io_end(wb, 0, rc, t0);
+    if (rc == -ENOTSUP) {
+        log_warn("write-back: %s cannot list multipart uploads; an upload of %s left by a crash "
+                 "stays until a bucket lifecycle rule removes it",
+                 be->name, key);
+        return 0;
+    }
+    if (rc)
+        return rc;
+    int aborted = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (v[i].initiated_ns && v[i].initiated_ns < since)
+            continue;
+        t0 = io_begin(wb, 0);
+        rc = backend_mpu_abort(be, key, v[i].upload_id);
+        io_end(wb, 0, rc, t0);
+        if (rc == -ENOENT) /* finished meanwhile */
+            rc = 0;
+        else if (rc == 0)
+            aborted++;
+    }
+    backend_mpu_list_free(v, n);
+    if (aborted)
+        log_info("write-back: aborted %d multipart upload(s) of %s:%s that no journal row named "
+                 "(left by a crash or a lost reply)",
+                 aborted, be->name, key);
+    return rc;
+}
+
 static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *be, const char *key,
                             uint64_t size)
 {
@@ -463,12 +510,25 @@ static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *b
         if (!upload_id)
             return -ENOMEM;
     } else {
+        bool orphans = e->mpu_orphans;
         pthread_mutex_unlock(&wb->lock);
+        if (orphans) {
+            rc = abort_orphans(wb, e, be, key);
+            if (rc)
+                return rc; /* retried: never leave an orphan behind a new upload */
+            pthread_mutex_lock(&wb->lock);
+            e->mpu_orphans = false;
+            pthread_mutex_unlock(&wb->lock);
+        }
         uint64_t t0 = io_begin(wb, 0);
         rc = backend_mpu_create(be, key, &upload_id);
         io_end(wb, 0, rc, t0);
-        if (rc)
+        if (rc) {
+            pthread_mutex_lock(&wb->lock);
+            e->mpu_orphans = true; /* the server may have created it and the reply got lost */
+            pthread_mutex_unlock(&wb->lock);
             return rc;
+        }
         pthread_mutex_lock(&wb->lock);
         if (stop_requested(wb, e)) {
             rc = -ECANCELED;
@@ -494,6 +554,11 @@ static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *b
             uint64_t t1 = io_begin(wb, 0);
             int arc = backend_mpu_abort(be, key, upload_id);
             io_end(wb, 0, arc, t1);
+            if (arc) {
+                pthread_mutex_lock(&wb->lock);
+                e->mpu_orphans = true;
+                pthread_mutex_unlock(&wb->lock);
+            }
             free(upload_id);
             return rc;
         }

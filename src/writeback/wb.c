@@ -301,9 +301,10 @@ static int recover_one(void *ctx, struct wb_entry *e)
             wb_entry_free(e);
             return rc;
         }
-        if (e->state == WB_SEALED)
+        if (e->state == WB_SEALED) {
             wb->stats.recovered_sealed++;
-        else
+            e->mpu_orphans = true; /* the crash may have come between mpu_create and its commit */
+        } else
             wb->stats.recovered_uploading++;
         e->sealed_mono_ns = now_mono;
         if (e->sealed_ns > 0 && now_real > (uint64_t)e->sealed_ns &&

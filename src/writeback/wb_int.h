@@ -41,6 +41,8 @@ struct wb_entry {
     bool busy;                  /* owned by an uploader thread */
     bool interrupt;             /* asks the owner to stop at its next check point */
     bool deadline_warned;
+    bool mpu_orphans; /* a multipart upload may exist that no row names (a crash or a lost reply
+                       * after mpu_create): list and abort it before creating one */
     int attempts;
     uint64_t next_try_mono_ns;
     struct wb_entry *next, *prev;

@@ -38,6 +38,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         } else if (pg.n != 0 || pg.entries || pg.next_token) {
             abort(); /* a failed parse leaves the page empty */
         }
+        struct backend_mpu *v = NULL;
+        size_t n = 0;
+        char *nk = NULL, *nu = NULL;
+        if (s3_xml_parse_uploads(doc, size, strips[s], "k", &v, &n, &nk, &nu) == 0) {
+            for (size_t i = 0; i < n; i++)
+                if (!v[i].upload_id || !v[i].upload_id[0])
+                    abort(); /* every upload has an id */
+            if (nk && !nk[0])
+                abort(); /* a next page starts somewhere */
+            backend_mpu_list_free(v, n);
+            free(nk);
+            free(nu);
+        } else if (v || n || nk || nu) {
+            abort(); /* a failed parse returns nothing */
+        }
     }
     struct s3_error e;
     (void)s3_xml_parse_error(doc, size, &e);

@@ -405,6 +405,57 @@ static void test_multipart_abort(void **state)
     free(data);
 }
 
+static bool mpu_has(const struct backend_mpu *v, size_t n, const char *id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(v[i].upload_id, id) == 0)
+            return true;
+    return false;
+}
+
+/* mpu_list: the uploads in progress for exactly one key (not a longer key sharing its prefix, not
+ * another key), each with its start time; a completed or aborted upload is gone from it. */
+static void test_multipart_list(void **state)
+{
+    (void)state;
+    int64_t t0 = (int64_t)tier_now_real_ns() - 60 * (int64_t)TIER_NS_PER_SEC; /* clock skew */
+    char *a1 = NULL, *a2 = NULL, *longer = NULL, *other = NULL;
+    ASSERT_OK(backend_mpu_create(g_be, "mlist/k", &a1));
+    ASSERT_OK(backend_mpu_create(g_be, "mlist/k", &a2));
+    ASSERT_OK(backend_mpu_create(g_be, "mlist/k2", &longer));
+    ASSERT_OK(backend_mpu_create(g_be, "mlist/j", &other));
+    struct backend_mpu *v = NULL;
+    size_t n = 0;
+    ASSERT_OK(backend_mpu_list(g_be, "mlist/k", &v, &n));
+    assert_int_equal(n, 2);
+    assert_true(mpu_has(v, n, a1) && mpu_has(v, n, a2));
+    for (size_t i = 0; i < n; i++)
+        assert_true(v[i].initiated_ns > t0);
+    backend_mpu_list_free(v, n);
+    ASSERT_OK(backend_mpu_abort(g_be, "mlist/k", a1));
+    ASSERT_OK(backend_mpu_list(g_be, "mlist/k", &v, &n));
+    assert_int_equal(n, 1);
+    assert_true(mpu_has(v, n, a2));
+    backend_mpu_list_free(v, n);
+    ASSERT_OK(backend_mpu_abort(g_be, "mlist/k", a2));
+    ASSERT_OK(backend_mpu_list(g_be, "mlist/k", &v, &n));
+    assert_int_equal(n, 0);
+    backend_mpu_list_free(v, n);
+    ASSERT_OK(backend_mpu_list(g_be, "mlist/k2", &v, &n));
+    assert_int_equal(n, 1);
+    assert_string_equal(v[0].upload_id, longer);
+    backend_mpu_list_free(v, n);
+    ASSERT_OK(backend_mpu_abort(g_be, "mlist/k2", longer));
+    ASSERT_OK(backend_mpu_abort(g_be, "mlist/j", other));
+    ASSERT_OK(backend_mpu_list(g_be, "mlist/none", &v, &n));
+    assert_int_equal(n, 0);
+    backend_mpu_list_free(v, n);
+    free(a1);
+    free(a2);
+    free(longer);
+    free(other);
+}
+
 /* ---- errors ---------------------------------------------------------------------------------- */
 
 static void test_missing_keys(void **state)
@@ -515,6 +566,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_list_2500),
         cmocka_unit_test(test_multipart_64m),
         cmocka_unit_test(test_multipart_abort),
+        cmocka_unit_test(test_multipart_list),
         cmocka_unit_test(test_concurrent_threads),
     };
     return cmocka_run_group_tests_name(g_kind, tests, group_setup, group_teardown);

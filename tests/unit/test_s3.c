@@ -184,6 +184,64 @@ static void test_list_malformed(void **state)
     free(doc);
 }
 
+/* ListMultipartUploads: only the exact key (after the backend prefix) is returned, with its
+ * start time; a truncated page gives both markers; a truncated page without a key marker, an
+ * Upload without an id and another root are protocol errors. */
+static void test_uploads_parse(void **state)
+{
+    (void)state;
+    const char *doc = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>"
+                      "<ListMultipartUploadsResult><Bucket>b</Bucket><Prefix>pfx/a&amp;b</Prefix>"
+                      "<IsTruncated>true</IsTruncated><NextKeyMarker>pfx/a&amp;b</NextKeyMarker>"
+                      "<NextUploadIdMarker>u3</NextUploadIdMarker>"
+                      "<Upload><Key>pfx/a&amp;b</Key><UploadId>u1</UploadId>"
+                      "<Initiated>2026-11-30T01:02:03.000Z</Initiated></Upload>"
+                      "<Upload><Key>pfx/a&amp;bc</Key><UploadId>u2</UploadId></Upload>"
+                      "<Upload><Key>pfx/a&amp;b</Key><UploadId>u3</UploadId></Upload>"
+                      "</ListMultipartUploadsResult>";
+    struct backend_mpu *v = NULL;
+    size_t n = 0;
+    char *nk = NULL, *nu = NULL;
+    assert_int_equal(s3_xml_parse_uploads(doc, strlen(doc), "pfx/", "a&b", &v, &n, &nk, &nu), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(v[0].upload_id, "u1");
+    int64_t want;
+    assert_int_equal(s3_time_parse_iso8601("2026-11-30T01:02:03.000Z", &want), 0);
+    assert_int_equal(v[0].initiated_ns, want);
+    assert_string_equal(v[1].upload_id, "u3");
+    assert_int_equal(v[1].initiated_ns, 0);
+    assert_string_equal(nk, "pfx/a&b");
+    assert_string_equal(nu, "u3");
+    backend_mpu_list_free(v, n);
+    free(nk);
+    free(nu);
+
+    const char *last = "<ListMultipartUploadsResult><IsTruncated>false</IsTruncated>"
+                       "</ListMultipartUploadsResult>";
+    assert_int_equal(s3_xml_parse_uploads(last, strlen(last), "", "k", &v, &n, &nk, &nu), 0);
+    assert_int_equal(n, 0);
+    assert_null(v);
+    assert_null(nk);
+    assert_null(nu);
+
+    const char *bad[] = {
+        "<ListMultipartUploadsResult><IsTruncated>true</IsTruncated>"
+        "</ListMultipartUploadsResult>",
+        "<ListMultipartUploadsResult><Upload><Key>k</Key></Upload></ListMultipartUploadsResult>",
+        "<ListBucketResult></ListBucketResult>",
+        "<ListMultipartUploadsResult><Upload><Key>k</Key><UploadId>u</UploadId>"
+        "<Initiated>yesterday</Initiated></Upload></ListMultipartUploadsResult>",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(s3_xml_parse_uploads(bad[i], strlen(bad[i]), "", "k", &v, &n, &nk, &nu),
+                         -EPROTO);
+        assert_null(v);
+        assert_int_equal(n, 0);
+        assert_null(nk);
+        assert_null(nu);
+    }
+}
+
 /* ---- error documents and the mapping table ------------------------------------------------- */
 
 static void test_error_parse(void **state)
@@ -912,6 +970,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_list_truncated),
+        cmocka_unit_test(test_uploads_parse),
         cmocka_unit_test(test_list_empty),
         cmocka_unit_test(test_list_escaped_and_prefixes),
         cmocka_unit_test(test_list_url_encoded),

@@ -44,7 +44,7 @@ struct fault_be {
     struct backend *inner;
     atomic_bool down;        /* every request fails with -EIO (backend unreachable) */
     atomic_int fail_part_no; /* this part number fails with -EIO (0: none) */
-    atomic_int puts, parts, completes, aborts, creates, dels;
+    atomic_int puts, parts, completes, aborts, creates, dels, lists;
     /* While hold_put is set, put blocks (after counting itself) until it is cleared; with
      * hold_key set, only puts of that key are held. */
     pthread_mutex_t hold_mu;
@@ -122,6 +122,12 @@ static int fb_del(struct backend *be, const char *key)
     return fb_of(be)->down ? -EIO : backend_del(fb_of(be)->inner, key);
 }
 
+static int fb_mpu_list(struct backend *be, const char *key, struct backend_mpu **out, size_t *n)
+{
+    fb_of(be)->lists++;
+    return fb_of(be)->down ? -EIO : backend_mpu_list(fb_of(be)->inner, key, out, n);
+}
+
 static void fb_destroy(struct backend *be)
 {
     (void)be;
@@ -139,6 +145,7 @@ static const struct backend_ops fault_ops = {
     .mpu_abort = fb_abort,
     .del = fb_del,
     .destroy = fb_destroy,
+    .mpu_list = fb_mpu_list,
 };
 
 /* ---- fixture -----------------------------------------------------------------------------------
@@ -899,6 +906,49 @@ static void test_journal_migration_sha256(void **state)
     wb_list_free(list, n);
 }
 
+static size_t mpu_count(struct fx *f, const char *key)
+{
+    struct backend_mpu *v = NULL;
+    size_t n = 0;
+    assert_int_equal(backend_mpu_list(f->posix, key, &v, &n), 0);
+    backend_mpu_list_free(v, n);
+    return n;
+}
+
+/* A multipart upload created and never journalled (a crash between mpu_create and the commit of
+ * its id, or a create whose reply was lost) is found and aborted before the file's own upload;
+ * an upload of another key is left alone. */
+static void test_orphan_multipart_aborted(void **state)
+{
+    struct fx *f = *state;
+    f->fault.down = true;
+    fx_open(f);
+    write_file(f, "orph/big", 11 * MIB, 31); /* SEALED: the backend is down */
+    wb_close(f->wb);
+    f->wb = NULL;
+    /* what a crash right after mpu_create leaves: an upload (with a part) no row knows */
+    char *orphan = NULL, *other = NULL, etag[BACKEND_ETAG_MAX];
+    assert_int_equal(backend_mpu_create(f->posix, "orph/big", &orphan), 0);
+    unsigned char *part = calloc(1, 5 * MIB);
+    assert_non_null(part);
+    assert_int_equal(backend_mpu_put_part(f->posix, "orph/big", orphan, 1, part, 5 * MIB, etag), 0);
+    free(part);
+    assert_int_equal(backend_mpu_create(f->posix, "orph/bigger", &other), 0);
+    assert_int_equal(mpu_count(f, "orph/big"), 1);
+
+    f->fault.down = false;
+    fx_open(f); /* recovery: the SEALED row may have an unjournalled upload */
+    assert_int_equal(wb_wait(f->wb, NULL, "", 20000), 0);
+    assert_object(f, "orph/big", 11 * MIB, 31);
+    assert_true(f->fault.lists >= 1);
+    assert_int_equal(mpu_count(f, "orph/big"), 0); /* the orphan is gone, ours completed */
+    assert_int_equal(mpu_count(f, "orph/bigger"), 1);
+    assert_int_equal(backend_mpu_abort(f->posix, "orph/bigger", other), 0);
+    assert_no_mpu(f);
+    free(orphan);
+    free(other);
+}
+
 static void test_qos_admission(void **state)
 {
 #ifdef WB_HAVE_QOS
@@ -1201,6 +1251,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_qos_admission, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_upload_holdoff_lifts, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_journal_migration_sha256, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_orphan_multipart_aborted, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_upload_holdoff_bounds, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
