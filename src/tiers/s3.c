@@ -795,6 +795,11 @@ static int s3_mpu_list(struct backend *be, const char *key, struct backend_mpu *
         }
         req_fini(&r);
         dynbuf_fini(&q);
+        /* S3 lists uploads in key order: once the next page starts past our key, it has none */
+        if (rc == 0 && kmark && strcmp(kmark, full.data) != 0) {
+            free(kmark);
+            kmark = NULL;
+        }
         if (rc == 0 && nv) {
             struct backend_mpu *m = realloc(all, (nall + nv) * sizeof(*m));
             if (!m) {

@@ -266,13 +266,13 @@ fail:
 /* ---- ListMultipartUploads -------------------------------------------------------------------- */
 
 struct uploads_ctx {
-    struct backend_mpu *v;
+    struct backend_mpu *v; /* every Upload of the page, in document order */
+    char **keys;           /* keys[i]: v[i]'s key as sent (decoded after the walk) */
     size_t n, cap;
     char *key, *id; /* of the Upload being parsed */
     int64_t initiated_ns;
     bool truncated, url_encoded;
     char *next_key, *next_id;
-    const char *want; /* strip + key */
 };
 
 static void uploads_start(struct xml_walk *w, const char *name)
@@ -292,22 +292,23 @@ static int uploads_add(struct uploads_ctx *uc)
 {
     if (!uc->key || !uc->id || !*uc->id)
         return -EPROTO; /* an Upload without its key or id */
-    if (uc->url_encoded && s3_uri_decode(uc->key) != 0)
-        return -EPROTO;
-    if (strcmp(uc->key, uc->want) != 0)
-        return 0;
     if (uc->n == uc->cap) {
         size_t cap = uc->cap ? uc->cap * 2 : 8;
         struct backend_mpu *v = realloc(uc->v, cap * sizeof(*v));
         if (!v)
             return -ENOMEM;
         uc->v = v;
+        char **k = realloc(uc->keys, cap * sizeof(*k));
+        if (!k)
+            return -ENOMEM;
+        uc->keys = k;
         uc->cap = cap;
     }
     uc->v[uc->n].upload_id = uc->id;
     uc->v[uc->n].initiated_ns = uc->initiated_ns;
+    uc->keys[uc->n] = uc->key;
     uc->n++;
-    uc->id = NULL;
+    uc->id = uc->key = NULL;
     return 0;
 }
 
@@ -345,21 +346,34 @@ int s3_xml_parse_uploads(const char *xml, size_t len, const char *strip, const c
     *out = NULL;
     *n = 0;
     *next_key = *next_upload_id = NULL;
-    struct dynbuf want;
-    dynbuf_init(&want, BACKEND_KEY_MAX + 1024);
-    int rc = dynbuf_printf(&want, "%s%s", strip ? strip : "", key);
-    struct uploads_ctx uc = {.want = want.data};
+    struct uploads_ctx uc = {0};
     struct xml_walk w = {.on_start = uploads_start, .on_end = uploads_end, .ud = &uc};
-    if (!rc)
-        rc = walk_run(&w, xml, len);
-    /* a truncated page must say where the next one starts */
-    if (!rc && uc.truncated && (!uc.next_key || !*uc.next_key))
+    int rc = walk_run(&w, xml, len);
+    /* a truncated page must say where the next one starts (both markers: the key alone would
+     * skip the rest of that key's uploads) */
+    if (!rc && uc.truncated && (!uc.next_key || !*uc.next_key || !uc.next_id || !*uc.next_id))
         rc = -EPROTO;
+    /* EncodingType may come after the Uploads: decode once the whole page is read */
     if (!rc && uc.truncated && uc.url_encoded && s3_uri_decode(uc.next_key) != 0)
         rc = -EPROTO;
+    size_t strip_len = strip ? strlen(strip) : 0, kept = 0;
+    for (size_t i = 0; i < uc.n; i++) {
+        bool keep = false;
+        if (!rc && uc.url_encoded && s3_uri_decode(uc.keys[i]) != 0)
+            rc = -EPROTO;
+        if (!rc)
+            keep = strncmp(uc.keys[i], strip ? strip : "", strip_len) == 0 &&
+                   strcmp(uc.keys[i] + strip_len, key) == 0;
+        free(uc.keys[i]);
+        if (keep)
+            uc.v[kept++] = uc.v[i];
+        else
+            free(uc.v[i].upload_id);
+    }
+    free(uc.keys);
+    uc.n = kept;
     free(uc.key);
     free(uc.id);
-    dynbuf_fini(&want);
     if (rc || !uc.truncated) {
         free(uc.next_key);
         free(uc.next_id);
@@ -368,6 +382,10 @@ int s3_xml_parse_uploads(const char *xml, size_t len, const char *strip, const c
     if (rc) {
         backend_mpu_list_free(uc.v, uc.n);
         return rc;
+    }
+    if (!uc.n) {
+        free(uc.v);
+        uc.v = NULL;
     }
     *out = uc.v;
     *n = uc.n;

@@ -11,7 +11,7 @@
  *
  * STATE MACHINE (one row per file generation; staging file <spool>/<id>.stg):
  *
- *            wb_file_create                 wb_file_close (fsync, SHA-256)
+ *            wb_file_create                 wb_file_close (fsync, XXH3-128)
  *   (none) ----------------> OPEN -------------------------------------> SEALED
  *                             |  \ fsync/write error                       |  \
  *                             |   `-------------> FAILED --(close)--> (none)  | size < part: PUT
@@ -138,11 +138,14 @@ static int exec(sqlite3 *db, const char *sql)
 static int migrate(sqlite3 *db)
 {
     sqlite3_stmt *st = NULL;
-    bool old =
-        sqlite3_prepare_v2(db, "SELECT sha256 FROM files LIMIT 0", -1, &st, NULL) == SQLITE_OK;
+    int rc = sqlite3_prepare_v2(db, "SELECT sha256 FROM files LIMIT 0", -1, &st, NULL);
     sqlite3_finalize(st);
-    if (!old)
-        return 0;
+    if (rc != SQLITE_OK) {
+        /* only "no such column" means the journal is already new; anything else is an error */
+        if (strstr(sqlite3_errmsg(db), "no such column"))
+            return 0;
+        return sql_errno(db, rc, "journal schema check");
+    }
     log_info("write-back: journal: renaming column sha256 to checksum (values tagged sha256:)");
     return exec(db, "BEGIN IMMEDIATE;"
                     "ALTER TABLE files RENAME COLUMN sha256 TO checksum;"

@@ -17,7 +17,7 @@
  * Verification (what is checked, see docs/WRITEBACK.md): each part's ETag, and a single PUT's
  * ETag, is compared with the MD5 of the bytes sent when the backend returns an MD5-shaped ETag
  * (S3 without SSE-KMS); a multipart ETag of the form md5(part md5s)-N is compared likewise; after
- * every upload backend_stat must report exactly the sealed size. The SHA-256 taken at seal is
+ * every upload backend_stat must report exactly the sealed size. The XXH3-128 taken at seal is
  * journalled for end-to-end checks by tools.
  *
  * Locking: wb->lock for every entry field and the journal; never held across a backend request
@@ -189,6 +189,17 @@ static int alloc_parts(struct wb_entry *e, int nparts)
     return 0;
 }
 
+/* e may have left an upload no row names (wb->lock not held): any upload of this generation
+ * was created after its seal, so the cleanup looks from there. */
+static void flag_orphans(struct wb *wb, struct wb_entry *e)
+{
+    pthread_mutex_lock(&wb->lock);
+    int64_t t = e->sealed_ns ? e->sealed_ns : 1;
+    if (!e->mpu_orphans_ns || t < e->mpu_orphans_ns)
+        e->mpu_orphans_ns = t;
+    pthread_mutex_unlock(&wb->lock);
+}
+
 /* UPLOADING -> SEALED: forget the upload id (journal first), then abort it in the backend. */
 static void restart_multipart(struct wb *wb, struct wb_entry *e, struct backend *be)
 {
@@ -212,6 +223,8 @@ static void restart_multipart(struct wb *wb, struct wb_entry *e, struct backend 
         uint64_t t0 = io_begin(wb, 0);
         int rc = backend_mpu_abort(be, key, old);
         io_end(wb, 0, rc, t0);
+        if (rc && rc != -ENOENT)
+            flag_orphans(wb, e);
     }
     free(old);
     free(key);
@@ -431,48 +444,58 @@ static bool upload_gone(int rc)
 /* How far a backend's clock may be behind ours when we tell our uploads from others' by time. */
 #define ORPHAN_CLOCK_SKEW_NS (300 * TIER_NS_PER_SEC)
 
-/* Abort the multipart uploads of key started since e was sealed: no row names them (e has no
- * upload id), so they are ours, left by a crash or a lost reply after mpu_create. An upload of the
- * same key started before the seal is left alone (it cannot be this generation's); another
- * writer's upload of the same key started since would be aborted too: two writers of one key
- * conflict anyway (docs/WRITEBACK.md). Returns 0 (also with a warning when the backend cannot
- * list) or -errno (the upload is retried later). */
-static int abort_orphans(struct wb *wb, struct wb_entry *e, struct backend *be, const char *key)
+/* Abort the multipart uploads of key started since e->mpu_orphans_ns (minus clock skew): no row
+ * names them (e has no upload id), so they were left by a crash or a lost reply after
+ * mpu_create, by e or by a generation e replaced. Uploads of the key started earlier are left
+ * alone; another writer's upload of the same key started since would be aborted too: two
+ * writers of one key conflict anyway (docs/WRITEBACK.md). Best effort: a backend that cannot
+ * list (no op, no permission, an error) gets a warning and the upload goes ahead, so cleanup
+ * never holds a checkpoint back; a failed create flags the row again. */
+static void abort_orphans(struct wb *wb, struct wb_entry *e, struct backend *be, const char *key)
 {
     pthread_mutex_lock(&wb->lock);
-    int64_t since = e->sealed_ns - (int64_t)ORPHAN_CLOCK_SKEW_NS;
+    int64_t since = e->mpu_orphans_ns - (int64_t)ORPHAN_CLOCK_SKEW_NS;
+    e->mpu_orphans_ns = 0;
     pthread_mutex_unlock(&wb->lock);
     struct backend_mpu *v = NULL;
     size_t n = 0;
     uint64_t t0 = io_begin(wb, 0);
     int rc = backend_mpu_list(be, key, &v, &n);
     io_end(wb, 0, rc, t0);
-    if (rc == -ENOTSUP) {
-        log_warn("write-back: %s cannot list multipart uploads; an upload of %s left by a crash "
-                 "stays until a bucket lifecycle rule removes it",
-                 be->name, key);
-        return 0;
+    if (rc) {
+        log_warn("write-back: cannot list the multipart uploads of %s:%s (%s: %s); one left by a "
+                 "crash stays until a bucket lifecycle rule removes it",
+                 be->name, key, strerror(-rc), tier_err_msg());
+        return;
     }
-    if (rc)
-        return rc;
     int aborted = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
+    for (size_t i = 0; i < n; i++) {
         if (v[i].initiated_ns && v[i].initiated_ns < since)
             continue;
+        pthread_mutex_lock(&wb->lock);
+        bool stop = stop_requested(wb, e);
+        pthread_mutex_unlock(&wb->lock);
+        if (stop) { /* unlinked, replaced or shutting down: the next owner looks again */
+            pthread_mutex_lock(&wb->lock);
+            if (!e->mpu_orphans_ns)
+                e->mpu_orphans_ns = since + (int64_t)ORPHAN_CLOCK_SKEW_NS;
+            pthread_mutex_unlock(&wb->lock);
+            break;
+        }
         t0 = io_begin(wb, 0);
         rc = backend_mpu_abort(be, key, v[i].upload_id);
         io_end(wb, 0, rc, t0);
-        if (rc == -ENOENT) /* finished meanwhile */
-            rc = 0;
-        else if (rc == 0)
+        if (rc == 0)
             aborted++;
+        else if (rc != -ENOENT) /* -ENOENT: finished meanwhile */
+            log_warn("write-back: cannot abort multipart upload %s of %s:%s: %s", v[i].upload_id,
+                     be->name, key, strerror(-rc));
     }
     backend_mpu_list_free(v, n);
     if (aborted)
         log_info("write-back: aborted %d multipart upload(s) of %s:%s that no journal row named "
                  "(left by a crash or a lost reply)",
                  aborted, be->name, key);
-    return rc;
 }
 
 static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *be, const char *key,
@@ -510,23 +533,12 @@ static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *b
         if (!upload_id)
             return -ENOMEM;
     } else {
-        bool orphans = e->mpu_orphans;
         pthread_mutex_unlock(&wb->lock);
-        if (orphans) {
-            rc = abort_orphans(wb, e, be, key);
-            if (rc)
-                return rc; /* retried: never leave an orphan behind a new upload */
-            pthread_mutex_lock(&wb->lock);
-            e->mpu_orphans = false;
-            pthread_mutex_unlock(&wb->lock);
-        }
         uint64_t t0 = io_begin(wb, 0);
         rc = backend_mpu_create(be, key, &upload_id);
         io_end(wb, 0, rc, t0);
         if (rc) {
-            pthread_mutex_lock(&wb->lock);
-            e->mpu_orphans = true; /* the server may have created it and the reply got lost */
-            pthread_mutex_unlock(&wb->lock);
+            flag_orphans(wb, e); /* the server may have created it and the reply got lost */
             return rc;
         }
         pthread_mutex_lock(&wb->lock);
@@ -554,11 +566,8 @@ static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *b
             uint64_t t1 = io_begin(wb, 0);
             int arc = backend_mpu_abort(be, key, upload_id);
             io_end(wb, 0, arc, t1);
-            if (arc) {
-                pthread_mutex_lock(&wb->lock);
-                e->mpu_orphans = true;
-                pthread_mutex_unlock(&wb->lock);
-            }
+            if (arc)
+                flag_orphans(wb, e);
             free(upload_id);
             return rc;
         }
@@ -704,6 +713,7 @@ static int process(struct wb *wb, struct wb_entry *e, bool *dropped)
     enum wb_state st = e->state;
     uint64_t size = e->size;
     bool has_upload = e->upload_id != NULL;
+    bool orphans = e->mpu_orphans_ns != 0;
     int64_t id = e->id;
     pthread_mutex_unlock(&wb->lock);
     int rc = 0;
@@ -722,6 +732,8 @@ static int process(struct wb *wb, struct wb_entry *e, bool *dropped)
         goto out;
     }
     wb_emit(wb, WB_EV_UPLOAD_START, id);
+    if (!has_upload && orphans)
+        abort_orphans(wb, e, be, key);
     if (size < wb->cfg.part_size_bytes && !has_upload)
         rc = upload_single(wb, e, be, key, size);
     else
@@ -742,6 +754,9 @@ uint64_t wb_holdoff_until(struct wb *wb, uint64_t now)
         return 0;
     if (wb->cfg.max_dirty_bytes && wb->dirty_bytes >= wb->cfg.max_dirty_bytes / 2)
         return 0; /* start draining before writers meet the bound */
+    if (wb->cfg.max_dirty_age_ms &&
+        wb_oldest_pending_age_ms(wb, now) * 2 >= wb->cfg.max_dirty_age_ms)
+        return 0; /* the same for the age bound */
     if (atomic_load_explicit(&wb->writers_busy, memory_order_relaxed) > 0)
         return now + h; /* an fsync or seal is running: look again later */
     uint64_t last = atomic_load_explicit(&wb->last_write_mono_ns, memory_order_relaxed);

@@ -196,7 +196,7 @@ static int cancel_entry(struct wb *wb, struct wb_entry *e)
     return 0;
 }
 
-static uint64_t oldest_pending_age_ms(struct wb *wb, uint64_t now)
+uint64_t wb_oldest_pending_age_ms(struct wb *wb, uint64_t now)
 {
     uint64_t oldest = 0;
     for (struct wb_entry *e = wb->head; e; e = e->next)
@@ -211,7 +211,7 @@ static bool over_bounds(struct wb *wb, uint64_t growth)
     if (wb->cfg.max_dirty_bytes && wb->dirty_bytes + growth > wb->cfg.max_dirty_bytes)
         return true;
     if (wb->cfg.max_dirty_age_ms &&
-        oldest_pending_age_ms(wb, tier_now_mono_ns()) > wb->cfg.max_dirty_age_ms)
+        wb_oldest_pending_age_ms(wb, tier_now_mono_ns()) > wb->cfg.max_dirty_age_ms)
         return true;
     return false;
 }
@@ -303,7 +303,8 @@ static int recover_one(void *ctx, struct wb_entry *e)
         }
         if (e->state == WB_SEALED) {
             wb->stats.recovered_sealed++;
-            e->mpu_orphans = true; /* the crash may have come between mpu_create and its commit */
+            /* the crash may have come between mpu_create and its commit */
+            e->mpu_orphans_ns = e->sealed_ns ? e->sealed_ns : 1;
         } else
             wb->stats.recovered_uploading++;
         e->sealed_mono_ns = now_mono;
@@ -572,6 +573,7 @@ int wb_file_create_ex(struct wb *wb, const char *backend_name, const char *key, 
             continue;
         if (old->generation + 1 > e->generation)
             e->generation = old->generation + 1;
+        wb_orphans_inherit(e, old);
         rc = cancel_entry(wb, old);
         if (rc)
             goto out_unlock;
@@ -725,7 +727,8 @@ ssize_t wb_file_read(struct wb_file *fh, void *buf, size_t len, off_t off)
     return n < 0 ? -errno : n;
 }
 
-/* An fsync or a seal (fsync + SHA-256) takes as long as writing: the writer is active during it. */
+/* An fsync or a seal (fsync + checksum) takes as long as writing: the writer is active during it.
+ */
 static void busy_begin(struct wb *wb)
 {
     if (wb->cfg.upload_holdoff_ms)
@@ -858,8 +861,16 @@ static int quiesce_replaced(struct wb *wb, struct wb_file *fh, struct wb_entry *
 
 /* In memory, after jr_seal_replace committed: the replaced generation o is cancelled (as
  * cancel_entry does after its commit). wb->lock held. */
-static void replaced_apply(struct wb *wb, struct wb_entry *o)
+void wb_orphans_inherit(struct wb_entry *r, const struct wb_entry *e)
 {
+    if (e->mpu_orphans_ns && (!r->mpu_orphans_ns || e->mpu_orphans_ns < r->mpu_orphans_ns))
+        r->mpu_orphans_ns = e->mpu_orphans_ns;
+}
+
+/* o is replaced by the sealed generation e. */
+static void replaced_apply(struct wb *wb, struct wb_entry *o, struct wb_entry *e)
+{
+    wb_orphans_inherit(e, o); /* the same key: e's cleanup covers what o may have left */
     o->interrupt = false;
     staging_remove(wb, o->id);
     if (!jr_cancel_keeps_row(o)) {
@@ -920,7 +931,7 @@ int wb_file_close(struct wb_file *fh)
     return rc;
 }
 
-/* Seal fh (fsync, SHA-256, journal) and free it; *sealed_id gets the sealed row's id. */
+/* Seal fh (fsync, XXH3-128 checksum, journal) and free it; *sealed_id gets the sealed row's id. */
 static int file_close(struct wb_file *fh, int64_t *sealed_id)
 {
     struct wb *wb = fh->wb;
@@ -973,7 +984,7 @@ static int file_close(struct wb_file *fh, int64_t *sealed_id)
         if (rc)
             old[i]->interrupt = false;
         else
-            replaced_apply(wb, old[i]);
+            replaced_apply(wb, old[i], e);
     }
     free(old);
     if (rc) {

@@ -155,7 +155,7 @@ int wb_truncate(struct wb_file *fh, off_t size);
 ssize_t wb_file_read(struct wb_file *fh, void *buf, size_t len, off_t off);
 /* fsync the staging file. Failure makes the file FAILED (fail-stop). */
 int wb_file_fsync(struct wb_file *fh);
-/* fsync, seal (SHA-256, journal SEALED; in the same transaction every other sealed/uploaded
+/* fsync, seal (XXH3-128, journal SEALED; in the same transaction every other sealed/uploaded
  * generation of the key is cancelled), queue for upload, free the handle. With durability
  * REMOTE, wait until UPLOADED. The handle is freed whatever the result. A handle whose file was
  * unlinked or overwritten meanwhile closes with 0 (its data is gone, as POSIX unlink-while-open).

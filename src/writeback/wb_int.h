@@ -41,8 +41,9 @@ struct wb_entry {
     bool busy;                  /* owned by an uploader thread */
     bool interrupt;             /* asks the owner to stop at its next check point */
     bool deadline_warned;
-    bool mpu_orphans; /* a multipart upload may exist that no row names (a crash or a lost reply
-                       * after mpu_create): list and abort it before creating one */
+    int64_t mpu_orphans_ns; /* realtime; != 0: a multipart upload started since then may exist
+                             * that no row names (a crash or a lost reply after mpu_create):
+                             * list and abort before uploading (best effort) */
     int attempts;
     uint64_t next_try_mono_ns;
     struct wb_entry *next, *prev;
@@ -111,6 +112,11 @@ void wb_retention_apply(struct wb *wb, const struct wb_entry *e);
 /* Burst absorption (wb->lock held): the monotonic time until which new uploads are held back,
  * or 0 when they may start now. */
 uint64_t wb_holdoff_until(struct wb *wb, uint64_t now);
+/* Age in ms of the oldest sealed, not yet uploaded file (wb->lock held). */
+uint64_t wb_oldest_pending_age_ms(struct wb *wb, uint64_t now);
+/* A row that may have left an unjournalled upload (e) is replaced by r: r inherits the cleanup,
+ * from the earlier of the two times (wb->lock held). */
+void wb_orphans_inherit(struct wb_entry *r, const struct wb_entry *e);
 /* Whether e's upload is held back now; hold is wb_holdoff_until(). */
 bool wb_entry_held(const struct wb *wb, const struct wb_entry *e, uint64_t hold, uint64_t now);
 int wb_uploaders_start(struct wb *wb);

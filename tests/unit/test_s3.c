@@ -216,6 +216,18 @@ static void test_uploads_parse(void **state)
     free(nk);
     free(nu);
 
+    /* EncodingType=url after the Uploads (the order S3 documents): keys are decoded anyway */
+    const char *enc = "<ListMultipartUploadsResult>"
+                      "<Upload><Key>pfx/a%26b</Key><UploadId>e1</UploadId></Upload>"
+                      "<Upload><Key>pfx/a%26bc</Key><UploadId>e2</UploadId></Upload>"
+                      "<EncodingType>url</EncodingType><IsTruncated>false</IsTruncated>"
+                      "</ListMultipartUploadsResult>";
+    assert_int_equal(s3_xml_parse_uploads(enc, strlen(enc), "pfx/", "a&b", &v, &n, &nk, &nu), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(v[0].upload_id, "e1");
+    assert_null(nk);
+    backend_mpu_list_free(v, n);
+
     const char *last = "<ListMultipartUploadsResult><IsTruncated>false</IsTruncated>"
                        "</ListMultipartUploadsResult>";
     assert_int_equal(s3_xml_parse_uploads(last, strlen(last), "", "k", &v, &n, &nk, &nu), 0);
@@ -227,6 +239,9 @@ static void test_uploads_parse(void **state)
     const char *bad[] = {
         "<ListMultipartUploadsResult><IsTruncated>true</IsTruncated>"
         "</ListMultipartUploadsResult>",
+        /* truncated with a key marker only: the next page would skip the key's other uploads */
+        "<ListMultipartUploadsResult><IsTruncated>true</IsTruncated>"
+        "<NextKeyMarker>k</NextKeyMarker></ListMultipartUploadsResult>",
         "<ListMultipartUploadsResult><Upload><Key>k</Key></Upload></ListMultipartUploadsResult>",
         "<ListBucketResult></ListBucketResult>",
         "<ListMultipartUploadsResult><Upload><Key>k</Key><UploadId>u</UploadId>"

@@ -45,6 +45,8 @@ struct fault_be {
     atomic_bool down;        /* every request fails with -EIO (backend unreachable) */
     atomic_int fail_part_no; /* this part number fails with -EIO (0: none) */
     atomic_int puts, parts, completes, aborts, creates, dels, lists;
+    atomic_bool create_lost; /* the next mpu_create is made but answered -EIO, then down */
+    atomic_bool list_denied; /* mpu_list fails with -EACCES */
     /* While hold_put is set, put blocks (after counting itself) until it is cleared; with
      * hold_key set, only puts of that key are held. */
     pthread_mutex_t hold_mu;
@@ -89,8 +91,19 @@ static int fb_put(struct backend *be, const char *key, const void *buf, size_t l
 
 static int fb_create(struct backend *be, const char *key, char **id)
 {
-    fb_of(be)->creates++;
-    return fb_of(be)->down ? -EIO : backend_mpu_create(fb_of(be)->inner, key, id);
+    struct fault_be *f = fb_of(be);
+    f->creates++;
+    if (f->down)
+        return -EIO;
+    if (atomic_exchange(&f->create_lost, false)) {
+        /* the server made the upload, the reply was lost; then the backend goes away */
+        char *made = NULL;
+        int rc = backend_mpu_create(f->inner, key, &made);
+        free(made);
+        f->down = true;
+        return rc ? rc : -EIO;
+    }
+    return backend_mpu_create(f->inner, key, id);
 }
 
 static int fb_part(struct backend *be, const char *key, const char *id, int no, const void *buf,
@@ -125,6 +138,8 @@ static int fb_del(struct backend *be, const char *key)
 static int fb_mpu_list(struct backend *be, const char *key, struct backend_mpu **out, size_t *n)
 {
     fb_of(be)->lists++;
+    if (fb_of(be)->list_denied)
+        return -EACCES; /* e.g. a policy without s3:ListBucketMultipartUploads */
     return fb_of(be)->down ? -EIO : backend_mpu_list(fb_of(be)->inner, key, out, n);
 }
 
@@ -949,6 +964,44 @@ static void test_orphan_multipart_aborted(void **state)
     free(other);
 }
 
+/* A backend that cannot list uploads (permission) does not hold the upload back: the cleanup is
+ * best effort (regression: a list error retried the upload forever). */
+static void test_orphan_list_denied(void **state)
+{
+    struct fx *f = *state;
+    f->fault.down = true;
+    fx_open(f);
+    write_file(f, "deny/big", 11 * MIB, 41);
+    wb_close(f->wb);
+    f->wb = NULL;
+    f->fault.down = false;
+    f->fault.list_denied = true;
+    fx_open(f);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 20000), 0);
+    assert_object(f, "deny/big", 11 * MIB, 41);
+    assert_true(f->fault.lists >= 1);
+}
+
+/* A create whose reply was lost leaves an upload; the file is overwritten before its retry: the
+ * new generation inherits the cleanup (regression: the flag died with the replaced row). */
+static void test_orphan_inherited_by_overwrite(void **state)
+{
+    struct fx *f = *state;
+    f->cfg.retry_base_ms = 60000; /* no retry of the first generation during the test */
+    f->cfg.retry_max_ms = 60000;
+    f->fault.create_lost = true;
+    fx_open(f);
+    write_file(f, "inh/f", 11 * MIB, 51);
+    WAIT_FOR(f->fault.down, 10000); /* the lost create happened */
+    assert_int_equal(mpu_count(f, "inh/f"), 1);
+    write_file(f, "inh/f", 12 * MIB, 52); /* overwrite: the first generation is dropped */
+    f->fault.down = false;
+    assert_int_equal(wb_wait(f->wb, NULL, "", 20000), 0);
+    assert_object(f, "inh/f", 12 * MIB, 52);
+    assert_int_equal(mpu_count(f, "inh/f"), 0);
+    assert_no_mpu(f);
+}
+
 static void test_qos_admission(void **state)
 {
 #ifdef WB_HAVE_QOS
@@ -1252,6 +1305,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_upload_holdoff_lifts, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_journal_migration_sha256, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_orphan_multipart_aborted, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_orphan_list_denied, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_orphan_inherited_by_overwrite, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_upload_holdoff_bounds, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
