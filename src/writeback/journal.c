@@ -419,8 +419,7 @@ static int seal_replace_fn(sqlite3 *db, const void *a, void *b)
         rc = prepare(db, "UPDATE files SET state='cancelled', etag=? WHERE id=?", &st);
         if (rc)
             break;
-        bool object = o->state == WB_UPLOADED || o->state == WB_EVICTABLE;
-        bind_text_or_null(st, 1, object ? o->etag : NULL);
+        bind_text_or_null(st, 1, wb_entry_has_object(o) ? o->etag : NULL);
         sqlite3_bind_int64(st, 2, o->id);
         rc = step_done(db, st, "cancel replaced");
     }
@@ -429,7 +428,7 @@ static int seal_replace_fn(sqlite3 *db, const void *a, void *b)
 
 bool jr_cancel_keeps_row(const struct wb_entry *o)
 {
-    return o->upload_id || o->state == WB_UPLOADED || o->state == WB_EVICTABLE;
+    return o->upload_id || wb_entry_has_object(o);
 }
 
 int jr_seal_replace(sqlite3 *db, const struct wb_entry *e, struct wb_entry *const *old, size_t n)

@@ -259,7 +259,7 @@ static int finish_upload(struct wb *wb, struct wb_entry *e, const char *etag)
     int rc = jr_uploaded(wb->db, e);
     if (rc) {
         wb_entry_set_state(wb, e, prev);
-        e->etag[0] = '\0';
+        tier_strlcpy(e->etag, WB_ETAG_MAYBE, sizeof(e->etag)); /* as journalled: it exists */
         pthread_mutex_unlock(&wb->lock);
         return rc;
     }
@@ -273,6 +273,22 @@ static int finish_upload(struct wb *wb, struct wb_entry *e, const char *etag)
     pthread_mutex_unlock(&wb->lock);
     wb_emit(wb, WB_EV_UPLOADED, id);
     return 0;
+}
+
+/* The final request is about to be sent: from now on the object may exist before UPLOADED is
+ * journalled (a crash, a failed check after it), so a cancel of the row must delete the key
+ * (WB_ETAG_MAYBE). Journalled first. wb->lock held. */
+static int mark_maybe(struct wb *wb, struct wb_entry *e)
+{
+    if (wb_entry_has_object(e))
+        return 0;
+    char prev[BACKEND_ETAG_MAX];
+    memcpy(prev, e->etag, sizeof(prev));
+    tier_strlcpy(e->etag, WB_ETAG_MAYBE, sizeof(e->etag));
+    int rc = jr_set_state(wb->db, e);
+    if (rc)
+        memcpy(e->etag, prev, sizeof(prev));
+    return rc;
 }
 
 /* ---- single PUT ------------------------------------------------------------------------------ */
@@ -299,7 +315,7 @@ static int upload_single(struct wb *wb, struct wb_entry *e, struct backend *be, 
         goto out;
     tier_hex(md, 16, want);
     pthread_mutex_lock(&wb->lock);
-    rc = stop_requested(wb, e) ? -ECANCELED : key_blocked(wb, e) ? -EAGAIN : 0;
+    rc = stop_requested(wb, e) ? -ECANCELED : key_blocked(wb, e) ? -EAGAIN : mark_maybe(wb, e);
     pthread_mutex_unlock(&wb->lock);
     if (rc)
         goto out;
@@ -617,6 +633,8 @@ static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *b
         else
             rc = -ENOMEM;
     }
+    if (!rc)
+        rc = mark_maybe(wb, e);
     pthread_mutex_unlock(&wb->lock);
     if (rc) {
         if (upload_gone(rc))

@@ -166,7 +166,7 @@ static struct wb_entry *quiesce(struct wb *wb, struct wb_entry *e)
 static int cancel_entry(struct wb *wb, struct wb_entry *e)
 {
     int rc;
-    bool remote = e->upload_id || e->state == WB_UPLOADED || e->state == WB_EVICTABLE;
+    bool remote = e->upload_id || wb_entry_has_object(e);
     if (!remote) {
         rc = jr_delete(wb->db, e->id);
         if (rc)
@@ -175,8 +175,7 @@ static int cancel_entry(struct wb *wb, struct wb_entry *e)
         wb_entry_drop(wb, e);
         return 0;
     }
-    enum wb_state old = e->state;
-    if (old != WB_UPLOADED && old != WB_EVICTABLE)
+    if (!wb_entry_has_object(e))
         e->etag[0] = '\0'; /* the object of this generation never appeared */
     enum wb_state prev = e->state;
     wb_entry_set_state(wb, e, WB_CANCELLED);
@@ -877,7 +876,7 @@ static void replaced_apply(struct wb *wb, struct wb_entry *o, struct wb_entry *e
         wb_entry_drop(wb, o);
         return;
     }
-    if (o->state != WB_UPLOADED && o->state != WB_EVICTABLE)
+    if (!wb_entry_has_object(o))
         o->etag[0] = '\0'; /* the object of this generation never appeared */
     wb_entry_set_state(wb, o, WB_CANCELLED);
     o->next_try_mono_ns = 0;
@@ -1147,7 +1146,7 @@ int wb_rename(struct wb *wb, const char *backend_name, const char *old_key, cons
         t->created_ns = e->created_ns;
         if (e->upload_id)
             t->upload_id = strdup(e->upload_id);
-        if (e->state == WB_UPLOADED)
+        if (e->state == WB_UPLOADED || wb_entry_has_object(e))
             tier_strlcpy(t->etag, e->etag, sizeof(t->etag));
         if (e->upload_id && !t->upload_id) {
             rc = -ENOMEM;
@@ -1317,7 +1316,8 @@ int wb_list(struct wb *wb, const char *backend_name, const char *prefix, struct 
             now_mono > e->sealed_mono_ns)
             f->waiting_ms = (now_mono - e->sealed_mono_ns) / TIER_NS_PER_MS;
         tier_strlcpy(f->checksum, e->checksum, sizeof(f->checksum));
-        tier_strlcpy(f->etag, e->etag, sizeof(f->etag));
+        if (e->state == WB_UPLOADED || e->state == WB_EVICTABLE)
+            tier_strlcpy(f->etag, e->etag, sizeof(f->etag)); /* not the "may exist" marker */
     }
 out:
     pthread_mutex_unlock(&wb->lock);

@@ -78,6 +78,18 @@ struct wb {
     struct wb_stats stats;
 };
 
+/* The etag of a SEALED/UPLOADING row whose final request (PUT or CompleteMultipartUpload) has
+ * been sent: the object may exist in the backend although UPLOADED is not journalled yet, so
+ * cancelling the row deletes the key (it is journalled before the request). */
+#define WB_ETAG_MAYBE "?"
+
+/* Does e's generation (possibly) have an object in the backend that a cancel must delete? */
+static inline bool wb_entry_has_object(const struct wb_entry *e)
+{
+    return e->state == WB_UPLOADED || e->state == WB_EVICTABLE ||
+           (e->etag[0] == WB_ETAG_MAYBE[0] && e->etag[1] == '\0');
+}
+
 /* ---- journal.c: one SQLite transaction each; called with wb->lock held ----------------------- */
 int jr_open(const char *path, sqlite3 **out);
 void jr_close(sqlite3 *db);

@@ -47,6 +47,7 @@ struct fault_be {
     atomic_int puts, parts, completes, aborts, creates, dels, lists;
     atomic_bool create_lost; /* the next mpu_create is made but answered -EIO, then down */
     atomic_bool list_denied; /* mpu_list fails with -EACCES */
+    atomic_bool stat_fails;  /* stat fails with -EIO (the check after an upload) */
     /* While hold_put is set, put blocks (after counting itself) until it is cleared; with
      * hold_key set, only puts of that key are held. */
     pthread_mutex_t hold_mu;
@@ -62,6 +63,8 @@ static struct fault_be *fb_of(struct backend *be)
 
 static int fb_stat(struct backend *be, const char *key, struct backend_stat *st)
 {
+    if (fb_of(be)->stat_fails)
+        return -EIO;
     return fb_of(be)->down ? -EIO : backend_stat(fb_of(be)->inner, key, st);
 }
 
@@ -1002,6 +1005,35 @@ static void test_orphan_inherited_by_overwrite(void **state)
     assert_no_mpu(f);
 }
 
+/* The PUT (or CompleteMultipartUpload) reached the backend but UPLOADED was not journalled (the
+ * size check after it failed; a crash there is the same journal state): an unlink through the
+ * library, even after a restart, deletes the object (regression: the row was just dropped and
+ * the file came back in the backend). */
+static void test_unlink_after_unjournalled_upload(void **state)
+{
+    struct fx *f = *state;
+    f->cfg.retry_base_ms = 60000; /* the failed upload is not retried during the test */
+    f->cfg.retry_max_ms = 60000;
+    f->fault.stat_fails = true;
+    fx_open(f);
+    write_file(f, "ghost/small", 100000, 61);      /* one PUT */
+    write_file(f, "ghost/big", 11 * MIB, 62);      /* multipart */
+    WAIT_FOR(stats(f).upload_retries >= 2, 10000); /* both sent, both checks failed */
+    assert_object(f, "ghost/small", 100000, 61);   /* the objects are there */
+    assert_object(f, "ghost/big", 11 * MIB, 62);
+    assert_int_equal(jr_count_state(f, "sealed") + jr_count_state(f, "uploading"), 2);
+    f->fault.down = true; /* no upload can finish before the unlinks */
+    fx_reopen(f);         /* as after a crash */
+    assert_int_equal(wb_unlink(f->wb, "warm", "ghost/small"), 0);
+    assert_int_equal(wb_unlink(f->wb, "warm", "ghost/big"), 0);
+    f->fault.stat_fails = false;
+    f->fault.down = false;
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    assert_no_object(f, "ghost/small");
+    assert_no_object(f, "ghost/big");
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files"), 0);
+}
+
 static void test_qos_admission(void **state)
 {
 #ifdef WB_HAVE_QOS
@@ -1306,6 +1338,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_journal_migration_sha256, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_orphan_multipart_aborted, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_orphan_list_denied, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_unlink_after_unjournalled_upload, fx_setup,
+                                        fx_teardown),
         cmocka_unit_test_setup_teardown(test_orphan_inherited_by_overwrite, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_upload_holdoff_bounds, fx_setup, fx_teardown),
     };
