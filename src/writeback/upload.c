@@ -466,12 +466,12 @@ static bool upload_gone(int rc)
  * alone; another writer's upload of the same key started since would be aborted too: two
  * writers of one key conflict anyway (docs/WRITEBACK.md). Best effort: a backend that cannot
  * list (no op, no permission, an error) gets a warning and the upload goes ahead, so cleanup
- * never holds a checkpoint back; a failed create flags the row again. */
+ * never holds a checkpoint back; the flag is cleared only by a successful listing, so a retry
+ * of a failed upload looks again. */
 static void abort_orphans(struct wb *wb, struct wb_entry *e, struct backend *be, const char *key)
 {
     pthread_mutex_lock(&wb->lock);
-    int64_t since = e->mpu_orphans_ns - (int64_t)ORPHAN_CLOCK_SKEW_NS;
-    e->mpu_orphans_ns = 0;
+    int64_t flag = e->mpu_orphans_ns, since = flag - (int64_t)ORPHAN_CLOCK_SKEW_NS;
     pthread_mutex_unlock(&wb->lock);
     struct backend_mpu *v = NULL;
     size_t n = 0;
@@ -479,11 +479,16 @@ static void abort_orphans(struct wb *wb, struct wb_entry *e, struct backend *be,
     int rc = backend_mpu_list(be, key, &v, &n);
     io_end(wb, 0, rc, t0);
     if (rc) {
+        /* the flag stays (the next attempt, if any, looks again); the upload goes ahead */
         log_warn("write-back: cannot list the multipart uploads of %s:%s (%s: %s); one left by a "
                  "crash stays until a bucket lifecycle rule removes it",
                  be->name, key, strerror(-rc), tier_err_msg());
         return;
     }
+    pthread_mutex_lock(&wb->lock);
+    if (e->mpu_orphans_ns == flag)
+        e->mpu_orphans_ns = 0; /* listed: what the flag covered is in v */
+    pthread_mutex_unlock(&wb->lock);
     int aborted = 0;
     for (size_t i = 0; i < n; i++) {
         if (v[i].initiated_ns && v[i].initiated_ns < since)
@@ -493,8 +498,8 @@ static void abort_orphans(struct wb *wb, struct wb_entry *e, struct backend *be,
         pthread_mutex_unlock(&wb->lock);
         if (stop) { /* unlinked, replaced or shutting down: the next owner looks again */
             pthread_mutex_lock(&wb->lock);
-            if (!e->mpu_orphans_ns)
-                e->mpu_orphans_ns = since + (int64_t)ORPHAN_CLOCK_SKEW_NS;
+            if (!e->mpu_orphans_ns || flag < e->mpu_orphans_ns)
+                e->mpu_orphans_ns = flag;
             pthread_mutex_unlock(&wb->lock);
             break;
         }

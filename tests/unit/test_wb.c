@@ -997,8 +997,8 @@ static void test_orphan_inherited_by_overwrite(void **state)
     write_file(f, "inh/f", 11 * MIB, 51);
     WAIT_FOR(f->fault.down, 10000); /* the lost create happened */
     assert_int_equal(mpu_count(f, "inh/f"), 1);
-    write_file(f, "inh/f", 12 * MIB, 52); /* overwrite: the first generation is dropped */
     f->fault.down = false;
+    write_file(f, "inh/f", 12 * MIB, 52); /* overwrite: the first generation is dropped */
     assert_int_equal(wb_wait(f->wb, NULL, "", 20000), 0);
     assert_object(f, "inh/f", 12 * MIB, 52);
     assert_int_equal(mpu_count(f, "inh/f"), 0);
@@ -1022,8 +1022,10 @@ static void test_unlink_after_unjournalled_upload(void **state)
     assert_object(f, "ghost/small", 100000, 61);   /* the objects are there */
     assert_object(f, "ghost/big", 11 * MIB, 62);
     assert_int_equal(jr_count_state(f, "sealed") + jr_count_state(f, "uploading"), 2);
-    f->fault.down = true; /* no upload can finish before the unlinks */
-    fx_reopen(f);         /* as after a crash */
+    f->fault.down = true;      /* no upload can finish before the unlinks */
+    f->cfg.retry_base_ms = 10; /* the deletes retry at once when the backend is back */
+    f->cfg.retry_max_ms = 100;
+    fx_reopen(f); /* as after a crash */
     assert_int_equal(wb_unlink(f->wb, "warm", "ghost/small"), 0);
     assert_int_equal(wb_unlink(f->wb, "warm", "ghost/big"), 0);
     f->fault.stat_fails = false;
