@@ -937,14 +937,21 @@ static size_t mpu_count(struct fx *f, const char *key)
 /* A multipart upload created and never journalled (a crash between mpu_create and the commit of
  * its id, or a create whose reply was lost) is found and aborted before the file's own upload;
  * an upload of another key is left alone. */
+/* Open the buffer with the backend down, write and seal key, close the buffer: a journal with
+ * one SEALED row, as a crash before its upload leaves it. The backend stays down. */
+static void seal_offline(struct fx *f, const char *key, size_t size, uint64_t seed)
+{
+    f->fault.down = true;
+    fx_open(f);
+    write_file(f, key, size, seed);
+    wb_close(f->wb);
+    f->wb = NULL;
+}
+
 static void test_orphan_multipart_aborted(void **state)
 {
     struct fx *f = *state;
-    f->fault.down = true;
-    fx_open(f);
-    write_file(f, "orph/big", 11 * MIB, 31); /* SEALED: the backend is down */
-    wb_close(f->wb);
-    f->wb = NULL;
+    seal_offline(f, "orph/big", 11 * MIB, 31);
     /* what a crash right after mpu_create leaves: an upload (with a part) no row knows */
     char *orphan = NULL, *other = NULL, etag[BACKEND_ETAG_MAX];
     assert_int_equal(backend_mpu_create(f->posix, "orph/big", &orphan), 0);
@@ -973,11 +980,7 @@ static void test_orphan_multipart_aborted(void **state)
 static void test_orphan_list_denied(void **state)
 {
     struct fx *f = *state;
-    f->fault.down = true;
-    fx_open(f);
-    write_file(f, "deny/big", 11 * MIB, 41);
-    wb_close(f->wb);
-    f->wb = NULL;
+    seal_offline(f, "deny/big", 11 * MIB, 41);
     f->fault.down = false;
     f->fault.list_denied = true;
     fx_open(f);
