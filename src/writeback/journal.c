@@ -419,7 +419,7 @@ static int seal_replace_fn(sqlite3 *db, const void *a, void *b)
         rc = prepare(db, "UPDATE files SET state='cancelled', etag=? WHERE id=?", &st);
         if (rc)
             break;
-        bind_text_or_null(st, 1, wb_entry_has_object(o) ? o->etag : NULL);
+        bind_text_or_null(st, 1, wb_entry_has_object(o) ? wb_cancel_etag(o) : NULL);
         sqlite3_bind_int64(st, 2, o->id);
         rc = step_done(db, st, "cancel replaced");
     }

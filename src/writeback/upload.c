@@ -260,6 +260,7 @@ static int finish_upload(struct wb *wb, struct wb_entry *e, const char *etag)
     if (rc) {
         wb_entry_set_state(wb, e, prev);
         tier_strlcpy(e->etag, WB_ETAG_MAYBE, sizeof(e->etag)); /* as journalled: it exists */
+        e->uploaded_ns = 0;
         pthread_mutex_unlock(&wb->lock);
         return rc;
     }
@@ -457,6 +458,15 @@ static bool upload_gone(int rc)
     return rc == -ENOENT || rc == -EINVAL;
 }
 
+/* Does a row hold this upload id? wb->lock held. */
+static bool upload_named(struct wb *wb, const char *upload_id)
+{
+    for (struct wb_entry *t = wb->head; t; t = t->next)
+        if (t->upload_id && strcmp(t->upload_id, upload_id) == 0)
+            return true;
+    return false;
+}
+
 /* How far a backend's clock may be behind ours when we tell our uploads from others' by time. */
 #define ORPHAN_CLOCK_SKEW_NS (300 * TIER_NS_PER_SEC)
 
@@ -494,9 +504,13 @@ static void abort_orphans(struct wb *wb, struct wb_entry *e, struct backend *be,
         if (v[i].initiated_ns && v[i].initiated_ns < since)
             continue;
         pthread_mutex_lock(&wb->lock);
-        bool stop = stop_requested(wb, e);
+        bool cancelled = e->state == WB_CANCELLED; /* a tombstone does this as its own work */
+        bool stop = cancelled ? wb->stopping : stop_requested(wb, e);
+        bool named = upload_named(wb, v[i].upload_id);
         pthread_mutex_unlock(&wb->lock);
-        if (stop) { /* unlinked, replaced or shutting down: the next owner looks again */
+        if (named)
+            continue; /* a row holds it: not an orphan (a newer generation of the key) */
+        if (stop) {   /* unlinked, replaced or shutting down: the next owner looks again */
             pthread_mutex_lock(&wb->lock);
             if (!e->mpu_orphans_ns || flag < e->mpu_orphans_ns)
                 e->mpu_orphans_ns = flag;
@@ -692,10 +706,13 @@ static int process_cancelled(struct wb *wb, struct wb_entry *e, struct backend *
     pthread_mutex_lock(&wb->lock);
     char *upload_id = e->upload_id ? strdup(e->upload_id) : NULL;
     bool del = e->etag[0] != '\0';
+    bool orphans = e->mpu_orphans_ns != 0;
     pthread_mutex_unlock(&wb->lock);
     int rc = 0;
     if (e->upload_id && !upload_id)
         return -ENOMEM;
+    if (orphans) /* an unlinked or renamed row that may have left an unjournalled upload */
+        abort_orphans(wb, e, be, key);
     if (upload_id) {
         uint64_t t0 = io_begin(wb, 0);
         rc = backend_mpu_abort(be, key, upload_id);

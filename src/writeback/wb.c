@@ -166,7 +166,8 @@ static struct wb_entry *quiesce(struct wb *wb, struct wb_entry *e)
 static int cancel_entry(struct wb *wb, struct wb_entry *e)
 {
     int rc;
-    bool remote = e->upload_id || wb_entry_has_object(e);
+    /* an unjournalled multipart upload may exist (mpu_orphans_ns): the CANCELLED row looks */
+    bool remote = e->upload_id || wb_entry_has_object(e) || e->mpu_orphans_ns;
     if (!remote) {
         rc = jr_delete(wb->db, e->id);
         if (rc)
@@ -177,6 +178,8 @@ static int cancel_entry(struct wb *wb, struct wb_entry *e)
     }
     if (!wb_entry_has_object(e))
         e->etag[0] = '\0'; /* the object of this generation never appeared */
+    else
+        tier_strlcpy(e->etag, wb_cancel_etag(e), sizeof(e->etag));
     enum wb_state prev = e->state;
     wb_entry_set_state(wb, e, WB_CANCELLED);
     rc = jr_set_state(wb->db, e);
@@ -573,6 +576,7 @@ int wb_file_create_ex(struct wb *wb, const char *backend_name, const char *key, 
         if (old->generation + 1 > e->generation)
             e->generation = old->generation + 1;
         wb_orphans_inherit(e, old);
+        old->mpu_orphans_ns = 0; /* moved to e: the cancelled row does not look too */
         rc = cancel_entry(wb, old);
         if (rc)
             goto out_unlock;
@@ -878,6 +882,9 @@ static void replaced_apply(struct wb *wb, struct wb_entry *o, struct wb_entry *e
     }
     if (!wb_entry_has_object(o))
         o->etag[0] = '\0'; /* the object of this generation never appeared */
+    else
+        tier_strlcpy(o->etag, wb_cancel_etag(o), sizeof(o->etag)); /* as journalled */
+    o->mpu_orphans_ns = 0;                                         /* inherited by e */
     wb_entry_set_state(wb, o, WB_CANCELLED);
     o->next_try_mono_ns = 0;
     o->attempts = 0;
@@ -1135,7 +1142,7 @@ int wb_rename(struct wb *wb, const char *backend_name, const char *old_key, cons
     }
     /* Whatever the old key already has in the backend (a multipart upload, or the uploaded
      * object) is handed to a CANCELLED tombstone row, committed with the re-key. */
-    if (e->upload_id || e->state == WB_UPLOADED) {
+    if (e->upload_id || wb_entry_has_object(e) || e->mpu_orphans_ns) {
         t = entry_new(backend_name, old_key);
         if (!t) {
             rc = -ENOMEM;
@@ -1146,8 +1153,9 @@ int wb_rename(struct wb *wb, const char *backend_name, const char *old_key, cons
         t->created_ns = e->created_ns;
         if (e->upload_id)
             t->upload_id = strdup(e->upload_id);
-        if (e->state == WB_UPLOADED || wb_entry_has_object(e))
-            tier_strlcpy(t->etag, e->etag, sizeof(t->etag));
+        if (wb_entry_has_object(e))
+            tier_strlcpy(t->etag, wb_cancel_etag(e), sizeof(t->etag));
+        t->mpu_orphans_ns = e->mpu_orphans_ns; /* uploads left at the old key */
         if (e->upload_id && !t->upload_id) {
             rc = -ENOMEM;
             goto out;
@@ -1182,6 +1190,8 @@ int wb_rename(struct wb *wb, const char *backend_name, const char *old_key, cons
     e->part_bytes = NULL;
     e->nparts = e->parts_done = 0;
     e->attempts = 0;
+    if (t)
+        e->mpu_orphans_ns = 0; /* handed to the tombstone, which lists the old key */
     e->next_try_mono_ns = 0;
     if (new_state == WB_SEALED && !e->sealed_mono_ns)
         e->sealed_mono_ns = tier_now_mono_ns();

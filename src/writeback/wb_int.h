@@ -90,6 +90,13 @@ static inline bool wb_entry_has_object(const struct wb_entry *e)
            (e->etag[0] == WB_ETAG_MAYBE[0] && e->etag[1] == '\0');
 }
 
+/* The etag a CANCELLED row of e keeps so that the uploader deletes the key: e's own, or the
+ * "may exist" marker when the backend gave none (an empty etag would skip the delete). */
+static inline const char *wb_cancel_etag(const struct wb_entry *e)
+{
+    return e->etag[0] ? e->etag : WB_ETAG_MAYBE;
+}
+
 /* ---- journal.c: one SQLite transaction each; called with wb->lock held ----------------------- */
 int jr_open(const char *path, sqlite3 **out);
 void jr_close(sqlite3 *db);
