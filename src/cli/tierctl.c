@@ -295,6 +295,16 @@ static void print_status(const json_t *st)
            tier_fmt_bytes(jnum(c, "fetch_bytes"), a, sizeof(a)),
            (unsigned long long)jnum(c, "fetch_errors"));
 
+    const json_t *wb = json_object_get(st, "writeback");
+    if (json_is_object(wb))
+        printf("write-back %s not yet uploaded: %llu open, %llu sealed (%llu held while "
+               "writers write), %llu uploading, %llu failed; %llu uploaded since start\n",
+               tier_fmt_bytes(jnum(wb, "dirty_bytes"), a, sizeof(a)),
+               (unsigned long long)jnum(wb, "open"), (unsigned long long)jnum(wb, "sealed"),
+               (unsigned long long)jnum(wb, "held"), (unsigned long long)jnum(wb, "uploading"),
+               (unsigned long long)jnum(wb, "failed"),
+               (unsigned long long)jnum(wb, "uploads_done"));
+
     const json_t *nss = json_object_get(st, "namespaces");
     printf("\n%-24s %-12s %-6s %-20s %s\n", "NAMESPACE", "BACKEND", "TYPE", "PREFIX", "MODE");
     size_t i;

@@ -179,9 +179,23 @@ static json_t *status_json(struct tierd *d)
     }
     uint64_t now = tier_now_real_ns();
     uint64_t up = now > d->start_ns ? (now - d->start_ns) / TIER_NS_PER_SEC : 0;
-    return json_pack("{s:s, s:I, s:s, s:b, s:o, s:o}", "version", "0.1.0", "uptime_s",
-                     (json_int_t)up, "mount", d->cfg.mount_path, "mounted", d->mounted, "cache",
-                     cache_json(d), "namespaces", nss);
+    json_t *j = json_pack("{s:s, s:I, s:s, s:b, s:o, s:o}", "version", "0.1.0", "uptime_s",
+                          (json_int_t)up, "mount", d->cfg.mount_path, "mounted", d->mounted,
+                          "cache", cache_json(d), "namespaces", nss);
+    if (d->wb) {
+        struct wb_stats w;
+        wb_stats_get(d->wb, &w);
+        json_object_set_new(
+            j, "writeback",
+            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "dirty_bytes",
+                      (json_int_t)w.dirty_bytes, "open", (json_int_t)w.files[WB_OPEN], "sealed",
+                      (json_int_t)w.files[WB_SEALED], "uploading",
+                      (json_int_t)w.files[WB_UPLOADING], "held", (json_int_t)w.held, "uploads_done",
+                      (json_int_t)w.uploads_done, "upload_retries", (json_int_t)w.upload_retries,
+                      "backpressure_waits", (json_int_t)w.backpressure_waits, "failed",
+                      (json_int_t)w.files[WB_FAILED]));
+    }
+    return j;
 }
 
 static json_t *stats_json(struct tierd *d)
@@ -205,19 +219,6 @@ static json_t *stats_json(struct tierd *d)
         }
     }
     json_object_set_new(j, "sched", sched);
-    if (d->wb) {
-        struct wb_stats w;
-        wb_stats_get(d->wb, &w);
-        json_object_set_new(
-            j, "writeback",
-            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "dirty_bytes",
-                      (json_int_t)w.dirty_bytes, "open", (json_int_t)w.files[WB_OPEN], "sealed",
-                      (json_int_t)w.files[WB_SEALED], "uploading",
-                      (json_int_t)w.files[WB_UPLOADING], "held", (json_int_t)w.held, "uploads_done",
-                      (json_int_t)w.uploads_done, "upload_retries", (json_int_t)w.upload_retries,
-                      "backpressure_waits", (json_int_t)w.backpressure_waits, "failed",
-                      (json_int_t)w.files[WB_FAILED]));
-    }
     return j;
 }
 

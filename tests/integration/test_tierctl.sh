@@ -131,7 +131,10 @@ STATUS = {"version": "0.1.0", "uptime_s": 3725, "mount": "/mnt/fake",
                     "pinned_bytes": 0, "pin_budget": 1048576, "hit_ratio": 0.9,
                     "fetches": 15, "fetch_bytes": 4194304, "fetch_errors": 1},
           "namespaces": [{"path": "/ds", "backend": "warm", "type": "posix", "prefix": "data/",
-                          "mode": "read-cache"}]}
+                          "mode": "read-cache"}],
+          "writeback": {"dirty_bytes": 2097152, "open": 1, "sealed": 3, "uploading": 1,
+                        "held": 2, "uploads_done": 7, "upload_retries": 0,
+                        "backpressure_waits": 0, "failed": 0}}
 
 CHECKPOINTS = {"files": [
     {"path": "/ck/run1/model.pt", "state": "uploading", "size": 268435456, "parts_done": 12,
@@ -252,6 +255,7 @@ PYEOF
         contains "status: version and mount" "tierd 0.1.0, up 1h02m, mounted at /mnt/fake"
         contains "status: ram level" "ram        1.0 MiB"
         contains "status: hit ratio" "hit ratio  90.0%"
+        contains "status: write-back line" "write-back 2.0 MiB not yet uploaded: 1 open, 3 sealed (2 held while writers write), 1 uploading, 0 failed; 7 uploaded since start"
         contains "status: namespace row" "/ds"
         contains "status: namespace prefix" "data/"
         run "status --json" 0 "${T[@]}" status --json
