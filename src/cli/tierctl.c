@@ -323,6 +323,15 @@ static void print_status(const json_t *st)
         printf("(none)\n");
 }
 
+/* --json: the API's answer as it came, ending in one newline. */
+static void print_raw_json(const char *raw)
+{
+    size_t len = raw ? strlen(raw) : 0;
+    fputs(raw ? raw : "", stdout);
+    if (len == 0 || raw[len - 1] != '\n')
+        fputc('\n', stdout);
+}
+
 /* The options of a command whose only flag is --json; optind is left at the first operand.
  * Returns 0, or usage_error()'s exit code (2). */
 static int parse_json_flag(int argc, char **argv, const char *cmd, bool *as_json)
@@ -353,10 +362,7 @@ static int cmd_status(struct ctl *ctl, int argc, char **argv)
     if (rc != EXIT_OK)
         return rc;
     if (as_json) {
-        size_t len = raw ? strlen(raw) : 0;
-        fputs(raw ? raw : "", stdout);
-        if (len == 0 || raw[len - 1] != '\n')
-            fputc('\n', stdout);
+        print_raw_json(raw);
     } else {
         print_status(st);
     }
@@ -731,10 +737,7 @@ static int cmd_checkpoints(struct ctl *ctl, int argc, char **argv)
     if (rc != EXIT_OK)
         return rc;
     if (as_json) {
-        size_t len = raw ? strlen(raw) : 0;
-        fputs(raw ? raw : "", stdout);
-        if (len == 0 || raw[len - 1] != '\n')
-            fputc('\n', stdout);
+        print_raw_json(raw);
     } else {
         print_checkpoints(json_object_get(ans, "files"));
     }

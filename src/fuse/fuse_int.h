@@ -174,6 +174,9 @@ void tfs_node_set_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_att
 void tfs_node_drop_attr(struct tfs_node *n);
 void tfs_fill_stat(const struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a,
                    struct stat *st);
+/* The entry reply for inode ino with attributes a (the session's TTLs, generation 1). */
+void tfs_fill_entry(const struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a,
+                    struct fuse_entry_param *e);
 /* Look a name up under a directory node, with the same sources as getattr. */
 int tfs_resolve_child(struct tierd_fuse *fs, struct tfs_node *parent, const char *path,
                       const char *name, struct tfs_attr *a);

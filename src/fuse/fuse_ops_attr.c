@@ -73,6 +73,17 @@ void tfs_fill_stat(const struct tierd_fuse *fs, uint64_t ino, const struct tfs_a
     st->st_atim = st->st_mtim;
 }
 
+void tfs_fill_entry(const struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a,
+                    struct fuse_entry_param *e)
+{
+    memset(e, 0, sizeof(*e));
+    e->ino = ino;
+    e->generation = 1;
+    e->attr_timeout = fs->attr_ttl_s;
+    e->entry_timeout = fs->entry_ttl_s;
+    tfs_fill_stat(fs, ino, a, &e->attr);
+}
+
 void tfs_node_set_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a)
 {
     uint64_t now = tier_now_mono_ns();
@@ -316,12 +327,7 @@ void tfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     if (!stale)
         tfs_node_set_attr(fs, n, &a);
     struct fuse_entry_param e;
-    memset(&e, 0, sizeof(e));
-    e.ino = n->ino;
-    e.generation = 1;
-    e.attr_timeout = fs->attr_ttl_s;
-    e.entry_timeout = fs->entry_ttl_s;
-    tfs_fill_stat(fs, n->ino, &a, &e.attr);
+    tfs_fill_entry(fs, n->ino, &a, &e);
     if (fuse_reply_entry(req, &e) != 0)
         tfs_node_forget(fs, n->ino, 1); /* the kernel did not get it */
     goto out;

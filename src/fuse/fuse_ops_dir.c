@@ -379,12 +379,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         free(path);
         tfs_node_set_attr(fs, n, &a);
         struct fuse_entry_param ep;
-        memset(&ep, 0, sizeof(ep));
-        ep.ino = n->ino;
-        ep.generation = 1;
-        ep.attr_timeout = fs->attr_ttl_s;
-        ep.entry_timeout = fs->entry_ttl_s;
-        tfs_fill_stat(fs, n->ino, &a, &ep.attr);
+        tfs_fill_entry(fs, n->ino, &a, &ep);
         pos += fuse_add_direntry_plus(req, buf + pos, size - pos, e->name, &ep, (off_t)(i + 1));
         tfs_node_put(fs, n);
     }

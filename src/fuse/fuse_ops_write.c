@@ -679,12 +679,7 @@ static void w_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     a.mtime_ns = (int64_t)tier_now_real_ns();
     a.writable = true;
     struct fuse_entry_param e;
-    memset(&e, 0, sizeof(e));
-    e.ino = n->ino;
-    e.generation = 1;
-    e.attr_timeout = fs->attr_ttl_s;
-    e.entry_timeout = fs->entry_ttl_s;
-    tfs_fill_stat(fs, n->ino, &a, &e.attr);
+    tfs_fill_entry(fs, n->ino, &a, &e);
     fi->keep_cache = 0;
     fi->direct_io = 0;
     fi->fh = (uint64_t)(uintptr_t)h;
@@ -1097,12 +1092,7 @@ static void w_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t 
         a.mtime_ns = (int64_t)tier_now_real_ns();
         a.writable = true;
         struct fuse_entry_param e;
-        memset(&e, 0, sizeof(e));
-        e.ino = n->ino;
-        e.generation = 1;
-        e.attr_timeout = fs->attr_ttl_s;
-        e.entry_timeout = fs->entry_ttl_s;
-        tfs_fill_stat(fs, n->ino, &a, &e.attr);
+        tfs_fill_entry(fs, n->ino, &a, &e);
         if (fuse_reply_entry(req, &e) != 0)
             tfs_node_forget(fs, n->ino, 1);
         tfs_node_put(fs, n);
