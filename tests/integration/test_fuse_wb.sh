@@ -256,7 +256,9 @@ sys.exit(1)
 PY
 ok "over the backlog bound: ENOSPC to the writer"
 rm "$DATA/stuck"
-mkdir "$DATA/stuck"
+# -p: a retried upload may create the directory itself between the two commands (the POSIX
+# backend makes missing parents); either way the backend path works again (a CI flake)
+mkdir -p "$DATA/stuck"
 wait_for 60 same "$DATA/stuck/a" "$T/ref/stuck_a" || fail "stuck/a not uploaded after the fix"
 python3 - "$MNT/stuck/b" <<'PY' || fail "write after the backlog drained"
 import os, sys
