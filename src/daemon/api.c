@@ -542,7 +542,8 @@ static enum MHD_Result do_wait(struct tierd *d, struct MHD_Connection *c, struct
                          "uploaded after the restart)",
                          path);
     else if (rc)
-        ret = send_error(c, rc, "wait %s failed: %s", path, strerror(-rc));
+        ret = send_error(c, rc, "wait %s failed: %s", path,
+                         *tier_err_msg() ? tier_err_msg() : strerror(-rc));
     else
         ret = send_json(c, MHD_HTTP_OK, json_pack("{s:b, s:f}", "ok", 1, "waited_s", waited));
 out:
@@ -586,6 +587,7 @@ static int list_ns(struct tierd *d, const struct tierd_ns *ns, const char *prefi
             break;
         }
         json_object_set_new(o, "uploaded_etag", f->etag[0] ? json_string(f->etag) : json_null());
+        json_object_set_new(o, "error", f->error ? json_string(f->error) : json_null());
         json_array_append_new(files, o);
     }
     wb_list_free(v, n);

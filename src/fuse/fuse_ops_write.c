@@ -18,7 +18,7 @@
  *             buffer's local copy or the backend) into a temporary file in the spool and then
  *             into the new generation (overwrite in place, append).
  *   close     every flush() (close(2)) seals the open generation (wb_file_close: fsync,
- *             SHA-256, journal SEALED) and returns its error to close(2), also while other
+ *             XXH3-128, journal SEALED) and returns its error to close(2), also while other
  *             write handles are open (RELEASE is asynchronous and cannot report an error);
  *             their later writes start a new generation copying the sealed content. With
  *             durability = remote, close then waits (wb_wait) until the object is in the
@@ -81,9 +81,12 @@ struct tfs_whandle {
     uint64_t be_size;
 };
 
-static bool wb_live(enum wb_state s)
+/* A file the mount shows from its local copy; a sealed file that FAILED stays visible (its
+ * reads fail with EIO) until it is unlinked or replaced, never an older object in its place. */
+static bool wb_live(const struct wb_file_info *f)
 {
-    return s == WB_OPEN || s == WB_SEALED || s == WB_UPLOADING || s == WB_UPLOADED;
+    return f->state == WB_OPEN || f->state == WB_SEALED || f->state == WB_UPLOADING ||
+           f->state == WB_UPLOADED || (f->state == WB_FAILED && f->sealed);
 }
 
 bool tfs_path_is_wb(const struct tierd_fuse *fs, const char *path)
@@ -186,7 +189,7 @@ int tfs_wb_stat(struct tierd_fuse *fs, struct tierd_ns *ns, const char *key, con
         /* An EVICTABLE row is a file in the backend whose local copy was dropped: it exists
          * even while the backend cannot be asked (a writer must not see it as absent and
          * create it anew, replacing its content). */
-        if (!wb_live(v[i].state) && v[i].state != WB_EVICTABLE)
+        if (!wb_live(&v[i]) && v[i].state != WB_EVICTABLE)
             continue;
         if (strcmp(v[i].key, key) == 0) {
             if (!best || v[i].generation > best->generation)
@@ -221,13 +224,13 @@ void tfs_wb_list_children(
     size_t pl = strlen(prefix);
     if (wb_list(fs->d->wb, ns->be->name, prefix, &v, &n) == 0) {
         for (size_t i = 0; i < n; i++) {
-            if (!wb_live(v[i].state))
+            if (!wb_live(&v[i]))
                 continue;
             /* Two generations of one key (an OPEN replacement and the one it replaces): list
              * the name once, with the newest one's size (wb_list sorts by key, then id). */
             bool newer = false;
             for (size_t j = i + 1; j < n && strcmp(v[j].key, v[i].key) == 0 && !newer; j++)
-                newer = wb_live(v[j].state);
+                newer = wb_live(&v[j]);
             if (newer)
                 continue;
             const char *rest = v[i].key + pl;
@@ -1127,7 +1130,7 @@ static void w_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
             size_t nv = 0;
             if (wb_list(fs->d->wb, ns->be->name, dk, &v, &nv) == 0) {
                 for (size_t i = 0; i < nv; i++)
-                    if (wb_live(v[i].state))
+                    if (wb_live(&v[i]))
                         rc = -ENOTEMPTY;
                 wb_list_free(v, nv);
             }

@@ -202,6 +202,19 @@ int backend_mpu_list(struct backend *be, const char *key, struct backend_mpu **o
     return be->ops->mpu_list(be, key, out, n);
 }
 
+int backend_key_check(struct backend *be, const char *key)
+{
+    int rc = check_key(key, false);
+    if (!rc && be->ops->key_check)
+        rc = be->ops->key_check(be, key);
+    return rc;
+}
+
+int backend_max_parts(const struct backend *be)
+{
+    return be->ops->max_parts > 0 ? be->ops->max_parts : BACKEND_MAX_PARTS;
+}
+
 void backend_mpu_list_free(struct backend_mpu *v, size_t n)
 {
     for (size_t i = 0; v && i < n; i++)

@@ -98,7 +98,17 @@ struct backend_ops {
      * in the backend's order; *out is owned by the caller (backend_mpu_list_free). Used to find
      * uploads created before a crash or a lost reply and never journalled. */
     int (*mpu_list)(struct backend *be, const char *key, struct backend_mpu **out, size_t *n);
+    /* Optional (NULL: every valid key). Can this backend ever store an object under key (a name
+     * it reserves, a limit of its own)? 0 or -EINVAL/-ENAMETOOLONG with a message. Writers are
+     * asked at create, so a file the backend would refuse for ever is refused before any byte is
+     * promised. */
+    int (*key_check)(struct backend *be, const char *key);
+    /* Most parts of one multipart upload; 0: BACKEND_MAX_PARTS. */
+    int max_parts;
 };
+
+/* S3's limit on the parts of one multipart upload (and the POSIX backend's part-NNNNN names). */
+#define BACKEND_MAX_PARTS 10000
 
 /* Common header of every backend; implementations embed it first. */
 struct backend {
@@ -127,6 +137,10 @@ int backend_mpu_complete(struct backend *be, const char *key, const char *upload
 int backend_mpu_abort(struct backend *be, const char *key, const char *upload_id);
 int backend_del(struct backend *be, const char *key);
 int backend_mpu_list(struct backend *be, const char *key, struct backend_mpu **out, size_t *n);
+/* backend_key_valid, then the backend's own key_check. */
+int backend_key_check(struct backend *be, const char *key);
+/* ops->max_parts, or BACKEND_MAX_PARTS. */
+int backend_max_parts(const struct backend *be);
 void backend_mpu_list_free(struct backend_mpu *v, size_t n);
 /* Destroy a backend; NULL is a no-op. */
 void backend_free(struct backend *be);

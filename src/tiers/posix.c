@@ -1060,6 +1060,12 @@ static void posix_destroy(struct backend *be)
     free(pb);
 }
 
+static int posix_key_check(struct backend *be, const char *key)
+{
+    (void)be;
+    return check_reserved(key);
+}
+
 static const struct backend_ops posix_ops = {
     .type = "posix",
     .stat = posix_stat,
@@ -1071,6 +1077,7 @@ static const struct backend_ops posix_ops = {
     .mpu_complete = posix_mpu_complete,
     .mpu_abort = posix_mpu_abort,
     .mpu_list = posix_mpu_list,
+    .key_check = posix_key_check,
     .del = posix_del,
     .destroy = posix_destroy,
 };

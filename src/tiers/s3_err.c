@@ -32,6 +32,8 @@ static const struct code_map k_codes[] = {
     {"InvalidPart", -EINVAL, false, "a part is missing or its ETag does not match"},
     {"InvalidPartOrder", -EINVAL, false, "parts must be listed in ascending order"},
     {"InvalidArgument", -EINVAL, false, ""},
+    {"EntityTooLarge", -EFBIG, false, "the object is larger than the store accepts"},
+    {"KeyTooLongError", -ENAMETOOLONG, false, "the key is longer than the store accepts"},
     {"SlowDown", -EAGAIN, true, "the server asks to slow down; retry later"},
     {"ServiceUnavailable", -EAGAIN, true, "the server is overloaded; retry later"},
     {"InternalError", -EIO, true, ""},

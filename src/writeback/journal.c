@@ -23,6 +23,7 @@
  *                                                v                                          v
  *                                           UPLOADED (ETag) -- retention --> EVICTABLE (no local)
  *
+ *   SEALED, UPLOADING --refused for good (key, size) or local copy != checksum--> FAILED (kept)
  *   any of SEALED, UPLOADING, UPLOADED, EVICTABLE --unlink/overwrite/rename--> CANCELLED
  *   any of SEALED, UPLOADING, UPLOADED, EVICTABLE --seal of a newer generation--> CANCELLED
  *   CANCELLED --(uploader: abort upload id if any; delete object if etag set)--> (none)
@@ -51,7 +52,13 @@
  *       transaction, the other live non-OPEN rows of its key. Requests touching one key are
  *       ordered: a CANCELLED row that must delete key K is processed before any later generation
  *       of K may PUT/complete, and never while such a request is in flight.
- *   I6. A FAILED file never reports success again; its row is removed at close or recovery.
+ *   I6. A FAILED file never reports success again. A FAILED row never sealed (sealed_ns = 0: the
+ *       writer's write or fsync failed) is removed at close or recovery. A FAILED row sealed
+ *       (sealed_ns != 0: the backend refused it for good, or its staging copy no longer hashes to
+ *       `checksum`) keeps its staging file and its `error` until an unlink or a newer seal of
+ *       the key removes it; it has no upload id and is never picked for upload.
+ *   I7. The journal's format is PRAGMA user_version (JR_FORMAT_VERSION); a newer one is refused
+ *       at open, an older one migrated in one transaction.
  *
  * TRANSITION -> FUNCTION
  *   (none) -> OPEN                wb_file_create (jr_insert)
@@ -61,20 +68,25 @@
  *   UPLOADING: part done          upload.c part_worker (jr_part_done)
  *   UPLOADING -> SEALED           upload.c restart after a lost upload id (jr_set_upload NULL)
  *   SEALED/UPLOADING -> UPLOADED  upload.c finish_upload (jr_uploaded)
+ *   SEALED/UPLOADING -> FAILED    upload.c fail_sealed (jr_fail_sealed)
  *   UPLOADED -> EVICTABLE         wb_retention_apply (jr_set_state)
  *   * -> CANCELLED                wb.c cancel_entry (jr_set_state), wb_rename tombstone (jr_rekey),
  *                                 wb_file_close of a newer generation (jr_seal_replace)
- *   OPEN/FAILED -> (none)         wb_file_close of a failed file, wb_file_discard (jr_delete)
+ *   OPEN/FAILED -> (none)         wb_file_close of a failed file, wb_file_discard (jr_delete);
+ *                                 a sealed FAILED row: wb.c cancel_entry (unlink, overwrite),
+ *                                 wb_file_close of a newer generation (jr_seal_replace)
  *   CANCELLED -> (none)           upload.c process_cancelled (jr_delete)
  *
- * RECOVERY (wb_open): OPEN and FAILED rows are discarded with their staging files (only closed
- * files are promised); SEALED rows are queued; UPLOADING rows resume: parts journalled as done
- * are kept and the rest uploaded, and if the backend no longer knows the upload id (or rejects
- * the complete) the upload is aborted and restarted from the local copy; CANCELLED rows are
- * processed (abort / delete); UPLOADED rows whose local copy vanished become EVICTABLE.
+ * RECOVERY (wb_open): OPEN rows and FAILED rows never sealed are discarded with their staging
+ * files (only closed files are promised); sealed FAILED rows are kept, with a log line each; SEALED
+ * rows are queued; UPLOADING rows resume: parts journalled as done are kept and the rest uploaded,
+ * and if the backend no longer knows the upload id (or rejects the complete) the upload is aborted
+ * and restarted from the local copy; CANCELLED rows are processed (abort / delete); UPLOADED rows
+ * whose local copy vanished become EVICTABLE.
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,7 +100,7 @@ static const char *const schema =
     " id INTEGER PRIMARY KEY AUTOINCREMENT,"
     " backend TEXT NOT NULL, key TEXT NOT NULL, generation INTEGER NOT NULL,"
     " state TEXT NOT NULL, size INTEGER NOT NULL DEFAULT 0, checksum TEXT, upload_id TEXT,"
-    " created_ns INTEGER, sealed_ns INTEGER, uploaded_ns INTEGER, etag TEXT);"
+    " created_ns INTEGER, sealed_ns INTEGER, uploaded_ns INTEGER, etag TEXT, error TEXT);"
     "CREATE TABLE IF NOT EXISTS parts("
     " file_id INTEGER NOT NULL, part_no INTEGER NOT NULL, etag TEXT NOT NULL,"
     " size INTEGER NOT NULL, PRIMARY KEY(file_id, part_no));";
@@ -133,25 +145,97 @@ static int exec(sqlite3 *db, const char *sql)
     return 0;
 }
 
-/* Journals written before the seal checksum became XXH3-128 have a `sha256` column of bare hex:
- * rename it and tag its values with their algorithm, in one transaction. */
-static int migrate(sqlite3 *db)
+/* The journal's format, kept in SQLite's `PRAGMA user_version`:
+ *   0  journals of tierd before the format was numbered (a `sha256` column, or `checksum`
+ *      without `error`);
+ *   1  `checksum` ("xxh128:" or "sha256:" + hex) and `error` (why a sealed file is FAILED).
+ * A journal of a newer format than this tierd knows is refused at open: its rows may mean
+ * something this code would misread (and recovery deletes what it does not understand). */
+#define JR_FORMAT_VERSION 1
+
+static int has_column(sqlite3 *db, const char *col, bool *out)
 {
+    char sql[96];
+    snprintf(sql, sizeof(sql), "SELECT %s FROM files LIMIT 0", col);
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, "SELECT sha256 FROM files LIMIT 0", -1, &st, NULL);
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
     sqlite3_finalize(st);
-    if (rc != SQLITE_OK) {
-        /* only "no such column" means the journal is already new; anything else is an error */
-        if (strstr(sqlite3_errmsg(db), "no such column"))
-            return 0;
+    *out = rc == SQLITE_OK;
+    /* only "no such column" means it is absent; anything else is an error */
+    if (rc != SQLITE_OK && !strstr(sqlite3_errmsg(db), "no such column"))
         return sql_errno(db, rc, "journal schema check");
+    return 0;
+}
+
+static int user_version(sqlite3 *db, int *out)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return sql_errno(db, rc, "PRAGMA user_version");
+    rc = sqlite3_step(st);
+    *out = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW ? 0 : sql_errno(db, rc, "PRAGMA user_version");
+}
+
+/* Bring a journal of format 0 to JR_FORMAT_VERSION in one transaction: a `sha256` column of bare
+ * hex (the seal checksum before it became XXH3-128) is renamed `checksum` and its values tagged
+ * with their algorithm; the `error` column is added. */
+static int migrate(sqlite3 *db, const char *path)
+{
+    int ver;
+    int rc = user_version(db, &ver);
+    if (rc)
+        return rc;
+    if (ver > JR_FORMAT_VERSION) {
+        tier_err_set("write-back journal %s has format %d, newer than this tierd reads (%d): run "
+                     "the tierd that wrote it, or move the spool aside",
+                     path, ver, JR_FORMAT_VERSION);
+        return -EPROTO;
     }
-    log_info("write-back: journal: renaming column sha256 to checksum (values tagged sha256:)");
-    return exec(db, "BEGIN IMMEDIATE;"
-                    "ALTER TABLE files RENAME COLUMN sha256 TO checksum;"
-                    "UPDATE files SET checksum = 'sha256:' || checksum"
-                    " WHERE checksum IS NOT NULL AND checksum <> '' AND instr(checksum, ':') = 0;"
-                    "COMMIT;");
+    if (ver == JR_FORMAT_VERSION)
+        return 0;
+    bool old_sum, has_error;
+    rc = has_column(db, "sha256", &old_sum);
+    if (!rc)
+        rc = has_column(db, "error", &has_error);
+    if (rc)
+        return rc;
+    if (old_sum)
+        log_info("write-back: journal: renaming column sha256 to checksum (values tagged sha256:)");
+    char sql[512];
+    snprintf(sql, sizeof(sql), "BEGIN IMMEDIATE;%s%sPRAGMA user_version=%d;COMMIT;",
+             old_sum
+                 ? "ALTER TABLE files RENAME COLUMN sha256 TO checksum;"
+                   "UPDATE files SET checksum = 'sha256:' || checksum"
+                   " WHERE checksum IS NOT NULL AND checksum <> '' AND instr(checksum, ':') = 0;"
+                 : "",
+             has_error ? "" : "ALTER TABLE files ADD COLUMN error TEXT;", JR_FORMAT_VERSION);
+    rc = exec(db, sql);
+    if (rc)
+        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+}
+
+/* WAL gives one fsync per commit; where the file system cannot hold it (no shared memory
+ * mapping, some network file systems) SQLite stays in its rollback journal, which is as durable
+ * with synchronous=FULL but slower: say so rather than assume. */
+static int set_wal(sqlite3 *db, const char *path)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode=WAL", -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return sql_errno(db, rc, "PRAGMA journal_mode");
+    rc = sqlite3_step(st);
+    const unsigned char *mode = rc == SQLITE_ROW ? sqlite3_column_text(st, 0) : NULL;
+    if (rc == SQLITE_ROW && (!mode || strcmp((const char *)mode, "wal") != 0))
+        log_warn(
+            "write-back journal %s: WAL mode refused (mode %s); commits are durable but slower",
+            path, mode ? (const char *)mode : "?");
+    int e = rc == SQLITE_ROW ? 0 : sql_errno(db, rc, "PRAGMA journal_mode");
+    sqlite3_finalize(st);
+    return e;
 }
 
 int jr_open(const char *path, sqlite3 **out)
@@ -164,13 +248,13 @@ int jr_open(const char *path, sqlite3 **out)
         return e;
     }
     sqlite3_busy_timeout(db, 5000);
-    int e = exec(db, "PRAGMA journal_mode=WAL;");
+    int e = set_wal(db, path);
     if (!e)
         e = exec(db, "PRAGMA synchronous=FULL;");
     if (!e)
         e = exec(db, schema);
     if (!e)
-        e = migrate(db);
+        e = migrate(db, path);
     if (e) {
         sqlite3_close(db);
         return e;
@@ -350,6 +434,29 @@ int jr_uploaded(sqlite3 *db, const struct wb_entry *e)
     return txn(db, uploaded_fn, e, NULL);
 }
 
+static int fail_fn(sqlite3 *db, const void *a, void *b)
+{
+    (void)b;
+    const struct wb_entry *e = a;
+    int rc = delete_parts(db, e->id);
+    if (rc)
+        return rc;
+    sqlite3_stmt *st;
+    rc = prepare(db, "UPDATE files SET state='failed', error=?, upload_id=NULL, etag=? WHERE id=?",
+                 &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(st, 1, e->error ? e->error : "failed", -1, SQLITE_TRANSIENT);
+    bind_text_or_null(st, 2, e->etag);
+    sqlite3_bind_int64(st, 3, e->id);
+    return step_done(db, st, "fail sealed");
+}
+
+int jr_fail_sealed(sqlite3 *db, const struct wb_entry *e)
+{
+    return txn(db, fail_fn, e, NULL);
+}
+
 static int delete_fn(sqlite3 *db, const void *a, void *b)
 {
     (void)b;
@@ -492,7 +599,7 @@ int jr_load(sqlite3 *db, int (*add)(void *ctx, struct wb_entry *e), void *ctx)
     sqlite3_stmt *st;
     int rc = prepare(db,
                      "SELECT id,backend,key,generation,state,size,checksum,upload_id,created_ns,"
-                     "sealed_ns,uploaded_ns,etag FROM files ORDER BY id",
+                     "sealed_ns,uploaded_ns,etag,error FROM files ORDER BY id",
                      &st);
     if (rc)
         return rc;
@@ -520,6 +627,7 @@ int jr_load(sqlite3 *db, int (*add)(void *ctx, struct wb_entry *e), void *ctx)
         e->sealed_ns = sqlite3_column_int64(st, 9);
         e->uploaded_ns = sqlite3_column_int64(st, 10);
         col_copy(st, 11, e->etag, sizeof(e->etag));
+        e->error = col_dup(st, 12);
         if (!e->backend || !e->key) {
             wb_entry_free(e);
             err = -ENOMEM;

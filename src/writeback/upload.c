@@ -10,15 +10,24 @@
  * admitted by the QoS scheduler (class checkpoint) when one is configured.
  *
  * Failures never drop a file: the attempt ends, the entry gets a growing delay (retry_base_ms
- * doubling up to retry_max_ms) and is tried again, forever, until uploaded or cancelled. When the
- * backend no longer knows the upload id (-ENOENT, NoSuchUpload) or rejects the part list
- * (-EINVAL), the multipart upload is aborted and restarted from the local copy.
+ * doubling up to retry_max_ms) and is tried again, until uploaded or cancelled. When the backend
+ * no longer knows the upload id (-ENOENT, NoSuchUpload) or rejects the part list (-EINVAL), the
+ * multipart upload is aborted and restarted from the local copy. Errors that no retry can mend
+ * (upload_refused(): the backend refuses the key or the size, or the local copy no longer
+ * matches its seal checksum) make the file FAILED instead (fail_sealed): kept with its reason,
+ * reported by wb_wait and wb_list, never retried, no longer counted in the backlog.
  *
- * Verification (what is checked, see docs/WRITEBACK.md): each part's ETag, and a single PUT's
- * ETag, is compared with the MD5 of the bytes sent when the backend returns an MD5-shaped ETag
- * (S3 without SSE-KMS); a multipart ETag of the form md5(part md5s)-N is compared likewise; after
- * every upload backend_stat must report exactly the sealed size. The XXH3-128 taken at seal is
- * journalled for end-to-end checks by tools.
+ * Part size: each file's own, part_size_for(): the configured one, or more where that would need
+ * more parts than the backend takes, so every file under WB_MAX_FILE_BYTES can be uploaded. It is
+ * a function of the size and the configuration, so a resumed upload computes the same one (a
+ * changed part_size restarts it: the journalled parts no longer fit).
+ *
+ * Verification (what is checked, see docs/WRITEBACK.md): the bytes read from the staging file
+ * are hashed against the seal checksum (a single PUT: exactly the bytes sent; multipart: one
+ * sequential pass beside the part workers, finished before the complete request); each part's
+ * ETag, and a single PUT's ETag, is compared with the MD5 of the bytes sent when the backend
+ * returns an MD5-shaped ETag (S3 without SSE-KMS); a multipart ETag of the form md5(part md5s)-N
+ * is compared likewise; after every upload backend_stat must report exactly the sealed size.
  *
  * Locking: wb->lock for every entry field and the journal; never held across a backend request
  * or a staging-file read.
@@ -43,6 +52,10 @@
 #endif
 
 #define KEY_BLOCKED_RETRY_MS 20
+/* S3's largest part (and so the largest per-file part size). */
+#define MAX_PART_BYTES (5ULL << 30)
+/* Threads sending the parts of one file, at most (parts_parallel is capped here). */
+#define PARTS_THREADS_MAX 64
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
@@ -127,9 +140,49 @@ static int open_staging(struct wb *wb, int64_t id)
     if (fd < 0) {
         int rc = -errno;
         tier_err_set("write-back: cannot open staging file %s: %s", p, strerror(errno));
-        return rc;
+        /* gone while its row says sealed: the spool was tampered with; no retry brings it back */
+        return rc == -ENOENT ? -EBADMSG : rc;
     }
     return fd;
+}
+
+/* Errors after which no retry can succeed: the backend refuses the key or the size (a key that
+ * passed backend_key_check at create can still be refused by a store with limits of its own),
+ * or the local copy does not match its seal checksum (-EBADMSG). */
+static bool upload_refused(int rc)
+{
+    return rc == -EBADMSG || rc == -EFBIG || rc == -ENAMETOOLONG || rc == -EINVAL;
+}
+
+/* The part size of a file of size bytes: part_size, or the smallest whole MiB that keeps it
+ * within the backend's part count. */
+static int part_size_for(const struct wb *wb, const struct backend *be, uint64_t size,
+                         uint64_t *out)
+{
+    uint64_t psz = wb->cfg.part_size_bytes, maxp = (uint64_t)backend_max_parts(be);
+    if (size > psz * maxp) {
+        psz = (size + maxp - 1) / maxp;
+        psz = (psz + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1);
+    }
+    if (psz > MAX_PART_BYTES) {
+        tier_err_set("write-back: %llu bytes need parts over 5 GiB in %llu parts",
+                     (unsigned long long)size, (unsigned long long)maxp);
+        return -EFBIG;
+    }
+    *out = psz;
+    return 0;
+}
+
+/* Does the checksum of what was read (got) match the seal's (want)? Logs and sets the error. */
+static int check_seal_sum(const char *key, const char *want, const char *got)
+{
+    if (strcmp(want, got) == 0)
+        return 0;
+    tier_err_set("the local copy of %s no longer matches its seal checksum (sealed %s, now %s): "
+                 "the spool was corrupted after close",
+                 key, want, got);
+    log_err("write-back: %s", tier_err_msg());
+    return -EBADMSG;
 }
 
 /* Another row of the same key has to delete the object first (invariant I5). wb->lock held. */
@@ -295,7 +348,7 @@ static int mark_maybe(struct wb *wb, struct wb_entry *e)
 /* ---- single PUT ------------------------------------------------------------------------------ */
 
 static int upload_single(struct wb *wb, struct wb_entry *e, struct backend *be, const char *key,
-                         uint64_t size)
+                         uint64_t size, const char *sum)
 {
     int fd = open_staging(wb, e->id);
     if (fd < 0)
@@ -309,6 +362,18 @@ static int upload_single(struct wb *wb, struct wb_entry *e, struct backend *be, 
     rc = pread_full(fd, buf, size, 0);
     if (rc)
         goto out;
+    if (sum[0]) { /* exactly the bytes that will be sent */
+        struct wb_sum *c;
+        char got[WB_CHECKSUM_MAX];
+        rc = wb_sum_begin(&c, sum);
+        if (rc)
+            goto out;
+        wb_sum_update(c, buf, size);
+        wb_sum_end(c, got);
+        rc = check_seal_sum(key, sum, got);
+        if (rc)
+            goto out;
+    }
     unsigned char md[16];
     char want[33];
     rc = md5_bin(buf, size, md);
@@ -533,18 +598,38 @@ static void abort_orphans(struct wb *wb, struct wb_entry *e, struct backend *be,
                  aborted, be->name, key);
 }
 
-static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *be, const char *key,
-                            uint64_t size)
+/* The sequential pass that checks a multipart file's staging copy against its seal checksum,
+ * run beside the part workers (they read the same pages, so it mostly hits the page cache). */
+struct sum_pass {
+    int fd;
+    uint64_t size;
+    const char *key, *want;
+    int rc;
+    char msg[512]; /* tier_err_msg() is per thread: the verdict's sentence travels here */
+};
+
+static void *sum_pass_main(void *arg)
 {
-    uint64_t psz = wb->cfg.part_size_bytes;
+    struct sum_pass *p = arg;
+    char got[WB_CHECKSUM_MAX];
+    p->rc = wb_checksum_fd(p->fd, p->size, p->want, got);
+    if (!p->rc)
+        p->rc = check_seal_sum(p->key, p->want, got);
+    if (p->rc)
+        tier_strlcpy(p->msg, tier_err_msg(), sizeof(p->msg));
+    return NULL;
+}
+
+static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *be, const char *key,
+                            uint64_t size, const char *sum)
+{
+    uint64_t psz;
+    int rc = part_size_for(wb, be, size, &psz);
+    if (rc)
+        return rc;
     int nparts = (int)((size + psz - 1) / psz);
     if (nparts < 1)
         nparts = 1;
-    if (nparts > 10000) {
-        tier_err_set("write-back: %s needs %d parts (max 10000); raise part_size", key, nparts);
-        return -EFBIG;
-    }
-    int rc = 0;
     char *upload_id = NULL;
     struct backend_part *parts = NULL;
 
@@ -623,20 +708,29 @@ static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *b
         return u.fd;
     }
     int nthreads = wb->cfg.parts_parallel < nparts ? wb->cfg.parts_parallel : nparts;
-    pthread_t tids[64];
-    if (nthreads > 64)
-        nthreads = 64;
+    pthread_t tids[PARTS_THREADS_MAX], sum_tid;
+    if (nthreads > PARTS_THREADS_MAX)
+        nthreads = PARTS_THREADS_MAX;
+    struct sum_pass sp = {.fd = u.fd, .size = size, .key = key, .want = sum};
+    bool summing = sum[0] && pthread_create(&sum_tid, NULL, sum_pass_main, &sp) == 0;
+    if (sum[0] && !summing)
+        sum_pass_main(&sp); /* no thread to spare: check before the parts go */
     int started = 0;
     for (int i = 1; i < nthreads; i++)
         if (pthread_create(&tids[started], NULL, part_worker, &u) == 0)
             started++;
-    part_worker(&u);
+    if (!sp.rc)
+        part_worker(&u);
     for (int i = 0; i < started; i++)
         pthread_join(tids[i], NULL);
+    if (summing)
+        pthread_join(sum_tid, NULL);
     close(u.fd);
 
     pthread_mutex_lock(&wb->lock);
-    rc = u.err;
+    rc = sp.rc ? sp.rc : u.err; /* a bad local copy is the verdict, whatever the parts did */
+    if (sp.rc)
+        tier_err_set("%s", sp.msg);
     if (!rc && stop_requested(wb, e))
         rc = -ECANCELED;
     if (!rc && key_blocked(wb, e))
@@ -656,8 +750,10 @@ static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *b
         rc = mark_maybe(wb, e);
     pthread_mutex_unlock(&wb->lock);
     if (rc) {
-        if (upload_gone(rc))
+        if (upload_gone(rc)) {
             restart_multipart(wb, e, be);
+            rc = -EIO; /* retried from the local copy, not a refusal of the file */
+        }
         goto out;
     }
     char etag[BACKEND_ETAG_MAX] = "";
@@ -666,8 +762,10 @@ static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *b
     io_end(wb, 0, rc, t0);
     if (rc) {
         log_warn("write-back: completing the upload of %s failed: %s", key, tier_err_msg());
-        if (upload_gone(rc))
+        if (upload_gone(rc)) {
             restart_multipart(wb, e, be);
+            rc = -EIO; /* retried from the local copy, not a refusal of the file */
+        }
         goto out;
     }
     char want[48], got[48];
@@ -745,9 +843,64 @@ static int process_cancelled(struct wb *wb, struct wb_entry *e, struct backend *
 
 /* ---- the threads ----------------------------------------------------------------------------- */
 
+/* SEALED/UPLOADING -> FAILED (err is upload_refused()): the backend can never take e, or its
+ * local copy no longer matches its seal checksum. Its multipart upload, if any, is aborted first
+ * (best effort: a failed abort leaves the orphan flag, so the row that later cancels e lists and
+ * aborts it). Row and staging file stay, so nothing is lost silently and the failure shows
+ * (wb_wait -EIO, wb_list, reads -EIO) until the file is unlinked or replaced. 0, or the journal's
+ * error (the entry is unchanged and the attempt is retried). */
+static int fail_sealed(struct wb *wb, struct wb_entry *e, struct backend *be, const char *key,
+                       int err)
+{
+    char *why = NULL;
+    if (asprintf(&why, "%s: %s", strerror(-err), tier_err_msg()) < 0)
+        why = NULL;
+    pthread_mutex_lock(&wb->lock);
+    char *upload_id = e->upload_id ? strdup(e->upload_id) : NULL;
+    pthread_mutex_unlock(&wb->lock);
+    if (upload_id) {
+        uint64_t t0 = io_begin(wb, 0);
+        int arc = backend_mpu_abort(be, key, upload_id);
+        io_end(wb, 0, arc, t0);
+        if (arc && arc != -ENOENT)
+            flag_orphans(wb, e);
+        free(upload_id);
+    }
+    pthread_mutex_lock(&wb->lock);
+    char *prev_why = e->error;
+    enum wb_state prev = e->state;
+    e->error = why ? why : prev_why;
+    wb_entry_set_state(wb, e, WB_FAILED);
+    int rc = jr_fail_sealed(wb->db, e);
+    if (rc) {
+        e->error = prev_why;
+        wb_entry_set_state(wb, e, prev);
+        pthread_mutex_unlock(&wb->lock);
+        if (why)
+            free(why);
+        return rc;
+    }
+    if (why)
+        free(prev_why);
+    free(e->upload_id);
+    e->upload_id = NULL;
+    clear_parts(e);
+    wb->stats.upload_failures++;
+    int64_t id = e->id;
+    pthread_cond_broadcast(&wb->cond);
+    log_err("write-back: %s:%s FAILED and will not be uploaded (its local copy is kept until the "
+            "file is removed or rewritten): %s",
+            be->name, key, e->error ? e->error : strerror(-err));
+    pthread_mutex_unlock(&wb->lock);
+    wb_emit(wb, WB_EV_FAILED, id);
+    return 0;
+}
+
 static int process(struct wb *wb, struct wb_entry *e, bool *dropped)
 {
     pthread_mutex_lock(&wb->lock);
+    char sum[WB_CHECKSUM_MAX];
+    memcpy(sum, e->checksum, sizeof(sum));
     char *key = strdup(e->key);
     char *bname = strdup(e->backend);
     enum wb_state st = e->state;
@@ -775,13 +928,19 @@ static int process(struct wb *wb, struct wb_entry *e, bool *dropped)
     if (!has_upload && orphans)
         abort_orphans(wb, e, be, key);
     if (size < wb->cfg.part_size_bytes && !has_upload)
-        rc = upload_single(wb, e, be, key, size);
+        rc = upload_single(wb, e, be, key, size, sum);
     else
-        rc = upload_multipart(wb, e, be, key, size);
+        rc = upload_multipart(wb, e, be, key, size, sum);
+    if (upload_refused(rc)) {
+        rc = fail_sealed(wb, e, be, key, rc);
+        if (!rc)
+            goto free_out; /* FAILED: nothing to retry */
+    }
 out:
     if (rc && rc != -ECANCELED && rc != -EAGAIN)
         log_warn("write-back: upload of %s:%s failed (%s); will retry: %s", bname ? bname : "?",
                  key ? key : "?", strerror(-rc), tier_err_msg());
+free_out:
     free(key);
     free(bname);
     return rc;

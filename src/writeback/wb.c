@@ -13,13 +13,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <xxhash.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "common/err.h"
 #include "common/log.h"
@@ -71,6 +72,7 @@ void wb_entry_free(struct wb_entry *e)
     free(e->upload_id);
     free(e->parts);
     free(e->part_bytes);
+    free(e->error);
     free(e);
 }
 
@@ -282,8 +284,16 @@ static int recover_one(void *ctx, struct wb_entry *e)
     struct wb *wb = lc->wb;
     uint64_t now_real = tier_now_real_ns(), now_mono = tier_now_mono_ns();
     switch (e->state) {
-    case WB_OPEN:
-    case WB_FAILED: {
+    case WB_FAILED:
+        if (wb_entry_failed_sealed(e)) {
+            /* the backend refused it for good: kept, visible, until unlinked or replaced */
+            log_err("write-back: %s:%s (id %lld) is FAILED and will not be uploaded: %s",
+                    e->backend, e->key, (long long)e->id, e->error ? e->error : "?");
+            break;
+        }
+        /* never sealed, so never promised: discarded like an OPEN row */
+        __attribute__((fallthrough));
+    case WB_OPEN: {
         int rc = jr_delete(wb->db, e->id);
         if (rc)
             return rc;
@@ -513,6 +523,16 @@ static int check_names(const char *backend_name, const char *key)
     return backend_key_valid(key, key ? strlen(key) : 0, false);
 }
 
+/* A file is created only under a key its backend can take (a name the POSIX backend reserves
+ * would be sealed and then refused for ever). An unknown backend name is left to the uploader,
+ * which waits for it (wb_resolve_fn). */
+static int check_create(struct wb *wb, const char *backend_name, const char *key)
+{
+    int rc = check_names(backend_name, key);
+    struct backend *be = rc ? NULL : wb->cfg.resolve(wb->cfg.resolve_ctx, backend_name);
+    return be ? backend_key_check(be, key) : rc;
+}
+
 static int fsync_dir(const char *path)
 {
     int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -531,7 +551,7 @@ int wb_file_create(struct wb *wb, const char *backend_name, const char *key, str
 int wb_file_create_ex(struct wb *wb, const char *backend_name, const char *key, unsigned flags,
                       struct wb_file **out)
 {
-    int rc = check_names(backend_name, key);
+    int rc = check_create(wb, backend_name, key);
     if (rc)
         return rc;
     if (flags & ~WB_CREATE_REPLACE_AT_SEAL)
@@ -664,6 +684,11 @@ static int reserve(struct wb_file *fh, uint64_t new_size)
 {
     struct wb *wb = fh->wb;
     int rc = 0;
+    if (new_size > WB_MAX_FILE_BYTES) {
+        tier_err_set("write-back: a file of %llu bytes is over the %llu an object may have",
+                     (unsigned long long)new_size, (unsigned long long)WB_MAX_FILE_BYTES);
+        return -EFBIG;
+    }
     pthread_mutex_lock(&wb->lock);
     struct wb_entry *e = fh->e;
     if (e && new_size > e->size) {
@@ -762,19 +787,68 @@ int wb_file_fsync(struct wb_file *fh)
     return 0;
 }
 
-/* The seal checksum of the first size bytes of fd: "xxh128:" and the XXH3 128-bit hash in its
- * canonical (big-endian) hex form, as `xxh128sum` prints it. XXH3 runs at memory speed; SHA-256
- * (about 0.55 s per GiB on one core with SHA-NI) was the largest cost of the writer's close. */
-static int checksum_fd(int fd, uint64_t size, char out[WB_CHECKSUM_MAX])
+/* Streaming seal checksums: "xxh128:" and the XXH3 128-bit hash in its canonical (big-endian)
+ * hex form, as `xxh128sum` prints it; "sha256:" only to verify rows of journals written before
+ * XXH3 (SHA-256, about 0.55 s per GiB on one core with SHA-NI, was the largest cost of the
+ * writer's close). */
+struct wb_sum {
+    bool sha;
+    XXH3_state_t *xs;
+    EVP_MD_CTX *md;
+};
+
+int wb_sum_begin(struct wb_sum **out, const char *like)
 {
-    int rc = 0;
-    unsigned char *buf = malloc(CHECKSUM_CHUNK_BYTES);
-    XXH3_state_t *xs = XXH3_createState();
-    if (!buf || !xs || XXH3_128bits_reset(xs) != XXH_OK) {
-        rc = -ENOMEM;
-        goto out;
+    struct wb_sum *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    c->sha = like &&
+             strncmp(like, WB_CHECKSUM_SHA256_PREFIX, sizeof(WB_CHECKSUM_SHA256_PREFIX) - 1) == 0;
+    bool ok = c->sha ? (c->md = EVP_MD_CTX_new()) && EVP_DigestInit_ex(c->md, EVP_sha256(), NULL)
+                     : (c->xs = XXH3_createState()) && XXH3_128bits_reset(c->xs) == XXH_OK;
+    if (!ok) {
+        wb_sum_end(c, NULL);
+        return -ENOMEM;
     }
-    for (uint64_t off = 0; off < size;) {
+    *out = c;
+    return 0;
+}
+
+void wb_sum_update(struct wb_sum *c, const void *buf, size_t len)
+{
+    if (c->sha)
+        EVP_DigestUpdate(c->md, buf, len);
+    else
+        XXH3_128bits_update(c->xs, buf, len);
+}
+
+void wb_sum_end(struct wb_sum *c, char out[WB_CHECKSUM_MAX])
+{
+    if (!c)
+        return;
+    if (out && c->sha) {
+        unsigned char md[32];
+        unsigned int n = 0;
+        EVP_DigestFinal_ex(c->md, md, &n);
+        memcpy(out, WB_CHECKSUM_SHA256_PREFIX, sizeof(WB_CHECKSUM_SHA256_PREFIX) - 1);
+        tier_hex(md, n, out + sizeof(WB_CHECKSUM_SHA256_PREFIX) - 1);
+    } else if (out) {
+        XXH128_canonical_t h;
+        XXH128_canonicalFromHash(&h, XXH3_128bits_digest(c->xs));
+        memcpy(out, WB_CHECKSUM_PREFIX, sizeof(WB_CHECKSUM_PREFIX) - 1);
+        tier_hex(h.digest, sizeof(h.digest), out + sizeof(WB_CHECKSUM_PREFIX) - 1);
+    }
+    EVP_MD_CTX_free(c->md);
+    XXH3_freeState(c->xs);
+    free(c);
+}
+
+int wb_checksum_fd(int fd, uint64_t size, const char *like, char out[WB_CHECKSUM_MAX])
+{
+    struct wb_sum *c = NULL;
+    unsigned char *buf = malloc(CHECKSUM_CHUNK_BYTES);
+    int rc = buf ? wb_sum_begin(&c, like) : -ENOMEM;
+    for (uint64_t off = 0; !rc && off < size;) {
         size_t want =
             size - off < CHECKSUM_CHUNK_BYTES ? (size_t)(size - off) : CHECKSUM_CHUNK_BYTES;
         ssize_t n = pread(fd, buf, want, (off_t)off);
@@ -782,28 +856,24 @@ static int checksum_fd(int fd, uint64_t size, char out[WB_CHECKSUM_MAX])
             continue;
         if (n <= 0) {
             rc = n < 0 ? -errno : -EIO;
-            goto out;
+            break;
         }
-        XXH3_128bits_update(xs, buf, (size_t)n);
+        wb_sum_update(c, buf, (size_t)n);
         off += (uint64_t)n;
     }
-    XXH128_canonical_t c;
-    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(xs));
-    memcpy(out, WB_CHECKSUM_PREFIX, sizeof(WB_CHECKSUM_PREFIX) - 1);
-    tier_hex(c.digest, sizeof(c.digest), out + sizeof(WB_CHECKSUM_PREFIX) - 1);
-out:
-    XXH3_freeState(xs);
+    wb_sum_end(c, rc ? NULL : out);
     free(buf);
     return rc;
 }
 
-/* Is o a generation that e, being sealed, replaces? (live and not OPEN/FAILED: another OPEN
- * generation of the key is left to its own writer; the last one sealed wins.) */
+/* Is o a generation that e, being sealed, replaces? (live and not OPEN or a failed writer's:
+ * another OPEN generation of the key is left to its own writer; the last one sealed wins. A
+ * sealed generation the backend refused is replaced like any other.) */
 static bool replaced_by(const struct wb_entry *o, const struct wb_entry *e)
 {
     return o != e &&
            (o->state == WB_SEALED || o->state == WB_UPLOADING || o->state == WB_UPLOADED ||
-            o->state == WB_EVICTABLE) &&
+            o->state == WB_EVICTABLE || wb_entry_failed_sealed(o)) &&
            strcmp(o->key, e->key) == 0 && strcmp(o->backend, e->backend) == 0;
 }
 
@@ -912,6 +982,12 @@ static int wait_uploaded(struct wb *wb, int64_t id)
         struct wb_entry *e = find_id(wb, id);
         if (!e || e->state == WB_CANCELLED || e->state == WB_UPLOADED || e->state == WB_EVICTABLE)
             break;
+        if (e->state == WB_FAILED) {
+            tier_err_set("write-back: %s:%s will never be uploaded: %s", e->backend, e->key,
+                         e->error ? e->error : "failed");
+            rc = -EIO;
+            break;
+        }
         if (wb->stopping) {
             rc = -ESHUTDOWN;
             break;
@@ -951,7 +1027,7 @@ static int file_close(struct wb_file *fh, int64_t *sealed_id)
     if (!rc && fstat(fh->fd, &st) != 0)
         rc = record_failure(fh, -errno);
     if (!rc)
-        rc = checksum_fd(fh->fd, (uint64_t)st.st_size, sum);
+        rc = wb_checksum_fd(fh->fd, (uint64_t)st.st_size, NULL, sum);
     close(fh->fd);
     fh->fd = -1;
 
@@ -1070,7 +1146,7 @@ int wb_rename(struct wb *wb, const char *backend_name, const char *old_key, cons
 {
     int rc = check_names(backend_name, old_key);
     if (!rc)
-        rc = check_names(backend_name, new_key);
+        rc = check_create(wb, backend_name, new_key);
     if (rc)
         return rc;
     if (strcmp(old_key, new_key) == 0)
@@ -1225,10 +1301,21 @@ int wb_wait(struct wb *wb, const char *backend_name, const char *prefix, int64_t
     pthread_cond_broadcast(&wb->work);
     for (;;) {
         bool pending = false;
-        for (struct wb_entry *e = wb->head; e && !pending; e = e->next)
-            pending =
-                matches(e, backend_name, prefix) &&
-                (e->state == WB_SEALED || e->state == WB_UPLOADING || e->state == WB_CANCELLED);
+        const struct wb_entry *failed = NULL;
+        for (struct wb_entry *e = wb->head; e && !pending && !failed; e = e->next) {
+            if (!matches(e, backend_name, prefix))
+                continue;
+            pending = e->state == WB_SEALED || e->state == WB_UPLOADING || e->state == WB_CANCELLED;
+            if (wb_entry_failed_sealed(e))
+                failed = e;
+        }
+        if (failed) {
+            /* it will never be durable: say so now rather than at the timeout */
+            tier_err_set("write-back: %s:%s will never be uploaded: %s", failed->backend,
+                         failed->key, failed->error ? failed->error : "failed");
+            rc = -EIO;
+            break;
+        }
         if (!pending)
             break;
         if (wb->stopping) {
@@ -1261,11 +1348,18 @@ ssize_t wb_read(struct wb *wb, const char *backend_name, const char *key, void *
      * will replace (read-your-writes). */
     struct wb_entry *e = NULL;
     for (struct wb_entry *o = wb->head; o; o = o->next)
-        if (o->state != WB_CANCELLED && o->state != WB_FAILED && state_local(o->state) &&
-            strcmp(o->key, key) == 0 && strcmp(o->backend, backend_name) == 0 &&
+        if (o->state != WB_CANCELLED && (o->state != WB_FAILED || wb_entry_failed_sealed(o)) &&
+            state_local(o->state) && strcmp(o->key, key) == 0 &&
+            strcmp(o->backend, backend_name) == 0 &&
             (!e || o->generation > e->generation ||
              (o->generation == e->generation && o->id > e->id)))
             e = o;
+    if (e && e->state == WB_FAILED) {
+        /* the newest generation cannot be trusted or made durable: never an older object */
+        tier_err_set("write-back: %s is FAILED: %s", key, e->error ? e->error : "failed");
+        pthread_mutex_unlock(&wb->lock);
+        return -EIO;
+    }
     if (e) {
         char p[PATH_MAX];
         wb_staging_path(wb, e->id, p, sizeof(p));
@@ -1326,6 +1420,11 @@ int wb_list(struct wb *wb, const char *backend_name, const char *prefix, struct 
             now_mono > e->sealed_mono_ns)
             f->waiting_ms = (now_mono - e->sealed_mono_ns) / TIER_NS_PER_MS;
         tier_strlcpy(f->checksum, e->checksum, sizeof(f->checksum));
+        f->sealed = e->sealed_ns != 0;
+        if (wb_entry_failed_sealed(e) && e->error && !(f->error = strdup(e->error))) {
+            rc = -ENOMEM;
+            break;
+        }
         if (e->state == WB_UPLOADED || e->state == WB_EVICTABLE)
             tier_strlcpy(f->etag, e->etag, sizeof(f->etag)); /* not the "may exist" marker */
     }
@@ -1348,6 +1447,7 @@ void wb_list_free(struct wb_file_info *list, size_t n)
     for (size_t i = 0; i < n; i++) {
         free(list[i].backend);
         free(list[i].key);
+        free(list[i].error);
     }
     free(list);
 }

@@ -42,6 +42,12 @@ struct wb_file;
 /* The checksum journalled at seal: "xxh128:" + 32 hex digits (compare with `xxh128sum`). */
 #define WB_CHECKSUM_PREFIX "xxh128:"
 #define WB_CHECKSUM_MAX 80
+/* ... and in journals written before it, SHA-256 (still verified at upload). */
+#define WB_CHECKSUM_SHA256_PREFIX "sha256:"
+/* The largest file the buffer takes (S3's object size limit); a write beyond it is -EFBIG. Each
+ * file's part size is max(part_size, size / the backend's part limit), so every file that fits
+ * can be uploaded. */
+#define WB_MAX_FILE_BYTES (5ULL << 40)
 
 enum wb_state {
     WB_OPEN = 0,      /* being written; not promised */
@@ -50,7 +56,10 @@ enum wb_state {
     WB_UPLOADED = 3,  /* complete in the backend (ETag journalled); local copy kept */
     WB_EVICTABLE = 4, /* complete in the backend; local copy dropped by retention */
     WB_CANCELLED = 5, /* unlinked/overwritten: upload being aborted; object never appears */
-    WB_FAILED = 6,    /* local write/fsync failed: fail-stop, discarded at close */
+    WB_FAILED = 6,    /* never sealed: local write/fsync failed (fail-stop), discarded at close;
+                       * sealed: the backend can never take it (a permanent upload error) or
+                       * its local copy no longer matches the seal checksum: kept, with its
+                       * reason, reads -EIO, until unlinked or replaced */
 };
 
 const char *wb_state_name(enum wb_state s);
@@ -69,6 +78,7 @@ enum wb_event {
     WB_EV_UPLOADED,     /* a file reached UPLOADED */
     WB_EV_CANCELLED,    /* a cancelled file's upload was aborted and its row dropped */
     WB_EV_RETRY,        /* an upload attempt failed; it will be retried after a backoff */
+    WB_EV_FAILED,       /* a sealed file became FAILED: the backend can never take it */
 };
 typedef void (*wb_event_fn)(void *ctx, enum wb_event ev, int64_t file_id);
 
@@ -181,11 +191,13 @@ int wb_rename(struct wb *wb, const char *backend_name, const char *old_key, cons
 
 /* Block until every sealed file whose key starts with prefix ("" = all) on backend_name (NULL =
  * any) is UPLOADED/EVICTABLE (files still OPEN are not waited for). 0, or -ETIMEDOUT
- * (timeout_ms < 0: no timeout), -ESHUTDOWN if wb_close() started. */
+ * (timeout_ms < 0: no timeout), -ESHUTDOWN if wb_close() started, -EIO (at once) while a sealed
+ * file under prefix is FAILED (tier_err_msg() names it and why). */
 int wb_wait(struct wb *wb, const char *backend_name, const char *prefix, int64_t timeout_ms);
 
 /* Read-your-writes: read backend_name:key from its local staging copy while one exists.
- * -ENOENT when the burst buffer holds no local copy (read the backend instead). */
+ * -ENOENT when the burst buffer holds no local copy (read the backend instead); -EIO when the
+ * newest generation is a sealed file that FAILED (never an older object in its place). */
 ssize_t wb_read(struct wb *wb, const char *backend_name, const char *key, void *buf, size_t len,
                 off_t off);
 
@@ -202,6 +214,8 @@ struct wb_file_info {
     char checksum[WB_CHECKSUM_MAX]; /* "xxh128:<hex>" taken at seal ("sha256:<hex>" in journals
                                      * older than it); "" until sealed */
     char etag[96];                  /* "" until uploaded */
+    bool sealed;                    /* closed successfully (a FAILED file too, see error) */
+    char *error; /* FAILED after seal: why it will never be uploaded (owned); NULL otherwise */
 };
 /* Every file known to the burst buffer under prefix, in key order. Free with wb_list_free(). */
 int wb_list(struct wb *wb, const char *backend_name, const char *prefix, struct wb_file_info **out,
@@ -213,6 +227,7 @@ struct wb_stats {
     uint64_t files[WB_FAILED + 1];     /* per state */
     uint64_t uploads_done, parts_done; /* since wb_open */
     uint64_t upload_retries;           /* failed attempts that will be retried */
+    uint64_t upload_failures;          /* sealed files made FAILED (never retried) */
     uint64_t backpressure_waits;       /* writers that had to wait */
     uint64_t deadline_warnings;
     uint64_t busy_waiters; /* calls waiting now for an upload step to finish */

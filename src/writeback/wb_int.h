@@ -44,6 +44,7 @@ struct wb_entry {
     int64_t mpu_orphans_ns; /* realtime; != 0: a multipart upload started since then may exist
                              * that no row names (a crash or a lost reply after mpu_create):
                              * list and abort before uploading (best effort) */
+    char *error; /* FAILED after seal: why the backend cannot take the file (journalled) */
     int attempts;
     uint64_t next_try_mono_ns;
     struct wb_entry *next, *prev;
@@ -83,6 +84,14 @@ struct wb {
  * cancelling the row deletes the key (it is journalled before the request). */
 #define WB_ETAG_MAYBE "?"
 
+/* A sealed file the backend can never take (or whose local copy no longer matches its seal
+ * checksum): kept, with its reason, until unlinked or replaced; FAILED rows of files never sealed
+ * are the writer's failure and are discarded at close or recovery. */
+static inline bool wb_entry_failed_sealed(const struct wb_entry *e)
+{
+    return e->state == WB_FAILED && e->sealed_ns != 0;
+}
+
 /* Does e's generation (possibly) have an object in the backend that a cancel must delete? */
 static inline bool wb_entry_has_object(const struct wb_entry *e)
 {
@@ -107,6 +116,9 @@ int jr_set_upload(sqlite3 *db, const struct wb_entry *e); /* upload id + state; 
 int jr_part_done(sqlite3 *db, int64_t id, int part_no, const char *etag, uint64_t size);
 int jr_uploaded(sqlite3 *db, const struct wb_entry *e);
 int jr_delete(sqlite3 *db, int64_t id);
+/* SEALED/UPLOADING -> FAILED: e->error journalled, upload id and parts forgotten, etag kept (a
+ * "may exist" marker still makes a later cancel delete the key). */
+int jr_fail_sealed(sqlite3 *db, const struct wb_entry *e);
 /* Rename: in one transaction, re-key row e (now SEALED/OPEN, no upload id, no parts) and insert
  * tombstone t (CANCELLED) if t != NULL. */
 int jr_rekey(sqlite3 *db, const struct wb_entry *e, struct wb_entry *t);
@@ -126,6 +138,15 @@ void wb_entry_free(struct wb_entry *e);
 void wb_staging_path(const struct wb *wb, int64_t id, char *buf, size_t bufsz);
 void wb_emit(struct wb *wb, enum wb_event ev, int64_t id); /* call without the lock */
 void wb_retention_apply(struct wb *wb, const struct wb_entry *e);
+
+/* Seal checksums (wb.c): streaming, in the algorithm of `like` (a journalled checksum: "sha256:"
+ * for rows of old journals) or XXH3-128 when like is NULL. wb_sum_end frees; out may be NULL. */
+struct wb_sum;
+int wb_sum_begin(struct wb_sum **out, const char *like);
+void wb_sum_update(struct wb_sum *c, const void *buf, size_t len);
+void wb_sum_end(struct wb_sum *c, char out[WB_CHECKSUM_MAX]);
+/* The checksum of the first size bytes of fd. */
+int wb_checksum_fd(int fd, uint64_t size, const char *like, char out[WB_CHECKSUM_MAX]);
 
 /* ---- upload.c ------------------------------------------------------------------------------ */
 /* Burst absorption (wb->lock held): the monotonic time until which new uploads are held back,

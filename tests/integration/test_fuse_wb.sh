@@ -268,6 +268,45 @@ os.fsync(fd)
 os.close(fd)
 PY
 ok "upload retried after the backend came back; writers proceed"
+
+# ---- a sealed file whose spool copy is corrupted after close: FAILED, never uploaded ----------
+# Regression (review finding 2): the seal checksum was never checked again, so a bit flipped in
+# the staging file was uploaded, reported durable and served.
+rm -rf "$DATA/stuck"
+printf 'not a directory' >"$DATA/stuck"
+head -c 300000 /dev/urandom >"$T/ref/flip"
+cp "$T/ref/flip" "$MNT/stuck/flip" || fail "write stuck/flip"
+stg=$(ls -t "$T/spool"/*.stg | head -n 1)
+python3 - "$stg" <<'PY' || fail "flip a bit of $stg"
+import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(1234)
+    b = f.read(1)
+    f.seek(1234)
+    f.write(bytes([b[0] ^ 0x04]))
+PY
+rm "$DATA/stuck"
+mkdir -p "$DATA/stuck"
+flip_failed() {
+  api "/v1/checkpoints?path=/stuck/flip" | python3 -c '
+import json, sys
+sys.exit(0 if any(f["path"] == "/stuck/flip" and f["state"] == "failed"
+                  for f in json.load(sys.stdin)["files"]) else 1)'
+}
+wait_for 60 flip_failed || fail "a corrupted spool copy did not make the file FAILED"
+out=$(curl -sS --unix-socket "$SOCK" -d '{"path":"/stuck/flip","timeout_s":10}' http://tierd/v1/wait)
+echo "$out" | grep -q "seal checksum" || fail "wait on a FAILED file: $out"
+[ ! -e "$DATA/stuck/flip" ] || fail "a corrupted spool copy reached the backend"
+cat "$MNT/stuck/flip" >/dev/null 2>&1 && fail "a FAILED file read back without an error"
+ls "$MNT/stuck" | grep -qx flip || fail "a FAILED file is not listed"
+rm "$MNT/stuck/flip" || fail "rm of a FAILED file"
+flip_failed && fail "a removed FAILED file is still listed by /v1/checkpoints"
+ok "spool corruption after close: FAILED, not uploaded, reads EIO, wait says why, rm ends it"
+
+# ---- a name the backend reserves is refused at create (it was sealed, never uploaded) -------
+err=$( { echo x >"$MNT/ck/.tier-tmp.x"; } 2>&1) && fail "create of a reserved name succeeded"
+echo "$err" | grep -q "Invalid argument" || fail "reserved name: expected EINVAL, got: $err"
+ok "a name the POSIX backend reserves: EINVAL at create"
 stop_tierd
 
 # ---- local disk faults (TIERD_TEST_FAULT_FILE: tierd's staging pwrite/fsync hooks) -----------

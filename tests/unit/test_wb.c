@@ -49,6 +49,7 @@ struct fault_be {
     atomic_bool list_denied; /* mpu_list fails with -EACCES */
     atomic_bool stat_fails;  /* stat fails with -EIO (the check after an upload) */
     atomic_bool blank_etag;  /* put answers without an ETag */
+    atomic_int put_err;      /* 0 or -errno every put answers (a store that refuses the file) */
     /* While hold_put is set, put blocks (after counting itself) until it is cleared; with
      * hold_key set, only puts of that key are held. */
     pthread_mutex_t hold_mu;
@@ -92,6 +93,8 @@ static int fb_put(struct backend *be, const char *key, const void *buf, size_t l
     pthread_mutex_unlock(&f->hold_mu);
     if (f->down)
         return -EIO;
+    if (f->put_err)
+        return f->put_err;
     int rc = backend_put(f->inner, key, buf, len, etag);
     if (rc == 0 && etag && f->blank_etag)
         etag[0] = '\0'; /* a server that sends no ETag header */
@@ -152,6 +155,11 @@ static int fb_mpu_list(struct backend *be, const char *key, struct backend_mpu *
     return fb_of(be)->down ? -EIO : backend_mpu_list(fb_of(be)->inner, key, out, n);
 }
 
+static int fb_key_check(struct backend *be, const char *key)
+{
+    return backend_key_check(fb_of(be)->inner, key);
+}
+
 static void fb_destroy(struct backend *be)
 {
     (void)be;
@@ -170,6 +178,7 @@ static const struct backend_ops fault_ops = {
     .del = fb_del,
     .destroy = fb_destroy,
     .mpu_list = fb_mpu_list,
+    .key_check = fb_key_check,
 };
 
 /* ---- fixture -----------------------------------------------------------------------------------
@@ -931,6 +940,179 @@ static void test_journal_migration_sha256(void **state)
     wb_list_free(list, n);
 }
 
+/* ---- files the backend can never take (review finding 1) and spool corruption (finding 2) --- */
+
+/* A name the POSIX backend reserves is refused at create, before close(2) can promise it (it
+ * used to be sealed and then refused by every upload attempt, for ever). */
+static void test_reserved_name_refused_at_create(void **state)
+{
+    struct fx *f = *state;
+    fx_open(f);
+    struct wb_file *fh = NULL;
+    assert_int_equal(wb_file_create(f->wb, "warm", "ckpt/.tier-tmp.x", &fh), -EINVAL);
+    assert_int_equal(wb_file_create(f->wb, "warm", ".tier-mpu/k", &fh), -EINVAL);
+    assert_null(fh);
+    write_file(f, "ckpt/a", 100, 1);
+    assert_int_equal(wb_rename(f->wb, "warm", "ckpt/a", "ckpt/.tier-tmp.y"), -EINVAL);
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files WHERE key LIKE '%tier-%'"), 0);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    assert_object(f, "ckpt/a", 100, 1);
+}
+
+/* A file that needs more parts than the backend takes at part_size gets larger parts of its own
+ * (it used to fail with EFBIG on every attempt, for ever). */
+static void test_per_file_part_size(void **state)
+{
+    struct fx *f = *state;
+    static struct backend_ops few_parts;
+    few_parts = fault_ops;
+    few_parts.max_parts = 2; /* as S3's 10,000 for a 78 GiB file at 8 MiB parts */
+    f->fault.base.ops = &few_parts;
+    fx_open(f);
+    write_file(f, "big/a", 12 * MIB + 5, 7); /* 3 parts of 5 MiB: too many */
+    assert_int_equal(wb_wait(f->wb, NULL, "", 30000), 0);
+    assert_object(f, "big/a", 12 * MIB + 5, 7);
+    assert_int_equal(f->fault.parts, 2);
+    assert_int_equal(jr_count_state(f, "failed"), 0);
+    /* beyond what any part size fits, a write is refused with EFBIG and the file stays usable */
+    struct wb_file *fh;
+    assert_int_equal(wb_file_create(f->wb, "warm", "big/b", &fh), 0);
+    char c = 'x';
+    assert_int_equal(wb_write(fh, &c, 1, (off_t)WB_MAX_FILE_BYTES), -EFBIG);
+    assert_int_equal(wb_truncate(fh, (off_t)WB_MAX_FILE_BYTES + 1), -EFBIG);
+    assert_int_equal(wb_write(fh, &c, 1, 0), 1);
+    assert_int_equal(wb_file_close(fh), 0);
+}
+
+static void assert_failed_listed(struct fx *f, const char *key, const char *why)
+{
+    struct wb_file_info *list;
+    size_t n;
+    assert_int_equal(wb_list(f->wb, "warm", key, &list, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(list[0].state, WB_FAILED);
+    assert_true(list[0].sealed);
+    assert_non_null(list[0].error);
+    if (!strstr(list[0].error, why))
+        fail_msg("error '%s' does not say '%s'", list[0].error, why);
+    wb_list_free(list, n);
+}
+
+/* A permanent refusal by the backend makes the sealed file FAILED: wait reports it at once, the
+ * backlog no longer counts it, reads fail (never an older object), it survives a restart with its
+ * local copy, and unlink or a rewrite ends it. */
+static void test_refused_upload_fails(void **state)
+{
+    struct fx *f = *state;
+    f->cfg.max_dirty_bytes = 2 * MIB; /* a refused file must not hold the backlog */
+    fx_open(f);
+    write_file(f, "r/old", 1000, 3); /* an older object under the key */
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    f->fault.put_err = -EFBIG; /* e.g. S3 EntityTooLarge */
+    write_file(f, "r/old", 1500 * 1024, 4);
+    assert_int_equal(wb_wait(f->wb, "warm", "r/", 10000), -EIO);
+    assert_failed_listed(f, "r/old", "File too large");
+    assert_int_equal(stats(f).dirty_bytes, 0);
+    assert_int_equal(stats(f).upload_failures, 1);
+    char b[8];
+    assert_int_equal(wb_read(f->wb, "warm", "r/old", b, 8, 0), -EIO);
+    assert_int_equal(jr_count_state(f, "failed"), 1);
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files WHERE error IS NOT NULL"), 1);
+    int puts = f->fault.puts;
+    write_file(f, "r/other", 1600 * 1024, 5); /* the backlog bound is not reached by r/old */
+    f->fault.put_err = 0;
+    assert_int_equal(wb_wait(f->wb, "warm", "r/other", 10000), 0);
+    assert_true(f->fault.puts == puts + 1); /* r/old was not retried */
+    fx_reopen(f);                           /* recovery keeps it, with its staging copy */
+    assert_failed_listed(f, "r/old", "File too large");
+    assert_int_equal(wb_wait(f->wb, "warm", "r/old", 10000), -EIO);
+    assert_int_equal(count_staging(f), 2);
+    /* a rewrite replaces it */
+    write_file(f, "r/old", 2000, 6);
+    assert_int_equal(wb_wait(f->wb, "warm", "r/", 10000), 0);
+    assert_object(f, "r/old", 2000, 6);
+    assert_int_equal(jr_count_state(f, "failed"), 0);
+    /* and an unlink removes one */
+    f->fault.put_err = -ENAMETOOLONG;
+    write_file(f, "r/gone", 100, 7);
+    assert_int_equal(wb_wait(f->wb, "warm", "r/gone", 10000), -EIO);
+    assert_int_equal(wb_unlink(f->wb, "warm", "r/gone"), 0);
+    assert_int_equal(jr_count_state(f, "failed"), 0);
+    assert_int_equal(wb_wait(f->wb, "warm", "r/", 10000), 0);
+}
+
+/* durability = remote: a close whose file the backend refuses returns EIO instead of waiting for
+ * ever. */
+static void test_refused_upload_remote_close(void **state)
+{
+    struct fx *f = *state;
+    f->cfg.durability = WB_DURABILITY_REMOTE;
+    fx_open(f);
+    f->fault.put_err = -EINVAL;
+    struct wb_file *fh;
+    assert_int_equal(wb_file_create(f->wb, "warm", "rr/a", &fh), 0);
+    assert_int_equal(wb_write(fh, "abc", 3, 0), 3);
+    assert_int_equal(wb_file_close(fh), -EIO);
+    assert_int_equal(jr_count_state(f, "failed"), 1);
+}
+
+static void flip_staging_bit(struct fx *f, off_t off)
+{
+    char p[700];
+    snprintf(p, sizeof(p), "%s/%lld.stg", f->spool,
+             jr_query(f, "SELECT max(id) FROM files WHERE state='sealed'"));
+    int fd = open(p, O_RDWR);
+    assert_true(fd >= 0);
+    unsigned char c;
+    assert_int_equal(pread(fd, &c, 1, off), 1);
+    c ^= 0x10;
+    assert_int_equal(pwrite(fd, &c, 1, off), 1);
+    close(fd);
+}
+
+/* A bit flipped in the spool after close is caught against the seal checksum before anything
+ * reaches the backend (it used to be uploaded and reported UPLOADED), single PUT and multipart. */
+static void test_spool_corruption_fails(void **state)
+{
+    struct fx *f = *state;
+    f->fault.down = true;
+    fx_open(f);
+    write_file(f, "c/small", 100000, 8);
+    flip_staging_bit(f, 5000);
+    write_file(f, "c/big", 12 * MIB + 5, 9);
+    flip_staging_bit(f, 11 * MIB);
+    write_file(f, "c/good", 12 * MIB, 10);
+    f->fault.down = false;
+    assert_int_equal(wb_wait(f->wb, "warm", "c/good", 30000), 0);
+    assert_object(f, "c/good", 12 * MIB, 10);
+    assert_int_equal(wb_wait(f->wb, "warm", "c/", 30000), -EIO);
+    WAIT_FOR(jr_count_state(f, "failed") == 2, 30000);
+    assert_failed_listed(f, "c/small", "seal checksum");
+    assert_failed_listed(f, "c/big", "seal checksum");
+    assert_no_object(f, "c/small");
+    assert_no_object(f, "c/big");
+    assert_no_mpu(f);
+}
+
+/* The journal carries its format (PRAGMA user_version); a newer one is refused, not misread. */
+static void test_journal_format_version(void **state)
+{
+    struct fx *f = *state;
+    fx_open(f);
+    write_file(f, "v/a", 10, 1);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    wb_close(f->wb);
+    f->wb = NULL;
+    assert_int_equal(jr_query(f, "PRAGMA user_version"), 1);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(f->journal, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "PRAGMA user_version=99", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(wb_open(&f->cfg, &f->wb), -EPROTO);
+    assert_null(f->wb);
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files"), 1); /* nothing touched */
+}
+
 static size_t mpu_count(struct fx *f, const char *key)
 {
     struct backend_mpu *v = NULL;
@@ -1418,6 +1600,13 @@ int main(void)
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_orphan_inherited_by_overwrite, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_upload_holdoff_bounds, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_reserved_name_refused_at_create, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_per_file_part_size, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_refused_upload_fails, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_refused_upload_remote_close, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_spool_corruption_fails, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_journal_format_version, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
