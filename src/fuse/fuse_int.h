@@ -50,6 +50,13 @@
 #include "daemon/tierd.h"
 #include "tiers/backend.h"
 
+/* Owner and mode bits every file and directory of a namespace is shown with. */
+struct tfs_perm {
+    uid_t uid;
+    gid_t gid;
+    mode_t umask; /* applied to 0444/0555 (read-cache) and 0666/0777 (write-back) */
+};
+
 /* One directory entry of a listing (names are relative, no '/'). */
 struct tfs_dirent {
     char *name;
@@ -81,7 +88,8 @@ struct tfs_attr {
 
 struct tfs_node {
     uint64_t ino;
-    char *path; /* mount path, "/" or "/datasets/a" (immutable) */
+    char *path;                  /* mount path, "/" or "/datasets/a" (immutable) */
+    const struct tfs_perm *perm; /* owner and umask (of its namespace at creation; immutable) */
     /* tbl_mu */
     uint64_t nlookup;
     uint64_t refs; /* operations in progress holding the node */
@@ -115,8 +123,11 @@ struct tierd_fuse {
     _Atomic bool loop_done; /* the loop has returned: the ready thread stops polling */
     uint64_t attr_ttl_ns, entry_ttl_ns;
     double attr_ttl_s, entry_ttl_s;
-    uid_t uid;
-    gid_t gid;
+    /* synthesised owner and umask (docs/CONFIG.md, "Permissions"): perm for the virtual
+     * directories, ns_perm[i] for namespace d->ns[i]; immutable after mount */
+    struct tfs_perm perm;
+    struct tfs_perm ns_perm[TIERD_MAX_NAMESPACES];
+    bool perm_per_ns; /* some namespace differs from perm: fill_stat finds the node's namespace */
 
     pthread_mutex_t tbl_mu;
     struct tfs_node **by_ino, **by_path;
@@ -161,6 +172,10 @@ int tfs_node_rename(struct tierd_fuse *fs, const char *old_path, const char *new
  * tfs_node_put), or NULL when no node had the path (or on ENOMEM, logged by nobody: the node
  * then keeps its path). */
 struct tfs_node *tfs_node_detach(struct tierd_fuse *fs, const char *path);
+/* The owner and mode bits of the node of ino (its namespace's, or the mount's). */
+struct tfs_perm tfs_node_perm(struct tierd_fuse *fs, uint64_t ino);
+/* The same for a mount path (a pointer into fs, valid for the session). */
+const struct tfs_perm *tfs_path_perm(const struct tierd_fuse *fs, const char *path);
 /* Join parent path and name into a new malloc'd path; -ENAMETOOLONG / -ENOMEM. */
 int tfs_path_join(const char *parent, const char *name, char **out);
 
@@ -172,10 +187,10 @@ int tfs_node_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a)
  * time (a listing older than a stat must not shrink the kernel's idea of the size). */
 void tfs_node_set_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a);
 void tfs_node_drop_attr(struct tfs_node *n);
-void tfs_fill_stat(const struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a,
-                   struct stat *st);
+/* Owner and mode come from the node's tfs_perm (docs/CONFIG.md, "Permissions"). */
+void tfs_fill_stat(struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a, struct stat *st);
 /* The entry reply for inode ino with attributes a (the session's TTLs, generation 1). */
-void tfs_fill_entry(const struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a,
+void tfs_fill_entry(struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a,
                     struct fuse_entry_param *e);
 /* Look a name up under a directory node, with the same sources as getattr. */
 int tfs_resolve_child(struct tierd_fuse *fs, struct tfs_node *parent, const char *path,
