@@ -374,6 +374,7 @@ static const struct keydef mount_keys[] = {
     {"uid", V_UID, CFG(mount_uid), 0, 0, false, 0},
     {"gid", V_GID, CFG(mount_gid), 0, 0, false, 0},
     {"umask", V_UMASK, CFG(mount_umask), 0, 0, false, 0},
+    {"max_dir_entries", V_U64, CFG(max_dir_entries), 1, 100000000, false, 0},
     {NULL, 0, 0, 0, 0, false, 0},
 };
 
@@ -1064,6 +1065,7 @@ static void apply_defaults(struct tierd_config *c)
     c->readahead_blocks = 4;
     c->mount_uid = c->mount_gid = -1;
     c->mount_umask = -1;
+    c->max_dir_entries = 1000000;
     for (size_t n = 0; n < TIERD_MAX_NAMESPACES; n++) {
         c->namespaces[n].uid = c->namespaces[n].gid = -1;
         c->namespaces[n].umask = -1;

@@ -66,6 +66,7 @@ struct tierd_config {
     uint64_t readahead_blocks;    /* sequential prefetch depth; default 4 */
     int64_t mount_uid, mount_gid; /* synthesised owner; -1: tierd's own uid / gid */
     int mount_umask;              /* -1: 022, or 027 with allow_other (docs/CONFIG.md) */
+    uint64_t max_dir_entries;     /* entries of one directory listing; default 1,000,000 */
     /* [api] */
     char *api_socket; /* Unix socket path; default /run/tierd/api.sock */
     char *api_tcp;    /* "127.0.0.1:7700" or NULL (off) */

@@ -94,6 +94,7 @@ static void node_free(struct tfs_node *n)
 {
     if (n->listing)
         tfs_listing_unref(n->listing);
+    pthread_cond_destroy(&n->list_cv);
     pthread_mutex_destroy(&n->mu);
     free(n->path);
     free(n);
@@ -112,6 +113,7 @@ static struct tfs_node *node_new(const struct tierd_fuse *fs, const char *path, 
     n->ino = ino;
     n->perm = tfs_path_perm(fs, path);
     pthread_mutex_init(&n->mu, NULL);
+    pthread_cond_init(&n->list_cv, NULL);
     return n;
 }
 

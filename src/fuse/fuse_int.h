@@ -9,8 +9,10 @@
  *             backend_stat (+ a one-key list for S3 implicit directories).  fallback: EIO.
  *   getattr   node attribute cache (attr_ttl), else the same stat.
  *   readdir   one listing per directory, cached entry_ttl, shared by open handles (refcounted
- *             snapshot); readdirplus also primes child attribute caches, so `ls -l` and the
- *             following opens cost no backend call.
+ *             snapshot), built once for concurrent openers (single-flight), at most
+ *             max_dir_entries entries (then EFBIG at its end); readdirplus also primes child
+ *             attribute caches, so `ls -l` and the following opens cost no backend call.
+ *   modes     synthesised: the namespace's (or [mount]'s) uid, gid, umask (tfs_fill_stat).
  *   open      attributes through the cache; the handle keeps (key, etag, size): it reads one
  *             version. keep_cache when the etag equals the previous open's, else the kernel
  *             drops its pages of the inode.
@@ -74,6 +76,8 @@ struct tfs_listing {
     uint64_t expire_ns;
     struct tfs_dirent *e; /* sorted by name, unique */
     size_t n;
+    bool truncated; /* the directory has more than max_dir_entries: e holds the first ones, a
+                     * name absent from it may still exist, and readdir ends in EFBIG */
 };
 
 /* What a node is known to be (attribute cache). */
@@ -101,6 +105,13 @@ struct tfs_node {
     struct tfs_attr attr;
     char last_open_etag[BACKEND_ETAG_MAX]; /* for keep_cache */
     struct tfs_listing *listing;
+    /* single-flight listing builds (read-cache paths): one thread builds, the others wait on
+     * list_cv for its result (list_gen moves on, list_rc holds its error) */
+    bool list_building;
+    bool list_cap_logged; /* "over max_dir_entries" logged for this node */
+    uint64_t list_gen;
+    int list_rc;
+    pthread_cond_t list_cv;
     struct tfs_wstate *w; /* write-back: the writers' shared state (fuse_ops_write.c), or NULL */
 };
 
@@ -128,6 +139,8 @@ struct tierd_fuse {
     struct tfs_perm perm;
     struct tfs_perm ns_perm[TIERD_MAX_NAMESPACES];
     bool perm_per_ns; /* some namespace differs from perm: fill_stat finds the node's namespace */
+    size_t max_dir_entries;
+    _Atomic uint64_t listings_built; /* listing builds that asked the backend (debug log) */
 
     pthread_mutex_t tbl_mu;
     struct tfs_node **by_ino, **by_path;

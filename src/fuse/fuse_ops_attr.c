@@ -280,8 +280,11 @@ int tfs_resolve_child(struct tierd_fuse *fs, struct tfs_node *parent, const char
             a->fetched_ns = l->fetched_ns;
             rc = 0;
         }
+        bool cut = l->truncated;
         tfs_listing_unref(l);
-        return rc;
+        if (rc == 0 || !cut)
+            return rc;
+        /* not among the first max_dir_entries: ask the backend */
     }
     return stat_path(fs, path, a);
 }

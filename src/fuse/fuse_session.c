@@ -228,6 +228,7 @@ int tierfs_mount(struct tierd *d, struct tierd_fuse **out)
     fs->entry_ttl_ns = d->cfg.entry_ttl_ms * TIER_NS_PER_MS;
     fs->attr_ttl_s = (double)d->cfg.attr_ttl_ms / 1000.0;
     fs->entry_ttl_s = (double)d->cfg.entry_ttl_ms / 1000.0;
+    fs->max_dir_entries = (size_t)d->cfg.max_dir_entries;
     perm_init(fs);
     int rc = tfs_table_init(fs);
     if (rc) {

@@ -18,3 +18,8 @@ if(TARGET tierd)
   set_tests_properties(fuse_perm PROPERTIES TIMEOUT 120 LABELS fuse
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()
+if(TARGET tierd)
+  add_test(NAME fuse_dir COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_fuse_dir.sh)
+  set_tests_properties(fuse_dir PROPERTIES TIMEOUT 180 LABELS fuse
+    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+endif()

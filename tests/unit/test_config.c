@@ -59,6 +59,7 @@ static const struct bad_case bad_cases[] = {
     {BASE "gid = 4294967295\n", {"t.conf:8:", "not a known group", "4294967294"}},
     {BASE "[namespace /e]\nbackend = warm\ngid = no-such-group-xyz\n",
      {"t.conf:10:", "[namespace /e] gid", "not a known group"}},
+    {BASE "max_dir_entries = 0\n", {"t.conf:8:", "max_dir_entries = '0'", "from 1 to"}},
     /* backends */
     {BASE "[backend cold]\ntype = ftp\n", {"t.conf:9:", "type = 'ftp'", "allowed: posix, s3"}},
     {BASE "[backend cold]\nbucket = b\n", {"t.conf:8:", "missing required key 'type'"}},
@@ -228,6 +229,7 @@ static void test_defaults(void **state)
     assert_int_equal(c.mount_uid, -1); /* tierd's own */
     assert_int_equal(c.mount_gid, -1);
     assert_int_equal(c.mount_umask, -1); /* 022, or 027 with allow_other (fuse_session.c) */
+    assert_int_equal(c.max_dir_entries, 1000000);
     assert_int_equal(c.namespaces[0].uid, -1);
     assert_int_equal(c.namespaces[0].gid, -1);
     assert_int_equal(c.namespaces[0].umask, -1);
@@ -243,7 +245,7 @@ static void test_permissions(void **state)
     (void)state;
     struct tierd_config c;
     char err[1024] = "";
-    const char *text = BASE "uid = root\ngid = 4242\numask = 027\n"
+    const char *text = BASE "uid = root\ngid = 4242\numask = 027\nmax_dir_entries = 5000\n"
                             "[namespace /e]\nbackend = warm\nuid = 7\ngid = root\numask = 0\n";
     int rc = tierd_config_load_string("t.conf", text, strlen(text), &c, err, sizeof(err));
     if (rc)
@@ -251,6 +253,7 @@ static void test_permissions(void **state)
     assert_int_equal(c.mount_uid, 0);
     assert_int_equal(c.mount_gid, 4242);
     assert_int_equal(c.mount_umask, 027);
+    assert_int_equal(c.max_dir_entries, 5000);
     assert_int_equal(c.namespaces[0].umask, -1); /* as [mount] */
     assert_int_equal(c.namespaces[1].uid, 7);
     assert_int_equal(c.namespaces[1].gid, 0);
