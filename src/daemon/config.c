@@ -374,7 +374,7 @@ static const struct keydef mount_keys[] = {
     {"uid", V_UID, CFG(mount_uid), 0, 0, false, 0},
     {"gid", V_GID, CFG(mount_gid), 0, 0, false, 0},
     {"umask", V_UMASK, CFG(mount_umask), 0, 0, false, 0},
-    {"max_dir_entries", V_U64, CFG(max_dir_entries), 1, 100000000, false, 0},
+    {"max_dir_entries", V_U64, CFG(max_dir_entries), 1, 10000000, false, 0},
     {NULL, 0, 0, 0, 0, false, 0},
 };
 
