@@ -158,17 +158,17 @@ static void warn_exposed_dir(const char *ns_path, const char *dir, const struct 
     if (stat(dir, &st) != 0)
         return;
     bool others = !(p->umask & 004), group = !(p->umask & 040);
-    const char *who = NULL;
+    char who[64] = "";
     if (others && !(st.st_mode & S_IROTH))
-        who = "every local user";
+        snprintf(who, sizeof(who), "every local user");
     else if (group && !(st.st_mode & S_IROTH) && !(st.st_gid == p->gid && (st.st_mode & S_IRGRP)))
-        who = "the mount's group";
-    if (who)
+        snprintf(who, sizeof(who), "the members of group %u", (unsigned)p->gid);
+    if (who[0])
         log_warn("fuse: namespace %s: the POSIX backend directory %s is mode %04o (owner %u, "
-                 "group %u), but with allow_other the mount lets %s (gid %u) read it through "
-                 "tierd; set [namespace %s] or [mount] gid/umask to narrow it",
+                 "group %u), but with allow_other the mount lets %s read it through tierd; set "
+                 "[namespace %s] or [mount] gid/umask to narrow it",
                  ns_path, dir, (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid,
-                 (unsigned)st.st_gid, who, (unsigned)p->gid, ns_path);
+                 (unsigned)st.st_gid, who, ns_path);
 }
 
 static void warn_exposed(struct tierd_fuse *fs)
