@@ -17,6 +17,8 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -322,6 +324,9 @@ enum vkind {
     V_MODE,     /* enum tierd_ns_mode */
     V_BTYPE,    /* char *, backend type */
     V_DURAB,    /* enum tierd_durability */
+    V_UID,      /* int64_t: a user name or number */
+    V_GID,      /* int64_t: a group name or number */
+    V_UMASK,    /* int: octal 0..0777 */
 };
 
 enum { BT_ANY = 0, BT_POSIX = 1, BT_S3 = 2 };
@@ -366,6 +371,10 @@ static const struct keydef mount_keys[] = {
     {"threads", V_INT, CFG(fuse_threads), 1, 1024, false, 0},
     {"allow_other", V_BOOL, CFG(allow_other), 0, 0, false, 0},
     {"readahead_blocks", V_U64, CFG(readahead_blocks), 0, 1024, false, 0},
+    {"uid", V_UID, CFG(mount_uid), 0, 0, false, 0},
+    {"gid", V_GID, CFG(mount_gid), 0, 0, false, 0},
+    {"umask", V_UMASK, CFG(mount_umask), 0, 0, false, 0},
+    {"max_dir_entries", V_U64, CFG(max_dir_entries), 1, 10000000, false, 0},
     {NULL, 0, 0, 0, 0, false, 0},
 };
 
@@ -415,6 +424,9 @@ static const struct keydef namespace_keys[] = {
     {"prefix", V_STR, NS(prefix), 0, 0, false, 0},
     {"mode", V_MODE, NS(mode), 0, 0, false, 0},
     {"durability", V_DURAB, NS(durability), 0, 0, false, 0},
+    {"uid", V_UID, NS(uid), 0, 0, false, 0},
+    {"gid", V_GID, NS(gid), 0, 0, false, 0},
+    {"umask", V_UMASK, NS(umask), 0, 0, false, 0},
     {NULL, 0, 0, 0, 0, false, 0},
 };
 
@@ -436,6 +448,31 @@ static void key_list(const struct keydef *t, int btype, char *out, size_t outsz)
             break;
         used += (size_t)n;
     }
+}
+
+/* A uid/gid: digits, or a name looked up in the user/group database. */
+static int parse_id(const char *val, bool user, int64_t *out)
+{
+    uint64_t u = 0;
+    if (isdigit((unsigned char)*val)) {
+        if (tier_parse_u64(val, &u) || u > 4294967294ULL)
+            return -EINVAL;
+        *out = (int64_t)u;
+        return 0;
+    }
+    char buf[4096];
+    if (user) {
+        struct passwd pw, *res = NULL;
+        if (getpwnam_r(val, &pw, buf, sizeof(buf), &res) != 0 || !res)
+            return -ENOENT;
+        *out = (int64_t)res->pw_uid;
+    } else {
+        struct group gr, *res = NULL;
+        if (getgrnam_r(val, &gr, buf, sizeof(buf), &res) != 0 || !res)
+            return -ENOENT;
+        *out = (int64_t)res->gr_gid;
+    }
+    return 0;
 }
 
 static int set_value(struct parser *p, const struct keydef *k, void *base, const char *sect,
@@ -566,6 +603,35 @@ static int set_value(struct parser *p, const struct keydef *k, void *base, const
             return -EINVAL;
         }
         return 0;
+    case V_UID:
+    case V_GID: {
+        int64_t id = -1;
+        if (parse_id(val, k->kind == V_UID, &id)) {
+            fail(p, line,
+                 "[%s] %s = '%s' is not a known %s (allowed: a %s name from %s, or a number "
+                 "from 0 to 4294967294)",
+                 sect, k->name, val, k->kind == V_UID ? "user" : "group",
+                 k->kind == V_UID ? "user" : "group",
+                 k->kind == V_UID ? "/etc/passwd" : "/etc/group");
+            return -EINVAL;
+        }
+        *(int64_t *)(void *)field = id;
+        return 0;
+    }
+    case V_UMASK: {
+        char *end = NULL;
+        errno = 0;
+        unsigned long m = strtoul(val, &end, 8);
+        if (!isdigit((unsigned char)*val) || errno || *end || m > 0777) {
+            fail(p, line,
+                 "[%s] umask = '%s' is not allowed (allowed: an octal mask from 000 to 777, "
+                 "like 027)",
+                 sect, val);
+            return -EINVAL;
+        }
+        *(int *)(void *)field = (int)m;
+        return 0;
+    }
     }
     return -EINVAL;
 }
@@ -997,6 +1063,13 @@ static void apply_defaults(struct tierd_config *c)
     c->entry_ttl_ms = 1000;
     c->fuse_threads = 16;
     c->readahead_blocks = 4;
+    c->mount_uid = c->mount_gid = -1;
+    c->mount_umask = -1;
+    c->max_dir_entries = 1000000;
+    for (size_t n = 0; n < TIERD_MAX_NAMESPACES; n++) {
+        c->namespaces[n].uid = c->namespaces[n].gid = -1;
+        c->namespaces[n].umask = -1;
+    }
     c->backend_timeout_ms = 10000;
     c->stage_threads = 8;
     c->wb_upload_threads = 2;

@@ -45,6 +45,10 @@ struct tierd_ns_conf {
     char *prefix;  /* key prefix inside the backend, "" or ending in '/' */
     enum tierd_ns_mode mode;
     enum tierd_durability durability; /* write-back only; default [writeback] durability */
+    /* owner and umask of the files and directories of this namespace in the mount; -1: as
+     * [mount] (docs/CONFIG.md, "Permissions") */
+    int64_t uid, gid;
+    int umask;
     int conf_line;
 };
 
@@ -59,7 +63,10 @@ struct tierd_config {
     uint64_t entry_ttl_ms; /* lookup/dir listing TTL; default 1000 */
     int fuse_threads;      /* default 16 */
     bool allow_other;
-    uint64_t readahead_blocks; /* sequential prefetch depth; default 4 */
+    uint64_t readahead_blocks;    /* sequential prefetch depth; default 4 */
+    int64_t mount_uid, mount_gid; /* synthesised owner; -1: tierd's own uid / gid */
+    int mount_umask;              /* -1: 022, or 027 with allow_other (docs/CONFIG.md) */
+    uint64_t max_dir_entries;     /* entries of one directory listing; default 1,000,000 */
     /* [api] */
     char *api_socket; /* Unix socket path; default /run/tierd/api.sock */
     char *api_tcp;    /* "127.0.0.1:7700" or NULL (off) */

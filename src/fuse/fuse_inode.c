@@ -94,12 +94,13 @@ static void node_free(struct tfs_node *n)
 {
     if (n->listing)
         tfs_listing_unref(n->listing);
+    pthread_cond_destroy(&n->list_cv);
     pthread_mutex_destroy(&n->mu);
     free(n->path);
     free(n);
 }
 
-static struct tfs_node *node_new(const char *path, uint64_t ino)
+static struct tfs_node *node_new(const struct tierd_fuse *fs, const char *path, uint64_t ino)
 {
     struct tfs_node *n = calloc(1, sizeof(*n));
     if (!n)
@@ -110,7 +111,9 @@ static struct tfs_node *node_new(const char *path, uint64_t ino)
         return NULL;
     }
     n->ino = ino;
+    n->perm = tfs_path_perm(fs, path);
     pthread_mutex_init(&n->mu, NULL);
+    pthread_cond_init(&n->list_cv, NULL);
     return n;
 }
 
@@ -120,7 +123,7 @@ int tfs_table_init(struct tierd_fuse *fs)
     fs->nbuckets = 1024;
     fs->by_ino = calloc(fs->nbuckets, sizeof(*fs->by_ino));
     fs->by_path = calloc(fs->nbuckets, sizeof(*fs->by_path));
-    struct tfs_node *root = node_new("/", FUSE_ROOT_ID);
+    struct tfs_node *root = node_new(fs, "/", FUSE_ROOT_ID);
     if (!fs->by_ino || !fs->by_path || !root) {
         free(root);
         free(fs->by_ino);
@@ -277,7 +280,7 @@ int tfs_node_lookup(struct tierd_fuse *fs, const char *path, struct tfs_node **o
     while (n && strcmp(n->path, path) != 0)
         n = n->next_path;
     if (!n) {
-        n = node_new(path, fs->next_ino);
+        n = node_new(fs, path, fs->next_ino);
         if (!n) {
             pthread_mutex_unlock(&fs->tbl_mu);
             return -ENOMEM;
@@ -305,6 +308,33 @@ void tfs_node_forget(struct tierd_fuse *fs, uint64_t ino, uint64_t nlookup)
         maybe_free_locked(fs, n);
     }
     pthread_mutex_unlock(&fs->tbl_mu);
+}
+
+const struct tfs_perm *tfs_path_perm(const struct tierd_fuse *fs, const char *path)
+{
+    const struct tierd *d = fs->d;
+    for (size_t i = 0; i < d->nns; i++) {
+        const char *np = d->ns[i].conf->path;
+        size_t l = strlen(np);
+        if (strncmp(path, np, l) == 0 && (path[l] == '\0' || path[l] == '/'))
+            return &fs->ns_perm[i];
+    }
+    return &fs->perm; /* the root and the virtual directories above the namespaces */
+}
+
+struct tfs_perm tfs_node_perm(struct tierd_fuse *fs, uint64_t ino)
+{
+    if (!fs->perm_per_ns)
+        return fs->perm;
+    struct tfs_perm p = fs->perm;
+    pthread_mutex_lock(&fs->tbl_mu);
+    struct tfs_node *n = fs->by_ino[ino_slot(fs, ino)];
+    while (n && n->ino != ino)
+        n = n->next_ino;
+    if (n)
+        p = *n->perm;
+    pthread_mutex_unlock(&fs->tbl_mu);
+    return p;
 }
 
 int tfs_path_join(const char *parent, const char *name, char **out)

@@ -9,8 +9,10 @@
  *             backend_stat (+ a one-key list for S3 implicit directories).  fallback: EIO.
  *   getattr   node attribute cache (attr_ttl), else the same stat.
  *   readdir   one listing per directory, cached entry_ttl, shared by open handles (refcounted
- *             snapshot); readdirplus also primes child attribute caches, so `ls -l` and the
- *             following opens cost no backend call.
+ *             snapshot), built once for concurrent openers (single-flight), at most
+ *             max_dir_entries entries (then EFBIG at its end); readdirplus also primes child
+ *             attribute caches, so `ls -l` and the following opens cost no backend call.
+ *   modes     synthesised: the namespace's (or [mount]'s) uid, gid, umask (tfs_fill_stat).
  *   open      attributes through the cache; the handle keeps (key, etag, size): it reads one
  *             version. keep_cache when the etag equals the previous open's, else the kernel
  *             drops its pages of the inode.
@@ -50,6 +52,13 @@
 #include "daemon/tierd.h"
 #include "tiers/backend.h"
 
+/* Owner and mode bits every file and directory of a namespace is shown with. */
+struct tfs_perm {
+    uid_t uid;
+    gid_t gid;
+    mode_t umask; /* applied to 0444/0555 (read-cache) and 0666/0777 (write-back) */
+};
+
 /* One directory entry of a listing (names are relative, no '/'). */
 struct tfs_dirent {
     char *name;
@@ -67,6 +76,8 @@ struct tfs_listing {
     uint64_t expire_ns;
     struct tfs_dirent *e; /* sorted by name, unique */
     size_t n;
+    bool truncated; /* the directory has more than max_dir_entries: e holds the first ones, a
+                     * name absent from it may still exist, and readdir ends in EFBIG */
 };
 
 /* What a node is known to be (attribute cache). */
@@ -81,7 +92,8 @@ struct tfs_attr {
 
 struct tfs_node {
     uint64_t ino;
-    char *path; /* mount path, "/" or "/datasets/a" (immutable) */
+    char *path;                  /* mount path, "/" or "/datasets/a" (immutable) */
+    const struct tfs_perm *perm; /* owner and umask (of its namespace at creation; immutable) */
     /* tbl_mu */
     uint64_t nlookup;
     uint64_t refs; /* operations in progress holding the node */
@@ -93,6 +105,13 @@ struct tfs_node {
     struct tfs_attr attr;
     char last_open_etag[BACKEND_ETAG_MAX]; /* for keep_cache */
     struct tfs_listing *listing;
+    /* single-flight listing builds (read-cache paths): one thread builds, the others wait on
+     * list_cv for its result (list_gen moves on, list_rc holds its error) */
+    bool list_building;
+    bool list_cap_logged; /* "over max_dir_entries" logged for this node */
+    uint64_t list_gen;
+    int list_rc;
+    pthread_cond_t list_cv;
     struct tfs_wstate *w; /* write-back: the writers' shared state (fuse_ops_write.c), or NULL */
 };
 
@@ -115,8 +134,13 @@ struct tierd_fuse {
     _Atomic bool loop_done; /* the loop has returned: the ready thread stops polling */
     uint64_t attr_ttl_ns, entry_ttl_ns;
     double attr_ttl_s, entry_ttl_s;
-    uid_t uid;
-    gid_t gid;
+    /* synthesised owner and umask (docs/CONFIG.md, "Permissions"): perm for the virtual
+     * directories, ns_perm[i] for namespace d->ns[i]; immutable after mount */
+    struct tfs_perm perm;
+    struct tfs_perm ns_perm[TIERD_MAX_NAMESPACES];
+    bool perm_per_ns; /* some namespace differs from perm: fill_stat finds the node's namespace */
+    size_t max_dir_entries;
+    _Atomic uint64_t listings_built; /* listing builds that asked the backend (debug log) */
 
     pthread_mutex_t tbl_mu;
     struct tfs_node **by_ino, **by_path;
@@ -161,6 +185,10 @@ int tfs_node_rename(struct tierd_fuse *fs, const char *old_path, const char *new
  * tfs_node_put), or NULL when no node had the path (or on ENOMEM, logged by nobody: the node
  * then keeps its path). */
 struct tfs_node *tfs_node_detach(struct tierd_fuse *fs, const char *path);
+/* The owner and mode bits of the node of ino (its namespace's, or the mount's). */
+struct tfs_perm tfs_node_perm(struct tierd_fuse *fs, uint64_t ino);
+/* The same for a mount path (a pointer into fs, valid for the session). */
+const struct tfs_perm *tfs_path_perm(const struct tierd_fuse *fs, const char *path);
 /* Join parent path and name into a new malloc'd path; -ENAMETOOLONG / -ENOMEM. */
 int tfs_path_join(const char *parent, const char *name, char **out);
 
@@ -172,10 +200,10 @@ int tfs_node_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a)
  * time (a listing older than a stat must not shrink the kernel's idea of the size). */
 void tfs_node_set_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a);
 void tfs_node_drop_attr(struct tfs_node *n);
-void tfs_fill_stat(const struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a,
-                   struct stat *st);
+/* Owner and mode come from the node's tfs_perm (docs/CONFIG.md, "Permissions"). */
+void tfs_fill_stat(struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a, struct stat *st);
 /* The entry reply for inode ino with attributes a (the session's TTLs, generation 1). */
-void tfs_fill_entry(const struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a,
+void tfs_fill_entry(struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a,
                     struct fuse_entry_param *e);
 /* Look a name up under a directory node, with the same sources as getattr. */
 int tfs_resolve_child(struct tierd_fuse *fs, struct tfs_node *parent, const char *path,

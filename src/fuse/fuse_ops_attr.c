@@ -47,25 +47,29 @@ int tfs_errno(int neg)
     }
 }
 
-void tfs_fill_stat(const struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a,
-                   struct stat *st)
+/* Owner and mode are synthesised (objects have none; a POSIX backend's own modes are not
+ * mirrored): the namespace's (or [mount]'s) uid, gid and umask over 0444/0555, or 0666/0777 in
+ * a write-back namespace. With default_permissions the kernel enforces them, so they decide
+ * who of the local users may read (allow_other) and create checkpoints. */
+void tfs_fill_stat(struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a, struct stat *st)
 {
+    struct tfs_perm p = tfs_node_perm(fs, ino);
     memset(st, 0, sizeof(*st));
     st->st_ino = ino;
     if (a->is_dir) {
-        st->st_mode = S_IFDIR | (a->writable ? 0755 : 0555);
+        st->st_mode = S_IFDIR | ((a->writable ? 0777 : 0555) & ~p.umask);
         st->st_nlink = 2;
         st->st_size = 4096;
     } else {
-        st->st_mode = S_IFREG | (a->writable ? 0644 : 0444);
+        st->st_mode = S_IFREG | ((a->writable ? 0666 : 0444) & ~p.umask);
         st->st_nlink = 1;
         st->st_size = (off_t)a->size_bytes;
         st->st_blocks = (blkcnt_t)((a->size_bytes + 511) / 512);
     }
     /* a large preferred I/O size makes cat/cp issue 1 MiB reads */
     st->st_blksize = 1 << 20;
-    st->st_uid = fs->uid;
-    st->st_gid = fs->gid;
+    st->st_uid = p.uid;
+    st->st_gid = p.gid;
     int64_t m = a->mtime_ns > 0 ? a->mtime_ns : (int64_t)(fs->d->start_ns);
     st->st_mtim.tv_sec = m / 1000000000;
     st->st_mtim.tv_nsec = m % 1000000000;
@@ -73,7 +77,7 @@ void tfs_fill_stat(const struct tierd_fuse *fs, uint64_t ino, const struct tfs_a
     st->st_atim = st->st_mtim;
 }
 
-void tfs_fill_entry(const struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a,
+void tfs_fill_entry(struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a,
                     struct fuse_entry_param *e)
 {
     memset(e, 0, sizeof(*e));
@@ -276,8 +280,11 @@ int tfs_resolve_child(struct tierd_fuse *fs, struct tfs_node *parent, const char
             a->fetched_ns = l->fetched_ns;
             rc = 0;
         }
+        bool cut = l->truncated;
         tfs_listing_unref(l);
-        return rc;
+        if (rc == 0 || !cut)
+            return rc;
+        /* not among the first max_dir_entries: ask the backend */
     }
     return stat_path(fs, path, a);
 }

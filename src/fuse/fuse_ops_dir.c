@@ -7,8 +7,16 @@
  * de-duplicated (S3 may have both an object "x" and keys under "x/": the directory wins), and
  * kept on the node for entry_ttl. opendir takes a reference to the current snapshot, so the
  * offsets a handle hands to the kernel stay valid while a newer listing replaces the cached one.
- * The listing is built without any lock held; two threads may build it at once and the later
- * one wins, which is harmless.
+ *
+ * DESIGN: a listing holds at most [mount] max_dir_entries entries. A larger directory keeps
+ * its first entries (backend order) and is marked truncated: readdir serves them and then
+ * fails with EFBIG, so tools see an error instead of a silently short directory, and lookups do
+ * not take a name's absence from it as ENOENT. Builds are single-flight per node outside
+ * write-back namespaces: the first thread builds without any lock held, later ones wait on the
+ * node's list_cv and take its result (listing or error), so N concurrent `ls` of a cold
+ * directory cost one backend listing. Write-back namespaces are listed afresh for every open
+ * (read-your-writes: a build that started before a process's write must not answer its
+ * listing), so there each open builds.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -20,11 +28,11 @@
 #include "common/timeutil.h"
 #include "fuse/fuse_int.h"
 
-#define LISTING_MAX_ENTRIES 10000000
-
 struct builder {
     struct tfs_dirent *e;
     size_t n, cap;
+    size_t max;     /* max_dir_entries */
+    bool truncated; /* an entry beyond max was dropped */
     int rc;
 };
 
@@ -33,12 +41,14 @@ static void add(struct builder *b, const char *name, size_t len, bool is_dir, ui
 {
     if (b->rc || len == 0 || len > BACKEND_SEGMENT_MAX)
         return;
+    if (b->n >= b->max) {
+        b->truncated = true;
+        return;
+    }
     if (b->n == b->cap) {
         size_t ncap = b->cap ? b->cap * 2 : 64;
-        if (ncap > LISTING_MAX_ENTRIES) {
-            b->rc = -EFBIG;
-            return;
-        }
+        if (ncap > b->max)
+            ncap = b->max;
         struct tfs_dirent *ne = realloc(b->e, ncap * sizeof(*ne));
         if (!ne) {
             b->rc = -ENOMEM;
@@ -165,7 +175,7 @@ static int list_backend(struct tierd_fuse *fs, const char *path, struct builder 
             page.next_token = NULL;
         }
         backend_list_page_fini(&page);
-    } while (token && b->rc == 0);
+    } while (token && b->rc == 0 && !b->truncated);
     free(token);
     if (rc == 0 && ns->conf->mode == TIERD_NS_WRITE_BACK && fs->d->wb)
         tfs_wb_list_children(fs, ns, prefix, path, add_pending, b);
@@ -178,6 +188,7 @@ static int listing_build(struct tierd_fuse *fs, const char *path, struct tfs_lis
     uint64_t t0 = tier_now_mono_ns();
     struct builder b;
     memset(&b, 0, sizeof(b));
+    b.max = fs->max_dir_entries;
     int rc;
     if (tierd_is_virtual_dir(fs->d, path)) {
         tierd_virtual_children(fs->d, path, add_virtual, &b);
@@ -209,9 +220,15 @@ static int listing_build(struct tierd_fuse *fs, const char *path, struct tfs_lis
     }
     l->e = b.e;
     l->n = w;
+    l->truncated = b.truncated;
     l->refs = 1;
     l->fetched_ns = t0;
     l->expire_ns = t0 + fs->entry_ttl_ns;
+    uint64_t nbuilt = atomic_fetch_add(&fs->listings_built, 1) + 1;
+    log_debug("fuse: listing %s built: %zu entries%s in %llu ms (listing build %llu)", path, w,
+              b.truncated ? " (cut at max_dir_entries)" : "",
+              (unsigned long long)((tier_now_mono_ns() - t0) / TIER_NS_PER_MS),
+              (unsigned long long)nbuilt);
     *out = l;
     return 0;
 }
@@ -229,31 +246,70 @@ struct tfs_listing *tfs_listing_peek(struct tierd_fuse *fs, struct tfs_node *n)
     return l;
 }
 
-int tfs_listing_get(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_listing **out)
+/* With n->mu held: the listing to answer with after a build that ended with rc (an expired
+ * listing beats none when the backend is unavailable). */
+static int listing_result_locked(struct tfs_node *n, int rc, struct tfs_listing **out)
 {
-    struct tfs_listing *l = tfs_listing_peek(fs, n);
-    if (l) {
-        *out = l;
+    if (n->listing && rc != -ENOENT) {
+        *out = listing_ref(n->listing);
         return 0;
     }
-    int rc = listing_build(fs, n->path, &l);
-    if (rc) {
-        /* backend unavailable: an expired listing beats none */
+    return rc ? rc : -EIO;
+}
+
+int tfs_listing_get(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_listing **out)
+{
+    bool single = !tfs_path_is_wb(fs, n->path);
+    if (single) {
         pthread_mutex_lock(&n->mu);
-        if (n->listing && rc != -ENOENT) {
-            *out = listing_ref(n->listing);
-            rc = 0;
+        for (;;) {
+            if (n->listing && tier_now_mono_ns() < n->listing->expire_ns) {
+                *out = listing_ref(n->listing);
+                pthread_mutex_unlock(&n->mu);
+                return 0;
+            }
+            if (!n->list_building)
+                break;
+            /* another thread lists this directory: take its result, even an already expired
+             * one (entry_ttl = 0) or its error (a backend outage costs one timeout, not N) */
+            uint64_t gen = n->list_gen;
+            while (n->list_gen == gen)
+                pthread_cond_wait(&n->list_cv, &n->mu);
+            int rc = listing_result_locked(n, n->list_rc, out);
+            pthread_mutex_unlock(&n->mu);
+            return rc;
         }
+        n->list_building = true;
         pthread_mutex_unlock(&n->mu);
-        return rc;
     }
+    struct tfs_listing *l = NULL;
+    int rc = listing_build(fs, n->path, &l);
+    struct tfs_listing *old = NULL;
+    bool log_cut = false;
     pthread_mutex_lock(&n->mu);
-    struct tfs_listing *old = n->listing;
-    n->listing = listing_ref(l);
+    if (rc == 0) {
+        old = n->listing;
+        n->listing = l; /* the node's reference; the caller's is taken below */
+        log_cut = l->truncated && !n->list_cap_logged;
+        if (log_cut)
+            n->list_cap_logged = true;
+    }
+    int wrc = rc;
+    rc = listing_result_locked(n, rc, out);
+    if (single) {
+        n->list_building = false;
+        n->list_rc = wrc;
+        n->list_gen++;
+        pthread_cond_broadcast(&n->list_cv);
+    }
     pthread_mutex_unlock(&n->mu);
     tfs_listing_unref(old);
-    *out = l;
-    return 0;
+    if (log_cut)
+        log_warn("fuse: %s has more than %zu entries ([mount] max_dir_entries): its listing "
+                 "holds the first %zu, then readdir fails with EFBIG (names beyond still open); "
+                 "raise max_dir_entries or split the directory",
+                 n->path, fs->max_dir_entries, fs->max_dir_entries);
+    return rc;
 }
 
 const struct tfs_dirent *tfs_listing_find(const struct tfs_listing *l, const char *name)
@@ -383,7 +439,10 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         pos += fuse_add_direntry_plus(req, buf + pos, size - pos, e->name, &ep, (off_t)(i + 1));
         tfs_node_put(fs, n);
     }
-    fuse_reply_buf(req, buf, pos);
+    if (pos == 0 && (size_t)off >= l->n && l->truncated)
+        fuse_reply_err(req, EFBIG); /* the end of a cut listing (see DESIGN) */
+    else
+        fuse_reply_buf(req, buf, pos);
     free(buf);
     tfs_node_put(fs, dir);
 }

@@ -122,6 +122,78 @@ int tierfs_clear_stale_mount(const char *path)
     return -ue;
 }
 
+/* The synthesised owner and umask of the mount and of each namespace (docs/CONFIG.md,
+ * "Permissions"). With allow_other and no [mount] umask the mount is closed to other users
+ * (027): exposing every object tierd can read to every local user must be asked for. */
+static void perm_init(struct tierd_fuse *fs)
+{
+    const struct tierd_config *c = &fs->d->cfg;
+    fs->perm.uid = c->mount_uid >= 0 ? (uid_t)c->mount_uid : getuid();
+    fs->perm.gid = c->mount_gid >= 0 ? (gid_t)c->mount_gid : getgid();
+    fs->perm.umask = c->mount_umask >= 0 ? (mode_t)c->mount_umask : (c->allow_other ? 027 : 022);
+    fs->perm_per_ns = false;
+    for (size_t i = 0; i < fs->d->nns; i++) {
+        const struct tierd_ns_conf *nc = fs->d->ns[i].conf;
+        struct tfs_perm *p = &fs->ns_perm[i];
+        p->uid = nc->uid >= 0 ? (uid_t)nc->uid : fs->perm.uid;
+        p->gid = nc->gid >= 0 ? (gid_t)nc->gid : fs->perm.gid;
+        p->umask = nc->umask >= 0 ? (mode_t)nc->umask : fs->perm.umask;
+        if (p->uid != fs->perm.uid || p->gid != fs->perm.gid || p->umask != fs->perm.umask)
+            fs->perm_per_ns = true;
+    }
+    if (c->allow_other && c->mount_umask < 0)
+        log_warn("fuse: allow_other without [mount] umask: the mount is shown with umask 027 "
+                 "(owner %u, group %u; other users get no access). Set [mount] gid = GROUP for "
+                 "the users who may read, or umask = 022 to let every local user read "
+                 "(docs/CONFIG.md, Permissions)",
+                 (unsigned)fs->perm.uid, (unsigned)fs->perm.gid);
+}
+
+/* May a user outside the owner read what dir holds, as the mount shows it (p)? Warn when the
+ * mount shows more than the backend directory itself grants: the users allow_other lets in
+ * read, through tierd, objects the backend keeps from them. */
+static void warn_exposed_dir(const char *ns_path, const char *dir, const struct tfs_perm *p)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return;
+    bool others = !(p->umask & 004), group = !(p->umask & 040);
+    char who[64] = "";
+    if (others && !(st.st_mode & S_IROTH))
+        snprintf(who, sizeof(who), "every local user");
+    else if (group && !(st.st_mode & S_IROTH) && !(st.st_gid == p->gid && (st.st_mode & S_IRGRP)))
+        snprintf(who, sizeof(who), "the members of group %u", (unsigned)p->gid);
+    if (who[0])
+        log_warn("fuse: namespace %s: the POSIX backend directory %s is mode %04o (owner %u, "
+                 "group %u), but with allow_other the mount lets %s read it through tierd; set "
+                 "[namespace %s] or [mount] gid/umask to narrow it",
+                 ns_path, dir, (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid,
+                 (unsigned)st.st_gid, who, ns_path);
+}
+
+static void warn_exposed(struct tierd_fuse *fs)
+{
+    const struct tierd_config *c = &fs->d->cfg;
+    if (!c->allow_other)
+        return;
+    for (size_t i = 0; i < fs->d->nns; i++) {
+        const struct tierd_ns_conf *nc = fs->d->ns[i].conf;
+        for (size_t b = 0; b < c->nbackends; b++) {
+            const struct tierd_backend_conf *bc = &c->backends[b];
+            if (strcmp(bc->name, nc->backend) != 0 || strcmp(bc->type, "posix") != 0)
+                continue;
+            warn_exposed_dir(nc->path, bc->posix.root, &fs->ns_perm[i]);
+            if (nc->prefix && nc->prefix[0]) {
+                char dir[4096];
+                int pl = (int)strlen(nc->prefix) - 1; /* without its trailing '/' */
+                int w = snprintf(dir, sizeof(dir), "%s/%.*s", bc->posix.root, pl, nc->prefix);
+                if (w > 0 && (size_t)w < sizeof(dir))
+                    warn_exposed_dir(nc->path, dir, &fs->ns_perm[i]);
+            }
+        }
+    }
+}
+
 static void tfs_init(void *userdata, struct fuse_conn_info *conn)
 {
     struct tierd_fuse *fs = userdata;
@@ -156,8 +228,8 @@ int tierfs_mount(struct tierd *d, struct tierd_fuse **out)
     fs->entry_ttl_ns = d->cfg.entry_ttl_ms * TIER_NS_PER_MS;
     fs->attr_ttl_s = (double)d->cfg.attr_ttl_ms / 1000.0;
     fs->entry_ttl_s = (double)d->cfg.entry_ttl_ms / 1000.0;
-    fs->uid = getuid();
-    fs->gid = getgid();
+    fs->max_dir_entries = (size_t)d->cfg.max_dir_entries;
+    perm_init(fs);
     int rc = tfs_table_init(fs);
     if (rc) {
         pthread_mutex_destroy(&fs->handles_mu);
@@ -165,6 +237,7 @@ int tierfs_mount(struct tierd *d, struct tierd_fuse **out)
         return rc;
     }
     tfs_wb_init(fs);
+    warn_exposed(fs);
     fs->mountpoint = strdup(path);
     if (!fs->mountpoint) {
         rc = -ENOMEM;

@@ -13,3 +13,13 @@ if(TARGET tierd)
     RUN_SERIAL TRUE
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_SRC=${PROJECT_SOURCE_DIR};TIER_CEPH_DIR=${TIER_CEPH_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()
+if(TARGET tierd)
+  add_test(NAME fuse_perm COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_fuse_perm.sh)
+  set_tests_properties(fuse_perm PROPERTIES TIMEOUT 120 LABELS fuse
+    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+endif()
+if(TARGET tierd)
+  add_test(NAME fuse_dir COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_fuse_dir.sh)
+  set_tests_properties(fuse_dir PROPERTIES TIMEOUT 180 LABELS fuse
+    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+endif()

@@ -51,6 +51,15 @@ static const struct bad_case bad_cases[] = {
     {"[mount]\npath = /m\nallow_other = maybe\n[backend w]\ntype=posix\nroot=/s\n[namespace "
      "/x]\nbackend=w\n",
      {"t.conf:3:", "allow_other = 'maybe'", "true, false"}},
+    /* owner and mode of the mount (docs/CONFIG.md, Permissions) */
+    {BASE "umask = 0999\n", {"t.conf:8:", "umask = '0999'", "octal mask from 000 to 777"}},
+    {BASE "umask = 1000\n", {"t.conf:8:", "umask = '1000'"}},
+    {BASE "umask = -22\n", {"t.conf:8:", "umask = '-22'"}},
+    {BASE "uid = no-such-user-xyz\n", {"t.conf:8:", "not a known user", "/etc/passwd"}},
+    {BASE "gid = 4294967295\n", {"t.conf:8:", "not a known group", "4294967294"}},
+    {BASE "[namespace /e]\nbackend = warm\ngid = no-such-group-xyz\n",
+     {"t.conf:10:", "[namespace /e] gid", "not a known group"}},
+    {BASE "max_dir_entries = 0\n", {"t.conf:8:", "max_dir_entries = '0'", "from 1 to"}},
     /* backends */
     {BASE "[backend cold]\ntype = ftp\n", {"t.conf:9:", "type = 'ftp'", "allowed: posix, s3"}},
     {BASE "[backend cold]\nbucket = b\n", {"t.conf:8:", "missing required key 'type'"}},
@@ -217,10 +226,38 @@ static void test_defaults(void **state)
     assert_int_equal(c.fuse_threads, 16);
     assert_false(c.allow_other);
     assert_int_equal(c.readahead_blocks, 4);
+    assert_int_equal(c.mount_uid, -1); /* tierd's own */
+    assert_int_equal(c.mount_gid, -1);
+    assert_int_equal(c.mount_umask, -1); /* 022, or 027 with allow_other (fuse_session.c) */
+    assert_int_equal(c.max_dir_entries, 1000000);
+    assert_int_equal(c.namespaces[0].uid, -1);
+    assert_int_equal(c.namespaces[0].gid, -1);
+    assert_int_equal(c.namespaces[0].umask, -1);
     assert_string_equal(c.api_socket, "/run/tierd/api.sock");
     assert_null(c.api_tcp);
     assert_null(c.api_token);
     assert_string_equal(c.namespaces[0].prefix, "");
+    tierd_config_fini(&c);
+}
+
+static void test_permissions(void **state)
+{
+    (void)state;
+    struct tierd_config c;
+    char err[1024] = "";
+    const char *text = BASE "uid = root\ngid = 4242\numask = 027\nmax_dir_entries = 5000\n"
+                            "[namespace /e]\nbackend = warm\nuid = 7\ngid = root\numask = 0\n";
+    int rc = tierd_config_load_string("t.conf", text, strlen(text), &c, err, sizeof(err));
+    if (rc)
+        fail_msg("%s", err);
+    assert_int_equal(c.mount_uid, 0);
+    assert_int_equal(c.mount_gid, 4242);
+    assert_int_equal(c.mount_umask, 027);
+    assert_int_equal(c.max_dir_entries, 5000);
+    assert_int_equal(c.namespaces[0].umask, -1); /* as [mount] */
+    assert_int_equal(c.namespaces[1].uid, 7);
+    assert_int_equal(c.namespaces[1].gid, 0);
+    assert_int_equal(c.namespaces[1].umask, 0);
     tierd_config_fini(&c);
 }
 
@@ -395,7 +432,7 @@ int main(void)
         cmocka_unit_test(test_bad_configs), cmocka_unit_test(test_good_config_file),
         cmocka_unit_test(test_defaults),    cmocka_unit_test(test_writeback),
         cmocka_unit_test(test_file_errors), cmocka_unit_test(test_long_line_and_comments),
-        cmocka_unit_test(test_resolve),
+        cmocka_unit_test(test_resolve),     cmocka_unit_test(test_permissions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
