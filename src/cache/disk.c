@@ -643,7 +643,8 @@ int disk_scan(struct cache *c, const char *dir)
     }
     free(hbuf);
     if (r == 0 && (adopted || dropped || old_version || skipped))
-        log_info("cache: %s: reused %ld blocks, discarded %ld torn or temporary files and %ld of "
+        log_info("cache: %s: reused %ld blocks, discarded %ld torn, corrupt or temporary files and "
+                 "%ld of "
                  "another format version, left %ld unreadable ones",
                  dir, adopted, dropped, old_version, skipped);
     return r;
