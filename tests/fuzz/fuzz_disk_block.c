@@ -24,6 +24,7 @@
 #include "../unit/test_cache_membe.h"
 #include "cache/cache.h"
 #include "cache/cache_debug.h"
+#include "common/log.h"
 #include "common/strutil.h"
 #include "disk_block_fuzz.h"
 
@@ -60,6 +61,8 @@ static void init_once(void)
     if (!g_dir || !mkdtemp(g_dir) || fdb_write_secret(g_dir) < 0)
         abort();
     g_be = membe_new(FDB_BACKEND); /* no objects: a refetch gets -ENOENT */
+    if (!getenv("TIER_LOG_LEVEL"))
+        tier_log_set_level(TIER_LOG_ERR); /* a line per corrupt input would slow the fuzzer */
     atexit(cleanup);
 }
 
