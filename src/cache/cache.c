@@ -142,6 +142,7 @@ struct cache {
     struct cache_fetch_hook hook;
 
     _Atomic uint64_t fetches, fetch_bytes, fetch_errors, fetch_ns, sf_waits, csum_failures;
+    _Atomic uint64_t io_warn_ns; /* last transient disk-read warning (rate limit) */
 
     /* prefetch pool: pf_mu guards the queue and pf_stop */
     pthread_mutex_t pf_mu;
@@ -770,9 +771,13 @@ static int load_block(struct cache *c, const struct tier_ioctx *io, const struct
                      b->be_name, b->key);
             disk_drop(c, b);
         } else {
-            log_warn("cache: cannot read disk block %" PRIu64 " of %s/%s (%s); kept, reading "
-                     "from the backend",
-                     b->index, b->be_name, b->key, strerror(-r));
+            /* at most one line a second: EMFILE or ENOMEM tends to hit every read at once */
+            uint64_t now = tier_now_mono_ns(), last = atomic_load(&c->io_warn_ns);
+            if (now - last >= TIER_NS_PER_SEC &&
+                atomic_compare_exchange_strong(&c->io_warn_ns, &last, now))
+                log_warn("cache: cannot read disk block %" PRIu64 " of %s/%s (%s); kept, "
+                         "reading from the backend",
+                         b->index, b->be_name, b->key, strerror(-r));
         }
     }
     if (c->disk_dir)
