@@ -22,6 +22,7 @@ build:
 lint:
 	scripts/check-banned.sh
 	scripts/check-format.sh
+	scripts/check-docs.sh
 
 test: deps lint
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTIER_SANITIZE=ON >/dev/null

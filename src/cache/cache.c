@@ -7,7 +7,9 @@
  *
  * INVARIANTS (checked by cache_debug_check())
  *   I1  One block struct per identity (backend name, key, etag, index) in the index; its 128-bit
- *       XXH3 hash is the index key and the disk file name. A key never becomes a path.
+ *       XXH3 hash, keyed with the cache's secret, is the index key and the disk file name. A
+ *       key never becomes a path. Every lookup compares the identity, not only the hash; a
+ *       slot held by another identity (a collision) is never served for this one.
  *   I2  b->ram != NULL  <=>  b's ram_node is in the RAM policy; ram.used == sum of their sizes.
  *   I3  B_ON_DISK  <=>  b's disk_node is in the disk policy, and its file exists and was fully
  *       written (rename after write). disk.used == sum of their file sizes + reservations of
@@ -38,19 +40,22 @@
  *   level and with no holder is freed.  <------------------------------------------------+
  *
  * TRANSITION -> FUNCTION
+ *   RAM hit (no state change)                  ram_hit() via block_get()
+ *   wait for a load in flight (single-flight)  wait_loading()
  *   miss: create block, set FETCHING           block_acquire()
- *   load from disk (checksum verified)         disk_block_load() via block_get()
+ *   load from disk (checksum verified)         load_block() -> disk_block_load()
  *   RAM-less disk hit (no state change)        disk_direct() -> disk_block_read_range()
- *   load from backend (through fetch hook)     backend_fetch()
- *   publish result to waiters                  publish()
- *   insert into RAM (+ evict RAM victims)      ram_insert()
- *   write-through to disk (+ evict victims)    disk_store()
- *   RAM eviction (drop, never I/O)             ram_insert() -> ram_evict_one()
- *   disk eviction (unlink outside locks)       disk_reserve() -> disk_evict_one(), finish_unlinks()
- *   checksum failure: drop disk copy           disk_drop()
+ *   load from backend (through fetch hook)     load_block() -> backend_fetch()
+ *   hash collision: read uncached              block_get() -> backend_fetch()
+ *   publish result to waiters, end FETCHING    publish(), release_result()
+ *   insert into RAM (+ evict RAM victims)      publish() -> ram_insert()
+ *   write-through to disk (+ evict victims)    publish() -> disk_store()
+ *   RAM eviction (drop, never I/O)             ram_insert() -> ram_remove()
+ *   disk eviction (unlink outside locks)       disk_reserve() -> disk_detach(), finish_unlinks()
+ *   disk copy corrupt or gone: drop it         load_block() -> disk_drop()
  *   explicit eviction                          cache_evict()
  *   pin / unpin                                cache_pin(), cache_unpin(), pin_update()
- *   restart: rebuild from disk                 cache_open() -> disk_scan()
+ *   restart: rebuild from disk                 cache_open() -> disk_scan() -> adopt_one()
  *   free                                       maybe_free()
  *
  * WRITE-THROUGH: a block fetched from the backend is written to disk right after it is
@@ -70,6 +75,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -124,6 +130,9 @@ struct cache {
     int lock_fd;
     struct shard shards[NSHARDS];
     struct level ram, disk;
+    uint64_t disk_writing; /* disk.mu: bytes reserved by block writes not yet finished */
+    unsigned char secret[CACHE_SECRET_BYTES]; /* key of the identity hash; immutable */
+    bool debug_collide; /* cache_debug_force_collisions(); set before any read */
 
     pthread_mutex_t pin_mu; /* rules; order: first */
     struct pin_rule *rules;
@@ -133,6 +142,7 @@ struct cache {
     struct cache_fetch_hook hook;
 
     _Atomic uint64_t fetches, fetch_bytes, fetch_errors, fetch_ns, sf_waits, csum_failures;
+    _Atomic uint64_t io_warn_ns; /* last transient disk-read warning (rate limit) */
 
     /* prefetch pool: pf_mu guards the queue and pf_stop */
     pthread_mutex_t pf_mu;
@@ -170,9 +180,10 @@ void cdata_unref(struct cdata *d)
 
 /* ---- identity and index ------------------------------------------------------------------ */
 
-int cache_block_id(const char *be_name, const char *key, const char *etag, uint64_t index,
-                   uint64_t block_size, uint8_t id[16])
+int cache_block_id(const struct cache *c, const char *be_name, const char *key, const char *etag,
+                   uint64_t index, uint8_t id[16])
 {
+    uint64_t block_size = c->cfg.block_size;
     size_t nl = strlen(be_name), kl = strlen(key), el = strlen(etag);
     if (nl > CACHE_NAME_MAX || kl > BACKEND_KEY_MAX || el >= BACKEND_ETAG_MAX)
         return -EINVAL;
@@ -190,7 +201,11 @@ int cache_block_id(const char *be_name, const char *key, const char *etag, uint6
         buf[o++] = (unsigned char)(index >> (8 * i));
     for (int i = 0; i < 8; i++)
         buf[o++] = (unsigned char)(block_size >> (8 * i));
-    XXH128_hash_t h = XXH3_128bits(buf, o);
+    /* Keyed with the cache's own secret: without it nobody can aim a key at another object's
+     * blocks (XXH3 is not collision-resistant). Lookups compare the identity anyway. */
+    XXH128_hash_t h = c->debug_collide
+                          ? (XXH128_hash_t){.low64 = index, .high64 = 0}
+                          : XXH3_128bits_withSecret(buf, o, c->secret, sizeof(c->secret));
     for (int i = 0; i < 8; i++) {
         id[i] = (uint8_t)(h.high64 >> (56 - 8 * i));
         id[8 + i] = (uint8_t)(h.low64 >> (56 - 8 * i));
@@ -220,6 +235,29 @@ static struct cblock *shard_lookup(struct shard *s, const uint8_t id[16])
         if (!memcmp(b->id, id, 16))
             return b;
     return NULL;
+}
+
+/* Is b exactly block `index` of obj (len bytes)? The hash is only the index key: two identities
+ * with one hash must never share a block. */
+static bool same_ident(const struct cblock *b, const struct cache_obj *obj, uint64_t index,
+                       uint32_t len)
+{
+    return b->index == index && b->len == len && !strcmp(b->key, obj->key) &&
+           !strcmp(b->etag, obj->etag) && !strcmp(b->be_name, obj->be->name);
+}
+
+static uint32_t block_len(const struct cache *c, const struct cache_obj *obj, uint64_t index);
+
+/* Shard lock held. The block of obj's block `index`, or NULL; *collision (may be NULL) is set
+ * when the hash's slot holds another identity. */
+static struct cblock *obj_lookup(struct cache *c, struct shard *s, const uint8_t id[16],
+                                 const struct cache_obj *obj, uint64_t index, bool *collision)
+{
+    struct cblock *b = shard_lookup(s, id);
+    bool other = b && !same_ident(b, obj, index, block_len(c, obj, index));
+    if (collision)
+        *collision = other;
+    return other ? NULL : b;
 }
 
 static int shard_insert(struct shard *s, struct cblock *b)
@@ -503,20 +541,28 @@ static void disk_store(struct cache *c, struct cblock *b, const struct cdata *d)
     pthread_mutex_unlock(&s->mu);
 
     uint64_t need = disk_block_file_size(b);
-    uint64_t avail = disk_avail(c);
-    uint64_t floor = c->cfg.disk_min_free_bytes + need;
-    uint64_t deficit = avail < floor ? floor - avail : 0;
     struct cblock *victims = NULL;
     pthread_mutex_lock(&c->disk.mu);
+    /* The floor is checked under disk.mu, against the free space less the writes other threads
+     * have reserved but not finished (statvfs does not see them yet): concurrent writers cannot
+     * all pass the check on the same free space. statvfs is a metadata call, the one system call
+     * made under a level lock (I8). Unlinks still pending make it err on the safe side. */
+    uint64_t avail = disk_avail(c);
+    avail = avail > c->disk_writing ? avail - c->disk_writing : 0;
+    uint64_t floor = c->cfg.disk_min_free_bytes + need;
+    uint64_t deficit = avail < floor ? floor - avail : 0;
     int r = need > c->disk.budget ? -ENOSPC : disk_reserve(c, need, deficit, &victims);
+    if (r == 0)
+        c->disk_writing += need;
     pthread_mutex_unlock(&c->disk.mu);
     finish_unlinks(c, victims);
     if (r == 0) {
-        r = disk_block_write(c->disk_dir, b, d->bytes, d->len);
+        r = disk_block_write(c->disk_dir, c->cfg.block_size, b, d->bytes, d->len);
         if (r < 0)
             log_debug("cache: block %" PRIu64 " of %s not written to disk: %s", b->index, b->key,
                       strerror(-r));
         pthread_mutex_lock(&c->disk.mu);
+        c->disk_writing -= need;
         pthread_mutex_lock(&s->mu);
         if (r == 0) {
             bool before = pin_counted(b);
@@ -543,7 +589,7 @@ static void disk_store(struct cache *c, struct cblock *b, const struct cdata *d)
     pthread_mutex_unlock(&s->mu);
 }
 
-/* A disk copy failed verification: take it out and delete it. */
+/* A disk copy failed verification or is gone: take it out and delete it. */
 static void disk_drop(struct cache *c, struct cblock *b)
 {
     struct cblock *list = NULL;
@@ -576,14 +622,15 @@ static int backend_fetch(struct cache *c, const struct tier_ioctx *io, const str
     pthread_mutex_unlock(&c->hook_mu);
     struct tier_ioctx dio = io ? *io : TIER_IOCTX_DEFAULT;
 
-    struct cdata *d = cdata_new(len);
-    if (!d)
-        return -ENOMEM;
+    /* The buffer is allocated after admission: fetches queued in the hook (QoS) hold no block
+     * buffer, so fetch memory is bounded by what the scheduler admits. */
     if (hook.before)
         hook.before(hook.ud, &dio, obj, index, len);
+    struct cdata *d = cdata_new(len);
     uint64_t t0 = tier_now_mono_ns();
-    ssize_t n =
-        backend_read(obj->be, obj->key, index * c->cfg.block_size, d->bytes, len, obj->etag, NULL);
+    ssize_t n = d ? backend_read(obj->be, obj->key, index * c->cfg.block_size, d->bytes, len,
+                                 obj->etag, NULL)
+                  : -ENOMEM;
     uint64_t dt = tier_now_mono_ns() - t0;
     if (hook.after)
         hook.after(hook.ud, &dio, obj, index, n, dt);
@@ -605,9 +652,8 @@ static int backend_fetch(struct cache *c, const struct tier_ioctx *io, const str
 }
 
 /* Shard lock held. Take a reference on b's published result (or its error). */
-static int take_result(struct shard *s, struct cblock *b, struct cdata **out)
+static int take_result(struct cblock *b, struct cdata **out)
 {
-    (void)s;
     if (b->fetch_err)
         return b->fetch_err;
     *out = cdata_ref(b->ready_data);
@@ -626,71 +672,59 @@ static void release_result(struct shard *s, struct cblock *b)
     maybe_free(s, b);
 }
 
-/*
- * Get block `index` of obj as a referenced buffer: RAM hit, or wait for a load in flight, or
- * load it ourselves (disk, else backend), publish, insert. The one entry to the data path.
- * off_in_block/seq_len feed the sequential-continuation rule: a read that continues exactly where
- * the previous read of this block ended is not a new access for the policy, so a sequential
- * reader splitting a block into many small reads does not look "hot".
- */
-static int block_get(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
-                     uint64_t index, uint32_t off_in_block, uint32_t seq_len, bool pinned,
-                     struct cdata **out, struct level **from)
+/* Shard lock held, b in RAM; returns with it dropped. A RAM hit: take a reference on the buffer
+ * and tell the policy (off_in_block/seq_len: the sequential-continuation rule). */
+static struct cdata *ram_hit(struct cache *c, struct shard *s, struct cblock *b,
+                             uint32_t off_in_block, uint32_t seq_len)
 {
-    *from = NULL;
-    uint8_t id[16];
-    int r = cache_block_id(obj->be->name, obj->key, obj->etag, index, c->cfg.block_size, id);
-    if (r < 0)
-        return r;
-    uint32_t len = block_len(c, obj, index);
-    struct shard *s = shard_of(c, id);
-
-    pthread_mutex_lock(&s->mu);
-    struct cblock *b = shard_lookup(s, id);
-    if (b && b->ram) {
-        struct cdata *d = cdata_ref(b->ram);
-        bool count = off_in_block == 0 || off_in_block != b->next_off;
-        b->next_off = off_in_block + seq_len;
-        bool lru_hit = count && !policy_hit_lockfree(c->ram.pol);
-        if (count && !lru_hit)
+    struct cdata *d = cdata_ref(b->ram);
+    bool count = off_in_block == 0 || off_in_block != b->next_off;
+    b->next_off = off_in_block + seq_len;
+    bool lru_hit = count && !policy_hit_lockfree(c->ram.pol);
+    if (count && !lru_hit)
+        policy_hit(c->ram.pol, &b->ram_node);
+    if (lru_hit)
+        b->refs++;
+    pthread_mutex_unlock(&s->mu);
+    if (lru_hit) {
+        pthread_mutex_lock(&c->ram.mu);
+        if (policy_contains(&b->ram_node))
             policy_hit(c->ram.pol, &b->ram_node);
-        if (lru_hit)
-            b->refs++;
+        pthread_mutex_unlock(&c->ram.mu);
+        pthread_mutex_lock(&s->mu);
+        b->refs--;
+        maybe_free(s, b);
         pthread_mutex_unlock(&s->mu);
-        if (lru_hit) {
-            pthread_mutex_lock(&c->ram.mu);
-            if (policy_contains(&b->ram_node))
-                policy_hit(c->ram.pol, &b->ram_node);
-            pthread_mutex_unlock(&c->ram.mu);
-            pthread_mutex_lock(&s->mu);
-            b->refs--;
-            maybe_free(s, b);
-            pthread_mutex_unlock(&s->mu);
-        }
-        atomic_fetch_add_explicit(&c->ram.hits, 1, memory_order_relaxed);
-        *out = d;
-        *from = &c->ram;
-        return 0;
     }
-    if (b && b->ready) {
-        r = take_result(s, b, out);
-        pthread_mutex_unlock(&s->mu);
-        atomic_fetch_add_explicit(&c->sf_waits, 1, memory_order_relaxed);
-        return r;
-    }
-    if (b && (b->flags & B_FETCHING)) {
-        b->nwaiters++;
-        atomic_fetch_add_explicit(&c->sf_waits, 1, memory_order_relaxed);
-        while (!b->ready)
-            pthread_cond_wait(&s->cv, &s->mu);
-        r = take_result(s, b, out);
-        b->nwaiters--;
-        release_result(s, b);
-        pthread_mutex_unlock(&s->mu);
-        return r;
-    }
+    atomic_fetch_add_explicit(&c->ram.hits, 1, memory_order_relaxed);
+    return d;
+}
+
+/* Shard lock held, b loading or with a published result; returns with it dropped. Wait for the
+ * load in flight (single-flight) and take its result or error. */
+static int wait_loading(struct cache *c, struct shard *s, struct cblock *b, struct cdata **out)
+{
+    atomic_fetch_add_explicit(&c->sf_waits, 1, memory_order_relaxed);
+    b->nwaiters++;
+    while (!b->ready)
+        pthread_cond_wait(&s->cv, &s->mu);
+    int r = take_result(b, out);
+    b->nwaiters--;
+    release_result(s, b);
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+/* Shard lock held; *bp is NULL (a miss: create the block) or a block cached on disk only.
+ * Mark it FETCHING and hold it: this thread is its one loader (I6). Returns with the lock
+ * dropped; *try_disk says whether there is a disk copy to load. */
+static int block_acquire(struct cache *c, struct shard *s, const uint8_t id[16],
+                         const struct cache_obj *obj, uint64_t index, uint32_t next_off,
+                         bool pinned, struct cblock **bp, bool *try_disk)
+{
+    struct cblock *b = *bp;
     if (!b) {
-        b = cblock_new(id, obj->be->name, obj->key, obj->etag, index, len);
+        b = cblock_new(id, obj->be->name, obj->key, obj->etag, index, block_len(c, obj, index));
         if (!b || shard_insert(s, b) < 0) {
             pthread_mutex_unlock(&s->mu);
             free(b);
@@ -701,42 +735,65 @@ static int block_get(struct cache *c, const struct tier_ioctx *io, const struct 
     }
     b->flags |= B_FETCHING;
     b->refs++;
-    b->next_off = off_in_block + seq_len;
-    bool try_disk = (b->flags & B_ON_DISK) != 0;
+    b->next_off = next_off;
+    *try_disk = (b->flags & B_ON_DISK) != 0;
     pthread_mutex_unlock(&s->mu);
-    if (c->ram.budget)
-        atomic_fetch_add_explicit(&c->ram.misses, 1, memory_order_relaxed);
+    *bp = b;
+    return 0;
+}
 
-    /* Load, with no lock held. */
-    struct cdata *d = NULL;
-    bool from_backend = false;
+/* No lock held; b is FETCHING and held. Load it from its disk copy if it has one, else from the
+ * backend. Only a disk copy that is corrupt (-EBADMSG) or gone (-ENOENT) is dropped; any other
+ * error of the disk read (EMFILE, ENOMEM, EIO ...) is transient and says nothing about the
+ * file, so the copy stays and this one read is served from the backend. */
+static int load_block(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
+                      struct cblock *b, bool try_disk, struct cdata **out, bool *from_backend)
+{
+    *from_backend = false;
     if (try_disk) {
-        r = disk_block_load(c->disk_dir, b, &d);
+        int r = disk_block_load(c->disk_dir, c->cfg.block_size, b, out);
+        if (r == 0) {
+            /* a disk hit: tell the disk policy (b is held, so its node cannot go away) */
+            pthread_mutex_lock(&c->disk.mu);
+            if (policy_contains(&b->disk_node))
+                policy_hit(c->disk.pol, &b->disk_node);
+            pthread_mutex_unlock(&c->disk.mu);
+            atomic_fetch_add_explicit(&c->disk.hits, 1, memory_order_relaxed);
+            return 0;
+        }
         if (r == -EBADMSG) {
             atomic_fetch_add_explicit(&c->csum_failures, 1, memory_order_relaxed);
             log_warn("cache: corrupt disk block %" PRIu64 " of %s/%s dropped, refetching", b->index,
                      b->be_name, b->key);
-        }
-        if (r < 0)
             disk_drop(c, b);
+        } else if (r == -ENOENT) {
+            log_warn("cache: disk block %" PRIu64 " of %s/%s vanished, refetching", b->index,
+                     b->be_name, b->key);
+            disk_drop(c, b);
+        } else {
+            /* at most one line a second: EMFILE or ENOMEM tends to hit every read at once */
+            uint64_t now = tier_now_mono_ns(), last = atomic_load(&c->io_warn_ns);
+            if (now - last >= TIER_NS_PER_SEC &&
+                atomic_compare_exchange_strong(&c->io_warn_ns, &last, now))
+                log_warn("cache: cannot read disk block %" PRIu64 " of %s/%s (%s); kept, "
+                         "reading from the backend",
+                         b->index, b->be_name, b->key, strerror(-r));
+        }
     }
-    if (d) {
-        /* a disk hit: tell the disk policy (b is held, so its node cannot go away) */
-        pthread_mutex_lock(&c->disk.mu);
-        if (policy_contains(&b->disk_node))
-            policy_hit(c->disk.pol, &b->disk_node);
-        pthread_mutex_unlock(&c->disk.mu);
-        atomic_fetch_add_explicit(&c->disk.hits, 1, memory_order_relaxed);
-        r = 0;
-    } else {
-        if (c->disk_dir)
-            atomic_fetch_add_explicit(&c->disk.misses, 1, memory_order_relaxed);
-        r = backend_fetch(c, io, obj, index, len, &d);
-        from_backend = r == 0;
-    }
+    if (c->disk_dir)
+        atomic_fetch_add_explicit(&c->disk.misses, 1, memory_order_relaxed);
+    int r = backend_fetch(c, io, obj, b->index, b->len, out);
+    *from_backend = r == 0;
+    return r;
+}
 
-    /* Publish to waiters, then place into the levels while still FETCHING so that no second
-     * load can start for this block before it is findable in a level. */
+/* No lock held; b is FETCHING and held by this loader. Publish the load's result r / d to the
+ * waiters, then place d into RAM and (from the backend) write it through to disk while still
+ * FETCHING, so that no second load can start before the block is findable in a level; then end
+ * the load and let go of b. */
+static void publish(struct cache *c, struct shard *s, struct cblock *b, int r, struct cdata *d,
+                    bool from_backend)
+{
     pthread_mutex_lock(&s->mu);
     b->ready = true;
     b->fetch_err = r;
@@ -753,6 +810,56 @@ static int block_get(struct cache *c, const struct tier_ioctx *io, const struct 
     b->refs--;
     release_result(s, b);
     pthread_mutex_unlock(&s->mu);
+}
+
+/*
+ * Get block `index` of obj as a referenced buffer: ram_hit(), or wait_loading() for a load in
+ * flight, or block_acquire() + load_block() (disk, else backend) + publish(). The one entry to
+ * the data path. off_in_block/seq_len feed the sequential-continuation rule: a read that
+ * continues exactly where the previous read of this block ended is not a new access for the
+ * policy, so a sequential reader splitting a block into many small reads does not look "hot".
+ * A block whose hash slot is held by another identity (a hash collision) is read from the
+ * backend and not cached.
+ */
+static int block_get(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
+                     uint64_t index, uint32_t off_in_block, uint32_t seq_len, bool pinned,
+                     struct cdata **out, struct level **from)
+{
+    *from = NULL;
+    uint8_t id[16];
+    int r = cache_block_id(c, obj->be->name, obj->key, obj->etag, index, id);
+    if (r < 0)
+        return r;
+    struct shard *s = shard_of(c, id);
+
+    pthread_mutex_lock(&s->mu);
+    bool collision;
+    struct cblock *b = obj_lookup(c, s, id, obj, index, &collision);
+    if (collision) {
+        pthread_mutex_unlock(&s->mu);
+        log_debug("cache: block %" PRIu64 " of %s/%s shares its hash with another block; read "
+                  "uncached",
+                  index, obj->be->name, obj->key);
+        return backend_fetch(c, io, obj, index, block_len(c, obj, index), out);
+    }
+    if (b && b->ram) {
+        *out = ram_hit(c, s, b, off_in_block, seq_len);
+        *from = &c->ram;
+        return 0;
+    }
+    if (b && (b->ready || (b->flags & B_FETCHING)))
+        return wait_loading(c, s, b, out);
+    bool try_disk;
+    if ((r = block_acquire(c, s, id, obj, index, off_in_block + seq_len, pinned, &b, &try_disk)) <
+        0)
+        return r;
+    if (c->ram.budget)
+        atomic_fetch_add_explicit(&c->ram.misses, 1, memory_order_relaxed);
+
+    struct cdata *d = NULL;
+    bool from_backend;
+    r = load_block(c, io, obj, b, try_disk, &d, &from_backend);
+    publish(c, s, b, r, d, from_backend);
     if (r == 0) {
         *out = d;
         *from = from_backend ? NULL : &c->disk;
@@ -772,11 +879,11 @@ static int disk_direct(struct cache *c, const struct cache_obj *obj, uint64_t in
     if (c->ram.budget || !c->disk_dir)
         return -EAGAIN;
     uint8_t id[16];
-    if (cache_block_id(obj->be->name, obj->key, obj->etag, index, c->cfg.block_size, id) < 0)
+    if (cache_block_id(c, obj->be->name, obj->key, obj->etag, index, id) < 0)
         return -EAGAIN;
     struct shard *s = shard_of(c, id);
     pthread_mutex_lock(&s->mu);
-    struct cblock *b = shard_lookup(s, id);
+    struct cblock *b = obj_lookup(c, s, id, obj, index, NULL);
     if (!b || !(b->flags & B_ON_DISK) || (b->flags & B_FETCHING)) {
         pthread_mutex_unlock(&s->mu);
         return -EAGAIN;
@@ -788,7 +895,7 @@ static int disk_direct(struct cache *c, const struct cache_obj *obj, uint64_t in
         policy_hit(c->disk.pol, &b->disk_node);
     b->refs++;
     pthread_mutex_unlock(&s->mu);
-    int r = disk_block_read_range(c->disk_dir, b, in, n, dst);
+    int r = disk_block_read_range(c->disk_dir, c->cfg.block_size, b, in, n, dst);
     if (r == 0 && count && !lockfree) {
         pthread_mutex_lock(&c->disk.mu);
         if (policy_contains(&b->disk_node))
@@ -875,10 +982,10 @@ int cache_fetch_block(struct cache *c, const struct tier_ioctx *io, const struct
     if (!pin)
         return 0;
     uint8_t id[16];
-    cache_block_id(obj->be->name, obj->key, obj->etag, index, c->cfg.block_size, id);
+    cache_block_id(c, obj->be->name, obj->key, obj->etag, index, id);
     struct shard *s = shard_of(c, id);
     pthread_mutex_lock(&s->mu);
-    struct cblock *b = shard_lookup(s, id);
+    struct cblock *b = obj_lookup(c, s, id, obj, index, NULL);
     r = -ENOSPC; /* not cached at all: the levels had no room */
     if (b && (b->ram || (b->flags & B_ON_DISK))) {
         if (b->flags & B_PINNED) {
@@ -1053,11 +1160,11 @@ uint64_t cache_cached_bytes(struct cache *c, const struct cache_obj *obj)
     uint64_t nblocks = (obj->size_bytes + c->cfg.block_size - 1) / c->cfg.block_size;
     for (uint64_t i = 0; i < nblocks; i++) {
         uint8_t id[16];
-        if (cache_block_id(obj->be->name, obj->key, obj->etag, i, c->cfg.block_size, id) < 0)
+        if (cache_block_id(c, obj->be->name, obj->key, obj->etag, i, id) < 0)
             return 0;
         struct shard *s = shard_of(c, id);
         pthread_mutex_lock(&s->mu);
-        struct cblock *b = shard_lookup(s, id);
+        struct cblock *b = obj_lookup(c, s, id, obj, i, NULL);
         if (b && (b->ram || (b->flags & B_ON_DISK)))
             total += b->len;
         pthread_mutex_unlock(&s->mu);
@@ -1145,11 +1252,11 @@ static void *pf_worker(void *arg)
 static bool block_present(struct cache *c, const struct cache_obj *obj, uint64_t index)
 {
     uint8_t id[16];
-    if (cache_block_id(obj->be->name, obj->key, obj->etag, index, c->cfg.block_size, id) < 0)
+    if (cache_block_id(c, obj->be->name, obj->key, obj->etag, index, id) < 0)
         return true;
     struct shard *s = shard_of(c, id);
     pthread_mutex_lock(&s->mu);
-    struct cblock *b = shard_lookup(s, id);
+    struct cblock *b = obj_lookup(c, s, id, obj, index, NULL);
     bool present = b && (b->ram || (b->flags & (B_ON_DISK | B_FETCHING)));
     pthread_mutex_unlock(&s->mu);
     return present;
@@ -1246,6 +1353,11 @@ int cache_open(const struct cache_config *cfg, struct cache **out)
         pthread_mutex_init(&c->shards[i].mu, NULL);
         pthread_cond_init(&c->shards[i].cv, NULL);
     }
+    if (!k.disk_dir && getrandom(c->secret, sizeof(c->secret), 0) != (ssize_t)sizeof(c->secret)) {
+        r = errno ? -errno : -EIO;
+        tier_err_set("cannot draw a random cache secret: %s", strerror(-r));
+        goto fail;
+    }
     if ((r = level_init(&c->ram, k.policy, k.ram_bytes)) < 0 ||
         (r = level_init(&c->disk, k.policy, k.disk_dir ? k.disk_bytes : 0)) < 0)
         goto fail;
@@ -1256,7 +1368,8 @@ int cache_open(const struct cache_config *cfg, struct cache **out)
             goto fail;
         }
         c->cfg.disk_dir = c->disk_dir;
-        if ((r = disk_dir_prepare(c->disk_dir, &c->lock_fd)) < 0)
+        if ((r = disk_dir_prepare(c->disk_dir, &c->lock_fd)) < 0 ||
+            (r = disk_secret_load(c->disk_dir, c->secret, sizeof(c->secret))) < 0)
             goto fail;
         if ((r = disk_scan(c, c->disk_dir)) < 0)
             goto fail;
@@ -1420,8 +1533,13 @@ int cache_debug_block_path(struct cache *c, const char *backend_name, const char
     if (!c->disk_dir)
         return -EINVAL;
     uint8_t id[16];
-    int r = cache_block_id(backend_name, key, etag, index, c->cfg.block_size, id);
+    int r = cache_block_id(c, backend_name, key, etag, index, id);
     if (r < 0)
         return r;
     return disk_block_path(c->disk_dir, id, "", path, pathsz);
+}
+
+void cache_debug_force_collisions(struct cache *c, bool on)
+{
+    c->debug_collide = on;
 }

@@ -5,6 +5,7 @@
 #ifndef TIER_CACHE_CACHE_DEBUG_H
 #define TIER_CACHE_CACHE_DEBUG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,5 +22,10 @@ int cache_debug_check(struct cache *c, char *msg, size_t msgsz);
  * Returns 0, or -EINVAL when the cache has no disk level. */
 int cache_debug_block_path(struct cache *c, const char *backend_name, const char *key,
                            const char *etag, uint64_t index, char *path, size_t pathsz);
+
+/* Make every identity hash depend on the block index only, so that block N of every object
+ * collides with block N of every other (for tests of collision handling). Call right after
+ * cache_open(), before any read, on a cache without a disk level or with an empty one. */
+void cache_debug_force_collisions(struct cache *c, bool on);
 
 #endif

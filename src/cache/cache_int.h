@@ -19,7 +19,8 @@
 #include "cache/cache.h"
 #include "cache/policy.h"
 
-#define CACHE_NAME_MAX 255 /* backend name bytes in an identity */
+#define CACHE_NAME_MAX 255     /* backend name bytes in an identity */
+#define CACHE_SECRET_BYTES 192 /* key of the identity hash (XXH3 secret, >= 136 bytes) */
 
 /* A block's bytes, shared by reference: a reader copies out of it with no lock held while an
  * evictor drops the level's reference. Immutable after it is filled. */
@@ -65,9 +66,11 @@ struct cblock {
 
 struct cblock *cblock_new(const uint8_t id[16], const char *be_name, const char *key,
                           const char *etag, uint64_t index, uint32_t len);
-/* The 128-bit identity of block `index` of (backend, key, etag) in a cache of block_size. */
-int cache_block_id(const char *be_name, const char *key, const char *etag, uint64_t index,
-                   uint64_t block_size, uint8_t id[16]);
+/* The 128-bit identity hash of block `index` of (backend, key, etag) in cache c: XXH3-128 keyed
+ * with c's secret, over the strings and c's block size. Only an index key and a file name: every
+ * lookup and load also compares the identity itself. */
+int cache_block_id(const struct cache *c, const char *be_name, const char *key, const char *etag,
+                   uint64_t index, uint8_t id[16]);
 /* disk_scan() hands each valid block found at open to the index (single-threaded). */
 int cache_adopt_disk_block(struct cache *c, struct cblock *b, uint64_t file_bytes);
 
@@ -82,13 +85,21 @@ int disk_scan(struct cache *c, const char *dir);
 int disk_block_path(const char *dir, const uint8_t id[16], const char *suffix, char *path,
                     size_t pathsz);
 uint64_t disk_block_file_size(const struct cblock *b);
+/* Load dir/.secret (CACHE_SECRET_BYTES, 0600, ours) into secret; create it with random bytes
+ * when missing, replace it when damaged or readable by others. Returns 0 or -errno (message set).
+ */
+int disk_secret_load(const char *dir, unsigned char *secret, size_t len);
 /* Write b's file (temp name, then rename). Returns 0 or -errno. */
-int disk_block_write(const char *dir, const struct cblock *b, const void *data, size_t len);
-/* Read and verify b's file. -EBADMSG: corrupt (checksum, header or length); -ENOENT: gone. */
-int disk_block_load(const char *dir, const struct cblock *b, struct cdata **out);
-/* Read [off, off+len) of b's data straight into dst, verifying only the chunks it touches. */
-int disk_block_read_range(const char *dir, const struct cblock *b, uint32_t off, uint32_t len,
-                          void *dst);
+int disk_block_write(const char *dir, size_t block_size, const struct cblock *b, const void *data,
+                     size_t len);
+/* Read and verify b's file. -EBADMSG: corrupt (checksum, header, length, another version, or a
+ * header naming another identity or block size): the caller drops it; -ENOENT: gone; any other
+ * -errno is transient (EMFILE, ENOMEM, EIO ...) and says nothing about the file. */
+int disk_block_load(const char *dir, size_t block_size, const struct cblock *b, struct cdata **out);
+/* Read [off, off+len) of b's data straight into dst, verifying only the chunks it touches.
+ * Errors as disk_block_load(). */
+int disk_block_read_range(const char *dir, size_t block_size, const struct cblock *b, uint32_t off,
+                          uint32_t len, void *dst);
 void disk_block_unlink(const char *dir, const uint8_t id[16]);
 bool disk_block_exists(const char *dir, const uint8_t id[16]);
 /* Number of block files (not temp files) under dir, or -errno. */

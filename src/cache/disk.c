@@ -7,32 +7,44 @@
  * cache_open() before the cache is shared; cache_debug_check() is the one exception).
  *
  * FILE FORMAT (native byte order; a cache directory is not moved between architectures):
- *   struct disk_hdr (72 bytes): magic "TIERCB01", version 2, hdr_len, 128-bit identity hash,
- *   block index, data_len, chunk size (64 KiB) and chunk count, lengths of the three identity
- *   strings, XXH3-64 of the whole header (with that field zero); then backend name, key and etag
- *   (no NULs); then one XXH3-64 per data chunk; then the data. Per-chunk checksums let a read of
- *   part of a block (disk_block_read_range, the RAM-less hit path) verify just what it reads.
- *   The file name is the hex of the identity hash, under a fan-out directory of its first byte:
- *   dir/ab/ab12...ef. The identity strings in the header let a restarted cache find the block
- *   again from (backend, key, etag, index) and apply pin rules and evict-by-prefix to it.
+ *   struct disk_hdr (80 bytes): magic "TIERCB01", format version (DISK_VERSION), hdr_len,
+ *   128-bit identity hash, block index, data_len, chunk size (64 KiB) and chunk count, the
+ *   cache's block size, lengths of the three identity strings, XXH3-64 of the whole header (with
+ *   that field zero); then backend name, key and etag (no NULs); then one XXH3-64 per data chunk;
+ *   then the data. Per-chunk checksums let a read of part of a block (disk_block_read_range, the
+ *   RAM-less hit path) verify just what it reads. The file name is the hex of the identity hash
+ *   (keyed with the cache's secret, see cache_block_id), under a fan-out directory of its first
+ *   byte: dir/ab/ab12...ef. The identity strings in the header let a restarted cache find the
+ *   block again from (backend, key, etag, index) and apply pin rules and evict-by-prefix to it;
+ *   every load compares them, and the block size, with the block asked for, so a file is never
+ *   served for another identity whatever its name says.
+ *
+ * VERSION: the magic and the version are checked before any other field is read. A file of
+ *   another version (an older tierd's, or a newer one's after a downgrade) is never interpreted:
+ *   the restart scan removes it with a log line naming the version (-EPROTONOSUPPORT from
+ *   read_header), and its block is refetched when read.
  *
  * DURABILITY: a file is written under "<name>.tmp" and renamed; no fsync. After kill -9 the page
  * cache still holds every completed write, and after a power loss a renamed file may hold
  * garbage, which the data checksum catches on its first read. Either way a bad block is
  * re-fetched, never served, so the cost of an fsync per block buys nothing here.
  *
- * RESTART: disk_scan() deletes temp files, deletes files whose header is bad, whose name does
- * not match the identity in the header, or whose size is not hdr_len + data_len (torn), and
- * adopts the rest. The data checksum is verified on every read (disk_block_load), so a block
- * adopted at open is never trusted before it has been verified.
+ * RESTART: disk_scan() deletes temp files, deletes files whose header is bad or of another
+ * version, whose name does not match the identity in the header, or whose size is not hdr_len +
+ * data_len (torn), and adopts the rest. A file that cannot be read for another reason (EMFILE,
+ * EIO, ENOMEM ...) is left in place, not adopted, and logged: a transient error never deletes a
+ * good block. The data checksum is verified on every read (disk_block_load), so a block adopted
+ * at open is never trusted before it has been verified.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -42,7 +54,8 @@
 #include "common/strutil.h"
 
 #define DISK_MAGIC "TIERCB01"
-#define DISK_VERSION 2u
+/* 3: block size in the header, identity hash keyed with the cache's secret. */
+#define DISK_VERSION 3u
 #define CHUNK_BYTES (64u << 10)
 /* Chunks read per syscall on the verified read path (256 KiB: stays in L2 until hashed). */
 #define VERIFY_GROUP 4u
@@ -56,10 +69,14 @@ struct disk_hdr {
     uint64_t data_len;
     uint32_t chunk_bytes;
     uint32_t nchunks;
+    uint32_t block_size; /* the cache's block size (cfg.block_size) */
     uint16_t name_len, key_len, etag_len, pad;
+    uint32_t pad2;
     uint64_t hdr_csum;
 };
-_Static_assert(sizeof(struct disk_hdr) == 72, "disk header layout");
+_Static_assert(sizeof(struct disk_hdr) == 80, "disk header layout");
+/* magic + version: all a reader looks at before it knows the layout */
+#define HDR_PREFIX (offsetof(struct disk_hdr, version) + sizeof(uint32_t))
 
 #define MAX_CHUNKS ((64u << 20) / CHUNK_BYTES)
 #define HDR_MAX                                                                                    \
@@ -128,7 +145,8 @@ static int read_all(int fd, void *buf, size_t len, off_t off)
     return 0;
 }
 
-int disk_block_write(const char *dir, const struct cblock *b, const void *data, size_t len)
+int disk_block_write(const char *dir, size_t block_size, const struct cblock *b, const void *data,
+                     size_t len)
 {
     char path[4096], tmp[4096];
     int r = disk_block_path(dir, b->id, "", path, sizeof(path));
@@ -148,6 +166,7 @@ int disk_block_write(const char *dir, const struct cblock *b, const void *data, 
     h.data_len = len;
     h.chunk_bytes = CHUNK_BYTES;
     h.nchunks = nchunks_of(len);
+    h.block_size = (uint32_t)block_size;
     h.name_len = (uint16_t)strlen(b->be_name);
     h.key_len = (uint16_t)strlen(b->key);
     h.etag_len = (uint16_t)strlen(b->etag);
@@ -187,8 +206,10 @@ out:
     return r;
 }
 
-/* Read and check the header of an open block file; strs (HDR_MAX bytes) receives the identity
- * strings. Returns 0 or -EBADMSG. */
+/* Read and check the header of an open block file into h and hbuf (HDR_MAX bytes: the header,
+ * identity strings and chunk sums). Returns 0; -EBADMSG (not a block file, torn or corrupt);
+ * -EPROTONOSUPPORT (a block file of another format version, h->version says which; nothing else
+ * of it was interpreted); or -errno of the read (transient: the file may be good). */
 static int read_header(int fd, struct disk_hdr *h, unsigned char *hbuf)
 {
     struct stat st;
@@ -196,24 +217,53 @@ static int read_header(int fd, struct disk_hdr *h, unsigned char *hbuf)
         return -errno;
     /* one read covers the whole header of most blocks (4 MiB block: ~0.6 KiB) */
     size_t first = st.st_size < 4096 ? (size_t)st.st_size : 4096;
-    if (first < sizeof(*h) || read_all(fd, hbuf, first, 0) < 0)
+    if (first < HDR_PREFIX)
         return -EBADMSG;
-    memcpy(h, hbuf, sizeof(*h));
-    if (memcmp(h->magic, DISK_MAGIC, 8) || h->version != DISK_VERSION ||
-        h->chunk_bytes != CHUNK_BYTES || h->nchunks != nchunks_of(h->data_len) ||
-        h->nchunks > MAX_CHUNKS ||
+    int r = read_all(fd, hbuf, first, 0);
+    if (r < 0)
+        return r;
+    memset(h, 0, sizeof(*h));
+    memcpy(h, hbuf, first < sizeof(*h) ? first : sizeof(*h));
+    if (memcmp(h->magic, DISK_MAGIC, 8))
+        return -EBADMSG;
+    if (h->version != DISK_VERSION)
+        return -EPROTONOSUPPORT;
+    if (first < sizeof(*h) || h->chunk_bytes != CHUNK_BYTES ||
+        h->nchunks != nchunks_of(h->data_len) || h->nchunks > MAX_CHUNKS ||
         h->hdr_len !=
             sizeof(*h) + (uint32_t)h->name_len + h->key_len + h->etag_len + 8 * h->nchunks ||
         h->hdr_len > HDR_MAX || h->name_len > CACHE_NAME_MAX || h->key_len > BACKEND_KEY_MAX ||
-        h->etag_len >= BACKEND_ETAG_MAX || (uint64_t)st.st_size != h->hdr_len + h->data_len)
+        h->etag_len >= BACKEND_ETAG_MAX || h->data_len > h->block_size ||
+        (uint64_t)st.st_size != h->hdr_len + h->data_len)
         return -EBADMSG;
-    if (h->hdr_len > first && read_all(fd, hbuf + first, h->hdr_len - first, (off_t)first) < 0)
-        return -EBADMSG;
+    if (h->hdr_len > first &&
+        (r = read_all(fd, hbuf + first, h->hdr_len - first, (off_t)first)) < 0)
+        return r;
     uint64_t want = h->hdr_csum;
     memset(hbuf + offsetof(struct disk_hdr, hdr_csum), 0, sizeof(h->hdr_csum));
     if (XXH3_64bits(hbuf, h->hdr_len) != want)
         return -EBADMSG;
     return 0;
+}
+
+/* The identity strings of a checked header, as pointers into hbuf with their lengths. */
+static const char *hdr_name(const unsigned char *hbuf)
+{
+    return (const char *)hbuf + sizeof(struct disk_hdr);
+}
+
+/* Does a checked header name exactly block b of a cache of block_size? Compares the identity
+ * itself, not only its hash: a hash collision, or a file planted under another block's name,
+ * must never be served. */
+static bool hdr_is_block(const struct disk_hdr *h, const unsigned char *hbuf, size_t block_size,
+                         const struct cblock *b)
+{
+    const char *nm = hdr_name(hbuf), *key = nm + h->name_len, *etag = key + h->key_len;
+    return !memcmp(h->id, b->id, 16) && h->index == b->index && h->data_len == b->len &&
+           h->block_size == block_size && strlen(b->be_name) == h->name_len &&
+           !memcmp(nm, b->be_name, h->name_len) && strlen(b->key) == h->key_len &&
+           !memcmp(key, b->key, h->key_len) && strlen(b->etag) == h->etag_len &&
+           !memcmp(etag, b->etag, h->etag_len);
 }
 
 /* Read [off, off+len) of the data (len > 0) into dst, verifying every chunk it touches: runs of
@@ -279,9 +329,10 @@ static int read_verified(int fd, const struct disk_hdr *h, const unsigned char *
     return r;
 }
 
-/* Open b's file and check its header against b. */
-static int open_block(const char *dir, const struct cblock *b, struct disk_hdr *h,
-                      unsigned char *hbuf, int *fd_out)
+/* Open b's file and check its header against b. A file of another version, or one that names
+ * another identity, is -EBADMSG here: the caller drops it. Other errors are -errno. */
+static int open_block(const char *dir, size_t block_size, const struct cblock *b,
+                      struct disk_hdr *h, unsigned char *hbuf, int *fd_out)
 {
     char path[4096];
     int r = disk_block_path(dir, b->id, "", path, sizeof(path));
@@ -290,8 +341,8 @@ static int open_block(const char *dir, const struct cblock *b, struct disk_hdr *
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
-    if ((r = read_header(fd, h, hbuf)) == 0 &&
-        (memcmp(h->id, b->id, 16) || h->index != b->index || h->data_len != b->len))
+    r = read_header(fd, h, hbuf);
+    if (r == -EPROTONOSUPPORT || (r == 0 && !hdr_is_block(h, hbuf, block_size, b)))
         r = -EBADMSG;
     if (r < 0) {
         close(fd);
@@ -301,7 +352,7 @@ static int open_block(const char *dir, const struct cblock *b, struct disk_hdr *
     return 0;
 }
 
-int disk_block_load(const char *dir, const struct cblock *b, struct cdata **out)
+int disk_block_load(const char *dir, size_t block_size, const struct cblock *b, struct cdata **out)
 {
     struct disk_hdr h;
     unsigned char *hbuf = malloc(HDR_MAX);
@@ -309,7 +360,7 @@ int disk_block_load(const char *dir, const struct cblock *b, struct cdata **out)
     int fd = -1, r;
     if (!hbuf)
         return -ENOMEM;
-    if ((r = open_block(dir, b, &h, hbuf, &fd)) < 0)
+    if ((r = open_block(dir, block_size, b, &h, hbuf, &fd)) < 0)
         goto out;
     d = cdata_new(b->len);
     if (!d) {
@@ -328,8 +379,8 @@ out:
     return r;
 }
 
-int disk_block_read_range(const char *dir, const struct cblock *b, uint32_t off, uint32_t len,
-                          void *dst)
+int disk_block_read_range(const char *dir, size_t block_size, const struct cblock *b, uint32_t off,
+                          uint32_t len, void *dst)
 {
     if ((uint64_t)off + len > b->len)
         return -EINVAL;
@@ -338,7 +389,7 @@ int disk_block_read_range(const char *dir, const struct cblock *b, uint32_t off,
     int fd = -1, r;
     if (!hbuf)
         return -ENOMEM;
-    if ((r = open_block(dir, b, &h, hbuf, &fd)) == 0 && len)
+    if ((r = open_block(dir, block_size, b, &h, hbuf, &fd)) == 0 && len)
         r = read_verified(fd, &h, hbuf, off, len, dst);
     free(hbuf);
     if (fd >= 0)
@@ -393,6 +444,75 @@ int disk_dir_prepare(const char *dir, int *lock_fd)
     return 0;
 }
 
+/* Write a new random secret to dir/.secret (temp file, 0600, fsync, rename). */
+static int secret_create(const char *dir, const char *path, unsigned char *secret, size_t len)
+{
+    char tmp[4096];
+    int n = snprintf(tmp, sizeof(tmp), "%s/.secret.tmp", dir);
+    if (n < 0 || (size_t)n >= sizeof(tmp))
+        return -ENAMETOOLONG;
+    if (getrandom(secret, len, 0) != (ssize_t)len) {
+        int e = errno ? errno : EIO;
+        tier_err_set("cannot draw a random cache secret: %s", strerror(e));
+        return -e;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        int e = errno;
+        tier_err_set("cannot create %s: %s", tmp, strerror(e));
+        return -e;
+    }
+    int r = write_all(fd, secret, len, 0);
+    if (r == 0 && fsync(fd) < 0)
+        r = -errno;
+    if (close(fd) < 0 && r == 0)
+        r = -errno;
+    if (r == 0 && rename(tmp, path) < 0)
+        r = -errno;
+    if (r < 0) {
+        unlink(tmp);
+        tier_err_set("cannot write the cache secret %s: %s", path, strerror(-r));
+    }
+    return r;
+}
+
+int disk_secret_load(const char *dir, unsigned char *secret, size_t len)
+{
+    char path[4096];
+    int n = snprintf(path, sizeof(path), "%s/.secret", dir);
+    if (n < 0 || (size_t)n >= sizeof(path))
+        return -ENAMETOOLONG;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 && errno == ENOENT)
+        return secret_create(dir, path, secret, len);
+    const char *why = NULL;
+    struct stat st;
+    if (fd < 0) {
+        why = strerror(errno);
+    } else if (fstat(fd, &st) < 0) {
+        why = strerror(errno);
+    } else if (!S_ISREG(st.st_mode) || st.st_size != (off_t)len) {
+        why = "not a regular file of the right size";
+    } else if (st.st_uid != geteuid() || (st.st_mode & 077)) {
+        why = "not owned by this user with mode 0600";
+    } else if (read_all(fd, secret, len, 0) < 0) {
+        why = "unreadable";
+    }
+    if (fd >= 0)
+        close(fd);
+    if (!why)
+        return 0;
+    /* A secret others may know (or a damaged one) is replaced: every block named with the old
+     * one then fails its name check at the scan and is deleted, which is safe for a cache. */
+    log_warn("cache: secret %s: %s; replacing it (the cached blocks are dropped)", path, why);
+    if (unlink(path) < 0 && errno != ENOENT) {
+        int e = errno;
+        tier_err_set("cannot replace the cache secret %s: %s", path, strerror(e));
+        return -e;
+    }
+    return secret_create(dir, path, secret, len);
+}
+
 static bool parse_hex_id(const char *name, uint8_t id[16])
 {
     if (strlen(name) != 32)
@@ -421,32 +541,35 @@ static bool ends_with(const char *s, const char *suffix)
     return a >= b && !strcmp(s + a - b, suffix);
 }
 
-/* Validate one file; on success hand a new block to the index. */
+/* Validate one file; on success hand a new block to the index. Returns 0; -EBADMSG (delete
+ * it); -EPROTONOSUPPORT (another format version, *version says which: delete it); -ENOMEM;
+ * another -errno (could not be read: leave it). */
 static int adopt_one(struct cache *c, int dfd, const char *name, const uint8_t fid[16],
-                     unsigned char *hbuf)
+                     unsigned char *hbuf, uint32_t *version)
 {
-    int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC);
+    int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
-        return -errno;
+        return errno == ELOOP ? -EBADMSG : -errno;
     struct disk_hdr h;
     int r = read_header(fd, &h, hbuf);
     close(fd);
+    if (r == -EPROTONOSUPPORT)
+        *version = h.version;
     if (r < 0)
-        return -EBADMSG;
+        return r;
     char strs[CACHE_NAME_MAX + BACKEND_KEY_MAX + BACKEND_ETAG_MAX + 3];
-    size_t o = sizeof(h);
+    const char *src = hdr_name(hbuf);
     char *nm = strs, *key = nm + h.name_len + 1, *etag = key + h.key_len + 1;
-    memcpy(nm, hbuf + o, h.name_len);
+    memcpy(nm, src, h.name_len);
     nm[h.name_len] = 0;
-    o += h.name_len;
-    memcpy(key, hbuf + o, h.key_len);
+    memcpy(key, src + h.name_len, h.key_len);
     key[h.key_len] = 0;
-    o += h.key_len;
-    memcpy(etag, hbuf + o, h.etag_len);
+    memcpy(etag, src + h.name_len + h.key_len, h.etag_len);
     etag[h.etag_len] = 0;
     uint8_t id[16];
-    if (h.data_len > UINT32_MAX ||
-        cache_block_id(nm, key, etag, h.index, cache_block_size(c), id) < 0 ||
+    /* An identity string with a NUL in it would hash as a shorter string: not ours. */
+    if (strlen(nm) != h.name_len || strlen(key) != h.key_len || strlen(etag) != h.etag_len ||
+        h.block_size != cache_block_size(c) || cache_block_id(c, nm, key, etag, h.index, id) < 0 ||
         memcmp(id, fid, 16) || memcmp(id, h.id, 16))
         return -EBADMSG;
     struct cblock *b = cblock_new(id, nm, key, etag, h.index, (uint32_t)h.data_len);
@@ -463,14 +586,18 @@ int disk_scan(struct cache *c, const char *dir)
     unsigned char *hbuf = malloc(HDR_MAX);
     if (!hbuf)
         return -ENOMEM;
-    long adopted = 0, dropped = 0;
+    long adopted = 0, dropped = 0, old_version = 0, skipped = 0;
     int r = 0;
     for (int i = 0; i < 256 && r == 0; i++) {
         char sub[4096];
         snprintf(sub, sizeof(sub), "%s/%02x", dir, i);
         DIR *dp = opendir(sub);
-        if (!dp)
+        if (!dp) {
+            if (errno != ENOENT)
+                log_warn("cache: cannot list %s: %s; its blocks are not reused", sub,
+                         strerror(errno));
             continue;
+        }
         int dfd = dirfd(dp);
         struct dirent *de;
         while ((de = readdir(dp)) != NULL) {
@@ -484,14 +611,30 @@ int disk_scan(struct cache *c, const char *dir)
             }
             if (!parse_hex_id(de->d_name, fid))
                 continue; /* not ours: leave it alone */
-            int ar = adopt_one(c, dfd, de->d_name, fid, hbuf);
+            uint32_t version = 0;
+            int ar = adopt_one(c, dfd, de->d_name, fid, hbuf, &version);
             if (ar == -ENOMEM) {
                 r = ar;
                 break;
             }
-            if (ar < 0) {
+            if (ar == -EPROTONOSUPPORT) {
+                /* Never misread: another version's layout is unknown. One line per scan names
+                 * an example; the summary counts them. */
+                if (old_version++ == 0)
+                    log_warn("cache: %s/%s is a block file of format version %" PRIu32
+                             " (this tierd reads version %u): removed, the block is refetched "
+                             "when read",
+                             sub, de->d_name, version, DISK_VERSION);
+                unlinkat(dfd, de->d_name, 0);
+            } else if (ar == -EBADMSG) {
                 unlinkat(dfd, de->d_name, 0);
                 dropped++;
+            } else if (ar < 0) {
+                /* A transient error (EMFILE, EIO of the read ...) says nothing about the file:
+                 * keep it. It is outside the index until a read of its block rewrites it. */
+                if (skipped++ == 0)
+                    log_warn("cache: cannot read block file %s/%s: %s; left in place, not reused",
+                             sub, de->d_name, strerror(-ar));
             } else {
                 adopted++;
             }
@@ -499,9 +642,11 @@ int disk_scan(struct cache *c, const char *dir)
         closedir(dp);
     }
     free(hbuf);
-    if (r == 0 && (adopted || dropped))
-        log_info("cache: %s: reused %ld blocks, discarded %ld torn or temporary files", dir,
-                 adopted, dropped);
+    if (r == 0 && (adopted || dropped || old_version || skipped))
+        log_info("cache: %s: reused %ld blocks, discarded %ld torn, corrupt or temporary files and "
+                 "%ld of "
+                 "another format version, left %ld unreadable ones",
+                 dir, adopted, dropped, old_version, skipped);
     return r;
 }
 

@@ -17,3 +17,6 @@ tier_unit_test(test_cache_integrity
 tier_unit_test(test_cache_diskfull
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_cache_diskfull.c ${TIER_CACHE_MEMBE}
   LIBS tier_cache)
+tier_unit_test(test_cache_disk
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_cache_disk.c ${TIER_CACHE_MEMBE}
+  LIBS tier_cache)
