@@ -814,6 +814,26 @@ static void w_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_fi
     fuse_reply_err(req, rc ? tfs_errno(rc) : 0);
 }
 
+/* A durability = remote close waits this long for the backend when upload_deadline is not set:
+ * then close(2) fails (ETIMEDOUT) while the file stays sealed locally and is still uploaded. */
+#define REMOTE_CLOSE_TIMEOUT_MS (600ull * 1000)
+
+struct remote_close {
+    fuse_req_t req;
+    char *path;
+};
+
+static void remote_done(void *arg, int rc)
+{
+    struct remote_close *rcl = arg;
+    if (rc)
+        log_err("fuse: %s is sealed locally but not in the backend (%s): %s", rcl->path,
+                strerror(-rc), tier_err_msg());
+    fuse_reply_err(rcl->req, rc ? tfs_errno(rc) : 0);
+    free(rcl->path);
+    free(rcl);
+}
+
 static void w_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)ino;
@@ -845,13 +865,26 @@ static void w_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     }
     pthread_mutex_unlock(&w->mu);
     /* durability = remote: the bytes this handle wrote (sealed now or by another handle's
-     * close) are in the backend when close(2) returns 0 */
+     * close) are in the backend when close(2) returns 0. The reply comes from the buffer's
+     * waiter thread (remote_done), so a backend outage holds no FUSE worker. */
     if (rc == 0 && wait && h->ns->conf->durability == TIERD_DURABILITY_REMOTE) {
         uint64_t dl = fs->d->cfg.wb_upload_deadline_ms;
-        rc = wb_wait(fs->d->wb, h->ns->be->name, h->key, dl ? (int64_t)dl : -1);
-        if (rc)
-            log_err("fuse: %s is sealed locally but not in the backend yet (%s)", h->n->path,
-                    strerror(-rc));
+        struct remote_close *rcl = malloc(sizeof(*rcl));
+        char *path = strdup(h->n->path);
+        if (rcl && path) {
+            rcl->req = req;
+            rcl->path = path;
+            rc = wb_wait_async(fs->d->wb, h->ns->be->name, h->key, true,
+                               (int64_t)(dl ? dl : REMOTE_CLOSE_TIMEOUT_MS), remote_done, rcl);
+            if (rc == 0)
+                return;
+        } else {
+            rc = -ENOMEM;
+        }
+        free(rcl);
+        free(path);
+        log_err("fuse: %s is sealed locally; cannot wait for the backend (%s)", h->n->path,
+                strerror(-rc));
     }
     fuse_reply_err(req, rc ? tfs_errno(rc) : 0);
 }

@@ -27,6 +27,7 @@
 #include "common/strutil.h"
 #include "common/timeutil.h"
 #include "fuse/fuse_int.h"
+#include "writeback/wb.h"
 #include "fuse/tierfs.h"
 
 struct ready_ctx {
@@ -452,6 +453,8 @@ void tierfs_free(struct tierd_fuse *fs)
     if (!fs)
         return;
     fs->loop_done = true;
+    if (fs->d->wb)
+        wb_wait_async_flush(fs->d->wb); /* remote closes are answered before the session goes */
     if (fs->se) {
         if (fs->mounted)
             fuse_session_unmount(fs->se);

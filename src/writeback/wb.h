@@ -195,6 +195,17 @@ int wb_rename(struct wb *wb, const char *backend_name, const char *old_key, cons
  * file under prefix is FAILED (tier_err_msg() names it and why). */
 int wb_wait(struct wb *wb, const char *backend_name, const char *prefix, int64_t timeout_ms);
 
+/* wb_wait without blocking the caller: done(arg, rc) is called exactly once, from the buffer's
+ * waiter thread, without any wb lock held, with what wb_wait would have returned (-ESHUTDOWN
+ * when wb_wait_async_flush or wb_close comes first). exact: prefix is one key (not "every key
+ * starting with it"). 0, or -ENOMEM/-ESHUTDOWN/-EAGAIN (done is then never called). */
+typedef void (*wb_wait_fn)(void *arg, int rc);
+int wb_wait_async(struct wb *wb, const char *backend_name, const char *prefix, bool exact,
+                  int64_t timeout_ms, wb_wait_fn done, void *arg);
+/* Answer every pending wb_wait_async now with -ESHUTDOWN (before the caller tears down what the
+ * callbacks use, e.g. the FUSE session). */
+void wb_wait_async_flush(struct wb *wb);
+
 /* Read-your-writes: read backend_name:key from its local staging copy while one exists.
  * -ENOENT when the burst buffer holds no local copy (read the backend instead); -EIO when the
  * newest generation is a sealed file that FAILED (never an older object in its place). */

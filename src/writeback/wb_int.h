@@ -74,6 +74,9 @@ struct wb {
     int waiters;                         /* in wb_wait() */
     int bp_waiters;                      /* writers held in backpressure_wait() */
     bool stopping;
+    struct wb_awaiter *awaiters; /* wb_wait_async: pending waits */
+    pthread_t awaiter;           /* ... and the thread that answers them */
+    bool awaiter_started;
     pthread_t *threads;
     int nthreads;
     struct wb_stats stats;

@@ -242,6 +242,33 @@ cp "$T/ref/remote" "$MNT/ckr/r.bin" || fail "write into the remote-durability na
 cmp "$T/ref/remote" "$DATA/ckr/r.bin" || fail "durability = remote: not in the backend at close"
 ok "durability = remote: in the backend when close returns"
 
+# Regression (review finding 7): each durability = remote close waited on a FUSE worker, so 16
+# closes during a backend outage took every worker and the whole mount hung. 20 closes wait now
+# while the backend of /ckr is broken; the mount must still answer, and the closes succeed once
+# the backend is back.
+mv "$DATA/ckr" "$DATA/ckr.away"
+printf 'not a directory' >"$DATA/ckr"
+pids=()
+for i in $(seq 1 20); do
+  python3 -c 'import sys; f = open(sys.argv[1], "wb"); f.write(b"r" * 1000); f.close()' \
+    "$MNT/ckr/w$i" &
+  pids+=($!)
+done
+sealed20() {
+  [ "$(api "/v1/checkpoints?path=/ckr" | python3 -c '
+import json, sys
+print(sum(f["state"] == "sealed" for f in json.load(sys.stdin)["files"]))')" -ge 20 ]
+}
+wait_for 60 sealed20 || fail "20 remote closes were not all sealed"
+# a hang detector, not a wait: with every FUSE worker taken these never return
+timeout 30 stat "$MNT/ck/small" >/dev/null || fail "stat hangs while 20 remote closes wait"
+timeout 30 ls "$MNT/ck" >/dev/null || fail "ls hangs while 20 remote closes wait"
+rm "$DATA/ckr"
+mv "$DATA/ckr.away" "$DATA/ckr"
+for p in "${pids[@]}"; do wait "$p" || fail "a remote close failed after the backend came back"; done
+[ "$(cat "$DATA"/ckr/w* | wc -c)" = 20000 ] || fail "remote closes: objects missing in the backend"
+ok "20 remote closes during a backend outage hold no FUSE thread; all land after it"
+
 # backlog bound: uploads of /stuck fail (retried), so a writer over max_dirty gets ENOSPC
 head -c 1500000 /dev/urandom >"$T/ref/stuck_a"
 cp "$T/ref/stuck_a" "$MNT/stuck/a" || fail "write stuck/a"

@@ -1094,6 +1094,50 @@ static void test_spool_corruption_fails(void **state)
     assert_no_mpu(f);
 }
 
+struct async_rec {
+    atomic_int calls;
+    atomic_int rc;
+};
+
+static void async_done(void *arg, int rc)
+{
+    struct async_rec *r = arg;
+    r->rc = rc;
+    r->calls++;
+}
+
+/* wb_wait_async answers once, without blocking the caller: at the upload, at its deadline, at a
+ * flush (-ESHUTDOWN), and with -EIO for a file that FAILED. */
+static void test_wait_async(void **state)
+{
+    struct fx *f = *state;
+    f->fault.down = true;
+    fx_open(f);
+    write_file(f, "as/a", 1000, 1);
+    struct async_rec up = {0}, late = {0}, flushed = {0}, failed = {0};
+    assert_int_equal(wb_wait_async(f->wb, "warm", "as/", false, -1, async_done, &up), 0);
+    assert_int_equal(wb_wait_async(f->wb, "warm", "as/", false, 30, async_done, &late), 0);
+    WAIT_FOR(late.calls == 1, 10000);
+    assert_int_equal(late.rc, -ETIMEDOUT);
+    assert_int_equal(up.calls, 0); /* still pending: the backend is down */
+    f->fault.down = false;
+    WAIT_FOR(up.calls == 1, 10000);
+    assert_int_equal(up.rc, 0);
+    assert_object(f, "as/a", 1000, 1);
+    f->fault.put_err = -EFBIG;
+    write_file(f, "as/b", 1000, 2);
+    assert_int_equal(wb_wait_async(f->wb, "warm", "as/b", true, -1, async_done, &failed), 0);
+    WAIT_FOR(failed.calls == 1, 10000);
+    assert_int_equal(failed.rc, -EIO);
+    f->fault.down = true;
+    write_file(f, "as/c", 1000, 3);
+    assert_int_equal(wb_wait_async(f->wb, "warm", "as/c", true, -1, async_done, &flushed), 0);
+    wb_wait_async_flush(f->wb);
+    assert_int_equal(flushed.calls, 1);
+    assert_int_equal(flushed.rc, -ESHUTDOWN);
+    assert_int_equal(up.calls + late.calls + failed.calls, 3); /* each answered once */
+}
+
 /* The journal carries its format (PRAGMA user_version); a newer one is refused, not misread. */
 static void test_journal_format_version(void **state)
 {
@@ -1607,6 +1651,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_refused_upload_remote_close, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_spool_corruption_fails, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_journal_format_version, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_wait_async, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
