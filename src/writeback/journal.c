@@ -477,6 +477,21 @@ int jr_delete(sqlite3 *db, int64_t id)
     return txn(db, delete_fn, &id, NULL);
 }
 
+static int delete_many_fn(sqlite3 *db, const void *a, void *b)
+{
+    const int64_t *ids = a;
+    size_t n = *(const size_t *)b;
+    int rc = 0;
+    for (size_t i = 0; !rc && i < n; i++)
+        rc = delete_fn(db, &ids[i], NULL);
+    return rc;
+}
+
+int jr_delete_many(sqlite3 *db, const int64_t *ids, size_t n)
+{
+    return txn(db, delete_many_fn, ids, &n);
+}
+
 static int rekey_fn(sqlite3 *db, const void *a, void *b)
 {
     const struct wb_entry *e = a;

@@ -188,19 +188,22 @@ static int check_seal_sum(const char *key, const char *want, const char *got)
 /* Another row of the same key has to delete the object first (invariant I5). wb->lock held. */
 static bool key_blocked(struct wb *wb, const struct wb_entry *e)
 {
-    for (struct wb_entry *t = wb->head; t; t = t->next)
-        if (t != e && t->state == WB_CANCELLED && t->etag[0] && strcmp(t->key, e->key) == 0 &&
-            strcmp(t->backend, e->backend) == 0)
+    struct wb_entry *t;
+    WB_FOR_KEY (wb, t, e->backend, e->key) {
+        if (t != e && t->state == WB_CANCELLED && t->etag[0])
             return true;
+    }
     return false;
 }
 
 /* A live row of the same key is in the middle of a request: a delete must wait. */
 static bool key_busy(struct wb *wb, const struct wb_entry *e)
 {
-    for (struct wb_entry *t = wb->head; t; t = t->next)
-        if (t != e && t->busy && strcmp(t->key, e->key) == 0 && strcmp(t->backend, e->backend) == 0)
+    struct wb_entry *t;
+    WB_FOR_KEY (wb, t, e->backend, e->key) {
+        if (t != e && t->busy)
             return true;
+    }
     return false;
 }
 
@@ -969,13 +972,14 @@ bool wb_entry_held(const struct wb *wb, const struct wb_entry *e, uint64_t hold,
            now < e->sealed_mono_ns + wb->cfg.upload_holdoff_max_ms * TIER_NS_PER_MS;
 }
 
-/* The next entry to work on, or NULL; *wake gets the earliest time a waiting one (a retry, or an
- * upload held back while writers are active) becomes eligible. */
+/* The next entry to work on, or NULL (a walk of the queue, wb->pending, not of every row); *wake
+ * gets the earliest time a waiting one (a retry, or an upload held back while writers are active)
+ * becomes eligible. */
 static struct wb_entry *pick(struct wb *wb, uint64_t now, uint64_t *wake)
 {
     struct wb_entry *best = NULL;
     uint64_t hold = wb_holdoff_until(wb, now);
-    for (struct wb_entry *e = wb->head; e; e = e->next) {
+    for (struct wb_entry *e = wb->pending; e; e = e->pnext) {
         if (e->busy || e->interrupt) /* interrupt: a quiescing thread is about to take it */
             continue;
         bool cancel = e->state == WB_CANCELLED;
@@ -1014,7 +1018,7 @@ static void check_deadlines(struct wb *wb, uint64_t now)
     uint64_t dl = wb->cfg.upload_deadline_ms;
     if (!dl)
         return;
-    for (struct wb_entry *e = wb->head; e; e = e->next) {
+    for (struct wb_entry *e = wb->pending; e; e = e->pnext) {
         if ((e->state != WB_SEALED && e->state != WB_UPLOADING) || e->deadline_warned ||
             !e->sealed_mono_ns || now < e->sealed_mono_ns ||
             (now - e->sealed_mono_ns) / TIER_NS_PER_MS <= dl)

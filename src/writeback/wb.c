@@ -50,6 +50,7 @@ void wb_entry_set_state(struct wb *wb, struct wb_entry *e, enum wb_state st)
     else if (!state_dirty(e->state) && state_dirty(st))
         wb->dirty_bytes += e->size;
     e->state = st;
+    wbi_state_changed(wb, e);
 }
 
 static void entry_set_size(struct wb *wb, struct wb_entry *e, uint64_t size)
@@ -85,6 +86,7 @@ static void entry_link(struct wb *wb, struct wb_entry *e)
     wb->head = e;
     if (state_dirty(e->state))
         wb->dirty_bytes += e->size;
+    wbi_insert(wb, e);
 }
 
 void wb_entry_drop(struct wb *wb, struct wb_entry *e)
@@ -97,6 +99,7 @@ void wb_entry_drop(struct wb *wb, struct wb_entry *e)
         wb->head = e->next;
     if (e->next)
         e->next->prev = e->prev;
+    wbi_remove(wb, e);
     if (e->fh)
         e->fh->e = NULL;
     wb_entry_free(e);
@@ -118,18 +121,56 @@ static void staging_remove(const struct wb *wb, int64_t id)
 
 static struct wb_entry *find_id(struct wb *wb, int64_t id)
 {
-    for (struct wb_entry *e = wb->head; e; e = e->next)
-        if (e->id == id)
-            return e;
-    return NULL;
+    return wbi_find_id(wb, id);
 }
 
 static struct wb_entry *find_live(struct wb *wb, const char *backend, const char *key)
 {
-    for (struct wb_entry *e = wb->head; e; e = e->next)
-        if (e->state != WB_CANCELLED && strcmp(e->key, key) == 0 &&
-            strcmp(e->backend, backend) == 0)
+    struct wb_entry *e;
+    WB_FOR_KEY (wb, e, backend, key) {
+        if (e->state != WB_CANCELLED)
             return e;
+    }
+    return NULL;
+}
+
+static bool matches(const struct wb_entry *e, const char *backend, const char *prefix)
+{
+    if (backend && strcmp(e->backend, backend) != 0)
+        return false;
+    return !prefix || strncmp(e->key, prefix, strlen(prefix)) == 0;
+}
+
+/* The entries of backend (NULL: any) whose key starts with prefix: a range of the key index, or
+ * with no backend named, a walk of every entry. No entry may be added or dropped meanwhile. */
+struct entry_iter {
+    struct wb *wb;
+    const char *backend, *prefix;
+    size_t plen, i;
+    struct wb_entry *next;
+};
+
+static void iter_init(struct entry_iter *it, struct wb *wb, const char *backend, const char *prefix)
+{
+    *it = (struct entry_iter){.wb = wb, .backend = backend, .prefix = prefix ? prefix : ""};
+    it->plen = strlen(it->prefix);
+    if (backend)
+        it->i = wbi_first(wb, backend, it->prefix);
+    else
+        it->next = wb->head;
+}
+
+static struct wb_entry *iter_next(struct entry_iter *it)
+{
+    if (it->backend)
+        return wbi_prefix_at(it->wb, it->i++, it->backend, it->prefix, it->plen);
+    while (it->next) {
+        struct wb_entry *e = it->next;
+        it->next = e->next;
+        it->wb->stats.index_visits++; /* every row examined counts, as in the key index */
+        if (matches(e, NULL, it->prefix))
+            return e;
+    }
     return NULL;
 }
 
@@ -203,7 +244,7 @@ static int cancel_entry(struct wb *wb, struct wb_entry *e)
 uint64_t wb_oldest_pending_age_ms(struct wb *wb, uint64_t now)
 {
     uint64_t oldest = 0;
-    for (struct wb_entry *e = wb->head; e; e = e->next)
+    for (struct wb_entry *e = wb->pending; e; e = e->pnext)
         if ((e->state == WB_SEALED || e->state == WB_UPLOADING) && e->sealed_mono_ns &&
             now > e->sealed_mono_ns && now - e->sealed_mono_ns > oldest)
             oldest = now - e->sealed_mono_ns;
@@ -283,6 +324,11 @@ static int recover_one(void *ctx, struct wb_entry *e)
     struct load_ctx *lc = ctx;
     struct wb *wb = lc->wb;
     uint64_t now_real = tier_now_real_ns(), now_mono = tier_now_mono_ns();
+    int rrc = wbi_reserve(wb, 1);
+    if (rrc) {
+        wb_entry_free(e);
+        return rrc;
+    }
     switch (e->state) {
     case WB_FAILED:
         if (wb_entry_failed_sealed(e)) {
@@ -420,6 +466,8 @@ int wb_open(const struct wb_config *cfg, struct wb **out)
         wb->cfg.retry_max_ms = 30000;
     if (!wb->cfg.upload_holdoff_max_ms)
         wb->cfg.upload_holdoff_max_ms = 30000;
+    if (!wb->cfg.max_evictable_rows)
+        wb->cfg.max_evictable_rows = 10000;
 #ifndef WB_HAVE_QOS
     if (wb->cfg.sched) {
         log_warn("write-back: built without the QoS scheduler; uploads are not admitted");
@@ -457,6 +505,8 @@ int wb_open(const struct wb_config *cfg, struct wb **out)
     rc = jr_load(wb->db, recover_one, &lc);
     if (!rc)
         sweep_spool(wb);
+    if (!rc)
+        wb_prune_evictable(wb);
     pthread_mutex_unlock(&wb->lock);
     if (rc)
         goto fail;
@@ -478,6 +528,7 @@ fail:
     while (wb->head)
         wb_entry_drop(wb, wb->head);
     jr_close(wb->db);
+    wbi_free(wb);
     pthread_cond_destroy(&wb->work);
     pthread_cond_destroy(&wb->cond);
     pthread_mutex_destroy(&wb->lock);
@@ -507,6 +558,7 @@ void wb_close(struct wb *wb)
     }
     pthread_mutex_unlock(&wb->lock);
     jr_close(wb->db);
+    wbi_free(wb);
     pthread_cond_destroy(&wb->work);
     pthread_cond_destroy(&wb->cond);
     pthread_mutex_destroy(&wb->lock);
@@ -582,10 +634,11 @@ int wb_file_create_ex(struct wb *wb, const char *backend_name, const char *key, 
         /* The older generations stay live until this one is sealed (wb_file_close cancels
          * them in the seal's transaction); this one is newer than all of them, so that readers
          * (wb_read, wb_list users) pick it. */
-        for (struct wb_entry *o = wb->head; o; o = o->next)
-            if (o->state != WB_CANCELLED && strcmp(o->key, key) == 0 &&
-                strcmp(o->backend, backend_name) == 0 && o->generation + 1 > e->generation)
+        struct wb_entry *o;
+        WB_FOR_KEY (wb, o, backend_name, key) {
+            if (o->state != WB_CANCELLED && o->generation + 1 > e->generation)
                 e->generation = o->generation + 1;
+        }
         goto insert;
     }
     /* quiesce() drops the lock while it waits, so when it returns the entry may be gone or
@@ -607,13 +660,15 @@ int wb_file_create_ex(struct wb *wb, const char *backend_name, const char *key, 
 insert:
     e->state = WB_OPEN;
     e->created_ns = (int64_t)tier_now_real_ns();
-    rc = jr_insert(wb->db, e);
+    rc = wbi_reserve(wb, 1);
+    if (!rc)
+        rc = jr_insert(wb->db, e);
     if (rc)
         goto out_unlock;
     char path[PATH_MAX];
     wb_staging_path(wb, e->id, path, sizeof(path));
     fh->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    rc = fh->fd < 0 ? -errno : fsync_dir(wb->spool);
+    rc = fh->fd < 0 ? -errno : 0;
     if (rc) {
         tier_err_set("write-back: cannot create staging file %s: %s", path, strerror(-rc));
         if (fh->fd >= 0) {
@@ -630,6 +685,16 @@ insert:
     entry_link(wb, e);
     note_write(wb);
     pthread_mutex_unlock(&wb->lock);
+    /* The directory entry is made durable outside the lock (a directory fsync can take
+     * milliseconds, and every metadata call of the mount waits for wb->lock); nothing is
+     * promised before close, and an OPEN row is discarded at recovery anyway. */
+    rc = fsync_dir(wb->spool);
+    if (rc) {
+        tier_err_set("write-back: cannot fsync the spool directory %s: %s", wb->spool,
+                     strerror(-rc));
+        wb_file_discard(fh);
+        return rc;
+    }
     *out = fh;
     return 0;
 out_unlock:
@@ -894,11 +959,13 @@ static int quiesce_replaced(struct wb *wb, struct wb_file *fh, struct wb_entry *
             return 0;
         bool busy = false;
         size_t n = 0;
-        for (struct wb_entry *o = wb->head; o; o = o->next)
+        struct wb_entry *o;
+        WB_FOR_KEY (wb, o, e->backend, e->key) {
             if (replaced_by(o, e)) {
                 busy = busy || o->busy;
                 n++;
             }
+        }
         if (n == 0)
             return 0;
         struct wb_entry **v = malloc(n * sizeof(*v));
@@ -909,12 +976,13 @@ static int quiesce_replaced(struct wb *wb, struct wb_file *fh, struct wb_entry *
             return -ENOMEM;
         }
         size_t i = 0;
-        for (struct wb_entry *o = wb->head; o; o = o->next)
+        WB_FOR_KEY (wb, o, e->backend, e->key) {
             if (replaced_by(o, e)) {
                 o->interrupt = true; /* pick() leaves it alone */
                 ids[i] = o->id;
                 v[i++] = o;
             }
+        }
         if (!busy) {
             free(ids);
             *out = v;
@@ -927,9 +995,9 @@ static int quiesce_replaced(struct wb *wb, struct wb_file *fh, struct wb_entry *
         wb->stats.busy_waiters--;
         /* Entries may have gone or changed meanwhile: start over from the current list. */
         for (i = 0; i < n; i++) {
-            struct wb_entry *o = find_id(wb, ids[i]);
-            if (o)
-                o->interrupt = false;
+            struct wb_entry *x = find_id(wb, ids[i]);
+            if (x)
+                x->interrupt = false;
         }
         free(ids);
     }
@@ -1167,9 +1235,10 @@ int wb_rename(struct wb *wb, const char *backend_name, const char *old_key, cons
         goto out;
     }
     size_t nlive = 0;
-    for (struct wb_entry *o = wb->head; o; o = o->next)
-        nlive += o->state != WB_CANCELLED && strcmp(o->key, old_key) == 0 &&
-                 strcmp(o->backend, backend_name) == 0;
+    struct wb_entry *o;
+    WB_FOR_KEY (wb, o, backend_name, old_key) {
+        nlive += o->state != WB_CANCELLED;
+    }
     if (nlive > 1) {
         tier_err_set("write-back: '%s' has a replacement being written; rename it once that is "
                      "closed",
@@ -1240,7 +1309,11 @@ int wb_rename(struct wb *wb, const char *backend_name, const char *old_key, cons
             goto out;
         }
     }
+    rc = wbi_reserve(wb, 1); /* the tombstone */
+    if (rc)
+        goto out;
     struct wb_entry saved = *e;
+    wbi_remove(wb, e); /* re-inserted under the key it has after the commit (or kept) */
     e->key = nk;
     nk = NULL;
     e->generation = had_dst ? dst_gen + 1 : e->generation;
@@ -1255,8 +1328,10 @@ int wb_rename(struct wb *wb, const char *backend_name, const char *old_key, cons
         nk = e->key;
         e->key = saved.key;
         e->generation = saved.generation;
+        wbi_insert(wb, e);
         goto out;
     }
+    wbi_insert(wb, e);
     free(saved.key);
     wb_entry_set_state(wb, e, new_state);
     free(e->upload_id);
@@ -1287,13 +1362,6 @@ out:
     return rc;
 }
 
-static bool matches(const struct wb_entry *e, const char *backend, const char *prefix)
-{
-    if (backend && strcmp(e->backend, backend) != 0)
-        return false;
-    return !prefix || strncmp(e->key, prefix, strlen(prefix)) == 0;
-}
-
 /* Where a wait on (backend_name, prefix) stands: 1 while a sealed file under it is not yet in
  * the backend (or a cancellation not yet applied), 0 when none is, -EIO (tier_err_msg() names
  * it) while a sealed file under it is FAILED: it will never be durable, so say so now rather
@@ -1301,8 +1369,10 @@ static bool matches(const struct wb_entry *e, const char *backend, const char *p
 static int wait_verdict(struct wb *wb, const char *backend_name, const char *prefix, bool exact)
 {
     bool pending = false;
-    for (struct wb_entry *e = wb->head; e; e = e->next) {
-        if (!matches(e, backend_name, prefix) || (exact && strcmp(e->key, prefix) != 0))
+    struct entry_iter it;
+    iter_init(&it, wb, backend_name, prefix);
+    for (struct wb_entry *e; (e = iter_next(&it)) != NULL;) {
+        if (exact && strcmp(e->key, prefix) != 0)
             continue;
         if (wb_entry_failed_sealed(e)) {
             tier_err_set("write-back: %s:%s will never be uploaded: %s", e->backend, e->key,
@@ -1511,14 +1581,14 @@ ssize_t wb_read(struct wb *wb, const char *backend_name, const char *key, void *
     pthread_mutex_lock(&wb->lock);
     /* The newest generation with a local copy: an OPEN replacement before the generation it
      * will replace (read-your-writes). */
-    struct wb_entry *e = NULL;
-    for (struct wb_entry *o = wb->head; o; o = o->next)
+    struct wb_entry *e = NULL, *o;
+    WB_FOR_KEY (wb, o, backend_name, key) {
         if (o->state != WB_CANCELLED && (o->state != WB_FAILED || wb_entry_failed_sealed(o)) &&
-            state_local(o->state) && strcmp(o->key, key) == 0 &&
-            strcmp(o->backend, backend_name) == 0 &&
+            state_local(o->state) &&
             (!e || o->generation > e->generation ||
              (o->generation == e->generation && o->id > e->id)))
             e = o;
+    }
     if (e && e->state == WB_FAILED) {
         /* the newest generation cannot be trusted or made durable: never an older object */
         tier_err_set("write-back: %s is FAILED: %s", key, e->error ? e->error : "failed");
@@ -1555,16 +1625,17 @@ int wb_list(struct wb *wb, const char *backend_name, const char *prefix, struct 
     struct wb_file_info *v = NULL;
     uint64_t now_mono = tier_now_mono_ns(), now_real = tier_now_real_ns();
     pthread_mutex_lock(&wb->lock);
-    for (struct wb_entry *e = wb->head; e; e = e->next)
-        cnt += matches(e, backend_name, prefix);
+    struct entry_iter it;
+    iter_init(&it, wb, backend_name, prefix);
+    while (iter_next(&it))
+        cnt++;
     v = calloc(cnt ? cnt : 1, sizeof(*v));
     if (!v) {
         rc = -ENOMEM;
         goto out;
     }
-    for (struct wb_entry *e = wb->head; e; e = e->next) {
-        if (!matches(e, backend_name, prefix))
-            continue;
+    iter_init(&it, wb, backend_name, prefix);
+    for (struct wb_entry *e; (e = iter_next(&it)) != NULL;) {
         struct wb_file_info *f = &v[i++];
         f->id = e->id;
         f->backend = strdup(e->backend);
@@ -1655,19 +1726,24 @@ void wb_retention_apply(struct wb *wb, const struct wb_entry *ref)
     if (keep < 0)
         return;
     size_t dl = dir_len(ref->key), n = 0;
-    for (struct wb_entry *e = wb->head; e; e = e->next)
-        n += e->state == WB_UPLOADED && strcmp(e->backend, ref->backend) == 0 &&
-             dir_len(e->key) == dl && strncmp(e->key, ref->key, dl) == 0;
-    if (n <= (size_t)keep)
-        return;
-    struct wb_entry **v = malloc(n * sizeof(*v));
-    if (!v)
+    char *dir = strndup(ref->key, dl); /* the directory's range of the key index */
+    if (!dir)
         return; /* retention is best effort; the next upload retries it */
+    struct entry_iter it;
+    iter_init(&it, wb, ref->backend, dir);
+    for (struct wb_entry *e; (e = iter_next(&it)) != NULL;)
+        n += e->state == WB_UPLOADED && dir_len(e->key) == dl;
+    struct wb_entry **v = n > (size_t)keep ? malloc(n * sizeof(*v)) : NULL;
+    if (!v) {
+        free(dir);
+        return; /* nothing to do, or best effort: the next upload retries it */
+    }
     size_t i = 0;
-    for (struct wb_entry *e = wb->head; e; e = e->next)
-        if (e->state == WB_UPLOADED && strcmp(e->backend, ref->backend) == 0 &&
-            dir_len(e->key) == dl && strncmp(e->key, ref->key, dl) == 0)
+    iter_init(&it, wb, ref->backend, dir);
+    for (struct wb_entry *e; (e = iter_next(&it)) != NULL;)
+        if (e->state == WB_UPLOADED && dir_len(e->key) == dl)
             v[i++] = e;
+    free(dir);
     qsort(v, n, sizeof(*v), newest_first);
     for (i = (size_t)keep; i < n; i++) {
         struct wb_entry *e = v[i];
@@ -1675,12 +1751,57 @@ void wb_retention_apply(struct wb *wb, const struct wb_entry *ref)
          * unlinked or replaced, which may need its local copy: leave it for the next pass. */
         if ((e->busy && e != ref) || e->interrupt)
             continue;
-        e->state = WB_EVICTABLE;
+        wb_entry_set_state(wb, e, WB_EVICTABLE);
         if (jr_set_state(wb->db, e) != 0) {
-            e->state = WB_UPLOADED;
+            wb_entry_set_state(wb, e, WB_UPLOADED);
             continue;
         }
         staging_remove(wb, e->id);
     }
     free(v);
+    wb_prune_evictable(wb);
+}
+
+static int oldest_upload_first(const void *a, const void *b)
+{
+    const struct wb_entry *x = *(struct wb_entry *const *)a, *y = *(struct wb_entry *const *)b;
+    if (x->uploaded_ns != y->uploaded_ns)
+        return x->uploaded_ns < y->uploaded_ns ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* EVICTABLE rows are the only ones that grow without bound (one per file ever uploaded and
+ * evicted): over max_evictable_rows plus a tenth, forget the oldest, down to the bound, in one
+ * journal transaction (so the walk and the commit are paid once per tenth, not per upload). A
+ * forgotten file is still in the backend; the mount finds it there (while the backend answers).
+ * wb->lock held. */
+void wb_prune_evictable(struct wb *wb)
+{
+    int64_t max = wb->cfg.max_evictable_rows;
+    if (max < 0 || wb->n_evictable <= (size_t)max + (size_t)max / 10)
+        return;
+    size_t n = 0, drop = wb->n_evictable - (size_t)max;
+    struct wb_entry **v = malloc(wb->n_evictable * sizeof(*v));
+    int64_t *ids = malloc(drop * sizeof(*ids));
+    if (!v || !ids)
+        goto out; /* best effort: the next upload tries again */
+    for (struct wb_entry *e = wb->head; e; e = e->next)
+        if (e->state == WB_EVICTABLE && !e->busy && !e->interrupt && n < wb->n_evictable)
+            v[n++] = e;
+    qsort(v, n, sizeof(*v), oldest_upload_first);
+    if (drop > n)
+        drop = n;
+    for (size_t i = 0; i < drop; i++)
+        ids[i] = v[i]->id;
+    if (jr_delete_many(wb->db, ids, drop) != 0) {
+        log_warn("write-back: cannot prune %zu evicted rows from the journal: %s", drop,
+                 tier_err_msg());
+        goto out;
+    }
+    for (size_t i = 0; i < drop; i++)
+        wb_entry_drop(wb, v[i]);
+    wb->stats.rows_pruned += drop;
+out:
+    free(v);
+    free(ids);
 }

@@ -117,6 +117,10 @@ struct wb_config {
     uint64_t upload_holdoff_max_ms; /* default 30000 */
     int retention_keep;             /* newest K uploaded files per directory keep their local copy;
                                      * < 0 = keep all; default 0 means drop right after upload */
+    /* EVICTABLE rows (uploaded, local copy dropped) remembered, newest first; beyond it plus a
+     * tenth the oldest are forgotten (journal and memory), down to it. They only let the mount
+     * show such files while the backend cannot be asked. 0: 10000; < 0: keep all. */
+    int64_t max_evictable_rows;
     enum wb_durability durability;
     uint64_t retry_base_ms;       /* first file-level retry delay; default 200 */
     uint64_t retry_max_ms;        /* cap of the growing delay; default 30000 */
@@ -244,6 +248,8 @@ struct wb_stats {
     uint64_t busy_waiters; /* calls waiting now for an upload step to finish */
     uint64_t held;         /* sealed files whose upload is held back now (burst absorption) */
     uint64_t recovered_sealed, recovered_uploading, recovered_discarded, recovered_aborts;
+    uint64_t index_lookups, index_visits; /* key index: searches, and entries they walked */
+    uint64_t rows_pruned;                 /* EVICTABLE rows dropped (max_evictable_rows) */
 };
 void wb_stats_get(struct wb *wb, struct wb_stats *st);
 

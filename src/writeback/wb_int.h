@@ -47,7 +47,10 @@ struct wb_entry {
     char *error; /* FAILED after seal: why the backend cannot take the file (journalled) */
     int attempts;
     uint64_t next_try_mono_ns;
-    struct wb_entry *next, *prev;
+    struct wb_entry *next, *prev;   /* every entry (wb->head) */
+    struct wb_entry *pnext, *pprev; /* wb->pending, while queued */
+    bool queued;
+    bool counted_evictable; /* in wb->n_evictable */
 };
 
 struct wb_file {
@@ -68,6 +71,11 @@ struct wb {
     pthread_cond_t cond; /* any state change: waiters (wait, close, backpressure, quiesce) */
     pthread_cond_t work; /* uploaders: new work or stopping */
     struct wb_entry *head;
+    /* wb_index.c: every entry by (backend, key, id) and by id; the uploaders' queue */
+    struct wb_entry **by_key, **by_id;
+    size_t nkeys, cap_keys, nids, cap_ids;
+    struct wb_entry *pending; /* SEALED, UPLOADING, CANCELLED (pnext) */
+    size_t n_evictable;       /* EVICTABLE entries (max_evictable_rows) */
     uint64_t dirty_bytes;
     _Atomic uint64_t last_write_mono_ns; /* burst absorption: the newest write (no lock) */
     atomic_int writers_busy;             /* ... and fsyncs/seals running now */
@@ -119,6 +127,8 @@ int jr_set_upload(sqlite3 *db, const struct wb_entry *e); /* upload id + state; 
 int jr_part_done(sqlite3 *db, int64_t id, int part_no, const char *etag, uint64_t size);
 int jr_uploaded(sqlite3 *db, const struct wb_entry *e);
 int jr_delete(sqlite3 *db, int64_t id);
+/* Delete rows ids[0..n) (and their parts) in one transaction. */
+int jr_delete_many(sqlite3 *db, const int64_t *ids, size_t n);
 /* SEALED/UPLOADING -> FAILED: e->error journalled, upload id and parts forgotten, etag kept (a
  * "may exist" marker still makes a later cancel delete the key). */
 int jr_fail_sealed(sqlite3 *db, const struct wb_entry *e);
@@ -141,6 +151,7 @@ void wb_entry_free(struct wb_entry *e);
 void wb_staging_path(const struct wb *wb, int64_t id, char *buf, size_t bufsz);
 void wb_emit(struct wb *wb, enum wb_event ev, int64_t id); /* call without the lock */
 void wb_retention_apply(struct wb *wb, const struct wb_entry *e);
+void wb_prune_evictable(struct wb *wb); /* max_evictable_rows */
 
 /* Seal checksums (wb.c): streaming, in the algorithm of `like` (a journalled checksum: "sha256:"
  * for rows of old journals) or XXH3-128 when like is NULL. wb_sum_end frees; out may be NULL. */
@@ -150,6 +161,30 @@ void wb_sum_update(struct wb_sum *c, const void *buf, size_t len);
 void wb_sum_end(struct wb_sum *c, char out[WB_CHECKSUM_MAX]);
 /* The checksum of the first size bytes of fd. */
 int wb_checksum_fd(int fd, uint64_t size, const char *like, char out[WB_CHECKSUM_MAX]);
+
+/* ---- wb_index.c (wb->lock held) ------------------------------------------------------------ */
+/* Room for `more` entries, reserved before the commit that creates them (wbi_insert cannot fail
+ * afterwards). */
+int wbi_reserve(struct wb *wb, size_t more);
+void wbi_insert(struct wb *wb, struct wb_entry *e); /* by its backend, key, id, state */
+void wbi_remove(struct wb *wb, struct wb_entry *e); /* before its key changes or it is freed */
+void wbi_state_changed(struct wb *wb, struct wb_entry *e); /* queue or unqueue it */
+struct wb_entry *wbi_find_id(const struct wb *wb, int64_t id);
+void wbi_free(struct wb *wb);
+/* Range walks: i = wbi_first(backend, prefix), then wbi_key_at (exactly key) or wbi_prefix_at
+ * (key starts with prefix) until NULL. */
+size_t wbi_first(struct wb *wb, const char *backend, const char *prefix);
+struct wb_entry *wbi_key_at(struct wb *wb, size_t i, const char *backend, const char *key);
+struct wb_entry *wbi_prefix_at(struct wb *wb, size_t i, const char *backend, const char *prefix,
+                               size_t plen);
+/* for (e over the generations of backend:key) */
+#define WB_FOR_KEY(wb, e, backend, key)                                                            \
+    for (size_t wbi_i_ = wbi_first((wb), (backend), (key));                                        \
+         ((e) = wbi_key_at((wb), wbi_i_, (backend), (key))) != NULL; wbi_i_++)
+/* for (e over every entry of backend whose key starts with prefix) */
+#define WB_FOR_PREFIX(wb, e, backend, prefix)                                                      \
+    for (size_t wbi_i_ = wbi_first((wb), (backend), (prefix)), wbi_l_ = strlen(prefix);            \
+         ((e) = wbi_prefix_at((wb), wbi_i_, (backend), (prefix), wbi_l_)) != NULL; wbi_i_++)
 
 /* ---- upload.c ------------------------------------------------------------------------------ */
 /* Burst absorption (wb->lock held): the monotonic time until which new uploads are held back,

@@ -1094,6 +1094,87 @@ static void test_spool_corruption_fails(void **state)
     assert_no_mpu(f);
 }
 
+/* A journal with n EVICTABLE rows bulk/<i> (as years of checkpoints leave it), written directly. */
+static void bulk_journal(struct fx *f, int n)
+{
+    fx_open(f); /* creates the schema */
+    wb_close(f->wb);
+    f->wb = NULL;
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(f->journal, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "BEGIN", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "INSERT INTO files(backend,key,generation,state,size,"
+                                        "created_ns,sealed_ns,uploaded_ns,etag) VALUES('warm',"
+                                        "printf('bulk/%06d',?1),1,'evictable',10,1,2,?1,'e')",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    for (int i = 0; i < n; i++) {
+        sqlite3_bind_int(st, 1, i + 1);
+        assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    assert_int_equal(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+}
+
+/* The mount's stat of one file (wb_list of its key) and the uploaders' per-key checks walk that
+ * key's rows, not every row (review finding 9: each stat walked and copied all 100,000). */
+static void test_index_one_key(void **state)
+{
+    struct fx *f = *state;
+    f->cfg.max_evictable_rows = -1;
+    bulk_journal(f, 20000);
+    fx_open(f);
+    write_file(f, "bulk/000777", 100, 1); /* a new generation of one of them */
+    assert_int_equal(wb_wait(f->wb, "warm", "bulk/000777", 10000), 0);
+    struct wb_stats a = stats(f);
+    struct wb_file_info *list;
+    size_t n;
+    assert_int_equal(wb_list(f->wb, "warm", "bulk/000777", &list, &n), 0);
+    wb_list_free(list, n);
+    assert_int_equal(n, 1); /* the cancelled older generation is gone after its delete */
+    char b[4];
+    assert_int_equal(wb_read(f->wb, "warm", "bulk/000123", b, 4, 0), -ENOENT);
+    struct wb_stats z = stats(f);
+    assert_true(z.index_visits - a.index_visits <= 4);
+    assert_int_equal(wb_list(f->wb, "warm", "bulk/", &list, &n), 0);
+    wb_list_free(list, n);
+    assert_int_equal(n, 20000);
+}
+
+/* EVICTABLE rows are bounded (max_evictable_rows): the oldest are forgotten, at open and as
+ * uploads add more, and a forgotten file is still in the backend. */
+static void test_prune_evictable(void **state)
+{
+    struct fx *f = *state;
+    f->cfg.max_evictable_rows = 1000;
+    bulk_journal(f, 3000);
+    fx_open(f);
+    assert_int_equal(jr_count_state(f, "evictable"), 1000);
+    /* the newest 1000 stay: uploaded_ns of bulk/<i> is i */
+    assert_int_equal(jr_query(f, "SELECT min(uploaded_ns) FROM files"), 2001);
+    assert_int_equal(stats(f).rows_pruned, 2000);
+    wb_close(f->wb);
+    f->wb = NULL;
+    f->cfg.max_evictable_rows = 5;
+    f->cfg.retention_keep = 0;
+    fx_open(f);
+    assert_int_equal(jr_count_state(f, "evictable"), 5);
+    for (int i = 0; i < 12; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "p/%02d", i);
+        write_file(f, k, 100, (uint64_t)i);
+        assert_int_equal(wb_wait(f->wb, "warm", k, 10000), 0);
+    }
+    WAIT_FOR(jr_count_state(f, "evictable") <= 5, 10000);
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files WHERE key='p/11'"), 1);
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files WHERE key='p/00'"), 0);
+    assert_object(f, "p/00", 100, 0);
+}
+
 struct async_rec {
     atomic_int calls;
     atomic_int rc;
@@ -1652,6 +1733,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_spool_corruption_fails, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_journal_format_version, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_wait_async, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_index_one_key, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_prune_evictable, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
