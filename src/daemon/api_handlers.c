@@ -171,6 +171,7 @@ static unsigned http_status(int neg)
     case ENOTDIR:
         return 400;
     case ENOSPC:
+    case EDQUOT:
         return 507;
     case EACCES:
     case EPERM:
@@ -536,7 +537,8 @@ static unsigned do_path_op(struct tierd *d, const struct api_request *rq, struct
                               "something or raise pin_size",
                               path);
         else if (rc)
-            ret = reply_error(out, rc, "pin %s failed: %s", path, strerror(-rc));
+            ret = reply_error(out, rc, "pin %s failed: %s", path,
+                              rc == -EDQUOT && *tier_err_msg() ? tier_err_msg() : strerror(-rc));
         else
             ret = reply_json(out, 200, json_pack("{s:b}", "ok", 1));
     } else if (strcmp(op, "unpin") == 0) {
