@@ -216,10 +216,13 @@ void api_fixture_request(struct api_fixture *f, const char *raw, size_t len, str
             size_t vl = (size_t)(le - v);
             if (kl == 13 && strncasecmp(p, "Authorization", 13) == 0 && !auth)
                 auth = strndup(v, vl);
-            else if (kl == 14 && strncasecmp(p, "Content-Length", 14) == 0)
-                h.content_length =
-                    vl && vl < 19 && v[0] >= '0' && v[0] <= '9' ? strtoll(v, NULL, 10) : -1;
-            else if (kl == 10 && strncasecmp(p, "X-Listener", 10) == 0)
+            else if (kl == 14 && strncasecmp(p, "Content-Length", 14) == 0) {
+                /* the input is not NUL-terminated: parse a bounded copy */
+                char num[20] = "";
+                if (vl > 0 && vl < sizeof(num) && v[0] >= '0' && v[0] <= '9')
+                    memcpy(num, v, vl);
+                h.content_length = num[0] ? strtoll(num, NULL, 10) : -1;
+            } else if (kl == 10 && strncasecmp(p, "X-Listener", 10) == 0)
                 h.tcp = vl == 3 && memcmp(v, "tcp", 3) == 0;
             else if (kl == 8 && strncasecmp(p, "X-Caller", 8) == 0)
                 h.may_mutate = !(vl == 6 && memcmp(v, "reader", 6) == 0);
