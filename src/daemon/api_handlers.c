@@ -450,8 +450,6 @@ static unsigned do_stage_get(struct tierd *d, struct api_reply *out, const char 
                                 (double)p.elapsed_ns / (double)TIER_NS_PER_SEC));
 }
 
-/* The (backend, key prefix) a mount path stands for: the namespace prefix for a namespace root,
- * the exact key for an object, "key/" for a directory. */
 /* key + "/" (the prefix of a directory), malloc'd; key is freed either way. NULL: no memory. */
 static char *dir_prefix(char *key)
 {
@@ -466,6 +464,8 @@ static char *dir_prefix(char *key)
     return dk;
 }
 
+/* The (backend, key prefix) a mount path stands for: the namespace prefix for a namespace root,
+ * the exact key for an object, "key/" for a directory. */
 static int path_to_prefix(struct tierd *d, const char *path, struct tierd_ns **ns, char **prefix)
 {
     bool is_root = false;
