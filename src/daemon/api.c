@@ -229,14 +229,13 @@ static int mkdir_parent(const char *path)
 static int check_parent(const char *dir)
 {
     struct stat st;
-    if (lstat(dir, &st) != 0) {
+    if (stat(dir, &st) != 0) { /* a symlink to a directory (/var/run -> /run) is fine */
         int rc = -errno;
         tier_err_set("cannot inspect %s, the directory of the API socket: %s", dir, strerror(-rc));
         return rc;
     }
     if (!S_ISDIR(st.st_mode)) {
-        tier_err_set("%s, the directory of the API socket, is not a directory (a symlink?): use a "
-                     "real directory in [api] socket",
+        tier_err_set("%s, the directory of the API socket, is not a directory: fix [api] socket",
                      dir);
         return -ENOTDIR;
     }

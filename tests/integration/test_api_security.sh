@@ -27,6 +27,10 @@ if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null || ! command -v pyt
     echo "skip: needs /dev/fuse, fusermount3, python3, openssl and curl"
     exit 0
 fi
+if [ "$(id -u)" -ne 0 ] || ! command -v runuser >/dev/null || ! getent group nogroup >/dev/null; then
+    echo "skip: needs root, runuser and the group nogroup (a caller of another uid, chgrp of the socket)"
+    exit 0
+fi
 TMPROOT=${TIER_TEST_TMP:-/tmp}
 mkdir -p "$TMPROOT"
 W=$(mktemp -d "$TMPROOT/apisec.XXXXXX")
