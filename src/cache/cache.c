@@ -1009,10 +1009,19 @@ int cache_pin(struct cache *c, const char *backend_name, const char *prefix)
     if (!c || !backend_name || !prefix)
         return -EINVAL;
     int r = 0;
+    size_t nrules = 0;
     pthread_mutex_lock(&c->pin_mu);
-    for (struct pin_rule *x = c->rules; x; x = x->next)
+    for (struct pin_rule *x = c->rules; x; x = x->next, nrules++)
         if (!strcmp(x->be_name, backend_name) && !strcmp(x->prefix, prefix))
             goto out;
+    /* every cache_read walks the rules under pin_mu: keep the list short */
+    if (nrules >= CACHE_PIN_RULES_MAX) {
+        tier_err_set("%zu pin rules exist already (at most %d): unpin some, or pin a common "
+                     "parent directory instead",
+                     nrules, CACHE_PIN_RULES_MAX);
+        r = -EDQUOT;
+        goto out;
+    }
     uint64_t extra = 0;
     for (int i = 0; i < NSHARDS; i++) {
         struct shard *s = &c->shards[i];

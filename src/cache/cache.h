@@ -84,6 +84,8 @@ void cache_prefetch(struct cache *c, const struct tier_ioctx *io, const struct c
  * now or when fetched later. Pinning more than pin_bytes of cached blocks fails with -ENOSPC and
  * changes nothing. */
 int cache_pin(struct cache *c, const char *backend_name, const char *prefix);
+/* At most this many pin rules exist at once; cache_pin() of one more fails with -EDQUOT. */
+#define CACHE_PIN_RULES_MAX 1024
 int cache_unpin(struct cache *c, const char *backend_name, const char *prefix);
 
 /* Drop every unpinned cached block of keys under prefix (same matching as cache_pin); returns

@@ -8,6 +8,7 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,7 @@
 
 struct ctl_client {
     CURL *curl;
-    char *base_url;         /* "http://localhost" (Unix socket) or "http://HOST:PORT" */
+    char *base_url;         /* "http://localhost" (Unix socket), "http[s]://HOST:PORT" */
     char *where;            /* socket path or HOST:PORT, for messages */
     struct curl_slist *hdr; /* Content-Type, Authorization */
     long timeout_ms;
@@ -36,11 +37,16 @@ int ctl_client_new(const struct ctl_client_config *cfg, struct ctl_client **out)
         goto fail;
     cl->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 30000;
     if (cfg->tcp) {
-        if (asprintf(&cl->base_url, "http://%s", cfg->tcp) < 0) {
+        bool scheme = strncmp(cfg->tcp, "https://", 8) == 0 || strncmp(cfg->tcp, "http://", 7) == 0;
+        if (asprintf(&cl->base_url, "%s%s", scheme ? "" : "http://", cfg->tcp) < 0) {
             cl->base_url = NULL;
             goto fail;
         }
         cl->where = strdup(cfg->tcp);
+        /* only the API's own schemes, and never a redirect elsewhere */
+        curl_easy_setopt(cl->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+        if (cfg->cacert && curl_easy_setopt(cl->curl, CURLOPT_CAINFO, cfg->cacert) != CURLE_OK)
+            goto fail;
     } else {
         cl->base_url = strdup("http://localhost");
         cl->where = strdup(cfg->socket_path);

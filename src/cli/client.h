@@ -16,9 +16,10 @@ struct ctl_client;
 
 struct ctl_client_config {
     const char *socket_path; /* used when tcp is NULL */
-    const char *tcp;         /* "HOST:PORT" or NULL */
+    const char *tcp;         /* "HOST:PORT", "https://HOST:PORT" or NULL */
     const char *token;       /* bearer token for TCP, or NULL */
     long timeout_ms;         /* whole request; 0 = 30 s */
+    const char *cacert;      /* CA file (PEM) for https, or NULL: the system's CAs */
 };
 
 /* Outcome of a request, beyond the HTTP status. */

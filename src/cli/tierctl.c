@@ -46,7 +46,7 @@ enum {
 #define PLAIN_EVERY_NS (2 * TIER_NS_PER_SEC)
 
 static const char usage_text[] =
-    "usage: tierctl [-s SOCKET | --tcp HOST:PORT --token TOKEN] COMMAND [ARGS]\n"
+    "usage: tierctl [-s SOCKET | --tcp [https://]HOST:PORT [--token-file FILE]] COMMAND [ARGS]\n"
     "\n"
     "Control a running tierd over its control API.\n"
     "\n"
@@ -71,8 +71,12 @@ static const char usage_text[] =
     "\n"
     "options:\n"
     "  -s, --socket PATH   control socket (default $TIERD_SOCKET or " DEFAULT_SOCKET ")\n"
-    "      --tcp HOST:PORT use the TCP listener instead (needs --token or $TIERD_TOKEN)\n"
-    "      --token TOKEN   bearer token for --tcp\n"
+    "      --tcp HOST:PORT use the TCP listener instead (needs $TIERD_TOKEN or --token-file);\n"
+    "                      https://HOST:PORT when tierd has [api] tls_cert\n"
+    "      --token-file FILE  read the bearer token for --tcp from FILE\n"
+    "      --cacert FILE   CA certificate (PEM) to verify tierd's TLS certificate\n"
+    "      --token TOKEN   bearer token on the command line (other users see it in ps:\n"
+    "                      prefer $TIERD_TOKEN or --token-file)\n"
     "  -h, --help          this text\n"
     "      --version       print the version\n"
     "\n"
@@ -748,14 +752,34 @@ static int cmd_checkpoints(struct ctl *ctl, int argc, char **argv)
 
 /* ---- main ---------------------------------------------------------------------------------- */
 
+/* The first line of FILE, without its newline, into buf. EXIT_OK or EXIT_USAGE (with a message). */
+static int read_token_file(const char *path, char *buf, size_t bufsz)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return usage_error("--token-file %s: %s", path, strerror(errno));
+    bool ok = fgets(buf, (int)bufsz, f) != NULL;
+    fclose(f);
+    size_t n = ok ? strcspn(buf, "\r\n") : 0;
+    if (!ok || n == 0)
+        return usage_error("--token-file %s is empty (it should hold the token of [api] "
+                           "token_file)",
+                           path);
+    buf[n] = '\0';
+    return EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"socket", required_argument, NULL, 's'}, {"tcp", required_argument, NULL, 't'},
         {"token", required_argument, NULL, 'k'},  {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},      {0, 0, 0, 0}};
+        {"version", no_argument, NULL, 'V'},      {"token-file", required_argument, NULL, 'f'},
+        {"cacert", required_argument, NULL, 'C'}, {0, 0, 0, 0}};
     struct ctl ctl = {0};
     const char *token = getenv("TIERD_TOKEN");
+    const char *token_file = NULL, *cacert = NULL;
+    char file_token[1024];
     int c;
 
     ctl.socket_path = getenv("TIERD_SOCKET");
@@ -772,6 +796,14 @@ int main(int argc, char **argv)
             break;
         case 'k':
             token = optarg;
+            fprintf(stderr, "tierctl: warning: --token puts the token on the command line, where "
+                            "other users can read it (ps); use $TIERD_TOKEN or --token-file\n");
+            break;
+        case 'f':
+            token_file = optarg;
+            break;
+        case 'C':
+            cacert = optarg;
             break;
         case 'h':
             fputs(usage_text, stdout);
@@ -788,8 +820,14 @@ int main(int argc, char **argv)
         fputs(usage_text, stderr);
         return EXIT_USAGE;
     }
+    if (token_file) {
+        int rc = read_token_file(token_file, file_token, sizeof(file_token));
+        if (rc)
+            return rc;
+        token = file_token;
+    }
     if (ctl.tcp && (!token || !*token))
-        return usage_error("--tcp %s needs --token (or $TIERD_TOKEN)", ctl.tcp);
+        return usage_error("--tcp %s needs a token: $TIERD_TOKEN or --token-file FILE", ctl.tcp);
 
     const char *cmd = argv[optind];
     int cargc = argc - optind;
@@ -811,8 +849,10 @@ int main(int argc, char **argv)
     } else if (strcmp(cmd, "pin") != 0 && strcmp(cmd, "unpin") != 0 && strcmp(cmd, "evict") != 0)
         return usage_error("unknown command '%s'", cmd);
 
-    struct ctl_client_config cc = {
-        .socket_path = ctl.socket_path, .tcp = ctl.tcp, .token = ctl.tcp ? token : NULL};
+    struct ctl_client_config cc = {.socket_path = ctl.socket_path,
+                                   .tcp = ctl.tcp,
+                                   .token = ctl.tcp ? token : NULL,
+                                   .cacert = cacert};
     if (ctl_client_new(&cc, &ctl.cl) != 0) {
         fprintf(stderr, "tierctl: out of memory\n");
         return EXIT_FAILED;

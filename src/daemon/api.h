@@ -10,8 +10,9 @@
 struct tierd;
 struct tierd_api;
 
-/* Listen on d->cfg.api_socket (parent directory created, stale socket removed, mode 0660) and,
- * if set, d->cfg.api_tcp. Returns 0 or -errno with a message in tier_err_msg(). */
+/* Listen on d->cfg.api_socket (parent directory created or checked, a stale socket replaced,
+ * mode 0660, group [api] socket_group) and, if set, d->cfg.api_tcp (TLS with [api] tls_cert and
+ * tls_key). Returns 0 or -errno with a message in tier_err_msg(). */
 int tierd_api_start(struct tierd *d, struct tierd_api **out);
 /* Stop listening, wait for requests in progress, remove the socket. NULL is a no-op. */
 void tierd_api_stop(struct tierd_api *a);

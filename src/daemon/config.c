@@ -15,15 +15,21 @@
  * message reads "FILE:LINE: what is wrong (what is allowed)", with a did-you-mean from the edit
  * distance to the known keys.
  */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
+#include <netinet/in.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <ini.h>
 
@@ -84,6 +90,7 @@ struct parser {
     int ns_backend_line[TIERD_MAX_NAMESPACES];
     int ns_durability_line[TIERD_MAX_NAMESPACES]; /* 0: not set */
     int tcp_line;
+    int api_line[16]; /* line of each [api] key (index in api_keys), 0: not set */
     bool set_request_timeout[TIERD_MAX_BACKENDS];
     bool set_connect_timeout[TIERD_MAX_BACKENDS];
     bool set_pin_size;
@@ -382,6 +389,15 @@ static const struct keydef api_keys[] = {
     {"socket", V_STR, CFG(api_socket), 0, 0, false, 0},
     {"tcp", V_STR, CFG(api_tcp), 0, 0, false, 0},
     {"token", V_STR, CFG(api_token), 0, 0, false, 0},
+    {"token_file", V_STR, CFG(api_token_file), 0, 0, false, 0},
+    {"tls_cert", V_STR, CFG(api_tls_cert), 0, 0, false, 0},
+    {"tls_key", V_STR, CFG(api_tls_key), 0, 0, false, 0},
+    {"socket_group", V_STR, CFG(api_socket_group), 0, 0, false, 0},
+    {"admin_group", V_STR, CFG(api_admin_group), 0, 0, false, 0},
+    {"max_connections", V_INT, CFG(api_max_connections), 1, 100000, false, 0},
+    {"max_connections_per_ip", V_INT, CFG(api_max_connections_per_ip), 1, 100000, false, 0},
+    {"max_wait", V_DUR, CFG(api_max_wait_ms), 1000, 86400000, false, 0},
+    {"max_stage_jobs", V_INT, CFG(api_max_stage_jobs), 1, 4096, false, 0},
     {NULL, 0, 0, 0, 0, false, 0},
 };
 
@@ -913,6 +929,8 @@ static void apply_pairs(struct parser *p)
             p->ns_durability_line[sec->index] = kv->line;
         if (sec->kind == SEC_API && strcmp(kv->key, "tcp") == 0)
             p->tcp_line = kv->line;
+        if (sec->kind == SEC_API && idx < 16)
+            p->api_line[idx] = kv->line;
         if (sec->kind == SEC_CACHE && strcmp(kv->key, "pin_size") == 0)
             p->set_pin_size = true;
         if (sec->kind == SEC_BACKEND && strcmp(kv->key, "request_timeout") == 0)
@@ -966,6 +984,165 @@ static void check_writeback(struct parser *p)
     fail(p, first_wb,
          "a write-back namespace needs a spool directory: set [writeback] spool_dir = DIR (or "
          "[cache] disk_dir, whose sibling 'spool' is the default)");
+}
+
+/* Line of the [api] key name (0 if not set). */
+static int api_key_line(const struct parser *p, const char *name)
+{
+    for (int k = 0; api_keys[k].name && k < 16; k++)
+        if (strcmp(api_keys[k].name, name) == 0)
+            return p->api_line[k];
+    return 0;
+}
+
+/* Is the host part of HOST:PORT a loopback address (127.0.0.0/8, ::1, localhost)? */
+static bool host_is_loopback(const char *hostport)
+{
+    const char *colon = strrchr(hostport, ':');
+    size_t hl = (size_t)(colon - hostport);
+    char host[256];
+    if (hl == 0 || hl >= sizeof(host))
+        return false;
+    memcpy(host, hostport, hl);
+    host[hl] = '\0';
+    char *h = host;
+    if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
+        h[hl - 1] = '\0';
+        h++;
+    }
+    if (strcmp(h, "localhost") == 0)
+        return true;
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, h, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, h, &a6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&a6);
+    return false;
+}
+
+/* Tokens that appear in examples and docs: never accepted. */
+static const char *const weak_tokens[] = {"change-me", "changeme", "secret",
+                                          "token",     "password", NULL};
+
+#define API_TOKEN_MIN 16
+
+/* Read the bearer token from [api] token_file: owned by tierd's user, no group or other
+ * permission bits, one line of printable ASCII. */
+static void read_token_file(struct parser *p, int line)
+{
+    struct tierd_config *c = p->cfg;
+    const char *path = c->api_token_file;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        fail(p, line, "[api] token_file = '%s' cannot be read: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+        fail(p, line,
+             "[api] token_file = '%s' must be a regular file owned by tierd's user (uid %u) and "
+             "readable by it alone (it is uid %u, mode %04o; fix: chown %u %s; chmod 600 %s)",
+             path, (unsigned)geteuid(), (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+             (unsigned)geteuid(), path, path);
+        close(fd);
+        return;
+    }
+    char buf[1024];
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n < 0) {
+        fail(p, line, "[api] token_file = '%s' cannot be read: %s", path, strerror(errno));
+        return;
+    }
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+        n--;
+    buf[n] = '\0';
+    for (ssize_t i = 0; i < n; i++)
+        if (buf[i] <= ' ' || buf[i] > '~') {
+            fail(p, line,
+                 "[api] token_file = '%s' must hold one token of printable ASCII without spaces "
+                 "(like the output of: head -c 32 /dev/urandom | base64)",
+                 path);
+            return;
+        }
+    c->api_token = own_str(p, buf);
+    explicit_bzero(buf, sizeof(buf));
+}
+
+static void check_api(struct parser *p)
+{
+    struct tierd_config *c = p->cfg;
+    int tok_line = api_key_line(p, "token"), file_line = api_key_line(p, "token_file");
+    if (c->api_token && c->api_token_file) {
+        fail(p, file_line,
+             "[api] has both token and token_file: keep token_file (remove the "
+             "token line, the config file is often readable by more users)");
+        return;
+    }
+    if (c->api_token_file)
+        read_token_file(p, file_line);
+    if (c->api_token) {
+        int line = file_line ? file_line : tok_line;
+        bool weak = strlen(c->api_token) < API_TOKEN_MIN;
+        for (size_t i = 0; weak_tokens[i] && !weak; i++)
+            weak = strcasecmp(c->api_token, weak_tokens[i]) == 0;
+        if (weak)
+            fail(p, line,
+                 "[api] token is too weak: at least %d characters, not an example value (make "
+                 "one with: head -c 32 /dev/urandom | base64 > /etc/tierd/api.token; chmod 600 "
+                 "/etc/tierd/api.token; then token_file = /etc/tierd/api.token)",
+                 API_TOKEN_MIN);
+    }
+    bool tls = c->api_tls_cert || c->api_tls_key;
+    if (tls && !(c->api_tls_cert && c->api_tls_key))
+        fail(p, api_key_line(p, c->api_tls_cert ? "tls_cert" : "tls_key"),
+             "[api] TLS needs both tls_cert = PEM_FILE and tls_key = PEM_FILE");
+    if (tls && !c->api_tcp)
+        fail(p, api_key_line(p, c->api_tls_cert ? "tls_cert" : "tls_key"),
+             "[api] tls_cert/tls_key only apply to the TCP listener: set tcp = HOST:PORT or "
+             "remove them");
+    if (c->api_tcp) {
+        const char *colon = strrchr(c->api_tcp, ':');
+        uint64_t port = 0;
+        if (!colon || colon == c->api_tcp || tier_parse_u64(colon + 1, &port) || port == 0 ||
+            port > 65535)
+            fail(p, p->tcp_line,
+                 "[api] tcp = '%s' is not allowed (allowed: HOST:PORT, like 127.0.0.1:7700)",
+                 c->api_tcp);
+        else if (!c->api_token && !c->api_token_file) /* a bad token_file has its own error */
+            fail(p, p->tcp_line,
+                 "[api] tcp is set but no token: the TCP listener requires 'token_file = FILE' "
+                 "(or 'token = SECRET'; clients send Authorization: Bearer SECRET)");
+        else if (!tls && !host_is_loopback(c->api_tcp))
+            fail(p, p->tcp_line,
+                 "[api] tcp = '%s' is not a loopback address and TLS is not configured: the "
+                 "token and every answer would cross the network in clear (use 127.0.0.1:PORT, "
+                 "or set tls_cert and tls_key)",
+                 c->api_tcp);
+    }
+    const char *gkeys[2] = {"socket_group", "admin_group"};
+    char *gnames[2] = {c->api_socket_group, c->api_admin_group};
+    int64_t *gids[2] = {&c->api_socket_gid, &c->api_admin_gid};
+    for (int i = 0; i < 2; i++) {
+        *gids[i] = -1;
+        if (!gnames[i])
+            continue;
+        struct group gr, *res = NULL;
+        char gbuf[4096];
+        uint64_t num = 0;
+        if (getgrnam_r(gnames[i], &gr, gbuf, sizeof(gbuf), &res) == 0 && res)
+            *gids[i] = (int64_t)res->gr_gid;
+        else if (tier_parse_u64(gnames[i], &num) == 0 && num < UINT32_MAX)
+            *gids[i] = (int64_t)num;
+        else
+            fail(p, api_key_line(p, gkeys[i]),
+                 "[api] %s = '%s' is not a group of this system (give a group name from "
+                 "/etc/group or a numeric gid)",
+                 gkeys[i], gnames[i]);
+    }
 }
 
 static void check_semantics(struct parser *p)
@@ -1034,19 +1211,7 @@ static void check_semantics(struct parser *p)
             free(np);
         }
     }
-    if (c->api_tcp) {
-        const char *colon = strrchr(c->api_tcp, ':');
-        uint64_t port = 0;
-        if (!colon || colon == c->api_tcp || tier_parse_u64(colon + 1, &port) || port == 0 ||
-            port > 65535)
-            fail(p, p->tcp_line,
-                 "[api] tcp = '%s' is not allowed (allowed: HOST:PORT, like 127.0.0.1:7700)",
-                 c->api_tcp);
-        else if (!c->api_token)
-            fail(p, p->tcp_line,
-                 "[api] tcp is set but token is missing: the TCP listener requires "
-                 "'token = SECRET' (clients send Authorization: Bearer SECRET)");
-    }
+    check_api(p);
     if (c->cache.ram_bytes == 0 && !c->cache_disk_dir)
         fail(p, 0, "[cache] has neither RAM (ram_size = 0) nor disk (disk_dir): set one");
     check_writeback(p);
@@ -1080,6 +1245,12 @@ static void apply_defaults(struct tierd_config *c)
     c->wb_upload_holdoff_max_ms = 30000;
     c->wb_retention_keep = 2;
     c->wb_durability = TIERD_DURABILITY_LOCAL;
+    c->api_max_connections = 64;
+    c->api_max_connections_per_ip = 16;
+    c->api_max_wait_ms = 300000;
+    c->api_max_stage_jobs = 16;
+    c->api_socket_gid = -1;
+    c->api_admin_gid = -1;
     for (size_t b = 0; b < TIERD_MAX_BACKENDS; b++) {
         struct s3_backend_config *s3 = &c->backends[b].s3;
         s3->path_style = true;

@@ -535,6 +535,26 @@ static void prune_finished(struct stage_registry *r)
     }
 }
 
+/* Are [api] max_stage_jobs jobs running already? Called with r->mu held. */
+static bool too_many_running(struct stage_registry *r)
+{
+    int max = r->d->cfg.api_max_stage_jobs;
+    if (max <= 0)
+        return false;
+    int running = 0;
+    for (struct stage_job *j = r->jobs; j; j = j->next) {
+        pthread_mutex_lock(&j->mu);
+        running += j->p.state == STAGE_RUNNING;
+        pthread_mutex_unlock(&j->mu);
+    }
+    if (running < max)
+        return false;
+    tier_err_set("%d staging jobs are running already ([api] max_stage_jobs); retry when one "
+                 "has finished",
+                 running);
+    return true;
+}
+
 int stage_start(struct stage_registry *r, const char *const *paths, size_t npaths, bool pin,
                 uint64_t *job_id)
 {
@@ -545,6 +565,12 @@ int stage_start(struct stage_registry *r, const char *const *paths, size_t npath
         tier_err_set("nothing to stage: give at least one path");
         return -EINVAL;
     }
+    /* refuse before the paths are resolved (a stat each); checked again when the job is added */
+    pthread_mutex_lock(&r->mu);
+    bool busy = too_many_running(r);
+    pthread_mutex_unlock(&r->mu);
+    if (busy)
+        return -EBUSY;
     job = calloc(1, sizeof(*job));
     if (!job)
         return -ENOMEM;
@@ -574,6 +600,11 @@ int stage_start(struct stage_registry *r, const char *const *paths, size_t npath
     if (r->closing) {
         pthread_mutex_unlock(&r->mu);
         rc = -ESHUTDOWN;
+        goto fail;
+    }
+    if (too_many_running(r)) {
+        pthread_mutex_unlock(&r->mu);
+        rc = -EBUSY;
         goto fail;
     }
     job->id = r->next_id;

@@ -36,7 +36,8 @@ int stage_registry_new(struct tierd *d, struct stage_registry **out);
 void stage_registry_free(struct stage_registry *r);
 
 /* Start a job over mount paths ("/datasets/imagenet"); returns its id at once.
- * -ENOENT if a path resolves to no namespace. */
+ * -ENOENT if a path resolves to no namespace; -EBUSY (with a message) while [api] max_stage_jobs
+ * jobs are running (0: no limit). */
 int stage_start(struct stage_registry *r, const char *const *paths, size_t npaths, bool pin,
                 uint64_t *job_id);
 /* -ENOENT for an unknown id. */

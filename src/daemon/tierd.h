@@ -68,9 +68,19 @@ struct tierd_config {
     int mount_umask;              /* -1: 022, or 027 with allow_other (docs/CONFIG.md) */
     uint64_t max_dir_entries;     /* entries of one directory listing; default 1,000,000 */
     /* [api] */
-    char *api_socket; /* Unix socket path; default /run/tierd/api.sock */
-    char *api_tcp;    /* "127.0.0.1:7700" or NULL (off) */
-    char *api_token;  /* required when api_tcp is set */
+    char *api_socket;     /* Unix socket path; default /run/tierd/api.sock */
+    char *api_tcp;        /* "127.0.0.1:7700" or NULL (off) */
+    char *api_token;      /* required when api_tcp is set (inline, or read from api_token_file) */
+    char *api_token_file; /* owner tierd's uid, mode 0600 or stricter */
+    char *api_tls_cert, *api_tls_key; /* PEM files: TLS on the TCP listener when both are set */
+    char *api_socket_group;           /* group of the socket file (mode 0660); NULL: tierd's */
+    int64_t api_socket_gid;           /* resolved api_socket_group; -1: none */
+    char *api_admin_group;            /* Unix-socket callers of this group may change state */
+    int64_t api_admin_gid;            /* resolved api_admin_group; -1: none */
+    int api_max_connections;          /* per listener; default 64 */
+    int api_max_connections_per_ip;   /* TCP listener; default 16 */
+    uint64_t api_max_wait_ms;         /* longest POST /v1/wait; default 300 s */
+    int api_max_stage_jobs;           /* running staging jobs before 429; default 16 */
     /* [daemon] */
     char *log_level;
     uint64_t backend_timeout_ms; /* bound on one backend call incl. retries; default 10000 */

@@ -25,7 +25,7 @@ CONF=$T/tierd.conf
 . "$(dirname "$0")/lib.sh"
 # a free port from the kernel (bound and released at once)
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-TOKEN=tok-$RANDOM$RANDOM
+TOKEN=tok-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n') # [api] token: at least 16 characters
 
 # ---- backend data ------------------------------------------------------------------------
 mkdir -p "$DATA/ds/sub/deeper" "$DATA/many" "$MNT"

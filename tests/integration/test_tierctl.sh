@@ -401,7 +401,7 @@ path = $MNT
 [api]
 socket = $SOCK
 tcp = 127.0.0.1:$PORT
-token = s3cret-token
+token = s3cret-token-0123456789
 
 [daemon]
 stage_threads = 8
@@ -437,7 +437,7 @@ sys.exit(0 if used >= int(sys.argv[1]) else 1)' "$TOTAL"; then
         fi
         run "real: status table" 0 "${T[@]}" status
         contains "real: namespace listed" "/ns"
-        run "real: status over TCP with the token" 0 "$TIERCTL" --tcp "127.0.0.1:$PORT" --token s3cret-token status
+        run "real: status over TCP with the token" 0 "$TIERCTL" --tcp "127.0.0.1:$PORT" --token s3cret-token-0123456789 status
         contains "real: TCP status" "/ns"
         run "real: TCP with a wrong token is refused" 4 "$TIERCTL" --tcp "127.0.0.1:$PORT" --token wrong status
         run "real: pin" 0 "${T[@]}" pin /ns/a

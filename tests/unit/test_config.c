@@ -13,10 +13,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "daemon/tierd.h"
+#include "testutil.h"
 
 /* The smallest valid config; bad cases append to or replace parts of it. */
 #define BASE                                                                                       \
@@ -108,7 +111,21 @@ static const struct bad_case bad_cases[] = {
     {BASE "[namespace /e]\nbackend = warm\nprefix = a//b\n",
      {"t.conf:8:", "prefix", "not a valid key prefix"}},
     /* api */
-    {BASE "[api]\ntcp = 127.0.0.1:7700\n", {"t.conf:9:", "tcp is set but token is missing"}},
+    {BASE "[api]\ntcp = 127.0.0.1:7700\n", {"t.conf:9:", "tcp is set but no token"}},
+    {BASE "[api]\ntcp = 127.0.0.1:7700\ntoken = short\n", {"t.conf:10:", "token is too weak"}},
+    {BASE "[api]\ntcp = 127.0.0.1:7700\ntoken = change-me\n", {"t.conf:10:", "too weak"}},
+    {BASE "[api]\ntcp = 0.0.0.0:7700\ntoken = 0123456789abcdef0\n",
+     {"t.conf:9:", "'0.0.0.0:7700' is not a loopback address", "tls_cert"}},
+    {BASE "[api]\ntcp = [::]:7700\ntoken = 0123456789abcdef0\n", {"t.conf:9:", "not a loopback"}},
+    {BASE "[api]\ntcp = [::1]:7700\ntoken = 0123456789abcdef0\ntls_cert = /c.pem\n",
+     {"t.conf:11:", "needs both tls_cert", "tls_key"}},
+    {BASE "[api]\ntls_cert = /c.pem\ntls_key = /k.pem\n", {"t.conf:9:", "only apply to the TCP"}},
+    {BASE "[api]\ntoken = 0123456789abcdef0\ntoken_file = /nonexistent/tok\n",
+     {"t.conf:10:", "both token and token_file"}},
+    {BASE "[api]\ntoken_file = /nonexistent/tok\n", {"t.conf:9:", "cannot be read"}},
+    {BASE "[api]\nsocket_group = no-such-group-x\n", {"t.conf:9:", "not a group of this system"}},
+    {BASE "[api]\nadmin_group = no-such-group-y\n", {"t.conf:9:", "admin_group"}},
+    {BASE "[api]\nmax_wait = 0\n", {"t.conf:9:", "max_wait"}},
     {BASE "[api]\ntcp = localhost\ntoken = x\n", {"t.conf:9:", "HOST:PORT"}},
     {BASE "[api]\ncache_size = 1\n", {"t.conf:9:", "unknown key 'cache_size' in [api]"}},
     {BASE "[api]\nblock_size = 1M\n", {"t.conf:9:", "it belongs in [cache]"}},
@@ -199,7 +216,7 @@ static void test_good_config_file(void **state)
     assert_int_equal(c.readahead_blocks, 8);
     assert_string_equal(c.api_socket, "/run/tierd/test.sock");
     assert_string_equal(c.api_tcp, "127.0.0.1:7700");
-    assert_string_equal(c.api_token, "s3cr3t");
+    assert_string_equal(c.api_token, "s3cr3t-0123456789abcdef");
     assert_string_equal(c.file, TIER_CONFIG_DIR "/good.conf");
     tierd_config_fini(&c);
 }
@@ -312,6 +329,48 @@ static void test_writeback(void **state)
     assert_int_equal(c.namespaces[1].mode, TIERD_NS_WRITE_BACK);
     assert_int_equal(c.namespaces[1].durability, TIERD_DURABILITY_LOCAL);
     tierd_config_fini(&c);
+}
+
+/* [api] token_file: read from a file tierd's user owns with mode 0600; a file others may read
+ * and a weak token in it are refused with FILE:LINE (security review finding 4). */
+static void test_api_token_file(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("config_token");
+    char tok[512], text[2048], err[1024];
+    snprintf(tok, sizeof(tok), "%s/api.token", dir);
+    const char good[] = "Zx9vQ2p7Lm4Kc8Rt1Wy6\n";
+    tu_write_file(tok, good, strlen(good));
+    struct tierd_config c;
+    struct {
+        mode_t mode;
+        const char *content;
+        const char *want; /* NULL: accepted */
+    } cases[] = {
+        {0600, good, NULL},
+        {0640, good, "readable by it alone"},
+        {0604, good, "chmod 600"},
+        {0600, "short\n", "too weak"},
+        {0600, "two words in it, long enough\n", "printable ASCII without spaces"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        tu_write_file(tok, cases[i].content, strlen(cases[i].content));
+        assert_int_equal(chmod(tok, cases[i].mode), 0);
+        snprintf(text, sizeof(text), "%s[api]\ntcp = 127.0.0.1:7700\ntoken_file = %s\n", BASE, tok);
+        err[0] = '\0';
+        int rc = tierd_config_load_string("t.conf", text, strlen(text), &c, err, sizeof(err));
+        if (!cases[i].want) {
+            assert_int_equal(rc, 0);
+            assert_string_equal(c.api_token, "Zx9vQ2p7Lm4Kc8Rt1Wy6");
+        } else {
+            assert_int_equal(rc, -EINVAL);
+            if (!strstr(err, "t.conf:10:") || !strstr(err, cases[i].want))
+                fail_msg("case %zu: '%s' lacks t.conf:10: / '%s'", i, err, cases[i].want);
+        }
+        tierd_config_fini(&c);
+    }
+    tu_rmtree(dir);
+    free(dir);
 }
 
 static void test_file_errors(void **state)
@@ -429,10 +488,15 @@ static void test_resolve(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bad_configs), cmocka_unit_test(test_good_config_file),
-        cmocka_unit_test(test_defaults),    cmocka_unit_test(test_writeback),
-        cmocka_unit_test(test_file_errors), cmocka_unit_test(test_long_line_and_comments),
-        cmocka_unit_test(test_resolve),     cmocka_unit_test(test_permissions),
+        cmocka_unit_test(test_bad_configs),
+        cmocka_unit_test(test_good_config_file),
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_writeback),
+        cmocka_unit_test(test_file_errors),
+        cmocka_unit_test(test_api_token_file),
+        cmocka_unit_test(test_long_line_and_comments),
+        cmocka_unit_test(test_resolve),
+        cmocka_unit_test(test_permissions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

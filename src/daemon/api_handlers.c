@@ -1,0 +1,865 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * api_handlers.c - the control API's routing and handlers as a pure function of the request
+ * (api_int.h): (method, url, headers known at admission, body) -> (status, JSON). api.c adapts
+ * libmicrohttpd to it; tests/fuzz/fuzz_api.c calls it directly over a POSIX fixture. The
+ * contract is docs/API.md; keep the two in step.
+ *
+ * Threads: called on the HTTP server's connection threads, concurrently; handlers call
+ * thread-safe modules only (cache, stager, scheduler stats, tierd_resolve, the write-back
+ * engine). POST /v1/wait blocks its caller in wb_wait() for at most [api] max_wait.
+ *
+ * Text: every string put into an answer goes through jstr(), which replaces bytes that are not
+ * valid UTF-8 by U+FFFD (jansson refuses such strings, and a failed json_pack would lose the
+ * whole answer). Paths and keys of write-back files that are not valid UTF-8 are also given
+ * exactly, base64-encoded, in path_b64 / key_b64. Errors are {"error": "...", "errno": "ENOENT"}
+ * with an HTTP status chosen from the errno in one place (http_status()); when even that answer
+ * cannot be built (no memory), the fixed FALLBACK_BODY is sent.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "common/err.h"
+#include "common/strutil.h"
+#include "common/timeutil.h"
+#include "daemon/api_int.h"
+#include "daemon/stage.h"
+#include "daemon/tierd.h"
+#include "qos/sched.h"
+#include "writeback/wb.h"
+
+/* Paths per POST /v1/stage: each is resolved (a backend stat) before the answer. */
+#define API_STAGE_PATHS_MAX 256
+
+/* Longest "error" text, in bytes (cut on a character boundary). */
+#define ERROR_MSG_MAX 512
+
+static const char FALLBACK_BODY[] =
+    "{\"error\":\"tierd could not build the answer (out of memory); retry\",\"errno\":\"ENOMEM\"}";
+
+/* ---- UTF-8 ----------------------------------------------------------------------------- */
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), or 0 if the bytes there are not one. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    if (c < 0x80)
+        return 1;
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
+    if (c >= 0xC2 && c <= 0xDF) {
+        len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0)
+            lo = 0xA0; /* no overlongs */
+        else if (c == 0xED)
+            hi = 0x9F; /* no surrogates */
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F; /* at most U+10FFFF */
+    } else {
+        return 0;
+    }
+    if (n < len || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++)
+        if (s[i] < 0x80 || s[i] > 0xBF)
+            return 0;
+    return len;
+}
+
+bool api_utf8_valid(const char *s, size_t len)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < len;) {
+        size_t k = utf8_seq(u + i, len - i);
+        if (k == 0)
+            return false;
+        i += k;
+    }
+    return true;
+}
+
+char *api_utf8_clean(const char *s, size_t max)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = strlen(s);
+    size_t cap = n > (SIZE_MAX - 1) / 3 ? SIZE_MAX - 1 : n * 3;
+    if (cap > max)
+        cap = max;
+    char *o = malloc(cap + 1);
+    if (!o)
+        return NULL;
+    size_t w = 0;
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_seq(u + i, n - i);
+        const char *src = k ? s + i : "\xEF\xBF\xBD";
+        size_t sl = k ? k : 3;
+        if (w + sl > cap)
+            break;
+        memcpy(o + w, src, sl);
+        w += sl;
+        i += k ? k : 1;
+    }
+    o[w] = '\0';
+    return o;
+}
+
+/* A JSON string of s made valid UTF-8 (see the top of the file); NULL without memory. */
+static json_t *jstr(const char *s)
+{
+    if (!s)
+        s = "";
+    size_t n = strlen(s);
+    if (api_utf8_valid(s, n))
+        return json_stringn(s, n);
+    char *c = api_utf8_clean(s, SIZE_MAX);
+    if (!c)
+        return NULL;
+    json_t *j = json_string(c);
+    free(c);
+    return j;
+}
+
+/* Standard base64 (RFC 4648, with padding) of s, as a JSON string. */
+static json_t *jb64(const char *s)
+{
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = strlen(s);
+    char *o = malloc((n + 2) / 3 * 4 + 1);
+    if (!o)
+        return NULL;
+    size_t w = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)u[i] << 16;
+        if (i + 1 < n)
+            v |= (uint32_t)u[i + 1] << 8;
+        if (i + 2 < n)
+            v |= u[i + 2];
+        o[w++] = tab[(v >> 18) & 63];
+        o[w++] = tab[(v >> 12) & 63];
+        o[w++] = i + 1 < n ? tab[(v >> 6) & 63] : '=';
+        o[w++] = i + 2 < n ? tab[v & 63] : '=';
+    }
+    o[w] = '\0';
+    json_t *j = json_string(o);
+    free(o);
+    return j;
+}
+
+/* ---- responses ------------------------------------------------------------------------- */
+
+static unsigned http_status(int neg)
+{
+    switch (-neg) {
+    case ENOENT:
+    case ENOSYS:
+        return 404;
+    case EINVAL:
+    case ENAMETOOLONG:
+    case EISDIR:
+    case ENOTDIR:
+        return 400;
+    case ENOSPC:
+    case EDQUOT:
+        return 507;
+    case EACCES:
+    case EPERM:
+        /* a backend's permission refusal (or the caller's rights on the Unix socket); a missing
+         * or wrong token is answered 401 by api_admit() itself */
+        return 403;
+    case E2BIG:
+        return 413;
+    case EROFS:
+        return 409;
+    case EBUSY:
+        return 429;
+    case ETIMEDOUT:
+        return 504;
+    case ENOTSUP:
+    case ESHUTDOWN:
+        return 503;
+    default:
+        return 500;
+    }
+}
+
+static void reply_fallback(struct api_reply *out)
+{
+    out->status = 500;
+    out->body = (char *)(uintptr_t)FALLBACK_BODY;
+    out->len = sizeof(FALLBACK_BODY) - 1;
+    out->is_static = true;
+}
+
+/* Answer status with j (consumed); a NULL j or a failed dump answers the fallback. */
+static unsigned reply_json(struct api_reply *out, unsigned status, json_t *j)
+{
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!text) {
+        reply_fallback(out);
+        return out->status;
+    }
+    out->status = status;
+    out->body = text;
+    out->len = strlen(text);
+    out->is_static = false;
+    return status;
+}
+
+static unsigned reply_verror(struct api_reply *out, unsigned status, int neg, const char *fmt,
+                             va_list ap) __attribute__((format(printf, 4, 0)));
+static unsigned reply_verror(struct api_reply *out, unsigned status, int neg, const char *fmt,
+                             va_list ap)
+{
+    char raw[4 * ERROR_MSG_MAX];
+    vsnprintf(raw, sizeof(raw), fmt, ap);
+    char *msg = api_utf8_clean(raw, ERROR_MSG_MAX);
+    const char *name = strerrorname_np(-neg);
+    json_t *j = msg ? json_pack("{s:s, s:s}", "error", msg, "errno", name ? name : "EIO") : NULL;
+    free(msg);
+    return reply_json(out, status, j);
+}
+
+static unsigned reply_error(struct api_reply *out, int neg, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static unsigned reply_error(struct api_reply *out, int neg, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    unsigned st = reply_verror(out, http_status(neg), neg, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+static unsigned reply_error_status(struct api_reply *out, unsigned status, int neg, const char *fmt,
+                                   ...) __attribute__((format(printf, 4, 5)));
+static unsigned reply_error_status(struct api_reply *out, unsigned status, int neg, const char *fmt,
+                                   ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    unsigned st = reply_verror(out, status, neg, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+void api_reply_too_large(struct api_reply *out)
+{
+    reply_error(out, -E2BIG, "request body over %d bytes", API_BODY_MAX);
+}
+
+void api_reply_fini(struct api_reply *r)
+{
+    if (r && !r->is_static)
+        free(r->body);
+    if (r) {
+        r->body = NULL;
+        r->len = 0;
+        r->is_static = false;
+    }
+}
+
+/* ---- figures --------------------------------------------------------------------------- */
+
+static json_t *level_json(const struct cache_level_stats *l)
+{
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "used", (json_int_t)l->bytes_used,
+                     "budget", (json_int_t)l->bytes_budget, "blocks", (json_int_t)l->blocks, "hits",
+                     (json_int_t)l->hits, "misses", (json_int_t)l->misses, "evictions",
+                     (json_int_t)l->evictions, "bytes_read", (json_int_t)l->bytes_read);
+}
+
+/* Share of block lookups served from RAM or disk: every lookup starts at the first level that
+ * exists, and a miss there is a hit or a miss of the disk level. */
+static double hit_ratio(const struct cache_stats *s)
+{
+    uint64_t hits = s->ram.hits + s->disk.hits;
+    uint64_t lookups =
+        s->ram.bytes_budget ? s->ram.hits + s->ram.misses : s->disk.hits + s->disk.misses;
+    if (lookups == 0)
+        return 0.0;
+    double r = (double)hits / (double)lookups;
+    return r > 1.0 ? 1.0 : r;
+}
+
+static json_t *cache_json(struct tierd *d)
+{
+    struct cache_stats s;
+    memset(&s, 0, sizeof(s));
+    if (d->cache)
+        cache_stats_get(d->cache, &s);
+    return json_pack(
+        "{s:o, s:o, s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I}", "ram", level_json(&s.ram),
+        "disk", level_json(&s.disk), "pinned_bytes", (json_int_t)s.pinned_bytes, "pin_budget",
+        (json_int_t)s.pin_budget, "hit_ratio", hit_ratio(&s), "fetches", (json_int_t)s.fetches,
+        "fetch_bytes", (json_int_t)s.fetch_bytes, "fetch_errors", (json_int_t)s.fetch_errors,
+        "fetch_ns_total", (json_int_t)s.fetch_ns_total, "singleflight_waits",
+        (json_int_t)s.singleflight_waits, "checksum_failures", (json_int_t)s.checksum_failures);
+}
+
+static json_t *status_json(struct tierd *d)
+{
+    json_t *nss = json_array();
+    for (size_t i = 0; i < d->nns; i++) {
+        const struct tierd_ns_conf *n = d->ns[i].conf;
+        const char *type = "";
+        for (size_t b = 0; b < d->cfg.nbackends; b++)
+            if (strcmp(d->cfg.backends[b].name, n->backend) == 0)
+                type = d->cfg.backends[b].type;
+        json_array_append_new(
+            nss, json_pack("{s:o, s:o, s:o, s:o, s:s}", "path", jstr(n->path), "backend",
+                           jstr(n->backend), "type", jstr(type), "prefix", jstr(n->prefix), "mode",
+                           n->mode == TIERD_NS_WRITE_BACK ? "write-back" : "read-cache"));
+    }
+    uint64_t now = tier_now_real_ns();
+    uint64_t up = now > d->start_ns ? (now - d->start_ns) / TIER_NS_PER_SEC : 0;
+    json_t *j = json_pack("{s:s, s:I, s:o, s:b, s:o, s:o}", "version", "0.1.0", "uptime_s",
+                          (json_int_t)up, "mount", jstr(d->cfg.mount_path), "mounted", d->mounted,
+                          "cache", cache_json(d), "namespaces", nss);
+    if (d->wb) {
+        struct wb_stats w;
+        wb_stats_get(d->wb, &w);
+        json_object_set_new(
+            j, "writeback",
+            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "dirty_bytes",
+                      (json_int_t)w.dirty_bytes, "open", (json_int_t)w.files[WB_OPEN], "sealed",
+                      (json_int_t)w.files[WB_SEALED], "uploading",
+                      (json_int_t)w.files[WB_UPLOADING], "held", (json_int_t)w.held, "uploads_done",
+                      (json_int_t)w.uploads_done, "upload_retries", (json_int_t)w.upload_retries,
+                      "backpressure_waits", (json_int_t)w.backpressure_waits, "failed",
+                      (json_int_t)w.files[WB_FAILED]));
+    }
+    return j;
+}
+
+static json_t *stats_json(struct tierd *d)
+{
+    json_t *j = status_json(d);
+    json_t *sched = json_object();
+    if (d->sched) {
+        struct sched_stats st;
+        memset(&st, 0, sizeof(st));
+        sched_stats_get(d->sched, &st);
+        for (int i = 0; i < TIER_IO_NCLASSES; i++) {
+            const struct sched_class_stats *c = &st.cls[i];
+            json_object_set_new(
+                sched, tier_io_class_name((enum tier_io_class)i),
+                json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "admitted",
+                          (json_int_t)c->admitted, "completed", (json_int_t)c->completed, "errors",
+                          (json_int_t)c->errors, "bytes", (json_int_t)c->bytes, "wait_ns_total",
+                          (json_int_t)c->wait_ns_total, "service_ns_total",
+                          (json_int_t)c->service_ns_total, "queued_now", (json_int_t)c->queued_now,
+                          "inflight_now", (json_int_t)c->inflight_now));
+        }
+    }
+    json_object_set_new(j, "sched", sched);
+    return j;
+}
+
+/* ---- handlers -------------------------------------------------------------------------- */
+
+static json_t *parse_body(const struct api_request *rq, struct api_reply *out, unsigned *ret)
+{
+    json_error_t jerr;
+    json_t *j = rq->body ? json_loadb(rq->body, rq->body_len, 0, &jerr) : NULL;
+    if (!j || !json_is_object(j)) {
+        json_decref(j);
+        *ret = reply_error(out, -EINVAL, "the body must be a JSON object (see docs/API.md)%s%s",
+                           rq->body ? ": " : "", rq->body ? jerr.text : "");
+        return NULL;
+    }
+    return j;
+}
+
+static unsigned do_stage_post(struct tierd *d, const struct api_request *rq, struct api_reply *out)
+{
+    unsigned ret;
+    json_t *j = parse_body(rq, out, &ret);
+    if (!j)
+        return ret;
+    json_t *paths = json_object_get(j, "paths");
+    json_t *pin = json_object_get(j, "pin");
+    size_t n = json_is_array(paths) ? json_array_size(paths) : 0;
+    if (n == 0 || n > API_STAGE_PATHS_MAX || (pin && !json_is_boolean(pin))) {
+        json_decref(j);
+        return reply_error(out, -EINVAL,
+                           "expected {\"paths\": [\"/ns/dir\", ...] (1 to %d), \"pin\": false}",
+                           API_STAGE_PATHS_MAX);
+    }
+    const char **pv = calloc(n, sizeof(*pv));
+    if (!pv) {
+        json_decref(j);
+        return reply_error(out, -ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        pv[i] = json_string_value(json_array_get(paths, i));
+        if (!pv[i] || pv[i][0] != '/') {
+            free(pv);
+            json_decref(j);
+            return reply_error(out, -EINVAL, "paths[%zu] must be a mount path starting with '/'",
+                               i);
+        }
+    }
+    uint64_t id = 0;
+    tier_err_clear();
+    int rc = d->stages ? stage_start(d->stages, pv, n, json_is_true(pin), &id) : -ENOSYS;
+    if (rc) {
+        ret = reply_error(out, rc, "cannot stage: %s",
+                          *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+    } else {
+        ret = reply_json(out, 202, json_pack("{s:I}", "job", (json_int_t)id));
+    }
+    free(pv);
+    json_decref(j);
+    return ret;
+}
+
+static unsigned do_stage_get(struct tierd *d, struct api_reply *out, const char *ids)
+{
+    uint64_t id = 0;
+    if (tier_parse_u64(ids, &id))
+        return reply_error(out, -EINVAL, "job id '%s' is not a number", ids);
+    struct stage_progress p;
+    memset(&p, 0, sizeof(p));
+    int rc = d->stages ? stage_progress_get(d->stages, id, &p) : -ENOENT;
+    if (rc)
+        return reply_error(out, rc, "no staging job %llu", (unsigned long long)id);
+    const char *state = p.state == STAGE_RUNNING ? "running"
+                        : p.state == STAGE_DONE  ? "done"
+                                                 : "failed";
+    return reply_json(out, 200,
+                      json_pack("{s:I, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:f}", "job",
+                                (json_int_t)id, "state", state, "listing_done", p.listing_done,
+                                "files_total", (json_int_t)p.files_total, "files_done",
+                                (json_int_t)p.files_done, "bytes_total", (json_int_t)p.bytes_total,
+                                "bytes_done", (json_int_t)p.bytes_done, "bytes_already_cached",
+                                (json_int_t)p.bytes_already_cached, "errors", (json_int_t)p.errors,
+                                "first_error", jstr(p.first_error), "elapsed_s",
+                                (double)p.elapsed_ns / (double)TIER_NS_PER_SEC));
+}
+
+/* key + "/" (the prefix of a directory), malloc'd; key is freed either way. NULL: no memory. */
+static char *dir_prefix(char *key)
+{
+    size_t kl = strlen(key);
+    char *dk = malloc(kl + 2);
+    if (dk) {
+        memcpy(dk, key, kl);
+        dk[kl] = '/';
+        dk[kl + 1] = '\0';
+    }
+    free(key);
+    return dk;
+}
+
+/* The (backend, key prefix) a mount path stands for: the namespace prefix for a namespace root,
+ * the exact key for an object, "key/" for a directory. */
+static int path_to_prefix(struct tierd *d, const char *path, struct tierd_ns **ns, char **prefix)
+{
+    bool is_root = false;
+    char *key = NULL;
+    int rc = tierd_resolve(d, path, ns, &key, &is_root);
+    if (rc)
+        return rc;
+    if (is_root) {
+        *prefix = key;
+        return 0;
+    }
+    struct backend_stat st;
+    memset(&st, 0, sizeof(st));
+    rc = backend_stat((*ns)->be, key, &st);
+    if (rc == 0 && !st.is_dir) {
+        *prefix = key;
+        return 0;
+    }
+    char *dk = dir_prefix(key);
+    if (!dk)
+        return -ENOMEM;
+    if (rc == -ENOENT) {
+        /* an S3 implicit directory, or nothing at all */
+        struct backend_list_page page;
+        memset(&page, 0, sizeof(page));
+        rc = backend_list((*ns)->be, dk, "/", NULL, 1, &page);
+        if (rc == 0 && page.n == 0)
+            rc = -ENOENT;
+        backend_list_page_fini(&page);
+        if (rc) {
+            tier_err_set("%s does not exist", path);
+            free(dk);
+            return rc;
+        }
+    } else if (rc) {
+        free(dk);
+        return rc;
+    }
+    *prefix = dk;
+    return 0;
+}
+
+static unsigned do_path_op(struct tierd *d, const struct api_request *rq, struct api_reply *out,
+                           const char *op)
+{
+    unsigned ret;
+    json_t *j = parse_body(rq, out, &ret);
+    if (!j)
+        return ret;
+    const char *path = json_string_value(json_object_get(j, "path"));
+    if (!path || path[0] != '/') {
+        json_decref(j);
+        return reply_error(out, -EINVAL, "expected {\"path\": \"/namespace/...\"}");
+    }
+    struct tierd_ns *ns = NULL;
+    char *prefix = NULL;
+    tier_err_clear();
+    int rc = path_to_prefix(d, path, &ns, &prefix);
+    if (rc) {
+        ret =
+            reply_error(out, rc, "%s: %s", path, *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+        goto out;
+    }
+    if (strcmp(op, "pin") == 0) {
+        rc = cache_pin(d->cache, ns->be->name, prefix);
+        if (rc == -ENOSPC)
+            ret = reply_error(out, rc,
+                              "pinning %s would exceed the pin budget ([cache] pin_size); unpin "
+                              "something or raise pin_size",
+                              path);
+        else if (rc)
+            ret = reply_error(out, rc, "pin %s failed: %s", path,
+                              rc == -EDQUOT && *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+        else
+            ret = reply_json(out, 200, json_pack("{s:b}", "ok", 1));
+    } else if (strcmp(op, "unpin") == 0) {
+        rc = cache_unpin(d->cache, ns->be->name, prefix);
+        if (rc)
+            ret = reply_error(out, rc, "unpin %s failed: %s", path,
+                              rc == -ENOENT ? "it was not pinned" : strerror(-rc));
+        else
+            ret = reply_json(out, 200, json_pack("{s:b}", "ok", 1));
+    } else {
+        long n = cache_evict(d->cache, ns->be->name, prefix);
+        if (n < 0)
+            ret = reply_error(out, (int)n, "evict %s failed: %s", path, strerror((int)-n));
+        else
+            ret = reply_json(out, 200, json_pack("{s:I}", "evicted_blocks", (json_int_t)n));
+    }
+out:
+    free(prefix);
+    json_decref(j);
+    return ret;
+}
+
+/* ---- write-back: wait, checkpoints ------------------------------------------------------- */
+
+/* Resolve a mount path inside a write-back namespace. The answer is the backend key prefix the
+ * path stands for: the namespace's prefix for its root, the exact key for a file the burst buffer
+ * knows, "key/" otherwise (a directory). -ENOENT (with a message) outside a write-back namespace;
+ * -ENOTSUP when tierd runs no burst buffer. */
+static int wb_path_prefix(struct tierd *d, const char *path, struct tierd_ns **ns, char **prefix)
+{
+    if (!d->wb) {
+        tier_err_set("no namespace is in write-back mode (set mode = write-back in a [namespace] "
+                     "section of the config and restart tierd)");
+        return -ENOTSUP;
+    }
+    bool is_root = false;
+    char *key = NULL;
+    int rc = tierd_resolve(d, path, ns, &key, &is_root);
+    if (rc) {
+        if (rc == -ENOENT)
+            tier_err_set("%s is in no namespace", path);
+        return rc;
+    }
+    if ((*ns)->conf->mode != TIERD_NS_WRITE_BACK) {
+        tier_err_set("%s is in namespace %s, which is not in write-back mode", path,
+                     (*ns)->conf->path);
+        free(key);
+        return -ENOENT;
+    }
+    if (is_root) {
+        *prefix = key;
+        return 0;
+    }
+    struct wb_file_info *v = NULL;
+    size_t n = 0;
+    bool exact = false;
+    rc = wb_list(d->wb, (*ns)->conf->backend, key, &v, &n);
+    if (rc) {
+        free(key);
+        return rc;
+    }
+    for (size_t i = 0; i < n && !exact; i++)
+        exact = strcmp(v[i].key, key) == 0;
+    wb_list_free(v, n);
+    if (exact) {
+        *prefix = key;
+        return 0;
+    }
+    char *dk = dir_prefix(key);
+    if (!dk)
+        return -ENOMEM;
+    *prefix = dk;
+    return 0;
+}
+
+/* Does the prefix name anything: a file the burst buffer knows, or an object or directory in the
+ * backend (uploaded and forgotten, or written before)? A namespace root always exists. A typo in
+ * `tierctl wait` must not read as "durable". 0, -ENOENT (with a message), or the backend's error.
+ */
+static int wb_path_exists(struct tierd *d, const struct tierd_ns *ns, const char *path,
+                          const char *prefix)
+{
+    if (strcmp(prefix, ns->conf->prefix) == 0)
+        return 0;
+    struct wb_file_info *v = NULL;
+    size_t n = 0;
+    int rc = wb_list(d->wb, ns->conf->backend, prefix, &v, &n);
+    if (rc)
+        return rc;
+    wb_list_free(v, n);
+    if (n > 0)
+        return 0;
+    /* wb_path_prefix gave "key/" for anything the burst buffer does not know: a file in the
+     * backend, a directory, an S3 implicit directory (keys under "key/"), or nothing */
+    size_t pl = strlen(prefix);
+    char *key = strndup(prefix, pl > 0 && prefix[pl - 1] == '/' ? pl - 1 : pl);
+    if (!key)
+        return -ENOMEM;
+    struct backend_stat st;
+    memset(&st, 0, sizeof(st));
+    rc = backend_stat(ns->be, key, &st);
+    free(key);
+    if (rc == -ENOENT) {
+        struct backend_list_page page;
+        memset(&page, 0, sizeof(page));
+        rc = backend_list(ns->be, prefix, "/", NULL, 1, &page);
+        if (rc == 0 && page.n == 0)
+            rc = -ENOENT;
+        backend_list_page_fini(&page);
+    }
+    if (rc == -ENOENT)
+        tier_err_set("%s: no such file or directory in the write-back namespace %s", path,
+                     ns->conf->path);
+    return rc;
+}
+
+static unsigned do_wait(struct tierd *d, const struct api_request *rq, struct api_reply *out)
+{
+    unsigned ret;
+    json_t *j = parse_body(rq, out, &ret);
+    if (!j)
+        return ret;
+    const char *path = json_string_value(json_object_get(j, "path"));
+    json_t *to = json_object_get(j, "timeout_s");
+    if (!path || path[0] != '/' || (to && !json_is_null(to) && !json_is_number(to))) {
+        json_decref(j);
+        return reply_error(out, -EINVAL,
+                           "expected {\"path\": \"/namespace/...\", \"timeout_s\": SECONDS} "
+                           "(timeout_s optional; absent, null or negative: [api] max_wait)");
+    }
+    /* One request holds a server thread while it waits: at most [api] max_wait, also when the
+     * client asks for more or for no limit (a client that must wait longer sends more waits). */
+    double secs = json_is_number(to) ? json_number_value(to) : -1.0;
+    double max_s = (double)d->cfg.api_max_wait_ms / 1000.0;
+    bool capped = secs < 0 || secs > max_s;
+    int64_t timeout_ms = capped ? (int64_t)d->cfg.api_max_wait_ms : (int64_t)(secs * 1000.0);
+    struct tierd_ns *ns = NULL;
+    char *prefix = NULL;
+    tier_err_clear();
+    int rc = wb_path_prefix(d, path, &ns, &prefix);
+    if (rc == 0)
+        rc = wb_path_exists(d, ns, path, prefix);
+    if (rc) {
+        ret = reply_error(out, rc, "%s", *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+        goto out;
+    }
+    uint64_t t0 = tier_now_mono_ns();
+    rc = wb_wait(d->wb, ns->conf->backend, prefix, timeout_ms);
+    double waited = (double)(tier_now_mono_ns() - t0) / (double)TIER_NS_PER_SEC;
+    if (rc == -ETIMEDOUT)
+        ret = reply_error(out, rc, "%s is not yet durable in the backend after %.1f s%s", path,
+                          waited,
+                          capped ? " (one wait lasts at most [api] max_wait; ask again)" : "");
+    else if (rc == -ESHUTDOWN)
+        ret = reply_error(out, rc,
+                          "tierd is shutting down; %s is not yet durable (it will be "
+                          "uploaded after the restart)",
+                          path);
+    else if (rc)
+        ret = reply_error(out, rc, "wait %s failed: %s", path,
+                          *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+    else
+        ret = reply_json(out, 200, json_pack("{s:b, s:f}", "ok", 1, "waited_s", waited));
+out:
+    free(prefix);
+    json_decref(j);
+    return ret;
+}
+
+/* Append the burst buffer's files under (ns, prefix) to files, as mount paths. A prefix that is
+ * a file's exact key (see wb_path_prefix) lists that file only. */
+static int list_ns(struct tierd *d, const struct tierd_ns *ns, const char *prefix, json_t *files)
+{
+    struct wb_file_info *v = NULL;
+    size_t n = 0;
+    int rc = wb_list(d->wb, ns->conf->backend, prefix, &v, &n);
+    if (rc)
+        return rc;
+    const char *nsp = ns->conf->prefix;
+    size_t pl = strlen(nsp);
+    size_t xl = strlen(prefix);
+    bool file = xl > 0 && prefix[xl - 1] != '/' && strcmp(prefix, nsp) != 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct wb_file_info *f = &v[i];
+        if (file && f->key[xl] != '\0') /* "key", not "key.tmp" */
+            continue;
+        const char *rel = strncmp(f->key, nsp, pl) == 0 ? f->key + pl : f->key;
+        char *mp = NULL;
+        if (asprintf(&mp, "%s/%s", ns->conf->path, rel) < 0) {
+            rc = -ENOMEM;
+            break;
+        }
+        json_t *o = json_pack("{s:o, s:s, s:I, s:i, s:i, s:f, s:f, s:o, s:o, s:I}", "path",
+                              jstr(mp), "state", wb_state_name(f->state), "size",
+                              (json_int_t)f->size_bytes, "parts_done", f->parts_done, "parts_total",
+                              f->parts_total, "age_s", (double)f->age_ms / 1000.0, "waiting_s",
+                              (double)f->waiting_ms / 1000.0, "key", jstr(f->key), "checksum",
+                              jstr(f->checksum), "generation", (json_int_t)f->generation);
+        if (o && !api_utf8_valid(mp, strlen(mp))) {
+            json_object_set_new(o, "path_b64", jb64(mp));
+            json_object_set_new(o, "key_b64", jb64(f->key));
+        }
+        free(mp);
+        if (!o) {
+            rc = -ENOMEM;
+            break;
+        }
+        json_object_set_new(o, "uploaded_etag", f->etag[0] ? jstr(f->etag) : json_null());
+        json_object_set_new(o, "error", f->error ? jstr(f->error) : json_null());
+        json_array_append_new(files, o);
+    }
+    wb_list_free(v, n);
+    return rc;
+}
+
+static unsigned do_checkpoints(struct tierd *d, const struct api_request *rq, struct api_reply *out)
+{
+    const char *path = rq->arg_path;
+    json_t *files = json_array();
+    if (!files)
+        return reply_error(out, -ENOMEM, "out of memory");
+    int rc = 0;
+    tier_err_clear();
+    if (path && *path && strcmp(path, "/") != 0) {
+        struct tierd_ns *ns = NULL;
+        char *prefix = NULL;
+        if (path[0] != '/') {
+            json_decref(files);
+            return reply_error(out, -EINVAL, "path must be a mount path starting with '/'");
+        }
+        rc = wb_path_prefix(d, path, &ns, &prefix);
+        if (rc == 0)
+            rc = list_ns(d, ns, prefix, files);
+        free(prefix);
+    } else if (!d->wb) {
+        struct tierd_ns *ns = NULL;
+        rc = wb_path_prefix(d, "/", &ns, NULL); /* -ENOTSUP with its message */
+    } else {
+        for (size_t i = 0; i < d->nns && rc == 0; i++)
+            if (d->ns[i].conf->mode == TIERD_NS_WRITE_BACK)
+                rc = list_ns(d, &d->ns[i], d->ns[i].conf->prefix, files);
+    }
+    if (rc) {
+        json_decref(files);
+        return reply_error(out, rc, "%s", *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+    }
+    return reply_json(out, 200, json_pack("{s:o}", "files", files));
+}
+
+/* ---- admission and routing ------------------------------------------------------------- */
+
+static bool token_ok(const struct tierd *d, const char *h)
+{
+    const char *tok = d->cfg.api_token;
+    if (!h || !tok || strncmp(h, "Bearer ", 7) != 0)
+        return false;
+    const char *given = h + 7;
+    size_t gl = strlen(given), tl = strlen(tok);
+    /* constant time in the token's length: no early exit on the first differing byte */
+    unsigned char diff = (unsigned char)(gl != tl);
+    for (size_t i = 0; i < tl; i++)
+        diff |= (unsigned char)(tok[i] ^ (i < gl ? given[i] : 0));
+    return diff == 0;
+}
+
+bool api_route_mutates(const char *method, const char *url)
+{
+    if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
+        return false;
+    /* a wait reads the burst buffer's state and changes nothing */
+    return !(strcmp(method, "POST") == 0 && strcmp(url, "/v1/wait") == 0);
+}
+
+int api_admit(struct tierd *d, const struct api_head *h, struct api_reply *out)
+{
+    if (h->tcp && !token_ok(d, h->authorization)) {
+        reply_error_status(out, 401, -EACCES,
+                           "missing or wrong bearer token (send Authorization: Bearer <[api] "
+                           "token>)");
+        return 1;
+    }
+    if (!h->tcp && !h->may_mutate && api_route_mutates(h->method, h->url)) {
+        reply_error_status(out, 403, -EPERM,
+                           "%s %s changes tierd's state: only root, tierd's own user or a member "
+                           "of [api] admin_group may do that over the socket (reading is open to "
+                           "everyone who may connect)",
+                           h->method, h->url);
+        return 1;
+    }
+    if (h->content_length > API_BODY_MAX) {
+        api_reply_too_large(out);
+        return 1;
+    }
+    return 0;
+}
+
+void api_handle(struct tierd *d, const struct api_request *rq, struct api_reply *out)
+{
+    const char *method = rq->method, *url = rq->url;
+    bool get = strcmp(method, "GET") == 0;
+    bool post = strcmp(method, "POST") == 0;
+    out->body = NULL;
+    out->is_static = false;
+    if (get && strcmp(url, "/v1/status") == 0)
+        reply_json(out, 200, status_json(d));
+    else if (get && strcmp(url, "/v1/stats") == 0)
+        reply_json(out, 200, stats_json(d));
+    else if (post && strcmp(url, "/v1/stage") == 0)
+        do_stage_post(d, rq, out);
+    else if (get && strncmp(url, "/v1/stage/", 10) == 0)
+        do_stage_get(d, out, url + 10);
+    else if (post && strcmp(url, "/v1/pin") == 0)
+        do_path_op(d, rq, out, "pin");
+    else if (post && strcmp(url, "/v1/unpin") == 0)
+        do_path_op(d, rq, out, "unpin");
+    else if (post && strcmp(url, "/v1/evict") == 0)
+        do_path_op(d, rq, out, "evict");
+    else if (post && strcmp(url, "/v1/wait") == 0)
+        do_wait(d, rq, out);
+    else if (get && strcmp(url, "/v1/checkpoints") == 0)
+        do_checkpoints(d, rq, out);
+    else
+        reply_error(out, -ENOENT, "no such endpoint: %s %s (see docs/API.md)", method, url);
+}

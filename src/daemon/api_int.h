@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * api_int.h - the control API as a pure function, private to api.c (the libmicrohttpd adapter and
+ * the listeners), api_handlers.c (routing, handlers, JSON) and the fuzz target
+ * tests/fuzz/fuzz_api.c.
+ *
+ * A request is answered in two steps, as the HTTP server sees it: api_admit() when the request
+ * line and headers have arrived (token, caller's rights, declared body size: a refusal is answered
+ * before any body byte is read), then api_handle() with the whole body. Both fill a struct
+ * api_reply whose body is always a JSON object (a fixed text when even that cannot be built), so
+ * no request ends in an empty reply.
+ */
+#ifndef TIER_DAEMON_API_INT_H
+#define TIER_DAEMON_API_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct tierd;
+
+#define API_BODY_MAX (64 * 1024)
+
+/* What the server knows of a request before its body. */
+struct api_head {
+    const char *method;
+    const char *url;           /* percent-decoded path, without the query */
+    bool tcp;                  /* came over the TCP listener: the bearer token is required */
+    const char *authorization; /* the Authorization header or NULL */
+    bool may_mutate;           /* Unix socket: the caller may change state (SO_PEERCRED check) */
+    int64_t content_length;    /* declared body size; -1 when unknown (chunked, none) */
+};
+
+struct api_request {
+    const char *method;
+    const char *url;      /* percent-decoded path, without the query */
+    const char *arg_path; /* the percent-decoded ?path= argument, or NULL */
+    const char *body;     /* NULL: no body */
+    size_t body_len;
+};
+
+struct api_reply {
+    unsigned status;
+    char *body; /* JSON text; malloc'd unless is_static */
+    size_t len;
+    bool is_static; /* body is the fixed fallback text, not to be freed */
+};
+
+/* 0: go on and read the body; 1: refused, *out holds the answer (401, 403, 413). */
+int api_admit(struct tierd *d, const struct api_head *h, struct api_reply *out);
+/* Route and answer one request; *out always holds a JSON object afterwards. */
+void api_handle(struct tierd *d, const struct api_request *rq, struct api_reply *out);
+/* The answer for a body that grew past API_BODY_MAX while being read (chunked uploads). */
+void api_reply_too_large(struct api_reply *out);
+void api_reply_fini(struct api_reply *r);
+
+/* Does METHOD url change state (everything but GET and POST /v1/wait)? Such requests on the Unix
+ * socket need a caller with admin rights. */
+bool api_route_mutates(const char *method, const char *url);
+
+/* Is s (len bytes) valid UTF-8 (RFC 3629: no overlongs, no surrogates, at most U+10FFFF)? */
+bool api_utf8_valid(const char *s, size_t len);
+/* s with every byte that is not part of a valid UTF-8 sequence replaced by U+FFFD, cut on a
+ * character boundary to at most max bytes; malloc'd, NULL without memory. */
+char *api_utf8_clean(const char *s, size_t max);
+
+#endif

@@ -1,0 +1,427 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# test_api_security.sh - the control API against hostile or careless clients (security review
+# 2026-12-01, findings 3, 4, 8, 12, 13, 18), run by CTest as
+#   test_api_security.sh TIERCTL TIERD
+#
+# One real tierd (FUSE mount; a POSIX read-cache namespace, a POSIX write-back namespace and an S3
+# stub that accepts nothing and never answers a GET), started with a soft RLIMIT_NOFILE of 1024:
+#  8  names that are not UTF-8 (a write-back file and a backend file named caf\xe9, /v1/stage/%E9,
+#     a 300 x "é" path) get a JSON answer, never an empty reply or a 500; path_b64 names the file.
+#  3  1,100 idle TCP connections: the Unix socket still answers.
+#  4  the TCP listener speaks TLS only; the token comes from a 0600 token_file; tierctl takes it
+#     from --token-file / $TIERD_TOKEN and warns about --token; a non-loopback tcp without TLS and
+#     a weak token are refused at start with FILE:LINE.
+#  12 socket mode 0660 with [api] socket_group; another uid (nobody) may GET but not POST (403);
+#     a socket directory others may write is refused.
+#  13 a second staging job while max_stage_jobs run is 429; a wait is bounded by max_wait; a body
+#     over 64 KiB is cut off without being read; more than 256 stage paths are refused.
+#  18 a backend's permission refusal is 403, not 401.
+# No sleeps as synchronisation: every wait polls a condition with a deadline.
+set -u
+
+TIERCTL=${1:?usage: test_api_security.sh TIERCTL TIERD}
+TIERD=${2:?usage: test_api_security.sh TIERCTL TIERD}
+if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null || ! command -v python3 >/dev/null ||
+    ! command -v openssl >/dev/null || ! command -v curl >/dev/null; then
+    echo "skip: needs /dev/fuse, fusermount3, python3, openssl and curl"
+    exit 0
+fi
+if [ "$(id -u)" -ne 0 ] || ! command -v runuser >/dev/null || ! getent group nogroup >/dev/null; then
+    echo "skip: needs root, runuser and the group nogroup (a caller of another uid, chgrp of the socket)"
+    exit 0
+fi
+TMPROOT=${TIER_TEST_TMP:-/tmp}
+mkdir -p "$TMPROOT"
+W=$(mktemp -d "$TMPROOT/apisec.XXXXXX")
+# the socket's directory must be reachable by nobody (runuser below): one of its own under /tmp
+SD=$(mktemp -d /tmp/tierd-apisec.XXXXXX)
+chmod 755 "$SD"
+FAILS=0
+TIERD_PID=
+STUB_PID=
+MNT="$W/mnt"
+SOCK="$SD/api.sock"
+
+cleanup() {
+    if [ -n "$TIERD_PID" ] && kill -0 "$TIERD_PID" 2>/dev/null; then
+        kill -TERM "$TIERD_PID" 2>/dev/null
+        for _ in $(seq 1 200); do kill -0 "$TIERD_PID" 2>/dev/null || break; sleep 0.05; done
+        kill -KILL "$TIERD_PID" 2>/dev/null
+    fi
+    if mountpoint -q "$MNT" 2>/dev/null; then
+        fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+    fi
+    if [ -n "$STUB_PID" ]; then kill "$STUB_PID" 2>/dev/null; wait "$STUB_PID" 2>/dev/null; fi
+    rm -rf "$W" "$SD"
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+pass() { echo "ok: $*"; }
+run() { # run NAME WANT_RC CMD...: output in $OUT
+    local name=$1 want=$2
+    shift 2
+    OUT=$("$@" 2>&1)
+    RC=$?
+    if [ "$RC" -ne "$want" ]; then
+        fail "$name: exit $RC, want $want; output:"
+        printf '%s\n' "$OUT" | sed 's/^/    /'
+    else
+        pass "$name (exit $RC)"
+    fi
+}
+contains() {
+    case "$OUT" in
+    *"$2"*) pass "$1" ;;
+    *) fail "$1: output lacks '$2':"; printf '%s\n' "$OUT" | sed 's/^/    /' ;;
+    esac
+}
+wait_for() { # wait_for DESC SECONDS CMD...
+    local desc=$1 secs=$2
+    shift 2
+    local deadline=$((SECONDS + secs))
+    until "$@"; do
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            fail "timed out after ${secs}s waiting for $desc"
+            return 1
+        fi
+        sleep 0.05 # polling interval
+    done
+}
+
+# probe NAME WANT_STATUS METHOD URL [BODY]: one request over the Unix socket (URL sent as is);
+# the answer must be a JSON object with the wanted status. Sets ST and BODY.
+probe() {
+    local name=$1 want=$2 method=$3 url=$4 body=${5-}
+    local args=(-s --path-as-is --max-time 20 --unix-socket "$SOCK" -X "$method" -o "$W/probe.out"
+        -w '%{http_code}')
+    [ -n "$body" ] && args+=(-H 'Content-Type: application/json' --data-binary "$body")
+    rm -f "$W/probe.out"
+    ST=$(curl "${args[@]}" "http://tierd$url")
+    BODY=$(cat "$W/probe.out" 2>/dev/null)
+    if ! python3 -c 'import json,sys; d=json.load(open(sys.argv[1],"rb")); assert isinstance(d, dict)' \
+        "$W/probe.out" 2>/dev/null; then
+        fail "$name: $method $url: status $ST, body is not a JSON object: '$BODY'"
+    elif [ "$ST" != "$want" ]; then
+        fail "$name: $method $url: status $ST, want $want: $BODY"
+    else
+        pass "$name ($ST)"
+    fi
+}
+
+# ---- setup ---------------------------------------------------------------------------------
+mkdir -p "$W/data/ds/a" "$W/wbdata" "$W/cache" "$MNT"
+printf 'latin-1 name\n' >"$W/data/ds/caf"$'\xe9'
+printf 'hello\n' >"$W/data/ds/a/f.txt"
+ln -s /etc "$W/data/ds/esc"
+# S3 stub: HEAD big.bin answers a 4 MiB object, a GET of it never answers (a staging job that
+# stays running), listings are empty, every upload is refused with 503.
+cat >"$W/s3stub.py" <<'PYEOF'
+import os, sys, threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+hang = threading.Event()
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a):
+        pass
+    def reply(self, code, body=b"", extra=()):
+        self.send_response(code)
+        self.send_header("Content-Type", "application/xml")
+        for k, v in extra:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)) if self.command != "HEAD" or code != 200 else str(4 << 20))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+    def drain(self):
+        n = int(self.headers.get("Content-Length", "0"))
+        while n > 0:
+            n -= len(self.rfile.read(min(n, 1 << 20)) or b"x" * n)
+    def do_HEAD(self):
+        if self.path.split("?")[0].endswith("/big.bin"):
+            return self.reply(200, extra=(("ETag", '"e1"'), ("Last-Modified", "Mon, 01 Dec 2025 00:00:00 GMT")))
+        self.reply(404)
+    def do_GET(self):
+        if "list-type" in self.path or "prefix=" in self.path or "uploads" in self.path:
+            return self.reply(200, b'<?xml version="1.0"?><ListBucketResult><IsTruncated>false'
+                              b'</IsTruncated></ListBucketResult>')
+        if self.path.split("?")[0].endswith("/big.bin"):
+            hang.wait(600)
+            return
+        self.reply(404, b"<Error><Code>NoSuchKey</Code></Error>")
+    def do_PUT(self):
+        self.drain()
+        self.reply(503, b"<Error><Code>SlowDown</Code></Error>")
+    do_POST = do_PUT
+    do_DELETE = do_PUT
+class S(ThreadingHTTPServer):
+    daemon_threads = True
+srv = S(("127.0.0.1", 0), H)
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(str(srv.server_address[1]))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+srv.serve_forever()
+PYEOF
+python3 "$W/s3stub.py" "$W/s3stub.port" &
+STUB_PID=$!
+wait_for "the S3 stub" 20 test -s "$W/s3stub.port"
+STUB_PORT=$(cat "$W/s3stub.port")
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+head -c 24 /dev/urandom | base64 >"$W/api.token"
+chmod 600 "$W/api.token"
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=127.0.0.1 \
+    -addext subjectAltName=IP:127.0.0.1 -keyout "$W/key.pem" -out "$W/cert.pem" >/dev/null 2>&1 ||
+    fail "openssl could not make a test certificate"
+chmod 600 "$W/key.pem"
+
+cat >"$W/tierd.conf" <<EOF
+[cache]
+block_size = 64K
+ram_size = 8M
+disk_dir = $W/cache
+disk_size = 64M
+
+[writeback]
+spool_dir = $W/spool
+part_size = 5M
+
+[backend warm]
+type = posix
+root = $W/data
+
+[namespace /ns]
+backend = warm
+prefix = ds/
+
+[backend cold]
+type = posix
+root = $W/wbdata
+
+[namespace /ck]
+backend = cold
+prefix = ckpt/
+mode = write-back
+
+[backend dead]
+type = s3
+endpoint = http://127.0.0.1:$STUB_PORT
+bucket = never
+access_key = AK
+secret_key = SK
+max_retries = 0
+request_timeout = 3s
+
+[namespace /slow]
+backend = dead
+mode = write-back
+
+[namespace /hang]
+backend = dead
+prefix = h/
+
+[mount]
+path = $MNT
+
+[daemon]
+stage_threads = 1
+
+[api]
+socket = $SOCK
+tcp = 127.0.0.1:$PORT
+token_file = $W/api.token
+tls_cert = $W/cert.pem
+tls_key = $W/key.pem
+socket_group = nogroup
+max_connections = 32
+max_wait = 2s
+max_stage_jobs = 1
+EOF
+# the common default soft limit: a connection flood must not exhaust tierd's descriptors
+(ulimit -Sn 1024 && exec "$TIERD" -f -c "$W/tierd.conf") >"$W/tierd.log" 2>&1 &
+TIERD_PID=$!
+up() { [ "$(stat -c %i "$MNT" 2>/dev/null)" = 1 ] && test -S "$SOCK" || ! kill -0 "$TIERD_PID" 2>/dev/null; }
+wait_for "tierd's mount and socket" 30 up
+if ! kill -0 "$TIERD_PID" 2>/dev/null; then
+    fail "tierd exited at start; its log:"
+    sed 's/^/    /' "$W/tierd.log"
+    exit 1
+fi
+T=("$TIERCTL" -s "$SOCK")
+
+# ---- finding 8: names that are not UTF-8 --------------------------------------------------
+mkdir "$MNT/ck/run1" && printf 'x\n' >"$MNT/ck/run1/caf"$'\xe9' || fail "write of caf\\xe9 failed"
+probe "F8: /v1/checkpoints lists a non-UTF-8 write-back file" 200 GET /v1/checkpoints
+if printf '%s' "$BODY" | python3 -c '
+import base64, json, sys
+files = json.load(sys.stdin)["files"]
+f = [f for f in files if f.get("path_b64")]
+assert len(f) == 1, files
+assert base64.b64decode(f[0]["path_b64"]) == b"/ck/run1/caf\xe9", f
+assert f[0]["path"] == "/ck/run1/caf\ufffd", f
+assert base64.b64decode(f[0]["key_b64"]) == b"ckpt/run1/caf\xe9", f
+'; then pass "F8: path shown with U+FFFD, exact bytes in path_b64/key_b64"; else
+    fail "F8: checkpoints answer: $BODY"; fi
+run "F8: tierctl checkpoints with a non-UTF-8 name" 0 "${T[@]}" checkpoints
+contains "F8: tierctl lists the file" "/ck/run1/caf"
+probe "F8: /v1/stage/%E9" 400 GET /v1/stage/%E9
+probe "F8: /v1/checkpoints?path=/ns/%E9" 404 GET "/v1/checkpoints?path=/ns/%E9"
+probe "F8: /v1/checkpoints?path=/ck/%E9" 200 GET "/v1/checkpoints?path=/ck/%E9"
+probe "F8: /v1/%FF" 404 GET /v1/%FF
+E300=$(python3 -c 'print("é" * 300)')
+probe "F8: pin of a 300 x é path" 400 POST /v1/pin "{\"path\": \"/ns/$E300\"}"
+probe "F8: stage of a non-UTF-8 posix file" 202 POST /v1/stage '{"paths": ["/ns"]}'
+JOB=$(printf '%s' "$BODY" | python3 -c 'import json,sys; print(json.load(sys.stdin)["job"])')
+stage_done() { probe "F8: stage job $JOB" 200 GET "/v1/stage/$JOB" >/dev/null; case "$BODY" in *'"running"'*) return 1 ;; esac; }
+wait_for "the staging job" 30 stage_done
+probe "F8: stage progress of the job" 200 GET "/v1/stage/$JOB"
+
+# ---- finding 18: a backend's permission refusal is 403 -------------------------------------
+probe "F18: pin through a symlink out of the backend" 403 POST /v1/pin '{"path": "/ns/esc/passwd"}'
+
+# ---- finding 12: socket mode and group, readers and admins ---------------------------------
+[ "$(stat -c '%a %G' "$SOCK")" = "660 nogroup" ] && pass "F12: socket mode 0660, group nogroup" ||
+    fail "F12: socket is $(stat -c '%a %U:%G' "$SOCK")"
+OUT=$(runuser -u nobody -- curl -s --max-time 10 --unix-socket "$SOCK" -w ' %{http_code}' http://tierd/v1/status 2>&1)
+case "$OUT" in *'"namespaces"'*' 200') pass "F12: nobody (group nogroup) may GET /v1/status" ;;
+*) fail "F12: nobody's GET: $OUT" ;; esac
+OUT=$(runuser -u nobody -- curl -s --max-time 10 --unix-socket "$SOCK" -w ' %{http_code}' \
+    -d '{"path": "/ns/a"}' http://tierd/v1/evict 2>&1)
+case "$OUT" in *'"errno":"EPERM"'*' 403') pass "F12: nobody's POST /v1/evict is 403" ;;
+*) fail "F12: nobody's POST: $OUT" ;; esac
+OUT=$(runuser -u nobody -- curl -s --max-time 10 --unix-socket "$SOCK" -w ' %{http_code}' \
+    -d '{"path": "/ck", "timeout_s": 0}' http://tierd/v1/wait 2>&1)
+case "$OUT" in *' 403') fail "F12: nobody's POST /v1/wait (a read) refused: $OUT" ;;
+*'"error"'*|*'"ok"'*) pass "F12: nobody may POST /v1/wait (it changes nothing)" ;;
+*) fail "F12: nobody's wait: $OUT" ;; esac
+probe "F12: root may POST /v1/evict" 200 POST /v1/evict '{"path": "/ns/a"}'
+
+# ---- finding 13: bounded work ---------------------------------------------------------------
+probe "F13: a staging job that stays running" 202 POST /v1/stage '{"paths": ["/hang/big.bin"]}'
+probe "F13: a second job while max_stage_jobs = 1 run" 429 POST /v1/stage '{"paths": ["/ns/a"]}'
+printf 'y\n' >"$MNT/slow/pending.bin" || fail "write into /slow failed"
+t0=$SECONDS
+probe "F13: a wait without timeout_s ends at max_wait" 504 POST /v1/wait '{"path": "/slow"}'
+probe "F13: a wait that cannot finish ends at max_wait" 504 POST /v1/wait '{"path": "/slow", "timeout_s": 1e9}'
+contains_body() { case "$BODY" in *"$1"*) pass "$2" ;; *) fail "$2: $BODY" ;; esac; }
+contains_body "max_wait" "F13: the 504 names [api] max_wait"
+[ $((SECONDS - t0)) -le 15 ] && pass "F13: both waits bounded ($((SECONDS - t0)) s)" ||
+    fail "F13: waits took $((SECONDS - t0)) s"
+P257=$(python3 -c 'import json; print(json.dumps({"paths": ["/ns/a"] * 257}))')
+probe "F13: 257 stage paths" 400 POST /v1/stage "$P257"
+probe "F13: a declared body over 64 KiB" 413 POST /v1/pin "$(python3 -c 'print("{\"path\": \"/ns/" + "a" * 70000 + "\"}")')"
+# a chunked body of 200 MB: tierd must stop reading it near 64 KiB
+OUT=$(python3 - "$SOCK" <<'PYEOF'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.settimeout(10)
+s.sendall(b"POST /v1/pin HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
+chunk = b"%x\r\n%s\r\n" % (65536, b"a" * 65536)
+sent = 0
+try:
+    while sent < 200 << 20:
+        s.sendall(chunk)
+        sent += 65536
+except OSError:
+    pass
+try:
+    answer = s.recv(4096)
+except OSError:
+    answer = b""
+print(sent, answer.split(b"\r\n")[0].decode(errors="replace"))
+PYEOF
+)
+read -r SENT LINE <<<"$OUT"
+[ "${SENT:-999999999}" -lt $((32 << 20)) ] && pass "F13: chunked body cut off after $SENT bytes ($LINE)" ||
+    fail "F13: tierd read $OUT of a 200 MB chunked body"
+
+# ---- finding 4: TLS, token file, tierctl's token sources -----------------------------------
+run "F4: tierctl over https with --token-file" 0 env -u TIERD_TOKEN "$TIERCTL" --tcp "https://127.0.0.1:$PORT" \
+    --cacert "$W/cert.pem" --token-file "$W/api.token" status
+contains "F4: status over TLS" "/ns"
+run "F4: tierctl over https with \$TIERD_TOKEN" 0 env TIERD_TOKEN="$(cat "$W/api.token")" "$TIERCTL" \
+    --tcp "https://127.0.0.1:$PORT" --cacert "$W/cert.pem" status
+run "F4: a wrong token is refused" 4 env TIERD_TOKEN=wrong-token-0123456789 "$TIERCTL" \
+    --tcp "https://127.0.0.1:$PORT" --cacert "$W/cert.pem" status
+contains "F4: 401 message" "missing or wrong bearer token"
+run "F4: --token on argv warns" 0 "$TIERCTL" --tcp "https://127.0.0.1:$PORT" --cacert "$W/cert.pem" \
+    --token "$(cat "$W/api.token")" status
+contains "F4: the warning" "other users can read it (ps)"
+OUT=$(curl -s --max-time 5 -H "Authorization: Bearer $(cat "$W/api.token")" "http://127.0.0.1:$PORT/v1/status" 2>&1)
+case "$OUT" in *'"namespaces"'*) fail "F4: plain HTTP answered on the TLS listener" ;;
+*) pass "F4: no plain-HTTP answer on the TLS listener" ;; esac
+
+# ---- finding 3: a TCP connection flood leaves the Unix socket usable ------------------------
+python3 - "$PORT" "$W/flood.ready" "$W/flood.stop" <<'PYEOF' &
+import os, socket, sys, time
+port, ready, stop = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+conns = []
+for _ in range(1100):
+    try:
+        c = socket.create_connection(("127.0.0.1", port), timeout=5)
+        conns.append(c)
+    except OSError:
+        pass
+open(ready, "w").write(str(len(conns)))
+deadline = time.time() + 120
+while not os.path.exists(stop) and time.time() < deadline:
+    time.sleep(0.05)
+PYEOF
+FLOOD_PID=$!
+wait_for "1,100 TCP connections" 60 test -s "$W/flood.ready"
+echo "    flood: $(cat "$W/flood.ready" 2>/dev/null) connections open"
+run "F3: status over the Unix socket during the flood" 0 timeout 10 "${T[@]}" status
+contains "F3: status answered" "/ns"
+probe "F3: a request with a body during the flood" 200 POST /v1/evict '{"path": "/ns/a"}'
+touch "$W/flood.stop"
+wait "$FLOOD_PID" 2>/dev/null
+
+kill -TERM "$TIERD_PID"
+gone() { ! kill -0 "$TIERD_PID" 2>/dev/null; }
+wait_for "tierd to stop" 30 gone
+wait "$TIERD_PID"
+RC=$?
+TIERD_PID=
+[ "$RC" -eq 0 ] && pass "tierd stopped cleanly" || { fail "tierd exit $RC; log:"; tail -20 "$W/tierd.log"; }
+
+# ---- start-up refusals (findings 4, 12) -------------------------------------------------------
+mkdir -p "$W/m2" "$W/c2"
+base_conf() {
+    cat <<EOF
+[cache]
+ram_size = 8M
+[backend warm]
+type = posix
+root = $W/data
+[namespace /ns]
+backend = warm
+prefix = ds/
+[mount]
+path = $W/m2
+[api]
+socket = $1
+EOF
+}
+{ base_conf "$SD/b.sock"; printf 'tcp = 0.0.0.0:%s\ntoken_file = %s\n' "$PORT" "$W/api.token"; } >"$W/nonloop.conf"
+run "F4: non-loopback tcp without TLS is a config error" 2 timeout 20 "$TIERD" -f -c "$W/nonloop.conf"
+contains "F4: FILE:LINE of tcp" "$W/nonloop.conf:13: [api] tcp = '0.0.0.0:$PORT' is not a loopback address"
+{ base_conf "$SD/b.sock"; printf 'tcp = 127.0.0.1:%s\ntoken = change-me\n' "$PORT"; } >"$W/weak.conf"
+run "F4: the example token is refused" 2 timeout 20 "$TIERD" -f -c "$W/weak.conf"
+contains "F4: FILE:LINE of token" "$W/weak.conf:14: [api] token is too weak"
+chmod 644 "$W/api.token"
+{ base_conf "$SD/b.sock"; printf 'tcp = 127.0.0.1:%s\ntoken_file = %s\n' "$PORT" "$W/api.token"; } >"$W/tokmode.conf"
+run "F4: a token file others may read is refused" 2 timeout 20 "$TIERD" -f -c "$W/tokmode.conf"
+contains "F4: token_file message" "$W/tokmode.conf:14: [api] token_file"
+mkdir -p "$W/open"
+chmod 777 "$W/open"
+base_conf "$W/open/api.sock" >"$W/opendir.conf"
+run "F12: a socket directory others may write is refused" 1 timeout 20 "$TIERD" -f -c "$W/opendir.conf"
+contains "F12: parent directory message" "another user could replace the socket"
+[ ! -e "$W/open/api.sock" ] && pass "F12: no socket left there" || fail "F12: a socket was created in $W/open"
+
+if [ "$FAILS" -ne 0 ]; then
+    echo "$FAILS check(s) failed"
+    exit 1
+fi
+echo "all checks passed"

@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test_api.c - the control API's request function (src/daemon/api_int.h) over the POSIX fixture
+ * (tests/lib/api_fixture.h), without HTTP: UTF-8 repair of answers and messages (security review
+ * finding 8), 403 for a backend's permission refusal (18) and for a caller without admin rights
+ * (12), the caps on stage paths and pin rules (13). Each answer must be a JSON object.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "api_fixture.h"
+#include "cache/cache.h"
+
+static struct api_fixture fx;
+
+static int setup(void **state)
+{
+    (void)state;
+    return api_fixture_open(&fx, "test_api") == 0 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    api_fixture_close(&fx);
+    return 0;
+}
+
+/* Run raw; the answer must be a JSON object with status want. Returns it (json_decref). */
+static json_t *request(const char *raw, size_t len, unsigned want)
+{
+    struct api_reply r;
+    api_fixture_request(&fx, raw, len, &r);
+    json_error_t je;
+    json_t *j = json_loadb(r.body, r.len, 0, &je);
+    if (!j || !json_is_object(j) || r.status != want)
+        fail_msg("%.60s: status %u (want %u), answer %.*s", raw, r.status, want, (int)r.len,
+                 r.body);
+    api_reply_fini(&r);
+    return j;
+}
+
+static json_t *req(const char *raw, unsigned want)
+{
+    return request(raw, strlen(raw), want);
+}
+
+static void test_utf8(void **state)
+{
+    (void)state;
+    assert_true(api_utf8_valid("caf\xc3\xa9 \xf0\x9f\x98\x80", 10));
+    const char *bad[] = {"caf\xe9",  "\xc0\x80", "\xed\xa0\x80", "\xf4\x90\x80\x80",
+                         "\xe2\x82", "\xff",     "\x80"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_false(api_utf8_valid(bad[i], strlen(bad[i])));
+    char *c = api_utf8_clean("caf\xe9!", 100);
+    assert_string_equal(c, "caf\xef\xbf\xbd!");
+    free(c);
+    /* cut on a character boundary: "é" is 2 bytes, 5 bytes hold two of them */
+    c = api_utf8_clean("\xc3\xa9\xc3\xa9\xc3\xa9", 5);
+    assert_string_equal(c, "\xc3\xa9\xc3\xa9");
+    free(c);
+}
+
+/* Finding 8: names that are not UTF-8 give JSON answers; path_b64 names the file exactly. */
+static void test_non_utf8_names(void **state)
+{
+    (void)state;
+    json_t *j = req("GET /v1/checkpoints\n\n", 200);
+    json_t *files = json_object_get(j, "files");
+    assert_int_equal(json_array_size(files), 1);
+    json_t *f = json_array_get(files, 0);
+    assert_string_equal(json_string_value(json_object_get(f, "path")), "/ck/caf\xef\xbf\xbd");
+    assert_string_equal(json_string_value(json_object_get(f, "path_b64")), "L2NrL2NhZuk=");
+    assert_string_equal(json_string_value(json_object_get(f, "key_b64")), "Y2twdC9jYWbp");
+    json_decref(j);
+    json_decref(req("GET /v1/checkpoints?path=/ck/caf%E9\n\n", 200));
+    json_decref(req("GET /v1/stage/%E9\n\n", 400));
+    json_decref(req("GET /v1/checkpoints?path=/ns/%E9\n\n", 404));
+    json_decref(req("GET /v1/%FF\n\n", 404));
+    /* a message echoing 300 x "é" (600 bytes) is cut to 512 bytes on a character boundary */
+    char raw[1024];
+    int n = snprintf(raw, sizeof(raw), "POST /v1/pin\n\n{\"path\": \"/ns/");
+    for (int i = 0; i < 300; i++)
+        n += snprintf(raw + n, sizeof(raw) - (size_t)n, "\xc3\xa9");
+    snprintf(raw + n, sizeof(raw) - (size_t)n, "\"}");
+    j = req(raw, 400);
+    const char *msg = json_string_value(json_object_get(j, "error"));
+    assert_non_null(msg);
+    assert_true(strlen(msg) <= 512);
+    assert_true(api_utf8_valid(msg, strlen(msg)));
+    json_decref(j);
+}
+
+/* Finding 18: the backend's refusal (a symlink out of its root) is 403, not the token's 401. */
+static void test_backend_permission_is_403(void **state)
+{
+    (void)state;
+    json_t *j = req("POST /v1/pin\n\n{\"path\": \"/ns/esc/passwd\"}", 403);
+    assert_string_equal(json_string_value(json_object_get(j, "errno")), "EACCES");
+    json_decref(j);
+    json_decref(req("GET /v1/status\nX-Listener: tcp\n\n", 401));
+    json_decref(req(
+        "GET /v1/status\nX-Listener: tcp\nAuthorization: Bearer " API_FIXTURE_TOKEN "\n\n", 200));
+}
+
+/* Finding 12: a Unix-socket caller without admin rights reads but does not change state. */
+static void test_reader(void **state)
+{
+    (void)state;
+    json_decref(req("GET /v1/status\nX-Caller: reader\n\n", 200));
+    json_decref(
+        req("POST /v1/wait\nX-Caller: reader\n\n{\"path\": \"/ck\", \"timeout_s\": 0}", 200));
+    const char *mut[] = {"POST /v1/evict", "POST /v1/pin", "POST /v1/unpin", "POST /v1/stage",
+                         "DELETE /v1/status"};
+    for (size_t i = 0; i < sizeof(mut) / sizeof(mut[0]); i++) {
+        char raw[256];
+        snprintf(raw, sizeof(raw), "%s\nX-Caller: reader\n\n{\"path\": \"/ns\"}", mut[i]);
+        json_t *j = req(raw, 403);
+        assert_string_equal(json_string_value(json_object_get(j, "errno")), "EPERM");
+        json_decref(j);
+    }
+}
+
+/* Finding 13: at most 256 paths per stage request; at most CACHE_PIN_RULES_MAX pin rules. */
+static void test_caps(void **state)
+{
+    (void)state;
+    size_t cap = 300 * 10 + 64;
+    char *raw = malloc(cap);
+    assert_non_null(raw);
+    for (int want_n = 256; want_n <= 257; want_n++) {
+        size_t n = (size_t)snprintf(raw, cap, "POST /v1/stage\n\n{\"paths\": [");
+        for (int i = 0; i < want_n; i++)
+            n += (size_t)snprintf(raw + n, cap - n, "%s\"/ns/a\"", i ? "," : "");
+        snprintf(raw + n, cap - n, "]}");
+        json_decref(req(raw, want_n == 256 ? 202 : 400));
+    }
+    free(raw);
+
+    char dir[1024], p[1200], body[256];
+    snprintf(dir, sizeof(dir), "%s/warm/ds/many", fx.dir);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    for (int i = 0; i <= CACHE_PIN_RULES_MAX; i++) {
+        snprintf(p, sizeof(p), "%s/f%04d", dir, i);
+        FILE *f = fopen(p, "w");
+        assert_non_null(f);
+        fclose(f);
+    }
+    for (int i = 0; i <= CACHE_PIN_RULES_MAX; i++) {
+        snprintf(body, sizeof(body), "POST /v1/pin\n\n{\"path\": \"/ns/many/f%04d\"}", i);
+        json_t *j = req(body, i < CACHE_PIN_RULES_MAX ? 200 : 507);
+        if (i == CACHE_PIN_RULES_MAX)
+            assert_non_null(
+                strstr(json_string_value(json_object_get(j, "error")), "pin rules exist"));
+        json_decref(j);
+    }
+    for (int i = 0; i < CACHE_PIN_RULES_MAX; i++) {
+        snprintf(body, sizeof(body), "POST /v1/unpin\n\n{\"path\": \"/ns/many/f%04d\"}", i);
+        json_decref(req(body, 200));
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_utf8),
+        cmocka_unit_test(test_non_utf8_names),
+        cmocka_unit_test(test_backend_permission_is_403),
+        cmocka_unit_test(test_reader),
+        cmocka_unit_test(test_caps),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
