@@ -706,6 +706,9 @@ static void print_checkpoints(const json_t *files)
         printf("%-10s %-11s %-20s %-7s %s\n", state,
                tier_fmt_bytes(jnum(f, "size"), size, sizeof(size)), prog,
                ctl_fmt_duration(jreal(f, "age_s"), age, sizeof(age)), jstr(f, "path", "?"));
+        const char *why = jstr(f, "error", "");
+        if (*why) /* a sealed file the backend can never take: say why, under its line */
+            printf("%-10s error: %s\n", "", why);
     }
     if (json_array_size(files) == 0)
         printf("(none)\n");
