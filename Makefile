@@ -8,7 +8,7 @@ TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 JOBS       ?= $(shell nproc)
 
-.PHONY: all deps build test test-unit test-tsan test-long fuzz lint format demo bench clean
+.PHONY: all deps build test test-unit test-tsan test-long fuzz fuzz-long lint format demo bench clean
 
 all: build
 
@@ -53,6 +53,11 @@ test-long: deps
 fuzz: deps
 	CC=clang-14 cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTIER_FUZZ=ON -DTIER_SANITIZE=ON >/dev/null
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+
+# Every libFuzzer target for FUZZ_SECONDS each (default 300) from a copy of its corpus; prints a
+# table (executions, findings) for docs/FUZZING.md. Not run in CI.
+fuzz-long: fuzz
+	scripts/fuzz-long.sh $(FUZZ_BUILD) $${FUZZ_SECONDS:-300}
 
 format:
 	git ls-files '*.c' '*.h' | xargs clang-format -i

@@ -91,6 +91,7 @@ struct parser {
     int ns_durability_line[TIERD_MAX_NAMESPACES]; /* 0: not set */
     int tcp_line;
     int api_line[16]; /* line of each [api] key (index in api_keys), 0: not set */
+    int wb_line;      /* the [writeback] section's line, 0: none */
     bool set_request_timeout[TIERD_MAX_BACKENDS];
     bool set_connect_timeout[TIERD_MAX_BACKENDS];
     bool set_pin_size;
@@ -931,6 +932,8 @@ static void apply_pairs(struct parser *p)
             p->tcp_line = kv->line;
         if (sec->kind == SEC_API && idx < 16)
             p->api_line[idx] = kv->line;
+        if (sec->kind == SEC_WRITEBACK)
+            p->wb_line = sec->line;
         if (sec->kind == SEC_CACHE && strcmp(kv->key, "pin_size") == 0)
             p->set_pin_size = true;
         if (sec->kind == SEC_BACKEND && strcmp(kv->key, "request_timeout") == 0)
@@ -1145,9 +1148,28 @@ static void check_api(struct parser *p)
     }
 }
 
+/* The uploaders hold up to upload_threads x parts_parallel part buffers of part_size (a single
+ * PUT: one buffer of less than part_size); a file's own part size only grows past part_size for
+ * files over part_size x 10,000 (docs/WRITEBACK.md). */
+#define WB_UPLOAD_BUFFERS_MAX (16ULL << 30)
+
+static void check_upload_buffers(struct parser *p)
+{
+    const struct tierd_config *c = p->cfg;
+    uint64_t bufs = (uint64_t)c->wb_upload_threads * (uint64_t)c->wb_parts_parallel;
+    if (c->wb_part_size && bufs > WB_UPLOAD_BUFFERS_MAX / c->wb_part_size)
+        fail(p, p->wb_line,
+             "[writeback] upload_threads x parts_parallel x part_size = %d x %d x %llu MiB of "
+             "upload buffers, more than %llu GiB; lower one of them",
+             c->wb_upload_threads, c->wb_parts_parallel,
+             (unsigned long long)(c->wb_part_size >> 20),
+             (unsigned long long)(WB_UPLOAD_BUFFERS_MAX >> 30));
+}
+
 static void check_semantics(struct parser *p)
 {
     struct tierd_config *c = p->cfg;
+    check_upload_buffers(p);
     if (!c->mount_path)
         fail_missing(p, 0, "no [mount] section with 'path = DIR' (where to mount the namespaces)");
     else if (c->mount_path[0] != '/')

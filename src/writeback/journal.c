@@ -643,6 +643,16 @@ int jr_load(sqlite3 *db, int (*add)(void *ctx, struct wb_entry *e), void *ctx)
         e->uploaded_ns = sqlite3_column_int64(st, 10);
         col_copy(st, 11, e->etag, sizeof(e->etag));
         e->error = col_dup(st, 12);
+        if (sqlite3_column_type(st, 1) == SQLITE_NULL ||
+            sqlite3_column_type(st, 2) == SQLITE_NULL) {
+            /* nothing this tierd wrote: refuse rather than guess (and sweep its staging file) */
+            tier_err_set("write-back journal: row %lld has no backend or key: the journal is "
+                         "damaged; inspect it with sqlite3, or move the spool aside",
+                         (long long)e->id);
+            wb_entry_free(e);
+            err = -EBADMSG;
+            break;
+        }
         if (!e->backend || !e->key) {
             wb_entry_free(e);
             err = -ENOMEM;

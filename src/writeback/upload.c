@@ -13,9 +13,10 @@
  * doubling up to retry_max_ms) and is tried again, until uploaded or cancelled. When the backend
  * no longer knows the upload id (-ENOENT, NoSuchUpload) or rejects the part list (-EINVAL), the
  * multipart upload is aborted and restarted from the local copy. Errors that no retry can mend
- * (upload_refused(): the backend refuses the key or the size, or the local copy no longer
- * matches its seal checksum) make the file FAILED instead (fail_sealed): kept with its reason,
- * reported by wb_wait and wb_list, never retried, no longer counted in the backlog.
+ * (struct attempt's `refused`: the backend refuses the size or the key of the request, or the
+ * local copy no longer matches its seal checksum) make the file FAILED instead (fail_sealed): kept
+ * with its reason, reported by wb_wait and wb_list, never retried, no longer counted in the
+ * backlog.
  *
  * Part size: each file's own, part_size_for(): the configured one, or more where that would need
  * more parts than the backend takes, so every file under WB_MAX_FILE_BYTES can be uploaded. It is
@@ -52,6 +53,10 @@
 #endif
 
 #define KEY_BLOCKED_RETRY_MS 20
+/* Internal: another row of the key must finish first, or an upload restarts from the local copy;
+ * tried again after KEY_BLOCKED_RETRY_MS, without backoff. No backend answers EINPROGRESS, so a
+ * backend's -EAGAIN (throttling) keeps its growing delay. */
+#define RETRY_SOON (-EINPROGRESS)
 /* S3's largest part (and so the largest per-file part size). */
 #define MAX_PART_BYTES (5ULL << 30)
 /* Threads sending the parts of one file, at most (parts_parallel is capped here). */
@@ -146,12 +151,21 @@ static int open_staging(struct wb *wb, int64_t id)
     return fd;
 }
 
-/* Errors after which no retry can succeed: the backend refuses the key or the size (a key that
- * passed backend_key_check at create can still be refused by a store with limits of its own),
- * or the local copy does not match its seal checksum (-EBADMSG). */
-static bool upload_refused(int rc)
+/* What one upload attempt found out beyond its errno. refused: no retry can succeed (the local
+ * copy does not match its seal checksum or is gone, or the backend refused the size or the key
+ * of exactly this request: EFBIG, S3 EntityTooLarge; ENAMETOOLONG, KeyTooLongError, from a PUT
+ * or a create; a key that passed backend_key_check at create can still meet limits of the store).
+ * Only those sites set it: an errno alone does not tell (S3 answers every 400 without a known
+ * code -EINVAL, a request timeout or an expired token among them, and those are retried).
+ * maybe_set: this attempt journalled "may exist" (mark_maybe); final_refused: and its final
+ * request was then refused, so nothing was stored. */
+struct attempt {
+    bool refused, maybe_set, final_refused;
+};
+
+static bool size_or_key_refused(int rc)
 {
-    return rc == -EBADMSG || rc == -EFBIG || rc == -ENAMETOOLONG || rc == -EINVAL;
+    return rc == -EFBIG || rc == -ENAMETOOLONG;
 }
 
 /* The part size of a file of size bytes: part_size, or the smallest whole MiB that keeps it
@@ -335,7 +349,7 @@ static int finish_upload(struct wb *wb, struct wb_entry *e, const char *etag)
 /* The final request is about to be sent: from now on the object may exist before UPLOADED is
  * journalled (a crash, a failed check after it), so a cancel of the row must delete the key
  * (WB_ETAG_MAYBE). Journalled first. wb->lock held. */
-static int mark_maybe(struct wb *wb, struct wb_entry *e)
+static int mark_maybe(struct wb *wb, struct wb_entry *e, struct attempt *at)
 {
     if (wb_entry_has_object(e))
         return 0;
@@ -345,17 +359,21 @@ static int mark_maybe(struct wb *wb, struct wb_entry *e)
     int rc = jr_set_state(wb->db, e);
     if (rc)
         memcpy(e->etag, prev, sizeof(prev));
+    else
+        at->maybe_set = true;
     return rc;
 }
 
 /* ---- single PUT ------------------------------------------------------------------------------ */
 
 static int upload_single(struct wb *wb, struct wb_entry *e, struct backend *be, const char *key,
-                         uint64_t size, const char *sum)
+                         uint64_t size, const char *sum, struct attempt *at)
 {
     int fd = open_staging(wb, e->id);
-    if (fd < 0)
+    if (fd < 0) {
+        at->refused = fd == -EBADMSG; /* gone while its row says sealed */
         return fd;
+    }
     int rc = 0;
     unsigned char *buf = malloc(size ? size : 1);
     if (!buf) {
@@ -374,8 +392,10 @@ static int upload_single(struct wb *wb, struct wb_entry *e, struct backend *be, 
         wb_sum_update(c, buf, size);
         wb_sum_end(c, got);
         rc = check_seal_sum(key, sum, got);
-        if (rc)
+        if (rc) {
+            at->refused = true;
             goto out;
+        }
     }
     unsigned char md[16];
     char want[33];
@@ -384,7 +404,9 @@ static int upload_single(struct wb *wb, struct wb_entry *e, struct backend *be, 
         goto out;
     tier_hex(md, 16, want);
     pthread_mutex_lock(&wb->lock);
-    rc = stop_requested(wb, e) ? -ECANCELED : key_blocked(wb, e) ? -EAGAIN : mark_maybe(wb, e);
+    rc = stop_requested(wb, e) ? -ECANCELED
+         : key_blocked(wb, e)  ? RETRY_SOON
+                               : mark_maybe(wb, e, at);
     pthread_mutex_unlock(&wb->lock);
     if (rc)
         goto out;
@@ -392,6 +414,8 @@ static int upload_single(struct wb *wb, struct wb_entry *e, struct backend *be, 
     uint64_t t0 = io_begin(wb, size);
     rc = backend_put(be, key, buf, size, etag);
     io_end(wb, size, rc, t0);
+    if (size_or_key_refused(rc))
+        at->refused = at->final_refused = true;
     if (rc)
         goto out;
     char got[33];
@@ -422,9 +446,21 @@ struct mpu {
     int fd;
     uint64_t size, psz;
     int nparts;
-    int next; /* wb->lock */
-    int err;  /* wb->lock: first error of any worker */
+    int next;      /* wb->lock */
+    int err;       /* wb->lock: first error of any worker */
+    bool refused;  /* wb->lock: that error is a refusal of the part's size (EntityTooLarge) */
+    char msg[512]; /* wb->lock: its sentence (tier_err_msg() is per thread) */
 };
+
+/* The first error of any worker wins; its sentence travels with it. wb->lock held. */
+static void mpu_fail(struct mpu *u, int rc)
+{
+    if (u->err)
+        return;
+    u->err = rc;
+    u->refused = rc == -EFBIG;
+    tier_strlcpy(u->msg, tier_err_msg(), sizeof(u->msg));
+}
 
 static void *part_worker(void *arg)
 {
@@ -433,13 +469,13 @@ static void *part_worker(void *arg)
     struct wb_entry *e = u->e;
     unsigned char *buf = malloc(u->psz);
     pthread_mutex_lock(&wb->lock);
-    if (!buf && !u->err)
-        u->err = -ENOMEM;
+    if (!buf)
+        mpu_fail(u, -ENOMEM);
     for (;;) {
         while (u->next <= u->nparts && e->parts[u->next - 1].etag[0])
             u->next++;
         if (!u->err && stop_requested(wb, e))
-            u->err = -ECANCELED;
+            mpu_fail(u, -ECANCELED);
         if (u->err || u->next > u->nparts)
             break;
         int no = u->next++;
@@ -479,8 +515,7 @@ static void *part_worker(void *arg)
             }
         }
         if (rc) {
-            if (!u->err)
-                u->err = rc;
+            mpu_fail(u, rc);
             break;
         }
         int64_t id = e->id;
@@ -608,6 +643,7 @@ struct sum_pass {
     uint64_t size;
     const char *key, *want;
     int rc;
+    bool mismatch; /* rc is the seal checksum's verdict, not a read error */
     char msg[512]; /* tier_err_msg() is per thread: the verdict's sentence travels here */
 };
 
@@ -616,20 +652,24 @@ static void *sum_pass_main(void *arg)
     struct sum_pass *p = arg;
     char got[WB_CHECKSUM_MAX];
     p->rc = wb_checksum_fd(p->fd, p->size, p->want, got);
-    if (!p->rc)
+    if (!p->rc) {
         p->rc = check_seal_sum(p->key, p->want, got);
+        p->mismatch = p->rc != 0;
+    }
     if (p->rc)
         tier_strlcpy(p->msg, tier_err_msg(), sizeof(p->msg));
     return NULL;
 }
 
 static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *be, const char *key,
-                            uint64_t size, const char *sum)
+                            uint64_t size, const char *sum, struct attempt *at)
 {
     uint64_t psz;
     int rc = part_size_for(wb, be, size, &psz);
-    if (rc)
+    if (rc) {
+        at->refused = true;
         return rc;
+    }
     int nparts = (int)((size + psz - 1) / psz);
     if (nparts < 1)
         nparts = 1;
@@ -647,7 +687,7 @@ static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *b
         pthread_mutex_unlock(&wb->lock);
         if (!ok) {
             restart_multipart(wb, e, be);
-            return -EAGAIN;
+            return RETRY_SOON;
         }
         pthread_mutex_lock(&wb->lock);
         rc = alloc_parts(e, nparts);
@@ -661,6 +701,7 @@ static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *b
         rc = backend_mpu_create(be, key, &upload_id);
         io_end(wb, 0, rc, t0);
         if (rc) {
+            at->refused = size_or_key_refused(rc);
             flag_orphans(wb, e); /* the server may have created it and the reply got lost */
             return rc;
         }
@@ -707,6 +748,7 @@ static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *b
                     .next = 1};
     u.fd = open_staging(wb, e->id);
     if (u.fd < 0) {
+        at->refused = u.fd == -EBADMSG; /* gone while its row says sealed */
         free(upload_id);
         return u.fd;
     }
@@ -716,28 +758,36 @@ static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *b
         nthreads = PARTS_THREADS_MAX;
     struct sum_pass sp = {.fd = u.fd, .size = size, .key = key, .want = sum};
     bool summing = sum[0] && pthread_create(&sum_tid, NULL, sum_pass_main, &sp) == 0;
-    if (sum[0] && !summing)
-        sum_pass_main(&sp); /* no thread to spare: check before the parts go */
+    bool bad = false; /* known before any part goes (no thread for the pass: it ran here) */
+    if (sum[0] && !summing) {
+        sum_pass_main(&sp);
+        bad = sp.rc != 0;
+    }
     int started = 0;
-    for (int i = 1; i < nthreads; i++)
+    for (int i = 1; !bad && i < nthreads; i++)
         if (pthread_create(&tids[started], NULL, part_worker, &u) == 0)
             started++;
-    if (!sp.rc)
+    if (!bad)
         part_worker(&u);
     for (int i = 0; i < started; i++)
         pthread_join(tids[i], NULL);
     if (summing)
-        pthread_join(sum_tid, NULL);
+        pthread_join(sum_tid, NULL); /* sp is read only after this */
     close(u.fd);
 
     pthread_mutex_lock(&wb->lock);
     rc = sp.rc ? sp.rc : u.err; /* a bad local copy is the verdict, whatever the parts did */
-    if (sp.rc)
+    if (sp.rc) {
         tier_err_set("%s", sp.msg);
+        at->refused = sp.mismatch;
+    } else if (u.err) {
+        tier_err_set("%s", u.msg);
+        at->refused = u.refused;
+    }
     if (!rc && stop_requested(wb, e))
         rc = -ECANCELED;
     if (!rc && key_blocked(wb, e))
-        rc = -EAGAIN;
+        rc = RETRY_SOON;
     if (!rc && e->parts_done != nparts) {
         tier_err_set("write-back: %s: %d of %d parts uploaded", key, e->parts_done, nparts);
         rc = -EIO;
@@ -750,7 +800,7 @@ static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *b
             rc = -ENOMEM;
     }
     if (!rc)
-        rc = mark_maybe(wb, e);
+        rc = mark_maybe(wb, e, at);
     pthread_mutex_unlock(&wb->lock);
     if (rc) {
         if (upload_gone(rc)) {
@@ -763,6 +813,8 @@ static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *b
     uint64_t t0 = io_begin(wb, 0);
     rc = backend_mpu_complete(be, key, upload_id, parts, (size_t)nparts, etag);
     io_end(wb, 0, rc, t0);
+    if (rc == -EFBIG) /* EntityTooLarge; not ENAMETOOLONG, which can come from its answer */
+        at->refused = at->final_refused = true;
     if (rc) {
         log_warn("write-back: completing the upload of %s failed: %s", key, tier_err_msg());
         if (upload_gone(rc)) {
@@ -827,6 +879,13 @@ static int process_cancelled(struct wb *wb, struct wb_entry *e, struct backend *
         io_end(wb, 0, rc, t0);
         if (rc == -ENOENT)
             rc = 0;
+        if (rc && backend_key_check(be, key) != 0) {
+            /* a key this backend can never hold has no object to delete (a row of a journal
+             * from before the create-time check): retrying would block the key for ever */
+            log_warn("write-back: %s:%s cannot exist in the backend (%s); cancellation done",
+                     be->name, key, tier_err_msg());
+            rc = 0;
+        }
     }
     free(upload_id);
     if (rc)
@@ -846,14 +905,17 @@ static int process_cancelled(struct wb *wb, struct wb_entry *e, struct backend *
 
 /* ---- the threads ----------------------------------------------------------------------------- */
 
-/* SEALED/UPLOADING -> FAILED (err is upload_refused()): the backend can never take e, or its
+/* SEALED/UPLOADING -> FAILED (the attempt was `refused`): the backend can never take e, or its
  * local copy no longer matches its seal checksum. Its multipart upload, if any, is aborted first
  * (best effort: a failed abort leaves the orphan flag, so the row that later cancels e lists and
- * aborts it). Row and staging file stay, so nothing is lost silently and the failure shows
- * (wb_wait -EIO, wb_list, reads -EIO) until the file is unlinked or replaced. 0, or the journal's
- * error (the entry is unchanged and the attempt is retried). */
+ * aborts it). The "may exist" marker this attempt set before a final request that was then
+ * refused is dropped (nothing was stored, and a cancel must not delete a key the backend may
+ * refuse for ever); one set by an earlier attempt stays. Row and staging file stay, so nothing
+ * is lost silently and the failure shows (wb_wait -EIO, wb_list, reads -EIO) until the file is
+ * unlinked or replaced. 0, or the journal's error (the entry is unchanged and the attempt is
+ * retried). */
 static int fail_sealed(struct wb *wb, struct wb_entry *e, struct backend *be, const char *key,
-                       int err)
+                       int err, const struct attempt *at)
 {
     char *why = NULL;
     if (asprintf(&why, "%s: %s", strerror(-err), tier_err_msg()) < 0)
@@ -872,11 +934,16 @@ static int fail_sealed(struct wb *wb, struct wb_entry *e, struct backend *be, co
     pthread_mutex_lock(&wb->lock);
     char *prev_why = e->error;
     enum wb_state prev = e->state;
+    char prev_etag[BACKEND_ETAG_MAX];
+    memcpy(prev_etag, e->etag, sizeof(prev_etag));
+    if (at->maybe_set && at->final_refused)
+        e->etag[0] = '\0';
     e->error = why ? why : prev_why;
     wb_entry_set_state(wb, e, WB_FAILED);
     int rc = jr_fail_sealed(wb->db, e);
     if (rc) {
         e->error = prev_why;
+        memcpy(e->etag, prev_etag, sizeof(prev_etag));
         wb_entry_set_state(wb, e, prev);
         pthread_mutex_unlock(&wb->lock);
         if (why)
@@ -913,6 +980,7 @@ static int process(struct wb *wb, struct wb_entry *e, bool *dropped)
     int64_t id = e->id;
     pthread_mutex_unlock(&wb->lock);
     int rc = 0;
+    tier_err_clear(); /* a sentence from another file's attempt must not be journalled here */
     if (!key || !bname) {
         rc = -ENOMEM;
         goto out;
@@ -930,17 +998,18 @@ static int process(struct wb *wb, struct wb_entry *e, bool *dropped)
     wb_emit(wb, WB_EV_UPLOAD_START, id);
     if (!has_upload && orphans)
         abort_orphans(wb, e, be, key);
+    struct attempt at = {0};
     if (size < wb->cfg.part_size_bytes && !has_upload)
-        rc = upload_single(wb, e, be, key, size, sum);
+        rc = upload_single(wb, e, be, key, size, sum, &at);
     else
-        rc = upload_multipart(wb, e, be, key, size, sum);
-    if (upload_refused(rc)) {
-        rc = fail_sealed(wb, e, be, key, rc);
+        rc = upload_multipart(wb, e, be, key, size, sum, &at);
+    if (rc && at.refused) {
+        rc = fail_sealed(wb, e, be, key, rc, &at);
         if (!rc)
             goto free_out; /* FAILED: nothing to retry */
     }
 out:
-    if (rc && rc != -ECANCELED && rc != -EAGAIN)
+    if (rc && rc != -ECANCELED && rc != RETRY_SOON)
         log_warn("write-back: upload of %s:%s failed (%s); will retry: %s", bname ? bname : "?",
                  key ? key : "?", strerror(-rc), tier_err_msg());
 free_out:
@@ -1061,7 +1130,7 @@ static void *uploader_main(void *arg)
         if (!dropped) {
             e->busy = false;
             now = tier_now_mono_ns();
-            if (rc == -EAGAIN) {
+            if (rc == RETRY_SOON) {
                 e->next_try_mono_ns = now + KEY_BLOCKED_RETRY_MS * TIER_NS_PER_MS;
             } else if (rc && rc != -ECANCELED) {
                 int shift = e->attempts < 20 ? e->attempts : 20;

@@ -318,17 +318,16 @@ static bool staging_exists(const struct wb *wb, int64_t id)
     return access(p, F_OK) == 0;
 }
 
-/* Recovery of one journalled row (see journal.c RECOVERY). */
+/* Recovery of one journalled row (see journal.c RECOVERY). Returns 0 having taken e (linked or
+ * freed), or an error leaving e to the caller (jr_load frees it). */
 static int recover_one(void *ctx, struct wb_entry *e)
 {
     struct load_ctx *lc = ctx;
     struct wb *wb = lc->wb;
     uint64_t now_real = tier_now_real_ns(), now_mono = tier_now_mono_ns();
     int rrc = wbi_reserve(wb, 1);
-    if (rrc) {
-        wb_entry_free(e);
+    if (rrc)
         return rrc;
-    }
     switch (e->state) {
     case WB_FAILED:
         if (wb_entry_failed_sealed(e)) {
@@ -356,8 +355,10 @@ static int recover_one(void *ctx, struct wb_entry *e)
                     "file cannot be uploaded and is dropped from the journal",
                     e->backend, e->key, (long long)e->id);
             int rc = jr_delete(wb->db, e->id);
+            if (rc)
+                return rc;
             wb_entry_free(e);
-            return rc;
+            return 0;
         }
         if (e->state == WB_SEALED) {
             wb->stats.recovered_sealed++;
@@ -374,10 +375,8 @@ static int recover_one(void *ctx, struct wb_entry *e)
         if (!staging_exists(wb, e->id)) {
             e->state = WB_EVICTABLE;
             int rc = jr_set_state(wb->db, e);
-            if (rc) {
-                wb_entry_free(e);
+            if (rc)
                 return rc;
-            }
         }
         break;
     case WB_EVICTABLE:
@@ -386,8 +385,10 @@ static int recover_one(void *ctx, struct wb_entry *e)
         staging_remove(wb, e->id);
         if (!e->upload_id && !e->etag[0]) {
             int rc = jr_delete(wb->db, e->id);
+            if (rc)
+                return rc;
             wb_entry_free(e);
-            return rc;
+            return 0;
         }
         wb->stats.recovered_aborts++;
         break;
@@ -1371,6 +1372,8 @@ static int wait_verdict(struct wb *wb, const char *backend_name, const char *pre
     bool pending = false;
     struct entry_iter it;
     iter_init(&it, wb, backend_name, prefix);
+    if (exact && backend_name) /* one key: its generations, not every key it prefixes */
+        it.plen = SIZE_MAX;
     for (struct wb_entry *e; (e = iter_next(&it)) != NULL;) {
         if (exact && strcmp(e->key, prefix) != 0)
             continue;
@@ -1492,9 +1495,12 @@ static void *awaiter_main(void *arg)
         uint64_t wake = 0, now = tier_now_mono_ns();
         awaiters_collect(wb, false, now, &fired, &wake);
         if (fired) {
+            wb->awaiters_firing++; /* wb_wait_async_flush waits until these are answered */
             pthread_mutex_unlock(&wb->lock);
             awaiters_fire(fired);
             pthread_mutex_lock(&wb->lock);
+            wb->awaiters_firing--;
+            pthread_cond_broadcast(&wb->cond);
             continue;
         }
         if (wb->stopping && !wb->awaiters)
@@ -1559,6 +1565,12 @@ void wb_wait_async_flush(struct wb *wb)
     awaiters_collect(wb, true, tier_now_mono_ns(), &fired, &wake);
     pthread_mutex_unlock(&wb->lock);
     awaiters_fire(fired);
+    /* and the ones the waiter thread took out of the list and is answering now: on return no
+     * callback runs, so the caller may tear down what they use */
+    pthread_mutex_lock(&wb->lock);
+    while (wb->awaiters_firing)
+        pthread_cond_wait(&wb->cond, &wb->lock);
+    pthread_mutex_unlock(&wb->lock);
 }
 
 static void awaiter_stop(struct wb *wb)

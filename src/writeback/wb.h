@@ -15,7 +15,8 @@
  * Durability contract (short form):
  *   - wb_file_close() returning 0 with durability LOCAL: every byte written through the handle is
  *     on local disk (fsync'd) and the file is journalled SEALED; it will reach the backend even
- *     across crashes and restarts, unless it is unlinked or overwritten first.
+ *     across crashes and restarts, unless it is unlinked or overwritten first, or the backend
+ *     refuses it for good (then it is FAILED, visibly: see WB_FAILED and wb_wait).
  *   - with durability REMOTE: close returns 0 only once the backend holds the complete object and
  *     its size (and ETag where checkable) was verified.
  *   - wb_file_fsync() returning 0: the bytes are on local disk, but a file that is never closed

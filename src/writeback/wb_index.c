@@ -189,6 +189,7 @@ struct wb_entry *wbi_prefix_at(struct wb *wb, size_t i, const char *backend, con
     if (i >= wb->nkeys)
         return NULL;
     struct wb_entry *e = wb->by_key[i];
+    /* plen SIZE_MAX: prefix is one whole key (strncmp then compares to its end) */
     if (strcmp(e->backend, backend) != 0 || strncmp(e->key, prefix, plen) != 0)
         return NULL;
     wb->stats.index_visits++;

@@ -85,6 +85,7 @@ struct wb {
     struct wb_awaiter *awaiters; /* wb_wait_async: pending waits */
     pthread_t awaiter;           /* ... and the thread that answers them */
     bool awaiter_started;
+    int awaiters_firing; /* callbacks being run by the waiter thread now */
     pthread_t *threads;
     int nthreads;
     struct wb_stats stats;

@@ -43,6 +43,11 @@ static const struct bad_case bad_cases[] = {
     {BASE "[mount2]\n", {"t.conf:8:", "unknown section [mount2]", "did you mean [mount]?"}},
     {BASE "[frobnicate]\n", {"t.conf:8:", "unknown section [frobnicate]", "allowed: [daemon]"}},
     {BASE "[backnd x]\ntype = posix\n", {"t.conf:8:", "did you mean [backend NAME]?"}},
+    /* upload buffers bounded (review finding 17: 64 x 64 x 5 GiB was accepted) */
+    {BASE "[writeback]\nspool_dir = /tmp/s\nupload_threads = 64\nparts_parallel = 64\n"
+          "part_size = 1G\n",
+     {"t.conf:8:", "upload_threads x parts_parallel x part_size = 64 x 64 x 1024 MiB",
+      "lower one of them"}},
     /* allowed values */
     {BASE "[cache]\npolicy = fifo\n", {"t.conf:9:", "policy = 'fifo'", "allowed: s3fifo, lru"}},
     {BASE "[cache]\nblock_size = 1K\n", {"t.conf:9:", "block_size = '1K'", "64.0 KiB", "64.0 MiB"}},
