@@ -34,6 +34,11 @@
 #include "qos/sched.h"
 #include "writeback/wb.h"
 
+/* Calls in flight to one POSIX backend (the scheduler's historical global bound); an S3 backend
+ * defaults to its connection pool size. */
+#define TIERD_POSIX_MAX_INFLIGHT 32
+#define TIERD_DEFAULT_LANE_MAX_INFLIGHT 32
+
 static int g_notify_fd = -1; /* daemon mode: pipe to the waiting parent */
 
 static void notify_parent(int status, const char *msg)
@@ -100,13 +105,31 @@ static int daemonize(void)
     return 0;
 }
 
+/* Open every backend and wrap it in its scheduler lane (sched_backend_wrap), so every call to
+ * it, from any module, passes its in-flight cap, admission deadline and circuit breaker. */
 static int open_backends(struct tierd *d)
 {
     struct tierd_config *c = &d->cfg;
     for (size_t i = 0; i < c->nbackends; i++) {
         struct tierd_backend_conf *b = &c->backends[i];
-        int rc = strcmp(b->type, "posix") == 0 ? backend_posix_open(&b->posix, &d->backends[i])
-                                               : backend_s3_open(&b->s3, &d->backends[i]);
+        bool posix = strcmp(b->type, "posix") == 0;
+        struct backend *raw = NULL;
+        int rc = posix ? backend_posix_open(&b->posix, &raw) : backend_s3_open(&b->s3, &raw);
+        if (rc == 0) {
+            struct sched_backend_config bc = {
+                .max_inflight = b->max_inflight ? b->max_inflight
+                                : posix         ? TIERD_POSIX_MAX_INFLIGHT
+                                                : b->s3.max_connections,
+                .admit_timeout_ms = c->backend_timeout_ms,
+                .breaker_failures = b->breaker_failures ? b->breaker_failures : -1,
+                .breaker_cooldown_ms = b->breaker_cooldown_ms,
+            };
+            rc = sched_backend_wrap(d->sched, raw, &bc, &d->backends[i]);
+            if (rc) {
+                tier_err_set("cannot allocate its scheduler lane");
+                backend_free(raw);
+            }
+        }
         if (rc) {
             char m[600];
             snprintf(m, sizeof(m), "%s:%d: backend '%s' (%s) cannot be opened: %s", c->file,
@@ -254,12 +277,12 @@ static void teardown(struct tierd *d)
     if (d->cache)
         cache_close(d->cache);
     d->cache = NULL;
-    sched_free(d->sched);
-    d->sched = NULL;
     for (size_t i = 0; i < TIERD_MAX_BACKENDS; i++) {
         backend_free(d->backends[i]);
         d->backends[i] = NULL;
     }
+    sched_free(d->sched); /* after the wrappers: each backend's lane lives in it */
+    d->sched = NULL;
     tierd_config_fini(&d->cfg);
 }
 
@@ -340,6 +363,14 @@ int main(int argc, char **argv)
 
     int status = 1;
     tier_err_clear();
+    /* The default lane admits only requests that name no backend (write-back uploads declare
+     * their class there; their backend calls then pass the backend's own lane). */
+    struct sched_config sc = {.max_inflight = TIERD_DEFAULT_LANE_MAX_INFLIGHT};
+    rc = sched_new(&sc, &d.sched);
+    if (rc) {
+        startup_failed("scheduler");
+        goto out;
+    }
     rc = open_backends(&d);
     if (rc) {
         startup_failed("backends");
@@ -348,12 +379,6 @@ int main(int argc, char **argv)
     rc = cache_open(&d.cfg.cache, &d.cache);
     if (rc) {
         startup_failed("cache");
-        goto out;
-    }
-    struct sched_config sc = {.max_inflight = 32};
-    rc = sched_new(&sc, &d.sched);
-    if (rc) {
-        startup_failed("scheduler");
         goto out;
     }
     sched_attach_cache(d.sched, d.cache);
