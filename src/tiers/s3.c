@@ -171,13 +171,8 @@ struct s3_req {
     size_t skip; /* bytes of a 200 (range ignored) body to skip before out */
     size_t body_pos;
     bool overflow;
-    struct dynbuf resp; /* error document or XML result */
-    char etag[BACKEND_ETAG_MAX];
-    int64_t mtime_ns;
-    uint64_t content_length;
-    bool have_length;
-    uint64_t total_size; /* from Content-Range */
-    bool have_total;
+    struct dynbuf resp;         /* error document or XML result */
+    struct s3_resp_headers hdr; /* ETag, Last-Modified, lengths of the last response */
     size_t upload_pos;
     uint64_t deadline_ns; /* CLOCK_MONOTONIC end of the whole call, retries included */
     /* context */
@@ -198,44 +193,8 @@ static bool is_2xx(long status)
 static size_t on_header(char *p, size_t sz, size_t n, void *ud)
 {
     struct s3_req *r = ud;
-    size_t len = sz * n;
-    if (len >= 5 && strncmp(p, "HTTP/", 5) == 0) {
-        /* A new response (after a 100 Continue, or a redirect): forget the previous headers. */
-        r->etag[0] = '\0';
-        r->mtime_ns = 0;
-        r->have_length = false;
-        r->have_total = false;
-        return len;
-    }
-    const char *colon = memchr(p, ':', len);
-    if (!colon)
-        return len;
-    size_t nlen = (size_t)(colon - p);
-    const char *v = colon + 1;
-    const char *end = p + len;
-    while (v < end && (*v == ' ' || *v == '\t'))
-        v++;
-    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
-        end--;
-    char val[256];
-    size_t vlen = (size_t)(end - v);
-    if (vlen >= sizeof(val))
-        return len; /* no header we use is this long */
-    memcpy(val, v, vlen);
-    val[vlen] = '\0';
-    if (nlen == 4 && strncasecmp(p, "ETag", 4) == 0) {
-        tier_strlcpy(r->etag, val, sizeof(r->etag));
-    } else if (nlen == 13 && strncasecmp(p, "Last-Modified", 13) == 0) {
-        time_t t = curl_getdate(val, NULL);
-        if (t != -1)
-            r->mtime_ns = (int64_t)t * 1000000000LL;
-    } else if (nlen == 14 && strncasecmp(p, "Content-Length", 14) == 0) {
-        r->have_length = tier_parse_u64(val, &r->content_length) == 0;
-    } else if (nlen == 13 && strncasecmp(p, "Content-Range", 13) == 0) {
-        const char *slash = strrchr(val, '/');
-        r->have_total = slash && tier_parse_u64(slash + 1, &r->total_size) == 0;
-    }
-    return len;
+    s3_resp_header_line(&r->hdr, p, sz * n);
+    return sz * n;
 }
 
 static size_t on_body(char *p, size_t sz, size_t n, void *ud)
@@ -424,9 +383,7 @@ static ssize_t attempt(void *ud, int n, bool *retryable)
     r->body_pos = 0;
     r->upload_pos = 0;
     r->overflow = false;
-    r->etag[0] = '\0';
-    r->mtime_ns = 0;
-    r->have_length = r->have_total = false;
+    s3_resp_headers_reset(&r->hdr);
     r->errbuf[0] = '\0';
     memset(&r->s3err, 0, sizeof(r->s3err));
     dynbuf_reset(&r->resp);
@@ -526,11 +483,12 @@ static void fill_stat(const struct s3_req *r, uint64_t size, struct backend_stat
 {
     memset(st, 0, sizeof(*st));
     st->size_bytes = size;
-    st->mtime_ns = r->mtime_ns;
-    if (r->etag[0])
-        tier_strlcpy(st->etag, r->etag, sizeof(st->etag));
+    st->mtime_ns = r->hdr.mtime_ns;
+    if (r->hdr.etag[0])
+        tier_strlcpy(st->etag, r->hdr.etag, sizeof(st->etag));
     else /* backend.h: never empty; a server without ETags still gets a usable tag */
-        snprintf(st->etag, sizeof(st->etag), "\"s%" PRIu64 "-m%" PRId64 "\"", size, r->mtime_ns);
+        snprintf(st->etag, sizeof(st->etag), "\"s%" PRIu64 "-m%" PRId64 "\"", size,
+                 r->hdr.mtime_ns);
 }
 
 static int head(struct s3_backend *s, const char *key, const char *if_match,
@@ -539,7 +497,7 @@ static int head(struct s3_backend *s, const char *key, const char *if_match,
     struct s3_req r = {.method = "HEAD", .key = key, .if_match = if_match};
     ssize_t rc = perform(s, &r);
     if (rc == 0 && st)
-        fill_stat(&r, r.have_length ? r.content_length : 0, st);
+        fill_stat(&r, r.hdr.have_length ? r.hdr.content_length : 0, st);
     req_fini(&r);
     return (int)rc;
 }
@@ -591,14 +549,14 @@ static ssize_t s3_read(struct backend *be, const char *key, uint64_t off, void *
             *st = tmp;
         return 0;
     }
-    if (rc == 0 && if_match && *if_match && r.etag[0] && strcmp(r.etag, if_match) != 0) {
+    if (rc == 0 && if_match && *if_match && r.hdr.etag[0] && strcmp(r.hdr.etag, if_match) != 0) {
         /* A server or proxy that ignores If-Match must not make us mix two versions. */
         tier_err_set("S3 GET %s/%s%s: object changed (ETag %s, expected %s)", s->bucket, s->prefix,
-                     key, r.etag, if_match);
+                     key, r.hdr.etag, if_match);
         rc = -ESTALE;
     }
     if (rc == 0) {
-        uint64_t size = r.have_total ? r.total_size : (uint64_t)r.body_pos;
+        uint64_t size = r.hdr.have_total ? r.hdr.total_size : (uint64_t)r.body_pos;
         if (st)
             fill_stat(&r, size, st);
         rc = (ssize_t)r.out_len;
@@ -665,7 +623,7 @@ static int s3_put(struct backend *be, const char *key, const void *buf, size_t l
     struct s3_req r = {.method = "PUT", .key = key, .body = buf, .body_len = len};
     ssize_t rc = perform(S(be), &r);
     if (rc == 0 && etag_out)
-        tier_strlcpy(etag_out, r.etag, BACKEND_ETAG_MAX);
+        tier_strlcpy(etag_out, r.hdr.etag, BACKEND_ETAG_MAX);
     req_fini(&r);
     return (int)rc;
 }
@@ -721,7 +679,7 @@ static int s3_mpu_put_part(struct backend *be, const char *key, const char *uplo
     struct s3_req r = {.method = "PUT", .key = key, .query = q.data, .body = buf, .body_len = len};
     rc = (int)perform(S(be), &r);
     if (rc == 0 && etag_out)
-        tier_strlcpy(etag_out, r.etag, BACKEND_ETAG_MAX);
+        tier_strlcpy(etag_out, r.hdr.etag, BACKEND_ETAG_MAX);
     req_fini(&r);
     dynbuf_fini(&q);
     return rc;

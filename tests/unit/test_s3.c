@@ -542,6 +542,62 @@ static void test_time_parse(void **state)
     assert_int_equal(s3_time_parse_iso8601("9999-11-29T23:29:01Z", &ns), -EINVAL); /* > 2262 */
 }
 
+static void hdr(struct s3_resp_headers *h, const char *line)
+{
+    s3_resp_header_line(h, line, strlen(line));
+}
+
+/* The response header parser (s3_hdr.c) on raw lines as curl hands them over. */
+static void test_resp_headers(void **state)
+{
+    (void)state;
+    struct s3_resp_headers h;
+    s3_resp_headers_reset(&h);
+    hdr(&h, "HTTP/1.1 206 Partial Content\r\n");
+    hdr(&h, "etag:   \"abc-2\"  \r\n");
+    hdr(&h, "Last-Modified: Sun, 29 Nov 2026 23:29:01 GMT\r\n");
+    hdr(&h, "CONTENT-LENGTH: 4\r\n");
+    hdr(&h, "Content-Range: bytes 0-3/1000\r\n");
+    hdr(&h, "X-Other: 1\r\n");
+    hdr(&h, "no colon here\r\n");
+    hdr(&h, "\r\n");
+    assert_string_equal(h.etag, "\"abc-2\"");
+    assert_int_equal(h.mtime_ns, 1795994941LL * 1000000000LL);
+    assert_true(h.have_length);
+    assert_int_equal(h.content_length, 4);
+    assert_true(h.have_total);
+    assert_int_equal(h.total_size, 1000);
+    /* bad numbers are not taken; an unknown total ("*") neither */
+    hdr(&h, "Content-Length: 12x\r\n");
+    assert_false(h.have_length);
+    hdr(&h, "Content-Range: bytes */1000\r\n");
+    assert_true(h.have_total);
+    hdr(&h, "Content-Range: bytes 0-3/*\r\n");
+    assert_false(h.have_total);
+    hdr(&h, "Content-Length: 99999999999999999999999\r\n");
+    assert_false(h.have_length);
+    /* A date past 2262 does not fit ns in int64_t: unknown, not a signed overflow (UBSan). */
+    hdr(&h, "Last-Modified: Fri, 31 Dec 9999 23:59:59 GMT\r\n");
+    assert_int_equal(h.mtime_ns, 0);
+    /* an overlong value is ignored, a long ETag is cut to fit */
+    char line[600];
+    memset(line, 'a', sizeof(line));
+    memcpy(line, "ETag: ", 6);
+    s3_resp_header_line(&h, line, sizeof(line));
+    assert_string_equal(h.etag, "\"abc-2\"");
+    s3_resp_header_line(&h, line, 6 + 200);
+    assert_int_equal(strlen(h.etag), BACKEND_ETAG_MAX - 1);
+    /* the length bounds the line: nothing past it is read */
+    s3_resp_header_line(&h, "ETag: \"x\"GARBAGE", 9);
+    assert_string_equal(h.etag, "\"x\"");
+    /* a new response forgets the last one's headers */
+    hdr(&h, "HTTP/1.1 200 OK\r\n");
+    assert_string_equal(h.etag, "");
+    assert_false(h.have_length);
+    assert_false(h.have_total);
+    assert_int_equal(h.mtime_ns, 0);
+}
+
 /* ---- the backend without a server ------------------------------------------------------------ */
 
 static void test_open_config(void **state)
@@ -1127,6 +1183,7 @@ int main(void)
         cmocka_unit_test(test_retry_statuses),
         cmocka_unit_test(test_uri_encode),
         cmocka_unit_test(test_time_parse),
+        cmocka_unit_test(test_resp_headers),
         cmocka_unit_test(test_open_config),
         cmocka_unit_test(test_dead_endpoint_bounded),
         cmocka_unit_test(test_srv_retry_then_ok),
