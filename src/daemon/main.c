@@ -171,8 +171,11 @@ static void wb_log_event(void *ctx, enum wb_event ev, int64_t id)
         log_info("wb: upload retry file %lld", (long long)id);
 }
 
+#ifdef TIER_TEST_HOOKS
 /* Test fault injection for the burst buffer's local I/O (issue 5's fault tests through the
- * mount): with TIERD_TEST_FAULT_FILE=PATH in the environment, every staging pwrite/fsync reads
+ * mount), compiled only with -DTIER_TEST_HOOKS=ON (the default for Debug and sanitizer builds,
+ * off for Release/RelWithDebInfo: a production tierd has no such hook, and the variable is
+ * ignored): with TIERD_TEST_FAULT_FILE=PATH in the environment, every staging pwrite/fsync reads
  * PATH and fails as it says: "fsync EIO", "pwrite EIO", "pwrite ENOSPC", "pwrite short" (half
  * the bytes per call). Absent or empty file: no fault. Unset variable: real I/O, no hooks. */
 static const char *g_fault_file;
@@ -215,6 +218,22 @@ static int fault_fsync(void *ctx, int fd)
 static const struct wb_io_hooks g_fault_hooks = {
     .pwrite = fault_pwrite, .fsync = fault_fsync, .ctx = NULL};
 
+static void install_test_hooks(struct wb_config *wc)
+{
+    g_fault_file = getenv("TIERD_TEST_FAULT_FILE");
+    if (g_fault_file && *g_fault_file) {
+        wc->io = &g_fault_hooks;
+        log_warn("wb: TIERD_TEST_FAULT_FILE=%s: local I/O fault injection is on (tests only)",
+                 g_fault_file);
+    }
+}
+#else
+static void install_test_hooks(struct wb_config *wc)
+{
+    (void)wc;
+}
+#endif
+
 /* Open the burst buffer when some namespace is write-back (recovery runs inside wb_open). */
 static int open_writeback(struct tierd *d)
 {
@@ -244,12 +263,7 @@ static int open_writeback(struct tierd *d)
     wc.durability = WB_DURABILITY_LOCAL;
     wc.sched = d->sched;
     wc.on_event = wb_log_event;
-    g_fault_file = getenv("TIERD_TEST_FAULT_FILE");
-    if (g_fault_file && *g_fault_file) {
-        wc.io = &g_fault_hooks;
-        log_warn("wb: TIERD_TEST_FAULT_FILE=%s: local I/O fault injection is on (tests only)",
-                 g_fault_file);
-    }
+    install_test_hooks(&wc);
     int rc = wb_open(&wc, &d->wb);
     if (rc == 0) {
         struct wb_stats st;
