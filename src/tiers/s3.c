@@ -10,10 +10,10 @@
  * shape that lets N threads have N requests in flight is: a thread takes a free easy handle
  * (creating one while fewer than max_connections exist, otherwise blocking on a condition
  * variable until one is returned or the call's deadline passes: -ETIMEDOUT), performs, and gives
- * it back. All handles share one CURLSH for
- * the DNS cache, the connection cache and TLS sessions (with a mutex per shared data kind, the
- * share lock callbacks), so connections opened by one thread are reused by the next; handles are
- * also kept alive between requests, which keeps their own connections warm. curl multi would
+ * it back. All handles share one CURLSH for the DNS cache, the connection cache and TLS sessions
+ * (with a mutex per shared data kind, the share lock callbacks), so connections opened by one
+ * thread are reused by the next; handles are also kept alive between requests, which keeps their
+ * own connections warm. curl multi would
  * need an event thread and hand-offs for what is, for our callers, blocking work. No lock is
  * held across a request: the pool lock guards only the free list.
  *
@@ -29,13 +29,13 @@
  * bounded by connect_timeout_ms and request_timeout_ms, and the whole call (waiting for a pooled
  * handle included) by its deadline, retry_worst_case_ms(policy, request_timeout_ms): a late
  * attempt gets only what is left, so a dead or hung endpoint fails within that bound however many
- * threads queue for handles.
+ * threads queue for handles. A read retried after a partial body starts again at the beginning
+ * of its range (the write callback rewinds to the buffer's start).
  *
  * Transport: only http and https (CURLOPT_PROTOCOLS_STR and CURLOPT_REDIR_PROTOCOLS_STR on every
  * request; other endpoint schemes are refused at open); a plain http:// endpoint that is not
  * loopback is logged as a warning at open, since bodies are UNSIGNED-PAYLOAD and the session
- * token travels in a header. A read retried after a partial body starts
- * again at the beginning of its range (the write callback rewinds to the buffer's start).
+ * token travels in a header.
  *
  * Errors: failures are mapped to errno in s3_errno_map() (s3_err.c); the S3 code and message go
  * to tier_err_set(), e.g. "S3 GET bkt/a/b: 403 SignatureDoesNotMatch: ... - check the secret key".
