@@ -13,9 +13,9 @@
  * it back. All handles share one CURLSH for the DNS cache, the connection cache and TLS sessions
  * (with a mutex per shared data kind, the share lock callbacks), so connections opened by one
  * thread are reused by the next; handles are also kept alive between requests, which keeps their
- * own connections warm. curl multi would
- * need an event thread and hand-offs for what is, for our callers, blocking work. No lock is
- * held across a request: the pool lock guards only the free list.
+ * own connections warm. curl multi would need an event thread and hand-offs for what is, for our
+ * callers, blocking work. No lock is held across a request: the pool lock guards only the free
+ * list.
  *
  * Requests: stat = HEAD; read = ranged GET (If-Match when asked; 412 -> -ESTALE; 416 -> 0 bytes)
  * written straight into the caller's buffer by a bounded write callback (a server sending more
