@@ -114,7 +114,12 @@ static int open_backends(struct tierd *d)
         struct tierd_backend_conf *b = &c->backends[i];
         bool posix = strcmp(b->type, "posix") == 0;
         struct backend *raw = NULL;
-        int rc = posix ? backend_posix_open(&b->posix, &raw) : backend_s3_open(&b->s3, &raw);
+        /* The config always sets max_retries (default 4); for backend_s3_open 0 means "default"
+         * and a negative value "none", so max_retries = 0 in the file must become -1. */
+        struct s3_backend_config s3 = b->s3;
+        if (s3.max_retries == 0)
+            s3.max_retries = -1;
+        int rc = posix ? backend_posix_open(&b->posix, &raw) : backend_s3_open(&s3, &raw);
         if (rc == 0) {
             struct sched_backend_config bc = {
                 .max_inflight = b->max_inflight ? b->max_inflight
