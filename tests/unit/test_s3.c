@@ -5,7 +5,10 @@
  * random source, fake clock, no sleeping), URI encoding, the backend against a closed local port
  * (bounded retries, -EIO within the computed bound), and the backend against a scripted local
  * HTTP server (503 retried, 4xx not, a broken-off read restarted from the start of its range,
- * bodies bounded by the caller's buffer, 416 at EOF).
+ * bodies bounded by the caller's buffer, 416 at EOF). Also the response header parser on raw
+ * lines, the transport checks at open (only http/https; a warning for non-loopback http://), and
+ * more concurrent calls than pooled connections on a black-hole endpoint (tests/lib/blackhole.c):
+ * each ends within the call's deadline.
  */
 #include <errno.h>
 #include <netinet/in.h>
