@@ -27,7 +27,9 @@
  *
  * The breaker's state machine is in sched.h with the function performing each transition:
  * breaker_open() is the only way into OPEN (it also refuses every queued waiter of the lane),
- * sched_lane_enter() makes the probe (OPEN -> HALF_OPEN), note_result() closes or reopens.
+ * reached through note_failure() for a failed call or a failed attempt the backend reports
+ * (sched_lane_attempt_failed); lane_admit() makes the probe (OPEN -> HALF_OPEN); note_result()
+ * closes on any answer.
  */
 #include "qos/sched.h"
 
@@ -88,6 +90,9 @@ struct sched {
 
 static _Thread_local struct tier_ioctx t_io;
 static _Thread_local bool t_io_set;
+/* Failed attempts the backend reported (sched_lane_attempt_failed) during this thread's current
+ * lane call: its final result is then not counted a second time. */
+static _Thread_local unsigned t_attempt_failures;
 
 void sched_thread_io_set(const struct tier_ioctx *io)
 {
@@ -302,8 +307,19 @@ static void breaker_open(struct sched *s, struct sched_lane *l, uint64_t now)
     }
 }
 
-/* Under mu: a completed call's result moves the breaker. */
-static void note_result(struct sched *s, struct sched_lane *l, long result)
+/* Under mu: a failure moves the breaker towards OPEN. */
+static void note_failure(struct sched *s, struct sched_lane *l)
+{
+    l->failures++;
+    l->consecutive++;
+    if (l->br == SCHED_BREAKER_HALF_OPEN ||
+        (l->br == SCHED_BREAKER_CLOSED && l->consecutive >= (uint64_t)l->breaker_failures))
+        breaker_open(s, l, tier_now_mono_ns());
+}
+
+/* Under mu: a completed call's result moves the breaker; counted: its failed attempts were
+ * already noted one by one. */
+static void note_result(struct sched *s, struct sched_lane *l, long result, bool counted)
 {
     if (l->breaker_failures <= 0)
         return;
@@ -314,11 +330,22 @@ static void note_result(struct sched *s, struct sched_lane *l, long result)
         l->probe_out = false;
         return;
     }
-    l->failures++;
-    l->consecutive++;
-    if (l->br == SCHED_BREAKER_HALF_OPEN ||
-        (l->br == SCHED_BREAKER_CLOSED && l->consecutive >= (uint64_t)l->breaker_failures))
-        breaker_open(s, l, tier_now_mono_ns());
+    if (!counted)
+        note_failure(s, l);
+}
+
+bool sched_lane_attempt_failed(struct sched *s, struct sched_lane *l, long err)
+{
+    if (l->breaker_failures <= 0)
+        return true;
+    pthread_mutex_lock(&s->mu);
+    if (is_failure(err)) {
+        t_attempt_failures++;
+        note_failure(s, l);
+    }
+    bool retry = l->br != SCHED_BREAKER_OPEN;
+    pthread_mutex_unlock(&s->mu);
+    return retry;
 }
 
 static int fast_fail(const struct sched_lane *l, uint64_t consecutive, uint64_t left_ns)
@@ -421,7 +448,7 @@ static int lane_admit(struct sched *s, struct sched_lane *l, int c, uint64_t *wa
 }
 
 static void lane_done(struct sched *s, struct sched_lane *l, int c, size_t bytes, long result,
-                      uint64_t service_ns)
+                      uint64_t service_ns, bool counted)
 {
     pthread_mutex_lock(&s->mu);
     l->inflight--;
@@ -433,7 +460,7 @@ static void lane_done(struct sched *s, struct sched_lane *l, int c, size_t bytes
     else
         s->st[c].bytes += bytes;
     s->st[c].service_ns_total += service_ns;
-    note_result(s, l, result);
+    note_result(s, l, result, counted);
     grant(s, l);
     pthread_mutex_unlock(&s->mu);
 }
@@ -454,7 +481,7 @@ void sched_done(struct sched *s, const struct tier_ioctx *io, size_t bytes, long
 {
     int c = class_of(io);
     sched_thread_io_set(NULL);
-    lane_done(s, &s->def, c, bytes, result, service_ns);
+    lane_done(s, &s->def, c, bytes, result, service_ns, false);
 }
 
 int sched_lane_enter(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
@@ -462,13 +489,15 @@ int sched_lane_enter(struct sched *s, struct sched_lane *l, const struct tier_io
 {
     (void)bytes;
     uint64_t waited;
+    t_attempt_failures = 0;
     return lane_admit(s, l, class_of(io), &waited);
 }
 
 void sched_lane_leave(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
                       size_t bytes, long result, uint64_t service_ns)
 {
-    lane_done(s, l, class_of(io), bytes, result, service_ns);
+    lane_done(s, l, class_of(io), bytes, result, service_ns, t_attempt_failures > 0);
+    t_attempt_failures = 0;
 }
 
 void sched_stats_get(struct sched *s, struct sched_stats *st)

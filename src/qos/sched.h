@@ -21,15 +21,17 @@
  *
  * Circuit breaker, per backend lane (sched.c performs every transition under the scheduler lock):
  *
- *   CLOSED    --breaker_failures consecutive failures-->  OPEN       sched_lane_leave
+ *   CLOSED    --breaker_failures consecutive failures-->  OPEN       sched_lane_leave,
+ *                                                                     sched_lane_attempt_failed
  *   OPEN      --breaker_cooldown_ms passed, a call-->     HALF_OPEN  sched_lane_enter (the probe)
  *   HALF_OPEN --a call succeeds or gets an answer-->      CLOSED     sched_lane_leave
  *   HALF_OPEN --a call fails-->                           OPEN       sched_lane_leave
  *   HALF_OPEN --the probe's admission times out-->        OPEN       sched_lane_enter
  *
- * A failure is -ETIMEDOUT, -EIO or a connection errno (the backend did not answer, or answered
- * only with server errors after its retries); any other result (-ENOENT, -ESTALE, -EACCES, ...) is
- * an answer and resets the count. While OPEN, and while the probe of HALF_OPEN is out, every
+ * A failure is a call, or a retried attempt inside one (S3), that ended in -ETIMEDOUT, -EIO or a
+ * connection errno (the backend did not answer, or answered with a server error); any other
+ * result (-ENOENT, -ESTALE, -EACCES, ...) is an answer and resets the count. Once OPEN, the
+ * calls in flight stop retrying. While OPEN, and while the probe of HALF_OPEN is out, every
  * other call fails at once with -ETIMEDOUT and a message naming the backend and the time left;
  * calls queued when the breaker opens are failed the same way.
  *
@@ -131,6 +133,11 @@ int sched_lane_enter(struct sched *s, struct sched_lane *l, const struct tier_io
                      size_t bytes);
 void sched_lane_leave(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
                       size_t bytes, long result, uint64_t service_ns);
+/* Between enter and leave, on the calling thread: the backend's attempt failed with err and it
+ * would retry (backend_attempt_hook). A failure counts towards the breaker at once (and the
+ * call's own final failure then does not count again); returns false, stop retrying, when the
+ * breaker is open. */
+bool sched_lane_attempt_failed(struct sched *s, struct sched_lane *l, long err);
 
 /* Wrap inner in a backend whose every operation is admitted in a new lane of s (named after
  * inner->name). The wrapper owns inner: backend_free(wrapper) frees both. It has inner's name and

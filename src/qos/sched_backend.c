@@ -4,7 +4,9 @@
  * backend whose every operation first passes sched_lane_enter() on the backend's own lane (its
  * in-flight cap, admission deadline and circuit breaker) and reports its result with
  * sched_lane_leave(). tierd installs one around each configured backend, so stat and list from
- * the FUSE layer and the API pass the scheduling point as reads and uploads do.
+ * the FUSE layer and the API pass the scheduling point as reads and uploads do. It also installs
+ * an attempt hook on the inner backend (backend_set_attempt_hook), so the lane's breaker counts
+ * the inner backend's failed retries and stops them once open.
  *
  * The wrapper has its own copy of the inner backend's ops table (same type string, same optional
  * ops), so messages and backend_mpu_list() behave as for the inner backend. Keys arrive validated
@@ -169,6 +171,12 @@ static int w_del(struct backend *be, const char *key)
     return rc;
 }
 
+static bool on_attempt_failed(void *ud, int err)
+{
+    struct sched_be *w = ud;
+    return sched_lane_attempt_failed(w->s, w->lane, err);
+}
+
 static void w_destroy(struct backend *be)
 {
     struct sched_be *w = W(be);
@@ -211,6 +219,8 @@ int sched_backend_wrap(struct sched *s, struct backend *inner,
     w->base.ops = &w->ops;
     w->inner = inner;
     w->s = s;
+    struct backend_attempt_hook hook = {.failed = on_attempt_failed, .ud = w};
+    backend_set_attempt_hook(inner, &hook);
     *out = &w->base;
     return 0;
 }

@@ -409,7 +409,11 @@ static ssize_t attempt(void *ud, int n, bool *retryable)
         if (s3_xml_parse_error(r->resp.data, r->resp.len, &r->s3err) != 0)
             memset(&r->s3err, 0, sizeof(r->s3err));
     }
-    return s3_errno_map(r->cc, r->status, r->s3err.code, retryable);
+    rc = s3_errno_map(r->cc, r->status, r->s3err.code, retryable);
+    /* The scheduler's breaker sees every failed attempt and may stop the retries. */
+    if (rc < 0 && *retryable && !backend_attempt_failed(&r->s->base, rc))
+        *retryable = false;
+    return rc;
 }
 
 /* Perform r with retries; on failure leave the user message in tier_err_msg(). */

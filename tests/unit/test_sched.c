@@ -608,6 +608,63 @@ static void test_blackhole_s3_breaker(void **state)
     bh_stop(&bh);
 }
 
+/* The breaker also sees the attempts S3 retries inside one call, and once open it stops the
+ * retries of the calls in flight: 8 calls of up to 4 attempts of 300 ms each end after one or two
+ * attempts (the fourth failed attempt opens the breaker), instead of after 4 x 300 ms. */
+static void test_breaker_stops_retries(void **state)
+{
+    (void)state;
+    enum { N = 8 };
+    struct blackhole bh;
+    assert_int_equal(bh_start(&bh), 0);
+    char ep[64];
+    snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", bh.port);
+    struct s3_backend_config c = {.name = "cold",
+                                  .endpoint = ep,
+                                  .bucket = "bkt",
+                                  .path_style = true,
+                                  .access_key = "ak",
+                                  .secret_key = "sk",
+                                  .max_retries = 3,
+                                  .retry_base_ms = 10,
+                                  .retry_max_ms = 20,
+                                  .connect_timeout_ms = 300,
+                                  .request_timeout_ms = 300,
+                                  .max_connections = N};
+    struct backend *raw = NULL, *be = NULL;
+    assert_int_equal(backend_s3_open(&c, &raw), 0);
+    struct sched *s = NULL;
+    assert_int_equal(sched_new(NULL, &s), 0);
+    struct sched_backend_config bc = {.max_inflight = N,
+                                      .admit_timeout_ms = 3000,
+                                      .breaker_failures = 4,
+                                      .breaker_cooldown_ms = 60000};
+    assert_int_equal(sched_backend_wrap(s, raw, &bc, &be), 0);
+    struct call_arg a[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        a[i].be = be;
+        assert_int_equal(pthread_create(&th[i], NULL, stat_main, &a[i]), 0);
+    }
+    int retried = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(a[i].rc, -ETIMEDOUT);
+        assert_true(a[i].ms < 2 * 300 + 350); /* at most two attempts, never four */
+        retried += a[i].ms > 450;
+    }
+    /* The first three failed attempts retry (the breaker is still closed), the fourth opens it:
+     * every other call stops after its first attempt, the three retries after their second. */
+    assert_int_equal(retried, 3);
+    assert_int_equal(atomic_load(&bh.accepted), N + 3);
+    struct sched_backend_stats b = lane_stats(s, 0);
+    assert_int_equal(b.breaker, SCHED_BREAKER_OPEN);
+    assert_int_equal(b.failures, N + 3); /* each failed attempt once, the calls not again */
+    backend_free(be);
+    sched_free(s);
+    bh_stop(&bh);
+}
+
 struct fetch_arg {
     struct cache *c;
     struct cache_obj obj;
@@ -707,6 +764,7 @@ int main(void)
         cmocka_unit_test(test_lane_admission_deadline),
         cmocka_unit_test(test_breaker_transitions),
         cmocka_unit_test(test_blackhole_s3_breaker),
+        cmocka_unit_test(test_breaker_stops_retries),
         cmocka_unit_test(test_posix_latency_while_s3_hangs),
         cmocka_unit_test(test_priority_then_fifo),
         cmocka_unit_test(test_starvation_bound),
