@@ -27,8 +27,8 @@
  *
  * The breaker's state machine is in sched.h with the function performing each transition:
  * breaker_open() is the only way into OPEN (it also refuses every queued waiter of the lane),
- * reached through note_failure() for a failed call or a failed attempt the backend reports
- * (sched_lane_attempt_failed); lane_admit() makes the probe (OPEN -> HALF_OPEN); note_result()
+ * reached through note_failure() for a failed call or an unanswered attempt the backend reports
+ * (sched_lane_attempt_failed); lane_admit() makes the probe (OPEN -> HALF_OPEN); note_answer()
  * closes on any answer.
  */
 #include "qos/sched.h"
@@ -90,9 +90,9 @@ struct sched {
 
 static _Thread_local struct tier_ioctx t_io;
 static _Thread_local bool t_io_set;
-/* Failed attempts the backend reported (sched_lane_attempt_failed) during this thread's current
- * lane call: its final result is then not counted a second time. */
-static _Thread_local unsigned t_attempt_failures;
+/* Whether the backend reported an attempt (sched_lane_attempt_failed) during this thread's
+ * current lane call: its final failure was then accounted already and is not counted again. */
+static _Thread_local bool t_attempt_reported;
 
 void sched_thread_io_set(const struct tier_ioctx *io)
 {
@@ -317,32 +317,36 @@ static void note_failure(struct sched *s, struct sched_lane *l)
         breaker_open(s, l, tier_now_mono_ns());
 }
 
-/* Under mu: a completed call's result moves the breaker; counted: its failed attempts were
- * already noted one by one. */
-static void note_result(struct sched *s, struct sched_lane *l, long result, bool counted)
+/* Under mu: the backend answered: whatever the state, it is reachable again. */
+static void note_answer(struct sched_lane *l)
+{
+    l->consecutive = 0;
+    l->br = SCHED_BREAKER_CLOSED;
+    l->probe_out = false;
+}
+
+/* Under mu: a completed call's result moves the breaker; reported: its attempts were accounted
+ * one by one already, so a failure is not counted again. */
+static void note_result(struct sched *s, struct sched_lane *l, long result, bool reported)
 {
     if (l->breaker_failures <= 0)
         return;
-    if (!is_failure(result)) {
-        /* The backend answered: whatever the state, it is reachable again. */
-        l->consecutive = 0;
-        l->br = SCHED_BREAKER_CLOSED;
-        l->probe_out = false;
-        return;
-    }
-    if (!counted)
+    if (!is_failure(result))
+        note_answer(l);
+    else if (!reported)
         note_failure(s, l);
 }
 
-bool sched_lane_attempt_failed(struct sched *s, struct sched_lane *l, long err)
+bool sched_lane_attempt_failed(struct sched *s, struct sched_lane *l, long err, bool answered)
 {
     if (l->breaker_failures <= 0)
         return true;
     pthread_mutex_lock(&s->mu);
-    if (is_failure(err)) {
-        t_attempt_failures++;
+    t_attempt_reported = true;
+    if (answered || !is_failure(err))
+        note_answer(l);
+    else
         note_failure(s, l);
-    }
     bool retry = l->br != SCHED_BREAKER_OPEN;
     pthread_mutex_unlock(&s->mu);
     return retry;
@@ -489,15 +493,15 @@ int sched_lane_enter(struct sched *s, struct sched_lane *l, const struct tier_io
 {
     (void)bytes;
     uint64_t waited;
-    t_attempt_failures = 0;
+    t_attempt_reported = false;
     return lane_admit(s, l, class_of(io), &waited);
 }
 
 void sched_lane_leave(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
                       size_t bytes, long result, uint64_t service_ns)
 {
-    lane_done(s, l, class_of(io), bytes, result, service_ns, t_attempt_failures > 0);
-    t_attempt_failures = 0;
+    lane_done(s, l, class_of(io), bytes, result, service_ns, t_attempt_reported);
+    t_attempt_reported = false;
 }
 
 void sched_stats_get(struct sched *s, struct sched_stats *st)

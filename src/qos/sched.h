@@ -28,12 +28,13 @@
  *   HALF_OPEN --a call fails-->                           OPEN       sched_lane_leave
  *   HALF_OPEN --the probe's admission times out-->        OPEN       sched_lane_enter
  *
- * A failure is a call, or a retried attempt inside one (S3), that ended in -ETIMEDOUT, -EIO or a
- * connection errno (the backend did not answer, or answered with a server error); any other
- * result (-ENOENT, -ESTALE, -EACCES, ...) is an answer and resets the count. Once OPEN, the
- * calls in flight stop retrying. While OPEN, and while the probe of HALF_OPEN is out, every
- * other call fails at once with -ETIMEDOUT and a message naming the backend and the time left;
- * calls queued when the breaker opens are failed the same way.
+ * A failure is a call that ended in -ETIMEDOUT, -EIO or a connection errno, or an attempt inside
+ * a call (S3 retries) that got no answer at all (timeout, connection refused or broken); any
+ * other result (-ENOENT, -ESTALE, -EACCES, ...) and any attempt the server answered, even with a
+ * 5xx, is an answer and resets the count. Once OPEN, the calls in flight stop retrying. While OPEN,
+ * and while the probe of HALF_OPEN is out, every other call fails at once with -ETIMEDOUT and a
+ * message naming the backend and the time left; calls queued when the breaker opens are failed the
+ * same way.
  *
  * Thread-safe: one mutex for all lanes; admission may block the caller (never while the mutex is
  * held by anyone else for long: no I/O under it).
@@ -134,10 +135,11 @@ int sched_lane_enter(struct sched *s, struct sched_lane *l, const struct tier_io
 void sched_lane_leave(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
                       size_t bytes, long result, uint64_t service_ns);
 /* Between enter and leave, on the calling thread: the backend's attempt failed with err and it
- * would retry (backend_attempt_hook). A failure counts towards the breaker at once (and the
- * call's own final failure then does not count again); returns false, stop retrying, when the
- * breaker is open. */
-bool sched_lane_attempt_failed(struct sched *s, struct sched_lane *l, long err);
+ * would retry (backend_attempt_hook). Unanswered (a timeout or connection failure), it counts
+ * towards the breaker at once; answered (a server error) it is an answer, as a success is. Either
+ * way the call's own final failure is then not counted again. Returns false, stop retrying, when
+ * the breaker is open. */
+bool sched_lane_attempt_failed(struct sched *s, struct sched_lane *l, long err, bool answered);
 
 /* Wrap inner in a backend whose every operation is admitted in a new lane of s (named after
  * inner->name). The wrapper owns inner: backend_free(wrapper) frees both. It has inner's name and

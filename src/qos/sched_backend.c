@@ -171,10 +171,10 @@ static int w_del(struct backend *be, const char *key)
     return rc;
 }
 
-static bool on_attempt_failed(void *ud, int err)
+static bool on_attempt_failed(void *ud, int err, bool answered)
 {
     struct sched_be *w = ud;
-    return sched_lane_attempt_failed(w->s, w->lane, err);
+    return sched_lane_attempt_failed(w->s, w->lane, err, answered);
 }
 
 static void w_destroy(struct backend *be)

@@ -218,9 +218,9 @@ void backend_set_attempt_hook(struct backend *be, const struct backend_attempt_h
         memset(&be->attempt_hook, 0, sizeof(be->attempt_hook));
 }
 
-bool backend_attempt_failed(struct backend *be, int err)
+bool backend_attempt_failed(struct backend *be, int err, bool answered)
 {
-    return !be->attempt_hook.failed || be->attempt_hook.failed(be->attempt_hook.ud, err);
+    return !be->attempt_hook.failed || be->attempt_hook.failed(be->attempt_hook.ud, err, answered);
 }
 
 void backend_free(struct backend *be)

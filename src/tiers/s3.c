@@ -411,7 +411,7 @@ static ssize_t attempt(void *ud, int n, bool *retryable)
     }
     rc = s3_errno_map(r->cc, r->status, r->s3err.code, retryable);
     /* The scheduler's breaker sees every failed attempt and may stop the retries. */
-    if (rc < 0 && *retryable && !backend_attempt_failed(&r->s->base, rc))
+    if (rc < 0 && *retryable && !backend_attempt_failed(&r->s->base, rc, r->cc == CURLE_OK))
         *retryable = false;
     return rc;
 }

@@ -434,6 +434,15 @@ static void test_breaker_transitions(void **state)
     assert_int_equal(lane_stats(s, 0).consecutive_failures, 0);
     assert_int_equal(lane_stats(s, 0).breaker, SCHED_BREAKER_CLOSED);
 
+    /* Attempts the server answered, even with a 5xx (-EIO), are answers; the call's own -EIO
+     * after them is not counted again. */
+    assert_int_equal(sched_lane_enter(s, l, NULL, 0), 0);
+    for (int i = 0; i < 5; i++)
+        assert_true(sched_lane_attempt_failed(s, l, -EIO, true));
+    sched_lane_leave(s, l, NULL, 0, -EIO, 1);
+    assert_int_equal(lane_stats(s, 0).consecutive_failures, 0);
+    assert_int_equal(lane_stats(s, 0).failures, 2);
+
     for (int i = 0; i < 2; i++) {
         assert_int_equal(sched_lane_enter(s, l, NULL, 0), 0);
         sched_lane_leave(s, l, NULL, 0, -EIO, 1);
