@@ -24,8 +24,10 @@
  *   CLOSED    --breaker_failures consecutive failures-->  OPEN       sched_lane_leave,
  *                                                                     sched_lane_attempt_failed
  *   OPEN      --breaker_cooldown_ms passed, a call-->     HALF_OPEN  sched_lane_enter (the probe)
- *   HALF_OPEN --a call succeeds or gets an answer-->      CLOSED     sched_lane_leave
- *   HALF_OPEN --a call fails-->                           OPEN       sched_lane_leave
+ *   any       --an answer (a call or an attempt)-->       CLOSED     sched_lane_leave,
+ *                                                                     sched_lane_attempt_failed
+ *   HALF_OPEN --a failure (a call or an attempt)-->       OPEN       sched_lane_leave,
+ *                                                                     sched_lane_attempt_failed
  *   HALF_OPEN --the probe's admission times out-->        OPEN       sched_lane_enter
  *
  * A failure is a call that ended in -ETIMEDOUT, -EIO or a connection errno, or an attempt inside
