@@ -433,6 +433,9 @@ static const struct keydef backend_keys[] = {
     {"connect_timeout", V_DUR, BE(s3.connect_timeout_ms), 10, 600000, false, BT_S3},
     {"request_timeout", V_DUR, BE(s3.request_timeout_ms), 10, 3600000, false, BT_S3},
     {"max_connections", V_INT, BE(s3.max_connections), 1, 1024, false, BT_S3},
+    {"max_inflight", V_INT, BE(max_inflight), 1, 4096, false, BT_ANY},
+    {"breaker_failures", V_INT, BE(breaker_failures), 0, 1000, false, BT_ANY},
+    {"breaker_cooldown", V_DUR, BE(breaker_cooldown_ms), 10, 3600000, false, BT_ANY},
     {NULL, 0, 0, 0, 0, false, 0},
 };
 
@@ -1282,6 +1285,8 @@ static void apply_defaults(struct tierd_config *c)
         s3->connect_timeout_ms = 3000;
         s3->request_timeout_ms = 30000;
         s3->max_connections = 16;
+        c->backends[b].breaker_failures = 5;
+        c->backends[b].breaker_cooldown_ms = 5000;
     }
 }
 

@@ -35,6 +35,11 @@
 #include "qos/sched.h"
 #include "writeback/wb.h"
 
+/* Calls in flight to one POSIX backend (the scheduler's historical global bound); an S3 backend
+ * defaults to its connection pool size. */
+#define TIERD_POSIX_MAX_INFLIGHT 32
+#define TIERD_DEFAULT_LANE_MAX_INFLIGHT 32
+
 static int g_notify_fd = -1; /* daemon mode: pipe to the waiting parent */
 
 static void notify_parent(int status, const char *msg)
@@ -101,13 +106,36 @@ static int daemonize(void)
     return 0;
 }
 
+/* Open every backend and wrap it in its scheduler lane (sched_backend_wrap), so every call to
+ * it, from any module, passes its in-flight cap, admission deadline and circuit breaker. */
 static int open_backends(struct tierd *d)
 {
     struct tierd_config *c = &d->cfg;
     for (size_t i = 0; i < c->nbackends; i++) {
         struct tierd_backend_conf *b = &c->backends[i];
-        int rc = strcmp(b->type, "posix") == 0 ? backend_posix_open(&b->posix, &d->backends[i])
-                                               : backend_s3_open(&b->s3, &d->backends[i]);
+        bool posix = strcmp(b->type, "posix") == 0;
+        struct backend *raw = NULL;
+        /* The config always sets max_retries (default 4); for backend_s3_open 0 means "default"
+         * and a negative value "none", so max_retries = 0 in the file must become -1. */
+        struct s3_backend_config s3 = b->s3;
+        if (s3.max_retries == 0)
+            s3.max_retries = -1;
+        int rc = posix ? backend_posix_open(&b->posix, &raw) : backend_s3_open(&s3, &raw);
+        if (rc == 0) {
+            struct sched_backend_config bc = {
+                .max_inflight = b->max_inflight ? b->max_inflight
+                                : posix         ? TIERD_POSIX_MAX_INFLIGHT
+                                                : b->s3.max_connections,
+                .admit_timeout_ms = c->backend_timeout_ms,
+                .breaker_failures = b->breaker_failures ? b->breaker_failures : -1,
+                .breaker_cooldown_ms = b->breaker_cooldown_ms,
+            };
+            rc = sched_backend_wrap(d->sched, raw, &bc, &d->backends[i]);
+            if (rc) {
+                tier_err_set("cannot allocate its scheduler lane");
+                backend_free(raw);
+            }
+        }
         if (rc) {
             char m[600];
             snprintf(m, sizeof(m), "%s:%d: backend '%s' (%s) cannot be opened: %s", c->file,
@@ -149,8 +177,11 @@ static void wb_log_event(void *ctx, enum wb_event ev, int64_t id)
         log_info("wb: upload retry file %lld", (long long)id);
 }
 
+#ifdef TIER_TEST_HOOKS
 /* Test fault injection for the burst buffer's local I/O (issue 5's fault tests through the
- * mount): with TIERD_TEST_FAULT_FILE=PATH in the environment, every staging pwrite/fsync reads
+ * mount), compiled only with -DTIER_TEST_HOOKS=ON (the default for Debug and sanitizer builds,
+ * off for Release/RelWithDebInfo: a production tierd has no such hook, and the variable is
+ * ignored): with TIERD_TEST_FAULT_FILE=PATH in the environment, every staging pwrite/fsync reads
  * PATH and fails as it says: "fsync EIO", "pwrite EIO", "pwrite ENOSPC", "pwrite short" (half
  * the bytes per call). Absent or empty file: no fault. Unset variable: real I/O, no hooks. */
 static const char *g_fault_file;
@@ -193,6 +224,22 @@ static int fault_fsync(void *ctx, int fd)
 static const struct wb_io_hooks g_fault_hooks = {
     .pwrite = fault_pwrite, .fsync = fault_fsync, .ctx = NULL};
 
+static void install_test_hooks(struct wb_config *wc)
+{
+    g_fault_file = getenv("TIERD_TEST_FAULT_FILE");
+    if (g_fault_file && *g_fault_file) {
+        wc->io = &g_fault_hooks;
+        log_warn("wb: TIERD_TEST_FAULT_FILE=%s: local I/O fault injection is on (tests only)",
+                 g_fault_file);
+    }
+}
+#else
+static void install_test_hooks(struct wb_config *wc)
+{
+    (void)wc;
+}
+#endif
+
 /* Open the burst buffer when some namespace is write-back (recovery runs inside wb_open). */
 static int open_writeback(struct tierd *d)
 {
@@ -222,12 +269,7 @@ static int open_writeback(struct tierd *d)
     wc.durability = WB_DURABILITY_LOCAL;
     wc.sched = d->sched;
     wc.on_event = wb_log_event;
-    g_fault_file = getenv("TIERD_TEST_FAULT_FILE");
-    if (g_fault_file && *g_fault_file) {
-        wc.io = &g_fault_hooks;
-        log_warn("wb: TIERD_TEST_FAULT_FILE=%s: local I/O fault injection is on (tests only)",
-                 g_fault_file);
-    }
+    install_test_hooks(&wc);
     int rc = wb_open(&wc, &d->wb);
     if (rc == 0) {
         struct wb_stats st;
@@ -255,12 +297,12 @@ static void teardown(struct tierd *d)
     if (d->cache)
         cache_close(d->cache);
     d->cache = NULL;
-    sched_free(d->sched);
-    d->sched = NULL;
     for (size_t i = 0; i < TIERD_MAX_BACKENDS; i++) {
         backend_free(d->backends[i]);
         d->backends[i] = NULL;
     }
+    sched_free(d->sched); /* after the wrappers: each backend's lane lives in it */
+    d->sched = NULL;
     tierd_config_fini(&d->cfg);
 }
 
@@ -347,6 +389,14 @@ int main(int argc, char **argv)
 
     int status = 1;
     tier_err_clear();
+    /* The default lane admits only requests that name no backend (write-back uploads declare
+     * their class there; their backend calls then pass the backend's own lane). */
+    struct sched_config sc = {.max_inflight = TIERD_DEFAULT_LANE_MAX_INFLIGHT};
+    rc = sched_new(&sc, &d.sched);
+    if (rc) {
+        startup_failed("scheduler");
+        goto out;
+    }
     rc = open_backends(&d);
     if (rc) {
         startup_failed("backends");
@@ -355,12 +405,6 @@ int main(int argc, char **argv)
     rc = cache_open(&d.cfg.cache, &d.cache);
     if (rc) {
         startup_failed("cache");
-        goto out;
-    }
-    struct sched_config sc = {.max_inflight = 32};
-    rc = sched_new(&sc, &d.sched);
-    if (rc) {
-        startup_failed("scheduler");
         goto out;
     }
     sched_attach_cache(d.sched, d.cache);

@@ -36,7 +36,11 @@ struct tierd_backend_conf {
     char *type; /* "posix" | "s3" */
     struct posix_backend_config posix;
     struct s3_backend_config s3;
-    int conf_line; /* where it was defined, for messages */
+    /* The backend's lane in the scheduler (qos/sched.h), any type. */
+    int max_inflight;             /* calls in flight; 0: s3 max_connections, posix 32 */
+    int breaker_failures;         /* consecutive failures that open the breaker; 0: none */
+    uint64_t breaker_cooldown_ms; /* open time before a probe */
+    int conf_line;                /* where it was defined, for messages */
 };
 
 struct tierd_ns_conf {

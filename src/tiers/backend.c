@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * backend.c - the backend-independent half of backend.h: key validation, the dispatchers that
- * validate before calling a backend, and the parallel ranged read built on plain reads.
+ * validate before calling a backend, the attempt observer, and the parallel ranged read built on
+ * plain reads.
  *
  * Stateless apart from the short-lived worker threads of backend_read_parallel(), which share
  * only an atomic chunk cursor and write disjoint parts of the caller's buffer.
@@ -220,6 +221,19 @@ void backend_mpu_list_free(struct backend_mpu *v, size_t n)
     for (size_t i = 0; v && i < n; i++)
         free(v[i].upload_id);
     free(v);
+}
+
+void backend_set_attempt_hook(struct backend *be, const struct backend_attempt_hook *hook)
+{
+    if (hook)
+        be->attempt_hook = *hook;
+    else
+        memset(&be->attempt_hook, 0, sizeof(be->attempt_hook));
+}
+
+bool backend_attempt_failed(struct backend *be, int err, bool answered)
+{
+    return !be->attempt_hook.failed || be->attempt_hook.failed(be->attempt_hook.ud, err, answered);
 }
 
 void backend_free(struct backend *be)

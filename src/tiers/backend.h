@@ -110,11 +110,30 @@ struct backend_ops {
 /* S3's limit on the parts of one multipart upload (and the POSIX backend's part-NNNNN names). */
 #define BACKEND_MAX_PARTS 10000
 
+/* Optional observer of a backend's internal retries (the scheduler's circuit breaker installs
+ * one, qos/sched_backend.c): a backend that retries within one call (S3) reports every failed
+ * attempt of a kind it retries (the last one too), on the calling thread, and retries only while
+ * failed() returns true. So a breaker that opens also stops the retries of the calls already in
+ * flight, and it opens after breaker_failures failed attempts rather than whole calls.
+ * answered: the server did answer (an HTTP 5xx, 503 SlowDown, 429): reachable, only unwell;
+ * false: no answer (timeout, refused or broken connection). */
+struct backend_attempt_hook {
+    bool (*failed)(void *ud, int err, bool answered); /* err: -errno; false: stop retrying */
+    void *ud;
+};
+
 /* Common header of every backend; implementations embed it first. */
 struct backend {
     const struct backend_ops *ops;
     char *name; /* config name, e.g. "warm" (owned) */
+    /* Set once before the backend is shared (backend_set_attempt_hook), then read-only. */
+    struct backend_attempt_hook attempt_hook;
 };
+
+/* Install (or with NULL remove) the attempt observer; call before any operation runs. */
+void backend_set_attempt_hook(struct backend *be, const struct backend_attempt_hook *hook);
+/* For backends: report a failed retryable attempt; returns whether retrying is allowed. */
+bool backend_attempt_failed(struct backend *be, int err, bool answered);
 
 /* Validate an object key: non-empty, <= BACKEND_KEY_MAX bytes, no leading '/', no empty, "." or
  * ".." segment, no NUL (checked via len), no segment over BACKEND_SEGMENT_MAX, no control

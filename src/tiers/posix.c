@@ -40,8 +40,10 @@
  * Listing walks the directory under the prefix's directory part. Entries of each directory are
  * sorted comparing a directory as "name/", which makes a depth-first walk produce keys in plain
  * byte order, as S3 does. The page token is the last key (or prefix) returned; subtrees wholly
- * before the token are skipped without being read. Symlinked directories are listed as prefixes
- * but not descended in recursive listings (no cycles).
+ * before the token are skipped without being read. The token is never parsed, only compared with
+ * strcmp/strncmp against listed names, and callers pass back the previous page's next_token, so
+ * it needs no fuzz target of its own (fuzz_keys covers the listing's containment). Symlinked
+ * directories are listed as prefixes but not descended in recursive listings (no cycles).
  */
 #include <dirent.h>
 #include <errno.h>

@@ -9,12 +9,13 @@
  * blocking request on the caller's thread (backend.h promises exactly that), so the simplest
  * shape that lets N threads have N requests in flight is: a thread takes a free easy handle
  * (creating one while fewer than max_connections exist, otherwise blocking on a condition
- * variable until one is returned), performs, and gives it back. All handles share one CURLSH for
- * the DNS cache, the connection cache and TLS sessions (with a mutex per shared data kind, the
- * share lock callbacks), so connections opened by one thread are reused by the next; handles are
- * also kept alive between requests, which keeps their own connections warm. curl multi would
- * need an event thread and hand-offs for what is, for our callers, blocking work. No lock is
- * held across a request: the pool lock guards only the free list.
+ * variable until one is returned or the call's deadline passes: -ETIMEDOUT), performs, and gives
+ * it back. All handles share one CURLSH for the DNS cache, the connection cache and TLS sessions
+ * (with a mutex per shared data kind, the share lock callbacks), so connections opened by one
+ * thread are reused by the next; handles are also kept alive between requests, which keeps their
+ * own connections warm. curl multi would need an event thread and hand-offs for what is, for our
+ * callers, blocking work. No lock is held across a request: the pool lock guards only the free
+ * list.
  *
  * Requests: stat = HEAD; read = ranged GET (If-Match when asked; 412 -> -ESTALE; 416 -> 0 bytes)
  * written straight into the caller's buffer by a bounded write callback (a server sending more
@@ -25,9 +26,16 @@
  *
  * Retries: every request goes through retry_run() (retry.c) with the configured policy: retried on
  * 5xx, 503 SlowDown, 429, connection errors and timeouts, never on other 4xx. Each attempt is
- * bounded by connect_timeout_ms and request_timeout_ms, so a dead endpoint fails within
- * retry_worst_case_ms(policy, request_timeout_ms). A read retried after a partial body starts
- * again at the beginning of its range (the write callback rewinds to the buffer's start).
+ * bounded by connect_timeout_ms and request_timeout_ms, and the whole call (waiting for a pooled
+ * handle included) by its deadline, retry_worst_case_ms(policy, request_timeout_ms): a late
+ * attempt gets only what is left, so a dead or hung endpoint fails within that bound however many
+ * threads queue for handles. A read retried after a partial body starts again at the beginning
+ * of its range (the write callback rewinds to the buffer's start).
+ *
+ * Transport: only http and https (CURLOPT_PROTOCOLS_STR and CURLOPT_REDIR_PROTOCOLS_STR on every
+ * request; other endpoint schemes are refused at open); a plain http:// endpoint that is not
+ * loopback is logged as a warning at open, since bodies are UNSIGNED-PAYLOAD and the session
+ * token travels in a header.
  *
  * Errors: failures are mapped to errno in s3_errno_map() (s3_err.c); the S3 code and message go
  * to tier_err_set(), e.g. "S3 GET bkt/a/b: 403 SignatureDoesNotMatch: ... - check the secret key".
@@ -49,6 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include <curl/curl.h>
 
@@ -56,6 +65,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/strutil.h"
+#include "common/timeutil.h"
 #include "tiers/backend.h"
 #include "tiers/retry.h"
 #include "tiers/s3_int.h"
@@ -107,21 +117,29 @@ static void share_unlock(CURL *h, curl_lock_data data, void *ud)
     pthread_mutex_unlock(&s->share_locks[data]);
 }
 
-static CURL *pool_take(struct s3_backend *s)
+/* Take an idle handle, or create one while fewer than max_handles exist, else wait for one until
+ * deadline_ns (CLOCK_MONOTONIC): 0 with *out, -ETIMEDOUT, or -ENOMEM. */
+static int pool_take(struct s3_backend *s, uint64_t deadline_ns, CURL **out)
 {
     CURL *h = NULL;
+    int rc = 0;
+    struct timespec dl = {.tv_sec = (time_t)(deadline_ns / 1000000000ULL),
+                          .tv_nsec = (long)(deadline_ns % 1000000000ULL)};
     pthread_mutex_lock(&s->pool_lock);
-    while (s->nfree == 0 && s->ncreated >= s->max_handles)
-        pthread_cond_wait(&s->pool_cond, &s->pool_lock);
+    while (s->nfree == 0 && s->ncreated >= s->max_handles && rc == 0)
+        rc = pthread_cond_timedwait(&s->pool_cond, &s->pool_lock, &dl);
     if (s->nfree > 0) {
         h = s->free_handles[--s->nfree];
-    } else {
+    } else if (s->ncreated < s->max_handles) {
         h = curl_easy_init();
         if (h)
             s->ncreated++;
     }
     pthread_mutex_unlock(&s->pool_lock);
-    return h;
+    if (!h)
+        return rc == ETIMEDOUT ? -ETIMEDOUT : -ENOMEM;
+    *out = h;
+    return 0;
 }
 
 static void pool_give(struct s3_backend *s, CURL *h)
@@ -153,14 +171,10 @@ struct s3_req {
     size_t skip; /* bytes of a 200 (range ignored) body to skip before out */
     size_t body_pos;
     bool overflow;
-    struct dynbuf resp; /* error document or XML result */
-    char etag[BACKEND_ETAG_MAX];
-    int64_t mtime_ns;
-    uint64_t content_length;
-    bool have_length;
-    uint64_t total_size; /* from Content-Range */
-    bool have_total;
+    struct dynbuf resp;         /* error document or XML result */
+    struct s3_resp_headers hdr; /* ETag, Last-Modified, lengths of the last response */
     size_t upload_pos;
+    uint64_t deadline_ns; /* CLOCK_MONOTONIC end of the whole call, retries included */
     /* context */
     struct s3_backend *s;
     CURL *h;
@@ -179,44 +193,8 @@ static bool is_2xx(long status)
 static size_t on_header(char *p, size_t sz, size_t n, void *ud)
 {
     struct s3_req *r = ud;
-    size_t len = sz * n;
-    if (len >= 5 && strncmp(p, "HTTP/", 5) == 0) {
-        /* A new response (after a 100 Continue, or a redirect): forget the previous headers. */
-        r->etag[0] = '\0';
-        r->mtime_ns = 0;
-        r->have_length = false;
-        r->have_total = false;
-        return len;
-    }
-    const char *colon = memchr(p, ':', len);
-    if (!colon)
-        return len;
-    size_t nlen = (size_t)(colon - p);
-    const char *v = colon + 1;
-    const char *end = p + len;
-    while (v < end && (*v == ' ' || *v == '\t'))
-        v++;
-    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
-        end--;
-    char val[256];
-    size_t vlen = (size_t)(end - v);
-    if (vlen >= sizeof(val))
-        return len; /* no header we use is this long */
-    memcpy(val, v, vlen);
-    val[vlen] = '\0';
-    if (nlen == 4 && strncasecmp(p, "ETag", 4) == 0) {
-        tier_strlcpy(r->etag, val, sizeof(r->etag));
-    } else if (nlen == 13 && strncasecmp(p, "Last-Modified", 13) == 0) {
-        time_t t = curl_getdate(val, NULL);
-        if (t != -1)
-            r->mtime_ns = (int64_t)t * 1000000000LL;
-    } else if (nlen == 14 && strncasecmp(p, "Content-Length", 14) == 0) {
-        r->have_length = tier_parse_u64(val, &r->content_length) == 0;
-    } else if (nlen == 13 && strncasecmp(p, "Content-Range", 13) == 0) {
-        const char *slash = strrchr(val, '/');
-        r->have_total = slash && tier_parse_u64(slash + 1, &r->total_size) == 0;
-    }
-    return len;
+    s3_resp_header_line(&r->hdr, p, sz * n);
+    return sz * n;
 }
 
 static size_t on_body(char *p, size_t sz, size_t n, void *ud)
@@ -351,8 +329,19 @@ static int setup(struct s3_req *r)
     curl_easy_setopt(h, CURLOPT_URL, r->url);
     curl_easy_setopt(h, CURLOPT_SHARE, s->share);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, s->connect_timeout_ms);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, s->request_timeout_ms);
+    /* No attempt outlives the call's deadline (a late attempt gets what is left). */
+    uint64_t now = tier_now_mono_ns();
+    long left_ms = r->deadline_ns > now ? (long)((r->deadline_ns - now) / 1000000ULL) : 0;
+    if (left_ms < 1)
+        left_ms = 1;
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+                     s->connect_timeout_ms < left_ms ? s->connect_timeout_ms : left_ms);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS,
+                     s->request_timeout_ms < left_ms ? s->request_timeout_ms : left_ms);
+    /* Only HTTP(S), also for any redirect (none are followed today): an endpoint or a Location
+     * naming file://, ftp://, ... is refused by curl, never fetched. */
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_AWS_SIGV4, s->sigv4);
     curl_easy_setopt(h, CURLOPT_USERNAME, s->access_key);
     curl_easy_setopt(h, CURLOPT_PASSWORD, s->secret_key);
@@ -389,18 +378,21 @@ static int setup(struct s3_req *r)
 static ssize_t attempt(void *ud, int n, bool *retryable)
 {
     struct s3_req *r = ud;
-    (void)n;
     r->status = 0;
     r->out_len = 0; /* a retried read starts again at the beginning of its range */
     r->body_pos = 0;
     r->upload_pos = 0;
     r->overflow = false;
-    r->etag[0] = '\0';
-    r->mtime_ns = 0;
-    r->have_length = r->have_total = false;
+    s3_resp_headers_reset(&r->hdr);
     r->errbuf[0] = '\0';
     memset(&r->s3err, 0, sizeof(r->s3err));
     dynbuf_reset(&r->resp);
+    if (n > 0 && tier_now_mono_ns() >= r->deadline_ns) {
+        /* The backoff ran into the call's deadline: report the last attempt's failure. */
+        *retryable = false;
+        r->cc = CURLE_OPERATION_TIMEDOUT;
+        return -ETIMEDOUT;
+    }
     int rc = setup(r);
     if (rc)
         return rc;
@@ -417,7 +409,11 @@ static ssize_t attempt(void *ud, int n, bool *retryable)
         if (s3_xml_parse_error(r->resp.data, r->resp.len, &r->s3err) != 0)
             memset(&r->s3err, 0, sizeof(r->s3err));
     }
-    return s3_errno_map(r->cc, r->status, r->s3err.code, retryable);
+    rc = s3_errno_map(r->cc, r->status, r->s3err.code, retryable);
+    /* The scheduler's breaker sees every failed attempt and may stop the retries. */
+    if (rc < 0 && *retryable && !backend_attempt_failed(&r->s->base, rc, r->cc == CURLE_OK))
+        *retryable = false;
+    return rc;
 }
 
 /* Perform r with retries; on failure leave the user message in tier_err_msg(). */
@@ -431,11 +427,20 @@ static ssize_t perform(struct s3_backend *s, struct s3_req *r)
                      r->key ? r->key : "");
         return rc;
     }
-    r->h = pool_take(s);
-    if (!r->h) {
+    /* The whole call, waiting for a handle included, ends within the retry policy's worst case,
+     * which tierd sizes to [daemon] backend_timeout. */
+    uint64_t budget_ms = retry_worst_case_ms(&s->retry, (uint64_t)s->request_timeout_ms);
+    r->deadline_ns = tier_now_mono_ns() + budget_ms * 1000000ULL;
+    rc = pool_take(s, r->deadline_ns, &r->h);
+    if (rc) {
         free(r->url);
         r->url = NULL;
-        return -ENOMEM;
+        if (rc == -ETIMEDOUT)
+            tier_err_set("S3 %s %s/%s%s: no connection free within %llu ms (all %d in use) — the "
+                         "endpoint is slow or not answering",
+                         r->method, s->bucket, s->prefix, r->key ? r->key : "",
+                         (unsigned long long)budget_ms, s->max_handles);
+        return rc;
     }
     int attempts = 0;
     ssize_t res = retry_run(&s->retry, NULL, attempt, r, &attempts);
@@ -482,11 +487,12 @@ static void fill_stat(const struct s3_req *r, uint64_t size, struct backend_stat
 {
     memset(st, 0, sizeof(*st));
     st->size_bytes = size;
-    st->mtime_ns = r->mtime_ns;
-    if (r->etag[0])
-        tier_strlcpy(st->etag, r->etag, sizeof(st->etag));
+    st->mtime_ns = r->hdr.mtime_ns;
+    if (r->hdr.etag[0])
+        tier_strlcpy(st->etag, r->hdr.etag, sizeof(st->etag));
     else /* backend.h: never empty; a server without ETags still gets a usable tag */
-        snprintf(st->etag, sizeof(st->etag), "\"s%" PRIu64 "-m%" PRId64 "\"", size, r->mtime_ns);
+        snprintf(st->etag, sizeof(st->etag), "\"s%" PRIu64 "-m%" PRId64 "\"", size,
+                 r->hdr.mtime_ns);
 }
 
 static int head(struct s3_backend *s, const char *key, const char *if_match,
@@ -495,7 +501,7 @@ static int head(struct s3_backend *s, const char *key, const char *if_match,
     struct s3_req r = {.method = "HEAD", .key = key, .if_match = if_match};
     ssize_t rc = perform(s, &r);
     if (rc == 0 && st)
-        fill_stat(&r, r.have_length ? r.content_length : 0, st);
+        fill_stat(&r, r.hdr.have_length ? r.hdr.content_length : 0, st);
     req_fini(&r);
     return (int)rc;
 }
@@ -547,14 +553,14 @@ static ssize_t s3_read(struct backend *be, const char *key, uint64_t off, void *
             *st = tmp;
         return 0;
     }
-    if (rc == 0 && if_match && *if_match && r.etag[0] && strcmp(r.etag, if_match) != 0) {
+    if (rc == 0 && if_match && *if_match && r.hdr.etag[0] && strcmp(r.hdr.etag, if_match) != 0) {
         /* A server or proxy that ignores If-Match must not make us mix two versions. */
         tier_err_set("S3 GET %s/%s%s: object changed (ETag %s, expected %s)", s->bucket, s->prefix,
-                     key, r.etag, if_match);
+                     key, r.hdr.etag, if_match);
         rc = -ESTALE;
     }
     if (rc == 0) {
-        uint64_t size = r.have_total ? r.total_size : (uint64_t)r.body_pos;
+        uint64_t size = r.hdr.have_total ? r.hdr.total_size : (uint64_t)r.body_pos;
         if (st)
             fill_stat(&r, size, st);
         rc = (ssize_t)r.out_len;
@@ -621,7 +627,7 @@ static int s3_put(struct backend *be, const char *key, const void *buf, size_t l
     struct s3_req r = {.method = "PUT", .key = key, .body = buf, .body_len = len};
     ssize_t rc = perform(S(be), &r);
     if (rc == 0 && etag_out)
-        tier_strlcpy(etag_out, r.etag, BACKEND_ETAG_MAX);
+        tier_strlcpy(etag_out, r.hdr.etag, BACKEND_ETAG_MAX);
     req_fini(&r);
     return (int)rc;
 }
@@ -677,7 +683,7 @@ static int s3_mpu_put_part(struct backend *be, const char *key, const char *uplo
     struct s3_req r = {.method = "PUT", .key = key, .query = q.data, .body = buf, .body_len = len};
     rc = (int)perform(S(be), &r);
     if (rc == 0 && etag_out)
-        tier_strlcpy(etag_out, r.etag, BACKEND_ETAG_MAX);
+        tier_strlcpy(etag_out, r.hdr.etag, BACKEND_ETAG_MAX);
     req_fini(&r);
     dynbuf_fini(&q);
     return rc;
@@ -914,6 +920,13 @@ static int make_url_base(const struct s3_backend_config *cfg, char **out)
     size_t eplen = strlen(ep);
     while (eplen > 0 && ep[eplen - 1] == '/')
         eplen--;
+    size_t slen = (size_t)(sep - ep);
+    if (!(slen == 4 && strncasecmp(ep, "http", 4) == 0) &&
+        !(slen == 5 && strncasecmp(ep, "https", 5) == 0)) {
+        tier_err_set("S3 endpoint '%s' uses scheme '%.*s'; only http:// and https:// are allowed",
+                     ep, (int)slen, ep);
+        return -EINVAL;
+    }
     if (strchr(sep + 3, '/') && strchr(sep + 3, '/') < ep + eplen) {
         tier_err_set("S3 endpoint '%s' must not contain a path", ep);
         return -EINVAL;
@@ -925,6 +938,28 @@ static int make_url_base(const struct s3_backend_config *cfg, char **out)
         n = asprintf(out, "%.*s%s.%.*s", (int)(sep + 3 - ep), ep, cfg->bucket,
                      (int)(eplen - (size_t)(sep + 3 - ep)), sep + 3);
     return n < 0 ? -ENOMEM : 0;
+}
+
+/* Whether a plain http:// endpoint goes to this host only (localhost, 127.0.0.0/8, ::1), where
+ * no network sees the traffic. ep is already checked by make_url_base. */
+static bool endpoint_is_loopback(const char *ep)
+{
+    const char *h = strstr(ep, "://") + 3;
+    size_t n;
+    if (*h == '[') {
+        h++;
+        n = strcspn(h, "]");
+    } else {
+        n = strcspn(h, ":/");
+    }
+    if ((n == 9 && strncasecmp(h, "localhost", 9) == 0) || (n == 3 && strncmp(h, "::1", 3) == 0))
+        return true;
+    if (n < 4 || strncmp(h, "127.", 4) != 0)
+        return false;
+    for (size_t i = 4; i < n; i++)
+        if (!((h[i] >= '0' && h[i] <= '9') || h[i] == '.'))
+            return false;
+    return true;
 }
 
 static bool bucket_name_ok(const char *b)
@@ -980,7 +1015,11 @@ int backend_s3_open(const struct s3_backend_config *cfg, struct backend **out)
     int rc = -ENOMEM;
     s->base.ops = &s3_ops;
     pthread_mutex_init(&s->pool_lock, NULL);
-    pthread_cond_init(&s->pool_cond, NULL);
+    pthread_condattr_t cattr;
+    pthread_condattr_init(&cattr);
+    pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC); /* pool_take's deadline */
+    pthread_cond_init(&s->pool_cond, &cattr);
+    pthread_condattr_destroy(&cattr);
     for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
         pthread_mutex_init(&s->share_locks[i], NULL);
     s->max_handles = cfg->max_connections > 0 ? cfg->max_connections : 16;
@@ -1011,6 +1050,11 @@ int backend_s3_open(const struct s3_backend_config *cfg, struct backend **out)
     rc = make_url_base(cfg, &s->url_base);
     if (rc)
         goto fail;
+    if (strncasecmp(cfg->endpoint, "http://", 7) == 0 && !endpoint_is_loopback(cfg->endpoint))
+        log_warn("S3 backend '%s': endpoint %s is plain http:// to a host that is not loopback: "
+                 "requests, object data and the session token cross the network unencrypted "
+                 "(payloads are sent UNSIGNED-PAYLOAD); use https://",
+                 s->base.name, cfg->endpoint);
     rc = -ENOMEM;
     s->share = curl_share_init();
     if (!s->share)

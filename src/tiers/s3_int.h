@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * s3_int.h - private interface of the S3 backend, shared by its files only (s3.c, s3_xml.c,
- * s3_err.c) and by its unit tests and fuzz target. Nothing here touches the network: these are
- * the pure parts (XML parsing, error mapping, URI encoding) split out so they can be tested on
- * recorded responses. All functions are stateless and thread-safe.
+ * s3_hdr.c, s3_err.c) and by its unit tests and fuzz targets. Nothing here touches the network:
+ * these are the pure parts (XML parsing, response headers, error mapping, URI encoding) split out
+ * so they can be tested and fuzzed on recorded responses. All functions are stateless and
+ * thread-safe (the header parser writes only the caller's struct).
  */
 #ifndef TIER_TIERS_S3_INT_H
 #define TIER_TIERS_S3_INT_H
@@ -68,6 +69,24 @@ int s3_time_parse_iso8601(const char *s, int64_t *ns);
 int s3_uri_encode(struct dynbuf *out, const char *s, bool keep_slash);
 /* Decode %XX sequences in place (for EncodingType=url listings). Returns 0 or -EPROTO. */
 int s3_uri_decode(char *s);
+
+/* What the backend keeps of a response's headers. */
+struct s3_resp_headers {
+    char etag[BACKEND_ETAG_MAX]; /* ETag as sent (quotes kept), cut to fit; "" if none */
+    int64_t mtime_ns;            /* Last-Modified, ns since the epoch; 0 if none or unparsable */
+    uint64_t content_length;     /* Content-Length, valid when have_length */
+    bool have_length;
+    uint64_t total_size; /* the object size from Content-Range "bytes A-B/SIZE", when have_total */
+    bool have_total;
+};
+
+void s3_resp_headers_reset(struct s3_resp_headers *h);
+/* Take in one header line as curl hands it to CURLOPT_HEADERFUNCTION: len bytes, not
+ * NUL-terminated, usually ending in CRLF. A status line ("HTTP/...": a new response, after a
+ * 100 Continue) resets h; ETag, Last-Modified, Content-Length and Content-Range (names in any
+ * case) update it; a value of 256 bytes or more, a malformed number and any other line are
+ * ignored. Never reads outside line[0..len). */
+void s3_resp_header_line(struct s3_resp_headers *h, const char *line, size_t len);
 
 /* THE mapping from a failed request to a negative errno (STYLE.md: one place per module).
  * cc: the curl result; status: the HTTP status (0 if none); code: the S3 error code from the

@@ -5,6 +5,9 @@
  *   posix   a POSIX backend on a fresh scratch directory;
  *   s3      the S3 backend on a fresh bucket of the test RGW ($TIER_CEPH_DIR/env, started by
  *           the CTest fixture `rgw`).
+ * With argv[2] = "sched" the backend is wrapped in its scheduler lane (sched_backend_wrap, as
+ * tierd runs every backend) with an in-flight cap of 3, so the decorator is held to the same
+ * contract and the parallel cases queue at admission.
  * Cases: put/get/ranged get/stat/delete, reads at and after the end, version change on overwrite,
  * 2,500-key listing over pages (recursive and with delimiter), a 64 MiB multipart upload read back
  * plainly and with backend_read_parallel, abort, missing keys, invalid keys, and 8 threads doing
@@ -27,6 +30,7 @@
 
 #include "common/err.h"
 #include "common/timeutil.h"
+#include "qos/sched.h"
 #include "testutil.h"
 #include "tiers/backend.h"
 
@@ -34,7 +38,9 @@
 
 static const char *g_kind;
 static struct backend *g_be;
-static char *g_dir; /* posix: the scratch root */
+static bool g_sched_wrap;     /* argv[2] == "sched" */
+static struct sched *g_sched; /* the lane's scheduler when wrapped */
+static char *g_dir;           /* posix: the scratch root */
 
 /* tu_s3_bucket_create(), then a fallback: curl 7.88 does not send x-amz-content-sha256 with
  * CURLOPT_AWS_SIGV4 and RGW answers SignatureDoesNotMatch without it. Remove the fallback once
@@ -119,6 +125,15 @@ static int group_setup(void **state)
         fprintf(stderr, "backend_suite %s: open failed: %d %s\n", g_kind, rc, tier_err_msg());
         return -1;
     }
+    if (g_sched_wrap) {
+        struct backend *w = NULL;
+        struct sched_backend_config bc = {.max_inflight = 3, .admit_timeout_ms = 120000};
+        if (sched_new(NULL, &g_sched) != 0 || sched_backend_wrap(g_sched, g_be, &bc, &w) != 0) {
+            fprintf(stderr, "backend_suite %s: cannot wrap the backend in a lane\n", g_kind);
+            return -1;
+        }
+        g_be = w;
+    }
     return 0;
 }
 
@@ -126,6 +141,16 @@ static int group_teardown(void **state)
 {
     (void)state;
     backend_free(g_be);
+    if (g_sched) {
+        struct sched_backend_stats b;
+        /* every call passed the lane and left it */
+        if (sched_backend_stats_get(g_sched, &b, 1) != 1 || b.inflight_now != 0 ||
+            b.admitted == 0 || b.admitted != b.completed || b.breaker != SCHED_BREAKER_CLOSED) {
+            fprintf(stderr, "backend_suite %s: lane counters do not add up\n", g_kind);
+            return -1;
+        }
+        sched_free(g_sched);
+    }
     if (g_dir) {
         tu_rmtree(g_dir);
         free(g_dir);
@@ -553,11 +578,13 @@ static void test_concurrent_threads(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2 || (strcmp(argv[1], "posix") != 0 && strcmp(argv[1], "s3") != 0)) {
-        fprintf(stderr, "usage: %s posix|s3\n", argv[0]);
+    if (argc < 2 || argc > 3 || (strcmp(argv[1], "posix") != 0 && strcmp(argv[1], "s3") != 0) ||
+        (argc == 3 && strcmp(argv[2], "sched") != 0)) {
+        fprintf(stderr, "usage: %s posix|s3 [sched]\n", argv[0]);
         return 2;
     }
     g_kind = argv[1];
+    g_sched_wrap = argc == 3;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_put_get_stat_delete),
         cmocka_unit_test(test_overwrite_changes_version),

@@ -337,6 +337,8 @@ ok "a name the POSIX backend reserves: EINVAL at create"
 stop_tierd
 
 # ---- local disk faults (TIERD_TEST_FAULT_FILE: tierd's staging pwrite/fsync hooks) -----------
+# The hooks exist only in a tierd built with TIER_TEST_HOOKS (Debug and sanitizer builds).
+if grep -qa TIERD_TEST_FAULT_FILE "$TIERD"; then
 FAULT=$T/fault
 : >"$FAULT"
 export TIERD_TEST_FAULT_FILE=$FAULT
@@ -441,6 +443,10 @@ backend_has rweio "$T/ref/rweio"
 ok "rewrite with an EIO mid-copy: EIO to the writer, old version intact (mount and backend)"
 stop_tierd
 unset TIERD_TEST_FAULT_FILE
+else
+  echo "SKIP: local disk fault tests: $TIERD was built without TIER_TEST_HOOKS" \
+    "(reconfigure with -DTIER_TEST_HOOKS=ON, the default for Debug and sanitizer builds)"
+fi
 
 # ---- rewrite with no room for the copy: ENOSPC up front, the durable old version survives -----
 # Regression: appending to an uploaded file starts a new generation (which cancels the old one

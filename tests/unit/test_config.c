@@ -80,6 +80,13 @@ static const struct bad_case bad_cases[] = {
     {BASE "[backend warm]\ntype = posix\nroot = /x\n",
      {"t.conf:8:", "duplicate backend 'warm'", "line 1"}},
     {BASE "[backend]\n", {"t.conf:8:", "needs a name"}},
+    /* a backend's scheduler lane (any type) */
+    {BASE "[backend cold]\ntype = s3\nbucket = b\nendpoint = http://x\nmax_inflight = 0\n",
+     {"t.conf:12:", "max_inflight = '0'", "from 1 to 4096"}},
+    {BASE "[backend w2]\ntype = posix\nroot = /x\nbreaker_cooldown = soon\n",
+     {"t.conf:11:", "breaker_cooldown", "duration"}},
+    {BASE "[backend w2]\ntype = posix\nroot = /x\nbreaker_failures = -1\n",
+     {"t.conf:11:", "breaker_failures", "from 0 to 1000"}},
     {"[backend warm]\ntype = posix\n[namespace /d]\nbackend = warm\n[mount]\npath = /m\n",
      {"t.conf:1:", "[backend warm] is missing required key 'root'"}},
     /* a typo of a required key wins over "missing": it is the cause */
@@ -259,6 +266,9 @@ static void test_defaults(void **state)
     assert_null(c.api_tcp);
     assert_null(c.api_token);
     assert_string_equal(c.namespaces[0].prefix, "");
+    assert_int_equal(c.backends[0].max_inflight, 0); /* tierd picks 32 (posix) / max_connections */
+    assert_int_equal(c.backends[0].breaker_failures, 5);
+    assert_int_equal(c.backends[0].breaker_cooldown_ms, 5000);
     tierd_config_fini(&c);
 }
 

@@ -5,12 +5,16 @@
  * random source, fake clock, no sleeping), URI encoding, the backend against a closed local port
  * (bounded retries, -EIO within the computed bound), and the backend against a scripted local
  * HTTP server (503 retried, 4xx not, a broken-off read restarted from the start of its range,
- * bodies bounded by the caller's buffer, 416 at EOF).
+ * bodies bounded by the caller's buffer, 416 at EOF). Also the response header parser on raw
+ * lines, the transport checks at open (only http/https; a warning for non-loopback http://), and
+ * more concurrent calls than pooled connections on a black-hole endpoint (tests/lib/blackhole.c):
+ * each ends within the call's deadline.
  */
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdatomic.h>
 #include <stdarg.h>
@@ -24,6 +28,7 @@
 
 #include <cmocka.h>
 
+#include "blackhole.h"
 #include "common/err.h"
 #include "common/timeutil.h"
 #include "tiers/backend.h"
@@ -540,6 +545,62 @@ static void test_time_parse(void **state)
     assert_int_equal(s3_time_parse_iso8601("9999-11-29T23:29:01Z", &ns), -EINVAL); /* > 2262 */
 }
 
+static void hdr(struct s3_resp_headers *h, const char *line)
+{
+    s3_resp_header_line(h, line, strlen(line));
+}
+
+/* The response header parser (s3_hdr.c) on raw lines as curl hands them over. */
+static void test_resp_headers(void **state)
+{
+    (void)state;
+    struct s3_resp_headers h;
+    s3_resp_headers_reset(&h);
+    hdr(&h, "HTTP/1.1 206 Partial Content\r\n");
+    hdr(&h, "etag:   \"abc-2\"  \r\n");
+    hdr(&h, "Last-Modified: Sun, 29 Nov 2026 23:29:01 GMT\r\n");
+    hdr(&h, "CONTENT-LENGTH: 4\r\n");
+    hdr(&h, "Content-Range: bytes 0-3/1000\r\n");
+    hdr(&h, "X-Other: 1\r\n");
+    hdr(&h, "no colon here\r\n");
+    hdr(&h, "\r\n");
+    assert_string_equal(h.etag, "\"abc-2\"");
+    assert_int_equal(h.mtime_ns, 1795994941LL * 1000000000LL);
+    assert_true(h.have_length);
+    assert_int_equal(h.content_length, 4);
+    assert_true(h.have_total);
+    assert_int_equal(h.total_size, 1000);
+    /* bad numbers are not taken; an unknown total ("*") neither */
+    hdr(&h, "Content-Length: 12x\r\n");
+    assert_false(h.have_length);
+    hdr(&h, "Content-Range: bytes */1000\r\n");
+    assert_true(h.have_total);
+    hdr(&h, "Content-Range: bytes 0-3/*\r\n");
+    assert_false(h.have_total);
+    hdr(&h, "Content-Length: 99999999999999999999999\r\n");
+    assert_false(h.have_length);
+    /* A date past 2262 does not fit ns in int64_t: unknown, not a signed overflow (UBSan). */
+    hdr(&h, "Last-Modified: Fri, 31 Dec 9999 23:59:59 GMT\r\n");
+    assert_int_equal(h.mtime_ns, 0);
+    /* an overlong value is ignored, a long ETag is cut to fit */
+    char line[600];
+    memset(line, 'a', sizeof(line));
+    memcpy(line, "ETag: ", 6);
+    s3_resp_header_line(&h, line, sizeof(line));
+    assert_string_equal(h.etag, "\"abc-2\"");
+    s3_resp_header_line(&h, line, 6 + 200);
+    assert_int_equal(strlen(h.etag), BACKEND_ETAG_MAX - 1);
+    /* the length bounds the line: nothing past it is read */
+    s3_resp_header_line(&h, "ETag: \"x\"GARBAGE", 9);
+    assert_string_equal(h.etag, "\"x\"");
+    /* a new response forgets the last one's headers */
+    hdr(&h, "HTTP/1.1 200 OK\r\n");
+    assert_string_equal(h.etag, "");
+    assert_false(h.have_length);
+    assert_false(h.have_total);
+    assert_int_equal(h.mtime_ns, 0);
+}
+
 /* ---- the backend without a server ------------------------------------------------------------ */
 
 static void test_open_config(void **state)
@@ -569,8 +630,72 @@ static void test_open_config(void **state)
     bad = c;
     bad.prefix = "../x";
     assert_int_equal(backend_s3_open(&bad, &be), -EINVAL);
+    /* Only HTTP(S): curl would fetch a file:// or ftp:// URL as happily (finding 16). */
+    static const char *const schemes[] = {"file:///etc", "ftp://127.0.0.1:21", "gopher://h",
+                                          "dict://h:2628", "httpx://h"};
+    for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
+        bad = c;
+        bad.endpoint = schemes[i];
+        assert_int_equal(backend_s3_open(&bad, &be), -EINVAL);
+        assert_non_null(strstr(tier_err_msg(), "only http:// and https:// are allowed"));
+    }
+    bad = c;
+    bad.endpoint = "HTTPS://127.0.0.1:7480";
+    assert_int_equal(backend_s3_open(&bad, &be), 0);
+    backend_free(be);
     unsetenv("AWS_ACCESS_KEY_ID");
     unsetenv("AWS_SECRET_ACCESS_KEY");
+}
+
+/* Open an S3 backend on endpoint with stderr (where log_warn writes) captured; returns whether
+ * the captured output contains needle. */
+static bool open_logs(const char *endpoint, const char *needle)
+{
+    char path[] = "/tmp/test_s3_log_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    unlink(path);
+    fflush(stderr);
+    int saved = dup(2);
+    assert_true(saved >= 0);
+    assert_int_equal(dup2(fd, 2), 2);
+    struct s3_backend_config c = {.name = "cold",
+                                  .endpoint = endpoint,
+                                  .bucket = "bkt",
+                                  .path_style = true,
+                                  .access_key = "ak",
+                                  .secret_key = "sk"};
+    struct backend *be = NULL;
+    int rc = backend_s3_open(&c, &be);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    assert_int_equal(rc, 0);
+    backend_free(be);
+    char buf[4096];
+    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    return strstr(buf, needle) != NULL;
+}
+
+/* Plain http:// to anything but loopback carries object data, the signature and the session
+ * token in the clear: warned at open (finding 16); loopback and https are not. */
+static void test_plain_http_warning(void **state)
+{
+    (void)state;
+    const char *w = "backend 'cold': endpoint";
+    assert_true(open_logs("http://10.1.2.3:7480", w));
+    assert_true(open_logs("http://s3.example.com", w));
+    assert_true(open_logs("http://127.example.com:80", w));
+    assert_true(open_logs("http://[2001:db8::1]:7480", w));
+    assert_true(open_logs("http://127.0.0.1.nip.io:7480", w));
+    assert_false(open_logs("http://127.0.0.1:7480", w));
+    assert_false(open_logs("http://127.1.2.3", w));
+    assert_false(open_logs("http://localhost:7480/", w));
+    assert_false(open_logs("http://[::1]:7480", w));
+    assert_false(open_logs("https://10.1.2.3:7480", w));
+    assert_false(open_logs("https://s3.us-east-1.amazonaws.com", w));
 }
 
 /* A port nobody listens on: bind an ephemeral port and close it again. */
@@ -981,6 +1106,66 @@ static void test_hung_endpoint_times_out(void **state)
     close(lfd);
 }
 
+struct pool_call {
+    struct backend *be;
+    int rc;
+    uint64_t ms;
+    char msg[512];
+};
+
+static void *pool_call_main(void *arg)
+{
+    struct pool_call *a = arg;
+    struct backend_stat st;
+    uint64_t t0 = tier_now_mono_ns();
+    a->rc = backend_stat(a->be, "k", &st);
+    a->ms = (tier_now_mono_ns() - t0) / TIER_NS_PER_MS;
+    snprintf(a->msg, sizeof(a->msg), "%s", tier_err_msg());
+    return NULL;
+}
+
+/* More concurrent calls than pooled connections on an endpoint that accepts and never answers:
+ * the calls waiting for a handle give up at the call's deadline (the retry policy's worst case)
+ * instead of waiting for the handles in front of them to time out one after another (finding 6:
+ * pool_take() waited without bound). 12 calls on 2 handles with a 300 ms attempt would take
+ * 6 x 300 ms for the last one. */
+static void test_pool_wait_bounded(void **state)
+{
+    (void)state;
+    struct blackhole bh;
+    assert_int_equal(bh_start(&bh), 0);
+    char ep[64];
+    snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", bh.port);
+    struct s3_backend_config c = {.endpoint = ep,
+                                  .bucket = "bkt",
+                                  .path_style = true,
+                                  .access_key = "ak",
+                                  .secret_key = "sk",
+                                  .max_retries = -1,
+                                  .connect_timeout_ms = 300,
+                                  .request_timeout_ms = 300,
+                                  .max_connections = 2};
+    struct backend *be = NULL;
+    assert_int_equal(backend_s3_open(&c, &be), 0);
+    enum { N = 12 };
+    struct pool_call a[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        a[i].be = be;
+        assert_int_equal(pthread_create(&th[i], NULL, pool_call_main, &a[i]), 0);
+    }
+    int no_handle = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(a[i].rc, -ETIMEDOUT);
+        assert_true(a[i].ms < 300 + 300); /* one attempt's worth, plus slack; never 2 x 300 */
+        no_handle += strstr(a[i].msg, "no connection free within 300 ms (all 2 in use)") != NULL;
+    }
+    assert_true(no_handle >= 1); /* the calls that never got a handle say so */
+    backend_free(be);
+    bh_stop(&bh);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1001,6 +1186,7 @@ int main(void)
         cmocka_unit_test(test_retry_statuses),
         cmocka_unit_test(test_uri_encode),
         cmocka_unit_test(test_time_parse),
+        cmocka_unit_test(test_resp_headers),
         cmocka_unit_test(test_open_config),
         cmocka_unit_test(test_dead_endpoint_bounded),
         cmocka_unit_test(test_srv_retry_then_ok),
@@ -1011,6 +1197,8 @@ int main(void)
         cmocka_unit_test(test_srv_wire_format),
         cmocka_unit_test(test_srv_virtual_host),
         cmocka_unit_test(test_hung_endpoint_times_out),
+        cmocka_unit_test(test_plain_http_warning),
+        cmocka_unit_test(test_pool_wait_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,6 +7,12 @@
  * Ordering is made deterministic without sleeps: waiters are started one at a time and the test
  * waits (polling sched_stats_get with a deadline) until each has taken its ticket before starting
  * the next, so ticket order equals start order.
+ *
+ * Per-backend lanes (finding 6 of the 2026-12-01 review): the admission deadline, the circuit
+ * breaker's transitions, and end to end with real backends: concurrent calls to a black-hole S3
+ * endpoint (tests/lib/blackhole.c) each end within a bound and open the breaker, which closes
+ * again once the endpoint answers; and a POSIX backend read through the cache keeps its latency
+ * while every S3 fetch hangs.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -16,13 +22,19 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
+#include "blackhole.h"
+#include "cache/cache.h"
+#include "common/err.h"
 #include "common/timeutil.h"
 #include "qos/sched.h"
+#include "testutil.h"
+#include "tiers/backend.h"
 
 #define DEADLINE_NS (20 * TIER_NS_PER_SEC)
 
@@ -328,9 +340,441 @@ static void test_starvation_bound(void **state)
     sched_free(s);
 }
 
+/* ---- per-backend lanes: deadline and breaker ------------------------------------------- */
+
+static struct sched_backend_stats lane_stats(struct sched *s, size_t i)
+{
+    struct sched_backend_stats b[8];
+    size_t n = sched_backend_stats_get(s, b, 8);
+    assert_true(i < n);
+    return b[i];
+}
+
+struct enter_arg {
+    struct sched *s;
+    struct sched_lane *l;
+    int rc;
+    uint64_t ms;
+    char msg[256];
+};
+
+static void *enter_main(void *arg)
+{
+    struct enter_arg *a = arg;
+    uint64_t t0 = tier_now_mono_ns();
+    a->rc = sched_lane_enter(a->s, a->l, NULL, 0);
+    a->ms = (tier_now_mono_ns() - t0) / TIER_NS_PER_MS;
+    snprintf(a->msg, sizeof(a->msg), "%s", tier_err_msg());
+    if (a->rc == 0)
+        sched_lane_leave(a->s, a->l, NULL, 0, 0, 1);
+    return NULL;
+}
+
+/* An admission that cannot get a slot within admit_timeout_ms fails with -ETIMEDOUT, at the
+ * deadline, and leaves the queue intact for the next waiter. */
+static void test_lane_admission_deadline(void **state)
+{
+    (void)state;
+    struct sched *s = NULL;
+    struct sched_lane *l = NULL;
+    assert_int_equal(sched_new(NULL, &s), 0);
+    struct sched_backend_config bc = {
+        .max_inflight = 1, .admit_timeout_ms = 150, .breaker_failures = -1};
+    assert_int_equal(sched_lane_new(s, "cold", &bc, &l), 0);
+    assert_int_equal(sched_lane_enter(s, l, NULL, 0), 0); /* takes the only slot */
+    struct enter_arg a = {.s = s, .l = l};
+    enter_main(&a);
+    assert_int_equal(a.rc, -ETIMEDOUT);
+    assert_true(a.ms >= 140 && a.ms < 1500);
+    assert_non_null(strstr(a.msg, "backend 'cold': no free slot within 150 ms"));
+    struct sched_backend_stats b = lane_stats(s, 0);
+    assert_int_equal(b.admit_timeouts, 1);
+    assert_int_equal(b.queued_now, 0);
+    assert_int_equal(b.inflight_now, 1);
+    /* A waiter that gets the slot before its deadline goes. */
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, enter_main, &a), 0);
+    uint64_t deadline = tier_now_mono_ns() + DEADLINE_NS;
+    while (lane_stats(s, 0).queued_now != 1) {
+        assert_true(tier_now_mono_ns() < deadline);
+        sched_yield();
+    }
+    sched_lane_leave(s, l, NULL, 0, 0, 1);
+    pthread_join(th, NULL);
+    assert_int_equal(a.rc, 0);
+    b = lane_stats(s, 0);
+    assert_int_equal(b.admitted, 2);
+    assert_int_equal(b.completed, 2);
+    assert_int_equal(b.inflight_now, 0);
+    sched_free(s);
+}
+
+/* CLOSED -> OPEN after K failures (queued calls refused at once), fast fails while OPEN, the
+ * probe after the cool-down (others refused while it is out), probe failure -> OPEN, probe
+ * answer -> CLOSED. Answers that are errors (-ENOENT) reset the count. */
+static void test_breaker_transitions(void **state)
+{
+    (void)state;
+    struct sched *s = NULL;
+    struct sched_lane *l = NULL;
+    assert_int_equal(sched_new(NULL, &s), 0);
+    struct sched_backend_config bc = {.max_inflight = 1,
+                                      .admit_timeout_ms = 20000,
+                                      .breaker_failures = 3,
+                                      .breaker_cooldown_ms = 200};
+    assert_int_equal(sched_lane_new(s, "cold", &bc, &l), 0);
+
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(sched_lane_enter(s, l, NULL, 0), 0);
+        sched_lane_leave(s, l, NULL, 0, -ETIMEDOUT, 1);
+    }
+    assert_int_equal(lane_stats(s, 0).consecutive_failures, 2);
+    assert_int_equal(sched_lane_enter(s, l, NULL, 0), 0);
+    sched_lane_leave(s, l, NULL, 0, -ENOENT, 1); /* an answer */
+    assert_int_equal(lane_stats(s, 0).consecutive_failures, 0);
+    assert_int_equal(lane_stats(s, 0).breaker, SCHED_BREAKER_CLOSED);
+
+    /* Attempts the server answered, even with a 5xx (-EIO), are answers; the call's own -EIO
+     * after them is not counted again. */
+    assert_int_equal(sched_lane_enter(s, l, NULL, 0), 0);
+    for (int i = 0; i < 5; i++)
+        assert_true(sched_lane_attempt_failed(s, l, -EIO, true));
+    sched_lane_leave(s, l, NULL, 0, -EIO, 1);
+    assert_int_equal(lane_stats(s, 0).consecutive_failures, 0);
+    assert_int_equal(lane_stats(s, 0).failures, 2);
+
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(sched_lane_enter(s, l, NULL, 0), 0);
+        sched_lane_leave(s, l, NULL, 0, -EIO, 1);
+    }
+    /* The third failure opens the breaker while another call is queued: that call is refused
+     * at once, long before its 20 s admission deadline. */
+    assert_int_equal(sched_lane_enter(s, l, NULL, 0), 0);
+    struct enter_arg a = {.s = s, .l = l};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, enter_main, &a), 0);
+    uint64_t deadline = tier_now_mono_ns() + DEADLINE_NS;
+    while (lane_stats(s, 0).queued_now != 1) {
+        assert_true(tier_now_mono_ns() < deadline);
+        sched_yield();
+    }
+    sched_lane_leave(s, l, NULL, 0, -ETIMEDOUT, 1);
+    pthread_join(th, NULL);
+    assert_int_equal(a.rc, -ETIMEDOUT);
+    assert_true(a.ms < 5000);
+    assert_non_null(strstr(a.msg, "backend 'cold' is not answering: circuit breaker open"));
+    struct sched_backend_stats b = lane_stats(s, 0);
+    assert_int_equal(b.breaker, SCHED_BREAKER_OPEN);
+    assert_int_equal(b.breaker_opens, 1);
+    assert_int_equal(b.fast_fails, 1);
+    assert_int_equal(b.failures, 5);
+    assert_string_equal(sched_breaker_state_name(b.breaker), "open");
+
+    /* OPEN: fail fast. */
+    uint64_t t0 = tier_now_mono_ns();
+    assert_int_equal(sched_lane_enter(s, l, NULL, 0), -ETIMEDOUT);
+    assert_true(tier_now_mono_ns() - t0 < 100 * TIER_NS_PER_MS);
+    assert_int_equal(lane_stats(s, 0).fast_fails, 2);
+
+    /* After the cool-down one probe goes; a second call while it is out is refused. */
+    for (int round = 0; round < 2; round++) {
+        deadline = tier_now_mono_ns() + DEADLINE_NS;
+        while (lane_stats(s, 0).open_ms_left != 0) {
+            assert_true(tier_now_mono_ns() < deadline);
+            sched_yield();
+        }
+        assert_int_equal(sched_lane_enter(s, l, NULL, 0), 0);
+        assert_int_equal(lane_stats(s, 0).breaker, SCHED_BREAKER_HALF_OPEN);
+        assert_int_equal(sched_lane_enter(s, l, NULL, 0), -ETIMEDOUT);
+        if (round == 0) {
+            sched_lane_leave(s, l, NULL, 0, -ETIMEDOUT, 1); /* probe failed: open again */
+            assert_int_equal(lane_stats(s, 0).breaker, SCHED_BREAKER_OPEN);
+            assert_int_equal(lane_stats(s, 0).breaker_opens, 2);
+        } else {
+            sched_lane_leave(s, l, NULL, 0, 0, 1); /* probe answered: closed */
+        }
+    }
+    b = lane_stats(s, 0);
+    assert_int_equal(b.breaker, SCHED_BREAKER_CLOSED);
+    assert_int_equal(b.consecutive_failures, 0);
+    assert_int_equal(b.inflight_now, 0);
+    assert_int_equal(sched_lane_enter(s, l, NULL, 0), 0);
+    sched_lane_leave(s, l, NULL, 0, 0, 1);
+    sched_free(s);
+}
+
+/* ---- real backends: a black-hole S3 endpoint beside a POSIX backend ---------------------- */
+
+static struct backend *s3_on(const struct blackhole *bh, const char *name, uint64_t timeout_ms)
+{
+    char ep[64];
+    snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", bh->port);
+    struct s3_backend_config c = {.name = name,
+                                  .endpoint = ep,
+                                  .bucket = "bkt",
+                                  .path_style = true,
+                                  .access_key = "ak",
+                                  .secret_key = "sk",
+                                  .max_retries = -1, /* no retry: one attempt per call */
+                                  .connect_timeout_ms = timeout_ms,
+                                  .request_timeout_ms = timeout_ms,
+                                  .max_connections = 64};
+    struct backend *be = NULL;
+    assert_int_equal(backend_s3_open(&c, &be), 0);
+    return be;
+}
+
+#define NCALLS 24
+
+struct call_arg {
+    struct backend *be;
+    int rc;
+    uint64_t ms;
+};
+
+static void *stat_main(void *arg)
+{
+    struct call_arg *a = arg;
+    struct backend_stat st;
+    uint64_t t0 = tier_now_mono_ns();
+    a->rc = backend_stat(a->be, "obj", &st);
+    a->ms = (tier_now_mono_ns() - t0) / TIER_NS_PER_MS;
+    return NULL;
+}
+
+/* The review's probe: many concurrent calls to an endpoint that accepts and never answers, with
+ * a lane of 4, a 400 ms timeout and a breaker of 4. Every call ends within two timeouts (not in
+ * waves of 4 until the admission deadline), later calls fail in microseconds without reaching
+ * the endpoint, and once it answers again the probe after the cool-down closes the breaker. */
+static void test_blackhole_s3_breaker(void **state)
+{
+    (void)state;
+    struct blackhole bh;
+    assert_int_equal(bh_start(&bh), 0);
+    struct sched *s = NULL;
+    assert_int_equal(sched_new(NULL, &s), 0);
+    struct backend *be = NULL;
+    struct sched_backend_config bc = {.max_inflight = 4,
+                                      .admit_timeout_ms = 3000,
+                                      .breaker_failures = 4,
+                                      .breaker_cooldown_ms = 1500};
+    assert_int_equal(sched_backend_wrap(s, s3_on(&bh, "cold", 400), &bc, &be), 0);
+    assert_string_equal(be->name, "cold");
+    assert_string_equal(be->ops->type, "s3");
+    assert_ptr_not_equal(sched_backend_lane(s, be), NULL);
+
+    struct call_arg a[NCALLS];
+    pthread_t th[NCALLS];
+    for (int i = 0; i < NCALLS; i++) {
+        a[i].be = be;
+        assert_int_equal(pthread_create(&th[i], NULL, stat_main, &a[i]), 0);
+    }
+    uint64_t worst = 0;
+    int second_wave = 0;
+    for (int i = 0; i < NCALLS; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(a[i].rc, -ETIMEDOUT);
+        worst = a[i].ms > worst ? a[i].ms : worst;
+        second_wave += a[i].ms > 600;
+    }
+    /* The first three timeouts each hand their slot to a queued call (the breaker is still
+     * closed), the fourth opens it and refuses the other 17 at once. So no call waits more than
+     * one timeout for admission and runs at most one: nothing near the 3 s admission deadline,
+     * and no third wave. Without the breaker the queue drains in waves of 4 until that deadline. */
+    assert_true(worst < 2 * 400 + 350);
+    assert_int_equal(second_wave, 3);
+    struct sched_backend_stats b = lane_stats(s, 0);
+    assert_int_equal(b.breaker, SCHED_BREAKER_OPEN);
+    assert_int_equal(b.failures, 7);
+    assert_int_equal(b.breaker_opens, 1);
+    assert_int_equal(b.fast_fails, NCALLS - 7);
+    assert_int_equal(atomic_load(&bh.accepted), 7); /* nothing more reached the endpoint */
+
+    /* Open: fail fast without touching the endpoint. */
+    struct call_arg one = {.be = be};
+    stat_main(&one);
+    assert_int_equal(one.rc, -ETIMEDOUT);
+    assert_true(one.ms < 100);
+    assert_non_null(strstr(tier_err_msg(), "backend 'cold' is not answering"));
+    assert_int_equal(atomic_load(&bh.accepted), 7);
+
+    /* The endpoint answers again (404: an answer, not a failure): the probe closes it. */
+    bh_answer(&bh, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    uint64_t deadline = tier_now_mono_ns() + DEADLINE_NS;
+    while (lane_stats(s, 0).open_ms_left != 0) {
+        assert_true(tier_now_mono_ns() < deadline);
+        sched_yield();
+    }
+    stat_main(&one);
+    assert_int_equal(one.rc, -ENOENT);
+    b = lane_stats(s, 0);
+    assert_int_equal(b.breaker, SCHED_BREAKER_CLOSED);
+    assert_int_equal(b.consecutive_failures, 0);
+    stat_main(&one);
+    assert_int_equal(one.rc, -ENOENT);
+    backend_free(be);
+    sched_free(s);
+    bh_stop(&bh);
+}
+
+/* The breaker also sees the attempts S3 retries inside one call, and once open it stops the
+ * retries of the calls in flight: 8 calls of up to 4 attempts of 300 ms each end after one or two
+ * attempts (the fourth failed attempt opens the breaker), instead of after 4 x 300 ms. */
+static void test_breaker_stops_retries(void **state)
+{
+    (void)state;
+    enum { N = 8 };
+    struct blackhole bh;
+    assert_int_equal(bh_start(&bh), 0);
+    char ep[64];
+    snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", bh.port);
+    struct s3_backend_config c = {.name = "cold",
+                                  .endpoint = ep,
+                                  .bucket = "bkt",
+                                  .path_style = true,
+                                  .access_key = "ak",
+                                  .secret_key = "sk",
+                                  .max_retries = 3,
+                                  .retry_base_ms = 10,
+                                  .retry_max_ms = 20,
+                                  .connect_timeout_ms = 300,
+                                  .request_timeout_ms = 300,
+                                  .max_connections = N};
+    struct backend *raw = NULL, *be = NULL;
+    assert_int_equal(backend_s3_open(&c, &raw), 0);
+    struct sched *s = NULL;
+    assert_int_equal(sched_new(NULL, &s), 0);
+    struct sched_backend_config bc = {.max_inflight = N,
+                                      .admit_timeout_ms = 3000,
+                                      .breaker_failures = 4,
+                                      .breaker_cooldown_ms = 60000};
+    assert_int_equal(sched_backend_wrap(s, raw, &bc, &be), 0);
+    struct call_arg a[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        a[i].be = be;
+        assert_int_equal(pthread_create(&th[i], NULL, stat_main, &a[i]), 0);
+    }
+    int retried = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(a[i].rc, -ETIMEDOUT);
+        assert_true(a[i].ms < 2 * 300 + 350); /* at most two attempts, never four */
+        retried += a[i].ms > 450;
+    }
+    /* The first three failed attempts retry (the breaker is still closed), the fourth opens it:
+     * every other call stops after its first attempt, the three retries after their second. */
+    assert_int_equal(retried, 3);
+    assert_int_equal(atomic_load(&bh.accepted), N + 3);
+    struct sched_backend_stats b = lane_stats(s, 0);
+    assert_int_equal(b.breaker, SCHED_BREAKER_OPEN);
+    assert_int_equal(b.failures, N + 3); /* each failed attempt once, the calls not again */
+    backend_free(be);
+    sched_free(s);
+    bh_stop(&bh);
+}
+
+struct fetch_arg {
+    struct cache *c;
+    struct cache_obj obj;
+    char key[32];
+    ssize_t rc;
+};
+
+static void *fetch_main(void *arg)
+{
+    struct fetch_arg *f = arg;
+    char buf[64];
+    struct tier_ioctx io = TIER_IOCTX_DEFAULT;
+    f->rc = cache_read(f->c, &io, &f->obj, 0, buf, sizeof(buf));
+    return NULL;
+}
+
+/* One cache and scheduler for an S3 backend that hangs and a POSIX one: with 12 S3 fetches stuck
+ * (4 in flight, 8 queued), a POSIX read through the same cache still answers at once, because
+ * each backend has its own lane; a shared in-flight bound (8 here, 32 in tierd before) would make
+ * it wait for the S3 timeouts. */
+static void test_posix_latency_while_s3_hangs(void **state)
+{
+    (void)state;
+    enum { NFETCH = 12 };
+    struct blackhole bh;
+    assert_int_equal(bh_start(&bh), 0);
+    char *root = tu_mkdtemp("sched-posix");
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/warm.bin", root);
+    tu_write_file(path, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", 64);
+
+    struct sched *s = NULL;
+    struct sched_config sc = {.max_inflight = 8};
+    assert_int_equal(sched_new(&sc, &s), 0);
+    struct backend *cold = NULL, *warm = NULL, *pb = NULL;
+    struct sched_backend_config hang = {
+        .max_inflight = 4, .admit_timeout_ms = 20000, .breaker_failures = -1};
+    assert_int_equal(sched_backend_wrap(s, s3_on(&bh, "cold", 20000), &hang, &cold), 0);
+    struct posix_backend_config pc = {.name = "warm", .root = root};
+    assert_int_equal(backend_posix_open(&pc, &pb), 0);
+    struct sched_backend_config fast = {.max_inflight = 4, .admit_timeout_ms = 20000};
+    assert_int_equal(sched_backend_wrap(s, pb, &fast, &warm), 0);
+
+    struct cache_config cc = {.block_size = 64 * 1024, .ram_bytes = 16u << 20};
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cc, &c), 0);
+    sched_attach_cache(s, c);
+
+    static struct fetch_arg f[NFETCH];
+    pthread_t th[NFETCH];
+    for (int i = 0; i < NFETCH; i++) {
+        f[i].c = c;
+        snprintf(f[i].key, sizeof(f[i].key), "obj%d", i);
+        f[i].obj =
+            (struct cache_obj){.be = cold, .key = f[i].key, .etag = "\"v1\"", .size_bytes = 64};
+        assert_int_equal(pthread_create(&th[i], NULL, fetch_main, &f[i]), 0);
+    }
+    /* Wait until every S3 fetch is stuck: 4 in the S3 lane's flight, the rest queued. */
+    uint64_t deadline = tier_now_mono_ns() + DEADLINE_NS;
+    while (lane_stats(s, 0).inflight_now != 4 || total_queued(s) != NFETCH - 4 ||
+           atomic_load(&bh.accepted) != 4) {
+        assert_true(tier_now_mono_ns() < deadline);
+        sched_yield();
+    }
+
+    struct backend_stat st;
+    uint64_t t0 = tier_now_mono_ns();
+    assert_int_equal(backend_stat(warm, "warm.bin", &st), 0);
+    struct cache_obj wobj = {.be = warm, .key = "warm.bin", .etag = st.etag, .size_bytes = 64};
+    char buf[64];
+    struct tier_ioctx io = TIER_IOCTX_DEFAULT;
+    assert_int_equal(cache_read(c, &io, &wobj, 0, buf, sizeof(buf)), 64);
+    uint64_t ms = (tier_now_mono_ns() - t0) / TIER_NS_PER_MS;
+    assert_memory_equal(buf, "0123456789abcdef", 16);
+    assert_true(ms < 1000); /* the S3 fetches would hold it for 20 s */
+    struct sched_backend_stats b = lane_stats(s, 1);
+    assert_string_equal(b.name, "warm");
+    assert_int_equal(b.admitted, 2);
+
+    /* Release the S3 fetches: the endpoint drops its connections, each fails with an error. */
+    bh_stop(&bh);
+    for (int i = 0; i < NFETCH; i++) {
+        pthread_join(th[i], NULL);
+        assert_true(f[i].rc < 0);
+    }
+    cache_close(c);
+    backend_free(cold);
+    backend_free(warm);
+    sched_free(s);
+    tu_rmtree(root);
+    free(root);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lane_admission_deadline),
+        cmocka_unit_test(test_breaker_transitions),
+        cmocka_unit_test(test_blackhole_s3_breaker),
+        cmocka_unit_test(test_breaker_stops_retries),
+        cmocka_unit_test(test_posix_latency_while_s3_hangs),
         cmocka_unit_test(test_priority_then_fifo),
         cmocka_unit_test(test_starvation_bound),
         cmocka_unit_test(test_bound_and_counters),

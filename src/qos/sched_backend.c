@@ -1,0 +1,241 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * sched_backend.c - the scheduler as a decorator of backend.h: sched_backend_wrap() returns a
+ * backend whose every operation first passes sched_lane_enter() on the backend's own lane (its
+ * in-flight cap, admission deadline and circuit breaker) and reports its result with
+ * sched_lane_leave(). tierd installs one around each configured backend, so stat and list from
+ * the FUSE layer and the API pass the scheduling point as reads and uploads do. It also installs
+ * an attempt hook on the inner backend (backend_set_attempt_hook), so the lane's breaker counts
+ * the inner backend's failed retries and stops them once open.
+ *
+ * The wrapper has its own copy of the inner backend's ops table (same type string, same optional
+ * ops), so messages and backend_mpu_list() behave as for the inner backend. Keys arrive validated
+ * by the dispatchers of backend.c and go straight to the inner backend's ops.
+ *
+ * Immutable after creation; thread-safety is sched.c's and the inner backend's.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/timeutil.h"
+#include "qos/sched.h"
+#include "tiers/backend.h"
+
+struct sched_be {
+    struct backend base;
+    struct backend_ops ops;
+    struct backend *inner; /* owned */
+    struct sched *s;
+    struct sched_lane *lane; /* owned by s */
+};
+
+static struct sched_be *W(struct backend *be)
+{
+    return (struct sched_be *)be;
+}
+
+static int enter(struct sched_be *w, size_t bytes, uint64_t *t0)
+{
+    int rc = sched_lane_enter(w->s, w->lane, NULL, bytes);
+    *t0 = tier_now_mono_ns();
+    return rc;
+}
+
+static void leave(struct sched_be *w, size_t bytes, long result, uint64_t t0)
+{
+    sched_lane_leave(w->s, w->lane, NULL, bytes, result, tier_now_mono_ns() - t0);
+}
+
+static int w_stat(struct backend *be, const char *key, struct backend_stat *st)
+{
+    struct sched_be *w = W(be);
+    uint64_t t0;
+    int rc = enter(w, 0, &t0);
+    if (rc)
+        return rc;
+    rc = w->inner->ops->stat(w->inner, key, st);
+    leave(w, 0, rc, t0);
+    return rc;
+}
+
+static ssize_t w_read(struct backend *be, const char *key, uint64_t off, void *buf, size_t len,
+                      const char *if_match, struct backend_stat *st)
+{
+    struct sched_be *w = W(be);
+    uint64_t t0;
+    int rc = enter(w, len, &t0);
+    if (rc)
+        return rc;
+    ssize_t n = w->inner->ops->read(w->inner, key, off, buf, len, if_match, st);
+    leave(w, n > 0 ? (size_t)n : 0, (long)n, t0);
+    return n;
+}
+
+static int w_list(struct backend *be, const char *prefix, const char *delimiter, const char *token,
+                  size_t max_keys, struct backend_list_page *page)
+{
+    struct sched_be *w = W(be);
+    uint64_t t0;
+    int rc = enter(w, 0, &t0);
+    if (rc)
+        return rc;
+    rc = w->inner->ops->list(w->inner, prefix, delimiter, token, max_keys, page);
+    leave(w, 0, rc, t0);
+    return rc;
+}
+
+static int w_put(struct backend *be, const char *key, const void *buf, size_t len, char *etag_out)
+{
+    struct sched_be *w = W(be);
+    uint64_t t0;
+    int rc = enter(w, len, &t0);
+    if (rc)
+        return rc;
+    rc = w->inner->ops->put(w->inner, key, buf, len, etag_out);
+    leave(w, len, rc, t0);
+    return rc;
+}
+
+static int w_mpu_create(struct backend *be, const char *key, char **upload_id)
+{
+    struct sched_be *w = W(be);
+    uint64_t t0;
+    int rc = enter(w, 0, &t0);
+    if (rc)
+        return rc;
+    rc = w->inner->ops->mpu_create(w->inner, key, upload_id);
+    leave(w, 0, rc, t0);
+    return rc;
+}
+
+static int w_mpu_put_part(struct backend *be, const char *key, const char *upload_id, int part_no,
+                          const void *buf, size_t len, char *etag_out)
+{
+    struct sched_be *w = W(be);
+    uint64_t t0;
+    int rc = enter(w, len, &t0);
+    if (rc)
+        return rc;
+    rc = w->inner->ops->mpu_put_part(w->inner, key, upload_id, part_no, buf, len, etag_out);
+    leave(w, len, rc, t0);
+    return rc;
+}
+
+static int w_mpu_complete(struct backend *be, const char *key, const char *upload_id,
+                          const struct backend_part *parts, size_t nparts, char *etag_out)
+{
+    struct sched_be *w = W(be);
+    uint64_t t0;
+    int rc = enter(w, 0, &t0);
+    if (rc)
+        return rc;
+    rc = w->inner->ops->mpu_complete(w->inner, key, upload_id, parts, nparts, etag_out);
+    leave(w, 0, rc, t0);
+    return rc;
+}
+
+static int w_mpu_abort(struct backend *be, const char *key, const char *upload_id)
+{
+    struct sched_be *w = W(be);
+    uint64_t t0;
+    int rc = enter(w, 0, &t0);
+    if (rc)
+        return rc;
+    rc = w->inner->ops->mpu_abort(w->inner, key, upload_id);
+    leave(w, 0, rc, t0);
+    return rc;
+}
+
+static int w_key_check(struct backend *be, const char *key)
+{
+    return W(be)->inner->ops->key_check(W(be)->inner, key);
+}
+
+static int w_mpu_list(struct backend *be, const char *key, struct backend_mpu **out, size_t *n)
+{
+    struct sched_be *w = W(be);
+    uint64_t t0;
+    int rc = enter(w, 0, &t0);
+    if (rc)
+        return rc;
+    rc = w->inner->ops->mpu_list(w->inner, key, out, n);
+    leave(w, 0, rc, t0);
+    return rc;
+}
+
+static int w_del(struct backend *be, const char *key)
+{
+    struct sched_be *w = W(be);
+    uint64_t t0;
+    int rc = enter(w, 0, &t0);
+    if (rc)
+        return rc;
+    rc = w->inner->ops->del(w->inner, key);
+    leave(w, 0, rc, t0);
+    return rc;
+}
+
+static bool on_attempt_failed(void *ud, int err, bool answered)
+{
+    struct sched_be *w = ud;
+    return sched_lane_attempt_failed(w->s, w->lane, err, answered);
+}
+
+static void w_destroy(struct backend *be)
+{
+    struct sched_be *w = W(be);
+    backend_free(w->inner);
+    free(w->base.name);
+    free(w);
+}
+
+int sched_backend_wrap(struct sched *s, struct backend *inner,
+                       const struct sched_backend_config *cfg, struct backend **out)
+{
+    struct sched_be *w = calloc(1, sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    w->base.name = strdup(inner->name ? inner->name : "");
+    if (!w->base.name) {
+        free(w);
+        return -ENOMEM;
+    }
+    int rc = sched_lane_new(s, inner->name, cfg, &w->lane);
+    if (rc) {
+        free(w->base.name);
+        free(w);
+        return rc;
+    }
+    w->ops = (struct backend_ops){
+        .type = inner->ops->type,
+        .stat = w_stat,
+        .read = w_read,
+        .list = w_list,
+        .put = w_put,
+        .mpu_create = w_mpu_create,
+        .mpu_put_part = w_mpu_put_part,
+        .mpu_complete = w_mpu_complete,
+        .mpu_abort = w_mpu_abort,
+        .del = w_del,
+        .destroy = w_destroy,
+        .mpu_list = inner->ops->mpu_list ? w_mpu_list : NULL,
+        /* no I/O: the inner backend's own answer, not admitted through the lane */
+        .key_check = inner->ops->key_check ? w_key_check : NULL,
+        .max_parts = inner->ops->max_parts,
+    };
+    w->base.ops = &w->ops;
+    w->inner = inner;
+    w->s = s;
+    struct backend_attempt_hook hook = {.failed = on_attempt_failed, .ud = w};
+    backend_set_attempt_hook(inner, &hook);
+    *out = &w->base;
+    return 0;
+}
+
+struct sched_lane *sched_backend_lane(struct sched *s, struct backend *be)
+{
+    if (!be || be->ops->stat != w_stat || W(be)->s != s)
+        return NULL;
+    return W(be)->lane;
+}
