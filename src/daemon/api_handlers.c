@@ -28,6 +28,7 @@
 #include "common/strutil.h"
 #include "common/timeutil.h"
 #include "daemon/api_int.h"
+#include "daemon/pinmeta.h"
 #include "daemon/stage.h"
 #include "daemon/tierd.h"
 #include "qos/sched.h"
@@ -543,6 +544,8 @@ static unsigned do_path_op(struct tierd *d, const struct api_request *rq, struct
             ret = reply_json(out, 200, json_pack("{s:b}", "ok", 1));
     } else if (strcmp(op, "unpin") == 0) {
         rc = cache_unpin(d->cache, ns->be->name, prefix);
+        if (rc == 0 && d->pinned)
+            pinmeta_forget(d->pinned, ns->be->name, prefix);
         if (rc)
             ret = reply_error(out, rc, "unpin %s failed: %s", path,
                               rc == -ENOENT ? "it was not pinned" : strerror(-rc));
@@ -550,6 +553,8 @@ static unsigned do_path_op(struct tierd *d, const struct api_request *rq, struct
             ret = reply_json(out, 200, json_pack("{s:b}", "ok", 1));
     } else {
         long n = cache_evict(d->cache, ns->be->name, prefix);
+        if (n >= 0 && d->pinned)
+            pinmeta_forget(d->pinned, ns->be->name, prefix);
         if (n < 0)
             ret = reply_error(out, (int)n, "evict %s failed: %s", path, strerror((int)-n));
         else

@@ -29,6 +29,7 @@
 #include "common/log.h"
 #include "common/timeutil.h"
 #include "daemon/api.h"
+#include "daemon/pinmeta.h"
 #include "daemon/stage.h"
 #include "daemon/tierd.h"
 #include "fuse/tierfs.h"
@@ -294,6 +295,8 @@ static void teardown(struct tierd *d)
     d->wb = NULL;
     stage_registry_free(d->stages);
     d->stages = NULL;
+    pinmeta_free(d->pinned); /* after the stager and the mount, its only users */
+    d->pinned = NULL;
     if (d->cache)
         cache_close(d->cache);
     d->cache = NULL;
@@ -413,7 +416,9 @@ int main(int argc, char **argv)
         startup_failed("write-back spool");
         goto out;
     }
-    rc = stage_registry_new(&d, &d.stages);
+    rc = pinmeta_new(&d.pinned);
+    if (!rc)
+        rc = stage_registry_new(&d, &d.stages);
     if (rc) {
         startup_failed("stager");
         goto out;

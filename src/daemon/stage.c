@@ -37,6 +37,7 @@
 #include "common/log.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
+#include "daemon/pinmeta.h"
 #include "daemon/tierd.h"
 
 #define MAX_FINISHED_JOBS 256
@@ -260,6 +261,14 @@ static void stage_file(struct stage_job *job, const struct stage_item *it)
     if (rc < 0) {
         job_error(job, path, rc, tier_err_msg());
         return;
+    }
+    if (job->pin && job->reg->d->pinned) {
+        /* the mount can show it while the backend cannot be asked (pinmeta.h) */
+        struct pinmeta_obj po = {.size_bytes = st.etag[0] ? st.size_bytes : it->listed_bytes,
+                                 .mtime_ns = st.mtime_ns};
+        tier_strlcpy(po.etag, st.etag[0] ? st.etag : it->etag, sizeof(po.etag));
+        if (pinmeta_note(job->reg->d->pinned, it->ns->be->name, it->key, &po) != 0)
+            log_warn("stage: cannot note %s for outages (out of memory)", path);
     }
     pthread_mutex_lock(&job->mu);
     job->p.files_done++;

@@ -16,7 +16,9 @@
 
 #include "common/err.h"
 #include "common/log.h"
+#include "common/strutil.h"
 #include "common/timeutil.h"
+#include "daemon/pinmeta.h"
 #include "fuse/fuse_int.h"
 
 int tfs_errno(int neg)
@@ -152,6 +154,23 @@ static int stat_path_at(struct tierd_fuse *fs, const char *path, struct tfs_attr
         memcpy(a->etag, st.etag, sizeof(a->etag));
         a->etag[sizeof(a->etag) - 1] = '\0';
         goto out;
+    }
+    if (rc != -ENOENT && fs->d->pinned) {
+        /* a pinned object (or a directory above one) is shown from what staging noted */
+        struct pinmeta_obj po;
+        int prc = pinmeta_stat(fs->d->pinned, ns->be->name, key, &po);
+        if (prc >= 0) {
+            memset(a, 0, sizeof(*a));
+            if (prc == 1) {
+                dir_attr(fs, a);
+            } else {
+                a->size_bytes = po.size_bytes;
+                a->mtime_ns = po.mtime_ns ? po.mtime_ns : (int64_t)fs->d->start_ns;
+                tier_strlcpy(a->etag, po.etag, sizeof(a->etag));
+            }
+            rc = 0;
+            goto out;
+        }
     }
     if (rc != -ENOENT) {
         log_warn("fuse: stat of %s (%s:%s) failed: %s", path, ns->be->name, key, tier_err_msg());

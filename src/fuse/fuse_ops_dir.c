@@ -26,6 +26,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/timeutil.h"
+#include "daemon/pinmeta.h"
 #include "fuse/fuse_int.h"
 
 struct builder {
@@ -119,6 +120,21 @@ static struct tfs_listing *listing_ref(struct tfs_listing *l)
     return l;
 }
 
+static void add_pinned(const char *name, size_t len, bool is_dir, const struct pinmeta_obj *o,
+                       void *arg)
+{
+    add(arg, name, len, is_dir, o ? o->size_bytes : 0, o ? o->mtime_ns : 0, o ? o->etag : "");
+}
+
+/* The pinned objects and directories directly under prefix (pinmeta.h); false: none. */
+static bool pinned_children(struct tierd_fuse *fs, struct tierd_ns *ns, const char *prefix,
+                            struct builder *b)
+{
+    size_t before = b->n;
+    pinmeta_children(fs->d->pinned, ns->be->name, prefix, add_pinned, b);
+    return b->n > before;
+}
+
 /* List every key of a namespace directory. */
 static int list_backend(struct tierd_fuse *fs, const char *path, struct builder *b)
 {
@@ -141,6 +157,7 @@ static int list_backend(struct tierd_fuse *fs, const char *path, struct builder 
     }
     free(key);
     char *token = NULL;
+    bool token_seen = false; /* a page came: a later failure is an error, not a partial list */
     do {
         struct backend_list_page page;
         memset(&page, 0, sizeof(page));
@@ -148,13 +165,17 @@ static int list_backend(struct tierd_fuse *fs, const char *path, struct builder 
         free(token);
         token = NULL;
         if (rc) {
-            if (rc == -ENOENT)
+            if (rc == -ENOENT) {
                 rc = 0; /* an empty or vanished directory lists as empty */
-            else
+            } else {
                 log_warn("fuse: listing %s (%s:%s) failed: %s", path, ns->be->name, prefix,
                          tier_err_msg());
+                if (fs->d->pinned && !token_seen && pinned_children(fs, ns, prefix, b))
+                    rc = 0; /* the backend cannot say: what is pinned below is listed */
+            }
             break;
         }
+        token_seen = true;
         for (size_t i = 0; i < page.n; i++) {
             const struct backend_entry *e = &page.entries[i];
             if (strncmp(e->name, prefix, kl) != 0)

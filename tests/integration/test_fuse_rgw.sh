@@ -15,6 +15,7 @@ BIN=${TIER_BIN:?TIER_BIN (the build directory) must be set}
 SRCDIR=${TIER_SRC:?TIER_SRC (the source directory) must be set}
 CEPH=${TIER_CEPH_DIR:?TIER_CEPH_DIR must be set}
 TIERD=$BIN/src/daemon/tierd
+TIERCTL=$BIN/src/cli/tierctl
 [ -r "$CEPH/env" ] || { echo "no RGW env at $CEPH/env (run scripts/ceph.sh start $CEPH)"; exit 1; }
 # shellcheck disable=SC1091
 . "$CEPH/env"
@@ -127,6 +128,12 @@ while :; do
 done
 ok "replaced object served new after the TTL, never mixed"
 
+# ---- a pinned model, staged and never opened through the mount -----------------------------
+head -c $((3 * 1048576 + 77)) /dev/urandom >"$T/model.bin"
+s3 -T "$T/model.bin" "$S3_ENDPOINT/$BUCKET/ds/models/model.bin" >/dev/null
+"$TIERCTL" -s "$SOCK" stage --pin /s3/models/model.bin >/dev/null || fail "stage --pin of the model"
+ok "model staged and pinned"
+
 # ---- RGW down: EIO within the bound, mount alive, recovery ---------------------------------
 head -c $((2 * 1048576)) /dev/urandom >"$T/late.bin"
 s3 -T "$T/late.bin" "$S3_ENDPOINT/$BUCKET/ds/late.bin" >/dev/null
@@ -142,7 +149,9 @@ echo "$err" | grep -q "Input/output error" || fail "RGW down: expected EIO, got:
 stat -f "$MNT" >/dev/null || fail "mount died with RGW down"
 ls "$MNT" >/dev/null || fail "root listing failed with RGW down"
 cmp "$MNT/s3/big.bin" "$T/src/big.bin" || fail "cached big.bin unreadable with RGW down"
-ok "RGW down: EIO after $ms ms, mount alive, cached data still served"
+# issue 9: cached and pinned data keep being served while the backend is down
+cmp "$MNT/s3/models/model.bin" "$T/model.bin" || fail "pinned model unreadable with RGW down"
+ok "RGW down: EIO after $ms ms, mount alive, cached and pinned data still served"
 "$SRCDIR/scripts/ceph.sh" start-rgw "$CEPH" >/dev/null 2>&1 || fail "start-rgw failed"
 wait_for 60 cmp -s "$MNT/s3/late.bin" "$T/late.bin" || fail "no recovery after start-rgw"
 ok "recovered after start-rgw"
