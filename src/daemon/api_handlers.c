@@ -552,9 +552,8 @@ static unsigned do_path_op(struct tierd *d, const struct api_request *rq, struct
         else
             ret = reply_json(out, 200, json_pack("{s:b}", "ok", 1));
     } else {
-        long n = cache_evict(d->cache, ns->be->name, prefix);
-        if (n >= 0 && d->pinned)
-            pinmeta_forget(d->pinned, ns->be->name, prefix);
+        long n = cache_evict(d->cache, ns->be->name, prefix); /* pinned blocks stay, and so
+                                                               * does pinmeta */
         if (n < 0)
             ret = reply_error(out, (int)n, "evict %s failed: %s", path, strerror((int)-n));
         else

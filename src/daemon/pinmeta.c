@@ -118,7 +118,8 @@ size_t pinmeta_forget(struct pinmeta *pm, const char *backend, const char *prefi
         j++;
     }
     gone = j - i;
-    memmove(&pm->v[i], &pm->v[j], (pm->n - j) * sizeof(*pm->v));
+    if (gone) /* never memmove on the NULL array of an empty table */
+        memmove(&pm->v[i], &pm->v[j], (pm->n - j) * sizeof(*pm->v));
     pm->n -= gone;
     pthread_mutex_unlock(&pm->mu);
     return gone;

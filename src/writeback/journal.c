@@ -60,22 +60,26 @@
  *   I7. The journal's format is PRAGMA user_version (JR_FORMAT_VERSION); a newer one is refused
  *       at open, an older one migrated in one transaction.
  *
- * TRANSITION -> FUNCTION
+ * TRANSITION -> FUNCTION (single-row changes go through wb_commit in wb.c: the row is written
+ * from a proposed copy, the entry changes only after the commit; its journal write in brackets)
  *   (none) -> OPEN                wb_file_create (jr_insert)
  *   OPEN -> SEALED                wb_file_close (jr_seal_replace: seal + cancel the replaced)
- *   OPEN -> FAILED                record_failure in wb.c (jr_set_state)
- *   SEALED -> UPLOADING           upload.c upload_multipart (jr_set_upload)
+ *   OPEN -> FAILED                record_failure in wb.c (wb_commit, jr_set_state)
+ *   SEALED -> UPLOADING           upload.c upload_multipart (wb_commit, jr_set_upload)
  *   UPLOADING: part done          upload.c part_worker (jr_part_done)
- *   UPLOADING -> SEALED           upload.c restart after a lost upload id (jr_set_upload NULL)
- *   SEALED/UPLOADING -> UPLOADED  upload.c finish_upload (jr_uploaded)
- *   SEALED/UPLOADING -> FAILED    upload.c fail_sealed (jr_fail_sealed)
- *   UPLOADED -> EVICTABLE         wb_retention_apply (jr_set_state)
- *   * -> CANCELLED                wb.c cancel_entry (jr_set_state), wb_rename tombstone (jr_rekey),
- *                                 wb_file_close of a newer generation (jr_seal_replace)
+ *   UPLOADING -> SEALED           upload.c restart_multipart (wb_commit, jr_set_upload NULL)
+ *   SEALED/UPLOADING: may exist   upload.c mark_maybe (wb_commit, jr_set_state: etag "?")
+ *   SEALED/UPLOADING -> UPLOADED  upload.c finish_upload (wb_commit, jr_uploaded)
+ *   SEALED/UPLOADING -> FAILED    upload.c fail_sealed (wb_commit, jr_fail_sealed)
+ *   UPLOADED -> EVICTABLE         wb_retention_apply (wb_commit, jr_set_state)
+ *   * -> CANCELLED                wb.c cancel_entry (wb_commit, jr_set_state), wb_rename
+ *                                 tombstone (jr_rekey), wb_file_close of a newer generation
+ *                                 (jr_seal_replace)
  *   OPEN/FAILED -> (none)         wb_file_close of a failed file, wb_file_discard (jr_delete);
  *                                 a sealed FAILED row: wb.c cancel_entry (unlink, overwrite),
  *                                 wb_file_close of a newer generation (jr_seal_replace)
  *   CANCELLED -> (none)           upload.c process_cancelled (jr_delete)
+ *   EVICTABLE -> (none)           wb_prune_evictable (jr_delete_many), over its bound
  *
  * RECOVERY (wb_open): OPEN rows and FAILED rows never sealed are discarded with their staging
  * files (only closed files are promised); sealed FAILED rows are kept, with a log line each; SEALED

@@ -274,15 +274,13 @@ static void flag_orphans(struct wb *wb, struct wb_entry *e)
 static void restart_multipart(struct wb *wb, struct wb_entry *e, struct backend *be)
 {
     pthread_mutex_lock(&wb->lock);
-    char *old = e->upload_id;
+    char *old = e->upload_id ? strdup(e->upload_id) : NULL;
     char *key = strdup(e->key);
-    e->upload_id = NULL;
-    wb_entry_set_state(wb, e, WB_SEALED);
-    if (jr_set_upload(wb->db, e) != 0) {
-        /* Keep the journal and memory in agreement: stay UPLOADING, try again later. */
-        e->upload_id = old;
-        wb_entry_set_state(wb, e, WB_UPLOADING);
+    struct wb_change c = {.state = WB_SEALED, .set_upload = true, .upload_id = NULL};
+    if ((e->upload_id && !old) || !key || wb_commit(wb, e, WB_JR_UPLOAD, &c) != 0) {
+        /* still UPLOADING in the journal and in memory: tried again later */
         pthread_mutex_unlock(&wb->lock);
+        free(old);
         free(key);
         return;
     }
@@ -322,20 +320,13 @@ static int verify_object(struct wb *wb, struct backend *be, const char *key, uin
 static int finish_upload(struct wb *wb, struct wb_entry *e, const char *etag)
 {
     pthread_mutex_lock(&wb->lock);
-    enum wb_state prev = e->state;
-    tier_strlcpy(e->etag, etag, sizeof(e->etag));
-    e->uploaded_ns = (int64_t)tier_now_real_ns();
-    wb_entry_set_state(wb, e, WB_UPLOADED);
-    int rc = jr_uploaded(wb->db, e);
-    if (rc) {
-        wb_entry_set_state(wb, e, prev);
-        tier_strlcpy(e->etag, WB_ETAG_MAYBE, sizeof(e->etag)); /* as journalled: it exists */
-        e->uploaded_ns = 0;
+    struct wb_change c = {
+        .state = WB_UPLOADED, .etag = etag, .uploaded_ns = (int64_t)tier_now_real_ns()};
+    int rc = wb_commit(wb, e, WB_JR_UPLOADED, &c);
+    if (rc) { /* as journalled: "may exist" (mark_maybe), so a cancel deletes the key */
         pthread_mutex_unlock(&wb->lock);
         return rc;
     }
-    free(e->upload_id);
-    e->upload_id = NULL;
     clear_parts(e);
     wb->stats.uploads_done++;
     wb_retention_apply(wb, e);
@@ -353,13 +344,9 @@ static int mark_maybe(struct wb *wb, struct wb_entry *e, struct attempt *at)
 {
     if (wb_entry_has_object(e))
         return 0;
-    char prev[BACKEND_ETAG_MAX];
-    memcpy(prev, e->etag, sizeof(prev));
-    tier_strlcpy(e->etag, WB_ETAG_MAYBE, sizeof(e->etag));
-    int rc = jr_set_state(wb->db, e);
-    if (rc)
-        memcpy(e->etag, prev, sizeof(prev));
-    else
+    int rc = wb_commit(wb, e, WB_JR_STATE,
+                       &(struct wb_change){.state = e->state, .etag = WB_ETAG_MAYBE});
+    if (!rc)
         at->maybe_set = true;
     return rc;
 }
@@ -711,19 +698,10 @@ static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *b
         } else {
             clear_parts(e);
             rc = alloc_parts(e, nparts);
-            if (!rc) {
-                e->upload_id = strdup(upload_id);
-                rc = e->upload_id ? 0 : -ENOMEM;
-            }
-            if (!rc) {
-                wb_entry_set_state(wb, e, WB_UPLOADING);
-                rc = jr_set_upload(wb->db, e); /* I3: journalled before any part is sent */
-                if (rc) {
-                    wb_entry_set_state(wb, e, WB_SEALED);
-                    free(e->upload_id);
-                    e->upload_id = NULL;
-                }
-            }
+            struct wb_change c = {
+                .state = WB_UPLOADING, .set_upload = true, .upload_id = upload_id};
+            if (!rc)
+                rc = wb_commit(wb, e, WB_JR_UPLOAD, &c); /* I3: before any part is sent */
         }
         pthread_mutex_unlock(&wb->lock);
         if (rc) {
@@ -932,28 +910,15 @@ static int fail_sealed(struct wb *wb, struct wb_entry *e, struct backend *be, co
         free(upload_id);
     }
     pthread_mutex_lock(&wb->lock);
-    char *prev_why = e->error;
-    enum wb_state prev = e->state;
-    char prev_etag[BACKEND_ETAG_MAX];
-    memcpy(prev_etag, e->etag, sizeof(prev_etag));
-    if (at->maybe_set && at->final_refused)
-        e->etag[0] = '\0';
-    e->error = why ? why : prev_why;
-    wb_entry_set_state(wb, e, WB_FAILED);
-    int rc = jr_fail_sealed(wb->db, e);
+    struct wb_change c = {.state = WB_FAILED,
+                          .etag = at->maybe_set && at->final_refused ? "" : NULL,
+                          .error = why ? why : strerror(-err)};
+    int rc = wb_commit(wb, e, WB_JR_FAIL, &c);
+    free(why);
     if (rc) {
-        e->error = prev_why;
-        memcpy(e->etag, prev_etag, sizeof(prev_etag));
-        wb_entry_set_state(wb, e, prev);
         pthread_mutex_unlock(&wb->lock);
-        if (why)
-            free(why);
         return rc;
     }
-    if (why)
-        free(prev_why);
-    free(e->upload_id);
-    e->upload_id = NULL;
     clear_parts(e);
     wb->stats.upload_failures++;
     int64_t id = e->id;

@@ -53,6 +53,48 @@ void wb_entry_set_state(struct wb *wb, struct wb_entry *e, enum wb_state st)
     wbi_state_changed(wb, e);
 }
 
+int wb_commit(struct wb *wb, struct wb_entry *e, enum wb_jr_op op, const struct wb_change *c)
+{
+    bool drops_upload = op == WB_JR_UPLOADED || op == WB_JR_FAIL;
+    char *uid = NULL, *err = NULL;
+    if ((c->set_upload && c->upload_id && !(uid = strdup(c->upload_id))) ||
+        (c->error && !(err = strdup(c->error)))) {
+        free(uid);
+        return -ENOMEM;
+    }
+    struct wb_entry p = *e; /* the row as proposed; its strings are borrowed */
+    p.state = c->state;
+    if (c->etag)
+        tier_strlcpy(p.etag, c->etag, sizeof(p.etag));
+    if (c->set_upload || drops_upload)
+        p.upload_id = uid;
+    if (err)
+        p.error = err;
+    if (c->uploaded_ns)
+        p.uploaded_ns = c->uploaded_ns;
+    int rc = op == WB_JR_UPLOAD     ? jr_set_upload(wb->db, &p)
+             : op == WB_JR_UPLOADED ? jr_uploaded(wb->db, &p)
+             : op == WB_JR_FAIL     ? jr_fail_sealed(wb->db, &p)
+                                    : jr_set_state(wb->db, &p);
+    if (rc) {
+        free(uid);
+        free(err);
+        return rc;
+    }
+    memcpy(e->etag, p.etag, sizeof(e->etag));
+    if (c->set_upload || drops_upload) {
+        free(e->upload_id);
+        e->upload_id = uid;
+    }
+    if (err) {
+        free(e->error);
+        e->error = err;
+    }
+    e->uploaded_ns = p.uploaded_ns;
+    wb_entry_set_state(wb, e, c->state);
+    return 0;
+}
+
 static void entry_set_size(struct wb *wb, struct wb_entry *e, uint64_t size)
 {
     uint64_t before = wb->dirty_bytes, half = wb->cfg.max_dirty_bytes / 2;
@@ -62,19 +104,6 @@ static void entry_set_size(struct wb *wb, struct wb_entry *e, uint64_t size)
     /* the backlog reached half of its bound: held uploads start now (wb_holdoff_until) */
     if (wb->cfg.upload_holdoff_ms && half && before < half && wb->dirty_bytes >= half)
         pthread_cond_broadcast(&wb->work);
-}
-
-void wb_entry_free(struct wb_entry *e)
-{
-    if (!e)
-        return;
-    free(e->backend);
-    free(e->key);
-    free(e->upload_id);
-    free(e->parts);
-    free(e->part_bytes);
-    free(e->error);
-    free(e);
 }
 
 static void entry_link(struct wb *wb, struct wb_entry *e)
@@ -219,17 +248,12 @@ static int cancel_entry(struct wb *wb, struct wb_entry *e)
         wb_entry_drop(wb, e);
         return 0;
     }
-    if (!wb_entry_has_object(e))
-        e->etag[0] = '\0'; /* the object of this generation never appeared */
-    else
-        tier_strlcpy(e->etag, wb_cancel_etag(e), sizeof(e->etag));
-    enum wb_state prev = e->state;
-    wb_entry_set_state(wb, e, WB_CANCELLED);
-    rc = jr_set_state(wb->db, e);
-    if (rc) {
-        wb_entry_set_state(wb, e, prev);
+    /* the etag stays only when the object (may) exist: the uploader then deletes the key */
+    struct wb_change c = {.state = WB_CANCELLED,
+                          .etag = wb_entry_has_object(e) ? wb_cancel_etag(e) : ""};
+    rc = wb_commit(wb, e, WB_JR_STATE, &c);
+    if (rc)
         return rc;
-    }
     if (e->fh)
         e->fh->e = NULL;
     e->fh = NULL;
@@ -721,8 +745,9 @@ static int record_failure(struct wb_file *fh, int err)
         fh->error = err;
     struct wb_entry *e = fh->e;
     if (e && e->state == WB_OPEN) {
-        wb_entry_set_state(wb, e, WB_FAILED);
-        if (jr_set_state(wb->db, e) != 0)
+        /* if this commit fails the row stays OPEN, which recovery discards just the same; the
+         * handle is failed either way (fh->error) */
+        if (wb_commit(wb, e, WB_JR_STATE, &(struct wb_change){.state = WB_FAILED}) != 0)
             log_warn("write-back: could not journal the failure of %s", e->key);
         pthread_cond_broadcast(&wb->cond);
     }
@@ -1763,11 +1788,8 @@ void wb_retention_apply(struct wb *wb, const struct wb_entry *ref)
          * unlinked or replaced, which may need its local copy: leave it for the next pass. */
         if ((e->busy && e != ref) || e->interrupt)
             continue;
-        wb_entry_set_state(wb, e, WB_EVICTABLE);
-        if (jr_set_state(wb->db, e) != 0) {
-            wb_entry_set_state(wb, e, WB_UPLOADED);
-            continue;
-        }
+        if (wb_commit(wb, e, WB_JR_STATE, &(struct wb_change){.state = WB_EVICTABLE}) != 0)
+            continue; /* retention is best effort: the next upload tries again */
         staging_remove(wb, e->id);
     }
     free(v);

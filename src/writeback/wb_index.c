@@ -18,6 +18,9 @@
  * Capacity is reserved (wbi_reserve) before the journal commit of a new row, so inserting never
  * fails after the commit.
  *
+ * It also owns an entry's memory (wb_entry_free), so that journal.c, which builds entries at load,
+ * depends on this file only, not on wb.c (which calls journal.c): no cycle between them.
+ *
  * Locking: wb->lock for everything here (the caller holds it).
  */
 #include <errno.h>
@@ -25,6 +28,20 @@
 #include <string.h>
 
 #include "writeback/wb_int.h"
+
+/* An entry's memory (also of one never indexed: jr_load's, recovery's). */
+void wb_entry_free(struct wb_entry *e)
+{
+    if (!e)
+        return;
+    free(e->backend);
+    free(e->key);
+    free(e->upload_id);
+    free(e->parts);
+    free(e->part_bytes);
+    free(e->error);
+    free(e);
+}
 
 static int cmp_key(const struct wb_entry *e, const char *backend, const char *key, int64_t id)
 {

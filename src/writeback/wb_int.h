@@ -145,10 +145,35 @@ bool jr_cancel_keeps_row(const struct wb_entry *o);
 /* Load every row, in id order, with its parts; entries are appended through add. */
 int jr_load(sqlite3 *db, int (*add)(void *ctx, struct wb_entry *e), void *ctx);
 
+/* ---- the transition function (wb.c, wb->lock held) ------------------------------------------ */
+/* Which journal write a change is (journal.c). */
+enum wb_jr_op {
+    WB_JR_STATE,    /* jr_set_state: state, etag */
+    WB_JR_UPLOAD,   /* jr_set_upload: state, upload id; the row's parts are deleted */
+    WB_JR_UPLOADED, /* jr_uploaded: UPLOADED, etag, uploaded_ns; upload id and parts gone */
+    WB_JR_FAIL,     /* jr_fail_sealed: FAILED, error, etag; upload id and parts gone */
+};
+/* A proposed change of one entry; NULL / 0 members stay as they are. */
+struct wb_change {
+    enum wb_state state;
+    const char *etag;
+    bool set_upload; /* WB_JR_UPLOAD: upload_id is the new one (NULL: none) */
+    const char *upload_id;
+    const char *error;
+    int64_t uploaded_ns;
+};
+/* The one way a single row changes (TRANSITION -> FUNCTION in journal.c): the row is written
+ * from a proposed copy of e with c applied, and only once that committed is c applied to e
+ * (state with its dirty bytes and index queue, etag, upload id, error, uploaded_ns); the strings
+ * e keeps are copied first, so nothing fails after the commit. In-memory parts are the caller's.
+ * 0, or the journal's error (or -ENOMEM) with e unchanged. The multi-row transitions are
+ * jr_seal_replace (a seal and the generations it replaces) and jr_rekey (rename + tombstone). */
+int wb_commit(struct wb *wb, struct wb_entry *e, enum wb_jr_op op, const struct wb_change *c);
+
 /* ---- wb.c helpers used by upload.c (wb->lock held) ------------------------------------------- */
 void wb_entry_set_state(struct wb *wb, struct wb_entry *e, enum wb_state st);
 void wb_entry_drop(struct wb *wb, struct wb_entry *e); /* unlink from list, free */
-void wb_entry_free(struct wb_entry *e);
+void wb_entry_free(struct wb_entry *e); /* wb_index.c */
 void wb_staging_path(const struct wb *wb, int64_t id, char *buf, size_t bufsz);
 void wb_emit(struct wb *wb, enum wb_event ev, int64_t id); /* call without the lock */
 void wb_retention_apply(struct wb *wb, const struct wb_entry *e);
