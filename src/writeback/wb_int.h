@@ -173,7 +173,7 @@ int wb_commit(struct wb *wb, struct wb_entry *e, enum wb_jr_op op, const struct 
 /* ---- wb.c helpers used by upload.c (wb->lock held) ------------------------------------------- */
 void wb_entry_set_state(struct wb *wb, struct wb_entry *e, enum wb_state st);
 void wb_entry_drop(struct wb *wb, struct wb_entry *e); /* unlink from list, free */
-void wb_entry_free(struct wb_entry *e); /* wb_index.c */
+void wb_entry_free(struct wb_entry *e);                /* wb_index.c */
 void wb_staging_path(const struct wb *wb, int64_t id, char *buf, size_t bufsz);
 void wb_emit(struct wb *wb, enum wb_event ev, int64_t id); /* call without the lock */
 void wb_retention_apply(struct wb *wb, const struct wb_entry *e);
