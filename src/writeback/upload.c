@@ -270,6 +270,18 @@ static void flag_orphans(struct wb *wb, struct wb_entry *e)
     pthread_mutex_unlock(&wb->lock);
 }
 
+/* Abort e's multipart upload upload_id (wb->lock not held); if the backend cannot say it is gone,
+ * the orphan flag makes a later owner of the key list and abort it. */
+static void abort_upload(struct wb *wb, struct wb_entry *e, struct backend *be, const char *key,
+                         const char *upload_id)
+{
+    uint64_t t0 = io_begin(wb, 0);
+    int rc = backend_mpu_abort(be, key, upload_id);
+    io_end(wb, 0, rc, t0);
+    if (rc && rc != -ENOENT)
+        flag_orphans(wb, e);
+}
+
 /* UPLOADING -> SEALED: forget the upload id (journal first), then abort it in the backend. */
 static void restart_multipart(struct wb *wb, struct wb_entry *e, struct backend *be)
 {
@@ -288,11 +300,7 @@ static void restart_multipart(struct wb *wb, struct wb_entry *e, struct backend 
     pthread_mutex_unlock(&wb->lock);
     if (old && key) {
         log_info("write-back: restarting the upload of %s from the local copy", key);
-        uint64_t t0 = io_begin(wb, 0);
-        int rc = backend_mpu_abort(be, key, old);
-        io_end(wb, 0, rc, t0);
-        if (rc && rc != -ENOENT)
-            flag_orphans(wb, e);
+        abort_upload(wb, e, be, key, old);
     }
     free(old);
     free(key);
@@ -902,11 +910,7 @@ static int fail_sealed(struct wb *wb, struct wb_entry *e, struct backend *be, co
     char *upload_id = e->upload_id ? strdup(e->upload_id) : NULL;
     pthread_mutex_unlock(&wb->lock);
     if (upload_id) {
-        uint64_t t0 = io_begin(wb, 0);
-        int arc = backend_mpu_abort(be, key, upload_id);
-        io_end(wb, 0, arc, t0);
-        if (arc && arc != -ENOENT)
-            flag_orphans(wb, e);
+        abort_upload(wb, e, be, key, upload_id);
         free(upload_id);
     }
     pthread_mutex_lock(&wb->lock);
