@@ -457,6 +457,43 @@ static int mkdir_p1(const char *path)
     return -errno;
 }
 
+/* The spool holds checkpoint bytes and the journal names every file: readable by tierd's user
+ * only. A directory made before (by hand, a package, an older tierd) with a wider mode is
+ * tightened, with a log line; the journal is created 0600 before SQLite opens it (its -wal and
+ * -shm files take the database file's mode). One owned by another user is refused. */
+static int private_path(const char *path, bool dir)
+{
+    if (!dir) {
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0) {
+            tier_err_set("write-back: cannot open journal %s: %s", path, strerror(errno));
+            return -errno;
+        }
+        close(fd);
+    }
+    struct stat st;
+    if (lstat(path, &st) != 0) {
+        tier_err_set("write-back: cannot stat %s: %s", path, strerror(errno));
+        return -errno;
+    }
+    if (st.st_uid != geteuid()) {
+        tier_err_set("write-back: %s belongs to uid %u, not tierd's (%u): chown it or choose "
+                     "another spool_dir",
+                     path, (unsigned)st.st_uid, (unsigned)geteuid());
+        return -EPERM;
+    }
+    mode_t want = dir ? 0700 : 0600;
+    if ((st.st_mode & 07777) & ~want) {
+        if (chmod(path, want) != 0) {
+            tier_err_set("write-back: cannot make %s private: %s", path, strerror(errno));
+            return -errno;
+        }
+        log_info("write-back: %s was mode %04o; now %04o (readable by tierd's user only)", path,
+                 (unsigned)(st.st_mode & 07777), (unsigned)want);
+    }
+    return 0;
+}
+
 int wb_open(const struct wb_config *cfg, struct wb **out)
 {
     if (!cfg || !cfg->spool_dir || !cfg->resolve) {
@@ -522,6 +559,11 @@ int wb_open(const struct wb_config *cfg, struct wb **out)
         tier_err_set("write-back: cannot create spool directory %s: %s", wb->spool, strerror(-rc));
         goto fail;
     }
+    rc = private_path(wb->spool, true);
+    if (!rc)
+        rc = private_path(wb->journal_path, false);
+    if (rc)
+        goto fail;
     rc = jr_open(wb->journal_path, &wb->db);
     if (rc)
         goto fail;

@@ -1266,6 +1266,26 @@ static void test_journal_null_key(void **state)
     assert_int_equal(jr_query(f, "SELECT count(*) FROM files"), 1);
 }
 
+/* The spool and the journal are private to tierd's user, also when the spool was made before
+ * with a wider mode (review finding 19: a pre-made spool stayed 0755, the journal was 0644). */
+static void test_spool_private(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(mkdir(f->spool, 0755), 0);
+    assert_int_equal(chmod(f->spool, 0755), 0);
+    fx_open(f);
+    write_file(f, "p/a", 10, 1);
+    struct stat st;
+    assert_int_equal(stat(f->spool, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0700);
+    assert_int_equal(stat(f->journal, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    char wal[600];
+    snprintf(wal, sizeof(wal), "%s-wal", f->journal);
+    assert_int_equal(stat(wal, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+}
+
 /* The journal carries its format (PRAGMA user_version); a newer one is refused, not misread. */
 static void test_journal_format_version(void **state)
 {
@@ -1781,6 +1801,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_spool_corruption_fails, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_journal_format_version, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_wait_async, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_spool_private, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_journal_null_key, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_index_one_key, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_prune_evictable, fx_setup, fx_teardown),
