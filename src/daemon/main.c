@@ -184,7 +184,9 @@ static void wb_log_event(void *ctx, enum wb_event ev, int64_t id)
  * off for Release/RelWithDebInfo: a production tierd has no such hook, and the variable is
  * ignored): with TIERD_TEST_FAULT_FILE=PATH in the environment, every staging pwrite/fsync reads
  * PATH and fails as it says: "fsync EIO", "pwrite EIO", "pwrite ENOSPC", "pwrite short" (half
- * the bytes per call). Absent or empty file: no fault. Unset variable: real I/O, no hooks. */
+ * the bytes per call); "snapshot pause" holds a rewrite's copy after its first chunk (PATH.paused
+ * exists meanwhile) until the line is gone. Absent or empty file: no fault. Unset variable: real
+ * I/O, no hooks. */
 static const char *g_fault_file;
 
 static bool fault_is(const char *what)
@@ -225,19 +227,20 @@ static int fault_fsync(void *ctx, int fd)
 static const struct wb_io_hooks g_fault_hooks = {
     .pwrite = fault_pwrite, .fsync = fault_fsync, .ctx = NULL};
 
-static void install_test_hooks(struct wb_config *wc)
+static void install_test_hooks(struct tierd *d, struct wb_config *wc)
 {
     g_fault_file = getenv("TIERD_TEST_FAULT_FILE");
     if (g_fault_file && *g_fault_file) {
         wc->io = &g_fault_hooks;
+        d->test_fault_file = g_fault_file; /* "snapshot pause" (fuse_ops_write.c) */
         log_warn("wb: TIERD_TEST_FAULT_FILE=%s: local I/O fault injection is on (tests only)",
                  g_fault_file);
     }
 }
 #else
-static void install_test_hooks(struct wb_config *wc)
+static void install_test_hooks(struct tierd *d, struct wb_config *wc)
 {
-    (void)wc;
+    (void)d, (void)wc;
 }
 #endif
 
@@ -270,7 +273,7 @@ static int open_writeback(struct tierd *d)
     wc.durability = WB_DURABILITY_LOCAL;
     wc.sched = d->sched;
     wc.on_event = wb_log_event;
-    install_test_hooks(&wc);
+    install_test_hooks(d, &wc);
     int rc = wb_open(&wc, &d->wb);
     if (rc == 0) {
         struct wb_stats st;

@@ -142,6 +142,7 @@ struct tierd {
     struct sched *sched;           /* QoS scheduling point (src/qos/sched.h) */
     struct stage_registry *stages; /* staging jobs (stage.h) */
     struct pinmeta *pinned;        /* attributes of pinned objects (pinmeta.h); NULL: none kept */
+    const char *test_fault_file;   /* test builds only (main.c TIER_TEST_HOOKS); else NULL */
     struct tierd_api *api;         /* control API server (api.h) */
     struct tierd_fuse *fuse;       /* the FUSE session (fuse/tierfs.h) */
     struct wb *wb;        /* checkpoint burst buffer (src/writeback/wb.h); NULL when no namespace is

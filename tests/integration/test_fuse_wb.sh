@@ -405,6 +405,24 @@ done
 cmp "$MNT/ck/short" "$T/ref/short" || fail "short writes: mount content"
 ok "local faults: fsync EIO fail-stop (EIO on fsync, write, close), write EIO, disk-full ENOSPC, short writes"
 
+# ---- a rewrite's copy from the backend is of one version (review finding 19) ----------------
+# Appending to a file only the backend holds copies it into a new generation in 1 MiB chunks;
+# here the object is replaced after the first chunk (the copy waits there on "snapshot pause").
+# Before the fix the reads after the first did not demand its version, so the copy mixed both.
+head -c $((3 * 524288)) /dev/urandom >"$T/ref/snap_old" # 2 chunks, under max_dirty
+head -c $((3 * 524288)) /dev/urandom >"$T/ref/snap_new"
+cp "$T/ref/snap_old" "$DATA/ck/snap" # in the backend only: the buffer does not know it
+echo "snapshot pause" >"$FAULT"
+(echo tail >>"$MNT/ck/snap") &
+app=$!
+wait_for 30 test -e "$FAULT.paused" || fail "the rewrite's copy did not reach the pause"
+cp "$T/ref/snap_new" "$DATA/ck/snap.tmp" && mv "$DATA/ck/snap.tmp" "$DATA/ck/snap"
+: >"$FAULT"
+wait "$app" || fail "append to a file replaced mid-copy failed"
+{ cat "$T/ref/snap_new"; echo tail; } >"$T/ref/snap_want"
+cmp "$MNT/ck/snap" "$T/ref/snap_want" || fail "a rewrite's copy mixed two versions (or kept the old)"
+ok "a rewrite's copy from the backend is one version, also when the object is replaced mid-copy"
+
 # ---- rewrite with an EIO in the middle of the copy: the old version survives (issue 5) -------
 # Appending to an uploaded file starts a new generation holding a copy of the old content; it
 # replaces the old generation only when sealed, so a copy that fails leaves the old one live.
