@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fakebe.c - the fake backend of the tests (fakebe.h). One mutex guards the object table, the
- * fault plans, the gate and the switches; the call counters are atomics. No lock is held while
- * a call sleeps, waits at the gate or runs in the real backend.
+ * fault plans and the gate; the call counters and the on/off switches are atomics. No lock is held
+ * while a call sleeps, waits at the gate or runs in the real backend.
  */
 #include "fakebe.h"
 
@@ -41,7 +41,7 @@ struct fakebe {
     struct mobj *objs;
     size_t nobjs;
     struct plan plans[FAKEBE_NOPS];
-    bool down, create_lost, blank_etag;
+    atomic_bool down, create_lost, blank_etag;
     char stale_part[BACKEND_KEY_MAX + 1]; /* "": none */
     bool gate_set, gate_closed;
     enum fakebe_op gate_op;
@@ -79,7 +79,7 @@ static int pre(struct fakebe *f, enum fakebe_op op, const char *key, int part_no
     }
     int rc = 0;
     struct plan *p = &f->plans[op];
-    if (f->down) {
+    if (atomic_load(&f->down)) {
         rc = -EIO;
         tier_err_set("backend %s is down (injected)", f->be.name);
     } else if (p->f.err && p->f.count != 0 && key_has(key, p->key_part) &&
@@ -219,9 +219,17 @@ static int mem_list(struct fakebe *f, const char *prefix, const char *delimiter,
     return 0;
 }
 
-static int mem_unsupported(struct fakebe *f, const char *what)
+static const char *const op_names[FAKEBE_NOPS] = {
+    "stat",         "read",         "list",      "put", "mpu_create",
+    "mpu_put_part", "mpu_complete", "mpu_abort", "del", "mpu_list"};
+
+/* pre(), then for the memory store -ENOTSUP: the operations only a wrapper forwards. */
+static int pre_wrap(struct fakebe *f, enum fakebe_op op, const char *key, int part_no)
 {
-    tier_err_set("backend %s: the memory store does not %s", f->be.name, what);
+    int rc = pre(f, op, key, part_no);
+    if (rc || f->inner)
+        return rc;
+    tier_err_set("backend %s: the memory store does no %s", f->be.name, op_names[op]);
     return -ENOTSUP;
 }
 
@@ -268,32 +276,22 @@ static int fb_list(struct backend *be, const char *prefix, const char *delimiter
 static int fb_put(struct backend *be, const char *key, const void *buf, size_t len, char *etag)
 {
     struct fakebe *f = fb_of(be);
-    int rc = pre(f, FAKEBE_PUT, key, 0);
+    int rc = pre_wrap(f, FAKEBE_PUT, key, 0);
     if (rc)
         return rc;
-    if (!f->inner)
-        return mem_unsupported(f, "store objects");
     rc = backend_put(f->inner, key, buf, len, etag);
-    pthread_mutex_lock(&f->mu);
-    if (rc == 0 && etag && f->blank_etag)
-        etag[0] = '\0';
-    pthread_mutex_unlock(&f->mu);
+    if (rc == 0 && etag && atomic_load(&f->blank_etag))
+        etag[0] = '\0'; /* a server that sends no ETag header */
     return rc;
 }
 
 static int fb_create(struct backend *be, const char *key, char **id)
 {
     struct fakebe *f = fb_of(be);
-    int rc = pre(f, FAKEBE_MPU_CREATE, key, 0);
+    int rc = pre_wrap(f, FAKEBE_MPU_CREATE, key, 0);
     if (rc)
         return rc;
-    if (!f->inner)
-        return mem_unsupported(f, "do multipart uploads");
-    pthread_mutex_lock(&f->mu);
-    bool lost = f->create_lost;
-    f->create_lost = false;
-    pthread_mutex_unlock(&f->mu);
-    if (!lost)
+    if (!atomic_exchange(&f->create_lost, false))
         return backend_mpu_create(f->inner, key, id);
     /* the server made the upload, the reply was lost; then the backend goes away */
     char *made = NULL;
@@ -308,57 +306,37 @@ static int fb_part(struct backend *be, const char *key, const char *id, int no, 
                    size_t len, char *etag)
 {
     struct fakebe *f = fb_of(be);
-    int rc = pre(f, FAKEBE_MPU_PART, key, no);
-    if (rc)
-        return rc;
-    if (!f->inner)
-        return mem_unsupported(f, "do multipart uploads");
-    return backend_mpu_put_part(f->inner, key, id, no, buf, len, etag);
+    int rc = pre_wrap(f, FAKEBE_MPU_PART, key, no);
+    return rc ? rc : backend_mpu_put_part(f->inner, key, id, no, buf, len, etag);
 }
 
 static int fb_complete(struct backend *be, const char *key, const char *id,
                        const struct backend_part *parts, size_t n, char *etag)
 {
     struct fakebe *f = fb_of(be);
-    int rc = pre(f, FAKEBE_MPU_COMPLETE, key, 0);
-    if (rc)
-        return rc;
-    if (!f->inner)
-        return mem_unsupported(f, "do multipart uploads");
-    return backend_mpu_complete(f->inner, key, id, parts, n, etag);
+    int rc = pre_wrap(f, FAKEBE_MPU_COMPLETE, key, 0);
+    return rc ? rc : backend_mpu_complete(f->inner, key, id, parts, n, etag);
 }
 
 static int fb_abort(struct backend *be, const char *key, const char *id)
 {
     struct fakebe *f = fb_of(be);
-    int rc = pre(f, FAKEBE_MPU_ABORT, key, 0);
-    if (rc)
-        return rc;
-    if (!f->inner)
-        return mem_unsupported(f, "do multipart uploads");
-    return backend_mpu_abort(f->inner, key, id);
+    int rc = pre_wrap(f, FAKEBE_MPU_ABORT, key, 0);
+    return rc ? rc : backend_mpu_abort(f->inner, key, id);
 }
 
 static int fb_del(struct backend *be, const char *key)
 {
     struct fakebe *f = fb_of(be);
-    int rc = pre(f, FAKEBE_DEL, key, 0);
-    if (rc)
-        return rc;
-    if (!f->inner)
-        return mem_unsupported(f, "delete objects");
-    return backend_del(f->inner, key);
+    int rc = pre_wrap(f, FAKEBE_DEL, key, 0);
+    return rc ? rc : backend_del(f->inner, key);
 }
 
 static int fb_mpu_list(struct backend *be, const char *key, struct backend_mpu **out, size_t *n)
 {
     struct fakebe *f = fb_of(be);
-    int rc = pre(f, FAKEBE_MPU_LIST, key, 0);
-    if (rc)
-        return rc;
-    if (!f->inner)
-        return mem_unsupported(f, "do multipart uploads");
-    return backend_mpu_list(f->inner, key, out, n);
+    int rc = pre_wrap(f, FAKEBE_MPU_LIST, key, 0);
+    return rc ? rc : backend_mpu_list(f->inner, key, out, n);
 }
 
 static int fb_key_check(struct backend *be, const char *key)
@@ -473,19 +451,12 @@ void fakebe_set_latency_us(struct backend *be, enum fakebe_op op, unsigned us)
 
 void fakebe_set_down(struct backend *be, bool down)
 {
-    struct fakebe *f = fb_of(be);
-    pthread_mutex_lock(&f->mu);
-    f->down = down;
-    pthread_mutex_unlock(&f->mu);
+    atomic_store(&fb_of(be)->down, down);
 }
 
 bool fakebe_is_down(struct backend *be)
 {
-    struct fakebe *f = fb_of(be);
-    pthread_mutex_lock(&f->mu);
-    bool down = f->down;
-    pthread_mutex_unlock(&f->mu);
-    return down;
+    return atomic_load(&fb_of(be)->down);
 }
 
 void fakebe_gate_close(struct backend *be, enum fakebe_op op, const char *key_part)
@@ -511,38 +482,33 @@ int fakebe_gate_open(struct backend *be)
     return arrived;
 }
 
-int fakebe_gate_arrived(struct backend *be)
+static int gate_count(struct backend *be, bool passed)
 {
     struct fakebe *f = fb_of(be);
     pthread_mutex_lock(&f->mu);
-    int n = f->gate_arrived;
+    int n = passed ? f->gate_passed : f->gate_arrived;
     pthread_mutex_unlock(&f->mu);
     return n;
+}
+
+int fakebe_gate_arrived(struct backend *be)
+{
+    return gate_count(be, false);
 }
 
 int fakebe_gate_passed(struct backend *be)
 {
-    struct fakebe *f = fb_of(be);
-    pthread_mutex_lock(&f->mu);
-    int n = f->gate_passed;
-    pthread_mutex_unlock(&f->mu);
-    return n;
+    return gate_count(be, true);
 }
 
 void fakebe_lose_next_create(struct backend *be)
 {
-    struct fakebe *f = fb_of(be);
-    pthread_mutex_lock(&f->mu);
-    f->create_lost = true;
-    pthread_mutex_unlock(&f->mu);
+    atomic_store(&fb_of(be)->create_lost, true);
 }
 
 void fakebe_blank_put_etag(struct backend *be, bool blank)
 {
-    struct fakebe *f = fb_of(be);
-    pthread_mutex_lock(&f->mu);
-    f->blank_etag = blank;
-    pthread_mutex_unlock(&f->mu);
+    atomic_store(&fb_of(be)->blank_etag, blank);
 }
 
 void fakebe_list_stale(struct backend *be, const char *key_part)
