@@ -4,14 +4,14 @@
  *
  *   memory store (fakebe_mem_new): objects with procedural content, a function of key, etag and
  *     offset (fakebe_expected), so any process can check any byte. stat, read and list work;
- *     the writing operations answer -ENOTSUP.
+ *     the other operations answer -ENOTSUP (after the steps below), key_check accepts every key.
  *   wrapper (fakebe_wrap_new): every operation is forwarded to a real backend (the POSIX one in
  *     a scratch directory), which stays the caller's.
  *
  * In both modes every call passes, in this order: its count (fakebe_calls), the op's latency, the
  * gate, the "down" switch (-EIO), the op's fault plan. An injected error leaves a sentence in
  * tier_err_msg(): "injected failure for KEY" (a plan) or "backend NAME is down (injected)".
- * Thread-safe; fakebe_destroy via backend_free().
+ * Thread-safe. Free with backend_free(); a wrapper does not free its real backend.
  */
 #ifndef TIER_TESTS_FAKEBE_H
 #define TIER_TESTS_FAKEBE_H
