@@ -3,8 +3,6 @@
 # target + corpus replay. gen_disk_block_corpus writes the seed corpus with the real writer
 # (run by hand when the block format changes; not a test).
 tier_fuzz_target(fuzz_disk_block ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_disk_block.c
-  ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/disk_block LIBS tier_cache tier_disk_block_membe)
-add_library(tier_disk_block_membe STATIC ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_cache_membe.c)
-target_link_libraries(tier_disk_block_membe PUBLIC tier_tiers tier_common PkgConfig::XXHASH)
+  ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/disk_block LIBS tier_cache tier_testlib)
 add_executable(gen_disk_block_corpus ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/gen_disk_block_corpus.c)
-target_link_libraries(gen_disk_block_corpus PRIVATE tier_cache tier_disk_block_membe tier_testlib)
+target_link_libraries(gen_disk_block_corpus PRIVATE tier_cache tier_testlib)

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../unit/test_cache_membe.h"
+#include "fakebe.h"
 #include "cache/cache.h"
 #include "cache/cache_debug.h"
 #include "common/log.h"
@@ -60,7 +60,7 @@ static void init_once(void)
     g_dir = strdup(tmpl);
     if (!g_dir || !mkdtemp(g_dir) || fdb_write_secret(g_dir) < 0)
         abort();
-    g_be = membe_new(FDB_BACKEND); /* no objects: a refetch gets -ENOENT */
+    g_be = fakebe_mem_new(FDB_BACKEND); /* no objects: a refetch gets -ENOENT */
     if (!getenv("TIER_LOG_LEVEL"))
         tier_log_set_level(TIER_LOG_ERR); /* a line per corrupt input would slow the fuzzer */
     atexit(cleanup);

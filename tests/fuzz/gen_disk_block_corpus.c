@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <xxhash.h>
 
-#include "../unit/test_cache_membe.h"
+#include "fakebe.h"
 #include "cache/cache.h"
 #include "disk_block_fuzz.h"
 #include "testutil.h"
@@ -141,7 +141,7 @@ int main(int argc, char **argv)
     char dir[] = "/tmp/gen_disk_block.XXXXXX";
     if (!mkdtemp(dir) || fdb_write_secret(dir) < 0)
         return 1;
-    struct backend *be = membe_new(FDB_BACKEND);
+    struct backend *be = fakebe_mem_new(FDB_BACKEND);
     static const struct {
         const char *key, *etag;
         uint64_t size;
@@ -160,7 +160,7 @@ int main(int argc, char **argv)
         return 1;
     char *buf = malloc(2 * FDB_BLOCK_SIZE);
     for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++) {
-        membe_add(be, objs[i].key, objs[i].size, objs[i].etag);
+        fakebe_add(be, objs[i].key, objs[i].size, objs[i].etag);
         struct cache_obj o = {
             .be = be, .key = objs[i].key, .etag = objs[i].etag, .size_bytes = objs[i].size};
         if (cache_read(c, NULL, &o, 0, buf, objs[i].size) != (ssize_t)objs[i].size)

@@ -19,7 +19,7 @@
 
 #include "cache/cache.h"
 #include "cache/cache_debug.h"
-#include "test_cache_membe.h"
+#include "fakebe.h"
 #include "testutil.h"
 
 #define NTHREADS 16
@@ -57,7 +57,7 @@ static void *hammer_main(void *arg)
                 h->bad++;
                 continue;
             }
-            membe_expected(key, "e1", off, want, expect);
+            fakebe_expected(key, "e1", off, want, expect);
             if (memcmp(buf, want, expect))
                 h->bad++;
         }
@@ -86,13 +86,13 @@ static void run_hammer(struct cache *c, struct backend *be, int passes)
 
 static struct backend *make_be(void)
 {
-    struct backend *be = membe_new("mem");
+    struct backend *be = fakebe_mem_new("mem");
     char key[32];
     for (int i = 0; i < NOBJS; i++) {
         snprintf(key, sizeof(key), "obj/%d", i);
-        membe_add(be, key, OBJ_SIZE, "e1");
+        fakebe_add(be, key, OBJ_SIZE, "e1");
     }
-    membe_set_latency_us(be, 500);
+    fakebe_set_latency_us(be, FAKEBE_READ, 500);
     return be;
 }
 
@@ -108,9 +108,9 @@ static void test_one_fetch_per_block_ram(void **state)
     struct cache_stats st;
     cache_stats_get(c, &st);
     print_message("ram: backend reads %llu for %d blocks, single-flight waits %llu\n",
-                  (unsigned long long)membe_reads(be), NOBJS * OBJ_BLOCKS,
+                  (unsigned long long)fakebe_calls(be, FAKEBE_READ), NOBJS * OBJ_BLOCKS,
                   (unsigned long long)st.singleflight_waits);
-    assert_int_equal(membe_reads(be), NOBJS * OBJ_BLOCKS);
+    assert_int_equal(fakebe_calls(be, FAKEBE_READ), NOBJS * OBJ_BLOCKS);
     assert_int_equal(st.fetches, NOBJS * OBJ_BLOCKS);
     char msg[256] = "";
     assert_int_equal(cache_debug_check(c, msg, sizeof(msg)), 0);
@@ -135,9 +135,9 @@ static void test_one_fetch_per_block_ram_pressure(void **state)
     struct cache_stats st;
     cache_stats_get(c, &st);
     print_message("ram+disk: backend reads %llu, ram evictions %llu, disk hits %llu\n",
-                  (unsigned long long)membe_reads(be), (unsigned long long)st.ram.evictions,
-                  (unsigned long long)st.disk.hits);
-    assert_int_equal(membe_reads(be), NOBJS * OBJ_BLOCKS);
+                  (unsigned long long)fakebe_calls(be, FAKEBE_READ),
+                  (unsigned long long)st.ram.evictions, (unsigned long long)st.disk.hits);
+    assert_int_equal(fakebe_calls(be, FAKEBE_READ), NOBJS * OBJ_BLOCKS);
     assert_true(st.ram.evictions > 0);
     assert_true(st.disk.hits > 0);
     assert_true(st.ram.bytes_used <= st.ram.bytes_budget);
@@ -174,8 +174,9 @@ static void test_waiters_share_error(void **state)
 {
     (void)state;
     struct backend *be = make_be();
-    membe_set_latency_us(be, 50000); /* the first fetch is slow, so the others queue up */
-    membe_fail_next(be, -EIO, 1);
+    fakebe_set_latency_us(be, FAKEBE_READ,
+                          50000); /* the first fetch is slow, so the others queue up */
+    fakebe_fail_next(be, FAKEBE_READ, -EIO, 1);
     struct cache_config cfg = {.block_size = BS, .ram_bytes = 64 * BS};
     struct cache *c = NULL;
     assert_int_equal(cache_open(&cfg, &c), 0);
@@ -196,7 +197,7 @@ static void test_waiters_share_error(void **state)
             ok++;
     }
     pthread_barrier_destroy(&bar);
-    uint64_t reads = membe_reads(be);
+    uint64_t reads = fakebe_calls(be, FAKEBE_READ);
     print_message("error fan-out: %d got -EIO, %d got data, %llu backend reads\n", eio, ok,
                   (unsigned long long)reads);
     assert_int_equal(eio + ok, NTHREADS);
@@ -208,9 +209,9 @@ static void test_waiters_share_error(void **state)
     assert_int_equal(st.fetch_errors, 1);
     char buf[100], want[100];
     struct cache_obj o = {.be = be, .key = "obj/0", .etag = "e1", .size_bytes = OBJ_SIZE};
-    membe_set_latency_us(be, 0);
+    fakebe_set_latency_us(be, FAKEBE_READ, 0);
     assert_int_equal(cache_read(c, NULL, &o, 0, buf, sizeof(buf)), 100);
-    membe_expected("obj/0", "e1", 0, want, sizeof(want));
+    fakebe_expected("obj/0", "e1", 0, want, sizeof(want));
     assert_memory_equal(buf, want, sizeof(want));
     cache_close(c);
     backend_free(be);
@@ -267,7 +268,7 @@ static void test_readers_vs_control_plane(void **state)
 {
     (void)state;
     struct backend *be = make_be();
-    membe_set_latency_us(be, 100);
+    fakebe_set_latency_us(be, FAKEBE_READ, 100);
     char *dir = tu_mkdtemp("cache_chaos");
     struct cache_config cfg = {.block_size = BS,
                                .ram_bytes = 6 * BS,
@@ -286,7 +287,7 @@ static void test_readers_vs_control_plane(void **state)
     struct cache_stats st;
     cache_stats_get(c, &st);
     print_message("chaos: backend reads %llu, evicted by prefix %ld, pinned %llu KiB\n",
-                  (unsigned long long)membe_reads(be), x.evicted,
+                  (unsigned long long)fakebe_calls(be, FAKEBE_READ), x.evicted,
                   (unsigned long long)(st.pinned_bytes >> 10));
     assert_true(st.pinned_bytes <= st.pin_budget);
     /* live (prefetch workers may still be busy: the check allows for I/O in flight), then

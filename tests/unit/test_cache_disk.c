@@ -26,7 +26,7 @@
 
 #include "cache/cache.h"
 #include "cache/cache_debug.h"
-#include "test_cache_membe.h"
+#include "fakebe.h"
 #include "testutil.h"
 
 #define BS (64u << 10)
@@ -49,9 +49,9 @@ static int setup(void **state)
 {
     struct fx *f = calloc(1, sizeof(*f));
     f->dir = tu_mkdtemp("cache_disk");
-    f->be = membe_new("mem");
-    membe_add(f->be, "a", SIZE, "\"1\"");
-    membe_add(f->be, "b", SIZE, "\"1\"");
+    f->be = fakebe_mem_new("mem");
+    fakebe_add(f->be, "a", SIZE, "\"1\"");
+    fakebe_add(f->be, "b", SIZE, "\"1\"");
     f->cfg = (struct cache_config){.block_size = BS, .disk_dir = f->dir, .disk_bytes = 64 * BS};
     *state = f;
     return 0;
@@ -77,7 +77,7 @@ static int read_check(struct cache *c, struct fx *f, const char *key)
 {
     struct cache_obj o = obj(f, key);
     char *buf = malloc(SIZE), *want = malloc(SIZE);
-    membe_expected(key, "\"1\"", 0, want, SIZE);
+    fakebe_expected(key, "\"1\"", 0, want, SIZE);
     ssize_t n = cache_read(c, NULL, &o, 0, buf, SIZE);
     int r = n != SIZE ? -1 : memcmp(buf, want, SIZE) ? -2 : 0;
     free(buf);
@@ -128,7 +128,7 @@ static int transient_child(struct fx *f)
     low.rlim_cur = (rlim_t)probe;
     if (setrlimit(RLIMIT_NOFILE, &low) < 0)
         return 13;
-    int rr = read_check(c, f, "a"); /* the membe backend needs no descriptor */
+    int rr = read_check(c, f, "a"); /* the memory store needs no descriptor */
     setrlimit(RLIMIT_NOFILE, &old);
     if (rr < 0)
         return 14;

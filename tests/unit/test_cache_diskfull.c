@@ -21,7 +21,7 @@
 
 #include "cache/cache.h"
 #include "cache/cache_debug.h"
-#include "test_cache_membe.h"
+#include "fakebe.h"
 #include "testutil.h"
 
 #define BS (1u << 20)
@@ -68,7 +68,7 @@ static void read_everything(struct cache *c, struct backend *be, int passes)
                 size_t len = BS + 4096;
                 size_t expect = len < OBJ_SIZE - off ? len : (size_t)(OBJ_SIZE - off);
                 assert_int_equal(cache_read(c, NULL, &o, off, buf, len), (ssize_t)expect);
-                membe_expected(key, "e", off, want, expect);
+                fakebe_expected(key, "e", off, want, expect);
                 assert_memory_equal(buf, want, expect);
             }
         }
@@ -83,11 +83,11 @@ static void run(uint64_t disk_bytes, uint64_t min_free, bool expect_cached)
         skip();
         return;
     }
-    struct backend *be = membe_new("mem");
+    struct backend *be = fakebe_mem_new("mem");
     char key[32];
     for (int i = 0; i < NOBJ; i++) {
         snprintf(key, sizeof(key), "big/%d", i);
-        membe_add(be, key, OBJ_SIZE, "e");
+        fakebe_add(be, key, OBJ_SIZE, "e");
     }
     char dir[4200];
     snprintf(dir, sizeof(dir), "%s/cache", mnt);
@@ -195,7 +195,7 @@ static void test_floor_concurrent_writers(void **state)
         skip();
         return;
     }
-    struct backend *be = membe_new("mem");
+    struct backend *be = fakebe_mem_new("mem");
     char dir[4200];
     snprintf(dir, sizeof(dir), "%s/cache", mnt);
     struct cache_config cfg = {
@@ -211,7 +211,7 @@ static void test_floor_concurrent_writers(void **state)
         for (int i = 0; i < WRITERS; i++) {
             w[i] = (struct writer){.c = c, .be = be};
             snprintf(w[i].key, sizeof(w[i].key), "r%d/%d", round, i);
-            membe_add(be, w[i].key, BS, "e");
+            fakebe_add(be, w[i].key, BS, "e");
             assert_int_equal(pthread_create(&t[i], NULL, writer_main, &w[i]), 0);
         }
         for (int i = 0; i < WRITERS; i++) {

@@ -23,7 +23,7 @@
 #include "cache/cache.h"
 #include "cache/cache_debug.h"
 #include "common/timeutil.h"
-#include "test_cache_membe.h"
+#include "fakebe.h"
 #include "testutil.h"
 #include "tiers/backend.h"
 
@@ -329,18 +329,18 @@ static void test_block_size_change(void **state)
 static void test_partial_failure_is_an_error(void **state)
 {
     (void)state;
-    struct backend *be = membe_new("mem");
-    membe_add(be, "o", 2 * BS, "\"v1\"");
+    struct backend *be = fakebe_mem_new("mem");
+    fakebe_add(be, "o", 2 * BS, "\"v1\"");
     struct cache_config cfg = {.block_size = BS, .ram_bytes = 8 * BS};
     struct cache *c = NULL;
     assert_int_equal(cache_open(&cfg, &c), 0);
     struct cache_obj o = {.be = be, .key = "o", .etag = "\"v1\"", .size_bytes = 2 * BS};
     char *buf = malloc(2 * BS), *want = malloc(2 * BS);
     assert_int_equal(cache_read(c, NULL, &o, 0, buf, BS), BS); /* block 0 cached */
-    membe_fail_next(be, -EIO, 1);
+    fakebe_fail_next(be, FAKEBE_READ, -EIO, 1);
     assert_int_equal(cache_read(c, NULL, &o, BS / 2, buf, BS), -EIO);
     assert_int_equal(cache_read(c, NULL, &o, 0, buf, 2 * BS), 2 * BS); /* recovers */
-    membe_expected("o", "\"v1\"", 0, want, 2 * BS);
+    fakebe_expected("o", "\"v1\"", 0, want, 2 * BS);
     assert_memory_equal(buf, want, 2 * BS);
     free(buf);
     free(want);
@@ -353,9 +353,9 @@ static void test_partial_failure_is_an_error(void **state)
 static void test_exact_key_vs_directory(void **state)
 {
     (void)state;
-    struct backend *be = membe_new("mem");
-    membe_add(be, "d/a.bin", BS, "\"1\"");
-    membe_add(be, "d/a.bin.bak", BS, "\"1\"");
+    struct backend *be = fakebe_mem_new("mem");
+    fakebe_add(be, "d/a.bin", BS, "\"1\"");
+    fakebe_add(be, "d/a.bin.bak", BS, "\"1\"");
     struct cache_config cfg = {.block_size = BS, .ram_bytes = 8 * BS, .pin_bytes = BS};
     struct cache *c = NULL;
     assert_int_equal(cache_open(&cfg, &c), 0);

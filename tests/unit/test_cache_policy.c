@@ -17,7 +17,7 @@
 #include "cache/cache.h"
 #include "cache/cache_debug.h"
 #include "cache/policy.h"
-#include "test_cache_membe.h"
+#include "fakebe.h"
 #include "testutil.h"
 
 #define NIDS 4096
@@ -147,16 +147,16 @@ static void test_ghost_readmits_to_main(void **state)
 /* The same scan through the whole cache (RAM level), counting backend fetches. */
 static uint64_t cache_scan_refetches(enum cache_policy_kind kind, bool pin_hot)
 {
-    struct backend *be = membe_new("mem");
+    struct backend *be = fakebe_mem_new("mem");
     const size_t bs = 64 << 10;
     char key[64];
     for (int i = 0; i < 50; i++) {
         snprintf(key, sizeof(key), "hot/%d", i);
-        membe_add(be, key, bs, "v1");
+        fakebe_add(be, key, bs, "v1");
     }
     for (int i = 0; i < 1000; i++) {
         snprintf(key, sizeof(key), "scan/%d", i);
-        membe_add(be, key, bs, "v1");
+        fakebe_add(be, key, bs, "v1");
     }
     struct cache_config cfg = {
         .block_size = bs, .ram_bytes = 100 * bs, .pin_bytes = 60 * bs, .policy = kind};
@@ -179,17 +179,17 @@ static uint64_t cache_scan_refetches(enum cache_policy_kind kind, bool pin_hot)
         for (size_t off = 0; off < bs; off += bs / 4)
             assert_int_equal(cache_read(c, NULL, &o, off, buf + off, bs / 4), (ssize_t)bs / 4);
     }
-    uint64_t before = membe_reads(be);
+    uint64_t before = fakebe_calls(be, FAKEBE_READ);
     for (int i = 0; i < 50; i++) {
         snprintf(key, sizeof(key), "hot/%d", i);
         struct cache_obj o = {.be = be, .key = key, .etag = "v1", .size_bytes = bs};
         assert_int_equal(cache_read(c, NULL, &o, 0, buf, bs), (ssize_t)bs);
         char *want = malloc(bs);
-        membe_expected(key, "v1", 0, want, bs);
+        fakebe_expected(key, "v1", 0, want, bs);
         assert_memory_equal(buf, want, bs);
         free(want);
     }
-    uint64_t refetch = membe_reads(be) - before;
+    uint64_t refetch = fakebe_calls(be, FAKEBE_READ) - before;
     char msg[256];
     assert_int_equal(cache_debug_check(c, msg, sizeof(msg)), 0);
     free(buf);

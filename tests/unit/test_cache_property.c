@@ -19,7 +19,7 @@
 
 #include "cache/cache.h"
 #include "cache/cache_debug.h"
-#include "test_cache_membe.h"
+#include "fakebe.h"
 #include "testutil.h"
 
 #define BS (64u << 10)
@@ -44,7 +44,7 @@ static void check(struct cache *c, int op)
 
 static void run(enum cache_policy_kind kind, uint64_t seed)
 {
-    struct backend *be = membe_new("mem");
+    struct backend *be = fakebe_mem_new("mem");
     char keys[NOBJ][16], etags[NOBJ][16];
     uint64_t sizes[NOBJ];
     uint64_t rng = seed;
@@ -53,7 +53,7 @@ static void run(enum cache_policy_kind kind, uint64_t seed)
         snprintf(keys[i], sizeof(keys[i]), "%c/%d", dirs[i % 3], i);
         snprintf(etags[i], sizeof(etags[i]), "v0");
         sizes[i] = 1 + tu_rand_next(&rng) % (5 * BS);
-        membe_add(be, keys[i], sizes[i], etags[i]);
+        fakebe_add(be, keys[i], sizes[i], etags[i]);
     }
     char *dir = tu_mkdtemp("cache_prop");
     struct cache_config cfg = {.block_size = BS,
@@ -76,7 +76,7 @@ static void run(enum cache_policy_kind kind, uint64_t seed)
             ssize_t n = cache_read(c, NULL, &o, off, buf, len);
             size_t expect = len < sizes[i] - off ? len : (size_t)(sizes[i] - off);
             assert_int_equal(n, (ssize_t)expect);
-            membe_expected(keys[i], etags[i], off, want, expect);
+            fakebe_expected(keys[i], etags[i], off, want, expect);
             assert_memory_equal(buf, want, expect);
         } else if (what < 78) {
             uint64_t idx = tu_rand_next(&rng) % ((sizes[i] + BS - 1) / BS);
@@ -114,7 +114,7 @@ static void run(enum cache_policy_kind kind, uint64_t seed)
             /* the object changes: its old blocks must never be served for the new version */
             snprintf(etags[i], sizeof(etags[i]), "v%d", op);
             sizes[i] = 1 + tu_rand_next(&rng) % (5 * BS);
-            membe_add(be, keys[i], sizes[i], etags[i]);
+            fakebe_add(be, keys[i], sizes[i], etags[i]);
         } else {
             cache_close(c);
             c = NULL;

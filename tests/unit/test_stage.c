@@ -31,6 +31,7 @@
 #include "common/timeutil.h"
 #include "daemon/stage.h"
 #include "daemon/tierd.h"
+#include "fakebe.h"
 #include "qos/sched.h"
 #include "testutil.h"
 
@@ -41,72 +42,21 @@
 #define NGATED 20
 #define DEADLINE_NS (60 * TIER_NS_PER_SEC)
 
-/* A backend that forwards to a real one, fails stat() and read() of keys containing "bad" (the only
- * way to make one file of a listing fail deterministically), lists keys containing "stale" with a
- * version they no longer have (changed after the listing), and holds reads of keys containing
- * "gate" until the test opens the gate (to catch a job in the middle of a fetch). */
-struct wrap_backend {
-    struct backend base;
-    struct backend *inner;
-    pthread_mutex_t mu;
-    pthread_cond_t cond;
-    bool gate_open;
-    int gate_waiting; /* reads that reached the closed gate */
-    int gate_reads;   /* gated reads performed */
-};
-
-static int wrap_stat(struct backend *be, const char *key, struct backend_stat *st)
-{
-    struct wrap_backend *w = (struct wrap_backend *)be;
-    if (strstr(key, "bad")) {
-        tier_err_set("injected failure for %s", key);
-        return -EIO;
-    }
-    return backend_stat(w->inner, key, st);
-}
-
-static ssize_t wrap_read(struct backend *be, const char *key, uint64_t off, void *buf, size_t len,
-                         const char *if_match, struct backend_stat *st)
-{
-    struct wrap_backend *w = (struct wrap_backend *)be;
-    if (strstr(key, "bad")) {
-        tier_err_set("injected failure for %s", key);
-        return -EIO;
-    }
-    if (strstr(key, "gate")) {
-        pthread_mutex_lock(&w->mu);
-        w->gate_waiting++;
-        while (!w->gate_open)
-            pthread_cond_wait(&w->cond, &w->mu);
-        w->gate_reads++;
-        pthread_mutex_unlock(&w->mu);
-    }
-    return backend_read(w->inner, key, off, buf, len, if_match, st);
-}
-
-static int wrap_list(struct backend *be, const char *prefix, const char *delimiter,
-                     const char *token, size_t max_keys, struct backend_list_page *page)
-{
-    struct wrap_backend *w = (struct wrap_backend *)be;
-    int rc = backend_list(w->inner, prefix, delimiter, token, max_keys, page);
-    /* "stale" objects look changed since the listing: their listed version is not theirs. */
-    for (size_t i = 0; rc == 0 && i < page->n; i++) {
-        if (strstr(page->entries[i].name, "stale"))
-            tier_strlcpy(page->entries[i].etag, "listed-version", sizeof(page->entries[i].etag));
-    }
-    return rc;
-}
-
-static const struct backend_ops wrap_ops = {
-    .type = "wrap", .stat = wrap_stat, .read = wrap_read, .list = wrap_list};
+/* The second namespace's backend wraps the real one (fakebe): stat() and read() of keys containing
+ * "bad" fail (the only way to make one file of a listing fail deterministically), keys containing
+ * "stale" are listed with a version they no longer have (changed after the listing), and reads of
+ * keys containing "gate" wait at its gate until the test opens it (to catch a job in the middle of
+ * a fetch). */
+static const struct fakebe_fault bad_fault = {
+    .err = -EIO, .count = FAKEBE_ALWAYS, .key_part = "bad"};
 
 struct fixture {
     char *dir;
     char *root;
     char *cachedir;
-    uint64_t total_bytes;     /* under data/ */
-    uint64_t sub_bytes;       /* under data/sub/ */
-    struct wrap_backend wrap; /* second namespace, /bad */
+    uint64_t total_bytes; /* under data/ */
+    uint64_t sub_bytes;   /* under data/sub/ */
+    struct backend *wrap; /* second namespace, /bad (fakebe) */
     struct tierd d;
     char cname[16], nspath[16], nsprefix[16];
     char bname[16], bpath[16], bprefix[16];
@@ -187,12 +137,13 @@ static int setup(void **state)
 
     struct posix_backend_config pc = {.name = "warm", .root = f->root};
     assert_int_equal(backend_posix_open(&pc, &d->backends[0]), 0);
-    f->wrap.base.ops = &wrap_ops;
-    f->wrap.base.name = f->bname;
-    f->wrap.inner = d->backends[0];
-    pthread_mutex_init(&f->wrap.mu, NULL);
-    pthread_cond_init(&f->wrap.cond, NULL);
     tier_strlcpy(f->bname, "wrap", sizeof(f->bname));
+    f->wrap = fakebe_wrap_new(f->bname, d->backends[0]);
+    assert_non_null(f->wrap);
+    fakebe_fail(f->wrap, FAKEBE_STAT, &bad_fault);
+    fakebe_fail(f->wrap, FAKEBE_READ, &bad_fault);
+    fakebe_list_stale(f->wrap, "stale");
+    fakebe_gate_close(f->wrap, FAKEBE_READ, "gate");
 
     tier_strlcpy(f->cname, "warm", sizeof(f->cname));
     tier_strlcpy(f->nspath, "/ds", sizeof(f->nspath));
@@ -209,8 +160,8 @@ static int setup(void **state)
         .path = f->gpath, .backend = f->bname, .prefix = f->gprefix, .mode = TIERD_NS_READ_CACHE};
     d->cfg.nnamespaces = 3;
     d->ns[0] = (struct tierd_ns){.conf = &d->cfg.namespaces[0], .be = d->backends[0]};
-    d->ns[1] = (struct tierd_ns){.conf = &d->cfg.namespaces[1], .be = &f->wrap.base};
-    d->ns[2] = (struct tierd_ns){.conf = &d->cfg.namespaces[2], .be = &f->wrap.base};
+    d->ns[1] = (struct tierd_ns){.conf = &d->cfg.namespaces[1], .be = f->wrap};
+    d->ns[2] = (struct tierd_ns){.conf = &d->cfg.namespaces[2], .be = f->wrap};
     d->nns = 3;
 
     assert_int_equal(cache_open(&d->cfg.cache, &d->cache), 0);
@@ -230,8 +181,7 @@ static int teardown(void **state)
     cache_close(f->d.cache);
     sched_free(f->d.sched);
     backend_free(f->d.backends[0]);
-    pthread_cond_destroy(&f->wrap.cond);
-    pthread_mutex_destroy(&f->wrap.mu);
+    backend_free(f->wrap);
     tu_rmtree(f->dir);
     free(f->dir);
     free(f->root);
@@ -389,10 +339,8 @@ static void test_stage_error_counted(void **state)
     assert_int_equal(p.bytes_total, want + 100);
     struct backend_stat st;
     assert_int_equal(backend_stat(F->d.backends[0], "other/stale.bin", &st), 0);
-    struct cache_obj obj = {.be = &F->wrap.base,
-                            .key = "other/stale.bin",
-                            .etag = st.etag,
-                            .size_bytes = st.size_bytes};
+    struct cache_obj obj = {
+        .be = F->wrap, .key = "other/stale.bin", .etag = st.etag, .size_bytes = st.size_bytes};
     assert_int_equal(cache_cached_bytes(F->d.cache, &obj), 3 * BLOCK + 5);
 }
 
@@ -409,7 +357,7 @@ static void *free_main(void *arg)
 static void test_stage_cancel_on_free(void **state)
 {
     (void)state;
-    struct wrap_backend *w = &F->wrap;
+    struct backend *w = F->wrap;
     struct stage_progress p;
     uint64_t id = 0;
     const char *paths[] = {"/gated"};
@@ -423,10 +371,7 @@ static void test_stage_cancel_on_free(void **state)
     /* Wait until a worker is inside a backend read, held at the gate. */
     uint64_t deadline = tier_now_mono_ns() + DEADLINE_NS;
     for (;;) {
-        pthread_mutex_lock(&w->mu);
-        int waiting = w->gate_waiting;
-        pthread_mutex_unlock(&w->mu);
-        if (waiting > 0)
+        if (fakebe_gate_arrived(w) > 0)
             break;
         assert_true(tier_now_mono_ns() < deadline);
         tier_sleep_ms(1);
@@ -442,21 +387,16 @@ static void test_stage_cancel_on_free(void **state)
         assert_true(tier_now_mono_ns() < deadline);
         tier_sleep_ms(1);
     }
-    pthread_mutex_lock(&w->mu);
-    int entered = w->gate_waiting;
-    w->gate_open = true;
-    pthread_cond_broadcast(&w->cond);
-    pthread_mutex_unlock(&w->mu);
+    int entered = fakebe_gate_open(w); /* the reads that had reached the gate */
     pthread_join(th, NULL);
 
     /* Only the reads already started when the job was cancelled were done; no worker took a
      * new file or block afterwards. */
-    pthread_mutex_lock(&w->mu);
-    assert_int_equal(w->gate_reads, entered);
-    assert_true(w->gate_reads >= 1);
-    assert_true(w->gate_reads <= F->d.cfg.stage_threads);
-    assert_true(w->gate_reads < NGATED);
-    pthread_mutex_unlock(&w->mu);
+    int passed = fakebe_gate_passed(w);
+    assert_int_equal(passed, entered);
+    assert_true(passed >= 1);
+    assert_true(passed <= F->d.cfg.stage_threads);
+    assert_true(passed < NGATED);
     stage_registry_free(NULL);
 }
 

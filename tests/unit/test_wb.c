@@ -4,7 +4,8 @@
  * fsync, short writes, write errors, ENOSPC on a small tmpfs spool, backend down (nothing lost,
  * uploaded later), unlink/overwrite/rename, backpressure, durability=remote, retention, and
  * recovery of each journalled state. Runs against the real POSIX backend in a scratch directory,
- * wrapped by a fault-injecting backend for the error paths.
+ * wrapped by the fake backend of tests/lib/fakebe.h (faults, a down switch, a gate) for the
+ * error paths.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +30,7 @@
 #include "common/err.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
+#include "fakebe.h"
 #include "testutil.h"
 #include "tiers/backend.h"
 #include "writeback/wb.h"
@@ -38,150 +40,6 @@
 
 #define MIB (1024u * 1024u)
 
-/* ---- fault-injecting backend wrapping the POSIX one ----------------------------------------- */
-
-struct fault_be {
-    struct backend base;
-    struct backend *inner;
-    atomic_bool down;        /* every request fails with -EIO (backend unreachable) */
-    atomic_int fail_part_no; /* this part number fails with -EIO (0: none) */
-    atomic_int puts, parts, completes, aborts, creates, dels, lists;
-    atomic_bool create_lost; /* the next mpu_create is made but answered -EIO, then down */
-    atomic_bool list_denied; /* mpu_list fails with -EACCES */
-    atomic_bool stat_fails;  /* stat fails with -EIO (the check after an upload) */
-    atomic_bool blank_etag;  /* put answers without an ETag */
-    atomic_int put_err;      /* 0 or -errno every put answers (a store that refuses the file) */
-    /* While hold_put is set, put blocks (after counting itself) until it is cleared; with
-     * hold_key set, only puts of that key are held. */
-    pthread_mutex_t hold_mu;
-    pthread_cond_t hold_cv;
-    bool hold_put;
-    const char *hold_key;
-};
-
-static struct fault_be *fb_of(struct backend *be)
-{
-    return (struct fault_be *)be;
-}
-
-static int fb_stat(struct backend *be, const char *key, struct backend_stat *st)
-{
-    if (fb_of(be)->stat_fails)
-        return -EIO;
-    return fb_of(be)->down ? -EIO : backend_stat(fb_of(be)->inner, key, st);
-}
-
-static ssize_t fb_read(struct backend *be, const char *key, uint64_t off, void *buf, size_t len,
-                       const char *if_match, struct backend_stat *st)
-{
-    return fb_of(be)->down ? -EIO
-                           : backend_read(fb_of(be)->inner, key, off, buf, len, if_match, st);
-}
-
-static int fb_list(struct backend *be, const char *prefix, const char *delimiter, const char *token,
-                   size_t max_keys, struct backend_list_page *page)
-{
-    return backend_list(fb_of(be)->inner, prefix, delimiter, token, max_keys, page);
-}
-
-static int fb_put(struct backend *be, const char *key, const void *buf, size_t len, char *etag)
-{
-    struct fault_be *f = fb_of(be);
-    pthread_mutex_lock(&f->hold_mu);
-    f->puts++;
-    while (f->hold_put && (!f->hold_key || strcmp(f->hold_key, key) == 0))
-        pthread_cond_wait(&f->hold_cv, &f->hold_mu);
-    pthread_mutex_unlock(&f->hold_mu);
-    if (f->down)
-        return -EIO;
-    if (f->put_err)
-        return f->put_err;
-    int rc = backend_put(f->inner, key, buf, len, etag);
-    if (rc == 0 && etag && f->blank_etag)
-        etag[0] = '\0'; /* a server that sends no ETag header */
-    return rc;
-}
-
-static int fb_create(struct backend *be, const char *key, char **id)
-{
-    struct fault_be *f = fb_of(be);
-    f->creates++;
-    if (f->down)
-        return -EIO;
-    if (atomic_exchange(&f->create_lost, false)) {
-        /* the server made the upload, the reply was lost; then the backend goes away */
-        char *made = NULL;
-        int rc = backend_mpu_create(f->inner, key, &made);
-        free(made);
-        f->down = true;
-        return rc ? rc : -EIO;
-    }
-    return backend_mpu_create(f->inner, key, id);
-}
-
-static int fb_part(struct backend *be, const char *key, const char *id, int no, const void *buf,
-                   size_t len, char *etag)
-{
-    struct fault_be *f = fb_of(be);
-    f->parts++;
-    if (f->down || f->fail_part_no == no)
-        return -EIO;
-    return backend_mpu_put_part(f->inner, key, id, no, buf, len, etag);
-}
-
-static int fb_complete(struct backend *be, const char *key, const char *id,
-                       const struct backend_part *parts, size_t n, char *etag)
-{
-    fb_of(be)->completes++;
-    return fb_of(be)->down ? -EIO : backend_mpu_complete(fb_of(be)->inner, key, id, parts, n, etag);
-}
-
-static int fb_abort(struct backend *be, const char *key, const char *id)
-{
-    fb_of(be)->aborts++;
-    return fb_of(be)->down ? -EIO : backend_mpu_abort(fb_of(be)->inner, key, id);
-}
-
-static int fb_del(struct backend *be, const char *key)
-{
-    fb_of(be)->dels++;
-    return fb_of(be)->down ? -EIO : backend_del(fb_of(be)->inner, key);
-}
-
-static int fb_mpu_list(struct backend *be, const char *key, struct backend_mpu **out, size_t *n)
-{
-    fb_of(be)->lists++;
-    if (fb_of(be)->list_denied)
-        return -EACCES; /* e.g. a policy without s3:ListBucketMultipartUploads */
-    return fb_of(be)->down ? -EIO : backend_mpu_list(fb_of(be)->inner, key, out, n);
-}
-
-static int fb_key_check(struct backend *be, const char *key)
-{
-    return backend_key_check(fb_of(be)->inner, key);
-}
-
-static void fb_destroy(struct backend *be)
-{
-    (void)be;
-}
-
-static const struct backend_ops fault_ops = {
-    .type = "fault",
-    .stat = fb_stat,
-    .read = fb_read,
-    .list = fb_list,
-    .put = fb_put,
-    .mpu_create = fb_create,
-    .mpu_put_part = fb_part,
-    .mpu_complete = fb_complete,
-    .mpu_abort = fb_abort,
-    .del = fb_del,
-    .destroy = fb_destroy,
-    .mpu_list = fb_mpu_list,
-    .key_check = fb_key_check,
-};
-
 /* ---- fixture -----------------------------------------------------------------------------------
  */
 
@@ -189,7 +47,7 @@ struct fx {
     char *dir;
     char spool[512], root[512], journal[512];
     struct backend *posix;
-    struct fault_be fault;
+    struct backend *fault; /* fakebe wrapping posix: the backend "warm" the buffer uses */
     struct wb_config cfg;
     struct wb *wb;
     /* local I/O faults */
@@ -202,7 +60,20 @@ struct fx {
 static struct backend *resolve(void *ctx, const char *name)
 {
     struct fx *f = ctx;
-    return strcmp(name, "warm") == 0 ? &f->fault.base : NULL;
+    return strcmp(name, "warm") == 0 ? f->fault : NULL;
+}
+
+/* Calls of op that reached the fake backend. */
+static int calls(struct fx *f, enum fakebe_op op)
+{
+    return (int)fakebe_calls(f->fault, op);
+}
+
+/* Every upload of part number no answers -EIO (0: none). */
+static void fail_part(struct fx *f, int no)
+{
+    const struct fakebe_fault part = {.err = -EIO, .count = FAKEBE_ALWAYS, .part_no = no};
+    fakebe_fail(f->fault, FAKEBE_MPU_PART, no ? &part : NULL);
 }
 
 static ssize_t hook_pwrite(void *ctx, int fd, const void *buf, size_t len, off_t off)
@@ -237,12 +108,8 @@ static int fx_setup(void **state)
     assert_int_equal(mkdir(f->root, 0700), 0);
     struct posix_backend_config pc = {.name = "warm", .root = f->root};
     assert_int_equal(backend_posix_open(&pc, &f->posix), 0);
-    f->fault.base.ops = &fault_ops;
-    static char fault_name[] = "warm";
-    f->fault.base.name = fault_name;
-    f->fault.inner = f->posix;
-    pthread_mutex_init(&f->fault.hold_mu, NULL);
-    pthread_cond_init(&f->fault.hold_cv, NULL);
+    f->fault = fakebe_wrap_new("warm", f->posix);
+    assert_non_null(f->fault);
     f->io = (struct wb_io_hooks){.pwrite = hook_pwrite, .fsync = hook_fsync, .ctx = f};
     f->cfg = (struct wb_config){.spool_dir = f->spool,
                                 .journal_path = f->journal,
@@ -263,6 +130,7 @@ static int fx_teardown(void **state)
 {
     struct fx *f = *state;
     wb_close(f->wb);
+    backend_free(f->fault);
     backend_free(f->posix);
     tu_rmtree(f->dir);
     free(f->dir);
@@ -399,7 +267,7 @@ static void checksum_of(const void *buf, size_t len, char out[WB_CHECKSUM_MAX])
 static void test_small_file_states(void **state)
 {
     struct fx *f = *state;
-    f->fault.down = true; /* hold the upload so the SEALED state is observable */
+    fakebe_set_down(f->fault, true); /* hold the upload so the SEALED state is observable */
     fx_open(f);
     struct wb_file *fh;
     assert_int_equal(wb_file_create(f->wb, "warm", "ckpt/a.bin", &fh), 0);
@@ -420,7 +288,7 @@ static void test_small_file_states(void **state)
     assert_int_equal(wb_wait(f->wb, "warm", "ckpt/", 50), -ETIMEDOUT);
     assert_no_object(f, "ckpt/a.bin");
 
-    f->fault.down = false;
+    fakebe_set_down(f->fault, false);
     assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
     assert_object(f, "ckpt/a.bin", sizeof(buf), 1);
     assert_int_equal(jr_count_state(f, "uploaded"), 1);
@@ -436,7 +304,7 @@ static void test_small_file_states(void **state)
     assert_true(list[0].etag[0] != '\0');
     wb_list_free(list, n);
     assert_int_equal(stats(f).dirty_bytes, 0);
-    assert_int_equal(f->fault.creates, 0); /* small file: one PUT, no multipart */
+    assert_int_equal(calls(f, FAKEBE_MPU_CREATE), 0); /* small file: one PUT, no multipart */
 }
 
 static void test_multipart_and_retention(void **state)
@@ -450,8 +318,8 @@ static void test_multipart_and_retention(void **state)
     assert_int_equal(wb_wait(f->wb, "warm", "ck/", 30000), 0);
     assert_object(f, "ck/1.bin", 12 * MIB + 5, 11);
     assert_object(f, "ck/2.bin", 3 * MIB, 12);
-    assert_int_equal(f->fault.parts, 3);
-    assert_int_equal(f->fault.completes, 1);
+    assert_int_equal(calls(f, FAKEBE_MPU_PART), 3);
+    assert_int_equal(calls(f, FAKEBE_MPU_COMPLETE), 1);
     assert_int_equal(stats(f).parts_done, 3);
     assert_int_equal(jr_query(f, "SELECT count(*) FROM parts"), 0);
     /* Retention keeps only the newest file of the directory locally. */
@@ -560,7 +428,7 @@ static void test_enospc_tmpfs(void **state)
 static void test_backend_down_then_restart(void **state)
 {
     struct fx *f = *state;
-    f->fault.down = true;
+    fakebe_set_down(f->fault, true);
     fx_open(f);
     write_file(f, "d/small", 1000, 21);
     write_file(f, "d/large", 11 * MIB, 22);
@@ -568,8 +436,8 @@ static void test_backend_down_then_restart(void **state)
     assert_int_equal(jr_count_state(f, "sealed"), 2);
     assert_int_equal(wb_wait(f->wb, NULL, "d/", 20), -ETIMEDOUT);
     /* Part 2 fails once the backend is back: the file sits in UPLOADING with its upload id. */
-    f->fault.fail_part_no = 2;
-    f->fault.down = false;
+    fail_part(f, 2);
+    fakebe_set_down(f->fault, false);
     WAIT_FOR(jr_count_state(f, "uploading") == 1 && jr_query(f, "SELECT count(*) FROM parts") == 2,
              10000);
     WAIT_FOR(jr_count_state(f, "uploaded") == 1, 10000);
@@ -578,12 +446,12 @@ static void test_backend_down_then_restart(void **state)
     /* Restart (recovery) with the backend healthy: only the missing part is sent. */
     wb_close(f->wb);
     f->wb = NULL;
-    f->fault.fail_part_no = 0;
-    int parts_before = f->fault.parts;
+    fail_part(f, 0);
+    int parts_before = calls(f, FAKEBE_MPU_PART);
     fx_open(f);
     assert_int_equal(stats(f).recovered_uploading, 1);
     assert_int_equal(wb_wait(f->wb, NULL, "", 20000), 0);
-    assert_int_equal(f->fault.parts - parts_before, 1);
+    assert_int_equal(calls(f, FAKEBE_MPU_PART) - parts_before, 1);
     assert_object(f, "d/large", 11 * MIB, 22);
     assert_no_mpu(f);
 }
@@ -591,14 +459,14 @@ static void test_backend_down_then_restart(void **state)
 static void test_unlink_while_uploading(void **state)
 {
     struct fx *f = *state;
-    f->fault.fail_part_no = 3;
+    fail_part(f, 3);
     fx_open(f);
     write_file(f, "u/big", 11 * MIB, 31);
-    WAIT_FOR(jr_count_state(f, "uploading") == 1 && f->fault.parts >= 3, 10000);
+    WAIT_FOR(jr_count_state(f, "uploading") == 1 && calls(f, FAKEBE_MPU_PART) >= 3, 10000);
     assert_int_equal(wb_unlink(f->wb, "warm", "u/big"), 0);
     assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
-    assert_int_equal(f->fault.completes, 0);
-    assert_true(f->fault.aborts >= 1);
+    assert_int_equal(calls(f, FAKEBE_MPU_COMPLETE), 0);
+    assert_true(calls(f, FAKEBE_MPU_ABORT) >= 1);
     assert_no_object(f, "u/big");
     assert_no_mpu(f);
     assert_int_equal(jr_query(f, "SELECT count(*) FROM files"), 0);
@@ -606,10 +474,10 @@ static void test_unlink_while_uploading(void **state)
     assert_int_equal(wb_unlink(f->wb, "warm", "u/big"), -ENOENT);
 
     /* Unlink of a sealed, not yet uploaded file: never appears. */
-    f->fault.down = true;
+    fakebe_set_down(f->fault, true);
     write_file(f, "u/sealed", 1000, 32);
     assert_int_equal(wb_unlink(f->wb, "warm", "u/sealed"), 0);
-    f->fault.down = false;
+    fakebe_set_down(f->fault, false);
     assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
     assert_no_object(f, "u/sealed");
     /* Unlink of an uploaded file deletes the object. */
@@ -643,14 +511,14 @@ static void test_overwrite_and_rename(void **state)
     assert_int_equal(jr_query(f, "SELECT count(*) FROM files WHERE key='o/k'"), 1);
 
     /* Overwrite of a sealed file while the backend is down: only the new one ever appears. */
-    f->fault.down = true;
+    fakebe_set_down(f->fault, true);
     write_file(f, "o/m", 11 * MIB, 43);
     write_file(f, "o/m", 6 * MIB, 44);
     assert_int_equal(jr_query(f, "SELECT count(*) FROM files WHERE key='o/m'"), 1);
     /* Rename of a not-yet-uploaded file. */
     write_file(f, "o/r1", 3000, 45);
     assert_int_equal(wb_rename(f->wb, "warm", "o/r1", "o/r2"), 0);
-    f->fault.down = false;
+    fakebe_set_down(f->fault, false);
     assert_int_equal(wb_wait(f->wb, NULL, "", 20000), 0);
     assert_object(f, "o/m", 6 * MIB, 44);
     assert_object(f, "o/r2", 3000, 45);
@@ -672,7 +540,7 @@ static void test_overwrite_and_rename(void **state)
 static void test_backpressure(void **state)
 {
     struct fx *f = *state;
-    f->fault.down = true;
+    fakebe_set_down(f->fault, true);
     f->cfg.max_dirty_bytes = 2 * MIB;
     f->cfg.backpressure_wait_ms = 300;
     fx_open(f);
@@ -692,7 +560,7 @@ static void test_backpressure(void **state)
     f->cfg.backpressure_wait_ms = 20000;
     fx_open(f);
     assert_int_equal(wb_file_create(f->wb, "warm", "b/2", &fh), 0);
-    f->fault.down = false;
+    fakebe_set_down(f->fault, false);
     t0 = tier_now_mono_ns();
     assert_int_equal(wb_write(fh, buf, MIB, 0), MIB);
     assert_true((tier_now_mono_ns() - t0) / TIER_NS_PER_MS < 15000);
@@ -725,7 +593,7 @@ static void test_durability_remote(void **state)
 static void test_recovery_discards_unclosed(void **state)
 {
     struct fx *f = *state;
-    f->fault.down = true;
+    fakebe_set_down(f->fault, true);
     fx_open(f);
     struct wb_file *fh;
     assert_int_equal(wb_file_create(f->wb, "warm", "rc/open", &fh), 0);
@@ -738,7 +606,7 @@ static void test_recovery_discards_unclosed(void **state)
     tu_write_file(p, "x", 1);
     wb_close(f->wb); /* as a crash: the open handle is never closed */
     f->wb = NULL;
-    f->fault.down = false;
+    fakebe_set_down(f->fault, false);
     fx_open(f);
     struct wb_stats st = stats(f);
     assert_int_equal(st.recovered_discarded, 1);
@@ -755,25 +623,25 @@ static void test_recovery_discards_unclosed(void **state)
 static void test_recovery_aborts_cancelled(void **state)
 {
     struct fx *f = *state;
-    f->fault.fail_part_no = 1;
+    fail_part(f, 1);
     fx_open(f);
     write_file(f, "ca/big", 11 * MIB, 81);
     WAIT_FOR(jr_count_state(f, "uploading") == 1, 10000);
-    f->fault.down = true; /* the abort cannot reach the backend */
+    fakebe_set_down(f->fault, true); /* the abort cannot reach the backend */
     assert_int_equal(wb_unlink(f->wb, "warm", "ca/big"), 0);
     assert_int_equal(jr_count_state(f, "cancelled"), 1);
     assert_int_equal(wb_wait(f->wb, NULL, "", 100), -ETIMEDOUT);
     wb_close(f->wb);
     f->wb = NULL;
-    f->fault.down = false;
-    f->fault.fail_part_no = 0;
+    fakebe_set_down(f->fault, false);
+    fail_part(f, 0);
     fx_open(f);
     assert_int_equal(stats(f).recovered_aborts, 1);
     assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
     assert_int_equal(jr_query(f, "SELECT count(*) FROM files"), 0);
     assert_no_mpu(f);
     assert_no_object(f, "ca/big");
-    assert_int_equal(f->fault.completes, 0);
+    assert_int_equal(calls(f, FAKEBE_MPU_COMPLETE), 0);
 }
 
 static void test_bad_config_and_keys(void **state)
@@ -799,7 +667,7 @@ static void test_bad_config_and_keys(void **state)
 static void test_age_bound_and_deadline(void **state)
 {
     struct fx *f = *state;
-    f->fault.down = true;
+    fakebe_set_down(f->fault, true);
     f->cfg.max_dirty_age_ms = 100;
     f->cfg.backpressure_wait_ms = 300;
     f->cfg.upload_deadline_ms = 50;
@@ -818,7 +686,7 @@ static void test_age_bound_and_deadline(void **state)
     } while (rc == 0 && tier_now_mono_ns() - t0 < 5 * TIER_NS_PER_SEC);
     assert_int_equal(rc, -ENOSPC);
     assert_true(stats(f).backpressure_waits >= 1);
-    f->fault.down = false;
+    fakebe_set_down(f->fault, false);
     assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
     assert_int_equal(wb_file_create(f->wb, "warm", "age/3", &fh), 0);
     assert_int_equal(wb_file_close(fh), 0);
@@ -846,7 +714,7 @@ static void test_upload_holdoff_lifts(void **state)
     /* Held, not merely not yet uploaded: an upload of 100 KB takes milliseconds. */
     uint64_t until = tier_now_mono_ns() + 300 * TIER_NS_PER_MS;
     while (tier_now_mono_ns() < until) {
-        assert_int_equal(f->fault.puts, 0);
+        assert_int_equal(calls(f, FAKEBE_PUT), 0);
         tier_sleep_ms(5);
     }
     assert_false(has_object(f, "h/a"));
@@ -965,15 +833,12 @@ static void test_reserved_name_refused_at_create(void **state)
 static void test_per_file_part_size(void **state)
 {
     struct fx *f = *state;
-    static struct backend_ops few_parts;
-    few_parts = fault_ops;
-    few_parts.max_parts = 2; /* as S3's 10,000 for a 78 GiB file at 8 MiB parts */
-    f->fault.base.ops = &few_parts;
+    fakebe_set_max_parts(f->fault, 2); /* as S3's 10,000 for a 78 GiB file at 8 MiB parts */
     fx_open(f);
     write_file(f, "big/a", 12 * MIB + 5, 7); /* 3 parts of 5 MiB: too many */
     assert_int_equal(wb_wait(f->wb, NULL, "", 30000), 0);
     assert_object(f, "big/a", 12 * MIB + 5, 7);
-    assert_int_equal(f->fault.parts, 2);
+    assert_int_equal(calls(f, FAKEBE_MPU_PART), 2);
     assert_int_equal(jr_count_state(f, "failed"), 0);
     /* beyond what any part size fits, a write is refused with EFBIG and the file stays usable */
     struct wb_file *fh;
@@ -1009,7 +874,7 @@ static void test_refused_upload_fails(void **state)
     fx_open(f);
     write_file(f, "r/old", 1000, 3); /* an older object under the key */
     assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
-    f->fault.put_err = -EFBIG; /* e.g. S3 EntityTooLarge */
+    fakebe_fail_next(f->fault, FAKEBE_PUT, -EFBIG, FAKEBE_ALWAYS); /* e.g. S3 EntityTooLarge */
     write_file(f, "r/old", 1500 * 1024, 4);
     assert_int_equal(wb_wait(f->wb, "warm", "r/", 10000), -EIO);
     assert_failed_listed(f, "r/old", "File too large");
@@ -1019,12 +884,12 @@ static void test_refused_upload_fails(void **state)
     assert_int_equal(wb_read(f->wb, "warm", "r/old", b, 8, 0), -EIO);
     assert_int_equal(jr_count_state(f, "failed"), 1);
     assert_int_equal(jr_query(f, "SELECT count(*) FROM files WHERE error IS NOT NULL"), 1);
-    int puts = f->fault.puts;
+    int puts = calls(f, FAKEBE_PUT);
     write_file(f, "r/other", 1600 * 1024, 5); /* the backlog bound is not reached by r/old */
-    f->fault.put_err = 0;
+    fakebe_fail(f->fault, FAKEBE_PUT, NULL);
     assert_int_equal(wb_wait(f->wb, "warm", "r/other", 10000), 0);
-    assert_true(f->fault.puts == puts + 1); /* r/old was not retried */
-    fx_reopen(f);                           /* recovery keeps it, with its staging copy */
+    assert_true(calls(f, FAKEBE_PUT) == puts + 1); /* r/old was not retried */
+    fx_reopen(f);                                  /* recovery keeps it, with its staging copy */
     assert_failed_listed(f, "r/old", "File too large");
     assert_int_equal(wb_wait(f->wb, "warm", "r/old", 10000), -EIO);
     assert_int_equal(count_staging(f), 2);
@@ -1034,14 +899,14 @@ static void test_refused_upload_fails(void **state)
     assert_object(f, "r/old", 2000, 6);
     assert_int_equal(jr_count_state(f, "failed"), 0);
     /* and an unlink removes one; the refused PUT stored nothing, so no delete is sent */
-    f->fault.put_err = -ENAMETOOLONG;
+    fakebe_fail_next(f->fault, FAKEBE_PUT, -ENAMETOOLONG, FAKEBE_ALWAYS);
     write_file(f, "r/gone", 100, 7);
     assert_int_equal(wb_wait(f->wb, "warm", "r/gone", 10000), -EIO);
-    int dels = f->fault.dels;
+    int dels = calls(f, FAKEBE_DEL);
     assert_int_equal(wb_unlink(f->wb, "warm", "r/gone"), 0);
     assert_int_equal(jr_count_state(f, "failed"), 0);
     assert_int_equal(wb_wait(f->wb, "warm", "r/", 10000), 0);
-    assert_int_equal(f->fault.dels, dels);
+    assert_int_equal(calls(f, FAKEBE_DEL), dels);
 }
 
 /* Errors that an errno alone cannot tell from a refusal are retried, never FAILED: S3 answers
@@ -1051,14 +916,14 @@ static void test_ambiguous_errors_retried(void **state)
 {
     struct fx *f = *state;
     fx_open(f);
-    f->fault.put_err = -EINVAL;
+    fakebe_fail_next(f->fault, FAKEBE_PUT, -EINVAL, FAKEBE_ALWAYS);
     write_file(f, "amb/a", 1000, 1);
     WAIT_FOR(stats(f).upload_retries >= 3, 10000);
-    f->fault.put_err = -ETIMEDOUT;
+    fakebe_fail_next(f->fault, FAKEBE_PUT, -ETIMEDOUT, FAKEBE_ALWAYS);
     int retries = (int)stats(f).upload_retries;
     WAIT_FOR((int)stats(f).upload_retries >= retries + 2, 10000);
     assert_int_equal(jr_count_state(f, "failed"), 0);
-    f->fault.put_err = 0;
+    fakebe_fail(f->fault, FAKEBE_PUT, NULL);
     assert_int_equal(wb_wait(f->wb, "warm", "amb/", 10000), 0);
     assert_object(f, "amb/a", 1000, 1);
 }
@@ -1070,7 +935,7 @@ static void test_refused_upload_remote_close(void **state)
     struct fx *f = *state;
     f->cfg.durability = WB_DURABILITY_REMOTE;
     fx_open(f);
-    f->fault.put_err = -EFBIG;
+    fakebe_fail_next(f->fault, FAKEBE_PUT, -EFBIG, FAKEBE_ALWAYS);
     struct wb_file *fh;
     assert_int_equal(wb_file_create(f->wb, "warm", "rr/a", &fh), 0);
     assert_int_equal(wb_write(fh, "abc", 3, 0), 3);
@@ -1097,14 +962,14 @@ static void flip_staging_bit(struct fx *f, off_t off)
 static void test_spool_corruption_fails(void **state)
 {
     struct fx *f = *state;
-    f->fault.down = true;
+    fakebe_set_down(f->fault, true);
     fx_open(f);
     write_file(f, "c/small", 100000, 8);
     flip_staging_bit(f, 5000);
     write_file(f, "c/big", 12 * MIB + 5, 9);
     flip_staging_bit(f, 11 * MIB);
     write_file(f, "c/good", 12 * MIB, 10);
-    f->fault.down = false;
+    fakebe_set_down(f->fault, false);
     assert_int_equal(wb_wait(f->wb, "warm", "c/good", 30000), 0);
     assert_object(f, "c/good", 12 * MIB, 10);
     assert_int_equal(wb_wait(f->wb, "warm", "c/", 30000), -EIO);
@@ -1214,7 +1079,7 @@ static void async_done(void *arg, int rc)
 static void test_wait_async(void **state)
 {
     struct fx *f = *state;
-    f->fault.down = true;
+    fakebe_set_down(f->fault, true);
     fx_open(f);
     write_file(f, "as/a", 1000, 1);
     struct async_rec up = {0}, late = {0}, flushed = {0}, failed = {0};
@@ -1223,16 +1088,16 @@ static void test_wait_async(void **state)
     WAIT_FOR(late.calls == 1, 10000);
     assert_int_equal(late.rc, -ETIMEDOUT);
     assert_int_equal(up.calls, 0); /* still pending: the backend is down */
-    f->fault.down = false;
+    fakebe_set_down(f->fault, false);
     WAIT_FOR(up.calls == 1, 10000);
     assert_int_equal(up.rc, 0);
     assert_object(f, "as/a", 1000, 1);
-    f->fault.put_err = -EFBIG;
+    fakebe_fail_next(f->fault, FAKEBE_PUT, -EFBIG, FAKEBE_ALWAYS);
     write_file(f, "as/b", 1000, 2);
     assert_int_equal(wb_wait_async(f->wb, "warm", "as/b", true, -1, async_done, &failed), 0);
     WAIT_FOR(failed.calls == 1, 10000);
     assert_int_equal(failed.rc, -EIO);
-    f->fault.down = true;
+    fakebe_set_down(f->fault, true);
     write_file(f, "as/c", 1000, 3);
     assert_int_equal(wb_wait_async(f->wb, "warm", "as/c", true, -1, async_done, &flushed), 0);
     wb_wait_async_flush(f->wb);
@@ -1321,7 +1186,7 @@ static size_t mpu_count(struct fx *f, const char *key)
  * one SEALED row, as a crash before its upload leaves it. The backend stays down. */
 static void seal_offline(struct fx *f, const char *key, size_t size, uint64_t seed)
 {
-    f->fault.down = true;
+    fakebe_set_down(f->fault, true);
     fx_open(f);
     write_file(f, key, size, seed);
     wb_close(f->wb);
@@ -1342,11 +1207,11 @@ static void test_orphan_multipart_aborted(void **state)
     assert_int_equal(backend_mpu_create(f->posix, "orph/bigger", &other), 0);
     assert_int_equal(mpu_count(f, "orph/big"), 1);
 
-    f->fault.down = false;
+    fakebe_set_down(f->fault, false);
     fx_open(f); /* recovery: the SEALED row may have an unjournalled upload */
     assert_int_equal(wb_wait(f->wb, NULL, "", 20000), 0);
     assert_object(f, "orph/big", 11 * MIB, 31);
-    assert_true(f->fault.lists >= 1);
+    assert_true(calls(f, FAKEBE_MPU_LIST) >= 1);
     assert_int_equal(mpu_count(f, "orph/big"), 0); /* the orphan is gone, ours completed */
     assert_int_equal(mpu_count(f, "orph/bigger"), 1);
     assert_int_equal(backend_mpu_abort(f->posix, "orph/bigger", other), 0);
@@ -1361,12 +1226,12 @@ static void test_orphan_list_denied(void **state)
 {
     struct fx *f = *state;
     seal_offline(f, "deny/big", 11 * MIB, 41);
-    f->fault.down = false;
-    f->fault.list_denied = true;
+    fakebe_set_down(f->fault, false);
+    fakebe_fail_next(f->fault, FAKEBE_MPU_LIST, -EACCES, FAKEBE_ALWAYS);
     fx_open(f);
     assert_int_equal(wb_wait(f->wb, NULL, "", 20000), 0);
     assert_object(f, "deny/big", 11 * MIB, 41);
-    assert_true(f->fault.lists >= 1);
+    assert_true(calls(f, FAKEBE_MPU_LIST) >= 1);
 }
 
 /* A create whose reply was lost leaves an upload; the file is overwritten before its retry: the
@@ -1376,12 +1241,12 @@ static void test_orphan_inherited_by_overwrite(void **state)
     struct fx *f = *state;
     f->cfg.retry_base_ms = 60000; /* no retry of the first generation during the test */
     f->cfg.retry_max_ms = 60000;
-    f->fault.create_lost = true;
+    fakebe_lose_next_create(f->fault);
     fx_open(f);
     write_file(f, "inh/f", 11 * MIB, 51);
-    WAIT_FOR(f->fault.down, 10000); /* the lost create happened */
+    WAIT_FOR(fakebe_is_down(f->fault), 10000); /* the lost create happened */
     assert_int_equal(mpu_count(f, "inh/f"), 1);
-    f->fault.down = false;
+    fakebe_set_down(f->fault, false);
     write_file(f, "inh/f", 12 * MIB, 52); /* overwrite: the first generation is dropped */
     assert_int_equal(wb_wait(f->wb, NULL, "", 20000), 0);
     assert_object(f, "inh/f", 12 * MIB, 52);
@@ -1398,7 +1263,7 @@ static void test_unlink_after_unjournalled_upload(void **state)
     struct fx *f = *state;
     f->cfg.retry_base_ms = 60000; /* the failed upload is not retried during the test */
     f->cfg.retry_max_ms = 60000;
-    f->fault.stat_fails = true;
+    fakebe_fail_next(f->fault, FAKEBE_STAT, -EIO, FAKEBE_ALWAYS);
     fx_open(f);
     write_file(f, "ghost/small", 100000, 61);      /* one PUT */
     write_file(f, "ghost/big", 11 * MIB, 62);      /* multipart */
@@ -1406,14 +1271,14 @@ static void test_unlink_after_unjournalled_upload(void **state)
     assert_object(f, "ghost/small", 100000, 61);   /* the objects are there */
     assert_object(f, "ghost/big", 11 * MIB, 62);
     assert_int_equal(jr_count_state(f, "sealed") + jr_count_state(f, "uploading"), 2);
-    f->fault.down = true;      /* no upload can finish before the unlinks */
-    f->cfg.retry_base_ms = 10; /* the deletes retry at once when the backend is back */
+    fakebe_set_down(f->fault, true); /* no upload can finish before the unlinks */
+    f->cfg.retry_base_ms = 10;       /* the deletes retry at once when the backend is back */
     f->cfg.retry_max_ms = 100;
     fx_reopen(f); /* as after a crash */
     assert_int_equal(wb_unlink(f->wb, "warm", "ghost/small"), 0);
     assert_int_equal(wb_unlink(f->wb, "warm", "ghost/big"), 0);
-    f->fault.stat_fails = false;
-    f->fault.down = false;
+    fakebe_fail(f->fault, FAKEBE_STAT, NULL);
+    fakebe_set_down(f->fault, false);
     assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
     assert_no_object(f, "ghost/small");
     assert_no_object(f, "ghost/big");
@@ -1428,18 +1293,18 @@ static void test_rename_after_unjournalled_upload(void **state)
     struct fx *f = *state;
     f->cfg.retry_base_ms = 60000;
     f->cfg.retry_max_ms = 60000;
-    f->fault.stat_fails = true;
+    fakebe_fail_next(f->fault, FAKEBE_STAT, -EIO, FAKEBE_ALWAYS);
     fx_open(f);
     write_file(f, "ghost/small", 100000, 61);
     WAIT_FOR(stats(f).upload_retries >= 1, 10000);
     assert_object(f, "ghost/small", 100000, 61);
-    f->fault.down = true;
+    fakebe_set_down(f->fault, true);
     f->cfg.retry_base_ms = 10;
     f->cfg.retry_max_ms = 100;
     fx_reopen(f);
     assert_int_equal(wb_rename(f->wb, "warm", "ghost/small", "ghost/moved"), 0);
-    f->fault.stat_fails = false;
-    f->fault.down = false;
+    fakebe_fail(f->fault, FAKEBE_STAT, NULL);
+    fakebe_set_down(f->fault, false);
     assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
     assert_object(f, "ghost/moved", 100000, 61);
     assert_no_object(f, "ghost/small");
@@ -1450,7 +1315,7 @@ static void test_rename_after_unjournalled_upload(void **state)
 static void test_unlink_uploaded_without_etag(void **state)
 {
     struct fx *f = *state;
-    f->fault.blank_etag = true;
+    fakebe_blank_put_etag(f->fault, true);
     fx_open(f);
     write_file(f, "ne/small", 100000, 71);
     assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
@@ -1467,12 +1332,12 @@ static void test_orphan_after_unlink(void **state)
     struct fx *f = *state;
     f->cfg.retry_base_ms = 60000;
     f->cfg.retry_max_ms = 60000;
-    f->fault.create_lost = true;
+    fakebe_lose_next_create(f->fault);
     fx_open(f);
     write_file(f, "ul/f", 11 * MIB, 81);
-    WAIT_FOR(f->fault.down, 10000);
+    WAIT_FOR(fakebe_is_down(f->fault), 10000);
     assert_int_equal(mpu_count(f, "ul/f"), 1);
-    f->fault.down = false;
+    fakebe_set_down(f->fault, false);
     assert_int_equal(wb_unlink(f->wb, "warm", "ul/f"), 0);
     assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
     assert_int_equal(mpu_count(f, "ul/f"), 0);
@@ -1526,14 +1391,11 @@ static void *creator_main(void *arg)
 static void test_concurrent_create_one_live(void **state)
 {
     struct fx *f = *state;
-    struct fault_be *fb = &f->fault;
     fx_open(f);
-    pthread_mutex_lock(&fb->hold_mu);
-    fb->hold_put = true;
-    pthread_mutex_unlock(&fb->hold_mu);
+    fakebe_gate_close(f->fault, FAKEBE_PUT, NULL); /* every put waits, after counting */
     write_file(f, "r/k", 1000, 51);
-    WAIT_FOR(fb->puts == 1, 10000); /* the uploader is inside put: the entry is busy */
-    assert_int_equal(fb->puts, 1);
+    WAIT_FOR(calls(f, FAKEBE_PUT) == 1, 10000); /* the uploader is inside put: the entry is busy */
+    assert_int_equal(calls(f, FAKEBE_PUT), 1);
     struct creator c1 = {f, 52}, c2 = {f, 53};
     pthread_t t1, t2;
     assert_int_equal(pthread_create(&t1, NULL, creator_main, &c1), 0);
@@ -1541,10 +1403,7 @@ static void test_concurrent_create_one_live(void **state)
     struct wb_stats st;
     WAIT_FOR((wb_stats_get(f->wb, &st), st.busy_waiters == 2), 10000); /* both wait on it */
     assert_int_equal(st.busy_waiters, 2);
-    pthread_mutex_lock(&fb->hold_mu);
-    fb->hold_put = false;
-    pthread_cond_broadcast(&fb->hold_cv);
-    pthread_mutex_unlock(&fb->hold_mu);
+    fakebe_gate_open(f->fault);
     pthread_join(t1, NULL);
     pthread_join(t2, NULL);
     assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
@@ -1638,7 +1497,6 @@ static void test_replace_at_seal_copy_eio(void **state)
 static void test_replace_at_seal_success(void **state)
 {
     struct fx *f = *state;
-    struct fault_be *fb = &f->fault;
     fx_open(f);
     write_file(f, "q/k", 30000, 71);
     assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
@@ -1675,21 +1533,16 @@ static void test_replace_at_seal_success(void **state)
 
     /* Sealing while the old generation's upload is in flight: the seal waits for it and
      * cancels it; only the new content ends up in the backend. */
-    pthread_mutex_lock(&fb->hold_mu);
-    fb->hold_put = true;
-    pthread_mutex_unlock(&fb->hold_mu);
-    int puts0 = fb->puts;
+    fakebe_gate_close(f->fault, FAKEBE_PUT, NULL); /* every put waits, after counting */
+    int puts0 = calls(f, FAKEBE_PUT);
     write_file(f, "q/busy", 1000, 73);
-    WAIT_FOR(fb->puts == puts0 + 1, 10000);
+    WAIT_FOR(calls(f, FAKEBE_PUT) == puts0 + 1, 10000);
     buf = malloc(2000);
     tu_fill_random(buf, 2000, 74);
     assert_int_equal(wb_file_create_ex(f->wb, "warm", "q/busy", WB_CREATE_REPLACE_AT_SEAL, &fh), 0);
     assert_int_equal(wb_write(fh, buf, 2000, 0), 2000);
     free(buf);
-    pthread_mutex_lock(&fb->hold_mu);
-    fb->hold_put = false;
-    pthread_cond_broadcast(&fb->hold_cv);
-    pthread_mutex_unlock(&fb->hold_mu);
+    fakebe_gate_open(f->fault);
     assert_int_equal(wb_file_close(fh), 0);
     assert_int_equal(live_rows(f, "q/busy"), 1);
     assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
@@ -1727,18 +1580,14 @@ static void *renamer_main(void *arg)
 static void test_rename_vs_retention(void **state)
 {
     struct fx *f = *state;
-    struct fault_be *fb = &f->fault;
     f->cfg.retention_keep = 1;
     fx_open(f);
     write_file(f, "d/a", 3000, 61);
     assert_int_equal(wb_wait(f->wb, NULL, "d/a", 10000), 0);
-    pthread_mutex_lock(&fb->hold_mu);
-    fb->hold_put = true;
-    fb->hold_key = "d/b";
-    pthread_mutex_unlock(&fb->hold_mu);
-    int puts0 = fb->puts;
+    fakebe_gate_close(f->fault, FAKEBE_PUT, "d/b"); /* puts of d/b wait, after counting */
+    int puts0 = calls(f, FAKEBE_PUT);
     write_file(f, "d/b", 2000, 62);
-    WAIT_FOR(fb->puts == puts0 + 1, 10000); /* d/b's upload is inside put: busy */
+    WAIT_FOR(calls(f, FAKEBE_PUT) == puts0 + 1, 10000); /* d/b's upload is inside put: busy */
     struct renamer r = {f, 99};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, renamer_main, &r), 0);
@@ -1747,10 +1596,7 @@ static void test_rename_vs_retention(void **state)
     assert_int_equal(st.busy_waiters, 1);
     write_file(f, "d/c", 1000, 63); /* its upload runs retention over d/ (keep 1) */
     assert_int_equal(wb_wait(f->wb, NULL, "d/c", 10000), 0);
-    pthread_mutex_lock(&fb->hold_mu);
-    fb->hold_put = false;
-    pthread_cond_broadcast(&fb->hold_cv);
-    pthread_mutex_unlock(&fb->hold_mu);
+    fakebe_gate_open(f->fault);
     pthread_join(t, NULL);
     assert_int_equal(r.rc, 0);
     assert_int_equal(wb_wait(f->wb, NULL, "d/", 10000), 0);
