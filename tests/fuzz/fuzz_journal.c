@@ -103,7 +103,7 @@ static void staging(const char *spool, char *rest)
     long long bytes = strtoll(n, NULL, 10);
     if (bytes < 0 || bytes > 65536)
         return;
-    char p[600];
+    char p[700];
     snprintf(p, sizeof(p), "%s/%lld.stg", spool, strtoll(id, NULL, 10));
     int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)

@@ -113,6 +113,10 @@ static unsigned char *find_block(const char *dir, const char *key, uint64_t inde
             snprintf(p, sizeof(p), "%s/%s", sub, de->d_name);
             size_t l = 0;
             unsigned char *b = slurp(p, &l);
+            if (!b || l < FDB_H_SIZE) {
+                free(b);
+                continue;
+            }
             uint16_t nl, kl;
             uint64_t ix;
             memcpy(&nl, b + FDB_H_NAME_LEN, 2);
