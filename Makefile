@@ -8,7 +8,7 @@ TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 JOBS       ?= $(shell nproc)
 
-.PHONY: all deps build test test-unit test-tsan test-long fuzz lint format demo bench clean
+.PHONY: all deps build test test-unit test-tsan test-long fuzz lint format demo bench soak clean
 
 all: build
 
@@ -62,6 +62,15 @@ demo: deps build
 
 bench: deps build
 	@echo "see docs/BENCHMARKS.md for the bench/ scripts and their commands"
+
+# The soak run (issue 9, not in CI): 1 h through the FUSE mount against a private Ceph RGW, with
+# tierd SIGKILLed every 4 min and RGW restarted every 7 min (SOAK_SECONDS, SOAK_KILL_EVERY,
+# SOAK_RGW_EVERY change it); results in bench/out/soak-*.md. See docs/BENCHMARKS.md, "Soak".
+# Builds only the three programs it runs (the RelWithDebInfo build of $(BUILD)).
+soak: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target tierd tierctl tierbench
+	BUILD=$(BUILD) scripts/soak.sh
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
