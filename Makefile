@@ -8,7 +8,7 @@ TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 JOBS       ?= $(shell nproc)
 
-.PHONY: all deps build test test-unit test-tsan test-long fuzz fuzz-long lint format demo bench clean
+.PHONY: all deps build test test-unit test-tsan test-long fuzz fuzz-long lint format demo bench soak clean
 
 all: build
 
@@ -30,6 +30,8 @@ test: deps lint
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
 	$(MAKE) --no-print-directory test-tsan
+	@# the release build that make demo and make soak use (-O2 finds warnings -O0 does not)
+	$(MAKE) --no-print-directory build
 
 test-unit: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTIER_SANITIZE=ON >/dev/null
@@ -67,6 +69,13 @@ demo: deps build
 
 bench: deps build
 	@echo "see docs/BENCHMARKS.md for the bench/ scripts and their commands"
+
+# The soak run (issue 9, not in CI): 1 h through the FUSE mount against a private Ceph RGW, with
+# tierd SIGKILLed every 4 min and RGW restarted every 7 min (SOAK_SECONDS, SOAK_KILL_EVERY,
+# SOAK_RGW_EVERY change it); results in bench/out/soak-*.md. See docs/BENCHMARKS.md, "Soak".
+# Builds only the three programs it runs (the RelWithDebInfo build of $(BUILD)).
+soak: deps build
+	BUILD=$(BUILD) scripts/soak.sh
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
