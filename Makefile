@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Thin wrapper over CMake. `make test` is the one command CI runs: it installs dependencies,
 # builds with ASan+UBSan and -Werror, checks style, runs every test (Ceph RGW included), then
-# the concurrent modules' tests again under ThreadSanitizer.
+# the concurrent modules' tests again under ThreadSanitizer, then the release build (make build).
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
