@@ -1167,7 +1167,10 @@ static void w_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t 
     if (rc == 0) {
         bool fw = false;
         int src = stat_key(fs, ns, key, path, &a, &fw);
-        rc = src == 0 ? -EEXIST : (src == -ENOENT ? 0 : src);
+        rc = src == 0 ? -EEXIST : 0;
+        if (src && src != -ENOENT) /* as create: a checkpoint's directory during an outage */
+            log_warn("fuse: mkdir %s: the backend cannot say whether it exists (%s); made locally",
+                     path, strerror(-src));
     }
     if (rc == 0)
         rc = marker_add(fs, path);

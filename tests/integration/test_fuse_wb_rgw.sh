@@ -128,9 +128,12 @@ ok "unlink during upload: the object never appears"
 head -c $((6 * 1048576)) /dev/urandom >"$T/ref/outage"
 cp "$T/ref/outage" "$MNT/ck/outage" || { "$SRC/scripts/ceph.sh" start-rgw "$CEPH" >/dev/null 2>&1; fail "create while S3 is down"; }
 cmp "$MNT/ck/outage" "$T/ref/outage" || fail "read-your-writes while S3 is down"
+mkdir "$MNT/ck/step-out" || { "$SRC/scripts/ceph.sh" start-rgw "$CEPH" >/dev/null 2>&1; fail "mkdir while S3 is down"; }
+echo w >"$MNT/ck/step-out/w" || { "$SRC/scripts/ceph.sh" start-rgw "$CEPH" >/dev/null 2>&1; fail "write in a directory made while S3 is down"; }
 "$SRC/scripts/ceph.sh" start-rgw "$CEPH" >/dev/null 2>&1 || fail "start-rgw"
 wb_wait /ck
 s3_same outage "$T/ref/outage" || fail "file written during the outage: S3 content"
+s3_same step-out/w <(echo w) || fail "file in a directory made during the outage: S3 content"
 ok "S3 down: a new checkpoint is created, written, and uploaded once S3 is back"
 
 uploads=$(s3 "$S3_ENDPOINT/$BUCKET?uploads" | grep -c "<UploadId>" || true)
