@@ -73,7 +73,8 @@ struct sched_lane {
     uint64_t passed[TIER_IO_NCLASSES];
     enum sched_breaker_state br;
     uint64_t open_until_ns;
-    bool probe_out; /* HALF_OPEN: the probe is queued or in flight */
+    bool probe_out;             /* HALF_OPEN: the probe is queued or in flight */
+    uint64_t probe_deadline_ns; /* ... and when it counts as failed if it has not returned */
     uint64_t admitted, completed, failures, admit_timeouts, consecutive, opens, fast_fails;
 };
 
@@ -384,6 +385,14 @@ static int lane_admit(struct sched *s, struct sched_lane *l, int c, uint64_t *wa
         } else if (l->br == SCHED_BREAKER_HALF_OPEN && !l->probe_out) {
             l->probe_out = true;
             probe = true;
+        } else if (l->br == SCHED_BREAKER_HALF_OPEN && t0 >= l->probe_deadline_ns) {
+            /* the probe never came back (a POSIX call stuck in the kernel): it failed; OPEN
+             * again, so another probe goes after the cool-down, instead of HALF_OPEN for ever */
+            breaker_open(s, l, t0);
+            l->fast_fails++;
+            uint64_t cons = l->consecutive;
+            pthread_mutex_unlock(&s->mu);
+            return fast_fail(l, cons, l->cooldown_ns);
         } else {
             uint64_t left = l->br == SCHED_BREAKER_OPEN ? l->open_until_ns - t0 : 0;
             uint64_t cons = l->consecutive;
@@ -391,6 +400,10 @@ static int lane_admit(struct sched *s, struct sched_lane *l, int c, uint64_t *wa
             pthread_mutex_unlock(&s->mu);
             return fast_fail(l, cons, left);
         }
+    }
+    if (probe) {
+        uint64_t wait = l->admit_timeout_ns > l->cooldown_ns ? l->admit_timeout_ns : l->cooldown_ns;
+        l->probe_deadline_ns = t0 + (wait ? wait : TIER_NS_PER_SEC);
     }
     bool queued_any = false;
     for (int k = 0; k < TIER_IO_NCLASSES; k++)
@@ -425,6 +438,11 @@ static int lane_admit(struct sched *s, struct sched_lane *l, int c, uint64_t *wa
             l->admit_timeouts++;
             if (probe && l->br == SCHED_BREAKER_HALF_OPEN)
                 breaker_open(s, l, tier_now_mono_ns());
+            else if (l->breaker_failures > 0 && l->br == SCHED_BREAKER_CLOSED &&
+                     l->inflight >= l->cap)
+                /* every slot is held by calls that do not return (a hung POSIX mount reports
+                 * no failure until they do): a full lane's timeout counts towards OPEN */
+                note_failure(s, l);
             int inflight = l->inflight;
             uint64_t queued = 0;
             for (int k = 0; k < TIER_IO_NCLASSES; k++)

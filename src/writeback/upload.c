@@ -64,29 +64,41 @@
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
-static uint64_t io_begin(struct wb *wb, size_t bytes)
+/* Each backend request is admitted at the QoS scheduling point as class checkpoint. A backend
+ * the scheduler wraps (sched_backend_wrap: all of tierd's) is admitted in its own lane inside
+ * the call, so only the class is set here, as the cache's fetch hook does; admitting in the
+ * default lane as well would let uploads stuck on one backend hold the slots the others need. */
+static uint64_t io_begin(struct wb *wb, struct backend *be, size_t bytes)
 {
 #ifdef WB_HAVE_QOS
     if (wb->cfg.sched) {
         struct tier_ioctx io = {.tenant = wb->cfg.tenant, .cls = TIER_IO_CHECKPOINT};
-        sched_admit(wb->cfg.sched, &io, bytes);
+        if (sched_backend_lane(wb->cfg.sched, be))
+            sched_thread_io_set(&io);
+        else
+            sched_admit(wb->cfg.sched, &io, bytes);
     }
 #else
     (void)wb;
+    (void)be;
     (void)bytes;
 #endif
     return tier_now_mono_ns();
 }
 
-static void io_end(struct wb *wb, size_t bytes, long result, uint64_t t0)
+static void io_end(struct wb *wb, struct backend *be, size_t bytes, long result, uint64_t t0)
 {
 #ifdef WB_HAVE_QOS
     if (wb->cfg.sched) {
         struct tier_ioctx io = {.tenant = wb->cfg.tenant, .cls = TIER_IO_CHECKPOINT};
-        sched_done(wb->cfg.sched, &io, bytes, result, tier_now_mono_ns() - t0);
+        if (sched_backend_lane(wb->cfg.sched, be))
+            sched_thread_io_set(NULL);
+        else
+            sched_done(wb->cfg.sched, &io, bytes, result, tier_now_mono_ns() - t0);
     }
 #else
     (void)wb;
+    (void)be;
     (void)bytes;
     (void)result;
     (void)t0;
@@ -275,9 +287,9 @@ static void flag_orphans(struct wb *wb, struct wb_entry *e)
 static void abort_upload(struct wb *wb, struct wb_entry *e, struct backend *be, const char *key,
                          const char *upload_id)
 {
-    uint64_t t0 = io_begin(wb, 0);
+    uint64_t t0 = io_begin(wb, be, 0);
     int rc = backend_mpu_abort(be, key, upload_id);
-    io_end(wb, 0, rc, t0);
+    io_end(wb, be, 0, rc, t0);
     if (rc && rc != -ENOENT)
         flag_orphans(wb, e);
 }
@@ -310,9 +322,9 @@ static void restart_multipart(struct wb *wb, struct wb_entry *e, struct backend 
 static int verify_object(struct wb *wb, struct backend *be, const char *key, uint64_t size)
 {
     struct backend_stat st;
-    uint64_t t0 = io_begin(wb, 0);
+    uint64_t t0 = io_begin(wb, be, 0);
     int rc = backend_stat(be, key, &st);
-    io_end(wb, 0, rc, t0);
+    io_end(wb, be, 0, rc, t0);
     if (rc)
         return rc;
     if (st.size_bytes != size) {
@@ -406,9 +418,9 @@ static int upload_single(struct wb *wb, struct wb_entry *e, struct backend *be, 
     if (rc)
         goto out;
     char etag[BACKEND_ETAG_MAX] = "";
-    uint64_t t0 = io_begin(wb, size);
+    uint64_t t0 = io_begin(wb, be, size);
     rc = backend_put(be, key, buf, size, etag);
-    io_end(wb, size, rc, t0);
+    io_end(wb, be, size, rc, t0);
     if (size_or_key_refused(rc))
         at->refused = at->final_refused = true;
     if (rc)
@@ -486,9 +498,9 @@ static void *part_worker(void *arg)
             rc = md5_bin(buf, len, md);
         if (!rc) {
             tier_hex(md, 16, want);
-            uint64_t t0 = io_begin(wb, len);
+            uint64_t t0 = io_begin(wb, u->be, len);
             rc = backend_mpu_put_part(u->be, u->key, u->upload_id, no, buf, len, etag);
-            io_end(wb, len, rc, t0);
+            io_end(wb, u->be, len, rc, t0);
         }
         if (!rc && etag_md5(etag, got) && strcmp(got, want) != 0) {
             tier_err_set("part %d: backend ETag %s is not the MD5 %s of the bytes sent", no, etag,
@@ -583,9 +595,9 @@ static void abort_orphans(struct wb *wb, struct wb_entry *e, struct backend *be,
     pthread_mutex_unlock(&wb->lock);
     struct backend_mpu *v = NULL;
     size_t n = 0;
-    uint64_t t0 = io_begin(wb, 0);
+    uint64_t t0 = io_begin(wb, be, 0);
     int rc = backend_mpu_list(be, key, &v, &n);
-    io_end(wb, 0, rc, t0);
+    io_end(wb, be, 0, rc, t0);
     if (rc) {
         /* the flag stays (the next attempt, if any, looks again); the upload goes ahead */
         log_warn("write-back: cannot list the multipart uploads of %s:%s (%s: %s); one left by a "
@@ -615,9 +627,9 @@ static void abort_orphans(struct wb *wb, struct wb_entry *e, struct backend *be,
             pthread_mutex_unlock(&wb->lock);
             break;
         }
-        t0 = io_begin(wb, 0);
+        t0 = io_begin(wb, be, 0);
         rc = backend_mpu_abort(be, key, v[i].upload_id);
-        io_end(wb, 0, rc, t0);
+        io_end(wb, be, 0, rc, t0);
         if (rc == 0)
             aborted++;
         else if (rc != -ENOENT) /* -ENOENT: finished meanwhile */
@@ -692,9 +704,9 @@ static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *b
             return -ENOMEM;
     } else {
         pthread_mutex_unlock(&wb->lock);
-        uint64_t t0 = io_begin(wb, 0);
+        uint64_t t0 = io_begin(wb, be, 0);
         rc = backend_mpu_create(be, key, &upload_id);
-        io_end(wb, 0, rc, t0);
+        io_end(wb, be, 0, rc, t0);
         if (rc) {
             at->refused = size_or_key_refused(rc);
             flag_orphans(wb, e); /* the server may have created it and the reply got lost */
@@ -713,9 +725,9 @@ static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *b
         }
         pthread_mutex_unlock(&wb->lock);
         if (rc) {
-            uint64_t t1 = io_begin(wb, 0);
+            uint64_t t1 = io_begin(wb, be, 0);
             int arc = backend_mpu_abort(be, key, upload_id);
-            io_end(wb, 0, arc, t1);
+            io_end(wb, be, 0, arc, t1);
             if (arc)
                 flag_orphans(wb, e);
             free(upload_id);
@@ -796,9 +808,9 @@ static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *b
         goto out;
     }
     char etag[BACKEND_ETAG_MAX] = "";
-    uint64_t t0 = io_begin(wb, 0);
+    uint64_t t0 = io_begin(wb, be, 0);
     rc = backend_mpu_complete(be, key, upload_id, parts, (size_t)nparts, etag);
-    io_end(wb, 0, rc, t0);
+    io_end(wb, be, 0, rc, t0);
     if (rc == -EFBIG) /* EntityTooLarge; not ENAMETOOLONG, which can come from its answer */
         at->refused = at->final_refused = true;
     if (rc) {
@@ -853,16 +865,16 @@ static int process_cancelled(struct wb *wb, struct wb_entry *e, struct backend *
     if (orphans) /* an unlinked or renamed row that may have left an unjournalled upload */
         abort_orphans(wb, e, be, key);
     if (upload_id) {
-        uint64_t t0 = io_begin(wb, 0);
+        uint64_t t0 = io_begin(wb, be, 0);
         rc = backend_mpu_abort(be, key, upload_id);
-        io_end(wb, 0, rc, t0);
+        io_end(wb, be, 0, rc, t0);
         if (rc == -ENOENT)
             rc = 0;
     }
     if (!rc && del) {
-        uint64_t t0 = io_begin(wb, 0);
+        uint64_t t0 = io_begin(wb, be, 0);
         rc = backend_del(be, key);
-        io_end(wb, 0, rc, t0);
+        io_end(wb, be, 0, rc, t0);
         if (rc == -ENOENT)
             rc = 0;
         if (rc && backend_key_check(be, key) != 0) {

@@ -409,6 +409,75 @@ static void test_lane_admission_deadline(void **state)
     sched_free(s);
 }
 
+/* Calls that never return (a hung POSIX mount) report no failure, so the breaker opened only
+ * when they did: every later call waited its whole admission timeout (second review). A full
+ * lane's admission timeouts count towards OPEN, and then calls fail at once. */
+static void test_breaker_full_lane_timeouts(void **state)
+{
+    (void)state;
+    struct sched *s = NULL;
+    struct sched_lane *l = NULL;
+    assert_int_equal(sched_new(NULL, &s), 0);
+    struct sched_backend_config bc = {.max_inflight = 1,
+                                      .admit_timeout_ms = 50,
+                                      .breaker_failures = 2,
+                                      .breaker_cooldown_ms = 10000};
+    assert_int_equal(sched_lane_new(s, "nfs", &bc, &l), 0);
+    assert_int_equal(sched_lane_enter(s, l, NULL, 0), 0); /* hangs: never leaves */
+    struct enter_arg a = {.s = s, .l = l};
+    for (int i = 0; i < 2; i++) {
+        enter_main(&a);
+        assert_int_equal(a.rc, -ETIMEDOUT);
+        assert_non_null(strstr(a.msg, "no free slot"));
+    }
+    assert_int_equal(lane_stats(s, 0).breaker, SCHED_BREAKER_OPEN);
+    enter_main(&a);
+    assert_int_equal(a.rc, -ETIMEDOUT);
+    assert_non_null(strstr(a.msg, "circuit breaker open"));
+    assert_true(a.ms < 40); /* at once, not after the 50 ms admission timeout */
+    sched_lane_leave(s, l, NULL, 0, 0, 1);
+    sched_free(s);
+}
+
+/* A probe that never returns left the breaker HALF_OPEN for good: every call failed at once,
+ * even after the backend recovered (second review). Past its deadline (the longer of the
+ * admission timeout and the cool-down) the probe counts as failed: OPEN again, and a new probe
+ * goes after the cool-down. */
+static void test_breaker_stuck_probe(void **state)
+{
+    (void)state;
+    struct sched *s = NULL;
+    struct sched_lane *l = NULL;
+    assert_int_equal(sched_new(NULL, &s), 0);
+    struct sched_backend_config bc = {.max_inflight = 4,
+                                      .admit_timeout_ms = 100,
+                                      .breaker_failures = 1,
+                                      .breaker_cooldown_ms = 50};
+    assert_int_equal(sched_lane_new(s, "nfs", &bc, &l), 0);
+    assert_int_equal(sched_lane_enter(s, l, NULL, 0), 0);
+    sched_lane_leave(s, l, NULL, 0, -ETIMEDOUT, 1);
+    assert_int_equal(lane_stats(s, 0).breaker, SCHED_BREAKER_OPEN);
+    uint64_t deadline = tier_now_mono_ns() + DEADLINE_NS;
+    while (sched_lane_enter(s, l, NULL, 0) != 0) /* until the cool-down lets the probe go */
+        assert_true(tier_now_mono_ns() < deadline);
+    /* the probe is out and never comes back */
+    assert_int_equal(lane_stats(s, 0).breaker, SCHED_BREAKER_HALF_OPEN);
+    assert_int_equal(sched_lane_enter(s, l, NULL, 0), -ETIMEDOUT); /* refused while it is out */
+    uint64_t opens = lane_stats(s, 0).breaker_opens;
+    while (lane_stats(s, 0).breaker_opens == opens) { /* its deadline passes: OPEN again */
+        assert_true(tier_now_mono_ns() < deadline);
+        assert_int_equal(sched_lane_enter(s, l, NULL, 0), -ETIMEDOUT);
+        tier_sleep_ms(5);
+    }
+    int rc;
+    while ((rc = sched_lane_enter(s, l, NULL, 0)) != 0) /* the next probe after the cool-down */
+        assert_true(tier_now_mono_ns() < deadline);
+    sched_lane_leave(s, l, NULL, 0, 0, 1); /* it answers: CLOSED */
+    assert_int_equal(lane_stats(s, 0).breaker, SCHED_BREAKER_CLOSED);
+    sched_lane_leave(s, l, NULL, 0, 0, 1); /* the stuck one, finally */
+    sched_free(s);
+}
+
 /* CLOSED -> OPEN after K failures (queued calls refused at once), fast fails while OPEN, the
  * probe after the cool-down (others refused while it is out), probe failure -> OPEN, probe
  * answer -> CLOSED. Answers that are errors (-ENOENT) reset the count. */
@@ -772,6 +841,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lane_admission_deadline),
         cmocka_unit_test(test_breaker_transitions),
+        cmocka_unit_test(test_breaker_full_lane_timeouts),
+        cmocka_unit_test(test_breaker_stuck_probe),
         cmocka_unit_test(test_blackhole_s3_breaker),
         cmocka_unit_test(test_breaker_stops_retries),
         cmocka_unit_test(test_posix_latency_while_s3_hangs),
