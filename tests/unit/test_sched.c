@@ -350,6 +350,16 @@ static struct sched_backend_stats lane_stats(struct sched *s, size_t i)
     return b[i];
 }
 
+/* A scheduler with one lane: the setup of the lane tests. */
+static struct sched *one_lane(const struct sched_backend_config *bc, const char *name,
+                              struct sched_lane **l)
+{
+    struct sched *s = NULL;
+    assert_int_equal(sched_new(NULL, &s), 0);
+    assert_int_equal(sched_lane_new(s, name, bc, l), 0);
+    return s;
+}
+
 struct enter_arg {
     struct sched *s;
     struct sched_lane *l;
@@ -377,10 +387,9 @@ static void test_lane_admission_deadline(void **state)
     (void)state;
     struct sched *s = NULL;
     struct sched_lane *l = NULL;
-    assert_int_equal(sched_new(NULL, &s), 0);
     struct sched_backend_config bc = {
         .max_inflight = 1, .admit_timeout_ms = 150, .breaker_failures = -1};
-    assert_int_equal(sched_lane_new(s, "cold", &bc, &l), 0);
+    s = one_lane(&bc, "cold", &l);
     assert_int_equal(sched_lane_enter(s, l, NULL, 0), 0); /* takes the only slot */
     struct enter_arg a = {.s = s, .l = l};
     enter_main(&a);
@@ -417,12 +426,11 @@ static void test_breaker_full_lane_timeouts(void **state)
     (void)state;
     struct sched *s = NULL;
     struct sched_lane *l = NULL;
-    assert_int_equal(sched_new(NULL, &s), 0);
     struct sched_backend_config bc = {.max_inflight = 1,
                                       .admit_timeout_ms = 50,
                                       .breaker_failures = 2,
                                       .breaker_cooldown_ms = 10000};
-    assert_int_equal(sched_lane_new(s, "nfs", &bc, &l), 0);
+    s = one_lane(&bc, "nfs", &l);
     assert_int_equal(sched_lane_enter(s, l, NULL, 0), 0); /* hangs: never leaves */
     struct enter_arg a = {.s = s, .l = l};
     for (int i = 0; i < 2; i++) {
@@ -448,12 +456,11 @@ static void test_breaker_stuck_probe(void **state)
     (void)state;
     struct sched *s = NULL;
     struct sched_lane *l = NULL;
-    assert_int_equal(sched_new(NULL, &s), 0);
     struct sched_backend_config bc = {.max_inflight = 4,
                                       .admit_timeout_ms = 100,
                                       .breaker_failures = 1,
                                       .breaker_cooldown_ms = 50};
-    assert_int_equal(sched_lane_new(s, "nfs", &bc, &l), 0);
+    s = one_lane(&bc, "nfs", &l);
     assert_int_equal(sched_lane_enter(s, l, NULL, 0), 0);
     sched_lane_leave(s, l, NULL, 0, -ETIMEDOUT, 1);
     assert_int_equal(lane_stats(s, 0).breaker, SCHED_BREAKER_OPEN);
@@ -486,12 +493,11 @@ static void test_breaker_transitions(void **state)
     (void)state;
     struct sched *s = NULL;
     struct sched_lane *l = NULL;
-    assert_int_equal(sched_new(NULL, &s), 0);
     struct sched_backend_config bc = {.max_inflight = 1,
                                       .admit_timeout_ms = 20000,
                                       .breaker_failures = 3,
                                       .breaker_cooldown_ms = 200};
-    assert_int_equal(sched_lane_new(s, "cold", &bc, &l), 0);
+    s = one_lane(&bc, "cold", &l);
 
     for (int i = 0; i < 2; i++) {
         assert_int_equal(sched_lane_enter(s, l, NULL, 0), 0);
