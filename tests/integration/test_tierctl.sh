@@ -639,7 +639,9 @@ assert len(f) == 1 and f[0]["state"] in ("sealed", "uploading") and f[0]["upload
         # to be uploaded as is): wait fails and says why, checkpoints shows the state and error.
         head -c 3000 /dev/urandom >"$WB_MNT/slow/bad.bin" || fail "write /slow/bad.bin failed"
         stg=$(ls -t "$W/spool"/*.stg | head -n 1)
-        printf '\x00\x01' | dd of="$stg" bs=1 seek=100 conv=notrunc status=none ||
+        python3 -c 'import sys
+with open(sys.argv[1], "r+b") as f:  # flip a bit: the copy differs whatever the byte was
+    f.seek(100); b = f.read(1); f.seek(100); f.write(bytes([b[0] ^ 1]))' "$stg" ||
             fail "corrupting $stg failed"
         run "wb: wait on a corrupted file fails" 4 "${T[@]}" wait /slow/bad.bin --timeout 60
         contains "wb: wait names the seal checksum" "seal checksum"
