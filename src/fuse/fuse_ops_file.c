@@ -179,7 +179,7 @@ void tfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct 
     }
     struct cache_obj obj = {
         .be = h->be, .key = h->key, .etag = h->etag, .size_bytes = h->size_bytes};
-    struct tier_ioctx io = {.tenant = 0, .cls = TIER_IO_STREAMING};
+    struct tier_ioctx io = {.tenant = 0, .cls = TIER_IO_TRAINING};
     ssize_t n = cache_read(fs->d->cache, &io, &obj, (uint64_t)off, buf, size);
     if (n < 0) {
         if (n == -ESTALE) {

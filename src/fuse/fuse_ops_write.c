@@ -806,7 +806,7 @@ static void w_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                 (uint64_t)off + size > h->be_size ? (size_t)(h->be_size - (uint64_t)off) : size;
             struct cache_obj obj = {
                 .be = h->ns->be, .key = h->key, .etag = h->etag, .size_bytes = h->be_size};
-            struct tier_ioctx io = {.tenant = 0, .cls = TIER_IO_STREAMING};
+            struct tier_ioctx io = {.tenant = 0, .cls = TIER_IO_TRAINING};
             n = fs->d->cache
                     ? cache_read(fs->d->cache, &io, &obj, (uint64_t)off, buf, len)
                     : backend_read(h->ns->be, h->key, (uint64_t)off, buf, len, h->etag, NULL);

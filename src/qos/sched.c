@@ -125,7 +125,7 @@ static int class_of(const struct tier_ioctx *io)
     if (!io)
         io = sched_thread_io();
     if (!io)
-        return TIER_IO_STREAMING;
+        return TIER_IO_TRAINING;
     if ((unsigned)io->cls >= TIER_IO_NCLASSES)
         return TIER_IO_BACKGROUND; /* unknown classes get the lowest priority, not a crash */
     return (int)io->cls;

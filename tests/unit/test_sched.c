@@ -99,8 +99,8 @@ static void test_priority_then_fifo(void **state)
     /* Classes in a scrambled arrival order, so that neither arrival nor class alone explains the
      * expected grant order. */
     static const enum tier_io_class pattern[] = {
-        TIER_IO_BACKGROUND, TIER_IO_STREAMING,  TIER_IO_INTERACTIVE, TIER_IO_CHECKPOINT,
-        TIER_IO_STREAMING,  TIER_IO_BACKGROUND, TIER_IO_INTERACTIVE, TIER_IO_STREAMING};
+        TIER_IO_BACKGROUND, TIER_IO_TRAINING,  TIER_IO_INFERENCE, TIER_IO_CHECKPOINT,
+        TIER_IO_TRAINING,  TIER_IO_BACKGROUND, TIER_IO_INFERENCE, TIER_IO_TRAINING};
     uint64_t per_class[TIER_IO_NCLASSES] = {0};
 
     assert_int_equal(sched_new(&cfg, &s), 0);
@@ -285,14 +285,14 @@ static void test_below_bound_and_defaults(void **state)
     for (int i = 0; i < 32; i++)
         sched_admit(s, NULL, 10);
     sched_stats_get(s, &st);
-    assert_int_equal(st.cls[TIER_IO_STREAMING].inflight_now, 32);
-    assert_int_equal(st.cls[TIER_IO_STREAMING].admitted, 32);
-    assert_int_equal(st.cls[TIER_IO_STREAMING].queued_now, 0);
+    assert_int_equal(st.cls[TIER_IO_TRAINING].inflight_now, 32);
+    assert_int_equal(st.cls[TIER_IO_TRAINING].admitted, 32);
+    assert_int_equal(st.cls[TIER_IO_TRAINING].queued_now, 0);
     for (int i = 0; i < 32; i++)
         sched_done(s, NULL, 10, 10, 0);
     sched_stats_get(s, &st);
-    assert_int_equal(st.cls[TIER_IO_STREAMING].inflight_now, 0);
-    assert_int_equal(st.cls[TIER_IO_STREAMING].bytes, 320);
+    assert_int_equal(st.cls[TIER_IO_TRAINING].inflight_now, 0);
+    assert_int_equal(st.cls[TIER_IO_TRAINING].bytes, 320);
 
     /* An out-of-range class is treated as background rather than indexing past the arrays. */
     struct tier_ioctx bad = {.tenant = 1, .cls = (enum tier_io_class)42};
@@ -319,13 +319,13 @@ static void test_starvation_bound(void **state)
     assert_int_equal(sched_new(&cfg, &s), 0);
     rec.s = s;
     pthread_mutex_init(&rec.mu, NULL);
-    struct tier_ioctx blocker = {.tenant = 0, .cls = TIER_IO_INTERACTIVE};
+    struct tier_ioctx blocker = {.tenant = 0, .cls = TIER_IO_INFERENCE};
     sched_admit(s, &blocker, 1);
     for (int i = 0; i < N; i++) {
         w[i].rec = &rec;
         w[i].idx = i;
         w[i].io.tenant = 0;
-        w[i].io.cls = i == 0 ? TIER_IO_BACKGROUND : TIER_IO_INTERACTIVE;
+        w[i].io.cls = i == 0 ? TIER_IO_BACKGROUND : TIER_IO_INFERENCE;
         assert_int_equal(pthread_create(&th[i], NULL, waiter_main, &w[i]), 0);
         wait_queued(s, (uint64_t)i + 1);
     }

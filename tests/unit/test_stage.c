@@ -261,7 +261,7 @@ static void test_stage_namespace_then_idempotent(void **state)
     assert_true(cs1.fetches > 0);
     assert_int_equal(ss.cls[TIER_IO_BACKGROUND].admitted, cs1.fetches);
     assert_int_equal(ss.cls[TIER_IO_BACKGROUND].completed, cs1.fetches);
-    assert_int_equal(ss.cls[TIER_IO_STREAMING].admitted, 0);
+    assert_int_equal(ss.cls[TIER_IO_TRAINING].admitted, 0);
     assert_int_equal(ss.cls[TIER_IO_BACKGROUND].inflight_now, 0);
 
     /* Elapsed time is frozen once done. */

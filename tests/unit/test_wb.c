@@ -1365,7 +1365,7 @@ static void test_qos_admission(void **state)
     assert_true(c->admitted >= 6);
     assert_int_equal(c->completed, c->admitted);
     assert_true(c->bytes >= 11 * MIB);
-    assert_int_equal(st.cls[TIER_IO_STREAMING].admitted, 0);
+    assert_int_equal(st.cls[TIER_IO_TRAINING].admitted, 0);
     sched_free(s);
 #else
     (void)state;
