@@ -33,7 +33,8 @@ struct tier_ioctx {
     enum tier_io_class cls;
 };
 
-#define TIER_IOCTX_DEFAULT ((struct tier_ioctx){.tenant = TIER_TENANT_DEFAULT, .cls = TIER_IO_TRAINING})
+#define TIER_IOCTX_DEFAULT                                                                         \
+    ((struct tier_ioctx){.tenant = TIER_TENANT_DEFAULT, .cls = TIER_IO_TRAINING})
 /* Work done for nobody in particular (lifecycle, journal recovery, internal checks). */
 #define TIER_IOCTX_BACKGROUND                                                                      \
     ((struct tier_ioctx){.tenant = TIER_TENANT_DEFAULT, .cls = TIER_IO_BACKGROUND})

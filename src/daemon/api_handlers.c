@@ -355,13 +355,12 @@ static json_t *stats_json(struct tierd *d)
         sched_stats_get(d->sched, &st);
         for (int i = 0; i < TIER_IO_NCLASSES; i++) {
             const struct sched_class_stats *c = &st.cls[i];
-            json_t *cj =
-                json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "admitted",
-                          (json_int_t)c->admitted, "completed", (json_int_t)c->completed, "errors",
-                          (json_int_t)c->errors, "bytes", (json_int_t)c->bytes, "wait_ns_total",
-                          (json_int_t)c->wait_ns_total, "service_ns_total",
-                          (json_int_t)c->service_ns_total, "queued_now", (json_int_t)c->queued_now,
-                          "inflight_now", (json_int_t)c->inflight_now);
+            json_t *cj = json_pack(
+                "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "admitted", (json_int_t)c->admitted,
+                "completed", (json_int_t)c->completed, "errors", (json_int_t)c->errors, "bytes",
+                (json_int_t)c->bytes, "wait_ns_total", (json_int_t)c->wait_ns_total,
+                "service_ns_total", (json_int_t)c->service_ns_total, "queued_now",
+                (json_int_t)c->queued_now, "inflight_now", (json_int_t)c->inflight_now);
             /* The legacy class names (interactive, streaming) are answered too, until the next
              * release. */
             const char *legacy = tier_io_class_legacy_name((enum tier_io_class)i);

@@ -99,8 +99,8 @@ static void test_priority_then_fifo(void **state)
     /* Classes in a scrambled arrival order, so that neither arrival nor class alone explains the
      * expected grant order. */
     static const enum tier_io_class pattern[] = {
-        TIER_IO_BACKGROUND, TIER_IO_TRAINING,  TIER_IO_INFERENCE, TIER_IO_CHECKPOINT,
-        TIER_IO_TRAINING,  TIER_IO_BACKGROUND, TIER_IO_INFERENCE, TIER_IO_TRAINING};
+        TIER_IO_BACKGROUND, TIER_IO_TRAINING,   TIER_IO_INFERENCE, TIER_IO_CHECKPOINT,
+        TIER_IO_TRAINING,   TIER_IO_BACKGROUND, TIER_IO_INFERENCE, TIER_IO_TRAINING};
     uint64_t per_class[TIER_IO_NCLASSES] = {0};
 
     assert_int_equal(sched_new(&cfg, &s), 0);
