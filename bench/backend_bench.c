@@ -130,9 +130,9 @@ static void *small_worker(void *arg)
         ssize_t rc;
         if (j->put) {
             memset(buf, i & 0xff, j->size);
-            rc = backend_put(j->be, key, buf, j->size, NULL);
+            rc = backend_put(j->be, NULL, key, buf, j->size, NULL);
         } else {
-            rc = backend_read(j->be, key, 0, buf, j->size, NULL, NULL);
+            rc = backend_read(j->be, NULL, key, 0, buf, j->size, NULL, NULL);
             if (rc >= 0 && (size_t)rc != j->size)
                 rc = -EIO;
             if (rc >= 0 && (unsigned char)buf[j->size - 1] != (unsigned char)(i & 0xff))
@@ -261,21 +261,21 @@ int main(int argc, char **argv)
 
     printf("endpoint %s, bucket %s\n", e.endpoint, bucket);
     uint64_t t0 = tier_now_mono_ns();
-    if (backend_put(be, "big.bin", buf, big, NULL) != 0) {
+    if (backend_put(be, NULL, "big.bin", buf, big, NULL) != 0) {
         fprintf(stderr, "put big.bin: %s\n", tier_err_msg());
         goto out;
     }
     printf("put %d MiB object: %.1f MB/s\n", big_mib, (double)big / 1e6 / secs(t0));
 
     /* Warm-up read, so the first measured run does not pay for cold caches alone. */
-    if (backend_read(be, "big.bin", 0, buf, big, NULL, NULL) != (ssize_t)big)
+    if (backend_read(be, NULL, "big.bin", 0, buf, big, NULL, NULL) != (ssize_t)big)
         goto out;
     double single[64], par[64];
     double cpu_c[2] = {0, 0}, cpu_s[2] = {0, 0}, c0, s0, c1, s1;
     for (int r = 0; r < rounds; r++) {
         cpu_now(&c0, &s0);
         t0 = tier_now_mono_ns();
-        ssize_t n = backend_read(be, "big.bin", 0, buf, big, NULL, NULL);
+        ssize_t n = backend_read(be, NULL, "big.bin", 0, buf, big, NULL, NULL);
         double s = secs(t0);
         cpu_now(&c1, &s1);
         cpu_c[0] += c1 - c0;
@@ -287,8 +287,8 @@ int main(int argc, char **argv)
         single[r] = (double)big / 1e6 / s;
         cpu_now(&c1, &s1);
         t0 = tier_now_mono_ns();
-        n = backend_read_parallel(be, "big.bin", 0, buf, big, (size_t)chunk_mib << 20, threads,
-                                  NULL);
+        n = backend_read_parallel(be, NULL, "big.bin", 0, buf, big, (size_t)chunk_mib << 20,
+                                  threads, NULL);
         s = secs(t0);
         if (n != (ssize_t)big) {
             fprintf(stderr, "parallel GET: %zd %s\n", n, tier_err_msg());

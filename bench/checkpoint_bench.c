@@ -147,7 +147,7 @@ static void *direct_worker(void *arg)
         uint64_t len = df->o->file_bytes - off < df->o->part_bytes ? df->o->file_bytes - off
                                                                    : df->o->part_bytes;
         df->parts[p].number = p + 1;
-        int rc = backend_mpu_put_part(df->be, df->key, df->upload_id, p + 1,
+        int rc = backend_mpu_put_part(df->be, NULL, df->key, df->upload_id, p + 1,
                                       file_bytes(df->file, off, len), len, df->parts[p].etag);
         if (rc) {
             fprintf(stderr, "part %d of %s: %s (%s)\n", p + 1, df->key, strerror(-rc),
@@ -163,7 +163,7 @@ static int check_objects(struct backend *be, const struct opts *o, const char *d
         char key[256];
         snprintf(key, sizeof(key), "%s/file%02d.bin", dir, i);
         struct backend_stat st;
-        int rc = backend_stat(be, key, &st);
+        int rc = backend_stat(be, NULL, key, &st);
         if (rc || st.size_bytes != o->file_bytes) {
             fprintf(stderr, "check: %s: %s, size %llu (want %llu)\n", key,
                     rc ? strerror(-rc) : "ok", (unsigned long long)(rc ? 0 : st.size_bytes),
@@ -175,7 +175,7 @@ static int check_objects(struct backend *be, const struct opts *o, const char *d
     for (int i = 0; i < o->files; i++) {
         char key[256];
         snprintf(key, sizeof(key), "%s/file%02d.bin", dir, i);
-        backend_del(be, key);
+        backend_del(be, NULL, key);
     }
     return 0;
 }
@@ -195,7 +195,7 @@ static int run_direct(struct backend *be, const struct opts *o)
         char key[256];
         char *upload_id = NULL;
         snprintf(key, sizeof(key), "direct/file%02d.bin", i);
-        rc = backend_mpu_create(be, key, &upload_id);
+        rc = backend_mpu_create(be, NULL, key, &upload_id);
         if (rc) {
             fprintf(stderr, "mpu_create %s: %s\n", key, tier_err_msg());
             break;
@@ -215,10 +215,10 @@ static int run_direct(struct backend *be, const struct opts *o)
             pthread_join(th[t], NULL);
         rc = started == 0 ? -EAGAIN : atomic_load(&df.err);
         if (rc == 0)
-            rc = backend_mpu_complete(be, key, upload_id, parts, (size_t)nparts, NULL);
+            rc = backend_mpu_complete(be, NULL, key, upload_id, parts, (size_t)nparts, NULL);
         if (rc) {
             fprintf(stderr, "upload %s: %s\n", key, tier_err_msg());
-            backend_mpu_abort(be, key, upload_id);
+            backend_mpu_abort(be, NULL, key, upload_id);
         }
         free(upload_id);
     }

@@ -628,7 +628,7 @@ static int backend_fetch(struct cache *c, const struct tier_ioctx *io, const str
         hook.before(hook.ud, &dio, obj, index, len);
     struct cdata *d = cdata_new(len);
     uint64_t t0 = tier_now_mono_ns();
-    ssize_t n = d ? backend_read(obj->be, obj->key, index * c->cfg.block_size, d->bytes, len,
+    ssize_t n = d ? backend_read(obj->be, &dio, obj->key, index * c->cfg.block_size, d->bytes, len,
                                  obj->etag, NULL)
                   : -ENOMEM;
     uint64_t dt = tier_now_mono_ns() - t0;
@@ -929,6 +929,15 @@ static bool obj_pinned(struct cache *c, const struct cache_obj *obj)
 ssize_t cache_read(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
                    uint64_t off, void *buf, size_t len)
 {
+    return cache_read_served(c, io, obj, off, buf, len, NULL);
+}
+
+ssize_t cache_read_served(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
+                          uint64_t off, void *buf, size_t len, enum cache_served *served)
+{
+    enum cache_served worst = CACHE_SERVED_RAM;
+    if (served)
+        *served = CACHE_SERVED_RAM;
     if (!c || !obj_ok(obj) || (!buf && len))
         return -EINVAL;
     if (off >= obj->size_bytes || !len)
@@ -946,6 +955,8 @@ ssize_t cache_read(struct cache *c, const struct tier_ioctx *io, const struct ca
         if (n > len - done)
             n = len - done;
         if (disk_direct(c, obj, index, in, (uint32_t)n, (char *)buf + done) == 0) {
+            if (worst < CACHE_SERVED_DISK)
+                worst = CACHE_SERVED_DISK;
             done += n;
             continue;
         }
@@ -959,9 +970,17 @@ ssize_t cache_read(struct cache *c, const struct tier_ioctx *io, const struct ca
         memcpy((char *)buf + done, d->bytes + in, n);
         if (from)
             atomic_fetch_add_explicit(&from->bytes_read, n, memory_order_relaxed);
+        /* No level: fetched from the backend, by this read or by the load it waited for. */
+        enum cache_served got = from == &c->ram    ? CACHE_SERVED_RAM
+                                : from == &c->disk ? CACHE_SERVED_DISK
+                                                   : CACHE_SERVED_BACKEND;
+        if (got > worst)
+            worst = got;
         cdata_unref(d);
         done += n;
     }
+    if (served)
+        *served = worst;
     return (ssize_t)done;
 }
 

@@ -11,8 +11,10 @@
  * shorter). A block's identity is (backend name, key, version tag, block index): a changed
  * object has a new version tag, so its old blocks are never served for it and age out.
  *
- * Every backend fetch first passes the fetch hook (cache_set_fetch_hook), the single point where
- * the QoS scheduler and the prefetcher sit; it carries the caller's struct tier_ioctx.
+ * Every backend fetch is a backend_read() carrying the caller's struct tier_ioctx (for a
+ * prefetch, the ioctx given to cache_prefetch), so the backend's scheduler wrapper, the single
+ * scheduling point (qos/sched.h), admits it as that tenant and class. The fetch hook
+ * (cache_set_fetch_hook) only observes fetches.
  *
  * Thread-safety: every function may be called from any number of threads at once. No lock is
  * held across disk or network I/O.
@@ -68,6 +70,16 @@ void cache_close(struct cache *c);
 ssize_t cache_read(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
                    uint64_t off, void *buf, size_t len);
 
+/* The slowest tier any block of a read came from (telemetry's "tier that served it"). */
+enum cache_served {
+    CACHE_SERVED_RAM = 0,     /* every block a RAM hit */
+    CACHE_SERVED_DISK = 1,    /* at least one block read from the disk level, none fetched */
+    CACHE_SERVED_BACKEND = 2, /* at least one block fetched (or awaited) from the backend */
+};
+/* cache_read, also saying in *served (if not NULL) which tier served it. */
+ssize_t cache_read_served(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
+                          uint64_t off, void *buf, size_t len, enum cache_served *served);
+
 /* Make sure block `index` of obj is cached (fetch if missing), without copying it out. Used by
  * the stager and prefetcher; blocking. pin: also pin the block. */
 int cache_fetch_block(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
@@ -118,8 +130,9 @@ struct cache_stats {
 };
 void cache_stats_get(struct cache *c, struct cache_stats *st);
 
-/* Fetch hook: called before every backend block fetch with the caller's ioctx; it may block
- * (QoS admission). done is called after the fetch with its outcome. Both may be NULL. */
+/* Fetch hook: an observer called before every backend block fetch with the caller's ioctx (it
+ * may block: tests use it as a gate) and after it with its outcome. Both may be NULL. Admission
+ * is not done here: the scheduler's backend wrapper admits the fetch's backend_read itself. */
 struct cache_fetch_hook {
     void (*before)(void *ud, const struct tier_ioctx *io, const struct cache_obj *obj,
                    uint64_t index, size_t bytes);

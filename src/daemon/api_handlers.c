@@ -373,6 +373,10 @@ static json_t *stats_json(struct tierd *d)
     return j;
 }
 
+/* The backend calls the API makes itself (resolving a path for pin, stage, evict): an
+ * operator waits on them, so they go as inference, tenant default. */
+static const struct tier_ioctx api_io = {.tenant = TIER_TENANT_DEFAULT, .cls = TIER_IO_INFERENCE};
+
 /* ---- handlers -------------------------------------------------------------------------- */
 
 static json_t *parse_body(const struct api_request *rq, struct api_reply *out, unsigned *ret)
@@ -484,7 +488,7 @@ static int path_to_prefix(struct tierd *d, const char *path, struct tierd_ns **n
     }
     struct backend_stat st;
     memset(&st, 0, sizeof(st));
-    rc = backend_stat((*ns)->be, key, &st);
+    rc = backend_stat((*ns)->be, &api_io, key, &st);
     if (rc == 0 && !st.is_dir) {
         *prefix = key;
         return 0;
@@ -496,7 +500,7 @@ static int path_to_prefix(struct tierd *d, const char *path, struct tierd_ns **n
         /* an S3 implicit directory, or nothing at all */
         struct backend_list_page page;
         memset(&page, 0, sizeof(page));
-        rc = backend_list((*ns)->be, dk, "/", NULL, 1, &page);
+        rc = backend_list((*ns)->be, &api_io, dk, "/", NULL, 1, &page);
         if (rc == 0 && page.n == 0)
             rc = -ENOENT;
         backend_list_page_fini(&page);
@@ -647,12 +651,12 @@ static int wb_path_exists(struct tierd *d, const struct tierd_ns *ns, const char
         return -ENOMEM;
     struct backend_stat st;
     memset(&st, 0, sizeof(st));
-    rc = backend_stat(ns->be, key, &st);
+    rc = backend_stat(ns->be, &api_io, key, &st);
     free(key);
     if (rc == -ENOENT) {
         struct backend_list_page page;
         memset(&page, 0, sizeof(page));
-        rc = backend_list(ns->be, prefix, "/", NULL, 1, &page);
+        rc = backend_list(ns->be, &api_io, prefix, "/", NULL, 1, &page);
         if (rc == 0 && page.n == 0)
             rc = -ENOENT;
         backend_list_page_fini(&page);

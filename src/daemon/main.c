@@ -271,7 +271,6 @@ static int open_writeback(struct tierd *d)
     wc.retention_keep = c->wb_retention_keep;
     /* per-namespace durability = remote is the FUSE layer's wait after close (fuse_ops_write.c) */
     wc.durability = WB_DURABILITY_LOCAL;
-    wc.sched = d->sched;
     wc.on_event = wb_log_event;
     install_test_hooks(d, &wc);
     int rc = wb_open(&wc, &d->wb);
@@ -413,7 +412,6 @@ int main(int argc, char **argv)
         startup_failed("cache");
         goto out;
     }
-    sched_attach_cache(d.sched, d.cache);
     rc = open_writeback(&d);
     if (rc) {
         startup_failed("write-back spool");

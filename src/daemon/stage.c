@@ -183,6 +183,11 @@ static void queue_close(struct stage_job *job)
 
 /* ---- workers ------------------------------------------------------------------------------ */
 
+/* Whose I/O staging is: background class, tenant default (a job's own tenant once the API
+ * names it). Its stats, listings and block fetches all carry it to the scheduling point. */
+static const struct tier_ioctx stage_io = {.tenant = TIER_TENANT_DEFAULT,
+                                           .cls = TIER_IO_BACKGROUND};
+
 /* Fetch every block of one version of a file. Counts progress as it goes and, so that a retry
  * with another version can take it back, reports what it counted in *done and *cached.
  * Returns 0 or the first fetch error (-ECANCELED when the job was cancelled). */
@@ -190,7 +195,7 @@ static int fetch_blocks(struct stage_job *job, const struct cache_obj *obj, uint
                         uint64_t *cached)
 {
     struct stage_registry *r = job->reg;
-    struct tier_ioctx io = {.tenant = 0, .cls = TIER_IO_BACKGROUND};
+    const struct tier_ioctx *io = &stage_io;
     size_t bs = block_size(r);
 
     *cached = cache_cached_bytes(r->d->cache, obj);
@@ -204,7 +209,7 @@ static int fetch_blocks(struct stage_job *job, const struct cache_obj *obj, uint
         if (atomic_load(&job->cancel))
             return -ECANCELED;
         tier_err_clear();
-        int rc = cache_fetch_block(r->d->cache, &io, obj, i, job->pin);
+        int rc = cache_fetch_block(r->d->cache, io, obj, i, job->pin);
         if (rc < 0)
             return rc;
         uint64_t left = obj->size_bytes - i * bs;
@@ -243,7 +248,7 @@ static void stage_file(struct stage_job *job, const struct stage_item *it)
     }
     if (rc == -ESTALE) {
         tier_err_clear();
-        rc = backend_stat(it->ns->be, it->key, &st);
+        rc = backend_stat(it->ns->be, &stage_io, it->key, &st);
         if (rc == 0 && st.is_dir)
             rc = -EISDIR;
         if (rc == 0) {
@@ -296,7 +301,7 @@ static int list_root(struct stage_job *job, const struct stage_root *root)
     do {
         struct backend_list_page page = {0};
         tier_err_clear();
-        rc = backend_list(root->ns->be, root->key, NULL, token, 0, &page);
+        rc = backend_list(root->ns->be, &stage_io, root->key, NULL, token, 0, &page);
         free(token);
         token = NULL;
         if (rc < 0) {
@@ -438,7 +443,7 @@ static int root_resolve(struct stage_registry *r, const char *path, struct stage
     }
 
     tier_err_clear();
-    rc = backend_stat(ns->be, key, &st);
+    rc = backend_stat(ns->be, &stage_io, key, &st);
     if (rc == 0 && !st.is_dir) {
         root->key = key;
         root->size_bytes = st.size_bytes;
@@ -465,7 +470,7 @@ static int root_resolve(struct stage_registry *r, const char *path, struct stage
     free(key);
 
     struct backend_list_page page = {0};
-    rc = backend_list(ns->be, prefix, "/", NULL, 1, &page);
+    rc = backend_list(ns->be, &stage_io, prefix, "/", NULL, 1, &page);
     bool empty = page.n == 0;
     backend_list_page_fini(&page);
     if (rc == 0 && empty && !st.is_dir)

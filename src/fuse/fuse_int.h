@@ -159,6 +159,13 @@ struct tierd_fuse {
     struct tfs_hbase handles; /* list head of open handles (struct tfs_hbase) */
 };
 
+/* ---- who asks (fuse_session.c) ---- */
+/* The ioctx of a request: its caller's tenant (fuse_req_ctx: pid, uid, gid, resolved by the
+ * tenant registry) and that tenant's default class. read and write use the ioctx bound in the
+ * file handle at open instead: the kernel's readahead and write-back arrive without the pid of
+ * the process they are for. */
+struct tier_ioctx tfs_req_io(struct tierd_fuse *fs, fuse_req_t req);
+
 /* ---- open handles (fuse_session.c) ---- */
 void tfs_handle_track(struct tierd_fuse *fs, struct tfs_hbase *h, uint32_t kind);
 /* Test builds (d->test_fault_file set): hold here while the file says what (fuse_ops_write.c). */
@@ -196,7 +203,8 @@ int tfs_path_join(const char *parent, const char *name, char **out);
 
 /* ---- attributes (fuse_ops_attr.c) ---- */
 /* Current attributes of a node (cached for attr_ttl); -ENOENT, -EIO. */
-int tfs_node_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a);
+int tfs_node_attr(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs_node *n,
+                  struct tfs_attr *a);
 /* Store a in the node's attribute cache unless the node already holds newer information (a
  * later fetched_ns); then a is replaced by that newer information, so replies never go back in
  * time (a listing older than a stat must not shrink the kernel's idea of the size). */
@@ -208,14 +216,15 @@ void tfs_fill_stat(struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a
 void tfs_fill_entry(struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a,
                     struct fuse_entry_param *e);
 /* Look a name up under a directory node, with the same sources as getattr. */
-int tfs_resolve_child(struct tierd_fuse *fs, struct tfs_node *parent, const char *path,
-                      const char *name, struct tfs_attr *a);
+int tfs_resolve_child(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs_node *parent,
+                      const char *path, const char *name, struct tfs_attr *a);
 /* Map an internal -errno to the errno the kernel gets. */
 int tfs_errno(int neg);
 
 /* ---- listings (fuse_ops_dir.c) ---- */
 /* A fresh listing of directory node n (reference to drop with tfs_listing_unref). */
-int tfs_listing_get(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_listing **out);
+int tfs_listing_get(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs_node *n,
+                    struct tfs_listing **out);
 void tfs_listing_unref(struct tfs_listing *l);
 /* The cached listing of n if fresh (referenced), else NULL: no backend call. */
 struct tfs_listing *tfs_listing_peek(struct tierd_fuse *fs, struct tfs_node *n);

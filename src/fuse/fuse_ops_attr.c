@@ -121,7 +121,8 @@ static void dir_attr(const struct tierd_fuse *fs, struct tfs_attr *a)
 }
 
 /* Ask the backend what path is. */
-static int stat_path_at(struct tierd_fuse *fs, const char *path, struct tfs_attr *a)
+static int stat_path_at(struct tierd_fuse *fs, const struct tier_ioctx *io, const char *path,
+                        struct tfs_attr *a)
 {
     if (tierd_is_virtual_dir(fs->d, path)) {
         dir_attr(fs, a);
@@ -145,7 +146,7 @@ static int stat_path_at(struct tierd_fuse *fs, const char *path, struct tfs_attr
     }
     struct backend_stat st;
     memset(&st, 0, sizeof(st));
-    rc = backend_stat(ns->be, key, &st);
+    rc = backend_stat(ns->be, io, key, &st);
     if (rc == 0) {
         memset(a, 0, sizeof(*a));
         a->is_dir = st.is_dir;
@@ -195,7 +196,7 @@ static int stat_path_at(struct tierd_fuse *fs, const char *path, struct tfs_attr
     dirkey[kl + 1] = '\0';
     struct backend_list_page page;
     memset(&page, 0, sizeof(page));
-    rc = backend_list(ns->be, dirkey, "/", NULL, 1, &page);
+    rc = backend_list(ns->be, io, dirkey, "/", NULL, 1, &page);
     free(dirkey);
     if (rc == 0) {
         rc = page.n > 0 ? 0 : -ENOENT;
@@ -210,10 +211,11 @@ out:
     return rc;
 }
 
-static int stat_path(struct tierd_fuse *fs, const char *path, struct tfs_attr *a)
+static int stat_path(struct tierd_fuse *fs, const struct tier_ioctx *io, const char *path,
+                     struct tfs_attr *a)
 {
     uint64_t t0 = tier_now_mono_ns();
-    int rc = stat_path_at(fs, path, a);
+    int rc = stat_path_at(fs, io, path, a);
     if (rc == 0) {
         a->fetched_ns = t0;
         a->writable = tfs_path_is_wb(fs, path);
@@ -238,7 +240,8 @@ static int stale_attr(struct tfs_node *n, struct tfs_attr *a, int rc)
     return 0;
 }
 
-int tfs_node_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a)
+int tfs_node_attr(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs_node *n,
+                  struct tfs_attr *a)
 {
     /* write-back namespaces change under the mount's own writes: no attribute cache */
     bool wb = tfs_path_is_wb(fs, n->path);
@@ -249,7 +252,7 @@ int tfs_node_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a)
         return 0;
     }
     pthread_mutex_unlock(&n->mu);
-    int rc = stat_path(fs, n->path, a);
+    int rc = stat_path(fs, io, n->path, a);
     if (rc == 0 && wb) {
         pthread_mutex_lock(&n->mu);
         n->attr = *a;
@@ -265,8 +268,8 @@ int tfs_node_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a)
     return rc == -ENOENT ? rc : stale_attr(n, a, rc);
 }
 
-int tfs_resolve_child(struct tierd_fuse *fs, struct tfs_node *parent, const char *path,
-                      const char *name, struct tfs_attr *a)
+int tfs_resolve_child(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs_node *parent,
+                      const char *path, const char *name, struct tfs_attr *a)
 {
     if (tierd_is_virtual_dir(fs->d, path)) {
         dir_attr(fs, a);
@@ -305,7 +308,7 @@ int tfs_resolve_child(struct tierd_fuse *fs, struct tfs_node *parent, const char
             return rc;
         /* not among the first max_dir_entries: ask the backend */
     }
-    return stat_path(fs, path, a);
+    return stat_path(fs, io, path, a);
 }
 
 void tfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -323,7 +326,8 @@ void tfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     rc = tfs_path_join(p->path, name, &path);
     if (rc)
         goto fail;
-    rc = tfs_resolve_child(fs, p, path, name, &a);
+    struct tier_ioctx io = tfs_req_io(fs, req);
+    rc = tfs_resolve_child(fs, &io, p, path, name, &a);
     if (rc == -ENOENT) {
         /* negative entry, cached by the kernel for entry_ttl */
         struct fuse_entry_param e;
@@ -375,7 +379,8 @@ void tfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         return;
     }
     struct tfs_attr a;
-    int rc = tfs_node_attr(fs, n, &a);
+    struct tier_ioctx io = tfs_req_io(fs, req);
+    int rc = tfs_node_attr(fs, &io, n, &a);
     if (rc) {
         fuse_reply_err(req, tfs_errno(rc));
     } else {

@@ -136,7 +136,8 @@ static bool pinned_children(struct tierd_fuse *fs, struct tierd_ns *ns, const ch
 }
 
 /* List every key of a namespace directory. */
-static int list_backend(struct tierd_fuse *fs, const char *path, struct builder *b)
+static int list_backend(struct tierd_fuse *fs, const struct tier_ioctx *io, const char *path,
+                        struct builder *b)
 {
     struct tierd_ns *ns = NULL;
     char *key = NULL;
@@ -161,7 +162,7 @@ static int list_backend(struct tierd_fuse *fs, const char *path, struct builder 
     do {
         struct backend_list_page page;
         memset(&page, 0, sizeof(page));
-        rc = backend_list(ns->be, prefix, "/", token, 0, &page);
+        rc = backend_list(ns->be, io, prefix, "/", token, 0, &page);
         free(token);
         token = NULL;
         if (rc) {
@@ -204,7 +205,8 @@ static int list_backend(struct tierd_fuse *fs, const char *path, struct builder 
     return rc ? rc : b->rc;
 }
 
-static int listing_build(struct tierd_fuse *fs, const char *path, struct tfs_listing **out)
+static int listing_build(struct tierd_fuse *fs, const struct tier_ioctx *io, const char *path,
+                         struct tfs_listing **out)
 {
     uint64_t t0 = tier_now_mono_ns();
     struct builder b;
@@ -215,7 +217,7 @@ static int listing_build(struct tierd_fuse *fs, const char *path, struct tfs_lis
         tierd_virtual_children(fs->d, path, add_virtual, &b);
         rc = b.rc;
     } else {
-        rc = list_backend(fs, path, &b);
+        rc = list_backend(fs, io, path, &b);
     }
     struct tfs_listing *l = NULL;
     if (rc == 0) {
@@ -278,7 +280,8 @@ static int listing_result_locked(struct tfs_node *n, int rc, struct tfs_listing 
     return rc ? rc : -EIO;
 }
 
-int tfs_listing_get(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_listing **out)
+int tfs_listing_get(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs_node *n,
+                    struct tfs_listing **out)
 {
     bool single = !tfs_path_is_wb(fs, n->path);
     if (single) {
@@ -304,7 +307,7 @@ int tfs_listing_get(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_listin
         pthread_mutex_unlock(&n->mu);
     }
     struct tfs_listing *l = NULL;
-    int rc = listing_build(fs, n->path, &l);
+    int rc = listing_build(fs, io, n->path, &l);
     struct tfs_listing *old = NULL;
     bool log_cut = false;
     pthread_mutex_lock(&n->mu);
@@ -379,12 +382,13 @@ void tfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         return;
     }
     struct tfs_attr a;
-    int rc = tfs_node_attr(fs, n, &a);
+    struct tier_ioctx io = tfs_req_io(fs, req);
+    int rc = tfs_node_attr(fs, &io, n, &a);
     if (rc == 0 && !a.is_dir)
         rc = -ENOTDIR;
     struct tfs_listing *l = NULL;
     if (rc == 0)
-        rc = tfs_listing_get(fs, n, &l);
+        rc = tfs_listing_get(fs, &io, n, &l);
     struct tfs_dirh *dh = NULL;
     if (rc == 0 && !(dh = calloc(1, sizeof(*dh)))) {
         tfs_listing_unref(l);

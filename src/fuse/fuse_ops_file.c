@@ -31,6 +31,7 @@ struct tfs_file {
     char etag[BACKEND_ETAG_MAX];
     uint64_t size_bytes;
     uint64_t ino;
+    struct tier_ioctx io; /* the opener's, bound at open: readahead arrives without its pid */
     pthread_mutex_t mu;
     uint64_t last_end;        /* mu: end of the previous read */
     uint64_t prefetched_upto; /* mu: first block index not yet queued for prefetch */
@@ -69,7 +70,8 @@ void tfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     char *key = NULL;
     bool is_root = false;
     struct tfs_attr a;
-    int rc = tfs_node_attr(fs, n, &a);
+    struct tier_ioctx io = tfs_req_io(fs, req);
+    int rc = tfs_node_attr(fs, &io, n, &a);
     if (rc)
         goto fail;
     if (a.is_dir) {
@@ -90,6 +92,7 @@ void tfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     memcpy(h->etag, a.etag, sizeof(h->etag));
     h->size_bytes = a.size_bytes;
     h->ino = ino;
+    h->io = io;
     pthread_mutex_init(&h->mu, NULL);
 
     pthread_mutex_lock(&n->mu);
@@ -153,7 +156,8 @@ static void maybe_prefetch(struct tierd_fuse *fs, struct tfs_file *h, uint64_t o
     if (count > 0) {
         struct cache_obj obj = {
             .be = h->be, .key = h->key, .etag = h->etag, .size_bytes = h->size_bytes};
-        struct tier_ioctx io = {.tenant = 0, .cls = TIER_IO_BACKGROUND};
+        /* Charged to the reader's tenant, at background priority. */
+        struct tier_ioctx io = {.tenant = h->io.tenant, .cls = TIER_IO_BACKGROUND};
         cache_prefetch(fs->d->cache, &io, &obj, first, count);
     }
 }
@@ -179,8 +183,7 @@ void tfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct 
     }
     struct cache_obj obj = {
         .be = h->be, .key = h->key, .etag = h->etag, .size_bytes = h->size_bytes};
-    struct tier_ioctx io = {.tenant = 0, .cls = TIER_IO_TRAINING};
-    ssize_t n = cache_read(fs->d->cache, &io, &obj, (uint64_t)off, buf, size);
+    ssize_t n = cache_read(fs->d->cache, &h->io, &obj, (uint64_t)off, buf, size);
     if (n < 0) {
         if (n == -ESTALE) {
             pthread_mutex_lock(&h->mu);

@@ -77,6 +77,7 @@ struct tfs_whandle {
     bool writable;
     bool dirty;           /* wrote or truncated since its last flush (durability = remote) */
     struct tfs_wstate *w; /* writable handles */
+    struct tier_ioctx io; /* the opener's, bound at open: kernel write-back has no pid */
     pthread_mutex_t mu;   /* the backend version read once the local copy is gone */
     bool be_known;
     char etag[BACKEND_ETAG_MAX];
@@ -255,8 +256,8 @@ void tfs_wb_list_children(
 }
 
 /* What (ns, key) is now, without a node: buffer first, then the backend. */
-static int stat_key(struct tierd_fuse *fs, struct tierd_ns *ns, const char *key, const char *path,
-                    struct tfs_attr *a, bool *from_wb)
+static int stat_key(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tierd_ns *ns,
+                    const char *key, const char *path, struct tfs_attr *a, bool *from_wb)
 {
     *from_wb = false;
     int rc = tfs_wb_stat(fs, ns, key, path, a);
@@ -266,7 +267,7 @@ static int stat_key(struct tierd_fuse *fs, struct tierd_ns *ns, const char *key,
     }
     struct backend_stat st;
     memset(&st, 0, sizeof(st));
-    rc = backend_stat(ns->be, key, &st);
+    rc = backend_stat(ns->be, io, key, &st);
     if (rc)
         return rc;
     memset(a, 0, sizeof(*a));
@@ -323,14 +324,14 @@ void tfs_test_pause(const char *fault_file, const char *what)
         unlink(paused);
 }
 
-static int snapshot(struct tierd_fuse *fs, struct tierd_ns *ns, const char *src_key,
-                    const char *path, int *tmp_fd, uint64_t *size)
+static int snapshot(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tierd_ns *ns,
+                    const char *src_key, const char *path, int *tmp_fd, uint64_t *size)
 {
     struct tfs_attr a;
     bool from_wb = false;
     *tmp_fd = -1;
     *size = 0;
-    int rc = stat_key(fs, ns, src_key, path, &a, &from_wb);
+    int rc = stat_key(fs, io, ns, src_key, path, &a, &from_wb);
     if (rc == -ENOENT)
         return 0;
     if (rc)
@@ -348,11 +349,14 @@ static int snapshot(struct tierd_fuse *fs, struct tierd_ns *ns, const char *src_
         return -ENOMEM;
     }
     uint64_t off = 0;
-    /* One version, whole: every backend read after the first demands the first one's version
-     * (if_match), and a copy that met another version (-ESTALE), or that began from the local
-     * copy and must go on from the backend, starts over from the backend (review finding 19:
-     * a replace mid-copy mixed two versions). */
+    /* One version, whole: every backend read demands one version (if_match): the one the stat
+     * above saw, so the bytes are the size it reported, or after a restart the first read's.
+     * A copy that met another version (-ESTALE), or that began from the local copy and must go
+     * on from the backend, starts over from the backend (review finding 19: a replace mid-copy
+     * mixed two versions). */
     char ver[BACKEND_ETAG_MAX] = "";
+    if (!from_wb)
+        tier_strlcpy(ver, a.etag, sizeof(ver));
     int restarts = 0;
     while (off < a.size_bytes) {
         size_t want = a.size_bytes - off < COPY_CHUNK ? (size_t)(a.size_bytes - off) : COPY_CHUNK;
@@ -365,18 +369,28 @@ static int snapshot(struct tierd_fuse *fs, struct tierd_ns *ns, const char *src_
             from_wb = false;
             struct backend_stat st;
             memset(&st, 0, sizeof(st));
-            n = backend_read(ns->be, src_key, off, buf, want, ver[0] ? ver : NULL, &st);
+            n = backend_read(ns->be, io, src_key, off, buf, want, ver[0] ? ver : NULL, &st);
             if (n >= 0 && !ver[0])
                 tier_strlcpy(ver, st.etag, sizeof(ver));
         }
         if (n == -ESTALE && restarts++ < 3) {
+            /* From the backend's current version, whole: its size and version again, so the
+             * copy is neither cut at the old size nor padded past the new one. */
             from_wb = false;
-            ver[0] = '\0';
             off = 0;
             if (ftruncate(fd, 0) != 0) {
                 rc = -errno;
                 break;
             }
+            struct backend_stat st;
+            memset(&st, 0, sizeof(st));
+            rc = backend_stat(ns->be, io, src_key, &st);
+            if (rc == 0 && st.is_dir)
+                rc = -EISDIR;
+            if (rc)
+                break;
+            a.size_bytes = st.size_bytes;
+            tier_strlcpy(ver, st.etag, sizeof(ver));
             continue;
         }
         if (n < 0) {
@@ -405,9 +419,9 @@ static int snapshot(struct tierd_fuse *fs, struct tierd_ns *ns, const char *src_
 /* Start a new generation of dst_key; with src_key, holding src_key's current content. It
  * replaces the live generation of dst_key only when sealed. On failure *out is NULL (a
  * generation whose copy failed is discarded; *copy_failed then says so). */
-static int new_gen_copy(struct tierd_fuse *fs, struct tierd_ns *ns, const char *dst_key,
-                        const char *src_key, const char *src_path, struct wb_file **out,
-                        bool *copy_failed)
+static int new_gen_copy(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tierd_ns *ns,
+                        const char *dst_key, const char *src_key, const char *src_path,
+                        struct wb_file **out, bool *copy_failed)
 {
     *out = NULL;
     if (copy_failed)
@@ -416,7 +430,7 @@ static int new_gen_copy(struct tierd_fuse *fs, struct tierd_ns *ns, const char *
     uint64_t size = 0;
     int rc = 0;
     if (src_key) {
-        rc = snapshot(fs, ns, src_key, src_path, &tmp, &size);
+        rc = snapshot(fs, io, ns, src_key, src_path, &tmp, &size);
         if (rc) {
             log_warn("fuse: cannot copy %s:%s for rewriting: %s", ns->be->name, src_key,
                      strerror(-rc));
@@ -468,10 +482,11 @@ static int new_gen_copy(struct tierd_fuse *fs, struct tierd_ns *ns, const char *
     return rc;
 }
 
-static int new_gen(struct tierd_fuse *fs, struct tierd_ns *ns, const char *dst_key,
-                   const char *src_key, const char *src_path, struct wb_file **out)
+static int new_gen(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tierd_ns *ns,
+                   const char *dst_key, const char *src_key, const char *src_path,
+                   struct wb_file **out)
 {
-    return new_gen_copy(fs, ns, dst_key, src_key, src_path, out, NULL);
+    return new_gen_copy(fs, io, ns, dst_key, src_key, src_path, out, NULL);
 }
 
 static struct tfs_wstate *wstate_attach(struct tfs_node *n)
@@ -532,7 +547,7 @@ static int ensure_gen(struct tierd_fuse *fs, struct tfs_whandle *h)
     if (w->unlinked || h->n->path[0] == '\x01')
         return -EIO; /* unlinked or replaced: a new generation would clobber the name's file */
     bool copy_failed = false;
-    int rc = new_gen_copy(fs, h->ns, h->key, h->key, h->n->path, &w->wf, &copy_failed);
+    int rc = new_gen_copy(fs, &h->io, h->ns, h->key, h->key, h->n->path, &w->wf, &copy_failed);
     /* A failed copy discarded its generation (the old one is intact); the writer has seen an
      * error, so its later writes fail too: a file missing a write that returned an error is
      * never sealed. A failure before the generation existed (snapshot, the ENOSPC pre-check)
@@ -551,7 +566,7 @@ static int truncate_locked(struct tierd_fuse *fs, struct tfs_whandle *h, uint64_
     if (!w->wf && (w->unlinked || h->n->path[0] == '\x01'))
         return -EIO;
     if (!w->wf && size == 0)
-        return new_gen(fs, h->ns, h->key, NULL, NULL, &w->wf);
+        return new_gen(fs, &h->io, h->ns, h->key, NULL, NULL, &w->wf);
     int rc = ensure_gen(fs, h);
     return rc ? rc : wb_truncate(w->wf, (off_t)size);
 }
@@ -592,8 +607,8 @@ void tfs_wb_orphan_free(struct tierd_fuse *fs, struct tfs_hbase *hb)
     handle_destroy(fs, h);
 }
 
-static int handle_new(struct tierd_fuse *fs, struct tfs_node *n, struct tierd_ns *ns, char *key,
-                      bool writable, struct tfs_whandle **out)
+static int handle_new(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs_node *n,
+                      struct tierd_ns *ns, char *key, bool writable, struct tfs_whandle **out)
 {
     struct tfs_whandle *h = calloc(1, sizeof(*h));
     if (!h)
@@ -602,6 +617,7 @@ static int handle_new(struct tierd_fuse *fs, struct tfs_node *n, struct tierd_ns
     h->ns = ns;
     h->key = key;
     h->writable = writable;
+    h->io = *io;
     pthread_mutex_init(&h->mu, NULL);
     if (writable) {
         h->w = wstate_attach(n);
@@ -641,7 +657,8 @@ static void w_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     bool is_root = false;
     struct tfs_whandle *h = NULL;
     struct tfs_attr a;
-    int rc = tfs_node_attr(fs, n, &a);
+    struct tier_ioctx io = tfs_req_io(fs, req);
+    int rc = tfs_node_attr(fs, &io, n, &a);
     if (rc == 0 && a.is_dir)
         rc = -EISDIR;
     if (rc == 0)
@@ -651,7 +668,7 @@ static void w_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (rc)
         goto fail;
     bool writable = (fi->flags & O_ACCMODE) != O_RDONLY;
-    rc = handle_new(fs, n, ns, key, writable, &h);
+    rc = handle_new(fs, &io, n, ns, key, writable, &h);
     if (rc)
         goto fail;
     key = NULL;
@@ -688,6 +705,7 @@ static void w_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 {
     (void)mode;
     struct tierd_fuse *fs = fuse_req_userdata(req);
+    struct tier_ioctx io = tfs_req_io(fs, req);
     struct tfs_node *p = tfs_node_get(fs, parent);
     struct tfs_node *n = NULL;
     struct tfs_whandle *h = NULL;
@@ -709,7 +727,7 @@ static void w_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     rc = tfs_node_lookup(fs, path, &n); /* the kernel's lookup reference + our ref */
     if (rc)
         goto fail;
-    rc = handle_new(fs, n, ns, key, true, &h);
+    rc = handle_new(fs, &io, n, ns, key, true, &h);
     if (rc) {
         tfs_node_forget(fs, n->ino, 1);
         goto fail;
@@ -721,7 +739,7 @@ static void w_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     else if (h->w->wf)
         rc = (fi->flags & O_TRUNC) ? wb_truncate(h->w->wf, 0) : 0;
     else
-        rc = new_gen(fs, ns, h->key, NULL, NULL, &h->w->wf);
+        rc = new_gen(fs, &io, ns, h->key, NULL, NULL, &h->w->wf);
     pthread_mutex_unlock(&h->w->mu);
     if (rc) {
         wstate_detach(fs, n, h->w, "create");
@@ -788,7 +806,7 @@ static void w_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         if (!h->be_known) {
             struct backend_stat st;
             memset(&st, 0, sizeof(st));
-            rc = backend_stat(h->ns->be, h->key, &st);
+            rc = backend_stat(h->ns->be, &h->io, h->key, &st);
             if (rc == 0) {
                 memcpy(h->etag, st.etag, sizeof(h->etag));
                 h->etag[sizeof(h->etag) - 1] = '\0';
@@ -806,10 +824,9 @@ static void w_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                 (uint64_t)off + size > h->be_size ? (size_t)(h->be_size - (uint64_t)off) : size;
             struct cache_obj obj = {
                 .be = h->ns->be, .key = h->key, .etag = h->etag, .size_bytes = h->be_size};
-            struct tier_ioctx io = {.tenant = 0, .cls = TIER_IO_TRAINING};
-            n = fs->d->cache
-                    ? cache_read(fs->d->cache, &io, &obj, (uint64_t)off, buf, len)
-                    : backend_read(h->ns->be, h->key, (uint64_t)off, buf, len, h->etag, NULL);
+            n = fs->d->cache ? cache_read(fs->d->cache, &h->io, &obj, (uint64_t)off, buf, len)
+                             : backend_read(h->ns->be, &h->io, h->key, (uint64_t)off, buf, len,
+                                            h->etag, NULL);
         }
     }
     if (n < 0) {
@@ -960,6 +977,7 @@ static void w_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_
                       struct fuse_file_info *fi)
 {
     struct tierd_fuse *fs = fuse_req_userdata(req);
+    struct tier_ioctx io = tfs_req_io(fs, req);
     struct tfs_node *n = tfs_node_get(fs, ino);
     if (!n) {
         fuse_reply_err(req, ESTALE);
@@ -996,7 +1014,7 @@ static void w_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_
             }
             struct tfs_node *hn = tfs_node_get(fs, ino); /* the handle's reference */
             struct tfs_whandle *h = NULL;
-            rc = handle_new(fs, hn, ns, key, true, &h);
+            rc = handle_new(fs, &io, hn, ns, key, true, &h);
             if (rc) {
                 free(key);
                 tfs_node_put(fs, hn);
@@ -1015,7 +1033,7 @@ static void w_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_
     }
     /* mode, owner and times are not stored (objects have none): accepted and ignored */
     struct tfs_attr a;
-    rc = tfs_node_attr(fs, n, &a);
+    rc = tfs_node_attr(fs, &io, n, &a);
     if (rc == 0) {
         struct stat st;
         tfs_fill_stat(fs, ino, &a, &st);
@@ -1052,20 +1070,21 @@ static int child_key(struct tierd_fuse *fs, fuse_ino_t parent, const char *name,
 static void w_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct tierd_fuse *fs = fuse_req_userdata(req);
+    struct tier_ioctx io = tfs_req_io(fs, req);
     char *path = NULL, *key = NULL;
     struct tierd_ns *ns = NULL;
     int rc = child_key(fs, parent, name, &path, &ns, &key);
     if (rc == 0) {
         struct tfs_attr a;
         bool from_wb = false;
-        rc = stat_key(fs, ns, key, path, &a, &from_wb);
+        rc = stat_key(fs, &io, ns, key, path, &a, &from_wb);
         if (rc == 0 && a.is_dir)
             rc = -EISDIR;
     }
     if (rc == 0) {
         int wrc = wb_unlink(fs->d->wb, ns->be->name, key);
         /* an older generation may already be an object in the backend */
-        int brc = backend_del(ns->be, key);
+        int brc = backend_del(ns->be, &io, key);
         if (wrc && wrc != -ENOENT)
             rc = wrc;
         else if (brc && brc != -ENOENT)
@@ -1098,6 +1117,7 @@ static void w_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_i
                      const char *newname, unsigned int flags)
 {
     struct tierd_fuse *fs = fuse_req_userdata(req);
+    struct tier_ioctx io = tfs_req_io(fs, req);
     char *opath = NULL, *okey = NULL, *npath = NULL, *nkey = NULL;
     struct tierd_ns *ons = NULL, *nns = NULL;
     int rc = flags & RENAME_EXCHANGE ? -EINVAL : 0;
@@ -1112,13 +1132,13 @@ static void w_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_i
     struct tfs_attr a;
     bool from_wb = false;
     if (rc == 0)
-        rc = stat_key(fs, ons, okey, opath, &a, &from_wb);
+        rc = stat_key(fs, &io, ons, okey, opath, &a, &from_wb);
     if (rc == 0 && a.is_dir)
         rc = -EXDEV; /* directories: mv copies */
     if (rc == 0 && (flags & RENAME_NOREPLACE)) {
         struct tfs_attr b;
         bool fw = false;
-        int src = stat_key(fs, nns, nkey, npath, &b, &fw);
+        int src = stat_key(fs, &io, nns, nkey, npath, &b, &fw);
         if (src == 0)
             rc = -EEXIST;
     }
@@ -1128,7 +1148,7 @@ static void w_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_i
     if (rc == -ENOENT || rc == -EXDEV) {
         /* only in the backend: copy into a new generation under the new key */
         struct wb_file *wf = NULL;
-        rc = new_gen(fs, ons, nkey, okey, opath, &wf);
+        rc = new_gen(fs, &io, ons, nkey, okey, opath, &wf);
         if (rc == 0)
             rc = wb_file_close(wf);
         else
@@ -1139,7 +1159,7 @@ static void w_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_i
         }
     }
     if (rc == 0) {
-        int brc = backend_del(ons->be, okey);
+        int brc = backend_del(ons->be, &io, okey);
         if (brc && brc != -ENOENT)
             log_warn("fuse: rename %s -> %s: the old object stays: %s", opath, npath,
                      strerror(-brc));
@@ -1157,6 +1177,7 @@ static void w_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t 
 {
     (void)mode;
     struct tierd_fuse *fs = fuse_req_userdata(req);
+    struct tier_ioctx io = tfs_req_io(fs, req);
     char *path = NULL, *key = NULL;
     struct tierd_ns *ns = NULL;
     struct tfs_node *n = NULL;
@@ -1166,7 +1187,7 @@ static void w_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t 
     struct tfs_attr a;
     if (rc == 0) {
         bool fw = false;
-        int src = stat_key(fs, ns, key, path, &a, &fw);
+        int src = stat_key(fs, &io, ns, key, path, &a, &fw);
         rc = src == 0 ? -EEXIST : 0;
         if (src && src != -ENOENT) /* as create: a checkpoint's directory during an outage */
             log_warn("fuse: mkdir %s: the backend cannot say whether it exists (%s); made locally",
@@ -1196,13 +1217,14 @@ static void w_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t 
 static void w_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct tierd_fuse *fs = fuse_req_userdata(req);
+    struct tier_ioctx io = tfs_req_io(fs, req);
     char *path = NULL, *key = NULL;
     struct tierd_ns *ns = NULL;
     int rc = child_key(fs, parent, name, &path, &ns, &key);
     struct tfs_attr a;
     bool fw = false;
     if (rc == 0)
-        rc = stat_key(fs, ns, key, path, &a, &fw);
+        rc = stat_key(fs, &io, ns, key, path, &a, &fw);
     if (rc == 0 && !a.is_dir)
         rc = -ENOTDIR;
     if (rc == 0) {
@@ -1225,7 +1247,7 @@ static void w_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
             }
             struct backend_list_page page;
             memset(&page, 0, sizeof(page));
-            if (rc == 0 && backend_list(ns->be, dk, "/", NULL, 1, &page) == 0) {
+            if (rc == 0 && backend_list(ns->be, &io, dk, "/", NULL, 1, &page) == 0) {
                 if (page.n > 0)
                     rc = -ENOTEMPTY;
                 backend_list_page_fini(&page);

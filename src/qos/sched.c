@@ -89,23 +89,9 @@ struct sched {
     struct sched_class_stats st[TIER_IO_NCLASSES];
 };
 
-static _Thread_local struct tier_ioctx t_io;
-static _Thread_local bool t_io_set;
 /* Whether the backend reported an attempt (sched_lane_attempt_failed) during this thread's
  * current lane call: its final failure was then accounted already and is not counted again. */
 static _Thread_local bool t_attempt_reported;
-
-void sched_thread_io_set(const struct tier_ioctx *io)
-{
-    t_io_set = io != NULL;
-    if (io)
-        t_io = *io;
-}
-
-const struct tier_ioctx *sched_thread_io(void)
-{
-    return t_io_set ? &t_io : NULL;
-}
 
 const char *sched_breaker_state_name(enum sched_breaker_state st)
 {
@@ -123,7 +109,7 @@ const char *sched_breaker_state_name(enum sched_breaker_state st)
 static int class_of(const struct tier_ioctx *io)
 {
     if (!io)
-        io = sched_thread_io();
+        io = tier_ioctx_current(); /* set by the backend dispatcher of the call */
     if (!io)
         return TIER_IO_TRAINING;
     if ((unsigned)io->cls >= TIER_IO_NCLASSES)
@@ -493,8 +479,6 @@ uint64_t sched_admit(struct sched *s, const struct tier_ioctx *io, size_t bytes)
     int c = class_of(io);
     uint64_t waited = 0;
     (void)lane_admit(s, &s->def, c, &waited); /* no deadline, no breaker: never fails */
-    struct tier_ioctx mine = {.tenant = io ? io->tenant : 0, .cls = (enum tier_io_class)c};
-    sched_thread_io_set(&mine);
     return waited;
 }
 
@@ -502,7 +486,6 @@ void sched_done(struct sched *s, const struct tier_ioctx *io, size_t bytes, long
                 uint64_t service_ns)
 {
     int c = class_of(io);
-    sched_thread_io_set(NULL);
     lane_done(s, &s->def, c, bytes, result, service_ns, false);
 }
 

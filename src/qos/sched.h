@@ -3,7 +3,7 @@
  * sched.h - the single scheduling point every backend request passes before it is sent.
  *
  * Requests are admitted in lanes. Each lane bounds its requests in flight and grants them in
- * class priority (interactive before streaming before checkpoint before background) with a bound
+ * class priority (inference before training before checkpoint before background) with a bound
  * on starvation (starve_limit) and FIFO within a class, with per-class and per-tenant counters.
  *
  *   - One lane per backend (sched_backend_wrap): its own in-flight cap, an admission deadline
@@ -14,10 +14,13 @@
  *   - The default lane (sched_admit/sched_done, max_inflight): requests that name no backend.
  *     It waits without a deadline and never fails.
  *
- * The class of a backend call made through a wrapper is the one the calling thread declared with
- * sched_admit() (write-back uploads) or that the cache fetch hook passes (sched_attach_cache);
- * otherwise streaming. Per-tenant rate limits and reservations (the QoS issue) plug in here
- * without touching callers.
+ * The tenant and class of a backend call made through a wrapper are the struct tier_ioctx the
+ * caller passed to the backend dispatcher (tiers/backend.h), which makes it the thread's current
+ * ioctx for the call (common/ioctx.h); a call with none is training. There is no other way to a
+ * backend: the cache, the FUSE ops, the stager, the API and the write-back uploader all call the
+ * dispatchers, and scripts/check-banned.sh fails the build's lint on any `->ops->` call outside
+ * src/tiers and this wrapper. Per-tenant rate limits and reservations (the QoS issue) plug in
+ * here without touching callers.
  *
  * Circuit breaker, per backend lane (sched.c performs every transition under the scheduler lock):
  *
@@ -51,7 +54,6 @@
 #include "common/ioctx.h"
 
 struct backend;
-struct cache;
 struct sched;
 struct sched_lane;
 
@@ -87,11 +89,6 @@ uint64_t sched_admit(struct sched *s, const struct tier_ioctx *io, size_t bytes)
 /* Report completion of a request admitted by sched_admit (result < 0 = error). */
 void sched_done(struct sched *s, const struct tier_ioctx *io, size_t bytes, long result,
                 uint64_t service_ns);
-
-/* Install this scheduler as the cache's fetch hook, so every cache miss is admitted here: in the
- * lane of the object's backend when it is a wrapper of this scheduler, else in the default
- * lane. */
-void sched_attach_cache(struct sched *s, struct cache *c);
 
 void sched_stats_get(struct sched *s, struct sched_stats *st);
 
@@ -131,7 +128,7 @@ int sched_lane_new(struct sched *s, const char *name, const struct sched_backend
                    struct sched_lane **out);
 /* Admit one call to the lane's backend: 0 (then call sched_lane_leave exactly once), or
  * -ETIMEDOUT when the admission deadline passed or the breaker refused it, with tier_err_msg()
- * saying which. io NULL: this thread's declared class, else streaming. */
+ * saying which. io NULL: this thread's current ioctx (tier_ioctx_current), else training. */
 int sched_lane_enter(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
                      size_t bytes);
 void sched_lane_leave(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
@@ -154,10 +151,5 @@ struct sched_lane *sched_backend_lane(struct sched *s, struct backend *be);
 /* Fill out[0..max) with the backend lanes in creation order; returns how many lanes there are
  * (may exceed max). */
 size_t sched_backend_stats_get(struct sched *s, struct sched_backend_stats *out, size_t max);
-
-/* This thread's declared class for backend calls (NULL: none), set by sched_admit and the cache
- * fetch hook, cleared by sched_done / the hook. */
-void sched_thread_io_set(const struct tier_ioctx *io);
-const struct tier_ioctx *sched_thread_io(void);
 
 #endif

@@ -110,21 +110,48 @@ static int check_prefix(const char *prefix)
     return 0;
 }
 
-int backend_stat(struct backend *be, const char *key, struct backend_stat *st)
+/* Make io this thread's current ioctx for one backend call, so a wrapper behind the ops table
+ * (the scheduler's, qos/sched_backend.c) sees whose call it is; NULL leaves the caller's. */
+static struct tier_ioctx_saved io_enter(const struct tier_ioctx *io)
 {
-    int rc = check_key(key, false);
-    return rc ? rc : be->ops->stat(be, key, st);
+    if (io)
+        return tier_ioctx_swap(io);
+    return (struct tier_ioctx_saved){0};
 }
 
-ssize_t backend_read(struct backend *be, const char *key, uint64_t off, void *buf, size_t len,
-                     const char *if_match, struct backend_stat *st)
+static void io_leave(const struct tier_ioctx *io, struct tier_ioctx_saved saved)
 {
-    int rc = check_key(key, false);
-    return rc ? rc : be->ops->read(be, key, off, buf, len, if_match, st);
+    if (io)
+        tier_ioctx_restore(saved);
 }
 
-int backend_list(struct backend *be, const char *prefix, const char *delimiter, const char *token,
-                 size_t max_keys, struct backend_list_page *page)
+int backend_stat(struct backend *be, const struct tier_ioctx *io, const char *key,
+                 struct backend_stat *st)
+{
+    int rc = check_key(key, false);
+    if (rc)
+        return rc;
+    struct tier_ioctx_saved sv = io_enter(io);
+    int r = be->ops->stat(be, key, st);
+    io_leave(io, sv);
+    return r;
+}
+
+ssize_t backend_read(struct backend *be, const struct tier_ioctx *io, const char *key, uint64_t off,
+                     void *buf, size_t len, const char *if_match, struct backend_stat *st)
+{
+    int rc = check_key(key, false);
+    if (rc)
+        return rc;
+    struct tier_ioctx_saved sv = io_enter(io);
+    ssize_t r = be->ops->read(be, key, off, buf, len, if_match, st);
+    io_leave(io, sv);
+    return r;
+}
+
+int backend_list(struct backend *be, const struct tier_ioctx *io, const char *prefix,
+                 const char *delimiter, const char *token, size_t max_keys,
+                 struct backend_list_page *page)
 {
     memset(page, 0, sizeof(*page));
     if (prefix && *prefix) {
@@ -136,23 +163,39 @@ int backend_list(struct backend *be, const char *prefix, const char *delimiter, 
         tier_err_set("only '/' is supported as a listing delimiter");
         return -EINVAL;
     }
-    return be->ops->list(be, prefix ? prefix : "", delimiter, token, max_keys, page);
+    struct tier_ioctx_saved sv = io_enter(io);
+    int r = be->ops->list(be, prefix ? prefix : "", delimiter, token, max_keys, page);
+    io_leave(io, sv);
+    return r;
 }
 
-int backend_put(struct backend *be, const char *key, const void *buf, size_t len, char *etag_out)
+int backend_put(struct backend *be, const struct tier_ioctx *io, const char *key, const void *buf,
+                size_t len, char *etag_out)
 {
     int rc = check_key(key, false);
-    return rc ? rc : be->ops->put(be, key, buf, len, etag_out);
+    if (rc)
+        return rc;
+    struct tier_ioctx_saved sv = io_enter(io);
+    int r = be->ops->put(be, key, buf, len, etag_out);
+    io_leave(io, sv);
+    return r;
 }
 
-int backend_mpu_create(struct backend *be, const char *key, char **upload_id)
+int backend_mpu_create(struct backend *be, const struct tier_ioctx *io, const char *key,
+                       char **upload_id)
 {
     int rc = check_key(key, false);
-    return rc ? rc : be->ops->mpu_create(be, key, upload_id);
+    if (rc)
+        return rc;
+    struct tier_ioctx_saved sv = io_enter(io);
+    int r = be->ops->mpu_create(be, key, upload_id);
+    io_leave(io, sv);
+    return r;
 }
 
-int backend_mpu_put_part(struct backend *be, const char *key, const char *upload_id, int part_no,
-                         const void *buf, size_t len, char *etag_out)
+int backend_mpu_put_part(struct backend *be, const struct tier_ioctx *io, const char *key,
+                         const char *upload_id, int part_no, const void *buf, size_t len,
+                         char *etag_out)
 {
     int rc = check_key(key, false);
     if (rc)
@@ -161,11 +204,15 @@ int backend_mpu_put_part(struct backend *be, const char *key, const char *upload
         tier_err_set("multipart part number %d is outside 1..10000", part_no);
         return -EINVAL;
     }
-    return be->ops->mpu_put_part(be, key, upload_id, part_no, buf, len, etag_out);
+    struct tier_ioctx_saved sv = io_enter(io);
+    int r = be->ops->mpu_put_part(be, key, upload_id, part_no, buf, len, etag_out);
+    io_leave(io, sv);
+    return r;
 }
 
-int backend_mpu_complete(struct backend *be, const char *key, const char *upload_id,
-                         const struct backend_part *parts, size_t nparts, char *etag_out)
+int backend_mpu_complete(struct backend *be, const struct tier_ioctx *io, const char *key,
+                         const char *upload_id, const struct backend_part *parts, size_t nparts,
+                         char *etag_out)
 {
     int rc = check_key(key, false);
     if (rc)
@@ -174,22 +221,37 @@ int backend_mpu_complete(struct backend *be, const char *key, const char *upload
         tier_err_set("multipart upload of '%s' completed with no parts", key);
         return -EINVAL;
     }
-    return be->ops->mpu_complete(be, key, upload_id, parts, nparts, etag_out);
+    struct tier_ioctx_saved sv = io_enter(io);
+    int r = be->ops->mpu_complete(be, key, upload_id, parts, nparts, etag_out);
+    io_leave(io, sv);
+    return r;
 }
 
-int backend_mpu_abort(struct backend *be, const char *key, const char *upload_id)
+int backend_mpu_abort(struct backend *be, const struct tier_ioctx *io, const char *key,
+                      const char *upload_id)
 {
     int rc = check_key(key, false);
-    return rc ? rc : be->ops->mpu_abort(be, key, upload_id);
+    if (rc)
+        return rc;
+    struct tier_ioctx_saved sv = io_enter(io);
+    int r = be->ops->mpu_abort(be, key, upload_id);
+    io_leave(io, sv);
+    return r;
 }
 
-int backend_del(struct backend *be, const char *key)
+int backend_del(struct backend *be, const struct tier_ioctx *io, const char *key)
 {
     int rc = check_key(key, false);
-    return rc ? rc : be->ops->del(be, key);
+    if (rc)
+        return rc;
+    struct tier_ioctx_saved sv = io_enter(io);
+    int r = be->ops->del(be, key);
+    io_leave(io, sv);
+    return r;
 }
 
-int backend_mpu_list(struct backend *be, const char *key, struct backend_mpu **out, size_t *n)
+int backend_mpu_list(struct backend *be, const struct tier_ioctx *io, const char *key,
+                     struct backend_mpu **out, size_t *n)
 {
     *out = NULL;
     *n = 0;
@@ -200,7 +262,10 @@ int backend_mpu_list(struct backend *be, const char *key, struct backend_mpu **o
         tier_err_set("backend %s (%s) cannot list multipart uploads", be->name, be->ops->type);
         return -ENOTSUP;
     }
-    return be->ops->mpu_list(be, key, out, n);
+    struct tier_ioctx_saved sv = io_enter(io);
+    int r = be->ops->mpu_list(be, key, out, n);
+    io_leave(io, sv);
+    return r;
 }
 
 int backend_key_check(struct backend *be, const char *key)
@@ -263,7 +328,9 @@ struct par_read {
     size_t len;
     size_t chunk;
     size_t nchunks;
-    const char *etag;   /* version every chunk must match */
+    const char *etag;     /* version every chunk must match */
+    struct tier_ioctx io; /* whose read: every worker thread makes it its current ioctx */
+    bool has_io;
     atomic_size_t next; /* next chunk index to claim */
     atomic_size_t got;  /* bytes read in total */
     atomic_int err;     /* first error, or 0 */
@@ -273,6 +340,7 @@ struct par_read {
 static void *par_worker(void *arg)
 {
     struct par_read *pr = arg;
+    struct tier_ioctx_saved sv = io_enter(pr->has_io ? &pr->io : NULL);
     for (;;) {
         if (atomic_load(&pr->err))
             break;
@@ -294,11 +362,13 @@ static void *par_worker(void *arg)
         }
         atomic_fetch_add(&pr->got, (size_t)n);
     }
+    io_leave(pr->has_io ? &pr->io : NULL, sv);
     return NULL;
 }
 
-ssize_t backend_read_parallel(struct backend *be, const char *key, uint64_t off, void *buf,
-                              size_t len, size_t chunk_bytes, int nthreads, struct backend_stat *st)
+ssize_t backend_read_parallel(struct backend *be, const struct tier_ioctx *io, const char *key,
+                              uint64_t off, void *buf, size_t len, size_t chunk_bytes, int nthreads,
+                              struct backend_stat *st)
 {
     int rc = check_key(key, false);
     if (rc)
@@ -310,7 +380,9 @@ ssize_t backend_read_parallel(struct backend *be, const char *key, uint64_t off,
     /* The first chunk is read here and fixes the version; the rest must match it. */
     struct backend_stat first;
     size_t first_len = len < chunk_bytes ? len : chunk_bytes;
+    struct tier_ioctx_saved sv = io_enter(io);
     ssize_t n = be->ops->read(be, key, off, buf, first_len, NULL, &first);
+    io_leave(io, sv);
     if (n < 0)
         return n;
     if ((size_t)n < first_len || len == first_len) {
@@ -332,6 +404,13 @@ ssize_t backend_read_parallel(struct backend *be, const char *key, uint64_t off,
         .chunk = chunk_bytes,
         .etag = first.etag,
     };
+    /* The calling thread's ioctx when the caller passed none, so the chunks are admitted as the
+     * first one was. */
+    const struct tier_ioctx *eff = io ? io : tier_ioctx_current();
+    if (eff) {
+        pr.io = *eff;
+        pr.has_io = true;
+    }
     pr.nchunks = (pr.len + chunk_bytes - 1) / chunk_bytes;
     atomic_init(&pr.next, 0);
     atomic_init(&pr.got, 0);

@@ -28,6 +28,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "common/ioctx.h"
+
 #define BACKEND_ETAG_MAX 96     /* bytes including NUL */
 #define BACKEND_KEY_MAX 1024    /* bytes excluding NUL, as S3 */
 #define BACKEND_SEGMENT_MAX 255 /* one path segment, as NAME_MAX */
@@ -142,20 +144,28 @@ bool backend_attempt_failed(struct backend *be, int err, bool answered);
 int backend_key_valid(const char *key, size_t len, bool allow_dir);
 
 /* Dispatchers: validate the key, then call the backend. */
-int backend_stat(struct backend *be, const char *key, struct backend_stat *st);
-ssize_t backend_read(struct backend *be, const char *key, uint64_t off, void *buf, size_t len,
-                     const char *if_match, struct backend_stat *st);
-int backend_list(struct backend *be, const char *prefix, const char *delimiter, const char *token,
-                 size_t max_keys, struct backend_list_page *page);
-int backend_put(struct backend *be, const char *key, const void *buf, size_t len, char *etag_out);
-int backend_mpu_create(struct backend *be, const char *key, char **upload_id);
-int backend_mpu_put_part(struct backend *be, const char *key, const char *upload_id, int part_no,
-                         const void *buf, size_t len, char *etag_out);
-int backend_mpu_complete(struct backend *be, const char *key, const char *upload_id,
-                         const struct backend_part *parts, size_t nparts, char *etag_out);
-int backend_mpu_abort(struct backend *be, const char *key, const char *upload_id);
-int backend_del(struct backend *be, const char *key);
-int backend_mpu_list(struct backend *be, const char *key, struct backend_mpu **out, size_t *n);
+int backend_stat(struct backend *be, const struct tier_ioctx *io, const char *key,
+                 struct backend_stat *st);
+ssize_t backend_read(struct backend *be, const struct tier_ioctx *io, const char *key, uint64_t off,
+                     void *buf, size_t len, const char *if_match, struct backend_stat *st);
+int backend_list(struct backend *be, const struct tier_ioctx *io, const char *prefix,
+                 const char *delimiter, const char *token, size_t max_keys,
+                 struct backend_list_page *page);
+int backend_put(struct backend *be, const struct tier_ioctx *io, const char *key, const void *buf,
+                size_t len, char *etag_out);
+int backend_mpu_create(struct backend *be, const struct tier_ioctx *io, const char *key,
+                       char **upload_id);
+int backend_mpu_put_part(struct backend *be, const struct tier_ioctx *io, const char *key,
+                         const char *upload_id, int part_no, const void *buf, size_t len,
+                         char *etag_out);
+int backend_mpu_complete(struct backend *be, const struct tier_ioctx *io, const char *key,
+                         const char *upload_id, const struct backend_part *parts, size_t nparts,
+                         char *etag_out);
+int backend_mpu_abort(struct backend *be, const struct tier_ioctx *io, const char *key,
+                      const char *upload_id);
+int backend_del(struct backend *be, const struct tier_ioctx *io, const char *key);
+int backend_mpu_list(struct backend *be, const struct tier_ioctx *io, const char *key,
+                     struct backend_mpu **out, size_t *n);
 /* backend_key_valid, then the backend's own key_check. */
 int backend_key_check(struct backend *be, const char *key);
 /* ops->max_parts, or BACKEND_MAX_PARTS. */
@@ -168,8 +178,8 @@ void backend_list_page_fini(struct backend_list_page *page);
 
 /* Read [off, off+len) with up to nthreads concurrent ranged reads of chunk_bytes each, all pinned
  * to the version of the first chunk (if_match). Returns bytes read or -errno. */
-ssize_t backend_read_parallel(struct backend *be, const char *key, uint64_t off, void *buf,
-                              size_t len, size_t chunk_bytes, int nthreads,
+ssize_t backend_read_parallel(struct backend *be, const struct tier_ioctx *io, const char *key,
+                              uint64_t off, void *buf, size_t len, size_t chunk_bytes, int nthreads,
                               struct backend_stat *st);
 
 /* ---- constructors ---------------------------------------------------------------------- */

@@ -48,9 +48,6 @@
 #include "common/strutil.h"
 #include "common/timeutil.h"
 #include "writeback/wb_int.h"
-#ifdef WB_HAVE_QOS
-#include "qos/sched.h"
-#endif
 
 #define KEY_BLOCKED_RETRY_MS 20
 /* Internal: another row of the key must finish first, or an upload restarts from the local copy;
@@ -64,46 +61,11 @@
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
-/* Each backend request is admitted at the QoS scheduling point as class checkpoint. A backend
- * the scheduler wraps (sched_backend_wrap: all of tierd's) is admitted in its own lane inside
- * the call, so only the class is set here, as the cache's fetch hook does; admitting in the
- * default lane as well would let uploads stuck on one backend hold the slots the others need. */
-static uint64_t io_begin(struct wb *wb, struct backend *be, size_t bytes)
-{
-#ifdef WB_HAVE_QOS
-    if (wb->cfg.sched) {
-        struct tier_ioctx io = {.tenant = wb->cfg.tenant, .cls = TIER_IO_CHECKPOINT};
-        if (sched_backend_lane(wb->cfg.sched, be))
-            sched_thread_io_set(&io);
-        else
-            sched_admit(wb->cfg.sched, &io, bytes);
-    }
-#else
-    (void)wb;
-    (void)be;
-    (void)bytes;
-#endif
-    return tier_now_mono_ns();
-}
-
-static void io_end(struct wb *wb, struct backend *be, size_t bytes, long result, uint64_t t0)
-{
-#ifdef WB_HAVE_QOS
-    if (wb->cfg.sched) {
-        struct tier_ioctx io = {.tenant = wb->cfg.tenant, .cls = TIER_IO_CHECKPOINT};
-        if (sched_backend_lane(wb->cfg.sched, be))
-            sched_thread_io_set(NULL);
-        else
-            sched_done(wb->cfg.sched, &io, bytes, result, tier_now_mono_ns() - t0);
-    }
-#else
-    (void)wb;
-    (void)be;
-    (void)bytes;
-    (void)result;
-    (void)t0;
-#endif
-}
+/* Whose backend calls the uploader makes: the namespace's tenant (wb_config.tenant), class
+ * checkpoint. Every call goes through a backend dispatcher with it, so the scheduler's wrapper
+ * (qos/sched_backend.c) admits it in the backend's own lane as that tenant's checkpoint I/O. */
+#define UPLOAD_IO(wb)                                                                              \
+    (&(const struct tier_ioctx){.tenant = (wb)->cfg.tenant, .cls = TIER_IO_CHECKPOINT})
 
 static int md5_bin(const void *buf, size_t len, unsigned char out[16])
 {
@@ -287,9 +249,7 @@ static void flag_orphans(struct wb *wb, struct wb_entry *e)
 static void abort_upload(struct wb *wb, struct wb_entry *e, struct backend *be, const char *key,
                          const char *upload_id)
 {
-    uint64_t t0 = io_begin(wb, be, 0);
-    int rc = backend_mpu_abort(be, key, upload_id);
-    io_end(wb, be, 0, rc, t0);
+    int rc = backend_mpu_abort(be, UPLOAD_IO(wb), key, upload_id);
     if (rc && rc != -ENOENT)
         flag_orphans(wb, e);
 }
@@ -322,9 +282,7 @@ static void restart_multipart(struct wb *wb, struct wb_entry *e, struct backend 
 static int verify_object(struct wb *wb, struct backend *be, const char *key, uint64_t size)
 {
     struct backend_stat st;
-    uint64_t t0 = io_begin(wb, be, 0);
-    int rc = backend_stat(be, key, &st);
-    io_end(wb, be, 0, rc, t0);
+    int rc = backend_stat(be, UPLOAD_IO(wb), key, &st);
     if (rc)
         return rc;
     if (st.size_bytes != size) {
@@ -418,9 +376,7 @@ static int upload_single(struct wb *wb, struct wb_entry *e, struct backend *be, 
     if (rc)
         goto out;
     char etag[BACKEND_ETAG_MAX] = "";
-    uint64_t t0 = io_begin(wb, be, size);
-    rc = backend_put(be, key, buf, size, etag);
-    io_end(wb, be, size, rc, t0);
+    rc = backend_put(be, UPLOAD_IO(wb), key, buf, size, etag);
     if (size_or_key_refused(rc))
         at->refused = at->final_refused = true;
     if (rc)
@@ -498,9 +454,8 @@ static void *part_worker(void *arg)
             rc = md5_bin(buf, len, md);
         if (!rc) {
             tier_hex(md, 16, want);
-            uint64_t t0 = io_begin(wb, u->be, len);
-            rc = backend_mpu_put_part(u->be, u->key, u->upload_id, no, buf, len, etag);
-            io_end(wb, u->be, len, rc, t0);
+            rc = backend_mpu_put_part(u->be, UPLOAD_IO(wb), u->key, u->upload_id, no, buf, len,
+                                      etag);
         }
         if (!rc && etag_md5(etag, got) && strcmp(got, want) != 0) {
             tier_err_set("part %d: backend ETag %s is not the MD5 %s of the bytes sent", no, etag,
@@ -595,9 +550,7 @@ static void abort_orphans(struct wb *wb, struct wb_entry *e, struct backend *be,
     pthread_mutex_unlock(&wb->lock);
     struct backend_mpu *v = NULL;
     size_t n = 0;
-    uint64_t t0 = io_begin(wb, be, 0);
-    int rc = backend_mpu_list(be, key, &v, &n);
-    io_end(wb, be, 0, rc, t0);
+    int rc = backend_mpu_list(be, UPLOAD_IO(wb), key, &v, &n);
     if (rc) {
         /* the flag stays (the next attempt, if any, looks again); the upload goes ahead */
         log_warn("write-back: cannot list the multipart uploads of %s:%s (%s: %s); one left by a "
@@ -627,9 +580,7 @@ static void abort_orphans(struct wb *wb, struct wb_entry *e, struct backend *be,
             pthread_mutex_unlock(&wb->lock);
             break;
         }
-        t0 = io_begin(wb, be, 0);
-        rc = backend_mpu_abort(be, key, v[i].upload_id);
-        io_end(wb, be, 0, rc, t0);
+        rc = backend_mpu_abort(be, UPLOAD_IO(wb), key, v[i].upload_id);
         if (rc == 0)
             aborted++;
         else if (rc != -ENOENT) /* -ENOENT: finished meanwhile */
@@ -704,9 +655,7 @@ static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *b
             return -ENOMEM;
     } else {
         pthread_mutex_unlock(&wb->lock);
-        uint64_t t0 = io_begin(wb, be, 0);
-        rc = backend_mpu_create(be, key, &upload_id);
-        io_end(wb, be, 0, rc, t0);
+        rc = backend_mpu_create(be, UPLOAD_IO(wb), key, &upload_id);
         if (rc) {
             at->refused = size_or_key_refused(rc);
             flag_orphans(wb, e); /* the server may have created it and the reply got lost */
@@ -725,9 +674,7 @@ static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *b
         }
         pthread_mutex_unlock(&wb->lock);
         if (rc) {
-            uint64_t t1 = io_begin(wb, be, 0);
-            int arc = backend_mpu_abort(be, key, upload_id);
-            io_end(wb, be, 0, arc, t1);
+            int arc = backend_mpu_abort(be, UPLOAD_IO(wb), key, upload_id);
             if (arc)
                 flag_orphans(wb, e);
             free(upload_id);
@@ -808,9 +755,7 @@ static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *b
         goto out;
     }
     char etag[BACKEND_ETAG_MAX] = "";
-    uint64_t t0 = io_begin(wb, be, 0);
-    rc = backend_mpu_complete(be, key, upload_id, parts, (size_t)nparts, etag);
-    io_end(wb, be, 0, rc, t0);
+    rc = backend_mpu_complete(be, UPLOAD_IO(wb), key, upload_id, parts, (size_t)nparts, etag);
     if (rc == -EFBIG) /* EntityTooLarge; not ENAMETOOLONG, which can come from its answer */
         at->refused = at->final_refused = true;
     if (rc) {
@@ -865,16 +810,12 @@ static int process_cancelled(struct wb *wb, struct wb_entry *e, struct backend *
     if (orphans) /* an unlinked or renamed row that may have left an unjournalled upload */
         abort_orphans(wb, e, be, key);
     if (upload_id) {
-        uint64_t t0 = io_begin(wb, be, 0);
-        rc = backend_mpu_abort(be, key, upload_id);
-        io_end(wb, be, 0, rc, t0);
+        rc = backend_mpu_abort(be, UPLOAD_IO(wb), key, upload_id);
         if (rc == -ENOENT)
             rc = 0;
     }
     if (!rc && del) {
-        uint64_t t0 = io_begin(wb, be, 0);
-        rc = backend_del(be, key);
-        io_end(wb, be, 0, rc, t0);
+        rc = backend_del(be, UPLOAD_IO(wb), key);
         if (rc == -ENOENT)
             rc = 0;
         if (rc && backend_key_check(be, key) != 0) {

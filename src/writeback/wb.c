@@ -530,12 +530,6 @@ int wb_open(const struct wb_config *cfg, struct wb **out)
         wb->cfg.upload_holdoff_max_ms = 30000;
     if (!wb->cfg.max_evictable_rows)
         wb->cfg.max_evictable_rows = 10000;
-#ifndef WB_HAVE_QOS
-    if (wb->cfg.sched) {
-        log_warn("write-back: built without the QoS scheduler; uploads are not admitted");
-        wb->cfg.sched = NULL;
-    }
-#endif
     wb->spool = strdup(cfg->spool_dir);
     if (cfg->journal_path)
         wb->journal_path = strdup(cfg->journal_path);

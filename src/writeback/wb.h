@@ -34,7 +34,6 @@
 #include <sys/types.h>
 
 struct backend;
-struct sched;
 struct wb;
 struct wb_file;
 
@@ -125,8 +124,7 @@ struct wb_config {
     enum wb_durability durability;
     uint64_t retry_base_ms;       /* first file-level retry delay; default 200 */
     uint64_t retry_max_ms;        /* cap of the growing delay; default 30000 */
-    struct sched *sched;          /* NULL or the QoS scheduling point (class TIER_IO_CHECKPOINT) */
-    uint32_t tenant;              /* tenant for the scheduler */
+    uint32_t tenant;              /* whose uploads (struct tier_ioctx.tenant), class checkpoint */
     const struct wb_io_hooks *io; /* NULL: real pwrite/fsync */
     wb_event_fn on_event;
     void *event_ctx;

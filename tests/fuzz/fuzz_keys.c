@@ -157,14 +157,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     z[size] = '\0';
     if (file_ok) {
         struct backend_stat st;
-        if (backend_stat(g_be, z, &st) == 0)
+        if (backend_stat(g_be, NULL, z, &st) == 0)
             check_not_outside(&st);
         char buf[16];
-        if (backend_read(g_be, z, 0, buf, sizeof(buf), NULL, &st) >= 0)
+        if (backend_read(g_be, NULL, z, 0, buf, sizeof(buf), NULL, &st) >= 0)
             check_not_outside(&st);
     }
     struct backend_list_page page;
-    if (backend_list(g_be, z, "/", NULL, 50, &page) == 0) {
+    if (backend_list(g_be, NULL, z, "/", NULL, 50, &page) == 0) {
         for (size_t i = 0; i < page.n; i++) {
             CHECK(strncmp(page.entries[i].name, z, size) == 0);
             CHECK(page.entries[i].size_bytes != 12345);

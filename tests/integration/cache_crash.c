@@ -148,7 +148,7 @@ static void test_kill9_cycles(void **state)
         key_of(i, key, sizeof(key));
         w.data[i] = malloc(OBJ_SIZE);
         tu_fill_random(w.data[i], OBJ_SIZE, seed + (uint64_t)i);
-        assert_int_equal(backend_put(w.be, key, w.data[i], OBJ_SIZE, w.etag[i]), 0);
+        assert_int_equal(backend_put(w.be, NULL, key, w.data[i], OBJ_SIZE, w.etag[i]), 0);
     }
     /* disk holds ~2/3 of the data set, so the child evicts (unlinks) as well as writes */
     w.cfg = (struct cache_config){

@@ -172,11 +172,11 @@ static void test_put_get_stat_delete(void **state)
     unsigned char *data = malloc(len), *back = malloc(len + 100);
     tu_fill_random(data, len, 1);
     char etag[BACKEND_ETAG_MAX] = "";
-    ASSERT_OK(backend_put(g_be, "basic/sub/obj.bin", data, len, etag));
+    ASSERT_OK(backend_put(g_be, NULL, "basic/sub/obj.bin", data, len, etag));
     assert_true(etag[0] != '\0');
 
     struct backend_stat st;
-    ASSERT_OK(backend_stat(g_be, "basic/sub/obj.bin", &st));
+    ASSERT_OK(backend_stat(g_be, NULL, "basic/sub/obj.bin", &st));
     assert_int_equal(st.size_bytes, len);
     assert_string_equal(st.etag, etag);
     assert_false(st.is_dir);
@@ -184,24 +184,29 @@ static void test_put_get_stat_delete(void **state)
 
     /* Whole read, asking for more than there is: short at the end only. */
     memset(back, 0, len + 100);
-    assert_int_equal(backend_read(g_be, "basic/sub/obj.bin", 0, back, len + 100, NULL, &st), len);
+    assert_int_equal(backend_read(g_be, NULL, "basic/sub/obj.bin", 0, back, len + 100, NULL, &st),
+                     len);
     assert_memory_equal(back, data, len);
     assert_string_equal(st.etag, etag);
     assert_int_equal(st.size_bytes, len);
     /* Ranged reads: inside, crossing the end, at the end, past the end. */
-    assert_int_equal(backend_read(g_be, "basic/sub/obj.bin", 1000, back, 5000, etag, NULL), 5000);
+    assert_int_equal(backend_read(g_be, NULL, "basic/sub/obj.bin", 1000, back, 5000, etag, NULL),
+                     5000);
     assert_memory_equal(back, data + 1000, 5000);
-    assert_int_equal(backend_read(g_be, "basic/sub/obj.bin", len - 10, back, 100, NULL, NULL), 10);
+    assert_int_equal(backend_read(g_be, NULL, "basic/sub/obj.bin", len - 10, back, 100, NULL, NULL),
+                     10);
     assert_memory_equal(back, data + len - 10, 10);
-    assert_int_equal(backend_read(g_be, "basic/sub/obj.bin", len, back, 100, NULL, NULL), 0);
-    assert_int_equal(backend_read(g_be, "basic/sub/obj.bin", len + 4096, back, 100, NULL, NULL), 0);
-    assert_int_equal(backend_read(g_be, "basic/sub/obj.bin", 5, back, 1, NULL, NULL), 1);
+    assert_int_equal(backend_read(g_be, NULL, "basic/sub/obj.bin", len, back, 100, NULL, NULL), 0);
+    assert_int_equal(
+        backend_read(g_be, NULL, "basic/sub/obj.bin", len + 4096, back, 100, NULL, NULL), 0);
+    assert_int_equal(backend_read(g_be, NULL, "basic/sub/obj.bin", 5, back, 1, NULL, NULL), 1);
     assert_int_equal(back[0], data[5]);
 
-    ASSERT_OK(backend_del(g_be, "basic/sub/obj.bin"));
-    assert_int_equal(backend_stat(g_be, "basic/sub/obj.bin", &st), -ENOENT);
-    assert_int_equal(backend_read(g_be, "basic/sub/obj.bin", 0, back, 10, NULL, NULL), -ENOENT);
-    assert_int_equal(backend_del(g_be, "basic/sub/obj.bin"), -ENOENT);
+    ASSERT_OK(backend_del(g_be, NULL, "basic/sub/obj.bin"));
+    assert_int_equal(backend_stat(g_be, NULL, "basic/sub/obj.bin", &st), -ENOENT);
+    assert_int_equal(backend_read(g_be, NULL, "basic/sub/obj.bin", 0, back, 10, NULL, NULL),
+                     -ENOENT);
+    assert_int_equal(backend_del(g_be, NULL, "basic/sub/obj.bin"), -ENOENT);
     free(data);
     free(back);
 }
@@ -210,24 +215,24 @@ static void test_overwrite_changes_version(void **state)
 {
     (void)state;
     char e1[BACKEND_ETAG_MAX], e2[BACKEND_ETAG_MAX];
-    ASSERT_OK(backend_put(g_be, "over/obj", "version one", 11, e1));
-    ASSERT_OK(backend_put(g_be, "over/obj", "version 2", 9, e2));
+    ASSERT_OK(backend_put(g_be, NULL, "over/obj", "version one", 11, e1));
+    ASSERT_OK(backend_put(g_be, NULL, "over/obj", "version 2", 9, e2));
     assert_string_not_equal(e1, e2);
     struct backend_stat st;
-    ASSERT_OK(backend_stat(g_be, "over/obj", &st));
+    ASSERT_OK(backend_stat(g_be, NULL, "over/obj", &st));
     assert_string_equal(st.etag, e2);
     assert_int_equal(st.size_bytes, 9);
     char buf[32];
     tier_err_clear();
-    assert_int_equal(backend_read(g_be, "over/obj", 0, buf, sizeof(buf), e1, NULL), -ESTALE);
+    assert_int_equal(backend_read(g_be, NULL, "over/obj", 0, buf, sizeof(buf), e1, NULL), -ESTALE);
     assert_true(tier_err_msg()[0] != '\0');
-    assert_int_equal(backend_read(g_be, "over/obj", 0, buf, sizeof(buf), e2, NULL), 9);
+    assert_int_equal(backend_read(g_be, NULL, "over/obj", 0, buf, sizeof(buf), e2, NULL), 9);
     assert_memory_equal(buf, "version 2", 9);
     /* The same length with other bytes is a new version too. */
     char e3[BACKEND_ETAG_MAX];
-    ASSERT_OK(backend_put(g_be, "over/obj", "version 3", 9, e3));
+    ASSERT_OK(backend_put(g_be, NULL, "over/obj", "version 3", 9, e3));
     assert_string_not_equal(e2, e3);
-    assert_int_equal(backend_read(g_be, "over/obj", 0, buf, 4, e2, NULL), -ESTALE);
+    assert_int_equal(backend_read(g_be, NULL, "over/obj", 0, buf, 4, e2, NULL), -ESTALE);
 }
 
 /* ---- listing ------------------------------------------------------------------------------- */
@@ -250,7 +255,7 @@ static void *put_list_keys(void *arg)
         char key[64], body[32];
         snprintf(key, sizeof(key), "list/d%02d/k%04d", i / LIST_PER_DIR, i);
         int n = snprintf(body, sizeof(body), "%d", i);
-        int rc = backend_put(g_be, key, body, (size_t)n, NULL);
+        int rc = backend_put(g_be, NULL, key, body, (size_t)n, NULL);
         if (rc) {
             j->err = rc;
             snprintf(j->msg, sizeof(j->msg), "put %s: %s", key, tier_err_msg());
@@ -273,9 +278,9 @@ static void test_list_2500(void **state)
     for (int i = 0; i < NTHREADS; i++)
         if (jobs[i].err)
             fail_msg("%d %s", jobs[i].err, jobs[i].msg);
-    ASSERT_OK(backend_put(g_be, "list/top-a", "a", 1, NULL));
-    ASSERT_OK(backend_put(g_be, "list/top-b", "b", 1, NULL));
-    ASSERT_OK(backend_put(g_be, "listing-not-under-prefix", "c", 1, NULL));
+    ASSERT_OK(backend_put(g_be, NULL, "list/top-a", "a", 1, NULL));
+    ASSERT_OK(backend_put(g_be, NULL, "list/top-b", "b", 1, NULL));
+    ASSERT_OK(backend_put(g_be, NULL, "listing-not-under-prefix", "c", 1, NULL));
 
     /* Recursive: every key exactly once, in order, in pages of at most 1000. */
     int seen = 0, pages = 0;
@@ -283,7 +288,7 @@ static void test_list_2500(void **state)
     char prev[128] = "";
     do {
         struct backend_list_page page;
-        ASSERT_OK(backend_list(g_be, "list/", NULL, token, 1000, &page));
+        ASSERT_OK(backend_list(g_be, NULL, "list/", NULL, token, 1000, &page));
         free(token);
         token = page.next_token ? strdup(page.next_token) : NULL;
         pages++;
@@ -310,7 +315,7 @@ static void test_list_2500(void **state)
 
     /* With delimiter: 25 common prefixes and 2 objects at this level. */
     struct backend_list_page page;
-    ASSERT_OK(backend_list(g_be, "list/", "/", NULL, 0, &page));
+    ASSERT_OK(backend_list(g_be, NULL, "list/", "/", NULL, 0, &page));
     assert_int_equal(page.n, LIST_DIRS + 2);
     assert_null(page.next_token);
     for (int i = 0; i < LIST_DIRS; i++) {
@@ -327,7 +332,7 @@ static void test_list_2500(void **state)
     seen = 0;
     token = NULL;
     do {
-        ASSERT_OK(backend_list(g_be, "list/", "/", token, 10, &page));
+        ASSERT_OK(backend_list(g_be, NULL, "list/", "/", token, 10, &page));
         free(token);
         token = page.next_token ? strdup(page.next_token) : NULL;
         assert_true(page.n <= 10);
@@ -337,18 +342,18 @@ static void test_list_2500(void **state)
     assert_int_equal(seen, LIST_DIRS + 2);
 
     /* One directory, and a prefix ending mid-name. */
-    ASSERT_OK(backend_list(g_be, "list/d07/", "/", NULL, 0, &page));
+    ASSERT_OK(backend_list(g_be, NULL, "list/d07/", "/", NULL, 0, &page));
     assert_int_equal(page.n, LIST_PER_DIR);
     assert_string_equal(page.entries[0].name, "list/d07/k0700");
     backend_list_page_fini(&page);
-    ASSERT_OK(backend_list(g_be, "list/d1", "/", NULL, 0, &page));
+    ASSERT_OK(backend_list(g_be, NULL, "list/d1", "/", NULL, 0, &page));
     assert_int_equal(page.n, 10);
     assert_string_equal(page.entries[9].name, "list/d19/");
     backend_list_page_fini(&page);
-    ASSERT_OK(backend_list(g_be, "list/d07/k07", NULL, NULL, 0, &page));
+    ASSERT_OK(backend_list(g_be, NULL, "list/d07/k07", NULL, NULL, 0, &page));
     assert_int_equal(page.n, LIST_PER_DIR);
     backend_list_page_fini(&page);
-    ASSERT_OK(backend_list(g_be, "no-such-prefix/", NULL, NULL, 0, &page));
+    ASSERT_OK(backend_list(g_be, NULL, "no-such-prefix/", NULL, NULL, 0, &page));
     assert_int_equal(page.n, 0);
     assert_null(page.next_token);
     backend_list_page_fini(&page);
@@ -366,41 +371,41 @@ static void test_multipart_64m(void **state)
     assert_non_null(back);
     tu_fill_random(data, total, 64);
     char *id = NULL;
-    ASSERT_OK(backend_mpu_create(g_be, "mpu/big.bin", &id));
+    ASSERT_OK(backend_mpu_create(g_be, NULL, "mpu/big.bin", &id));
     struct backend_part parts[13];
     /* Upload in reverse order: the part number, not the order, places the data. */
     for (int i = nparts - 1; i >= 0; i--) {
         size_t off = (size_t)i * part;
         size_t len = total - off < part ? total - off : part;
         parts[i].number = i + 1;
-        ASSERT_OK(
-            backend_mpu_put_part(g_be, "mpu/big.bin", id, i + 1, data + off, len, parts[i].etag));
+        ASSERT_OK(backend_mpu_put_part(g_be, NULL, "mpu/big.bin", id, i + 1, data + off, len,
+                                       parts[i].etag));
     }
     struct backend_stat st;
-    assert_int_equal(backend_stat(g_be, "mpu/big.bin", &st), -ENOENT);
+    assert_int_equal(backend_stat(g_be, NULL, "mpu/big.bin", &st), -ENOENT);
     char etag[BACKEND_ETAG_MAX];
-    ASSERT_OK(backend_mpu_complete(g_be, "mpu/big.bin", id, parts, (size_t)nparts, etag));
+    ASSERT_OK(backend_mpu_complete(g_be, NULL, "mpu/big.bin", id, parts, (size_t)nparts, etag));
     free(id);
-    ASSERT_OK(backend_stat(g_be, "mpu/big.bin", &st));
+    ASSERT_OK(backend_stat(g_be, NULL, "mpu/big.bin", &st));
     assert_int_equal(st.size_bytes, total);
     assert_string_equal(st.etag, etag);
 
     memset(back, 0, total);
-    assert_int_equal(backend_read(g_be, "mpu/big.bin", 0, back, total, etag, NULL), total);
+    assert_int_equal(backend_read(g_be, NULL, "mpu/big.bin", 0, back, total, etag, NULL), total);
     assert_true(memcmp(back, data, total) == 0);
     memset(back, 0, total);
     struct backend_stat pst;
-    assert_int_equal(backend_read_parallel(g_be, "mpu/big.bin", 0, back, total, 8 * MIB, 4, &pst),
-                     total);
+    assert_int_equal(
+        backend_read_parallel(g_be, NULL, "mpu/big.bin", 0, back, total, 8 * MIB, 4, &pst), total);
     assert_true(memcmp(back, data, total) == 0);
     assert_string_equal(pst.etag, etag);
     /* Parallel read of an unaligned range ending past the object. */
     memset(back, 0, total);
-    assert_int_equal(
-        backend_read_parallel(g_be, "mpu/big.bin", 3 * MIB + 17, back, total, 8 * MIB, 4, NULL),
-        total - (3 * MIB + 17));
+    assert_int_equal(backend_read_parallel(g_be, NULL, "mpu/big.bin", 3 * MIB + 17, back, total,
+                                           8 * MIB, 4, NULL),
+                     total - (3 * MIB + 17));
     assert_true(memcmp(back, data + 3 * MIB + 17, total - (3 * MIB + 17)) == 0);
-    ASSERT_OK(backend_del(g_be, "mpu/big.bin"));
+    ASSERT_OK(backend_del(g_be, NULL, "mpu/big.bin"));
     free(data);
     free(back);
 }
@@ -412,20 +417,20 @@ static void test_multipart_abort(void **state)
     unsigned char *data = malloc(len);
     tu_fill_random(data, len, 5);
     char *id = NULL;
-    ASSERT_OK(backend_mpu_create(g_be, "abort/obj", &id));
+    ASSERT_OK(backend_mpu_create(g_be, NULL, "abort/obj", &id));
     char e1[BACKEND_ETAG_MAX];
-    ASSERT_OK(backend_mpu_put_part(g_be, "abort/obj", id, 1, data, len, e1));
-    ASSERT_OK(backend_mpu_abort(g_be, "abort/obj", id));
+    ASSERT_OK(backend_mpu_put_part(g_be, NULL, "abort/obj", id, 1, data, len, e1));
+    ASSERT_OK(backend_mpu_abort(g_be, NULL, "abort/obj", id));
     struct backend_stat st;
-    assert_int_equal(backend_stat(g_be, "abort/obj", &st), -ENOENT);
+    assert_int_equal(backend_stat(g_be, NULL, "abort/obj", &st), -ENOENT);
     struct backend_list_page page;
-    ASSERT_OK(backend_list(g_be, "abort/", NULL, NULL, 0, &page));
+    ASSERT_OK(backend_list(g_be, NULL, "abort/", NULL, NULL, 0, &page));
     assert_int_equal(page.n, 0);
     backend_list_page_fini(&page);
     struct backend_part p = {.number = 1};
     memcpy(p.etag, e1, sizeof(e1));
-    assert_true(backend_mpu_complete(g_be, "abort/obj", id, &p, 1, NULL) < 0);
-    assert_int_equal(backend_stat(g_be, "abort/obj", &st), -ENOENT);
+    assert_true(backend_mpu_complete(g_be, NULL, "abort/obj", id, &p, 1, NULL) < 0);
+    assert_int_equal(backend_stat(g_be, NULL, "abort/obj", &st), -ENOENT);
     free(id);
     free(data);
 }
@@ -445,34 +450,34 @@ static void test_multipart_list(void **state)
     (void)state;
     int64_t t0 = (int64_t)tier_now_real_ns() - 60 * (int64_t)TIER_NS_PER_SEC; /* clock skew */
     char *a1 = NULL, *a2 = NULL, *longer = NULL, *other = NULL;
-    ASSERT_OK(backend_mpu_create(g_be, "mlist/k", &a1));
-    ASSERT_OK(backend_mpu_create(g_be, "mlist/k", &a2));
-    ASSERT_OK(backend_mpu_create(g_be, "mlist/k2", &longer));
-    ASSERT_OK(backend_mpu_create(g_be, "mlist/j", &other));
+    ASSERT_OK(backend_mpu_create(g_be, NULL, "mlist/k", &a1));
+    ASSERT_OK(backend_mpu_create(g_be, NULL, "mlist/k", &a2));
+    ASSERT_OK(backend_mpu_create(g_be, NULL, "mlist/k2", &longer));
+    ASSERT_OK(backend_mpu_create(g_be, NULL, "mlist/j", &other));
     struct backend_mpu *v = NULL;
     size_t n = 0;
-    ASSERT_OK(backend_mpu_list(g_be, "mlist/k", &v, &n));
+    ASSERT_OK(backend_mpu_list(g_be, NULL, "mlist/k", &v, &n));
     assert_int_equal(n, 2);
     assert_true(mpu_has(v, n, a1) && mpu_has(v, n, a2));
     for (size_t i = 0; i < n; i++)
         assert_true(v[i].initiated_ns > t0);
     backend_mpu_list_free(v, n);
-    ASSERT_OK(backend_mpu_abort(g_be, "mlist/k", a1));
-    ASSERT_OK(backend_mpu_list(g_be, "mlist/k", &v, &n));
+    ASSERT_OK(backend_mpu_abort(g_be, NULL, "mlist/k", a1));
+    ASSERT_OK(backend_mpu_list(g_be, NULL, "mlist/k", &v, &n));
     assert_int_equal(n, 1);
     assert_true(mpu_has(v, n, a2));
     backend_mpu_list_free(v, n);
-    ASSERT_OK(backend_mpu_abort(g_be, "mlist/k", a2));
-    ASSERT_OK(backend_mpu_list(g_be, "mlist/k", &v, &n));
+    ASSERT_OK(backend_mpu_abort(g_be, NULL, "mlist/k", a2));
+    ASSERT_OK(backend_mpu_list(g_be, NULL, "mlist/k", &v, &n));
     assert_int_equal(n, 0);
     backend_mpu_list_free(v, n);
-    ASSERT_OK(backend_mpu_list(g_be, "mlist/k2", &v, &n));
+    ASSERT_OK(backend_mpu_list(g_be, NULL, "mlist/k2", &v, &n));
     assert_int_equal(n, 1);
     assert_string_equal(v[0].upload_id, longer);
     backend_mpu_list_free(v, n);
-    ASSERT_OK(backend_mpu_abort(g_be, "mlist/k2", longer));
-    ASSERT_OK(backend_mpu_abort(g_be, "mlist/j", other));
-    ASSERT_OK(backend_mpu_list(g_be, "mlist/none", &v, &n));
+    ASSERT_OK(backend_mpu_abort(g_be, NULL, "mlist/k2", longer));
+    ASSERT_OK(backend_mpu_abort(g_be, NULL, "mlist/j", other));
+    ASSERT_OK(backend_mpu_list(g_be, NULL, "mlist/none", &v, &n));
     assert_int_equal(n, 0);
     backend_mpu_list_free(v, n);
     free(a1);
@@ -488,14 +493,15 @@ static void test_missing_keys(void **state)
     (void)state;
     struct backend_stat st;
     char buf[8];
-    assert_int_equal(backend_stat(g_be, "missing/nothing", &st), -ENOENT);
-    assert_int_equal(backend_read(g_be, "missing/nothing", 0, buf, sizeof(buf), NULL, NULL),
+    assert_int_equal(backend_stat(g_be, NULL, "missing/nothing", &st), -ENOENT);
+    assert_int_equal(backend_read(g_be, NULL, "missing/nothing", 0, buf, sizeof(buf), NULL, NULL),
                      -ENOENT);
-    assert_int_equal(backend_del(g_be, "missing/nothing"), -ENOENT);
+    assert_int_equal(backend_del(g_be, NULL, "missing/nothing"), -ENOENT);
     assert_int_equal(
-        backend_read_parallel(g_be, "missing/nothing", 0, buf, sizeof(buf), 4, 2, NULL), -ENOENT);
+        backend_read_parallel(g_be, NULL, "missing/nothing", 0, buf, sizeof(buf), 4, 2, NULL),
+        -ENOENT);
     tier_err_clear();
-    assert_int_equal(backend_stat(g_be, "missing", &st), -ENOENT);
+    assert_int_equal(backend_stat(g_be, NULL, "missing", &st), -ENOENT);
 }
 
 static void test_invalid_keys(void **state)
@@ -507,16 +513,16 @@ static void test_invalid_keys(void **state)
     char buf[8];
     char *id = NULL;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        assert_int_equal(backend_put(g_be, bad[i], "x", 1, NULL), -EINVAL);
-        assert_int_equal(backend_stat(g_be, bad[i], &st), -EINVAL);
-        assert_int_equal(backend_read(g_be, bad[i], 0, buf, 1, NULL, NULL), -EINVAL);
-        assert_int_equal(backend_del(g_be, bad[i]), -EINVAL);
-        assert_int_equal(backend_mpu_create(g_be, bad[i], &id), -EINVAL);
+        assert_int_equal(backend_put(g_be, NULL, bad[i], "x", 1, NULL), -EINVAL);
+        assert_int_equal(backend_stat(g_be, NULL, bad[i], &st), -EINVAL);
+        assert_int_equal(backend_read(g_be, NULL, bad[i], 0, buf, 1, NULL, NULL), -EINVAL);
+        assert_int_equal(backend_del(g_be, NULL, bad[i]), -EINVAL);
+        assert_int_equal(backend_mpu_create(g_be, NULL, bad[i], &id), -EINVAL);
     }
     char longkey[BACKEND_KEY_MAX + 2];
     memset(longkey, 'k', sizeof(longkey) - 1);
     longkey[sizeof(longkey) - 1] = '\0';
-    assert_int_equal(backend_put(g_be, longkey, "x", 1, NULL), -ENAMETOOLONG);
+    assert_int_equal(backend_put(g_be, NULL, longkey, "x", 1, NULL), -ENAMETOOLONG);
     assert_null(id);
 }
 
@@ -541,8 +547,8 @@ static void *conc_worker(void *arg)
         snprintf(key, sizeof(key), "conc/t%d/k%d", j->id, i % 5);
         tu_fill_random(data, CONC_BYTES, (uint64_t)(j->id * 1000 + i));
         char etag[BACKEND_ETAG_MAX];
-        int rc = backend_put(g_be, key, data, CONC_BYTES, etag);
-        ssize_t n = rc ? rc : backend_read(g_be, key, 0, back, CONC_BYTES, etag, NULL);
+        int rc = backend_put(g_be, NULL, key, data, CONC_BYTES, etag);
+        ssize_t n = rc ? rc : backend_read(g_be, NULL, key, 0, back, CONC_BYTES, etag, NULL);
         if (n != CONC_BYTES) {
             j->err = n < 0 ? (int)n : -EIO;
             snprintf(j->msg, sizeof(j->msg), "%s: %zd %s", key, n, tier_err_msg());

@@ -437,7 +437,7 @@ static void run_crash(void)
     while (fscanf(fp, "%d %llu %64s\n", &idx, &size, sha) == 3) {
         char key[64];
         file_key(idx, key, sizeof(key));
-        ssize_t n = backend_read(g_be, key, 0, buf, 24 * MIB + 2, NULL, NULL);
+        ssize_t n = backend_read(g_be, NULL, key, 0, buf, 24 * MIB + 2, NULL, NULL);
         if (n != (ssize_t)size)
             fail_msg("%s: %zd bytes in the backend, %llu acknowledged", key, n, size);
         sha256_hex(buf, (size_t)n, got);
@@ -598,7 +598,7 @@ static void outage_test(void)
         tu_fill_random(buf, sizes[i], 500 + (uint64_t)i);
         char key[64];
         file_key(i, key, sizeof(key));
-        assert_int_equal(backend_read(g_be, key, 0, got, sizes[i] + 1, NULL, NULL),
+        assert_int_equal(backend_read(g_be, NULL, key, 0, got, sizes[i] + 1, NULL, NULL),
                          (ssize_t)sizes[i]);
         assert_memory_equal(buf, got, sizes[i]);
         free(got);

@@ -103,8 +103,6 @@ int api_fixture_open(struct api_fixture *f, const char *tag)
     struct sched_config sc = {.max_inflight = 32};
     if (rc == 0)
         rc = sched_new(&sc, &d->sched);
-    if (rc == 0)
-        sched_attach_cache(d->sched, d->cache);
     if (rc == 0) {
         struct wb_config wc;
         memset(&wc, 0, sizeof(wc));
@@ -115,7 +113,6 @@ int api_fixture_open(struct api_fixture *f, const char *tag)
         wc.parts_parallel = 1;
         wc.part_size_bytes = d->cfg.wb_part_size;
         wc.retention_keep = 2;
-        wc.sched = d->sched;
         rc = wb_open(&wc, &d->wb);
     }
     if (rc == 0)

@@ -241,7 +241,7 @@ static int fb_stat(struct backend *be, const char *key, struct backend_stat *st)
     int rc = pre(f, FAKEBE_STAT, key, 0);
     if (rc)
         return rc;
-    return f->inner ? backend_stat(f->inner, key, st) : mem_stat(f, key, st);
+    return f->inner ? backend_stat(f->inner, NULL, key, st) : mem_stat(f, key, st);
 }
 
 static ssize_t fb_read(struct backend *be, const char *key, uint64_t off, void *buf, size_t len,
@@ -251,7 +251,7 @@ static ssize_t fb_read(struct backend *be, const char *key, uint64_t off, void *
     int rc = pre(f, FAKEBE_READ, key, 0);
     if (rc)
         return rc;
-    return f->inner ? backend_read(f->inner, key, off, buf, len, if_match, st)
+    return f->inner ? backend_read(f->inner, NULL, key, off, buf, len, if_match, st)
                     : mem_read(f, key, off, buf, len, if_match, st);
 }
 
@@ -262,7 +262,7 @@ static int fb_list(struct backend *be, const char *prefix, const char *delimiter
     int rc = pre(f, FAKEBE_LIST, prefix, 0);
     if (rc)
         return rc;
-    rc = f->inner ? backend_list(f->inner, prefix, delimiter, token, max_keys, page)
+    rc = f->inner ? backend_list(f->inner, NULL, prefix, delimiter, token, max_keys, page)
                   : mem_list(f, prefix, delimiter, token, max_keys, page);
     pthread_mutex_lock(&f->mu);
     for (size_t i = 0; rc == 0 && f->stale_part[0] && i < page->n; i++) {
@@ -279,7 +279,7 @@ static int fb_put(struct backend *be, const char *key, const void *buf, size_t l
     int rc = pre_wrap(f, FAKEBE_PUT, key, 0);
     if (rc)
         return rc;
-    rc = backend_put(f->inner, key, buf, len, etag);
+    rc = backend_put(f->inner, NULL, key, buf, len, etag);
     if (rc == 0 && etag && atomic_load(&f->blank_etag))
         etag[0] = '\0'; /* a server that sends no ETag header */
     return rc;
@@ -292,10 +292,10 @@ static int fb_create(struct backend *be, const char *key, char **id)
     if (rc)
         return rc;
     if (!atomic_exchange(&f->create_lost, false))
-        return backend_mpu_create(f->inner, key, id);
+        return backend_mpu_create(f->inner, NULL, key, id);
     /* the server made the upload, the reply was lost; then the backend goes away */
     char *made = NULL;
-    rc = backend_mpu_create(f->inner, key, &made);
+    rc = backend_mpu_create(f->inner, NULL, key, &made);
     free(made);
     fakebe_set_down(be, true);
     tier_err_set("backend %s: the reply to a multipart create was lost (injected)", be->name);
@@ -307,7 +307,7 @@ static int fb_part(struct backend *be, const char *key, const char *id, int no, 
 {
     struct fakebe *f = fb_of(be);
     int rc = pre_wrap(f, FAKEBE_MPU_PART, key, no);
-    return rc ? rc : backend_mpu_put_part(f->inner, key, id, no, buf, len, etag);
+    return rc ? rc : backend_mpu_put_part(f->inner, NULL, key, id, no, buf, len, etag);
 }
 
 static int fb_complete(struct backend *be, const char *key, const char *id,
@@ -315,28 +315,28 @@ static int fb_complete(struct backend *be, const char *key, const char *id,
 {
     struct fakebe *f = fb_of(be);
     int rc = pre_wrap(f, FAKEBE_MPU_COMPLETE, key, 0);
-    return rc ? rc : backend_mpu_complete(f->inner, key, id, parts, n, etag);
+    return rc ? rc : backend_mpu_complete(f->inner, NULL, key, id, parts, n, etag);
 }
 
 static int fb_abort(struct backend *be, const char *key, const char *id)
 {
     struct fakebe *f = fb_of(be);
     int rc = pre_wrap(f, FAKEBE_MPU_ABORT, key, 0);
-    return rc ? rc : backend_mpu_abort(f->inner, key, id);
+    return rc ? rc : backend_mpu_abort(f->inner, NULL, key, id);
 }
 
 static int fb_del(struct backend *be, const char *key)
 {
     struct fakebe *f = fb_of(be);
     int rc = pre_wrap(f, FAKEBE_DEL, key, 0);
-    return rc ? rc : backend_del(f->inner, key);
+    return rc ? rc : backend_del(f->inner, NULL, key);
 }
 
 static int fb_mpu_list(struct backend *be, const char *key, struct backend_mpu **out, size_t *n)
 {
     struct fakebe *f = fb_of(be);
     int rc = pre_wrap(f, FAKEBE_MPU_LIST, key, 0);
-    return rc ? rc : backend_mpu_list(f->inner, key, out, n);
+    return rc ? rc : backend_mpu_list(f->inner, NULL, key, out, n);
 }
 
 static int fb_key_check(struct backend *be, const char *key)

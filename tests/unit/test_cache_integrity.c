@@ -52,7 +52,7 @@ static int setup(void **state)
     assert_int_equal(backend_posix_open(&pc, &f->be), 0);
     f->data = malloc(SIZE);
     tu_fill_random(f->data, SIZE, 7);
-    assert_int_equal(backend_put(f->be, "d/obj.bin", f->data, SIZE, f->etag), 0);
+    assert_int_equal(backend_put(f->be, NULL, "d/obj.bin", f->data, SIZE, f->etag), 0);
     f->cfg = (struct cache_config){.block_size = BS,
                                    .ram_bytes = 0,
                                    .disk_dir = f->dir,
@@ -168,7 +168,7 @@ static void test_new_version_not_served_stale(void **state)
     char old[BACKEND_ETAG_MAX];
     memcpy(old, f->etag, sizeof(old));
     tu_fill_random(f->data, SIZE, 8);
-    assert_int_equal(backend_put(f->be, "d/obj.bin", f->data, SIZE, f->etag), 0);
+    assert_int_equal(backend_put(f->be, NULL, "d/obj.bin", f->data, SIZE, f->etag), 0);
     assert_string_not_equal(old, f->etag);
     /* a reader still holding the old version tag gets -ESTALE for uncached blocks... */
     struct cache_obj o;

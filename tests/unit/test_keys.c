@@ -174,34 +174,34 @@ static void test_dispatchers_refuse(void **state)
     char buf[4];
     char *id = NULL;
     struct backend_list_page page;
-    assert_int_equal(backend_stat(be, "../x", &st), -EINVAL);
-    assert_int_equal(backend_read(be, "/etc/passwd", 0, buf, 4, NULL, NULL), -EINVAL);
-    assert_int_equal(backend_put(be, "a//b", buf, 4, NULL), -EINVAL);
-    assert_int_equal(backend_del(be, "a/"), -EINVAL);
-    assert_int_equal(backend_mpu_create(be, "./a", &id), -EINVAL);
-    assert_int_equal(backend_list(be, "../", "/", NULL, 0, &page), -EINVAL);
-    assert_int_equal(backend_list(be, "a/", ",", NULL, 0, &page), -EINVAL);
-    assert_int_equal(backend_read_parallel(be, "a/../b", 0, buf, 4, 1, 1, NULL), -EINVAL);
+    assert_int_equal(backend_stat(be, NULL, "../x", &st), -EINVAL);
+    assert_int_equal(backend_read(be, NULL, "/etc/passwd", 0, buf, 4, NULL, NULL), -EINVAL);
+    assert_int_equal(backend_put(be, NULL, "a//b", buf, 4, NULL), -EINVAL);
+    assert_int_equal(backend_del(be, NULL, "a/"), -EINVAL);
+    assert_int_equal(backend_mpu_create(be, NULL, "./a", &id), -EINVAL);
+    assert_int_equal(backend_list(be, NULL, "../", "/", NULL, 0, &page), -EINVAL);
+    assert_int_equal(backend_list(be, NULL, "a/", ",", NULL, 0, &page), -EINVAL);
+    assert_int_equal(backend_read_parallel(be, NULL, "a/../b", 0, buf, 4, 1, 1, NULL), -EINVAL);
     assert_int_equal(called(be), 0);
     /* A mid-segment listing prefix and a valid key reach the backend. */
-    assert_int_equal(backend_list(be, "data/shard-0", "/", NULL, 0, &page), 0);
+    assert_int_equal(backend_list(be, NULL, "data/shard-0", "/", NULL, 0, &page), 0);
     backend_list_page_fini(&page);
-    assert_int_equal(backend_stat(be, "a/b", &st), 0);
+    assert_int_equal(backend_stat(be, NULL, "a/b", &st), 0);
     assert_int_equal(called(be), 2);
     /* An unfinished last segment only filters names: "." and ".." are fine there, but not as
      * complete segments, and control characters never. */
-    assert_int_equal(backend_list(be, "logs/.", NULL, NULL, 0, &page), 0);
+    assert_int_equal(backend_list(be, NULL, "logs/.", NULL, NULL, 0, &page), 0);
     backend_list_page_fini(&page);
-    assert_int_equal(backend_list(be, "..", NULL, NULL, 0, &page), 0);
+    assert_int_equal(backend_list(be, NULL, "..", NULL, NULL, 0, &page), 0);
     backend_list_page_fini(&page);
-    assert_int_equal(backend_list(be, "a/", NULL, NULL, 0, &page), 0);
+    assert_int_equal(backend_list(be, NULL, "a/", NULL, NULL, 0, &page), 0);
     backend_list_page_fini(&page);
     assert_int_equal(called(be), 5);
-    assert_int_equal(backend_list(be, "../x", NULL, NULL, 0, &page), -EINVAL);
-    assert_int_equal(backend_list(be, "a/./", NULL, NULL, 0, &page), -EINVAL);
-    assert_int_equal(backend_list(be, "/", NULL, NULL, 0, &page), -EINVAL);
-    assert_int_equal(backend_list(be, "a//x", NULL, NULL, 0, &page), -EINVAL);
-    assert_int_equal(backend_list(be, "a/x\n", NULL, NULL, 0, &page), -EINVAL);
+    assert_int_equal(backend_list(be, NULL, "../x", NULL, NULL, 0, &page), -EINVAL);
+    assert_int_equal(backend_list(be, NULL, "a/./", NULL, NULL, 0, &page), -EINVAL);
+    assert_int_equal(backend_list(be, NULL, "/", NULL, NULL, 0, &page), -EINVAL);
+    assert_int_equal(backend_list(be, NULL, "a//x", NULL, NULL, 0, &page), -EINVAL);
+    assert_int_equal(backend_list(be, NULL, "a/x\n", NULL, NULL, 0, &page), -EINVAL);
     assert_int_equal(called(be), 5);
     backend_free(be);
 }

@@ -73,7 +73,7 @@ static void path_in(const struct fx *f, const char *rel, char *out, size_t outsz
 
 static void put_str(struct backend *be, const char *key, const char *s)
 {
-    int rc = backend_put(be, key, s, strlen(s), NULL);
+    int rc = backend_put(be, NULL, key, s, strlen(s), NULL);
     if (rc)
         fail_msg("put %s: %d %s", key, rc, tier_err_msg());
 }
@@ -125,24 +125,26 @@ static void test_escapes_refused(void **state)
     static const char *const keys[] = {"etc/passwd", "up/secret", "abs", "absin", "up/root/plain"};
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
         tier_err_clear();
-        int rc = backend_stat(f->be, keys[i], &st);
+        int rc = backend_stat(f->be, NULL, keys[i], &st);
         if (rc != -EACCES)
             fail_msg("stat %s: %d, want -EACCES", keys[i], rc);
         assert_non_null(strstr(tier_err_msg(), "leaves the backend root"));
-        assert_int_equal(backend_read(f->be, keys[i], 0, buf, sizeof(buf), NULL, NULL), -EACCES);
+        assert_int_equal(backend_read(f->be, NULL, keys[i], 0, buf, sizeof(buf), NULL, NULL),
+                         -EACCES);
     }
     /* Writes through an escaping directory link are refused and create nothing outside. */
-    assert_int_equal(backend_put(f->be, "up/planted", "x", 1, NULL), -EACCES);
+    assert_int_equal(backend_put(f->be, NULL, "up/planted", "x", 1, NULL), -EACCES);
     char planted[1024];
     snprintf(planted, sizeof(planted), "%s/planted", f->top);
     assert_int_equal(access(planted, F_OK), -1);
-    assert_int_equal(backend_put(f->be, "etc/tierd-planted", "x", 1, NULL), -EACCES);
+    assert_int_equal(backend_put(f->be, NULL, "etc/tierd-planted", "x", 1, NULL), -EACCES);
     assert_int_equal(access("/etc/tierd-planted", F_OK), -1);
-    assert_int_equal(backend_del(f->be, "up/secret"), -EACCES);
+    assert_int_equal(backend_del(f->be, NULL, "up/secret"), -EACCES);
     assert_int_equal(access(outside, F_OK), 0);
     char *id = NULL;
-    assert_int_equal(backend_mpu_create(f->be, "up/mpu", &id), 0); /* staging is in the root */
-    assert_int_equal(backend_mpu_abort(f->be, "up/mpu", id), 0);
+    assert_int_equal(backend_mpu_create(f->be, NULL, "up/mpu", &id),
+                     0); /* staging is in the root */
+    assert_int_equal(backend_mpu_abort(f->be, NULL, "up/mpu", id), 0);
     free(id);
 
     /* A put onto a key that is an escaping symlink replaces the link, not its target. */
@@ -159,7 +161,7 @@ static void test_escapes_refused(void **state)
 
     /* Listings do not show escaping links. */
     struct backend_list_page page;
-    assert_int_equal(backend_list(f->be, "", "/", NULL, 0, &page), 0);
+    assert_int_equal(backend_list(f->be, NULL, "", "/", NULL, 0, &page), 0);
     for (size_t i = 0; i < page.n; i++) {
         assert_string_not_equal(page.entries[i].name, "etc/");
         assert_string_not_equal(page.entries[i].name, "up/");
@@ -184,27 +186,27 @@ static void test_inner_symlinks_allowed(void **state)
 
     struct backend_stat st;
     char buf[16];
-    assert_int_equal(backend_stat(f->be, "in/f", &st), 0);
+    assert_int_equal(backend_stat(f->be, NULL, "in/f", &st), 0);
     assert_int_equal(st.size_bytes, 5);
-    assert_int_equal(backend_read(f->be, "f2", 0, buf, sizeof(buf), NULL, NULL), 5);
+    assert_int_equal(backend_read(f->be, NULL, "f2", 0, buf, sizeof(buf), NULL, NULL), 5);
     assert_memory_equal(buf, "hello", 5);
-    assert_int_equal(backend_read(f->be, "sub/deep/back", 1, buf, 3, NULL, NULL), 3);
+    assert_int_equal(backend_read(f->be, NULL, "sub/deep/back", 1, buf, 3, NULL, NULL), 3);
     assert_memory_equal(buf, "ell", 3);
     /* Through a directory link: listed as a prefix, readable, not descended recursively. */
     struct backend_list_page page;
-    assert_int_equal(backend_list(f->be, "", "/", NULL, 0, &page), 0);
+    assert_int_equal(backend_list(f->be, NULL, "", "/", NULL, 0, &page), 0);
     assert_int_equal(page.n, 3);
     assert_string_equal(page.entries[0].name, "f2");
     assert_string_equal(page.entries[1].name, "in/");
     assert_true(page.entries[1].is_prefix);
     assert_string_equal(page.entries[2].name, "sub/");
     backend_list_page_fini(&page);
-    assert_int_equal(backend_list(f->be, "in/", NULL, NULL, 0, &page), 0);
+    assert_int_equal(backend_list(f->be, NULL, "in/", NULL, NULL, 0, &page), 0);
     assert_int_equal(page.n, 2);
     assert_string_equal(page.entries[0].name, "in/deep/back");
     assert_string_equal(page.entries[1].name, "in/f");
     backend_list_page_fini(&page);
-    assert_int_equal(backend_list(f->be, "", NULL, NULL, 0, &page), 0);
+    assert_int_equal(backend_list(f->be, NULL, "", NULL, NULL, 0, &page), 0);
     assert_int_equal(page.n, 3); /* f2, sub/deep/back, sub/f; "in/" is not descended */
     assert_string_equal(page.entries[0].name, "f2");
     assert_string_equal(page.entries[1].name, "sub/deep/back");
@@ -216,35 +218,36 @@ static void test_atomic_put_and_versions(void **state)
 {
     struct fx *f = *state;
     char etag1[BACKEND_ETAG_MAX], etag2[BACKEND_ETAG_MAX];
-    assert_int_equal(backend_put(f->be, "d1/d2/obj", "first version", 13, etag1), 0);
+    assert_int_equal(backend_put(f->be, NULL, "d1/d2/obj", "first version", 13, etag1), 0);
     struct backend_stat st;
-    assert_int_equal(backend_stat(f->be, "d1/d2/obj", &st), 0);
+    assert_int_equal(backend_stat(f->be, NULL, "d1/d2/obj", &st), 0);
     assert_string_equal(st.etag, etag1);
     assert_int_equal(st.size_bytes, 13);
     assert_false(st.is_dir);
     assert_true(st.mtime_ns > 0);
 
     char buf[32];
-    assert_int_equal(backend_read(f->be, "d1/d2/obj", 0, buf, sizeof(buf), etag1, &st), 13);
-    assert_int_equal(backend_put(f->be, "d1/d2/obj", "second", 6, etag2), 0);
+    assert_int_equal(backend_read(f->be, NULL, "d1/d2/obj", 0, buf, sizeof(buf), etag1, &st), 13);
+    assert_int_equal(backend_put(f->be, NULL, "d1/d2/obj", "second", 6, etag2), 0);
     assert_string_not_equal(etag1, etag2);
     /* The content is replaced whole and the old version is refused. */
     tier_err_clear();
-    assert_int_equal(backend_read(f->be, "d1/d2/obj", 0, buf, sizeof(buf), etag1, NULL), -ESTALE);
+    assert_int_equal(backend_read(f->be, NULL, "d1/d2/obj", 0, buf, sizeof(buf), etag1, NULL),
+                     -ESTALE);
     assert_non_null(strstr(tier_err_msg(), "changed"));
-    assert_int_equal(backend_read(f->be, "d1/d2/obj", 0, buf, sizeof(buf), etag2, &st), 6);
+    assert_int_equal(backend_read(f->be, NULL, "d1/d2/obj", 0, buf, sizeof(buf), etag2, &st), 6);
     assert_memory_equal(buf, "second", 6);
     assert_string_equal(st.etag, etag2);
     /* Same size, same content rewritten: still a new version. */
     char etag3[BACKEND_ETAG_MAX];
-    assert_int_equal(backend_put(f->be, "d1/d2/obj", "second", 6, etag3), 0);
+    assert_int_equal(backend_put(f->be, NULL, "d1/d2/obj", "second", 6, etag3), 0);
     assert_string_not_equal(etag2, etag3);
     assert_int_equal(count_tmp(f->root), 0);
     /* Rewrites of the same size in quick succession free and reuse inodes within one clock
      * tick: the tags must still all differ. */
     char seen[64][BACKEND_ETAG_MAX];
     for (int i = 0; i < 64; i++) {
-        assert_int_equal(backend_put(f->be, "reuse", "same size", 9, seen[i]), 0);
+        assert_int_equal(backend_put(f->be, NULL, "reuse", "same size", 9, seen[i]), 0);
         for (int j = 0; j < i; j++)
             if (strcmp(seen[i], seen[j]) == 0)
                 fail_msg("put %d and %d got the same version %s", j, i, seen[i]);
@@ -253,21 +256,21 @@ static void test_atomic_put_and_versions(void **state)
     char p[1024];
     path_in(f, "d1/d2/obj", p, sizeof(p));
     tu_write_file(p, "third version!", 14);
-    assert_int_equal(backend_read(f->be, "d1/d2/obj", 0, buf, 4, etag3, NULL), -ESTALE);
+    assert_int_equal(backend_read(f->be, NULL, "d1/d2/obj", 0, buf, 4, etag3, NULL), -ESTALE);
 
     /* Directories: stat says so, read refuses, put under a file refuses. */
-    assert_int_equal(backend_stat(f->be, "d1/d2", &st), 0);
+    assert_int_equal(backend_stat(f->be, NULL, "d1/d2", &st), 0);
     assert_true(st.is_dir);
-    assert_int_equal(backend_read(f->be, "d1", 0, buf, 4, NULL, NULL), -EISDIR);
-    assert_int_equal(backend_put(f->be, "d1/d2/obj/child", "x", 1, NULL), -ENOTDIR);
-    assert_int_equal(backend_stat(f->be, "d1/d2/obj/child", &st), -ENOENT);
-    assert_int_equal(backend_del(f->be, "d1/d2"), -EISDIR);
+    assert_int_equal(backend_read(f->be, NULL, "d1", 0, buf, 4, NULL, NULL), -EISDIR);
+    assert_int_equal(backend_put(f->be, NULL, "d1/d2/obj/child", "x", 1, NULL), -ENOTDIR);
+    assert_int_equal(backend_stat(f->be, NULL, "d1/d2/obj/child", &st), -ENOENT);
+    assert_int_equal(backend_del(f->be, NULL, "d1/d2"), -EISDIR);
     /* Reserved names are not keys. */
-    assert_int_equal(backend_put(f->be, ".tier-mpu/x", "x", 1, NULL), -EINVAL);
-    assert_int_equal(backend_stat(f->be, "a/.tier-tmp.123", &st), -EINVAL);
+    assert_int_equal(backend_put(f->be, NULL, ".tier-mpu/x", "x", 1, NULL), -EINVAL);
+    assert_int_equal(backend_stat(f->be, NULL, "a/.tier-tmp.123", &st), -EINVAL);
     /* Empty object. */
-    assert_int_equal(backend_put(f->be, "empty", "", 0, NULL), 0);
-    assert_int_equal(backend_read(f->be, "empty", 0, buf, sizeof(buf), NULL, &st), 0);
+    assert_int_equal(backend_put(f->be, NULL, "empty", "", 0, NULL), 0);
+    assert_int_equal(backend_read(f->be, NULL, "empty", 0, buf, sizeof(buf), NULL, &st), 0);
     assert_int_equal(st.size_bytes, 0);
 }
 
@@ -278,36 +281,38 @@ static void test_multipart(void **state)
     unsigned char *data = malloc(total), *back = malloc(total);
     tu_fill_random(data, total, 7);
     char *id = NULL;
-    assert_int_equal(backend_mpu_create(f->be, "mp/obj", &id), 0);
+    assert_int_equal(backend_mpu_create(f->be, NULL, "mp/obj", &id), 0);
     struct backend_part parts[2] = {{.number = 1}, {.number = 2}};
     assert_int_equal(
-        backend_mpu_put_part(f->be, "mp/obj", id, 2, data + 5 * MIB, 1000, parts[1].etag), 0);
-    assert_int_equal(backend_mpu_put_part(f->be, "mp/obj", id, 1, data, 5 * MIB, parts[0].etag), 0);
+        backend_mpu_put_part(f->be, NULL, "mp/obj", id, 2, data + 5 * MIB, 1000, parts[1].etag), 0);
+    assert_int_equal(
+        backend_mpu_put_part(f->be, NULL, "mp/obj", id, 1, data, 5 * MIB, parts[0].etag), 0);
     /* Not visible until complete; not listed; staging hidden. */
     struct backend_stat st;
-    assert_int_equal(backend_stat(f->be, "mp/obj", &st), -ENOENT);
+    assert_int_equal(backend_stat(f->be, NULL, "mp/obj", &st), -ENOENT);
     struct backend_list_page page;
-    assert_int_equal(backend_list(f->be, "", NULL, NULL, 0, &page), 0);
+    assert_int_equal(backend_list(f->be, NULL, "", NULL, NULL, 0, &page), 0);
     assert_int_equal(page.n, 0);
     backend_list_page_fini(&page);
     /* Wrong key, bad ids, wrong order, unknown part, stale part tag. */
-    assert_int_equal(backend_mpu_put_part(f->be, "other", id, 1, data, 10, NULL), -ENOENT);
-    assert_int_equal(backend_mpu_abort(f->be, "mp/obj", "../../../etc"), -ENOENT);
-    assert_int_equal(backend_mpu_abort(f->be, "mp/obj", "0123456789abcdef0123456789abcdef"),
+    assert_int_equal(backend_mpu_put_part(f->be, NULL, "other", id, 1, data, 10, NULL), -ENOENT);
+    assert_int_equal(backend_mpu_abort(f->be, NULL, "mp/obj", "../../../etc"), -ENOENT);
+    assert_int_equal(backend_mpu_abort(f->be, NULL, "mp/obj", "0123456789abcdef0123456789abcdef"),
                      -ENOENT);
     struct backend_part rev[2] = {parts[1], parts[0]};
-    assert_int_equal(backend_mpu_complete(f->be, "mp/obj", id, rev, 2, NULL), -EINVAL);
+    assert_int_equal(backend_mpu_complete(f->be, NULL, "mp/obj", id, rev, 2, NULL), -EINVAL);
     struct backend_part missing[1] = {{.number = 3}};
-    assert_int_equal(backend_mpu_complete(f->be, "mp/obj", id, missing, 1, NULL), -EINVAL);
+    assert_int_equal(backend_mpu_complete(f->be, NULL, "mp/obj", id, missing, 1, NULL), -EINVAL);
     struct backend_part stale[2] = {parts[0], parts[1]};
     stale[1].etag[0] ^= 1;
-    assert_int_equal(backend_mpu_complete(f->be, "mp/obj", id, stale, 2, NULL), -EINVAL);
+    assert_int_equal(backend_mpu_complete(f->be, NULL, "mp/obj", id, stale, 2, NULL), -EINVAL);
     char etag[BACKEND_ETAG_MAX];
-    assert_int_equal(backend_mpu_complete(f->be, "mp/obj", id, parts, 2, etag), 0);
-    assert_int_equal(backend_stat(f->be, "mp/obj", &st), 0);
+    assert_int_equal(backend_mpu_complete(f->be, NULL, "mp/obj", id, parts, 2, etag), 0);
+    assert_int_equal(backend_stat(f->be, NULL, "mp/obj", &st), 0);
     assert_string_equal(st.etag, etag);
     assert_int_equal(st.size_bytes, total);
-    assert_int_equal(backend_read(f->be, "mp/obj", 0, back, total, etag, NULL), (ssize_t)total);
+    assert_int_equal(backend_read(f->be, NULL, "mp/obj", 0, back, total, etag, NULL),
+                     (ssize_t)total);
     assert_memory_equal(back, data, total);
     /* Staging removed; the id is gone. */
     char p[1024];
@@ -318,20 +323,22 @@ static void test_multipart(void **state)
     while ((de = readdir(d)) != NULL)
         assert_true(de->d_name[0] == '.');
     closedir(d);
-    assert_int_equal(backend_mpu_abort(f->be, "mp/obj", id), -ENOENT);
+    assert_int_equal(backend_mpu_abort(f->be, NULL, "mp/obj", id), -ENOENT);
     free(id);
 
     /* A small non-last part is refused, as S3 does. */
-    assert_int_equal(backend_mpu_create(f->be, "mp/small", &id), 0);
-    assert_int_equal(backend_mpu_put_part(f->be, "mp/small", id, 1, data, 100, parts[0].etag), 0);
-    assert_int_equal(backend_mpu_put_part(f->be, "mp/small", id, 2, data, 100, parts[1].etag), 0);
+    assert_int_equal(backend_mpu_create(f->be, NULL, "mp/small", &id), 0);
+    assert_int_equal(backend_mpu_put_part(f->be, NULL, "mp/small", id, 1, data, 100, parts[0].etag),
+                     0);
+    assert_int_equal(backend_mpu_put_part(f->be, NULL, "mp/small", id, 2, data, 100, parts[1].etag),
+                     0);
     tier_err_clear();
-    assert_int_equal(backend_mpu_complete(f->be, "mp/small", id, parts, 2, NULL), -EINVAL);
+    assert_int_equal(backend_mpu_complete(f->be, NULL, "mp/small", id, parts, 2, NULL), -EINVAL);
     assert_non_null(strstr(tier_err_msg(), "5 MiB"));
     /* Abort discards it all. */
-    assert_int_equal(backend_mpu_abort(f->be, "mp/small", id), 0);
-    assert_int_equal(backend_stat(f->be, "mp/small", &st), -ENOENT);
-    assert_int_equal(backend_mpu_put_part(f->be, "mp/small", id, 3, data, 1, NULL), -ENOENT);
+    assert_int_equal(backend_mpu_abort(f->be, NULL, "mp/small", id), 0);
+    assert_int_equal(backend_stat(f->be, NULL, "mp/small", &st), -ENOENT);
+    assert_int_equal(backend_mpu_put_part(f->be, NULL, "mp/small", id, 3, data, 1, NULL), -ENOENT);
     free(id);
     assert_int_equal(count_tmp(f->root), 0);
     free(data);
@@ -349,13 +356,13 @@ static void test_list_order_and_hiding(void **state)
     path_in(f, "a/.tier-tmp.deadbeef", p, sizeof(p));
     tu_write_file(p, "junk", 4);
     char *id = NULL;
-    assert_int_equal(backend_mpu_create(f->be, "pending", &id), 0);
+    assert_int_equal(backend_mpu_create(f->be, NULL, "pending", &id), 0);
     path_in(f, "fifo", p, sizeof(p));
     assert_int_equal(mkfifo(p, 0644), 0);
 
     static const char *const rec[] = {"a-", "a.c", "a/b", "a/c/d", "a0", "b"};
     struct backend_list_page page;
-    assert_int_equal(backend_list(f->be, "", NULL, NULL, 0, &page), 0);
+    assert_int_equal(backend_list(f->be, NULL, "", NULL, NULL, 0, &page), 0);
     assert_int_equal(page.n, 6);
     for (size_t i = 0; i < 6; i++) {
         assert_string_equal(page.entries[i].name, rec[i]);
@@ -370,7 +377,7 @@ static void test_list_order_and_hiding(void **state)
     size_t seen = 0;
     char *token = NULL;
     do {
-        assert_int_equal(backend_list(f->be, "", NULL, token, 2, &page), 0);
+        assert_int_equal(backend_list(f->be, NULL, "", NULL, token, 2, &page), 0);
         free(token);
         token = page.next_token ? strdup(page.next_token) : NULL;
         for (size_t i = 0; i < page.n; i++)
@@ -380,7 +387,7 @@ static void test_list_order_and_hiding(void **state)
     assert_int_equal(seen, 6);
 
     static const char *const delim[] = {"a-", "a.c", "a/", "a0"};
-    assert_int_equal(backend_list(f->be, "a", "/", NULL, 0, &page), 0);
+    assert_int_equal(backend_list(f->be, NULL, "a", "/", NULL, 0, &page), 0);
     assert_int_equal(page.n, 4);
     for (size_t i = 0; i < 4; i++) {
         assert_string_equal(page.entries[i].name, delim[i]);
@@ -388,38 +395,38 @@ static void test_list_order_and_hiding(void **state)
     }
     backend_list_page_fini(&page);
     /* A token that is a prefix skips that whole "directory". */
-    assert_int_equal(backend_list(f->be, "a", "/", "a/", 0, &page), 0);
+    assert_int_equal(backend_list(f->be, NULL, "a", "/", "a/", 0, &page), 0);
     assert_int_equal(page.n, 1);
     assert_string_equal(page.entries[0].name, "a0");
     backend_list_page_fini(&page);
-    assert_int_equal(backend_list(f->be, "a/", "/", NULL, 0, &page), 0);
+    assert_int_equal(backend_list(f->be, NULL, "a/", "/", NULL, 0, &page), 0);
     assert_int_equal(page.n, 2);
     assert_string_equal(page.entries[0].name, "a/b");
     assert_string_equal(page.entries[1].name, "a/c/");
     backend_list_page_fini(&page);
     /* Recursive from the middle of a tree, and a missing prefix. */
-    assert_int_equal(backend_list(f->be, "a/", NULL, "a/b", 0, &page), 0);
+    assert_int_equal(backend_list(f->be, NULL, "a/", NULL, "a/b", 0, &page), 0);
     assert_int_equal(page.n, 1);
     assert_string_equal(page.entries[0].name, "a/c/d");
     backend_list_page_fini(&page);
-    assert_int_equal(backend_list(f->be, "nothing/here/", NULL, NULL, 0, &page), 0);
+    assert_int_equal(backend_list(f->be, NULL, "nothing/here/", NULL, NULL, 0, &page), 0);
     assert_int_equal(page.n, 0);
     backend_list_page_fini(&page);
-    assert_int_equal(backend_list(f->be, ".tier-mpu/", NULL, NULL, 0, &page), -EINVAL);
+    assert_int_equal(backend_list(f->be, NULL, ".tier-mpu/", NULL, NULL, 0, &page), -EINVAL);
     /* An unfinished last segment filters names, even "." and "..". */
     put_str(f->be, "h/.hidden", "1");
     put_str(f->be, "h/..dots", "2");
     put_str(f->be, "h/x", "3");
-    assert_int_equal(backend_list(f->be, "h/.", "/", NULL, 0, &page), 0);
+    assert_int_equal(backend_list(f->be, NULL, "h/.", "/", NULL, 0, &page), 0);
     assert_int_equal(page.n, 2);
     assert_string_equal(page.entries[0].name, "h/..dots");
     assert_string_equal(page.entries[1].name, "h/.hidden");
     backend_list_page_fini(&page);
-    assert_int_equal(backend_list(f->be, "h/..", NULL, NULL, 0, &page), 0);
+    assert_int_equal(backend_list(f->be, NULL, "h/..", NULL, NULL, 0, &page), 0);
     assert_int_equal(page.n, 1);
     assert_string_equal(page.entries[0].name, "h/..dots");
     backend_list_page_fini(&page);
-    assert_int_equal(backend_mpu_abort(f->be, "pending", id), 0);
+    assert_int_equal(backend_mpu_abort(f->be, NULL, "pending", id), 0);
     free(id);
 }
 
@@ -432,7 +439,7 @@ static int run_as_nobody(struct backend *be, const char *key)
         if (setgid(65534) != 0 || setuid(65534) != 0)
             _exit(100);
         tier_err_clear();
-        int rc = backend_put(be, key, "x", 1, NULL);
+        int rc = backend_put(be, NULL, key, "x", 1, NULL);
         int ok = rc == -EACCES && strstr(tier_err_msg(), "permission denied") != NULL;
         _exit(ok ? 0 : 1);
     }
@@ -453,7 +460,7 @@ static void test_fault_permission(void **state)
         assert_int_equal(run_as_nobody(f->be, "ro/new"), 0);
     } else {
         tier_err_clear();
-        assert_int_equal(backend_put(f->be, "ro/new", "x", 1, NULL), -EACCES);
+        assert_int_equal(backend_put(f->be, NULL, "ro/new", "x", 1, NULL), -EACCES);
         assert_non_null(strstr(tier_err_msg(), "permission denied"));
     }
     assert_int_equal(count_tmp(f->root), 0);
@@ -489,30 +496,30 @@ static void test_fault_enospc_erofs(void **state)
     char *data = calloc(1, big);
     put_str(be, "keep", "old content");
     tier_err_clear();
-    int rc = backend_put(be, "keep", data, big, NULL);
+    int rc = backend_put(be, NULL, "keep", data, big, NULL);
     assert_int_equal(rc, -ENOSPC);
     assert_non_null(strstr(tier_err_msg(), "no space"));
     /* Nothing half-written is left, and the old object is intact. */
     assert_int_equal(count_tmp(mnt), 0);
     char buf[32];
-    assert_int_equal(backend_read(be, "keep", 0, buf, sizeof(buf), NULL, NULL), 11);
+    assert_int_equal(backend_read(be, NULL, "keep", 0, buf, sizeof(buf), NULL, NULL), 11);
     assert_memory_equal(buf, "old content", 11);
     /* Multipart completion that does not fit fails the same way and leaves no object. */
     char *id = NULL;
-    assert_int_equal(backend_mpu_create(be, "mp", &id), 0);
+    assert_int_equal(backend_mpu_create(be, NULL, "mp", &id), 0);
     struct backend_part part = {.number = 1};
-    assert_int_equal(backend_mpu_put_part(be, "mp", id, 1, data, 600 * 1024, part.etag), 0);
-    assert_int_equal(backend_mpu_complete(be, "mp", id, &part, 1, NULL), -ENOSPC);
-    assert_int_equal(backend_read(be, "mp", 0, buf, 1, NULL, NULL), -ENOENT);
-    assert_int_equal(backend_mpu_abort(be, "mp", id), 0);
+    assert_int_equal(backend_mpu_put_part(be, NULL, "mp", id, 1, data, 600 * 1024, part.etag), 0);
+    assert_int_equal(backend_mpu_complete(be, NULL, "mp", id, &part, 1, NULL), -ENOSPC);
+    assert_int_equal(backend_read(be, NULL, "mp", 0, buf, 1, NULL, NULL), -ENOENT);
+    assert_int_equal(backend_mpu_abort(be, NULL, "mp", id), 0);
     free(id);
 
     /* Read-only remount: puts fail with -EROFS and say so; reads still work. */
     assert_int_equal(mount("tmpfs", mnt, "tmpfs", MS_REMOUNT | MS_RDONLY, "size=1m"), 0);
     tier_err_clear();
-    assert_int_equal(backend_put(be, "new", "x", 1, NULL), -EROFS);
+    assert_int_equal(backend_put(be, NULL, "new", "x", 1, NULL), -EROFS);
     assert_non_null(strstr(tier_err_msg(), "read-only"));
-    assert_int_equal(backend_read(be, "keep", 0, buf, sizeof(buf), NULL, NULL), 11);
+    assert_int_equal(backend_read(be, NULL, "keep", 0, buf, sizeof(buf), NULL, NULL), 11);
     backend_free(be);
     free(data);
     assert_int_equal(umount2(mnt, MNT_DETACH), 0);
@@ -538,7 +545,7 @@ static void *atom_writer(void *arg)
     unsigned char *buf = malloc(ATOM_BYTES);
     for (int i = 0; i < ATOM_PUTS && !c->err; i++) {
         memset(buf, 'A' + c->id * 8 + i % 8, ATOM_BYTES);
-        c->err = backend_put(c->be, "atom/obj", buf, ATOM_BYTES, NULL);
+        c->err = backend_put(c->be, NULL, "atom/obj", buf, ATOM_BYTES, NULL);
     }
     atomic_fetch_sub(c->writers_left, 1);
     free(buf);
@@ -550,7 +557,7 @@ static void *atom_reader(void *arg)
     struct atom_ctx *c = arg;
     unsigned char *buf = malloc(ATOM_BYTES);
     while (atomic_load(c->writers_left) > 0 && !c->err) {
-        ssize_t n = backend_read(c->be, "atom/obj", 0, buf, ATOM_BYTES, NULL, NULL);
+        ssize_t n = backend_read(c->be, NULL, "atom/obj", 0, buf, ATOM_BYTES, NULL, NULL);
         if (n != ATOM_BYTES) {
             c->err = n < 0 ? (int)n : -EIO;
             break;
@@ -572,7 +579,7 @@ static void test_atomic_put_concurrent(void **state)
     struct fx *f = *state;
     char *init = malloc(ATOM_BYTES);
     memset(init, 'z', ATOM_BYTES);
-    assert_int_equal(backend_put(f->be, "atom/obj", init, ATOM_BYTES, NULL), 0);
+    assert_int_equal(backend_put(f->be, NULL, "atom/obj", init, ATOM_BYTES, NULL), 0);
     free(init);
     _Atomic int writers_left = 4;
     struct atom_ctx ctx[8];
@@ -605,7 +612,7 @@ static void test_put_killed(void **state)
         unsigned char *buf = malloc(len);
         for (unsigned v = 0;; v++) {
             memset(buf, (int)(v & 0xff), len);
-            if (backend_put(f->be, "crash/obj", buf, len, NULL) != 0)
+            if (backend_put(f->be, NULL, "crash/obj", buf, len, NULL) != 0)
                 _exit(1);
         }
     }
@@ -613,7 +620,7 @@ static void test_put_killed(void **state)
     uint64_t deadline = tier_now_mono_ns() + 30 * TIER_NS_PER_SEC;
     unsigned char *back = malloc(len);
     for (;;) {
-        ssize_t n = backend_read(f->be, "crash/obj", 0, back, len, NULL, NULL);
+        ssize_t n = backend_read(f->be, NULL, "crash/obj", 0, back, len, NULL, NULL);
         if (n == (ssize_t)len && back[0] >= 3)
             break;
         assert_true(tier_now_mono_ns() < deadline);
@@ -622,11 +629,12 @@ static void test_put_killed(void **state)
     int st = 0;
     assert_int_equal(waitpid(pid, &st, 0), pid);
     assert_true(WIFSIGNALED(st));
-    assert_int_equal(backend_read(f->be, "crash/obj", 0, back, len, NULL, NULL), (ssize_t)len);
+    assert_int_equal(backend_read(f->be, NULL, "crash/obj", 0, back, len, NULL, NULL),
+                     (ssize_t)len);
     for (size_t i = 1; i < len; i++)
         assert_int_equal(back[i], back[0]);
     struct backend_list_page page;
-    assert_int_equal(backend_list(f->be, "crash/", NULL, NULL, 0, &page), 0);
+    assert_int_equal(backend_list(f->be, NULL, "crash/", NULL, NULL, 0, &page), 0);
     assert_int_equal(page.n, 1);
     assert_string_equal(page.entries[0].name, "crash/obj");
     backend_list_page_fini(&page);

@@ -732,14 +732,14 @@ static void test_dead_endpoint_bounded(void **state)
     uint64_t bound_ms = retry_worst_case_ms(&p, c.request_timeout_ms);
     char buf[16];
     uint64_t t0 = tier_now_mono_ns();
-    ssize_t n = backend_read(be, "k", 0, buf, sizeof(buf), NULL, NULL);
+    ssize_t n = backend_read(be, NULL, "k", 0, buf, sizeof(buf), NULL, NULL);
     uint64_t ms = (tier_now_mono_ns() - t0) / TIER_NS_PER_MS;
     assert_true(n == -EIO || n == -ETIMEDOUT);
     assert_true(ms < bound_ms + 500);
     assert_non_null(strstr(tier_err_msg(), "after 4 attempts"));
     assert_non_null(strstr(tier_err_msg(), "S3 GET bkt/k"));
     struct backend_stat st;
-    assert_true(backend_stat(be, "k", &st) == -EIO);
+    assert_true(backend_stat(be, NULL, "k", &st) == -EIO);
     backend_free(be);
 }
 
@@ -868,7 +868,7 @@ static void test_srv_retry_then_ok(void **state)
     char ep[64], buf[4];
     struct backend *be = srv_backend(&s, ep, sizeof(ep));
     struct backend_stat st;
-    assert_int_equal(backend_read(be, "a b/k", 0, buf, 4, "\"v1\"", &st), 4);
+    assert_int_equal(backend_read(be, NULL, "a b/k", 0, buf, 4, "\"v1\"", &st), 4);
     assert_memory_equal(buf, "data", 4);
     assert_string_equal(st.etag, "\"v1\"");
     assert_int_equal(st.size_bytes, 1000);
@@ -892,7 +892,7 @@ static void test_srv_partial_read_restarts(void **state)
     srv_start(&s, resp, 2);
     char ep[64], buf[10];
     struct backend *be = srv_backend(&s, ep, sizeof(ep));
-    assert_int_equal(backend_read(be, "k", 0, buf, 10, NULL, NULL), 10);
+    assert_int_equal(backend_read(be, NULL, "k", 0, buf, 10, NULL, NULL), 10);
     assert_memory_equal(buf, "BBBBBBBBBB", 10);
     backend_free(be);
     assert_int_equal(srv_stop(&s), 2);
@@ -909,12 +909,12 @@ static void test_srv_no_retry_on_4xx(void **state)
     srv_start(&s, resp, 2);
     char ep[64], buf[10];
     struct backend *be = srv_backend(&s, ep, sizeof(ep));
-    assert_int_equal(backend_read(be, "k", 0, buf, 10, NULL, NULL), -EINVAL);
+    assert_int_equal(backend_read(be, NULL, "k", 0, buf, 10, NULL, NULL), -EINVAL);
     assert_non_null(strstr(tier_err_msg(), "400 InvalidArgument: bad thing"));
     /* the second scripted answer is still unused: one request only */
     assert_int_equal(atomic_load(&s.accepted), 1);
     struct backend_stat st;
-    assert_int_equal(backend_stat(be, "k", &st), 0); /* consumes the 200 */
+    assert_int_equal(backend_stat(be, NULL, "k", &st), 0); /* consumes the 200 */
     backend_free(be);
     assert_int_equal(srv_stop(&s), 2);
 }
@@ -927,7 +927,7 @@ static void test_srv_slowdown_exhausted(void **state)
     srv_start(&s, resp, 4);
     char ep[64], buf[10];
     struct backend *be = srv_backend(&s, ep, sizeof(ep));
-    assert_int_equal(backend_read(be, "k", 0, buf, 10, NULL, NULL), -EAGAIN);
+    assert_int_equal(backend_read(be, NULL, "k", 0, buf, 10, NULL, NULL), -EAGAIN);
     assert_non_null(strstr(tier_err_msg(), "(after 4 attempts): 503 SlowDown"));
     backend_free(be);
     assert_int_equal(srv_stop(&s), 4);
@@ -952,12 +952,12 @@ static void test_srv_bounded_body(void **state)
     char *buf = malloc(10); /* exact size, so ASan sees any overflow */
     assert_non_null(buf);
     struct backend *be = srv_backend(&s, ep, sizeof(ep));
-    assert_int_equal(backend_read(be, "k", 0, buf, 10, NULL, NULL), -EIO);
+    assert_int_equal(backend_read(be, NULL, "k", 0, buf, 10, NULL, NULL), -EIO);
     struct backend_stat st;
-    assert_int_equal(backend_read(be, "k", 5, buf, 10, NULL, &st), 10);
+    assert_int_equal(backend_read(be, NULL, "k", 5, buf, 10, NULL, &st), 10);
     assert_memory_equal(buf, "fghijklmno", 10);
     assert_int_equal(st.size_bytes, 20);
-    assert_int_equal(backend_read(be, "k", 20, buf, 10, NULL, &st), 0);
+    assert_int_equal(backend_read(be, NULL, "k", 20, buf, 10, NULL, &st), 0);
     assert_int_equal(st.size_bytes, 20);
     assert_string_equal(st.etag, "\"w\"");
     backend_free(be);
@@ -1002,7 +1002,7 @@ static void test_srv_wire_format(void **state)
     unsetenv("AWS_SESSION_TOKEN");
 
     struct backend_list_page pg;
-    assert_int_equal(backend_list(be, "d/", "/", "t/k+=", 0, &pg), 0);
+    assert_int_equal(backend_list(be, NULL, "d/", "/", "t/k+=", 0, &pg), 0);
     assert_int_equal(pg.n, 2);
     assert_string_equal(pg.entries[0].name, "d/a");
     assert_string_equal(pg.entries[1].name, "d/s/");
@@ -1011,9 +1011,9 @@ static void test_srv_wire_format(void **state)
 
     struct backend_part parts[2] = {{1, "\"e1\""}, {2, "\"e&2\""}};
     char etag[BACKEND_ETAG_MAX];
-    assert_int_equal(backend_mpu_complete(be, "k", "up/id=", parts, 2, etag), 0);
+    assert_int_equal(backend_mpu_complete(be, NULL, "k", "up/id=", parts, 2, etag), 0);
     assert_string_equal(etag, "\"m-2\"");
-    assert_int_equal(backend_mpu_complete(be, "k", "up/id=", parts, 2, etag), -EINVAL);
+    assert_int_equal(backend_mpu_complete(be, NULL, "k", "up/id=", parts, 2, etag), -EINVAL);
     assert_non_null(strstr(tier_err_msg(), "InvalidPart: part 2 is gone"));
     backend_free(be);
     assert_int_equal(srv_stop(&s), 4);
@@ -1052,7 +1052,7 @@ static void test_srv_virtual_host(void **state)
     struct backend *be = NULL;
     assert_int_equal(backend_s3_open(&c, &be), 0);
     struct backend_stat st;
-    int rc = backend_stat(be, "dir/k", &st);
+    int rc = backend_stat(be, NULL, "dir/k", &st);
     if (rc)
         fail_msg("stat: %d %s", rc, tier_err_msg());
     assert_int_equal(st.size_bytes, 3);
@@ -1095,7 +1095,7 @@ static void test_hung_endpoint_times_out(void **state)
     uint64_t bound_ms = retry_worst_case_ms(&p, c.request_timeout_ms); /* 630 */
     char buf[8];
     uint64_t t0 = tier_now_mono_ns();
-    ssize_t n = backend_read(be, "k", 0, buf, sizeof(buf), NULL, NULL);
+    ssize_t n = backend_read(be, NULL, "k", 0, buf, sizeof(buf), NULL, NULL);
     uint64_t ms = (tier_now_mono_ns() - t0) / TIER_NS_PER_MS;
     assert_int_equal(n, -ETIMEDOUT);
     assert_true(ms >= 3 * c.request_timeout_ms - 30); /* three attempts, each ran out */
@@ -1118,7 +1118,7 @@ static void *pool_call_main(void *arg)
     struct pool_call *a = arg;
     struct backend_stat st;
     uint64_t t0 = tier_now_mono_ns();
-    a->rc = backend_stat(a->be, "k", &st);
+    a->rc = backend_stat(a->be, NULL, "k", &st);
     a->ms = (tier_now_mono_ns() - t0) / TIER_NS_PER_MS;
     snprintf(a->msg, sizeof(a->msg), "%s", tier_err_msg());
     return NULL;

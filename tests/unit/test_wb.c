@@ -34,9 +34,7 @@
 #include "testutil.h"
 #include "tiers/backend.h"
 #include "writeback/wb.h"
-#ifdef WB_HAVE_QOS
 #include "qos/sched.h"
-#endif
 
 #define MIB (1024u * 1024u)
 
@@ -47,7 +45,8 @@ struct fx {
     char *dir;
     char spool[512], root[512], journal[512];
     struct backend *posix;
-    struct backend *fault; /* fakebe wrapping posix: the backend "warm" the buffer uses */
+    struct backend *fault;   /* fakebe wrapping posix: the backend "warm" the buffer uses */
+    struct backend *wrapped; /* NULL, or a scheduler wrapper "warm" resolves to instead */
     struct wb_config cfg;
     struct wb *wb;
     /* local I/O faults */
@@ -60,7 +59,9 @@ struct fx {
 static struct backend *resolve(void *ctx, const char *name)
 {
     struct fx *f = ctx;
-    return strcmp(name, "warm") == 0 ? f->fault : NULL;
+    if (strcmp(name, "warm") != 0)
+        return NULL;
+    return f->wrapped ? f->wrapped : f->fault;
 }
 
 /* Calls of op that reached the fake backend. */
@@ -194,7 +195,7 @@ static void assert_object(struct fx *f, const char *key, size_t size, uint64_t s
 {
     unsigned char *want = malloc(size + 1), *got = malloc(size + 1);
     tu_fill_random(want, size, seed);
-    ssize_t n = backend_read(f->posix, key, 0, got, size + 1, NULL, NULL);
+    ssize_t n = backend_read(f->posix, NULL, key, 0, got, size + 1, NULL, NULL);
     assert_int_equal(n, (ssize_t)size);
     assert_memory_equal(want, got, size);
     free(want);
@@ -204,7 +205,7 @@ static void assert_object(struct fx *f, const char *key, size_t size, uint64_t s
 static void assert_no_object(struct fx *f, const char *key)
 {
     struct backend_stat st;
-    assert_int_equal(backend_stat(f->posix, key, &st), -ENOENT);
+    assert_int_equal(backend_stat(f->posix, NULL, key, &st), -ENOENT);
 }
 
 /* No multipart upload is left in the POSIX backend (its staging area is <root>/.tier-mpu). */
@@ -697,7 +698,7 @@ static void test_age_bound_and_deadline(void **state)
 static bool has_object(struct fx *f, const char *key)
 {
     struct backend_stat st;
-    return backend_stat(f->posix, key, &st) == 0;
+    return backend_stat(f->posix, NULL, key, &st) == 0;
 }
 
 /* Burst absorption: a file sealed while writes go on is held; wb_wait and a backlog at half of
@@ -1174,7 +1175,7 @@ static size_t mpu_count(struct fx *f, const char *key)
 {
     struct backend_mpu *v = NULL;
     size_t n = 0;
-    assert_int_equal(backend_mpu_list(f->posix, key, &v, &n), 0);
+    assert_int_equal(backend_mpu_list(f->posix, NULL, key, &v, &n), 0);
     backend_mpu_list_free(v, n);
     return n;
 }
@@ -1199,12 +1200,13 @@ static void test_orphan_multipart_aborted(void **state)
     seal_offline(f, "orph/big", 11 * MIB, 31);
     /* what a crash right after mpu_create leaves: an upload (with a part) no row knows */
     char *orphan = NULL, *other = NULL, etag[BACKEND_ETAG_MAX];
-    assert_int_equal(backend_mpu_create(f->posix, "orph/big", &orphan), 0);
+    assert_int_equal(backend_mpu_create(f->posix, NULL, "orph/big", &orphan), 0);
     unsigned char *part = calloc(1, 5 * MIB);
     assert_non_null(part);
-    assert_int_equal(backend_mpu_put_part(f->posix, "orph/big", orphan, 1, part, 5 * MIB, etag), 0);
+    assert_int_equal(
+        backend_mpu_put_part(f->posix, NULL, "orph/big", orphan, 1, part, 5 * MIB, etag), 0);
     free(part);
-    assert_int_equal(backend_mpu_create(f->posix, "orph/bigger", &other), 0);
+    assert_int_equal(backend_mpu_create(f->posix, NULL, "orph/bigger", &other), 0);
     assert_int_equal(mpu_count(f, "orph/big"), 1);
 
     fakebe_set_down(f->fault, false);
@@ -1214,7 +1216,7 @@ static void test_orphan_multipart_aborted(void **state)
     assert_true(calls(f, FAKEBE_MPU_LIST) >= 1);
     assert_int_equal(mpu_count(f, "orph/big"), 0); /* the orphan is gone, ours completed */
     assert_int_equal(mpu_count(f, "orph/bigger"), 1);
-    assert_int_equal(backend_mpu_abort(f->posix, "orph/bigger", other), 0);
+    assert_int_equal(backend_mpu_abort(f->posix, NULL, "orph/bigger", other), 0);
     assert_no_mpu(f);
     free(orphan);
     free(other);
@@ -1345,14 +1347,20 @@ static void test_orphan_after_unlink(void **state)
     assert_no_mpu(f);
 }
 
+/* Every upload call passes the backend's scheduler lane as the namespace tenant's checkpoint
+ * I/O: the ioctx travels with the backend call (no default-lane admission, no declared class). */
 static void test_qos_admission(void **state)
 {
-#ifdef WB_HAVE_QOS
     struct fx *f = *state;
     struct sched *s;
     struct sched_config sc = {.max_inflight = 4};
     assert_int_equal(sched_new(&sc, &s), 0);
-    f->cfg.sched = s;
+    struct posix_backend_config pc = {.name = "warm", .root = f->root};
+    struct backend *pb = NULL;
+    assert_int_equal(backend_posix_open(&pc, &pb), 0);
+    struct sched_backend_config bc = {.max_inflight = 4};
+    assert_int_equal(sched_backend_wrap(s, pb, &bc, &f->wrapped), 0);
+    f->cfg.tenant = 7;
     fx_open(f);
     write_file(f, "q/big", 11 * MIB, 91);
     assert_int_equal(wb_wait(f->wb, NULL, "", 20000), 0);
@@ -1366,12 +1374,13 @@ static void test_qos_admission(void **state)
     assert_int_equal(c->completed, c->admitted);
     assert_true(c->bytes >= 11 * MIB);
     assert_int_equal(st.cls[TIER_IO_TRAINING].admitted, 0);
+    assert_int_equal(st.cls[TIER_IO_INFERENCE].admitted, 0);
+    struct sched_backend_stats ls;
+    assert_int_equal(sched_backend_stats_get(s, &ls, 1), 1);
+    assert_int_equal(ls.admitted, c->admitted);
+    backend_free(f->wrapped);
+    f->wrapped = NULL;
     sched_free(s);
-#else
-    (void)state;
-    print_message("skipped: built without src/qos\n");
-    skip();
-#endif
 }
 
 struct creator {
