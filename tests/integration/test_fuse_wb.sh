@@ -423,6 +423,31 @@ wait "$app" || fail "append to a file replaced mid-copy failed"
 cmp "$MNT/ck/snap" "$T/ref/snap_want" || fail "a rewrite's copy mixed two versions (or kept the old)"
 ok "a rewrite's copy from the backend is one version, also when the object is replaced mid-copy"
 
+# The same with a larger replacement: the restarted copy takes the new version's size too (it
+# was cut at the size the first stat saw, losing the new version's tail).
+head -c $((3 * 524288 + 300000)) /dev/urandom >"$T/ref/snap_big" # still under max_dirty
+cp "$T/ref/snap_old" "$DATA/ck/snap2"
+echo "snapshot pause" >"$FAULT"
+(echo tail >>"$MNT/ck/snap2") &
+app=$!
+wait_for 30 test -e "$FAULT.paused" || fail "the second rewrite's copy did not reach the pause"
+cp "$T/ref/snap_big" "$DATA/ck/snap2.tmp" && mv "$DATA/ck/snap2.tmp" "$DATA/ck/snap2"
+: >"$FAULT"
+wait "$app" || fail "append to a file replaced mid-copy by a larger one failed"
+# The kernel placed the O_APPEND write at the size it knew when the open began (the old one):
+# the new version whole, with "tail" written over it there.
+python3 - "$T/ref/snap_big" "$T/ref/snap2_want" $((3 * 524288)) <<'PY'
+import sys
+src, dst, at = sys.argv[1], sys.argv[2], int(sys.argv[3])
+b = bytearray(open(src, "rb").read())
+b[at:at + 5] = b"tail\n"
+open(dst, "wb").write(b)
+PY
+[ "$(stat -c %s "$MNT/ck/snap2")" = "$(stat -c %s "$T/ref/snap_big")" ] ||
+  fail "a rewrite's restarted copy was cut at the old size: $(stat -c %s "$MNT/ck/snap2") bytes"
+cmp "$MNT/ck/snap2" "$T/ref/snap2_want" || fail "a rewrite's restarted copy is not the new version"
+ok "a restarted copy takes the whole new version when the replacement is larger"
+
 # ---- rewrite with an EIO in the middle of the copy: the old version survives (issue 5) -------
 # Appending to an uploaded file starts a new generation holding a copy of the old content; it
 # replaces the old generation only when sealed, so a copy that fails leaves the old one live.
