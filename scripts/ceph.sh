@@ -308,6 +308,11 @@ log file = $LOGDIR/\$name.log
 rgw data = $DIR/rgw
 rgw frontends = beast endpoint=127.0.0.1:$rgwport tcp_nodelay=1
 rgw thread pool size = 128
+# The usage log is the RGW's own count of requests by category (test_sched_rgw.sh compares it
+# with the scheduler's count of backend calls); flushed every second.
+rgw enable usage log = true
+rgw usage log tick interval = 1
+rgw usage log flush threshold = 1
 EOF
     mv "$CONF.tmp" "$CONF"
 }

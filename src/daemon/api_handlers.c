@@ -345,6 +345,46 @@ static json_t *status_json(struct tierd *d)
     return j;
 }
 
+/* Each backend's scheduler lane and the calls it admitted, by operation. */
+static json_t *backends_json(struct tierd *d)
+{
+    json_t *arr = json_array();
+    if (!d->sched)
+        return arr;
+    for (size_t i = 0; i < d->cfg.nbackends; i++) {
+        uint64_t calls[SCHED_BE_NOPS], notfound[SCHED_BE_NOPS];
+        if (!d->backends[i] ||
+            sched_backend_calls_get(d->sched, d->backends[i], calls, notfound) != 0)
+            continue;
+        struct sched_backend_stats bs[TIERD_MAX_BACKENDS];
+        size_t n = sched_backend_stats_get(d->sched, bs, TIERD_MAX_BACKENDS);
+        const struct sched_backend_stats *b = NULL;
+        for (size_t k = 0; k < n && k < TIERD_MAX_BACKENDS; k++)
+            if (strcmp(bs[k].name, d->backends[i]->name) == 0)
+                b = &bs[k];
+        if (!b)
+            continue;
+        json_t *cj = json_object(), *nj = json_object();
+        for (int op = 0; op < SCHED_BE_NOPS; op++) {
+            json_object_set_new(cj, sched_be_op_name((enum sched_be_op)op),
+                                json_integer((json_int_t)calls[op]));
+            json_object_set_new(nj, sched_be_op_name((enum sched_be_op)op),
+                                json_integer((json_int_t)notfound[op]));
+        }
+        json_array_append_new(
+            arr,
+            json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}", "name",
+                      b->name, "breaker", sched_breaker_state_name(b->breaker), "max_inflight",
+                      (json_int_t)b->max_inflight, "inflight_now", (json_int_t)b->inflight_now,
+                      "queued_now", (json_int_t)b->queued_now, "admitted", (json_int_t)b->admitted,
+                      "completed", (json_int_t)b->completed, "failures", (json_int_t)b->failures,
+                      "admit_timeouts", (json_int_t)b->admit_timeouts, "breaker_opens",
+                      (json_int_t)b->breaker_opens, "fast_fails", (json_int_t)b->fast_fails,
+                      "calls", cj, "calls_not_found", nj));
+    }
+    return arr;
+}
+
 static json_t *stats_json(struct tierd *d)
 {
     json_t *j = status_json(d);
@@ -370,6 +410,7 @@ static json_t *stats_json(struct tierd *d)
         }
     }
     json_object_set_new(j, "sched", sched);
+    json_object_set_new(j, "backends", backends_json(d));
     return j;
 }
 

@@ -145,6 +145,27 @@ bool sched_lane_attempt_failed(struct sched *s, struct sched_lane *l, long err, 
  * type, so cached blocks and messages do not change. On failure inner is left to the caller. */
 int sched_backend_wrap(struct sched *s, struct backend *inner,
                        const struct sched_backend_config *cfg, struct backend **out);
+/* Backend operations, as the wrapper counts the calls it admitted (one request each to the
+ * backend, plus the backend's own retries). */
+enum sched_be_op {
+    SCHED_BE_STAT = 0,
+    SCHED_BE_READ,
+    SCHED_BE_LIST,
+    SCHED_BE_PUT,
+    SCHED_BE_MPU_CREATE,
+    SCHED_BE_MPU_PART,
+    SCHED_BE_MPU_COMPLETE,
+    SCHED_BE_MPU_ABORT,
+    SCHED_BE_MPU_LIST,
+    SCHED_BE_DEL,
+    SCHED_BE_NOPS,
+};
+const char *sched_be_op_name(enum sched_be_op op);
+/* The calls a wrapper of s admitted, by operation, and (notfound, may be NULL) how many of them
+ * the backend answered -ENOENT: 0, or -EINVAL when be is no wrapper of s. */
+int sched_backend_calls_get(struct sched *s, struct backend *be, uint64_t out[SCHED_BE_NOPS],
+                            uint64_t notfound[SCHED_BE_NOPS]);
+
 /* The lane of a wrapper made by sched_backend_wrap on s, or NULL for any other backend. */
 struct sched_lane *sched_backend_lane(struct sched *s, struct backend *be);
 

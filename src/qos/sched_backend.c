@@ -15,6 +15,7 @@
  * Immutable after creation; thread-safety is sched.c's and the inner backend's.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,7 +28,9 @@ struct sched_be {
     struct backend_ops ops;
     struct backend *inner; /* owned */
     struct sched *s;
-    struct sched_lane *lane; /* owned by s */
+    struct sched_lane *lane;                  /* owned by s */
+    _Atomic uint64_t calls[SCHED_BE_NOPS];    /* admitted calls by operation */
+    _Atomic uint64_t notfound[SCHED_BE_NOPS]; /* of those, answered -ENOENT */
 };
 
 static struct sched_be *W(struct backend *be)
@@ -35,15 +38,19 @@ static struct sched_be *W(struct backend *be)
     return (struct sched_be *)be;
 }
 
-static int enter(struct sched_be *w, size_t bytes, uint64_t *t0)
+static int enter(struct sched_be *w, enum sched_be_op op, size_t bytes, uint64_t *t0)
 {
     int rc = sched_lane_enter(w->s, w->lane, NULL, bytes);
     *t0 = tier_now_mono_ns();
+    if (rc == 0)
+        atomic_fetch_add_explicit(&w->calls[op], 1, memory_order_relaxed);
     return rc;
 }
 
-static void leave(struct sched_be *w, size_t bytes, long result, uint64_t t0)
+static void leave(struct sched_be *w, enum sched_be_op op, size_t bytes, long result, uint64_t t0)
 {
+    if (result == -ENOENT)
+        atomic_fetch_add_explicit(&w->notfound[op], 1, memory_order_relaxed);
     sched_lane_leave(w->s, w->lane, NULL, bytes, result, tier_now_mono_ns() - t0);
 }
 
@@ -51,11 +58,11 @@ static int w_stat(struct backend *be, const char *key, struct backend_stat *st)
 {
     struct sched_be *w = W(be);
     uint64_t t0;
-    int rc = enter(w, 0, &t0);
+    int rc = enter(w, SCHED_BE_STAT, 0, &t0);
     if (rc)
         return rc;
     rc = w->inner->ops->stat(w->inner, key, st);
-    leave(w, 0, rc, t0);
+    leave(w, SCHED_BE_STAT, 0, rc, t0);
     return rc;
 }
 
@@ -64,11 +71,11 @@ static ssize_t w_read(struct backend *be, const char *key, uint64_t off, void *b
 {
     struct sched_be *w = W(be);
     uint64_t t0;
-    int rc = enter(w, len, &t0);
+    int rc = enter(w, SCHED_BE_READ, len, &t0);
     if (rc)
         return rc;
     ssize_t n = w->inner->ops->read(w->inner, key, off, buf, len, if_match, st);
-    leave(w, n > 0 ? (size_t)n : 0, (long)n, t0);
+    leave(w, SCHED_BE_READ, n > 0 ? (size_t)n : 0, (long)n, t0);
     return n;
 }
 
@@ -77,11 +84,11 @@ static int w_list(struct backend *be, const char *prefix, const char *delimiter,
 {
     struct sched_be *w = W(be);
     uint64_t t0;
-    int rc = enter(w, 0, &t0);
+    int rc = enter(w, SCHED_BE_LIST, 0, &t0);
     if (rc)
         return rc;
     rc = w->inner->ops->list(w->inner, prefix, delimiter, token, max_keys, page);
-    leave(w, 0, rc, t0);
+    leave(w, SCHED_BE_LIST, 0, rc, t0);
     return rc;
 }
 
@@ -89,11 +96,11 @@ static int w_put(struct backend *be, const char *key, const void *buf, size_t le
 {
     struct sched_be *w = W(be);
     uint64_t t0;
-    int rc = enter(w, len, &t0);
+    int rc = enter(w, SCHED_BE_PUT, len, &t0);
     if (rc)
         return rc;
     rc = w->inner->ops->put(w->inner, key, buf, len, etag_out);
-    leave(w, len, rc, t0);
+    leave(w, SCHED_BE_PUT, len, rc, t0);
     return rc;
 }
 
@@ -101,11 +108,11 @@ static int w_mpu_create(struct backend *be, const char *key, char **upload_id)
 {
     struct sched_be *w = W(be);
     uint64_t t0;
-    int rc = enter(w, 0, &t0);
+    int rc = enter(w, SCHED_BE_MPU_CREATE, 0, &t0);
     if (rc)
         return rc;
     rc = w->inner->ops->mpu_create(w->inner, key, upload_id);
-    leave(w, 0, rc, t0);
+    leave(w, SCHED_BE_MPU_CREATE, 0, rc, t0);
     return rc;
 }
 
@@ -114,11 +121,11 @@ static int w_mpu_put_part(struct backend *be, const char *key, const char *uploa
 {
     struct sched_be *w = W(be);
     uint64_t t0;
-    int rc = enter(w, len, &t0);
+    int rc = enter(w, SCHED_BE_MPU_PART, len, &t0);
     if (rc)
         return rc;
     rc = w->inner->ops->mpu_put_part(w->inner, key, upload_id, part_no, buf, len, etag_out);
-    leave(w, len, rc, t0);
+    leave(w, SCHED_BE_MPU_PART, len, rc, t0);
     return rc;
 }
 
@@ -127,11 +134,11 @@ static int w_mpu_complete(struct backend *be, const char *key, const char *uploa
 {
     struct sched_be *w = W(be);
     uint64_t t0;
-    int rc = enter(w, 0, &t0);
+    int rc = enter(w, SCHED_BE_MPU_COMPLETE, 0, &t0);
     if (rc)
         return rc;
     rc = w->inner->ops->mpu_complete(w->inner, key, upload_id, parts, nparts, etag_out);
-    leave(w, 0, rc, t0);
+    leave(w, SCHED_BE_MPU_COMPLETE, 0, rc, t0);
     return rc;
 }
 
@@ -139,11 +146,11 @@ static int w_mpu_abort(struct backend *be, const char *key, const char *upload_i
 {
     struct sched_be *w = W(be);
     uint64_t t0;
-    int rc = enter(w, 0, &t0);
+    int rc = enter(w, SCHED_BE_MPU_ABORT, 0, &t0);
     if (rc)
         return rc;
     rc = w->inner->ops->mpu_abort(w->inner, key, upload_id);
-    leave(w, 0, rc, t0);
+    leave(w, SCHED_BE_MPU_ABORT, 0, rc, t0);
     return rc;
 }
 
@@ -156,11 +163,11 @@ static int w_mpu_list(struct backend *be, const char *key, struct backend_mpu **
 {
     struct sched_be *w = W(be);
     uint64_t t0;
-    int rc = enter(w, 0, &t0);
+    int rc = enter(w, SCHED_BE_MPU_LIST, 0, &t0);
     if (rc)
         return rc;
     rc = w->inner->ops->mpu_list(w->inner, key, out, n);
-    leave(w, 0, rc, t0);
+    leave(w, SCHED_BE_MPU_LIST, 0, rc, t0);
     return rc;
 }
 
@@ -168,11 +175,11 @@ static int w_del(struct backend *be, const char *key)
 {
     struct sched_be *w = W(be);
     uint64_t t0;
-    int rc = enter(w, 0, &t0);
+    int rc = enter(w, SCHED_BE_DEL, 0, &t0);
     if (rc)
         return rc;
     rc = w->inner->ops->del(w->inner, key);
-    leave(w, 0, rc, t0);
+    leave(w, SCHED_BE_DEL, 0, rc, t0);
     return rc;
 }
 
@@ -238,4 +245,26 @@ struct sched_lane *sched_backend_lane(struct sched *s, struct backend *be)
     if (!be || be->ops->stat != w_stat || W(be)->s != s)
         return NULL;
     return W(be)->lane;
+}
+
+int sched_backend_calls_get(struct sched *s, struct backend *be, uint64_t out[SCHED_BE_NOPS],
+                            uint64_t notfound[SCHED_BE_NOPS])
+{
+    if (!sched_backend_lane(s, be))
+        return -EINVAL;
+    struct sched_be *w = W(be);
+    for (int i = 0; i < SCHED_BE_NOPS; i++) {
+        out[i] = atomic_load_explicit(&w->calls[i], memory_order_relaxed);
+        if (notfound)
+            notfound[i] = atomic_load_explicit(&w->notfound[i], memory_order_relaxed);
+    }
+    return 0;
+}
+
+const char *sched_be_op_name(enum sched_be_op op)
+{
+    static const char *const names[SCHED_BE_NOPS] = {
+        "stat",     "read",         "list",      "put",      "mpu_create",
+        "mpu_part", "mpu_complete", "mpu_abort", "mpu_list", "delete"};
+    return (unsigned)op < SCHED_BE_NOPS ? names[op] : "unknown";
 }

@@ -23,3 +23,9 @@ if(TARGET tierd)
   set_tests_properties(fuse_dir PROPERTIES TIMEOUT 180 LABELS fuse
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()
+if(TARGET tierd)
+  # The RGW's usage log against the scheduler's count of backend calls (one scheduling point).
+  add_test(NAME sched_rgw COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_sched_rgw.sh)
+  set_tests_properties(sched_rgw PROPERTIES TIMEOUT 300 LABELS "fuse;rgw" FIXTURES_REQUIRED rgw
+    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_CEPH_DIR=${TIER_CEPH_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+endif()
