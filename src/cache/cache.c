@@ -45,7 +45,8 @@
  *   miss: create block, set FETCHING           block_acquire()
  *   load from disk (checksum verified)         load_block() -> disk_block_load()
  *   RAM-less disk hit (no state change)        disk_direct() -> disk_block_read_range()
- *   load from backend (through fetch hook)     load_block() -> backend_fetch()
+ *   load from backend (backend_read with io)   load_block() -> backend_fetch()
+ *     (a fetch slot of its backend first)      fetch_slot_take(), fetch_slot_give()
  *   hash collision: read uncached              block_get() -> backend_fetch()
  *   publish result to waiters, end FETCHING    publish(), release_result()
  *   insert into RAM (+ evict RAM victims)      publish() -> ram_insert()
@@ -91,6 +92,7 @@
 #define PREFETCH_THREADS_DEFAULT 4
 #define PREFETCH_THREADS_MAX 32
 #define PREFETCH_QUEUE 64
+#define MAX_FETCHES_DEFAULT 64
 
 #define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
@@ -124,6 +126,15 @@ struct pf_item {
     struct tier_ioctx io;
 };
 
+/* The backend fetches of one backend that hold a block buffer now (fetch_slot_take). Exists
+ * while any fetch holds or waits for one; fetch_mu. */
+struct fetch_slots {
+    struct fetch_slots *next;
+    const struct backend *be;
+    int active, waiting;
+    pthread_cond_t cv; /* a slot freed */
+};
+
 struct cache {
     struct cache_config cfg;
     char *disk_dir;
@@ -142,6 +153,10 @@ struct cache {
     struct cache_fetch_hook hook;
 
     _Atomic uint64_t fetches, fetch_bytes, fetch_errors, fetch_ns, sf_waits, csum_failures;
+    /* fetch_mu: the per-backend bound on fetches holding a buffer (cfg.max_fetches) */
+    pthread_mutex_t fetch_mu;
+    struct fetch_slots *fetch_slots;
+    uint64_t fetch_bufs_now, fetch_bufs_peak, fetch_slot_waits;
     _Atomic uint64_t io_warn_ns; /* last transient disk-read warning (rate limit) */
 
     /* prefetch pool: pf_mu guards the queue and pf_stop */
@@ -613,6 +628,61 @@ static uint32_t block_len(const struct cache *c, const struct cache_obj *obj, ui
     return (uint32_t)(left < c->cfg.block_size ? left : c->cfg.block_size);
 }
 
+/* Take one of obj's backend's cfg.max_fetches fetch slots, waiting while all are held: a fetch
+ * allocates its block buffer only once it has one, so misses queued behind a slow backend (and
+ * behind its scheduler lane, inside backend_read) hold no buffer, and fetch memory is at most
+ * max_fetches blocks per backend. Per backend, so a hung one never holds back the misses of
+ * another. Single-flight waiters never get here. NULL: no memory. */
+static struct fetch_slots *fetch_slot_take(struct cache *c, const struct backend *be)
+{
+    pthread_mutex_lock(&c->fetch_mu);
+    struct fetch_slots *fs = c->fetch_slots;
+    while (fs && fs->be != be)
+        fs = fs->next;
+    if (!fs) {
+        fs = calloc(1, sizeof(*fs));
+        if (!fs) {
+            pthread_mutex_unlock(&c->fetch_mu);
+            return NULL;
+        }
+        fs->be = be;
+        pthread_cond_init(&fs->cv, NULL);
+        fs->next = c->fetch_slots;
+        c->fetch_slots = fs;
+    }
+    if (fs->active >= c->cfg.max_fetches) {
+        c->fetch_slot_waits++;
+        fs->waiting++;
+        while (fs->active >= c->cfg.max_fetches)
+            pthread_cond_wait(&fs->cv, &c->fetch_mu);
+        fs->waiting--;
+    }
+    fs->active++;
+    if (++c->fetch_bufs_now > c->fetch_bufs_peak)
+        c->fetch_bufs_peak = c->fetch_bufs_now;
+    pthread_mutex_unlock(&c->fetch_mu);
+    return fs;
+}
+
+/* The fetch is done (its buffer is the block's now, or freed): hand the slot on. */
+static void fetch_slot_give(struct cache *c, struct fetch_slots *fs)
+{
+    pthread_mutex_lock(&c->fetch_mu);
+    fs->active--;
+    c->fetch_bufs_now--;
+    if (fs->waiting) {
+        pthread_cond_signal(&fs->cv);
+    } else if (!fs->active) {
+        struct fetch_slots **pp = &c->fetch_slots;
+        while (*pp != fs)
+            pp = &(*pp)->next;
+        *pp = fs->next;
+        pthread_cond_destroy(&fs->cv);
+        free(fs);
+    }
+    pthread_mutex_unlock(&c->fetch_mu);
+}
+
 static int backend_fetch(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
                          uint64_t index, uint32_t len, struct cdata **out)
 {
@@ -622,16 +692,19 @@ static int backend_fetch(struct cache *c, const struct tier_ioctx *io, const str
     pthread_mutex_unlock(&c->hook_mu);
     struct tier_ioctx dio = io ? *io : TIER_IOCTX_DEFAULT;
 
-    /* The buffer is allocated after admission: fetches queued in the hook (QoS) hold no block
-     * buffer, so fetch memory is bounded by what the scheduler admits. */
+    /* The buffer is allocated only with a fetch slot (fetch_slot_take): fetches waiting for one
+     * hold no block buffer. */
+    struct fetch_slots *fs = fetch_slot_take(c, obj->be);
     if (hook.before)
         hook.before(hook.ud, &dio, obj, index, len);
-    struct cdata *d = cdata_new(len);
+    struct cdata *d = fs ? cdata_new(len) : NULL;
     uint64_t t0 = tier_now_mono_ns();
     ssize_t n = d ? backend_read(obj->be, &dio, obj->key, index * c->cfg.block_size, d->bytes, len,
                                  obj->etag, NULL)
                   : -ENOMEM;
     uint64_t dt = tier_now_mono_ns() - t0;
+    if (fs)
+        fetch_slot_give(c, fs);
     if (hook.after)
         hook.after(hook.ud, &dio, obj, index, n, dt);
     atomic_fetch_add_explicit(&c->fetches, 1, memory_order_relaxed);
@@ -1223,6 +1296,12 @@ void cache_stats_get(struct cache *c, struct cache_stats *st)
     st->fetch_errors = atomic_load(&c->fetch_errors);
     st->fetch_ns_total = atomic_load(&c->fetch_ns);
     st->singleflight_waits = atomic_load(&c->sf_waits);
+    pthread_mutex_lock(&c->fetch_mu);
+    st->fetch_buffers_now = c->fetch_bufs_now;
+    st->fetch_buffers_peak = c->fetch_bufs_peak;
+    st->fetch_slot_waits = c->fetch_slot_waits;
+    pthread_mutex_unlock(&c->fetch_mu);
+    st->max_fetches = (uint64_t)c->cfg.max_fetches;
     st->pinned_bytes = atomic_load(&c->pinned_bytes);
     st->pin_budget = c->cfg.pin_bytes;
     st->checksum_failures = atomic_load(&c->csum_failures);
@@ -1366,6 +1445,12 @@ int cache_open(const struct cache_config *cfg, struct cache **out)
         tier_err_set("cache block_size %zu out of range (64 KiB..64 MiB)", k.block_size);
         return -EINVAL;
     }
+    if (!k.max_fetches)
+        k.max_fetches = MAX_FETCHES_DEFAULT;
+    if (k.max_fetches < 1 || k.max_fetches > 4096) {
+        tier_err_set("cache max_fetches %d out of range (1..4096)", k.max_fetches);
+        return -EINVAL;
+    }
     struct cache *c = calloc(1, sizeof(*c));
     if (!c)
         return -ENOMEM;
@@ -1373,6 +1458,7 @@ int cache_open(const struct cache_config *cfg, struct cache **out)
     c->lock_fd = -1;
     c->cfg = k;
     c->cfg.disk_dir = NULL;
+    pthread_mutex_init(&c->fetch_mu, NULL);
     pthread_mutex_init(&c->pin_mu, NULL);
     pthread_mutex_init(&c->hook_mu, NULL);
     pthread_mutex_init(&c->pf_mu, NULL);
@@ -1464,6 +1550,7 @@ void cache_close(struct cache *c)
     }
     policy_free(c->ram.pol);
     policy_free(c->disk.pol);
+    pthread_mutex_destroy(&c->fetch_mu); /* no fetch runs now: no slots are left */
     if (c->lock_fd >= 0)
         close(c->lock_fd);
     free(c->disk_dir);

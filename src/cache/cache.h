@@ -49,6 +49,8 @@ struct cache_config {
     enum cache_policy_kind policy;
     int prefetch_threads; /* background fetchers for cache_prefetch(); default 4, max 32: the
                            * depth of sequential read-ahead against a slow backend */
+    int max_fetches;      /* backend block fetches of one backend holding a block buffer at
+                           * once (the rest wait, holding none); 0: 64; 1..4096 */
 };
 
 /* The object being read: borrowed for the call. */
@@ -127,6 +129,9 @@ struct cache_stats {
     uint64_t singleflight_waits; /* readers that waited on another's fetch */
     uint64_t pinned_bytes, pin_budget;
     uint64_t checksum_failures; /* corrupt disk blocks dropped */
+    /* Backend fetches holding a block buffer (all backends), now and at most so far; fetches
+     * that waited for one of their backend's max_fetches slots. */
+    uint64_t fetch_buffers_now, fetch_buffers_peak, fetch_slot_waits, max_fetches;
 };
 void cache_stats_get(struct cache *c, struct cache_stats *st);
 

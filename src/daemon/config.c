@@ -369,6 +369,7 @@ static const struct keydef cache_keys[] = {
     {"disk_min_free", V_SIZE, CFG(cache.disk_min_free_bytes), 0, UINT64_MAX, false, 0},
     {"pin_size", V_SIZE, CFG(cache.pin_bytes), 0, UINT64_MAX, false, 0},
     {"policy", V_POLICY, CFG(cache.policy), 0, 0, false, 0},
+    {"max_fetches", V_INT, CFG(cache.max_fetches), 1, 4096, false, 0},
     {NULL, 0, 0, 0, 0, false, 0},
 };
 
@@ -1249,6 +1250,7 @@ static void apply_defaults(struct tierd_config *c)
     c->cache.disk_bytes = 10240 * MIB;
     c->cache.disk_min_free_bytes = 1024 * MIB;
     c->cache.policy = CACHE_POLICY_S3FIFO;
+    c->cache.max_fetches = 64;
     c->attr_ttl_ms = 1000;
     c->entry_ttl_ms = 1000;
     c->fuse_threads = 16;

@@ -92,6 +92,7 @@ struct sched {
 /* Whether the backend reported an attempt (sched_lane_attempt_failed) during this thread's
  * current lane call: its final failure was then accounted already and is not counted again. */
 static _Thread_local bool t_attempt_reported;
+static _Thread_local long t_attempt_err; /* ... and the last reported attempt's error */
 
 const char *sched_breaker_state_name(enum sched_breaker_state st)
 {
@@ -261,15 +262,27 @@ static void grant(struct sched *s, struct sched_lane *l)
 
 /* ---- breaker -------------------------------------------------------------------------------- */
 
+/* Whether a call's own result (no attempt of it reported) says the backend gave no answer: a
+ * timeout (S3's curl timeout, a deadline), a refused, broken or missing connection, or a mount
+ * that is gone (ENOTCONN: a FUSE file system whose daemon died; ESHUTDOWN, ENODEV: a device or
+ * transport taken away). -EIO is not one: the POSIX backend passes the file system's errno
+ * through, and an EIO from the read of one damaged file is that file's answer, so a few bad
+ * files must not open the breaker for a healthy backend (third review). S3 connection failures,
+ * which it maps to -EIO, are attempts it reports unanswered (sched_lane_attempt_failed). */
 static bool is_failure(long result)
 {
     switch (-result) {
     case ETIMEDOUT:
-    case EIO:
     case ECONNREFUSED:
     case ECONNRESET:
+    case ECONNABORTED:
     case EHOSTUNREACH:
+    case EHOSTDOWN:
     case ENETUNREACH:
+    case ENETDOWN:
+    case ENOTCONN:
+    case ESHUTDOWN:
+    case ENODEV:
         return true;
     default:
         return false;
@@ -313,15 +326,21 @@ static void note_answer(struct sched_lane *l)
 }
 
 /* Under mu: a completed call's result moves the breaker; reported: its attempts were accounted
- * one by one already, so a failure is not counted again. */
-static void note_result(struct sched *s, struct sched_lane *l, long result, bool reported)
+ * one by one already (last_err: the last one's error), so a result that is that attempt's error
+ * is not counted again, whatever its errno (an S3 connection failure is -EIO). */
+static void note_result(struct sched *s, struct sched_lane *l, long result, bool reported,
+                        long last_err)
 {
     if (l->breaker_failures <= 0)
         return;
-    if (!is_failure(result))
+    if (reported) {
+        if (result >= 0 || (result != last_err && !is_failure(result)))
+            note_answer(l);
+    } else if (!is_failure(result)) {
         note_answer(l);
-    else if (!reported)
+    } else {
         note_failure(s, l);
+    }
 }
 
 bool sched_lane_attempt_failed(struct sched *s, struct sched_lane *l, long err, bool answered)
@@ -330,7 +349,8 @@ bool sched_lane_attempt_failed(struct sched *s, struct sched_lane *l, long err, 
         return true;
     pthread_mutex_lock(&s->mu);
     t_attempt_reported = true;
-    if (answered || !is_failure(err))
+    t_attempt_err = err;
+    if (answered) /* the backend knows whether it got an answer: unanswered is a failure */
         note_answer(l);
     else
         note_failure(s, l);
@@ -456,7 +476,7 @@ static int lane_admit(struct sched *s, struct sched_lane *l, int c, uint64_t *wa
 }
 
 static void lane_done(struct sched *s, struct sched_lane *l, int c, size_t bytes, long result,
-                      uint64_t service_ns, bool counted)
+                      uint64_t service_ns, bool counted, long last_err)
 {
     pthread_mutex_lock(&s->mu);
     l->inflight--;
@@ -468,7 +488,7 @@ static void lane_done(struct sched *s, struct sched_lane *l, int c, size_t bytes
     else
         s->st[c].bytes += bytes;
     s->st[c].service_ns_total += service_ns;
-    note_result(s, l, result, counted);
+    note_result(s, l, result, counted, last_err);
     grant(s, l);
     pthread_mutex_unlock(&s->mu);
 }
@@ -486,7 +506,7 @@ void sched_done(struct sched *s, const struct tier_ioctx *io, size_t bytes, long
                 uint64_t service_ns)
 {
     int c = class_of(io);
-    lane_done(s, &s->def, c, bytes, result, service_ns, false);
+    lane_done(s, &s->def, c, bytes, result, service_ns, false, 0);
 }
 
 int sched_lane_enter(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
@@ -501,7 +521,7 @@ int sched_lane_enter(struct sched *s, struct sched_lane *l, const struct tier_io
 void sched_lane_leave(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
                       size_t bytes, long result, uint64_t service_ns)
 {
-    lane_done(s, l, class_of(io), bytes, result, service_ns, t_attempt_reported);
+    lane_done(s, l, class_of(io), bytes, result, service_ns, t_attempt_reported, t_attempt_err);
     t_attempt_reported = false;
 }
 

@@ -33,13 +33,14 @@
  *                                                                     sched_lane_attempt_failed
  *   HALF_OPEN --the probe's admission times out-->        OPEN       sched_lane_enter
  *
- * A failure is a call that ended in -ETIMEDOUT, -EIO or a connection errno, or an attempt inside
- * a call (S3 retries) that got no answer at all (timeout, connection refused or broken); any
- * other result (-ENOENT, -ESTALE, -EACCES, ...) and any attempt the server answered, even with a
- * 5xx, is an answer and resets the count. Once OPEN, the calls in flight stop retrying. While OPEN,
- * and while the probe of HALF_OPEN is out, every other call fails at once with -ETIMEDOUT and a
- * message naming the backend and the time left; calls queued when the breaker opens are failed the
- * same way.
+ * A failure is a call that ended in -ETIMEDOUT, a connection errno or a dead mount's (-ENOTCONN,
+ * -ESHUTDOWN, -ENODEV), or an attempt inside a call (S3 retries) that the backend reports got no
+ * answer at all (timeout, connection refused or broken, whatever its errno); any other result
+ * (-EIO: one file's read error on a POSIX backend; -ENOENT, -ESTALE, -EACCES, ...) and any
+ * attempt the server answered, even with a 5xx, is an answer and resets the count. Once OPEN, the
+ * calls in flight stop retrying. While OPEN, and while the probe of HALF_OPEN is out, every other
+ * call fails at once with -ETIMEDOUT and a message naming the backend and the time left; calls
+ * queued when the breaker opens are failed the same way.
  *
  * Thread-safe: one mutex for all lanes; admission may block the caller (never while the mutex is
  * held by anyone else for long: no I/O under it).

@@ -963,56 +963,59 @@ bool wb_entry_held(const struct wb *wb, const struct wb_entry *e, uint64_t hold,
            now < e->sealed_mono_ns + wb->cfg.upload_holdoff_max_ms * TIER_NS_PER_MS;
 }
 
-/* The next entry to work on, or NULL (a walk of the queue, wb->pending, not of every row); *wake
- * gets the earliest time a waiting one (a retry, or an upload held back while writers are active)
- * becomes eligible. */
-static struct wb_entry *pick(struct wb *wb, uint64_t now, uint64_t *wake)
+/* Whether e may be worked on now; if not and it waits for a time (a retry, or an upload held
+ * back while writers are active), *wake gets that time when it is the earliest. */
+static bool startable(struct wb *wb, struct wb_entry *e, uint64_t hold, uint64_t now,
+                      uint64_t *wake)
 {
-    struct wb_entry *best = NULL;
-    uint64_t hold = wb_holdoff_until(wb, now);
-    for (struct wb_entry *e = wb->pending; e; e = e->pnext) {
-        if (e->busy || e->interrupt) /* interrupt: a quiescing thread is about to take it */
-            continue;
-        bool cancel = e->state == WB_CANCELLED;
-        if (!cancel && e->state != WB_SEALED && e->state != WB_UPLOADING)
-            continue;
-        if (cancel && e->etag[0] && key_busy(wb, e))
-            continue;
-        if (e->next_try_mono_ns > now) {
-            if (!*wake || e->next_try_mono_ns < *wake)
-                *wake = e->next_try_mono_ns;
-            continue;
-        }
-        if (wb_entry_held(wb, e, hold, now)) {
-            uint64_t until = e->sealed_mono_ns + wb->cfg.upload_holdoff_max_ms * TIER_NS_PER_MS;
-            if (hold < until)
-                until = hold;
-            if (!*wake || until < *wake)
-                *wake = until;
-            continue;
-        }
-        if (!best) {
-            best = e;
-        } else if (cancel != (best->state == WB_CANCELLED)) {
-            if (cancel)
-                best = e;
-        } else if (e->sealed_mono_ns < best->sealed_mono_ns ||
-                   (e->sealed_mono_ns == best->sealed_mono_ns && e->id < best->id)) {
-            best = e;
-        }
+    if (e->busy || e->interrupt) /* interrupt: a quiescing thread is about to take it */
+        return false;
+    if (e->state == WB_CANCELLED && e->etag[0] && key_busy(wb, e))
+        return false;
+    if (e->next_try_mono_ns > now) {
+        if (!*wake || e->next_try_mono_ns < *wake)
+            *wake = e->next_try_mono_ns;
+        return false;
     }
-    return best;
+    if (wb_entry_held(wb, e, hold, now)) {
+        uint64_t until = e->sealed_mono_ns + wb->cfg.upload_holdoff_max_ms * TIER_NS_PER_MS;
+        if (hold < until)
+            until = hold;
+        if (!*wake || until < *wake)
+            *wake = until;
+        return false;
+    }
+    return true;
 }
 
+/* The next entry to work on, or NULL: the first cancellation that may run, else the oldest
+ * sealed file that may (the ready queue is in seal order, wb_index.c), so the backlog drains
+ * oldest first; the walk stops there. *wake: as in startable(), over the entries passed. */
+static struct wb_entry *pick(struct wb *wb, uint64_t now, uint64_t *wake)
+{
+    uint64_t hold = wb_holdoff_until(wb, now);
+    for (struct wb_entry *e = wb->cancels; e; e = e->pnext)
+        if (startable(wb, e, hold, now, wake))
+            return e;
+    for (struct wb_entry *e = wb->ready; e; e = e->pnext)
+        if (startable(wb, e, hold, now, wake))
+            return e;
+    return NULL;
+}
+
+/* At most once a second (it is a warning, and with the backend down every file is past it):
+ * the files in seal order until the first one that has not waited upload_deadline_ms. */
 static void check_deadlines(struct wb *wb, uint64_t now)
 {
     uint64_t dl = wb->cfg.upload_deadline_ms;
-    if (!dl)
+    if (!dl || now < wb->deadline_check_mono_ns + TIER_NS_PER_SEC)
         return;
-    for (struct wb_entry *e = wb->pending; e; e = e->pnext) {
-        if ((e->state != WB_SEALED && e->state != WB_UPLOADING) || e->deadline_warned ||
-            !e->sealed_mono_ns || now < e->sealed_mono_ns ||
+    wb->deadline_check_mono_ns = now;
+    for (struct wb_entry *e = wb->ready; e; e = e->pnext) {
+        if (!e->sealed_mono_ns || now < e->sealed_mono_ns ||
             (now - e->sealed_mono_ns) / TIER_NS_PER_MS <= dl)
+            break; /* sealed_mono_ns grows along the queue: the rest are younger */
+        if (e->deadline_warned)
             continue;
         e->deadline_warned = true;
         wb->stats.deadline_warnings++;

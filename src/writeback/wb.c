@@ -265,14 +265,26 @@ static int cancel_entry(struct wb *wb, struct wb_entry *e)
     return 0;
 }
 
+/* The head of the ready queue: sealed_mono_ns grows along it (seals append with the clock,
+ * recovery derives it from sealed_ns, in that order), so the first is the oldest. */
 uint64_t wb_oldest_pending_age_ms(struct wb *wb, uint64_t now)
 {
-    uint64_t oldest = 0;
-    for (struct wb_entry *e = wb->pending; e; e = e->pnext)
-        if ((e->state == WB_SEALED || e->state == WB_UPLOADING) && e->sealed_mono_ns &&
-            now > e->sealed_mono_ns && now - e->sealed_mono_ns > oldest)
-            oldest = now - e->sealed_mono_ns;
-    return oldest / TIER_NS_PER_MS;
+    const struct wb_entry *e = wb->ready;
+    if (!e || !e->sealed_mono_ns || now <= e->sealed_mono_ns)
+        return 0;
+    return (now - e->sealed_mono_ns) / TIER_NS_PER_MS;
+}
+
+/* The sealed_ns of a seal now: the clock, made strictly greater than every earlier seal's (also
+ * those of the journal, recover_one), so that seal order survives a clock step back and equal
+ * readings, and recovery queues the rows in the order they were sealed. */
+static int64_t next_sealed_ns(struct wb *wb)
+{
+    int64_t t = (int64_t)tier_now_real_ns();
+    if (t <= wb->last_sealed_ns)
+        t = wb->last_sealed_ns + 1;
+    wb->last_sealed_ns = t;
+    return t;
 }
 
 static bool over_bounds(struct wb *wb, uint64_t growth)
@@ -352,6 +364,8 @@ static int recover_one(void *ctx, struct wb_entry *e)
     int rrc = wbi_reserve(wb, 1);
     if (rrc)
         return rrc;
+    if (e->sealed_ns > wb->last_sealed_ns)
+        wb->last_sealed_ns = e->sealed_ns; /* new seals go after every journalled one */
     switch (e->state) {
     case WB_FAILED:
         if (wb_entry_failed_sealed(e)) {
@@ -390,10 +404,14 @@ static int recover_one(void *ctx, struct wb_entry *e)
             e->mpu_orphans_ns = e->sealed_ns ? e->sealed_ns : 1;
         } else
             wb->stats.recovered_uploading++;
+        /* Its age, from the journalled seal time: sealed before the monotonic clock's start (a
+         * reboot since) it is older than anything sealed after it, so it gets the clock's
+         * start, not "now" (which queued it behind newer files for the age bound). */
         e->sealed_mono_ns = now_mono;
-        if (e->sealed_ns > 0 && now_real > (uint64_t)e->sealed_ns &&
-            now_mono > now_real - (uint64_t)e->sealed_ns)
-            e->sealed_mono_ns = now_mono - (now_real - (uint64_t)e->sealed_ns);
+        if (e->sealed_ns > 0 && now_real > (uint64_t)e->sealed_ns)
+            e->sealed_mono_ns = now_mono > now_real - (uint64_t)e->sealed_ns
+                                    ? now_mono - (now_real - (uint64_t)e->sealed_ns)
+                                    : 1;
         break;
     case WB_UPLOADED:
         if (!staging_exists(wb, e->id)) {
@@ -1185,7 +1203,7 @@ static int file_close(struct wb_file *fh, int64_t *sealed_id)
         uint64_t prev_size = e->size;
         entry_set_size(wb, e, (uint64_t)st.st_size);
         memcpy(e->checksum, sum, sizeof(e->checksum));
-        e->sealed_ns = (int64_t)tier_now_real_ns();
+        e->sealed_ns = next_sealed_ns(wb); /* before the state: it orders the ready queue */
         wb_entry_set_state(wb, e, WB_SEALED);
         /* One transaction: the new generation is sealed and the ones it replaces are cancelled
          * together, so a crash leaves exactly one of them live (I5). */

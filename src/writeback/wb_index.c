@@ -9,8 +9,16 @@
  *            key prefix is one contiguous range (binary search, then a walk while it matches).
  *   by_id    every entry, sorted by id (ids only grow, so an insert is an append but for the
  *            rows loaded at recovery, which come in id order too).
- *   pending  the entries the uploaders work on (SEALED, UPLOADING, CANCELLED), a list, so that
- *            pick() and the age bound walk the backlog rather than every row.
+ *   ready    the SEALED and UPLOADING entries in seal order, (sealed_ns, id): the burst buffer
+ *            drains oldest first, pick() takes the first one it may start (from the head, so it
+ *            costs the entries it passes over: those uploading now, waiting for a retry or held
+ *            by burst absorption), and the age bound reads the head. A file keeps its place while
+ *            it uploads and while it waits for a retry, and UPLOADING -> SEALED (a restarted
+ *            multipart upload) keeps it too. Seals append (wb_file_close makes sealed_ns grow
+ *            strictly, wb_next_sealed_ns); an entry inserted out of order (recovery loads rows in
+ *            id order, a rename re-queues one) is placed by a walk back from the tail, which costs
+ *            its distance from the tail.
+ *   cancels  the CANCELLED entries, in the order they were cancelled; pick() serves them first.
  *
  * Sorted arrays rather than trees: lookups are binary searches and ranges are walks over
  * adjacent pointers; an insert or removal moves the pointers after it (memmove of at most 8 bytes
@@ -101,31 +109,56 @@ int wbi_reserve(struct wb *wb, size_t more)
     return rc ? rc : grow(&wb->by_id, &wb->cap_ids, wb->nids + more);
 }
 
-static bool is_pending(enum wb_state s)
+enum { Q_NONE, Q_READY, Q_CANCELS };
+
+static int queue_of(enum wb_state s)
 {
-    return s == WB_SEALED || s == WB_UPLOADING || s == WB_CANCELLED;
+    if (s == WB_SEALED || s == WB_UPLOADING)
+        return Q_READY;
+    return s == WB_CANCELLED ? Q_CANCELS : Q_NONE;
 }
 
-static void pending_add(struct wb *wb, struct wb_entry *e)
+/* Whether a goes before b in seal order. */
+static bool seal_before(const struct wb_entry *a, const struct wb_entry *b)
 {
-    e->pprev = NULL;
-    e->pnext = wb->pending;
-    if (wb->pending)
-        wb->pending->pprev = e;
-    wb->pending = e;
-    e->queued = true;
+    return a->sealed_ns < b->sealed_ns || (a->sealed_ns == b->sealed_ns && a->id < b->id);
 }
 
-static void pending_del(struct wb *wb, struct wb_entry *e)
+static void queue_add(struct wb *wb, struct wb_entry *e, int q)
 {
+    struct wb_entry **head = q == Q_READY ? &wb->ready : &wb->cancels;
+    struct wb_entry **tail = q == Q_READY ? &wb->ready_tail : &wb->cancels_tail;
+    struct wb_entry *after = *tail; /* e goes after this one (NULL: at the head) */
+    if (q == Q_READY)
+        while (after && seal_before(e, after))
+            after = after->pprev;
+    e->pprev = after;
+    e->pnext = after ? after->pnext : *head;
+    if (e->pnext)
+        e->pnext->pprev = e;
+    else
+        *tail = e;
+    if (after)
+        after->pnext = e;
+    else
+        *head = e;
+    e->queue = q;
+}
+
+static void queue_del(struct wb *wb, struct wb_entry *e)
+{
+    struct wb_entry **head = e->queue == Q_READY ? &wb->ready : &wb->cancels;
+    struct wb_entry **tail = e->queue == Q_READY ? &wb->ready_tail : &wb->cancels_tail;
     if (e->pprev)
         e->pprev->pnext = e->pnext;
     else
-        wb->pending = e->pnext;
+        *head = e->pnext;
     if (e->pnext)
         e->pnext->pprev = e->pprev;
+    else
+        *tail = e->pprev;
     e->pnext = e->pprev = NULL;
-    e->queued = false;
+    e->queue = Q_NONE;
 }
 
 void wbi_state_changed(struct wb *wb, struct wb_entry *e)
@@ -135,10 +168,13 @@ void wbi_state_changed(struct wb *wb, struct wb_entry *e)
         wb->n_evictable += ev ? 1 : (size_t)-1;
         e->counted_evictable = ev;
     }
-    if (is_pending(e->state) && !e->queued)
-        pending_add(wb, e);
-    else if (!is_pending(e->state) && e->queued)
-        pending_del(wb, e);
+    int q = queue_of(e->state);
+    if (q == e->queue)
+        return;
+    if (e->queue != Q_NONE)
+        queue_del(wb, e);
+    if (q != Q_NONE)
+        queue_add(wb, e, q);
 }
 
 void wbi_insert(struct wb *wb, struct wb_entry *e)
@@ -169,8 +205,8 @@ void wbi_remove(struct wb *wb, struct wb_entry *e)
         memmove(&wb->by_id[j], &wb->by_id[j + 1], (wb->nids - j - 1) * sizeof(*wb->by_id));
         wb->nids--;
     }
-    if (e->queued)
-        pending_del(wb, e);
+    if (e->queue != Q_NONE)
+        queue_del(wb, e);
     if (e->counted_evictable) {
         wb->n_evictable--;
         e->counted_evictable = false;
@@ -219,5 +255,5 @@ void wbi_free(struct wb *wb)
     free(wb->by_id);
     wb->by_key = wb->by_id = NULL;
     wb->nkeys = wb->nids = wb->cap_keys = wb->cap_ids = 0;
-    wb->pending = NULL;
+    wb->ready = wb->ready_tail = wb->cancels = wb->cancels_tail = NULL;
 }

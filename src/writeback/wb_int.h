@@ -48,9 +48,9 @@ struct wb_entry {
     int attempts;
     uint64_t next_try_mono_ns;
     struct wb_entry *next, *prev;   /* every entry (wb->head) */
-    struct wb_entry *pnext, *pprev; /* wb->pending, while queued */
-    bool queued;
-    bool counted_evictable; /* in wb->n_evictable */
+    struct wb_entry *pnext, *pprev; /* wb->ready or wb->cancels, while queued */
+    int queue;                      /* which of them (wb_index.c), 0: none */
+    bool counted_evictable;         /* in wb->n_evictable */
 };
 
 struct wb_file {
@@ -74,8 +74,11 @@ struct wb {
     /* wb_index.c: every entry by (backend, key, id) and by id; the uploaders' queue */
     struct wb_entry **by_key, **by_id;
     size_t nkeys, cap_keys, nids, cap_ids;
-    struct wb_entry *pending; /* SEALED, UPLOADING, CANCELLED (pnext) */
-    size_t n_evictable;       /* EVICTABLE entries (max_evictable_rows) */
+    struct wb_entry *ready, *ready_tail;     /* SEALED, UPLOADING in seal order (pnext) */
+    struct wb_entry *cancels, *cancels_tail; /* CANCELLED, in cancel order (pnext) */
+    int64_t last_sealed_ns;                  /* the newest sealed_ns given (wb_next_sealed_ns) */
+    uint64_t deadline_check_mono_ns;         /* upload.c: the last upload_deadline check */
+    size_t n_evictable;                      /* EVICTABLE entries (max_evictable_rows) */
     uint64_t dirty_bytes;
     _Atomic uint64_t last_write_mono_ns; /* burst absorption: the newest write (no lock) */
     atomic_int writers_busy;             /* ... and fsyncs/seals running now */
@@ -194,7 +197,7 @@ int wb_checksum_fd(int fd, uint64_t size, const char *like, char out[WB_CHECKSUM
 int wbi_reserve(struct wb *wb, size_t more);
 void wbi_insert(struct wb *wb, struct wb_entry *e); /* by its backend, key, id, state */
 void wbi_remove(struct wb *wb, struct wb_entry *e); /* before its key changes or it is freed */
-void wbi_state_changed(struct wb *wb, struct wb_entry *e); /* queue or unqueue it */
+void wbi_state_changed(struct wb *wb, struct wb_entry *e); /* (un)queue it; sealed_ns set */
 struct wb_entry *wbi_find_id(const struct wb *wb, int64_t id);
 void wbi_free(struct wb *wb);
 /* Range walks: i = wbi_first(backend, prefix), then wbi_key_at (exactly key) or wbi_prefix_at

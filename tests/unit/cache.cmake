@@ -19,3 +19,6 @@ tier_unit_test(test_cache_diskfull
 tier_unit_test(test_cache_disk
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_cache_disk.c
   LIBS tier_cache)
+tier_unit_test(test_cache_fetchbound
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_cache_fetchbound.c
+  LIBS tier_cache LABELS tsan)

@@ -29,6 +29,7 @@
 #include <cmocka.h>
 
 #include "blackhole.h"
+#include "fakebe.h"
 #include "cache/cache.h"
 #include "common/err.h"
 #include "common/timeutil.h"
@@ -518,9 +519,9 @@ static void test_breaker_transitions(void **state)
     assert_int_equal(lane_stats(s, 0).consecutive_failures, 0);
     assert_int_equal(lane_stats(s, 0).failures, 2);
 
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 2; i++) { /* a dead mount, a reset connection */
         assert_int_equal(sched_lane_enter(s, l, NULL, 0), 0);
-        sched_lane_leave(s, l, NULL, 0, -EIO, 1);
+        sched_lane_leave(s, l, NULL, 0, i ? -ECONNRESET : -ENOTCONN, 1);
     }
     /* The third failure opens the breaker while another call is queued: that call is refused
      * at once, long before its 20 s admission deadline. */
@@ -575,6 +576,87 @@ static void test_breaker_transitions(void **state)
     assert_int_equal(b.inflight_now, 0);
     assert_int_equal(sched_lane_enter(s, l, NULL, 0), 0);
     sched_lane_leave(s, l, NULL, 0, 0, 1);
+    sched_free(s);
+}
+
+struct read_arg {
+    struct backend *be;
+    const char *key;
+    ssize_t rc;
+};
+
+static void *read_main(void *arg)
+{
+    struct read_arg *a = arg;
+    char buf[16];
+    a->rc = backend_read(a->be, NULL, a->key, 0, buf, sizeof(buf), NULL, NULL);
+    return NULL;
+}
+
+/* An -EIO counted as a backend failure, so a few files whose reads fail with EIO (bad sectors on
+ * a POSIX backend) opened the breaker, and every call to the healthy backend failed at once
+ * (third review). Through a wrapped fake backend: ten EIO reads of one key (breaker_failures 3)
+ * leave it CLOSED and the other key readable; a dead mount's ENOTCONN opens it; and calls that
+ * hang (a gate) still open it through the full lane's admission timeouts. */
+static void test_breaker_eio_is_an_answer(void **state)
+{
+    (void)state;
+    struct backend *mem = fakebe_mem_new("warm");
+    fakebe_add(mem, "good", 64, "e1");
+    fakebe_add(mem, "bad", 64, "e1");
+    struct sched *s = NULL;
+    assert_int_equal(sched_new(NULL, &s), 0);
+    struct sched_backend_config bc = {.max_inflight = 1,
+                                      .admit_timeout_ms = 50,
+                                      .breaker_failures = 3,
+                                      .breaker_cooldown_ms = 60000};
+    struct backend *be = NULL;
+    assert_int_equal(sched_backend_wrap(s, mem, &bc, &be), 0);
+    struct fakebe_fault f = {.err = -EIO, .count = FAKEBE_ALWAYS, .key_part = "bad"};
+    fakebe_fail(mem, FAKEBE_READ, &f);
+    char buf[16];
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(backend_read(be, NULL, "bad", 0, buf, sizeof(buf), NULL, NULL), -EIO);
+    struct sched_backend_stats b = lane_stats(s, 0);
+    assert_int_equal(b.breaker, SCHED_BREAKER_CLOSED);
+    assert_int_equal(b.failures, 0);
+    assert_int_equal(b.consecutive_failures, 0);
+    assert_int_equal(backend_read(be, NULL, "good", 0, buf, sizeof(buf), NULL, NULL),
+                     (ssize_t)sizeof(buf));
+    char want[16];
+    fakebe_expected("good", "e1", 0, want, sizeof(want));
+    assert_memory_equal(buf, want, sizeof(want));
+
+    /* The mount is gone (a FUSE file system whose daemon died): three calls open the breaker. */
+    fakebe_fail(mem, FAKEBE_READ, NULL);
+    fakebe_fail_next(mem, FAKEBE_STAT, -ENOTCONN, 3);
+    struct backend_stat st;
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(backend_stat(be, NULL, "good", &st), -ENOTCONN);
+    assert_int_equal(lane_stats(s, 0).breaker, SCHED_BREAKER_OPEN);
+    backend_free(be);
+    sched_free(s);
+
+    /* Calls that never return: the full lane's admission timeouts open it, as before. */
+    mem = fakebe_mem_new("warm");
+    fakebe_add(mem, "good", 64, "e1");
+    assert_int_equal(sched_new(NULL, &s), 0);
+    assert_int_equal(sched_backend_wrap(s, mem, &bc, &be), 0);
+    fakebe_gate_close(mem, FAKEBE_READ, NULL);
+    struct read_arg ra = {.be = be, .key = "good"};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, read_main, &ra), 0);
+    uint64_t deadline = tier_now_mono_ns() + DEADLINE_NS;
+    while (fakebe_gate_arrived(mem) != 1)
+        assert_true(tier_now_mono_ns() < deadline);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(backend_read(be, NULL, "good", 0, buf, sizeof(buf), NULL, NULL),
+                         -ETIMEDOUT);
+    assert_int_equal(lane_stats(s, 0).breaker, SCHED_BREAKER_OPEN);
+    fakebe_gate_open(mem);
+    pthread_join(th, NULL);
+    assert_int_equal(ra.rc, (ssize_t)sizeof(buf));
+    backend_free(be);
     sched_free(s);
 }
 
@@ -848,6 +930,7 @@ int main(void)
         cmocka_unit_test(test_breaker_transitions),
         cmocka_unit_test(test_breaker_full_lane_timeouts),
         cmocka_unit_test(test_breaker_stuck_probe),
+        cmocka_unit_test(test_breaker_eio_is_an_answer),
         cmocka_unit_test(test_blackhole_s3_breaker),
         cmocka_unit_test(test_breaker_stops_retries),
         cmocka_unit_test(test_posix_latency_while_s3_hangs),

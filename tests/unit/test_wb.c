@@ -695,6 +695,111 @@ static void test_age_bound_and_deadline(void **state)
     assert_object(f, "age/1", 1000, 95);
 }
 
+/* The order in which uploads start (WB_EV_UPLOAD_START), as file ids. */
+struct start_log {
+    pthread_mutex_t mu;
+    int64_t ids[16];
+    int n;
+};
+
+static void log_start(void *ctx, enum wb_event ev, int64_t id)
+{
+    struct start_log *l = ctx;
+    pthread_mutex_lock(&l->mu);
+    if (ev == WB_EV_UPLOAD_START && l->n < 16)
+        l->ids[l->n++] = id;
+    pthread_mutex_unlock(&l->mu);
+}
+
+static int starts(struct start_log *l)
+{
+    pthread_mutex_lock(&l->mu);
+    int n = l->n;
+    pthread_mutex_unlock(&l->mu);
+    return n;
+}
+
+static long long id_of(struct fx *f, const char *key)
+{
+    char sql[256];
+    snprintf(sql, sizeof(sql), "SELECT id FROM files WHERE key='%s'", key);
+    return jr_query(f, sql);
+}
+
+/* The burst buffer drains oldest first (WRITEBACK.md "In memory"): with one upload thread, files
+ * created in one order and sealed in another start their uploads in seal order, live and after
+ * a restart. Before the fix, a restart after a reboot queued the files sealed before the boot
+ * (older than the monotonic clock) behind the newer ones, and files of equal age by id, so the
+ * oldest checkpoint waited for the newest (third review). */
+static void test_upload_order_is_seal_order(void **state)
+{
+    struct fx *f = *state;
+    struct start_log lg = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    f->cfg.upload_threads = 1;
+    f->cfg.on_event = log_start;
+    f->cfg.event_ctx = &lg;
+    fx_open(f);
+    /* Live: created o0..o4, sealed o3 o1 o4 o0 o2; the first upload waits at the gate while the
+     * others are sealed. */
+    static const char *const live[] = {"o/0", "o/1", "o/2", "o/3", "o/4"};
+    static const int seal_order[] = {3, 1, 4, 0, 2};
+    struct wb_file *fh[5];
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(wb_file_create(f->wb, "warm", live[i], &fh[i]), 0);
+        assert_int_equal(wb_write(fh[i], "x", 1, 0), 1);
+    }
+    fakebe_gate_close(f->fault, FAKEBE_PUT, NULL);
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(wb_file_close(fh[seal_order[i]]), 0);
+        if (i == 0)
+            WAIT_FOR(fakebe_gate_arrived(f->fault) == 1, 10000);
+    }
+    fakebe_gate_open(f->fault);
+    assert_int_equal(wb_wait(f->wb, NULL, "o/", 10000), 0);
+    assert_int_equal(starts(&lg), 5);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(lg.ids[i], id_of(f, live[seal_order[i]]));
+
+    /* Restart: created r/c, r/b, r/a, sealed r/a, r/b, r/c while the backend is down; the
+     * journal then says r/a and r/b were sealed before this boot (20 years ago), r/c a second
+     * ago. Recovery must queue them a, b, c. */
+    fakebe_set_down(f->fault, true);
+    struct wb_file *c, *b, *a;
+    assert_int_equal(wb_file_create(f->wb, "warm", "r/c", &c), 0);
+    assert_int_equal(wb_file_create(f->wb, "warm", "r/b", &b), 0);
+    assert_int_equal(wb_file_create(f->wb, "warm", "r/a", &a), 0);
+    assert_int_equal(wb_write(a, "x", 1, 0), 1);
+    assert_int_equal(wb_file_close(a), 0);
+    assert_int_equal(wb_file_close(b), 0);
+    assert_int_equal(wb_file_close(c), 0);
+    wb_close(f->wb);
+    f->wb = NULL;
+    int64_t now = (int64_t)tier_now_real_ns(), year = 365LL * 24 * 3600 * TIER_NS_PER_SEC;
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(f->journal, &db), SQLITE_OK);
+    char sql[256];
+    snprintf(sql, sizeof(sql),
+             "UPDATE files SET sealed_ns = CASE key WHEN 'r/a' THEN %lld WHEN 'r/b' THEN %lld "
+             "ELSE %lld END WHERE key LIKE 'r/%%'",
+             (long long)(now - 20 * year), (long long)(now - 20 * year + TIER_NS_PER_SEC),
+             (long long)(now - TIER_NS_PER_SEC));
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    fakebe_set_down(f->fault, false);
+    pthread_mutex_lock(&lg.mu);
+    lg.n = 0;
+    pthread_mutex_unlock(&lg.mu);
+    fx_open(f);
+    assert_int_equal(wb_wait(f->wb, NULL, "r/", 10000), 0);
+    assert_int_equal(starts(&lg), 3);
+    assert_int_equal(lg.ids[0], id_of(f, "r/a"));
+    assert_int_equal(lg.ids[1], id_of(f, "r/b"));
+    assert_int_equal(lg.ids[2], id_of(f, "r/c"));
+    char got[2];
+    assert_int_equal(backend_read(f->posix, NULL, "r/a", 0, got, sizeof(got), NULL, NULL), 1);
+    assert_int_equal(got[0], 'x');
+}
+
 static bool has_object(struct fx *f, const char *key)
 {
     struct backend_stat st;
@@ -1634,6 +1739,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_recovery_aborts_cancelled, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_bad_config_and_keys, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_age_bound_and_deadline, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_upload_order_is_seal_order, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_qos_admission, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_upload_holdoff_lifts, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_journal_migration_sha256, fx_setup, fx_teardown),
