@@ -135,8 +135,8 @@ int main(int argc, char **argv)
             struct dynbuf b;
             dynbuf_init(&b, 1u << 30);
             uint64_t t0 = tier_now_mono_ns();
-            int rc = which == 0 ? tele_render_prometheus(g_t, &g, &b)
-                                : tele_render_json(g_t, &g, &b);
+            int rc =
+                which == 0 ? tele_render_prometheus(g_t, &g, &b) : tele_render_json(g_t, &g, &b);
             v[r] = (double)(tier_now_mono_ns() - t0) / 1e6;
             len = b.len;
             dynbuf_fini(&b);

@@ -44,7 +44,7 @@ struct api_reply {
     unsigned status;
     char *body; /* JSON text; malloc'd unless is_static */
     size_t len;
-    bool is_static; /* body is the fixed fallback text, not to be freed */
+    bool is_static;           /* body is the fixed fallback text, not to be freed */
     const char *content_type; /* static string; NULL: application/json */
 };
 

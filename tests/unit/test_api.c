@@ -175,7 +175,6 @@ static void test_caps(void **state)
     }
 }
 
-
 /* GET /metrics (raw text): status and body; the body is malloc'd (free). */
 static char *metrics(const char *raw, unsigned want)
 {
@@ -225,8 +224,8 @@ static void test_telemetry_endpoints(void **state)
     assert_int_equal(json_integer_value(json_object_get(s, "bytes")), 4096);
     assert_int_equal(json_integer_value(json_object_get(s, "ops")), 1);
     assert_true(json_is_object(json_object_get(json_object_get(j, "gauges"), "writeback")));
-    assert_string_equal(
-        json_string_value(json_object_get(json_object_get(j, "health"), "status")), "ready");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(j, "health"), "status")),
+                        "ready");
     json_decref(j);
 
     j = req("GET /v1/health\nX-Caller: reader\n\n", 200);
@@ -246,15 +245,14 @@ static void test_telemetry_endpoints(void **state)
     j = req("GET /v1/health\nX-Caller: reader\n\n", 200);
     assert_string_equal(json_string_value(json_object_get(j, "status")), "degraded");
     assert_int_equal(json_array_size(json_object_get(j, "reasons")), 1);
-    assert_non_null(strstr(json_string_value(json_array_get(json_object_get(j, "reasons"), 0)),
-                           "'flaky'"));
+    assert_non_null(
+        strstr(json_string_value(json_array_get(json_object_get(j, "reasons"), 0)), "'flaky'"));
     json_decref(j);
     m = metrics("GET /metrics\n\n", 200);
     assert_non_null(strstr(m, "tierd_backend_breaker_open{backend=\"flaky\"} 1\n"));
     assert_non_null(strstr(m, "tierd_health_ok 0\n"));
     assert_non_null(strstr(m, "tierd_health_reason{reason=\"backend_breaker_open\"} 1\n"));
-    assert_non_null(
-        strstr(m, "tierd_sched_errors_total{tenant=\"7\",class=\"checkpoint\"} 1\n"));
+    assert_non_null(strstr(m, "tierd_sched_errors_total{tenant=\"7\",class=\"checkpoint\"} 1\n"));
     assert_non_null(strstr(
         m, "tierd_sched_service_seconds_sum{tenant=\"7\",class=\"checkpoint\"} 0.001000000\n"));
     free(m);
