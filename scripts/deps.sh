@@ -9,7 +9,7 @@ PKGS=(
   libcmocka-dev libcurl4-openssl-dev libexpat1-dev libssl-dev libfuse3-dev fuse3
   libinih-dev libjansson-dev libmicrohttpd-dev libsqlite3-dev libxxhash-dev liburing-dev
   ceph-mon ceph-osd radosgw ceph-common gnuplot-nox curl xxd xxhash procps psmisc python3
-  util-linux
+  util-linux prometheus
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -76,7 +76,8 @@ static enum MHD_Result queue_reply(struct MHD_Connection *c, struct api_reply *r
         api_reply_fini(r);
         return MHD_NO;
     }
-    MHD_add_response_header(resp, "Content-Type", "application/json");
+    MHD_add_response_header(resp, "Content-Type",
+                            r->content_type ? r->content_type : "application/json");
     enum MHD_Result ret = MHD_queue_response(c, r->status, resp);
     MHD_destroy_response(resp);
     return ret;

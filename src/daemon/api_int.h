@@ -7,8 +7,9 @@
  * A request is answered in two steps, as the HTTP server sees it: api_admit() when the request
  * line and headers have arrived (token, caller's rights, declared body size: a refusal is answered
  * before any body byte is read), then api_handle() with the whole body. Both fill a struct
- * api_reply whose body is always a JSON object (a fixed text when even that cannot be built), so
- * no request ends in an empty reply.
+ * api_reply whose body is a JSON object (a fixed text when even that cannot be built), so no
+ * request ends in an empty reply; the one exception is GET /metrics, whose body is Prometheus
+ * text (content_type says so).
  */
 #ifndef TIER_DAEMON_API_INT_H
 #define TIER_DAEMON_API_INT_H
@@ -43,7 +44,8 @@ struct api_reply {
     unsigned status;
     char *body; /* JSON text; malloc'd unless is_static */
     size_t len;
-    bool is_static; /* body is the fixed fallback text, not to be freed */
+    bool is_static;           /* body is the fixed fallback text, not to be freed */
+    const char *content_type; /* static string; NULL: application/json */
 };
 
 /* 0: go on and read the body; 1: refused, *out holds the answer (401, 403, 413). */

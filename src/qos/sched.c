@@ -42,6 +42,7 @@
 #include "common/err.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
+#include "telemetry/telemetry.h"
 
 #define DEFAULT_MAX_INFLIGHT 32 /* the scheduler's historical global bound */
 #define DEFAULT_STARVE_LIMIT 64
@@ -87,12 +88,15 @@ struct sched {
     struct sched_lane *lanes, *lanes_tail;
     size_t nlanes;
     struct sched_class_stats st[TIER_IO_NCLASSES];
+    struct telemetry *tele; /* set before the first call (sched_set_telemetry); NULL: none */
 };
 
 /* Whether the backend reported an attempt (sched_lane_attempt_failed) during this thread's
  * current lane call: its final failure was then accounted already and is not counted again. */
 static _Thread_local bool t_attempt_reported;
 static _Thread_local long t_attempt_err; /* ... and the last reported attempt's error */
+/* The admission wait of this thread's current lane call (sched_lane_enter), for telemetry. */
+static _Thread_local uint64_t t_lane_waited_ns;
 
 const char *sched_breaker_state_name(enum sched_breaker_state st)
 {
@@ -513,9 +517,11 @@ int sched_lane_enter(struct sched *s, struct sched_lane *l, const struct tier_io
                      size_t bytes)
 {
     (void)bytes;
-    uint64_t waited;
+    uint64_t waited = 0;
     t_attempt_reported = false;
-    return lane_admit(s, l, class_of(io), &waited);
+    int rc = lane_admit(s, l, class_of(io), &waited);
+    t_lane_waited_ns = waited;
+    return rc;
 }
 
 void sched_lane_leave(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
@@ -523,6 +529,18 @@ void sched_lane_leave(struct sched *s, struct sched_lane *l, const struct tier_i
 {
     lane_done(s, l, class_of(io), bytes, result, service_ns, t_attempt_reported, t_attempt_err);
     t_attempt_reported = false;
+    if (s->tele) {
+        /* whose call: the argument, else the ioctx the backend dispatcher made current
+         * (common/ioctx.h), as class_of() */
+        const struct tier_ioctx *cio = io ? io : tier_ioctx_current();
+        tele_sched_record(s->tele, cio, t_lane_waited_ns, service_ns, result < 0 ? 0 : bytes,
+                          result < 0 ? (int)result : 0);
+    }
+}
+
+void sched_set_telemetry(struct sched *s, struct telemetry *t)
+{
+    s->tele = t;
 }
 
 void sched_stats_get(struct sched *s, struct sched_stats *st)
