@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * main.c - the tierd executable: parse the config, wire backends -> cache -> QoS scheduler ->
+ * main.c - the tierd executable: parse the config, build the tenant registry ([tenant NAME]
+ * sections, tenant/tenant.h), wire backends -> cache -> QoS scheduler ->
  * write-back burst buffer (only when a namespace is mode = write-back; wb_open runs its crash
  * recovery: journal replay, uploads resumed, orphans aborted) -> stager -> control API -> FUSE
  * mount, serve until SIGINT/SIGTERM/SIGHUP, then tear down in reverse order (API first, so no
@@ -34,6 +35,7 @@
 #include "daemon/tierd.h"
 #include "fuse/tierfs.h"
 #include "qos/sched.h"
+#include "tenant/tenant.h"
 #include "writeback/wb.h"
 
 /* Calls in flight to one POSIX backend (the scheduler's historical global bound); an S3 backend
@@ -309,6 +311,8 @@ static void teardown(struct tierd *d)
     }
     sched_free(d->sched); /* after the wrappers: each backend's lane lives in it */
     d->sched = NULL;
+    tenant_reg_free(d->tenants); /* after the mount and the API, its users */
+    d->tenants = NULL;
     tierd_config_fini(&d->cfg);
 }
 
@@ -395,6 +399,11 @@ int main(int argc, char **argv)
 
     int status = 1;
     tier_err_clear();
+    rc = tierd_tenants_open(&d.cfg, &d.tenants);
+    if (rc) {
+        startup_failed("tenants");
+        goto out;
+    }
     /* The default lane admits only requests that name no backend (write-back uploads declare
      * their class there; their backend calls then pass the backend's own lane). */
     struct sched_config sc = {.max_inflight = TIERD_DEFAULT_LANE_MAX_INFLIGHT};
