@@ -867,8 +867,7 @@ static int id_field(json_t *j, const char *key, bool *has, uint32_t *val)
     *has = false;
     if (!v || json_is_null(v))
         return 0;
-    if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-        json_integer_value(v) > 4294967294LL)
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 4294967294LL)
         return -EINVAL;
     *has = true;
     *val = (uint32_t)json_integer_value(v);

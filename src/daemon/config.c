@@ -55,8 +55,8 @@ enum sec_kind {
     SEC_BAD
 };
 
-static const char *const sec_names[] = {"daemon",  "cache",     "mount",  "api",   "writeback",
-                                        "tenants", "backend",   "namespace", "tenant"};
+static const char *const sec_names[] = {"daemon",  "cache",   "mount",     "api",   "writeback",
+                                        "tenants", "backend", "namespace", "tenant"};
 
 /* The name argument a named section takes, for messages ("" for singletons). */
 static const char *sec_arg_hint(const char *name)
@@ -103,8 +103,8 @@ struct parser {
     int ns_backend_line[TIERD_MAX_NAMESPACES];
     int ns_durability_line[TIERD_MAX_NAMESPACES]; /* 0: not set */
     int tcp_line;
-    int api_line[16]; /* line of each [api] key (index in api_keys), 0: not set */
-    int wb_line;      /* the [writeback] section's line, 0: none */
+    int api_line[16];     /* line of each [api] key (index in api_keys), 0: not set */
+    int wb_line;          /* the [writeback] section's line, 0: none */
     int max_tenants_line; /* [tenants] max_tenants, 0: not set */
     bool set_request_timeout[TIERD_MAX_BACKENDS];
     bool set_connect_timeout[TIERD_MAX_BACKENDS];
@@ -483,9 +483,9 @@ static const struct keydef tenant_keys[] = {
     {NULL, 0, 0, 0, 0, false, 0},
 };
 
-static const struct keydef *const tables[] = {
-    daemon_keys,  cache_keys,   mount_keys,     api_keys,   writeback_keys,
-    tenants_keys, backend_keys, namespace_keys, tenant_keys};
+static const struct keydef *const tables[] = {daemon_keys,  cache_keys,     mount_keys,
+                                              api_keys,     writeback_keys, tenants_keys,
+                                              backend_keys, namespace_keys, tenant_keys};
 
 static const char *const btype_names[] = {"any", "posix", "s3"};
 

@@ -43,13 +43,13 @@
 
 /* Biggest /proc/<pid>/cgroup read; a larger file (not seen on any kernel) names nothing. */
 #define CGROUP_FILE_MAX (64 * 1024)
-#define JOB_ID_MAX 20 /* digits of a Slurm job id (a 64-bit number) */
+#define JOB_ID_MAX 20                        /* digits of a Slurm job id (a 64-bit number) */
 #define POD_ID_MAX (TENANT_NAME_MAX - 1 - 4) /* "k8s-" + uid fits a tenant name */
 
 struct tenant {
     char name[TENANT_NAME_MAX];
-    _Atomic int cls;        /* enum tier_io_class; changes once when an implicit tenant is added */
-    _Atomic bool implicit;  /* created by resolution, not added yet */
+    _Atomic int cls;       /* enum tier_io_class; changes once when an implicit tenant is added */
+    _Atomic bool implicit; /* created by resolution, not added yet */
 };
 
 struct rule {
@@ -156,8 +156,8 @@ static bool seg_has(const char *seg, size_t n, const char *word)
 
 static bool is_pod_char(char c)
 {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') ||
-           c == '-' || c == '_';
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == '-' ||
+           c == '_';
 }
 
 /* A pod uid in one segment: "pod<uid>" at its start or after '-', the uid running to the end
@@ -683,15 +683,14 @@ int tenant_find(struct tenant_reg *r, const char *name, uint32_t *id)
 
 const char *tenant_name(const struct tenant_reg *r, uint32_t id)
 {
-    uint32_t n = atomic_load_explicit(&((struct tenant_reg *)(uintptr_t)r)->count,
-                                      memory_order_acquire);
+    uint32_t n =
+        atomic_load_explicit(&((struct tenant_reg *)(uintptr_t)r)->count, memory_order_acquire);
     return r->t[id < n ? id : TIER_TENANT_OTHER].name;
 }
 
 uint32_t tenant_count(const struct tenant_reg *r)
 {
-    return atomic_load_explicit(&((struct tenant_reg *)(uintptr_t)r)->count,
-                                memory_order_acquire);
+    return atomic_load_explicit(&((struct tenant_reg *)(uintptr_t)r)->count, memory_order_acquire);
 }
 
 enum tier_io_class tenant_class(const struct tenant_reg *r, uint32_t id)

@@ -58,7 +58,7 @@ enum tenant_origin {
 /* Longest cgroup_prefix of a rule, NUL included: shorter than TENANT_CGROUP_MAX, so a prefix
  * compares exactly against a path cut to TENANT_CGROUP_MAX - 1 bytes. */
 #define TENANT_CGROUP_PREFIX_MAX 256
-/* Longest path of one line of a cgroup file (the kernel's PATH_MAX); longer is not a cgroup file. */
+/* Longest path of one line of a cgroup file (the kernel's PATH_MAX); longer: not a cgroup file. */
 #define TENANT_CGROUP_PATH_MAX 4096
 
 struct tenant_origin_id {
@@ -110,8 +110,8 @@ void tenant_reg_free(struct tenant_reg *r);
 /* A rule: any field set must match (AND); the first rule that matches names the tenant. Rules
  * are kept in the order they were added and never removed. */
 struct tenant_rule {
-    const char *tenant; /* name (ignored by tenant_add, which takes the name as argument) */
-    enum tier_io_class cls; /* (ignored by tenant_add, likewise) */
+    const char *tenant;        /* name (ignored by tenant_add, which takes the name as argument) */
+    enum tier_io_class cls;    /* (ignored by tenant_add, likewise) */
     const char *slurm_job;     /* NULL: any; a job id (tenant_job_valid) */
     const char *cgroup_prefix; /* NULL: any; matches the path and its descendants, by segment */
     bool has_uid;

@@ -283,10 +283,9 @@ static void test_tenants(void **state)
     post_tenant("{\"name\": \"job42\", \"slurm_job\": 42}", 200, NULL);
     e = tenant_entry("job42");
     assert_int_equal(json_array_size(json_object_get(e, "rules")), 1);
-    assert_string_equal(
-        json_string_value(json_object_get(json_array_get(json_object_get(e, "rules"), 0),
-                                          "slurm_job")),
-        "42");
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(json_object_get(e, "rules"), 0), "slurm_job")),
+                        "42");
     json_decref(e);
     /* another class for an existing name: 409, nothing changes */
     snprintf(raw, sizeof(raw),
@@ -299,8 +298,7 @@ static void test_tenants(void **state)
     assert_string_equal(json_string_value(json_object_get(e, "class")), "checkpoint");
     json_decref(e);
     /* a rule added to a configured tenant: all match keys in one rule */
-    post_tenant("{\"name\": \"infer\", \"uid\": 1, \"gid\": 2, \"cgroup\": \"/x/\"}", 200,
-                NULL);
+    post_tenant("{\"name\": \"infer\", \"uid\": 1, \"gid\": 2, \"cgroup\": \"/x/\"}", 200, NULL);
     e = tenant_entry("infer");
     rules = json_object_get(e, "rules");
     assert_int_equal(json_array_size(rules), 2);

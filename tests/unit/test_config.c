@@ -602,16 +602,11 @@ static void test_resolve(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bad_configs),
-        cmocka_unit_test(test_good_config_file),
-        cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_tenants),
-        cmocka_unit_test(test_writeback),
-        cmocka_unit_test(test_file_errors),
-        cmocka_unit_test(test_api_token_file),
-        cmocka_unit_test(test_long_line_and_comments),
-        cmocka_unit_test(test_resolve),
-        cmocka_unit_test(test_permissions),
+        cmocka_unit_test(test_bad_configs),    cmocka_unit_test(test_good_config_file),
+        cmocka_unit_test(test_defaults),       cmocka_unit_test(test_tenants),
+        cmocka_unit_test(test_writeback),      cmocka_unit_test(test_file_errors),
+        cmocka_unit_test(test_api_token_file), cmocka_unit_test(test_long_line_and_comments),
+        cmocka_unit_test(test_resolve),        cmocka_unit_test(test_permissions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -181,8 +181,15 @@ static void test_cgroup_empty_garbage_long(void **state)
     assert_string_equal(o.cgroup, "/");
 
     const char *garbage[] = {
-        "hello world\n", "0:/x\n",         "x::/a\n",       "0::relative/path\n", "0::\n",
-        ":::/a\n",       "0:cpu x:/a\n",   "00000000000:cpu:/a\n", "0::/a\nnot a line\n",
+        "hello world\n",
+        "0:/x\n",
+        "x::/a\n",
+        "0::relative/path\n",
+        "0::\n",
+        ":::/a\n",
+        "0:cpu x:/a\n",
+        "00000000000:cpu:/a\n",
+        "0::/a\nnot a line\n",
         "\xff\xfe::/\n",
     };
     for (size_t i = 0; i < sizeof(garbage) / sizeof(garbage[0]); i++) {
@@ -333,8 +340,10 @@ static void test_registry_basics(void **state)
     assert_int_equal(tenant_add(r, "default", TIER_IO_INFERENCE, NULL, &id2), -EEXIST);
     assert_int_equal(tenant_count(r), 3);
     /* names */
-    const char *bad[] = {"", "a b", "x/y", "caf\xc3\xa9", "semi;colon",
-                         "0123456789012345678901234567890123456789012345678901234567890123"};
+    const char *bad[] = {
+        "",           "a b",
+        "x/y",        "caf\xc3\xa9",
+        "semi;colon", "0123456789012345678901234567890123456789012345678901234567890123"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         assert_int_equal(tenant_add(r, bad[i], TIER_IO_TRAINING, NULL, &id2), -EINVAL);
     assert_int_equal(tenant_add(r, NULL, TIER_IO_TRAINING, NULL, &id2), -EINVAL);
