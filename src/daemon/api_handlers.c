@@ -7,7 +7,8 @@
  *
  * Threads: called on the HTTP server's connection threads, concurrently; handlers call
  * thread-safe modules only (cache, stager, scheduler stats, tierd_resolve, the write-back
- * engine). POST /v1/wait blocks its caller in wb_wait() for at most [api] max_wait.
+ * engine, the tenant registry). POST /v1/wait blocks its caller in wb_wait() for at most [api]
+ * max_wait.
  *
  * Text: every string put into an answer goes through jstr(), which replaces bytes that are not
  * valid UTF-8 by U+FFFD (jansson refuses such strings, and a failed json_pack would lose the

@@ -136,8 +136,9 @@ int tenant_register(struct tenant_reg *r, const char *name, const enum tier_io_c
 /* 0 and the id of name, or -ENOENT. */
 int tenant_find(struct tenant_reg *r, const char *name, uint32_t *id);
 
-/* The tenant and its default class of a FUSE caller. Never fails: unknown callers are
- * TIER_TENANT_DEFAULT with class training. */
+/* The tenant and its default class of a FUSE caller (pid, uid, gid as fuse_req_ctx() gives
+ * them: pid is the calling thread's id, whose /proc/<pid> files the kernel serves like a
+ * process's). Never fails: unknown callers are TIER_TENANT_DEFAULT with class training. */
 struct tier_ioctx tenant_resolve(struct tenant_reg *r, pid_t pid, uid_t uid, gid_t gid);
 
 /* The name of id ("default", "other", ...), valid for the registry's lifetime; "other" for an id
