@@ -7,7 +7,8 @@
  *
  * Threads: called on the HTTP server's connection threads, concurrently; handlers call
  * thread-safe modules only (cache, stager, scheduler stats, tierd_resolve, the write-back
- * engine). POST /v1/wait blocks its caller in wb_wait() for at most [api] max_wait.
+ * engine, the tenant registry). POST /v1/wait blocks its caller in wb_wait() for at most [api]
+ * max_wait.
  *
  * Text: every string put into an answer goes through jstr(), which replaces bytes that are not
  * valid UTF-8 by U+FFFD (jansson refuses such strings, and a failed json_pack would lose the
@@ -34,6 +35,7 @@
 #include "daemon/tierd.h"
 #include "qos/sched.h"
 #include "telemetry/telemetry.h"
+#include "tenant/tenant.h"
 #include "writeback/wb.h"
 
 /* Paths per POST /v1/stage: each is resolved (a backend stat) before the answer. */
@@ -184,6 +186,7 @@ static unsigned http_status(int neg)
     case E2BIG:
         return 413;
     case EROFS:
+    case EEXIST:
         return 409;
     case EBUSY:
         return 429;
@@ -951,6 +954,186 @@ static unsigned do_checkpoints(struct tierd *d, const struct api_request *rq, st
     return reply_json(out, 200, json_pack("{s:o}", "files", files));
 }
 
+/* ---- tenants --------------------------------------------------------------------------- */
+
+static json_t *rule_json(const struct tenant_rule *ru)
+{
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    if (ru->slurm_job)
+        json_object_set_new(o, "slurm_job", jstr(ru->slurm_job));
+    if (ru->cgroup_prefix)
+        json_object_set_new(o, "cgroup", jstr(ru->cgroup_prefix));
+    if (ru->has_uid)
+        json_object_set_new(o, "uid", json_integer((json_int_t)ru->uid));
+    if (ru->has_gid)
+        json_object_set_new(o, "gid", json_integer((json_int_t)ru->gid));
+    return o;
+}
+
+static json_t *tenant_json(struct tenant_reg *r, uint32_t id)
+{
+    struct tenant_rule stack[8], *rules = stack;
+    size_t n = tenant_rules(r, id, stack, 8);
+    if (n > 8) {
+        rules = calloc(n, sizeof(*rules));
+        if (!rules)
+            return NULL;
+        (void)tenant_rules(r, id, rules, n); /* rules only grow: the first n are these */
+    }
+    json_t *rj = json_array();
+    for (size_t i = 0; rj && i < n; i++)
+        json_array_append_new(rj, rule_json(&rules[i]));
+    if (rules != stack)
+        free(rules);
+    return json_pack("{s:I, s:o, s:s, s:b, s:o}", "id", (json_int_t)id, "name",
+                     jstr(tenant_name(r, id)), "class", tier_io_class_name(tenant_class(r, id)),
+                     "implicit", tenant_implicit(r, id), "rules", rj);
+}
+
+static unsigned do_tenants_get(struct tierd *d, struct api_reply *out)
+{
+    struct tenant_reg *r = d->tenants;
+    if (!r)
+        return reply_error(out, -ENOTSUP, "tierd runs without a tenant registry");
+    json_t *arr = json_array();
+    uint32_t n = tenant_count(r);
+    for (uint32_t id = 0; arr && id < n; id++)
+        if (json_array_append_new(arr, tenant_json(r, id)) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    struct tenant_stats st;
+    tenant_stats_get(r, &st);
+    return reply_json(out, 200,
+                      json_pack("{s:o, s:I, s:{s:I, s:I, s:I, s:I}, s:I}", "tenants", arr,
+                                "max_tenants", (json_int_t)tenant_max(r), "pid_cache", "entries",
+                                (json_int_t)st.cache_entries, "hits", (json_int_t)st.cache_hits,
+                                "misses", (json_int_t)st.cache_misses, "evictions",
+                                (json_int_t)st.cache_evictions, "folded", (json_int_t)st.folded));
+}
+
+#define TENANT_POST_FIELDS "name, class, slurm_job, uid, gid, cgroup"
+
+/* An optional uid/gid field: absent or null, or an integer from 0 to 4294967294. */
+static int id_field(json_t *j, const char *key, bool *has, uint32_t *val)
+{
+    json_t *v = json_object_get(j, key);
+    *has = false;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 4294967294LL)
+        return -EINVAL;
+    *has = true;
+    *val = (uint32_t)json_integer_value(v);
+    return 0;
+}
+
+/* Validate the whole body before anything changes: a bad field answers 400 and registers
+ * nothing. */
+static unsigned do_tenants_post(struct tierd *d, const struct api_request *rq,
+                                struct api_reply *out)
+{
+    if (!d->tenants)
+        return reply_error(out, -ENOTSUP, "tierd runs without a tenant registry");
+    unsigned ret;
+    json_t *j = parse_body(rq, out, &ret);
+    if (!j)
+        return ret;
+    static const char *const fields[] = {"name", "class", "slurm_job", "uid", "gid", "cgroup"};
+    const char *key;
+    json_t *v;
+    json_object_foreach(j, key, v)
+    {
+        bool known = false;
+        for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+            known = known || strcmp(key, fields[i]) == 0;
+        if (!known) {
+            ret = reply_error(out, -EINVAL, "unknown field '%s' (allowed: " TENANT_POST_FIELDS ")",
+                              key);
+            goto out;
+        }
+    }
+    const char *name = json_string_value(json_object_get(j, "name"));
+    if (!name) {
+        ret = reply_error(out, -EINVAL,
+                          "expected {\"name\": \"NAME\", \"class\": \"inference\", ...} (name "
+                          "required; optional: class, slurm_job, uid, gid, cgroup)");
+        goto out;
+    }
+    if (!tenant_name_valid(name)) {
+        ret = reply_error(out, -EINVAL,
+                          "name '%.80s' is not allowed (1 to %d letters, digits, '.', '_', '-')",
+                          name, TENANT_NAME_MAX - 1);
+        goto out;
+    }
+    enum tier_io_class cls = TIER_IO_TRAINING;
+    json_t *cj = json_object_get(j, "class");
+    bool has_cls = cj && !json_is_null(cj);
+    if (has_cls && (!json_is_string(cj) || tier_io_class_parse(json_string_value(cj), &cls))) {
+        ret = reply_error(out, -EINVAL,
+                          "class %s%.40s%s is not allowed (allowed: inference, training, "
+                          "checkpoint, background)",
+                          json_is_string(cj) ? "'" : "",
+                          json_is_string(cj) ? json_string_value(cj) : "(not a string)",
+                          json_is_string(cj) ? "'" : "");
+        goto out;
+    }
+    struct tenant_rule rule = {.tenant = name, .cls = cls};
+    char job[32];
+    json_t *jj = json_object_get(j, "slurm_job");
+    if (json_is_integer(jj) && json_integer_value(jj) >= 0) {
+        snprintf(job, sizeof(job), "%lld", (long long)json_integer_value(jj));
+        rule.slurm_job = job;
+    } else if (json_is_string(jj)) {
+        rule.slurm_job = json_string_value(jj);
+    }
+    if (jj && !json_is_null(jj) && (!rule.slurm_job || !tenant_job_valid(rule.slurm_job))) {
+        ret = reply_error(out, -EINVAL,
+                          "slurm_job must be a Slurm job id (its number, 1 to 20 digits, as a "
+                          "string or an integer)");
+        goto out;
+    }
+    json_t *gj = json_object_get(j, "cgroup");
+    if (gj && !json_is_null(gj)) {
+        const char *problem = json_is_string(gj)
+                                  ? tenant_cgroup_prefix_problem(json_string_value(gj))
+                                  : "is not a string";
+        if (problem) {
+            ret = reply_error(out, -EINVAL,
+                              "cgroup %s (a cgroup path prefix as in /proc/PID/cgroup, like "
+                              "/system.slice/inference.service)",
+                              problem);
+            goto out;
+        }
+        rule.cgroup_prefix = json_string_value(gj);
+    }
+    uint32_t uid = 0, gid = 0;
+    if (id_field(j, "uid", &rule.has_uid, &uid) || id_field(j, "gid", &rule.has_gid, &gid)) {
+        ret = reply_error(out, -EINVAL, "uid and gid must be numbers from 0 to 4294967294");
+        goto out;
+    }
+    rule.uid = (uid_t)uid;
+    rule.gid = (gid_t)gid;
+    uint32_t id = 0;
+    bool created = false;
+    tier_err_clear();
+    int rc = tenant_register(d->tenants, name, has_cls ? &cls : NULL, &rule, &id, &created);
+    if (rc)
+        ret = reply_error(out, rc, "cannot register tenant '%s': %s", name,
+                          *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+    else
+        ret = reply_json(out, created ? 201 : 200,
+                         json_pack("{s:I, s:o, s:s, s:b}", "id", (json_int_t)id, "name",
+                                   jstr(tenant_name(d->tenants, id)), "class",
+                                   tier_io_class_name(tenant_class(d->tenants, id)), "created",
+                                   created));
+out:
+    json_decref(j);
+    return ret;
+}
+
 /* ---- admission and routing ------------------------------------------------------------- */
 
 static bool token_ok(const struct tierd *d, const char *h)
@@ -1030,6 +1213,10 @@ void api_handle(struct tierd *d, const struct api_request *rq, struct api_reply 
         do_wait(d, rq, out);
     else if (get && strcmp(url, "/v1/checkpoints") == 0)
         do_checkpoints(d, rq, out);
+    else if (get && strcmp(url, "/v1/tenants") == 0)
+        do_tenants_get(d, out);
+    else if (post && strcmp(url, "/v1/tenants") == 0)
+        do_tenants_post(d, rq, out);
     else
         reply_error(out, -ENOENT, "no such endpoint: %s %s (see docs/API.md)", method, url);
 }

@@ -37,6 +37,7 @@
 #include "common/log.h"
 #include "common/strutil.h"
 #include "daemon/tierd.h"
+#include "tenant/tenant.h"
 
 #define MAX_SECTIONS 256
 #define MAX_PAIRS 4096
@@ -47,13 +48,25 @@ enum sec_kind {
     SEC_MOUNT,
     SEC_API,
     SEC_WRITEBACK,
+    SEC_TENANTS, /* the last singleton: kinds below SEC_BACKEND take no name */
     SEC_BACKEND,
     SEC_NAMESPACE,
+    SEC_TENANT,
     SEC_BAD
 };
 
-static const char *const sec_names[] = {"daemon",    "cache",   "mount",    "api",
-                                        "writeback", "backend", "namespace"};
+static const char *const sec_names[] = {"daemon",  "cache",   "mount",     "api",   "writeback",
+                                        "tenants", "backend", "namespace", "tenant"};
+
+/* The name argument a named section takes, for messages ("" for singletons). */
+static const char *sec_arg_hint(const char *name)
+{
+    if (strcmp(name, "backend") == 0 || strcmp(name, "tenant") == 0)
+        return " NAME";
+    if (strcmp(name, "namespace") == 0)
+        return " /PATH";
+    return "";
+}
 
 struct raw_section {
     char *name; /* as written, trimmed: "backend warm" */
@@ -90,8 +103,9 @@ struct parser {
     int ns_backend_line[TIERD_MAX_NAMESPACES];
     int ns_durability_line[TIERD_MAX_NAMESPACES]; /* 0: not set */
     int tcp_line;
-    int api_line[16]; /* line of each [api] key (index in api_keys), 0: not set */
-    int wb_line;      /* the [writeback] section's line, 0: none */
+    int api_line[16];     /* line of each [api] key (index in api_keys), 0: not set */
+    int wb_line;          /* the [writeback] section's line, 0: none */
+    int max_tenants_line; /* [tenants] max_tenants, 0: not set */
     bool set_request_timeout[TIERD_MAX_BACKENDS];
     bool set_connect_timeout[TIERD_MAX_BACKENDS];
     bool set_pin_size;
@@ -335,6 +349,9 @@ enum vkind {
     V_UID,      /* int64_t: a user name or number */
     V_GID,      /* int64_t: a group name or number */
     V_UMASK,    /* int: octal 0..0777 */
+    V_CLASS,    /* enum tier_io_class */
+    V_JOB,      /* char *, a Slurm job id */
+    V_CGPREFIX, /* char *, a cgroup path prefix */
 };
 
 enum { BT_ANY = 0, BT_POSIX = 1, BT_S3 = 2 };
@@ -351,6 +368,7 @@ struct keydef {
 #define CFG(f) offsetof(struct tierd_config, f)
 #define BE(f) offsetof(struct tierd_backend_conf, f)
 #define NS(f) offsetof(struct tierd_ns_conf, f)
+#define TN(f) offsetof(struct tierd_tenant_conf, f)
 #define KIB 1024ULL
 #define MIB (1024ULL * 1024ULL)
 
@@ -358,7 +376,6 @@ static const struct keydef daemon_keys[] = {
     {"log_level", V_LOGLEVEL, CFG(log_level), 0, 0, false, 0},
     {"backend_timeout", V_DUR, CFG(backend_timeout_ms), 100, 3600000, false, 0},
     {"stage_threads", V_INT, CFG(stage_threads), 1, 256, false, 0},
-    {"telemetry_max_tenants", V_INT, CFG(telemetry_max_tenants), 2, 65536, false, 0},
     {"health_backlog_age", V_DUR, CFG(health_backlog_ms), 0, 30 * 86400000ULL, false, 0},
     {NULL, 0, 0, 0, 0, false, 0},
 };
@@ -453,8 +470,24 @@ static const struct keydef namespace_keys[] = {
     {NULL, 0, 0, 0, 0, false, 0},
 };
 
-static const struct keydef *const tables[] = {daemon_keys,    cache_keys,   mount_keys,    api_keys,
-                                              writeback_keys, backend_keys, namespace_keys};
+static const struct keydef tenants_keys[] = {
+    {"max_tenants", V_U64, CFG(max_tenants), 2, TENANT_MAX_TENANTS_LIMIT, false, 0},
+    {"pid_cache", V_U64, CFG(tenant_pid_cache), 1, TENANT_PID_CACHE_LIMIT, false, 0},
+    {NULL, 0, 0, 0, 0, false, 0},
+};
+
+static const struct keydef tenant_keys[] = {
+    {"class", V_CLASS, TN(cls), 0, 0, false, 0},
+    {"slurm_job", V_JOB, TN(slurm_job), 0, 0, false, 0},
+    {"cgroup", V_CGPREFIX, TN(cgroup), 0, 0, false, 0},
+    {"uid", V_UID, TN(uid), 0, 0, false, 0},
+    {"gid", V_GID, TN(gid), 0, 0, false, 0},
+    {NULL, 0, 0, 0, 0, false, 0},
+};
+
+static const struct keydef *const tables[] = {daemon_keys,  cache_keys,     mount_keys,
+                                              api_keys,     writeback_keys, tenants_keys,
+                                              backend_keys, namespace_keys, tenant_keys};
 
 static const char *const btype_names[] = {"any", "posix", "s3"};
 
@@ -655,6 +688,38 @@ static int set_value(struct parser *p, const struct keydef *k, void *base, const
         *(int *)(void *)field = (int)m;
         return 0;
     }
+    case V_CLASS:
+        if (tier_io_class_parse(val, (enum tier_io_class *)(void *)field)) {
+            fail(p, line,
+                 "[%s] class = '%s' is not allowed (allowed: inference, training, checkpoint, "
+                 "background)",
+                 sect, val);
+            return -EINVAL;
+        }
+        return 0;
+    case V_JOB:
+    case V_CGPREFIX: {
+        const char *problem = NULL;
+        if (k->kind == V_JOB && !tenant_job_valid(val))
+            problem = "is not a Slurm job id (allowed: the job's number, 1 to 20 digits, as in "
+                      "SLURM_JOB_ID)";
+        if (k->kind == V_CGPREFIX && (problem = tenant_cgroup_prefix_problem(val)) != NULL) {
+            fail(p, line,
+                 "[%s] cgroup = '%s' %s (allowed: a cgroup path prefix as in "
+                 "/proc/PID/cgroup, like /system.slice/inference.service)",
+                 sect, val, problem);
+            return -EINVAL;
+        }
+        if (problem) {
+            fail(p, line, "[%s] %s = '%s' %s", sect, k->name, val, problem);
+            return -EINVAL;
+        }
+        char *s = own_str(p, val);
+        if (!s)
+            return -ENOMEM;
+        *(char **)(void *)field = s;
+        return 0;
+    }
     }
     return -EINVAL;
 }
@@ -662,7 +727,7 @@ static int set_value(struct parser *p, const struct keydef *k, void *base, const
 /* Is key valid in some other singleton section? Gives its name for a hint. */
 static const char *section_of_key(const char *key, enum sec_kind except)
 {
-    for (int s = SEC_DAEMON; s <= SEC_NAMESPACE; s++) {
+    for (int s = SEC_DAEMON; s < SEC_BAD; s++) {
         if (s == (int)except)
             continue;
         for (const struct keydef *k = tables[s]; k->name; k++)
@@ -701,10 +766,7 @@ static void unknown_key(struct parser *p, const struct raw_section *sec, const s
     const char *other = section_of_key(key, sec->kind);
     if (other) {
         fail(p, line, "unknown key '%s' in [%s] (it belongs in [%s%s]; valid here: %s)", key,
-             sec->name, other,
-             strcmp(other, "backend") == 0 ? " NAME"
-                                           : (strcmp(other, "namespace") == 0 ? " /PATH" : ""),
-             valid);
+             sec->name, other, sec_arg_hint(other), valid);
         return;
     }
     fail(p, line, "unknown key '%s' in [%s] (valid: %s)", key, sec->name, valid);
@@ -758,6 +820,41 @@ static bool path_covers(const char *a, const char *b)
     return strncmp(a, b, la) == 0 && (b[la] == '\0' || b[la] == '/');
 }
 
+static void classify_tenant(struct parser *p, struct raw_section *s, const char *arg)
+{
+    struct tierd_config *c = p->cfg;
+    if (!*arg || !tenant_name_valid(arg)) {
+        fail(p, s->line,
+             "[%s]: a tenant needs a name of 1 to %d letters, digits, '_', '-', '.' (like "
+             "[tenant inference])",
+             s->name, TENANT_NAME_MAX - 1);
+        return;
+    }
+    if (strcmp(arg, "default") == 0 || strcmp(arg, "other") == 0) {
+        fail(p, s->line,
+             "[tenant %s]: '%s' is a built-in tenant (callers no rule matches, and tenants beyond "
+             "max_tenants); choose another name",
+             arg, arg);
+        return;
+    }
+    for (size_t t = 0; t < c->ntenants; t++) {
+        if (strcmp(c->tenants[t].name, arg) == 0) {
+            fail(p, s->line, "duplicate section [tenant %s] (first at line %d; merge them)", arg,
+                 c->tenants[t].conf_line);
+            return;
+        }
+    }
+    if (c->ntenants == TIERD_MAX_TENANT_CONFS) {
+        fail(p, s->line, "too many [tenant] sections (at most %d)", TIERD_MAX_TENANT_CONFS);
+        return;
+    }
+    struct tierd_tenant_conf *t = &c->tenants[c->ntenants];
+    t->name = own_str(p, arg);
+    t->conf_line = s->line;
+    s->index = (int)c->ntenants++;
+    s->kind = SEC_TENANT;
+}
+
 static void classify_sections(struct parser *p)
 {
     struct tierd_config *c = p->cfg;
@@ -779,13 +876,11 @@ static void classify_sections(struct parser *p)
             const char *near = closest(word, sec_names, SEC_BAD);
             if (near)
                 fail(p, s->line, "unknown section [%s] (did you mean [%s%s]?)", s->name, near,
-                     strcmp(near, "backend") == 0     ? " NAME"
-                     : strcmp(near, "namespace") == 0 ? " /PATH"
-                                                      : "");
+                     sec_arg_hint(near));
             else
                 fail(p, s->line,
                      "unknown section [%s] (allowed: [daemon], [cache], [mount], [api], "
-                     "[writeback], [backend NAME], [namespace /PATH])",
+                     "[writeback], [tenants], [backend NAME], [namespace /PATH], [tenant NAME])",
                      s->name);
             continue;
         }
@@ -833,6 +928,10 @@ static void classify_sections(struct parser *p)
             b->s3.name = b->name;
             s->index = (int)c->nbackends++;
             s->kind = SEC_BACKEND;
+            continue;
+        }
+        if (kind == SEC_TENANT) {
+            classify_tenant(p, s, arg);
             continue;
         }
         /* namespace */
@@ -896,7 +995,8 @@ static void apply_pairs(struct parser *p)
         if (kv->sec < 0) {
             fail(p, kv->line,
                  "key '%s' is outside any section (put it under [daemon], [cache], [mount], "
-                 "[api], [writeback], [backend NAME] or [namespace /PATH])",
+                 "[api], [writeback], [tenants], [backend NAME], [namespace /PATH] or "
+                 "[tenant NAME])",
                  kv->key);
             continue;
         }
@@ -914,6 +1014,8 @@ static void apply_pairs(struct parser *p)
             btype = strcmp(b->type, "posix") == 0 ? BT_POSIX : BT_S3;
         } else if (sec->kind == SEC_NAMESPACE) {
             base = &c->namespaces[sec->index];
+        } else if (sec->kind == SEC_TENANT) {
+            base = &c->tenants[sec->index];
         }
         int idx = -1;
         for (int k = 0; t[k].name; k++)
@@ -940,6 +1042,8 @@ static void apply_pairs(struct parser *p)
             p->api_line[idx] = kv->line;
         if (sec->kind == SEC_WRITEBACK)
             p->wb_line = sec->line;
+        if (sec->kind == SEC_TENANTS && strcmp(kv->key, "max_tenants") == 0)
+            p->max_tenants_line = kv->line;
         if (sec->kind == SEC_CACHE && strcmp(kv->key, "pin_size") == 0)
             p->set_pin_size = true;
         if (sec->kind == SEC_BACKEND && strcmp(kv->key, "request_timeout") == 0)
@@ -1172,10 +1276,31 @@ static void check_upload_buffers(struct parser *p)
              (unsigned long long)(WB_UPLOAD_BUFFERS_MAX >> 30));
 }
 
+/* The configured tenants and the two built-in ones must fit max_tenants. */
+static void check_tenants(struct parser *p)
+{
+    const struct tierd_config *c = p->cfg;
+    if (c->ntenants + 2 <= c->max_tenants)
+        return;
+    const struct tierd_tenant_conf *t = &c->tenants[c->max_tenants - 2];
+    if (p->max_tenants_line)
+        fail(p, p->max_tenants_line,
+             "[tenants] max_tenants = %llu leaves no id for [tenant %s] (line %d): %zu [tenant] "
+             "sections and the built-in default and other need max_tenants = %zu or more",
+             (unsigned long long)c->max_tenants, t->name, t->conf_line, c->ntenants,
+             c->ntenants + 2);
+    else
+        fail(p, t->conf_line,
+             "[tenant %s]: %zu [tenant] sections and the built-in default and other exceed the "
+             "%llu tenant ids of the default max_tenants (set [tenants] max_tenants = %zu or more)",
+             t->name, c->ntenants, (unsigned long long)c->max_tenants, c->ntenants + 2);
+}
+
 static void check_semantics(struct parser *p)
 {
     struct tierd_config *c = p->cfg;
     check_upload_buffers(p);
+    check_tenants(p);
     if (!c->mount_path)
         fail_missing(p, 0, "no [mount] section with 'path = DIR' (where to mount the namespaces)");
     else if (c->mount_path[0] != '/')
@@ -1264,9 +1389,14 @@ static void apply_defaults(struct tierd_config *c)
         c->namespaces[n].uid = c->namespaces[n].gid = -1;
         c->namespaces[n].umask = -1;
     }
+    c->max_tenants = TENANT_MAX_TENANTS_DEFAULT;
+    c->tenant_pid_cache = TENANT_PID_CACHE_DEFAULT;
+    for (size_t t = 0; t < TIERD_MAX_TENANT_CONFS; t++) {
+        c->tenants[t].cls = TIER_IO_TRAINING;
+        c->tenants[t].uid = c->tenants[t].gid = -1;
+    }
     c->backend_timeout_ms = 10000;
     c->stage_threads = 8;
-    c->telemetry_max_tenants = 64;
     c->health_backlog_ms = 300000;
     c->wb_upload_threads = 2;
     c->wb_parts_parallel = 4;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * main.c - the tierd executable: parse the config, wire backends -> cache -> QoS scheduler ->
+ * main.c - the tierd executable: parse the config, build the tenant registry ([tenant NAME]
+ * sections, tenant/tenant.h), wire backends -> cache -> QoS scheduler ->
  * write-back burst buffer (only when a namespace is mode = write-back; wb_open runs its crash
  * recovery: journal replay, uploads resumed, orphans aborted) -> stager -> control API -> FUSE
  * mount, serve until SIGINT/SIGTERM/SIGHUP, then tear down in reverse order (API first, so no
@@ -35,6 +36,7 @@
 #include "fuse/tierfs.h"
 #include "qos/sched.h"
 #include "telemetry/telemetry.h"
+#include "tenant/tenant.h"
 #include "writeback/wb.h"
 
 /* Calls in flight to one POSIX backend (the scheduler's historical global bound); an S3 backend
@@ -288,6 +290,12 @@ static int open_writeback(struct tierd *d)
     return rc;
 }
 
+/* The telemetry's names for tenant ids, at export. */
+static const char *tele_tenant_name(void *ud, uint32_t id)
+{
+    return tenant_name(ud, id);
+}
+
 static void teardown(struct tierd *d)
 {
     tierd_api_stop(d->api);
@@ -311,6 +319,8 @@ static void teardown(struct tierd *d)
     d->sched = NULL;
     telemetry_free(d->tele); /* last: every recorder (mount, scheduler) is gone */
     d->tele = NULL;
+    tenant_reg_free(d->tenants); /* after the mount and the API, its users */
+    d->tenants = NULL;
     tierd_config_fini(&d->cfg);
 }
 
@@ -397,6 +407,11 @@ int main(int argc, char **argv)
 
     int status = 1;
     tier_err_clear();
+    rc = tierd_tenants_open(&d.cfg, &d.tenants);
+    if (rc) {
+        startup_failed("tenants");
+        goto out;
+    }
     /* The default lane admits only requests that name no backend (write-back uploads declare
      * their class there; their backend calls then pass the backend's own lane). */
     struct sched_config sc = {.max_inflight = TIERD_DEFAULT_LANE_MAX_INFLIGHT};
@@ -405,8 +420,10 @@ int main(int argc, char **argv)
         startup_failed("scheduler");
         goto out;
     }
-    /* Tenant names: the tenant registry's callback once it exists; until then ids in decimal. */
-    struct telemetry_config tc = {.max_tenants = (unsigned)d.cfg.telemetry_max_tenants};
+    /* One cap for both: every id the registry hands out has its own series. */
+    struct telemetry_config tc = {.max_tenants = tenant_max(d.tenants),
+                                  .tenant_name = tele_tenant_name,
+                                  .tenant_name_ud = d.tenants};
     rc = telemetry_new(&tc, &d.tele);
     if (rc) {
         startup_failed("telemetry");

@@ -15,10 +15,12 @@
 #include <stdint.h>
 
 #include "cache/cache.h"
+#include "common/ioctx.h"
 #include "tiers/backend.h"
 
 #define TIERD_MAX_BACKENDS 16
 #define TIERD_MAX_NAMESPACES 32
+#define TIERD_MAX_TENANT_CONFS 128 /* [tenant NAME] sections */
 
 enum tierd_ns_mode {
     TIERD_NS_READ_CACHE = 0, /* read-only, cached; mutations return EROFS */
@@ -56,6 +58,17 @@ struct tierd_ns_conf {
     int conf_line;
 };
 
+/* A [tenant NAME] section: a tenant of the registry (src/tenant/tenant.h) and, when any match
+ * key is set, its rule (every key set must match). */
+struct tierd_tenant_conf {
+    char *name;
+    enum tier_io_class cls; /* default training */
+    char *slurm_job;        /* NULL: any */
+    char *cgroup;           /* cgroup path prefix; NULL: any */
+    int64_t uid, gid;       /* -1: any */
+    int conf_line;
+};
+
 struct tierd_config {
     char *file; /* config path, for messages */
     /* [cache] */
@@ -89,7 +102,6 @@ struct tierd_config {
     char *log_level;
     uint64_t backend_timeout_ms; /* bound on one backend call incl. retries; default 10000 */
     int stage_threads;           /* default 8 */
-    int telemetry_max_tenants;   /* tenant ids kept apart in telemetry; default 64 */
     uint64_t health_backlog_ms;  /* older write-back backlog: degraded; 0 = never; 300 s */
     /* [writeback]: the burst buffer, used when a namespace has mode = write-back */
     char *wb_spool_dir;                  /* default: "spool" beside [cache] disk_dir */
@@ -105,11 +117,16 @@ struct tierd_config {
     uint64_t wb_upload_holdoff_max_ms;   /* ... at most this long after a seal; default 30 s */
     int wb_retention_keep;               /* uploaded files per directory kept locally; default 2 */
     enum tierd_durability wb_durability; /* default for write-back namespaces: local */
+    /* [tenants] */
+    uint64_t max_tenants;      /* tenant ids, default and other included; default 64 */
+    uint64_t tenant_pid_cache; /* pids whose tenant is remembered; default 4096 */
 
     struct tierd_backend_conf backends[TIERD_MAX_BACKENDS];
     size_t nbackends;
     struct tierd_ns_conf namespaces[TIERD_MAX_NAMESPACES];
     size_t nnamespaces;
+    struct tierd_tenant_conf tenants[TIERD_MAX_TENANT_CONFS]; /* in config order = rule order */
+    size_t ntenants;
 
     /* Every string above (including the const char * fields of the backend configs) points into
      * this list of allocations, freed by tierd_config_fini(). Private to config.c. */
@@ -135,6 +152,7 @@ struct tierd_api;  /* api.h */
 struct tierd_fuse; /* fuse/tierfs.h */
 struct wb;         /* writeback/wb.h */
 struct telemetry;  /* telemetry/telemetry.h */
+struct tenant_reg; /* tenant/tenant.h */
 
 struct tierd {
     struct tierd_config cfg;
@@ -155,7 +173,12 @@ struct tierd {
     /* per-tenant series (telemetry/telemetry.h): recorded into by the FUSE layer and the
      * scheduler, exported by the API */
     struct telemetry *tele;
+    struct tenant_reg *tenants; /* who is asking (tenant/tenant.h); built by tierd_tenants_open */
 };
+
+/* The tenant registry of cfg: [tenants] limits, then every [tenant NAME] in order (its rule, if
+ * it has match keys). 0, or -errno with tier_err_msg() naming the section. */
+int tierd_tenants_open(const struct tierd_config *cfg, struct tenant_reg **out);
 
 /* Resolve a mount path ("/datasets/a/b.bin") to its namespace and backend key ("prefix/a/b.bin",
  * malloc'd into *key). A path equal to a namespace root gives key = prefix (may be ""), and

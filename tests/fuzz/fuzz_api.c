@@ -31,7 +31,7 @@ static void fixture_close(void)
 
 static bool status_documented(unsigned st)
 {
-    static const unsigned ok[] = {200, 202, 400, 401, 403, 404, 409, 413, 429, 503, 504, 507};
+    static const unsigned ok[] = {200, 201, 202, 400, 401, 403, 404, 409, 413, 429, 503, 504, 507};
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
         if (st == ok[i])
             return true;

@@ -18,6 +18,7 @@
 #include "common/err.h"
 #include "daemon/stage.h"
 #include "qos/sched.h"
+#include "tenant/tenant.h"
 #include "writeback/wb.h"
 
 static int put_file(const char *dir, const char *rel, const char *text)
@@ -79,7 +80,9 @@ int api_fixture_open(struct api_fixture *f, const char *tag)
                      "[mount]\npath = %s/mnt\n"
                      "[daemon]\nstage_threads = 2\n"
                      "[api]\ntcp = 127.0.0.1:1\ntoken = " API_FIXTURE_TOKEN "\n"
-                     "max_stage_jobs = 4\n",
+                     "max_stage_jobs = 4\n"
+                     "[tenants]\nmax_tenants = " API_FIXTURE_MAX_TENANTS_STR "\n"
+                     "[tenant infer]\nclass = inference\nuid = 4242\n",
                      dir, dir, dir, dir);
     char err[1024];
     rc = tierd_config_load_string("fixture.conf", conf, (size_t)n, &f->d.cfg, err, sizeof(err));
@@ -88,6 +91,11 @@ int api_fixture_open(struct api_fixture *f, const char *tag)
         return rc;
     }
     struct tierd *d = &f->d;
+    rc = tierd_tenants_open(&d->cfg, &d->tenants);
+    if (rc) {
+        fprintf(stderr, "api_fixture: tenants: %s\n", tier_err_msg());
+        return rc;
+    }
     d->cfg.api_max_wait_ms = 20; /* below the config's minimum: the fuzzer must not sit in waits */
     for (size_t i = 0; i < d->cfg.nbackends && rc == 0; i++)
         rc = backend_posix_open(&d->cfg.backends[i].posix, &d->backends[i]);
@@ -154,6 +162,7 @@ void api_fixture_close(struct api_fixture *f)
     sched_free(d->sched);
     for (size_t i = 0; i < TIERD_MAX_BACKENDS; i++)
         backend_free(d->backends[i]);
+    tenant_reg_free(d->tenants);
     tierd_config_fini(&d->cfg);
     if (f->dir) {
         rmtree(f->dir);

@@ -4,7 +4,9 @@
  * request function (src/daemon/api_int.h) from tests/fuzz/fuzz_api.c and tests/unit/test_api.c:
  * a POSIX read-cache namespace /ns (files a/f.txt, b.bin, caf\xe9, a symlink esc -> /etc), a POSIX
  * write-back namespace /ck with one sealed file ck/caf\xe9, a RAM-only cache, the scheduler and
- * the stager, with the [api] limits of the config below ([api] max_wait is 20 ms).
+ * the stager, with the [api] limits of the config below ([api] max_wait is 20 ms), and the tenant
+ * registry: [tenants] max_tenants = API_FIXTURE_MAX_TENANTS, one [tenant infer] (class inference,
+ * uid 4242).
  */
 #ifndef TIER_TEST_API_FIXTURE_H
 #define TIER_TEST_API_FIXTURE_H
@@ -15,6 +17,8 @@
 #include "daemon/tierd.h"
 
 #define API_FIXTURE_TOKEN "fuzz-token-0123456789"
+#define API_FIXTURE_MAX_TENANTS 8
+#define API_FIXTURE_MAX_TENANTS_STR "8"
 
 struct api_fixture {
     struct tierd d;

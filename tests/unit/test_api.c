@@ -262,6 +262,172 @@ static void test_telemetry_endpoints(void **state)
     telemetry_free(t);
 }
 
+/* The tenants as GET /v1/tenants lists them, as canonical text (malloc'd). */
+static char *tenants_text(void)
+{
+    json_t *j = req("GET /v1/tenants\n\n", 200);
+    char *t = json_dumps(json_object_get(j, "tenants"), JSON_SORT_KEYS | JSON_COMPACT);
+    json_decref(j);
+    assert_non_null(t);
+    return t;
+}
+
+/* The entry of name in GET /v1/tenants (json_decref), or NULL. */
+static json_t *tenant_entry(const char *name)
+{
+    json_t *j = req("GET /v1/tenants\n\n", 200);
+    json_t *arr = json_object_get(j, "tenants"), *hit = NULL, *v;
+    size_t i;
+    json_array_foreach(arr, i, v)
+    {
+        if (strcmp(json_string_value(json_object_get(v, "name")), name) == 0) {
+            hit = json_incref(v);
+            assert_int_equal(json_integer_value(json_object_get(v, "id")), (json_int_t)i);
+        }
+    }
+    json_decref(j);
+    return hit;
+}
+
+static void post_tenant(const char *body, unsigned want, const char *err_part)
+{
+    char raw[1024];
+    snprintf(raw, sizeof(raw), "POST /v1/tenants\n\n%s", body);
+    json_t *j = req(raw, want);
+    if (err_part) {
+        const char *e = json_string_value(json_object_get(j, "error"));
+        if (!e || !strstr(e, err_part))
+            fail_msg("%s: error \"%s\" lacks \"%s\"", body, e ? e : "(none)", err_part);
+    }
+    json_decref(j);
+}
+
+/* POST /v1/tenants: created 201, again 200 (idempotent), bad input 400 changing nothing, a class
+ * conflict 409, a full registry 507; GET /v1/tenants lists the configured tenant and its rule. */
+static void test_tenants(void **state)
+{
+    (void)state;
+    json_t *e = tenant_entry("infer");
+    assert_non_null(e);
+    assert_string_equal(json_string_value(json_object_get(e, "class")), "inference");
+    json_t *rules = json_object_get(e, "rules");
+    assert_int_equal(json_array_size(rules), 1);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(rules, 0), "uid")), 4242);
+    json_decref(e);
+    e = tenant_entry("default");
+    assert_non_null(e);
+    assert_string_equal(json_string_value(json_object_get(e, "class")), "training");
+    json_decref(e);
+
+    char *before = tenants_text();
+    static const struct {
+        const char *body, *err;
+    } bad[] = {
+        {"{not json", "must be a JSON object"},
+        {"[\"name\"]", "must be a JSON object"},
+        {"", "must be a JSON object"},
+        {"{\"name\": \"x\", \"bogus\": 1}", "unknown field 'bogus'"},
+        {"{\"class\": \"inference\"}", "name required"},
+        {"{\"name\": 7}", "name required"},
+        {"{\"name\": \"a b\"}", "name 'a b' is not allowed"},
+        {"{\"name\": \"\"}", "is not allowed"},
+        {"{\"name\": \"x\", \"class\": \"fast\"}", "class 'fast' is not allowed"},
+        {"{\"name\": \"x\", \"class\": 3}", "class (not a string) is not allowed"},
+        {"{\"name\": \"x\", \"slurm_job\": \"12x\"}", "slurm_job must be a Slurm job id"},
+        {"{\"name\": \"x\", \"slurm_job\": -1}", "slurm_job"},
+        {"{\"name\": \"x\", \"slurm_job\": 1.5}", "slurm_job"},
+        {"{\"name\": \"x\", \"uid\": -1}", "uid and gid"},
+        {"{\"name\": \"x\", \"gid\": \"root\"}", "uid and gid"},
+        {"{\"name\": \"x\", \"uid\": 4294967295}", "uid and gid"},
+        {"{\"name\": \"x\", \"cgroup\": \"rel/path\"}", "cgroup must start with '/'"},
+        {"{\"name\": \"x\", \"cgroup\": 5}", "cgroup is not a string"},
+        /* an existing tenant with a bad field: no rule is added to it */
+        {"{\"name\": \"infer\", \"uid\": 1, \"bogus\": true}", "unknown field"},
+        {"{\"name\": \"infer\", \"uid\": 1, \"class\": \"nope\"}", "class 'nope'"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        post_tenant(bad[i].body, 400, bad[i].err);
+        char *now = tenants_text();
+        if (strcmp(now, before) != 0)
+            fail_msg("%s changed the tenants:\n%s\n->\n%s", bad[i].body, before, now);
+        free(now);
+    }
+    free(before);
+
+    /* created, then idempotent; a job id as a number is the same rule as the string */
+    char raw[256];
+    json_t *j = req("POST /v1/tenants\n\n{\"name\": \"job42\", \"class\": \"checkpoint\", "
+                    "\"slurm_job\": \"42\"}",
+                    201);
+    json_int_t id = json_integer_value(json_object_get(j, "id"));
+    assert_int_equal(id, 3);
+    assert_string_equal(json_string_value(json_object_get(j, "name")), "job42");
+    assert_string_equal(json_string_value(json_object_get(j, "class")), "checkpoint");
+    assert_true(json_is_true(json_object_get(j, "created")));
+    json_decref(j);
+    j = req("POST /v1/tenants\n\n{\"name\": \"job42\", \"class\": \"checkpoint\", "
+            "\"slurm_job\": \"42\"}",
+            200);
+    assert_int_equal(json_integer_value(json_object_get(j, "id")), id);
+    assert_true(json_is_false(json_object_get(j, "created")));
+    json_decref(j);
+    post_tenant("{\"name\": \"job42\", \"slurm_job\": 42}", 200, NULL);
+    e = tenant_entry("job42");
+    assert_int_equal(json_array_size(json_object_get(e, "rules")), 1);
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(json_object_get(e, "rules"), 0), "slurm_job")),
+                        "42");
+    json_decref(e);
+    /* another class for an existing name: 409, nothing changes */
+    snprintf(raw, sizeof(raw),
+             "POST /v1/tenants\n\n{\"name\": \"job42\", \"class\": \"inference\"}");
+    j = req(raw, 409);
+    assert_string_equal(json_string_value(json_object_get(j, "errno")), "EEXIST");
+    assert_non_null(strstr(json_string_value(json_object_get(j, "error")), "class checkpoint"));
+    json_decref(j);
+    e = tenant_entry("job42");
+    assert_string_equal(json_string_value(json_object_get(e, "class")), "checkpoint");
+    json_decref(e);
+    /* a rule added to a configured tenant: all match keys in one rule */
+    post_tenant("{\"name\": \"infer\", \"uid\": 1, \"gid\": 2, \"cgroup\": \"/x/\"}", 200, NULL);
+    e = tenant_entry("infer");
+    rules = json_object_get(e, "rules");
+    assert_int_equal(json_array_size(rules), 2);
+    json_t *r1 = json_array_get(rules, 1);
+    assert_int_equal(json_integer_value(json_object_get(r1, "uid")), 1);
+    assert_int_equal(json_integer_value(json_object_get(r1, "gid")), 2);
+    assert_string_equal(json_string_value(json_object_get(r1, "cgroup")), "/x");
+    json_decref(e);
+    /* the former class names are understood, the answer uses the new ones */
+    j = req("POST /v1/tenants\n\n{\"name\": \"legacy\", \"class\": \"interactive\"}", 201);
+    assert_string_equal(json_string_value(json_object_get(j, "class")), "inference");
+    json_decref(j);
+
+    /* mutating: not for a reader on the socket, nor over TCP without the token */
+    json_decref(req("POST /v1/tenants\nX-Caller: reader\n\n{\"name\": \"r\"}", 403));
+    json_decref(req("POST /v1/tenants\nX-Listener: tcp\n\n{\"name\": \"r\"}", 401));
+    json_decref(req("GET /v1/tenants\nX-Caller: reader\n\n", 200));
+    assert_null(tenant_entry("r"));
+
+    /* the cap: default, other, infer, job42, legacy + 3 = API_FIXTURE_MAX_TENANTS, then 507 */
+    for (int i = 0; i < 4; i++) {
+        snprintf(raw, sizeof(raw), "POST /v1/tenants\n\n{\"name\": \"fill%d\"}", i);
+        j = req(raw, i < 3 ? 201 : 507);
+        if (i == 3) {
+            assert_string_equal(json_string_value(json_object_get(j, "errno")), "ENOSPC");
+            assert_non_null(strstr(json_string_value(json_object_get(j, "error")), "full"));
+        }
+        json_decref(j);
+    }
+    j = req("GET /v1/tenants\n\n", 200);
+    assert_int_equal(json_array_size(json_object_get(j, "tenants")), API_FIXTURE_MAX_TENANTS);
+    assert_int_equal(json_integer_value(json_object_get(j, "max_tenants")),
+                     API_FIXTURE_MAX_TENANTS);
+    json_decref(j);
+    /* full, an existing name still answers 200 */
+    post_tenant("{\"name\": \"fill0\"}", 200, NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -271,6 +437,7 @@ int main(void)
         cmocka_unit_test(test_reader),
         cmocka_unit_test(test_caps),
         cmocka_unit_test(test_telemetry_endpoints),
+        cmocka_unit_test(test_tenants),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "daemon/tierd.h"
+#include "tenant/tenant.h"
 #include "testutil.h"
 
 /* The smallest valid config; bad cases append to or replace parts of it. */
@@ -153,6 +154,39 @@ static const struct bad_case bad_cases[] = {
     {"[mount]\npath = relative/dir\n[backend w]\ntype=posix\nroot=/s\n[namespace /x]\nbackend=w\n",
      {"must be an absolute path"}},
     {"", {"no [mount] section"}},
+    /* tenants */
+    {BASE "[tenant a]\nclass = fast\n",
+     {"t.conf:9:", "[tenant a] class = 'fast'", "allowed: inference, training, checkpoint"}},
+    {BASE "[tenant a]\nclas = inference\n",
+     {"t.conf:9:", "unknown key 'clas' in [tenant a]", "did you mean 'class'?"}},
+    {BASE "[tenant a]\nfrob = 1\n",
+     {"t.conf:9:", "unknown key 'frob'", "valid: class, slurm_job, cgroup, uid, gid"}},
+    {BASE "[tenant a]\nmax_tenants = 5\n", {"t.conf:9:", "it belongs in [tenants]"}},
+    {BASE "[tenant a]\nuid = no-such-user-xyz\n",
+     {"t.conf:9:", "[tenant a] uid = 'no-such-user-xyz'", "not a known user", "/etc/passwd"}},
+    {BASE "[tenant a]\ngid = 4294967295\n", {"t.conf:9:", "not a known group", "4294967294"}},
+    {BASE "[tenant a]\nuid = -1\n", {"t.conf:9:", "not a known user"}},
+    {BASE "[tenant a]\nslurm_job = 12x\n",
+     {"t.conf:9:", "slurm_job = '12x'", "not a Slurm job id", "SLURM_JOB_ID"}},
+    {BASE "[tenant a]\ncgroup = system.slice\n",
+     {"t.conf:9:", "cgroup = 'system.slice' must start with '/'", "/proc/PID/cgroup"}},
+    {BASE "[tenant a]\nclass = inference\nclass = training\n",
+     {"t.conf:10:", "duplicate key 'class'"}},
+    {BASE "[tenant a]\nclass = inference\n[tenant a]\n",
+     {"t.conf:10:", "duplicate section [tenant a]", "first at line 8"}},
+    {BASE "[tenant a b]\n", {"t.conf:8:", "a tenant needs a name", "[tenant inference]"}},
+    {BASE "[tenant]\n", {"t.conf:8:", "a tenant needs a name"}},
+    {BASE "[tenant caf\xc3\xa9]\n", {"t.conf:8:", "a tenant needs a name"}},
+    {BASE "[tenant default]\n", {"t.conf:8:", "'default' is a built-in tenant"}},
+    {BASE "[tenant other]\nuid = 0\n", {"t.conf:8:", "'other' is a built-in tenant"}},
+    {BASE "[tenants]\nmax_tenants = 1\n", {"t.conf:9:", "max_tenants = '1'", "from 2 to 65536"}},
+    {BASE "[tenants]\npid_cache = 0\n", {"t.conf:9:", "pid_cache = '0'", "from 1 to"}},
+    {BASE "[tenants]\nmax_tenant = 8\n", {"t.conf:9:", "did you mean 'max_tenants'?"}},
+    {BASE "[tenants]\n[tenants]\n", {"t.conf:9:", "duplicate section [tenants]"}},
+    {BASE "[tenants x]\n", {"t.conf:8:", "section [tenants x] takes no name"}},
+    {BASE "[tenants]\nmax_tenants = 3\n[tenant a]\n[tenant b]\n",
+     {"t.conf:9:", "max_tenants = 3 leaves no id for [tenant b] (line 11)",
+      "max_tenants = 4 or more"}},
 };
 
 static void test_bad_configs(void **state)
@@ -269,7 +303,72 @@ static void test_defaults(void **state)
     assert_int_equal(c.backends[0].max_inflight, 0); /* tierd picks 32 (posix) / max_connections */
     assert_int_equal(c.backends[0].breaker_failures, 5);
     assert_int_equal(c.backends[0].breaker_cooldown_ms, 5000);
+    assert_int_equal(c.max_tenants, 64);
+    assert_int_equal(c.tenant_pid_cache, 4096);
+    assert_int_equal(c.ntenants, 0);
     tierd_config_fini(&c);
+}
+
+/* [tenants] and [tenant NAME]: the parsed sections, then the registry built from them. */
+static void test_tenants(void **state)
+{
+    (void)state;
+    struct tierd_config c;
+    char err[1024] = "";
+    int rc = tierd_config_load(TIER_CONFIG_DIR "/tenants.conf", &c, err, sizeof(err));
+    if (rc)
+        fail_msg("tenants.conf: %s", err);
+    assert_int_equal(c.max_tenants, 10);
+    assert_int_equal(c.tenant_pid_cache, 100);
+    assert_int_equal(c.ntenants, 3);
+    const struct tierd_tenant_conf *t = c.tenants;
+    assert_string_equal(t[0].name, "infer");
+    assert_int_equal(t[0].cls, TIER_IO_INFERENCE);
+    assert_string_equal(t[0].cgroup, "/system.slice/inference.service");
+    assert_null(t[0].slurm_job);
+    assert_int_equal(t[0].uid, -1);
+    assert_int_equal(t[0].conf_line, 17);
+    assert_string_equal(t[1].name, "ckpt");
+    assert_int_equal(t[1].cls, TIER_IO_CHECKPOINT);
+    assert_string_equal(t[1].slurm_job, "42");
+    assert_int_equal(t[1].uid, 0); /* "root" looked up */
+    assert_int_equal(t[1].gid, 0);
+    assert_string_equal(t[2].name, "named");
+    assert_int_equal(t[2].cls, TIER_IO_TRAINING); /* the default class */
+    assert_null(t[2].cgroup);
+
+    struct tenant_reg *r = NULL;
+    assert_int_equal(tierd_tenants_open(&c, &r), 0);
+    assert_int_equal(tenant_max(r), 10);
+    assert_int_equal(tenant_count(r), 5);
+    uint32_t id = 0;
+    assert_int_equal(tenant_find(r, "ckpt", &id), 0);
+    assert_int_equal(tenant_class(r, id), TIER_IO_CHECKPOINT);
+    struct tenant_rule ru[2];
+    assert_int_equal(tenant_rules(r, id, ru, 2), 1);
+    assert_string_equal(ru[0].slurm_job, "42");
+    assert_true(ru[0].has_uid && ru[0].has_gid);
+    assert_null(ru[0].cgroup_prefix);
+    assert_int_equal(tenant_find(r, "named", &id), 0);
+    assert_int_equal(tenant_rules(r, id, ru, 2), 0); /* no match keys: no rule */
+    /* the rules act: uid 0 and gid 0 in no job do not match ckpt (slurm_job is ANDed) */
+    assert_string_equal(tenant_name(r, tenant_resolve(r, 0, 0, 0).tenant), "default");
+    tenant_reg_free(r);
+    tierd_config_fini(&c);
+
+    /* more [tenant] sections than the default cap leaves ids for */
+    char *text = malloc(64 * 32 + sizeof(BASE));
+    assert_non_null(text);
+    size_t used = (size_t)snprintf(text, 64 * 32 + sizeof(BASE), "%s", BASE);
+    for (int i = 0; i < 63; i++)
+        used += (size_t)snprintf(text + used, 64 * 32 + sizeof(BASE) - used, "[tenant t%d]\n", i);
+    rc = tierd_config_load_string("t.conf", text, used, &c, err, sizeof(err));
+    assert_int_equal(rc, -EINVAL);
+    if (!strstr(err, "t.conf:70:") || !strstr(err, "[tenant t62]") ||
+        !strstr(err, "set [tenants] max_tenants = 65 or more"))
+        fail_msg("unexpected: %s", err);
+    tierd_config_fini(&c);
+    free(text);
 }
 
 static void test_permissions(void **state)
@@ -503,15 +602,11 @@ static void test_resolve(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bad_configs),
-        cmocka_unit_test(test_good_config_file),
-        cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_writeback),
-        cmocka_unit_test(test_file_errors),
-        cmocka_unit_test(test_api_token_file),
-        cmocka_unit_test(test_long_line_and_comments),
-        cmocka_unit_test(test_resolve),
-        cmocka_unit_test(test_permissions),
+        cmocka_unit_test(test_bad_configs),    cmocka_unit_test(test_good_config_file),
+        cmocka_unit_test(test_defaults),       cmocka_unit_test(test_tenants),
+        cmocka_unit_test(test_writeback),      cmocka_unit_test(test_file_errors),
+        cmocka_unit_test(test_api_token_file), cmocka_unit_test(test_long_line_and_comments),
+        cmocka_unit_test(test_resolve),        cmocka_unit_test(test_permissions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,1020 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * tenant.c - the tenant registry and the resolution of a FUSE caller to a tenant (tenant.h).
+ *
+ * Called by the FUSE layer (tenant_resolve at open/create), the config loader and the control
+ * API (tenant_add, tenant_register), telemetry and the API's listings (tenant_name, tenant_class,
+ * tenant_rules). Leaf module: depends on src/common only.
+ *
+ * DESIGN. Three tables, one mutex (r->lock):
+ *   - tenants: an array of max_tenants entries allocated once, so a name pointer never moves;
+ *     entry i is written before r->count is raised past i with a release store, which lets
+ *     tenant_name/tenant_class/tenant_count read without the lock. A name index (open addressing,
+ *     ids only ever inserted) finds a name under the lock.
+ *   - rules: an array of pointers to rules, appended under the lock, never removed; each rule's
+ *     strings live as long as the registry. r->gen counts the rules added.
+ *   - the pid cache: pid_cache_max slots filled as a ring (a new pid takes the oldest slot), with
+ *     a hash index of chains by pid, at most one slot per pid. A slot holds (pid, start time, uid,
+ *     gid, rule generation) -> tenant; a lookup that differs in any of them is a miss.
+ * tenant_resolve reads /proc/<pid>/stat first (the start time, the cache key), looks the pid up
+ * under the lock, and on a miss reads /proc/<pid>/cgroup and /proc/<pid>/environ with the lock
+ * released, then re-reads the start time: if it changed, the pid was reused during the reads
+ * and the answer is returned but not cached. Only then does it take the lock again to match the
+ * rules, create an implicit tenant and fill the cache.
+ *
+ * Resolution (decide()): the facts (a Slurm job from the cgroup, else from SLURM_JOB_ID; a pod;
+ * the cgroup path) and the caller's uid and gid go through the rules in order; the first match
+ * wins. Else a job becomes "slurm-<job>", a pod "k8s-<pod>" (found, or created while fewer than
+ * max_tenants ids exist, else "other"). Else "default".
+ */
+#include "tenant/tenant.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/strutil.h"
+
+/* Biggest /proc/<pid>/cgroup read; a larger file (not seen on any kernel) names nothing. */
+#define CGROUP_FILE_MAX (64 * 1024)
+#define JOB_ID_MAX 20                        /* digits of a Slurm job id (a 64-bit number) */
+#define POD_ID_MAX (TENANT_NAME_MAX - 1 - 4) /* "k8s-" + uid fits a tenant name */
+
+struct tenant {
+    char name[TENANT_NAME_MAX];
+    _Atomic int cls;       /* enum tier_io_class; changes once when an implicit tenant is added */
+    _Atomic bool implicit; /* created by resolution, not added yet */
+};
+
+struct rule {
+    uint32_t tenant;
+    char *slurm_job;     /* NULL: any */
+    char *cgroup_prefix; /* NULL: any; without a trailing '/' unless it is "/" */
+    size_t prefix_len;
+    bool has_uid;
+    uid_t uid;
+    bool has_gid;
+    gid_t gid;
+};
+
+struct centry {
+    pid_t pid; /* 0: free */
+    uint64_t start;
+    uid_t uid;
+    gid_t gid;
+    uint64_t gen;
+    uint32_t tenant;
+    int32_t next; /* chain of the bucket, -1: end */
+};
+
+struct tenant_reg {
+    pthread_mutex_t lock;
+    char *proc_root;        /* immutable */
+    uint32_t max;           /* immutable */
+    struct tenant *t;       /* max entries; [0, count) in use (see DESIGN) */
+    _Atomic uint32_t count; /* written under lock */
+    uint32_t *name_idx;     /* lock; id + 1, 0: empty */
+    uint32_t name_mask;
+    struct rule **rules; /* lock */
+    size_t nrules, caprules;
+    uint64_t gen; /* lock; rules added */
+    /* pid cache, lock */
+    struct centry *ce;
+    uint32_t cmax, cnext, cused;
+    int32_t *bucket;
+    uint32_t bshift;
+    struct tenant_stats st; /* lock; cache_entries computed on read */
+};
+
+/* ---- validation ------------------------------------------------------------------------ */
+
+bool tenant_name_valid(const char *name)
+{
+    if (!name)
+        return false;
+    size_t n = strnlen(name, TENANT_NAME_MAX);
+    if (n == 0 || n >= TENANT_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == '-';
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+static bool all_digits(const char *s, size_t n)
+{
+    if (n == 0)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+    return true;
+}
+
+bool tenant_job_valid(const char *s)
+{
+    if (!s)
+        return false;
+    size_t n = strnlen(s, JOB_ID_MAX + 1);
+    return n <= JOB_ID_MAX && all_digits(s, n);
+}
+
+const char *tenant_cgroup_prefix_problem(const char *prefix)
+{
+    if (!prefix || prefix[0] != '/')
+        return "must start with '/'";
+    size_t n = strnlen(prefix, TENANT_CGROUP_PREFIX_MAX);
+    if (n >= TENANT_CGROUP_PREFIX_MAX)
+        return "is too long (at most 255 bytes)";
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)prefix[i] < 0x20 || prefix[i] == 0x7f)
+            return "has a control character";
+    return NULL;
+}
+
+/* ---- parsing: /proc/<pid>/cgroup -------------------------------------------------------- */
+
+/* Does seg (n bytes) contain word? */
+static bool seg_has(const char *seg, size_t n, const char *word)
+{
+    size_t wl = strlen(word);
+    for (size_t i = 0; i + wl <= n; i++)
+        if (memcmp(seg + i, word, wl) == 0)
+            return true;
+    return false;
+}
+
+static bool is_pod_char(char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == '-' ||
+           c == '_';
+}
+
+/* A pod uid in one segment: "pod<uid>" at its start or after '-', the uid running to the end
+ * of the segment or to a '.' (".slice"); '_' (systemd's escape) back to '-'. */
+static bool seg_pod(const char *seg, size_t n, char *id)
+{
+    for (size_t i = 0; i + 3 < n; i++) {
+        if (memcmp(seg + i, "pod", 3) != 0 || (i > 0 && seg[i - 1] != '-'))
+            continue;
+        size_t b = i + 3, e = b;
+        while (e < n && is_pod_char(seg[e]))
+            e++;
+        if (e == b || e - b > POD_ID_MAX || (e < n && seg[e] != '.'))
+            continue;
+        for (size_t k = b; k < e; k++)
+            id[k - b] = seg[k] == '_' ? '-' : seg[k];
+        id[e - b] = '\0';
+        return true;
+    }
+    return false;
+}
+
+/* What one cgroup path names: 2 for a Slurm job or pod, 1 for a systemd unit, 0 for nothing. */
+static int classify_path(const char *p, size_t len, enum tenant_origin *origin, char *id)
+{
+    bool slurm_seen = false, kube_seen = false;
+    const char *unit = NULL;
+    size_t unit_len = 0;
+    for (size_t i = 0; i < len;) {
+        while (i < len && p[i] == '/')
+            i++;
+        size_t b = i;
+        while (i < len && p[i] != '/')
+            i++;
+        const char *seg = p + b;
+        size_t n = i - b;
+        if (n == 0)
+            continue;
+        if (slurm_seen && n > 4 && memcmp(seg, "job_", 4) == 0 && n - 4 <= JOB_ID_MAX &&
+            all_digits(seg + 4, n - 4)) {
+            memcpy(id, seg + 4, n - 4);
+            id[n - 4] = '\0';
+            *origin = TENANT_ORIGIN_SLURM;
+            return 2;
+        }
+        if (seg_has(seg, n, "kubepods"))
+            kube_seen = true;
+        if (kube_seen && seg_pod(seg, n, id)) {
+            *origin = TENANT_ORIGIN_K8S;
+            return 2;
+        }
+        if (seg_has(seg, n, "slurm"))
+            slurm_seen = true;
+        bool service = n > 8 && memcmp(seg + n - 8, ".service", 8) == 0;
+        bool scope = n > 6 && memcmp(seg + n - 6, ".scope", 6) == 0;
+        if (service || scope) {
+            unit = seg;
+            unit_len = n;
+        }
+    }
+    if (!unit || unit_len >= TENANT_NAME_MAX)
+        return 0;
+    /* a login session is a user, not a workload: the uid rules decide */
+    if (unit_len > 8 + 6 && memcmp(unit, "session-", 8) == 0 &&
+        memcmp(unit + unit_len - 6, ".scope", 6) == 0)
+        return 0;
+    for (size_t k = 0; k < unit_len; k++)
+        if ((unsigned char)unit[k] <= ' ' || (unsigned char)unit[k] >= 0x7f)
+            return 0;
+    memcpy(id, unit, unit_len);
+    id[unit_len] = '\0';
+    *origin = TENANT_ORIGIN_SYSTEMD;
+    return 1;
+}
+
+static void keep_path(struct tenant_origin_id *out, const char *p, size_t n)
+{
+    out->cgroup_truncated = n >= sizeof(out->cgroup);
+    if (out->cgroup_truncated)
+        n = sizeof(out->cgroup) - 1;
+    memcpy(out->cgroup, p, n);
+    out->cgroup[n] = '\0';
+}
+
+int tenant_parse_cgroup(const char *text, size_t len, struct tenant_origin_id *out)
+{
+    if (!out || (!text && len))
+        return -EINVAL;
+    if (len && memchr(text, '\0', len))
+        return -EINVAL;
+    struct {
+        const char *p;
+        size_t n;
+    } v2 = {0}, sysd = {0}, first = {0}, named = {0};
+    int best = 0;
+    enum tenant_origin origin = TENANT_ORIGIN_NONE;
+    char id[TENANT_NAME_MAX] = "";
+    for (size_t pos = 0; pos < len;) {
+        const char *line = text + pos;
+        const char *eol = memchr(line, '\n', len - pos);
+        size_t ll = eol ? (size_t)(eol - line) : len - pos;
+        pos += ll + (eol ? 1 : 0);
+        if (ll == 0)
+            continue;
+        /* ID:CONTROLLERS:/PATH */
+        size_t i = 0;
+        while (i < ll && line[i] >= '0' && line[i] <= '9')
+            i++;
+        if (i == 0 || i > 10 || i == ll || line[i] != ':')
+            return -EINVAL;
+        bool id_zero = i == 1 && line[0] == '0';
+        size_t cb = ++i;
+        while (i < ll && line[i] != ':') {
+            char c = line[i];
+            bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '_' || c == ',' || c == '=' || c == '.' || c == '-';
+            if (!ok)
+                return -EINVAL;
+            i++;
+        }
+        if (i == ll)
+            return -EINVAL;
+        size_t cl = i - cb;
+        const char *path = line + i + 1;
+        size_t pl = ll - i - 1;
+        if (pl == 0 || path[0] != '/' || pl >= TENANT_CGROUP_PATH_MAX)
+            return -EINVAL;
+        if (id_zero && cl == 0 && !v2.p) {
+            v2.p = path;
+            v2.n = pl;
+        }
+        if (cl == 12 && memcmp(line + cb, "name=systemd", 12) == 0 && !sysd.p) {
+            sysd.p = path;
+            sysd.n = pl;
+        }
+        if (!first.p) {
+            first.p = path;
+            first.n = pl;
+        }
+        enum tenant_origin o = TENANT_ORIGIN_NONE;
+        char lid[TENANT_NAME_MAX];
+        int rank = classify_path(path, pl, &o, lid);
+        if (rank > best) {
+            best = rank;
+            origin = o;
+            memcpy(id, lid, sizeof(id));
+            named.p = path;
+            named.n = pl;
+        }
+    }
+    memset(out, 0, sizeof(*out));
+    out->origin = origin;
+    memcpy(out->id, id, sizeof(out->id));
+    if (named.p)
+        keep_path(out, named.p, named.n);
+    else if (v2.p)
+        keep_path(out, v2.p, v2.n);
+    else if (sysd.p)
+        keep_path(out, sysd.p, sysd.n);
+    else if (first.p)
+        keep_path(out, first.p, first.n);
+    return 0;
+}
+
+/* ---- parsing: /proc/<pid>/environ -------------------------------------------------------- */
+
+/* An incremental scan for SLURM_JOB_ID, fed the file in pieces of any size; only the first
+ * bytes of each entry are kept. */
+struct env_scan {
+    char head[48];
+    size_t hlen, elen;
+    bool done;
+    int rc; /* -ENOENT until found */
+    char job[TENANT_NAME_MAX];
+};
+
+static const char ENV_KEY[] = "SLURM_JOB_ID=";
+#define ENV_KEY_LEN (sizeof(ENV_KEY) - 1)
+
+static void env_entry_end(struct env_scan *s)
+{
+    if (s->elen >= ENV_KEY_LEN && memcmp(s->head, ENV_KEY, ENV_KEY_LEN) == 0) {
+        size_t vl = s->elen - ENV_KEY_LEN;
+        s->done = true;
+        /* 13 + 20 bytes fit the head: a value of up to JOB_ID_MAX digits is all there */
+        if (vl <= JOB_ID_MAX && all_digits(s->head + ENV_KEY_LEN, vl)) {
+            memcpy(s->job, s->head + ENV_KEY_LEN, vl);
+            s->job[vl] = '\0';
+            s->rc = 0;
+        } else {
+            s->rc = -EINVAL;
+        }
+    }
+    s->hlen = s->elen = 0;
+}
+
+static void env_feed(struct env_scan *s, const char *p, size_t n)
+{
+    for (size_t i = 0; i < n && !s->done; i++) {
+        if (p[i] == '\0') {
+            env_entry_end(s);
+            continue;
+        }
+        if (s->hlen < sizeof(s->head))
+            s->head[s->hlen++] = p[i];
+        s->elen++;
+    }
+}
+
+static void env_finish(struct env_scan *s)
+{
+    if (!s->done && s->elen > 0)
+        env_entry_end(s);
+}
+
+int tenant_parse_environ(const char *text, size_t len, char *job)
+{
+    if (!job || (!text && len))
+        return -EINVAL;
+    struct env_scan s = {.rc = -ENOENT};
+    env_feed(&s, text, len);
+    env_finish(&s);
+    if (s.rc == 0)
+        memcpy(job, s.job, strlen(s.job) + 1);
+    return s.rc;
+}
+
+/* ---- registry ---------------------------------------------------------------------------- */
+
+static uint32_t name_hash(const char *s)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 16777619u;
+    }
+    return h;
+}
+
+/* Under lock. */
+static int find_locked(const struct tenant_reg *r, const char *name, uint32_t *id)
+{
+    for (uint32_t i = name_hash(name) & r->name_mask;; i = (i + 1) & r->name_mask) {
+        uint32_t v = r->name_idx[i];
+        if (v == 0)
+            return -ENOENT;
+        if (strcmp(r->t[v - 1].name, name) == 0) {
+            *id = v - 1;
+            return 0;
+        }
+    }
+}
+
+/* Under lock, count < max, name valid and absent. */
+static uint32_t create_locked(struct tenant_reg *r, const char *name, enum tier_io_class cls,
+                              bool implicit)
+{
+    uint32_t id = atomic_load_explicit(&r->count, memory_order_relaxed);
+    struct tenant *t = &r->t[id];
+    tier_strlcpy(t->name, name, sizeof(t->name));
+    atomic_store_explicit(&t->cls, (int)cls, memory_order_relaxed);
+    atomic_store_explicit(&t->implicit, implicit, memory_order_relaxed);
+    uint32_t i = name_hash(name) & r->name_mask;
+    while (r->name_idx[i] != 0)
+        i = (i + 1) & r->name_mask;
+    r->name_idx[i] = id + 1;
+    atomic_store_explicit(&r->count, id + 1, memory_order_release);
+    return id;
+}
+
+static uint32_t pow2_at_least(uint64_t n)
+{
+    uint32_t p = 1;
+    while (p < n)
+        p <<= 1;
+    return p;
+}
+
+int tenant_reg_new(const struct tenant_reg_config *cfg, struct tenant_reg **out)
+{
+    unsigned max = cfg && cfg->max_tenants ? cfg->max_tenants : TENANT_MAX_TENANTS_DEFAULT;
+    unsigned cmax = cfg && cfg->pid_cache_max ? cfg->pid_cache_max : TENANT_PID_CACHE_DEFAULT;
+    const char *root = cfg && cfg->proc_root ? cfg->proc_root : "/proc";
+    if (max < 2 || max > TENANT_MAX_TENANTS_LIMIT) {
+        tier_err_set("max_tenants = %u is out of range (2 to %u: default and other included)", max,
+                     TENANT_MAX_TENANTS_LIMIT);
+        return -EINVAL;
+    }
+    if (cmax > TENANT_PID_CACHE_LIMIT) {
+        tier_err_set("pid_cache = %u is out of range (1 to %u)", cmax, TENANT_PID_CACHE_LIMIT);
+        return -EINVAL;
+    }
+    struct tenant_reg *r = calloc(1, sizeof(*r));
+    if (!r)
+        return -ENOMEM;
+    r->max = max;
+    r->cmax = cmax;
+    uint32_t nslots = pow2_at_least(2ULL * max);
+    uint32_t nb = pow2_at_least(cmax);
+    r->name_mask = nslots - 1;
+    r->bshift = 32;
+    for (uint32_t b = nb; b > 1; b >>= 1)
+        r->bshift--;
+    r->proc_root = strdup(root);
+    r->t = calloc(max, sizeof(*r->t));
+    r->name_idx = calloc(nslots, sizeof(*r->name_idx));
+    r->ce = calloc(cmax, sizeof(*r->ce));
+    r->bucket = malloc(nb * sizeof(*r->bucket));
+    if (!r->proc_root || !r->t || !r->name_idx || !r->ce || !r->bucket ||
+        pthread_mutex_init(&r->lock, NULL) != 0) {
+        free(r->proc_root);
+        free(r->t);
+        free(r->name_idx);
+        free(r->ce);
+        free(r->bucket);
+        free(r);
+        return -ENOMEM;
+    }
+    for (uint32_t b = 0; b < nb; b++)
+        r->bucket[b] = -1;
+    create_locked(r, "default", TIER_IO_TRAINING, false);
+    create_locked(r, "other", TIER_IO_TRAINING, false);
+    *out = r;
+    return 0;
+}
+
+static void rule_free(struct rule *ru)
+{
+    if (!ru)
+        return;
+    free(ru->slurm_job);
+    free(ru->cgroup_prefix);
+    free(ru);
+}
+
+void tenant_reg_free(struct tenant_reg *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->nrules; i++)
+        rule_free(r->rules[i]);
+    free(r->rules);
+    pthread_mutex_destroy(&r->lock);
+    free(r->proc_root);
+    free(r->t);
+    free(r->name_idx);
+    free(r->ce);
+    free(r->bucket);
+    free(r);
+}
+
+static bool rule_empty(const struct tenant_rule *rule)
+{
+    return !rule->slurm_job && !rule->cgroup_prefix && !rule->has_uid && !rule->has_gid;
+}
+
+/* A registry copy of rule for tenant id (the prefix without its trailing '/'), or NULL without
+ * memory. The fields were validated. */
+static struct rule *rule_copy(const struct tenant_rule *rule, uint32_t id)
+{
+    struct rule *ru = calloc(1, sizeof(*ru));
+    if (!ru)
+        return NULL;
+    ru->tenant = id;
+    ru->has_uid = rule->has_uid;
+    ru->uid = rule->uid;
+    ru->has_gid = rule->has_gid;
+    ru->gid = rule->gid;
+    if (rule->slurm_job && !(ru->slurm_job = strdup(rule->slurm_job)))
+        goto oom;
+    if (rule->cgroup_prefix) {
+        size_t n = strlen(rule->cgroup_prefix);
+        while (n > 1 && rule->cgroup_prefix[n - 1] == '/')
+            n--;
+        if (!(ru->cgroup_prefix = strndup(rule->cgroup_prefix, n)))
+            goto oom;
+        ru->prefix_len = n;
+    }
+    return ru;
+oom:
+    rule_free(ru);
+    return NULL;
+}
+
+static bool str_eq(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+static bool rule_same(const struct rule *a, const struct rule *b)
+{
+    return a->tenant == b->tenant && str_eq(a->slurm_job, b->slurm_job) &&
+           str_eq(a->cgroup_prefix, b->cgroup_prefix) && a->has_uid == b->has_uid &&
+           (!a->has_uid || a->uid == b->uid) && a->has_gid == b->has_gid &&
+           (!a->has_gid || a->gid == b->gid);
+}
+
+int tenant_register(struct tenant_reg *r, const char *name, const enum tier_io_class *cls,
+                    const struct tenant_rule *rule, uint32_t *id, bool *created)
+{
+    if (!r || !tenant_name_valid(name)) {
+        tier_err_set("tenant name '%.80s' is not allowed (1 to %d bytes of letters, digits, '.', "
+                     "'_', '-')",
+                     name ? name : "", TENANT_NAME_MAX - 1);
+        return -EINVAL;
+    }
+    if (cls && (unsigned)*cls >= TIER_IO_NCLASSES) {
+        tier_err_set("tenant '%s': class %d is not a class", name, (int)*cls);
+        return -EINVAL;
+    }
+    if (rule && rule_empty(rule))
+        rule = NULL;
+    if (rule && rule->slurm_job && !tenant_job_valid(rule->slurm_job)) {
+        tier_err_set("tenant '%s': slurm_job '%.40s' is not a job id (1 to %d digits)", name,
+                     rule->slurm_job, JOB_ID_MAX);
+        return -EINVAL;
+    }
+    const char *problem = rule ? tenant_cgroup_prefix_problem(rule->cgroup_prefix) : NULL;
+    if (rule && rule->cgroup_prefix && problem) {
+        tier_err_set("tenant '%s': cgroup '%.80s' %s", name, rule->cgroup_prefix, problem);
+        return -EINVAL;
+    }
+    /* Allocate before taking the lock; the tenant id is filled in under it. */
+    struct rule *ru = rule ? rule_copy(rule, 0) : NULL;
+    if (rule && !ru)
+        return -ENOMEM;
+    int rc = 0;
+    bool is_new = false;
+    uint32_t tid = 0;
+    pthread_mutex_lock(&r->lock);
+    if (ru && r->nrules == r->caprules) {
+        size_t ncap = r->caprules ? r->caprules * 2 : 16;
+        struct rule **nr = realloc(r->rules, ncap * sizeof(*nr));
+        if (!nr) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        r->rules = nr;
+        r->caprules = ncap;
+    }
+    bool exists = find_locked(r, name, &tid) == 0;
+    if (exists) {
+        struct tenant *t = &r->t[tid];
+        int cur = atomic_load_explicit(&t->cls, memory_order_relaxed);
+        bool implicit = atomic_load_explicit(&t->implicit, memory_order_relaxed);
+        if (cls && (int)*cls != cur && !implicit) {
+            tier_err_set("tenant '%s' exists with class %s (a tenant keeps its class; register "
+                         "it with class %s, or choose another name)",
+                         name, tier_io_class_name((enum tier_io_class)cur),
+                         tier_io_class_name((enum tier_io_class)cur));
+            rc = -EEXIST;
+            goto out;
+        }
+        if (ru) {
+            ru->tenant = tid;
+            for (size_t i = 0; i < r->nrules && ru; i++)
+                if (rule_same(r->rules[i], ru)) {
+                    rule_free(ru);
+                    ru = NULL;
+                }
+        }
+        if (ru && r->nrules == TENANT_RULES_MAX) {
+            tier_err_set("the tenant registry holds %d rules, the most it takes", TENANT_RULES_MAX);
+            rc = -ENOSPC;
+            goto out;
+        }
+        if (implicit && cls)
+            atomic_store_explicit(&t->cls, (int)*cls, memory_order_relaxed);
+        atomic_store_explicit(&t->implicit, false, memory_order_relaxed);
+    } else {
+        if (atomic_load_explicit(&r->count, memory_order_relaxed) == r->max) {
+            tier_err_set("the tenant registry is full (%u tenants, default and other included; "
+                         "raise [tenants] max_tenants)",
+                         r->max);
+            rc = -ENOSPC;
+            goto out;
+        }
+        if (ru && r->nrules == TENANT_RULES_MAX) {
+            tier_err_set("the tenant registry holds %d rules, the most it takes", TENANT_RULES_MAX);
+            rc = -ENOSPC;
+            goto out;
+        }
+        tid = create_locked(r, name, cls ? *cls : TIER_IO_TRAINING, false);
+        is_new = true;
+        if (ru)
+            ru->tenant = tid;
+    }
+    if (ru) {
+        r->rules[r->nrules++] = ru;
+        r->gen++;
+        ru = NULL;
+    }
+out:
+    pthread_mutex_unlock(&r->lock);
+    rule_free(ru);
+    if (rc == 0) {
+        if (id)
+            *id = tid;
+        if (created)
+            *created = is_new;
+    }
+    return rc;
+}
+
+int tenant_add(struct tenant_reg *r, const char *name, enum tier_io_class cls,
+               const struct tenant_rule *rule, uint32_t *id)
+{
+    return tenant_register(r, name, &cls, rule, id, NULL);
+}
+
+int tenant_find(struct tenant_reg *r, const char *name, uint32_t *id)
+{
+    if (!r || !tenant_name_valid(name))
+        return -ENOENT;
+    pthread_mutex_lock(&r->lock);
+    uint32_t tid = 0;
+    int rc = find_locked(r, name, &tid);
+    pthread_mutex_unlock(&r->lock);
+    if (rc == 0 && id)
+        *id = tid;
+    return rc;
+}
+
+const char *tenant_name(const struct tenant_reg *r, uint32_t id)
+{
+    uint32_t n =
+        atomic_load_explicit(&((struct tenant_reg *)(uintptr_t)r)->count, memory_order_acquire);
+    return r->t[id < n ? id : TIER_TENANT_OTHER].name;
+}
+
+uint32_t tenant_count(const struct tenant_reg *r)
+{
+    return atomic_load_explicit(&((struct tenant_reg *)(uintptr_t)r)->count, memory_order_acquire);
+}
+
+enum tier_io_class tenant_class(const struct tenant_reg *r, uint32_t id)
+{
+    uint32_t n = tenant_count(r);
+    struct tenant *t = &r->t[id < n ? id : TIER_TENANT_OTHER];
+    return (enum tier_io_class)atomic_load_explicit(&t->cls, memory_order_relaxed);
+}
+
+bool tenant_implicit(const struct tenant_reg *r, uint32_t id)
+{
+    uint32_t n = tenant_count(r);
+    return id < n && atomic_load_explicit(&r->t[id].implicit, memory_order_relaxed);
+}
+
+uint32_t tenant_max(const struct tenant_reg *r)
+{
+    return r->max;
+}
+
+size_t tenant_rules(struct tenant_reg *r, uint32_t id, struct tenant_rule *out, size_t max)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&r->lock);
+    for (size_t i = 0; i < r->nrules; i++) {
+        const struct rule *ru = r->rules[i];
+        if (ru->tenant != id)
+            continue;
+        if (n < max) {
+            struct tenant_rule *o = &out[n];
+            memset(o, 0, sizeof(*o));
+            o->tenant = r->t[id].name;
+            o->cls = (enum tier_io_class)atomic_load_explicit(&r->t[id].cls, memory_order_relaxed);
+            o->slurm_job = ru->slurm_job;
+            o->cgroup_prefix = ru->cgroup_prefix;
+            o->has_uid = ru->has_uid;
+            o->uid = ru->uid;
+            o->has_gid = ru->has_gid;
+            o->gid = ru->gid;
+        }
+        n++;
+    }
+    pthread_mutex_unlock(&r->lock);
+    return n;
+}
+
+void tenant_stats_get(struct tenant_reg *r, struct tenant_stats *out)
+{
+    pthread_mutex_lock(&r->lock);
+    *out = r->st;
+    out->cache_entries = r->cused;
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* ---- the pid cache (under lock) -------------------------------------------------------- */
+
+static uint32_t pid_bucket(const struct tenant_reg *r, pid_t pid)
+{
+    uint32_t h = (uint32_t)pid * 2654435761u;
+    return r->bshift >= 32 ? 0 : h >> r->bshift;
+}
+
+static int32_t cache_find(const struct tenant_reg *r, pid_t pid)
+{
+    for (int32_t i = r->bucket[pid_bucket(r, pid)]; i >= 0; i = r->ce[i].next)
+        if (r->ce[i].pid == pid)
+            return i;
+    return -1;
+}
+
+static void cache_unlink(struct tenant_reg *r, int32_t slot)
+{
+    int32_t *pp = &r->bucket[pid_bucket(r, r->ce[slot].pid)];
+    while (*pp >= 0 && *pp != slot)
+        pp = &r->ce[*pp].next;
+    if (*pp == slot)
+        *pp = r->ce[slot].next;
+}
+
+static void cache_put(struct tenant_reg *r, pid_t pid, uint64_t start, uid_t uid, gid_t gid,
+                      uint32_t tenant)
+{
+    int32_t slot = cache_find(r, pid);
+    if (slot < 0) {
+        slot = (int32_t)r->cnext;
+        r->cnext = (r->cnext + 1) % r->cmax;
+        if (r->ce[slot].pid != 0) {
+            cache_unlink(r, slot);
+            r->st.cache_evictions++;
+        } else {
+            r->cused++;
+        }
+        uint32_t b = pid_bucket(r, pid);
+        r->ce[slot].next = r->bucket[b];
+        r->bucket[b] = slot;
+        r->ce[slot].pid = pid;
+    }
+    struct centry *e = &r->ce[slot];
+    e->start = start;
+    e->uid = uid;
+    e->gid = gid;
+    e->gen = r->gen;
+    e->tenant = tenant;
+}
+
+/* ---- resolution ------------------------------------------------------------------------ */
+
+struct facts {
+    bool has_cgroup;
+    struct tenant_origin_id cg;
+    bool has_job;
+    char job[TENANT_NAME_MAX];
+    bool has_pod;
+    char pod[TENANT_NAME_MAX];
+};
+
+/* Read at most cap bytes of path; -EFBIG when the file holds cap bytes or more. */
+static ssize_t read_small(const char *path, char *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return -errno;
+    size_t got = 0;
+    while (got < cap) {
+        ssize_t k = read(fd, buf + got, cap - got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0) {
+            int e = errno;
+            close(fd);
+            return -e;
+        }
+        if (k == 0)
+            break;
+        got += (size_t)k;
+    }
+    close(fd);
+    return got == cap ? -EFBIG : (ssize_t)got;
+}
+
+static int proc_path(const struct tenant_reg *r, pid_t pid, const char *file, char *out,
+                     size_t outsz)
+{
+    int n = snprintf(out, outsz, "%s/%d/%s", r->proc_root, (int)pid, file);
+    return n > 0 && (size_t)n < outsz ? 0 : -ENAMETOOLONG;
+}
+
+/* Field 22 of /proc/<pid>/stat: the process's start time in clock ticks after boot. */
+static int read_starttime(const struct tenant_reg *r, pid_t pid, uint64_t *start)
+{
+    char path[4200], buf[1024];
+    int rc = proc_path(r, pid, "stat", path, sizeof(path));
+    if (rc)
+        return rc;
+    ssize_t n = read_small(path, buf, sizeof(buf) - 1);
+    if (n < 0)
+        return (int)n;
+    buf[n] = '\0';
+    /* "pid (comm) state ppid ...": comm may hold spaces and ')', so start after the last ')' */
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return -EINVAL;
+    p++;
+    for (int field = 3; field <= 22; field++) {
+        while (*p == ' ')
+            p++;
+        if (*p == '\0')
+            return -EINVAL;
+        if (field == 22) {
+            uint64_t v = 0;
+            size_t k = 0;
+            for (; p[k] >= '0' && p[k] <= '9' && k < 20; k++)
+                v = v * 10 + (uint64_t)(p[k] - '0');
+            if (k == 0 || (p[k] != ' ' && p[k] != '\0' && p[k] != '\n'))
+                return -EINVAL;
+            *start = v;
+            return 0;
+        }
+        while (*p && *p != ' ')
+            p++;
+    }
+    return -EINVAL;
+}
+
+static void read_environ_job(const struct tenant_reg *r, pid_t pid, struct facts *f)
+{
+    char path[4200], buf[4096];
+    if (proc_path(r, pid, "environ", path, sizeof(path)))
+        return;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return; /* gone, or not ours to read (another user's process, tierd not root) */
+    struct env_scan s = {.rc = -ENOENT};
+    while (!s.done) {
+        ssize_t k = read(fd, buf, sizeof(buf));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        env_feed(&s, buf, (size_t)k);
+    }
+    close(fd);
+    env_finish(&s);
+    if (s.rc == 0) {
+        f->has_job = true;
+        memcpy(f->job, s.job, sizeof(f->job));
+    }
+}
+
+/* The facts /proc holds on pid. Without the lock: file I/O. */
+static void gather(const struct tenant_reg *r, pid_t pid, struct facts *f)
+{
+    memset(f, 0, sizeof(*f));
+    char path[4200];
+    char *buf = malloc(CGROUP_FILE_MAX);
+    if (buf && proc_path(r, pid, "cgroup", path, sizeof(path)) == 0) {
+        ssize_t n = read_small(path, buf, CGROUP_FILE_MAX);
+        if (n >= 0 && tenant_parse_cgroup(buf, (size_t)n, &f->cg) == 0) {
+            f->has_cgroup = f->cg.cgroup[0] != '\0';
+            if (f->cg.origin == TENANT_ORIGIN_SLURM) {
+                f->has_job = true;
+                memcpy(f->job, f->cg.id, sizeof(f->job));
+            } else if (f->cg.origin == TENANT_ORIGIN_K8S) {
+                f->has_pod = true;
+                memcpy(f->pod, f->cg.id, sizeof(f->pod));
+            }
+        }
+    }
+    free(buf);
+    if (!f->has_job)
+        read_environ_job(r, pid, f);
+}
+
+static bool prefix_match(const struct rule *ru, const struct facts *f)
+{
+    if (!f->has_cgroup)
+        return false;
+    const char *p = f->cg.cgroup;
+    size_t n = ru->prefix_len;
+    if (n == 1) /* "/" */
+        return true;
+    return strncmp(p, ru->cgroup_prefix, n) == 0 && (p[n] == '\0' || p[n] == '/');
+}
+
+static bool rule_match(const struct rule *ru, const struct facts *f, uid_t uid, gid_t gid)
+{
+    if (ru->slurm_job && !(f->has_job && strcmp(ru->slurm_job, f->job) == 0))
+        return false;
+    if (ru->cgroup_prefix && !prefix_match(ru, f))
+        return false;
+    if (ru->has_uid && ru->uid != uid)
+        return false;
+    if (ru->has_gid && ru->gid != gid)
+        return false;
+    return true;
+}
+
+/* Under lock: a job's or pod's tenant, created when missing and there is room. */
+static uint32_t implicit_locked(struct tenant_reg *r, const char *prefix, const char *id)
+{
+    char name[TENANT_NAME_MAX];
+    int w = snprintf(name, sizeof(name), "%s%s", prefix, id);
+    if (w < 0 || (size_t)w >= sizeof(name) || !tenant_name_valid(name))
+        return TIER_TENANT_DEFAULT; /* cannot happen: the parsers bound the ids */
+    uint32_t tid = 0;
+    if (find_locked(r, name, &tid) == 0)
+        return tid;
+    if (atomic_load_explicit(&r->count, memory_order_relaxed) == r->max) {
+        r->st.folded++;
+        return TIER_TENANT_OTHER;
+    }
+    return create_locked(r, name, TIER_IO_TRAINING, true);
+}
+
+static uint32_t decide_locked(struct tenant_reg *r, const struct facts *f, uid_t uid, gid_t gid)
+{
+    for (size_t i = 0; i < r->nrules; i++)
+        if (rule_match(r->rules[i], f, uid, gid))
+            return r->rules[i]->tenant;
+    if (f->has_job)
+        return implicit_locked(r, "slurm-", f->job);
+    if (f->has_pod)
+        return implicit_locked(r, "k8s-", f->pod);
+    return TIER_TENANT_DEFAULT;
+}
+
+static struct tier_ioctx ioctx_of(const struct tenant_reg *r, uint32_t id)
+{
+    return (struct tier_ioctx){.tenant = id, .cls = tenant_class(r, id)};
+}
+
+struct tier_ioctx tenant_resolve(struct tenant_reg *r, pid_t pid, uid_t uid, gid_t gid)
+{
+    if (!r)
+        return TIER_IOCTX_DEFAULT;
+    struct facts f;
+    memset(&f, 0, sizeof(f));
+    uint64_t start = 0;
+    bool cacheable = pid > 0 && read_starttime(r, pid, &start) == 0;
+    if (pid > 0) {
+        pthread_mutex_lock(&r->lock);
+        int32_t slot = cacheable ? cache_find(r, pid) : -1;
+        if (slot >= 0) {
+            const struct centry *e = &r->ce[slot];
+            if (e->start == start && e->uid == uid && e->gid == gid && e->gen == r->gen) {
+                uint32_t id = e->tenant;
+                r->st.cache_hits++;
+                pthread_mutex_unlock(&r->lock);
+                return ioctx_of(r, id);
+            }
+        }
+        r->st.cache_misses++;
+        pthread_mutex_unlock(&r->lock);
+        gather(r, pid, &f);
+        /* the pid may have been reused while its files were read: then the facts may be of
+         * another process, good enough for this request but not to remember */
+        uint64_t again = 0;
+        if (cacheable && (read_starttime(r, pid, &again) != 0 || again != start))
+            cacheable = false;
+    }
+    pthread_mutex_lock(&r->lock);
+    uint32_t id = decide_locked(r, &f, uid, gid);
+    if (cacheable)
+        cache_put(r, pid, start, uid, gid, id);
+    pthread_mutex_unlock(&r->lock);
+    return ioctx_of(r, id);
+}

@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * tenant.h - who is asking: the tenant registry and the resolution of a FUSE caller (pid, uid,
+ * gid) to a tenant.
+ *
+ * A tenant is a name with a small id (struct tier_ioctx.tenant) and a default class. Ids are
+ * assigned once and never reused while tierd runs, so telemetry can index arrays by id and a name
+ * pointer stays valid for the registry's lifetime. Ids 0 and 1 are always "default" (requests no
+ * rule matched) and "other" (tenants beyond max_tenants fold here); see common/ioctx.h.
+ *
+ * Tenants come from the config ([tenant NAME] sections: match rules + default class), from
+ * POST /v1/tenants (a scheduler registering a job at its start), and implicitly: a Slurm job or
+ * Kubernetes pod that matches no rule becomes tenant "slurm-<jobid>" / "k8s-<pod uid>" (bounded by
+ * max_tenants like any other).
+ *
+ * Resolution of a caller, in order: the process's cgroup (/proc/<pid>/cgroup: cgroup v2
+ * ".../job_<id>/..." under slurmstepd.scope or a slurm hierarchy, cgroup v1
+ * "/slurm/uid_<u>/job_<id>/...", Kubernetes "kubepods...pod<uid>", a systemd unit), then
+ * SLURM_JOB_ID in /proc/<pid>/environ (Slurm without cgroups, proctrack/linuxproc) when the
+ * cgroup named no job; these facts and the caller's uid and gid go through the rules (slurm job,
+ * cgroup path prefix, uid, gid) in order, the first match naming the tenant; a job or pod no
+ * rule matched becomes its implicit tenant (or "other" when the registry is full); else
+ * "default". A systemd unit alone creates no tenant: its path only serves cgroup prefix rules.
+ * Results are cached per pid, bounded, keyed by (pid, process start time from /proc/<pid>/stat)
+ * so a reused pid is never attributed to the old process's tenant. pid 0 (a request the kernel
+ * makes on nobody's behalf) is resolved by the uid and gid rules alone, uncached.
+ *
+ * Thread-safe; tenant_resolve takes the registry lock only for the cache lookup and insert (the
+ * /proc reads are done outside it). tenant_name, tenant_class, tenant_count and tenant_implicit
+ * take no lock (the tenant table is allocated once, entries are published with an atomic count).
+ *
+ * A cached result also records the caller's uid and gid and the rule generation (bumped by every
+ * rule added), so a process that changed its uid, or a rule registered after a process was first
+ * seen, is resolved again.
+ */
+#ifndef TIER_TENANT_TENANT_H
+#define TIER_TENANT_TENANT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/ioctx.h"
+
+#define TENANT_NAME_MAX 64 /* bytes including NUL */
+
+struct tenant_reg;
+
+/* What a cgroup path or an environment names (pure parsing, for tests and the resolver). */
+enum tenant_origin {
+    TENANT_ORIGIN_NONE = 0,
+    TENANT_ORIGIN_SLURM = 1,   /* id: the job id */
+    TENANT_ORIGIN_K8S = 2,     /* id: the pod uid */
+    TENANT_ORIGIN_SYSTEMD = 3, /* id: the unit name (foo.service, foo.scope) */
+};
+#define TENANT_CGROUP_MAX 512 /* bytes kept of a cgroup path, NUL included */
+/* Longest cgroup_prefix of a rule, NUL included: shorter than TENANT_CGROUP_MAX, so a prefix
+ * compares exactly against a path cut to TENANT_CGROUP_MAX - 1 bytes. */
+#define TENANT_CGROUP_PREFIX_MAX 256
+/* Longest path of one line of a cgroup file (the kernel's PATH_MAX); longer: not a cgroup file. */
+#define TENANT_CGROUP_PATH_MAX 4096
+
+struct tenant_origin_id {
+    enum tenant_origin origin;
+    char id[TENANT_NAME_MAX];
+    /* The path that named it (the v2 path, or the v1 line's path); with origin NONE the v2 path
+     * ("0::" line), else the name=systemd line's, else the first line's; "" for an empty file.
+     * Cut to TENANT_CGROUP_MAX - 1 bytes (cgroup_truncated): prefix rules still compare exactly,
+     * see TENANT_CGROUP_PREFIX_MAX. */
+    char cgroup[TENANT_CGROUP_MAX];
+    bool cgroup_truncated;
+};
+
+/* Parse the text of /proc/<pid>/cgroup (len bytes, need not be NUL-terminated). 0 with *out
+ * filled (origin NONE when nothing is named), or -EINVAL for text that is not a cgroup file (a
+ * line that is not "ID:CONTROLLERS:/PATH", a NUL byte, a path over TENANT_CGROUP_PATH_MAX).
+ * When several lines name something, a Slurm job or a pod wins over a systemd unit, and an
+ * earlier line over a later one of the same kind. */
+int tenant_parse_cgroup(const char *text, size_t len, struct tenant_origin_id *out);
+/* Find SLURM_JOB_ID in the text of /proc/<pid>/environ (NUL-separated; the last entry need not
+ * be terminated). 0 and the id in job[TENANT_NAME_MAX]; -ENOENT when absent; -EINVAL when its
+ * value is not a job id (1 to 20 digits). The first SLURM_JOB_ID counts. */
+int tenant_parse_environ(const char *text, size_t len, char *job);
+
+/* Is name a tenant name: 1..63 bytes of [A-Za-z0-9._-]? */
+bool tenant_name_valid(const char *name);
+/* Is s a Slurm job id as rules and the parsers take it: 1 to 20 digits? */
+bool tenant_job_valid(const char *s);
+/* NULL when prefix is a valid cgroup_prefix (starts with '/', shorter than
+ * TENANT_CGROUP_PREFIX_MAX, no control characters), else what is wrong with it. */
+const char *tenant_cgroup_prefix_problem(const char *prefix);
+
+#define TENANT_MAX_TENANTS_DEFAULT 64
+#define TENANT_MAX_TENANTS_LIMIT 65536
+#define TENANT_PID_CACHE_DEFAULT 4096
+#define TENANT_PID_CACHE_LIMIT (1u << 20)
+#define TENANT_RULES_MAX 4096 /* rules in all, config and API together */
+
+struct tenant_reg_config {
+    unsigned max_tenants;   /* ids handed out, default and other included; 0: 64; 2..65536 */
+    unsigned pid_cache_max; /* pids remembered; 0: 4096; at most 2^20 */
+    const char *proc_root;  /* NULL: "/proc"; a test points it at a tree it wrote (copied) */
+};
+
+/* 0, -EINVAL (a bound out of range, message in tier_err_msg()) or -ENOMEM. */
+int tenant_reg_new(const struct tenant_reg_config *cfg, struct tenant_reg **out);
+void tenant_reg_free(struct tenant_reg *r);
+
+/* A rule: any field set must match (AND); the first rule that matches names the tenant. Rules
+ * are kept in the order they were added and never removed. */
+struct tenant_rule {
+    const char *tenant;        /* name (ignored by tenant_add, which takes the name as argument) */
+    enum tier_io_class cls;    /* (ignored by tenant_add, likewise) */
+    const char *slurm_job;     /* NULL: any; a job id (tenant_job_valid) */
+    const char *cgroup_prefix; /* NULL: any; matches the path and its descendants, by segment */
+    bool has_uid;
+    uid_t uid;
+    bool has_gid;
+    gid_t gid;
+};
+
+/* Add a tenant with its default class (and, with rule non-NULL, its match). Used by the config
+ * loader and POST /v1/tenants. 0 and *id, -EINVAL (bad name: 1..63 bytes of [A-Za-z0-9._-], or a
+ * bad rule field; message in tier_err_msg()), -EEXIST (the name exists with another class:
+ * nothing changes), or -ENOSPC (registry full, or TENANT_RULES_MAX rules: nothing changes).
+ * An existing name with the same class is 0: its rule, if it has none identical, is appended.
+ * A rule with no field set is taken as no rule (it would match every caller). A tenant created
+ * implicitly (slurm-<job>, k8s-<pod>) takes the class of its first explicit add. */
+int tenant_add(struct tenant_reg *r, const char *name, enum tier_io_class cls,
+               const struct tenant_rule *rule, uint32_t *id);
+/* tenant_add for POST /v1/tenants: cls NULL keeps the class of an existing tenant (training for
+ * a new one); *created (may be NULL) tells whether the id is new. Same returns as tenant_add. */
+int tenant_register(struct tenant_reg *r, const char *name, const enum tier_io_class *cls,
+                    const struct tenant_rule *rule, uint32_t *id, bool *created);
+/* 0 and the id of name, or -ENOENT. */
+int tenant_find(struct tenant_reg *r, const char *name, uint32_t *id);
+
+/* The tenant and its default class of a FUSE caller (pid, uid, gid as fuse_req_ctx() gives
+ * them: pid is the calling thread's id, whose /proc/<pid> files the kernel serves like a
+ * process's). Never fails: unknown callers are TIER_TENANT_DEFAULT with class training. */
+struct tier_ioctx tenant_resolve(struct tenant_reg *r, pid_t pid, uid_t uid, gid_t gid);
+
+/* The name of id ("default", "other", ...), valid for the registry's lifetime; "other" for an id
+ * never handed out. */
+const char *tenant_name(const struct tenant_reg *r, uint32_t id);
+/* Ids in use are 0 .. tenant_count()-1. */
+uint32_t tenant_count(const struct tenant_reg *r);
+/* The default class of id (that of "other" for an id never handed out). */
+enum tier_io_class tenant_class(const struct tenant_reg *r, uint32_t id);
+/* Was id created by resolution (slurm-<job>, k8s-<pod>) and never added explicitly? */
+bool tenant_implicit(const struct tenant_reg *r, uint32_t id);
+/* The cap (tenant_reg_config.max_tenants after defaults). */
+uint32_t tenant_max(const struct tenant_reg *r);
+
+/* The rules naming id, in match order: fills out[0 .. min(n, max)) and returns n. The strings
+ * are the registry's, valid for its lifetime. */
+size_t tenant_rules(struct tenant_reg *r, uint32_t id, struct tenant_rule *out, size_t max);
+
+struct tenant_stats {
+    uint64_t cache_hits, cache_misses; /* tenant_resolve calls with a pid (not 0) */
+    uint64_t cache_evictions;          /* entries dropped to stay within pid_cache_max */
+    uint64_t cache_entries;            /* now; at most pid_cache_max */
+    uint64_t folded;                   /* implicit tenants refused by the cap, sent to "other" */
+};
+void tenant_stats_get(struct tenant_reg *r, struct tenant_stats *out);
+
+#endif

@@ -1,0 +1,695 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test_tenant.c - the tenant registry and caller resolution (src/tenant/tenant.h): the cgroup
+ * and environ parsers on recorded /proc/<pid>/cgroup texts (Slurm on cgroup v1 and v2, a hybrid
+ * hierarchy, Kubernetes in its cgroupfs and systemd forms, a systemd service, a login session,
+ * empty, garbage, over-long); the registry's rules (order, AND of fields, uid/gid, cgroup
+ * prefixes by segment), the cap (ids fold into "other", -ENOSPC), and the pid cache (a reused
+ * pid with another start time is resolved again, the bound holds) over a fake /proc tree the
+ * test writes (proc_root); one check of the start-time parser against the real /proc/self; and
+ * concurrent resolution while tenants and rules are added (labelled tsan).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tenant/tenant.h"
+#include "testutil.h"
+
+/* ---- recorded /proc/<pid>/cgroup texts ---------------------------------------------------- */
+
+/* Slurm with proctrack/cgroup on cgroup v1 (slurmd under systemd). */
+static const char CG_SLURM_V1[] = "12:pids:/slurm/uid_1000/job_4242/step_0/task_0\n"
+                                  "11:hugetlb:/\n"
+                                  "10:cpuset:/slurm/uid_1000/job_4242/step_0\n"
+                                  "9:memory:/slurm/uid_1000/job_4242/step_0/task_0\n"
+                                  "8:devices:/slurm/uid_1000/job_4242/step_0\n"
+                                  "7:freezer:/slurm/uid_1000/job_4242/step_0\n"
+                                  "6:net_cls,net_prio:/\n"
+                                  "5:perf_event:/\n"
+                                  "4:blkio:/system.slice/slurmd.service\n"
+                                  "3:cpu,cpuacct:/system.slice/slurmd.service\n"
+                                  "2:rdma:/\n"
+                                  "1:name=systemd:/system.slice/slurmd.service\n";
+/* Slurm's cgroup/v2 plugin. */
+static const char CG_SLURM_V2[] = "0::/system.slice/slurmstepd.scope/job_4243/step_0/user/task_0\n";
+/* A hybrid hierarchy (v1 controllers + the unified one), the job's cgroup in the unified tree. */
+static const char CG_HYBRID[] = "12:pids:/user.slice/user-1000.slice/session-2.scope\n"
+                                "4:memory:/user.slice/user-1000.slice/session-2.scope\n"
+                                "3:cpu,cpuacct:/user.slice\n"
+                                "1:name=systemd:/user.slice/user-1000.slice/session-2.scope\n"
+                                "0::/tierd-test/slurm/uid_1000/job_99/task_0\n";
+/* Kubernetes, cgroupfs driver on cgroup v1. */
+static const char CG_K8S_CGROUPFS[] =
+    "12:pids:/kubepods/burstable/pod6f0f6c5e-1b2a-4c4e-9a8e-2d6f3b9c1a7e/"
+    "0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9\n"
+    "4:memory:/kubepods/burstable/pod6f0f6c5e-1b2a-4c4e-9a8e-2d6f3b9c1a7e/"
+    "0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9\n"
+    "1:name=systemd:/kubepods/burstable/pod6f0f6c5e-1b2a-4c4e-9a8e-2d6f3b9c1a7e/"
+    "0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9\n";
+/* Kubernetes, systemd driver on cgroup v2 (the pod uid's dashes escaped as '_'). */
+static const char CG_K8S_SYSTEMD[] =
+    "0::/kubepods.slice/kubepods-burstable.slice/"
+    "kubepods-burstable-pod6f0f6c5e_1b2a_4c4e_9a8e_2d6f3b9c1a7e.slice/"
+    "cri-containerd-0a1b2c3d4e5f60718293a4b5c6d7e8f9.scope\n";
+/* A guaranteed-QoS pod (no QoS slice), systemd driver. */
+static const char CG_K8S_GUARANTEED[] =
+    "0::/kubepods.slice/kubepods-pod0d6e2b1a_aaaa_bbbb_cccc_0123456789ab.slice/"
+    "cri-containerd-ff.scope\n";
+static const char CG_SERVICE[] = "0::/system.slice/inference-server.service\n";
+static const char CG_SESSION[] = "0::/user.slice/user-1000.slice/session-4.scope\n";
+static const char CG_USER_APP[] = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/"
+                                  "app-gnome-firefox-1234.scope\n";
+
+static struct tenant_origin_id parse_ok(const char *text, size_t len)
+{
+    struct tenant_origin_id o;
+    int rc = tenant_parse_cgroup(text, len, &o);
+    if (rc != 0)
+        fail_msg("tenant_parse_cgroup: %d for\n%.*s", rc, (int)len, text);
+    return o;
+}
+
+static struct tenant_origin_id parse_str(const char *text)
+{
+    return parse_ok(text, strlen(text));
+}
+
+static void test_cgroup_slurm(void **state)
+{
+    (void)state;
+    struct tenant_origin_id o = parse_str(CG_SLURM_V1);
+    assert_int_equal(o.origin, TENANT_ORIGIN_SLURM);
+    assert_string_equal(o.id, "4242");
+    assert_string_equal(o.cgroup, "/slurm/uid_1000/job_4242/step_0/task_0"); /* first naming */
+    assert_false(o.cgroup_truncated);
+
+    o = parse_str(CG_SLURM_V2);
+    assert_int_equal(o.origin, TENANT_ORIGIN_SLURM);
+    assert_string_equal(o.id, "4243");
+    assert_string_equal(o.cgroup, "/system.slice/slurmstepd.scope/job_4243/step_0/user/task_0");
+
+    /* the hybrid: the v1 lines name a login session (nothing), the unified line the job */
+    o = parse_str(CG_HYBRID);
+    assert_int_equal(o.origin, TENANT_ORIGIN_SLURM);
+    assert_string_equal(o.id, "99");
+    assert_string_equal(o.cgroup, "/tierd-test/slurm/uid_1000/job_99/task_0");
+
+    /* job_ without a slurm segment above it is not a job; job_ must be all digits */
+    o = parse_str("0::/batch/job_5/x\n");
+    assert_int_equal(o.origin, TENANT_ORIGIN_NONE);
+    o = parse_str("0::/slurm/uid_0/job_5a/x\n");
+    assert_int_equal(o.origin, TENANT_ORIGIN_NONE);
+    o = parse_str("0::/slurm/job_123456789012345678901\n"); /* 21 digits */
+    assert_int_equal(o.origin, TENANT_ORIGIN_NONE);
+    /* no trailing newline, job as the last segment */
+    o = parse_str("0::/slurm/job_7");
+    assert_int_equal(o.origin, TENANT_ORIGIN_SLURM);
+    assert_string_equal(o.id, "7");
+}
+
+static void test_cgroup_k8s(void **state)
+{
+    (void)state;
+    struct tenant_origin_id o = parse_str(CG_K8S_CGROUPFS);
+    assert_int_equal(o.origin, TENANT_ORIGIN_K8S);
+    assert_string_equal(o.id, "6f0f6c5e-1b2a-4c4e-9a8e-2d6f3b9c1a7e");
+    o = parse_str(CG_K8S_SYSTEMD);
+    assert_int_equal(o.origin, TENANT_ORIGIN_K8S); /* the pod, not the container's .scope */
+    assert_string_equal(o.id, "6f0f6c5e-1b2a-4c4e-9a8e-2d6f3b9c1a7e");
+    o = parse_str(CG_K8S_GUARANTEED);
+    assert_int_equal(o.origin, TENANT_ORIGIN_K8S);
+    assert_string_equal(o.id, "0d6e2b1a-aaaa-bbbb-cccc-0123456789ab");
+    /* the kubepods slices alone name no pod ("kubepods" holds "pod" but not as a pod uid) */
+    o = parse_str("0::/kubepods.slice/kubepods-besteffort.slice\n");
+    assert_int_equal(o.origin, TENANT_ORIGIN_NONE);
+    /* pod<uid> outside a kubepods hierarchy is not a pod */
+    o = parse_str("0::/machine.slice/pod1234.scope\n");
+    assert_int_equal(o.origin, TENANT_ORIGIN_SYSTEMD);
+    assert_string_equal(o.id, "pod1234.scope");
+}
+
+static void test_cgroup_systemd(void **state)
+{
+    (void)state;
+    struct tenant_origin_id o = parse_str(CG_SERVICE);
+    assert_int_equal(o.origin, TENANT_ORIGIN_SYSTEMD);
+    assert_string_equal(o.id, "inference-server.service");
+    assert_string_equal(o.cgroup, "/system.slice/inference-server.service");
+    /* the last unit of the path */
+    o = parse_str(CG_USER_APP);
+    assert_int_equal(o.origin, TENANT_ORIGIN_SYSTEMD);
+    assert_string_equal(o.id, "app-gnome-firefox-1234.scope");
+    /* a login session is not a tenant; its path stays for prefix rules */
+    o = parse_str(CG_SESSION);
+    assert_int_equal(o.origin, TENANT_ORIGIN_NONE);
+    assert_string_equal(o.id, "");
+    assert_string_equal(o.cgroup, "/user.slice/user-1000.slice/session-4.scope");
+    /* a Slurm job wins over a unit named on an earlier line */
+    o = parse_str("1:name=systemd:/system.slice/x.service\n0::/slurm/job_3\n");
+    assert_int_equal(o.origin, TENANT_ORIGIN_SLURM);
+    assert_string_equal(o.id, "3");
+    /* nothing named: the v2 path is kept, else the name=systemd line's, else the first line's */
+    o = parse_str("2:cpu:/a\n1:name=systemd:/b\n0::/c\n");
+    assert_string_equal(o.cgroup, "/c");
+    o = parse_str("2:cpu:/a\n1:name=systemd:/b\n");
+    assert_string_equal(o.cgroup, "/b");
+    o = parse_str("2:cpu:/a\n3:memory:/d\n");
+    assert_string_equal(o.cgroup, "/a");
+}
+
+static void test_cgroup_empty_garbage_long(void **state)
+{
+    (void)state;
+    struct tenant_origin_id o = parse_ok("", 0);
+    assert_int_equal(o.origin, TENANT_ORIGIN_NONE);
+    assert_string_equal(o.cgroup, "");
+    o = parse_ok(NULL, 0);
+    assert_int_equal(o.origin, TENANT_ORIGIN_NONE);
+    o = parse_str("0::/\n");
+    assert_int_equal(o.origin, TENANT_ORIGIN_NONE);
+    assert_string_equal(o.cgroup, "/");
+
+    const char *garbage[] = {
+        "hello world\n",
+        "0:/x\n",
+        "x::/a\n",
+        "0::relative/path\n",
+        "0::\n",
+        ":::/a\n",
+        "0:cpu x:/a\n",
+        "00000000000:cpu:/a\n",
+        "0::/a\nnot a line\n",
+        "\xff\xfe::/\n",
+    };
+    for (size_t i = 0; i < sizeof(garbage) / sizeof(garbage[0]); i++) {
+        struct tenant_origin_id g;
+        int rc = tenant_parse_cgroup(garbage[i], strlen(garbage[i]), &g);
+        if (rc != -EINVAL)
+            fail_msg("garbage %zu (%s): rc %d, want -EINVAL", i, garbage[i], rc);
+    }
+    /* a NUL byte inside: not a cgroup file */
+    struct tenant_origin_id g;
+    assert_int_equal(tenant_parse_cgroup("0::/slurm/job_1\0x\n", 18, &g), -EINVAL);
+    /* not NUL-terminated: only len bytes are read (the job id stops at len) */
+    char buf[32];
+    memcpy(buf, "0::/slurm/job_12345", 19);
+    memset(buf + 19, '9', sizeof(buf) - 19);
+    o = parse_ok(buf, 16);
+    assert_string_equal(o.id, "12");
+
+    /* a path over 4 KiB: over-long input */
+    size_t n = 3 + 5000;
+    char *big = malloc(n + 2);
+    assert_non_null(big);
+    memcpy(big, "0::/", 4);
+    memset(big + 4, 'a', n - 4);
+    big[n] = '\n';
+    assert_int_equal(tenant_parse_cgroup(big, n + 1, &g), -EINVAL);
+    /* a 1000-byte path still names its job; the kept path is cut and says so */
+    char *mid = malloc(1100);
+    assert_non_null(mid);
+    int w = snprintf(mid, 1100, "0::/slurm/%0990d/job_5/x\n", 0);
+    assert_true(w > 1000);
+    o = parse_ok(mid, (size_t)w);
+    assert_int_equal(o.origin, TENANT_ORIGIN_SLURM);
+    assert_string_equal(o.id, "5");
+    assert_true(o.cgroup_truncated);
+    assert_int_equal(strlen(o.cgroup), TENANT_CGROUP_MAX - 1);
+    assert_memory_equal(o.cgroup, "/slurm/000", 10);
+    free(mid);
+    free(big);
+}
+
+static void test_environ(void **state)
+{
+    (void)state;
+    char job[TENANT_NAME_MAX] = "";
+    static const char env1[] = "PATH=/usr/bin\0SLURM_JOB_ID=1234\0HOME=/home/a\0";
+    assert_int_equal(tenant_parse_environ(env1, sizeof(env1) - 1, job), 0);
+    assert_string_equal(job, "1234");
+    static const char env2[] = "PATH=/usr/bin\0SLURM_JOB_NAME=x\0XSLURM_JOB_ID=5\0";
+    assert_int_equal(tenant_parse_environ(env2, sizeof(env2) - 1, job), -ENOENT);
+    assert_int_equal(tenant_parse_environ("", 0, job), -ENOENT);
+    static const char env3[] = "A=b\0SLURM_JOB_ID=77"; /* last entry not terminated */
+    assert_int_equal(tenant_parse_environ(env3, sizeof(env3) - 1, job), 0);
+    assert_string_equal(job, "77");
+    static const char env4[] = "SLURM_JOB_ID=12ab\0";
+    assert_int_equal(tenant_parse_environ(env4, sizeof(env4) - 1, job), -EINVAL);
+    static const char env5[] = "SLURM_JOB_ID=\0";
+    assert_int_equal(tenant_parse_environ(env5, sizeof(env5) - 1, job), -EINVAL);
+    static const char env6[] = "SLURM_JOB_ID=123456789012345678901\0"; /* 21 digits */
+    assert_int_equal(tenant_parse_environ(env6, sizeof(env6) - 1, job), -EINVAL);
+    /* the first one counts */
+    static const char env7[] = "SLURM_JOB_ID=8\0SLURM_JOB_ID=9\0";
+    assert_int_equal(tenant_parse_environ(env7, sizeof(env7) - 1, job), 0);
+    assert_string_equal(job, "8");
+}
+
+/* ---- a fake /proc ------------------------------------------------------------------------ */
+
+static char *g_root;
+
+static void put(pid_t pid, const char *file, const char *data, size_t len)
+{
+    char p[1024];
+    snprintf(p, sizeof(p), "%s/%d", g_root, (int)pid);
+    mkdir(p, 0755);
+    snprintf(p, sizeof(p), "%s/%d/%s", g_root, (int)pid, file);
+    tu_write_file(p, data, len);
+}
+
+/* A process: its stat line (start time in field 22, a comm with ") (" to trip a naive parser),
+ * its cgroup file, its environ (NULL: none readable). */
+static void proc_put(pid_t pid, uint64_t start, const char *cgroup, const char *env, size_t envlen)
+{
+    char stat[512];
+    int n = snprintf(stat, sizeof(stat),
+                     "%d (py) (x) S 1 %d %d 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 %llu "
+                     "123456 789 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 3 0 0 0 0 0\n",
+                     (int)pid, (int)pid, (int)pid, (unsigned long long)start);
+    put(pid, "stat", stat, (size_t)n);
+    put(pid, "cgroup", cgroup, strlen(cgroup));
+    char p[1024];
+    snprintf(p, sizeof(p), "%s/%d/environ", g_root, (int)pid);
+    unlink(p);
+    if (env)
+        put(pid, "environ", env, envlen);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    g_root = tu_mkdtemp("test_tenant");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    tu_rmtree(g_root);
+    free(g_root);
+    g_root = NULL;
+    return 0;
+}
+
+static struct tenant_reg *reg_new(unsigned max_tenants, unsigned pid_cache)
+{
+    struct tenant_reg_config c = {
+        .max_tenants = max_tenants, .pid_cache_max = pid_cache, .proc_root = g_root};
+    struct tenant_reg *r = NULL;
+    assert_int_equal(tenant_reg_new(&c, &r), 0);
+    return r;
+}
+
+static const char *who(struct tenant_reg *r, pid_t pid, uid_t uid, gid_t gid)
+{
+    return tenant_name(r, tenant_resolve(r, pid, uid, gid).tenant);
+}
+
+static void test_registry_basics(void **state)
+{
+    (void)state;
+    struct tenant_reg *r = reg_new(0, 0);
+    assert_int_equal(tenant_max(r), TENANT_MAX_TENANTS_DEFAULT);
+    assert_int_equal(tenant_count(r), 2);
+    assert_string_equal(tenant_name(r, TIER_TENANT_DEFAULT), "default");
+    assert_string_equal(tenant_name(r, TIER_TENANT_OTHER), "other");
+    assert_string_equal(tenant_name(r, 999), "other");
+    assert_int_equal(tenant_class(r, TIER_TENANT_DEFAULT), TIER_IO_TRAINING);
+
+    uint32_t id = 0, id2 = 0;
+    assert_int_equal(tenant_add(r, "inference-a", TIER_IO_INFERENCE, NULL, &id), 0);
+    assert_int_equal(id, 2);
+    assert_int_equal(tenant_class(r, id), TIER_IO_INFERENCE);
+    /* idempotent with the same class; another class is refused and changes nothing */
+    assert_int_equal(tenant_add(r, "inference-a", TIER_IO_INFERENCE, NULL, &id2), 0);
+    assert_int_equal(id2, id);
+    assert_int_equal(tenant_add(r, "inference-a", TIER_IO_BACKGROUND, NULL, &id2), -EEXIST);
+    assert_int_equal(tenant_class(r, id), TIER_IO_INFERENCE);
+    assert_int_equal(tenant_add(r, "default", TIER_IO_INFERENCE, NULL, &id2), -EEXIST);
+    assert_int_equal(tenant_count(r), 3);
+    /* names */
+    const char *bad[] = {
+        "",           "a b",
+        "x/y",        "caf\xc3\xa9",
+        "semi;colon", "0123456789012345678901234567890123456789012345678901234567890123"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(tenant_add(r, bad[i], TIER_IO_TRAINING, NULL, &id2), -EINVAL);
+    assert_int_equal(tenant_add(r, NULL, TIER_IO_TRAINING, NULL, &id2), -EINVAL);
+    assert_true(tenant_name_valid("a.b_c-D9"));
+    assert_int_equal(tenant_count(r), 3);
+    /* bad rule fields: -EINVAL, nothing added */
+    struct tenant_rule bj = {.slurm_job = "12x"};
+    assert_int_equal(tenant_add(r, "j", TIER_IO_TRAINING, &bj, &id2), -EINVAL);
+    struct tenant_rule bc = {.cgroup_prefix = "system.slice"};
+    assert_int_equal(tenant_add(r, "j", TIER_IO_TRAINING, &bc, &id2), -EINVAL);
+    assert_int_equal(tenant_count(r), 3);
+    assert_int_equal(tenant_find(r, "j", &id2), -ENOENT);
+    /* rules: an identical rule is kept once; an empty rule is no rule */
+    struct tenant_rule ru = {.has_uid = true, .uid = 1000};
+    assert_int_equal(tenant_add(r, "inference-a", TIER_IO_INFERENCE, &ru, &id2), 0);
+    assert_int_equal(tenant_add(r, "inference-a", TIER_IO_INFERENCE, &ru, &id2), 0);
+    struct tenant_rule none = {0};
+    assert_int_equal(tenant_add(r, "inference-a", TIER_IO_INFERENCE, &none, &id2), 0);
+    struct tenant_rule got[4];
+    assert_int_equal(tenant_rules(r, id, got, 4), 1);
+    assert_true(got[0].has_uid);
+    assert_int_equal(got[0].uid, 1000);
+    assert_null(got[0].slurm_job);
+    /* tenant_register: a NULL class keeps the existing one; created tells new from old */
+    bool created = true;
+    assert_int_equal(tenant_register(r, "inference-a", NULL, NULL, &id2, &created), 0);
+    assert_false(created);
+    assert_int_equal(id2, id);
+    assert_int_equal(tenant_register(r, "fresh", NULL, NULL, &id2, &created), 0);
+    assert_true(created);
+    assert_int_equal(tenant_class(r, id2), TIER_IO_TRAINING);
+    assert_int_equal(tenant_find(r, "fresh", &id), 0);
+    assert_int_equal(id, id2);
+    tenant_reg_free(r);
+    tenant_reg_free(NULL);
+
+    struct tenant_reg_config c = {.max_tenants = 1};
+    assert_int_equal(tenant_reg_new(&c, &r), -EINVAL);
+    c.max_tenants = TENANT_MAX_TENANTS_LIMIT + 1;
+    assert_int_equal(tenant_reg_new(&c, &r), -EINVAL);
+}
+
+static void test_resolve_sources(void **state)
+{
+    (void)state;
+    struct tenant_reg *r = reg_new(0, 0);
+    proc_put(101, 1000, CG_SLURM_V1, NULL, 0);
+    proc_put(102, 1000, CG_SLURM_V2, NULL, 0);
+    proc_put(103, 1000, CG_K8S_SYSTEMD, NULL, 0);
+    proc_put(104, 1000, CG_SERVICE, NULL, 0);
+    proc_put(105, 1000, CG_SESSION, "A=b\0SLURM_JOB_ID=555\0", 21);
+    proc_put(106, 1000, CG_SESSION, "A=b\0", 4);
+    proc_put(107, 1000, CG_HYBRID, "SLURM_JOB_ID=1\0", 15); /* the cgroup's job wins */
+    proc_put(108, 1000, "garbage", NULL, 0);
+    assert_string_equal(who(r, 101, 1000, 1000), "slurm-4242");
+    assert_string_equal(who(r, 102, 1000, 1000), "slurm-4243");
+    assert_string_equal(who(r, 103, 1000, 1000), "k8s-6f0f6c5e-1b2a-4c4e-9a8e-2d6f3b9c1a7e");
+    assert_string_equal(who(r, 104, 1000, 1000), "default"); /* a unit alone: no tenant */
+    assert_string_equal(who(r, 105, 1000, 1000), "slurm-555");
+    assert_string_equal(who(r, 106, 1000, 1000), "default");
+    assert_string_equal(who(r, 107, 1000, 1000), "slurm-99");
+    assert_string_equal(who(r, 108, 1000, 1000), "default");
+    assert_string_equal(who(r, 4000000, 1000, 1000), "default"); /* no such process */
+    uint32_t id = 0;
+    assert_int_equal(tenant_find(r, "slurm-4242", &id), 0);
+    assert_true(tenant_implicit(r, id));
+    assert_int_equal(tenant_class(r, id), TIER_IO_TRAINING);
+    /* a scheduler registering the implicit tenant sets its class once */
+    assert_int_equal(tenant_add(r, "slurm-4242", TIER_IO_INFERENCE, NULL, NULL), 0);
+    assert_false(tenant_implicit(r, id));
+    assert_int_equal(tenant_class(r, id), TIER_IO_INFERENCE);
+    assert_int_equal(tenant_resolve(r, 101, 1000, 1000).cls, TIER_IO_INFERENCE);
+    assert_int_equal(tenant_add(r, "slurm-4242", TIER_IO_TRAINING, NULL, NULL), -EEXIST);
+
+    /* SLURM_JOB_ID straddling two reads of the environ (4 KiB each) */
+    size_t envlen = 4090 + 20;
+    char *env = malloc(envlen);
+    assert_non_null(env);
+    memset(env, 'x', 4088);
+    memcpy(env, "PAD=", 4);
+    env[4088] = '\0';
+    memcpy(env + 4089, "SLURM_JOB_ID=31337", 18);
+    env[4089 + 18] = '\0';
+    proc_put(109, 1000, CG_SESSION, env, 4089 + 19);
+    free(env);
+    assert_string_equal(who(r, 109, 1000, 1000), "slurm-31337");
+    tenant_reg_free(r);
+}
+
+static void test_rules(void **state)
+{
+    (void)state;
+    proc_put(201, 1000, CG_SLURM_V2, NULL, 0);     /* job 4243 */
+    proc_put(202, 1000, CG_SERVICE, NULL, 0);      /* /system.slice/inference-server.service */
+    proc_put(203, 1000, CG_SESSION, NULL, 0);      /* a login session */
+    proc_put(204, 1000, CG_K8S_CGROUPFS, NULL, 0); /* a pod */
+
+    /* rule order: the first match wins */
+    struct tenant_reg *r = reg_new(0, 0);
+    struct tenant_rule by_uid = {.has_uid = true, .uid = 1000};
+    struct tenant_rule by_job = {.slurm_job = "4243"};
+    assert_int_equal(tenant_add(r, "alice", TIER_IO_TRAINING, &by_uid, NULL), 0);
+    assert_int_equal(tenant_add(r, "job", TIER_IO_CHECKPOINT, &by_job, NULL), 0);
+    assert_string_equal(who(r, 201, 1000, 1000), "alice");
+    assert_string_equal(who(r, 201, 1001, 1000), "job");
+    struct tier_ioctx io = tenant_resolve(r, 201, 1001, 1000);
+    assert_int_equal(io.cls, TIER_IO_CHECKPOINT);
+    tenant_reg_free(r);
+    r = reg_new(0, 0);
+    assert_int_equal(tenant_add(r, "job", TIER_IO_CHECKPOINT, &by_job, NULL), 0);
+    assert_int_equal(tenant_add(r, "alice", TIER_IO_TRAINING, &by_uid, NULL), 0);
+    assert_string_equal(who(r, 201, 1000, 1000), "job");
+    /* a rule matches a pod too, before its implicit tenant */
+    assert_string_equal(who(r, 204, 1000, 1000), "alice");
+    assert_string_equal(who(r, 204, 1002, 1000), "k8s-6f0f6c5e-1b2a-4c4e-9a8e-2d6f3b9c1a7e");
+    tenant_reg_free(r);
+
+    /* uid and gid: every field set must match */
+    r = reg_new(0, 0);
+    struct tenant_rule both = {.has_uid = true, .uid = 1000, .has_gid = true, .gid = 50};
+    struct tenant_rule by_gid = {.has_gid = true, .gid = 60};
+    assert_int_equal(tenant_add(r, "both", TIER_IO_TRAINING, &both, NULL), 0);
+    assert_int_equal(tenant_add(r, "grp", TIER_IO_BACKGROUND, &by_gid, NULL), 0);
+    assert_string_equal(who(r, 203, 1000, 50), "both");
+    assert_string_equal(who(r, 203, 1000, 51), "default");
+    assert_string_equal(who(r, 203, 1001, 50), "default");
+    assert_string_equal(who(r, 203, 7, 60), "grp");
+    assert_string_equal(who(r, 0, 7, 60), "grp"); /* pid 0: the uid/gid rules still apply */
+    assert_string_equal(who(r, 0, 7, 61), "default");
+    tenant_reg_free(r);
+
+    /* cgroup prefixes match by segment; a trailing '/' is the same prefix */
+    r = reg_new(0, 0);
+    struct tenant_rule sl = {.cgroup_prefix = "/system.sl"};
+    struct tenant_rule svc = {.cgroup_prefix = "/system.slice/inference-server.service/"};
+    struct tenant_rule users = {.cgroup_prefix = "/user.slice"};
+    assert_int_equal(tenant_add(r, "partial", TIER_IO_TRAINING, &sl, NULL), 0);
+    assert_int_equal(tenant_add(r, "svc", TIER_IO_INFERENCE, &svc, NULL), 0);
+    assert_int_equal(tenant_add(r, "users", TIER_IO_TRAINING, &users, NULL), 0);
+    assert_string_equal(who(r, 202, 0, 0), "svc");
+    assert_string_equal(who(r, 203, 1000, 1000), "users");
+    assert_string_equal(who(r, 201, 1000, 1000), "slurm-4243");
+    struct tenant_rule got[2];
+    assert_int_equal(tenant_rules(r, 3, got, 2), 1);
+    assert_string_equal(got[0].cgroup_prefix, "/system.slice/inference-server.service");
+    tenant_reg_free(r);
+
+    /* a rule added after a process was resolved (and cached) applies to it */
+    r = reg_new(0, 0);
+    assert_string_equal(who(r, 201, 1000, 1000), "slurm-4243");
+    assert_string_equal(who(r, 201, 1000, 1000), "slurm-4243");
+    assert_int_equal(tenant_add(r, "late", TIER_IO_INFERENCE, &by_job, NULL), 0);
+    assert_string_equal(who(r, 201, 1000, 1000), "late");
+    tenant_reg_free(r);
+}
+
+static void test_cap(void **state)
+{
+    (void)state;
+    proc_put(301, 1000, "0::/slurm/job_1\n", NULL, 0);
+    proc_put(302, 1000, "0::/slurm/job_2\n", NULL, 0);
+    proc_put(303, 1000, "0::/slurm/job_3\n", NULL, 0);
+    struct tenant_reg *r = reg_new(4, 0);
+    uint32_t id = 0;
+    assert_int_equal(tenant_add(r, "a", TIER_IO_INFERENCE, NULL, &id), 0);
+    assert_string_equal(who(r, 301, 0, 0), "slurm-1"); /* the 4th id */
+    assert_int_equal(tenant_count(r), 4);
+    assert_int_equal(tenant_add(r, "b", TIER_IO_TRAINING, NULL, &id), -ENOSPC);
+    struct tenant_rule ru = {.slurm_job = "3"};
+    assert_int_equal(tenant_add(r, "c", TIER_IO_TRAINING, &ru, &id), -ENOSPC);
+    assert_int_equal(tenant_count(r), 4);
+    struct tenant_rule got[1];
+    for (uint32_t t = 0; t < 4; t++)
+        assert_int_equal(tenant_rules(r, t, got, 1), 0); /* the refused rule was not kept */
+    /* a full registry still takes rules for an existing tenant, and names it */
+    assert_int_equal(tenant_add(r, "a", TIER_IO_INFERENCE, &ru, &id), 0);
+    assert_string_equal(who(r, 303, 0, 0), "a");
+    /* an unmatched job beyond the cap folds into other */
+    struct tier_ioctx io = tenant_resolve(r, 302, 0, 0);
+    assert_int_equal(io.tenant, TIER_TENANT_OTHER);
+    assert_int_equal(io.cls, TIER_IO_TRAINING);
+    struct tenant_stats st;
+    tenant_stats_get(r, &st);
+    assert_int_equal(st.folded, 1);
+    assert_int_equal(tenant_count(r), 4);
+    /* known tenants still resolve */
+    assert_string_equal(who(r, 301, 0, 0), "slurm-1");
+    tenant_reg_free(r);
+}
+
+static void test_pid_reuse(void **state)
+{
+    (void)state;
+    struct tenant_reg *r = reg_new(0, 0);
+    struct tenant_stats st;
+    proc_put(401, 5000, "0::/slurm/job_11\n", NULL, 0);
+    assert_string_equal(who(r, 401, 1000, 1000), "slurm-11");
+    /* same process (same start time): the cache answers, even if its files now say otherwise */
+    proc_put(401, 5000, "0::/slurm/job_99\n", NULL, 0);
+    assert_string_equal(who(r, 401, 1000, 1000), "slurm-11");
+    tenant_stats_get(r, &st);
+    assert_int_equal(st.cache_hits, 1);
+    assert_int_equal(st.cache_misses, 1);
+    /* the pid reused by a new process (another start time): resolved again */
+    proc_put(401, 6000, "0::/slurm/job_12\n", NULL, 0);
+    assert_string_equal(who(r, 401, 1000, 1000), "slurm-12");
+    tenant_stats_get(r, &st);
+    assert_int_equal(st.cache_misses, 2);
+    assert_int_equal(st.cache_entries, 1); /* one slot per pid */
+    /* the same process after setuid: resolved again (uid rules may differ) */
+    struct tenant_rule ru = {.has_uid = true, .uid = 0};
+    assert_int_equal(tenant_add(r, "root", TIER_IO_BACKGROUND, &ru, NULL), 0);
+    assert_string_equal(who(r, 401, 1000, 1000), "slurm-12");
+    assert_string_equal(who(r, 401, 0, 1000), "root");
+    /* the process gone: nothing cached is used (no start time to compare) */
+    char p[1024];
+    snprintf(p, sizeof(p), "%s/401/stat", g_root);
+    assert_int_equal(unlink(p), 0);
+    assert_string_equal(who(r, 401, 1000, 1000), "slurm-12"); /* from its cgroup file */
+    snprintf(p, sizeof(p), "%s/401/cgroup", g_root);
+    assert_int_equal(unlink(p), 0);
+    assert_string_equal(who(r, 401, 1000, 1000), "default");
+    tenant_reg_free(r);
+}
+
+static void test_pid_cache_bound(void **state)
+{
+    (void)state;
+    struct tenant_reg *r = reg_new(0, 8);
+    for (pid_t pid = 1000; pid < 1100; pid++)
+        proc_put(pid, 100 + (uint64_t)pid, "0::/slurm/job_42\n", NULL, 0);
+    for (pid_t pid = 1000; pid < 1100; pid++)
+        assert_string_equal(who(r, pid, 1, 1), "slurm-42");
+    struct tenant_stats st;
+    tenant_stats_get(r, &st);
+    assert_int_equal(st.cache_entries, 8);
+    assert_int_equal(st.cache_misses, 100);
+    assert_int_equal(st.cache_evictions, 92);
+    /* the 8 newest are cached, the oldest not */
+    for (pid_t pid = 1092; pid < 1100; pid++)
+        assert_string_equal(who(r, pid, 1, 1), "slurm-42");
+    tenant_stats_get(r, &st);
+    assert_int_equal(st.cache_hits, 8);
+    assert_string_equal(who(r, 1000, 1, 1), "slurm-42");
+    tenant_stats_get(r, &st);
+    assert_int_equal(st.cache_hits, 8);
+    assert_int_equal(st.cache_misses, 101);
+    assert_int_equal(st.cache_entries, 8);
+    tenant_reg_free(r);
+}
+
+/* The start-time parser against the kernel's own /proc/<pid>/stat: the second lookup of this
+ * process hits the cache, which needs field 22 read alike twice. */
+static void test_real_proc(void **state)
+{
+    (void)state;
+    struct tenant_reg_config c = {0};
+    struct tenant_reg *r = NULL;
+    assert_int_equal(tenant_reg_new(&c, &r), 0);
+    struct tier_ioctx a = tenant_resolve(r, getpid(), getuid(), getgid());
+    struct tier_ioctx b = tenant_resolve(r, getpid(), getuid(), getgid());
+    assert_int_equal(a.tenant, b.tenant);
+    struct tenant_stats st;
+    tenant_stats_get(r, &st);
+    assert_int_equal(st.cache_misses, 1);
+    assert_int_equal(st.cache_hits, 1);
+    tenant_reg_free(r);
+}
+
+/* ---- concurrency --------------------------------------------------------------------------- */
+
+#define CONC_PIDS 64
+#define CONC_ITERS 3000
+
+struct conc_arg {
+    struct tenant_reg *r;
+    int seed;
+    int wrong;
+};
+
+static void *conc_worker(void *p)
+{
+    struct conc_arg *a = p;
+    for (int i = 0; i < CONC_ITERS; i++) {
+        int k = (i * 7 + a->seed) % CONC_PIDS;
+        struct tier_ioctx io = tenant_resolve(a->r, 2000 + k, 1, 1);
+        char want[32];
+        snprintf(want, sizeof(want), "slurm-%d", k % 10);
+        if (strcmp(tenant_name(a->r, io.tenant), want) != 0)
+            a->wrong++;
+    }
+    return NULL;
+}
+
+static void test_concurrent(void **state)
+{
+    (void)state;
+    for (int k = 0; k < CONC_PIDS; k++) {
+        char cg[64];
+        snprintf(cg, sizeof(cg), "0::/slurm/job_%d/step_0\n", k % 10);
+        proc_put(2000 + k, 77, cg, NULL, 0);
+    }
+    struct tenant_reg *r = reg_new(256, 16); /* a small cache: evictions under contention */
+    pthread_t th[4];
+    struct conc_arg args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (struct conc_arg){.r = r, .seed = i * 13};
+        assert_int_equal(pthread_create(&th[i], NULL, conc_worker, &args[i]), 0);
+    }
+    /* meanwhile: tenants and rules (for jobs no process is in) are added */
+    for (int i = 0; i < 100; i++) {
+        char name[32], job[32];
+        snprintf(name, sizeof(name), "t%d", i);
+        snprintf(job, sizeof(job), "%d", 1000 + i);
+        struct tenant_rule ru = {.slurm_job = job};
+        assert_int_equal(tenant_add(r, name, TIER_IO_TRAINING, i % 2 ? &ru : NULL, NULL), 0);
+        (void)tenant_name(r, (uint32_t)i);
+    }
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+        assert_int_equal(args[i].wrong, 0);
+    }
+    assert_int_equal(tenant_count(r), 2 + 10 + 100);
+    struct tenant_stats st;
+    tenant_stats_get(r, &st);
+    assert_int_equal(st.cache_hits + st.cache_misses, 4 * CONC_ITERS);
+    assert_true(st.cache_entries <= 16);
+    tenant_reg_free(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cgroup_slurm),
+        cmocka_unit_test(test_cgroup_k8s),
+        cmocka_unit_test(test_cgroup_systemd),
+        cmocka_unit_test(test_cgroup_empty_garbage_long),
+        cmocka_unit_test(test_environ),
+        cmocka_unit_test(test_registry_basics),
+        cmocka_unit_test(test_resolve_sources),
+        cmocka_unit_test(test_rules),
+        cmocka_unit_test(test_cap),
+        cmocka_unit_test(test_pid_reuse),
+        cmocka_unit_test(test_pid_cache_bound),
+        cmocka_unit_test(test_real_proc),
+        cmocka_unit_test(test_concurrent),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
