@@ -17,10 +17,13 @@
  * cannot be built (no memory), the fixed FALLBACK_BODY is sent.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -31,11 +34,15 @@
 #include "daemon/pinmeta.h"
 #include "daemon/stage.h"
 #include "daemon/tierd.h"
+#include "daemon/ui_assets.h"
 #include "qos/sched.h"
 #include "writeback/wb.h"
 
 /* Paths per POST /v1/stage: each is resolved (a backend stat) before the answer. */
 #define API_STAGE_PATHS_MAX 256
+
+/* Largest Chart.js file GET /ui/chart.js serves (Debian's chart.min.js 3.9 is 195 KiB). */
+#define UI_CHARTJS_MAX (8u << 20)
 
 /* Longest "error" text, in bytes (cut on a character boundary). */
 #define ERROR_MSG_MAX 512
@@ -796,6 +803,88 @@ static unsigned do_checkpoints(struct tierd *d, const struct api_request *rq, st
     return reply_json(out, 200, json_pack("{s:o}", "files", files));
 }
 
+/* ---- dashboard (GET /ui) ----------------------------------------------------------------- */
+
+static void reply_static(struct api_reply *out, const unsigned char *data, size_t len,
+                         const char *type)
+{
+    out->status = 200;
+    out->body = (char *)(uintptr_t)data;
+    out->len = len;
+    out->is_static = true;
+    out->content_type = type;
+}
+
+/* Chart.js, read from [api] ui_chartjs at each request: the package may be installed, upgraded
+ * or removed while tierd runs, and the file is read only when someone opens the dashboard. */
+static unsigned do_ui_chartjs(struct tierd *d, struct api_reply *out)
+{
+    const char *path = d->cfg.api_ui_chartjs;
+    int fd = path ? open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY) : -1;
+    struct stat st;
+    int rc = 0;
+    if (fd < 0)
+        rc = -errno;
+    else if (fstat(fd, &st) != 0)
+        rc = -errno;
+    else if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > UI_CHARTJS_MAX)
+        rc = -EINVAL;
+    char *buf = NULL;
+    size_t got = 0;
+    if (rc == 0) {
+        buf = malloc((size_t)st.st_size + 1);
+        if (!buf)
+            rc = -ENOMEM;
+    }
+    while (rc == 0 && got < (size_t)st.st_size) {
+        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            rc = n < 0 ? -errno : -EIO; /* the file shrank while we read it */
+            break;
+        }
+        got += (size_t)n;
+    }
+    if (fd >= 0)
+        close(fd);
+    if (rc == -ENOMEM) {
+        free(buf);
+        return reply_error(out, rc, "out of memory reading %s", path);
+    }
+    if (rc) {
+        free(buf);
+        return reply_error_status(
+            out, 404, rc,
+            "the dashboard's charting library %s cannot be served (%s): install Debian's "
+            "libjs-chart.js (scripts/deps.sh) or point [api] ui_chartjs at a Chart.js 3 UMD "
+            "build (chart.min.js); the dashboard's table works without it",
+            path ? path : "(none)",
+            rc == -EINVAL ? "not a regular file of at most 8 MiB" : strerror(-rc));
+    }
+    out->status = 200;
+    out->body = buf;
+    out->len = got;
+    out->is_static = false;
+    out->content_type = "text/javascript; charset=utf-8";
+    return 200;
+}
+
+static void do_ui(struct tierd *d, const char *url, struct api_reply *out)
+{
+    if (strcmp(url, "/ui") == 0 || strcmp(url, "/ui/") == 0)
+        reply_static(out, tier_ui_html, tier_ui_html_len, "text/html; charset=utf-8");
+    else if (strcmp(url, "/ui/dashboard.js") == 0)
+        reply_static(out, tier_ui_js, tier_ui_js_len, "text/javascript; charset=utf-8");
+    else if (strcmp(url, "/ui/dashboard.css") == 0)
+        reply_static(out, tier_ui_css, tier_ui_css_len, "text/css; charset=utf-8");
+    else if (strcmp(url, "/ui/chart.js") == 0)
+        do_ui_chartjs(d, out);
+    else
+        reply_error(out, -ENOENT,
+                    "no such dashboard file: %s (the dashboard is GET /ui; see docs/API.md)", url);
+}
+
 /* ---- admission and routing ------------------------------------------------------------- */
 
 static bool token_ok(const struct tierd *d, const char *h)
@@ -812,6 +901,11 @@ static bool token_ok(const struct tierd *d, const char *h)
     return diff == 0;
 }
 
+bool api_route_public(const char *method, const char *url)
+{
+    return strcmp(method, "GET") == 0 && (strcmp(url, "/ui") == 0 || strncmp(url, "/ui/", 4) == 0);
+}
+
 bool api_route_mutates(const char *method, const char *url)
 {
     if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
@@ -822,7 +916,10 @@ bool api_route_mutates(const char *method, const char *url)
 
 int api_admit(struct tierd *d, const struct api_head *h, struct api_reply *out)
 {
-    if (h->tcp && !token_ok(d, h->authorization)) {
+    /* The dashboard's files are the same static bytes for everyone and hold no data (every
+     * figure the page shows comes from /v1/telemetry, which needs the token); a browser cannot
+     * send a header when it navigates to a page, and the token must not go into a URL. */
+    if (h->tcp && !token_ok(d, h->authorization) && !api_route_public(h->method, h->url)) {
         reply_error_status(out, 401, -EACCES,
                            "missing or wrong bearer token (send Authorization: Bearer <[api] "
                            "token>)");
@@ -850,6 +947,7 @@ void api_handle(struct tierd *d, const struct api_request *rq, struct api_reply 
     bool post = strcmp(method, "POST") == 0;
     out->body = NULL;
     out->is_static = false;
+    out->content_type = NULL;
     if (get && strcmp(url, "/v1/status") == 0)
         reply_json(out, 200, status_json(d));
     else if (get && strcmp(url, "/v1/stats") == 0)
@@ -868,6 +966,8 @@ void api_handle(struct tierd *d, const struct api_request *rq, struct api_reply 
         do_wait(d, rq, out);
     else if (get && strcmp(url, "/v1/checkpoints") == 0)
         do_checkpoints(d, rq, out);
+    else if (get && (strcmp(url, "/ui") == 0 || strncmp(url, "/ui/", 4) == 0))
+        do_ui(d, url, out);
     else
         reply_error(out, -ENOENT, "no such endpoint: %s %s (see docs/API.md)", method, url);
 }

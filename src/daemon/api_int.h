@@ -7,8 +7,9 @@
  * A request is answered in two steps, as the HTTP server sees it: api_admit() when the request
  * line and headers have arrived (token, caller's rights, declared body size: a refusal is answered
  * before any body byte is read), then api_handle() with the whole body. Both fill a struct
- * api_reply whose body is always a JSON object (a fixed text when even that cannot be built), so
- * no request ends in an empty reply.
+ * api_reply whose body is a JSON object (a fixed text when even that cannot be built), so no
+ * request ends in an empty reply; only the dashboard's files (GET /ui, /ui/...) have another
+ * content type.
  */
 #ifndef TIER_DAEMON_API_INT_H
 #define TIER_DAEMON_API_INT_H
@@ -41,9 +42,10 @@ struct api_request {
 
 struct api_reply {
     unsigned status;
-    char *body; /* JSON text; malloc'd unless is_static */
+    char *body; /* JSON text (or content_type); malloc'd unless is_static */
     size_t len;
-    bool is_static; /* body is the fixed fallback text, not to be freed */
+    bool is_static;           /* body is a fixed text (fallback, embedded file), not to be freed */
+    const char *content_type; /* static string; NULL: application/json */
 };
 
 /* 0: go on and read the body; 1: refused, *out holds the answer (401, 403, 413). */
@@ -53,6 +55,10 @@ void api_handle(struct tierd *d, const struct api_request *rq, struct api_reply 
 /* The answer for a body that grew past API_BODY_MAX while being read (chunked uploads). */
 void api_reply_too_large(struct api_reply *out);
 void api_reply_fini(struct api_reply *r);
+
+/* Is METHOD url one of the dashboard's static files (GET /ui, GET /ui/...)? They carry no data and
+ * are answered on TCP without the token (docs/API.md, Dashboard). */
+bool api_route_public(const char *method, const char *url);
 
 /* Does METHOD url change state (everything but GET and POST /v1/wait)? Such requests on the Unix
  * socket need a caller with admin rights. */
