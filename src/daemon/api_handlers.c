@@ -27,6 +27,7 @@
 
 #include <jansson.h>
 
+#include "common/dynbuf.h"
 #include "common/err.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
@@ -36,6 +37,7 @@
 #include "daemon/tierd.h"
 #include "daemon/ui_assets.h"
 #include "qos/sched.h"
+#include "telemetry/telemetry.h"
 #include "writeback/wb.h"
 
 /* Paths per POST /v1/stage: each is resolved (a backend stat) before the answer. */
@@ -208,6 +210,7 @@ static void reply_fallback(struct api_reply *out)
     out->body = (char *)(uintptr_t)FALLBACK_BODY;
     out->len = sizeof(FALLBACK_BODY) - 1;
     out->is_static = true;
+    out->content_type = NULL;
 }
 
 /* Answer status with j (consumed); a NULL j or a failed dump answers the fallback. */
@@ -223,6 +226,7 @@ static unsigned reply_json(struct api_reply *out, unsigned status, json_t *j)
     out->body = text;
     out->len = strlen(text);
     out->is_static = false;
+    out->content_type = NULL;
     return status;
 }
 
@@ -378,6 +382,112 @@ static json_t *stats_json(struct tierd *d)
     }
     json_object_set_new(j, "sched", sched);
     return j;
+}
+
+/* ---- telemetry and health ---------------------------------------------------------------- */
+
+/* Largest /metrics or /v1/telemetry answer: 64 tenants x 4 classes with every op and tier is
+ * about 30 MB of exposition (docs/BENCHMARKS.md); the cap only stops a runaway. */
+#define TELE_BODY_MAX (512u << 20)
+
+/* The backend names of g point into names (the caller's, TELE_MAX_BACKENDS entries). */
+struct gauge_names {
+    struct sched_backend_stats be[TELE_MAX_BACKENDS];
+};
+
+/* Oldest wait since seal of the files the burst buffer has not uploaded yet, in s. */
+static double oldest_backlog_s(struct tierd *d)
+{
+    uint64_t oldest_ms = 0;
+    for (size_t i = 0; i < d->nns; i++) {
+        const struct tierd_ns_conf *n = d->ns[i].conf;
+        if (n->mode != TIERD_NS_WRITE_BACK)
+            continue;
+        struct wb_file_info *list = NULL;
+        size_t nl = 0;
+        if (wb_list(d->wb, n->backend, n->prefix, &list, &nl) != 0)
+            continue; /* the gauge is a lower bound then; the counts below are exact */
+        for (size_t k = 0; k < nl; k++)
+            if ((list[k].state == WB_SEALED || list[k].state == WB_UPLOADING) &&
+                list[k].waiting_ms > oldest_ms)
+                oldest_ms = list[k].waiting_ms;
+        wb_list_free(list, nl);
+    }
+    return (double)oldest_ms / 1000.0;
+}
+
+/* Gather the gauges of /metrics, /v1/telemetry and /v1/health from the modules' stats. */
+static void gather_gauges(struct tierd *d, struct tele_gauges *g, struct gauge_names *nm)
+{
+    memset(g, 0, sizeof(*g));
+    if (d->cache) {
+        struct cache_stats s;
+        memset(&s, 0, sizeof(s));
+        cache_stats_get(d->cache, &s);
+        g->ram_used_bytes = s.ram.bytes_used;
+        g->ram_capacity_bytes = s.ram.bytes_budget;
+        g->disk_used_bytes = s.disk.bytes_used;
+        g->disk_capacity_bytes = s.disk.bytes_budget;
+        g->pinned_bytes = s.pinned_bytes;
+    }
+    if (d->wb) {
+        struct wb_stats w;
+        wb_stats_get(d->wb, &w);
+        g->writeback = true;
+        g->wb_backlog_files = w.files[WB_SEALED] + w.files[WB_UPLOADING];
+        g->wb_backlog_bytes = w.dirty_bytes;
+        g->wb_failed_files = w.files[WB_FAILED];
+        g->wb_oldest_backlog_age_s = g->wb_backlog_files ? oldest_backlog_s(d) : 0.0;
+        g->wb_backlog_age_limit_s = (double)d->cfg.health_backlog_age_ms / 1000.0;
+    }
+    if (d->sched) {
+        size_t n = sched_backend_stats_get(d->sched, nm->be, TELE_MAX_BACKENDS);
+        g->nbackends = (unsigned)(n < TELE_MAX_BACKENDS ? n : TELE_MAX_BACKENDS);
+        for (unsigned i = 0; i < g->nbackends; i++) {
+            g->backends[i].name = nm->be[i].name;
+            g->backends[i].breaker = (int)nm->be[i].breaker;
+            g->backends[i].inflight = nm->be[i].inflight_now;
+            g->backends[i].queued = nm->be[i].queued_now;
+        }
+    }
+}
+
+static unsigned do_tele_render(struct tierd *d, struct api_reply *out, bool prom)
+{
+    struct tele_gauges g;
+    struct gauge_names nm;
+    gather_gauges(d, &g, &nm);
+    struct dynbuf b;
+    dynbuf_init(&b, TELE_BODY_MAX);
+    int rc = prom ? tele_render_prometheus(d->tele, &g, &b) : tele_render_json(d->tele, &g, &b);
+    size_t len = 0;
+    char *text = rc == 0 ? dynbuf_take(&b, &len) : NULL;
+    dynbuf_fini(&b);
+    if (!text)
+        return reply_error(out, rc ? rc : -ENOMEM, "cannot render the telemetry: %s",
+                           strerror(rc ? -rc : ENOMEM));
+    out->status = 200;
+    out->body = text;
+    out->len = len;
+    out->is_static = false;
+    out->content_type = prom ? "text/plain; version=0.0.4; charset=utf-8" : NULL;
+    return 200;
+}
+
+static unsigned do_health(struct tierd *d, struct api_reply *out)
+{
+    struct tele_gauges g;
+    struct gauge_names nm;
+    gather_gauges(d, &g, &nm);
+    struct tele_health h;
+    tele_health_eval(&g, &h);
+    json_t *reasons = json_array();
+    for (unsigned i = 0; i < h.nreasons; i++)
+        json_array_append_new(reasons, jstr(h.reasons[i]));
+    /* 200 when degraded too: tierd still serves (docs/API.md, "GET /v1/health") */
+    return reply_json(out, 200,
+                      json_pack("{s:s, s:o}", "status", h.nreasons ? "degraded" : "ready",
+                                "reasons", reasons));
 }
 
 /* ---- handlers -------------------------------------------------------------------------- */
@@ -952,6 +1062,12 @@ void api_handle(struct tierd *d, const struct api_request *rq, struct api_reply 
         reply_json(out, 200, status_json(d));
     else if (get && strcmp(url, "/v1/stats") == 0)
         reply_json(out, 200, stats_json(d));
+    else if (get && strcmp(url, "/metrics") == 0)
+        do_tele_render(d, out, true);
+    else if (get && strcmp(url, "/v1/telemetry") == 0)
+        do_tele_render(d, out, false);
+    else if (get && strcmp(url, "/v1/health") == 0)
+        do_health(d, out);
     else if (post && strcmp(url, "/v1/stage") == 0)
         do_stage_post(d, rq, out);
     else if (get && strncmp(url, "/v1/stage/", 10) == 0)

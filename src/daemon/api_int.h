@@ -8,8 +8,8 @@
  * line and headers have arrived (token, caller's rights, declared body size: a refusal is answered
  * before any body byte is read), then api_handle() with the whole body. Both fill a struct
  * api_reply whose body is a JSON object (a fixed text when even that cannot be built), so no
- * request ends in an empty reply; only the dashboard's files (GET /ui, /ui/...) have another
- * content type.
+ * request ends in an empty reply; the exceptions are GET /metrics (Prometheus text) and the
+ * dashboard's files (GET /ui, /ui/...), whose content_type says what they are.
  */
 #ifndef TIER_DAEMON_API_INT_H
 #define TIER_DAEMON_API_INT_H

@@ -34,6 +34,7 @@
 #include "daemon/tierd.h"
 #include "fuse/tierfs.h"
 #include "qos/sched.h"
+#include "telemetry/telemetry.h"
 #include "writeback/wb.h"
 
 /* Calls in flight to one POSIX backend (the scheduler's historical global bound); an S3 backend
@@ -309,6 +310,8 @@ static void teardown(struct tierd *d)
     }
     sched_free(d->sched); /* after the wrappers: each backend's lane lives in it */
     d->sched = NULL;
+    telemetry_free(d->tele); /* last: every recorder (mount, scheduler) is gone */
+    d->tele = NULL;
     tierd_config_fini(&d->cfg);
 }
 
@@ -403,6 +406,14 @@ int main(int argc, char **argv)
         startup_failed("scheduler");
         goto out;
     }
+    /* Tenant names: the tenant registry's callback once it exists; until then ids in decimal. */
+    struct telemetry_config tc = {.max_tenants = (unsigned)d.cfg.telemetry_max_tenants};
+    rc = telemetry_new(&tc, &d.tele);
+    if (rc) {
+        startup_failed("telemetry");
+        goto out;
+    }
+    sched_set_telemetry(d.sched, d.tele);
     rc = open_backends(&d);
     if (rc) {
         startup_failed("backends");

@@ -90,6 +90,8 @@ struct tierd_config {
     char *log_level;
     uint64_t backend_timeout_ms; /* bound on one backend call incl. retries; default 10000 */
     int stage_threads;           /* default 8 */
+    int telemetry_max_tenants;   /* tenant ids kept apart in telemetry; default 64 */
+    uint64_t health_backlog_age_ms; /* older write-back backlog: degraded; 0 = never; 300 s */
     /* [writeback]: the burst buffer, used when a namespace has mode = write-back */
     char *wb_spool_dir;                  /* default: "spool" beside [cache] disk_dir */
     char *wb_journal;                    /* NULL: <spool_dir>/journal.db */
@@ -133,6 +135,7 @@ struct tierd_ns {
 struct tierd_api;  /* api.h */
 struct tierd_fuse; /* fuse/tierfs.h */
 struct wb;         /* writeback/wb.h */
+struct telemetry;  /* telemetry/telemetry.h */
 
 struct tierd {
     struct tierd_config cfg;
@@ -148,6 +151,8 @@ struct tierd {
     struct tierd_fuse *fuse;       /* the FUSE session (fuse/tierfs.h) */
     struct wb *wb;        /* checkpoint burst buffer (src/writeback/wb.h); NULL when no namespace is
                            * in write-back mode */
+    struct telemetry *tele; /* per-tenant series (telemetry/telemetry.h); recorded into by the
+                             * FUSE layer and the scheduler, exported by the API */
     _Atomic bool mounted; /* FUSE session is up (set by the FUSE thread, read by the API) */
     uint64_t start_ns;
 };

@@ -42,6 +42,7 @@
 #include "common/err.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
+#include "telemetry/telemetry.h"
 
 #define DEFAULT_MAX_INFLIGHT 32 /* the scheduler's historical global bound */
 #define DEFAULT_STARVE_LIMIT 64
@@ -87,6 +88,7 @@ struct sched {
     struct sched_lane *lanes, *lanes_tail;
     size_t nlanes;
     struct sched_class_stats st[TIER_IO_NCLASSES];
+    struct telemetry *tele; /* set before the first call (sched_set_telemetry); NULL: none */
 };
 
 static _Thread_local struct tier_ioctx t_io;
@@ -94,6 +96,8 @@ static _Thread_local bool t_io_set;
 /* Whether the backend reported an attempt (sched_lane_attempt_failed) during this thread's
  * current lane call: its final failure was then accounted already and is not counted again. */
 static _Thread_local bool t_attempt_reported;
+/* The admission wait of this thread's current lane call (sched_lane_enter), for telemetry. */
+static _Thread_local uint64_t t_lane_waited_ns;
 
 void sched_thread_io_set(const struct tier_ioctx *io)
 {
@@ -510,9 +514,11 @@ int sched_lane_enter(struct sched *s, struct sched_lane *l, const struct tier_io
                      size_t bytes)
 {
     (void)bytes;
-    uint64_t waited;
+    uint64_t waited = 0;
     t_attempt_reported = false;
-    return lane_admit(s, l, class_of(io), &waited);
+    int rc = lane_admit(s, l, class_of(io), &waited);
+    t_lane_waited_ns = waited;
+    return rc;
 }
 
 void sched_lane_leave(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
@@ -520,6 +526,19 @@ void sched_lane_leave(struct sched *s, struct sched_lane *l, const struct tier_i
 {
     lane_done(s, l, class_of(io), bytes, result, service_ns, t_attempt_reported);
     t_attempt_reported = false;
+    if (s->tele) {
+        /* the call's ioctx as class_of() sees it: the argument, else this thread's */
+        const struct tier_ioctx *cio = io ? io : sched_thread_io();
+        struct tier_ioctx rec = {.tenant = cio ? cio->tenant : TIER_TENANT_DEFAULT,
+                                 .cls = (enum tier_io_class)class_of(io)};
+        tele_sched_record(s->tele, &rec, t_lane_waited_ns, service_ns, result < 0 ? 0 : bytes,
+                          result < 0 ? (int)result : 0);
+    }
+}
+
+void sched_set_telemetry(struct sched *s, struct telemetry *t)
+{
+    s->tele = t;
 }
 
 void sched_stats_get(struct sched *s, struct sched_stats *st)

@@ -95,6 +95,12 @@ void sched_attach_cache(struct sched *s, struct cache *c);
 
 void sched_stats_get(struct sched *s, struct sched_stats *st);
 
+struct telemetry;
+/* Record every completed lane call (sched_lane_leave) into t (telemetry/telemetry.h): its
+ * queue wait, service time, bytes and result, under the call's tenant and class. NULL: stop.
+ * Set before the first lane call (the field is read without the lock). */
+void sched_set_telemetry(struct sched *s, struct telemetry *t);
+
 /* ---- per-backend lanes ------------------------------------------------------------------- */
 
 struct sched_backend_config {

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * tele_int.h - the telemetry module's private state, shared by telemetry.c (series, record
+ * path), tele_hist.c (bucket scheme), tele_prom.c and tele_json.c (export). Only src/telemetry/
+ * includes it.
+ *
+ * Ownership: struct telemetry is immutable after telemetry_new apart from the series pointer
+ * tables, whose slots go from NULL to a series once (compare-and-swap, acquire/release), and the
+ * series' counters, which only grow (relaxed atomics). Readers load each counter on its own.
+ */
+#ifndef TIER_TELEMETRY_TELE_INT_H
+#define TIER_TELEMETRY_TELE_INT_H
+
+#include <stdatomic.h>
+
+#include "telemetry/telemetry.h"
+
+struct dynbuf;
+
+struct tele_hist {
+    _Atomic uint64_t counts[TELE_HIST_NBUCKETS];
+    _Atomic uint64_t sum_ns;
+    _Atomic uint64_t min_ns; /* UINT64_MAX until the first value */
+    _Atomic uint64_t max_ns;
+};
+
+/* One (tenant, class, op, tier). ops is the sum of the histogram's counts. */
+struct tele_op_series {
+    struct tele_hist lat;
+    _Atomic uint64_t bytes;
+    _Atomic uint64_t errors;
+};
+
+/* One (tenant, class) at the scheduling point. ops is the sum of wait's counts. */
+struct tele_sched_series {
+    struct tele_hist wait, service;
+    _Atomic uint64_t bytes;
+    _Atomic uint64_t errors;
+};
+
+#define TELE_OPS_PER_TENANT (TIER_IO_NCLASSES * TELE_NOPS * TELE_NTIERS)
+
+struct telemetry {
+    unsigned max_tenants;
+    const char *(*tenant_name)(void *ud, uint32_t id);
+    void *tenant_name_ud;
+    uint64_t started_real_ns; /* telemetry_new: lets a client tell a restart from a diff */
+    /* [tenant][class][op][tier] and [tenant][class]; NULL until first recorded */
+    struct tele_op_series *_Atomic *ops;
+    struct tele_sched_series *_Atomic *sched;
+};
+
+static inline size_t tele_op_slot(unsigned tenant, unsigned cls, unsigned op, unsigned tier)
+{
+    return (((size_t)tenant * TIER_IO_NCLASSES + cls) * TELE_NOPS + op) * TELE_NTIERS + tier;
+}
+
+static inline size_t tele_sched_slot(unsigned tenant, unsigned cls)
+{
+    return (size_t)tenant * TIER_IO_NCLASSES + cls;
+}
+
+/* A plain copy of a histogram's counters, taken counter by counter. */
+struct tele_hist_copy {
+    uint64_t counts[TELE_HIST_NBUCKETS];
+    uint64_t n, sum_ns, min_ns, max_ns;
+};
+void tele_hist_read(const struct tele_hist *h, struct tele_hist_copy *c);
+
+/* The tenant's name for export: the callback's answer, or the id in decimal in buf. */
+const char *tele_tenant_label(const struct telemetry *t, uint32_t id, char *buf, size_t bufsz);
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), or 0 when the bytes there are not. */
+size_t tele_utf8_seq(const unsigned char *s, size_t n);
+/* Append the decimal digits of v. */
+int tele_put_u64(struct dynbuf *out, uint64_t v);
+
+#endif

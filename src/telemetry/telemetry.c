@@ -1,0 +1,337 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * telemetry.c - the telemetry series and their record path (telemetry.h), the health rules, and
+ * the small text helpers the two renderers share.
+ *
+ * DESIGN. A series is found by index arithmetic in a pointer table sized at creation
+ * (max_tenants x classes x ops x tiers), so recording takes no lock and no search: fold the
+ * tenant, compute the slot, load the pointer (acquire); on the first record into a slot,
+ * allocate and initialise a series and publish it with a compare-and-swap (release), freeing
+ * ours when another thread won. Then relaxed adds: the histogram bucket, the latency sum, bytes
+ * and errors when non-zero; the op count is the sum of the buckets, so it needs no add of its
+ * own. min and max are a relaxed load and, only when the value is a new extreme, a CAS loop.
+ * Called from the FUSE threads (tele_op_record) and every thread that makes a backend call
+ * (tele_sched_record); the renderers run on API threads at the same time.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/dynbuf.h"
+#include "common/err.h"
+#include "common/timeutil.h"
+#include "telemetry/tele_int.h"
+
+#define DEFAULT_MAX_TENANTS 64
+#define MAX_MAX_TENANTS 65536
+
+/* The sizes docs/ARCHITECTURE.md and telemetry.h state. */
+_Static_assert(sizeof(struct tele_hist) == 6952, "update the memory figures in the docs");
+_Static_assert(sizeof(struct tele_op_series) == 6968, "update the memory figures in the docs");
+_Static_assert(sizeof(struct tele_sched_series) == 13920, "update the memory figures in the docs");
+
+const char *tele_op_name(enum tele_op op)
+{
+    static const char *const names[] = {"read", "write", "open", "lookup", "readdir", "fsync"};
+    return (unsigned)op < TELE_NOPS ? names[op] : "unknown";
+}
+
+const char *tele_tier_name(enum tele_tier t)
+{
+    static const char *const names[] = {"ram", "disk", "backend"};
+    return (unsigned)t < TELE_NTIERS ? names[t] : "unknown";
+}
+
+int telemetry_new(const struct telemetry_config *cfg, struct telemetry **out)
+{
+    unsigned mt = cfg && cfg->max_tenants ? cfg->max_tenants : DEFAULT_MAX_TENANTS;
+    if (mt < 2 || mt > MAX_MAX_TENANTS) {
+        tier_err_set("telemetry: max_tenants %u out of range (allowed: 2 .. %u; ids 0 and 1 are "
+                     "'default' and 'other')",
+                     mt, MAX_MAX_TENANTS);
+        return -EINVAL;
+    }
+    struct telemetry *t = calloc(1, sizeof(*t));
+    if (!t)
+        return -ENOMEM;
+    t->max_tenants = mt;
+    if (cfg) {
+        t->tenant_name = cfg->tenant_name;
+        t->tenant_name_ud = cfg->tenant_name_ud;
+    }
+    t->started_real_ns = tier_now_real_ns();
+    t->ops = calloc((size_t)mt * TELE_OPS_PER_TENANT, sizeof(*t->ops));
+    t->sched = calloc((size_t)mt * TIER_IO_NCLASSES, sizeof(*t->sched));
+    if (!t->ops || !t->sched) {
+        telemetry_free(t);
+        return -ENOMEM;
+    }
+    *out = t;
+    return 0;
+}
+
+void telemetry_free(struct telemetry *t)
+{
+    if (!t)
+        return;
+    if (t->ops)
+        for (size_t i = 0; i < (size_t)t->max_tenants * TELE_OPS_PER_TENANT; i++)
+            free(atomic_load_explicit(&t->ops[i], memory_order_relaxed));
+    if (t->sched)
+        for (size_t i = 0; i < (size_t)t->max_tenants * TIER_IO_NCLASSES; i++)
+            free(atomic_load_explicit(&t->sched[i], memory_order_relaxed));
+    free(t->ops);
+    free(t->sched);
+    free(t);
+}
+
+static void hist_init(struct tele_hist *h)
+{
+    /* calloc'd: counts, sum and max are 0 */
+    atomic_init(&h->min_ns, UINT64_MAX);
+}
+
+/* Get the series pointer of slot, allocating it on first use; NULL without memory. */
+static void *slot_get(void *_Atomic *slot, size_t size, void (*init)(void *))
+{
+    void *s = atomic_load_explicit(slot, memory_order_acquire);
+    if (s)
+        return s;
+    void *mine = calloc(1, size);
+    if (!mine)
+        return NULL; /* this one value is lost; the next record tries again */
+    init(mine);
+    void *expected = NULL;
+    if (atomic_compare_exchange_strong_explicit(slot, &expected, mine, memory_order_acq_rel,
+                                                memory_order_acquire))
+        return mine;
+    free(mine); /* another thread published first: use its series */
+    return expected;
+}
+
+static void op_series_init(void *p)
+{
+    hist_init(&((struct tele_op_series *)p)->lat);
+}
+
+static void sched_series_init(void *p)
+{
+    struct tele_sched_series *s = p;
+    hist_init(&s->wait);
+    hist_init(&s->service);
+}
+
+static void hist_add(struct tele_hist *h, uint64_t ns)
+{
+    atomic_fetch_add_explicit(&h->counts[tele_hist_index(ns)], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->sum_ns, ns, memory_order_relaxed);
+    uint64_t m = atomic_load_explicit(&h->min_ns, memory_order_relaxed);
+    while (ns < m && !atomic_compare_exchange_weak_explicit(&h->min_ns, &m, ns,
+                                                            memory_order_relaxed,
+                                                            memory_order_relaxed))
+        ;
+    m = atomic_load_explicit(&h->max_ns, memory_order_relaxed);
+    while (ns > m && !atomic_compare_exchange_weak_explicit(&h->max_ns, &m, ns,
+                                                            memory_order_relaxed,
+                                                            memory_order_relaxed))
+        ;
+}
+
+static void fold(const struct telemetry *t, const struct tier_ioctx *io, unsigned *tenant,
+                 unsigned *cls)
+{
+    struct tier_ioctx d = TIER_IOCTX_DEFAULT;
+    if (!io)
+        io = &d;
+    *tenant = io->tenant < t->max_tenants ? io->tenant : TIER_TENANT_OTHER;
+    *cls = (unsigned)io->cls < TIER_IO_NCLASSES ? (unsigned)io->cls : TIER_IO_BACKGROUND;
+}
+
+void tele_op_record(struct telemetry *t, const struct tier_ioctx *io, enum tele_op op,
+                    enum tele_tier tier, uint64_t latency_ns, uint64_t bytes, int err)
+{
+    if (!t || (unsigned)op >= TELE_NOPS || (unsigned)tier >= TELE_NTIERS)
+        return;
+    unsigned tenant, cls;
+    fold(t, io, &tenant, &cls);
+    struct tele_op_series *s =
+        slot_get((void *_Atomic *)&t->ops[tele_op_slot(tenant, cls, op, tier)],
+                 sizeof(struct tele_op_series), op_series_init);
+    if (!s)
+        return;
+    hist_add(&s->lat, latency_ns);
+    if (bytes)
+        atomic_fetch_add_explicit(&s->bytes, bytes, memory_order_relaxed);
+    if (err)
+        atomic_fetch_add_explicit(&s->errors, 1, memory_order_relaxed);
+}
+
+void tele_sched_record(struct telemetry *t, const struct tier_ioctx *io, uint64_t wait_ns,
+                       uint64_t service_ns, uint64_t bytes, int err)
+{
+    if (!t)
+        return;
+    unsigned tenant, cls;
+    fold(t, io, &tenant, &cls);
+    struct tele_sched_series *s =
+        slot_get((void *_Atomic *)&t->sched[tele_sched_slot(tenant, cls)],
+                 sizeof(struct tele_sched_series), sched_series_init);
+    if (!s)
+        return;
+    hist_add(&s->wait, wait_ns);
+    hist_add(&s->service, service_ns);
+    if (bytes)
+        atomic_fetch_add_explicit(&s->bytes, bytes, memory_order_relaxed);
+    if (err)
+        atomic_fetch_add_explicit(&s->errors, 1, memory_order_relaxed);
+}
+
+void tele_hist_read(const struct tele_hist *h, struct tele_hist_copy *c)
+{
+    c->n = 0;
+    for (unsigned i = 0; i < TELE_HIST_NBUCKETS; i++) {
+        c->counts[i] = atomic_load_explicit(&h->counts[i], memory_order_relaxed);
+        c->n += c->counts[i];
+    }
+    c->sum_ns = atomic_load_explicit(&h->sum_ns, memory_order_relaxed);
+    c->min_ns = atomic_load_explicit(&h->min_ns, memory_order_relaxed);
+    c->max_ns = atomic_load_explicit(&h->max_ns, memory_order_relaxed);
+    if (c->min_ns == UINT64_MAX)
+        c->min_ns = 0;
+}
+
+const char *tele_tenant_label(const struct telemetry *t, uint32_t id, char *buf, size_t bufsz)
+{
+    const char *name = t->tenant_name ? t->tenant_name(t->tenant_name_ud, id) : NULL;
+    if (name)
+        return name;
+    snprintf(buf, bufsz, "%u", (unsigned)id);
+    return buf;
+}
+
+/* ---- health ---------------------------------------------------------------------------- */
+
+const char *tele_health_kind_name(enum tele_health_kind k)
+{
+    static const char *const names[] = {"backend_breaker_open", "writeback_backlog_age",
+                                        "writeback_failed_files"};
+    return (unsigned)k < TELE_HEALTH_NKINDS ? names[k] : "unknown";
+}
+
+static void add_reason(struct tele_health *h, enum tele_health_kind k, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void add_reason(struct tele_health *h, enum tele_health_kind k, const char *fmt, ...)
+{
+    h->kind[k] = true;
+    if (h->nreasons >= TELE_HEALTH_MAX_REASONS)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(h->reasons[h->nreasons++], sizeof(h->reasons[0]), fmt, ap);
+    va_end(ap);
+}
+
+void tele_health_eval(const struct tele_gauges *g, struct tele_health *h)
+{
+    memset(h, 0, sizeof(*h));
+    if (!g)
+        return;
+    for (unsigned i = 0; i < g->nbackends && i < TELE_MAX_BACKENDS; i++)
+        if (g->backends[i].breaker == 1)
+            add_reason(h, TELE_HEALTH_BREAKER_OPEN,
+                       "backend '%s': circuit breaker open (calls fail at once until a probe "
+                       "succeeds)",
+                       g->backends[i].name ? g->backends[i].name : "?");
+    if (g->writeback && g->wb_backlog_age_limit_s > 0 &&
+        g->wb_oldest_backlog_age_s > g->wb_backlog_age_limit_s)
+        add_reason(h, TELE_HEALTH_BACKLOG_AGE,
+                   "write-back: the oldest of %llu files waiting for upload has waited %.0f s "
+                   "(limit [telemetry] health_backlog_age %.0f s)",
+                   (unsigned long long)g->wb_backlog_files, g->wb_oldest_backlog_age_s,
+                   g->wb_backlog_age_limit_s);
+    if (g->writeback && g->wb_failed_files > 0)
+        add_reason(h, TELE_HEALTH_FAILED_FILES,
+                   "write-back: %llu files FAILED and will never be uploaded (tierctl "
+                   "checkpoints lists them)",
+                   (unsigned long long)g->wb_failed_files);
+}
+
+/* ---- text helpers ---------------------------------------------------------------------- */
+
+size_t tele_utf8_seq(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    if (c < 0x80)
+        return 1;
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
+    if (c >= 0xC2 && c <= 0xDF) {
+        len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0)
+            lo = 0xA0; /* no overlongs */
+        else if (c == 0xED)
+            hi = 0x9F; /* no surrogates */
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F; /* at most U+10FFFF */
+    } else {
+        return 0;
+    }
+    if (n < len || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++)
+        if (s[i] < 0x80 || s[i] > 0xBF)
+            return 0;
+    return len;
+}
+
+int tele_put_u64(struct dynbuf *out, uint64_t v)
+{
+    char buf[24];
+    char *p = buf + sizeof(buf);
+    do {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return dynbuf_append(out, p, (size_t)(buf + sizeof(buf) - p));
+}
+
+int tele_prom_escape(struct dynbuf *out, const char *s, size_t len)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, run = 0; /* run: bytes from i - run to i that need no change */
+    int rc = 0;
+    while (i < len && rc == 0) {
+        const char *rep = NULL;
+        size_t seq = 1;
+        if (u[i] == '\\')
+            rep = "\\\\";
+        else if (u[i] == '"')
+            rep = "\\\"";
+        else if (u[i] == '\n')
+            rep = "\\n";
+        else if ((seq = tele_utf8_seq(u + i, len - i)) == 0)
+            rep = "\xEF\xBF\xBD", seq = 1;
+        if (!rep) {
+            i += seq;
+            run += seq;
+            continue;
+        }
+        rc = dynbuf_append(out, s + i - run, run);
+        if (rc == 0)
+            rc = dynbuf_append(out, rep, strlen(rep));
+        run = 0;
+        i += seq;
+    }
+    if (rc == 0)
+        rc = dynbuf_append(out, s + i - run, run);
+    return rc;
+}

@@ -1,0 +1,6 @@
+# SPDX-License-Identifier: Apache-2.0
+# Telemetry core: histogram precision against exact quantiles, tenant folding, exposition
+# escaping and structure, the JSON through jansson, and recording from several threads
+# (labelled tsan: run it in a -DTIER_TSAN=ON build too).
+tier_unit_test(test_telemetry SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_telemetry.c
+  LIBS tier_telemetry PkgConfig::JANSSON m LABELS tsan)
