@@ -136,8 +136,9 @@ int top_snap_parse(json_t *answer, struct top_snap *out, char *err, size_t errsz
     const json_t *hist = json_object_get(answer, "hist");
     if (!json_is_object(answer) || !json_is_array(ops) || !json_is_array(sched) ||
         !json_is_object(hist)) {
-        snprintf(err, errsz, "GET /v1/telemetry answered without \"ops\", \"sched\" and \"hist\" "
-                             "(a tierd older than tierctl? see docs/API.md)");
+        snprintf(err, errsz,
+                 "GET /v1/telemetry answered without \"ops\", \"sched\" and \"hist\" "
+                 "(a tierd older than tierctl? see docs/API.md)");
         return -EINVAL;
     }
     s.json = json_incref(answer);
@@ -184,7 +185,8 @@ int top_snap_parse(json_t *answer, struct top_snap *out, char *err, size_t errsz
     return 0;
 }
 
-/* ---- quantiles --------------------------------------------------------------------------------- */
+/* ---- quantiles ---------------------------------------------------------------------------------
+ */
 
 /* Midpoint of the bucket whose exclusive upper bound is u (see tierd's telemetry.h: below min_ns
  * one underflow bucket, then octaves [2^k, 2^(k+1)) cut into sub_buckets equal parts, then an
@@ -392,14 +394,18 @@ static int fold_series(const struct top_snap *prev, const struct top_series *s,
     struct top_class_row *c = class_row(r, s->cls, &ci);
     uint64_t d_ops = delta(s->ops, p ? p->ops : 0);
     if (s->op == NULL) { /* a backend call at the scheduling point */
-        if (c)
+        if (c) {
             c->sched_n += d_ops;
+            c->sched_total += s->ops;
+        }
         return acc_diff(s, p, &w->qwait, c ? &w->cls_qwait[ci] : NULL);
     }
     r->ops_total += s->ops;
     r->ops += d_ops;
-    if (c)
+    if (c) {
         c->ops += d_ops;
+        c->ops_total += s->ops;
+    }
     bool data = strcmp(s->op, "read") == 0 || strcmp(s->op, "write") == 0;
     if (!data)
         return 0;
@@ -424,8 +430,8 @@ static void finish_row(const struct top_scheme *sc, double secs, enum top_sort s
     r->p50_s = acc_quantile_s(sc, &w->lat, 0.50);
     r->p99_s = acc_quantile_s(sc, &w->lat, 0.99);
     r->qwait_p99_s = acc_quantile_s(sc, &w->qwait, 0.99);
-    r->qwait_avg_s = w->qwait.count ? (double)w->qwait.sum_ns / (double)w->qwait.count / NS_PER_S
-                                    : -1;
+    r->qwait_avg_s =
+        w->qwait.count ? (double)w->qwait.sum_ns / (double)w->qwait.count / NS_PER_S : -1;
     for (size_t i = 0; i < r->ncls; i++) {
         struct top_class_row *c = &r->cls[i];
         c->ops_s = (double)c->ops / secs;
@@ -523,8 +529,7 @@ void top_print_table(FILE *f, const struct top_view *v, enum top_sort sort)
             v->n == 1 ? "" : "s", v->interval_s, sort == TOP_SORT_BYTES ? "MB/s" : "ops/s",
             v->restarted ? " (tierd restarted: since its start)" : "");
     if (v->tier_capacity[0] || v->tier_capacity[1])
-        fprintf(f, "; ram %s of %s, disk %s of %s",
-                tier_fmt_bytes(v->tier_used[0], ru, sizeof(ru)),
+        fprintf(f, "; ram %s of %s, disk %s of %s", tier_fmt_bytes(v->tier_used[0], ru, sizeof(ru)),
                 tier_fmt_bytes(v->tier_capacity[0], rc, sizeof(rc)),
                 tier_fmt_bytes(v->tier_used[1], du, sizeof(du)),
                 tier_fmt_bytes(v->tier_capacity[1], dc, sizeof(dc)));
@@ -538,8 +543,7 @@ void top_print_table(FILE *f, const struct top_view *v, enum top_sort sort)
         put_line(f, r->tenant, cls, r->ops_s, r->bytes_s, r->hit_pct, r->p50_s, r->p99_s, qwait);
         for (size_t c = 0; r->ncls > 1 && c < r->ncls; c++) {
             const struct top_class_row *k = &r->cls[c];
-            put_line(f, "", k->cls, k->ops_s, k->bytes_s, NULL, k->p50_s, k->p99_s,
-                     k->qwait_avg_s);
+            put_line(f, "", k->cls, k->ops_s, k->bytes_s, NULL, k->p50_s, k->p99_s, k->qwait_avg_s);
         }
     }
 }
@@ -564,24 +568,24 @@ json_t *top_view_json(const struct top_view *v)
         const struct top_tenant_row *r = &v->t[i];
         json_t *cls = json_array();
         json_t *hit = r->hit_pct[0] < 0 ? json_null()
-                                        : json_pack("{s:f, s:f, s:f}", "ram", r->hit_pct[0],
-                                                    "disk", r->hit_pct[1], "backend",
-                                                    r->hit_pct[2]);
+                                        : json_pack("{s:f, s:f, s:f}", "ram", r->hit_pct[0], "disk",
+                                                    r->hit_pct[1], "backend", r->hit_pct[2]);
         for (size_t c = 0; cls && c < r->ncls; c++) {
             const struct top_class_row *k = &r->cls[c];
             json_array_append_new(
-                cls, json_pack("{s:s, s:f, s:f, s:I, s:I, s:o, s:o, s:I, s:o, s:o}", "class",
-                               k->cls, "ops_per_s", k->ops_s, "bytes_per_s", k->bytes_s, "ops",
-                               (json_int_t)k->ops, "latency_samples", (json_int_t)k->lat_n,
-                               "p50_s", jsecs(k->p50_s), "p99_s", jsecs(k->p99_s),
-                               "backend_calls", (json_int_t)k->sched_n, "queue_wait_avg_s",
-                               jsecs(k->qwait_avg_s), "queue_wait_p99_s",
-                               jsecs(k->qwait_p99_s)));
+                cls,
+                json_pack("{s:s, s:f, s:f, s:I, s:I, s:I, s:o, s:o, s:I, s:I, s:o, s:o}", "class",
+                          k->cls, "ops_per_s", k->ops_s, "bytes_per_s", k->bytes_s, "ops",
+                          (json_int_t)k->ops, "ops_total", (json_int_t)k->ops_total,
+                          "latency_samples", (json_int_t)k->lat_n, "p50_s", jsecs(k->p50_s),
+                          "p99_s", jsecs(k->p99_s), "backend_calls", (json_int_t)k->sched_n,
+                          "backend_calls_total", (json_int_t)k->sched_total, "queue_wait_avg_s",
+                          jsecs(k->qwait_avg_s), "queue_wait_p99_s", jsecs(k->qwait_p99_s)));
         }
         json_t *t = json_pack("{s:s, s:f, s:f, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o}", "tenant",
                               r->tenant, "ops_per_s", r->ops_s, "bytes_per_s", r->bytes_s, "ops",
-                              (json_int_t)r->ops, "ops_total", (json_int_t)r->ops_total,
-                              "hit_pct", hit, "p50_s", jsecs(r->p50_s), "p99_s", jsecs(r->p99_s),
+                              (json_int_t)r->ops, "ops_total", (json_int_t)r->ops_total, "hit_pct",
+                              hit, "p50_s", jsecs(r->p50_s), "p99_s", jsecs(r->p99_s),
                               "queue_wait_avg_s", jsecs(r->qwait_avg_s), "queue_wait_p99_s",
                               jsecs(r->qwait_p99_s), "classes", cls);
         if (!t || json_array_append_new(tenants, t) != 0)

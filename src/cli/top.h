@@ -41,8 +41,8 @@ struct top_scheme {
 };
 
 struct top_snap {
-    json_t *json;     /* a reference: every string above is borrowed from it */
-    uint64_t now_ns;  /* tierd's clock at the answer */
+    json_t *json;    /* a reference: every string above is borrowed from it */
+    uint64_t now_ns; /* tierd's clock at the answer */
     uint64_t started_ns;
     struct top_scheme scheme;
     struct top_series *s; /* sorted by (sched, tenant, class, op, tier) */
@@ -57,23 +57,25 @@ void top_snap_fini(struct top_snap *s); /* zeroed or parsed; safe twice */
 
 struct top_class_row {
     const char *cls;
-    double ops_s, bytes_s;  /* read + write ops and their bytes, per second */
-    double p50_s, p99_s;    /* of the read and write ops in the interval; -1: none */
-    double qwait_avg_s;     /* mean queue wait at the scheduling point; -1: no backend call */
-    double qwait_p99_s;     /* -1: no backend call */
-    uint64_t ops, lat_n, sched_n; /* ops of every kind, data ops timed, backend calls */
+    double ops_s, bytes_s;        /* read + write ops and their bytes, per second */
+    double p50_s, p99_s;          /* of the read and write ops in the interval; -1: none */
+    double qwait_avg_s;           /* mean queue wait at the scheduling point; -1: no backend call */
+    double qwait_p99_s;           /* -1: no backend call */
+    uint64_t ops, lat_n, sched_n; /* in the interval: ops of every kind, data ops timed, backend
+                                   * calls */
+    uint64_t ops_total, sched_total; /* since tierd started */
 };
 
 #define TOP_MAX_CLASSES 8
 
 struct top_tenant_row {
     const char *tenant;
-    double ops_s, bytes_s; /* every FUSE op; bytes of reads and writes */
+    double ops_s, bytes_s;      /* every FUSE op; bytes of reads and writes */
     double hit_pct[TOP_NTIERS]; /* share of the interval's reads served by each tier; -1: no read */
     double p50_s, p99_s;        /* over the tenant's read and write ops; -1: none */
     double qwait_avg_s, qwait_p99_s;
-    uint64_t ops_total; /* since tierd started */
-    uint64_t ops;       /* in the interval */
+    uint64_t ops_total;                        /* since tierd started */
+    uint64_t ops;                              /* in the interval */
     struct top_class_row cls[TOP_MAX_CLASSES]; /* classes with any series, sorted by load */
     size_t ncls;
 };
@@ -82,7 +84,7 @@ enum top_sort { TOP_SORT_OPS = 0, TOP_SORT_BYTES = 1 };
 
 struct top_view {
     double interval_s;
-    bool restarted; /* tierd restarted between the snapshots: rates are since its start */
+    bool restarted;           /* tierd restarted between the snapshots: rates are since its start */
     struct top_tenant_row *t; /* sorted by load, then name */
     size_t n;
     uint64_t tier_used[2], tier_capacity[2];
@@ -103,6 +105,7 @@ json_t *top_view_json(const struct top_view *v);
 /* Quantile q of the merged histogram h (n buckets, sorted by upper_ns, zero counts allowed) as
  * the midpoint of the bucket holding the value of rank ceil(q * total), in ns; 0 when empty.
  * Pure; exported for the unit test. */
-uint64_t top_quantile_ns(const struct top_scheme *sc, const struct top_bucket *h, size_t n, double q);
+uint64_t top_quantile_ns(const struct top_scheme *sc, const struct top_bucket *h, size_t n,
+                         double q);
 
 #endif

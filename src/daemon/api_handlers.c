@@ -485,9 +485,9 @@ static unsigned do_health(struct tierd *d, struct api_reply *out)
     for (unsigned i = 0; i < h.nreasons; i++)
         json_array_append_new(reasons, jstr(h.reasons[i]));
     /* 200 when degraded too: tierd still serves (docs/API.md, "GET /v1/health") */
-    return reply_json(out, 200,
-                      json_pack("{s:s, s:o}", "status", h.nreasons ? "degraded" : "ready",
-                                "reasons", reasons));
+    return reply_json(
+        out, 200,
+        json_pack("{s:s, s:o}", "status", h.nreasons ? "degraded" : "ready", "reasons", reasons));
 }
 
 /* ---- handlers -------------------------------------------------------------------------- */

@@ -67,8 +67,7 @@ static uint64_t diff_at(const struct tele_bucket *cur, size_t i, const struct te
 }
 
 uint64_t tele_quantile_diff(const struct tele_bucket *cur, size_t ncur,
-                            const struct tele_bucket *prev, size_t nprev, double q,
-                            uint64_t *n_out)
+                            const struct tele_bucket *prev, size_t nprev, double q, uint64_t *n_out)
 {
     if (!prev)
         nprev = 0;

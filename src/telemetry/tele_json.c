@@ -143,8 +143,7 @@ static void render_ops(struct telemetry *t, struct out *o, struct tele_hist_copy
                     kv_str(o, "op", tele_op_name((enum tele_op)op), true);
                     kv_str(o, "tier", tele_tier_name((enum tele_tier)tr), true);
                     kv_u64(o, "ops", c->n, true);
-                    kv_u64(o, "bytes", atomic_load_explicit(&s->bytes, memory_order_relaxed),
-                           true);
+                    kv_u64(o, "bytes", atomic_load_explicit(&s->bytes, memory_order_relaxed), true);
                     kv_u64(o, "errors", atomic_load_explicit(&s->errors, memory_order_relaxed),
                            true);
                     hist_fields(o, c);

@@ -170,8 +170,7 @@ static void render_ops(struct telemetry *t, struct out *o, struct dynbuf *lb,
     static const char *const types[] = {"histogram", "counter", "counter"};
     static const char *const helps[] = {
         "Latency of FUSE requests by tenant, class, operation and the tier that served them.",
-        "Bytes moved by FUSE requests (read replies, writes).",
-        "FUSE requests that failed."};
+        "Bytes moved by FUSE requests (read replies, writes).", "FUSE requests that failed."};
     for (int f = 0; f < 3; f++) {
         family(o, names[f], types[f], helps[f]);
         for (unsigned tn = 0; tn < t->max_tenants; tn++)
@@ -206,8 +205,7 @@ static void render_sched(struct telemetry *t, struct out *o, struct dynbuf *lb,
     static const char *const helps[] = {
         "Time backend calls waited for admission at the scheduling point.",
         "Time from admission to completion of backend calls.",
-        "Bytes of backend calls that passed the scheduling point.",
-        "Backend calls that failed."};
+        "Bytes of backend calls that passed the scheduling point.", "Backend calls that failed."};
     for (int f = 0; f < 4; f++) {
         family(o, names[f], types[f], helps[f]);
         for (unsigned tn = 0; tn < t->max_tenants; tn++)
@@ -222,8 +220,8 @@ static void render_sched(struct telemetry *t, struct out *o, struct dynbuf *lb,
                     continue;
                 }
                 sample(o, names[f], "", lb);
-                put_u64(o, atomic_load_explicit(f == 2 ? &s->bytes : &s->errors,
-                                                memory_order_relaxed));
+                put_u64(
+                    o, atomic_load_explicit(f == 2 ? &s->bytes : &s->errors, memory_order_relaxed));
                 put(o, "\n");
             }
     }
@@ -257,23 +255,21 @@ static void render_gauges(struct out *o, const struct tele_gauges *g)
     gauge1(o, "tierd_cache_pinned_bytes", "Bytes of pinned objects in the cache.", NULL, NULL,
            (double)g->pinned_bytes, true);
     if (g->writeback) {
-        gauge1(o, "tierd_writeback_backlog_files",
-               "Write-back files sealed but not yet uploaded.", NULL, NULL,
-               (double)g->wb_backlog_files, true);
+        gauge1(o, "tierd_writeback_backlog_files", "Write-back files sealed but not yet uploaded.",
+               NULL, NULL, (double)g->wb_backlog_files, true);
         gauge1(o, "tierd_writeback_backlog_bytes",
                "Write-back bytes not yet uploaded (open, sealed, uploading).", NULL, NULL,
                (double)g->wb_backlog_bytes, true);
         gauge1(o, "tierd_writeback_oldest_age_seconds",
-               "How long the oldest file waiting for upload has waited since its seal.", NULL,
-               NULL, g->wb_oldest_backlog_age_s, true);
+               "How long the oldest file waiting for upload has waited since its seal.", NULL, NULL,
+               g->wb_oldest_backlog_age_s, true);
         gauge1(o, "tierd_writeback_failed_files",
                "Write-back files in state FAILED (never uploaded).", NULL, NULL,
                (double)g->wb_failed_files, true);
     }
     unsigned nb = g->nbackends < TELE_MAX_BACKENDS ? g->nbackends : TELE_MAX_BACKENDS;
-    static const char *const bnames[] = {"tierd_backend_breaker_open",
-                                         "tierd_backend_inflight_calls",
-                                         "tierd_backend_queued_calls"};
+    static const char *const bnames[] = {
+        "tierd_backend_breaker_open", "tierd_backend_inflight_calls", "tierd_backend_queued_calls"};
     static const char *const bhelps[] = {
         "1 while the backend's circuit breaker is open (calls fail at once), else 0.",
         "Backend calls in flight now.", "Backend calls waiting for admission now."};

@@ -128,14 +128,12 @@ static void hist_add(struct tele_hist *h, uint64_t ns)
     atomic_fetch_add_explicit(&h->counts[tele_hist_index(ns)], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&h->sum_ns, ns, memory_order_relaxed);
     uint64_t m = atomic_load_explicit(&h->min_ns, memory_order_relaxed);
-    while (ns < m && !atomic_compare_exchange_weak_explicit(&h->min_ns, &m, ns,
-                                                            memory_order_relaxed,
-                                                            memory_order_relaxed))
+    while (ns < m && !atomic_compare_exchange_weak_explicit(
+                         &h->min_ns, &m, ns, memory_order_relaxed, memory_order_relaxed))
         ;
     m = atomic_load_explicit(&h->max_ns, memory_order_relaxed);
-    while (ns > m && !atomic_compare_exchange_weak_explicit(&h->max_ns, &m, ns,
-                                                            memory_order_relaxed,
-                                                            memory_order_relaxed))
+    while (ns > m && !atomic_compare_exchange_weak_explicit(
+                         &h->max_ns, &m, ns, memory_order_relaxed, memory_order_relaxed))
         ;
 }
 
@@ -175,9 +173,8 @@ void tele_sched_record(struct telemetry *t, const struct tier_ioctx *io, uint64_
         return;
     unsigned tenant, cls;
     fold(t, io, &tenant, &cls);
-    struct tele_sched_series *s =
-        slot_get((void *_Atomic *)&t->sched[tele_sched_slot(tenant, cls)],
-                 sizeof(struct tele_sched_series), sched_series_init);
+    struct tele_sched_series *s = slot_get((void *_Atomic *)&t->sched[tele_sched_slot(tenant, cls)],
+                                           sizeof(struct tele_sched_series), sched_series_init);
     if (!s)
         return;
     hist_add(&s->wait, wait_ns);

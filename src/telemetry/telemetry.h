@@ -86,9 +86,9 @@ void tele_sched_record(struct telemetry *t, const struct tier_ioctx *io, uint64_
 
 /* ---- histogram scheme (shared with clients of GET /v1/telemetry) --------------------------- */
 
-#define TELE_HIST_SUB_BITS 5                           /* 32 sub-buckets per octave */
-#define TELE_HIST_MIN_SHIFT 9                          /* first octave starts at 512 ns */
-#define TELE_HIST_OCTAVES 27                           /* last ends at 2^36 ns = 68.7 s */
+#define TELE_HIST_SUB_BITS 5  /* 32 sub-buckets per octave */
+#define TELE_HIST_MIN_SHIFT 9 /* first octave starts at 512 ns */
+#define TELE_HIST_OCTAVES 27  /* last ends at 2^36 ns = 68.7 s */
 #define TELE_HIST_NBUCKETS (2 + (TELE_HIST_OCTAVES << TELE_HIST_SUB_BITS)) /* 866 */
 #define TELE_HIST_MAX_NS (1ULL << (TELE_HIST_MIN_SHIFT + TELE_HIST_OCTAVES))
 /* The upper bound the overflow bucket is exported with (values >= TELE_HIST_MAX_NS). */
@@ -152,7 +152,7 @@ const char *tele_health_kind_name(enum tele_health_kind k);
 #define TELE_HEALTH_MAX_REASONS (TELE_MAX_BACKENDS + 2)
 struct tele_health {
     bool kind[TELE_HEALTH_NKINDS];
-    unsigned nreasons; /* 0: ready */
+    unsigned nreasons;                          /* 0: ready */
     char reasons[TELE_HEALTH_MAX_REASONS][192]; /* operator text, one per open breaker etc. */
 };
 /* Health from the gauges. Pure. */

@@ -284,9 +284,9 @@ static void test_fold_beyond_max_tenants(void **state)
     }
     tele_op_record(t, &(struct tier_ioctx){.tenant = 1000000, .cls = (enum tier_io_class)77},
                    TELE_OP_WRITE, TELE_TIER_DISK, 5000, 1, -EIO);
-    tele_op_record(t, NULL, TELE_OP_READ, TELE_TIER_RAM, 1, 1, 0);           /* default io */
+    tele_op_record(t, NULL, TELE_OP_READ, TELE_TIER_RAM, 1, 1, 0);            /* default io */
     tele_op_record(t, NULL, (enum tele_op)TELE_NOPS, TELE_TIER_RAM, 1, 1, 0); /* dropped */
-    tele_op_record(NULL, NULL, TELE_OP_READ, TELE_TIER_RAM, 1, 1, 0);        /* no-op */
+    tele_op_record(NULL, NULL, TELE_OP_READ, TELE_TIER_RAM, 1, 1, 0);         /* no-op */
     json_t *j = render_json(t, NULL);
     assert_int_equal(json_array_size(json_object_get(j, "ops")), 6);
     for (unsigned id = 0; id < 4; id++) {
@@ -329,11 +329,11 @@ static void test_label_escaping(void **state)
     expect_escape("back\\slash", 10, "back\\\\slash");
     expect_escape("two\nlines", 9, "two\\nlines");
     expect_escape("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 14,
-                  "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"); /* valid UTF-8 kept */
-    expect_escape("caf\xe9", 4, "caf\xef\xbf\xbd");             /* Latin-1 */
-    expect_escape("\xc0\x80", 2, "\xef\xbf\xbd\xef\xbf\xbd");   /* overlong NUL */
+                  "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");               /* valid UTF-8 kept */
+    expect_escape("caf\xe9", 4, "caf\xef\xbf\xbd");                           /* Latin-1 */
+    expect_escape("\xc0\x80", 2, "\xef\xbf\xbd\xef\xbf\xbd");                 /* overlong NUL */
     expect_escape("\xed\xa0\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"); /* surrogate */
-    expect_escape("end\xe2\x82", 5, "end\xef\xbf\xbd\xef\xbf\xbd");             /* cut */
+    expect_escape("end\xe2\x82", 5, "end\xef\xbf\xbd\xef\xbf\xbd");           /* cut */
     expect_escape("\"\\\n\xff", 4, "\\\"\\\\\\n\xef\xbf\xbd");
 }
 
@@ -500,10 +500,9 @@ static void test_prometheus_text(void **state)
 {
     (void)state;
     struct telemetry *t = NULL;
-    assert_int_equal(telemetry_new(&(struct telemetry_config){.max_tenants = 8,
-                                                              .tenant_name = names_cb},
-                                   &t),
-                     0);
+    assert_int_equal(
+        telemetry_new(&(struct telemetry_config){.max_tenants = 8, .tenant_name = names_cb}, &t),
+        0);
     struct tier_ioctx alice = {.tenant = 2, .cls = TIER_IO_INFERENCE};
     struct tier_ioctx odd = {.tenant = 3, .cls = TIER_IO_CHECKPOINT};
     tele_op_record(t, &alice, TELE_OP_READ, TELE_TIER_RAM, 1500, 4096, 0);
@@ -523,17 +522,22 @@ static void test_prometheus_text(void **state)
     size_t n = check_exposition(text);
     assert_true(n > 100);
     /* the values, exactly */
-    assert_non_null(strstr(text, "tierd_op_latency_seconds_bucket{tenant=\"alice\",class=\"inference"
-                                 "\",op=\"read\",tier=\"ram\",le=\"1.024e-06\"} 0\n"));
-    assert_non_null(strstr(text, "tierd_op_latency_seconds_bucket{tenant=\"alice\",class=\"inference"
-                                 "\",op=\"read\",tier=\"ram\",le=\"2.048e-06\"} 1\n"));
-    assert_non_null(strstr(text, "tierd_op_latency_seconds_bucket{tenant=\"alice\",class=\"inference"
-                                 "\",op=\"read\",tier=\"ram\",le=\"+Inf\"} 2\n"));
-    assert_non_null(strstr(text, "tierd_op_latency_seconds_sum{tenant=\"alice\",class=\"inference\","
-                                 "op=\"read\",tier=\"ram\"} 0.003001500\n"));
+    assert_non_null(strstr(text,
+                           "tierd_op_latency_seconds_bucket{tenant=\"alice\",class=\"inference"
+                           "\",op=\"read\",tier=\"ram\",le=\"1.024e-06\"} 0\n"));
+    assert_non_null(strstr(text,
+                           "tierd_op_latency_seconds_bucket{tenant=\"alice\",class=\"inference"
+                           "\",op=\"read\",tier=\"ram\",le=\"2.048e-06\"} 1\n"));
+    assert_non_null(strstr(text,
+                           "tierd_op_latency_seconds_bucket{tenant=\"alice\",class=\"inference"
+                           "\",op=\"read\",tier=\"ram\",le=\"+Inf\"} 2\n"));
+    assert_non_null(strstr(text,
+                           "tierd_op_latency_seconds_sum{tenant=\"alice\",class=\"inference\","
+                           "op=\"read\",tier=\"ram\"} 0.003001500\n"));
     /* 90 s is beyond the top bound: only in +Inf */
-    assert_non_null(strstr(text, "tierd_op_latency_seconds_bucket{tenant=\"alice\",class=\"inference"
-                                 "\",op=\"read\",tier=\"backend\",le=\"68.719476736\"} 0\n"));
+    assert_non_null(strstr(text,
+                           "tierd_op_latency_seconds_bucket{tenant=\"alice\",class=\"inference"
+                           "\",op=\"read\",tier=\"backend\",le=\"68.719476736\"} 0\n"));
     assert_non_null(strstr(text, "tierd_op_errors_total{tenant=\"alice\",class=\"inference\",op="
                                  "\"read\",tier=\"backend\"} 1\n"));
     /* the escaped tenant name: quote, backslash, newline, invalid byte */
@@ -565,8 +569,7 @@ static void test_prometheus_text(void **state)
     assert_int_equal(json_array_size(json_object_get(h, "reasons")), 2);
     json_t *s = find_op(j, 3, "checkpoint", "write", "disk");
     assert_non_null(s);
-    assert_string_equal(json_string_value(json_object_get(s, "tenant")),
-                        "b\"o\\b\nx\xef\xbf\xbd");
+    assert_string_equal(json_string_value(json_object_get(s, "tenant")), "b\"o\\b\nx\xef\xbf\xbd");
     json_decref(j);
     j = render_json(e, NULL);
     assert_int_equal(json_array_size(json_object_get(j, "ops")), 0);
@@ -701,14 +704,10 @@ static void test_concurrent_counts_exact(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bucket_scheme),
-        cmocka_unit_test(test_quantiles_within_2pct),
-        cmocka_unit_test(test_quantile_edges),
-        cmocka_unit_test(test_fold_beyond_max_tenants),
-        cmocka_unit_test(test_label_escaping),
-        cmocka_unit_test(test_prometheus_text),
-        cmocka_unit_test(test_health_rules),
-        cmocka_unit_test(test_concurrent_counts_exact),
+        cmocka_unit_test(test_bucket_scheme),  cmocka_unit_test(test_quantiles_within_2pct),
+        cmocka_unit_test(test_quantile_edges), cmocka_unit_test(test_fold_beyond_max_tenants),
+        cmocka_unit_test(test_label_escaping), cmocka_unit_test(test_prometheus_text),
+        cmocka_unit_test(test_health_rules),   cmocka_unit_test(test_concurrent_counts_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,8 +21,9 @@
 #include "cli/top.h"
 
 /* The scheme tierd exports (telemetry.h): 512 ns .. 2^36 ns, 32 sub-buckets per octave. */
-#define HIST "\"hist\":{\"min_ns\":512,\"max_ns\":68719476736,\"sub_buckets\":32," \
-             "\"overflow_upper_ns\":137438953472}"
+#define HIST                                                                                       \
+    "\"hist\":{\"min_ns\":512,\"max_ns\":68719476736,\"sub_buckets\":32,"                          \
+    "\"overflow_upper_ns\":137438953472}"
 
 static void parse(const char *text, struct top_snap *s)
 {
@@ -108,7 +109,8 @@ static void test_quantile(void **state)
 {
     (void)state;
     struct top_scheme sc = {512, 68719476736ULL, 32, 137438953472ULL};
-    struct top_bucket h[] = {{512, 1}, {1056, 97}, {(1u << 20) + (1u << 15), 1}, {137438953472ULL, 1}};
+    struct top_bucket h[] = {
+        {512, 1}, {1056, 97}, {(1u << 20) + (1u << 15), 1}, {137438953472ULL, 1}};
     assert_int_equal(top_quantile_ns(&sc, h, 4, 0.0), 512); /* rank 1 */
     assert_int_equal(top_quantile_ns(&sc, h, 4, 0.01), 512);
     assert_int_equal(top_quantile_ns(&sc, h, 4, 0.02), 1040);
@@ -180,7 +182,8 @@ static void test_interval(void **state)
     assert_string_equal(v.t[0].tenant, "alice");
     assert_string_equal(v.t[1].tenant, "bob");
     assert_string_equal(v.t[2].tenant, "carol");
-    const struct top_tenant_row *al = row(&v, "alice"), *bo = row(&v, "bob"), *ca = row(&v, "carol");
+    const struct top_tenant_row *al = row(&v, "alice"), *bo = row(&v, "bob"),
+                                *ca = row(&v, "carol");
     assert_true(fabs(al->ops_s - 130.0) < 1e-9);
     assert_int_equal(al->ops_total, 360);
     assert_true(fabs(al->bytes_s - (250.0 * 4096) / 2) < 1e-6);
@@ -200,6 +203,8 @@ static void test_interval(void **state)
     assert_true(fabs(bo->qwait_avg_s - 1e-3) < 1e-12);
     assert_true(fabs(bo->qwait_p99_s - ((1u << 20) + (1u << 14)) * 1e-9) < 1e-15);
     assert_int_equal(bo->cls[0].sched_n, 4);
+    assert_int_equal(bo->cls[0].sched_total, 4);
+    assert_int_equal(bo->cls[0].ops_total, 150);
 
     assert_true(ca->ops_s == 0 && ca->hit_pct[TOP_RAM] < 0 && ca->p99_s < 0);
     top_view_fini(&v);
