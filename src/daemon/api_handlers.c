@@ -438,7 +438,7 @@ static void gather_gauges(struct tierd *d, struct tele_gauges *g, struct gauge_n
         g->wb_backlog_bytes = w.dirty_bytes;
         g->wb_failed_files = w.files[WB_FAILED];
         g->wb_oldest_backlog_age_s = g->wb_backlog_files ? oldest_backlog_s(d) : 0.0;
-        g->wb_backlog_age_limit_s = (double)d->cfg.health_backlog_age_ms / 1000.0;
+        g->wb_backlog_age_limit_s = (double)d->cfg.health_backlog_ms / 1000.0;
     }
     if (d->sched) {
         size_t n = sched_backend_stats_get(d->sched, nm->be, TELE_MAX_BACKENDS);

@@ -88,10 +88,10 @@ struct tierd_config {
     char *api_ui_chartjs; /* Chart.js for GET /ui/chart.js; default Debian's libjs-chart.js */
     /* [daemon] */
     char *log_level;
-    uint64_t backend_timeout_ms;    /* bound on one backend call incl. retries; default 10000 */
-    int stage_threads;              /* default 8 */
-    int telemetry_max_tenants;      /* tenant ids kept apart in telemetry; default 64 */
-    uint64_t health_backlog_age_ms; /* older write-back backlog: degraded; 0 = never; 300 s */
+    uint64_t backend_timeout_ms; /* bound on one backend call incl. retries; default 10000 */
+    int stage_threads;           /* default 8 */
+    int telemetry_max_tenants;   /* tenant ids kept apart in telemetry; default 64 */
+    uint64_t health_backlog_ms;  /* older write-back backlog: degraded; 0 = never; 300 s */
     /* [writeback]: the burst buffer, used when a namespace has mode = write-back */
     char *wb_spool_dir;                  /* default: "spool" beside [cache] disk_dir */
     char *wb_journal;                    /* NULL: <spool_dir>/journal.db */
@@ -149,12 +149,13 @@ struct tierd {
     const char *test_fault_file;   /* test builds only (main.c TIER_TEST_HOOKS); else NULL */
     struct tierd_api *api;         /* control API server (api.h) */
     struct tierd_fuse *fuse;       /* the FUSE session (fuse/tierfs.h) */
-    struct wb *wb; /* checkpoint burst buffer (src/writeback/wb.h); NULL when no namespace is
-                    * in write-back mode */
-    struct telemetry *tele; /* per-tenant series (telemetry/telemetry.h); recorded into by the
-                             * FUSE layer and the scheduler, exported by the API */
-    _Atomic bool mounted;   /* FUSE session is up (set by the FUSE thread, read by the API) */
+    struct wb *wb;        /* checkpoint burst buffer (src/writeback/wb.h); NULL when no namespace is
+                           * in write-back mode */
+    _Atomic bool mounted; /* FUSE session is up (set by the FUSE thread, read by the API) */
     uint64_t start_ns;
+    /* per-tenant series (telemetry/telemetry.h): recorded into by the FUSE layer and the
+     * scheduler, exported by the API */
+    struct telemetry *tele;
 };
 
 /* Resolve a mount path ("/datasets/a/b.bin") to its namespace and backend key ("prefix/a/b.bin",

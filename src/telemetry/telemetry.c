@@ -246,7 +246,7 @@ void tele_health_eval(const struct tele_gauges *g, struct tele_health *h)
         g->wb_oldest_backlog_age_s > g->wb_backlog_age_limit_s)
         add_reason(h, TELE_HEALTH_BACKLOG_AGE,
                    "write-back: the oldest of %llu files waiting for upload has waited %.0f s "
-                   "(limit [telemetry] health_backlog_age %.0f s)",
+                   "(limit [daemon] health_backlog_age %.0f s)",
                    (unsigned long long)g->wb_backlog_files, g->wb_oldest_backlog_age_s,
                    g->wb_backlog_age_limit_s);
     if (g->writeback && g->wb_failed_files > 0)

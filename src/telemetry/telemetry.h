@@ -21,11 +21,12 @@
  * bound; a quantile is reported as the bucket's midpoint, so its relative error is at most
  * 1/64 = 1.6 % for values from 512 ns to 68.7 s. 866 buckets of 8 bytes.
  *
- * Memory: an op series is 7,000 bytes (866 counts + sum, bytes, errors, min, max), a scheduler
- * series 13,936 bytes (two histograms); the pointer tables are 8 bytes per possible series
- * (max_tenants x 76). A tenant that recorded every op and tier in every class holds 72 op series
- * and 4 scheduler series: 559,744 bytes; with the default 64 tenants the bound is 35.9 MB (plus
- * 39 KB of pointer tables). Series are freed only by telemetry_free.
+ * Memory: an op series is 6,968 bytes (866 counts + sum, min, max, bytes, errors), a scheduler
+ * series 13,920 bytes (two histograms); the pointer tables are 8 bytes per possible series
+ * (max_tenants x 76: 38,912 bytes for 64 tenants). A tenant that recorded every op and tier in
+ * every class holds 72 op series and 4 scheduler series: 557,376 bytes at most; with the default
+ * 64 tenants the bound is 35.7 MB. Series are freed only by telemetry_free. (telemetry.c checks
+ * the struct sizes at compile time.)
  */
 #ifndef TIER_TELEMETRY_TELEMETRY_H
 #define TIER_TELEMETRY_TELEMETRY_H

@@ -3,8 +3,10 @@
  * test_api.c - the control API's request function (src/daemon/api_int.h) over the POSIX fixture
  * (tests/lib/api_fixture.h), without HTTP: UTF-8 repair of answers and messages (security review
  * finding 8), 403 for a backend's permission refusal (18) and for a caller without admin rights
- * (12), the caps on stage paths and pin rules (13). Each answer must be a JSON object, except
- * the dashboard's files (test_ui).
+ * (12), the caps on stage paths and pin rules (13), the telemetry endpoints (/metrics with its
+ * content type and the TCP token, /v1/telemetry, /v1/health ready and degraded by an open
+ * breaker), the dashboard's files (test_ui). Each answer but /metrics and the dashboard's files
+ * must be a JSON object.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -22,6 +24,8 @@
 
 #include "api_fixture.h"
 #include "cache/cache.h"
+#include "qos/sched.h"
+#include "telemetry/telemetry.h"
 
 static struct api_fixture fx;
 
@@ -246,6 +250,93 @@ static void test_ui(void **state)
     unlink(path);
 }
 
+/* GET /metrics (raw text): status and body; the body is malloc'd (free). */
+static char *metrics(const char *raw, unsigned want)
+{
+    struct api_reply r;
+    api_fixture_request(&fx, raw, strlen(raw), &r);
+    if (r.status != want)
+        fail_msg("%.60s: status %u (want %u): %.*s", raw, r.status, want, (int)r.len, r.body);
+    char *body = strndup(r.body, r.len);
+    if (want == 200)
+        assert_string_equal(r.content_type, "text/plain; version=0.0.4; charset=utf-8");
+    api_reply_fini(&r);
+    assert_non_null(body);
+    return body;
+}
+
+static void test_telemetry_endpoints(void **state)
+{
+    (void)state;
+    struct telemetry *t = NULL;
+    assert_int_equal(telemetry_new(NULL, &t), 0);
+    fx.d.tele = t;
+    sched_set_telemetry(fx.d.sched, t);
+    struct tier_ioctx io = {.tenant = 5, .cls = TIER_IO_INFERENCE};
+    tele_op_record(t, &io, TELE_OP_READ, TELE_TIER_RAM, 3000, 4096, 0);
+
+    /* reads: open to a reader on the socket; on TCP the bearer token, as Prometheus sends it */
+    const char *want_bytes =
+        "tierd_op_bytes_total{tenant=\"5\",class=\"inference\",op=\"read\",tier=\"ram\"} 4096\n";
+    char *m = metrics("GET /metrics\nX-Caller: reader\n\n", 200);
+    assert_non_null(strstr(m, want_bytes));
+    assert_non_null(strstr(m, "tierd_health_ok 1\n"));
+    assert_non_null(strstr(m, "tierd_writeback_failed_files 0\n"));
+    assert_non_null(strstr(m, "tierd_tier_capacity_bytes{tier=\"ram\"} 4194304\n"));
+    free(m);
+    m = metrics("GET /metrics\nX-Listener: tcp\nAuthorization: Bearer " API_FIXTURE_TOKEN "\n\n",
+                200);
+    assert_non_null(strstr(m, want_bytes));
+    free(m);
+    json_decref(req("GET /metrics\nX-Listener: tcp\n\n", 401));
+    json_decref(req("GET /metrics\nX-Listener: tcp\nAuthorization: Bearer wrong\n\n", 401));
+
+    json_t *j = req("GET /v1/telemetry\nX-Caller: reader\n\n", 200);
+    json_t *ops = json_object_get(j, "ops");
+    assert_int_equal(json_array_size(ops), 1);
+    json_t *s = json_array_get(ops, 0);
+    assert_int_equal(json_integer_value(json_object_get(s, "tenant_id")), 5);
+    assert_int_equal(json_integer_value(json_object_get(s, "bytes")), 4096);
+    assert_int_equal(json_integer_value(json_object_get(s, "ops")), 1);
+    assert_true(json_is_object(json_object_get(json_object_get(j, "gauges"), "writeback")));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(j, "health"), "status")),
+                        "ready");
+    json_decref(j);
+
+    j = req("GET /v1/health\nX-Caller: reader\n\n", 200);
+    assert_string_equal(json_string_value(json_object_get(j, "status")), "ready");
+    assert_int_equal(json_array_size(json_object_get(j, "reasons")), 0);
+    json_decref(j);
+
+    /* a lane whose breaker opens at the first failure: degraded, named, and in /metrics; the
+     * failed call is recorded as the scheduler series of its tenant */
+    struct sched_backend_config bc = {
+        .max_inflight = 2, .breaker_failures = 1, .breaker_cooldown_ms = 3600000};
+    struct sched_lane *lane = NULL;
+    assert_int_equal(sched_lane_new(fx.d.sched, "flaky", &bc, &lane), 0);
+    struct tier_ioctx ck = {.tenant = 7, .cls = TIER_IO_CHECKPOINT};
+    assert_int_equal(sched_lane_enter(fx.d.sched, lane, &ck, 100), 0);
+    sched_lane_leave(fx.d.sched, lane, &ck, 100, -EIO, 1000000);
+    j = req("GET /v1/health\nX-Caller: reader\n\n", 200);
+    assert_string_equal(json_string_value(json_object_get(j, "status")), "degraded");
+    assert_int_equal(json_array_size(json_object_get(j, "reasons")), 1);
+    assert_non_null(
+        strstr(json_string_value(json_array_get(json_object_get(j, "reasons"), 0)), "'flaky'"));
+    json_decref(j);
+    m = metrics("GET /metrics\n\n", 200);
+    assert_non_null(strstr(m, "tierd_backend_breaker_open{backend=\"flaky\"} 1\n"));
+    assert_non_null(strstr(m, "tierd_health_ok 0\n"));
+    assert_non_null(strstr(m, "tierd_health_reason{reason=\"backend_breaker_open\"} 1\n"));
+    assert_non_null(strstr(m, "tierd_sched_errors_total{tenant=\"7\",class=\"checkpoint\"} 1\n"));
+    assert_non_null(strstr(
+        m, "tierd_sched_service_seconds_sum{tenant=\"7\",class=\"checkpoint\"} 0.001000000\n"));
+    free(m);
+
+    sched_set_telemetry(fx.d.sched, NULL);
+    fx.d.tele = NULL;
+    telemetry_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -255,6 +346,7 @@ int main(void)
         cmocka_unit_test(test_reader),
         cmocka_unit_test(test_caps),
         cmocka_unit_test(test_ui),
+        cmocka_unit_test(test_telemetry_endpoints),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
