@@ -11,8 +11,9 @@
 # sections below and put both names in EXPECT.
 # Asserts:
 #  1 `tierctl top --once` (plain lines: stdout is not a tty) has a row for every tenant in EXPECT,
-#    and `top --once --json` the same tenants with ops or backend calls > 0; `top` without a token
-#    over TCP is a usage error; a tierd without /v1/telemetry would be an API error (exit 4).
+#    and `top --once --json` the same tenants with ops or backend calls > 0; `top --count 2` prints
+#    two tables into a pipe, and on a pty (script(1)) redraws twice (ANSI home + clear) with every
+#    tenant; `top` without a token over TCP and `--interval 0` are usage errors.
 #  2 Prometheus (Debian's prometheus, started here on 127.0.0.1, scrape interval 1 s) scrapes
 #    tierd's TCP listener with the token from a credentials_file: the target becomes "up"
 #    (polled); a scrape config without the token leaves it "down" with 401 in lastError.
@@ -158,6 +159,17 @@ assert 0.2 < j["interval_s"] < 5, j["interval_s"]
 ' "$t" || fail "top --json: tenant $t: $JSON"
 done
 ok "tierctl top --once --json lists ${EXPECT[*]} with their activity"
+
+# live mode: into a pipe every table in turn; on a terminal (a pty from script(1)) redrawn in place
+OUT=$("$TIERCTL" -s "$SOCK" top --count 2 --interval 0.2) || fail "top --count 2 exited $?"
+[ "$(echo "$OUT" | grep -c '^TENANT ')" = 2 ] || fail "top --count 2 into a pipe: want 2 tables: $OUT"
+script -qec "$TIERCTL -s $SOCK top --count 2 --interval 0.2" /dev/null >"$T/tty.out" </dev/null ||
+  fail "top on a pty exited $?"
+[ "$(grep -o $'\033\[H\033\[2J' "$T/tty.out" | wc -l)" = 2 ] || fail "top on a pty: want 2 redraws: $(od -c "$T/tty.out" | head)"
+for t in "${EXPECT[@]}"; do
+  grep -q "^$t " "$T/tty.out" || fail "top on a pty has no row for tenant $t"
+done
+ok "tierctl top: a table per interval into a pipe, redrawn in place on a terminal"
 
 set +e
 env -u TIERD_TOKEN "$TIERCTL" --tcp "127.0.0.1:$PORT" top --once >/dev/null 2>"$T/err"
