@@ -181,7 +181,7 @@ set +e
 "$TIERCTL" -s "$SOCK" top --interval 0 >/dev/null 2>"$T/err"
 rc=$?
 set -e
-[ $rc -eq 2 ] && grep -q "interval wants seconds" "$T/err" || fail "top --interval 0: exit $rc, $(cat "$T/err")"
+{ [ $rc -eq 2 ] && grep -q "interval wants seconds" "$T/err"; } || fail "top --interval 0: exit $rc, $(cat "$T/err")"
 ok "tierctl top: usage errors"
 
 # ---- 2: Prometheus -------------------------------------------------------------------------
@@ -280,7 +280,7 @@ code=$(curl -s -o "$T/ui.html" -w '%{http_code}' "http://127.0.0.1:$PORT/ui")
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/v1/telemetry")
 [ "$code" = 401 ] || fail "GET /v1/telemetry without the token: HTTP $code, want 401"
 code=$(curl -s -o "$T/chart.js" -w '%{http_code}' "http://127.0.0.1:$PORT/ui/chart.js")
-[ "$code" = 200 ] && cmp -s "$T/chart.js" /usr/share/javascript/chart.js/chart.min.js ||
+{ [ "$code" = 200 ] && cmp -s "$T/chart.js" /usr/share/javascript/chart.js/chart.min.js; } ||
   fail "GET /ui/chart.js: HTTP $code, not Debian's chart.min.js"
 URL="http://127.0.0.1:$PORT/ui#token=$TOKEN"
 chrome() {
