@@ -1013,7 +1013,15 @@ static bool token_ok(const struct tierd *d, const char *h)
 
 bool api_route_public(const char *method, const char *url)
 {
-    return strcmp(method, "GET") == 0 && (strcmp(url, "/ui") == 0 || strncmp(url, "/ui/", 4) == 0);
+    /* exact names, not a prefix: "/ui/../v1/telemetry" is not public, whatever routes it */
+    static const char *const files[] = {"/ui", "/ui/", "/ui/dashboard.js", "/ui/dashboard.css",
+                                        "/ui/chart.js"};
+    if (strcmp(method, "GET") != 0)
+        return false;
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+        if (strcmp(url, files[i]) == 0)
+            return true;
+    return false;
 }
 
 bool api_route_mutates(const char *method, const char *url)

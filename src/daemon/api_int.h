@@ -56,8 +56,9 @@ void api_handle(struct tierd *d, const struct api_request *rq, struct api_reply 
 void api_reply_too_large(struct api_reply *out);
 void api_reply_fini(struct api_reply *r);
 
-/* Is METHOD url one of the dashboard's static files (GET /ui, GET /ui/...)? They carry no data and
- * are answered on TCP without the token (docs/API.md, Dashboard). */
+/* Is METHOD url one of the dashboard's static files (GET of /ui, /ui/, /ui/dashboard.js,
+ * /ui/dashboard.css, /ui/chart.js: exact names)? They carry no data and are answered on TCP
+ * without the token (docs/API.md, Dashboard). */
 bool api_route_public(const char *method, const char *url);
 
 /* Does METHOD url change state (everything but GET and POST /v1/wait)? Such requests on the Unix

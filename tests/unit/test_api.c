@@ -195,7 +195,10 @@ static void test_ui(void **state)
         {"GET /ui/dashboard.js\nX-Listener: tcp\n\n", 200, "text/javascript; charset=utf-8",
          "/v1/telemetry"},
         {"GET /ui/dashboard.css\nX-Listener: tcp\n\n", 200, "text/css; charset=utf-8", "table"},
-        {"GET /ui/nope.js\nX-Listener: tcp\n\n", 404, NULL, "no such dashboard file"},
+        {"GET /ui/nope.js\nX-Caller: reader\n\n", 404, NULL, "no such dashboard file"},
+        /* only the dashboard's own names are public, not everything that starts with /ui/ */
+        {"GET /ui/nope.js\nX-Listener: tcp\n\n", 401, NULL, "bearer token"},
+        {"GET /ui/../v1/telemetry\nX-Listener: tcp\n\n", 401, NULL, "bearer token"},
         /* the token is still needed for data, and for anything but GET under /ui */
         {"GET /v1/status\nX-Listener: tcp\n\n", 401, NULL, "bearer token"},
         {"POST /ui\nX-Listener: tcp\n\n", 401, NULL, "bearer token"},
