@@ -6,8 +6,9 @@
  * read-cache and a write-back namespace, names that are not UTF-8, a symlink out of the root).
  * Every answer must be a JSON object (json_loadb succeeds), an error must carry "error" and
  * "errno" strings, and the status must be one docs/API.md lists; the only answers of another
- * content type are a 200 of GET /metrics or of one of the dashboard's files, and never empty. The fixture lives for the whole
- * run (its state, pins and staging jobs, carries over from input to input, as in a daemon).
+ * content type are a 200 of GET /metrics or of one of the dashboard's files, and never empty. The
+ * fixture lives for the whole run (its state, pins and staging jobs, carries over from input to
+ * input, as in a daemon).
  */
 #include <stdint.h>
 #include <stdio.h>
