@@ -527,11 +527,12 @@ void sched_lane_leave(struct sched *s, struct sched_lane *l, const struct tier_i
     lane_done(s, l, class_of(io), bytes, result, service_ns, t_attempt_reported);
     t_attempt_reported = false;
     if (s->tele) {
-        /* the call's ioctx as class_of() sees it: the argument, else this thread's */
+        /* whose call: the argument, else this thread's declared class (as class_of()), else
+         * the ioctx the backend dispatcher made current (common/ioctx.h) */
         const struct tier_ioctx *cio = io ? io : sched_thread_io();
-        struct tier_ioctx rec = {.tenant = cio ? cio->tenant : TIER_TENANT_DEFAULT,
-                                 .cls = (enum tier_io_class)class_of(io)};
-        tele_sched_record(s->tele, &rec, t_lane_waited_ns, service_ns, result < 0 ? 0 : bytes,
+        if (!cio)
+            cio = tier_ioctx_current();
+        tele_sched_record(s->tele, cio, t_lane_waited_ns, service_ns, result < 0 ? 0 : bytes,
                           result < 0 ? (int)result : 0);
     }
 }
