@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tierctl.c - the command-line tool for a running tierd: status, stage, pin, unpin, evict, and
- * for write-back namespaces wait and checkpoints.
+ * tierctl.c - the command-line tool for a running tierd: status, stage, pin, unpin, evict, top
+ * (the model and table in top.c), and for write-back namespaces wait and checkpoints.
  *
  * It talks to tierd only over the control API (docs/API.md) through client.c, and links no
  * daemon code, so it works against any tierd that speaks the API. Exit codes (docs/TIERCTL.md):
@@ -24,6 +24,7 @@
 
 #include "cli/client.h"
 #include "cli/progress.h"
+#include "cli/top.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
 
@@ -66,6 +67,10 @@ static const char usage_text[] =
     "                                  backend (S3); exit 1 if --timeout passes first\n"
     "  checkpoints [PATH] [--json]     files of write-back namespaces (under PATH): state, size,\n"
     "                                  upload progress, age\n"
+    "  top [--interval SECONDS] [--sort ops|bytes] [--once] [--json] [--count N]\n"
+    "                                  live per-tenant view: ops/s, MB/s, hit % by tier,\n"
+    "                                  p50/p99 per class, scheduler queue wait; --once: one\n"
+    "                                  interval, one table; --json: one JSON object per interval\n"
     "\n"
     "PATH is a path in tierd's namespace (\"/datasets/x\") or a path under the mount point.\n"
     "\n"
@@ -753,6 +758,142 @@ static int cmd_checkpoints(struct ctl *ctl, int argc, char **argv)
     return EXIT_OK;
 }
 
+/* ---- top ----------------------------------------------------------------------------------- */
+
+/* One GET /v1/telemetry into *snap. EXIT_OK or the exit code (message printed). */
+static int fetch_snap(struct ctl *ctl, struct top_snap *snap)
+{
+    json_t *j = NULL;
+    int rc = call(ctl, "GET", "/v1/telemetry", NULL, &j, NULL);
+    if (rc != EXIT_OK)
+        return rc;
+    char err[256];
+    int prc = top_snap_parse(j, snap, err, sizeof(err));
+    json_decref(j);
+    if (prc) {
+        fprintf(stderr, "tierctl: %s\n", err);
+        return EXIT_API;
+    }
+    return EXIT_OK;
+}
+
+/* Sleep ms in short naps, so that Ctrl-C ends top within 50 ms. */
+static void nap_ms(long ms)
+{
+    uint64_t end = tier_now_mono_ns() + (uint64_t)ms * 1000000u;
+    while (!g_interrupted) {
+        uint64_t now = tier_now_mono_ns();
+        if (now >= end)
+            break;
+        uint64_t left_ms = (end - now) / 1000000u + 1;
+        sleep_ms(left_ms < 50 ? (long)left_ms : 50);
+    }
+}
+
+static int cmd_top(struct ctl *ctl, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"interval", required_argument, NULL, 'i'}, {"sort", required_argument, NULL, 's'},
+        {"once", no_argument, NULL, 'o'},           {"json", no_argument, NULL, 'j'},
+        {"count", required_argument, NULL, 'n'},    {0, 0, 0, 0}};
+    double interval = 1.0;
+    enum top_sort sort = TOP_SORT_OPS;
+    bool once = false, as_json = false;
+    uint64_t count = 0; /* 0: until interrupted */
+    int c;
+    optind = 0;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        char *end = NULL;
+        switch (c) {
+        case 'i':
+            interval = strtod(optarg, &end);
+            if (end == optarg || *end || !(interval >= 0.1 && interval <= 3600))
+                return usage_error("--interval wants seconds from 0.1 to 3600, not '%s'", optarg);
+            break;
+        case 's':
+            if (strcmp(optarg, "ops") == 0)
+                sort = TOP_SORT_OPS;
+            else if (strcmp(optarg, "bytes") == 0)
+                sort = TOP_SORT_BYTES;
+            else
+                return usage_error("--sort wants ops or bytes, not '%s'", optarg);
+            break;
+        case 'o':
+            once = true;
+            break;
+        case 'j':
+            as_json = true;
+            break;
+        case 'n':
+            if (tier_parse_u64(optarg, &count) != 0 || count == 0)
+                return usage_error("--count wants a number of intervals, not '%s'", optarg);
+            break;
+        default:
+            return usage_error("%s: unknown option", "top");
+        }
+    }
+    if (optind != argc)
+        return usage_error("top takes no arguments (see tierctl --help)");
+    if (once)
+        count = 1;
+    /* a terminal gets one table redrawn in place; a pipe or file gets every table in turn */
+    bool redraw = !as_json && isatty(STDOUT_FILENO);
+
+    struct top_snap prev, cur;
+    memset(&prev, 0, sizeof(prev));
+    memset(&cur, 0, sizeof(cur));
+    int rc = fetch_snap(ctl, &prev);
+    uint64_t t_prev = tier_now_mono_ns();
+    for (uint64_t shown = 0; rc == EXIT_OK && !g_interrupted && (!count || shown < count);
+         shown++) {
+        nap_ms((long)(interval * 1000));
+        if (g_interrupted)
+            break;
+        rc = fetch_snap(ctl, &cur);
+        if (rc != EXIT_OK)
+            break;
+        uint64_t t_cur = tier_now_mono_ns();
+        /* tierd's own clock, when it sent one: the interval between its two answers */
+        uint64_t span_ns =
+            cur.now_ns > prev.now_ns && prev.now_ns ? cur.now_ns - prev.now_ns : t_cur - t_prev;
+        struct top_view v;
+        if (top_view_build(&prev, &cur, (double)span_ns / 1e9, sort, &v) != 0) {
+            fprintf(stderr, "tierctl: out of memory\n");
+            rc = EXIT_FAILED;
+            break;
+        }
+        if (as_json) {
+            json_t *j = top_view_json(&v);
+            char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+            json_decref(j);
+            if (!text) {
+                top_view_fini(&v);
+                fprintf(stderr, "tierctl: out of memory\n");
+                rc = EXIT_FAILED;
+                break;
+            }
+            puts(text);
+            free(text);
+        } else {
+            if (redraw)
+                fputs("\033[H\033[2J", stdout); /* home, clear screen */
+            else if (shown > 0)
+                fputc('\n', stdout);
+            top_print_table(stdout, &v, sort);
+        }
+        fflush(stdout);
+        top_view_fini(&v);
+        top_snap_fini(&prev);
+        prev = cur;
+        memset(&cur, 0, sizeof(cur));
+        t_prev = t_cur;
+    }
+    top_snap_fini(&prev);
+    top_snap_fini(&cur);
+    /* Ctrl-C is how a live top ends: success */
+    return rc;
+}
+
 /* ---- main ---------------------------------------------------------------------------------- */
 
 /* The first line of FILE, without its newline, into buf. EXIT_OK or EXIT_USAGE (with a message). */
@@ -846,6 +987,8 @@ int main(int argc, char **argv)
         fn = cmd_wait;
     else if (strcmp(cmd, "checkpoints") == 0)
         fn = cmd_checkpoints;
+    else if (strcmp(cmd, "top") == 0)
+        fn = cmd_top;
     else if (strcmp(cmd, "help") == 0) {
         fputs(usage_text, stdout);
         return EXIT_OK;

@@ -78,6 +78,17 @@ static enum MHD_Result queue_reply(struct MHD_Connection *c, struct api_reply *r
     }
     MHD_add_response_header(resp, "Content-Type",
                             r->content_type ? r->content_type : "application/json");
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    if (r->content_type && strncmp(r->content_type, "text/html", 9) == 0) {
+        /* The dashboard: its own scripts only (no inline script, nothing from another origin),
+         * fetches back to tierd only, and never a Referer (the page's URL has the token in its
+         * fragment, which browsers do not send, but say so anyway). */
+        MHD_add_response_header(resp, "Content-Security-Policy",
+                                "default-src 'none'; script-src 'self'; connect-src 'self'; "
+                                "style-src 'self'; img-src 'self'; frame-ancestors 'none'");
+        MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+        MHD_add_response_header(resp, "Cache-Control", "no-store");
+    }
     enum MHD_Result ret = MHD_queue_response(c, r->status, resp);
     MHD_destroy_response(resp);
     return ret;

@@ -18,10 +18,13 @@
  * cannot be built (no memory), the fixed FALLBACK_BODY is sent.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -33,6 +36,7 @@
 #include "daemon/pinmeta.h"
 #include "daemon/stage.h"
 #include "daemon/tierd.h"
+#include "daemon/ui_assets.h"
 #include "qos/sched.h"
 #include "telemetry/telemetry.h"
 #include "tenant/tenant.h"
@@ -40,6 +44,9 @@
 
 /* Paths per POST /v1/stage: each is resolved (a backend stat) before the answer. */
 #define API_STAGE_PATHS_MAX 256
+
+/* Largest Chart.js file GET /ui/chart.js serves (Debian's chart.min.js 3.9 is 195 KiB). */
+#define UI_CHARTJS_MAX (8u << 20)
 
 /* Longest "error" text, in bytes (cut on a character boundary). */
 #define ERROR_MSG_MAX 512
@@ -1134,6 +1141,88 @@ out:
     return ret;
 }
 
+/* ---- dashboard (GET /ui) ----------------------------------------------------------------- */
+
+static void reply_static(struct api_reply *out, const unsigned char *data, size_t len,
+                         const char *type)
+{
+    out->status = 200;
+    out->body = (char *)(uintptr_t)data;
+    out->len = len;
+    out->is_static = true;
+    out->content_type = type;
+}
+
+/* Chart.js, read from [api] ui_chartjs at each request: the package may be installed, upgraded
+ * or removed while tierd runs, and the file is read only when someone opens the dashboard. */
+static unsigned do_ui_chartjs(struct tierd *d, struct api_reply *out)
+{
+    const char *path = d->cfg.api_ui_chartjs;
+    int fd = path ? open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY) : -1;
+    struct stat st;
+    int rc = 0;
+    if (fd < 0)
+        rc = -errno;
+    else if (fstat(fd, &st) != 0)
+        rc = -errno;
+    else if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > UI_CHARTJS_MAX)
+        rc = -EINVAL;
+    char *buf = NULL;
+    size_t got = 0;
+    if (rc == 0) {
+        buf = malloc((size_t)st.st_size + 1);
+        if (!buf)
+            rc = -ENOMEM;
+    }
+    while (rc == 0 && got < (size_t)st.st_size) {
+        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            rc = n < 0 ? -errno : -EIO; /* the file shrank while we read it */
+            break;
+        }
+        got += (size_t)n;
+    }
+    if (fd >= 0)
+        close(fd);
+    if (rc == -ENOMEM) {
+        free(buf);
+        return reply_error(out, rc, "out of memory reading %s", path);
+    }
+    if (rc) {
+        free(buf);
+        return reply_error_status(
+            out, 404, rc,
+            "the dashboard's charting library %s cannot be served (%s): install Debian's "
+            "libjs-chart.js (scripts/deps.sh) or point [api] ui_chartjs at a Chart.js 3 UMD "
+            "build (chart.min.js); the dashboard's table works without it",
+            path ? path : "(none)",
+            rc == -EINVAL ? "not a regular file of at most 8 MiB" : strerror(-rc));
+    }
+    out->status = 200;
+    out->body = buf;
+    out->len = got;
+    out->is_static = false;
+    out->content_type = "text/javascript; charset=utf-8";
+    return 200;
+}
+
+static void do_ui(struct tierd *d, const char *url, struct api_reply *out)
+{
+    if (strcmp(url, "/ui") == 0 || strcmp(url, "/ui/") == 0)
+        reply_static(out, tier_ui_html, tier_ui_html_len, "text/html; charset=utf-8");
+    else if (strcmp(url, "/ui/dashboard.js") == 0)
+        reply_static(out, tier_ui_js, tier_ui_js_len, "text/javascript; charset=utf-8");
+    else if (strcmp(url, "/ui/dashboard.css") == 0)
+        reply_static(out, tier_ui_css, tier_ui_css_len, "text/css; charset=utf-8");
+    else if (strcmp(url, "/ui/chart.js") == 0)
+        do_ui_chartjs(d, out);
+    else
+        reply_error(out, -ENOENT,
+                    "no such dashboard file: %s (the dashboard is GET /ui; see docs/API.md)", url);
+}
+
 /* ---- admission and routing ------------------------------------------------------------- */
 
 static bool token_ok(const struct tierd *d, const char *h)
@@ -1150,6 +1239,19 @@ static bool token_ok(const struct tierd *d, const char *h)
     return diff == 0;
 }
 
+bool api_route_public(const char *method, const char *url)
+{
+    /* exact names, not a prefix: "/ui/../v1/telemetry" is not public, whatever routes it */
+    static const char *const files[] = {"/ui", "/ui/", "/ui/dashboard.js", "/ui/dashboard.css",
+                                        "/ui/chart.js"};
+    if (strcmp(method, "GET") != 0)
+        return false;
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+        if (strcmp(url, files[i]) == 0)
+            return true;
+    return false;
+}
+
 bool api_route_mutates(const char *method, const char *url)
 {
     if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
@@ -1160,7 +1262,10 @@ bool api_route_mutates(const char *method, const char *url)
 
 int api_admit(struct tierd *d, const struct api_head *h, struct api_reply *out)
 {
-    if (h->tcp && !token_ok(d, h->authorization)) {
+    /* The dashboard's files are the same static bytes for everyone and hold no data (every
+     * figure the page shows comes from /v1/telemetry, which needs the token); a browser cannot
+     * send a header when it navigates to a page, and the token must not go into a URL. */
+    if (h->tcp && !token_ok(d, h->authorization) && !api_route_public(h->method, h->url)) {
         reply_error_status(out, 401, -EACCES,
                            "missing or wrong bearer token (send Authorization: Bearer <[api] "
                            "token>)");
@@ -1217,6 +1322,8 @@ void api_handle(struct tierd *d, const struct api_request *rq, struct api_reply 
         do_tenants_get(d, out);
     else if (post && strcmp(url, "/v1/tenants") == 0)
         do_tenants_post(d, rq, out);
+    else if (get && (strcmp(url, "/ui") == 0 || strncmp(url, "/ui/", 4) == 0))
+        do_ui(d, url, out);
     else
         reply_error(out, -ENOENT, "no such endpoint: %s %s (see docs/API.md)", method, url);
 }

@@ -8,8 +8,8 @@
  * line and headers have arrived (token, caller's rights, declared body size: a refusal is answered
  * before any body byte is read), then api_handle() with the whole body. Both fill a struct
  * api_reply whose body is a JSON object (a fixed text when even that cannot be built), so no
- * request ends in an empty reply; the one exception is GET /metrics, whose body is Prometheus
- * text (content_type says so).
+ * request ends in an empty reply; the exceptions are GET /metrics (Prometheus text) and the
+ * dashboard's files (GET /ui, /ui/...), whose content_type says what they are.
  */
 #ifndef TIER_DAEMON_API_INT_H
 #define TIER_DAEMON_API_INT_H
@@ -42,9 +42,9 @@ struct api_request {
 
 struct api_reply {
     unsigned status;
-    char *body; /* JSON text; malloc'd unless is_static */
+    char *body; /* JSON text (or content_type); malloc'd unless is_static */
     size_t len;
-    bool is_static;           /* body is the fixed fallback text, not to be freed */
+    bool is_static;           /* body is a fixed text (fallback, embedded file), not to be freed */
     const char *content_type; /* static string; NULL: application/json */
 };
 
@@ -55,6 +55,11 @@ void api_handle(struct tierd *d, const struct api_request *rq, struct api_reply 
 /* The answer for a body that grew past API_BODY_MAX while being read (chunked uploads). */
 void api_reply_too_large(struct api_reply *out);
 void api_reply_fini(struct api_reply *r);
+
+/* Is METHOD url one of the dashboard's static files (GET of /ui, /ui/, /ui/dashboard.js,
+ * /ui/dashboard.css, /ui/chart.js: exact names)? They carry no data and are answered on TCP
+ * without the token (docs/API.md, Dashboard). */
+bool api_route_public(const char *method, const char *url);
 
 /* Does METHOD url change state (everything but GET and POST /v1/wait)? Such requests on the Unix
  * socket need a caller with admin rights. */

@@ -419,6 +419,7 @@ static const struct keydef api_keys[] = {
     {"max_connections_per_ip", V_INT, CFG(api_max_connections_per_ip), 1, 100000, false, 0},
     {"max_wait", V_DUR, CFG(api_max_wait_ms), 1000, 86400000, false, 0},
     {"max_stage_jobs", V_INT, CFG(api_max_stage_jobs), 1, 4096, false, 0},
+    {"ui_chartjs", V_STR, CFG(api_ui_chartjs), 0, 0, false, 0},
     {NULL, 0, 0, 0, 0, false, 0},
 };
 
@@ -1433,6 +1434,8 @@ static void finish_defaults(struct parser *p)
         c->log_level = own_str(p, "info");
     if (!c->api_socket)
         c->api_socket = own_str(p, "/run/tierd/api.sock");
+    if (!c->api_ui_chartjs)
+        c->api_ui_chartjs = own_str(p, "/usr/share/javascript/chart.js/chart.min.js");
     c->cache.disk_dir = c->cache_disk_dir;
     for (size_t n = 0; n < c->nnamespaces; n++)
         if (!p->ns_durability_line[n])

@@ -98,6 +98,7 @@ struct tierd_config {
     int api_max_connections_per_ip;   /* TCP listener; default 16 */
     uint64_t api_max_wait_ms;         /* longest POST /v1/wait; default 300 s */
     int api_max_stage_jobs;           /* running staging jobs before 429; default 16 */
+    char *api_ui_chartjs; /* Chart.js for GET /ui/chart.js; default Debian's libjs-chart.js */
     /* [daemon] */
     char *log_level;
     uint64_t backend_timeout_ms; /* bound on one backend call incl. retries; default 10000 */

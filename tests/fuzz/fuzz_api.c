@@ -5,8 +5,10 @@
  * a blank line, the body), run through api_admit() and api_handle() over a POSIX fixture (a
  * read-cache and a write-back namespace, names that are not UTF-8, a symlink out of the root).
  * Every answer must be a JSON object (json_loadb succeeds), an error must carry "error" and
- * "errno" strings, and the status must be one docs/API.md lists. The fixture lives for the whole
- * run (its state, pins and staging jobs, carries over from input to input, as in a daemon).
+ * "errno" strings, and the status must be one docs/API.md lists; the only answers of another
+ * content type are a 200 of GET /metrics or of one of the dashboard's files, and never empty. The
+ * fixture lives for the whole run (its state, pins and staging jobs, carries over from input to
+ * input, as in a daemon).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -50,6 +52,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     struct api_reply r;
     api_fixture_request(&fx, (const char *)data, size, &r);
+    if (r.content_type) {
+        static const char *const types[] = {
+            "text/plain; version=0.0.4; charset=utf-8", "text/html; charset=utf-8",
+            "text/javascript; charset=utf-8", "text/css; charset=utf-8"};
+        bool known = false;
+        for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+            known = known || strcmp(r.content_type, types[i]) == 0;
+        if (!known || r.status != 200 || r.len == 0) {
+            fprintf(stderr, "fuzz_api: status %u, content type %s, %zu bytes\n", r.status,
+                    r.content_type, r.len);
+            abort();
+        }
+        api_reply_fini(&r);
+        return 0;
+    }
     json_error_t je;
     json_t *j = r.body ? json_loadb(r.body, r.len, 0, &je) : NULL;
     if (!j || !json_is_object(j)) {

@@ -5,7 +5,8 @@
  * finding 8), 403 for a backend's permission refusal (18) and for a caller without admin rights
  * (12), the caps on stage paths and pin rules (13), the telemetry endpoints (/metrics with its
  * content type and the TCP token, /v1/telemetry, /v1/health ready and degraded by an open
- * breaker). Each answer but /metrics must be a JSON object.
+ * breaker), the dashboard's files (test_ui). Each answer but /metrics and the dashboard's files
+ * must be a JSON object.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <jansson.h>
@@ -173,6 +175,82 @@ static void test_caps(void **state)
         snprintf(body, sizeof(body), "POST /v1/unpin\n\n{\"path\": \"/ns/many/f%04d\"}", i);
         json_decref(req(body, 200));
     }
+}
+
+/* The dashboard: its static files are answered on TCP without the token (they hold no data), with
+ * their content type; everything else on TCP still needs it; Chart.js is read from [api]
+ * ui_chartjs at each request, and a missing file is a 404 that names it and the package. */
+static void test_ui(void **state)
+{
+    (void)state;
+    struct api_reply r;
+    static const struct {
+        const char *raw;
+        unsigned status;
+        const char *type; /* NULL: JSON */
+        const char *contains;
+    } cases[] = {
+        {"GET /ui\nX-Listener: tcp\n\n", 200, "text/html; charset=utf-8", "id=\"tenants\""},
+        {"GET /ui/\nX-Listener: tcp\n\n", 200, "text/html; charset=utf-8", "/ui/dashboard.js"},
+        {"GET /ui/dashboard.js\nX-Listener: tcp\n\n", 200, "text/javascript; charset=utf-8",
+         "/v1/telemetry"},
+        {"GET /ui/dashboard.css\nX-Listener: tcp\n\n", 200, "text/css; charset=utf-8", "table"},
+        {"GET /ui/nope.js\nX-Caller: reader\n\n", 404, NULL, "no such dashboard file"},
+        /* only the dashboard's own names are public, not everything that starts with /ui/ */
+        {"GET /ui/nope.js\nX-Listener: tcp\n\n", 401, NULL, "bearer token"},
+        {"GET /ui/../v1/telemetry\nX-Listener: tcp\n\n", 401, NULL, "bearer token"},
+        /* the token is still needed for data, and for anything but GET under /ui */
+        {"GET /v1/status\nX-Listener: tcp\n\n", 401, NULL, "bearer token"},
+        {"POST /ui\nX-Listener: tcp\n\n", 401, NULL, "bearer token"},
+        {"GET /uix\nX-Listener: tcp\n\n", 401, NULL, "bearer token"},
+        /* the page needs no rights on the Unix socket either */
+        {"GET /ui\nX-Caller: reader\n\n", 200, "text/html; charset=utf-8", "<table"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        api_fixture_request(&fx, cases[i].raw, strlen(cases[i].raw), &r);
+        if (r.status != cases[i].status || !r.body || !strstr(r.body, cases[i].contains))
+            fail_msg("%s: status %u (want %u), answer %.200s", cases[i].raw, r.status,
+                     cases[i].status, r.body ? r.body : "(none)");
+        if (cases[i].type)
+            assert_string_equal(r.content_type, cases[i].type);
+        else
+            assert_null(r.content_type);
+        assert_int_equal(r.len, strlen(r.body));
+        api_reply_fini(&r);
+    }
+
+    char *saved = fx.d.cfg.api_ui_chartjs;
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/chart.min.js", fx.dir);
+    fx.d.cfg.api_ui_chartjs = path;
+    const char *raw = "GET /ui/chart.js\nX-Listener: tcp\n\n";
+    api_fixture_request(&fx, raw, strlen(raw), &r);
+    assert_int_equal(r.status, 404);
+    assert_null(r.content_type);
+    assert_non_null(strstr(r.body, path));
+    assert_non_null(strstr(r.body, "libjs-chart.js"));
+    api_reply_fini(&r);
+
+    static const char js[] = "/* a Chart.js stand-in */ window.Chart = function () {};\n";
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fwrite(js, 1, sizeof(js) - 1, f), sizeof(js) - 1);
+    assert_int_equal(fclose(f), 0);
+    api_fixture_request(&fx, raw, strlen(raw), &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.content_type, "text/javascript; charset=utf-8");
+    assert_int_equal(r.len, sizeof(js) - 1);
+    assert_memory_equal(r.body, js, r.len);
+    api_reply_fini(&r);
+
+    /* a directory is not a script */
+    fx.d.cfg.api_ui_chartjs = fx.dir;
+    api_fixture_request(&fx, raw, strlen(raw), &r);
+    assert_int_equal(r.status, 404);
+    assert_non_null(strstr(r.body, "not a regular file"));
+    api_reply_fini(&r);
+    fx.d.cfg.api_ui_chartjs = saved;
+    unlink(path);
 }
 
 /* GET /metrics (raw text): status and body; the body is malloc'd (free). */
@@ -436,6 +514,7 @@ int main(void)
         cmocka_unit_test(test_backend_permission_is_403),
         cmocka_unit_test(test_reader),
         cmocka_unit_test(test_caps),
+        cmocka_unit_test(test_ui),
         cmocka_unit_test(test_telemetry_endpoints),
         cmocka_unit_test(test_tenants),
     };
