@@ -12,6 +12,17 @@
 
 static _Thread_local struct tier_ioctx t_io;
 static _Thread_local bool t_set;
+static _Thread_local uint64_t t_calls;
+
+uint64_t tier_backend_calls(void)
+{
+    return t_calls;
+}
+
+void tier_backend_call_note(void)
+{
+    t_calls++;
+}
 
 int tier_io_class_parse(const char *name, enum tier_io_class *out)
 {

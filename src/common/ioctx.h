@@ -66,4 +66,9 @@ struct tier_ioctx_saved {
 struct tier_ioctx_saved tier_ioctx_swap(const struct tier_ioctx *io);
 void tier_ioctx_restore(struct tier_ioctx_saved saved);
 
+/* Backend calls this thread has made (every dispatcher of tiers/backend.h counts one): a FUSE op
+ * that sees it grow knows a backend served it (telemetry's tier). */
+uint64_t tier_backend_calls(void);
+void tier_backend_call_note(void);
+
 #endif

@@ -50,6 +50,7 @@
 #include <sys/stat.h>
 
 #include "daemon/tierd.h"
+#include "telemetry/telemetry.h"
 #include "tiers/backend.h"
 
 /* Owner and mode bits every file and directory of a namespace is shown with. */
@@ -165,6 +166,18 @@ struct tierd_fuse {
  * file handle at open instead: the kernel's readahead and write-back arrive without the pid of
  * the process they are for. */
 struct tier_ioctx tfs_req_io(struct tierd_fuse *fs, fuse_req_t req);
+
+/* Telemetry of one FUSE request (telemetry/telemetry.h): tfs_op_start() when it begins,
+ * tfs_op_done() just before its reply (once the kernel has the reply, release may free the
+ * handle that holds io). tier < 0: "backend" when this thread made a backend call since the
+ * start, else "ram". */
+struct tfs_opstat {
+    uint64_t t0;
+    uint64_t calls0;
+};
+struct tfs_opstat tfs_op_start(void);
+void tfs_op_done(struct tierd_fuse *fs, const struct tier_ioctx *io, enum tele_op op, int tier,
+                 struct tfs_opstat st, uint64_t bytes, int err);
 
 /* ---- open handles (fuse_session.c) ---- */
 void tfs_handle_track(struct tierd_fuse *fs, struct tfs_hbase *h, uint32_t kind);

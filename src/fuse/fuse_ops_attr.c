@@ -314,6 +314,8 @@ int tfs_resolve_child(struct tierd_fuse *fs, const struct tier_ioctx *io, struct
 void tfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct tierd_fuse *fs = fuse_req_userdata(req);
+    struct tfs_opstat os = tfs_op_start();
+    struct tier_ioctx io = tfs_req_io(fs, req);
     struct tfs_node *p = tfs_node_get(fs, parent);
     char *path = NULL;
     struct tfs_node *n = NULL;
@@ -326,7 +328,6 @@ void tfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     rc = tfs_path_join(p->path, name, &path);
     if (rc)
         goto fail;
-    struct tier_ioctx io = tfs_req_io(fs, req);
     rc = tfs_resolve_child(fs, &io, p, path, name, &a);
     if (rc == -ENOENT) {
         /* negative entry, cached by the kernel for entry_ttl */
@@ -334,6 +335,7 @@ void tfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         memset(&e, 0, sizeof(e));
         e.ino = 0;
         e.entry_timeout = fs->entry_ttl_s;
+        tfs_op_done(fs, &io, TELE_OP_LOOKUP, -1, os, 0, 0);
         fuse_reply_entry(req, &e);
         goto out;
     }
@@ -358,10 +360,12 @@ void tfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         tfs_node_set_attr(fs, n, &a);
     struct fuse_entry_param e;
     tfs_fill_entry(fs, n->ino, &a, &e);
+    tfs_op_done(fs, &io, TELE_OP_LOOKUP, -1, os, 0, 0);
     if (fuse_reply_entry(req, &e) != 0)
         tfs_node_forget(fs, n->ino, 1); /* the kernel did not get it */
     goto out;
 fail:
+    tfs_op_done(fs, &io, TELE_OP_LOOKUP, -1, os, 0, rc);
     fuse_reply_err(req, tfs_errno(rc));
 out:
     tfs_node_put(fs, n);
@@ -379,8 +383,10 @@ void tfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         return;
     }
     struct tfs_attr a;
+    struct tfs_opstat os = tfs_op_start();
     struct tier_ioctx io = tfs_req_io(fs, req);
     int rc = tfs_node_attr(fs, &io, n, &a);
+    tfs_op_done(fs, &io, TELE_OP_LOOKUP, -1, os, 0, rc);
     if (rc) {
         fuse_reply_err(req, tfs_errno(rc));
     } else {

@@ -382,6 +382,7 @@ void tfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         return;
     }
     struct tfs_attr a;
+    struct tfs_opstat os = tfs_op_start();
     struct tier_ioctx io = tfs_req_io(fs, req);
     int rc = tfs_node_attr(fs, &io, n, &a);
     if (rc == 0 && !a.is_dir)
@@ -394,6 +395,7 @@ void tfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         tfs_listing_unref(l);
         rc = -ENOMEM;
     }
+    tfs_op_done(fs, &io, TELE_OP_READDIR, -1, os, 0, rc);
     if (rc) {
         fuse_reply_err(req, tfs_errno(rc));
     } else {

@@ -23,6 +23,12 @@
 #include "common/timeutil.h"
 #include "fuse/fuse_int.h"
 
+/* A read's cache_served is its telemetry tier. */
+_Static_assert((int)CACHE_SERVED_RAM == (int)TELE_TIER_RAM &&
+                   (int)CACHE_SERVED_DISK == (int)TELE_TIER_DISK &&
+                   (int)CACHE_SERVED_BACKEND == (int)TELE_TIER_BACKEND,
+               "cache_served and tele_tier must name the tiers in the same order");
+
 struct tfs_file {
     struct tfs_hbase hb; /* TFS_H_READ (fuse_int.h) */
     struct backend *be;
@@ -70,6 +76,7 @@ void tfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     char *key = NULL;
     bool is_root = false;
     struct tfs_attr a;
+    struct tfs_opstat os = tfs_op_start();
     struct tier_ioctx io = tfs_req_io(fs, req);
     int rc = tfs_node_attr(fs, &io, n, &a);
     if (rc)
@@ -110,6 +117,7 @@ void tfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fi->direct_io = 0;
     fi->fh = (uint64_t)(uintptr_t)h;
     tfs_handle_track(fs, &h->hb, TFS_H_READ);
+    tfs_op_done(fs, &io, TELE_OP_OPEN, -1, os, 0, 0);
     if (fuse_reply_open(req, fi) != 0)
         file_free(fs, h);
     tfs_node_put(fs, n);
@@ -120,6 +128,7 @@ fail:
         free(h);
     }
     free(key);
+    tfs_op_done(fs, &io, TELE_OP_OPEN, -1, os, 0, rc);
     fuse_reply_err(req, tfs_errno(rc));
     tfs_node_put(fs, n);
 }
@@ -183,7 +192,12 @@ void tfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct 
     }
     struct cache_obj obj = {
         .be = h->be, .key = h->key, .etag = h->etag, .size_bytes = h->size_bytes};
-    ssize_t n = cache_read(fs->d->cache, &h->io, &obj, (uint64_t)off, buf, size);
+    struct tfs_opstat os = tfs_op_start();
+    enum cache_served served = CACHE_SERVED_RAM;
+    ssize_t n = cache_read_served(fs->d->cache, &h->io, &obj, (uint64_t)off, buf, size, &served);
+    /* cache_served and tele_tier name the same tiers in the same order */
+    tfs_op_done(fs, &h->io, TELE_OP_READ, (int)served, os, n > 0 ? (uint64_t)n : 0,
+                n < 0 ? (int)n : 0);
     if (n < 0) {
         if (n == -ESTALE) {
             pthread_mutex_lock(&h->mu);

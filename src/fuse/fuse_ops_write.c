@@ -657,6 +657,7 @@ static void w_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     bool is_root = false;
     struct tfs_whandle *h = NULL;
     struct tfs_attr a;
+    struct tfs_opstat os = tfs_op_start();
     struct tier_ioctx io = tfs_req_io(fs, req);
     int rc = tfs_node_attr(fs, &io, n, &a);
     if (rc == 0 && a.is_dir)
@@ -683,6 +684,7 @@ static void w_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fi->keep_cache = 0;
     fi->direct_io = 0;
     fi->fh = (uint64_t)(uintptr_t)h;
+    tfs_op_done(fs, &io, TELE_OP_OPEN, -1, os, 0, 0);
     if (fuse_reply_open(req, fi) != 0) {
         if (h->w)
             wstate_detach(fs, h->n, h->w, "open");
@@ -697,6 +699,7 @@ fail:
     }
     free(key);
     tfs_node_put(fs, n);
+    tfs_op_done(fs, &io, TELE_OP_OPEN, -1, os, 0, rc);
     fuse_reply_err(req, tfs_errno(rc));
 }
 
@@ -705,6 +708,7 @@ static void w_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 {
     (void)mode;
     struct tierd_fuse *fs = fuse_req_userdata(req);
+    struct tfs_opstat os = tfs_op_start();
     struct tier_ioctx io = tfs_req_io(fs, req);
     struct tfs_node *p = tfs_node_get(fs, parent);
     struct tfs_node *n = NULL;
@@ -757,6 +761,7 @@ static void w_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     fi->keep_cache = 0;
     fi->direct_io = 0;
     fi->fh = (uint64_t)(uintptr_t)h;
+    tfs_op_done(fs, &io, TELE_OP_OPEN, -1, os, 0, 0);
     if (fuse_reply_create(req, &e, fi) != 0) {
         wstate_detach(fs, n, h->w, "create");
         tfs_node_forget(fs, n->ino, 1);
@@ -766,6 +771,7 @@ static void w_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     free(path);
     return;
 fail:
+    tfs_op_done(fs, &io, TELE_OP_OPEN, -1, os, 0, rc);
     fuse_reply_err(req, tfs_errno(rc));
     tfs_node_put(fs, p);
     free(path);
@@ -791,6 +797,8 @@ static void w_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         return;
     }
     ssize_t n = -ENOENT;
+    struct tfs_opstat os = tfs_op_start();
+    int tier = TELE_TIER_DISK; /* the spool, unless the cache serves it below */
     if (h->w) {
         pthread_mutex_lock(&h->w->mu);
         if (h->w->wf)
@@ -824,11 +832,17 @@ static void w_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                 (uint64_t)off + size > h->be_size ? (size_t)(h->be_size - (uint64_t)off) : size;
             struct cache_obj obj = {
                 .be = h->ns->be, .key = h->key, .etag = h->etag, .size_bytes = h->be_size};
-            n = fs->d->cache ? cache_read(fs->d->cache, &h->io, &obj, (uint64_t)off, buf, len)
+            enum cache_served served = CACHE_SERVED_BACKEND;
+            n = fs->d->cache ? cache_read_served(fs->d->cache, &h->io, &obj, (uint64_t)off, buf,
+                                                 len, &served)
                              : backend_read(h->ns->be, &h->io, h->key, (uint64_t)off, buf, len,
                                             h->etag, NULL);
+            tier = (int)served;
         }
+        if (tier_backend_calls() != os.calls0)
+            tier = TELE_TIER_BACKEND;
     }
+    tfs_op_done(fs, &h->io, TELE_OP_READ, tier, os, n > 0 ? (uint64_t)n : 0, n < 0 ? (int)n : 0);
     if (n < 0) {
         log_warn("fuse: read of %s at %lld failed: %s", h->n->path, (long long)off,
                  strerror((int)-n));
@@ -849,6 +863,7 @@ static void w_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size
         return;
     }
     struct tfs_whandle *h = (struct tfs_whandle *)(uintptr_t)fi->fh;
+    struct tfs_opstat os = tfs_op_start();
     pthread_mutex_lock(&h->w->mu);
     ssize_t n = ensure_gen(fs, h);
     if (n == 0)
@@ -858,6 +873,11 @@ static void w_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size
     if (n >= 0)
         h->dirty = true;
     pthread_mutex_unlock(&h->w->mu);
+    /* into the spool (the node's disk); a first write that copied the old content from the
+     * backend counts as served by the backend */
+    tfs_op_done(fs, &h->io, TELE_OP_WRITE,
+                tier_backend_calls() != os.calls0 ? TELE_TIER_BACKEND : TELE_TIER_DISK, os,
+                n > 0 ? (uint64_t)n : 0, n < 0 ? (int)n : 0);
     if (n < 0)
         fuse_reply_err(req, tfs_errno((int)n));
     else
@@ -870,6 +890,7 @@ static void w_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_fi
     int rc = 0;
     if (is_wb_handle(fi)) {
         struct tfs_whandle *h = (struct tfs_whandle *)(uintptr_t)fi->fh;
+        struct tfs_opstat os = tfs_op_start();
         if (h->w) {
             pthread_mutex_lock(&h->w->mu);
             rc = h->w->err;
@@ -880,6 +901,7 @@ static void w_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_fi
             }
             pthread_mutex_unlock(&h->w->mu);
         }
+        tfs_op_done(fuse_req_userdata(req), &h->io, TELE_OP_FSYNC, TELE_TIER_DISK, os, 0, rc);
     }
     fuse_reply_err(req, rc ? tfs_errno(rc) : 0);
 }

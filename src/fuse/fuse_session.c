@@ -27,6 +27,7 @@
 #include "common/strutil.h"
 #include "common/timeutil.h"
 #include "fuse/fuse_int.h"
+#include "tenant/tenant.h"
 #include "writeback/wb.h"
 #include "fuse/tierfs.h"
 
@@ -478,7 +479,24 @@ void tierfs_free(struct tierd_fuse *fs)
 
 struct tier_ioctx tfs_req_io(struct tierd_fuse *fs, fuse_req_t req)
 {
-    (void)fs;
-    (void)req;
-    return TIER_IOCTX_DEFAULT;
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    if (!fs->d->tenants || !ctx)
+        return TIER_IOCTX_DEFAULT;
+    return tenant_resolve(fs->d->tenants, ctx->pid, ctx->uid, ctx->gid);
+}
+
+struct tfs_opstat tfs_op_start(void)
+{
+    return (struct tfs_opstat){.t0 = tier_now_mono_ns(), .calls0 = tier_backend_calls()};
+}
+
+void tfs_op_done(struct tierd_fuse *fs, const struct tier_ioctx *io, enum tele_op op, int tier,
+                 struct tfs_opstat st, uint64_t bytes, int err)
+{
+    if (!fs->d->tele)
+        return;
+    if (tier < 0)
+        tier = tier_backend_calls() != st.calls0 ? TELE_TIER_BACKEND : TELE_TIER_RAM;
+    tele_op_record(fs->d->tele, io, op, (enum tele_tier)tier, tier_now_mono_ns() - st.t0, bytes,
+                   err);
 }

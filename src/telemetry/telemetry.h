@@ -47,7 +47,7 @@ enum tele_op {
     TELE_OP_OPEN = 2,    /* open and create */
     TELE_OP_LOOKUP = 3,  /* lookup and getattr */
     TELE_OP_READDIR = 4, /* opendir + readdir */
-    TELE_OP_FSYNC = 5,   /* fsync, flush and release that wait for durability */
+    TELE_OP_FSYNC = 5,   /* fsync of a write-back file (the spool flush) */
     TELE_NOPS = 6,
 };
 

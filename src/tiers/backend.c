@@ -114,6 +114,7 @@ static int check_prefix(const char *prefix)
  * (the scheduler's, qos/sched_backend.c) sees whose call it is; NULL leaves the caller's. */
 static struct tier_ioctx_saved io_enter(const struct tier_ioctx *io)
 {
+    tier_backend_call_note();
     if (io)
         return tier_ioctx_swap(io);
     return (struct tier_ioctx_saved){0};
