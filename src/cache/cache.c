@@ -132,8 +132,16 @@ struct fetch_slots {
     struct fetch_slots *next;
     const struct backend *be;
     int active, waiting;
+    /* Waiters by class: a freed slot goes to the most urgent class waiting (inference first,
+     * as the scheduler's lanes grant), except that a class passed over FETCH_STARVE_LIMIT
+     * times goes next, so background staging is slowed, never stopped. */
+    int waiting_cls[TIER_IO_NCLASSES];
+    int passed_cls[TIER_IO_NCLASSES];
     pthread_cond_t cv; /* a slot freed */
 };
+
+/* Grants a waiting class may be passed over by more urgent ones (as sched's starve_limit). */
+#define FETCH_STARVE_LIMIT 64
 
 struct cache {
     struct cache_config cfg;
@@ -633,7 +641,19 @@ static uint32_t block_len(const struct cache *c, const struct cache_obj *obj, ui
  * behind its scheduler lane, inside backend_read) hold no buffer, and fetch memory is at most
  * max_fetches blocks per backend. Per backend, so a hung one never holds back the misses of
  * another. Single-flight waiters never get here. NULL: no memory. */
-static struct fetch_slots *fetch_slot_take(struct cache *c, const struct backend *be)
+static bool slot_mine(const struct cache *c, const struct fetch_slots *fs, int cls)
+{
+    if (fs->active >= (int)c->cfg.max_fetches)
+        return false;
+    if (fs->passed_cls[cls] >= FETCH_STARVE_LIMIT)
+        return true;
+    for (int k = 0; k < cls; k++)
+        if (fs->waiting_cls[k] > 0)
+            return false;
+    return true;
+}
+
+static struct fetch_slots *fetch_slot_take(struct cache *c, const struct backend *be, int cls)
 {
     pthread_mutex_lock(&c->fetch_mu);
     struct fetch_slots *fs = c->fetch_slots;
@@ -650,13 +670,19 @@ static struct fetch_slots *fetch_slot_take(struct cache *c, const struct backend
         fs->next = c->fetch_slots;
         c->fetch_slots = fs;
     }
-    if (fs->active >= c->cfg.max_fetches) {
+    if (!slot_mine(c, fs, cls)) {
         c->fetch_slot_waits++;
         fs->waiting++;
-        while (fs->active >= c->cfg.max_fetches)
+        fs->waiting_cls[cls]++;
+        while (!slot_mine(c, fs, cls))
             pthread_cond_wait(&fs->cv, &c->fetch_mu);
+        fs->waiting_cls[cls]--;
         fs->waiting--;
     }
+    fs->passed_cls[cls] = 0;
+    for (int k = cls + 1; k < TIER_IO_NCLASSES; k++)
+        if (fs->waiting_cls[k] > 0)
+            fs->passed_cls[k]++;
     fs->active++;
     if (++c->fetch_bufs_now > c->fetch_bufs_peak)
         c->fetch_bufs_peak = c->fetch_bufs_now;
@@ -671,7 +697,7 @@ static void fetch_slot_give(struct cache *c, struct fetch_slots *fs)
     fs->active--;
     c->fetch_bufs_now--;
     if (fs->waiting) {
-        pthread_cond_signal(&fs->cv);
+        pthread_cond_broadcast(&fs->cv); /* the most urgent class takes it: see slot_mine */
     } else if (!fs->active) {
         struct fetch_slots **pp = &c->fetch_slots;
         while (*pp != fs)
@@ -694,7 +720,8 @@ static int backend_fetch(struct cache *c, const struct tier_ioctx *io, const str
 
     /* The buffer is allocated only with a fetch slot (fetch_slot_take): fetches waiting for one
      * hold no block buffer. */
-    struct fetch_slots *fs = fetch_slot_take(c, obj->be);
+    int cls = (unsigned)dio.cls < TIER_IO_NCLASSES ? (int)dio.cls : TIER_IO_BACKGROUND;
+    struct fetch_slots *fs = fetch_slot_take(c, obj->be, cls);
     if (hook.before)
         hook.before(hook.ud, &dio, obj, index, len);
     struct cdata *d = fs ? cdata_new(len) : NULL;

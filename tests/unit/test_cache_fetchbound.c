@@ -138,11 +138,91 @@ static void test_max_fetches_range(void **state)
     cache_close(c);
 }
 
+/* ---- a freed fetch slot goes to the most urgent class (second review of issue 10) --------------
+ * One slot; a background fetch holds it at the gate, three more background misses wait for it,
+ * then an inference miss: once the gate opens, the inference fetch gets the slot next, before
+ * the background ones queued earlier. The fetch hook's `before` runs once a fetch holds its
+ * slot, so its call order is the order of the grants. */
+
+#define NBG 3
+
+static pthread_mutex_t order_mu = PTHREAD_MUTEX_INITIALIZER;
+static char order[NBG + 2];
+static int norder;
+
+static void grant_hook(void *ud, const struct tier_ioctx *io, const struct cache_obj *obj,
+                       uint64_t index, size_t bytes)
+{
+    (void)ud, (void)obj, (void)index, (void)bytes;
+    pthread_mutex_lock(&order_mu);
+    if (norder < (int)sizeof(order))
+        order[norder++] = io->cls == TIER_IO_INFERENCE ? 'I' : 'b';
+    pthread_mutex_unlock(&order_mu);
+}
+
+struct cls_reader {
+    struct cache *c;
+    struct backend *be;
+    const char *key;
+    struct tier_ioctx io;
+    ssize_t rc;
+};
+
+static void *cls_reader_main(void *arg)
+{
+    struct cls_reader *r = arg;
+    char *buf = malloc(BS);
+    struct cache_obj o = {.be = r->be, .key = r->key, .etag = "e1", .size_bytes = BS};
+    r->rc = cache_read(r->c, &r->io, &o, 0, buf, BS);
+    free(buf);
+    return NULL;
+}
+
+static void test_slot_goes_to_inference_first(void **state)
+{
+    (void)state;
+    struct backend *be = fakebe_mem_new("be");
+    static const char *const keys[NBG + 2] = {"hold", "bg0", "bg1", "bg2", "inf"};
+    for (int i = 0; i < NBG + 2; i++)
+        fakebe_add(be, keys[i], BS, "e1");
+    fakebe_gate_close(be, FAKEBE_READ, "hold");
+    struct cache_config cfg = {.block_size = BS, .ram_bytes = 4u << 20, .max_fetches = 1};
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    struct cache_fetch_hook hook = {.before = grant_hook};
+    cache_set_fetch_hook(c, &hook);
+    norder = 0;
+
+    struct cls_reader r[NBG + 2];
+    pthread_t th[NBG + 2];
+    for (int i = 0; i < NBG + 2; i++) {
+        enum tier_io_class cls = i == NBG + 1 ? TIER_IO_INFERENCE : TIER_IO_BACKGROUND;
+        r[i] = (struct cls_reader){c, be, keys[i], {.tenant = 0, .cls = cls}, 0};
+    }
+    assert_int_equal(pthread_create(&th[0], NULL, cls_reader_main, &r[0]), 0);
+    POLL(fakebe_gate_arrived(be) == 1); /* "hold" has the slot */
+    for (int i = 1; i <= NBG; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, cls_reader_main, &r[i]), 0);
+    POLL(cstats(c).fetch_slot_waits == NBG);
+    assert_int_equal(pthread_create(&th[NBG + 1], NULL, cls_reader_main, &r[NBG + 1]), 0);
+    POLL(cstats(c).fetch_slot_waits == NBG + 1);
+    fakebe_gate_open(be);
+    for (int i = 0; i < NBG + 2; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(r[i].rc, (ssize_t)BS);
+    }
+    assert_int_equal(norder, NBG + 2);
+    assert_memory_equal(order, "bIbbb", NBG + 2); /* hold, then inference, then the rest */
+    cache_close(c);
+    backend_free(be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fetch_buffers_bounded),
         cmocka_unit_test(test_max_fetches_range),
+        cmocka_unit_test(test_slot_goes_to_inference_first),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
