@@ -802,12 +802,14 @@ static struct cdata *ram_hit(struct cache *c, struct shard *s, struct cblock *b,
 
 /* Shard lock held, b loading or with a published result; returns with it dropped. Wait for the
  * load in flight (single-flight) and take its result or error. */
-static int wait_loading(struct cache *c, struct shard *s, struct cblock *b, struct cdata **out)
+static int wait_loading(struct cache *c, struct shard *s, struct cblock *b, struct cdata **out,
+                        bool *from_disk)
 {
     atomic_fetch_add_explicit(&c->sf_waits, 1, memory_order_relaxed);
     b->nwaiters++;
     while (!b->ready)
         pthread_cond_wait(&s->cv, &s->mu);
+    *from_disk = b->ready_from_disk;
     int r = take_result(b, out);
     b->nwaiters--;
     release_result(s, b);
@@ -898,6 +900,7 @@ static void publish(struct cache *c, struct shard *s, struct cblock *b, int r, s
     b->ready = true;
     b->fetch_err = r;
     b->ready_data = r == 0 ? cdata_ref(d) : NULL;
+    b->ready_from_disk = r == 0 && !from_backend;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     if (r == 0) {
@@ -947,8 +950,14 @@ static int block_get(struct cache *c, const struct tier_ioctx *io, const struct 
         *from = &c->ram;
         return 0;
     }
-    if (b && (b->ready || (b->flags & B_FETCHING)))
-        return wait_loading(c, s, b, out);
+    if (b && (b->ready || (b->flags & B_FETCHING))) {
+        /* the loader's level (NULL: the backend), so a waiter's served tier is right too */
+        bool from_disk = false;
+        r = wait_loading(c, s, b, out, &from_disk);
+        if (r == 0 && from_disk)
+            *from = &c->disk;
+        return r;
+    }
     bool try_disk;
     if ((r = block_acquire(c, s, id, obj, index, off_in_block + seq_len, pinned, &b, &try_disk)) <
         0)

@@ -47,9 +47,10 @@ struct cblock {
     uint32_t len;         /* data bytes; immutable */
     /* under the shard lock: */
     unsigned flags;
-    unsigned refs;     /* threads holding the block outside the lock */
-    unsigned nwaiters; /* threads waiting for the load's result */
-    bool ready;        /* load result published: fetch_err / ready_data */
+    unsigned refs;        /* threads holding the block outside the lock */
+    unsigned nwaiters;    /* threads waiting for the load's result */
+    bool ready;           /* load result published: fetch_err / ready_data */
+    bool ready_from_disk; /* ... and it was loaded from the disk level, not the backend */
     int fetch_err;
     struct cdata *ready_data;
     struct cdata *ram;    /* RAM level copy; set <=> ram_node in the RAM policy */

@@ -425,6 +425,9 @@ static json_t *stats_json(struct tierd *d)
     }
     json_object_set_new(j, "sched", sched);
     json_object_set_new(j, "backends", backends_json(d));
+    /* 0 in tierd: every layer passes its request's ioctx (test_sched_rgw checks) */
+    json_object_set_new(j, "backend_calls_without_ioctx",
+                        json_integer((json_int_t)backend_calls_without_ioctx()));
     return j;
 }
 

@@ -299,6 +299,9 @@ int tfs_listing_get(struct tierd_fuse *fs, const struct tier_ioctx *io, struct t
             uint64_t gen = n->list_gen;
             while (n->list_gen == gen)
                 pthread_cond_wait(&n->list_cv, &n->mu);
+            /* served by the other thread's backend listing: telemetry's tier for this request
+             * (tfs_op_done) is the backend, as if this thread had listed */
+            tier_backend_call_note();
             int rc = listing_result_locked(n, n->list_rc, out);
             pthread_mutex_unlock(&n->mu);
             return rc;

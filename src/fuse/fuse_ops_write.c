@@ -363,8 +363,10 @@ static int snapshot(struct tierd_fuse *fs, const struct tier_ioctx *io, struct t
         ssize_t n = -ENOENT;
         if (from_wb)
             n = wb_read(fs->d->wb, ns->be->name, src_key, buf, want, (off_t)off);
-        if (n == -ENOENT && from_wb && off > 0) {
-            n = -ESTALE; /* the local copy went (uploaded, evicted): all of it from the backend */
+        if (n == -ENOENT && from_wb) {
+            /* the local copy went (uploaded, evicted, replaced): all of it from the backend,
+             * with the backend's own size and version (a restart re-stats), even at offset 0 */
+            n = -ESTALE;
         } else if (n == -ENOENT) {
             from_wb = false;
             struct backend_stat st;
@@ -450,6 +452,8 @@ static int new_gen_copy(struct tierd_fuse *fs, const struct tier_ioctx *io, stru
     }
     struct wb_file *wf = NULL;
     rc = wb_file_create_ex(fs->d->wb, ns->be->name, dst_key, WB_CREATE_REPLACE_AT_SEAL, &wf);
+    if (rc == 0)
+        wb_file_set_tenant(wf, io->tenant); /* its upload is the writer's checkpoint I/O */
     if (rc == 0 && tmp >= 0) {
         char *buf = malloc(COPY_CHUNK);
         rc = buf ? 0 : -ENOMEM;

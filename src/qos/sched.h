@@ -152,8 +152,9 @@ bool sched_lane_attempt_failed(struct sched *s, struct sched_lane *l, long err, 
  * type, so cached blocks and messages do not change. On failure inner is left to the caller. */
 int sched_backend_wrap(struct sched *s, struct backend *inner,
                        const struct sched_backend_config *cfg, struct backend **out);
-/* Backend operations, as the wrapper counts the calls it admitted (one request each to the
- * backend, plus the backend's own retries). */
+/* Backend operations, as the wrapper counts the calls it admitted (once per call: a backend's
+ * own retries, and the extra request some calls make, such as the S3 backend's HEAD before a
+ * DELETE, are not counted apart). */
 enum sched_be_op {
     SCHED_BE_STAT = 0,
     SCHED_BE_READ,

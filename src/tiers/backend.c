@@ -112,9 +112,18 @@ static int check_prefix(const char *prefix)
 
 /* Make io this thread's current ioctx for one backend call, so a wrapper behind the ops table
  * (the scheduler's, qos/sched_backend.c) sees whose call it is; NULL leaves the caller's. */
+static _Atomic uint64_t calls_without_io;
+
+uint64_t backend_calls_without_ioctx(void)
+{
+    return atomic_load_explicit(&calls_without_io, memory_order_relaxed);
+}
+
 static struct tier_ioctx_saved io_enter(const struct tier_ioctx *io)
 {
     tier_backend_call_note();
+    if (!io)
+        atomic_fetch_add_explicit(&calls_without_io, 1, memory_order_relaxed);
     if (io)
         return tier_ioctx_swap(io);
     return (struct tier_ioctx_saved){0};
@@ -341,7 +350,9 @@ struct par_read {
 static void *par_worker(void *arg)
 {
     struct par_read *pr = arg;
-    struct tier_ioctx_saved sv = io_enter(pr->has_io ? &pr->io : NULL);
+    /* not io_enter: a worker is part of its caller's one call */
+    struct tier_ioctx_saved sv =
+        pr->has_io ? tier_ioctx_swap(&pr->io) : (struct tier_ioctx_saved){0};
     for (;;) {
         if (atomic_load(&pr->err))
             break;
@@ -363,7 +374,8 @@ static void *par_worker(void *arg)
         }
         atomic_fetch_add(&pr->got, (size_t)n);
     }
-    io_leave(pr->has_io ? &pr->io : NULL, sv);
+    if (pr->has_io)
+        tier_ioctx_restore(sv);
     return NULL;
 }
 

@@ -143,7 +143,11 @@ bool backend_attempt_failed(struct backend *be, int err, bool answered);
  * Returns 0 or -EINVAL (with tier_err_msg() saying why) / -ENAMETOOLONG. */
 int backend_key_valid(const char *key, size_t len, bool allow_dir);
 
-/* Dispatchers: validate the key, then call the backend. */
+/* Dispatchers: validate the key, then call the backend, with io (the caller's tenant and class;
+ * NULL: the thread's current one) as this thread's current ioctx for the call (common/ioctx.h).
+ * Only tests and tools pass NULL: tierd's layers always pass one (lint checks the source, and
+ * backend_calls_without_ioctx(), shown in /v1/stats, counts the calls made without one). */
+uint64_t backend_calls_without_ioctx(void);
 int backend_stat(struct backend *be, const struct tier_ioctx *io, const char *key,
                  struct backend_stat *st);
 ssize_t backend_read(struct backend *be, const struct tier_ioctx *io, const char *key, uint64_t off,

@@ -61,11 +61,10 @@
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
-/* Whose backend calls the uploader makes: the namespace's tenant (wb_config.tenant), class
+/* Whose backend calls the uploader makes for entry e: the writer's tenant (e->tenant), class
  * checkpoint. Every call goes through a backend dispatcher with it, so the scheduler's wrapper
  * (qos/sched_backend.c) admits it in the backend's own lane as that tenant's checkpoint I/O. */
-#define UPLOAD_IO(wb)                                                                              \
-    (&(const struct tier_ioctx){.tenant = (wb)->cfg.tenant, .cls = TIER_IO_CHECKPOINT})
+#define UPLOAD_IO(e) (&(const struct tier_ioctx){.tenant = (e)->tenant, .cls = TIER_IO_CHECKPOINT})
 
 static int md5_bin(const void *buf, size_t len, unsigned char out[16])
 {
@@ -249,7 +248,7 @@ static void flag_orphans(struct wb *wb, struct wb_entry *e)
 static void abort_upload(struct wb *wb, struct wb_entry *e, struct backend *be, const char *key,
                          const char *upload_id)
 {
-    int rc = backend_mpu_abort(be, UPLOAD_IO(wb), key, upload_id);
+    int rc = backend_mpu_abort(be, UPLOAD_IO(e), key, upload_id);
     if (rc && rc != -ENOENT)
         flag_orphans(wb, e);
 }
@@ -279,10 +278,11 @@ static void restart_multipart(struct wb *wb, struct wb_entry *e, struct backend 
 }
 
 /* Check the object now in the backend: exactly the sealed size. */
-static int verify_object(struct wb *wb, struct backend *be, const char *key, uint64_t size)
+static int verify_object(const struct wb_entry *e, struct backend *be, const char *key,
+                         uint64_t size)
 {
     struct backend_stat st;
-    int rc = backend_stat(be, UPLOAD_IO(wb), key, &st);
+    int rc = backend_stat(be, UPLOAD_IO(e), key, &st);
     if (rc)
         return rc;
     if (st.size_bytes != size) {
@@ -376,7 +376,7 @@ static int upload_single(struct wb *wb, struct wb_entry *e, struct backend *be, 
     if (rc)
         goto out;
     char etag[BACKEND_ETAG_MAX] = "";
-    rc = backend_put(be, UPLOAD_IO(wb), key, buf, size, etag);
+    rc = backend_put(be, UPLOAD_IO(e), key, buf, size, etag);
     if (size_or_key_refused(rc))
         at->refused = at->final_refused = true;
     if (rc)
@@ -389,7 +389,7 @@ static int upload_single(struct wb *wb, struct wb_entry *e, struct backend *be, 
         rc = -EIO;
         goto out;
     }
-    rc = verify_object(wb, be, key, size);
+    rc = verify_object(e, be, key, size);
     if (!rc)
         rc = finish_upload(wb, e, etag);
 out:
@@ -454,7 +454,7 @@ static void *part_worker(void *arg)
             rc = md5_bin(buf, len, md);
         if (!rc) {
             tier_hex(md, 16, want);
-            rc = backend_mpu_put_part(u->be, UPLOAD_IO(wb), u->key, u->upload_id, no, buf, len,
+            rc = backend_mpu_put_part(u->be, UPLOAD_IO(u->e), u->key, u->upload_id, no, buf, len,
                                       etag);
         }
         if (!rc && etag_md5(etag, got) && strcmp(got, want) != 0) {
@@ -550,7 +550,7 @@ static void abort_orphans(struct wb *wb, struct wb_entry *e, struct backend *be,
     pthread_mutex_unlock(&wb->lock);
     struct backend_mpu *v = NULL;
     size_t n = 0;
-    int rc = backend_mpu_list(be, UPLOAD_IO(wb), key, &v, &n);
+    int rc = backend_mpu_list(be, UPLOAD_IO(e), key, &v, &n);
     if (rc) {
         /* the flag stays (the next attempt, if any, looks again); the upload goes ahead */
         log_warn("write-back: cannot list the multipart uploads of %s:%s (%s: %s); one left by a "
@@ -580,7 +580,7 @@ static void abort_orphans(struct wb *wb, struct wb_entry *e, struct backend *be,
             pthread_mutex_unlock(&wb->lock);
             break;
         }
-        rc = backend_mpu_abort(be, UPLOAD_IO(wb), key, v[i].upload_id);
+        rc = backend_mpu_abort(be, UPLOAD_IO(e), key, v[i].upload_id);
         if (rc == 0)
             aborted++;
         else if (rc != -ENOENT) /* -ENOENT: finished meanwhile */
@@ -655,7 +655,7 @@ static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *b
             return -ENOMEM;
     } else {
         pthread_mutex_unlock(&wb->lock);
-        rc = backend_mpu_create(be, UPLOAD_IO(wb), key, &upload_id);
+        rc = backend_mpu_create(be, UPLOAD_IO(e), key, &upload_id);
         if (rc) {
             at->refused = size_or_key_refused(rc);
             flag_orphans(wb, e); /* the server may have created it and the reply got lost */
@@ -674,7 +674,7 @@ static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *b
         }
         pthread_mutex_unlock(&wb->lock);
         if (rc) {
-            int arc = backend_mpu_abort(be, UPLOAD_IO(wb), key, upload_id);
+            int arc = backend_mpu_abort(be, UPLOAD_IO(e), key, upload_id);
             if (arc)
                 flag_orphans(wb, e);
             free(upload_id);
@@ -755,7 +755,7 @@ static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *b
         goto out;
     }
     char etag[BACKEND_ETAG_MAX] = "";
-    rc = backend_mpu_complete(be, UPLOAD_IO(wb), key, upload_id, parts, (size_t)nparts, etag);
+    rc = backend_mpu_complete(be, UPLOAD_IO(e), key, upload_id, parts, (size_t)nparts, etag);
     if (rc == -EFBIG) /* EntityTooLarge; not ENAMETOOLONG, which can come from its answer */
         at->refused = at->final_refused = true;
     if (rc) {
@@ -780,7 +780,7 @@ static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *b
         rc = -EIO;
     }
     if (!rc)
-        rc = verify_object(wb, be, key, size);
+        rc = verify_object(e, be, key, size);
     if (rc == -EIO) {
         /* The object is wrong or unreadable; the upload id is spent: start over. */
         restart_multipart(wb, e, be);
@@ -810,12 +810,12 @@ static int process_cancelled(struct wb *wb, struct wb_entry *e, struct backend *
     if (orphans) /* an unlinked or renamed row that may have left an unjournalled upload */
         abort_orphans(wb, e, be, key);
     if (upload_id) {
-        rc = backend_mpu_abort(be, UPLOAD_IO(wb), key, upload_id);
+        rc = backend_mpu_abort(be, UPLOAD_IO(e), key, upload_id);
         if (rc == -ENOENT)
             rc = 0;
     }
     if (!rc && del) {
-        rc = backend_del(be, UPLOAD_IO(wb), key);
+        rc = backend_del(be, UPLOAD_IO(e), key);
         if (rc == -ENOENT)
             rc = 0;
         if (rc && backend_key_check(be, key) != 0) {

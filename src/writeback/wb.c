@@ -709,6 +709,7 @@ int wb_file_create_ex(struct wb *wb, const char *backend_name, const char *key, 
     if (rc)
         goto out_unlock;
     e->generation = 1;
+    e->tenant = wb->cfg.tenant;
     if (flags & WB_CREATE_REPLACE_AT_SEAL) {
         /* The older generations stay live until this one is sealed (wb_file_close cancels
          * them in the seal's transaction); this one is newer than all of them, so that readers
@@ -1234,6 +1235,14 @@ static int file_close(struct wb_file *fh, int64_t *sealed_id)
     wb_emit(wb, WB_EV_SEALED, id);
     *sealed_id = id;
     return 0;
+}
+
+void wb_file_set_tenant(struct wb_file *fh, uint32_t tenant)
+{
+    pthread_mutex_lock(&fh->wb->lock);
+    if (fh->e)
+        fh->e->tenant = tenant;
+    pthread_mutex_unlock(&fh->wb->lock);
 }
 
 void wb_file_discard(struct wb_file *fh)

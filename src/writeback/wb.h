@@ -156,6 +156,10 @@ int wb_file_create(struct wb *wb, const char *backend_name, const char *key, str
  * -EBUSY (wb_rename onto it cancels both). Other flags: -EINVAL. */
 int wb_file_create_ex(struct wb *wb, const char *backend_name, const char *key, unsigned flags,
                       struct wb_file **out);
+/* Charge the file's upload to tenant (struct tier_ioctx.tenant; the scheduler admits its backend
+ * calls as that tenant's checkpoint I/O). Call before close; in memory only: after a restart
+ * a recovered file's upload is wb_config.tenant's. */
+void wb_file_set_tenant(struct wb_file *fh, uint32_t tenant);
 /* Give up an OPEN (or FAILED) generation without sealing it: its row and staging file are
  * dropped, an older generation it would have replaced stays live. Frees the handle. */
 void wb_file_discard(struct wb_file *fh);

@@ -44,7 +44,9 @@ struct wb_entry {
     int64_t mpu_orphans_ns; /* realtime; != 0: a multipart upload started since then may exist
                              * that no row names (a crash or a lost reply after mpu_create):
                              * list and abort before uploading (best effort) */
-    char *error; /* FAILED after seal: why the backend cannot take the file (journalled) */
+    char *error;     /* FAILED after seal: why the backend cannot take the file (journalled) */
+    uint32_t tenant; /* whose upload (struct tier_ioctx.tenant): the writer's (wb_file_set_tenant),
+                      * else wb_config.tenant; in memory only, a recovered file is the latter's */
     int attempts;
     uint64_t next_try_mono_ns;
     struct wb_entry *next, *prev;   /* every entry (wb->head) */

@@ -147,4 +147,7 @@ for op in ("stat", "read", "list", "put", "mpu_create", "mpu_part", "mpu_complet
     assert c[op] > 0, op
 PY
 ok "every request the RGW saw for the bucket passed the scheduler's wrapper (usage log = /v1/stats calls)"
+without=$(api http://tierd/v1/stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["backend_calls_without_ioctx"])')
+[ "$without" = 0 ] || fail "$without backend calls were made without a tenant and class (ioctx)"
+ok "every backend call carried its caller's ioctx (backend_calls_without_ioctx = 0)"
 stop_tierd

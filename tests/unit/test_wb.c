@@ -34,7 +34,9 @@
 #include "testutil.h"
 #include "tiers/backend.h"
 #include "writeback/wb.h"
+#include "common/dynbuf.h"
 #include "qos/sched.h"
+#include "telemetry/telemetry.h"
 
 #define MIB (1024u * 1024u)
 
@@ -1465,12 +1467,33 @@ static void test_qos_admission(void **state)
     assert_int_equal(backend_posix_open(&pc, &pb), 0);
     struct sched_backend_config bc = {.max_inflight = 4};
     assert_int_equal(sched_backend_wrap(s, pb, &bc, &f->wrapped), 0);
+    struct telemetry *t = NULL;
+    assert_int_equal(telemetry_new(NULL, &t), 0);
+    sched_set_telemetry(s, t);
     f->cfg.tenant = 7;
     fx_open(f);
     write_file(f, "q/big", 11 * MIB, 91);
+    /* a writer's own tenant: its upload is charged to it, not to the buffer's default */
+    struct wb_file *fh;
+    assert_int_equal(wb_file_create(f->wb, "warm", "q/nine", &fh), 0);
+    wb_file_set_tenant(fh, 9);
+    assert_int_equal(wb_write(fh, "nine bytes", 10, 0), 10);
+    assert_int_equal(wb_file_close(fh), 0);
     assert_int_equal(wb_wait(f->wb, NULL, "", 20000), 0);
     wb_close(f->wb);
     f->wb = NULL;
+    struct dynbuf m;
+    dynbuf_init(&m, 1u << 24);
+    assert_int_equal(tele_render_prometheus(t, NULL, &m), 0);
+    assert_int_equal(dynbuf_append(&m, "", 1), 0);
+    const char *text = (const char *)m.data;
+    /* put + stat of q/nine: 10 bytes sent; q/big's 11 MiB of parts are tenant 7's */
+    assert_non_null(
+        strstr(text, "tierd_sched_bytes_total{tenant=\"9\",class=\"checkpoint\"} 10\n"));
+    const char *seven = strstr(text, "tierd_sched_bytes_total{tenant=\"7\",class=\"checkpoint\"} ");
+    assert_non_null(seven);
+    assert_true(strtoull(strchr(seven, '}') + 2, NULL, 10) >= 11 * MIB);
+    dynbuf_fini(&m);
     struct sched_stats st;
     sched_stats_get(s, &st);
     const struct sched_class_stats *c = &st.cls[TIER_IO_CHECKPOINT];
@@ -1486,6 +1509,7 @@ static void test_qos_admission(void **state)
     backend_free(f->wrapped);
     f->wrapped = NULL;
     sched_free(s);
+    telemetry_free(t);
 }
 
 struct creator {
