@@ -41,7 +41,7 @@ extra_cleanup() {
   [ -n "$CG_BASE" ] && [ -d "$CG_BASE" ] || return 0
   local d p
   # leaves first; a cgroup with processes cannot be removed, so move them home first
-  for d in $(find "$CG_BASE" -depth -type d); do
+  find "$CG_BASE" -depth -type d | while read -r d; do
     if [ -f "$d/cgroup.procs" ]; then
       while read -r p; do echo "$p" >"$CG_HOME/cgroup.procs" 2>/dev/null || true; done <"$d/cgroup.procs"
     fi
