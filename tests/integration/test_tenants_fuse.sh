@@ -14,10 +14,14 @@
 #              proctrack/linuxproc): the implicit tenant from /proc/<pid>/environ
 # Asserts: each reader got the backend's bytes; in GET /metrics (Unix socket)
 # tierd_op_bytes_total{op="read"} summed over tiers is exactly the file size for each tenant and
-# carries only the tenant's configured class; no other tenant (default included) has read bytes,
-# so nothing was attributed to the wrong tenant; `tierctl top --once --json` lists all five with
-# ops; GET /v1/tenants shows slurm-4242 and slurm-777 as implicit (class training) and job-5151
-# as registered, class checkpoint, with its slurm_job rule.
+# carries only the tenant's configured class, and tierd_sched_bytes_total (backend calls at the
+# scheduling point: each block fetched once, by a read in the tenant's class or a prefetch in
+# background) summed over classes is exactly the file size too; no other tenant (default
+# included) has read or backend bytes, so nothing was attributed to the wrong tenant (with the
+# read handle's binding broken to tenant 0 the test fails: checked 2026-12-01);
+# `tierctl top --once --json` lists all five with ops; GET /v1/tenants shows slurm-4242 and
+# slurm-777 as implicit (class training) and job-5151 as registered, class checkpoint, with its
+# slurm_job rule, and no slurm-5151.
 # The kernel asks FUSE for every byte exactly once: each file is new (its inode has no pages),
 # is read once, whole, and readahead stops at EOF (tierd clamps replies to the size).
 # The cgroups are removed on exit (their processes moved back to the test's cgroup first).
