@@ -5,10 +5,9 @@
 # real headless Chromium.
 #
 # Readers of two uids (root, and nobody through setpriv) read distinct files of known sizes
-# through the mount. EXPECT is the list of tenants tierd must report for them: while FUSE
-# requests are not yet attributed per caller, both are tenant id 0, named "default" by the tenant
-# registry ("0" in a build without one); when tenant resolution by uid is wired, add [tenant]
-# sections below and put both names in EXPECT.
+# through the mount. Two [tenant] sections name them by uid (reader-root, class training;
+# reader-nobody, class inference), and EXPECT, the tenants tierd must report, is both names:
+# /v1/telemetry has series of each, every one with the configured class.
 # Asserts:
 #  1 `tierctl top --once` (plain lines: stdout is not a tty) has a row for every tenant in EXPECT,
 #    and `top --once --json` the same tenants with ops or backend calls > 0; `top --count 2` prints
@@ -56,7 +55,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 PORT=$(free_port)
 PPORT=$(free_port)
 NOBODY=$(id -u nobody)
-EXPECT=() # set after the reads, from tenant id 0's name (see the top)
+EXPECT=(reader-root reader-nobody)
 
 # ---- backend data, config -----------------------------------------------------------------
 chmod 0711 "$T"
@@ -92,6 +91,12 @@ entry_ttl = 1s
 socket = $SOCK
 tcp = 127.0.0.1:$PORT
 token_file = $T/api.token
+[tenant reader-root]
+uid = 0
+class = training
+[tenant reader-nobody]
+uid = $NOBODY
+class = inference
 EOF
 
 start_tierd
@@ -123,14 +128,18 @@ tele_json() { curl_tcp /v1/telemetry; }
 tele_tenants() {
   tele_json | python3 -c 'import json,sys; j=json.load(sys.stdin); print("\n".join(sorted({e["tenant"] for e in j["ops"] + j["sched"]})))'
 }
-T0=$(tele_json | python3 -c '
-import json, sys
-j = json.load(sys.stdin)
-print(" ".join(sorted({e["tenant"] for e in j["ops"] + j["sched"] if e["tenant_id"] == 0})))')
-case "$T0" in default | 0) EXPECT=("$T0") ;; *) fail "tenant id 0 is named '$T0' (want default, or 0 without a registry)" ;; esac
+TT=$(tele_tenants) || fail "GET /v1/telemetry over TCP failed"
 for t in "${EXPECT[@]}"; do
-  tele_tenants | grep -qx "$t" || fail "/v1/telemetry has no series of tenant $t: $(tele_tenants | tr '\n' ' ')"
+  grep -qx "$t" <<<"$TT" || fail "/v1/telemetry has no series of tenant $t: ${TT//$'\n'/ }"
 done
+# every op series of a reader's tenant has the class of its [tenant] section
+tele_json | python3 -c '
+import json, sys
+want = {"reader-root": "training", "reader-nobody": "inference"}
+for e in json.load(sys.stdin)["ops"]:
+    t = e["tenant"]
+    assert t not in want or e["class"] == want[t], "tenant %s has a series of class %s, want %s" % (t, e["class"], want[t])
+' || fail "/v1/telemetry: a reader's tenant has a series of another class than configured"
 OPS_EXPORTED=$(tele_json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["ops"]))')
 
 # ---- 1: tierctl top ------------------------------------------------------------------------

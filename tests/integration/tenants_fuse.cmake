@@ -1,0 +1,9 @@
+# SPDX-License-Identifier: Apache-2.0
+# Per-tenant attribution of FUSE reads on a REAL mount (needs /dev/fuse, root and a writable cgroup
+# v2 hierarchy): readers as two uids, in two Slurm-like cgroups and with SLURM_JOB_ID; /metrics
+# bytes per tenant and class, tierctl top, /v1/tenants.
+if(TARGET tierd)
+  add_test(NAME tenants_fuse COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_tenants_fuse.sh)
+  set_tests_properties(tenants_fuse PROPERTIES TIMEOUT 120 LABELS fuse
+    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+endif()
