@@ -32,4 +32,8 @@ char *tier_fmt_bytes(uint64_t bytes, char *buf, size_t bufsz);
 /* Lowercase hex of len bytes into out (2*len+1 bytes). */
 void tier_hex(const void *data, size_t len, char *out);
 
+/* Length of the valid UTF-8 sequence at s (n >= 1 bytes left), or 0 if the bytes there are not
+ * one (overlongs, surrogates and code points above U+10FFFF are invalid). */
+size_t tier_utf8_seq(const unsigned char *s, size_t n);
+
 #endif

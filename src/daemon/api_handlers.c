@@ -56,44 +56,11 @@ static const char FALLBACK_BODY[] =
 
 /* ---- UTF-8 ----------------------------------------------------------------------------- */
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), or 0 if the bytes there are not one. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    if (c < 0x80)
-        return 1;
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-    if (c >= 0xC2 && c <= 0xDF) {
-        len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        if (c == 0xE0)
-            lo = 0xA0; /* no overlongs */
-        else if (c == 0xED)
-            hi = 0x9F; /* no surrogates */
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F; /* at most U+10FFFF */
-    } else {
-        return 0;
-    }
-    if (n < len || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < len; i++)
-        if (s[i] < 0x80 || s[i] > 0xBF)
-            return 0;
-    return len;
-}
-
 bool api_utf8_valid(const char *s, size_t len)
 {
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < len;) {
-        size_t k = utf8_seq(u + i, len - i);
+        size_t k = tier_utf8_seq(u + i, len - i);
         if (k == 0)
             return false;
         i += k;
@@ -113,7 +80,7 @@ char *api_utf8_clean(const char *s, size_t max)
         return NULL;
     size_t w = 0;
     for (size_t i = 0; i < n;) {
-        size_t k = utf8_seq(u + i, n - i);
+        size_t k = tier_utf8_seq(u + i, n - i);
         const char *src = k ? s + i : "\xEF\xBF\xBD";
         size_t sl = k ? k : 3;
         if (w + sl > cap)

@@ -70,8 +70,6 @@ void tele_hist_read(const struct tele_hist *h, struct tele_hist_copy *c);
 /* The tenant's name for export: the callback's answer, or the id in decimal in buf. */
 const char *tele_tenant_label(const struct telemetry *t, uint32_t id, char *buf, size_t bufsz);
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), or 0 when the bytes there are not. */
-size_t tele_utf8_seq(const unsigned char *s, size_t n);
 /* Append the decimal digits of v. */
 int tele_put_u64(struct dynbuf *out, uint64_t v);
 

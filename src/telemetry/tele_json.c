@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/dynbuf.h"
+#include "common/strutil.h"
 #include "common/timeutil.h"
 #include "telemetry/tele_int.h"
 
@@ -57,7 +58,7 @@ static void put_str(struct out *o, const char *s)
             put(o, esc);
             i++;
         } else {
-            size_t seq = tele_utf8_seq(u + i, n - i);
+            size_t seq = tier_utf8_seq(u + i, n - i);
             if (seq == 0) {
                 put(o, "\xEF\xBF\xBD");
                 i++;

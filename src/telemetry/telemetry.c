@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "common/dynbuf.h"
+#include "common/strutil.h"
 #include "common/err.h"
 #include "common/timeutil.h"
 #include "telemetry/tele_int.h"
@@ -258,38 +259,6 @@ void tele_health_eval(const struct tele_gauges *g, struct tele_health *h)
 
 /* ---- text helpers ---------------------------------------------------------------------- */
 
-size_t tele_utf8_seq(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    if (c < 0x80)
-        return 1;
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-    if (c >= 0xC2 && c <= 0xDF) {
-        len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        if (c == 0xE0)
-            lo = 0xA0; /* no overlongs */
-        else if (c == 0xED)
-            hi = 0x9F; /* no surrogates */
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F; /* at most U+10FFFF */
-    } else {
-        return 0;
-    }
-    if (n < len || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < len; i++)
-        if (s[i] < 0x80 || s[i] > 0xBF)
-            return 0;
-    return len;
-}
-
 int tele_put_u64(struct dynbuf *out, uint64_t v)
 {
     char buf[24];
@@ -315,7 +284,7 @@ int tele_prom_escape(struct dynbuf *out, const char *s, size_t len)
             rep = "\\\"";
         else if (u[i] == '\n')
             rep = "\\n";
-        else if ((seq = tele_utf8_seq(u + i, len - i)) == 0)
+        else if ((seq = tier_utf8_seq(u + i, len - i)) == 0)
             rep = "\xEF\xBF\xBD", seq = 1;
         if (!rep) {
             i += seq;
