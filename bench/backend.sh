@@ -8,9 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build-s3rel}
 CEPH_DIR=${CEPH_DIR:-${TMPDIR:-/tmp}/tierd-bench-ceph}
+# shellcheck source=scripts/lib/tierd.sh
+. scripts/lib/tierd.sh
 
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD_DIR" -j2 --target backend_bench >/dev/null
+tierd_build_release "$BUILD_DIR" backend_bench
 
 started=0
 cleanup() {

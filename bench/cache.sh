@@ -8,8 +8,9 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-cacherel}
 SCRATCH=${1:-/tmp/tier-cache-bench}
 SECONDS_PER=${2:-3}
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD" -j2 --target cachesim cache_hit >/dev/null
+# shellcheck source=scripts/lib/tierd.sh
+. scripts/lib/tierd.sh
+tierd_build_release "$BUILD" cachesim cache_hit
 mkdir -p "$SCRATCH"
 echo "## $(date -u +%FT%TZ) $(uname -r), $(nproc) cores, $(git rev-parse --short HEAD)"
 echo "### cachesim all $SCRATCH"

@@ -31,22 +31,20 @@ WB_UPLOAD_THREADS=${WB_UPLOAD_THREADS:-2}
 WB_PARTS_PARALLEL=${WB_PARTS_PARALLEL:-4}
 ONLY_MOUNT=${ONLY_MOUNT:-}
 WB_HOLDOFFS=${WB_HOLDOFFS:-200ms 0}
+# shellcheck source=scripts/lib/tierd.sh
+. scripts/lib/tierd.sh
 
-if [ ! -x "$BUILD/checkpoint_bench" ] || [ ! -x "$BUILD/src/daemon/tierd" ] ||
-  [ ! -x "$BUILD/src/cli/tierctl" ]; then
-  cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build "$BUILD" -j2 --target checkpoint_bench tierd tierctl >/dev/null
-fi
+tierd_bins "$BUILD"
 BENCH=$PWD/$BUILD/checkpoint_bench
-TIERD=$PWD/$BUILD/src/daemon/tierd
-TIERCTL=$PWD/$BUILD/src/cli/tierctl
+if [ ! -x "$BENCH" ] || [ ! -x "$TIERD" ] || [ ! -x "$TIERCTL" ]; then
+  tierd_build_release "$BUILD" checkpoint_bench tierd tierctl
+fi
 
 CEPH_DIR=$W/ceph
-PID=
-MNT=$W/mnt
+tierd_places "$W"
 cleanup() {
-  if [ -n "$PID" ]; then kill -TERM "$PID" 2>/dev/null; wait "$PID" 2>/dev/null || true; fi
-  mountpoint -q "$MNT" 2>/dev/null && { fusermount3 -u -z "$MNT" 2>/dev/null || true; }
+  tierd_reap "${TIERD_PID:-}"
+  tierd_unmount "$MNT"
   scripts/ceph.sh stop "$CEPH_DIR" >/dev/null 2>&1 || true
   rm -rf "$W/local" "$W/spool" "$W/spool-engine" "$CEPH_DIR"
 }
@@ -55,8 +53,7 @@ fresh_ceph() {
   scripts/ceph.sh stop "$CEPH_DIR" >/dev/null 2>&1 || true
   rm -rf "$CEPH_DIR"
   scripts/ceph.sh start "$CEPH_DIR" >/dev/null
-  # shellcheck disable=SC1091
-  . "$CEPH_DIR/env"
+  tierd_rgw_env "$CEPH_DIR"
 }
 
 rm -rf "$W" && mkdir -p "$W/local" "$W/spool-engine" "$W/spool" "$MNT"
@@ -84,52 +81,28 @@ rm -rf "$W/spool-engine"
 fi
 
 # ---- 4. through the mount ----
-s3() { curl -sSf --aws-sigv4 "aws:amz:$S3_REGION:s3" --user "$S3_ACCESS_KEY:$S3_SECRET_KEY" \
-  -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$@"; }
+s3() { tierd_s3 "$@"; }
 mount_phase() {
   HOLDOFF=$1
   rm -rf "$W/spool" "$W/cache" && mkdir -p "$W/spool"
   fresh_ceph
   BUCKET=ckpt-mount-$(date +%s)
   s3 -X PUT "$S3_ENDPOINT/$BUCKET" >/dev/null
-  cat >"$W/tierd.conf" <<EOF
-[daemon]
-log_level = warn
-[cache]
-ram_size = 256M
-disk_dir = $W/cache
-disk_size = 1G
-[writeback]
-spool_dir = $W/spool
-upload_threads = $WB_UPLOAD_THREADS
-upload_holdoff = $HOLDOFF
-parts_parallel = $WB_PARTS_PARALLEL
-[backend rgw]
-type = s3
-endpoint = $S3_ENDPOINT
-region = $S3_REGION
-bucket = $BUCKET
-path_style = true
-access_key = $S3_ACCESS_KEY
-secret_key = $S3_SECRET_KEY
-[namespace /ckpt]
-backend = rgw
-prefix = ckpt/
-mode = write-back
-durability = local
-[mount]
-path = $MNT
-[api]
-socket = $W/api.sock
-EOF
-  "$TIERD" -c "$W/tierd.conf" -f 2>"$W/tierd.log" &
-  PID=$!
-  deadline=$((SECONDS + 30))
-  until { stat -f "$MNT" >/dev/null 2>&1 && [ "$(stat -c %i "$MNT")" = 1 ]; } || ! kill -0 "$PID" 2>/dev/null; do
-    [ $SECONDS -lt $deadline ] || { echo "mount did not come up" >&2; exit 1; }
-    sleep 0.05 # polling interval
-  done
-  if ! kill -0 "$PID" 2>/dev/null || ! mkdir "$MNT/ckpt/run1" 2>"$W/mkdir.err"; then
+  {
+    tierd_conf_section daemon "log_level = warn"
+    tierd_conf_section cache "ram_size = 256M" "disk_dir = $W/cache" "disk_size = 1G"
+    tierd_conf_section writeback "spool_dir = $W/spool" "upload_threads = $WB_UPLOAD_THREADS" \
+      "upload_holdoff = $HOLDOFF" "parts_parallel = $WB_PARTS_PARALLEL"
+    tierd_conf_rgw rgw "$BUCKET" "path_style = true"
+    tierd_conf_ns /ckpt rgw "prefix = ckpt/" "mode = write-back" "durability = local"
+    tierd_conf_mount "$MNT"
+    tierd_conf_api "$SOCK"
+  } >"$CONF"
+  : >"$W/tierd.log"
+  tierd_spawn "$CONF" "$W/tierd.log"
+  # a tierd that exits at start (no write-back namespace) is the skip below, not an error
+  if ! tierd_up "$MNT" && tierd_alive; then echo "mount did not come up" >&2; exit 1; fi
+  if ! tierd_alive || ! mkdir "$MNT/ckpt/run1" 2>"$W/mkdir.err"; then
     echo "mode=mount skipped: this tierd does not run a write-back namespace ($(cat "$W/mkdir.err" 2>/dev/null; tail -2 "$W/tierd.log"))"
     exit 0
   fi
@@ -143,12 +116,12 @@ EOF
   "${B[@]}" --mode posix --dir "$MNT/ckpt/run1" |
     sed "s/^mode=posix/mode=mount-writer/; s/\$/ upload_threads=$WB_UPLOAD_THREADS parts_parallel=$WB_PARTS_PARALLEL upload_holdoff=$HOLDOFF/"
   t1=$(date +%s%N)
-  "$TIERCTL" -s "$W/api.sock" wait /ckpt/run1 >/dev/null
+  tierd_ctl wait /ckpt/run1 >/dev/null
   t2=$(date +%s%N)
   awk -v h="$HOLDOFF" -v a="$t0" -v b="$t1" -v c="$t2" -v mib=$((FILES * FILE_MIB)) 'BEGIN {
     printf "mode=mount-durable upload_holdoff=" h " seconds=%.3f mib_s=%.1f (writer %.3f s incl. process start + tierctl wait %.3f s)\n",
       (c - a) / 1e9, mib / ((c - a) / 1e9), (b - a) / 1e9, (c - b) / 1e9 }'
-  "$TIERCTL" -s "$W/api.sock" checkpoints /ckpt/run1 | tail -3
+  tierd_ctl checkpoints /ckpt/run1 | tail -3
   # every object complete in S3 with the right size
   for i in $(seq 0 $((FILES - 1))); do
     f=$(printf 'file%02d.bin' "$i")
@@ -156,7 +129,6 @@ EOF
     [ "$size" = $((FILE_MIB << 20)) ] || { echo "check: $f has size '$size' in S3" >&2; exit 1; }
   done
   echo "check: all $FILES objects in S3 with $FILE_MIB MiB each"
-  kill -TERM "$PID" && wait "$PID" || true
-  PID=
+  tierd_stop || true
 }
 for h in $WB_HOLDOFFS; do mount_phase "$h"; done

@@ -18,12 +18,12 @@ RUNS=${RUNS:-5}
 BIG_MB=${BIG_MB:-256}
 NFILES=${NFILES:-1000}
 W=${1:-/tmp/tierd-bench-fuse}
+# shellcheck source=scripts/lib/tierd.sh
+. scripts/lib/tierd.sh
 
-if [ ! -x "$BUILD/src/daemon/tierd" ]; then
-  cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build "$BUILD" -j2 --target tierd >/dev/null
-fi
-TIERD=$PWD/$BUILD/src/daemon/tierd
+tierd_bins "$BUILD"
+[ -x "$TIERD" ] || tierd_build_release "$BUILD" tierd
+tierd_places "$W"
 
 mkdir -p "$W/data/small" "$W/mnt"
 [ -f "$W/data/big.bin" ] && [ "$(stat -c %s "$W/data/big.bin")" = $((BIG_MB << 20)) ] ||
@@ -33,40 +33,18 @@ if [ "$(find "$W/data/small" -type f | wc -l)" != "$NFILES" ]; then
   for i in $(seq -w 1 "$NFILES"); do head -c 102400 /dev/urandom >"$W/data/small/f$i"; done
 fi
 rm -rf "$W/cache"
-cat >"$W/tierd.conf" <<EOF
-[daemon]
-log_level = warn
-[cache]
-ram_size = 1G
-disk_dir = $W/cache
-disk_size = 2G
-disk_min_free = 256M
-block_size = 4M
-[backend local]
-type = posix
-root = $W/data
-[namespace /b]
-backend = local
-[mount]
-path = $W/mnt
-attr_ttl = 60s
-entry_ttl = 60s
-[api]
-socket = $W/api.sock
-EOF
+{
+  tierd_conf_section daemon "log_level = warn"
+  tierd_conf_section cache "ram_size = 1G" "disk_dir = $W/cache" "disk_size = 2G" \
+    "disk_min_free = 256M" "block_size = 4M"
+  tierd_conf_posix local "$W/data"
+  tierd_conf_ns /b local
+  tierd_conf_mount "$MNT" "attr_ttl = 60s" "entry_ttl = 60s"
+  tierd_conf_api "$SOCK"
+} >"$CONF"
 
-PID=
-cleanup() {
-  [ -z "$PID" ] || { kill -TERM "$PID" 2>/dev/null; wait "$PID" 2>/dev/null || true; }
-}
-trap cleanup EXIT
-"$TIERD" -c "$W/tierd.conf" -f 2>"$W/tierd.log" &
-PID=$!
-deadline=$((SECONDS + 30))
-until stat -f "$W/mnt" >/dev/null 2>&1 && [ "$(stat -c %i "$W/mnt")" = 1 ]; do
-  [ $SECONDS -lt $deadline ] || { echo "mount did not come up" >&2; exit 1; }
-  sleep 0.05
-done
+trap 'tierd_reap "${TIERD_PID:-}"' EXIT
+tierd_start "$CONF" "$W/tierd.log" "$MNT" || exit 1
 
 ns() { date +%s%N; }
 # best (smallest) wall time in seconds of RUNS runs of "$@", with PRE run before each
@@ -128,7 +106,7 @@ t_mnt_td=$(best "drop $W/mnt/b/big.bin" catbig "$W/mnt/b/big.bin")
 s_local=$(pyread "$W/data/small" 0)
 s_mnt_pc=$(pyread "$W/mnt/b/small" 0)
 s_mnt_td=$(pyread "$W/mnt/b/small" 1)
-st=$(curl -s --unix-socket "$W/api.sock" http://t/v1/stats)
+st=$(tierd_api "$SOCK" /v1/stats)
 
 echo "| measurement | time (best of $RUNS) | rate | vs local page cache |"
 echo "|---|---|---|---|"

@@ -15,11 +15,12 @@ RUNS=${RUNS:-3}
 MB=${MB:-256}
 READAHEAD=${READAHEAD:-8}
 BLOCK=${BLOCK:-4M}
-TIERD=$PWD/$BUILD/src/daemon/tierd
-# shellcheck disable=SC1091
-. "$CEPH/env"
-s3() { curl -sSf --aws-sigv4 "aws:amz:$S3_REGION:s3" --user "$S3_ACCESS_KEY:$S3_SECRET_KEY" \
-  -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$@"; }
+# shellcheck source=scripts/lib/tierd.sh
+. scripts/lib/tierd.sh
+tierd_bins "$BUILD"
+tierd_places "$W"
+tierd_rgw_env "$CEPH"
+s3() { tierd_s3 "$@"; }
 
 mkdir -p "$W/mnt"
 BUCKET=bench-fuse-$(date +%s)
@@ -35,48 +36,25 @@ for _ in $(seq 1 "$RUNS"); do
   if [ -z "$best_get" ] || [ "$t" -lt "$best_get" ]; then best_get=$t; fi
 done
 
-PID=
-cleanup() { [ -z "$PID" ] || { kill -TERM "$PID" 2>/dev/null; wait "$PID" 2>/dev/null || true; }; }
-trap cleanup EXIT
+trap 'tierd_reap "${TIERD_PID:-}"' EXIT
 best_mnt=
 for _ in $(seq 1 "$RUNS"); do
   rm -rf "$W/cache"
-  cat >"$W/tierd.conf" <<EOF
-[daemon]
-log_level = warn
-[cache]
-ram_size = 1G
-disk_dir = $W/cache
-disk_size = 2G
-disk_min_free = 256M
-block_size = $BLOCK
-[backend rgw]
-type = s3
-endpoint = $S3_ENDPOINT
-region = $S3_REGION
-bucket = $BUCKET
-access_key = $S3_ACCESS_KEY
-secret_key = $S3_SECRET_KEY
-[namespace /s3]
-backend = rgw
-[mount]
-path = $W/mnt
-readahead_blocks = $READAHEAD
-[api]
-socket = $W/api.sock
-EOF
-  "$TIERD" -c "$W/tierd.conf" -f 2>"$W/tierd.log" &
-  PID=$!
-  deadline=$((SECONDS + 30))
-  until stat -f "$W/mnt" >/dev/null 2>&1 && [ "$(stat -c %i "$W/mnt")" = 1 ]; do
-    [ $SECONDS -lt $deadline ] || { echo "mount did not come up" >&2; exit 1; }
-    sleep 0.05
-  done
+  {
+    tierd_conf_section daemon "log_level = warn"
+    tierd_conf_section cache "ram_size = 1G" "disk_dir = $W/cache" "disk_size = 2G" \
+      "disk_min_free = 256M" "block_size = $BLOCK"
+    tierd_conf_rgw rgw "$BUCKET"
+    tierd_conf_ns /s3 rgw
+    tierd_conf_mount "$MNT" "readahead_blocks = $READAHEAD"
+    tierd_conf_api "$SOCK"
+  } >"$CONF"
+  tierd_start "$CONF" "$W/tierd.log" "$MNT" || exit 1
   stat "$W/mnt/s3/obj.bin" >/dev/null
   t0=$(ns); cat "$W/mnt/s3/obj.bin" >/dev/null; t1=$(ns)
   t=$(((t1 - t0) / 1000))
   if [ -z "$best_mnt" ] || [ "$t" -lt "$best_mnt" ]; then best_mnt=$t; fi
-  kill -TERM "$PID"; wait "$PID" || true; PID=
+  tierd_stop || true
 done
 awk -v g="$best_get" -v m="$best_mnt" -v mb="$MB" -v ra="$READAHEAD" -v bs="$BLOCK" 'BEGIN {
   printf "| measurement (best of runs) | time | rate |\n|---|---|---|\n";

@@ -28,8 +28,9 @@ SIZE_KIB=${SIZE_KIB:-100}
 RUNS=${RUNS:-5}
 STAGE_THREADS=${STAGE_THREADS:-8}
 CEPH_DIR=${CEPH_DIR:-$BUILD/ceph}
-TIERD=$BUILD/src/daemon/tierd
-TIERCTL=$BUILD/src/cli/tierctl
+# shellcheck source=scripts/lib/tierd.sh
+. "$SRC/scripts/lib/tierd.sh"
+tierd_bins "$BUILD"
 
 die() { echo "stage.sh: $*" >&2; exit 1; }
 [ -x "$TIERD" ] || die "no $TIERD; build it first (cmake --build $BUILD --target tierd)"
@@ -37,14 +38,12 @@ die() { echo "stage.sh: $*" >&2; exit 1; }
 [ -c /dev/fuse ] || die "tierd needs /dev/fuse"
 
 W=$(mktemp -d "${TMPDIR:-/tmp}/bench-stage.XXXXXX")
+tierd_places "$W"
 TIERD_PID=
 STARTED_CEPH=0
 cleanup() {
-    if [ -n "$TIERD_PID" ]; then
-        kill -TERM "$TIERD_PID" 2>/dev/null || true
-        wait "$TIERD_PID" 2>/dev/null || true
-    fi
-    mountpoint -q "$W/mnt" 2>/dev/null && fusermount3 -u -z "$W/mnt"
+    tierd_reap "$TIERD_PID"
+    tierd_unmount "$MNT"
     [ "$STARTED_CEPH" = 1 ] && "$SRC/scripts/ceph.sh" stop "$CEPH_DIR" >/dev/null 2>&1
     rm -rf "$W"
 }
@@ -53,15 +52,14 @@ trap cleanup EXIT
 now_ns() { date +%s%N; }
 
 # ---- RGW -------------------------------------------------------------------------------------
-rgw_up() { [ -f "$CEPH_DIR/env" ] && . "$CEPH_DIR/env" && curl -s -o /dev/null "$S3_ENDPOINT"; }
+rgw_up() { [ -f "$CEPH_DIR/env" ] && tierd_rgw_env "$CEPH_DIR" && curl -s -o /dev/null "$S3_ENDPOINT"; }
 if ! rgw_up; then
     echo "starting RGW in $CEPH_DIR ..." >&2
     "$SRC/scripts/ceph.sh" start "$CEPH_DIR" >&2
     STARTED_CEPH=1
 fi
-. "$CEPH_DIR/env"
-SIG=(--aws-sigv4 "aws:amz:$S3_REGION:s3" -u "$S3_ACCESS_KEY:$S3_SECRET_KEY"
-    -H "x-amz-content-sha256: UNSIGNED-PAYLOAD")
+tierd_rgw_env "$CEPH_DIR"
+SIG=("${TIERD_S3_SIG[@]}")
 BUCKET=bench-stage-$(date +%s)-$$
 code=$(curl -s -o /dev/null -w '%{http_code}' "${SIG[@]}" -X PUT "$S3_ENDPOINT/$BUCKET")
 [ "$code" = 200 ] || die "cannot create bucket $BUCKET at $S3_ENDPOINT (HTTP $code)"
@@ -89,43 +87,16 @@ TOTAL=$((N * SIZE_KIB * 1024))
 echo "uploaded $N x $SIZE_KIB KiB to $S3_ENDPOINT/$BUCKET/data/" >&2
 
 # ---- tierd -----------------------------------------------------------------------------------
-cat >"$W/tierd.conf" <<EOF
-[cache]
-ram_size = 1G
-disk_dir = $W/cache
-disk_size = 4G
-
-[backend rgw]
-type = s3
-endpoint = $S3_ENDPOINT
-region = $S3_REGION
-bucket = $BUCKET
-path_style = true
-access_key = $S3_ACCESS_KEY
-secret_key = $S3_SECRET_KEY
-
-[namespace /bench]
-backend = rgw
-prefix = data/
-
-[mount]
-path = $W/mnt
-
-[api]
-socket = $W/api.sock
-
-[daemon]
-stage_threads = $STAGE_THREADS
-EOF
-"$TIERD" -f -c "$W/tierd.conf" >"$W/tierd.log" 2>&1 &
-TIERD_PID=$!
-deadline=$((SECONDS + 30))
-until [ -S "$W/api.sock" ]; do
-    kill -0 "$TIERD_PID" 2>/dev/null || { cat "$W/tierd.log" >&2; die "tierd exited"; }
-    [ "$SECONDS" -lt "$deadline" ] || die "tierd's socket did not appear in 30 s"
-    sleep 0.05
-done
-CTL=("$TIERCTL" -s "$W/api.sock")
+{
+    tierd_conf_section cache "ram_size = 1G" "disk_dir = $W/cache" "disk_size = 4G"
+    tierd_conf_rgw rgw "$BUCKET" "path_style = true"
+    tierd_conf_ns /bench rgw "prefix = data/"
+    tierd_conf_mount "$MNT"
+    tierd_conf_api "$SOCK"
+    tierd_conf_section daemon "stage_threads = $STAGE_THREADS"
+} >"$CONF"
+tierd_start "$CONF" "$W/tierd.log" "" "$SOCK" || die "tierd did not start"
+CTL=("$TIERCTL" -s "$SOCK")
 
 fetch_bytes() { "${CTL[@]}" status --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["cache"]["fetch_bytes"])'; }
 

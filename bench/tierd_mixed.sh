@@ -16,21 +16,17 @@ PROFILE=${2:-bench/profiles/mixed-small.ini}
 BUILD=${BUILD:-build-rel}
 GEN=${GEN:---files 2000 --size lognormal:128K,0.6}
 
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD" -j2 --target tierd tierctl tierbench >/dev/null
-TIERD=$PWD/$BUILD/src/daemon/tierd
-TIERCTL=$PWD/$BUILD/src/cli/tierctl
-TB=$PWD/$BUILD/src/bench/tierbench
+# shellcheck source=scripts/lib/tierd.sh
+. scripts/lib/tierd.sh
 
-MNT=$W/mnt
-SOCK=$W/api.sock
-PID=
+tierd_build_release "$BUILD" tierd tierctl tierbench
+tierd_bins "$BUILD"
+TB=$TIERBENCH
+
+tierd_places "$W"
 cleanup() {
-  if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
-    kill -TERM "$PID"
-    for _ in $(seq 100); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
-  fi
-  mountpoint -q "$MNT" && umount -l "$MNT" || true
+  tierd_reap "${TIERD_PID:-}"
+  tierd_unmount "$MNT"
 }
 trap cleanup EXIT INT TERM
 
@@ -39,38 +35,22 @@ rm -rf "$W/ckpt-backend"/* "$W/cache"/* "$W/spool"
 # shellcheck disable=SC2086
 [ -d "$W/shared/tb" ] || "$TB" gen "$W/shared/tb" $GEN
 
-cat >"$W/tierd.conf" <<CONF
-[cache]
-ram_size = 1G
-disk_dir = $W/cache
-disk_size = 4G
-[backend shared]
-type = posix
-root = $W/shared
-[backend ckpt]
-type = posix
-root = $W/ckpt-backend
-[namespace /datasets]
-backend = shared
-[namespace /ckpt]
-backend = ckpt
-mode = write-back
-[writeback]
-spool_dir = $W/spool
-[mount]
-path = $MNT
-[api]
-socket = $SOCK
-CONF
+{
+  tierd_conf_section cache "ram_size = 1G" "disk_dir = $W/cache" "disk_size = 4G"
+  tierd_conf_posix shared "$W/shared"
+  tierd_conf_posix ckpt "$W/ckpt-backend"
+  tierd_conf_ns /datasets shared
+  tierd_conf_ns /ckpt ckpt "mode = write-back"
+  tierd_conf_section writeback "spool_dir = $W/spool"
+  tierd_conf_mount "$MNT"
+  tierd_conf_api "$SOCK"
+} >"$CONF"
 
-"$TIERD" -c "$W/tierd.conf" -f 2>"$W/tierd.log" &
-PID=$!
-for _ in $(seq 300); do mountpoint -q "$MNT" && [ -S "$SOCK" ] && break; sleep 0.1; done
-mountpoint -q "$MNT" || { tail "$W/tierd.log"; echo "tierd did not mount" >&2; exit 1; }
-"$TIERCTL" -s "$SOCK" stage /datasets/tb
+tierd_start "$CONF" "$W/tierd.log" "$MNT" "$SOCK" || exit 1
+tierd_ctl stage /datasets/tb
 
 bench/compare.sh --tierbench "$TB" --profile "$PROFILE" --out "$W/out" \
   local="$W/shared/tb,ckpt=$W/local-ckpt/run" tierd="$MNT/datasets/tb,ckpt=$MNT/ckpt/run"
-"$TIERCTL" -s "$SOCK" wait /ckpt --timeout 300
-"$TIERCTL" -s "$SOCK" status
+tierd_ctl wait /ckpt --timeout 300
+tierd_ctl status
 echo "results: $W/out"

@@ -13,15 +13,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BUILD=${BUILD:-build}
-TIERD=$ROOT/$BUILD/src/daemon/tierd
-TIERCTL=$ROOT/$BUILD/src/cli/tierctl
-TIERBENCH=$ROOT/$BUILD/src/bench/tierbench
+# shellcheck source=scripts/lib/tierd.sh
+. scripts/lib/tierd.sh
+tierd_bins "$BUILD"
 DEMO=${DEMO_DIR:-$ROOT/demo-data}
 SRC=$DEMO/shared
 CACHE=$DEMO/cache
-MNT=$DEMO/mnt
-SOCK=$DEMO/api.sock
-CONF=$DEMO/tierd.conf
+tierd_places "$DEMO"
 LOG=$DEMO/tierd.log
 NSHARDS=${DEMO_SHARDS:-4}
 NSMALL=${DEMO_SMALL:-2000}
@@ -40,14 +38,11 @@ TIERD_PID=
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
-  if [ -n "$TIERD_PID" ] && kill -0 "$TIERD_PID" 2>/dev/null; then
+  if tierd_alive; then
     say "stopping tierd (pid $TIERD_PID)"
-    kill -TERM "$TIERD_PID" 2>/dev/null || true
-    wait "$TIERD_PID" 2>/dev/null || true
+    tierd_reap "$TIERD_PID"
   fi
-  if grep -qs " $MNT fuse" /proc/mounts; then
-    fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null || true
-  fi
+  tierd_unmount "$MNT"
   exit "$rc"
 }
 trap cleanup EXIT
@@ -81,44 +76,22 @@ echo "dataset: $NFILES files, $((NBYTES / 1048576)) MiB in $SRC"
 # ---- 2. tierd ------------------------------------------------------------------------------
 [ "${DEMO_KEEP_CACHE:-0}" = 1 ] || rm -rf "$CACHE"
 mkdir -p "$CACHE" "$MNT"
-cat >"$CONF" <<EOF
-; written by scripts/demo.sh: the embedded default, everything in $DEMO
-[cache]
-ram_size = 256M
-disk_dir = $CACHE
-disk_size = 2G
-disk_min_free = 512M
-block_size = 4M
-
-[backend shared]
-type = posix
-root = $SRC
-
-[namespace /datasets]
-backend = shared
-
-[mount]
-path = $MNT
-attr_ttl = 5s
-entry_ttl = 5s
-
-[api]
-socket = $SOCK
-EOF
+{
+  echo "; written by scripts/demo.sh: the embedded default, everything in $DEMO"
+  tierd_conf_section cache "ram_size = 256M" "disk_dir = $CACHE" "disk_size = 2G" \
+    "disk_min_free = 512M" "block_size = 4M"
+  tierd_conf_posix shared "$SRC"
+  tierd_conf_ns /datasets shared
+  tierd_conf_mount "$MNT" "attr_ttl = 5s" "entry_ttl = 5s"
+  tierd_conf_api "$SOCK"
+} >"$CONF"
 
 # a stale mount of a crashed run is cleared by tierd itself
 say "starting tierd (config $CONF, log $LOG)"
-"$TIERD" -c "$CONF" -f 2>"$LOG" &
-TIERD_PID=$!
-deadline=$((SECONDS + 30))
-until stat -f "$MNT" >/dev/null 2>&1 && [ "$(stat -c %i "$MNT" 2>/dev/null)" = 1 ]; do
-  kill -0 "$TIERD_PID" 2>/dev/null || { cat "$LOG" >&2; die "tierd exited during start-up"; }
-  [ $SECONDS -lt $deadline ] || die "the mount did not come up within 30 s (see $LOG)"
-  sleep 0.1
-done
+tierd_start "$CONF" "$LOG" "$MNT" || die "tierd did not start (see $LOG)"
 echo "mounted: $MNT/datasets -> $SRC"
 
-api() { curl -sf --unix-socket "$SOCK" "http://tierd$1"; }
+api() { tierd_api "$SOCK" "$1"; }
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
 # ---- 3. stage (cold: shared tier -> hot tier) ----------------------------------------------
@@ -126,7 +99,7 @@ COLD_S=
 if [ -x "$TIERCTL" ]; then
   say "staging /datasets into the hot tier (tierctl stage)"
   t0=$(now)
-  "$TIERCTL" -s "$SOCK" stage /datasets
+  tierd_ctl stage /datasets
   t1=$(now)
   COLD_S=$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')
 else
@@ -169,7 +142,7 @@ printf '  backend fetches    %s\n' "$FETCH"
 printf '  disk cache used    %s in %s\n' "$DISK" "$CACHE"
 if [ -x "$TIERCTL" ]; then
   echo
-  "$TIERCTL" -s "$SOCK" status || true
+  tierd_ctl status || true
 fi
 echo
 echo "Point PyTorch at $MNT/datasets; to use an S3 bucket instead, see contrib/tierd.conf.example."

@@ -26,8 +26,11 @@ set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
 case $BUILD in /*) ;; *) BUILD=$SRC/$BUILD ;; esac
-for b in src/daemon/tierd src/cli/tierctl src/bench/tierbench; do
-  [ -x "$BUILD/$b" ] || { echo "soak: $BUILD/$b is missing (run make build)" >&2; exit 2; }
+# shellcheck source=scripts/lib/tierd.sh
+. "$SRC/scripts/lib/tierd.sh"
+tierd_bins "$BUILD"
+for b in "$TIERD" "$TIERCTL" "$TIERBENCH"; do
+  [ -x "$b" ] || { echo "soak: $b is missing (run make build)" >&2; exit 2; }
 done
 command -v fusermount3 >/dev/null || { echo "soak: fusermount3 is missing (scripts/deps.sh)" >&2; exit 2; }
 
@@ -58,11 +61,9 @@ cleanup() {
     kill -TERM "$PY" 2>/dev/null || true
     wait "$PY" 2>/dev/null || true
   fi
-  pid=$(own_pid "$W/tierbench.pid" "$BUILD/src/bench/tierbench") && kill -KILL "$pid" 2>/dev/null
-  pid=$(own_pid "$W/tierd.pid" "$BUILD/src/daemon/tierd") && kill -KILL "$pid" 2>/dev/null
-  if grep -qs " $W/mnt fuse" /proc/mounts; then
-    fusermount3 -u -z "$W/mnt" 2>/dev/null || umount -l "$W/mnt" 2>/dev/null || true
-  fi
+  pid=$(own_pid "$W/tierbench.pid" "$TIERBENCH") && kill -KILL "$pid" 2>/dev/null
+  pid=$(own_pid "$W/tierd.pid" "$TIERD") && kill -KILL "$pid" 2>/dev/null
+  tierd_unmount "$W/mnt"
   if [ -z "$CEPH_REUSED" ]; then
     "$SRC/scripts/ceph.sh" stop "$CEPH" >/dev/null 2>&1 || echo "soak: ceph.sh stop $CEPH failed" >&2
   else

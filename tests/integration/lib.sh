@@ -1,51 +1,83 @@
 # SPDX-License-Identifier: Apache-2.0
-# lib.sh - helpers shared by the shell integration tests that run tierd on a real FUSE mount.
-# Source it after setting T (scratch dir), MNT (mount point), CONF (tierd.conf), SOCK (API
-# socket) and TIERD (the binary); it sets PID and installs the EXIT trap that kills tierd,
-# detaches the mount and removes T (kept with KEEP=1). No sleeps as synchronisation: every wait
-# polls a condition with a deadline (wait_for).
-# shellcheck shell=bash disable=SC2034
+# lib.sh - helpers shared by the shell integration tests that run tierd on a real FUSE mount, on
+# top of the project's shell library scripts/lib/tierd.sh (sourced here; its tierd_* functions
+# are available too). Either set T (scratch dir), MNT (mount point), CONF (tierd.conf), SOCK (API
+# socket) and TIERD (the binary) before sourcing it, or source it first and call
+# `tierd_test_setup NAME`, which sets them (and BIN, TIERCTL, DATA). It sets PID and installs the
+# EXIT trap that kills tierd, detaches the mount, runs extra_cleanup if the test defines it and
+# removes T (kept with KEEP=1). fail stops the test at the first failed check, with the tail of
+# $T/tierd.log. No sleeps as synchronisation: every wait polls a condition with a deadline
+# (wait_for).
+# shellcheck shell=bash disable=SC2034,SC2317
+# shellcheck source=scripts/lib/tierd.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/tierd.sh"
 PID=
 
-fail() { echo "FAIL: $*" >&2; [ -f "$T/tierd.log" ] && tail -30 "$T/tierd.log" >&2; exit 1; }
+fail() { echo "FAIL: $*" >&2; [ -f "${T:-}/tierd.log" ] && tail -30 "$T/tierd.log" >&2; exit 1; }
 ok() { echo "ok: $*"; }
 
 tierd_test_cleanup() {
   if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then kill -KILL "$PID" 2>/dev/null || true; fi
-  if grep -qs " $MNT fuse" /proc/mounts; then umount -l "$MNT" 2>/dev/null || true; fi
+  if [ -n "${MNT:-}" ] && grep -qs " $MNT fuse" /proc/mounts; then umount -l "$MNT" 2>/dev/null || true; fi
   if declare -F extra_cleanup >/dev/null; then extra_cleanup; fi
-  [ -n "${KEEP:-}" ] || rm -rf "$T"
+  [ -n "${KEEP:-}" ] || [ -z "${T:-}" ] || rm -rf "$T"
 }
 trap tierd_test_cleanup EXIT
 
-# poll CMD until it succeeds or SECS pass
-wait_for() {
-  local secs=$1; shift
-  local deadline=$((SECONDS + secs))
-  until "$@"; do
-    [ $SECONDS -lt $deadline ] || return 1
-    sleep 0.05
-  done
+# tierd_test_setup NAME: the usual preamble of a test run by CTest. BIN is $TIER_BIN (the build
+# directory, required), TIERD and TIERCTL its programs, T a new scratch directory NAME.XXXXXX
+# under $TIER_TEST_TMP, DATA $T/data (for a POSIX backend), MNT, SOCK and CONF $T/mnt,
+# $T/api.sock and $T/tierd.conf. Creates none of them but T.
+tierd_test_setup() {
+  BIN=${TIER_BIN:?TIER_BIN (the build directory) must be set}
+  tierd_bins "$BIN"
+  tierd_scratch "$1"
+  DATA=$T/data
+  tierd_places "$T"
 }
 
-# statfs always reaches the daemon; stat may be served from the kernel's attribute cache
-mounted() { stat -f "$MNT" >/dev/null 2>&1 && [ "$(stat -c %i "$MNT" 2>/dev/null)" = 1 ]; }
+# tierd_test_rgw_setup NAME: tierd_test_setup for a test of the rgw fixture: also CEPH (the
+# fixture's directory, $TIER_CEPH_DIR), SRC (the source tree, $TIER_SRC or this checkout), the
+# RGW's S3_* settings and TIERD_S3_SIG (tierd_rgw_env), and an extra_cleanup that restarts RGW,
+# so that a test that stops it never leaves it stopped for the tests after it (a test that
+# defines an extra_cleanup of its own calls tierd_test_rgw_restart from it)
+tierd_test_rgw_setup() {
+  CEPH=${TIER_CEPH_DIR:?TIER_CEPH_DIR must be set}
+  SRC=${TIER_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+  tierd_rgw_env "$CEPH" || exit 1
+  tierd_test_setup "$1"
+  extra_cleanup() { tierd_test_rgw_restart; }
+}
+tierd_test_rgw_restart() { "$SRC/scripts/ceph.sh" start-rgw "$CEPH" >/dev/null 2>&1 || true; }
 
+# poll CMD until it succeeds or SECS pass
+wait_for() { tierd_poll "$@"; }
+
+# statfs always reaches the daemon; stat may be served from the kernel's attribute cache
+mounted() { tierd_mounted "$MNT"; }
+
+# start tierd on $CONF (stderr appended to $T/tierd.log); fail unless $MNT comes up within 30 s
 start_tierd() {
-  "$TIERD" -c "$CONF" -f 2>>"$T/tierd.log" &
-  PID=$!
-  wait_for 30 mounted || fail "mount did not come up"
+  tierd_spawn "$CONF" "$T/tierd.log"
+  PID=$TIERD_PID
+  tierd_up "$MNT" "" 30 || fail "mount did not come up"
 }
 
 # SIGTERM must unmount cleanly and exit 0 (ASan's leak check runs at that exit)
 stop_tierd() {
-  kill -TERM "$PID"
   local rc=0
-  wait "$PID" || rc=$?
+  tierd_stop "$PID" || rc=$?
   PID=
   [ $rc -eq 0 ] || fail "tierd exited with $rc after SIGTERM"
   ! grep -qs " $MNT fuse" /proc/mounts || fail "still mounted after SIGTERM"
 }
 
-api() { curl -sSf --unix-socket "$SOCK" "http://tierd$1"; }
+# SIGKILL tierd and reap it: a crash (the mount is left dead; the next start_tierd clears it)
+crash_tierd() {
+  kill -KILL "$PID"
+  wait "$PID" 2>/dev/null || true
+  PID=
+}
+
+api() { tierd_api "$SOCK" "$1"; }
 fetches() { api /v1/stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["cache"]["fetches"])'; }

@@ -31,64 +31,26 @@ if [ "$(id -u)" -ne 0 ] || ! command -v runuser >/dev/null || ! getent group nog
     echo "skip: needs root, runuser and the group nogroup (a caller of another uid, chgrp of the socket)"
     exit 0
 fi
-TMPROOT=${TIER_TEST_TMP:-/tmp}
-mkdir -p "$TMPROOT"
-W=$(mktemp -d "$TMPROOT/apisec.XXXXXX")
+# shellcheck source=scripts/lib/tierd.sh
+. "$(dirname "$0")/../../scripts/lib/tierd.sh"
+tierd_counted_checks # fail counts a failed check and carries on; pass, run, contains, wait_for
+tierd_scratch apisec
+W=$T
 # the socket's directory must be reachable by nobody (runuser below): one of its own under /tmp
 SD=$(mktemp -d /tmp/tierd-apisec.XXXXXX)
 chmod 755 "$SD"
-FAILS=0
 TIERD_PID=
 STUB_PID=
 MNT="$W/mnt"
 SOCK="$SD/api.sock"
 
 cleanup() {
-    if [ -n "$TIERD_PID" ] && kill -0 "$TIERD_PID" 2>/dev/null; then
-        kill -TERM "$TIERD_PID" 2>/dev/null
-        for _ in $(seq 1 200); do kill -0 "$TIERD_PID" 2>/dev/null || break; sleep 0.05; done
-        kill -KILL "$TIERD_PID" 2>/dev/null
-    fi
-    if mountpoint -q "$MNT" 2>/dev/null; then
-        fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
-    fi
+    tierd_reap "$TIERD_PID"
+    tierd_unmount "$MNT"
     if [ -n "$STUB_PID" ]; then kill "$STUB_PID" 2>/dev/null; wait "$STUB_PID" 2>/dev/null; fi
     rm -rf "$W" "$SD"
 }
 trap cleanup EXIT
-
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-pass() { echo "ok: $*"; }
-run() { # run NAME WANT_RC CMD...: output in $OUT
-    local name=$1 want=$2
-    shift 2
-    OUT=$("$@" 2>&1)
-    RC=$?
-    if [ "$RC" -ne "$want" ]; then
-        fail "$name: exit $RC, want $want; output:"
-        printf '%s\n' "$OUT" | sed 's/^/    /'
-    else
-        pass "$name (exit $RC)"
-    fi
-}
-contains() {
-    case "$OUT" in
-    *"$2"*) pass "$1" ;;
-    *) fail "$1: output lacks '$2':"; printf '%s\n' "$OUT" | sed 's/^/    /' ;;
-    esac
-}
-wait_for() { # wait_for DESC SECONDS CMD...
-    local desc=$1 secs=$2
-    shift 2
-    local deadline=$((SECONDS + secs))
-    until "$@"; do
-        if [ "$SECONDS" -ge "$deadline" ]; then
-            fail "timed out after ${secs}s waiting for $desc"
-            return 1
-        fi
-        sleep 0.05 # polling interval
-    done
-}
 
 # probe NAME WANT_STATUS METHOD URL [BODY]: one request over the Unix socket (URL sent as is);
 # the answer must be a JSON object with the wanted status. Sets ST and BODY.
@@ -175,68 +137,25 @@ openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=127.0.0.1 \
     fail "openssl could not make a test certificate"
 chmod 600 "$W/key.pem"
 
-cat >"$W/tierd.conf" <<EOF
-[cache]
-block_size = 64K
-ram_size = 8M
-disk_dir = $W/cache
-disk_size = 64M
-
-[writeback]
-spool_dir = $W/spool
-part_size = 5M
-
-[backend warm]
-type = posix
-root = $W/data
-
-[namespace /ns]
-backend = warm
-prefix = ds/
-
-[backend cold]
-type = posix
-root = $W/wbdata
-
-[namespace /ck]
-backend = cold
-prefix = ckpt/
-mode = write-back
-
-[backend dead]
-type = s3
-endpoint = http://127.0.0.1:$STUB_PORT
-bucket = never
-access_key = AK
-secret_key = SK
-max_retries = 0
-request_timeout = 3s
-
-[namespace /slow]
-backend = dead
-mode = write-back
-
-[namespace /hang]
-backend = dead
-prefix = h/
-
-[mount]
-path = $MNT
-
-[daemon]
-stage_threads = 1
-
-[api]
-socket = $SOCK
-tcp = 127.0.0.1:$PORT
-token_file = $W/api.token
-tls_cert = $W/cert.pem
-tls_key = $W/key.pem
-socket_group = nogroup
-max_connections = 32
-max_wait = 2s
-max_stage_jobs = 1
-EOF
+{
+    tierd_conf_section cache "block_size = 64K" "ram_size = 8M" "disk_dir = $W/cache" \
+        "disk_size = 64M"
+    tierd_conf_section writeback "spool_dir = $W/spool" "part_size = 5M"
+    tierd_conf_posix warm "$W/data"
+    tierd_conf_ns /ns warm "prefix = ds/"
+    tierd_conf_posix cold "$W/wbdata"
+    tierd_conf_ns /ck cold "prefix = ckpt/" "mode = write-back"
+    tierd_conf_section "backend dead" "type = s3" "endpoint = http://127.0.0.1:$STUB_PORT" \
+        "bucket = never" "access_key = AK" "secret_key = SK" "max_retries = 0" \
+        "request_timeout = 3s"
+    tierd_conf_ns /slow dead "mode = write-back"
+    tierd_conf_ns /hang dead "prefix = h/"
+    tierd_conf_mount "$MNT"
+    tierd_conf_section daemon "stage_threads = 1"
+    tierd_conf_api "$SOCK" "tcp = 127.0.0.1:$PORT" "token_file = $W/api.token" \
+        "tls_cert = $W/cert.pem" "tls_key = $W/key.pem" "socket_group = nogroup" \
+        "max_connections = 32" "max_wait = 2s" "max_stage_jobs = 1"
+} >"$W/tierd.conf"
 # the common default soft limit: a connection flood must not exhaust tierd's descriptors
 (ulimit -Sn 1024 && exec "$TIERD" -f -c "$W/tierd.conf") >"$W/tierd.log" 2>&1 &
 TIERD_PID=$!
@@ -387,21 +306,12 @@ TIERD_PID=
 
 # ---- start-up refusals (findings 4, 12) -------------------------------------------------------
 mkdir -p "$W/m2" "$W/c2"
-base_conf() {
-    cat <<EOF
-[cache]
-ram_size = 8M
-[backend warm]
-type = posix
-root = $W/data
-[namespace /ns]
-backend = warm
-prefix = ds/
-[mount]
-path = $W/m2
-[api]
-socket = $1
-EOF
+base_conf() { # 12 lines: the FILE:LINE checks below count on it
+    tierd_conf_section cache "ram_size = 8M"
+    tierd_conf_posix warm "$W/data"
+    tierd_conf_ns /ns warm "prefix = ds/"
+    tierd_conf_mount "$W/m2"
+    tierd_conf_api "$1"
 }
 { base_conf "$SD/b.sock"; printf 'tcp = 0.0.0.0:%s\ntoken_file = %s\n' "$PORT" "$W/api.token"; } >"$W/nonloop.conf"
 run "F4: non-loopback tcp without TLS is a config error" 2 timeout 20 "$TIERD" -f -c "$W/nonloop.conf"
@@ -420,8 +330,4 @@ run "F12: a socket directory others may write is refused" 1 timeout 20 "$TIERD" 
 contains "F12: parent directory message" "another user could replace the socket"
 [ ! -e "$W/open/api.sock" ] && pass "F12: no socket left there" || fail "F12: a socket was created in $W/open"
 
-if [ "$FAILS" -ne 0 ]; then
-    echo "$FAILS check(s) failed"
-    exit 1
-fi
-echo "all checks passed"
+tierd_counted_result

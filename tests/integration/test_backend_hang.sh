@@ -14,18 +14,10 @@
 # No sleeps as synchronisation: every wait polls a condition with a deadline.
 set -euo pipefail
 
-BIN=${TIER_BIN:?TIER_BIN (the build directory) must be set}
-TIERD=$BIN/src/daemon/tierd
-TMPROOT=${TIER_TEST_TMP:-/tmp}
-mkdir -p "$TMPROOT"
-T=$(mktemp -d "$TMPROOT/backend_hang.XXXXXX")
-DATA=$T/data
-MNT=$T/mnt
-SOCK=$T/api.sock
-CONF=$T/tierd.conf
 BH_PID=
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
+tierd_test_setup backend_hang
 extra_cleanup() { if [ -n "$BH_PID" ]; then kill "$BH_PID" 2>/dev/null || true; fi; }
 
 # ---- the black hole: accept, read, never answer; answer 404 once $T/answer exists -----------
@@ -70,39 +62,20 @@ accepted() { cat "$T/bh.count" 2>/dev/null || echo 0; }
 
 mkdir -p "$DATA" "$MNT"
 head -c 100000 /dev/urandom >"$DATA/file.bin"
-cat >"$CONF" <<EOF
-[daemon]
-backend_timeout = 2s
-[cache]
-ram_size = 64M
-block_size = 1M
-[backend warm]
-type = posix
-root = $DATA
-[backend cold]
-type = s3
-endpoint = http://127.0.0.1:$PORT
-bucket = bkt
-access_key = ak
-secret_key = sk
-max_retries = 0
-breaker_failures = 2
-breaker_cooldown = 4s
-[namespace /warm]
-backend = warm
-[namespace /cold]
-backend = cold
-[namespace /coldw]
-backend = cold
-prefix = w
-mode = write-back
-[writeback]
-spool_dir = $T/spool
-[mount]
-path = $MNT
-[api]
-socket = $SOCK
-EOF
+{
+  tierd_conf_section daemon "backend_timeout = 2s"
+  tierd_conf_section cache "ram_size = 64M" "block_size = 1M"
+  tierd_conf_posix warm "$DATA"
+  tierd_conf_section "backend cold" "type = s3" "endpoint = http://127.0.0.1:$PORT" "bucket = bkt" \
+    "access_key = ak" "secret_key = sk" "max_retries = 0" "breaker_failures = 2" \
+    "breaker_cooldown = 4s"
+  tierd_conf_ns /warm warm
+  tierd_conf_ns /cold cold
+  tierd_conf_ns /coldw cold "prefix = w" "mode = write-back"
+  tierd_conf_section writeback "spool_dir = $T/spool"
+  tierd_conf_mount "$MNT"
+  tierd_conf_api "$SOCK"
+} >"$CONF"
 start_tierd
 ok "mounted"
 ! grep -q "plain http:// to a host that is not loopback" "$T/tierd.log" ||

@@ -12,17 +12,9 @@
 # No sleeps as synchronisation: every wait polls a condition with a deadline.
 set -euo pipefail
 
-BIN=${TIER_BIN:?TIER_BIN (the build directory) must be set}
-TIERD=$BIN/src/daemon/tierd
-TMPROOT=${TIER_TEST_TMP:-/tmp}
-mkdir -p "$TMPROOT"
-T=$(mktemp -d "$TMPROOT/fuse_dir.XXXXXX")
-DATA=$T/data
-MNT=$T/mnt
-SOCK=$T/api.sock
-CONF=$T/tierd.conf
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
+tierd_test_setup fuse_dir
 
 N=30000
 mkdir -p "$DATA/big" "$MNT"
@@ -30,23 +22,14 @@ mkdir -p "$DATA/big" "$MNT"
 echo last >"$DATA/big/f$((N - 1))"
 
 write_conf() { # $1: [mount] lines
-  cat >"$CONF" <<EOF
-[daemon]
-log_level = debug
-[cache]
-ram_size = 32M
-block_size = 1M
-[backend warm]
-type = posix
-root = $DATA
-[namespace /x]
-backend = warm
-[mount]
-path = $MNT
-$1
-[api]
-socket = $SOCK
-EOF
+  {
+    tierd_conf_section daemon "log_level = debug"
+    tierd_conf_section cache "ram_size = 32M" "block_size = 1M"
+    tierd_conf_posix warm "$DATA"
+    tierd_conf_ns /x warm
+    tierd_conf_mount "$MNT" "$1"
+    tierd_conf_api "$SOCK"
+  } >"$CONF"
 }
 builds() { grep -c "listing /x/big built" "$T/tierd.log" || true; }
 

@@ -16,17 +16,9 @@
 # No sleeps as synchronisation: every wait polls a condition with a deadline.
 set -euo pipefail
 
-BIN=${TIER_BIN:?TIER_BIN (the build directory) must be set}
-TIERD=$BIN/src/daemon/tierd
-TMPROOT=${TIER_TEST_TMP:-/tmp}
-mkdir -p "$TMPROOT"
-T=$(mktemp -d "$TMPROOT/fuse_perm.XXXXXX")
-DATA=$T/data
-MNT=$T/mnt
-SOCK=$T/api.sock
-CONF=$T/tierd.conf
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
+tierd_test_setup fuse_perm
 
 [ "$(id -u)" = 0 ] || fail "needs root (runs commands as nobody)"
 NOBODY=$(id -u nobody)
@@ -47,38 +39,17 @@ chmod 0600 "$DATA/priv/secret.txt"
 chmod 0700 "$DATA/priv"
 
 write_conf() { # $1: extra [mount] lines, $2: extra [namespace /priv] lines, $3: /pub, $4: /ck
-  cat >"$CONF" <<EOF
-[daemon]
-log_level = info
-[cache]
-ram_size = 32M
-block_size = 1M
-[backend warm]
-type = posix
-root = $DATA
-[namespace /pub]
-backend = warm
-prefix = pub
-$3
-[namespace /priv]
-backend = warm
-prefix = priv
-$2
-[namespace /ck]
-backend = warm
-prefix = ck
-mode = write-back
-$4
-[writeback]
-spool_dir = $T/spool
-[mount]
-path = $MNT
-attr_ttl = 1s
-entry_ttl = 1s
-$1
-[api]
-socket = $SOCK
-EOF
+  {
+    tierd_conf_section daemon "log_level = info"
+    tierd_conf_section cache "ram_size = 32M" "block_size = 1M"
+    tierd_conf_posix warm "$DATA"
+    tierd_conf_ns /pub warm "prefix = pub" "$3"
+    tierd_conf_ns /priv warm "prefix = priv" "$2"
+    tierd_conf_ns /ck warm "prefix = ck" "mode = write-back" "$4"
+    tierd_conf_section writeback "spool_dir = $T/spool"
+    tierd_conf_mount "$MNT" "attr_ttl = 1s" "entry_ttl = 1s" "$1"
+    tierd_conf_api "$SOCK"
+  } >"$CONF"
 }
 denied() { # CMD...: fails with "Permission denied"
   local err

@@ -12,17 +12,9 @@
 # No sleeps as synchronisation: every wait polls a condition with a deadline.
 set -euo pipefail
 
-BIN=${TIER_BIN:?TIER_BIN (the build directory) must be set}
-TIERD=$BIN/src/daemon/tierd
-TMPROOT=${TIER_TEST_TMP:-/tmp}
-mkdir -p "$TMPROOT"
-T=$(mktemp -d "$TMPROOT/fuse_posix.XXXXXX")
-DATA=$T/data
-MNT=$T/mnt
-SOCK=$T/api.sock
-CONF=$T/tierd.conf
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
+tierd_test_setup fuse_posix
 # a free port from the kernel (bound and released at once)
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 TOKEN=tok-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n') # [api] token: at least 16 characters
@@ -39,34 +31,16 @@ for d in $(seq -w 0 99); do
   (cd "$DATA/many/d$d" && seq -f "f%03g" 0 98 | xargs touch)
 done # 100 dirs + 9,900 files = 10,000 entries
 
-cat >"$CONF" <<EOF
-[daemon]
-log_level = info
-[cache]
-ram_size = 64M
-disk_dir = $T/cache
-disk_size = 512M
-disk_min_free = 64M
-block_size = 1M
-[backend warm]
-type = posix
-root = $DATA
-[namespace /data]
-backend = warm
-prefix = ds
-[namespace /bulk/many]
-backend = warm
-prefix = many
-[mount]
-path = $MNT
-attr_ttl = 1s
-entry_ttl = 1s
-readahead_blocks = 2
-[api]
-socket = $SOCK
-tcp = 127.0.0.1:$PORT
-token = $TOKEN
-EOF
+{
+  tierd_conf_section daemon "log_level = info"
+  tierd_conf_section cache "ram_size = 64M" "disk_dir = $T/cache" "disk_size = 512M" \
+    "disk_min_free = 64M" "block_size = 1M"
+  tierd_conf_posix warm "$DATA"
+  tierd_conf_ns /data warm "prefix = ds"
+  tierd_conf_ns /bulk/many warm "prefix = many"
+  tierd_conf_mount "$MNT" "attr_ttl = 1s" "entry_ttl = 1s" "readahead_blocks = 2"
+  tierd_conf_api "$SOCK" "tcp = 127.0.0.1:$PORT" "token = $TOKEN"
+} >"$CONF"
 
 start_tierd
 ok "mounted"
@@ -165,9 +139,7 @@ code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$SOCK" --data-binar
 ok "API: TCP 401 without/with wrong token, 200 with it; 404; 413"
 
 # ---- kill -9, restart: stale mount cleared, disk cache reused ------------------------------
-kill -KILL "$PID"
-wait "$PID" 2>/dev/null || true
-PID=
+crash_tierd
 err=$(stat -f "$MNT" 2>&1) && fail "the mount survived kill -9?"
 echo "$err" | grep -q "not connected" || fail "expected a dead mount, got: $err"
 start_tierd

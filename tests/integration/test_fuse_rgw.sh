@@ -11,29 +11,13 @@
 # Buckets and objects are made with curl --aws-sigv4. No sleeps as synchronisation.
 set -euo pipefail
 
-BIN=${TIER_BIN:?TIER_BIN (the build directory) must be set}
-SRCDIR=${TIER_SRC:?TIER_SRC (the source directory) must be set}
-CEPH=${TIER_CEPH_DIR:?TIER_CEPH_DIR must be set}
-TIERD=$BIN/src/daemon/tierd
-TIERCTL=$BIN/src/cli/tierctl
-[ -r "$CEPH/env" ] || { echo "no RGW env at $CEPH/env (run scripts/ceph.sh start $CEPH)"; exit 1; }
-# shellcheck disable=SC1091
-. "$CEPH/env"
-TMPROOT=${TIER_TEST_TMP:-/tmp}
-mkdir -p "$TMPROOT"
-T=$(mktemp -d "$TMPROOT/fuse_rgw.XXXXXX")
-MNT=$T/mnt
-SOCK=$T/api.sock
-CONF=$T/tierd.conf
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
-# the test stops RGW: never leave it stopped for the tests after this one
-extra_cleanup() { "$SRCDIR/scripts/ceph.sh" start-rgw "$CEPH" >/dev/null 2>&1 || true; }
+# the test stops RGW: its extra_cleanup starts it again for the tests after this one
+tierd_test_rgw_setup fuse_rgw
 BUCKET=fuse-rgw-$(date +%s)-$RANDOM
 TIMEOUT_MS=3000
-
-s3() { curl -sSf --aws-sigv4 "aws:amz:$S3_REGION:s3" --user "$S3_ACCESS_KEY:$S3_SECRET_KEY" \
-  -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$@"; }
+s3() { tierd_s3 "$@"; }
 
 # ---- bucket and objects --------------------------------------------------------------------
 s3 -X PUT "$S3_ENDPOINT/$BUCKET" >/dev/null || fail "cannot create bucket $BUCKET"
@@ -50,38 +34,17 @@ for d in d0 d1 d2 d3; do
   s3 -T "$T/src/many/{$names}" "$S3_ENDPOINT/$BUCKET/ds/many/$d/" >/dev/null
 done # 4 implicit dirs + 200 objects
 
-cat >"$CONF" <<EOF
-[daemon]
-backend_timeout = ${TIMEOUT_MS}ms
-[cache]
-ram_size = 64M
-disk_dir = $T/cache
-disk_size = 512M
-disk_min_free = 64M
-block_size = 1M
-[backend rgw]
-type = s3
-endpoint = $S3_ENDPOINT
-region = $S3_REGION
-bucket = $BUCKET
-access_key = $S3_ACCESS_KEY
-secret_key = $S3_SECRET_KEY
-max_retries = 2
-[namespace /s3]
-backend = rgw
-prefix = ds
-[mount]
-path = $MNT
-attr_ttl = 1s
-entry_ttl = 1s
-readahead_blocks = 2
-[api]
-socket = $SOCK
-EOF
+{
+  tierd_conf_section daemon "backend_timeout = ${TIMEOUT_MS}ms"
+  tierd_conf_section cache "ram_size = 64M" "disk_dir = $T/cache" "disk_size = 512M" \
+    "disk_min_free = 64M" "block_size = 1M"
+  tierd_conf_rgw rgw "$BUCKET" "max_retries = 2"
+  tierd_conf_ns /s3 rgw "prefix = ds"
+  tierd_conf_mount "$MNT" "attr_ttl = 1s" "entry_ttl = 1s" "readahead_blocks = 2"
+  tierd_conf_api "$SOCK"
+} >"$CONF"
 
-"$TIERD" -c "$CONF" -f 2>>"$T/tierd.log" &
-PID=$!
-wait_for 30 mounted || fail "mount did not come up"
+start_tierd
 ok "mounted bucket $BUCKET"
 
 # ---- bytes, implicit directories -----------------------------------------------------------
@@ -131,14 +94,14 @@ ok "replaced object served new after the TTL, never mixed"
 # ---- a pinned model, staged and never opened through the mount -----------------------------
 head -c $((3 * 1048576 + 77)) /dev/urandom >"$T/model.bin"
 s3 -T "$T/model.bin" "$S3_ENDPOINT/$BUCKET/ds/models/model.bin" >/dev/null
-"$TIERCTL" -s "$SOCK" stage --pin /s3/models/model.bin >/dev/null || fail "stage --pin of the model"
+tierd_ctl stage --pin /s3/models/model.bin >/dev/null || fail "stage --pin of the model"
 ok "model staged and pinned"
 
 # ---- RGW down: EIO within the bound, mount alive, recovery ---------------------------------
 head -c $((2 * 1048576)) /dev/urandom >"$T/late.bin"
 s3 -T "$T/late.bin" "$S3_ENDPOINT/$BUCKET/ds/late.bin" >/dev/null
 ls -l "$MNT/s3/late.bin" >/dev/null || fail "late.bin not visible"
-"$SRCDIR/scripts/ceph.sh" stop-rgw "$CEPH" >/dev/null 2>&1 || fail "stop-rgw failed"
+"$SRC/scripts/ceph.sh" stop-rgw "$CEPH" >/dev/null 2>&1 || fail "stop-rgw failed"
 t0=$(date +%s%N)
 err=$(cat "$MNT/s3/late.bin" 2>&1 >/dev/null) && fail "read with RGW down succeeded"
 t1=$(date +%s%N)
@@ -152,13 +115,9 @@ cmp "$MNT/s3/big.bin" "$T/src/big.bin" || fail "cached big.bin unreadable with R
 # issue 9: cached and pinned data keep being served while the backend is down
 cmp "$MNT/s3/models/model.bin" "$T/model.bin" || fail "pinned model unreadable with RGW down"
 ok "RGW down: EIO after $ms ms, mount alive, cached and pinned data still served"
-"$SRCDIR/scripts/ceph.sh" start-rgw "$CEPH" >/dev/null 2>&1 || fail "start-rgw failed"
+"$SRC/scripts/ceph.sh" start-rgw "$CEPH" >/dev/null 2>&1 || fail "start-rgw failed"
 wait_for 60 cmp -s "$MNT/s3/late.bin" "$T/late.bin" || fail "no recovery after start-rgw"
 ok "recovered after start-rgw"
 
-kill -TERM "$PID"
-rc=0
-wait "$PID" || rc=$?
-PID=
-[ $rc = 0 ] || fail "tierd exited with $rc after SIGTERM"
+stop_tierd
 echo "PASS"

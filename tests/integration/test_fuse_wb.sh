@@ -24,17 +24,9 @@
 # No sleeps as synchronisation: every wait polls a condition with a deadline.
 set -euo pipefail
 
-BIN=${TIER_BIN:?TIER_BIN (the build directory) must be set}
-TIERD=$BIN/src/daemon/tierd
-TMPROOT=${TIER_TEST_TMP:-/tmp}
-mkdir -p "$TMPROOT"
-T=$(mktemp -d "$TMPROOT/fuse_wb.XXXXXX")
-DATA=$T/data
-MNT=$T/mnt
-SOCK=$T/api.sock
-CONF=$T/tierd.conf
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
+tierd_test_setup fuse_wb
 extra_cleanup() {
   if grep -qs " $T/tiny-spool " /proc/mounts; then umount -l "$T/tiny-spool" 2>/dev/null || true; fi
 }
@@ -45,31 +37,15 @@ backend_has() { wait_for 60 same "$DATA/ck/$1" "$2" || fail "backend ck/$1 diffe
 
 mkdir -p "$DATA/ro" "$DATA/ck" "$MNT" "$T/ref"
 echo hello >"$DATA/ro/r.txt"
-cat >"$CONF" <<CONF
-[backend warm]
-type = posix
-root = $DATA
-[namespace /ro]
-backend = warm
-prefix = ro
-[namespace /ck]
-backend = warm
-prefix = ck
-mode = write-back
-[writeback]
-spool_dir = $T/spool
-part_size = 5M
-upload_threads = 2
-[cache]
-ram_size = 64M
-block_size = 1M
-[mount]
-path = $MNT
-attr_ttl = 200ms
-entry_ttl = 200ms
-[api]
-socket = $SOCK
-CONF
+{
+  tierd_conf_posix warm "$DATA"
+  tierd_conf_ns /ro warm "prefix = ro"
+  tierd_conf_ns /ck warm "prefix = ck" "mode = write-back"
+  tierd_conf_section writeback "spool_dir = $T/spool" "part_size = 5M" "upload_threads = 2"
+  tierd_conf_section cache "ram_size = 64M" "block_size = 1M"
+  tierd_conf_mount "$MNT" "attr_ttl = 200ms" "entry_ttl = 200ms"
+  tierd_conf_api "$SOCK"
+} >"$CONF"
 start_tierd
 
 # ---- create, write, fsync, close; read back; backend identical ----------------------------
@@ -202,9 +178,7 @@ exec {PYOUT}<&"${TWOFD[0]}"
 line=
 read -r -t 60 line <&"$PYOUT" || true
 [ "$line" = closed ] || fail "two write handles: close of the second failed: $line"
-kill -KILL "$PID"
-wait "$PID" 2>/dev/null || true
-PID=
+crash_tierd
 kill -KILL "$PYPID" 2>/dev/null || true
 wait "$PYPID" 2>/dev/null || true
 exec {PYOUT}<&-
@@ -219,17 +193,10 @@ ok "close(2) = 0 with another write handle open: sealed; survives SIGKILL byte-i
 # ---- restart (with a backlog bound and two more namespaces): everything still there ---------
 stop_tierd
 printf 'not a directory' >"$DATA/stuck" # uploads into /stuck fail until it is a directory
-cat >>"$CONF" <<CONF
-[namespace /ckr]
-backend = warm
-prefix = ckr
-mode = write-back
-durability = remote
-[namespace /stuck]
-backend = warm
-prefix = stuck
-mode = write-back
-CONF
+{
+  tierd_conf_ns /ckr warm "prefix = ckr" "mode = write-back" "durability = remote"
+  tierd_conf_ns /stuck warm "prefix = stuck" "mode = write-back"
+} >>"$CONF"
 sed -i 's/^part_size = 5M$/part_size = 5M\nmax_dirty = 2M\nbackpressure_wait = 300ms/' "$CONF"
 start_tierd
 cmp "$MNT/ck/big" "$T/ref/big2" || fail "after restart: big"

@@ -17,49 +17,28 @@
 # No sleeps as synchronisation: waits poll a condition with a deadline.
 set -euo pipefail
 
-BIN=${TIER_BIN:?TIER_BIN (the build directory) must be set}
-TIERD=$BIN/src/daemon/tierd
 CYCLES=${TIER_CRASH_CYCLES:-100}
-TMPROOT=${TIER_TEST_TMP:-/tmp}
-mkdir -p "$TMPROOT"
-T=$(mktemp -d "$TMPROOT/fuse_wb_crash.XXXXXX")
-MNT=$T/mnt
-cleanup() {
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
+tierd_test_setup fuse_wb_crash
+# the tierd runs of the driver below (lib.sh's trap kills only $PID)
+extra_cleanup() {
   if [ -f "$T/pids" ]; then
     while read -r p; do kill -KILL "$p" 2>/dev/null || true; done <"$T/pids"
   fi
-  if grep -qs " $MNT fuse" /proc/mounts; then umount -l "$MNT" 2>/dev/null || true; fi
-  [ -n "${KEEP:-}" ] || rm -rf "$T"
 }
-trap cleanup EXIT
-mkdir -p "$T/data/ck" "$MNT"
-cat >"$T/tierd.conf" <<CONF
-[backend warm]
-type = posix
-root = $T/data
-[namespace /ck]
-backend = warm
-prefix = ck
-mode = write-back
-[writeback]
-spool_dir = $T/spool
-part_size = 5M
-upload_threads = 2
-parts_parallel = 2
-retention_keep = 1
-# uploads run while the writer writes, so that kills land mid-upload (the default hold-off
-# would defer them to the writer's pauses)
-upload_holdoff = 0
-[cache]
-ram_size = 64M
-block_size = 1M
-[mount]
-path = $MNT
-attr_ttl = 100ms
-entry_ttl = 100ms
-[api]
-socket = $T/api.sock
-CONF
+mkdir -p "$DATA/ck" "$MNT"
+# upload_holdoff = 0: uploads run while the writer writes, so that kills land mid-upload (the
+# default hold-off would defer them to the writer's pauses)
+{
+  tierd_conf_posix warm "$DATA"
+  tierd_conf_ns /ck warm "prefix = ck" "mode = write-back"
+  tierd_conf_section writeback "spool_dir = $T/spool" "part_size = 5M" "upload_threads = 2" \
+    "parts_parallel = 2" "retention_keep = 1" "upload_holdoff = 0"
+  tierd_conf_section cache "ram_size = 64M" "block_size = 1M"
+  tierd_conf_mount "$MNT" "attr_ttl = 100ms" "entry_ttl = 100ms"
+  tierd_conf_api "$SOCK"
+} >"$CONF"
 
 exec python3 - "$TIERD" "$T" "$CYCLES" <<'PY'
 import hashlib, json, os, random, re, signal, socket, subprocess, sys, time

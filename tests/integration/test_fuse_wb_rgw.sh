@@ -11,70 +11,32 @@
 # upload is left over in the bucket (?uploads listing). No sleeps as synchronisation.
 set -euo pipefail
 
-BIN=${TIER_BIN:?TIER_BIN (the build directory) must be set}
-CEPH=${TIER_CEPH_DIR:?TIER_CEPH_DIR must be set}
-TIERD=$BIN/src/daemon/tierd
-[ -r "$CEPH/env" ] || { echo "no RGW env at $CEPH/env (run scripts/ceph.sh start $CEPH)"; exit 1; }
-# shellcheck disable=SC1091
-. "$CEPH/env"
-TMPROOT=${TIER_TEST_TMP:-/tmp}
-mkdir -p "$TMPROOT"
-T=$(mktemp -d "$TMPROOT/fuse_wb_rgw.XXXXXX")
-MNT=$T/mnt
-SOCK=$T/api.sock
-CONF=$T/tierd.conf
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
-SRC=${TIER_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
-# the test stops RGW: never leave it stopped for the tests after this one
-extra_cleanup() { "$SRC/scripts/ceph.sh" start-rgw "$CEPH" >/dev/null 2>&1 || true; }
+# the test stops RGW: its extra_cleanup starts it again for the tests after this one
+tierd_test_rgw_setup fuse_wb_rgw
 BUCKET=fuse-wb-rgw-$(date +%s)-$RANDOM
 
-s3() { curl -sSf --aws-sigv4 "aws:amz:$S3_REGION:s3" --user "$S3_ACCESS_KEY:$S3_SECRET_KEY" \
-  -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$@"; }
+s3() { tierd_s3 "$@"; }
 wb_wait() {
   curl -sSf --unix-socket "$SOCK" -X POST -H 'Content-Type: application/json' \
     -d "{\"path\": \"$1\", \"timeout_s\": 120}" http://tierd/v1/wait >/dev/null ||
     fail "POST /v1/wait $1"
 }
 s3_same() { s3 -o "$T/get" "$S3_ENDPOINT/$BUCKET/ckpt/$1" && cmp -s "$T/get" "$2"; }
-s3_absent() {
-  local code
-  code=$(curl -s -o /dev/null -w '%{http_code}' --aws-sigv4 "aws:amz:$S3_REGION:s3" \
-    --user "$S3_ACCESS_KEY:$S3_SECRET_KEY" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" \
-    -I "$S3_ENDPOINT/$BUCKET/ckpt/$1")
-  [ "$code" = 404 ]
-}
+s3_absent() { [ "$(tierd_s3_code -I "$S3_ENDPOINT/$BUCKET/ckpt/$1")" = 404 ]; }
 
 s3 -X PUT "$S3_ENDPOINT/$BUCKET" >/dev/null || fail "cannot create bucket $BUCKET"
 mkdir -p "$MNT" "$T/ref"
-cat >"$CONF" <<CONF
-[cache]
-ram_size = 64M
-block_size = 1M
-[backend rgw]
-type = s3
-endpoint = $S3_ENDPOINT
-region = $S3_REGION
-bucket = $BUCKET
-access_key = $S3_ACCESS_KEY
-secret_key = $S3_SECRET_KEY
-[namespace /ck]
-backend = rgw
-prefix = ckpt
-mode = write-back
-[writeback]
-spool_dir = $T/spool
-part_size = 5M
-parts_parallel = 1
-retention_keep = 0
-[mount]
-path = $MNT
-attr_ttl = 200ms
-entry_ttl = 200ms
-[api]
-socket = $SOCK
-CONF
+{
+  tierd_conf_section cache "ram_size = 64M" "block_size = 1M"
+  tierd_conf_rgw rgw "$BUCKET"
+  tierd_conf_ns /ck rgw "prefix = ckpt" "mode = write-back"
+  tierd_conf_section writeback "spool_dir = $T/spool" "part_size = 5M" "parts_parallel = 1" \
+    "retention_keep = 0"
+  tierd_conf_mount "$MNT" "attr_ttl = 200ms" "entry_ttl = 200ms"
+  tierd_conf_api "$SOCK"
+} >"$CONF"
 start_tierd
 
 head -c 100000 /dev/urandom >"$T/ref/small"
@@ -97,9 +59,7 @@ n0=$(grep -c "wb: upload start" "$T/tierd.log" || true)
 dd if="$T/ref/crash" of="$MNT/ck/crash" bs=1M conv=fsync status=none || fail "write crash"
 inflight() { [ "$(grep -c "wb: upload start" "$T/tierd.log" || true)" -gt "$n0" ]; }
 wait_for 30 inflight || fail "upload never started"
-kill -KILL "$PID"
-wait "$PID" || true
-PID=
+crash_tierd
 if s3_absent crash; then echo "killed with the upload in flight"; else echo "note: the upload completed before the kill"; fi
 start_tierd
 wb_wait /ck
@@ -139,9 +99,5 @@ ok "S3 down: a new checkpoint is created, written, and uploaded once S3 is back"
 uploads=$(s3 "$S3_ENDPOINT/$BUCKET?uploads" | grep -c "<UploadId>" || true)
 [ "$uploads" = 0 ] || fail "$uploads multipart uploads left in the bucket"
 ok "no multipart upload left over"
-kill -TERM "$PID"
-rc=0
-wait "$PID" || rc=$?
-PID=
-[ $rc -eq 0 ] || fail "tierd exited with $rc after SIGTERM"
+stop_tierd
 echo PASS

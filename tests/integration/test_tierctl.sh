@@ -25,10 +25,11 @@ set -u
 
 TIERCTL=${1:?usage: test_tierctl.sh TIERCTL [TIERD]}
 TIERD=${2:-}
-TMPROOT=${TIER_TEST_TMP:-/tmp}
-mkdir -p "$TMPROOT"
-W=$(mktemp -d "$TMPROOT/tierctl.XXXXXX")
-FAILS=0
+# shellcheck source=scripts/lib/tierd.sh
+. "$(dirname "$0")/../../scripts/lib/tierd.sh"
+tierd_counted_checks # fail counts a failed check and carries on; pass, run, contains, wait_for
+tierd_scratch tierctl
+W=$T
 MOCK_PID=
 TIERD_PID=
 MNT=
@@ -37,64 +38,15 @@ WB_MNT=
 STUB_PID=
 
 cleanup() {
-    if [ -n "$TIERD_PID" ] && kill -0 "$TIERD_PID" 2>/dev/null; then
-        kill -TERM "$TIERD_PID" 2>/dev/null
-        for _ in $(seq 1 100); do kill -0 "$TIERD_PID" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$TIERD_PID" 2>/dev/null
-    fi
-    if [ -n "$MNT" ] && mountpoint -q "$MNT" 2>/dev/null; then
-        fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
-    fi
-    if [ -n "$WB_PID" ] && kill -0 "$WB_PID" 2>/dev/null; then
-        kill -TERM "$WB_PID" 2>/dev/null
-        for _ in $(seq 1 100); do kill -0 "$WB_PID" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$WB_PID" 2>/dev/null
-    fi
-    if [ -n "$WB_MNT" ] && mountpoint -q "$WB_MNT" 2>/dev/null; then
-        fusermount3 -u -z "$WB_MNT" 2>/dev/null || umount -l "$WB_MNT" 2>/dev/null
-    fi
+    tierd_reap "$TIERD_PID"
+    tierd_unmount "$MNT"
+    tierd_reap "$WB_PID"
+    tierd_unmount "$WB_MNT"
     if [ -n "$STUB_PID" ]; then kill "$STUB_PID" 2>/dev/null; wait "$STUB_PID" 2>/dev/null; fi
     if [ -n "$MOCK_PID" ]; then kill "$MOCK_PID" 2>/dev/null; wait "$MOCK_PID" 2>/dev/null; fi
     rm -rf "$W"
 }
 trap cleanup EXIT
-
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-pass() { echo "ok: $*"; }
-
-# run NAME WANT_RC CMD...: runs CMD, keeps its output in $OUT and checks the exit code.
-run() {
-    local name=$1 want=$2
-    shift 2
-    OUT=$("$@" 2>&1)
-    RC=$?
-    if [ "$RC" -ne "$want" ]; then
-        fail "$name: exit $RC, want $want; output:"
-        printf '%s\n' "$OUT" | sed 's/^/    /'
-    else
-        pass "$name (exit $RC)"
-    fi
-}
-contains() { # contains NAME NEEDLE: $OUT must contain NEEDLE
-    case "$OUT" in
-    *"$2"*) pass "$1" ;;
-    *) fail "$1: output lacks '$2':"; printf '%s\n' "$OUT" | sed 's/^/    /' ;;
-    esac
-}
-
-# wait_for DESC SECONDS CMD...: poll CMD until it succeeds, or fail at the deadline.
-wait_for() {
-    local desc=$1 secs=$2
-    shift 2
-    local deadline=$((SECONDS + secs))
-    until "$@"; do
-        if [ "$SECONDS" -ge "$deadline" ]; then
-            fail "timed out after ${secs}s waiting for $desc"
-            return 1
-        fi
-        sleep 0.05 # polling interval
-    done
-}
 
 # ---- 1. no daemon, usage errors ------------------------------------------------------------
 run "no daemon: exit 3" 3 "$TIERCTL" -s "$W/none.sock" status
@@ -379,39 +331,19 @@ for i in range(1000):
 PYEOF
     TOTAL=$(find "$DATA/ds" -type f -printf '%s\n' | awk '{s+=$1} END {print s}')
     PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    cat >"$W/tierd.conf" <<EOF
-[cache]
-block_size = 64K
-ram_size = 8M
-disk_dir = $W/cache
-disk_size = 256M
-pin_size = 64M
-
-[backend warm]
-type = posix
-root = $DATA
-
-[namespace /ns]
-backend = warm
-prefix = ds/
-mode = read-cache
-
-[mount]
-path = $MNT
-
-[api]
-socket = $SOCK
-tcp = 127.0.0.1:$PORT
-token = s3cret-token-0123456789
-
-[daemon]
-stage_threads = 8
-EOF
-    "$TIERD" -f -c "$W/tierd.conf" >"$W/tierd.log" 2>&1 &
-    TIERD_PID=$!
-    sock_up() { test -S "$SOCK" || ! kill -0 "$TIERD_PID" 2>/dev/null; }
+    {
+        tierd_conf_section cache "block_size = 64K" "ram_size = 8M" "disk_dir = $W/cache" \
+            "disk_size = 256M" "pin_size = 64M"
+        tierd_conf_posix warm "$DATA"
+        tierd_conf_ns /ns warm "prefix = ds/" "mode = read-cache"
+        tierd_conf_mount "$MNT"
+        tierd_conf_api "$SOCK" "tcp = 127.0.0.1:$PORT" "token = s3cret-token-0123456789"
+        tierd_conf_section daemon "stage_threads = 8"
+    } >"$W/tierd.conf"
+    tierd_spawn "$W/tierd.conf" "$W/tierd.log"
+    sock_up() { test -S "$SOCK" || ! tierd_alive; }
     wait_for "tierd's control socket" 30 sock_up
-    if ! kill -0 "$TIERD_PID" 2>/dev/null; then
+    if ! tierd_alive; then
         fail "tierd exited at start; its log:"
         sed 's/^/    /' "$W/tierd.log"
     else
@@ -518,46 +450,20 @@ PYEOF
     STUB_PID=$!
     wait_for "the S3 stub" 20 test -s "$W/s3stub.port"
     STUB_PORT=$(cat "$W/s3stub.port")
-    cat >"$W/wb.conf" <<EOF
-[cache]
-block_size = 64K
-ram_size = 8M
-disk_dir = $W/wbcache
-disk_size = 256M
-
-[writeback]
-spool_dir = $W/spool
-part_size = 5M
-
-[backend cold]
-type = posix
-root = $W/wbdata
-
-[namespace /ck]
-backend = cold
-prefix = ckpt/
-mode = write-back
-
-[backend dead]
-type = s3
-endpoint = http://127.0.0.1:$STUB_PORT
-bucket = never
-path_style = true
-access_key = AK
-secret_key = SK
-
-[namespace /slow]
-backend = dead
-mode = write-back
-
-[mount]
-path = $WB_MNT
-
-[api]
-socket = $WSOCK
-EOF
-    "$TIERD" -f -c "$W/wb.conf" >"$W/wbtierd.log" 2>&1 &
-    WB_PID=$!
+    {
+        tierd_conf_section cache "block_size = 64K" "ram_size = 8M" "disk_dir = $W/wbcache" \
+            "disk_size = 256M"
+        tierd_conf_section writeback "spool_dir = $W/spool" "part_size = 5M"
+        tierd_conf_posix cold "$W/wbdata"
+        tierd_conf_ns /ck cold "prefix = ckpt/" "mode = write-back"
+        tierd_conf_section "backend dead" "type = s3" "endpoint = http://127.0.0.1:$STUB_PORT" \
+            "bucket = never" "path_style = true" "access_key = AK" "secret_key = SK"
+        tierd_conf_ns /slow dead "mode = write-back"
+        tierd_conf_mount "$WB_MNT"
+        tierd_conf_api "$WSOCK"
+    } >"$W/wb.conf"
+    tierd_spawn "$W/wb.conf" "$W/wbtierd.log"
+    WB_PID=$TIERD_PID
     wb_up() { test -S "$WSOCK" || ! kill -0 "$WB_PID" 2>/dev/null; }
     wait_for "tierd's control socket (write-back)" 30 wb_up
     mounted() { [ "$(stat -c %i "$WB_MNT" 2>/dev/null)" = 1 ] || ! kill -0 "$WB_PID" 2>/dev/null; }
@@ -654,8 +560,4 @@ with open(sys.argv[1], "r+b") as f:  # flip a bit: the copy differs whatever the
     fi
 fi
 
-if [ "$FAILS" -ne 0 ]; then
-    echo "$FAILS check(s) failed"
-    exit 1
-fi
-echo "all checks passed"
+tierd_counted_result
