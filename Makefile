@@ -23,6 +23,7 @@ lint:
 	scripts/check-banned.sh
 	scripts/check-format.sh
 	scripts/check-docs.sh
+	scripts/check-shell.sh
 
 test: deps lint
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTIER_SANITIZE=ON >/dev/null

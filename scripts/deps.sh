@@ -9,7 +9,7 @@ PKGS=(
   libcmocka-dev libcurl4-openssl-dev libexpat1-dev libssl-dev libfuse3-dev fuse3
   libinih-dev libjansson-dev libmicrohttpd-dev libsqlite3-dev libxxhash-dev liburing-dev
   ceph-mon ceph-osd radosgw ceph-common gnuplot-nox curl xxd xxhash procps psmisc python3
-  util-linux prometheus
+  util-linux prometheus shellcheck
   # the dashboard's charting library (GET /ui/chart.js) and the tests' headless Chromium
   # (tests/integration/test_telemetry_ui.sh)
   libjs-chart.js chromium

@@ -51,6 +51,7 @@ ok "mounted bucket $BUCKET"
 cmp "$MNT/s3/big.bin" "$T/src/big.bin" || fail "big.bin differs"
 cmp "$MNT/s3/a/b/c/nested.txt" "$T/src/nested.txt" || fail "nested.txt differs"
 [ -d "$MNT/s3/a/b" ] || fail "implicit directory a/b is not a directory"
+# shellcheck disable=SC2010 # the listing through the mount is what is tested
 n=$(ls -R "$MNT/s3/many" | grep -vc -e '^$' -e ':$')
 [ "$n" = 204 ] || fail "ls -R shows $n entries, expected 204"
 for f in d2/f007 d3/f049; do
@@ -63,7 +64,7 @@ ok "every byte equals the object's; implicit dirs; ls -R of 204 entries; ENOENT"
 # ---- 8 concurrent readers, one GET per block -----------------------------------------------
 f0=$(fetches)
 pids=()
-for i in $(seq 1 8); do
+for _ in $(seq 1 8); do
   cmp "$MNT/s3/eight.bin" "$T/src/eight.bin" >/dev/null 2>&1 &
   pids+=($!)
 done

@@ -63,6 +63,7 @@ cmp "$MNT/ck/small" "$T/ref/small" || fail "read-your-writes of small"
 dd if="$T/ref/big" of="$MNT/ck/big" bs=1M conv=fsync status=none || fail "dd big"
 cmp "$MNT/ck/big" "$T/ref/big" || fail "read-your-writes of big"
 [ "$(stat -c %s "$MNT/ck/big")" = $((12 * 1048576 + 777)) ] || fail "size of big"
+# shellcheck disable=SC2010 # the listing through the mount is what is tested
 ls "$MNT/ck" | grep -qx big || fail "ls does not show big"
 backend_has small "$T/ref/small"
 backend_has big "$T/ref/big"
@@ -292,6 +293,7 @@ out=$(curl -sS --unix-socket "$SOCK" -d '{"path":"/stuck/flip","timeout_s":10}' 
 echo "$out" | grep -q "seal checksum" || fail "wait on a FAILED file: $out"
 [ ! -e "$DATA/stuck/flip" ] || fail "a corrupted spool copy reached the backend"
 cat "$MNT/stuck/flip" >/dev/null 2>&1 && fail "a FAILED file read back without an error"
+# shellcheck disable=SC2010 # the listing through the mount is what is tested
 ls "$MNT/stuck" | grep -qx flip || fail "a FAILED file is not listed"
 rm "$MNT/stuck/flip" || fail "rm of a FAILED file"
 flip_failed && fail "a removed FAILED file is still listed by /v1/checkpoints"

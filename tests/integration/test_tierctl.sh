@@ -516,6 +516,7 @@ for name, size in (("/ck/run1/model.pt", 12 << 20), ("/ck/run1/rng.pt", 100000))
         "$TIERCTL" -s "$WSOCK" wait /slow --timeout 4 >"$W/slowwait.out" 2>&1 &
         SLOW_PID=$!
         # the wait is in flight once tierctl holds a connected socket
+        # shellcheck disable=SC2010 # /proc/PID/fd entries are numbers
         connected() { ls -l "/proc/$SLOW_PID/fd" 2>/dev/null | grep -q 'socket:' || ! kill -0 "$SLOW_PID" 2>/dev/null; }
         wait_for "tierctl wait's connection" 10 connected
         run "wb: status while a wait blocks" 0 timeout 3 "${T[@]}" status
