@@ -37,17 +37,16 @@ tierd_test_setup() {
 }
 
 # tierd_test_rgw_setup NAME: tierd_test_setup for a test of the rgw fixture: also CEPH (the
-# fixture's directory, $TIER_CEPH_DIR), SRC (the source tree, $TIER_SRC or this checkout), the
-# RGW's S3_* settings and TIERD_S3_SIG (tierd_rgw_env), and an extra_cleanup that restarts RGW,
-# so that a test that stops it never leaves it stopped for the tests after it (a test that
-# defines an extra_cleanup of its own calls tierd_test_rgw_restart from it)
+# fixture's directory, $TIER_CEPH_DIR), SRC (the source tree, $TIER_SRC or this checkout) and
+# the RGW's S3_* settings and TIERD_S3_SIG (tierd_rgw_env)
 tierd_test_rgw_setup() {
   CEPH=${TIER_CEPH_DIR:?TIER_CEPH_DIR must be set}
   SRC=${TIER_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
   tierd_rgw_env "$CEPH" || exit 1
   tierd_test_setup "$1"
-  extra_cleanup() { tierd_test_rgw_restart; }
 }
+# start RGW again (nothing if it runs): the extra_cleanup of a test that stops RGW, so that it
+# never leaves it stopped for the tests after it
 tierd_test_rgw_restart() { "$SRC/scripts/ceph.sh" start-rgw "$CEPH" >/dev/null 2>&1 || true; }
 
 # poll CMD until it succeeds or SECS pass

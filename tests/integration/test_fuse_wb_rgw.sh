@@ -13,8 +13,9 @@ set -euo pipefail
 
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
-# the test stops RGW: its extra_cleanup starts it again for the tests after this one
 tierd_test_rgw_setup fuse_wb_rgw
+# the test stops RGW: never leave it stopped for the tests after this one
+extra_cleanup() { tierd_test_rgw_restart; }
 BUCKET=fuse-wb-rgw-$(date +%s)-$RANDOM
 
 s3() { tierd_s3 "$@"; }

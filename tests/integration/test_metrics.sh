@@ -14,17 +14,9 @@
 set -euo pipefail
 
 command -v promtool >/dev/null || { echo "SKIP: promtool not installed (scripts/deps.sh)"; exit 77; }
-BIN=${TIER_BIN:?TIER_BIN (the build directory) must be set}
-TIERD=$BIN/src/daemon/tierd
-TMPROOT=${TIER_TEST_TMP:-/tmp}
-mkdir -p "$TMPROOT"
-T=$(mktemp -d "$TMPROOT/metrics.XXXXXX")
-DATA=$T/data
-MNT=$T/mnt
-SOCK=$T/api.sock
-CONF=$T/tierd.conf
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
+tierd_test_setup metrics
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 TOKEN=tok-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
 
@@ -33,25 +25,14 @@ head -c $((3 * 1048576 + 777)) /dev/urandom >"$DATA/ds/a.bin"
 head -c 200000 /dev/urandom >"$DATA/ds/b.bin"
 READ_BYTES=$((3 * 1048576 + 777 + 200000))
 
-cat >"$CONF" <<EOF
-[daemon]
-log_level = info
-[cache]
-ram_size = 64M
-block_size = 1M
-[backend warm]
-type = posix
-root = $DATA
-[namespace /data]
-backend = warm
-prefix = ds
-[mount]
-path = $MNT
-[api]
-socket = $SOCK
-tcp = 127.0.0.1:$PORT
-token = $TOKEN
-EOF
+{
+  tierd_conf_section daemon "log_level = info"
+  tierd_conf_section cache "ram_size = 64M" "block_size = 1M"
+  tierd_conf_posix warm "$DATA"
+  tierd_conf_ns /data warm "prefix = ds"
+  tierd_conf_mount "$MNT"
+  tierd_conf_api "$SOCK" "tcp = 127.0.0.1:$PORT" "token = $TOKEN"
+} >"$CONF"
 
 start_tierd
 ok "mounted"

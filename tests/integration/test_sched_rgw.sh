@@ -10,24 +10,12 @@
 # No sleeps as synchronisation: the usage log is polled until it matches, with a deadline.
 set -euo pipefail
 
-BIN=${TIER_BIN:?TIER_BIN (the build directory) must be set}
-CEPH=${TIER_CEPH_DIR:?TIER_CEPH_DIR must be set}
-TIERD=$BIN/src/daemon/tierd
-[ -r "$CEPH/env" ] || { echo "no RGW env at $CEPH/env (run scripts/ceph.sh start $CEPH)"; exit 1; }
-# shellcheck disable=SC1091
-. "$CEPH/env"
-TMPROOT=${TIER_TEST_TMP:-/tmp}
-mkdir -p "$TMPROOT"
-T=$(mktemp -d "$TMPROOT/sched_rgw.XXXXXX")
-MNT=$T/mnt
-SOCK=$T/api.sock
-CONF=$T/tierd.conf
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
+tierd_test_rgw_setup sched_rgw
 BUCKET=sched-rgw-$(date +%s)-$RANDOM
 
-s3() { curl -sSf --aws-sigv4 "aws:amz:$S3_REGION:s3" --user "$S3_ACCESS_KEY:$S3_SECRET_KEY" \
-  -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$@"; }
+s3() { tierd_s3 "$@"; }
 api() { curl -sSf --unix-socket "$SOCK" "$@"; }
 
 # ---- the test's own requests: 1 create_bucket + 3 put_obj -----------------------------------
@@ -38,36 +26,16 @@ for i in 0 1 2; do s3 -T "$T/src/f$i" "$S3_ENDPOINT/$BUCKET/ds/f$i" >/dev/null; 
 SEED_CREATE=1
 SEED_PUT=3
 
-cat >"$CONF" <<CONF
-[cache]
-ram_size = 64M
-block_size = 1M
-[backend rgw]
-type = s3
-endpoint = $S3_ENDPOINT
-region = $S3_REGION
-bucket = $BUCKET
-access_key = $S3_ACCESS_KEY
-secret_key = $S3_SECRET_KEY
-[namespace /ds]
-backend = rgw
-prefix = ds
-[namespace /ck]
-backend = rgw
-prefix = ckpt
-mode = write-back
-[writeback]
-spool_dir = $T/spool
-part_size = 5M
-parts_parallel = 1
-retention_keep = 0
-[mount]
-path = $MNT
-attr_ttl = 1s
-entry_ttl = 1s
-[api]
-socket = $SOCK
-CONF
+{
+  tierd_conf_section cache "ram_size = 64M" "block_size = 1M"
+  tierd_conf_rgw rgw "$BUCKET"
+  tierd_conf_ns /ds rgw "prefix = ds"
+  tierd_conf_ns /ck rgw "prefix = ckpt" "mode = write-back"
+  tierd_conf_section writeback "spool_dir = $T/spool" "part_size = 5M" "parts_parallel = 1" \
+    "retention_keep = 0"
+  tierd_conf_mount "$MNT" "attr_ttl = 1s" "entry_ttl = 1s"
+  tierd_conf_api "$SOCK"
+} >"$CONF"
 start_tierd
 
 # ---- the workload through the mount ---------------------------------------------------------

@@ -28,16 +28,6 @@
 # No sleeps as synchronisation: every wait polls a condition with a deadline.
 set -euo pipefail
 
-BIN=${TIER_BIN:?TIER_BIN (the build directory) must be set}
-TIERD=$BIN/src/daemon/tierd
-TIERCTL=$BIN/src/cli/tierctl
-TMPROOT=${TIER_TEST_TMP:-/tmp}
-mkdir -p "$TMPROOT"
-T=$(mktemp -d "$TMPROOT/telemetry_ui.XXXXXX")
-DATA=$T/data
-MNT=$T/mnt
-SOCK=$T/api.sock
-CONF=$T/tierd.conf
 PROM_PID=
 extra_cleanup() {
   if [ -n "$PROM_PID" ] && kill -0 "$PROM_PID" 2>/dev/null; then
@@ -47,6 +37,7 @@ extra_cleanup() {
 }
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
+tierd_test_setup telemetry_ui
 
 for tool in prometheus promtool chromium setpriv python3 curl; do
   command -v "$tool" >/dev/null || fail "$tool is not installed (run scripts/deps.sh)"
@@ -70,34 +61,16 @@ head -c 24 /dev/urandom | base64 >"$T/api.token"
 chmod 600 "$T/api.token"
 TOKEN=$(cat "$T/api.token")
 
-cat >"$CONF" <<EOF
-[daemon]
-log_level = info
-[cache]
-ram_size = 64M
-block_size = 1M
-[backend warm]
-type = posix
-root = $DATA
-[namespace /ds]
-backend = warm
-[mount]
-path = $MNT
-allow_other = true
-umask = 022
-attr_ttl = 1s
-entry_ttl = 1s
-[api]
-socket = $SOCK
-tcp = 127.0.0.1:$PORT
-token_file = $T/api.token
-[tenant reader-root]
-uid = 0
-class = training
-[tenant reader-nobody]
-uid = $NOBODY
-class = inference
-EOF
+{
+  tierd_conf_section daemon "log_level = info"
+  tierd_conf_section cache "ram_size = 64M" "block_size = 1M"
+  tierd_conf_posix warm "$DATA"
+  tierd_conf_ns /ds warm
+  tierd_conf_mount "$MNT" "allow_other = true" "umask = 022" "attr_ttl = 1s" "entry_ttl = 1s"
+  tierd_conf_api "$SOCK" "tcp = 127.0.0.1:$PORT" "token_file = $T/api.token"
+  tierd_conf_section "tenant reader-root" "uid = 0" "class = training"
+  tierd_conf_section "tenant reader-nobody" "uid = $NOBODY" "class = inference"
+} >"$CONF"
 
 start_tierd
 ok "mounted"
