@@ -28,16 +28,6 @@
 # No sleeps as synchronisation: every wait polls a condition with a deadline.
 set -euo pipefail
 
-BIN=${TIER_BIN:?TIER_BIN (the build directory) must be set}
-TIERD=$BIN/src/daemon/tierd
-TIERCTL=$BIN/src/cli/tierctl
-TMPROOT=${TIER_TEST_TMP:-/tmp}
-mkdir -p "$TMPROOT"
-T=$(mktemp -d "$TMPROOT/tenants_fuse.XXXXXX")
-DATA=$T/data
-MNT=$T/mnt
-SOCK=$T/api.sock
-CONF=$T/tierd.conf
 CG_ROOT=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
 CG_BASE=
 CG_HOME=
@@ -54,6 +44,7 @@ extra_cleanup() {
 }
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
+tierd_test_setup tenants_fuse
 
 [ "$(id -u)" = 0 ] || fail "needs root (readers as other uids, cgroups)"
 for tool in setpriv python3 curl; do
@@ -89,31 +80,16 @@ for t in "${!SIZE[@]}"; do
 done
 chmod 0644 "$DATA"/ds/*.bin
 
-cat >"$CONF" <<EOF
-[daemon]
-log_level = info
-[cache]
-ram_size = 64M
-block_size = 1M
-[backend warm]
-type = posix
-root = $DATA
-[namespace /ds]
-backend = warm
-prefix = ds
-[mount]
-path = $MNT
-allow_other = true
-umask = 022
-[api]
-socket = $SOCK
-[tenant alice]
-uid = 1001
-class = inference
-[tenant bob]
-uid = 1002
-class = training
-EOF
+{
+  tierd_conf_section daemon "log_level = info"
+  tierd_conf_section cache "ram_size = 64M" "block_size = 1M"
+  tierd_conf_posix warm "$DATA"
+  tierd_conf_ns /ds warm "prefix = ds"
+  tierd_conf_mount "$MNT" "allow_other = true" "umask = 022"
+  tierd_conf_api "$SOCK"
+  tierd_conf_section "tenant alice" "uid = 1001" "class = inference"
+  tierd_conf_section "tenant bob" "uid = 1002" "class = training"
+} >"$CONF"
 
 start_tierd
 ok "mounted"
@@ -208,7 +184,7 @@ print("ok: read bytes = backend bytes: " + ", ".join(f"{t}={got[t]} ({cls})" for
 EOF
 
 # ---- tierctl top, /v1/tenants ---------------------------------------------------------------
-"$TIERCTL" -s "$SOCK" top --once --json --interval 0.3 >"$T/top.json" || fail "tierctl top --once --json exited $?"
+tierd_ctl top --once --json --interval 0.3 >"$T/top.json" || fail "tierctl top --once --json exited $?"
 python3 - "$T/top.json" "${!SIZE[@]}" <<'EOF' || fail "tierctl top --once --json: $(cat "$T/top.json")"
 import json, sys
 j = json.load(open(sys.argv[1]))
