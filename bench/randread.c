@@ -107,8 +107,9 @@ int main(int argc, char **argv)
     nfiles = argc - 4;
     if (run_s <= 0 || threads < 1 || threads > MAX_THREADS || block < 512 || block % 512 ||
         nfiles > MAX_FILES) {
-        fprintf(stderr, "randread: SECONDS > 0, THREADS 1..%d, BLOCK a multiple of 512, at most "
-                        "%d files\n",
+        fprintf(stderr,
+                "randread: SECONDS > 0, THREADS 1..%d, BLOCK a multiple of 512, at most "
+                "%d files\n",
                 MAX_THREADS, MAX_FILES);
         return 2;
     }
@@ -145,7 +146,7 @@ int main(int argc, char **argv)
     if (rc)
         return rc;
     double rps = (double)total / el;
-    printf("reads=%llu seconds=%.3f reads_per_s=%.0f us_per_read=%.2f\n",
-           (unsigned long long)total, el, rps, rps > 0 ? 1e6 * threads / rps : 0.0);
+    printf("reads=%llu seconds=%.3f reads_per_s=%.0f us_per_read=%.2f\n", (unsigned long long)total,
+           el, rps, rps > 0 ? 1e6 * threads / rps : 0.0);
     return 0;
 }
