@@ -355,6 +355,7 @@ static void test_telemetry_off(void **state)
         const char *msg = json_string_value(json_object_get(j, "error"));
         assert_non_null(msg);
         assert_non_null(strstr(msg, "telemetry is off ([daemon] telemetry = off"));
+        assert_string_equal(json_string_value(json_object_get(j, "errno")), "EOPNOTSUPP");
         json_decref(j);
     }
     json_decref(req("GET /metrics\nX-Listener: tcp\n\n", 401)); /* the token first */
