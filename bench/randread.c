@@ -11,6 +11,14 @@
  * a block-aligned offset drawn uniformly from a file drawn uniformly (xorshift, seeded per
  * thread), back to back, for SECONDS. A short read or an error stops the run with exit 1.
  * Prints one line: "reads=N seconds=S reads_per_s=R us_per_read=U" (U is THREADS / R in µs).
+ *
+ *     randread --ab SECONDS BLOCK CHUNK FILE_A... -- FILE_B...
+ *
+ * One thread compares two file sets (two mounts) side by side: rounds of CHUNK reads of set A
+ * and CHUNK reads of set B, the order ABBA (A first in even rounds, B first in odd ones), each
+ * half timed, for SECONDS. Disturbances slower than a round (other load on the machine) hit
+ * both halves alike. Prints "rounds=N a_reads_per_s=RA b_reads_per_s=RB ratio_median=M
+ * ratio_q1=Q1 ratio_q3=Q3 ratio_min=MIN ratio_max=MAX", ratio = A's reads/s / B's, per round.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -95,8 +103,119 @@ out:
     return NULL;
 }
 
+/* ---- --ab: two file sets side by side ---------------------------------------------------- */
+
+struct fset {
+    int n;
+    int fds[MAX_FILES];
+    uint64_t sizes[MAX_FILES];
+};
+
+static int fset_open(struct fset *fs, char **names, int n)
+{
+    fs->n = n;
+    for (int i = 0; i < n; i++) {
+        struct stat st;
+        fs->fds[i] = open(names[i], O_RDONLY | O_DIRECT | O_CLOEXEC);
+        if (fs->fds[i] < 0 || fstat(fs->fds[i], &st) != 0 || (uint64_t)st.st_size < block) {
+            fprintf(stderr, "randread: %s: cannot open O_DIRECT, or smaller than one block\n",
+                    names[i]);
+            return -1;
+        }
+        fs->sizes[i] = (uint64_t)st.st_size;
+    }
+    return 0;
+}
+
+/* CHUNK reads of fs; seconds taken, or -1 on a failed or short read. */
+static double fset_chunk(const struct fset *fs, void *buf, unsigned chunk, uint64_t *x)
+{
+    double t0 = now_s();
+    for (unsigned i = 0; i < chunk; i++) {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        unsigned f = (unsigned)(*x % (uint64_t)fs->n);
+        uint64_t off = ((*x >> 20) % (fs->sizes[f] / block)) * block;
+        if (pread(fs->fds[f], buf, block, (off_t)off) != (ssize_t)block) {
+            fprintf(stderr, "randread: pread at %llu: %s\n", (unsigned long long)off,
+                    strerror(errno));
+            return -1;
+        }
+    }
+    return now_s() - t0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int main_ab(int argc, char **argv)
+{
+    if (argc < 7) {
+        fprintf(stderr, "usage: randread --ab SECONDS BLOCK CHUNK FILE_A... -- FILE_B...\n");
+        return 2;
+    }
+    run_s = atof(argv[2]);
+    block = (size_t)strtoull(argv[3], NULL, 10);
+    unsigned chunk = (unsigned)atoi(argv[4]);
+    int sep = -1;
+    for (int i = 5; i < argc; i++)
+        if (strcmp(argv[i], "--") == 0)
+            sep = i;
+    int na = sep - 5, nb = argc - sep - 1;
+    if (run_s <= 0 || block < 512 || block % 512 || chunk < 1 || sep < 0 || na < 1 || nb < 1 ||
+        na > MAX_FILES || nb > MAX_FILES) {
+        fprintf(stderr, "randread --ab: SECONDS > 0, BLOCK a multiple of 512, CHUNK >= 1, two "
+                        "non-empty file sets split by --\n");
+        return 2;
+    }
+    static struct fset a, b;
+    void *buf = NULL;
+    if (fset_open(&a, argv + 5, na) || fset_open(&b, argv + sep + 1, nb) ||
+        posix_memalign(&buf, 4096, block))
+        return 1;
+    size_t cap = 1 << 20, n = 0;
+    double *ratio = malloc(cap * sizeof(double));
+    if (!ratio)
+        return 1;
+    uint64_t xa = 0x9e3779b97f4a7c15ULL, xb = xa; /* the same offsets on both sides */
+    double ta = 0, tb = 0, end = now_s() + run_s;
+    while (now_s() < end && n < cap) {
+        double da, db;
+        if (n % 2 == 0) {
+            da = fset_chunk(&a, buf, chunk, &xa);
+            db = da < 0 ? -1 : fset_chunk(&b, buf, chunk, &xb);
+        } else {
+            db = fset_chunk(&b, buf, chunk, &xb);
+            da = db < 0 ? -1 : fset_chunk(&a, buf, chunk, &xa);
+        }
+        if (da < 0 || db < 0)
+            return 1;
+        ta += da;
+        tb += db;
+        ratio[n++] = db / da; /* reads/s of A over reads/s of B */
+    }
+    if (n == 0) {
+        fprintf(stderr, "randread --ab: no round in %g s\n", run_s);
+        return 1;
+    }
+    qsort(ratio, n, sizeof(double), cmp_double);
+    printf("rounds=%zu a_reads_per_s=%.0f b_reads_per_s=%.0f ratio_median=%.4f ratio_q1=%.4f "
+           "ratio_q3=%.4f ratio_min=%.4f ratio_max=%.4f\n",
+           n, (double)n * chunk / ta, (double)n * chunk / tb, ratio[n / 2], ratio[n / 4],
+           ratio[(3 * n) / 4], ratio[0], ratio[n - 1]);
+    free(ratio);
+    free(buf);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--ab") == 0)
+        return main_ab(argc, argv);
     if (argc < 5) {
         fprintf(stderr, "usage: randread SECONDS THREADS BLOCK FILE...\n");
         return 2;

@@ -11,13 +11,15 @@
 # backend during the measurement (/v1/stats cache.fetches unchanged) and that RAM hits grew by
 # at least the reads counted. RUNS pairs, strictly alternating on, off, on, off, ..., tierd
 # restarted with the other config each time ([daemon] telemetry = on|off). The ratio of a pair
-# is reads/s on / reads/s off; printed: every run, the median ratio, min..max and the IQR. Also
+# is reads/s on / reads/s off (ORDER=abba: on, off, off, on, on, off, ... instead, so that a
+# drift or a difference between a pair's first and second run cancels out); printed: every run, the median ratio, min..max and the IQR. Also
 # per run: tierd's CPU time per read (utime + stime from /proc/PID/stat, less sensitive to the
 # other load on the machine than wall time) and, telemetry on, tierd's own mean read latency
 # (/v1/telemetry sum_ns / ops of op=read tier=ram): client µs/read minus it is the FUSE round trip.
 #
 # Usage: bench/telemetry_ramhit.sh [WORKDIR]
-#   env: RUNS=10 (pairs) SECONDS_PER=5 THREADS=1 NFILES=32 FILE_MB=4 BUILD=build-rel
+#   env: RUNS=10 (pairs) SECONDS_PER=5 THREADS=1 NFILES=32 FILE_MB=4 ORDER=alternate|abba
+#        BUILD=build-rel
 set -euo pipefail
 W=${1:-/tmp/tierd-bench-tele-ramhit}
 RUNS=${RUNS:-10}
@@ -25,6 +27,8 @@ SECONDS_PER=${SECONDS_PER:-5}
 THREADS=${THREADS:-1}
 NFILES=${NFILES:-32}
 FILE_MB=${FILE_MB:-4}
+ORDER=${ORDER:-alternate}
+[ "$ORDER" = alternate ] || [ "$ORDER" = abba ] || { echo "ORDER is alternate or abba" >&2; exit 2; }
 mkdir -p "$W/data"
 # shellcheck source=bench/telemetry_lib.sh
 . "$(dirname "$0")/telemetry_lib.sh"
@@ -59,13 +63,15 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$PID/stat"; } # tierd's utime + s
 stat_of() { api /v1/stats | python3 -c 'import json,sys; c=json.load(sys.stdin)["cache"]; print(c["fetches"], c["ram"]["hits"])'; }
 
 echo "## telemetry on vs off, RAM-hit 4 KiB O_DIRECT reads, $(date -u +%FT%TZ), $(git rev-parse --short HEAD)"
-echo "$(nproc) cores, load before: $(loadavg); $NFILES x $FILE_MB MiB warm in RAM, $THREADS thread(s), $SECONDS_PER s per run, $RUNS pairs"
+echo "$(nproc) cores, load before: $(loadavg); $NFILES x $FILE_MB MiB warm in RAM, $THREADS thread(s), $SECONDS_PER s per run, $RUNS pairs, order $ORDER"
 echo
 echo "| run | telemetry | reads/s | µs/read (client) | µs/read inside tierd (telemetry) | tierd CPU µs/read | backend fetches during run | RAM hits during run | load (1 min) |"
 echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|"
 declare -a RON ROFF CON COFF
 for k in $(seq 1 "$RUNS"); do
-  for mode in on off; do
+  order="on off"
+  [ "$ORDER" = alternate ] || [ $((k % 2)) = 1 ] || order="off on"
+  for mode in $order; do
     start_tierd "$W/$mode.conf"
     cat "$MNT"/d/*.bin >/dev/null # warm: every block into the RAM level
     files=("$MNT"/d/*.bin)
