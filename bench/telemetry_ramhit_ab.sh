@@ -17,12 +17,12 @@
 # cache.fetches unchanged on both).
 #
 # Usage: bench/telemetry_ramhit_ab.sh [WORKDIR]
-#   env: RUNS=10 SECONDS_PER=10 CHUNK=2000 NFILES=32 FILE_MB=4 BUILD=build-rel
+#   env: RUNS=10 SECONDS_PER=5 CHUNK=2000 NFILES=32 FILE_MB=4 BUILD=build-rel
 #        OFF_MODE=on: the control, telemetry on on both mounts (the method's own bias; want 1.00)
 set -euo pipefail
 W=${1:-/tmp/tierd-bench-tele-ab}
 RUNS=${RUNS:-10}
-SECONDS_PER=${SECONDS_PER:-10}
+SECONDS_PER=${SECONDS_PER:-5}
 CHUNK=${CHUNK:-2000}
 NFILES=${NFILES:-32}
 FILE_MB=${FILE_MB:-4}
