@@ -89,6 +89,7 @@ struct tb_infer_cfg {
     uint64_t max_bytes;
     unsigned max_files; /* the file set: first max_files files of the dataset */
     uint64_t drain_ns;  /* after the phase, how long late requests may still complete */
+    int direct; /* O_DIRECT: every read reaches the file system (sizes rounded down to 4 KiB) */
 };
 
 struct tb_ckpt_cfg {

@@ -56,7 +56,7 @@ __attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errsz, c
 static const char *const KEYS_TRAIN = "enabled, threads, batch_size, prefetch_batches, "
                                       "compute_per_sample, record_size";
 static const char *const KEYS_INFER = "enabled, rate, threads, read_size, max_files, "
-                                      "drain_timeout";
+                                      "drain_timeout, direct";
 static const char *const KEYS_CKPT = "enabled, interval, size, files, threads, fsync, dir";
 static const char *const KEYS_RUN = "duration, phases, seed, drop_caches";
 
@@ -145,6 +145,8 @@ static int set_infer(struct tb_infer_cfg *t, const char *key, const char *v, cha
         return set_uint(s, key, v, 1, 65536, &t->max_files, err, errsz);
     if (strcmp(key, "drain_timeout") == 0)
         return set_dur(s, key, v, &t->drain_ns, err, errsz);
+    if (strcmp(key, "direct") == 0)
+        return set_bool(s, key, v, &t->direct, err, errsz);
     return fail(err, errsz, "unknown key '%s' in [inference] (known: %s)", key, KEYS_INFER);
 }
 
@@ -277,6 +279,7 @@ static const struct flag FLAGS[] = {
     {"--infer-threads", "inference", "threads", NULL},
     {"--read-size", "inference", "read_size", NULL},
     {"--no-inference", "inference", "enabled", "false"},
+    {"--direct", "inference", "direct", "true"},
     {"--ckpt-interval", "checkpoint", "interval", NULL},
     {"--ckpt-size", "checkpoint", "size", NULL},
     {"--ckpt-files", "checkpoint", "files", NULL},

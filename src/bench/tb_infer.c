@@ -9,6 +9,10 @@
  * behind busy workers is part of its latency. Every request intended inside the phase is either
  * completed or, if the drain timeout after the phase runs out, counted as dropped with the time it
  * had waited so far. Each worker owns a histogram; they are merged after the join.
+ *
+ * direct = true opens the files O_DIRECT, so that each request is one read of the file system
+ * (no page cache, no readahead: on a FUSE mount one FUSE READ per request up to max_pages);
+ * the buffer is then 4 KiB-aligned and each size rounded down to a multiple of 4 KiB.
  */
 #include "bench/tb.h"
 
@@ -23,6 +27,7 @@
 #include "common/timeutil.h"
 
 #define LATE_NS 1000000ULL /* a request that starts 1 ms after its intended time is late */
+#define DIRECT_ALIGN 4096u /* O_DIRECT: buffer, offset and size multiples of this */
 
 struct infer {
     const struct tb_infer_cfg *cfg;
@@ -52,7 +57,10 @@ static void *worker_main(void *arg)
 {
     struct worker *w = arg;
     struct infer *in = w->in;
-    char *buf = malloc(in->cfg->max_bytes);
+    void *buf = NULL;
+    if (posix_memalign(&buf, DIRECT_ALIGN,
+                       (in->cfg->max_bytes + DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN))
+        buf = NULL;
     if (!buf) {
         w->first_error = -ENOMEM;
         return NULL;
@@ -83,7 +91,9 @@ static void *worker_main(void *arg)
         uint64_t len = in->cfg->min_bytes + tb_rng_next(&rng) % span;
         if (len > in->sizes[f])
             len = in->sizes[f];
-        uint64_t room = (in->sizes[f] - len) / 4096;
+        if (in->cfg->direct) /* a short read at EOF is fine; an unaligned size is EINVAL */
+            len = len < DIRECT_ALIGN ? DIRECT_ALIGN : len / DIRECT_ALIGN * DIRECT_ALIGN;
+        uint64_t room = in->sizes[f] > len ? (in->sizes[f] - len) / 4096 : 0;
         uint64_t off = room ? (tb_rng_next(&rng) % (room + 1)) * 4096 : 0;
 
         ssize_t n = in->io->pread(in->io->arg, in->fds[f], buf, (size_t)len, off);
@@ -128,10 +138,14 @@ int tb_infer_run(const struct tb_infer_cfg *cfg, const struct tb_dataset *ds,
         goto out;
     }
     for (size_t i = 0; i < nf; i++) {
-        in.fds[in.nf] = open(ds->paths[i], O_RDONLY | O_CLOEXEC);
+        in.fds[in.nf] = open(ds->paths[i], O_RDONLY | O_CLOEXEC | (cfg->direct ? O_DIRECT : 0));
         if (in.fds[in.nf] < 0) {
             rc = -errno;
-            tier_err_set("inference: cannot open %s: %s", ds->paths[i], strerror(errno));
+            tier_err_set("inference: cannot open %s%s: %s%s", ds->paths[i],
+                         cfg->direct ? " with O_DIRECT" : "", strerror(-rc),
+                         cfg->direct && rc == -EINVAL
+                             ? " (the file system has no O_DIRECT: drop [inference] direct)"
+                             : "");
             goto out;
         }
         in.sizes[in.nf++] = ds->sizes[i];

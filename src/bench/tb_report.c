@@ -182,6 +182,7 @@ static json_t *config_json(const struct tb_config *c)
     JI(i, "read_max", c->infer.max_bytes);
     JI(i, "max_files", c->infer.max_files);
     JI(i, "drain_timeout_ns", c->infer.drain_ns);
+    JB(i, "direct", c->infer.direct);
     JB(k, "enabled", c->ckpt.enabled);
     JI(k, "interval_ns", c->ckpt.interval_ns);
     JI(k, "size", c->ckpt.bytes);

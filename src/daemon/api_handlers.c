@@ -468,6 +468,9 @@ static void gather_gauges(struct tierd *d, struct tele_gauges *g, struct gauge_n
 
 static unsigned do_tele_render(struct tierd *d, struct api_reply *out, bool prom)
 {
+    if (!d->tele)
+        return reply_error_status(out, 404, -ENOTSUP,
+                                  "telemetry is off ([daemon] telemetry = off in the config)");
     struct tele_gauges g;
     struct gauge_names nm;
     gather_gauges(d, &g, &nm);

@@ -377,6 +377,7 @@ static const struct keydef daemon_keys[] = {
     {"backend_timeout", V_DUR, CFG(backend_timeout_ms), 100, 3600000, false, 0},
     {"stage_threads", V_INT, CFG(stage_threads), 1, 256, false, 0},
     {"health_backlog_age", V_DUR, CFG(health_backlog_ms), 0, 30 * 86400000ULL, false, 0},
+    {"telemetry", V_BOOL, CFG(telemetry), 0, 0, false, 0},
     {NULL, 0, 0, 0, 0, false, 0},
 };
 
@@ -1399,6 +1400,7 @@ static void apply_defaults(struct tierd_config *c)
     c->backend_timeout_ms = 10000;
     c->stage_threads = 8;
     c->health_backlog_ms = 300000;
+    c->telemetry = true;
     c->wb_upload_threads = 2;
     c->wb_parts_parallel = 4;
     c->wb_part_size = 8 * MIB;

@@ -424,7 +424,9 @@ int main(int argc, char **argv)
     struct telemetry_config tc = {.max_tenants = tenant_max(d.tenants),
                                   .tenant_name = tele_tenant_name,
                                   .tenant_name_ud = d.tenants};
-    rc = telemetry_new(&tc, &d.tele);
+    /* [daemon] telemetry = off leaves d.tele NULL: the FUSE layer and the scheduler then record
+     * nothing, /metrics and /v1/telemetry answer 404 (the comparison in docs/BENCHMARKS.md) */
+    rc = d.cfg.telemetry ? telemetry_new(&tc, &d.tele) : 0;
     if (rc) {
         startup_failed("telemetry");
         goto out;

@@ -5,12 +5,13 @@
  * finding 8), 403 for a backend's permission refusal (18) and for a caller without admin rights
  * (12), the caps on stage paths and pin rules (13), the telemetry endpoints (/metrics with its
  * content type and the TCP token, /v1/telemetry, /v1/health ready and degraded by an open
- * breaker), the dashboard's files (test_ui). Each answer but /metrics and the dashboard's files
- * must be a JSON object.
+ * breaker, 404 when [daemon] telemetry = off), the dashboard's files (test_ui). Each answer but
+ * /metrics and the dashboard's files must be a JSON object.
  */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -340,6 +341,32 @@ static void test_telemetry_endpoints(void **state)
     telemetry_free(t);
 }
 
+/* [daemon] telemetry = off leaves d->tele NULL: /metrics and /v1/telemetry answer 404 with the
+ * key to change, /v1/health still answers. (The fixture starts without a telemetry.) */
+static void test_telemetry_off(void **state)
+{
+    (void)state;
+    assert_null(fx.d.tele);
+    const char *raw[] = {"GET /metrics\n\n", "GET /v1/telemetry\nX-Caller: reader\n\n",
+                         "GET /metrics\nX-Listener: tcp\nAuthorization: Bearer " API_FIXTURE_TOKEN
+                         "\n\n"};
+    for (size_t i = 0; i < sizeof(raw) / sizeof(raw[0]); i++) {
+        json_t *j = req(raw[i], 404);
+        const char *msg = json_string_value(json_object_get(j, "error"));
+        assert_non_null(msg);
+        assert_non_null(strstr(msg, "telemetry is off ([daemon] telemetry = off"));
+        assert_string_equal(json_string_value(json_object_get(j, "errno")), "EOPNOTSUPP");
+        json_decref(j);
+    }
+    json_decref(req("GET /metrics\nX-Listener: tcp\n\n", 401)); /* the token first */
+    /* degraded here: test_telemetry_endpoints left the breaker of lane 'flaky' open */
+    json_t *j = req("GET /v1/health\nX-Caller: reader\n\n", 200);
+    const char *st = json_string_value(json_object_get(j, "status"));
+    bool known = st && (strcmp(st, "ready") == 0 || strcmp(st, "degraded") == 0);
+    json_decref(j);
+    assert_true(known);
+}
+
 /* The tenants as GET /v1/tenants lists them, as canonical text (malloc'd). */
 static char *tenants_text(void)
 {
@@ -516,6 +543,7 @@ int main(void)
         cmocka_unit_test(test_caps),
         cmocka_unit_test(test_ui),
         cmocka_unit_test(test_telemetry_endpoints),
+        cmocka_unit_test(test_telemetry_off),
         cmocka_unit_test(test_tenants),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

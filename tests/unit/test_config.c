@@ -56,6 +56,8 @@ static const struct bad_case bad_cases[] = {
     {BASE "[daemon]\nlog_level = loud\n", {"t.conf:9:", "allowed: error, warn, info, debug"}},
     {BASE "[daemon]\nbackend_timeout = soon\n", {"t.conf:9:", "backend_timeout", "duration"}},
     {BASE "[daemon]\nstage_threads = 0\n", {"t.conf:9:", "stage_threads = '0'", "from 1 to 256"}},
+    {BASE "[daemon]\ntelemetry = maybe\n",
+     {"t.conf:9:", "[daemon] telemetry = 'maybe'", "allowed: true, false, yes, no, on, off"}},
     {BASE "[mount]\n", {"t.conf:8:", "duplicate section [mount]", "first at line 6"}},
     {"[mount]\npath = /m\nallow_other = maybe\n[backend w]\ntype=posix\nroot=/s\n[namespace "
      "/x]\nbackend=w\n",
@@ -278,6 +280,7 @@ static void test_defaults(void **state)
     assert_string_equal(c.log_level, "info");
     assert_int_equal(c.backend_timeout_ms, 10000);
     assert_int_equal(c.stage_threads, 8);
+    assert_true(c.telemetry); /* [daemon] telemetry: on unless switched off */
     assert_int_equal(c.cache.block_size, 4 << 20);
     assert_int_equal(c.cache.ram_bytes, 1ULL << 30);
     assert_null(c.cache.disk_dir);
@@ -310,6 +313,23 @@ static void test_defaults(void **state)
 }
 
 /* [tenants] and [tenant NAME]: the parsed sections, then the registry built from them. */
+/* [daemon] telemetry = off (and its spellings) clears the switch; main.c then creates none. */
+static void test_telemetry_switch(void **state)
+{
+    (void)state;
+    const char *vals[] = {"off", "no", "false", "0", "on"};
+    for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
+        char text[1024];
+        snprintf(text, sizeof(text), "%s[daemon]\ntelemetry = %s\n", BASE, vals[i]);
+        struct tierd_config c;
+        char err[1024] = "";
+        if (tierd_config_load_string("t.conf", text, strlen(text), &c, err, sizeof(err)))
+            fail_msg("telemetry = %s: %s", vals[i], err);
+        assert_int_equal(c.telemetry, strcmp(vals[i], "on") == 0);
+        tierd_config_fini(&c);
+    }
+}
+
 static void test_tenants(void **state)
 {
     (void)state;
@@ -602,11 +622,12 @@ static void test_resolve(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bad_configs),    cmocka_unit_test(test_good_config_file),
-        cmocka_unit_test(test_defaults),       cmocka_unit_test(test_tenants),
-        cmocka_unit_test(test_writeback),      cmocka_unit_test(test_file_errors),
-        cmocka_unit_test(test_api_token_file), cmocka_unit_test(test_long_line_and_comments),
-        cmocka_unit_test(test_resolve),        cmocka_unit_test(test_permissions),
+        cmocka_unit_test(test_bad_configs),      cmocka_unit_test(test_good_config_file),
+        cmocka_unit_test(test_defaults),         cmocka_unit_test(test_tenants),
+        cmocka_unit_test(test_writeback),        cmocka_unit_test(test_file_errors),
+        cmocka_unit_test(test_api_token_file),   cmocka_unit_test(test_long_line_and_comments),
+        cmocka_unit_test(test_resolve),          cmocka_unit_test(test_permissions),
+        cmocka_unit_test(test_telemetry_switch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,6 +7,7 @@
  * output files are tested by test_tierbench_cli.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <math.h>
 #include <setjmp.h>
@@ -157,6 +158,56 @@ static void test_pacing_keeps_rate(void **state)
     assert_true(p50 >= 40 * TIER_NS_PER_MS);
     assert_true(p50 < 60 * TIER_NS_PER_MS);
     assert_int_equal(atomic_load(&f->series.slots[TB_INFER][0].ops), 200);
+}
+
+/* direct = true: the files are opened O_DIRECT (fcntl shows it), every read is 4 KiB-aligned in
+ * buffer, offset and size (odd sizes 5000-9000 are rounded down), and the real O_DIRECT preads
+ * of the dataset succeed with the bytes asked for. */
+struct direct_target {
+    _Atomic uint64_t calls, misaligned, not_direct, short_reads;
+};
+
+static ssize_t direct_pread(void *arg, int fd, void *buf, size_t len, uint64_t off)
+{
+    struct direct_target *t = arg;
+    atomic_fetch_add(&t->calls, 1);
+    if ((uintptr_t)buf % 4096 || len % 4096 || off % 4096 || len == 0)
+        atomic_fetch_add(&t->misaligned, 1);
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || !(fl & O_DIRECT))
+        atomic_fetch_add(&t->not_direct, 1);
+    ssize_t n = pread(fd, buf, len, (off_t)off);
+    if (n >= 0 && (size_t)n != len)
+        atomic_fetch_add(&t->short_reads, 1);
+    return n < 0 ? -errno : n;
+}
+
+static void test_infer_direct(void **state)
+{
+    struct fixture *f = *state;
+    int probe = open(f->ds.paths[0], O_RDONLY | O_DIRECT);
+    if (probe < 0 && errno == EINVAL)
+        skip(); /* a file system without O_DIRECT: tierbench says so (not tested here) */
+    assert_true(probe >= 0);
+    close(probe);
+    static struct direct_target t;
+    memset(&t, 0, sizeof(t));
+    struct tb_io io = {.pread = direct_pread, .arg = &t};
+    struct tb_infer_cfg cfg = infer_cfg(400, 4);
+    cfg.min_bytes = 5000;
+    cfg.max_bytes = 9000;
+    cfg.direct = 1;
+    uint64_t t0 = tier_now_mono_ns() + 20 * TIER_NS_PER_MS;
+    assert_int_equal(tb_series_init(&f->series, t0, 20), 0);
+    assert_int_equal(
+        tb_infer_run(&cfg, &f->ds, &io, 3, t0, 250 * TIER_NS_PER_MS, &f->res, &f->series), 0);
+    assert_int_equal(f->res.errors, 0);
+    assert_int_equal(f->res.ops, 100);
+    assert_int_equal(atomic_load(&t.calls), 100);
+    assert_int_equal(atomic_load(&t.misaligned), 0);
+    assert_int_equal(atomic_load(&t.not_direct), 0);
+    assert_int_equal(atomic_load(&t.short_reads), 0); /* 256 KiB files, reads of 4 or 8 KiB */
+    assert_true(f->res.bytes % 4096 == 0 && f->res.bytes >= 100 * 4096);
 }
 
 /* One worker, 20 ms per read, 100 req/s: the target serves only 50/s, so request i waits for the
@@ -461,7 +512,13 @@ static void test_profile_messages(void **state)
     assert_int_equal(c.train.compute_ns, 250000);
     assert_true(fabs(c.infer.rate - 55.5) < 1e-9);
     assert_int_equal(c.infer.min_bytes, 8192);
+    assert_int_equal(c.infer.direct, 0); /* the default */
     assert_int_equal(c.ckpt.enabled, 0);
+
+    const char *direct = "[inference]\ndirect = yes\n";
+    tu_write_file(path, direct, strlen(direct));
+    assert_int_equal(tb_config_load_profile(&c, path, err, sizeof(err)), 0);
+    assert_int_equal(c.infer.direct, 1);
 
     const char *bad = "[run]\nduration = 3s\n[training]\ntrheads = 4\n";
     tu_write_file(path, bad, strlen(bad));
@@ -486,6 +543,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pacing_keeps_rate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queueing_counted_in_latency, setup, teardown),
         cmocka_unit_test_setup_teardown(test_drain_timeout_drops, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_infer_direct, setup, teardown),
         cmocka_unit_test_setup_teardown(test_infer_read_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_train_read_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_write_error, setup, teardown),

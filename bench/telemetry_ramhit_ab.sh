@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# bench/telemetry_ramhit_ab.sh - telemetry on vs off for RAM-hit 4 KiB reads through the mount,
+# side by side: the variant of bench/telemetry_ramhit.sh for a machine with other load on it.
+#
+# Two tierd run at once on two mounts over the same POSIX data (32 x 4 MiB, read-cache, RAM
+# level 256 MiB), one with [daemon] telemetry = on, one with off; both are warmed (cat), then
+# `randread --ab` (bench/randread.c) reads 4 KiB O_DIRECT at random aligned offsets, one thread,
+# in rounds of CHUNK reads from the "on" mount and CHUNK from the "off" mount (ABBA order, the
+# same offsets on both), each half timed. A round takes ~0.1 s, so load that changes more slowly
+# than that hits both halves alike; the ratio of a round is reads/s on / reads/s off. One run
+# is SECONDS_PER of rounds; RUNS runs, tierd restarted before each with the two configs swapped
+# between the mounts and the start order changed every second run (so neither mount, nor which
+# tierd starts first, favours one config). Printed per
+# run: the median ratio of its rounds, its IQR, and both rates; then the median of the runs'
+# medians with min..max. The script checks that no read reached the backend (/v1/stats
+# cache.fetches unchanged on both).
+#
+# Usage: bench/telemetry_ramhit_ab.sh [WORKDIR]
+#   env: RUNS=10 SECONDS_PER=5 CHUNK=2000 NFILES=32 FILE_MB=4 BUILD=build-rel
+#        OFF_MODE=on: the control, telemetry on on both mounts (the method's own bias; want 1.00)
+set -euo pipefail
+W=${1:-/tmp/tierd-bench-tele-ab}
+RUNS=${RUNS:-10}
+SECONDS_PER=${SECONDS_PER:-5}
+CHUNK=${CHUNK:-2000}
+NFILES=${NFILES:-32}
+FILE_MB=${FILE_MB:-4}
+OFF_MODE=${OFF_MODE:-off} # on: an A/A control run, both mounts with telemetry on
+mkdir -p "$W/data" "$W/mnt-x" "$W/mnt-y"
+# shellcheck source=bench/telemetry_lib.sh
+. "$(dirname "$0")/telemetry_lib.sh"
+declare -A TPID
+stop_all() {
+  local m
+  for m in x y; do
+    [ -z "${TPID[$m]:-}" ] || { kill -TERM "${TPID[$m]}" 2>/dev/null; wait "${TPID[$m]}" 2>/dev/null || true; }
+    TPID[$m]=
+    grep -qs " $W/mnt-$m fuse" /proc/mounts && fusermount3 -u -z "$W/mnt-$m" 2>/dev/null
+  done
+  return 0
+}
+trap stop_all EXIT
+for i in $(seq -w 1 "$NFILES"); do
+  f=$W/data/f$i.bin
+  [ "$(stat -c %s "$f" 2>/dev/null)" = $((FILE_MB << 20)) ] || head -c $((FILE_MB << 20)) /dev/urandom >"$f"
+done
+conf() { # MOUNT(x|y) MODE(on|off)
+  cat >"$W/$1.conf" <<CONF
+[daemon]
+log_level = warn
+telemetry = $2
+[cache]
+ram_size = $((NFILES * FILE_MB * 2))M
+block_size = 1M
+[backend local]
+type = posix
+root = $W/data
+[namespace /d]
+backend = local
+[mount]
+path = $W/mnt-$1
+attr_ttl = 60s
+entry_ttl = 60s
+[api]
+socket = $W/api-$1.sock
+CONF
+}
+mounted_at() { stat -f "$1" >/dev/null 2>&1 && [ "$(stat -c %i "$1" 2>/dev/null)" = 1 ]; }
+fetches() { curl -sSf --unix-socket "$W/api-$1.sock" http://tierd/v1/stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["cache"]["fetches"])'; }
+
+echo "## telemetry on vs off side by side, RAM-hit 4 KiB O_DIRECT reads, $(date -u +%FT%TZ), $(git rev-parse --short HEAD)"
+echo "$(nproc) cores, load before: $(loadavg); $NFILES x $FILE_MB MiB warm in RAM on two mounts, 1 thread, rounds of $CHUNK + $CHUNK reads, $SECONDS_PER s per run, $RUNS runs, the other mount telemetry = $OFF_MODE"
+echo
+echo "| run | on mount | rounds | on reads/s | off reads/s | ratio on/off (median of rounds) | IQR of rounds | load (1 min) |"
+echo "|---:|---|---:|---:|---:|---:|---|---:|"
+MEDS=()
+for k in $(seq 1 "$RUNS"); do
+  if [ $((k % 2)) = 1 ]; then on=x off=y; else on=y off=x; fi
+  conf "$on" on
+  conf "$off" "$OFF_MODE"
+  order="$on $off"
+  [ $(((k + 1) / 2 % 2)) = 1 ] || order="$off $on" # start order: on first, on first, off first, ...
+  for m in $order; do
+    "$TIERD" -c "$W/$m.conf" -f 2>>"$W/tierd.log" &
+    TPID[$m]=$!
+  done
+  for m in x y; do
+    wait_for 30 mounted_at "$W/mnt-$m" || die "mount $m did not come up ($(tail -3 "$W/tierd.log"))"
+    cat "$W/mnt-$m"/d/*.bin >/dev/null
+  done
+  code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$W/api-$off.sock" http://tierd/metrics)
+  [ "$code" = "$([ "$OFF_MODE" = off ] && echo 404 || echo 200)" ] || die "the off mount's /metrics answered $code"
+  A=("$W/mnt-$on"/d/*.bin)
+  B=("$W/mnt-$off"/d/*.bin)
+  "$RANDREAD" --ab 1 4096 "$CHUNK" "${A[@]}" -- "${B[@]}" >/dev/null # warm-up
+  fa0=$(fetches "$on"); fb0=$(fetches "$off")
+  out=$("$RANDREAD" --ab "$SECONDS_PER" 4096 "$CHUNK" "${A[@]}" -- "${B[@]}")
+  if [ "$(fetches "$on")" != "$fa0" ] || [ "$(fetches "$off")" != "$fb0" ]; then
+    die "run $k: reads reached the backend"
+  fi
+  stop_all
+  v() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p" <<<"$out"; }
+  echo "| $k | $on | $(v rounds) | $(v a_reads_per_s) | $(v b_reads_per_s) | $(v ratio_median) | $(v ratio_q1)..$(v ratio_q3) | $(cut -d' ' -f1 /proc/loadavg) |"
+  MEDS+=("$(v ratio_median)")
+done
+echo
+python3 - "${MEDS[@]}" <<'PY'
+import statistics, sys
+r = sorted(float(x) for x in sys.argv[1:])
+q = statistics.quantiles(r, n=4, method="inclusive") if len(r) > 1 else [r[0]] * 3
+print("runs' median ratios on/off: " + " ".join("%.4f" % x for x in r))
+print("median %.4f, min..max %.4f..%.4f, IQR %.4f..%.4f (goal >= 0.99: %s)" % (
+    statistics.median(r), r[0], r[-1], q[0], q[2], "met" if statistics.median(r) >= 0.99 else "missed"))
+PY
+echo "load after: $(loadavg)"
