@@ -152,8 +152,8 @@ void dmc_refresh(struct dmc *d)
             load_params(d, d->tab[i]);
 }
 
-int dmc_add(struct dmc *d, uint32_t tenant, enum tier_io_class cls, uint64_t bytes,
-            uint64_t now_ns, struct dmc_req *req)
+int dmc_add(struct dmc *d, uint32_t tenant, enum tier_io_class cls, uint64_t bytes, uint64_t now_ns,
+            struct dmc_req *req)
 {
     struct dmc_client *c = NULL;
     int rc = client_get(d, tenant, cls, &c);

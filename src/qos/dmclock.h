@@ -107,8 +107,8 @@ void dmc_free(struct dmc *d); /* NULL is a no-op */
 /* Queue req for client (tenant, cls) with bytes of payload at now_ns: 0, -EINVAL (tenant >=
  * DMC_MAX_TENANTS or a class out of range), or -ENOMEM (a new client could not be allocated);
  * on failure req is not queued. */
-int dmc_add(struct dmc *d, uint32_t tenant, enum tier_io_class cls, uint64_t bytes,
-            uint64_t now_ns, struct dmc_req *req);
+int dmc_add(struct dmc *d, uint32_t tenant, enum tier_io_class cls, uint64_t bytes, uint64_t now_ns,
+            struct dmc_req *req);
 /* The next request at now_ns: 0 with *out (removed from the queue) and *phase (may be NULL);
  * -EAGAIN when requests wait but every one's client is at its limit, with *next_ns (may be
  * NULL) the earliest time one may go; -ENOENT when nothing waits. */

@@ -140,16 +140,16 @@ struct sim {
     struct ptab t;
     struct dmc *d;
     int n;
-    int depth[MAXC];             /* requests each client keeps outstanding while on */
-    uint64_t on_from[MAXC];      /* client sends from this time ... */
-    uint64_t on_until[MAXC];     /* ... until this one (0: for ever) */
-    uint64_t size_lo, size_hi;   /* payload bytes, uniform */
-    uint64_t rnd;                /* LCG state */
+    int depth[MAXC];           /* requests each client keeps outstanding while on */
+    uint64_t on_from[MAXC];    /* client sends from this time ... */
+    uint64_t on_until[MAXC];   /* ... until this one (0: for ever) */
+    uint64_t size_lo, size_hi; /* payload bytes, uniform */
+    uint64_t rnd;              /* LCG state */
     struct dmc_req req[MAXC][MAXDEPTH];
-    bool busy[MAXC][MAXDEPTH];   /* queued or in service */
+    bool busy[MAXC][MAXDEPTH]; /* queued or in service */
     struct grant *g;
     size_t ng;
-    uint64_t last_order[MAXC];   /* FIFO check: arrival sequence of the last grant */
+    uint64_t last_order[MAXC]; /* FIFO check: arrival sequence of the last grant */
     uint64_t seq[MAXC][MAXDEPTH];
     uint64_t nseq;
 };
@@ -195,9 +195,8 @@ static void sim_fill(struct sim *s, uint64_t now)
         for (int k = 0; k < s->depth[c]; k++) {
             if (s->busy[c][k])
                 continue;
-            assert_int_equal(dmc_add(s->d, (uint32_t)c, TIER_IO_TRAINING, sim_size(s), now,
-                                     &s->req[c][k]),
-                             0);
+            assert_int_equal(
+                dmc_add(s->d, (uint32_t)c, TIER_IO_TRAINING, sim_size(s), now, &s->req[c][k]), 0);
             s->busy[c][k] = true;
             s->seq[c][k] = ++s->nseq;
         }
