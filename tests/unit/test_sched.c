@@ -18,7 +18,7 @@
  * class defaults, per-tenant values); two tenants with limits reading through a wrapped fake
  * backend each stay within their limit over the run (the bound dmclock.h promises: limit x
  * (elapsed + 20 ms) + one request) and get most of it; and with equal weights and no limits
- * over a backend with latency, the two split the lane, and one alone gets what both had.
+ * over a backend with latency, the two split the lane, and one alone keeps every slot busy.
  * The strict-priority tests above use the default lane (sched_admit), which keeps that order.
  */
 #include <errno.h>
@@ -1088,6 +1088,18 @@ static void test_lane_qos_limits(void **state)
     sched_free(s);
 }
 
+/* The fraction of the lane's slot time spent serving calls during a run of el ns whose
+ * training calls went from *before to now (service time as the wrapper measures it). */
+static double lane_busy(struct sched *s, struct sched_class_stats *before, uint64_t el, int slots)
+{
+    struct sched_stats st;
+    sched_stats_get(s, &st);
+    const struct sched_class_stats *now = &st.cls[TIER_IO_TRAINING];
+    double busy = (double)(now->service_ns_total - before->service_ns_total);
+    *before = *now;
+    return busy / ((double)el * slots);
+}
+
 static void test_lane_qos_idle_share(void **state)
 {
     (void)state;
@@ -1095,26 +1107,34 @@ static void test_lane_qos_idle_share(void **state)
     assert_int_equal(sched_new(NULL, &s), 0);
     struct backend *mem = fakebe_mem_new("warm"), *be = NULL;
     fakebe_add(mem, "obj", QOS_BLOCK, "e1");
-    fakebe_set_latency_us(mem, FAKEBE_READ, 2000); /* the link: 2 slots of 2 ms a request */
+    fakebe_set_latency_us(mem, FAKEBE_READ, 10000); /* the link: 2 slots of 10 ms a request */
     struct sched_backend_config bc = {.max_inflight = 2, .admit_timeout_ms = 20000};
     assert_int_equal(sched_backend_wrap(s, mem, &bc, &be), 0);
     const struct tier_ioctx io[2] = {{.tenant = 2, .cls = TIER_IO_TRAINING},
                                      {.tenant = 3, .cls = TIER_IO_TRAINING}};
     struct qos_reader r[8];
+    struct sched_class_stats before = {0};
     const uint64_t run = 800 * TIER_NS_PER_MS;
+    /* Rates on this shared machine vary with the load, so the test compares the lane's own
+     * busy time with its slots: a scheduler that kept an idle tenant's share back would leave
+     * half of them idle (busy ~0.5). */
     uint64_t el = qos_run(be, io, 2, 4, run, r);
+    double busy2 = lane_busy(s, &before, el, 2);
     uint64_t a = qos_calls(r, 0, 4), b = qos_calls(r, 1, 4);
-    double both = (double)(a + b) / ((double)el / 1e9);
     double sa = (double)a / (double)(a + b);
     if (sa < 0.4 || sa > 0.6)
         fail_msg("equal weights: tenant 2 got %.2f of %llu calls", sa, (unsigned long long)(a + b));
-    /* tenant 3 idle: tenant 2 alone gets what both had */
+    /* tenant 3 idle: tenant 2 alone keeps both slots busy */
     el = qos_run(be, io, 1, 4, run, r);
-    double alone = (double)qos_calls(r, 0, 4) / ((double)el / 1e9);
-    print_message("together: %.0f calls/s, tenant 2's share %.2f; tenant 2 alone: %.0f calls/s\n",
-                  both, sa, alone);
-    if (alone < 0.8 * both)
-        fail_msg("alone: %.0f calls/s, both together had %.0f", alone, both);
+    double busy1 = lane_busy(s, &before, el, 2);
+    print_message("together: tenant 2's share %.2f, lane busy %.2f; tenant 2 alone: lane busy "
+                  "%.2f (%llu calls)\n",
+                  sa, busy2, busy1, (unsigned long long)qos_calls(r, 0, 4));
+    /* 0.7: above the 0.5 of a lane holding a slot back for the idle tenant, below the 0.85 to
+     * 0.95 measured on the shared 2-core machine under ASan (wake-up latency is slot time the
+     * wrapper does not count as service) */
+    if (busy2 < 0.7 || busy1 < 0.7)
+        fail_msg("the lane idled: busy %.2f together, %.2f with one tenant", busy2, busy1);
     backend_free(be);
     sched_free(s);
 }
