@@ -5,12 +5,15 @@
  * queued requests, and per client a FIFO of caller-owned requests carrying their R and P tags.
  *
  * Only sched.c calls it, under the scheduler's mutex; the tests call it on a virtual clock.
- * Tag arithmetic and the phases are described in dmclock.h; the functions that perform them:
+ * Tag arithmetic and the phases are described in dmclock.h. A client's states: idle (no queued
+ * request, off the active list) and active; the functions that perform each step:
  *
- *   arrival tags (R, P)              dmc_add
- *   constraint / weight phase        dmc_pull -> pick
- *   L tag, R adjustment, V           dmc_pull -> grant_head
- *   idle (leave the active list)     unqueue
+ * TRANSITION -> FUNCTION
+ *   idle -> active, arrival tags R and P      dmc_add
+ *   choice of the constraint or weight phase  dmc_pull
+ *   grant: L tag, R adjustment, V             grant_head()
+ *   active -> idle (queue emptied)            unqueue()
+ *   a request withdrawn                       dmc_cancel
  */
 #include "qos/dmclock.h"
 
