@@ -1412,16 +1412,21 @@ static void check_qos(struct parser *p)
                  q->limit_line);
     }
     for (size_t i = 0; i < c->ntenants; i++) {
+        /* the tenant's limit caps all its classes; its class's limit that class; either must
+         * leave room for the reservation of its class (its own or the class's) */
         const struct tierd_tenant_conf *t = &c->tenants[i];
         const struct tierd_qos_conf *cq = &c->classes[t->cls];
         uint64_t r =
             rate_set(t->qos.reservation_bps ? t->qos.reservation_bps : cq->reservation_bps);
-        uint64_t l = rate_set(t->qos.limit_bps ? t->qos.limit_bps : cq->limit_bps);
-        if (!r || !l || r <= l || (!t->qos.reservation_bps && !t->qos.limit_bps))
+        uint64_t tl = rate_set(t->qos.limit_bps), cl = rate_set(cq->limit_bps);
+        if (!r || (!t->qos.reservation_bps && !tl))
+            continue; /* nothing of the tenant's own (the class check covers the rest) */
+        bool over_t = tl && r > tl, over_c = cl && r > cl;
+        if (!over_t && !over_c)
             continue;
         int line = t->qos.reservation_bps ? t->qos.reservation_line : t->qos.limit_line;
-        char from[64] = "";
-        if (!t->qos.limit_bps)
+        char from[96] = "";
+        if (!over_t)
             snprintf(from, sizeof(from), " ([class %s] line %d)", tier_io_class_name(t->cls),
                      cq->limit_line);
         else if (!t->qos.reservation_bps)
@@ -1430,7 +1435,7 @@ static void check_qos(struct parser *p)
         fail(p, line,
              "[tenant %s] reservation = %s is above its limit = %s%s: a reservation must fit "
              "under the limit; lower it or raise the limit",
-             t->name, fmt_rate(r, a, sizeof(a)), fmt_rate(l, b, sizeof(b)), from);
+             t->name, fmt_rate(r, a, sizeof(a)), fmt_rate(over_t ? tl : cl, b, sizeof(b)), from);
     }
     for (size_t bi = 0; bi < c->nbackends; bi++) {
         const struct tierd_backend_conf *be = &c->backends[bi];

@@ -110,8 +110,10 @@ static int daemonize(void)
     return 0;
 }
 
-/* Each [tenant NAME]'s reservation, weight and limit, for requests of its class (docs/CONFIG.md,
- * "QoS"); the config loader checked them. */
+_Static_assert(TIERD_RATE_NONE == SCHED_RATE_NONE, "config and scheduler encode none alike");
+
+/* Each [tenant NAME]'s reservation and weight, for requests of its class, and its limit, for
+ * all its requests (docs/CONFIG.md, "QoS"); the config loader checked them. */
 static int apply_tenant_qos(struct tierd *d)
 {
     for (size_t i = 0; i < d->cfg.ntenants; i++) {
@@ -120,12 +122,13 @@ static int apply_tenant_qos(struct tierd *d)
             continue;
         uint32_t id = 0;
         int rc = tenant_find(d->tenants, t->name, &id);
-        if (rc == 0) {
+        if (rc == 0 && (t->qos.reservation_bps || t->qos.weight)) {
             struct sched_qos q = {.reservation_bps = t->qos.reservation_bps,
-                                  .limit_bps = t->qos.limit_bps,
                                   .weight = (uint32_t)t->qos.weight};
             rc = sched_qos_set(d->sched, id, t->cls, &q);
         }
+        if (rc == 0 && t->qos.limit_bps) /* over all its classes */
+            rc = sched_tenant_limit_set(d->sched, id, t->qos.limit_bps);
         if (rc) {
             tier_err_set("%s:%d: [tenant %s]: its QoS cannot be applied (%s)", d->cfg.file,
                          t->conf_line, t->name, strerror(-rc));

@@ -26,8 +26,15 @@
 
 __extension__ typedef unsigned __int128 u128;
 
+/* A tenant's limit over its classes together. */
+struct dmc_tenant {
+    uint64_t limit;  /* 0: none */
+    uint64_t l_next; /* earliest time of the tenant's next grant */
+};
+
 struct dmc_client {
     struct dmc_client *aprev, *anext; /* active list: the client has queued requests */
+    struct dmc_tenant *t;             /* owned by the dmc's tenant table */
     uint32_t tenant;
     enum tier_io_class cls;
     struct dmc_params p;
@@ -45,6 +52,8 @@ struct dmc {
     void *params_ud;
     struct dmc_client **tab; /* by tenant * TIER_IO_NCLASSES + class; NULL: not seen yet */
     size_t ntab;
+    struct dmc_tenant **ten; /* by tenant; NULL: not seen yet */
+    size_t nten;
     struct dmc_client *active;
     size_t queued;
     double vtime; /* V: start tag of the last weight-phase grant */
@@ -78,6 +87,7 @@ static void load_params(struct dmc *d, struct dmc_client *c)
     if (p.weight > DMC_WEIGHT_MAX)
         p.weight = DMC_WEIGHT_MAX;
     c->p = p;
+    c->t->limit = p.tenant_limit;
 }
 
 int dmc_new(const struct dmc_config *cfg, struct dmc **out)
@@ -99,6 +109,9 @@ void dmc_free(struct dmc *d)
     for (size_t i = 0; i < d->ntab; i++)
         free(d->tab[i]);
     free(d->tab);
+    for (size_t i = 0; i < d->nten; i++)
+        free(d->ten[i]);
+    free(d->ten);
     free(d);
 }
 
@@ -118,22 +131,40 @@ static struct dmc_client *lookup(const struct dmc *d, uint32_t tenant, enum tier
     return i < d->ntab ? d->tab[i] : NULL;
 }
 
+/* The new size of a table of n entries (first when empty) that must hold index i. */
+static size_t grown(size_t n, size_t i, size_t first)
+{
+    size_t m = n ? n : first;
+    while (m <= i)
+        m *= 2;
+    return m;
+}
+
 static int client_get(struct dmc *d, uint32_t tenant, enum tier_io_class cls,
                       struct dmc_client **out)
 {
     if (tenant >= DMC_MAX_TENANTS || (unsigned)cls >= TIER_IO_NCLASSES)
         return -EINVAL;
-    size_t i = (size_t)tenant * TIER_IO_NCLASSES + (size_t)cls;
-    if (i >= d->ntab) {
-        size_t n = d->ntab ? d->ntab : 16 * TIER_IO_NCLASSES;
-        while (n <= i)
-            n *= 2;
-        struct dmc_client **t = realloc(d->tab, n * sizeof(*t));
+    if (tenant >= d->nten) {
+        size_t m = grown(d->nten, tenant, 16);
+        struct dmc_tenant **t = realloc(d->ten, m * sizeof(*t));
         if (!t)
             return -ENOMEM;
-        memset(t + d->ntab, 0, (n - d->ntab) * sizeof(*t));
+        memset(t + d->nten, 0, (m - d->nten) * sizeof(*t));
+        d->ten = t;
+        d->nten = m;
+    }
+    if (!d->ten[tenant] && !(d->ten[tenant] = calloc(1, sizeof(*d->ten[tenant]))))
+        return -ENOMEM;
+    size_t i = (size_t)tenant * TIER_IO_NCLASSES + (size_t)cls;
+    if (i >= d->ntab) {
+        size_t m = grown(d->ntab, i, 16 * TIER_IO_NCLASSES);
+        struct dmc_client **t = realloc(d->tab, m * sizeof(*t));
+        if (!t)
+            return -ENOMEM;
+        memset(t + d->ntab, 0, (m - d->ntab) * sizeof(*t));
         d->tab = t;
-        d->ntab = n;
+        d->ntab = m;
     }
     if (!d->tab[i]) {
         struct dmc_client *c = calloc(1, sizeof(*c));
@@ -141,6 +172,7 @@ static int client_get(struct dmc *d, uint32_t tenant, enum tier_io_class cls,
             return -ENOMEM;
         c->tenant = tenant;
         c->cls = cls;
+        c->t = d->ten[tenant];
         load_params(d, c);
         d->tab[i] = c;
     }
@@ -170,7 +202,9 @@ int dmc_add(struct dmc *d, uint32_t tenant, enum tier_io_class cls, uint64_t byt
     } else {
         req->r_tag = UINT64_MAX;
     }
-    double start = c->p_prev > d->vtime ? c->p_prev : d->vtime;
+    /* the idle adjustment only when the client becomes active: a backlogged client keeps its
+     * place, so clients held back by a (tenant) limit keep their weights among themselves */
+    double start = c->queued || c->p_prev > d->vtime ? c->p_prev : d->vtime;
     c->p_prev = start + (double)req->cost / (double)c->p.weight;
     req->p_tag = c->p_prev;
     req->next = NULL;
@@ -222,9 +256,20 @@ void dmc_cancel(struct dmc *d, struct dmc_req *req)
     req->cl = NULL;
 }
 
-static bool under_limit(const struct dmc_client *c, uint64_t now)
+/* When c may next be granted under its own and its tenant's limit (<= now: it may). */
+static uint64_t limit_time(const struct dmc_client *c)
 {
-    return c->p.limit == 0 || c->l_next <= now;
+    uint64_t t = c->p.limit ? c->l_next : 0;
+    if (c->t->limit && c->t->l_next > t)
+        t = c->t->l_next;
+    return t;
+}
+
+/* L = max(L_prev, t_grant - S) + cost/rate */
+static void advance_l(uint64_t *l_next, uint64_t now, uint64_t cost, uint64_t rate)
+{
+    uint64_t late = now > DMC_LIMIT_SLACK_NS ? now - DMC_LIMIT_SLACK_NS : 0;
+    *l_next = sat_add(max_u64(*l_next, late), span_ns(cost, rate));
 }
 
 /* Ties in the weight phase go to the lower class, then the lower tenant: deterministic. */
@@ -241,10 +286,10 @@ static void grant_head(struct dmc *d, struct dmc_client *c, uint64_t now, enum d
 {
     struct dmc_req *req = c->qhead;
     unqueue(d, req);
-    if (c->p.limit) {
-        uint64_t late = now > DMC_LIMIT_SLACK_NS ? now - DMC_LIMIT_SLACK_NS : 0;
-        c->l_next = sat_add(max_u64(c->l_next, late), span_ns(req->cost, c->p.limit));
-    }
+    if (c->p.limit)
+        advance_l(&c->l_next, now, req->cost, c->p.limit);
+    if (c->t->limit)
+        advance_l(&c->t->l_next, now, req->cost, c->t->limit);
     c->granted = sat_add(c->granted, req->cost);
     if (ph == DMC_PHASE_RESERVATION) {
         c->grants_r++;
@@ -271,8 +316,9 @@ int dmc_pull(struct dmc *d, uint64_t now_ns, struct dmc_req **out, enum dmc_phas
     struct dmc_client *rbest = NULL, *pbest = NULL;
     uint64_t next = UINT64_MAX;
     for (struct dmc_client *c = d->active; c; c = c->anext) {
-        if (!under_limit(c, now_ns)) {
-            next = c->l_next < next ? c->l_next : next;
+        uint64_t lt = limit_time(c);
+        if (lt > now_ns) {
+            next = lt < next ? lt : next;
             continue;
         }
         if (c->p.reservation && c->qhead->r_tag <= now_ns &&
@@ -309,6 +355,7 @@ int dmc_client_info_get(const struct dmc *d, uint32_t tenant, enum tier_io_class
     out->queued = c->queued;
     out->r_prev = c->r_prev;
     out->l_next = c->l_next;
+    out->tenant_l_next = c->t->l_next;
     out->p_prev = c->p_prev;
     if (c->qhead) {
         out->head_r = c->qhead->r_tag;

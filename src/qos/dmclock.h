@@ -7,31 +7,37 @@
  *
  * Clients are (tenant, class) pairs, created on their first request, with three parameters in
  * cost units (bytes) per second: a reservation r (0: none), a weight w (> 0) and a limit l
- * (0: none). A request costs its bytes plus op_cost (default DMC_OP_COST_DEFAULT = 64 KiB, the
- * transfer time of one request's round trip at a few GB/s), so many small requests are not free.
- * The allocation it converges to, for backlogged clients: each client's share of what is served
- * is proportional to its weight, raised to its reservation and capped at its limit; what a cap
- * or an idle client leaves is split among the others by weight at once (work-conserving).
+ * (0: none); and a tenant may have a limit of its own over all its classes together (its demand
+ * reads, its prefetch, its staging, its uploads: work done for a tenant is charged to it), kept
+ * with the same kind of L tag. A request costs its bytes plus op_cost (default DMC_OP_COST_DEFAULT
+ * = 64 KiB, the transfer time of one request's round trip at a few GB/s), so many small requests
+ * are not free. The allocation it converges to, for backlogged clients: each client's share of what
+ * is served is proportional to its weight, raised to its reservation and capped at its limit; what
+ * a cap or an idle client leaves is split among the others by weight at once (work-conserving).
  *
  * Tags (ns on the caller's clock; P in virtual units of cost/weight):
  *
  *   R = max(R_prev + cost/r, now)          per arrival, clients with r > 0
- *   P = max(P_prev, V) + cost/w             per arrival; V: the start tag of the last request
- *                                           granted in the weight phase (system virtual time)
+ *   P = max(P_prev, V) + cost/w             per arrival at an idle client, P_prev + cost/w at
+ *                                           a client with queued requests; V: the start tag of
+ *                                           the last weight-phase grant (system virtual time)
  *   L = max(L_prev, t_grant - S) + cost/l   per grant: when the client's next request may go;
- *                                           S = DMC_LIMIT_SLACK_NS
+ *                                           S = DMC_LIMIT_SLACK_NS; a tenant's own L likewise,
+ *                                           advanced by the grants of all its clients
  *
  * The max with now (R) and with V (P) is the idle adjustment: a client that was idle gets no
  * burst of credit and is not starved either; its first P tag starts at the virtual time of
- * the clients that stayed busy. L departs from the paper on purpose: it is computed at grant
- * time from the previous grant, not at arrival, so a client held back by contention (its
- * arrival tags falling behind now) never accumulates more than S of limit credit. That is what
- * makes a limit hold over every window: the cost granted to a client in any window of length T
- * is at most l*(T + S) plus one request's cost (1.02 l + one request over 1 s). S itself is
- * there because the server is not preemptive: a request whose L came while the server was busy
- * with another one is granted late, and without S each such delay would be lost for good, so a
- * limited client would get visibly less than its limit (about 10 % less in test_dmclock's
- * simulation of 4 MiB requests at 20 % of the capacity).
+ * the clients that stayed busy. A backlogged client keeps its P sequence: clients held back by
+ * a limit (their own or their tenant's) fall behind V, which only matters while the limit
+ * holds them, and among themselves they keep the order of their weights. L departs from the paper
+ * on purpose: it is computed at grant time from the previous grant, not at arrival, so a client
+ * held back by contention (its arrival tags falling behind now) never accumulates more than S of
+ * limit credit. That is what makes a limit hold over every window: the cost granted to a client in
+ * any window of length T is at most l*(T + S) plus one request's cost (1.02 l + one request over 1
+ * s). S itself is there because the server is not preemptive: a request whose L came while the
+ * server was busy with another one is granted late, and without S each such delay would be lost for
+ * good, so a limited client would get visibly less than its limit (about 10 % less in
+ * test_dmclock's simulation of 4 MiB requests at 20 % of the capacity).
  *
  * dmc_pull, at now:
  *   1. constraint phase: among clients whose head has R <= now and whose L <= now, the
@@ -41,7 +47,9 @@
  *      R_prev, so reservation credit is not used up by service the reservation did not pay for;
  *   3. nothing eligible (every waiting client is at its limit): -EAGAIN and the earliest L.
  * Limits are checked in the constraint phase too (the paper does not): with r <= l, which the
- * config enforces, this costs no reservation and keeps limits hard.
+ * config enforces, this costs no reservation and keeps limits hard. "Under its limit" means
+ * under the client's L and under its tenant's L (when the tenant has a limit); a grant advances
+ * both.
  *
  * Invariants: a client is on the active list iff it has queued requests; requests of a client
  * are granted in arrival order; R tags of a client's queue are non-decreasing; V never
@@ -69,6 +77,9 @@ struct dmc_params {
     uint64_t reservation; /* cost units (bytes) per second; 0: none */
     uint32_t weight;      /* 1 .. DMC_WEIGHT_MAX; 0 is taken as 1 */
     uint64_t limit;       /* cost units per second; 0: none */
+    /* The tenant's limit over all its classes together, cost units per second; 0: none. Every
+     * client of a tenant must report the same value (the last one loaded counts). */
+    uint64_t tenant_limit;
 };
 
 /* The parameters of client (tenant, cls): called when the client is created and by
@@ -128,12 +139,13 @@ uint64_t dmc_cost(const struct dmc *d, uint64_t bytes);
 struct dmc_client_info {
     struct dmc_params params;
     size_t queued;
-    uint64_t r_prev;  /* R tag of the last arrival (ns) */
-    uint64_t l_next;  /* L: earliest time of the next grant (ns) */
-    double p_prev;    /* P tag of the last arrival */
-    uint64_t head_r;  /* the head request's R tag, 0 with no request */
-    double head_p;    /* ... and its P tag */
-    uint64_t granted; /* cost granted so far */
+    uint64_t r_prev;        /* R tag of the last arrival (ns) */
+    uint64_t l_next;        /* L: earliest time of the next grant (ns) */
+    uint64_t tenant_l_next; /* the tenant's L (ns) */
+    double p_prev;          /* P tag of the last arrival */
+    uint64_t head_r;        /* the head request's R tag, 0 with no request */
+    double head_p;          /* ... and its P tag */
+    uint64_t granted;       /* cost granted so far */
     uint64_t grants_reservation, grants_weight;
 };
 /* 0 and *out, or -ENOENT when the client does not exist yet. */

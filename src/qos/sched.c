@@ -126,6 +126,8 @@ struct sched {
     struct telemetry *tele; /* set before the first call (sched_set_telemetry); NULL: none */
     struct tenant_qos *tq;  /* by tenant * TIER_IO_NCLASSES + class; under mu */
     size_t ntq;
+    uint64_t *tlim; /* tenant limits (sched_tenant_limit_set) by tenant; under mu */
+    size_t ntlim;
 };
 
 /* Whether the backend reported an attempt (sched_lane_attempt_failed) during this thread's
@@ -226,6 +228,7 @@ void sched_free(struct sched *s)
         l = n;
     }
     free(s->tq);
+    free(s->tlim);
     pthread_mutex_destroy(&s->mu);
     pthread_condattr_destroy(&s->cattr);
     free(s);
@@ -259,6 +262,7 @@ static void lane_params(void *ud, uint32_t tenant, enum tier_io_class cls, struc
     const struct sched_lane *l = ud;
     const struct sched *s = l->sched;
     *out = l->cls_qos[cls];
+    out->tenant_limit = tenant < s->ntlim ? s->tlim[tenant] : 0;
     size_t i = (size_t)tenant * TIER_IO_NCLASSES + (size_t)cls;
     if (i < s->ntq && s->tq[i].set) {
         const struct sched_qos *q = &s->tq[i].q;
@@ -306,8 +310,35 @@ int sched_qos_set(struct sched *s, uint32_t tenant, enum tier_io_class cls,
     return 0;
 }
 
+int sched_tenant_limit_set(struct sched *s, uint32_t tenant, uint64_t limit_bps)
+{
+    if (tenant >= DMC_MAX_TENANTS) {
+        tier_err_set("QoS limit for tenant %u: no such tenant id", tenant);
+        return -EINVAL;
+    }
+    pthread_mutex_lock(&s->mu);
+    if (tenant >= s->ntlim) {
+        size_t n = s->ntlim ? s->ntlim : 64;
+        while (n <= tenant)
+            n *= 2;
+        uint64_t *t = realloc(s->tlim, n * sizeof(*t));
+        if (!t) {
+            pthread_mutex_unlock(&s->mu);
+            return -ENOMEM;
+        }
+        memset(t + s->ntlim, 0, (n - s->ntlim) * sizeof(*t));
+        s->tlim = t;
+        s->ntlim = n;
+    }
+    s->tlim[tenant] = limit_bps == SCHED_RATE_NONE ? 0 : limit_bps;
+    for (struct sched_lane *l = s->lanes; l; l = l->next_lane)
+        dmc_refresh(l->dmc);
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
 void sched_lane_qos_get(struct sched *s, struct sched_lane *l, uint32_t tenant,
-                        enum tier_io_class cls, struct sched_qos *out)
+                        enum tier_io_class cls, struct sched_qos *out, uint64_t *tenant_limit)
 {
     struct dmc_params p;
     pthread_mutex_lock(&s->mu);
@@ -317,6 +348,8 @@ void sched_lane_qos_get(struct sched *s, struct sched_lane *l, uint32_t tenant,
     out->reservation_bps = p.reservation;
     out->limit_bps = p.limit;
     out->weight = p.weight;
+    if (tenant_limit)
+        *tenant_limit = p.tenant_limit;
 }
 
 int sched_lane_new(struct sched *s, const char *name, const struct sched_backend_config *cfg,

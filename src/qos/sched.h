@@ -30,7 +30,8 @@
  * slots, until its limit tag comes: one waiter of the lane (the lane's timer) sleeps on its
  * condition variable until then and grants whoever is due; the others sleep until granted or
  * until their admission deadline. The parameters of a client: its tenant's values for that
- * class (sched_qos_set), else the class's defaults (sched_config.cls), else the built-in ones:
+ * class (sched_qos_set), else the class's defaults (sched_config.cls), else the built-in ones
+ * below; and a tenant may have a limit over all its classes (sched_tenant_limit_set):
  *
  *   class        weight  reservation                    limit
  *   inference    64      link_capacity / 10 (if known)  none
@@ -38,10 +39,10 @@
  *   checkpoint    4      none                           none
  *   background    1      none                           none
  *
- * With nothing configured the weights come close to today's priority order (a background
- * request gets 1/65 of the grants against busy inference, about what starve_limit 64 gave), and
- * every class can use the whole link when alone: the built-in defaults set no limit, because a
- * limit on staging or prefetch would idle the link while nothing else runs.
+ * With nothing configured the weights come close to the strict priority order the lanes had
+ * before dmClock (busy inference leaves background 1/65 of the link, about what starve_limit 64
+ * gave it), and every class can use the whole link when alone: the built-in defaults set no
+ * limit, because a limit on staging or prefetch would idle the link while nothing else runs.
  *
  * Circuit breaker, per backend lane (sched.c performs every transition under the scheduler lock):
  *
@@ -147,6 +148,10 @@ void sched_set_telemetry(struct sched *s, struct telemetry *t);
 int sched_qos_set(struct sched *s, uint32_t tenant, enum tier_io_class cls,
                   const struct sched_qos *q);
 
+/* Limit all of tenant's calls together, every class, on every backend lane, to limit_bps
+ * (0: no tenant limit); later grants use it. 0, -EINVAL (tenant >= 65536) or -ENOMEM. */
+int sched_tenant_limit_set(struct sched *s, uint32_t tenant, uint64_t limit_bps);
+
 /* ---- per-backend lanes ------------------------------------------------------------------- */
 
 struct sched_backend_config {
@@ -227,9 +232,10 @@ const char *sched_be_op_name(enum sched_be_op op);
 int sched_backend_calls_get(struct sched *s, struct backend *be, uint64_t out[SCHED_BE_NOPS],
                             uint64_t notfound[SCHED_BE_NOPS]);
 
-/* The parameters lane l applies to (tenant, cls), resolved: rates in bytes/s, 0 = none. */
+/* The parameters lane l applies to (tenant, cls), resolved: rates in bytes/s, 0 = none; and
+ * (tenant_limit, may be NULL) the tenant's own limit. */
 void sched_lane_qos_get(struct sched *s, struct sched_lane *l, uint32_t tenant,
-                        enum tier_io_class cls, struct sched_qos *out);
+                        enum tier_io_class cls, struct sched_qos *out, uint64_t *tenant_limit);
 
 /* The lane of a wrapper made by sched_backend_wrap on s, or NULL for any other backend. */
 struct sched_lane *sched_backend_lane(struct sched *s, struct backend *be);

@@ -207,6 +207,9 @@ static const struct bad_case bad_cases[] = {
     /* the tenant's reservation against its class's limit */
     {BASE "[class training]\nlimit = 10M/s\n[tenant a]\nreservation = 20M/s\n",
      {"t.conf:11:", "[tenant a] reservation = 20.0 MiB/s", "([class training] line 9)"}},
+    {BASE "[class training]\nreservation = 50M/s\n[tenant a]\nlimit = 10M/s\n",
+     {"t.conf:11:", "[tenant a] reservation = 50.0 MiB/s is above its limit = 10.0 MiB/s",
+      "(reservation from [class training] line 9)"}},
     {"[backend warm]\ntype = posix\nroot = /srv\nlink_capacity = 1G/s\n[namespace /d]\n"
      "backend = warm\n[mount]\npath = /m\n[tenant a]\nreservation = 600M/s\n[tenant b]\n"
      "reservation = 400M/s\n",

@@ -31,14 +31,16 @@
 /* ---- parameters through the callback ---------------------------------------------------- */
 
 struct ptab {
-    struct dmc_params p[MAXC]; /* by tenant; every class alike */
+    struct dmc_params p[MAXC];             /* by tenant; every class alike ... */
+    uint32_t cls_weight[TIER_IO_NCLASSES]; /* ... but for a class weight set here */
 };
 
 static void ptab_fn(void *ud, uint32_t tenant, enum tier_io_class cls, struct dmc_params *out)
 {
-    (void)cls;
     const struct ptab *t = ud;
     *out = tenant < MAXC ? t->p[tenant] : (struct dmc_params){.weight = 1};
+    if (t->cls_weight[cls])
+        out->weight = t->cls_weight[cls];
 }
 
 static struct dmc *new_dmc(struct ptab *t, uint64_t op_cost)
@@ -140,11 +142,13 @@ struct sim {
     struct ptab t;
     struct dmc *d;
     int n;
-    int depth[MAXC];           /* requests each client keeps outstanding while on */
-    uint64_t on_from[MAXC];    /* client sends from this time ... */
-    uint64_t on_until[MAXC];   /* ... until this one (0: for ever) */
-    uint64_t size_lo, size_hi; /* payload bytes, uniform */
-    uint64_t rnd;              /* LCG state */
+    int depth[MAXC];              /* requests each client keeps outstanding while on */
+    uint32_t tenant[MAXC];        /* the client's tenant (default: its index) ... */
+    enum tier_io_class cls[MAXC]; /* ... and class (default: training) */
+    uint64_t on_from[MAXC];       /* client sends from this time ... */
+    uint64_t on_until[MAXC];      /* ... until this one (0: for ever) */
+    uint64_t size_lo, size_hi;    /* payload bytes, uniform */
+    uint64_t rnd;                 /* LCG state */
     struct dmc_req req[MAXC][MAXDEPTH];
     bool busy[MAXC][MAXDEPTH]; /* queued or in service */
     struct grant *g;
@@ -174,6 +178,8 @@ static void sim_init(struct sim *s, int n)
     for (int i = 0; i < n; i++) {
         s->depth[i] = 4;
         s->t.p[i].weight = 1;
+        s->tenant[i] = (uint32_t)i;
+        s->cls[i] = TIER_IO_TRAINING;
     }
     s->size_lo = s->size_hi = 4 << 20;
     s->rnd = 12345;
@@ -196,7 +202,7 @@ static void sim_fill(struct sim *s, uint64_t now)
             if (s->busy[c][k])
                 continue;
             assert_int_equal(
-                dmc_add(s->d, (uint32_t)c, TIER_IO_TRAINING, sim_size(s), now, &s->req[c][k]), 0);
+                dmc_add(s->d, s->tenant[c], s->cls[c], sim_size(s), now, &s->req[c][k]), 0);
             s->busy[c][k] = true;
             s->seq[c][k] = ++s->nseq;
         }
@@ -392,6 +398,46 @@ static void test_limit_every_window(void **state)
     sim_fini(&s);
 }
 
+/* A tenant's limit covers all its classes together: tenant 0 reads in training and prefetches
+ * in background, each with a weight that would take most of the server; together they stay
+ * under the tenant's limit over every window, split by their weights. */
+static void test_tenant_limit(void **state)
+{
+    (void)state;
+    for (int run = 0; run < 2; run++) {
+        struct sim s;
+        sim_init(&s, 3);
+        s.tenant[1] = 0; /* client 1: tenant 0's background */
+        s.cls[1] = TIER_IO_BACKGROUND;
+        s.tenant[2] = 1;
+        s.t.p[0] = (struct dmc_params){.weight = 30, .tenant_limit = CAP / 4};
+        s.t.cls_weight[TIER_IO_BACKGROUND] = 10;
+        if (run == 0) {
+            s.size_lo = 64 << 10;
+            s.size_hi = 4 << 20;
+        }
+        sim_run(&s, SEC, 11 * SEC);
+        double a = (double)granted(&s, 0, 2 * SEC, 11 * SEC);
+        double b = (double)granted(&s, 1, 2 * SEC, 11 * SEC);
+        if (run == 1) /* equal sizes: the split inside the tenant follows the weights 30 : 10 */
+            assert_near(a / (a + b), 0.75, 0.10, "training within the tenant");
+        struct dmc_client_info ci;
+        assert_int_equal(dmc_client_info_get(s.d, 0, TIER_IO_BACKGROUND, &ci), 0);
+        assert_true(ci.tenant_l_next > 0 && ci.l_next == 0); /* the tenant's L, not its own */
+        /* tenant 0's grants in one series, for the window check */
+        for (size_t i = 0; i < s.ng; i++)
+            if (s.g[i].client == 1)
+                s.g[i].client = 0;
+        uint64_t maxreq = 0;
+        uint64_t w = max_window(&s, 0, 2 * SEC, SEC, &maxreq);
+        if (w > CAP / 4 * 105 / 100 + maxreq)
+            fail_msg("tenant limit exceeded: %llu in a 1 s window", (unsigned long long)w);
+        assert_near((a + b) / (9.0 * CAP), 0.25, 0.05, "tenant 0");
+        assert_near(share(&s, 2, 2 * SEC, 11 * SEC), 0.75, 0.05, "tenant 1 gets the rest");
+        sim_fini(&s);
+    }
+}
+
 static void test_reservation_met(void **state)
 {
     (void)state;
@@ -508,6 +554,7 @@ int main(void)
         cmocka_unit_test(test_idle_share_reused),
         cmocka_unit_test(test_limit_every_window),
         cmocka_unit_test(test_reservation_met),
+        cmocka_unit_test(test_tenant_limit),
         cmocka_unit_test(test_property_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

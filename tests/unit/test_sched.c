@@ -15,11 +15,12 @@
  * while every S3 fetch hangs.
  *
  * QoS (dmClock on the backend lanes, qos/dmclock.h): the parameters a lane resolves (built-in
- * class defaults, per-tenant values); two tenants with limits reading through a wrapped fake
- * backend each stay within their limit over the run (the bound dmclock.h promises: limit x
- * (elapsed + 20 ms) + one request) and get most of it; and with equal weights and no limits
- * over a backend with latency, the two split the lane, and one alone keeps every slot busy.
- * The strict-priority tests above use the default lane (sched_admit), which keeps that order.
+ * class defaults, per-tenant values); two tenants with limits (one over its two classes, one
+ * on its class) reading through a wrapped fake backend each stay within their limit over the run
+ * (the bound dmclock.h promises: limit x (elapsed + 20 ms) + one request) and get most of it; and
+ * with equal weights and no limits over a backend with latency, the two split the lane, and one
+ * alone keeps every slot busy. The strict-priority tests above use the default lane (sched_admit),
+ * which keeps that order.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -947,32 +948,32 @@ static void test_lane_qos_params(void **state)
     assert_int_equal(sched_lane_new(s, "b", NULL, &unknown), 0);
     struct sched_qos q;
     /* inference: its reservation was configured away; the built-in weight stays */
-    sched_lane_qos_get(s, known, 5, TIER_IO_INFERENCE, &q);
+    sched_lane_qos_get(s, known, 5, TIER_IO_INFERENCE, &q, NULL);
     assert_int_equal(q.reservation_bps, 0);
     assert_int_equal(q.weight, 64);
-    sched_lane_qos_get(s, known, 5, TIER_IO_TRAINING, &q);
+    sched_lane_qos_get(s, known, 5, TIER_IO_TRAINING, &q, NULL);
     assert_int_equal(q.weight, 20);
     assert_int_equal(q.limit_bps, 0);
-    sched_lane_qos_get(s, unknown, 5, TIER_IO_BACKGROUND, &q);
+    sched_lane_qos_get(s, unknown, 5, TIER_IO_BACKGROUND, &q, NULL);
     assert_int_equal(q.weight, 1);
     assert_int_equal(q.limit_bps, 50u << 20);
-    sched_lane_qos_get(s, unknown, 5, TIER_IO_CHECKPOINT, &q);
+    sched_lane_qos_get(s, unknown, 5, TIER_IO_CHECKPOINT, &q, NULL);
     assert_int_equal(q.weight, 4);
     /* a tenant's values over the class's; unset fields keep the class's */
     struct sched_qos tq = {.reservation_bps = 10u << 20, .limit_bps = 0, .weight = 7};
     assert_int_equal(sched_qos_set(s, 5, TIER_IO_BACKGROUND, &tq), 0);
-    sched_lane_qos_get(s, known, 5, TIER_IO_BACKGROUND, &q);
+    sched_lane_qos_get(s, known, 5, TIER_IO_BACKGROUND, &q, NULL);
     assert_int_equal(q.reservation_bps, 10u << 20);
     assert_int_equal(q.limit_bps, 50u << 20);
     assert_int_equal(q.weight, 7);
     tq.limit_bps = SCHED_RATE_NONE;
     assert_int_equal(sched_qos_set(s, 5, TIER_IO_BACKGROUND, &tq), 0);
-    sched_lane_qos_get(s, known, 5, TIER_IO_BACKGROUND, &q);
+    sched_lane_qos_get(s, known, 5, TIER_IO_BACKGROUND, &q, NULL);
     assert_int_equal(q.limit_bps, 0);
-    sched_lane_qos_get(s, known, 6, TIER_IO_BACKGROUND, &q); /* another tenant: the class's */
+    sched_lane_qos_get(s, known, 6, TIER_IO_BACKGROUND, &q, NULL); /* another tenant: the class's */
     assert_int_equal(q.limit_bps, 50u << 20);
     assert_int_equal(sched_qos_set(s, 5, TIER_IO_BACKGROUND, NULL), 0);
-    sched_lane_qos_get(s, known, 5, TIER_IO_BACKGROUND, &q);
+    sched_lane_qos_get(s, known, 5, TIER_IO_BACKGROUND, &q, NULL);
     assert_int_equal(q.weight, 1);
     tq.weight = SCHED_WEIGHT_MAX + 1;
     assert_int_equal(sched_qos_set(s, 5, TIER_IO_BACKGROUND, &tq), -EINVAL);
@@ -982,7 +983,7 @@ static void test_lane_qos_params(void **state)
     /* with a link capacity and nothing configured, inference reserves a tenth of it */
     assert_int_equal(sched_new(NULL, &s), 0);
     assert_int_equal(sched_lane_new(s, "a", &bc, &known), 0);
-    sched_lane_qos_get(s, known, 0, TIER_IO_INFERENCE, &q);
+    sched_lane_qos_get(s, known, 0, TIER_IO_INFERENCE, &q, NULL);
     assert_int_equal(q.reservation_bps, 100000000);
     sched_free(s);
     sc.cls[TIER_IO_INFERENCE].weight = SCHED_WEIGHT_MAX + 1;
@@ -1054,36 +1055,50 @@ static void test_lane_qos_limits(void **state)
     fakebe_add(mem, "obj", QOS_BLOCK, "e1");
     struct sched_backend_config bc = {.max_inflight = 8, .admit_timeout_ms = 20000};
     assert_int_equal(sched_backend_wrap(s, mem, &bc, &be), 0);
-    /* tenants 2 and 3, limited to 40 and 20 requests' cost a second */
+    /* Tenant 2 reads in training and prefetches in background under a tenant limit of 40
+     * requests' cost a second, both classes together; tenant 3 reads in training under a limit
+     * of 20 on that class. */
     const uint64_t lim[2] = {40ull * QOS_COST, 20ull * QOS_COST};
-    const struct tier_ioctx io[2] = {{.tenant = 2, .cls = TIER_IO_TRAINING},
+    const struct tier_ioctx io[4] = {{.tenant = 2, .cls = TIER_IO_TRAINING},
+                                     {.tenant = 2, .cls = TIER_IO_BACKGROUND},
+                                     {.tenant = 3, .cls = TIER_IO_TRAINING},
                                      {.tenant = 3, .cls = TIER_IO_TRAINING}};
-    for (int i = 0; i < 2; i++) {
-        struct sched_qos q = {.limit_bps = lim[i]};
-        assert_int_equal(sched_qos_set(s, io[i].tenant, io[i].cls, &q), 0);
-    }
+    assert_int_equal(sched_tenant_limit_set(s, 2, lim[0]), 0);
+    struct sched_qos q = {.limit_bps = lim[1]};
+    assert_int_equal(sched_qos_set(s, 3, TIER_IO_TRAINING, &q), 0);
+    struct sched_qos got;
+    uint64_t tl = 0;
+    sched_lane_qos_get(s, sched_backend_lane(s, be), 2, TIER_IO_BACKGROUND, &got, &tl);
+    assert_int_equal(tl, lim[0]);
+    assert_int_equal(got.limit_bps, 0);
+
     struct qos_reader r[8];
     const uint64_t run = 1500 * TIER_NS_PER_MS;
-    uint64_t el = qos_run(be, io, 2, 4, run, r);
+    uint64_t el = qos_run(be, io, 4, 2, run, r);
     for (int i = 0; i < 2; i++) {
-        uint64_t cost = qos_calls(r, i, 4) * QOS_COST;
+        uint64_t cost = (qos_calls(r, 2 * i, 2) + qos_calls(r, 2 * i + 1, 2)) * QOS_COST;
         /* dmclock.h's bound: limit x (elapsed + 20 ms) + one request */
         double bound = (double)lim[i] * ((double)el / 1e9 + 0.020) + QOS_COST;
         if ((double)cost > bound)
-            fail_msg("tenant %u: %llu bytes of cost in %.3f s, limit %llu/s allows %.0f",
-                     io[i].tenant, (unsigned long long)cost, (double)el / 1e9,
-                     (unsigned long long)lim[i], bound);
-        print_message("tenant %u: %.1f MiB/s of cost, limit %.1f MiB/s\n", io[i].tenant,
+            fail_msg("tenant %d: %llu bytes of cost in %.3f s, limit %llu/s allows %.0f", 2 + i,
+                     (unsigned long long)cost, (double)el / 1e9, (unsigned long long)lim[i], bound);
+        print_message("tenant %d: %.1f MiB/s of cost, limit %.1f MiB/s\n", 2 + i,
                       (double)cost / ((double)el / 1e9) / 1048576.0, (double)lim[i] / 1048576.0);
         /* and the limit is delivered: the fake backend is free, nothing else holds them */
         if ((double)cost < 0.7 * (double)lim[i] * ((double)run / 1e9))
-            fail_msg("tenant %u got %llu of a %llu/s limit in %.3f s", io[i].tenant,
+            fail_msg("tenant %d got %llu of a %llu/s limit in %.3f s", 2 + i,
                      (unsigned long long)cost, (unsigned long long)lim[i], (double)run / 1e9);
     }
+    /* inside tenant 2's limit, training (weight 16) goes before its prefetch (weight 1) */
+    uint64_t tr = qos_calls(r, 0, 2), bg = qos_calls(r, 1, 2);
+    print_message("tenant 2: %llu training calls, %llu background\n", (unsigned long long)tr,
+                  (unsigned long long)bg);
+    assert_true(tr > 4 * bg);
     struct sched_backend_stats st = lane_stats(s, 0);
     assert_true(st.limit_waits > 0); /* they waited for their limits, with slots free */
     assert_int_equal(st.queued_now, 0);
     assert_int_equal(st.inflight_now, 0);
+    assert_int_equal(sched_tenant_limit_set(s, 70000, 1), -EINVAL);
     backend_free(be);
     sched_free(s);
 }
