@@ -182,9 +182,16 @@ static int client_get(struct dmc *d, uint32_t tenant, enum tier_io_class cls,
 
 void dmc_refresh(struct dmc *d)
 {
-    for (size_t i = 0; i < d->ntab; i++)
-        if (d->tab[i])
-            load_params(d, d->tab[i]);
+    for (size_t i = 0; i < d->ntab; i++) {
+        struct dmc_client *c = d->tab[i];
+        if (!c)
+            continue;
+        load_params(d, c);
+        /* a client a limit held back is behind V; with its limit raised it must not win the
+         * weight phase until it caught up: its next arrival starts at V at the latest */
+        if (c->p_prev < d->vtime)
+            c->p_prev = d->vtime;
+    }
 }
 
 int dmc_add(struct dmc *d, uint32_t tenant, enum tier_io_class cls, uint64_t bytes, uint64_t now_ns,

@@ -119,6 +119,12 @@ static void test_tags(void **state)
     assert_int_equal(dmc_pull(d, now, &out, &ph, &next), 0);
     assert_int_equal(ph, DMC_PHASE_RESERVATION);
 
+    /* a refresh re-reads the parameters and moves P_prev up to V */
+    t.p[0].weight = 5;
+    dmc_refresh(d);
+    assert_int_equal(dmc_client_info_get(d, 0, TIER_IO_TRAINING, &ci), 0);
+    assert_int_equal(ci.params.weight, 5);
+
     /* bad client keys */
     assert_int_equal(dmc_add(d, DMC_MAX_TENANTS, TIER_IO_TRAINING, 1, now, &rq[1]), -EINVAL);
     assert_int_equal(dmc_add(d, 0, (enum tier_io_class)9, 1, now, &rq[1]), -EINVAL);
@@ -212,7 +218,8 @@ static void sim_fill(struct sim *s, uint64_t now)
 /* Run from t0 to t1: one request in service at a time, CAP cost units per second. */
 static void sim_run(struct sim *s, uint64_t t0, uint64_t t1)
 {
-    s->d = new_dmc(&s->t, 0);
+    if (!s->d) /* a second run continues the first one's queues and tags */
+        s->d = new_dmc(&s->t, 0);
     uint64_t now = t0;
     while (now < t1) {
         sim_fill(s, now);
@@ -438,6 +445,25 @@ static void test_tenant_limit(void **state)
     }
 }
 
+/* A client a limit held back falls behind V; once the limit is lifted (dmc_refresh, as a live
+ * change would do), it gets its weight share, not the whole server until it catches up. */
+static void test_refresh_no_burst(void **state)
+{
+    (void)state;
+    struct sim s;
+    sim_init(&s, 2);
+    s.t.p[0] = (struct dmc_params){.weight = 1, .limit = CAP / 10};
+    s.depth[0] = 8;
+    sim_run(&s, SEC, 5 * SEC);
+    assert_near(share(&s, 0, 2 * SEC, 5 * SEC), 0.1, 0.05, "A limited");
+    s.t.p[0].limit = 0;
+    dmc_refresh(s.d);
+    sim_run(&s, 5 * SEC, 7 * SEC);
+    /* its 8 queued requests (old tags) go first, within 40 ms; then half each */
+    assert_near(share(&s, 0, 5 * SEC + 100 * MS, 7 * SEC), 0.5, 0.10, "A after the refresh");
+    sim_fini(&s);
+}
+
 static void test_reservation_met(void **state)
 {
     (void)state;
@@ -555,6 +581,7 @@ int main(void)
         cmocka_unit_test(test_limit_every_window),
         cmocka_unit_test(test_reservation_met),
         cmocka_unit_test(test_tenant_limit),
+        cmocka_unit_test(test_refresh_no_burst),
         cmocka_unit_test(test_property_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
