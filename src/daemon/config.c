@@ -52,16 +52,17 @@ enum sec_kind {
     SEC_BACKEND,
     SEC_NAMESPACE,
     SEC_TENANT,
+    SEC_CLASS,
     SEC_BAD
 };
 
-static const char *const sec_names[] = {"daemon",  "cache",   "mount",     "api",   "writeback",
-                                        "tenants", "backend", "namespace", "tenant"};
+static const char *const sec_names[] = {"daemon",  "cache",   "mount",     "api",    "writeback",
+                                        "tenants", "backend", "namespace", "tenant", "class"};
 
 /* The name argument a named section takes, for messages ("" for singletons). */
 static const char *sec_arg_hint(const char *name)
 {
-    if (strcmp(name, "backend") == 0 || strcmp(name, "tenant") == 0)
+    if (strcmp(name, "backend") == 0 || strcmp(name, "tenant") == 0 || strcmp(name, "class") == 0)
         return " NAME";
     if (strcmp(name, "namespace") == 0)
         return " /PATH";
@@ -352,6 +353,7 @@ enum vkind {
     V_CLASS,    /* enum tier_io_class */
     V_JOB,      /* char *, a Slurm job id */
     V_CGPREFIX, /* char *, a cgroup path prefix */
+    V_RATE,     /* uint64_t bytes/s: SIZE/s, or none (TIERD_RATE_NONE) */
 };
 
 enum { BT_ANY = 0, BT_POSIX = 1, BT_S3 = 2 };
@@ -369,6 +371,7 @@ struct keydef {
 #define BE(f) offsetof(struct tierd_backend_conf, f)
 #define NS(f) offsetof(struct tierd_ns_conf, f)
 #define TN(f) offsetof(struct tierd_tenant_conf, f)
+#define QC(f) offsetof(struct tierd_qos_conf, f)
 #define KIB 1024ULL
 #define MIB (1024ULL * 1024ULL)
 
@@ -378,6 +381,7 @@ static const struct keydef daemon_keys[] = {
     {"stage_threads", V_INT, CFG(stage_threads), 1, 256, false, 0},
     {"health_backlog_age", V_DUR, CFG(health_backlog_ms), 0, 30 * 86400000ULL, false, 0},
     {"telemetry", V_BOOL, CFG(telemetry), 0, 0, false, 0},
+    {"qos_op_cost", V_SIZE, CFG(qos_op_cost), 1, 64 * MIB, false, 0},
     {NULL, 0, 0, 0, 0, false, 0},
 };
 
@@ -458,6 +462,7 @@ static const struct keydef backend_keys[] = {
     {"max_inflight", V_INT, BE(max_inflight), 1, 4096, false, BT_ANY},
     {"breaker_failures", V_INT, BE(breaker_failures), 0, 1000, false, BT_ANY},
     {"breaker_cooldown", V_DUR, BE(breaker_cooldown_ms), 10, 3600000, false, BT_ANY},
+    {"link_capacity", V_RATE, BE(link_capacity_bps), 0, 0, false, BT_ANY},
     {NULL, 0, 0, 0, 0, false, 0},
 };
 
@@ -484,12 +489,23 @@ static const struct keydef tenant_keys[] = {
     {"cgroup", V_CGPREFIX, TN(cgroup), 0, 0, false, 0},
     {"uid", V_UID, TN(uid), 0, 0, false, 0},
     {"gid", V_GID, TN(gid), 0, 0, false, 0},
+    {"reservation", V_RATE, TN(qos.reservation_bps), 0, 0, false, 0},
+    {"weight", V_U64, TN(qos.weight), 1, 10000, false, 0},
+    {"limit", V_RATE, TN(qos.limit_bps), 0, 0, false, 0},
     {NULL, 0, 0, 0, 0, false, 0},
 };
 
-static const struct keydef *const tables[] = {daemon_keys,  cache_keys,     mount_keys,
-                                              api_keys,     writeback_keys, tenants_keys,
-                                              backend_keys, namespace_keys, tenant_keys};
+/* [class NAME]: that class's QoS defaults (the weight range is qos/sched.h's) */
+static const struct keydef class_keys[] = {
+    {"reservation", V_RATE, QC(reservation_bps), 0, 0, false, 0},
+    {"weight", V_U64, QC(weight), 1, 10000, false, 0},
+    {"limit", V_RATE, QC(limit_bps), 0, 0, false, 0},
+    {NULL, 0, 0, 0, 0, false, 0},
+};
+
+static const struct keydef *const tables[] = {
+    daemon_keys,  cache_keys,   mount_keys,     api_keys,    writeback_keys,
+    tenants_keys, backend_keys, namespace_keys, tenant_keys, class_keys};
 
 static const char *const btype_names[] = {"any", "posix", "s3"};
 
@@ -530,6 +546,26 @@ static int parse_id(const char *val, bool user, int64_t *out)
             return -ENOENT;
         *out = (int64_t)res->gr_gid;
     }
+    return 0;
+}
+
+/* A rate: "200MiB/s", "1.5G/s", "500000/s" (K/M/G/T powers of 1024), or "none"; 0/s is none. */
+static int parse_rate(const char *val, uint64_t *out)
+{
+    if (strcasecmp(val, "none") == 0) {
+        *out = TIERD_RATE_NONE;
+        return 0;
+    }
+    size_t n = strlen(val);
+    if (n < 3 || strcasecmp(val + n - 2, "/s") != 0 || n - 2 >= 64)
+        return -EINVAL;
+    char num[64];
+    memcpy(num, val, n - 2);
+    num[n - 2] = '\0';
+    uint64_t u = 0;
+    if (tier_parse_size(trim(num), &u))
+        return -EINVAL;
+    *out = u ? u : TIERD_RATE_NONE;
     return 0;
 }
 
@@ -699,6 +735,16 @@ static int set_value(struct parser *p, const struct keydef *k, void *base, const
             return -EINVAL;
         }
         return 0;
+    case V_RATE:
+        if (parse_rate(val, &u)) {
+            fail(p, line,
+                 "[%s] %s = '%s' is not a rate (allowed: bytes per second like 200MiB/s, 1.5G/s "
+                 "or 500000/s, or none)",
+                 sect, k->name, val);
+            return -EINVAL;
+        }
+        *(uint64_t *)(void *)field = u;
+        return 0;
     case V_JOB:
     case V_CGPREFIX: {
         const char *problem = NULL;
@@ -857,6 +903,26 @@ static void classify_tenant(struct parser *p, struct raw_section *s, const char 
     s->kind = SEC_TENANT;
 }
 
+static void classify_class(struct parser *p, struct raw_section *s, const char *arg)
+{
+    enum tier_io_class cls;
+    if (!*arg || tier_io_class_parse(arg, &cls)) {
+        fail(p, s->line,
+             "[%s]: not a class (allowed: [class inference], [class training], [class "
+             "checkpoint], [class background])",
+             s->name);
+        return;
+    }
+    if (p->cfg->class_line[cls]) {
+        fail(p, s->line, "duplicate section [class %s] (first at line %d; merge them)",
+             tier_io_class_name(cls), p->cfg->class_line[cls]);
+        return;
+    }
+    p->cfg->class_line[cls] = s->line;
+    s->index = (int)cls;
+    s->kind = SEC_CLASS;
+}
+
 static void classify_sections(struct parser *p)
 {
     struct tierd_config *c = p->cfg;
@@ -882,7 +948,8 @@ static void classify_sections(struct parser *p)
             else
                 fail(p, s->line,
                      "unknown section [%s] (allowed: [daemon], [cache], [mount], [api], "
-                     "[writeback], [tenants], [backend NAME], [namespace /PATH], [tenant NAME])",
+                     "[writeback], [tenants], [backend NAME], [namespace /PATH], [tenant NAME], "
+                     "[class NAME])",
                      s->name);
             continue;
         }
@@ -934,6 +1001,10 @@ static void classify_sections(struct parser *p)
         }
         if (kind == SEC_TENANT) {
             classify_tenant(p, s, arg);
+            continue;
+        }
+        if (kind == SEC_CLASS) {
+            classify_class(p, s, arg);
             continue;
         }
         /* namespace */
@@ -997,8 +1068,8 @@ static void apply_pairs(struct parser *p)
         if (kv->sec < 0) {
             fail(p, kv->line,
                  "key '%s' is outside any section (put it under [daemon], [cache], [mount], "
-                 "[api], [writeback], [tenants], [backend NAME], [namespace /PATH] or "
-                 "[tenant NAME])",
+                 "[api], [writeback], [tenants], [backend NAME], [namespace /PATH], "
+                 "[tenant NAME] or [class NAME])",
                  kv->key);
             continue;
         }
@@ -1018,6 +1089,8 @@ static void apply_pairs(struct parser *p)
             base = &c->namespaces[sec->index];
         } else if (sec->kind == SEC_TENANT) {
             base = &c->tenants[sec->index];
+        } else if (sec->kind == SEC_CLASS) {
+            base = &c->classes[sec->index];
         }
         int idx = -1;
         for (int k = 0; t[k].name; k++)
@@ -1052,6 +1125,16 @@ static void apply_pairs(struct parser *p)
             p->set_request_timeout[sec->index] = true;
         if (sec->kind == SEC_BACKEND && strcmp(kv->key, "connect_timeout") == 0)
             p->set_connect_timeout[sec->index] = true;
+        if (sec->kind == SEC_BACKEND && strcmp(kv->key, "link_capacity") == 0)
+            c->backends[sec->index].link_capacity_line = kv->line;
+        if (sec->kind == SEC_TENANT || sec->kind == SEC_CLASS) {
+            struct tierd_qos_conf *q =
+                sec->kind == SEC_TENANT ? &c->tenants[sec->index].qos : &c->classes[sec->index];
+            if (strcmp(kv->key, "reservation") == 0)
+                q->reservation_line = kv->line;
+            if (strcmp(kv->key, "limit") == 0)
+                q->limit_line = kv->line;
+        }
     }
     /* required keys, reported at the section's line */
     for (size_t i = 0; i < p->nsecs; i++) {
@@ -1298,11 +1381,93 @@ static void check_tenants(struct parser *p)
              t->name, c->ntenants, (unsigned long long)c->max_tenants, c->ntenants + 2);
 }
 
+/* A set rate (not 0 = unset, not none), else 0. */
+static uint64_t rate_set(uint64_t v)
+{
+    return v == TIERD_RATE_NONE ? 0 : v;
+}
+
+static const char *fmt_rate(uint64_t bps, char *buf, size_t n)
+{
+    char b[32];
+    snprintf(buf, n, "%s/s", tier_fmt_bytes(bps, b, sizeof(b)));
+    return buf;
+}
+
+/* Reservations must fit under limits, and the reservations that apply to a backend under its
+ * link_capacity. A class's reservation is counted once (as its default tenant's: which tenants
+ * will use a class's default is not known in advance); inference's built-in reservation, a
+ * tenth of the link, counts unless [class inference] sets one (qos/sched.h). */
+static void check_qos(struct parser *p)
+{
+    const struct tierd_config *c = p->cfg;
+    char a[48], b[48];
+    for (int k = 0; k < TIER_IO_NCLASSES; k++) {
+        const struct tierd_qos_conf *q = &c->classes[k];
+        uint64_t r = rate_set(q->reservation_bps), l = rate_set(q->limit_bps);
+        if (r && l && r > l)
+            fail(p, q->reservation_line,
+                 "[class %s] reservation = %s is above its limit = %s (line %d): a reservation "
+                 "must fit under the limit; lower it or raise the limit",
+                 tier_io_class_name(k), fmt_rate(r, a, sizeof(a)), fmt_rate(l, b, sizeof(b)),
+                 q->limit_line);
+    }
+    for (size_t i = 0; i < c->ntenants; i++) {
+        /* the tenant's limit caps all its classes; its class's limit that class; either must
+         * leave room for the reservation of its class (its own or the class's) */
+        const struct tierd_tenant_conf *t = &c->tenants[i];
+        const struct tierd_qos_conf *cq = &c->classes[t->cls];
+        uint64_t r =
+            rate_set(t->qos.reservation_bps ? t->qos.reservation_bps : cq->reservation_bps);
+        uint64_t tl = rate_set(t->qos.limit_bps), cl = rate_set(cq->limit_bps);
+        if (!r || (!t->qos.reservation_bps && !tl))
+            continue; /* nothing of the tenant's own (the class check covers the rest) */
+        bool over_t = tl && r > tl, over_c = cl && r > cl;
+        if (!over_t && !over_c)
+            continue;
+        int line = t->qos.reservation_bps ? t->qos.reservation_line : t->qos.limit_line;
+        char from[96] = "";
+        if (!over_t)
+            snprintf(from, sizeof(from), " ([class %s] line %d)", tier_io_class_name(t->cls),
+                     cq->limit_line);
+        else if (!t->qos.reservation_bps)
+            snprintf(from, sizeof(from), " (reservation from [class %s] line %d)",
+                     tier_io_class_name(t->cls), cq->reservation_line);
+        fail(p, line,
+             "[tenant %s] reservation = %s is above its limit = %s%s: a reservation must fit "
+             "under the limit; lower it or raise the limit",
+             t->name, fmt_rate(r, a, sizeof(a)), fmt_rate(over_t ? tl : cl, b, sizeof(b)), from);
+    }
+    for (size_t bi = 0; bi < c->nbackends; bi++) {
+        const struct tierd_backend_conf *be = &c->backends[bi];
+        uint64_t cap = rate_set(be->link_capacity_bps);
+        if (!cap)
+            continue;
+        uint64_t sum = 0;
+        for (int k = 0; k < TIER_IO_NCLASSES; k++) {
+            uint64_t r = c->classes[k].reservation_bps;
+            if (k == TIER_IO_INFERENCE && r == 0)
+                r = cap / 10; /* the built-in default */
+            sum += rate_set(r);
+        }
+        for (size_t i = 0; i < c->ntenants; i++)
+            sum += rate_set(c->tenants[i].qos.reservation_bps);
+        if (sum > cap)
+            fail(p, be->link_capacity_line,
+                 "[backend %s] link_capacity = %s is less than the reservations that apply to "
+                 "it, %s in all (each [class] reservation once, inference's built-in tenth of "
+                 "the link unless [class inference] sets one, and every [tenant] reservation): "
+                 "lower the reservations or raise link_capacity",
+                 be->name, fmt_rate(cap, a, sizeof(a)), fmt_rate(sum, b, sizeof(b)));
+    }
+}
+
 static void check_semantics(struct parser *p)
 {
     struct tierd_config *c = p->cfg;
     check_upload_buffers(p);
     check_tenants(p);
+    check_qos(p);
     if (!c->mount_path)
         fail_missing(p, 0, "no [mount] section with 'path = DIR' (where to mount the namespaces)");
     else if (c->mount_path[0] != '/')
@@ -1391,6 +1556,7 @@ static void apply_defaults(struct tierd_config *c)
         c->namespaces[n].uid = c->namespaces[n].gid = -1;
         c->namespaces[n].umask = -1;
     }
+    c->qos_op_cost = 64 * KIB;
     c->max_tenants = TENANT_MAX_TENANTS_DEFAULT;
     c->tenant_pid_cache = TENANT_PID_CACHE_DEFAULT;
     for (size_t t = 0; t < TIERD_MAX_TENANT_CONFS; t++) {

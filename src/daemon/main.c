@@ -110,6 +110,34 @@ static int daemonize(void)
     return 0;
 }
 
+_Static_assert(TIERD_RATE_NONE == SCHED_RATE_NONE, "config and scheduler encode none alike");
+
+/* Each [tenant NAME]'s reservation and weight, for requests of its class, and its limit, for
+ * all its requests (docs/CONFIG.md, "QoS"); the config loader checked them. */
+static int apply_tenant_qos(struct tierd *d)
+{
+    for (size_t i = 0; i < d->cfg.ntenants; i++) {
+        const struct tierd_tenant_conf *t = &d->cfg.tenants[i];
+        if (!t->qos.reservation_bps && !t->qos.limit_bps && !t->qos.weight)
+            continue;
+        uint32_t id = 0;
+        int rc = tenant_find(d->tenants, t->name, &id);
+        if (rc == 0 && (t->qos.reservation_bps || t->qos.weight)) {
+            struct sched_qos q = {.reservation_bps = t->qos.reservation_bps,
+                                  .weight = (uint32_t)t->qos.weight};
+            rc = sched_qos_set(d->sched, id, t->cls, &q);
+        }
+        if (rc == 0 && t->qos.limit_bps) /* over all its classes */
+            rc = sched_tenant_limit_set(d->sched, id, t->qos.limit_bps);
+        if (rc) {
+            tier_err_set("%s:%d: [tenant %s]: its QoS cannot be applied (%s)", d->cfg.file,
+                         t->conf_line, t->name, strerror(-rc));
+            return rc;
+        }
+    }
+    return 0;
+}
+
 /* Open every backend and wrap it in its scheduler lane (sched_backend_wrap), so every call to
  * it, from any module, passes its in-flight cap, admission deadline and circuit breaker. */
 static int open_backends(struct tierd *d)
@@ -133,6 +161,8 @@ static int open_backends(struct tierd *d)
                 .admit_timeout_ms = c->backend_timeout_ms,
                 .breaker_failures = b->breaker_failures ? b->breaker_failures : -1,
                 .breaker_cooldown_ms = b->breaker_cooldown_ms,
+                .link_capacity_bps =
+                    b->link_capacity_bps == TIERD_RATE_NONE ? 0 : b->link_capacity_bps,
             };
             rc = sched_backend_wrap(d->sched, raw, &bc, &d->backends[i]);
             if (rc) {
@@ -414,8 +444,15 @@ int main(int argc, char **argv)
     }
     /* The default lane admits only requests that name no backend (write-back uploads declare
      * their class there; their backend calls then pass the backend's own lane). */
-    struct sched_config sc = {.max_inflight = TIERD_DEFAULT_LANE_MAX_INFLIGHT};
+    struct sched_config sc = {.max_inflight = TIERD_DEFAULT_LANE_MAX_INFLIGHT,
+                              .op_cost_bytes = d.cfg.qos_op_cost};
+    for (int c = 0; c < TIER_IO_NCLASSES; c++) /* same encoding: 0 default, NONE none */
+        sc.cls[c] = (struct sched_qos_cls){.reservation_bps = d.cfg.classes[c].reservation_bps,
+                                           .limit_bps = d.cfg.classes[c].limit_bps,
+                                           .weight = (uint32_t)d.cfg.classes[c].weight};
     rc = sched_new(&sc, &d.sched);
+    if (rc == 0)
+        rc = apply_tenant_qos(&d);
     if (rc) {
         startup_failed("scheduler");
         goto out;

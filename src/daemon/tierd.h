@@ -33,6 +33,16 @@ enum tierd_durability {
     TIERD_DURABILITY_REMOTE = 1, /* complete in the backend */
 };
 
+/* QoS values of a [class NAME] or [tenant NAME] section (docs/CONFIG.md, "QoS"), as
+ * qos/sched.h's struct sched_qos takes them: rates in bytes/s, 0 not given (the default),
+ * TIERD_RATE_NONE "none"; weight 0 not given. */
+#define TIERD_RATE_NONE UINT64_MAX
+struct tierd_qos_conf {
+    uint64_t reservation_bps, limit_bps;
+    uint64_t weight;
+    int reservation_line, limit_line; /* 0: not set */
+};
+
 struct tierd_backend_conf {
     char *name;
     char *type; /* "posix" | "s3" */
@@ -42,6 +52,8 @@ struct tierd_backend_conf {
     int max_inflight;             /* calls in flight; 0: s3 max_connections, posix 32 */
     int breaker_failures;         /* consecutive failures that open the breaker; 0: none */
     uint64_t breaker_cooldown_ms; /* open time before a probe */
+    uint64_t link_capacity_bps;   /* the link's rate for QoS; 0: unknown */
+    int link_capacity_line;       /* 0: not set */
     int conf_line;                /* where it was defined, for messages */
 };
 
@@ -62,10 +74,11 @@ struct tierd_ns_conf {
  * key is set, its rule (every key set must match). */
 struct tierd_tenant_conf {
     char *name;
-    enum tier_io_class cls; /* default training */
-    char *slurm_job;        /* NULL: any */
-    char *cgroup;           /* cgroup path prefix; NULL: any */
-    int64_t uid, gid;       /* -1: any */
+    enum tier_io_class cls;    /* default training */
+    char *slurm_job;           /* NULL: any */
+    char *cgroup;              /* cgroup path prefix; NULL: any */
+    int64_t uid, gid;          /* -1: any */
+    struct tierd_qos_conf qos; /* for requests of its class (cls) */
     int conf_line;
 };
 
@@ -122,6 +135,10 @@ struct tierd_config {
     /* [tenants] */
     uint64_t max_tenants;      /* tenant ids, default and other included; default 64 */
     uint64_t tenant_pid_cache; /* pids whose tenant is remembered; default 4096 */
+    /* [class NAME]: each class's QoS defaults; [daemon] qos_op_cost */
+    struct tierd_qos_conf classes[TIER_IO_NCLASSES];
+    int class_line[TIER_IO_NCLASSES]; /* the section's line, 0: none */
+    uint64_t qos_op_cost;             /* cost of a request beyond its bytes; default 64 KiB */
 
     struct tierd_backend_conf backends[TIERD_MAX_BACKENDS];
     size_t nbackends;

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sched.c - the QoS scheduling point (sched.h): admission of backend requests in lanes, each
- * with a bound on requests in flight, strict class priority and FIFO order within a class, an
- * optional admission deadline and an optional circuit breaker.
+ * with a bound on requests in flight, an order (dmClock on backend lanes, strict class priority
+ * and FIFO within a class on the default lane), an optional admission deadline and an optional
+ * circuit breaker.
  *
  * Callers: the backend wrappers (sched_backend.c) for every backend call, the cache's fetch hook
  * (sched_cache.c), and the write-back uploader through sched_admit(). Admission may block the
@@ -16,14 +17,24 @@
  * win a wake-up race, and a waiter whose deadline passes simply unlinks itself: no ticket
  * numbers that a departed waiter would leave as a hole.
  *
- * Next class: the highest class with waiters, except that a class passed over starve_limit times
- * (passed[c] counts grants to higher classes while c had waiters) goes first, and its counter
- * restarts. Strict priority alone could starve a lower class for ever, and a streaming reader
- * waiting on a block a background stage worker is fetching would starve with it.
+ * Next waiter, backend lanes: dmc_pull() of the lane's dmClock queue (qos/dmclock.h), in which
+ * every waiter's request is also queued (it keeps the class lists too: the breaker refuses
+ * every queued waiter through them, and the timer is picked from them). When dmClock answers
+ * that every waiting client is at its limit, grant() stores the earliest eligible time in
+ * wake_ns and makes one waiter the lane's timer (arm_timer): it sleeps until then (or its own
+ * deadline), calls grant() itself, and hands the role on when it leaves the queue. No thread
+ * polls: the timer sleeps on a timed wait, every other waiter on its own condition variable.
  *
- * Invariants (under mu): waiters exist in a lane only while inflight == cap (grant() is eager);
- * inflight <= cap; queued[c] is the length of class c's list; per class, summed over lanes,
- * admitted - completed == inflight_now.
+ * Next class, the default lane: the highest class with waiters, except that a class passed over
+ * starve_limit times (passed[c] counts grants to higher classes while c had waiters) goes first,
+ * and its counter restarts. Strict priority alone could starve a lower class for ever, and a
+ * streaming reader waiting on a block a background stage worker is fetching would starve with it.
+ *
+ * Invariants (under mu): in the default lane waiters exist only while inflight == cap (grant()
+ * is eager); in a backend lane waiters exist only while inflight == cap or every waiting client
+ * is at its limit, and then wake_ns is set and the timer is one of them; a waiter is in its
+ * lane's dmClock queue iff in_dmc; inflight <= cap; queued[c] is the length of class c's list;
+ * per class, summed over lanes, admitted - completed == inflight_now.
  *
  * The breaker's state machine is in sched.h with the function performing each transition:
  * breaker_open() is the only way into OPEN (it also refuses every queued waiter of the lane),
@@ -42,6 +53,7 @@
 #include "common/err.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
+#include "qos/dmclock.h"
 #include "telemetry/telemetry.h"
 
 #define DEFAULT_MAX_INFLIGHT 32 /* the scheduler's historical global bound */
@@ -50,6 +62,10 @@
 #define DEFAULT_BREAKER_FAILURES 5
 #define DEFAULT_BREAKER_COOLDOWN_MS 5000
 
+/* Built-in class parameters (sched.h's table); inference reserves a tenth of a known link. */
+static const uint32_t builtin_weight[TIER_IO_NCLASSES] = {64, 16, 4, 1};
+#define BUILTIN_INFERENCE_RESERVATION_DIV 10
+
 struct waiter {
     struct waiter *prev, *next;
     pthread_cond_t cv;
@@ -57,6 +73,8 @@ struct waiter {
     uint64_t t0_ns;
     bool granted; /* set by grant(): the waiter is in flight */
     bool refused; /* set by breaker_open(): fail at once */
+    bool in_dmc;  /* req is in the lane's dmClock queue */
+    struct dmc_req req;
 };
 
 struct sched_lane {
@@ -77,10 +95,27 @@ struct sched_lane {
     bool probe_out;             /* HALF_OPEN: the probe is queued or in flight */
     uint64_t probe_deadline_ns; /* ... and when it counts as failed if it has not returned */
     uint64_t admitted, completed, failures, admit_timeouts, consecutive, opens, fast_fails;
+    /* QoS, backend lanes only (dmc NULL: the default lane). dmc's state and the fields below
+     * are under sched.mu; sched, link_bps and cls_qos are immutable after sched_lane_new. */
+    struct sched *sched;
+    struct dmc *dmc;
+    uint64_t link_bps;
+    struct dmc_params cls_qos[TIER_IO_NCLASSES]; /* this lane's class defaults, resolved */
+    uint64_t wake_ns;     /* every waiting client at its limit: the earliest grant; 0: none */
+    struct waiter *timer; /* the waiter that sleeps until wake_ns; NULL: none */
+    uint64_t grants_r, grants_w, limit_waits;
+};
+
+/* A tenant's own parameters for one class (sched_qos_set). */
+struct tenant_qos {
+    bool set;
+    struct sched_qos q;
 };
 
 struct sched {
-    uint64_t starve_limit; /* immutable after sched_new */
+    uint64_t starve_limit;                      /* immutable after sched_new */
+    uint64_t op_cost;                           /* ditto */
+    struct sched_qos_cls cls[TIER_IO_NCLASSES]; /* ditto: sched_config.cls */
     pthread_condattr_t cattr;
 
     pthread_mutex_t mu;
@@ -89,6 +124,10 @@ struct sched {
     size_t nlanes;
     struct sched_class_stats st[TIER_IO_NCLASSES];
     struct telemetry *tele; /* set before the first call (sched_set_telemetry); NULL: none */
+    struct tenant_qos *tq;  /* by tenant * TIER_IO_NCLASSES + class; under mu */
+    size_t ntq;
+    uint64_t *tlim; /* tenant limits (sched_tenant_limit_set) by tenant; under mu */
+    size_t ntlim;
 };
 
 /* Whether the backend reported an attempt (sched_lane_attempt_failed) during this thread's
@@ -122,6 +161,15 @@ static int class_of(const struct tier_ioctx *io)
     return (int)io->cls;
 }
 
+static uint32_t tenant_of(const struct tier_ioctx *io)
+{
+    if (!io)
+        io = tier_ioctx_current();
+    if (!io)
+        return TIER_TENANT_DEFAULT;
+    return io->tenant < DMC_MAX_TENANTS ? io->tenant : TIER_TENANT_OTHER;
+}
+
 static void lane_init(struct sched_lane *l, const char *name, int cap, uint64_t admit_timeout_ms,
                       int breaker_failures, uint64_t cooldown_ms)
 {
@@ -135,9 +183,19 @@ static void lane_init(struct sched_lane *l, const char *name, int cap, uint64_t 
 
 int sched_new(const struct sched_config *cfg, struct sched **out)
 {
+    for (int c = 0; cfg && c < TIER_IO_NCLASSES; c++) {
+        if (cfg->cls[c].weight > SCHED_WEIGHT_MAX) {
+            tier_err_set("class %s: weight %u is above %d", tier_io_class_name(c),
+                         cfg->cls[c].weight, SCHED_WEIGHT_MAX);
+            return -EINVAL;
+        }
+    }
     struct sched *s = calloc(1, sizeof(*s));
     if (!s)
         return -ENOMEM;
+    s->op_cost = cfg && cfg->op_cost_bytes ? cfg->op_cost_bytes : DMC_OP_COST_DEFAULT;
+    if (cfg)
+        memcpy(s->cls, cfg->cls, sizeof(s->cls));
     s->starve_limit =
         cfg && cfg->starve_limit > 0 ? (uint64_t)cfg->starve_limit : DEFAULT_STARVE_LIMIT;
     lane_init(&s->def, "default",
@@ -165,12 +223,133 @@ void sched_free(struct sched *s)
     struct sched_lane *l = s->lanes;
     while (l) {
         struct sched_lane *n = l->next_lane;
+        dmc_free(l->dmc);
         free(l);
         l = n;
     }
+    free(s->tq);
+    free(s->tlim);
     pthread_mutex_destroy(&s->mu);
     pthread_condattr_destroy(&s->cattr);
     free(s);
+}
+
+/* ---- QoS parameters ------------------------------------------------------------------------ */
+
+/* v as configured: 0 takes dflt, SCHED_RATE_NONE is none (0 for dmClock). */
+static uint64_t rate_or(uint64_t v, uint64_t dflt)
+{
+    return v == 0 ? dflt : v == SCHED_RATE_NONE ? 0 : v;
+}
+
+/* The lane's class defaults: sched_config.cls over the built-in table. */
+static void lane_class_defaults(const struct sched *s, struct sched_lane *l)
+{
+    for (int c = 0; c < TIER_IO_NCLASSES; c++) {
+        uint64_t res = c == TIER_IO_INFERENCE ? l->link_bps / BUILTIN_INFERENCE_RESERVATION_DIV : 0;
+        struct dmc_params *p = &l->cls_qos[c];
+        p->reservation = rate_or(s->cls[c].reservation_bps, res);
+        p->limit = rate_or(s->cls[c].limit_bps, 0);
+        p->weight = s->cls[c].weight ? s->cls[c].weight : builtin_weight[c];
+        if (p->limit && p->reservation > p->limit)
+            p->reservation = p->limit; /* a built-in reservation never exceeds a set limit */
+    }
+}
+
+/* dmc_params_fn of a lane, under mu: the tenant's own values, else the lane's class defaults. */
+static void lane_params(void *ud, uint32_t tenant, enum tier_io_class cls, struct dmc_params *out)
+{
+    const struct sched_lane *l = ud;
+    const struct sched *s = l->sched;
+    *out = l->cls_qos[cls];
+    out->tenant_limit = tenant < s->ntlim ? s->tlim[tenant] : 0;
+    size_t i = (size_t)tenant * TIER_IO_NCLASSES + (size_t)cls;
+    if (i < s->ntq && s->tq[i].set) {
+        const struct sched_qos *q = &s->tq[i].q;
+        out->reservation = rate_or(q->reservation_bps, out->reservation);
+        out->limit = rate_or(q->limit_bps, out->limit);
+        if (q->weight)
+            out->weight = q->weight;
+        if (out->limit && out->reservation > out->limit)
+            out->reservation = out->limit; /* the config refuses this; a default may meet it */
+    }
+}
+
+int sched_qos_set(struct sched *s, uint32_t tenant, enum tier_io_class cls,
+                  const struct sched_qos *q)
+{
+    if (tenant >= DMC_MAX_TENANTS || (unsigned)cls >= TIER_IO_NCLASSES) {
+        tier_err_set("QoS for tenant %u class %d: no such tenant id or class", tenant, (int)cls);
+        return -EINVAL;
+    }
+    if (q && q->weight > SCHED_WEIGHT_MAX) {
+        tier_err_set("QoS weight %u is above %d", q->weight, SCHED_WEIGHT_MAX);
+        return -EINVAL;
+    }
+    size_t i = (size_t)tenant * TIER_IO_NCLASSES + (size_t)cls;
+    pthread_mutex_lock(&s->mu);
+    if (i >= s->ntq) {
+        size_t n = s->ntq ? s->ntq : 64 * TIER_IO_NCLASSES;
+        while (n <= i)
+            n *= 2;
+        struct tenant_qos *t = realloc(s->tq, n * sizeof(*t));
+        if (!t) {
+            pthread_mutex_unlock(&s->mu);
+            return -ENOMEM;
+        }
+        memset(t + s->ntq, 0, (n - s->ntq) * sizeof(*t));
+        s->tq = t;
+        s->ntq = n;
+    }
+    s->tq[i].set = q != NULL;
+    if (q)
+        s->tq[i].q = *q;
+    for (struct sched_lane *l = s->lanes; l; l = l->next_lane)
+        dmc_refresh(l->dmc);
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+int sched_tenant_limit_set(struct sched *s, uint32_t tenant, uint64_t limit_bps)
+{
+    if (tenant >= DMC_MAX_TENANTS) {
+        tier_err_set("QoS limit for tenant %u: no such tenant id", tenant);
+        return -EINVAL;
+    }
+    pthread_mutex_lock(&s->mu);
+    if (tenant >= s->ntlim) {
+        size_t n = s->ntlim ? s->ntlim : 64;
+        while (n <= tenant)
+            n *= 2;
+        uint64_t *t = realloc(s->tlim, n * sizeof(*t));
+        if (!t) {
+            pthread_mutex_unlock(&s->mu);
+            return -ENOMEM;
+        }
+        memset(t + s->ntlim, 0, (n - s->ntlim) * sizeof(*t));
+        s->tlim = t;
+        s->ntlim = n;
+    }
+    s->tlim[tenant] = limit_bps == SCHED_RATE_NONE ? 0 : limit_bps;
+    for (struct sched_lane *l = s->lanes; l; l = l->next_lane)
+        dmc_refresh(l->dmc);
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+void sched_lane_qos_get(struct sched *s, struct sched_lane *l, uint32_t tenant,
+                        enum tier_io_class cls, struct sched_qos *out, uint64_t *tenant_limit)
+{
+    struct dmc_params p;
+    pthread_mutex_lock(&s->mu);
+    lane_params(l, tenant < DMC_MAX_TENANTS ? tenant : TIER_TENANT_OTHER,
+                (unsigned)cls < TIER_IO_NCLASSES ? cls : TIER_IO_BACKGROUND, &p);
+    pthread_mutex_unlock(&s->mu);
+    out->reservation_bps = p.reservation;
+    out->limit_bps = p.limit;
+    out->weight = p.weight;
+    if (tenant_limit)
+        *tenant_limit = p.tenant_limit;
 }
 
 int sched_lane_new(struct sched *s, const char *name, const struct sched_backend_config *cfg,
@@ -185,6 +364,14 @@ int sched_lane_new(struct sched *s, const char *name, const struct sched_backend
               cfg && cfg->breaker_failures ? cfg->breaker_failures : DEFAULT_BREAKER_FAILURES,
               cfg && cfg->breaker_cooldown_ms ? cfg->breaker_cooldown_ms
                                               : DEFAULT_BREAKER_COOLDOWN_MS);
+    l->sched = s;
+    l->link_bps = cfg ? cfg->link_capacity_bps : 0;
+    lane_class_defaults(s, l);
+    struct dmc_config dc = {.op_cost = s->op_cost, .params = lane_params, .params_ud = l};
+    if (dmc_new(&dc, &l->dmc) != 0) {
+        free(l);
+        return -ENOMEM;
+    }
     pthread_mutex_lock(&s->mu);
     if (s->lanes_tail)
         s->lanes_tail->next_lane = l;
@@ -214,9 +401,25 @@ static int next_class(const struct sched *s, const struct sched_lane *l)
     return first;
 }
 
+/* Under mu: every waiting client of l is at its limit until wake_ns: make sure one waiter
+ * sleeps until then (the first queued, by class), and wake it so it sleeps to the new time. */
+static void arm_timer(struct sched_lane *l)
+{
+    if (!l->wake_ns)
+        return;
+    for (int c = 0; !l->timer && c < TIER_IO_NCLASSES; c++)
+        l->timer = l->qhead[c];
+    if (l->timer)
+        pthread_cond_signal(&l->timer->cv);
+}
+
 static void unlink_waiter(struct sched *s, struct sched_lane *l, struct waiter *w)
 {
     int c = w->cls;
+    if (w->in_dmc) { /* leaving without a grant (deadline, breaker) */
+        dmc_cancel(l->dmc, &w->req);
+        w->in_dmc = false;
+    }
     if (w->prev)
         w->prev->next = w->next;
     else
@@ -230,6 +433,10 @@ static void unlink_waiter(struct sched *s, struct sched_lane *l, struct waiter *
     s->st[c].queued_now--;
     if (!l->queued[c])
         l->passed[c] = 0;
+    if (l->timer == w) { /* hand the timer on */
+        l->timer = NULL;
+        arm_timer(l);
+    }
 }
 
 /* Under mu: account one admission of class c that waited waited_ns. */
@@ -242,21 +449,57 @@ static void account_admit(struct sched *s, struct sched_lane *l, int c, uint64_t
     s->st[c].wait_ns_total += waited_ns;
 }
 
+/* Under mu, backend lanes: the waiter dmClock grants next, or NULL (then, when every waiting
+ * client is at its limit, the timer is armed for the earliest). */
+static struct waiter *next_dmc(struct sched_lane *l, uint64_t now)
+{
+    struct dmc_req *r = NULL;
+    enum dmc_phase ph = DMC_PHASE_WEIGHT;
+    uint64_t next = 0;
+    int rc = dmc_pull(l->dmc, now, &r, &ph, &next);
+    if (rc == -EAGAIN) {
+        l->wake_ns = next;
+        l->limit_waits++;
+        arm_timer(l);
+        return NULL;
+    }
+    if (rc)
+        return NULL;
+    struct waiter *w = (struct waiter *)(void *)((char *)r - offsetof(struct waiter, req));
+    w->in_dmc = false;
+    if (ph == DMC_PHASE_RESERVATION)
+        l->grants_r++;
+    else
+        l->grants_w++;
+    return w;
+}
+
 /* Under mu: hand free slots to the waiters that go next. */
 static void grant(struct sched *s, struct sched_lane *l)
 {
+    l->wake_ns = 0; /* next_dmc sets it again if every waiting client is still limited */
     while (l->inflight < l->cap) {
-        int c = next_class(s, l);
-        if (c < 0)
-            return;
-        struct waiter *w = l->qhead[c];
-        unlink_waiter(s, l, w);
-        l->passed[c] = 0;
-        for (int k = c + 1; k < TIER_IO_NCLASSES; k++) {
-            if (l->queued[k])
-                l->passed[k]++;
-        }
         uint64_t now = tier_now_mono_ns();
+        struct waiter *w;
+        int c;
+        if (l->dmc) {
+            w = next_dmc(l, now);
+            if (!w)
+                return;
+            c = w->cls;
+            unlink_waiter(s, l, w);
+        } else {
+            c = next_class(s, l);
+            if (c < 0)
+                return;
+            w = l->qhead[c];
+            unlink_waiter(s, l, w);
+            l->passed[c] = 0;
+            for (int k = c + 1; k < TIER_IO_NCLASSES; k++) {
+                if (l->queued[k])
+                    l->passed[k]++;
+            }
+        }
         /* the waiting time must be counted even when it rounds to nothing */
         account_admit(s, l, c, now > w->t0_ns ? now - w->t0_ns : 1);
         w->granted = true;
@@ -381,8 +624,10 @@ static struct timespec mono_ts(uint64_t ns)
     return ts;
 }
 
-/* Admit one call of class c in l: 0 with *waited_ns, or -ETIMEDOUT (message set). */
-static int lane_admit(struct sched *s, struct sched_lane *l, int c, uint64_t *waited_ns)
+/* Admit one call of class c for tenant, of bytes, in l: 0 with *waited_ns, -ETIMEDOUT
+ * (message set) or -ENOMEM (backend lanes: the client's QoS state). */
+static int lane_admit(struct sched *s, struct sched_lane *l, int c, uint32_t tenant, size_t bytes,
+                      uint64_t *waited_ns)
 {
     uint64_t t0 = tier_now_mono_ns();
     bool probe = false;
@@ -418,7 +663,7 @@ static int lane_admit(struct sched *s, struct sched_lane *l, int c, uint64_t *wa
     bool queued_any = false;
     for (int k = 0; k < TIER_IO_NCLASSES; k++)
         queued_any = queued_any || l->queued[k];
-    if (l->inflight < l->cap && !queued_any) {
+    if (!l->dmc && l->inflight < l->cap && !queued_any) {
         account_admit(s, l, c, 0);
         pthread_mutex_unlock(&s->mu);
         *waited_ns = 0;
@@ -426,6 +671,17 @@ static int lane_admit(struct sched *s, struct sched_lane *l, int c, uint64_t *wa
     }
 
     struct waiter w = {.cls = c, .t0_ns = t0};
+    if (l->dmc) { /* every call of a backend lane goes through dmClock: limits apply always */
+        int rc = dmc_add(l->dmc, tenant, (enum tier_io_class)c, bytes, t0, &w.req);
+        if (rc) {
+            if (probe)
+                l->probe_out = false; /* no probe went: the next call is one */
+            pthread_mutex_unlock(&s->mu);
+            tier_err_set("backend '%s': no memory for tenant %u's QoS state", l->name, tenant);
+            return rc;
+        }
+        w.in_dmc = true;
+    }
     pthread_cond_init(&w.cv, &s->cattr);
     w.prev = l->qtail[c];
     if (l->qtail[c])
@@ -435,15 +691,28 @@ static int lane_admit(struct sched *s, struct sched_lane *l, int c, uint64_t *wa
     l->qtail[c] = &w;
     l->queued[c]++;
     s->st[c].queued_now++;
-    grant(s, l); /* a slot may be free while only lower classes waited */
+    grant(s, l); /* a slot may be free while only lower classes waited; dmClock: maybe us */
     uint64_t deadline = l->admit_timeout_ns ? t0 + l->admit_timeout_ns : 0;
-    struct timespec dl = mono_ts(deadline);
     while (!w.granted && !w.refused) {
-        if (!deadline) {
+        /* the lane's timer also wakes when the first limited client may go */
+        uint64_t until = deadline;
+        if (l->timer == &w && l->wake_ns && (!until || l->wake_ns < until))
+            until = l->wake_ns;
+        if (!until) {
             pthread_cond_wait(&w.cv, &s->mu);
             continue;
         }
-        if (pthread_cond_timedwait(&w.cv, &s->mu, &dl) == ETIMEDOUT && !w.granted && !w.refused) {
+        struct timespec ts = mono_ts(until);
+        (void)pthread_cond_timedwait(&w.cv, &s->mu, &ts);
+        if (w.granted || w.refused)
+            break;
+        uint64_t now = tier_now_mono_ns();
+        if (l->timer == &w && l->wake_ns && now >= l->wake_ns) {
+            grant(s, l); /* may grant us, others, or re-arm the timer */
+            continue;
+        }
+        if (deadline && now >= deadline) {
+            bool limited = l->inflight < l->cap; /* slots were free: it waited for its limit */
             unlink_waiter(s, l, &w);
             l->admit_timeouts++;
             if (probe && l->br == SCHED_BREAKER_HALF_OPEN)
@@ -457,12 +726,24 @@ static int lane_admit(struct sched *s, struct sched_lane *l, int c, uint64_t *wa
             uint64_t queued = 0;
             for (int k = 0; k < TIER_IO_NCLASSES; k++)
                 queued += l->queued[k];
+            struct dmc_params qp = {0};
+            if (limited)
+                lane_params(l, tenant, (enum tier_io_class)c, &qp);
             pthread_mutex_unlock(&s->mu);
             pthread_cond_destroy(&w.cv);
-            tier_err_set("backend '%s': no free slot within %llu ms (%d calls in flight, %llu "
-                         "more queued): the backend is slow or not answering",
-                         l->name, (unsigned long long)(l->admit_timeout_ns / TIER_NS_PER_MS),
-                         inflight, (unsigned long long)queued);
+            if (limited)
+                tier_err_set("backend '%s': tenant %u's %s requests are at their QoS limit "
+                             "(%llu bytes/s) and this one waited over %llu ms with %llu more "
+                             "queued: raise the limit or send less",
+                             l->name, tenant, tier_io_class_name((enum tier_io_class)c),
+                             (unsigned long long)qp.limit,
+                             (unsigned long long)(l->admit_timeout_ns / TIER_NS_PER_MS),
+                             (unsigned long long)queued);
+            else
+                tier_err_set("backend '%s': no free slot within %llu ms (%d calls in flight, "
+                             "%llu more queued): the backend is slow or not answering",
+                             l->name, (unsigned long long)(l->admit_timeout_ns / TIER_NS_PER_MS),
+                             inflight, (unsigned long long)queued);
             return -ETIMEDOUT;
         }
     }
@@ -499,10 +780,10 @@ static void lane_done(struct sched *s, struct sched_lane *l, int c, size_t bytes
 
 uint64_t sched_admit(struct sched *s, const struct tier_ioctx *io, size_t bytes)
 {
-    (void)bytes; /* byte-based rate limits (QoS issue) will use it */
     int c = class_of(io);
     uint64_t waited = 0;
-    (void)lane_admit(s, &s->def, c, &waited); /* no deadline, no breaker: never fails */
+    /* never fails: the default lane has no deadline, no breaker and no dmClock */
+    (void)lane_admit(s, &s->def, c, TIER_TENANT_DEFAULT, bytes, &waited);
     return waited;
 }
 
@@ -516,10 +797,9 @@ void sched_done(struct sched *s, const struct tier_ioctx *io, size_t bytes, long
 int sched_lane_enter(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
                      size_t bytes)
 {
-    (void)bytes;
     uint64_t waited = 0;
     t_attempt_reported = false;
-    int rc = lane_admit(s, l, class_of(io), &waited);
+    int rc = lane_admit(s, l, class_of(io), tenant_of(io), bytes, &waited);
     t_lane_waited_ns = waited;
     return rc;
 }
@@ -574,6 +854,10 @@ size_t sched_backend_stats_get(struct sched *s, struct sched_backend_stats *out,
         b->fast_fails = l->fast_fails;
         if (l->br == SCHED_BREAKER_OPEN && l->open_until_ns > now)
             b->open_ms_left = (l->open_until_ns - now + TIER_NS_PER_MS - 1) / TIER_NS_PER_MS;
+        b->link_capacity_bps = l->link_bps;
+        b->grants_reservation = l->grants_r;
+        b->grants_weight = l->grants_w;
+        b->limit_waits = l->limit_waits;
     }
     size_t n = s->nlanes;
     pthread_mutex_unlock(&s->mu);

@@ -2,9 +2,12 @@
 /*
  * sched.h - the single scheduling point every backend request passes before it is sent.
  *
- * Requests are admitted in lanes. Each lane bounds its requests in flight and grants them in
- * class priority (inference before training before checkpoint before background) with a bound
- * on starvation (starve_limit) and FIFO within a class, with per-class and per-tenant counters.
+ * Requests are admitted in lanes. Each lane bounds its requests in flight. A backend lane grants
+ * its waiting requests with the dmClock tag scheduler (qos/dmclock.h): every (tenant, class) is
+ * a client with a reservation, a weight and a limit in bytes per second, each request costing
+ * its bytes plus op_cost_bytes (below, "QoS"). The default lane grants in strict class priority
+ * (inference before training before checkpoint before background) with a bound on starvation
+ * (starve_limit) and FIFO within a class. Both keep per-class counters.
  *
  *   - One lane per backend (sched_backend_wrap): its own in-flight cap, an admission deadline
  *     (a wait longer than admit_timeout_ms returns -ETIMEDOUT) and a circuit breaker (below), so
@@ -19,8 +22,27 @@
  * ioctx for the call (common/ioctx.h); a call with none is training. There is no other way to a
  * backend: the cache, the FUSE ops, the stager, the API and the write-back uploader all call the
  * dispatchers, and scripts/check-banned.sh fails the build's lint on any `->ops->` call outside
- * src/tiers and this wrapper. Per-tenant rate limits and reservations (the QoS issue) plug in
- * here without touching callers.
+ * src/tiers and this wrapper.
+ *
+ * QoS on a backend lane: a request is granted when a slot is free (max_inflight) and dmClock
+ * picks it: first a client behind its reservation, then the client with the smallest weight
+ * tag among those under their limit. A request whose client is at its limit waits, with free
+ * slots, until its limit tag comes: one waiter of the lane (the lane's timer) sleeps on its
+ * condition variable until then and grants whoever is due; the others sleep until granted or
+ * until their admission deadline. The parameters of a client: its tenant's values for that
+ * class (sched_qos_set), else the class's defaults (sched_config.cls), else the built-in ones
+ * below; and a tenant may have a limit over all its classes (sched_tenant_limit_set):
+ *
+ *   class        weight  reservation                    limit
+ *   inference    64      link_capacity / 10 (if known)  none
+ *   training     16      none                           none
+ *   checkpoint    4      none                           none
+ *   background    1      none                           none
+ *
+ * With nothing configured the weights come close to the strict priority order the lanes had
+ * before dmClock (busy inference leaves background 1/65 of the link, about what starve_limit 64
+ * gave it), and every class can use the whole link when alone: the built-in defaults set no
+ * limit, because a limit on staging or prefetch would idle the link while nothing else runs.
  *
  * Circuit breaker, per backend lane (sched.c performs every transition under the scheduler lock):
  *
@@ -64,6 +86,25 @@ struct sched_config {
      * (a bound on starvation, so a reader waiting on a background fetch of the same block never
      * waits forever); default 64. Applies to every lane. */
     int starve_limit;
+    /* Backend lanes (QoS): the cost of a request beyond its bytes; 0: 64 KiB. */
+    uint64_t op_cost_bytes;
+    /* Backend lanes: each class's default parameters (struct sched_qos: 0 fields take the
+     * built-in default). */
+    struct sched_qos_cls {
+        uint64_t reservation_bps, limit_bps; /* 0: built-in; SCHED_RATE_NONE: none */
+        uint32_t weight;                     /* 0: built-in; 1 .. SCHED_WEIGHT_MAX */
+    } cls[TIER_IO_NCLASSES];
+};
+
+/* A rate of struct sched_qos / sched_qos_cls that says "none" (0 says "the default"). */
+#define SCHED_RATE_NONE UINT64_MAX
+#define SCHED_WEIGHT_MAX 10000 /* dmclock.h DMC_WEIGHT_MAX */
+
+/* A tenant's parameters for one class, in bytes per second: 0 takes the class default,
+ * SCHED_RATE_NONE none (reservation, limit); weight 0 the class default. */
+struct sched_qos {
+    uint64_t reservation_bps, limit_bps;
+    uint32_t weight;
 };
 
 struct sched_class_stats {
@@ -79,6 +120,7 @@ struct sched_stats {
     struct sched_class_stats cls[TIER_IO_NCLASSES];
 };
 
+/* 0, -EINVAL (a weight above SCHED_WEIGHT_MAX; tier_err_msg() says which) or -ENOMEM. */
 int sched_new(const struct sched_config *cfg, struct sched **out);
 /* Frees every lane too; the wrappers must not be used afterwards (free them first or after,
  * but call none of their operations). NULL is a no-op. */
@@ -99,6 +141,17 @@ struct telemetry;
  * Set before the first lane call (the field is read without the lock). */
 void sched_set_telemetry(struct sched *s, struct telemetry *t);
 
+/* Set tenant's parameters for class cls on every backend lane (q NULL: back to the class
+ * defaults); requests already queued keep their tags, later ones use the new values. 0,
+ * -EINVAL (tenant >= 65536, a class out of range, a weight above SCHED_WEIGHT_MAX) or
+ * -ENOMEM. */
+int sched_qos_set(struct sched *s, uint32_t tenant, enum tier_io_class cls,
+                  const struct sched_qos *q);
+
+/* Limit all of tenant's calls together, every class, on every backend lane, to limit_bps
+ * (0: no tenant limit); later grants use it. 0, -EINVAL (tenant >= 65536) or -ENOMEM. */
+int sched_tenant_limit_set(struct sched *s, uint32_t tenant, uint64_t limit_bps);
+
 /* ---- per-backend lanes ------------------------------------------------------------------- */
 
 struct sched_backend_config {
@@ -107,6 +160,7 @@ struct sched_backend_config {
     int breaker_failures;         /* consecutive failures that open the breaker; default 5;
                                    * negative: no breaker */
     uint64_t breaker_cooldown_ms; /* time OPEN before a probe goes through; default 5000 */
+    uint64_t link_capacity_bps;   /* the link's rate, bytes/s; 0: unknown (QoS defaults) */
 };
 
 enum sched_breaker_state {
@@ -126,6 +180,10 @@ struct sched_backend_stats {
     uint64_t breaker_opens; /* CLOSED/HALF_OPEN -> OPEN transitions */
     uint64_t fast_fails;    /* calls refused at once because the breaker was open */
     uint64_t open_ms_left;  /* OPEN: time until the next probe may go; else 0 */
+    /* QoS (dmClock) */
+    uint64_t link_capacity_bps;
+    uint64_t grants_reservation, grants_weight; /* grants by dmClock phase */
+    uint64_t limit_waits; /* times every waiting client was at its limit with slots free */
 };
 
 const char *sched_breaker_state_name(enum sched_breaker_state st);
@@ -133,9 +191,10 @@ const char *sched_breaker_state_name(enum sched_breaker_state st);
 /* Add a lane named name (copied). The lane lives until sched_free. */
 int sched_lane_new(struct sched *s, const char *name, const struct sched_backend_config *cfg,
                    struct sched_lane **out);
-/* Admit one call to the lane's backend: 0 (then call sched_lane_leave exactly once), or
+/* Admit one call of bytes to the lane's backend: 0 (then call sched_lane_leave exactly once),
  * -ETIMEDOUT when the admission deadline passed or the breaker refused it, with tier_err_msg()
- * saying which. io NULL: this thread's current ioctx (tier_ioctx_current), else training. */
+ * saying which, or -ENOMEM (the tenant's QoS state could not be allocated). io NULL: this
+ * thread's current ioctx (tier_ioctx_current), else training of the default tenant. */
 int sched_lane_enter(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
                      size_t bytes);
 void sched_lane_leave(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
@@ -173,6 +232,11 @@ const char *sched_be_op_name(enum sched_be_op op);
  * the backend answered -ENOENT: 0, or -EINVAL when be is no wrapper of s. */
 int sched_backend_calls_get(struct sched *s, struct backend *be, uint64_t out[SCHED_BE_NOPS],
                             uint64_t notfound[SCHED_BE_NOPS]);
+
+/* The parameters lane l applies to (tenant, cls), resolved: rates in bytes/s, 0 = none; and
+ * (tenant_limit, may be NULL) the tenant's own limit. */
+void sched_lane_qos_get(struct sched *s, struct sched_lane *l, uint32_t tenant,
+                        enum tier_io_class cls, struct sched_qos *out, uint64_t *tenant_limit);
 
 /* The lane of a wrapper made by sched_backend_wrap on s, or NULL for any other backend. */
 struct sched_lane *sched_backend_lane(struct sched *s, struct backend *be);

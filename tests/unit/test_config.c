@@ -186,6 +186,40 @@ static const struct bad_case bad_cases[] = {
     {BASE "[tenants]\nmax_tenant = 8\n", {"t.conf:9:", "did you mean 'max_tenants'?"}},
     {BASE "[tenants]\n[tenants]\n", {"t.conf:9:", "duplicate section [tenants]"}},
     {BASE "[tenants x]\n", {"t.conf:8:", "section [tenants x] takes no name"}},
+    /* QoS: rates, classes, reservations under limits and under the link */
+    {BASE "[tenant a]\nlimit = -5M/s\n",
+     {"t.conf:9:", "[tenant a] limit = '-5M/s' is not a rate", "200MiB/s", "or none"}},
+    {BASE "[tenant a]\nlimit = fast\n", {"t.conf:9:", "limit = 'fast' is not a rate"}},
+    {BASE "[tenant a]\nreservation = 100M\n",
+     {"t.conf:9:", "reservation = '100M' is not a rate", "bytes per second"}},
+    {BASE "[tenant a]\nweight = 0\n", {"t.conf:9:", "weight = '0'", "from 1 to 10000"}},
+    {BASE "[tenant a]\nweight = heavy\n", {"t.conf:9:", "weight = 'heavy'"}},
+    {BASE "[class training]\nweight = 10001\n", {"t.conf:9:", "from 1 to 10000"}},
+    {BASE "[class training]\nlimt = 1G/s\n",
+     {"t.conf:9:", "unknown key 'limt' in [class training]", "did you mean 'limit'?"}},
+    {BASE "[class fast]\n", {"t.conf:8:", "[class fast]: not a class", "[class inference]"}},
+    {BASE "[class]\n", {"t.conf:8:", "not a class"}},
+    {BASE "[class inference]\n[class interactive]\n",
+     {"t.conf:9:", "duplicate section [class inference]", "first at line 8"}},
+    {BASE "[class background]\nreservation = 200M/s\nlimit = 100M/s\n",
+     {"t.conf:9:", "[class background] reservation = 200.0 MiB/s is above its limit = 100.0 MiB/s",
+      "(line 10)"}},
+    {BASE "[tenant a]\nlimit = 10M/s\nreservation = 20M/s\n",
+     {"t.conf:10:", "[tenant a] reservation = 20.0 MiB/s is above its limit = 10.0 MiB/s"}},
+    /* the tenant's reservation against its class's limit */
+    {BASE "[class training]\nlimit = 10M/s\n[tenant a]\nreservation = 20M/s\n",
+     {"t.conf:11:", "[tenant a] reservation = 20.0 MiB/s", "([class training] line 9)"}},
+    {BASE "[class training]\nreservation = 50M/s\n[tenant a]\nlimit = 10M/s\n",
+     {"t.conf:11:", "[tenant a] reservation = 50.0 MiB/s is above its limit = 10.0 MiB/s",
+      "(reservation from [class training] line 9)"}},
+    {"[backend warm]\ntype = posix\nroot = /srv\nlink_capacity = 1G/s\n[namespace /d]\n"
+     "backend = warm\n[mount]\npath = /m\n[tenant a]\nreservation = 600M/s\n[tenant b]\n"
+     "reservation = 400M/s\n",
+     {"t.conf:4:", "[backend warm] link_capacity = 1.0 GiB/s is less than the reservations",
+      "1.1 GiB/s in all", "raise link_capacity"}},
+    {BASE "[backend x]\ntype = posix\nroot = /x\nlink_capacity = 1Gbit\n",
+     {"t.conf:11:", "link_capacity = '1Gbit' is not a rate"}},
+    {BASE "[daemon]\nqos_op_cost = 0\n", {"t.conf:9:", "qos_op_cost = '0'"}},
     {BASE "[tenants]\nmax_tenants = 3\n[tenant a]\n[tenant b]\n",
      {"t.conf:9:", "max_tenants = 3 leaves no id for [tenant b] (line 11)",
       "max_tenants = 4 or more"}},
@@ -389,6 +423,62 @@ static void test_tenants(void **state)
         fail_msg("unexpected: %s", err);
     tierd_config_fini(&c);
     free(text);
+}
+
+static void test_qos(void **state)
+{
+    (void)state;
+    static const char text[] = "[backend warm]\n"
+                               "type = posix\n"
+                               "root = /srv\n"
+                               "link_capacity = 10GiB/s\n"
+                               "[namespace /d]\n"
+                               "backend = warm\n"
+                               "[mount]\n"
+                               "path = /m\n"
+                               "[daemon]\n"
+                               "qos_op_cost = 128K\n"
+                               "[class inference]\n"
+                               "reservation = 1G/s\n"
+                               "weight = 100\n"
+                               "[class background]\n"
+                               "limit = 200 MiB/s\n"
+                               "[tenant infer]\n"
+                               "class = inference\n"
+                               "reservation = none\n"
+                               "limit = 2.5G/s\n"
+                               "[tenant batch]\n"
+                               "weight = 3\n"
+                               "reservation = 0/s\n";
+    struct tierd_config c;
+    char err[1024] = "";
+    int rc = tierd_config_load_string("q.conf", text, sizeof(text) - 1, &c, err, sizeof(err));
+    if (rc)
+        fail_msg("q.conf: %s", err);
+    assert_int_equal(c.backends[0].link_capacity_bps, 10ull << 30);
+    assert_int_equal(c.qos_op_cost, 128u << 10);
+    assert_int_equal(c.classes[TIER_IO_INFERENCE].reservation_bps, 1ull << 30);
+    assert_int_equal(c.classes[TIER_IO_INFERENCE].weight, 100);
+    assert_int_equal(c.classes[TIER_IO_INFERENCE].limit_bps, 0); /* not set: the default */
+    assert_int_equal(c.classes[TIER_IO_BACKGROUND].limit_bps, 200u << 20);
+    assert_int_equal(c.classes[TIER_IO_TRAINING].weight, 0);
+    assert_int_equal(c.class_line[TIER_IO_INFERENCE], 11);
+    assert_int_equal(c.tenants[0].qos.reservation_bps, TIERD_RATE_NONE);
+    assert_int_equal(c.tenants[0].qos.limit_bps, (uint64_t)(2.5 * (1ull << 30)));
+    assert_int_equal(c.tenants[0].qos.limit_line, 19);
+    assert_int_equal(c.tenants[1].qos.weight, 3);
+    assert_int_equal(c.tenants[1].qos.reservation_bps, TIERD_RATE_NONE); /* 0/s is none */
+    tierd_config_fini(&c);
+
+    /* nothing set: every QoS value takes its default */
+    rc = tierd_config_load_string("t.conf", BASE, strlen(BASE), &c, err, sizeof(err));
+    assert_int_equal(rc, 0);
+    assert_int_equal(c.qos_op_cost, 64u << 10);
+    assert_int_equal(c.backends[0].link_capacity_bps, 0);
+    for (int k = 0; k < TIER_IO_NCLASSES; k++)
+        assert_true(c.classes[k].reservation_bps == 0 && c.classes[k].weight == 0 &&
+                    c.classes[k].limit_bps == 0 && c.class_line[k] == 0);
+    tierd_config_fini(&c);
 }
 
 static void test_permissions(void **state)
@@ -627,7 +717,7 @@ int main(void)
         cmocka_unit_test(test_writeback),        cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_api_token_file),   cmocka_unit_test(test_long_line_and_comments),
         cmocka_unit_test(test_resolve),          cmocka_unit_test(test_permissions),
-        cmocka_unit_test(test_telemetry_switch),
+        cmocka_unit_test(test_telemetry_switch), cmocka_unit_test(test_qos),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
