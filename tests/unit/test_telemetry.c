@@ -377,7 +377,9 @@ static void parse_labels(const char **p, char *le, size_t lesz, char *rest, size
         val[vl] = 0;
         s++;
         if (nl == 2 && strncmp(n0, "le", 2) == 0) {
-            snprintf(le, lesz, "%s", val);
+            size_t n = vl < lesz - 1 ? vl : lesz - 1;
+            memcpy(le, val, n);
+            le[n] = '\0';
         } else {
             int w = snprintf(rest + rl, restsz - rl, "%.*s=%s;", (int)nl, n0, val);
             rl += (size_t)w;
