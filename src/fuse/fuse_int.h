@@ -194,6 +194,9 @@ int tfs_table_init(struct tierd_fuse *fs);
 void tfs_table_fini(struct tierd_fuse *fs);
 /* Take a reference on the node of ino for the duration of an operation, or NULL. */
 struct tfs_node *tfs_node_get(struct tierd_fuse *fs, uint64_t ino);
+/* tfs_node_get for an operation on ino: when the node is gone, reply ESTALE to req and return
+ * NULL (the operation then just returns). */
+struct tfs_node *tfs_node_get_or_stale(fuse_req_t req, struct tierd_fuse *fs, uint64_t ino);
 void tfs_node_put(struct tierd_fuse *fs, struct tfs_node *n);
 /* Find or create the node for path and add one kernel lookup to it (and one ref). */
 int tfs_node_lookup(struct tierd_fuse *fs, const char *path, struct tfs_node **out);

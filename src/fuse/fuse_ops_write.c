@@ -646,11 +646,9 @@ static bool is_wb_handle(const struct fuse_file_info *fi)
 static void w_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct tierd_fuse *fs = fuse_req_userdata(req);
-    struct tfs_node *n = tfs_node_get(fs, ino);
-    if (!n) {
-        fuse_reply_err(req, ESTALE);
+    struct tfs_node *n = tfs_node_get_or_stale(req, fs, ino);
+    if (!n)
         return;
-    }
     if (!tfs_path_is_wb(fs, n->path)) {
         tfs_node_put(fs, n);
         tfs_op_open(req, ino, fi);
@@ -1004,11 +1002,9 @@ static void w_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_
 {
     struct tierd_fuse *fs = fuse_req_userdata(req);
     struct tier_ioctx io = tfs_req_io(fs, req);
-    struct tfs_node *n = tfs_node_get(fs, ino);
-    if (!n) {
-        fuse_reply_err(req, ESTALE);
+    struct tfs_node *n = tfs_node_get_or_stale(req, fs, ino);
+    if (!n)
         return;
-    }
     int rc = 0;
     if (!tfs_path_is_wb(fs, n->path)) {
         rc = -EROFS;
