@@ -226,6 +226,10 @@ int tfs_node_attr(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs
  * time (a listing older than a stat must not shrink the kernel's idea of the size). */
 void tfs_node_set_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a);
 void tfs_node_drop_attr(struct tfs_node *n);
+/* Ask ns's backend what key is; on success a holds that (everything else zero), otherwise a is
+ * untouched. Returns backend_stat's result. */
+int tfs_backend_attr(struct tierd_ns *ns, const struct tier_ioctx *io, const char *key,
+                     struct tfs_attr *a);
 /* Owner and mode come from the node's tfs_perm (docs/CONFIG.md, "Permissions"). */
 void tfs_fill_stat(struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a, struct stat *st);
 /* The entry reply for inode ino with attributes a (the session's TTLs, generation 1). */

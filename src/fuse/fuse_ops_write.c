@@ -265,18 +265,7 @@ static int stat_key(struct tierd_fuse *fs, const struct tier_ioctx *io, struct t
         *from_wb = !a->is_dir;
         return 0;
     }
-    struct backend_stat st;
-    memset(&st, 0, sizeof(st));
-    rc = backend_stat(ns->be, io, key, &st);
-    if (rc)
-        return rc;
-    memset(a, 0, sizeof(*a));
-    a->is_dir = st.is_dir;
-    a->size_bytes = st.size_bytes;
-    a->mtime_ns = st.mtime_ns;
-    memcpy(a->etag, st.etag, sizeof(a->etag));
-    a->etag[sizeof(a->etag) - 1] = '\0';
-    return 0;
+    return tfs_backend_attr(ns, io, key, a);
 }
 
 /* ---- generations ---- */
