@@ -193,15 +193,11 @@ static int stat_path_at(struct tierd_fuse *fs, const struct tier_ioctx *io, cons
         goto out;
     }
     /* an implicit directory: some key below "key/" */
-    size_t kl = strlen(key);
-    char *dirkey = malloc(kl + 2);
+    char *dirkey = tier_dir_prefix(key);
     if (!dirkey) {
         rc = -ENOMEM;
         goto out;
     }
-    memcpy(dirkey, key, kl);
-    dirkey[kl] = '/';
-    dirkey[kl + 1] = '\0';
     struct backend_list_page page;
     memset(&page, 0, sizeof(page));
     rc = backend_list(ns->be, io, dirkey, "/", NULL, 1, &page);

@@ -1240,14 +1240,10 @@ static void w_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
         rc = -ENOTDIR;
     if (rc == 0) {
         /* anything below, pending or in the backend? */
-        size_t kl = strlen(key);
-        char *dk = malloc(kl + 2);
+        char *dk = tier_dir_prefix(key);
         if (!dk) {
             rc = -ENOMEM;
         } else {
-            memcpy(dk, key, kl);
-            dk[kl] = '/';
-            dk[kl + 1] = '\0';
             struct wb_file_info *v = NULL;
             size_t nv = 0;
             if (wb_list(fs->d->wb, ns->be->name, dk, &v, &nv) == 0) {
