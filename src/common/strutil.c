@@ -134,6 +134,18 @@ int tier_parse_bool(const char *s, int *out)
     return -EINVAL;
 }
 
+char *tier_dir_prefix(const char *s)
+{
+    size_t n = strlen(s);
+    char *p = malloc(n + 2);
+    if (p) {
+        memcpy(p, s, n);
+        p[n] = '/';
+        p[n + 1] = '\0';
+    }
+    return p;
+}
+
 char *tier_fmt_bytes(uint64_t bytes, char *buf, size_t bufsz)
 {
     static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};

@@ -29,6 +29,10 @@ int tier_parse_bool(const char *s, int *out);
 /* Format a byte count for humans ("1.5 GiB") into buf. Returns buf. */
 char *tier_fmt_bytes(uint64_t bytes, char *buf, size_t bufsz);
 
+/* s followed by '/' (a directory's key prefix: "a/b" -> "a/b/"), malloc'd; NULL when out of
+ * memory. */
+char *tier_dir_prefix(const char *s);
+
 /* Lowercase hex of len bytes into out (2*len+1 bytes). */
 void tier_hex(const void *data, size_t len, char *out);
 

@@ -596,13 +596,7 @@ static unsigned do_stage_get(struct tierd *d, struct api_reply *out, const char 
 /* key + "/" (the prefix of a directory), malloc'd; key is freed either way. NULL: no memory. */
 static char *dir_prefix(char *key)
 {
-    size_t kl = strlen(key);
-    char *dk = malloc(kl + 2);
-    if (dk) {
-        memcpy(dk, key, kl);
-        dk[kl] = '/';
-        dk[kl + 1] = '\0';
-    }
+    char *dk = tier_dir_prefix(key);
     free(key);
     return dk;
 }

@@ -422,10 +422,7 @@ int main(int argc, char **argv)
     d.start_ns = tier_now_real_ns();
 
     sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGHUP);
+    tierfs_stop_signals(&block);
     pthread_sigmask(SIG_BLOCK, &block, &old);
     signal(SIGPIPE, SIG_IGN);
     /* every API connection, cache file and backend socket is an fd: use all the hard limit */

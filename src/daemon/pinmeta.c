@@ -127,13 +127,9 @@ size_t pinmeta_forget(struct pinmeta *pm, const char *backend, const char *prefi
 
 int pinmeta_stat(struct pinmeta *pm, const char *backend, const char *key, struct pinmeta_obj *o)
 {
-    size_t kl = strlen(key);
-    char *dir = malloc(kl + 2);
+    char *dir = tier_dir_prefix(key);
     if (!dir)
         return -ENOMEM;
-    memcpy(dir, key, kl);
-    dir[kl] = '/';
-    dir[kl + 1] = '\0';
     int rc = -ENOENT;
     pthread_mutex_lock(&pm->mu);
     size_t i = lower(pm, backend, key);
@@ -142,7 +138,7 @@ int pinmeta_stat(struct pinmeta *pm, const char *backend, const char *key, struc
         rc = 0;
     } else {
         size_t d = lower(pm, backend, dir);
-        if (d < pm->n && has_prefix(&pm->v[d], backend, dir, kl + 1))
+        if (d < pm->n && has_prefix(&pm->v[d], backend, dir, strlen(dir)))
             rc = 1;
     }
     pthread_mutex_unlock(&pm->mu);

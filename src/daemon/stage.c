@@ -458,16 +458,10 @@ static int root_resolve(struct stage_registry *r, const char *path, struct stage
         return rc;
     }
     /* A directory (POSIX) or a prefix (S3 has no directories): list under "key/". */
-    size_t kl = strlen(key);
-    char *prefix = malloc(kl + 2);
-    if (!prefix) {
-        free(key);
-        return -ENOMEM;
-    }
-    memcpy(prefix, key, kl);
-    prefix[kl] = '/';
-    prefix[kl + 1] = '\0';
+    char *prefix = tier_dir_prefix(key);
     free(key);
+    if (!prefix)
+        return -ENOMEM;
 
     struct backend_list_page page = {0};
     rc = backend_list(ns->be, &stage_io, prefix, "/", NULL, 1, &page);

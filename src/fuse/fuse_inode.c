@@ -254,6 +254,14 @@ struct tfs_node *tfs_node_get(struct tierd_fuse *fs, uint64_t ino)
     return n;
 }
 
+struct tfs_node *tfs_node_get_or_stale(fuse_req_t req, struct tierd_fuse *fs, uint64_t ino)
+{
+    struct tfs_node *n = tfs_node_get(fs, ino);
+    if (!n)
+        fuse_reply_err(req, ESTALE);
+    return n;
+}
+
 /* With tbl_mu held: free the node if nothing holds it any more. */
 static void maybe_free_locked(struct tierd_fuse *fs, struct tfs_node *n)
 {

@@ -194,6 +194,9 @@ int tfs_table_init(struct tierd_fuse *fs);
 void tfs_table_fini(struct tierd_fuse *fs);
 /* Take a reference on the node of ino for the duration of an operation, or NULL. */
 struct tfs_node *tfs_node_get(struct tierd_fuse *fs, uint64_t ino);
+/* tfs_node_get for an operation on ino: when the node is gone, reply ESTALE to req and return
+ * NULL (the operation then just returns). */
+struct tfs_node *tfs_node_get_or_stale(fuse_req_t req, struct tierd_fuse *fs, uint64_t ino);
 void tfs_node_put(struct tierd_fuse *fs, struct tfs_node *n);
 /* Find or create the node for path and add one kernel lookup to it (and one ref). */
 int tfs_node_lookup(struct tierd_fuse *fs, const char *path, struct tfs_node **out);
@@ -223,6 +226,10 @@ int tfs_node_attr(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs
  * time (a listing older than a stat must not shrink the kernel's idea of the size). */
 void tfs_node_set_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a);
 void tfs_node_drop_attr(struct tfs_node *n);
+/* Ask ns's backend what key is; on success a holds that (everything else zero), otherwise a is
+ * untouched. Returns backend_stat's result. */
+int tfs_backend_attr(struct tierd_ns *ns, const struct tier_ioctx *io, const char *key,
+                     struct tfs_attr *a);
 /* Owner and mode come from the node's tfs_perm (docs/CONFIG.md, "Permissions"). */
 void tfs_fill_stat(struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a, struct stat *st);
 /* The entry reply for inode ino with attributes a (the session's TTLs, generation 1). */

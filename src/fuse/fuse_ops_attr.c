@@ -120,6 +120,23 @@ static void dir_attr(const struct tierd_fuse *fs, struct tfs_attr *a)
     a->mtime_ns = (int64_t)fs->d->start_ns;
 }
 
+int tfs_backend_attr(struct tierd_ns *ns, const struct tier_ioctx *io, const char *key,
+                     struct tfs_attr *a)
+{
+    struct backend_stat st;
+    memset(&st, 0, sizeof(st));
+    int rc = backend_stat(ns->be, io, key, &st);
+    if (rc)
+        return rc;
+    memset(a, 0, sizeof(*a));
+    a->is_dir = st.is_dir;
+    a->size_bytes = st.size_bytes;
+    a->mtime_ns = st.mtime_ns;
+    memcpy(a->etag, st.etag, sizeof(a->etag));
+    a->etag[sizeof(a->etag) - 1] = '\0';
+    return 0;
+}
+
 /* Ask the backend what path is. */
 static int stat_path_at(struct tierd_fuse *fs, const struct tier_ioctx *io, const char *path,
                         struct tfs_attr *a)
@@ -144,18 +161,9 @@ static int stat_path_at(struct tierd_fuse *fs, const struct tier_ioctx *io, cons
         if (rc != -ENOENT)
             goto out;
     }
-    struct backend_stat st;
-    memset(&st, 0, sizeof(st));
-    rc = backend_stat(ns->be, io, key, &st);
-    if (rc == 0) {
-        memset(a, 0, sizeof(*a));
-        a->is_dir = st.is_dir;
-        a->size_bytes = st.size_bytes;
-        a->mtime_ns = st.mtime_ns;
-        memcpy(a->etag, st.etag, sizeof(a->etag));
-        a->etag[sizeof(a->etag) - 1] = '\0';
+    rc = tfs_backend_attr(ns, io, key, a);
+    if (rc == 0)
         goto out;
-    }
     if (rc != -ENOENT && fs->d->pinned) {
         /* a pinned object (or a directory above one) is shown from what staging noted */
         struct pinmeta_obj po;
@@ -185,15 +193,11 @@ static int stat_path_at(struct tierd_fuse *fs, const struct tier_ioctx *io, cons
         goto out;
     }
     /* an implicit directory: some key below "key/" */
-    size_t kl = strlen(key);
-    char *dirkey = malloc(kl + 2);
+    char *dirkey = tier_dir_prefix(key);
     if (!dirkey) {
         rc = -ENOMEM;
         goto out;
     }
-    memcpy(dirkey, key, kl);
-    dirkey[kl] = '/';
-    dirkey[kl + 1] = '\0';
     struct backend_list_page page;
     memset(&page, 0, sizeof(page));
     rc = backend_list(ns->be, io, dirkey, "/", NULL, 1, &page);
@@ -377,11 +381,9 @@ void tfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)fi;
     struct tierd_fuse *fs = fuse_req_userdata(req);
-    struct tfs_node *n = tfs_node_get(fs, ino);
-    if (!n) {
-        fuse_reply_err(req, ESTALE);
+    struct tfs_node *n = tfs_node_get_or_stale(req, fs, ino);
+    if (!n)
         return;
-    }
     struct tfs_attr a;
     struct tfs_opstat os = tfs_op_start();
     struct tier_ioctx io = tfs_req_io(fs, req);

@@ -379,11 +379,9 @@ void tfs_dir_orphan_free(struct tierd_fuse *fs, struct tfs_hbase *hb)
 void tfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct tierd_fuse *fs = fuse_req_userdata(req);
-    struct tfs_node *n = tfs_node_get(fs, ino);
-    if (!n) {
-        fuse_reply_err(req, ESTALE);
+    struct tfs_node *n = tfs_node_get_or_stale(req, fs, ino);
+    if (!n)
         return;
-    }
     struct tfs_attr a;
     struct tfs_opstat os = tfs_op_start();
     struct tier_ioctx io = tfs_req_io(fs, req);

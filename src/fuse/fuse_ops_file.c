@@ -66,11 +66,9 @@ void tfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, EROFS);
         return;
     }
-    struct tfs_node *n = tfs_node_get(fs, ino);
-    if (!n) {
-        fuse_reply_err(req, ESTALE);
+    struct tfs_node *n = tfs_node_get_or_stale(req, fs, ino);
+    if (!n)
         return;
-    }
     struct tfs_file *h = NULL;
     struct tierd_ns *ns = NULL;
     char *key = NULL;

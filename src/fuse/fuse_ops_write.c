@@ -265,18 +265,7 @@ static int stat_key(struct tierd_fuse *fs, const struct tier_ioctx *io, struct t
         *from_wb = !a->is_dir;
         return 0;
     }
-    struct backend_stat st;
-    memset(&st, 0, sizeof(st));
-    rc = backend_stat(ns->be, io, key, &st);
-    if (rc)
-        return rc;
-    memset(a, 0, sizeof(*a));
-    a->is_dir = st.is_dir;
-    a->size_bytes = st.size_bytes;
-    a->mtime_ns = st.mtime_ns;
-    memcpy(a->etag, st.etag, sizeof(a->etag));
-    a->etag[sizeof(a->etag) - 1] = '\0';
-    return 0;
+    return tfs_backend_attr(ns, io, key, a);
 }
 
 /* ---- generations ---- */
@@ -646,11 +635,9 @@ static bool is_wb_handle(const struct fuse_file_info *fi)
 static void w_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct tierd_fuse *fs = fuse_req_userdata(req);
-    struct tfs_node *n = tfs_node_get(fs, ino);
-    if (!n) {
-        fuse_reply_err(req, ESTALE);
+    struct tfs_node *n = tfs_node_get_or_stale(req, fs, ino);
+    if (!n)
         return;
-    }
     if (!tfs_path_is_wb(fs, n->path)) {
         tfs_node_put(fs, n);
         tfs_op_open(req, ino, fi);
@@ -1004,11 +991,9 @@ static void w_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_
 {
     struct tierd_fuse *fs = fuse_req_userdata(req);
     struct tier_ioctx io = tfs_req_io(fs, req);
-    struct tfs_node *n = tfs_node_get(fs, ino);
-    if (!n) {
-        fuse_reply_err(req, ESTALE);
+    struct tfs_node *n = tfs_node_get_or_stale(req, fs, ino);
+    if (!n)
         return;
-    }
     int rc = 0;
     if (!tfs_path_is_wb(fs, n->path)) {
         rc = -EROFS;
@@ -1255,14 +1240,10 @@ static void w_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
         rc = -ENOTDIR;
     if (rc == 0) {
         /* anything below, pending or in the backend? */
-        size_t kl = strlen(key);
-        char *dk = malloc(kl + 2);
+        char *dk = tier_dir_prefix(key);
         if (!dk) {
             rc = -ENOMEM;
         } else {
-            memcpy(dk, key, kl);
-            dk[kl] = '/';
-            dk[kl + 1] = '\0';
             struct wb_file_info *v = NULL;
             size_t nv = 0;
             if (wb_list(fs->d->wb, ns->be->name, dk, &v, &nv) == 0) {

@@ -369,6 +369,14 @@ static void *ready_main(void *arg)
     return NULL;
 }
 
+void tierfs_stop_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP);
+}
+
 int tierfs_loop(struct tierd_fuse *fs, void (*ready)(void *arg, int status), void *arg)
 {
     struct ready_ctx *rc = calloc(1, sizeof(*rc));
@@ -378,10 +386,7 @@ int tierfs_loop(struct tierd_fuse *fs, void (*ready)(void *arg, int status), voi
     rc->ready = ready;
     rc->arg = arg;
     sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGHUP);
+    tierfs_stop_signals(&block);
     pthread_sigmask(SIG_BLOCK, &block, &old);
     int e = pthread_create(&g_ready_thread, NULL, ready_main, rc);
     pthread_sigmask(SIG_SETMASK, &old, NULL);

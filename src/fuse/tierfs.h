@@ -9,6 +9,7 @@
 #ifndef TIER_FUSE_TIERFS_H
 #define TIER_FUSE_TIERFS_H
 
+#include <signal.h>
 #include <stdbool.h>
 
 struct tierd;
@@ -22,6 +23,10 @@ int tierfs_mount(struct tierd *d, struct tierd_fuse **out);
 /* Serve requests until the session ends. ready(arg) is called from another thread once the mount
  * answers (a stat of the mount point succeeded); may be NULL. Returns 0 or -errno. */
 int tierfs_loop(struct tierd_fuse *f, void (*ready)(void *arg, int status), void *arg);
+
+/* The signals that end the loop (SIGINT, SIGTERM, SIGHUP) into *set: threads other than the
+ * loop's keep them blocked, so they land where the loop notices. */
+void tierfs_stop_signals(sigset_t *set);
 
 /* Unmount and free. NULL is a no-op. */
 void tierfs_free(struct tierd_fuse *f);

@@ -73,4 +73,14 @@ const char *tele_tenant_label(const struct telemetry *t, uint32_t id, char *buf,
 /* Append the decimal digits of v. */
 int tele_put_u64(struct dynbuf *out, uint64_t v);
 
+/* A renderer's output: once an append fails, the later ones are skipped and rc keeps the error
+ * (-ENOMEM or -E2BIG), so a renderer checks it once at the end. */
+struct tele_out {
+    struct dynbuf *b;
+    int rc;
+};
+void tele_out_put(struct tele_out *o, const char *s);
+void tele_out_putn(struct tele_out *o, const char *s, size_t n);
+void tele_out_u64(struct tele_out *o, uint64_t v);
+
 #endif

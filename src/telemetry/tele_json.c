@@ -17,50 +17,33 @@
 #include "common/timeutil.h"
 #include "telemetry/tele_int.h"
 
-struct out {
-    struct dynbuf *b;
-    int rc;
-};
-
-static void put(struct out *o, const char *s)
-{
-    if (o->rc == 0)
-        o->rc = dynbuf_append(o->b, s, strlen(s));
-}
-
-static void put_u64(struct out *o, uint64_t v)
-{
-    if (o->rc == 0)
-        o->rc = tele_put_u64(o->b, v);
-}
-
-static void put_double(struct out *o, double v)
+static void put_double(struct tele_out *o, double v)
 {
     char buf[40];
     snprintf(buf, sizeof(buf), "%.6f", v);
-    put(o, buf);
+    tele_out_put(o, buf);
 }
 
-static void put_str(struct out *o, const char *s)
+static void put_str(struct tele_out *o, const char *s)
 {
     const unsigned char *u = (const unsigned char *)s;
     size_t n = strlen(s);
-    put(o, "\"");
+    tele_out_put(o, "\"");
     for (size_t i = 0; i < n && o->rc == 0;) {
         unsigned char c = u[i];
         char esc[8];
         if (c == '"' || c == '\\') {
             esc[0] = '\\', esc[1] = (char)c, esc[2] = 0;
-            put(o, esc);
+            tele_out_put(o, esc);
             i++;
         } else if (c < 0x20) {
             snprintf(esc, sizeof(esc), "\\u%04x", c);
-            put(o, esc);
+            tele_out_put(o, esc);
             i++;
         } else {
             size_t seq = tier_utf8_seq(u + i, n - i);
             if (seq == 0) {
-                put(o, "\xEF\xBF\xBD");
+                tele_out_put(o, "\xEF\xBF\xBD");
                 i++;
             } else {
                 o->rc = dynbuf_append(o->b, s + i, seq);
@@ -68,55 +51,55 @@ static void put_str(struct out *o, const char *s)
             }
         }
     }
-    put(o, "\"");
+    tele_out_put(o, "\"");
 }
 
-static void key(struct out *o, const char *k)
+static void key(struct tele_out *o, const char *k)
 {
-    put(o, "\"");
-    put(o, k);
-    put(o, "\":");
+    tele_out_put(o, "\"");
+    tele_out_put(o, k);
+    tele_out_put(o, "\":");
 }
 
-static void kv_u64(struct out *o, const char *k, uint64_t v, bool comma)
+static void kv_u64(struct tele_out *o, const char *k, uint64_t v, bool comma)
 {
     key(o, k);
-    put_u64(o, v);
+    tele_out_u64(o, v);
     if (comma)
-        put(o, ",");
+        tele_out_put(o, ",");
 }
 
-static void kv_str(struct out *o, const char *k, const char *v, bool comma)
+static void kv_str(struct tele_out *o, const char *k, const char *v, bool comma)
 {
     key(o, k);
     put_str(o, v);
     if (comma)
-        put(o, ",");
+        tele_out_put(o, ",");
 }
 
 /* "sum_ns":..,"min_ns":..,"max_ns":..,"buckets":[[upper,count],...] */
-static void hist_fields(struct out *o, const struct tele_hist_copy *c)
+static void hist_fields(struct tele_out *o, const struct tele_hist_copy *c)
 {
     kv_u64(o, "sum_ns", c->sum_ns, true);
     kv_u64(o, "min_ns", c->min_ns, true);
     kv_u64(o, "max_ns", c->max_ns, true);
     key(o, "buckets");
-    put(o, "[");
+    tele_out_put(o, "[");
     bool first = true;
     for (unsigned i = 0; i < TELE_HIST_NBUCKETS; i++) {
         if (!c->counts[i])
             continue;
-        put(o, first ? "[" : ",[");
+        tele_out_put(o, first ? "[" : ",[");
         first = false;
-        put_u64(o, tele_hist_upper_ns(i));
-        put(o, ",");
-        put_u64(o, c->counts[i]);
-        put(o, "]");
+        tele_out_u64(o, tele_hist_upper_ns(i));
+        tele_out_put(o, ",");
+        tele_out_u64(o, c->counts[i]);
+        tele_out_put(o, "]");
     }
-    put(o, "]");
+    tele_out_put(o, "]");
 }
 
-static void tenant_fields(const struct telemetry *t, struct out *o, unsigned tn, unsigned cl)
+static void tenant_fields(const struct telemetry *t, struct tele_out *o, unsigned tn, unsigned cl)
 {
     char idbuf[16];
     kv_u64(o, "tenant_id", tn, true);
@@ -124,10 +107,10 @@ static void tenant_fields(const struct telemetry *t, struct out *o, unsigned tn,
     kv_str(o, "class", tier_io_class_name((enum tier_io_class)cl), true);
 }
 
-static void render_ops(struct telemetry *t, struct out *o, struct tele_hist_copy *c)
+static void render_ops(struct telemetry *t, struct tele_out *o, struct tele_hist_copy *c)
 {
     key(o, "ops");
-    put(o, "[");
+    tele_out_put(o, "[");
     bool first = true;
     for (unsigned tn = 0; tn < t->max_tenants; tn++)
         for (unsigned cl = 0; cl < TIER_IO_NCLASSES; cl++)
@@ -138,7 +121,7 @@ static void render_ops(struct telemetry *t, struct out *o, struct tele_hist_copy
                     if (!s)
                         continue;
                     tele_hist_read(&s->lat, c);
-                    put(o, first ? "{" : ",{");
+                    tele_out_put(o, first ? "{" : ",{");
                     first = false;
                     tenant_fields(t, o, tn, cl);
                     kv_str(o, "op", tele_op_name((enum tele_op)op), true);
@@ -148,15 +131,15 @@ static void render_ops(struct telemetry *t, struct out *o, struct tele_hist_copy
                     kv_u64(o, "errors", atomic_load_explicit(&s->errors, memory_order_relaxed),
                            true);
                     hist_fields(o, c);
-                    put(o, "}");
+                    tele_out_put(o, "}");
                 }
-    put(o, "]");
+    tele_out_put(o, "]");
 }
 
-static void render_sched(struct telemetry *t, struct out *o, struct tele_hist_copy *c)
+static void render_sched(struct telemetry *t, struct tele_out *o, struct tele_hist_copy *c)
 {
     key(o, "sched");
-    put(o, "[");
+    tele_out_put(o, "[");
     bool first = true;
     for (unsigned tn = 0; tn < t->max_tenants; tn++)
         for (unsigned cl = 0; cl < TIER_IO_NCLASSES && o->rc == 0; cl++) {
@@ -164,7 +147,7 @@ static void render_sched(struct telemetry *t, struct out *o, struct tele_hist_co
                 atomic_load_explicit(&t->sched[tele_sched_slot(tn, cl)], memory_order_acquire);
             if (!s)
                 continue;
-            put(o, first ? "{" : ",{");
+            tele_out_put(o, first ? "{" : ",{");
             first = false;
             tenant_fields(t, o, tn, cl);
             tele_hist_read(&s->wait, c);
@@ -172,75 +155,75 @@ static void render_sched(struct telemetry *t, struct out *o, struct tele_hist_co
             kv_u64(o, "bytes", atomic_load_explicit(&s->bytes, memory_order_relaxed), true);
             kv_u64(o, "errors", atomic_load_explicit(&s->errors, memory_order_relaxed), true);
             key(o, "wait");
-            put(o, "{");
+            tele_out_put(o, "{");
             hist_fields(o, c);
-            put(o, "},");
+            tele_out_put(o, "},");
             tele_hist_read(&s->service, c);
             key(o, "service");
-            put(o, "{");
+            tele_out_put(o, "{");
             hist_fields(o, c);
-            put(o, "}}");
+            tele_out_put(o, "}}");
         }
-    put(o, "]");
+    tele_out_put(o, "]");
 }
 
-static void render_gauges(struct out *o, const struct tele_gauges *g)
+static void render_gauges(struct tele_out *o, const struct tele_gauges *g)
 {
     key(o, "gauges");
     if (!g) {
-        put(o, "null");
+        tele_out_put(o, "null");
         return;
     }
-    put(o, "{\"tiers\":{\"ram\":{");
+    tele_out_put(o, "{\"tiers\":{\"ram\":{");
     kv_u64(o, "used_bytes", g->ram_used_bytes, true);
     kv_u64(o, "capacity_bytes", g->ram_capacity_bytes, false);
-    put(o, "},\"disk\":{");
+    tele_out_put(o, "},\"disk\":{");
     kv_u64(o, "used_bytes", g->disk_used_bytes, true);
     kv_u64(o, "capacity_bytes", g->disk_capacity_bytes, false);
-    put(o, "}},");
+    tele_out_put(o, "}},");
     kv_u64(o, "pinned_bytes", g->pinned_bytes, true);
     key(o, "writeback");
     if (g->writeback) {
-        put(o, "{");
+        tele_out_put(o, "{");
         kv_u64(o, "backlog_files", g->wb_backlog_files, true);
         kv_u64(o, "backlog_bytes", g->wb_backlog_bytes, true);
         kv_u64(o, "failed_files", g->wb_failed_files, true);
         key(o, "oldest_backlog_age_s");
         put_double(o, g->wb_oldest_backlog_age_s);
-        put(o, "},");
+        tele_out_put(o, "},");
     } else {
-        put(o, "null,");
+        tele_out_put(o, "null,");
     }
     key(o, "backends");
-    put(o, "[");
+    tele_out_put(o, "[");
     static const char *const br[] = {"closed", "open", "half-open"};
     for (unsigned i = 0; i < g->nbackends && i < TELE_MAX_BACKENDS; i++) {
-        put(o, i ? ",{" : "{");
+        tele_out_put(o, i ? ",{" : "{");
         kv_str(o, "name", g->backends[i].name ? g->backends[i].name : "", true);
         int b = g->backends[i].breaker;
         kv_str(o, "breaker", b >= 0 && b <= 2 ? br[b] : "unknown", true);
         kv_u64(o, "inflight", g->backends[i].inflight, true);
         kv_u64(o, "queued", g->backends[i].queued, false);
-        put(o, "}");
+        tele_out_put(o, "}");
     }
-    put(o, "]}");
+    tele_out_put(o, "]}");
 }
 
-static void render_health(struct out *o, const struct tele_gauges *g)
+static void render_health(struct tele_out *o, const struct tele_gauges *g)
 {
     struct tele_health h;
     tele_health_eval(g, &h);
     key(o, "health");
-    put(o, "{");
+    tele_out_put(o, "{");
     kv_str(o, "status", h.nreasons ? "degraded" : "ready", true);
     key(o, "reasons");
-    put(o, "[");
+    tele_out_put(o, "[");
     for (unsigned i = 0; i < h.nreasons; i++) {
         if (i)
-            put(o, ",");
+            tele_out_put(o, ",");
         put_str(o, h.reasons[i]);
     }
-    put(o, "]}");
+    tele_out_put(o, "]}");
 }
 
 int tele_render_json(struct telemetry *t, const struct tele_gauges *g, struct dynbuf *out)
@@ -248,30 +231,30 @@ int tele_render_json(struct telemetry *t, const struct tele_gauges *g, struct dy
     struct tele_hist_copy *c = malloc(sizeof(*c));
     if (!c)
         return -ENOMEM;
-    struct out o = {out, 0};
-    put(&o, "{");
+    struct tele_out o = {out, 0};
+    tele_out_put(&o, "{");
     kv_u64(&o, "version", 1, true);
     kv_u64(&o, "now_ns", tier_now_real_ns(), true);
     kv_u64(&o, "started_ns", t ? t->started_real_ns : 0, true);
     kv_u64(&o, "max_tenants", t ? t->max_tenants : 0, true);
-    put(&o, "\"hist\":{");
+    tele_out_put(&o, "\"hist\":{");
     kv_u64(&o, "min_ns", 1ULL << TELE_HIST_MIN_SHIFT, true);
     kv_u64(&o, "max_ns", TELE_HIST_MAX_NS, true);
     kv_u64(&o, "sub_buckets", 1u << TELE_HIST_SUB_BITS, true);
     kv_u64(&o, "overflow_upper_ns", TELE_HIST_OVERFLOW_UPPER_NS, false);
-    put(&o, "},");
+    tele_out_put(&o, "},");
     if (t) {
         render_ops(t, &o, c);
-        put(&o, ",");
+        tele_out_put(&o, ",");
         render_sched(t, &o, c);
     } else {
-        put(&o, "\"ops\":[],\"sched\":[]");
+        tele_out_put(&o, "\"ops\":[],\"sched\":[]");
     }
-    put(&o, ",");
+    tele_out_put(&o, ",");
     render_gauges(&o, g);
-    put(&o, ",");
+    tele_out_put(&o, ",");
     render_health(&o, g);
-    put(&o, "}");
+    tele_out_put(&o, "}");
     free(c);
     return o.rc;
 }

@@ -32,67 +32,44 @@ static unsigned le_last_index(unsigned k)
     return (k + 1) << TELE_HIST_SUB_BITS;
 }
 
-struct out {
-    struct dynbuf *b;
-    int rc;
-};
-
-static void put(struct out *o, const char *s)
-{
-    if (o->rc == 0)
-        o->rc = dynbuf_append(o->b, s, strlen(s));
-}
-
-static void putn(struct out *o, const char *s, size_t n)
-{
-    if (o->rc == 0)
-        o->rc = dynbuf_append(o->b, s, n);
-}
-
-static void put_u64(struct out *o, uint64_t v)
-{
-    if (o->rc == 0)
-        o->rc = tele_put_u64(o->b, v);
-}
-
 /* ns as seconds, exactly: "12.000345678" */
-static void put_seconds(struct out *o, uint64_t ns)
+static void put_seconds(struct tele_out *o, uint64_t ns)
 {
     char buf[32];
     snprintf(buf, sizeof(buf), "%llu.%09llu", (unsigned long long)(ns / 1000000000ULL),
              (unsigned long long)(ns % 1000000000ULL));
-    put(o, buf);
+    tele_out_put(o, buf);
 }
 
-static void put_double(struct out *o, double v)
+static void put_double(struct tele_out *o, double v)
 {
     char buf[40];
     snprintf(buf, sizeof(buf), "%.17g", v);
-    put(o, buf);
+    tele_out_put(o, buf);
 }
 
-static void family(struct out *o, const char *name, const char *type, const char *help)
+static void family(struct tele_out *o, const char *name, const char *type, const char *help)
 {
-    put(o, "# HELP ");
-    put(o, name);
-    put(o, " ");
-    put(o, help);
-    put(o, "\n# TYPE ");
-    put(o, name);
-    put(o, " ");
-    put(o, type);
-    put(o, "\n");
+    tele_out_put(o, "# HELP ");
+    tele_out_put(o, name);
+    tele_out_put(o, " ");
+    tele_out_put(o, help);
+    tele_out_put(o, "\n# TYPE ");
+    tele_out_put(o, name);
+    tele_out_put(o, " ");
+    tele_out_put(o, type);
+    tele_out_put(o, "\n");
 }
 
-static void label(struct out *o, const char *name, const char *value, bool first)
+static void label(struct tele_out *o, const char *name, const char *value, bool first)
 {
     if (!first)
-        put(o, ",");
-    put(o, name);
-    put(o, "=\"");
+        tele_out_put(o, ",");
+    tele_out_put(o, name);
+    tele_out_put(o, "=\"");
     if (o->rc == 0)
         o->rc = tele_prom_escape(o->b, value, strlen(value));
-    put(o, "\"");
+    tele_out_put(o, "\"");
 }
 
 /* labels of an op series (or of a scheduler series: op NULL) into lb, without braces */
@@ -100,7 +77,7 @@ static int series_labels(const struct telemetry *t, struct dynbuf *lb, unsigned 
                          unsigned cls, const char *op, const char *tier)
 {
     char idbuf[16];
-    struct out o = {lb, 0};
+    struct tele_out o = {lb, 0};
     dynbuf_reset(lb);
     label(&o, "tenant", tele_tenant_label(t, tenant, idbuf, sizeof(idbuf)), true);
     label(&o, "class", tier_io_class_name((enum tier_io_class)cls), false);
@@ -111,16 +88,17 @@ static int series_labels(const struct telemetry *t, struct dynbuf *lb, unsigned 
     return o.rc;
 }
 
-static void sample(struct out *o, const char *name, const char *suffix, const struct dynbuf *lb)
+static void sample(struct tele_out *o, const char *name, const char *suffix,
+                   const struct dynbuf *lb)
 {
-    put(o, name);
-    put(o, suffix);
-    put(o, "{");
-    putn(o, lb->data ? lb->data : "", lb->len);
-    put(o, "} ");
+    tele_out_put(o, name);
+    tele_out_put(o, suffix);
+    tele_out_put(o, "{");
+    tele_out_putn(o, lb->data ? lb->data : "", lb->len);
+    tele_out_put(o, "} ");
 }
 
-static void hist_samples(struct out *o, const char *name, const struct dynbuf *lb,
+static void hist_samples(struct tele_out *o, const char *name, const struct dynbuf *lb,
                          const struct tele_hist_copy *c, const char (*le)[24])
 {
     uint64_t cum = 0;
@@ -128,27 +106,27 @@ static void hist_samples(struct out *o, const char *name, const struct dynbuf *l
     for (unsigned k = 0; k < NLE; k++) {
         for (; idx <= le_last_index(k); idx++)
             cum += c->counts[idx];
-        put(o, name);
-        put(o, "_bucket{");
-        putn(o, lb->data ? lb->data : "", lb->len);
-        put(o, ",le=\"");
-        put(o, le[k]);
-        put(o, "\"} ");
-        put_u64(o, cum);
-        put(o, "\n");
+        tele_out_put(o, name);
+        tele_out_put(o, "_bucket{");
+        tele_out_putn(o, lb->data ? lb->data : "", lb->len);
+        tele_out_put(o, ",le=\"");
+        tele_out_put(o, le[k]);
+        tele_out_put(o, "\"} ");
+        tele_out_u64(o, cum);
+        tele_out_put(o, "\n");
     }
-    put(o, name);
-    put(o, "_bucket{");
-    putn(o, lb->data ? lb->data : "", lb->len);
-    put(o, ",le=\"+Inf\"} ");
-    put_u64(o, c->n);
-    put(o, "\n");
+    tele_out_put(o, name);
+    tele_out_put(o, "_bucket{");
+    tele_out_putn(o, lb->data ? lb->data : "", lb->len);
+    tele_out_put(o, ",le=\"+Inf\"} ");
+    tele_out_u64(o, c->n);
+    tele_out_put(o, "\n");
     sample(o, name, "_sum", lb);
     put_seconds(o, c->sum_ns);
-    put(o, "\n");
+    tele_out_put(o, "\n");
     sample(o, name, "_count", lb);
-    put_u64(o, c->n);
-    put(o, "\n");
+    tele_out_u64(o, c->n);
+    tele_out_put(o, "\n");
 }
 
 static struct tele_op_series *op_at(const struct telemetry *t, size_t slot)
@@ -162,7 +140,7 @@ static struct tele_sched_series *sched_at(const struct telemetry *t, size_t slot
 }
 
 /* the op families: latency histogram, then bytes, then errors (a family's samples together) */
-static void render_ops(struct telemetry *t, struct out *o, struct dynbuf *lb,
+static void render_ops(struct telemetry *t, struct tele_out *o, struct dynbuf *lb,
                        struct tele_hist_copy *c, const char (*le)[24])
 {
     static const char *const names[] = {"tierd_op_latency_seconds", "tierd_op_bytes_total",
@@ -188,14 +166,14 @@ static void render_ops(struct telemetry *t, struct out *o, struct dynbuf *lb,
                             continue;
                         }
                         sample(o, names[f], "", lb);
-                        put_u64(o, atomic_load_explicit(f == 1 ? &s->bytes : &s->errors,
-                                                        memory_order_relaxed));
-                        put(o, "\n");
+                        tele_out_u64(o, atomic_load_explicit(f == 1 ? &s->bytes : &s->errors,
+                                                             memory_order_relaxed));
+                        tele_out_put(o, "\n");
                     }
     }
 }
 
-static void render_sched(struct telemetry *t, struct out *o, struct dynbuf *lb,
+static void render_sched(struct telemetry *t, struct tele_out *o, struct dynbuf *lb,
                          struct tele_hist_copy *c, const char (*le)[24])
 {
     static const char *const names[] = {"tierd_sched_queue_wait_seconds",
@@ -220,30 +198,30 @@ static void render_sched(struct telemetry *t, struct out *o, struct dynbuf *lb,
                     continue;
                 }
                 sample(o, names[f], "", lb);
-                put_u64(
+                tele_out_u64(
                     o, atomic_load_explicit(f == 2 ? &s->bytes : &s->errors, memory_order_relaxed));
-                put(o, "\n");
+                tele_out_put(o, "\n");
             }
     }
 }
 
-static void gauge1(struct out *o, const char *name, const char *help, const char *lname,
+static void gauge1(struct tele_out *o, const char *name, const char *help, const char *lname,
                    const char *lvalue, double v, bool head)
 {
     if (head)
         family(o, name, "gauge", help);
-    put(o, name);
+    tele_out_put(o, name);
     if (lname) {
-        put(o, "{");
+        tele_out_put(o, "{");
         label(o, lname, lvalue, true);
-        put(o, "}");
+        tele_out_put(o, "}");
     }
-    put(o, " ");
+    tele_out_put(o, " ");
     put_double(o, v);
-    put(o, "\n");
+    tele_out_put(o, "\n");
 }
 
-static void render_gauges(struct out *o, const struct tele_gauges *g)
+static void render_gauges(struct tele_out *o, const struct tele_gauges *g)
 {
     gauge1(o, "tierd_tier_used_bytes", "Bytes used in a cache tier.", "tier", "ram",
            (double)g->ram_used_bytes, true);
@@ -283,7 +261,7 @@ static void render_gauges(struct out *o, const struct tele_gauges *g)
         }
 }
 
-static void render_health(struct out *o, const struct tele_gauges *g)
+static void render_health(struct tele_out *o, const struct tele_gauges *g)
 {
     struct tele_health h;
     tele_health_eval(g, &h);
@@ -308,7 +286,7 @@ int tele_render_prometheus(struct telemetry *t, const struct tele_gauges *g, str
         return -ENOMEM;
     struct dynbuf lb;
     dynbuf_init(&lb, 64 * 1024);
-    struct out o = {out, 0};
+    struct tele_out o = {out, 0};
     if (t) {
         render_ops(t, &o, &lb, c, (const char(*)[24])le);
         render_sched(t, &o, &lb, c, (const char(*)[24])le);

@@ -270,6 +270,23 @@ int tele_put_u64(struct dynbuf *out, uint64_t v)
     return dynbuf_append(out, p, (size_t)(buf + sizeof(buf) - p));
 }
 
+void tele_out_put(struct tele_out *o, const char *s)
+{
+    tele_out_putn(o, s, strlen(s));
+}
+
+void tele_out_putn(struct tele_out *o, const char *s, size_t n)
+{
+    if (o->rc == 0)
+        o->rc = dynbuf_append(o->b, s, n);
+}
+
+void tele_out_u64(struct tele_out *o, uint64_t v)
+{
+    if (o->rc == 0)
+        o->rc = tele_put_u64(o->b, v);
+}
+
 int tele_prom_escape(struct dynbuf *out, const char *s, size_t len)
 {
     const unsigned char *u = (const unsigned char *)s;

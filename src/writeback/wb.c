@@ -512,6 +512,20 @@ static int private_path(const char *path, bool dir)
     return 0;
 }
 
+/* Free what wb_open set up, once no entry and no thread is left: the journal, the index, the
+ * locks and the engine itself. */
+static void wb_free(struct wb *wb)
+{
+    jr_close(wb->db);
+    wbi_free(wb);
+    pthread_cond_destroy(&wb->work);
+    pthread_cond_destroy(&wb->cond);
+    pthread_mutex_destroy(&wb->lock);
+    free(wb->spool);
+    free(wb->journal_path);
+    free(wb);
+}
+
 int wb_open(const struct wb_config *cfg, struct wb **out)
 {
     if (!cfg || !cfg->spool_dir || !cfg->resolve) {
@@ -606,14 +620,7 @@ int wb_open(const struct wb_config *cfg, struct wb **out)
 fail:
     while (wb->head)
         wb_entry_drop(wb, wb->head);
-    jr_close(wb->db);
-    wbi_free(wb);
-    pthread_cond_destroy(&wb->work);
-    pthread_cond_destroy(&wb->cond);
-    pthread_mutex_destroy(&wb->lock);
-    free(wb->spool);
-    free(wb->journal_path);
-    free(wb);
+    wb_free(wb);
     return rc;
 }
 
@@ -636,14 +643,7 @@ void wb_close(struct wb *wb)
         }
     }
     pthread_mutex_unlock(&wb->lock);
-    jr_close(wb->db);
-    wbi_free(wb);
-    pthread_cond_destroy(&wb->work);
-    pthread_cond_destroy(&wb->cond);
-    pthread_mutex_destroy(&wb->lock);
-    free(wb->spool);
-    free(wb->journal_path);
-    free(wb);
+    wb_free(wb);
 }
 
 /* ---- writer's handle ------------------------------------------------------------------------- */

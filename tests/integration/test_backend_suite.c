@@ -25,7 +25,6 @@
 #include <string.h>
 
 #include <cmocka.h>
-#include <curl/curl.h>
 #include <unistd.h>
 
 #include "common/err.h"
@@ -42,48 +41,15 @@ static bool g_sched_wrap;     /* argv[2] == "sched" */
 static struct sched *g_sched; /* the lane's scheduler when wrapped */
 static char *g_dir;           /* posix: the scratch root */
 
-/* tu_s3_bucket_create(), then a fallback: curl 7.88 does not send x-amz-content-sha256 with
- * CURLOPT_AWS_SIGV4 and RGW answers SignatureDoesNotMatch without it. Remove the fallback once
- * testutil.c sends the header itself. */
-static size_t discard(char *p, size_t sz, size_t n, void *ud)
-{
-    (void)p;
-    (void)ud;
-    return sz * n;
-}
-
+/* A bucket with a unique name for this run (tests/lib/s3env.c signs the PUT and sends the
+ * x-amz-content-sha256 header RGW needs). */
 static int bucket_create(const struct tu_s3_env *env, char *name, size_t namesz)
 {
-    if (tu_s3_bucket_create(env, "suite", name, namesz) == 0)
-        return 0;
-    snprintf(name, namesz, "suite-%d-%llu", (int)getpid(),
-             (unsigned long long)(tier_now_real_ns() / 1000));
-    char url[512], sigv4[128], userpwd[300];
-    snprintf(url, sizeof(url), "%s/%s", env->endpoint, name);
-    snprintf(sigv4, sizeof(sigv4), "aws:amz:%s:s3", env->region);
-    snprintf(userpwd, sizeof(userpwd), "%s:%s", env->access_key, env->secret_key);
-    CURL *c = curl_easy_init();
-    if (!c)
-        return -ENOMEM;
-    struct curl_slist *h = curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "PUT");
-    curl_easy_setopt(c, CURLOPT_AWS_SIGV4, sigv4);
-    curl_easy_setopt(c, CURLOPT_USERPWD, userpwd);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30000L);
-    CURLcode cc = curl_easy_perform(c);
-    long status = 0;
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    curl_easy_cleanup(c);
-    curl_slist_free_all(h);
-    if (cc != CURLE_OK || status != 200) {
-        fprintf(stderr, "backend_suite s3: PUT bucket %s: curl %d, HTTP %ld\n", url, (int)cc,
-                status);
-        return -EIO;
-    }
-    return 0;
+    int rc = tu_s3_bucket_create(env, "suite", name, namesz);
+    if (rc)
+        fprintf(stderr, "backend_suite s3: PUT bucket %s at %s: %s\n", name, env->endpoint,
+                strerror(-rc));
+    return rc;
 }
 
 static int group_setup(void **state)

@@ -19,7 +19,6 @@
 #include <string.h>
 
 #include <cmocka.h>
-#include <curl/curl.h>
 #include <xxhash.h>
 
 #include "common/err.h"
@@ -30,42 +29,6 @@
 
 static struct tu_s3_env g_env;
 static char g_bucket[128];
-
-static size_t discard(char *p, size_t sz, size_t n, void *ud)
-{
-    (void)p;
-    (void)ud;
-    return sz * n;
-}
-
-/* Fallback for tu_s3_bucket_create(): curl 7.88 does not send x-amz-content-sha256 by itself,
- * which RGW requires, so the header is added here. */
-static int bucket_create(const struct tu_s3_env *env, const char *tag, char *name, size_t namesz)
-{
-    if (tu_s3_bucket_create(env, tag, name, namesz) == 0)
-        return 0;
-    char url[512], sigv4[128];
-    snprintf(url, sizeof(url), "%s/%s", env->endpoint, name);
-    snprintf(sigv4, sizeof(sigv4), "aws:amz:%s:s3", env->region);
-    CURL *c = curl_easy_init();
-    if (!c)
-        return -ENOMEM;
-    struct curl_slist *h = curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "PUT");
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_AWS_SIGV4, sigv4);
-    curl_easy_setopt(c, CURLOPT_USERNAME, env->access_key);
-    curl_easy_setopt(c, CURLOPT_PASSWORD, env->secret_key);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30000L);
-    CURLcode cc = curl_easy_perform(c);
-    long status = 0;
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    curl_easy_cleanup(c);
-    curl_slist_free_all(h);
-    return cc == CURLE_OK && status == 200 ? 0 : -EIO;
-}
 
 static struct s3_backend_config base_config(void)
 {
@@ -99,7 +62,7 @@ static int group_setup(void **state)
         fprintf(stderr, "no RGW env file under $TIER_CEPH_DIR; run scripts/ceph.sh start\n");
         return -1;
     }
-    if (bucket_create(&g_env, "s3rgw", g_bucket, sizeof(g_bucket)) != 0) {
+    if (tu_s3_bucket_create(&g_env, "s3rgw", g_bucket, sizeof(g_bucket)) != 0) {
         fprintf(stderr, "cannot create a bucket on %s\n", g_env.endpoint);
         return -1;
     }

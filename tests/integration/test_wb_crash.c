@@ -492,10 +492,12 @@ static void test_crash_posix(void **state)
     free(C.dir);
 }
 
-static void test_crash_rgw(void **state)
+/* Skip unless the S3 backend is built and the RGW runs (scripts/ceph.sh); otherwise a new bucket
+ * named after bucket_tag and the directories for dir_tag. */
+static void rgw_setup(const char *bucket_tag, const char *dir_tag)
 {
-    (void)state;
 #ifndef WB_HAVE_S3
+    (void)bucket_tag, (void)dir_tag;
     print_message("skipped: the S3 backend is not built\n");
     skip();
 #else
@@ -504,8 +506,16 @@ static void test_crash_rgw(void **state)
         skip();
     }
     C.rgw = true;
-    assert_int_equal(tu_s3_bucket_create(&C.s3, "wbcrash", C.bucket, sizeof(C.bucket)), 0);
-    setup_dirs("wbcrash-rgw");
+    assert_int_equal(tu_s3_bucket_create(&C.s3, bucket_tag, C.bucket, sizeof(C.bucket)), 0);
+    setup_dirs(dir_tag);
+#endif
+}
+
+static void test_crash_rgw(void **state)
+{
+    (void)state;
+    rgw_setup("wbcrash", "wbcrash-rgw");
+#ifdef WB_HAVE_S3
     C.cycles = env_int("WB_CRASH_CYCLES", 12);
     C.files = env_int("WB_CRASH_FILES", 24);
     run_crash();
@@ -613,17 +623,8 @@ static void outage_test(void)
 static void test_rgw_outage(void **state)
 {
     (void)state;
-#ifndef WB_HAVE_S3
-    print_message("skipped: the S3 backend is not built\n");
-    skip();
-#else
-    if (!tu_s3_env_load(&C.s3)) {
-        print_message("skipped: no RGW env (scripts/ceph.sh)\n");
-        skip();
-    }
-    C.rgw = true;
-    assert_int_equal(tu_s3_bucket_create(&C.s3, "wboutage", C.bucket, sizeof(C.bucket)), 0);
-    setup_dirs("wboutage");
+    rgw_setup("wboutage", "wboutage");
+#ifdef WB_HAVE_S3
     outage_test();
     tu_rmtree(C.dir);
     free(C.dir);

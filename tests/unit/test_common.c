@@ -70,6 +70,10 @@ static void test_strlcpy_hex(void **state)
     char human[32];
     assert_string_equal(tier_fmt_bytes(1536, human, sizeof(human)), "1.5 KiB");
     assert_string_equal(tier_fmt_bytes(12, human, sizeof(human)), "12 B");
+    char *d = tier_dir_prefix("a/b");
+    assert_non_null(d);
+    assert_string_equal(d, "a/b/");
+    free(d);
 }
 
 static void test_dynbuf_bounded(void **state)
