@@ -399,9 +399,12 @@ static void test_stage_cancel_on_free(void **state)
     pthread_join(th, NULL);
 
     /* Only the reads already started when the job was cancelled were done; no worker took a
-     * new file or block afterwards. */
+     * new file or block afterwards: each of the stage_threads workers did at most the one read
+     * it had taken before the cancel. That read may reach the gate after `entered` was counted
+     * (a worker between its cancel check and the gate when the job was cancelled), so passed
+     * can exceed entered, never stage_threads. */
     int passed = fakebe_gate_passed(w);
-    assert_int_equal(passed, entered);
+    assert_true(passed >= entered);
     assert_true(passed >= 1);
     assert_true(passed <= F->d.cfg.stage_threads);
     assert_true(passed < NGATED);
