@@ -218,6 +218,8 @@ up() {
         echo "S3_ACCESS_KEY=$S3_ACCESS_KEY"
         echo "S3_SECRET_KEY=$S3_SECRET_KEY"
         echo "LINK_NETNS=$NS"
+        echo "LINK_DEV_HOST=$VETH_HOST"
+        echo "LINK_DEV_STORE=$VETH_STORE"
         echo "LINK_RATE=$rate"
         echo "LINK_RATE_BITS=$bits"
         echo "LINK_DELAY_MS=${delay:-0}"
