@@ -5,7 +5,7 @@
 # way), then measures, side by side in one run:
 #   - the link itself: a PUT and a GET of one MB MiB object with curl --aws-sigv4, direct to the
 #     RGW in the namespace and through the proxy, and the request round trip (a HEAD's time from
-#     request sent to first response byte, median of 11) both ways;
+#     TCP connected to first response byte, median of 11) both ways;
 #   - tierd on it: a cold `cat` of that object through a tierd mount (read-cache namespace, fresh
 #     cache each run) vs the direct GET, on each path.
 # Prints one table (median and range over RUNS) and the machine's load before and after. The link
@@ -66,10 +66,12 @@ rec() { echo "$1 $2" >>"$W/results"; }
 put() { rec "$2" "$(tierd_s3 -o /dev/null -w '%{time_total}' -T "$W/obj.bin" "$1/$BUCKET/obj.bin")"; }
 get() { rec "$2" "$(tierd_s3 -o /dev/null -w '%{time_total}' "$1/$BUCKET/obj.bin")"; }
 
-# rtt ENDPOINT ROW: 11 HEADs of a tiny object, each one's request-to-first-byte time
+# rtt ENDPOINT ROW: 11 HEADs of a tiny object (a new connection each), each one's time from TCP
+# connected to the first response byte: one request round trip plus RGW's time for a HEAD and
+# curl's signing (time_pretransfer is no cleaner: curl 7.88 sometimes takes it after sending)
 rtt() {
   for _ in $(seq 1 11); do
-    rec "$2" "$(tierd_s3 -I -o /dev/null -w '%{time_pretransfer} %{time_starttransfer}' \
+    rec "$2" "$(tierd_s3 -I -o /dev/null -w '%{time_connect} %{time_starttransfer}' \
       "$1/$BUCKET/tiny" | awk '{ printf "%.6f", $2 - $1 }')"
   done
 }

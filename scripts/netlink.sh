@@ -11,7 +11,8 @@
 # root namespace. Traffic goes only to loopback and to the namespace this script made: the
 # namespace has no other interface and no default route. See docs/CEPH.md ("A shaped link").
 #
-# Usage: scripts/netlink.sh up DIR RATE [DELAY_MS] | down DIR | status DIR
+# Usage: scripts/netlink.sh up DIR RATE [DELAY_MS] | down DIR | status DIR | stop-rgw DIR |
+#        start-rgw DIR   (the last two: ceph.sh's verbs, run inside the namespace, for outages)
 #   RATE      NUMBER{bit,kbit,mbit,gbit} (tc's units: bits per second), e.g. 200mbit
 #   DELAY_MS  one-way delay the proxy adds per direction (0..10000 ms; absent: no proxy)
 # Files in DIR: ceph/ (ceph.sh's state dir), env (S3_ENDPOINT = the proxy when there is one, else
@@ -43,7 +44,7 @@ die() {
 log() { echo "netlink.sh: $*" >&2; }
 
 usage() {
-    echo "usage: $0 up DIR RATE [DELAY_MS] | down DIR | status DIR" >&2
+    echo "usage: $0 up DIR RATE [DELAY_MS] | down DIR | status DIR | stop-rgw DIR | start-rgw DIR" >&2
     exit 2
 }
 
@@ -51,7 +52,7 @@ usage() {
 VERB=$1
 case $VERB in
 up) [[ $# -ge 3 && $# -le 4 ]] || usage ;;
-down | status) [[ $# -eq 2 ]] || usage ;;
+down | status | stop-rgw | start-rgw) [[ $# -eq 2 ]] || usage ;;
 *) usage ;;
 esac
 [[ $(id -u) == 0 ]] || die "needs root (network namespaces, veth, tc)"
@@ -249,4 +250,8 @@ down)
     log "down: no namespace $NS, no veth $VETH_HOST (data of $CEPH_DIR removed, logs kept)"
     ;;
 status) status ;;
+stop-rgw | start-rgw)
+    ns_exists || die "no namespace $NS; run: $0 up DIR RATE"
+    in_ns "$HERE/ceph.sh" "$VERB" "$CEPH_DIR"
+    ;;
 esac
