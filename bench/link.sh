@@ -42,7 +42,7 @@ cleanup() {
   tierd_reap "${TIERD_PID:-}"
   tierd_unmount "$MNT"
   scripts/netlink.sh down "$LINK" || true
-  rm -f "$W/obj.bin"
+  rm -rf "$W/obj.bin" "$W/cache"
 }
 trap cleanup EXIT
 scripts/netlink.sh up "$LINK" "$RATE" "$DELAY_MS"

@@ -467,7 +467,15 @@ start_fresh() {
 }
 
 start() {
-    local t0=$SECONDS
+    local t0=$SECONDS was=''
+    [[ ! -r $DIR/rgw.addr ]] || read -r was <"$DIR/rgw.addr" || true
+    if [[ -n $was && $was != "$RGW_ADDR" ]]; then
+        # The running cluster's RGW binds another address: neither fast path applies.
+        log "RGW address changes from $was to $RGW_ADDR; starting from scratch"
+        start_fresh
+        log "started in $((SECONDS - t0))s: $(grep S3_ENDPOINT "$DIR/env") (env: $DIR/env)"
+        return 0
+    fi
     if healthy; then
         log "already running from $DIR ($(grep S3_ENDPOINT "$DIR/env"))"
         return 0
