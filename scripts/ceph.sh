@@ -13,6 +13,10 @@
 # Environment:
 #   TIER_RGW_PORT            RGW port (default 7480; without it the next free port is used when
 #                            7480 is taken by something else, e.g. another engineer's cluster)
+#   TIER_RGW_ADDR            IPv4 address RGW binds and the env file names (default 127.0.0.1;
+#                            scripts/netlink.sh sets its network namespace's address). `start`
+#                            keeps it in DIR/rgw.addr for the later verbs. The mon and the OSD
+#                            stay on 127.0.0.1 whatever it is.
 #   TIER_CEPH_START_TIMEOUT  seconds `start` may take in all (default 180)
 #   TIER_CEPH_STOP_GRACE     seconds between SIGTERM and SIGKILL on stop (default 20)
 #
@@ -57,6 +61,11 @@ else
 fi
 START_TIMEOUT=${TIER_CEPH_START_TIMEOUT:-180}
 STOP_GRACE=${TIER_CEPH_STOP_GRACE:-20}
+# The RGW address: the environment's, else the one the running cluster was started with.
+RGW_ADDR=${TIER_RGW_ADDR:-}
+[[ -n $RGW_ADDR || ! -r $DIR/rgw.addr ]] || read -r RGW_ADDR <"$DIR/rgw.addr" || true
+RGW_ADDR=${RGW_ADDR:-127.0.0.1}
+[[ $RGW_ADDR =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]] || die "TIER_RGW_ADDR=$RGW_ADDR is not an IPv4 address"
 
 exec 9>"$DIR/.lock"
 flock -w "$((START_TIMEOUT + 30))" 9 || die "$DIR is locked by another ceph.sh"
@@ -149,7 +158,7 @@ http_code() {
 rgw_answers() {
     local port code
     port=$(rgw_port) || return 1
-    code=$(http_code "http://127.0.0.1:$port/")
+    code=$(http_code "http://$RGW_ADDR:$port/")
     [[ $code != 000 ]]
 }
 
@@ -159,7 +168,7 @@ signed_ok() {
     port=$(rgw_port) || return 1
     # curl 7.88 does not send x-amz-content-sha256 itself; without it RGW answers
     # SignatureDoesNotMatch.
-    code=$(http_code "http://127.0.0.1:$port/" --aws-sigv4 "aws:amz:$region:s3" --user "$ak:$sk" \
+    code=$(http_code "http://$RGW_ADDR:$port/" --aws-sigv4 "aws:amz:$region:s3" --user "$ak:$sk" \
         -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD')
     [[ $code == 200 ]]
 }
@@ -167,13 +176,14 @@ signed_ok() {
 # The kernel's uuid source needs no extra package (uuidgen comes only via ceph's dependencies).
 new_uuid() { cat /proc/sys/kernel/random/uuid; }
 
-port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# port_busy PORT [ADDR]: something listens on ADDR:PORT (ADDR defaults to 127.0.0.1).
+port_busy() { (exec 3<>"/dev/tcp/${2:-127.0.0.1}/$1") 2>/dev/null; }
 
-# pick_port FIRST: FIRST if free, else the next free one (bounded).
+# pick_port FIRST [ADDR]: FIRST if free on ADDR, else the next free one (bounded).
 pick_port() {
     local p
     for ((p = $1; p < $1 + 100; p++)); do
-        port_busy "$p" || {
+        port_busy "$p" "${2:-127.0.0.1}" || {
             echo "$p"
             return 0
         }
@@ -234,7 +244,7 @@ stop_all() {
     # Remove the data (the sparse OSD file is the big one); keep the logs for post-mortems.
     rm -rf "$DIR/mon" "$DIR/osd" "$DIR/osd-block" "$DIR/rgw" "$DIR/crash" "$DIR/run" "$RUNDIR"
     rm -f "$DIR"/*.pid "$DIR"/*.keyring "$DIR/monmap" "$DIR/osd-secret.json" "$DIR/env" \
-        "$DIR/rgw.port" "$DIR/s3.keys" "$CONF"
+        "$DIR/rgw.port" "$DIR/rgw.addr" "$DIR/s3.keys" "$CONF"
 }
 
 stop_rgw() {
@@ -306,7 +316,7 @@ osd memory target = 1073741824
 keyring = $DIR/rgw.keyring
 log file = $LOGDIR/\$name.log
 rgw data = $DIR/rgw
-rgw frontends = beast endpoint=127.0.0.1:$rgwport tcp_nodelay=1
+rgw frontends = beast endpoint=$RGW_ADDR:$rgwport tcp_nodelay=1
 rgw thread pool size = 128
 # The usage log is the RGW's own count of requests by category (test_sched_rgw.sh compares it
 # with the scheduler's count of backend calls); flushed every second.
@@ -334,8 +344,8 @@ start_rgw_daemon() {
         wait_for "RGW to answer" rgw_answers || return 1
         return 0
     fi
-    port_busy "$(rgw_port)" && {
-        log "port $(rgw_port) is taken by another process"
+    port_busy "$(rgw_port)" "$RGW_ADDR" && {
+        log "port $RGW_ADDR:$(rgw_port) is taken by another process"
         return 1
     }
     launch "$RGW_NAME" radosgw -n "$RGW_NAME" || return 1
@@ -374,7 +384,7 @@ write_env() {
     for region in default us-east-1; do
         if signed_ok "$region" "$S3_AK" "$S3_SK"; then
             {
-                echo "S3_ENDPOINT=http://127.0.0.1:$port"
+                echo "S3_ENDPOINT=http://$RGW_ADDR:$port"
                 echo "S3_REGION=$region"
                 echo "S3_ACCESS_KEY=$S3_AK"
                 echo "S3_SECRET_KEY=$S3_SK"
@@ -408,11 +418,13 @@ start_fresh() {
     mkdir -p "$LOGDIR" "$DIR/mon" "$DIR/osd" "$DIR/rgw" "$DIR/crash" "$RUNDIR"
 
     monport=$(pick_port 3300) || die "no free port for the mon"
+    RGW_ADDR=${TIER_RGW_ADDR:-127.0.0.1}
+    echo "$RGW_ADDR" >"$DIR/rgw.addr"
     if [[ -n ${TIER_RGW_PORT:-} ]]; then
         rgwport=$TIER_RGW_PORT
-        port_busy "$rgwport" && die "TIER_RGW_PORT=$rgwport is already in use"
+        port_busy "$rgwport" "$RGW_ADDR" && die "TIER_RGW_PORT=$rgwport is already in use"
     else
-        rgwport=$(pick_port 7480) || die "no free port for RGW"
+        rgwport=$(pick_port 7480 "$RGW_ADDR") || die "no free port for RGW"
     fi
     echo "$rgwport" >"$DIR/rgw.port"
     fsid=$(new_uuid)
@@ -455,7 +467,15 @@ start_fresh() {
 }
 
 start() {
-    local t0=$SECONDS
+    local t0=$SECONDS was=''
+    [[ ! -r $DIR/rgw.addr ]] || read -r was <"$DIR/rgw.addr" || true
+    if [[ -n $was && $was != "$RGW_ADDR" ]]; then
+        # The running cluster's RGW binds another address: neither fast path applies.
+        log "RGW address changes from $was to $RGW_ADDR; starting from scratch"
+        start_fresh
+        log "started in $((SECONDS - t0))s: $(grep S3_ENDPOINT "$DIR/env") (env: $DIR/env)"
+        return 0
+    fi
     if healthy; then
         log "already running from $DIR ($(grep S3_ENDPOINT "$DIR/env"))"
         return 0
@@ -481,7 +501,7 @@ stop)
     ;;
 status)
     if rgw_answers; then
-        echo "RGW answers at http://127.0.0.1:$(rgw_port)"
+        echo "RGW answers at http://$RGW_ADDR:$(rgw_port)"
     else
         echo "RGW not answering"
         exit 1
