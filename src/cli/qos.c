@@ -38,9 +38,9 @@ static void set_delivered(json_t *cur, const json_t *prev, double span_s)
     uint64_t o = jnum(cur, "grants"), po = jnum(prev, "grants");
     /* a counter that went back (tierd restarted in between) counts from 0 */
     double bytes = (double)(b >= pb ? b - pb : b), ops = (double)(o >= po ? o - po : o);
-    json_object_set_new(cur, "delivered",
-                        json_pack("{s:f, s:f}", "bytes_per_s", bytes / span_s, "ops_per_s",
-                                  ops / span_s));
+    json_object_set_new(
+        cur, "delivered",
+        json_pack("{s:f, s:f}", "bytes_per_s", bytes / span_s, "ops_per_s", ops / span_s));
 }
 
 int ctl_qos_rates(const json_t *prev, json_t *cur)
@@ -54,9 +54,8 @@ int ctl_qos_rates(const json_t *prev, json_t *cur)
     json_t *b, *t;
     json_array_foreach(json_object_get(cur, "backends"), i, b)
     {
-        const json_t *pb =
-            find_by(json_object_get(prev, "backends"), "name",
-                    json_string_value(json_object_get(b, "name")));
+        const json_t *pb = find_by(json_object_get(prev, "backends"), "name",
+                                   json_string_value(json_object_get(b, "name")));
         json_array_foreach(json_object_get(b, "tenants"), k, t)
         {
             const json_t *pt = find_by(json_object_get(pb, "tenants"), "name",
@@ -76,8 +75,8 @@ int ctl_qos_rates(const json_t *prev, json_t *cur)
 /* A rate for the table: "-" for none, else like "100MiB/s". */
 static const char *rate_text(const json_t *v, bool zero_is_none, char *buf, size_t n)
 {
-    uint64_t bps = json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v)
-                                                                     : 0;
+    uint64_t bps =
+        json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v) : 0;
     if (json_is_null(v) || !v || (zero_is_none && bps == 0)) {
         tier_strlcpy(buf, "-", n);
         return buf;
@@ -117,12 +116,11 @@ void ctl_qos_print(const json_t *cur, FILE *f)
                     continue;
                 char r[32], l[32], tl[32], d[32], db[32];
                 if (dv)
-                    snprintf(d, sizeof(d), "%s/s",
-                             tier_fmt_bytes((uint64_t)bps, db, sizeof(db)));
+                    snprintf(d, sizeof(d), "%s/s", tier_fmt_bytes((uint64_t)bps, db, sizeof(db)));
                 else
                     tier_strlcpy(d, "?", sizeof(d));
-                fprintf(f, "%-12s %-16s %-11s %-12s %-6lld %-12s %-12s %-12s %.1f\n",
-                        bn ? bn : "?", tn ? tn : "?", cn,
+                fprintf(f, "%-12s %-16s %-11s %-12s %-6lld %-12s %-12s %-12s %.1f\n", bn ? bn : "?",
+                        tn ? tn : "?", cn,
                         rate_text(json_object_get(c, "reservation"), true, r, sizeof(r)),
                         (long long)json_integer_value(json_object_get(c, "weight")),
                         rate_text(json_object_get(c, "limit"), false, l, sizeof(l)),
