@@ -136,7 +136,8 @@ b_before=$(granted bob)
 reader 1002 "$MNT/ds/bob2.bin" &
 RPIDS+=($!)
 B_PID=$!
-wait_for 20 eval '[ "$(granted bob)" -gt "$b_before" ]' || fail "bob's second reader got no grant"
+bob_above() { [ "$(granted bob)" -gt "$1" ]; }
+wait_for 20 bob_above "$b_before" || fail "bob's second reader got no grant"
 read -r t0 a0 b0 <<<"$(qos_snap)"
 sleep "$WINDOW" # measurement window
 read -r t1 a1 b1 <<<"$(qos_snap)"
