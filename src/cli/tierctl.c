@@ -24,6 +24,7 @@
 
 #include "cli/client.h"
 #include "cli/progress.h"
+#include "cli/qos.h"
 #include "cli/top.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
@@ -71,6 +72,12 @@ static const char usage_text[] =
     "                                  live per-tenant view: ops/s, MB/s, hit % by tier,\n"
     "                                  p50/p99 per class, scheduler queue wait; --once: one\n"
     "                                  interval, one table; --json: one JSON object per interval\n"
+    "  qos [--interval SECONDS] [--json]\n"
+    "                                  per backend, tenant and class: reservation, weight,\n"
+    "                                  limit and the rate delivered over SECONDS (default 1)\n"
+    "  qos set TENANT [reservation=RATE] [weight=N] [limit=RATE] [class=CLASS]\n"
+    "                                  change a tenant's QoS live (root or [api] admin_group);\n"
+    "                                  RATE like 100MiB/s or none, default: back to the default\n"
     "\n"
     "PATH is a path in tierd's namespace (\"/datasets/x\") or a path under the mount point.\n"
     "\n"
@@ -894,6 +901,111 @@ static int cmd_top(struct ctl *ctl, int argc, char **argv)
     return rc;
 }
 
+/* ---- qos ----------------------------------------------------------------------------------- */
+
+/* `qos set TENANT key=value...`: the body of PUT /v1/qos. "default" (or "null") goes back to the
+ * default; rates are passed as given, so tierd's own parser (the config's) judges them. */
+static int qos_set(struct ctl *ctl, int argc, char **argv)
+{
+    if (argc < 3)
+        return usage_error("qos set TENANT reservation=RATE weight=N limit=RATE [class=CLASS]: "
+                           "give a tenant and at least one value");
+    json_t *body = json_pack("{s:s}", "tenant", argv[1]);
+    if (!body) {
+        fprintf(stderr, "tierctl: out of memory\n");
+        return EXIT_FAILED;
+    }
+    for (int i = 2; i < argc; i++) {
+        const char *eq = strchr(argv[i], '=');
+        static const char *const keys[] = {"reservation", "weight", "limit", "class", "backend"};
+        bool known = false;
+        size_t kl = eq ? (size_t)(eq - argv[i]) : 0;
+        for (size_t k = 0; eq && k < sizeof(keys) / sizeof(keys[0]); k++)
+            known = known || (strlen(keys[k]) == kl && strncmp(argv[i], keys[k], kl) == 0);
+        if (!known) {
+            json_decref(body);
+            return usage_error("qos set: '%s' is not KEY=VALUE with KEY one of reservation, "
+                               "weight, limit, class, backend",
+                               argv[i]);
+        }
+        char key[16];
+        snprintf(key, sizeof(key), "%.*s", (int)kl, argv[i]);
+        const char *val = eq + 1;
+        json_t *v;
+        uint64_t w = 0;
+        if (strcmp(val, "default") == 0 || strcmp(val, "null") == 0)
+            v = json_null();
+        else if (strcmp(key, "weight") == 0) {
+            if (tier_parse_u64(val, &w) != 0 || w > INT32_MAX) {
+                json_decref(body);
+                return usage_error("qos set: weight wants a number from 1 to 10000 or default, "
+                                   "not '%s'",
+                                   val);
+            }
+            v = json_integer((json_int_t)w);
+        } else
+            v = json_string(val);
+        json_object_set_new(body, key, v);
+    }
+    json_t *ans = NULL;
+    int rc = call(ctl, "PUT", "/v1/qos", body, &ans, NULL);
+    json_decref(body);
+    if (rc != EXIT_OK)
+        return rc;
+    ctl_qos_print(ans, stdout);
+    json_decref(ans);
+    return EXIT_OK;
+}
+
+static int cmd_qos(struct ctl *ctl, int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "set") == 0)
+        return qos_set(ctl, argc - 1, argv + 1);
+    static const struct option opts[] = {
+        {"interval", required_argument, NULL, 'i'}, {"json", no_argument, NULL, 'j'}, {0, 0, 0, 0}};
+    double interval = 1.0;
+    bool as_json = false;
+    int c;
+    optind = 0;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        char *end = NULL;
+        if (c == 'j') {
+            as_json = true;
+        } else if (c == 'i') {
+            interval = strtod(optarg, &end);
+            if (end == optarg || *end || !(interval >= 0 && interval <= 3600))
+                return usage_error("--interval wants seconds from 0 to 3600, not '%s'", optarg);
+        } else {
+            return usage_error("%s: unknown option", "qos");
+        }
+    }
+    if (optind != argc)
+        return usage_error("qos takes no arguments but set (see tierctl --help)");
+    json_t *prev = NULL, *cur = NULL;
+    int rc = call(ctl, "GET", "/v1/qos", NULL, &prev, NULL);
+    if (rc == EXIT_OK && interval > 0) {
+        nap_ms((long)(interval * 1000));
+        rc = g_interrupted ? EXIT_INTERRUPTED : call(ctl, "GET", "/v1/qos", NULL, &cur, NULL);
+        if (rc == EXIT_OK && ctl_qos_rates(prev, cur) != 0) {
+            fprintf(stderr, "tierctl: tierd's answers carry no clock (now_ns): no rates\n");
+            rc = EXIT_API;
+        }
+    } else if (rc == EXIT_OK) {
+        cur = json_incref(prev); /* --interval 0: the configured values and counters only */
+    }
+    if (rc == EXIT_OK) {
+        if (as_json) {
+            json_dumpf(cur, stdout, JSON_COMPACT);
+            fputc('\n', stdout);
+        } else {
+            ctl_qos_print(cur, stdout);
+        }
+    }
+    json_decref(prev);
+    json_decref(cur);
+    return rc;
+}
+
 /* ---- main ---------------------------------------------------------------------------------- */
 
 /* The first line of FILE, without its newline, into buf. EXIT_OK or EXIT_USAGE (with a message). */
@@ -989,6 +1101,8 @@ int main(int argc, char **argv)
         fn = cmd_checkpoints;
     else if (strcmp(cmd, "top") == 0)
         fn = cmd_top;
+    else if (strcmp(cmd, "qos") == 0)
+        fn = cmd_qos;
     else if (strcmp(cmd, "help") == 0) {
         fputs(usage_text, stdout);
         return EXIT_OK;

@@ -19,6 +19,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -352,16 +353,24 @@ static json_t *backends_json(struct tierd *d)
             json_object_set_new(nj, sched_be_op_name((enum sched_be_op)op),
                                 json_integer((json_int_t)notfound[op]));
         }
-        json_array_append_new(
-            arr,
-            json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}", "name",
-                      b->name, "breaker", sched_breaker_state_name(b->breaker), "max_inflight",
-                      (json_int_t)b->max_inflight, "inflight_now", (json_int_t)b->inflight_now,
-                      "queued_now", (json_int_t)b->queued_now, "admitted", (json_int_t)b->admitted,
-                      "completed", (json_int_t)b->completed, "failures", (json_int_t)b->failures,
-                      "admit_timeouts", (json_int_t)b->admit_timeouts, "breaker_opens",
-                      (json_int_t)b->breaker_opens, "fast_fails", (json_int_t)b->fast_fails,
-                      "calls", cj, "calls_not_found", nj));
+        json_t *bj = json_pack(
+            "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}", "name", b->name,
+            "breaker", sched_breaker_state_name(b->breaker), "max_inflight",
+            (json_int_t)b->max_inflight, "inflight_now", (json_int_t)b->inflight_now, "queued_now",
+            (json_int_t)b->queued_now, "admitted", (json_int_t)b->admitted, "completed",
+            (json_int_t)b->completed, "failures", (json_int_t)b->failures, "admit_timeouts",
+            (json_int_t)b->admit_timeouts, "breaker_opens", (json_int_t)b->breaker_opens,
+            "fast_fails", (json_int_t)b->fast_fails, "calls", cj, "calls_not_found", nj);
+        /* QoS (dmClock): grants by phase, and how often every waiting client was at its
+         * limit while slots were free */
+        json_object_set_new(bj, "link_capacity",
+                            b->link_capacity_bps ? json_integer((json_int_t)b->link_capacity_bps)
+                                                 : json_null());
+        json_object_set_new(bj, "grants_reservation",
+                            json_integer((json_int_t)b->grants_reservation));
+        json_object_set_new(bj, "grants_weight", json_integer((json_int_t)b->grants_weight));
+        json_object_set_new(bj, "limit_waits", json_integer((json_int_t)b->limit_waits));
+        json_array_append_new(arr, bj);
     }
     return arr;
 }
@@ -1108,6 +1117,366 @@ out:
     return ret;
 }
 
+/* ---- QoS (GET and PUT /v1/qos) ------------------------------------------------------------ */
+
+/* PUT /v1/qos reads the tenant's values, checks the result and applies it: one at a time, so two
+ * PUTs cannot interleave their read and their write (the scheduler's own lock guards each call). */
+static pthread_mutex_t qos_put_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* A set rate of the config or of struct sched_qos (not 0 = default, not none), else 0. */
+static uint64_t qos_rate_set(uint64_t v)
+{
+    return v == TIERD_RATE_NONE ? 0 : v;
+}
+
+/* v as the scheduler resolves it: 0 takes dflt, none is 0 (qos/sched.c rate_or). */
+static uint64_t qos_rate_or(uint64_t v, uint64_t dflt)
+{
+    return v == 0 ? dflt : v == TIERD_RATE_NONE ? 0 : v;
+}
+
+/* A limit or capacity in an answer: bytes/s, or null for none. */
+static json_t *qos_limit_json(uint64_t bps)
+{
+    return bps ? json_integer((json_int_t)bps) : json_null();
+}
+
+static uint64_t qos_link_capacity(const struct tierd *d, size_t bi)
+{
+    return qos_rate_set(d->cfg.backends[bi].link_capacity_bps);
+}
+
+/* One tenant on one lane: its limit, and per class the parameters the lane applies and what it
+ * granted. */
+static json_t *qos_tenant_json(struct tierd *d, struct sched_lane *l, uint32_t id)
+{
+    json_t *classes = json_object();
+    uint64_t bytes = 0, grants = 0;
+    uint64_t tlim = 0;
+    for (int c = 0; classes && c < TIER_IO_NCLASSES; c++) {
+        struct sched_qos eff, own;
+        sched_lane_qos_get(d->sched, l, id, (enum tier_io_class)c, &eff, &tlim);
+        bool has_own = sched_qos_get(d->sched, id, (enum tier_io_class)c, &own);
+        struct sched_client_stats cs;
+        sched_lane_client_stats_get(d->sched, l, id, (enum tier_io_class)c, &cs);
+        bytes += cs.granted_bytes;
+        grants += cs.grants;
+        json_object_set_new(
+            classes, tier_io_class_name((enum tier_io_class)c),
+            json_pack("{s:I, s:I, s:o, s:b, s:I, s:I, s:I}", "reservation",
+                      (json_int_t)eff.reservation_bps, "weight", (json_int_t)eff.weight, "limit",
+                      qos_limit_json(eff.limit_bps), "own", has_own, "granted_bytes",
+                      (json_int_t)cs.granted_bytes, "grants", (json_int_t)cs.grants, "queued_now",
+                      (json_int_t)cs.queued_now));
+    }
+    return json_pack("{s:I, s:o, s:s, s:o, s:I, s:I, s:o}", "id", (json_int_t)id, "name",
+                     jstr(tenant_name(d->tenants, id)), "class",
+                     tier_io_class_name(tenant_class(d->tenants, id)), "limit",
+                     qos_limit_json(tlim), "granted_bytes", (json_int_t)bytes, "grants",
+                     (json_int_t)grants, "classes", classes);
+}
+
+/* Every backend lane, with every tenant (only) or one (only >= 0). */
+static json_t *qos_json(struct tierd *d, int64_t only)
+{
+    struct sched_backend_stats bs[TIERD_MAX_BACKENDS];
+    size_t nb = sched_backend_stats_get(d->sched, bs, TIERD_MAX_BACKENDS);
+    json_t *backends = json_array();
+    for (size_t i = 0; backends && i < d->cfg.nbackends; i++) {
+        struct sched_lane *l = d->backends[i] ? sched_backend_lane(d->sched, d->backends[i]) : NULL;
+        if (!l)
+            continue;
+        const struct sched_backend_stats *b = NULL;
+        for (size_t k = 0; k < nb && k < TIERD_MAX_BACKENDS; k++)
+            if (strcmp(bs[k].name, d->backends[i]->name) == 0)
+                b = &bs[k];
+        json_t *tenants = json_array();
+        uint32_t n = tenant_count(d->tenants);
+        for (uint32_t id = 0; tenants && id < n; id++)
+            if (only < 0 || (int64_t)id == only)
+                json_array_append_new(tenants, qos_tenant_json(d, l, id));
+        json_array_append_new(
+            backends,
+            json_pack("{s:o, s:o, s:I, s:I, s:I, s:o}", "name", jstr(d->backends[i]->name),
+                      "link_capacity", qos_limit_json(qos_link_capacity(d, i)),
+                      "grants_reservation", (json_int_t)(b ? b->grants_reservation : 0),
+                      "grants_weight", (json_int_t)(b ? b->grants_weight : 0), "limit_waits",
+                      (json_int_t)(b ? b->limit_waits : 0), "tenants", tenants));
+    }
+    return json_pack("{s:I, s:I, s:o}", "now_ns", (json_int_t)tier_now_mono_ns(), "op_cost",
+                     (json_int_t)sched_op_cost(d->sched), "backends", backends);
+}
+
+static unsigned do_qos_get(struct tierd *d, struct api_reply *out)
+{
+    if (!d->sched || !d->tenants)
+        return reply_error(out, -ENOTSUP, "tierd runs without a scheduler or tenant registry");
+    return reply_json(out, 200, qos_json(d, -1));
+}
+
+#define QOS_PUT_FIELDS "tenant, class, reservation, weight, limit, backend"
+#define QOS_RATE_HELP "bytes per second like 100MiB/s, 1.5G/s, 500000/s, or \"none\""
+
+/* An optional rate field: absent (*given false), null (0: back to the default) or a rate text
+ * as the config takes it (tierd_rate_parse: TIERD_RATE_NONE for "none"). -EINVAL with the
+ * answer in out. */
+static int qos_rate_field(json_t *j, const char *key, bool *given, uint64_t *val,
+                          struct api_reply *out)
+{
+    json_t *v = json_object_get(j, key);
+    *given = v != NULL;
+    *val = 0;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_string(v)) {
+        reply_error(out, -EINVAL, "%s must be a string (" QOS_RATE_HELP ") or null (the default)",
+                    key);
+        return -EINVAL;
+    }
+    const char *s = json_string_value(v);
+    int rc = tierd_rate_parse(s, val);
+    if (rc) {
+        reply_error(out, -EINVAL, "%s = '%.60s' is %s (allowed: " QOS_RATE_HELP ")", key, s,
+                    rc == -ERANGE ? "out of range"
+                    : s[0] == '-' ? "negative"
+                                  : "not a rate");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static const char *qos_fmt_rate(uint64_t bps, char *buf, size_t n)
+{
+    char b[32];
+    snprintf(buf, n, "%s/s", tier_fmt_bytes(bps, b, sizeof(b)));
+    return buf;
+}
+
+/* The request, parsed: what changes for which client. */
+struct qos_change {
+    uint32_t id;
+    const char *tenant;
+    enum tier_io_class cls; /* the client whose reservation and weight change */
+    bool cls_given;         /* a limit given with a class is that class's; else the tenant's */
+    bool set_q, set_tl;     /* what is written */
+    struct sched_qos q, q_old;
+    bool q_old_set;
+    uint64_t tl, tl_old; /* tenant limit, 0 none */
+};
+
+/* Check the tenant's values after the change on every lane, as the config checks the file
+ * (config.c check_qos): a reservation must fit under its limits, and the reservations that apply
+ * to a backend under its link_capacity. 0, or -EINVAL with the answer in out. */
+static int qos_check(struct tierd *d, const struct qos_change *ch, struct api_reply *out)
+{
+    char a[48], b[48];
+    for (size_t bi = 0; bi < d->cfg.nbackends; bi++) {
+        struct sched_lane *l =
+            d->backends[bi] ? sched_backend_lane(d->sched, d->backends[bi]) : NULL;
+        if (!l)
+            continue;
+        for (int c = 0; c < TIER_IO_NCLASSES; c++) {
+            if (!(ch->set_tl || (ch->set_q && c == (int)ch->cls)))
+                continue; /* unchanged */
+            struct sched_qos own, dflt;
+            bool has = sched_qos_get(d->sched, ch->id, (enum tier_io_class)c, &own);
+            if (ch->set_q && c == (int)ch->cls) {
+                own = ch->q;
+                has = true;
+            }
+            sched_lane_class_qos_get(d->sched, l, (enum tier_io_class)c, &dflt);
+            /* the tenant's own reservation, else its class's configured one for the tenant's
+             * class (the built-in share of inference is not the tenant's: a limit may be below
+             * it, as in the config) */
+            uint64_t r = has ? qos_rate_set(own.reservation_bps) : 0;
+            if (!r && c == (int)tenant_class(d->tenants, ch->id))
+                r = qos_rate_set(d->cfg.classes[c].reservation_bps);
+            uint64_t cl = qos_rate_or(has ? own.limit_bps : 0, dflt.limit_bps);
+            uint64_t tl = ch->set_tl ? ch->tl : sched_tenant_limit_get(d->sched, ch->id);
+            const char *cn = tier_io_class_name((enum tier_io_class)c);
+            if (r && cl && r > cl) {
+                reply_error(out, -EINVAL,
+                            "tenant %s, class %s: reservation %s is above the class limit %s: a "
+                            "reservation must fit under the limit; nothing was changed",
+                            ch->tenant, cn, qos_fmt_rate(r, a, sizeof(a)),
+                            qos_fmt_rate(cl, b, sizeof(b)));
+                return -EINVAL;
+            }
+            if (r && tl && r > tl) {
+                reply_error(out, -EINVAL,
+                            "tenant %s, class %s: reservation %s is above the tenant's limit %s: "
+                            "a reservation must fit under the limit; nothing was changed",
+                            ch->tenant, cn, qos_fmt_rate(r, a, sizeof(a)),
+                            qos_fmt_rate(tl, b, sizeof(b)));
+                return -EINVAL;
+            }
+        }
+        uint64_t cap = qos_link_capacity(d, bi);
+        if (!cap || !ch->set_q)
+            continue;
+        /* each [class] reservation once (inference's built-in tenth unless set), and every
+         * tenant's own reservations, with this change in */
+        uint64_t sum = 0, old_sum = 0;
+        for (int k = 0; k < TIER_IO_NCLASSES; k++) {
+            uint64_t r = d->cfg.classes[k].reservation_bps;
+            if (k == TIER_IO_INFERENCE && r == 0)
+                r = cap / 10;
+            sum += qos_rate_set(r);
+        }
+        old_sum = sum;
+        uint32_t n = tenant_count(d->tenants);
+        for (uint32_t t = 0; t < n; t++)
+            for (int k = 0; k < TIER_IO_NCLASSES; k++) {
+                struct sched_qos q;
+                uint64_t r = sched_qos_get(d->sched, t, (enum tier_io_class)k, &q)
+                                 ? qos_rate_set(q.reservation_bps)
+                                 : 0;
+                old_sum += r;
+                if (t == ch->id && k == (int)ch->cls)
+                    r = qos_rate_set(ch->q.reservation_bps);
+                sum += r;
+            }
+        if (sum > cap && sum > old_sum) {
+            reply_error(out, -EINVAL,
+                        "backend %s: the reservations that apply to it would be %s in all, above "
+                        "its link_capacity %s (each [class] reservation once, inference's built-in "
+                        "tenth of the link unless [class inference] sets one, and every tenant's "
+                        "own): lower a reservation first; nothing was changed",
+                        d->backends[bi]->name, qos_fmt_rate(sum, a, sizeof(a)),
+                        qos_fmt_rate(cap, b, sizeof(b)));
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* Parse the body into ch; 0, or the status of the answer put in out. Nothing is changed. */
+static unsigned qos_parse(struct tierd *d, json_t *j, struct qos_change *ch, struct api_reply *out)
+{
+    static const char *const fields[] = {"tenant", "class", "reservation",
+                                         "weight", "limit", "backend"};
+    const char *key;
+    json_t *v;
+    json_object_foreach(j, key, v)
+    {
+        bool known = false;
+        for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+            known = known || strcmp(key, fields[i]) == 0;
+        if (!known)
+            return reply_error(out, -EINVAL, "unknown field '%.60s' (allowed: " QOS_PUT_FIELDS ")",
+                               key);
+    }
+    ch->tenant = json_string_value(json_object_get(j, "tenant"));
+    if (!ch->tenant)
+        return reply_error(out, -EINVAL,
+                           "expected {\"tenant\": \"NAME\", \"reservation\": \"100MiB/s\", "
+                           "\"weight\": 10, \"limit\": \"1GiB/s\"} (tenant required; class "
+                           "optional; at least one of reservation, weight, limit)");
+    if (tenant_find(d->tenants, ch->tenant, &ch->id) != 0)
+        return reply_error(out, -ENOENT,
+                           "no tenant '%.80s' (GET /v1/tenants lists them; add one with a "
+                           "[tenant NAME] section or POST /v1/tenants)",
+                           ch->tenant);
+    json_t *cj = json_object_get(j, "class");
+    ch->cls_given = cj && !json_is_null(cj);
+    ch->cls = tenant_class(d->tenants, ch->id);
+    if (ch->cls_given &&
+        (!json_is_string(cj) || tier_io_class_parse(json_string_value(cj), &ch->cls)))
+        return reply_error(out, -EINVAL,
+                           "class %.40s is not allowed (allowed: inference, training, checkpoint, "
+                           "background)",
+                           json_is_string(cj) ? json_string_value(cj) : "(not a string)");
+    json_t *bj = json_object_get(j, "backend");
+    if (bj && !json_is_null(bj)) {
+        const char *bn = json_string_value(bj);
+        bool found = false;
+        for (size_t i = 0; bn && i < d->cfg.nbackends; i++)
+            found = found || strcmp(d->cfg.backends[i].name, bn) == 0;
+        if (!found)
+            return reply_error(out, -ENOENT, "backend %.80s%s%s is not configured", bn ? "'" : "",
+                               bn ? bn : "(not a string)", bn ? "'" : "");
+        return reply_error(out, -EINVAL,
+                           "per-backend QoS values are not supported yet: a tenant's values "
+                           "apply to every backend lane; omit \"backend\"");
+    }
+    bool r_given, l_given;
+    uint64_t r = 0, lim = 0;
+    if (qos_rate_field(j, "reservation", &r_given, &r, out) ||
+        qos_rate_field(j, "limit", &l_given, &lim, out))
+        return out->status;
+    json_t *wj = json_object_get(j, "weight");
+    bool w_given = wj != NULL;
+    uint32_t w = 0;
+    if (wj && !json_is_null(wj)) {
+        if (!json_is_integer(wj) || json_integer_value(wj) < 1 ||
+            json_integer_value(wj) > SCHED_WEIGHT_MAX)
+            return reply_error(out, -EINVAL,
+                               "weight must be an integer from 1 to %d, or null (the default)",
+                               SCHED_WEIGHT_MAX);
+        w = (uint32_t)json_integer_value(wj);
+    }
+    if (!r_given && !w_given && !l_given)
+        return reply_error(out, -EINVAL,
+                           "nothing to change: give at least one of reservation, weight, limit");
+    ch->q_old_set = sched_qos_get(d->sched, ch->id, ch->cls, &ch->q_old);
+    ch->q = ch->q_old;
+    ch->tl_old = sched_tenant_limit_get(d->sched, ch->id);
+    ch->tl = ch->tl_old;
+    if (r_given)
+        ch->q.reservation_bps = r;
+    if (w_given)
+        ch->q.weight = w;
+    if (l_given && ch->cls_given)
+        ch->q.limit_bps = lim;
+    else if (l_given)
+        ch->tl = lim == TIERD_RATE_NONE ? 0 : lim;
+    ch->set_q = r_given || w_given || (l_given && ch->cls_given);
+    ch->set_tl = l_given && !ch->cls_given;
+    return 0;
+}
+
+/* Validate the whole body and the resulting values before anything changes: bad input answers
+ * 400 (an unknown tenant or backend 404) and changes nothing. */
+static unsigned do_qos_put(struct tierd *d, const struct api_request *rq, struct api_reply *out)
+{
+    if (!d->sched || !d->tenants)
+        return reply_error(out, -ENOTSUP, "tierd runs without a scheduler or tenant registry");
+    unsigned ret;
+    json_t *j = parse_body(rq, out, &ret);
+    if (!j)
+        return ret;
+    struct qos_change ch;
+    memset(&ch, 0, sizeof(ch));
+    pthread_mutex_lock(&qos_put_mu);
+    ret = qos_parse(d, j, &ch, out);
+    if (ret)
+        goto out;
+    if (qos_check(d, &ch, out)) {
+        ret = out->status;
+        goto out;
+    }
+    /* the reservation and weight first, then the tenant's limit; if the second fails (no
+     * memory), the first is undone, so a failed PUT changes nothing */
+    static const struct sched_qos zero;
+    bool q_default = memcmp(&ch.q, &zero, sizeof(zero)) == 0;
+    tier_err_clear();
+    int rc = ch.set_q ? sched_qos_set(d->sched, ch.id, ch.cls, q_default ? NULL : &ch.q) : 0;
+    if (rc == 0 && ch.set_tl) {
+        rc = sched_tenant_limit_set(d->sched, ch.id, ch.tl);
+        if (rc && ch.set_q)
+            (void)sched_qos_set(d->sched, ch.id, ch.cls, ch.q_old_set ? &ch.q_old : NULL);
+    }
+    if (rc)
+        ret = reply_error(out, rc, "cannot apply the QoS of tenant %s: %s", ch.tenant,
+                          *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+    else
+        ret = reply_json(out, 200, qos_json(d, ch.id));
+out:
+    pthread_mutex_unlock(&qos_put_mu);
+    json_decref(j);
+    return ret;
+}
+
 /* ---- dashboard (GET /ui) ----------------------------------------------------------------- */
 
 static void reply_static(struct api_reply *out, const unsigned char *data, size_t len,
@@ -1289,6 +1658,10 @@ void api_handle(struct tierd *d, const struct api_request *rq, struct api_reply 
         do_tenants_get(d, out);
     else if (post && strcmp(url, "/v1/tenants") == 0)
         do_tenants_post(d, rq, out);
+    else if (get && strcmp(url, "/v1/qos") == 0)
+        do_qos_get(d, out);
+    else if (strcmp(method, "PUT") == 0 && strcmp(url, "/v1/qos") == 0)
+        do_qos_put(d, rq, out);
     else if (get && (strcmp(url, "/ui") == 0 || strncmp(url, "/ui/", 4) == 0))
         do_ui(d, url, out);
     else

@@ -549,8 +549,9 @@ static int parse_id(const char *val, bool user, int64_t *out)
     return 0;
 }
 
-/* A rate: "200MiB/s", "1.5G/s", "500000/s" (K/M/G/T powers of 1024), or "none"; 0/s is none. */
-static int parse_rate(const char *val, uint64_t *out)
+/* A rate: "200MiB/s", "1.5G/s", "500000/s" (K/M/G/T powers of 1024), or "none"; 0/s is none.
+ * Also the control API's parser (PUT /v1/qos), so the file and the API take the same text. */
+int tierd_rate_parse(const char *val, uint64_t *out)
 {
     if (strcasecmp(val, "none") == 0) {
         *out = TIERD_RATE_NONE;
@@ -563,8 +564,9 @@ static int parse_rate(const char *val, uint64_t *out)
     memcpy(num, val, n - 2);
     num[n - 2] = '\0';
     uint64_t u = 0;
-    if (tier_parse_size(trim(num), &u))
-        return -EINVAL;
+    int rc = tier_parse_size(trim(num), &u);
+    if (rc)
+        return rc == -ERANGE ? -ERANGE : -EINVAL;
     *out = u ? u : TIERD_RATE_NONE;
     return 0;
 }
@@ -736,7 +738,7 @@ static int set_value(struct parser *p, const struct keydef *k, void *base, const
         }
         return 0;
     case V_RATE:
-        if (parse_rate(val, &u)) {
+        if (tierd_rate_parse(val, &u)) {
             fail(p, line,
                  "[%s] %s = '%s' is not a rate (allowed: bytes per second like 200MiB/s, 1.5G/s "
                  "or 500000/s, or none)",

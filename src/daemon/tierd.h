@@ -161,6 +161,10 @@ int tierd_config_load(const char *path, struct tierd_config *cfg, char *err, siz
 int tierd_config_load_string(const char *name, const char *text, size_t len,
                              struct tierd_config *cfg, char *err, size_t errsz);
 void tierd_config_fini(struct tierd_config *cfg);
+/* A rate as the config writes it ("200MiB/s", "1.5G/s", "500000/s": K/M/G/T are powers of
+ * 1024; "none"): 0 and *out in bytes/s, TIERD_RATE_NONE for "none" and for 0/s; -EINVAL (not a
+ * rate: no "/s", not a number, negative) or -ERANGE (too large). */
+int tierd_rate_parse(const char *val, uint64_t *out);
 
 struct tierd_ns {
     const struct tierd_ns_conf *conf;

@@ -352,6 +352,60 @@ void sched_lane_qos_get(struct sched *s, struct sched_lane *l, uint32_t tenant,
         *tenant_limit = p.tenant_limit;
 }
 
+bool sched_qos_get(struct sched *s, uint32_t tenant, enum tier_io_class cls, struct sched_qos *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (tenant >= DMC_MAX_TENANTS || (unsigned)cls >= TIER_IO_NCLASSES)
+        return false;
+    size_t i = (size_t)tenant * TIER_IO_NCLASSES + (size_t)cls;
+    pthread_mutex_lock(&s->mu);
+    bool set = i < s->ntq && s->tq[i].set;
+    if (set)
+        *out = s->tq[i].q;
+    pthread_mutex_unlock(&s->mu);
+    return set;
+}
+
+uint64_t sched_tenant_limit_get(struct sched *s, uint32_t tenant)
+{
+    pthread_mutex_lock(&s->mu);
+    uint64_t v = tenant < s->ntlim ? s->tlim[tenant] : 0;
+    pthread_mutex_unlock(&s->mu);
+    return v;
+}
+
+void sched_lane_class_qos_get(struct sched *s, struct sched_lane *l, enum tier_io_class cls,
+                              struct sched_qos *out)
+{
+    (void)s; /* cls_qos is immutable after sched_lane_new */
+    const struct dmc_params *p = &l->cls_qos[(unsigned)cls < TIER_IO_NCLASSES ? cls : 0];
+    out->reservation_bps = p->reservation;
+    out->limit_bps = p->limit;
+    out->weight = p->weight;
+}
+
+void sched_lane_client_stats_get(struct sched *s, struct sched_lane *l, uint32_t tenant,
+                                 enum tier_io_class cls, struct sched_client_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    struct dmc_client_info ci;
+    pthread_mutex_lock(&s->mu);
+    int rc = l->dmc ? dmc_client_info_get(l->dmc, tenant, cls, &ci) : -ENOENT;
+    pthread_mutex_unlock(&s->mu);
+    if (rc)
+        return;
+    out->grants = ci.grants_reservation + ci.grants_weight;
+    out->granted_cost = ci.granted;
+    uint64_t ops = out->grants * s->op_cost;
+    out->granted_bytes = ci.granted > ops ? ci.granted - ops : 0;
+    out->queued_now = ci.queued;
+}
+
+uint64_t sched_op_cost(const struct sched *s)
+{
+    return s->op_cost;
+}
+
 int sched_lane_new(struct sched *s, const char *name, const struct sched_backend_config *cfg,
                    struct sched_lane **out)
 {

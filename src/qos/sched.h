@@ -238,6 +238,30 @@ int sched_backend_calls_get(struct sched *s, struct backend *be, uint64_t out[SC
 void sched_lane_qos_get(struct sched *s, struct sched_lane *l, uint32_t tenant,
                         enum tier_io_class cls, struct sched_qos *out, uint64_t *tenant_limit);
 
+/* Read-only views for the control API (GET and PUT /v1/qos), each taken under the lock. */
+/* The tenant's own parameters for cls as sched_qos_set last set them: true and *out, or false
+ * (*out zeroed): the class defaults apply. */
+bool sched_qos_get(struct sched *s, uint32_t tenant, enum tier_io_class cls, struct sched_qos *out);
+/* The tenant's own limit over all its classes (sched_tenant_limit_set), bytes/s; 0: none. */
+uint64_t sched_tenant_limit_get(struct sched *s, uint32_t tenant);
+/* Lane l's defaults for class cls (sched_config.cls over the built-in table), resolved: rates
+ * in bytes/s, 0 = none. */
+void sched_lane_class_qos_get(struct sched *s, struct sched_lane *l, enum tier_io_class cls,
+                              struct sched_qos *out);
+/* What lane l's dmClock granted client (tenant, cls) since the lane was made (counted at the
+ * grant, before the call runs: what a limit governs), and its calls waiting now. All 0 for a
+ * client that never called. */
+struct sched_client_stats {
+    uint64_t grants;        /* calls granted */
+    uint64_t granted_bytes; /* their bytes (cost less the per-call op cost) */
+    uint64_t granted_cost;  /* their cost: bytes + grants x op_cost_bytes */
+    uint64_t queued_now;
+};
+void sched_lane_client_stats_get(struct sched *s, struct sched_lane *l, uint32_t tenant,
+                                 enum tier_io_class cls, struct sched_client_stats *out);
+/* The cost of one call beyond its bytes (sched_config.op_cost_bytes, resolved). */
+uint64_t sched_op_cost(const struct sched *s);
+
 /* The lane of a wrapper made by sched_backend_wrap on s, or NULL for any other backend. */
 struct sched_lane *sched_backend_lane(struct sched *s, struct backend *be);
 

@@ -73,7 +73,7 @@ int api_fixture_open(struct api_fixture *f, const char *tag)
     int n = snprintf(conf, sizeof(conf),
                      "[cache]\nblock_size = 64K\nram_size = 4M\npin_size = 1M\n"
                      "[writeback]\nspool_dir = %s/spool\nupload_holdoff = 0\n"
-                     "[backend warm]\ntype = posix\nroot = %s/warm\n"
+                     "[backend warm]\ntype = posix\nroot = %s/warm\nlink_capacity = 100MiB/s\n"
                      "[backend cold]\ntype = posix\nroot = %s/cold\n"
                      "[namespace /ns]\nbackend = warm\nprefix = ds/\n"
                      "[namespace /ck]\nbackend = cold\nprefix = ckpt/\nmode = write-back\n"
@@ -82,7 +82,8 @@ int api_fixture_open(struct api_fixture *f, const char *tag)
                      "[api]\ntcp = 127.0.0.1:1\ntoken = " API_FIXTURE_TOKEN "\n"
                      "max_stage_jobs = 4\n"
                      "[tenants]\nmax_tenants = " API_FIXTURE_MAX_TENANTS_STR "\n"
-                     "[tenant infer]\nclass = inference\nuid = 4242\n",
+                     "[tenant infer]\nclass = inference\nuid = 4242\n"
+                     "[class training]\nlimit = 80MiB/s\n",
                      dir, dir, dir, dir);
     char err[1024];
     rc = tierd_config_load_string("fixture.conf", conf, (size_t)n, &f->d.cfg, err, sizeof(err));
@@ -97,8 +98,26 @@ int api_fixture_open(struct api_fixture *f, const char *tag)
         return rc;
     }
     d->cfg.api_max_wait_ms = 20; /* below the config's minimum: the fuzzer must not sit in waits */
-    for (size_t i = 0; i < d->cfg.nbackends && rc == 0; i++)
-        rc = backend_posix_open(&d->cfg.backends[i].posix, &d->backends[i]);
+    /* every backend in its scheduler lane, as main() wires them (QoS, GET /v1/qos) */
+    struct sched_config sc = {.max_inflight = 32, .op_cost_bytes = d->cfg.qos_op_cost};
+    for (int c = 0; c < TIER_IO_NCLASSES; c++)
+        sc.cls[c] = (struct sched_qos_cls){.reservation_bps = d->cfg.classes[c].reservation_bps,
+                                           .limit_bps = d->cfg.classes[c].limit_bps,
+                                           .weight = (uint32_t)d->cfg.classes[c].weight};
+    rc = sched_new(&sc, &d->sched);
+    for (size_t i = 0; i < d->cfg.nbackends && rc == 0; i++) {
+        struct backend *raw = NULL;
+        const struct tierd_backend_conf *bc = &d->cfg.backends[i];
+        struct sched_backend_config lc = {
+            .link_capacity_bps =
+                bc->link_capacity_bps == TIERD_RATE_NONE ? 0 : bc->link_capacity_bps};
+        rc = backend_posix_open(&bc->posix, &raw);
+        if (rc == 0) {
+            rc = sched_backend_wrap(d->sched, raw, &lc, &d->backends[i]);
+            if (rc)
+                backend_free(raw);
+        }
+    }
     for (size_t i = 0; i < d->cfg.nnamespaces; i++) {
         d->ns[i].conf = &d->cfg.namespaces[i];
         for (size_t b = 0; b < d->cfg.nbackends; b++)
@@ -108,9 +127,6 @@ int api_fixture_open(struct api_fixture *f, const char *tag)
     d->nns = d->cfg.nnamespaces;
     if (rc == 0)
         rc = cache_open(&d->cfg.cache, &d->cache);
-    struct sched_config sc = {.max_inflight = 32};
-    if (rc == 0)
-        rc = sched_new(&sc, &d->sched);
     if (rc == 0) {
         struct wb_config wc;
         memset(&wc, 0, sizeof(wc));

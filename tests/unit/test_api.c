@@ -27,6 +27,7 @@
 #include "cache/cache.h"
 #include "qos/sched.h"
 #include "telemetry/telemetry.h"
+#include "tenant/tenant.h"
 
 static struct api_fixture fx;
 
@@ -533,6 +534,212 @@ static void test_tenants(void **state)
     post_tenant("{\"name\": \"fill0\"}", 200, NULL);
 }
 
+/* ---- QoS: GET and PUT /v1/qos ------------------------------------------------------------- */
+
+#define MIB 1048576LL
+
+/* The class entry of (backend, tenant, class) in a GET /v1/qos answer (borrowed from j), or
+ * fail. With cls NULL, the tenant's entry. */
+static json_t *qos_entry(json_t *j, const char *backend, const char *tenant, const char *cls)
+{
+    json_t *b, *t;
+    size_t i, k;
+    json_array_foreach(json_object_get(j, "backends"), i, b)
+    {
+        if (strcmp(json_string_value(json_object_get(b, "name")), backend) != 0)
+            continue;
+        json_array_foreach(json_object_get(b, "tenants"), k, t)
+        {
+            if (strcmp(json_string_value(json_object_get(t, "name")), tenant) == 0)
+                return cls ? json_object_get(json_object_get(t, "classes"), cls) : t;
+        }
+    }
+    fail_msg("no backend %s tenant %s in GET /v1/qos", backend, tenant);
+    return NULL;
+}
+
+static json_int_t qos_int(json_t *j, const char *backend, const char *tenant, const char *cls,
+                          const char *key)
+{
+    json_t *v = json_object_get(qos_entry(j, backend, tenant, cls), key);
+    if (json_is_null(v))
+        return -1; /* none */
+    if (!json_is_integer(v))
+        fail_msg("%s/%s/%s: %s is not an integer", backend, tenant, cls ? cls : "-", key);
+    return json_integer_value(v);
+}
+
+/* GET /v1/qos without its clock, as canonical text (malloc'd): what a refused PUT must leave. */
+static char *qos_text(void)
+{
+    json_t *j = req("GET /v1/qos\n\n", 200);
+    json_object_del(j, "now_ns");
+    char *t = json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT);
+    json_decref(j);
+    return t;
+}
+
+static json_t *qos_put(const char *body, unsigned want)
+{
+    char raw[1024];
+    snprintf(raw, sizeof(raw), "PUT /v1/qos\n\n%s", body);
+    return req(raw, want);
+}
+
+/* GET shows the configured values (built-in, [class], link_capacity) per lane; PUT changes them
+ * and GET shows the change; null goes back to the defaults; each bad input is 400 (404 for an
+ * unknown tenant or backend) naming the problem and GET shows nothing changed; a reader on the
+ * socket is 403, TCP without the token 401; grants are counted per lane and tenant. */
+static void test_qos(void **state)
+{
+    (void)state;
+    json_t *j = req("GET /v1/qos\n\n", 200);
+    assert_true(json_is_integer(json_object_get(j, "now_ns")));
+    assert_int_equal(json_integer_value(json_object_get(j, "op_cost")), 64 * 1024);
+    assert_int_equal(json_array_size(json_object_get(j, "backends")), 2);
+    /* inference's built-in reservation is a tenth of the warm link; cold has no capacity */
+    assert_int_equal(qos_int(j, "warm", "infer", "inference", "reservation"), 10 * MIB);
+    assert_int_equal(qos_int(j, "cold", "infer", "inference", "reservation"), 0);
+    assert_int_equal(qos_int(j, "warm", "infer", "inference", "weight"), 64);
+    assert_int_equal(qos_int(j, "warm", "infer", "inference", "limit"), -1);
+    assert_int_equal(qos_int(j, "warm", "infer", "training", "limit"), 80 * MIB); /* [class] */
+    assert_int_equal(qos_int(j, "warm", "infer", NULL, "limit"), -1);
+    assert_false(json_is_true(json_object_get(qos_entry(j, "warm", "infer", "inference"), "own")));
+    json_decref(j);
+
+    /* the tenant's class and its limit over all classes, on every lane */
+    j = qos_put("{\"tenant\": \"infer\", \"reservation\": \"20MiB/s\", \"weight\": 100, "
+                "\"limit\": \"50MiB/s\"}",
+                200);
+    json_decref(j);
+    j = req("GET /v1/qos\n\n", 200);
+    for (int b = 0; b < 2; b++) {
+        const char *be = b ? "cold" : "warm";
+        assert_int_equal(qos_int(j, be, "infer", "inference", "reservation"), 20 * MIB);
+        assert_int_equal(qos_int(j, be, "infer", "inference", "weight"), 100);
+        assert_int_equal(qos_int(j, be, "infer", NULL, "limit"), 50 * MIB);
+        assert_true(json_is_true(json_object_get(qos_entry(j, be, "infer", "inference"), "own")));
+        /* other classes keep their defaults; other tenants are untouched */
+        assert_int_equal(qos_int(j, be, "infer", "training", "weight"), 16);
+        assert_int_equal(qos_int(j, be, "default", NULL, "limit"), -1);
+    }
+    json_decref(j);
+    /* a class named: that class's own values, its limit that class's only */
+    json_decref(qos_put("{\"tenant\": \"infer\", \"class\": \"background\", \"limit\": "
+                        "\"1.5MiB/s\", \"weight\": 3}",
+                        200));
+    j = req("GET /v1/qos\n\n", 200);
+    assert_int_equal(qos_int(j, "warm", "infer", "background", "limit"), 3 * MIB / 2);
+    assert_int_equal(qos_int(j, "warm", "infer", "background", "weight"), 3);
+    assert_int_equal(qos_int(j, "warm", "infer", NULL, "limit"), 50 * MIB);
+    json_decref(j);
+
+    /* bad input: 400 (404) naming the problem, and nothing changed */
+    char *before = qos_text();
+    static const struct {
+        const char *body;
+        unsigned status;
+        const char *says;
+    } bad[] = {
+        {"{\"tenant\": \"infer\", \"reservation\": \"-5MiB/s\"}", 400, "is negative"},
+        {"{\"tenant\": \"infer\", \"reservation\": \"fast\"}", 400, "not a rate"},
+        {"{\"tenant\": \"infer\", \"reservation\": 5}", 400, "must be a string"},
+        {"{\"tenant\": \"infer\", \"limit\": \"10MiB\"}", 400, "not a rate"},
+        {"{\"tenant\": \"infer\", \"limit\": \"1e30G/s\"}", 400, "out of range"},
+        {"{\"tenant\": \"infer\", \"weight\": 0}", 400, "weight"},
+        {"{\"tenant\": \"infer\", \"weight\": -3}", 400, "weight"},
+        {"{\"tenant\": \"infer\", \"weight\": \"9\"}", 400, "weight"},
+        {"{\"tenant\": \"infer\", \"weight\": 10001}", 400, "10000"},
+        /* above its own tenant limit of 50 MiB/s, and a limit below its reservation of 20 */
+        {"{\"tenant\": \"infer\", \"reservation\": \"60MiB/s\"}", 400, "above the tenant's limit"},
+        {"{\"tenant\": \"infer\", \"limit\": \"10MiB/s\"}", 400, "above the tenant's limit"},
+        /* above [class training] limit = 80MiB/s */
+        {"{\"tenant\": \"infer\", \"class\": \"training\", \"reservation\": \"90MiB/s\"}", 400,
+         "above the class limit"},
+        {"{\"tenant\": \"infer\", \"class\": \"inference\", \"reservation\": \"20MiB/s\", "
+         "\"limit\": \"10MiB/s\"}",
+         400, "above the class limit"},
+        /* 10 (inference's built-in) + 20 (infer) + 75 > the warm link's 100 MiB/s */
+        {"{\"tenant\": \"default\", \"class\": \"checkpoint\", \"reservation\": \"75MiB/s\"}", 400,
+         "link_capacity"},
+        {"{\"tenant\": \"nobody\", \"weight\": 2}", 404, "no tenant 'nobody'"},
+        {"{\"tenant\": \"infer\", \"class\": \"fastest\", \"weight\": 2}", 400, "class fastest"},
+        {"{\"tenant\": \"infer\", \"backend\": \"nope\", \"weight\": 2}", 404, "not configured"},
+        {"{\"tenant\": \"infer\", \"backend\": \"warm\", \"weight\": 2}", 400, "per-backend"},
+        {"{\"tenant\": \"infer\", \"wieght\": 2}", 400, "unknown field 'wieght'"},
+        {"{\"tenant\": \"infer\"}", 400, "nothing to change"},
+        {"{\"weight\": 2}", 400, "tenant required"},
+        {"[1]", 400, "JSON object"},
+        {"not json", 400, "JSON object"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        j = qos_put(bad[i].body, bad[i].status);
+        const char *e = json_string_value(json_object_get(j, "error"));
+        if (!e || !strstr(e, bad[i].says))
+            fail_msg("%s: error '%s' does not say '%s'", bad[i].body, e ? e : "(none)",
+                     bad[i].says);
+        json_decref(j);
+        char *now = qos_text();
+        if (strcmp(before, now) != 0)
+            fail_msg("%s changed the QoS:\n%s\n->\n%s", bad[i].body, before, now);
+        free(now);
+    }
+    free(before);
+
+    /* an administrator's act: not for a reader on the socket, nor over TCP without the token */
+    json_decref(
+        req("PUT /v1/qos\nX-Caller: reader\n\n{\"tenant\": \"infer\", \"weight\": 2}", 403));
+    json_decref(req("PUT /v1/qos\nX-Listener: tcp\n\n{\"tenant\": \"infer\", \"weight\": 2}", 401));
+    j = req("GET /v1/qos\nX-Caller: reader\n\n", 200);
+    assert_int_equal(qos_int(j, "warm", "infer", "inference", "weight"), 100);
+    json_decref(j);
+
+    /* delivered: a read of tenant infer through the warm lane is counted there, not on cold */
+    uint32_t id = 0;
+    assert_int_equal(tenant_find(fx.d.tenants, "infer", &id), 0);
+    struct tier_ioctx io = {.tenant = id, .cls = TIER_IO_INFERENCE};
+    char buf[4096];
+    assert_true(backend_read(fx.d.backends[0], &io, "ds/b.bin", 0, buf, sizeof(buf), NULL, NULL) >
+                0);
+    j = req("GET /v1/qos\n\n", 200);
+    assert_int_equal(qos_int(j, "warm", "infer", "inference", "grants"), 1);
+    assert_int_equal(qos_int(j, "warm", "infer", "inference", "granted_bytes"), 4096);
+    assert_int_equal(qos_int(j, "warm", "infer", NULL, "granted_bytes"), 4096);
+    assert_int_equal(qos_int(j, "cold", "infer", NULL, "grants"), 0);
+    json_decref(j);
+    /* /v1/stats backends[] has the lane's QoS counters */
+    j = req("GET /v1/stats\n\n", 200);
+    json_t *b0 = json_array_get(json_object_get(j, "backends"), 0);
+    assert_string_equal(json_string_value(json_object_get(b0, "name")), "warm");
+    assert_int_equal(json_integer_value(json_object_get(b0, "link_capacity")), 100 * MIB);
+    assert_true(json_integer_value(json_object_get(b0, "grants_reservation")) +
+                    json_integer_value(json_object_get(b0, "grants_weight")) >=
+                1);
+    assert_true(json_is_integer(json_object_get(b0, "limit_waits")));
+    json_decref(j);
+
+    /* null: back to the defaults (the class's, and no tenant limit) */
+    json_decref(qos_put("{\"tenant\": \"infer\", \"reservation\": null, \"weight\": null, "
+                        "\"limit\": null}",
+                        200));
+    json_decref(qos_put("{\"tenant\": \"infer\", \"class\": \"background\", \"limit\": null, "
+                        "\"weight\": null}",
+                        200));
+    j = req("GET /v1/qos\n\n", 200);
+    assert_int_equal(qos_int(j, "warm", "infer", "inference", "reservation"), 10 * MIB);
+    assert_int_equal(qos_int(j, "warm", "infer", "inference", "weight"), 64);
+    assert_int_equal(qos_int(j, "warm", "infer", NULL, "limit"), -1);
+    assert_int_equal(qos_int(j, "warm", "infer", "background", "limit"), -1);
+    assert_false(json_is_true(json_object_get(qos_entry(j, "warm", "infer", "inference"), "own")));
+    json_decref(j);
+    /* "none" is an explicit none: no reservation even where the class has one */
+    json_decref(qos_put("{\"tenant\": \"infer\", \"reservation\": \"none\"}", 200));
+    j = req("GET /v1/qos\n\n", 200);
+    assert_int_equal(qos_int(j, "warm", "infer", "inference", "reservation"), 0);
+    json_decref(j);
+    json_decref(qos_put("{\"tenant\": \"infer\", \"reservation\": null}", 200));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -545,6 +752,7 @@ int main(void)
         cmocka_unit_test(test_telemetry_endpoints),
         cmocka_unit_test(test_telemetry_off),
         cmocka_unit_test(test_tenants),
+        cmocka_unit_test(test_qos),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * qos.h - `tierctl qos`: the configured and delivered QoS per backend lane, tenant and class,
+ * from two answers of GET /v1/qos (docs/API.md). tierd keeps counters (granted_bytes, grants,
+ * now_ns), not rates: a rate is the difference of two answers over the difference of their
+ * now_ns. Pure functions over the JSON; tierctl.c makes the requests.
+ */
+#ifndef TIER_CLI_QOS_H
+#define TIER_CLI_QOS_H
+
+#include <jansson.h>
+#include <stdio.h>
+
+/* Add "delivered": {"bytes_per_s", "ops_per_s"} to every tenant and class entry of cur (a GET
+ * /v1/qos answer) from prev, an earlier answer, and "interval_s" to cur. A tenant or backend
+ * missing from prev (added in between) counts from 0. 0, or -EINVAL when the two answers carry
+ * no increasing now_ns. */
+int ctl_qos_rates(const json_t *prev, json_t *cur);
+
+/* The table: one row per backend lane, tenant and class, for the tenant's own class, a class
+ * with values of the tenant's own, and a class that was granted anything in the interval. */
+void ctl_qos_print(const json_t *cur, FILE *f);
+
+#endif

@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# test_qos_fuse.sh - per-tenant QoS limits on a REAL mount over a POSIX backend, and a live
+# change through PUT /v1/qos (run by CTest, label fuse; needs root and /dev/fuse).
+#
+# Two tenants, matched by uid: [tenant alice] uid 1001 limit = 4MiB/s, [tenant bob] uid 1002
+# limit = 8MiB/s. Every read is of a fresh file (sparse, 4 GiB, read once, sequentially, by dd as
+# the tenant's uid), so every block is a miss of the small RAM cache and a backend call at the
+# scheduling point; the tenant's prefetch is charged to it too. Delivered = the bytes the warm
+# lane granted the tenant (GET /v1/qos granted_bytes, summed over classes) between two answers,
+# over the difference of their now_ns.
+#   1. alice and bob read at once for WINDOW s: each tenant's bytes <= 1.05 x limit x elapsed
+#      + one block + limit x 20 ms (the scheduler's documented slack), and >= 0.5 x limit x
+#      elapsed (the readers were busy: the bound is not met by idling).
+#   2. alice idle, bob's limit lifted with PUT /v1/qos {"limit": null}: bob's rate rises above
+#      3 x its former limit (the link is no longer shared or capped).
+#   3. live change, with bob's reader still running: PUT limit = 4MiB/s at t_put; the bytes in
+#      [t_put + 1 s, t_put + 3 s] <= 4 MiB/s x 2 s x 1.05 + one block + the slack: the new limit
+#      holds within 1 s of the PUT.
+# The sleeps of WINDOW seconds below are measurement windows of a rate test (a rate is bytes over
+# a time), not synchronisation: readiness (the mount, a reader's first grant) is polled with
+# deadlines.
+set -euo pipefail
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
+tierd_test_setup qos_fuse
+
+[ "$(id -u)" = 0 ] || fail "needs root (readers as other uids)"
+for tool in setpriv python3 curl dd truncate; do
+  command -v "$tool" >/dev/null || fail "$tool is not installed (run scripts/deps.sh)"
+done
+
+MIB=1048576
+BLOCK=$MIB
+WINDOW=${QOS_WINDOW:-4}
+
+chmod 0711 "$T"
+mkdir -p "$DATA/ds" "$MNT"
+chmod 0755 "$DATA" "$DATA/ds" "$MNT"
+for f in alice1 bob1 bob2; do truncate -s 4G "$DATA/ds/$f.bin"; done
+chmod 0644 "$DATA"/ds/*.bin
+
+{
+  tierd_conf_section daemon "log_level = info" "backend_timeout = 60s"
+  tierd_conf_section cache "ram_size = 16M" "block_size = 1M"
+  tierd_conf_posix warm "$DATA"
+  tierd_conf_ns /ds warm "prefix = ds"
+  tierd_conf_mount "$MNT" "allow_other = true" "umask = 022"
+  tierd_conf_api "$SOCK"
+  tierd_conf_section "tenant alice" "uid = 1001" "limit = 4MiB/s"
+  tierd_conf_section "tenant bob" "uid = 1002" "limit = 8MiB/s"
+} >"$CONF"
+
+start_tierd
+ok "mounted"
+
+# qos_snap: "now_ns alice_bytes bob_bytes" from GET /v1/qos (the warm lane)
+qos_snap() {
+  api /v1/qos | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+b = [b for b in j["backends"] if b["name"] == "warm"][0]
+t = {t["name"]: t["granted_bytes"] for t in b["tenants"]}
+print(j["now_ns"], t.get("alice", 0), t.get("bob", 0))'
+}
+granted() { # TENANT: granted bytes now
+  local s
+  s=$(qos_snap) || return 1
+  set -- "$1" $s
+  if [ "$1" = alice ]; then echo "$3"; else echo "$4"; fi
+}
+# check LABEL BYTES SECONDS LIMIT MIN_FRACTION: BYTES <= 1.05 x LIMIT x SECONDS + block + slack,
+# and >= MIN_FRACTION x LIMIT x SECONDS; prints the rate
+check_rate() {
+  python3 - "$@" "$BLOCK" <<'PY'
+import sys
+label, got, secs, limit, minf, block = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), \
+    int(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6])
+hi = 1.05 * limit * secs + block + limit * 0.020
+lo = minf * limit * secs
+rate = got / secs / 1048576
+print(f"{label}: {got} bytes in {secs:.2f} s = {rate:.2f} MiB/s (limit {limit / 1048576:.2f} MiB/s, "
+      f"allowed {lo:.0f} .. {hi:.0f})")
+sys.exit(0 if lo <= got <= hi else 1)
+PY
+}
+put_qos() { # BODY: PUT /v1/qos, the answer on stdout
+  curl -sS -f --unix-socket "$SOCK" -X PUT -d "$1" http://tierd/v1/qos
+}
+reader() { # UID FILE: read FILE as UID until killed (the background subshell becomes dd)
+  exec setpriv --reuid="$1" --regid="$1" --clear-groups -- dd if="$2" of=/dev/null bs=1M status=none
+}
+started() { [ "$(granted "$1")" -gt 0 ]; }
+RPIDS=()
+extra_cleanup() {
+  local p
+  for p in "${RPIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+}
+
+# ---- 1. both tenants at their limits ----------------------------------------------------------
+reader 1001 "$MNT/ds/alice1.bin" &
+RPIDS+=($!)
+A_PID=$!
+reader 1002 "$MNT/ds/bob1.bin" &
+RPIDS+=($!)
+B_PID=$!
+wait_for 20 started alice || fail "alice's reader got no backend grant within 20 s"
+wait_for 20 started bob || fail "bob's reader got no backend grant within 20 s"
+read -r t0 a0 b0 <<<"$(qos_snap)"
+sleep "$WINDOW" # measurement window (not synchronisation)
+read -r t1 a1 b1 <<<"$(qos_snap)"
+secs=$(python3 -c "print(($t1 - $t0) / 1e9)")
+check_rate "alice (4MiB/s)" $((a1 - a0)) "$secs" $((4 * MIB)) 0.5 || fail "alice's limit"
+check_rate "bob (8MiB/s)" $((b1 - b0)) "$secs" $((8 * MIB)) 0.5 || fail "bob's limit"
+ok "two tenants read at once, each within its limit"
+kill "$A_PID" "$B_PID" 2>/dev/null || true
+wait "$A_PID" "$B_PID" 2>/dev/null || true
+# alice is idle once the calls her reader and its prefetch left queued at her limit are granted
+alice_idle() {
+  api /v1/qos | python3 -c '
+import json, sys
+b = [b for b in json.load(sys.stdin)["backends"] if b["name"] == "warm"][0]
+t = [t for t in b["tenants"] if t["name"] == "alice"][0]
+sys.exit(0 if sum(c["queued_now"] for c in t["classes"].values()) == 0 else 1)'
+}
+wait_for 30 alice_idle || fail "alice's queued calls did not drain within 30 s"
+
+# ---- 2. alice idle, bob unlimited ---------------------------------------------------------------
+put_qos '{"tenant": "bob", "limit": null}' >"$T/put1.json" || fail "PUT /v1/qos bob limit null"
+python3 -c '
+import json, sys
+t = json.load(open(sys.argv[1]))["backends"][0]["tenants"][0]
+assert t["name"] == "bob" and t["limit"] is None, t' "$T/put1.json" ||
+  fail "PUT answer does not show bob without a limit: $(cat "$T/put1.json")"
+b_before=$(granted bob)
+reader 1002 "$MNT/ds/bob2.bin" &
+RPIDS+=($!)
+B_PID=$!
+bob_above() { [ "$(granted bob)" -gt "$1" ]; }
+wait_for 20 bob_above "$b_before" || fail "bob's second reader got no grant"
+read -r t0 a0 b0 <<<"$(qos_snap)"
+sleep "$WINDOW" # measurement window
+read -r t1 a1 b1 <<<"$(qos_snap)"
+python3 - $((b1 - b0)) "$t0" "$t1" $((8 * MIB)) $((a1 - a0)) <<'PY' || fail "bob alone without a limit is not faster than 3 x its old limit"
+import sys
+got, t0, t1, old, alice = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+rate = got / ((t1 - t0) / 1e9)
+print(f"bob alone, no limit: {rate / 1048576:.1f} MiB/s (3 x old limit: {3 * old / 1048576:.0f}); alice: {alice} bytes")
+sys.exit(0 if rate > 3 * old and alice == 0 else 1)
+PY
+ok "with alice idle and bob's limit lifted, bob's rate rises above 3 x its former limit"
+
+# ---- 3. live change: lower bob's limit while he reads -------------------------------------------
+put_qos '{"tenant": "bob", "limit": "4MiB/s"}' >"$T/put2.json" || fail "PUT /v1/qos bob 4MiB/s"
+t_put=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["now_ns"])' "$T/put2.json")
+# tierd's now_ns is CLOCK_MONOTONIC, as Python's time.monotonic_ns(): the window's start is
+# t_put + 1 s (plus the time an answer takes), its length 2 s
+sleep_until() { python3 -c 'import sys, time; time.sleep(max(0, (int(sys.argv[1]) - time.monotonic_ns()) / 1e9))' "$1"; }
+sleep_until $((t_put + 1000000000)) # measurement window's start (not synchronisation)
+read -r t0 a0 b0 <<<"$(qos_snap)"
+sleep_until $((t0 + 2000000000)) # measurement window
+read -r t1 a1 b1 <<<"$(qos_snap)"
+kill -0 "$B_PID" 2>/dev/null || fail "bob's reader stopped during the live change (see tierd.log)"
+python3 -c "import sys; sys.exit(0 if $t0 - $t_put >= 1e9 else 1)" || fail "window started early"
+secs=$(python3 -c "print(($t1 - $t0) / 1e9)")
+check_rate "bob after PUT limit=4MiB/s, from $(python3 -c "print(f'{($t0 - $t_put) / 1e9:.2f}')") s after it" \
+  $((b1 - b0)) "$secs" $((4 * MIB)) 0.5 || fail "the lowered limit did not hold within 1 s"
+ok "a limit lowered with PUT /v1/qos holds within 1 s, without remounting"
+kill "$B_PID" 2>/dev/null || true
+wait "$B_PID" 2>/dev/null || true
+
+# tierctl qos shows both tenants with their limits and a delivered column
+tierd_ctl qos --interval 0.2 >"$T/ctl.txt" || fail "tierctl qos: $(cat "$T/ctl.txt")"
+grep -Eq '^warm +bob +training .* 4(\.0)? ?MiB/s' "$T/ctl.txt" || fail "tierctl qos lacks bob's 4 MiB/s limit: $(cat "$T/ctl.txt")"
+grep -Eq '^warm +alice +training ' "$T/ctl.txt" || fail "tierctl qos lacks alice: $(cat "$T/ctl.txt")"
+tierd_ctl qos set bob limit=2MiB/s weight=7 >"$T/set.txt" || fail "tierctl qos set: $(cat "$T/set.txt")"
+grep -Eq '^warm +bob +training +- +7 ' "$T/set.txt" || fail "tierctl qos set did not show weight 7: $(cat "$T/set.txt")"
+if tierd_ctl qos set bob limit=-2MiB/s 2>"$T/bad.txt"; then fail "tierctl qos set accepted a negative limit"; fi
+grep -q "negative" "$T/bad.txt" || fail "the refusal of a negative limit does not say so: $(cat "$T/bad.txt")"
+ok "tierctl qos and tierctl qos set"
