@@ -5,9 +5,10 @@
  * and FIFO within a class on the default lane), an optional admission deadline and an optional
  * circuit breaker.
  *
- * Callers: the backend wrappers (sched_backend.c) for every backend call, the cache's fetch hook
- * (sched_cache.c), and the write-back uploader through sched_admit(). Admission may block the
- * calling thread; nothing here does I/O.
+ * Callers: the backend wrappers (sched_backend.c) for every backend call (the cache's fetches,
+ * the FUSE layer's metadata, staging and the write-back uploads all reach a backend through
+ * them), and sched_admit() for requests that name no backend. Admission may block the calling
+ * thread; nothing here does I/O.
  *
  * DESIGN. Every mutable field of struct sched and of its lanes is guarded by sched.mu. A lane
  * keeps one FIFO list of waiters per class; each waiter sleeps on its own condition variable
