@@ -101,6 +101,11 @@ struct tenant_reg_config {
     unsigned max_tenants;   /* ids handed out, default and other included; 0: 64; 2..65536 */
     unsigned pid_cache_max; /* pids remembered; 0: 4096; at most 2^20 */
     const char *proc_root;  /* NULL: "/proc"; a test points it at a tree it wrote (copied) */
+    /* pidfds kept open to check cached entries (only with proc_root "/proc"); 0: the smaller of
+     * pid_cache_max and a quarter of RLIMIT_NOFILE's soft limit at tenant_reg_new; capped at
+     * pid_cache_max. The entries beyond are checked by their start time. */
+    unsigned pidfd_max;
+    bool pidfd_off; /* no pidfds: every hit reads /proc/<pid>/stat (a benchmark's baseline) */
 };
 
 /* 0, -EINVAL (a bound out of range, message in tier_err_msg()) or -ENOMEM. */
@@ -161,6 +166,7 @@ struct tenant_stats {
     uint64_t cache_hits, cache_misses; /* tenant_resolve calls with a pid (not 0) */
     uint64_t cache_evictions;          /* entries dropped to stay within pid_cache_max */
     uint64_t cache_entries;            /* now; at most pid_cache_max */
+    uint64_t cache_pidfds;             /* now: entries checked by a pidfd; at most pidfd_max */
     uint64_t folded;                   /* implicit tenants refused by the cap, sent to "other" */
 };
 void tenant_stats_get(struct tenant_reg *r, struct tenant_stats *out);
