@@ -2,25 +2,56 @@
 /*
  * tenant.c - the tenant registry and the resolution of a FUSE caller to a tenant (tenant.h).
  *
- * Called by the FUSE layer (tenant_resolve at open/create), the config loader and the control
- * API (tenant_add, tenant_register), telemetry and the API's listings (tenant_name, tenant_class,
- * tenant_rules). Leaf module: depends on src/common only.
+ * Called by the FUSE layer (tenant_resolve on every request: lookup, getattr, open, read, ...),
+ * the config loader and the control API (tenant_add, tenant_register), telemetry and the API's
+ * listings (tenant_name, tenant_class, tenant_rules). Leaf module: depends on src/common only.
  *
- * DESIGN. Three tables, one mutex (r->lock):
+ * DESIGN. Three tables. The tenants and the rules are under one mutex (r->lock):
  *   - tenants: an array of max_tenants entries allocated once, so a name pointer never moves;
  *     entry i is written before r->count is raised past i with a release store, which lets
  *     tenant_name/tenant_class/tenant_count read without the lock. A name index (open addressing,
  *     ids only ever inserted) finds a name under the lock.
  *   - rules: an array of pointers to rules, appended under the lock, never removed; each rule's
- *     strings live as long as the registry. r->gen counts the rules added.
- *   - the pid cache: pid_cache_max slots filled as a ring (a new pid takes the oldest slot), with
- *     a hash index of chains by pid, at most one slot per pid. A slot holds (pid, start time, uid,
- *     gid, rule generation) -> tenant; a lookup that differs in any of them is a miss.
- * tenant_resolve reads /proc/<pid>/stat first (the start time, the cache key), looks the pid up
- * under the lock, and on a miss reads /proc/<pid>/cgroup and /proc/<pid>/environ with the lock
- * released, then re-reads the start time: if it changed, the pid was reused during the reads
- * and the answer is returned but not cached. Only then does it take the lock again to match the
- * rules, create an implicit tenant and fill the cache.
+ *     strings live as long as the registry. r->gen counts the rules added (release store, so a
+ *     cache hit reads it without the lock).
+ *   - the pid cache: pid_cache_max slots in up to 16 shards (pid modulo the shard count; 16 when
+ *     each shard gets at least 256 slots, so a small cache is one exact ring), each with its own
+ *     mutex, its slots filled as a ring (a new pid takes the shard's oldest slot) and a hash
+ *     index of chains by pid, at most one slot per pid. A slot holds (pid, start time, uid, gid,
+ *     rule generation) -> tenant, and a lookup that differs in uid, gid or generation is a miss.
+ *
+ * Same process? A hit must never answer for a pid reused by another process. Two checks:
+ *   - by pidfd (proc_root "/proc", the default): when a slot is filled, a pidfd of the pid is
+ *     opened (pidfd_open; PIDFD_THREAD for a thread that leads no thread group, as FUSE gives
+ *     thread ids) and registered, level-triggered, in one epoll set (r->epfd) with the token
+ *     (pid, seq). A pidfd refers to its process (struct pid), not to the number: it turns
+ *     readable when the process (the thread) exits, and a pid number is only freed, and so
+ *     reused, after that. Each tenant_resolve first calls epoll_wait(r->epfd, timeout 0)
+ *     (reap_exited), one system call without any lock, and drops the entries whose pidfd is
+ *     readable; an entry that still holds a pidfd is then the same process. The miss path opens
+ *     the pidfd before reading the start time, the cgroup and the environ, then reads the start
+ *     time again and checks the pidfd has not exited: then the pid belonged to the pidfd's
+ *     process through every read, and the facts are its own. At most pidfd_max pidfds are open
+ *     (split over the shards): those of the slots each shard filled last, a window that moves
+ *     with the ring (cache_put closes the pidfd of the slot that leaves it).
+ *   - by start time (a slot without a pidfd: outside the window, a fake proc_root, pidfd_off, a
+ *     kernel without pidfd_open (5.3) or, for a non-leader thread, without PIDFD_THREAD (6.9),
+ *     no fd left): the hit reads /proc/<pid>/stat and compares field 22. On a miss the start
+ *     time is read before and after the cgroup and environ reads: if it changed, the pid was
+ *     reused during the reads and the answer is returned but not cached.
+ * The /proc reads and every system call on the miss path are done without a lock; the
+ * registry lock is then taken to match the rules and create an implicit tenant, and the shard
+ * lock to fill the slot. A pidfd leaves its slot under the shard lock and is closed after it
+ * (pidfd_drop: EPOLL_CTL_DEL, close). Locks are never nested.
+ *
+ * Pid-cache slot states: free, checked by pidfd, checked by start time.
+ * TRANSITION -> FUNCTION
+ *   free or the ring's oldest slot -> filled       cache_put()
+ *   filled -> refilled in place (uid, rules, ...)   cache_put() (its old pidfd: take_pidfd())
+ *   by pidfd -> by start time (the window moved)    cache_put() -> take_pidfd()
+ *   by pidfd -> free (its process exited)           reap_exited() -> cache_drop()
+ *   by pidfd -> free (epoll could not tell)         probe_locked() -> cache_drop()
+ *   any -> gone                                     tenant_reg_free() -> shards_fini()
  *
  * Resolution (decide()): the facts (a Slurm job from the cgroup, else from SLURM_JOB_ID; a pod;
  * the cgroup path) and the caller's uid and gid go through the rules in order; the first match

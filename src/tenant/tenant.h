@@ -21,13 +21,18 @@
  * cgroup path prefix, uid, gid) in order, the first match naming the tenant; a job or pod no
  * rule matched becomes its implicit tenant (or "other" when the registry is full); else
  * "default". A systemd unit alone creates no tenant: its path only serves cgroup prefix rules.
- * Results are cached per pid, bounded, keyed by (pid, process start time from /proc/<pid>/stat)
- * so a reused pid is never attributed to the old process's tenant. pid 0 (a request the kernel
- * makes on nobody's behalf) is resolved by the uid and gid rules alone, uncached.
+ * Results are cached per pid, bounded, and a reused pid is never attributed to the old
+ * process's tenant: a cached entry holds a pidfd of its process (the entries filled last, up to
+ * pidfd_max), and a hit needs that process not to have exited, which one epoll_wait over all of
+ * them tells; an entry without a pidfd is checked by the process start time read again from
+ * /proc/<pid>/stat (tenant.c DESIGN). pid 0 (a request the kernel makes on nobody's behalf) is
+ * resolved by the uid and gid rules alone, uncached.
  *
- * Thread-safe; tenant_resolve takes the registry lock only for the cache lookup and insert (the
- * /proc reads are done outside it). tenant_name, tenant_class, tenant_count and tenant_implicit
- * take no lock (the tenant table is allocated once, entries are published with an atomic count).
+ * Thread-safe; tenant_resolve takes a pid-cache shard's lock for the lookup and the insert and
+ * the registry lock to match the rules (the /proc reads and system calls are done outside
+ * both). tenant_name, tenant_class, tenant_count and tenant_implicit take no lock (the tenant
+ * table is allocated once, entries are published with an atomic count). The registry holds up
+ * to pidfd_max + 1 file descriptors (the pidfds and their epoll set), all close-on-exec.
  *
  * A cached result also records the caller's uid and gid and the rule generation (bumped by every
  * rule added), so a process that changed its uid, or a rule registered after a process was first
