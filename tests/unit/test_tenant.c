@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -904,6 +905,70 @@ static void test_concurrent(void **state)
     tenant_reg_free(r);
 }
 
+#define PCONC_KIDS 6
+#define PCONC_ITERS 2000
+
+struct pconc {
+    struct tenant_reg *r;
+    _Atomic pid_t kids[PCONC_KIDS];
+};
+
+static void *pconc_worker(void *p)
+{
+    struct pconc *a = p;
+    pid_t self = gettid();
+    for (int i = 0; i < PCONC_ITERS; i++) { /* 3 calls each */
+        (void)tenant_resolve(a->r, getpid(), 1, 1);
+        (void)tenant_resolve(a->r, self, 1, 1);
+        (void)tenant_resolve(a->r, atomic_load(&a->kids[i % PCONC_KIDS]), 1, 1);
+    }
+    return NULL;
+}
+
+/* The pidfd path under contention: threads resolve this process, themselves and children
+ * that exit and are replaced meanwhile, through a cache small enough that the pidfd window
+ * moves and entries are evicted and dropped all the time (labelled tsan). */
+static void test_pidfd_concurrent(void **state)
+{
+    (void)state;
+    int base = pidfds_open();
+    static struct pconc a;
+    memset(&a, 0, sizeof(a));
+    a.r = real_reg_new(8, 3, false);
+    for (int k = 0; k < PCONC_KIDS; k++)
+        atomic_store(&a.kids[k], child_start());
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, pconc_worker, &a), 0);
+    /* replace children while the workers run */
+    for (int round = 0; round < 40; round++) {
+        int k = round % PCONC_KIDS;
+        pid_t old = atomic_load(&a.kids[k]);
+        atomic_store(&a.kids[k], child_start());
+        assert_int_equal(kill(old, SIGKILL), 0);
+        assert_int_equal(waitpid(old, NULL, 0), old);
+        struct tenant_stats st;
+        tenant_stats_get(a.r, &st);
+        assert_true(st.cache_pidfds <= 3);
+        assert_true(st.cache_entries <= 8);
+    }
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+    struct tenant_stats st;
+    tenant_stats_get(a.r, &st);
+    assert_int_equal(st.cache_hits + st.cache_misses, 3 * 3 * PCONC_ITERS);
+    assert_true(st.cache_hits > 0);
+    assert_true(st.cache_pidfds <= 3);
+    assert_true(pidfds_open() <= base + 3);
+    tenant_reg_free(a.r);
+    assert_int_equal(pidfds_open(), base);
+    for (int k = 0; k < PCONC_KIDS; k++) {
+        pid_t c = atomic_load(&a.kids[k]);
+        assert_int_equal(kill(c, SIGKILL), 0);
+        assert_int_equal(waitpid(c, NULL, 0), c);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -923,6 +988,7 @@ int main(void)
         cmocka_unit_test(test_pidfd_thread),
         cmocka_unit_test(test_pidfd_window),
         cmocka_unit_test(test_concurrent),
+        cmocka_unit_test(test_pidfd_concurrent),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
