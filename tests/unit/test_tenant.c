@@ -9,7 +9,8 @@
  * test writes (proc_root); one check of the start-time parser against the real /proc/self; the
  * pidfd path on real processes and threads (an exited child's or thread's entry is not used, a
  * zombie's though its /proc/<pid>/stat still reads the same, the pidfd bound, no fd left after
- * tenant_reg_free); and concurrent resolution while tenants and rules are added (labelled tsan).
+ * tenant_reg_free); concurrent resolution while tenants and rules are added, and on the pidfd
+ * path while children exit (both labelled tsan).
  */
 #include <dirent.h>
 #include <errno.h>
