@@ -2,25 +2,56 @@
 /*
  * tenant.c - the tenant registry and the resolution of a FUSE caller to a tenant (tenant.h).
  *
- * Called by the FUSE layer (tenant_resolve at open/create), the config loader and the control
- * API (tenant_add, tenant_register), telemetry and the API's listings (tenant_name, tenant_class,
- * tenant_rules). Leaf module: depends on src/common only.
+ * Called by the FUSE layer (tenant_resolve on every request: lookup, getattr, open, read, ...),
+ * the config loader and the control API (tenant_add, tenant_register), telemetry and the API's
+ * listings (tenant_name, tenant_class, tenant_rules). Leaf module: depends on src/common only.
  *
- * DESIGN. Three tables, one mutex (r->lock):
+ * DESIGN. Three tables. The tenants and the rules are under one mutex (r->lock):
  *   - tenants: an array of max_tenants entries allocated once, so a name pointer never moves;
  *     entry i is written before r->count is raised past i with a release store, which lets
  *     tenant_name/tenant_class/tenant_count read without the lock. A name index (open addressing,
  *     ids only ever inserted) finds a name under the lock.
  *   - rules: an array of pointers to rules, appended under the lock, never removed; each rule's
- *     strings live as long as the registry. r->gen counts the rules added.
- *   - the pid cache: pid_cache_max slots filled as a ring (a new pid takes the oldest slot), with
- *     a hash index of chains by pid, at most one slot per pid. A slot holds (pid, start time, uid,
- *     gid, rule generation) -> tenant; a lookup that differs in any of them is a miss.
- * tenant_resolve reads /proc/<pid>/stat first (the start time, the cache key), looks the pid up
- * under the lock, and on a miss reads /proc/<pid>/cgroup and /proc/<pid>/environ with the lock
- * released, then re-reads the start time: if it changed, the pid was reused during the reads
- * and the answer is returned but not cached. Only then does it take the lock again to match the
- * rules, create an implicit tenant and fill the cache.
+ *     strings live as long as the registry. r->gen counts the rules added (release store, so a
+ *     cache hit reads it without the lock).
+ *   - the pid cache: pid_cache_max slots in up to 16 shards (pid modulo the shard count; 16 when
+ *     each shard gets at least 256 slots, so a small cache is one exact ring), each with its own
+ *     mutex, its slots filled as a ring (a new pid takes the shard's oldest slot) and a hash
+ *     index of chains by pid, at most one slot per pid. A slot holds (pid, start time, uid, gid,
+ *     rule generation) -> tenant, and a lookup that differs in uid, gid or generation is a miss.
+ *
+ * Same process? A hit must never answer for a pid reused by another process. Two checks:
+ *   - by pidfd (proc_root "/proc", the default): when a slot is filled, a pidfd of the pid is
+ *     opened (pidfd_open; PIDFD_THREAD for a thread that leads no thread group, as FUSE gives
+ *     thread ids) and registered, level-triggered, in one epoll set (r->epfd) with the token
+ *     (pid, seq). A pidfd refers to its process (struct pid), not to the number: it turns
+ *     readable when the process (the thread) exits, and a pid number is only freed, and so
+ *     reused, after that. Each tenant_resolve first calls epoll_wait(r->epfd, timeout 0)
+ *     (reap_exited), one system call without any lock, and drops the entries whose pidfd is
+ *     readable; an entry that still holds a pidfd is then the same process. The miss path opens
+ *     the pidfd before reading the start time, the cgroup and the environ, then reads the start
+ *     time again and checks the pidfd has not exited: then the pid belonged to the pidfd's
+ *     process through every read, and the facts are its own. At most pidfd_max pidfds are open
+ *     (split over the shards): those of the slots each shard filled last, a window that moves
+ *     with the ring (cache_put closes the pidfd of the slot that leaves it).
+ *   - by start time (a slot without a pidfd: outside the window, a fake proc_root, pidfd_off, a
+ *     kernel without pidfd_open (5.3) or, for a non-leader thread, without PIDFD_THREAD (6.9),
+ *     no fd left): the hit reads /proc/<pid>/stat and compares field 22. On a miss the start
+ *     time is read before and after the cgroup and environ reads: if it changed, the pid was
+ *     reused during the reads and the answer is returned but not cached.
+ * The /proc reads and every system call on the miss path are done without a lock; the
+ * registry lock is then taken to match the rules and create an implicit tenant, and the shard
+ * lock to fill the slot. A pidfd leaves its slot under the shard lock and is closed after it
+ * (pidfd_drop: EPOLL_CTL_DEL, close). Locks are never nested.
+ *
+ * Pid-cache slot states: free, checked by pidfd, checked by start time.
+ * TRANSITION -> FUNCTION
+ *   free or the ring's oldest slot -> filled       cache_put()
+ *   filled -> refilled in place (uid, rules, ...)   cache_put() (its old pidfd: take_pidfd())
+ *   by pidfd -> by start time (the window moved)    cache_put() -> take_pidfd()
+ *   by pidfd -> free (its process exited)           reap_exited() -> cache_drop()
+ *   by pidfd -> free (epoll could not tell)         probe_locked() -> cache_drop()
+ *   any -> gone                                     tenant_reg_free() -> shards_fini()
  *
  * Resolution (decide()): the facts (a Slurm job from the cgroup, else from SLURM_JOB_ID; a pod;
  * the cgroup path) and the caller's uid and gid go through the rules in order; the first match
@@ -32,10 +63,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <poll.h>
+#include <stdalign.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/pidfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "common/err.h"
@@ -63,14 +99,30 @@ struct rule {
     gid_t gid;
 };
 
+/* A pid-cache entry. It is checked on a hit either by its pidfd (pidfd >= 0: the process it
+ * refers to has not exited, which the registry's epoll set reports) or, without one, by the
+ * start time read again from /proc/<pid>/stat. */
 struct centry {
-    pid_t pid; /* 0: free */
+    pid_t pid;    /* 0: free */
+    int pidfd;    /* -1: none */
+    uint32_t seq; /* with pid, the token of pidfd's registration in r->epfd */
     uint64_t start;
     uid_t uid;
     gid_t gid;
     uint64_t gen;
     uint32_t tenant;
     int32_t next; /* chain of the bucket, -1: end */
+};
+
+/* One shard of the pid cache: the pids equal to its index modulo the shard count. All fields
+ * under lock. Aligned so two shards' locks never share a cache line. */
+struct shard {
+    alignas(64) pthread_mutex_t lock;
+    struct centry *ce; /* cmax slots, filled as a ring from cnext */
+    int32_t *bucket;   /* 1 << (32 - bshift) chains by pid */
+    uint32_t cmax, cnext, cused, bshift;
+    uint32_t fdmax, fdused; /* pidfds may be held by the fdmax slots filled last, see DESIGN */
+    uint64_t hits, misses, evictions;
 };
 
 struct tenant_reg {
@@ -83,13 +135,14 @@ struct tenant_reg {
     uint32_t name_mask;
     struct rule **rules; /* lock */
     size_t nrules, caprules;
-    uint64_t gen; /* lock; rules added */
-    /* pid cache, lock */
-    struct centry *ce;
-    uint32_t cmax, cnext, cused;
-    int32_t *bucket;
-    uint32_t bshift;
-    struct tenant_stats st; /* lock; cache_entries computed on read */
+    _Atomic uint64_t gen; /* written under lock (release), read without it; rules added */
+    uint64_t folded;      /* lock */
+    /* the pid cache */
+    struct shard *sh; /* nshards, immutable pointer */
+    uint32_t nshards; /* a power of two */
+    int epfd;         /* immutable; -1: no pidfds (a proc_root other than /proc, or pidfd_off) */
+    _Atomic uint32_t seq;       /* tokens of epoll registrations */
+    _Atomic bool no_pidfd_open; /* the kernel has no pidfd_open (ENOSYS) */
 };
 
 /* ---- validation ------------------------------------------------------------------------ */
@@ -436,6 +489,74 @@ static uint32_t pow2_at_least(uint64_t n)
     return p;
 }
 
+/* Slots of shard i when n are split over nshards shards (the first ones take the remainder). */
+static uint32_t share(uint32_t n, uint32_t nshards, uint32_t i)
+{
+    return n / nshards + (i < n % nshards ? 1 : 0);
+}
+
+/* How many pidfds the registry may hold by default: a quarter of the fd limit it starts with
+ * (tierd raises its soft limit to the hard one first, main.c), so the pidfds never take the fds
+ * that cache files, API connections and backend sockets need. */
+static uint32_t default_pidfd_max(uint32_t cmax)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return cmax < 256 ? cmax : 256;
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur / 4 >= cmax)
+        return cmax;
+    return (uint32_t)(rl.rlim_cur / 4);
+}
+
+static int shards_init(struct tenant_reg *r, uint32_t cmax, uint32_t fdmax)
+{
+    /* at least 256 slots per shard, at most 16 shards: a small cache stays one exact ring */
+    uint32_t n = 1;
+    while (n < 16 && cmax / (n * 2) >= 256)
+        n *= 2;
+    r->sh = aligned_alloc(alignof(struct shard), n * sizeof(*r->sh));
+    if (!r->sh)
+        return -ENOMEM;
+    memset(r->sh, 0, n * sizeof(*r->sh));
+    for (uint32_t i = 0; i < n; i++) {
+        struct shard *s = &r->sh[i];
+        s->cmax = share(cmax, n, i);
+        s->fdmax = share(fdmax, n, i);
+        uint32_t nb = pow2_at_least(s->cmax);
+        s->bshift = 32;
+        for (uint32_t b = nb; b > 1; b >>= 1)
+            s->bshift--;
+        s->ce = calloc(s->cmax, sizeof(*s->ce));
+        s->bucket = malloc(nb * sizeof(*s->bucket));
+        if (!s->ce || !s->bucket || pthread_mutex_init(&s->lock, NULL) != 0) {
+            free(s->ce);
+            free(s->bucket);
+            r->nshards = i;
+            return -ENOMEM;
+        }
+        for (uint32_t b = 0; b < nb; b++)
+            s->bucket[b] = -1;
+        for (uint32_t k = 0; k < s->cmax; k++)
+            s->ce[k].pidfd = -1;
+        r->nshards = i + 1;
+    }
+    return 0;
+}
+
+static void shards_fini(struct tenant_reg *r)
+{
+    for (uint32_t i = 0; i < r->nshards; i++) {
+        struct shard *s = &r->sh[i];
+        for (uint32_t k = 0; k < s->cmax; k++)
+            if (s->ce[k].pidfd >= 0)
+                close(s->ce[k].pidfd);
+        pthread_mutex_destroy(&s->lock);
+        free(s->ce);
+        free(s->bucket);
+    }
+    free(r->sh);
+}
+
 int tenant_reg_new(const struct tenant_reg_config *cfg, struct tenant_reg **out)
 {
     unsigned max = cfg && cfg->max_tenants ? cfg->max_tenants : TENANT_MAX_TENANTS_DEFAULT;
@@ -450,38 +571,43 @@ int tenant_reg_new(const struct tenant_reg_config *cfg, struct tenant_reg **out)
         tier_err_set("pid_cache = %u is out of range (1 to %u)", cmax, TENANT_PID_CACHE_LIMIT);
         return -EINVAL;
     }
+    /* pidfds only for the kernel's own /proc: a test's fake tree names no real processes */
+    bool pidfds = strcmp(root, "/proc") == 0 && !(cfg && cfg->pidfd_off);
+    uint32_t fdmax = 0;
+    if (pidfds)
+        fdmax = cfg && cfg->pidfd_max ? cfg->pidfd_max : default_pidfd_max(cmax);
+    if (fdmax > cmax)
+        fdmax = cmax;
     struct tenant_reg *r = calloc(1, sizeof(*r));
     if (!r)
         return -ENOMEM;
     r->max = max;
-    r->cmax = cmax;
+    r->epfd = -1;
     uint32_t nslots = pow2_at_least(2ULL * max);
-    uint32_t nb = pow2_at_least(cmax);
     r->name_mask = nslots - 1;
-    r->bshift = 32;
-    for (uint32_t b = nb; b > 1; b >>= 1)
-        r->bshift--;
     r->proc_root = strdup(root);
     r->t = calloc(max, sizeof(*r->t));
     r->name_idx = calloc(nslots, sizeof(*r->name_idx));
-    r->ce = calloc(cmax, sizeof(*r->ce));
-    r->bucket = malloc(nb * sizeof(*r->bucket));
-    if (!r->proc_root || !r->t || !r->name_idx || !r->ce || !r->bucket ||
-        pthread_mutex_init(&r->lock, NULL) != 0) {
-        free(r->proc_root);
-        free(r->t);
-        free(r->name_idx);
-        free(r->ce);
-        free(r->bucket);
-        free(r);
-        return -ENOMEM;
-    }
-    for (uint32_t b = 0; b < nb; b++)
-        r->bucket[b] = -1;
+    bool locked = false;
+    if (!r->proc_root || !r->t || !r->name_idx || shards_init(r, cmax, fdmax) != 0 ||
+        !(locked = pthread_mutex_init(&r->lock, NULL) == 0))
+        goto oom;
+    /* without an epoll set the cache still works, by start times alone */
+    if (fdmax > 0)
+        r->epfd = epoll_create1(EPOLL_CLOEXEC);
     create_locked(r, "default", TIER_IO_TRAINING, false);
     create_locked(r, "other", TIER_IO_TRAINING, false);
     *out = r;
     return 0;
+oom:
+    if (locked)
+        pthread_mutex_destroy(&r->lock);
+    shards_fini(r);
+    free(r->proc_root);
+    free(r->t);
+    free(r->name_idx);
+    free(r);
+    return -ENOMEM;
 }
 
 static void rule_free(struct rule *ru)
@@ -501,11 +627,12 @@ void tenant_reg_free(struct tenant_reg *r)
         rule_free(r->rules[i]);
     free(r->rules);
     pthread_mutex_destroy(&r->lock);
+    shards_fini(r);
+    if (r->epfd >= 0)
+        close(r->epfd);
     free(r->proc_root);
     free(r->t);
     free(r->name_idx);
-    free(r->ce);
-    free(r->bucket);
     free(r);
 }
 
@@ -647,7 +774,8 @@ int tenant_register(struct tenant_reg *r, const char *name, const enum tier_io_c
     }
     if (ru) {
         r->rules[r->nrules++] = ru;
-        r->gen++;
+        atomic_store_explicit(&r->gen, atomic_load_explicit(&r->gen, memory_order_relaxed) + 1,
+                              memory_order_release);
         ru = NULL;
     }
 out:
@@ -739,61 +867,219 @@ size_t tenant_rules(struct tenant_reg *r, uint32_t id, struct tenant_rule *out, 
 
 void tenant_stats_get(struct tenant_reg *r, struct tenant_stats *out)
 {
+    memset(out, 0, sizeof(*out));
     pthread_mutex_lock(&r->lock);
-    *out = r->st;
-    out->cache_entries = r->cused;
+    out->folded = r->folded;
     pthread_mutex_unlock(&r->lock);
+    for (uint32_t i = 0; i < r->nshards; i++) {
+        struct shard *s = &r->sh[i];
+        pthread_mutex_lock(&s->lock);
+        out->cache_hits += s->hits;
+        out->cache_misses += s->misses;
+        out->cache_evictions += s->evictions;
+        out->cache_entries += s->cused;
+        out->cache_pidfds += s->fdused;
+        pthread_mutex_unlock(&s->lock);
+    }
 }
 
-/* ---- the pid cache (under lock) -------------------------------------------------------- */
+/* ---- the pid cache (each function under its shard's lock unless said) ------------------- */
 
-static uint32_t pid_bucket(const struct tenant_reg *r, pid_t pid)
+/* Without a lock. */
+static struct shard *shard_of(const struct tenant_reg *r, pid_t pid)
 {
-    uint32_t h = (uint32_t)pid * 2654435761u;
-    return r->bshift >= 32 ? 0 : h >> r->bshift;
+    return &r->sh[(uint32_t)pid & (r->nshards - 1)];
 }
 
-static int32_t cache_find(const struct tenant_reg *r, pid_t pid)
+static uint32_t pid_bucket(const struct tenant_reg *r, const struct shard *s, pid_t pid)
 {
-    for (int32_t i = r->bucket[pid_bucket(r, pid)]; i >= 0; i = r->ce[i].next)
-        if (r->ce[i].pid == pid)
+    /* the low bits chose the shard; hash the rest */
+    uint32_t h = ((uint32_t)pid / r->nshards) * 2654435761u;
+    return s->bshift >= 32 ? 0 : h >> s->bshift;
+}
+
+static int32_t cache_find(const struct tenant_reg *r, const struct shard *s, pid_t pid)
+{
+    for (int32_t i = s->bucket[pid_bucket(r, s, pid)]; i >= 0; i = s->ce[i].next)
+        if (s->ce[i].pid == pid)
             return i;
     return -1;
 }
 
-static void cache_unlink(struct tenant_reg *r, int32_t slot)
+static void cache_unlink(const struct tenant_reg *r, struct shard *s, int32_t slot)
 {
-    int32_t *pp = &r->bucket[pid_bucket(r, r->ce[slot].pid)];
+    int32_t *pp = &s->bucket[pid_bucket(r, s, s->ce[slot].pid)];
     while (*pp >= 0 && *pp != slot)
-        pp = &r->ce[*pp].next;
+        pp = &s->ce[*pp].next;
     if (*pp == slot)
-        *pp = r->ce[slot].next;
+        *pp = s->ce[slot].next;
 }
 
-static void cache_put(struct tenant_reg *r, pid_t pid, uint64_t start, uid_t uid, gid_t gid,
-                      uint32_t tenant)
+/* The pidfd of slot, taken out of the entry (-1: it had none): the caller closes it with
+ * pidfd_drop once the lock is released. */
+static int take_pidfd(struct shard *s, int32_t slot)
 {
-    int32_t slot = cache_find(r, pid);
-    if (slot < 0) {
-        slot = (int32_t)r->cnext;
-        r->cnext = (r->cnext + 1) % r->cmax;
-        if (r->ce[slot].pid != 0) {
-            cache_unlink(r, slot);
-            r->st.cache_evictions++;
-        } else {
-            r->cused++;
-        }
-        uint32_t b = pid_bucket(r, pid);
-        r->ce[slot].next = r->bucket[b];
-        r->bucket[b] = slot;
-        r->ce[slot].pid = pid;
+    int fd = s->ce[slot].pidfd;
+    if (fd >= 0) {
+        s->ce[slot].pidfd = -1;
+        s->fdused--;
     }
-    struct centry *e = &r->ce[slot];
+    return fd;
+}
+
+/* Free slot (its process exited); its pidfd, for pidfd_drop. */
+static int cache_drop(const struct tenant_reg *r, struct shard *s, int32_t slot)
+{
+    int fd = take_pidfd(s, slot);
+    cache_unlink(r, s, slot);
+    s->ce[slot].pid = 0;
+    s->cused--;
+    return fd;
+}
+
+/* Is slot one of the fdmax slots of the ring filled last (those that may hold a pidfd)? */
+static bool in_fd_window(const struct shard *s, int32_t slot)
+{
+    uint32_t back = (s->cnext + s->cmax - 1 - (uint32_t)slot) % s->cmax;
+    return back < s->fdmax;
+}
+
+/* Fill the entry of pid. *pidfd (registered under token seq; -1: none) is taken into the entry
+ * when its slot lies in the pidfd window (then *pidfd becomes -1); the pidfds that leave entries
+ * go to drop[0..1] (-1: none), for the caller to pidfd_drop after the lock. */
+static void cache_put(const struct tenant_reg *r, struct shard *s, pid_t pid, uint64_t start,
+                      uid_t uid, gid_t gid, uint64_t gen, uint32_t tenant, int *pidfd, uint32_t seq,
+                      int drop[2])
+{
+    drop[0] = drop[1] = -1;
+    int32_t slot = cache_find(r, s, pid);
+    if (slot < 0) {
+        slot = (int32_t)s->cnext;
+        s->cnext = (s->cnext + 1) % s->cmax;
+        if (s->ce[slot].pid != 0) {
+            drop[0] = take_pidfd(s, slot);
+            cache_unlink(r, s, slot);
+            s->evictions++;
+        } else {
+            s->cused++;
+        }
+        uint32_t b = pid_bucket(r, s, pid);
+        s->ce[slot].next = s->bucket[b];
+        s->bucket[b] = slot;
+        s->ce[slot].pid = pid;
+        /* the window moved by one slot: the slot filled fdmax fills ago leaves it, and keeps
+         * its entry, checked by start time from now on */
+        if (s->fdmax > 0 && s->fdmax < s->cmax)
+            drop[1] = take_pidfd(s, (int32_t)(((uint32_t)slot + s->cmax - s->fdmax) % s->cmax));
+    } else {
+        drop[0] = take_pidfd(s, slot); /* a refill: the fresh pidfd, if any, replaces it */
+    }
+    struct centry *e = &s->ce[slot];
     e->start = start;
     e->uid = uid;
     e->gid = gid;
-    e->gen = r->gen;
+    e->gen = gen;
     e->tenant = tenant;
+    if (*pidfd >= 0 && in_fd_window(s, slot)) {
+        e->pidfd = *pidfd;
+        e->seq = seq;
+        s->fdused++;
+        *pidfd = -1;
+    }
+}
+
+/* ---- pidfds (without a lock) ------------------------------------------------------------- */
+
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL /* Linux 6.9: a pidfd for a thread that leads no thread group */
+#endif
+
+/* A pidfd for pid (a thread id, as FUSE gives it), or -1 when there is none to have: a kernel
+ * without pidfd_open (before 5.3), a thread that leads no thread group on a kernel without
+ * PIDFD_THREAD (before 6.9), a process gone, no fd left. The caller then checks the entry by
+ * start time, as before pidfds. */
+static int pidfd_get(struct tenant_reg *r, pid_t pid)
+{
+    if (r->epfd < 0 || atomic_load_explicit(&r->no_pidfd_open, memory_order_relaxed))
+        return -1;
+    int fd = pidfd_open(pid, 0);
+    /* a thread that is not its group's leader: EINVAL before Linux 6.9, ENOENT since */
+    if (fd < 0 && (errno == EINVAL || errno == ENOENT))
+        fd = pidfd_open(pid, PIDFD_THREAD);
+    if (fd < 0 && errno == ENOSYS)
+        atomic_store_explicit(&r->no_pidfd_open, true, memory_order_relaxed);
+    return fd;
+}
+
+/* Has the process (or, for a thread pidfd, the thread) of pidfd exited? POLLIN says so; an
+ * error (not expected) is taken as yes, which costs only a miss. */
+static bool pidfd_exited(int pidfd)
+{
+    struct pollfd p = {.fd = pidfd, .events = POLLIN};
+    int n;
+    do
+        n = poll(&p, 1, 0);
+    while (n < 0 && errno == EINTR);
+    return n != 0;
+}
+
+static uint64_t token_of(pid_t pid, uint32_t seq)
+{
+    return (uint64_t)seq << 32 | (uint32_t)pid;
+}
+
+/* Register pidfd in the epoll set: 0 and its token's seq, or -1 (then the entry goes without). */
+static int pidfd_watch(struct tenant_reg *r, int pidfd, pid_t pid, uint32_t *seq)
+{
+    uint32_t q = atomic_fetch_add_explicit(&r->seq, 1, memory_order_relaxed);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = token_of(pid, q)};
+    if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, pidfd, &ev) != 0)
+        return -1;
+    *seq = q;
+    return 0;
+}
+
+/* Unregister and close a pidfd taken out of its entry (or never put in one). The explicit DEL:
+ * a child tierd forked would otherwise keep the registration alive until it execs. */
+static void pidfd_drop(struct tenant_reg *r, int pidfd)
+{
+    if (pidfd < 0)
+        return;
+    (void)epoll_ctl(r->epfd, EPOLL_CTL_DEL, pidfd, NULL);
+    close(pidfd);
+}
+
+#define REAP_BATCH 64
+#define REAP_ROUNDS 8
+
+/* Drop the entries whose process exited: the epoll set reports each such pidfd (level-
+ * triggered: until it is unregistered) and nothing when none did, in one system call without
+ * a lock. true when every ready pidfd was seen; false (an epoll error, or more exits at once
+ * than REAP_ROUNDS batches) tells the caller to poll an entry's pidfd itself. */
+static bool reap_exited(struct tenant_reg *r)
+{
+    struct epoll_event ev[REAP_BATCH];
+    for (int round = 0; round < REAP_ROUNDS; round++) {
+        int n = epoll_wait(r->epfd, ev, REAP_BATCH, 0);
+        if (n < 0)
+            return false;
+        for (int i = 0; i < n; i++) {
+            pid_t pid = (pid_t)(uint32_t)ev[i].data.u64;
+            uint32_t seq = (uint32_t)(ev[i].data.u64 >> 32);
+            struct shard *s = shard_of(r, pid);
+            int fd = -1;
+            pthread_mutex_lock(&s->lock);
+            int32_t slot = cache_find(r, s, pid);
+            /* another thread may have dropped it, or the pid's entry be a newer one */
+            if (slot >= 0 && s->ce[slot].pidfd >= 0 && s->ce[slot].seq == seq)
+                fd = cache_drop(r, s, slot);
+            pthread_mutex_unlock(&s->lock);
+            pidfd_drop(r, fd);
+        }
+        if (n < REAP_BATCH)
+            return true;
+    }
+    return false;
 }
 
 /* ---- resolution ------------------------------------------------------------------------ */
@@ -959,7 +1245,7 @@ static uint32_t implicit_locked(struct tenant_reg *r, const char *prefix, const 
     if (find_locked(r, name, &tid) == 0)
         return tid;
     if (atomic_load_explicit(&r->count, memory_order_relaxed) == r->max) {
-        r->st.folded++;
+        r->folded++;
         return TIER_TENANT_OTHER;
     }
     return create_locked(r, name, TIER_IO_TRAINING, true);
@@ -982,39 +1268,111 @@ static struct tier_ioctx ioctx_of(const struct tenant_reg *r, uint32_t id)
     return (struct tier_ioctx){.tenant = id, .cls = tenant_class(r, id)};
 }
 
+enum probe {
+    PROBE_MISS,      /* no usable entry: resolve */
+    PROBE_HIT,       /* *id answers */
+    PROBE_NEED_START /* an entry without a pidfd: call again with the start time */
+};
+
+/* Under s->lock: look pid up. An entry with a pidfd is the same process unless reap_exited
+ * dropped it (verified) or, when that could not be done, unless its pidfd says it exited; one
+ * without is by the start time (NULL: not read yet). Counts the hit or the miss. */
+static enum probe probe_locked(struct tenant_reg *r, struct shard *s, pid_t pid, uid_t uid,
+                               gid_t gid, const uint64_t *start, bool verified, uint32_t *id,
+                               int *drop)
+{
+    int32_t slot = cache_find(r, s, pid);
+    if (slot >= 0) {
+        const struct centry *e = &s->ce[slot];
+        if (e->pidfd < 0 && !start)
+            return PROBE_NEED_START;
+        if (e->pidfd >= 0 && !verified && pidfd_exited(e->pidfd)) {
+            *drop = cache_drop(r, s, slot);
+        } else if ((e->pidfd >= 0 || e->start == *start) && e->uid == uid && e->gid == gid &&
+                   e->gen == atomic_load_explicit(&r->gen, memory_order_acquire)) {
+            *id = e->tenant;
+            s->hits++;
+            return PROBE_HIT;
+        }
+    }
+    s->misses++;
+    return PROBE_MISS;
+}
+
 struct tier_ioctx tenant_resolve(struct tenant_reg *r, pid_t pid, uid_t uid, gid_t gid)
 {
     if (!r)
         return TIER_IOCTX_DEFAULT;
     struct facts f;
     memset(&f, 0, sizeof(f));
-    uint64_t start = 0;
-    bool cacheable = pid > 0 && read_starttime(r, pid, &start) == 0;
-    if (pid > 0) {
+    uint32_t id = 0;
+    if (pid <= 0) {
         pthread_mutex_lock(&r->lock);
-        int32_t slot = cacheable ? cache_find(r, pid) : -1;
-        if (slot >= 0) {
-            const struct centry *e = &r->ce[slot];
-            if (e->start == start && e->uid == uid && e->gid == gid && e->gen == r->gen) {
-                uint32_t id = e->tenant;
-                r->st.cache_hits++;
-                pthread_mutex_unlock(&r->lock);
-                return ioctx_of(r, id);
-            }
-        }
-        r->st.cache_misses++;
+        id = decide_locked(r, &f, uid, gid);
         pthread_mutex_unlock(&r->lock);
-        gather(r, pid, &f);
-        /* the pid may have been reused while its files were read: then the facts may be of
-         * another process, good enough for this request but not to remember */
-        uint64_t again = 0;
-        if (cacheable && (read_starttime(r, pid, &again) != 0 || again != start))
-            cacheable = false;
+        return ioctx_of(r, id);
+    }
+    struct shard *s = shard_of(r, pid);
+    uint64_t start = 0;
+    bool have_start = false, cacheable = true, verified = false;
+    if (r->epfd < 0)
+        cacheable = have_start = read_starttime(r, pid, &start) == 0;
+    else
+        verified = reap_exited(r);
+    if (!cacheable) {
+        pthread_mutex_lock(&s->lock);
+        s->misses++;
+        pthread_mutex_unlock(&s->lock);
+    }
+    while (cacheable) {
+        int drop = -1;
+        pthread_mutex_lock(&s->lock);
+        enum probe p =
+            probe_locked(r, s, pid, uid, gid, have_start ? &start : NULL, verified, &id, &drop);
+        pthread_mutex_unlock(&s->lock);
+        pidfd_drop(r, drop);
+        if (p == PROBE_HIT)
+            return ioctx_of(r, id);
+        if (p == PROBE_MISS)
+            break;
+        cacheable = have_start = read_starttime(r, pid, &start) == 0;
+        if (!cacheable) { /* gone: counted as a miss like any other */
+            pthread_mutex_lock(&s->lock);
+            s->misses++;
+            pthread_mutex_unlock(&s->lock);
+        }
+    }
+    /* A miss. With a pidfd, opened before the start time is read: if its process is still
+     * alive after the second read below, the pid belonged to it all along, so the start time
+     * and the facts are its own. */
+    int pidfd = cacheable ? pidfd_get(r, pid) : -1;
+    if (cacheable && (pidfd >= 0 || !have_start) && read_starttime(r, pid, &start) != 0)
+        cacheable = false;
+    gather(r, pid, &f);
+    /* the pid may have been reused while its files were read: then the facts may be of
+     * another process, good enough for this request but not to remember */
+    uint64_t again = 0;
+    if (cacheable && (read_starttime(r, pid, &again) != 0 || again != start))
+        cacheable = false;
+    if (pidfd >= 0 && cacheable && pidfd_exited(pidfd))
+        cacheable = false; /* exited (a zombie's files still read): it makes no more requests */
+    uint32_t seq = 0;
+    if (pidfd >= 0 && (!cacheable || pidfd_watch(r, pidfd, pid, &seq) != 0)) {
+        close(pidfd);
+        pidfd = -1;
     }
     pthread_mutex_lock(&r->lock);
-    uint32_t id = decide_locked(r, &f, uid, gid);
-    if (cacheable)
-        cache_put(r, pid, start, uid, gid, id);
+    id = decide_locked(r, &f, uid, gid);
+    uint64_t gen = atomic_load_explicit(&r->gen, memory_order_relaxed);
     pthread_mutex_unlock(&r->lock);
+    if (cacheable) {
+        int drop[2];
+        pthread_mutex_lock(&s->lock);
+        cache_put(r, s, pid, start, uid, gid, gen, id, &pidfd, seq, drop);
+        pthread_mutex_unlock(&s->lock);
+        pidfd_drop(r, drop[0]);
+        pidfd_drop(r, drop[1]);
+        pidfd_drop(r, pidfd); /* not taken: its slot is outside the pidfd window */
+    }
     return ioctx_of(r, id);
 }

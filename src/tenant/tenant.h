@@ -21,13 +21,18 @@
  * cgroup path prefix, uid, gid) in order, the first match naming the tenant; a job or pod no
  * rule matched becomes its implicit tenant (or "other" when the registry is full); else
  * "default". A systemd unit alone creates no tenant: its path only serves cgroup prefix rules.
- * Results are cached per pid, bounded, keyed by (pid, process start time from /proc/<pid>/stat)
- * so a reused pid is never attributed to the old process's tenant. pid 0 (a request the kernel
- * makes on nobody's behalf) is resolved by the uid and gid rules alone, uncached.
+ * Results are cached per pid, bounded, and a reused pid is never attributed to the old
+ * process's tenant: a cached entry holds a pidfd of its process (the entries filled last, up to
+ * pidfd_max), and a hit needs that process not to have exited, which one epoll_wait over all of
+ * them tells; an entry without a pidfd is checked by the process start time read again from
+ * /proc/<pid>/stat (tenant.c DESIGN). pid 0 (a request the kernel makes on nobody's behalf) is
+ * resolved by the uid and gid rules alone, uncached.
  *
- * Thread-safe; tenant_resolve takes the registry lock only for the cache lookup and insert (the
- * /proc reads are done outside it). tenant_name, tenant_class, tenant_count and tenant_implicit
- * take no lock (the tenant table is allocated once, entries are published with an atomic count).
+ * Thread-safe; tenant_resolve takes a pid-cache shard's lock for the lookup and the insert and
+ * the registry lock to match the rules (the /proc reads and system calls are done outside
+ * both). tenant_name, tenant_class, tenant_count and tenant_implicit take no lock (the tenant
+ * table is allocated once, entries are published with an atomic count). The registry holds up
+ * to pidfd_max + 1 file descriptors (the pidfds and their epoll set), all close-on-exec.
  *
  * A cached result also records the caller's uid and gid and the rule generation (bumped by every
  * rule added), so a process that changed its uid, or a rule registered after a process was first
@@ -101,6 +106,11 @@ struct tenant_reg_config {
     unsigned max_tenants;   /* ids handed out, default and other included; 0: 64; 2..65536 */
     unsigned pid_cache_max; /* pids remembered; 0: 4096; at most 2^20 */
     const char *proc_root;  /* NULL: "/proc"; a test points it at a tree it wrote (copied) */
+    /* pidfds kept open to check cached entries (only with proc_root "/proc"); 0: the smaller of
+     * pid_cache_max and a quarter of RLIMIT_NOFILE's soft limit at tenant_reg_new; capped at
+     * pid_cache_max. The entries beyond are checked by their start time. */
+    unsigned pidfd_max;
+    bool pidfd_off; /* no pidfds: every hit reads /proc/<pid>/stat (a benchmark's baseline) */
 };
 
 /* 0, -EINVAL (a bound out of range, message in tier_err_msg()) or -ENOMEM. */
@@ -161,6 +171,7 @@ struct tenant_stats {
     uint64_t cache_hits, cache_misses; /* tenant_resolve calls with a pid (not 0) */
     uint64_t cache_evictions;          /* entries dropped to stay within pid_cache_max */
     uint64_t cache_entries;            /* now; at most pid_cache_max */
+    uint64_t cache_pidfds;             /* now: entries checked by a pidfd; at most pidfd_max */
     uint64_t folded;                   /* implicit tenants refused by the cap, sent to "other" */
 };
 void tenant_stats_get(struct tenant_reg *r, struct tenant_stats *out);

@@ -6,19 +6,29 @@
  * empty, garbage, over-long); the registry's rules (order, AND of fields, uid/gid, cgroup
  * prefixes by segment), the cap (ids fold into "other", -ENOSPC), and the pid cache (a reused
  * pid with another start time is resolved again, the bound holds) over a fake /proc tree the
- * test writes (proc_root); one check of the start-time parser against the real /proc/self; and
- * concurrent resolution while tenants and rules are added (labelled tsan).
+ * test writes (proc_root); one check of the start-time parser against the real /proc/self; the
+ * pidfd path on real processes and threads (an exited child's or thread's entry is not used, a
+ * zombie's though its /proc/<pid>/stat still reads the same, the pidfd bound, no fd left after
+ * tenant_reg_free); concurrent resolution while tenants and rules are added, and on the pidfd
+ * path while children exit (both labelled tsan).
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/pidfd.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -613,6 +623,228 @@ static void test_real_proc(void **state)
     tenant_reg_free(r);
 }
 
+/* ---- the pidfd path, on real processes -------------------------------------------------- */
+
+/* pidfds this process holds (their /proc/self/fd links read "anon_inode:[pidfd]"). */
+static int pidfds_open(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        char p[300], link[256];
+        snprintf(p, sizeof(p), "/proc/self/fd/%s", de->d_name);
+        ssize_t k = readlink(p, link, sizeof(link) - 1);
+        if (k > 0) {
+            link[k] = '\0';
+            n += strstr(link, "[pidfd]") != NULL;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+/* A child that waits to be killed, and dies with this process should a test fail first. */
+static pid_t child_start(void)
+{
+    pid_t parent = getpid();
+    pid_t c = fork();
+    assert_true(c >= 0);
+    if (c == 0) {
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+            _exit(1);
+        for (;;)
+            pause();
+    }
+    return c;
+}
+
+/* Kill the child and wait until it has exited (a zombie: not reaped). */
+static void child_exit_unreaped(pid_t c)
+{
+    assert_int_equal(kill(c, SIGKILL), 0);
+    siginfo_t si;
+    memset(&si, 0, sizeof(si));
+    assert_int_equal(waitid(P_PID, (id_t)c, &si, WEXITED | WNOWAIT), 0);
+    assert_int_equal(si.si_pid, c);
+}
+
+static struct tenant_reg *real_reg_new(unsigned pid_cache, unsigned pidfd_max, bool off)
+{
+    struct tenant_reg_config c = {
+        .pid_cache_max = pid_cache, .pidfd_max = pidfd_max, .pidfd_off = off};
+    struct tenant_reg *r = NULL;
+    assert_int_equal(tenant_reg_new(&c, &r), 0);
+    return r;
+}
+
+/* A cached child that exits is not answered from the cache, although its /proc/<pid>/stat
+ * (a zombie's) still reads with the same start time: the registry without pidfds does answer
+ * from it, which shows the check is the pidfd's. */
+static void test_pidfd_exit(void **state)
+{
+    (void)state;
+    int base = pidfds_open();
+    pid_t c = child_start();
+    struct tenant_reg *r = real_reg_new(0, 0, false);
+    struct tenant_reg *old = real_reg_new(0, 0, true);
+    struct tenant_stats st, so;
+    for (int i = 0; i < 2; i++) {
+        (void)tenant_resolve(r, c, 1000, 1000);
+        (void)tenant_resolve(old, c, 1000, 1000);
+    }
+    tenant_stats_get(r, &st);
+    assert_int_equal(st.cache_misses, 1);
+    assert_int_equal(st.cache_hits, 1);
+    assert_int_equal(st.cache_entries, 1);
+    assert_int_equal(st.cache_pidfds, 1);
+    assert_int_equal(pidfds_open(), base + 1);
+    tenant_stats_get(old, &so);
+    assert_int_equal(so.cache_hits, 1);
+    assert_int_equal(so.cache_pidfds, 0);
+
+    child_exit_unreaped(c);
+    char p[64];
+    snprintf(p, sizeof(p), "/proc/%d/stat", (int)c);
+    assert_int_equal(access(p, R_OK), 0); /* the zombie's stat is still there */
+    (void)tenant_resolve(r, c, 1000, 1000);
+    tenant_stats_get(r, &st);
+    assert_int_equal(st.cache_hits, 1); /* not a hit */
+    assert_int_equal(st.cache_misses, 2);
+    assert_int_equal(st.cache_entries, 0); /* the dead entry dropped, a zombie not cached */
+    assert_int_equal(st.cache_pidfds, 0);
+    assert_int_equal(pidfds_open(), base);
+    (void)tenant_resolve(old, c, 1000, 1000);
+    tenant_stats_get(old, &so);
+    assert_int_equal(so.cache_hits, 2); /* same start time: the old check lets it through */
+
+    assert_int_equal(waitpid(c, NULL, 0), c); /* reaped: the pid may now be reused */
+    (void)tenant_resolve(r, c, 1000, 1000);
+    (void)tenant_resolve(old, c, 1000, 1000);
+    tenant_stats_get(r, &st);
+    tenant_stats_get(old, &so);
+    assert_int_equal(st.cache_hits, 1);
+    assert_int_equal(st.cache_misses, 3);
+    assert_int_equal(so.cache_hits, 2);
+    assert_int_equal(so.cache_misses, 2);
+    tenant_reg_free(old);
+    tenant_reg_free(r);
+    assert_int_equal(pidfds_open(), base);
+}
+
+struct thr {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pid_t tid;
+    bool quit;
+};
+
+static void *thr_main(void *p)
+{
+    struct thr *t = p;
+    pthread_mutex_lock(&t->mu);
+    t->tid = gettid();
+    pthread_cond_broadcast(&t->cv);
+    while (!t->quit)
+        pthread_cond_wait(&t->cv, &t->mu);
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+}
+
+/* FUSE gives the calling thread's id: a thread that leads no group gets a thread pidfd where
+ * the kernel has them (Linux 6.9), else its entry is checked by start time; either way a hit,
+ * and once the thread exited its entry is gone. */
+static void test_pidfd_thread(void **state)
+{
+    (void)state;
+    int base = pidfds_open();
+    struct thr t = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, thr_main, &t), 0);
+    pthread_mutex_lock(&t.mu);
+    while (t.tid == 0)
+        pthread_cond_wait(&t.cv, &t.mu);
+    pthread_mutex_unlock(&t.mu);
+    assert_int_not_equal(t.tid, getpid());
+    /* does this kernel give thread pidfds? (PIDFD_THREAD is O_EXCL) */
+    int probe = pidfd_open(t.tid, O_EXCL);
+    bool thread_pidfds = probe >= 0;
+    if (probe >= 0)
+        close(probe);
+
+    struct tenant_reg *r = real_reg_new(0, 0, false);
+    struct tier_ioctx a = tenant_resolve(r, t.tid, getuid(), getgid());
+    struct tier_ioctx b = tenant_resolve(r, t.tid, getuid(), getgid());
+    assert_int_equal(a.tenant, b.tenant);
+    struct tenant_stats st;
+    tenant_stats_get(r, &st);
+    assert_int_equal(st.cache_hits, 1);
+    assert_int_equal(st.cache_entries, 1);
+    assert_int_equal(st.cache_pidfds, thread_pidfds ? 1 : 0);
+
+    pthread_mutex_lock(&t.mu);
+    t.quit = true;
+    pthread_cond_broadcast(&t.cv);
+    pthread_mutex_unlock(&t.mu);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    (void)tenant_resolve(r, t.tid, getuid(), getgid());
+    tenant_stats_get(r, &st);
+    assert_int_equal(st.cache_hits, 1);
+    assert_int_equal(st.cache_misses, 2);
+    if (thread_pidfds)
+        assert_int_equal(st.cache_entries, 0); /* its exit seen, the entry dropped */
+    assert_int_equal(st.cache_pidfds, 0);
+    tenant_reg_free(r);
+    assert_int_equal(pidfds_open(), base);
+}
+
+/* pidfd_max bounds the fds: the entries filled last hold them, older ones are checked by
+ * start time (still hits); an exit is seen on both kinds; nothing is left open at free. */
+static void test_pidfd_window(void **state)
+{
+    (void)state;
+    int base = pidfds_open();
+    enum { N = 4 };
+    pid_t c[N];
+    for (int i = 0; i < N; i++)
+        c[i] = child_start();
+    struct tenant_reg *r = real_reg_new(8, 2, false);
+    struct tenant_stats st;
+    for (int i = 0; i < N; i++)
+        (void)tenant_resolve(r, c[i], 1, 1);
+    tenant_stats_get(r, &st);
+    assert_int_equal(st.cache_entries, N);
+    assert_int_equal(st.cache_pidfds, 2);
+    assert_int_equal(pidfds_open(), base + 2);
+    for (int i = 0; i < N; i++)
+        (void)tenant_resolve(r, c[i], 1, 1);
+    tenant_stats_get(r, &st);
+    assert_int_equal(st.cache_hits, N);
+    assert_int_equal(st.cache_misses, N);
+
+    /* c[0] is checked by start time, c[3] by its pidfd: both exit and are reaped */
+    int gone[2] = {0, N - 1};
+    for (int k = 0; k < 2; k++) {
+        child_exit_unreaped(c[gone[k]]);
+        assert_int_equal(waitpid(c[gone[k]], NULL, 0), c[gone[k]]);
+    }
+    for (int i = 0; i < N; i++)
+        (void)tenant_resolve(r, c[i], 1, 1);
+    tenant_stats_get(r, &st);
+    assert_int_equal(st.cache_hits, N + 2);
+    assert_int_equal(st.cache_misses, N + 2);
+    assert_int_equal(st.cache_pidfds, 1); /* c[2]'s; c[3]'s closed with its entry */
+    assert_int_equal(st.cache_entries, N - 1);
+    assert_int_equal(pidfds_open(), base + 1);
+    tenant_reg_free(r);
+    assert_int_equal(pidfds_open(), base);
+    for (int i = 1; i < N - 1; i++) {
+        assert_int_equal(kill(c[i], SIGKILL), 0);
+        assert_int_equal(waitpid(c[i], NULL, 0), c[i]);
+    }
+}
+
 /* ---- concurrency --------------------------------------------------------------------------- */
 
 #define CONC_PIDS 64
@@ -674,6 +906,70 @@ static void test_concurrent(void **state)
     tenant_reg_free(r);
 }
 
+#define PCONC_KIDS 6
+#define PCONC_ITERS 2000
+
+struct pconc {
+    struct tenant_reg *r;
+    _Atomic pid_t kids[PCONC_KIDS];
+};
+
+static void *pconc_worker(void *p)
+{
+    struct pconc *a = p;
+    pid_t self = gettid();
+    for (int i = 0; i < PCONC_ITERS; i++) { /* 3 calls each */
+        (void)tenant_resolve(a->r, getpid(), 1, 1);
+        (void)tenant_resolve(a->r, self, 1, 1);
+        (void)tenant_resolve(a->r, atomic_load(&a->kids[i % PCONC_KIDS]), 1, 1);
+    }
+    return NULL;
+}
+
+/* The pidfd path under contention: threads resolve this process, themselves and children
+ * that exit and are replaced meanwhile, through a cache small enough that the pidfd window
+ * moves and entries are evicted and dropped all the time (labelled tsan). */
+static void test_pidfd_concurrent(void **state)
+{
+    (void)state;
+    int base = pidfds_open();
+    static struct pconc a;
+    memset(&a, 0, sizeof(a));
+    a.r = real_reg_new(8, 3, false);
+    for (int k = 0; k < PCONC_KIDS; k++)
+        atomic_store(&a.kids[k], child_start());
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, pconc_worker, &a), 0);
+    /* replace children while the workers run */
+    for (int round = 0; round < 40; round++) {
+        int k = round % PCONC_KIDS;
+        pid_t old = atomic_load(&a.kids[k]);
+        atomic_store(&a.kids[k], child_start());
+        assert_int_equal(kill(old, SIGKILL), 0);
+        assert_int_equal(waitpid(old, NULL, 0), old);
+        struct tenant_stats st;
+        tenant_stats_get(a.r, &st);
+        assert_true(st.cache_pidfds <= 3);
+        assert_true(st.cache_entries <= 8);
+    }
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+    struct tenant_stats st;
+    tenant_stats_get(a.r, &st);
+    assert_int_equal(st.cache_hits + st.cache_misses, 3 * 3 * PCONC_ITERS);
+    assert_true(st.cache_hits > 0);
+    assert_true(st.cache_pidfds <= 3);
+    assert_true(pidfds_open() <= base + 3);
+    tenant_reg_free(a.r);
+    assert_int_equal(pidfds_open(), base);
+    for (int k = 0; k < PCONC_KIDS; k++) {
+        pid_t c = atomic_load(&a.kids[k]);
+        assert_int_equal(kill(c, SIGKILL), 0);
+        assert_int_equal(waitpid(c, NULL, 0), c);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -689,7 +985,11 @@ int main(void)
         cmocka_unit_test(test_pid_reuse),
         cmocka_unit_test(test_pid_cache_bound),
         cmocka_unit_test(test_real_proc),
+        cmocka_unit_test(test_pidfd_exit),
+        cmocka_unit_test(test_pidfd_thread),
+        cmocka_unit_test(test_pidfd_window),
         cmocka_unit_test(test_concurrent),
+        cmocka_unit_test(test_pidfd_concurrent),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
