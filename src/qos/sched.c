@@ -6,8 +6,15 @@
  * circuit breaker.
  *
  * Callers: the backend wrappers (sched_backend.c) for every backend call, the cache's fetch hook
- * (sched_cache.c), and the write-back uploader through sched_admit(). Admission may block the
- * calling thread; nothing here does I/O.
+ * (sched_cache.c), the write-back uploader through sched_admit(), and the local disk's lane
+ * through the hook of sched_lane_disk_adm() (the cache's disk I/O, the burst buffer's spool
+ * writes). Admission may block the calling thread; nothing here does I/O.
+ *
+ * A lane with idle_fast (the disk lane) grants a call of an unlimited client at once, like the
+ * default lane, when a slot is free and nobody waits: no dmClock tags, no condition variable.
+ * sched_lane_try_enter() grants the same way, or through dmClock when the client is limited but
+ * under its limits now (under_limits(), so the grant in grant() is certain), and otherwise
+ * returns -EAGAIN having queued nothing.
  *
  * DESIGN. Every mutable field of struct sched and of its lanes is guarded by sched.mu. A lane
  * keeps one FIFO list of waiters per class; each waiter sleeps on its own condition variable
@@ -873,10 +880,10 @@ static _Thread_local uint64_t t_disk_t0; /* grant time of this thread's disk I/O
 static int disk_enter(void *ud, const struct tier_ioctx *io, size_t bytes, bool try)
 {
     struct sched_lane *l = ud;
+    /* without try, on a lane with no deadline and no breaker, only -ENOMEM: not admitted, the
+     * caller goes on without a leave (common/diskadm.h) */
     int rc = try ? sched_lane_try_enter(l->sched, l, io, bytes)
                  : sched_lane_enter(l->sched, l, io, bytes);
-    if (rc == -ENOMEM && !try)
-        return -ENOMEM; /* not admitted: the caller goes on without a leave */
     if (rc == 0)
         t_disk_t0 = tier_now_mono_ns();
     return rc;

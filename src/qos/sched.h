@@ -16,6 +16,10 @@
  *     caller, so there is no side door around it.
  *   - The default lane (sched_admit/sched_done, max_inflight): requests that name no backend.
  *     It waits without a deadline and never fails.
+ *   - The local disk's lane (sched_lane_new with idle_fast, no deadline, no breaker; in the
+ *     daemon a scheduler of its own, main.c): the cache's disk-level reads and write-throughs
+ *     and the burst buffer's spool writes, through the hook sched_lane_disk_adm fills in
+ *     (common/diskadm.h), so src/cache and src/writeback need not include this header.
  *
  * The tenant and class of a backend call made through a wrapper are the struct tier_ioctx the
  * caller passed to the backend dispatcher (tiers/backend.h), which makes it the thread's current

@@ -21,6 +21,12 @@
  * with equal weights and no limits over a backend with latency, the two split the lane, and one
  * alone keeps every slot busy. The strict-priority tests above use the default lane (sched_admit),
  * which keeps that order.
+ *
+ * The disk lane (idle_fast, no deadline, no breaker): an idle lane grants unlimited clients
+ * without dmClock; sched_lane_try_enter refuses a full lane and a tenant at its limit and queues
+ * nothing; and with a real RAM-less cache admitting its disk hits through sched_lane_disk_adm,
+ * a tenant's disk limit holds over the run (dmclock.h's bound) and is delivered, while another
+ * tenant's disk hits proceed with a mean admission wait under 2 ms.
  */
 #include <errno.h>
 #include <pthread.h>
