@@ -248,8 +248,8 @@ int main(int argc, char **argv)
                 if (v > best)
                     best = v;
             }
-            printf("%-5s threads=%d  %12.0f pairs/s  %6.0f ns per pair per thread\n",
-                   mode_name[m], t, best, 1e9 * t / best);
+            printf("%-5s threads=%d  %12.0f pairs/s  %6.0f ns per pair per thread\n", mode_name[m],
+                   t, best, 1e9 * t / best);
         }
     }
     sched_free(s);
