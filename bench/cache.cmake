@@ -6,3 +6,7 @@ add_executable(cachesim ${CMAKE_CURRENT_LIST_DIR}/cachesim.c)
 target_link_libraries(cachesim PRIVATE tier_cache m)
 add_executable(cache_hit ${CMAKE_CURRENT_LIST_DIR}/cache_hit.c)
 target_link_libraries(cache_hit PRIVATE tier_cache)
+# disk_adm_bench: what the local disk's QoS lane (qos/sched.h) costs a disk-level hit; numbers
+# in docs/bench/cache.md.
+add_executable(disk_adm_bench ${CMAKE_CURRENT_LIST_DIR}/disk_adm_bench.c)
+target_link_libraries(disk_adm_bench PRIVATE tier_cache tier_qos)

@@ -64,6 +64,14 @@
  * eviction path, which runs inside some reader's call), and a crash loses nothing fetched. The
  * cost is a disk write for blocks read once; the disk level has its own S3-FIFO, so such blocks
  * do not displace hot ones there either.
+ *
+ * DISK ADMISSION (cfg.disk_adm, common/diskadm.h; the daemon's disk lane, qos/sched.h): every
+ * read of a block file is admitted with the reader's ioctx and its bytes before it starts
+ * (disk_direct(): the bytes asked for; load_block(): the whole block), waiting if the disk lane
+ * says so; a write-through is admitted without waiting, as background I/O of the fetching
+ * reader's tenant, and skipped when refused (counted in disk_store_skipped): the reader already
+ * has its data and must not queue for the disk to store it. RAM hits are never admitted. No lock
+ * is held across an admission (I8).
  */
 #include "cache/cache.h"
 
@@ -161,6 +169,8 @@ struct cache {
     struct cache_fetch_hook hook;
 
     _Atomic uint64_t fetches, fetch_bytes, fetch_errors, fetch_ns, sf_waits, csum_failures;
+    struct tier_disk_adm adm; /* cfg.disk_adm's copy (enter NULL: none); immutable */
+    _Atomic uint64_t store_skipped;
     /* fetch_mu: the per-backend bound on fetches holding a buffer (cfg.max_fetches) */
     pthread_mutex_t fetch_mu;
     struct fetch_slots *fetch_slots;
@@ -548,8 +558,13 @@ static uint64_t disk_avail(struct cache *c)
 }
 
 /* Write-through: store b's data d as a block file, evicting to stay in budget and above the
- * free-space floor. Failures only mean the block is not on disk. */
-static void disk_store(struct cache *c, struct cblock *b, const struct cdata *d)
+ * free-space floor. Failures only mean the block is not on disk. The write runs on the thread
+ * that fetched the block, before its read returns: it is admitted as background I/O of that
+ * reader's tenant (io) without waiting, and skipped when the disk admission refuses it (the disk
+ * busy with other I/O, or the tenant at a disk limit): a reader never waits for disk bandwidth
+ * to store a block it already has. */
+static void disk_store(struct cache *c, const struct tier_ioctx *io, struct cblock *b,
+                       const struct cdata *d)
 {
     if (!c->disk_dir || !c->disk.budget)
         return;
@@ -562,6 +577,17 @@ static void disk_store(struct cache *c, struct cblock *b, const struct cdata *d)
     b->flags |= B_DISK_IO;
     b->refs++;
     pthread_mutex_unlock(&s->mu);
+    const struct tier_ioctx wio = {.tenant = io ? io->tenant : TIER_TENANT_DEFAULT,
+                                   .cls = TIER_IO_BACKGROUND};
+    if (tier_disk_enter(&c->adm, &wio, d->len, true) != 0) {
+        atomic_fetch_add_explicit(&c->store_skipped, 1, memory_order_relaxed);
+        pthread_mutex_lock(&s->mu);
+        b->flags &= ~(unsigned)B_DISK_IO;
+        b->refs--;
+        maybe_free(s, b);
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
 
     uint64_t need = disk_block_file_size(b);
     struct cblock *victims = NULL;
@@ -581,6 +607,7 @@ static void disk_store(struct cache *c, struct cblock *b, const struct cdata *d)
     finish_unlinks(c, victims);
     if (r == 0) {
         r = disk_block_write(c->disk_dir, c->cfg.block_size, b, d->bytes, d->len);
+        tier_disk_leave(&c->adm, &wio, d->len, r);
         if (r < 0)
             log_debug("cache: block %" PRIu64 " of %s not written to disk: %s", b->index, b->key,
                       strerror(-r));
@@ -605,6 +632,7 @@ static void disk_store(struct cache *c, struct cblock *b, const struct cdata *d)
         pthread_mutex_unlock(&c->disk.mu);
         return;
     }
+    tier_disk_leave(&c->adm, &wio, d->len, r); /* admitted, not written (no room) */
     pthread_mutex_lock(&s->mu);
     b->flags &= ~(unsigned)B_DISK_IO;
     b->refs--;
@@ -853,7 +881,10 @@ static int load_block(struct cache *c, const struct tier_ioctx *io, const struct
 {
     *from_backend = false;
     if (try_disk) {
+        bool adm = tier_disk_enter(&c->adm, io, b->len, false) == 0; /* may wait */
         int r = disk_block_load(c->disk_dir, c->cfg.block_size, b, out);
+        if (adm)
+            tier_disk_leave(&c->adm, io, b->len, r);
         if (r == 0) {
             /* a disk hit: tell the disk policy (b is held, so its node cannot go away) */
             pthread_mutex_lock(&c->disk.mu);
@@ -893,8 +924,8 @@ static int load_block(struct cache *c, const struct tier_ioctx *io, const struct
  * waiters, then place d into RAM and (from the backend) write it through to disk while still
  * FETCHING, so that no second load can start before the block is findable in a level; then end
  * the load and let go of b. */
-static void publish(struct cache *c, struct shard *s, struct cblock *b, int r, struct cdata *d,
-                    bool from_backend)
+static void publish(struct cache *c, const struct tier_ioctx *io, struct shard *s, struct cblock *b,
+                    int r, struct cdata *d, bool from_backend)
 {
     pthread_mutex_lock(&s->mu);
     b->ready = true;
@@ -906,7 +937,7 @@ static void publish(struct cache *c, struct shard *s, struct cblock *b, int r, s
     if (r == 0) {
         ram_insert(c, b, d);
         if (from_backend)
-            disk_store(c, b, d);
+            disk_store(c, io, b, d);
     }
     pthread_mutex_lock(&s->mu);
     b->flags &= ~(unsigned)B_FETCHING;
@@ -968,7 +999,7 @@ static int block_get(struct cache *c, const struct tier_ioctx *io, const struct 
     struct cdata *d = NULL;
     bool from_backend;
     r = load_block(c, io, obj, b, try_disk, &d, &from_backend);
-    publish(c, s, b, r, d, from_backend);
+    publish(c, io, s, b, r, d, from_backend);
     if (r == 0) {
         *out = d;
         *from = from_backend ? NULL : &c->disk;
@@ -982,8 +1013,8 @@ static int block_get(struct cache *c, const struct tier_ioctx *io, const struct 
  * single-flight load and no intermediate copy. Returns 0 on a hit, else < 0 and the caller takes
  * the normal path (which also handles a checksum failure: drop, count, refetch).
  */
-static int disk_direct(struct cache *c, const struct cache_obj *obj, uint64_t index, uint32_t in,
-                       uint32_t n, void *dst)
+static int disk_direct(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
+                       uint64_t index, uint32_t in, uint32_t n, void *dst)
 {
     if (c->ram.budget || !c->disk_dir)
         return -EAGAIN;
@@ -1004,7 +1035,10 @@ static int disk_direct(struct cache *c, const struct cache_obj *obj, uint64_t in
         policy_hit(c->disk.pol, &b->disk_node);
     b->refs++;
     pthread_mutex_unlock(&s->mu);
+    bool adm = tier_disk_enter(&c->adm, io, n, false) == 0; /* may wait */
     int r = disk_block_read_range(c->disk_dir, c->cfg.block_size, b, in, n, dst);
+    if (adm)
+        tier_disk_leave(&c->adm, io, n, r);
     if (r == 0 && count && !lockfree) {
         pthread_mutex_lock(&c->disk.mu);
         if (policy_contains(&b->disk_node))
@@ -1063,7 +1097,7 @@ ssize_t cache_read_served(struct cache *c, const struct tier_ioctx *io, const st
         size_t n = blen - in;
         if (n > len - done)
             n = len - done;
-        if (disk_direct(c, obj, index, in, (uint32_t)n, (char *)buf + done) == 0) {
+        if (disk_direct(c, io, obj, index, in, (uint32_t)n, (char *)buf + done) == 0) {
             if (worst < CACHE_SERVED_DISK)
                 worst = CACHE_SERVED_DISK;
             done += n;
@@ -1341,6 +1375,7 @@ void cache_stats_get(struct cache *c, struct cache_stats *st)
     st->pinned_bytes = atomic_load(&c->pinned_bytes);
     st->pin_budget = c->cfg.pin_bytes;
     st->checksum_failures = atomic_load(&c->csum_failures);
+    st->disk_store_skipped = atomic_load(&c->store_skipped);
 }
 
 void cache_set_fetch_hook(struct cache *c, const struct cache_fetch_hook *hook)
@@ -1493,6 +1528,9 @@ int cache_open(const struct cache_config *cfg, struct cache **out)
     int r = 0;
     c->lock_fd = -1;
     c->cfg = k;
+    if (k.disk_adm)
+        c->adm = *k.disk_adm;
+    c->cfg.disk_adm = NULL; /* c->adm is the copy in use */
     c->cfg.disk_dir = NULL;
     pthread_mutex_init(&c->fetch_mu, NULL);
     pthread_mutex_init(&c->pin_mu, NULL);

@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "common/diskadm.h"
 #include "common/ioctx.h"
 #include "tiers/backend.h"
 
@@ -51,6 +52,12 @@ struct cache_config {
                            * depth of sequential read-ahead against a slow backend */
     int max_fetches;      /* backend block fetches of one backend holding a block buffer at
                            * once (the rest wait, holding none); 0: 64; 1..4096 */
+    /* Admission of the disk level's I/O (common/diskadm.h; copied at open; NULL: none): every
+     * disk-level read with the reader's ioctx, blocking (a RAM-less hit with its bytes, a load
+     * into RAM with the block's); every write-through of a fetched block with try and class
+     * background of the reader's tenant, skipped when refused (disk_store_skipped). RAM hits
+     * never pass it. */
+    const struct tier_disk_adm *disk_adm;
 };
 
 /* The object being read: borrowed for the call. */
@@ -129,6 +136,9 @@ struct cache_stats {
     uint64_t singleflight_waits; /* readers that waited on another's fetch */
     uint64_t pinned_bytes, pin_budget;
     uint64_t checksum_failures; /* corrupt disk blocks dropped */
+    /* write-throughs the disk admission refused (cache_config.disk_adm): fetched blocks not
+     * written to the disk level because the disk was busy or the tenant at its disk limit */
+    uint64_t disk_store_skipped;
     /* Backend fetches holding a block buffer (all backends), now and at most so far; fetches
      * that waited for one of their backend's max_fetches slots. */
     uint64_t fetch_buffers_now, fetch_buffers_peak, fetch_slot_waits, max_fetches;

@@ -394,6 +394,9 @@ static const struct keydef cache_keys[] = {
     {"pin_size", V_SIZE, CFG(cache.pin_bytes), 0, UINT64_MAX, false, 0},
     {"policy", V_POLICY, CFG(cache.policy), 0, 0, false, 0},
     {"max_fetches", V_INT, CFG(cache.max_fetches), 1, 4096, false, 0},
+    {"disk_capacity", V_RATE, CFG(disk_capacity_bps), 0, 0, false, 0},
+    {"disk_max_inflight", V_INT, CFG(disk_max_inflight), 1, 4096, false, 0},
+    {"disk_op_cost", V_SIZE, CFG(disk_op_cost), 1, 64 * MIB, false, 0},
     {NULL, 0, 0, 0, 0, false, 0},
 };
 
@@ -492,6 +495,8 @@ static const struct keydef tenant_keys[] = {
     {"reservation", V_RATE, TN(qos.reservation_bps), 0, 0, false, 0},
     {"weight", V_U64, TN(qos.weight), 1, 10000, false, 0},
     {"limit", V_RATE, TN(qos.limit_bps), 0, 0, false, 0},
+    {"disk_weight", V_U64, TN(qos.disk_weight), 1, 10000, false, 0},
+    {"disk_limit", V_RATE, TN(qos.disk_limit_bps), 0, 0, false, 0},
     {NULL, 0, 0, 0, 0, false, 0},
 };
 
@@ -500,6 +505,8 @@ static const struct keydef class_keys[] = {
     {"reservation", V_RATE, QC(reservation_bps), 0, 0, false, 0},
     {"weight", V_U64, QC(weight), 1, 10000, false, 0},
     {"limit", V_RATE, QC(limit_bps), 0, 0, false, 0},
+    {"disk_weight", V_U64, QC(disk_weight), 1, 10000, false, 0},
+    {"disk_limit", V_RATE, QC(disk_limit_bps), 0, 0, false, 0},
     {NULL, 0, 0, 0, 0, false, 0},
 };
 
@@ -1559,6 +1566,8 @@ static void apply_defaults(struct tierd_config *c)
         c->namespaces[n].umask = -1;
     }
     c->qos_op_cost = 64 * KIB;
+    c->disk_max_inflight = 64;
+    c->disk_op_cost = 4 * KIB;
     c->max_tenants = TENANT_MAX_TENANTS_DEFAULT;
     c->tenant_pid_cache = TENANT_PID_CACHE_DEFAULT;
     for (size_t t = 0; t < TIERD_MAX_TENANT_CONFS; t++) {

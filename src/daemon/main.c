@@ -138,6 +138,55 @@ static int apply_tenant_qos(struct tierd *d)
     return 0;
 }
 
+/* The local disk, QoS's second resource (docs/ARCHITECTURE.md, "QoS"): a scheduler of its own,
+ * so its tenant and class parameters ([class] / [tenant] disk_weight, disk_limit) and its lock
+ * are apart from the link's, with one lane: no admission deadline and no breaker (a disk read
+ * or write is never failed by QoS; a file system error is the I/O's own result), idle_fast (a
+ * disk hit with the lane idle costs one lock, no dmClock work). Installed into the cache (disk
+ * reads, write-through) and the burst buffer (spool writes) as their tier_disk_adm. */
+static int open_disk_lane(struct tierd *d)
+{
+    const struct tierd_config *c = &d->cfg;
+    struct sched_config sc = {.op_cost_bytes = c->disk_op_cost};
+    for (int k = 0; k < TIER_IO_NCLASSES; k++) /* same encoding: 0 default, NONE none */
+        sc.cls[k] = (struct sched_qos_cls){.limit_bps = c->classes[k].disk_limit_bps,
+                                           .weight = (uint32_t)c->classes[k].disk_weight};
+    int rc = sched_new(&sc, &d->disk_sched);
+    if (rc)
+        return rc;
+    struct sched_backend_config bc = {
+        .max_inflight = c->disk_max_inflight,
+        .admit_timeout_ms = SCHED_TIMEOUT_NONE,
+        .breaker_failures = -1,
+        .link_capacity_bps = c->disk_capacity_bps == TIERD_RATE_NONE ? 0 : c->disk_capacity_bps,
+        .idle_fast = true,
+    };
+    rc = sched_lane_new(d->disk_sched, "disk", &bc, &d->disk_lane);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < c->ntenants; i++) {
+        const struct tierd_tenant_conf *t = &c->tenants[i];
+        if (!t->qos.disk_weight && !t->qos.disk_limit_bps)
+            continue;
+        uint32_t id = 0;
+        rc = tenant_find(d->tenants, t->name, &id);
+        if (rc == 0 && t->qos.disk_weight) {
+            struct sched_qos q = {.weight = (uint32_t)t->qos.disk_weight};
+            rc = sched_qos_set(d->disk_sched, id, t->cls, &q);
+        }
+        if (rc == 0 && t->qos.disk_limit_bps) /* over all its classes */
+            rc = sched_tenant_limit_set(d->disk_sched, id, t->qos.disk_limit_bps);
+        if (rc) {
+            tier_err_set("%s:%d: [tenant %s]: its disk QoS cannot be applied (%s)", c->file,
+                         t->conf_line, t->name, strerror(-rc));
+            return rc;
+        }
+    }
+    sched_lane_disk_adm(d->disk_lane, &d->disk_adm);
+    d->cfg.cache.disk_adm = &d->disk_adm;
+    return 0;
+}
+
 /* Open every backend and wrap it in its scheduler lane (sched_backend_wrap), so every call to
  * it, from any module, passes its in-flight cap, admission deadline and circuit breaker. */
 static int open_backends(struct tierd *d)
@@ -305,6 +354,7 @@ static int open_writeback(struct tierd *d)
     /* per-namespace durability = remote is the FUSE layer's wait after close (fuse_ops_write.c) */
     wc.durability = WB_DURABILITY_LOCAL;
     wc.on_event = wb_log_event;
+    wc.disk_adm = &d->disk_adm; /* spool writes pass the disk lane */
     install_test_hooks(d, &wc);
     int rc = wb_open(&wc, &d->wb);
     if (rc == 0) {
@@ -347,6 +397,9 @@ static void teardown(struct tierd *d)
     }
     sched_free(d->sched); /* after the wrappers: each backend's lane lives in it */
     d->sched = NULL;
+    sched_free(d->disk_sched); /* after the cache and the burst buffer, its users */
+    d->disk_sched = NULL;
+    d->disk_lane = NULL;
     telemetry_free(d->tele); /* last: every recorder (mount, scheduler) is gone */
     d->tele = NULL;
     tenant_reg_free(d->tenants); /* after the mount and the API, its users */
@@ -450,6 +503,8 @@ int main(int argc, char **argv)
     rc = sched_new(&sc, &d.sched);
     if (rc == 0)
         rc = apply_tenant_qos(&d);
+    if (rc == 0)
+        rc = open_disk_lane(&d);
     if (rc) {
         startup_failed("scheduler");
         goto out;

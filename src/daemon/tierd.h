@@ -41,6 +41,8 @@ struct tierd_qos_conf {
     uint64_t reservation_bps, limit_bps;
     uint64_t weight;
     int reservation_line, limit_line; /* 0: not set */
+    /* the local disk's lane (disk_weight, disk_limit): the same encoding */
+    uint64_t disk_limit_bps, disk_weight;
 };
 
 struct tierd_backend_conf {
@@ -87,6 +89,10 @@ struct tierd_config {
     /* [cache] */
     struct cache_config cache;
     char *cache_disk_dir;
+    /* the local disk's QoS lane (qos/sched.h; docs/CONFIG.md "QoS"): */
+    uint64_t disk_capacity_bps; /* the disk's rate; 0: unknown */
+    int disk_max_inflight;      /* disk I/Os in flight at once; default 64 */
+    uint64_t disk_op_cost;      /* cost of one disk I/O beyond its bytes; default 4 KiB */
     /* [mount] */
     char *mount_path;
     uint64_t attr_ttl_ms;  /* attribute cache TTL; default 1000 */
@@ -183,7 +189,13 @@ struct tierd {
     struct tierd_ns ns[TIERD_MAX_NAMESPACES];
     size_t nns;
     struct cache *cache;
-    struct sched *sched;           /* QoS scheduling point (src/qos/sched.h) */
+    struct sched *sched; /* QoS scheduling point (src/qos/sched.h) */
+    /* The local disk, the second resource QoS schedules: a scheduler of its own (its own
+     * tenant and class parameters) with one lane, installed into the cache and the burst
+     * buffer as their struct tier_disk_adm (common/diskadm.h, main.c). */
+    struct sched *disk_sched;
+    struct sched_lane *disk_lane;
+    struct tier_disk_adm disk_adm;
     struct stage_registry *stages; /* staging jobs (stage.h) */
     struct pinmeta *pinned;        /* attributes of pinned objects (pinmeta.h); NULL: none kept */
     const char *test_fault_file;   /* test builds only (main.c TIER_TEST_HOOKS); else NULL */

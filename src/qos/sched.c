@@ -7,8 +7,15 @@
  *
  * Callers: the backend wrappers (sched_backend.c) for every backend call (the cache's fetches,
  * the FUSE layer's metadata, staging and the write-back uploads all reach a backend through
- * them), and sched_admit() for requests that name no backend. Admission may block the calling
- * thread; nothing here does I/O.
+ * them), sched_admit() for requests that name no backend, and the local disk's lane through the
+ * hook of sched_lane_disk_adm() (the cache's disk I/O, the burst buffer's spool writes). Admission
+ * may block the calling thread; nothing here does I/O.
+ *
+ * A lane with idle_fast (the disk lane) grants a call of an unlimited client at once, like the
+ * default lane, when a slot is free and nobody waits: no dmClock tags, no condition variable.
+ * sched_lane_try_enter() grants the same way, or through dmClock when the client is limited but
+ * under its limits now (under_limits(), so the grant in grant() is certain), and otherwise
+ * returns -EAGAIN having queued nothing.
  *
  * DESIGN. Every mutable field of struct sched and of its lanes is guarded by sched.mu. A lane
  * keeps one FIFO list of waiters per class; each waiter sleeps on its own condition variable
@@ -86,6 +93,7 @@ struct sched_lane {
     uint64_t admit_timeout_ns; /* 0: wait without a deadline */
     int breaker_failures;      /* <= 0: no breaker */
     uint64_t cooldown_ns;
+    bool idle_fast; /* sched_backend_config.idle_fast */
     /* Under sched.mu. */
     int inflight;
     struct waiter *qhead[TIER_IO_NCLASSES], *qtail[TIER_IO_NCLASSES];
@@ -177,7 +185,8 @@ static void lane_init(struct sched_lane *l, const char *name, int cap, uint64_t 
     memset(l, 0, sizeof(*l));
     tier_strlcpy(l->name, name, sizeof(l->name));
     l->cap = cap;
-    l->admit_timeout_ns = admit_timeout_ms * TIER_NS_PER_MS;
+    l->admit_timeout_ns =
+        admit_timeout_ms == SCHED_TIMEOUT_NONE ? 0 : admit_timeout_ms * TIER_NS_PER_MS;
     l->breaker_failures = breaker_failures;
     l->cooldown_ns = cooldown_ms * TIER_NS_PER_MS;
 }
@@ -420,6 +429,7 @@ int sched_lane_new(struct sched *s, const char *name, const struct sched_backend
               cfg && cfg->breaker_cooldown_ms ? cfg->breaker_cooldown_ms
                                               : DEFAULT_BREAKER_COOLDOWN_MS);
     l->sched = s;
+    l->idle_fast = cfg && cfg->idle_fast;
     l->link_bps = cfg ? cfg->link_capacity_bps : 0;
     lane_class_defaults(s, l);
     struct dmc_config dc = {.op_cost = s->op_cost, .params = lane_params, .params_ud = l};
@@ -679,10 +689,31 @@ static struct timespec mono_ts(uint64_t ns)
     return ts;
 }
 
+/* Under mu, backend lanes: whether (tenant, c) has no limit of its own and no tenant limit. */
+static bool unlimited(struct sched_lane *l, uint32_t tenant, int c)
+{
+    struct dmc_params p;
+    lane_params(l, tenant, (enum tier_io_class)c, &p);
+    return !p.limit && !p.tenant_limit;
+}
+
+/* Under mu, backend lanes: whether dmClock would grant (tenant, c) at now, alone in the queue:
+ * its client and its tenant under their limits (a client not seen yet is). */
+static bool under_limits(const struct sched_lane *l, uint32_t tenant, int c, uint64_t now)
+{
+    struct dmc_client_info ci;
+    if (dmc_client_info_get(l->dmc, tenant, (enum tier_io_class)c, &ci) != 0)
+        return true;
+    if (ci.params.limit && ci.l_next > now)
+        return false;
+    return !(ci.params.tenant_limit && ci.tenant_l_next > now);
+}
+
 /* Admit one call of class c for tenant, of bytes, in l: 0 with *waited_ns, -ETIMEDOUT
- * (message set) or -ENOMEM (backend lanes: the client's QoS state). */
+ * (message set) or -ENOMEM (backend lanes: the client's QoS state); try: -EAGAIN instead of
+ * queueing (sched_lane_try_enter). */
 static int lane_admit(struct sched *s, struct sched_lane *l, int c, uint32_t tenant, size_t bytes,
-                      uint64_t *waited_ns)
+                      bool try, uint64_t *waited_ns)
 {
     uint64_t t0 = tier_now_mono_ns();
     bool probe = false;
@@ -718,11 +749,18 @@ static int lane_admit(struct sched *s, struct sched_lane *l, int c, uint32_t ten
     bool queued_any = false;
     for (int k = 0; k < TIER_IO_NCLASSES; k++)
         queued_any = queued_any || l->queued[k];
-    if (!l->dmc && l->inflight < l->cap && !queued_any) {
+    bool free_now = l->inflight < l->cap && !queued_any;
+    if (free_now && (!l->dmc || ((l->idle_fast || try) && unlimited(l, tenant, c)))) {
         account_admit(s, l, c, 0);
         pthread_mutex_unlock(&s->mu);
         *waited_ns = 0;
         return 0;
+    }
+    if (try && (!free_now || !l->dmc || !under_limits(l, tenant, c, t0))) {
+        if (probe)
+            l->probe_out = false; /* no probe went: the next call is one */
+        pthread_mutex_unlock(&s->mu);
+        return -EAGAIN;
     }
 
     struct waiter w = {.cls = c, .t0_ns = t0};
@@ -747,6 +785,13 @@ static int lane_admit(struct sched *s, struct sched_lane *l, int c, uint32_t ten
     l->queued[c]++;
     s->st[c].queued_now++;
     grant(s, l); /* a slot may be free while only lower classes waited; dmClock: maybe us */
+    if (try && !w.granted && !w.refused) {
+        /* under_limits said dmClock grants us, alone in the queue: not reached; safe anyway */
+        unlink_waiter(s, l, &w);
+        pthread_mutex_unlock(&s->mu);
+        pthread_cond_destroy(&w.cv);
+        return -EAGAIN;
+    }
     uint64_t deadline = l->admit_timeout_ns ? t0 + l->admit_timeout_ns : 0;
     while (!w.granted && !w.refused) {
         /* the lane's timer also wakes when the first limited client may go */
@@ -838,7 +883,7 @@ uint64_t sched_admit(struct sched *s, const struct tier_ioctx *io, size_t bytes)
     int c = class_of(io);
     uint64_t waited = 0;
     /* never fails: the default lane has no deadline, no breaker and no dmClock */
-    (void)lane_admit(s, &s->def, c, TIER_TENANT_DEFAULT, bytes, &waited);
+    (void)lane_admit(s, &s->def, c, TIER_TENANT_DEFAULT, bytes, false, &waited);
     return waited;
 }
 
@@ -854,7 +899,17 @@ int sched_lane_enter(struct sched *s, struct sched_lane *l, const struct tier_io
 {
     uint64_t waited = 0;
     t_attempt_reported = false;
-    int rc = lane_admit(s, l, class_of(io), tenant_of(io), bytes, &waited);
+    int rc = lane_admit(s, l, class_of(io), tenant_of(io), bytes, false, &waited);
+    t_lane_waited_ns = waited;
+    return rc;
+}
+
+int sched_lane_try_enter(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
+                         size_t bytes)
+{
+    uint64_t waited = 0;
+    t_attempt_reported = false;
+    int rc = lane_admit(s, l, class_of(io), tenant_of(io), bytes, true, &waited);
     t_lane_waited_ns = waited;
     return rc;
 }
@@ -871,6 +926,34 @@ void sched_lane_leave(struct sched *s, struct sched_lane *l, const struct tier_i
         tele_sched_record(s->tele, cio, t_lane_waited_ns, service_ns, result < 0 ? 0 : bytes,
                           result < 0 ? (int)result : 0);
     }
+}
+
+/* ---- the disk admission hook --------------------------------------------------------------- */
+
+static _Thread_local uint64_t t_disk_t0; /* grant time of this thread's disk I/O */
+
+static int disk_enter(void *ud, const struct tier_ioctx *io, size_t bytes, bool try)
+{
+    struct sched_lane *l = ud;
+    /* without try, on a lane with no deadline and no breaker, only -ENOMEM: not admitted, the
+     * caller goes on without a leave (common/diskadm.h) */
+    int rc = try ? sched_lane_try_enter(l->sched, l, io, bytes)
+                 : sched_lane_enter(l->sched, l, io, bytes);
+    if (rc == 0)
+        t_disk_t0 = tier_now_mono_ns();
+    return rc;
+}
+
+static void disk_leave(void *ud, const struct tier_ioctx *io, size_t bytes, long result)
+{
+    struct sched_lane *l = ud;
+    uint64_t now = tier_now_mono_ns();
+    sched_lane_leave(l->sched, l, io, bytes, result, now > t_disk_t0 ? now - t_disk_t0 : 0);
+}
+
+void sched_lane_disk_adm(struct sched_lane *l, struct tier_disk_adm *out)
+{
+    *out = (struct tier_disk_adm){.enter = disk_enter, .leave = disk_leave, .ud = l};
 }
 
 void sched_set_telemetry(struct sched *s, struct telemetry *t)

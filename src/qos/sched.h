@@ -16,6 +16,10 @@
  *     caller, so there is no side door around it.
  *   - The default lane (sched_admit/sched_done, max_inflight): requests that name no backend.
  *     It waits without a deadline and never fails.
+ *   - The local disk's lane (sched_lane_new with idle_fast, no deadline, no breaker; in the
+ *     daemon a scheduler of its own, main.c): the cache's disk-level reads and write-throughs
+ *     and the burst buffer's spool writes, through the hook sched_lane_disk_adm fills in
+ *     (common/diskadm.h), so src/cache and src/writeback need not include this header.
  *
  * The tenant and class of a backend call made through a wrapper are the struct tier_ioctx the
  * caller passed to the backend dispatcher (tiers/backend.h), which makes it the thread's current
@@ -74,6 +78,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/diskadm.h"
 #include "common/ioctx.h"
 
 struct backend;
@@ -161,7 +166,17 @@ struct sched_backend_config {
                                    * negative: no breaker */
     uint64_t breaker_cooldown_ms; /* time OPEN before a probe goes through; default 5000 */
     uint64_t link_capacity_bps;   /* the link's rate, bytes/s; 0: unknown (QoS defaults) */
+    /* Grant a call at once, without passing dmClock, when a slot is free, nothing waits and
+     * neither its client nor its tenant has a limit (the disk lane, whose hits must cost a lock
+     * and not a tag computation: dmClock's idle adjustment makes the skipped tags irrelevant
+     * once requests queue). Calls of limited clients, and every call while others wait, go
+     * through dmClock as on any backend lane. */
+    bool idle_fast;
 };
+
+/* sched_backend_config.admit_timeout_ms: wait for a grant without a deadline (the disk lane:
+ * a local read or write is never failed by its scheduler). */
+#define SCHED_TIMEOUT_NONE UINT64_MAX
 
 enum sched_breaker_state {
     SCHED_BREAKER_CLOSED = 0,
@@ -197,6 +212,12 @@ int sched_lane_new(struct sched *s, const char *name, const struct sched_backend
  * thread's current ioctx (tier_ioctx_current), else training of the default tenant. */
 int sched_lane_enter(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
                      size_t bytes);
+/* sched_lane_enter that never waits: 0 when the call is granted now (then sched_lane_leave), or
+ * -EAGAIN when it would have to queue (no free slot, others waiting, or its client or tenant at
+ * its limit); a refusal changes no QoS state. The breaker's refusals are -ETIMEDOUT as there.
+ * For work that may be skipped, such as the cache's write-through of a fetched block. */
+int sched_lane_try_enter(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
+                         size_t bytes);
 void sched_lane_leave(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
                       size_t bytes, long result, uint64_t service_ns);
 /* Between enter and leave, on the calling thread: the backend's attempt failed with err and it
@@ -261,6 +282,11 @@ void sched_lane_client_stats_get(struct sched *s, struct sched_lane *l, uint32_t
                                  enum tier_io_class cls, struct sched_client_stats *out);
 /* The cost of one call beyond its bytes (sched_config.op_cost_bytes, resolved). */
 uint64_t sched_op_cost(const struct sched *s);
+/* Lane l as the local disk's admission hook (common/diskadm.h), for the cache and the burst
+ * buffer: enter is sched_lane_enter (try: sched_lane_try_enter), which with no deadline on the
+ * lane (SCHED_TIMEOUT_NONE) only fails with -ENOMEM (then the I/O goes without admission);
+ * leave is sched_lane_leave with the time since the grant. l's lane must outlive the users. */
+void sched_lane_disk_adm(struct sched_lane *l, struct tier_disk_adm *out);
 
 /* The lane of a wrapper made by sched_backend_wrap on s, or NULL for any other backend. */
 struct sched_lane *sched_backend_lane(struct sched *s, struct backend *be);

@@ -546,6 +546,9 @@ int wb_open(const struct wb_config *cfg, struct wb **out)
         return -ENOMEM;
     int rc = 0;
     wb->cfg = *cfg;
+    if (cfg->disk_adm)
+        wb->adm = *cfg->disk_adm;
+    wb->cfg.disk_adm = NULL; /* wb->adm is the copy in use */
     if (!wb->cfg.upload_threads)
         wb->cfg.upload_threads = 2;
     if (!wb->cfg.parts_parallel)
@@ -759,6 +762,7 @@ insert:
         goto out_unlock;
     }
     fh->wb = wb;
+    fh->tenant = e->tenant;
     fh->e = e;
     fh->id = e->id;
     e->fh = fh;
@@ -861,19 +865,27 @@ ssize_t wb_write(struct wb_file *fh, const void *buf, size_t len, off_t off)
     int rc = reserve(fh, (uint64_t)off + len);
     if (rc)
         return rc;
+    /* the spool write is disk I/O of the writer's tenant: admitted in the disk lane (waits) */
+    const struct tier_ioctx io = {.tenant = fh->tenant, .cls = TIER_IO_CHECKPOINT};
+    bool adm = tier_disk_enter(&fh->wb->adm, &io, len, false) == 0; /* may wait */
     size_t done = 0;
     int zero_writes = 0;
+    ssize_t res = (ssize_t)len;
     while (done < len) {
         ssize_t n =
             do_pwrite(fh->wb, fh->fd, (const char *)buf + done, len - done, off + (off_t)done);
         if (n == -EINTR)
             continue;
-        if (n < 0)
-            return record_failure(fh, (int)n);
-        if (n == 0 && ++zero_writes > 8)
-            return record_failure(fh, -EIO);
+        if (n < 0 || (n == 0 && ++zero_writes > 8)) {
+            res = n < 0 ? n : -EIO;
+            break;
+        }
         done += (size_t)n;
     }
+    if (adm)
+        tier_disk_leave(&fh->wb->adm, &io, len, res);
+    if (res < 0)
+        return record_failure(fh, (int)res);
     note_write(fh->wb);
     return (ssize_t)len;
 }
@@ -1240,6 +1252,7 @@ static int file_close(struct wb_file *fh, int64_t *sealed_id)
 void wb_file_set_tenant(struct wb_file *fh, uint32_t tenant)
 {
     pthread_mutex_lock(&fh->wb->lock);
+    fh->tenant = tenant; /* the handle's owner thread reads it (wb_write) */
     if (fh->e)
         fh->e->tenant = tenant;
     pthread_mutex_unlock(&fh->wb->lock);

@@ -33,6 +33,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "common/diskadm.h"
+
 struct backend;
 struct wb;
 struct wb_file;
@@ -126,6 +128,10 @@ struct wb_config {
     uint64_t retry_max_ms;        /* cap of the growing delay; default 30000 */
     uint32_t tenant;              /* whose uploads (struct tier_ioctx.tenant), class checkpoint */
     const struct wb_io_hooks *io; /* NULL: real pwrite/fsync */
+    /* Admission of spool writes on the local disk (common/diskadm.h; copied at open; NULL:
+     * none): each wb_write() waits for it with its bytes, as class checkpoint of the file's
+     * tenant (wb_file_set_tenant, else tenant above). */
+    const struct tier_disk_adm *disk_adm;
     wb_event_fn on_event;
     void *event_ctx;
 };

@@ -60,11 +60,13 @@ struct wb_file {
     struct wb_entry *e; /* NULL once the file was unlinked/overwritten (wb->lock) */
     int64_t id;
     int fd;
-    int error; /* first local I/O error: the file is FAILED (fail-stop) */
+    int error;       /* first local I/O error: the file is FAILED (fail-stop) */
+    uint32_t tenant; /* whose writes (wb_file_set_tenant), for the disk admission */
 };
 
 struct wb {
-    struct wb_config cfg; /* strings below are our copies */
+    struct wb_config cfg;     /* strings below are our copies */
+    struct tier_disk_adm adm; /* cfg.disk_adm's copy (enter NULL: none); immutable */
     char *spool;
     char *journal_path;
     sqlite3 *db; /* used only under lock */

@@ -7,3 +7,11 @@ if(TARGET tierd)
   set_tests_properties(tenants_fuse PROPERTIES TIMEOUT 120 LABELS fuse
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()
+
+# The local disk's QoS lane on a REAL mount (root, /dev/fuse): a tenant's disk_limit holds for its
+# disk-level hits of a RAM-less cache while the default tenant's disk hits are not held back.
+if(TARGET tierd)
+  add_test(NAME disk_qos_fuse COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_disk_qos_fuse.sh)
+  set_tests_properties(disk_qos_fuse PROPERTIES TIMEOUT 120 LABELS fuse
+    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+endif()

@@ -22,3 +22,8 @@ tier_unit_test(test_cache_disk
 tier_unit_test(test_cache_fetchbound
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_cache_fetchbound.c
   LIBS tier_cache LABELS tsan)
+# The local disk's admission hook (common/diskadm.h) as the cache and the burst buffer call it:
+# a fake hook counts admissions by tenant and class (disk hits, write-throughs, spool writes).
+tier_unit_test(test_diskadm
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_diskadm.c
+  LIBS tier_cache tier_writeback tier_qos tier_tiers PkgConfig::SQLITE3 PkgConfig::XXHASH)

@@ -220,6 +220,11 @@ static const struct bad_case bad_cases[] = {
     {BASE "[backend x]\ntype = posix\nroot = /x\nlink_capacity = 1Gbit\n",
      {"t.conf:11:", "link_capacity = '1Gbit' is not a rate"}},
     {BASE "[daemon]\nqos_op_cost = 0\n", {"t.conf:9:", "qos_op_cost = '0'"}},
+    {BASE "[cache]\ndisk_capacity = fast\n", {"t.conf:9:", "disk_capacity = 'fast' is not a rate"}},
+    {BASE "[cache]\ndisk_max_inflight = 0\n", {"t.conf:9:", "disk_max_inflight = '0'"}},
+    {BASE "[tenant a]\ndisk_weight = 20000\n", {"t.conf:9:", "disk_weight = '20000'"}},
+    {BASE "[class training]\ndisk_limit = 5MB\n",
+     {"t.conf:9:", "disk_limit = '5MB' is not a rate"}},
     {BASE "[tenants]\nmax_tenants = 3\n[tenant a]\n[tenant b]\n",
      {"t.conf:9:", "max_tenants = 3 leaves no id for [tenant b] (line 11)",
       "max_tenants = 4 or more"}},
@@ -438,16 +443,24 @@ static void test_qos(void **state)
                                "path = /m\n"
                                "[daemon]\n"
                                "qos_op_cost = 128K\n"
+                               "[cache]\n"
+                               "disk_capacity = 2GiB/s\n"
+                               "disk_max_inflight = 8\n"
+                               "disk_op_cost = 16K\n"
                                "[class inference]\n"
                                "reservation = 1G/s\n"
                                "weight = 100\n"
                                "[class background]\n"
                                "limit = 200 MiB/s\n"
+                               "disk_limit = 300MiB/s\n"
+                               "disk_weight = 2\n"
                                "[tenant infer]\n"
                                "class = inference\n"
                                "reservation = none\n"
                                "limit = 2.5G/s\n"
                                "[tenant batch]\n"
+                               "disk_limit = 1G/s\n"
+                               "disk_weight = 5\n"
                                "weight = 3\n"
                                "reservation = 0/s\n";
     struct tierd_config c;
@@ -462,10 +475,19 @@ static void test_qos(void **state)
     assert_int_equal(c.classes[TIER_IO_INFERENCE].limit_bps, 0); /* not set: the default */
     assert_int_equal(c.classes[TIER_IO_BACKGROUND].limit_bps, 200u << 20);
     assert_int_equal(c.classes[TIER_IO_TRAINING].weight, 0);
-    assert_int_equal(c.class_line[TIER_IO_INFERENCE], 11);
+    assert_int_equal(c.class_line[TIER_IO_INFERENCE], 15);
     assert_int_equal(c.tenants[0].qos.reservation_bps, TIERD_RATE_NONE);
     assert_int_equal(c.tenants[0].qos.limit_bps, (uint64_t)(2.5 * (1ull << 30)));
-    assert_int_equal(c.tenants[0].qos.limit_line, 19);
+    assert_int_equal(c.tenants[0].qos.limit_line, 25);
+    assert_int_equal(c.disk_capacity_bps, 2ull << 30);
+    assert_int_equal(c.disk_max_inflight, 8);
+    assert_int_equal(c.disk_op_cost, 16u << 10);
+    assert_int_equal(c.classes[TIER_IO_BACKGROUND].disk_limit_bps, 300u << 20);
+    assert_int_equal(c.classes[TIER_IO_BACKGROUND].disk_weight, 2);
+    assert_int_equal(c.classes[TIER_IO_BACKGROUND].limit_bps, 200u << 20); /* the link's apart */
+    assert_int_equal(c.tenants[1].qos.disk_limit_bps, 1ull << 30);
+    assert_int_equal(c.tenants[1].qos.disk_weight, 5);
+    assert_int_equal(c.tenants[0].qos.disk_limit_bps, 0);
     assert_int_equal(c.tenants[1].qos.weight, 3);
     assert_int_equal(c.tenants[1].qos.reservation_bps, TIERD_RATE_NONE); /* 0/s is none */
     tierd_config_fini(&c);
@@ -475,6 +497,9 @@ static void test_qos(void **state)
     assert_int_equal(rc, 0);
     assert_int_equal(c.qos_op_cost, 64u << 10);
     assert_int_equal(c.backends[0].link_capacity_bps, 0);
+    assert_int_equal(c.disk_capacity_bps, 0);
+    assert_int_equal(c.disk_max_inflight, 64);
+    assert_int_equal(c.disk_op_cost, 4u << 10);
     for (int k = 0; k < TIER_IO_NCLASSES; k++)
         assert_true(c.classes[k].reservation_bps == 0 && c.classes[k].weight == 0 &&
                     c.classes[k].limit_bps == 0 && c.class_line[k] == 0);

@@ -21,6 +21,12 @@
  * with equal weights and no limits over a backend with latency, the two split the lane, and one
  * alone keeps every slot busy. The strict-priority tests above use the default lane (sched_admit),
  * which keeps that order.
+ *
+ * The disk lane (idle_fast, no deadline, no breaker): an idle lane grants unlimited clients
+ * without dmClock; sched_lane_try_enter refuses a full lane and a tenant at its limit and queues
+ * nothing; and with a real RAM-less cache admitting its disk hits through sched_lane_disk_adm,
+ * a tenant's disk limit holds over the run (dmclock.h's bound) and is delivered, while another
+ * tenant's disk hits proceed with a mean admission wait under 2 ms.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -1154,6 +1160,178 @@ static void test_lane_qos_idle_share(void **state)
     sched_free(s);
 }
 
+/* ---- the disk lane (the local disk's admission hook, common/diskadm.h) ------------------------
+ */
+
+static struct sched_lane *disk_lane_new(struct sched *s, int cap)
+{
+    struct sched_backend_config bc = {.max_inflight = cap,
+                                      .admit_timeout_ms = SCHED_TIMEOUT_NONE,
+                                      .breaker_failures = -1,
+                                      .idle_fast = true};
+    struct sched_lane *l = NULL;
+    assert_int_equal(sched_lane_new(s, "disk", &bc, &l), 0);
+    return l;
+}
+
+/* idle_fast grants an unlimited client without dmClock; try_enter refuses with -EAGAIN when the
+ * lane is full or the client's tenant is at its limit, and a refusal leaves nothing queued. */
+static void test_disk_lane_try_and_fast(void **state)
+{
+    (void)state;
+    struct sched *s = NULL;
+    assert_int_equal(sched_new(NULL, &s), 0);
+    struct sched_lane *l = disk_lane_new(s, 2);
+    const struct tier_ioctx a = {.tenant = 2, .cls = TIER_IO_TRAINING},
+                            b = {.tenant = 3, .cls = TIER_IO_INFERENCE},
+                            c = {.tenant = 4, .cls = TIER_IO_BACKGROUND},
+                            lim = {.tenant = 5, .cls = TIER_IO_BACKGROUND};
+    assert_int_equal(sched_lane_enter(s, l, &a, 4096), 0);
+    assert_int_equal(sched_lane_try_enter(s, l, &b, 4096), 0);
+    assert_int_equal(sched_lane_try_enter(s, l, &c, 4096), -EAGAIN); /* full */
+    struct sched_backend_stats st = lane_stats(s, 0);
+    assert_int_equal(st.inflight_now, 2);
+    assert_int_equal(st.queued_now, 0);
+    assert_int_equal(st.grants_weight + st.grants_reservation, 0); /* no dmClock pass */
+    sched_lane_leave(s, l, &a, 4096, 4096, 1000);
+    sched_lane_leave(s, l, &b, 4096, 4096, 1000);
+    assert_int_equal(sched_lane_try_enter(s, l, &c, 4096), 0); /* room again */
+    sched_lane_leave(s, l, &c, 4096, 4096, 1000);
+
+    /* a limited tenant goes through dmClock; at its limit a try is refused */
+    assert_int_equal(sched_tenant_limit_set(s, 5, 1u << 20), 0);
+    assert_int_equal(sched_lane_try_enter(s, l, &lim, 1u << 20), 0);
+    sched_lane_leave(s, l, &lim, 1u << 20, 1u << 20, 1000);
+    st = lane_stats(s, 0);
+    assert_int_equal(st.grants_weight + st.grants_reservation, 1);
+    assert_int_equal(sched_lane_try_enter(s, l, &lim, 1u << 20), -EAGAIN); /* ~1 s ahead */
+    st = lane_stats(s, 0);
+    assert_int_equal(st.queued_now, 0);
+    assert_int_equal(st.inflight_now, 0);
+    assert_int_equal(st.limit_waits, 0); /* the refusal armed no timer */
+    assert_int_equal(st.admitted, 4);
+    assert_int_equal(st.completed, 4);
+    /* another tenant is not held back by it */
+    assert_int_equal(sched_lane_try_enter(s, l, &a, 1u << 20), 0);
+    sched_lane_leave(s, l, &a, 1u << 20, 1u << 20, 1000);
+    sched_free(s);
+}
+
+#define DISK_BS (64u << 10)
+#define DISK_NBLK 16
+#define DISK_OP_COST 4096u
+
+struct disk_reader {
+    struct cache *c;
+    struct cache_obj obj;
+    struct tier_ioctx io;
+    uint64_t until_ns, reads;
+    int errors;
+};
+
+static void *disk_reader_main(void *arg)
+{
+    struct disk_reader *r = arg;
+    char *buf = malloc(DISK_BS);
+    assert_non_null(buf);
+    unsigned seed = (unsigned)r->io.tenant;
+    while (tier_now_mono_ns() < r->until_ns) {
+        uint64_t blk = (uint64_t)rand_r(&seed) % DISK_NBLK;
+        enum cache_served got;
+        ssize_t n = cache_read_served(r->c, &r->io, &r->obj, blk * DISK_BS, buf, DISK_BS, &got);
+        if (n != (ssize_t)DISK_BS || got != CACHE_SERVED_DISK)
+            r->errors++;
+        else
+            r->reads++;
+    }
+    free(buf);
+    return NULL;
+}
+
+/* A disk limit on one tenant holds over the run, as dmclock.h bounds it (limit x (elapsed +
+ * 20 ms) + one request), for disk hits of a real RAM-less cache admitted through the lane's
+ * hook, while another tenant's disk hits proceed without waiting for it. */
+static void test_disk_lane_limit_holds(void **state)
+{
+    (void)state;
+    struct sched *s = NULL;
+    struct sched_config sc = {.op_cost_bytes = DISK_OP_COST};
+    assert_int_equal(sched_new(&sc, &s), 0);
+    struct sched_lane *l = disk_lane_new(s, 64);
+    struct tier_disk_adm adm;
+    sched_lane_disk_adm(l, &adm);
+    char *dir = tu_mkdtemp("sched-disk");
+    struct backend *mem = fakebe_mem_new("warm");
+    fakebe_add(mem, "d", (uint64_t)DISK_NBLK * DISK_BS, "e1");
+    struct cache_config cc = {.block_size = DISK_BS,
+                              .disk_dir = dir,
+                              .disk_bytes = 4ull * DISK_NBLK * DISK_BS,
+                              .disk_adm = &adm};
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cc, &c), 0);
+    const struct cache_obj obj = {
+        .be = mem, .key = "d", .etag = "e1", .size_bytes = (uint64_t)DISK_NBLK * DISK_BS};
+    for (uint64_t i = 0; i < DISK_NBLK; i++) /* warm: written through the lane */
+        assert_int_equal(cache_fetch_block(c, &(struct tier_ioctx){0}, &obj, i, false), 0);
+    struct cache_stats cst;
+    cache_stats_get(c, &cst);
+    assert_int_equal(cst.disk.blocks, DISK_NBLK);
+    assert_int_equal(cst.disk_store_skipped, 0);
+
+    const uint64_t limit = 2u << 20, cost = DISK_BS + DISK_OP_COST;
+    assert_int_equal(sched_tenant_limit_set(s, 5, limit), 0);
+    struct sched_stats before;
+    sched_stats_get(s, &before);
+    struct disk_reader r[4];
+    pthread_t th[4];
+    uint64_t t0 = tier_now_mono_ns();
+    for (int i = 0; i < 4; i++) {
+        r[i] = (struct disk_reader){
+            .c = c,
+            .obj = obj,
+            .io = {.tenant = i < 2 ? 5 : 6, .cls = i < 2 ? TIER_IO_TRAINING : TIER_IO_INFERENCE},
+            .until_ns = t0 + 1000 * TIER_NS_PER_MS};
+        assert_int_equal(pthread_create(&th[i], NULL, disk_reader_main, &r[i]), 0);
+    }
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    double el = (double)(tier_now_mono_ns() - t0) / 1e9;
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(r[i].errors, 0);
+    uint64_t n5 = r[0].reads + r[1].reads, n6 = r[2].reads + r[3].reads;
+    double bound = (double)limit * (el + 0.020) + (double)cost;
+    print_message("disk lane: tenant 5 (limit %.1f MiB/s): %llu hits, %.2f MiB/s of cost; "
+                  "tenant 6: %llu hits in %.3f s\n",
+                  (double)limit / 1048576.0, (unsigned long long)n5,
+                  (double)(n5 * cost) / el / 1048576.0, (unsigned long long)n6, el);
+    if ((double)(n5 * cost) > bound)
+        fail_msg("tenant 5: %llu bytes of cost in %.3f s, its limit allows %.0f",
+                 (unsigned long long)(n5 * cost), el, bound);
+    if ((double)(n5 * cost) < 0.5 * (double)limit) /* and the limit is delivered */
+        fail_msg("tenant 5 got %llu bytes of cost in %.3f s under a %llu/s limit",
+                 (unsigned long long)(n5 * cost), el, (unsigned long long)limit);
+    assert_true(n6 > 4 * n5);
+    /* tenant 6 (inference) never waited on tenant 5's limit: its mean wait stays tiny */
+    struct sched_stats after;
+    sched_stats_get(s, &after);
+    const struct sched_class_stats *a = &after.cls[TIER_IO_INFERENCE],
+                                   *b = &before.cls[TIER_IO_INFERENCE];
+    uint64_t adm6 = a->admitted - b->admitted;
+    assert_int_equal(adm6, n6);
+    double wait6 = (double)(a->wait_ns_total - b->wait_ns_total) / (double)adm6;
+    print_message("tenant 6: mean admission wait %.1f us\n", wait6 / 1000.0);
+    assert_true(wait6 < 2e6);
+    struct sched_backend_stats st = lane_stats(s, 0);
+    assert_true(st.limit_waits > 0);
+    assert_int_equal(st.inflight_now, 0);
+    assert_int_equal(st.queued_now, 0);
+    cache_close(c);
+    backend_free(mem);
+    tu_rmtree(dir);
+    free(dir);
+    sched_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1172,6 +1350,8 @@ int main(void)
         cmocka_unit_test(test_lane_qos_params),
         cmocka_unit_test(test_lane_qos_limits),
         cmocka_unit_test(test_lane_qos_idle_share),
+        cmocka_unit_test(test_disk_lane_try_and_fast),
+        cmocka_unit_test(test_disk_lane_limit_holds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
