@@ -576,10 +576,14 @@ static void disk_store(struct cache *c, const struct tier_ioctx *io, struct cblo
     }
     b->flags |= B_DISK_IO;
     b->refs++;
+    /* A pinned block must reach the disk (RAM eviction skips pinned blocks that are not on
+     * disk, so a skipped write-through would hold it in RAM for good): it waits for the disk
+     * lane instead of being skipped. */
+    bool must = (b->flags & B_PINNED) != 0;
     pthread_mutex_unlock(&s->mu);
     const struct tier_ioctx wio = {.tenant = io ? io->tenant : TIER_TENANT_DEFAULT,
                                    .cls = TIER_IO_BACKGROUND};
-    if (tier_disk_enter(&c->adm, &wio, d->len, true) != 0) {
+    if (tier_disk_enter(&c->adm, &wio, d->len, !must) != 0) {
         atomic_fetch_add_explicit(&c->store_skipped, 1, memory_order_relaxed);
         pthread_mutex_lock(&s->mu);
         b->flags &= ~(unsigned)B_DISK_IO;

@@ -36,6 +36,12 @@ char *tier_dir_prefix(const char *s);
 /* Lowercase hex of len bytes into out (2*len+1 bytes). */
 void tier_hex(const void *data, size_t len, char *out);
 
+/* a + b, or UINT64_MAX where it would wrap (sums of rates from user input). */
+static inline uint64_t tier_sum_sat(uint64_t a, uint64_t b)
+{
+    return UINT64_MAX - a < b ? UINT64_MAX : a + b;
+}
+
 /* Length of the valid UTF-8 sequence at s (n >= 1 bytes left), or 0 if the bytes there are not
  * one (overlongs, surrogates and code points above U+10FFFF are invalid). */
 size_t tier_utf8_seq(const unsigned char *s, size_t n);

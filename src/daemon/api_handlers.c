@@ -1321,7 +1321,7 @@ static int qos_check(struct tierd *d, const struct qos_change *ch, struct api_re
             uint64_t r = d->cfg.classes[k].reservation_bps;
             if (k == TIER_IO_INFERENCE && r == 0)
                 r = cap / 10;
-            sum += qos_rate_set(r);
+            sum = tier_sum_sat(sum, qos_rate_set(r));
         }
         old_sum = sum;
         uint32_t n = tenant_count(d->tenants);
@@ -1331,10 +1331,10 @@ static int qos_check(struct tierd *d, const struct qos_change *ch, struct api_re
                 uint64_t r = sched_qos_get(d->sched, t, (enum tier_io_class)k, &q)
                                  ? qos_rate_set(q.reservation_bps)
                                  : 0;
-                old_sum += r;
+                old_sum = tier_sum_sat(old_sum, r);
                 if (t == ch->id && k == (int)ch->cls)
                     r = qos_rate_set(ch->q.reservation_bps);
-                sum += r;
+                sum = tier_sum_sat(sum, r);
             }
         if (sum > cap && sum > old_sum) {
             reply_error(out, -EINVAL,

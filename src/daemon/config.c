@@ -574,6 +574,8 @@ int tierd_rate_parse(const char *val, uint64_t *out)
     int rc = tier_parse_size(trim(num), &u);
     if (rc)
         return rc == -ERANGE ? -ERANGE : -EINVAL;
+    if (u == 0 && strpbrk(num, "123456789"))
+        return -ERANGE; /* under 1 B/s ("0.5/s"): not "no limit" (second review of issue 11) */
     *out = u ? u : TIERD_RATE_NONE;
     return 0;
 }
@@ -1457,10 +1459,10 @@ static void check_qos(struct parser *p)
             uint64_t r = c->classes[k].reservation_bps;
             if (k == TIER_IO_INFERENCE && r == 0)
                 r = cap / 10; /* the built-in default */
-            sum += rate_set(r);
+            sum = tier_sum_sat(sum, rate_set(r));
         }
         for (size_t i = 0; i < c->ntenants; i++)
-            sum += rate_set(c->tenants[i].qos.reservation_bps);
+            sum = tier_sum_sat(sum, rate_set(c->tenants[i].qos.reservation_bps));
         if (sum > cap)
             fail(p, be->link_capacity_line,
                  "[backend %s] link_capacity = %s is less than the reservations that apply to "

@@ -180,13 +180,26 @@ static int client_get(struct dmc *d, uint32_t tenant, enum tier_io_class cls,
     return 0;
 }
 
-void dmc_refresh(struct dmc *d)
+/* A limit raised or lifted applies from now: the next grant is no later than now. Tags computed
+ * at the old, lower rate would otherwise hold a queued client back until they pass (a limit
+ * lifted while a waiter slept released it only at its old L tag; second review of issue 11). */
+static void limit_changed(uint64_t *l_next, uint64_t old_limit, uint64_t new_limit, uint64_t now_ns)
+{
+    bool looser = new_limit == 0 ? old_limit != 0 : old_limit != 0 && new_limit > old_limit;
+    if (looser && *l_next > now_ns)
+        *l_next = now_ns;
+}
+
+void dmc_refresh(struct dmc *d, uint64_t now_ns)
 {
     for (size_t i = 0; i < d->ntab; i++) {
         struct dmc_client *c = d->tab[i];
         if (!c)
             continue;
+        uint64_t old_limit = c->p.limit, old_tlimit = c->t->limit;
         load_params(d, c);
+        limit_changed(&c->l_next, old_limit, c->p.limit, now_ns);
+        limit_changed(&c->t->l_next, old_tlimit, c->t->limit, now_ns);
         /* a client a limit held back is behind V; with its limit raised it must not win the
          * weight phase until it caught up: its next arrival starts at V at the latest */
         if (c->p_prev < d->vtime)

@@ -130,7 +130,7 @@ int dmc_pull(struct dmc *d, uint64_t now_ns, struct dmc_req **out, enum dmc_phas
 void dmc_cancel(struct dmc *d, struct dmc_req *req);
 /* Ask params again for every client (after a configuration change); a client's next P tag
  * starts at V at the latest, so one a lowered limit held back gets no credit from it. */
-void dmc_refresh(struct dmc *d);
+void dmc_refresh(struct dmc *d, uint64_t now_ns);
 /* Requests queued, all clients. */
 size_t dmc_queued(const struct dmc *d);
 /* The cost a request of bytes is charged. */

@@ -285,6 +285,8 @@ static void lane_params(void *ud, uint32_t tenant, enum tier_io_class cls, struc
     }
 }
 
+static void grant(struct sched *s, struct sched_lane *l);
+
 int sched_qos_set(struct sched *s, uint32_t tenant, enum tier_io_class cls,
                   const struct sched_qos *q)
 {
@@ -314,8 +316,12 @@ int sched_qos_set(struct sched *s, uint32_t tenant, enum tier_io_class cls,
     s->tq[i].set = q != NULL;
     if (q)
         s->tq[i].q = *q;
-    for (struct sched_lane *l = s->lanes; l; l = l->next_lane)
-        dmc_refresh(l->dmc);
+    /* new parameters, and a limit raised or lifted frees waiters now: grant again */
+    uint64_t now = tier_now_mono_ns();
+    for (struct sched_lane *l = s->lanes; l; l = l->next_lane) {
+        dmc_refresh(l->dmc, now);
+        grant(s, l);
+    }
     pthread_mutex_unlock(&s->mu);
     return 0;
 }
@@ -341,8 +347,12 @@ int sched_tenant_limit_set(struct sched *s, uint32_t tenant, uint64_t limit_bps)
         s->ntlim = n;
     }
     s->tlim[tenant] = limit_bps == SCHED_RATE_NONE ? 0 : limit_bps;
-    for (struct sched_lane *l = s->lanes; l; l = l->next_lane)
-        dmc_refresh(l->dmc);
+    /* new parameters, and a limit raised or lifted frees waiters now: grant again */
+    uint64_t now = tier_now_mono_ns();
+    for (struct sched_lane *l = s->lanes; l; l = l->next_lane) {
+        dmc_refresh(l->dmc, now);
+        grant(s, l);
+    }
     pthread_mutex_unlock(&s->mu);
     return 0;
 }
@@ -756,7 +766,11 @@ static int lane_admit(struct sched *s, struct sched_lane *l, int c, uint32_t ten
         *waited_ns = 0;
         return 0;
     }
-    if (try && (!free_now || !l->dmc || !under_limits(l, tenant, c, t0))) {
+    /* try: a free slot with waiters means every waiter is held by its own limit (the lane's
+     * invariant), so a caller under its limits goes through dmClock and is granted now; only a
+     * full lane or the caller's own limit refuses it (a throttled tenant once made every other
+     * tenant's write-through be skipped: second review of issue 11) */
+    if (try && (l->inflight >= l->cap || !l->dmc || !under_limits(l, tenant, c, t0))) {
         if (probe)
             l->probe_out = false; /* no probe went: the next call is one */
         pthread_mutex_unlock(&s->mu);

@@ -217,6 +217,14 @@ static const struct bad_case bad_cases[] = {
      "reservation = 400M/s\n",
      {"t.conf:4:", "[backend warm] link_capacity = 1.0 GiB/s is less than the reservations",
       "1.1 GiB/s in all", "raise link_capacity"}},
+    /* reservations whose sum wraps around 2^64 are still above the link (second review of
+     * issue 11: two of 2^63 B/s summed to 0) */
+    {"[backend warm]\ntype = posix\nroot = /srv\nlink_capacity = 1G/s\n[namespace /d]\n"
+     "backend = warm\n[mount]\npath = /m\n[tenant a]\nreservation = 8388608T/s\n[tenant b]\n"
+     "reservation = 8388608T/s\n",
+     {"t.conf:4:", "[backend warm] link_capacity = 1.0 GiB/s is less than the reservations"}},
+    /* under 1 B/s is not "no limit" */
+    {BASE "[tenant a]\nlimit = 0.5/s\n", {"t.conf:9:", "limit = '0.5/s'"}},
     {BASE "[backend x]\ntype = posix\nroot = /x\nlink_capacity = 1Gbit\n",
      {"t.conf:11:", "link_capacity = '1Gbit' is not a rate"}},
     {BASE "[daemon]\nqos_op_cost = 0\n", {"t.conf:9:", "qos_op_cost = '0'"}},

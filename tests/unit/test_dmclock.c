@@ -121,7 +121,7 @@ static void test_tags(void **state)
 
     /* a refresh re-reads the parameters and moves P_prev up to V */
     t.p[0].weight = 5;
-    dmc_refresh(d);
+    dmc_refresh(d, now);
     assert_int_equal(dmc_client_info_get(d, 0, TIER_IO_TRAINING, &ci), 0);
     assert_int_equal(ci.params.weight, 5);
 
@@ -457,11 +457,41 @@ static void test_refresh_no_burst(void **state)
     sim_run(&s, SEC, 5 * SEC);
     assert_near(share(&s, 0, 2 * SEC, 5 * SEC), 0.1, 0.05, "A limited");
     s.t.p[0].limit = 0;
-    dmc_refresh(s.d);
+    dmc_refresh(s.d, 5 * SEC);
     sim_run(&s, 5 * SEC, 7 * SEC);
     /* its 8 queued requests (old tags) go first, within 40 ms; then half each */
     assert_near(share(&s, 0, 5 * SEC + 100 * MS, 7 * SEC), 0.5, 0.10, "A after the refresh");
     sim_fini(&s);
+}
+
+/* A limit raised or lifted while a client waits at it frees the client at once, not at the
+ * L tag computed at the old rate (second review of issue 11: the waiter slept ~10 s). */
+static void test_raised_limit_frees_now(void **state)
+{
+    (void)state;
+    struct ptab t;
+    memset(&t, 0, sizeof(t));
+    t.p[0] = (struct dmc_params){.weight = 1, .limit = 100 * 1024}; /* a 128 KiB request / ~1.3 s */
+    struct dmc *d = new_dmc(&t, 1);
+    struct dmc_req rq[3];
+    uint64_t now = 10 * SEC, next = 0;
+    struct dmc_req *out = NULL;
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(dmc_add(d, 0, TIER_IO_TRAINING, 128 * 1024, now, &rq[i]), 0);
+    assert_int_equal(dmc_pull(d, now, &out, NULL, &next), 0); /* the first goes */
+    assert_int_equal(dmc_pull(d, now, &out, NULL, &next), -EAGAIN);
+    assert_true(next > now + SEC);        /* the second waits for the limit */
+    t.p[0].limit = 1024ull * 1024 * 1024; /* raised to 1 GiB/s */
+    dmc_refresh(d, now + MS);
+    assert_int_equal(dmc_pull(d, now + MS, &out, NULL, &next), 0);
+    assert_ptr_equal(out, &rq[1]);
+    t.p[0].limit = 100 * 1024;
+    dmc_refresh(d, now + 2 * MS);
+    t.p[0].limit = 0; /* lifted */
+    dmc_refresh(d, now + 3 * MS);
+    assert_int_equal(dmc_pull(d, now + 3 * MS, &out, NULL, &next), 0);
+    assert_ptr_equal(out, &rq[2]);
+    dmc_free(d);
 }
 
 static void test_reservation_met(void **state)
@@ -582,6 +612,7 @@ int main(void)
         cmocka_unit_test(test_reservation_met),
         cmocka_unit_test(test_tenant_limit),
         cmocka_unit_test(test_refresh_no_burst),
+        cmocka_unit_test(test_raised_limit_frees_now),
         cmocka_unit_test(test_property_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

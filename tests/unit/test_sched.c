@@ -1217,6 +1217,60 @@ static void test_disk_lane_try_and_fast(void **state)
     sched_free(s);
 }
 
+struct limit_waiter {
+    struct sched *s;
+    struct sched_lane *l;
+    struct tier_ioctx io;
+    atomic_int granted;
+};
+
+static void *limit_waiter_main(void *arg)
+{
+    struct limit_waiter *w = arg;
+    if (sched_lane_enter(w->s, w->l, &w->io, 1u << 20) == 0) {
+        atomic_store(&w->granted, 1);
+        sched_lane_leave(w->s, w->l, &w->io, 1u << 20, 1u << 20, 1000);
+    }
+    return NULL;
+}
+
+/* Second review of issue 11: (1) a waiter held at its tenant's limit does not make a try of
+ * another tenant fail while slots are free (every write-through was skipped while one tenant
+ * was throttled); (2) lifting the limit frees the waiter now, not at the L tag computed at the
+ * old rate (~10 s here). */
+static void test_disk_lane_limit_waiter(void **state)
+{
+    (void)state;
+    struct sched *s = NULL;
+    assert_int_equal(sched_new(NULL, &s), 0);
+    struct sched_lane *l = disk_lane_new(s, 4);
+    const struct tier_ioctx other = {.tenant = 2, .cls = TIER_IO_TRAINING};
+    struct limit_waiter w = {.s = s, .l = l, .io = {.tenant = 5, .cls = TIER_IO_BACKGROUND}};
+    atomic_init(&w.granted, 0);
+    assert_int_equal(sched_tenant_limit_set(s, 5, 100u << 10), 0); /* 100 KiB/s */
+    assert_int_equal(sched_lane_enter(s, l, &w.io, 1u << 20), 0);  /* 1 MiB: ~10 s of limit */
+    sched_lane_leave(s, l, &w.io, 1u << 20, 1u << 20, 1000);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, limit_waiter_main, &w), 0);
+    uint64_t deadline = tier_now_mono_ns() + DEADLINE_NS;
+    while (lane_stats(s, 0).queued_now != 1) {
+        assert_true(tier_now_mono_ns() < deadline);
+        sched_yield();
+    }
+    assert_int_equal(sched_lane_try_enter(s, l, &other, 4096), 0); /* (1) */
+    sched_lane_leave(s, l, &other, 4096, 4096, 1000);
+    assert_int_equal(atomic_load(&w.granted), 0);
+    uint64_t t0 = tier_now_mono_ns();
+    assert_int_equal(sched_tenant_limit_set(s, 5, 0), 0); /* (2) lifted */
+    pthread_join(th, NULL);
+    uint64_t ms = (tier_now_mono_ns() - t0) / TIER_NS_PER_MS;
+    assert_int_equal(atomic_load(&w.granted), 1);
+    if (ms > 3000)
+        fail_msg("the lifted limit freed its waiter after %llu ms (its old L tag: ~10 s)",
+                 (unsigned long long)ms);
+    sched_free(s);
+}
+
 #define DISK_BS (64u << 10)
 #define DISK_NBLK 16
 #define DISK_OP_COST 4096u
@@ -1351,6 +1405,7 @@ int main(void)
         cmocka_unit_test(test_lane_qos_limits),
         cmocka_unit_test(test_lane_qos_idle_share),
         cmocka_unit_test(test_disk_lane_try_and_fast),
+        cmocka_unit_test(test_disk_lane_limit_waiter),
         cmocka_unit_test(test_disk_lane_limit_holds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
