@@ -752,14 +752,18 @@ static void test_blackhole_s3_breaker(void **state)
      * closed), the fourth opens it and refuses the other 17 at once. So no call waits more than
      * one timeout for admission and runs at most one: nothing near the 3 s admission deadline,
      * and no third wave. Without the breaker the queue drains in waves of 4 until that deadline. */
+    /* On an idle machine exactly 3 calls form the second wave (7 reach the endpoint); under
+     * load a timeout can be reported after the breaker already opened on the others', so the
+     * second wave may be smaller (seen: 2 at load 10). Never larger, and never a third. */
     assert_true(worst < 2 * 400 + 350);
-    assert_int_equal(second_wave, 3);
+    assert_true(second_wave <= 3);
     struct sched_backend_stats b = lane_stats(s, 0);
+    int reached = atomic_load(&bh.accepted);
+    assert_true(reached >= 4 && reached <= 7);
     assert_int_equal(b.breaker, SCHED_BREAKER_OPEN);
-    assert_int_equal(b.failures, 7);
+    assert_int_equal(b.failures, (uint64_t)reached);
     assert_int_equal(b.breaker_opens, 1);
-    assert_int_equal(b.fast_fails, NCALLS - 7);
-    assert_int_equal(atomic_load(&bh.accepted), 7); /* nothing more reached the endpoint */
+    assert_int_equal(b.fast_fails, NCALLS - reached); /* nothing more reached the endpoint */
 
     /* Open: fail fast without touching the endpoint. */
     struct call_arg one = {.be = be};
@@ -767,7 +771,7 @@ static void test_blackhole_s3_breaker(void **state)
     assert_int_equal(one.rc, -ETIMEDOUT);
     assert_true(one.ms < 100);
     assert_non_null(strstr(tier_err_msg(), "backend 'cold' is not answering"));
-    assert_int_equal(atomic_load(&bh.accepted), 7);
+    assert_int_equal(atomic_load(&bh.accepted), reached);
 
     /* The endpoint answers again (404: an answer, not a failure): the probe closes it. */
     bh_answer(&bh, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
