@@ -520,6 +520,22 @@ static unsigned do_health(struct tierd *d, struct api_reply *out)
  * operator waits on them, so they go as inference, tenant default. */
 static const struct tier_ioctx api_io = {.tenant = TIER_TENANT_DEFAULT, .cls = TIER_IO_INFERENCE};
 
+/* The first key of the JSON object j that is not one of fields[0..n), or NULL. */
+static const char *unknown_field(json_t *j, const char *const *fields, size_t n)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(j, key, v)
+    {
+        bool known = false;
+        for (size_t i = 0; i < n; i++)
+            known = known || strcmp(key, fields[i]) == 0;
+        if (!known)
+            return key;
+    }
+    return NULL;
+}
+
 /* ---- handlers -------------------------------------------------------------------------- */
 
 static json_t *parse_body(const struct api_request *rq, struct api_reply *out, unsigned *ret)
@@ -1025,18 +1041,11 @@ static unsigned do_tenants_post(struct tierd *d, const struct api_request *rq,
     if (!j)
         return ret;
     static const char *const fields[] = {"name", "class", "slurm_job", "uid", "gid", "cgroup"};
-    const char *key;
-    json_t *v;
-    json_object_foreach(j, key, v)
-    {
-        bool known = false;
-        for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
-            known = known || strcmp(key, fields[i]) == 0;
-        if (!known) {
-            ret = reply_error(out, -EINVAL, "unknown field '%s' (allowed: " TENANT_POST_FIELDS ")",
-                              key);
-            goto out;
-        }
+    const char *bad = unknown_field(j, fields, sizeof(fields) / sizeof(fields[0]));
+    if (bad) {
+        ret = reply_error(out, -EINVAL, "unknown field '%.60s' (allowed: " TENANT_POST_FIELDS ")",
+                          bad);
+        goto out;
     }
     const char *name = json_string_value(json_object_get(j, "name"));
     if (!name) {
@@ -1355,17 +1364,10 @@ static unsigned qos_parse(struct tierd *d, json_t *j, struct qos_change *ch, str
 {
     static const char *const fields[] = {"tenant", "class", "reservation",
                                          "weight", "limit", "backend"};
-    const char *key;
-    json_t *v;
-    json_object_foreach(j, key, v)
-    {
-        bool known = false;
-        for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
-            known = known || strcmp(key, fields[i]) == 0;
-        if (!known)
-            return reply_error(out, -EINVAL, "unknown field '%.60s' (allowed: " QOS_PUT_FIELDS ")",
-                               key);
-    }
+    const char *bad = unknown_field(j, fields, sizeof(fields) / sizeof(fields[0]));
+    if (bad)
+        return reply_error(out, -EINVAL, "unknown field '%.60s' (allowed: " QOS_PUT_FIELDS ")",
+                           bad);
     ch->tenant = json_string_value(json_object_get(j, "tenant"));
     if (!ch->tenant)
         return reply_error(out, -EINVAL,

@@ -908,24 +908,26 @@ void sched_done(struct sched *s, const struct tier_ioctx *io, size_t bytes, long
     lane_done(s, &s->def, c, bytes, result, service_ns, false, 0);
 }
 
-int sched_lane_enter(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
-                     size_t bytes)
+static int lane_enter(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
+                      size_t bytes, bool try)
 {
     uint64_t waited = 0;
     t_attempt_reported = false;
-    int rc = lane_admit(s, l, class_of(io), tenant_of(io), bytes, false, &waited);
+    int rc = lane_admit(s, l, class_of(io), tenant_of(io), bytes, try, &waited);
     t_lane_waited_ns = waited;
     return rc;
+}
+
+int sched_lane_enter(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
+                     size_t bytes)
+{
+    return lane_enter(s, l, io, bytes, false);
 }
 
 int sched_lane_try_enter(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
                          size_t bytes)
 {
-    uint64_t waited = 0;
-    t_attempt_reported = false;
-    int rc = lane_admit(s, l, class_of(io), tenant_of(io), bytes, true, &waited);
-    t_lane_waited_ns = waited;
-    return rc;
+    return lane_enter(s, l, io, bytes, true);
 }
 
 void sched_lane_leave(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
