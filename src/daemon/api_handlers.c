@@ -1203,9 +1203,9 @@ static json_t *qos_json(struct tierd *d, int64_t only)
                       "grants_weight", (json_int_t)(b ? b->grants_weight : 0), "limit_waits",
                       (json_int_t)(b ? b->limit_waits : 0), "tenants", tenants));
     }
-    return json_pack("{s:I, s:s, s:I, s:o}", "now_ns", (json_int_t)tier_now_mono_ns(),
-                     "scheduler", sched_qos_enabled(d->sched) ? "dmclock" : "strict-priority",
-                     "op_cost", (json_int_t)sched_op_cost(d->sched), "backends", backends);
+    return json_pack("{s:I, s:s, s:I, s:o}", "now_ns", (json_int_t)tier_now_mono_ns(), "scheduler",
+                     sched_qos_enabled(d->sched) ? "dmclock" : "strict-priority", "op_cost",
+                     (json_int_t)sched_op_cost(d->sched), "backends", backends);
 }
 
 static unsigned do_qos_get(struct tierd *d, struct api_reply *out)
