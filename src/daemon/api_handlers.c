@@ -1212,7 +1212,8 @@ static json_t *qos_json(struct tierd *d, int64_t only)
                       "grants_weight", (json_int_t)(b ? b->grants_weight : 0), "limit_waits",
                       (json_int_t)(b ? b->limit_waits : 0), "tenants", tenants));
     }
-    return json_pack("{s:I, s:I, s:o}", "now_ns", (json_int_t)tier_now_mono_ns(), "op_cost",
+    return json_pack("{s:I, s:s, s:I, s:o}", "now_ns", (json_int_t)tier_now_mono_ns(), "scheduler",
+                     sched_qos_enabled(d->sched) ? "dmclock" : "strict-priority", "op_cost",
                      (json_int_t)sched_op_cost(d->sched), "backends", backends);
 }
 

@@ -381,6 +381,7 @@ static const struct keydef daemon_keys[] = {
     {"stage_threads", V_INT, CFG(stage_threads), 1, 256, false, 0},
     {"health_backlog_age", V_DUR, CFG(health_backlog_ms), 0, 30 * 86400000ULL, false, 0},
     {"telemetry", V_BOOL, CFG(telemetry), 0, 0, false, 0},
+    {"qos", V_BOOL, CFG(qos), 0, 0, false, 0},
     {"qos_op_cost", V_SIZE, CFG(qos_op_cost), 1, 64 * MIB, false, 0},
     {NULL, 0, 0, 0, 0, false, 0},
 };
@@ -1580,6 +1581,7 @@ static void apply_defaults(struct tierd_config *c)
     c->stage_threads = 8;
     c->health_backlog_ms = 300000;
     c->telemetry = true;
+    c->qos = true;
     c->wb_upload_threads = 2;
     c->wb_parts_parallel = 4;
     c->wb_part_size = 8 * MIB;

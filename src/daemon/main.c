@@ -495,7 +495,8 @@ int main(int argc, char **argv)
     /* The default lane admits only requests that name no backend (write-back uploads declare
      * their class there; their backend calls then pass the backend's own lane). */
     struct sched_config sc = {.max_inflight = TIERD_DEFAULT_LANE_MAX_INFLIGHT,
-                              .op_cost_bytes = d.cfg.qos_op_cost};
+                              .op_cost_bytes = d.cfg.qos_op_cost,
+                              .qos_off = !d.cfg.qos};
     for (int c = 0; c < TIER_IO_NCLASSES; c++) /* same encoding: 0 default, NONE none */
         sc.cls[c] = (struct sched_qos_cls){.reservation_bps = d.cfg.classes[c].reservation_bps,
                                            .limit_bps = d.cfg.classes[c].limit_bps,

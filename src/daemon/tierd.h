@@ -124,6 +124,7 @@ struct tierd_config {
     int stage_threads;           /* default 8 */
     uint64_t health_backlog_ms;  /* older write-back backlog: degraded; 0 = never; 300 s */
     bool telemetry;              /* per-tenant series (d->tele); off: NULL, endpoints 404 */
+    bool qos;                    /* dmClock on backend lanes; off: strict class priority */
     /* [writeback]: the burst buffer, used when a namespace has mode = write-back */
     char *wb_spool_dir;                  /* default: "spool" beside [cache] disk_dir */
     char *wb_journal;                    /* NULL: <spool_dir>/journal.db */

@@ -33,6 +33,10 @@
  * deadline), calls grant() itself, and hands the role on when it leaves the queue. No thread
  * polls: the timer sleeps on a timed wait, every other waiter on its own condition variable.
  *
+ * QoS off (sched_config.qos_off, [daemon] qos = off): backend lanes get no dmClock queue
+ * (dmc NULL) and grant exactly as the default lane does, below; only their deadline and
+ * breaker remain theirs.
+ *
  * Next class, the default lane: the highest class with waiters, except that a class passed over
  * starve_limit times (passed[c] counts grants to higher classes while c had waiters) goes first,
  * and its counter restarts. Strict priority alone could starve a lower class for ever, and a
@@ -124,6 +128,7 @@ struct tenant_qos {
 struct sched {
     uint64_t starve_limit;                      /* immutable after sched_new */
     uint64_t op_cost;                           /* ditto */
+    bool qos_off;                               /* ditto: backend lanes without dmClock */
     struct sched_qos_cls cls[TIER_IO_NCLASSES]; /* ditto: sched_config.cls */
     pthread_condattr_t cattr;
 
@@ -204,6 +209,7 @@ int sched_new(const struct sched_config *cfg, struct sched **out)
     if (!s)
         return -ENOMEM;
     s->op_cost = cfg && cfg->op_cost_bytes ? cfg->op_cost_bytes : DMC_OP_COST_DEFAULT;
+    s->qos_off = cfg && cfg->qos_off;
     if (cfg)
         memcpy(s->cls, cfg->cls, sizeof(s->cls));
     s->starve_limit =
@@ -319,7 +325,8 @@ int sched_qos_set(struct sched *s, uint32_t tenant, enum tier_io_class cls,
     /* new parameters, and a limit raised or lifted frees waiters now: grant again */
     uint64_t now = tier_now_mono_ns();
     for (struct sched_lane *l = s->lanes; l; l = l->next_lane) {
-        dmc_refresh(l->dmc, now);
+        if (l->dmc)
+            dmc_refresh(l->dmc, now);
         grant(s, l);
     }
     pthread_mutex_unlock(&s->mu);
@@ -350,7 +357,8 @@ int sched_tenant_limit_set(struct sched *s, uint32_t tenant, uint64_t limit_bps)
     /* new parameters, and a limit raised or lifted frees waiters now: grant again */
     uint64_t now = tier_now_mono_ns();
     for (struct sched_lane *l = s->lanes; l; l = l->next_lane) {
-        dmc_refresh(l->dmc, now);
+        if (l->dmc)
+            dmc_refresh(l->dmc, now);
         grant(s, l);
     }
     pthread_mutex_unlock(&s->mu);
@@ -384,6 +392,11 @@ bool sched_qos_get(struct sched *s, uint32_t tenant, enum tier_io_class cls, str
         *out = s->tq[i].q;
     pthread_mutex_unlock(&s->mu);
     return set;
+}
+
+bool sched_qos_enabled(const struct sched *s)
+{
+    return !s->qos_off;
 }
 
 uint64_t sched_tenant_limit_get(struct sched *s, uint32_t tenant)
@@ -443,7 +456,8 @@ int sched_lane_new(struct sched *s, const char *name, const struct sched_backend
     l->link_bps = cfg ? cfg->link_capacity_bps : 0;
     lane_class_defaults(s, l);
     struct dmc_config dc = {.op_cost = s->op_cost, .params = lane_params, .params_ud = l};
-    if (dmc_new(&dc, &l->dmc) != 0) {
+    /* QoS off: no dmClock, so grant() and lane_admit() treat the lane as the default lane */
+    if (!s->qos_off && dmc_new(&dc, &l->dmc) != 0) {
         free(l);
         return -ENOMEM;
     }

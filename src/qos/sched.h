@@ -43,6 +43,9 @@
  *   checkpoint    4      none                           none
  *   background    1      none                           none
  *
+ * With sched_config.qos_off backend lanes grant as the default lane does (strict class
+ * priority, starve_limit), the scheduler tierd had before dmClock: the bench's "QoS off".
+ *
  * With nothing configured the weights come close to the strict priority order the lanes had
  * before dmClock (busy inference leaves background 1/65 of the link, about what starve_limit 64
  * gave it), and every class can use the whole link when alone: the built-in defaults set no
@@ -93,6 +96,12 @@ struct sched_config {
     int starve_limit;
     /* Backend lanes (QoS): the cost of a request beyond its bytes; 0: 64 KiB. */
     uint64_t op_cost_bytes;
+    /* true: backend lanes grant as the default lane does (strict class priority with
+     * starve_limit, FIFO within a class) instead of dmClock; reservations, weights and limits
+     * are kept (sched_qos_set, the getters) but not applied, and the per-client counters
+     * (sched_lane_client_stats_get) stay 0. [daemon] qos = off; the comparison in
+     * docs/BENCHMARKS.md. */
+    bool qos_off;
     /* Backend lanes: each class's default parameters (struct sched_qos: 0 fields take the
      * built-in default). */
     struct sched_qos_cls {
@@ -265,6 +274,8 @@ void sched_lane_qos_get(struct sched *s, struct sched_lane *l, uint32_t tenant,
 bool sched_qos_get(struct sched *s, uint32_t tenant, enum tier_io_class cls, struct sched_qos *out);
 /* The tenant's own limit over all its classes (sched_tenant_limit_set), bytes/s; 0: none. */
 uint64_t sched_tenant_limit_get(struct sched *s, uint32_t tenant);
+/* false when the scheduler was made with sched_config.qos_off. */
+bool sched_qos_enabled(const struct sched *s);
 /* Lane l's defaults for class cls (sched_config.cls over the built-in table), resolved: rates
  * in bytes/s, 0 = none. */
 void sched_lane_class_qos_get(struct sched *s, struct sched_lane *l, enum tier_io_class cls,

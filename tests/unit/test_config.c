@@ -58,6 +58,8 @@ static const struct bad_case bad_cases[] = {
     {BASE "[daemon]\nstage_threads = 0\n", {"t.conf:9:", "stage_threads = '0'", "from 1 to 256"}},
     {BASE "[daemon]\ntelemetry = maybe\n",
      {"t.conf:9:", "[daemon] telemetry = 'maybe'", "allowed: true, false, yes, no, on, off"}},
+    {BASE "[daemon]\nqos = dmclock\n",
+     {"t.conf:9:", "[daemon] qos = 'dmclock'", "allowed: true, false, yes, no, on, off"}},
     {BASE "[mount]\n", {"t.conf:8:", "duplicate section [mount]", "first at line 6"}},
     {"[mount]\npath = /m\nallow_other = maybe\n[backend w]\ntype=posix\nroot=/s\n[namespace "
      "/x]\nbackend=w\n",
@@ -328,6 +330,7 @@ static void test_defaults(void **state)
     assert_int_equal(c.backend_timeout_ms, 10000);
     assert_int_equal(c.stage_threads, 8);
     assert_true(c.telemetry); /* [daemon] telemetry: on unless switched off */
+    assert_true(c.qos);       /* [daemon] qos: likewise */
     assert_int_equal(c.cache.block_size, 4 << 20);
     assert_int_equal(c.cache.ram_bytes, 1ULL << 30);
     assert_null(c.cache.disk_dir);
@@ -360,19 +363,22 @@ static void test_defaults(void **state)
 }
 
 /* [tenants] and [tenant NAME]: the parsed sections, then the registry built from them. */
-/* [daemon] telemetry = off (and its spellings) clears the switch; main.c then creates none. */
+/* [daemon] telemetry = off (and its spellings) clears the switch; main.c then creates none.
+ * [daemon] qos, a switch the same way: off makes main.c set sched_config.qos_off. */
 static void test_telemetry_switch(void **state)
 {
     (void)state;
     const char *vals[] = {"off", "no", "false", "0", "on"};
     for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
         char text[1024];
-        snprintf(text, sizeof(text), "%s[daemon]\ntelemetry = %s\n", BASE, vals[i]);
+        snprintf(text, sizeof(text), "%s[daemon]\ntelemetry = %s\nqos = %s\n", BASE, vals[i],
+                 vals[i]);
         struct tierd_config c;
         char err[1024] = "";
         if (tierd_config_load_string("t.conf", text, strlen(text), &c, err, sizeof(err)))
             fail_msg("telemetry = %s: %s", vals[i], err);
         assert_int_equal(c.telemetry, strcmp(vals[i], "on") == 0);
+        assert_int_equal(c.qos, strcmp(vals[i], "on") == 0);
         tierd_config_fini(&c);
     }
 }

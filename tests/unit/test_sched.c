@@ -20,7 +20,8 @@
  * (the bound dmclock.h promises: limit x (elapsed + 20 ms) + one request) and get most of it; and
  * with equal weights and no limits over a backend with latency, the two split the lane, and one
  * alone keeps every slot busy. The strict-priority tests above use the default lane (sched_admit),
- * which keeps that order.
+ * which keeps that order; with sched_config.qos_off a backend lane grants in that order too,
+ * and with QoS on by dmClock's weights (test_lane_qos_off_strict).
  *
  * The disk lane (idle_fast, no deadline, no breaker): an idle lane grants unlimited clients
  * without dmClock; sched_lane_try_enter refuses a full lane and a tenant at its limit and queues
@@ -1390,6 +1391,94 @@ static void test_disk_lane_limit_holds(void **state)
     sched_free(s);
 }
 
+/* ---- QoS off: backend lanes in strict class priority ------------------------------------ */
+
+#define NMODE 12
+
+struct mode_rec {
+    struct sched *s;
+    struct sched_lane *l;
+    pthread_mutex_t mu;
+    int order[NMODE]; /* the class of each grant, in grant order */
+    int n;
+};
+
+struct mode_waiter {
+    struct mode_rec *rec;
+    struct tier_ioctx io;
+    int rc;
+};
+
+static void *mode_main(void *arg)
+{
+    struct mode_waiter *w = arg;
+    w->rc = sched_lane_enter(w->rec->s, w->rec->l, &w->io, 1000);
+    if (w->rc)
+        return NULL;
+    pthread_mutex_lock(&w->rec->mu);
+    w->rec->order[w->rec->n++] = (int)w->io.cls;
+    pthread_mutex_unlock(&w->rec->mu);
+    /* one slot: leaving grants the next, so the recorded order is the grant order */
+    sched_lane_leave(w->rec->s, w->rec->l, &w->io, 1000, 1000, 1000);
+    return NULL;
+}
+
+/* Six training calls queue on a one-slot backend lane, then six inference calls; inference and
+ * training have the same weight. QoS off ([daemon] qos = off): every inference call goes first,
+ * by class, whatever the weights. QoS on: dmClock splits the grants by weight, 1:1, so they
+ * alternate (equal tags: the lower class first). */
+static void run_mode(bool qos_off, int out[NMODE], struct sched_backend_stats *bs)
+{
+    struct sched_config sc = {.qos_off = qos_off};
+    sc.cls[TIER_IO_INFERENCE].weight = 1;
+    sc.cls[TIER_IO_TRAINING].weight = 1;
+    struct sched_backend_config bc = {
+        .max_inflight = 1, .admit_timeout_ms = 20000, .breaker_failures = -1};
+    struct mode_rec rec = {.n = 0};
+    struct mode_waiter w[NMODE];
+    pthread_t th[NMODE];
+    assert_int_equal(sched_new(&sc, &rec.s), 0);
+    assert_int_equal(sched_lane_new(rec.s, "be", &bc, &rec.l), 0);
+    assert_int_equal(sched_qos_enabled(rec.s), !qos_off);
+    pthread_mutex_init(&rec.mu, NULL);
+    struct tier_ioctx blocker = {.tenant = 0, .cls = TIER_IO_BACKGROUND};
+    assert_int_equal(sched_lane_enter(rec.s, rec.l, &blocker, 1), 0);
+    for (int i = 0; i < NMODE; i++) {
+        w[i].rec = &rec;
+        w[i].io.cls = i < NMODE / 2 ? TIER_IO_TRAINING : TIER_IO_INFERENCE;
+        w[i].io.tenant = w[i].io.cls == TIER_IO_TRAINING ? 1 : 2; /* one dmClock client each */
+        assert_int_equal(pthread_create(&th[i], NULL, mode_main, &w[i]), 0);
+        wait_queued(rec.s, (uint64_t)i + 1);
+    }
+    sched_lane_leave(rec.s, rec.l, &blocker, 1, 1, 10);
+    for (int i = 0; i < NMODE; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(w[i].rc, 0);
+    }
+    assert_int_equal(rec.n, NMODE);
+    memcpy(out, rec.order, sizeof(rec.order));
+    *bs = lane_stats(rec.s, 0);
+    pthread_mutex_destroy(&rec.mu);
+    sched_free(rec.s);
+}
+
+static void test_lane_qos_off_strict(void **state)
+{
+    (void)state;
+    int order[NMODE];
+    struct sched_backend_stats bs;
+    run_mode(true, order, &bs);
+    for (int i = 0; i < NMODE; i++)
+        assert_int_equal(order[i], i < NMODE / 2 ? TIER_IO_INFERENCE : TIER_IO_TRAINING);
+    assert_int_equal(bs.grants_weight + bs.grants_reservation, 0); /* no dmClock */
+    assert_int_equal(bs.completed, NMODE + 1);
+
+    run_mode(false, order, &bs);
+    for (int i = 0; i < NMODE; i++)
+        assert_int_equal(order[i], i % 2 == 0 ? TIER_IO_INFERENCE : TIER_IO_TRAINING);
+    assert_int_equal(bs.grants_weight, NMODE + 1); /* the blocker too */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1411,6 +1500,7 @@ int main(void)
         cmocka_unit_test(test_disk_lane_try_and_fast),
         cmocka_unit_test(test_disk_lane_limit_waiter),
         cmocka_unit_test(test_disk_lane_limit_holds),
+        cmocka_unit_test(test_lane_qos_off_strict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
