@@ -283,13 +283,22 @@ static json_t *cache_json(struct tierd *d)
     memset(&s, 0, sizeof(s));
     if (d->cache)
         cache_stats_get(d->cache, &s);
-    return json_pack(
+    json_t *j = json_pack(
         "{s:o, s:o, s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I}", "ram", level_json(&s.ram),
         "disk", level_json(&s.disk), "pinned_bytes", (json_int_t)s.pinned_bytes, "pin_budget",
         (json_int_t)s.pin_budget, "hit_ratio", hit_ratio(&s), "fetches", (json_int_t)s.fetches,
         "fetch_bytes", (json_int_t)s.fetch_bytes, "fetch_errors", (json_int_t)s.fetch_errors,
         "fetch_ns_total", (json_int_t)s.fetch_ns_total, "singleflight_waits",
         (json_int_t)s.singleflight_waits, "checksum_failures", (json_int_t)s.checksum_failures);
+    /* the fetch-buffer bound ([cache] max_fetches) and the disk lane's skipped write-throughs */
+    if (j)
+        json_object_update_missing_new(
+            j, json_pack("{s:I, s:I, s:I, s:I, s:I}", "max_fetches", (json_int_t)s.max_fetches,
+                         "fetch_buffers_now", (json_int_t)s.fetch_buffers_now, "fetch_buffers_peak",
+                         (json_int_t)s.fetch_buffers_peak, "fetch_slot_waits",
+                         (json_int_t)s.fetch_slot_waits, "disk_store_skipped",
+                         (json_int_t)s.disk_store_skipped));
+    return j;
 }
 
 static json_t *status_json(struct tierd *d)

@@ -126,7 +126,13 @@ static void test_backend_permission_is_403(void **state)
 static void test_reader(void **state)
 {
     (void)state;
-    json_decref(req("GET /v1/status\nX-Caller: reader\n\n", 200));
+    json_t *st = req("GET /v1/status\nX-Caller: reader\n\n", 200);
+    /* the cache's fetch-buffer bound and skipped write-throughs are shown (default bound 64) */
+    json_t *cj = json_object_get(st, "cache");
+    assert_int_equal(json_integer_value(json_object_get(cj, "max_fetches")), 64);
+    assert_true(json_is_integer(json_object_get(cj, "fetch_buffers_peak")));
+    assert_true(json_is_integer(json_object_get(cj, "disk_store_skipped")));
+    json_decref(st);
     json_decref(
         req("POST /v1/wait\nX-Caller: reader\n\n{\"path\": \"/ck\", \"timeout_s\": 0}", 200));
     const char *mut[] = {"POST /v1/evict", "POST /v1/pin", "POST /v1/unpin", "POST /v1/stage",
