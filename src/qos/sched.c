@@ -293,6 +293,18 @@ static void lane_params(void *ud, uint32_t tenant, enum tier_io_class cls, struc
 
 static void grant(struct sched *s, struct sched_lane *l);
 
+/* Under mu, after a change of QoS parameters: every lane's clients re-read theirs, and since a
+ * limit raised or lifted frees waiters now, every lane grants again. */
+static void refresh_lanes(struct sched *s)
+{
+    uint64_t now = tier_now_mono_ns();
+    for (struct sched_lane *l = s->lanes; l; l = l->next_lane) {
+        if (l->dmc)
+            dmc_refresh(l->dmc, now);
+        grant(s, l);
+    }
+}
+
 int sched_qos_set(struct sched *s, uint32_t tenant, enum tier_io_class cls,
                   const struct sched_qos *q)
 {
@@ -322,13 +334,7 @@ int sched_qos_set(struct sched *s, uint32_t tenant, enum tier_io_class cls,
     s->tq[i].set = q != NULL;
     if (q)
         s->tq[i].q = *q;
-    /* new parameters, and a limit raised or lifted frees waiters now: grant again */
-    uint64_t now = tier_now_mono_ns();
-    for (struct sched_lane *l = s->lanes; l; l = l->next_lane) {
-        if (l->dmc)
-            dmc_refresh(l->dmc, now);
-        grant(s, l);
-    }
+    refresh_lanes(s);
     pthread_mutex_unlock(&s->mu);
     return 0;
 }
@@ -354,13 +360,7 @@ int sched_tenant_limit_set(struct sched *s, uint32_t tenant, uint64_t limit_bps)
         s->ntlim = n;
     }
     s->tlim[tenant] = limit_bps == SCHED_RATE_NONE ? 0 : limit_bps;
-    /* new parameters, and a limit raised or lifted frees waiters now: grant again */
-    uint64_t now = tier_now_mono_ns();
-    for (struct sched_lane *l = s->lanes; l; l = l->next_lane) {
-        if (l->dmc)
-            dmc_refresh(l->dmc, now);
-        grant(s, l);
-    }
+    refresh_lanes(s);
     pthread_mutex_unlock(&s->mu);
     return 0;
 }
