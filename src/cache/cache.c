@@ -121,7 +121,7 @@
 #define PREFETCH_THREADS_MAX 32
 #define PREFETCH_QUEUE 64
 #define MAX_FETCHES_DEFAULT 64
-#define CACHE_TENANTS_DEFAULT 64  /* the tenant registry's default max_tenants */
+#define CACHE_TENANTS_DEFAULT 64 /* the tenant registry's default max_tenants */
 #define CACHE_TENANTS_MAX 65536u /* the registry's limit */
 
 #define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
@@ -172,12 +172,12 @@ struct fetch_slots {
 
 /* One tenant's space (cache_quota_set). */
 struct qtenant {
-    _Atomic uint64_t limit;         /* quota in force, bytes; UINT64_MAX: none */
-    uint64_t set;                   /* as cache_quota_set() was given it (CACHE_QUOTA_*) */
-    _Atomic uint64_t held;          /* own_mu to change: bytes of its charged blocks */
-    uint64_t blocks;                /* own_mu */
-    struct cblock *head, *tail;     /* own_mu: charge list, oldest first */
-    uint64_t evictions, evicted;    /* own_mu: quota evictions, count and bytes */
+    _Atomic uint64_t limit;      /* quota in force, bytes; UINT64_MAX: none */
+    uint64_t set;                /* as cache_quota_set() was given it (CACHE_QUOTA_*) */
+    _Atomic uint64_t held;       /* own_mu to change: bytes of its charged blocks */
+    uint64_t blocks;             /* own_mu */
+    struct cblock *head, *tail;  /* own_mu: charge list, oldest first */
+    uint64_t evictions, evicted; /* own_mu: quota evictions, count and bytes */
 };
 
 /* Grants a waiting class may be passed over by more urgent ones (as sched's starve_limit). */
@@ -1786,8 +1786,7 @@ int cache_open(const struct cache_config *cfg, struct cache **out)
     if (!k.max_tenants)
         k.max_tenants = CACHE_TENANTS_DEFAULT;
     if (k.max_tenants > CACHE_TENANTS_MAX) {
-        tier_err_set("cache max_tenants %u out of range (1..%u)", k.max_tenants,
-                     CACHE_TENANTS_MAX);
+        tier_err_set("cache max_tenants %u out of range (1..%u)", k.max_tenants, CACHE_TENANTS_MAX);
         return -EINVAL;
     }
     if (!k.max_fetches)

@@ -130,7 +130,7 @@ long cache_evict(struct cache *c, const char *backend_name, const char *prefix);
  * quota, and a tenant's working set survives any other tenant's scan as long as the quotas sum
  * to no more than the levels hold (the global policy still evicts by S3-FIFO/LRU beyond that).
  */
-#define CACHE_QUOTA_DEFAULT 0        /* cache_quota_set: take cfg.default_quota */
+#define CACHE_QUOTA_DEFAULT 0       /* cache_quota_set: take cfg.default_quota */
 #define CACHE_QUOTA_NONE UINT64_MAX /* cache_quota_set: no quota */
 /* Set tenant's quota in bytes (or one of the two above); lowering it evicts down to it before
  * returning. 0, -EINVAL (tenant >= max_tenants). */

@@ -255,7 +255,7 @@ static void test_pinned_not_charged(void **state)
     assert_int_equal(tstats(c, TA).blocks, 2);
     check(c);
     assert_int_equal(cache_unpin(c, "be", "k0000"), 0); /* charged again: 3 > 2, */
-    read_block(c, be, "k0003", TA);                    /* and the next read trims */
+    read_block(c, be, "k0003", TA);                     /* and the next read trims */
     assert_int_equal(tstats(c, TA).blocks, 2);
     check(c);
     cache_close(c);
