@@ -606,12 +606,29 @@ static unsigned do_stage_post(struct tierd *d, const struct api_request *rq, str
         return ret;
     json_t *paths = json_object_get(j, "paths");
     json_t *pin = json_object_get(j, "pin");
+    json_t *tj = json_object_get(j, "tenant");
     size_t n = json_is_array(paths) ? json_array_size(paths) : 0;
-    if (n == 0 || n > API_STAGE_PATHS_MAX || (pin && !json_is_boolean(pin))) {
+    static const char *const fields[] = {"paths", "pin", "tenant"};
+    const char *bad = unknown_field(j, fields, sizeof(fields) / sizeof(fields[0]));
+    if (bad || n == 0 || n > API_STAGE_PATHS_MAX || (pin && !json_is_boolean(pin)) ||
+        (tj && !json_is_string(tj))) {
+        ret = reply_error(out, -EINVAL,
+                          "%s%.60s%sexpected {\"paths\": [\"/ns/dir\", ...] (1 to %d), \"pin\": "
+                          "false, \"tenant\": \"NAME\"} (pin and tenant optional)",
+                          bad ? "unknown field '" : "", bad ? bad : "", bad ? "': " : "",
+                          API_STAGE_PATHS_MAX);
         json_decref(j);
-        return reply_error(out, -EINVAL,
-                           "expected {\"paths\": [\"/ns/dir\", ...] (1 to %d), \"pin\": false}",
-                           API_STAGE_PATHS_MAX);
+        return ret;
+    }
+    /* whose staging: its QoS share, telemetry and hot-tier space (default: tenant default) */
+    uint32_t tenant = TIER_TENANT_DEFAULT;
+    if (tj && (!d->tenants || tenant_find(d->tenants, json_string_value(tj), &tenant) != 0)) {
+        ret = reply_error(out, -ENOENT,
+                          "no tenant '%.80s' (GET /v1/tenants lists them; add one with a "
+                          "[tenant NAME] section or POST /v1/tenants)",
+                          json_string_value(tj));
+        json_decref(j);
+        return ret;
     }
     const char **pv = calloc(n, sizeof(*pv));
     if (!pv) {
@@ -629,7 +646,8 @@ static unsigned do_stage_post(struct tierd *d, const struct api_request *rq, str
     }
     uint64_t id = 0;
     tier_err_clear();
-    int rc = d->stages ? stage_start(d->stages, pv, n, json_is_true(pin), &id) : -ENOSYS;
+    int rc =
+        d->stages ? stage_start_for(d->stages, tenant, pv, n, json_is_true(pin), &id) : -ENOSYS;
     if (rc) {
         ret = reply_error(out, rc, "cannot stage: %s",
                           *tier_err_msg() ? tier_err_msg() : strerror(-rc));
@@ -654,9 +672,11 @@ static unsigned do_stage_get(struct tierd *d, struct api_reply *out, const char 
     const char *state = p.state == STAGE_RUNNING ? "running"
                         : p.state == STAGE_DONE  ? "done"
                                                  : "failed";
+    const char *tname = d->tenants ? tenant_name(d->tenants, p.tenant) : NULL;
     return reply_json(out, 200,
-                      json_pack("{s:I, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:f}", "job",
-                                (json_int_t)id, "state", state, "listing_done", p.listing_done,
+                      json_pack("{s:I, s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:f}",
+                                "job", (json_int_t)id, "state", state, "tenant",
+                                tname ? tname : "default", "listing_done", p.listing_done,
                                 "files_total", (json_int_t)p.files_total, "files_done",
                                 (json_int_t)p.files_done, "bytes_total", (json_int_t)p.bytes_total,
                                 "bytes_done", (json_int_t)p.bytes_done, "bytes_already_cached",

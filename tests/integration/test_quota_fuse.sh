@@ -13,7 +13,9 @@
 # carries tierd_tenant_cache_bytes and tierd_tenant_cache_quota_bytes for them. Then the control:
 # keep reads a second working set once and free's identical scan, with no quota, evicts it (so the
 # first check could fail: the cache's own policy does not protect a working set read once). No
-# sleeps as synchronisation.
+# sleeps as synchronisation. Staging for a tenant (tierctl stage --tenant scan) is charged the
+# same way: its blocks count against scan's quota, and its backend bytes are scan's background
+# class in /metrics.
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -96,6 +98,25 @@ grep -qx 'tierd_tenant_cache_quota_bytes{tenant="scan"} 1048576' "$T/metrics.txt
 grep -q '^tierd_tenant_cache_quota_evictions_total{tenant="scan"} [1-9]' "$T/metrics.txt" ||
   fail "no quota evictions for scan in /metrics"
 ok "/metrics: tierd_tenant_cache_bytes, tierd_tenant_cache_quota_bytes, tierd_tenant_cache_quota_evictions_total"
+
+# Staging for a tenant is that tenant's: its background I/O at the scheduler, its quota
+e0=$(tcache scan quota_evictions)
+tierd_ctl stage --tenant scan "$MNT/ds/scan" >"$T/stage.out" || fail "tierctl stage --tenant scan: $(cat "$T/stage.out")"
+e1=$(tcache scan quota_evictions) qb=$(tcache scan bytes) kb=$(tcache keep bytes)
+[ "$qb" -le 1048576 ] || fail "scan holds $qb bytes after staging for it, over its 1 MiB quota"
+[ "$e1" -gt "$e0" ] || fail "staging for scan evicted none of scan's blocks (quota evictions $e0 -> $e1): its blocks were not charged to scan"
+[ "$kb" = 2097152 ] || fail "keep holds $kb bytes after staging for scan, want 2097152"
+code=$(curl -sS -o "$T/post.json" -w '%{http_code}' --unix-socket "$SOCK" \
+  -d '{"paths": ["/ds/scan"], "tenant": "nobody"}' http://tierd/v1/stage)
+[ "$code" = 404 ] || fail "POST /v1/stage for an unknown tenant: HTTP $code, want 404: $(cat "$T/post.json")"
+code=$(curl -sS -o "$T/post.json" -w '%{http_code}' --unix-socket "$SOCK" \
+  -d '{"paths": ["/ds/scan"], "tenants": "scan"}' http://tierd/v1/stage)
+[ "$code" = 400 ] || fail "POST /v1/stage with an unknown field: HTTP $code, want 400: $(cat "$T/post.json")"
+grep -q "unknown field 'tenants'" "$T/post.json" || fail "the 400 does not name the field: $(cat "$T/post.json")"
+api /metrics >"$T/metrics.txt" || fail "GET /metrics"
+grep -q '^tierd_sched_bytes_total{tenant="scan",class="background"} [1-9]' "$T/metrics.txt" ||
+  fail "no background-class backend bytes for scan: $(grep '^tierd_sched_bytes_total' "$T/metrics.txt")"
+ok "tierctl stage --tenant scan: within scan's quota ($qb bytes, evictions $e0 -> $e1), scan's background I/O; keep untouched; bad tenant 404, bad field 400"
 
 # The control: keep reads a second working set once (as it read keep.bin before scan's reads),
 # then free runs the same scan with no quota: that takes keep's new blocks. (keep.bin itself was
