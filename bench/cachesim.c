@@ -4,7 +4,14 @@
  * (`time,obj_id,size`, one request per line, optional header) through S3-FIFO and LRU - the very
  * policy code the cache links (src/cache/policy.c) - and through Belady's offline optimum
  * (evict the object whose next use is farthest; with uniform sizes this is exactly optimal),
- * and prints object and byte miss ratios. Also generates the three standard traces.
+ * and through the hinted policy the daemon runs for epoch-order hints (src/cache/hintwin.c: the
+ * cache holds the prefetch window over the known future and evicts what left it first), and
+ * prints object and byte miss ratios. Also generates the three standard traces.
+ *
+ * hinted: the future is revealed as an epoch-order hint would reveal it, one "epoch" of as many
+ * entries as the trace has distinct objects at a time, two ahead of the reader (the current and
+ * the next: what contrib/python/tierd_hints.py sends); its miss ratio counts every fetch, the
+ * prefetches included (the backend traffic), so it compares with the others' demand misses.
  *
  *   cachesim gen zipf|zipfscan|epoch OUT.csv [seed]
  *   cachesim run TRACE.csv CACHE_BYTES
@@ -19,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache/hintwin.h"
 #include "cache/policy.h"
 #include "common/strutil.h"
 
@@ -419,24 +427,97 @@ out:
     return r;
 }
 
+/* The hinted simulation: the cache holds the prefetch window (hintwin) and, in the rest, what
+ * left it; an entering item not cached is fetched, evicting hintwin_victim() (the held item
+ * outside the window used farthest ahead) while the cache is full. The daemon's hint engine
+ * does the same over a tenant's hinted files (src/daemon/hints.c). */
+struct hsim {
+    struct hintwin *w;
+    uint64_t *osize;
+    uint64_t used, cap;
+    struct result *res;
+};
+
+static void hsim_enter(void *ud, uint32_t item, uint64_t pos)
+{
+    (void)pos;
+    struct hsim *h = ud;
+    uint64_t sz = h->osize[item];
+    if (hintwin_is_held(h->w, item))
+        return;
+    h->res->misses++; /* a fetch: prefetched ahead of the reader */
+    h->res->miss_bytes += sz;
+    uint32_t v;
+    while (h->used + sz > h->cap && hintwin_victim(h->w, &v)) {
+        hintwin_held(h->w, v, false);
+        h->used -= h->osize[v];
+    }
+    if (h->used + sz <= h->cap) {
+        hintwin_held(h->w, item, true);
+        h->used += sz;
+    }
+}
+
+/* The prefetch window of the simulation: as the daemon's default ([hints] window_files), and at
+ * most an eighth of the cache; the rest of the cache keeps what left the window, Belady-wise. */
+#define HSIM_WINDOW_ITEMS 256
+
+static int sim_hinted(const struct trace *t, const uint32_t *dense, long nobj, uint64_t cap,
+                      struct result *res)
+{
+    struct hsim h = {.cap = cap, .res = res};
+    h.osize = calloc((size_t)nobj, sizeof(*h.osize));
+    int r = hintwin_new(HSIM_WINDOW_ITEMS, cap / 8, &h.w);
+    if (r < 0 || !h.osize) {
+        r = r < 0 ? r : -ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < t->n; i++)
+        h.osize[dense[i]] = t->r[i].size;
+    memset(res, 0, sizeof(*res));
+    size_t chunk = (size_t)nobj, known = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        /* keep two epochs known: the reader's and the next */
+        while (known < t->n && known < (i / chunk + 2) * chunk) {
+            if ((r = hintwin_append(h.w, dense[known], t->r[known].size)) < 0)
+                goto out;
+            known++;
+        }
+        hintwin_seek(h.w, i, NULL, NULL);
+        hintwin_fill(h.w, hsim_enter, &h);
+        res->reqs++;
+        res->bytes += t->r[i].size;
+        if (!hintwin_is_held(h.w, dense[i])) { /* only an item larger than the cache */
+            res->misses++;
+            res->miss_bytes += t->r[i].size;
+        }
+    }
+out:
+    hintwin_free(h.w);
+    free(h.osize);
+    return r;
+}
+
 static int run(const char *name, const struct trace *t, uint64_t cap)
 {
     uint32_t *dense = NULL;
     long nobj = densify(t, &dense);
     if (nobj < 0)
         return (int)nobj;
-    struct result s3, lru, opt;
+    struct result s3, lru, opt, hin;
     int r;
     if ((r = sim_policy(CACHE_POLICY_S3FIFO, t, dense, nobj, cap, &s3)) < 0 ||
         (r = sim_policy(CACHE_POLICY_LRU, t, dense, nobj, cap, &lru)) < 0 ||
-        (r = sim_belady(t, dense, nobj, cap, &opt)) < 0) {
+        (r = sim_belady(t, dense, nobj, cap, &opt)) < 0 ||
+        (r = sim_hinted(t, dense, nobj, cap, &hin)) < 0) {
         free(dense);
         return r;
     }
     double ms3 = (double)s3.misses / (double)s3.reqs, mlru = (double)lru.misses / (double)lru.reqs,
-           mopt = (double)opt.misses / (double)opt.reqs;
-    printf("%-10s %9zu %8ld %10.1f  %7.4f %7.4f %7.4f  %+7.1f%%\n", name, t->n, nobj,
-           (double)cap / (double)(1ull << 30), ms3, mlru, mopt,
+           mopt = (double)opt.misses / (double)opt.reqs,
+           mhin = (double)hin.misses / (double)hin.reqs;
+    printf("%-10s %9zu %8ld %10.1f  %7.4f %7.4f %7.4f %7.4f  %+7.1f%%\n", name, t->n, nobj,
+           (double)cap / (double)(1ull << 30), ms3, mlru, mopt, mhin,
            mlru > 0 ? 100.0 * (ms3 - mlru) / mlru : 0.0);
     free(dense);
     return 0;
@@ -444,8 +525,8 @@ static int run(const char *name, const struct trace *t, uint64_t cap)
 
 static void header(void)
 {
-    printf("%-10s %9s %8s %10s  %7s %7s %7s  %8s\n", "trace", "requests", "objects", "cache_GiB",
-           "s3fifo", "lru", "belady", "s3f/lru");
+    printf("%-10s %9s %8s %10s  %7s %7s %7s %7s  %8s\n", "trace", "requests", "objects",
+           "cache_GiB", "s3fifo", "lru", "belady", "hinted", "s3f/lru");
 }
 
 int main(int argc, char **argv)
