@@ -25,9 +25,17 @@
  *   I7  A block struct is freed only when it is in no level, not loading, has no published
  *       result, no disk I/O and no thread holds it (refs == 0) - see maybe_free().
  *   I8  No lock is held across backend or disk I/O (cache_debug_check() excepted).
+ *   I9  Space quotas: b->charged  <=>  b is cached (RAM or disk), not pinned, and its owner is
+ *       a tenant id < max_tenants; then b is in exactly its owner's charge list, and a
+ *       tenant's held bytes == sum of len over its charged blocks. Blocks are charged and
+ *       uncharged in the same shard-locked section that changes what they depend on
+ *       (acct_update()); a tenant's held bytes pass its quota only until the thread that
+ *       charged them runs quota_check() (at the end of its read, before it returns).
  *
- * LOCK ORDER: pin_mu -> ram.mu -> disk.mu -> shard.mu. A thread holding a shard lock takes no
- * other lock, so the hit path is one shard lock (S3-FIFO hits are an atomic bump under it).
+ * LOCK ORDER: pin_mu -> ram.mu -> disk.mu -> shard.mu -> own_mu. A thread holding a shard lock
+ * takes no other lock but own_mu, the leaf lock of the charge lists (taken only when a block's
+ * charge changes, never on a plain hit), so the hit path is one shard lock (S3-FIFO hits are an
+ * atomic bump under it).
  *
  * BLOCK STATES (flags and pointers of struct cblock, under its shard lock):
  *
@@ -55,7 +63,11 @@
  *   disk eviction (unlink outside locks)       disk_reserve() -> disk_detach(), finish_unlinks()
  *   disk copy corrupt or gone: drop it         load_block() -> disk_drop()
  *   explicit eviction                          cache_evict()
- *   pin / unpin                                cache_pin(), cache_unpin(), pin_update()
+ *   pin / unpin                                cache_pin(), cache_unpin(), acct_update()
+ *   charge / uncharge a tenant (I9)            acct_update() -> charge_sync()
+ *   claim an unowned block on a hit            owner_touch()
+ *   quota eviction of a tenant's own blocks    quota_check() -> quota_enforce(),
+ *                                              quota_evict_one()
  *   restart: rebuild from disk                 cache_open() -> disk_scan() -> adopt_one()
  *   free                                       maybe_free()
  *
@@ -72,6 +84,14 @@
  * reader's tenant, and skipped when refused (counted in disk_store_skipped): the reader already
  * has its data and must not queue for the disk to store it. RAM hits are never admitted. No lock
  * is held across an admission (I8).
+ *
+ * SPACE QUOTAS (cache.h, cache_quota_set): each block has an owner, the tenant whose request
+ * created it (a block adopted from disk at open has none until a tenant reads it: owner_touch()).
+ * A tenant's charged blocks form its charge list, oldest charge first. When a read leaves its
+ * tenant over quota, quota_enforce() walks that list CLOCK-wise (a block hit since it was last
+ * passed gets one more round) and evicts the tenant's own blocks from both levels until it fits;
+ * nothing of another tenant is evicted. The eviction runs in the reader's call, with no lock
+ * held across its unlinks (I8), as the levels' own evictions do.
  */
 #include "cache/cache.h"
 
@@ -101,6 +121,8 @@
 #define PREFETCH_THREADS_MAX 32
 #define PREFETCH_QUEUE 64
 #define MAX_FETCHES_DEFAULT 64
+#define CACHE_TENANTS_DEFAULT 64 /* the tenant registry's default max_tenants */
+#define CACHE_TENANTS_MAX 65536u /* the registry's limit */
 
 #define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
@@ -148,6 +170,16 @@ struct fetch_slots {
     pthread_cond_t cv; /* a slot freed */
 };
 
+/* One tenant's space (cache_quota_set). */
+struct qtenant {
+    _Atomic uint64_t limit;      /* quota in force, bytes; UINT64_MAX: none */
+    uint64_t set;                /* as cache_quota_set() was given it (CACHE_QUOTA_*) */
+    _Atomic uint64_t held;       /* own_mu to change: bytes of its charged blocks */
+    uint64_t blocks;             /* own_mu */
+    struct cblock *head, *tail;  /* own_mu: charge list, oldest first */
+    uint64_t evictions, evicted; /* own_mu: quota evictions, count and bytes */
+};
+
 /* Grants a waiting class may be passed over by more urgent ones (as sched's starve_limit). */
 #define FETCH_STARVE_LIMIT 64
 
@@ -160,6 +192,13 @@ struct cache {
     uint64_t disk_writing; /* disk.mu: bytes reserved by block writes not yet finished */
     unsigned char secret[CACHE_SECRET_BYTES]; /* key of the identity hash; immutable */
     bool debug_collide; /* cache_debug_force_collisions(); set before any read */
+
+    /* space quotas (I9): own_mu guards every qtenant's held/blocks/list and each block's
+     * owner/charged/qprev/qnext (with the block's shard lock); limit is atomic so the check at
+     * the end of a read takes no lock */
+    pthread_mutex_t own_mu;
+    struct qtenant *qt; /* cfg.max_tenants entries */
+    _Atomic uint64_t quota_evictions;
 
     pthread_mutex_t pin_mu; /* rules; order: first */
     struct pin_rule *rules;
@@ -350,6 +389,7 @@ struct cblock *cblock_new(const uint8_t id[16], const char *be_name, const char 
     memcpy(b->key, key, kl + 1);
     memcpy(b->etag, etag, el + 1);
     b->ram_node.hash = b->disk_node.hash = id_low(id);
+    b->owner = CACHE_OWNER_NONE;
     return b;
 }
 
@@ -370,9 +410,12 @@ static bool pin_counted(const struct cblock *b)
     return (b->flags & B_PINNED) && (b->ram || (b->flags & B_ON_DISK));
 }
 
+static void charge_sync(struct cache *c, struct cblock *b);
+
 /* Shard lock held; before = pin_counted(b) before the change just made. A pinned block that
- * becomes cached while the pin budget is full is kept unpinned (I5). */
-static void pin_update(struct cache *c, struct cblock *b, bool before)
+ * becomes cached while the pin budget is full is kept unpinned (I5). Then b's charge follows
+ * what it is now (I9). */
+static void acct_update(struct cache *c, struct cblock *b, bool before)
 {
     bool now = pin_counted(b);
     if (now && !before) {
@@ -386,6 +429,212 @@ static void pin_update(struct cache *c, struct cblock *b, bool before)
     } else if (!now && before) {
         atomic_fetch_sub(&c->pinned_bytes, b->len);
     }
+    charge_sync(c, b);
+}
+
+/* ---- space quotas (I9) -------------------------------------------------------------------- */
+
+static bool charge_due(const struct cache *c, const struct cblock *b)
+{
+    return b->owner < c->cfg.max_tenants && (b->ram || (b->flags & B_ON_DISK)) &&
+           !(b->flags & B_PINNED);
+}
+
+/* own_mu held. */
+static void qlist_unlink(struct qtenant *q, struct cblock *b)
+{
+    if (b->qprev)
+        b->qprev->qnext = b->qnext;
+    else
+        q->head = b->qnext;
+    if (b->qnext)
+        b->qnext->qprev = b->qprev;
+    else
+        q->tail = b->qprev;
+    b->qprev = b->qnext = NULL;
+}
+
+/* own_mu held. */
+static void qlist_append(struct qtenant *q, struct cblock *b)
+{
+    b->qnext = NULL;
+    b->qprev = q->tail;
+    if (q->tail)
+        q->tail->qnext = b;
+    else
+        q->head = b;
+    q->tail = b;
+}
+
+/* Shard lock held: make b's charge match charge_due() (I9). */
+static void charge_sync(struct cache *c, struct cblock *b)
+{
+    bool due = charge_due(c, b);
+    if (due == b->charged)
+        return;
+    struct qtenant *q = &c->qt[b->owner];
+    pthread_mutex_lock(&c->own_mu);
+    if (due) {
+        qlist_append(q, b);
+        atomic_store_explicit(&q->held, atomic_load(&q->held) + b->len, memory_order_relaxed);
+        q->blocks++;
+    } else {
+        qlist_unlink(q, b);
+        atomic_store_explicit(&q->held, atomic_load(&q->held) - b->len, memory_order_relaxed);
+        q->blocks--;
+    }
+    atomic_store_explicit(&b->qhit, false, memory_order_relaxed);
+    b->charged = due;
+    pthread_mutex_unlock(&c->own_mu);
+}
+
+/* Shard lock held, b cached and read by io: note the hit for the quota's CLOCK, and charge a
+ * block nobody owns (one adopted from disk at open) to the reader. */
+static void owner_touch(struct cache *c, struct cblock *b, const struct tier_ioctx *io)
+{
+    if (b->charged)
+        atomic_store_explicit(&b->qhit, true, memory_order_relaxed);
+    else if (b->owner == CACHE_OWNER_NONE && io && io->tenant < c->cfg.max_tenants) {
+        pthread_mutex_lock(&c->own_mu);
+        b->owner = io->tenant;
+        pthread_mutex_unlock(&c->own_mu);
+        charge_sync(c, b);
+    }
+}
+
+static struct cdata *ram_remove(struct cache *c, struct cblock *b, bool evicted);
+static void disk_detach(struct cache *c, struct cblock *b, bool evicted, struct cblock **list);
+static void finish_unlinks(struct cache *c, struct cblock *list);
+
+/* No lock held. Evict the block with identity id from both levels if it is still charged to
+ * tenant t. Returns its bytes, or 0 when it is no longer t's (a race: the caller looks again). */
+static uint32_t quota_evict_one(struct cache *c, const uint8_t id[16], uint32_t t)
+{
+    struct shard *s = shard_of(c, id);
+    struct cblock *list = NULL;
+    struct cdata *d = NULL;
+    uint32_t len = 0;
+    pthread_mutex_lock(&c->ram.mu);
+    pthread_mutex_lock(&c->disk.mu);
+    pthread_mutex_lock(&s->mu);
+    struct cblock *b = shard_lookup(s, id);
+    if (b && b->charged && b->owner == t) {
+        b->refs++;
+        len = b->len;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (len) {
+        if (b->ram) /* b->ram changes only under ram.mu (I2), held */
+            d = ram_remove(c, b, false);
+        pthread_mutex_lock(&s->mu);
+        bool on = (b->flags & B_ON_DISK) != 0;
+        pthread_mutex_unlock(&s->mu);
+        if (on)
+            disk_detach(c, b, false, &list);
+        pthread_mutex_lock(&s->mu);
+        b->refs--;
+        maybe_free(s, b);
+        pthread_mutex_unlock(&s->mu);
+    }
+    pthread_mutex_unlock(&c->disk.mu);
+    pthread_mutex_unlock(&c->ram.mu);
+    finish_unlinks(c, list);
+    cdata_unref(d);
+    return len;
+}
+
+/* No lock held. Evict tenant t's own blocks until its held bytes fit its quota: the head of its
+ * charge list goes unless it was hit since it was last passed (then it moves to the tail, its
+ * bit cleared). The walk is bounded: after two passes' worth of second chances the head goes
+ * whatever its bit. */
+static void quota_enforce(struct cache *c, uint32_t t)
+{
+    struct qtenant *q = &c->qt[t];
+    uint64_t chances = 0;
+    for (;;) {
+        uint8_t id[16];
+        pthread_mutex_lock(&c->own_mu);
+        uint64_t limit = atomic_load(&q->limit);
+        struct cblock *b = q->head;
+        if (atomic_load(&q->held) <= limit || !b) {
+            pthread_mutex_unlock(&c->own_mu);
+            return;
+        }
+        if (atomic_load_explicit(&b->qhit, memory_order_relaxed) && q->head != q->tail &&
+            chances < 2 * q->blocks) {
+            atomic_store_explicit(&b->qhit, false, memory_order_relaxed);
+            qlist_unlink(q, b);
+            qlist_append(q, b);
+            chances++;
+            pthread_mutex_unlock(&c->own_mu);
+            continue;
+        }
+        memcpy(id, b->id, sizeof(id));
+        pthread_mutex_unlock(&c->own_mu);
+        uint32_t n = quota_evict_one(c, id, t);
+        if (n) {
+            pthread_mutex_lock(&c->own_mu);
+            q->evictions++;
+            q->evicted += n;
+            pthread_mutex_unlock(&c->own_mu);
+            atomic_fetch_add_explicit(&c->quota_evictions, 1, memory_order_relaxed);
+        }
+    }
+}
+
+/* No lock held: after a request of io's tenant, evict its own blocks if it is over quota. One
+ * relaxed load each when it is not (the common case). */
+static void quota_check(struct cache *c, const struct tier_ioctx *io)
+{
+    uint32_t t = io ? io->tenant : TIER_TENANT_DEFAULT;
+    if (t >= c->cfg.max_tenants)
+        return;
+    struct qtenant *q = &c->qt[t];
+    if (atomic_load_explicit(&q->held, memory_order_relaxed) >
+        atomic_load_explicit(&q->limit, memory_order_relaxed))
+        quota_enforce(c, t);
+}
+
+int cache_quota_set(struct cache *c, uint32_t tenant, uint64_t bytes)
+{
+    if (!c || tenant >= c->cfg.max_tenants) {
+        tier_err_set("tenant id %" PRIu32 " out of range (the cache keeps %u tenants apart)",
+                     tenant, c ? c->cfg.max_tenants : 0);
+        return -EINVAL;
+    }
+    struct qtenant *q = &c->qt[tenant];
+    uint64_t limit = bytes == CACHE_QUOTA_DEFAULT
+                         ? (c->cfg.default_quota ? c->cfg.default_quota : UINT64_MAX)
+                         : bytes;
+    pthread_mutex_lock(&c->own_mu);
+    q->set = bytes;
+    atomic_store(&q->limit, limit);
+    pthread_mutex_unlock(&c->own_mu);
+    const struct tier_ioctx io = {.tenant = tenant, .cls = TIER_IO_BACKGROUND};
+    quota_check(c, &io);
+    return 0;
+}
+
+int cache_tenant_stats_get(struct cache *c, uint32_t tenant, struct cache_tenant_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!c || tenant >= c->cfg.max_tenants)
+        return -EINVAL;
+    struct qtenant *q = &c->qt[tenant];
+    pthread_mutex_lock(&c->own_mu);
+    uint64_t limit = atomic_load(&q->limit);
+    out->quota = limit == UINT64_MAX ? 0 : limit;
+    out->bytes = atomic_load(&q->held);
+    out->blocks = q->blocks;
+    out->quota_evictions = q->evictions;
+    out->quota_evicted_bytes = q->evicted;
+    pthread_mutex_unlock(&c->own_mu);
+    return 0;
+}
+
+unsigned cache_max_tenants(const struct cache *c)
+{
+    return c ? c->cfg.max_tenants : 0;
 }
 
 /* A rule is a directory prefix when it is "" or ends in '/', and one object's key otherwise:
@@ -447,7 +696,7 @@ static struct cdata *ram_remove(struct cache *c, struct cblock *b, bool evicted)
     policy_remove(c->ram.pol, &b->ram_node, evicted);
     c->ram.used -= b->ram_node.size;
     b->ram = NULL;
-    pin_update(c, b, before);
+    acct_update(c, b, before);
     maybe_free(s, b);
     pthread_mutex_unlock(&s->mu);
     return d;
@@ -473,7 +722,7 @@ static void ram_insert(struct cache *c, struct cblock *b, struct cdata *d)
     b->ram_node.size = d->len;
     policy_insert(c->ram.pol, &b->ram_node);
     c->ram.used += d->len;
-    pin_update(c, b, before);
+    acct_update(c, b, before);
     pthread_mutex_unlock(&s->mu);
     while (c->ram.used > c->ram.budget) {
         struct pol_node *n = policy_evict_candidate(c->ram.pol, ram_evictable, c);
@@ -510,7 +759,7 @@ static void disk_detach(struct cache *c, struct cblock *b, bool evicted, struct 
     b->flags &= ~(unsigned)B_ON_DISK;
     b->flags |= B_DISK_IO;
     b->refs++;
-    pin_update(c, b, before);
+    acct_update(c, b, before);
     b->vnext = *list;
     *list = b;
     pthread_mutex_unlock(&s->mu);
@@ -623,7 +872,7 @@ static void disk_store(struct cache *c, const struct tier_ioctx *io, struct cblo
             b->flags |= B_ON_DISK;
             b->disk_node.size = need;
             policy_insert(c->disk.pol, &b->disk_node);
-            pin_update(c, b, before);
+            acct_update(c, b, before);
         } else {
             c->disk.used -= need;
         }
@@ -852,12 +1101,14 @@ static int wait_loading(struct cache *c, struct shard *s, struct cblock *b, stru
 /* Shard lock held; *bp is NULL (a miss: create the block) or a block cached on disk only.
  * Mark it FETCHING and hold it: this thread is its one loader (I6). Returns with the lock
  * dropped; *try_disk says whether there is a disk copy to load. */
-static int block_acquire(struct cache *c, struct shard *s, const uint8_t id[16],
-                         const struct cache_obj *obj, uint64_t index, uint32_t next_off,
-                         bool pinned, struct cblock **bp, bool *try_disk)
+static int block_acquire(struct cache *c, struct shard *s, const struct tier_ioctx *io,
+                         const uint8_t id[16], const struct cache_obj *obj, uint64_t index,
+                         uint32_t next_off, bool pinned, struct cblock **bp, bool *try_disk)
 {
     struct cblock *b = *bp;
-    if (!b) {
+    if (b) {
+        owner_touch(c, b, io); /* a disk hit */
+    } else {
         b = cblock_new(id, obj->be->name, obj->key, obj->etag, index, block_len(c, obj, index));
         if (!b || shard_insert(s, b) < 0) {
             pthread_mutex_unlock(&s->mu);
@@ -866,6 +1117,9 @@ static int block_acquire(struct cache *c, struct shard *s, const uint8_t id[16],
         }
         if (pinned)
             b->flags |= B_PINNED;
+        uint32_t t = io ? io->tenant : TIER_TENANT_DEFAULT;
+        if (t < c->cfg.max_tenants)
+            b->owner = t; /* not in any list yet: charge_sync() does it once cached */
     }
     b->flags |= B_FETCHING;
     b->refs++;
@@ -981,6 +1235,7 @@ static int block_get(struct cache *c, const struct tier_ioctx *io, const struct 
         return backend_fetch(c, io, obj, index, block_len(c, obj, index), out);
     }
     if (b && b->ram) {
+        owner_touch(c, b, io);
         *out = ram_hit(c, s, b, off_in_block, seq_len);
         *from = &c->ram;
         return 0;
@@ -994,8 +1249,8 @@ static int block_get(struct cache *c, const struct tier_ioctx *io, const struct 
         return r;
     }
     bool try_disk;
-    if ((r = block_acquire(c, s, id, obj, index, off_in_block + seq_len, pinned, &b, &try_disk)) <
-        0)
+    if ((r = block_acquire(c, s, io, id, obj, index, off_in_block + seq_len, pinned, &b,
+                           &try_disk)) < 0)
         return r;
     if (c->ram.budget)
         atomic_fetch_add_explicit(&c->ram.misses, 1, memory_order_relaxed);
@@ -1032,6 +1287,7 @@ static int disk_direct(struct cache *c, const struct tier_ioctx *io, const struc
         pthread_mutex_unlock(&s->mu);
         return -EAGAIN;
     }
+    owner_touch(c, b, io);
     bool count = in == 0 || in != b->next_off;
     b->next_off = in + n;
     bool lockfree = policy_hit_lockfree(c->disk.pol);
@@ -1126,6 +1382,7 @@ ssize_t cache_read_served(struct cache *c, const struct tier_ioctx *io, const st
         cdata_unref(d);
         done += n;
     }
+    quota_check(c, io);
     if (served)
         *served = worst;
     return (ssize_t)done;
@@ -1145,6 +1402,7 @@ int cache_fetch_block(struct cache *c, const struct tier_ioctx *io, const struct
     if (r < 0)
         return r;
     cdata_unref(d);
+    quota_check(c, io);
     if (!pin)
         return 0;
     uint8_t id[16];
@@ -1160,7 +1418,7 @@ int cache_fetch_block(struct cache *c, const struct tier_ioctx *io, const struct
         } else {
             bool before = pin_counted(b);
             b->flags |= B_PINNED | B_PIN_EXPLICIT;
-            pin_update(c, b, before);
+            acct_update(c, b, before);
             r = (b->flags & B_PINNED) ? 0 : -ENOSPC;
         }
     }
@@ -1225,7 +1483,7 @@ int cache_pin(struct cache *c, const char *backend_name, const char *prefix)
                     continue;
                 bool before = pin_counted(b);
                 b->flags |= B_PINNED;
-                pin_update(c, b, before);
+                acct_update(c, b, before);
             }
         }
         pthread_mutex_unlock(&s->mu);
@@ -1264,7 +1522,7 @@ int cache_unpin(struct cache *c, const char *backend_name, const char *prefix)
                 any = true;
                 bool before = pin_counted(b);
                 b->flags &= ~(unsigned)(B_PINNED | B_PIN_EXPLICIT);
-                pin_update(c, b, before);
+                acct_update(c, b, before);
             }
         }
         pthread_mutex_unlock(&s->mu);
@@ -1380,6 +1638,11 @@ void cache_stats_get(struct cache *c, struct cache_stats *st)
     st->pin_budget = c->cfg.pin_bytes;
     st->checksum_failures = atomic_load(&c->csum_failures);
     st->disk_store_skipped = atomic_load(&c->store_skipped);
+    st->quota_evictions = atomic_load(&c->quota_evictions);
+    pthread_mutex_lock(&c->own_mu);
+    for (unsigned t = 0; t < c->cfg.max_tenants; t++)
+        st->charged_bytes += atomic_load(&c->qt[t].held);
+    pthread_mutex_unlock(&c->own_mu);
 }
 
 void cache_set_fetch_hook(struct cache *c, const struct cache_fetch_hook *hook)
@@ -1520,6 +1783,12 @@ int cache_open(const struct cache_config *cfg, struct cache **out)
         tier_err_set("cache block_size %zu out of range (64 KiB..64 MiB)", k.block_size);
         return -EINVAL;
     }
+    if (!k.max_tenants)
+        k.max_tenants = CACHE_TENANTS_DEFAULT;
+    if (k.max_tenants > CACHE_TENANTS_MAX) {
+        tier_err_set("cache max_tenants %u out of range (1..%u)", k.max_tenants, CACHE_TENANTS_MAX);
+        return -EINVAL;
+    }
     if (!k.max_fetches)
         k.max_fetches = MAX_FETCHES_DEFAULT;
     if (k.max_fetches < 1 || k.max_fetches > 4096) {
@@ -1537,6 +1806,16 @@ int cache_open(const struct cache_config *cfg, struct cache **out)
     c->cfg.disk_adm = NULL; /* c->adm is the copy in use */
     c->cfg.disk_dir = NULL;
     pthread_mutex_init(&c->fetch_mu, NULL);
+    pthread_mutex_init(&c->own_mu, NULL);
+    c->qt = calloc(k.max_tenants, sizeof(*c->qt));
+    if (!c->qt) {
+        free(c);
+        return -ENOMEM;
+    }
+    for (unsigned t = 0; t < k.max_tenants; t++) {
+        c->qt[t].set = CACHE_QUOTA_DEFAULT;
+        atomic_init(&c->qt[t].limit, k.default_quota ? k.default_quota : UINT64_MAX);
+    }
     pthread_mutex_init(&c->pin_mu, NULL);
     pthread_mutex_init(&c->hook_mu, NULL);
     pthread_mutex_init(&c->pf_mu, NULL);
@@ -1629,6 +1908,8 @@ void cache_close(struct cache *c)
     policy_free(c->ram.pol);
     policy_free(c->disk.pol);
     pthread_mutex_destroy(&c->fetch_mu); /* no fetch runs now: no slots are left */
+    pthread_mutex_destroy(&c->own_mu);
+    free(c->qt);
     if (c->lock_fd >= 0)
         close(c->lock_fd);
     free(c->disk_dir);
@@ -1654,6 +1935,7 @@ int cache_debug_check(struct cache *c, char *msg, size_t msgsz)
     /* Level contents only change under the level locks, so shard locks are taken one at a
      * time (ThreadSanitizer cannot track 64 locks held at once). */
     uint64_t ram_sum = 0, disk_sum = 0, pin_sum = 0, ondisk = 0, inflight_disk = 0;
+    uint64_t charged_sum = 0;
     size_t ram_n = 0, disk_n = 0;
     for (int i = 0; i < NSHARDS && !r; i++) {
         struct shard *s = &c->shards[i];
@@ -1679,6 +1961,10 @@ int cache_debug_check(struct cache *c, char *msg, size_t msgsz)
                     inflight_disk++;
                 if (pin_counted(b))
                     pin_sum += b->len;
+                if (b->charged != charge_due(c, b))
+                    r = check_fail(msg, msgsz, "I9: a block's charge disagrees with its state");
+                if (b->charged)
+                    charged_sum += b->len;
             }
         }
         pthread_mutex_unlock(&s->mu);
@@ -1704,6 +1990,34 @@ int cache_debug_check(struct cache *c, char *msg, size_t msgsz)
     }
     if (!r && pin_sum > c->cfg.pin_bytes)
         r = check_fail(msg, msgsz, "I5: pinned bytes over the pin budget");
+    if (!r) {
+        uint64_t list_sum = 0;
+        pthread_mutex_lock(&c->own_mu);
+        for (unsigned t = 0; t < c->cfg.max_tenants && !r; t++) {
+            struct qtenant *q = &c->qt[t];
+            uint64_t held = 0, n = 0;
+            for (struct cblock *b = q->head; b && !r; b = b->qnext) {
+                if (!b->charged || b->owner != t || (b->qnext && b->qnext->qprev != b))
+                    r = check_fail(msg, msgsz, "I9: a charge list holds another's block");
+                held += b->len;
+                n++;
+            }
+            if (!r && (held != atomic_load(&q->held) || n != q->blocks)) {
+                snprintf(buf, sizeof(buf),
+                         "I9: tenant %u holds %" PRIu64 " bytes in %" PRIu64
+                         " blocks, its counters say %" PRIu64 " in %" PRIu64,
+                         t, held, n, atomic_load(&q->held), q->blocks);
+                r = check_fail(msg, msgsz, buf);
+            }
+            list_sum += held;
+        }
+        pthread_mutex_unlock(&c->own_mu);
+        if (!r && list_sum != charged_sum) {
+            snprintf(buf, sizeof(buf), "I9: charge lists hold %" PRIu64 " bytes, blocks %" PRIu64,
+                     list_sum, charged_sum);
+            r = check_fail(msg, msgsz, buf);
+        }
+    }
     if (!r && (ram_n != policy_count(c->ram.pol) || disk_n != policy_count(c->disk.pol)))
         r = check_fail(msg, msgsz, "I2/I3: policy holds blocks not in the index");
     if (!r && c->disk_dir && !inflight_disk) {

@@ -58,6 +58,12 @@ struct cache_config {
      * background of the reader's tenant, skipped when refused (disk_store_skipped). RAM hits
      * never pass it. */
     const struct tier_disk_adm *disk_adm;
+    /* Space (cache_quota_set): blocks are charged to the tenant whose read, prefetch or staging
+     * brought them in, ids 0 .. max_tenants - 1 (0: 64; others are charged to nobody); a tenant
+     * over its quota evicts its own blocks, never another's. default_quota: the quota of every
+     * tenant without its own (0: none). */
+    unsigned max_tenants;
+    uint64_t default_quota;
 };
 
 /* The object being read: borrowed for the call. */
@@ -113,6 +119,33 @@ int cache_unpin(struct cache *c, const char *backend_name, const char *prefix);
  * the number dropped or -errno. */
 long cache_evict(struct cache *c, const char *backend_name, const char *prefix);
 
+/*
+ * Space quotas: the bytes of hot-tier blocks (RAM and disk levels together, each block counted
+ * once, by its data length) a tenant may hold. A block is charged to the tenant whose request
+ * cached it (io->tenant of the read, prefetch or fetch_block); a block found on disk at open is
+ * charged to the first tenant that reads it. Pinned blocks are charged to nobody: they have
+ * their own budget (pin_bytes). When a tenant's charged bytes pass its quota, its own blocks are
+ * evicted, the least recently charged first with a second chance for blocks hit since (CLOCK),
+ * until they fit; other tenants' blocks are not touched. So a scanning tenant stays inside its
+ * quota, and a tenant's working set survives any other tenant's scan as long as the quotas sum
+ * to no more than the levels hold (the global policy still evicts by S3-FIFO/LRU beyond that).
+ */
+#define CACHE_QUOTA_DEFAULT 0       /* cache_quota_set: take cfg.default_quota */
+#define CACHE_QUOTA_NONE UINT64_MAX /* cache_quota_set: no quota */
+/* Set tenant's quota in bytes (or one of the two above); lowering it evicts down to it before
+ * returning. 0, -EINVAL (tenant >= max_tenants). */
+int cache_quota_set(struct cache *c, uint32_t tenant, uint64_t bytes);
+
+struct cache_tenant_stats {
+    uint64_t quota;           /* in force; 0: none */
+    uint64_t bytes, blocks;   /* charged to the tenant now */
+    uint64_t quota_evictions; /* its blocks evicted by its quota (count, bytes) */
+    uint64_t quota_evicted_bytes;
+};
+/* 0, -EINVAL (tenant >= max_tenants). */
+int cache_tenant_stats_get(struct cache *c, uint32_t tenant, struct cache_tenant_stats *out);
+unsigned cache_max_tenants(const struct cache *c);
+
 /* The block size in force (cfg.block_size after defaults), for callers that walk blocks. */
 size_t cache_block_size(const struct cache *c);
 
@@ -142,6 +175,9 @@ struct cache_stats {
     /* Backend fetches holding a block buffer (all backends), now and at most so far; fetches
      * that waited for one of their backend's max_fetches slots. */
     uint64_t fetch_buffers_now, fetch_buffers_peak, fetch_slot_waits, max_fetches;
+    /* Space quotas: bytes charged to some tenant (the rest of the cached bytes are pinned or
+     * unclaimed since open), and blocks evicted by a tenant's quota. */
+    uint64_t charged_bytes, quota_evictions;
 };
 void cache_stats_get(struct cache *c, struct cache_stats *st);
 

@@ -58,12 +58,20 @@ struct cblock {
     struct cblock *vnext; /* unlink batch link: disk_detach() -> finish_unlinks() */
     struct cblock *enext; /* cache_evict()'s collection link; separate from vnext because a
                            * block may sit in another thread's unlink batch while evicted */
+    /* space quota (cache.c, I9): written holding both the shard lock and own_mu, so either
+     * lock is enough to read them */
+    uint32_t owner;               /* tenant charged (CACHE_OWNER_NONE: nobody yet) */
+    bool charged;                 /* in owner's charge list and counted in its bytes */
+    _Atomic bool qhit;            /* hit since its quota second chance (CLOCK bit) */
+    struct cblock *qprev, *qnext; /* owner's charge list, oldest charge first */
     /* under the level lock (ram.mu / disk.mu); freq is atomic */
     struct pol_node ram_node, disk_node;
     /* identity strings, immutable, stored after the struct */
     char *be_name, *key, *etag;
     char strs[];
 };
+
+#define CACHE_OWNER_NONE UINT32_MAX
 
 struct cblock *cblock_new(const uint8_t id[16], const char *be_name, const char *key,
                           const char *etag, uint64_t index, uint32_t len);

@@ -55,10 +55,11 @@ static const char usage_text[] =
     "commands:\n"
     "  status [--json]                 tiers, budgets and usage, hit ratios, namespaces\n"
     "  stats                           cache and scheduler counters (JSON)\n"
-    "  stage PATH... [--pin] [--no-wait]\n"
+    "  stage PATH... [--pin] [--no-wait] [--tenant NAME]\n"
     "                                  fetch every block of every file under PATHs into the\n"
     "                                  hot tier, with progress; safe to re-run (cached blocks\n"
-    "                                  are skipped)\n"
+    "                                  are skipped); --tenant: for that tenant (its QoS share\n"
+    "                                  and hot-tier quota; default: tenant default)\n"
     "  stage --job ID                  follow a staging job started earlier\n"
     "  pin PATH                        keep PATH's blocks in the hot tier\n"
     "  unpin PATH                      let them be evicted again\n"
@@ -496,8 +497,10 @@ static int cmd_stage(struct ctl *ctl, int argc, char **argv)
     static const struct option opts[] = {{"pin", no_argument, NULL, 'p'},
                                          {"no-wait", no_argument, NULL, 'n'},
                                          {"job", required_argument, NULL, 'j'},
+                                         {"tenant", required_argument, NULL, 't'},
                                          {0, 0, 0, 0}};
     bool pin = false, wait = true;
+    const char *tenant = NULL;
     uint64_t job = 0;
     int c;
     optind = 0; /* GNU getopt: re-initialise for the command's own options */
@@ -513,12 +516,15 @@ static int cmd_stage(struct ctl *ctl, int argc, char **argv)
             if (tier_parse_u64(optarg, &job) != 0 || job == 0)
                 return usage_error("--job wants a job number, not '%s'", optarg);
             break;
+        case 't':
+            tenant = optarg;
+            break;
         default:
             return usage_error("%s: unknown option", "stage");
         }
     }
     if (job) {
-        if (optind != argc || pin || !wait)
+        if (optind != argc || pin || !wait || tenant)
             return usage_error("%s: --job takes no paths and no other option", "stage");
         return follow_job(ctl, job);
     }
@@ -544,6 +550,8 @@ static int cmd_stage(struct ctl *ctl, int argc, char **argv)
     }
     json_object_set(body, "paths", paths);
     json_object_set_new(body, "pin", json_boolean(pin));
+    if (tenant)
+        json_object_set_new(body, "tenant", json_string(tenant));
 
     json_t *ans = NULL;
     rc = call(ctl, "POST", "/v1/stage", body, &ans, NULL);

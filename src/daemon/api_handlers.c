@@ -298,6 +298,11 @@ static json_t *cache_json(struct tierd *d)
                          (json_int_t)s.fetch_buffers_peak, "fetch_slot_waits",
                          (json_int_t)s.fetch_slot_waits, "disk_store_skipped",
                          (json_int_t)s.disk_store_skipped));
+    /* space quotas: bytes charged to tenants, blocks their quotas evicted */
+    if (j)
+        json_object_update_missing_new(j, json_pack("{s:I, s:I}", "charged_bytes",
+                                                    (json_int_t)s.charged_bytes, "quota_evictions",
+                                                    (json_int_t)s.quota_evictions));
     return j;
 }
 
@@ -425,7 +430,36 @@ static json_t *stats_json(struct tierd *d)
 /* The backend names of g point into names (the caller's, TELE_MAX_BACKENDS entries). */
 struct gauge_names {
     struct sched_backend_stats be[TELE_MAX_BACKENDS];
+    struct tele_space *space; /* malloc'd: gauges_fini() */
 };
+
+static void gauges_fini(struct gauge_names *nm)
+{
+    free(nm->space);
+    nm->space = NULL;
+}
+
+/* The tenants that hold hot-tier bytes or have a quota (space quotas, cache.h) into nm->space;
+ * on ENOMEM none are shown. */
+static void gather_space(struct tierd *d, struct tele_gauges *g, struct gauge_names *nm)
+{
+    unsigned max = cache_max_tenants(d->cache);
+    uint32_t n = d->tenants ? tenant_count(d->tenants) : max;
+    if (n > max)
+        n = max;
+    nm->space = n ? calloc(n, sizeof(*nm->space)) : NULL;
+    for (uint32_t id = 0; nm->space && id < n; id++) {
+        struct cache_tenant_stats ts;
+        if (cache_tenant_stats_get(d->cache, id, &ts) != 0 ||
+            (!ts.bytes && !ts.quota && !ts.quota_evictions))
+            continue;
+        nm->space[g->nspace++] = (struct tele_space){.tenant = id,
+                                                     .bytes = ts.bytes,
+                                                     .quota = ts.quota,
+                                                     .quota_evictions = ts.quota_evictions};
+    }
+    g->space = nm->space;
+}
 
 /* Oldest wait since seal of the files the burst buffer has not uploaded yet, in s. */
 static double oldest_backlog_s(struct tierd *d)
@@ -452,6 +486,7 @@ static double oldest_backlog_s(struct tierd *d)
 static void gather_gauges(struct tierd *d, struct tele_gauges *g, struct gauge_names *nm)
 {
     memset(g, 0, sizeof(*g));
+    nm->space = NULL;
     if (d->cache) {
         struct cache_stats s;
         memset(&s, 0, sizeof(s));
@@ -461,6 +496,7 @@ static void gather_gauges(struct tierd *d, struct tele_gauges *g, struct gauge_n
         g->disk_used_bytes = s.disk.bytes_used;
         g->disk_capacity_bytes = s.disk.bytes_budget;
         g->pinned_bytes = s.pinned_bytes;
+        gather_space(d, g, nm);
     }
     if (d->wb) {
         struct wb_stats w;
@@ -495,6 +531,7 @@ static unsigned do_tele_render(struct tierd *d, struct api_reply *out, bool prom
     struct dynbuf b;
     dynbuf_init(&b, TELE_BODY_MAX);
     int rc = prom ? tele_render_prometheus(d->tele, &g, &b) : tele_render_json(d->tele, &g, &b);
+    gauges_fini(&nm);
     size_t len = 0;
     char *text = rc == 0 ? dynbuf_take(&b, &len) : NULL;
     dynbuf_fini(&b);
@@ -516,6 +553,7 @@ static unsigned do_health(struct tierd *d, struct api_reply *out)
     gather_gauges(d, &g, &nm);
     struct tele_health h;
     tele_health_eval(&g, &h);
+    gauges_fini(&nm);
     json_t *reasons = json_array();
     for (unsigned i = 0; i < h.nreasons; i++)
         json_array_append_new(reasons, jstr(h.reasons[i]));
@@ -568,12 +606,29 @@ static unsigned do_stage_post(struct tierd *d, const struct api_request *rq, str
         return ret;
     json_t *paths = json_object_get(j, "paths");
     json_t *pin = json_object_get(j, "pin");
+    json_t *tj = json_object_get(j, "tenant");
     size_t n = json_is_array(paths) ? json_array_size(paths) : 0;
-    if (n == 0 || n > API_STAGE_PATHS_MAX || (pin && !json_is_boolean(pin))) {
+    static const char *const fields[] = {"paths", "pin", "tenant"};
+    const char *bad = unknown_field(j, fields, sizeof(fields) / sizeof(fields[0]));
+    if (bad || n == 0 || n > API_STAGE_PATHS_MAX || (pin && !json_is_boolean(pin)) ||
+        (tj && !json_is_string(tj))) {
+        ret = reply_error(out, -EINVAL,
+                          "%s%.60s%sexpected {\"paths\": [\"/ns/dir\", ...] (1 to %d), \"pin\": "
+                          "false, \"tenant\": \"NAME\"} (pin and tenant optional)",
+                          bad ? "unknown field '" : "", bad ? bad : "", bad ? "': " : "",
+                          API_STAGE_PATHS_MAX);
         json_decref(j);
-        return reply_error(out, -EINVAL,
-                           "expected {\"paths\": [\"/ns/dir\", ...] (1 to %d), \"pin\": false}",
-                           API_STAGE_PATHS_MAX);
+        return ret;
+    }
+    /* whose staging: its QoS share, telemetry and hot-tier space (default: tenant default) */
+    uint32_t tenant = TIER_TENANT_DEFAULT;
+    if (tj && (!d->tenants || tenant_find(d->tenants, json_string_value(tj), &tenant) != 0)) {
+        ret = reply_error(out, -ENOENT,
+                          "no tenant '%.80s' (GET /v1/tenants lists them; add one with a "
+                          "[tenant NAME] section or POST /v1/tenants)",
+                          json_string_value(tj));
+        json_decref(j);
+        return ret;
     }
     const char **pv = calloc(n, sizeof(*pv));
     if (!pv) {
@@ -591,7 +646,8 @@ static unsigned do_stage_post(struct tierd *d, const struct api_request *rq, str
     }
     uint64_t id = 0;
     tier_err_clear();
-    int rc = d->stages ? stage_start(d->stages, pv, n, json_is_true(pin), &id) : -ENOSYS;
+    int rc =
+        d->stages ? stage_start_for(d->stages, tenant, pv, n, json_is_true(pin), &id) : -ENOSYS;
     if (rc) {
         ret = reply_error(out, rc, "cannot stage: %s",
                           *tier_err_msg() ? tier_err_msg() : strerror(-rc));
@@ -616,9 +672,11 @@ static unsigned do_stage_get(struct tierd *d, struct api_reply *out, const char 
     const char *state = p.state == STAGE_RUNNING ? "running"
                         : p.state == STAGE_DONE  ? "done"
                                                  : "failed";
+    const char *tname = d->tenants ? tenant_name(d->tenants, p.tenant) : NULL;
     return reply_json(out, 200,
-                      json_pack("{s:I, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:f}", "job",
-                                (json_int_t)id, "state", state, "listing_done", p.listing_done,
+                      json_pack("{s:I, s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:f}",
+                                "job", (json_int_t)id, "state", state, "tenant",
+                                tname ? tname : "default", "listing_done", p.listing_done,
                                 "files_total", (json_int_t)p.files_total, "files_done",
                                 (json_int_t)p.files_done, "bytes_total", (json_int_t)p.bytes_total,
                                 "bytes_done", (json_int_t)p.bytes_done, "bytes_already_cached",
@@ -1007,11 +1065,21 @@ static unsigned do_tenants_get(struct tierd *d, struct api_reply *out)
         return reply_error(out, -ENOTSUP, "tierd runs without a tenant registry");
     json_t *arr = json_array();
     uint32_t n = tenant_count(r);
-    for (uint32_t id = 0; arr && id < n; id++)
-        if (json_array_append_new(arr, tenant_json(r, id)) != 0) {
+    for (uint32_t id = 0; arr && id < n; id++) {
+        json_t *tj = tenant_json(r, id);
+        struct cache_tenant_stats ts;
+        if (tj && d->cache && cache_tenant_stats_get(d->cache, id, &ts) == 0)
+            json_object_set_new(tj, "cache",
+                                json_pack("{s:I, s:I, s:I, s:I, s:I}", "bytes",
+                                          (json_int_t)ts.bytes, "blocks", (json_int_t)ts.blocks,
+                                          "quota", (json_int_t)ts.quota, "quota_evictions",
+                                          (json_int_t)ts.quota_evictions, "quota_evicted_bytes",
+                                          (json_int_t)ts.quota_evicted_bytes));
+        if (json_array_append_new(arr, tj) != 0) {
             json_decref(arr);
             arr = NULL;
         }
+    }
     struct tenant_stats st;
     tenant_stats_get(r, &st);
     return reply_json(out, 200,

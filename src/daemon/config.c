@@ -107,6 +107,7 @@ struct parser {
     int api_line[16];     /* line of each [api] key (index in api_keys), 0: not set */
     int wb_line;          /* the [writeback] section's line, 0: none */
     int max_tenants_line; /* [tenants] max_tenants, 0: not set */
+    int cache_quota_line; /* [tenants] cache_quota, 0: not set */
     bool set_request_timeout[TIERD_MAX_BACKENDS];
     bool set_connect_timeout[TIERD_MAX_BACKENDS];
     bool set_pin_size;
@@ -354,6 +355,7 @@ enum vkind {
     V_JOB,      /* char *, a Slurm job id */
     V_CGPREFIX, /* char *, a cgroup path prefix */
     V_RATE,     /* uint64_t bytes/s: SIZE/s, or none (TIERD_RATE_NONE) */
+    V_QUOTA,    /* uint64_t bytes > 0, or none (CACHE_QUOTA_NONE) */
 };
 
 enum { BT_ANY = 0, BT_POSIX = 1, BT_S3 = 2 };
@@ -484,6 +486,7 @@ static const struct keydef namespace_keys[] = {
 static const struct keydef tenants_keys[] = {
     {"max_tenants", V_U64, CFG(max_tenants), 2, TENANT_MAX_TENANTS_LIMIT, false, 0},
     {"pid_cache", V_U64, CFG(tenant_pid_cache), 1, TENANT_PID_CACHE_LIMIT, false, 0},
+    {"cache_quota", V_QUOTA, CFG(cache.default_quota), 0, 0, false, 0},
     {NULL, 0, 0, 0, 0, false, 0},
 };
 
@@ -498,6 +501,7 @@ static const struct keydef tenant_keys[] = {
     {"limit", V_RATE, TN(qos.limit_bps), 0, 0, false, 0},
     {"disk_weight", V_U64, TN(qos.disk_weight), 1, 10000, false, 0},
     {"disk_limit", V_RATE, TN(qos.disk_limit_bps), 0, 0, false, 0},
+    {"cache_quota", V_QUOTA, TN(cache_quota), 0, 0, false, 0},
     {NULL, 0, 0, 0, 0, false, 0},
 };
 
@@ -752,6 +756,18 @@ static int set_value(struct parser *p, const struct keydef *k, void *base, const
             fail(p, line,
                  "[%s] %s = '%s' is not a rate (allowed: bytes per second like 200MiB/s, 1.5G/s "
                  "or 500000/s, or none)",
+                 sect, k->name, val);
+            return -EINVAL;
+        }
+        *(uint64_t *)(void *)field = u;
+        return 0;
+    case V_QUOTA:
+        if (strcmp(val, "none") == 0) {
+            u = CACHE_QUOTA_NONE;
+        } else if (tier_parse_size(val, &u) || u == 0) {
+            fail(p, line,
+                 "[%s] %s = '%s' is not a quota (allowed: the bytes of the hot tier the tenant "
+                 "may hold, like 40G or 512MiB, or none)",
                  sect, k->name, val);
             return -EINVAL;
         }
@@ -1131,6 +1147,10 @@ static void apply_pairs(struct parser *p)
             p->wb_line = sec->line;
         if (sec->kind == SEC_TENANTS && strcmp(kv->key, "max_tenants") == 0)
             p->max_tenants_line = kv->line;
+        if (sec->kind == SEC_TENANTS && strcmp(kv->key, "cache_quota") == 0)
+            p->cache_quota_line = kv->line;
+        if (sec->kind == SEC_TENANT && strcmp(kv->key, "cache_quota") == 0)
+            c->tenants[sec->index].cache_quota_line = kv->line;
         if (sec->kind == SEC_CACHE && strcmp(kv->key, "pin_size") == 0)
             p->set_pin_size = true;
         if (sec->kind == SEC_BACKEND && strcmp(kv->key, "request_timeout") == 0)
@@ -1474,11 +1494,36 @@ static void check_qos(struct parser *p)
     }
 }
 
+/* A space quota below one block keeps nothing a tenant reads: refuse it. */
+static void check_quota(struct parser *p, const char *sect, uint64_t q, int line)
+{
+    size_t bs = p->cfg->cache.block_size ? p->cfg->cache.block_size : 4u << 20;
+    char a[32], b[32];
+    if (q && q != CACHE_QUOTA_NONE && q < bs)
+        fail(p, line,
+             "[%s] cache_quota = %s is less than one cache block ([cache] block_size = %s): the "
+             "tenant could keep nothing it reads; raise it to at least %s, or write none",
+             sect, tier_fmt_bytes(q, a, sizeof(a)), tier_fmt_bytes(bs, b, sizeof(b)),
+             tier_fmt_bytes(bs, b, sizeof(b)));
+}
+
+static void check_quotas(struct parser *p)
+{
+    const struct tierd_config *c = p->cfg;
+    check_quota(p, "tenants", c->cache.default_quota, p->cache_quota_line);
+    for (size_t i = 0; i < c->ntenants; i++) {
+        char sect[96];
+        snprintf(sect, sizeof(sect), "tenant %s", c->tenants[i].name);
+        check_quota(p, sect, c->tenants[i].cache_quota, c->tenants[i].cache_quota_line);
+    }
+}
+
 static void check_semantics(struct parser *p)
 {
     struct tierd_config *c = p->cfg;
     check_upload_buffers(p);
     check_tenants(p);
+    check_quotas(p);
     check_qos(p);
     if (!c->mount_path)
         fail_missing(p, 0, "no [mount] section with 'path = DIR' (where to mount the namespaces)");

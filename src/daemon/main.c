@@ -28,6 +28,7 @@
 
 #include "common/err.h"
 #include "common/log.h"
+#include "common/strutil.h"
 #include "common/timeutil.h"
 #include "daemon/api.h"
 #include "daemon/pinmeta.h"
@@ -111,6 +112,45 @@ static int daemonize(void)
 }
 
 _Static_assert(TIERD_RATE_NONE == SCHED_RATE_NONE, "config and scheduler encode none alike");
+
+/* Each [tenant NAME]'s cache_quota (cache.h, space quotas). Quotas that sum to more than the hot
+ * tier holds are allowed (the usual overcommit), with a warning: then one tenant's reads can
+ * still evict another's blocks through the levels' own policy. */
+static int apply_tenant_quotas(struct tierd *d)
+{
+    const struct cache_config *cc = &d->cfg.cache;
+    uint64_t hot = cc->disk_dir && cc->disk_bytes > cc->ram_bytes ? cc->disk_bytes : cc->ram_bytes;
+    uint64_t sum = 0;
+    size_t nq = 0;
+    for (size_t i = 0; i < d->cfg.ntenants; i++) {
+        const struct tierd_tenant_conf *t = &d->cfg.tenants[i];
+        uint64_t q = t->cache_quota ? t->cache_quota : cc->default_quota;
+        if (q && q != CACHE_QUOTA_NONE) {
+            sum = tier_sum_sat(sum, q);
+            nq++;
+        }
+        if (!t->cache_quota)
+            continue;
+        uint32_t id = 0;
+        int rc = tenant_find(d->tenants, t->name, &id);
+        if (rc == 0)
+            rc = cache_quota_set(d->cache, id, t->cache_quota);
+        if (rc) {
+            tier_err_set("%s:%d: [tenant %s]: its cache_quota cannot be applied (%s)", d->cfg.file,
+                         t->cache_quota_line, t->name, strerror(-rc));
+            return rc;
+        }
+    }
+    if (nq && sum > hot) {
+        char a[32], b[32];
+        log_warn("%s: the cache_quota of the %zu [tenant] sections with one sum to %s, more than "
+                 "the hot tier's %s: a tenant inside its quota can still lose blocks to "
+                 "another's reads when the tier is full",
+                 d->cfg.file, nq, tier_fmt_bytes(sum, a, sizeof(a)),
+                 tier_fmt_bytes(hot, b, sizeof(b)));
+    }
+    return 0;
+}
 
 /* Each [tenant NAME]'s reservation and weight, for requests of its class, and its limit, for
  * all its requests (docs/CONFIG.md, "QoS"); the config loader checked them. */
@@ -527,7 +567,10 @@ int main(int argc, char **argv)
         startup_failed("backends");
         goto out;
     }
+    d.cfg.cache.max_tenants = tenant_max(d.tenants); /* a space account per tenant id */
     rc = cache_open(&d.cfg.cache, &d.cache);
+    if (rc == 0)
+        rc = apply_tenant_quotas(&d);
     if (rc) {
         startup_failed("cache");
         goto out;

@@ -65,6 +65,7 @@ struct stage_job {
     uint64_t id; /* immutable */
     struct stage_registry *reg;
     bool pin;                 /* immutable */
+    struct tier_ioctx io;     /* whose I/O: class background of the job's tenant; immutable */
     struct stage_root *roots; /* immutable after start */
     size_t nroots;
     pthread_t lister;
@@ -183,11 +184,6 @@ static void queue_close(struct stage_job *job)
 
 /* ---- workers ------------------------------------------------------------------------------ */
 
-/* Whose I/O staging is: background class, tenant default (a job's own tenant once the API
- * names it). Its stats, listings and block fetches all carry it to the scheduling point. */
-static const struct tier_ioctx stage_io = {.tenant = TIER_TENANT_DEFAULT,
-                                           .cls = TIER_IO_BACKGROUND};
-
 /* Fetch every block of one version of a file. Counts progress as it goes and, so that a retry
  * with another version can take it back, reports what it counted in *done and *cached.
  * Returns 0 or the first fetch error (-ECANCELED when the job was cancelled). */
@@ -195,7 +191,7 @@ static int fetch_blocks(struct stage_job *job, const struct cache_obj *obj, uint
                         uint64_t *cached)
 {
     struct stage_registry *r = job->reg;
-    const struct tier_ioctx *io = &stage_io;
+    const struct tier_ioctx *io = &job->io;
     size_t bs = block_size(r);
 
     *cached = cache_cached_bytes(r->d->cache, obj);
@@ -248,7 +244,7 @@ static void stage_file(struct stage_job *job, const struct stage_item *it)
     }
     if (rc == -ESTALE) {
         tier_err_clear();
-        rc = backend_stat(it->ns->be, &stage_io, it->key, &st);
+        rc = backend_stat(it->ns->be, &job->io, it->key, &st);
         if (rc == 0 && st.is_dir)
             rc = -EISDIR;
         if (rc == 0) {
@@ -301,7 +297,7 @@ static int list_root(struct stage_job *job, const struct stage_root *root)
     do {
         struct backend_list_page page = {0};
         tier_err_clear();
-        rc = backend_list(root->ns->be, &stage_io, root->key, NULL, token, 0, &page);
+        rc = backend_list(root->ns->be, &job->io, root->key, NULL, token, 0, &page);
         free(token);
         token = NULL;
         if (rc < 0) {
@@ -411,7 +407,8 @@ static void job_free(struct stage_job *job)
 
 /* Resolve one mount path into a job root: an object, or a prefix with at least one key under
  * it. -ENOENT when the path names no namespace or nothing in its backend. */
-static int root_resolve(struct stage_registry *r, const char *path, struct stage_root *root)
+static int root_resolve(struct stage_registry *r, const struct tier_ioctx *io, const char *path,
+                        struct stage_root *root)
 {
     struct tierd_ns *ns = NULL;
     char *key = NULL;
@@ -443,7 +440,7 @@ static int root_resolve(struct stage_registry *r, const char *path, struct stage
     }
 
     tier_err_clear();
-    rc = backend_stat(ns->be, &stage_io, key, &st);
+    rc = backend_stat(ns->be, io, key, &st);
     if (rc == 0 && !st.is_dir) {
         root->key = key;
         root->size_bytes = st.size_bytes;
@@ -464,7 +461,7 @@ static int root_resolve(struct stage_registry *r, const char *path, struct stage
         return -ENOMEM;
 
     struct backend_list_page page = {0};
-    rc = backend_list(ns->be, &stage_io, prefix, "/", NULL, 1, &page);
+    rc = backend_list(ns->be, io, prefix, "/", NULL, 1, &page);
     bool empty = page.n == 0;
     backend_list_page_fini(&page);
     if (rc == 0 && empty && !st.is_dir)
@@ -566,6 +563,12 @@ static bool too_many_running(struct stage_registry *r)
 int stage_start(struct stage_registry *r, const char *const *paths, size_t npaths, bool pin,
                 uint64_t *job_id)
 {
+    return stage_start_for(r, TIER_TENANT_DEFAULT, paths, npaths, pin, job_id);
+}
+
+int stage_start_for(struct stage_registry *r, uint32_t tenant, const char *const *paths,
+                    size_t npaths, bool pin, uint64_t *job_id)
+{
     struct stage_job *job = NULL;
     int rc = 0;
 
@@ -584,6 +587,8 @@ int stage_start(struct stage_registry *r, const char *const *paths, size_t npath
         return -ENOMEM;
     job->reg = r;
     job->pin = pin;
+    job->io = (struct tier_ioctx){.tenant = tenant, .cls = TIER_IO_BACKGROUND};
+    job->p.tenant = tenant;
     atomic_init(&job->cancel, false);
     pthread_mutex_init(&job->mu, NULL);
     pthread_cond_init(&job->not_empty, NULL);
@@ -597,7 +602,7 @@ int stage_start(struct stage_registry *r, const char *const *paths, size_t npath
     }
     for (size_t i = 0; i < npaths; i++) {
         job->nroots = i + 1;
-        rc = root_resolve(r, paths[i], &job->roots[i]);
+        rc = root_resolve(r, &job->io, paths[i], &job->roots[i]);
         if (rc < 0)
             goto fail;
     }

@@ -29,6 +29,7 @@ struct stage_progress {
     uint64_t errors;
     char first_error[256]; /* "path: message" of the first failure */
     uint64_t elapsed_ns;
+    uint32_t tenant; /* whose job (stage_start_for) */
 };
 
 int stage_registry_new(struct tierd *d, struct stage_registry **out);
@@ -40,6 +41,11 @@ void stage_registry_free(struct stage_registry *r);
  * jobs are running (0: no limit). */
 int stage_start(struct stage_registry *r, const char *const *paths, size_t npaths, bool pin,
                 uint64_t *job_id);
+/* The same for a tenant: every stat, listing and block fetch of the job is class background of
+ * tenant (its QoS share and telemetry), and the blocks it caches are charged to tenant's hot-tier
+ * space (cache.h, quotas; pinned ones are not). stage_start is this for the default tenant. */
+int stage_start_for(struct stage_registry *r, uint32_t tenant, const char *const *paths,
+                    size_t npaths, bool pin, uint64_t *job_id);
 /* -ENOENT for an unknown id. */
 int stage_progress_get(struct stage_registry *r, uint64_t job_id, struct stage_progress *p);
 

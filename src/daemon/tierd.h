@@ -81,6 +81,10 @@ struct tierd_tenant_conf {
     char *cgroup;              /* cgroup path prefix; NULL: any */
     int64_t uid, gid;          /* -1: any */
     struct tierd_qos_conf qos; /* for requests of its class (cls) */
+    /* hot-tier space (cache.h, cache_quota_set): 0 = [tenants] cache_quota, CACHE_QUOTA_NONE =
+     * none, else bytes */
+    uint64_t cache_quota;
+    int cache_quota_line;
     int conf_line;
 };
 

@@ -167,7 +167,8 @@ static void render_sched(struct telemetry *t, struct tele_out *o, struct tele_hi
     tele_out_put(o, "]");
 }
 
-static void render_gauges(struct tele_out *o, const struct tele_gauges *g)
+static void render_gauges(const struct telemetry *t, struct tele_out *o,
+                          const struct tele_gauges *g)
 {
     key(o, "gauges");
     if (!g) {
@@ -204,6 +205,23 @@ static void render_gauges(struct tele_out *o, const struct tele_gauges *g)
         kv_str(o, "breaker", b >= 0 && b <= 2 ? br[b] : "unknown", true);
         kv_u64(o, "inflight", g->backends[i].inflight, true);
         kv_u64(o, "queued", g->backends[i].queued, false);
+        tele_out_put(o, "}");
+    }
+    tele_out_put(o, "],");
+    key(o, "space");
+    tele_out_put(o, "[");
+    for (unsigned i = 0; i < g->nspace; i++) {
+        const struct tele_space *sp = &g->space[i];
+        char idbuf[16];
+        tele_out_put(o, i ? ",{" : "{");
+        kv_u64(o, "tenant_id", sp->tenant, true);
+        kv_str(o, "tenant",
+               t ? tele_tenant_label(t, sp->tenant, idbuf, sizeof(idbuf))
+                 : (snprintf(idbuf, sizeof(idbuf), "%u", (unsigned)sp->tenant), idbuf),
+               true);
+        kv_u64(o, "bytes", sp->bytes, true);
+        kv_u64(o, "quota", sp->quota, true);
+        kv_u64(o, "quota_evictions", sp->quota_evictions, false);
         tele_out_put(o, "}");
     }
     tele_out_put(o, "]}");
@@ -251,7 +269,7 @@ int tele_render_json(struct telemetry *t, const struct tele_gauges *g, struct dy
         tele_out_put(&o, "\"ops\":[],\"sched\":[]");
     }
     tele_out_put(&o, ",");
-    render_gauges(&o, g);
+    render_gauges(t, &o, g);
     tele_out_put(&o, ",");
     render_health(&o, g);
     tele_out_put(&o, "}");

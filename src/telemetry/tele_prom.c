@@ -221,6 +221,40 @@ static void gauge1(struct tele_out *o, const char *name, const char *help, const
     tele_out_put(o, "\n");
 }
 
+/* Space by tenant: bytes held, the quota where one is set, blocks its quota evicted. */
+static void render_space(const struct telemetry *t, struct tele_out *o, const struct tele_gauges *g)
+{
+    static const char *const names[] = {"tierd_tenant_cache_bytes",
+                                        "tierd_tenant_cache_quota_bytes",
+                                        "tierd_tenant_cache_quota_evictions_total"};
+    static const char *const types[] = {"gauge", "gauge", "counter"};
+    static const char *const helps[] = {
+        "Bytes of hot-tier blocks charged to the tenant (RAM and disk, each block once).",
+        "The tenant's hot-tier quota ([tenant] cache_quota); absent: none.",
+        "The tenant's blocks evicted because it was over its hot-tier quota."};
+    for (int f = 0; f < 3; f++) {
+        bool head = true;
+        for (unsigned i = 0; i < g->nspace; i++) {
+            const struct tele_space *sp = &g->space[i];
+            if (f == 1 && !sp->quota)
+                continue;
+            if (head)
+                family(o, names[f], types[f], helps[f]);
+            head = false;
+            char idbuf[16];
+            tele_out_put(o, names[f]);
+            tele_out_put(o, "{");
+            label(o, "tenant",
+                  t ? tele_tenant_label(t, sp->tenant, idbuf, sizeof(idbuf))
+                    : (snprintf(idbuf, sizeof(idbuf), "%u", (unsigned)sp->tenant), idbuf),
+                  true);
+            tele_out_put(o, "} ");
+            tele_out_u64(o, f == 0 ? sp->bytes : f == 1 ? sp->quota : sp->quota_evictions);
+            tele_out_put(o, "\n");
+        }
+    }
+}
+
 static void render_gauges(struct tele_out *o, const struct tele_gauges *g)
 {
     gauge1(o, "tierd_tier_used_bytes", "Bytes used in a cache tier.", "tier", "ram",
@@ -291,8 +325,10 @@ int tele_render_prometheus(struct telemetry *t, const struct tele_gauges *g, str
         render_ops(t, &o, &lb, c, (const char(*)[24])le);
         render_sched(t, &o, &lb, c, (const char(*)[24])le);
     }
-    if (g)
+    if (g) {
         render_gauges(&o, g);
+        render_space(t, &o, g);
+    }
     render_health(&o, g);
     dynbuf_fini(&lb);
     free(c);

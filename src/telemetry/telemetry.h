@@ -139,6 +139,14 @@ struct tele_gauges {
         int breaker; /* enum sched_breaker_state: 0 closed, 1 open, 2 half-open */
         uint64_t inflight, queued;
     } backends[TELE_MAX_BACKENDS];
+    /* Hot-tier space by tenant (cache.h, space quotas): the tenants that hold bytes or have a
+     * quota, in id order; the array is the caller's (NULL when nspace is 0). */
+    unsigned nspace;
+    const struct tele_space {
+        uint32_t tenant;
+        uint64_t bytes, quota; /* quota 0: none */
+        uint64_t quota_evictions;
+    } * space;
 };
 
 /* Why tierd is degraded. Each kind is exported as tierd_health_reason{reason="<kind>"}. */

@@ -16,3 +16,12 @@ if(TARGET tierd)
   set_tests_properties(disk_qos_fuse PROPERTIES TIMEOUT 120 LABELS fuse
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()
+
+# Per-tenant hot-tier space quotas on a REAL mount (root, /dev/fuse): a scanning tenant over its
+# [tenant] cache_quota evicts only its own blocks; another tenant's working set stays (and, as the
+# control, an unquoted scan takes it).
+if(TARGET tierd)
+  add_test(NAME quota_fuse COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_quota_fuse.sh)
+  set_tests_properties(quota_fuse PROPERTIES TIMEOUT 120 LABELS fuse
+    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+endif()

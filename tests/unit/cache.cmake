@@ -27,3 +27,7 @@ tier_unit_test(test_cache_fetchbound
 tier_unit_test(test_diskadm
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_diskadm.c
   LIBS tier_cache tier_writeback tier_qos tier_tiers PkgConfig::SQLITE3 PkgConfig::XXHASH)
+# Per-tenant space quotas (cache_quota_set): a tenant over quota evicts only its own blocks.
+tier_unit_test(test_cache_quota
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_cache_quota.c
+  LIBS tier_cache)

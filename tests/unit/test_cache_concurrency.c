@@ -233,7 +233,10 @@ static void *chaos_main(void *arg)
     char key[32];
     while (!atomic_load(x->stop)) {
         const char *p = prefixes[tu_rand_next(&rng) % 4];
-        switch (tu_rand_next(&rng) % 5) {
+        switch (tu_rand_next(&rng) % 6) {
+        case 4: /* the readers are tenant 0: squeeze and lift its space quota */
+            cache_quota_set(x->c, 0, tu_rand_next(&rng) % 2 ? 3 * BS : CACHE_QUOTA_NONE);
+            break;
         case 0:
             cache_pin(x->c, "mem", p);
             break;

@@ -64,6 +64,10 @@ static void run(enum cache_policy_kind kind, uint64_t seed)
                                .policy = kind};
     struct cache *c = NULL;
     assert_int_equal(cache_open(&cfg, &c), 0);
+    /* three tenants read: two with space quotas (I9 is checked after every op) */
+    static const uint64_t quota[3] = {3 * BS, 5 * BS, CACHE_QUOTA_NONE};
+    for (uint32_t t = 0; t < 3; t++)
+        assert_int_equal(cache_quota_set(c, 2 + t, quota[t]), 0);
     char *buf = malloc(3 * BS), *want = malloc(3 * BS);
     int nospc = 0, pins = 0, evicts = 0, restarts = 0;
     for (int op = 0; op < NOPS; op++) {
@@ -73,9 +77,14 @@ static void run(enum cache_policy_kind kind, uint64_t seed)
         if (what < 70) {
             uint64_t off = tu_rand_next(&rng) % sizes[i];
             size_t len = 1 + (size_t)(tu_rand_next(&rng) % (2 * BS));
-            ssize_t n = cache_read(c, NULL, &o, off, buf, len);
+            uint32_t t = (uint32_t)(tu_rand_next(&rng) % 3);
+            struct tier_ioctx io = {.tenant = 2 + t, .cls = TIER_IO_TRAINING};
+            ssize_t n = cache_read(c, &io, &o, off, buf, len);
             size_t expect = len < sizes[i] - off ? len : (size_t)(sizes[i] - off);
             assert_int_equal(n, (ssize_t)expect);
+            struct cache_tenant_stats ts;
+            assert_int_equal(cache_tenant_stats_get(c, 2 + t, &ts), 0);
+            assert_true(quota[t] == CACHE_QUOTA_NONE || ts.bytes <= quota[t]);
             fakebe_expected(keys[i], etags[i], off, want, expect);
             assert_memory_equal(buf, want, expect);
         } else if (what < 78) {
@@ -119,6 +128,8 @@ static void run(enum cache_policy_kind kind, uint64_t seed)
             cache_close(c);
             c = NULL;
             assert_int_equal(cache_open(&cfg, &c), 0);
+            for (uint32_t t = 0; t < 3; t++)
+                assert_int_equal(cache_quota_set(c, 2 + t, quota[t]), 0);
             restarts++;
         }
         check(c, op);

@@ -235,6 +235,15 @@ static const struct bad_case bad_cases[] = {
     {BASE "[tenant a]\ndisk_weight = 20000\n", {"t.conf:9:", "disk_weight = '20000'"}},
     {BASE "[class training]\ndisk_limit = 5MB\n",
      {"t.conf:9:", "disk_limit = '5MB' is not a rate"}},
+    /* space quotas: a size or none; not 0; not under one block */
+    {BASE "[tenant a]\ncache_quota = lots\n", {"t.conf:9:", "cache_quota = 'lots' is not a quota"}},
+    {BASE "[tenant a]\ncache_quota = 0\n", {"t.conf:9:", "cache_quota = '0' is not a quota"}},
+    {BASE "[tenant a]\ncache_quota = -5G\n", {"t.conf:9:", "is not a quota"}},
+    {BASE "[cache]\nblock_size = 1M\n[tenant a]\ncache_quota = 512K\n",
+     {"t.conf:11:", "[tenant a] cache_quota = 512.0 KiB is less than one cache block",
+      "block_size = 1.0 MiB", "or write none"}},
+    {BASE "[tenants]\ncache_quota = 1M\n",
+     {"t.conf:9:", "[tenants] cache_quota = 1.0 MiB is less than one cache block"}},
     {BASE "[tenants]\nmax_tenants = 3\n[tenant a]\n[tenant b]\n",
      {"t.conf:9:", "max_tenants = 3 leaves no id for [tenant b] (line 11)",
       "max_tenants = 4 or more"}},
@@ -468,11 +477,14 @@ static void test_qos(void **state)
                                "limit = 200 MiB/s\n"
                                "disk_limit = 300MiB/s\n"
                                "disk_weight = 2\n"
+                               "[tenants]\n"
+                               "cache_quota = none\n"
                                "[tenant infer]\n"
                                "class = inference\n"
                                "reservation = none\n"
                                "limit = 2.5G/s\n"
                                "[tenant batch]\n"
+                               "cache_quota = 40G\n"
                                "disk_limit = 1G/s\n"
                                "disk_weight = 5\n"
                                "weight = 3\n"
@@ -492,7 +504,11 @@ static void test_qos(void **state)
     assert_int_equal(c.class_line[TIER_IO_INFERENCE], 15);
     assert_int_equal(c.tenants[0].qos.reservation_bps, TIERD_RATE_NONE);
     assert_int_equal(c.tenants[0].qos.limit_bps, (uint64_t)(2.5 * (1ull << 30)));
-    assert_int_equal(c.tenants[0].qos.limit_line, 25);
+    assert_int_equal(c.tenants[0].qos.limit_line, 27);
+    assert_int_equal(c.cache.default_quota, CACHE_QUOTA_NONE);
+    assert_int_equal(c.tenants[0].cache_quota, 0); /* not set: [tenants] cache_quota's */
+    assert_int_equal(c.tenants[1].cache_quota, 40ull << 30);
+    assert_int_equal(c.tenants[1].cache_quota_line, 29);
     assert_int_equal(c.disk_capacity_bps, 2ull << 30);
     assert_int_equal(c.disk_max_inflight, 8);
     assert_int_equal(c.disk_op_cost, 16u << 10);

@@ -1,0 +1,313 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test_cache_quota.c - per-tenant space quotas of the hot tier (cache.h, cache_quota_set; issue
+ * 11, "space"): a tenant over its quota evicts its own blocks, never another's.
+ *
+ *   - scan: tenant B reads a working set once; tenant A, quota 8 blocks, scans 20x the RAM
+ *     level. A never holds more than its quota after a read returns, every block of B is still
+ *     cached, and A's quota evicted the rest. Without the quota the same scan evicts B's blocks
+ *     (checked in the same test, on a second cache with no quota: the test would pass vacuously
+ *     if the policy alone kept B's blocks).
+ *   - the same over RAM + disk levels (a block counted once, in whichever levels it is).
+ *   - CLOCK: a block hit since it was charged survives the next quota eviction; the oldest
+ *     unhit one goes.
+ *   - live change: lowering a quota evicts down to it before cache_quota_set returns; NONE
+ *     lifts it; DEFAULT goes back to cfg.default_quota.
+ *   - pinned blocks are charged to nobody (they have the pin budget).
+ *   - blocks found on disk at open are charged to nobody until a tenant reads them, then to it.
+ *   - a tenant id beyond max_tenants: -EINVAL from the setter; its reads are charged to nobody.
+ * Every step ends with cache_debug_check() (I9: charges match the blocks' states and lists).
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cache/cache.h"
+#include "cache/cache_debug.h"
+#include "fakebe.h"
+#include "testutil.h"
+
+#define BS (64u << 10)
+#define TA 5u /* tenant ids as the registry hands them out */
+#define TB 6u
+
+static struct tier_ioctx io_of(uint32_t t)
+{
+    return (struct tier_ioctx){.tenant = t, .cls = TIER_IO_TRAINING};
+}
+
+static void check(struct cache *c)
+{
+    char msg[256] = "";
+    int r = cache_debug_check(c, msg, sizeof(msg));
+    if (r)
+        fail_msg("cache_debug_check: %s", msg);
+}
+
+static struct cache_tenant_stats tstats(struct cache *c, uint32_t t)
+{
+    struct cache_tenant_stats st;
+    assert_int_equal(cache_tenant_stats_get(c, t, &st), 0);
+    return st;
+}
+
+/* Read block i of key (one block per object keeps the arithmetic plain) as tenant t. */
+static void read_block(struct cache *c, struct backend *be, const char *key, uint32_t t)
+{
+    static char buf[BS];
+    struct tier_ioctx io = io_of(t);
+    struct cache_obj o = {.be = be, .key = key, .etag = "e1", .size_bytes = BS};
+    assert_int_equal(cache_read(c, &io, &o, 0, buf, BS), (ssize_t)BS);
+}
+
+static bool cached(struct cache *c, struct backend *be, const char *key)
+{
+    struct cache_obj o = {.be = be, .key = key, .etag = "e1", .size_bytes = BS};
+    return cache_cached_bytes(c, &o) == BS;
+}
+
+static struct backend *make_be(int nobj)
+{
+    struct backend *be = fakebe_mem_new("be");
+    char key[32];
+    for (int i = 0; i < nobj; i++) {
+        snprintf(key, sizeof(key), "k%04d", i);
+        fakebe_add(be, key, BS, "e1");
+    }
+    return be;
+}
+
+#define NB 12   /* B's working set, blocks */
+#define QA 8    /* A's quota, blocks */
+#define RAMB 32 /* RAM level, blocks */
+#define SCAN 640
+
+/* B reads k0000..k0011 once; A scans k1000.. ; returns how many of B's blocks are left. */
+static int scan_run(struct cache *c, struct backend *be, bool check_quota)
+{
+    char key[32];
+    for (int i = 0; i < NB; i++) {
+        snprintf(key, sizeof(key), "k%04d", i);
+        read_block(c, be, key, TB);
+    }
+    for (int i = 0; i < SCAN; i++) {
+        snprintf(key, sizeof(key), "k%04d", 1000 + i);
+        read_block(c, be, key, TA);
+        if (check_quota)
+            assert_true(tstats(c, TA).bytes <= (uint64_t)QA * BS);
+    }
+    check(c);
+    int left = 0;
+    for (int i = 0; i < NB; i++) {
+        snprintf(key, sizeof(key), "k%04d", i);
+        left += cached(c, be, key);
+    }
+    return left;
+}
+
+static void test_scan_keeps_others(void **state)
+{
+    (void)state;
+    struct backend *be = make_be(1000 + SCAN);
+    struct cache_config cfg = {.block_size = BS, .ram_bytes = RAMB * BS, .prefetch_threads = 1};
+
+    /* without a quota the scan evicts B's blocks: the assertion below can fail */
+    struct cache *c0 = NULL;
+    assert_int_equal(cache_open(&cfg, &c0), 0);
+    assert_true(scan_run(c0, be, false) < NB);
+    assert_int_equal(tstats(c0, TA).quota_evictions, 0);
+    cache_close(c0);
+
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    assert_int_equal(cache_quota_set(c, TA, (uint64_t)QA * BS), 0);
+    assert_int_equal(scan_run(c, be, true), NB);
+    struct cache_tenant_stats a = tstats(c, TA), b = tstats(c, TB);
+    assert_int_equal(a.quota, (uint64_t)QA * BS);
+    assert_int_equal(a.bytes, (uint64_t)QA * BS);
+    assert_int_equal(a.blocks, QA);
+    assert_int_equal(a.quota_evictions, SCAN - QA);
+    assert_int_equal(a.quota_evicted_bytes, (uint64_t)(SCAN - QA) * BS);
+    assert_int_equal(b.quota, 0);
+    assert_int_equal(b.bytes, (uint64_t)NB * BS);
+    struct cache_stats st;
+    cache_stats_get(c, &st);
+    assert_int_equal(st.quota_evictions, SCAN - QA);
+    assert_int_equal(st.charged_bytes, (uint64_t)(QA + NB) * BS);
+    cache_close(c);
+    backend_free(be);
+}
+
+static void test_scan_disk_levels(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("quota");
+    struct backend *be = make_be(1000 + SCAN);
+    struct cache_config cfg = {.block_size = BS,
+                               .ram_bytes = 8 * BS,
+                               .disk_dir = dir,
+                               .disk_bytes = (RAMB + 8) * (BS + (8u << 10)),
+                               .prefetch_threads = 1};
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    assert_int_equal(cache_quota_set(c, TA, (uint64_t)QA * BS), 0);
+    assert_int_equal(scan_run(c, be, true), NB);
+    assert_int_equal(tstats(c, TA).blocks, QA);
+    assert_int_equal(tstats(c, TB).blocks, NB);
+    cache_close(c);
+    backend_free(be);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+static void test_clock_second_chance(void **state)
+{
+    (void)state;
+    struct backend *be = make_be(8);
+    struct cache_config cfg = {.block_size = BS, .ram_bytes = 64 * BS, .prefetch_threads = 1};
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    assert_int_equal(cache_quota_set(c, TA, 4 * BS), 0);
+    read_block(c, be, "k0000", TA);
+    read_block(c, be, "k0001", TA);
+    read_block(c, be, "k0002", TA);
+    read_block(c, be, "k0003", TA);
+    read_block(c, be, "k0000", TA); /* a hit: k0000 gets a second chance */
+    read_block(c, be, "k0004", TA); /* over quota by one: the oldest unhit goes, k0001 */
+    assert_true(cached(c, be, "k0000"));
+    assert_false(cached(c, be, "k0001"));
+    assert_true(cached(c, be, "k0002"));
+    assert_true(cached(c, be, "k0004"));
+    read_block(c, be, "k0005", TA); /* k0002 next (k0000 was moved behind k0004) */
+    assert_false(cached(c, be, "k0002"));
+    assert_true(cached(c, be, "k0000"));
+    assert_int_equal(tstats(c, TA).quota_evictions, 2);
+    check(c);
+    cache_close(c);
+    backend_free(be);
+}
+
+static void test_live_change(void **state)
+{
+    (void)state;
+    struct backend *be = make_be(16);
+    struct cache_config cfg = {
+        .block_size = BS, .ram_bytes = 64 * BS, .prefetch_threads = 1, .default_quota = 6 * BS};
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    char key[32];
+    for (int i = 0; i < 10; i++) {
+        snprintf(key, sizeof(key), "k%04d", i);
+        read_block(c, be, key, TA);
+    }
+    assert_int_equal(tstats(c, TA).quota, 6 * BS); /* the default */
+    assert_int_equal(tstats(c, TA).blocks, 6);
+    assert_int_equal(cache_quota_set(c, TA, 2 * BS), 0); /* evicts before it returns */
+    assert_int_equal(tstats(c, TA).blocks, 2);
+    assert_true(cached(c, be, "k0009"));
+    assert_false(cached(c, be, "k0007"));
+    check(c);
+    assert_int_equal(cache_quota_set(c, TA, CACHE_QUOTA_NONE), 0);
+    assert_int_equal(tstats(c, TA).quota, 0);
+    for (int i = 0; i < 10; i++) {
+        snprintf(key, sizeof(key), "k%04d", i);
+        read_block(c, be, key, TA);
+    }
+    assert_int_equal(tstats(c, TA).blocks, 10);
+    assert_int_equal(cache_quota_set(c, TA, CACHE_QUOTA_DEFAULT), 0);
+    assert_int_equal(tstats(c, TA).quota, 6 * BS);
+    assert_int_equal(tstats(c, TA).blocks, 6);
+    assert_int_equal(cache_quota_set(c, 64, BS), -EINVAL); /* max_tenants 64 by default */
+    assert_int_equal(cache_tenant_stats_get(c, 64, &(struct cache_tenant_stats){0}), -EINVAL);
+    read_block(c, be, "k0015", 70); /* beyond max_tenants: charged to nobody */
+    struct cache_stats st;
+    cache_stats_get(c, &st);
+    assert_int_equal(st.charged_bytes, 6 * BS);
+    check(c);
+    cache_close(c);
+    backend_free(be);
+}
+
+static void test_pinned_not_charged(void **state)
+{
+    (void)state;
+    struct backend *be = make_be(8);
+    struct cache_config cfg = {
+        .block_size = BS, .ram_bytes = 64 * BS, .pin_bytes = 8 * BS, .prefetch_threads = 1};
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    assert_int_equal(cache_quota_set(c, TA, 2 * BS), 0);
+    read_block(c, be, "k0000", TA);
+    read_block(c, be, "k0001", TA);
+    assert_int_equal(cache_pin(c, "be", "k0000"), 0); /* leaves A's charge */
+    assert_int_equal(tstats(c, TA).blocks, 1);
+    read_block(c, be, "k0002", TA);
+    read_block(c, be, "k0003", TA); /* over: k0001 goes, the pinned k0000 stays */
+    assert_true(cached(c, be, "k0000"));
+    assert_false(cached(c, be, "k0001"));
+    assert_int_equal(tstats(c, TA).blocks, 2);
+    check(c);
+    assert_int_equal(cache_unpin(c, "be", "k0000"), 0); /* charged again: 3 > 2, */
+    read_block(c, be, "k0003", TA);                     /* and the next read trims */
+    assert_int_equal(tstats(c, TA).blocks, 2);
+    check(c);
+    cache_close(c);
+    backend_free(be);
+}
+
+static void test_adopted_blocks_claimed(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("quota");
+    struct backend *be = make_be(8);
+    struct cache_config cfg = {.block_size = BS,
+                               .disk_dir = dir,
+                               .disk_bytes = 64 * (BS + (8u << 10)),
+                               .prefetch_threads = 1};
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    for (int i = 0; i < 4; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "k%04d", i);
+        read_block(c, be, key, TA);
+    }
+    assert_int_equal(tstats(c, TA).blocks, 4);
+    cache_close(c);
+
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    struct cache_stats st;
+    cache_stats_get(c, &st);
+    assert_int_equal(st.charged_bytes, 0);
+    assert_int_equal(st.disk.blocks, 4);
+    check(c);
+    uint64_t reads = fakebe_calls(be, FAKEBE_READ);
+    read_block(c, be, "k0000", TB); /* a disk hit (RAM-less: disk_direct) */
+    read_block(c, be, "k0001", TB);
+    assert_int_equal(fakebe_calls(be, FAKEBE_READ), reads);
+    assert_int_equal(tstats(c, TB).blocks, 2);
+    assert_int_equal(tstats(c, TA).blocks, 0);
+    assert_int_equal(cache_quota_set(c, TB, BS), 0);
+    assert_int_equal(tstats(c, TB).blocks, 1);
+    check(c);
+    cache_close(c);
+    backend_free(be);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_scan_keeps_others),   cmocka_unit_test(test_scan_disk_levels),
+        cmocka_unit_test(test_clock_second_chance), cmocka_unit_test(test_live_change),
+        cmocka_unit_test(test_pinned_not_charged),  cmocka_unit_test(test_adopted_blocks_claimed),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
