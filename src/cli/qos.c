@@ -43,6 +43,25 @@ static void set_delivered(json_t *cur, const json_t *prev, double span_s)
         json_pack("{s:f, s:f}", "bytes_per_s", bytes / span_s, "ops_per_s", ops / span_s));
 }
 
+/* Every tenant and class entry of lane b (of cur) from pb, the same lane in prev (may be NULL). */
+static void lane_rates(json_t *b, const json_t *pb, double span_s)
+{
+    size_t k;
+    json_t *t;
+    json_array_foreach(json_object_get(b, "tenants"), k, t)
+    {
+        const json_t *pt = find_by(json_object_get(pb, "tenants"), "name",
+                                   json_string_value(json_object_get(t, "name")));
+        set_delivered(t, pt, span_s);
+        const char *cn;
+        json_t *c;
+        json_object_foreach(json_object_get(t, "classes"), cn, c)
+        {
+            set_delivered(c, json_object_get(json_object_get(pt, "classes"), cn), span_s);
+        }
+    }
+}
+
 int ctl_qos_rates(const json_t *prev, json_t *cur)
 {
     uint64_t t0 = jnum(prev, "now_ns"), t1 = jnum(cur, "now_ns");
@@ -50,25 +69,18 @@ int ctl_qos_rates(const json_t *prev, json_t *cur)
         return -EINVAL;
     double span_s = (double)(t1 - t0) / 1e9;
     json_object_set_new(cur, "interval_s", json_real(span_s));
-    size_t i, k;
-    json_t *b, *t;
+    size_t i;
+    json_t *b;
     json_array_foreach(json_object_get(cur, "backends"), i, b)
     {
-        const json_t *pb = find_by(json_object_get(prev, "backends"), "name",
-                                   json_string_value(json_object_get(b, "name")));
-        json_array_foreach(json_object_get(b, "tenants"), k, t)
-        {
-            const json_t *pt = find_by(json_object_get(pb, "tenants"), "name",
-                                       json_string_value(json_object_get(t, "name")));
-            set_delivered(t, pt, span_s);
-            const char *cn;
-            json_t *c;
-            json_object_foreach(json_object_get(t, "classes"), cn, c)
-            {
-                set_delivered(c, json_object_get(json_object_get(pt, "classes"), cn), span_s);
-            }
-        }
+        lane_rates(b,
+                   find_by(json_object_get(prev, "backends"), "name",
+                           json_string_value(json_object_get(b, "name"))),
+                   span_s);
     }
+    json_t *disk = json_object_get(cur, "disk");
+    if (json_is_object(disk))
+        lane_rates(disk, json_object_get(prev, "disk"), span_s);
     return 0;
 }
 
@@ -86,47 +98,58 @@ static const char *rate_text(const json_t *v, bool zero_is_none, char *buf, size
     return buf;
 }
 
+/* The rows of lane b, named ln in the table. */
+static void print_lane(const json_t *b, const char *ln, FILE *f)
+{
+    size_t k;
+    const json_t *t;
+    json_array_foreach(json_object_get(b, "tenants"), k, t)
+    {
+        const char *tn = json_string_value(json_object_get(t, "name"));
+        const char *own_cls = json_string_value(json_object_get(t, "class"));
+        const char *cn;
+        const json_t *c;
+        json_object_foreach((json_t *)(uintptr_t)json_object_get(t, "classes"), cn, c)
+        {
+            const json_t *dv = json_object_get(c, "delivered");
+            double bps = json_number_value(json_object_get(dv, "bytes_per_s"));
+            double ops = json_number_value(json_object_get(dv, "ops_per_s"));
+            bool show = (own_cls && strcmp(cn, own_cls) == 0) ||
+                        json_is_true(json_object_get(c, "own")) ||
+                        json_is_true(json_object_get(c, "lane_own")) || bps > 0 || ops > 0;
+            if (!show)
+                continue;
+            char r[32], l[32], tl[32], d[32], db[32];
+            if (dv)
+                snprintf(d, sizeof(d), "%s/s", tier_fmt_bytes((uint64_t)bps, db, sizeof(db)));
+            else
+                tier_strlcpy(d, "?", sizeof(d));
+            fprintf(f, "%-12s %-16s %-11s %-12s %-6lld %-12s %-12s %-12s %.1f\n", ln, tn ? tn : "?",
+                    cn, rate_text(json_object_get(c, "reservation"), true, r, sizeof(r)),
+                    (long long)json_integer_value(json_object_get(c, "weight")),
+                    rate_text(json_object_get(c, "limit"), false, l, sizeof(l)),
+                    rate_text(json_object_get(t, "limit"), false, tl, sizeof(tl)), d,
+                    dv ? ops : 0.0);
+        }
+    }
+}
+
 void ctl_qos_print(const json_t *cur, FILE *f)
 {
     const json_t *iv = json_object_get(cur, "interval_s");
     if (json_is_number(iv))
-        fprintf(f, "delivered: granted by each backend lane over the last %.1f s\n\n",
+        fprintf(f, "delivered: granted by each lane over the last %.1f s\n\n",
                 json_number_value(iv));
-    fprintf(f, "%-12s %-16s %-11s %-12s %-6s %-12s %-12s %-12s %s\n", "BACKEND", "TENANT", "CLASS",
+    fprintf(f, "%-12s %-16s %-11s %-12s %-6s %-12s %-12s %-12s %s\n", "LANE", "TENANT", "CLASS",
             "RESERVATION", "WEIGHT", "LIMIT", "TENANT-LIM", "DELIVERED", "OPS/S");
-    size_t i, k;
-    const json_t *b, *t;
+    size_t i;
+    const json_t *b;
     json_array_foreach(json_object_get(cur, "backends"), i, b)
     {
         const char *bn = json_string_value(json_object_get(b, "name"));
-        json_array_foreach(json_object_get(b, "tenants"), k, t)
-        {
-            const char *tn = json_string_value(json_object_get(t, "name"));
-            const char *own_cls = json_string_value(json_object_get(t, "class"));
-            const char *cn;
-            const json_t *c;
-            json_object_foreach((json_t *)(uintptr_t)json_object_get(t, "classes"), cn, c)
-            {
-                const json_t *dv = json_object_get(c, "delivered");
-                double bps = json_number_value(json_object_get(dv, "bytes_per_s"));
-                double ops = json_number_value(json_object_get(dv, "ops_per_s"));
-                bool show = (own_cls && strcmp(cn, own_cls) == 0) ||
-                            json_is_true(json_object_get(c, "own")) || bps > 0 || ops > 0;
-                if (!show)
-                    continue;
-                char r[32], l[32], tl[32], d[32], db[32];
-                if (dv)
-                    snprintf(d, sizeof(d), "%s/s", tier_fmt_bytes((uint64_t)bps, db, sizeof(db)));
-                else
-                    tier_strlcpy(d, "?", sizeof(d));
-                fprintf(f, "%-12s %-16s %-11s %-12s %-6lld %-12s %-12s %-12s %.1f\n", bn ? bn : "?",
-                        tn ? tn : "?", cn,
-                        rate_text(json_object_get(c, "reservation"), true, r, sizeof(r)),
-                        (long long)json_integer_value(json_object_get(c, "weight")),
-                        rate_text(json_object_get(c, "limit"), false, l, sizeof(l)),
-                        rate_text(json_object_get(t, "limit"), false, tl, sizeof(tl)), d,
-                        dv ? ops : 0.0);
-            }
-        }
+        print_lane(b, bn ? bn : "?", f);
     }
+    const json_t *disk = json_object_get(cur, "disk");
+    if (json_is_object(disk))
+        print_lane(disk, CTL_QOS_DISK_LANE, f);
 }

@@ -74,11 +74,15 @@ static const char usage_text[] =
     "                                  p50/p99 per class, scheduler queue wait; --once: one\n"
     "                                  interval, one table; --json: one JSON object per interval\n"
     "  qos [--interval SECONDS] [--json]\n"
-    "                                  per backend, tenant and class: reservation, weight,\n"
-    "                                  limit and the rate delivered over SECONDS (default 1)\n"
+    "                                  per backend lane and the disk's, tenant and class:\n"
+    "                                  reservation, weight, limit and the rate delivered over\n"
+    "                                  SECONDS (default 1)\n"
     "  qos set TENANT [reservation=RATE] [weight=N] [limit=RATE] [class=CLASS]\n"
-    "                                  change a tenant's QoS live (root or [api] admin_group);\n"
-    "                                  RATE like 100MiB/s or none, default: back to the default\n"
+    "          [backend=NAME | resource=disk]\n"
+    "                                  change a tenant's QoS live (root or [api] admin_group):\n"
+    "                                  on every backend lane, on backend NAME's only, or on the\n"
+    "                                  local disk's lane; RATE like 100MiB/s or none, default:\n"
+    "                                  back to the default\n"
     "\n"
     "PATH is a path in tierd's namespace (\"/datasets/x\") or a path under the mount point.\n"
     "\n"
@@ -916,8 +920,8 @@ static int cmd_top(struct ctl *ctl, int argc, char **argv)
 static int qos_set(struct ctl *ctl, int argc, char **argv)
 {
     if (argc < 3)
-        return usage_error("qos set TENANT reservation=RATE weight=N limit=RATE [class=CLASS]: "
-                           "give a tenant and at least one value");
+        return usage_error("qos set TENANT reservation=RATE weight=N limit=RATE [class=CLASS] "
+                           "[backend=NAME | resource=disk]: give a tenant and at least one value");
     json_t *body = json_pack("{s:s}", "tenant", argv[1]);
     if (!body) {
         fprintf(stderr, "tierctl: out of memory\n");
@@ -925,7 +929,8 @@ static int qos_set(struct ctl *ctl, int argc, char **argv)
     }
     for (int i = 2; i < argc; i++) {
         const char *eq = strchr(argv[i], '=');
-        static const char *const keys[] = {"reservation", "weight", "limit", "class", "backend"};
+        static const char *const keys[] = {"reservation", "weight",  "limit",
+                                           "class",       "backend", "resource"};
         bool known = false;
         size_t kl = eq ? (size_t)(eq - argv[i]) : 0;
         for (size_t k = 0; eq && k < sizeof(keys) / sizeof(keys[0]); k++)
@@ -933,7 +938,7 @@ static int qos_set(struct ctl *ctl, int argc, char **argv)
         if (!known) {
             json_decref(body);
             return usage_error("qos set: '%s' is not KEY=VALUE with KEY one of reservation, "
-                               "weight, limit, class, backend",
+                               "weight, limit, class, backend, resource",
                                argv[i]);
         }
         char key[16];

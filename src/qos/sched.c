@@ -117,12 +117,21 @@ struct sched_lane {
     uint64_t wake_ns;     /* every waiting client at its limit: the earliest grant; 0: none */
     struct waiter *timer; /* the waiter that sleeps until wake_ns; NULL: none */
     uint64_t grants_r, grants_w, limit_waits;
+    struct lane_tenant *lt; /* this lane's own values by tenant (sched_lane_qos_set); under mu */
+    size_t nlt;
 };
 
 /* A tenant's own parameters for one class (sched_qos_set). */
 struct tenant_qos {
     bool set;
     struct sched_qos q;
+};
+
+/* A tenant's values on one lane only (sched_lane_qos_set, sched_lane_tenant_limit_set), read
+ * over its values for every lane: a field 0 takes those. */
+struct lane_tenant {
+    struct tenant_qos q[TIER_IO_NCLASSES];
+    uint64_t tenant_limit; /* 0: the tenant's limit of every lane; SCHED_RATE_NONE: none here */
 };
 
 struct sched {
@@ -240,6 +249,7 @@ void sched_free(struct sched *s)
     while (l) {
         struct sched_lane *n = l->next_lane;
         dmc_free(l->dmc);
+        free(l->lt);
         free(l);
         l = n;
     }
@@ -272,7 +282,25 @@ static void lane_class_defaults(const struct sched *s, struct sched_lane *l)
     }
 }
 
-/* dmc_params_fn of a lane, under mu: the tenant's own values, else the lane's class defaults. */
+/* Under mu: the lane's own values of a tenant (lt) over *out, its values for every lane. */
+static void lane_own_params(const struct lane_tenant *lt, enum tier_io_class cls,
+                            struct dmc_params *out)
+{
+    if (lt->tenant_limit)
+        out->tenant_limit = lt->tenant_limit == SCHED_RATE_NONE ? 0 : lt->tenant_limit;
+    if (!lt->q[cls].set)
+        return;
+    const struct sched_qos *q = &lt->q[cls].q;
+    out->reservation = rate_or(q->reservation_bps, out->reservation);
+    out->limit = rate_or(q->limit_bps, out->limit);
+    if (q->weight)
+        out->weight = q->weight;
+    if (out->limit && out->reservation > out->limit)
+        out->reservation = out->limit;
+}
+
+/* dmc_params_fn of a lane, under mu: the lane's own values of the tenant, over the tenant's
+ * values for every lane, over the lane's class defaults. */
 static void lane_params(void *ud, uint32_t tenant, enum tier_io_class cls, struct dmc_params *out)
 {
     const struct sched_lane *l = ud;
@@ -289,6 +317,8 @@ static void lane_params(void *ud, uint32_t tenant, enum tier_io_class cls, struc
         if (out->limit && out->reservation > out->limit)
             out->reservation = out->limit; /* the config refuses this; a default may meet it */
     }
+    if (tenant < l->nlt)
+        lane_own_params(&l->lt[tenant], cls, out);
 }
 
 static void grant(struct sched *s, struct sched_lane *l);
@@ -363,6 +393,90 @@ int sched_tenant_limit_set(struct sched *s, uint32_t tenant, uint64_t limit_bps)
     refresh_lanes(s);
     pthread_mutex_unlock(&s->mu);
     return 0;
+}
+
+/* Under mu: lane l's entry of tenant, the table grown (zeroed) to hold it; NULL: no memory. */
+static struct lane_tenant *lane_tenant_at(struct sched_lane *l, uint32_t tenant)
+{
+    if (tenant >= l->nlt) {
+        size_t n = l->nlt ? l->nlt : 64;
+        while (n <= tenant)
+            n *= 2;
+        struct lane_tenant *t = realloc(l->lt, n * sizeof(*t));
+        if (!t)
+            return NULL;
+        memset(t + l->nlt, 0, (n - l->nlt) * sizeof(*t));
+        l->lt = t;
+        l->nlt = n;
+    }
+    return &l->lt[tenant];
+}
+
+int sched_lane_qos_set(struct sched *s, struct sched_lane *l, uint32_t tenant,
+                       enum tier_io_class cls, const struct sched_qos *q)
+{
+    if (tenant >= DMC_MAX_TENANTS || (unsigned)cls >= TIER_IO_NCLASSES || l->sched != s) {
+        tier_err_set("QoS for tenant %u class %d on lane '%s': no such tenant id, class or lane",
+                     tenant, (int)cls, l->name);
+        return -EINVAL;
+    }
+    if (q && q->weight > SCHED_WEIGHT_MAX) {
+        tier_err_set("QoS weight %u is above %d", q->weight, SCHED_WEIGHT_MAX);
+        return -EINVAL;
+    }
+    pthread_mutex_lock(&s->mu);
+    struct lane_tenant *lt = lane_tenant_at(l, tenant);
+    if (!lt) {
+        pthread_mutex_unlock(&s->mu);
+        return -ENOMEM;
+    }
+    lt->q[cls].set = q != NULL;
+    lt->q[cls].q = q ? *q : (struct sched_qos){0};
+    refresh_lanes(s);
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+int sched_lane_tenant_limit_set(struct sched *s, struct sched_lane *l, uint32_t tenant,
+                                uint64_t limit_bps)
+{
+    if (tenant >= DMC_MAX_TENANTS || l->sched != s) {
+        tier_err_set("QoS limit for tenant %u on lane '%s': no such tenant id or lane", tenant,
+                     l->name);
+        return -EINVAL;
+    }
+    pthread_mutex_lock(&s->mu);
+    struct lane_tenant *lt = lane_tenant_at(l, tenant);
+    if (!lt) {
+        pthread_mutex_unlock(&s->mu);
+        return -ENOMEM;
+    }
+    lt->tenant_limit = limit_bps;
+    refresh_lanes(s);
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+bool sched_lane_qos_own_get(struct sched *s, struct sched_lane *l, uint32_t tenant,
+                            enum tier_io_class cls, struct sched_qos *out)
+{
+    memset(out, 0, sizeof(*out));
+    if ((unsigned)cls >= TIER_IO_NCLASSES)
+        return false;
+    pthread_mutex_lock(&s->mu);
+    bool set = tenant < l->nlt && l->lt[tenant].q[cls].set;
+    if (set)
+        *out = l->lt[tenant].q[cls].q;
+    pthread_mutex_unlock(&s->mu);
+    return set;
+}
+
+uint64_t sched_lane_tenant_limit_own_get(struct sched *s, struct sched_lane *l, uint32_t tenant)
+{
+    pthread_mutex_lock(&s->mu);
+    uint64_t v = tenant < l->nlt ? l->lt[tenant].tenant_limit : 0;
+    pthread_mutex_unlock(&s->mu);
+    return v;
 }
 
 void sched_lane_qos_get(struct sched *s, struct sched_lane *l, uint32_t tenant,

@@ -33,9 +33,11 @@
  * tag among those under their limit. A request whose client is at its limit waits, with free
  * slots, until its limit tag comes: one waiter of the lane (the lane's timer) sleeps on its
  * condition variable until then and grants whoever is due; the others sleep until granted or
- * until their admission deadline. The parameters of a client: its tenant's values for that
- * class (sched_qos_set), else the class's defaults (sched_config.cls), else the built-in ones
- * below; and a tenant may have a limit over all its classes (sched_tenant_limit_set):
+ * until their admission deadline. The parameters of a client, field by field: the lane's own
+ * values of its tenant for that class (sched_lane_qos_set), else its tenant's values for that
+ * class on every lane (sched_qos_set), else the class's defaults (sched_config.cls), else the
+ * built-in ones below; and a tenant may have a limit over all its classes, on one lane
+ * (sched_lane_tenant_limit_set) or on every lane (sched_tenant_limit_set):
  *
  *   class        weight  reservation                    limit
  *   inference    64      link_capacity / 10 (if known)  none
@@ -167,6 +169,25 @@ int sched_qos_set(struct sched *s, uint32_t tenant, enum tier_io_class cls,
 int sched_tenant_limit_set(struct sched *s, uint32_t tenant, uint64_t limit_bps);
 
 /* ---- per-backend lanes ------------------------------------------------------------------- */
+
+/* Set tenant's parameters for class cls on lane l only, over its values of sched_qos_set: a
+ * field 0 takes those (then the class defaults); q NULL drops the lane's own values. Later
+ * grants use them, as with sched_qos_set. 0, -EINVAL (tenant >= 65536, a class out of range, a
+ * weight above SCHED_WEIGHT_MAX, a lane of another scheduler) or -ENOMEM. */
+int sched_lane_qos_set(struct sched *s, struct sched_lane *l, uint32_t tenant,
+                       enum tier_io_class cls, const struct sched_qos *q);
+/* Limit all of tenant's calls on lane l together to limit_bps instead of its limit of every lane
+ * (sched_tenant_limit_set): 0 takes that one again, SCHED_RATE_NONE is none on this lane. 0,
+ * -EINVAL (tenant >= 65536, a lane of another scheduler) or -ENOMEM. */
+int sched_lane_tenant_limit_set(struct sched *s, struct sched_lane *l, uint32_t tenant,
+                                uint64_t limit_bps);
+/* Lane l's own values of tenant for cls as sched_lane_qos_set last set them: true and *out, or
+ * false (*out zeroed): its values of every lane apply. */
+bool sched_lane_qos_own_get(struct sched *s, struct sched_lane *l, uint32_t tenant,
+                            enum tier_io_class cls, struct sched_qos *out);
+/* Lane l's own limit of tenant as sched_lane_tenant_limit_set set it (0: none of its own,
+ * SCHED_RATE_NONE: none on this lane). */
+uint64_t sched_lane_tenant_limit_own_get(struct sched *s, struct sched_lane *l, uint32_t tenant);
 
 struct sched_backend_config {
     int max_inflight;             /* calls to this backend in flight at once; default 32 */

@@ -9,7 +9,8 @@ if(TARGET tierd)
 endif()
 
 # The local disk's QoS lane on a REAL mount (root, /dev/fuse): a tenant's disk_limit holds for its
-# disk-level hits of a RAM-less cache while the default tenant's disk hits are not held back.
+# disk-level hits of a RAM-less cache while the default tenant's disk hits are not held back; a
+# disk limit lowered with PUT /v1/qos ("resource": "disk") holds within 1 s; tierctl qos (disk).
 if(TARGET tierd)
   add_test(NAME disk_qos_fuse COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_disk_qos_fuse.sh)
   set_tests_properties(disk_qos_fuse PROPERTIES TIMEOUT 120 LABELS fuse

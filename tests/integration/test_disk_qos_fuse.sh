@@ -14,6 +14,14 @@
 # took less than half as long, so the limit held back only its tenant. Each file is read once,
 # new to the kernel's page cache (staging reads no page of the mount), so every byte is asked of
 # tierd. No sleeps as synchronisation: waits poll a condition with a deadline.
+#
+# Then a live change of the disk lane (PUT /v1/qos "resource": "disk"): while uid 1001 reads a
+# third staged file (c.bin, 16 MiB) under its 6 MiB/s disk limit, the limit is lowered to 2 MiB/s;
+# the bytes the disk lane granted tenant slow (GET /v1/qos disk.tenants[].granted_bytes) in
+# [t_put + 1 s, t_put + 3 s] are <= 1.05 x 2 MiB/s x the window + one block + the scheduler's
+# 20 ms of slack, and >= a quarter of 2 MiB/s x the window (the reader was busy). tierctl qos shows
+# the disk row with the new limit; the warm backend lane's values are untouched. The sleeps there
+# are a measurement window of a rate (bytes over a time), not synchronisation.
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -30,6 +38,7 @@ mkdir -p "$DATA/ds" "$MNT"
 chmod 0755 "$DATA" "$DATA/ds" "$MNT"
 head -c "$SIZE" /dev/urandom >"$DATA/ds/a.bin"
 head -c "$SIZE" /dev/urandom >"$DATA/ds/b.bin"
+head -c $((16 * 1048576)) /dev/urandom >"$DATA/ds/c.bin"
 chmod 0644 "$DATA"/ds/*.bin
 
 {
@@ -56,9 +65,10 @@ print(j)' "$1"
 
 tierd_ctl stage "$MNT/ds/a.bin" >/dev/null || fail "tierctl stage a.bin"
 tierd_ctl stage "$MNT/ds/b.bin" >/dev/null || fail "tierctl stage b.bin"
+tierd_ctl stage "$MNT/ds/c.bin" >/dev/null || fail "tierctl stage c.bin"
 blocks=$(stats disk.blocks)
-[ "$blocks" = 48 ] || fail "after staging, $blocks blocks on the disk level (want 48)"
-ok "both files staged onto the disk level (48 blocks)"
+[ "$blocks" = 64 ] || fail "after staging, $blocks blocks on the disk level (want 64)"
+ok "the three files staged onto the disk level (64 blocks)"
 hits0=$(stats disk.hits)
 fetches0=$(stats fetches)
 
@@ -96,3 +106,60 @@ echo "slow (6 MiB/s disk limit): $((ta / 1000000)) ms; default tenant: $((tb / 1
 [ "$b1" -lt "$a1" ] || fail "the default tenant's read ended after the limited one's"
 [ $((2 * tb)) -lt "$ta" ] || fail "the default tenant's read took $((tb / 1000000)) ms, more than half of the limited one's $((ta / 1000000)) ms"
 ok "the disk limit held for tenant slow ($((ta / 1000000)) ms) and not for the default tenant ($((tb / 1000000)) ms)"
+
+# ---- a live change of the disk lane: PUT /v1/qos {"resource": "disk"} ------------------------
+# disk_snap: "now_ns granted_bytes" of tenant slow on the disk lane
+disk_snap() {
+  api /v1/qos | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+t = [t for t in j["disk"]["tenants"] if t["name"] == "slow"][0]
+print(j["now_ns"], t["granted_bytes"])'
+}
+slow_granted() { local s; s=$(disk_snap) && echo "${s#* }"; }
+g_before=$(slow_granted)
+setpriv --reuid=1001 --regid=1001 --clear-groups -- cat "$MNT/ds/c.bin" >/dev/null &
+pc=$!
+extra_cleanup() { kill "$pc" 2>/dev/null || true; }
+slow_reads() { [ "$(slow_granted)" -gt "$g_before" ]; }
+wait_for 20 slow_reads || fail "uid 1001's read of c.bin got no disk grant within 20 s"
+curl -sS -f --unix-socket "$SOCK" -X PUT -d '{"tenant": "slow", "resource": "disk", "limit": "2MiB/s"}' \
+  http://tierd/v1/qos >"$T/put.json" || fail "PUT /v1/qos resource disk: $(cat "$T/put.json")"
+python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+t = j["disk"]["tenants"][0]
+assert t["name"] == "slow" and t["limit"] == 2 * 1048576, t
+w = [t for t in j["backends"][0]["tenants"] if t["name"] == "slow"][0]
+assert w["limit"] is None, w' "$T/put.json" || fail "the PUT answer does not show slow's disk limit of 2 MiB/s alone: $(cat "$T/put.json")"
+t_put=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["now_ns"])' "$T/put.json")
+# tierd's now_ns is CLOCK_MONOTONIC, as Python's time.monotonic_ns()
+sleep_until() { python3 -c 'import sys, time; time.sleep(max(0, (int(sys.argv[1]) - time.monotonic_ns()) / 1e9))' "$1"; }
+sleep_until $((t_put + 1000000000)) # measurement window's start (not synchronisation)
+read -r t0 g0 <<<"$(disk_snap)"
+sleep_until $((t0 + 2000000000)) # measurement window
+read -r t1 g1 <<<"$(disk_snap)"
+kill -0 "$pc" 2>/dev/null || fail "uid 1001's read of c.bin ended before the window did (see tierd.log)"
+python3 - $((g1 - g0)) "$t0" "$t1" "$t_put" <<'PY' || fail "the disk limit lowered with PUT /v1/qos did not hold within 1 s"
+import sys
+got, t0, t1, t_put = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+secs, limit, block = (t1 - t0) / 1e9, 2 * 1048576, 1048576
+hi = 1.05 * limit * secs + block + limit * 0.020
+lo = 0.25 * limit * secs
+print(f"slow on the disk after PUT limit=2MiB/s, from {(t0 - t_put) / 1e9:.2f} s after it: "
+      f"{got} bytes in {secs:.2f} s = {got / secs / 1048576:.2f} MiB/s (allowed {lo:.0f} .. {hi:.0f})")
+sys.exit(0 if t0 - t_put >= 1e9 and lo <= got <= hi else 1)
+PY
+ok "a disk limit lowered with PUT /v1/qos holds within 1 s, without remounting"
+tierd_ctl qos --interval 0 >"$T/ctl.txt" || fail "tierctl qos: $(cat "$T/ctl.txt")"
+grep -Eq '^\(disk\) +slow +training .* 2(\.0)? ?MiB/s' "$T/ctl.txt" || fail "tierctl qos lacks slow's disk row with 2 MiB/s: $(cat "$T/ctl.txt")"
+grep -Eq '^warm +slow +training +- +16 +- +- ' "$T/ctl.txt" || fail "tierctl qos: slow's warm row changed: $(cat "$T/ctl.txt")"
+tierd_ctl qos set slow resource=disk weight=3 >"$T/set.txt" || fail "tierctl qos set resource=disk: $(cat "$T/set.txt")"
+grep -Eq '^\(disk\) +slow +training +[^ ]+ +3 ' "$T/set.txt" || fail "tierctl qos set resource=disk did not show weight 3: $(cat "$T/set.txt")"
+if tierd_ctl qos set slow resource=disk reservation=5MiB/s 2>"$T/bad.txt"; then
+  fail "tierctl qos set accepted a disk reservation above the disk limit"
+fi
+grep -q "above the tenant's limit" "$T/bad.txt" || fail "the refusal does not say why: $(cat "$T/bad.txt")"
+ok "tierctl qos shows the disk lane; tierctl qos set resource=disk changes it"
+kill "$pc" 2>/dev/null || true
+wait "$pc" 2>/dev/null || true

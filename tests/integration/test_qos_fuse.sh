@@ -18,6 +18,8 @@
 #   3. live change, with bob's reader still running: PUT limit = 4MiB/s at t_put; the bytes in
 #      [t_put + 1 s, t_put + 3 s] <= 4 MiB/s x 2 s x 1.05 + one block + the slack: the new limit
 #      holds within 1 s of the PUT.
+#   4. tierctl qos shows both tenants; tierctl qos set changes bob's values, on every lane and with
+#      backend=warm on that lane's own; a negative limit and an unknown backend are refused.
 # The sleeps of WINDOW seconds below are measurement windows of a rate test (a rate is bytes over
 # a time), not synchronisation: readiness (the mount, a reader's first grant) is polled with
 # deadlines.
@@ -178,4 +180,9 @@ tierd_ctl qos set bob limit=2MiB/s weight=7 >"$T/set.txt" || fail "tierctl qos s
 grep -Eq '^warm +bob +training +- +7 ' "$T/set.txt" || fail "tierctl qos set did not show weight 7: $(cat "$T/set.txt")"
 if tierd_ctl qos set bob limit=-2MiB/s 2>"$T/bad.txt"; then fail "tierctl qos set accepted a negative limit"; fi
 grep -q "negative" "$T/bad.txt" || fail "the refusal of a negative limit does not say so: $(cat "$T/bad.txt")"
-ok "tierctl qos and tierctl qos set"
+# backend=NAME: the lane's own values (this mount has one backend; test_api covers two)
+tierd_ctl qos set bob backend=warm class=training limit=3MiB/s >"$T/set2.txt" || fail "tierctl qos set backend=warm: $(cat "$T/set2.txt")"
+grep -Eq '^warm +bob +training +- +7 +3(\.0)? ?MiB/s +2(\.0)? ?MiB/s ' "$T/set2.txt" || fail "tierctl qos set backend=warm did not show the class limit 3 MiB/s beside the tenant limit 2 MiB/s: $(cat "$T/set2.txt")"
+if tierd_ctl qos set bob backend=nope weight=2 2>"$T/bad2.txt"; then fail "tierctl qos set accepted an unknown backend"; fi
+grep -q "backend 'nope' is not configured" "$T/bad2.txt" || fail "the refusal of backend nope does not name it: $(cat "$T/bad2.txt")"
+ok "tierctl qos and tierctl qos set (every lane, backend=NAME)"

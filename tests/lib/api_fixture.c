@@ -72,6 +72,7 @@ int api_fixture_open(struct api_fixture *f, const char *tag)
     char conf[4096];
     int n = snprintf(conf, sizeof(conf),
                      "[cache]\nblock_size = 64K\nram_size = 4M\npin_size = 1M\n"
+                     "disk_capacity = 200MiB/s\n"
                      "[writeback]\nspool_dir = %s/spool\nupload_holdoff = 0\n"
                      "[backend warm]\ntype = posix\nroot = %s/warm\nlink_capacity = 100MiB/s\n"
                      "[backend cold]\ntype = posix\nroot = %s/cold\n"
@@ -82,7 +83,7 @@ int api_fixture_open(struct api_fixture *f, const char *tag)
                      "[api]\ntcp = 127.0.0.1:1\ntoken = " API_FIXTURE_TOKEN "\n"
                      "max_stage_jobs = 4\n"
                      "[tenants]\nmax_tenants = " API_FIXTURE_MAX_TENANTS_STR "\n"
-                     "[tenant infer]\nclass = inference\nuid = 4242\n"
+                     "[tenant infer]\nclass = inference\nuid = 4242\ndisk_limit = 60MiB/s\n"
                      "[class training]\nlimit = 80MiB/s\n",
                      dir, dir, dir, dir);
     char err[1024];
@@ -117,6 +118,35 @@ int api_fixture_open(struct api_fixture *f, const char *tag)
             if (rc)
                 backend_free(raw);
         }
+    }
+    /* the disk's lane, as main.c open_disk_lane makes it (GET and PUT /v1/qos "disk") */
+    if (rc == 0) {
+        struct sched_config dsc = {.op_cost_bytes = d->cfg.disk_op_cost};
+        for (int c = 0; c < TIER_IO_NCLASSES; c++)
+            dsc.cls[c] = (struct sched_qos_cls){.limit_bps = d->cfg.classes[c].disk_limit_bps,
+                                                .weight = (uint32_t)d->cfg.classes[c].disk_weight};
+        rc = sched_new(&dsc, &d->disk_sched);
+    }
+    if (rc == 0) {
+        struct sched_backend_config dbc = {
+            .max_inflight = d->cfg.disk_max_inflight,
+            .admit_timeout_ms = SCHED_TIMEOUT_NONE,
+            .breaker_failures = -1,
+            .link_capacity_bps =
+                d->cfg.disk_capacity_bps == TIERD_RATE_NONE ? 0 : d->cfg.disk_capacity_bps,
+            .idle_fast = true,
+        };
+        rc = sched_lane_new(d->disk_sched, "disk", &dbc, &d->disk_lane);
+    }
+    for (size_t i = 0; i < d->cfg.ntenants && rc == 0; i++) {
+        const struct tierd_tenant_conf *t = &d->cfg.tenants[i];
+        uint32_t id = 0;
+        if (t->qos.disk_limit_bps && tenant_find(d->tenants, t->name, &id) == 0)
+            rc = sched_tenant_limit_set(d->disk_sched, id, t->qos.disk_limit_bps);
+    }
+    if (rc == 0) {
+        sched_lane_disk_adm(d->disk_lane, &d->disk_adm);
+        d->cfg.cache.disk_adm = &d->disk_adm;
     }
     for (size_t i = 0; i < d->cfg.nnamespaces; i++) {
         d->ns[i].conf = &d->cfg.namespaces[i];
@@ -176,6 +206,7 @@ void api_fixture_close(struct api_fixture *f)
     if (d->cache)
         cache_close(d->cache);
     sched_free(d->sched);
+    sched_free(d->disk_sched); /* after the cache, its user */
     for (size_t i = 0; i < TIERD_MAX_BACKENDS; i++)
         backend_free(d->backends[i]);
     tenant_reg_free(d->tenants);

@@ -544,24 +544,38 @@ static void test_tenants(void **state)
 
 #define MIB 1048576LL
 
+/* The lane name of the disk's lane in qos_entry() (no backend of the fixture is named so). */
+#define QOS_DISK "@disk"
+
+/* The entry of tenant in lane object b (borrowed), NULL if none; with cls, its class entry. */
+static json_t *qos_lane_entry(json_t *b, const char *tenant, const char *cls)
+{
+    json_t *t;
+    size_t k;
+    json_array_foreach(json_object_get(b, "tenants"), k, t)
+    {
+        if (strcmp(json_string_value(json_object_get(t, "name")), tenant) == 0)
+            return cls ? json_object_get(json_object_get(t, "classes"), cls) : t;
+    }
+    return NULL;
+}
+
 /* The class entry of (backend, tenant, class) in a GET /v1/qos answer (borrowed from j), or
- * fail. With cls NULL, the tenant's entry. */
+ * fail. With cls NULL, the tenant's entry. Backend QOS_DISK: the disk's lane. */
 static json_t *qos_entry(json_t *j, const char *backend, const char *tenant, const char *cls)
 {
-    json_t *b, *t;
-    size_t i, k;
+    json_t *b, *e = NULL;
+    size_t i;
+    if (strcmp(backend, QOS_DISK) == 0)
+        e = qos_lane_entry(json_object_get(j, "disk"), tenant, cls);
     json_array_foreach(json_object_get(j, "backends"), i, b)
     {
-        if (strcmp(json_string_value(json_object_get(b, "name")), backend) != 0)
-            continue;
-        json_array_foreach(json_object_get(b, "tenants"), k, t)
-        {
-            if (strcmp(json_string_value(json_object_get(t, "name")), tenant) == 0)
-                return cls ? json_object_get(json_object_get(t, "classes"), cls) : t;
-        }
+        if (!e && strcmp(json_string_value(json_object_get(b, "name")), backend) == 0)
+            e = qos_lane_entry(b, tenant, cls);
     }
-    fail_msg("no backend %s tenant %s in GET /v1/qos", backend, tenant);
-    return NULL;
+    if (!e)
+        fail_msg("no backend %s tenant %s in GET /v1/qos", backend, tenant);
+    return e;
 }
 
 static json_int_t qos_int(json_t *j, const char *backend, const char *tenant, const char *cls,
@@ -670,8 +684,9 @@ static void test_qos(void **state)
          "link_capacity"},
         {"{\"tenant\": \"nobody\", \"weight\": 2}", 404, "no tenant 'nobody'"},
         {"{\"tenant\": \"infer\", \"class\": \"fastest\", \"weight\": 2}", 400, "class fastest"},
-        {"{\"tenant\": \"infer\", \"backend\": \"nope\", \"weight\": 2}", 404, "not configured"},
-        {"{\"tenant\": \"infer\", \"backend\": \"warm\", \"weight\": 2}", 400, "per-backend"},
+        {"{\"tenant\": \"infer\", \"backend\": \"nope\", \"weight\": 2}", 400,
+         "backend 'nope' is not configured"},
+        {"{\"tenant\": \"infer\", \"backend\": 3, \"weight\": 2}", 400, "not configured"},
         {"{\"tenant\": \"infer\", \"wieght\": 2}", 400, "unknown field 'wieght'"},
         {"{\"tenant\": \"infer\"}", 400, "nothing to change"},
         {"{\"weight\": 2}", 400, "tenant required"},
@@ -746,6 +761,200 @@ static void test_qos(void **state)
     json_decref(qos_put("{\"tenant\": \"infer\", \"reservation\": null}", 200));
 }
 
+/* The disk's lane ("resource": "disk") and one backend's own values ("backend"): GET shows the
+ * disk with its capacity and the values in force; a disk PUT changes the disk only, a backend PUT
+ * that backend's lane only (lane_own, limit_lane_own), over the tenant's values of every lane;
+ * null drops them; each bad input is 400 naming the problem, nothing changed; a reader is 403;
+ * the disk's grants are counted. */
+static void test_qos_lanes(void **state)
+{
+    (void)state;
+    json_t *j = req("GET /v1/qos\n\n", 200);
+    json_t *disk = json_object_get(j, "disk");
+    assert_string_equal(json_string_value(json_object_get(disk, "name")), "disk");
+    assert_int_equal(json_integer_value(json_object_get(disk, "capacity")), 200 * MIB);
+    assert_int_equal(json_integer_value(json_object_get(disk, "op_cost")), 4096);
+    assert_int_equal(json_integer_value(json_object_get(disk, "max_inflight")), 64);
+    /* [tenant infer] disk_limit; inference reserves a tenth of the disk_capacity */
+    assert_int_equal(qos_int(j, QOS_DISK, "infer", NULL, "limit"), 60 * MIB);
+    assert_int_equal(qos_int(j, QOS_DISK, "infer", "inference", "reservation"), 20 * MIB);
+    assert_int_equal(qos_int(j, QOS_DISK, "infer", "inference", "weight"), 64);
+    assert_int_equal(qos_int(j, QOS_DISK, "infer", "training", "limit"), -1); /* a link [class] */
+    assert_int_equal(qos_int(j, "warm", "infer", NULL, "limit"), -1); /* disk_limit: disk only */
+    json_decref(j);
+
+    /* the disk: the tenant's class and its disk limit, the link untouched */
+    json_decref(qos_put("{\"tenant\": \"infer\", \"resource\": \"disk\", \"weight\": 9, "
+                        "\"limit\": \"30MiB/s\"}",
+                        200));
+    json_decref(qos_put("{\"tenant\": \"infer\", \"resource\": \"disk\", \"class\": "
+                        "\"background\", \"limit\": \"5MiB/s\", \"reservation\": \"1MiB/s\"}",
+                        200));
+    j = req("GET /v1/qos\n\n", 200);
+    assert_int_equal(qos_int(j, QOS_DISK, "infer", "inference", "weight"), 9);
+    assert_true(json_is_true(json_object_get(qos_entry(j, QOS_DISK, "infer", "inference"), "own")));
+    assert_int_equal(qos_int(j, QOS_DISK, "infer", NULL, "limit"), 30 * MIB);
+    assert_int_equal(qos_int(j, QOS_DISK, "infer", "background", "limit"), 5 * MIB);
+    assert_int_equal(qos_int(j, QOS_DISK, "infer", "background", "reservation"), MIB);
+    assert_int_equal(qos_int(j, QOS_DISK, "default", "inference", "weight"), 64);
+    for (int b = 0; b < 2; b++) {
+        const char *be = b ? "cold" : "warm";
+        assert_int_equal(qos_int(j, be, "infer", "inference", "weight"), 64);
+        assert_int_equal(qos_int(j, be, "infer", NULL, "limit"), -1);
+        assert_int_equal(qos_int(j, be, "infer", "background", "limit"), -1);
+    }
+    json_decref(j);
+
+    /* one backend: cold's own values for infer's training, warm's own limit of infer */
+    json_decref(qos_put("{\"tenant\": \"infer\", \"backend\": \"cold\", \"class\": \"training\", "
+                        "\"limit\": \"7MiB/s\", \"weight\": 5, \"reservation\": \"6MiB/s\"}",
+                        200));
+    json_decref(
+        qos_put("{\"tenant\": \"infer\", \"backend\": \"warm\", \"limit\": \"9MiB/s\"}", 200));
+    j = req("GET /v1/qos\n\n", 200);
+    assert_int_equal(qos_int(j, "cold", "infer", "training", "limit"), 7 * MIB);
+    assert_int_equal(qos_int(j, "cold", "infer", "training", "weight"), 5);
+    assert_true(
+        json_is_true(json_object_get(qos_entry(j, "cold", "infer", "training"), "lane_own")));
+    assert_false(json_is_true(json_object_get(qos_entry(j, "cold", "infer", "training"), "own")));
+    assert_int_equal(qos_int(j, "warm", "infer", "training", "limit"), 80 * MIB); /* [class] */
+    assert_int_equal(qos_int(j, "warm", "infer", "training", "weight"), 16);
+    assert_false(
+        json_is_true(json_object_get(qos_entry(j, "warm", "infer", "training"), "lane_own")));
+    assert_int_equal(qos_int(j, "warm", "infer", NULL, "limit"), 9 * MIB);
+    assert_true(
+        json_is_true(json_object_get(qos_entry(j, "warm", "infer", NULL), "limit_lane_own")));
+    assert_int_equal(qos_int(j, "cold", "infer", NULL, "limit"), -1);
+    assert_false(
+        json_is_true(json_object_get(qos_entry(j, "cold", "infer", NULL), "limit_lane_own")));
+    assert_int_equal(qos_int(j, QOS_DISK, "infer", "training", "weight"), 16); /* not the disk */
+    json_decref(j);
+    /* the tenant's values of every lane change under a backend's own: warm keeps its 9 MiB/s */
+    json_decref(
+        qos_put("{\"tenant\": \"infer\", \"limit\": \"50MiB/s\", \"class\": \"training\"}", 200));
+    json_decref(qos_put("{\"tenant\": \"infer\", \"limit\": \"50MiB/s\"}", 200));
+    j = req("GET /v1/qos\n\n", 200);
+    assert_int_equal(qos_int(j, "cold", "infer", NULL, "limit"), 50 * MIB);
+    assert_int_equal(qos_int(j, "warm", "infer", NULL, "limit"), 9 * MIB);
+    assert_int_equal(qos_int(j, "warm", "infer", "training", "limit"), 50 * MIB);
+    assert_int_equal(qos_int(j, "cold", "infer", "training", "limit"), 7 * MIB);
+    json_decref(j);
+
+    /* bad input: 400 naming the problem, nothing changed (the disk included) */
+    char *before = qos_text();
+    static const struct {
+        const char *body;
+        const char *says;
+    } bad[] = {
+        {"{\"tenant\": \"infer\", \"resource\": \"disk\", \"weight\": -1}", "weight"},
+        {"{\"tenant\": \"infer\", \"resource\": \"disk\", \"limit\": \"-1MiB/s\"}", "negative"},
+        {"{\"tenant\": \"infer\", \"resource\": \"disk\", \"reservation\": \"lots\"}",
+         "not a rate"},
+        /* above its disk limit of 30 MiB/s; the class's 5 MiB/s disk limit */
+        {"{\"tenant\": \"infer\", \"resource\": \"disk\", \"reservation\": \"40MiB/s\"}",
+         "on the disk: reservation 40"},
+        {"{\"tenant\": \"infer\", \"resource\": \"disk\", \"class\": \"background\", "
+         "\"reservation\": \"6MiB/s\"}",
+         "above the class limit"},
+        {"{\"tenant\": \"infer\", \"resource\": \"disk\", \"limit\": \"512K/s\", \"class\": "
+         "\"background\"}",
+         "above the class limit"},
+        /* 20 (inference's built-in tenth) + 1 (infer's background) + 190 > 200 MiB/s */
+        {"{\"tenant\": \"default\", \"resource\": \"disk\", \"class\": \"checkpoint\", "
+         "\"reservation\": \"190MiB/s\"}",
+         "disk_capacity"},
+        {"{\"tenant\": \"infer\", \"resource\": \"ssd\", \"weight\": 2}", "resource ssd"},
+        {"{\"tenant\": \"infer\", \"resource\": 1, \"weight\": 2}", "resource"},
+        {"{\"tenant\": \"infer\", \"resource\": \"disk\", \"backend\": \"warm\", \"weight\": 2}",
+         "omit backend"},
+        /* warm: infer's own limit there is 9 MiB/s */
+        {"{\"tenant\": \"infer\", \"backend\": \"warm\", \"reservation\": \"20MiB/s\"}",
+         "on backend warm: reservation 20"},
+        {"{\"tenant\": \"infer\", \"backend\": \"cold\", \"class\": \"training\", \"limit\": "
+         "\"5MiB/s\"}",
+         "on backend cold: reservation 6"},
+        /* every lane: cold's own training reservation of 6 MiB/s is above 4 MiB/s */
+        {"{\"tenant\": \"infer\", \"limit\": \"4MiB/s\"}", "on backend cold"},
+        /* 10 (inference's built-in on warm) + 95 > 100 MiB/s */
+        {"{\"tenant\": \"default\", \"backend\": \"warm\", \"class\": \"checkpoint\", "
+         "\"reservation\": \"95MiB/s\"}",
+         "link_capacity"},
+        {"{\"tenant\": \"infer\", \"backend\": \"warm\", \"weight\": 0}", "weight"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        j = qos_put(bad[i].body, 400);
+        const char *e = json_string_value(json_object_get(j, "error"));
+        if (!e || !strstr(e, bad[i].says))
+            fail_msg("%s: error '%s' does not say '%s'", bad[i].body, e ? e : "(none)",
+                     bad[i].says);
+        json_decref(j);
+        char *now = qos_text();
+        if (strcmp(before, now) != 0)
+            fail_msg("%s changed the QoS:\n%s\n->\n%s", bad[i].body, before, now);
+        free(now);
+    }
+    /* on cold (no link_capacity) the same reservation fits */
+    json_decref(qos_put("{\"tenant\": \"default\", \"backend\": \"cold\", \"class\": "
+                        "\"checkpoint\", \"reservation\": \"95MiB/s\"}",
+                        200));
+    json_decref(qos_put("{\"tenant\": \"default\", \"backend\": \"cold\", \"class\": "
+                        "\"checkpoint\", \"reservation\": null}",
+                        200));
+    char *after = qos_text();
+    assert_string_equal(before, after);
+    free(after);
+    free(before);
+
+    /* an administrator's act */
+    json_decref(req("PUT /v1/qos\nX-Caller: reader\n\n{\"tenant\": \"infer\", \"resource\": "
+                    "\"disk\", \"weight\": 2}",
+                    403));
+    json_decref(req("PUT /v1/qos\nX-Caller: reader\n\n{\"tenant\": \"infer\", \"backend\": "
+                    "\"warm\", \"weight\": 2}",
+                    403));
+    j = req("GET /v1/qos\nX-Caller: reader\n\n", 200);
+    assert_int_equal(qos_int(j, QOS_DISK, "infer", "inference", "weight"), 9);
+    assert_int_equal(qos_int(j, "warm", "infer", "inference", "weight"), 64);
+    json_decref(j);
+
+    /* the disk's grants: an I/O of infer through the hook the cache and the burst buffer use */
+    uint32_t id = 0;
+    assert_int_equal(tenant_find(fx.d.tenants, "infer", &id), 0);
+    struct tier_ioctx io = {.tenant = id, .cls = TIER_IO_INFERENCE};
+    assert_int_equal(tier_disk_enter(&fx.d.disk_adm, &io, 8192, false), 0);
+    tier_disk_leave(&fx.d.disk_adm, &io, 8192, 8192);
+    j = req("GET /v1/qos\n\n", 200);
+    assert_int_equal(qos_int(j, QOS_DISK, "infer", "inference", "grants"), 1);
+    assert_int_equal(qos_int(j, QOS_DISK, "infer", "inference", "granted_bytes"), 8192);
+    assert_int_equal(qos_int(j, QOS_DISK, "infer", NULL, "granted_bytes"), 8192);
+    json_decref(j);
+
+    /* null: back to the defaults, the lane's own values dropped */
+    json_decref(qos_put("{\"tenant\": \"infer\", \"backend\": \"cold\", \"class\": \"training\", "
+                        "\"limit\": null, \"weight\": null, \"reservation\": null}",
+                        200));
+    json_decref(qos_put("{\"tenant\": \"infer\", \"backend\": \"warm\", \"limit\": null}", 200));
+    json_decref(qos_put("{\"tenant\": \"infer\", \"limit\": null}", 200));
+    json_decref(qos_put("{\"tenant\": \"infer\", \"class\": \"training\", \"limit\": null}", 200));
+    json_decref(qos_put("{\"tenant\": \"infer\", \"resource\": \"disk\", \"weight\": null, "
+                        "\"limit\": \"60MiB/s\"}",
+                        200));
+    json_decref(qos_put("{\"tenant\": \"infer\", \"resource\": \"disk\", \"class\": "
+                        "\"background\", \"limit\": null, \"reservation\": null}",
+                        200));
+    j = req("GET /v1/qos\n\n", 200);
+    assert_int_equal(qos_int(j, "cold", "infer", "training", "limit"), 80 * MIB);
+    assert_int_equal(qos_int(j, "cold", "infer", "training", "weight"), 16);
+    assert_false(
+        json_is_true(json_object_get(qos_entry(j, "cold", "infer", "training"), "lane_own")));
+    assert_int_equal(qos_int(j, "warm", "infer", NULL, "limit"), -1);
+    assert_false(
+        json_is_true(json_object_get(qos_entry(j, "warm", "infer", NULL), "limit_lane_own")));
+    assert_int_equal(qos_int(j, QOS_DISK, "infer", "inference", "weight"), 64);
+    assert_int_equal(qos_int(j, QOS_DISK, "infer", "background", "limit"), -1);
+    json_decref(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -759,6 +968,7 @@ int main(void)
         cmocka_unit_test(test_telemetry_off),
         cmocka_unit_test(test_tenants),
         cmocka_unit_test(test_qos),
+        cmocka_unit_test(test_qos_lanes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1114,6 +1114,137 @@ static void test_lane_qos_limits(void **state)
     sched_free(s);
 }
 
+/* A lane's own values of a tenant (sched_lane_qos_set, sched_lane_tenant_limit_set): read field
+ * by field over the tenant's values of every lane, on that lane only; dropped, the tenant's
+ * values apply again. */
+static void test_lane_qos_own_params(void **state)
+{
+    (void)state;
+    struct sched *s = NULL, *other = NULL;
+    assert_int_equal(sched_new(NULL, &s), 0);
+    assert_int_equal(sched_new(NULL, &other), 0);
+    struct sched_lane *a = NULL, *b = NULL, *o = NULL;
+    assert_int_equal(sched_lane_new(s, "a", NULL, &a), 0);
+    assert_int_equal(sched_lane_new(s, "b", NULL, &b), 0);
+    assert_int_equal(sched_lane_new(other, "o", NULL, &o), 0);
+    const uint64_t M = 1u << 20;
+    struct sched_qos tq = {.limit_bps = 10 * M, .weight = 7};
+    assert_int_equal(sched_qos_set(s, 5, TIER_IO_TRAINING, &tq), 0);
+    assert_int_equal(sched_tenant_limit_set(s, 5, 30 * M), 0);
+    /* lane a's own limit; its weight is the tenant's of every lane */
+    struct sched_qos lq = {.limit_bps = 2 * M, .reservation_bps = M};
+    assert_int_equal(sched_lane_qos_set(s, a, 5, TIER_IO_TRAINING, &lq), 0);
+    assert_int_equal(sched_lane_tenant_limit_set(s, a, 5, 4 * M), 0);
+    struct sched_qos q, own;
+    uint64_t tl = 0;
+    sched_lane_qos_get(s, a, 5, TIER_IO_TRAINING, &q, &tl);
+    assert_int_equal(q.limit_bps, 2 * M);
+    assert_int_equal(q.reservation_bps, M);
+    assert_int_equal(q.weight, 7);
+    assert_int_equal(tl, 4 * M);
+    sched_lane_qos_get(s, b, 5, TIER_IO_TRAINING, &q, &tl); /* lane b: the tenant's */
+    assert_int_equal(q.limit_bps, 10 * M);
+    assert_int_equal(q.reservation_bps, 0);
+    assert_int_equal(q.weight, 7);
+    assert_int_equal(tl, 30 * M);
+    sched_lane_qos_get(s, a, 5, TIER_IO_INFERENCE, &q, NULL); /* another class: untouched */
+    assert_int_equal(q.limit_bps, 0);
+    assert_int_equal(q.weight, 64);
+    sched_lane_qos_get(s, a, 6, TIER_IO_TRAINING, &q, &tl); /* another tenant: untouched */
+    assert_int_equal(q.limit_bps, 0);
+    assert_int_equal(q.weight, 16);
+    assert_int_equal(tl, 0);
+    assert_true(sched_lane_qos_own_get(s, a, 5, TIER_IO_TRAINING, &own));
+    assert_int_equal(own.limit_bps, 2 * M);
+    assert_int_equal(own.weight, 0);
+    assert_false(sched_lane_qos_own_get(s, b, 5, TIER_IO_TRAINING, &own));
+    assert_false(sched_lane_qos_own_get(s, a, 900, TIER_IO_TRAINING, &own)); /* beyond the table */
+    assert_int_equal(sched_lane_tenant_limit_own_get(s, a, 5), 4 * M);
+    assert_int_equal(sched_lane_tenant_limit_own_get(s, b, 5), 0);
+    /* "none" on one lane; the tenant's own values still apply on the other */
+    lq = (struct sched_qos){.limit_bps = SCHED_RATE_NONE};
+    assert_int_equal(sched_lane_qos_set(s, a, 5, TIER_IO_TRAINING, &lq), 0);
+    assert_int_equal(sched_lane_tenant_limit_set(s, a, 5, SCHED_RATE_NONE), 0);
+    sched_lane_qos_get(s, a, 5, TIER_IO_TRAINING, &q, &tl);
+    assert_int_equal(q.limit_bps, 0);
+    assert_int_equal(tl, 0);
+    sched_lane_qos_get(s, b, 5, TIER_IO_TRAINING, &q, &tl);
+    assert_int_equal(q.limit_bps, 10 * M);
+    assert_int_equal(tl, 30 * M);
+    /* dropped: the tenant's values of every lane again */
+    assert_int_equal(sched_lane_qos_set(s, a, 5, TIER_IO_TRAINING, NULL), 0);
+    assert_int_equal(sched_lane_tenant_limit_set(s, a, 5, 0), 0);
+    sched_lane_qos_get(s, a, 5, TIER_IO_TRAINING, &q, &tl);
+    assert_int_equal(q.limit_bps, 10 * M);
+    assert_int_equal(tl, 30 * M);
+    assert_false(sched_lane_qos_own_get(s, a, 5, TIER_IO_TRAINING, &own));
+    /* refused */
+    lq.weight = SCHED_WEIGHT_MAX + 1;
+    assert_int_equal(sched_lane_qos_set(s, a, 5, TIER_IO_TRAINING, &lq), -EINVAL);
+    assert_int_equal(sched_lane_qos_set(s, a, 70000, TIER_IO_TRAINING, NULL), -EINVAL);
+    assert_int_equal(sched_lane_qos_set(s, a, 5, (enum tier_io_class)9, NULL), -EINVAL);
+    assert_int_equal(sched_lane_qos_set(s, o, 5, TIER_IO_TRAINING, NULL), -EINVAL);
+    assert_int_equal(sched_lane_tenant_limit_set(s, o, 5, M), -EINVAL);
+    assert_int_equal(sched_lane_tenant_limit_set(s, a, 70000, M), -EINVAL);
+    sched_free(other);
+    sched_free(s);
+}
+
+/* A lane's own limit holds on that lane while the same tenant's calls to another lane go
+ * unlimited; dropping it frees the tenant's calls on that lane too (later grants). */
+static void test_lane_qos_own_limit(void **state)
+{
+    (void)state;
+    struct sched *s = NULL;
+    assert_int_equal(sched_new(NULL, &s), 0);
+    struct backend *be[2];
+    struct sched_backend_config bc = {.max_inflight = 8, .admit_timeout_ms = 20000};
+    for (int i = 0; i < 2; i++) {
+        struct backend *mem = fakebe_mem_new(i ? "b" : "a");
+        fakebe_add(mem, "obj", QOS_BLOCK, "e1");
+        assert_int_equal(sched_backend_wrap(s, mem, &bc, &be[i]), 0);
+    }
+    const uint64_t lim = 20ull * QOS_COST;
+    struct sched_qos q = {.limit_bps = lim};
+    assert_int_equal(sched_lane_qos_set(s, sched_backend_lane(s, be[0]), 3, TIER_IO_TRAINING, &q),
+                     0);
+    const struct tier_ioctx io = {.tenant = 3, .cls = TIER_IO_TRAINING};
+    for (int phase = 0; phase < 2; phase++) {
+        struct qos_reader r[4];
+        pthread_t th[4];
+        const uint64_t run = 1000 * TIER_NS_PER_MS;
+        uint64_t t0 = tier_now_mono_ns();
+        for (int i = 0; i < 4; i++) {
+            r[i] = (struct qos_reader){.be = be[i / 2], .io = io, .until_ns = t0 + run};
+            assert_int_equal(pthread_create(&th[i], NULL, qos_reader_main, &r[i]), 0);
+        }
+        for (int i = 0; i < 4; i++)
+            pthread_join(th[i], NULL);
+        double el = (double)(tier_now_mono_ns() - t0) / 1e9;
+        for (int i = 0; i < 4; i++)
+            assert_int_equal(r[i].errors, 0);
+        uint64_t ca = qos_calls(r, 0, 2), cb = qos_calls(r, 1, 2);
+        print_message("phase %d: lane a %llu calls, lane b %llu calls in %.3f s\n", phase,
+                      (unsigned long long)ca, (unsigned long long)cb, el);
+        double bound = (double)lim * (el + 0.020) + QOS_COST; /* dmclock.h's bound */
+        if (phase == 0) {
+            if ((double)(ca * QOS_COST) > bound)
+                fail_msg("lane a: %llu calls' cost is above its own limit's %.0f bytes",
+                         (unsigned long long)ca, bound);
+            assert_true(ca > 0);
+            /* lane b is not held by a's values: far more than a's limit allows */
+            assert_true((double)(cb * QOS_COST) > 5 * bound);
+            assert_int_equal(
+                sched_lane_qos_set(s, sched_backend_lane(s, be[0]), 3, TIER_IO_TRAINING, NULL), 0);
+        } else {
+            assert_true((double)(ca * QOS_COST) > 5 * bound); /* the limit is gone */
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        backend_free(be[i]);
+    sched_free(s);
+}
+
 /* The fraction of the lane's slot time spent serving calls during a run of el ns whose
  * training calls went from *before to now (service time as the wrapper measures it). */
 static double lane_busy(struct sched *s, struct sched_class_stats *before, uint64_t el, int slots)
@@ -1496,6 +1627,8 @@ int main(void)
         cmocka_unit_test(test_below_bound_and_defaults),
         cmocka_unit_test(test_lane_qos_params),
         cmocka_unit_test(test_lane_qos_limits),
+        cmocka_unit_test(test_lane_qos_own_params),
+        cmocka_unit_test(test_lane_qos_own_limit),
         cmocka_unit_test(test_lane_qos_idle_share),
         cmocka_unit_test(test_disk_lane_try_and_fast),
         cmocka_unit_test(test_disk_lane_limit_waiter),
