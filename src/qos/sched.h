@@ -181,6 +181,13 @@ struct sched_backend_config {
      * once requests queue). Calls of limited clients, and every call while others wait, go
      * through dmClock as on any backend lane. */
     bool idle_fast;
+    /* Inference first on the link (QoS on; sched_lane_enter_dir): while the lane has inference
+     * demand (an inference call queued or in flight, or the last one left less than
+     * yield_hold_ms ago), a data call of another class is granted only while fewer than
+     * yield_inflight data calls of other classes are in flight in its direction (down: reads;
+     * up: puts and multipart parts). 0: 1; negative: off. */
+    int yield_inflight;
+    uint64_t yield_hold_ms; /* 0: 500 */
 };
 
 /* sched_backend_config.admit_timeout_ms: wait for a grant without a deadline (the disk lane:
@@ -208,6 +215,7 @@ struct sched_backend_stats {
     uint64_t link_capacity_bps;
     uint64_t grants_reservation, grants_weight; /* grants by dmClock phase */
     uint64_t limit_waits; /* times every waiting client was at its limit with slots free */
+    uint64_t yield_waits; /* times every waiting call was held back for inference (yield) */
 };
 
 const char *sched_breaker_state_name(enum sched_breaker_state st);
@@ -229,6 +237,16 @@ int sched_lane_try_enter(struct sched *s, struct sched_lane *l, const struct tie
                          size_t bytes);
 void sched_lane_leave(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
                       size_t bytes, long result, uint64_t service_ns);
+/* The direction a call's data takes on the link, for yield_inflight: NONE (a call that moves
+ * little: stat, list, delete, the multipart bookkeeping; never held back), DOWN (a read), UP (a
+ * put or a multipart part). */
+enum sched_dir { SCHED_DIR_NONE = 0, SCHED_DIR_DOWN = 1, SCHED_DIR_UP = 2 };
+/* sched_lane_enter and sched_lane_leave of a call whose data goes dir (the backend wrapper's;
+ * the plain ones are SCHED_DIR_NONE). Leave with the dir the call entered with. */
+int sched_lane_enter_dir(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
+                         size_t bytes, enum sched_dir dir);
+void sched_lane_leave_dir(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
+                          size_t bytes, long result, uint64_t service_ns, enum sched_dir dir);
 /* Between enter and leave, on the calling thread: the backend's attempt failed with err and it
  * would retry (backend_attempt_hook). Unanswered (a timeout or connection failure), it counts
  * towards the breaker at once; answered (a server error) it is an answer, as a success is. Either
