@@ -42,11 +42,17 @@
  * and its counter restarts. Strict priority alone could starve a lower class for ever, and a
  * streaming reader waiting on a block a background stage worker is fetching would starve with it.
  *
+ * Yield (sched.h, "Inference first on the link"): grant() passes dmClock a filter (yield_ok)
+ * while the lane has inference demand (yielding()); dmClock answers -EBUSY when the filter alone
+ * held every waiter back, and grant() stops until the next leave.
+ *
  * Invariants (under mu): in the default lane waiters exist only while inflight == cap (grant()
- * is eager); in a backend lane waiters exist only while inflight == cap or every waiting client
- * is at its limit, and then wake_ns is set and the timer is one of them; a waiter is in its
- * lane's dmClock queue iff in_dmc; inflight <= cap; queued[c] is the length of class c's list;
- * per class, summed over lanes, admitted - completed == inflight_now.
+ * is eager); in a backend lane waiters exist only while inflight == cap, or every waiting client
+ * is at its limit (then wake_ns is set and the timer is one of them), or the yield holds back
+ * every waiting client not at its limit (then each held waiter's direction has other_dir >=
+ * yield_max >= 1 calls in flight); a waiter is in its lane's dmClock queue iff in_dmc; inflight
+ * <= cap; inf_inflight + other_dir[0] + other_dir[1] <= inflight; queued[c] is the length of
+ * class c's list; per class, summed over lanes, admitted - completed == inflight_now.
  *
  * The breaker's state machine is in sched.h with the function performing each transition:
  * breaker_open() is the only way into OPEN (it also refuses every queued waiter of the lane),

@@ -43,8 +43,24 @@
  *   checkpoint    4      none                           none
  *   background    1      none                           none
  *
+ * Inference first on the link (QoS on, sched_backend_config.yield_inflight, default 1): dmClock
+ * orders admission, but an admitted call shares the link below tierd (TCP shares a shaped link
+ * per connection, and a bulk response fills the shaper's queue), so an inference GET beside
+ * three training GETs took four times as long as alone (docs/BENCHMARKS.md, QoS). So while the
+ * lane has inference demand, dmClock passes over (dmc_pull_filtered) every other class's call
+ * that moves data in a direction (sched_dir: reads down, puts and parts up) where yield_inflight
+ * such calls are in flight already; other calls (stat, list, ...) and inference are never held.
+ * State, per lane under the lock: inference calls in flight, the time the last one left, other
+ * classes' data calls in flight per direction. Demand: an inference call queued or in flight, or
+ * one left less than yield_hold_ms ago (its next call comes soon; without the hold the other
+ * classes refill every slot between two inference calls). Invariant: a waiter the yield holds
+ * back has, in its direction, a call in flight whose leave grants again, so no timer is needed;
+ * when demand ends, the next leave grants as usual. Reservations of other classes are met only
+ * through those yield_inflight calls while inference has demand.
+ *
  * With sched_config.qos_off backend lanes grant as the default lane does (strict class
- * priority, starve_limit), the scheduler tierd had before dmClock: the bench's "QoS off".
+ * priority, starve_limit), the scheduler tierd had before dmClock: the bench's "QoS off"; no
+ * yield.
  *
  * With nothing configured the weights come close to the strict priority order the lanes had
  * before dmClock (busy inference leaves background 1/65 of the link, about what starve_limit 64
