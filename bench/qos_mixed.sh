@@ -36,7 +36,7 @@
 # Usage: bench/qos_mixed.sh [WORKDIR]   (root; default WORKDIR /tmp/tierd-bench-qos)
 #   env: RATE=200mbit RUNS=3 DUR=12 BUILD=build RAM=32M BLOCK=256K MAXIN=4 TRAIN_COMPUTE=85ms
 #        INFER_RATE=20 SHARDS=8 CKPT_FILES=2 (files per 16 MiB checkpoint) WB_THREADS=2
-#        ([writeback] upload_threads)
+#        ([writeback] upload_threads) YIELD= ([backend] yield_inflight; empty: the default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${1:-/tmp/tierd-bench-qos}
@@ -52,6 +52,7 @@ INFER_RATE=${INFER_RATE:-20}
 SHARDS=${SHARDS:-8}
 CKPT_FILES=${CKPT_FILES:-2}
 WB_THREADS=${WB_THREADS:-2}
+YIELD=${YIELD:-}
 # shellcheck source=scripts/lib/tierd.sh
 . scripts/lib/tierd.sh
 
@@ -117,7 +118,8 @@ conf() { # conf on|off
   {
     tierd_conf_section daemon "log_level = warn" "qos = $1"
     tierd_conf_section cache "ram_size = $RAM" "block_size = $BLOCK"
-    tierd_conf_rgw rgw "$BUCKET" "link_capacity = $LINK_BPS/s" "max_inflight = $MAXIN"
+    tierd_conf_rgw rgw "$BUCKET" "link_capacity = $LINK_BPS/s" "max_inflight = $MAXIN" \
+      ${YIELD:+"yield_inflight = $YIELD"}
     tierd_conf_ns /ds rgw "prefix = train/"
     tierd_conf_ns /model rgw "prefix = model/"
     tierd_conf_ns /ck rgw "prefix = ckpt/" "mode = write-back" "uid = 2103"

@@ -375,8 +375,8 @@ static json_t *backends_json(struct tierd *d)
             (json_int_t)b->completed, "failures", (json_int_t)b->failures, "admit_timeouts",
             (json_int_t)b->admit_timeouts, "breaker_opens", (json_int_t)b->breaker_opens,
             "fast_fails", (json_int_t)b->fast_fails, "calls", cj, "calls_not_found", nj);
-        /* QoS (dmClock): grants by phase, and how often every waiting client was at its
-         * limit while slots were free */
+        /* QoS (dmClock): grants by phase, how often every waiting client was at its limit
+         * while slots were free, and how often every waiting call was held back for inference */
         json_object_set_new(bj, "link_capacity",
                             b->link_capacity_bps ? json_integer((json_int_t)b->link_capacity_bps)
                                                  : json_null());
@@ -384,6 +384,7 @@ static json_t *backends_json(struct tierd *d)
                             json_integer((json_int_t)b->grants_reservation));
         json_object_set_new(bj, "grants_weight", json_integer((json_int_t)b->grants_weight));
         json_object_set_new(bj, "limit_waits", json_integer((json_int_t)b->limit_waits));
+        json_object_set_new(bj, "yield_waits", json_integer((json_int_t)b->yield_waits));
         json_array_append_new(arr, bj);
     }
     return arr;

@@ -469,6 +469,8 @@ static const struct keydef backend_keys[] = {
     {"breaker_failures", V_INT, BE(breaker_failures), 0, 1000, false, BT_ANY},
     {"breaker_cooldown", V_DUR, BE(breaker_cooldown_ms), 10, 3600000, false, BT_ANY},
     {"link_capacity", V_RATE, BE(link_capacity_bps), 0, 0, false, BT_ANY},
+    {"yield_inflight", V_INT, BE(yield_inflight), 0, 4096, false, BT_ANY},
+    {"yield_hold", V_DUR, BE(yield_hold_ms), 1, 3600000, false, BT_ANY},
     {NULL, 0, 0, 0, 0, false, 0},
 };
 
@@ -1652,6 +1654,8 @@ static void apply_defaults(struct tierd_config *c)
         s3->max_connections = 16;
         c->backends[b].breaker_failures = 5;
         c->backends[b].breaker_cooldown_ms = 5000;
+        c->backends[b].yield_inflight = 1;
+        c->backends[b].yield_hold_ms = 500;
     }
 }
 

@@ -252,6 +252,8 @@ static int open_backends(struct tierd *d)
                 .breaker_cooldown_ms = b->breaker_cooldown_ms,
                 .link_capacity_bps =
                     b->link_capacity_bps == TIERD_RATE_NONE ? 0 : b->link_capacity_bps,
+                .yield_inflight = b->yield_inflight ? b->yield_inflight : -1,
+                .yield_hold_ms = b->yield_hold_ms,
             };
             rc = sched_backend_wrap(d->sched, raw, &bc, &d->backends[i]);
             if (rc) {

@@ -56,7 +56,9 @@ struct tierd_backend_conf {
     uint64_t breaker_cooldown_ms; /* open time before a probe */
     uint64_t link_capacity_bps;   /* the link's rate for QoS; 0: unknown */
     int link_capacity_line;       /* 0: not set */
-    int conf_line;                /* where it was defined, for messages */
+    int yield_inflight;     /* other classes' data calls per direction beside inference; 0: off */
+    uint64_t yield_hold_ms; /* inference demand lasts this long after its last call */
+    int conf_line;          /* where it was defined, for messages */
 };
 
 struct tierd_ns_conf {

@@ -10,7 +10,7 @@
  *
  * TRANSITION -> FUNCTION
  *   idle -> active, arrival tags R and P      dmc_add
- *   choice of the constraint or weight phase  dmc_pull
+ *   choice of the constraint or weight phase  dmc_pull, dmc_pull_filtered
  *   grant: L tag, R adjustment, V             grant_head()
  *   active -> idle (queue emptied)            unqueue()
  *   a request withdrawn                       dmc_cancel
@@ -331,14 +331,25 @@ static void grant_head(struct dmc *d, struct dmc_client *c, uint64_t now, enum d
 int dmc_pull(struct dmc *d, uint64_t now_ns, struct dmc_req **out, enum dmc_phase *phase,
              uint64_t *next_ns)
 {
+    return dmc_pull_filtered(d, now_ns, NULL, NULL, out, phase, next_ns);
+}
+
+int dmc_pull_filtered(struct dmc *d, uint64_t now_ns, dmc_filter_fn ok, void *ok_ud,
+                      struct dmc_req **out, enum dmc_phase *phase, uint64_t *next_ns)
+{
     if (!d->active)
         return -ENOENT;
     struct dmc_client *rbest = NULL, *pbest = NULL;
     uint64_t next = UINT64_MAX;
+    bool held = false; /* a client under its limits whose head the filter held back */
     for (struct dmc_client *c = d->active; c; c = c->anext) {
         uint64_t lt = limit_time(c);
         if (lt > now_ns) {
             next = lt < next ? lt : next;
+            continue;
+        }
+        if (ok && !ok(ok_ud, c->qhead)) {
+            held = true;
             continue;
         }
         if (c->p.reservation && c->qhead->r_tag <= now_ns &&
@@ -349,6 +360,8 @@ int dmc_pull(struct dmc *d, uint64_t now_ns, struct dmc_req **out, enum dmc_phas
     }
     struct dmc_client *c = rbest ? rbest : pbest;
     if (!c) {
+        if (held && next == UINT64_MAX)
+            return -EBUSY;
         if (next_ns)
             *next_ns = next;
         return -EAGAIN;

@@ -63,6 +63,7 @@
 #ifndef TIER_QOS_DMCLOCK_H
 #define TIER_QOS_DMCLOCK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -125,6 +126,16 @@ int dmc_add(struct dmc *d, uint32_t tenant, enum tier_io_class cls, uint64_t byt
  * NULL) the earliest time one may go; -ENOENT when nothing waits. */
 int dmc_pull(struct dmc *d, uint64_t now_ns, struct dmc_req **out, enum dmc_phase *phase,
              uint64_t *next_ns);
+/* The caller's veto over a client's head request (sched.c: yield_inflight): false, the request
+ * may not go now. Called under the caller's lock, with no side effects on d. */
+typedef bool (*dmc_filter_fn)(void *ud, const struct dmc_req *head);
+/* dmc_pull that passes over every client whose head ok (NULL: none) refuses, as if the client
+ * had nothing queued: its tags stay, and it falls behind V as a limited client does. Returns as
+ * dmc_pull, and -EBUSY when requests wait, none at its limit, but ok refused every head (the
+ * caller knows when its veto ends: no time to wait for). With a client at its limit too it is
+ * -EAGAIN and *next_ns. */
+int dmc_pull_filtered(struct dmc *d, uint64_t now_ns, dmc_filter_fn ok, void *ok_ud,
+                      struct dmc_req **out, enum dmc_phase *phase, uint64_t *next_ns);
 /* Remove a queued request without granting it (its caller gave up). Its tags are not handed
  * back: a cancelled request costs its client at most that request's share. */
 void dmc_cancel(struct dmc *d, struct dmc_req *req);

@@ -42,11 +42,17 @@
  * and its counter restarts. Strict priority alone could starve a lower class for ever, and a
  * streaming reader waiting on a block a background stage worker is fetching would starve with it.
  *
+ * Yield (sched.h, "Inference first on the link"): grant() passes dmClock a filter (yield_ok)
+ * while the lane has inference demand (yielding()); dmClock answers -EBUSY when the filter alone
+ * held every waiter back, and grant() stops until the next leave.
+ *
  * Invariants (under mu): in the default lane waiters exist only while inflight == cap (grant()
- * is eager); in a backend lane waiters exist only while inflight == cap or every waiting client
- * is at its limit, and then wake_ns is set and the timer is one of them; a waiter is in its
- * lane's dmClock queue iff in_dmc; inflight <= cap; queued[c] is the length of class c's list;
- * per class, summed over lanes, admitted - completed == inflight_now.
+ * is eager); in a backend lane waiters exist only while inflight == cap, or every waiting client
+ * is at its limit (then wake_ns is set and the timer is one of them), or the yield holds back
+ * every waiting client not at its limit (then each held waiter's direction has other_dir >=
+ * yield_max >= 1 calls in flight); a waiter is in its lane's dmClock queue iff in_dmc; inflight
+ * <= cap; inf_inflight + other_dir[0] + other_dir[1] <= inflight; queued[c] is the length of
+ * class c's list; per class, summed over lanes, admitted - completed == inflight_now.
  *
  * The breaker's state machine is in sched.h with the function performing each transition:
  * breaker_open() is the only way into OPEN (it also refuses every queued waiter of the lane),
@@ -73,6 +79,8 @@
 #define DEFAULT_ADMIT_TIMEOUT_MS 10000 /* [daemon] backend_timeout's default */
 #define DEFAULT_BREAKER_FAILURES 5
 #define DEFAULT_BREAKER_COOLDOWN_MS 5000
+#define DEFAULT_YIELD_INFLIGHT 1
+#define DEFAULT_YIELD_HOLD_MS 500
 
 /* Built-in class parameters (sched.h's table); inference reserves a tenth of a known link. */
 static const uint32_t builtin_weight[TIER_IO_NCLASSES] = {64, 16, 4, 1};
@@ -82,6 +90,7 @@ struct waiter {
     struct waiter *prev, *next;
     pthread_cond_t cv;
     int cls;
+    enum sched_dir dir;
     uint64_t t0_ns;
     bool granted; /* set by grant(): the waiter is in flight */
     bool refused; /* set by breaker_open(): fail at once */
@@ -119,6 +128,14 @@ struct sched_lane {
     uint64_t grants_r, grants_w, limit_waits;
     struct lane_tenant *lt; /* this lane's own values by tenant (sched_lane_qos_set); under mu */
     size_t nlt;
+    /* Yield (sched_backend_config.yield_inflight), backend lanes with dmClock: yield_max
+     * (0: off) and yield_hold_ns are immutable after sched_lane_new; the rest under sched.mu. */
+    int yield_max;
+    uint64_t yield_hold_ns;
+    int inf_inflight;     /* inference calls in flight */
+    uint64_t inf_last_ns; /* when the last inference call left (0: none yet) */
+    int other_dir[2];     /* other classes' calls in flight, by direction: down, up */
+    uint64_t yield_waits;
 };
 
 /* A tenant's own parameters for one class (sched_qos_set). */
@@ -568,6 +585,12 @@ int sched_lane_new(struct sched *s, const char *name, const struct sched_backend
     l->sched = s;
     l->idle_fast = cfg && cfg->idle_fast;
     l->link_bps = cfg ? cfg->link_capacity_bps : 0;
+    if (!s->qos_off && !(cfg && cfg->yield_inflight < 0)) {
+        l->yield_max = cfg && cfg->yield_inflight ? cfg->yield_inflight : DEFAULT_YIELD_INFLIGHT;
+        l->yield_hold_ns =
+            (cfg && cfg->yield_hold_ms ? cfg->yield_hold_ms : DEFAULT_YIELD_HOLD_MS) *
+            TIER_NS_PER_MS;
+    }
     lane_class_defaults(s, l);
     struct dmc_config dc = {.op_cost = s->op_cost, .params = lane_params, .params_ud = l};
     /* QoS off: no dmClock, so grant() and lane_admit() treat the lane as the default lane */
@@ -642,9 +665,33 @@ static void unlink_waiter(struct sched *s, struct sched_lane *l, struct waiter *
     }
 }
 
-/* Under mu: account one admission of class c that waited waited_ns. */
-static void account_admit(struct sched *s, struct sched_lane *l, int c, uint64_t waited_ns)
+/* Under mu, backend lanes with yield: whether the lane has inference demand at now (a call
+ * queued or in flight, or the last one left less than yield_hold_ns ago). */
+static bool yielding(const struct sched_lane *l, uint64_t now)
 {
+    if (!l->yield_max)
+        return false;
+    if (l->inf_inflight || l->queued[TIER_IO_INFERENCE])
+        return true;
+    return l->inf_last_ns && now - l->inf_last_ns < l->yield_hold_ns;
+}
+
+/* Under mu: whether a call of class c moving data dir must wait for inference, given whether
+ * the lane yields now: its direction already has yield_max calls of other classes in flight. */
+static bool yield_holds(const struct sched_lane *l, int c, enum sched_dir dir, bool yield)
+{
+    return yield && c != TIER_IO_INFERENCE && dir != SCHED_DIR_NONE &&
+           l->other_dir[dir - 1] >= l->yield_max;
+}
+
+/* Under mu: account one admission of class c moving data dir that waited waited_ns. */
+static void account_admit(struct sched *s, struct sched_lane *l, int c, enum sched_dir dir,
+                          uint64_t waited_ns)
+{
+    if (c == TIER_IO_INFERENCE)
+        l->inf_inflight++;
+    else if (dir != SCHED_DIR_NONE)
+        l->other_dir[dir - 1]++;
     l->inflight++;
     l->admitted++;
     s->st[c].inflight_now++;
@@ -652,14 +699,34 @@ static void account_admit(struct sched *s, struct sched_lane *l, int c, uint64_t
     s->st[c].wait_ns_total += waited_ns;
 }
 
+static struct waiter *waiter_of(struct dmc_req *r)
+{
+    return (struct waiter *)(void *)((char *)r - offsetof(struct waiter, req));
+}
+
+/* dmc_filter_fn of a yielding lane: whether the head's call may go past the inference demand. */
+static bool yield_ok(void *ud, const struct dmc_req *head)
+{
+    const struct waiter *w =
+        (const struct waiter *)(const void *)((const char *)head - offsetof(struct waiter, req));
+    return !yield_holds(ud, w->cls, w->dir, true);
+}
+
 /* Under mu, backend lanes: the waiter dmClock grants next, or NULL (then, when every waiting
- * client is at its limit, the timer is armed for the earliest). */
+ * client is at its limit, the timer is armed for the earliest; when yield holds back every
+ * waiter the others are not at their limits, a call it waits for is in flight and its
+ * sched_lane_leave grants again). */
 static struct waiter *next_dmc(struct sched_lane *l, uint64_t now)
 {
     struct dmc_req *r = NULL;
     enum dmc_phase ph = DMC_PHASE_WEIGHT;
     uint64_t next = 0;
-    int rc = dmc_pull(l->dmc, now, &r, &ph, &next);
+    bool y = yielding(l, now);
+    int rc = dmc_pull_filtered(l->dmc, now, y ? yield_ok : NULL, l, &r, &ph, &next);
+    if (rc == -EBUSY) {
+        l->yield_waits++;
+        return NULL;
+    }
     if (rc == -EAGAIN) {
         l->wake_ns = next;
         l->limit_waits++;
@@ -668,7 +735,7 @@ static struct waiter *next_dmc(struct sched_lane *l, uint64_t now)
     }
     if (rc)
         return NULL;
-    struct waiter *w = (struct waiter *)(void *)((char *)r - offsetof(struct waiter, req));
+    struct waiter *w = waiter_of(r);
     w->in_dmc = false;
     if (ph == DMC_PHASE_RESERVATION)
         l->grants_r++;
@@ -704,7 +771,7 @@ static void grant(struct sched *s, struct sched_lane *l)
             }
         }
         /* the waiting time must be counted even when it rounds to nothing */
-        account_admit(s, l, c, now > w->t0_ns ? now - w->t0_ns : 1);
+        account_admit(s, l, c, w->dir, now > w->t0_ns ? now - w->t0_ns : 1);
         w->granted = true;
         pthread_cond_signal(&w->cv);
     }
@@ -851,7 +918,7 @@ static bool under_limits(const struct sched_lane *l, uint32_t tenant, int c, uin
  * (message set) or -ENOMEM (backend lanes: the client's QoS state); try: -EAGAIN instead of
  * queueing (sched_lane_try_enter). */
 static int lane_admit(struct sched *s, struct sched_lane *l, int c, uint32_t tenant, size_t bytes,
-                      bool try, uint64_t *waited_ns)
+                      enum sched_dir dir, bool try, uint64_t *waited_ns)
 {
     uint64_t t0 = tier_now_mono_ns();
     bool probe = false;
@@ -887,9 +954,10 @@ static int lane_admit(struct sched *s, struct sched_lane *l, int c, uint32_t ten
     bool queued_any = false;
     for (int k = 0; k < TIER_IO_NCLASSES; k++)
         queued_any = queued_any || l->queued[k];
-    bool free_now = l->inflight < l->cap && !queued_any;
+    bool held = yield_holds(l, c, dir, yielding(l, t0));
+    bool free_now = l->inflight < l->cap && !queued_any && !held;
     if (free_now && (!l->dmc || ((l->idle_fast || try) && unlimited(l, tenant, c)))) {
-        account_admit(s, l, c, 0);
+        account_admit(s, l, c, dir, 0);
         pthread_mutex_unlock(&s->mu);
         *waited_ns = 0;
         return 0;
@@ -898,14 +966,14 @@ static int lane_admit(struct sched *s, struct sched_lane *l, int c, uint32_t ten
      * invariant), so a caller under its limits goes through dmClock and is granted now; only a
      * full lane or the caller's own limit refuses it (a throttled tenant once made every other
      * tenant's write-through be skipped: second review of issue 11) */
-    if (try && (l->inflight >= l->cap || !l->dmc || !under_limits(l, tenant, c, t0))) {
+    if (try && (l->inflight >= l->cap || !l->dmc || held || !under_limits(l, tenant, c, t0))) {
         if (probe)
             l->probe_out = false; /* no probe went: the next call is one */
         pthread_mutex_unlock(&s->mu);
         return -EAGAIN;
     }
 
-    struct waiter w = {.cls = c, .t0_ns = t0};
+    struct waiter w = {.cls = c, .dir = dir, .t0_ns = t0};
     if (l->dmc) { /* every call of a backend lane goes through dmClock: limits apply always */
         int rc = dmc_add(l->dmc, tenant, (enum tier_io_class)c, bytes, t0, &w.req);
         if (rc) {
@@ -1002,10 +1070,16 @@ static int lane_admit(struct sched *s, struct sched_lane *l, int c, uint32_t ten
     return rc;
 }
 
-static void lane_done(struct sched *s, struct sched_lane *l, int c, size_t bytes, long result,
-                      uint64_t service_ns, bool counted, long last_err)
+static void lane_done(struct sched *s, struct sched_lane *l, int c, enum sched_dir dir,
+                      size_t bytes, long result, uint64_t service_ns, bool counted, long last_err)
 {
     pthread_mutex_lock(&s->mu);
+    if (c == TIER_IO_INFERENCE) {
+        l->inf_inflight--;
+        l->inf_last_ns = tier_now_mono_ns();
+    } else if (dir != SCHED_DIR_NONE) {
+        l->other_dir[dir - 1]--;
+    }
     l->inflight--;
     l->completed++;
     s->st[c].inflight_now--;
@@ -1025,7 +1099,7 @@ uint64_t sched_admit(struct sched *s, const struct tier_ioctx *io, size_t bytes)
     int c = class_of(io);
     uint64_t waited = 0;
     /* never fails: the default lane has no deadline, no breaker and no dmClock */
-    (void)lane_admit(s, &s->def, c, TIER_TENANT_DEFAULT, bytes, false, &waited);
+    (void)lane_admit(s, &s->def, c, TIER_TENANT_DEFAULT, bytes, SCHED_DIR_NONE, false, &waited);
     return waited;
 }
 
@@ -1033,15 +1107,15 @@ void sched_done(struct sched *s, const struct tier_ioctx *io, size_t bytes, long
                 uint64_t service_ns)
 {
     int c = class_of(io);
-    lane_done(s, &s->def, c, bytes, result, service_ns, false, 0);
+    lane_done(s, &s->def, c, SCHED_DIR_NONE, bytes, result, service_ns, false, 0);
 }
 
 static int lane_enter(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
-                      size_t bytes, bool try)
+                      size_t bytes, enum sched_dir dir, bool try)
 {
     uint64_t waited = 0;
     t_attempt_reported = false;
-    int rc = lane_admit(s, l, class_of(io), tenant_of(io), bytes, try, &waited);
+    int rc = lane_admit(s, l, class_of(io), tenant_of(io), bytes, dir, try, &waited);
     t_lane_waited_ns = waited;
     return rc;
 }
@@ -1049,19 +1123,32 @@ static int lane_enter(struct sched *s, struct sched_lane *l, const struct tier_i
 int sched_lane_enter(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
                      size_t bytes)
 {
-    return lane_enter(s, l, io, bytes, false);
+    return lane_enter(s, l, io, bytes, SCHED_DIR_NONE, false);
+}
+
+int sched_lane_enter_dir(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
+                         size_t bytes, enum sched_dir dir)
+{
+    return lane_enter(s, l, io, bytes, (unsigned)dir <= SCHED_DIR_UP ? dir : SCHED_DIR_NONE, false);
 }
 
 int sched_lane_try_enter(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
                          size_t bytes)
 {
-    return lane_enter(s, l, io, bytes, true);
+    return lane_enter(s, l, io, bytes, SCHED_DIR_NONE, true);
 }
 
 void sched_lane_leave(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
                       size_t bytes, long result, uint64_t service_ns)
 {
-    lane_done(s, l, class_of(io), bytes, result, service_ns, t_attempt_reported, t_attempt_err);
+    sched_lane_leave_dir(s, l, io, bytes, result, service_ns, SCHED_DIR_NONE);
+}
+
+void sched_lane_leave_dir(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
+                          size_t bytes, long result, uint64_t service_ns, enum sched_dir dir)
+{
+    lane_done(s, l, class_of(io), (unsigned)dir <= SCHED_DIR_UP ? dir : SCHED_DIR_NONE, bytes,
+              result, service_ns, t_attempt_reported, t_attempt_err);
     t_attempt_reported = false;
     if (s->tele) {
         /* whose call: the argument, else the ioctx the backend dispatcher made current
@@ -1140,6 +1227,7 @@ size_t sched_backend_stats_get(struct sched *s, struct sched_backend_stats *out,
         b->grants_reservation = l->grants_r;
         b->grants_weight = l->grants_w;
         b->limit_waits = l->limit_waits;
+        b->yield_waits = l->yield_waits;
     }
     size_t n = s->nlanes;
     pthread_mutex_unlock(&s->mu);

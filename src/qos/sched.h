@@ -45,8 +45,24 @@
  *   checkpoint    4      none                           none
  *   background    1      none                           none
  *
+ * Inference first on the link (QoS on, sched_backend_config.yield_inflight, default 1): dmClock
+ * orders admission, but an admitted call shares the link below tierd (TCP shares a shaped link
+ * per connection, and a bulk response fills the shaper's queue), so an inference GET beside
+ * three training GETs took four times as long as alone (docs/BENCHMARKS.md, QoS). So while the
+ * lane has inference demand, dmClock passes over (dmc_pull_filtered) every other class's call
+ * that moves data in a direction (sched_dir: reads down, puts and parts up) where yield_inflight
+ * such calls are in flight already; other calls (stat, list, ...) and inference are never held.
+ * State, per lane under the lock: inference calls in flight, the time the last one left, other
+ * classes' data calls in flight per direction. Demand: an inference call queued or in flight, or
+ * one left less than yield_hold_ms ago (its next call comes soon; without the hold the other
+ * classes refill every slot between two inference calls). Invariant: a waiter the yield holds
+ * back has, in its direction, a call in flight whose leave grants again, so no timer is needed;
+ * when demand ends, the next leave grants as usual. Reservations of other classes are met only
+ * through those yield_inflight calls while inference has demand.
+ *
  * With sched_config.qos_off backend lanes grant as the default lane does (strict class
- * priority, starve_limit), the scheduler tierd had before dmClock: the bench's "QoS off".
+ * priority, starve_limit), the scheduler tierd had before dmClock: the bench's "QoS off"; no
+ * yield.
  *
  * With nothing configured the weights come close to the strict priority order the lanes had
  * before dmClock (busy inference leaves background 1/65 of the link, about what starve_limit 64
@@ -202,6 +218,13 @@ struct sched_backend_config {
      * once requests queue). Calls of limited clients, and every call while others wait, go
      * through dmClock as on any backend lane. */
     bool idle_fast;
+    /* Inference first on the link (QoS on; sched_lane_enter_dir): while the lane has inference
+     * demand (an inference call queued or in flight, or the last one left less than
+     * yield_hold_ms ago), a data call of another class is granted only while fewer than
+     * yield_inflight data calls of other classes are in flight in its direction (down: reads;
+     * up: puts and multipart parts). 0: 1; negative: off. */
+    int yield_inflight;
+    uint64_t yield_hold_ms; /* 0: 500 */
 };
 
 /* sched_backend_config.admit_timeout_ms: wait for a grant without a deadline (the disk lane:
@@ -229,6 +252,7 @@ struct sched_backend_stats {
     uint64_t link_capacity_bps;
     uint64_t grants_reservation, grants_weight; /* grants by dmClock phase */
     uint64_t limit_waits; /* times every waiting client was at its limit with slots free */
+    uint64_t yield_waits; /* times every waiting call was held back for inference (yield) */
 };
 
 const char *sched_breaker_state_name(enum sched_breaker_state st);
@@ -250,6 +274,16 @@ int sched_lane_try_enter(struct sched *s, struct sched_lane *l, const struct tie
                          size_t bytes);
 void sched_lane_leave(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
                       size_t bytes, long result, uint64_t service_ns);
+/* The direction a call's data takes on the link, for yield_inflight: NONE (a call that moves
+ * little: stat, list, delete, the multipart bookkeeping; never held back), DOWN (a read), UP (a
+ * put or a multipart part). */
+enum sched_dir { SCHED_DIR_NONE = 0, SCHED_DIR_DOWN = 1, SCHED_DIR_UP = 2 };
+/* sched_lane_enter and sched_lane_leave of a call whose data goes dir (the backend wrapper's;
+ * the plain ones are SCHED_DIR_NONE). Leave with the dir the call entered with. */
+int sched_lane_enter_dir(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
+                         size_t bytes, enum sched_dir dir);
+void sched_lane_leave_dir(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
+                          size_t bytes, long result, uint64_t service_ns, enum sched_dir dir);
 /* Between enter and leave, on the calling thread: the backend's attempt failed with err and it
  * would retry (backend_attempt_hook). Unanswered (a timeout or connection failure), it counts
  * towards the breaker at once; answered (a server error) it is an answer, as a success is. Either

@@ -3,10 +3,11 @@
  * sched_backend.c - the scheduler as a decorator of backend.h: sched_backend_wrap() returns a
  * backend whose every operation first passes sched_lane_enter() on the backend's own lane (its
  * in-flight cap, admission deadline and circuit breaker) and reports its result with
- * sched_lane_leave(). tierd installs one around each configured backend, so stat and list from
- * the FUSE layer and the API pass the scheduling point as reads and uploads do. It also installs
- * an attempt hook on the inner backend (backend_set_attempt_hook), so the lane's breaker counts
- * the inner backend's failed retries and stops them once open.
+ * sched_lane_leave() (their _dir forms, with the way the call's data goes on the link: reads
+ * down, puts and multipart parts up). tierd installs one around each configured backend, so stat
+ * and list from the FUSE layer and the API pass the scheduling point as reads and uploads do. It
+ * also installs an attempt hook on the inner backend (backend_set_attempt_hook), so the lane's
+ * breaker counts the inner backend's failed retries and stops them once open.
  *
  * The wrapper has its own copy of the inner backend's ops table (same type string, same optional
  * ops), so messages and backend_mpu_list() behave as for the inner backend. Keys arrive validated
@@ -38,9 +39,24 @@ static struct sched_be *W(struct backend *be)
     return (struct sched_be *)be;
 }
 
+/* Which way op's data goes on the link (sched.h yield_inflight): reads down, puts and parts up;
+ * the rest move little. */
+static enum sched_dir dir_of(enum sched_be_op op)
+{
+    switch (op) {
+    case SCHED_BE_READ:
+        return SCHED_DIR_DOWN;
+    case SCHED_BE_PUT:
+    case SCHED_BE_MPU_PART:
+        return SCHED_DIR_UP;
+    default:
+        return SCHED_DIR_NONE;
+    }
+}
+
 static int enter(struct sched_be *w, enum sched_be_op op, size_t bytes, uint64_t *t0)
 {
-    int rc = sched_lane_enter(w->s, w->lane, NULL, bytes);
+    int rc = sched_lane_enter_dir(w->s, w->lane, NULL, bytes, dir_of(op));
     *t0 = tier_now_mono_ns();
     if (rc == 0)
         atomic_fetch_add_explicit(&w->calls[op], 1, memory_order_relaxed);
@@ -51,7 +67,7 @@ static void leave(struct sched_be *w, enum sched_be_op op, size_t bytes, long re
 {
     if (result == -ENOENT)
         atomic_fetch_add_explicit(&w->notfound[op], 1, memory_order_relaxed);
-    sched_lane_leave(w->s, w->lane, NULL, bytes, result, tier_now_mono_ns() - t0);
+    sched_lane_leave_dir(w->s, w->lane, NULL, bytes, result, tier_now_mono_ns() - t0, dir_of(op));
 }
 
 static int w_stat(struct backend *be, const char *key, struct backend_stat *st)

@@ -7,7 +7,8 @@
  * others at once and a returning one is neither favoured nor starved, a limit holds over every
  * 1 s window, a reservation is met when the server is saturated, and a property test over random
  * clients, parameters and request sizes against the allocation mClock promises (each client's
- * weight share, raised to its reservation, capped at its limit: water-filling).
+ * weight share, raised to its reservation, capped at its limit: water-filling); and the
+ * caller's filter of dmc_pull_filtered (passed-over heads, -EBUSY).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -602,6 +603,56 @@ static void test_property_random(void **state)
     assert_true(total_grants > 10000); /* thousands of random arrivals */
 }
 
+/* ---- the caller's filter (dmc_pull_filtered) ---------------------------------------------- */
+
+static const struct dmc_req *refused_req; /* the filter refuses this head */
+
+static bool refuse_one(void *ud, const struct dmc_req *head)
+{
+    (void)ud;
+    return head != refused_req;
+}
+
+/* A head the filter refuses is passed over, its client keeping its order and tags: the other
+ * client goes although its P tag is later; with only refused heads the answer is -EBUSY (no
+ * time to wait for), with a client at its limit beside them -EAGAIN and its L. */
+static void test_pull_filtered(void **state)
+{
+    (void)state;
+    struct ptab t = {0};
+    t.p[0] = (struct dmc_params){.weight = 4};
+    t.p[1] = (struct dmc_params){.weight = 1, .limit = 1000000};
+    struct dmc *d = new_dmc(&t, 1000);
+    struct dmc_req a[2], b[2];
+    uint64_t now = 10 * SEC, next = 0;
+    struct dmc_req *out = NULL;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(dmc_add(d, 0, TIER_IO_INFERENCE, 999000, now, &a[i]), 0);
+        assert_int_equal(dmc_add(d, 1, TIER_IO_TRAINING, 999000, now, &b[i]), 0);
+    }
+    /* unfiltered, tenant 0 (P 250000) goes before tenant 1 (P 1000000) */
+    refused_req = &a[0];
+    assert_int_equal(dmc_pull_filtered(d, now, refuse_one, NULL, &out, NULL, &next), 0);
+    assert_ptr_equal(out, &b[0]);
+    /* tenant 1 is now at its limit (1 s per request) and tenant 0's head refused */
+    assert_int_equal(dmc_pull_filtered(d, now, refuse_one, NULL, &out, NULL, &next), -EAGAIN);
+    assert_true(next > now);
+    /* after tenant 1's L: b[1] may go; refused too, nothing but the filter holds: -EBUSY */
+    refused_req = &b[1];
+    assert_int_equal(dmc_pull_filtered(d, next, refuse_one, NULL, &out, NULL, &next), 0);
+    assert_ptr_equal(out, &a[0]); /* a[0] is no longer refused */
+    refused_req = &a[1];
+    assert_int_equal(dmc_pull(d, 12 * SEC, &out, NULL, &next), 0);
+    assert_ptr_equal(out, &a[1]); /* without the filter: the smaller P */
+    refused_req = &b[1];
+    assert_int_equal(dmc_pull_filtered(d, 12 * SEC, refuse_one, NULL, &out, NULL, &next), -EBUSY);
+    assert_int_equal(dmc_queued(d), 1);
+    assert_int_equal(dmc_pull_filtered(d, 12 * SEC, NULL, NULL, &out, NULL, &next), 0);
+    assert_ptr_equal(out, &b[1]);
+    assert_int_equal(dmc_pull_filtered(d, 12 * SEC, refuse_one, NULL, &out, NULL, &next), -ENOENT);
+    dmc_free(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -614,6 +665,7 @@ int main(void)
         cmocka_unit_test(test_refresh_no_burst),
         cmocka_unit_test(test_raised_limit_frees_now),
         cmocka_unit_test(test_property_random),
+        cmocka_unit_test(test_pull_filtered),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

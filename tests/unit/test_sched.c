@@ -21,7 +21,10 @@
  * with equal weights and no limits over a backend with latency, the two split the lane, and one
  * alone keeps every slot busy. The strict-priority tests above use the default lane (sched_admit),
  * which keeps that order; with sched_config.qos_off a backend lane grants in that order too,
- * and with QoS on by dmClock's weights (test_lane_qos_off_strict).
+ * and with QoS on by dmClock's weights (test_lane_qos_off_strict). Inference first on the link
+ * (yield_inflight): with an inference call in flight a second training read waits with slots
+ * free, a later inference read passes it, and only a read's leave frees it; off and with QoS
+ * off it goes at once (test_lane_yield_inflight, by counts only).
  *
  * The disk lane (idle_fast, no deadline, no breaker): an idle lane grants unlimited clients
  * without dmClock; sched_lane_try_enter refuses a full lane and a tenant at its limit and queues
@@ -1610,6 +1613,96 @@ static void test_lane_qos_off_strict(void **state)
     assert_int_equal(bs.grants_weight, NMODE + 1); /* the blocker too */
 }
 
+struct dir_call {
+    struct sched *s;
+    struct sched_lane *l;
+    struct tier_ioctx io;
+    enum sched_dir dir;
+    int rc;
+};
+
+static void *dir_enter_main(void *arg)
+{
+    struct dir_call *a = arg;
+    a->rc = sched_lane_enter_dir(a->s, a->l, &a->io, 1000, a->dir);
+    if (a->rc == 0)
+        sched_lane_leave_dir(a->s, a->l, &a->io, 1000, 1000, 1, a->dir);
+    return NULL;
+}
+
+/* Inference first on the link (yield_inflight 1): while an inference call is in flight, one
+ * training read and one training upload go at once (one per direction), a second training read
+ * waits with slots free, a later inference read passes it, and the first training read's leave
+ * lets it go. With yield off, or QoS off, the second read goes at once. The hold is an hour, so
+ * nothing here depends on time: only counts. */
+static void run_yield(bool qos_off, int yield_inflight)
+{
+    struct sched_config sc = {.qos_off = qos_off};
+    struct sched_backend_config bc = {.max_inflight = 4,
+                                      .admit_timeout_ms = 20000,
+                                      .breaker_failures = -1,
+                                      .yield_inflight = yield_inflight,
+                                      .yield_hold_ms = 3600000};
+    struct sched *s = NULL;
+    struct sched_lane *l = NULL;
+    assert_int_equal(sched_new(&sc, &s), 0);
+    assert_int_equal(sched_lane_new(s, "be", &bc, &l), 0);
+    bool yields = !qos_off && yield_inflight >= 0;
+    struct tier_ioctx inf = {.tenant = 1, .cls = TIER_IO_INFERENCE};
+    struct tier_ioctx trn = {.tenant = 2, .cls = TIER_IO_TRAINING};
+    struct tier_ioctx ckp = {.tenant = 3, .cls = TIER_IO_CHECKPOINT};
+    assert_int_equal(sched_lane_enter_dir(s, l, &inf, 1000, SCHED_DIR_DOWN), 0);
+    assert_int_equal(sched_lane_enter_dir(s, l, &trn, 1000, SCHED_DIR_DOWN), 0);
+    assert_int_equal(sched_lane_enter_dir(s, l, &ckp, 1000, SCHED_DIR_UP), 0);
+    /* a stat moves little: never held back */
+    assert_int_equal(sched_lane_enter_dir(s, l, &trn, 0, SCHED_DIR_NONE), 0);
+    sched_lane_leave_dir(s, l, &trn, 0, 0, 1, SCHED_DIR_NONE);
+
+    struct dir_call a = {.s = s, .l = l, .io = trn, .dir = SCHED_DIR_DOWN, .rc = 1};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, dir_enter_main, &a), 0);
+    if (!yields) {
+        pthread_join(th, NULL); /* granted at once and done */
+        assert_int_equal(a.rc, 0);
+        assert_int_equal(lane_stats(s, 0).yield_waits, 0);
+    } else {
+        wait_queued(s, 1); /* with a slot free */
+        struct sched_backend_stats b = lane_stats(s, 0);
+        assert_int_equal(b.inflight_now, 3);
+        assert_true(b.yield_waits >= 1);
+        /* inference is not held back: it passes the waiting training read */
+        assert_int_equal(sched_lane_enter_dir(s, l, &inf, 1000, SCHED_DIR_DOWN), 0);
+        assert_int_equal(lane_stats(s, 0).queued_now, 1);
+        sched_lane_leave_dir(s, l, &inf, 1000, 1000, 1, SCHED_DIR_DOWN);
+        /* the other direction's call leaving does not free a read */
+        sched_lane_leave_dir(s, l, &ckp, 1000, 1000, 1, SCHED_DIR_UP);
+        assert_int_equal(lane_stats(s, 0).queued_now, 1);
+        assert_int_equal(a.rc, 1);
+    }
+    sched_lane_leave_dir(s, l, &trn, 1000, 1000, 1, SCHED_DIR_DOWN); /* the first read */
+    if (yields) {
+        pthread_join(th, NULL); /* its leave granted the waiting read */
+        assert_int_equal(a.rc, 0);
+    } else {
+        sched_lane_leave_dir(s, l, &ckp, 1000, 1000, 1, SCHED_DIR_UP);
+    }
+    sched_lane_leave_dir(s, l, &inf, 1000, 1000, 1, SCHED_DIR_DOWN);
+    struct sched_backend_stats b = lane_stats(s, 0);
+    assert_int_equal(b.inflight_now, 0);
+    assert_int_equal(b.queued_now, 0);
+    assert_int_equal(b.completed, b.admitted);
+    sched_free(s);
+}
+
+static void test_lane_yield_inflight(void **state)
+{
+    (void)state;
+    run_yield(false, 0); /* the default: 1 */
+    run_yield(false, 1);
+    run_yield(false, -1); /* off */
+    run_yield(true, 1);   /* QoS off: no yield */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1634,6 +1727,7 @@ int main(void)
         cmocka_unit_test(test_disk_lane_limit_waiter),
         cmocka_unit_test(test_disk_lane_limit_holds),
         cmocka_unit_test(test_lane_qos_off_strict),
+        cmocka_unit_test(test_lane_yield_inflight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
