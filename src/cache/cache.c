@@ -32,7 +32,9 @@
  *       (acct_update()); a tenant's held bytes pass its quota only until the thread that
  *       charged them runs quota_check() (at the end of its read, before it returns).
  *
- * LOCK ORDER: pin_mu -> ram.mu -> disk.mu -> shard.mu -> own_mu. A thread holding a shard lock
+ * LOCK ORDER: pin_mu -> ram.mu -> disk.mu -> shard.mu -> own_mu. A cached block is pinned
+ * (B_PINNED set) only with both level locks held, so an evictor that holds them and saw a block
+ * unpinned under its shard lock may take it out of both levels. A thread holding a shard lock
  * takes no other lock but own_mu, the leaf lock of the charge lists (taken only when a block's
  * charge changes, never on a plain hit), so the hit path is one shard lock (S3-FIFO hits are an
  * atomic bump under it).
@@ -173,7 +175,6 @@ struct fetch_slots {
 /* One tenant's space (cache_quota_set). */
 struct qtenant {
     _Atomic uint64_t limit;      /* quota in force, bytes; UINT64_MAX: none */
-    uint64_t set;                /* as cache_quota_set() was given it (CACHE_QUOTA_*) */
     _Atomic uint64_t held;       /* own_mu to change: bytes of its charged blocks */
     uint64_t blocks;             /* own_mu */
     struct cblock *head, *tail;  /* own_mu: charge list, oldest first */
@@ -518,6 +519,8 @@ static uint32_t quota_evict_one(struct cache *c, const uint8_t id[16], uint32_t 
     pthread_mutex_lock(&c->disk.mu);
     pthread_mutex_lock(&s->mu);
     struct cblock *b = shard_lookup(s, id);
+    /* charged implies not pinned, and a cached block is pinned only under both level locks
+     * (held here): it cannot become pinned before it is out */
     if (b && b->charged && b->owner == t) {
         b->refs++;
         len = b->len;
@@ -543,9 +546,13 @@ static uint32_t quota_evict_one(struct cache *c, const uint8_t id[16], uint32_t 
     return len;
 }
 
+/* Second chances one quota_enforce() call gives at most: a tenant whose whole list is hot pays a
+ * bounded walk per over-quota read under own_mu, which every tenant's charge takes too. */
+#define QUOTA_CHANCES_MAX 64
+
 /* No lock held. Evict tenant t's own blocks until its held bytes fit its quota: the head of its
  * charge list goes unless it was hit since it was last passed (then it moves to the tail, its
- * bit cleared). The walk is bounded: after two passes' worth of second chances the head goes
+ * bit cleared). The walk is bounded: after QUOTA_CHANCES_MAX second chances the head goes
  * whatever its bit. */
 static void quota_enforce(struct cache *c, uint32_t t)
 {
@@ -561,7 +568,7 @@ static void quota_enforce(struct cache *c, uint32_t t)
             return;
         }
         if (atomic_load_explicit(&b->qhit, memory_order_relaxed) && q->head != q->tail &&
-            chances < 2 * q->blocks) {
+            chances < QUOTA_CHANCES_MAX) {
             atomic_store_explicit(&b->qhit, false, memory_order_relaxed);
             qlist_unlink(q, b);
             qlist_append(q, b);
@@ -606,10 +613,7 @@ int cache_quota_set(struct cache *c, uint32_t tenant, uint64_t bytes)
     uint64_t limit = bytes == CACHE_QUOTA_DEFAULT
                          ? (c->cfg.default_quota ? c->cfg.default_quota : UINT64_MAX)
                          : bytes;
-    pthread_mutex_lock(&c->own_mu);
-    q->set = bytes;
     atomic_store(&q->limit, limit);
-    pthread_mutex_unlock(&c->own_mu);
     const struct tier_ioctx io = {.tenant = tenant, .cls = TIER_IO_BACKGROUND};
     quota_check(c, &io);
     return 0;
@@ -1106,8 +1110,16 @@ static int block_acquire(struct cache *c, struct shard *s, const struct tier_ioc
                          uint32_t next_off, bool pinned, struct cblock **bp, bool *try_disk)
 {
     struct cblock *b = *bp;
-    if (b) {
+    uint32_t t = io ? io->tenant : TIER_TENANT_DEFAULT;
+    uint32_t owner = t < c->cfg.max_tenants ? t : CACHE_OWNER_NOBODY;
+    if (b && (b->ram || (b->flags & B_ON_DISK))) {
         owner_touch(c, b, io); /* a disk hit */
+    } else if (b) {
+        /* a struct that outlived its levels (someone still held it): this load caches it
+         * anew, for this reader, as a new block would be (not charged: no list to leave) */
+        pthread_mutex_lock(&c->own_mu);
+        b->owner = owner;
+        pthread_mutex_unlock(&c->own_mu);
     } else {
         b = cblock_new(id, obj->be->name, obj->key, obj->etag, index, block_len(c, obj, index));
         if (!b || shard_insert(s, b) < 0) {
@@ -1117,9 +1129,7 @@ static int block_acquire(struct cache *c, struct shard *s, const struct tier_ioc
         }
         if (pinned)
             b->flags |= B_PINNED;
-        uint32_t t = io ? io->tenant : TIER_TENANT_DEFAULT;
-        if (t < c->cfg.max_tenants)
-            b->owner = t; /* not in any list yet: charge_sync() does it once cached */
+        b->owner = owner; /* unpublished until the shard lock drops: own_mu not needed */
     }
     b->flags |= B_FETCHING;
     b->refs++;
@@ -1367,9 +1377,12 @@ ssize_t cache_read_served(struct cache *c, const struct tier_ioctx *io, const st
         struct level *from = NULL;
         int r = block_get(c, io, obj, index, in, (uint32_t)n, pinned, &d, &from);
         /* A failure part-way is the whole read's failure: a short count means end of object
-         * to the kernel, which would then shrink the file's size (a silent truncation). */
-        if (r < 0)
+         * to the kernel, which would then shrink the file's size (a silent truncation). The
+         * blocks it cached before count all the same. */
+        if (r < 0) {
+            quota_check(c, io);
             return r;
+        }
         memcpy((char *)buf + done, d->bytes + in, n);
         if (from)
             atomic_fetch_add_explicit(&from->bytes_read, n, memory_order_relaxed);
@@ -1399,15 +1412,24 @@ int cache_fetch_block(struct cache *c, const struct tier_ioctx *io, const struct
     struct level *from = NULL;
     int r =
         block_get(c, io, obj, index, 0, block_len(c, obj, index), obj_pinned(c, obj), &d, &from);
-    if (r < 0)
+    if (r < 0) {
+        quota_check(c, io);
         return r;
+    }
     cdata_unref(d);
-    quota_check(c, io);
-    if (!pin)
+    if (!pin) {
+        quota_check(c, io);
         return 0;
+    }
+    /* pin first, then trim the tenant: the block just fetched leaves its charge by the pin
+     * instead of being the quota's victim (then the pin would find nothing cached) */
     uint8_t id[16];
     cache_block_id(c, obj->be->name, obj->key, obj->etag, index, id);
     struct shard *s = shard_of(c, id);
+    /* a cached block is pinned only under both level locks, so an evictor holding them
+     * (cache_evict, quota_evict_one) never takes a block pinned meanwhile */
+    pthread_mutex_lock(&c->ram.mu);
+    pthread_mutex_lock(&c->disk.mu);
     pthread_mutex_lock(&s->mu);
     struct cblock *b = obj_lookup(c, s, id, obj, index, NULL);
     r = -ENOSPC; /* not cached at all: the levels had no room */
@@ -1423,6 +1445,9 @@ int cache_fetch_block(struct cache *c, const struct tier_ioctx *io, const struct
         }
     }
     pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&c->disk.mu);
+    pthread_mutex_unlock(&c->ram.mu);
+    quota_check(c, io);
     return r;
 }
 
@@ -1474,6 +1499,8 @@ int cache_pin(struct cache *c, const char *backend_name, const char *prefix)
     }
     rule->next = c->rules;
     c->rules = rule;
+    pthread_mutex_lock(&c->ram.mu); /* pinning cached blocks: under both level locks */
+    pthread_mutex_lock(&c->disk.mu);
     for (int i = 0; i < NSHARDS; i++) {
         struct shard *s = &c->shards[i];
         pthread_mutex_lock(&s->mu);
@@ -1488,6 +1515,8 @@ int cache_pin(struct cache *c, const char *backend_name, const char *prefix)
         }
         pthread_mutex_unlock(&s->mu);
     }
+    pthread_mutex_unlock(&c->disk.mu);
+    pthread_mutex_unlock(&c->ram.mu);
 out:
     pthread_mutex_unlock(&c->pin_mu);
     return r;
@@ -1528,6 +1557,11 @@ int cache_unpin(struct cache *c, const char *backend_name, const char *prefix)
         pthread_mutex_unlock(&s->mu);
     }
     pthread_mutex_unlock(&c->pin_mu);
+    /* unpinned blocks are charged again: trim every tenant now over its quota */
+    for (unsigned t = 0; t < c->cfg.max_tenants; t++) {
+        const struct tier_ioctx io = {.tenant = t, .cls = TIER_IO_BACKGROUND};
+        quota_check(c, &io);
+    }
     return any ? 0 : -ENOENT;
 }
 
@@ -1812,10 +1846,8 @@ int cache_open(const struct cache_config *cfg, struct cache **out)
         free(c);
         return -ENOMEM;
     }
-    for (unsigned t = 0; t < k.max_tenants; t++) {
-        c->qt[t].set = CACHE_QUOTA_DEFAULT;
+    for (unsigned t = 0; t < k.max_tenants; t++)
         atomic_init(&c->qt[t].limit, k.default_quota ? k.default_quota : UINT64_MAX);
-    }
     pthread_mutex_init(&c->pin_mu, NULL);
     pthread_mutex_init(&c->hook_mu, NULL);
     pthread_mutex_init(&c->pf_mu, NULL);

@@ -127,8 +127,10 @@ long cache_evict(struct cache *c, const char *backend_name, const char *prefix);
  * their own budget (pin_bytes). When a tenant's charged bytes pass its quota, its own blocks are
  * evicted, the least recently charged first with a second chance for blocks hit since (CLOCK),
  * until they fit; other tenants' blocks are not touched. So a scanning tenant stays inside its
- * quota, and a tenant's working set survives any other tenant's scan as long as the quotas sum
- * to no more than the levels hold (the global policy still evicts by S3-FIFO/LRU beyond that).
+ * quota, and a tenant's working set survives any other tenant's scan as long as every tenant
+ * that reads has a quota and the quotas plus pin_bytes fit in the levels (the global policy
+ * still evicts by S3-FIFO/LRU beyond that). Blocks cached for a tenant id >= max_tenants are
+ * charged to nobody, ever.
  */
 #define CACHE_QUOTA_DEFAULT 0       /* cache_quota_set: take cfg.default_quota */
 #define CACHE_QUOTA_NONE UINT64_MAX /* cache_quota_set: no quota */

@@ -71,7 +71,9 @@ struct cblock {
     char strs[];
 };
 
-#define CACHE_OWNER_NONE UINT32_MAX
+#define CACHE_OWNER_NONE UINT32_MAX /* adopted from disk: the first reader claims it */
+#define CACHE_OWNER_NOBODY                                                                         \
+    (UINT32_MAX - 1) /* cached for a tenant id >= max_tenants: never charged */
 
 struct cblock *cblock_new(const uint8_t id[16], const char *be_name, const char *key,
                           const char *etag, uint64_t index, uint32_t len);

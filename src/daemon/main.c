@@ -113,21 +113,26 @@ static int daemonize(void)
 
 _Static_assert(TIERD_RATE_NONE == SCHED_RATE_NONE, "config and scheduler encode none alike");
 
-/* Each [tenant NAME]'s cache_quota (cache.h, space quotas). Quotas that sum to more than the hot
- * tier holds are allowed (the usual overcommit), with a warning: then one tenant's reads can
- * still evict another's blocks through the levels' own policy. */
+/* Each [tenant NAME]'s cache_quota (cache.h, space quotas). The guarantee that no tenant's reads
+ * evict another's blocks needs every tenant that reads to have a quota and the quotas plus the
+ * pin budget to fit in the hot tier; either not holding is allowed (the usual overcommit), with a
+ * warning naming which. */
 static int apply_tenant_quotas(struct tierd *d)
 {
     const struct cache_config *cc = &d->cfg.cache;
+    bool dflt = cc->default_quota && cc->default_quota != CACHE_QUOTA_NONE;
     uint64_t hot = cc->disk_dir && cc->disk_bytes > cc->ram_bytes ? cc->disk_bytes : cc->ram_bytes;
-    uint64_t sum = 0;
+    uint64_t sum = cc->pin_bytes;
     size_t nq = 0;
+    const char *unquoted = dflt ? NULL : "default";
     for (size_t i = 0; i < d->cfg.ntenants; i++) {
         const struct tierd_tenant_conf *t = &d->cfg.tenants[i];
         uint64_t q = t->cache_quota ? t->cache_quota : cc->default_quota;
         if (q && q != CACHE_QUOTA_NONE) {
             sum = tier_sum_sat(sum, q);
             nq++;
+        } else if (!unquoted || !strcmp(unquoted, "default")) {
+            unquoted = t->name;
         }
         if (!t->cache_quota)
             continue;
@@ -141,14 +146,19 @@ static int apply_tenant_quotas(struct tierd *d)
             return rc;
         }
     }
-    if (nq && sum > hot) {
-        char a[32], b[32];
-        log_warn("%s: the cache_quota of the %zu [tenant] sections with one sum to %s, more than "
-                 "the hot tier's %s: a tenant inside its quota can still lose blocks to "
-                 "another's reads when the tier is full",
+    if (!nq)
+        return 0; /* no quotas at all: nothing promised */
+    char a[32], b[32];
+    if (unquoted)
+        log_warn("%s: tenant %s has no cache_quota (nor [tenants] cache_quota): its reads can "
+                 "still evict the blocks of tenants inside their quotas when the hot tier is full",
+                 d->cfg.file, unquoted);
+    if (sum > hot)
+        log_warn("%s: the cache_quota of the %zu [tenant] sections with one and [cache] pin_size "
+                 "sum to %s, more than the hot tier's %s: a tenant inside its quota can still "
+                 "lose blocks to another's reads when the tier is full",
                  d->cfg.file, nq, tier_fmt_bytes(sum, a, sizeof(a)),
                  tier_fmt_bytes(hot, b, sizeof(b)));
-    }
     return 0;
 }
 

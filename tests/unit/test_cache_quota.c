@@ -254,9 +254,75 @@ static void test_pinned_not_charged(void **state)
     assert_false(cached(c, be, "k0001"));
     assert_int_equal(tstats(c, TA).blocks, 2);
     check(c);
-    assert_int_equal(cache_unpin(c, "be", "k0000"), 0); /* charged again: 3 > 2, */
-    read_block(c, be, "k0003", TA);                     /* and the next read trims */
+    /* charged again (3 > 2) and trimmed before cache_unpin returns */
+    assert_int_equal(cache_unpin(c, "be", "k0000"), 0);
     assert_int_equal(tstats(c, TA).blocks, 2);
+    check(c);
+    cache_close(c);
+    backend_free(be);
+}
+
+/* Staging with --pin for a tenant at its quota (review of issue 11): the block just fetched is
+ * pinned before the quota trims the tenant, so the pin succeeds and nothing else of the tenant
+ * is evicted for a block that leaves its charge anyway. */
+static void test_pin_fetch_at_quota(void **state)
+{
+    (void)state;
+    struct backend *be = make_be(8);
+    struct cache_config cfg = {
+        .block_size = BS, .ram_bytes = 64 * BS, .pin_bytes = 8 * BS, .prefetch_threads = 1};
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    assert_int_equal(cache_quota_set(c, TA, 2 * BS), 0);
+    read_block(c, be, "k0000", TA);
+    read_block(c, be, "k0001", TA);
+    read_block(c, be, "k0000", TA); /* both hit: CLOCK would pass over them */
+    read_block(c, be, "k0001", TA);
+    struct tier_ioctx io = io_of(TA);
+    struct cache_obj o = {.be = be, .key = "k0002", .etag = "e1", .size_bytes = BS};
+    assert_int_equal(cache_fetch_block(c, &io, &o, 0, true), 0);
+    struct cache_stats st;
+    cache_stats_get(c, &st);
+    assert_int_equal(st.pinned_bytes, BS);
+    assert_int_equal(tstats(c, TA).blocks, 2); /* k0000, k0001 kept */
+    assert_int_equal(tstats(c, TA).quota_evictions, 0);
+    assert_true(cached(c, be, "k0000") && cached(c, be, "k0001"));
+    check(c);
+    cache_close(c);
+    backend_free(be);
+}
+
+/* A read that fails part-way still trims its tenant (review of issue 11): the blocks it cached
+ * before the failure count. The fetch hook makes the second block's fetch fail. */
+static struct backend *fail_be;
+
+static void fail_second(void *ud, const struct tier_ioctx *io, const struct cache_obj *obj,
+                        uint64_t index, size_t bytes)
+{
+    (void)ud, (void)io, (void)bytes;
+    if (!strcmp(obj->key, "two") && index == 1)
+        fakebe_fail_next(fail_be, FAKEBE_READ, -EIO, 1);
+}
+
+static void test_failed_read_trims(void **state)
+{
+    (void)state;
+    struct backend *be = make_be(2);
+    fakebe_add(be, "two", 2 * BS, "e1");
+    fail_be = be;
+    struct cache_config cfg = {.block_size = BS, .ram_bytes = 64 * BS, .prefetch_threads = 1};
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    assert_int_equal(cache_quota_set(c, TA, BS), 0);
+    read_block(c, be, "k0000", TA); /* A holds one block: at its quota */
+    struct cache_fetch_hook hook = {.before = fail_second};
+    cache_set_fetch_hook(c, &hook);
+    static char buf[2 * BS];
+    struct tier_ioctx io = io_of(TA);
+    struct cache_obj o = {.be = be, .key = "two", .etag = "e1", .size_bytes = 2 * BS};
+    assert_int_equal(cache_read(c, &io, &o, 0, buf, 2 * BS), -EIO);
+    assert_int_equal(tstats(c, TA).blocks, 1); /* block 0 of two cached, k0000 trimmed */
+    assert_false(cached(c, be, "k0000"));
     check(c);
     cache_close(c);
     backend_free(be);
@@ -308,6 +374,7 @@ int main(void)
         cmocka_unit_test(test_scan_keeps_others),   cmocka_unit_test(test_scan_disk_levels),
         cmocka_unit_test(test_clock_second_chance), cmocka_unit_test(test_live_change),
         cmocka_unit_test(test_pinned_not_charged),  cmocka_unit_test(test_adopted_blocks_claimed),
+        cmocka_unit_test(test_pin_fetch_at_quota),  cmocka_unit_test(test_failed_read_trims),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
