@@ -152,4 +152,19 @@ void ctl_qos_print(const json_t *cur, FILE *f)
     const json_t *disk = json_object_get(cur, "disk");
     if (json_is_object(disk))
         print_lane(disk, CTL_QOS_DISK_LANE, f);
+    const json_t *space = json_object_get(cur, "space");
+    if (json_array_size(space) == 0)
+        return;
+    fprintf(f, "\n%-16s %-12s %-12s %s\n", "TENANT", "CACHE-QUOTA", "CACHED", "QUOTA-EVICTIONS");
+    json_array_foreach(space, i, b)
+    {
+        const char *tn = json_string_value(json_object_get(b, "name"));
+        uint64_t q = (uint64_t)json_integer_value(json_object_get(b, "quota"));
+        char qb[32], hb[32];
+        fprintf(f, "%-16s %-12s %-12s %lld\n", tn ? tn : "?",
+                q ? tier_fmt_bytes(q, qb, sizeof(qb)) : "-",
+                tier_fmt_bytes((uint64_t)json_integer_value(json_object_get(b, "bytes")), hb,
+                               sizeof(hb)),
+                (long long)json_integer_value(json_object_get(b, "quota_evictions")));
+    }
 }

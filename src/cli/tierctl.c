@@ -78,11 +78,12 @@ static const char usage_text[] =
     "                                  reservation, weight, limit and the rate delivered over\n"
     "                                  SECONDS (default 1)\n"
     "  qos set TENANT [reservation=RATE] [weight=N] [limit=RATE] [class=CLASS]\n"
-    "          [backend=NAME | resource=disk]\n"
+    "          [backend=NAME | resource=disk] [cache_quota=SIZE]\n"
     "                                  change a tenant's QoS live (root or [api] admin_group):\n"
     "                                  on every backend lane, on backend NAME's only, or on the\n"
     "                                  local disk's lane; RATE like 100MiB/s or none, default:\n"
-    "                                  back to the default\n"
+    "                                  back to the default; cache_quota: its hot-tier space\n"
+    "                                  (like 40G, or none; lowering it evicts at once)\n"
     "\n"
     "PATH is a path in tierd's namespace (\"/datasets/x\") or a path under the mount point.\n"
     "\n"
@@ -921,7 +922,8 @@ static int qos_set(struct ctl *ctl, int argc, char **argv)
 {
     if (argc < 3)
         return usage_error("qos set TENANT reservation=RATE weight=N limit=RATE [class=CLASS] "
-                           "[backend=NAME | resource=disk]: give a tenant and at least one value");
+                           "[backend=NAME | resource=disk] cache_quota=SIZE: give a tenant and at "
+                           "least one value");
     json_t *body = json_pack("{s:s}", "tenant", argv[1]);
     if (!body) {
         fprintf(stderr, "tierctl: out of memory\n");
@@ -929,8 +931,8 @@ static int qos_set(struct ctl *ctl, int argc, char **argv)
     }
     for (int i = 2; i < argc; i++) {
         const char *eq = strchr(argv[i], '=');
-        static const char *const keys[] = {"reservation", "weight",  "limit",
-                                           "class",       "backend", "resource"};
+        static const char *const keys[] = {"reservation", "weight",   "limit",      "class",
+                                           "backend",     "resource", "cache_quota"};
         bool known = false;
         size_t kl = eq ? (size_t)(eq - argv[i]) : 0;
         for (size_t k = 0; eq && k < sizeof(keys) / sizeof(keys[0]); k++)
@@ -938,7 +940,7 @@ static int qos_set(struct ctl *ctl, int argc, char **argv)
         if (!known) {
             json_decref(body);
             return usage_error("qos set: '%s' is not KEY=VALUE with KEY one of reservation, "
-                               "weight, limit, class, backend, resource",
+                               "weight, limit, class, backend, resource, cache_quota",
                                argv[i]);
         }
         char key[16];

@@ -1339,10 +1339,24 @@ static json_t *qos_json(struct tierd *d, int64_t only)
     for (size_t i = 0; backends && i < n; i++)
         json_array_append_new(backends, qos_lane_json(d, &lanes[i], only));
     json_t *disk = qos_lanes(d, true, lanes) ? qos_lane_json(d, &lanes[0], only) : json_null();
-    return json_pack("{s:I, s:s, s:I, s:o, s:o}", "now_ns", (json_int_t)tier_now_mono_ns(),
+    /* the third resource: hot-tier space of the tenants with a quota or bytes held */
+    json_t *space = json_array();
+    uint32_t nt = d->tenants ? tenant_count(d->tenants) : 0;
+    for (uint32_t t = 0; space && d->cache && t < nt; t++) {
+        struct cache_tenant_stats ts;
+        if ((only >= 0 && (uint32_t)only != t) || cache_tenant_stats_get(d->cache, t, &ts) ||
+            (!ts.quota && !ts.bytes && only < 0))
+            continue;
+        json_array_append_new(space, json_pack("{s:o, s:I, s:I, s:I, s:I}", "name",
+                                               jstr(tenant_name(d->tenants, t)), "quota",
+                                               (json_int_t)ts.quota, "bytes", (json_int_t)ts.bytes,
+                                               "blocks", (json_int_t)ts.blocks, "quota_evictions",
+                                               (json_int_t)ts.quota_evictions));
+    }
+    return json_pack("{s:I, s:s, s:I, s:o, s:o, s:o}", "now_ns", (json_int_t)tier_now_mono_ns(),
                      "scheduler", sched_qos_enabled(d->sched) ? "dmclock" : "strict-priority",
                      "op_cost", (json_int_t)sched_op_cost(d->sched), "backends", backends, "disk",
-                     disk);
+                     disk, "space", space);
 }
 
 static unsigned do_qos_get(struct tierd *d, struct api_reply *out)
@@ -1352,7 +1366,7 @@ static unsigned do_qos_get(struct tierd *d, struct api_reply *out)
     return reply_json(out, 200, qos_json(d, -1));
 }
 
-#define QOS_PUT_FIELDS "tenant, class, reservation, weight, limit, backend, resource"
+#define QOS_PUT_FIELDS "tenant, class, reservation, weight, limit, backend, resource, cache_quota"
 #define QOS_RATE_HELP "bytes per second like 100MiB/s, 1.5G/s, 500000/s, or \"none\""
 
 /* An optional rate field: absent (*given false), null (0: back to the default) or a rate text
@@ -1408,6 +1422,10 @@ struct qos_change {
     bool q_old_set;
     /* tenant limit: every lane: 0 none; a lane's own: 0 the every-lane one, TIERD_RATE_NONE none */
     uint64_t tl, tl_old;
+    /* "cache_quota": the tenant's hot-tier space (cache_quota_set: CACHE_QUOTA_DEFAULT for null,
+     * CACHE_QUOTA_NONE for "none", else bytes), whatever resource or backend says */
+    bool set_quota;
+    uint64_t quota;
 };
 
 /* The tenant's own values of (t, k) that lane ql applies, field by field as qos/sched.c reads
@@ -1584,10 +1602,13 @@ static unsigned qos_parse_where(struct tierd *d, json_t *j, struct qos_change *c
 }
 
 /* Parse the body into ch; 0, or the status of the answer put in out. Nothing is changed. */
+static unsigned qos_quota_field(struct tierd *d, json_t *j, struct qos_change *ch,
+                                struct api_reply *out);
+
 static unsigned qos_parse(struct tierd *d, json_t *j, struct qos_change *ch, struct api_reply *out)
 {
     static const char *const fields[] = {"tenant", "class",   "reservation", "weight",
-                                         "limit",  "backend", "resource"};
+                                         "limit",  "backend", "resource",    "cache_quota"};
     const char *bad = unknown_field(j, fields, sizeof(fields) / sizeof(fields[0]));
     if (bad)
         return reply_error(out, -EINVAL, "unknown field '%.60s' (allowed: " QOS_PUT_FIELDS ")",
@@ -1632,9 +1653,13 @@ static unsigned qos_parse(struct tierd *d, json_t *j, struct qos_change *ch, str
                                SCHED_WEIGHT_MAX);
         w = (uint32_t)json_integer_value(wj);
     }
-    if (!r_given && !w_given && !l_given)
+    unsigned qst = qos_quota_field(d, j, ch, out);
+    if (qst)
+        return qst;
+    if (!r_given && !w_given && !l_given && !ch->set_quota)
         return reply_error(out, -EINVAL,
-                           "nothing to change: give at least one of reservation, weight, limit");
+                           "nothing to change: give at least one of reservation, weight, limit, "
+                           "cache_quota");
     if (ch->lane) {
         ch->q_old_set = sched_lane_qos_own_get(ch->s, ch->lane, ch->id, ch->cls, &ch->q_old);
         ch->tl_old = sched_lane_tenant_limit_own_get(ch->s, ch->lane, ch->id);
@@ -1654,6 +1679,41 @@ static unsigned qos_parse(struct tierd *d, json_t *j, struct qos_change *ch, str
         ch->tl = lim == TIERD_RATE_NONE && !ch->lane ? 0 : lim;
     ch->set_q = r_given || w_given || (l_given && ch->cls_given);
     ch->set_tl = l_given && !ch->cls_given;
+    return 0;
+}
+
+/* "cache_quota" of the body into ch: null (the [tenants] default), "none", or a size of at least
+ * one cache block as a string ("40G") or a byte count. 0, or the status of the 400 in out. */
+static unsigned qos_quota_field(struct tierd *d, json_t *j, struct qos_change *ch,
+                                struct api_reply *out)
+{
+    json_t *v = json_object_get(j, "cache_quota");
+    if (!v)
+        return 0;
+    if (!d->cache)
+        return reply_error(out, -ENOTSUP, "tierd runs without a cache: no cache_quota to set");
+    size_t bs = cache_block_size(d->cache);
+    uint64_t q = 0;
+    const char *txt = json_is_string(v) ? json_string_value(v) : NULL;
+    if (json_is_null(v))
+        q = CACHE_QUOTA_DEFAULT;
+    else if (txt && strcmp(txt, "none") == 0)
+        q = CACHE_QUOTA_NONE;
+    else if (!(txt && tier_parse_size(txt, &q) == 0) &&
+             !(json_is_integer(v) && json_integer_value(v) > 0 &&
+               (q = (uint64_t)json_integer_value(v)) > 0))
+        return reply_error(out, -EINVAL,
+                           "cache_quota must be a size like \"40G\" or \"512MiB\" (or a byte "
+                           "count), \"none\", or null (the [tenants] cache_quota)");
+    if (q != CACHE_QUOTA_DEFAULT && q != CACHE_QUOTA_NONE && q < bs) {
+        char a[32], b[32];
+        return reply_error(out, -EINVAL,
+                           "cache_quota %s is less than one cache block (%s): the tenant could "
+                           "keep nothing it reads",
+                           tier_fmt_bytes(q, a, sizeof(a)), tier_fmt_bytes(bs, b, sizeof(b)));
+    }
+    ch->set_quota = true;
+    ch->quota = q;
     return 0;
 }
 
@@ -1701,6 +1761,10 @@ static unsigned do_qos_put(struct tierd *d, const struct api_request *rq, struct
         if (rc && ch.set_q)
             (void)qos_apply_q(&ch, ch.q_old_set ? &ch.q_old : NULL);
     }
+    /* last: it cannot fail for a registered tenant (the cache keeps the registry's ids apart);
+     * a lowered quota evicts down to it before the answer */
+    if (rc == 0 && ch.set_quota)
+        rc = cache_quota_set(d->cache, ch.id, ch.quota);
     if (rc)
         ret = reply_error(out, rc, "cannot apply the QoS of tenant %s on %s: %s", ch.tenant,
                           ch.where, *tier_err_msg() ? tier_err_msg() : strerror(-rc));

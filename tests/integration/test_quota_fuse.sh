@@ -132,5 +132,25 @@ kb=$(tcache keep bytes)
 [ "$kb" -le 2097152 ] || fail "control: free's unquoted scan left keep $kb bytes (keep2.bin's blocks too); the check above proves nothing"
 ok "control: the same 16 MiB scan without a quota evicted keep's once-read keep2.bin (keep holds $kb of 3145728 bytes)"
 
+# A live change: tierctl qos set TENANT cache_quota=SIZE trims before it answers
+kb=$(tcache keep bytes)
+[ "$kb" -gt 524288 ] || fail "keep holds only $kb bytes: nothing for the live change to trim"
+tierd_ctl qos set keep cache_quota=512K >"$T/qos.out" || fail "tierctl qos set keep cache_quota=512K: $(cat "$T/qos.out")"
+grep -q '^keep  *512.0 KiB' "$T/qos.out" || fail "tierctl qos set did not show keep's new quota: $(cat "$T/qos.out")"
+kb=$(tcache keep bytes)
+[ "$kb" -le 524288 ] || fail "keep holds $kb bytes right after its quota was lowered to 512K"
+[ "$(tcache keep quota)" = 524288 ] || fail "keep's quota is $(tcache keep quota), want 524288"
+for bad in cache_quota=100K cache_quota=lots; do
+  if tierd_ctl qos set keep "$bad" >"$T/bad.out" 2>&1; then fail "tierctl qos set keep $bad was accepted"; fi
+  grep -q "cache_quota" "$T/bad.out" || fail "the error for $bad does not name cache_quota: $(cat "$T/bad.out")"
+done
+[ "$(tcache keep quota)" = 524288 ] || fail "a refused change altered keep's quota"
+code=$(as_uid 1001 curl -sS -o "$T/put.json" -w '%{http_code}' --unix-socket "$SOCK" -X PUT \
+  -d '{"tenant": "keep", "cache_quota": "none"}' http://tierd/v1/qos 2>/dev/null || true)
+[ "$code" = 403 ] || [ "$code" = 000 ] || fail "a non-admin's cache_quota change: HTTP $code, want 403"
+tierd_ctl qos set keep cache_quota=default >"$T/qos.out" || fail "tierctl qos set keep cache_quota=default"
+[ "$(tcache keep quota)" = 0 ] || fail "keep's quota after default is $(tcache keep quota), want 0 (none)"
+ok "tierctl qos set keep cache_quota=512K trimmed keep to $kb bytes at once; 100K and 'lots' refused (nothing changed); default lifts it"
+
 stop_tierd
 ok "quota_fuse passed"
