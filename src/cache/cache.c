@@ -31,6 +31,11 @@
  *       uncharged in the same shard-locked section that changes what they depend on
  *       (acct_update()); a tenant's held bytes pass its quota only until the thread that
  *       charged them runs quota_check() (at the end of its read, before it returns).
+ *   I10 Hinted blocks (B_HINTED, cache_fetch_block_hinted): only cached blocks carry the flag
+ *       (it goes when the block leaves its last level); hinted_bytes == sum of len over them;
+ *       the levels never evict them (a RAM copy goes only once it is on disk, as a pinned
+ *       block's), and an owned unpinned one is counted in its owner's hinted bytes (hcharged)
+ *       instead of its charge list: it counts against the quota, the CLOCK never takes it.
  *
  * LOCK ORDER: pin_mu -> ram.mu -> disk.mu -> shard.mu -> own_mu. A cached block is pinned
  * (B_PINNED set) only with both level locks held, so an evictor that holds them and saw a block
@@ -70,6 +75,7 @@
  *   claim an unowned block on a hit            owner_touch()
  *   quota eviction of a tenant's own blocks    quota_check() -> quota_enforce(),
  *                                              quota_evict_one()
+ *   hold a block for a hint / let it go        cache_fetch_block_hinted(), cache_hint_release()
  *   restart: rebuild from disk                 cache_open() -> disk_scan() -> adopt_one()
  *   free                                       maybe_free()
  *
@@ -176,6 +182,7 @@ struct fetch_slots {
 struct qtenant {
     _Atomic uint64_t limit;      /* quota in force, bytes; UINT64_MAX: none */
     _Atomic uint64_t held;       /* own_mu to change: bytes of its charged blocks */
+    _Atomic uint64_t hinted;     /* own_mu to change: bytes of its hinted blocks (I10) */
     uint64_t blocks;             /* own_mu */
     struct cblock *head, *tail;  /* own_mu: charge list, oldest first */
     uint64_t evictions, evicted; /* own_mu: quota evictions, count and bytes */
@@ -200,6 +207,7 @@ struct cache {
     pthread_mutex_t own_mu;
     struct qtenant *qt; /* cfg.max_tenants entries */
     _Atomic uint64_t quota_evictions;
+    _Atomic uint64_t hinted_bytes; /* I10 */
 
     pthread_mutex_t pin_mu; /* rules; order: first */
     struct pin_rule *rules;
@@ -435,10 +443,20 @@ static void acct_update(struct cache *c, struct cblock *b, bool before)
 
 /* ---- space quotas (I9) -------------------------------------------------------------------- */
 
-static bool charge_due(const struct cache *c, const struct cblock *b)
+static bool owned_cached(const struct cache *c, const struct cblock *b)
 {
     return b->owner < c->cfg.max_tenants && (b->ram || (b->flags & B_ON_DISK)) &&
            !(b->flags & B_PINNED);
+}
+
+static bool charge_due(const struct cache *c, const struct cblock *b)
+{
+    return owned_cached(c, b) && !(b->flags & B_HINTED);
+}
+
+static bool hcharge_due(const struct cache *c, const struct cblock *b)
+{
+    return owned_cached(c, b) && (b->flags & B_HINTED);
 }
 
 /* own_mu held. */
@@ -467,9 +485,25 @@ static void qlist_append(struct qtenant *q, struct cblock *b)
     q->tail = b;
 }
 
-/* Shard lock held: make b's charge match charge_due() (I9). */
+/* Shard lock held: make b's charge match charge_due() and hcharge_due() (I9, I10). A block
+ * that left its last level also stops being hinted here. */
 static void charge_sync(struct cache *c, struct cblock *b)
 {
+    if ((b->flags & B_HINTED) && !b->ram && !(b->flags & B_ON_DISK)) {
+        b->flags &= ~(unsigned)B_HINTED;
+        atomic_fetch_sub(&c->hinted_bytes, b->len);
+    }
+    bool hdue = hcharge_due(c, b);
+    if (hdue != b->hcharged) {
+        pthread_mutex_lock(&c->own_mu);
+        struct qtenant *hq = &c->qt[b->owner];
+        atomic_store_explicit(&hq->hinted,
+                              hdue ? atomic_load(&hq->hinted) + b->len
+                                   : atomic_load(&hq->hinted) - b->len,
+                              memory_order_relaxed);
+        b->hcharged = hdue;
+        pthread_mutex_unlock(&c->own_mu);
+    }
     bool due = charge_due(c, b);
     if (due == b->charged)
         return;
@@ -563,7 +597,8 @@ static void quota_enforce(struct cache *c, uint32_t t)
         pthread_mutex_lock(&c->own_mu);
         uint64_t limit = atomic_load(&q->limit);
         struct cblock *b = q->head;
-        if (atomic_load(&q->held) <= limit || !b) {
+        uint64_t used = tier_sum_sat(atomic_load(&q->held), atomic_load(&q->hinted));
+        if (used <= limit || !b) {
             pthread_mutex_unlock(&c->own_mu);
             return;
         }
@@ -597,7 +632,8 @@ static void quota_check(struct cache *c, const struct tier_ioctx *io)
     if (t >= c->cfg.max_tenants)
         return;
     struct qtenant *q = &c->qt[t];
-    if (atomic_load_explicit(&q->held, memory_order_relaxed) >
+    if (tier_sum_sat(atomic_load_explicit(&q->held, memory_order_relaxed),
+                     atomic_load_explicit(&q->hinted, memory_order_relaxed)) >
         atomic_load_explicit(&q->limit, memory_order_relaxed))
         quota_enforce(c, t);
 }
@@ -628,7 +664,8 @@ int cache_tenant_stats_get(struct cache *c, uint32_t tenant, struct cache_tenant
     pthread_mutex_lock(&c->own_mu);
     uint64_t limit = atomic_load(&q->limit);
     out->quota = limit == UINT64_MAX ? 0 : limit;
-    out->bytes = atomic_load(&q->held);
+    out->hinted_bytes = atomic_load(&q->hinted);
+    out->bytes = atomic_load(&q->held) + out->hinted_bytes;
     out->blocks = q->blocks;
     out->quota_evictions = q->evictions;
     out->quota_evicted_bytes = q->evicted;
@@ -673,7 +710,7 @@ static bool ram_evictable(struct pol_node *n, void *ud)
     struct cblock *b = container_of(n, struct cblock, ram_node);
     struct shard *s = shard_of(c, b->id);
     pthread_mutex_lock(&s->mu);
-    bool ok = !(b->flags & B_PINNED) || (b->flags & B_ON_DISK);
+    bool ok = !(b->flags & (B_PINNED | B_HINTED)) || (b->flags & B_ON_DISK);
     pthread_mutex_unlock(&s->mu);
     return ok;
 }
@@ -684,7 +721,7 @@ static bool disk_evictable(struct pol_node *n, void *ud)
     struct cblock *b = container_of(n, struct cblock, disk_node);
     struct shard *s = shard_of(c, b->id);
     pthread_mutex_lock(&s->mu);
-    bool ok = !(b->flags & B_PINNED);
+    bool ok = !(b->flags & (B_PINNED | B_HINTED));
     pthread_mutex_unlock(&s->mu);
     return ok;
 }
@@ -1451,6 +1488,95 @@ int cache_fetch_block(struct cache *c, const struct tier_ioctx *io, const struct
     return r;
 }
 
+/* ---- hinted blocks (I10) ------------------------------------------------------------------- */
+
+int cache_fetch_block_hinted(struct cache *c, const struct tier_ioctx *io,
+                             const struct cache_obj *obj, uint64_t index)
+{
+    if (!c || !obj_ok(obj))
+        return -EINVAL;
+    if (index * c->cfg.block_size >= obj->size_bytes)
+        return obj->size_bytes == 0 && index == 0 ? 0 : -EINVAL;
+    struct cdata *d = NULL;
+    struct level *from = NULL;
+    int r =
+        block_get(c, io, obj, index, 0, block_len(c, obj, index), obj_pinned(c, obj), &d, &from);
+    if (r == 0) {
+        cdata_unref(d);
+        /* hold it before the tenant is trimmed, as a pin is (cache_fetch_block) */
+        uint8_t id[16];
+        cache_block_id(c, obj->be->name, obj->key, obj->etag, index, id);
+        struct shard *s = shard_of(c, id);
+        pthread_mutex_lock(&c->ram.mu); /* like B_PINNED: set on cached blocks under both */
+        pthread_mutex_lock(&c->disk.mu);
+        pthread_mutex_lock(&s->mu);
+        struct cblock *b = obj_lookup(c, s, id, obj, index, NULL);
+        r = -ENOSPC; /* not cached at all: the levels had no room */
+        if (b && (b->ram || (b->flags & B_ON_DISK))) {
+            if (!(b->flags & B_HINTED)) {
+                b->flags |= B_HINTED;
+                atomic_fetch_add(&c->hinted_bytes, b->len);
+                charge_sync(c, b);
+            }
+            r = 0;
+        }
+        pthread_mutex_unlock(&s->mu);
+        pthread_mutex_unlock(&c->disk.mu);
+        pthread_mutex_unlock(&c->ram.mu);
+    }
+    quota_check(c, io);
+    return r;
+}
+
+uint64_t cache_hint_release(struct cache *c, const struct cache_obj *obj, bool evict)
+{
+    if (!c || !obj_ok(obj))
+        return 0;
+    uint64_t released = 0;
+    uint64_t nblocks = (obj->size_bytes + c->cfg.block_size - 1) / c->cfg.block_size;
+    for (uint64_t i = 0; i < nblocks; i++) {
+        uint8_t id[16];
+        if (cache_block_id(c, obj->be->name, obj->key, obj->etag, i, id) < 0)
+            break;
+        struct shard *s = shard_of(c, id);
+        struct cblock *list = NULL;
+        struct cdata *drop = NULL;
+        pthread_mutex_lock(&c->ram.mu);
+        pthread_mutex_lock(&c->disk.mu);
+        pthread_mutex_lock(&s->mu);
+        struct cblock *b = obj_lookup(c, s, id, obj, i, NULL);
+        bool take = false;
+        if (b && (b->flags & B_HINTED)) {
+            b->flags &= ~(unsigned)B_HINTED;
+            atomic_fetch_sub(&c->hinted_bytes, b->len);
+            charge_sync(c, b);
+            released += b->len;
+            take = evict && !(b->flags & B_PINNED);
+            if (take)
+                b->refs++;
+        }
+        pthread_mutex_unlock(&s->mu);
+        if (take) {
+            if (b->ram) /* changes only under ram.mu (I2), held */
+                drop = ram_remove(c, b, false);
+            pthread_mutex_lock(&s->mu);
+            bool on = (b->flags & B_ON_DISK) != 0;
+            pthread_mutex_unlock(&s->mu);
+            if (on)
+                disk_detach(c, b, false, &list);
+            pthread_mutex_lock(&s->mu);
+            b->refs--;
+            maybe_free(s, b);
+            pthread_mutex_unlock(&s->mu);
+        }
+        pthread_mutex_unlock(&c->disk.mu);
+        pthread_mutex_unlock(&c->ram.mu);
+        finish_unlinks(c, list);
+        cdata_unref(drop);
+    }
+    return released;
+}
+
 /* ---- pin / evict / accounting ------------------------------------------------------------ */
 
 int cache_pin(struct cache *c, const char *backend_name, const char *prefix)
@@ -1673,9 +1799,10 @@ void cache_stats_get(struct cache *c, struct cache_stats *st)
     st->checksum_failures = atomic_load(&c->csum_failures);
     st->disk_store_skipped = atomic_load(&c->store_skipped);
     st->quota_evictions = atomic_load(&c->quota_evictions);
+    st->hinted_bytes = atomic_load(&c->hinted_bytes);
     pthread_mutex_lock(&c->own_mu);
     for (unsigned t = 0; t < c->cfg.max_tenants; t++)
-        st->charged_bytes += atomic_load(&c->qt[t].held);
+        st->charged_bytes += atomic_load(&c->qt[t].held) + atomic_load(&c->qt[t].hinted);
     pthread_mutex_unlock(&c->own_mu);
 }
 
@@ -1967,7 +2094,7 @@ int cache_debug_check(struct cache *c, char *msg, size_t msgsz)
     /* Level contents only change under the level locks, so shard locks are taken one at a
      * time (ThreadSanitizer cannot track 64 locks held at once). */
     uint64_t ram_sum = 0, disk_sum = 0, pin_sum = 0, ondisk = 0, inflight_disk = 0;
-    uint64_t charged_sum = 0;
+    uint64_t charged_sum = 0, hinted_sum = 0, hcharged_sum = 0;
     size_t ram_n = 0, disk_n = 0;
     for (int i = 0; i < NSHARDS && !r; i++) {
         struct shard *s = &c->shards[i];
@@ -1993,8 +2120,14 @@ int cache_debug_check(struct cache *c, char *msg, size_t msgsz)
                     inflight_disk++;
                 if (pin_counted(b))
                     pin_sum += b->len;
-                if (b->charged != charge_due(c, b))
+                if (b->charged != charge_due(c, b) || b->hcharged != hcharge_due(c, b))
                     r = check_fail(msg, msgsz, "I9: a block's charge disagrees with its state");
+                if ((b->flags & B_HINTED) && !b->ram && !(b->flags & B_ON_DISK))
+                    r = check_fail(msg, msgsz, "I10: an uncached block is hinted");
+                if (b->flags & B_HINTED)
+                    hinted_sum += b->len;
+                if (b->hcharged)
+                    hcharged_sum += b->len;
                 if (b->charged)
                     charged_sum += b->len;
             }
@@ -2044,6 +2177,16 @@ int cache_debug_check(struct cache *c, char *msg, size_t msgsz)
             list_sum += held;
         }
         pthread_mutex_unlock(&c->own_mu);
+        uint64_t hq_sum = 0;
+        for (unsigned t = 0; t < c->cfg.max_tenants; t++)
+            hq_sum += atomic_load(&c->qt[t].hinted);
+        if (!r && (hq_sum != hcharged_sum || hinted_sum != atomic_load(&c->hinted_bytes))) {
+            snprintf(buf, sizeof(buf),
+                     "I10: hinted bytes %" PRIu64 " (counted %" PRIu64 "), tenants' %" PRIu64
+                     " (blocks %" PRIu64 ")",
+                     hinted_sum, atomic_load(&c->hinted_bytes), hq_sum, hcharged_sum);
+            r = check_fail(msg, msgsz, buf);
+        }
         if (!r && list_sum != charged_sum) {
             snprintf(buf, sizeof(buf), "I9: charge lists hold %" PRIu64 " bytes, blocks %" PRIu64,
                      list_sum, charged_sum);

@@ -140,13 +140,27 @@ int cache_quota_set(struct cache *c, uint32_t tenant, uint64_t bytes);
 
 struct cache_tenant_stats {
     uint64_t quota;           /* in force; 0: none */
-    uint64_t bytes, blocks;   /* charged to the tenant now */
+    uint64_t bytes, blocks;   /* charged to the tenant now (bytes: hinted ones included) */
+    uint64_t hinted_bytes;    /* of bytes, held for its hints: never the quota's victims */
     uint64_t quota_evictions; /* its blocks evicted by its quota (count, bytes) */
     uint64_t quota_evicted_bytes;
 };
 /* 0, -EINVAL (tenant >= max_tenants). */
 int cache_tenant_stats_get(struct cache *c, uint32_t tenant, struct cache_tenant_stats *out);
 unsigned cache_max_tenants(const struct cache *c);
+
+/*
+ * Hinted blocks (epoch-order hints, src/daemon/hints.c): block `index` of obj fetched (if need
+ * be) as cache_fetch_block() does and then held for a hint: the levels do not evict it and its
+ * tenant's quota CLOCK does not take it (its bytes still count against the quota, so the holder
+ * keeps its hinted bytes under the quota itself), until cache_hint_release(). 0, or as
+ * cache_fetch_block; -ENOSPC when the levels had no room to cache it.
+ */
+int cache_fetch_block_hinted(struct cache *c, const struct tier_ioctx *io,
+                             const struct cache_obj *obj, uint64_t index);
+/* Let every hinted block of obj go: evicted at once (evict: the hint's Belady victim), or left
+ * to the levels' policies. Returns the bytes released. */
+uint64_t cache_hint_release(struct cache *c, const struct cache_obj *obj, bool evict);
 
 /* The block size in force (cfg.block_size after defaults), for callers that walk blocks. */
 size_t cache_block_size(const struct cache *c);
@@ -180,6 +194,7 @@ struct cache_stats {
     /* Space quotas: bytes charged to some tenant (the rest of the cached bytes are pinned or
      * unclaimed since open), and blocks evicted by a tenant's quota. */
     uint64_t charged_bytes, quota_evictions;
+    uint64_t hinted_bytes; /* blocks held for epoch-order hints (cache_fetch_block_hinted) */
 };
 void cache_stats_get(struct cache *c, struct cache_stats *st);
 

@@ -38,6 +38,8 @@ enum {
     B_DISK_IO = 1u << 2,      /* a write or unlink of the file is in flight (one owner) */
     B_PINNED = 1u << 3,       /* never evicted (see I5) */
     B_PIN_EXPLICIT = 1u << 4, /* pinned by cache_fetch_block(pin=true) */
+    B_HINTED = 1u << 5,       /* held for an epoch-order hint (cache_fetch_block_hinted): out of
+                               * the levels' eviction and its tenant's quota CLOCK (I10) */
 };
 
 struct cblock {
@@ -62,6 +64,7 @@ struct cblock {
      * lock is enough to read them */
     uint32_t owner;               /* tenant charged (CACHE_OWNER_NONE: nobody yet) */
     bool charged;                 /* in owner's charge list and counted in its bytes */
+    bool hcharged;                /* hinted: counted in owner's hinted bytes, in no list */
     _Atomic bool qhit;            /* hit since its quota second chance (CLOCK bit) */
     struct cblock *qprev, *qnext; /* owner's charge list, oldest charge first */
     /* under the level lock (ram.mu / disk.mu); freq is atomic */

@@ -335,3 +335,26 @@ uint32_t hintwin_item_at(const struct hintwin *w, uint64_t pos)
 {
     return w->seq[pos];
 }
+
+uint64_t hintwin_next_of(const struct hintwin *w, uint64_t pos)
+{
+    return w->nxt[pos];
+}
+
+void hintwin_set_size(struct hintwin *w, uint32_t item, uint64_t size)
+{
+    if (item >= w->nids || w->size[item] == NONE)
+        return;
+    uint64_t old = w->size[item];
+    if (size == NONE)
+        size = NONE - 1;
+    w->size[item] = size;
+    if (w->occ[item]) {
+        w->bytes -= old;
+        w->bytes += size;
+    }
+    if (w->held[item]) {
+        w->held_bytes -= old;
+        w->held_bytes += size;
+    }
+}

@@ -77,5 +77,11 @@ uint64_t hintwin_end(const struct hintwin *w);                   /* first entry 
 uint64_t hintwin_items(const struct hintwin *w);                 /* distinct items in it */
 uint64_t hintwin_bytes(const struct hintwin *w);                 /* their bytes */
 uint32_t hintwin_item_at(const struct hintwin *w, uint64_t pos); /* pos < hintwin_len */
+/* The next entry of the same item after pos (pos < hintwin_len), HINTWIN_NONE: none known. */
+#define HINTWIN_NONE UINT64_MAX
+uint64_t hintwin_next_of(const struct hintwin *w, uint64_t pos);
+/* The item's size became known (it was appended with a guess): the window's and the held bytes
+ * follow. A window now over its byte bound stops growing until it drains below it. */
+void hintwin_set_size(struct hintwin *w, uint32_t item, uint64_t size);
 
 #endif

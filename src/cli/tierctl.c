@@ -84,6 +84,11 @@ static const char usage_text[] =
     "                                  local disk's lane; RATE like 100MiB/s or none, default:\n"
     "                                  back to the default; cache_quota: its hot-tier space\n"
     "                                  (like 40G, or none; lowering it evicts at once)\n"
+    "  hint PATH --order FILE [--name NAME] [--tenant T] [--append]\n"
+    "                                  the order files under PATH will be read in (FILE: a\n"
+    "                                  path per line, relative to PATH; -: stdin); tierd\n"
+    "                                  prefetches ahead (docs/HINTS.md)\n"
+    "  hint --list | --drop NAME       show the hint sets, or drop one\n"
     "\n"
     "PATH is a path in tierd's namespace (\"/datasets/x\") or a path under the mount point.\n"
     "\n"
@@ -914,6 +919,134 @@ static int cmd_top(struct ctl *ctl, int argc, char **argv)
     return rc;
 }
 
+/* ---- hint ---------------------------------------------------------------------------------- */
+
+#define HINT_CHUNK 100000 /* entries per POST (well under the API's bound for /v1/hints) */
+
+static int hint_post(struct ctl *ctl, const char *name, const char *tenant, json_t *paths,
+                     bool append)
+{
+    json_t *body = json_pack("{s:s, s:O, s:b}", "name", name, "paths", paths, "append", append);
+    if (body && tenant)
+        json_object_set_new(body, "tenant", json_string(tenant));
+    if (!body) {
+        fprintf(stderr, "tierctl: out of memory\n");
+        return EXIT_FAILED;
+    }
+    json_t *ans = NULL;
+    int rc = call(ctl, "POST", "/v1/hints", body, &ans, NULL);
+    json_decref(body);
+    json_decref(ans);
+    return rc;
+}
+
+static int cmd_hint(struct ctl *ctl, int argc, char **argv)
+{
+    static const struct option opts[] = {{"order", required_argument, NULL, 'o'},
+                                         {"name", required_argument, NULL, 'n'},
+                                         {"tenant", required_argument, NULL, 't'},
+                                         {"append", no_argument, NULL, 'a'},
+                                         {"list", no_argument, NULL, 'l'},
+                                         {"drop", required_argument, NULL, 'd'},
+                                         {0, 0, 0, 0}};
+    const char *order = NULL, *name = "default", *tenant = NULL, *drop = NULL;
+    bool append = false, list = false;
+    int c;
+    optind = 0;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o':
+            order = optarg;
+            break;
+        case 'n':
+            name = optarg;
+            break;
+        case 't':
+            tenant = optarg;
+            break;
+        case 'a':
+            append = true;
+            break;
+        case 'l':
+            list = true;
+            break;
+        case 'd':
+            drop = optarg;
+            break;
+        default:
+            return usage_error("%s: unknown option", "hint");
+        }
+    }
+    if (list || drop) {
+        if (optind != argc || order || (list && drop))
+            return usage_error("hint: --list and --drop NAME take nothing else");
+        json_t *ans = NULL;
+        char path[128];
+        snprintf(path, sizeof(path), "/v1/hints%s%.80s", drop ? "/" : "", drop ? drop : "");
+        int rc = call(ctl, drop ? "DELETE" : "GET", path, NULL, &ans, NULL);
+        if (rc == EXIT_OK && list) {
+            char *text = json_dumps(ans, JSON_INDENT(2));
+            if (text)
+                puts(text);
+            free(text);
+        }
+        json_decref(ans);
+        return rc;
+    }
+    if (optind + 1 != argc || !order)
+        return usage_error("hint PATH --order FILE: give one PATH and the order file");
+    FILE *f = strcmp(order, "-") == 0 ? stdin : fopen(order, "r");
+    if (!f) {
+        fprintf(stderr, "tierctl: cannot open %s: %s\n", order, strerror(errno));
+        return EXIT_FAILED;
+    }
+    char *base = api_path(ctl, argv[optind]);
+    json_t *paths = json_array();
+    int rc = base && paths ? EXIT_OK : EXIT_FAILED;
+    char *line = NULL;
+    size_t cap = 0, total = 0, lineno = 0;
+    ssize_t len;
+    while (rc == EXIT_OK && (len = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            line[--len] = '\0';
+        if (len == 0 || line[0] == '#')
+            continue;
+        char *p = NULL;
+        if (line[0] == '/') {
+            p = api_path(ctl, line);
+        } else if (asprintf(&p, "%s/%s", base, line) < 0) {
+            p = NULL;
+        }
+        if (!p || json_array_append_new(paths, json_string(p)) != 0) {
+            fprintf(stderr, "tierctl: %s:%zu: out of memory\n", order, lineno);
+            rc = EXIT_FAILED;
+        }
+        free(p);
+        if (rc == EXIT_OK && json_array_size(paths) == HINT_CHUNK) {
+            rc = hint_post(ctl, name, tenant, paths, append || total > 0);
+            total += json_array_size(paths);
+            json_array_clear(paths);
+        }
+    }
+    if (rc == EXIT_OK && ferror(f)) {
+        fprintf(stderr, "tierctl: reading %s: %s\n", order, strerror(errno));
+        rc = EXIT_FAILED;
+    }
+    if (rc == EXIT_OK && (json_array_size(paths) || total == 0)) {
+        rc = hint_post(ctl, name, tenant, paths, append || total > 0);
+        total += json_array_size(paths);
+    }
+    if (rc == EXIT_OK)
+        printf("hint %s: %zu entries under %s\n", name, total, base);
+    free(line);
+    free(base);
+    json_decref(paths);
+    if (f != stdin)
+        fclose(f);
+    return rc;
+}
+
 /* ---- qos ----------------------------------------------------------------------------------- */
 
 /* `qos set TENANT key=value...`: the body of PUT /v1/qos. "default" (or "null") goes back to the
@@ -1118,6 +1251,8 @@ int main(int argc, char **argv)
         fn = cmd_top;
     else if (strcmp(cmd, "qos") == 0)
         fn = cmd_qos;
+    else if (strcmp(cmd, "hint") == 0)
+        fn = cmd_hint;
     else if (strcmp(cmd, "help") == 0) {
         fputs(usage_text, stdout);
         return EXIT_OK;

@@ -64,6 +64,9 @@ struct tierd_api {
 struct request {
     struct dynbuf body;
     bool answered; /* a refusal was queued before the body: ignore what follows */
+    bool admin;    /* may change state (the token on TCP; SO_PEERCRED on the socket) */
+    bool peer;     /* cred is the socket peer's */
+    struct ucred cred;
 };
 
 /* ---- adapter --------------------------------------------------------------------------- */
@@ -96,8 +99,10 @@ static enum MHD_Result queue_reply(struct MHD_Connection *c, struct api_reply *r
 
 /* May the peer of this Unix-socket connection change state? Root, tierd's own uid, or a member
  * (primary or supplementary group) of [api] admin_group. */
-static bool peer_may_mutate(const struct tierd *d, struct MHD_Connection *c)
+static bool peer_may_mutate(const struct tierd *d, struct MHD_Connection *c, struct ucred *crp,
+                            bool *have)
 {
+    *have = false;
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci)
@@ -107,6 +112,8 @@ static bool peer_may_mutate(const struct tierd *d, struct MHD_Connection *c)
     socklen_t len = sizeof(cr);
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0)
         return false;
+    *crp = cr;
+    *have = true;
     if (cr.uid == 0 || cr.uid == geteuid())
         return true;
     if (d->cfg.api_admin_gid < 0)
@@ -154,16 +161,21 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         rq = calloc(1, sizeof(*rq));
         if (!rq)
             return MHD_NO;
-        dynbuf_init(&rq->body, API_BODY_MAX);
+        dynbuf_init(&rq->body, api_body_max(method, url));
         *con_cls = rq;
+        struct ucred cr = {0};
+        bool have_peer = false;
         struct api_head h = {
             .method = method,
             .url = url,
             .tcp = l->tcp,
             .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
-            .may_mutate = l->tcp || peer_may_mutate(d, c),
+            .may_mutate = l->tcp || peer_may_mutate(d, c, &cr, &have_peer),
             .content_length = content_length(c),
         };
+        rq->admin = h.may_mutate;
+        rq->peer = !l->tcp && have_peer;
+        rq->cred = cr;
         if (api_admit(d, &h, &r) == 0)
             return MHD_YES;
         rq->answered = true;
@@ -190,6 +202,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         .arg_path = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "path"),
         .body = rq->body.data,
         .body_len = rq->body.len,
+        .admin = rq->admin,
+        .peer = rq->peer,
+        .pid = rq->cred.pid,
+        .uid = rq->cred.uid,
+        .gid = rq->cred.gid,
     };
     api_handle(d, &req, &r);
     return queue_reply(c, &r);

@@ -34,6 +34,7 @@
 #include "common/strutil.h"
 #include "common/timeutil.h"
 #include "daemon/api_int.h"
+#include "daemon/hints.h"
 #include "daemon/pinmeta.h"
 #include "daemon/stage.h"
 #include "daemon/tierd.h"
@@ -238,9 +239,19 @@ static unsigned reply_error_status(struct api_reply *out, unsigned status, int n
     return st;
 }
 
+size_t api_body_max(const char *method, const char *url)
+{
+    return method && url && !strcmp(method, "POST") && !strcmp(url, "/v1/hints")
+               ? API_HINTS_BODY_MAX
+               : API_BODY_MAX;
+}
+
 void api_reply_too_large(struct api_reply *out)
 {
-    reply_error(out, -E2BIG, "request body over %d bytes", API_BODY_MAX);
+    reply_error(out, -E2BIG,
+                "request body over the bound (%d bytes; %d for POST /v1/hints: split the order "
+                "into several POSTs with \"append\": true)",
+                API_BODY_MAX, API_HINTS_BODY_MAX);
 }
 
 void api_reply_fini(struct api_reply *r)
@@ -1776,6 +1787,120 @@ out:
     return ret;
 }
 
+/* ---- epoch-order hints (/v1/hints) -------------------------------------------------------- */
+
+/* Whose hint a request may give: -1 an administrator's (any tenant, "tenant" names it, default
+ * the default tenant); a caller's own tenant id (resolved from its SO_PEERCRED pid, uid, gid as
+ * the mount resolves its reads); -2 nobody's (a non-administrator whose peer is unknown). */
+static int64_t hints_caller_tenant(struct tierd *d, const struct api_request *rq)
+{
+    if (rq->admin)
+        return -1;
+    if (!rq->peer || !d->tenants)
+        return -2;
+    return tenant_resolve(d->tenants, rq->pid, rq->uid, rq->gid).tenant;
+}
+
+/* Validated whole before anything changes (hints_submit is all or nothing too). */
+static unsigned do_hints_post(struct tierd *d, const struct api_request *rq, struct api_reply *out)
+{
+    if (!d->hints)
+        return reply_error(out, -ENOTSUP, "tierd runs without a cache: no hints");
+    unsigned ret;
+    json_t *j = parse_body(rq, out, &ret);
+    if (!j)
+        return ret;
+    static const char *const fields[] = {"name", "tenant", "paths", "append"};
+    const char *bad = unknown_field(j, fields, sizeof(fields) / sizeof(fields[0]));
+    json_t *nj = json_object_get(j, "name"), *tj = json_object_get(j, "tenant");
+    json_t *pj = json_object_get(j, "paths"), *aj = json_object_get(j, "append");
+    const char **pv = NULL;
+    if (bad || !json_is_string(nj) || !json_is_array(pj) || (tj && !json_is_string(tj)) ||
+        (aj && !json_is_boolean(aj))) {
+        ret = reply_error(out, -EINVAL,
+                          "%s%.60s%sexpected {\"name\": \"NAME\", \"paths\": [\"/ns/file\", "
+                          "...], \"tenant\": \"NAME\", \"append\": false} (tenant and append "
+                          "optional)",
+                          bad ? "unknown field '" : "", bad ? bad : "", bad ? "': " : "");
+        goto out;
+    }
+    uint32_t tenant = TIER_TENANT_DEFAULT;
+    if (tj && (!d->tenants || tenant_find(d->tenants, json_string_value(tj), &tenant) != 0)) {
+        ret = reply_error(out, -ENOENT,
+                          "no tenant '%.80s' (GET /v1/tenants lists them; add one with a "
+                          "[tenant NAME] section or POST /v1/tenants)",
+                          json_string_value(tj));
+        goto out;
+    }
+    int64_t own = hints_caller_tenant(d, rq);
+    if (own == -2) {
+        ret = reply_error_status(out, 403, -EPERM,
+                                 "POST /v1/hints: tierd cannot tell who is asking (hint over the "
+                                 "Unix socket, or as an administrator)");
+        goto out;
+    }
+    if (own >= 0 && tj && (uint32_t)own != tenant) {
+        ret = reply_error_status(out, 403, -EPERM,
+                                 "POST /v1/hints: only root, tierd's user or [api] admin_group "
+                                 "may hint for another tenant than the caller's own (%.80s)",
+                                 tenant_name(d->tenants, (uint32_t)own));
+        goto out;
+    }
+    if (own >= 0)
+        tenant = (uint32_t)own;
+    size_t n = json_array_size(pj);
+    pv = calloc(n ? n : 1, sizeof(*pv));
+    if (!pv) {
+        ret = reply_error(out, -ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        pv[i] = json_string_value(json_array_get(pj, i));
+        if (!pv[i] || pv[i][0] != '/') {
+            ret = reply_error(out, -EINVAL, "paths[%zu] must be a mount path starting with '/'", i);
+            goto out;
+        }
+    }
+    tier_err_clear();
+    int rc = hints_submit(d->hints, json_string_value(nj), tenant, pv, n, json_is_true(aj));
+    if (rc)
+        ret = reply_error(out, rc, "cannot take the hint: %s",
+                          *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+    else
+        ret = reply_json(
+            out, 200,
+            json_pack("{s:s, s:I}", "name", json_string_value(nj), "entries", (json_int_t)n));
+out:
+    free(pv);
+    json_decref(j);
+    return ret;
+}
+
+static unsigned do_hints_get(struct tierd *d, struct api_reply *out)
+{
+    struct hints_set_stats st[HINTS_SETS_MAX];
+    size_t n = d->hints ? hints_list(d->hints, st, HINTS_SETS_MAX) : 0;
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < n && i < HINTS_SETS_MAX; i++) {
+        const struct hints_set_stats *s = &st[i];
+        const char *tn = d->tenants ? tenant_name(d->tenants, s->tenant) : NULL;
+        json_array_append_new(
+            arr,
+            json_pack("{s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+                      "s:o}",
+                      "name", s->name, "tenant", jstr(tn ? tn : "default"), "entries",
+                      (json_int_t)s->entries, "files", (json_int_t)s->files, "cursor",
+                      (json_int_t)s->cursor, "window_files", (json_int_t)s->window_files,
+                      "window_bytes", (json_int_t)s->window_bytes, "held_bytes",
+                      (json_int_t)s->held_bytes, "budget", (json_int_t)s->budget, "fetched_files",
+                      (json_int_t)s->fetched_files, "fetched_bytes", (json_int_t)s->fetched_bytes,
+                      "already_held", (json_int_t)s->already_held, "released",
+                      (json_int_t)s->released, "errors", (json_int_t)s->errors, "skipped",
+                      (json_int_t)s->skipped, "first_error", jstr(s->first_error)));
+    }
+    return reply_json(out, 200, json_pack("{s:o}", "sets", arr));
+}
+
 /* ---- dashboard (GET /ui) ----------------------------------------------------------------- */
 
 static void reply_static(struct api_reply *out, const unsigned char *data, size_t len,
@@ -1891,7 +2016,12 @@ bool api_route_mutates(const char *method, const char *url)
 {
     if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
         return false;
-    /* a wait reads the burst buffer's state and changes nothing */
+    /* a wait reads the burst buffer's state and changes nothing; a hint is anyone's advice
+     * for their own tenant (its handler checks who asks: do_hints_post, do_hints_delete) */
+    if (strcmp(method, "POST") == 0 && strcmp(url, "/v1/hints") == 0)
+        return false;
+    if (strcmp(method, "DELETE") == 0 && strncmp(url, "/v1/hints/", 10) == 0)
+        return false;
     return !(strcmp(method, "POST") == 0 && strcmp(url, "/v1/wait") == 0);
 }
 
@@ -1914,7 +2044,7 @@ int api_admit(struct tierd *d, const struct api_head *h, struct api_reply *out)
                            h->method, h->url);
         return 1;
     }
-    if (h->content_length > API_BODY_MAX) {
+    if (h->content_length > (int64_t)api_body_max(h->method, h->url)) {
         api_reply_too_large(out);
         return 1;
     }
@@ -1961,7 +2091,23 @@ void api_handle(struct tierd *d, const struct api_request *rq, struct api_reply 
         do_qos_get(d, out);
     else if (strcmp(method, "PUT") == 0 && strcmp(url, "/v1/qos") == 0)
         do_qos_put(d, rq, out);
-    else if (get && (strcmp(url, "/ui") == 0 || strncmp(url, "/ui/", 4) == 0))
+    else if (post && strcmp(url, "/v1/hints") == 0)
+        do_hints_post(d, rq, out);
+    else if (get && strcmp(url, "/v1/hints") == 0)
+        do_hints_get(d, out);
+    else if (strcmp(method, "DELETE") == 0 && strncmp(url, "/v1/hints/", 10) == 0) {
+        int64_t own = hints_caller_tenant(d, rq);
+        int rc = own == -2 ? -EPERM : d->hints ? hints_cancel(d->hints, url + 10, own) : -ENOENT;
+        if (rc == -EPERM)
+            reply_error_status(out, 403, -EPERM,
+                               "hint set '%.80s' is another tenant's: only its tenant or an "
+                               "administrator may drop it",
+                               url + 10);
+        else if (rc)
+            reply_error(out, -ENOENT, "no hint set '%.80s' (GET /v1/hints lists them)", url + 10);
+        else
+            reply_json(out, 200, json_pack("{s:s}", "dropped", url + 10));
+    } else if (get && (strcmp(url, "/ui") == 0 || strncmp(url, "/ui/", 4) == 0))
         do_ui(d, url, out);
     else
         reply_error(out, -ENOENT, "no such endpoint: %s %s (see docs/API.md)", method, url);

@@ -16,11 +16,16 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 #include <stdint.h>
 
 struct tierd;
 
 #define API_BODY_MAX (64 * 1024)
+/* POST /v1/hints carries a whole epoch's order (a path per sample): its bound */
+#define API_HINTS_BODY_MAX (32 * 1024 * 1024)
+/* The body bound of a request (API_BODY_MAX but for POST /v1/hints). */
+size_t api_body_max(const char *method, const char *url);
 
 /* What the server knows of a request before its body. */
 struct api_head {
@@ -38,6 +43,12 @@ struct api_request {
     const char *arg_path; /* the percent-decoded ?path= argument, or NULL */
     const char *body;     /* NULL: no body */
     size_t body_len;
+    /* who asks: admin as api_head.may_mutate; peer: pid/uid/gid from SO_PEERCRED are known
+     * (the Unix socket), for requests a caller may make for its own tenant (POST /v1/hints) */
+    bool admin, peer;
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
 };
 
 struct api_reply {

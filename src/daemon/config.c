@@ -400,6 +400,10 @@ static const struct keydef cache_keys[] = {
     {"disk_capacity", V_RATE, CFG(disk_capacity_bps), 0, 0, false, 0},
     {"disk_max_inflight", V_INT, CFG(disk_max_inflight), 1, 4096, false, 0},
     {"disk_op_cost", V_SIZE, CFG(disk_op_cost), 1, 64 * MIB, false, 0},
+    {"hint_threads", V_INT, CFG(hints_threads), 1, 256, false, 0},
+    {"hint_window", V_U64, CFG(hints_window_files), 1, 1000000, false, 0},
+    {"hint_window_size", V_SIZE, CFG(hints_window_bytes), 64 * KIB, UINT64_MAX, false, 0},
+    {"hint_cache_size", V_SIZE, CFG(hints_cache_bytes), 64 * KIB, UINT64_MAX, false, 0},
     {NULL, 0, 0, 0, 0, false, 0},
 };
 
@@ -1604,6 +1608,9 @@ static void apply_defaults(struct tierd_config *c)
     c->cache.disk_min_free_bytes = 1024 * MIB;
     c->cache.policy = CACHE_POLICY_S3FIFO;
     c->cache.max_fetches = 64;
+    c->hints_threads = 16;
+    c->hints_window_files = 256;
+    c->hints_window_bytes = 1ull << 30;
     c->attr_ttl_ms = 1000;
     c->entry_ttl_ms = 1000;
     c->fuse_threads = 16;

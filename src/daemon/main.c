@@ -31,6 +31,7 @@
 #include "common/strutil.h"
 #include "common/timeutil.h"
 #include "daemon/api.h"
+#include "daemon/hints.h"
 #include "daemon/pinmeta.h"
 #include "daemon/stage.h"
 #include "daemon/tierd.h"
@@ -438,6 +439,8 @@ static void teardown(struct tierd *d)
     d->wb = NULL;
     stage_registry_free(d->stages);
     d->stages = NULL;
+    hints_free(d->hints); /* after the mount and the API, its callers; before the cache */
+    d->hints = NULL;
     pinmeta_free(d->pinned); /* after the stager and the mount, its only users */
     d->pinned = NULL;
     if (d->cache)
@@ -595,6 +598,8 @@ int main(int argc, char **argv)
     rc = pinmeta_new(&d.pinned);
     if (!rc)
         rc = stage_registry_new(&d, &d.stages);
+    if (!rc && d.cache)
+        rc = hints_new(&d, &d.hints);
     if (rc) {
         startup_failed("stager");
         goto out;

@@ -99,6 +99,12 @@ struct tierd_config {
     uint64_t disk_capacity_bps; /* the disk's rate; 0: unknown */
     int disk_max_inflight;      /* disk I/Os in flight at once; default 64 */
     uint64_t disk_op_cost;      /* cost of one disk I/O beyond its bytes; default 4 KiB */
+    /* epoch-order hints (daemon/hints.h): fetch workers, the prefetch window's files and bytes,
+     * the bytes a hint set may hold (0: half the hot tier; never above its tenant's quota) */
+    int hints_threads;           /* default 16 */
+    uint64_t hints_window_files; /* default 256 */
+    uint64_t hints_window_bytes; /* default 1 GiB */
+    uint64_t hints_cache_bytes;
     /* [mount] */
     char *mount_path;
     uint64_t attr_ttl_ms;  /* attribute cache TTL; default 1000 */
@@ -216,6 +222,7 @@ struct tierd {
      * scheduler, exported by the API */
     struct telemetry *tele;
     struct tenant_reg *tenants; /* who is asking (tenant/tenant.h); built by tierd_tenants_open */
+    struct hints *hints;        /* epoch-order hints (hints.h) */
 };
 
 /* The tenant registry of cfg: [tenants] limits, then every [tenant NAME] in order (its rule, if

@@ -21,6 +21,7 @@
 
 #include "common/log.h"
 #include "common/timeutil.h"
+#include "daemon/hints.h"
 #include "fuse/fuse_int.h"
 
 /* A read's cache_served is its telemetry tier. */
@@ -219,6 +220,8 @@ void tfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct 
     } else {
         /* before the reply: once the kernel has it, release may free the handle */
         maybe_prefetch(fs, h, (uint64_t)off, (size_t)n);
+        hints_observe(fs->d->hints, h->io.tenant, h->be, h->key, (uint64_t)off, (size_t)n,
+                      h->size_bytes);
         /* fuse_reply_data splices the buffer into /dev/fuse when the kernel allows it (one copy
          * fewer than fuse_reply_buf); it is done with buf when it returns */
         struct fuse_bufvec bv = FUSE_BUFVEC_INIT((size_t)n);

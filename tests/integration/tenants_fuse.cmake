@@ -25,3 +25,12 @@ if(TARGET tierd)
   set_tests_properties(quota_fuse PROPERTIES TIMEOUT 120 LABELS fuse
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()
+
+# Epoch-order hints on a REAL mount (root, /dev/fuse) with the Python helper: two shuffled epochs
+# over a dataset twice the cache; the hinted second epoch meets >= 95 % hits (an unhinted control
+# run first must not); bad hints 400.
+if(TARGET tierd)
+  add_test(NAME hints_fuse COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_hints_fuse.sh)
+  set_tests_properties(hints_fuse PROPERTIES TIMEOUT 180 LABELS fuse
+    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+endif()

@@ -1,0 +1,768 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * hints.c - epoch-order hints (hints.h): per hint set, a hintwin over the set's order, workers
+ * that fetch what enters the window, and Belady release of what the budget cannot keep.
+ *
+ * STATE (all under h->mu):
+ *   set->w        the hintwin: items are the set's distinct files (set->files[item])
+ *   set->done[p]  entry p consumed: the reader read the file (its last block) at that entry, or
+ *                 passed it (skipped)
+ *   set->occ[x]   the first entry of file x not yet consumed (HINTWIN_NONE: none known)
+ *   set->cursor   the first entry not consumed; hintwin_seek(cursor) after every advance
+ *   file->state   NEW -> QUEUED (entered the window) -> FETCHING (a worker has it) -> HELD
+ *                 (every block fetched and hinted in the cache) or FAILED; HELD -> NEW when it is
+ *                 released (a Belady victim, or the set is dropped)
+ *
+ * FILE STATES (struct hfile.state, under h->mu):
+ *
+ *     NEW --enters the window--> QUEUED --a worker takes it--> FETCHING --all blocks--> HELD
+ *      ^                           |                              |  \--stat/fetch error--> FAILED
+ *      |                           +--set dropped--> (freed)      |
+ *      +---------------------- victim: released, evicted <--------+-- HELD
+ *
+ * TRANSITION -> FUNCTION
+ *   enter the window: queue it (or count a hit if still HELD)   win_enter()
+ *   a worker takes the next queued file                         worker_main() -> queue_pop()
+ *   stat, fetch every block hinted, mark held                   fetch_file()
+ *   over budget: release the farthest-used held file            trim_locked() -> release_all()
+ *   the reader read it: consume its entry, move the window      hints_observe() -> consume()
+ *   the reader passed entries without reading them              consume() (skip)
+ *   set replaced or dropped: release everything                 set_free()
+ *
+ * INVARIANTS
+ *   H1  A file is in the work queue iff it is QUEUED; a worker holds a FETCHING file's set
+ *       (set->busy) so the set is not freed under it.
+ *   H2  hintwin_held(x) is true iff file x is HELD (its blocks are hinted in the cache).
+ *   H3  No lock is held across a stat, a fetch or a release (cache calls do I/O).
+ *   H4  After every fetch completion and every seek, held bytes <= budget once trim_locked()
+ *       ran, unless every held file is in the window (the window itself is bounded).
+ */
+#include "daemon/hints.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache/cache.h"
+#include "cache/hintwin.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "common/strutil.h"
+#include "daemon/tierd.h"
+#include "tenant/tenant.h"
+#include "tiers/backend.h"
+
+enum hstate { F_NEW = 0, F_QUEUED, F_FETCHING, F_HELD, F_FAILED };
+
+struct hfile {
+    struct tierd_ns *ns;
+    char *key;
+    uint64_t hash;
+    char etag[BACKEND_ETAG_MAX];
+    uint64_t size; /* from its stat; 0 until then */
+    enum hstate state;
+    struct hset *qset;   /* queued: its set */
+    struct hfile *qnext; /* work queue link */
+};
+
+struct hset {
+    struct hset *next;
+    char name[HINTS_NAME_MAX];
+    uint32_t tenant;
+    struct tier_ioctx io; /* the tenant, in its own class */
+    struct hintwin *w;
+    struct hfile *files; /* by item id */
+    uint32_t nfiles, capfiles;
+    uint32_t *map; /* open addressing over files: item + 1, 0 empty */
+    uint32_t mapcap;
+    uint64_t *occ; /* by item: first entry not consumed */
+    uint8_t *done; /* by entry */
+    uint64_t donecap;
+    uint64_t cursor;
+    int busy; /* workers inside fetch_file for this set */
+    bool dropped;
+    struct hints_set_stats st;
+};
+
+struct hints {
+    struct tierd *d;
+    pthread_mutex_t mu;
+    pthread_cond_t work, idle;
+    struct hset *sets;
+    _Atomic int nsets; /* hints_observe's fast path */
+    struct hfile *qhead, *qtail;
+    bool stop;
+    pthread_t *threads;
+    int nthreads;
+    uint64_t window_files, window_bytes, cache_bytes;
+};
+
+/* ---- sets ---------------------------------------------------------------------------------- */
+
+static uint64_t key_hash(const struct tierd_ns *ns, const char *key)
+{
+    uint64_t hsh = 1469598103934665603ULL ^ (uint64_t)(uintptr_t)ns;
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+        hsh = (hsh ^ *p) * 1099511628211ULL;
+    return hsh ? hsh : 1;
+}
+
+static int64_t map_find(const struct hset *s, const struct tierd_ns *ns, const char *key,
+                        uint64_t hsh)
+{
+    if (!s->mapcap)
+        return -1;
+    for (uint32_t i = (uint32_t)hsh & (s->mapcap - 1);; i = (i + 1) & (s->mapcap - 1)) {
+        uint32_t v = s->map[i];
+        if (!v)
+            return -1;
+        const struct hfile *f = &s->files[v - 1];
+        if (f->hash == hsh && f->ns == ns && !strcmp(f->key, key))
+            return v - 1;
+    }
+}
+
+static int map_grow(struct hset *s)
+{
+    uint32_t ncap = s->mapcap ? s->mapcap * 2 : 1024;
+    uint32_t *nm = calloc(ncap, sizeof(*nm));
+    if (!nm)
+        return -ENOMEM;
+    for (uint32_t x = 0; x < s->nfiles; x++) {
+        uint32_t i = (uint32_t)s->files[x].hash & (ncap - 1);
+        while (nm[i])
+            i = (i + 1) & (ncap - 1);
+        nm[i] = x + 1;
+    }
+    free(s->map);
+    s->map = nm;
+    s->mapcap = ncap;
+    return 0;
+}
+
+/* The item of (ns, key), added if new (key is taken over, or freed when known). -1: no memory. */
+static int64_t file_item(struct hset *s, struct tierd_ns *ns, char *key)
+{
+    uint64_t hsh = key_hash(ns, key);
+    int64_t x = map_find(s, ns, key, hsh);
+    if (x >= 0) {
+        free(key);
+        return x;
+    }
+    if ((uint64_t)(s->nfiles + 1) * 2 > s->mapcap && map_grow(s) < 0)
+        goto nomem;
+    if (s->nfiles == s->capfiles) {
+        uint32_t ncap = s->capfiles ? s->capfiles * 2 : 1024;
+        struct hfile *nf = realloc(s->files, ncap * sizeof(*nf));
+        if (!nf)
+            goto nomem;
+        s->files = nf;
+        uint64_t *no = realloc(s->occ, ncap * sizeof(*no));
+        if (!no)
+            goto nomem;
+        s->occ = no;
+        s->capfiles = ncap;
+    }
+    x = s->nfiles++;
+    s->files[x] = (struct hfile){.ns = ns, .key = key, .hash = hsh};
+    s->occ[x] = HINTWIN_NONE;
+    uint32_t i = (uint32_t)hsh & (s->mapcap - 1);
+    while (s->map[i])
+        i = (i + 1) & (s->mapcap - 1);
+    s->map[i] = (uint32_t)x + 1;
+    return x;
+nomem:
+    free(key);
+    return -1;
+}
+
+static struct hset *set_find(struct hints *h, const char *name)
+{
+    for (struct hset *s = h->sets; s; s = s->next)
+        if (!strcmp(s->name, name))
+            return s;
+    return NULL;
+}
+
+static struct cache_obj file_obj(const struct hfile *f)
+{
+    return (struct cache_obj){
+        .be = f->ns->be, .key = f->key, .etag = f->etag, .size_bytes = f->size};
+}
+
+/* ---- the window ------------------------------------------------------------------------------ */
+
+struct cb {
+    struct hints *h;
+    struct hset *s;
+};
+
+/* hintwin enter callback (h->mu held): queue the file for a worker, unless it is still held. */
+static void win_enter(void *ud, uint32_t item, uint64_t pos)
+{
+    (void)pos;
+    struct cb *cb = ud;
+    struct hfile *f = &cb->s->files[item];
+    if (f->state == F_HELD) {
+        cb->s->st.already_held++;
+        return;
+    }
+    if (f->state != F_NEW && f->state != F_FAILED)
+        return; /* queued or being fetched already */
+    f->state = F_QUEUED;
+    f->qset = cb->s;
+    f->qnext = NULL;
+    if (cb->h->qtail)
+        cb->h->qtail->qnext = f;
+    else
+        cb->h->qhead = f;
+    cb->h->qtail = f;
+    pthread_cond_signal(&cb->h->work);
+}
+
+/* One file to release once h->mu is dropped: its own copy of the identity (the set may be
+ * freed meanwhile). */
+struct rel {
+    const struct backend *be;
+    char *key;
+    char etag[BACKEND_ETAG_MAX];
+    uint64_t size;
+};
+
+/* h->mu held: while the set holds more than its budget, take the farthest-used held file out
+ * of the hold (state NEW, hintwin not held) and put it in out[] for the caller to release after
+ * unlocking. Returns how many. */
+static size_t trim_locked(struct hints *h, struct hset *s, struct rel *out, size_t max)
+{
+    (void)h;
+    size_t n = 0;
+    uint32_t v;
+    while (n < max && hintwin_held_bytes(s->w) > s->st.budget && hintwin_victim(s->w, &v)) {
+        struct hfile *f = &s->files[v];
+        char *k = strdup(f->key);
+        if (!k)
+            break; /* released at the next trim */
+        hintwin_held(s->w, v, false);
+        f->state = F_NEW;
+        out[n].be = f->ns->be;
+        out[n].key = k;
+        tier_strlcpy(out[n].etag, f->etag, sizeof(out[n].etag));
+        out[n].size = f->size;
+        n++;
+        s->st.released++;
+    }
+    return n;
+}
+
+/* The set's budget: [hints] cache_size, and no more than its tenant's quota. */
+static uint64_t set_budget(struct hints *h, const struct hset *s)
+{
+    uint64_t b = h->cache_bytes;
+    struct cache_tenant_stats ts;
+    if (h->d->cache && cache_tenant_stats_get(h->d->cache, s->tenant, &ts) == 0 && ts.quota &&
+        ts.quota < b)
+        b = ts.quota;
+    return b;
+}
+
+/* No lock held: release the files of rel[], evicting their blocks (Belady victims). */
+static void release_all(struct hints *h, struct rel *rel, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct cache_obj obj = {.be = (struct backend *)(uintptr_t)rel[i].be,
+                                .key = rel[i].key,
+                                .etag = rel[i].etag,
+                                .size_bytes = rel[i].size};
+        cache_hint_release(h->d->cache, &obj, true);
+        free(rel[i].key);
+    }
+}
+
+/* ---- workers ------------------------------------------------------------------------------- */
+
+static struct hfile *queue_pop(struct hints *h)
+{
+    struct hfile *f = h->qhead;
+    if (f) {
+        h->qhead = f->qnext;
+        if (!h->qhead)
+            h->qtail = NULL;
+        f->qnext = NULL;
+    }
+    return f;
+}
+
+#define TRIM_BATCH 32
+
+/* No lock held; s->busy taken for f. Stat f, fetch and hint every block. */
+static void fetch_file(struct hints *h, struct hset *s, struct hfile *f)
+{
+    struct backend_stat st;
+    memset(&st, 0, sizeof(st));
+    tier_err_clear();
+    int rc = backend_stat(f->ns->be, &s->io, f->key, &st);
+    if (rc == 0 && st.is_dir)
+        rc = -EISDIR;
+    char err[160] = "";
+    if (rc < 0)
+        snprintf(err, sizeof(err), "%s: %s", f->key,
+                 *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+    struct cache_obj obj = {
+        .be = f->ns->be, .key = f->key, .etag = st.etag, .size_bytes = st.size_bytes};
+    uint64_t bs = cache_block_size(h->d->cache);
+    uint64_t nb = rc == 0 ? (st.size_bytes + bs - 1) / bs : 0;
+    for (uint64_t i = 0; rc == 0 && i < nb; i++) {
+        pthread_mutex_lock(&h->mu);
+        bool dropped = s->dropped || h->stop;
+        pthread_mutex_unlock(&h->mu);
+        if (dropped)
+            break;
+        rc = cache_fetch_block_hinted(h->d->cache, &s->io, &obj, i);
+        if (rc < 0)
+            snprintf(err, sizeof(err), "%s block %" PRIu64 ": %s", f->key, i, strerror(-rc));
+    }
+    struct rel rel[TRIM_BATCH];
+    size_t nrel = 0;
+    pthread_mutex_lock(&h->mu);
+    tier_strlcpy(f->etag, st.etag, sizeof(f->etag));
+    f->size = st.size_bytes;
+    bool dropped = s->dropped;
+    if (rc == 0 && !dropped) {
+        f->state = F_HELD;
+        uint32_t item = (uint32_t)(f - s->files);
+        hintwin_set_size(s->w, item, st.size_bytes);
+        hintwin_held(s->w, item, true);
+        s->st.fetched_files++;
+        s->st.fetched_bytes += st.size_bytes;
+        s->st.budget = set_budget(h, s);
+        nrel = trim_locked(h, s, rel, TRIM_BATCH);
+    } else {
+        f->state = dropped ? F_NEW : F_FAILED;
+        if (rc < 0) {
+            s->st.errors++;
+            if (!s->st.first_error[0])
+                tier_strlcpy(s->st.first_error, err, sizeof(s->st.first_error));
+        }
+    }
+    pthread_mutex_unlock(&h->mu);
+    if (rc < 0 || dropped)
+        cache_hint_release(h->d->cache, &obj, false); /* what it hinted before it stopped */
+    release_all(h, rel, nrel);
+}
+
+static void *worker_main(void *arg)
+{
+    struct hints *h = arg;
+    pthread_mutex_lock(&h->mu);
+    for (;;) {
+        while (!h->qhead && !h->stop)
+            pthread_cond_wait(&h->work, &h->mu);
+        if (h->stop)
+            break;
+        struct hfile *f = queue_pop(h);
+        struct hset *s = f->qset;
+        f->state = F_FETCHING;
+        s->busy++;
+        pthread_mutex_unlock(&h->mu);
+        fetch_file(h, s, f);
+        pthread_mutex_lock(&h->mu);
+        s->busy--;
+        pthread_cond_broadcast(&h->idle);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+/* ---- the reader -------------------------------------------------------------------------------
+ */
+
+/* h->mu held: entry p of s was read (or passed); advance the cursor over consumed entries,
+ * seek and refill the window; victims go into rel[] (caller releases them unlocked). */
+static size_t advance(struct hints *h, struct hset *s, struct rel *rel, size_t max)
+{
+    uint64_t len = hintwin_len(s->w);
+    while (s->cursor < len && s->done[s->cursor])
+        s->cursor++;
+    struct cb cb = {h, s};
+    hintwin_seek(s->w, s->cursor, NULL, NULL);
+    hintwin_fill(s->w, win_enter, &cb);
+    s->st.cursor = s->cursor;
+    return trim_locked(h, s, rel, max);
+}
+
+/* h->mu held: the reader read file x; consume its first unconsumed entry. An entry far ahead of
+ * the cursor means the reader passed entries it will not read: those are marked skipped, so a
+ * list the job does not follow exactly cannot stall the window. */
+static size_t consume(struct hints *h, struct hset *s, uint32_t x, struct rel *rel, size_t max)
+{
+    uint64_t p = s->occ[x];
+    if (p == HINTWIN_NONE)
+        return 0; /* read more often than hinted */
+    s->done[p] = 1;
+    s->occ[x] = hintwin_next_of(s->w, p);
+    /* the reader may run ahead of the cursor by the window's length (parallel loader workers);
+     * past that, entries left behind are taken as skipped */
+    uint64_t lag = h->window_files ? h->window_files : 256;
+    if (p > s->cursor + lag) {
+        uint64_t to = p - lag / 2;
+        for (uint64_t q = s->cursor; q < to; q++) {
+            if (!s->done[q]) {
+                s->done[q] = 1;
+                s->st.skipped++;
+                uint32_t y = hintwin_item_at(s->w, q);
+                if (s->occ[y] == q)
+                    s->occ[y] = hintwin_next_of(s->w, q);
+            }
+        }
+    }
+    return advance(h, s, rel, max);
+}
+
+void hints_observe(struct hints *h, uint32_t tenant, const struct backend *be, const char *key,
+                   uint64_t off, size_t len, uint64_t size)
+{
+    if (!h || atomic_load_explicit(&h->nsets, memory_order_relaxed) == 0)
+        return;
+    uint64_t bs = h->d->cache ? cache_block_size(h->d->cache) : 0;
+    uint64_t last = size > bs && bs ? ((size - 1) / bs) * bs : 0;
+    if (off + len < last + 1 && size)
+        return; /* not at the file's last block yet */
+    struct rel rel[TRIM_BATCH];
+    size_t nrel = 0;
+    pthread_mutex_lock(&h->mu);
+    for (struct hset *s = h->sets; s && !nrel; s = s->next) {
+        if (s->tenant != tenant || s->dropped)
+            continue;
+        for (size_t i = 0; i < h->d->nns; i++) {
+            struct tierd_ns *ns = &h->d->ns[i];
+            if (ns->be != be)
+                continue;
+            int64_t x = map_find(s, ns, key, key_hash(ns, key));
+            if (x >= 0) {
+                nrel = consume(h, s, (uint32_t)x, rel, TRIM_BATCH);
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&h->mu);
+    release_all(h, rel, nrel);
+}
+
+/* ---- submit / cancel / list ---------------------------------------------------------------- */
+
+/* h->mu held, no worker inside s (busy 0): free s; its held files go into the caller's release
+ * list as objects with their own copies... the keys are freed here, so release first. */
+static void set_release_held(struct hints *h, struct hset *s)
+{
+    for (uint32_t x = 0; x < s->nfiles; x++) {
+        struct hfile *f = &s->files[x];
+        if (f->state == F_HELD) {
+            struct cache_obj obj = file_obj(f);
+            cache_hint_release(h->d->cache, &obj, false); /* to the levels' policies */
+            f->state = F_NEW;
+        }
+    }
+}
+
+static void set_free(struct hset *s)
+{
+    if (!s)
+        return;
+    for (uint32_t x = 0; x < s->nfiles; x++)
+        free(s->files[x].key);
+    free(s->files);
+    free(s->map);
+    free(s->occ);
+    free(s->done);
+    hintwin_free(s->w);
+    free(s);
+}
+
+/* h->mu held: take s out of the list and the queue, wait for its workers, release its held
+ * blocks (h->mu dropped meanwhile) and free it. */
+static void set_drop_locked(struct hints *h, struct hset *s)
+{
+    s->dropped = true;
+    for (struct hset **pp = &h->sets; *pp; pp = &(*pp)->next)
+        if (*pp == s) {
+            *pp = s->next;
+            atomic_fetch_sub(&h->nsets, 1);
+            break;
+        }
+    struct hfile **pp = &h->qhead, *prev = NULL;
+    while (*pp) {
+        if ((*pp)->qset == s) {
+            (*pp)->state = F_NEW;
+            *pp = (*pp)->qnext;
+        } else {
+            prev = *pp;
+            pp = &(*pp)->qnext;
+        }
+    }
+    h->qtail = prev;
+    while (s->busy)
+        pthread_cond_wait(&h->idle, &h->mu);
+    pthread_mutex_unlock(&h->mu);
+    set_release_held(h, s); /* nothing else reaches s now */
+    set_free(s);
+    pthread_mutex_lock(&h->mu);
+}
+
+static bool name_ok(const char *name)
+{
+    size_t n = name ? strlen(name) : 0;
+    if (n == 0 || n >= HINTS_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = name[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '.' || ch == '_' || ch == '-'))
+            return false;
+    }
+    return true;
+}
+
+/* Resolve paths into (ns, key) pairs, all or nothing. */
+static int resolve_all(struct hints *h, const char *const *paths, size_t n, struct tierd_ns **nss,
+                       char **keys)
+{
+    for (size_t i = 0; i < n; i++) {
+        bool is_root = false;
+        int rc = paths[i] ? tierd_resolve(h->d, paths[i], &nss[i], &keys[i], &is_root) : -EINVAL;
+        if (rc == 0 && is_root)
+            rc = -EISDIR;
+        if (rc == 0 && nss[i]->conf->mode != TIERD_NS_READ_CACHE)
+            rc = -EROFS;
+        if (rc) {
+            tier_err_set("paths[%zu] '%.200s': %s", i, paths[i] ? paths[i] : "(null)",
+                         rc == -ENOENT   ? "not under any namespace of the mount"
+                         : rc == -EISDIR ? "a namespace root, not a file"
+                         : rc == -EROFS  ? "not in a read-cache namespace (hints are for datasets)"
+                                         : "not a valid mount path");
+            for (size_t k = 0; k <= i && k < n; k++) {
+                free(keys[k]);
+                keys[k] = NULL;
+            }
+            return rc == -ENOMEM ? rc : -EINVAL;
+        }
+    }
+    return 0;
+}
+
+static int done_grow(struct hset *s, uint64_t need)
+{
+    if (need <= s->donecap)
+        return 0;
+    uint64_t ncap = s->donecap ? s->donecap : 4096;
+    while (ncap < need)
+        ncap *= 2;
+    uint8_t *nd = realloc(s->done, ncap);
+    if (!nd)
+        return -ENOMEM;
+    memset(nd + s->donecap, 0, ncap - s->donecap);
+    s->done = nd;
+    s->donecap = ncap;
+    return 0;
+}
+
+int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char *const *paths,
+                 size_t n, bool append)
+{
+    if (!name_ok(name)) {
+        tier_err_set("hint name '%.80s' is not allowed (1 to %d letters, digits, '.', '_', '-')",
+                     name ? name : "", HINTS_NAME_MAX - 1);
+        return -EINVAL;
+    }
+    if (n > HINTS_ENTRIES_MAX) {
+        tier_err_set("%zu entries: at most %d per hint set", n, HINTS_ENTRIES_MAX);
+        return -E2BIG;
+    }
+    struct tierd_ns **nss = calloc(n ? n : 1, sizeof(*nss));
+    char **keys = calloc(n ? n : 1, sizeof(*keys));
+    int rc = nss && keys ? resolve_all(h, paths, n, nss, keys) : -ENOMEM;
+    if (rc) {
+        free(nss);
+        free(keys);
+        return rc;
+    }
+    pthread_mutex_lock(&h->mu);
+    struct hset *s = set_find(h, name);
+    if (s && s->tenant != tenant) {
+        pthread_mutex_unlock(&h->mu);
+        tier_err_set("hint set '%s' belongs to another tenant", name);
+        rc = -EEXIST;
+        goto out;
+    }
+    if (s && !append)
+        set_drop_locked(h, s), s = NULL;
+    if (s && hintwin_len(s->w) + n > HINTS_ENTRIES_MAX) {
+        pthread_mutex_unlock(&h->mu);
+        tier_err_set("hint set '%s' would have %" PRIu64 " entries: at most %d", name,
+                     hintwin_len(s->w) + n, HINTS_ENTRIES_MAX);
+        rc = -E2BIG;
+        goto out;
+    }
+    bool fresh = !s;
+    if (fresh) {
+        if (atomic_load(&h->nsets) >= HINTS_SETS_MAX) {
+            pthread_mutex_unlock(&h->mu);
+            tier_err_set("%d hint sets exist already: drop one (DELETE /v1/hints/NAME)",
+                         HINTS_SETS_MAX);
+            rc = -ENOSPC;
+            goto out;
+        }
+        s = calloc(1, sizeof(*s));
+        if (!s || hintwin_new(h->window_files, h->window_bytes, &s->w) < 0) {
+            free(s);
+            pthread_mutex_unlock(&h->mu);
+            rc = -ENOMEM;
+            goto out;
+        }
+        tier_strlcpy(s->name, name, sizeof(s->name));
+        s->tenant = tenant;
+        s->io = (struct tier_ioctx){.tenant = tenant,
+                                    .cls = h->d->tenants ? tenant_class(h->d->tenants, tenant)
+                                                         : TIER_IO_TRAINING};
+    }
+    uint64_t base = hintwin_len(s->w);
+    rc = done_grow(s, base + n);
+    size_t guess = h->d->cache ? cache_block_size(h->d->cache) : 1;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        int64_t x = file_item(s, nss[i], keys[i]);
+        keys[i] = NULL; /* taken over or freed */
+        if (x < 0) {
+            rc = -ENOMEM;
+            break;
+        }
+        rc = hintwin_append(s->w, (uint32_t)x, s->files[x].size ? s->files[x].size : guess);
+        if (rc == 0 && s->occ[x] == HINTWIN_NONE)
+            s->occ[x] = base + i;
+    }
+    if (rc) {
+        /* out of memory half-way: a fresh set is dropped; an appended one keeps what fit */
+        if (fresh) {
+            pthread_mutex_unlock(&h->mu);
+            set_free(s);
+            goto out;
+        }
+    }
+    s->st.entries = hintwin_len(s->w);
+    s->st.files = s->nfiles;
+    s->st.tenant = tenant;
+    tier_strlcpy(s->st.name, s->name, sizeof(s->st.name));
+    s->st.budget = set_budget(h, s);
+    if (fresh) {
+        s->next = NULL;
+        struct hset **pp = &h->sets;
+        while (*pp)
+            pp = &(*pp)->next;
+        *pp = s;
+        atomic_fetch_add(&h->nsets, 1);
+    }
+    struct rel rel[TRIM_BATCH];
+    size_t nrel = advance(h, s, rel, TRIM_BATCH);
+    pthread_mutex_unlock(&h->mu);
+    release_all(h, rel, nrel);
+    log_info("hints: set %s of tenant %u: %zu entries %s (%" PRIu64 " in all, %" PRIu64 " files)",
+             name, tenant, n, fresh ? "given" : "appended", s->st.entries, s->st.files);
+out:
+    for (size_t i = 0; i < n; i++)
+        free(keys[i]);
+    free(nss);
+    free(keys);
+    return rc;
+}
+
+int hints_cancel(struct hints *h, const char *name, int64_t tenant)
+{
+    pthread_mutex_lock(&h->mu);
+    struct hset *s = name ? set_find(h, name) : NULL;
+    int rc = s ? 0 : -ENOENT;
+    if (s && tenant >= 0 && s->tenant != (uint32_t)tenant)
+        rc = -EPERM;
+    else if (s)
+        set_drop_locked(h, s);
+    pthread_mutex_unlock(&h->mu);
+    return rc;
+}
+
+size_t hints_list(struct hints *h, struct hints_set_stats *out, size_t max)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&h->mu);
+    for (struct hset *s = h->sets; s; s = s->next, n++) {
+        if (n >= max)
+            continue;
+        out[n] = s->st;
+        out[n].window_files = hintwin_items(s->w);
+        out[n].window_bytes = hintwin_bytes(s->w);
+        out[n].held_bytes = hintwin_held_bytes(s->w);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return n;
+}
+
+/* ---- life ------------------------------------------------------------------------------------ */
+
+int hints_new(struct tierd *d, struct hints **out)
+{
+    struct hints *h = calloc(1, sizeof(*h));
+    if (!h)
+        return -ENOMEM;
+    h->d = d;
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->work, NULL);
+    pthread_cond_init(&h->idle, NULL);
+    h->window_files = d->cfg.hints_window_files;
+    h->window_bytes = d->cfg.hints_window_bytes;
+    h->cache_bytes = d->cfg.hints_cache_bytes;
+    if (!h->cache_bytes) { /* half the hot tier */
+        const struct cache_config *cc = &d->cfg.cache;
+        uint64_t hot =
+            cc->disk_dir && cc->disk_bytes > cc->ram_bytes ? cc->disk_bytes : cc->ram_bytes;
+        h->cache_bytes = hot / 2;
+    }
+    int nt = d->cfg.hints_threads > 0 ? d->cfg.hints_threads : 16;
+    h->threads = calloc((size_t)nt, sizeof(*h->threads));
+    if (!h->threads) {
+        hints_free(h);
+        return -ENOMEM;
+    }
+    for (int i = 0; i < nt; i++) {
+        if (pthread_create(&h->threads[i], NULL, worker_main, h) != 0)
+            break;
+        h->nthreads++;
+    }
+    if (!h->nthreads) {
+        hints_free(h);
+        tier_err_set("cannot start the hint workers");
+        return -EAGAIN;
+    }
+    *out = h;
+    return 0;
+}
+
+void hints_free(struct hints *h)
+{
+    if (!h)
+        return;
+    pthread_mutex_lock(&h->mu);
+    h->stop = true;
+    pthread_cond_broadcast(&h->work);
+    pthread_mutex_unlock(&h->mu);
+    for (int i = 0; i < h->nthreads; i++)
+        pthread_join(h->threads[i], NULL);
+    pthread_mutex_lock(&h->mu);
+    while (h->sets)
+        set_drop_locked(h, h->sets);
+    pthread_mutex_unlock(&h->mu);
+    free(h->threads);
+    pthread_cond_destroy(&h->work);
+    pthread_cond_destroy(&h->idle);
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+}

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * hints.h - epoch-order hints: a tenant names the files it will read next, in order; tierd keeps
+ * a prefetch window ahead of the reader and holds what it fetched by next use (Belady), in the
+ * tenant's own hot-tier space (docs/HINTS.md, docs/ARCHITECTURE.md "Epoch-order hints").
+ *
+ * Callers: the control API (POST/GET/DELETE /v1/hints), the FUSE read path (hints_observe, once
+ * per read), main.c (new/free).
+ *
+ * A hint set has a name, a tenant and an order of files (mount paths; a file may occur many
+ * times: one entry per epoch it is read in); appending extends the known future (the next epoch's
+ * order before this one ends). Per set the engine keeps a hintwin (src/cache/hintwin.h) over the
+ * order: files entering its window are stat'ed and fetched by the engine's workers as the set's
+ * tenant, in the tenant's class (work done for the tenant, charged to its QoS share), and held in
+ * the cache (cache_fetch_block_hinted); the reader's reads move the window on; when the held bytes
+ * pass the set's budget (min of [hints] cache_size and the tenant's cache_quota), the held file
+ * whose next use is farthest is released and evicted (hintwin_victim), one never used again
+ * first.
+ *
+ * Thread-safe: one mutex for the engine; no I/O under it.
+ */
+#ifndef TIER_DAEMON_HINTS_H
+#define TIER_DAEMON_HINTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct tierd;
+struct backend;
+struct hints;
+
+#define HINTS_NAME_MAX 64          /* bytes of a set's name, NUL included */
+#define HINTS_SETS_MAX 64          /* sets at once */
+#define HINTS_ENTRIES_MAX 10000000 /* entries of one set (about 12 bytes each, plus its files) */
+
+int hints_new(struct tierd *d, struct hints **out);
+/* Stops the workers (fetches in flight finish), releases every held block. NULL: no-op. */
+void hints_free(struct hints *h);
+
+/* Give set `name` of tenant the order paths[0..n) (mount paths). append: after the set's known
+ * order (a new set if none); else the set is replaced (its held blocks released). The whole list
+ * is checked first: nothing changes on error. 0, -EINVAL (a bad name or path, a path outside
+ * every namespace, or a path of a write-back namespace: tier_err_msg() names it), -E2BIG (over
+ * HINTS_ENTRIES_MAX entries), -ENOSPC (HINTS_SETS_MAX sets), -EEXIST (the name is another
+ * tenant's), -ENOMEM. */
+int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char *const *paths,
+                 size_t n, bool append);
+/* Drop set name (its held blocks released to the cache's policies); tenant >= 0: only if it is
+ * that tenant's (else -EPERM). 0, -ENOENT or -EPERM. */
+int hints_cancel(struct hints *h, const char *name, int64_t tenant);
+
+/* A read of [off, off+len) of key (size bytes) on be by tenant, served: moves that tenant's sets
+ * on when it reached the file's last block. Cheap when the tenant has no set. */
+void hints_observe(struct hints *h, uint32_t tenant, const struct backend *be, const char *key,
+                   uint64_t off, size_t len, uint64_t size);
+
+struct hints_set_stats {
+    char name[HINTS_NAME_MAX];
+    uint32_t tenant;
+    uint64_t entries, files; /* known order, distinct files */
+    uint64_t cursor;         /* entries consumed (the reader's position) */
+    uint64_t window_files, window_bytes;
+    uint64_t held_bytes, budget;           /* held for the set, and its bound */
+    uint64_t fetched_files, fetched_bytes; /* brought in by the engine */
+    uint64_t already_held;                 /* files entering the window still held: no fetch */
+    uint64_t released;                     /* files released as Belady victims */
+    uint64_t errors;                       /* files whose stat or fetch failed */
+    uint64_t skipped;                      /* entries the reader passed without reading them */
+    char first_error[160];
+};
+/* Up to max sets, in submission order; returns how many there are. */
+size_t hints_list(struct hints *h, struct hints_set_stats *out, size_t max);
+
+#endif
