@@ -65,6 +65,7 @@ struct hfile {
     char etag[BACKEND_ETAG_MAX];
     uint64_t size; /* from its stat; 0 until then */
     enum hstate state;
+    uint32_t item;       /* its id in the set; immutable */
     struct hset *qset;   /* queued: its set */
     struct hfile *qnext; /* work queue link */
 };
@@ -75,7 +76,8 @@ struct hset {
     uint32_t tenant;
     struct tier_ioctx io; /* the tenant, in its own class */
     struct hintwin *w;
-    struct hfile *files; /* by item id */
+    struct hfile **files; /* by item id; each allocated alone: workers and the queue hold
+                           * struct hfile pointers while an append grows this array */
     uint32_t nfiles, capfiles;
     uint32_t *map; /* open addressing over files: item + 1, 0 empty */
     uint32_t mapcap;
@@ -120,7 +122,7 @@ static int64_t map_find(const struct hset *s, const struct tierd_ns *ns, const c
         uint32_t v = s->map[i];
         if (!v)
             return -1;
-        const struct hfile *f = &s->files[v - 1];
+        const struct hfile *f = s->files[v - 1];
         if (f->hash == hsh && f->ns == ns && !strcmp(f->key, key))
             return v - 1;
     }
@@ -133,7 +135,7 @@ static int map_grow(struct hset *s)
     if (!nm)
         return -ENOMEM;
     for (uint32_t x = 0; x < s->nfiles; x++) {
-        uint32_t i = (uint32_t)s->files[x].hash & (ncap - 1);
+        uint32_t i = (uint32_t)s->files[x]->hash & (ncap - 1);
         while (nm[i])
             i = (i + 1) & (ncap - 1);
         nm[i] = x + 1;
@@ -157,7 +159,7 @@ static int64_t file_item(struct hset *s, struct tierd_ns *ns, char *key)
         goto nomem;
     if (s->nfiles == s->capfiles) {
         uint32_t ncap = s->capfiles ? s->capfiles * 2 : 1024;
-        struct hfile *nf = realloc(s->files, ncap * sizeof(*nf));
+        struct hfile **nf = realloc(s->files, ncap * sizeof(*nf));
         if (!nf)
             goto nomem;
         s->files = nf;
@@ -167,8 +169,12 @@ static int64_t file_item(struct hset *s, struct tierd_ns *ns, char *key)
         s->occ = no;
         s->capfiles = ncap;
     }
+    struct hfile *nfp = calloc(1, sizeof(*nfp));
+    if (!nfp)
+        goto nomem;
     x = s->nfiles++;
-    s->files[x] = (struct hfile){.ns = ns, .key = key, .hash = hsh};
+    *nfp = (struct hfile){.ns = ns, .key = key, .hash = hsh, .item = (uint32_t)x};
+    s->files[x] = nfp;
     s->occ[x] = HINTWIN_NONE;
     uint32_t i = (uint32_t)hsh & (s->mapcap - 1);
     while (s->map[i])
@@ -206,7 +212,7 @@ static void win_enter(void *ud, uint32_t item, uint64_t pos)
 {
     (void)pos;
     struct cb *cb = ud;
-    struct hfile *f = &cb->s->files[item];
+    struct hfile *f = cb->s->files[item];
     if (f->state == F_HELD) {
         cb->s->st.already_held++;
         return;
@@ -242,7 +248,7 @@ static size_t trim_locked(struct hints *h, struct hset *s, struct rel *out, size
     size_t n = 0;
     uint32_t v;
     while (n < max && hintwin_held_bytes(s->w) > s->st.budget && hintwin_victim(s->w, &v)) {
-        struct hfile *f = &s->files[v];
+        struct hfile *f = s->files[v];
         char *k = strdup(f->key);
         if (!k)
             break; /* released at the next trim */
@@ -333,7 +339,7 @@ static void fetch_file(struct hints *h, struct hset *s, struct hfile *f)
     bool dropped = s->dropped;
     if (rc == 0 && !dropped) {
         f->state = F_HELD;
-        uint32_t item = (uint32_t)(f - s->files);
+        uint32_t item = f->item;
         hintwin_set_size(s->w, item, st.size_bytes);
         hintwin_held(s->w, item, true);
         s->st.fetched_files++;
@@ -459,7 +465,7 @@ void hints_observe(struct hints *h, uint32_t tenant, const struct backend *be, c
 static void set_release_held(struct hints *h, struct hset *s)
 {
     for (uint32_t x = 0; x < s->nfiles; x++) {
-        struct hfile *f = &s->files[x];
+        struct hfile *f = s->files[x];
         if (f->state == F_HELD) {
             struct cache_obj obj = file_obj(f);
             cache_hint_release(h->d->cache, &obj, false); /* to the levels' policies */
@@ -472,8 +478,10 @@ static void set_free(struct hset *s)
 {
     if (!s)
         return;
-    for (uint32_t x = 0; x < s->nfiles; x++)
-        free(s->files[x].key);
+    for (uint32_t x = 0; x < s->nfiles; x++) {
+        free(s->files[x]->key);
+        free(s->files[x]);
+    }
     free(s->files);
     free(s->map);
     free(s->occ);
@@ -638,7 +646,7 @@ int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char 
             rc = -ENOMEM;
             break;
         }
-        rc = hintwin_append(s->w, (uint32_t)x, s->files[x].size ? s->files[x].size : guess);
+        rc = hintwin_append(s->w, (uint32_t)x, s->files[x]->size ? s->files[x]->size : guess);
         if (rc == 0 && s->occ[x] == HINTWIN_NONE)
             s->occ[x] = base + i;
     }

@@ -4,8 +4,9 @@
  * a prefetch window ahead of the reader and holds what it fetched by next use (Belady), in the
  * tenant's own hot-tier space (docs/HINTS.md, docs/ARCHITECTURE.md "Epoch-order hints").
  *
- * Callers: the control API (POST/GET/DELETE /v1/hints), the FUSE read path (hints_observe, once
- * per read), main.c (new/free).
+ * Callers: the control API (POST/GET/DELETE /v1/hints: an administrator for any tenant, anyone
+ * else for the tenant its socket peer resolves to), the FUSE read path (hints_observe, once per
+ * read), main.c (new/free).
  *
  * A hint set has a name, a tenant and an order of files (mount paths; a file may occur many
  * times: one entry per epoch it is read in); appending extends the known future (the next epoch's

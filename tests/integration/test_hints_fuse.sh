@@ -24,6 +24,7 @@ tierd_test_setup hints_fuse
 command -v python3 >/dev/null || fail "python3 is not installed (run scripts/deps.sh)"
 
 NFILES=200
+chmod 0711 "$T" # the socket's directory: uid 1001 connects below
 mkdir -p "$DATA/ds/train" "$MNT"
 for i in $(seq -w 1 $NFILES); do
   head -c 65536 /dev/urandom >"$DATA/ds/train/s$i.bin"
@@ -36,7 +37,8 @@ done
   tierd_conf_posix warm "$DATA"
   tierd_conf_ns /ds warm "prefix = ds"
   tierd_conf_mount "$MNT" "readahead_blocks = 0"
-  tierd_conf_api "$SOCK"
+  tierd_conf_api "$SOCK" "socket_group = 1001"
+  tierd_conf_section "tenant u1001" "uid = 1001"
 } >"$CONF"
 
 start_tierd
@@ -85,6 +87,22 @@ code=$(post '{"name": "x", "paths": [], "order": []}')
 api /v1/hints | python3 -c 'import json,sys; s=[x["name"] for x in json.load(sys.stdin)["sets"]]; sys.exit(0 if s == ["job7"] else 1)' ||
   fail "a refused hint created a set: $(api /v1/hints)"
 ok "bad hints refused with 400 naming the problem; nothing created"
+
+# a caller who is no administrator hints for its own tenant, and only for it
+as1001() { setpriv --reuid=1001 --regid=1001 --clear-groups -- "$@"; }
+mkdir -p "$T/u" && chown 1001:1001 "$T/u"
+upost() { as1001 curl -sS -o "$T/u/upost.json" -w '%{http_code}' --unix-socket "$SOCK" -X "$1" ${2:+-d "$2"} "http://tierd$3"; }
+code=$(upost POST '{"name": "mine", "paths": ["/ds/train/s001.bin"]}' /v1/hints)
+[ "$code" = 200 ] || fail "uid 1001's own hint: HTTP $code $(cat "$T/u/upost.json")"
+api /v1/hints | python3 -c 'import json,sys; s={x["name"]: x for x in json.load(sys.stdin)["sets"]}; sys.exit(0 if s["mine"]["tenant"] == "u1001" else 1)' ||
+  fail "uid 1001's hint is not tenant u1001's: $(api /v1/hints)"
+code=$(upost POST '{"name": "theirs", "paths": ["/ds/train/s001.bin"], "tenant": "default"}' /v1/hints)
+[ "$code" = 403 ] || fail "uid 1001 hinting for tenant default: HTTP $code, want 403: $(cat "$T/u/upost.json")"
+code=$(upost DELETE "" /v1/hints/job7)
+[ "$code" = 403 ] || fail "uid 1001 dropping the default tenant's set: HTTP $code, want 403: $(cat "$T/u/upost.json")"
+code=$(upost DELETE "" /v1/hints/mine)
+[ "$code" = 200 ] || fail "uid 1001 dropping its own set: HTTP $code $(cat "$T/u/upost.json")"
+ok "a non-administrator (uid 1001) hints and drops for its own tenant only (403 for another's)"
 
 tierd_ctl hint --drop job7 >/dev/null || fail "tierctl hint --drop job7"
 api /v1/hints | python3 -c 'import json,sys; sys.exit(0 if not json.load(sys.stdin)["sets"] else 1)' || fail "job7 still listed after --drop"
