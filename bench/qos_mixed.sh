@@ -67,9 +67,8 @@ fi
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 echo "load before: $(loadavg) (1/5/15 min; $(nproc) CPUs); $(date -u +%FT%TZ), $(git rev-parse --short HEAD)"
 tierd_bins "$BUILD"
-if ! [ -x "$TIERD" ] || ! [ -x "$TIERBENCH" ]; then
-  tierd_build_release "$BUILD" tierd tierctl tierbench
-fi
+# always (incremental): a binary left from an older checkout would measure the old scheduler
+tierd_build_release "$BUILD" tierd tierctl tierbench
 T0=$SECONDS
 rm -rf "$W/spool" "$W/out" "$W/src"
 mkdir -p "$W/mnt" "$W/out" "$W/src"
