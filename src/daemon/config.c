@@ -486,6 +486,8 @@ static const struct keydef namespace_keys[] = {
     {"uid", V_UID, NS(uid), 0, 0, false, 0},
     {"gid", V_GID, NS(gid), 0, 0, false, 0},
     {"umask", V_UMASK, NS(umask), 0, 0, false, 0},
+    {"attr_ttl", V_DUR, NS(attr_ttl_ms), 0, 86400000, false, 0},
+    {"entry_ttl", V_DUR, NS(entry_ttl_ms), 0, 86400000, false, 0},
     {NULL, 0, 0, 0, 0, false, 0},
 };
 
@@ -1151,6 +1153,10 @@ static void apply_pairs(struct parser *p)
             p->api_line[idx] = kv->line;
         if (sec->kind == SEC_WRITEBACK)
             p->wb_line = sec->line;
+        if (sec->kind == SEC_MOUNT && strcmp(kv->key, "attr_ttl") == 0)
+            c->attr_ttl_set = true;
+        if (sec->kind == SEC_MOUNT && strcmp(kv->key, "entry_ttl") == 0)
+            c->entry_ttl_set = true;
         if (sec->kind == SEC_TENANTS && strcmp(kv->key, "max_tenants") == 0)
             p->max_tenants_line = kv->line;
         if (sec->kind == SEC_TENANTS && strcmp(kv->key, "cache_quota") == 0)
@@ -1621,6 +1627,7 @@ static void apply_defaults(struct tierd_config *c)
     for (size_t n = 0; n < TIERD_MAX_NAMESPACES; n++) {
         c->namespaces[n].uid = c->namespaces[n].gid = -1;
         c->namespaces[n].umask = -1;
+        c->namespaces[n].attr_ttl_ms = c->namespaces[n].entry_ttl_ms = TIERD_TTL_UNSET;
     }
     c->qos_op_cost = 64 * KIB;
     c->disk_max_inflight = 64;

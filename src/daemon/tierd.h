@@ -71,8 +71,15 @@ struct tierd_ns_conf {
      * [mount] (docs/CONFIG.md, "Permissions") */
     int64_t uid, gid;
     int umask;
+    /* metadata TTLs of the namespace's files and directories; TIERD_TTL_UNSET: [mount]'s when
+     * set there, else TIERD_READ_CACHE_TTL_MS for a read-cache namespace (datasets are
+     * immutable by convention) and [mount]'s default for a write-back one */
+    uint64_t attr_ttl_ms, entry_ttl_ms;
     int conf_line;
 };
+
+#define TIERD_TTL_UNSET UINT64_MAX
+#define TIERD_READ_CACHE_TTL_MS 60000
 
 /* A [tenant NAME] section: a tenant of the registry (src/tenant/tenant.h) and, when any match
  * key is set, its rule (every key set must match). */
@@ -107,9 +114,10 @@ struct tierd_config {
     uint64_t hints_cache_bytes;
     /* [mount] */
     char *mount_path;
-    uint64_t attr_ttl_ms;  /* attribute cache TTL; default 1000 */
-    uint64_t entry_ttl_ms; /* lookup/dir listing TTL; default 1000 */
-    int fuse_threads;      /* default 16 */
+    uint64_t attr_ttl_ms;             /* attribute cache TTL; default 1000 */
+    uint64_t entry_ttl_ms;            /* lookup/dir listing TTL; default 1000 */
+    bool attr_ttl_set, entry_ttl_set; /* given in [mount] (then the namespaces' default too) */
+    int fuse_threads;                 /* default 16 */
     bool allow_other;
     uint64_t readahead_blocks;    /* sequential prefetch depth; default 4 */
     int64_t mount_uid, mount_gid; /* synthesised owner; -1: tierd's own uid / gid */

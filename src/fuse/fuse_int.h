@@ -54,10 +54,14 @@
 #include "tiers/backend.h"
 
 /* Owner and mode bits every file and directory of a namespace is shown with. */
+/* What a node shows by its namespace: owner and umask, and how long the kernel and the node
+ * cache keep its attributes and entries (per namespace: docs/CONFIG.md). */
 struct tfs_perm {
     uid_t uid;
     gid_t gid;
     mode_t umask; /* applied to 0444/0555 (read-cache) and 0666/0777 (write-back) */
+    uint64_t attr_ttl_ns, entry_ttl_ns;
+    double attr_ttl_s, entry_ttl_s;
 };
 
 /* One directory entry of a listing (names are relative, no '/'). */
@@ -233,7 +237,7 @@ int tfs_backend_attr(struct tierd_ns *ns, const struct tier_ioctx *io, const cha
 /* Owner and mode come from the node's tfs_perm (docs/CONFIG.md, "Permissions"). */
 void tfs_fill_stat(struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a, struct stat *st);
 /* The entry reply for inode ino with attributes a (the session's TTLs, generation 1). */
-void tfs_fill_entry(struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a,
+void tfs_fill_entry(struct tierd_fuse *fs, const struct tfs_node *n, const struct tfs_attr *a,
                     struct fuse_entry_param *e);
 /* Look a name up under a directory node, with the same sources as getattr. */
 int tfs_resolve_child(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs_node *parent,

@@ -79,19 +79,20 @@ void tfs_fill_stat(struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a
     st->st_atim = st->st_mtim;
 }
 
-void tfs_fill_entry(struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a,
+void tfs_fill_entry(struct tierd_fuse *fs, const struct tfs_node *n, const struct tfs_attr *a,
                     struct fuse_entry_param *e)
 {
     memset(e, 0, sizeof(*e));
-    e->ino = ino;
+    e->ino = n->ino;
     e->generation = 1;
-    e->attr_timeout = fs->attr_ttl_s;
-    e->entry_timeout = fs->entry_ttl_s;
-    tfs_fill_stat(fs, ino, a, &e->attr);
+    e->attr_timeout = n->perm->attr_ttl_s;
+    e->entry_timeout = n->perm->entry_ttl_s;
+    tfs_fill_stat(fs, n->ino, a, &e->attr);
 }
 
 void tfs_node_set_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a)
 {
+    (void)fs; /* the TTL is the node's namespace's (n->perm) */
     uint64_t now = tier_now_mono_ns();
     if (a->fetched_ns == 0)
         a->fetched_ns = now;
@@ -101,7 +102,7 @@ void tfs_node_set_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_att
     } else {
         n->attr = *a;
         n->attr_valid = true;
-        n->attr_expire_ns = a->fetched_ns + fs->attr_ttl_ns;
+        n->attr_expire_ns = a->fetched_ns + n->perm->attr_ttl_ns;
     }
     pthread_mutex_unlock(&n->mu);
 }
@@ -338,7 +339,7 @@ void tfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         struct fuse_entry_param e;
         memset(&e, 0, sizeof(e));
         e.ino = 0;
-        e.entry_timeout = fs->entry_ttl_s;
+        e.entry_timeout = tfs_path_perm(fs, path)->entry_ttl_s;
         tfs_op_done(fs, &io, TELE_OP_LOOKUP, -1, os, 0, 0);
         fuse_reply_entry(req, &e);
         goto out;
@@ -363,7 +364,7 @@ void tfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     if (!stale)
         tfs_node_set_attr(fs, n, &a);
     struct fuse_entry_param e;
-    tfs_fill_entry(fs, n->ino, &a, &e);
+    tfs_fill_entry(fs, n, &a, &e);
     tfs_op_done(fs, &io, TELE_OP_LOOKUP, -1, os, 0, 0);
     if (fuse_reply_entry(req, &e) != 0)
         tfs_node_forget(fs, n->ino, 1); /* the kernel did not get it */
@@ -394,7 +395,7 @@ void tfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     } else {
         struct stat st;
         tfs_fill_stat(fs, ino, &a, &st);
-        fuse_reply_attr(req, &st, fs->attr_ttl_s);
+        fuse_reply_attr(req, &st, n->perm->attr_ttl_s);
     }
     tfs_node_put(fs, n);
 }

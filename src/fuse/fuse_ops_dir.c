@@ -246,7 +246,7 @@ static int listing_build(struct tierd_fuse *fs, const struct tier_ioctx *io, con
     l->truncated = b.truncated;
     l->refs = 1;
     l->fetched_ns = t0;
-    l->expire_ns = t0 + fs->entry_ttl_ns;
+    l->expire_ns = t0 + tfs_path_perm(fs, path)->entry_ttl_ns;
     uint64_t nbuilt = atomic_fetch_add(&fs->listings_built, 1) + 1;
     log_debug("fuse: listing %s built: %zu entries%s in %llu ms (listing build %llu)", path, w,
               b.truncated ? " (cut at max_dir_entries)" : "",
@@ -463,7 +463,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         free(path);
         tfs_node_set_attr(fs, n, &a);
         struct fuse_entry_param ep;
-        tfs_fill_entry(fs, n->ino, &a, &ep);
+        tfs_fill_entry(fs, n, &a, &ep);
         pos += fuse_add_direntry_plus(req, buf + pos, size - pos, e->name, &ep, (off_t)(i + 1));
         tfs_node_put(fs, n);
     }

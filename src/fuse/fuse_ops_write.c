@@ -748,7 +748,7 @@ static void w_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     a.mtime_ns = (int64_t)tier_now_real_ns();
     a.writable = true;
     struct fuse_entry_param e;
-    tfs_fill_entry(fs, n->ino, &a, &e);
+    tfs_fill_entry(fs, n, &a, &e);
     fi->keep_cache = 0;
     fi->direct_io = 0;
     fi->fh = (uint64_t)(uintptr_t)h;
@@ -1048,7 +1048,7 @@ static void w_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_
     if (rc == 0) {
         struct stat st;
         tfs_fill_stat(fs, ino, &a, &st);
-        fuse_reply_attr(req, &st, fs->attr_ttl_s);
+        fuse_reply_attr(req, &st, n->perm->attr_ttl_s);
     }
 out:
     if (rc)
@@ -1216,7 +1216,7 @@ static void w_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t 
         a.mtime_ns = (int64_t)tier_now_real_ns();
         a.writable = true;
         struct fuse_entry_param e;
-        tfs_fill_entry(fs, n->ino, &a, &e);
+        tfs_fill_entry(fs, n, &a, &e);
         if (fuse_reply_entry(req, &e) != 0)
             tfs_node_forget(fs, n->ino, 1);
         tfs_node_put(fs, n);

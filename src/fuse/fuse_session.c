@@ -124,6 +124,14 @@ int tierfs_clear_stale_mount(const char *path)
     return -ue;
 }
 
+static void perm_ttl(struct tfs_perm *p, uint64_t attr_ms, uint64_t entry_ms)
+{
+    p->attr_ttl_ns = attr_ms * TIER_NS_PER_MS;
+    p->entry_ttl_ns = entry_ms * TIER_NS_PER_MS;
+    p->attr_ttl_s = (double)attr_ms / 1000.0;
+    p->entry_ttl_s = (double)entry_ms / 1000.0;
+}
+
 /* The synthesised owner and umask of the mount and of each namespace (docs/CONFIG.md,
  * "Permissions"). With allow_other and no [mount] umask the mount is closed to other users
  * (027): exposing every object tierd can read to every local user must be asked for. */
@@ -133,6 +141,7 @@ static void perm_init(struct tierd_fuse *fs)
     fs->perm.uid = c->mount_uid >= 0 ? (uid_t)c->mount_uid : getuid();
     fs->perm.gid = c->mount_gid >= 0 ? (gid_t)c->mount_gid : getgid();
     fs->perm.umask = c->mount_umask >= 0 ? (mode_t)c->mount_umask : (c->allow_other ? 027 : 022);
+    perm_ttl(&fs->perm, c->attr_ttl_ms, c->entry_ttl_ms);
     fs->perm_per_ns = false;
     for (size_t i = 0; i < fs->d->nns; i++) {
         const struct tierd_ns_conf *nc = fs->d->ns[i].conf;
@@ -140,6 +149,14 @@ static void perm_init(struct tierd_fuse *fs)
         p->uid = nc->uid >= 0 ? (uid_t)nc->uid : fs->perm.uid;
         p->gid = nc->gid >= 0 ? (gid_t)nc->gid : fs->perm.gid;
         p->umask = nc->umask >= 0 ? (mode_t)nc->umask : fs->perm.umask;
+        bool rc_ns = nc->mode == TIERD_NS_READ_CACHE;
+        uint64_t at = nc->attr_ttl_ms != TIERD_TTL_UNSET ? nc->attr_ttl_ms
+                      : c->attr_ttl_set || !rc_ns        ? c->attr_ttl_ms
+                                                         : TIERD_READ_CACHE_TTL_MS;
+        uint64_t et = nc->entry_ttl_ms != TIERD_TTL_UNSET ? nc->entry_ttl_ms
+                      : c->entry_ttl_set || !rc_ns        ? c->entry_ttl_ms
+                                                          : TIERD_READ_CACHE_TTL_MS;
+        perm_ttl(p, at, et);
         if (p->uid != fs->perm.uid || p->gid != fs->perm.gid || p->umask != fs->perm.umask)
             fs->perm_per_ns = true;
     }
@@ -226,10 +243,6 @@ int tierfs_mount(struct tierd *d, struct tierd_fuse **out)
     fs->d = d;
     pthread_mutex_init(&fs->handles_mu, NULL);
     fs->handles.prev = fs->handles.next = &fs->handles;
-    fs->attr_ttl_ns = d->cfg.attr_ttl_ms * TIER_NS_PER_MS;
-    fs->entry_ttl_ns = d->cfg.entry_ttl_ms * TIER_NS_PER_MS;
-    fs->attr_ttl_s = (double)d->cfg.attr_ttl_ms / 1000.0;
-    fs->entry_ttl_s = (double)d->cfg.entry_ttl_ms / 1000.0;
     fs->max_dir_entries = (size_t)d->cfg.max_dir_entries;
     perm_init(fs);
     int rc = tfs_table_init(fs);

@@ -235,6 +235,9 @@ static const struct bad_case bad_cases[] = {
     {BASE "[tenant a]\ndisk_weight = 20000\n", {"t.conf:9:", "disk_weight = '20000'"}},
     {BASE "[class training]\ndisk_limit = 5MB\n",
      {"t.conf:9:", "disk_limit = '5MB' is not a rate"}},
+    /* per-namespace TTLs: durations */
+    {BASE "[namespace /e]\nbackend = warm\nentry_ttl = soon\n",
+     {"t.conf:10:", "[namespace /e] entry_ttl = 'soon' is not allowed"}},
     /* space quotas: a size or none; not 0; not under one block */
     {BASE "[tenant a]\ncache_quota = lots\n", {"t.conf:9:", "cache_quota = 'lots' is not a quota"}},
     {BASE "[tenant a]\ncache_quota = 0\n", {"t.conf:9:", "cache_quota = '0' is not a quota"}},
