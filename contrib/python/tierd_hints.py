@@ -13,7 +13,9 @@ of the next one from the wrapped sampler and sends them to tierd (POST /v1/hints
 socket), so tierd prefetches ahead of the reader and keeps what is read again soonest
 (docs/HINTS.md). The orders are exactly what the wrapped sampler produces, in the same sequence;
 only drawn one epoch earlier (a sampler that seeds from the global RNG at each epoch sees the
-draws one epoch earlier too).
+draws one epoch earlier too; an epoch-seeded one, like DistributedSampler, is asked for epoch + 1
+through its set_epoch and set back, so its orders are exactly its own). Each job and rank gets
+its own set (named after SLURM_JOB_ID or the pid, and RANK), unless `name` is given.
 
 Only the Python standard library is used; torch is not imported (DataLoader accepts any sampler
 with __iter__ and __len__). If tierd cannot be reached, the wrapper warns once and goes on
@@ -59,10 +61,14 @@ def _call(sock, method, url, body=None):
 class HintedSampler:
     """A sampler that sends tierd each epoch's read order before the epoch starts."""
 
-    def __init__(self, sampler, paths, name="default", socket_path=None, tenant=None, mount=None):
+    def __init__(self, sampler, paths, name=None, socket_path=None, tenant=None, mount=None):
         self.sampler = sampler
         self.paths = paths
-        self.name = name
+        # one set per job and rank: two jobs (or ranks) of a tenant must not replace each other's
+        job = os.environ.get("SLURM_JOB_ID") or str(os.getpid())
+        rank = os.environ.get("RANK") or os.environ.get("SLURM_PROCID") or "0"
+        self.name = name or f"py-{job}-{rank}"
+        self._epoch = None
         self.socket_path = socket_path or DEFAULT_SOCKET
         self.tenant = tenant
         self.mount = mount
@@ -72,6 +78,18 @@ class HintedSampler:
 
     def __len__(self):
         return len(self.sampler)
+
+    def __getattr__(self, attr):
+        # everything else is the wrapped sampler's (num_replicas, shuffle, ...)
+        if attr == "sampler":
+            raise AttributeError(attr)
+        return getattr(self.sampler, attr)
+
+    def set_epoch(self, epoch):
+        """As DistributedSampler.set_epoch: passed on; the next epoch is drawn with epoch + 1."""
+        self._epoch = epoch
+        self._next = None  # an order drawn ahead for another epoch number is not this one's
+        self.sampler.set_epoch(epoch)
 
     def _mount_path(self, p):
         p = os.fspath(p)
@@ -90,9 +108,19 @@ class HintedSampler:
                 body["tenant"] = self.tenant
             _call(self.socket_path, "POST", "/v1/hints", body)
 
+    def _draw_next(self):
+        if self._epoch is not None and hasattr(self.sampler, "set_epoch"):
+            # an epoch-seeded sampler (DistributedSampler): draw epoch + 1, then set it back
+            self.sampler.set_epoch(self._epoch + 1)
+            try:
+                return list(iter(self.sampler))
+            finally:
+                self.sampler.set_epoch(self._epoch)
+        return list(iter(self.sampler))  # a sampler that draws anew at each iteration
+
     def __iter__(self):
         order = self._next if self._next is not None else list(iter(self.sampler))
-        self._next = list(iter(self.sampler))
+        self._next = self._draw_next()
         try:
             if not self._sent:
                 self._send(order + self._next, append=False)  # this epoch and the next
@@ -100,6 +128,7 @@ class HintedSampler:
             else:
                 self._send(self._next, append=True)  # this one was sent with the last
         except OSError as e:
+            self._sent = False  # a failed or partial send: the next epoch sends the whole order
             if not self._warned:
                 warnings.warn(f"tierd_hints: no hints for tierd ({e}); reading without them")
                 self._warned = True

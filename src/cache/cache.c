@@ -31,8 +31,10 @@
  *       uncharged in the same shard-locked section that changes what they depend on
  *       (acct_update()); a tenant's held bytes pass its quota only until the thread that
  *       charged them runs quota_check() (at the end of its read, before it returns).
- *   I10 Hinted blocks (B_HINTED, cache_fetch_block_hinted): only cached blocks carry the flag
- *       (it goes when the block leaves its last level); hinted_bytes == sum of len over them;
+ *   I10 Hinted blocks (B_HINTED <=> nhints > 0, one hold per hint set holding the block:
+ *       cache_fetch_block_hinted, cache_hint_release): only cached blocks carry the flag (it
+ *       goes, with every hold, when the block leaves its last level); hinted_bytes == sum of len
+ *       over them <= the hint share (cfg.hinted_max: beyond, a hold is refused);
  *       the levels never evict them (a RAM copy goes only once it is on disk, as a pinned
  *       block's), and an owned unpinned one is counted in its owner's hinted bytes (hcharged)
  *       instead of its charge list: it counts against the quota, the CLOCK never takes it.
@@ -208,6 +210,7 @@ struct cache {
     struct qtenant *qt; /* cfg.max_tenants entries */
     _Atomic uint64_t quota_evictions;
     _Atomic uint64_t hinted_bytes; /* I10 */
+    uint64_t hinted_max;           /* I10: the hint share; immutable */
 
     pthread_mutex_t pin_mu; /* rules; order: first */
     struct pin_rule *rules;
@@ -491,6 +494,7 @@ static void charge_sync(struct cache *c, struct cblock *b)
 {
     if ((b->flags & B_HINTED) && !b->ram && !(b->flags & B_ON_DISK)) {
         b->flags &= ~(unsigned)B_HINTED;
+        b->nhints = 0;
         atomic_fetch_sub(&c->hinted_bytes, b->len);
     }
     bool hdue = hcharge_due(c, b);
@@ -520,6 +524,26 @@ static void charge_sync(struct cache *c, struct cblock *b)
     }
     atomic_store_explicit(&b->qhit, false, memory_order_relaxed);
     b->charged = due;
+    pthread_mutex_unlock(&c->own_mu);
+}
+
+/* Shard lock held: charge b to tenant t from now on (a hint holds it for t). */
+static void charge_move(struct cache *c, struct cblock *b, uint32_t t)
+{
+    pthread_mutex_lock(&c->own_mu);
+    if (b->charged) {
+        struct qtenant *q = &c->qt[b->owner];
+        qlist_unlink(q, b);
+        atomic_store_explicit(&q->held, atomic_load(&q->held) - b->len, memory_order_relaxed);
+        q->blocks--;
+        b->charged = false;
+    }
+    if (b->hcharged) {
+        struct qtenant *q = &c->qt[b->owner];
+        atomic_store_explicit(&q->hinted, atomic_load(&q->hinted) - b->len, memory_order_relaxed);
+        b->hcharged = false;
+    }
+    b->owner = t;
     pthread_mutex_unlock(&c->own_mu);
 }
 
@@ -676,6 +700,11 @@ int cache_tenant_stats_get(struct cache *c, uint32_t tenant, struct cache_tenant
 unsigned cache_max_tenants(const struct cache *c)
 {
     return c ? c->cfg.max_tenants : 0;
+}
+
+uint64_t cache_hint_share(const struct cache *c)
+{
+    return c ? c->hinted_max : 0;
 }
 
 /* A rule is a directory prefix when it is "" or ends in '/', and one object's key otherwise:
@@ -1512,13 +1541,21 @@ int cache_fetch_block_hinted(struct cache *c, const struct tier_ioctx *io,
         pthread_mutex_lock(&s->mu);
         struct cblock *b = obj_lookup(c, s, id, obj, index, NULL);
         r = -ENOSPC; /* not cached at all: the levels had no room */
+        uint32_t t = io ? io->tenant : TIER_TENANT_DEFAULT;
         if (b && (b->ram || (b->flags & B_ON_DISK))) {
-            if (!(b->flags & B_HINTED)) {
+            r = 0;
+            if (b->nhints == UINT16_MAX) {
+                r = -EOVERFLOW;
+            } else if (b->nhints == 0 && atomic_load(&c->hinted_bytes) + b->len > c->hinted_max) {
+                r = -EDQUOT; /* the hint share is full: cached, not held */
+            } else if (b->nhints++ == 0) {
                 b->flags |= B_HINTED;
                 atomic_fetch_add(&c->hinted_bytes, b->len);
+                /* held for the hinting tenant: charged to it, not to whoever cached it */
+                if (t < c->cfg.max_tenants && b->owner != t)
+                    charge_move(c, b, t);
                 charge_sync(c, b);
             }
-            r = 0;
         }
         pthread_mutex_unlock(&s->mu);
         pthread_mutex_unlock(&c->disk.mu);
@@ -1546,7 +1583,7 @@ uint64_t cache_hint_release(struct cache *c, const struct cache_obj *obj, bool e
         pthread_mutex_lock(&s->mu);
         struct cblock *b = obj_lookup(c, s, id, obj, i, NULL);
         bool take = false;
-        if (b && (b->flags & B_HINTED)) {
+        if (b && b->nhints > 0 && --b->nhints == 0) { /* the last hold goes */
             b->flags &= ~(unsigned)B_HINTED;
             atomic_fetch_sub(&c->hinted_bytes, b->len);
             charge_sync(c, b);
@@ -1975,6 +2012,13 @@ int cache_open(const struct cache_config *cfg, struct cache **out)
     }
     for (unsigned t = 0; t < k.max_tenants; t++)
         atomic_init(&c->qt[t].limit, k.default_quota ? k.default_quota : UINT64_MAX);
+    /* three quarters of the smaller level unless configured lower: hints never make a level
+     * unevictable, a quarter stays for everyone else's blocks */
+    uint64_t small = k.ram_bytes;
+    if (k.disk_dir && k.disk_bytes && (!small || k.disk_bytes < small))
+        small = k.disk_bytes;
+    uint64_t share = small / 4 * 3;
+    c->hinted_max = k.hinted_max && k.hinted_max < share ? k.hinted_max : share;
     pthread_mutex_init(&c->pin_mu, NULL);
     pthread_mutex_init(&c->hook_mu, NULL);
     pthread_mutex_init(&c->pf_mu, NULL);
@@ -2124,6 +2168,8 @@ int cache_debug_check(struct cache *c, char *msg, size_t msgsz)
                     r = check_fail(msg, msgsz, "I9: a block's charge disagrees with its state");
                 if ((b->flags & B_HINTED) && !b->ram && !(b->flags & B_ON_DISK))
                     r = check_fail(msg, msgsz, "I10: an uncached block is hinted");
+                if (!!(b->flags & B_HINTED) != (b->nhints > 0))
+                    r = check_fail(msg, msgsz, "I10: B_HINTED and the hold count disagree");
                 if (b->flags & B_HINTED)
                     hinted_sum += b->len;
                 if (b->hcharged)
@@ -2180,7 +2226,8 @@ int cache_debug_check(struct cache *c, char *msg, size_t msgsz)
         uint64_t hq_sum = 0;
         for (unsigned t = 0; t < c->cfg.max_tenants; t++)
             hq_sum += atomic_load(&c->qt[t].hinted);
-        if (!r && (hq_sum != hcharged_sum || hinted_sum != atomic_load(&c->hinted_bytes))) {
+        if (!r && (hq_sum != hcharged_sum || hinted_sum != atomic_load(&c->hinted_bytes) ||
+                   hinted_sum > c->hinted_max)) {
             snprintf(buf, sizeof(buf),
                      "I10: hinted bytes %" PRIu64 " (counted %" PRIu64 "), tenants' %" PRIu64
                      " (blocks %" PRIu64 ")",

@@ -64,6 +64,9 @@ struct cache_config {
      * tenant without its own (0: none). */
     unsigned max_tenants;
     uint64_t default_quota;
+    /* Hinted blocks (cache_fetch_block_hinted) held at once, all hint sets together; 0, or more
+     * than three quarters of the smaller level: three quarters of the smaller level. */
+    uint64_t hinted_max;
 };
 
 /* The object being read: borrowed for the call. */
@@ -148,18 +151,24 @@ struct cache_tenant_stats {
 /* 0, -EINVAL (tenant >= max_tenants). */
 int cache_tenant_stats_get(struct cache *c, uint32_t tenant, struct cache_tenant_stats *out);
 unsigned cache_max_tenants(const struct cache *c);
+/* The bytes hinted blocks may hold at once (cfg.hinted_max after defaults). */
+uint64_t cache_hint_share(const struct cache *c);
 
 /*
  * Hinted blocks (epoch-order hints, src/daemon/hints.c): block `index` of obj fetched (if need
- * be) as cache_fetch_block() does and then held for a hint: the levels do not evict it and its
- * tenant's quota CLOCK does not take it (its bytes still count against the quota, so the holder
- * keeps its hinted bytes under the quota itself), until cache_hint_release(). 0, or as
- * cache_fetch_block; -ENOSPC when the levels had no room to cache it.
+ * be) as cache_fetch_block() does and then held for a hint: the levels do not evict it and the
+ * quota CLOCK does not take it until every hold is released (one hold per call; one
+ * cache_hint_release() per hold). A held block is charged to io's tenant (the hinter), whoever
+ * cached it: its bytes count against that tenant's quota, so the holder keeps its hinted bytes
+ * under the quota itself. 0, or as cache_fetch_block; -ENOSPC when the levels had no room to
+ * cache it; -EDQUOT when the hint share (cfg.hinted_max) is full (the block is cached, not
+ * held; no hold to release).
  */
 int cache_fetch_block_hinted(struct cache *c, const struct tier_ioctx *io,
                              const struct cache_obj *obj, uint64_t index);
-/* Let every hinted block of obj go: evicted at once (evict: the hint's Belady victim), or left
- * to the levels' policies. Returns the bytes released. */
+/* Release one hold of every held block of obj; a block whose last hold goes is evicted at once
+ * (evict: the hint's Belady victim) or left to the levels' policies. Returns the bytes whose
+ * last hold went. */
 uint64_t cache_hint_release(struct cache *c, const struct cache_obj *obj, bool evict);
 
 /* The block size in force (cfg.block_size after defaults), for callers that walk blocks. */

@@ -65,6 +65,8 @@ struct cblock {
     uint32_t owner;               /* tenant charged (CACHE_OWNER_NONE: nobody yet) */
     bool charged;                 /* in owner's charge list and counted in its bytes */
     bool hcharged;                /* hinted: counted in owner's hinted bytes, in no list */
+    uint16_t nhints;              /* hint holds (cache_fetch_block_hinted); B_HINTED <=> > 0;
+                                   * shard lock, changed under both level locks too */
     _Atomic bool qhit;            /* hit since its quota second chance (CLOCK bit) */
     struct cblock *qprev, *qnext; /* owner's charge list, oldest charge first */
     /* under the level lock (ram.mu / disk.mu); freq is atomic */

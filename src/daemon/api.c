@@ -161,7 +161,6 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         rq = calloc(1, sizeof(*rq));
         if (!rq)
             return MHD_NO;
-        dynbuf_init(&rq->body, api_body_max(method, url));
         *con_cls = rq;
         struct ucred cr = {0};
         bool have_peer = false;
@@ -174,6 +173,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
             .content_length = content_length(c),
         };
         rq->admin = h.may_mutate;
+        dynbuf_init(&rq->body, api_body_max(method, url, rq->admin));
         rq->peer = !l->tcp && have_peer;
         rq->cred = cr;
         if (api_admit(d, &h, &r) == 0)

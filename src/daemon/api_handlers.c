@@ -239,11 +239,11 @@ static unsigned reply_error_status(struct api_reply *out, unsigned status, int n
     return st;
 }
 
-size_t api_body_max(const char *method, const char *url)
+size_t api_body_max(const char *method, const char *url, bool admin)
 {
-    return method && url && !strcmp(method, "POST") && !strcmp(url, "/v1/hints")
-               ? API_HINTS_BODY_MAX
-               : API_BODY_MAX;
+    if (method && url && !strcmp(method, "POST") && !strcmp(url, "/v1/hints"))
+        return admin ? API_HINTS_BODY_MAX : API_HINTS_BODY_MAX_USER;
+    return API_BODY_MAX;
 }
 
 void api_reply_too_large(struct api_reply *out)
@@ -1798,7 +1798,9 @@ static int64_t hints_caller_tenant(struct tierd *d, const struct api_request *rq
         return -1;
     if (!rq->peer || !d->tenants)
         return -2;
-    return tenant_resolve(d->tenants, rq->pid, rq->uid, rq->gid).tenant;
+    uint32_t t = tenant_resolve(d->tenants, rq->pid, rq->uid, rq->gid).tenant;
+    /* default and other are every unmatched caller's: no one of them may act for all */
+    return t == TIER_TENANT_DEFAULT || t == TIER_TENANT_OTHER ? -3 : (int64_t)t;
 }
 
 /* Validated whole before anything changes (hints_submit is all or nothing too). */
@@ -1833,10 +1835,14 @@ static unsigned do_hints_post(struct tierd *d, const struct api_request *rq, str
         goto out;
     }
     int64_t own = hints_caller_tenant(d, rq);
-    if (own == -2) {
-        ret = reply_error_status(out, 403, -EPERM,
-                                 "POST /v1/hints: tierd cannot tell who is asking (hint over the "
-                                 "Unix socket, or as an administrator)");
+    if (own == -2 || own == -3) {
+        ret = reply_error_status(
+            out, 403, -EPERM,
+            own == -2 ? "POST /v1/hints: tierd cannot tell who is asking (hint over the Unix "
+                        "socket, or as an administrator)"
+                      : "POST /v1/hints: your requests are tenant default's (or other's), which "
+                        "every unmatched caller shares: hints need a tenant of your own (a "
+                        "[tenant NAME] section, a Slurm job or a pod), or an administrator");
         goto out;
     }
     if (own >= 0 && tj && (uint32_t)own != tenant) {
@@ -2044,7 +2050,7 @@ int api_admit(struct tierd *d, const struct api_head *h, struct api_reply *out)
                            h->method, h->url);
         return 1;
     }
-    if (h->content_length > (int64_t)api_body_max(h->method, h->url)) {
+    if (h->content_length > (int64_t)api_body_max(h->method, h->url, h->may_mutate)) {
         api_reply_too_large(out);
         return 1;
     }
@@ -2097,7 +2103,7 @@ void api_handle(struct tierd *d, const struct api_request *rq, struct api_reply 
         do_hints_get(d, out);
     else if (strcmp(method, "DELETE") == 0 && strncmp(url, "/v1/hints/", 10) == 0) {
         int64_t own = hints_caller_tenant(d, rq);
-        int rc = own == -2 ? -EPERM : d->hints ? hints_cancel(d->hints, url + 10, own) : -ENOENT;
+        int rc = own < -1 ? -EPERM : d->hints ? hints_cancel(d->hints, url + 10, own) : -ENOENT;
         if (rc == -EPERM)
             reply_error_status(out, 403, -EPERM,
                                "hint set '%.80s' is another tenant's: only its tenant or an "

@@ -22,10 +22,12 @@
 struct tierd;
 
 #define API_BODY_MAX (64 * 1024)
-/* POST /v1/hints carries a whole epoch's order (a path per sample): its bound */
+/* POST /v1/hints carries a whole epoch's order (a path per sample): its bound, for an
+ * administrator and for anyone else (who hints in more POSTs, "append": true) */
 #define API_HINTS_BODY_MAX (32 * 1024 * 1024)
+#define API_HINTS_BODY_MAX_USER (4 * 1024 * 1024)
 /* The body bound of a request (API_BODY_MAX but for POST /v1/hints). */
-size_t api_body_max(const char *method, const char *url);
+size_t api_body_max(const char *method, const char *url, bool admin);
 
 /* What the server knows of a request before its body. */
 struct api_head {

@@ -46,12 +46,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cache/cache.h"
 #include "cache/hintwin.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/strutil.h"
+#include "common/timeutil.h"
 #include "daemon/tierd.h"
 #include "tenant/tenant.h"
 #include "tiers/backend.h"
@@ -85,7 +87,8 @@ struct hset {
     uint8_t *done; /* by entry */
     uint64_t donecap;
     uint64_t cursor;
-    int busy; /* workers inside fetch_file for this set */
+    int busy;         /* workers inside fetch_file, readers inside hints_observe */
+    uint64_t last_ns; /* last append or consumed read (HINTS_IDLE_NS) */
     bool dropped;
     struct hints_set_stats st;
 };
@@ -186,12 +189,23 @@ nomem:
     return -1;
 }
 
-static struct hset *set_find(struct hints *h, const char *name)
+/* Names are per tenant: one tenant's set never shadows another's. */
+static struct hset *set_find(struct hints *h, uint32_t tenant, const char *name)
 {
     for (struct hset *s = h->sets; s; s = s->next)
-        if (!strcmp(s->name, name))
+        if (s->tenant == tenant && !strcmp(s->name, name))
             return s;
     return NULL;
+}
+
+/* h->mu held: the bytes tenant's sets hold together (the budget is the tenant's). */
+static uint64_t tenant_held(const struct hints *h, uint32_t tenant)
+{
+    uint64_t sum = 0;
+    for (const struct hset *s = h->sets; s; s = s->next)
+        if (s->tenant == tenant)
+            sum += hintwin_held_bytes(s->w);
+    return sum;
 }
 
 static struct cache_obj file_obj(const struct hfile *f)
@@ -239,15 +253,20 @@ struct rel {
     uint64_t size;
 };
 
-/* h->mu held: while the set holds more than its budget, take the farthest-used held file out
- * of the hold (state NEW, hintwin not held) and put it in out[] for the caller to release after
- * unlocking. Returns how many. */
-static size_t trim_locked(struct hints *h, struct hset *s, struct rel *out, size_t max)
+/* h->mu held: while the set's tenant holds more than its budget over all its sets (or, once the
+ * reader has consumed the whole known order, anything: nothing held has a known next use), take
+ * this set's farthest-used held file out of the hold (state NEW, hintwin not held) and put it in
+ * out[] for the caller to release after unlocking. Returns how many. */
+static size_t trim_locked(struct hints *h, struct hset *s, uint64_t need, struct rel *out,
+                          size_t max)
 {
-    (void)h;
     size_t n = 0;
     uint32_t v;
-    while (n < max && hintwin_held_bytes(s->w) > s->st.budget && hintwin_victim(s->w, &v)) {
+    bool all = s->cursor >= hintwin_len(s->w);
+    uint64_t held = tenant_held(h, s->tenant);
+    while (n < max && (all ? hintwin_held_bytes(s->w) > 0 : held + need > s->st.budget) &&
+           hintwin_victim(s->w, &v)) {
+        held -= s->files[v]->size;
         struct hfile *f = s->files[v];
         char *k = strdup(f->key);
         if (!k)
@@ -264,10 +283,14 @@ static size_t trim_locked(struct hints *h, struct hset *s, struct rel *out, size
     return n;
 }
 
-/* The set's budget: [hints] cache_size, and no more than its tenant's quota. */
+/* The set's budget: [cache] hint_cache_size, no more than the cache's hint share nor its
+ * tenant's quota. */
 static uint64_t set_budget(struct hints *h, const struct hset *s)
 {
     uint64_t b = h->cache_bytes;
+    uint64_t share = h->d->cache ? cache_hint_share(h->d->cache) : 0;
+    if (share < b)
+        b = share;
     struct cache_tenant_stats ts;
     if (h->d->cache && cache_tenant_stats_get(h->d->cache, s->tenant, &ts) == 0 && ts.quota &&
         ts.quota < b)
@@ -320,16 +343,38 @@ static void fetch_file(struct hints *h, struct hset *s, struct hfile *f)
     struct cache_obj obj = {
         .be = f->ns->be, .key = f->key, .etag = st.etag, .size_bytes = st.size_bytes};
     uint64_t bs = cache_block_size(h->d->cache);
+    if (rc == 0) {
+        /* make room first: the file enters the window, so its next use is nearer than that of
+         * any held file outside it (Belady: those go for it) */
+        struct rel pre[TRIM_BATCH];
+        pthread_mutex_lock(&h->mu);
+        s->st.budget = set_budget(h, s);
+        size_t npre = trim_locked(h, s, st.size_bytes, pre, TRIM_BATCH);
+        pthread_mutex_unlock(&h->mu);
+        release_all(h, pre, npre);
+    }
     uint64_t nb = rc == 0 ? (st.size_bytes + bs - 1) / bs : 0;
     for (uint64_t i = 0; rc == 0 && i < nb; i++) {
         pthread_mutex_lock(&h->mu);
         bool dropped = s->dropped || h->stop;
         pthread_mutex_unlock(&h->mu);
-        if (dropped)
+        if (dropped) {
+            rc = -ECANCELED;
             break;
+        }
         rc = cache_fetch_block_hinted(h->d->cache, &s->io, &obj, i);
-        if (rc < 0)
+        if (rc == -EDQUOT)
+            snprintf(err, sizeof(err),
+                     "%s: the hot tier's share for hints is full (other hint sets hold it); "
+                     "read without the hint",
+                     f->key);
+        else if (rc < 0)
             snprintf(err, sizeof(err), "%s block %" PRIu64 ": %s", f->key, i, strerror(-rc));
+        if (rc < 0) {
+            /* the blocks before it hold: release those holds (i of them) below */
+            obj.size_bytes = i * bs;
+            break;
+        }
     }
     struct rel rel[TRIM_BATCH];
     size_t nrel = 0;
@@ -345,10 +390,10 @@ static void fetch_file(struct hints *h, struct hset *s, struct hfile *f)
         s->st.fetched_files++;
         s->st.fetched_bytes += st.size_bytes;
         s->st.budget = set_budget(h, s);
-        nrel = trim_locked(h, s, rel, TRIM_BATCH);
+        nrel = trim_locked(h, s, 0, rel, TRIM_BATCH);
     } else {
-        f->state = dropped ? F_NEW : F_FAILED;
-        if (rc < 0) {
+        f->state = dropped || rc == -ECANCELED ? F_NEW : F_FAILED;
+        if (rc < 0 && rc != -ECANCELED) {
             s->st.errors++;
             if (!s->st.first_error[0])
                 tier_strlcpy(s->st.first_error, err, sizeof(s->st.first_error));
@@ -360,13 +405,36 @@ static void fetch_file(struct hints *h, struct hset *s, struct hfile *f)
     release_all(h, rel, nrel);
 }
 
+static void set_drop_locked(struct hints *h, struct hset *s);
+
+/* h->mu held: drop one set nobody hinted into or read through for HINTS_IDLE_NS (a job that
+ * ended without dropping its set must not hold the hot tier). Returns whether it dropped one. */
+static bool expire_idle_locked(struct hints *h)
+{
+    uint64_t now = tier_now_mono_ns();
+    for (struct hset *s = h->sets; s; s = s->next)
+        if (now - s->last_ns > HINTS_IDLE_NS) {
+            log_info("hints: set %s of tenant %u idle for %llu s: dropped", s->name, s->tenant,
+                     (unsigned long long)((now - s->last_ns) / TIER_NS_PER_SEC));
+            set_drop_locked(h, s);
+            return true;
+        }
+    return false;
+}
+
 static void *worker_main(void *arg)
 {
     struct hints *h = arg;
     pthread_mutex_lock(&h->mu);
     for (;;) {
-        while (!h->qhead && !h->stop)
-            pthread_cond_wait(&h->work, &h->mu);
+        while (!h->qhead && !h->stop) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_sec += 1;
+            if (pthread_cond_timedwait(&h->work, &h->mu, &ts) == ETIMEDOUT)
+                while (expire_idle_locked(h))
+                    ;
+        }
         if (h->stop)
             break;
         struct hfile *f = queue_pop(h);
@@ -397,7 +465,7 @@ static size_t advance(struct hints *h, struct hset *s, struct rel *rel, size_t m
     hintwin_seek(s->w, s->cursor, NULL, NULL);
     hintwin_fill(s->w, win_enter, &cb);
     s->st.cursor = s->cursor;
-    return trim_locked(h, s, rel, max);
+    return trim_locked(h, s, 0, rel, max);
 }
 
 /* h->mu held: the reader read file x; consume its first unconsumed entry. An entry far ahead of
@@ -429,33 +497,48 @@ static size_t consume(struct hints *h, struct hset *s, uint32_t x, struct rel *r
 }
 
 void hints_observe(struct hints *h, uint32_t tenant, const struct backend *be, const char *key,
-                   uint64_t off, size_t len, uint64_t size)
+                   uint64_t off, size_t len, uint64_t size, _Atomic bool *seen)
 {
     if (!h || atomic_load_explicit(&h->nsets, memory_order_relaxed) == 0)
         return;
-    uint64_t bs = h->d->cache ? cache_block_size(h->d->cache) : 0;
-    uint64_t last = size > bs && bs ? ((size - 1) / bs) * bs : 0;
-    if (off + len < last + 1 && size)
-        return; /* not at the file's last block yet */
-    struct rel rel[TRIM_BATCH];
-    size_t nrel = 0;
+    if (off + len < size)
+        return; /* not at the file's end yet */
+    if (seen && atomic_exchange(seen, true))
+        return; /* one consumption per open, however many reads reach the end */
+    struct hset *mine[HINTS_SETS_MAX];
+    size_t nm = 0;
     pthread_mutex_lock(&h->mu);
-    for (struct hset *s = h->sets; s && !nrel; s = s->next) {
-        if (s->tenant != tenant || s->dropped)
-            continue;
-        for (size_t i = 0; i < h->d->nns; i++) {
+    for (struct hset *s = h->sets; s && nm < HINTS_SETS_MAX; s = s->next)
+        if (s->tenant == tenant && !s->dropped) {
+            s->busy++; /* not freed while this read moves it on */
+            mine[nm++] = s;
+        }
+    for (size_t k = 0; k < nm; k++) {
+        struct hset *s = mine[k];
+        struct rel rel[TRIM_BATCH];
+        size_t nrel = 0;
+        for (size_t i = 0; !s->dropped && i < h->d->nns; i++) {
             struct tierd_ns *ns = &h->d->ns[i];
             if (ns->be != be)
                 continue;
             int64_t x = map_find(s, ns, key, key_hash(ns, key));
             if (x >= 0) {
+                s->last_ns = tier_now_mono_ns();
                 nrel = consume(h, s, (uint32_t)x, rel, TRIM_BATCH);
                 break;
             }
         }
+        if (nrel) {
+            pthread_mutex_unlock(&h->mu);
+            release_all(h, rel, nrel);
+            pthread_mutex_lock(&h->mu);
+        }
     }
+    for (size_t k = 0; k < nm; k++)
+        mine[k]->busy--;
+    if (nm)
+        pthread_cond_broadcast(&h->idle);
     pthread_mutex_unlock(&h->mu);
-    release_all(h, rel, nrel);
 }
 
 /* ---- submit / cancel / list ---------------------------------------------------------------- */
@@ -598,15 +681,12 @@ int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char 
         return rc;
     }
     pthread_mutex_lock(&h->mu);
-    struct hset *s = set_find(h, name);
-    if (s && s->tenant != tenant) {
-        pthread_mutex_unlock(&h->mu);
-        tier_err_set("hint set '%s' belongs to another tenant", name);
-        rc = -EEXIST;
-        goto out;
+    struct hset *s = set_find(h, tenant, name);
+    /* set_drop_locked drops h->mu: another submit may have made the name again meanwhile */
+    while (s && !append) {
+        set_drop_locked(h, s);
+        s = set_find(h, tenant, name);
     }
-    if (s && !append)
-        set_drop_locked(h, s), s = NULL;
     if (s && hintwin_len(s->w) + n > HINTS_ENTRIES_MAX) {
         pthread_mutex_unlock(&h->mu);
         tier_err_set("hint set '%s' would have %" PRIu64 " entries: at most %d", name,
@@ -671,12 +751,14 @@ int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char 
         *pp = s;
         atomic_fetch_add(&h->nsets, 1);
     }
+    s->last_ns = tier_now_mono_ns();
     struct rel rel[TRIM_BATCH];
     size_t nrel = advance(h, s, rel, TRIM_BATCH);
+    uint64_t entries = s->st.entries, files = s->st.files; /* s may go once h->mu is dropped */
     pthread_mutex_unlock(&h->mu);
     release_all(h, rel, nrel);
     log_info("hints: set %s of tenant %u: %zu entries %s (%" PRIu64 " in all, %" PRIu64 " files)",
-             name, tenant, n, fresh ? "given" : "appended", s->st.entries, s->st.files);
+             name, tenant, n, fresh ? "given" : "appended", entries, files);
 out:
     for (size_t i = 0; i < n; i++)
         free(keys[i]);
@@ -687,13 +769,18 @@ out:
 
 int hints_cancel(struct hints *h, const char *name, int64_t tenant)
 {
+    int rc = -ENOENT;
     pthread_mutex_lock(&h->mu);
-    struct hset *s = name ? set_find(h, name) : NULL;
-    int rc = s ? 0 : -ENOENT;
-    if (s && tenant >= 0 && s->tenant != (uint32_t)tenant)
-        rc = -EPERM;
-    else if (s)
-        set_drop_locked(h, s);
+    for (;;) {
+        struct hset *s = h->sets;
+        while (s && (strcmp(s->name, name ? name : "") ||
+                     (tenant >= 0 && s->tenant != (uint32_t)tenant)))
+            s = s->next;
+        if (!s)
+            break;
+        set_drop_locked(h, s); /* h->mu dropped inside: look again from the start */
+        rc = 0;
+    }
     pthread_mutex_unlock(&h->mu);
     return rc;
 }
@@ -723,7 +810,11 @@ int hints_new(struct tierd *d, struct hints **out)
         return -ENOMEM;
     h->d = d;
     pthread_mutex_init(&h->mu, NULL);
-    pthread_cond_init(&h->work, NULL);
+    pthread_condattr_t ca; /* the workers' idle wake-ups are timed on CLOCK_MONOTONIC */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&h->work, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_cond_init(&h->idle, NULL);
     h->window_files = d->cfg.hints_window_files;
     h->window_bytes = d->cfg.hints_window_bytes;

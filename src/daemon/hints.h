@@ -23,6 +23,7 @@
 #ifndef TIER_DAEMON_HINTS_H
 #define TIER_DAEMON_HINTS_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -47,14 +48,19 @@ void hints_free(struct hints *h);
  * tenant's), -ENOMEM. */
 int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char *const *paths,
                  size_t n, bool append);
-/* Drop set name (its held blocks released to the cache's policies); tenant >= 0: only if it is
- * that tenant's (else -EPERM). 0, -ENOENT or -EPERM. */
+/* Drop tenant's set name (tenant -1: every set of that name: an administrator's) and release its
+ * held blocks to the cache's policies. 0 or -ENOENT. Names are per tenant. */
 int hints_cancel(struct hints *h, const char *name, int64_t tenant);
 
-/* A read of [off, off+len) of key (size bytes) on be by tenant, served: moves that tenant's sets
- * on when it reached the file's last block. Cheap when the tenant has no set. */
+/* A read of [off, off+len) of key (size bytes) on be by tenant, served: when it reaches the
+ * file's end, consumes the file's next entry in each of that tenant's sets and moves them on;
+ * *seen (the open handle's flag, may be NULL) makes that once per open. Cheap when there is no
+ * set. */
 void hints_observe(struct hints *h, uint32_t tenant, const struct backend *be, const char *key,
-                   uint64_t off, size_t len, uint64_t size);
+                   uint64_t off, size_t len, uint64_t size, _Atomic bool *seen);
+
+/* A set nobody appended to or read through for this long is dropped (its job is gone). */
+#define HINTS_IDLE_NS (600ull * 1000000000ull)
 
 struct hints_set_stats {
     char name[HINTS_NAME_MAX];

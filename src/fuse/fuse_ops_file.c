@@ -43,6 +43,7 @@ struct tfs_file {
     uint64_t last_end;        /* mu: end of the previous read */
     uint64_t prefetched_upto; /* mu: first block index not yet queued for prefetch */
     bool stale_logged;        /* mu */
+    _Atomic bool hint_seen;   /* the hint engine counted this open's read of the file's end */
 };
 
 static void file_destroy(struct tfs_file *h)
@@ -221,7 +222,7 @@ void tfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct 
         /* before the reply: once the kernel has it, release may free the handle */
         maybe_prefetch(fs, h, (uint64_t)off, (size_t)n);
         hints_observe(fs->d->hints, h->io.tenant, h->be, h->key, (uint64_t)off, (size_t)n,
-                      h->size_bytes);
+                      h->size_bytes, &h->hint_seen);
         /* fuse_reply_data splices the buffer into /dev/fuse when the kernel allows it (one copy
          * fewer than fuse_reply_buf); it is done with buf when it returns */
         struct fuse_bufvec bv = FUSE_BUFVEC_INIT((size_t)n);

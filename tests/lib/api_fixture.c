@@ -297,7 +297,7 @@ void api_fixture_request(struct api_fixture *f, const char *raw, size_t len, str
         h.may_mutate = true; /* the token is the TCP listener's access control */
     if (api_admit(&f->d, &h, out) == 0) {
         size_t body_len = (size_t)(end - p);
-        if (body_len > api_body_max(method, path)) {
+        if (body_len > api_body_max(method, path, h.may_mutate)) {
             api_reply_too_large(out);
         } else {
             struct api_request rq = {

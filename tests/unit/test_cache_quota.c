@@ -328,6 +328,54 @@ static void test_failed_read_trims(void **state)
     backend_free(be);
 }
 
+/* Hinted blocks (review of issue 12): a hold per hint set (one release keeps the others'), held
+ * blocks charged to the hinter whoever cached them, and the hint share bounds them all. */
+static void test_hint_holds(void **state)
+{
+    (void)state;
+    struct backend *be = make_be(16);
+    struct cache_config cfg = {.block_size = BS, .ram_bytes = 8 * BS, .prefetch_threads = 1};
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    assert_int_equal(cache_hint_share(c), 6 * BS); /* three quarters of the level */
+    read_block(c, be, "k0000", TA);                /* A cached it */
+    struct tier_ioctx ib = io_of(TB);
+    struct cache_obj o = {.be = be, .key = "k0000", .etag = "e1", .size_bytes = BS};
+    assert_int_equal(cache_fetch_block_hinted(c, &ib, &o, 0), 0); /* B holds it: B's now */
+    assert_int_equal(tstats(c, TA).bytes, 0);
+    assert_int_equal(tstats(c, TB).hinted_bytes, BS);
+    assert_int_equal(cache_fetch_block_hinted(c, &ib, &o, 0), 0); /* a second set's hold */
+    assert_int_equal(cache_hint_release(c, &o, true), 0);         /* one hold left: kept */
+    assert_true(cached(c, be, "k0000"));
+    struct cache_stats st;
+    cache_stats_get(c, &st);
+    assert_int_equal(st.hinted_bytes, BS);
+    assert_int_equal(cache_hint_release(c, &o, true), BS); /* the last: evicted */
+    assert_false(cached(c, be, "k0000"));
+    check(c);
+    /* the share: six blocks held, the seventh is cached but not held */
+    char key[32];
+    for (int i = 1; i <= 7; i++) {
+        snprintf(key, sizeof(key), "k%04d", i);
+        struct cache_obj oi = {.be = be, .key = key, .etag = "e1", .size_bytes = BS};
+        assert_int_equal(cache_fetch_block_hinted(c, &ib, &oi, 0), i <= 6 ? 0 : -EDQUOT);
+    }
+    cache_stats_get(c, &st);
+    assert_int_equal(st.hinted_bytes, 6 * BS);
+    /* the level stays usable for others: a scan of A evicts none of the held blocks */
+    for (int i = 8; i < 16; i++) {
+        snprintf(key, sizeof(key), "k%04d", i);
+        read_block(c, be, key, TA);
+    }
+    for (int i = 1; i <= 6; i++) {
+        snprintf(key, sizeof(key), "k%04d", i);
+        assert_true(cached(c, be, key));
+    }
+    check(c);
+    cache_close(c);
+    backend_free(be);
+}
+
 static void test_adopted_blocks_claimed(void **state)
 {
     (void)state;
@@ -375,6 +423,7 @@ int main(void)
         cmocka_unit_test(test_clock_second_chance), cmocka_unit_test(test_live_change),
         cmocka_unit_test(test_pinned_not_charged),  cmocka_unit_test(test_adopted_blocks_claimed),
         cmocka_unit_test(test_pin_fetch_at_quota),  cmocka_unit_test(test_failed_read_trims),
+        cmocka_unit_test(test_hint_holds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
