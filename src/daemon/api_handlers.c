@@ -1925,7 +1925,7 @@ static unsigned do_ui_chartjs(struct tierd *d, struct api_reply *out)
 {
     const char *path = d->cfg.api_ui_chartjs;
     int fd = path ? open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY) : -1;
-    struct stat st;
+    struct stat st = {0}; /* set by fstat below; zeroed for the -O2 flow analysis */
     int rc = 0;
     if (fd < 0)
         rc = -errno;
