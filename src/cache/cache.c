@@ -131,6 +131,7 @@
 #define PREFETCH_THREADS_MAX 32
 #define PREFETCH_QUEUE 64
 #define MAX_FETCHES_DEFAULT 64
+#define DISK_OPEN_FILES 1024     /* block files kept open for disk hits (disk_fdcache) */
 #define CACHE_TENANTS_DEFAULT 64 /* the tenant registry's default max_tenants */
 #define CACHE_TENANTS_MAX 65536u /* the registry's limit */
 
@@ -227,6 +228,7 @@ struct cache {
     struct fetch_slots *fetch_slots;
     uint64_t fetch_bufs_now, fetch_bufs_peak, fetch_slot_waits;
     _Atomic uint64_t io_warn_ns; /* last transient disk-read warning (rate limit) */
+    struct disk_fdcache *fds;    /* open block files for disk hits (disk.c); NULL: no disk */
 
     /* prefetch pool: pf_mu guards the queue and pf_stop */
     pthread_mutex_t pf_mu;
@@ -842,6 +844,7 @@ static void finish_unlinks(struct cache *c, struct cblock *list)
         struct cblock *b = list;
         list = b->vnext;
         disk_block_unlink(c->disk_dir, b->id);
+        disk_fdcache_forget(c->fds, b->id);
         struct shard *s = shard_of(c, b->id);
         pthread_mutex_lock(&s->mu);
         b->flags &= ~(unsigned)B_DISK_IO;
@@ -930,6 +933,8 @@ static void disk_store(struct cache *c, const struct tier_ioctx *io, struct cblo
     finish_unlinks(c, victims);
     if (r == 0) {
         r = disk_block_write(c->disk_dir, c->cfg.block_size, b, d->bytes, d->len);
+        if (r == 0) /* renamed over any older file of the name: read the new one from now on */
+            disk_fdcache_forget(c->fds, b->id);
         tier_disk_leave(&c->adm, &wio, d->len, r);
         if (r < 0)
             log_debug("cache: block %" PRIu64 " of %s not written to disk: %s", b->index, b->key,
@@ -1216,7 +1221,7 @@ static int load_block(struct cache *c, const struct tier_ioctx *io, const struct
     *from_backend = false;
     if (try_disk) {
         bool adm = tier_disk_enter(&c->adm, io, b->len, false) == 0; /* may wait */
-        int r = disk_block_load(c->disk_dir, c->cfg.block_size, b, out);
+        int r = disk_block_load(c->disk_dir, c->fds, c->cfg.block_size, b, out);
         if (adm)
             tier_disk_leave(&c->adm, io, b->len, r);
         if (r == 0) {
@@ -1372,7 +1377,7 @@ static int disk_direct(struct cache *c, const struct tier_ioctx *io, const struc
     b->refs++;
     pthread_mutex_unlock(&s->mu);
     bool adm = tier_disk_enter(&c->adm, io, n, false) == 0; /* may wait */
-    int r = disk_block_read_range(c->disk_dir, c->cfg.block_size, b, in, n, dst);
+    int r = disk_block_read_range(c->disk_dir, c->fds, c->cfg.block_size, b, in, n, dst);
     if (adm)
         tier_disk_leave(&c->adm, io, n, r);
     if (r == 0 && count && !lockfree) {
@@ -1837,6 +1842,10 @@ void cache_stats_get(struct cache *c, struct cache_stats *st)
     st->disk_store_skipped = atomic_load(&c->store_skipped);
     st->quota_evictions = atomic_load(&c->quota_evictions);
     st->hinted_bytes = atomic_load(&c->hinted_bytes);
+    struct disk_fdcache_stats fs;
+    disk_fdcache_stats_get(c->fds, &fs);
+    st->disk_fd_hits = fs.hits;
+    st->disk_fd_opens = fs.opens;
     pthread_mutex_lock(&c->own_mu);
     for (unsigned t = 0; t < c->cfg.max_tenants; t++)
         st->charged_bytes += atomic_load(&c->qt[t].held) + atomic_load(&c->qt[t].hinted);
@@ -2045,7 +2054,8 @@ int cache_open(const struct cache_config *cfg, struct cache **out)
         if ((r = disk_dir_prepare(c->disk_dir, &c->lock_fd)) < 0 ||
             (r = disk_secret_load(c->disk_dir, c->secret, sizeof(c->secret))) < 0)
             goto fail;
-        if ((r = disk_scan(c, c->disk_dir)) < 0)
+        if ((r = disk_scan(c, c->disk_dir)) < 0 ||
+            (r = disk_fdcache_new(DISK_OPEN_FILES, &c->fds)) < 0)
             goto fail;
         /* the budget may have shrunk since the last run */
         struct cblock *victims = NULL;
@@ -2113,6 +2123,7 @@ void cache_close(struct cache *c)
     pthread_mutex_destroy(&c->fetch_mu); /* no fetch runs now: no slots are left */
     pthread_mutex_destroy(&c->own_mu);
     free(c->qt);
+    disk_fdcache_free(c->fds);
     if (c->lock_fd >= 0)
         close(c->lock_fd);
     free(c->disk_dir);

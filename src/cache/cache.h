@@ -204,6 +204,9 @@ struct cache_stats {
      * unclaimed since open), and blocks evicted by a tenant's quota. */
     uint64_t charged_bytes, quota_evictions;
     uint64_t hinted_bytes; /* blocks held for epoch-order hints (cache_fetch_block_hinted) */
+    /* disk-level reads that found their block file open already / that opened it (disk.c's
+     * table of open block files) */
+    uint64_t disk_fd_hits, disk_fd_opens;
 };
 void cache_stats_get(struct cache *c, struct cache_stats *st);
 

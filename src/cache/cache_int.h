@@ -108,14 +108,29 @@ int disk_secret_load(const char *dir, unsigned char *secret, size_t len);
 /* Write b's file (temp name, then rename). Returns 0 or -errno. */
 int disk_block_write(const char *dir, size_t block_size, const struct cblock *b, const void *data,
                      size_t len);
+/* Open block files kept for the hits (disk hits at pread speed): a direct-mapped table of
+ * slots, each an open descriptor of one block file with its checked header, shared by readers
+ * (pread) and closed when its slot is taken by another block or the file is forgotten (its
+ * unlink or rewrite). Thread-safe. fc NULL everywhere: open, check and close per read. */
+struct disk_fdcache;
+int disk_fdcache_new(unsigned slots, struct disk_fdcache **out);
+void disk_fdcache_free(struct disk_fdcache *fc); /* NULL: no-op */
+/* After unlinking or replacing id's file: later reads open it anew. */
+void disk_fdcache_forget(struct disk_fdcache *fc, const uint8_t id[16]);
+struct disk_fdcache_stats {
+    uint64_t hits, opens, forgets;
+};
+void disk_fdcache_stats_get(struct disk_fdcache *fc, struct disk_fdcache_stats *st);
+
 /* Read and verify b's file. -EBADMSG: corrupt (checksum, header, length, another version, or a
  * header naming another identity or block size): the caller drops it; -ENOENT: gone; any other
  * -errno is transient (EMFILE, ENOMEM, EIO ...) and says nothing about the file. */
-int disk_block_load(const char *dir, size_t block_size, const struct cblock *b, struct cdata **out);
+int disk_block_load(const char *dir, struct disk_fdcache *fc, size_t block_size,
+                    const struct cblock *b, struct cdata **out);
 /* Read [off, off+len) of b's data straight into dst, verifying only the chunks it touches.
  * Errors as disk_block_load(). */
-int disk_block_read_range(const char *dir, size_t block_size, const struct cblock *b, uint32_t off,
-                          uint32_t len, void *dst);
+int disk_block_read_range(const char *dir, struct disk_fdcache *fc, size_t block_size,
+                          const struct cblock *b, uint32_t off, uint32_t len, void *dst);
 void disk_block_unlink(const char *dir, const uint8_t id[16]);
 bool disk_block_exists(const char *dir, const uint8_t id[16]);
 /* Number of block files (not temp files) under dir, or -errno. */

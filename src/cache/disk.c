@@ -2,9 +2,11 @@
 /*
  * disk.c - the disk level's block files: naming, format, write, verified read, restart scan.
  *
- * Callers: cache.c only (cache_int.h). Stateless apart from the directory; no locks. Every
- * function here does file I/O and is called with no cache lock held (the restart scan runs in
- * cache_open() before the cache is shared; cache_debug_check() is the one exception).
+ * Callers: cache.c only (cache_int.h). Stateless apart from the directory and the table of open
+ * block files (struct disk_fdcache, its own mutex, held only around its slots, never across
+ * I/O). Every function here does file I/O and is called with no cache lock held (the restart
+ * scan runs in cache_open() before the cache is shared; cache_debug_check() is the one
+ * exception).
  *
  * FILE FORMAT (native byte order; a cache directory is not moved between architectures):
  *   struct disk_hdr (80 bytes): magic "TIERCB01", format version (DISK_VERSION), hdr_len,
@@ -39,6 +41,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -352,48 +356,203 @@ static int open_block(const char *dir, size_t block_size, const struct cblock *b
     return 0;
 }
 
-int disk_block_load(const char *dir, size_t block_size, const struct cblock *b, struct cdata **out)
-{
+/* ---- open block files (struct disk_fdcache) ------------------------------------------------
+ *
+ * A slot holds one open block file: its fd, its checked header (h, hbuf: the header's own bytes),
+ * and the readers using it (refs). Slot of a block: its id's low bits. A lookup that finds the
+ * block there takes a reference and preads without the lock; one that finds another block, or
+ * nothing, opens and checks the file as before and puts it in the slot if the slot's entry has
+ * no reader (else the new one is used once and closed). Forgetting a block (its file unlinked or
+ * replaced) detaches its entry; the last reader closes it. An entry is never reused for another
+ * file while a reader holds it, and a file's header is checked once per open, not per read: the
+ * identity was checked then, and every read still verifies its chunks' checksums. */
+
+struct ofile {
+    uint8_t id[16];
+    int fd;
+    unsigned refs;
+    bool detached; /* out of its slot: closed by its last reader */
     struct disk_hdr h;
-    unsigned char *hbuf = malloc(HDR_MAX);
-    struct cdata *d = NULL;
-    int fd = -1, r;
-    if (!hbuf)
+    unsigned char hbuf[]; /* h.hdr_len bytes */
+};
+
+struct disk_fdcache {
+    pthread_mutex_t mu;
+    unsigned nslots;
+    struct ofile **slot;
+    _Atomic uint64_t hits, opens, forgets;
+};
+
+int disk_fdcache_new(unsigned slots, struct disk_fdcache **out)
+{
+    struct disk_fdcache *fc = calloc(1, sizeof(*fc));
+    if (!fc || !(fc->slot = calloc(slots ? slots : 1, sizeof(*fc->slot)))) {
+        free(fc);
         return -ENOMEM;
-    if ((r = open_block(dir, block_size, b, &h, hbuf, &fd)) < 0)
-        goto out;
-    d = cdata_new(b->len);
-    if (!d) {
-        r = -ENOMEM;
-        goto out;
     }
-    if (b->len && (r = read_verified(fd, &h, hbuf, 0, b->len, d->bytes)) < 0)
-        goto out;
-    *out = d;
-    d = NULL;
-out:
-    cdata_unref(d);
-    free(hbuf);
-    if (fd >= 0)
-        close(fd);
-    return r;
+    fc->nslots = slots ? slots : 1;
+    pthread_mutex_init(&fc->mu, NULL);
+    *out = fc;
+    return 0;
 }
 
-int disk_block_read_range(const char *dir, size_t block_size, const struct cblock *b, uint32_t off,
-                          uint32_t len, void *dst)
+static void ofile_close(struct ofile *o)
+{
+    close(o->fd);
+    free(o);
+}
+
+void disk_fdcache_free(struct disk_fdcache *fc)
+{
+    if (!fc)
+        return;
+    for (unsigned i = 0; i < fc->nslots; i++)
+        if (fc->slot[i])
+            ofile_close(fc->slot[i]); /* no reader is left when the cache closes */
+    free(fc->slot);
+    pthread_mutex_destroy(&fc->mu);
+    free(fc);
+}
+
+static unsigned slot_of(const struct disk_fdcache *fc, const uint8_t id[16])
+{
+    uint32_t v;
+    memcpy(&v, id, sizeof(v));
+    return v % fc->nslots;
+}
+
+void disk_fdcache_forget(struct disk_fdcache *fc, const uint8_t id[16])
+{
+    if (!fc)
+        return;
+    struct ofile *close_now = NULL;
+    pthread_mutex_lock(&fc->mu);
+    unsigned i = slot_of(fc, id);
+    struct ofile *o = fc->slot[i];
+    if (o && !memcmp(o->id, id, 16)) {
+        fc->slot[i] = NULL;
+        o->detached = true;
+        if (!o->refs)
+            close_now = o;
+        atomic_fetch_add_explicit(&fc->forgets, 1, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&fc->mu);
+    if (close_now)
+        ofile_close(close_now);
+}
+
+void disk_fdcache_stats_get(struct disk_fdcache *fc, struct disk_fdcache_stats *st)
+{
+    memset(st, 0, sizeof(*st));
+    if (!fc)
+        return;
+    st->hits = atomic_load(&fc->hits);
+    st->opens = atomic_load(&fc->opens);
+    st->forgets = atomic_load(&fc->forgets);
+}
+
+/* An open, checked block file for b, referenced (ofile_put when done). */
+static int ofile_get(struct disk_fdcache *fc, const char *dir, size_t block_size,
+                     const struct cblock *b, struct ofile **out)
+{
+    if (fc) {
+        pthread_mutex_lock(&fc->mu);
+        struct ofile *o = fc->slot[slot_of(fc, b->id)];
+        if (o && !memcmp(o->id, b->id, 16)) {
+            o->refs++;
+            pthread_mutex_unlock(&fc->mu);
+            atomic_fetch_add_explicit(&fc->hits, 1, memory_order_relaxed);
+            *out = o;
+            return 0;
+        }
+        pthread_mutex_unlock(&fc->mu);
+    }
+    struct disk_hdr h;
+    unsigned char *hbuf = malloc(HDR_MAX);
+    int fd = -1;
+    if (!hbuf)
+        return -ENOMEM;
+    int r = open_block(dir, block_size, b, &h, hbuf, &fd);
+    if (r < 0) {
+        free(hbuf);
+        return r; /* open_block closed what it opened */
+    }
+    struct ofile *o = malloc(sizeof(*o) + h.hdr_len);
+    if (!o) {
+        free(hbuf);
+        close(fd);
+        return -ENOMEM;
+    }
+    memcpy(o->id, b->id, 16);
+    o->fd = fd;
+    o->refs = 1;
+    o->detached = true; /* until a slot takes it */
+    o->h = h;
+    memcpy(o->hbuf, hbuf, h.hdr_len);
+    free(hbuf);
+    if (fc) {
+        atomic_fetch_add_explicit(&fc->opens, 1, memory_order_relaxed);
+        struct ofile *evict = NULL;
+        pthread_mutex_lock(&fc->mu);
+        unsigned i = slot_of(fc, b->id);
+        struct ofile *cur = fc->slot[i];
+        if (!cur || !cur->refs) {
+            evict = cur; /* another block's file, idle: closed for this one */
+            fc->slot[i] = o;
+            o->detached = false;
+        }
+        pthread_mutex_unlock(&fc->mu);
+        if (evict)
+            ofile_close(evict);
+    }
+    *out = o;
+    return 0;
+}
+
+static void ofile_put(struct disk_fdcache *fc, struct ofile *o)
+{
+    bool close_now = true;
+    if (fc) {
+        pthread_mutex_lock(&fc->mu);
+        close_now = --o->refs == 0 && o->detached;
+        pthread_mutex_unlock(&fc->mu);
+    }
+    if (close_now)
+        ofile_close(o);
+}
+
+int disk_block_load(const char *dir, struct disk_fdcache *fc, size_t block_size,
+                    const struct cblock *b, struct cdata **out)
+{
+    struct ofile *o = NULL;
+    int r = ofile_get(fc, dir, block_size, b, &o);
+    if (r < 0)
+        return r;
+    struct cdata *d = cdata_new(b->len);
+    if (!d)
+        r = -ENOMEM;
+    else if (b->len)
+        r = read_verified(o->fd, &o->h, o->hbuf, 0, b->len, d->bytes);
+    ofile_put(fc, o);
+    if (r < 0) {
+        cdata_unref(d);
+        return r;
+    }
+    *out = d;
+    return 0;
+}
+
+int disk_block_read_range(const char *dir, struct disk_fdcache *fc, size_t block_size,
+                          const struct cblock *b, uint32_t off, uint32_t len, void *dst)
 {
     if ((uint64_t)off + len > b->len)
         return -EINVAL;
-    struct disk_hdr h;
-    unsigned char *hbuf = malloc(HDR_MAX);
-    int fd = -1, r;
-    if (!hbuf)
-        return -ENOMEM;
-    if ((r = open_block(dir, block_size, b, &h, hbuf, &fd)) == 0 && len)
-        r = read_verified(fd, &h, hbuf, off, len, dst);
-    free(hbuf);
-    if (fd >= 0)
-        close(fd);
+    struct ofile *o = NULL;
+    int r = ofile_get(fc, dir, block_size, b, &o);
+    if (r == 0 && len)
+        r = read_verified(o->fd, &o->h, o->hbuf, off, len, dst);
+    if (o)
+        ofile_put(fc, o);
     return r;
 }
 

@@ -42,6 +42,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -363,6 +364,19 @@ static void fetch_file(struct hints *h, struct hset *s, struct hfile *f)
             break;
         }
         rc = cache_fetch_block_hinted(h->d->cache, &s->io, &obj, i);
+        /* the share can be full for a moment: another worker has taken its victims out of the
+         * set's hold and not yet out of the cache (release_all runs after h->mu is dropped);
+         * make room again and retry a few times before calling the share full */
+        for (int again = 0; rc == -EDQUOT && again < 4; again++) {
+            struct rel more[TRIM_BATCH];
+            pthread_mutex_lock(&h->mu);
+            size_t nm = trim_locked(h, s, st.size_bytes, more, TRIM_BATCH);
+            pthread_mutex_unlock(&h->mu);
+            release_all(h, more, nm);
+            if (!nm)
+                sched_yield(); /* let the other worker finish its release */
+            rc = cache_fetch_block_hinted(h->d->cache, &s->io, &obj, i);
+        }
         if (rc == -EDQUOT)
             snprintf(err, sizeof(err),
                      "%s: the hot tier's share for hints is full (other hint sets hold it); "

@@ -376,6 +376,42 @@ static void test_hint_holds(void **state)
     backend_free(be);
 }
 
+/* Disk hits keep their block file open (issue 12, disk hits at pread speed): repeated RAM-less
+ * hits of one block open it once; after the block is evicted and fetched again, the new file is
+ * opened, not the old descriptor reused. */
+static void test_disk_open_files(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("fdcache");
+    struct backend *be = make_be(2);
+    struct cache_config cfg = {.block_size = BS,
+                               .disk_dir = dir,
+                               .disk_bytes = 16 * (BS + (8u << 10)),
+                               .prefetch_threads = 1};
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    read_block(c, be, "k0000", TA); /* fetched, written through */
+    struct cache_stats st0, st1;
+    cache_stats_get(c, &st0);
+    for (int i = 0; i < 10; i++)
+        read_block(c, be, "k0000", TA); /* RAM-less disk hits */
+    cache_stats_get(c, &st1);
+    assert_int_equal(st1.disk.hits - st0.disk.hits, 10);
+    assert_int_equal(st1.disk_fd_opens - st0.disk_fd_opens, 1);
+    assert_int_equal(st1.disk_fd_hits - st0.disk_fd_hits, 9);
+    assert_true(cache_evict(c, "be", "k0000") == 1);
+    read_block(c, be, "k0000", TA); /* fetched again: a new file */
+    read_block(c, be, "k0000", TA);
+    struct cache_stats st2;
+    cache_stats_get(c, &st2);
+    assert_int_equal(st2.disk_fd_opens - st1.disk_fd_opens, 1);
+    check(c);
+    cache_close(c);
+    backend_free(be);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 static void test_adopted_blocks_claimed(void **state)
 {
     (void)state;
@@ -423,7 +459,7 @@ int main(void)
         cmocka_unit_test(test_clock_second_chance), cmocka_unit_test(test_live_change),
         cmocka_unit_test(test_pinned_not_charged),  cmocka_unit_test(test_adopted_blocks_claimed),
         cmocka_unit_test(test_pin_fetch_at_quota),  cmocka_unit_test(test_failed_read_trims),
-        cmocka_unit_test(test_hint_holds),
+        cmocka_unit_test(test_hint_holds),          cmocka_unit_test(test_disk_open_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
