@@ -115,6 +115,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -1553,6 +1554,8 @@ int cache_fetch_block_hinted(struct cache *c, const struct tier_ioctx *io,
                 r = -EOVERFLOW;
             } else if (b->nhints == 0 && atomic_load(&c->hinted_bytes) + b->len > c->hinted_max) {
                 r = -EDQUOT; /* the hint share is full: cached, not held */
+            } else if (b->nhints > 0 && t < c->cfg.max_tenants && b->owner != t) {
+                r = -EEXIST; /* held for another tenant, who pays for it: no second payer */
             } else if (b->nhints++ == 0) {
                 b->flags |= B_HINTED;
                 atomic_fetch_add(&c->hinted_bytes, b->len);
@@ -1972,6 +1975,17 @@ int cache_adopt_disk_block(struct cache *c, struct cblock *b, uint64_t file_byte
     return 0;
 }
 
+/* Block files kept open for disk hits: DISK_OPEN_FILES, but no more than an eighth of the fd
+ * limit (a container's limit may be 1024: sockets, uploads and pidfds need theirs). */
+static unsigned disk_open_files(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        rl.rlim_cur / 8 < DISK_OPEN_FILES)
+        return rl.rlim_cur / 8 ? (unsigned)(rl.rlim_cur / 8) : 1;
+    return DISK_OPEN_FILES;
+}
+
 static int level_init(struct level *l, enum cache_policy_kind kind, uint64_t budget)
 {
     pthread_mutex_init(&l->mu, NULL);
@@ -2055,7 +2069,7 @@ int cache_open(const struct cache_config *cfg, struct cache **out)
             (r = disk_secret_load(c->disk_dir, c->secret, sizeof(c->secret))) < 0)
             goto fail;
         if ((r = disk_scan(c, c->disk_dir)) < 0 ||
-            (r = disk_fdcache_new(DISK_OPEN_FILES, &c->fds)) < 0)
+            (r = disk_fdcache_new(disk_open_files(), &c->fds)) < 0)
             goto fail;
         /* the budget may have shrunk since the last run */
         struct cblock *victims = NULL;

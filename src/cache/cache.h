@@ -161,8 +161,11 @@ uint64_t cache_hint_share(const struct cache *c);
  * cache_hint_release() per hold). A held block is charged to io's tenant (the hinter), whoever
  * cached it: its bytes count against that tenant's quota, so the holder keeps its hinted bytes
  * under the quota itself. 0, or as cache_fetch_block; -ENOSPC when the levels had no room to
- * cache it; -EDQUOT when the hint share (cfg.hinted_max) is full (the block is cached, not
- * held; no hold to release).
+ * cache it; -EDQUOT when the hint share (cfg.hinted_max) is full, -EEXIST when another tenant
+ * holds the block (it is charged to that tenant; the block is cached, not held: no hold to
+ * release). A block that leaves its last level (an explicit evict, a corrupt copy dropped) loses
+ * every hold; a holder that releases it afterwards may release a newer holder's hold (rare:
+ * that holder then reads it as any cached block).
  */
 int cache_fetch_block_hinted(struct cache *c, const struct tier_ioctx *io,
                              const struct cache_obj *obj, uint64_t index);

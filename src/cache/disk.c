@@ -380,13 +380,18 @@ struct disk_fdcache {
     pthread_mutex_t mu;
     unsigned nslots;
     struct ofile **slot;
+    uint32_t *gen; /* per slot: bumped by every forget there, so a reader that opened a file
+                    * before its unlink cannot put the unlinked inode in the slot after it */
     _Atomic uint64_t hits, opens, forgets;
 };
 
 int disk_fdcache_new(unsigned slots, struct disk_fdcache **out)
 {
     struct disk_fdcache *fc = calloc(1, sizeof(*fc));
-    if (!fc || !(fc->slot = calloc(slots ? slots : 1, sizeof(*fc->slot)))) {
+    if (!fc || !(fc->slot = calloc(slots ? slots : 1, sizeof(*fc->slot))) ||
+        !(fc->gen = calloc(slots ? slots : 1, sizeof(*fc->gen)))) {
+        if (fc)
+            free(fc->slot);
         free(fc);
         return -ENOMEM;
     }
@@ -410,6 +415,7 @@ void disk_fdcache_free(struct disk_fdcache *fc)
         if (fc->slot[i])
             ofile_close(fc->slot[i]); /* no reader is left when the cache closes */
     free(fc->slot);
+    free(fc->gen);
     pthread_mutex_destroy(&fc->mu);
     free(fc);
 }
@@ -428,6 +434,7 @@ void disk_fdcache_forget(struct disk_fdcache *fc, const uint8_t id[16])
     struct ofile *close_now = NULL;
     pthread_mutex_lock(&fc->mu);
     unsigned i = slot_of(fc, id);
+    fc->gen[i]++;
     struct ofile *o = fc->slot[i];
     if (o && !memcmp(o->id, id, 16)) {
         fc->slot[i] = NULL;
@@ -455,16 +462,20 @@ void disk_fdcache_stats_get(struct disk_fdcache *fc, struct disk_fdcache_stats *
 static int ofile_get(struct disk_fdcache *fc, const char *dir, size_t block_size,
                      const struct cblock *b, struct ofile **out)
 {
+    uint32_t gen0 = 0;
     if (fc) {
         pthread_mutex_lock(&fc->mu);
-        struct ofile *o = fc->slot[slot_of(fc, b->id)];
-        if (o && !memcmp(o->id, b->id, 16)) {
+        unsigned i = slot_of(fc, b->id);
+        struct ofile *o = fc->slot[i];
+        /* the whole identity, as at the open: never another block's file (I1) */
+        if (o && !memcmp(o->id, b->id, 16) && hdr_is_block(&o->h, o->hbuf, block_size, b)) {
             o->refs++;
             pthread_mutex_unlock(&fc->mu);
             atomic_fetch_add_explicit(&fc->hits, 1, memory_order_relaxed);
             *out = o;
             return 0;
         }
+        gen0 = fc->gen[i];
         pthread_mutex_unlock(&fc->mu);
     }
     struct disk_hdr h;
@@ -496,7 +507,7 @@ static int ofile_get(struct disk_fdcache *fc, const char *dir, size_t block_size
         pthread_mutex_lock(&fc->mu);
         unsigned i = slot_of(fc, b->id);
         struct ofile *cur = fc->slot[i];
-        if (!cur || !cur->refs) {
+        if (fc->gen[i] == gen0 && (!cur || !cur->refs)) {
             evict = cur; /* another block's file, idle: closed for this one */
             fc->slot[i] = o;
             o->detached = false;
@@ -509,11 +520,19 @@ static int ofile_get(struct disk_fdcache *fc, const char *dir, size_t block_size
     return 0;
 }
 
-static void ofile_put(struct disk_fdcache *fc, struct ofile *o)
+/* r: the read's result; after an error the descriptor is not kept (an ESTALE or EIO one would
+ * fail every later read of the block), the next read opens the file again. */
+static void ofile_put(struct disk_fdcache *fc, struct ofile *o, int r)
 {
     bool close_now = true;
     if (fc) {
         pthread_mutex_lock(&fc->mu);
+        if (r < 0 && !o->detached) {
+            unsigned i = slot_of(fc, o->id);
+            if (fc->slot[i] == o)
+                fc->slot[i] = NULL;
+            o->detached = true;
+        }
         close_now = --o->refs == 0 && o->detached;
         pthread_mutex_unlock(&fc->mu);
     }
@@ -533,7 +552,7 @@ int disk_block_load(const char *dir, struct disk_fdcache *fc, size_t block_size,
         r = -ENOMEM;
     else if (b->len)
         r = read_verified(o->fd, &o->h, o->hbuf, 0, b->len, d->bytes);
-    ofile_put(fc, o);
+    ofile_put(fc, o, r);
     if (r < 0) {
         cdata_unref(d);
         return r;
@@ -552,7 +571,7 @@ int disk_block_read_range(const char *dir, struct disk_fdcache *fc, size_t block
     if (r == 0 && len)
         r = read_verified(o->fd, &o->h, o->hbuf, off, len, dst);
     if (o)
-        ofile_put(fc, o);
+        ofile_put(fc, o, r);
     return r;
 }
 

@@ -344,6 +344,7 @@ static void fetch_file(struct hints *h, struct hset *s, struct hfile *f)
     struct cache_obj obj = {
         .be = f->ns->be, .key = f->key, .etag = st.etag, .size_bytes = st.size_bytes};
     uint64_t bs = cache_block_size(h->d->cache);
+    uint64_t held_blocks = 0; /* holds this call took, blocks 0 .. held_blocks - 1 */
     if (rc == 0) {
         /* make room first: the file enters the window, so its next use is nearer than that of
          * any held file outside it (Belady: those go for it) */
@@ -364,6 +365,8 @@ static void fetch_file(struct hints *h, struct hset *s, struct hfile *f)
             break;
         }
         rc = cache_fetch_block_hinted(h->d->cache, &s->io, &obj, i);
+        if (rc == 0)
+            held_blocks++;
         /* the share can be full for a moment: another worker has taken its victims out of the
          * set's hold and not yet out of the cache (release_all runs after h->mu is dropped);
          * make room again and retry a few times before calling the share full */
@@ -376,6 +379,8 @@ static void fetch_file(struct hints *h, struct hset *s, struct hfile *f)
             if (!nm)
                 sched_yield(); /* let the other worker finish its release */
             rc = cache_fetch_block_hinted(h->d->cache, &s->io, &obj, i);
+            if (rc == 0)
+                held_blocks++;
         }
         if (rc == -EDQUOT)
             snprintf(err, sizeof(err),
@@ -384,12 +389,13 @@ static void fetch_file(struct hints *h, struct hset *s, struct hfile *f)
                      f->key);
         else if (rc < 0)
             snprintf(err, sizeof(err), "%s block %" PRIu64 ": %s", f->key, i, strerror(-rc));
-        if (rc < 0) {
-            /* the blocks before it hold: release those holds (i of them) below */
-            obj.size_bytes = i * bs;
+        if (rc < 0)
             break;
-        }
     }
+    /* -EEXIST: another tenant holds the block for its own hint; this set reads it like any
+     * cached block and takes no hold (it tries again when the file next enters its window) */
+    if (rc == -EEXIST)
+        rc = -ECANCELED;
     struct rel rel[TRIM_BATCH];
     size_t nrel = 0;
     pthread_mutex_lock(&h->mu);
@@ -414,8 +420,13 @@ static void fetch_file(struct hints *h, struct hset *s, struct hfile *f)
         }
     }
     pthread_mutex_unlock(&h->mu);
-    if (rc < 0 || dropped)
-        cache_hint_release(h->d->cache, &obj, false); /* what it hinted before it stopped */
+    if (rc < 0 || dropped) {
+        /* exactly the holds this call took: other sets may hold the rest of the file */
+        uint64_t held = held_blocks * bs;
+        obj.size_bytes = held < obj.size_bytes ? held : obj.size_bytes;
+        if (held_blocks)
+            cache_hint_release(h->d->cache, &obj, false);
+    }
     release_all(h, rel, nrel);
 }
 
