@@ -568,6 +568,28 @@ static struct cdata *ram_remove(struct cache *c, struct cblock *b, bool evicted)
 static void disk_detach(struct cache *c, struct cblock *b, bool evicted, struct cblock **list);
 static void finish_unlinks(struct cache *c, struct cblock *list);
 
+/* ram.mu and disk.mu held, b referenced by the caller (refs++ under its shard lock s): take b
+ * out of both levels (an explicit drop: no ghost), then let go of the reference. Returns its RAM
+ * buffer to unref and adds its file to *list for finish_unlinks(), both after the level locks
+ * are dropped. */
+static struct cdata *drop_held(struct cache *c, struct shard *s, struct cblock *b,
+                               struct cblock **list)
+{
+    struct cdata *d = NULL;
+    if (b->ram) /* b->ram changes only under ram.mu (I2), held */
+        d = ram_remove(c, b, false);
+    pthread_mutex_lock(&s->mu);
+    bool on = (b->flags & B_ON_DISK) != 0;
+    pthread_mutex_unlock(&s->mu);
+    if (on)
+        disk_detach(c, b, false, list);
+    pthread_mutex_lock(&s->mu);
+    b->refs--;
+    maybe_free(s, b);
+    pthread_mutex_unlock(&s->mu);
+    return d;
+}
+
 /* No lock held. Evict the block with identity id from both levels if it is still charged to
  * tenant t. Returns its bytes, or 0 when it is no longer t's (a race: the caller looks again). */
 static uint32_t quota_evict_one(struct cache *c, const uint8_t id[16], uint32_t t)
@@ -587,19 +609,8 @@ static uint32_t quota_evict_one(struct cache *c, const uint8_t id[16], uint32_t 
         len = b->len;
     }
     pthread_mutex_unlock(&s->mu);
-    if (len) {
-        if (b->ram) /* b->ram changes only under ram.mu (I2), held */
-            d = ram_remove(c, b, false);
-        pthread_mutex_lock(&s->mu);
-        bool on = (b->flags & B_ON_DISK) != 0;
-        pthread_mutex_unlock(&s->mu);
-        if (on)
-            disk_detach(c, b, false, &list);
-        pthread_mutex_lock(&s->mu);
-        b->refs--;
-        maybe_free(s, b);
-        pthread_mutex_unlock(&s->mu);
-    }
+    if (len)
+        d = drop_held(c, s, b, &list);
     pthread_mutex_unlock(&c->disk.mu);
     pthread_mutex_unlock(&c->ram.mu);
     finish_unlinks(c, list);
@@ -1601,19 +1612,8 @@ uint64_t cache_hint_release(struct cache *c, const struct cache_obj *obj, bool e
                 b->refs++;
         }
         pthread_mutex_unlock(&s->mu);
-        if (take) {
-            if (b->ram) /* changes only under ram.mu (I2), held */
-                drop = ram_remove(c, b, false);
-            pthread_mutex_lock(&s->mu);
-            bool on = (b->flags & B_ON_DISK) != 0;
-            pthread_mutex_unlock(&s->mu);
-            if (on)
-                disk_detach(c, b, false, &list);
-            pthread_mutex_lock(&s->mu);
-            b->refs--;
-            maybe_free(s, b);
-            pthread_mutex_unlock(&s->mu);
-        }
+        if (take)
+            drop = drop_held(c, s, b, &list);
         pthread_mutex_unlock(&c->disk.mu);
         pthread_mutex_unlock(&c->ram.mu);
         finish_unlinks(c, list);

@@ -610,6 +610,15 @@ static json_t *parse_body(const struct api_request *rq, struct api_reply *out, u
     return j;
 }
 
+/* 404 for a tenant name the registry does not know. */
+static unsigned reply_no_tenant(struct api_reply *out, const char *name)
+{
+    return reply_error(out, -ENOENT,
+                       "no tenant '%.80s' (GET /v1/tenants lists them; add one with a [tenant "
+                       "NAME] section or POST /v1/tenants)",
+                       name);
+}
+
 static unsigned do_stage_post(struct tierd *d, const struct api_request *rq, struct api_reply *out)
 {
     unsigned ret;
@@ -635,10 +644,7 @@ static unsigned do_stage_post(struct tierd *d, const struct api_request *rq, str
     /* whose staging: its QoS share, telemetry and hot-tier space (default: tenant default) */
     uint32_t tenant = TIER_TENANT_DEFAULT;
     if (tj && (!d->tenants || tenant_find(d->tenants, json_string_value(tj), &tenant) != 0)) {
-        ret = reply_error(out, -ENOENT,
-                          "no tenant '%.80s' (GET /v1/tenants lists them; add one with a "
-                          "[tenant NAME] section or POST /v1/tenants)",
-                          json_string_value(tj));
+        ret = reply_no_tenant(out, json_string_value(tj));
         json_decref(j);
         return ret;
     }
@@ -1632,10 +1638,7 @@ static unsigned qos_parse(struct tierd *d, json_t *j, struct qos_change *ch, str
                            "backend, resource optional; at least one of reservation, weight, "
                            "limit)");
     if (tenant_find(d->tenants, ch->tenant, &ch->id) != 0)
-        return reply_error(out, -ENOENT,
-                           "no tenant '%.80s' (GET /v1/tenants lists them; add one with a "
-                           "[tenant NAME] section or POST /v1/tenants)",
-                           ch->tenant);
+        return reply_no_tenant(out, ch->tenant);
     json_t *cj = json_object_get(j, "class");
     ch->cls_given = cj && !json_is_null(cj);
     ch->cls = tenant_class(d->tenants, ch->id);
@@ -1828,10 +1831,7 @@ static unsigned do_hints_post(struct tierd *d, const struct api_request *rq, str
     }
     uint32_t tenant = TIER_TENANT_DEFAULT;
     if (tj && (!d->tenants || tenant_find(d->tenants, json_string_value(tj), &tenant) != 0)) {
-        ret = reply_error(out, -ENOENT,
-                          "no tenant '%.80s' (GET /v1/tenants lists them; add one with a "
-                          "[tenant NAME] section or POST /v1/tenants)",
-                          json_string_value(tj));
+        ret = reply_no_tenant(out, json_string_value(tj));
         goto out;
     }
     int64_t own = hints_caller_tenant(d, rq);
