@@ -1763,20 +1763,7 @@ long cache_evict(struct cache *c, const char *backend_name, const char *prefix)
         pthread_mutex_unlock(&s->mu);
         for (struct cblock *b = ram_list, *nx; b; b = nx) {
             nx = b->enext;
-            if (b->ram) {
-                struct cdata *d = ram_remove(c, b, false);
-                cdata_unref(d);
-            }
-            pthread_mutex_lock(&s->mu);
-            bool on = (b->flags & B_ON_DISK) != 0;
-            pthread_mutex_unlock(&s->mu);
-            if (on) {
-                disk_detach(c, b, false, &list);
-            }
-            pthread_mutex_lock(&s->mu);
-            b->refs--;
-            maybe_free(s, b);
-            pthread_mutex_unlock(&s->mu);
+            cdata_unref(drop_held(c, s, b, &list)); /* free() only: no I/O under the locks */
         }
         pthread_mutex_unlock(&c->disk.mu);
         pthread_mutex_unlock(&c->ram.mu);
