@@ -7,6 +7,7 @@ HintedSampler. Before each epoch and at the end it fetches /metrics and prints o
 epoch: the bytes of reads tierd served from RAM or disk (hits) and from the backend.
 
 usage: hints_job.py SOCKET DIR EPOCHS COMPUTE_MS SEED [--hint NAME]
+SOCKET "-": no tierd (a local-disk baseline): hit and backend bytes are reported as 0.
 """
 import json
 import mmap
@@ -46,6 +47,8 @@ def metrics(sock):
 
 
 def served(sock):
+    if sock == "-":
+        return {"hit": 0, "backend": 0}
     text = metrics(sock)
     got = {"hit": 0, "backend": 0}
     for m in re.finditer(r'^tierd_op_bytes_total\{([^}]*)\} (\S+)$', text, re.M):

@@ -28,6 +28,7 @@
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -788,6 +789,11 @@ static void test_pidfd_thread(void **state)
     pthread_cond_broadcast(&t.cv);
     pthread_mutex_unlock(&t.mu);
     assert_int_equal(pthread_join(th, NULL), 0);
+    /* pthread_join returns once the thread cleared its tid; the kernel may reap the task (and
+     * signal its pidfd) a moment later: wait, with a deadline, until the thread is gone */
+    for (int i = 0; i < 5000 && syscall(SYS_tgkill, getpid(), t.tid, 0) == 0; i++)
+        usleep(1000);
+    assert_int_equal(syscall(SYS_tgkill, getpid(), t.tid, 0), -1);
     (void)tenant_resolve(r, t.tid, getuid(), getgid());
     tenant_stats_get(r, &st);
     assert_int_equal(st.cache_hits, 1);
