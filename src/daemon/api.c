@@ -15,8 +15,8 @@
  * api_admit(): token on TCP, the caller's rights on the Unix socket (SO_PEERCRED: only root,
  * tierd's uid or a member of [api] admin_group may change state), the declared body size. A
  * refusal is answered at once and the body is never read. The body is then collected into a
- * dynbuf capped at API_BODY_MAX; a body that grows past it is answered 413 and the connection
- * closed without reading the rest.
+ * dynbuf capped at api_body_max() (API_BODY_MAX; more for POST /v1/hints); a body that grows past
+ * it is answered 413 and the connection closed without reading the rest.
  *
  * The socket file is bound in a private directory (mode 0700) made beside it, given its mode
  * (0660) and [api] socket_group there, and renamed into place: no moment where it has a wider

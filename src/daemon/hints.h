@@ -13,10 +13,10 @@
  * order before this one ends). Per set the engine keeps a hintwin (src/cache/hintwin.h) over the
  * order: files entering its window are stat'ed and fetched by the engine's workers as the set's
  * tenant, in the tenant's class (work done for the tenant, charged to its QoS share), and held in
- * the cache (cache_fetch_block_hinted); the reader's reads move the window on; when the held bytes
- * pass the set's budget (min of [hints] cache_size and the tenant's cache_quota), the held file
- * whose next use is farthest is released and evicted (hintwin_victim), one never used again
- * first.
+ * the cache (cache_fetch_block_hinted); the reader's reads move the window on; before a fetch
+ * would take the tenant's sets past their budget (min of [cache] hint_cache_size, the cache's hint
+ * share and the tenant's cache_quota), the held file whose next use is farthest is released and
+ * evicted (hintwin_victim), one never used again first.
  *
  * Thread-safe: one mutex for the engine; no I/O under it.
  */
