@@ -15,6 +15,11 @@ delayed (it is on loopback); the upstream connection is opened when a client con
 connection's first request waits for that connect (one link RTT) plus DELAY_MS. A half-close
 (EOF) is forwarded after the chunks before it, also delayed.
 
+With --stream-rate R (bytes per second), each connection's each direction is also paced to at
+most R: the per-connection limit of a real object store (AWS gives one GET stream roughly 90 MB/s
+and asks clients to use parallel ranged GETs for more), which a rate on the link alone does not
+model. 0 (the default) paces nothing.
+
 Only loopback listen addresses are accepted; the upstream is what netlink.sh passes (its own
 namespace's address).
 """
@@ -39,9 +44,11 @@ def parse_hostport(s):
     return host, int(port)
 
 
-async def pump(reader, writer, delay):
-    """Copy reader to writer, each chunk written `delay` seconds after it was read."""
+async def pump(reader, writer, delay, rate):
+    """Copy reader to writer, each chunk written `delay` seconds after it was read, and (rate >
+    0) no faster than rate bytes per second."""
     queue = asyncio.Queue(QUEUE_CHUNKS)
+    paced = [0.0]  # the time the stream's bytes so far may all have been written, at rate
 
     async def read_side():
         while True:
@@ -60,21 +67,28 @@ async def pump(reader, writer, delay):
                 if writer.can_write_eof():
                     writer.write_eof()
                 return
+            if rate > 0:
+                now = time.monotonic()
+                paced[0] = max(paced[0], now) + len(data) / rate
+                # write the chunk once the ones before it have had their time
+                ahead = paced[0] - len(data) / rate - now
+                if ahead > 0:
+                    await asyncio.sleep(ahead)
             writer.write(data)
             await writer.drain()
 
     await asyncio.gather(read_side(), write_side())
 
 
-async def handle(client_r, client_w, upstream, delay):
+async def handle(client_r, client_w, upstream, delay, rate):
     try:
         up_r, up_w = await asyncio.open_connection(*upstream)
     except OSError as e:
         print(f"delayproxy: connect to {upstream[0]}:{upstream[1]}: {e}", file=sys.stderr)
         client_w.close()
         return
-    tasks = [asyncio.create_task(pump(client_r, up_w, delay)),
-             asyncio.create_task(pump(up_r, client_w, delay))]
+    tasks = [asyncio.create_task(pump(client_r, up_w, delay, rate)),
+             asyncio.create_task(pump(up_r, client_w, delay, rate))]
     try:
         await asyncio.gather(*tasks)
     except (ConnectionError, OSError):
@@ -92,14 +106,18 @@ async def main():
     ap.add_argument("--upstream", type=parse_hostport, required=True)
     ap.add_argument("--delay-ms", type=float, required=True)
     ap.add_argument("--port-file", required=True)
+    ap.add_argument("--stream-rate", type=float, default=0.0,
+                    help="bytes/s per connection and direction (0: no limit)")
     a = ap.parse_args()
     if not ipaddress.IPv4Address(a.listen[0]).is_loopback:
         ap.error(f"--listen {a.listen[0]} is not a loopback address")
     if not 0 <= a.delay_ms <= 10000:
         ap.error("--delay-ms must be between 0 and 10000")
+    if a.stream_rate < 0:
+        ap.error("--stream-rate must not be negative")
     delay = a.delay_ms / 1000.0
     server = await asyncio.start_server(
-        lambda r, w: handle(r, w, a.upstream, delay), a.listen[0], a.listen[1])
+        lambda r, w: handle(r, w, a.upstream, delay, a.stream_rate), a.listen[0], a.listen[1])
     port = server.sockets[0].getsockname()[1]
     tmp = a.port_file + ".tmp"
     with open(tmp, "w") as f:

@@ -15,6 +15,8 @@
 #        start-rgw DIR   (the last two: ceph.sh's verbs, run inside the namespace, for outages)
 #   RATE      NUMBER{bit,kbit,mbit,gbit} (tc's units: bits per second), e.g. 200mbit
 #   DELAY_MS  one-way delay the proxy adds per direction (0..10000 ms; absent: no proxy)
+#   env STREAM_RATE  with DELAY_MS: the proxy also paces each connection's each direction to at
+#             most this many bytes/s (an object store's per-stream limit; default 0: none)
 # Files in DIR: ceph/ (ceph.sh's state dir), env (S3_ENDPOINT = the proxy when there is one, else
 # the RGW in the namespace; S3_ENDPOINT_DIRECT = that RGW; S3_REGION and keys; LINK_* the link),
 # proxy.pid, proxy.port, proxy.log, netlink.log.
@@ -158,6 +160,8 @@ up() {
     if [[ -n $delay ]]; then
         [[ $delay =~ ^[0-9]+$ ]] && ((delay <= 10000)) || die "DELAY_MS '$delay' is not 0..10000"
     fi
+    [[ ${STREAM_RATE:-0} =~ ^[0-9]+$ ]] || die "STREAM_RATE '$STREAM_RATE' is not a whole number of bytes/s"
+    [[ ${STREAM_RATE:-0} == 0 || -n $delay ]] || die "STREAM_RATE needs DELAY_MS (the proxy paces it)"
     if ns_exists || veth_exists; then
         die "namespace $NS or veth $VETH_HOST exists already; run: $0 down DIR (with its DIR)"
     fi
@@ -200,7 +204,7 @@ up() {
     if [[ -n $delay ]]; then
         rm -f "$DIR/proxy.port"
         setsid python3 "$HERE/delayproxy.py" --listen 127.0.0.1:0 --upstream "$STORE_ADDR:${direct##*:}" \
-            --delay-ms "$delay" --port-file "$DIR/proxy.port" </dev/null >"$DIR/proxy.log" 2>&1 8>&- &
+            --delay-ms "$delay" --stream-rate "${STREAM_RATE:-0}" --port-file "$DIR/proxy.port" </dev/null >"$DIR/proxy.log" 2>&1 8>&- &
         pid=$!
         echo "$pid" >"$DIR/proxy.pid"
         wait_file "$DIR/proxy.port" 10 || {
@@ -209,7 +213,7 @@ up() {
         }
         read -r port <"$DIR/proxy.port"
         endpoint=http://127.0.0.1:$port
-        log "delay proxy: $endpoint -> $direct, +${delay} ms each way"
+        log "delay proxy: $endpoint -> $direct, +${delay} ms each way${STREAM_RATE:+, each connection at most $STREAM_RATE B/s}"
     fi
 
     {
@@ -224,6 +228,7 @@ up() {
         echo "LINK_RATE=$rate"
         echo "LINK_RATE_BITS=$bits"
         echo "LINK_DELAY_MS=${delay:-0}"
+        echo "LINK_STREAM_RATE=${STREAM_RATE:-0}"
     } >"$DIR/env.tmp"
     mv "$DIR/env.tmp" "$DIR/env"
     trap - EXIT

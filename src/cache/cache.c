@@ -68,6 +68,8 @@
  *   publish result to waiters, end FETCHING    publish(), release_result()
  *   insert into RAM (+ evict RAM victims)      publish() -> ram_insert()
  *   write-through to disk (+ evict victims)    publish() -> disk_store()
+ *     ... or by the writer thread, then end    publish() -> store_enqueue(); st_worker()
+ *     the load                                   -> disk_store(), load_end()
  *   RAM eviction (drop, never I/O)             ram_insert() -> ram_remove()
  *   disk eviction (unlink outside locks)       disk_reserve() -> disk_detach(), finish_unlinks()
  *   disk copy corrupt or gone: drop it         load_block() -> disk_drop()
@@ -82,10 +84,16 @@
  *   free                                       maybe_free()
  *
  * WRITE-THROUGH: a block fetched from the backend is written to disk right after it is
- * published to readers, by the fetching thread. RAM evictions are then free (no I/O in the
- * eviction path, which runs inside some reader's call), and a crash loses nothing fetched. The
- * cost is a disk write for blocks read once; the disk level has its own S3-FIFO, so such blocks
- * do not displace hot ones there either.
+ * published to readers and placed in RAM. RAM evictions are then free (no I/O in the eviction
+ * path, which runs inside some reader's call). The cost is a disk write for blocks read once; the
+ * disk level has its own S3-FIFO, so such blocks do not displace hot ones there either. With
+ * cfg.store_async the write of a block that a read or a prefetch fetched goes to the writer
+ * thread (st_worker; at most STORE_QUEUE wait, beyond that the fetching thread writes): the read
+ * replies and the prefetcher starts its next GET without waiting for the disk. The load stays
+ * open (FETCHING, its result published) until the writer is done, so I6 holds and a reader
+ * meanwhile takes the published buffer; cache_evict() first waits for the queue to empty
+ * (store_drain), cache_close() lets the writer finish it. Staging and hinted fetches write on
+ * their own thread: when they return, the block is on disk.
  *
  * DISK ADMISSION (cfg.disk_adm, common/diskadm.h; the daemon's disk lane, qos/sched.h): every
  * read of a block file is admitted with the reader's ioctx and its bytes before it starts
@@ -131,6 +139,7 @@
 #define PREFETCH_THREADS_DEFAULT 4
 #define PREFETCH_THREADS_MAX 32
 #define PREFETCH_QUEUE 64
+#define STORE_QUEUE 16 /* write-throughs waiting for the writer (cfg.store_async) */
 #define MAX_FETCHES_DEFAULT 64
 #define DISK_OPEN_FILES 1024     /* block files kept open for disk hits (disk_fdcache) */
 #define CACHE_TENANTS_DEFAULT 64 /* the tenant registry's default max_tenants */
@@ -165,6 +174,16 @@ struct pf_item {
     struct backend *be;
     char *key, *etag;
     uint64_t size, index;
+    struct tier_ioctx io;
+};
+
+/* A write-through handed to the writer thread: the load of b (FETCHING, held by the loader's
+ * reference, which the item now owns) ends when the writer has stored d. */
+struct st_item {
+    struct st_item *next;
+    struct shard *s;
+    struct cblock *b;
+    struct cdata *d; /* a reference */
     struct tier_ioctx io;
 };
 
@@ -239,6 +258,16 @@ struct cache {
     bool pf_stop;
     pthread_t pf_threads[PREFETCH_THREADS_MAX];
     int pf_nthreads;
+
+    /* write-through queue (cfg.store_async): st_mu guards the queue, st_busy and st_stop */
+    pthread_mutex_t st_mu;
+    pthread_cond_t st_cv;   /* an item queued, or stop */
+    pthread_cond_t st_idle; /* the queue is empty and the writer idle (store_drain) */
+    struct st_item *st_head, *st_tail;
+    size_t st_len;
+    bool st_busy, st_stop, st_running;
+    pthread_t st_thread;
+    _Atomic uint64_t store_async_n, store_inline_n;
 };
 
 /* ---- data buffers ----------------------------------------------------------------------- */
@@ -1275,8 +1304,92 @@ static int load_block(struct cache *c, const struct tier_ioctx *io, const struct
  * waiters, then place d into RAM and (from the backend) write it through to disk while still
  * FETCHING, so that no second load can start before the block is findable in a level; then end
  * the load and let go of b. */
+static void load_end(struct shard *s, struct cblock *b)
+{
+    pthread_mutex_lock(&s->mu);
+    b->flags &= ~(unsigned)B_FETCHING;
+    b->refs--;
+    release_result(s, b);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Hand the write-through of b (its load still open) to the writer thread; false when there is
+ * none or its queue is full (the caller then stores it itself). */
+static bool store_enqueue(struct cache *c, const struct tier_ioctx *io, struct shard *s,
+                          struct cblock *b, struct cdata *d)
+{
+    if (!c->disk_dir || !c->disk.budget)
+        return false;
+    struct st_item *it = malloc(sizeof(*it));
+    if (!it)
+        return false;
+    *it = (struct st_item){.s = s, .b = b, .d = cdata_ref(d), .io = io ? *io : TIER_IOCTX_DEFAULT};
+    pthread_mutex_lock(&c->st_mu);
+    bool ok = c->st_running && !c->st_stop && c->st_len < STORE_QUEUE;
+    if (ok) {
+        if (c->st_tail)
+            c->st_tail->next = it;
+        else
+            c->st_head = it;
+        c->st_tail = it;
+        c->st_len++;
+        pthread_cond_signal(&c->st_cv);
+    }
+    pthread_mutex_unlock(&c->st_mu);
+    if (!ok) {
+        cdata_unref(it->d);
+        free(it);
+        atomic_fetch_add_explicit(&c->store_inline_n, 1, memory_order_relaxed);
+        return false;
+    }
+    atomic_fetch_add_explicit(&c->store_async_n, 1, memory_order_relaxed);
+    return true;
+}
+
+/* The writer: stores queued blocks in order and ends their loads; at stop it empties the queue
+ * first, so nothing fetched before cache_close is left unwritten. */
+static void *st_worker(void *arg)
+{
+    struct cache *c = arg;
+    pthread_mutex_lock(&c->st_mu);
+    for (;;) {
+        while (!c->st_head && !c->st_stop)
+            pthread_cond_wait(&c->st_cv, &c->st_mu);
+        if (!c->st_head)
+            break; /* stopped, and nothing left */
+        struct st_item *it = c->st_head;
+        c->st_head = it->next;
+        if (!c->st_head)
+            c->st_tail = NULL;
+        c->st_len--;
+        c->st_busy = true;
+        pthread_mutex_unlock(&c->st_mu);
+        disk_store(c, &it->io, it->b, it->d);
+        cdata_unref(it->d);
+        load_end(it->s, it->b);
+        free(it);
+        pthread_mutex_lock(&c->st_mu);
+        c->st_busy = false;
+        if (!c->st_head)
+            pthread_cond_broadcast(&c->st_idle);
+    }
+    pthread_mutex_unlock(&c->st_mu);
+    return NULL;
+}
+
+/* Wait until every write-through handed to the writer so far is done. */
+static void store_drain(struct cache *c)
+{
+    pthread_mutex_lock(&c->st_mu);
+    while (c->st_running && (c->st_head || c->st_busy))
+        pthread_cond_wait(&c->st_idle, &c->st_mu);
+    pthread_mutex_unlock(&c->st_mu);
+}
+
+/* async: the write-through of a block from the backend may go to the writer thread
+ * (cfg.store_async), which then ends the load. */
 static void publish(struct cache *c, const struct tier_ioctx *io, struct shard *s, struct cblock *b,
-                    int r, struct cdata *d, bool from_backend)
+                    int r, struct cdata *d, bool from_backend, bool async)
 {
     pthread_mutex_lock(&s->mu);
     b->ready = true;
@@ -1287,14 +1400,13 @@ static void publish(struct cache *c, const struct tier_ioctx *io, struct shard *
     pthread_mutex_unlock(&s->mu);
     if (r == 0) {
         ram_insert(c, b, d);
-        if (from_backend)
+        if (from_backend) {
+            if (async && c->cfg.store_async && store_enqueue(c, io, s, b, d))
+                return; /* the writer ends the load */
             disk_store(c, io, b, d);
+        }
     }
-    pthread_mutex_lock(&s->mu);
-    b->flags &= ~(unsigned)B_FETCHING;
-    b->refs--;
-    release_result(s, b);
-    pthread_mutex_unlock(&s->mu);
+    load_end(s, b);
 }
 
 /*
@@ -1308,7 +1420,7 @@ static void publish(struct cache *c, const struct tier_ioctx *io, struct shard *
  */
 static int block_get(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
                      uint64_t index, uint32_t off_in_block, uint32_t seq_len, bool pinned,
-                     struct cdata **out, struct level **from)
+                     bool async, struct cdata **out, struct level **from)
 {
     *from = NULL;
     uint8_t id[16];
@@ -1351,7 +1463,7 @@ static int block_get(struct cache *c, const struct tier_ioctx *io, const struct 
     struct cdata *d = NULL;
     bool from_backend;
     r = load_block(c, io, obj, b, try_disk, &d, &from_backend);
-    publish(c, io, s, b, r, d, from_backend);
+    publish(c, io, s, b, r, d, from_backend, async);
     if (r == 0) {
         *out = d;
         *from = from_backend ? NULL : &c->disk;
@@ -1458,7 +1570,7 @@ ssize_t cache_read_served(struct cache *c, const struct tier_ioctx *io, const st
         }
         struct cdata *d = NULL;
         struct level *from = NULL;
-        int r = block_get(c, io, obj, index, in, (uint32_t)n, pinned, &d, &from);
+        int r = block_get(c, io, obj, index, in, (uint32_t)n, pinned, true, &d, &from);
         /* A failure part-way is the whole read's failure: a short count means end of object
          * to the kernel, which would then shrink the file's size (a silent truncation). The
          * blocks it cached before count all the same. */
@@ -1484,8 +1596,9 @@ ssize_t cache_read_served(struct cache *c, const struct tier_ioctx *io, const st
     return (ssize_t)done;
 }
 
-int cache_fetch_block(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
-                      uint64_t index, bool pin)
+/* cache_fetch_block; async: its write-through may go to the writer (a prefetch's). */
+static int fetch_block(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
+                       uint64_t index, bool pin, bool async)
 {
     if (!c || !obj_ok(obj))
         return -EINVAL;
@@ -1493,8 +1606,8 @@ int cache_fetch_block(struct cache *c, const struct tier_ioctx *io, const struct
         return obj->size_bytes == 0 && index == 0 ? 0 : -EINVAL;
     struct cdata *d = NULL;
     struct level *from = NULL;
-    int r =
-        block_get(c, io, obj, index, 0, block_len(c, obj, index), obj_pinned(c, obj), &d, &from);
+    int r = block_get(c, io, obj, index, 0, block_len(c, obj, index), obj_pinned(c, obj),
+                      async && !pin, &d, &from);
     if (r < 0) {
         quota_check(c, io);
         return r;
@@ -1534,6 +1647,12 @@ int cache_fetch_block(struct cache *c, const struct tier_ioctx *io, const struct
     return r;
 }
 
+int cache_fetch_block(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
+                      uint64_t index, bool pin)
+{
+    return fetch_block(c, io, obj, index, pin, false);
+}
+
 /* ---- hinted blocks (I10) ------------------------------------------------------------------- */
 
 int cache_fetch_block_hinted(struct cache *c, const struct tier_ioctx *io,
@@ -1545,8 +1664,8 @@ int cache_fetch_block_hinted(struct cache *c, const struct tier_ioctx *io,
         return obj->size_bytes == 0 && index == 0 ? 0 : -EINVAL;
     struct cdata *d = NULL;
     struct level *from = NULL;
-    int r =
-        block_get(c, io, obj, index, 0, block_len(c, obj, index), obj_pinned(c, obj), &d, &from);
+    int r = block_get(c, io, obj, index, 0, block_len(c, obj, index), obj_pinned(c, obj), false, &d,
+                      &from);
     if (r == 0) {
         cdata_unref(d);
         /* hold it before the tenant is trimmed, as a pin is (cache_fetch_block) */
@@ -1740,6 +1859,7 @@ long cache_evict(struct cache *c, const char *backend_name, const char *prefix)
 {
     if (!c || !backend_name || !prefix)
         return -EINVAL;
+    store_drain(c); /* a write-through still queued would bring a block back after this */
     long count = 0;
     for (int i = 0; i < NSHARDS; i++) {
         struct shard *s = &c->shards[i];
@@ -1830,6 +1950,8 @@ void cache_stats_get(struct cache *c, struct cache_stats *st)
     st->pin_budget = c->cfg.pin_bytes;
     st->checksum_failures = atomic_load(&c->csum_failures);
     st->disk_store_skipped = atomic_load(&c->store_skipped);
+    st->disk_store_async = atomic_load(&c->store_async_n);
+    st->disk_store_inline = atomic_load(&c->store_inline_n);
     st->quota_evictions = atomic_load(&c->quota_evictions);
     st->hinted_bytes = atomic_load(&c->hinted_bytes);
     struct disk_fdcache_stats fs;
@@ -1880,7 +2002,7 @@ static void *pf_worker(void *arg)
         pthread_mutex_unlock(&c->pf_mu);
         struct cache_obj obj = {
             .be = it->be, .key = it->key, .etag = it->etag, .size_bytes = it->size};
-        int r = cache_fetch_block(c, &it->io, &obj, it->index, false);
+        int r = fetch_block(c, &it->io, &obj, it->index, false, true);
         if (r < 0)
             log_debug("cache: prefetch of block %" PRIu64 " of %s failed: %s", it->index, it->key,
                       strerror(-r));
@@ -2033,6 +2155,9 @@ int cache_open(const struct cache_config *cfg, struct cache **out)
     pthread_mutex_init(&c->hook_mu, NULL);
     pthread_mutex_init(&c->pf_mu, NULL);
     pthread_cond_init(&c->pf_cv, NULL);
+    pthread_mutex_init(&c->st_mu, NULL);
+    pthread_cond_init(&c->st_cv, NULL);
+    pthread_cond_init(&c->st_idle, NULL);
     for (int i = 0; i < NSHARDS; i++) {
         pthread_mutex_init(&c->shards[i].mu, NULL);
         pthread_cond_init(&c->shards[i].cv, NULL);
@@ -2066,6 +2191,8 @@ int cache_open(const struct cache_config *cfg, struct cache **out)
         pthread_mutex_unlock(&c->disk.mu);
         finish_unlinks(c, victims);
     }
+    if (c->cfg.store_async && c->disk_dir && pthread_create(&c->st_thread, NULL, st_worker, c) == 0)
+        c->st_running = true; /* else every write-through stays on its fetching thread */
     int npf = c->cfg.prefetch_threads > 0 ? c->cfg.prefetch_threads : PREFETCH_THREADS_DEFAULT;
     if (npf > PREFETCH_THREADS_MAX)
         npf = PREFETCH_THREADS_MAX;
@@ -2095,6 +2222,16 @@ void cache_close(struct cache *c)
         struct pf_item *it = c->pf_head;
         c->pf_head = it->next;
         pf_item_free(it);
+    }
+    /* no fetch runs now (the callers' have returned, the prefetchers are joined): the writer
+     * stores what is queued, then exits */
+    if (c->st_running) {
+        pthread_mutex_lock(&c->st_mu);
+        c->st_stop = true;
+        pthread_cond_broadcast(&c->st_cv);
+        pthread_mutex_unlock(&c->st_mu);
+        pthread_join(c->st_thread, NULL);
+        c->st_running = false;
     }
     for (int i = 0; i < NSHARDS; i++) {
         struct shard *s = &c->shards[i];

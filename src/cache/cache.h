@@ -48,8 +48,9 @@ struct cache_config {
     uint64_t disk_min_free_bytes; /* keep at least this much free on disk_dir's file system */
     uint64_t pin_bytes;           /* budget for pinned blocks (counted inside the levels) */
     enum cache_policy_kind policy;
-    int prefetch_threads; /* background fetchers for cache_prefetch(); default 4, max 32: the
-                           * depth of sequential read-ahead against a slow backend */
+    int prefetch_threads; /* background fetchers for cache_prefetch(); default 4 (tierd's
+                           * config: 8), max 32: the ranged GETs a sequential read-ahead keeps
+                           * in flight against a slow backend */
     int max_fetches;      /* backend block fetches of one backend holding a block buffer at
                            * once (the rest wait, holding none); 0: 64; 1..4096 */
     /* Admission of the disk level's I/O (common/diskadm.h; copied at open; NULL: none): every
@@ -67,6 +68,12 @@ struct cache_config {
     /* Hinted blocks (cache_fetch_block_hinted) held at once, all hint sets together; 0, or more
      * than three quarters of the smaller level: three quarters of the smaller level. */
     uint64_t hinted_max;
+    /* Write-through off the reader's path: a block a read or a prefetch fetched is handed to
+     * a writer thread for its disk copy (up to 16 waiting; beyond, the fetching thread writes
+     * it), so neither the read's reply nor the prefetcher's next fetch waits for the disk.
+     * cache_fetch_block (staging) and hinted fetches still write before they return. false:
+     * every write-through on the fetching thread (the library's default; tierd sets it). */
+    bool store_async;
 };
 
 /* The object being read: borrowed for the call. */
@@ -200,6 +207,9 @@ struct cache_stats {
     /* write-throughs the disk admission refused (cache_config.disk_adm): fetched blocks not
      * written to the disk level because the disk was busy or the tenant at its disk limit */
     uint64_t disk_store_skipped;
+    /* write-throughs handed to the writer thread (store_async), and those its full queue left
+     * to the fetching thread */
+    uint64_t disk_store_async, disk_store_inline;
     /* Backend fetches holding a block buffer (all backends), now and at most so far; fetches
      * that waited for one of their backend's max_fetches slots. */
     uint64_t fetch_buffers_now, fetch_buffers_peak, fetch_slot_waits, max_fetches;

@@ -309,6 +309,11 @@ static json_t *cache_json(struct tierd *d)
                          (json_int_t)s.fetch_buffers_peak, "fetch_slot_waits",
                          (json_int_t)s.fetch_slot_waits, "disk_store_skipped",
                          (json_int_t)s.disk_store_skipped));
+    /* write-throughs off the reader's path, and those a full queue kept on it */
+    if (j)
+        json_object_update_missing_new(
+            j, json_pack("{s:I, s:I}", "disk_store_async", (json_int_t)s.disk_store_async,
+                         "disk_store_inline", (json_int_t)s.disk_store_inline));
     /* space quotas: bytes charged to tenants, blocks their quotas evicted */
     if (j)
         json_object_update_missing_new(j, json_pack("{s:I, s:I}", "charged_bytes",

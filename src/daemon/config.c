@@ -402,6 +402,7 @@ static const struct keydef cache_keys[] = {
     {"disk_op_cost", V_SIZE, CFG(disk_op_cost), 1, 64 * MIB, false, 0},
     {"hint_threads", V_INT, CFG(hints_threads), 1, 256, false, 0},
     {"hint_window", V_U64, CFG(hints_window_files), 1, 1000000, false, 0},
+    {"prefetch_threads", V_INT, CFG(cache.prefetch_threads), 1, 32, false, 0},
     {"hint_window_size", V_SIZE, CFG(hints_window_bytes), 64 * KIB, UINT64_MAX, false, 0},
     {"hint_cache_size", V_SIZE, CFG(hints_cache_bytes), 64 * KIB, UINT64_MAX, false, 0},
     {NULL, 0, 0, 0, 0, false, 0},
@@ -414,6 +415,7 @@ static const struct keydef mount_keys[] = {
     {"threads", V_INT, CFG(fuse_threads), 1, 1024, false, 0},
     {"allow_other", V_BOOL, CFG(allow_other), 0, 0, false, 0},
     {"readahead_blocks", V_U64, CFG(readahead_blocks), 0, 1024, false, 0},
+    {"readahead_max", V_SIZE, CFG(readahead_max_bytes), 64 * KIB, 4096 * MIB, false, 0},
     {"uid", V_UID, CFG(mount_uid), 0, 0, false, 0},
     {"gid", V_GID, CFG(mount_gid), 0, 0, false, 0},
     {"umask", V_UMASK, CFG(mount_umask), 0, 0, false, 0},
@@ -1621,6 +1623,8 @@ static void apply_defaults(struct tierd_config *c)
     c->entry_ttl_ms = 1000;
     c->fuse_threads = 16;
     c->readahead_blocks = 4;
+    c->readahead_max_bytes = 64 * MIB;
+    c->cache.prefetch_threads = 8;
     c->mount_uid = c->mount_gid = -1;
     c->mount_umask = -1;
     c->max_dir_entries = 1000000;

@@ -583,6 +583,7 @@ int main(int argc, char **argv)
         goto out;
     }
     d.cfg.cache.max_tenants = tenant_max(d.tenants); /* a space account per tenant id */
+    d.cfg.cache.store_async = true; /* write-throughs off the reader's path (cache.h) */
     rc = cache_open(&d.cfg.cache, &d.cache);
     if (rc == 0)
         rc = apply_tenant_quotas(&d);

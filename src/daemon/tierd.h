@@ -119,7 +119,8 @@ struct tierd_config {
     bool attr_ttl_set, entry_ttl_set; /* given in [mount] (then the namespaces' default too) */
     int fuse_threads;                 /* default 16 */
     bool allow_other;
-    uint64_t readahead_blocks;    /* sequential prefetch depth; default 4 */
+    uint64_t readahead_blocks;    /* sequential prefetch depth at first; default 4 */
+    uint64_t readahead_max_bytes; /* ... doubling up to this; default 64 MiB */
     int64_t mount_uid, mount_gid; /* synthesised owner; -1: tierd's own uid / gid */
     int mount_umask;              /* -1: 022, or 027 with allow_other (docs/CONFIG.md) */
     uint64_t max_dir_entries;     /* entries of one directory listing; default 1,000,000 */

@@ -254,6 +254,16 @@ struct tfs_node *tfs_node_get(struct tierd_fuse *fs, uint64_t ino)
     return n;
 }
 
+struct tfs_node *tfs_node_get_path(struct tierd_fuse *fs, const char *path)
+{
+    pthread_mutex_lock(&fs->tbl_mu);
+    struct tfs_node *n = find_path_locked(fs, path);
+    if (n)
+        n->refs++;
+    pthread_mutex_unlock(&fs->tbl_mu);
+    return n;
+}
+
 struct tfs_node *tfs_node_get_or_stale(fuse_req_t req, struct tierd_fuse *fs, uint64_t ino)
 {
     struct tfs_node *n = tfs_node_get(fs, ino);

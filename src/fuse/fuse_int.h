@@ -18,7 +18,10 @@
  *             drops its pages of the inode.
  *   read      cache_read() for the handle's version; -ESTALE (object replaced) -> EIO for this
  *             handle, the attribute cache is dropped so the next open sees the new version.
- *             Sequential reads queue cache_prefetch() of the next readahead_blocks blocks.
+ *             Sequential reads queue cache_prefetch() of the blocks ahead (a window that grows
+ *             with the stream, readahead_blocks up to readahead_max). Opens that follow the
+ *             directory's cached listing (its next entry each time) queue the first window of the
+ *             files after them (listing-order prefetch).
  *             The reply is spliced (fuse_reply_data) when the kernel allows it.
  *   mutations EROFS (read-cache namespaces). Write-back namespaces (fuse_ops_write.c) stage
  *             writes in the burst buffer (src/writeback/wb.h): lookup/getattr/readdir of such a
@@ -118,6 +121,12 @@ struct tfs_node {
     int list_rc;
     pthread_cond_t list_cv;
     struct tfs_wstate *w; /* write-back: the writers' shared state (fuse_ops_write.c), or NULL */
+    /* mu: listing-order prefetch of a directory's files (fuse_ops_file.c): the listing the
+     * indices refer to (its fetched_ns), the entry after the one opened last, how many opens in
+     * a row followed the listing, the first entry not yet queued */
+    uint64_t lo_gen;
+    size_t lo_next, lo_upto;
+    unsigned lo_run;
 };
 
 /* fi->fh of a file or directory points to a struct whose first member is a tfs_hbase. */
@@ -198,6 +207,8 @@ int tfs_table_init(struct tierd_fuse *fs);
 void tfs_table_fini(struct tierd_fuse *fs);
 /* Take a reference on the node of ino for the duration of an operation, or NULL. */
 struct tfs_node *tfs_node_get(struct tierd_fuse *fs, uint64_t ino);
+/* The same for the node of a mount path (no kernel lookup added), or NULL when none has it. */
+struct tfs_node *tfs_node_get_path(struct tierd_fuse *fs, const char *path);
 /* tfs_node_get for an operation on ino: when the node is gone, reply ESTALE to req and return
  * NULL (the operation then just returns). */
 struct tfs_node *tfs_node_get_or_stale(fuse_req_t req, struct tierd_fuse *fs, uint64_t ino);

@@ -10,9 +10,9 @@
  * the etag is the one the previous open saw; otherwise the kernel drops the inode's pages.
  *
  * Sequential reads (a read starting where the handle's previous one ended, give or take the
- * kernel's reordering of async readahead) queue cache_prefetch() of the next readahead_blocks
- * blocks. Handle fields are guarded by the handle's mutex; concurrent reads on one handle are
- * fine (the cache is thread-safe).
+ * kernel's reordering of async readahead) queue cache_prefetch() of the blocks ahead, a window
+ * that grows with the stream (maybe_prefetch). Handle fields are guarded by the handle's mutex;
+ * concurrent reads on one handle are fine (the cache is thread-safe).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,6 +42,8 @@ struct tfs_file {
     pthread_mutex_t mu;
     uint64_t last_end;        /* mu: end of the previous read */
     uint64_t prefetched_upto; /* mu: first block index not yet queued for prefetch */
+    uint64_t ra_window;       /* mu: read-ahead window, blocks (0: not started) */
+    uint64_t ra_mark;         /* mu: first block queued since the window last grew (or MAX) */
     bool stale_logged;        /* mu */
     _Atomic bool hint_seen;   /* the hint engine counted this open's read of the file's end */
 };
@@ -59,6 +61,104 @@ static void file_free(struct tierd_fuse *fs, struct tfs_file *h)
 {
     tfs_handle_untrack(fs, &h->hb);
     file_destroy(h);
+}
+
+/*
+ * Listing-order prefetch: a process that opens the files of a directory one after another in
+ * the order of its listing (cat *, a loader walking a sorted directory) gets the files after
+ * them fetched ahead: on the second open in a row that follows the cached listing (the open
+ * file is the entry after the one opened before), the next 4 files' first windows
+ * (readahead_blocks blocks each) are queued, then twice as many on each further open in order,
+ * up to 32 files ahead, each open's batch at most readahead_max bytes. An open off the order starts
+ * again. Only with a fresh listing (no backend call is made for it) and never in write-back
+ * namespaces (no listing is kept there); blocks already cached or queued are skipped
+ * (cache_prefetch).
+ */
+#define LO_FILES_FIRST 4
+#define LO_FILES_MAX 32
+
+/* The bytes of e's first read-ahead window (0: a directory or an empty file: nothing to fetch) */
+static uint64_t window_bytes(const struct tfs_dirent *e, uint64_t ra, uint64_t bs)
+{
+    if (e->is_dir || e->size_bytes == 0)
+        return 0;
+    return ra * bs < e->size_bytes ? ra * bs : e->size_bytes;
+}
+
+static void listing_prefetch(struct tierd_fuse *fs, struct tfs_node *n, struct backend *be,
+                             const char *key, const struct tier_ioctx *oio)
+{
+    uint64_t ra = fs->d->cfg.readahead_blocks, bs = fs->d->cfg.cache.block_size;
+    const char *slash = strrchr(n->path, '/');
+    if (!ra || !bs || !fs->d->cache || !slash || slash == n->path)
+        return;
+    char parent[BACKEND_KEY_MAX + 256];
+    size_t plen = (size_t)(slash - n->path);
+    if (plen >= sizeof(parent))
+        return;
+    memcpy(parent, n->path, plen);
+    parent[plen] = '\0';
+    struct tfs_node *dir = tfs_node_get_path(fs, parent);
+    if (!dir)
+        return;
+    struct tfs_listing *l = tfs_listing_peek(fs, dir);
+    const struct tfs_dirent *e = l ? tfs_listing_find(l, slash + 1) : NULL;
+    size_t first = 0, stop = 0;
+    if (e) {
+        size_t i = (size_t)(e - l->e);
+        pthread_mutex_lock(&dir->mu);
+        if (dir->lo_gen == l->fetched_ns && i == dir->lo_next && i > 0) {
+            if (dir->lo_run < 16)
+                dir->lo_run++;
+        } else {
+            dir->lo_run = 0;
+            dir->lo_upto = 0;
+        }
+        dir->lo_gen = l->fetched_ns;
+        dir->lo_next = i + 1;
+        if (dir->lo_run > 0) {
+            size_t want = (size_t)LO_FILES_FIRST << (dir->lo_run - 1);
+            if (want > LO_FILES_MAX)
+                want = LO_FILES_MAX;
+            first = dir->lo_upto > i + 1 ? dir->lo_upto : i + 1;
+            size_t end = i + 1 + want < l->n ? i + 1 + want : l->n;
+            /* the batch ends where its first windows would pass readahead_max bytes */
+            uint64_t budget = fs->d->cfg.readahead_max_bytes;
+            for (stop = first; stop < end && budget > 0; stop++) {
+                uint64_t bytes = window_bytes(&l->e[stop], ra, bs);
+                budget = bytes < budget ? budget - bytes : 0;
+            }
+            if (stop > first)
+                dir->lo_upto = stop;
+        }
+        pthread_mutex_unlock(&dir->mu);
+    }
+    const char *kslash = strrchr(key, '/');
+    size_t kdir = kslash ? (size_t)(kslash - key) + 1 : 0;
+    char *ck = NULL;
+    for (size_t j = first; j < stop; j++) {
+        const struct tfs_dirent *c = &l->e[j];
+        if (!window_bytes(c, ra, bs))
+            continue;
+        size_t nl = strlen(c->name);
+        char *nk = realloc(ck, kdir + nl + 1);
+        if (!nk)
+            break;
+        ck = nk;
+        memcpy(ck, key, kdir);
+        memcpy(ck + kdir, c->name, nl + 1);
+        uint64_t blocks = (c->size_bytes + bs - 1) / bs;
+        if (blocks > ra)
+            blocks = ra;
+        struct cache_obj obj = {.be = be, .key = ck, .etag = c->etag, .size_bytes = c->size_bytes};
+        /* charged to the opener's tenant, at background priority, as read-ahead is */
+        struct tier_ioctx io = {.tenant = oio->tenant, .cls = TIER_IO_BACKGROUND};
+        cache_prefetch(fs->d->cache, &io, &obj, 0, blocks);
+    }
+    free(ck);
+    if (l)
+        tfs_listing_unref(l);
+    tfs_node_put(fs, dir);
 }
 
 void tfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -115,8 +215,11 @@ void tfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
     fi->keep_cache = same ? 1 : 0;
     fi->direct_io = 0;
+    /* nothing to do at close(2) for a read handle: spare every close a FLUSH round trip */
+    fi->noflush = 1;
     fi->fh = (uint64_t)(uintptr_t)h;
     tfs_handle_track(fs, &h->hb, TFS_H_READ);
+    listing_prefetch(fs, n, h->be, h->key, &io);
     tfs_op_done(fs, &io, TELE_OP_OPEN, -1, os, 0, 0);
     if (fuse_reply_open(req, fi) != 0)
         file_free(fs, h);
@@ -133,12 +236,23 @@ fail:
     tfs_node_put(fs, n);
 }
 
+/*
+ * Sequential read-ahead: the window starts at readahead_blocks blocks and doubles each time the
+ * reader reaches the first block queued since the window last grew (what was queued before it
+ * has been consumed), up to readahead_max bytes; a read off the stream (beyond the slack the
+ * kernel's async readahead reorders within) starts it again from readahead_blocks. Each queued
+ * block is one ranged GET that a prefetch worker ([cache] prefetch_threads) makes, so a stream
+ * that has grown its window keeps that many GETs in flight.
+ */
 static void maybe_prefetch(struct tierd_fuse *fs, struct tfs_file *h, uint64_t off, size_t len)
 {
     uint64_t ra = fs->d->cfg.readahead_blocks;
     uint64_t bs = fs->d->cfg.cache.block_size;
     if (ra == 0 || bs == 0 || !fs->d->cache)
         return;
+    uint64_t max = fs->d->cfg.readahead_max_bytes / bs;
+    if (max < ra)
+        max = ra;
     uint64_t end = off + len;
     uint64_t nblocks = (h->size_bytes + bs - 1) / bs;
     uint64_t first = 0, count = 0;
@@ -149,16 +263,27 @@ static void maybe_prefetch(struct tierd_fuse *fs, struct tfs_file *h, uint64_t o
     bool seq = off == prev || (off > prev ? off - prev <= slack : prev - off <= slack);
     if (end > h->last_end)
         h->last_end = end;
+    if (!seq || h->ra_window == 0) {
+        h->ra_window = ra;
+        h->ra_mark = UINT64_MAX;
+    }
     if (seq) {
-        first = end / bs;
+        uint64_t cur = end / bs;
+        if (cur >= h->ra_mark && h->ra_window < max) {
+            h->ra_window = h->ra_window * 2 < max ? h->ra_window * 2 : max;
+            h->ra_mark = UINT64_MAX;
+        }
+        first = cur;
         if (first < h->prefetched_upto)
             first = h->prefetched_upto;
-        uint64_t stop = end / bs + ra;
+        uint64_t stop = cur + h->ra_window;
         if (stop > nblocks)
             stop = nblocks;
         if (stop > first) {
             count = stop - first;
             h->prefetched_upto = stop;
+            if (h->ra_mark == UINT64_MAX)
+                h->ra_mark = first;
         }
     }
     pthread_mutex_unlock(&h->mu);

@@ -33,6 +33,9 @@ endif()
 # Per-namespace metadata TTLs on a REAL mount (/dev/fuse): the read-cache default makes repeated
 # stats and opens free; a short namespace TTL sees a replaced object, each read one version.
 if(TARGET tierd)
+  add_test(NAME readahead_fuse COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_readahead_fuse.sh)
+  set_tests_properties(readahead_fuse PROPERTIES TIMEOUT 120 LABELS fuse
+    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
   add_test(NAME ttl_fuse COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_ttl_fuse.sh)
   set_tests_properties(ttl_fuse PROPERTIES TIMEOUT 120 LABELS fuse
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")

@@ -27,6 +27,11 @@ tier_unit_test(test_cache_fetchbound
 tier_unit_test(test_diskadm
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_diskadm.c
   LIBS tier_cache tier_writeback tier_qos tier_tiers PkgConfig::SQLITE3 PkgConfig::XXHASH)
+# Write-through off the reader's path (cache_config.store_async): the writer thread, its bound,
+# close and evict waiting for it.
+tier_unit_test(test_cache_store
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_cache_store.c
+  LIBS tier_cache LABELS tsan)
 # Per-tenant space quotas (cache_quota_set): a tenant over quota evicts only its own blocks.
 tier_unit_test(test_cache_quota
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_cache_quota.c

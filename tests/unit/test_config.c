@@ -354,6 +354,8 @@ static void test_defaults(void **state)
     assert_int_equal(c.fuse_threads, 16);
     assert_false(c.allow_other);
     assert_int_equal(c.readahead_blocks, 4);
+    assert_int_equal(c.readahead_max_bytes, 64ULL << 20);
+    assert_int_equal(c.cache.prefetch_threads, 8);
     assert_int_equal(c.mount_uid, -1); /* tierd's own */
     assert_int_equal(c.mount_gid, -1);
     assert_int_equal(c.mount_umask, -1); /* 022, or 027 with allow_other (fuse_session.c) */

@@ -1,0 +1,315 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test_cache_store.c - write-through off the reader's path (cache_config.store_async): the
+ * cache's writer thread stores fetched blocks while the read that fetched them has returned.
+ * A fake disk admission hook holds the first write-through (try admission) at a gate, so the
+ * writer is provably busy, then:
+ *
+ *   - the read that fetched the block returns with its bytes while its disk write is held
+ *     (with store_async off the same read would wait at the gate: the control case runs that
+ *     read in a thread and sees it still blocked);
+ *   - a block whose RAM copy is evicted while its write is pending is read again from the
+ *     published buffer, not fetched a second time (one load per block, I6);
+ *   - the queue is bounded: with the writer held, 16 more write-throughs queue, the next one is
+ *     done by its fetching thread (disk_store_inline);
+ *   - cache_close stores what is queued: a reopened cache serves every block from disk;
+ *   - cache_evict waits for the queue, so an evicted block does not come back on disk.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "cache/cache.h"
+#include "common/diskadm.h"
+#include "fakebe.h"
+#include "testutil.h"
+#include "tiers/backend.h"
+
+#define BS (64u << 10)
+#define NBLK 24
+#define SIZE ((uint64_t)NBLK * BS)
+#define DEADLINE_S 20
+
+/* The first write-through waits at the gate until it opens; later ones pass (refuse: -EAGAIN). */
+struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool open, refuse_later;
+    int held, tries;
+};
+
+static int gate_enter(void *ud, const struct tier_ioctx *io, size_t bytes, bool try)
+{
+    (void)io;
+    (void)bytes;
+    struct gate *g = ud;
+    if (!try)
+        return 0; /* disk reads */
+    pthread_mutex_lock(&g->mu);
+    int n = g->tries++;
+    if (n == 0) {
+        g->held = 1;
+        pthread_cond_broadcast(&g->cv);
+        while (!g->open)
+            pthread_cond_wait(&g->cv, &g->mu);
+        g->held = 0;
+    } else if (g->refuse_later) {
+        pthread_mutex_unlock(&g->mu);
+        return -EAGAIN;
+    }
+    pthread_mutex_unlock(&g->mu);
+    return 0;
+}
+
+static void gate_leave(void *ud, const struct tier_ioctx *io, size_t bytes, long result)
+{
+    (void)ud;
+    (void)io;
+    (void)bytes;
+    (void)result;
+}
+
+static void gate_open(struct gate *g)
+{
+    pthread_mutex_lock(&g->mu);
+    g->open = true;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* Wait (with a deadline) until the first write-through is held at the gate. */
+static void gate_wait_held(struct gate *g)
+{
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += DEADLINE_S;
+    pthread_mutex_lock(&g->mu);
+    int r = 0;
+    while (!g->held && r == 0)
+        r = pthread_cond_timedwait(&g->cv, &g->mu, &dl);
+    bool held = g->held;
+    pthread_mutex_unlock(&g->mu);
+    assert_true(held);
+}
+
+struct fx {
+    char *dir;
+    struct backend *be;
+    struct gate g;
+    struct tier_disk_adm hook;
+};
+
+static int setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    f->dir = tu_mkdtemp("cachestore");
+    f->be = fakebe_mem_new("mem");
+    fakebe_add(f->be, "a", SIZE, "\"1\"");
+    pthread_mutex_init(&f->g.mu, NULL);
+    pthread_cond_init(&f->g.cv, NULL);
+    f->hook = (struct tier_disk_adm){.enter = gate_enter, .leave = gate_leave, .ud = &f->g};
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    backend_free(f->be);
+    pthread_mutex_destroy(&f->g.mu);
+    pthread_cond_destroy(&f->g.cv);
+    tu_rmtree(f->dir);
+    free(f->dir);
+    free(f);
+    return 0;
+}
+
+static struct cache *open_cache(struct fx *f, uint64_t ram_bytes, bool async)
+{
+    struct cache_config cfg = {.block_size = BS,
+                               .ram_bytes = ram_bytes,
+                               .policy = CACHE_POLICY_LRU,
+                               .disk_dir = f->dir,
+                               .disk_bytes = 4 * SIZE,
+                               .disk_adm = &f->hook,
+                               .store_async = async};
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    return c;
+}
+
+static struct cache_obj obj_a(struct fx *f)
+{
+    return (struct cache_obj){.be = f->be, .key = "a", .etag = "\"1\"", .size_bytes = SIZE};
+}
+
+/* Read block i whole; assert its bytes. */
+static void read_block(struct cache *c, struct fx *f, unsigned i)
+{
+    struct cache_obj o = obj_a(f);
+    char *buf = malloc(BS), *exp = malloc(BS);
+    assert_int_equal(cache_read(c, NULL, &o, (uint64_t)i * BS, buf, BS), (ssize_t)BS);
+    fakebe_expected("a", "\"1\"", (uint64_t)i * BS, exp, BS);
+    assert_memory_equal(buf, exp, BS);
+    free(buf);
+    free(exp);
+}
+
+struct reader {
+    struct cache *c;
+    struct fx *f;
+    unsigned block;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+};
+
+static void *reader_main(void *arg)
+{
+    struct reader *r = arg;
+    read_block(r->c, r->f, r->block);
+    pthread_mutex_lock(&r->mu);
+    r->done = true;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+/* Start a read of block i in a thread; true when it returned within wait_s seconds. */
+static bool read_returns(struct reader *r, pthread_t *t, int wait_s)
+{
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    assert_int_equal(pthread_create(t, NULL, reader_main, r), 0);
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += wait_s;
+    pthread_mutex_lock(&r->mu);
+    int e = 0;
+    while (!r->done && e == 0)
+        e = pthread_cond_timedwait(&r->cv, &r->mu, &dl);
+    bool done = r->done;
+    pthread_mutex_unlock(&r->mu);
+    return done;
+}
+
+static void reader_join(struct reader *r, pthread_t t)
+{
+    pthread_join(t, NULL);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+}
+
+static void test_read_does_not_wait_for_the_write(void **state)
+{
+    struct fx *f = *state;
+    struct cache *c = open_cache(f, SIZE, true);
+    struct reader r = {.c = c, .f = f, .block = 0};
+    pthread_t t;
+    assert_true(read_returns(&r, &t, DEADLINE_S)); /* while its write is held at the gate */
+    gate_wait_held(&f->g);
+    reader_join(&r, t);
+    struct cache_stats st;
+    cache_stats_get(c, &st);
+    assert_int_equal(st.disk_store_async, 1);
+    assert_int_equal(st.disk.bytes_used, 0); /* not on disk yet */
+    gate_open(&f->g);
+    cache_close(c); /* stores what is queued */
+    c = open_cache(f, SIZE, true);
+    cache_stats_get(c, &st);
+    assert_true(st.disk.bytes_used >= BS); /* it reached the disk */
+    read_block(c, f, 0);
+    assert_int_equal(fakebe_calls(f->be, FAKEBE_READ), 1);
+    cache_close(c);
+}
+
+static void test_control_sync_read_waits(void **state)
+{
+    struct fx *f = *state;
+    struct cache *c = open_cache(f, SIZE, false);
+    struct reader r = {.c = c, .f = f, .block = 0};
+    pthread_t t;
+    /* without store_async the read holds at the gate with its write: it cannot return */
+    bool returned = read_returns(&r, &t, 1);
+    gate_wait_held(&f->g);
+    assert_false(returned);
+    gate_open(&f->g);
+    reader_join(&r, t);
+    assert_true(r.done);
+    cache_close(c);
+}
+
+static void test_pending_block_not_fetched_twice(void **state)
+{
+    struct fx *f = *state;
+    struct cache *c = open_cache(f, 2 * BS, true); /* RAM holds two blocks */
+    read_block(c, f, 0);
+    gate_wait_held(&f->g); /* block 0's write is held */
+    read_block(c, f, 1);
+    read_block(c, f, 2); /* evicts block 0 from RAM: its only copy is the published buffer */
+    struct cache_obj o = obj_a(f);
+    char buf[100];
+    enum cache_served got;
+    assert_int_equal(cache_read_served(c, NULL, &o, 10, buf, sizeof(buf), &got), sizeof(buf));
+    assert_int_equal(got, CACHE_SERVED_BACKEND); /* not a RAM hit: the load's buffer */
+    assert_int_equal(fakebe_calls(f->be, FAKEBE_READ), 3);
+    gate_open(&f->g);
+    cache_close(c);
+}
+
+static void test_queue_bounded(void **state)
+{
+    struct fx *f = *state;
+    f->g.refuse_later = true; /* writes after the held one are skipped: nothing else waits */
+    struct cache *c = open_cache(f, SIZE, true);
+    read_block(c, f, 0);
+    gate_wait_held(&f->g); /* the writer holds block 0 */
+    for (unsigned i = 1; i <= 17; i++)
+        read_block(c, f, i);
+    struct cache_stats st;
+    cache_stats_get(c, &st);
+    assert_int_equal(st.disk_store_async, 17); /* block 0 and 16 queued behind it */
+    assert_int_equal(st.disk_store_inline, 1); /* block 17: the queue was full */
+    gate_open(&f->g);
+    cache_close(c);
+}
+
+static void test_evict_waits_for_the_queue(void **state)
+{
+    struct fx *f = *state;
+    struct cache *c = open_cache(f, SIZE, true);
+    read_block(c, f, 0);
+    read_block(c, f, 1);
+    gate_wait_held(&f->g);
+    gate_open(&f->g);
+    assert_true(cache_evict(c, "mem", "") >= 1);
+    struct cache_stats st;
+    cache_stats_get(c, &st);
+    assert_int_equal(st.disk.bytes_used, 0); /* no write landed after the eviction */
+    assert_int_equal(st.ram.bytes_used, 0);
+    read_block(c, f, 0);
+    assert_int_equal(fakebe_calls(f->be, FAKEBE_READ), 3);
+    cache_close(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_read_does_not_wait_for_the_write, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_control_sync_read_waits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pending_block_not_fetched_twice, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_queue_bounded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_evict_waits_for_the_queue, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
