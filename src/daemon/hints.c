@@ -628,7 +628,7 @@ static void set_drop_locked(struct hints *h, struct hset *s)
     pthread_mutex_lock(&h->mu);
 }
 
-static bool name_ok(const char *name)
+bool hints_name_ok(const char *name)
 {
     size_t n = name ? strlen(name) : 0;
     if (n == 0 || n >= HINTS_NAME_MAX)
@@ -688,7 +688,7 @@ static int done_grow(struct hset *s, uint64_t need)
 int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char *const *paths,
                  size_t n, bool append)
 {
-    if (!name_ok(name)) {
+    if (!hints_name_ok(name)) {
         tier_err_set("hint name '%.80s' is not allowed (1 to %d letters, digits, '.', '_', '-')",
                      name ? name : "", HINTS_NAME_MAX - 1);
         return -EINVAL;
