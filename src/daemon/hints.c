@@ -642,28 +642,57 @@ bool hints_name_ok(const char *name)
     return true;
 }
 
+/* Resolve path into (ns, key) as a hinted file; on error *why says what is wrong with it. */
+static int resolve_one(struct hints *h, const char *path, struct tierd_ns **nsp, char **keyp,
+                       const char **why)
+{
+    bool is_root = false;
+    struct tierd_ns *ns = NULL;
+    char *key = NULL;
+    int rc = path ? tierd_resolve(h->d, path, &ns, &key, &is_root) : -EINVAL;
+    if (rc == 0 && is_root)
+        rc = -EISDIR;
+    if (rc == 0 && ns->conf->mode != TIERD_NS_READ_CACHE)
+        rc = -EROFS;
+    if (rc) {
+        free(key);
+        *why = rc == -ENOENT   ? "not under any namespace of the mount"
+               : rc == -EISDIR ? "a namespace root, not a file"
+               : rc == -EROFS  ? "not in a read-cache namespace (hints are for datasets)"
+                               : "not a valid mount path";
+        return rc == -ENOMEM ? rc : -EINVAL;
+    }
+    *nsp = ns;
+    *keyp = key;
+    return 0;
+}
+
+int hints_check_path(struct hints *h, const char *path)
+{
+    struct tierd_ns *ns = NULL;
+    char *key = NULL;
+    const char *why = "";
+    int rc = resolve_one(h, path, &ns, &key, &why);
+    if (rc)
+        tier_err_set("'%.200s': %s", path ? path : "(null)", why);
+    free(key);
+    return rc;
+}
+
 /* Resolve paths into (ns, key) pairs, all or nothing. */
 static int resolve_all(struct hints *h, const char *const *paths, size_t n, struct tierd_ns **nss,
                        char **keys)
 {
     for (size_t i = 0; i < n; i++) {
-        bool is_root = false;
-        int rc = paths[i] ? tierd_resolve(h->d, paths[i], &nss[i], &keys[i], &is_root) : -EINVAL;
-        if (rc == 0 && is_root)
-            rc = -EISDIR;
-        if (rc == 0 && nss[i]->conf->mode != TIERD_NS_READ_CACHE)
-            rc = -EROFS;
+        const char *why = "";
+        int rc = resolve_one(h, paths[i], &nss[i], &keys[i], &why);
         if (rc) {
-            tier_err_set("paths[%zu] '%.200s': %s", i, paths[i] ? paths[i] : "(null)",
-                         rc == -ENOENT   ? "not under any namespace of the mount"
-                         : rc == -EISDIR ? "a namespace root, not a file"
-                         : rc == -EROFS  ? "not in a read-cache namespace (hints are for datasets)"
-                                         : "not a valid mount path");
-            for (size_t k = 0; k <= i && k < n; k++) {
+            tier_err_set("paths[%zu] '%.200s': %s", i, paths[i] ? paths[i] : "(null)", why);
+            for (size_t k = 0; k < i; k++) {
                 free(keys[k]);
                 keys[k] = NULL;
             }
-            return rc == -ENOMEM ? rc : -EINVAL;
+            return rc;
         }
     }
     return 0;

@@ -51,6 +51,10 @@ int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char 
                  size_t n, bool append);
 /* Is name a valid set name: 1 to HINTS_NAME_MAX - 1 letters, digits, '.', '_', '-'? */
 bool hints_name_ok(const char *name);
+/* Would hints_submit take path (a file of a read-cache namespace)? 0, -EINVAL (tier_err_msg()
+ * says why), -ENOMEM. For a caller that checks a list as it arrives (the mount's control files);
+ * hints_submit checks again. */
+int hints_check_path(struct hints *h, const char *path);
 /* Drop tenant's set name (tenant -1: every set of that name: an administrator's) and release its
  * held blocks to the cache's policies. 0 or -ENOENT. Names are per tenant. */
 int hints_cancel(struct hints *h, const char *name, int64_t tenant);

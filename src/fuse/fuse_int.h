@@ -21,7 +21,8 @@
  *             Sequential reads queue cache_prefetch() of the next readahead_blocks blocks.
  *             The reply is spliced (fuse_reply_data) when the kernel allows it.
  *   control   /.tierd/hints/NAME (fuse_ops_ctl.c): an open for writing buffers what is written
- *             in memory (32 MiB at most: EFBIG), flush and fsync hand the lines to hints_submit
+ *             in memory (32 MiB at most: EFBIG; a bad complete line: EINVAL from that write),
+ *             flush and fsync hand the lines to hints_submit
  *             as the opener's tenant (its error is close(2)'s), read shows the set's progress,
  *             unlink drops it. Those operations sit in front of the others (tfs_ops_ctl) and take
  *             only the control paths; lookup, getattr and opendir ask tfs_ctl_stat/_listing.

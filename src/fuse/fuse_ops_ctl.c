@@ -13,8 +13,10 @@
  * tenants default and other to all but root and tierd's own uid (EPERM), the rule of
  * POST /v1/hints: those tenants are every unmatched caller's. The handle keeps a buffer: write
  * stores bytes at their offset (O_APPEND: at the end), at most CTL_FILE_MAX per file (beyond:
- * EFBIG) and CTL_TOTAL_MAX over all files being written (beyond: ENOSPC); such an error sticks
- * to the handle, whose list is then incomplete and is never submitted. flush (every close(2)) and
+ * EFBIG) and CTL_TOTAL_MAX over all files being written (beyond: ENOSPC), and checks each line it
+ * completes (hints_check_path: EINVAL, so that a shell's printf fails; shells ignore close(2)).
+ * Such an error sticks to the handle, whose list is then incomplete or wrong and is never
+ * submitted: later writes, flushes and fsyncs return it. flush (every close(2)) and
  * fsync parse what was written since the handle's last submission (a last line without newline
  * included) and hand it to hints_submit(): the first submission replaces the set unless the file
  * was opened with O_APPEND or its first line is "#append", later ones of the same handle append
@@ -78,12 +80,15 @@ struct tfs_ctlh {
     pthread_mutex_t mu;
     char *buf; /* mu: what was written, NUL-terminated at len */
     size_t len, cap;
-    size_t taken;   /* mu: bytes handed to hints_submit already (never rewritten) */
-    uint64_t line0; /* mu: lines in the taken bytes (line numbers in messages) */
-    bool dirty;     /* mu: written, truncated or created since the last submission */
-    bool submitted; /* mu: a submission happened: the later ones append */
-    int err;        /* mu: sticky error (write beyond the bound, failed submission) */
-    char *text;     /* mu: the status read returns, made at offset 0 */
+    size_t taken;           /* mu: bytes handed to hints_submit already (never rewritten) */
+    uint64_t line0;         /* mu: lines in the taken bytes (line numbers in messages) */
+    size_t checked;         /* mu: bytes whose complete lines write checked (a line boundary) */
+    uint64_t checked_lines; /* mu: lines in the checked bytes */
+    bool nocheck;           /* mu: a write went below checked: only flush checks */
+    bool dirty;             /* mu: written, truncated or created since the last submission */
+    bool submitted;         /* mu: a submission happened: the later ones append */
+    int err;                /* mu: sticky error (write beyond the bound, failed submission) */
+    char *text;             /* mu: the status read returns, made at offset 0 */
     size_t tlen;
 };
 
@@ -354,6 +359,37 @@ static void handle_fi(struct fuse_file_info *fi, struct tfs_ctlh *h)
 
 /* ---- submission ---------------------------------------------------------------------------- */
 
+/* Line lineno of a hint file, NUL-terminated after its ll bytes (no newline, no '\r'): *path is
+ * the mount path it names (inside line), or NULL for an empty line or a comment. -EINVAL with
+ * tier_err_msg() set for a line that names no mount path. */
+static int line_path(const struct tierd_fuse *fs, const char *line, size_t ll, uint64_t lineno,
+                     const char **path)
+{
+    *path = NULL;
+    if (ll == 0)
+        return 0;
+    if (strlen(line) != ll) {
+        tier_err_set("line %" PRIu64 " holds a NUL byte", lineno);
+        return -EINVAL;
+    }
+    if (line[0] == '#')
+        return 0;
+    const char *mp = fs->mountpoint;
+    size_t ml = strlen(mp);
+    while (ml > 1 && mp[ml - 1] == '/')
+        ml--;
+    if (ml > 1 && strncmp(line, mp, ml) == 0 && line[ml] == '/')
+        line += ml;
+    if (line[0] != '/') {
+        tier_err_set("line %" PRIu64 " '%.200s': not a path of the mount (/NAMESPACE/FILE, or "
+                     "%.*s/NAMESPACE/FILE)",
+                     lineno, line, (int)ml, mp);
+        return -EINVAL;
+    }
+    *path = line;
+    return 0;
+}
+
 /* h->mu held: parse buf[taken, len) into paths (pointers into buf, whose newlines become NULs)
  * and their line numbers; *lastp: the number of the last line. Mount paths are "/NAMESPACE/..."
  * or the same with the mount point in front (stripped); empty lines and lines starting with '#'
@@ -378,14 +414,10 @@ static int parse(struct tierd_fuse *fs, struct tfs_ctlh *h, const char ***pathsp
         free(lines);
         return -ENOMEM;
     }
-    const char *mp = fs->mountpoint;
-    size_t ml = strlen(mp);
-    while (ml > 1 && mp[ml - 1] == '/')
-        ml--;
     size_t n = 0;
     uint64_t lineno = h->line0;
     int rc = 0;
-    while (p && p < end) {
+    while (p && p < end && rc == 0) {
         char *nl = memchr(p, '\n', (size_t)(end - p));
         char *le = nl ? nl : end;
         *le = '\0'; /* buf[len] is a NUL already */
@@ -393,31 +425,15 @@ static int parse(struct tierd_fuse *fs, struct tfs_ctlh *h, const char ***pathsp
         size_t ll = (size_t)(le - p);
         if (ll > 0 && p[ll - 1] == '\r')
             p[--ll] = '\0';
-        char *line = p;
+        const char *line = p, *path = NULL;
         p = le + 1;
-        if (ll == 0)
-            continue;
-        if (strlen(line) != ll) {
-            tier_err_set("line %" PRIu64 " holds a NUL byte", lineno);
-            rc = -EINVAL;
-            break;
+        if (lineno == 1 && strcmp(line, "#append") == 0)
+            *append = true;
+        rc = line_path(fs, line, ll, lineno, &path);
+        if (rc == 0 && path) {
+            lines[n] = lineno > UINT32_MAX ? UINT32_MAX : (uint32_t)lineno;
+            paths[n++] = path;
         }
-        if (line[0] == '#') {
-            if (lineno == 1 && strcmp(line, "#append") == 0)
-                *append = true;
-            continue;
-        }
-        if (ml > 1 && strncmp(line, mp, ml) == 0 && line[ml] == '/')
-            line += ml;
-        if (line[0] != '/') {
-            tier_err_set("line %" PRIu64 " '%.200s': not a path of the mount (/NAMESPACE/FILE, "
-                         "or %.*s/NAMESPACE/FILE)",
-                         lineno, line, (int)ml, mp);
-            rc = -EINVAL;
-            break;
-        }
-        lines[n] = lineno > UINT32_MAX ? UINT32_MAX : (uint32_t)lineno;
-        paths[n++] = line;
     }
     if (rc) {
         free(paths);
@@ -454,8 +470,8 @@ static int submit_locked(struct tierd_fuse *fs, struct tfs_ctlh *h, const char *
     if (rc == 0)
         rc = hints_submit(fs->d->hints, h->name, h->tenant, paths, n, append);
     if (rc == 0) {
-        h->taken = h->len;
-        h->line0 = lastline;
+        h->taken = h->checked = h->len;
+        h->line0 = h->checked_lines = lastline;
         h->dirty = false;
         h->submitted = true;
         log_debug("fuse: hint file %s" CTL_HINTS "/%s of tenant %s: %zu paths %s at %s",
@@ -659,6 +675,39 @@ static int reserve(struct tierd_fuse *fs, struct tfs_ctlh *h, uint64_t end)
     return 0;
 }
 
+/* h->mu held: check the lines the last write completed, so that a bad path fails write(2)
+ * already: a shell does not look at close(2)'s result (`printf ... > file` would say nothing).
+ * hints_submit checks them again at the submission; this is the writer's early warning. */
+static int check_new_lines(struct tierd_fuse *fs, struct tfs_ctlh *h)
+{
+    if (h->nocheck)
+        return 0;
+    int rc = 0;
+    char *end = h->buf + h->len;
+    for (char *p = h->buf + h->checked, *nl;
+         rc == 0 && p < end && (nl = memchr(p, '\n', (size_t)(end - p))); p = nl + 1) {
+        size_t ll = (size_t)(nl - p);
+        if (ll > 0 && p[ll - 1] == '\r')
+            ll--;
+        char save = p[ll];
+        p[ll] = '\0'; /* for the check only: the buffer is parsed again at the submission */
+        uint64_t lineno = h->checked_lines + 1;
+        const char *path = NULL;
+        rc = line_path(fs, p, ll, lineno, &path);
+        if (rc == 0 && path && (rc = hints_check_path(fs->d->hints, path)) != 0) {
+            char why[256];
+            snprintf(why, sizeof(why), "%s", tier_err_msg());
+            tier_err_set("line %" PRIu64 " %s", lineno, why);
+        }
+        p[ll] = save;
+        if (rc == 0) {
+            h->checked = (size_t)(nl + 1 - h->buf);
+            h->checked_lines = lineno;
+        }
+    }
+    return rc;
+}
+
 static void ctl_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
                       struct fuse_file_info *fi)
 {
@@ -679,17 +728,30 @@ static void ctl_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t si
         rc = -EINVAL; /* handed over already (a close came in between) */
     if (rc == 0)
         rc = reserve(fs, h, pos + size);
+    bool bad_line = false;
     if (rc == 0) {
         if (pos > h->len)
-            memset(h->buf + h->len, 0, pos - h->len); /* a hole: a NUL line, refused at flush */
+            memset(h->buf + h->len, 0, pos - h->len); /* a hole: a NUL line, refused */
+        if (pos < h->checked)
+            h->nocheck = true; /* rewritten: the submission checks it */
         memcpy(h->buf + pos, buf, size);
         if (pos + size > h->len)
             h->len = pos + size;
         h->buf[h->len] = '\0';
         h->dirty = true;
-    } else if (rc != -EINVAL && !h->err) {
-        h->err = rc; /* the list is incomplete: it must not be taken */
+        tier_err_clear();
+        rc = check_new_lines(fs, h);
+        bad_line = rc != 0;
     }
+    if (bad_line)
+        log_warn("fuse: hint file %s" CTL_HINTS "/%s of tenant %s: %s; the write fails and "
+                 "nothing of this file is taken",
+                 fs->mountpoint, h->name, tname(fs, h->tenant),
+                 *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+    /* a bound passed or a bad line: the list is incomplete or wrong and must not be taken (a
+     * write below what was handed over only fails itself) */
+    if (rc && !h->err && (bad_line || rc != -EINVAL))
+        h->err = rc;
     pthread_mutex_unlock(&h->mu);
     if (rc)
         fuse_reply_err(req, tfs_errno(rc));

@@ -36,7 +36,8 @@ def main():
         except OSError as e:
             print("write", ename(e), n)
     elif mode == "big":
-        chunk = (b"/ds/train/s01.bin\n" * (1048576 // 18 + 1))[:1048576]
+        line = b"/ds/train/s01.bin\n"  # and a comment to fill the MiB: whole lines only
+        chunk = line + b"#" * (1048576 - len(line) - 1) + b"\n"
         total = 0
         try:
             while total < (40 << 20):

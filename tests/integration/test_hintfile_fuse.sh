@@ -9,7 +9,8 @@
 # Asserts: GET /v1/hints shows the set with the right entries and tenant, and the engine fetches
 # every file (fetched_files, held_bytes, polled with a deadline); cat of the file shows the same;
 # the directory lists the caller's tenant's sets only; >> and "#append" append, > replaces; a bad
-# line makes close(2) fail with EINVAL and changes nothing (the log names the line); fsync takes
+# line makes write(2) fail with EINVAL (so a shell's printf fails), a bad last line without a
+# newline close(2), and nothing changes (the log names the line); fsync takes
 # the set before the close; over 32 MiB the write fails with EFBIG and so does the close; a caller
 # of tenant default (uid 1002) gets EPERM, root may (its set is the default tenant's); unlink drops
 # the set; the namespace itself stays EROFS. No sleeps as synchronisation: waits poll the API.
@@ -62,7 +63,8 @@ print(s[sys.argv[1]][sys.argv[2]] if sys.argv[1] in s else "none")' "$1" "$2"
 # ---- the directory ----------------------------------------------------------------------------
 [ "$(stat -c %a "$MNT/.tierd")" = 555 ] || fail ".tierd is mode $(stat -c %a "$MNT/.tierd"), want 555"
 [ "$(stat -c %a "$H")" = 777 ] || fail ".tierd/hints is mode $(stat -c %a "$H"), want 777 (umask 022: whoever reads may hint)"
-ls -a "$MNT" | grep -qx .tierd || fail "the root listing lacks .tierd: $(ls -a "$MNT")"
+python3 -c 'import os, sys; sys.exit(0 if ".tierd" in os.listdir(sys.argv[1]) else 1)' "$MNT" ||
+  fail "the root listing lacks .tierd: $(ls -a "$MNT")"
 [ "$(ls -A "$H")" = "" ] || fail ".tierd/hints is not empty: $(ls -A "$H")"
 ok ".tierd (555) and .tierd/hints (777) at the mount root"
 
@@ -102,15 +104,28 @@ as1001 sh -c 'printf "/ds/train/s03.bin\n" >"$0"' "$H/epoch1" || fail "> epoch1"
 ok ">> and a first line #append append; > replaces"
 
 # ---- errors reach the writer ------------------------------------------------------------------
-out=$(as1001 "$PY" "$HF" write "$H/epoch1" $'/ds/train/s01.bin\n/nowhere/x\n')
-echo "$out" | grep -qx "close EINVAL" || fail "a path outside the namespaces: want close EINVAL, got: $out"
+# a complete bad line fails write(2) already (a shell does not look at close(2)), and the close
+# shell: printf's write error is its exit status
+# shellcheck disable=SC2016
+if as1001 bash -c 'printf "%s\n" /ds/train/s01.bin /nowhere/x >"$0"' "$H/epoch1" 2>"$T/sh.err"; then
+  fail "printf of a path outside the namespaces into epoch1 succeeded"
+fi
+grep -q "Invalid argument" "$T/sh.err" || fail "the shell did not report EINVAL: $(cat "$T/sh.err")"
 [ "$(field epoch1 entries)" = 1 ] || fail "a refused list changed epoch1: $(field epoch1 entries) entries"
-grep -q "epoch1 of tenant u1001 not taken at close: .*/nowhere/x.*(line 2)" "$T/tierd.log" ||
+grep -q "epoch1 of tenant u1001: line 2 '/nowhere/x': not under any namespace.*the write fails" "$T/tierd.log" ||
   fail "the log does not name the bad line"
-out=$(as1001 "$PY" "$HF" write "$H/bad1" $'ds/train/s01.bin\n')
-echo "$out" | grep -qx "close EINVAL" || fail "a relative path: want close EINVAL, got: $out"
+out=$(as1001 "$PY" "$HF" write "$H/bad1" $'/ds/train/s01.bin\nds/train/s02.bin\n')
+echo "$out" | grep -qx "write EINVAL 0" && echo "$out" | grep -qx "close EINVAL" ||
+  fail "a relative path: want write and close EINVAL, got: $out"
 [ "$(field bad1 entries)" = none ] || fail "a refused list made set bad1"
-ok "a bad line: close(2) fails with EINVAL, nothing changes, the log names the line"
+# a last line without newline is checked when the file is handed over: at close(2)
+out=$(as1001 "$PY" "$HF" write "$H/epoch1" $'/ds/train/s01.bin\n/ds')
+echo "$out" | grep -qx "write ok 21" && echo "$out" | grep -qx "close EINVAL" ||
+  fail "a namespace root as the last line: want write ok, close EINVAL, got: $out"
+[ "$(field epoch1 entries)" = 1 ] || fail "a refused list changed epoch1: $(field epoch1 entries) entries"
+grep -q "epoch1 of tenant u1001 not taken at close: paths\[1\] '/ds': a namespace root.*(line 2)" "$T/tierd.log" ||
+  fail "the log does not name the bad last line"
+ok "a bad line: write(2) (a complete line) or close(2) (the last) fails with EINVAL, nothing changes, the log names the line"
 
 out=$(as1001 "$PY" "$HF" fsync "$H/synced" $'/ds/train/s04.bin\n/ds/train/s05.bin\n')
 echo "$out" | grep -qx "fsync ok" && echo "$out" | grep -q "^status .*state: active entries: 2" &&
