@@ -829,6 +829,8 @@ static void ctl_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
                 h->len = (size_t)attr->st_size;
                 if (h->buf)
                     h->buf[h->len] = '\0';
+                if (h->len < h->checked)
+                    h->nocheck = true; /* cut into checked lines: the submission checks */
                 h->dirty = true;
                 rc = 0;
             }
