@@ -876,6 +876,9 @@ static const char *ns_path_problem(const char *s)
         return "must start with '/'";
     if (s[1] == '\0')
         return "cannot be '/' itself (the root lists the namespaces)";
+    if (strncmp(s, "/.tierd", 7) == 0 && (s[7] == '\0' || s[7] == '/'))
+        return "cannot be /.tierd or below it (the mount keeps /.tierd for its control files, "
+               "such as /.tierd/hints: docs/HINTS.md)";
     size_t len = strlen(s);
     if (len > 1024)
         return "is too long";

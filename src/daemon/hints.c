@@ -628,7 +628,7 @@ static void set_drop_locked(struct hints *h, struct hset *s)
     pthread_mutex_lock(&h->mu);
 }
 
-static bool name_ok(const char *name)
+bool hints_name_ok(const char *name)
 {
     size_t n = name ? strlen(name) : 0;
     if (n == 0 || n >= HINTS_NAME_MAX)
@@ -642,28 +642,57 @@ static bool name_ok(const char *name)
     return true;
 }
 
+/* Resolve path into (ns, key) as a hinted file; on error *why says what is wrong with it. */
+static int resolve_one(struct hints *h, const char *path, struct tierd_ns **nsp, char **keyp,
+                       const char **why)
+{
+    bool is_root = false;
+    struct tierd_ns *ns = NULL;
+    char *key = NULL;
+    int rc = path ? tierd_resolve(h->d, path, &ns, &key, &is_root) : -EINVAL;
+    if (rc == 0 && is_root)
+        rc = -EISDIR;
+    if (rc == 0 && ns->conf->mode != TIERD_NS_READ_CACHE)
+        rc = -EROFS;
+    if (rc) {
+        free(key);
+        *why = rc == -ENOENT   ? "not under any namespace of the mount"
+               : rc == -EISDIR ? "a namespace root, not a file"
+               : rc == -EROFS  ? "not in a read-cache namespace (hints are for datasets)"
+                               : "not a valid mount path";
+        return rc == -ENOMEM ? rc : -EINVAL;
+    }
+    *nsp = ns;
+    *keyp = key;
+    return 0;
+}
+
+int hints_check_path(struct hints *h, const char *path)
+{
+    struct tierd_ns *ns = NULL;
+    char *key = NULL;
+    const char *why = "";
+    int rc = resolve_one(h, path, &ns, &key, &why);
+    if (rc)
+        tier_err_set("'%.200s': %s", path ? path : "(null)", why);
+    free(key);
+    return rc;
+}
+
 /* Resolve paths into (ns, key) pairs, all or nothing. */
 static int resolve_all(struct hints *h, const char *const *paths, size_t n, struct tierd_ns **nss,
                        char **keys)
 {
     for (size_t i = 0; i < n; i++) {
-        bool is_root = false;
-        int rc = paths[i] ? tierd_resolve(h->d, paths[i], &nss[i], &keys[i], &is_root) : -EINVAL;
-        if (rc == 0 && is_root)
-            rc = -EISDIR;
-        if (rc == 0 && nss[i]->conf->mode != TIERD_NS_READ_CACHE)
-            rc = -EROFS;
+        const char *why = "";
+        int rc = resolve_one(h, paths[i], &nss[i], &keys[i], &why);
         if (rc) {
-            tier_err_set("paths[%zu] '%.200s': %s", i, paths[i] ? paths[i] : "(null)",
-                         rc == -ENOENT   ? "not under any namespace of the mount"
-                         : rc == -EISDIR ? "a namespace root, not a file"
-                         : rc == -EROFS  ? "not in a read-cache namespace (hints are for datasets)"
-                                         : "not a valid mount path");
-            for (size_t k = 0; k <= i && k < n; k++) {
+            tier_err_set("paths[%zu] '%.200s': %s", i, paths[i] ? paths[i] : "(null)", why);
+            for (size_t k = 0; k < i; k++) {
                 free(keys[k]);
                 keys[k] = NULL;
             }
-            return rc == -ENOMEM ? rc : -EINVAL;
+            return rc;
         }
     }
     return 0;
@@ -688,7 +717,7 @@ static int done_grow(struct hset *s, uint64_t need)
 int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char *const *paths,
                  size_t n, bool append)
 {
-    if (!name_ok(name)) {
+    if (!hints_name_ok(name)) {
         tier_err_set("hint name '%.80s' is not allowed (1 to %d letters, digits, '.', '_', '-')",
                      name ? name : "", HINTS_NAME_MAX - 1);
         return -EINVAL;

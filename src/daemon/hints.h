@@ -5,8 +5,9 @@
  * tenant's own hot-tier space (docs/HINTS.md, docs/ARCHITECTURE.md "Epoch-order hints").
  *
  * Callers: the control API (POST/GET/DELETE /v1/hints: an administrator for any tenant, anyone
- * else for the tenant its socket peer resolves to), the FUSE read path (hints_observe, once per
- * read), main.c (new/free).
+ * else for the tenant its socket peer resolves to), the mount's control files
+ * (<mount>/.tierd/hints/NAME, src/fuse/fuse_ops_ctl.c: for the writer's tenant), the FUSE read
+ * path (hints_observe, once per read), main.c (new/free).
  *
  * A hint set has a name, a tenant and an order of files (mount paths; a file may occur many
  * times: one entry per epoch it is read in); appending extends the known future (the next epoch's
@@ -48,6 +49,12 @@ void hints_free(struct hints *h);
  * tenant's), -ENOMEM. */
 int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char *const *paths,
                  size_t n, bool append);
+/* Is name a valid set name: 1 to HINTS_NAME_MAX - 1 letters, digits, '.', '_', '-'? */
+bool hints_name_ok(const char *name);
+/* Would hints_submit take path (a file of a read-cache namespace)? 0, -EINVAL (tier_err_msg()
+ * says why), -ENOMEM. For a caller that checks a list as it arrives (the mount's control files);
+ * hints_submit checks again. */
+int hints_check_path(struct hints *h, const char *path);
 /* Drop tenant's set name (tenant -1: every set of that name: an administrator's) and release its
  * held blocks to the cache's policies. 0 or -ENOENT. Names are per tenant. */
 int hints_cancel(struct hints *h, const char *name, int64_t tenant);

@@ -23,6 +23,12 @@
  *             directory's cached listing (its next entry each time) queue the first window of the
  *             files after them (listing-order prefetch).
  *             The reply is spliced (fuse_reply_data) when the kernel allows it.
+ *   control   /.tierd/hints/NAME (fuse_ops_ctl.c): an open for writing buffers what is written
+ *             in memory (32 MiB at most: EFBIG; a bad complete line: EINVAL from that write),
+ *             flush and fsync hand the lines to hints_submit
+ *             as the opener's tenant (its error is close(2)'s), read shows the set's progress,
+ *             unlink drops it. Those operations sit in front of the others (tfs_ops_ctl) and take
+ *             only the control paths; lookup, getattr and opendir ask tfs_ctl_stat/_listing.
  *   mutations EROFS (read-cache namespaces). Write-back namespaces (fuse_ops_write.c) stage
  *             writes in the burst buffer (src/writeback/wb.h): lookup/getattr/readdir of such a
  *             namespace bypass the node and listing caches and merge the buffer's live files
@@ -96,6 +102,8 @@ struct tfs_attr {
     char etag[BACKEND_ETAG_MAX];
     uint64_t fetched_ns; /* monotonic time the backend was asked; newer information wins */
     bool writable;       /* in a write-back namespace: mode 0644 / 0755 instead of 0444 / 0555 */
+    mode_t mode;         /* nonzero: the permission bits shown as they are, no umask applied
+                          * (the control files, fuse_ops_ctl.c) */
 };
 
 struct tfs_node {
@@ -130,7 +138,12 @@ struct tfs_node {
 };
 
 /* fi->fh of a file or directory points to a struct whose first member is a tfs_hbase. */
-enum tfs_handle_kind { TFS_H_READ = 0x52454144, TFS_H_WB = 0x57424846, TFS_H_DIR = 0x44495248 };
+enum tfs_handle_kind {
+    TFS_H_READ = 0x52454144,
+    TFS_H_WB = 0x57424846,
+    TFS_H_DIR = 0x44495248,
+    TFS_H_CTL = 0x4354524c, /* a control file (fuse_ops_ctl.c) */
+};
 
 /* Every open handle is on the session's list until its release. RELEASE is asynchronous
  * (close(2) returns after FLUSH), so a daemon stopped right after a close, or while a process
@@ -153,6 +166,8 @@ struct tierd_fuse {
     struct tfs_perm perm;
     struct tfs_perm ns_perm[TIERD_MAX_NAMESPACES];
     bool perm_per_ns; /* some namespace differs from perm: fill_stat finds the node's namespace */
+    struct tfs_perm ctl_perm; /* the control files under /.tierd: perm with TTLs of 0 */
+    struct tfs_ctl *ctl;      /* their state (fuse_ops_ctl.c); NULL: no control files */
     size_t max_dir_entries;
     _Atomic uint64_t listings_built; /* listing builds that asked the backend (debug log) */
 
@@ -201,6 +216,7 @@ void tfs_handle_untrack(struct tierd_fuse *fs, struct tfs_hbase *h);
 void tfs_file_orphan_free(struct tierd_fuse *fs, struct tfs_hbase *h);
 void tfs_wb_orphan_free(struct tierd_fuse *fs, struct tfs_hbase *h);
 void tfs_dir_orphan_free(struct tierd_fuse *fs, struct tfs_hbase *h);
+void tfs_ctl_orphan_free(struct tierd_fuse *fs, struct tfs_hbase *h);
 
 /* ---- inode table (fuse_inode.c) ---- */
 int tfs_table_init(struct tierd_fuse *fs);
@@ -299,5 +315,28 @@ void tfs_wb_list_children(
 void tfs_ops_write(struct fuse_lowlevel_ops *ops);
 void tfs_wb_init(struct tierd_fuse *fs);
 void tfs_wb_fini(struct tierd_fuse *fs);
+
+/* ---- the control files under /.tierd (fuse_ops_ctl.c; docs/HINTS.md) ---- */
+/* /.tierd (read-only), /.tierd/hints (whoever may read the mount may create files in it) and
+ * /.tierd/hints/NAME: writing the file gives the hint set NAME of the writer's tenant, reading it
+ * shows the set's progress, unlinking it drops the set. They exist when the hint engine does
+ * (d->hints), in read-only mounts too. */
+#define TFS_CTL_DIR "/.tierd"
+/* Set the control files up (fs->ctl, fs->ctl_perm): after perm_init, before the mount serves. */
+int tfs_ctl_init(struct tierd_fuse *fs);
+void tfs_ctl_fini(struct tierd_fuse *fs);
+/* Is path /.tierd or below it, with the control files set up? No allocation, no lock. */
+bool tfs_ctl_path(const struct tierd_fuse *fs, const char *path);
+/* What a control path is for io's tenant (a hint file exists while that tenant has the set or
+ * a writer of it has the file open): 0 with a filled, or -ENOENT. */
+int tfs_ctl_stat(struct tierd_fuse *fs, const struct tier_ioctx *io, const char *path,
+                 struct tfs_attr *a);
+/* A new listing of the control directory path for io's tenant (never cached: the sets are
+ * per tenant and change without the mount). */
+int tfs_ctl_listing(struct tierd_fuse *fs, const struct tier_ioctx *io, const char *path,
+                    struct tfs_listing **out);
+/* Put the control files' create/open/read/write/flush/fsync/release/setattr/unlink in front of
+ * the operations installed so far, which keep every other path (call it last). */
+void tfs_ops_ctl(struct tierd_fuse *fs, struct fuse_lowlevel_ops *ops);
 
 #endif

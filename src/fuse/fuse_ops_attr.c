@@ -42,6 +42,7 @@ int tfs_errno(int neg)
     case EBADF:
     case EFBIG:
     case EDQUOT:
+    case E2BIG:
     case ENOTSUP:
         return e;
     default:
@@ -59,11 +60,11 @@ void tfs_fill_stat(struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a
     memset(st, 0, sizeof(*st));
     st->st_ino = ino;
     if (a->is_dir) {
-        st->st_mode = S_IFDIR | ((a->writable ? 0777 : 0555) & ~p.umask);
+        st->st_mode = S_IFDIR | (a->mode ? a->mode : ((a->writable ? 0777 : 0555) & ~p.umask));
         st->st_nlink = 2;
         st->st_size = 4096;
     } else {
-        st->st_mode = S_IFREG | ((a->writable ? 0666 : 0444) & ~p.umask);
+        st->st_mode = S_IFREG | (a->mode ? a->mode : ((a->writable ? 0666 : 0444) & ~p.umask));
         st->st_nlink = 1;
         st->st_size = (off_t)a->size_bytes;
         st->st_blocks = (blkcnt_t)((a->size_bytes + 511) / 512);
@@ -142,6 +143,8 @@ int tfs_backend_attr(struct tierd_ns *ns, const struct tier_ioctx *io, const cha
 static int stat_path_at(struct tierd_fuse *fs, const struct tier_ioctx *io, const char *path,
                         struct tfs_attr *a)
 {
+    if (tfs_ctl_path(fs, path))
+        return tfs_ctl_stat(fs, io, path, a);
     if (tierd_is_virtual_dir(fs->d, path)) {
         dir_attr(fs, a);
         return 0;
@@ -276,6 +279,8 @@ int tfs_node_attr(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs
 int tfs_resolve_child(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs_node *parent,
                       const char *path, const char *name, struct tfs_attr *a)
 {
+    if (tfs_ctl_path(fs, path))
+        return tfs_ctl_stat(fs, io, path, a);
     if (tierd_is_virtual_dir(fs->d, path)) {
         dir_attr(fs, a);
         return 0;

@@ -215,6 +215,8 @@ static int listing_build(struct tierd_fuse *fs, const struct tier_ioctx *io, con
     int rc;
     if (tierd_is_virtual_dir(fs->d, path)) {
         tierd_virtual_children(fs->d, path, add_virtual, &b);
+        if (strcmp(path, "/") == 0 && tfs_ctl_path(fs, TFS_CTL_DIR))
+            add_virtual(TFS_CTL_DIR + 1, strlen(TFS_CTL_DIR) - 1, &b); /* fuse_ops_ctl.c */
         rc = b.rc;
     } else {
         rc = list_backend(fs, io, path, &b);
@@ -390,7 +392,8 @@ void tfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         rc = -ENOTDIR;
     struct tfs_listing *l = NULL;
     if (rc == 0)
-        rc = tfs_listing_get(fs, &io, n, &l);
+        rc = tfs_ctl_path(fs, n->path) ? tfs_ctl_listing(fs, &io, n->path, &l)
+                                       : tfs_listing_get(fs, &io, n, &l);
     struct tfs_dirh *dh = NULL;
     if (rc == 0 && !(dh = calloc(1, sizeof(*dh)))) {
         tfs_listing_unref(l);

@@ -215,9 +215,11 @@ static void warn_exposed(struct tierd_fuse *fs)
 
 static void tfs_init(void *userdata, struct fuse_conn_info *conn)
 {
-    struct tierd_fuse *fs = userdata;
-    /* write-back: O_TRUNC arrives with open (one new generation, no separate truncate) */
-    if (fs->d->wb && (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC))
+    (void)userdata;
+    /* O_TRUNC arrives with open: one new generation of a write-back file, no separate
+     * truncate; a control file sees the truncation (fuse_ops_ctl.c); read-cache opens refuse it
+     * (EROFS) as the truncate that would follow did */
+    if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
         conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
     if (conn->capable & FUSE_CAP_READDIRPLUS)
         conn->want |= FUSE_CAP_READDIRPLUS;
@@ -245,7 +247,9 @@ int tierfs_mount(struct tierd *d, struct tierd_fuse **out)
     fs->handles.prev = fs->handles.next = &fs->handles;
     fs->max_dir_entries = (size_t)d->cfg.max_dir_entries;
     perm_init(fs);
-    int rc = tfs_table_init(fs);
+    int rc = tfs_ctl_init(fs);
+    if (rc == 0 && (rc = tfs_table_init(fs)) != 0)
+        tfs_ctl_fini(fs);
     if (rc) {
         pthread_mutex_destroy(&fs->handles_mu);
         free(fs);
@@ -305,6 +309,7 @@ int tierfs_mount(struct tierd *d, struct tierd_fuse **out)
     tfs_ops_readonly(&ops);
     if (d->wb)
         tfs_ops_write(&ops); /* write-back namespaces; the rest stays read-only */
+    tfs_ops_ctl(fs, &ops);   /* the control files, in front of all of them */
 
     fs->se = fuse_session_new(&args, &ops, sizeof(ops), fs);
     fuse_opt_free_args(&args);
@@ -458,6 +463,9 @@ static void handles_fini(struct tierd_fuse *fs)
         } else if (h->kind == TFS_H_WB) {
             tfs_wb_orphan_free(fs, h);
             nfiles++;
+        } else if (h->kind == TFS_H_CTL) {
+            tfs_ctl_orphan_free(fs, h);
+            nfiles++;
         } else {
             tfs_dir_orphan_free(fs, h);
         }
@@ -489,6 +497,7 @@ void tierfs_free(struct tierd_fuse *fs)
     handles_fini(fs);
     tfs_table_fini(fs);
     tfs_wb_fini(fs);
+    tfs_ctl_fini(fs);
     free(fs->mountpoint);
     free(fs);
 }

@@ -40,3 +40,11 @@ if(TARGET tierd)
   set_tests_properties(ttl_fuse PROPERTIES TIMEOUT 120 LABELS fuse
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()
+
+# Epoch-order hints through the control files under the mount (<mount>/.tierd/hints/NAME) on a
+# REAL, read-only mount: a shell line hints; errors come back from close(2); cat shows progress.
+if(TARGET tierd)
+  add_test(NAME hintfile_fuse COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_hintfile_fuse.sh)
+  set_tests_properties(hintfile_fuse PROPERTIES TIMEOUT 60 LABELS fuse
+    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+endif()

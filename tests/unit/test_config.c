@@ -125,6 +125,9 @@ static const struct bad_case bad_cases[] = {
     {BASE "[namespace /e/]\nbackend = warm\n", {"t.conf:8:", "must not end with '/'"}},
     {BASE "[namespace /d/sub]\nbackend = warm\n", {"t.conf:8:", "overlaps namespace /d"}},
     {BASE "[namespace /e/../f]\nbackend = warm\n", {"t.conf:8:", "'..'"}},
+    /* /.tierd is the mount's control directory (src/fuse/fuse_ops_ctl.c) */
+    {BASE "[namespace /.tierd]\nbackend = warm\n", {"t.conf:8:", "/.tierd", "control files"}},
+    {BASE "[namespace /.tierd/x]\nbackend = warm\n", {"t.conf:8:", "cannot be /.tierd"}},
     {BASE "[namespace /e]\nbackend = warm\nprefix = a//b\n",
      {"t.conf:8:", "prefix", "not a valid key prefix"}},
     /* api */
@@ -769,6 +772,24 @@ static void test_resolve(void **state)
     tierd_config_fini(&d.cfg);
 }
 
+/* Only /.tierd itself and what is below it belong to the mount's control files: a namespace whose
+ * first component merely begins with ".tierd" is a namespace like any other. */
+static void test_ns_near_tierd(void **state)
+{
+    (void)state;
+    static const char text[] = BASE "[namespace /.tierdx]\nbackend = warm\n"
+                                    "[namespace /x/.tierd]\nbackend = warm\n";
+    struct tierd_config c;
+    char err[512] = "";
+    int rc = tierd_config_load_string("t.conf", text, sizeof(text) - 1, &c, err, sizeof(err));
+    if (rc)
+        fail_msg("%s", err);
+    assert_int_equal(c.nnamespaces, 3);
+    assert_string_equal(c.namespaces[1].path, "/.tierdx");
+    assert_string_equal(c.namespaces[2].path, "/x/.tierd");
+    tierd_config_fini(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -778,6 +799,7 @@ int main(void)
         cmocka_unit_test(test_api_token_file),   cmocka_unit_test(test_long_line_and_comments),
         cmocka_unit_test(test_resolve),          cmocka_unit_test(test_permissions),
         cmocka_unit_test(test_telemetry_switch), cmocka_unit_test(test_qos),
+        cmocka_unit_test(test_ns_near_tierd),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

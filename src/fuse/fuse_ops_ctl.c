@@ -1,0 +1,939 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * fuse_ops_ctl.c - the control files under <mount>/.tierd: epoch-order hints given by writing a
+ * file, so that a job in any language can hint with a shell line (docs/HINTS.md).
+ *
+ *   /.tierd             a read-only directory holding "hints"
+ *   /.tierd/hints       one file per hint set of the caller's tenant (and per file being written)
+ *   /.tierd/hints/NAME  write: the set's order, mount paths one a line; read: the set's progress
+ *                       ("key: value" lines from hints_list); unlink: drop the set (hints_cancel)
+ *
+ * DESIGN. An open for writing (create, or open with O_WRONLY / O_RDWR) resolves the opener's
+ * tenant (the FUSE request's pid, uid and gid, as reads are resolved: tfs_req_io) and refuses
+ * tenants default and other to all but root and tierd's own uid (EPERM), the rule of
+ * POST /v1/hints: those tenants are every unmatched caller's. The handle keeps a buffer: write
+ * stores bytes at their offset (O_APPEND: at the end), at most CTL_FILE_MAX per file (beyond:
+ * EFBIG) and CTL_TOTAL_MAX over all files being written (beyond: ENOSPC), and checks each line it
+ * completes (hints_check_path: EINVAL, so that a shell's printf fails; shells ignore close(2)).
+ * Such an error sticks to the handle, whose list is then incomplete or wrong and is never
+ * submitted: later writes, flushes and fsyncs return it. flush (every close(2)) and
+ * fsync parse what was written since the handle's last submission (a last line without newline
+ * included) and hand it to hints_submit(): the first submission replaces the set unless the file
+ * was opened with O_APPEND or its first line is "#append", later ones of the same handle append
+ * (processes sharing the descriptor close it one after the other). Their result is the reply,
+ * so close(2) returns it (EINVAL a bad line, E2BIG, ENOSPC, EEXIST, ENOMEM as hints_submit says),
+ * and the detail goes to the log. A close after no new write submits nothing; a file created or
+ * truncated and never written is an empty order, submitted at release (touch of an existing set
+ * leaves it alone: neither); release submits what no flush did (errors only logged).
+ * Reads are direct_io, so the kernel asks for them although the file's size is 0 (as in /proc):
+ * the status text is made afresh at offset 0. unlink drops the set and cancels the open writers
+ * of that name of the caller's tenant. Names are per tenant, as in the API: another tenant's sets
+ * are neither listed nor reachable.
+ *
+ * These operations are installed in front of the others (tfs_ops_ctl): a call on a control handle
+ * (fi->fh of kind TFS_H_CTL) or a control path is served here, any other goes to the operation
+ * that was installed before (ctl->inner), so this file knows nothing of the namespaces.
+ *
+ * Locking: ctl->mu guards the list of writer handles (a file being written exists; unlink cancels
+ * its writers); a handle's mu guards its buffer and is held across its hints_submit (a flush and
+ * the writes of one handle serialise). ctl->mu is never taken with a handle's mu held.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "common/timeutil.h"
+#include "daemon/hints.h"
+#include "fuse/fuse_int.h"
+#include "tenant/tenant.h"
+
+#define CTL_FILE_MAX (32ull << 20)   /* bytes of one hint file (the API's admin body bound) */
+#define CTL_TOTAL_MAX (128ull << 20) /* bytes of all hint files being written at once */
+#define CTL_HINTS TFS_CTL_DIR "/hints"
+#define CTL_TEXT_MAX 2048 /* the status text of one set */
+
+struct tfs_ctlh;
+
+struct tfs_ctl {
+    struct fuse_lowlevel_ops inner; /* the operations for every other path (immutable) */
+    pthread_mutex_t mu;
+    struct tfs_ctlh *writers;  /* mu: open writer handles */
+    _Atomic uint64_t buffered; /* bytes allocated by the writers' buffers */
+};
+
+/* fi->fh of a control file. */
+struct tfs_ctlh {
+    struct tfs_hbase hb;          /* TFS_H_CTL */
+    struct tfs_ctlh *prev, *next; /* ctl->mu: on ctl->writers (writers only) */
+    char name[HINTS_NAME_MAX];    /* immutable */
+    uint32_t tenant;              /* the opener's (immutable) */
+    bool writer;                  /* opened for writing (immutable) */
+    bool append_flag;             /* opened with O_APPEND (immutable) */
+    _Atomic bool cancelled;       /* the file was unlinked: nothing more is submitted */
+    pthread_mutex_t mu;
+    char *buf; /* mu: what was written, NUL-terminated at len */
+    size_t len, cap;
+    size_t taken;           /* mu: bytes handed to hints_submit already (never rewritten) */
+    uint64_t line0;         /* mu: lines in the taken bytes (line numbers in messages) */
+    size_t checked;         /* mu: bytes whose complete lines write checked (a line boundary) */
+    uint64_t checked_lines; /* mu: lines in the checked bytes */
+    bool nocheck;           /* mu: a write went below checked: only flush checks */
+    bool dirty;             /* mu: written, truncated or created since the last submission */
+    bool submitted;         /* mu: a submission happened: the later ones append */
+    int err;                /* mu: sticky error (write beyond the bound, failed submission) */
+    char *text;             /* mu: the status read returns, made at offset 0 */
+    size_t tlen;
+};
+
+enum ctl_kind { CTL_NONE, CTL_ROOT, CTL_DIR, CTL_FILE };
+
+bool tfs_ctl_path(const struct tierd_fuse *fs, const char *path)
+{
+    size_t l = sizeof(TFS_CTL_DIR) - 1;
+    return fs->ctl && strncmp(path, TFS_CTL_DIR, l) == 0 && (path[l] == '\0' || path[l] == '/');
+}
+
+/* What a path below the mount is here; *name: a hint file's name. */
+static enum ctl_kind classify(const char *path, const char **name)
+{
+    size_t l = sizeof(TFS_CTL_DIR) - 1, h = sizeof(CTL_HINTS) - 1;
+    if (strncmp(path, TFS_CTL_DIR, l) != 0 || (path[l] != '\0' && path[l] != '/'))
+        return CTL_NONE;
+    if (path[l] == '\0')
+        return CTL_ROOT;
+    if (strncmp(path, CTL_HINTS, h) != 0 || (path[h] != '\0' && path[h] != '/'))
+        return CTL_NONE;
+    if (path[h] == '\0')
+        return CTL_DIR;
+    const char *n = path + h + 1;
+    if (*n == '\0' || strchr(n, '/'))
+        return CTL_NONE;
+    *name = n;
+    return CTL_FILE;
+}
+
+static bool is_ctl_handle(const struct fuse_file_info *fi)
+{
+    return fi && fi->fh && *(const uint32_t *)(uintptr_t)fi->fh == TFS_H_CTL;
+}
+
+static const char *tname(const struct tierd_fuse *fs, uint32_t tenant)
+{
+    return fs->d->tenants ? tenant_name(fs->d->tenants, tenant) : "default";
+}
+
+/* Whoever may read the mount may write the hint files: each class of the umask that leaves r
+ * gets rw (and x for the directory). */
+static mode_t readers_rw(const struct tierd_fuse *fs, bool dir)
+{
+    mode_t r = 0444 & ~fs->perm.umask;
+    return r | r >> 1 | (dir ? r >> 2 : 0);
+}
+
+/* The set (tenant, name) into *out (may be NULL): true if it exists. */
+static bool find_set(struct tierd_fuse *fs, uint32_t tenant, const char *name,
+                     struct hints_set_stats *out)
+{
+    struct hints_set_stats *st = malloc(HINTS_SETS_MAX * sizeof(*st));
+    if (!st)
+        return false;
+    size_t n = hints_list(fs->d->hints, st, HINTS_SETS_MAX);
+    bool found = false;
+    for (size_t i = 0; i < n && i < HINTS_SETS_MAX && !found; i++) {
+        if (st[i].tenant == tenant && strcmp(st[i].name, name) == 0) {
+            found = true;
+            if (out)
+                *out = st[i];
+        }
+    }
+    free(st);
+    return found;
+}
+
+static bool writing(struct tierd_fuse *fs, uint32_t tenant, const char *name)
+{
+    bool found = false;
+    pthread_mutex_lock(&fs->ctl->mu);
+    for (struct tfs_ctlh *h = fs->ctl->writers; h && !found; h = h->next)
+        found = h->tenant == tenant && !h->cancelled && strcmp(h->name, name) == 0;
+    pthread_mutex_unlock(&fs->ctl->mu);
+    return found;
+}
+
+static bool file_exists(struct tierd_fuse *fs, uint32_t tenant, const char *name)
+{
+    return hints_name_ok(name) && (writing(fs, tenant, name) || find_set(fs, tenant, name, NULL));
+}
+
+int tfs_ctl_stat(struct tierd_fuse *fs, const struct tier_ioctx *io, const char *path,
+                 struct tfs_attr *a)
+{
+    const char *name = NULL;
+    enum ctl_kind k = classify(path, &name);
+    if (k == CTL_NONE || (k == CTL_FILE && !file_exists(fs, io->tenant, name)))
+        return -ENOENT;
+    memset(a, 0, sizeof(*a));
+    a->is_dir = k != CTL_FILE;
+    a->mtime_ns = (int64_t)fs->d->start_ns;
+    a->mode = k == CTL_ROOT ? 0555 & ~fs->perm.umask : readers_rw(fs, k == CTL_DIR);
+    return 0;
+}
+
+/* ---- listings ---------------------------------------------------------------------------- */
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(((const struct tfs_dirent *)a)->name, ((const struct tfs_dirent *)b)->name);
+}
+
+static int dirent_add(struct tfs_dirent *e, size_t *n, const char *name, bool is_dir)
+{
+    memset(&e[*n], 0, sizeof(e[*n]));
+    e[*n].name = strdup(name);
+    if (!e[*n].name)
+        return -ENOMEM;
+    e[*n].is_dir = is_dir;
+    (*n)++;
+    return 0;
+}
+
+int tfs_ctl_listing(struct tierd_fuse *fs, const struct tier_ioctx *io, const char *path,
+                    struct tfs_listing **out)
+{
+    const char *name = NULL;
+    enum ctl_kind k = classify(path, &name);
+    if (k != CTL_ROOT && k != CTL_DIR)
+        return k == CTL_FILE ? -ENOTDIR : -ENOENT;
+    /* at most HINTS_SETS_MAX sets, and as many files being written */
+    size_t max = 2 * HINTS_SETS_MAX, n = 0;
+    struct tfs_listing *l = calloc(1, sizeof(*l));
+    struct tfs_dirent *e = calloc(max, sizeof(*e));
+    struct hints_set_stats *st = calloc(HINTS_SETS_MAX, sizeof(*st));
+    int rc = l && e && st ? 0 : -ENOMEM;
+    if (rc == 0 && k == CTL_ROOT) {
+        rc = dirent_add(e, &n, "hints", true);
+    } else if (rc == 0) {
+        size_t ns = hints_list(fs->d->hints, st, HINTS_SETS_MAX);
+        for (size_t i = 0; rc == 0 && i < ns && i < HINTS_SETS_MAX; i++)
+            if (st[i].tenant == io->tenant)
+                rc = dirent_add(e, &n, st[i].name, false);
+        pthread_mutex_lock(&fs->ctl->mu);
+        for (struct tfs_ctlh *h = fs->ctl->writers; rc == 0 && h && n < max; h = h->next)
+            if (h->tenant == io->tenant && !h->cancelled)
+                rc = dirent_add(e, &n, h->name, false);
+        pthread_mutex_unlock(&fs->ctl->mu);
+    }
+    free(st);
+    if (rc) {
+        for (size_t i = 0; i < n; i++)
+            free(e[i].name);
+        free(e);
+        free(l);
+        return rc;
+    }
+    qsort(e, n, sizeof(*e), cmp_name);
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (w > 0 && strcmp(e[w - 1].name, e[i].name) == 0) {
+            free(e[i].name); /* a set and its writer */
+            continue;
+        }
+        e[w++] = e[i];
+    }
+    l->e = e;
+    l->n = w;
+    l->refs = 1;
+    l->fetched_ns = l->expire_ns = tier_now_mono_ns();
+    *out = l;
+    return 0;
+}
+
+/* ---- handles ----------------------------------------------------------------------------- */
+
+static void handle_destroy(struct tierd_fuse *fs, struct tfs_ctlh *h)
+{
+    if (h->writer) {
+        pthread_mutex_lock(&fs->ctl->mu);
+        if (h->prev)
+            h->prev->next = h->next;
+        else
+            fs->ctl->writers = h->next;
+        if (h->next)
+            h->next->prev = h->prev;
+        pthread_mutex_unlock(&fs->ctl->mu);
+    }
+    atomic_fetch_sub(&fs->ctl->buffered, (uint64_t)h->cap);
+    pthread_mutex_destroy(&h->mu);
+    free(h->buf);
+    free(h->text);
+    free(h);
+}
+
+void tfs_ctl_orphan_free(struct tierd_fuse *fs, struct tfs_hbase *hb)
+{
+    handle_destroy(fs, (struct tfs_ctlh *)hb);
+}
+
+/* May the caller of req give hints, and as which tenant? Tenants default and other are every
+ * unmatched caller's: only root and tierd's own uid may hint for them (as an administrator may
+ * through the API). */
+static int may_hint(struct tierd_fuse *fs, fuse_req_t req, const char *name, uint32_t *tenant)
+{
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    struct tier_ioctx io = tfs_req_io(fs, req);
+    bool shared = io.tenant == TIER_TENANT_DEFAULT || io.tenant == TIER_TENANT_OTHER;
+    if (shared && ctx->uid != 0 && ctx->uid != geteuid()) {
+        log_warn("fuse: %s" CTL_HINTS "/%.64s: pid %d (uid %u) is tenant %s, which every "
+                 "unmatched caller shares: hints need a tenant of one's own (a [tenant] section "
+                 "matching the job's uid or cgroup, a Slurm job, a pod), or root",
+                 fs->mountpoint, name, (int)ctx->pid, (unsigned)ctx->uid, tname(fs, io.tenant));
+        return -EPERM;
+    }
+    *tenant = io.tenant;
+    return 0;
+}
+
+/* A new handle on hint file name; writers are checked (may_hint) and listed. */
+static int handle_open(struct tierd_fuse *fs, fuse_req_t req, const char *name, int flags,
+                       bool created, struct tfs_ctlh **out)
+{
+    if (!hints_name_ok(name)) {
+        log_warn("fuse: %s" CTL_HINTS "/%.80s: not a hint set name (1 to %d letters, digits, "
+                 "'.', '_', '-')",
+                 fs->mountpoint, name, HINTS_NAME_MAX - 1);
+        return -EINVAL;
+    }
+    bool writer = (flags & O_ACCMODE) != O_RDONLY;
+    uint32_t tenant = 0;
+    if (writer) {
+        int rc = may_hint(fs, req, name, &tenant);
+        if (rc)
+            return rc;
+    } else {
+        tenant = tfs_req_io(fs, req).tenant;
+        if (!file_exists(fs, tenant, name))
+            return -ENOENT;
+    }
+    struct tfs_ctlh *h = calloc(1, sizeof(*h));
+    if (!h)
+        return -ENOMEM;
+    snprintf(h->name, sizeof(h->name), "%s", name);
+    h->tenant = tenant;
+    h->writer = writer;
+    h->append_flag = (flags & O_APPEND) != 0;
+    h->dirty = created || (flags & O_TRUNC);
+    pthread_mutex_init(&h->mu, NULL);
+    if (writer) {
+        pthread_mutex_lock(&fs->ctl->mu);
+        h->next = fs->ctl->writers;
+        if (h->next)
+            h->next->prev = h;
+        fs->ctl->writers = h;
+        pthread_mutex_unlock(&fs->ctl->mu);
+    }
+    tfs_handle_track(fs, &h->hb, TFS_H_CTL);
+    *out = h;
+    return 0;
+}
+
+static void handle_free(struct tierd_fuse *fs, struct tfs_ctlh *h)
+{
+    tfs_handle_untrack(fs, &h->hb);
+    handle_destroy(fs, h);
+}
+
+static void handle_fi(struct fuse_file_info *fi, struct tfs_ctlh *h)
+{
+    fi->fh = (uint64_t)(uintptr_t)h;
+    fi->direct_io = 1; /* read although the size is 0; no page cache of a changing text */
+    fi->keep_cache = 0;
+    fi->noflush = !h->writer;
+}
+
+/* ---- submission ---------------------------------------------------------------------------- */
+
+/* Line lineno of a hint file, NUL-terminated after its ll bytes (no newline, no '\r'): *path is
+ * the mount path it names (inside line), or NULL for an empty line or a comment. -EINVAL with
+ * tier_err_msg() set for a line that names no mount path. */
+static int line_path(const struct tierd_fuse *fs, const char *line, size_t ll, uint64_t lineno,
+                     const char **path)
+{
+    *path = NULL;
+    if (ll == 0)
+        return 0;
+    if (strlen(line) != ll) {
+        tier_err_set("line %" PRIu64 " holds a NUL byte", lineno);
+        return -EINVAL;
+    }
+    if (line[0] == '#')
+        return 0;
+    const char *mp = fs->mountpoint;
+    size_t ml = strlen(mp);
+    while (ml > 1 && mp[ml - 1] == '/')
+        ml--;
+    if (ml > 1 && strncmp(line, mp, ml) == 0 && line[ml] == '/')
+        line += ml;
+    if (line[0] != '/') {
+        tier_err_set("line %" PRIu64 " '%.200s': not a path of the mount (/NAMESPACE/FILE, or "
+                     "%.*s/NAMESPACE/FILE)",
+                     lineno, line, (int)ml, mp);
+        return -EINVAL;
+    }
+    *path = line;
+    return 0;
+}
+
+/* h->mu held: parse buf[taken, len) into paths (pointers into buf, whose newlines become NULs)
+ * and their line numbers; *lastp: the number of the last line. Mount paths are "/NAMESPACE/..."
+ * or the same with the mount point in front (stripped); empty lines and lines starting with '#'
+ * are skipped, and "#append" as the file's first line asks for append. */
+static int parse(struct tierd_fuse *fs, struct tfs_ctlh *h, const char ***pathsp, uint32_t **linesp,
+                 size_t *np, uint64_t *lastp, bool *append)
+{
+    char *p = h->buf ? h->buf + h->taken : NULL, *end = h->buf ? h->buf + h->len : NULL;
+    /* paths are the lines that start with neither a newline nor '#' (at most) */
+    size_t max = 1;
+    for (const char *q = p; q && q < end; q++)
+        max += (q == p || q[-1] == '\n') && *q != '\n' && *q != '#';
+    if (max > (size_t)HINTS_ENTRIES_MAX + 1) {
+        tier_err_set("more than %d paths: at most %d per hint set", HINTS_ENTRIES_MAX,
+                     HINTS_ENTRIES_MAX);
+        return -E2BIG;
+    }
+    const char **paths = calloc(max, sizeof(*paths));
+    uint32_t *lines = calloc(max, sizeof(*lines));
+    if (!paths || !lines) {
+        free(paths);
+        free(lines);
+        return -ENOMEM;
+    }
+    size_t n = 0;
+    uint64_t lineno = h->line0;
+    int rc = 0;
+    while (p && p < end && rc == 0) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        char *le = nl ? nl : end;
+        *le = '\0'; /* buf[len] is a NUL already */
+        lineno++;
+        size_t ll = (size_t)(le - p);
+        if (ll > 0 && p[ll - 1] == '\r')
+            p[--ll] = '\0';
+        const char *line = p, *path = NULL;
+        p = le + 1;
+        if (lineno == 1 && strcmp(line, "#append") == 0)
+            *append = true;
+        rc = line_path(fs, line, ll, lineno, &path);
+        if (rc == 0 && path) {
+            lines[n] = lineno > UINT32_MAX ? UINT32_MAX : (uint32_t)lineno;
+            paths[n++] = path;
+        }
+    }
+    if (rc) {
+        free(paths);
+        free(lines);
+        return rc;
+    }
+    *pathsp = paths;
+    *linesp = lines;
+    *np = n;
+    *lastp = lineno;
+    return 0;
+}
+
+/* h->mu held: hand what was written since the last submission to hints_submit. A close of a
+ * descriptor that wrote nothing new hands nothing over: a shell's `>` closes its first copy of
+ * the descriptor before the command writes, and each process that inherited it closes its own.
+ * A file created or truncated and never written is an empty order: handed over at release. 0
+ * when there was nothing to hand over. */
+static int submit_locked(struct tierd_fuse *fs, struct tfs_ctlh *h, const char *when, bool last)
+{
+    if (!h->writer || h->cancelled)
+        return 0;
+    if (h->err)
+        return h->err;
+    if (h->len == h->taken && !(last && h->dirty && !h->submitted))
+        return 0;
+    bool append = h->submitted || h->append_flag;
+    const char **paths = NULL;
+    uint32_t *lines = NULL;
+    size_t n = 0;
+    uint64_t lastline = 0;
+    tier_err_clear();
+    int rc = parse(fs, h, &paths, &lines, &n, &lastline, &append);
+    if (rc == 0)
+        rc = hints_submit(fs->d->hints, h->name, h->tenant, paths, n, append);
+    if (rc == 0) {
+        h->taken = h->checked = h->len;
+        h->line0 = h->checked_lines = lastline;
+        h->dirty = false;
+        h->submitted = true;
+        log_debug("fuse: hint file %s" CTL_HINTS "/%s of tenant %s: %zu paths %s at %s",
+                  fs->mountpoint, h->name, tname(fs, h->tenant), n, append ? "appended" : "given",
+                  when);
+    } else {
+        /* which line hints_submit's "paths[i]" is */
+        char where[48] = "";
+        size_t i = 0;
+        if (paths && sscanf(tier_err_msg(), "paths[%zu]", &i) == 1 && i < n)
+            snprintf(where, sizeof(where), " (line %" PRIu32 ")", lines[i]);
+        log_warn("fuse: hint file %s" CTL_HINTS "/%s of tenant %s not taken at %s: %s%s; the "
+                 "set is unchanged",
+                 fs->mountpoint, h->name, tname(fs, h->tenant), when,
+                 *tier_err_msg() ? tier_err_msg() : strerror(-rc), where);
+        h->err = rc; /* the list is not what the writer meant: nothing later is taken either */
+    }
+    free(paths);
+    free(lines);
+    return rc;
+}
+
+static int submit(struct tierd_fuse *fs, struct tfs_ctlh *h, const char *when, bool last)
+{
+    pthread_mutex_lock(&h->mu);
+    int rc = submit_locked(fs, h, when, last);
+    pthread_mutex_unlock(&h->mu);
+    return rc;
+}
+
+/* ---- status text ------------------------------------------------------------------------- */
+
+/* h->mu held: make the text read returns. */
+static int status_make(struct tierd_fuse *fs, struct tfs_ctlh *h)
+{
+    char *t = malloc(CTL_TEXT_MAX);
+    if (!t)
+        return -ENOMEM;
+    struct hints_set_stats s;
+    int w;
+    if (find_set(fs, h->tenant, h->name, &s))
+        w = snprintf(t, CTL_TEXT_MAX,
+                     "name: %s\ntenant: %s\nstate: active\nentries: %" PRIu64 "\nfiles: %" PRIu64
+                     "\ncursor: %" PRIu64 "\nwindow_files: %" PRIu64 "\nwindow_bytes: %" PRIu64
+                     "\nheld_bytes: %" PRIu64 "\nbudget: %" PRIu64 "\nfetched_files: %" PRIu64
+                     "\nfetched_bytes: %" PRIu64 "\nalready_held: %" PRIu64 "\nreleased: %" PRIu64
+                     "\nerrors: %" PRIu64 "\nskipped: %" PRIu64 "\nfirst_error: %s\n",
+                     s.name, tname(fs, s.tenant), s.entries, s.files, s.cursor, s.window_files,
+                     s.window_bytes, s.held_bytes, s.budget, s.fetched_files, s.fetched_bytes,
+                     s.already_held, s.released, s.errors, s.skipped, s.first_error);
+    else
+        w = snprintf(t, CTL_TEXT_MAX,
+                     "name: %s\ntenant: %s\nstate: none (no such set of this tenant yet: a file "
+                     "being written is taken when it is closed)\n",
+                     h->name, tname(fs, h->tenant));
+    free(h->text);
+    h->text = t;
+    h->tlen = w < 0 ? 0 : (size_t)w < CTL_TEXT_MAX ? (size_t)w : CTL_TEXT_MAX - 1;
+    return 0;
+}
+
+/* ---- operations ---------------------------------------------------------------------------- */
+
+static struct tierd_fuse *req_fs(fuse_req_t req)
+{
+    return fuse_req_userdata(req);
+}
+
+static void ctl_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                       struct fuse_file_info *fi)
+{
+    struct tierd_fuse *fs = req_fs(req);
+    struct tfs_node *p = tfs_node_get(fs, parent);
+    if (!p || !tfs_ctl_path(fs, p->path)) {
+        tfs_node_put(fs, p);
+        fs->ctl->inner.create(req, parent, name, mode, fi);
+        return;
+    }
+    const char *unused = NULL;
+    char *path = NULL;
+    struct tfs_ctlh *h = NULL;
+    struct tfs_node *n = NULL;
+    int rc = classify(p->path, &unused) == CTL_DIR ? 0 : -EROFS; /* .tierd itself takes none */
+    if (rc == 0)
+        rc = tfs_path_join(p->path, name, &path);
+    if (rc == 0)
+        rc = handle_open(fs, req, name, fi->flags, true, &h);
+    if (rc == 0)
+        rc = tfs_node_lookup(fs, path, &n);
+    if (rc)
+        goto fail;
+    struct tier_ioctx io = {.tenant = h->tenant};
+    struct tfs_attr a;
+    rc = tfs_ctl_stat(fs, &io, path, &a); /* h is a writer of the name: it exists */
+    if (rc) {
+        tfs_node_forget(fs, n->ino, 1);
+        goto fail;
+    }
+    tfs_node_set_attr(fs, n, &a);
+    struct fuse_entry_param e;
+    tfs_fill_entry(fs, n, &a, &e);
+    handle_fi(fi, h);
+    if (fuse_reply_create(req, &e, fi) != 0) {
+        tfs_node_forget(fs, n->ino, 1);
+        handle_free(fs, h);
+    }
+    goto out;
+fail:
+    if (h)
+        handle_free(fs, h);
+    fuse_reply_err(req, tfs_errno(rc));
+out:
+    tfs_node_put(fs, n);
+    tfs_node_put(fs, p);
+    free(path);
+}
+
+static void ctl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct tierd_fuse *fs = req_fs(req);
+    struct tfs_node *n = tfs_node_get_or_stale(req, fs, ino);
+    if (!n)
+        return;
+    if (!tfs_ctl_path(fs, n->path)) {
+        tfs_node_put(fs, n);
+        fs->ctl->inner.open(req, ino, fi);
+        return;
+    }
+    const char *name = NULL;
+    struct tfs_ctlh *h = NULL;
+    int rc = classify(n->path, &name) == CTL_FILE ? 0 : -EISDIR;
+    if (rc == 0)
+        rc = handle_open(fs, req, name, fi->flags, false, &h);
+    tfs_node_put(fs, n);
+    if (rc) {
+        fuse_reply_err(req, tfs_errno(rc));
+        return;
+    }
+    handle_fi(fi, h);
+    if (fuse_reply_open(req, fi) != 0)
+        handle_free(fs, h);
+}
+
+static void ctl_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                     struct fuse_file_info *fi)
+{
+    struct tierd_fuse *fs = req_fs(req);
+    if (!is_ctl_handle(fi)) {
+        fs->ctl->inner.read(req, ino, size, off, fi);
+        return;
+    }
+    struct tfs_ctlh *h = (struct tfs_ctlh *)(uintptr_t)fi->fh;
+    if (off < 0) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
+    pthread_mutex_lock(&h->mu);
+    int rc = off == 0 || !h->text ? status_make(fs, h) : 0;
+    if (rc) {
+        pthread_mutex_unlock(&h->mu);
+        fuse_reply_err(req, tfs_errno(rc));
+        return;
+    }
+    size_t from = (uint64_t)off < h->tlen ? (size_t)off : h->tlen;
+    size_t len = h->tlen - from < size ? h->tlen - from : size;
+    fuse_reply_buf(req, h->text + from, len);
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* h->mu held: room for end bytes (and the NUL) in h->buf, within both bounds. */
+static int reserve(struct tierd_fuse *fs, struct tfs_ctlh *h, uint64_t end)
+{
+    if (end > CTL_FILE_MAX) {
+        log_warn("fuse: hint file %s" CTL_HINTS "/%s: over %llu MiB written; split the order "
+                 "and append the rest (O_APPEND, or '#append' as the first line)",
+                 fs->mountpoint, h->name, (unsigned long long)(CTL_FILE_MAX >> 20));
+        return -EFBIG;
+    }
+    if (end + 1 <= h->cap)
+        return 0;
+    size_t ncap = h->cap ? h->cap : 64 * 1024;
+    while (ncap < end + 1)
+        ncap *= 2;
+    if (ncap > CTL_FILE_MAX + 1)
+        ncap = CTL_FILE_MAX + 1;
+    uint64_t more = ncap - h->cap;
+    if (atomic_fetch_add(&fs->ctl->buffered, more) + more > CTL_TOTAL_MAX) {
+        atomic_fetch_sub(&fs->ctl->buffered, more);
+        log_warn("fuse: hint file %s" CTL_HINTS "/%s: the hint files being written hold %llu "
+                 "MiB already; close them (or write smaller orders) first",
+                 fs->mountpoint, h->name, (unsigned long long)(CTL_TOTAL_MAX >> 20));
+        return -ENOSPC;
+    }
+    char *nb = realloc(h->buf, ncap);
+    if (!nb) {
+        atomic_fetch_sub(&fs->ctl->buffered, more);
+        return -ENOMEM;
+    }
+    h->buf = nb;
+    h->cap = ncap;
+    return 0;
+}
+
+/* h->mu held: check the lines the last write completed, so that a bad path fails write(2)
+ * already: a shell does not look at close(2)'s result (`printf ... > file` would say nothing).
+ * hints_submit checks them again at the submission; this is the writer's early warning. */
+static int check_new_lines(struct tierd_fuse *fs, struct tfs_ctlh *h)
+{
+    if (h->nocheck)
+        return 0;
+    int rc = 0;
+    char *end = h->buf + h->len;
+    for (char *p = h->buf + h->checked, *nl;
+         rc == 0 && p < end && (nl = memchr(p, '\n', (size_t)(end - p))); p = nl + 1) {
+        size_t ll = (size_t)(nl - p);
+        if (ll > 0 && p[ll - 1] == '\r')
+            ll--;
+        char save = p[ll];
+        p[ll] = '\0'; /* for the check only: the buffer is parsed again at the submission */
+        uint64_t lineno = h->checked_lines + 1;
+        const char *path = NULL;
+        rc = line_path(fs, p, ll, lineno, &path);
+        if (rc == 0 && path && (rc = hints_check_path(fs->d->hints, path)) != 0) {
+            char why[256];
+            snprintf(why, sizeof(why), "%s", tier_err_msg());
+            tier_err_set("line %" PRIu64 " %s", lineno, why);
+        }
+        p[ll] = save;
+        if (rc == 0) {
+            h->checked = (size_t)(nl + 1 - h->buf);
+            h->checked_lines = lineno;
+        }
+    }
+    return rc;
+}
+
+static void ctl_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                      struct fuse_file_info *fi)
+{
+    struct tierd_fuse *fs = req_fs(req);
+    if (!is_ctl_handle(fi)) {
+        fs->ctl->inner.write(req, ino, buf, size, off, fi);
+        return;
+    }
+    struct tfs_ctlh *h = (struct tfs_ctlh *)(uintptr_t)fi->fh;
+    if (!h->writer || off < 0) {
+        fuse_reply_err(req, h->writer ? EINVAL : EBADF);
+        return;
+    }
+    pthread_mutex_lock(&h->mu);
+    uint64_t pos = h->append_flag ? h->len : (uint64_t)off;
+    int rc = h->err;
+    if (rc == 0 && pos < h->taken)
+        rc = -EINVAL; /* handed over already (a close came in between) */
+    if (rc == 0)
+        rc = reserve(fs, h, pos + size);
+    bool bad_line = false;
+    if (rc == 0) {
+        if (pos > h->len)
+            memset(h->buf + h->len, 0, pos - h->len); /* a hole: a NUL line, refused */
+        if (pos < h->checked)
+            h->nocheck = true; /* rewritten: the submission checks it */
+        memcpy(h->buf + pos, buf, size);
+        if (pos + size > h->len)
+            h->len = pos + size;
+        h->buf[h->len] = '\0';
+        h->dirty = true;
+        tier_err_clear();
+        rc = check_new_lines(fs, h);
+        bad_line = rc != 0;
+    }
+    if (bad_line)
+        log_warn("fuse: hint file %s" CTL_HINTS "/%s of tenant %s: %s; the write fails and "
+                 "nothing of this file is taken",
+                 fs->mountpoint, h->name, tname(fs, h->tenant),
+                 *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+    /* a bound passed or a bad line: the list is incomplete or wrong and must not be taken (a
+     * write below what was handed over only fails itself) */
+    if (rc && !h->err && (bad_line || rc != -EINVAL))
+        h->err = rc;
+    pthread_mutex_unlock(&h->mu);
+    if (rc)
+        fuse_reply_err(req, tfs_errno(rc));
+    else
+        fuse_reply_write(req, size);
+}
+
+static void ctl_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct tierd_fuse *fs = req_fs(req);
+    if (!is_ctl_handle(fi)) {
+        if (fs->ctl->inner.flush)
+            fs->ctl->inner.flush(req, ino, fi);
+        else
+            fuse_reply_err(req, 0);
+        return;
+    }
+    int rc = submit(fs, (struct tfs_ctlh *)(uintptr_t)fi->fh, "close", false);
+    fuse_reply_err(req, rc ? tfs_errno(rc) : 0);
+}
+
+static void ctl_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+    struct tierd_fuse *fs = req_fs(req);
+    if (!is_ctl_handle(fi)) {
+        if (fs->ctl->inner.fsync)
+            fs->ctl->inner.fsync(req, ino, datasync, fi);
+        else
+            fuse_reply_err(req, 0); /* a read-only file has nothing to sync */
+        return;
+    }
+    int rc = submit(fs, (struct tfs_ctlh *)(uintptr_t)fi->fh, "fsync", false);
+    fuse_reply_err(req, rc ? tfs_errno(rc) : 0);
+}
+
+static void ctl_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct tierd_fuse *fs = req_fs(req);
+    if (!is_ctl_handle(fi)) {
+        fs->ctl->inner.release(req, ino, fi);
+        return;
+    }
+    struct tfs_ctlh *h = (struct tfs_ctlh *)(uintptr_t)fi->fh;
+    (void)submit(fs, h, "release", true); /* what no flush took (logged if refused) */
+    handle_free(fs, h);
+    fuse_reply_err(req, 0);
+}
+
+static void ctl_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                        struct fuse_file_info *fi)
+{
+    struct tierd_fuse *fs = req_fs(req);
+    struct tfs_node *n = tfs_node_get_or_stale(req, fs, ino);
+    if (!n)
+        return;
+    if (!tfs_ctl_path(fs, n->path)) {
+        tfs_node_put(fs, n);
+        fs->ctl->inner.setattr(req, ino, attr, to_set, fi);
+        return;
+    }
+    struct tier_ioctx io = tfs_req_io(fs, req);
+    struct tfs_ctlh *h = is_ctl_handle(fi) ? (struct tfs_ctlh *)(uintptr_t)fi->fh : NULL;
+    if (h)
+        io.tenant = h->tenant;
+    int rc = 0;
+    if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))
+        rc = -EPERM; /* modes are synthesised (fuse_ops_ctl.c, readers_rw) */
+    if (rc == 0 && (to_set & FUSE_SET_ATTR_SIZE)) {
+        /* ftruncate(2) of a file being written cuts what it holds; a truncate by path has no
+         * buffer to cut: write the file instead */
+        rc = -EINVAL;
+        if (h && h->writer && attr->st_size >= 0) {
+            pthread_mutex_lock(&h->mu);
+            if ((uint64_t)attr->st_size >= h->taken && (uint64_t)attr->st_size <= h->len) {
+                h->len = (size_t)attr->st_size;
+                if (h->buf)
+                    h->buf[h->len] = '\0';
+                if (h->len < h->checked)
+                    h->nocheck = true; /* cut into checked lines: the submission checks */
+                h->dirty = true;
+                rc = 0;
+            }
+            pthread_mutex_unlock(&h->mu);
+        }
+    }
+    /* times: accepted and not kept (touch works) */
+    struct tfs_attr a;
+    if (rc == 0)
+        rc = tfs_ctl_stat(fs, &io, n->path, &a);
+    if (rc) {
+        fuse_reply_err(req, tfs_errno(rc));
+    } else {
+        struct stat st;
+        tfs_fill_stat(fs, ino, &a, &st);
+        fuse_reply_attr(req, &st, 0);
+    }
+    tfs_node_put(fs, n);
+}
+
+static void ctl_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct tierd_fuse *fs = req_fs(req);
+    struct tfs_node *p = tfs_node_get(fs, parent);
+    if (!p || !tfs_ctl_path(fs, p->path)) {
+        tfs_node_put(fs, p);
+        fs->ctl->inner.unlink(req, parent, name);
+        return;
+    }
+    const char *unused = NULL;
+    uint32_t tenant = 0;
+    int rc = classify(p->path, &unused) == CTL_DIR ? 0 : -EROFS;
+    if (rc == 0 && !hints_name_ok(name))
+        rc = -ENOENT;
+    if (rc == 0)
+        rc = may_hint(fs, req, name, &tenant);
+    if (rc == 0) {
+        bool cancelled = false;
+        pthread_mutex_lock(&fs->ctl->mu);
+        for (struct tfs_ctlh *h = fs->ctl->writers; h; h = h->next)
+            if (h->tenant == tenant && strcmp(h->name, name) == 0 && !h->cancelled) {
+                h->cancelled = true; /* an unlinked file's writes go nowhere */
+                cancelled = true;
+            }
+        pthread_mutex_unlock(&fs->ctl->mu);
+        rc = hints_cancel(fs->d->hints, name, tenant);
+        if (rc == -ENOENT && cancelled)
+            rc = 0;
+        if (rc == 0)
+            log_info("fuse: hint set %s of tenant %s dropped (unlink of %s" CTL_HINTS "/%s)", name,
+                     tname(fs, tenant), fs->mountpoint, name);
+    }
+    if (rc == 0) {
+        /* a file made under the name later is a new file (a new node) */
+        char *path = NULL;
+        if (tfs_path_join(p->path, name, &path) == 0)
+            tfs_node_put(fs, tfs_node_detach(fs, path));
+        free(path);
+    }
+    fuse_reply_err(req, rc ? tfs_errno(rc) : 0);
+    tfs_node_put(fs, p);
+}
+
+/* ---- set-up ------------------------------------------------------------------------------ */
+
+int tfs_ctl_init(struct tierd_fuse *fs)
+{
+    fs->ctl_perm = fs->perm;
+    fs->ctl_perm.attr_ttl_ns = fs->ctl_perm.entry_ttl_ns = 0;
+    fs->ctl_perm.attr_ttl_s = fs->ctl_perm.entry_ttl_s = 0;
+    fs->ctl = NULL;
+    if (!fs->d->hints)
+        return 0; /* no cache, no hints: no control files */
+    struct tfs_ctl *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    pthread_mutex_init(&c->mu, NULL);
+    fs->ctl = c;
+    return 0;
+}
+
+void tfs_ctl_fini(struct tierd_fuse *fs)
+{
+    if (!fs->ctl)
+        return;
+    /* the session's handles are freed before (handles_fini): no writer is left */
+    pthread_mutex_destroy(&fs->ctl->mu);
+    free(fs->ctl);
+    fs->ctl = NULL;
+}
+
+void tfs_ops_ctl(struct tierd_fuse *fs, struct fuse_lowlevel_ops *ops)
+{
+    if (!fs->ctl)
+        return;
+    fs->ctl->inner = *ops;
+    ops->create = ctl_create;
+    ops->open = ctl_open;
+    ops->read = ctl_read;
+    ops->write = ctl_write;
+    ops->flush = ctl_flush;
+    ops->fsync = ctl_fsync;
+    ops->release = ctl_release;
+    ops->setattr = ctl_setattr;
+    ops->unlink = ctl_unlink;
+}
