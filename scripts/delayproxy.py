@@ -70,8 +70,8 @@ async def pump(reader, writer, delay, rate):
             if rate > 0:
                 now = time.monotonic()
                 paced[0] = max(paced[0], now) + len(data) / rate
-                # write the chunk once the ones before it have had their time
-                ahead = paced[0] - len(data) / rate - now
+                # write the chunk once its own time at rate has passed (a one-chunk reply too)
+                ahead = paced[0] - now
                 if ahead > 0:
                     await asyncio.sleep(ahead)
             writer.write(data)

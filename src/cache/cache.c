@@ -139,7 +139,8 @@
 #define PREFETCH_THREADS_DEFAULT 4
 #define PREFETCH_THREADS_MAX 32
 #define PREFETCH_QUEUE 64
-#define STORE_QUEUE 16 /* write-throughs waiting for the writer (cfg.store_async) */
+#define STORE_QUEUE 16                  /* write-throughs waiting for the writer (store_async) */
+#define STORE_QUEUE_BYTES (64ull << 20) /* ... and their bytes (one block at least) */
 #define MAX_FETCHES_DEFAULT 64
 #define DISK_OPEN_FILES 1024     /* block files kept open for disk hits (disk_fdcache) */
 #define CACHE_TENANTS_DEFAULT 64 /* the tenant registry's default max_tenants */
@@ -259,13 +260,15 @@ struct cache {
     pthread_t pf_threads[PREFETCH_THREADS_MAX];
     int pf_nthreads;
 
-    /* write-through queue (cfg.store_async): st_mu guards the queue, st_busy and st_stop */
+    /* write-through queue (cfg.store_async): st_mu guards every st_ field but st_thread */
     pthread_mutex_t st_mu;
     pthread_cond_t st_cv;   /* an item queued, or stop */
-    pthread_cond_t st_idle; /* the queue is empty and the writer idle (store_drain) */
+    pthread_cond_t st_idle; /* an item was stored (store_drain) */
     struct st_item *st_head, *st_tail;
     size_t st_len;
-    bool st_busy, st_stop, st_running;
+    uint64_t st_bytes;           /* data bytes of the queued items */
+    uint64_t st_queued, st_done; /* items ever queued / stored (store_drain) */
+    bool st_stop, st_running;
     pthread_t st_thread;
     _Atomic uint64_t store_async_n, store_inline_n;
 };
@@ -609,6 +612,8 @@ static struct cdata *drop_held(struct cache *c, struct shard *s, struct cblock *
         d = ram_remove(c, b, false);
     pthread_mutex_lock(&s->mu);
     bool on = (b->flags & B_ON_DISK) != 0;
+    if (b->flags & B_FETCHING) /* a write-through may still be queued: it must not bring b back */
+        b->flags |= B_STORE_CANCEL;
     pthread_mutex_unlock(&s->mu);
     if (on)
         disk_detach(c, b, false, list);
@@ -933,16 +938,16 @@ static void disk_store(struct cache *c, const struct tier_ioctx *io, struct cblo
         return;
     struct shard *s = shard_of(c, b->id);
     pthread_mutex_lock(&s->mu);
-    if (b->flags & (B_ON_DISK | B_DISK_IO)) {
+    if (b->flags & (B_ON_DISK | B_DISK_IO | B_STORE_CANCEL)) {
         pthread_mutex_unlock(&s->mu);
         return;
     }
     b->flags |= B_DISK_IO;
     b->refs++;
-    /* A pinned block must reach the disk (RAM eviction skips pinned blocks that are not on
-     * disk, so a skipped write-through would hold it in RAM for good): it waits for the disk
-     * lane instead of being skipped. */
-    bool must = (b->flags & B_PINNED) != 0;
+    /* A pinned or hinted block must reach the disk (RAM eviction skips such blocks while they
+     * are not on disk, so a skipped write-through would hold it in RAM for good): it waits for
+     * the disk lane instead of being skipped. */
+    bool must = (b->flags & (B_PINNED | B_HINTED)) != 0;
     pthread_mutex_unlock(&s->mu);
     const struct tier_ioctx wio = {.tenant = io ? io->tenant : TIER_TENANT_DEFAULT,
                                    .cls = TIER_IO_BACKGROUND};
@@ -1307,9 +1312,29 @@ static int load_block(struct cache *c, const struct tier_ioctx *io, const struct
 static void load_end(struct shard *s, struct cblock *b)
 {
     pthread_mutex_lock(&s->mu);
-    b->flags &= ~(unsigned)B_FETCHING;
+    b->flags &= ~(unsigned)(B_FETCHING | B_STORE_CANCEL);
     b->refs--;
+    pthread_cond_broadcast(&s->cv); /* wait_stored() */
     release_result(s, b);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* No lock held; the block of id was just loaded by or for the caller. Wait until its load has
+ * ended (a write-through queued by another reader's load is done), so that what the caller
+ * checks next (is it cached? pin it, hold it) sees the block's levels as they end up. */
+static void wait_stored(struct cache *c, const uint8_t id[16], const struct cache_obj *obj,
+                        uint64_t index)
+{
+    struct shard *s = shard_of(c, id);
+    pthread_mutex_lock(&s->mu);
+    struct cblock *b = obj_lookup(c, s, id, obj, index, NULL);
+    if (b && (b->flags & B_FETCHING) && b->ready) {
+        b->refs++;
+        while ((b->flags & B_FETCHING) && b->ready)
+            pthread_cond_wait(&s->cv, &s->mu);
+        b->refs--;
+        maybe_free(s, b);
+    }
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -1325,7 +1350,8 @@ static bool store_enqueue(struct cache *c, const struct tier_ioctx *io, struct s
         return false;
     *it = (struct st_item){.s = s, .b = b, .d = cdata_ref(d), .io = io ? *io : TIER_IOCTX_DEFAULT};
     pthread_mutex_lock(&c->st_mu);
-    bool ok = c->st_running && !c->st_stop && c->st_len < STORE_QUEUE;
+    bool ok = c->st_running && !c->st_stop && c->st_len < STORE_QUEUE &&
+              (c->st_len == 0 || c->st_bytes + d->len <= STORE_QUEUE_BYTES);
     if (ok) {
         if (c->st_tail)
             c->st_tail->next = it;
@@ -1333,6 +1359,8 @@ static bool store_enqueue(struct cache *c, const struct tier_ioctx *io, struct s
             c->st_head = it;
         c->st_tail = it;
         c->st_len++;
+        c->st_bytes += d->len;
+        c->st_queued++;
         pthread_cond_signal(&c->st_cv);
     }
     pthread_mutex_unlock(&c->st_mu);
@@ -1362,26 +1390,29 @@ static void *st_worker(void *arg)
         if (!c->st_head)
             c->st_tail = NULL;
         c->st_len--;
-        c->st_busy = true;
+        c->st_bytes -= it->d->len;
         pthread_mutex_unlock(&c->st_mu);
         disk_store(c, &it->io, it->b, it->d);
         cdata_unref(it->d);
         load_end(it->s, it->b);
+        /* the block may now count on disk for its tenant: trim it as its reader would have */
+        quota_check(c, &it->io);
         free(it);
         pthread_mutex_lock(&c->st_mu);
-        c->st_busy = false;
-        if (!c->st_head)
-            pthread_cond_broadcast(&c->st_idle);
+        c->st_done++;
+        pthread_cond_broadcast(&c->st_idle);
     }
     pthread_mutex_unlock(&c->st_mu);
     return NULL;
 }
 
-/* Wait until every write-through handed to the writer so far is done. */
+/* Wait until every write-through handed to the writer before this call is done (not those
+ * queued since: a steady stream must not hold the caller). */
 static void store_drain(struct cache *c)
 {
     pthread_mutex_lock(&c->st_mu);
-    while (c->st_running && (c->st_head || c->st_busy))
+    uint64_t upto = c->st_queued;
+    while (c->st_running && c->st_done < upto)
         pthread_cond_wait(&c->st_idle, &c->st_mu);
     pthread_mutex_unlock(&c->st_mu);
 }
@@ -1621,6 +1652,7 @@ static int fetch_block(struct cache *c, const struct tier_ioctx *io, const struc
      * instead of being the quota's victim (then the pin would find nothing cached) */
     uint8_t id[16];
     cache_block_id(c, obj->be->name, obj->key, obj->etag, index, id);
+    wait_stored(c, id, obj, index); /* another reader's load may still be writing it */
     struct shard *s = shard_of(c, id);
     /* a cached block is pinned only under both level locks, so an evictor holding them
      * (cache_evict, quota_evict_one) never takes a block pinned meanwhile */
@@ -1671,6 +1703,7 @@ int cache_fetch_block_hinted(struct cache *c, const struct tier_ioctx *io,
         /* hold it before the tenant is trimmed, as a pin is (cache_fetch_block) */
         uint8_t id[16];
         cache_block_id(c, obj->be->name, obj->key, obj->etag, index, id);
+        wait_stored(c, id, obj, index); /* another reader's load may still be writing it */
         struct shard *s = shard_of(c, id);
         pthread_mutex_lock(&c->ram.mu); /* like B_PINNED: set on cached blocks under both */
         pthread_mutex_lock(&c->disk.mu);
@@ -2026,24 +2059,25 @@ static bool block_present(struct cache *c, const struct cache_obj *obj, uint64_t
     return present;
 }
 
-void cache_prefetch(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
-                    uint64_t first, uint64_t count)
+uint64_t cache_prefetch(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
+                        uint64_t first, uint64_t count)
 {
     if (!c || !obj_ok(obj) || !c->pf_nthreads)
-        return;
+        return 0;
     uint64_t nblocks = (obj->size_bytes + c->cfg.block_size - 1) / c->cfg.block_size;
-    for (uint64_t i = first; i < nblocks && i - first < count; i++) {
+    uint64_t i = first;
+    for (; i < nblocks && i - first < count; i++) {
         if (block_present(c, obj, i))
             continue;
         pthread_mutex_lock(&c->pf_mu);
         bool full = c->pf_len >= PREFETCH_QUEUE || c->pf_stop;
         pthread_mutex_unlock(&c->pf_mu);
         if (full)
-            return; /* advisory: drop the rest */
+            break; /* advisory: drop the rest */
         struct pf_item *it = calloc(1, sizeof(*it));
         if (!it || !(it->key = strdup(obj->key)) || !(it->etag = strdup(obj->etag))) {
             pf_item_free(it);
-            return;
+            break;
         }
         it->be = obj->be;
         it->size = obj->size_bytes;
@@ -2053,7 +2087,7 @@ void cache_prefetch(struct cache *c, const struct tier_ioctx *io, const struct c
         if (c->pf_len >= PREFETCH_QUEUE || c->pf_stop) {
             pthread_mutex_unlock(&c->pf_mu);
             pf_item_free(it);
-            return;
+            break;
         }
         if (c->pf_tail)
             c->pf_tail->next = it;
@@ -2064,6 +2098,7 @@ void cache_prefetch(struct cache *c, const struct tier_ioctx *io, const struct c
         pthread_cond_signal(&c->pf_cv);
         pthread_mutex_unlock(&c->pf_mu);
     }
+    return i > first ? i - first : 0;
 }
 
 /* ---- open / close ------------------------------------------------------------------------ */

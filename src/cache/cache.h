@@ -112,9 +112,11 @@ int cache_fetch_block(struct cache *c, const struct tier_ioctx *io, const struct
 
 /* Queue blocks [first, first+count) of obj for background fetch (sequential-read prefetch).
  * Returns at once; blocks already cached or in flight are skipped; the queue is bounded and
- * excess requests are dropped (prefetch is advisory). */
-void cache_prefetch(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
-                    uint64_t first, uint64_t count);
+ * excess requests are dropped (prefetch is advisory). Returns how many blocks from first were
+ * queued or skipped before the rest had to be dropped (count, or the blocks up to the object's
+ * end, when none was): the caller may ask for the others again later. */
+uint64_t cache_prefetch(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
+                        uint64_t first, uint64_t count);
 
 /* Pin rules by backend name and key prefix ("" = the whole backend; a prefix ending in '/' =
  * a directory; anything else is one object's exact key). Blocks matching a rule are never evicted,

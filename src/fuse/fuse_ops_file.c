@@ -124,8 +124,10 @@ static void listing_prefetch(struct tierd_fuse *fs, struct tfs_node *n, struct b
             size_t end = i + 1 + want < l->n ? i + 1 + want : l->n;
             /* the batch ends where its first windows would pass readahead_max bytes */
             uint64_t budget = fs->d->cfg.readahead_max_bytes;
-            for (stop = first; stop < end && budget > 0; stop++) {
+            for (stop = first; stop < end; stop++) {
                 uint64_t bytes = window_bytes(&l->e[stop], ra, bs);
+                if (bytes > budget && stop > first)
+                    break;
                 budget = bytes < budget ? budget - bytes : 0;
             }
             if (stop > first)
@@ -153,7 +155,14 @@ static void listing_prefetch(struct tierd_fuse *fs, struct tfs_node *n, struct b
         struct cache_obj obj = {.be = be, .key = ck, .etag = c->etag, .size_bytes = c->size_bytes};
         /* charged to the opener's tenant, at background priority, as read-ahead is */
         struct tier_ioctx io = {.tenant = oio->tenant, .cls = TIER_IO_BACKGROUND};
-        cache_prefetch(fs->d->cache, &io, &obj, 0, blocks);
+        if (cache_prefetch(fs->d->cache, &io, &obj, 0, blocks) < blocks) {
+            /* the queue is full: the next open in order asks for this file again */
+            pthread_mutex_lock(&dir->mu);
+            if (dir->lo_gen == l->fetched_ns && dir->lo_upto == stop)
+                dir->lo_upto = j;
+            pthread_mutex_unlock(&dir->mu);
+            break;
+        }
     }
     free(ck);
     if (l)
@@ -293,7 +302,13 @@ static void maybe_prefetch(struct tierd_fuse *fs, struct tfs_file *h, uint64_t o
             .be = h->be, .key = h->key, .etag = h->etag, .size_bytes = h->size_bytes};
         /* Charged to the reader's tenant, at background priority. */
         struct tier_ioctx io = {.tenant = h->io.tenant, .cls = TIER_IO_BACKGROUND};
-        cache_prefetch(fs->d->cache, &io, &obj, first, count);
+        uint64_t done = cache_prefetch(fs->d->cache, &io, &obj, first, count);
+        if (done < count) { /* the queue is full: the next read asks for the rest again */
+            pthread_mutex_lock(&h->mu);
+            if (h->prefetched_upto == first + count)
+                h->prefetched_upto = first + done;
+            pthread_mutex_unlock(&h->mu);
+        }
     }
 }
 

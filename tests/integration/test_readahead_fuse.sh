@@ -35,6 +35,15 @@ start_tierd
 ok "mounted"
 
 fetches() { api /v1/stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["cache"]["fetches"])'; }
+# blocks in the RAM level: a fetched block is counted in fetches before it is placed there
+ram_blocks() { api /v1/stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["cache"]["ram"]["blocks"])'; }
+wait_ram() {
+  local want=$1 n deadline=$((SECONDS + 20))
+  until [ "$(ram_blocks)" -ge "$want" ]; do
+    [ $SECONDS -lt $deadline ] || fail "RAM blocks stayed at $(ram_blocks), want $want"
+    python3 -c 'import time; time.sleep(0.05)' # poll interval, not a synchronisation
+  done
+}
 # reads served by the backend so far (the read telemetry's tier label)
 backend_reads() {
   api /metrics | awk '/^tierd_op_latency_seconds_count\{/ && /op="read"/ && /tier="backend"/ { s += $2 } END { print s + 0 }'
@@ -61,10 +70,11 @@ ok "sequential window: 16 blocks read, 24 fetched (grew from 2 to 8 blocks ahead
 
 # ---- listing order ----
 ls "$MNT/ds/lo" >/dev/null
-f0=$(fetches)
+f0=$(fetches) r0=$(ram_blocks)
 cat "$MNT/ds/lo/f01.bin" >/dev/null
 cat "$MNT/ds/lo/f02.bin" >/dev/null
 wait_fetches $((f0 + 6)) $((f0 + 6))
+wait_ram $((r0 + 6))
 ok "two opens in listing order: the next 4 files fetched before anyone read them"
 b0=$(backend_reads)
 for i in 03 04 05 06; do

@@ -13,7 +13,11 @@
  *   - the queue is bounded: with the writer held, 16 more write-throughs queue, the next one is
  *     done by its fetching thread (disk_store_inline);
  *   - cache_close stores what is queued: a reopened cache serves every block from disk;
- *   - cache_evict waits for the queue, so an evicted block does not come back on disk.
+ *   - cache_evict waits for the queue, so an evicted block does not come back on disk;
+ *   - space quotas hold with the writer: a tenant's blocks that reach the disk later are trimmed
+ *     by the writer (I9), and a block its quota evicted while its write waited is not stored;
+ *   - a pin of a block whose write is queued (another reader's load) waits for the write and
+ *     succeeds, also with no RAM level (it found nothing cached before).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -134,7 +138,7 @@ static int teardown(void **state)
     return 0;
 }
 
-static struct cache *open_cache(struct fx *f, uint64_t ram_bytes, bool async)
+static struct cache *open_cache_q(struct fx *f, uint64_t ram_bytes, bool async, uint64_t quota)
 {
     struct cache_config cfg = {.block_size = BS,
                                .ram_bytes = ram_bytes,
@@ -142,10 +146,17 @@ static struct cache *open_cache(struct fx *f, uint64_t ram_bytes, bool async)
                                .disk_dir = f->dir,
                                .disk_bytes = 4 * SIZE,
                                .disk_adm = &f->hook,
-                               .store_async = async};
+                               .store_async = async,
+                               .pin_bytes = SIZE,
+                               .default_quota = quota};
     struct cache *c = NULL;
     assert_int_equal(cache_open(&cfg, &c), 0);
     return c;
+}
+
+static struct cache *open_cache(struct fx *f, uint64_t ram_bytes, bool async)
+{
+    return open_cache_q(f, ram_bytes, async, 0);
 }
 
 static struct cache_obj obj_a(struct fx *f)
@@ -153,16 +164,23 @@ static struct cache_obj obj_a(struct fx *f)
     return (struct cache_obj){.be = f->be, .key = "a", .etag = "\"1\"", .size_bytes = SIZE};
 }
 
-/* Read block i whole; assert its bytes. */
-static void read_block(struct cache *c, struct fx *f, unsigned i)
+static const struct tier_ioctx TEN3 = {.tenant = 3, .cls = TIER_IO_TRAINING};
+
+/* Read block i whole as io (NULL: the default tenant); assert its bytes. */
+static void read_block_as(struct cache *c, struct fx *f, const struct tier_ioctx *io, unsigned i)
 {
     struct cache_obj o = obj_a(f);
     char *buf = malloc(BS), *exp = malloc(BS);
-    assert_int_equal(cache_read(c, NULL, &o, (uint64_t)i * BS, buf, BS), (ssize_t)BS);
+    assert_int_equal(cache_read(c, io, &o, (uint64_t)i * BS, buf, BS), (ssize_t)BS);
     fakebe_expected("a", "\"1\"", (uint64_t)i * BS, exp, BS);
     assert_memory_equal(buf, exp, BS);
     free(buf);
     free(exp);
+}
+
+static void read_block(struct cache *c, struct fx *f, unsigned i)
+{
+    read_block_as(c, f, NULL, i);
 }
 
 struct reader {
@@ -302,6 +320,97 @@ static void test_evict_waits_for_the_queue(void **state)
     cache_close(c);
 }
 
+static uint64_t tenant_bytes(struct cache *c, uint32_t t)
+{
+    struct cache_tenant_stats ts;
+    assert_int_equal(cache_tenant_stats_get(c, t, &ts), 0);
+    return ts.bytes;
+}
+
+static void test_quota_holds_with_the_writer(void **state)
+{
+    struct fx *f = *state;
+    f->g.open = true; /* no gate: the writer stores as fast as it can */
+    struct cache *c = open_cache_q(f, 0, true, BS); /* disk only: blocks count once stored */
+    for (unsigned i = 0; i < 4; i++)
+        read_block_as(c, f, &TEN3, i);
+    assert_true(cache_evict(c, "mem", "zzz") == 0); /* returns once the queue is stored */
+    assert_true(tenant_bytes(c, 3) <= BS);
+    cache_close(c);
+}
+
+static void test_quota_victim_not_stored(void **state)
+{
+    struct fx *f = *state;
+    struct cache *c = open_cache_q(f, SIZE, true, BS); /* quota: one block */
+    read_block_as(c, f, &TEN3, 0);
+    gate_wait_held(&f->g);         /* block 0's write is held */
+    read_block_as(c, f, &TEN3, 1); /* over quota: block 0 is trimmed while its write waits */
+    assert_true(tenant_bytes(c, 3) <= BS);
+    gate_open(&f->g);
+    assert_true(cache_evict(c, "mem", "zzz") == 0); /* the queue is stored */
+    struct cache_stats st;
+    cache_stats_get(c, &st);
+    assert_int_equal(st.disk.blocks, 1); /* block 1 only: block 0 did not come back */
+    assert_true(tenant_bytes(c, 3) <= BS);
+    cache_close(c);
+}
+
+struct pinner {
+    struct cache *c;
+    struct fx *f;
+    int r;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+};
+
+static void *pinner_main(void *arg)
+{
+    struct pinner *p = arg;
+    struct cache_obj o = obj_a(p->f);
+    int r = cache_fetch_block(p->c, NULL, &o, 0, true);
+    pthread_mutex_lock(&p->mu);
+    p->r = r;
+    p->done = true;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+static void test_pin_waits_for_a_queued_write(void **state)
+{
+    struct fx *f = *state;
+    struct cache *c = open_cache(f, 0, true); /* no RAM level: the write is the only copy */
+    read_block(c, f, 0);
+    gate_wait_held(&f->g); /* its write is held */
+    struct pinner p = {.c = c, .f = f};
+    pthread_mutex_init(&p.mu, NULL);
+    pthread_cond_init(&p.cv, NULL);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, pinner_main, &p), 0);
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += 1;
+    pthread_mutex_lock(&p.mu);
+    int e = 0;
+    while (!p.done && e == 0)
+        e = pthread_cond_timedwait(&p.cv, &p.mu, &dl);
+    bool early = p.done;
+    pthread_mutex_unlock(&p.mu);
+    assert_false(early); /* it waits for the write (before: -ENOSPC at once) */
+    gate_open(&f->g);
+    pthread_join(t, NULL);
+    assert_int_equal(p.r, 0);
+    assert_int_equal(fakebe_calls(f->be, FAKEBE_READ), 1);
+    struct cache_stats st;
+    cache_stats_get(c, &st);
+    assert_int_equal(st.pinned_bytes, BS);
+    pthread_mutex_destroy(&p.mu);
+    pthread_cond_destroy(&p.cv);
+    cache_close(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -310,6 +419,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pending_block_not_fetched_twice, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queue_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_evict_waits_for_the_queue, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_quota_holds_with_the_writer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_quota_victim_not_stored, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pin_waits_for_a_queued_write, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
