@@ -1908,6 +1908,12 @@ static unsigned do_hints_get(struct tierd *d, struct api_reply *out)
                       "already_held", (json_int_t)s->already_held, "released",
                       (json_int_t)s->released, "errors", (json_int_t)s->errors, "skipped",
                       (json_int_t)s->skipped, "first_error", jstr(s->first_error)));
+        /* where the sizes and etags came from: the mount's listings, or a stat each */
+        json_t *last = json_array_get(arr, json_array_size(arr) - 1);
+        if (last)
+            json_object_update_missing_new(
+                last, json_pack("{s:I, s:I}", "attrs_listed", (json_int_t)s->attrs_listed,
+                                "attrs_stat", (json_int_t)s->attrs_stat));
     }
     return reply_json(out, 200, json_pack("{s:o}", "sets", arr));
 }

@@ -105,7 +105,42 @@ struct hints {
     pthread_t *threads;
     int nthreads;
     uint64_t window_files, window_bytes, cache_bytes;
+    /* hints_set_meta: read-locked around each call of meta */
+    pthread_rwlock_t meta_lock;
+    hints_meta_fn meta;
+    void *meta_ud;
 };
+
+void hints_set_meta(struct hints *h, hints_meta_fn fn, void *ud)
+{
+    if (!h)
+        return;
+    pthread_rwlock_wrlock(&h->meta_lock);
+    h->meta = fn;
+    h->meta_ud = ud;
+    pthread_rwlock_unlock(&h->meta_lock);
+}
+
+/* f's size and etag: from the mount's listing when it has them, else one backend stat. */
+static int file_stat(struct hints *h, struct hset *s, struct hfile *f, struct backend_stat *st)
+{
+    int rc = -ENOENT;
+    pthread_rwlock_rdlock(&h->meta_lock);
+    if (h->meta)
+        rc = h->meta(h->meta_ud, f->ns, f->key, st);
+    pthread_rwlock_unlock(&h->meta_lock);
+    bool known = rc == 0 && !st->is_dir;
+    pthread_mutex_lock(&h->mu);
+    if (known)
+        s->st.attrs_listed++;
+    else
+        s->st.attrs_stat++;
+    pthread_mutex_unlock(&h->mu);
+    if (known)
+        return 0;
+    memset(st, 0, sizeof(*st));
+    return backend_stat(f->ns->be, &s->io, f->key, st);
+}
 
 /* ---- sets ---------------------------------------------------------------------------------- */
 
@@ -334,7 +369,7 @@ static void fetch_file(struct hints *h, struct hset *s, struct hfile *f)
     struct backend_stat st;
     memset(&st, 0, sizeof(st));
     tier_err_clear();
-    int rc = backend_stat(f->ns->be, &s->io, f->key, &st);
+    int rc = file_stat(h, s, f, &st);
     if (rc == 0 && st.is_dir)
         rc = -EISDIR;
     char err[160] = "";
@@ -864,6 +899,7 @@ int hints_new(struct tierd *d, struct hints **out)
         return -ENOMEM;
     h->d = d;
     pthread_mutex_init(&h->mu, NULL);
+    pthread_rwlock_init(&h->meta_lock, NULL);
     pthread_condattr_t ca; /* the workers' idle wake-ups are timed on CLOCK_MONOTONIC */
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -917,5 +953,6 @@ void hints_free(struct hints *h)
     pthread_cond_destroy(&h->work);
     pthread_cond_destroy(&h->idle);
     pthread_mutex_destroy(&h->mu);
+    pthread_rwlock_destroy(&h->meta_lock);
     free(h);
 }

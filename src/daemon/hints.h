@@ -30,7 +30,9 @@
 #include <stdint.h>
 
 struct tierd;
+struct tierd_ns;
 struct backend;
+struct backend_stat;
 struct hints;
 
 #define HINTS_NAME_MAX 64          /* bytes of a set's name, NUL included */
@@ -66,6 +68,14 @@ int hints_cancel(struct hints *h, const char *name, int64_t tenant);
 void hints_observe(struct hints *h, uint32_t tenant, const struct backend *be, const char *key,
                    uint64_t off, size_t len, uint64_t size, _Atomic bool *seen);
 
+/* Where the engine learns a file's size and etag before it fetches: fn (the mount's cached
+ * listing of the file's directory, no backend call) when it knows them (0, *st filled), else a
+ * backend_stat (a HEAD on S3: a round trip per file). NULL fn: none. Setting it waits for the
+ * calls of the previous fn in flight, so its owner may go away after hints_set_meta(h, NULL). */
+typedef int (*hints_meta_fn)(void *ud, const struct tierd_ns *ns, const char *key,
+                             struct backend_stat *st);
+void hints_set_meta(struct hints *h, hints_meta_fn fn, void *ud);
+
 /* A set nobody appended to or read through for this long is dropped (its job is gone). */
 #define HINTS_IDLE_NS (600ull * 1000000000ull)
 
@@ -80,6 +90,7 @@ struct hints_set_stats {
     uint64_t already_held;                 /* files entering the window still held: no fetch */
     uint64_t released;                     /* files released as Belady victims */
     uint64_t errors;                       /* files whose stat or fetch failed */
+    uint64_t attrs_listed, attrs_stat;     /* sizes and etags from the mount's listings / stats */
     uint64_t skipped;                      /* entries the reader passed without reading them */
     char first_error[160];
 };

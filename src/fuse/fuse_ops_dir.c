@@ -20,11 +20,13 @@
  */
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/err.h"
 #include "common/log.h"
+#include "common/strutil.h"
 #include "common/timeutil.h"
 #include "daemon/pinmeta.h"
 #include "fuse/fuse_int.h"
@@ -355,6 +357,41 @@ const struct tfs_dirent *tfs_listing_find(const struct tfs_listing *l, const cha
             hi = mid;
     }
     return NULL;
+}
+
+int tfs_meta_peek(void *ud, const struct tierd_ns *ns, const char *key, struct backend_stat *st)
+{
+    struct tierd_fuse *fs = ud;
+    const char *prefix = ns->conf->prefix;
+    size_t pl = strlen(prefix);
+    if (strncmp(key, prefix, pl) != 0)
+        return -ENOENT;
+    const char *rel = key + pl, *slash = strrchr(rel, '/');
+    const char *name = slash ? slash + 1 : rel;
+    /* the directory's mount path: the namespace's path, then rel up to its last '/' */
+    char dir[BACKEND_KEY_MAX + 512];
+    int n = snprintf(dir, sizeof(dir), "%s%s%.*s", ns->conf->path, slash ? "/" : "",
+                     slash ? (int)(slash - rel) : 0, rel);
+    if (n < 0 || (size_t)n >= sizeof(dir) || !*name)
+        return -ENOENT;
+    struct tfs_node *dn = tfs_node_get_path(fs, dir);
+    if (!dn)
+        return -ENOENT;
+    struct tfs_listing *l = tfs_listing_peek(fs, dn);
+    const struct tfs_dirent *e = l ? tfs_listing_find(l, name) : NULL;
+    int rc = -ENOENT;
+    if (e && !e->pending) {
+        memset(st, 0, sizeof(*st));
+        st->is_dir = e->is_dir;
+        st->size_bytes = e->size_bytes;
+        st->mtime_ns = e->mtime_ns;
+        tier_strlcpy(st->etag, e->etag, sizeof(st->etag));
+        rc = 0;
+    }
+    if (l)
+        tfs_listing_unref(l);
+    tfs_node_put(fs, dn);
+    return rc;
 }
 
 /* fi->fh of an open directory: the listing it reads (one snapshot per opendir). */

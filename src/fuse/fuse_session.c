@@ -26,6 +26,7 @@
 #include "common/log.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
+#include "daemon/hints.h"
 #include "fuse/fuse_int.h"
 #include "tenant/tenant.h"
 #include "writeback/wb.h"
@@ -331,6 +332,8 @@ int tierfs_mount(struct tierd *d, struct tierd_fuse **out)
         goto fail;
     }
     fs->mounted = true;
+    /* the hint engine takes a file's size and etag from our listings when we have them */
+    hints_set_meta(d->hints, tfs_meta_peek, fs);
     *out = fs;
     return 0;
 fail:
@@ -480,6 +483,7 @@ void tierfs_free(struct tierd_fuse *fs)
     if (!fs)
         return;
     fs->loop_done = true;
+    hints_set_meta(fs->d->hints, NULL, NULL); /* waits for peeks in flight */
     if (fs->d->wb)
         wb_wait_async_flush(fs->d->wb); /* remote closes are answered before the session goes */
     if (fs->se) {
