@@ -44,6 +44,12 @@
  * strcmp/strncmp against listed names, and callers pass back the previous page's next_token, so
  * it needs no fuzz target of its own (fuzz_keys covers the listing's containment). Symlinked
  * directories are listed as prefixes but not descended in recursive listings (no cycles).
+ * Each page reads its directory again (the token is all it keeps), so a page of a directory of
+ * N entries costs one readdir of N, but only the entries after the token are kept, only the
+ * first of them (as many as the page still needs) are sorted (selected in linear time), and
+ * only the files listed are stat'ed (the directory entry's type tells files from
+ * directories): listing 100,000 files in 100 pages is 100 readdirs and 100,000 stats, not
+ * 10,000,000 stats and 100 sorts of 100,000 names (docs/BENCHMARKS.md, "Listings").
  */
 #include <dirent.h>
 #include <errno.h>
@@ -804,7 +810,10 @@ enum ent_kind { ENT_FILE, ENT_DIR, ENT_LINKDIR };
 
 struct dent {
     char *name;
+    size_t len; /* strlen(name) */
     enum ent_kind kind;
+    bool st_valid;  /* st was taken when the directory was read; else (a file the directory
+                     * entry's type named) walk() stats it when it lists it */
     struct stat st; /* for files */
 };
 
@@ -825,16 +834,16 @@ static int dent_char(const struct dent *d, size_t i, size_t len)
     return i == len && d->kind != ENT_FILE ? '/' : 0;
 }
 
-/* Compare names, a directory counting as "name/": makes depth-first order equal key order. */
+/* Compare names, a directory counting as "name/": makes depth-first order equal key order.
+ * Names hold no '/', so past their common part the first differing character decides. */
 static int dent_cmp(const void *a, const void *b)
 {
     const struct dent *x = a, *y = b;
-    size_t lx = strlen(x->name), ly = strlen(y->name);
-    for (size_t i = 0;; i++) {
-        int c1 = dent_char(x, i, lx), c2 = dent_char(y, i, ly);
-        if (c1 != c2 || c1 == 0)
-            return c1 - c2;
-    }
+    size_t m = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->name, y->name, m);
+    if (c)
+        return c;
+    return dent_char(x, m, x->len) - dent_char(y, m, y->len);
 }
 
 static void dents_free(struct dent *d, size_t n)
@@ -844,11 +853,41 @@ static void dents_free(struct dent *d, size_t n)
     free(d);
 }
 
+#define DENT_KEY_MAX (BACKEND_KEY_MAX + NAME_MAX + 4)
+
+/* Can no key of the entry name (its own, or as a directory "name/" every key below) come
+ * after the token? key is a scratch buffer holding dirkey (dl bytes) with room for a segment. */
+static bool before_token(const struct lister *l, char *key, size_t dl, const char *nm, size_t nlen)
+{
+    if (!l->token || dl + nlen + 2 > DENT_KEY_MAX)
+        return false; /* too long to be a key: walk() skips it */
+    memcpy(key + dl, nm, nlen);
+    key[dl + nlen] = '/';
+    key[dl + nlen + 1] = '\0';
+    /* the file "name" sorts before "name/": both are <= the token when "name/" is */
+    int c = strcmp(key, l->token);
+    if (!l->recursive)
+        return c <= 0;
+    /* recursive: "name/" is a subtree, passed unless the token lies inside it */
+    return c < 0 && strncmp(l->token, key, dl + nlen + 1) != 0;
+}
+
 /* Read directory fd (borrowed) whose key prefix is dirkey: the entries whose names start
- * with name_prefix, classified and sorted. */
+ * with name_prefix and that may come after the token, classified, in directory order.
+ * The directory entry's type classifies files and directories (no stat: a page of a large
+ * directory stats only the files it lists, in walk()); a link, or a file system that does not
+ * say, is stat'ed here. */
 static int read_dents(const struct lister *l, int fd, const char *dirkey, const char *name_prefix,
                       struct dent **out, size_t *nout)
 {
+    char key[DENT_KEY_MAX];
+    size_t dl = strlen(dirkey);
+    if (dl + 2 > sizeof(key)) {
+        *out = NULL; /* no key can be this long */
+        *nout = 0;
+        return 0;
+    }
+    memcpy(key, dirkey, dl + 1);
     int dfd = dup(fd);
     if (dfd < 0)
         return -errno;
@@ -870,17 +909,24 @@ static int read_dents(const struct lister *l, int fd, const char *dirkey, const 
         const char *nm = de->d_name;
         size_t nlen = strlen(nm);
         if (strcmp(nm, ".") == 0 || strcmp(nm, "..") == 0 || reserved_segment(nm, nlen) ||
-            strncmp(nm, name_prefix, plen) != 0)
+            strncmp(nm, name_prefix, plen) != 0 || before_token(l, key, dl, nm, nlen))
             continue;
         struct dent e = {0};
         struct stat s;
-        if (fstatat(dirfd(d), nm, &s, AT_SYMLINK_NOFOLLOW) != 0)
+        if (de->d_type == DT_DIR) {
+            e.kind = ENT_DIR;
+        } else if (de->d_type == DT_REG) {
+            e.kind = ENT_FILE;
+        } else if (de->d_type != DT_LNK && de->d_type != DT_UNKNOWN) {
+            continue; /* sockets, fifos, devices are not objects */
+        } else if (fstatat(dirfd(d), nm, &s, AT_SYMLINK_NOFOLLOW) != 0) {
             continue; /* vanished meanwhile */
-        if (S_ISDIR(s.st_mode)) {
+        } else if (S_ISDIR(s.st_mode)) {
             e.kind = ENT_DIR;
         } else if (S_ISREG(s.st_mode)) {
             e.kind = ENT_FILE;
             e.st = s;
+            e.st_valid = true;
         } else if (S_ISLNK(s.st_mode)) {
             /* Follow it only beneath the root; links that leave it are not listed. */
             char full[BACKEND_KEY_MAX + NAME_MAX + 2];
@@ -894,6 +940,7 @@ static int read_dents(const struct lister *l, int fd, const char *dirkey, const 
                 continue;
             e.kind = S_ISDIR(s.st_mode) ? ENT_LINKDIR : ENT_FILE;
             e.st = s;
+            e.st_valid = true;
         } else {
             continue; /* sockets, fifos, devices are not objects */
         }
@@ -907,7 +954,8 @@ static int read_dents(const struct lister *l, int fd, const char *dirkey, const 
             v = nv;
             cap = nc;
         }
-        e.name = strdup(nm);
+        e.name = strndup(nm, nlen);
+        e.len = nlen;
         if (!e.name) {
             rc = -ENOMEM;
             break;
@@ -919,11 +967,53 @@ static int read_dents(const struct lister *l, int fd, const char *dirkey, const 
         dents_free(v, n);
         return rc;
     }
-    if (n)
-        qsort(v, n, sizeof(*v), dent_cmp);
     *out = v;
     *nout = n;
     return 0;
+}
+
+static void dent_swap(struct dent *a, struct dent *b)
+{
+    struct dent t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Put the k smallest of v[0..n) first, sorted; the rest follow unsorted, none smaller. Returns
+ * how many lead sorted (k, or n when k >= n). A page needs only its first keys after the token:
+ * selecting them is linear, where sorting a large directory for every page was not. Names are
+ * unique, so the partition (median of three, Lomuto) has no runs of equal keys. */
+static size_t sort_smallest(struct dent *v, size_t n, size_t k)
+{
+    if (k >= n) {
+        if (n > 1)
+            qsort(v, n, sizeof(*v), dent_cmp);
+        return n;
+    }
+    size_t lo = 0, hi = n; /* v[0..lo) <= v[lo..n), v[0..hi) <= v[hi..n), lo <= k < hi */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2, last = hi - 1;
+        if (dent_cmp(&v[mid], &v[lo]) < 0)
+            dent_swap(&v[mid], &v[lo]);
+        if (dent_cmp(&v[last], &v[lo]) < 0)
+            dent_swap(&v[last], &v[lo]);
+        if (dent_cmp(&v[mid], &v[last]) < 0)
+            dent_swap(&v[mid], &v[last]); /* the median is the pivot, at last */
+        size_t store = lo;
+        for (size_t i = lo; i < last; i++)
+            if (dent_cmp(&v[i], &v[last]) < 0)
+                dent_swap(&v[i], &v[store++]);
+        dent_swap(&v[store], &v[last]);
+        if (store == k)
+            break;
+        if (k < store)
+            hi = store;
+        else
+            lo = store + 1;
+    }
+    if (k > 1)
+        qsort(v, k, sizeof(*v), dent_cmp);
+    return k;
 }
 
 static int emit(struct lister *l, const char *key, bool is_prefix, const struct stat *s)
@@ -961,7 +1051,13 @@ static int walk(struct lister *l, int fd, const char *dirkey, const char *name_p
     int rc = read_dents(l, fd, dirkey, name_prefix, &v, &n);
     if (rc)
         return rc;
+    /* Each entry gives at most one key here, or a subtree of keys (recursive): the page's
+     * first ones are among the first (limit - n) entries, unless some give none (an empty
+     * subtree, a name that is no key, a file gone meanwhile); then the rest is sorted too. */
+    size_t sorted = sort_smallest(v, n, l->limit - l->n);
     for (size_t i = 0; i < n && l->n < l->limit && rc == 0; i++) {
+        if (i == sorted)
+            sorted = sort_smallest(v + i, n - i, n - i) + i;
         char full[BACKEND_KEY_MAX + 2];
         int len = snprintf(full, sizeof(full), "%s%s%s", dirkey, v[i].name,
                            v[i].kind == ENT_FILE ? "" : "/");
@@ -972,6 +1068,9 @@ static int walk(struct lister *l, int fd, const char *dirkey, const char *name_p
                 continue;
             if (l->token && strcmp(full, l->token) <= 0)
                 continue;
+            if (!v[i].st_valid && (fstatat(fd, v[i].name, &v[i].st, AT_SYMLINK_NOFOLLOW) != 0 ||
+                                   !S_ISREG(v[i].st.st_mode)))
+                continue; /* removed or replaced since the directory was read */
             rc = emit(l, full, false, &v[i].st);
             continue;
         }

@@ -2,7 +2,8 @@
 /*
  * test_posix.c - unit tests of the POSIX directory backend (src/tiers/posix.c) on real files in
  * a scratch directory: containment (symlink and '..' escapes refused, inner symlinks allowed),
- * atomic put, version checks, multipart upload, listing order and hiding of internal files, and
+ * atomic put, version checks, multipart upload, listing order and hiding of internal files, pages
+ * of a large directory, and
  * injected faults (permission denied, read-only file system, ENOSPC on a tiny tmpfs).
  * Behaviour shared with the S3 backend is tested by tests/integration/test_backend_suite.c.
  */
@@ -430,6 +431,98 @@ static void test_list_order_and_hiding(void **state)
     free(id);
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Every page of a list, max_keys at a time, must continue exactly after the last: compared with
+ * want (sorted); the files' sizes are the length of their base names. */
+static void check_pages(struct backend *be, const char *prefix, const char *delim, size_t max_keys,
+                        char **want, size_t nwant)
+{
+    size_t seen = 0;
+    char *token = NULL;
+    do {
+        struct backend_list_page page;
+        assert_int_equal(backend_list(be, NULL, prefix, delim, token, max_keys, &page), 0);
+        free(token);
+        token = page.next_token ? strdup(page.next_token) : NULL;
+        assert_true(page.n <= (max_keys ? max_keys : 1000));
+        assert_true(token == NULL || page.n > 0);
+        for (size_t i = 0; i < page.n; i++) {
+            assert_true(seen < nwant);
+            assert_string_equal(page.entries[i].name, want[seen]);
+            const char *base = strrchr(page.entries[i].name, '/');
+            base = base ? base + 1 : page.entries[i].name;
+            if (!page.entries[i].is_prefix)
+                assert_int_equal(page.entries[i].size_bytes, strlen(base));
+            seen++;
+        }
+        backend_list_page_fini(&page);
+    } while (token);
+    assert_int_equal(seen, nwant);
+}
+
+/* A page of a large directory selects its first keys after the token instead of sorting (and
+ * stating) the whole directory: files, directories, empty directories (no key when recursive)
+ * and names around '/' in key order ("n0010-/" < "n0010.x" < "n0010/"), in random order on
+ * disk, list the same whatever the page size. */
+static void test_list_pages_large_dir(void **state)
+{
+    struct fx *f = *state;
+    char p[1024], name[64], k[80];
+    char *flat[3000], *rec[3000];
+    size_t nflat = 0, nrec = 0;
+    for (unsigned i = 0; i < 2000; i++) {
+        unsigned kind = (i * 7919u) % 5; /* 0-2 file, 3 directory with a file, 4 empty */
+        snprintf(name, sizeof(name), "n%04u", i);
+        path_in(f, name, p, sizeof(p));
+        if (kind <= 2) {
+            tu_write_file(p, name, strlen(name));
+            flat[nflat++] = strdup(name);
+            rec[nrec++] = strdup(name);
+        } else {
+            assert_int_equal(mkdir(p, 0755), 0);
+            snprintf(k, sizeof(k), "%s/", name);
+            flat[nflat++] = strdup(k);
+            if (kind == 3) {
+                snprintf(k, sizeof(k), "%s/x", name);
+                path_in(f, k, p, sizeof(p));
+                tu_write_file(p, "x", 1);
+                rec[nrec++] = strdup(k);
+            }
+        }
+        if (i % 10 == 0) {
+            snprintf(k, sizeof(k), "n%04u.x", i);
+            path_in(f, k, p, sizeof(p));
+            tu_write_file(p, k, strlen(k));
+            flat[nflat++] = strdup(k);
+            rec[nrec++] = strdup(k);
+            snprintf(k, sizeof(k), "n%04u-", i);
+            path_in(f, k, p, sizeof(p));
+            assert_int_equal(mkdir(p, 0755), 0);
+            snprintf(k, sizeof(k), "n%04u-/", i);
+            flat[nflat++] = strdup(k);
+            snprintf(k, sizeof(k), "n%04u-/yy", i);
+            path_in(f, k, p, sizeof(p));
+            tu_write_file(p, "yy", 2);
+            rec[nrec++] = strdup(k);
+        }
+    }
+    qsort(flat, nflat, sizeof(flat[0]), cmp_str);
+    qsort(rec, nrec, sizeof(rec[0]), cmp_str);
+    static const size_t sizes[] = {0, 333, 7};
+    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+        check_pages(f->be, "", "/", sizes[s], flat, nflat);
+        check_pages(f->be, "", NULL, sizes[s], rec, nrec);
+    }
+    for (size_t i = 0; i < nflat; i++)
+        free(flat[i]);
+    for (size_t i = 0; i < nrec; i++)
+        free(rec[i]);
+}
+
 /* Run fn in a child process as an unprivileged user: root ignores directory modes. */
 static int run_as_nobody(struct backend *be, const char *key)
 {
@@ -664,6 +757,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_atomic_put_and_versions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_multipart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_order_and_hiding, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_list_pages_large_dir, setup, teardown),
         cmocka_unit_test_setup_teardown(test_atomic_put_concurrent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_put_killed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fault_permission, setup, teardown),
