@@ -54,9 +54,10 @@ int tfs_errno(int neg)
  * mirrored): the namespace's (or [mount]'s) uid, gid and umask over 0444/0555, or 0666/0777 in
  * a write-back namespace. With default_permissions the kernel enforces them, so they decide
  * who of the local users may read (allow_other) and create checkpoints. */
-void tfs_fill_stat(struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a, struct stat *st)
+static void fill_stat_perm(struct tierd_fuse *fs, uint64_t ino, const struct tfs_perm *perm,
+                           const struct tfs_attr *a, struct stat *st)
 {
-    struct tfs_perm p = tfs_node_perm(fs, ino);
+    const struct tfs_perm p = *perm;
     memset(st, 0, sizeof(*st));
     st->st_ino = ino;
     if (a->is_dir) {
@@ -80,6 +81,12 @@ void tfs_fill_stat(struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a
     st->st_atim = st->st_mtim;
 }
 
+void tfs_fill_stat(struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a, struct stat *st)
+{
+    struct tfs_perm p = tfs_node_perm(fs, ino);
+    fill_stat_perm(fs, ino, &p, a, st);
+}
+
 void tfs_fill_entry(struct tierd_fuse *fs, const struct tfs_node *n, const struct tfs_attr *a,
                     struct fuse_entry_param *e)
 {
@@ -88,15 +95,14 @@ void tfs_fill_entry(struct tierd_fuse *fs, const struct tfs_node *n, const struc
     e->generation = 1;
     e->attr_timeout = n->perm->attr_ttl_s;
     e->entry_timeout = n->perm->entry_ttl_s;
-    tfs_fill_stat(fs, n->ino, a, &e->attr);
+    fill_stat_perm(fs, n->ino, n->perm, a, &e->attr); /* the node at hand: no table probe */
 }
 
 void tfs_node_set_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a)
 {
     (void)fs; /* the TTL is the node's namespace's (n->perm) */
-    uint64_t now = tier_now_mono_ns();
     if (a->fetched_ns == 0)
-        a->fetched_ns = now;
+        a->fetched_ns = tier_now_mono_ns();
     pthread_mutex_lock(&n->mu);
     if (n->attr_valid && n->attr.fetched_ns > a->fetched_ns) {
         *a = n->attr;

@@ -501,23 +501,28 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         fuse_reply_err(req, ESTALE);
         return;
     }
+    /* readdirplus: one path buffer for the children's "dir/name" (a 100,000-entry directory
+     * is listed in thousands of calls: nothing per entry but the node lookup) */
+    size_t dl = plus ? strlen(dir->path) : 0;
     char *buf = malloc(size);
-    if (!buf) {
+    char *path = plus ? malloc(dl + BACKEND_SEGMENT_MAX + 2) : NULL;
+    if (!buf || (plus && !path)) {
+        free(buf);
+        free(path);
         tfs_node_put(fs, dir);
         fuse_reply_err(req, ENOMEM);
         return;
     }
+    bool writable = plus && tfs_path_is_wb(fs, dir->path);
+    if (plus) {
+        memcpy(path, dir->path, dl);
+        if (dl == 1)
+            dl = 0; /* the root: "/name" */
+        path[dl++] = '/';
+    }
     size_t pos = 0;
     for (size_t i = (size_t)off; i < l->n; i++) {
         const struct tfs_dirent *e = &l->e[i];
-        struct tfs_attr a;
-        memset(&a, 0, sizeof(a));
-        a.is_dir = e->is_dir;
-        a.size_bytes = e->size_bytes;
-        a.mtime_ns = e->mtime_ns;
-        memcpy(a.etag, e->etag, sizeof(a.etag));
-        a.fetched_ns = l->fetched_ns;
-        a.writable = plus && tfs_path_is_wb(fs, dir->path);
         if (!plus) {
             struct stat st;
             memset(&st, 0, sizeof(st));
@@ -534,13 +539,14 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         size_t need = fuse_add_direntry_plus(req, NULL, 0, e->name, NULL, 0);
         if (need > size - pos)
             break;
-        char *path = NULL;
+        size_t nl = strlen(e->name); /* <= BACKEND_SEGMENT_MAX (listing_build's add) */
+        memcpy(path + dl, e->name, nl + 1);
         struct tfs_node *n = NULL;
-        if (tfs_path_join(dir->path, e->name, &path) != 0 || tfs_node_lookup(fs, path, &n) != 0) {
-            free(path);
+        if (tfs_node_lookup(fs, path, &n) != 0)
             break;
-        }
-        free(path);
+        struct tfs_attr a;
+        tfs_dirent_attr(l, e, &a);
+        a.writable = writable;
         tfs_node_set_attr(fs, n, &a);
         struct fuse_entry_param ep;
         tfs_fill_entry(fs, n, &a, &ep);
@@ -552,6 +558,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     else
         fuse_reply_buf(req, buf, pos);
     free(buf);
+    free(path);
     tfs_node_put(fs, dir);
 }
 
