@@ -523,6 +523,81 @@ static void test_list_pages_large_dir(void **state)
         free(rec[i]);
 }
 
+/* Set the mtime of directory rel an hour back: its listing's cursor is kept between pages. */
+static void settle_dir(const struct fx *f, const char *rel)
+{
+    char p[1024];
+    path_in(f, rel, p, sizeof(p));
+    struct timespec t[2] = {{.tv_nsec = UTIME_OMIT}, {.tv_sec = time(NULL) - 3600}};
+    assert_int_equal(utimensat(AT_FDCWD, p, t, 0), 0);
+}
+
+/* The names of one page of "cur/" after token (NULL: the first), max_keys 20, as "a,b,c". */
+static char *page_names(struct backend *be, const char *token, char **next, uint64_t *size_c045)
+{
+    struct backend_list_page page;
+    assert_int_equal(backend_list(be, NULL, "cur/", "/", token, 20, &page), 0);
+    size_t cap = page.n * 16 + 1, o = 0;
+    char *out = calloc(1, cap);
+    for (size_t i = 0; i < page.n; i++) {
+        o += (size_t)snprintf(out + o, cap - o, "%s%s", i ? "," : "", page.entries[i].name + 4);
+        if (strcmp(page.entries[i].name, "cur/c045") == 0)
+            *size_c045 = page.entries[i].size_bytes;
+    }
+    *next = page.next_token ? strdup(page.next_token) : NULL;
+    backend_list_page_fini(&page);
+    return out;
+}
+
+/* A delimited listing keeps its sorted directory between pages while the directory is
+ * unchanged (posix.c DESIGN): the pages are the same as without, a file rewritten in place
+ * between pages shows its new size, and an entry added or removed between pages (the mtime even
+ * set back) is seen by the next page. */
+static void test_list_cursor(void **state)
+{
+    struct fx *f = *state;
+    char p[1024], k[64];
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < 50; i++) {
+            snprintf(k, sizeof(k), "cur/c%03d", i);
+            if (round == 0) {
+                put_str(f->be, k, "x");
+            } else {
+                path_in(f, k, p, sizeof(p));
+                tu_write_file(p, "x", 1);
+            }
+        }
+        settle_dir(f, "cur");
+        char *t1 = NULL, *t2 = NULL, *t3 = NULL;
+        uint64_t sz = 0;
+        char *p1 = page_names(f->be, NULL, &t1, &sz);
+        char *p2 = page_names(f->be, t1, &t2, &sz);
+        assert_string_equal(p1, "c000,c001,c002,c003,c004,c005,c006,c007,c008,c009,c010,c011,"
+                                "c012,c013,c014,c015,c016,c017,c018,c019");
+        assert_string_equal(p2, "c020,c021,c022,c023,c024,c025,c026,c027,c028,c029,c030,c031,"
+                                "c032,c033,c034,c035,c036,c037,c038,c039");
+        path_in(f, "cur/c045", p, sizeof(p));
+        tu_write_file(p, "seven!!", 7); /* in place: the directory does not change */
+        if (round == 1) {
+            path_in(f, "cur/c039a", p, sizeof(p));
+            tu_write_file(p, "new", 3);
+            path_in(f, "cur/c046", p, sizeof(p));
+            assert_int_equal(unlink(p), 0);
+            settle_dir(f, "cur"); /* the mtime back where it was; the ctime moves */
+        }
+        char *p3 = page_names(f->be, t2, &t3, &sz);
+        assert_string_equal(p3, round == 0 ? "c040,c041,c042,c043,c044,c045,c046,c047,c048,c049"
+                                           : "c039a,c040,c041,c042,c043,c044,c045,c047,c048,c049");
+        assert_int_equal(sz, 7);
+        assert_null(t3);
+        free(p1);
+        free(p2);
+        free(p3);
+        free(t1);
+        free(t2);
+    }
+}
+
 /* Run fn in a child process as an unprivileged user: root ignores directory modes. */
 static int run_as_nobody(struct backend *be, const char *key)
 {
@@ -758,6 +833,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_multipart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_order_and_hiding, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_pages_large_dir, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_list_cursor, setup, teardown),
         cmocka_unit_test_setup_teardown(test_atomic_put_concurrent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_put_killed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fault_permission, setup, teardown),
