@@ -9,8 +9,10 @@
  *             revalidate (below), else backend_stat (+ a one-key list for S3 implicit
  *             directories).  fallback: EIO.
  *   getattr   node attribute cache (attr_ttl), else revalidate, else the same stat.
- *   revalidate  trigger: a lookup or an expired node of a directory that was listed before and
- *             whose listing is stale.  action: rebuild that listing (single-flight, as readdir)
+ *   revalidate  trigger: a lookup, or a node whose attributes expired (getattr, open), in a
+ *             directory that was listed before and whose listing is stale (or fresh but newer
+ *             than the node's attributes: then no backend call).  action: rebuild that listing
+ *             (single-flight, as readdir)
  *             and answer every child from it: one LIST per directory and entry_ttl instead of a
  *             HEAD per file (sizes, ETags, mtimes come with the listing; a name absent from it
  *             is ENOENT).  A HEAD is kept where it is cheaper or the listing cannot answer:
@@ -21,9 +23,11 @@
  *             while a large directory's rebuild does not pay yet: a stale listing of P backend
  *             pages is rebuilt at the P-th revalidation of its children, the first P-1 take a
  *             HEAD each (rent or buy: at most about twice the calls of the better choice; a
- *             one-page directory is rebuilt at once).  A listing older than what the node
- *             holds (fetched_ns) is not used: a HEAD instead.  fallback: the rebuild fails
- *             (backend down): a node's last known attributes, else the stat path.
+ *             one-page directory is rebuilt at once). Requests that come during a rebuild of
+ *             more than one page take a HEAD instead of waiting for all its pages (only the
+ *             one that started it waits). A listing older than what the node holds
+ *             (fetched_ns) is not used: a HEAD instead.  fallback: the rebuild fails (backend
+ *             down): a node's last known attributes, else the stat path.
  *   readdir   one listing per directory, cached entry_ttl, shared by open handles (refcounted
  *             snapshot), built once for concurrent openers (single-flight), at most
  *             max_dir_entries entries (then EFBIG at its end); readdirplus also primes child

@@ -389,9 +389,12 @@ int tfs_listing_for_child(struct tierd_fuse *fs, const struct tier_ioctx *io, st
         return rc;
     }
     /* stale. Rent or buy: a rebuild costs c->pages backend calls, a HEAD one; rebuild at the
-     * pages-th revalidation since it went stale, or join a rebuild already under way. */
-    if (!dir->list_building && dir->reval_heads + 1 < c->pages) {
-        dir->reval_heads++;
+     * pages-th revalidation since it went stale. A rebuild under way is joined when it is one
+     * page (as long as a HEAD); a longer one is not waited for (a HEAD instead): only the
+     * request that started it waits for all its pages. */
+    if (dir->list_building ? c->pages > 1 : dir->reval_heads + 1 < c->pages) {
+        if (!dir->list_building)
+            dir->reval_heads++;
         pthread_mutex_unlock(&dir->mu);
         return -EAGAIN;
     }
