@@ -254,8 +254,6 @@ struct tfs_node *tfs_node_get_path(struct tierd_fuse *fs, const char *path);
  * NULL (the operation then just returns). */
 struct tfs_node *tfs_node_get_or_stale(fuse_req_t req, struct tierd_fuse *fs, uint64_t ino);
 void tfs_node_put(struct tierd_fuse *fs, struct tfs_node *n);
-/* Take a reference on the node of path, if there is one (no kernel lookup added), or NULL. */
-struct tfs_node *tfs_node_get_path(struct tierd_fuse *fs, const char *path);
 /* Find or create the node for path and add one kernel lookup to it (and one ref). */
 int tfs_node_lookup(struct tierd_fuse *fs, const char *path, struct tfs_node **out);
 /* Drop nlookup kernel references (forget). */

@@ -292,7 +292,8 @@ static int revalidate(struct tierd_fuse *fs, const struct tier_ioctx *io, struct
     const char *path = n->path; /* stays readable during the call (renames: graveyard) */
     const char *slash = strrchr(path, '/');
     int rc = -EAGAIN;
-    if (slash && slash[1] != '\0' && !tierd_is_virtual_dir(fs->d, path)) {
+    if (slash && slash[1] != '\0' && !tierd_is_virtual_dir(fs->d, path) &&
+        !tfs_ctl_path(fs, path)) {
         size_t pl = slash == path ? 1 : (size_t)(slash - path);
         char *ppath = strndup(path, pl);
         struct tfs_node *dir = ppath ? tfs_node_get_path(fs, ppath) : NULL;
