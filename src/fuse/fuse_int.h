@@ -6,8 +6,28 @@
  * DESIGN (I/O paths; see also docs/ARCHITECTURE.md):
  *   lookup    trigger: kernel dentry miss.  action: answer from the parent's cached listing when
  *             fresh (no backend call; a name absent from a complete listing is ENOENT), else
- *             backend_stat (+ a one-key list for S3 implicit directories).  fallback: EIO.
- *   getattr   node attribute cache (attr_ttl), else the same stat.
+ *             revalidate (below), else backend_stat (+ a one-key list for S3 implicit
+ *             directories).  fallback: EIO.
+ *   getattr   node attribute cache (attr_ttl), else revalidate, else the same stat.
+ *   revalidate  trigger: a lookup, or a node whose attributes expired (getattr, open), in a
+ *             directory that was listed before and whose listing is stale (or fresh but newer
+ *             than the node's attributes: then no backend call).  action: rebuild that listing
+ *             (single-flight, as readdir)
+ *             and answer every child from it: one LIST per directory and entry_ttl instead of a
+ *             HEAD per file (sizes, ETags, mtimes come with the listing; a name absent from it
+ *             is ENOENT).  A HEAD is kept where it is cheaper or the listing cannot answer:
+ *             the parent was never listed (one name of an unknown directory: a HEAD, not a
+ *             LIST of all of it), its listing is truncated (max_dir_entries) or was made from
+ *             pinned metadata in an outage (not complete), the parent is a virtual directory
+ *             (no backend call either way), write-back namespaces (no caches: as before), and
+ *             while a large directory's rebuild does not pay yet: a stale listing of P backend
+ *             pages is rebuilt at the P-th revalidation of its children, the first P-1 take a
+ *             HEAD each (rent or buy: at most about twice the calls of the better choice; a
+ *             one-page directory is rebuilt at once). Requests that come during a rebuild of
+ *             more than one page take a HEAD instead of waiting for all its pages (only the
+ *             one that started it waits). A listing older than what the node holds
+ *             (fetched_ns) is not used: a HEAD instead.  fallback: the rebuild fails (backend
+ *             down): a node's last known attributes, else the stat path.
  *   readdir   one listing per directory, cached entry_ttl, shared by open handles (refcounted
  *             snapshot), built once for concurrent openers (single-flight), at most
  *             max_dir_entries entries (then EFBIG at its end); readdirplus also primes child
@@ -92,6 +112,9 @@ struct tfs_listing {
     size_t n;
     bool truncated; /* the directory has more than max_dir_entries: e holds the first ones, a
                      * name absent from it may still exist, and readdir ends in EFBIG */
+    bool from_pins; /* the backend could not list: e holds the pinned children only, so a name
+                     * absent from it may still exist (not complete, like truncated) */
+    size_t pages;   /* backend_list calls the build made: what a rebuild costs */
 };
 
 /* What a node is known to be (attribute cache). */
@@ -128,6 +151,8 @@ struct tfs_node {
     uint64_t list_gen;
     int list_rc;
     pthread_cond_t list_cv;
+    uint64_t reval_heads; /* children revalidated by a HEAD since the listing went stale (the
+                           * rent-or-buy count of "revalidate" above; 0 at each build) */
     struct tfs_wstate *w; /* write-back: the writers' shared state (fuse_ops_write.c), or NULL */
     /* mu: listing-order prefetch of a directory's files (fuse_ops_file.c): the listing the
      * indices refer to (its fetched_ns), the entry after the one opened last, how many opens in
@@ -284,6 +309,13 @@ const struct tfs_dirent *tfs_listing_find(const struct tfs_listing *l, const cha
  * the fresh cached listing of its directory (no backend call); 0, or -ENOENT when no such
  * listing has it. ud is the session. */
 int tfs_meta_peek(void *ud, const struct tierd_ns *ns, const char *key, struct backend_stat *st);
+/* For revalidating a child of directory node dir ("revalidate" in DESIGN): a complete listing
+ * of dir fetched at or after min_fetched_ns (referenced), rebuilt when stale; -EAGAIN when a
+ * HEAD is the better or only way; another -errno when the rebuild failed. */
+int tfs_listing_for_child(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs_node *dir,
+                          uint64_t min_fetched_ns, struct tfs_listing **out);
+/* The attributes a listing entry gives (fetched when l was). */
+void tfs_dirent_attr(const struct tfs_listing *l, const struct tfs_dirent *e, struct tfs_attr *a);
 
 /* ---- operations, one group per file ---- */
 void tfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);

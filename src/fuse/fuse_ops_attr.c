@@ -54,9 +54,10 @@ int tfs_errno(int neg)
  * mirrored): the namespace's (or [mount]'s) uid, gid and umask over 0444/0555, or 0666/0777 in
  * a write-back namespace. With default_permissions the kernel enforces them, so they decide
  * who of the local users may read (allow_other) and create checkpoints. */
-void tfs_fill_stat(struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a, struct stat *st)
+static void fill_stat_perm(struct tierd_fuse *fs, uint64_t ino, const struct tfs_perm *perm,
+                           const struct tfs_attr *a, struct stat *st)
 {
-    struct tfs_perm p = tfs_node_perm(fs, ino);
+    const struct tfs_perm p = *perm;
     memset(st, 0, sizeof(*st));
     st->st_ino = ino;
     if (a->is_dir) {
@@ -80,6 +81,12 @@ void tfs_fill_stat(struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a
     st->st_atim = st->st_mtim;
 }
 
+void tfs_fill_stat(struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a, struct stat *st)
+{
+    struct tfs_perm p = tfs_node_perm(fs, ino);
+    fill_stat_perm(fs, ino, &p, a, st);
+}
+
 void tfs_fill_entry(struct tierd_fuse *fs, const struct tfs_node *n, const struct tfs_attr *a,
                     struct fuse_entry_param *e)
 {
@@ -88,15 +95,14 @@ void tfs_fill_entry(struct tierd_fuse *fs, const struct tfs_node *n, const struc
     e->generation = 1;
     e->attr_timeout = n->perm->attr_ttl_s;
     e->entry_timeout = n->perm->entry_ttl_s;
-    tfs_fill_stat(fs, n->ino, a, &e->attr);
+    fill_stat_perm(fs, n->ino, n->perm, a, &e->attr); /* the node at hand: no table probe */
 }
 
 void tfs_node_set_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a)
 {
     (void)fs; /* the TTL is the node's namespace's (n->perm) */
-    uint64_t now = tier_now_mono_ns();
     if (a->fetched_ns == 0)
-        a->fetched_ns = now;
+        a->fetched_ns = tier_now_mono_ns();
     pthread_mutex_lock(&n->mu);
     if (n->attr_valid && n->attr.fetched_ns > a->fetched_ns) {
         *a = n->attr;
@@ -248,6 +254,64 @@ static int stale_attr(struct tfs_node *n, struct tfs_attr *a, int rc)
     return 0;
 }
 
+/* Revalidate the child name of directory node dir from dir's listing (fuse_int.h DESIGN,
+ * "revalidate"): 0 with a filled, -ENOENT (absent from a complete listing), -EAGAIN (ask the
+ * backend about this name instead), or the rebuild's error. min_fetched_ns: what the child's
+ * node already holds (a listing older than that does not answer). */
+static int from_listing(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs_node *dir,
+                        const char *name, uint64_t min_fetched_ns, struct tfs_attr *a)
+{
+    struct tfs_listing *l = NULL;
+    int rc = tfs_listing_for_child(fs, io, dir, min_fetched_ns, &l);
+    if (rc)
+        return rc;
+    const struct tfs_dirent *e = tfs_listing_find(l, name);
+    if (e) {
+        tfs_dirent_attr(l, e, a);
+        a->writable = false; /* revalidation is for read-cache namespaces only */
+    }
+    tfs_listing_unref(l);
+    return e ? 0 : -ENOENT;
+}
+
+/* What a node holds: the fetched_ns of its attributes (0: none), and whether it has any. */
+static uint64_t held_fetched_ns(struct tfs_node *n, bool *have)
+{
+    pthread_mutex_lock(&n->mu);
+    *have = n->attr_valid;
+    uint64_t t = n->attr_valid ? n->attr.fetched_ns : 0;
+    pthread_mutex_unlock(&n->mu);
+    return t;
+}
+
+/* tfs_node_attr's cache miss for a node of a read-cache namespace: from the parent's listing
+ * when that is the better way, else the stat path. */
+static int revalidate(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs_node *n,
+                      struct tfs_attr *a)
+{
+    const char *path = n->path; /* stays readable during the call (renames: graveyard) */
+    const char *slash = strrchr(path, '/');
+    int rc = -EAGAIN;
+    if (slash && slash[1] != '\0' && !tierd_is_virtual_dir(fs->d, path) &&
+        !tfs_ctl_path(fs, path)) {
+        size_t pl = slash == path ? 1 : (size_t)(slash - path);
+        char *ppath = strndup(path, pl);
+        struct tfs_node *dir = ppath ? tfs_node_get_path(fs, ppath) : NULL;
+        free(ppath);
+        if (dir) {
+            bool have = false;
+            uint64_t held = held_fetched_ns(n, &have);
+            rc = from_listing(fs, io, dir, slash + 1, held, a);
+            tfs_node_put(fs, dir);
+            if (rc && rc != -EAGAIN && rc != -ENOENT && have)
+                return rc; /* the backend cannot list: the last known attributes, no HEAD */
+        }
+    }
+    if (rc == -EAGAIN || (rc && rc != -ENOENT))
+        rc = stat_path(fs, io, path, a);
+    return rc;
+}
+
 int tfs_node_attr(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs_node *n,
                   struct tfs_attr *a)
 {
@@ -260,7 +324,7 @@ int tfs_node_attr(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs
         return 0;
     }
     pthread_mutex_unlock(&n->mu);
-    int rc = stat_path(fs, io, n->path, a);
+    int rc = wb ? stat_path(fs, io, n->path, a) : revalidate(fs, io, n, a);
     if (rc == 0 && wb) {
         pthread_mutex_lock(&n->mu);
         n->attr = *a;
@@ -304,20 +368,27 @@ int tfs_resolve_child(struct tierd_fuse *fs, const struct tier_ioctx *io, struct
         const struct tfs_dirent *e = tfs_listing_find(l, name);
         int rc = -ENOENT;
         if (e) {
-            memset(a, 0, sizeof(*a));
-            a->is_dir = e->is_dir;
-            a->size_bytes = e->size_bytes;
-            a->mtime_ns = e->mtime_ns;
-            memcpy(a->etag, e->etag, sizeof(a->etag));
-            a->fetched_ns = l->fetched_ns;
+            tfs_dirent_attr(l, e, a);
             rc = 0;
         }
-        bool cut = l->truncated;
+        bool cut = l->truncated || l->from_pins;
         tfs_listing_unref(l);
         if (rc == 0 || !cut)
             return rc;
-        /* not among the first max_dir_entries: ask the backend */
+        /* not among the first max_dir_entries (or not pinned): ask the backend */
+        return stat_path(fs, io, path, a);
     }
+    /* the parent's listing is stale or missing: revalidate from a rebuilt listing when that
+     * pays (DESIGN), not older than what a node of this name already holds */
+    struct tfs_node *old = tfs_node_get_path(fs, path);
+    bool have = false;
+    uint64_t held = old ? held_fetched_ns(old, &have) : 0;
+    tfs_node_put(fs, old);
+    int rc = from_listing(fs, io, parent, name, held, a);
+    if (rc == 0 || rc == -ENOENT)
+        return rc;
+    if (rc != -EAGAIN && have)
+        return rc; /* the backend cannot list: lookup answers with the node's last attributes */
     return stat_path(fs, io, path, a);
 }
 

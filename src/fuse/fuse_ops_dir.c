@@ -36,6 +36,8 @@ struct builder {
     size_t n, cap;
     size_t max;     /* max_dir_entries */
     bool truncated; /* an entry beyond max was dropped */
+    bool from_pins; /* the backend could not list: the pinned children only */
+    size_t pages;   /* backend_list calls */
     int rc;
 };
 
@@ -165,6 +167,7 @@ static int list_backend(struct tierd_fuse *fs, const struct tier_ioctx *io, cons
         struct backend_list_page page;
         memset(&page, 0, sizeof(page));
         rc = backend_list(ns->be, io, prefix, "/", token, 0, &page);
+        b->pages++;
         free(token);
         token = NULL;
         if (rc) {
@@ -173,8 +176,10 @@ static int list_backend(struct tierd_fuse *fs, const struct tier_ioctx *io, cons
             } else {
                 log_warn("fuse: listing %s (%s:%s) failed: %s", path, ns->be->name, prefix,
                          tier_err_msg());
-                if (fs->d->pinned && !token_seen && pinned_children(fs, ns, prefix, b))
+                if (fs->d->pinned && !token_seen && pinned_children(fs, ns, prefix, b)) {
                     rc = 0; /* the backend cannot say: what is pinned below is listed */
+                    b->from_pins = true;
+                }
             }
             break;
         }
@@ -248,6 +253,8 @@ static int listing_build(struct tierd_fuse *fs, const struct tier_ioctx *io, con
     l->e = b.e;
     l->n = w;
     l->truncated = b.truncated;
+    l->from_pins = b.from_pins;
+    l->pages = b.pages;
     l->refs = 1;
     l->fetched_ns = t0;
     l->expire_ns = t0 + tfs_path_perm(fs, path)->entry_ttl_ns;
@@ -273,19 +280,22 @@ struct tfs_listing *tfs_listing_peek(struct tierd_fuse *fs, struct tfs_node *n)
     return l;
 }
 
-/* With n->mu held: the listing to answer with after a build that ended with rc (an expired
- * listing beats none when the backend is unavailable). */
-static int listing_result_locked(struct tfs_node *n, int rc, struct tfs_listing **out)
+/* With n->mu held: the listing to answer with after a build that ended with rc (with
+ * stale_ok, an expired listing beats none when the backend is unavailable). */
+static int listing_result_locked(struct tfs_node *n, int rc, bool stale_ok,
+                                 struct tfs_listing **out)
 {
-    if (n->listing && rc != -ENOENT) {
+    if (n->listing && rc != -ENOENT && (rc == 0 || stale_ok)) {
         *out = listing_ref(n->listing);
         return 0;
     }
     return rc ? rc : -EIO;
 }
 
-int tfs_listing_get(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs_node *n,
-                    struct tfs_listing **out)
+/* tfs_listing_get; stale_ok: answer with the last listing when a build fails (readdir), else
+ * with the build's error (revalidation must not take an old listing for a new one). */
+static int listing_get(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs_node *n,
+                       bool stale_ok, struct tfs_listing **out)
 {
     bool single = !tfs_path_is_wb(fs, n->path);
     if (single) {
@@ -306,7 +316,7 @@ int tfs_listing_get(struct tierd_fuse *fs, const struct tier_ioctx *io, struct t
             /* served by the other thread's backend listing: telemetry's tier for this request
              * (tfs_op_done) is the backend, as if this thread had listed */
             tier_backend_call_note();
-            int rc = listing_result_locked(n, n->list_rc, out);
+            int rc = listing_result_locked(n, n->list_rc, stale_ok, out);
             pthread_mutex_unlock(&n->mu);
             return rc;
         }
@@ -321,12 +331,13 @@ int tfs_listing_get(struct tierd_fuse *fs, const struct tier_ioctx *io, struct t
     if (rc == 0) {
         old = n->listing;
         n->listing = l; /* the node's reference; the caller's is taken below */
+        n->reval_heads = 0;
         log_cut = l->truncated && !n->list_cap_logged;
         if (log_cut)
             n->list_cap_logged = true;
     }
     int wrc = rc;
-    rc = listing_result_locked(n, rc, out);
+    rc = listing_result_locked(n, rc, stale_ok, out);
     if (single) {
         n->list_building = false;
         n->list_rc = wrc;
@@ -341,6 +352,75 @@ int tfs_listing_get(struct tierd_fuse *fs, const struct tier_ioctx *io, struct t
                  "raise max_dir_entries or split the directory",
                  n->path, fs->max_dir_entries, fs->max_dir_entries);
     return rc;
+}
+
+int tfs_listing_get(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs_node *n,
+                    struct tfs_listing **out)
+{
+    return listing_get(fs, io, n, true, out);
+}
+
+/* A listing a child can be answered from: complete, and not older than what the child has. */
+static bool answers(const struct tfs_listing *l, uint64_t min_fetched_ns)
+{
+    return !l->truncated && !l->from_pins && l->fetched_ns >= min_fetched_ns;
+}
+
+int tfs_listing_for_child(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs_node *dir,
+                          uint64_t min_fetched_ns, struct tfs_listing **out)
+{
+    /* virtual directories cost no backend call either way; write-back ones keep no listing */
+    if (tierd_is_virtual_dir(fs->d, dir->path) || tfs_path_is_wb(fs, dir->path))
+        return -EAGAIN;
+    pthread_mutex_lock(&dir->mu);
+    const struct tfs_listing *c = dir->listing;
+    if (!c || c->truncated || c->from_pins) {
+        /* never listed (a HEAD of one name beats a LIST of the whole directory), or a listing
+         * that cannot say a name is absent */
+        pthread_mutex_unlock(&dir->mu);
+        return -EAGAIN;
+    }
+    if (tier_now_mono_ns() < c->expire_ns) {
+        /* fresh: it answers unless the child knows better (then a HEAD, see DESIGN) */
+        int rc = -EAGAIN;
+        if (answers(c, min_fetched_ns)) {
+            *out = listing_ref(dir->listing);
+            rc = 0;
+        }
+        pthread_mutex_unlock(&dir->mu);
+        return rc;
+    }
+    /* stale. Rent or buy: a rebuild costs c->pages backend calls, a HEAD one; rebuild at the
+     * pages-th revalidation since it went stale. A rebuild under way is joined when it is one
+     * page (as long as a HEAD); a longer one is not waited for (a HEAD instead): only the
+     * request that started it waits for all its pages. */
+    if (dir->list_building ? c->pages > 1 : dir->reval_heads + 1 < c->pages) {
+        if (!dir->list_building)
+            dir->reval_heads++;
+        pthread_mutex_unlock(&dir->mu);
+        return -EAGAIN;
+    }
+    pthread_mutex_unlock(&dir->mu);
+    struct tfs_listing *l = NULL;
+    int rc = listing_get(fs, io, dir, false, &l);
+    if (rc)
+        return rc;
+    if (!answers(l, min_fetched_ns)) {
+        tfs_listing_unref(l);
+        return -EAGAIN;
+    }
+    *out = l;
+    return 0;
+}
+
+void tfs_dirent_attr(const struct tfs_listing *l, const struct tfs_dirent *e, struct tfs_attr *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->is_dir = e->is_dir;
+    a->size_bytes = e->size_bytes;
+    a->mtime_ns = e->mtime_ns;
+    memcpy(a->etag, e->etag, sizeof(a->etag));
+    a->fetched_ns = l->fetched_ns;
 }
 
 const struct tfs_dirent *tfs_listing_find(const struct tfs_listing *l, const char *name)
@@ -461,23 +541,28 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         fuse_reply_err(req, ESTALE);
         return;
     }
+    /* readdirplus: one path buffer for the children's "dir/name" (a 100,000-entry directory
+     * is listed in thousands of calls: nothing per entry but the node lookup) */
+    size_t dl = plus ? strlen(dir->path) : 0;
     char *buf = malloc(size);
-    if (!buf) {
+    char *path = plus ? malloc(dl + BACKEND_SEGMENT_MAX + 2) : NULL;
+    if (!buf || (plus && !path)) {
+        free(buf);
+        free(path);
         tfs_node_put(fs, dir);
         fuse_reply_err(req, ENOMEM);
         return;
     }
+    bool writable = plus && tfs_path_is_wb(fs, dir->path);
+    if (plus) {
+        memcpy(path, dir->path, dl);
+        if (dl == 1)
+            dl = 0; /* the root: "/name" */
+        path[dl++] = '/';
+    }
     size_t pos = 0;
     for (size_t i = (size_t)off; i < l->n; i++) {
         const struct tfs_dirent *e = &l->e[i];
-        struct tfs_attr a;
-        memset(&a, 0, sizeof(a));
-        a.is_dir = e->is_dir;
-        a.size_bytes = e->size_bytes;
-        a.mtime_ns = e->mtime_ns;
-        memcpy(a.etag, e->etag, sizeof(a.etag));
-        a.fetched_ns = l->fetched_ns;
-        a.writable = plus && tfs_path_is_wb(fs, dir->path);
         if (!plus) {
             struct stat st;
             memset(&st, 0, sizeof(st));
@@ -494,13 +579,14 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         size_t need = fuse_add_direntry_plus(req, NULL, 0, e->name, NULL, 0);
         if (need > size - pos)
             break;
-        char *path = NULL;
+        size_t nl = strlen(e->name); /* <= BACKEND_SEGMENT_MAX (listing_build's add) */
+        memcpy(path + dl, e->name, nl + 1);
         struct tfs_node *n = NULL;
-        if (tfs_path_join(dir->path, e->name, &path) != 0 || tfs_node_lookup(fs, path, &n) != 0) {
-            free(path);
+        if (tfs_node_lookup(fs, path, &n) != 0)
             break;
-        }
-        free(path);
+        struct tfs_attr a;
+        tfs_dirent_attr(l, e, &a);
+        a.writable = writable;
         tfs_node_set_attr(fs, n, &a);
         struct fuse_entry_param ep;
         tfs_fill_entry(fs, n, &a, &ep);
@@ -512,6 +598,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     else
         fuse_reply_buf(req, buf, pos);
     free(buf);
+    free(path);
     tfs_node_put(fs, dir);
 }
 

@@ -3,8 +3,9 @@
  * posix.c - the POSIX directory backend (the warm tier): object keys are files under one root
  * directory, which may be any mounted local, shared or parallel file system.
  *
- * Called through backend.h by the cache, stager and uploader. Thread-safe: the only state is the
- * root directory fd, opened once and never changed; every call opens its own fds.
+ * Called through backend.h by the cache, stager and uploader. Thread-safe: the state is the root
+ * directory fd, opened once and never changed (every call opens its own fds), and the listing
+ * cursors under cur_mu (held for a slot's take or put, never across I/O).
  *
  * DESIGN. Containment: the root is opened once with O_PATH, and every key is resolved with
  * openat2(root_fd, key, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS), so neither "..", an absolute
@@ -44,11 +45,22 @@
  * strcmp/strncmp against listed names, and callers pass back the previous page's next_token, so
  * it needs no fuzz target of its own (fuzz_keys covers the listing's containment). Symlinked
  * directories are listed as prefixes but not descended in recursive listings (no cycles).
+ * Page cost: only the entries after the token are kept, only the files listed are stat'ed (the
+ * directory entry's type tells files from directories), and a page that reads its directory
+ * sorts only the first entries it needs (selected in linear time). A listing with a delimiter
+ * keeps its sorted directory between pages (a cursor: POSIX_CURSORS of them, the least recently
+ * used replaced), so the next page, asked with the token the last one handed out, continues
+ * without reading the directory again, while the directory's mtime and ctime are those it was
+ * read with. A directory modified within the last second is read again for every page (its
+ * timestamps, as coarse as the file system's clock, could miss a change in the same tick).
+ * Listing 100,000 files in 100 pages is one readdir and 100,000 stats, where it was 100
+ * readdirs, 10,000,000 stats and 100 sorts (docs/BENCHMARKS.md, "Listings").
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +72,7 @@
 
 #include "common/err.h"
 #include "common/strutil.h"
+#include "common/timeutil.h"
 #include "tiers/backend.h"
 
 #define MPU_DIR ".tier-mpu"
@@ -69,10 +82,17 @@
 #define LIST_MAX_KEYS 1000
 #define COPY_BUF_BYTES (1u << 20)
 
+#define POSIX_CURSORS 8
+#define CURSOR_IDLE_NS (30000 * TIER_NS_PER_MS)
+
+struct cursor;
+
 struct posix_backend {
     struct backend base;
     int root_fd; /* O_PATH|O_DIRECTORY; read-only after open */
     char *root;  /* for messages */
+    pthread_mutex_t cur_mu;
+    struct cursor *cur[POSIX_CURSORS]; /* cur_mu: listings between pages (DESIGN), or NULL */
 };
 
 static struct posix_backend *to_pb(struct backend *be)
@@ -804,7 +824,10 @@ enum ent_kind { ENT_FILE, ENT_DIR, ENT_LINKDIR };
 
 struct dent {
     char *name;
+    size_t len; /* strlen(name) */
     enum ent_kind kind;
+    bool st_valid;  /* st was taken when the directory was read; else (a file the directory
+                     * entry's type named) walk() stats it when it lists it */
     struct stat st; /* for files */
 };
 
@@ -825,16 +848,16 @@ static int dent_char(const struct dent *d, size_t i, size_t len)
     return i == len && d->kind != ENT_FILE ? '/' : 0;
 }
 
-/* Compare names, a directory counting as "name/": makes depth-first order equal key order. */
+/* Compare names, a directory counting as "name/": makes depth-first order equal key order.
+ * Names hold no '/', so past their common part the first differing character decides. */
 static int dent_cmp(const void *a, const void *b)
 {
     const struct dent *x = a, *y = b;
-    size_t lx = strlen(x->name), ly = strlen(y->name);
-    for (size_t i = 0;; i++) {
-        int c1 = dent_char(x, i, lx), c2 = dent_char(y, i, ly);
-        if (c1 != c2 || c1 == 0)
-            return c1 - c2;
-    }
+    size_t m = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->name, y->name, m);
+    if (c)
+        return c;
+    return dent_char(x, m, x->len) - dent_char(y, m, y->len);
 }
 
 static void dents_free(struct dent *d, size_t n)
@@ -844,11 +867,41 @@ static void dents_free(struct dent *d, size_t n)
     free(d);
 }
 
+#define DENT_KEY_MAX (BACKEND_KEY_MAX + NAME_MAX + 4)
+
+/* Can no key of the entry name (its own, or as a directory "name/" every key below) come
+ * after the token? key is a scratch buffer holding dirkey (dl bytes) with room for a segment. */
+static bool before_token(const struct lister *l, char *key, size_t dl, const char *nm, size_t nlen)
+{
+    if (!l->token || dl + nlen + 2 > DENT_KEY_MAX)
+        return false; /* too long to be a key: walk() skips it */
+    memcpy(key + dl, nm, nlen);
+    key[dl + nlen] = '/';
+    key[dl + nlen + 1] = '\0';
+    /* the file "name" sorts before "name/": both are <= the token when "name/" is */
+    int c = strcmp(key, l->token);
+    if (!l->recursive)
+        return c <= 0;
+    /* recursive: "name/" is a subtree, passed unless the token lies inside it */
+    return c < 0 && strncmp(l->token, key, dl + nlen + 1) != 0;
+}
+
 /* Read directory fd (borrowed) whose key prefix is dirkey: the entries whose names start
- * with name_prefix, classified and sorted. */
+ * with name_prefix and that may come after the token, classified, in directory order.
+ * The directory entry's type classifies files and directories (no stat: a page of a large
+ * directory stats only the files it lists, in walk()); a link, or a file system that does not
+ * say, is stat'ed here. */
 static int read_dents(const struct lister *l, int fd, const char *dirkey, const char *name_prefix,
                       struct dent **out, size_t *nout)
 {
+    char key[DENT_KEY_MAX];
+    size_t dl = strlen(dirkey);
+    if (dl + 2 > sizeof(key)) {
+        *out = NULL; /* no key can be this long */
+        *nout = 0;
+        return 0;
+    }
+    memcpy(key, dirkey, dl + 1);
     int dfd = dup(fd);
     if (dfd < 0)
         return -errno;
@@ -870,17 +923,24 @@ static int read_dents(const struct lister *l, int fd, const char *dirkey, const 
         const char *nm = de->d_name;
         size_t nlen = strlen(nm);
         if (strcmp(nm, ".") == 0 || strcmp(nm, "..") == 0 || reserved_segment(nm, nlen) ||
-            strncmp(nm, name_prefix, plen) != 0)
+            strncmp(nm, name_prefix, plen) != 0 || before_token(l, key, dl, nm, nlen))
             continue;
         struct dent e = {0};
         struct stat s;
-        if (fstatat(dirfd(d), nm, &s, AT_SYMLINK_NOFOLLOW) != 0)
+        if (de->d_type == DT_DIR) {
+            e.kind = ENT_DIR;
+        } else if (de->d_type == DT_REG) {
+            e.kind = ENT_FILE;
+        } else if (de->d_type != DT_LNK && de->d_type != DT_UNKNOWN) {
+            continue; /* sockets, fifos, devices are not objects */
+        } else if (fstatat(dirfd(d), nm, &s, AT_SYMLINK_NOFOLLOW) != 0) {
             continue; /* vanished meanwhile */
-        if (S_ISDIR(s.st_mode)) {
+        } else if (S_ISDIR(s.st_mode)) {
             e.kind = ENT_DIR;
         } else if (S_ISREG(s.st_mode)) {
             e.kind = ENT_FILE;
             e.st = s;
+            e.st_valid = true;
         } else if (S_ISLNK(s.st_mode)) {
             /* Follow it only beneath the root; links that leave it are not listed. */
             char full[BACKEND_KEY_MAX + NAME_MAX + 2];
@@ -894,6 +954,7 @@ static int read_dents(const struct lister *l, int fd, const char *dirkey, const 
                 continue;
             e.kind = S_ISDIR(s.st_mode) ? ENT_LINKDIR : ENT_FILE;
             e.st = s;
+            e.st_valid = true;
         } else {
             continue; /* sockets, fifos, devices are not objects */
         }
@@ -907,7 +968,8 @@ static int read_dents(const struct lister *l, int fd, const char *dirkey, const 
             v = nv;
             cap = nc;
         }
-        e.name = strdup(nm);
+        e.name = strndup(nm, nlen);
+        e.len = nlen;
         if (!e.name) {
             rc = -ENOMEM;
             break;
@@ -919,11 +981,53 @@ static int read_dents(const struct lister *l, int fd, const char *dirkey, const 
         dents_free(v, n);
         return rc;
     }
-    if (n)
-        qsort(v, n, sizeof(*v), dent_cmp);
     *out = v;
     *nout = n;
     return 0;
+}
+
+static void dent_swap(struct dent *a, struct dent *b)
+{
+    struct dent t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Put the k smallest of v[0..n) first, sorted; the rest follow unsorted, none smaller. Returns
+ * how many lead sorted (k, or n when k >= n). A page needs only its first keys after the token:
+ * selecting them is linear, where sorting a large directory for every page was not. Names are
+ * unique, so the partition (median of three, Lomuto) has no runs of equal keys. */
+static size_t sort_smallest(struct dent *v, size_t n, size_t k)
+{
+    if (k >= n) {
+        if (n > 1)
+            qsort(v, n, sizeof(*v), dent_cmp);
+        return n;
+    }
+    size_t lo = 0, hi = n; /* v[0..lo) <= v[lo..n), v[0..hi) <= v[hi..n), lo <= k < hi */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2, last = hi - 1;
+        if (dent_cmp(&v[mid], &v[lo]) < 0)
+            dent_swap(&v[mid], &v[lo]);
+        if (dent_cmp(&v[last], &v[lo]) < 0)
+            dent_swap(&v[last], &v[lo]);
+        if (dent_cmp(&v[mid], &v[last]) < 0)
+            dent_swap(&v[mid], &v[last]); /* the median is the pivot, at last */
+        size_t store = lo;
+        for (size_t i = lo; i < last; i++)
+            if (dent_cmp(&v[i], &v[last]) < 0)
+                dent_swap(&v[i], &v[store++]);
+        dent_swap(&v[store], &v[last]);
+        if (store == k)
+            break;
+        if (k < store)
+            hi = store;
+        else
+            lo = store + 1;
+    }
+    if (k > 1)
+        qsort(v, k, sizeof(*v), dent_cmp);
+    return k;
 }
 
 static int emit(struct lister *l, const char *key, bool is_prefix, const struct stat *s)
@@ -953,6 +1057,25 @@ static int emit(struct lister *l, const char *key, bool is_prefix, const struct 
     return 0;
 }
 
+/* List entry d of directory fd (borrowed) with key prefix dirkey: a file, or (no recursion) a
+ * directory as a prefix, unless it makes no key or is not after the token. */
+static int dent_emit(struct lister *l, int fd, const char *dirkey, struct dent *d)
+{
+    char full[BACKEND_KEY_MAX + 2];
+    bool file = d->kind == ENT_FILE;
+    int len = snprintf(full, sizeof(full), "%s%s%s", dirkey, d->name, file ? "" : "/");
+    if (len < 0 || (size_t)len >= sizeof(full) || backend_key_valid(full, (size_t)len, !file))
+        return 0; /* no key */
+    if (l->token && strcmp(full, l->token) <= 0)
+        return 0;
+    if (!file)
+        return emit(l, full, true, NULL);
+    if (!d->st_valid &&
+        (fstatat(fd, d->name, &d->st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(d->st.st_mode)))
+        return 0; /* removed or replaced since the directory was read */
+    return emit(l, full, false, &d->st);
+}
+
 /* Walk directory fd (borrowed) with key prefix dirkey ("" or ending in '/'). */
 static int walk(struct lister *l, int fd, const char *dirkey, const char *name_prefix)
 {
@@ -961,27 +1084,22 @@ static int walk(struct lister *l, int fd, const char *dirkey, const char *name_p
     int rc = read_dents(l, fd, dirkey, name_prefix, &v, &n);
     if (rc)
         return rc;
+    /* Each entry gives at most one key here, or a subtree of keys (recursive): the page's
+     * first ones are among the first (limit - n) entries, unless some give none (an empty
+     * subtree, a name that is no key, a file gone meanwhile); then the rest is sorted too. */
+    size_t sorted = sort_smallest(v, n, l->limit - l->n);
     for (size_t i = 0; i < n && l->n < l->limit && rc == 0; i++) {
+        if (i == sorted)
+            sorted = sort_smallest(v + i, n - i, n - i) + i;
+        if (v[i].kind == ENT_FILE || !l->recursive) {
+            rc = dent_emit(l, fd, dirkey, &v[i]);
+            continue;
+        }
         char full[BACKEND_KEY_MAX + 2];
-        int len = snprintf(full, sizeof(full), "%s%s%s", dirkey, v[i].name,
-                           v[i].kind == ENT_FILE ? "" : "/");
-        if (len < 0 || (size_t)len >= sizeof(full))
-            continue; /* too long to be a key */
-        if (v[i].kind == ENT_FILE) {
-            if (backend_key_valid(full, (size_t)len, false) != 0)
-                continue;
-            if (l->token && strcmp(full, l->token) <= 0)
-                continue;
-            rc = emit(l, full, false, &v[i].st);
-            continue;
-        }
-        if (backend_key_valid(full, (size_t)len, true) != 0)
-            continue;
-        if (!l->recursive) {
-            if (!(l->token && strcmp(full, l->token) <= 0))
-                rc = emit(l, full, true, NULL);
-            continue;
-        }
+        int len = snprintf(full, sizeof(full), "%s%s/", dirkey, v[i].name);
+        if (len < 0 || (size_t)len >= sizeof(full) ||
+            backend_key_valid(full, (size_t)len, true) != 0)
+            continue; /* no key */
         if (v[i].kind == ENT_LINKDIR)
             continue; /* not descended: a link may point at an ancestor */
         /* Every key below starts with full: skip the subtree when all of it is <= token. */
@@ -994,6 +1112,146 @@ static int walk(struct lister *l, int fd, const char *dirkey, const char *name_p
         close(sub);
     }
     dents_free(v, n);
+    return rc;
+}
+
+/* The sorted entries of one directory after a page's token, kept for the next page. */
+struct cursor {
+    char *dirkey, *name_prefix;
+    char *token;      /* the next_token the last page handed out */
+    struct dent *v;   /* sorted */
+    size_t n, next;   /* v[next] is the first entry after token */
+    struct stat dir;  /* the directory when it was read */
+    uint64_t used_ns; /* monotonic time of the last put */
+};
+
+static void cursor_free(struct cursor *c)
+{
+    if (!c)
+        return;
+    dents_free(c->v, c->n);
+    free(c->dirkey);
+    free(c->name_prefix);
+    free(c->token);
+    free(c);
+}
+
+static bool same_dir(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+           a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/* Take the cursor the previous page of this listing left, if the directory is unchanged. */
+static struct cursor *cursor_take(struct posix_backend *pb, const char *dirkey,
+                                  const char *name_prefix, const char *token,
+                                  const struct stat *dir)
+{
+    struct cursor *c = NULL;
+    pthread_mutex_lock(&pb->cur_mu);
+    for (size_t i = 0; i < POSIX_CURSORS && !c; i++) {
+        struct cursor *x = pb->cur[i];
+        if (x && strcmp(x->token, token) == 0 && strcmp(x->dirkey, dirkey) == 0 &&
+            strcmp(x->name_prefix, name_prefix) == 0) {
+            c = x;
+            pb->cur[i] = NULL;
+        }
+    }
+    pthread_mutex_unlock(&pb->cur_mu);
+    if (c && !same_dir(&c->dir, dir)) {
+        cursor_free(c); /* changed since: read it again */
+        c = NULL;
+    }
+    return c;
+}
+
+/* Keep c for the next page, in a free slot or the least recently used one; cursors of
+ * listings nobody continued for CURSOR_IDLE_NS are dropped (their memory: a directory's names). */
+static void cursor_put(struct posix_backend *pb, struct cursor *c)
+{
+    struct cursor *old[POSIX_CURSORS];
+    size_t nold = 0;
+    uint64_t now = tier_now_mono_ns();
+    c->used_ns = now;
+    pthread_mutex_lock(&pb->cur_mu);
+    size_t slot = 0;
+    for (size_t i = 0; i < POSIX_CURSORS; i++) {
+        if (pb->cur[i] && now - pb->cur[i]->used_ns > CURSOR_IDLE_NS) {
+            old[nold++] = pb->cur[i];
+            pb->cur[i] = NULL;
+        }
+        if (pb->cur[slot] && (!pb->cur[i] || pb->cur[i]->used_ns < pb->cur[slot]->used_ns))
+            slot = i;
+    }
+    if (pb->cur[slot])
+        old[nold++] = pb->cur[slot];
+    pb->cur[slot] = c;
+    pthread_mutex_unlock(&pb->cur_mu);
+    for (size_t i = 0; i < nold; i++)
+        cursor_free(old[i]);
+}
+
+/* May a directory read now be kept for the next page? Not when its entries changed within the
+ * last second: a change later in the same clock tick would leave its mtime as it is. (Once the
+ * mtime is older, any change of an entry sets it to now, and same_dir() sees that; a touch that
+ * sets it back also moves the ctime.) */
+static bool settled(const struct stat *dir)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return dir->st_mtim.tv_sec + 1 < now.tv_sec;
+}
+
+/* One page of a listing with a delimiter: the entries of directory fd after the token, from the
+ * previous page's cursor or a fresh read (DESIGN). */
+static int list_flat(struct posix_backend *pb, struct lister *l, int fd, const char *dirkey,
+                     const char *name_prefix)
+{
+    struct stat ds;
+    if (fstat(fd, &ds) != 0)
+        return -errno;
+    struct cursor *c = l->token ? cursor_take(pb, dirkey, name_prefix, l->token, &ds) : NULL;
+    size_t sorted;
+    bool keep = settled(&ds);
+    if (c) {
+        sorted = c->n;
+    } else {
+        c = calloc(1, sizeof(*c));
+        if (!c)
+            return -ENOMEM;
+        int rc = read_dents(l, fd, dirkey, name_prefix, &c->v, &c->n);
+        if (rc) {
+            free(c);
+            return rc;
+        }
+        c->dir = ds;
+        /* kept: sorted whole once; else only what this page needs (as walk) */
+        sorted = sort_smallest(c->v, c->n, keep ? c->n : l->limit - l->n);
+    }
+    int rc = 0;
+    size_t extra = c->n; /* the entry that gave the key past max_keys: the next page's first */
+    for (size_t i = c->next; i < c->n && l->n < l->limit && rc == 0; i++) {
+        if (i == sorted)
+            sorted = sort_smallest(c->v + i, c->n - i, c->n - i) + i;
+        rc = dent_emit(l, fd, dirkey, &c->v[i]);
+        if (rc == 0 && l->n == l->limit && extra == c->n)
+            extra = i;
+    }
+    if (rc == 0 && extra < c->n && keep && l->limit >= 2) {
+        c->next = extra;
+        free(c->token);
+        c->token = strdup(l->v[l->limit - 2].name); /* posix_list's next_token */
+        if (!c->dirkey)
+            c->dirkey = strdup(dirkey);
+        if (!c->name_prefix)
+            c->name_prefix = strdup(name_prefix);
+        if (c->token && c->dirkey && c->name_prefix) {
+            cursor_put(pb, c);
+            return 0;
+        }
+    }
+    cursor_free(c);
     return rc;
 }
 
@@ -1033,7 +1291,8 @@ static int posix_list(struct backend *be, const char *prefix, const char *delimi
         return 0; /* nothing under this prefix: an empty page, as S3 answers */
     if (fd < 0)
         return fail(pb, fd, "list", prefix);
-    rc = walk(&l, fd, dirkey, prefix + dlen);
+    rc = l.recursive ? walk(&l, fd, dirkey, prefix + dlen)
+                     : list_flat(pb, &l, fd, dirkey, prefix + dlen);
     close(fd);
     if (rc == 0 && l.n > max_keys) {
         free(l.v[max_keys].name);
@@ -1056,6 +1315,9 @@ static int posix_list(struct backend *be, const char *prefix, const char *delimi
 static void posix_destroy(struct backend *be)
 {
     struct posix_backend *pb = to_pb(be);
+    for (size_t i = 0; i < POSIX_CURSORS; i++)
+        cursor_free(pb->cur[i]);
+    pthread_mutex_destroy(&pb->cur_mu);
     close(pb->root_fd);
     free(pb->root);
     free(pb->base.name);
@@ -1119,6 +1381,7 @@ int backend_posix_open(const struct posix_backend_config *cfg, struct backend **
         goto fail;
     }
     close((int)probe);
+    pthread_mutex_init(&pb->cur_mu, NULL);
     pb->base.ops = &posix_ops;
     *out = &pb->base;
     return 0;

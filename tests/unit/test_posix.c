@@ -2,7 +2,8 @@
 /*
  * test_posix.c - unit tests of the POSIX directory backend (src/tiers/posix.c) on real files in
  * a scratch directory: containment (symlink and '..' escapes refused, inner symlinks allowed),
- * atomic put, version checks, multipart upload, listing order and hiding of internal files, and
+ * atomic put, version checks, multipart upload, listing order and hiding of internal files, pages
+ * of a large directory, and
  * injected faults (permission denied, read-only file system, ENOSPC on a tiny tmpfs).
  * Behaviour shared with the S3 backend is tested by tests/integration/test_backend_suite.c.
  */
@@ -430,6 +431,173 @@ static void test_list_order_and_hiding(void **state)
     free(id);
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Every page of a list, max_keys at a time, must continue exactly after the last: compared with
+ * want (sorted); the files' sizes are the length of their base names. */
+static void check_pages(struct backend *be, const char *prefix, const char *delim, size_t max_keys,
+                        char **want, size_t nwant)
+{
+    size_t seen = 0;
+    char *token = NULL;
+    do {
+        struct backend_list_page page;
+        assert_int_equal(backend_list(be, NULL, prefix, delim, token, max_keys, &page), 0);
+        free(token);
+        token = page.next_token ? strdup(page.next_token) : NULL;
+        assert_true(page.n <= (max_keys ? max_keys : 1000));
+        assert_true(token == NULL || page.n > 0);
+        for (size_t i = 0; i < page.n; i++) {
+            assert_true(seen < nwant);
+            assert_string_equal(page.entries[i].name, want[seen]);
+            const char *base = strrchr(page.entries[i].name, '/');
+            base = base ? base + 1 : page.entries[i].name;
+            if (!page.entries[i].is_prefix)
+                assert_int_equal(page.entries[i].size_bytes, strlen(base));
+            seen++;
+        }
+        backend_list_page_fini(&page);
+    } while (token);
+    assert_int_equal(seen, nwant);
+}
+
+/* A page of a large directory selects its first keys after the token instead of sorting (and
+ * stating) the whole directory: files, directories, empty directories (no key when recursive)
+ * and names around '/' in key order ("n0010-/" < "n0010.x" < "n0010/"), in random order on
+ * disk, list the same whatever the page size. */
+static void test_list_pages_large_dir(void **state)
+{
+    struct fx *f = *state;
+    char p[1024], name[64], k[80];
+    char *flat[3000], *rec[3000];
+    size_t nflat = 0, nrec = 0;
+    for (unsigned i = 0; i < 2000; i++) {
+        unsigned kind = (i * 7919u) % 5; /* 0-2 file, 3 directory with a file, 4 empty */
+        snprintf(name, sizeof(name), "n%04u", i);
+        path_in(f, name, p, sizeof(p));
+        if (kind <= 2) {
+            tu_write_file(p, name, strlen(name));
+            flat[nflat++] = strdup(name);
+            rec[nrec++] = strdup(name);
+        } else {
+            assert_int_equal(mkdir(p, 0755), 0);
+            snprintf(k, sizeof(k), "%s/", name);
+            flat[nflat++] = strdup(k);
+            if (kind == 3) {
+                snprintf(k, sizeof(k), "%s/x", name);
+                path_in(f, k, p, sizeof(p));
+                tu_write_file(p, "x", 1);
+                rec[nrec++] = strdup(k);
+            }
+        }
+        if (i % 10 == 0) {
+            snprintf(k, sizeof(k), "n%04u.x", i);
+            path_in(f, k, p, sizeof(p));
+            tu_write_file(p, k, strlen(k));
+            flat[nflat++] = strdup(k);
+            rec[nrec++] = strdup(k);
+            snprintf(k, sizeof(k), "n%04u-", i);
+            path_in(f, k, p, sizeof(p));
+            assert_int_equal(mkdir(p, 0755), 0);
+            snprintf(k, sizeof(k), "n%04u-/", i);
+            flat[nflat++] = strdup(k);
+            snprintf(k, sizeof(k), "n%04u-/yy", i);
+            path_in(f, k, p, sizeof(p));
+            tu_write_file(p, "yy", 2);
+            rec[nrec++] = strdup(k);
+        }
+    }
+    qsort(flat, nflat, sizeof(flat[0]), cmp_str);
+    qsort(rec, nrec, sizeof(rec[0]), cmp_str);
+    static const size_t sizes[] = {0, 333, 7};
+    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+        check_pages(f->be, "", "/", sizes[s], flat, nflat);
+        check_pages(f->be, "", NULL, sizes[s], rec, nrec);
+    }
+    for (size_t i = 0; i < nflat; i++)
+        free(flat[i]);
+    for (size_t i = 0; i < nrec; i++)
+        free(rec[i]);
+}
+
+/* Set the mtime of directory rel an hour back: its listing's cursor is kept between pages. */
+static void settle_dir(const struct fx *f, const char *rel)
+{
+    char p[1024];
+    path_in(f, rel, p, sizeof(p));
+    struct timespec t[2] = {{.tv_nsec = UTIME_OMIT}, {.tv_sec = time(NULL) - 3600}};
+    assert_int_equal(utimensat(AT_FDCWD, p, t, 0), 0);
+}
+
+/* The names of one page of "cur/" after token (NULL: the first), max_keys 20, as "a,b,c". */
+static char *page_names(struct backend *be, const char *token, char **next, uint64_t *size_c045)
+{
+    struct backend_list_page page;
+    assert_int_equal(backend_list(be, NULL, "cur/", "/", token, 20, &page), 0);
+    size_t cap = page.n * 16 + 1, o = 0;
+    char *out = calloc(1, cap);
+    for (size_t i = 0; i < page.n; i++) {
+        o += (size_t)snprintf(out + o, cap - o, "%s%s", i ? "," : "", page.entries[i].name + 4);
+        if (strcmp(page.entries[i].name, "cur/c045") == 0)
+            *size_c045 = page.entries[i].size_bytes;
+    }
+    *next = page.next_token ? strdup(page.next_token) : NULL;
+    backend_list_page_fini(&page);
+    return out;
+}
+
+/* A delimited listing keeps its sorted directory between pages while the directory is
+ * unchanged (posix.c DESIGN): the pages are the same as without, a file rewritten in place
+ * between pages shows its new size, and an entry added or removed between pages (the mtime even
+ * set back) is seen by the next page. */
+static void test_list_cursor(void **state)
+{
+    struct fx *f = *state;
+    char p[1024], k[64];
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < 50; i++) {
+            snprintf(k, sizeof(k), "cur/c%03d", i);
+            if (round == 0) {
+                put_str(f->be, k, "x");
+            } else {
+                path_in(f, k, p, sizeof(p));
+                tu_write_file(p, "x", 1);
+            }
+        }
+        settle_dir(f, "cur");
+        char *t1 = NULL, *t2 = NULL, *t3 = NULL;
+        uint64_t sz = 0;
+        char *p1 = page_names(f->be, NULL, &t1, &sz);
+        char *p2 = page_names(f->be, t1, &t2, &sz);
+        assert_string_equal(p1, "c000,c001,c002,c003,c004,c005,c006,c007,c008,c009,c010,c011,"
+                                "c012,c013,c014,c015,c016,c017,c018,c019");
+        assert_string_equal(p2, "c020,c021,c022,c023,c024,c025,c026,c027,c028,c029,c030,c031,"
+                                "c032,c033,c034,c035,c036,c037,c038,c039");
+        path_in(f, "cur/c045", p, sizeof(p));
+        tu_write_file(p, "seven!!", 7); /* in place: the directory does not change */
+        if (round == 1) {
+            path_in(f, "cur/c039a", p, sizeof(p));
+            tu_write_file(p, "new", 3);
+            path_in(f, "cur/c046", p, sizeof(p));
+            assert_int_equal(unlink(p), 0);
+            settle_dir(f, "cur"); /* the mtime back where it was; the ctime moves */
+        }
+        char *p3 = page_names(f->be, t2, &t3, &sz);
+        assert_string_equal(p3, round == 0 ? "c040,c041,c042,c043,c044,c045,c046,c047,c048,c049"
+                                           : "c039a,c040,c041,c042,c043,c044,c045,c047,c048,c049");
+        assert_int_equal(sz, 7);
+        assert_null(t3);
+        free(p1);
+        free(p2);
+        free(p3);
+        free(t1);
+        free(t2);
+    }
+}
+
 /* Run fn in a child process as an unprivileged user: root ignores directory modes. */
 static int run_as_nobody(struct backend *be, const char *key)
 {
@@ -664,6 +832,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_atomic_put_and_versions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_multipart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_order_and_hiding, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_list_pages_large_dir, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_list_cursor, setup, teardown),
         cmocka_unit_test_setup_teardown(test_atomic_put_concurrent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_put_killed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fault_permission, setup, teardown),

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# test_listreval_fuse.sh - metadata revalidation by one LIST per directory, and listings of a
+# 100,000-file directory, on a REAL mount over a POSIX backend (run by CTest, label fuse; needs
+# /dev/fuse). See "revalidate" in src/fuse/fuse_int.h.
+#
+#   /r   attr_ttl = entry_ttl = 300ms over ds/:
+#        - d/ (200 files) and m/ (2,500 files: 3 backend pages) are listed, the TTL passes, and
+#          200 stats of d's files by name (no readdir) cost no backend stat: d's listing is
+#          rebuilt once (one LIST page per directory: d, and / for the lookup of d), not 200
+#          HEADs; every size is right;
+#        - m (3 pages): rent or buy, the first 2 stats of names take a HEAD each and no LIST,
+#          the 3rd rebuilds the listing (3 pages), and the next 20 cost no HEAD;
+#        - a file of d replaced in the backend with another size is seen (size and bytes), and
+#          a file deleted from the backend becomes ENOENT, both with no backend stat: through
+#          the rebuilt listing;
+#   /b   the default read-cache TTL (60 s) over big/ of 100,000 files: `ls -f`, `ls -l` and
+#        `find` list exactly 100,000 entries, cold and warm ([mount] max_dir_entries is the
+#        default 1,000,000). The speed is measured by bench/listing.sh, not here.
+# The one sleep lets the 300 ms TTL pass (elapsed time is what is tested); every other wait
+# polls with a deadline.
+set -euo pipefail
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
+tierd_test_setup listreval_fuse
+
+mkdir -p "$DATA/ds/d" "$DATA/ds/m" "$DATA/big" "$MNT"
+python3 - "$DATA" <<'PY'
+import os, sys
+data = sys.argv[1]
+for i in range(200):  # d/f000..f199, f<i> holds i + 1 bytes
+    with open(os.path.join(data, "ds/d", "f%03d" % i), "wb") as f:
+        f.write(b"x" * (i + 1))
+for i in range(2500):
+    open(os.path.join(data, "ds/m", "g%04d" % i), "wb").close()
+for i in range(100000):
+    open(os.path.join(data, "big", "f%06d" % i), "wb").close()
+PY
+head -c 5000 /dev/urandom >"$T/new.bin"
+
+{
+  tierd_conf_section daemon "log_level = info"
+  tierd_conf_section cache "ram_size = 64M" "block_size = 64K"
+  tierd_conf_posix warm "$DATA"
+  tierd_conf_ns /r warm "prefix = ds" "attr_ttl = 300ms" "entry_ttl = 300ms"
+  tierd_conf_ns /b warm "prefix = big"
+  tierd_conf_mount "$MNT"
+  tierd_conf_api "$SOCK"
+} >"$CONF"
+
+start_tierd
+ok "mounted"
+
+# the backend's calls of one kind (the scheduler's per-op counts in /v1/stats)
+calls() {
+  api /v1/stats | python3 -c 'import json,sys; print(sum(b["calls"][sys.argv[1]] for b in json.load(sys.stdin)["backends"]))' "$1"
+}
+# paths FMT FIRST LAST: the mount paths printf FMT (after "$MNT/r/") makes of FIRST..LAST
+paths() { local i; for i in $(seq "$2" "$3"); do printf "%s/r/$1\n" "$MNT" "$i"; done; }
+
+# ---- 200 files revalidated by one listing ------------------------------------------------
+ls "$MNT/r" >/dev/null
+[ "$(ls -l "$MNT/r/d" | tail -n +2 | wc -l)" = 200 ] || fail "ls -l of d does not list 200 files"
+[ "$(ls "$MNT/r/m" | wc -l)" = 2500 ] || fail "ls of m does not list 2500 files"
+s0=$(calls stat) l0=$(calls list)
+sleep 0.5 # not a synchronisation: the TTL (300 ms) passing is what is tested
+mapfile -t d_files < <(paths d/f%03d 0 199)
+# one process stats all 200 by name: lookups, no readdir
+stat -c '%n %s' "${d_files[@]}" >"$T/sizes.txt"
+s1=$(calls stat) l1=$(calls list)
+python3 - "$T/sizes.txt" <<'PY' || fail "stat after the TTL gave wrong sizes: $(head -3 "$T/sizes.txt")"
+import sys
+rows = [l.split() for l in open(sys.argv[1])]
+assert len(rows) == 200, len(rows)
+for name, size in rows:
+    assert int(size) == int(name[-3:]) + 1, (name, size)
+PY
+[ $((s1 - s0)) -le 2 ] || fail "200 stats after the TTL made $((s1 - s0)) backend stats (want at most 2: one listing, not a HEAD per file)"
+[ $((l1 - l0)) -ge 1 ] && [ $((l1 - l0)) -le 3 ] ||
+  fail "200 stats after the TTL made $((l1 - l0)) backend list calls (want 1 to 3: d's and /'s listing)"
+ok "200 stats after the TTL: $((s1 - s0)) backend stats, $((l1 - l0)) list calls"
+
+# ---- rent or buy: a 3-page listing is rebuilt at the 3rd revalidation ----------------------
+s0=$(calls stat) l0=$(calls list)
+stat "$MNT/r/m/g0001" "$MNT/r/m/g0002" >/dev/null
+s1=$(calls stat) l1=$(calls list)
+# the lookup of m itself revalidates from /'s one-page listing (at most one list call)
+[ $((s1 - s0)) = 2 ] || fail "2 stats in a stale 3-page directory made $((s1 - s0)) backend stats (want 2 HEADs)"
+[ $((l1 - l0)) -le 1 ] || fail "2 stats in a stale 3-page directory made $((l1 - l0)) list calls (want no rebuild yet)"
+mapfile -t m_files < <(paths m/g%04d 3 22)
+stat "${m_files[@]}" >/dev/null
+s2=$(calls stat) l2=$(calls list)
+# (and perhaps one more for /, whose listing the lookup of m may find stale again)
+[ $((l2 - l1)) -ge 3 ] && [ $((l2 - l1)) -le 4 ] ||
+  fail "the 3rd revalidation in a 3-page directory made $((l2 - l1)) list calls (want one rebuild: 3 pages, and / 1)"
+[ $((s2 - s1)) -le 1 ] || fail "20 stats after the rebuild made $((s2 - s1)) backend stats (want the HEAD of the 3rd only)"
+ok "3-page directory: 2 HEADs, then one rebuild ($((l2 - l1)) pages), then $((s2 - s1)) HEADs for 20 stats"
+
+# ---- a replaced and a deleted file are seen through the listing ---------------------------
+cat "$MNT/r/d/f007" >/dev/null
+s0=$(calls stat)
+cp "$T/new.bin" "$DATA/ds/d/.f007.tmp" && mv "$DATA/ds/d/.f007.tmp" "$DATA/ds/d/f007"
+rm "$DATA/ds/d/f013"
+replaced() { [ "$(stat -c %s "$MNT/r/d/f007" 2>/dev/null)" = 5000 ]; }
+wait_for 20 replaced || fail "the replaced f007 (5000 bytes) was not seen within 20 s: $(stat -c %s "$MNT/r/d/f007")"
+cmp -s "$MNT/r/d/f007" "$T/new.bin" || fail "f007 reads other bytes than the replacement"
+gone() { ! stat "$MNT/r/d/f013" >/dev/null 2>"$T/gone.err" && grep -q "No such file" "$T/gone.err"; }
+wait_for 20 gone || fail "the deleted f013 is still there: $(stat "$MNT/r/d/f013" 2>&1)"
+s1=$(calls stat)
+[ $((s1 - s0)) = 0 ] || fail "seeing the replacement and the deletion made $((s1 - s0)) backend stats (want 0: the listing answers)"
+ok "replaced f007 seen (size and bytes), deleted f013 ENOENT, no backend stat"
+
+# ---- 100,000 files ------------------------------------------------------------------------
+for round in cold warm; do
+  n=$(ls -f "$MNT/b" | wc -l)
+  [ "$n" = 100000 ] || fail "$round ls -f of 100,000 files listed $n"
+done
+n=$(ls -l "$MNT/b" | tail -n +2 | wc -l)
+[ "$n" = 100000 ] || fail "warm ls -l of 100,000 files listed $n"
+n=$(find "$MNT/b" -type f | wc -l)
+[ "$n" = 100000 ] || fail "warm find of 100,000 files found $n"
+[ "$(wc -c <"$MNT/b/f099999")" = 0 ] || fail "the last of 100,000 files does not read"
+ok "100,000 files: ls -f (cold, warm), ls -l and find list every entry"
+
+stop_tierd
+ok "listreval_fuse passed"
