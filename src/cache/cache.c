@@ -70,6 +70,9 @@
  *   write-through to disk (+ evict victims)    publish() -> disk_store()
  *     ... or by the writer thread, then end    publish() -> store_enqueue(); st_worker()
  *     the load                                   -> disk_store(), load_end()
+ *   explicit drop while its write waits: the   drop_held() (B_STORE_CANCEL), disk_store()
+ *     write is not done
+ *   pin / hold of a block whose write waits    wait_stored()
  *   RAM eviction (drop, never I/O)             ram_insert() -> ram_remove()
  *   disk eviction (unlink outside locks)       disk_reserve() -> disk_detach(), finish_unlinks()
  *   disk copy corrupt or gone: drop it         load_block() -> disk_drop()
