@@ -89,7 +89,7 @@ parallel() { # ROW: every object GET through the proxy, PAR at once, by one curl
     printf 'url = "%s/%s/train/%s"\noutput = "/dev/null"\n' "$PROXY" "$BUCKET" "${f##*/}"
   done >"$W/urls.cfg"
   t0=$(now)
-  curl -sSf --parallel --parallel-max "$PAR" "${TIERD_S3_SIG[@]}" -K "$W/urls.cfg"
+  curl -sSf --no-progress-meter --parallel --parallel-max "$PAR" "${TIERD_S3_SIG[@]}" -K "$W/urls.cfg"
   t1=$(now)
   rec "$1" "$(secs "$t0" "$t1")"
 }
