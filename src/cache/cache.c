@@ -73,6 +73,8 @@
  *   explicit drop while its write waits: the   drop_held() (B_STORE_CANCEL), disk_store()
  *     write is not done
  *   pin / hold of a block whose write waits    wait_stored()
+ *   write-through of a block pinned or held    store_held() -> disk_store()
+ *     after its skipped one
  *   RAM eviction (drop, never I/O)             ram_insert() -> ram_remove()
  *   disk eviction (unlink outside locks)       disk_reserve() -> disk_detach(), finish_unlinks()
  *   disk copy corrupt or gone: drop it         load_block() -> disk_drop()
@@ -833,7 +835,8 @@ static void ram_insert(struct cache *c, struct cblock *b, struct cdata *d)
     struct shard *s = shard_of(c, b->id);
     pthread_mutex_lock(&c->ram.mu);
     pthread_mutex_lock(&s->mu);
-    if (b->ram) {
+    /* B_STORE_CANCEL: dropped (drop_held, which holds ram.mu) while it loaded: not placed */
+    if (b->ram || (b->flags & B_STORE_CANCEL)) {
         pthread_mutex_unlock(&s->mu);
         pthread_mutex_unlock(&c->ram.mu);
         return;
@@ -991,7 +994,8 @@ static void disk_store(struct cache *c, const struct tier_ioctx *io, struct cblo
         pthread_mutex_lock(&c->disk.mu);
         c->disk_writing -= need;
         pthread_mutex_lock(&s->mu);
-        if (r == 0) {
+        bool cancelled = r == 0 && (b->flags & B_STORE_CANCEL);
+        if (r == 0 && !cancelled) {
             bool before = pin_counted(b);
             b->flags |= B_ON_DISK;
             b->disk_node.size = need;
@@ -999,6 +1003,15 @@ static void disk_store(struct cache *c, const struct tier_ioctx *io, struct cblo
             acct_update(c, b, before);
         } else {
             c->disk.used -= need;
+        }
+        if (cancelled) {
+            /* dropped while it was written: the file goes, as the drop's would have; DISK_IO
+             * and the reference pass to finish_unlinks */
+            b->vnext = NULL;
+            pthread_mutex_unlock(&s->mu);
+            pthread_mutex_unlock(&c->disk.mu);
+            finish_unlinks(c, b);
+            return;
         }
         /* DISK_IO ends in the same section that publishes ON_DISK: once an evictor can see the
          * block on disk it may take DISK_IO for its unlink, and we must not clear that. */
@@ -1433,7 +1446,7 @@ static void publish(struct cache *c, const struct tier_ioctx *io, struct shard *
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     if (r == 0) {
-        ram_insert(c, b, d);
+        ram_insert(c, b, d); /* not if it was dropped meanwhile (B_STORE_CANCEL) */
         if (from_backend) {
             if (async && c->cfg.store_async && store_enqueue(c, io, s, b, d))
                 return; /* the writer ends the load */
@@ -1630,6 +1643,34 @@ ssize_t cache_read_served(struct cache *c, const struct tier_ioctx *io, const st
     return (ssize_t)done;
 }
 
+/* No lock held; the block of id was just pinned or hinted. Such a block leaves RAM only once it
+ * is on disk (I5, I10), so a write-through the disk lane refused when it loaded (try) is made
+ * now, waiting for the lane: else it would stay in RAM for good. */
+static void store_held(struct cache *c, const struct tier_ioctx *io, const uint8_t id[16],
+                       const struct cache_obj *obj, uint64_t index)
+{
+    if (!c->disk_dir || !c->disk.budget)
+        return;
+    struct shard *s = shard_of(c, id);
+    pthread_mutex_lock(&s->mu);
+    struct cblock *b = obj_lookup(c, s, id, obj, index, NULL);
+    struct cdata *d = NULL;
+    if (b && b->ram && (b->flags & (B_PINNED | B_HINTED)) &&
+        !(b->flags & (B_ON_DISK | B_DISK_IO | B_FETCHING))) {
+        d = cdata_ref(b->ram);
+        b->refs++;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (!d)
+        return;
+    disk_store(c, io, b, d); /* must: it is pinned or hinted */
+    cdata_unref(d);
+    pthread_mutex_lock(&s->mu);
+    b->refs--;
+    maybe_free(s, b);
+    pthread_mutex_unlock(&s->mu);
+}
+
 /* cache_fetch_block; async: its write-through may go to the writer (a prefetch's). */
 static int fetch_block(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
                        uint64_t index, bool pin, bool async)
@@ -1678,6 +1719,8 @@ static int fetch_block(struct cache *c, const struct tier_ioctx *io, const struc
     pthread_mutex_unlock(&s->mu);
     pthread_mutex_unlock(&c->disk.mu);
     pthread_mutex_unlock(&c->ram.mu);
+    if (r == 0)
+        store_held(c, io, id, obj, index);
     quota_check(c, io);
     return r;
 }
@@ -1734,6 +1777,8 @@ int cache_fetch_block_hinted(struct cache *c, const struct tier_ioctx *io,
         pthread_mutex_unlock(&s->mu);
         pthread_mutex_unlock(&c->disk.mu);
         pthread_mutex_unlock(&c->ram.mu);
+        if (r == 0)
+            store_held(c, io, id, obj, index);
     }
     quota_check(c, io);
     return r;

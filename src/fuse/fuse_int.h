@@ -141,6 +141,7 @@ struct tfs_node {
     pthread_mutex_t mu;
     bool attr_valid;
     uint64_t attr_expire_ns;
+    uint64_t attr_floor_ns; /* tfs_node_drop_attr's time: older information is not taken */
     struct tfs_attr attr;
     char last_open_etag[BACKEND_ETAG_MAX]; /* for keep_cache */
     struct tfs_listing *listing;

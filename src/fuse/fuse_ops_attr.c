@@ -106,6 +106,8 @@ void tfs_node_set_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_att
     pthread_mutex_lock(&n->mu);
     if (n->attr_valid && n->attr.fetched_ns > a->fetched_ns) {
         *a = n->attr;
+    } else if (a->fetched_ns < n->attr_floor_ns) {
+        /* older than what made the node drop its attributes: not kept (a stale listing) */
     } else {
         n->attr = *a;
         n->attr_valid = true;
@@ -116,8 +118,10 @@ void tfs_node_set_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_att
 
 void tfs_node_drop_attr(struct tfs_node *n)
 {
+    uint64_t now = tier_now_mono_ns();
     pthread_mutex_lock(&n->mu);
     n->attr_valid = false;
+    n->attr_floor_ns = now; /* what was known before now is out of date (the object changed) */
     pthread_mutex_unlock(&n->mu);
 }
 
@@ -280,6 +284,8 @@ static uint64_t held_fetched_ns(struct tfs_node *n, bool *have)
     pthread_mutex_lock(&n->mu);
     *have = n->attr_valid;
     uint64_t t = n->attr_valid ? n->attr.fetched_ns : 0;
+    if (t < n->attr_floor_ns)
+        t = n->attr_floor_ns; /* dropped: only information newer than the drop will do */
     pthread_mutex_unlock(&n->mu);
     return t;
 }

@@ -460,7 +460,21 @@ int tfs_meta_peek(void *ud, const struct tierd_ns *ns, const char *key, struct b
     struct tfs_listing *l = tfs_listing_peek(fs, dn);
     const struct tfs_dirent *e = l ? tfs_listing_find(l, name) : NULL;
     int rc = -ENOENT;
-    if (e && !e->pending) {
+    /* no etag (a listing that omits it): the engine asks for one with a stat */
+    if (e && !e->pending && e->etag[0]) {
+        /* a read found the object changed after this listing was made: ask the backend */
+        char fp[sizeof(dir) + BACKEND_SEGMENT_MAX + 2];
+        snprintf(fp, sizeof(fp), "%s/%s", dir, name);
+        struct tfs_node *fn = tfs_node_get_path(fs, fp);
+        if (fn) {
+            pthread_mutex_lock(&fn->mu);
+            if (fn->attr_floor_ns > l->fetched_ns)
+                e = NULL;
+            pthread_mutex_unlock(&fn->mu);
+            tfs_node_put(fs, fn);
+        }
+    }
+    if (e && !e->pending && e->etag[0]) {
         memset(st, 0, sizeof(*st));
         st->is_dir = e->is_dir;
         st->size_bytes = e->size_bytes;

@@ -24,7 +24,8 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 tierd_test_setup listreval_fuse
 
-mkdir -p "$DATA/ds/d" "$DATA/ds/m" "$DATA/big" "$MNT"
+mkdir -p "$DATA/ds/d" "$DATA/ds/m" "$DATA/big" "$DATA/stale" "$MNT"
+head -c 10000 /dev/urandom >"$DATA/stale/s1.bin"
 python3 - "$DATA" <<'PY'
 import os, sys
 data = sys.argv[1]
@@ -44,6 +45,7 @@ head -c 5000 /dev/urandom >"$T/new.bin"
   tierd_conf_posix warm "$DATA"
   tierd_conf_ns /r warm "prefix = ds" "attr_ttl = 300ms" "entry_ttl = 300ms"
   tierd_conf_ns /b warm "prefix = big"
+  tierd_conf_ns /s warm "prefix = stale"
   tierd_conf_mount "$MNT"
   tierd_conf_api "$SOCK"
 } >"$CONF"
@@ -121,6 +123,19 @@ n=$(find "$MNT/b" -type f | wc -l)
 [ "$n" = 100000 ] || fail "warm find of 100,000 files found $n"
 [ "$(wc -c <"$MNT/b/f099999")" = 0 ] || fail "the last of 100,000 files does not read"
 ok "100,000 files: ls -f (cold, warm), ls -l and find list every entry"
+
+# ---- a changed object found by a read, within the listing's TTL -------------------------------
+# /s keeps listings 60 s: s1.bin is listed, then replaced in the backend before anyone read it.
+# The first read asks the backend for the listed version and fails (ESTALE -> EIO); the next
+# open must see the new version, not answer from the still-fresh listing again.
+ls -l "$MNT/s" >/dev/null
+head -c 7000 /dev/urandom >"$T/s1.new"
+cp "$T/s1.new" "$DATA/stale/.s1.tmp" && mv "$DATA/stale/.s1.tmp" "$DATA/stale/s1.bin"
+if cat "$MNT/s/s1.bin" >/dev/null 2>&1; then
+  fail "the first read of the replaced s1.bin succeeded: the check below proves nothing"
+fi
+cmp -s "$MNT/s/s1.bin" "$T/s1.new" || fail "after the failed read, a new open of s1.bin did not read the new version"
+ok "an object changed under a fresh listing: the failed read's next open reads the new version"
 
 stop_tierd
 ok "listreval_fuse passed"

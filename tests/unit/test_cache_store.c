@@ -17,7 +17,9 @@
  *   - space quotas hold with the writer: a tenant's blocks that reach the disk later are trimmed
  *     by the writer (I9), and a block its quota evicted while its write waited is not stored;
  *   - a pin of a block whose write is queued (another reader's load) waits for the write and
- *     succeeds, also with no RAM level (it found nothing cached before).
+ *     succeeds, also with no RAM level (it found nothing cached before);
+ *   - a block pinned after the busy disk lane refused its write-through is written then (a pinned
+ *     block leaves RAM only from disk: else it would stay in RAM for good).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -49,6 +51,7 @@ struct gate {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool open, refuse_later;
+    bool refuse_all; /* every try refused at once (a busy disk lane); blocking ones pass */
     int held, tries;
 };
 
@@ -58,7 +61,9 @@ static int gate_enter(void *ud, const struct tier_ioctx *io, size_t bytes, bool 
     (void)bytes;
     struct gate *g = ud;
     if (!try)
-        return 0; /* disk reads */
+        return 0; /* disk reads, and writes that must be made */
+    if (g->refuse_all)
+        return -EAGAIN;
     pthread_mutex_lock(&g->mu);
     int n = g->tries++;
     if (n == 0) {
@@ -411,6 +416,21 @@ static void test_pin_waits_for_a_queued_write(void **state)
     cache_close(c);
 }
 
+static void test_pinned_after_a_skipped_write_is_stored(void **state)
+{
+    struct fx *f = *state;
+    f->g.refuse_all = true; /* the lane refuses every write-through it may skip */
+    struct cache *c = open_cache(f, SIZE, true);
+    struct cache_obj o = obj_a(f);
+    assert_int_equal(cache_fetch_block(c, NULL, &o, 0, true), 0);
+    read_block(c, f, 1); /* not pinned: its write is skipped, it stays in RAM only */
+    struct cache_stats st;
+    cache_stats_get(c, &st);
+    assert_int_equal(st.disk.blocks, 1); /* the pinned block 0, written at its pin */
+    assert_true(st.disk_store_skipped >= 2);
+    cache_close(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -422,6 +442,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_quota_holds_with_the_writer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_quota_victim_not_stored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pin_waits_for_a_queued_write, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pinned_after_a_skipped_write_is_stored, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
