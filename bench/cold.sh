@@ -70,18 +70,11 @@ DIRECT=$S3_ENDPOINT_DIRECT
 tierd_s3 -X PUT "$DIRECT/$BUCKET" >/dev/null
 head -c $((MB << 20)) /dev/urandom >"$W/obj.bin"
 tierd_s3 -T "$W/obj.bin" "$DIRECT/$BUCKET/big/obj.bin" >/dev/null
-rm -rf "$W/local" && mkdir -p "$W/local/small"
-for i in $(seq -w 1 "$FILES"); do
-  head -c $((KB * 1024)) /dev/urandom >"$W/local/small/f$i.bin"
-done
-(cd "$W/local/small" && ls) | xargs -P 8 -I{} curl -sSf "${TIERD_S3_SIG[@]}" \
-  -T "$W/local/small/{}" "$DIRECT/$BUCKET/small/{}" >/dev/null
+tierd_bench_files "$W/local/small" "$FILES" "$KB"
+tierd_bench_upload "$W/local/small" "$DIRECT/$BUCKET/small"
 echo "uploaded $MB MiB + $FILES x $KB KiB"
 
-: >"$W/results"
-rec() { echo "$1 $2" >>"$W/results"; }
-now() { date +%s%N; }
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.4f", (b - a) / 1e9 }'; }
+tierd_bench_results "$W/results"
 drop() {
   sync
   echo 3 >/proc/sys/vm/drop_caches
@@ -185,11 +178,6 @@ for p in $PATHS; do
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-stats() { # ROW: "median min max" (or "- - -")
-  awk -v r="$1" '$1 == r { print $2 }' "$W/results" | sort -g |
-    awk '{ v[NR] = $1 } END { if (!NR) { print "- - -"; exit }
-      m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; print m, v[1], v[NR] }'
-}
 row() { # LABEL ROW UNITS_PER_RUN UNIT
   read -r m lo hi < <(stats "$2")
   awk -v l="$1" -v m="$m" -v lo="$lo" -v hi="$hi" -v u="$3" -v un="$4" 'BEGIN {

@@ -53,19 +53,12 @@ DIRECT=$S3_ENDPOINT_DIRECT
 
 BUCKET=bench-hints-$(date +%s)
 tierd_s3 -X PUT "$DIRECT/$BUCKET" >/dev/null
-rm -rf "$W/local" && mkdir -p "$W/local/train"
-for i in $(seq -w 1 "$FILES"); do
-  head -c $((KB * 1024)) /dev/urandom >"$W/local/train/s$i.bin"
-done
+tierd_bench_files "$W/local/train" "$FILES" "$KB"
 t0=$SECONDS
-(cd "$W/local/train" && ls) | xargs -P 8 -I{} curl -sSf "${TIERD_S3_SIG[@]}" \
-  -T "$W/local/train/{}" "$DIRECT/$BUCKET/train/{}" >/dev/null
+tierd_bench_upload "$W/local/train" "$DIRECT/$BUCKET/train"
 echo "uploaded $FILES x $KB KiB in $((SECONDS - t0)) s"
 
-: >"$W/results"
-rec() { echo "$1 $2" >>"$W/results"; }
-now() { date +%s%N; }
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b - a) / 1e9 }'; }
+tierd_bench_results "$W/results"
 
 # job DIR COMPUTE ROW [--hint NAME]: one epoch of the job, its wall time recorded
 job() {
@@ -117,11 +110,6 @@ done
 tierd_stop || true
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-stats() { # ROW: "median min max"
-  awk -v r="$1" '$1 == r { print $2 }' "$W/results" | sort -g |
-    awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
-      print m, v[1], v[NR] }'
-}
 echo
 echo "link: tbf $RATE each way, proxy +$DELAY_MS ms each way; $FILES files of $KB KiB; $RUNS runs; block $BLOCK"
 echo

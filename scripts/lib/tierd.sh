@@ -216,6 +216,38 @@ tierd_s3() { curl -sSf "${TIERD_S3_SIG[@]}" "$@"; }
 # tierd_s3_code CURL ARG...: a signed request; prints only the HTTP status
 tierd_s3_code() { curl -s -o /dev/null -w '%{http_code}' "${TIERD_S3_SIG[@]}" "$@"; }
 
+# ---- benchmark data and results -----------------------------------------------------------------
+
+# tierd_bench_files DIR N KB: N files of KB KiB of random bytes in DIR (made afresh), named
+# s0001.bin ... (zero-padded to N's width)
+tierd_bench_files() {
+  local dir=$1 n=$2 kb=$3 i
+  rm -rf "$dir" && mkdir -p "$dir"
+  for i in $(seq -w 1 "$n"); do
+    head -c $((kb * 1024)) /dev/urandom >"$dir/s$i.bin"
+  done
+}
+
+# tierd_bench_upload DIR URL: PUT every file of DIR as URL/NAME, 8 at once (tierd_rgw_env first)
+tierd_bench_upload() {
+  (cd "$1" && ls) | xargs -P 8 -I{} curl -sSf "${TIERD_S3_SIG[@]}" -T "$1/{}" "$2/{}" >/dev/null
+}
+
+# tierd_bench_results FILE: rec ROW VALUE appends to FILE (emptied); stats ROW prints "median min
+# max" of ROW's values (or "- - -" when it has none); now and secs A B time things in ns / s
+tierd_bench_results() {
+  TIERD_RESULTS=$1
+  : >"$TIERD_RESULTS"
+  rec() { echo "$1 $2" >>"$TIERD_RESULTS"; }
+  now() { date +%s%N; }
+  secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.4f", (b - a) / 1e9 }'; }
+  stats() {
+    awk -v r="$1" '$1 == r { print $2 }' "$TIERD_RESULTS" | sort -g |
+      awk '{ v[NR] = $1 } END { if (!NR) { print "- - -"; exit }
+        m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; print m, v[1], v[NR] }'
+  }
+}
+
 # ---- checks that count failures ----------------------------------------------------------------
 
 # tierd_counted_checks: define fail, pass, run, contains and wait_for for a test that counts
