@@ -51,6 +51,7 @@
 #include "common/log.h"
 #include "common/timeutil.h"
 #include "daemon/hints.h"
+#include "common/hintlines.h"
 #include "fuse/fuse_int.h"
 #include "tenant/tenant.h"
 
@@ -359,92 +360,26 @@ static void handle_fi(struct fuse_file_info *fi, struct tfs_ctlh *h)
 
 /* ---- submission ---------------------------------------------------------------------------- */
 
-/* Line lineno of a hint file, NUL-terminated after its ll bytes (no newline, no '\r'): *path is
- * the mount path it names (inside line), or NULL for an empty line or a comment. -EINVAL with
- * tier_err_msg() set for a line that names no mount path. */
-static int line_path(const struct tierd_fuse *fs, const char *line, size_t ll, uint64_t lineno,
-                     const char **path)
-{
-    *path = NULL;
-    if (ll == 0)
-        return 0;
-    if (strlen(line) != ll) {
-        tier_err_set("line %" PRIu64 " holds a NUL byte", lineno);
-        return -EINVAL;
-    }
-    if (line[0] == '#')
-        return 0;
-    const char *mp = fs->mountpoint;
-    size_t ml = strlen(mp);
-    while (ml > 1 && mp[ml - 1] == '/')
-        ml--;
-    if (ml > 1 && strncmp(line, mp, ml) == 0 && line[ml] == '/')
-        line += ml;
-    if (line[0] != '/') {
-        tier_err_set("line %" PRIu64 " '%.200s': not a path of the mount (/NAMESPACE/FILE, or "
-                     "%.*s/NAMESPACE/FILE)",
-                     lineno, line, (int)ml, mp);
-        return -EINVAL;
-    }
-    *path = line;
-    return 0;
-}
-
 /* h->mu held: parse buf[taken, len) into paths (pointers into buf, whose newlines become NULs)
- * and their line numbers; *lastp: the number of the last line. Mount paths are "/NAMESPACE/..."
- * or the same with the mount point in front (stripped); empty lines and lines starting with '#'
- * are skipped, and "#append" as the file's first line asks for append. */
+ * and their line numbers (hintlines_parse: common/hintlines.h); *lastp: the number of the last
+ * line. */
 static int parse(struct tierd_fuse *fs, struct tfs_ctlh *h, const char ***pathsp, uint32_t **linesp,
                  size_t *np, uint64_t *lastp, bool *append)
 {
-    char *p = h->buf ? h->buf + h->taken : NULL, *end = h->buf ? h->buf + h->len : NULL;
-    /* paths are the lines that start with neither a newline nor '#' (at most) */
-    size_t max = 1;
-    for (const char *q = p; q && q < end; q++)
-        max += (q == p || q[-1] == '\n') && *q != '\n' && *q != '#';
-    if (max > (size_t)HINTS_ENTRIES_MAX + 1) {
-        tier_err_set("more than %d paths: at most %d per hint set", HINTS_ENTRIES_MAX,
-                     HINTS_ENTRIES_MAX);
-        return -E2BIG;
-    }
-    const char **paths = calloc(max, sizeof(*paths));
-    uint32_t *lines = calloc(max, sizeof(*lines));
-    if (!paths || !lines) {
-        free(paths);
-        free(lines);
-        return -ENOMEM;
-    }
-    size_t n = 0;
-    uint64_t lineno = h->line0;
-    int rc = 0;
-    while (p && p < end && rc == 0) {
-        char *nl = memchr(p, '\n', (size_t)(end - p));
-        char *le = nl ? nl : end;
-        *le = '\0'; /* buf[len] is a NUL already */
-        lineno++;
-        size_t ll = (size_t)(le - p);
-        if (ll > 0 && p[ll - 1] == '\r')
-            p[--ll] = '\0';
-        const char *line = p, *path = NULL;
-        p = le + 1;
-        if (lineno == 1 && strcmp(line, "#append") == 0)
-            *append = true;
-        rc = line_path(fs, line, ll, lineno, &path);
-        if (rc == 0 && path) {
-            lines[n] = lineno > UINT32_MAX ? UINT32_MAX : (uint32_t)lineno;
-            paths[n++] = path;
+    if (!h->buf) {
+        *pathsp = calloc(1, sizeof(**pathsp));
+        *linesp = calloc(1, sizeof(**linesp));
+        if (!*pathsp || !*linesp) {
+            free(*pathsp);
+            free(*linesp);
+            return -ENOMEM;
         }
+        *np = 0;
+        *lastp = h->line0;
+        return 0;
     }
-    if (rc) {
-        free(paths);
-        free(lines);
-        return rc;
-    }
-    *pathsp = paths;
-    *linesp = lines;
-    *np = n;
-    *lastp = lineno;
-    return 0;
+    return hintlines_parse(fs->mountpoint, h->buf + h->taken, h->len - h->taken, h->line0,
+                           HINTS_ENTRIES_MAX, pathsp, linesp, np, lastp, append);
 }
 
 /* h->mu held: hand what was written since the last submission to hints_submit. A close of a
@@ -693,7 +628,7 @@ static int check_new_lines(struct tierd_fuse *fs, struct tfs_ctlh *h)
         p[ll] = '\0'; /* for the check only: the buffer is parsed again at the submission */
         uint64_t lineno = h->checked_lines + 1;
         const char *path = NULL;
-        rc = line_path(fs, p, ll, lineno, &path);
+        rc = hintlines_path(fs->mountpoint, p, ll, lineno, &path);
         if (rc == 0 && path && (rc = hints_check_path(fs->d->hints, path)) != 0) {
             char why[256];
             snprintf(why, sizeof(why), "%s", tier_err_msg());
