@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -120,15 +121,15 @@ static void test_one_fetch_per_block_ram(void **state)
 
 /* RAM holds 1/8 of the blocks, the disk all: RAM evictions and disk loads race with reads, and
  * still every block is fetched from the backend exactly once. */
-static void test_one_fetch_per_block_ram_pressure(void **state)
+static void ram_pressure(bool async)
 {
-    (void)state;
     struct backend *be = make_be();
     char *dir = tu_mkdtemp("cache_conc");
     struct cache_config cfg = {.block_size = BS,
                                .ram_bytes = NOBJS * BS,
                                .disk_dir = dir,
-                               .disk_bytes = 4 * NOBJS * OBJ_BLOCKS * BS};
+                               .disk_bytes = 4 * NOBJS * OBJ_BLOCKS * BS,
+                               .store_async = async};
     struct cache *c = NULL;
     assert_int_equal(cache_open(&cfg, &c), 0);
     run_hammer(c, be, 2);
@@ -150,6 +151,20 @@ static void test_one_fetch_per_block_ram_pressure(void **state)
     tu_rmtree(dir);
     free(dir);
     backend_free(be);
+}
+
+static void test_one_fetch_per_block_ram_pressure(void **state)
+{
+    (void)state;
+    ram_pressure(false);
+}
+
+/* The same with the write-through on the writer thread: a block evicted from RAM while its write
+ * waits is served from its load's buffer, never fetched twice. */
+static void test_one_fetch_per_block_ram_pressure_async(void **state)
+{
+    (void)state;
+    ram_pressure(true);
 }
 
 struct errwaiter {
@@ -267,9 +282,8 @@ static void *chaos_main(void *arg)
 
 /* Readers race pins, unpins, evictions and prefetches on a small RAM + disk cache: data stays
  * correct, budgets hold, and the index matches the disk afterwards. */
-static void test_readers_vs_control_plane(void **state)
+static void control_plane(bool async)
 {
-    (void)state;
     struct backend *be = make_be();
     fakebe_set_latency_us(be, FAKEBE_READ, 100);
     char *dir = tu_mkdtemp("cache_chaos");
@@ -277,7 +291,8 @@ static void test_readers_vs_control_plane(void **state)
                                .ram_bytes = 6 * BS,
                                .disk_dir = dir,
                                .disk_bytes = 24 * BS,
-                               .pin_bytes = 12 * BS};
+                               .pin_bytes = 12 * BS,
+                               .store_async = async};
     struct cache *c = NULL;
     assert_int_equal(cache_open(&cfg, &c), 0);
     _Atomic int stop = 0;
@@ -312,13 +327,29 @@ static void test_readers_vs_control_plane(void **state)
     backend_free(be);
 }
 
+static void test_readers_vs_control_plane(void **state)
+{
+    (void)state;
+    control_plane(false);
+}
+
+/* The same with the write-through on the writer thread (store_async): drops, pins and evictions
+ * race writes still queued (B_STORE_CANCEL, wait_stored, store_held). */
+static void test_readers_vs_control_plane_async(void **state)
+{
+    (void)state;
+    control_plane(true);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_fetch_per_block_ram),
         cmocka_unit_test(test_one_fetch_per_block_ram_pressure),
+        cmocka_unit_test(test_one_fetch_per_block_ram_pressure_async),
         cmocka_unit_test(test_waiters_share_error),
         cmocka_unit_test(test_readers_vs_control_plane),
+        cmocka_unit_test(test_readers_vs_control_plane_async),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
