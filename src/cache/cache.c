@@ -177,6 +177,7 @@ struct pin_rule {
 
 struct pf_item {
     struct pf_item *next;
+    const void *owner; /* cache_prefetch_owned's; compared only */
     struct backend *be;
     char *key, *etag;
     uint64_t size, index;
@@ -2110,6 +2111,41 @@ static bool block_present(struct cache *c, const struct cache_obj *obj, uint64_t
 uint64_t cache_prefetch(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
                         uint64_t first, uint64_t count)
 {
+    return cache_prefetch_owned(c, io, obj, first, count, NULL);
+}
+
+void cache_prefetch_cancel(struct cache *c, const void *owner)
+{
+    if (!c || !owner)
+        return;
+    struct pf_item *gone = NULL;
+    pthread_mutex_lock(&c->pf_mu);
+    struct pf_item **pp = &c->pf_head, *prev = NULL;
+    while (*pp) {
+        struct pf_item *it = *pp;
+        if (it->owner == owner) {
+            *pp = it->next;
+            c->pf_len--;
+            it->next = gone;
+            gone = it;
+        } else {
+            prev = it;
+            pp = &it->next;
+        }
+    }
+    c->pf_tail = prev;
+    pthread_mutex_unlock(&c->pf_mu);
+    while (gone) {
+        struct pf_item *nx = gone->next;
+        pf_item_free(gone);
+        gone = nx;
+    }
+}
+
+uint64_t cache_prefetch_owned(struct cache *c, const struct tier_ioctx *io,
+                              const struct cache_obj *obj, uint64_t first, uint64_t count,
+                              const void *owner)
+{
     if (!c || !obj_ok(obj) || !c->pf_nthreads)
         return 0;
     uint64_t nblocks = (obj->size_bytes + c->cfg.block_size - 1) / c->cfg.block_size;
@@ -2131,6 +2167,7 @@ uint64_t cache_prefetch(struct cache *c, const struct tier_ioctx *io, const stru
         it->size = obj->size_bytes;
         it->index = i;
         it->io = io ? *io : TIER_IOCTX_DEFAULT;
+        it->owner = owner;
         pthread_mutex_lock(&c->pf_mu);
         if (c->pf_len >= PREFETCH_QUEUE || c->pf_stop) {
             pthread_mutex_unlock(&c->pf_mu);

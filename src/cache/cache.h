@@ -117,6 +117,13 @@ int cache_fetch_block(struct cache *c, const struct tier_ioctx *io, const struct
  * end, when none was): the caller may ask for the others again later. */
 uint64_t cache_prefetch(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
                         uint64_t first, uint64_t count);
+/* cache_prefetch for owner (any pointer, only compared: a reader's file handle), so that
+ * cache_prefetch_cancel(c, owner) can take back what is still queued when the reader goes away
+ * (its fetches in flight finish). */
+uint64_t cache_prefetch_owned(struct cache *c, const struct tier_ioctx *io,
+                              const struct cache_obj *obj, uint64_t first, uint64_t count,
+                              const void *owner);
+void cache_prefetch_cancel(struct cache *c, const void *owner);
 
 /* Pin rules by backend name and key prefix ("" = the whole backend; a prefix ending in '/' =
  * a directory; anything else is one object's exact key). Blocks matching a rule are never evicted,

@@ -249,11 +249,15 @@ fail:
 /*
  * Sequential read-ahead: the window starts at readahead_blocks blocks and doubles each time the
  * reader reaches the first block queued since the window last grew (what was queued before it
- * has been consumed), up to readahead_max bytes; a read off the stream (beyond the slack the
+ * has been consumed), up to readahead_max bytes (and 32 blocks: the cache's prefetch queue holds
+ * 64, for every reader); a read off the stream (beyond the slack the
  * kernel's async readahead reorders within) starts it again from readahead_blocks. Each queued
  * block is one ranged GET that a prefetch worker ([cache] prefetch_threads) makes, so a stream
- * that has grown its window keeps that many GETs in flight.
+ * that has grown its window keeps that many GETs in flight. What is still queued when the handle
+ * is released is taken back (cache_prefetch_cancel).
  */
+#define RA_BLOCKS_MAX 32 /* a stream's window, at most: half the cache's prefetch queue */
+
 static void maybe_prefetch(struct tierd_fuse *fs, struct tfs_file *h, uint64_t off, size_t len)
 {
     uint64_t ra = fs->d->cfg.readahead_blocks;
@@ -261,6 +265,8 @@ static void maybe_prefetch(struct tierd_fuse *fs, struct tfs_file *h, uint64_t o
     if (ra == 0 || bs == 0 || !fs->d->cache)
         return;
     uint64_t max = fs->d->cfg.readahead_max_bytes / bs;
+    if (max > RA_BLOCKS_MAX)
+        max = RA_BLOCKS_MAX;
     if (max < ra)
         max = ra;
     uint64_t end = off + len;
@@ -302,7 +308,7 @@ static void maybe_prefetch(struct tierd_fuse *fs, struct tfs_file *h, uint64_t o
             .be = h->be, .key = h->key, .etag = h->etag, .size_bytes = h->size_bytes};
         /* Charged to the reader's tenant, at background priority. */
         struct tier_ioctx io = {.tenant = h->io.tenant, .cls = TIER_IO_BACKGROUND};
-        uint64_t done = cache_prefetch(fs->d->cache, &io, &obj, first, count);
+        uint64_t done = cache_prefetch_owned(fs->d->cache, &io, &obj, first, count, h);
         if (done < count) { /* the queue is full: the next read asks for the rest again */
             pthread_mutex_lock(&h->mu);
             if (h->prefetched_upto == first + count)
@@ -377,8 +383,12 @@ void tfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)ino;
     struct tfs_file *h = (struct tfs_file *)(uintptr_t)fi->fh;
-    if (h)
-        file_free(fuse_req_userdata(req), h);
+    struct tierd_fuse *fs = fuse_req_userdata(req);
+    if (h) {
+        /* the reader is gone: its read-ahead still queued is not fetched (nor charged to it) */
+        cache_prefetch_cancel(fs->d->cache, h);
+        file_free(fs, h);
+    }
     fuse_reply_err(req, 0);
 }
 

@@ -19,10 +19,14 @@
  *   - a pin of a block whose write is queued (another reader's load) waits for the write and
  *     succeeds, also with no RAM level (it found nothing cached before);
  *   - a block pinned after the busy disk lane refused its write-through is written then (a pinned
- *     block leaves RAM only from disk: else it would stay in RAM for good).
+ *     block leaves RAM only from disk: else it would stay in RAM for good);
+ *   - read-ahead a reader queued is taken back when it goes (cache_prefetch_cancel): with one
+ *     prefetch worker held in its first fetch, the rest of that owner's blocks are never fetched,
+ *     while another owner's block queued after them is.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -432,6 +436,74 @@ static void test_pinned_after_a_skipped_write_is_stored(void **state)
     cache_close(c);
 }
 
+/* A fetch hook that holds the first fetch until released. */
+struct fgate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool held, open;
+    int fetches;
+};
+
+static void fgate_before(void *ud, const struct tier_ioctx *io, const struct cache_obj *obj,
+                         uint64_t index, size_t bytes)
+{
+    (void)io;
+    (void)obj;
+    (void)index;
+    (void)bytes;
+    struct fgate *g = ud;
+    pthread_mutex_lock(&g->mu);
+    if (g->fetches++ == 0) {
+        g->held = true;
+        pthread_cond_broadcast(&g->cv);
+        while (!g->open)
+            pthread_cond_wait(&g->cv, &g->mu);
+    }
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void test_prefetch_cancel(void **state)
+{
+    struct fx *f = *state;
+    f->g.open = true;
+    struct cache_config cfg = {.block_size = BS, .ram_bytes = SIZE, .prefetch_threads = 1};
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    struct fgate g = {.held = false};
+    pthread_mutex_init(&g.mu, NULL);
+    pthread_cond_init(&g.cv, NULL);
+    struct cache_fetch_hook hook = {.before = fgate_before, .ud = &g};
+    cache_set_fetch_hook(c, &hook);
+    struct cache_obj o = obj_a(f);
+    int owner_x, owner_y;
+    assert_int_equal(cache_prefetch_owned(c, NULL, &o, 0, 8, &owner_x), 8);
+    pthread_mutex_lock(&g.mu);
+    while (!g.held)
+        pthread_cond_wait(&g.cv, &g.mu); /* the worker holds block 0; 1..7 are queued */
+    pthread_mutex_unlock(&g.mu);
+    cache_prefetch_cancel(c, &owner_x);
+    assert_int_equal(cache_prefetch_owned(c, NULL, &o, 20, 1, &owner_y), 1);
+    pthread_mutex_lock(&g.mu);
+    g.open = true;
+    pthread_cond_broadcast(&g.cv);
+    pthread_mutex_unlock(&g.mu);
+    /* one worker, first in first out: once y's block is cached, nothing of x is left queued */
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    for (;;) {
+        if (cache_cached_bytes(c, &o) >= 2 * (uint64_t)BS)
+            break;
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        assert_true(now.tv_sec - dl.tv_sec < DEADLINE_S);
+        sched_yield();
+    }
+    cache_close(c); /* joins the worker: every fetch it made is counted */
+    assert_int_equal(fakebe_calls(f->be, FAKEBE_READ), 2); /* x's block 0 and y's block 20 */
+    pthread_mutex_destroy(&g.mu);
+    pthread_cond_destroy(&g.cv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -445,6 +517,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pin_waits_for_a_queued_write, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pinned_after_a_skipped_write_is_stored, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_prefetch_cancel, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
