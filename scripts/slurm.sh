@@ -449,6 +449,12 @@ start() {
         fail_start "slurmd did not start"
     wait_for "node $NODE to be idle" node_idle ||
         fail_start "node $NODE is not idle: $(node_state || true)"
+    # slurmctld keeps running when the Lua does not load (syntax error); say so now rather than
+    # at the first burst-buffer job.
+    local err
+    if err=$(grep -m 1 -F "error: burst_buffer/lua: $DIR/burst_buffer.lua" "$LOGDIR/slurmctld.log"); then
+        fail_start "burst_buffer.lua does not load: $err"
+    fi
     write_env
     log "started in $((SECONDS - t0))s: slurmctld port $ctldport, slurmd port $slurmdport" \
         "(env: $DIR/env)"

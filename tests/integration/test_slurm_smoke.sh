@@ -3,7 +3,8 @@
 #
 # test_slurm_smoke.sh - proves the CTest `slurm` fixture (scripts/slurm.sh start) gives a working
 # single-node Slurm with the burst_buffer/lua plugin and the harness's placeholder Lua:
-#   1. `slurm.sh status` agrees, the env file names the clients, the node is idle;
+#   1. `slurm.sh status` agrees, the env file names the clients, the node is idle and the
+#      plugin reports the placeholder's pool (the Lua loaded);
 #   2. a plain batch job, submitted as nobody, reaches COMPLETED and its output file holds what
 #      it wrote (job id, user nobody);
 #   3. root is refused a burst buffer at sbatch ("User root can not allocate burst buffers");
@@ -58,6 +59,10 @@ export SLURM_CONF
 state=$(timeout 20 "$SLURM_SINFO" -h -N -n "$SLURM_NODE" -o '%T')
 [[ $state == idle || $state == mixed || $state == allocated ]] || fail "node state '$state'"
 ok "cluster up, node $SLURM_NODE $state"
+burst=$(timeout 20 "$SLURM_SCONTROL" show burst) || fail "scontrol show burst failed"
+[[ $burst == *"PoolName[0]=tierd "* ]] ||
+    fail "the placeholder's pool 'tierd' is not in scontrol show burst: $burst"
+ok "burst_buffer/lua loaded the placeholder (pool tierd)"
 
 work=$(mktemp -d "$SLURM_JOBDIR/smoke.XXXXXX")
 chmod 0777 "$work"
