@@ -37,7 +37,7 @@ test: deps lint
 test-unit: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTIER_SANITIZE=ON >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
-	cd $(ASAN_BUILD) && ctest --output-on-failure -LE 'rgw|fuse|slow' -j $(JOBS)
+	cd $(ASAN_BUILD) && ctest --output-on-failure -LE 'rgw|fuse|slurm|slow' -j $(JOBS)
 
 test-tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTIER_TSAN=ON >/dev/null

@@ -15,6 +15,9 @@ PKGS=(
   # the dashboard's charting library (GET /ui/chart.js) and the tests' headless Chromium
   # (tests/integration/test_telemetry_ui.sh)
   libjs-chart.js chromium
+  # a private single-node Slurm with the burst_buffer/lua plugin for the Slurm provider's tests
+  # (scripts/slurm.sh; it never uses the system munge/slurm services these packages install)
+  slurm-wlm slurmctld slurmd slurm-client munge
 )
 missing=()
 for p in "${PKGS[@]}"; do
