@@ -89,6 +89,7 @@ static const char usage_text[] =
     "                                  path per line, relative to PATH; -: stdin); tierd\n"
     "                                  prefetches ahead (docs/HINTS.md)\n"
     "  hint --list | --drop NAME       show the hint sets, or drop one\n"
+    "  jobs [show|release ID] [--json] admitted and queued jobs; release one\n"
     "\n"
     "PATH is a path in tierd's namespace (\"/datasets/x\") or a path under the mount point.\n"
     "\n"
@@ -783,6 +784,110 @@ static int cmd_checkpoints(struct ctl *ctl, int argc, char **argv)
     return EXIT_OK;
 }
 
+/* ---- jobs ---------------------------------------------------------------------------------- */
+
+/* One job as a line of the list: id, state, tenant, class, reservation, bandwidth, staging and,
+ * when queued, its position and reason. */
+static void print_job_line(const json_t *jb)
+{
+    char a[32], b[32];
+    const json_t *st = json_object_get(jb, "staging");
+    uint64_t bw = jnum(jb, "bandwidth_bps");
+    printf("%-16s %-9s %-14s %-10s %10s %12s%s %s", jstr(jb, "job", "?"), jstr(jb, "state", "?"),
+           jstr(jb, "tenant", "?"), jstr(jb, "class", "?"),
+           tier_fmt_bytes(jnum(jb, "cache_bytes"), a, sizeof(a)),
+           bw ? tier_fmt_bytes(bw, b, sizeof(b)) : "-", bw ? "/s" : "  ", jstr(st, "state", "?"));
+    if (json_object_get(jb, "position"))
+        printf(" #%llu: %s", (unsigned long long)jnum(jb, "position"), jstr(jb, "reason", ""));
+    else if (json_object_get(st, "error"))
+        printf(": %s", jstr(st, "error", ""));
+    fputc('\n', stdout);
+}
+
+static void print_jobs(const json_t *ans)
+{
+    const json_t *jobs = json_object_get(ans, "jobs");
+    const json_t *c = json_object_get(ans, "capacity");
+    char a[32], b[32], e[32];
+    printf("%-16s %-9s %-14s %-10s %10s %14s %s\n", "JOB", "STATE", "TENANT", "CLASS", "RESERVED",
+           "BANDWIDTH", "STAGING");
+    for (size_t i = 0; i < json_array_size(jobs); i++)
+        print_job_line(json_array_get(jobs, i));
+    if (json_array_size(jobs) == 0)
+        printf("(none)\n");
+    printf("\nreservable %s of %s (%s reserved; %s pinned outside jobs)\n",
+           tier_fmt_bytes(jnum(c, "reservable_bytes"), a, sizeof(a)),
+           tier_fmt_bytes(jnum(c, "capacity_bytes"), b, sizeof(b)),
+           tier_fmt_bytes(jnum(c, "reserved_bytes"), e, sizeof(e)),
+           tier_fmt_bytes(jnum(c, "pinned_bytes") - jnum(c, "jobs_pinned_bytes"), a, sizeof(a)));
+}
+
+static void print_job(const json_t *jb)
+{
+    char a[32], b[32];
+    const json_t *st = json_object_get(jb, "staging");
+    printf("job        %s\nstate      %s", jstr(jb, "job", "?"), jstr(jb, "state", "?"));
+    if (json_object_get(jb, "position"))
+        printf(" (position %llu: %s)", (unsigned long long)jnum(jb, "position"),
+               jstr(jb, "reason", ""));
+    printf("\ntenant     %s (class %s)\n", jstr(jb, "tenant", "?"), jstr(jb, "class", "?"));
+    printf("reserved   %s", tier_fmt_bytes(jnum(jb, "cache_bytes"), a, sizeof(a)));
+    if (jnum(jb, "bandwidth_bps"))
+        printf(", %s/s", tier_fmt_bytes(jnum(jb, "bandwidth_bps"), a, sizeof(a)));
+    printf("\nstaging    %s, %s of %s", jstr(st, "state", "?"),
+           tier_fmt_bytes(jnum(st, "bytes_done"), a, sizeof(a)),
+           tier_fmt_bytes(jnum(st, "bytes_total"), b, sizeof(b)));
+    if (json_object_get(st, "error"))
+        printf(": %s", jstr(st, "error", ""));
+    fputc('\n', stdout);
+    const char *keys[] = {"stage", "stage_out"};
+    for (size_t k = 0; k < 2; k++) {
+        const json_t *v = json_object_get(jb, keys[k]);
+        for (size_t i = 0; i < json_array_size(v); i++)
+            printf("%-10s %s\n", i ? "" : keys[k], json_string_value(json_array_get(v, i)));
+    }
+}
+
+/* tierctl jobs [--json] | jobs show ID [--json] | jobs release ID */
+static int cmd_jobs(struct ctl *ctl, int argc, char **argv)
+{
+    bool as_json = false;
+    int urc = parse_json_flag(argc, argv, "jobs", &as_json);
+    if (urc)
+        return urc;
+    int nargs = argc - optind;
+    const char *sub = nargs > 0 ? argv[optind] : NULL;
+    bool show = sub && strcmp(sub, "show") == 0, rel = sub && strcmp(sub, "release") == 0;
+    if ((sub && !show && !rel) || (sub && nargs != 2))
+        return usage_error("usage: tierctl jobs [--json] | jobs show ID | jobs release ID");
+    char *url = NULL;
+    char *q = sub ? query_escape(argv[optind + 1]) : NULL;
+    if (sub ? !q || asprintf(&url, "/v1/jobs/%s", q) < 0 : !(url = strdup("/v1/jobs")))
+        url = NULL;
+    free(q);
+    if (!url) {
+        fprintf(stderr, "tierctl: out of memory\n");
+        return EXIT_FAILED;
+    }
+    json_t *ans = NULL;
+    char *raw = NULL;
+    int rc = call(ctl, rel ? "DELETE" : "GET", url, NULL, &ans, as_json ? &raw : NULL);
+    free(url);
+    if (rc != EXIT_OK)
+        return rc;
+    if (as_json)
+        print_raw_json(raw);
+    else if (rel)
+        printf("released %s\n", jstr(ans, "released", "?"));
+    else if (show)
+        print_job(ans);
+    else
+        print_jobs(ans);
+    free(raw);
+    json_decref(ans);
+    return EXIT_OK;
+}
+
 /* ---- top ----------------------------------------------------------------------------------- */
 
 /* One GET /v1/telemetry into *snap. EXIT_OK or the exit code (message printed). */
@@ -1253,6 +1358,8 @@ int main(int argc, char **argv)
         fn = cmd_qos;
     else if (strcmp(cmd, "hint") == 0)
         fn = cmd_hint;
+    else if (strcmp(cmd, "jobs") == 0)
+        fn = cmd_jobs;
     else if (strcmp(cmd, "help") == 0) {
         fputs(usage_text, stdout);
         return EXIT_OK;

@@ -35,6 +35,7 @@
 #include "common/timeutil.h"
 #include "daemon/api_int.h"
 #include "daemon/hints.h"
+#include "daemon/jobs.h"
 #include "daemon/pinmeta.h"
 #include "daemon/stage.h"
 #include "daemon/tierd.h"
@@ -1226,6 +1227,283 @@ out:
     return ret;
 }
 
+/* ---- job admission (/v1/jobs) ------------------------------------------------------------ */
+
+#define JOBS_POST_FIELDS "job, tenant, stage, cache_bytes, bandwidth, class, stage_out"
+
+static json_t *jstr_array(char *const *v, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        json_array_append_new(a, jstr(v[i]));
+    return a;
+}
+
+static json_t *job_json(const struct jobs_info *ji)
+{
+    json_t *st = json_pack("{s:s, s:I, s:I, s:I}", "state", jobs_staging_name(ji->staging),
+                           "stage_job", (json_int_t)ji->stage_id, "bytes_done",
+                           (json_int_t)ji->staged_bytes, "bytes_total",
+                           (json_int_t)ji->stage_total_bytes);
+    if (st && ji->stage_error[0])
+        json_object_set_new(st, "error", jstr(ji->stage_error));
+    json_t *o = json_pack(
+        "{s:o, s:o, s:s, s:s, s:I, s:I, s:o, s:o, s:o, s:f}", "job", jstr(ji->id), "tenant",
+        jstr(ji->tenant_name), "class", tier_io_class_name(ji->cls), "state",
+        jobs_state_name(ji->state), "cache_bytes", (json_int_t)ji->cache_bytes, "bandwidth_bps",
+        (json_int_t)ji->bandwidth_bps, "stage", jstr_array(ji->stage, ji->nstage), "stage_out",
+        jstr_array(ji->stage_out, ji->nstage_out), "staging", st, "submitted_at",
+        (double)ji->submitted_ns / (double)TIER_NS_PER_SEC);
+    if (o && ji->state == JOBS_QUEUED) {
+        json_object_set_new(o, "position", json_integer((json_int_t)ji->position));
+        json_object_set_new(o, "reason", jstr(ji->reason));
+    }
+    if (o && ji->admitted_ns)
+        json_object_set_new(o, "admitted_at",
+                            json_real((double)ji->admitted_ns / (double)TIER_NS_PER_SEC));
+    return o;
+}
+
+/* A size or a rate field: a non-negative integer (bytes, bytes/s) or a string ("40G", "800M",
+ * "800MiB/s"). 0, or -EINVAL. */
+static int jobs_amount(json_t *v, bool rate, uint64_t *out)
+{
+    if (json_is_integer(v)) {
+        if (json_integer_value(v) < 0)
+            return -EINVAL;
+        *out = (uint64_t)json_integer_value(v);
+        return 0;
+    }
+    const char *s = json_string_value(v);
+    if (!s)
+        return -EINVAL;
+    size_t n = strlen(s);
+    if (rate && n > 2 && strcmp(s + n - 2, "/s") == 0) {
+        uint64_t r = 0;
+        if (tierd_rate_parse(s, &r) != 0)
+            return -EINVAL;
+        *out = r == TIERD_RATE_NONE ? 0 : r;
+        return 0;
+    }
+    return tier_parse_size(s, out) == 0 ? 0 : -EINVAL;
+}
+
+/* A list of mount paths ("stage", "stage_out"): absent, or an array of at most JOBS_PATHS_MAX
+ * strings starting with '/'. The number in *n, or -EINVAL with the message in msg. */
+static int jobs_paths(json_t *j, const char *key, size_t *n, char *msg, size_t msz)
+{
+    json_t *a = json_object_get(j, key);
+    *n = 0;
+    if (!a || json_is_null(a))
+        return 0;
+    if (!json_is_array(a) || json_array_size(a) > JOBS_PATHS_MAX) {
+        snprintf(msg, msz, "%s must be an array of at most %d mount paths", key, JOBS_PATHS_MAX);
+        return -EINVAL;
+    }
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        const char *p = json_string_value(json_array_get(a, i));
+        if (!p || p[0] != '/' || strlen(p) > 1024) {
+            snprintf(msg, msz, "%s[%zu] must be a mount path starting with '/' (\"/datasets/x\")",
+                     key, i);
+            return -EINVAL;
+        }
+    }
+    *n = json_array_size(a);
+    return 0;
+}
+
+/* Answer a job: 200 admitted, 409 queued (with position and reason). */
+static unsigned reply_job(struct api_reply *out, const struct jobs_info *ji)
+{
+    return reply_json(out, ji->state == JOBS_ADMITTED ? 200 : 409, job_json(ji));
+}
+
+/* Validate the whole body (fields, sizes, paths: each resolved to its pin rule) before anything
+ * changes; then register the tenant if it is new, and submit. */
+static unsigned do_jobs_post(struct tierd *d, const struct api_request *rq, struct api_reply *out)
+{
+    if (!d->jobs)
+        return reply_error(out, -ENOTSUP, "tierd runs without job admission");
+    unsigned ret;
+    json_t *j = parse_body(rq, out, &ret);
+    if (!j)
+        return ret;
+    struct jobs_path stage[JOBS_PATHS_MAX];
+    char *prefixes[JOBS_PATHS_MAX];
+    const char *stage_out[JOBS_PATHS_MAX];
+    size_t nstage = 0, nprefix = 0, nout = 0;
+    char msg[256], idbuf[32];
+    static const char *const fields[] = {"job",       "tenant", "stage",    "cache_bytes",
+                                         "bandwidth", "class",  "stage_out"};
+    const char *bad = unknown_field(j, fields, sizeof(fields) / sizeof(fields[0]));
+    if (bad) {
+        ret = reply_error(out, -EINVAL, "unknown field '%.60s' (allowed: " JOBS_POST_FIELDS ")",
+                          bad);
+        goto out;
+    }
+    json_t *idj = json_object_get(j, "job");
+    const char *id = json_string_value(idj);
+    if (json_is_integer(idj) && json_integer_value(idj) >= 0) {
+        snprintf(idbuf, sizeof(idbuf), "%lld", (long long)json_integer_value(idj));
+        id = idbuf;
+    }
+    if (!id || !jobs_id_valid(id)) {
+        ret = reply_error(out, -EINVAL,
+                          "job must be the job's id: a number, or 1 to %d letters, digits, '.', "
+                          "'_', '-' (expected {\"job\": 1234, \"tenant\": \"NAME\", "
+                          "\"cache_bytes\": \"40G\", ...}; see docs/API.md)",
+                          JOBS_ID_MAX - 1);
+        goto out;
+    }
+    const char *tname = json_string_value(json_object_get(j, "tenant"));
+    if (!tname || !tenant_name_valid(tname)) {
+        ret = reply_error(out, -EINVAL,
+                          "tenant must be a tenant name (1 to %d letters, digits, '.', '_', '-'); "
+                          "it is registered if new",
+                          TENANT_NAME_MAX - 1);
+        goto out;
+    }
+    uint64_t cache_bytes = 0, bw = 0;
+    json_t *cb = json_object_get(j, "cache_bytes");
+    if (!cb || jobs_amount(cb, false, &cache_bytes) != 0) {
+        ret = reply_error(out, -EINVAL,
+                          "cache_bytes must be the hot-tier space the job reserves: bytes, or a "
+                          "size like \"40G\" (K/M/G/T are powers of 1024)");
+        goto out;
+    }
+    json_t *bwj = json_object_get(j, "bandwidth");
+    if (bwj && !json_is_null(bwj) && jobs_amount(bwj, true, &bw) != 0) {
+        ret = reply_error(out, -EINVAL,
+                          "bandwidth must be a rate: bytes/s, or like \"800M\" or \"800MiB/s\"");
+        goto out;
+    }
+    enum tier_io_class cls = TIER_IO_TRAINING;
+    json_t *cj = json_object_get(j, "class");
+    if (cj && !json_is_null(cj) &&
+        (!json_is_string(cj) || tier_io_class_parse(json_string_value(cj), &cls) != 0)) {
+        ret = reply_error(out, -EINVAL,
+                          "class is not allowed (allowed: inference, training, checkpoint, "
+                          "background)");
+        goto out;
+    }
+    if (jobs_paths(j, "stage", &nstage, msg, sizeof(msg)) ||
+        jobs_paths(j, "stage_out", &nout, msg, sizeof(msg))) {
+        ret = reply_error(out, -EINVAL, "%s", msg);
+        goto out;
+    }
+    for (size_t i = 0; i < nout; i++)
+        stage_out[i] = json_string_value(json_array_get(json_object_get(j, "stage_out"), i));
+    for (size_t i = 0; i < nstage; i++) {
+        const char *p = json_string_value(json_array_get(json_object_get(j, "stage"), i));
+        struct tierd_ns *ns = NULL;
+        tier_err_clear();
+        int rc = path_to_prefix(d, p, &ns, &prefixes[i]);
+        if (rc) {
+            ret = reply_error_status(
+                out, rc == -ENOENT || rc == -EINVAL ? 400 : http_status(rc), rc,
+                "stage[%zu] %.200s: %s", i, p,
+                rc == -ENOENT && !*tier_err_msg() ? "is not inside any namespace (GET /v1/status "
+                                                    "lists them)"
+                : *tier_err_msg()                 ? tier_err_msg()
+                                                  : strerror(-rc));
+            goto out;
+        }
+        nprefix = i + 1;
+        stage[i] = (struct jobs_path){.path = p, .backend = ns->be->name, .prefix = prefixes[i]};
+    }
+
+    /* valid: the tenant, registered with the job's class if it is new (it stays registered) */
+    uint32_t tenant = TIER_TENANT_DEFAULT;
+    if (!d->tenants) {
+        ret = reply_error(out, -ENOTSUP, "tierd runs without a tenant registry");
+        goto out;
+    }
+    if (tenant_find(d->tenants, tname, &tenant) != 0) {
+        tier_err_clear();
+        int rc = tenant_register(d->tenants, tname, &cls, NULL, &tenant, NULL);
+        if (rc) {
+            ret = reply_error(out, rc, "cannot register tenant '%s': %s", tname,
+                              *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+            goto out;
+        }
+    }
+    struct jobs_request jr = {.id = id,
+                              .tenant = tenant,
+                              .tenant_name = tname,
+                              .cls = cls,
+                              .cache_bytes = cache_bytes,
+                              .bandwidth_bps = bw,
+                              .stage = stage,
+                              .nstage = nstage,
+                              .stage_out = stage_out,
+                              .nstage_out = nout};
+    enum jobs_verdict v = JOBS_REJECT;
+    struct jobs_info ji;
+    int rc = jobs_submit(d->jobs, &jr, &v, &ji);
+    if (rc == -ENOSPC)
+        ret = reply_error_status(out, 503, rc,
+                                 "%d jobs are admitted or queued already: release some", JOBS_MAX);
+    else if (rc)
+        ret = reply_error(out, rc, "cannot submit job %s: %s", id, strerror(-rc));
+    else if (v == JOBS_REJECT)
+        ret = reply_error_status(out, 422, -ENOSPC, "job %s is rejected: %s", id, ji.reason);
+    else if (v == JOBS_CONFLICT)
+        ret = reply_error_status(out, 409, -EEXIST, "%s", ji.reason);
+    else
+        ret = reply_job(out, &ji);
+    if (rc == 0)
+        jobs_info_fini(&ji);
+out:
+    for (size_t i = 0; i < nprefix; i++)
+        free(prefixes[i]);
+    json_decref(j);
+    return ret;
+}
+
+static unsigned do_jobs_list(struct tierd *d, struct api_reply *out)
+{
+    if (!d->jobs)
+        return reply_error(out, -ENOTSUP, "tierd runs without job admission");
+    struct jobs_info *v = NULL;
+    size_t n = 0;
+    struct jobs_capacity c;
+    int rc = jobs_list(d->jobs, &v, &n, &c);
+    if (rc)
+        return reply_error(out, rc, "cannot list jobs: %s", strerror(-rc));
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < n; i++)
+        json_array_append_new(arr, job_json(&v[i]));
+    jobs_list_free(v, n);
+    return reply_json(
+        out, 200,
+        json_pack("{s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}", "jobs", arr,
+                  "capacity", "level_bytes", (json_int_t)c.level_bytes, "pin_budget",
+                  (json_int_t)c.pin_budget, "pinned_bytes", (json_int_t)c.pinned_bytes,
+                  "jobs_pinned_bytes", (json_int_t)c.jobs_pinned_bytes, "capacity_bytes",
+                  (json_int_t)c.capacity_bytes, "reserved_bytes", (json_int_t)c.reserved_bytes,
+                  "reservable_bytes", (json_int_t)c.reservable_bytes, "admitted",
+                  (json_int_t)c.admitted, "queued", (json_int_t)c.queued));
+}
+
+static unsigned do_jobs_one(struct tierd *d, const struct api_request *rq, struct api_reply *out,
+                            const char *id)
+{
+    if (!d->jobs)
+        return reply_error(out, -ENOTSUP, "tierd runs without job admission");
+    bool del = strcmp(rq->method, "DELETE") == 0;
+    struct jobs_info ji;
+    int rc = del ? jobs_release(d->jobs, id, &ji) : jobs_get(d->jobs, id, &ji);
+    if (rc == -ENOENT)
+        return reply_error(out, rc, "no job '%.80s' (GET /v1/jobs lists them)", id);
+    if (rc)
+        return reply_error(out, rc, "job %.80s: %s", id, strerror(-rc));
+    json_t *o = job_json(&ji);
+    jobs_info_fini(&ji);
+    if (!del)
+        return reply_json(out, 200, o);
+    return reply_json(out, 200, json_pack("{s:o, s:o}", "released", jstr(id), "job", o));
+}
+
 /* ---- QoS (GET and PUT /v1/qos) ------------------------------------------------------------ */
 
 /* PUT /v1/qos reads the tenant's values, checks the result and applies it: one at a time, so two
@@ -2104,6 +2382,12 @@ void api_handle(struct tierd *d, const struct api_request *rq, struct api_reply 
         do_tenants_get(d, out);
     else if (post && strcmp(url, "/v1/tenants") == 0)
         do_tenants_post(d, rq, out);
+    else if (post && strcmp(url, "/v1/jobs") == 0)
+        do_jobs_post(d, rq, out);
+    else if (get && strcmp(url, "/v1/jobs") == 0)
+        do_jobs_list(d, out);
+    else if ((get || strcmp(method, "DELETE") == 0) && strncmp(url, "/v1/jobs/", 9) == 0)
+        do_jobs_one(d, rq, out, url + 9);
     else if (get && strcmp(url, "/v1/qos") == 0)
         do_qos_get(d, out);
     else if (strcmp(method, "PUT") == 0 && strcmp(url, "/v1/qos") == 0)

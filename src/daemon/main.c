@@ -32,6 +32,7 @@
 #include "common/timeutil.h"
 #include "daemon/api.h"
 #include "daemon/hints.h"
+#include "daemon/jobs.h"
 #include "daemon/pinmeta.h"
 #include "daemon/stage.h"
 #include "daemon/tierd.h"
@@ -437,6 +438,8 @@ static void teardown(struct tierd *d)
     d->fuse = NULL;
     wb_close(d->wb);
     d->wb = NULL;
+    jobs_free(d->jobs); /* after the API, its caller; before the stager and the cache */
+    d->jobs = NULL;
     stage_registry_free(d->stages);
     d->stages = NULL;
     hints_free(d->hints); /* after the mount and the API, its callers; before the cache */
@@ -599,6 +602,10 @@ int main(int argc, char **argv)
     rc = pinmeta_new(&d.pinned);
     if (!rc)
         rc = stage_registry_new(&d, &d.stages);
+    if (!rc) {
+        struct jobs_ops jops = jobs_ops_tierd(&d);
+        rc = jobs_new(&jops, &d.jobs);
+    }
     if (!rc && d.cache)
         rc = hints_new(&d, &d.hints);
     if (rc) {

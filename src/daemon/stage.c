@@ -375,7 +375,8 @@ static void *lister_main(void *arg)
     job->p.elapsed_ns = tier_now_mono_ns() - job->start_ns;
     job->p.state = job->p.errors == 0 && !atomic_load(&job->cancel) ? STAGE_DONE : STAGE_FAILED;
     if (atomic_load(&job->cancel) && job->p.errors == 0)
-        tier_strlcpy(job->p.first_error, "staging cancelled (tierd is stopping)",
+        tier_strlcpy(job->p.first_error,
+                     "staging cancelled (its admitted job was released, or tierd is stopping)",
                      sizeof(job->p.first_error));
     job->finished = true;
     pthread_mutex_unlock(&job->mu);
@@ -637,6 +638,25 @@ int stage_start_for(struct stage_registry *r, uint32_t tenant, const char *const
 
 fail:
     job_free(job);
+    return rc;
+}
+
+int stage_cancel(struct stage_registry *r, uint64_t job_id)
+{
+    int rc = -ENOENT;
+    pthread_mutex_lock(&r->mu);
+    for (struct stage_job *j = r->jobs; j; j = j->next) {
+        if (j->id != job_id)
+            continue;
+        pthread_mutex_lock(&j->mu);
+        atomic_store(&j->cancel, true);
+        pthread_cond_broadcast(&j->not_full);
+        pthread_cond_broadcast(&j->not_empty);
+        pthread_mutex_unlock(&j->mu);
+        rc = 0;
+        break;
+    }
+    pthread_mutex_unlock(&r->mu);
     return rc;
 }
 

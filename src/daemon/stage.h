@@ -46,6 +46,10 @@ int stage_start(struct stage_registry *r, const char *const *paths, size_t npath
  * space (cache.h, quotas; pinned ones are not). stage_start is this for the default tenant. */
 int stage_start_for(struct stage_registry *r, uint32_t tenant, const char *const *paths,
                     size_t npaths, bool pin, uint64_t *job_id);
+/* Stop a running job (job admission releases a job whose staging still runs): it ends FAILED
+ * with "staging cancelled"; a worker finishes the block it is fetching first. 0 (also for a
+ * finished job) or -ENOENT. */
+int stage_cancel(struct stage_registry *r, uint64_t job_id);
 /* -ENOENT for an unknown id. */
 int stage_progress_get(struct stage_registry *r, uint64_t job_id, struct stage_progress *p);
 

@@ -204,6 +204,7 @@ struct tierd_fuse; /* fuse/tierfs.h */
 struct wb;         /* writeback/wb.h */
 struct telemetry;  /* telemetry/telemetry.h */
 struct tenant_reg; /* tenant/tenant.h */
+struct jobs;       /* jobs.h */
 
 struct tierd {
     struct tierd_config cfg;
@@ -232,6 +233,7 @@ struct tierd {
     struct telemetry *tele;
     struct tenant_reg *tenants; /* who is asking (tenant/tenant.h); built by tierd_tenants_open */
     struct hints *hints;        /* epoch-order hints (hints.h) */
+    struct jobs *jobs;          /* job admission (jobs.h): reservations, queue, pins */
 };
 
 /* The tenant registry of cfg: [tenants] limits, then every [tenant NAME] in order (its rule, if

@@ -34,3 +34,12 @@ if(TARGET tierd)
   set_tests_properties(hints_fuse PROPERTIES TIMEOUT 180 LABELS fuse
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()
+
+# Job admission on a REAL mount (root, /dev/fuse): jobs reserve hot-tier space and bandwidth,
+# are staged and pinned, queue in order over capacity and are admitted on a release; bad input
+# 400, too large 422, a non-administrator 403.
+if(TARGET tierd)
+  add_test(NAME jobs_fuse COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_jobs_fuse.sh)
+  set_tests_properties(jobs_fuse PROPERTIES TIMEOUT 120 LABELS fuse
+    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+endif()

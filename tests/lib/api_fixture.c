@@ -16,6 +16,7 @@
 #include <microhttpd.h>
 
 #include "common/err.h"
+#include "daemon/jobs.h"
 #include "daemon/stage.h"
 #include "qos/sched.h"
 #include "tenant/tenant.h"
@@ -172,6 +173,10 @@ int api_fixture_open(struct api_fixture *f, const char *tag)
     if (rc == 0)
         rc = stage_registry_new(d, &d->stages);
     if (rc == 0) {
+        struct jobs_ops jops = jobs_ops_tierd(d);
+        rc = jobs_new(&jops, &d->jobs);
+    }
+    if (rc == 0) {
         struct wb_file *fh = NULL;
         rc = wb_file_create(d->wb, "cold", "ckpt/caf\xe9", &fh);
         if (rc == 0 && wb_write(fh, "x\n", 2, 0) != 2)
@@ -201,6 +206,7 @@ static void rmtree(const char *path)
 void api_fixture_close(struct api_fixture *f)
 {
     struct tierd *d = &f->d;
+    jobs_free(d->jobs);
     stage_registry_free(d->stages);
     wb_close(d->wb);
     if (d->cache)
