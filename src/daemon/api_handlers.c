@@ -1241,19 +1241,19 @@ static json_t *jstr_array(char *const *v, size_t n)
 
 static json_t *job_json(const struct jobs_info *ji)
 {
-    json_t *st = json_pack("{s:s, s:I, s:I, s:I}", "state", jobs_staging_name(ji->staging),
-                           "stage_job", (json_int_t)ji->stage_id, "bytes_done",
-                           (json_int_t)ji->staged_bytes, "bytes_total",
-                           (json_int_t)ji->stage_total_bytes);
+    json_t *st =
+        json_pack("{s:s, s:I, s:I, s:I}", "state", jobs_staging_name(ji->staging), "stage_job",
+                  (json_int_t)ji->stage_id, "bytes_done", (json_int_t)ji->staged_bytes,
+                  "bytes_total", (json_int_t)ji->stage_total_bytes);
     if (st && ji->stage_error[0])
         json_object_set_new(st, "error", jstr(ji->stage_error));
-    json_t *o = json_pack(
-        "{s:o, s:o, s:s, s:s, s:I, s:I, s:o, s:o, s:o, s:f}", "job", jstr(ji->id), "tenant",
-        jstr(ji->tenant_name), "class", tier_io_class_name(ji->cls), "state",
-        jobs_state_name(ji->state), "cache_bytes", (json_int_t)ji->cache_bytes, "bandwidth_bps",
-        (json_int_t)ji->bandwidth_bps, "stage", jstr_array(ji->stage, ji->nstage), "stage_out",
-        jstr_array(ji->stage_out, ji->nstage_out), "staging", st, "submitted_at",
-        (double)ji->submitted_ns / (double)TIER_NS_PER_SEC);
+    json_t *o = json_pack("{s:o, s:o, s:s, s:s, s:I, s:I, s:o, s:o, s:o, s:f}", "job", jstr(ji->id),
+                          "tenant", jstr(ji->tenant_name), "class", tier_io_class_name(ji->cls),
+                          "state", jobs_state_name(ji->state), "cache_bytes",
+                          (json_int_t)ji->cache_bytes, "bandwidth_bps",
+                          (json_int_t)ji->bandwidth_bps, "stage", jstr_array(ji->stage, ji->nstage),
+                          "stage_out", jstr_array(ji->stage_out, ji->nstage_out), "staging", st,
+                          "submitted_at", (double)ji->submitted_ns / (double)TIER_NS_PER_SEC);
     if (o && ji->state == JOBS_QUEUED) {
         json_object_set_new(o, "position", json_integer((json_int_t)ji->position));
         json_object_set_new(o, "reason", jstr(ji->reason));
@@ -1337,8 +1337,8 @@ static unsigned do_jobs_post(struct tierd *d, const struct api_request *rq, stru
                                          "bandwidth", "class",  "stage_out"};
     const char *bad = unknown_field(j, fields, sizeof(fields) / sizeof(fields[0]));
     if (bad) {
-        ret = reply_error(out, -EINVAL, "unknown field '%.60s' (allowed: " JOBS_POST_FIELDS ")",
-                          bad);
+        ret =
+            reply_error(out, -EINVAL, "unknown field '%.60s' (allowed: " JOBS_POST_FIELDS ")", bad);
         goto out;
     }
     json_t *idj = json_object_get(j, "job");
@@ -1399,13 +1399,13 @@ static unsigned do_jobs_post(struct tierd *d, const struct api_request *rq, stru
         tier_err_clear();
         int rc = path_to_prefix(d, p, &ns, &prefixes[i]);
         if (rc) {
-            ret = reply_error_status(
-                out, rc == -ENOENT || rc == -EINVAL ? 400 : http_status(rc), rc,
-                "stage[%zu] %.200s: %s", i, p,
-                rc == -ENOENT && !*tier_err_msg() ? "is not inside any namespace (GET /v1/status "
-                                                    "lists them)"
-                : *tier_err_msg()                 ? tier_err_msg()
-                                                  : strerror(-rc));
+            ret = reply_error_status(out, rc == -ENOENT || rc == -EINVAL ? 400 : http_status(rc),
+                                     rc, "stage[%zu] %.200s: %s", i, p,
+                                     rc == -ENOENT && !*tier_err_msg()
+                                         ? "is not inside any namespace (GET /v1/status "
+                                           "lists them)"
+                                     : *tier_err_msg() ? tier_err_msg()
+                                                       : strerror(-rc));
             goto out;
         }
         nprefix = i + 1;
@@ -1476,13 +1476,13 @@ static unsigned do_jobs_list(struct tierd *d, struct api_reply *out)
     jobs_list_free(v, n);
     return reply_json(
         out, 200,
-        json_pack("{s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}", "jobs", arr,
-                  "capacity", "level_bytes", (json_int_t)c.level_bytes, "pin_budget",
-                  (json_int_t)c.pin_budget, "pinned_bytes", (json_int_t)c.pinned_bytes,
-                  "jobs_pinned_bytes", (json_int_t)c.jobs_pinned_bytes, "capacity_bytes",
-                  (json_int_t)c.capacity_bytes, "reserved_bytes", (json_int_t)c.reserved_bytes,
-                  "reservable_bytes", (json_int_t)c.reservable_bytes, "admitted",
-                  (json_int_t)c.admitted, "queued", (json_int_t)c.queued));
+        json_pack("{s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}", "jobs", arr, "capacity",
+                  "level_bytes", (json_int_t)c.level_bytes, "pin_budget", (json_int_t)c.pin_budget,
+                  "pinned_bytes", (json_int_t)c.pinned_bytes, "jobs_pinned_bytes",
+                  (json_int_t)c.jobs_pinned_bytes, "capacity_bytes", (json_int_t)c.capacity_bytes,
+                  "reserved_bytes", (json_int_t)c.reserved_bytes, "reservable_bytes",
+                  (json_int_t)c.reservable_bytes, "admitted", (json_int_t)c.admitted, "queued",
+                  (json_int_t)c.queued));
 }
 
 static unsigned do_jobs_one(struct tierd *d, const struct api_request *rq, struct api_reply *out,

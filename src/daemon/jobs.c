@@ -380,8 +380,7 @@ static enum fit fits(struct jobs *j, uint64_t cache_bytes, uint64_t bw,
             continue;
         uint64_t link = j->ops.link_capacity(j->ops.ud, stage[i].backend);
         if (link && bw > link) {
-            snprintf(reason, rsz,
-                     "bandwidth %s/s is more than backend %s's link_capacity (%s/s)",
+            snprintf(reason, rsz, "bandwidth %s/s is more than backend %s's link_capacity (%s/s)",
                      tier_fmt_bytes(bw, a, sizeof(a)), stage[i].backend,
                      tier_fmt_bytes(link, b, sizeof(b)));
             return FIT_NEVER;

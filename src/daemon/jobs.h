@@ -43,8 +43,7 @@ struct jobs_ops {
     int (*pin)(void *ud, const char *backend, const char *prefix);
     int (*unpin)(void *ud, const char *backend, const char *prefix);
     /* Start staging paths for tenant (pinned); 0 and *stage_id, or -errno. */
-    int (*stage)(void *ud, uint32_t tenant, const char *const *paths, size_t n,
-                 uint64_t *stage_id);
+    int (*stage)(void *ud, uint32_t tenant, const char *const *paths, size_t n, uint64_t *stage_id);
     /* The progress of a staging started by stage; 0 or -ENOENT. */
     int (*stage_progress)(void *ud, uint64_t stage_id, struct stage_progress *p);
     /* Stop a staging (the job is released while it runs); NULL: not needed. */
@@ -94,15 +93,15 @@ struct jobs_info {
     uint32_t tenant;
     enum tier_io_class cls;
     enum jobs_state state;
-    size_t position; /* 1-based queue position when queued; 0 when admitted */
-    char reason[256];  /* why it is queued ("" when admitted) */
+    size_t position;  /* 1-based queue position when queued; 0 when admitted */
+    char reason[256]; /* why it is queued ("" when admitted) */
     uint64_t cache_bytes, bandwidth_bps;
     char **stage, **stage_out; /* mount paths */
     size_t nstage, nstage_out;
     enum jobs_staging staging;
     uint64_t stage_id; /* the staging job (GET /v1/stage/ID); 0: none */
     uint64_t staged_bytes, stage_total_bytes;
-    char stage_error[256]; /* when staging failed */
+    char stage_error[256];              /* when staging failed */
     uint64_t submitted_ns, admitted_ns; /* realtime; admitted 0 while queued */
 };
 void jobs_info_fini(struct jobs_info *ji);
