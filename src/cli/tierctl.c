@@ -808,7 +808,7 @@ static void print_jobs(const json_t *ans)
 {
     const json_t *jobs = json_object_get(ans, "jobs");
     const json_t *c = json_object_get(ans, "capacity");
-    char a[32], b[32], e[32];
+    char a[32], b[32], e[32], f[32];
     printf("%-16s %-9s %-14s %-10s %10s %14s %s\n", "JOB", "STATE", "TENANT", "CLASS", "RESERVED",
            "BANDWIDTH", "STAGING");
     for (size_t i = 0; i < json_array_size(jobs); i++)
@@ -819,7 +819,7 @@ static void print_jobs(const json_t *ans)
            tier_fmt_bytes(jnum(c, "reservable_bytes"), a, sizeof(a)),
            tier_fmt_bytes(jnum(c, "capacity_bytes"), b, sizeof(b)),
            tier_fmt_bytes(jnum(c, "reserved_bytes"), e, sizeof(e)),
-           tier_fmt_bytes(jnum(c, "pinned_bytes") - jnum(c, "jobs_pinned_bytes"), a, sizeof(a)));
+           tier_fmt_bytes(jnum(c, "pinned_bytes") - jnum(c, "jobs_pinned_bytes"), f, sizeof(f)));
 }
 
 static void print_job(const json_t *jb)

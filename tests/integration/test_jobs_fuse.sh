@@ -137,6 +137,8 @@ ok "retries idempotent; another request 409; 1G and 200MiB/s 422; bad input 400 
 tierd_ctl jobs >"$T/ctl.txt" || fail "tierctl jobs: $(cat "$T/ctl.txt")"
 grep -Eq '^1 +admitted +team-a +training' "$T/ctl.txt" && grep -Eq '^4 +queued .*#2' "$T/ctl.txt" ||
   fail "tierctl jobs: $(cat "$T/ctl.txt")"
+grep -Fxq "reservable 2.0 MiB of 12.0 MiB (10.0 MiB reserved; 0 B pinned outside jobs)" "$T/ctl.txt" ||
+  fail "tierctl jobs: wrong capacity line: $(cat "$T/ctl.txt")"
 tierd_ctl jobs show 1 >"$T/ctl.txt" || fail "tierctl jobs show 1"
 grep -q "^staging    staged" "$T/ctl.txt" || fail "tierctl jobs show 1: $(cat "$T/ctl.txt")"
 tierd_ctl jobs release 1 >"$T/ctl.txt" || fail "tierctl jobs release 1: $(cat "$T/ctl.txt")"
