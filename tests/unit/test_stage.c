@@ -411,6 +411,46 @@ static void test_stage_cancel_on_free(void **state)
     stage_registry_free(NULL);
 }
 
+/* stage_cancel (job admission releases a job whose staging runs): the job ends FAILED with
+ * "cancelled" as soon as the reads held at the gate return, having taken no new file or block;
+ * an unknown id is -ENOENT. Runs after test_stage_cancel_on_free: the gate is closed again here
+ * (some gated blocks are cached by now; the others still wait at it). */
+static void test_stage_cancel_one(void **state)
+{
+    (void)state;
+    struct backend *w = F->wrap;
+    struct stage_registry *r = NULL;
+    struct stage_progress p;
+    uint64_t id = 0;
+    const char *paths[] = {"/gated"};
+
+    fakebe_gate_close(w, FAKEBE_READ, "gate");
+    assert_int_equal(stage_registry_new(&F->d, &r), 0);
+    assert_int_equal(stage_start(r, paths, 1, false, &id), 0);
+    uint64_t deadline = tier_now_mono_ns() + DEADLINE_NS;
+    while (fakebe_gate_arrived(w) == 0) {
+        assert_true(tier_now_mono_ns() < deadline);
+        tier_sleep_ms(1);
+    }
+    assert_int_equal(stage_cancel(r, id), 0);
+    assert_int_equal(stage_cancel(r, id + 100), -ENOENT);
+    fakebe_gate_open(w);
+    deadline = tier_now_mono_ns() + DEADLINE_NS;
+    for (;;) {
+        assert_int_equal(stage_progress_get(r, id, &p), 0);
+        if (p.state != STAGE_RUNNING)
+            break;
+        assert_true(tier_now_mono_ns() < deadline);
+        tier_sleep_ms(1);
+    }
+    assert_int_equal(p.state, STAGE_FAILED);
+    assert_non_null(strstr(p.first_error, "cancelled"));
+    assert_true(p.files_done < NGATED);
+    assert_true(fakebe_gate_passed(w) <= F->d.cfg.stage_threads);
+    assert_int_equal(stage_cancel(r, id), 0); /* a finished job: nothing to do */
+    stage_registry_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -419,6 +459,7 @@ int main(void)
         cmocka_unit_test(test_stage_missing),
         cmocka_unit_test(test_stage_error_counted),
         cmocka_unit_test(test_stage_cancel_on_free),
+        cmocka_unit_test(test_stage_cancel_one),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
