@@ -4,7 +4,7 @@
 # (run by CTest, label fuse; needs root and /dev/fuse). Blocks of 64 KiB; counts are the cache's
 # backend fetches (/v1/stats), which only tierd's own reads and read-ahead make:
 #   window   a file of 64 blocks read sequentially with O_DIRECT (so the kernel's readahead
-#            adds nothing), 16 blocks of it, with readahead_blocks = 2 and readahead_max = 512K
+#            adds nothing), 16 blocks of it, the file kept open while the count is polled, with readahead_blocks = 2 and readahead_max = 512K
 #            (8 blocks): the window grows past its first 2 blocks to 8, so the fetches reach
 #            16 + 8 = 24 (18 without growth) and never pass 24 (the bound holds at every poll).
 #   listing  40 files of 16 KiB (one block each), listed, then opened in listing order: after the first two, the
@@ -62,10 +62,27 @@ wait_fetches() {
 
 # ---- window ----
 f0=$(fetches)
-dd if="$MNT/ds/big.bin" of="$T/part.bin" bs=64K count=16 iflag=direct status=none ||
-  fail "dd of big.bin"
+# the reader keeps its file open while the count is polled: a release takes back what its
+# read-ahead still has queued (cache_prefetch_cancel)
+coproc RD {
+  python3 -c '
+import mmap, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
+buf = mmap.mmap(-1, 65536)
+with open(sys.argv[2], "wb") as out:
+    for i in range(16):
+        assert os.preadv(fd, [buf], i * 65536) == 65536
+        out.write(buf[:])
+print("read", flush=True)
+sys.stdin.readline()
+os.close(fd)' "$MNT/ds/big.bin" "$T/part.bin"
+}
+read -r line <&"${RD[0]}" || fail "the reader of big.bin failed"
+[ "$line" = read ] || fail "the reader of big.bin said '$line'"
 cmp -s "$T/part.bin" <(head -c $((16 * 65536)) "$DATA/ds/big.bin") || fail "big.bin: wrong bytes"
 wait_fetches $((f0 + 24)) $((f0 + 24))
+echo close >&"${RD[1]}"
+wait "$RD_PID" || fail "the reader of big.bin failed at close"
 ok "sequential window: 16 blocks read, 24 fetched (grew from 2 to 8 blocks ahead, not past it)"
 
 # ---- listing order ----
