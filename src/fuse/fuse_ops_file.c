@@ -140,8 +140,8 @@ static void listing_prefetch(struct tierd_fuse *fs, struct tfs_node *n, struct b
     char *ck = NULL;
     for (size_t j = first; j < stop; j++) {
         const struct tfs_dirent *c = &l->e[j];
-        if (!window_bytes(c, ra, bs))
-            continue;
+        if (!window_bytes(c, ra, bs) || !c->etag[0])
+            continue; /* nothing to fetch, or no version to fetch it by (a listing without etags) */
         size_t nl = strlen(c->name);
         char *nk = realloc(ck, kdir + nl + 1);
         if (!nk)
