@@ -113,33 +113,9 @@ our_pids() {
     return 0
 }
 
-# kill_and_wait GRACE PID...: SIGTERM, wait up to GRACE s, then SIGKILL and wait a little more.
-kill_and_wait() {
-    local grace=$1 p left end
-    shift
-    [[ $# -gt 0 ]] || return 0
-    kill -TERM "$@" 2>/dev/null || true
-    end=$((SECONDS + grace))
-    while :; do
-        left=()
-        for p in "$@"; do
-            [[ -d /proc/$p ]] && is_ours "$p" && left+=("$p")
-        done
-        [[ ${#left[@]} -eq 0 ]] && return 0
-        if ((SECONDS >= end)); then
-            if ((grace > 0)); then
-                log "SIGKILL ${left[*]} after ${grace}s"
-                kill -KILL "${left[@]}" 2>/dev/null || true
-                end=$((SECONDS + 10))
-                grace=0
-            else
-                log "processes ${left[*]} did not exit"
-                return 1
-            fi
-        fi
-        sleep 0.1
-    done
-}
+# kill_and_wait GRACE PID... (scripts/lib/daemons.sh)
+# shellcheck source=scripts/lib/daemons.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/daemons.sh"
 
 rgw_port() {
     local p
