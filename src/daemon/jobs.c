@@ -76,6 +76,7 @@
 struct pinref {
     char *backend, *prefix;
     unsigned refs;
+    bool foreign; /* the rule existed before the first job pinned it: never unpinned by jobs */
     struct pinref *next;
 };
 
@@ -91,8 +92,14 @@ struct job {
     bool *held; /* held[i]: this job holds a ref on stage[i]'s pin rule */
     char **stage_out;
     size_t nstage_out;
-    uint64_t stage_id;     /* 0: no staging started */
-    char stage_error[256]; /* a pin or the start of staging failed */
+    uint64_t stage_id;          /* 0: no staging started */
+    char stage_error[256];      /* a pin or the start of staging failed, or over cache_bytes */
+    bool need_start;            /* admitted with stage paths, staging not started yet (S1) */
+    bool starting;              /* a thread is in ops.stage for it with mu dropped (S2) */
+    bool released;              /* released while starting: the starting thread frees it */
+    char wait_reason[160];      /* why need_start still holds (the stager was full: -EBUSY) */
+    bool final;                 /* prog is the staging's final progress (S3) */
+    struct stage_progress prog; /* the staging's progress as last seen */
     uint64_t submitted_ns, admitted_ns;
     struct job *next;
 };
@@ -104,6 +111,8 @@ struct jobs {
     struct job *queue;    /* FIFO: head first */
     struct pinref *pins;
     size_t njobs;
+    unsigned nstarting;     /* jobs with starting set */
+    pthread_cond_t started; /* signalled when nstarting drops */
 };
 
 /* ---- names ---------------------------------------------------------------------------- */
@@ -115,9 +124,9 @@ bool jobs_id_valid(const char *s)
         return false;
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-'))
-            return false;
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        if (!alnum && (i == 0 || (c != '.' && c != '_' && c != '-')))
+            return false; /* the first is alphanumeric: no ".", "..", "-x" */
     }
     return true;
 }
@@ -262,6 +271,7 @@ static int pin_ref(struct jobs *j, const char *backend, const char *prefix)
         return -ENOMEM;
     p->backend = strdup(backend);
     p->prefix = strdup(prefix);
+    p->foreign = j->ops.pin_exists && j->ops.pin_exists(j->ops.ud, backend, prefix);
     int rc = p->backend && p->prefix ? j->ops.pin(j->ops.ud, backend, prefix) : -ENOMEM;
     if (rc) {
         free(p->backend);
@@ -283,7 +293,8 @@ static void pin_unref(struct jobs *j, const char *backend, const char *prefix)
         if (strcmp(p->backend, backend) || strcmp(p->prefix, prefix))
             continue;
         if (--p->refs == 0) {
-            (void)j->ops.unpin(j->ops.ud, backend, prefix); /* -ENOENT: unpinned by hand */
+            if (!p->foreign) /* a rule pinned by hand before the job stays (J2) */
+                (void)j->ops.unpin(j->ops.ud, backend, prefix); /* -ENOENT: unpinned by hand */
             *pp = p->next;
             free(p->backend);
             free(p->prefix);
@@ -300,12 +311,39 @@ static uint64_t sub_sat(uint64_t a, uint64_t b)
     return a > b ? a - b : 0;
 }
 
-/* mu held. The bytes jb has staged so far (0 without staging). */
-static uint64_t staged_bytes(struct jobs *j, const struct job *jb, struct stage_progress *p)
+/* mu held. The bytes jb has staged so far (0 without staging), its progress in *p. The final
+ * progress is kept in jb (S3): the stager forgets the oldest finished stagings. A staging whose
+ * stage paths list more than cache_bytes is cancelled and the job's staging failed (S4). */
+static uint64_t staged_bytes(struct jobs *j, struct job *jb, struct stage_progress *p)
 {
     memset(p, 0, sizeof(*p));
-    if (!jb->stage_id || j->ops.stage_progress(j->ops.ud, jb->stage_id, p) != 0)
+    if (!jb->stage_id)
         return 0;
+    if (!jb->final) {
+        struct stage_progress now;
+        if (j->ops.stage_progress(j->ops.ud, jb->stage_id, &now) == 0) {
+            jb->prog = now;
+            jb->final = now.state != STAGE_RUNNING;
+        } else { /* gone before it was seen finished: it finished (the stager prunes those) */
+            jb->final = true;
+            jb->prog.state = STAGE_FAILED;
+            snprintf(jb->prog.first_error, sizeof(jb->prog.first_error),
+                     "the stager no longer keeps staging %" PRIu64
+                     " (it keeps the latest finished ones): its outcome is unknown",
+                     jb->stage_id);
+        }
+        char a[32], b[32];
+        if (!jb->stage_error[0] && jb->prog.bytes_total > jb->cache_bytes) {
+            snprintf(jb->stage_error, sizeof(jb->stage_error),
+                     "the stage paths hold %s (listed so far), more than cache_bytes %s: staging "
+                     "cancelled; release the job and submit it with a larger cache_bytes",
+                     tier_fmt_bytes(jb->prog.bytes_total, a, sizeof(a)),
+                     tier_fmt_bytes(jb->cache_bytes, b, sizeof(b)));
+            if (!jb->final && j->ops.cancel)
+                (void)j->ops.cancel(j->ops.ud, jb->stage_id);
+        }
+    }
+    *p = jb->prog;
     return p->bytes_done;
 }
 
@@ -364,15 +402,14 @@ static enum fit fits(struct jobs *j, uint64_t cache_bytes, uint64_t bw,
     struct jobs_capacity c;
     capacity(j, &c);
     char a[32], b[32], e[32], f[32];
-    if (cache_bytes > c.capacity_bytes) {
+    uint64_t total = c.level_bytes < c.pin_budget ? c.level_bytes : c.pin_budget;
+    if (cache_bytes > total) { /* pins outside jobs may go: they only delay (FIT_LATER) */
         snprintf(reason, rsz,
                  "cache_bytes %s is more than jobs may ever reserve in the hot tier (%s: the "
-                 "smaller of its level budget %s and [cache] pin_size, less %s pinned outside "
-                 "jobs)",
-                 tier_fmt_bytes(cache_bytes, a, sizeof(a)),
-                 tier_fmt_bytes(c.capacity_bytes, b, sizeof(b)),
+                 "smaller of its level budget %s and [cache] pin_size %s)",
+                 tier_fmt_bytes(cache_bytes, a, sizeof(a)), tier_fmt_bytes(total, b, sizeof(b)),
                  tier_fmt_bytes(c.level_bytes, e, sizeof(e)),
-                 tier_fmt_bytes(c.pinned_bytes - c.jobs_pinned_bytes, f, sizeof(f)));
+                 tier_fmt_bytes(c.pin_budget, f, sizeof(f)));
         return FIT_NEVER;
     }
     for (size_t i = 0; bw && i < nstage; i++) {
@@ -388,10 +425,12 @@ static enum fit fits(struct jobs *j, uint64_t cache_bytes, uint64_t bw,
     }
     if (cache_bytes > c.reservable_bytes) {
         snprintf(reason, rsz,
-                 "hot-tier space: asks %s, %s reservable now (%s reserved by %zu admitted jobs)",
+                 "hot-tier space: asks %s, %s reservable now (%s reserved by %zu admitted jobs, "
+                 "%s pinned outside jobs)",
                  tier_fmt_bytes(cache_bytes, a, sizeof(a)),
                  tier_fmt_bytes(c.reservable_bytes, b, sizeof(b)),
-                 tier_fmt_bytes(c.reserved_bytes, e, sizeof(e)), c.admitted);
+                 tier_fmt_bytes(c.reserved_bytes, e, sizeof(e)), c.admitted,
+                 tier_fmt_bytes(c.pinned_bytes - c.jobs_pinned_bytes, f, sizeof(f)));
         return FIT_LATER;
     }
     for (size_t i = 0; bw && i < nstage; i++) {
@@ -413,8 +452,9 @@ static enum fit fits(struct jobs *j, uint64_t cache_bytes, uint64_t bw,
 
 /* ---- transitions ----------------------------------------------------------------------- */
 
-/* mu held; jb is in no list. Make it ADMITTED: reserve, pin its stage paths, start staging. A
- * failing pin or staging start leaves it admitted with the error (the client releases it). */
+/* mu held; jb is in no list. Make it ADMITTED: reserve, pin its stage paths, and mark its
+ * staging to start (start_stagings(), with mu dropped). A failing pin leaves it admitted with the
+ * error (the client releases it). No backend I/O here. */
 static void admit(struct jobs *j, struct job *jb)
 {
     jb->state = JOBS_ADMITTED;
@@ -430,17 +470,52 @@ static void admit(struct jobs *j, struct job *jb)
         }
         jb->held[i] = true;
     }
-    if (jb->nstage == 0)
-        return;
-    const char *paths[JOBS_PATHS_MAX];
-    for (size_t i = 0; i < jb->nstage && i < JOBS_PATHS_MAX; i++)
-        paths[i] = jb->stage[i].path;
-    tier_err_clear();
-    int rc = j->ops.stage(j->ops.ud, jb->tenant, paths, jb->nstage, &jb->stage_id);
-    if (rc) {
-        jb->stage_id = 0;
-        snprintf(jb->stage_error, sizeof(jb->stage_error), "cannot start staging: %.200s",
-                 *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+    jb->need_start = jb->nstage > 0;
+}
+
+/* mu held (dropped and retaken around each ops.stage: it resolves each stage path with a
+ * backend stat and a listing). Start the stagings of admitted jobs that need one, in admission
+ * order. A job released meanwhile is freed here, its new staging cancelled; a stager that is
+ * full (-EBUSY: [api] max_stage_jobs) leaves the job waiting, retried at the next call. */
+static void start_stagings(struct jobs *j)
+{
+    for (;;) {
+        struct job *jb = j->admitted;
+        while (jb && !(jb->need_start && !jb->starting))
+            jb = jb->next;
+        if (!jb)
+            return;
+        const char *paths[JOBS_PATHS_MAX];
+        for (size_t i = 0; i < jb->nstage && i < JOBS_PATHS_MAX; i++)
+            paths[i] = jb->stage[i].path;
+        jb->starting = true;
+        j->nstarting++;
+        pthread_mutex_unlock(&j->mu);
+        uint64_t id = 0;
+        tier_err_clear();
+        int rc = j->ops.stage(j->ops.ud, jb->tenant, paths, jb->nstage, &id);
+        char msg[200];
+        tier_strlcpy(msg, *tier_err_msg() ? tier_err_msg() : strerror(rc ? -rc : EIO), sizeof(msg));
+        pthread_mutex_lock(&j->mu);
+        jb->starting = false;
+        j->nstarting--;
+        pthread_cond_broadcast(&j->started);
+        if (jb->released) { /* out of the lists already, unpinned */
+            if (rc == 0 && j->ops.cancel)
+                (void)j->ops.cancel(j->ops.ud, id);
+            job_free(jb);
+            continue;
+        }
+        if (rc == -EBUSY) { /* the others would be refused too: retry at the next call */
+            snprintf(jb->wait_reason, sizeof(jb->wait_reason), "waiting to stage: %.140s", msg);
+            return;
+        }
+        jb->need_start = false;
+        jb->wait_reason[0] = '\0';
+        if (rc == 0)
+            jb->stage_id = id;
+        else
+            snprintf(jb->stage_error, sizeof(jb->stage_error), "cannot start staging: %.200s", msg);
     }
 }
 
@@ -456,7 +531,8 @@ static void unadmit(struct jobs *j, struct job *jb)
     }
 }
 
-/* mu held. Admit the queue's head while it fits (J3). */
+/* mu held. Admit the queue's head while it fits (J3). No backend I/O: the caller then calls
+ * start_stagings() (settle()). */
 static void kick(struct jobs *j)
 {
     char reason[256];
@@ -471,8 +547,15 @@ static void kick(struct jobs *j)
     }
 }
 
+/* mu held (dropped around backend I/O). Admit what fits now, start the stagings due. */
+static void settle(struct jobs *j)
+{
+    kick(j);
+    start_stagings(j);
+}
+
 /* mu held. Fill *ji from jb at queue position pos. */
-static int info_fill(struct jobs *j, const struct job *jb, size_t pos, struct jobs_info *ji)
+static int info_fill(struct jobs *j, struct job *jb, size_t pos, struct jobs_info *ji)
 {
     memset(ji, 0, sizeof(*ji));
     tier_strlcpy(ji->id, jb->id, sizeof(ji->id));
@@ -505,20 +588,23 @@ static int info_fill(struct jobs *j, const struct job *jb, size_t pos, struct jo
         else
             (void)fits(j, jb->cache_bytes, jb->bandwidth_bps, jb->stage, jb->nstage, ji->reason,
                        sizeof(ji->reason));
-    } else if (jb->stage_error[0]) {
-        ji->staging = JOBS_STAGING_FAILED;
-        tier_strlcpy(ji->stage_error, jb->stage_error, sizeof(ji->stage_error));
-    } else if (!jb->stage_id) {
+    } else if (jb->need_start) {
+        ji->staging = JOBS_STAGING_PENDING;
+        tier_strlcpy(ji->reason, jb->wait_reason, sizeof(ji->reason));
+    } else if (!jb->stage_id && !jb->stage_error[0]) {
         ji->staging = JOBS_STAGING_NONE;
     } else {
         struct stage_progress p;
         ji->staged_bytes = staged_bytes(j, jb, &p);
         ji->stage_total_bytes = p.bytes_total;
-        ji->staging = p.state == STAGE_RUNNING ? JOBS_STAGING_RUNNING
-                      : p.state == STAGE_DONE  ? JOBS_STAGING_DONE
-                                               : JOBS_STAGING_FAILED;
-        if (p.state == STAGE_FAILED)
-            tier_strlcpy(ji->stage_error, p.first_error, sizeof(ji->stage_error));
+        ji->staging = jb->stage_error[0]         ? JOBS_STAGING_FAILED
+                      : p.state == STAGE_RUNNING ? JOBS_STAGING_RUNNING
+                      : p.state == STAGE_DONE    ? JOBS_STAGING_DONE
+                                                 : JOBS_STAGING_FAILED;
+        tier_strlcpy(ji->stage_error, jb->stage_error[0] ? jb->stage_error : p.first_error,
+                     sizeof(ji->stage_error));
+        if (ji->staging != JOBS_STAGING_FAILED)
+            ji->stage_error[0] = '\0';
     }
     return 0;
 nomem:
@@ -549,6 +635,7 @@ int jobs_new(const struct jobs_ops *ops, struct jobs **out)
         return -ENOMEM;
     j->ops = *ops;
     pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->started, NULL);
     *out = j;
     return 0;
 }
@@ -558,6 +645,8 @@ void jobs_free(struct jobs *j)
     if (!j)
         return;
     pthread_mutex_lock(&j->mu);
+    while (j->nstarting) /* a staging start in flight (no API thread should be left) */
+        pthread_cond_wait(&j->started, &j->mu);
     while (j->admitted) {
         struct job *jb = j->admitted;
         j->admitted = jb->next;
@@ -570,6 +659,7 @@ void jobs_free(struct jobs *j)
         job_free(jb);
     }
     pthread_mutex_unlock(&j->mu);
+    pthread_cond_destroy(&j->started);
     pthread_mutex_destroy(&j->mu);
     free(j);
 }
@@ -588,12 +678,12 @@ int jobs_submit(struct jobs *j, const struct jobs_request *rq, enum jobs_verdict
                 struct jobs_info *info)
 {
     if (!rq->id || !jobs_id_valid(rq->id) || rq->nstage > JOBS_PATHS_MAX ||
-        rq->nstage_out > JOBS_PATHS_MAX)
-        return -EINVAL;
+        rq->nstage_out > JOBS_PATHS_MAX || (rq->nstage && rq->cache_bytes == 0))
+        return -EINVAL; /* staging into no reservation would pin outside it */
     int rc = 0;
     size_t pos = 0;
     pthread_mutex_lock(&j->mu);
-    kick(j); /* pins outside jobs may have gone since the last release */
+    settle(j); /* pins outside jobs may have gone since the last release */
     struct job *jb = find(j, rq->id, &pos);
     if (jb) {
         if (!same_request(jb, rq)) {
@@ -638,6 +728,15 @@ int jobs_submit(struct jobs *j, const struct jobs_request *rq, enum jobs_verdict
     (void)find(j, rq->id, &pos);
     rc = info_fill(j, jb, pos, info);
     *verdict = v;
+    if (rc == 0 && v == JOBS_ADMIT && jb->need_start) {
+        start_stagings(j); /* drops mu: jb may be released meanwhile */
+        struct job *now = find(j, rq->id, &pos);
+        struct jobs_info again;
+        if (now && info_fill(j, now, pos, &again) == 0) {
+            jobs_info_fini(info);
+            *info = again;
+        }
+    }
 out:
     pthread_mutex_unlock(&j->mu);
     return rc;
@@ -660,9 +759,12 @@ int jobs_release(struct jobs *j, const char *id, struct jobs_info *info)
     } else {
         list_remove(&j->queue, jb);
     }
-    job_free(jb);
+    if (jb->starting)
+        jb->released = true; /* start_stagings() frees it and cancels its staging */
+    else
+        job_free(jb);
     j->njobs--;
-    kick(j);
+    settle(j);
     pthread_mutex_unlock(&j->mu);
     return 0;
 }
@@ -671,6 +773,7 @@ int jobs_get(struct jobs *j, const char *id, struct jobs_info *info)
 {
     size_t pos = 0;
     pthread_mutex_lock(&j->mu);
+    settle(j); /* pins outside jobs may have gone; a staging may be due (the stager was full) */
     struct job *jb = id ? find(j, id, &pos) : NULL;
     int rc = jb ? info_fill(j, jb, pos, info) : -ENOENT;
     pthread_mutex_unlock(&j->mu);
@@ -680,6 +783,7 @@ int jobs_get(struct jobs *j, const char *id, struct jobs_info *info)
 int jobs_list(struct jobs *j, struct jobs_info **out, size_t *n, struct jobs_capacity *cap)
 {
     pthread_mutex_lock(&j->mu);
+    settle(j);
     size_t total = j->njobs, k = 0;
     struct jobs_info *v = calloc(total ? total : 1, sizeof(*v));
     int rc = v ? 0 : -ENOMEM;
@@ -746,6 +850,12 @@ static int d_unpin(void *ud, const char *backend, const char *prefix)
     return d->cache ? cache_unpin(d->cache, backend, prefix) : -ENOSYS;
 }
 
+static bool d_pin_exists(void *ud, const char *backend, const char *prefix)
+{
+    struct tierd *d = ud;
+    return d->cache && cache_pin_exists(d->cache, backend, prefix);
+}
+
 /* Staged unpinned: the job's pin rules pin each block as it is fetched, and go with the
  * release, so that no explicit pin outlives the job (cache_unpin clears those too, but a fetch
  * in flight at the release would pin its block again). */
@@ -773,6 +883,7 @@ struct jobs_ops jobs_ops_tierd(struct tierd *d)
                              .link_capacity = d_link_capacity,
                              .pin = d_pin,
                              .unpin = d_unpin,
+                             .pin_exists = d_pin_exists,
                              .stage = d_stage,
                              .stage_progress = d_stage_progress,
                              .cancel = d_cancel,
