@@ -1265,7 +1265,7 @@ static json_t *job_json(const struct jobs_info *ji)
 }
 
 /* A size or a rate field: a non-negative integer (bytes, bytes/s) or a string ("40G", "800M",
- * "800MiB/s"). 0, or -EINVAL. */
+ * "800MiB/s"), at most INT64_MAX (GET answers it as a JSON integer). 0, or -EINVAL. */
 static int jobs_amount(json_t *v, bool rate, uint64_t *out)
 {
     if (json_is_integer(v)) {
@@ -1283,9 +1283,24 @@ static int jobs_amount(json_t *v, bool rate, uint64_t *out)
         if (tierd_rate_parse(s, &r) != 0)
             return -EINVAL;
         *out = r == TIERD_RATE_NONE ? 0 : r;
-        return 0;
+        return *out > (uint64_t)INT64_MAX ? -EINVAL : 0;
     }
-    return tier_parse_size(s, out) == 0 ? 0 : -EINVAL;
+    return tier_parse_size(s, out) == 0 && *out <= (uint64_t)INT64_MAX ? 0 : -EINVAL;
+}
+
+/* Do mount paths a and b name the same tree or one inside the other ("/ds" and "/ds/a")?
+ * Trailing '/' do not count; "/" holds everything. */
+static bool jobs_paths_overlap(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    while (na > 0 && a[na - 1] == '/')
+        na--;
+    while (nb > 0 && b[nb - 1] == '/')
+        nb--;
+    size_t n = na < nb ? na : nb;
+    if (strncmp(a, b, n) != 0)
+        return false;
+    return na == nb || (na < nb ? b[n] == '/' : a[n] == '/');
 }
 
 /* A list of mount paths ("stage", "stage_out"): absent, or an array of at most JOBS_PATHS_MAX
@@ -1348,11 +1363,12 @@ static unsigned do_jobs_post(struct tierd *d, const struct api_request *rq, stru
         id = idbuf;
     }
     if (!id || !jobs_id_valid(id)) {
-        ret = reply_error(out, -EINVAL,
-                          "job must be the job's id: a number, or 1 to %d letters, digits, '.', "
-                          "'_', '-' (expected {\"job\": 1234, \"tenant\": \"NAME\", "
-                          "\"cache_bytes\": \"40G\", ...}; see docs/API.md)",
-                          JOBS_ID_MAX - 1);
+        ret = reply_error(
+            out, -EINVAL,
+            "job must be the job's id: a number, or 1 to %d letters, digits, '.', "
+            "'_', '-', the first a letter or digit (expected {\"job\": 1234, \"tenant\": \"NAME\", "
+            "\"cache_bytes\": \"40G\", ...}; see docs/API.md)",
+            JOBS_ID_MAX - 1);
         goto out;
     }
     const char *tname = json_string_value(json_object_get(j, "tenant"));
@@ -1391,8 +1407,41 @@ static unsigned do_jobs_post(struct tierd *d, const struct api_request *rq, stru
         ret = reply_error(out, -EINVAL, "%s", msg);
         goto out;
     }
-    for (size_t i = 0; i < nout; i++)
+    if (nstage && cache_bytes == 0) {
+        ret = reply_error(out, -EINVAL,
+                          "cache_bytes must be more than 0 with stage paths: the staged blocks "
+                          "are pinned inside the job's reservation");
+        goto out;
+    }
+    for (size_t i = 0; i < nstage; i++) {
+        json_t *sa = json_object_get(j, "stage");
+        for (size_t k = 0; k < i; k++) {
+            const char *pi = json_string_value(json_array_get(sa, i));
+            const char *pk = json_string_value(json_array_get(sa, k));
+            if (jobs_paths_overlap(pi, pk)) {
+                ret = reply_error(out, -EINVAL,
+                                  "stage[%zu] %.200s and stage[%zu] %.200s are the same or nested: "
+                                  "list each tree once",
+                                  k, pk, i, pi);
+                goto out;
+            }
+        }
+    }
+    for (size_t i = 0; i < nout; i++) {
         stage_out[i] = json_string_value(json_array_get(json_object_get(j, "stage_out"), i));
+        struct tierd_ns *ns = NULL;
+        char *key = NULL;
+        bool is_root = false;
+        int rc = tierd_resolve(d, stage_out[i], &ns, &key, &is_root);
+        free(key);
+        if (rc || ns->conf->mode != TIERD_NS_WRITE_BACK) {
+            ret = reply_error(out, -EINVAL,
+                              "stage_out[%zu] %.200s must be inside a write-back namespace (mode "
+                              "= write-back; GET /v1/status lists the namespaces)",
+                              i, stage_out[i]);
+            goto out;
+        }
+    }
     for (size_t i = 0; i < nstage; i++) {
         const char *p = json_string_value(json_array_get(json_object_get(j, "stage"), i));
         struct tierd_ns *ns = NULL;
@@ -1421,6 +1470,8 @@ static unsigned do_jobs_post(struct tierd *d, const struct api_request *rq, stru
     if (tenant_find(d->tenants, tname, &tenant) != 0) {
         tier_err_clear();
         int rc = tenant_register(d->tenants, tname, &cls, NULL, &tenant, NULL);
+        if (rc == -EEXIST && tenant_find(d->tenants, tname, &tenant) == 0)
+            rc = 0; /* registered meanwhile by another request, with another class */
         if (rc) {
             ret = reply_error(out, rc, "cannot register tenant '%s': %s", tname,
                               *tier_err_msg() ? tier_err_msg() : strerror(-rc));
