@@ -13,7 +13,7 @@
 #   retries are idempotent; another request under id 3 is 409 with a message; 1G is 422; 200MiB/s
 #   over the link is 422; bad input is 400 and changes nothing; uid 1001 may read but gets 403.
 #   Releasing job 1 keeps /ds/a pinned (job 2 holds it) and admits jobs 3 and 4 in order;
-#   releasing everything unpins.
+#   releasing everything unpins; a prefix pinned by hand stays pinned after a job on it goes.
 # Waits poll with deadlines; no sleeps.
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
@@ -175,5 +175,15 @@ done
 [ "$(cachef pinned_bytes)" = 0 ] || fail "with every job released, pinned_bytes $(cachef pinned_bytes), want 0"
 [ "$(njobs)" = 0 ] || fail "jobs left after releasing all"
 ok "every job released: nothing pinned, no jobs"
+
+# ---- a rule pinned by hand before a job stays pinned after the job's release ---------------
+tierd_api "$SOCK" /v1/pin -d '{"path": "/ds/b"}' >/dev/null || fail "POST /v1/pin /ds/b"
+code=$(post '{"job": 5, "tenant": "team-a", "stage": ["/ds/b"], "cache_bytes": "3M"}')
+expect 200 "job 5"
+wait_for 30 staged 5 || fail "job 5 not staged within 30 s: $(cat "$T/job.json")"
+tierd_api "$SOCK" /v1/jobs/5 -X DELETE >/dev/null || fail "DELETE /v1/jobs/5"
+[ "$(cachef pinned_bytes)" = 2097152 ] ||
+  fail "releasing job 5 unpinned the hand pin of /ds/b: pinned_bytes $(cachef pinned_bytes), want 2097152"
+ok "a hand pin of /ds/b outlives job 5, which staged the same prefix"
 
 stop_tierd
