@@ -1254,10 +1254,10 @@ static json_t *job_json(const struct jobs_info *ji)
                           (json_int_t)ji->bandwidth_bps, "stage", jstr_array(ji->stage, ji->nstage),
                           "stage_out", jstr_array(ji->stage_out, ji->nstage_out), "staging", st,
                           "submitted_at", (double)ji->submitted_ns / (double)TIER_NS_PER_SEC);
-    if (o && ji->state == JOBS_QUEUED) {
+    if (o && ji->state == JOBS_QUEUED)
         json_object_set_new(o, "position", json_integer((json_int_t)ji->position));
+    if (o && (ji->state == JOBS_QUEUED || ji->reason[0])) /* admitted: its staging waits */
         json_object_set_new(o, "reason", jstr(ji->reason));
-    }
     if (o && ji->admitted_ns)
         json_object_set_new(o, "admitted_at",
                             json_real((double)ji->admitted_ns / (double)TIER_NS_PER_SEC));

@@ -18,10 +18,11 @@
  * the request's must fit; on a backend without one, and for a job without stage paths, bandwidth
  * is recorded but not checked.
  *
- * A request larger than the capacity, or asking more bandwidth than a link has, can never fit and
- * is rejected. Otherwise it is admitted when nothing is queued and it fits, else queued at the
- * tail. A release frees the job's reservation and admits the queue's head while it fits: a head
- * that does not fit blocks those behind it (no overtaking, so a large job is not starved).
+ * A request larger than min(level budget, pin budget), or asking more bandwidth than a link has,
+ * can never fit and is rejected; pins outside jobs only delay it (they may go). Otherwise it is
+ * admitted when nothing is queued and it fits, else queued at the tail. A release, and every
+ * submit, GET and list, admits the queue's head while it fits: a head that does not fit blocks
+ * those behind it (no overtaking, so a large job is not starved); a queued head is never rejected.
  *
  * Job state machine (guarded by jobs->mu; a released job leaves the registry):
  *
@@ -29,35 +30,60 @@
  *     (new) ---------------------------------> ADMITTED --release--> (gone: unpinned)
  *       |                                         ^
  *       | submit: fits later                      | head of the queue and fits (after a
- *       v                                         | release or a submit)
+ *       v                                         | release, a submit, a GET or a list)
  *     QUEUED ------------------------------------+
  *       |
  *       +--release--> (gone)
- *     (new) --submit: can never fit--> rejected (never recorded)
+ *     (new) --submit: can never fit, or stage paths with cache_bytes 0--> rejected (not recorded)
  *
- * An admitted job's staging: NONE (no stage paths), or RUNNING -> DONE | FAILED (the stager's
- * state; FAILED also when a pin or the staging could not start: the reservation is held anyway,
- * and the client releases the job).
+ * An admitted job's staging (jobs_info.staging):
+ *
+ *     NONE (no stage paths)
+ *     pending (need_start) --ops.stage, mu dropped--> RUNNING --> DONE | FAILED
+ *        |   ^                                          |
+ *        +---+ -EBUSY (the stager is full): retried     +--listed bytes > cache_bytes--> FAILED
+ *              at the next settle()                        (cancelled; the reservation stays)
+ *     pending --a pin, or ops.stage, fails--> FAILED (the reservation is held; the client
+ *                                             releases the job)
  *
  * TRANSITION -> FUNCTION
- *   new -> ADMITTED / QUEUED / rejected          jobs_submit() -> verdict_of()
- *   -> ADMITTED: pin the stage paths, stage      admit() -> pin_ref(), ops.stage
- *   QUEUED -> ADMITTED (head, in order)          kick()
+ *   new -> ADMITTED / QUEUED / rejected          jobs_submit() -> verdict_of() -> fits()
+ *   -> ADMITTED: pin the stage paths             admit() -> pin_ref()
+ *   QUEUED -> ADMITTED (head, in order)          kick(), from settle()
+ *   pending -> RUNNING / FAILED / pending        start_stagings() -> ops.stage (mu dropped)
+ *   RUNNING -> DONE / FAILED (progress kept)     staged_bytes()
  *   ADMITTED -> gone: cancel staging, unpin      jobs_release() -> unadmit() -> pin_unref()
+ *   ADMITTED, starting -> gone                   jobs_release() (released), start_stagings()
  *   QUEUED -> gone                               jobs_release()
  *
  * INVARIANTS (under mu):
- *   J1  a job is in exactly one of the lists admitted and queue; ids are unique across both.
+ *   J1  a job is in exactly one of the lists admitted and queue; ids are unique across both. A
+ *       job released while starting is in neither (released set): only start_stagings() has it.
  *   J2  a pin rule (backend, prefix) has a pinref with refs = the number of admitted jobs that
- *       hold it (held[i] set), and the cache has the rule exactly while refs > 0: one job's
- *       release never unpins a prefix another admitted job still holds.
- *   J3  the queue's head does not fit (else kick() admits it), unless the queue is empty.
+ *       hold it (held[i] set), and the cache has the rule while refs > 0: one job's release never
+ *       unpins a prefix another admitted job still holds, nor a rule that existed before the
+ *       first job pinned it (foreign: pinned by hand; cache_pin_exists()).
+ *   J3  the queue's head does not fit (else settle() admits it), unless the queue is empty.
+ *   S1  need_start only on an admitted job with stage paths and no stage_id.
+ *   S2  starting: exactly one thread is in ops.stage for the job; nstarting counts such jobs.
+ *   S3  final: prog is the staging's last progress (DONE/FAILED), kept when the stager prunes
+ *       it (it keeps the latest 256 finished stagings); a staging gone before it was seen
+ *       finished reads FAILED with its last seen bytes.
+ *   S4  stage_error set with a stage_id: the staging was cancelled for listing more than
+ *       cache_bytes; its staged bytes still count as the job's, up to cache_bytes.
  *
- * Locking: mu guards everything; the ops are called with it held. ops.stage (stage_start_for)
- * resolves each stage path with a backend stat, so a slow backend delays other job requests
- * (bounded by [daemon] backend_timeout), never FUSE reads. Nothing is persisted: a restart
+ * Locking: mu guards everything; the ops are called with it held except ops.stage: the start of
+ * a staging (stage_start_for) resolves each stage path with a backend stat and a listing, each up
+ * to [daemon] backend_timeout, so start_stagings() drops mu around it (starting marks the job;
+ * a release meanwhile leaves it to that thread, which cancels the new staging and frees it;
+ * jobs_free() waits for starts in flight). Never FUSE reads. Nothing is persisted: a restart
  * forgets every job and reservation, and the pins go with the process (pin rules are not kept
  * across a restart; blocks on the disk level are adopted unpinned).
+ *
+ * Not enforced: the cancel above bounds a job's pins by what its stage paths list; a file added
+ * under a stage path later and read through the mount is pinned by the job's rule past
+ * cache_bytes; pins taken by hand (POST /v1/pin) ignore the reservations (they count as pins
+ * outside jobs at the next decision).
  */
 #include "daemon/jobs.h"
 
