@@ -521,7 +521,12 @@ static void start_stagings(struct jobs *j)
         tier_err_clear();
         int rc = j->ops.stage(j->ops.ud, jb->tenant, paths, jb->nstage, &id);
         char msg[200];
-        tier_strlcpy(msg, *tier_err_msg() ? tier_err_msg() : strerror(rc ? -rc : EIO), sizeof(msg));
+        if (*tier_err_msg())
+            tier_strlcpy(msg, tier_err_msg(), sizeof(msg));
+        else if (rc == -EBUSY)
+            tier_strlcpy(msg, "[api] max_stage_jobs stagings are running", sizeof(msg));
+        else
+            tier_strlcpy(msg, strerror(rc ? -rc : EIO), sizeof(msg));
         pthread_mutex_lock(&j->mu);
         jb->starting = false;
         j->nstarting--;
