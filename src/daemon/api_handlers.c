@@ -1461,10 +1461,31 @@ static unsigned do_jobs_post(struct tierd *d, const struct api_request *rq, stru
         stage[i] = (struct jobs_path){.path = p, .backend = ns->be->name, .prefix = prefixes[i]};
     }
 
-    /* valid: the tenant, registered with the job's class if it is new (it stays registered) */
+    /* valid; the tenant is registered (with the job's class, and it stays) only for a request
+     * that is neither rejected nor a conflict */
     uint32_t tenant = TIER_TENANT_DEFAULT;
     if (!d->tenants) {
         ret = reply_error(out, -ENOTSUP, "tierd runs without a tenant registry");
+        goto out;
+    }
+    struct jobs_request jr = {.id = id,
+                              .tenant = tenant,
+                              .tenant_name = tname,
+                              .cls = cls,
+                              .cache_bytes = cache_bytes,
+                              .bandwidth_bps = bw,
+                              .stage = stage,
+                              .nstage = nstage,
+                              .stage_out = stage_out,
+                              .nstage_out = nout};
+    char why[256];
+    enum jobs_verdict pre = jobs_precheck(d->jobs, &jr, why, sizeof(why));
+    if (pre == JOBS_REJECT) {
+        ret = reply_error_status(out, 422, -ENOSPC, "job %s is rejected: %s", id, why);
+        goto out;
+    }
+    if (pre == JOBS_CONFLICT) {
+        ret = reply_error_status(out, 409, -EEXIST, "%s", why);
         goto out;
     }
     if (tenant_find(d->tenants, tname, &tenant) != 0) {
@@ -1478,16 +1499,7 @@ static unsigned do_jobs_post(struct tierd *d, const struct api_request *rq, stru
             goto out;
         }
     }
-    struct jobs_request jr = {.id = id,
-                              .tenant = tenant,
-                              .tenant_name = tname,
-                              .cls = cls,
-                              .cache_bytes = cache_bytes,
-                              .bandwidth_bps = bw,
-                              .stage = stage,
-                              .nstage = nstage,
-                              .stage_out = stage_out,
-                              .nstage_out = nout};
+    jr.tenant = tenant;
     enum jobs_verdict v = JOBS_REJECT;
     struct jobs_info ji;
     int rc = jobs_submit(d->jobs, &jr, &v, &ji);

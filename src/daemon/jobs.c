@@ -230,10 +230,14 @@ fail:
     return NULL;
 }
 
-/* Is rq the request jb was made from? */
-static bool same_request(const struct job *jb, const struct jobs_request *rq)
+/* Is rq the request jb was made from? by_name: compare the tenants by name (rq->tenant may not
+ * be registered yet; a name never changes its id). */
+static bool same_request(const struct job *jb, const struct jobs_request *rq, bool by_name)
 {
-    if (jb->tenant != rq->tenant || jb->cls != rq->cls || jb->cache_bytes != rq->cache_bytes ||
+    bool same_tenant = by_name
+                           ? !strcmp(jb->tenant_name, rq->tenant_name ? rq->tenant_name : "default")
+                           : jb->tenant == rq->tenant;
+    if (!same_tenant || jb->cls != rq->cls || jb->cache_bytes != rq->cache_bytes ||
         jb->bandwidth_bps != rq->bandwidth_bps || jb->nstage != rq->nstage ||
         jb->nstage_out != rq->nstage_out)
         return false;
@@ -717,7 +721,7 @@ int jobs_submit(struct jobs *j, const struct jobs_request *rq, enum jobs_verdict
     settle(j); /* pins outside jobs may have gone since the last release */
     struct job *jb = find(j, rq->id, &pos);
     if (jb) {
-        if (!same_request(jb, rq)) {
+        if (!same_request(jb, rq, false)) {
             memset(info, 0, sizeof(*info));
             tier_strlcpy(info->id, rq->id, sizeof(info->id));
             snprintf(info->reason, sizeof(info->reason),
@@ -771,6 +775,28 @@ int jobs_submit(struct jobs *j, const struct jobs_request *rq, enum jobs_verdict
 out:
     pthread_mutex_unlock(&j->mu);
     return rc;
+}
+
+enum jobs_verdict jobs_precheck(struct jobs *j, const struct jobs_request *rq, char *reason,
+                                size_t rsz)
+{
+    enum jobs_verdict v = JOBS_ADMIT;
+    size_t pos = 0;
+    reason[0] = '\0';
+    pthread_mutex_lock(&j->mu);
+    struct job *jb = rq->id ? find(j, rq->id, &pos) : NULL;
+    if (jb && !same_request(jb, rq, true)) {
+        snprintf(reason, rsz,
+                 "job %s exists (%s) with another request: release it first (DELETE "
+                 "/v1/jobs/%s), or submit under another id",
+                 rq->id, jobs_state_name(jb->state), rq->id);
+        v = JOBS_CONFLICT;
+    } else if (!jb && fits(j, rq->cache_bytes, rq->bandwidth_bps, rq->stage, rq->nstage, reason,
+                           rsz) == FIT_NEVER) {
+        v = JOBS_REJECT;
+    }
+    pthread_mutex_unlock(&j->mu);
+    return v;
 }
 
 int jobs_release(struct jobs *j, const char *id, struct jobs_info *info)

@@ -138,6 +138,11 @@ enum jobs_verdict {
  * -ENOSPC: JOBS_MAX jobs; -ENOMEM. */
 int jobs_submit(struct jobs *j, const struct jobs_request *rq, enum jobs_verdict *verdict,
                 struct jobs_info *info);
+/* Would jobs_submit(rq) answer JOBS_REJECT or JOBS_CONFLICT (the reason in reason)? Else
+ * JOBS_ADMIT: go on. Changes nothing; rq->tenant is not looked at (tenant_name is), so that the
+ * caller registers a new tenant only for a request that is not refused. */
+enum jobs_verdict jobs_precheck(struct jobs *j, const struct jobs_request *rq, char *reason,
+                                size_t rsz);
 /* Release a job (admitted: unpin, free its reservation; queued: leave the queue), then admit the
  * queue's head jobs that fit now. *info (may be NULL) is the job as it was. 0 or -ENOENT. */
 int jobs_release(struct jobs *j, const char *id, struct jobs_info *info);

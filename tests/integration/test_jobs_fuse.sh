@@ -110,6 +110,9 @@ grep -q "another request" "$T/post.json" || fail "the conflict does not say why:
 code=$(post '{"job": 9, "tenant": "team-a", "cache_bytes": "1G"}')
 expect 422 "a job larger than the hot tier"
 grep -q "more than jobs may ever reserve" "$T/post.json" || fail "the 422 does not say why: $(cat "$T/post.json")"
+code=$(post '{"job": 9, "tenant": "never-made", "cache_bytes": "1G"}')
+expect 422 "a job larger than the hot tier, for a new tenant"
+api /v1/tenants | grep -q '"name":"never-made"' && fail "a rejected job registered its tenant never-made"
 code=$(post '{"job": 9, "tenant": "team-a", "stage": ["/ds/b"], "cache_bytes": "1M", "bandwidth": "200MiB/s"}')
 expect 422 "bandwidth over the link"
 grep -q "link_capacity" "$T/post.json" || fail "the 422 does not name link_capacity: $(cat "$T/post.json")"

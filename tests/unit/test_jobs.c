@@ -398,6 +398,25 @@ static void test_idempotent_and_conflict(void **state)
     assert_false(jobs_id_valid(".."));
     assert_false(jobs_id_valid("-x"));
     assert_true(jobs_id_valid("a.."));
+    /* the precheck (before a new tenant is registered) sees rejections and conflicts only */
+    char why[256];
+    struct jobs_request pre = {.id = "1",
+                               .tenant_name = "t",
+                               .cls = TIER_IO_TRAINING,
+                               .cache_bytes = 8 * MIB,
+                               .stage = &DS_A,
+                               .nstage = 1};
+    assert_int_equal(jobs_precheck(j, &pre, why, sizeof(why)), JOBS_ADMIT); /* a retry */
+    pre.tenant_name = "u";
+    assert_int_equal(jobs_precheck(j, &pre, why, sizeof(why)), JOBS_CONFLICT);
+    assert_non_null(strstr(why, "another request"));
+    pre.id = "new";
+    pre.cache_bytes = 11 * MIB;
+    assert_int_equal(jobs_precheck(j, &pre, why, sizeof(why)), JOBS_REJECT);
+    assert_non_null(strstr(why, "more than jobs may ever reserve"));
+    pre.cache_bytes = 9 * MIB; /* would queue */
+    assert_int_equal(jobs_precheck(j, &pre, why, sizeof(why)), JOBS_ADMIT);
+    assert_int_equal(jobs_get(j, "new", &ji), -ENOENT); /* nothing recorded */
     /* stage paths into no reservation */
     struct jobs_request zero = {.id = "z", .cache_bytes = 0, .stage = &DS_A, .nstage = 1};
     assert_int_equal(jobs_submit(j, &zero, &v, &ji), -EINVAL);
