@@ -1825,6 +1825,18 @@ uint64_t cache_hint_release(struct cache *c, const struct cache_obj *obj, bool e
 
 /* ---- pin / evict / accounting ------------------------------------------------------------ */
 
+bool cache_pin_exists(struct cache *c, const char *backend_name, const char *prefix)
+{
+    if (!c || !backend_name || !prefix)
+        return false;
+    bool found = false;
+    pthread_mutex_lock(&c->pin_mu);
+    for (struct pin_rule *x = c->rules; x && !found; x = x->next)
+        found = !strcmp(x->be_name, backend_name) && !strcmp(x->prefix, prefix);
+    pthread_mutex_unlock(&c->pin_mu);
+    return found;
+}
+
 int cache_pin(struct cache *c, const char *backend_name, const char *prefix)
 {
     if (!c || !backend_name || !prefix)

@@ -133,6 +133,8 @@ int cache_pin(struct cache *c, const char *backend_name, const char *prefix);
 /* At most this many pin rules exist at once; cache_pin() of one more fails with -EDQUOT. */
 #define CACHE_PIN_RULES_MAX 1024
 int cache_unpin(struct cache *c, const char *backend_name, const char *prefix);
+/* Is (backend_name, prefix) a pin rule now (exactly that rule)? */
+bool cache_pin_exists(struct cache *c, const char *backend_name, const char *prefix);
 
 /* Drop every unpinned cached block of keys under prefix (same matching as cache_pin); returns
  * the number dropped or -errno. */

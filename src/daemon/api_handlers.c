@@ -1254,10 +1254,10 @@ static json_t *job_json(const struct jobs_info *ji)
                           (json_int_t)ji->bandwidth_bps, "stage", jstr_array(ji->stage, ji->nstage),
                           "stage_out", jstr_array(ji->stage_out, ji->nstage_out), "staging", st,
                           "submitted_at", (double)ji->submitted_ns / (double)TIER_NS_PER_SEC);
-    if (o && ji->state == JOBS_QUEUED) {
+    if (o && ji->state == JOBS_QUEUED)
         json_object_set_new(o, "position", json_integer((json_int_t)ji->position));
+    if (o && (ji->state == JOBS_QUEUED || ji->reason[0])) /* admitted: its staging waits */
         json_object_set_new(o, "reason", jstr(ji->reason));
-    }
     if (o && ji->admitted_ns)
         json_object_set_new(o, "admitted_at",
                             json_real((double)ji->admitted_ns / (double)TIER_NS_PER_SEC));
@@ -1265,7 +1265,7 @@ static json_t *job_json(const struct jobs_info *ji)
 }
 
 /* A size or a rate field: a non-negative integer (bytes, bytes/s) or a string ("40G", "800M",
- * "800MiB/s"). 0, or -EINVAL. */
+ * "800MiB/s"), at most INT64_MAX (GET answers it as a JSON integer). 0, or -EINVAL. */
 static int jobs_amount(json_t *v, bool rate, uint64_t *out)
 {
     if (json_is_integer(v)) {
@@ -1283,9 +1283,24 @@ static int jobs_amount(json_t *v, bool rate, uint64_t *out)
         if (tierd_rate_parse(s, &r) != 0)
             return -EINVAL;
         *out = r == TIERD_RATE_NONE ? 0 : r;
-        return 0;
+        return *out > (uint64_t)INT64_MAX ? -EINVAL : 0;
     }
-    return tier_parse_size(s, out) == 0 ? 0 : -EINVAL;
+    return tier_parse_size(s, out) == 0 && *out <= (uint64_t)INT64_MAX ? 0 : -EINVAL;
+}
+
+/* Do mount paths a and b name the same tree or one inside the other ("/ds" and "/ds/a")?
+ * Trailing '/' do not count; "/" holds everything. */
+static bool jobs_paths_overlap(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    while (na > 0 && a[na - 1] == '/')
+        na--;
+    while (nb > 0 && b[nb - 1] == '/')
+        nb--;
+    size_t n = na < nb ? na : nb;
+    if (strncmp(a, b, n) != 0)
+        return false;
+    return na == nb || (na < nb ? b[n] == '/' : a[n] == '/');
 }
 
 /* A list of mount paths ("stage", "stage_out"): absent, or an array of at most JOBS_PATHS_MAX
@@ -1348,11 +1363,12 @@ static unsigned do_jobs_post(struct tierd *d, const struct api_request *rq, stru
         id = idbuf;
     }
     if (!id || !jobs_id_valid(id)) {
-        ret = reply_error(out, -EINVAL,
-                          "job must be the job's id: a number, or 1 to %d letters, digits, '.', "
-                          "'_', '-' (expected {\"job\": 1234, \"tenant\": \"NAME\", "
-                          "\"cache_bytes\": \"40G\", ...}; see docs/API.md)",
-                          JOBS_ID_MAX - 1);
+        ret = reply_error(
+            out, -EINVAL,
+            "job must be the job's id: a number, or 1 to %d letters, digits, '.', "
+            "'_', '-', the first a letter or digit (expected {\"job\": 1234, \"tenant\": \"NAME\", "
+            "\"cache_bytes\": \"40G\", ...}; see docs/API.md)",
+            JOBS_ID_MAX - 1);
         goto out;
     }
     const char *tname = json_string_value(json_object_get(j, "tenant"));
@@ -1391,8 +1407,41 @@ static unsigned do_jobs_post(struct tierd *d, const struct api_request *rq, stru
         ret = reply_error(out, -EINVAL, "%s", msg);
         goto out;
     }
-    for (size_t i = 0; i < nout; i++)
+    if (nstage && cache_bytes == 0) {
+        ret = reply_error(out, -EINVAL,
+                          "cache_bytes must be more than 0 with stage paths: the staged blocks "
+                          "are pinned inside the job's reservation");
+        goto out;
+    }
+    for (size_t i = 0; i < nstage; i++) {
+        json_t *sa = json_object_get(j, "stage");
+        for (size_t k = 0; k < i; k++) {
+            const char *pi = json_string_value(json_array_get(sa, i));
+            const char *pk = json_string_value(json_array_get(sa, k));
+            if (jobs_paths_overlap(pi, pk)) {
+                ret = reply_error(out, -EINVAL,
+                                  "stage[%zu] %.200s and stage[%zu] %.200s are the same or nested: "
+                                  "list each tree once",
+                                  k, pk, i, pi);
+                goto out;
+            }
+        }
+    }
+    for (size_t i = 0; i < nout; i++) {
         stage_out[i] = json_string_value(json_array_get(json_object_get(j, "stage_out"), i));
+        struct tierd_ns *ns = NULL;
+        char *key = NULL;
+        bool is_root = false;
+        int rc = tierd_resolve(d, stage_out[i], &ns, &key, &is_root);
+        free(key);
+        if (rc || ns->conf->mode != TIERD_NS_WRITE_BACK) {
+            ret = reply_error(out, -EINVAL,
+                              "stage_out[%zu] %.200s must be inside a write-back namespace (mode "
+                              "= write-back; GET /v1/status lists the namespaces)",
+                              i, stage_out[i]);
+            goto out;
+        }
+    }
     for (size_t i = 0; i < nstage; i++) {
         const char *p = json_string_value(json_array_get(json_object_get(j, "stage"), i));
         struct tierd_ns *ns = NULL;
@@ -1412,20 +1461,12 @@ static unsigned do_jobs_post(struct tierd *d, const struct api_request *rq, stru
         stage[i] = (struct jobs_path){.path = p, .backend = ns->be->name, .prefix = prefixes[i]};
     }
 
-    /* valid: the tenant, registered with the job's class if it is new (it stays registered) */
+    /* valid; the tenant is registered (with the job's class, and it stays) only for a request
+     * that is neither rejected nor a conflict */
     uint32_t tenant = TIER_TENANT_DEFAULT;
     if (!d->tenants) {
         ret = reply_error(out, -ENOTSUP, "tierd runs without a tenant registry");
         goto out;
-    }
-    if (tenant_find(d->tenants, tname, &tenant) != 0) {
-        tier_err_clear();
-        int rc = tenant_register(d->tenants, tname, &cls, NULL, &tenant, NULL);
-        if (rc) {
-            ret = reply_error(out, rc, "cannot register tenant '%s': %s", tname,
-                              *tier_err_msg() ? tier_err_msg() : strerror(-rc));
-            goto out;
-        }
     }
     struct jobs_request jr = {.id = id,
                               .tenant = tenant,
@@ -1437,6 +1478,28 @@ static unsigned do_jobs_post(struct tierd *d, const struct api_request *rq, stru
                               .nstage = nstage,
                               .stage_out = stage_out,
                               .nstage_out = nout};
+    char why[256];
+    enum jobs_verdict pre = jobs_precheck(d->jobs, &jr, why, sizeof(why));
+    if (pre == JOBS_REJECT) {
+        ret = reply_error_status(out, 422, -ENOSPC, "job %s is rejected: %s", id, why);
+        goto out;
+    }
+    if (pre == JOBS_CONFLICT) {
+        ret = reply_error_status(out, 409, -EEXIST, "%s", why);
+        goto out;
+    }
+    if (tenant_find(d->tenants, tname, &tenant) != 0) {
+        tier_err_clear();
+        int rc = tenant_register(d->tenants, tname, &cls, NULL, &tenant, NULL);
+        if (rc == -EEXIST && tenant_find(d->tenants, tname, &tenant) == 0)
+            rc = 0; /* registered meanwhile by another request, with another class */
+        if (rc) {
+            ret = reply_error(out, rc, "cannot register tenant '%s': %s", tname,
+                              *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+            goto out;
+        }
+    }
+    jr.tenant = tenant;
     enum jobs_verdict v = JOBS_REJECT;
     struct jobs_info ji;
     int rc = jobs_submit(d->jobs, &jr, &v, &ji);

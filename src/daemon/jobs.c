@@ -18,10 +18,11 @@
  * the request's must fit; on a backend without one, and for a job without stage paths, bandwidth
  * is recorded but not checked.
  *
- * A request larger than the capacity, or asking more bandwidth than a link has, can never fit and
- * is rejected. Otherwise it is admitted when nothing is queued and it fits, else queued at the
- * tail. A release frees the job's reservation and admits the queue's head while it fits: a head
- * that does not fit blocks those behind it (no overtaking, so a large job is not starved).
+ * A request larger than min(level budget, pin budget), or asking more bandwidth than a link has,
+ * can never fit and is rejected; pins outside jobs only delay it (they may go). Otherwise it is
+ * admitted when nothing is queued and it fits, else queued at the tail. A release, and every
+ * submit, GET and list, admits the queue's head while it fits: a head that does not fit blocks
+ * those behind it (no overtaking, so a large job is not starved); a queued head is never rejected.
  *
  * Job state machine (guarded by jobs->mu; a released job leaves the registry):
  *
@@ -29,35 +30,60 @@
  *     (new) ---------------------------------> ADMITTED --release--> (gone: unpinned)
  *       |                                         ^
  *       | submit: fits later                      | head of the queue and fits (after a
- *       v                                         | release or a submit)
+ *       v                                         | release, a submit, a GET or a list)
  *     QUEUED ------------------------------------+
  *       |
  *       +--release--> (gone)
- *     (new) --submit: can never fit--> rejected (never recorded)
+ *     (new) --submit: can never fit, or stage paths with cache_bytes 0--> rejected (not recorded)
  *
- * An admitted job's staging: NONE (no stage paths), or RUNNING -> DONE | FAILED (the stager's
- * state; FAILED also when a pin or the staging could not start: the reservation is held anyway,
- * and the client releases the job).
+ * An admitted job's staging (jobs_info.staging):
+ *
+ *     NONE (no stage paths)
+ *     pending (need_start) --ops.stage, mu dropped--> RUNNING --> DONE | FAILED
+ *        |   ^                                          |
+ *        +---+ -EBUSY (the stager is full): retried     +--listed bytes > cache_bytes--> FAILED
+ *              at the next settle()                        (cancelled; the reservation stays)
+ *     pending --a pin, or ops.stage, fails--> FAILED (the reservation is held; the client
+ *                                             releases the job)
  *
  * TRANSITION -> FUNCTION
- *   new -> ADMITTED / QUEUED / rejected          jobs_submit() -> verdict_of()
- *   -> ADMITTED: pin the stage paths, stage      admit() -> pin_ref(), ops.stage
- *   QUEUED -> ADMITTED (head, in order)          kick()
+ *   new -> ADMITTED / QUEUED / rejected          jobs_submit() -> verdict_of() -> fits()
+ *   -> ADMITTED: pin the stage paths             admit() -> pin_ref()
+ *   QUEUED -> ADMITTED (head, in order)          kick(), from settle()
+ *   pending -> RUNNING / FAILED / pending        start_stagings() -> ops.stage (mu dropped)
+ *   RUNNING -> DONE / FAILED (progress kept)     staged_bytes()
  *   ADMITTED -> gone: cancel staging, unpin      jobs_release() -> unadmit() -> pin_unref()
+ *   ADMITTED, starting -> gone                   jobs_release() (released), start_stagings()
  *   QUEUED -> gone                               jobs_release()
  *
  * INVARIANTS (under mu):
- *   J1  a job is in exactly one of the lists admitted and queue; ids are unique across both.
+ *   J1  a job is in exactly one of the lists admitted and queue; ids are unique across both. A
+ *       job released while starting is in neither (released set): only start_stagings() has it.
  *   J2  a pin rule (backend, prefix) has a pinref with refs = the number of admitted jobs that
- *       hold it (held[i] set), and the cache has the rule exactly while refs > 0: one job's
- *       release never unpins a prefix another admitted job still holds.
- *   J3  the queue's head does not fit (else kick() admits it), unless the queue is empty.
+ *       hold it (held[i] set), and the cache has the rule while refs > 0: one job's release never
+ *       unpins a prefix another admitted job still holds, nor a rule that existed before the
+ *       first job pinned it (foreign: pinned by hand; cache_pin_exists()).
+ *   J3  the queue's head does not fit (else settle() admits it), unless the queue is empty.
+ *   S1  need_start only on an admitted job with stage paths and no stage_id.
+ *   S2  starting: exactly one thread is in ops.stage for the job; nstarting counts such jobs.
+ *   S3  final: prog is the staging's last progress (DONE/FAILED), kept when the stager prunes
+ *       it (it keeps the latest 256 finished stagings); a staging gone before it was seen
+ *       finished reads FAILED with its last seen bytes.
+ *   S4  stage_error set with a stage_id: the staging was cancelled for listing more than
+ *       cache_bytes; its staged bytes still count as the job's, up to cache_bytes.
  *
- * Locking: mu guards everything; the ops are called with it held. ops.stage (stage_start_for)
- * resolves each stage path with a backend stat, so a slow backend delays other job requests
- * (bounded by [daemon] backend_timeout), never FUSE reads. Nothing is persisted: a restart
+ * Locking: mu guards everything; the ops are called with it held except ops.stage: the start of
+ * a staging (stage_start_for) resolves each stage path with a backend stat and a listing, each up
+ * to [daemon] backend_timeout, so start_stagings() drops mu around it (starting marks the job;
+ * a release meanwhile leaves it to that thread, which cancels the new staging and frees it;
+ * jobs_free() waits for starts in flight). Never FUSE reads. Nothing is persisted: a restart
  * forgets every job and reservation, and the pins go with the process (pin rules are not kept
  * across a restart; blocks on the disk level are adopted unpinned).
+ *
+ * Not enforced: the cancel above bounds a job's pins by what its stage paths list; a file added
+ * under a stage path later and read through the mount is pinned by the job's rule past
+ * cache_bytes; pins taken by hand (POST /v1/pin) ignore the reservations (they count as pins
+ * outside jobs at the next decision).
  */
 #include "daemon/jobs.h"
 
@@ -76,6 +102,7 @@
 struct pinref {
     char *backend, *prefix;
     unsigned refs;
+    bool foreign; /* the rule existed before the first job pinned it: never unpinned by jobs */
     struct pinref *next;
 };
 
@@ -91,8 +118,14 @@ struct job {
     bool *held; /* held[i]: this job holds a ref on stage[i]'s pin rule */
     char **stage_out;
     size_t nstage_out;
-    uint64_t stage_id;     /* 0: no staging started */
-    char stage_error[256]; /* a pin or the start of staging failed */
+    uint64_t stage_id;          /* 0: no staging started */
+    char stage_error[256];      /* a pin or the start of staging failed, or over cache_bytes */
+    bool need_start;            /* admitted with stage paths, staging not started yet (S1) */
+    bool starting;              /* a thread is in ops.stage for it with mu dropped (S2) */
+    bool released;              /* released while starting: the starting thread frees it */
+    char wait_reason[160];      /* why need_start still holds (the stager was full: -EBUSY) */
+    bool final;                 /* prog is the staging's final progress (S3) */
+    struct stage_progress prog; /* the staging's progress as last seen */
     uint64_t submitted_ns, admitted_ns;
     struct job *next;
 };
@@ -104,6 +137,8 @@ struct jobs {
     struct job *queue;    /* FIFO: head first */
     struct pinref *pins;
     size_t njobs;
+    unsigned nstarting;     /* jobs with starting set */
+    pthread_cond_t started; /* signalled when nstarting drops */
 };
 
 /* ---- names ---------------------------------------------------------------------------- */
@@ -115,9 +150,9 @@ bool jobs_id_valid(const char *s)
         return false;
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-'))
-            return false;
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        if (!alnum && (i == 0 || (c != '.' && c != '_' && c != '-')))
+            return false; /* the first is alphanumeric: no ".", "..", "-x" */
     }
     return true;
 }
@@ -195,10 +230,14 @@ fail:
     return NULL;
 }
 
-/* Is rq the request jb was made from? */
-static bool same_request(const struct job *jb, const struct jobs_request *rq)
+/* Is rq the request jb was made from? by_name: compare the tenants by name (rq->tenant may not
+ * be registered yet; a name never changes its id). */
+static bool same_request(const struct job *jb, const struct jobs_request *rq, bool by_name)
 {
-    if (jb->tenant != rq->tenant || jb->cls != rq->cls || jb->cache_bytes != rq->cache_bytes ||
+    bool same_tenant = by_name
+                           ? !strcmp(jb->tenant_name, rq->tenant_name ? rq->tenant_name : "default")
+                           : jb->tenant == rq->tenant;
+    if (!same_tenant || jb->cls != rq->cls || jb->cache_bytes != rq->cache_bytes ||
         jb->bandwidth_bps != rq->bandwidth_bps || jb->nstage != rq->nstage ||
         jb->nstage_out != rq->nstage_out)
         return false;
@@ -262,6 +301,7 @@ static int pin_ref(struct jobs *j, const char *backend, const char *prefix)
         return -ENOMEM;
     p->backend = strdup(backend);
     p->prefix = strdup(prefix);
+    p->foreign = j->ops.pin_exists && j->ops.pin_exists(j->ops.ud, backend, prefix);
     int rc = p->backend && p->prefix ? j->ops.pin(j->ops.ud, backend, prefix) : -ENOMEM;
     if (rc) {
         free(p->backend);
@@ -283,7 +323,8 @@ static void pin_unref(struct jobs *j, const char *backend, const char *prefix)
         if (strcmp(p->backend, backend) || strcmp(p->prefix, prefix))
             continue;
         if (--p->refs == 0) {
-            (void)j->ops.unpin(j->ops.ud, backend, prefix); /* -ENOENT: unpinned by hand */
+            if (!p->foreign) /* a rule pinned by hand before the job stays (J2) */
+                (void)j->ops.unpin(j->ops.ud, backend, prefix); /* -ENOENT: unpinned by hand */
             *pp = p->next;
             free(p->backend);
             free(p->prefix);
@@ -300,12 +341,39 @@ static uint64_t sub_sat(uint64_t a, uint64_t b)
     return a > b ? a - b : 0;
 }
 
-/* mu held. The bytes jb has staged so far (0 without staging). */
-static uint64_t staged_bytes(struct jobs *j, const struct job *jb, struct stage_progress *p)
+/* mu held. The bytes jb has staged so far (0 without staging), its progress in *p. The final
+ * progress is kept in jb (S3): the stager forgets the oldest finished stagings. A staging whose
+ * stage paths list more than cache_bytes is cancelled and the job's staging failed (S4). */
+static uint64_t staged_bytes(struct jobs *j, struct job *jb, struct stage_progress *p)
 {
     memset(p, 0, sizeof(*p));
-    if (!jb->stage_id || j->ops.stage_progress(j->ops.ud, jb->stage_id, p) != 0)
+    if (!jb->stage_id)
         return 0;
+    if (!jb->final) {
+        struct stage_progress now;
+        if (j->ops.stage_progress(j->ops.ud, jb->stage_id, &now) == 0) {
+            jb->prog = now;
+            jb->final = now.state != STAGE_RUNNING;
+        } else { /* gone before it was seen finished: it finished (the stager prunes those) */
+            jb->final = true;
+            jb->prog.state = STAGE_FAILED;
+            snprintf(jb->prog.first_error, sizeof(jb->prog.first_error),
+                     "the stager no longer keeps staging %" PRIu64
+                     " (it keeps the latest finished ones): its outcome is unknown",
+                     jb->stage_id);
+        }
+        char a[32], b[32];
+        if (!jb->stage_error[0] && jb->prog.bytes_total > jb->cache_bytes) {
+            snprintf(jb->stage_error, sizeof(jb->stage_error),
+                     "the stage paths hold %s (listed so far), more than cache_bytes %s: staging "
+                     "cancelled; release the job and submit it with a larger cache_bytes",
+                     tier_fmt_bytes(jb->prog.bytes_total, a, sizeof(a)),
+                     tier_fmt_bytes(jb->cache_bytes, b, sizeof(b)));
+            if (!jb->final && j->ops.cancel)
+                (void)j->ops.cancel(j->ops.ud, jb->stage_id);
+        }
+    }
+    *p = jb->prog;
     return p->bytes_done;
 }
 
@@ -364,15 +432,14 @@ static enum fit fits(struct jobs *j, uint64_t cache_bytes, uint64_t bw,
     struct jobs_capacity c;
     capacity(j, &c);
     char a[32], b[32], e[32], f[32];
-    if (cache_bytes > c.capacity_bytes) {
+    uint64_t total = c.level_bytes < c.pin_budget ? c.level_bytes : c.pin_budget;
+    if (cache_bytes > total) { /* pins outside jobs may go: they only delay (FIT_LATER) */
         snprintf(reason, rsz,
                  "cache_bytes %s is more than jobs may ever reserve in the hot tier (%s: the "
-                 "smaller of its level budget %s and [cache] pin_size, less %s pinned outside "
-                 "jobs)",
-                 tier_fmt_bytes(cache_bytes, a, sizeof(a)),
-                 tier_fmt_bytes(c.capacity_bytes, b, sizeof(b)),
+                 "smaller of its level budget %s and [cache] pin_size %s)",
+                 tier_fmt_bytes(cache_bytes, a, sizeof(a)), tier_fmt_bytes(total, b, sizeof(b)),
                  tier_fmt_bytes(c.level_bytes, e, sizeof(e)),
-                 tier_fmt_bytes(c.pinned_bytes - c.jobs_pinned_bytes, f, sizeof(f)));
+                 tier_fmt_bytes(c.pin_budget, f, sizeof(f)));
         return FIT_NEVER;
     }
     for (size_t i = 0; bw && i < nstage; i++) {
@@ -388,10 +455,12 @@ static enum fit fits(struct jobs *j, uint64_t cache_bytes, uint64_t bw,
     }
     if (cache_bytes > c.reservable_bytes) {
         snprintf(reason, rsz,
-                 "hot-tier space: asks %s, %s reservable now (%s reserved by %zu admitted jobs)",
+                 "hot-tier space: asks %s, %s reservable now (%s reserved by %zu admitted jobs, "
+                 "%s pinned outside jobs)",
                  tier_fmt_bytes(cache_bytes, a, sizeof(a)),
                  tier_fmt_bytes(c.reservable_bytes, b, sizeof(b)),
-                 tier_fmt_bytes(c.reserved_bytes, e, sizeof(e)), c.admitted);
+                 tier_fmt_bytes(c.reserved_bytes, e, sizeof(e)), c.admitted,
+                 tier_fmt_bytes(c.pinned_bytes - c.jobs_pinned_bytes, f, sizeof(f)));
         return FIT_LATER;
     }
     for (size_t i = 0; bw && i < nstage; i++) {
@@ -413,8 +482,9 @@ static enum fit fits(struct jobs *j, uint64_t cache_bytes, uint64_t bw,
 
 /* ---- transitions ----------------------------------------------------------------------- */
 
-/* mu held; jb is in no list. Make it ADMITTED: reserve, pin its stage paths, start staging. A
- * failing pin or staging start leaves it admitted with the error (the client releases it). */
+/* mu held; jb is in no list. Make it ADMITTED: reserve, pin its stage paths, and mark its
+ * staging to start (start_stagings(), with mu dropped). A failing pin leaves it admitted with the
+ * error (the client releases it). No backend I/O here. */
 static void admit(struct jobs *j, struct job *jb)
 {
     jb->state = JOBS_ADMITTED;
@@ -430,17 +500,57 @@ static void admit(struct jobs *j, struct job *jb)
         }
         jb->held[i] = true;
     }
-    if (jb->nstage == 0)
-        return;
-    const char *paths[JOBS_PATHS_MAX];
-    for (size_t i = 0; i < jb->nstage && i < JOBS_PATHS_MAX; i++)
-        paths[i] = jb->stage[i].path;
-    tier_err_clear();
-    int rc = j->ops.stage(j->ops.ud, jb->tenant, paths, jb->nstage, &jb->stage_id);
-    if (rc) {
-        jb->stage_id = 0;
-        snprintf(jb->stage_error, sizeof(jb->stage_error), "cannot start staging: %.200s",
-                 *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+    jb->need_start = jb->nstage > 0;
+}
+
+/* mu held (dropped and retaken around each ops.stage: it resolves each stage path with a
+ * backend stat and a listing). Start the stagings of admitted jobs that need one, in admission
+ * order. A job released meanwhile is freed here, its new staging cancelled; a stager that is
+ * full (-EBUSY: [api] max_stage_jobs) leaves the job waiting, retried at the next call. */
+static void start_stagings(struct jobs *j)
+{
+    for (;;) {
+        struct job *jb = j->admitted;
+        while (jb && !(jb->need_start && !jb->starting))
+            jb = jb->next;
+        if (!jb)
+            return;
+        const char *paths[JOBS_PATHS_MAX];
+        for (size_t i = 0; i < jb->nstage && i < JOBS_PATHS_MAX; i++)
+            paths[i] = jb->stage[i].path;
+        jb->starting = true;
+        j->nstarting++;
+        pthread_mutex_unlock(&j->mu);
+        uint64_t id = 0;
+        tier_err_clear();
+        int rc = j->ops.stage(j->ops.ud, jb->tenant, paths, jb->nstage, &id);
+        char msg[200];
+        if (*tier_err_msg())
+            tier_strlcpy(msg, tier_err_msg(), sizeof(msg));
+        else if (rc == -EBUSY)
+            tier_strlcpy(msg, "[api] max_stage_jobs stagings are running", sizeof(msg));
+        else
+            tier_strlcpy(msg, strerror(rc ? -rc : EIO), sizeof(msg));
+        pthread_mutex_lock(&j->mu);
+        jb->starting = false;
+        j->nstarting--;
+        pthread_cond_broadcast(&j->started);
+        if (jb->released) { /* out of the lists already, unpinned */
+            if (rc == 0 && j->ops.cancel)
+                (void)j->ops.cancel(j->ops.ud, id);
+            job_free(jb);
+            continue;
+        }
+        if (rc == -EBUSY) { /* the others would be refused too: retry at the next call */
+            snprintf(jb->wait_reason, sizeof(jb->wait_reason), "waiting to stage: %.140s", msg);
+            return;
+        }
+        jb->need_start = false;
+        jb->wait_reason[0] = '\0';
+        if (rc == 0)
+            jb->stage_id = id;
+        else
+            snprintf(jb->stage_error, sizeof(jb->stage_error), "cannot start staging: %.200s", msg);
     }
 }
 
@@ -456,7 +566,8 @@ static void unadmit(struct jobs *j, struct job *jb)
     }
 }
 
-/* mu held. Admit the queue's head while it fits (J3). */
+/* mu held. Admit the queue's head while it fits (J3). No backend I/O: the caller then calls
+ * start_stagings() (settle()). */
 static void kick(struct jobs *j)
 {
     char reason[256];
@@ -471,8 +582,15 @@ static void kick(struct jobs *j)
     }
 }
 
+/* mu held (dropped around backend I/O). Admit what fits now, start the stagings due. */
+static void settle(struct jobs *j)
+{
+    kick(j);
+    start_stagings(j);
+}
+
 /* mu held. Fill *ji from jb at queue position pos. */
-static int info_fill(struct jobs *j, const struct job *jb, size_t pos, struct jobs_info *ji)
+static int info_fill(struct jobs *j, struct job *jb, size_t pos, struct jobs_info *ji)
 {
     memset(ji, 0, sizeof(*ji));
     tier_strlcpy(ji->id, jb->id, sizeof(ji->id));
@@ -505,20 +623,23 @@ static int info_fill(struct jobs *j, const struct job *jb, size_t pos, struct jo
         else
             (void)fits(j, jb->cache_bytes, jb->bandwidth_bps, jb->stage, jb->nstage, ji->reason,
                        sizeof(ji->reason));
-    } else if (jb->stage_error[0]) {
-        ji->staging = JOBS_STAGING_FAILED;
-        tier_strlcpy(ji->stage_error, jb->stage_error, sizeof(ji->stage_error));
-    } else if (!jb->stage_id) {
+    } else if (jb->need_start) {
+        ji->staging = JOBS_STAGING_PENDING;
+        tier_strlcpy(ji->reason, jb->wait_reason, sizeof(ji->reason));
+    } else if (!jb->stage_id && !jb->stage_error[0]) {
         ji->staging = JOBS_STAGING_NONE;
     } else {
         struct stage_progress p;
         ji->staged_bytes = staged_bytes(j, jb, &p);
         ji->stage_total_bytes = p.bytes_total;
-        ji->staging = p.state == STAGE_RUNNING ? JOBS_STAGING_RUNNING
-                      : p.state == STAGE_DONE  ? JOBS_STAGING_DONE
-                                               : JOBS_STAGING_FAILED;
-        if (p.state == STAGE_FAILED)
-            tier_strlcpy(ji->stage_error, p.first_error, sizeof(ji->stage_error));
+        ji->staging = jb->stage_error[0]         ? JOBS_STAGING_FAILED
+                      : p.state == STAGE_RUNNING ? JOBS_STAGING_RUNNING
+                      : p.state == STAGE_DONE    ? JOBS_STAGING_DONE
+                                                 : JOBS_STAGING_FAILED;
+        tier_strlcpy(ji->stage_error, jb->stage_error[0] ? jb->stage_error : p.first_error,
+                     sizeof(ji->stage_error));
+        if (ji->staging != JOBS_STAGING_FAILED)
+            ji->stage_error[0] = '\0';
     }
     return 0;
 nomem:
@@ -549,6 +670,7 @@ int jobs_new(const struct jobs_ops *ops, struct jobs **out)
         return -ENOMEM;
     j->ops = *ops;
     pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->started, NULL);
     *out = j;
     return 0;
 }
@@ -558,6 +680,8 @@ void jobs_free(struct jobs *j)
     if (!j)
         return;
     pthread_mutex_lock(&j->mu);
+    while (j->nstarting) /* a staging start in flight (no API thread should be left) */
+        pthread_cond_wait(&j->started, &j->mu);
     while (j->admitted) {
         struct job *jb = j->admitted;
         j->admitted = jb->next;
@@ -570,6 +694,7 @@ void jobs_free(struct jobs *j)
         job_free(jb);
     }
     pthread_mutex_unlock(&j->mu);
+    pthread_cond_destroy(&j->started);
     pthread_mutex_destroy(&j->mu);
     free(j);
 }
@@ -588,15 +713,15 @@ int jobs_submit(struct jobs *j, const struct jobs_request *rq, enum jobs_verdict
                 struct jobs_info *info)
 {
     if (!rq->id || !jobs_id_valid(rq->id) || rq->nstage > JOBS_PATHS_MAX ||
-        rq->nstage_out > JOBS_PATHS_MAX)
-        return -EINVAL;
+        rq->nstage_out > JOBS_PATHS_MAX || (rq->nstage && rq->cache_bytes == 0))
+        return -EINVAL; /* staging into no reservation would pin outside it */
     int rc = 0;
     size_t pos = 0;
     pthread_mutex_lock(&j->mu);
-    kick(j); /* pins outside jobs may have gone since the last release */
+    settle(j); /* pins outside jobs may have gone since the last release */
     struct job *jb = find(j, rq->id, &pos);
     if (jb) {
-        if (!same_request(jb, rq)) {
+        if (!same_request(jb, rq, false)) {
             memset(info, 0, sizeof(*info));
             tier_strlcpy(info->id, rq->id, sizeof(info->id));
             snprintf(info->reason, sizeof(info->reason),
@@ -638,9 +763,40 @@ int jobs_submit(struct jobs *j, const struct jobs_request *rq, enum jobs_verdict
     (void)find(j, rq->id, &pos);
     rc = info_fill(j, jb, pos, info);
     *verdict = v;
+    if (rc == 0 && v == JOBS_ADMIT && jb->need_start) {
+        start_stagings(j); /* drops mu: jb may be released meanwhile */
+        struct job *now = find(j, rq->id, &pos);
+        struct jobs_info again;
+        if (now && info_fill(j, now, pos, &again) == 0) {
+            jobs_info_fini(info);
+            *info = again;
+        }
+    }
 out:
     pthread_mutex_unlock(&j->mu);
     return rc;
+}
+
+enum jobs_verdict jobs_precheck(struct jobs *j, const struct jobs_request *rq, char *reason,
+                                size_t rsz)
+{
+    enum jobs_verdict v = JOBS_ADMIT;
+    size_t pos = 0;
+    reason[0] = '\0';
+    pthread_mutex_lock(&j->mu);
+    struct job *jb = rq->id ? find(j, rq->id, &pos) : NULL;
+    if (jb && !same_request(jb, rq, true)) {
+        snprintf(reason, rsz,
+                 "job %s exists (%s) with another request: release it first (DELETE "
+                 "/v1/jobs/%s), or submit under another id",
+                 rq->id, jobs_state_name(jb->state), rq->id);
+        v = JOBS_CONFLICT;
+    } else if (!jb && fits(j, rq->cache_bytes, rq->bandwidth_bps, rq->stage, rq->nstage, reason,
+                           rsz) == FIT_NEVER) {
+        v = JOBS_REJECT;
+    }
+    pthread_mutex_unlock(&j->mu);
+    return v;
 }
 
 int jobs_release(struct jobs *j, const char *id, struct jobs_info *info)
@@ -660,9 +816,12 @@ int jobs_release(struct jobs *j, const char *id, struct jobs_info *info)
     } else {
         list_remove(&j->queue, jb);
     }
-    job_free(jb);
+    if (jb->starting)
+        jb->released = true; /* start_stagings() frees it and cancels its staging */
+    else
+        job_free(jb);
     j->njobs--;
-    kick(j);
+    settle(j);
     pthread_mutex_unlock(&j->mu);
     return 0;
 }
@@ -671,6 +830,7 @@ int jobs_get(struct jobs *j, const char *id, struct jobs_info *info)
 {
     size_t pos = 0;
     pthread_mutex_lock(&j->mu);
+    settle(j); /* pins outside jobs may have gone; a staging may be due (the stager was full) */
     struct job *jb = id ? find(j, id, &pos) : NULL;
     int rc = jb ? info_fill(j, jb, pos, info) : -ENOENT;
     pthread_mutex_unlock(&j->mu);
@@ -680,6 +840,7 @@ int jobs_get(struct jobs *j, const char *id, struct jobs_info *info)
 int jobs_list(struct jobs *j, struct jobs_info **out, size_t *n, struct jobs_capacity *cap)
 {
     pthread_mutex_lock(&j->mu);
+    settle(j);
     size_t total = j->njobs, k = 0;
     struct jobs_info *v = calloc(total ? total : 1, sizeof(*v));
     int rc = v ? 0 : -ENOMEM;
@@ -746,6 +907,12 @@ static int d_unpin(void *ud, const char *backend, const char *prefix)
     return d->cache ? cache_unpin(d->cache, backend, prefix) : -ENOSYS;
 }
 
+static bool d_pin_exists(void *ud, const char *backend, const char *prefix)
+{
+    struct tierd *d = ud;
+    return d->cache && cache_pin_exists(d->cache, backend, prefix);
+}
+
 /* Staged unpinned: the job's pin rules pin each block as it is fetched, and go with the
  * release, so that no explicit pin outlives the job (cache_unpin clears those too, but a fetch
  * in flight at the release would pin its block again). */
@@ -773,6 +940,7 @@ struct jobs_ops jobs_ops_tierd(struct tierd *d)
                              .link_capacity = d_link_capacity,
                              .pin = d_pin,
                              .unpin = d_unpin,
+                             .pin_exists = d_pin_exists,
                              .stage = d_stage,
                              .stage_progress = d_stage_progress,
                              .cancel = d_cancel,

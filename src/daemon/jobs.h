@@ -11,9 +11,10 @@
  * capacity model and the queue are tested with fakes (tests/unit/test_jobs.c);
  * jobs_ops_tierd() gives the daemon's.
  *
- * Thread-safe: one mutex guards the registry; the ops are called with it held and must not call
- * back into the registry (the daemon's take the cache's and the stager's own locks; only the
- * start of a staging does backend I/O, a stat per stage path: jobs.c, Locking).
+ * Thread-safe: one mutex guards the registry; the ops are called with it held, except ops.stage,
+ * and must not call back into the registry (the daemon's take the cache's and the stager's own
+ * locks). ops.stage does backend I/O (a stat and a listing per stage path), so it is called with
+ * the mutex dropped (jobs.c, Locking).
  */
 #ifndef TIER_DAEMON_JOBS_H
 #define TIER_DAEMON_JOBS_H
@@ -28,7 +29,7 @@
 struct tierd;
 struct jobs;
 
-#define JOBS_ID_MAX 64    /* a job id is 1 to 63 bytes of [A-Za-z0-9._-] */
+#define JOBS_ID_MAX 64    /* a job id is 1 to 63 bytes of [A-Za-z0-9._-], the first alphanumeric */
 #define JOBS_PATHS_MAX 64 /* stage and stage_out paths per job, each */
 #define JOBS_MAX 4096     /* jobs admitted and queued together */
 
@@ -42,7 +43,10 @@ struct jobs_ops {
     /* cache_pin / cache_unpin of one (backend, key prefix) rule; 0 or -errno. */
     int (*pin)(void *ud, const char *backend, const char *prefix);
     int (*unpin)(void *ud, const char *backend, const char *prefix);
-    /* Start staging paths for tenant (pinned); 0 and *stage_id, or -errno. */
+    /* Does the cache have the rule already (pinned by hand: jobs then never unpin it)? NULL: no. */
+    bool (*pin_exists)(void *ud, const char *backend, const char *prefix);
+    /* Start staging paths for tenant; 0 and *stage_id, or -errno (-EBUSY: the stager is full,
+     * retried later). Called without the registry's mutex: it does backend I/O. */
     int (*stage)(void *ud, uint32_t tenant, const char *const *paths, size_t n, uint64_t *stage_id);
     /* The progress of a staging started by stage; 0 or -ENOENT. */
     int (*stage_progress)(void *ud, uint64_t stage_id, struct stage_progress *p);
@@ -79,7 +83,7 @@ struct jobs_request {
 
 enum jobs_state { JOBS_QUEUED = 0, JOBS_ADMITTED = 1 };
 enum jobs_staging {
-    JOBS_STAGING_PENDING = 0, /* queued: nothing staged yet */
+    JOBS_STAGING_PENDING = 0, /* queued, or admitted and waiting to stage: nothing staged yet */
     JOBS_STAGING_RUNNING = 1,
     JOBS_STAGING_DONE = 2,
     JOBS_STAGING_FAILED = 3,
@@ -94,7 +98,7 @@ struct jobs_info {
     enum tier_io_class cls;
     enum jobs_state state;
     size_t position;  /* 1-based queue position when queued; 0 when admitted */
-    char reason[256]; /* why it is queued ("" when admitted) */
+    char reason[256]; /* why it is queued; admitted: why its staging waits (else "") */
     uint64_t cache_bytes, bandwidth_bps;
     char **stage, **stage_out; /* mount paths */
     size_t nstage, nstage_out;
@@ -128,11 +132,17 @@ enum jobs_verdict {
     JOBS_CONFLICT = 3 /* the id exists with another request: nothing changed */
 };
 
-/* Admit, queue or reject a request (copied). A retry of the same request under the same id
- * answers the job's verdict as it stands. *info (always filled but on -errno, then untouched) is
- * the job, or for REJECT/CONFLICT the reason in info->reason. -ENOSPC: JOBS_MAX jobs; -ENOMEM. */
+/* Admit, queue or reject a request (copied); -EINVAL for stage paths with cache_bytes 0. A retry of
+ * the same request under the same id answers the job's verdict as it stands. *info (always filled
+ * but on -errno, then untouched) is the job, or for REJECT/CONFLICT the reason in info->reason.
+ * -ENOSPC: JOBS_MAX jobs; -ENOMEM. */
 int jobs_submit(struct jobs *j, const struct jobs_request *rq, enum jobs_verdict *verdict,
                 struct jobs_info *info);
+/* Would jobs_submit(rq) answer JOBS_REJECT or JOBS_CONFLICT (the reason in reason)? Else
+ * JOBS_ADMIT: go on. Changes nothing; rq->tenant is not looked at (tenant_name is), so that the
+ * caller registers a new tenant only for a request that is not refused. */
+enum jobs_verdict jobs_precheck(struct jobs *j, const struct jobs_request *rq, char *reason,
+                                size_t rsz);
 /* Release a job (admitted: unpin, free its reservation; queued: leave the queue), then admit the
  * queue's head jobs that fit now. *info (may be NULL) is the job as it was. 0 or -ENOENT. */
 int jobs_release(struct jobs *j, const char *id, struct jobs_info *info);

@@ -13,7 +13,7 @@
 #   retries are idempotent; another request under id 3 is 409 with a message; 1G is 422; 200MiB/s
 #   over the link is 422; bad input is 400 and changes nothing; uid 1001 may read but gets 403.
 #   Releasing job 1 keeps /ds/a pinned (job 2 holds it) and admits jobs 3 and 4 in order;
-#   releasing everything unpins.
+#   releasing everything unpins; a prefix pinned by hand stays pinned after a job on it goes.
 # Waits poll with deadlines; no sleeps.
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
@@ -26,7 +26,7 @@ for tool in setpriv python3 curl; do
 done
 
 chmod 0711 "$T"
-mkdir -p "$DATA/ds/a" "$DATA/ds/b" "$MNT" "$T/u"
+mkdir -p "$DATA/ds/a" "$DATA/ds/b" "$DATA/ckpt" "$MNT" "$T/u" "$T/spool"
 chmod 0777 "$T/u"
 for i in 0 1 2; do head -c 1048576 /dev/urandom >"$DATA/ds/a/$i.bin"; done
 head -c $((2 * 1048576)) /dev/urandom >"$DATA/ds/b/big.bin"
@@ -36,6 +36,8 @@ head -c $((2 * 1048576)) /dev/urandom >"$DATA/ds/b/big.bin"
   tierd_conf_section cache "ram_size = 16M" "block_size = 256K" "pin_size = 12M"
   tierd_conf_posix warm "$DATA" "link_capacity = 100MiB/s"
   tierd_conf_ns /ds warm "prefix = ds"
+  tierd_conf_ns /ckpt warm "prefix = ckpt" "mode = write-back"
+  tierd_conf_section writeback "spool_dir = $T/spool"
   tierd_conf_mount "$MNT"
   tierd_conf_api "$SOCK" "socket_group = 1001" # uid 1001 may connect, and is no administrator
 } >"$CONF"
@@ -65,7 +67,7 @@ expect() { # CODE WHAT: the last post answered CODE
 }
 
 # ---- job 1: admitted, staged, pinned ---------------------------------------------------------
-code=$(post '{"job": 1, "tenant": "team-a", "stage": ["/ds/a"], "cache_bytes": "5M", "bandwidth": "40M", "class": "training", "stage_out": ["/ds/ckpt"]}')
+code=$(post '{"job": 1, "tenant": "team-a", "stage": ["/ds/a"], "cache_bytes": "5M", "bandwidth": "40M", "class": "training", "stage_out": ["/ckpt/job1"]}')
 expect 200 "job 1"
 [ "$(field "$T/post.json" state)" = admitted ] || fail "job 1 not admitted: $(cat "$T/post.json")"
 staged() { [ "$(job "$1" staging.state)" = staged ]; }
@@ -100,7 +102,7 @@ ok "job 2 admitted; job 3 queued (position 1, space), job 4 queued behind it (po
 code=$(post '{"job": "3", "tenant": "team-a", "cache_bytes": "5M"}')
 expect 409 "retry of job 3"
 [ "$(field "$T/post.json" position)" = 1 ] || fail "retry of job 3 changed it: $(cat "$T/post.json")"
-code=$(post '{"job": 1, "tenant": "team-a", "stage": ["/ds/a"], "cache_bytes": "5M", "bandwidth": "40M", "class": "training", "stage_out": ["/ds/ckpt"]}')
+code=$(post '{"job": 1, "tenant": "team-a", "stage": ["/ds/a"], "cache_bytes": "5M", "bandwidth": "40M", "class": "training", "stage_out": ["/ckpt/job1"]}')
 expect 200 "retry of job 1"
 code=$(post '{"job": 3, "tenant": "team-a", "cache_bytes": "6M"}')
 expect 409 "another request under id 3"
@@ -108,6 +110,9 @@ grep -q "another request" "$T/post.json" || fail "the conflict does not say why:
 code=$(post '{"job": 9, "tenant": "team-a", "cache_bytes": "1G"}')
 expect 422 "a job larger than the hot tier"
 grep -q "more than jobs may ever reserve" "$T/post.json" || fail "the 422 does not say why: $(cat "$T/post.json")"
+code=$(post '{"job": 9, "tenant": "never-made", "cache_bytes": "1G"}')
+expect 422 "a job larger than the hot tier, for a new tenant"
+api /v1/tenants | grep -q '"name":"never-made"' && fail "a rejected job registered its tenant never-made"
 code=$(post '{"job": 9, "tenant": "team-a", "stage": ["/ds/b"], "cache_bytes": "1M", "bandwidth": "200MiB/s"}')
 expect 422 "bandwidth over the link"
 grep -q "link_capacity" "$T/post.json" || fail "the 422 does not name link_capacity: $(cat "$T/post.json")"
@@ -123,6 +128,21 @@ expect 400 "a path in no namespace"
 grep -q "stage\[0\]" "$T/post.json" || fail "the 400 does not name the path: $(cat "$T/post.json")"
 code=$(post '{"job": "bad id!", "tenant": "team-a", "cache_bytes": "1M"}')
 expect 400 "a bad id"
+code=$(post '{"job": "..", "tenant": "team-a", "cache_bytes": "1M"}')
+expect 400 "the id .."
+code=$(post '{"job": 9, "tenant": "team-a", "stage": ["/ds/b"], "cache_bytes": 0}')
+expect 400 "stage paths with cache_bytes 0"
+grep -q "more than 0 with stage paths" "$T/post.json" || fail "the 400 does not say why: $(cat "$T/post.json")"
+code=$(post '{"job": 9, "tenant": "team-a", "stage": ["/ds", "/ds/a"], "cache_bytes": "1M"}')
+expect 400 "nested stage paths"
+grep -q "same or nested" "$T/post.json" || fail "the 400 does not say nested: $(cat "$T/post.json")"
+code=$(post '{"job": 9, "tenant": "team-a", "stage": ["/ds/b", "/ds/b/"], "cache_bytes": "1M"}')
+expect 400 "duplicate stage paths"
+code=$(post '{"job": 9, "tenant": "team-a", "cache_bytes": "1M", "stage_out": ["/ds/ckpt"]}')
+expect 400 "stage_out in a read-cache namespace"
+grep -q "write-back namespace" "$T/post.json" || fail "the 400 does not say write-back: $(cat "$T/post.json")"
+code=$(post '{"job": 9, "tenant": "team-a", "cache_bytes": "1M", "bandwidth": "9223372036854775808"}')
+expect 400 "bandwidth over INT64_MAX"
 [ "$(njobs)" = "$n0" ] || fail "bad requests changed the job list ($n0 -> $(njobs) jobs)"
 code=$(post '{"job": 9, "tenant": "team-a", "cache_bytes": "1M"}' 1001)
 expect 403 "POST by uid 1001"
@@ -131,7 +151,7 @@ setpriv --reuid=1001 --regid=1001 --clear-groups -- curl -sSf --unix-socket "$SO
 code=$(setpriv --reuid=1001 --regid=1001 --clear-groups -- curl -sS -o /dev/null -w '%{http_code}' \
   -X DELETE --unix-socket "$SOCK" http://tierd/v1/jobs/1)
 expect 403 "DELETE by uid 1001"
-ok "retries idempotent; another request 409; 1G and 200MiB/s 422; bad input 400 (nothing changed); uid 1001 reads, POST/DELETE 403"
+ok "retries idempotent; another request 409; 1G and 200MiB/s 422; bad input 400 (ids, cache_bytes 0, nested paths, stage_out outside write-back, huge bandwidth; nothing changed); uid 1001 reads, POST/DELETE 403"
 
 # ---- tierctl, then release job 1: the queue moves in order ----------------------------------
 tierd_ctl jobs >"$T/ctl.txt" || fail "tierctl jobs: $(cat "$T/ctl.txt")"
@@ -158,5 +178,15 @@ done
 [ "$(cachef pinned_bytes)" = 0 ] || fail "with every job released, pinned_bytes $(cachef pinned_bytes), want 0"
 [ "$(njobs)" = 0 ] || fail "jobs left after releasing all"
 ok "every job released: nothing pinned, no jobs"
+
+# ---- a rule pinned by hand before a job stays pinned after the job's release ---------------
+tierd_api "$SOCK" /v1/pin -d '{"path": "/ds/b"}' >/dev/null || fail "POST /v1/pin /ds/b"
+code=$(post '{"job": 5, "tenant": "team-a", "stage": ["/ds/b"], "cache_bytes": "3M"}')
+expect 200 "job 5"
+wait_for 30 staged 5 || fail "job 5 not staged within 30 s: $(cat "$T/job.json")"
+tierd_api "$SOCK" /v1/jobs/5 -X DELETE >/dev/null || fail "DELETE /v1/jobs/5"
+[ "$(cachef pinned_bytes)" = 2097152 ] ||
+  fail "releasing job 5 unpinned the hand pin of /ds/b: pinned_bytes $(cachef pinned_bytes), want 2097152"
+ok "a hand pin of /ds/b outlives job 5, which staged the same prefix"
 
 stop_tierd

@@ -8,6 +8,8 @@
  * The real mount is tests/integration/test_jobs_fuse.sh.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "common/timeutil.h"
 #include "daemon/jobs.h"
 
 #define MIB (1024ull * 1024)
@@ -24,6 +27,7 @@
 struct fake_pin {
     char key[128];
     int pins, unpins;
+    bool hand; /* pinned by hand before any job (pin_exists answers true) */
 };
 
 struct fake {
@@ -33,7 +37,12 @@ struct fake {
     int npin;
     int fail_pin; /* -errno for the next pin */
     int stages, cancels;
-    struct stage_progress prog[32]; /* by stage id */
+    uint64_t last_cancel;
+    struct stage_progress prog[32];   /* by stage id */
+    bool gone[32];                    /* pruned by the stager: progress answers -ENOENT */
+    int busy;                         /* the next this many stage calls answer -EBUSY */
+    struct jobs *j;                   /* for on_stage */
+    void (*on_stage)(struct fake *f); /* called inside ops.stage (the registry's mutex free?) */
 };
 
 static struct fake_pin *pin_of(struct fake *f, const char *be, const char *prefix)
@@ -71,6 +80,8 @@ static int f_pin(void *ud, const char *be, const char *prefix)
         return rc;
     }
     struct fake_pin *p = pin_of(f, be, prefix);
+    if (p->hand)
+        return 0;                         /* cache_pin answers 0 for a rule that exists */
     assert_int_equal(p->pins, p->unpins); /* J2: never pinned twice at once */
     p->pins++;
     return 0;
@@ -80,9 +91,17 @@ static int f_unpin(void *ud, const char *be, const char *prefix)
 {
     struct fake *f = ud;
     struct fake_pin *p = pin_of(f, be, prefix);
+    assert_false(p->hand); /* a rule pinned by hand is never unpinned by a job */
     p->unpins++;
     assert_int_equal(p->pins, p->unpins);
     return 0;
+}
+
+static bool f_pin_exists(void *ud, const char *be, const char *prefix)
+{
+    struct fake *f = ud;
+    struct fake_pin *p = pin_of(f, be, prefix);
+    return p->hand || p->pins > p->unpins;
 }
 
 static int f_stage(void *ud, uint32_t tenant, const char *const *paths, size_t n, uint64_t *id)
@@ -90,6 +109,15 @@ static int f_stage(void *ud, uint32_t tenant, const char *const *paths, size_t n
     (void)tenant;
     struct fake *f = ud;
     assert_true(n > 0 && paths[0][0] == '/');
+    if (f->on_stage) {
+        void (*fn)(struct fake *) = f->on_stage;
+        f->on_stage = NULL;
+        fn(f);
+    }
+    if (f->busy > 0) {
+        f->busy--;
+        return -EBUSY;
+    }
     f->stages++;
     assert_true(f->stages < 32);
     *id = (uint64_t)f->stages;
@@ -100,7 +128,7 @@ static int f_stage(void *ud, uint32_t tenant, const char *const *paths, size_t n
 static int f_progress(void *ud, uint64_t id, struct stage_progress *p)
 {
     struct fake *f = ud;
-    if (id == 0 || id >= 32)
+    if (id == 0 || id >= 32 || f->gone[id])
         return -ENOENT;
     *p = f->prog[id];
     return 0;
@@ -109,7 +137,7 @@ static int f_progress(void *ud, uint64_t id, struct stage_progress *p)
 static int f_cancel(void *ud, uint64_t id)
 {
     struct fake *f = ud;
-    (void)id;
+    f->last_cancel = id;
     f->cancels++;
     return 0;
 }
@@ -120,12 +148,14 @@ static struct jobs *open_jobs(struct fake *f)
                            .link_capacity = f_link,
                            .pin = f_pin,
                            .unpin = f_unpin,
+                           .pin_exists = f_pin_exists,
                            .stage = f_stage,
                            .stage_progress = f_progress,
                            .cancel = f_cancel,
                            .ud = f};
     struct jobs *j = NULL;
     assert_int_equal(jobs_new(&ops, &j), 0);
+    f->j = j;
     return j;
 }
 
@@ -175,8 +205,8 @@ static void test_capacity_and_queue(void **state)
     char reason[256];
     size_t pos = 99;
 
-    /* capacity 50 - 10 = 40 MiB */
-    assert_int_equal(submit(j, "big", 41 * MIB, 0, NULL, 0, NULL, reason), JOBS_REJECT);
+    /* capacity 50 - 10 = 40 MiB; never more than min(100, 50) */
+    assert_int_equal(submit(j, "big", 51 * MIB, 0, NULL, 0, NULL, reason), JOBS_REJECT);
     assert_non_null(strstr(reason, "more than jobs may ever reserve"));
     struct jobs_info *v = NULL;
     size_t n = 9;
@@ -364,6 +394,207 @@ static void test_idempotent_and_conflict(void **state)
     assert_true(jobs_id_valid("slurm-1234.0"));
     assert_false(jobs_id_valid(""));
     assert_false(jobs_id_valid("a/b"));
+    assert_false(jobs_id_valid("."));
+    assert_false(jobs_id_valid(".."));
+    assert_false(jobs_id_valid("-x"));
+    assert_true(jobs_id_valid("a.."));
+    /* the precheck (before a new tenant is registered) sees rejections and conflicts only */
+    char why[256];
+    struct jobs_request pre = {.id = "1",
+                               .tenant_name = "t",
+                               .cls = TIER_IO_TRAINING,
+                               .cache_bytes = 8 * MIB,
+                               .stage = &DS_A,
+                               .nstage = 1};
+    assert_int_equal(jobs_precheck(j, &pre, why, sizeof(why)), JOBS_ADMIT); /* a retry */
+    pre.tenant_name = "u";
+    assert_int_equal(jobs_precheck(j, &pre, why, sizeof(why)), JOBS_CONFLICT);
+    assert_non_null(strstr(why, "another request"));
+    pre.id = "new";
+    pre.cache_bytes = 11 * MIB;
+    assert_int_equal(jobs_precheck(j, &pre, why, sizeof(why)), JOBS_REJECT);
+    assert_non_null(strstr(why, "more than jobs may ever reserve"));
+    pre.cache_bytes = 9 * MIB; /* would queue */
+    assert_int_equal(jobs_precheck(j, &pre, why, sizeof(why)), JOBS_ADMIT);
+    assert_int_equal(jobs_get(j, "new", &ji), -ENOENT); /* nothing recorded */
+    /* stage paths into no reservation */
+    struct jobs_request zero = {.id = "z", .cache_bytes = 0, .stage = &DS_A, .nstage = 1};
+    assert_int_equal(jobs_submit(j, &zero, &v, &ji), -EINVAL);
+    jobs_free(j);
+}
+
+/* A job that does not fit only because of pins outside jobs is queued, not rejected, and a GET
+ * admits it once they go. */
+static void test_never_vs_later(void **state)
+{
+    (void)state;
+    struct fake f = {.level = 100 * MIB, .pin_budget = 50 * MIB, .pinned = 10 * MIB};
+    struct jobs *j = open_jobs(&f);
+    char reason[256];
+    size_t pos = 0;
+    assert_int_equal(submit(j, "41", 41 * MIB, 0, NULL, 0, &pos, reason), JOBS_QUEUE);
+    assert_int_equal(pos, 1);
+    assert_non_null(strstr(reason, "pinned outside jobs"));
+    f.pin_budget = 40 * MIB; /* a queued head is never rejected later: it waits */
+    assert_int_equal(state_of(j, "41"), JOBS_QUEUED);
+    f.pin_budget = 50 * MIB;
+    f.pinned = 0;
+    assert_int_equal(state_of(j, "41"), JOBS_ADMITTED); /* GET re-examines the queue */
+    jobs_free(j);
+}
+
+struct side {
+    struct jobs *j;
+    const char *release; /* NULL: list */
+    volatile int done;
+    int rc;
+};
+
+static void *side_main(void *arg)
+{
+    struct side *s = arg;
+    if (s->release) {
+        s->rc = jobs_release(s->j, s->release, NULL);
+    } else {
+        struct jobs_info *v = NULL;
+        size_t n = 0;
+        s->rc = jobs_list(s->j, &v, &n, NULL);
+        if (s->rc == 0)
+            jobs_list_free(v, n);
+    }
+    __atomic_store_n(&s->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static struct side g_side;
+
+/* Run g_side on another thread and wait (5 s at most) for it: it needs the registry's mutex. */
+static void side_run(struct fake *f)
+{
+    g_side.j = f->j;
+    g_side.done = 0;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, side_main, &g_side), 0);
+    uint64_t deadline = tier_now_mono_ns() + 5 * (uint64_t)TIER_NS_PER_SEC;
+    while (!__atomic_load_n(&g_side.done, __ATOMIC_ACQUIRE) && tier_now_mono_ns() < deadline)
+        sched_yield();
+    assert_true(__atomic_load_n(&g_side.done, __ATOMIC_ACQUIRE)); /* mu held across ops.stage */
+    pthread_join(t, NULL);
+    assert_int_equal(g_side.rc, 0);
+}
+
+/* ops.stage (backend I/O) runs without the registry's mutex; a job released meanwhile has its
+ * new staging cancelled and its pins dropped. */
+static void test_stage_unlocked(void **state)
+{
+    (void)state;
+    struct fake f = {.level = 64 * MIB, .pin_budget = 64 * MIB};
+    struct jobs *j = open_jobs(&f);
+    g_side.release = NULL;
+    f.on_stage = side_run; /* a GET /v1/jobs during the start of a staging */
+    assert_int_equal(submit(j, "1", MIB, 0, &DS_A, 1, NULL, NULL), JOBS_ADMIT);
+    assert_int_equal(f.stages, 1);
+
+    g_side.release = "2"; /* DELETE while its staging starts */
+    f.on_stage = side_run;
+    assert_int_equal(submit(j, "2", MIB, 0, &DS_B, 1, NULL, NULL), JOBS_ADMIT);
+    assert_int_equal(f.stages, 2);
+    assert_int_equal(f.cancels, 1);
+    assert_int_equal(f.last_cancel, 2);
+    assert_int_equal(pin_of(&f, "warm", "ds/b/")->unpins, 1);
+    struct jobs_info ji;
+    assert_int_equal(jobs_get(j, "2", &ji), -ENOENT);
+    jobs_free(j);
+}
+
+/* The final progress is kept: a staging the stager pruned stays done with its bytes (which keep
+ * counting as the job's own pins); one pruned before it was seen finished shows failed. */
+static void test_final_progress_kept(void **state)
+{
+    (void)state;
+    struct fake f = {.level = 64 * MIB, .pin_budget = 64 * MIB};
+    struct jobs *j = open_jobs(&f);
+    assert_int_equal(submit(j, "a", 16 * MIB, 0, &DS_A, 1, NULL, NULL), JOBS_ADMIT);
+    assert_int_equal(submit(j, "b", 16 * MIB, 0, &DS_B, 1, NULL, NULL), JOBS_ADMIT);
+    f.prog[1] =
+        (struct stage_progress){.state = STAGE_DONE, .bytes_done = 8 * MIB, .bytes_total = 8 * MIB};
+    f.prog[2].bytes_done = 2 * MIB;
+    f.pinned = 10 * MIB;
+    struct jobs_info ji;
+    assert_int_equal(jobs_get(j, "a", &ji), 0); /* seen finished */
+    jobs_info_fini(&ji);
+    assert_int_equal(jobs_get(j, "b", &ji), 0); /* seen running, 2 MiB staged */
+    jobs_info_fini(&ji);
+    f.gone[1] = f.gone[2] = true;
+    struct jobs_info *v = NULL;
+    size_t n = 0;
+    struct jobs_capacity c;
+    assert_int_equal(jobs_list(j, &v, &n, &c), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(v[0].staging, JOBS_STAGING_DONE);
+    assert_int_equal(v[0].staged_bytes, 8 * MIB);
+    assert_int_equal(v[1].staging, JOBS_STAGING_FAILED);
+    assert_non_null(strstr(v[1].stage_error, "no longer keeps"));
+    assert_int_equal(v[1].staged_bytes, 2 * MIB);
+    assert_int_equal(c.jobs_pinned_bytes, 10 * MIB); /* no pins outside jobs */
+    assert_int_equal(c.capacity_bytes, 64 * MIB);
+    jobs_list_free(v, n);
+    jobs_free(j);
+}
+
+/* Stage paths listing more than cache_bytes fail the job's staging (cancelled); the reservation
+ * is held until the release. */
+static void test_over_reservation(void **state)
+{
+    (void)state;
+    struct fake f = {.level = 64 * MIB, .pin_budget = 64 * MIB};
+    struct jobs *j = open_jobs(&f);
+    assert_int_equal(submit(j, "a", 4 * MIB, 0, &DS_A, 1, NULL, NULL), JOBS_ADMIT);
+    f.prog[1].bytes_total = 5 * MIB;
+    struct jobs_info *v = NULL;
+    size_t n = 0;
+    struct jobs_capacity c;
+    assert_int_equal(jobs_list(j, &v, &n, &c), 0);
+    assert_int_equal(v[0].state, JOBS_ADMITTED);
+    assert_int_equal(v[0].staging, JOBS_STAGING_FAILED);
+    assert_non_null(strstr(v[0].stage_error, "more than cache_bytes"));
+    assert_int_equal(c.reserved_bytes, 4 * MIB);
+    jobs_list_free(v, n);
+    assert_int_equal(f.cancels, 1);
+    assert_int_equal(f.last_cancel, 1);
+    jobs_free(j);
+}
+
+/* A full stager (-EBUSY) leaves the admitted job waiting to stage; a GET retries. */
+static void test_stager_busy(void **state)
+{
+    (void)state;
+    struct fake f = {.level = 64 * MIB, .pin_budget = 64 * MIB, .busy = 1};
+    struct jobs *j = open_jobs(&f);
+    assert_int_equal(submit(j, "a", MIB, 0, &DS_A, 1, NULL, NULL), JOBS_ADMIT);
+    struct jobs_info ji;
+    f.busy = 1; /* still full at the first GET */
+    assert_int_equal(jobs_get(j, "a", &ji), 0);
+    assert_int_equal(ji.staging, JOBS_STAGING_PENDING);
+    assert_non_null(strstr(ji.reason, "waiting to stage"));
+    jobs_info_fini(&ji);
+    assert_int_equal(jobs_get(j, "a", &ji), 0);
+    assert_int_equal(ji.staging, JOBS_STAGING_RUNNING);
+    assert_int_equal(ji.stage_id, 1);
+    jobs_info_fini(&ji);
+    jobs_free(j);
+}
+
+/* A prefix pinned by hand before a job pinned it stays pinned after the job's release. */
+static void test_hand_pin_kept(void **state)
+{
+    (void)state;
+    struct fake f = {.level = 64 * MIB, .pin_budget = 64 * MIB};
+    struct jobs *j = open_jobs(&f);
+    pin_of(&f, "warm", "ds/a/")->hand = true;
+    assert_int_equal(submit(j, "a", MIB, 0, &DS_A, 1, NULL, NULL), JOBS_ADMIT);
+    assert_int_equal(jobs_release(j, "a", NULL), 0); /* f_unpin asserts it is not called */
+    assert_int_equal(pin_of(&f, "warm", "ds/a/")->unpins, 0);
     jobs_free(j);
 }
 
@@ -376,6 +607,12 @@ int main(void)
         cmocka_unit_test(test_pin_refcount),
         cmocka_unit_test(test_pin_failure),
         cmocka_unit_test(test_idempotent_and_conflict),
+        cmocka_unit_test(test_never_vs_later),
+        cmocka_unit_test(test_stage_unlocked),
+        cmocka_unit_test(test_final_progress_kept),
+        cmocka_unit_test(test_over_reservation),
+        cmocka_unit_test(test_stager_busy),
+        cmocka_unit_test(test_hand_pin_kept),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
