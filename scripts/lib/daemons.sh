@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
+# shellcheck shell=bash
 # scripts/lib/daemons.sh - stopping the daemons a test script started (sourced by scripts/ceph.sh
 # and scripts/slurm.sh). The sourcing script defines is_ours PID (true for a process it started:
 # its command line names the script's directory) and log MSG.
