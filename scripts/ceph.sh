@@ -182,25 +182,8 @@ wait_for() {
     done
 }
 
-show_logs() {
-    local f
-    for f in "$LOGDIR"/*; do
-        [[ -f $f ]] || continue
-        echo "---- tail of $f ----" >&2
-        tail -n 25 "$f" >&2 || true
-    done
-}
-
-fail_start() {
-    log "start failed: $*"
-    show_logs
-    if [[ -n ${TIER_CEPH_KEEP_ON_FAILURE:-} ]]; then
-        log "TIER_CEPH_KEEP_ON_FAILURE set: leaving the daemons running for inspection"
-    else
-        stop_all >&2 || true
-    fi
-    exit 1
-}
+# show_logs, fail_start: scripts/lib/daemons.sh
+KEEP_ON_FAILURE_VAR=TIER_CEPH_KEEP_ON_FAILURE
 
 # ---- stop ------------------------------------------------------------------------------------
 
