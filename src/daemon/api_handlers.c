@@ -1229,7 +1229,7 @@ out:
 
 /* ---- job admission (/v1/jobs) ------------------------------------------------------------ */
 
-#define JOBS_POST_FIELDS "job, tenant, stage, cache_bytes, bandwidth, class, stage_out"
+#define JOBS_POST_FIELDS "job, tenant, stage, cache_bytes, bandwidth, class, stage_out, dry_run"
 
 static json_t *jstr_array(char *const *v, size_t n)
 {
@@ -1348,14 +1348,20 @@ static unsigned do_jobs_post(struct tierd *d, const struct api_request *rq, stru
     const char *stage_out[JOBS_PATHS_MAX];
     size_t nstage = 0, nprefix = 0, nout = 0;
     char msg[256], idbuf[32];
-    static const char *const fields[] = {"job",       "tenant", "stage",    "cache_bytes",
-                                         "bandwidth", "class",  "stage_out"};
+    static const char *const fields[] = {"job",   "tenant",    "stage",  "cache_bytes",
+                                         "bandwidth", "class", "stage_out", "dry_run"};
     const char *bad = unknown_field(j, fields, sizeof(fields) / sizeof(fields[0]));
     if (bad) {
         ret =
             reply_error(out, -EINVAL, "unknown field '%.60s' (allowed: " JOBS_POST_FIELDS ")", bad);
         goto out;
     }
+    json_t *dj = json_object_get(j, "dry_run");
+    if (dj && !json_is_boolean(dj)) {
+        ret = reply_error(out, -EINVAL, "dry_run must be true or false");
+        goto out;
+    }
+    bool dry_run = json_is_true(dj);
     json_t *idj = json_object_get(j, "job");
     const char *id = json_string_value(idj);
     if (json_is_integer(idj) && json_integer_value(idj) >= 0) {
@@ -1482,6 +1488,12 @@ static unsigned do_jobs_post(struct tierd *d, const struct api_request *rq, stru
     enum jobs_verdict pre = jobs_precheck(d->jobs, &jr, why, sizeof(why));
     if (pre == JOBS_REJECT) {
         ret = reply_error_status(out, 422, -ENOSPC, "job %s is rejected: %s", id, why);
+        goto out;
+    }
+    if (dry_run) { /* valid and could fit: say so, record and register nothing */
+        json_t *a = json_pack("{s:b, s:s, s:s, s:s}", "dry_run", 1, "job", id, "verdict",
+                              pre == JOBS_CONFLICT ? "conflict" : "valid", "reason", why);
+        ret = a ? reply_json(out, 200, a) : reply_error(out, -ENOMEM, "out of memory");
         goto out;
     }
     if (pre == JOBS_CONFLICT) {

@@ -11,7 +11,8 @@
 #   job 3  5M                                409 queued, position 1 (space)
 #   job 4  1M                                409 queued, position 2: it would fit, but no overtaking
 #   retries are idempotent; another request under id 3 is 409 with a message; 1G is 422; 200MiB/s
-#   over the link is 422; bad input is 400 and changes nothing; uid 1001 may read but gets 403.
+#   over the link is 422; bad input is 400 and changes nothing; a dry run checks the same and
+#   records nothing; uid 1001 may read but gets 403.
 #   Releasing job 1 keeps /ds/a pinned (job 2 holds it) and admits jobs 3 and 4 in order;
 #   releasing everything unpins; a prefix pinned by hand stays pinned after a job on it goes.
 # Waits poll with deadlines; no sleeps.
@@ -143,6 +144,18 @@ expect 400 "stage_out in a read-cache namespace"
 grep -q "write-back namespace" "$T/post.json" || fail "the 400 does not say write-back: $(cat "$T/post.json")"
 code=$(post '{"job": 9, "tenant": "team-a", "cache_bytes": "1M", "bandwidth": "9223372036854775808"}')
 expect 400 "bandwidth over INT64_MAX"
+# dry_run (what the Slurm provider asks at sbatch): the same checks, nothing recorded or registered
+code=$(post '{"job": 9, "tenant": "dry-tenant", "stage": ["/ds/b"], "cache_bytes": "1M", "dry_run": true}')
+expect 200 "a valid dry run"
+[ "$(field "$T/post.json" verdict)" = valid ] || fail "dry run verdict: $(cat "$T/post.json")"
+code=$(post '{"job": 9, "tenant": "dry-tenant", "cache_bytes": "1M", "stage": ["/nowhere/x"], "dry_run": true}')
+expect 400 "a dry run with a path in no namespace"
+grep -q "stage\[0\]" "$T/post.json" || fail "the dry run's 400 does not name the path: $(cat "$T/post.json")"
+code=$(post '{"job": 9, "tenant": "dry-tenant", "cache_bytes": "1G", "dry_run": true}')
+expect 422 "a dry run larger than the hot tier"
+code=$(post '{"job": 9, "tenant": "dry-tenant", "cache_bytes": "1M", "dry_run": "yes"}')
+expect 400 "dry_run not a boolean"
+api /v1/tenants | grep -q '"name":"dry-tenant"' && fail "a dry run registered its tenant"
 [ "$(njobs)" = "$n0" ] || fail "bad requests changed the job list ($n0 -> $(njobs) jobs)"
 code=$(post '{"job": 9, "tenant": "team-a", "cache_bytes": "1M"}' 1001)
 expect 403 "POST by uid 1001"
