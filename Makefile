@@ -24,6 +24,7 @@ lint:
 	scripts/check-format.sh
 	scripts/check-docs.sh
 	scripts/check-shell.sh
+	luac5.1 -p contrib/slurm/burst_buffer.lua # the Slurm provider parses as Lua 5.1
 
 test: deps lint
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTIER_SANITIZE=ON >/dev/null

@@ -18,6 +18,9 @@ PKGS=(
   # a private single-node Slurm with the burst_buffer/lua plugin for the Slurm provider's tests
   # (scripts/slurm.sh; it never uses the system munge/slurm services these packages install)
   slurm-wlm slurmctld slurmd slurm-client munge
+  # the provider contrib/slurm/burst_buffer.lua on the controller (JSON; clock and sleep), and
+  # Lua 5.1 itself for its syntax check (make lint) and the tests
+  lua-cjson lua-posix lua5.1
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -18,6 +18,7 @@
 #   stop   stops what DIR started (idempotent, safe from a trap); keeps DIR/log.
 #   status says whether slurmctld answers and the node's state; exit status 1 when it does not.
 # Environment:
+#   TIER_SLURM_BB_CONF        a file to install as DIR/tierd_bb.conf (the provider's settings)
 #   TIER_SLURM_START_TIMEOUT  seconds `start` may take in all (default 60)
 #   TIER_SLURM_STOP_GRACE     seconds between SIGTERM and SIGKILL on stop (default 10)
 #
@@ -223,7 +224,7 @@ stop_all() {
     # Remove the state; keep the logs (and the hook log) for post-mortems.
     rm -rf "$DIR/state" "$DIR/spool" "$DIR/jobs" "$MUNGEDIR" "$DIR/run" "$RUNDIR"
     rm -f "$DIR"/*.pid "$DIR/env" "$CONF" "$DIR/burst_buffer.conf" "$DIR/burst_buffer.lua" \
-        "$DIR/plugstack.conf" "$DIR/cgroup.conf"
+        "$DIR/plugstack.conf" "$DIR/cgroup.conf" "$DIR/tierd_bb.conf"
 }
 
 # ---- start -----------------------------------------------------------------------------------
@@ -392,6 +393,10 @@ start() {
     if [[ $(id -u) == 0 ]] && ! runuser -u nobody -- test -r "$CONF" 2>/dev/null; then
         fail_start "user nobody cannot read $CONF: make the directories above $DIR" \
             "world-searchable (chmod o+x) or use another DIR"
+    fi
+    if [[ -n ${TIER_SLURM_BB_CONF:-} ]]; then
+        install -m 0644 "$TIER_SLURM_BB_CONF" "$DIR/tierd_bb.conf" ||
+            fail_start "cannot install $TIER_SLURM_BB_CONF as $DIR/tierd_bb.conf"
     fi
     if [[ -n $LUA_SRC ]]; then
         install -m 0644 "$LUA_SRC" "$DIR/burst_buffer.lua"

@@ -1348,8 +1348,8 @@ static unsigned do_jobs_post(struct tierd *d, const struct api_request *rq, stru
     const char *stage_out[JOBS_PATHS_MAX];
     size_t nstage = 0, nprefix = 0, nout = 0;
     char msg[256], idbuf[32];
-    static const char *const fields[] = {"job",   "tenant",    "stage",  "cache_bytes",
-                                         "bandwidth", "class", "stage_out", "dry_run"};
+    static const char *const fields[] = {"job",       "tenant", "stage",     "cache_bytes",
+                                         "bandwidth", "class",  "stage_out", "dry_run"};
     const char *bad = unknown_field(j, fields, sizeof(fields) / sizeof(fields[0]));
     if (bad) {
         ret =

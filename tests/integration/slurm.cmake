@@ -14,3 +14,15 @@ add_test(NAME slurm_smoke
     ${PROJECT_SOURCE_DIR} ${TIER_SLURM_DIR})
 set_tests_properties(slurm_smoke PROPERTIES
   FIXTURES_REQUIRED slurm LABELS slurm TIMEOUT 90)
+
+# The provider itself (contrib/slurm/burst_buffer.lua), end to end: its own Slurm cluster in the
+# test's directory (scripts/slurm.sh with the provider installed, next to the fixture's), a tierd
+# with a FUSE mount over the RGW and a proxy it can stop; bad directives refused at sbatch,
+# stage-in before the start (hot first pass, the job's tenant), queueing over capacity, scancel
+# during stage-in, stage-out held while the backend is down (tests/integration/test_slurm_bb.sh).
+if(TARGET tierd)
+  add_test(NAME slurm_bb COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_slurm_bb.sh)
+  set_tests_properties(slurm_bb PROPERTIES TIMEOUT 300 LABELS "slurm;rgw;fuse"
+    FIXTURES_REQUIRED rgw
+    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_SRC=${PROJECT_SOURCE_DIR};TIER_CEPH_DIR=${TIER_CEPH_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+endif()

@@ -1,0 +1,784 @@
+-- SPDX-License-Identifier: Apache-2.0
+--
+-- burst_buffer.lua - the tierd provider for Slurm's burst_buffer/lua plugin (Slurm 22.05 and
+-- later; the plugin embeds Lua 5.1). A job asks for tierd with directives in its script:
+--
+--   #BB_LUA tierd capacity=40G stage=/datasets/imagenet bw=800M class=training
+--   #BB_LUA tierd stage_out=/ckpt/run7 tenant=team-a
+--
+-- and Slurm then holds it pending until its datasets are staged into the hot tier, starts it,
+-- and keeps it in stage-out until its checkpoints are durable in the object store. tierd's
+-- control API does the work (POST/GET/DELETE /v1/jobs, POST /v1/wait: docs/API.md); this script
+-- only maps Slurm's hooks onto it. Set-up, the directives and many nodes: docs/SLURM.md.
+--
+-- Install: this file as burst_buffer.lua next to slurm.conf, `BurstBufferType=burst_buffer/lua`
+-- in slurm.conf, `DefaultPool=tierd` in burst_buffer.conf, and on the controller the packages
+-- curl and lua-cjson (lua-posix is optional: it gives hook timings in milliseconds and sleeps
+-- without a fork). Settings come from tierd_bb.conf next to this file (KEY = VALUE lines, `#`
+-- comments; every key is optional; see DEFAULTS below).
+--
+-- Hooks and what they do (S: called synchronously by slurmctld with its locks held, so they make
+-- at most one bounded request; A: run in a separate process, killed at burst_buffer.conf's
+-- StageInTimeout, StageOutTimeout or OtherTimeout):
+--   slurm_bb_job_process  S  at submit: parse and check the directives, then ask tierd to check
+--                            the request (dry_run: paths, namespaces, could it ever fit); a bad
+--                            one is refused with a message sbatch prints
+--   slurm_bb_pools        S  the pool (tierd's capacity_bytes: what jobs may reserve); Slurm
+--                            itself counts the jobs' capacity against it and queues on it
+--   slurm_bb_setup        A  admission: POST /v1/jobs with the size Slurm granted. A 409 "queued"
+--                            (pins outside jobs took space since the last pools) is not a failure:
+--                            data_in waits for the admission
+--   slurm_bb_data_in      A  waits until the job is admitted and its stage paths are staged (the
+--                            job stays pending meanwhile); fails with tierd's error if staging fails
+--   slurm_bb_real_size    A  nothing (the job keeps the capacity it asked for)
+--   slurm_bb_paths        S  the job's environment: TIERD_TENANT, TIERD_MOUNT, TIERD_STAGE,
+--                            TIERD_STAGE_OUT (no request)
+--   slurm_bb_pre_run      A  with node_url set: admits and stages the job on each of its nodes'
+--                            tierd (TCP with the token); else checks the job is still staged
+--   slurm_bb_post_run     A  nothing
+--   slurm_bb_data_out     A  waits (POST /v1/wait, 20 s at a time) until every file under each
+--                            stage_out path is durable in the backend; the job stays in stage-out
+--                            until then, and is not reported complete while bytes are only on
+--                            the node
+--   slurm_bb_job_teardown A  releases the job (DELETE /v1/jobs/ID; also with hurry)
+--   slurm_bb_get_status   A  `scontrol show bbstat [JOBID]`: tierd's jobs and capacity
+--
+-- Every hook returns slurm.SUCCESS or slurm.ERROR and a message (Slurm shows it in the job's
+-- reason or at sbatch). A Lua error inside a hook is caught and returned as slurm.ERROR.
+
+local lua_script_name = "burst_buffer.lua (tierd)"
+
+local DEFAULTS = {
+    socket = "/run/tierd/api.sock", -- tierd's control API on this host (Unix socket)
+    url = "", -- or its TCP address, e.g. https://storage-ctl:7070 (then token_file)
+    token_file = "", -- file holding the bearer token for url and node_url
+    cacert = "", -- CA for an https url or node_url
+    node_url = "", -- e.g. https://%s:7070: pre_run admits the job on each node (%s = NodeAddr)
+    mount = "/mnt/tierd", -- tierd's mount point on the nodes (TIERD_MOUNT)
+    pool = "tierd", -- the pool name Slurm sees
+    curl = "/usr/bin/curl",
+    scontrol = "/usr/bin/scontrol",
+    request_timeout = "10", -- seconds for one request of an asynchronous hook
+    sync_timeout = "2", -- seconds for the one request of job_process and pools (slurmctld waits)
+    poll_interval = "0.25", -- seconds between two looks at a staging
+    check_at_submit = "yes", -- ask tierd to check the request at sbatch (no: syntax only)
+    timing_log = "", -- append "HOOK JOBID MILLISECONDS RC" per hook call (benchmarks)
+}
+
+local KEYS = {
+    tierd = true, -- the marker word, no value
+    pool = "the burst-buffer pool (Slurm's own key; default the configured pool)",
+    capacity = "hot-tier space to reserve, e.g. 40G",
+    stage = "mount paths to stage in before the job starts",
+    stage_out = "mount paths in write-back namespaces to make durable before the job ends",
+    bw = "backend bandwidth to reserve, e.g. 800M or 800MiB/s",
+    class = "inference, training, checkpoint or background",
+    tenant = "tenant name for the job's I/O (default slurm-JOBID)",
+}
+local KEY_LIST = "capacity, stage, stage_out, bw, class, tenant, pool"
+local CLASSES = { inference = true, training = true, checkpoint = true, background = true }
+
+-- ---- settings --------------------------------------------------------------------------------
+
+-- The directory of this script (slurm.conf's, where the plugin loads it from).
+local function script_dir()
+    local src = debug.getinfo(1, "S").source or ""
+    local d = src:match("^@(.*)/[^/]*$")
+    return d or "."
+end
+
+local DIR = script_dir()
+local C -- the settings; read again at every hook call (the plugin may keep its Lua state)
+
+local function load_conf()
+    C = {}
+    for k, v in pairs(DEFAULTS) do
+        C[k] = v
+    end
+    local path = DIR .. "/tierd_bb.conf"
+    local f = io.open(path, "r")
+    if f then
+        local n = 0
+        for line in f:lines() do
+            n = n + 1
+            local s = line:gsub("^%s+", ""):gsub("%s+$", "")
+            if s ~= "" and s:sub(1, 1) ~= "#" then
+                local k, v = s:match("^([%w_]+)%s*=%s*(.-)$")
+                if not k or DEFAULTS[k] == nil then
+                    f:close()
+                    error(string.format("%s:%d: '%s' is not KEY = VALUE with a known key", path,
+                        n, s), 0)
+                end
+                C[k] = v
+            end
+        end
+        f:close()
+    end
+    return C
+end
+
+local posix_time
+do
+    local ok, m = pcall(require, "posix.time")
+    if ok then
+        posix_time = m
+    end
+end
+
+local cjson_ok, cjson = pcall(require, "cjson")
+
+-- Monotonic milliseconds (lua-posix), else /proc/uptime's hundredths.
+local function now_ms()
+    if posix_time then
+        local t = posix_time.clock_gettime(posix_time.CLOCK_MONOTONIC)
+        return t.tv_sec * 1000 + t.tv_nsec / 1e6
+    end
+    local f = io.open("/proc/uptime", "r")
+    local up = f and f:read("*n") or 0
+    if f then
+        f:close()
+    end
+    return up * 1000
+end
+
+local function sleep_s(secs)
+    if posix_time then
+        local whole = math.floor(secs)
+        posix_time.nanosleep({ tv_sec = whole, tv_nsec = math.floor((secs - whole) * 1e9) })
+    else
+        os.execute("sleep " .. string.format("%.3f", secs))
+    end
+end
+
+-- ---- HTTP to tierd (curl, configured through a private file) --------------------------------
+
+-- A value for a curl config file: double-quoted with \ and " escaped.
+local function cq(s)
+    return '"' .. tostring(s):gsub("[\\\"]", "\\%0"):gsub("\n", "\\n") .. '"'
+end
+
+local function read_file(path)
+    local f = io.open(path, "r")
+    if not f then
+        return nil
+    end
+    local s = f:read("*a")
+    f:close()
+    return s
+end
+
+-- A target: {base = "http://tierd", socket = PATH} or {base = URL, token = TOKEN}.
+local function local_target()
+    if C.url ~= "" then
+        local tok = C.token_file ~= "" and read_file(C.token_file) or nil
+        if C.token_file ~= "" and not tok then
+            return nil, "cannot read token_file " .. C.token_file
+        end
+        return { base = C.url:gsub("/+$", ""), token = tok and tok:match("^%s*(.-)%s*$"),
+            what = C.url }
+    end
+    return { base = "http://tierd", socket = C.socket, what = C.socket }
+end
+
+-- request(target, METHOD, PATH, BODY-TABLE-OR-NIL, TIMEOUT-S) -> status (number; 0: no answer),
+-- decoded body (table or nil), text (the raw body or curl's error).
+local function request(t, method, path, body, timeout)
+    if not cjson_ok then
+        return 0, nil, "lua-cjson is not installed on the controller (apt install lua-cjson)"
+    end
+    local cfg = os.tmpname() -- mkstemp: mode 0600, so the token is not on a command line
+    local errf = cfg .. ".err"
+    local f = assert(io.open(cfg, "w"))
+    f:write("silent\nshow-error\n")
+    f:write("request = ", cq(method), "\n")
+    f:write("url = ", cq(t.base .. path), "\n")
+    f:write("max-time = ", cq(timeout or C.request_timeout), "\n")
+    f:write("connect-timeout = \"5\"\n")
+    f:write("output = \"-\"\n")
+    f:write("write-out = \"\\n%{http_code}\"\n")
+    if t.socket then
+        f:write("unix-socket = ", cq(t.socket), "\n")
+    end
+    if t.token then
+        f:write("header = ", cq("Authorization: Bearer " .. t.token), "\n")
+    end
+    if C.cacert ~= "" then
+        f:write("cacert = ", cq(C.cacert), "\n")
+    end
+    if body then
+        f:write("header = \"Content-Type: application/json\"\n")
+        f:write("data-raw = ", cq(cjson.encode(body)), "\n")
+    end
+    f:close()
+    local p = io.popen(C.curl .. " -K " .. cfg .. " 2>" .. errf, "r")
+    local out = p and p:read("*a") or ""
+    if p then
+        p:close()
+    end
+    os.remove(cfg)
+    local err = read_file(errf) or ""
+    os.remove(errf)
+    local text, code = out:match("^(.*)\n(%d%d%d)$")
+    code = tonumber(code) or 0
+    if code == 0 then
+        err = err:gsub("%s+$", "")
+        return 0, nil, "cannot reach tierd at " .. t.what .. ": " ..
+            (err ~= "" and err or "no answer")
+    end
+    local ok, obj = pcall(cjson.decode, text)
+    if not ok or type(obj) ~= "table" then
+        obj = nil
+    end
+    return code, obj, text
+end
+
+-- The error tierd gave (its "error" field), else the text.
+local function why(obj, text)
+    if obj and type(obj.error) == "string" then
+        return obj.error
+    end
+    return (text or ""):sub(1, 300)
+end
+
+-- ---- directives ------------------------------------------------------------------------------
+
+local SIZE_UNITS = { [""] = 1, K = 2 ^ 10, M = 2 ^ 20, G = 2 ^ 30, T = 2 ^ 40, P = 2 ^ 50 }
+
+-- A size as Slurm reads capacity=: a number and an optional K, M, G, T or P (powers of 1024).
+local function parse_size(s)
+    local num, unit = s:match("^(%d+%.?%d*)([KMGTPkmgtp]?)[iI]?[bB]?$")
+    if not num then
+        return nil
+    end
+    local n = tonumber(num) * SIZE_UNITS[unit:upper()]
+    if n >= 2 ^ 63 then
+        return nil
+    end
+    return math.floor(n)
+end
+
+local function parse_rate(s)
+    local v = s:gsub("/s$", "")
+    return parse_size(v)
+end
+
+local function valid_path(p)
+    return p:sub(1, 1) == "/" and not p:find("%z") and not p:find("//", 1, true) and
+        not p:find("/%.%.?/") and not p:find("/%.%.?$") and #p < 4096
+end
+
+-- parse(script path) -> spec, or nil and the message the user sees. spec = {lines = N,
+-- capacity = bytes or nil, stage = {...}, stage_out = {...}, bw, class, tenant, pool}.
+local function parse(script)
+    local f, e = io.open(script, "r")
+    if not f then
+        return nil, "cannot read the job script: " .. tostring(e)
+    end
+    local spec = { stage = {}, stage_out = {}, lines = 0 }
+    local n = 0
+    local function bad(msg)
+        f:close()
+        return nil, string.format("#BB_LUA line %d: %s", n, msg)
+    end
+    for line in f:lines() do
+        n = n + 1
+        local rest = line:match("^#BB_LUA(.*)$")
+        if rest then
+            spec.lines = spec.lines + 1
+            if rest ~= "" and not rest:match("^%s") then
+                return bad("'#BB_LUA' must be followed by a blank")
+            end
+            for tok in rest:gmatch("%S+") do
+                if tok ~= "tierd" then
+                    local k, v = tok:match("^([%w_]+)=(.*)$")
+                    if not k then
+                        return bad(string.format("'%s' is not KEY=VALUE (keys: %s)", tok, KEY_LIST))
+                    end
+                    if not KEYS[k] or k == "tierd" then
+                        return bad(string.format("unknown key '%s' (keys: %s)", k, KEY_LIST))
+                    end
+                    if v == "" then
+                        return bad(string.format("%s= has no value (%s)", k, KEYS[k]))
+                    end
+                    if k == "stage" or k == "stage_out" then
+                        for p in (v .. ","):gmatch("([^,]*),") do
+                            if not valid_path(p) then
+                                return bad(string.format(
+                                    "%s path '%s' must be an absolute mount path like " ..
+                                    "/datasets/imagenet (no '.', '..' or '//')", k, p))
+                            end
+                            table.insert(spec[k], p)
+                        end
+                        if #spec[k] > 64 then
+                            return bad(string.format("more than 64 %s paths", k))
+                        end
+                    else
+                        if spec[k] ~= nil then
+                            return bad(string.format("%s= given twice", k))
+                        end
+                        if k == "capacity" then
+                            spec.capacity = parse_size(v)
+                            if not spec.capacity then
+                                return bad(string.format("capacity=%s is not a size (a number " ..
+                                    "with K, M, G, T or P, powers of 1024: capacity=40G)", v))
+                            end
+                        elseif k == "bw" then
+                            if not parse_rate(v) then
+                                return bad(string.format("bw=%s is not a rate (bytes/s, or " ..
+                                    "like bw=800M or bw=800MiB/s)", v))
+                            end
+                            spec.bw = v
+                        elseif k == "class" then
+                            if not CLASSES[v] then
+                                return bad(string.format("class=%s is not one of inference, " ..
+                                    "training, checkpoint, background", v))
+                            end
+                            spec.class = v
+                        elseif k == "tenant" then
+                            if #v > 63 or not v:match("^[%w._-]+$") then
+                                return bad(string.format("tenant=%s: 1 to 63 letters, digits, " ..
+                                    "'.', '_', '-'", v))
+                            end
+                            spec.tenant = v
+                        else
+                            spec[k] = v
+                        end
+                    end
+                end
+            end
+        end
+    end
+    f:close()
+    if #spec.stage > 0 and not spec.capacity then
+        n = 0
+        return nil, "stage= needs capacity=SIZE: the hot-tier space the staged files take " ..
+            "(for example #BB_LUA pool=tierd capacity=40G stage=/datasets/x)"
+    end
+    return spec
+end
+
+local function tenant_of(spec, job_id)
+    return spec.tenant or ("slurm-" .. job_id)
+end
+
+-- The body of POST /v1/jobs for a job.
+local function job_body(spec, job_id, cache_bytes)
+    local b = {
+        job = tostring(job_id),
+        tenant = tenant_of(spec, job_id),
+        cache_bytes = cache_bytes or 0,
+        class = spec.class or "training",
+    }
+    if #spec.stage > 0 then
+        b.stage = spec.stage
+    end
+    if #spec.stage_out > 0 then
+        b.stage_out = spec.stage_out
+    end
+    if spec.bw then
+        b.bandwidth = spec.bw
+    end
+    return b
+end
+
+-- ---- the hooks' bodies -----------------------------------------------------------------------
+
+local S, E = slurm.SUCCESS, slurm.ERROR
+
+-- Register a named tenant with a rule for this Slurm job, so the job's reads are its.
+local function register_tenant(t, spec, job_id)
+    if not spec.tenant then
+        return true -- slurm-JOBID: POST /v1/jobs registers it, and tierd resolves the job to it
+    end
+    local code, obj, text = request(t, "POST", "/v1/tenants", {
+        name = spec.tenant, class = spec.class, slurm_job = tostring(job_id) })
+    if code == 200 or code == 201 then
+        return true
+    end
+    return nil, string.format("tierd: tenant %s: %s", spec.tenant, why(obj, text))
+end
+
+-- submit(target, spec, job_id, bytes) -> job table, or nil and a message. Queued is a success.
+local function submit(t, spec, job_id, bytes)
+    local ok, msg = register_tenant(t, spec, job_id)
+    if not ok then
+        return nil, msg
+    end
+    local code, obj, text = request(t, "POST", "/v1/jobs", job_body(spec, job_id, bytes))
+    if code == 200 or (code == 409 and obj and obj.state == "queued") then
+        return obj
+    end
+    return nil, string.format("tierd (%s): job %s: HTTP %d: %s", t.what, job_id, code,
+        why(obj, text))
+end
+
+-- wait_staged(target, spec, job_id, bytes) -> true, or nil and a message. Polls GET
+-- /v1/jobs/ID until admitted and staged; resubmits once if tierd forgot the job (restart).
+local function wait_staged(t, spec, job_id, bytes)
+    local resubmitted = false
+    while true do
+        local code, obj, text = request(t, "GET", "/v1/jobs/" .. job_id)
+        if code == 404 and not resubmitted then
+            resubmitted = true
+            local j, msg = submit(t, spec, job_id, bytes)
+            if not j then
+                return nil, msg
+            end
+        elseif code ~= 200 or not obj then
+            return nil, string.format("tierd (%s): job %s: HTTP %d: %s", t.what, job_id, code,
+                why(obj, text))
+        elseif obj.state == "admitted" and obj.staging and
+            (obj.staging.state == "staged" or obj.staging.state == "none") then
+            return true
+        elseif obj.staging and obj.staging.state == "failed" then
+            return nil, string.format("tierd: staging of job %s failed: %s", job_id,
+                tostring(obj.staging.error))
+        end
+        sleep_s(tonumber(C.poll_interval) or 0.25)
+    end
+end
+
+-- The job's reserved size as Slurm holds it: setup's argument, else the directive.
+local function job_bytes(spec, bb_size)
+    local n = tonumber(bb_size)
+    if n and n > 0 then
+        return n
+    end
+    return spec.capacity or 0
+end
+
+local function job_id_of_script(path)
+    return path:match("/job%.(%d+)/") or "0"
+end
+
+-- slurmctld's conf for scontrol (this script sits next to slurm.conf).
+local function scontrol(args)
+    local cmd = string.format("SLURM_CONF=%s/slurm.conf %s %s 2>/dev/null", DIR, C.scontrol, args)
+    local p = io.popen(cmd, "r")
+    local out = p and p:read("*a") or ""
+    if p then
+        p:close()
+    end
+    return out
+end
+
+-- The targets of a job's nodes (node_url with each node's NodeAddr), or an empty table.
+local function node_targets(job_id)
+    local ts = {}
+    if C.node_url == "" then
+        return ts
+    end
+    local list = scontrol("-o show job " .. job_id):match("%sNodeList=(%S+)")
+    if not list or list == "(null)" then
+        return ts
+    end
+    local tok
+    if C.token_file ~= "" then
+        tok = read_file(C.token_file)
+        tok = tok and tok:match("^%s*(.-)%s*$")
+    end
+    for host in scontrol("show hostnames " .. list):gmatch("%S+") do
+        if host:match("^[%w._-]+$") then
+            local addr = scontrol("-o show node " .. host):match("%sNodeAddr=(%S+)") or host
+            local url = C.node_url:gsub("%%s", (addr:gsub("%%", "%%%%")))
+            ts[#ts + 1] = { base = url:gsub("/+$", ""), token = tok, what = host .. " " .. url }
+        end
+    end
+    return ts
+end
+
+local function timing(name, job_id, ms, rc)
+    if C and C.timing_log ~= "" then
+        local f = io.open(C.timing_log, "a")
+        if f then
+            f:write(string.format("%s %s %.3f %d\n", name, tostring(job_id), ms, rc))
+            f:close()
+        end
+    end
+end
+
+-- run(NAME, JOBID, FN, ...): FN's (rc, msg), timed, logged, Lua errors caught.
+local function run(name, job_id, fn, ...)
+    local t0 = now_ms()
+    local ok, rc, msg = pcall(function(...)
+        load_conf()
+        return fn(...)
+    end, ...)
+    if not ok then
+        msg = "tierd provider: " .. tostring(rc)
+        rc = E
+    end
+    rc = rc or E
+    timing(name, job_id, now_ms() - t0, rc)
+    if rc ~= S then
+        slurm.log_error("%s: %s job %s: %s", lua_script_name, name, tostring(job_id), tostring(msg))
+    else
+        slurm.log_debug("%s: %s job %s: %s", lua_script_name, name, tostring(job_id),
+            tostring(msg or "ok"))
+    end
+    if msg == nil then
+        return rc -- Slurm takes no nil as a second value
+    end
+    return rc, tostring(msg)
+end
+
+-- ---- the hooks -------------------------------------------------------------------------------
+
+function slurm_bb_job_process(job_script)
+    local job_id = job_id_of_script(job_script)
+    return run("slurm_bb_job_process", job_id, function()
+        local spec, msg = parse(job_script)
+        if not spec then
+            return E, msg
+        end
+        if C.check_at_submit == "no" then
+            return S
+        end
+        local t, terr = local_target()
+        if not t then
+            return E, "tierd: " .. terr
+        end
+        local body = job_body(spec, job_id, spec.capacity)
+        body.dry_run = true
+        local code, obj, text = request(t, "POST", "/v1/jobs", body, C.sync_timeout)
+        if code == 200 then
+            return S
+        end
+        return E, "tierd: " .. why(obj, text)
+    end)
+end
+
+function slurm_bb_pools()
+    return run("slurm_bb_pools", "-", function()
+        local t, terr = local_target()
+        if not t then
+            return E, terr
+        end
+        local code, obj, text = request(t, "GET", "/v1/jobs", nil, C.sync_timeout)
+        if code ~= 200 or not obj or type(obj.capacity) ~= "table" then
+            return E, "tierd: " .. why(obj, text)
+        end
+        local q = tonumber(obj.capacity.capacity_bytes) or 0
+        return S, string.format('{"pools":[{"id":%s,"quantity":%.0f,"granularity":1}]}',
+            cjson.encode(C.pool), q)
+    end)
+end
+
+function slurm_bb_setup(job_id, uid, gid, pool, bb_size, job_script)
+    return run("slurm_bb_setup", job_id, function()
+        local spec, msg = parse(job_script)
+        if not spec then
+            return E, msg
+        end
+        local t, terr = local_target()
+        if not t then
+            return E, terr
+        end
+        local j, err = submit(t, spec, job_id, job_bytes(spec, bb_size))
+        if not j then
+            return E, err
+        end
+        return S, j.state
+    end)
+end
+
+function slurm_bb_data_in(job_id, job_script)
+    return run("slurm_bb_data_in", job_id, function()
+        local spec, msg = parse(job_script)
+        if not spec then
+            return E, msg
+        end
+        local t, terr = local_target()
+        if not t then
+            return E, terr
+        end
+        local ok, err = wait_staged(t, spec, job_id, spec.capacity)
+        if not ok then
+            return E, err
+        end
+        return S
+    end)
+end
+
+function slurm_bb_real_size(job_id)
+    return run("slurm_bb_real_size", job_id, function()
+        return S
+    end)
+end
+
+function slurm_bb_paths(job_id, job_script, path_file)
+    return run("slurm_bb_paths", job_id, function()
+        local spec, msg = parse(job_script)
+        if not spec then
+            return E, msg
+        end
+        local function under(list)
+            local out = {}
+            for i, p in ipairs(list) do
+                out[i] = C.mount:gsub("/+$", "") .. p
+            end
+            return table.concat(out, ",")
+        end
+        local f = assert(io.open(path_file, "w"))
+        f:write("TIERD_TENANT=", tenant_of(spec, job_id), "\n")
+        f:write("TIERD_MOUNT=", C.mount, "\n")
+        f:write("TIERD_STAGE=", under(spec.stage), "\n")
+        f:write("TIERD_STAGE_OUT=", under(spec.stage_out), "\n")
+        f:close()
+        return S
+    end)
+end
+
+function slurm_bb_pre_run(job_id, job_script)
+    return run("slurm_bb_pre_run", job_id, function()
+        local spec, msg = parse(job_script)
+        if not spec then
+            return E, msg
+        end
+        local nodes = node_targets(job_id)
+        if #nodes == 0 then
+            local t, terr = local_target()
+            if not t then
+                return E, terr
+            end
+            local ok, err = wait_staged(t, spec, job_id, spec.capacity)
+            return ok and S or E, err
+        end
+        -- Node-local admission and warming: submit on every node first, then wait for each.
+        for _, t in ipairs(nodes) do
+            local j, err = submit(t, spec, job_id, spec.capacity)
+            if not j then
+                return E, err
+            end
+        end
+        for _, t in ipairs(nodes) do
+            local ok, err = wait_staged(t, spec, job_id, spec.capacity)
+            if not ok then
+                return E, err
+            end
+        end
+        return S
+    end)
+end
+
+function slurm_bb_post_run(job_id)
+    return run("slurm_bb_post_run", job_id, function()
+        return S
+    end)
+end
+
+-- Wait until everything under path is durable on target; true, or nil and a message.
+local function wait_durable(t, job_id, path)
+    while true do
+        local code, obj, text = request(t, "POST", "/v1/wait", { path = path, timeout_s = 20 }, 30)
+        if code == 200 then
+            return true
+        elseif code == 404 then
+            slurm.log_info("%s: job %s: nothing written under stage_out %s", lua_script_name,
+                job_id, path)
+            return true
+        elseif code == 504 then
+            slurm.log_info("%s: job %s: %s not durable yet; waiting", lua_script_name, job_id,
+                path)
+        else
+            return nil, string.format("tierd (%s): stage_out %s of job %s: HTTP %d: %s", t.what,
+                path, job_id, code, why(obj, text))
+        end
+    end
+end
+
+function slurm_bb_data_out(job_id, job_script)
+    return run("slurm_bb_data_out", job_id, function()
+        local spec, msg = parse(job_script)
+        if not spec then
+            return E, msg
+        end
+        local targets = node_targets(job_id)
+        if #targets == 0 then
+            local t, terr = local_target()
+            if not t then
+                return E, terr
+            end
+            targets = { t }
+        end
+        for _, t in ipairs(targets) do
+            for _, p in ipairs(spec.stage_out) do
+                local ok, err = wait_durable(t, job_id, p)
+                if not ok then
+                    return E, err
+                end
+            end
+        end
+        return S
+    end)
+end
+
+function slurm_bb_job_teardown(job_id, job_script, hurry)
+    return run("slurm_bb_job_teardown", job_id, function()
+        local targets = node_targets(job_id)
+        local t, terr = local_target()
+        if not t then
+            return E, terr
+        end
+        table.insert(targets, 1, t)
+        local seen, errs = {}, {}
+        for _, tt in ipairs(targets) do
+            if not seen[tt.base] then
+                seen[tt.base] = true
+                local code, obj, text = request(tt, "DELETE", "/v1/jobs/" .. job_id)
+                if code ~= 200 and code ~= 404 then
+                    errs[#errs + 1] = string.format("%s: HTTP %d: %s", tt.what, code,
+                        why(obj, text))
+                end
+            end
+        end
+        if #errs > 0 then
+            return E, "tierd: release of job " .. job_id .. ": " .. table.concat(errs, "; ")
+        end
+        return S
+    end)
+end
+
+local function fmt_bytes(n)
+    n = tonumber(n) or 0
+    local units = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" }
+    local i = 1
+    while n >= 1024 and i < #units do
+        n = n / 1024
+        i = i + 1
+    end
+    return i == 1 and string.format("%d B", n) or string.format("%.1f %s", n, units[i])
+end
+
+function slurm_bb_get_status(uid, gid, ...)
+    local args = { ... }
+    return run("slurm_bb_get_status", "-", function()
+        local t, terr = local_target()
+        if not t then
+            return E, terr
+        end
+        local code, obj, text = request(t, "GET", "/v1/jobs")
+        if code ~= 200 or not obj then
+            return E, "tierd: " .. why(obj, text)
+        end
+        local want = args[1]
+        local lines = {}
+        local c = obj.capacity or {}
+        lines[#lines + 1] = string.format("tierd pool %s: capacity %s, reserved %s, " ..
+            "reservable %s; %d admitted, %d queued", C.pool, fmt_bytes(c.capacity_bytes),
+            fmt_bytes(c.reserved_bytes), fmt_bytes(c.reservable_bytes), c.admitted or 0,
+            c.queued or 0)
+        lines[#lines + 1] = string.format("%-12s %-9s %-20s %-11s %-10s %-9s %s", "JOB", "STATE",
+            "TENANT", "CLASS", "RESERVED", "STAGING", "STAGED")
+        for _, j in ipairs(obj.jobs or {}) do
+            if not want or tostring(j.job) == want then
+                local st = j.staging or {}
+                lines[#lines + 1] = string.format("%-12s %-9s %-20s %-11s %-10s %-9s %s / %s",
+                    tostring(j.job), tostring(j.state), tostring(j.tenant), tostring(j.class),
+                    fmt_bytes(j.cache_bytes), tostring(st.state), fmt_bytes(st.bytes_done),
+                    fmt_bytes(st.bytes_total))
+            end
+        end
+        return S, table.concat(lines, "\n") .. "\n"
+    end)
+end
