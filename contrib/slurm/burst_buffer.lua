@@ -3,17 +3,17 @@
 -- burst_buffer.lua - the tierd provider for Slurm's burst_buffer/lua plugin (Slurm 22.05 and
 -- later; the plugin embeds Lua 5.1). A job asks for tierd with directives in its script:
 --
---   #BB_LUA tierd capacity=40G stage=/datasets/imagenet bw=800M class=training
---   #BB_LUA tierd stage_out=/ckpt/run7 tenant=team-a
+--   #BB_LUA tierd pool=tierd capacity=40G stage=/datasets/imagenet bw=800M class=training
+--   #BB_LUA tierd stage_out=/ckpt/run7
 --
 -- and Slurm then holds it pending until its datasets are staged into the hot tier, starts it,
 -- and keeps it in stage-out until its checkpoints are durable in the object store. tierd's
 -- control API does the work (POST/GET/DELETE /v1/jobs, POST /v1/wait: docs/API.md); this script
 -- only maps Slurm's hooks onto it. Set-up, the directives and many nodes: docs/SLURM.md.
 --
--- Install: this file as burst_buffer.lua next to slurm.conf, `BurstBufferType=burst_buffer/lua`
--- in slurm.conf, `DefaultPool=tierd` in burst_buffer.conf, and on the controller the packages
--- curl and lua-cjson (lua-posix is optional: it gives hook timings in milliseconds and sleeps
+-- (Slurm requires pool= with capacity=; this plugin has no default pool.) Install: this file as
+-- burst_buffer.lua next to slurm.conf, `BurstBufferType=burst_buffer/lua` in slurm.conf, and on
+-- the controller the packages curl and lua-cjson (lua-posix is optional: it gives hook timings in milliseconds and sleeps
 -- without a fork). Settings come from tierd_bb.conf next to this file (KEY = VALUE lines, `#`
 -- comments; every key is optional; see DEFAULTS below).
 --
@@ -21,8 +21,10 @@
 -- at most one bounded request; A: run in a separate process, killed at burst_buffer.conf's
 -- StageInTimeout, StageOutTimeout or OtherTimeout):
 --   slurm_bb_job_process  S  at submit: parse and check the directives, then ask tierd to check
---                            the request (dry_run: paths, namespaces, could it ever fit); a bad
---                            one is refused with a message sbatch prints
+--                            the request (dry_run: namespaces, could it ever fit; no backend
+--                            I/O); a bad one is refused with a message sbatch prints. A tierd
+--                            that does not answer within sync_timeout does not refuse the job
+--                            (setup will say what is wrong)
 --   slurm_bb_pools        S  the pool (tierd's capacity_bytes: what jobs may reserve); Slurm
 --                            itself counts the jobs' capacity against it and queues on it
 --   slurm_bb_setup        A  admission: POST /v1/jobs with the size Slurm granted. A 409 "queued"
@@ -59,10 +61,14 @@ local DEFAULTS = {
     curl = "/usr/bin/curl",
     scontrol = "/usr/bin/scontrol",
     request_timeout = "10", -- seconds for one request of an asynchronous hook
-    sync_timeout = "2", -- seconds for the one request of job_process and pools (slurmctld waits)
+    sync_timeout = "0.5", -- seconds for the one request of job_process and pools (slurmctld
+    -- holds its job lock meanwhile)
     poll_interval = "0.25", -- seconds between two looks at a staging
+    wait_step = "20", -- seconds of one POST /v1/wait in data_out
     check_at_submit = "yes", -- ask tierd to check the request at sbatch (no: syntax only)
-    timing_log = "", -- append "HOOK JOBID MILLISECONDS RC" per hook call (benchmarks)
+    user_tenants = "no", -- yes: jobs may name their tenant (tenant=NAME; any user, any tenant)
+    job_prefix = "", -- prepended to Slurm's job id in tierd (clusters sharing one tierd)
+    timing_log = "", -- append "HOOK JOBID MILLISECONDS RC END" per hook call (END: epoch s)
 }
 
 local KEYS = {
@@ -73,7 +79,7 @@ local KEYS = {
     stage_out = "mount paths in write-back namespaces to make durable before the job ends",
     bw = "backend bandwidth to reserve, e.g. 800M or 800MiB/s",
     class = "inference, training, checkpoint or background",
-    tenant = "tenant name for the job's I/O (default slurm-JOBID)",
+    tenant = "tenant name for the job's I/O (default slurm-JOBID; only with user_tenants = yes)",
 }
 local KEY_LIST = "capacity, stage, stage_out, bw, class, tenant, pool"
 local CLASSES = { inference = true, training = true, checkpoint = true, background = true }
@@ -186,10 +192,13 @@ local function request(t, method, path, body, timeout)
     if not cjson_ok then
         return 0, nil, "lua-cjson is not installed on the controller (apt install lua-cjson)"
     end
-    local cfg = os.tmpname() -- mkstemp: mode 0600, so the token is not on a command line
-    local errf = cfg .. ".err"
+    -- mkstemp: mode 0600, owned by SlurmUser (who may read token_file anyway), so the token and
+    -- the user's paths are on no command line
+    local cfg = os.tmpname()
     local f = assert(io.open(cfg, "w"))
     f:write("silent\nshow-error\n")
+    f:write("stderr = \"-\"\n") -- curl's errors on stdout, before the status: no second file
+    f:write("noproxy = \"*\"\n") -- never through an http_proxy of slurmctld's environment
     f:write("request = ", cq(method), "\n")
     f:write("url = ", cq(t.base .. path), "\n")
     f:write("max-time = ", cq(timeout or C.request_timeout), "\n")
@@ -210,18 +219,17 @@ local function request(t, method, path, body, timeout)
         f:write("data-raw = ", cq(cjson.encode(body)), "\n")
     end
     f:close()
-    local p = io.popen(C.curl .. " -K " .. cfg .. " 2>" .. errf, "r")
+    -- -q first: no ~/.curlrc
+    local p = io.popen(C.curl .. " -q -K " .. cfg .. " 2>/dev/null", "r")
     local out = p and p:read("*a") or ""
     if p then
         p:close()
     end
     os.remove(cfg)
-    local err = read_file(errf) or ""
-    os.remove(errf)
     local text, code = out:match("^(.*)\n(%d%d%d)$")
     code = tonumber(code) or 0
     if code == 0 then
-        err = err:gsub("%s+$", "")
+        local err = (text or out):gsub("%s+$", "")
         return 0, nil, "cannot reach tierd at " .. t.what .. ": " ..
             (err ~= "" and err or "no answer")
     end
@@ -242,19 +250,29 @@ end
 
 -- ---- directives ------------------------------------------------------------------------------
 
-local SIZE_UNITS = { [""] = 1, K = 2 ^ 10, M = 2 ^ 20, G = 2 ^ 30, T = 2 ^ 40, P = 2 ^ 50 }
+-- The units Slurm 22.05 takes after capacity= (suffix_mult): K, KiB = 1024, KB = 1000, and so
+-- on to P; any case.
+local SIZE_UNITS = { [""] = 1 }
+for i, u in ipairs({ "k", "m", "g", "t", "p" }) do
+    SIZE_UNITS[u] = 1024 ^ i
+    SIZE_UNITS[u .. "ib"] = 1024 ^ i
+    SIZE_UNITS[u .. "b"] = 1000 ^ i
+end
 
--- A size as Slurm reads capacity=: a number and an optional K, M, G, T or P (powers of 1024).
+-- A size as Slurm reads capacity=: an integer and one of those units; nil for anything Slurm
+-- would read otherwise (decimals, other units: Slurm would ignore the unit) or above 2^53 (the
+-- largest integer a Lua 5.1 number holds exactly).
 local function parse_size(s)
-    local num, unit = s:match("^(%d+%.?%d*)([KMGTPkmgtp]?)[iI]?[bB]?$")
-    if not num then
+    local num, unit = s:match("^(%d+)(%a*)$")
+    local mult = num and SIZE_UNITS[unit:lower()]
+    if not mult then
         return nil
     end
-    local n = tonumber(num) * SIZE_UNITS[unit:upper()]
-    if n >= 2 ^ 63 then
+    local n = tonumber(num) * mult
+    if n <= 0 or n > 2 ^ 53 then
         return nil
     end
-    return math.floor(n)
+    return n
 end
 
 local function parse_rate(s)
@@ -262,33 +280,76 @@ local function parse_rate(s)
     return parse_size(v)
 end
 
+-- A byte count as tierd takes it: a decimal string (cjson would write 1e+14 for large numbers).
+local function bytes_str(n)
+    return string.format("%.0f", n)
+end
+
 local function valid_path(p)
     return p:sub(1, 1) == "/" and not p:find("%z") and not p:find("//", 1, true) and
         not p:find("/%.%.?/") and not p:find("/%.%.?$") and #p < 4096
 end
 
--- parse(script path) -> spec, or nil and the message the user sees. spec = {lines = N,
--- capacity = bytes or nil, stage = {...}, stage_out = {...}, bw, class, tenant, pool}.
-local function parse(script)
+-- The job's #BB_LUA directives as Slurm 22.05 reads them (_xlate_batch): the script's lines up
+-- to the first one that does not start with '#' (empty lines skipped), those starting with
+-- "#BB_LUA", a line ending in '\' continued by the next #BB_LUA line. Returns a list of
+-- {n = first line number, text = the directive's words}, or nil and a message.
+local function directive_lines(script)
     local f, e = io.open(script, "r")
     if not f then
         return nil, "cannot read the job script: " .. tostring(e)
     end
-    local spec = { stage = {}, stage_out = {}, lines = 0 }
-    local n = 0
-    local function bad(msg)
-        f:close()
-        return nil, string.format("#BB_LUA line %d: %s", n, msg)
-    end
+    local out, n, cont = {}, 0, false
     for line in f:lines() do
         n = n + 1
-        local rest = line:match("^#BB_LUA(.*)$")
-        if rest then
-            spec.lines = spec.lines + 1
-            if rest ~= "" and not rest:match("^%s") then
-                return bad("'#BB_LUA' must be followed by a blank")
+        if line ~= "" then
+            if line:sub(1, 1) ~= "#" then
+                break -- Slurm stops at the first line that is not a comment
             end
-            for tok in rest:gmatch("%S+") do
+            local rest = line:match("^#BB_LUA(.*)$")
+            if not rest then
+                cont = false
+            else
+                local joined = rest:sub(-1) == "\\"
+                if joined then
+                    rest = rest:sub(1, -2)
+                end
+                if cont then
+                    out[#out].text = out[#out].text .. rest
+                else
+                    out[#out + 1] = { n = n, text = rest }
+                end
+                cont = joined
+            end
+        end
+    end
+    f:close()
+    return out
+end
+
+-- parse(script path) -> spec, or nil and the message the user sees. spec = {lines = N,
+-- capacity = bytes or nil, stage = {...}, stage_out = {...}, bw, class, tenant, pool}.
+local function parse(script)
+    local dl, e = directive_lines(script)
+    if not dl then
+        return nil, e
+    end
+    local spec = { stage = {}, stage_out = {}, lines = #dl }
+    local n = 0
+    local function bad(msg)
+        return nil, string.format("#BB_LUA line %d: %s", n, msg)
+    end
+    for _, d in ipairs(dl) do
+        n = d.n
+        local rest = d.text
+        do
+            if rest ~= "" and not rest:match("^ ") then
+                return bad("'#BB_LUA' must be followed by a space")
+            end
+            if rest:find("[\t\r\v\f]") then
+                return bad("separate the keys with spaces (Slurm does not take tabs there)")
+            end
+            for tok in rest:gmatch("[^ ]+") do
                 if tok ~= "tierd" then
                     local k, v = tok:match("^([%w_]+)=(.*)$")
                     if not k then
@@ -319,8 +380,9 @@ local function parse(script)
                         if k == "capacity" then
                             spec.capacity = parse_size(v)
                             if not spec.capacity then
-                                return bad(string.format("capacity=%s is not a size (a number " ..
-                                    "with K, M, G, T or P, powers of 1024: capacity=40G)", v))
+                                return bad(string.format("capacity=%s is not a size (an " ..
+                                    "integer and K, M, G, T or P, powers of 1024, or KB, MB, " ..
+                                    "GB, TB, PB, powers of 1000: capacity=40G)", v))
                             end
                         elseif k == "bw" then
                             if not parse_rate(v) then
@@ -335,12 +397,21 @@ local function parse(script)
                             end
                             spec.class = v
                         elseif k == "tenant" then
+                            if C.user_tenants ~= "yes" then
+                                return bad("tenant= is not allowed on this cluster " ..
+                                    "(user_tenants = no in tierd_bb.conf): the job's tenant " ..
+                                    "is slurm-JOBID")
+                            end
                             if #v > 63 or not v:match("^[%w._-]+$") then
                                 return bad(string.format("tenant=%s: 1 to 63 letters, digits, " ..
                                     "'.', '_', '-'", v))
                             end
                             spec.tenant = v
                         else
+                            if v ~= C.pool then
+                                return bad(string.format("pool=%s: this cluster's tierd pool " ..
+                                    "is %s", v, C.pool))
+                            end
                             spec[k] = v
                         end
                     end
@@ -348,7 +419,6 @@ local function parse(script)
             end
         end
     end
-    f:close()
     if #spec.stage > 0 and not spec.capacity then
         n = 0
         return nil, "stage= needs capacity=SIZE: the hot-tier space the staged files take " ..
@@ -358,15 +428,20 @@ local function parse(script)
 end
 
 local function tenant_of(spec, job_id)
-    return spec.tenant or ("slurm-" .. job_id)
+    return spec.tenant or ("slurm-" .. job_id) -- the name tierd resolves the job's processes to
+end
+
+-- The job's id in tierd.
+local function tid(job_id)
+    return C.job_prefix .. tostring(job_id)
 end
 
 -- The body of POST /v1/jobs for a job.
 local function job_body(spec, job_id, cache_bytes)
     local b = {
-        job = tostring(job_id),
+        job = tid(job_id),
         tenant = tenant_of(spec, job_id),
-        cache_bytes = cache_bytes or 0,
+        cache_bytes = bytes_str(cache_bytes or 0),
         class = spec.class or "training",
     }
     if #spec.stage > 0 then
@@ -417,8 +492,13 @@ end
 local function wait_staged(t, spec, job_id, bytes)
     local resubmitted = false
     while true do
-        local code, obj, text = request(t, "GET", "/v1/jobs/" .. job_id)
-        if code == 404 and not resubmitted then
+        local code, obj, text = request(t, "GET", "/v1/jobs/" .. tid(job_id))
+        if code == 0 or code == 502 or code == 503 or code == 504 then
+            -- tierd restarting, unreachable or busy: Slurm's StageInTimeout bounds this
+            slurm.log_info("%s: job %s: HTTP %d %s; retrying", lua_script_name, job_id, code,
+                why(obj, text))
+            sleep_s(1)
+        elseif code == 404 and not resubmitted then
             resubmitted = true
             local j, msg = submit(t, spec, job_id, bytes)
             if not j then
@@ -487,11 +567,20 @@ local function node_targets(job_id)
     return ts
 end
 
+-- Wall-clock seconds (lua-posix: to the microsecond; else to the second).
+local function wall_s()
+    if posix_time then
+        local t = posix_time.clock_gettime(posix_time.CLOCK_REALTIME)
+        return t.tv_sec + t.tv_nsec / 1e9
+    end
+    return os.time()
+end
+
 local function timing(name, job_id, ms, rc)
     if C and C.timing_log ~= "" then
         local f = io.open(C.timing_log, "a")
         if f then
-            f:write(string.format("%s %s %.3f %d\n", name, tostring(job_id), ms, rc))
+            f:write(string.format("%s %s %.3f %d %.6f\n", name, tostring(job_id), ms, rc, wall_s()))
             f:close()
         end
     end
@@ -541,7 +630,15 @@ function slurm_bb_job_process(job_script)
         local body = job_body(spec, job_id, spec.capacity)
         body.dry_run = true
         local code, obj, text = request(t, "POST", "/v1/jobs", body, C.sync_timeout)
-        if code == 200 then
+        if code == 200 and obj and obj.verdict == "conflict" then
+            return E, "tierd: " .. tostring(obj.reason)
+        elseif code == 200 then
+            return S
+        elseif code == 0 then
+            -- tierd did not answer in time: the syntax is right, setup will say the rest (the
+            -- job is then held with tierd's message), rather than refusing while tierd restarts
+            slurm.log_info("%s: job %s: not checked by tierd at submit: %s", lua_script_name,
+                job_id, text)
             return S
         end
         return E, "tierd: " .. why(obj, text)
@@ -670,8 +767,16 @@ end
 -- Wait until everything under path is durable on target; true, or nil and a message.
 local function wait_durable(t, job_id, path)
     while true do
-        local code, obj, text = request(t, "POST", "/v1/wait", { path = path, timeout_s = 20 }, 30)
-        if code == 200 then
+        local step = tonumber(C.wait_step) or 20
+        local code, obj, text = request(t, "POST", "/v1/wait", { path = path, timeout_s = step },
+            step + 10)
+        if code == 0 or code == 502 or code == 503 then
+            -- tierd restarting (its spool keeps the files), unreachable or busy: Slurm's
+            -- StageOutTimeout bounds this
+            slurm.log_info("%s: job %s: HTTP %d %s; retrying", lua_script_name, job_id, code,
+                why(obj, text))
+            sleep_s(1)
+        elseif code == 200 then
             return true
         elseif code == 404 then
             slurm.log_info("%s: job %s: nothing written under stage_out %s", lua_script_name,
@@ -725,7 +830,7 @@ function slurm_bb_job_teardown(job_id, job_script, hurry)
         for _, tt in ipairs(targets) do
             if not seen[tt.base] then
                 seen[tt.base] = true
-                local code, obj, text = request(tt, "DELETE", "/v1/jobs/" .. job_id)
+                local code, obj, text = request(tt, "DELETE", "/v1/jobs/" .. tid(job_id))
                 if code ~= 200 and code ~= 404 then
                     errs[#errs + 1] = string.format("%s: HTTP %d: %s", tt.what, code,
                         why(obj, text))
@@ -750,7 +855,8 @@ local function fmt_bytes(n)
     return i == 1 and string.format("%d B", n) or string.format("%.1f %s", n, units[i])
 end
 
-function slurm_bb_get_status(uid, gid, ...)
+-- Slurm 22.05 passes only the words after `bbstat` (later releases put uid and gid first).
+function slurm_bb_get_status(...)
     local args = { ... }
     return run("slurm_bb_get_status", "-", function()
         local t, terr = local_target()
@@ -771,7 +877,7 @@ function slurm_bb_get_status(uid, gid, ...)
         lines[#lines + 1] = string.format("%-12s %-9s %-20s %-11s %-10s %-9s %s", "JOB", "STATE",
             "TENANT", "CLASS", "RESERVED", "STAGING", "STAGED")
         for _, j in ipairs(obj.jobs or {}) do
-            if not want or tostring(j.job) == want then
+            if not want or tostring(j.job) == tid(want) then
                 local st = j.staging or {}
                 lines[#lines + 1] = string.format("%-12s %-9s %-20s %-11s %-10s %-9s %s / %s",
                     tostring(j.job), tostring(j.state), tostring(j.tenant), tostring(j.class),

@@ -31,6 +31,7 @@
 
 #include "common/dynbuf.h"
 #include "common/err.h"
+#include "common/log.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
 #include "daemon/api_int.h"
@@ -1261,6 +1262,8 @@ static json_t *job_json(const struct jobs_info *ji)
     if (o && ji->admitted_ns)
         json_object_set_new(o, "admitted_at",
                             json_real((double)ji->admitted_ns / (double)TIER_NS_PER_SEC));
+    if (o && ji->tenant == TIER_TENANT_OTHER && strcmp(ji->tenant_name, "other") != 0)
+        json_object_set_new(o, "counted_as", json_string("other")); /* the registry was full */
     return o;
 }
 
@@ -1452,7 +1455,11 @@ static unsigned do_jobs_post(struct tierd *d, const struct api_request *rq, stru
         const char *p = json_string_value(json_array_get(json_object_get(j, "stage"), i));
         struct tierd_ns *ns = NULL;
         tier_err_clear();
-        int rc = path_to_prefix(d, p, &ns, &prefixes[i]);
+        /* a dry run resolves only (no backend I/O: the Slurm provider asks it at sbatch, inside
+         * slurmctld), so a path that names nothing is found at the real request */
+        bool is_root = false;
+        int rc = dry_run ? tierd_resolve(d, p, &ns, &prefixes[i], &is_root)
+                         : path_to_prefix(d, p, &ns, &prefixes[i]);
         if (rc) {
             ret = reply_error_status(out, rc == -ENOENT || rc == -EINVAL ? 400 : http_status(rc),
                                      rc, "stage[%zu] %.200s: %s", i, p,
@@ -1505,6 +1512,15 @@ static unsigned do_jobs_post(struct tierd *d, const struct api_request *rq, stru
         int rc = tenant_register(d->tenants, tname, &cls, NULL, &tenant, NULL);
         if (rc == -EEXIST && tenant_find(d->tenants, tname, &tenant) == 0)
             rc = 0; /* registered meanwhile by another request, with another class */
+        if (rc == -ENOSPC) {
+            /* A full registry folds the job's tenant into "other", as resolution does: a job's
+             * admission and data never depend on a telemetry id. */
+            log_warn("jobs: the tenant registry is full ([tenants] max_tenants): job %s's tenant "
+                     "'%s' is counted as 'other'",
+                     id, tname);
+            tenant = TIER_TENANT_OTHER; /* the job keeps the name it asked for ("counted_as") */
+            rc = 0;
+        }
         if (rc) {
             ret = reply_error(out, rc, "cannot register tenant '%s': %s", tname,
                               *tier_err_msg() ? tier_err_msg() : strerror(-rc));

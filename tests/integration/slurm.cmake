@@ -6,7 +6,10 @@
 # burst-buffer job, both submitted as nobody, through to COMPLETED and the Lua hooks in order.
 set(TIER_SLURM_DIR ${CMAKE_BINARY_DIR}/slurm)
 add_test(NAME slurm_start COMMAND ${PROJECT_SOURCE_DIR}/scripts/slurm.sh start ${TIER_SLURM_DIR})
-set_tests_properties(slurm_start PROPERTIES FIXTURES_SETUP slurm LABELS slurm TIMEOUT 120)
+# slurm_start and slurm_bb each start a cluster; slurm.sh picks free ports by probing, so two
+# starts at once could pick the same: they never run together (RESOURCE_LOCK).
+set_tests_properties(slurm_start PROPERTIES FIXTURES_SETUP slurm LABELS slurm TIMEOUT 120
+  RESOURCE_LOCK slurm_ports)
 add_test(NAME slurm_stop COMMAND ${PROJECT_SOURCE_DIR}/scripts/slurm.sh stop ${TIER_SLURM_DIR})
 set_tests_properties(slurm_stop PROPERTIES FIXTURES_CLEANUP slurm LABELS slurm TIMEOUT 60)
 add_test(NAME slurm_smoke
@@ -23,6 +26,6 @@ set_tests_properties(slurm_smoke PROPERTIES
 if(TARGET tierd)
   add_test(NAME slurm_bb COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_slurm_bb.sh)
   set_tests_properties(slurm_bb PROPERTIES TIMEOUT 300 LABELS "slurm;rgw;fuse"
-    FIXTURES_REQUIRED rgw
+    FIXTURES_REQUIRED rgw RESOURCE_LOCK slurm_ports
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_SRC=${PROJECT_SOURCE_DIR};TIER_CEPH_DIR=${TIER_CEPH_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()

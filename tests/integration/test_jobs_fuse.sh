@@ -34,6 +34,7 @@ head -c $((2 * 1048576)) /dev/urandom >"$DATA/ds/b/big.bin"
 
 {
   tierd_conf_section daemon "log_level = info"
+  tierd_conf_section tenants "max_tenants = 8"
   tierd_conf_section cache "ram_size = 16M" "block_size = 256K" "pin_size = 12M"
   tierd_conf_posix warm "$DATA" "link_capacity = 100MiB/s"
   tierd_conf_ns /ds warm "prefix = ds"
@@ -201,5 +202,28 @@ tierd_api "$SOCK" /v1/jobs/5 -X DELETE >/dev/null || fail "DELETE /v1/jobs/5"
 [ "$(cachef pinned_bytes)" = 2097152 ] ||
   fail "releasing job 5 unpinned the hand pin of /ds/b: pinned_bytes $(cachef pinned_bytes), want 2097152"
 ok "a hand pin of /ds/b outlives job 5, which staged the same prefix"
+
+# ---- a dry run against an existing job: the verdict says conflict, the job is unchanged ------
+code=$(post '{"job": 6, "tenant": "team-a", "cache_bytes": "1M"}')
+expect 200 "job 6"
+code=$(post '{"job": 6, "tenant": "team-a", "cache_bytes": "2M", "dry_run": true}')
+expect 200 "a dry run under job 6's id"
+[ "$(field "$T/post.json" verdict)" = conflict ] || fail "dry run under an existing id: $(cat "$T/post.json")"
+[ "$(job 6 cache_bytes)" = 1048576 ] || fail "a dry run changed job 6: $(cat "$T/job.json")"
+ok "a dry run under an existing id with another request: verdict conflict, job 6 unchanged"
+
+# ---- a full tenant registry ([tenants] max_tenants = 8) folds a job's new tenant into other --
+# registered: default, other, team-a, team-b; t5..t8 fill the registry, t9 is counted as other
+for i in 5 6 7 8 9; do
+  code=$(post "{\"job\": \"f$i\", \"tenant\": \"t$i\", \"cache_bytes\": \"64K\"}")
+  expect 200 "job f$i with a new tenant t$i"
+done
+[ "$(field "$T/post.json" counted_as)" = other ] || fail "job f9 past a full registry: $(cat "$T/post.json")"
+[ "$(field "$T/post.json" tenant)" = t9 ] || fail "job f9 lost its tenant name: $(cat "$T/post.json")"
+grep -q '"counted_as"' <(api /v1/jobs/f8) && fail "job f8 (registered) is shown as folded"
+grep -q "tenant registry is full.*job f9" "$T/tierd.log" || fail "no log line for the folded tenant of f9"
+code=$(post '{"job": "f9", "tenant": "t9", "cache_bytes": "64K"}')
+expect 200 "a retry of f9 (its tenant folded)"
+ok "a full tenant registry: job f9 admitted, its tenant t9 counted as other (logged); a retry is idempotent"
 
 stop_tierd

@@ -13,7 +13,8 @@
 # The hot tier: RAM 64 MiB of 1 MiB blocks, pin_size 48M, so Slurm's pool `tierd` is 48 MiB.
 #
 #   1. bad directives are refused at sbatch with the provider's message: an unknown key,
-#      capacity=40X, a stage path in no namespace, stage without capacity.
+#      capacity=40X, capacity=3.5M, a stage path in no namespace, stage without capacity,
+#      tenant= where user_tenants is off.
 #   2. stage-in: a job with `stage=/slow/a capacity=20M` (8 MiB at 256 KiB/s a connection, 4 at
 #      a time: about 8 s, longer than Slurm takes to start a job) starts only once /slow/a is staged (the job
 #      itself reads its tierd job at its first line: staged, all bytes); its read pass through
@@ -22,16 +23,18 @@
 #      released (404) after its teardown.
 #   3. over capacity: three jobs of 20M each; two run, the third stays PENDING with a
 #      BurstBuffer reason until the first one's teardown, then runs; the second's staged blocks
-#      were never evicted (0 fetches reading them afterwards); `scontrol show bbstat` shows
-#      tierd's capacity and the two admitted jobs.
+#      survive 80 MiB of other reads through the 64 MiB RAM tier (0 fetches reading them
+#      afterwards); `scontrol show bbstat [JOBID]` shows tierd's capacity and the jobs.
 #   4. scancel during stage-in (24 MiB over the slow backend, about 24 s): the reservation is
 #      released and the staging stops.
 #   5. stage-out: a job writes a 4 MiB checkpoint into /ckpt; with the backend stopped the job
-#      stays in stage-out (tierd's upload fails and retries) and is not COMPLETED; once the
-#      backend is back it completes and the object in the bucket is byte-identical.
+#      stays in stage-out (tierd's upload fails and retries) and is not COMPLETED, also across a
+#      SIGKILL and restart of tierd (data_out's cut request is retried; the spool keeps the file);
+#      once the backend is back it completes and the object in the bucket is byte-identical.
 #   6. node_url (node-local admission in pre_run over TCP with the token, the node's NodeAddr
 #      127.0.0.1 reaching this tierd): a wrong token fails pre_run and the job never runs (Slurm
-#      requeues it); the right token runs the next one.
+#      requeues it); the right token runs the next one, whose tenant=team-x (user_tenants = yes)
+#      is registered with a rule for the job.
 # Every wait polls a condition with a deadline; no sleeps as synchronisation (the job scripts
 # poll for files the test creates).
 set -euo pipefail
@@ -88,6 +91,9 @@ for d in c1 c2 c3; do
   head -c $((2 * 1048576)) /dev/urandom >"$T/ref/$d"
   put "$T/ref/$d" "ds/$d/data.bin"
 done
+# more than the RAM tier (64 MiB), unpinned: reading it evicts whatever is not pinned
+head -c 1048576 /dev/urandom >"$T/ref/fill"
+for i in $(seq 10 89); do put "$T/ref/fill" "ds/fill/$i.bin"; done
 for i in $(seq 10 33); do
   head -c 1048576 /dev/urandom >"$T/ref/d$i"
   put "$T/ref/d$i" "slow/d/$i.bin"
@@ -119,6 +125,7 @@ cat >"$T/tierd_bb.conf" <<EOF
 socket = $SOCK
 mount = $MNT
 poll_interval = 0.1
+wait_step = 1
 timing_log = $T/bb_timing.log
 EOF
 TIER_SLURM_BB_CONF=$T/tierd_bb.conf "$SRC/scripts/slurm.sh" start "$SDIR" \
@@ -205,6 +212,10 @@ job bad_path "#BB_LUA tierd pool=tierd capacity=1M stage=/nowhere/x" "true"
 refused "$W/bad_path.sh" "is in no namespace"
 job no_cap "#BB_LUA tierd stage=/ds/a" "true"
 refused "$W/no_cap.sh" "stage= needs capacity="
+job bad_tenant "#BB_LUA tierd stage_out=/ckpt/x tenant=prod-inference" "true"
+refused "$W/bad_tenant.sh" "tenant= is not allowed on this cluster"
+job bad_dec "#BB_LUA tierd pool=tierd capacity=3.5M" "true"
+refused "$W/bad_dec.sh" "capacity=3.5M is not a size"
 ok "bad directives refused at sbatch with the provider's messages"
 
 # ---- 2. stage-in before the start; a hot first pass; the job's tenant -----------------------
@@ -251,10 +262,16 @@ sc show bbstat >"$T/bbstat.txt" || fail "scontrol show bbstat: $(cat "$T/bbstat.
 grep -q "^tierd pool tierd: capacity 48.0 MiB, reserved 40.0 MiB" "$T/bbstat.txt" &&
   grep -Eq "^$id1 +admitted +slurm-$id1 " "$T/bbstat.txt" &&
   grep -Eq "^$id2 +admitted +slurm-$id2 " "$T/bbstat.txt" || fail "scontrol show bbstat: $(cat "$T/bbstat.txt")"
+sc show bbstat "$id2" >"$T/bbstat.txt" || fail "scontrol show bbstat $id2"
+grep -Eq "^$id2 +admitted" "$T/bbstat.txt" && ! grep -Eq "^$id1 " "$T/bbstat.txt" ||
+  fail "scontrol show bbstat $id2 (that job only): $(cat "$T/bbstat.txt")"
 touch "$W/c1.go"
 wait_done "$id1"
 wait_for 60 test -s "$W/c3.start.json" || fail "job $id3 did not start after job $id1's teardown (state $(jstate "$id3"), reason $(jreason "$id3"))"
 released "$id1" || fail "job $id1 still in tierd: $(cat "$T/tjob.json")"
+cat "$MNT"/ds/fill/*.bin >/dev/null || fail "reading /ds/fill (80 MiB, more than the RAM tier)"
+ev=$(api /v1/stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["cache"]["ram"]["evictions"])')
+[ "$ev" -gt 0 ] || fail "reading 80 MiB through a 64 MiB RAM tier evicted nothing"
 read -r f0 _ _ < <(stat_of)
 cmp -s "$MNT/ds/c2/data.bin" "$T/ref/c2" || fail "reading job $id2's dataset"
 read -r f1 _ _ < <(stat_of)
@@ -262,7 +279,7 @@ read -r f1 _ _ < <(stat_of)
 touch "$W/c2.go" "$W/c3.go"
 wait_done "$id2"
 wait_done "$id3"
-ok "over capacity: job $id3 PENDING ($reason3) while $id1 and $id2 held 40 MiB; started after $id1's teardown; $id2's blocks never evicted"
+ok "over capacity: job $id3 PENDING ($reason3) while $id1 and $id2 held 40 MiB; started after $id1's teardown; $id2's blocks survived 80 MiB of other reads ($ev evictions)"
 
 # ---- 4. scancel during stage-in ---------------------------------------------------------------
 job d "#BB_LUA tierd pool=tierd capacity=30M stage=/slow/d" "true"
@@ -297,6 +314,18 @@ wait_for 60 failing || fail "tierd's uploads to the stopped backend did not fail
 st=$(jstate "$ide")
 [ "$st" != COMPLETED ] || fail "job $ide COMPLETED while its checkpoint could not be uploaded"
 stage_out || fail "job $ide left stage-out while the backend was stopped: $(sc -o show job "$ide")"
+# tierd crashes and comes back while data_out waits on it: data_out's request is cut (no answer)
+# and retried; the new tierd recovers the checkpoint from its spool and goes on failing to upload
+crash_tierd
+start_tierd
+n0=0
+failing() { [ "$(fails)" -ge 2 ]; }
+wait_for 60 failing || fail "the restarted tierd did not retry the upload ($(fails) failures)"
+# data_out's waits (wait_step = 1 s) end "not durable yet" and are repeated
+windows() { [ "$(grep -c "job $ide: /ckpt/run-e not durable yet" "$SDIR/log/slurmctld.log")" -ge 2 ]; }
+wait_for 60 windows || fail "data_out did not repeat its wait: $(grep "job $ide" "$SDIR/log/slurmctld.log" | tail -5)"
+[ "$(jstate "$ide")" != COMPLETED ] || fail "job $ide COMPLETED across tierd's restart"
+stage_out || fail "job $ide left stage-out across tierd's restart: $(sc -o show job "$ide")"
 t_up=$(date +%s%N)
 start_proxy 0
 wait_done "$ide" 120
@@ -307,26 +336,28 @@ down_ms=$(((t_up - t_down) / 1000000))
   fail "job $ide's data_out took '${out_ms}' ms, less than the ${down_ms} ms outage"
 tierd_s3 -o "$T/got" "$S3_ENDPOINT/$BUCKET/ckpt/run-e/model.bin" || fail "the checkpoint is not in the bucket"
 cmp -s "$T/got" "$T/ref/ckpt" || fail "the checkpoint in the bucket differs"
-ok "stage-out: job $ide held in $st while the backend was down (${down_ms} ms, $(($(fails) - n0)) failures; data_out ${out_ms} ms); COMPLETED once it was back, object byte-identical"
+ok "stage-out: job $ide held in $st while the backend was down (${down_ms} ms, tierd restarted meanwhile; data_out ${out_ms} ms); COMPLETED once it was back, object byte-identical"
 
 # ---- 6. node-local admission in pre_run, over TCP with the token ---------------------------------
 # node_url makes pre_run admit and stage the job on each of its nodes' tierd (here the node's
 # NodeAddr is 127.0.0.1 and its tierd is this one, over TCP). A wrong token must stop the job.
-write_bb_conf() { # TOKEN_FILE
-  cat >"$SDIR/tierd_bb.conf" <<EOF
+write_bb_conf() { # TOKEN_FILE: replaced whole (a hook reads it at any time)
+  cat >"$SDIR/tierd_bb.conf.new" <<EOF
 socket = $SOCK
 mount = $MNT
 poll_interval = 0.1
 timing_log = $T/bb_timing.log
 node_url = http://%s:$TPORT
 token_file = $1
+user_tenants = yes
 EOF
+  mv "$SDIR/tierd_bb.conf.new" "$SDIR/tierd_bb.conf"
 }
 head -c 100 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$T/wrong.token"
 write_bb_conf "$T/wrong.token"
-job g "#BB_LUA tierd pool=tierd capacity=10M stage=/ds/c1" "touch $W/g.ran"
+job g "#BB_LUA tierd pool=tierd capacity=10M stage=/ds/c1 tenant=team-x" "touch $W/g.ran"
 idg=$(submit "$W/g.sh")
-pre_run_failed() { grep -q "^slurm_bb_pre_run $1 .* -1$" "$T/bb_timing.log"; }
+pre_run_failed() { grep -q "^slurm_bb_pre_run $1 .* -1 " "$T/bb_timing.log"; }
 wait_for 90 pre_run_failed "$idg" || fail "job $idg's pre_run with a wrong node token did not fail: $(jstate "$idg")"
 not_running() { [ "$(jstate "$idg")" = PENDING ]; }
 wait_for 30 not_running || fail "job $idg after its failed pre_run: $(sc -o show job "$idg")"
@@ -338,9 +369,13 @@ write_bb_conf "$T/api.token"
 idh=$(submit "$W/g.sh")
 wait_done "$idh"
 [ -e "$W/g.ran" ] || fail "job $idh COMPLETED but did not run"
-grep -q "^slurm_bb_pre_run $idh .* 0$" "$T/bb_timing.log" || fail "job $idh's pre_run did not succeed"
+grep -q "^slurm_bb_pre_run $idh .* 0 " "$T/bb_timing.log" || fail "job $idh's pre_run did not succeed"
+api /v1/tenants | python3 -c 'import json,sys
+t=[t for t in json.load(sys.stdin)["tenants"] if t["name"]=="team-x"]
+sys.exit(0 if t and {"slurm_job": sys.argv[1]} in t[0]["rules"] else 1)' "$idh" ||
+  fail "tenant=team-x (user_tenants = yes) did not register team-x with a rule for job $idh: $(api /v1/tenants)"
 wait_for 30 released "$idh" || fail "job $idh still in tierd after its teardown: $(cat "$T/tjob.json")"
-ok "node-local admission over TCP: a wrong token failed pre_run (job $idg requeued, $reasong, never ran); the right one ran job $idh"
+ok "node-local admission over TCP: a wrong token failed pre_run (job $idg requeued, $reasong, never ran); the right one ran job $idh (tenant=team-x registered with its rule)"
 # ---- every hook ran and none failed but the refusals; then stop what we started ----------------
 awk '{n[$1]++; if ($3 > m[$1]) m[$1] = $3} END {for (h in n) printf "  %s: %d calls, max %.1f ms\n", h, n[h], m[h]}' \
   "$T/bb_timing.log" | sort
