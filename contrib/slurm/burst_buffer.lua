@@ -248,6 +248,15 @@ local function why(obj, text)
     return (text or ""):sub(1, 300)
 end
 
+-- Is an answer worth asking again (tierd restarting, unreachable, busy), rather than final?
+-- 503 is final when it means tierd runs without the feature (EOPNOTSUPP: a config, not a moment).
+local function transient(code, obj)
+    if code == 0 or code == 502 or code == 504 then
+        return true
+    end
+    return code == 503 and not (obj and (obj.errno == "EOPNOTSUPP" or obj.errno == "ENOTSUP"))
+end
+
 -- ---- directives ------------------------------------------------------------------------------
 
 -- The units Slurm 22.05 takes after capacity= (suffix_mult): K, KiB = 1024, KB = 1000, and so
@@ -273,11 +282,6 @@ local function parse_size(s)
         return nil
     end
     return n
-end
-
-local function parse_rate(s)
-    local v = s:gsub("/s$", "")
-    return parse_size(v)
 end
 
 -- A byte count as tierd takes it: a decimal string (cjson would write 1e+14 for large numbers).
@@ -347,7 +351,8 @@ local function parse(script)
                 return bad("'#BB_LUA' must be followed by a space")
             end
             if rest:find("[\t\r\v\f]") then
-                return bad("separate the keys with spaces (Slurm does not take tabs there)")
+                return bad("separate the keys with spaces (Slurm does not take tabs or " ..
+                    "carriage returns there: save the script with Unix line ends)")
             end
             for tok in rest:gmatch("[^ ]+") do
                 if tok ~= "tierd" then
@@ -385,7 +390,9 @@ local function parse(script)
                                     "GB, TB, PB, powers of 1000: capacity=40G)", v))
                             end
                         elseif k == "bw" then
-                            if not parse_rate(v) then
+                            -- the syntax only: tierd reads the units (K, M, G, T: powers of
+                            -- 1024), and its dry run refuses what it cannot read
+                            if not v:match("^%d+%.?%d*%a*$") and not v:match("^%d+%.?%d*%a*/s$") then
                                 return bad(string.format("bw=%s is not a rate (bytes/s, or " ..
                                     "like bw=800M or bw=800MiB/s)", v))
                             end
@@ -469,6 +476,11 @@ local function register_tenant(t, spec, job_id)
         name = spec.tenant, class = spec.class, slurm_job = tostring(job_id) })
     if code == 200 or code == 201 then
         return true
+    elseif code == 507 then
+        -- the registry (or its rules) is full: POST /v1/jobs counts the job as "other"
+        slurm.log_info("%s: job %s: tenant %s not registered: %s", lua_script_name, job_id,
+            spec.tenant, why(obj, text))
+        return true
     end
     return nil, string.format("tierd: tenant %s: %s", spec.tenant, why(obj, text))
 end
@@ -493,7 +505,7 @@ local function wait_staged(t, spec, job_id, bytes)
     local resubmitted = false
     while true do
         local code, obj, text = request(t, "GET", "/v1/jobs/" .. tid(job_id))
-        if code == 0 or code == 502 or code == 503 or code == 504 then
+        if transient(code, obj) then
             -- tierd restarting, unreachable or busy: Slurm's StageInTimeout bounds this
             slurm.log_info("%s: job %s: HTTP %d %s; retrying", lua_script_name, job_id, code,
                 why(obj, text))
@@ -626,6 +638,10 @@ function slurm_bb_job_process(job_script)
         local t, terr = local_target()
         if not t then
             return E, "tierd: " .. terr
+        end
+        if not cjson_ok then
+            return E, "tierd provider: lua-cjson is not installed on the controller " ..
+                "(apt install lua-cjson)"
         end
         local body = job_body(spec, job_id, spec.capacity)
         body.dry_run = true
@@ -767,10 +783,11 @@ end
 -- Wait until everything under path is durable on target; true, or nil and a message.
 local function wait_durable(t, job_id, path)
     while true do
-        local step = tonumber(C.wait_step) or 20
+        local step = math.max(1, tonumber(C.wait_step) or 20)
+        local t0 = now_ms()
         local code, obj, text = request(t, "POST", "/v1/wait", { path = path, timeout_s = step },
             step + 10)
-        if code == 0 or code == 502 or code == 503 then
+        if code ~= 504 and transient(code, obj) then
             -- tierd restarting (its spool keeps the files), unreachable or busy: Slurm's
             -- StageOutTimeout bounds this
             slurm.log_info("%s: job %s: HTTP %d %s; retrying", lua_script_name, job_id, code,
@@ -778,13 +795,17 @@ local function wait_durable(t, job_id, path)
             sleep_s(1)
         elseif code == 200 then
             return true
-        elseif code == 404 then
+        elseif code == 404 and why(obj, text):find("no such file or directory", 1, true) then
+            -- the job wrote nothing there (a 404 for a path outside write-back is an error)
             slurm.log_info("%s: job %s: nothing written under stage_out %s", lua_script_name,
                 job_id, path)
             return true
         elseif code == 504 then
             slurm.log_info("%s: job %s: %s not durable yet; waiting", lua_script_name, job_id,
                 path)
+            if now_ms() - t0 < 500 then
+                sleep_s(1) -- answered at once (tierd's max_wait): never a busy loop
+            end
         else
             return nil, string.format("tierd (%s): stage_out %s of job %s: HTTP %d: %s", t.what,
                 path, job_id, code, why(obj, text))

@@ -1518,6 +1518,7 @@ static unsigned do_jobs_post(struct tierd *d, const struct api_request *rq, stru
             log_warn("jobs: the tenant registry is full ([tenants] max_tenants): job %s's tenant "
                      "'%s' is counted as 'other'",
                      id, tname);
+            tenant_note_folded(d->tenants);
             tenant = TIER_TENANT_OTHER; /* the job keeps the name it asked for ("counted_as") */
             rc = 0;
         }

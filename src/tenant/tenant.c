@@ -682,6 +682,13 @@ static bool rule_same(const struct rule *a, const struct rule *b)
            (!a->has_gid || a->gid == b->gid);
 }
 
+void tenant_note_folded(struct tenant_reg *r)
+{
+    pthread_mutex_lock(&r->lock);
+    r->folded++;
+    pthread_mutex_unlock(&r->lock);
+}
+
 int tenant_register(struct tenant_reg *r, const char *name, const enum tier_io_class *cls,
                     const struct tenant_rule *rule, uint32_t *id, bool *created)
 {

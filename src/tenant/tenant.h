@@ -141,6 +141,9 @@ int tenant_add(struct tenant_reg *r, const char *name, enum tier_io_class cls,
                const struct tenant_rule *rule, uint32_t *id);
 /* tenant_add for POST /v1/tenants: cls NULL keeps the class of an existing tenant (training for
  * a new one); *created (may be NULL) tells whether the id is new. Same returns as tenant_add. */
+/* Count one caller or job sent to "other" because the registry was full (GET /v1/tenants
+ * `folded`): for a full registry met outside resolution (POST /v1/jobs). */
+void tenant_note_folded(struct tenant_reg *r);
 int tenant_register(struct tenant_reg *r, const char *name, const enum tier_io_class *cls,
                     const struct tenant_rule *rule, uint32_t *id, bool *created);
 /* 0 and the id of name, or -ENOENT. */

@@ -222,6 +222,8 @@ done
 [ "$(field "$T/post.json" tenant)" = t9 ] || fail "job f9 lost its tenant name: $(cat "$T/post.json")"
 grep -q '"counted_as"' <(api /v1/jobs/f8) && fail "job f8 (registered) is shown as folded"
 grep -q "tenant registry is full.*job f9" "$T/tierd.log" || fail "no log line for the folded tenant of f9"
+folded=$(api /v1/tenants | python3 -c 'import json,sys; print(json.load(sys.stdin)["folded"])')
+[ "$folded" -ge 1 ] || fail "GET /v1/tenants folded $folded after job f9's tenant was folded"
 code=$(post '{"job": "f9", "tenant": "t9", "cache_bytes": "64K"}')
 expect 200 "a retry of f9 (its tenant folded)"
 ok "a full tenant registry: job f9 admitted, its tenant t9 counted as other (logged); a retry is idempotent"

@@ -316,13 +316,14 @@ st=$(jstate "$ide")
 stage_out || fail "job $ide left stage-out while the backend was stopped: $(sc -o show job "$ide")"
 # tierd crashes and comes back while data_out waits on it: data_out's request is cut (no answer)
 # and retried; the new tierd recovers the checkpoint from its spool and goes on failing to upload
+w0=$(grep -c "job $ide: /ckpt/run-e not durable yet" "$SDIR/log/slurmctld.log" || true)
 crash_tierd
 start_tierd
 n0=0
 failing() { [ "$(fails)" -ge 2 ]; }
 wait_for 60 failing || fail "the restarted tierd did not retry the upload ($(fails) failures)"
-# data_out's waits (wait_step = 1 s) end "not durable yet" and are repeated
-windows() { [ "$(grep -c "job $ide: /ckpt/run-e not durable yet" "$SDIR/log/slurmctld.log")" -ge 2 ]; }
+# data_out's waits on the new tierd (wait_step = 1 s) end "not durable yet" and are repeated
+windows() { [ "$(grep -c "job $ide: /ckpt/run-e not durable yet" "$SDIR/log/slurmctld.log")" -ge $((w0 + 2)) ]; }
 wait_for 60 windows || fail "data_out did not repeat its wait: $(grep "job $ide" "$SDIR/log/slurmctld.log" | tail -5)"
 [ "$(jstate "$ide")" != COMPLETED ] || fail "job $ide COMPLETED across tierd's restart"
 stage_out || fail "job $ide left stage-out across tierd's restart: $(sc -o show job "$ide")"

@@ -99,4 +99,34 @@ expect_refused "a bad tierd_bb.conf line" $'#!/bin/bash\n#BB_LUA stage_out=/c' "
 conf "job_prefix = east."
 expect_ok "job_prefix" $'#!/bin/bash\n#BB_LUA stage_out=/c' "TIERD_TENANT=slurm-5;"
 req | grep -q '"job":"east.5"' || fail "job_prefix not applied: $(req | grep -o '"job":"[^"]*"')"
+# data_out's answers: "nothing written there" is skipped, a 404 for a path outside write-back
+# fails, a 503 EOPNOTSUPP (tierd without write-back) fails at once instead of being retried
+cat >"$T/drive_out.lua" <<'EOF'
+slurm = { SUCCESS = 0, ERROR = -1, log_info = function() end, log_debug = function() end,
+          log_error = function() end }
+dofile(arg[1] .. "/burst_buffer.lua")
+local rc, msg = slurm_bb_data_out("5", arg[1] .. "/job.5/script")
+io.write(rc, "|", tostring(msg))
+EOF
+data_out_with() { # STATUS BODY: data_out against a curl that always answers BODY with STATUS
+  cat >"$T/curl" <<EOF
+#!/bin/sh
+echo x >>"$T/calls"
+printf '%s\n%s' '$2' '$1'
+EOF
+  : >"$T/calls"
+  printf '#!/bin/bash\n#BB_LUA stage_out=/ckpt/x\ntrue\n' >"$T/job.5/script"
+  timeout 20 lua5.1 "$T/drive_out.lua" "$T"
+}
+conf
+out=$(data_out_with 404 '{"error":"/ckpt/x: no such file or directory in the write-back namespace /ckpt","errno":"ENOENT"}')
+[[ $out == "0|nil" ]] || fail "data_out with nothing written under stage_out: $out"
+ok "data_out skips a stage_out path the job wrote nothing under"
+out=$(data_out_with 404 '{"error":"/ckpt/x is in namespace /ds, which is not in write-back mode","errno":"ENOENT"}')
+[[ $out == "-1|"*"not in write-back mode"* ]] || fail "data_out with a path outside write-back: $out"
+ok "data_out fails on a stage_out path outside write-back"
+out=$(data_out_with 503 '{"error":"no namespace is in write-back mode","errno":"EOPNOTSUPP"}')
+[[ $out == "-1|"*"HTTP 503"* ]] || fail "data_out with tierd without write-back: $out"
+[ "$(wc -l <"$T/calls")" = 1 ] || fail "data_out retried a final 503 ($(wc -l <"$T/calls") calls)"
+ok "data_out fails at once on a 503 EOPNOTSUPP"
 echo "all checks passed"
