@@ -120,6 +120,20 @@ static int w_put(struct backend *be, const char *key, const void *buf, size_t le
     return rc;
 }
 
+static int w_put_new(struct backend *be, const char *key, const void *buf, size_t len,
+                     char *etag_out)
+{
+    struct sched_be *w = W(be);
+    uint64_t t0;
+    int rc = enter(w, SCHED_BE_PUT, len, &t0);
+    if (rc)
+        return rc;
+    rc = w->inner->ops->put_new(w->inner, key, buf, len, etag_out);
+    /* -EEXIST is an answer (the key was taken), not a failure of the backend */
+    leave(w, SCHED_BE_PUT, len, rc == -EEXIST ? 0 : rc, t0);
+    return rc;
+}
+
 static int w_mpu_create(struct backend *be, const char *key, char **upload_id)
 {
     struct sched_be *w = W(be);
@@ -236,6 +250,7 @@ int sched_backend_wrap(struct sched *s, struct backend *inner,
         .read = w_read,
         .list = w_list,
         .put = w_put,
+        .put_new = inner->ops->put_new ? w_put_new : NULL,
         .mpu_create = w_mpu_create,
         .mpu_put_part = w_mpu_put_part,
         .mpu_complete = w_mpu_complete,

@@ -191,6 +191,23 @@ int backend_put(struct backend *be, const struct tier_ioctx *io, const char *key
     return r;
 }
 
+int backend_put_new(struct backend *be, const struct tier_ioctx *io, const char *key,
+                    const void *buf, size_t len, char *etag_out)
+{
+    int rc = check_key(key, false);
+    if (rc)
+        return rc;
+    if (!be->ops->put_new) {
+        tier_err_set("backend %s (%s) cannot create an object only if it is absent", be->name,
+                     be->ops->type);
+        return -ENOTSUP;
+    }
+    struct tier_ioctx_saved sv = io_enter(io);
+    int r = be->ops->put_new(be, key, buf, len, etag_out);
+    io_leave(io, sv);
+    return r;
+}
+
 int backend_mpu_create(struct backend *be, const struct tier_ioctx *io, const char *key,
                        char **upload_id)
 {

@@ -85,6 +85,11 @@ struct backend_ops {
     /* Store a whole object atomically: readers see the old object or the new one, never a mix.
      * etag_out (BACKEND_ETAG_MAX bytes) may be NULL. */
     int (*put)(struct backend *be, const char *key, const void *buf, size_t len, char *etag_out);
+    /* Optional (NULL: -ENOTSUP). put, but only if no object has key: of two writers of one key
+     * exactly one wins, the other gets -EEXIST (S3: If-None-Match: *; POSIX: a link that never
+     * replaces). The publish of a manifest (dataset versions). */
+    int (*put_new)(struct backend *be, const char *key, const void *buf, size_t len,
+                   char *etag_out);
     /* Multipart upload. The object appears only at complete; abort discards every part. Part
      * numbers start at 1; all parts but the last must be >= 5 MiB (S3 rule, enforced by S3). */
     int (*mpu_create)(struct backend *be, const char *key, char **upload_id);
@@ -157,6 +162,9 @@ int backend_list(struct backend *be, const struct tier_ioctx *io, const char *pr
                  struct backend_list_page *page);
 int backend_put(struct backend *be, const struct tier_ioctx *io, const char *key, const void *buf,
                 size_t len, char *etag_out);
+/* ops->put_new: -EEXIST when key exists already, -ENOTSUP when the backend cannot promise it. */
+int backend_put_new(struct backend *be, const struct tier_ioctx *io, const char *key,
+                    const void *buf, size_t len, char *etag_out);
 int backend_mpu_create(struct backend *be, const struct tier_ioctx *io, const char *key,
                        char **upload_id);
 int backend_mpu_put_part(struct backend *be, const struct tier_ioctx *io, const char *key,

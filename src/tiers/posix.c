@@ -411,7 +411,9 @@ static void tmp_discard(struct tmpfile *t)
 }
 
 /* fsync the temp file, record its tag, rename it to name and fsync the directory. */
-static int tmp_commit(struct tmpfile *t, const char *name, char *etag_out)
+/* excl: never replace an existing name (-EEXIST): renameat2(RENAME_NOREPLACE), or where the
+ * file system has no such rename, a hard link (which fails on an existing name) and an unlink. */
+static int tmp_commit_mode(struct tmpfile *t, const char *name, char *etag_out, bool excl)
 {
     /* Stamp mtime from the fine-grained clock: file systems stamp it from a coarse one (one
      * tick, ms), and a freed inode number may be reused by the next put of the same size within
@@ -421,8 +423,16 @@ static int tmp_commit(struct tmpfile *t, const char *name, char *etag_out)
     struct stat s;
     if (futimens(t->fd, ts) != 0 || fsync(t->fd) != 0 || fstat(t->fd, &s) != 0)
         return -errno;
-    if (renameat(t->dirfd, t->name, t->dirfd, name) != 0)
-        return -errno;
+    if (!excl) {
+        if (renameat(t->dirfd, t->name, t->dirfd, name) != 0)
+            return -errno;
+    } else if (renameat2(t->dirfd, t->name, t->dirfd, name, RENAME_NOREPLACE) != 0) {
+        if (errno != EINVAL && errno != ENOSYS)
+            return -errno;
+        if (linkat(t->dirfd, t->name, t->dirfd, name, 0) != 0)
+            return -errno;
+        unlinkat(t->dirfd, t->name, 0); /* the name is published; the temporary goes */
+    }
     close(t->fd);
     t->fd = -1;
     tag_of(&s, etag_out);
@@ -431,8 +441,13 @@ static int tmp_commit(struct tmpfile *t, const char *name, char *etag_out)
     return 0;
 }
 
-static int posix_put(struct backend *be, const char *key, const void *buf, size_t len,
-                     char *etag_out)
+static int tmp_commit(struct tmpfile *t, const char *name, char *etag_out)
+{
+    return tmp_commit_mode(t, name, etag_out, false);
+}
+
+static int put_mode(struct backend *be, const char *key, const void *buf, size_t len,
+                    char *etag_out, bool excl)
 {
     struct posix_backend *pb = to_pb(be);
     int rc = check_reserved(key);
@@ -448,10 +463,26 @@ static int posix_put(struct backend *be, const char *key, const void *buf, size_
     if (rc == 0)
         rc = write_all(t.fd, buf, len);
     if (rc == 0)
-        rc = tmp_commit(&t, base, etag_out);
+        rc = tmp_commit_mode(&t, base, etag_out, excl);
     tmp_discard(&t);
     close(dirfd);
+    if (rc == -EEXIST && excl) {
+        tier_err_set("put '%s' under %s: the object exists already", key, pb->root);
+        return rc;
+    }
     return rc ? fail(pb, rc, "put", key) : 0;
+}
+
+static int posix_put(struct backend *be, const char *key, const void *buf, size_t len,
+                     char *etag_out)
+{
+    return put_mode(be, key, buf, len, etag_out, false);
+}
+
+static int posix_put_new(struct backend *be, const char *key, const void *buf, size_t len,
+                         char *etag_out)
+{
+    return put_mode(be, key, buf, len, etag_out, true);
 }
 
 /* ---- delete -------------------------------------------------------------------------------- */
@@ -1336,6 +1367,7 @@ static const struct backend_ops posix_ops = {
     .read = posix_read,
     .list = posix_list,
     .put = posix_put,
+    .put_new = posix_put_new,
     .mpu_create = posix_mpu_create,
     .mpu_put_part = posix_mpu_put_part,
     .mpu_complete = posix_mpu_complete,

@@ -164,7 +164,8 @@ struct s3_req {
     bool ranged;
     uint64_t range_off;
     const char *if_match;
-    size_t xml_max; /* bound on a 2xx body kept in resp (list, mpu), 0 = discard */
+    bool if_none_match; /* PUT: If-None-Match: * (create only) */
+    size_t xml_max;     /* bound on a 2xx body kept in resp (list, mpu), 0 = discard */
     /* out, reset by every attempt */
     long status;
     size_t out_len;
@@ -316,6 +317,8 @@ static int setup(struct s3_req *r)
         rc = add_hdr(&r->hdrs, "x-amz-security-token", s->token);
     if (!rc && r->if_match)
         rc = add_hdr(&r->hdrs, "If-Match", r->if_match);
+    if (!rc && r->if_none_match)
+        rc = add_hdr(&r->hdrs, "If-None-Match", "*");
     if (!rc && r->ranged) {
         char range[96];
         snprintf(range, sizeof(range), "bytes=%" PRIu64 "-%" PRIu64, r->range_off,
@@ -632,6 +635,26 @@ static int s3_put(struct backend *be, const char *key, const void *buf, size_t l
     return (int)rc;
 }
 
+/* PUT with If-None-Match: * ; 412 Precondition Failed (-ESTALE) is -EEXIST. A retry after a lost
+ * reply may find its own first attempt and answer 412 too: callers that must know tell their
+ * object from another writer's by its content (the dataset manifest carries a commit id). */
+static int s3_put_new(struct backend *be, const char *key, const void *buf, size_t len,
+                      char *etag_out)
+{
+    struct s3_backend *s = S(be);
+    struct s3_req r = {
+        .method = "PUT", .key = key, .body = buf, .body_len = len, .if_none_match = true};
+    ssize_t rc = perform(s, &r);
+    if (rc == 0 && etag_out)
+        tier_strlcpy(etag_out, r.hdr.etag, BACKEND_ETAG_MAX);
+    if (rc == -ESTALE) {
+        tier_err_set("S3 PUT %s/%s%s: the object exists already (412)", s->bucket, s->prefix, key);
+        rc = -EEXIST;
+    }
+    req_fini(&r);
+    return (int)rc;
+}
+
 static int s3_mpu_create(struct backend *be, const char *key, char **upload_id)
 {
     struct s3_backend *s = S(be);
@@ -880,6 +903,7 @@ static const struct backend_ops s3_ops = {
     .read = s3_read,
     .list = s3_list,
     .put = s3_put,
+    .put_new = s3_put_new,
     .mpu_create = s3_mpu_create,
     .mpu_put_part = s3_mpu_put_part,
     .mpu_complete = s3_mpu_complete,

@@ -530,6 +530,68 @@ static void *conc_worker(void *arg)
     return NULL;
 }
 
+/* put_new: create only. Of NEW_RACERS writers of one key at once exactly one wins (its bytes
+ * are the object's), the others get -EEXIST; an existing key is never replaced. */
+#define NEW_RACERS 8
+struct new_racer {
+    int id, rc;
+    char etag[BACKEND_ETAG_MAX];
+    pthread_barrier_t *go;
+};
+
+static void *new_racer(void *arg)
+{
+    struct new_racer *r = arg;
+    char body[64];
+    int n = snprintf(body, sizeof(body), "writer %d", r->id);
+    pthread_barrier_wait(r->go);
+    r->rc = backend_put_new(g_be, NULL, "putnew/race", body, (size_t)n, r->etag);
+    return NULL;
+}
+
+static void test_put_new(void **state)
+{
+    (void)state;
+    char etag[BACKEND_ETAG_MAX] = "", back[64];
+    backend_del(g_be, NULL, "putnew/one");
+    ASSERT_OK(backend_put_new(g_be, NULL, "putnew/one", "first", 5, etag));
+    assert_true(etag[0] != '\0');
+    assert_int_equal(backend_put_new(g_be, NULL, "putnew/one", "second", 6, NULL), -EEXIST);
+    assert_int_equal(backend_read(g_be, NULL, "putnew/one", 0, back, sizeof(back), NULL, NULL), 5);
+    assert_memory_equal(back, "first", 5);
+    ASSERT_OK(backend_del(g_be, NULL, "putnew/one"));
+    ASSERT_OK(backend_put_new(g_be, NULL, "putnew/one", "third", 5, NULL));
+    ASSERT_OK(backend_del(g_be, NULL, "putnew/one"));
+
+    backend_del(g_be, NULL, "putnew/race");
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, NEW_RACERS);
+    pthread_t t[NEW_RACERS];
+    struct new_racer r[NEW_RACERS];
+    for (int i = 0; i < NEW_RACERS; i++) {
+        r[i] = (struct new_racer){.id = i, .go = &go};
+        assert_int_equal(pthread_create(&t[i], NULL, new_racer, &r[i]), 0);
+    }
+    int winners = 0, winner = -1;
+    for (int i = 0; i < NEW_RACERS; i++) {
+        pthread_join(t[i], NULL);
+        if (r[i].rc == 0) {
+            winners++;
+            winner = i;
+        } else if (r[i].rc != -EEXIST) {
+            fail_msg("racer %d: %d (%s)", i, r[i].rc, tier_err_msg());
+        }
+    }
+    pthread_barrier_destroy(&go);
+    assert_int_equal(winners, 1);
+    char want[64];
+    int n = snprintf(want, sizeof(want), "writer %d", winner);
+    memset(back, 0, sizeof(back));
+    assert_int_equal(backend_read(g_be, NULL, "putnew/race", 0, back, sizeof(back), NULL, NULL), n);
+    assert_memory_equal(back, want, (size_t)n);
+    ASSERT_OK(backend_del(g_be, NULL, "putnew/race"));
+}
+
 static void test_concurrent_threads(void **state)
 {
     (void)state;
@@ -567,6 +629,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_multipart_abort),
         cmocka_unit_test(test_multipart_list),
         cmocka_unit_test(test_concurrent_threads),
+        cmocka_unit_test(test_put_new),
     };
     return cmocka_run_group_tests_name(g_kind, tests, group_setup, group_teardown);
 }
