@@ -36,6 +36,7 @@
 #include "common/timeutil.h"
 #include "daemon/api_int.h"
 #include "daemon/hints.h"
+#include "daemon/dataset.h"
 #include "daemon/jobs.h"
 #include "daemon/pinmeta.h"
 #include "daemon/stage.h"
@@ -1226,6 +1227,95 @@ static unsigned do_tenants_post(struct tierd *d, const struct api_request *rq,
 out:
     json_decref(j);
     return ret;
+}
+
+/* ---- dataset versions (/v1/datasets) ------------------------------------------------------ */
+
+static json_t *manifest_summary(const struct manifest *m)
+{
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I}", "name", m->name, "path",
+                     m->path, "namespace", m->ns, "backend", m->backend, "prefix", m->prefix,
+                     "commit_id", m->commit_id, "created_at", (json_int_t)m->created_at, "count",
+                     (json_int_t)m->n, "bytes", (json_int_t)m->bytes);
+}
+
+static json_t *jstr_array(char *const *v, size_t n);
+
+/* -EEXIST (the name is taken) is 409; the rest as every error maps (ENOENT 404, EINVAL 400). */
+static unsigned reply_dataset_error(struct api_reply *out, int rc, const char *what)
+{
+    const char *msg = *tier_err_msg() ? tier_err_msg() : strerror(-rc);
+    if (rc == -EEXIST)
+        return reply_error_status(out, 409, rc, "%s: %s", what, msg);
+    return reply_error(out, rc, "%s: %s", what, msg);
+}
+
+/* POST /v1/datasets {"path", "name"}: commit. */
+static unsigned do_datasets_post(struct tierd *d, const struct api_request *rq,
+                                 struct api_reply *out)
+{
+    unsigned ret;
+    json_t *j = parse_body(rq, out, &ret);
+    if (!j)
+        return ret;
+    static const char *const fields[] = {"path", "name"};
+    const char *bad = unknown_field(j, fields, 2);
+    const char *path = json_string_value(json_object_get(j, "path"));
+    const char *name = json_string_value(json_object_get(j, "name"));
+    if (bad)
+        ret = reply_error(out, -EINVAL, "unknown field '%.60s' (allowed: path, name)", bad);
+    else if (!path || path[0] != '/' || !name)
+        ret = reply_error(out, -EINVAL,
+                          "expected {\"path\": \"/datasets/x\", \"name\": \"v3\"} (a mount path "
+                          "and a version name)");
+    else {
+        struct manifest m;
+        tier_err_clear();
+        int rc = dataset_commit(d, path, name, &m);
+        if (rc)
+            ret = reply_dataset_error(out, rc, "commit");
+        else {
+            ret = reply_json(out, 201, manifest_summary(&m));
+            manifest_fini(&m);
+        }
+    }
+    json_decref(j);
+    return ret;
+}
+
+/* GET /v1/datasets?path=P (the versions of P); GET or DELETE /v1/datasets/NAME?path=P. */
+static unsigned do_datasets_get(struct tierd *d, const struct api_request *rq,
+                                struct api_reply *out, const char *name, bool del)
+{
+    const char *path = rq->arg_path;
+    if (!path || path[0] != '/')
+        return reply_error(out, -EINVAL,
+                           "path must be given, a mount path starting with '/' "
+                           "(/v1/datasets?path=/datasets/x)");
+    tier_err_clear();
+    if (del) {
+        int rc = dataset_delete(d, path, name);
+        if (rc)
+            return reply_dataset_error(out, rc, "delete");
+        return reply_json(out, 200, json_pack("{s:s, s:s}", "deleted", name, "path", path));
+    }
+    if (name) {
+        struct manifest m;
+        int rc = dataset_show(d, path, name, &m);
+        if (rc)
+            return reply_dataset_error(out, rc, "show");
+        unsigned ret = reply_json(out, 200, manifest_summary(&m));
+        manifest_fini(&m);
+        return ret;
+    }
+    char **names = NULL;
+    size_t n = 0;
+    int rc = dataset_list(d, path, &names, &n);
+    if (rc)
+        return reply_dataset_error(out, rc, "list");
+    json_t *arr = jstr_array(names, n);
+    dataset_names_free(names, n);
+    return reply_json(out, 200, json_pack("{s:s, s:o}", "path", path, "versions", arr));
 }
 
 /* ---- job admission (/v1/jobs) ------------------------------------------------------------ */
@@ -2480,6 +2570,12 @@ void api_handle(struct tierd *d, const struct api_request *rq, struct api_reply 
         do_jobs_list(d, out);
     else if ((get || strcmp(method, "DELETE") == 0) && strncmp(url, "/v1/jobs/", 9) == 0)
         do_jobs_one(d, rq, out, url + 9);
+    else if (post && strcmp(url, "/v1/datasets") == 0)
+        do_datasets_post(d, rq, out);
+    else if (get && strcmp(url, "/v1/datasets") == 0)
+        do_datasets_get(d, rq, out, NULL, false);
+    else if ((get || strcmp(method, "DELETE") == 0) && strncmp(url, "/v1/datasets/", 13) == 0)
+        do_datasets_get(d, rq, out, url + 13, !get);
     else if (get && strcmp(url, "/v1/qos") == 0)
         do_qos_get(d, out);
     else if (strcmp(method, "PUT") == 0 && strcmp(url, "/v1/qos") == 0)

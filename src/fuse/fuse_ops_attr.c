@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
+#include "daemon/dataset.h"
 #include "daemon/pinmeta.h"
 #include "fuse/fuse_int.h"
 
@@ -398,6 +399,20 @@ int tfs_resolve_child(struct tierd_fuse *fs, const struct tier_ioctx *io, struct
     return stat_path(fs, io, path, a);
 }
 
+/* The reserved name at a namespace's root (dataset versions' manifests) is not in the mount. */
+static bool reserved_child(struct tierd_fuse *fs, const char *path, const char *name)
+{
+    if (!dataset_reserved_name(name))
+        return false;
+    struct tierd_ns *ns = NULL;
+    char *key = NULL;
+    bool is_root = false, r = false;
+    if (tierd_resolve(fs->d, path, &ns, &key, &is_root) == 0)
+        r = dataset_reserved_key(ns, key);
+    free(key);
+    return r;
+}
+
 void tfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct tierd_fuse *fs = fuse_req_userdata(req);
@@ -415,7 +430,7 @@ void tfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     rc = tfs_path_join(p->path, name, &path);
     if (rc)
         goto fail;
-    rc = tfs_resolve_child(fs, &io, p, path, name, &a);
+    rc = reserved_child(fs, path, name) ? -ENOENT : tfs_resolve_child(fs, &io, p, path, name, &a);
     if (rc == -ENOENT) {
         /* negative entry, cached by the kernel for entry_ttl */
         struct fuse_entry_param e;

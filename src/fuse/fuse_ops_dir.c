@@ -29,6 +29,7 @@
 #include "common/strutil.h"
 #include "common/timeutil.h"
 #include "daemon/pinmeta.h"
+#include "daemon/dataset.h"
 #include "fuse/fuse_int.h"
 
 struct builder {
@@ -197,6 +198,9 @@ static int list_backend(struct tierd_fuse *fs, const struct tier_ioctx *io, cons
             }
             if (memchr(name, '/', nl))
                 continue;
+            if (is_root && nl == sizeof(DATASET_RESERVED) - 1 &&
+                memcmp(name, DATASET_RESERVED, nl) == 0)
+                continue; /* dataset versions' manifests (daemon/dataset.h) */
             add(b, name, nl, is_dir, e->size_bytes, e->mtime_ns, e->etag);
         }
         if (page.next_token) {

@@ -54,6 +54,7 @@
 #include "common/log.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
+#include "daemon/dataset.h"
 #include "fuse/fuse_int.h"
 #include "writeback/wb.h"
 
@@ -717,6 +718,8 @@ static void w_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     rc = tierd_resolve(fs->d, path, &ns, &key, &is_root);
     if (rc == 0 && is_root)
         rc = -EEXIST;
+    if (rc == 0 && dataset_reserved_key(ns, key))
+        rc = -EPERM; /* dataset versions' manifests live there (daemon/dataset.h) */
     if (rc)
         goto fail;
     rc = tfs_node_lookup(fs, path, &n); /* the kernel's lookup reference + our ref */
@@ -1075,6 +1078,8 @@ static int child_key(struct tierd_fuse *fs, fuse_ino_t parent, const char *name,
     rc = tierd_resolve(fs->d, *path, ns, key, &is_root);
     if (rc == 0 && is_root)
         rc = -EBUSY; /* a namespace root cannot be removed or renamed */
+    if (rc == 0 && dataset_reserved_key(*ns, *key))
+        rc = -EPERM; /* dataset versions' manifests live there (daemon/dataset.h) */
     return rc;
 }
 

@@ -1,0 +1,377 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * dataset.c - dataset versions: commit, list, show, delete (dataset.h). A commit lists the tree
+ * page by page (no delimiter: every key under it), builds the manifest in key order, and
+ * publishes it with backend_put_new. A commit id (128 random bits) inside the manifest tells our
+ * own manifest from another committer's when a retried PUT finds the key taken (S3 answers 412
+ * to the retry of a PUT whose first reply was lost): ours is a success, theirs is -EEXIST.
+ */
+#include "daemon/dataset.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "common/err.h"
+#include "common/ioctx.h"
+#include "common/timeutil.h"
+#include "daemon/tierd.h"
+#include "tiers/backend.h"
+
+/* Manifests are read and written as administrative I/O of the default tenant. */
+static const struct tier_ioctx ds_io = {.tenant = TIER_TENANT_DEFAULT, .cls = TIER_IO_BACKGROUND};
+
+bool dataset_reserved_name(const char *name)
+{
+    return name && strcmp(name, DATASET_RESERVED) == 0;
+}
+
+bool dataset_reserved_key(const struct tierd_ns *ns, const char *key)
+{
+    const char *nsp = ns->conf->prefix ? ns->conf->prefix : "";
+    size_t pl = strlen(nsp), rl = sizeof(DATASET_RESERVED) - 1;
+    return key && strncmp(key, nsp, pl) == 0 && strncmp(key + pl, DATASET_RESERVED, rl) == 0 &&
+           (key[pl + rl] == '\0' || key[pl + rl] == '/');
+}
+
+/* The tree at path: its namespace, its relative path R ("" for the root) and its key prefix
+ * ("" or ending in '/'). */
+static int tree_of(struct tierd *d, const char *path, struct tierd_ns **ns, char **rel,
+                   char **prefix)
+{
+    bool is_root = false;
+    char *key = NULL;
+    int rc = tierd_resolve(d, path, ns, &key, &is_root);
+    if (rc)
+        return rc;
+    const char *nsp = (*ns)->conf->prefix ? (*ns)->conf->prefix : "";
+    size_t npl = strlen(nsp);
+    *rel = strdup(key + npl);
+    if (is_root)
+        *prefix = key;
+    else {
+        size_t kl = strlen(key);
+        *prefix = malloc(kl + 2);
+        if (*prefix) {
+            memcpy(*prefix, key, kl);
+            (*prefix)[kl] = '/';
+            (*prefix)[kl + 1] = '\0';
+        }
+        free(key);
+    }
+    if (!*rel || !*prefix) {
+        free(*rel);
+        free(*prefix);
+        return -ENOMEM;
+    }
+    if (strncmp(*rel, DATASET_RESERVED, strlen(DATASET_RESERVED)) == 0 &&
+        ((*rel)[strlen(DATASET_RESERVED)] == '\0' || (*rel)[strlen(DATASET_RESERVED)] == '/')) {
+        tier_err_set("%s is inside the reserved %s", path, DATASET_RESERVED);
+        free(*rel);
+        free(*prefix);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* <namespace prefix>.tierd-datasets/<enc(rel)>@ (the versions' common prefix) + name. */
+static char *manifest_key(const struct tierd_ns *ns, const char *rel, const char *name)
+{
+    const char *nsp = ns->conf->prefix ? ns->conf->prefix : "";
+    size_t cap = strlen(nsp) + sizeof(DATASET_RESERVED) + 3 * strlen(rel) + 2 +
+                 (name ? strlen(name) : 0) + 1;
+    char *k = malloc(cap);
+    if (!k)
+        return NULL;
+    size_t o = (size_t)snprintf(k, cap, "%s%s/", nsp, DATASET_RESERVED);
+    for (const char *p = rel; *p; p++) {
+        if (*p == '%' || *p == '/' || *p == '@')
+            o += (size_t)snprintf(k + o, cap - o, "%%%02X", (unsigned char)*p);
+        else
+            k[o++] = *p;
+    }
+    k[o++] = '@';
+    k[o] = '\0';
+    if (name)
+        snprintf(k + o, cap - o, "%s", name);
+    return k;
+}
+
+static int check_name(const char *name)
+{
+    if (!manifest_name_valid(name)) {
+        tier_err_set("version name '%.80s' is not allowed (1 to %d letters, digits, '.', '_', "
+                     "'-', the first a letter or digit)",
+                     name ? name : "", MANIFEST_NAME_MAX - 1);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* Read a whole manifest object into a malloc'd buffer. */
+static int read_object(struct backend *be, const char *key, char **buf, size_t *len)
+{
+    struct backend_stat st;
+    int rc = backend_stat(be, &ds_io, key, &st);
+    if (rc)
+        return rc;
+    if (st.size_bytes > MANIFEST_MAX_BYTES) {
+        tier_err_set("manifest %s is %llu bytes, more than %u", key,
+                     (unsigned long long)st.size_bytes, MANIFEST_MAX_BYTES);
+        return -EINVAL;
+    }
+    char *b = malloc(st.size_bytes + 1);
+    if (!b)
+        return -ENOMEM;
+    ssize_t r = backend_read(be, &ds_io, key, 0, b, st.size_bytes, st.etag, NULL);
+    if (r < 0) {
+        free(b);
+        return (int)r;
+    }
+    b[r] = '\0';
+    *buf = b;
+    *len = (size_t)r;
+    return 0;
+}
+
+static int list_tree(struct tierd_ns *ns, const char *prefix, const char *rel, struct manifest *m)
+{
+    const char *nsp = ns->conf->prefix ? ns->conf->prefix : "";
+    char *reserved = NULL;
+    if (asprintf(&reserved, "%s%s/", nsp, DATASET_RESERVED) < 0)
+        return -ENOMEM;
+    size_t pl = strlen(prefix), rl = strlen(reserved);
+    char *token = NULL;
+    int rc = 0;
+    (void)rel;
+    do {
+        struct backend_list_page page;
+        memset(&page, 0, sizeof(page));
+        rc = backend_list(ns->be, &ds_io, prefix, NULL, token, 0, &page);
+        free(token);
+        token = NULL;
+        if (rc)
+            break;
+        for (size_t i = 0; i < page.n && rc == 0; i++) {
+            const struct backend_entry *e = &page.entries[i];
+            if (e->is_prefix || strncmp(e->name, prefix, pl) != 0 || !e->name[pl])
+                continue;
+            if (strncmp(e->name, reserved, rl) == 0)
+                continue; /* the versions themselves */
+            rc = manifest_add(m, e->name + pl, e->size_bytes, e->etag);
+            if (rc == -EINVAL) {
+                tier_err_set("the backend listed %s out of order", e->name);
+                rc = -EIO;
+            }
+        }
+        if (rc == 0 && page.next_token && !(token = strdup(page.next_token)))
+            rc = -ENOMEM;
+        backend_list_page_fini(&page);
+    } while (rc == 0 && token);
+    free(token);
+    free(reserved);
+    return rc;
+}
+
+int dataset_commit(struct tierd *d, const char *path, const char *name, struct manifest *out)
+{
+    memset(out, 0, sizeof(*out));
+    int rc = check_name(name);
+    if (rc)
+        return rc;
+    struct tierd_ns *ns = NULL;
+    char *rel = NULL, *prefix = NULL, *key = NULL, *text = NULL;
+    rc = tree_of(d, path, &ns, &rel, &prefix);
+    if (rc)
+        return rc;
+    struct manifest *m = out;
+    unsigned char raw[16];
+    char id[33];
+    if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+        rc = -EIO;
+        goto out;
+    }
+    for (size_t i = 0; i < sizeof(raw); i++)
+        snprintf(id + 2 * i, 3, "%02x", raw[i]);
+    m->name = strdup(name);
+    m->path = strdup(path);
+    m->ns = strdup(ns->conf->path);
+    m->backend = strdup(ns->be->name);
+    m->prefix = strdup(prefix);
+    m->commit_id = strdup(id);
+    m->created_at = (int64_t)(tier_now_real_ns() / TIER_NS_PER_SEC);
+    if (!m->name || !m->path || !m->ns || !m->backend || !m->prefix || !m->commit_id) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    rc = list_tree(ns, prefix, rel, m);
+    if (rc)
+        goto out;
+    if (m->n == 0) {
+        tier_err_set("%s names no file: nothing to commit", path);
+        rc = -ENOENT;
+        goto out;
+    }
+    key = manifest_key(ns, rel, name);
+    size_t len = 0;
+    if (!key || (rc = manifest_encode(m, &text, &len)) != 0) {
+        rc = rc ? rc : -ENOMEM;
+        goto out;
+    }
+    rc = backend_put_new(ns->be, &ds_io, key, text, len, NULL);
+    if (rc == -EEXIST) {
+        /* ours (a retried PUT whose first reply was lost), or another committer's? */
+        struct manifest other;
+        char *buf = NULL;
+        size_t bl = 0;
+        char err[256];
+        if (read_object(ns->be, key, &buf, &bl) == 0 &&
+            manifest_decode(buf, bl, &other, err, sizeof(err)) == 0) {
+            if (strcmp(other.commit_id, id) == 0)
+                rc = 0;
+            else
+                tier_err_set("version %s of %s exists (committed at %lld, %zu files): pick "
+                             "another name, or delete it first",
+                             name, path, (long long)other.created_at, other.n);
+            manifest_fini(&other);
+        } else {
+            tier_err_set("version %s of %s exists (its manifest does not read back: delete it "
+                         "first)",
+                         name, path);
+        }
+        free(buf);
+    }
+out:
+    if (rc)
+        manifest_fini(m);
+    free(text);
+    free(key);
+    free(rel);
+    free(prefix);
+    return rc;
+}
+
+int dataset_show(struct tierd *d, const char *path, const char *name, struct manifest *out)
+{
+    memset(out, 0, sizeof(*out));
+    int rc = check_name(name);
+    if (rc)
+        return rc;
+    struct tierd_ns *ns = NULL;
+    char *rel = NULL, *prefix = NULL, *buf = NULL;
+    rc = tree_of(d, path, &ns, &rel, &prefix);
+    if (rc)
+        return rc;
+    char *key = manifest_key(ns, rel, name);
+    size_t len = 0;
+    rc = key ? read_object(ns->be, key, &buf, &len) : -ENOMEM;
+    if (rc == -ENOENT)
+        tier_err_set("%s has no version %s", path, name);
+    if (rc == 0) {
+        char err[256];
+        rc = manifest_decode(buf, len, out, err, sizeof(err));
+        if (rc == -EINVAL)
+            tier_err_set("version %s of %s is refused: its manifest (%s in backend %s) is "
+                         "malformed: %s",
+                         name, path, key, ns->be->name, err);
+        else if (rc == 0 && (strcmp(out->name, name) != 0 || strcmp(out->prefix, prefix) != 0)) {
+            tier_err_set("version %s of %s is refused: its manifest (%s) names version %s of "
+                         "prefix %s",
+                         name, path, key, out->name, out->prefix);
+            manifest_fini(out);
+            rc = -EINVAL;
+        }
+    }
+    free(buf);
+    free(key);
+    free(rel);
+    free(prefix);
+    return rc;
+}
+
+void dataset_names_free(char **names, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+int dataset_list(struct tierd *d, const char *path, char ***names, size_t *n)
+{
+    *names = NULL;
+    *n = 0;
+    struct tierd_ns *ns = NULL;
+    char *rel = NULL, *prefix = NULL;
+    int rc = tree_of(d, path, &ns, &rel, &prefix);
+    if (rc)
+        return rc;
+    char *vp = manifest_key(ns, rel, NULL);
+    size_t vl = vp ? strlen(vp) : 0, cap = 0;
+    char *token = NULL;
+    rc = vp ? 0 : -ENOMEM;
+    while (rc == 0) {
+        struct backend_list_page page;
+        memset(&page, 0, sizeof(page));
+        rc = backend_list(ns->be, &ds_io, vp, "/", token, 0, &page);
+        free(token);
+        token = NULL;
+        if (rc)
+            break;
+        for (size_t i = 0; i < page.n && rc == 0; i++) {
+            const char *nm = page.entries[i].name;
+            if (page.entries[i].is_prefix || strncmp(nm, vp, vl) != 0 ||
+                !manifest_name_valid(nm + vl))
+                continue;
+            if (*n == cap) {
+                cap = cap ? cap * 2 : 16;
+                char **nn = realloc(*names, cap * sizeof(*nn));
+                if (!nn) {
+                    rc = -ENOMEM;
+                    break;
+                }
+                *names = nn;
+            }
+            if (!((*names)[*n] = strdup(nm + vl)))
+                rc = -ENOMEM;
+            else
+                (*n)++;
+        }
+        if (rc == 0 && page.next_token && !(token = strdup(page.next_token)))
+            rc = -ENOMEM;
+        backend_list_page_fini(&page);
+        if (!token)
+            break;
+    }
+    free(token);
+    free(vp);
+    free(rel);
+    free(prefix);
+    if (rc) {
+        dataset_names_free(*names, *n);
+        *names = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+int dataset_delete(struct tierd *d, const char *path, const char *name)
+{
+    int rc = check_name(name);
+    if (rc)
+        return rc;
+    struct tierd_ns *ns = NULL;
+    char *rel = NULL, *prefix = NULL;
+    rc = tree_of(d, path, &ns, &rel, &prefix);
+    if (rc)
+        return rc;
+    char *key = manifest_key(ns, rel, name);
+    rc = key ? backend_del(ns->be, &ds_io, key) : -ENOMEM;
+    if (rc == -ENOENT)
+        tier_err_set("%s has no version %s", path, name);
+    free(key);
+    free(rel);
+    free(prefix);
+    return rc;
+}

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * dataset.h - dataset versions (docs/VERSIONS.md): `commit` records every file under a mount path
+ * (key, size, ETag, from the backend's listing) in a manifest (manifest.h) and publishes it in
+ * the namespace's own backend, create-only, under the reserved prefix DATASET_RESERVED in the
+ * namespace's key prefix: of two committers of one name exactly one wins. No data is copied.
+ * list, show and delete read or remove manifests only (delete never touches data).
+ *
+ * The manifest of version NAME of the tree at mount path P (relative path R inside its
+ * namespace, "" for the namespace root) has the key
+ *   <namespace prefix>.tierd-datasets/<R with '%', '/' and '@' percent-encoded>@<NAME>
+ * in the namespace's backend: one flat directory, so a POSIX backend can hold any tree's versions
+ * side by side. The reserved name is hidden from listings through the mount and refused as a
+ * file name there (fuse_ops_dir.c, fuse_ops_write.c), and skipped by commits.
+ *
+ * The calls do backend I/O on the caller's thread (the control API's); they take no lock.
+ */
+#ifndef TIER_DAEMON_DATASET_H
+#define TIER_DAEMON_DATASET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "daemon/manifest.h"
+
+struct tierd;
+
+#define DATASET_RESERVED ".tierd-datasets" /* a name at a namespace's root */
+
+/* Commit the tree at mount path `path` as version `name`. On success *out is the manifest as
+ * published. -EEXIST: the name is taken (message names the version and its commit time);
+ * -ENOENT: nothing under path; -EINVAL: bad name or path; others from the backend. */
+int dataset_commit(struct tierd *d, const char *path, const char *name, struct manifest *out);
+/* The names of the versions of path, sorted, malloc'd (dataset_names_free). */
+int dataset_list(struct tierd *d, const char *path, char ***names, size_t *n);
+void dataset_names_free(char **names, size_t n);
+/* Read and check version name of path (manifest_decode); -ENOENT when there is none, -EINVAL
+ * with a message for a malformed or truncated manifest (nothing is served from it). */
+int dataset_show(struct tierd *d, const char *path, const char *name, struct manifest *out);
+/* Remove the manifest of version name (never data). -ENOENT when there is none. */
+int dataset_delete(struct tierd *d, const char *path, const char *name);
+/* Is name, at the root of a namespace, the reserved one? */
+bool dataset_reserved_name(const char *name);
+struct tierd_ns;
+/* Is key (of namespace ns) the reserved name or under it? Such keys are not files of the mount. */
+bool dataset_reserved_key(const struct tierd_ns *ns, const char *key);
+
+#endif

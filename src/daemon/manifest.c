@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * manifest.c - encoding and strict decoding of dataset-version manifests (manifest.h), with
+ * jansson. The decoder is written for hostile input: it bounds the text, takes only the fields
+ * of the format with their types, checks each key as the backends check keys
+ * (backend_key_valid), requires strictly ascending keys (so no duplicates) and totals that
+ * match, and fails the whole manifest at the first fault, naming it.
+ */
+#include "daemon/manifest.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tiers/backend.h"
+
+int manifest_name_valid(const char *name)
+{
+    size_t n = name ? strlen(name) : 0;
+    if (n == 0 || n >= MANIFEST_NAME_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        if (!alnum && (i == 0 || (c != '.' && c != '_' && c != '-')))
+            return 0;
+    }
+    return 1;
+}
+
+int manifest_add(struct manifest *m, const char *key, uint64_t size, const char *etag)
+{
+    if (!key || !*key || !etag)
+        return -EINVAL;
+    if (m->n > 0 && strcmp(m->files[m->n - 1].key, key) >= 0)
+        return -EINVAL;
+    if (m->n == m->cap) {
+        size_t nc = m->cap ? m->cap * 2 : 256;
+        struct manifest_file *nf = realloc(m->files, nc * sizeof(*nf));
+        if (!nf)
+            return -ENOMEM;
+        m->files = nf;
+        m->cap = nc;
+    }
+    struct manifest_file *f = &m->files[m->n];
+    f->key = strdup(key);
+    f->etag = strdup(etag);
+    if (!f->key || !f->etag) {
+        free(f->key);
+        free(f->etag);
+        return -ENOMEM;
+    }
+    f->size = size;
+    m->n++;
+    m->bytes += size;
+    return 0;
+}
+
+void manifest_fini(struct manifest *m)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        free(m->files[i].key);
+        free(m->files[i].etag);
+    }
+    free(m->files);
+    free(m->name);
+    free(m->path);
+    free(m->ns);
+    free(m->backend);
+    free(m->prefix);
+    free(m->commit_id);
+    memset(m, 0, sizeof(*m));
+}
+
+int manifest_encode(const struct manifest *m, char **out, size_t *len)
+{
+    json_t *files = json_array();
+    if (!files)
+        return -ENOMEM;
+    for (size_t i = 0; i < m->n; i++) {
+        json_t *f = json_pack("{s:s, s:I, s:s}", "key", m->files[i].key, "size",
+                              (json_int_t)m->files[i].size, "etag", m->files[i].etag);
+        if (!f || json_array_append_new(files, f) != 0) {
+            json_decref(files);
+            return -ENOMEM;
+        }
+    }
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:o}", "format",
+                          MANIFEST_FORMAT, "name", m->name ? m->name : "", "path",
+                          m->path ? m->path : "", "namespace", m->ns ? m->ns : "", "backend",
+                          m->backend ? m->backend : "", "prefix", m->prefix ? m->prefix : "",
+                          "commit_id", m->commit_id ? m->commit_id : "", "created_at",
+                          (json_int_t)m->created_at, "count", (json_int_t)m->n, "bytes",
+                          (json_int_t)m->bytes, "files", files);
+    if (!o)
+        return -ENOMEM;
+    char *text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (!text)
+        return -ENOMEM;
+    *out = text;
+    *len = strlen(text);
+    return 0;
+}
+
+static int bad(char *err, size_t esz, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int bad(char *err, size_t esz, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && esz)
+        vsnprintf(err, esz, fmt, ap);
+    va_end(ap);
+    return -EINVAL;
+}
+
+/* A string field, copied; NULL when missing or not a string. */
+static char *str_field(json_t *o, const char *k)
+{
+    const char *v = json_string_value(json_object_get(o, k));
+    return v ? strdup(v) : NULL;
+}
+
+static bool hex32(const char *s)
+{
+    if (!s || strlen(s) != 32)
+        return false;
+    for (; *s; s++)
+        if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
+            return false;
+    return true;
+}
+
+int manifest_decode(const char *text, size_t len, struct manifest *m, char *err, size_t esz)
+{
+    memset(m, 0, sizeof(*m));
+    if (len > MANIFEST_MAX_BYTES)
+        return bad(err, esz, "manifest of %zu bytes: larger than %u bytes", len,
+                   MANIFEST_MAX_BYTES);
+    json_error_t je;
+    json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    if (!o)
+        return bad(err, esz, "not JSON (truncated or damaged?): %s at byte %d", je.text,
+                   je.position);
+    int rc = -EINVAL;
+    if (!json_is_object(o)) {
+        rc = bad(err, esz, "not a JSON object");
+        goto out;
+    }
+    static const char *const known[] = {"format",    "name",      "path",       "namespace",
+                                        "backend",   "prefix",    "commit_id",  "created_at",
+                                        "count",     "bytes",     "files"};
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v)
+    {
+        bool ok = false;
+        for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+            ok = ok || strcmp(k, known[i]) == 0;
+        if (!ok) {
+            rc = bad(err, esz, "unknown field '%.60s'", k);
+            goto out;
+        }
+    }
+    const char *fmt = json_string_value(json_object_get(o, "format"));
+    if (!fmt || strcmp(fmt, MANIFEST_FORMAT) != 0) {
+        rc = bad(err, esz, "format '%.40s' is not %s (a newer tierd's, or not a manifest)",
+                 fmt ? fmt : "(none)", MANIFEST_FORMAT);
+        goto out;
+    }
+    m->name = str_field(o, "name");
+    m->path = str_field(o, "path");
+    m->ns = str_field(o, "namespace");
+    m->backend = str_field(o, "backend");
+    m->prefix = str_field(o, "prefix");
+    m->commit_id = str_field(o, "commit_id");
+    if (!m->name || !m->path || !m->ns || !m->backend || !m->prefix || !m->commit_id) {
+        rc = bad(err, esz, "a string field (name, path, namespace, backend, prefix, commit_id) "
+                           "is missing or not a string");
+        goto out;
+    }
+    if (!manifest_name_valid(m->name) || m->path[0] != '/' || !hex32(m->commit_id)) {
+        rc = bad(err, esz, "name, path or commit_id is malformed");
+        goto out;
+    }
+    json_t *ca = json_object_get(o, "created_at"), *cn = json_object_get(o, "count"),
+           *by = json_object_get(o, "bytes"), *files = json_object_get(o, "files");
+    if (!json_is_integer(ca) || !json_is_integer(cn) || !json_is_integer(by) ||
+        !json_is_array(files) || json_integer_value(cn) < 0 || json_integer_value(by) < 0) {
+        rc = bad(err, esz, "created_at, count, bytes or files is missing or of the wrong type");
+        goto out;
+    }
+    m->created_at = (int64_t)json_integer_value(ca);
+    size_t n = json_array_size(files);
+    if ((uint64_t)json_integer_value(cn) != n) {
+        rc = bad(err, esz, "count says %lld files, the list has %zu (truncated?)",
+                 (long long)json_integer_value(cn), n);
+        goto out;
+    }
+    size_t pl = strlen(m->prefix);
+    for (size_t i = 0; i < n; i++) {
+        json_t *f = json_array_get(files, i);
+        const char *key = json_string_value(json_object_get(f, "key"));
+        const char *etag = json_string_value(json_object_get(f, "etag"));
+        json_t *sz = json_object_get(f, "size");
+        if (!json_is_object(f) || json_object_size(f) != 3 || !key || !etag ||
+            !json_is_integer(sz) || json_integer_value(sz) < 0 || !*etag ||
+            strlen(etag) >= BACKEND_ETAG_MAX) {
+            rc = bad(err, esz, "files[%zu] is not {\"key\", \"size\", \"etag\"}", i);
+            goto out;
+        }
+        /* the whole key as the backend would take it */
+        size_t kl = strlen(key);
+        char *full = malloc(pl + kl + 1);
+        if (!full) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        memcpy(full, m->prefix, pl);
+        memcpy(full + pl, key, kl + 1);
+        int kv = backend_key_valid(full, pl + kl, false);
+        free(full);
+        if (kl == 0 || kv != 0) {
+            rc = bad(err, esz, "files[%zu]: key '%.200s' is not a valid key", i, key);
+            goto out;
+        }
+        if (m->n > 0 && strcmp(m->files[m->n - 1].key, key) >= 0) {
+            rc = bad(err, esz, "files[%zu]: key '%.200s' is not after the one before it", i, key);
+            goto out;
+        }
+        int arc = manifest_add(m, key, (uint64_t)json_integer_value(sz), etag);
+        if (arc) {
+            rc = arc == -ENOMEM ? -ENOMEM : bad(err, esz, "files[%zu]: cannot be added", i);
+            goto out;
+        }
+    }
+    if ((uint64_t)json_integer_value(by) != m->bytes) {
+        rc = bad(err, esz, "bytes says %lld, the files add up to %llu",
+                 (long long)json_integer_value(by), (unsigned long long)m->bytes);
+        goto out;
+    }
+    rc = 0;
+out:
+    json_decref(o);
+    if (rc)
+        manifest_fini(m);
+    return rc;
+}

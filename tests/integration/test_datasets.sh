@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# test_datasets.sh KIND - dataset versions (tierctl dataset, /v1/datasets) on a REAL mount over a
+# REAL backend: KIND posix (a directory) or rgw (the Ceph RGW of the rgw fixture). CTest labels
+# fuse (and rgw).
+#   - commit /ds/a as v1: every file under it (nested too) with its size, the totals right;
+#     the manifest is an object in the backend under ds/.tierd-datasets/, hidden from the
+#     mount's listing and lookups;
+#   - a second commit of v1 is refused (409, "exists"); of two committers of one name started
+#     at once exactly one wins, five times over;
+#   - list, show; a truncated manifest in the backend is refused by show ("malformed"), and
+#     nothing is served from it; delete removes the manifest only (the files are untouched);
+#   - a commit of the namespace root does not count the manifests; a tree of N files (posix
+#     10,000, rgw 1,000) lists whole;
+#   - bad input: a bad name, a path in no namespace, a tree with no file; creating the reserved
+#     name in a write-back namespace is refused (EPERM).
+# Waits poll with deadlines; no sleeps.
+set -euo pipefail
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
+KIND=${1:?usage: test_datasets.sh posix|rgw}
+if [ "$KIND" = rgw ]; then
+  tierd_test_rgw_setup "datasets_$KIND"
+  BUCKET=datasets-$(date +%s)-$RANDOM
+  tierd_s3 -X PUT "$S3_ENDPOINT/$BUCKET" >/dev/null || fail "cannot create bucket $BUCKET"
+  # '@' in a key goes percent-encoded (curl's SigV4 signs the path as written)
+  put() { tierd_s3 -T "$1" "$S3_ENDPOINT/$BUCKET/${2//@/%40}" >/dev/null || fail "PUT $2"; }
+  get() { tierd_s3 -o "$2" "$S3_ENDPOINT/$BUCKET/${1//@/%40}"; }
+  BIG=1000
+else
+  tierd_test_setup "datasets_$KIND"
+  mkdir -p "$DATA"
+  put() { mkdir -p "$(dirname "$DATA/$2")" && cp "$1" "$DATA/$2"; }
+  get() { cp "$DATA/$1" "$2"; }
+  BIG=10000
+fi
+[ "$(id -u)" = 0 ] || fail "needs root (FUSE)"
+mkdir -p "$MNT" "$T/ref" "$T/spool"
+
+for i in 0 1 2 3 4; do
+  head -c $((100000 + i)) /dev/urandom >"$T/ref/$i"
+  put "$T/ref/$i" "ds/a/$i.bin"
+done
+head -c 777 /dev/urandom >"$T/ref/x"
+put "$T/ref/x" "ds/a/sub/x.bin"
+put "$T/ref/x" "ds/b/only.bin"
+want_bytes=$((5 * 100000 + 0 + 1 + 2 + 3 + 4 + 777))
+
+{
+  tierd_conf_section cache "ram_size = 32M" "block_size = 1M"
+  if [ "$KIND" = rgw ]; then
+    tierd_conf_rgw be "$BUCKET"
+  else
+    tierd_conf_posix be "$DATA"
+  fi
+  tierd_conf_ns /ds be "prefix = ds"
+  tierd_conf_ns /ckpt be "prefix = ckpt" "mode = write-back"
+  tierd_conf_section writeback "spool_dir = $T/spool"
+  tierd_conf_mount "$MNT"
+  tierd_conf_api "$SOCK"
+} >"$CONF"
+start_tierd
+
+# ctl ARGS...: tierctl; its output in $T/out, its exit status printed
+ctl() {
+  local rc=0
+  tierd_ctl "$@" >"$T/out" 2>&1 || rc=$?
+  echo "$rc"
+}
+jfield() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$T/out" "$1"; }
+
+# ---- commit, the manifest in the backend, hidden from the mount ------------------------------
+rc=$(ctl dataset commit /ds/a v1 --json)
+[ "$rc" = 0 ] || fail "commit /ds/a v1: exit $rc: $(cat "$T/out")"
+[ "$(jfield count)" = 6 ] || fail "v1 counts $(jfield count) files, want 6: $(cat "$T/out")"
+[ "$(jfield bytes)" = "$want_bytes" ] || fail "v1 has $(jfield bytes) bytes, want $want_bytes"
+[ "$(jfield prefix)" = ds/a/ ] || fail "v1's prefix: $(cat "$T/out")"
+get "ds/.tierd-datasets/a@v1" "$T/manifest" || fail "no manifest object ds/.tierd-datasets/a@v1 in the backend"
+python3 - "$T/manifest" <<'EOF' || fail "the manifest's files: $(head -c 600 "$T/manifest")"
+import json, sys
+m = json.load(open(sys.argv[1]))
+keys = [f["key"] for f in m["files"]]
+assert m["format"] == "tierd-dataset/1", m["format"]
+assert keys == ["0.bin", "1.bin", "2.bin", "3.bin", "4.bin", "sub/x.bin"], keys
+assert all(f["etag"] for f in m["files"])
+EOF
+ls -a "$MNT/ds" >"$T/ls" || fail "ls $MNT/ds"
+grep -qx ".tierd-datasets" "$T/ls" && fail "the mount lists .tierd-datasets: $(tr '\n' ' ' <"$T/ls")"
+grep -qx a "$T/ls" || fail "ls $MNT/ds lacks a: $(tr '\n' ' ' <"$T/ls")"
+stat "$MNT/ds/.tierd-datasets" >/dev/null 2>&1 && fail "the mount answers a lookup of .tierd-datasets"
+ok "commit /ds/a v1: 6 files, $want_bytes bytes; manifest in the backend, hidden from the mount"
+
+# ---- one name, one winner -----------------------------------------------------------------------
+rc=$(ctl dataset commit /ds/a v1)
+[ "$rc" = 4 ] && grep -q "exists" "$T/out" || fail "a second commit of v1: exit $rc: $(cat "$T/out")"
+for r in 1 2 3 4 5; do
+  tierd_ctl dataset commit /ds/a "race$r" >"$T/r1" 2>&1 &
+  p1=$!
+  tierd_ctl dataset commit /ds/a "race$r" >"$T/r2" 2>&1 &
+  p2=$!
+  rc1=0 rc2=0
+  wait "$p1" || rc1=$?
+  wait "$p2" || rc2=$?
+  { [ "$rc1" = 0 ] && [ "$rc2" = 4 ]; } || { [ "$rc1" = 4 ] && [ "$rc2" = 0 ]; } ||
+    fail "race$r: exits $rc1 and $rc2 (want one 0, one 4): $(cat "$T/r1" "$T/r2")"
+  grep -q exists "$T/r1" "$T/r2" || fail "race$r: the loser's message: $(cat "$T/r1" "$T/r2")"
+done
+ok "a second commit of v1 refused (exists); 5 races of two committers: one winner each"
+
+# ---- list, show, a damaged manifest, delete -------------------------------------------------------
+rc=$(ctl dataset list /ds/a)
+[ "$rc" = 0 ] && [ "$(tr '\n' ' ' <"$T/out")" = "race1 race2 race3 race4 race5 v1 " ] ||
+  fail "list /ds/a: exit $rc: $(cat "$T/out")"
+rc=$(ctl dataset list /ds/b)
+[ "$rc" = 0 ] && grep -q "no versions" "$T/out" || fail "list /ds/b: exit $rc: $(cat "$T/out")"
+rc=$(ctl dataset show /ds/a v1)
+[ "$rc" = 0 ] && grep -q "6 files" "$T/out" || fail "show v1: exit $rc: $(cat "$T/out")"
+head -c 300 "$T/manifest" >"$T/trunc"
+if [ "$KIND" = rgw ]; then put "$T/trunc" "ds/.tierd-datasets/a@race1"; else cp "$T/trunc" "$DATA/ds/.tierd-datasets/a@race1"; fi
+rc=$(ctl dataset show /ds/a race1)
+[ "$rc" = 4 ] && grep -q "malformed" "$T/out" || fail "show of a truncated manifest: exit $rc: $(cat "$T/out")"
+rc=$(ctl dataset delete /ds/a v1)
+[ "$rc" = 0 ] || fail "delete v1: exit $rc: $(cat "$T/out")"
+rc=$(ctl dataset show /ds/a v1)
+[ "$rc" = 4 ] && grep -q "has no version v1" "$T/out" || fail "show after delete: exit $rc: $(cat "$T/out")"
+for i in 0 1 2 3 4; do
+  cmp -s "$MNT/ds/a/$i.bin" "$T/ref/$i" || fail "delete of v1 touched $i.bin"
+done
+ok "list, show; a truncated manifest refused (malformed); delete removes the version only"
+
+# ---- the namespace root, a large tree ---------------------------------------------------------------
+rc=$(ctl dataset commit /ds root1 --json)
+[ "$rc" = 0 ] && [ "$(jfield count)" = 7 ] || fail "commit /ds: exit $rc (want 7 files, no manifests): $(cat "$T/out")"
+head -c 10 /dev/urandom >"$T/ref/small"
+if [ "$KIND" = rgw ]; then
+  mkdir -p "$T/big"
+  for i in $(seq 1 "$BIG"); do cp "$T/ref/small" "$T/big/f$i"; done
+  (cd "$T/big" && ls) | xargs -P 8 -I{} curl -sSf "${TIERD_S3_SIG[@]}" -T "$T/big/{}" "$S3_ENDPOINT/$BUCKET/ds/big/{}" >/dev/null ||
+    fail "uploading $BIG objects"
+else
+  mkdir -p "$DATA/ds/big"
+  for i in $(seq 1 "$BIG"); do cp "$T/ref/small" "$DATA/ds/big/f$i"; done
+fi
+rc=$(ctl dataset commit /ds/big all --json)
+[ "$rc" = 0 ] && [ "$(jfield count)" = "$BIG" ] || fail "commit of $BIG files: exit $rc: $(head -c 300 "$T/out")"
+ok "commit of the namespace root skips the manifests (7 files); a tree of $BIG files commits whole"
+
+# ---- bad input -----------------------------------------------------------------------------------
+rc=$(ctl dataset commit /ds/a "bad/name")
+[ "$rc" = 4 ] && grep -q "is not allowed" "$T/out" || fail "a bad name: exit $rc: $(cat "$T/out")"
+rc=$(ctl dataset commit /nowhere v1)
+[ "$rc" = 4 ] || fail "a path in no namespace: exit $rc: $(cat "$T/out")"
+rc=$(ctl dataset commit /ds/empty v1)
+[ "$rc" = 4 ] && grep -q "names no file" "$T/out" || fail "a tree with no file: exit $rc: $(cat "$T/out")"
+if touch "$MNT/ckpt/.tierd-datasets" 2>"$T/err"; then fail "created the reserved name in /ckpt"; fi
+grep -q "not permitted" "$T/err" || fail "creating the reserved name: $(cat "$T/err")"
+ok "bad name, path in no namespace, empty tree refused; the reserved name cannot be created"
+
+stop_tierd
