@@ -90,10 +90,10 @@ static const char usage_text[] =
     "                                  prefetches ahead (docs/HINTS.md)\n"
     "  hint --list | --drop NAME       show the hint sets, or drop one\n"
     "  jobs [show|release ID] [--json] admitted and queued jobs; release one\n"
-    "  dataset commit|show|delete PATH NAME | dataset list PATH   [--json]\n"
+    "  dataset commit|show|delete PATH NAME | list PATH | diff PATH A B   [--json]\n"
     "                                  dataset versions: record every file under PATH (no\n"
-    "                                  copy) as version NAME; list, show, delete "
-    "(docs/VERSIONS.md)\n";
+    "                                  copy) as version NAME; list, show, diff, delete\n"
+    "                                  (docs/VERSIONS.md)\n";
 /* The rest of the text (one literal stays under C's 4095-character guarantee). */
 static const char usage_tail[] =
     "\n"
@@ -906,21 +906,26 @@ static int cmd_dataset(struct ctl *ctl, int argc, char **argv)
     int nargs = argc - optind;
     const char *sub = nargs > 0 ? argv[optind] : "";
     bool commit = !strcmp(sub, "commit"), list = !strcmp(sub, "list"), show = !strcmp(sub, "show"),
-         del = !strcmp(sub, "delete");
-    if (!(commit || list || show || del) || nargs != (list ? 2 : 3))
+         del = !strcmp(sub, "delete"), diff = !strcmp(sub, "diff");
+    if (!(commit || list || show || del || diff) || nargs != (list ? 2 : diff ? 4 : 3))
         return usage_error("usage: tierctl dataset commit PATH NAME | list PATH | show PATH NAME "
-                           "| delete PATH NAME [--json]");
+                           "| diff PATH A B | delete PATH NAME [--json]");
     char *p = api_path(ctl, argv[optind + 1]);
     const char *name = list ? NULL : argv[optind + 2];
     char *url = NULL, *qp = p ? query_escape(p) : NULL, *qn = name ? query_escape(name) : NULL;
+    char *qb = diff ? query_escape(argv[optind + 3]) : NULL;
     json_t *body = NULL;
     if (commit)
         body = p ? json_pack("{s:s, s:s}", "path", p, "name", name) : NULL;
-    else if (qp && (list || qn) &&
+    else if (diff && qp && qn && qb &&
+             asprintf(&url, "/v1/datasets/%s/diff/%s?path=%s", qn, qb, qp) < 0)
+        url = NULL;
+    else if (!diff && qp && (list || qn) &&
              asprintf(&url, "/v1/datasets%s%s?path=%s", list ? "" : "/", list ? "" : qn, qp) < 0)
         url = NULL;
     free(qp);
     free(qn);
+    free(qb);
     if (!p || (commit ? !body : !url)) {
         free(p);
         free(url);
@@ -947,9 +952,22 @@ static int cmd_dataset(struct ctl *ctl, int argc, char **argv)
                 printf("%s\n", json_string_value(json_array_get(v, i)));
             if (json_array_size(v) == 0)
                 printf("(no versions of %s)\n", p);
-        } else if (del)
+        } else if (del) {
             printf("deleted version %s of %s (its files are untouched)\n", name, p);
-        else {
+        } else if (diff) {
+            static const char *const parts[] = {"added", "removed", "changed"};
+            static const char marks[] = {'+', '-', '~'};
+            for (size_t k = 0; k < 3; k++) {
+                const json_t *v = json_object_get(ans, parts[k]);
+                for (size_t i = 0; i < json_array_size(v); i++)
+                    printf("%c %s\n", marks[k], jstr(json_array_get(v, i), "key", "?"));
+            }
+            printf("%zu added, %zu removed, %zu changed, %llu unchanged\n",
+                   json_array_size(json_object_get(ans, "added")),
+                   json_array_size(json_object_get(ans, "removed")),
+                   json_array_size(json_object_get(ans, "changed")),
+                   (unsigned long long)jnum(ans, "unchanged"));
+        } else {
             printf("%s version %s of %s: %llu files, %s\n", commit ? "committed" : "",
                    jstr(ans, "name", "?"), jstr(ans, "path", "?"),
                    (unsigned long long)jnum(ans, "count"),

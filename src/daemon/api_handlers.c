@@ -1283,6 +1283,72 @@ static unsigned do_datasets_post(struct tierd *d, const struct api_request *rq,
     return ret;
 }
 
+/* GET /v1/datasets/A/diff/B?path=P: what B added, removed and changed against A (by key; a
+ * changed file has another size or ETag), one merge walk of the two sorted manifests. */
+static unsigned do_datasets_diff(struct tierd *d, const char *path, const char *spec,
+                                 const char *sep, struct api_reply *out)
+{
+    char a[MANIFEST_NAME_MAX], b[MANIFEST_NAME_MAX];
+    size_t al = (size_t)(sep - spec);
+    const char *bn = sep + strlen("/diff/");
+    if (al == 0 || al >= sizeof(a) || strlen(bn) >= sizeof(b))
+        return reply_error(out, -EINVAL,
+                           "expected /v1/datasets/A/diff/B?path=P (two version names)");
+    memcpy(a, spec, al);
+    a[al] = '\0';
+    snprintf(b, sizeof(b), "%s", bn);
+    struct manifest ma, mb;
+    int rc = dataset_show(d, path, a, &ma);
+    if (rc)
+        return reply_dataset_error(out, rc, "diff");
+    rc = dataset_show(d, path, b, &mb);
+    if (rc) {
+        manifest_fini(&ma);
+        return reply_dataset_error(out, rc, "diff");
+    }
+    json_t *added = json_array(), *removed = json_array(), *changed = json_array();
+    size_t i = 0, k = 0, same = 0;
+    bool ok = added && removed && changed;
+    while (ok && (i < ma.n || k < mb.n)) {
+        int c = i == ma.n ? 1 : k == mb.n ? -1 : strcmp(ma.files[i].key, mb.files[k].key);
+        json_t *e = NULL;
+        if (c < 0) {
+            e = json_pack("{s:s, s:I}", "key", ma.files[i].key, "size",
+                          (json_int_t)ma.files[i].size);
+            ok = e && json_array_append_new(removed, e) == 0;
+            i++;
+        } else if (c > 0) {
+            e = json_pack("{s:s, s:I}", "key", mb.files[k].key, "size",
+                          (json_int_t)mb.files[k].size);
+            ok = e && json_array_append_new(added, e) == 0;
+            k++;
+        } else {
+            if (ma.files[i].size != mb.files[k].size ||
+                strcmp(ma.files[i].etag, mb.files[k].etag) != 0) {
+                e = json_pack("{s:s, s:I, s:I}", "key", ma.files[i].key, "size_a",
+                              (json_int_t)ma.files[i].size, "size_b", (json_int_t)mb.files[k].size);
+                ok = e && json_array_append_new(changed, e) == 0;
+            } else {
+                same++;
+            }
+            i++;
+            k++;
+        }
+    }
+    manifest_fini(&ma);
+    manifest_fini(&mb);
+    if (!ok) {
+        json_decref(added);
+        json_decref(removed);
+        json_decref(changed);
+        return reply_error(out, -ENOMEM, "out of memory");
+    }
+    return reply_json(out, 200,
+                      json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:I}", "path", path, "a", a, "b", b,
+                                "added", added, "removed", removed, "changed", changed, "unchanged",
+                                (json_int_t)same));
+}
+
 /* GET /v1/datasets?path=P (the versions of P); GET or DELETE /v1/datasets/NAME?path=P. */
 static unsigned do_datasets_get(struct tierd *d, const struct api_request *rq,
                                 struct api_reply *out, const char *name, bool del)
@@ -1299,6 +1365,9 @@ static unsigned do_datasets_get(struct tierd *d, const struct api_request *rq,
             return reply_dataset_error(out, rc, "delete");
         return reply_json(out, 200, json_pack("{s:s, s:s}", "deleted", name, "path", path));
     }
+    const char *dsep = name ? strstr(name, "/diff/") : NULL;
+    if (dsep) /* GET /v1/datasets/A/diff/B */
+        return do_datasets_diff(d, path, name, dsep, out);
     if (name) {
         struct manifest m;
         int rc = dataset_show(d, path, name, &m);

@@ -89,13 +89,13 @@ int manifest_encode(const struct manifest *m, char **out, size_t *len)
             return -ENOMEM;
         }
     }
-    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:o}", "format",
-                          MANIFEST_FORMAT, "name", m->name ? m->name : "", "path",
-                          m->path ? m->path : "", "namespace", m->ns ? m->ns : "", "backend",
-                          m->backend ? m->backend : "", "prefix", m->prefix ? m->prefix : "",
-                          "commit_id", m->commit_id ? m->commit_id : "", "created_at",
-                          (json_int_t)m->created_at, "count", (json_int_t)m->n, "bytes",
-                          (json_int_t)m->bytes, "files", files);
+    json_t *o =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:o}", "format",
+                  MANIFEST_FORMAT, "name", m->name ? m->name : "", "path", m->path ? m->path : "",
+                  "namespace", m->ns ? m->ns : "", "backend", m->backend ? m->backend : "",
+                  "prefix", m->prefix ? m->prefix : "", "commit_id",
+                  m->commit_id ? m->commit_id : "", "created_at", (json_int_t)m->created_at,
+                  "count", (json_int_t)m->n, "bytes", (json_int_t)m->bytes, "files", files);
     if (!o)
         return -ENOMEM;
     char *text = json_dumps(o, JSON_COMPACT);
@@ -151,9 +151,9 @@ int manifest_decode(const char *text, size_t len, struct manifest *m, char *err,
         rc = bad(err, esz, "not a JSON object");
         goto out;
     }
-    static const char *const known[] = {"format",    "name",      "path",       "namespace",
-                                        "backend",   "prefix",    "commit_id",  "created_at",
-                                        "count",     "bytes",     "files"};
+    static const char *const known[] = {"format",  "name",   "path",      "namespace",
+                                        "backend", "prefix", "commit_id", "created_at",
+                                        "count",   "bytes",  "files"};
     const char *k;
     json_t *v;
     json_object_foreach(o, k, v)
@@ -179,8 +179,9 @@ int manifest_decode(const char *text, size_t len, struct manifest *m, char *err,
     m->prefix = str_field(o, "prefix");
     m->commit_id = str_field(o, "commit_id");
     if (!m->name || !m->path || !m->ns || !m->backend || !m->prefix || !m->commit_id) {
-        rc = bad(err, esz, "a string field (name, path, namespace, backend, prefix, commit_id) "
-                           "is missing or not a string");
+        rc = bad(err, esz,
+                 "a string field (name, path, namespace, backend, prefix, commit_id) "
+                 "is missing or not a string");
         goto out;
     }
     if (!manifest_name_valid(m->name) || m->path[0] != '/' || !hex32(m->commit_id)) {

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #define MANIFEST_FORMAT "tierd-dataset/1"
-#define MANIFEST_NAME_MAX 64          /* a version's name: 1 to 63 of [A-Za-z0-9._-], alnum first */
+#define MANIFEST_NAME_MAX 64 /* a version's name: 1 to 63 of [A-Za-z0-9._-], alnum first */
 #define MANIFEST_MAX_BYTES (512u << 20) /* the largest manifest decoded (~5 million files) */
 
 struct manifest_file {

@@ -13,6 +13,7 @@
 #     nothing is served from it; delete removes the manifest only (the files are untouched);
 #   - a commit of the namespace root does not count the manifests; a tree of N files (posix
 #     10,000, rgw 1,000) lists whole;
+#   - diff of two versions of a tree after a file is overwritten, one added, one deleted;
 #   - bad input: a bad name, a path in no namespace, a tree with no file; creating the reserved
 #     name in a write-back namespace is refused (EPERM).
 # Waits poll with deadlines; no sleeps.
@@ -27,12 +28,14 @@ if [ "$KIND" = rgw ]; then
   # '@' in a key goes percent-encoded (curl's SigV4 signs the path as written)
   put() { tierd_s3 -T "$1" "$S3_ENDPOINT/$BUCKET/${2//@/%40}" >/dev/null || fail "PUT $2"; }
   get() { tierd_s3 -o "$2" "$S3_ENDPOINT/$BUCKET/${1//@/%40}"; }
+  del() { tierd_s3 -X DELETE "$S3_ENDPOINT/$BUCKET/$1" >/dev/null || fail "DELETE $1"; }
   BIG=1000
 else
   tierd_test_setup "datasets_$KIND"
   mkdir -p "$DATA"
   put() { mkdir -p "$(dirname "$DATA/$2")" && cp "$1" "$DATA/$2"; }
   get() { cp "$DATA/$1" "$2"; }
+  del() { rm -f "$DATA/$1"; }
   BIG=10000
 fi
 [ "$(id -u)" = 0 ] || fail "needs root (FUSE)"
@@ -145,6 +148,25 @@ fi
 rc=$(ctl dataset commit /ds/big all --json)
 [ "$rc" = 0 ] && [ "$(jfield count)" = "$BIG" ] || fail "commit of $BIG files: exit $rc: $(head -c 300 "$T/out")"
 ok "commit of the namespace root skips the manifests (7 files); a tree of $BIG files commits whole"
+
+# ---- diff ------------------------------------------------------------------------------------------
+rc=$(ctl dataset commit /ds/a d1)
+[ "$rc" = 0 ] || fail "commit d1: exit $rc: $(cat "$T/out")"
+head -c 5000 /dev/urandom >"$T/ref/new0"
+put "$T/ref/new0" "ds/a/0.bin"
+put "$T/ref/new0" "ds/a/new.bin"
+del "ds/a/4.bin"
+rc=$(ctl dataset commit /ds/a d2)
+[ "$rc" = 0 ] || fail "commit d2: exit $rc: $(cat "$T/out")"
+rc=$(ctl dataset diff /ds/a d1 d2)
+[ "$rc" = 0 ] || fail "diff d1 d2: exit $rc: $(cat "$T/out")"
+[ "$(cat "$T/out")" = "+ new.bin
+- 4.bin
+~ 0.bin
+1 added, 1 removed, 1 changed, 4 unchanged" ] || fail "diff d1 d2: $(cat "$T/out")"
+rc=$(ctl dataset diff /ds/a d1 nope)
+[ "$rc" = 4 ] && grep -q "has no version nope" "$T/out" || fail "diff with a missing version: exit $rc: $(cat "$T/out")"
+ok "diff d1 d2: + new.bin, - 4.bin, ~ 0.bin (new bytes), 4 unchanged"
 
 # ---- bad input -----------------------------------------------------------------------------------
 rc=$(ctl dataset commit /ds/a "bad/name")
