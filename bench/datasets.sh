@@ -58,7 +58,7 @@ echo "uploaded $FILES objects in $((SECONDS - t0)) s"
   tierd_conf_rgw rgw "$BUCKET"
   tierd_conf_ns /ds rgw "prefix = ds"
   tierd_conf_mount "$MNT"
-  tierd_conf_api "$SOCK" "max_wait = 600"
+  tierd_conf_api "$SOCK" "max_wait = 600s"
 } >"$CONF"
 tierd_start "$CONF" "$W/tierd.log" "$MNT" "$SOCK" || exit 1
 tierd_bench_results "$W/results"

@@ -968,13 +968,15 @@ static int cmd_dataset(struct ctl *ctl, int argc, char **argv)
                    json_array_size(json_object_get(ans, "changed")),
                    (unsigned long long)jnum(ans, "unchanged"));
         } else {
-            printf("%s version %s of %s: %llu files, %s\n", commit ? "committed" : "",
+            printf("%s%s %s of %s: %llu files, %s\n", commit ? "committed " : "", "version",
                    jstr(ans, "name", "?"), jstr(ans, "path", "?"),
                    (unsigned long long)jnum(ans, "count"),
                    tier_fmt_bytes(jnum(ans, "bytes"), b, sizeof(b)));
             printf("namespace  %s (backend %s, prefix %s)\ncommit     %s\ncreated    %llu\n",
                    jstr(ans, "namespace", "?"), jstr(ans, "backend", "?"), jstr(ans, "prefix", "?"),
                    jstr(ans, "commit_id", "?"), (unsigned long long)jnum(ans, "created_at"));
+            if (json_is_string(json_object_get(ans, "view")))
+                printf("read it at %s\n", jstr(ans, "view", "?"));
         }
     }
     free(raw);

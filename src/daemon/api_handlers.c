@@ -1231,12 +1231,26 @@ out:
 
 /* ---- dataset versions (/v1/datasets) ------------------------------------------------------ */
 
-static json_t *manifest_summary(const struct manifest *m)
+static json_t *manifest_summary(struct tierd *d, const struct manifest *m)
 {
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I}", "name", m->name, "path",
-                     m->path, "namespace", m->ns, "backend", m->backend, "prefix", m->prefix,
-                     "commit_id", m->commit_id, "created_at", (json_int_t)m->created_at, "count",
-                     (json_int_t)m->n, "bytes", (json_int_t)m->bytes);
+    json_t *o = json_pack("{s:o, s:o, s:o, s:o, s:o, s:s, s:I, s:I, s:I}", "name", jstr(m->name),
+                          "path", jstr(m->path), "namespace", jstr(m->ns), "backend",
+                          jstr(m->backend), "prefix", jstr(m->prefix), "commit_id", m->commit_id,
+                          "created_at", (json_int_t)m->created_at, "count", (json_int_t)m->n,
+                          "bytes", (json_int_t)m->bytes);
+    /* where the mount serves it (fuse_ops_ctl.c): <mount>/.tierd/datasets<path>@<name> */
+    const char *mp = d->cfg.mount_path;
+    char *view = NULL;
+    if (o && d->fuse && mp) {
+        size_t ml = strlen(mp);
+        while (ml > 1 && mp[ml - 1] == '/')
+            ml--;
+        if (asprintf(&view, "%.*s/.tierd/datasets%s@%s", (int)ml, mp, m->path, m->name) >= 0) {
+            json_object_set_new(o, "view", jstr(view));
+            free(view);
+        }
+    }
+    return o;
 }
 
 static json_t *jstr_array(char *const *v, size_t n);
@@ -1275,7 +1289,7 @@ static unsigned do_datasets_post(struct tierd *d, const struct api_request *rq,
         if (rc)
             ret = reply_dataset_error(out, rc, "commit");
         else {
-            ret = reply_json(out, 201, manifest_summary(&m));
+            ret = reply_json(out, 201, manifest_summary(d, &m));
             manifest_fini(&m);
         }
     }
@@ -1313,19 +1327,19 @@ static unsigned do_datasets_diff(struct tierd *d, const char *path, const char *
         int c = i == ma.n ? 1 : k == mb.n ? -1 : strcmp(ma.files[i].key, mb.files[k].key);
         json_t *e = NULL;
         if (c < 0) {
-            e = json_pack("{s:s, s:I}", "key", ma.files[i].key, "size",
+            e = json_pack("{s:o, s:I}", "key", jstr(ma.files[i].key), "size",
                           (json_int_t)ma.files[i].size);
             ok = e && json_array_append_new(removed, e) == 0;
             i++;
         } else if (c > 0) {
-            e = json_pack("{s:s, s:I}", "key", mb.files[k].key, "size",
+            e = json_pack("{s:o, s:I}", "key", jstr(mb.files[k].key), "size",
                           (json_int_t)mb.files[k].size);
             ok = e && json_array_append_new(added, e) == 0;
             k++;
         } else {
             if (ma.files[i].size != mb.files[k].size ||
                 strcmp(ma.files[i].etag, mb.files[k].etag) != 0) {
-                e = json_pack("{s:s, s:I, s:I}", "key", ma.files[i].key, "size_a",
+                e = json_pack("{s:o, s:I, s:I}", "key", jstr(ma.files[i].key), "size_a",
                               (json_int_t)ma.files[i].size, "size_b", (json_int_t)mb.files[k].size);
                 ok = e && json_array_append_new(changed, e) == 0;
             } else {
@@ -1344,9 +1358,9 @@ static unsigned do_datasets_diff(struct tierd *d, const char *path, const char *
         return reply_error(out, -ENOMEM, "out of memory");
     }
     return reply_json(out, 200,
-                      json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:I}", "path", path, "a", a, "b", b,
-                                "added", added, "removed", removed, "changed", changed, "unchanged",
-                                (json_int_t)same));
+                      json_pack("{s:o, s:s, s:s, s:o, s:o, s:o, s:I}", "path", jstr(path), "a", a,
+                                "b", b, "added", added, "removed", removed, "changed", changed,
+                                "unchanged", (json_int_t)same));
 }
 
 /* GET /v1/datasets?path=P (the versions of P); GET or DELETE /v1/datasets/NAME?path=P. */
@@ -1363,7 +1377,8 @@ static unsigned do_datasets_get(struct tierd *d, const struct api_request *rq,
         int rc = dataset_delete(d, path, name);
         if (rc)
             return reply_dataset_error(out, rc, "delete");
-        return reply_json(out, 200, json_pack("{s:s, s:s}", "deleted", name, "path", path));
+        return reply_json(out, 200,
+                          json_pack("{s:o, s:o}", "deleted", jstr(name), "path", jstr(path)));
     }
     const char *dsep = name ? strstr(name, "/diff/") : NULL;
     if (dsep) /* GET /v1/datasets/A/diff/B */
@@ -1373,7 +1388,7 @@ static unsigned do_datasets_get(struct tierd *d, const struct api_request *rq,
         int rc = dataset_show(d, path, name, &m);
         if (rc)
             return reply_dataset_error(out, rc, "show");
-        unsigned ret = reply_json(out, 200, manifest_summary(&m));
+        unsigned ret = reply_json(out, 200, manifest_summary(d, &m));
         manifest_fini(&m);
         return ret;
     }
@@ -1384,7 +1399,7 @@ static unsigned do_datasets_get(struct tierd *d, const struct api_request *rq,
         return reply_dataset_error(out, rc, "list");
     json_t *arr = jstr_array(names, n);
     dataset_names_free(names, n);
-    return reply_json(out, 200, json_pack("{s:s, s:o}", "path", path, "versions", arr));
+    return reply_json(out, 200, json_pack("{s:o, s:o}", "path", jstr(path), "versions", arr));
 }
 
 /* ---- job admission (/v1/jobs) ------------------------------------------------------------ */

@@ -76,22 +76,27 @@ static int tree_of(struct tierd *d, const char *path, struct tierd_ns **ns, char
     return 0;
 }
 
-/* <namespace prefix>.tierd-datasets/<enc(rel)>@ (the versions' common prefix) + name. */
+/* <namespace prefix>.tierd-datasets/<rel, each segment's '%' and '@' percent-encoded>/@ (the
+ * versions' common prefix; "<...>.tierd-datasets/@" for the root) + name. A segment never starts
+ * with '@' once encoded, so a tree's versions and its subtrees' directories cannot collide, and
+ * every segment stays as long as the tree's own. */
 static char *manifest_key(const struct tierd_ns *ns, const char *rel, const char *name)
 {
     const char *nsp = ns->conf->prefix ? ns->conf->prefix : "";
-    size_t cap = strlen(nsp) + sizeof(DATASET_RESERVED) + 3 * strlen(rel) + 2 +
+    size_t cap = strlen(nsp) + sizeof(DATASET_RESERVED) + 3 * strlen(rel) + 3 +
                  (name ? strlen(name) : 0) + 1;
     char *k = malloc(cap);
     if (!k)
         return NULL;
     size_t o = (size_t)snprintf(k, cap, "%s%s/", nsp, DATASET_RESERVED);
     for (const char *p = rel; *p; p++) {
-        if (*p == '%' || *p == '/' || *p == '@')
+        if (*p == '%' || *p == '@')
             o += (size_t)snprintf(k + o, cap - o, "%%%02X", (unsigned char)*p);
         else
             k[o++] = *p;
     }
+    if (*rel)
+        k[o++] = '/';
     k[o++] = '@';
     k[o] = '\0';
     if (name)
@@ -145,7 +150,6 @@ static int list_tree(struct tierd_ns *ns, const char *prefix, const char *rel, s
     size_t pl = strlen(prefix), rl = strlen(reserved);
     char *token = NULL;
     int rc = 0;
-    (void)rel;
     do {
         struct backend_list_page page;
         memset(&page, 0, sizeof(page));
@@ -156,14 +160,28 @@ static int list_tree(struct tierd_ns *ns, const char *prefix, const char *rel, s
             break;
         for (size_t i = 0; i < page.n && rc == 0; i++) {
             const struct backend_entry *e = &page.entries[i];
+            size_t nl = strlen(e->name);
             if (e->is_prefix || strncmp(e->name, prefix, pl) != 0 || !e->name[pl])
                 continue;
             if (strncmp(e->name, reserved, rl) == 0)
                 continue; /* the versions themselves */
+            if (e->name[nl - 1] == '/')
+                continue; /* an S3 "folder" marker (AWS console, s3fs, rclone): not a file */
+            if (backend_key_valid(e->name, nl, false) != 0) {
+                tier_err_set("%s holds the key '%.300s', which the mount cannot serve (empty, "
+                             "'.' or '..' segments, or too long): such a tree cannot be versioned",
+                             rel[0] ? rel : "the namespace", e->name);
+                rc = -EINVAL;
+                break;
+            }
             rc = manifest_add(m, e->name + pl, e->size_bytes, e->etag);
-            if (rc == -EINVAL) {
+            if (rc == -EINVAL && m->n > 0 && strcmp(m->files[m->n - 1].key, e->name + pl) >= 0) {
                 tier_err_set("the backend listed %s out of order", e->name);
                 rc = -EIO;
+            } else if (rc == -EINVAL) {
+                tier_err_set("'%.300s' cannot be versioned: its name is not UTF-8 or holds a "
+                             "control character, or the backend gave no ETag for it",
+                             e->name);
             }
         }
         if (rc == 0 && page.next_token && !(token = strdup(page.next_token)))
@@ -196,7 +214,10 @@ int dataset_commit(struct tierd *d, const char *path, const char *name, struct m
     for (size_t i = 0; i < sizeof(raw); i++)
         snprintf(id + 2 * i, 3, "%02x", raw[i]);
     m->name = strdup(name);
-    m->path = strdup(path);
+    size_t pl = strlen(path);
+    while (pl > 1 && path[pl - 1] == '/')
+        pl--; /* "/ds/a/" is the tree /ds/a (its view is /.tierd/datasets/ds/a@NAME) */
+    m->path = strndup(path, pl);
     m->ns = strdup(ns->conf->path);
     m->backend = strdup(ns->be->name);
     m->prefix = strdup(prefix);
@@ -218,6 +239,13 @@ int dataset_commit(struct tierd *d, const char *path, const char *name, struct m
     size_t len = 0;
     if (!key || (rc = manifest_encode(m, &text, &len)) != 0) {
         rc = rc ? rc : -ENOMEM;
+        goto out;
+    }
+    if (len > MANIFEST_MAX_BYTES) {
+        tier_err_set("%s has %zu files: its manifest (%zu bytes) would be larger than the %u "
+                     "bytes tierd reads back; commit smaller trees",
+                     path, m->n, len, MANIFEST_MAX_BYTES);
+        rc = -EFBIG;
         goto out;
     }
     rc = backend_put_new(ns->be, &ds_io, key, text, len, NULL);

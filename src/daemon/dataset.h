@@ -8,10 +8,11 @@
  *
  * The manifest of version NAME of the tree at mount path P (relative path R inside its
  * namespace, "" for the namespace root) has the key
- *   <namespace prefix>.tierd-datasets/<R with '%', '/' and '@' percent-encoded>@<NAME>
- * in the namespace's backend: one flat directory, so a POSIX backend can hold any tree's versions
- * side by side. The reserved name is hidden from listings through the mount and refused as a
- * file name there (fuse_ops_dir.c, fuse_ops_write.c), and skipped by commits.
+ *   <namespace prefix>.tierd-datasets/<R, '%' and '@' percent-encoded>/@<NAME>
+ * in the namespace's backend ("...tierd-datasets/@NAME" for the namespace root), so the versions
+ * of a tree and of a tree inside it sit side by side (no encoded segment starts with '@'). The
+ * reserved name is hidden from listings through the mount and refused as a file name there
+ * (fuse_ops_dir.c, fuse_ops_write.c), and skipped by commits.
  *
  * The calls do backend I/O on the caller's thread (the control API's); they take no lock.
  */

@@ -16,7 +16,36 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/strutil.h"
 #include "tiers/backend.h"
+
+/* Valid UTF-8 without control characters (what a key, path or name in a manifest may hold). */
+static bool text_ok(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = strlen(s);
+    while (n > 0) {
+        if (*p < 0x20 || *p == 0x7f)
+            return false;
+        size_t l = tier_utf8_seq(p, n);
+        if (l == 0)
+            return false;
+        p += l;
+        n -= l;
+    }
+    return true;
+}
+
+/* An ETag: printable ASCII, no blank (it goes into If-Match headers as it is). */
+static bool etag_ok(const char *s)
+{
+    if (!*s || strlen(s) >= BACKEND_ETAG_MAX)
+        return false;
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x21 || (unsigned char)*s > 0x7e)
+            return false;
+    return true;
+}
 
 int manifest_name_valid(const char *name)
 {
@@ -34,7 +63,8 @@ int manifest_name_valid(const char *name)
 
 int manifest_add(struct manifest *m, const char *key, uint64_t size, const char *etag)
 {
-    if (!key || !*key || !etag)
+    if (!key || !*key || !etag || !text_ok(key) || !etag_ok(etag) || size > INT64_MAX ||
+        m->bytes + size < m->bytes || m->bytes + size > INT64_MAX)
         return -EINVAL;
     if (m->n > 0 && strcmp(m->files[m->n - 1].key, key) >= 0)
         return -EINVAL;
@@ -184,8 +214,9 @@ int manifest_decode(const char *text, size_t len, struct manifest *m, char *err,
                  "is missing or not a string");
         goto out;
     }
-    if (!manifest_name_valid(m->name) || m->path[0] != '/' || !hex32(m->commit_id)) {
-        rc = bad(err, esz, "name, path or commit_id is malformed");
+    if (!manifest_name_valid(m->name) || m->path[0] != '/' || !hex32(m->commit_id) ||
+        !text_ok(m->path) || !text_ok(m->ns) || !text_ok(m->backend) || !text_ok(m->prefix)) {
+        rc = bad(err, esz, "name, path, namespace, backend, prefix or commit_id is malformed");
         goto out;
     }
     json_t *ca = json_object_get(o, "created_at"), *cn = json_object_get(o, "count"),
@@ -209,8 +240,7 @@ int manifest_decode(const char *text, size_t len, struct manifest *m, char *err,
         const char *etag = json_string_value(json_object_get(f, "etag"));
         json_t *sz = json_object_get(f, "size");
         if (!json_is_object(f) || json_object_size(f) != 3 || !key || !etag ||
-            !json_is_integer(sz) || json_integer_value(sz) < 0 || !*etag ||
-            strlen(etag) >= BACKEND_ETAG_MAX) {
+            !json_is_integer(sz) || json_integer_value(sz) < 0 || !etag_ok(etag)) {
             rc = bad(err, esz, "files[%zu] is not {\"key\", \"size\", \"etag\"}", i);
             goto out;
         }
@@ -235,7 +265,11 @@ int manifest_decode(const char *text, size_t len, struct manifest *m, char *err,
         }
         int arc = manifest_add(m, key, (uint64_t)json_integer_value(sz), etag);
         if (arc) {
-            rc = arc == -ENOMEM ? -ENOMEM : bad(err, esz, "files[%zu]: cannot be added", i);
+            rc = arc == -ENOMEM ? -ENOMEM
+                                : bad(err, esz,
+                                      "files[%zu]: a control character, bad UTF-8, or "
+                                      "the sizes add up past 2^63",
+                                      i);
             goto out;
         }
     }

@@ -39,7 +39,8 @@ struct manifest {
 
 /* A version name tierd accepts (it is also part of a backend key). */
 int manifest_name_valid(const char *name);
-/* Append a file (key copied); keys must come in strictly ascending order. 0, -EINVAL, -ENOMEM. */
+/* Append a file (key copied); keys must come in strictly ascending order, be UTF-8 without
+ * control characters, the ETag printable ASCII, the total at most 2^63-1. 0, -EINVAL, -ENOMEM. */
 int manifest_add(struct manifest *m, const char *key, uint64_t size, const char *etag);
 /* The manifest as JSON text, malloc'd (NUL-terminated) into *out. 0 or -ENOMEM. */
 int manifest_encode(const struct manifest *m, char **out, size_t *len);

@@ -7,6 +7,15 @@
  *   /.tierd/hints       one file per hint set of the caller's tenant (and per file being written)
  *   /.tierd/hints/NAME  write: the set's order, mount paths one a line; read: the set's progress
  *                       ("key: value" lines from hints_list); unlink: drop the set (hints_cancel)
+ *   /.tierd/datasets/TREE@NAME/...
+ *                       read-only: version NAME of the tree at mount path /TREE (docs/VERSIONS.md),
+ *                       its files as the manifest lists them, every read pinned to the file's
+ *                       ETag in the manifest (tfs_open_pinned: a file changed since the commit
+ *                       fails with EIO, logged with why). The first path component holding '@'
+ *                       followed by a valid version name is the version's root; the directories
+ *                       above it are not listed (lookups find them). Manifests are cached
+ *                       (CTL_VCACHE of them, re-read after CTL_VCACHE_TTL_NS: a deleted version
+ *                       disappears by then); their metadata needs no backend request.
  *
  * DESIGN. An open for writing (create, or open with O_WRONLY / O_RDWR) resolves the opener's
  * tenant (the FUSE request's pid, uid and gid, as reads are resolved: tfs_req_io) and refuses
@@ -50,6 +59,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/timeutil.h"
+#include "daemon/dataset.h"
 #include "daemon/hints.h"
 #include "common/hintlines.h"
 #include "fuse/fuse_int.h"
@@ -59,14 +69,27 @@
 #define CTL_TOTAL_MAX (128ull << 20) /* bytes of all hint files being written at once */
 #define CTL_HINTS TFS_CTL_DIR "/hints"
 #define CTL_TEXT_MAX 2048 /* the status text of one set */
+#define CTL_VERSIONS TFS_CTL_DIR "/datasets"
+#define CTL_VCACHE 8                                /* manifests kept decoded */
+#define CTL_VCACHE_TTL_NS (60ull * TIER_NS_PER_SEC) /* then read again (deleted: gone) */
+
+/* A decoded manifest of the view (ctl->mu). */
+struct vcache {
+    char *tree; /* the tree's mount path; NULL: a free slot */
+    char name[MANIFEST_NAME_MAX];
+    struct manifest m;
+    uint64_t loaded_ns, used;
+};
 
 struct tfs_ctlh;
 
 struct tfs_ctl {
     struct fuse_lowlevel_ops inner; /* the operations for every other path (immutable) */
     pthread_mutex_t mu;
-    struct tfs_ctlh *writers;  /* mu: open writer handles */
-    _Atomic uint64_t buffered; /* bytes allocated by the writers' buffers */
+    struct tfs_ctlh *writers;     /* mu: open writer handles */
+    _Atomic uint64_t buffered;    /* bytes allocated by the writers' buffers */
+    struct vcache vc[CTL_VCACHE]; /* mu */
+    uint64_t vclock;              /* mu */
 };
 
 /* fi->fh of a control file. */
@@ -118,6 +141,290 @@ static enum ctl_kind classify(const char *path, const char **name)
         return CTL_NONE;
     *name = n;
     return CTL_FILE;
+}
+
+/* ---- dataset versions (the read-only view) ------------------------------------------------ */
+
+static bool in_versions(const char *path)
+{
+    size_t l = sizeof(CTL_VERSIONS) - 1;
+    return strncmp(path, CTL_VERSIONS, l) == 0 && (path[l] == '\0' || path[l] == '/');
+}
+
+/* A path under CTL_VERSIONS: 1 for the view's directories above a version, 0 with the version
+ * (tree, name) and rest ("" for its root, else "/key...") for a path in one, -ENOENT else. */
+static int vpath(const char *path, char **tree, char *name, const char **rest)
+{
+    size_t l = sizeof(CTL_VERSIONS) - 1;
+    if (strncmp(path, CTL_VERSIONS, l) != 0 || (path[l] != '\0' && path[l] != '/'))
+        return -ENOENT;
+    const char *s = path + l;
+    while (*s == '/') {
+        const char *b = s + 1, *e = strchr(b, '/');
+        if (!e)
+            e = b + strlen(b);
+        const char *at = NULL;
+        for (const char *q = b; q < e; q++)
+            if (*q == '@')
+                at = q;
+        if (at && at > b && (size_t)(e - at - 1) < MANIFEST_NAME_MAX) {
+            memcpy(name, at + 1, (size_t)(e - at - 1));
+            name[e - at - 1] = '\0';
+            if (manifest_name_valid(name)) {
+                size_t tl = (size_t)(at - (path + l));
+                *tree = strndup(path + l, tl);
+                *rest = e;
+                return *tree ? 0 : -ENOMEM;
+            }
+        }
+        s = e;
+    }
+    return 1;
+}
+
+/* The slot of (tree, name), loaded if needed; ctl->mu is held on return 0 (the caller unlocks). */
+static int vget_locked(struct tierd_fuse *fs, const char *tree, const char *name,
+                       struct vcache **out)
+{
+    struct tfs_ctl *c = fs->ctl;
+    uint64_t now = tier_now_mono_ns();
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < CTL_VCACHE; i++) {
+        struct vcache *v = &c->vc[i];
+        if (v->tree && strcmp(v->tree, tree) == 0 && strcmp(v->name, name) == 0 &&
+            now - v->loaded_ns < CTL_VCACHE_TTL_NS) {
+            v->used = ++c->vclock;
+            *out = v;
+            return 0;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    struct manifest m;
+    tier_err_clear();
+    int rc = dataset_show(fs->d, tree, name, &m); /* backend I/O, without the lock */
+    if (rc) {
+        if (rc == -EINVAL)
+            log_warn("fuse: %s", tier_err_msg()); /* a malformed manifest: say why, serve none */
+        return rc == -EINVAL ? -EIO : -ENOENT;
+    }
+    char *t = strdup(tree);
+    if (!t) {
+        manifest_fini(&m);
+        return -ENOMEM;
+    }
+    pthread_mutex_lock(&c->mu);
+    struct vcache *v = &c->vc[0];
+    for (size_t i = 0; i < CTL_VCACHE; i++) {
+        struct vcache *x = &c->vc[i];
+        if (x->tree && strcmp(x->tree, tree) == 0 && strcmp(x->name, name) == 0) {
+            v = x; /* loaded meanwhile, or expired: replace it */
+            break;
+        }
+        if (!x->tree || x->used < v->used)
+            v = x;
+    }
+    free(v->tree);
+    manifest_fini(&v->m);
+    v->tree = t;
+    snprintf(v->name, sizeof(v->name), "%s", name);
+    v->m = m;
+    v->loaded_ns = now;
+    v->used = ++c->vclock;
+    *out = v;
+    return 0;
+}
+
+/* The first file whose key is >= key (binary search in the sorted manifest). */
+static size_t vlower(const struct manifest *m, const char *key)
+{
+    size_t lo = 0, hi = m->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(m->files[mid].key, key) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* What rest ("" or "/key") is in m: 1 a directory, 0 a file (*idx), -ENOENT. */
+static int vfind(const struct manifest *m, const char *rest, size_t *idx)
+{
+    if (!*rest)
+        return 1;
+    const char *key = rest + 1;
+    size_t kl = strlen(key);
+    size_t i = vlower(m, key);
+    if (i < m->n && strcmp(m->files[i].key, key) == 0) {
+        *idx = i;
+        return 0;
+    }
+    /* a directory: some key starts with "key/" (after key itself, in byte order) */
+    for (; i < m->n && strncmp(m->files[i].key, key, kl) == 0; i++)
+        if (m->files[i].key[kl] == '/')
+            return 1;
+    return -ENOENT;
+}
+
+static int vstat(struct tierd_fuse *fs, const char *path, struct tfs_attr *a)
+{
+    char *tree = NULL, name[MANIFEST_NAME_MAX];
+    const char *rest = NULL;
+    int rc = vpath(path, &tree, name, &rest);
+    memset(a, 0, sizeof(*a));
+    a->mtime_ns = (int64_t)fs->d->start_ns;
+    a->is_dir = true;
+    a->mode = 0555 & ~fs->perm.umask;
+    if (rc)
+        return rc == 1 ? 0 : rc;
+    struct vcache *v = NULL;
+    rc = vget_locked(fs, tree, name, &v);
+    free(tree);
+    if (rc)
+        return rc;
+    size_t i = 0;
+    rc = vfind(&v->m, rest, &i);
+    a->mtime_ns = v->m.created_at * (int64_t)TIER_NS_PER_SEC;
+    if (rc == 0) {
+        a->is_dir = false;
+        a->mode = 0444 & ~fs->perm.umask;
+        a->size_bytes = v->m.files[i].size;
+        snprintf(a->etag, sizeof(a->etag), "%s", v->m.files[i].etag);
+    }
+    pthread_mutex_unlock(&fs->ctl->mu);
+    return rc < 0 ? rc : 0;
+}
+
+static int cmp_name(const void *a, const void *b);
+
+static int vlisting(struct tierd_fuse *fs, const char *path, struct tfs_dirent **ep, size_t *np)
+{
+    char *tree = NULL, name[MANIFEST_NAME_MAX];
+    const char *rest = NULL;
+    int rc = vpath(path, &tree, name, &rest);
+    *ep = NULL;
+    *np = 0;
+    if (rc)
+        return rc == 1 ? 0 : rc; /* the directories above a version list nothing */
+    struct vcache *v = NULL;
+    rc = vget_locked(fs, tree, name, &v);
+    free(tree);
+    if (rc)
+        return rc;
+    size_t i = 0;
+    int k = vfind(&v->m, rest, &i);
+    if (k != 1) {
+        pthread_mutex_unlock(&fs->ctl->mu);
+        return k == 0 ? -ENOTDIR : k;
+    }
+    const char *pre = *rest ? rest + 1 : "";
+    size_t pl = strlen(pre) + (*rest ? 1 : 0), cap = 0, n = 0;
+    char *prefix = malloc(pl + 1);
+    struct tfs_dirent *e = NULL;
+    rc = prefix ? 0 : -ENOMEM;
+    if (prefix)
+        snprintf(prefix, pl + 1, "%s%s", pre, *rest ? "/" : "");
+    for (i = rc ? v->m.n : vlower(&v->m, prefix);
+         rc == 0 && i < v->m.n && strncmp(v->m.files[i].key, prefix, pl) == 0; i++) {
+        const char *child = v->m.files[i].key + pl, *sl = strchr(child, '/');
+        size_t cl = sl ? (size_t)(sl - child) : strlen(child);
+        if (n > 0 && strlen(e[n - 1].name) == cl && strncmp(e[n - 1].name, child, cl) == 0)
+            continue; /* the next file of a directory already listed */
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            struct tfs_dirent *ne = realloc(e, cap * sizeof(*ne));
+            if (!ne) {
+                rc = -ENOMEM;
+                break;
+            }
+            e = ne;
+        }
+        memset(&e[n], 0, sizeof(e[n]));
+        e[n].name = strndup(child, cl);
+        e[n].is_dir = sl != NULL;
+        if (!e[n].name) {
+            rc = -ENOMEM;
+            break;
+        }
+        if (!sl) {
+            e[n].size_bytes = v->m.files[i].size;
+            snprintf(e[n].etag, sizeof(e[n].etag), "%s", v->m.files[i].etag);
+        }
+        n++;
+    }
+    pthread_mutex_unlock(&fs->ctl->mu);
+    free(prefix);
+    if (rc) {
+        for (size_t j = 0; j < n; j++)
+            free(e[j].name);
+        free(e);
+        return rc;
+    }
+    /* byte order of keys is not order of names ("a.txt" < "a/b" but "a" < "a.txt"), and S3 may
+     * hold both "a" and "a/b": sort, and keep one entry per name */
+    if (n > 1) {
+        qsort(e, n, sizeof(*e), cmp_name);
+        size_t w = 1;
+        for (size_t j = 1; j < n; j++) {
+            if (strcmp(e[w - 1].name, e[j].name) == 0) {
+                free(e[j].name);
+                continue;
+            }
+            e[w++] = e[j];
+        }
+        n = w;
+    }
+    *ep = e;
+    *np = n;
+    return 0;
+}
+
+/* Open a file of a version: a read handle pinned to the manifest's ETag. */
+static void vopen(struct tierd_fuse *fs, fuse_req_t req, fuse_ino_t ino, const char *path,
+                  struct fuse_file_info *fi)
+{
+    char *tree = NULL, name[MANIFEST_NAME_MAX], *key = NULL, etag[BACKEND_ETAG_MAX];
+    const char *rest = NULL;
+    uint64_t size = 0;
+    struct backend *be = NULL;
+    int rc = vpath(path, &tree, name, &rest);
+    if (rc == 0) {
+        struct vcache *v = NULL;
+        rc = vget_locked(fs, tree, name, &v);
+        size_t i = 0;
+        int k = rc ? rc : vfind(&v->m, rest, &i);
+        if (rc == 0) {
+            if (k == 0) {
+                struct tierd_ns *ns = NULL;
+                char *tk = NULL;
+                bool is_root = false;
+                /* the backend of the tree's namespace, as the manifest names it */
+                if (tierd_resolve(fs->d, v->m.path, &ns, &tk, &is_root) == 0 &&
+                    strcmp(ns->be->name, v->m.backend) == 0)
+                    be = ns->be;
+                free(tk);
+                size = v->m.files[i].size;
+                snprintf(etag, sizeof(etag), "%s", v->m.files[i].etag);
+                if (asprintf(&key, "%s%s", v->m.prefix, v->m.files[i].key) < 0)
+                    key = NULL;
+                rc = !be ? -ENOENT : !key ? -ENOMEM : 0;
+            } else {
+                rc = k == 1 ? -EISDIR : k;
+            }
+            pthread_mutex_unlock(&fs->ctl->mu);
+        }
+    } else {
+        rc = rc == 1 ? -EISDIR : rc;
+    }
+    free(tree);
+    if (rc == 0 && (fi->flags & O_ACCMODE) != O_RDONLY)
+        rc = -EROFS;
+    if (rc)
+        fuse_reply_err(req, tfs_errno(rc));
+    else
+        tfs_open_pinned(req, ino, fi, path, be, key, etag, size);
+    free(key);
 }
 
 static bool is_ctl_handle(const struct fuse_file_info *fi)
@@ -178,6 +485,8 @@ int tfs_ctl_stat(struct tierd_fuse *fs, const struct tier_ioctx *io, const char 
 {
     const char *name = NULL;
     enum ctl_kind k = classify(path, &name);
+    if (k == CTL_NONE && in_versions(path))
+        return vstat(fs, path, a);
     if (k == CTL_NONE || (k == CTL_FILE && !file_exists(fs, io->tenant, name)))
         return -ENOENT;
     memset(a, 0, sizeof(*a));
@@ -210,6 +519,20 @@ int tfs_ctl_listing(struct tierd_fuse *fs, const struct tier_ioctx *io, const ch
 {
     const char *name = NULL;
     enum ctl_kind k = classify(path, &name);
+    if (k == CTL_NONE && in_versions(path)) {
+        struct tfs_listing *vl = calloc(1, sizeof(*vl));
+        if (!vl)
+            return -ENOMEM;
+        int vrc = vlisting(fs, path, &vl->e, &vl->n);
+        if (vrc) {
+            free(vl);
+            return vrc;
+        }
+        vl->refs = 1;
+        vl->fetched_ns = vl->expire_ns = tier_now_mono_ns();
+        *out = vl;
+        return 0;
+    }
     if (k != CTL_ROOT && k != CTL_DIR)
         return k == CTL_FILE ? -ENOTDIR : -ENOENT;
     /* at most HINTS_SETS_MAX sets, and as many files being written */
@@ -220,6 +543,8 @@ int tfs_ctl_listing(struct tierd_fuse *fs, const struct tier_ioctx *io, const ch
     int rc = l && e && st ? 0 : -ENOMEM;
     if (rc == 0 && k == CTL_ROOT) {
         rc = dirent_add(e, &n, "hints", true);
+        if (rc == 0)
+            rc = dirent_add(e, &n, "datasets", true);
     } else if (rc == 0) {
         size_t ns = hints_list(fs->d->hints, st, HINTS_SETS_MAX);
         for (size_t i = 0; rc == 0 && i < ns && i < HINTS_SETS_MAX; i++)
@@ -533,6 +858,16 @@ static void ctl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (!tfs_ctl_path(fs, n->path)) {
         tfs_node_put(fs, n);
         fs->ctl->inner.open(req, ino, fi);
+        return;
+    }
+    if (in_versions(n->path)) {
+        char *p = strdup(n->path);
+        tfs_node_put(fs, n);
+        if (!p)
+            fuse_reply_err(req, ENOMEM);
+        else
+            vopen(fs, req, ino, p, fi);
+        free(p);
         return;
     }
     const char *name = NULL;
@@ -852,6 +1187,10 @@ void tfs_ctl_fini(struct tierd_fuse *fs)
     if (!fs->ctl)
         return;
     /* the session's handles are freed before (handles_fini): no writer is left */
+    for (size_t i = 0; i < CTL_VCACHE; i++) {
+        free(fs->ctl->vc[i].tree);
+        manifest_fini(&fs->ctl->vc[i].m);
+    }
     pthread_mutex_destroy(&fs->ctl->mu);
     free(fs->ctl);
     fs->ctl = NULL;

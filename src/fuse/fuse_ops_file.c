@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -246,6 +247,43 @@ fail:
     tfs_node_put(fs, n);
 }
 
+void tfs_open_pinned(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, const char *path,
+                     struct backend *be, const char *key, const char *etag, uint64_t size)
+{
+    struct tierd_fuse *fs = fuse_req_userdata(req);
+    struct tfs_opstat os = tfs_op_start();
+    struct tier_ioctx io = tfs_req_io(fs, req);
+    int rc = 0;
+    struct tfs_file *h = calloc(1, sizeof(*h));
+    if (!h || !(h->path = strdup(path)) || !(h->key = strdup(key))) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    h->be = be;
+    snprintf(h->etag, sizeof(h->etag), "%s", etag);
+    h->size_bytes = size;
+    h->ino = ino;
+    h->io = io;
+    pthread_mutex_init(&h->mu, NULL);
+    fi->keep_cache = 1; /* a version's file never changes: its pages stay valid */
+    fi->direct_io = 0;
+    fi->noflush = 1;
+    fi->fh = (uint64_t)(uintptr_t)h;
+    tfs_handle_track(fs, &h->hb, TFS_H_READ);
+    tfs_op_done(fs, &io, TELE_OP_OPEN, -1, os, 0, 0);
+    if (fuse_reply_open(req, fi) != 0)
+        file_free(fs, h);
+    return;
+fail:
+    if (h) {
+        free(h->path);
+        free(h->key);
+        free(h);
+    }
+    tfs_op_done(fs, &io, TELE_OP_OPEN, -1, os, 0, rc);
+    fuse_reply_err(req, tfs_errno(rc));
+}
+
 /*
  * Sequential read-ahead: the window starts at readahead_blocks blocks and doubles each time the
  * reader reaches the first block queued since the window last grew (what was queued before it
@@ -351,7 +389,13 @@ void tfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct 
             bool first = !h->stale_logged;
             h->stale_logged = true;
             pthread_mutex_unlock(&h->mu);
-            if (first)
+            if (first && tfs_ctl_path(fs, h->path))
+                log_warn("fuse: %s: the file of this dataset version changed in the backend "
+                         "since the commit (the version has etag %s, the backend another) and "
+                         "the bucket keeps no older versions: it cannot be read (EIO). Restore "
+                         "the object, or commit a new version",
+                         h->path, h->etag);
+            else if (first)
                 log_warn("fuse: %s changed on the backend while open (etag %s); this handle "
                          "fails with EIO, a new open reads the new version",
                          h->path, h->etag);

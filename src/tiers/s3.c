@@ -650,6 +650,11 @@ static int s3_put_new(struct backend *be, const char *key, const void *buf, size
     if (rc == -ESTALE) {
         tier_err_set("S3 PUT %s/%s%s: the object exists already (412)", s->bucket, s->prefix, key);
         rc = -EEXIST;
+    } else if (rc != 0 && r.status == 409) {
+        /* AWS: ConditionalRequestConflict, another conditional PUT of the key is in progress */
+        tier_err_set("S3 PUT %s/%s%s: another writer is creating it (409)", s->bucket, s->prefix,
+                     key);
+        rc = -EEXIST;
     }
     req_fini(&r);
     return (int)rc;

@@ -12,10 +12,15 @@
 #   - list, show; a truncated manifest in the backend is refused by show ("malformed"), and
 #     nothing is served from it; delete removes the manifest only (the files are untouched);
 #   - a commit of the namespace root does not count the manifests; a tree of N files (posix
-#     10,000, rgw 1,000) lists whole;
-#   - diff of two versions of a tree after a file is overwritten, one added, one deleted;
+#     10,000, rgw 2,500: three LIST pages) lists whole;
+#   - diff of two versions of a tree after files are overwritten, one added, one deleted;
+#   - the read-only view <mount>/.tierd/datasets/ds/a@NAME: listings and reads as the manifest
+#     says; a file overwritten since the commit fails with EIO and a log line (the backend keeps
+#     no older versions); stat and ls of a version cost no backend call; nothing can be created;
+#     a version with a damaged manifest is not served;
 #   - bad input: a bad name, a path in no namespace, a tree with no file; creating the reserved
-#     name in a write-back namespace is refused (EPERM).
+#     name in a write-back namespace is refused (EPERM: create, mkdir, rename onto it); on the
+#     RGW an S3 "folder" marker object under the tree is not counted as a file.
 # Waits poll with deadlines; no sleeps.
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
@@ -29,7 +34,7 @@ if [ "$KIND" = rgw ]; then
   put() { tierd_s3 -T "$1" "$S3_ENDPOINT/$BUCKET/${2//@/%40}" >/dev/null || fail "PUT $2"; }
   get() { tierd_s3 -o "$2" "$S3_ENDPOINT/$BUCKET/${1//@/%40}"; }
   del() { tierd_s3 -X DELETE "$S3_ENDPOINT/$BUCKET/$1" >/dev/null || fail "DELETE $1"; }
-  BIG=1000
+  BIG=2500 # three LIST pages
 else
   tierd_test_setup "datasets_$KIND"
   mkdir -p "$DATA"
@@ -48,6 +53,11 @@ done
 head -c 777 /dev/urandom >"$T/ref/x"
 put "$T/ref/x" "ds/a/sub/x.bin"
 put "$T/ref/x" "ds/b/only.bin"
+if [ "$KIND" = rgw ]; then
+  # an S3 "folder" marker (AWS console, s3fs): not a file of the tree (curl -T would append the
+  # file's name to a URL ending in '/')
+  tierd_s3 -X PUT --data-binary "" "$S3_ENDPOINT/$BUCKET/ds/a/sub/" >/dev/null || fail "PUT ds/a/sub/"
+fi
 want_bytes=$((5 * 100000 + 0 + 1 + 2 + 3 + 4 + 777))
 
 {
@@ -79,7 +89,8 @@ rc=$(ctl dataset commit /ds/a v1 --json)
 [ "$(jfield count)" = 6 ] || fail "v1 counts $(jfield count) files, want 6: $(cat "$T/out")"
 [ "$(jfield bytes)" = "$want_bytes" ] || fail "v1 has $(jfield bytes) bytes, want $want_bytes"
 [ "$(jfield prefix)" = ds/a/ ] || fail "v1's prefix: $(cat "$T/out")"
-get "ds/.tierd-datasets/a@v1" "$T/manifest" || fail "no manifest object ds/.tierd-datasets/a@v1 in the backend"
+[ "$(jfield view)" = "$MNT/.tierd/datasets/ds/a@v1" ] || fail "v1's view: $(cat "$T/out")"
+get "ds/.tierd-datasets/a/@v1" "$T/manifest" || fail "no manifest object ds/.tierd-datasets/a/@v1 in the backend"
 python3 - "$T/manifest" <<'EOF' || fail "the manifest's files: $(head -c 600 "$T/manifest")"
 import json, sys
 m = json.load(open(sys.argv[1]))
@@ -120,7 +131,7 @@ rc=$(ctl dataset list /ds/b)
 rc=$(ctl dataset show /ds/a v1)
 [ "$rc" = 0 ] && grep -q "6 files" "$T/out" || fail "show v1: exit $rc: $(cat "$T/out")"
 head -c 300 "$T/manifest" >"$T/trunc"
-if [ "$KIND" = rgw ]; then put "$T/trunc" "ds/.tierd-datasets/a@race1"; else cp "$T/trunc" "$DATA/ds/.tierd-datasets/a@race1"; fi
+if [ "$KIND" = rgw ]; then put "$T/trunc" "ds/.tierd-datasets/a/@race1"; else cp "$T/trunc" "$DATA/ds/.tierd-datasets/a/@race1"; fi
 rc=$(ctl dataset show /ds/a race1)
 [ "$rc" = 4 ] && grep -q "malformed" "$T/out" || fail "show of a truncated manifest: exit $rc: $(cat "$T/out")"
 rc=$(ctl dataset delete /ds/a v1)
@@ -137,9 +148,11 @@ rc=$(ctl dataset commit /ds root1 --json)
 [ "$rc" = 0 ] && [ "$(jfield count)" = 7 ] || fail "commit /ds: exit $rc (want 7 files, no manifests): $(cat "$T/out")"
 head -c 10 /dev/urandom >"$T/ref/small"
 if [ "$KIND" = rgw ]; then
-  mkdir -p "$T/big"
-  for i in $(seq 1 "$BIG"); do cp "$T/ref/small" "$T/big/f$i"; done
-  (cd "$T/big" && ls) | xargs -P 8 -I{} curl -sSf "${TIERD_S3_SIG[@]}" -T "$T/big/{}" "$S3_ENDPOINT/$BUCKET/ds/big/{}" >/dev/null ||
+  # one curl, 16 uploads in flight
+  for i in $(seq 1 "$BIG"); do
+    printf 'upload-file = "%s"\nurl = "%s/%s/ds/big/f%s"\n' "$T/ref/small" "$S3_ENDPOINT" "$BUCKET" "$i"
+  done >"$T/up.cfg"
+  curl -sSf --no-progress-meter --parallel --parallel-max 16 "${TIERD_S3_SIG[@]}" -K "$T/up.cfg" >/dev/null ||
     fail "uploading $BIG objects"
 else
   mkdir -p "$DATA/ds/big"
@@ -155,6 +168,7 @@ rc=$(ctl dataset commit /ds/a d1)
 head -c 5000 /dev/urandom >"$T/ref/new0"
 put "$T/ref/new0" "ds/a/0.bin"
 put "$T/ref/new0" "ds/a/new.bin"
+put "$T/ref/new0" "ds/a/sub/x.bin"
 del "ds/a/4.bin"
 rc=$(ctl dataset commit /ds/a d2)
 [ "$rc" = 0 ] || fail "commit d2: exit $rc: $(cat "$T/out")"
@@ -163,10 +177,44 @@ rc=$(ctl dataset diff /ds/a d1 d2)
 [ "$(cat "$T/out")" = "+ new.bin
 - 4.bin
 ~ 0.bin
-1 added, 1 removed, 1 changed, 4 unchanged" ] || fail "diff d1 d2: $(cat "$T/out")"
+~ sub/x.bin
+1 added, 1 removed, 2 changed, 3 unchanged" ] || fail "diff d1 d2: $(cat "$T/out")"
 rc=$(ctl dataset diff /ds/a d1 nope)
 [ "$rc" = 4 ] && grep -q "has no version nope" "$T/out" || fail "diff with a missing version: exit $rc: $(cat "$T/out")"
-ok "diff d1 d2: + new.bin, - 4.bin, ~ 0.bin (new bytes), 4 unchanged"
+ok "diff d1 d2: + new.bin, - 4.bin, ~ 0.bin ~ sub/x.bin (new bytes), 3 unchanged"
+
+# ---- the read-only view: <mount>/.tierd/datasets/TREE@NAME ---------------------------------------
+V=$MNT/.tierd/datasets
+ls "$MNT/.tierd" | grep -qx datasets || fail "$MNT/.tierd does not list datasets"
+[ "$(ls "$V/ds/a@d1" | tr '\n' ' ')" = "0.bin 1.bin 2.bin 3.bin 4.bin sub " ] ||
+  fail "ls of version d1: $(ls "$V/ds/a@d1" 2>&1 | tr '\n' ' ')"
+[ "$(ls "$V/ds/a@d2" | tr '\n' ' ')" = "0.bin 1.bin 2.bin 3.bin new.bin sub " ] ||
+  fail "ls of version d2: $(ls "$V/ds/a@d2" 2>&1 | tr '\n' ' ')"
+[ "$(stat -c %s "$V/ds/a@d1/sub/x.bin")" = 777 ] || fail "d1's sub/x.bin has size $(stat -c %s "$V/ds/a@d1/sub/x.bin")"
+cmp -s "$V/ds/a@d1/1.bin" "$T/ref/1" || fail "d1's 1.bin (unchanged since) reads other bytes"
+cmp -s "$V/ds/a@d2/new.bin" "$T/ref/new0" || fail "d2's new.bin reads other bytes"
+cmp -s "$V/ds/a@d2/sub/x.bin" "$T/ref/new0" || fail "d2's sub/x.bin reads other bytes"
+# d1's sub/x.bin was overwritten after the commit (never read before, so nothing cached): the
+# backend keeps no older version, so the version's bytes are gone: EIO, logged, never new bytes
+if cat "$V/ds/a@d1/sub/x.bin" >"$T/got" 2>"$T/err"; then
+  fail "d1's overwritten sub/x.bin read ($(stat -c %s "$T/got") bytes) instead of failing"
+fi
+grep -q "Input/output error" "$T/err" || fail "d1's overwritten sub/x.bin: $(cat "$T/err")"
+grep -q "a@d1/sub/x.bin: the file of this dataset version changed in the backend" "$T/tierd.log" ||
+  fail "no log line naming the version's changed file"
+calls() { api /v1/stats | python3 -c 'import json,sys
+b=[b for b in json.load(sys.stdin)["backends"] if b["name"]=="be"][0]["calls"]
+print(b["stat"] + b["list"] + b["read"])'; }
+c0=$(calls)
+for r in 1 2; do
+  stat "$V/ds/a@d2"/*.bin "$V/ds/a@d2/sub/x.bin" >/dev/null || fail "stat of d2's files"
+  ls -R "$V/ds/a@d2" >/dev/null || fail "ls -R d2"
+done
+[ "$(calls)" = "$c0" ] || fail "the version's metadata cost $(($(calls) - c0)) backend calls (want 0)"
+if touch "$V/ds/a@d2/zz" 2>/dev/null; then fail "created a file in a version"; fi
+if ls "$V/ds/a@race1" >/dev/null 2>&1; then fail "listed version race1, whose manifest is truncated"; fi
+grep -q "race1 of /ds/a is refused: its manifest" "$T/tierd.log" || fail "no log line for the truncated manifest"
+ok "the view: ls and reads of d1 and d2, an overwritten file EIO (logged), metadata with 0 backend calls, read-only, a damaged manifest served as nothing"
 
 # ---- bad input -----------------------------------------------------------------------------------
 rc=$(ctl dataset commit /ds/a "bad/name")
@@ -177,6 +225,9 @@ rc=$(ctl dataset commit /ds/empty v1)
 [ "$rc" = 4 ] && grep -q "names no file" "$T/out" || fail "a tree with no file: exit $rc: $(cat "$T/out")"
 if touch "$MNT/ckpt/.tierd-datasets" 2>"$T/err"; then fail "created the reserved name in /ckpt"; fi
 grep -q "not permitted" "$T/err" || fail "creating the reserved name: $(cat "$T/err")"
+if mkdir "$MNT/ckpt/.tierd-datasets" 2>/dev/null; then fail "made the reserved name a directory in /ckpt"; fi
+echo x >"$MNT/ckpt/f" || fail "write /ckpt/f"
+if mv "$MNT/ckpt/f" "$MNT/ckpt/.tierd-datasets" 2>/dev/null; then fail "renamed a file onto the reserved name"; fi
 ok "bad name, path in no namespace, empty tree refused; the reserved name cannot be created"
 
 stop_tierd
