@@ -185,7 +185,8 @@ ok "diff d1 d2: + new.bin, - 4.bin, ~ 0.bin ~ sub/x.bin (new bytes), 3 unchanged
 
 # ---- the read-only view: <mount>/.tierd/datasets/TREE@NAME ---------------------------------------
 V=$MNT/.tierd/datasets
-ls "$MNT/.tierd" | grep -qx datasets || fail "$MNT/.tierd does not list datasets"
+ls "$MNT/.tierd" >"$T/ls" || fail "ls $MNT/.tierd"
+grep -qx datasets "$T/ls" || fail "$MNT/.tierd does not list datasets: $(tr '\n' ' ' <"$T/ls")"
 [ "$(ls "$V/ds/a@d1" | tr '\n' ' ')" = "0.bin 1.bin 2.bin 3.bin 4.bin sub " ] ||
   fail "ls of version d1: $(ls "$V/ds/a@d1" 2>&1 | tr '\n' ' ')"
 [ "$(ls "$V/ds/a@d2" | tr '\n' ' ')" = "0.bin 1.bin 2.bin 3.bin new.bin sub " ] ||
