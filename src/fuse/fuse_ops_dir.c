@@ -227,7 +227,7 @@ static int listing_build(struct tierd_fuse *fs, const struct tier_ioctx *io, con
     if (tierd_is_virtual_dir(fs->d, path)) {
         tierd_virtual_children(fs->d, path, add_virtual, &b);
         if (strcmp(path, "/") == 0 && tfs_ctl_path(fs, TFS_CTL_DIR))
-            add_virtual(TFS_CTL_DIR + 1, strlen(TFS_CTL_DIR) - 1, &b); /* fuse_ops_ctl.c */
+            add_virtual(&TFS_CTL_DIR[1], strlen(TFS_CTL_DIR) - 1, &b); /* fuse_ops_ctl.c */
         rc = b.rc;
     } else {
         rc = list_backend(fs, io, path, &b);
