@@ -1231,7 +1231,8 @@ out:
 
 /* ---- dataset versions (/v1/datasets) ------------------------------------------------------ */
 
-static json_t *manifest_summary(struct tierd *d, const struct manifest *m)
+/* path: the tree asked for (the view is built from it, not from the manifest's own field) */
+static json_t *manifest_summary(struct tierd *d, const struct manifest *m, const char *path)
 {
     json_t *o = json_pack("{s:o, s:o, s:o, s:o, s:o, s:s, s:I, s:I, s:I}", "name", jstr(m->name),
                           "path", jstr(m->path), "namespace", jstr(m->ns), "backend",
@@ -1241,11 +1242,15 @@ static json_t *manifest_summary(struct tierd *d, const struct manifest *m)
     /* where the mount serves it (fuse_ops_ctl.c): <mount>/.tierd/datasets<path>@<name> */
     const char *mp = d->cfg.mount_path;
     char *view = NULL;
-    if (o && d->fuse && mp) {
+    if (o && d->fuse && d->hints && mp) { /* /.tierd exists with the hint engine (fuse_ops_ctl.c) */
         size_t ml = strlen(mp);
         while (ml > 1 && mp[ml - 1] == '/')
             ml--;
-        if (asprintf(&view, "%.*s/.tierd/datasets%s@%s", (int)ml, mp, m->path, m->name) >= 0) {
+        size_t pl = strlen(path);
+        while (pl > 1 && path[pl - 1] == '/')
+            pl--;
+        if (asprintf(&view, "%.*s/.tierd/datasets%.*s@%s", (int)ml, mp, (int)pl, path, m->name) >=
+            0) {
             json_object_set_new(o, "view", jstr(view));
             free(view);
         }
@@ -1261,6 +1266,8 @@ static unsigned reply_dataset_error(struct api_reply *out, int rc, const char *w
     const char *msg = *tier_err_msg() ? tier_err_msg() : strerror(-rc);
     if (rc == -EEXIST)
         return reply_error_status(out, 409, rc, "%s: %s", what, msg);
+    if (rc == -EBADMSG) /* a damaged manifest: the request is answered, the version refused */
+        return reply_error_status(out, 400, -EINVAL, "%s: %s", what, msg);
     return reply_error(out, rc, "%s: %s", what, msg);
 }
 
@@ -1289,7 +1296,7 @@ static unsigned do_datasets_post(struct tierd *d, const struct api_request *rq,
         if (rc)
             ret = reply_dataset_error(out, rc, "commit");
         else {
-            ret = reply_json(out, 201, manifest_summary(d, &m));
+            ret = reply_json(out, 201, manifest_summary(d, &m, path));
             manifest_fini(&m);
         }
     }
@@ -1388,7 +1395,7 @@ static unsigned do_datasets_get(struct tierd *d, const struct api_request *rq,
         int rc = dataset_show(d, path, name, &m);
         if (rc)
             return reply_dataset_error(out, rc, "show");
-        unsigned ret = reply_json(out, 200, manifest_summary(d, &m));
+        unsigned ret = reply_json(out, 200, manifest_summary(d, &m, path));
         manifest_fini(&m);
         return ret;
     }

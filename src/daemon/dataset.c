@@ -300,16 +300,18 @@ int dataset_show(struct tierd *d, const char *path, const char *name, struct man
     if (rc == 0) {
         char err[256];
         rc = manifest_decode(buf, len, out, err, sizeof(err));
-        if (rc == -EINVAL)
+        if (rc == -EINVAL) {
             tier_err_set("version %s of %s is refused: its manifest (%s in backend %s) is "
                          "malformed: %s",
                          name, path, key, ns->be->name, err);
-        else if (rc == 0 && (strcmp(out->name, name) != 0 || strcmp(out->prefix, prefix) != 0)) {
+            rc = -EBADMSG;
+        } else if (rc == 0 && (strcmp(out->name, name) != 0 || strcmp(out->prefix, prefix) != 0 ||
+                               strcmp(out->backend, ns->be->name) != 0)) {
             tier_err_set("version %s of %s is refused: its manifest (%s) names version %s of "
-                         "prefix %s",
-                         name, path, key, out->name, out->prefix);
+                         "prefix %s in backend %s",
+                         name, path, key, out->name, out->prefix, out->backend);
             manifest_fini(out);
-            rc = -EINVAL;
+            rc = -EBADMSG;
         }
     }
     free(buf);

@@ -35,8 +35,9 @@ int dataset_commit(struct tierd *d, const char *path, const char *name, struct m
 /* The names of the versions of path, sorted, malloc'd (dataset_names_free). */
 int dataset_list(struct tierd *d, const char *path, char ***names, size_t *n);
 void dataset_names_free(char **names, size_t n);
-/* Read and check version name of path (manifest_decode); -ENOENT when there is none, -EINVAL
- * with a message for a malformed or truncated manifest (nothing is served from it). */
+/* Read and check version name of path (manifest_decode); -ENOENT when there is none, -EBADMSG
+ * with a message for a malformed or truncated manifest, or one of another tree (nothing is
+ * served from it), -EINVAL for a bad name or path. */
 int dataset_show(struct tierd *d, const char *path, const char *name, struct manifest *out);
 /* Remove the manifest of version name (never data). -ENOENT when there is none. */
 int dataset_delete(struct tierd *d, const char *path, const char *name);

@@ -227,6 +227,10 @@ int manifest_decode(const char *text, size_t len, struct manifest *m, char *err,
         goto out;
     }
     m->created_at = (int64_t)json_integer_value(ca);
+    if (m->created_at < 0 || m->created_at > ((int64_t)1 << 33)) { /* after the year 2242 */
+        rc = bad(err, esz, "created_at %lld is out of range", (long long)m->created_at);
+        goto out;
+    }
     size_t n = json_array_size(files);
     if ((uint64_t)json_integer_value(cn) != n) {
         rc = bad(err, esz, "count says %lld files, the list has %zu (truncated?)",

@@ -331,8 +331,11 @@ void tfs_node_forget(struct tierd_fuse *fs, uint64_t ino, uint64_t nlookup)
 const struct tfs_perm *tfs_path_perm(const struct tierd_fuse *fs, const char *path)
 {
     const struct tierd *d = fs->d;
-    if (tfs_ctl_path(fs, path))
-        return &fs->ctl_perm; /* the control files: no attribute or entry caching */
+    if (tfs_ctl_path(fs, path)) {
+        /* a dataset version's files are its namespace's (owner, modes, TTLs: immutable) */
+        const struct tfs_perm *vp = tfs_ctl_version_perm(fs, path);
+        return vp ? vp : &fs->ctl_perm; /* the control files: no attribute or entry caching */
+    }
     for (size_t i = 0; i < d->nns; i++) {
         const char *np = d->ns[i].conf->path;
         size_t l = strlen(np);

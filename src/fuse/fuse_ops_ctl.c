@@ -202,10 +202,25 @@ static int vget_locked(struct tierd_fuse *fs, const char *tree, const char *name
     struct manifest m;
     tier_err_clear();
     int rc = dataset_show(fs->d, tree, name, &m); /* backend I/O, without the lock */
+    if (rc == -EBADMSG)
+        log_warn("fuse: %s", tier_err_msg()); /* a malformed manifest: say why, serve none */
+    if (rc == -EBADMSG || rc == -ENOENT || rc == -EINVAL || rc == -ENOMEM)
+        return rc == -EBADMSG ? -EIO : rc == -ENOMEM ? rc : -ENOENT;
     if (rc) {
-        if (rc == -EINVAL)
-            log_warn("fuse: %s", tier_err_msg()); /* a malformed manifest: say why, serve none */
-        return rc == -EINVAL ? -EIO : -ENOENT;
+        /* the backend cannot say now: a version is immutable, so the expired copy still holds
+         * (tried again after another TTL) */
+        pthread_mutex_lock(&c->mu);
+        for (size_t i = 0; i < CTL_VCACHE; i++) {
+            struct vcache *v = &c->vc[i];
+            if (v->tree && strcmp(v->tree, tree) == 0 && strcmp(v->name, name) == 0) {
+                v->loaded_ns = now;
+                v->used = ++c->vclock;
+                *out = v;
+                return 0;
+            }
+        }
+        pthread_mutex_unlock(&c->mu);
+        return rc;
     }
     char *t = strdup(tree);
     if (!t) {
@@ -260,11 +275,42 @@ static int vfind(const struct manifest *m, const char *rest, size_t *idx)
         *idx = i;
         return 0;
     }
-    /* a directory: some key starts with "key/" (after key itself, in byte order) */
-    for (; i < m->n && strncmp(m->files[i].key, key, kl) == 0; i++)
-        if (m->files[i].key[kl] == '/')
-            return 1;
-    return -ENOENT;
+    /* a directory: the first key >= "key/" starts with it */
+    char *dk = malloc(kl + 2);
+    if (!dk)
+        return -ENOMEM;
+    memcpy(dk, key, kl);
+    dk[kl] = '/';
+    dk[kl + 1] = '\0';
+    i = vlower(m, dk);
+    bool dir = i < m->n && strncmp(m->files[i].key, dk, kl + 1) == 0;
+    free(dk);
+    return dir ? 1 : -ENOENT;
+}
+
+/* The permissions of the namespace holding tree (its uid, gid, umask and TTLs: a version's
+ * files are that namespace's files), or NULL. */
+static const struct tfs_perm *tree_perm(const struct tierd_fuse *fs, const char *tree)
+{
+    const struct tierd *d = fs->d;
+    for (size_t i = 0; i < d->nns; i++) {
+        const char *np = d->ns[i].conf->path;
+        size_t l = strlen(np);
+        if (strncmp(tree, np, l) == 0 && (tree[l] == '\0' || tree[l] == '/' || l == 1))
+            return &fs->ns_perm[i];
+    }
+    return NULL;
+}
+
+const struct tfs_perm *tfs_ctl_version_perm(const struct tierd_fuse *fs, const char *path)
+{
+    char *tree = NULL, name[MANIFEST_NAME_MAX];
+    const char *rest = NULL;
+    if (!in_versions(path) || vpath(path, &tree, name, &rest) != 0)
+        return NULL;
+    const struct tfs_perm *p = tree_perm(fs, tree);
+    free(tree);
+    return p;
 }
 
 static int vstat(struct tierd_fuse *fs, const char *path, struct tfs_attr *a)
@@ -278,6 +324,12 @@ static int vstat(struct tierd_fuse *fs, const char *path, struct tfs_attr *a)
     a->mode = 0555 & ~fs->perm.umask;
     if (rc)
         return rc == 1 ? 0 : rc;
+    const struct tfs_perm *tp = tree_perm(fs, tree);
+    if (!tp) {
+        free(tree);
+        return -ENOENT;
+    }
+    a->mode = 0555 & ~tp->umask;
     struct vcache *v = NULL;
     rc = vget_locked(fs, tree, name, &v);
     free(tree);
@@ -288,7 +340,7 @@ static int vstat(struct tierd_fuse *fs, const char *path, struct tfs_attr *a)
     a->mtime_ns = v->m.created_at * (int64_t)TIER_NS_PER_SEC;
     if (rc == 0) {
         a->is_dir = false;
-        a->mode = 0444 & ~fs->perm.umask;
+        a->mode = 0444 & ~tp->umask;
         a->size_bytes = v->m.files[i].size;
         snprintf(a->etag, sizeof(a->etag), "%s", v->m.files[i].etag);
     }
@@ -347,6 +399,7 @@ static int vlisting(struct tierd_fuse *fs, const char *path, struct tfs_dirent *
             rc = -ENOMEM;
             break;
         }
+        e[n].mtime_ns = v->m.created_at * (int64_t)TIER_NS_PER_SEC;
         if (!sl) {
             e[n].size_bytes = v->m.files[i].size;
             snprintf(e[n].etag, sizeof(e[n].etag), "%s", v->m.files[i].etag);
@@ -368,7 +421,13 @@ static int vlisting(struct tierd_fuse *fs, const char *path, struct tfs_dirent *
         size_t w = 1;
         for (size_t j = 1; j < n; j++) {
             if (strcmp(e[w - 1].name, e[j].name) == 0) {
-                free(e[j].name);
+                /* keep the file, as vfind answers (a name is a file before a directory) */
+                if (e[w - 1].is_dir && !e[j].is_dir) {
+                    free(e[w - 1].name);
+                    e[w - 1] = e[j];
+                } else {
+                    free(e[j].name);
+                }
                 continue;
             }
             e[w++] = e[j];
@@ -399,8 +458,9 @@ static void vopen(struct tierd_fuse *fs, fuse_req_t req, fuse_ino_t ino, const c
                 struct tierd_ns *ns = NULL;
                 char *tk = NULL;
                 bool is_root = false;
-                /* the backend of the tree's namespace, as the manifest names it */
-                if (tierd_resolve(fs->d, v->m.path, &ns, &tk, &is_root) == 0 &&
+                /* the backend of the namespace holding the tree asked for (dataset_show checked
+                 * the manifest's prefix and backend against it) */
+                if (tierd_resolve(fs->d, tree, &ns, &tk, &is_root) == 0 &&
                     strcmp(ns->be->name, v->m.backend) == 0)
                     be = ns->be;
                 free(tk);
@@ -418,7 +478,7 @@ static void vopen(struct tierd_fuse *fs, fuse_req_t req, fuse_ino_t ino, const c
         rc = rc == 1 ? -EISDIR : rc;
     }
     free(tree);
-    if (rc == 0 && (fi->flags & O_ACCMODE) != O_RDONLY)
+    if (rc == 0 && ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)))
         rc = -EROFS;
     if (rc)
         fuse_reply_err(req, tfs_errno(rc));
@@ -1080,6 +1140,11 @@ static void ctl_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
     if (!tfs_ctl_path(fs, n->path)) {
         tfs_node_put(fs, n);
         fs->ctl->inner.setattr(req, ino, attr, to_set, fi);
+        return;
+    }
+    if (in_versions(n->path)) { /* dataset versions are read-only */
+        tfs_node_put(fs, n);
+        fuse_reply_err(req, EROFS);
         return;
     }
     struct tier_ioctx io = tfs_req_io(fs, req);

@@ -265,7 +265,16 @@ void tfs_open_pinned(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, 
     h->ino = ino;
     h->io = io;
     pthread_mutex_init(&h->mu, NULL);
-    fi->keep_cache = 1; /* a version's file never changes: its pages stay valid */
+    bool same = false;
+    struct tfs_node *n = tfs_node_get(fs, ino);
+    if (n) { /* as tfs_op_open: keep the pages only for the version the last open saw */
+        pthread_mutex_lock(&n->mu);
+        same = n->last_open_etag[0] && strcmp(n->last_open_etag, etag) == 0;
+        snprintf(n->last_open_etag, sizeof(n->last_open_etag), "%s", etag);
+        pthread_mutex_unlock(&n->mu);
+        tfs_node_put(fs, n);
+    }
+    fi->keep_cache = same ? 1 : 0;
     fi->direct_io = 0;
     fi->noflush = 1;
     fi->fh = (uint64_t)(uintptr_t)h;

@@ -17,7 +17,8 @@
 #   - the read-only view <mount>/.tierd/datasets/ds/a@NAME: listings and reads as the manifest
 #     says; a file overwritten since the commit fails with EIO and a log line (the backend keeps
 #     no older versions); stat and ls of a version cost no backend call; nothing can be created;
-#     a version with a damaged manifest is not served;
+#     a version with a damaged manifest is not served; a version of a namespace with umask 077
+#     has that namespace's modes (nobody cannot read it, as in the namespace itself);
 #   - bad input: a bad name, a path in no namespace, a tree with no file; creating the reserved
 #     name in a write-back namespace is refused (EPERM: create, mkdir, rename onto it); on the
 #     RGW an S3 "folder" marker object under the tree is not counted as a file.
@@ -53,6 +54,7 @@ done
 head -c 777 /dev/urandom >"$T/ref/x"
 put "$T/ref/x" "ds/a/sub/x.bin"
 put "$T/ref/x" "ds/b/only.bin"
+put "$T/ref/x" "priv/t/f.bin"
 if [ "$KIND" = rgw ]; then
   # an S3 "folder" marker (AWS console, s3fs): not a file of the tree (curl -T would append the
   # file's name to a URL ending in '/')
@@ -69,10 +71,12 @@ want_bytes=$((5 * 100000 + 0 + 1 + 2 + 3 + 4 + 777))
   fi
   tierd_conf_ns /ds be "prefix = ds"
   tierd_conf_ns /ckpt be "prefix = ckpt" "mode = write-back"
+  tierd_conf_ns /priv be "prefix = priv" "umask = 077"
   tierd_conf_section writeback "spool_dir = $T/spool"
-  tierd_conf_mount "$MNT"
+  tierd_conf_mount "$MNT" "allow_other = true" "umask = 022"
   tierd_conf_api "$SOCK"
 } >"$CONF"
+chmod 0711 "$T" # other users reach the mount (the view's permissions are checked as nobody)
 start_tierd
 
 # ctl ARGS...: tierctl; its output in $T/out, its exit status printed
@@ -215,7 +219,17 @@ done
 if touch "$V/ds/a@d2/zz" 2>/dev/null; then fail "created a file in a version"; fi
 if ls "$V/ds/a@race1" >/dev/null 2>&1; then fail "listed version race1, whose manifest is truncated"; fi
 grep -q "race1 of /ds/a is refused: its manifest" "$T/tierd.log" || fail "no log line for the truncated manifest"
-ok "the view: ls and reads of d1 and d2, an overwritten file EIO (logged), metadata with 0 backend calls, read-only, a damaged manifest served as nothing"
+as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"; }
+as_nobody cat "$V/ds/a@d2/new.bin" >/dev/null || fail "nobody cannot read d2's new.bin (mode 0444 like /ds)"
+rc=$(ctl dataset commit /priv/t p1)
+[ "$rc" = 0 ] || fail "commit /priv/t p1: exit $rc: $(cat "$T/out")"
+[ "$(stat -c %a "$V/priv/t@p1/f.bin")" = "$(stat -c %a "$MNT/priv/t/f.bin")" ] ||
+  fail "the view's mode $(stat -c %a "$V/priv/t@p1/f.bin") differs from /priv's $(stat -c %a "$MNT/priv/t/f.bin")"
+if as_nobody cat "$V/priv/t@p1/f.bin" >/dev/null 2>&1; then
+  fail "nobody read a version of /priv (umask 077) through the view"
+fi
+cmp -s "$V/priv/t@p1/f.bin" "$T/ref/x" || fail "root cannot read p1's f.bin"
+ok "the view: ls and reads of d1 and d2, an overwritten file EIO (logged), metadata with 0 backend calls, read-only, a damaged manifest served as nothing; a version has its namespace's permissions"
 
 # ---- bad input -----------------------------------------------------------------------------------
 rc=$(ctl dataset commit /ds/a "bad/name")
