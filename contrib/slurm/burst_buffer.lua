@@ -623,6 +623,31 @@ local function run(name, job_id, fn, ...)
     return rc, tostring(msg)
 end
 
+-- run_job(NAME, JOBID, SCRIPT, FN): run() for a hook of a job: FN(spec) gets the job's parsed
+-- directives (a script that does not parse fails the hook with the parser's message).
+local function run_job(name, job_id, job_script, fn)
+    return run(name, job_id, function()
+        local spec, msg = parse(job_script)
+        if not spec then
+            return E, msg
+        end
+        return fn(spec)
+    end)
+end
+
+-- The job's nodes' tierd with node_url, else this host's; or nil and a message.
+local function job_targets(job_id)
+    local ts = node_targets(job_id)
+    if #ts > 0 then
+        return ts, true
+    end
+    local t, terr = local_target()
+    if not t then
+        return nil, terr
+    end
+    return { t }, false
+end
+
 -- ---- the hooks -------------------------------------------------------------------------------
 
 function slurm_bb_job_process(job_script)
@@ -678,11 +703,7 @@ function slurm_bb_pools()
 end
 
 function slurm_bb_setup(job_id, uid, gid, pool, bb_size, job_script)
-    return run("slurm_bb_setup", job_id, function()
-        local spec, msg = parse(job_script)
-        if not spec then
-            return E, msg
-        end
+    return run_job("slurm_bb_setup", job_id, job_script, function(spec)
         local t, terr = local_target()
         if not t then
             return E, terr
@@ -696,11 +717,7 @@ function slurm_bb_setup(job_id, uid, gid, pool, bb_size, job_script)
 end
 
 function slurm_bb_data_in(job_id, job_script)
-    return run("slurm_bb_data_in", job_id, function()
-        local spec, msg = parse(job_script)
-        if not spec then
-            return E, msg
-        end
+    return run_job("slurm_bb_data_in", job_id, job_script, function(spec)
         local t, terr = local_target()
         if not t then
             return E, terr
@@ -720,11 +737,7 @@ function slurm_bb_real_size(job_id)
 end
 
 function slurm_bb_paths(job_id, job_script, path_file)
-    return run("slurm_bb_paths", job_id, function()
-        local spec, msg = parse(job_script)
-        if not spec then
-            return E, msg
-        end
+    return run_job("slurm_bb_paths", job_id, job_script, function(spec)
         local function under(list)
             local out = {}
             for i, p in ipairs(list) do
@@ -743,28 +756,20 @@ function slurm_bb_paths(job_id, job_script, path_file)
 end
 
 function slurm_bb_pre_run(job_id, job_script)
-    return run("slurm_bb_pre_run", job_id, function()
-        local spec, msg = parse(job_script)
-        if not spec then
-            return E, msg
+    return run_job("slurm_bb_pre_run", job_id, job_script, function(spec)
+        local targets, on_nodes = job_targets(job_id)
+        if not targets then
+            return E, on_nodes
         end
-        local nodes = node_targets(job_id)
-        if #nodes == 0 then
-            local t, terr = local_target()
-            if not t then
-                return E, terr
-            end
-            local ok, err = wait_staged(t, spec, job_id, spec.capacity)
-            return ok and S or E, err
-        end
-        -- Node-local admission and warming: submit on every node first, then wait for each.
-        for _, t in ipairs(nodes) do
+        -- Node-local admission and warming: submit on every node first, then wait for each
+        -- (without node_url: this host's tierd admitted the job in setup; check it is staged).
+        for _, t in ipairs(on_nodes and targets or {}) do
             local j, err = submit(t, spec, job_id, spec.capacity)
             if not j then
                 return E, err
             end
         end
-        for _, t in ipairs(nodes) do
+        for _, t in ipairs(targets) do
             local ok, err = wait_staged(t, spec, job_id, spec.capacity)
             if not ok then
                 return E, err
@@ -814,18 +819,10 @@ local function wait_durable(t, job_id, path)
 end
 
 function slurm_bb_data_out(job_id, job_script)
-    return run("slurm_bb_data_out", job_id, function()
-        local spec, msg = parse(job_script)
-        if not spec then
-            return E, msg
-        end
-        local targets = node_targets(job_id)
-        if #targets == 0 then
-            local t, terr = local_target()
-            if not t then
-                return E, terr
-            end
-            targets = { t }
+    return run_job("slurm_bb_data_out", job_id, job_script, function(spec)
+        local targets, terr = job_targets(job_id)
+        if not targets then
+            return E, terr
         end
         for _, t in ipairs(targets) do
             for _, p in ipairs(spec.stage_out) do

@@ -90,7 +90,7 @@ static const char usage_text[] =
     "                                  prefetches ahead (docs/HINTS.md)\n"
     "  hint --list | --drop NAME       show the hint sets, or drop one\n"
     "  jobs [show|release ID] [--json] admitted and queued jobs; release one\n"
-    "  dataset commit|show|delete PATH NAME | list PATH | diff PATH A B   [--json]\n"
+    "  dataset commit|show|path|delete PATH NAME | list PATH | diff PATH A B   [--json]\n"
     "                                  dataset versions: record every file under PATH (no\n"
     "                                  copy) as version NAME; list, show, diff, delete\n"
     "                                  (docs/VERSIONS.md)\n";
@@ -906,10 +906,11 @@ static int cmd_dataset(struct ctl *ctl, int argc, char **argv)
     int nargs = argc - optind;
     const char *sub = nargs > 0 ? argv[optind] : "";
     bool commit = !strcmp(sub, "commit"), list = !strcmp(sub, "list"), show = !strcmp(sub, "show"),
-         del = !strcmp(sub, "delete"), diff = !strcmp(sub, "diff");
+         del = !strcmp(sub, "delete"), diff = !strcmp(sub, "diff"), vpath = !strcmp(sub, "path");
+    show = show || vpath; /* path: the view's path from show's answer */
     if (!(commit || list || show || del || diff) || nargs != (list ? 2 : diff ? 4 : 3))
         return usage_error("usage: tierctl dataset commit PATH NAME | list PATH | show PATH NAME "
-                           "| diff PATH A B | delete PATH NAME [--json]");
+                           "| path PATH NAME | diff PATH A B | delete PATH NAME [--json]");
     char *p = api_path(ctl, argv[optind + 1]);
     const char *name = list ? NULL : argv[optind + 2];
     char *url = NULL, *qp = p ? query_escape(p) : NULL, *qn = name ? query_escape(name) : NULL;
@@ -952,6 +953,14 @@ static int cmd_dataset(struct ctl *ctl, int argc, char **argv)
                 printf("%s\n", json_string_value(json_array_get(v, i)));
             if (json_array_size(v) == 0)
                 printf("(no versions of %s)\n", p);
+        } else if (vpath) {
+            if (!json_is_string(json_object_get(ans, "view"))) {
+                fprintf(stderr, "tierctl: tierd serves no view of dataset versions (no mount or "
+                                "no cache)\n");
+                rc = EXIT_FAILED;
+            } else {
+                printf("%s\n", jstr(ans, "view", "?"));
+            }
         } else if (del) {
             printf("deleted version %s of %s (its files are untouched)\n", name, p);
         } else if (diff) {

@@ -94,6 +94,8 @@ rc=$(ctl dataset commit /ds/a v1 --json)
 [ "$(jfield bytes)" = "$want_bytes" ] || fail "v1 has $(jfield bytes) bytes, want $want_bytes"
 [ "$(jfield prefix)" = ds/a/ ] || fail "v1's prefix: $(cat "$T/out")"
 [ "$(jfield view)" = "$MNT/.tierd/datasets/ds/a@v1" ] || fail "v1's view: $(cat "$T/out")"
+rc=$(ctl dataset path /ds/a/ v1)
+[ "$rc" = 0 ] && [ "$(cat "$T/out")" = "$MNT/.tierd/datasets/ds/a@v1" ] || fail "dataset path: exit $rc: $(cat "$T/out")"
 get "ds/.tierd-datasets/a/@v1" "$T/manifest" || fail "no manifest object ds/.tierd-datasets/a/@v1 in the backend"
 python3 - "$T/manifest" <<'EOF' || fail "the manifest's files: $(head -c 600 "$T/manifest")"
 import json, sys
