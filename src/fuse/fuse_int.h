@@ -334,8 +334,9 @@ void tfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 /* Open a read handle on exactly (be, key, etag, size) for the node of path (a file of a dataset
  * version, fuse_ops_ctl.c): every read asks for that ETag (-ESTALE -> EIO, logged with why);
  * replies to req. */
-/* The permissions of a dataset version's path (those of the namespace holding its tree), or
- * NULL for any other path (fuse_ops_ctl.c). */
+/* The permissions of a dataset version's path (those of the namespace holding its tree; the
+ * mount's for /.tierd and the view's directories above the versions), or NULL for any other
+ * control path (fuse_ops_ctl.c). */
 const struct tfs_perm *tfs_ctl_version_perm(const struct tierd_fuse *fs, const char *path);
 void tfs_open_pinned(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, const char *path,
                      struct backend *be, const char *key, const char *etag, uint64_t size);

@@ -304,9 +304,17 @@ static const struct tfs_perm *tree_perm(const struct tierd_fuse *fs, const char 
 
 const struct tfs_perm *tfs_ctl_version_perm(const struct tierd_fuse *fs, const char *path)
 {
+    /* /.tierd itself and the view's directories never change: the mount's TTLs, so a path walk
+     * down to a version's file is not a lookup per component each time (the hint files keep
+     * ctl_perm: no caching) */
+    if (strcmp(path, TFS_CTL_DIR) == 0)
+        return &fs->perm;
     char *tree = NULL, name[MANIFEST_NAME_MAX];
     const char *rest = NULL;
-    if (!in_versions(path) || vpath(path, &tree, name, &rest) != 0)
+    int rc = in_versions(path) ? vpath(path, &tree, name, &rest) : -ENOENT;
+    if (rc == 1)
+        return &fs->perm;
+    if (rc != 0)
         return NULL;
     const struct tfs_perm *p = tree_perm(fs, tree);
     free(tree);
