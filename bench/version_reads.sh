@@ -57,7 +57,7 @@ b=[b for b in json.load(sys.stdin)["backends"] if b["name"]=="be"][0]["calls"]
 print(sum(b.values()))'; }
 for row in local mount version; do xargs -a "$W/list.$row" cat >/dev/null; done # warm
 c0=$(calls)
-for r in $(seq 1 "$RUNS"); do
+for _ in $(seq 1 "$RUNS"); do
   pass local
   pass mount
   pass version

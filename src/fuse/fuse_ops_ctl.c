@@ -321,28 +321,34 @@ const struct tfs_perm *tfs_ctl_version_perm(const struct tierd_fuse *fs, const c
     return p;
 }
 
-static int vstat(struct tierd_fuse *fs, const char *path, struct tfs_attr *a)
+/* The version holding path: 1 for the view's directories above the versions (nothing held), 0
+ * with its cache slot *v (ctl->mu held: the caller unlocks), the path inside it (*rest) and its
+ * namespace's permissions (*tp), or -errno. */
+static int vlocate(struct tierd_fuse *fs, const char *path, struct vcache **v, const char **rest,
+                   const struct tfs_perm **tp)
 {
     char *tree = NULL, name[MANIFEST_NAME_MAX];
+    int rc = vpath(path, &tree, name, rest);
+    if (rc)
+        return rc;
+    *tp = tree_perm(fs, tree);
+    rc = *tp ? vget_locked(fs, tree, name, v) : -ENOENT;
+    free(tree);
+    return rc;
+}
+
+static int vstat(struct tierd_fuse *fs, const char *path, struct tfs_attr *a)
+{
+    struct vcache *v = NULL;
     const char *rest = NULL;
-    int rc = vpath(path, &tree, name, &rest);
+    const struct tfs_perm *tp = NULL;
+    int rc = vlocate(fs, path, &v, &rest, &tp);
     memset(a, 0, sizeof(*a));
     a->mtime_ns = (int64_t)fs->d->start_ns;
     a->is_dir = true;
-    a->mode = 0555 & ~fs->perm.umask;
+    a->mode = 0555 & ~(tp ? tp->umask : fs->perm.umask);
     if (rc)
         return rc == 1 ? 0 : rc;
-    const struct tfs_perm *tp = tree_perm(fs, tree);
-    if (!tp) {
-        free(tree);
-        return -ENOENT;
-    }
-    a->mode = 0555 & ~tp->umask;
-    struct vcache *v = NULL;
-    rc = vget_locked(fs, tree, name, &v);
-    free(tree);
-    if (rc)
-        return rc;
     size_t i = 0;
     rc = vfind(&v->m, rest, &i);
     a->mtime_ns = v->m.created_at * (int64_t)TIER_NS_PER_SEC;
@@ -360,18 +366,14 @@ static int cmp_name(const void *a, const void *b);
 
 static int vlisting(struct tierd_fuse *fs, const char *path, struct tfs_dirent **ep, size_t *np)
 {
-    char *tree = NULL, name[MANIFEST_NAME_MAX];
+    struct vcache *v = NULL;
     const char *rest = NULL;
-    int rc = vpath(path, &tree, name, &rest);
+    const struct tfs_perm *tp = NULL;
+    int rc = vlocate(fs, path, &v, &rest, &tp);
     *ep = NULL;
     *np = 0;
     if (rc)
         return rc == 1 ? 0 : rc; /* the directories above a version list nothing */
-    struct vcache *v = NULL;
-    rc = vget_locked(fs, tree, name, &v);
-    free(tree);
-    if (rc)
-        return rc;
     size_t i = 0;
     int k = vfind(&v->m, rest, &i);
     if (k != 1) {
