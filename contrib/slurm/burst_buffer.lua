@@ -346,81 +346,79 @@ local function parse(script)
     for _, d in ipairs(dl) do
         n = d.n
         local rest = d.text
-        do
-            if rest ~= "" and not rest:match("^ ") then
-                return bad("'#BB_LUA' must be followed by a space")
-            end
-            if rest:find("[\t\r\v\f]") then
-                return bad("separate the keys with spaces (Slurm does not take tabs or " ..
-                    "carriage returns there: save the script with Unix line ends)")
-            end
-            for tok in rest:gmatch("[^ ]+") do
-                if tok ~= "tierd" then
-                    local k, v = tok:match("^([%w_]+)=(.*)$")
-                    if not k then
-                        return bad(string.format("'%s' is not KEY=VALUE (keys: %s)", tok, KEY_LIST))
-                    end
-                    if not KEYS[k] or k == "tierd" then
-                        return bad(string.format("unknown key '%s' (keys: %s)", k, KEY_LIST))
-                    end
-                    if v == "" then
-                        return bad(string.format("%s= has no value (%s)", k, KEYS[k]))
-                    end
-                    if k == "stage" or k == "stage_out" then
-                        for p in (v .. ","):gmatch("([^,]*),") do
-                            if not valid_path(p) then
-                                return bad(string.format(
-                                    "%s path '%s' must be an absolute mount path like " ..
-                                    "/datasets/imagenet (no '.', '..' or '//')", k, p))
-                            end
-                            table.insert(spec[k], p)
+        if rest ~= "" and not rest:match("^ ") then
+            return bad("'#BB_LUA' must be followed by a space")
+        end
+        if rest:find("[\t\r\v\f]") then
+            return bad("separate the keys with spaces (Slurm does not take tabs or " ..
+                "carriage returns there: save the script with Unix line ends)")
+        end
+        for tok in rest:gmatch("[^ ]+") do
+            if tok ~= "tierd" then
+                local k, v = tok:match("^([%w_]+)=(.*)$")
+                if not k then
+                    return bad(string.format("'%s' is not KEY=VALUE (keys: %s)", tok, KEY_LIST))
+                end
+                if not KEYS[k] or k == "tierd" then
+                    return bad(string.format("unknown key '%s' (keys: %s)", k, KEY_LIST))
+                end
+                if v == "" then
+                    return bad(string.format("%s= has no value (%s)", k, KEYS[k]))
+                end
+                if k == "stage" or k == "stage_out" then
+                    for p in (v .. ","):gmatch("([^,]*),") do
+                        if not valid_path(p) then
+                            return bad(string.format(
+                                "%s path '%s' must be an absolute mount path like " ..
+                                "/datasets/imagenet (no '.', '..' or '//')", k, p))
                         end
-                        if #spec[k] > 64 then
-                            return bad(string.format("more than 64 %s paths", k))
+                        table.insert(spec[k], p)
+                    end
+                    if #spec[k] > 64 then
+                        return bad(string.format("more than 64 %s paths", k))
+                    end
+                else
+                    if spec[k] ~= nil then
+                        return bad(string.format("%s= given twice", k))
+                    end
+                    if k == "capacity" then
+                        spec.capacity = parse_size(v)
+                        if not spec.capacity then
+                            return bad(string.format("capacity=%s is not a size (an " ..
+                                "integer and K, M, G, T or P, powers of 1024, or KB, MB, " ..
+                                "GB, TB, PB, powers of 1000: capacity=40G)", v))
                         end
+                    elseif k == "bw" then
+                        -- the syntax only: tierd reads the units (K, M, G, T: powers of
+                        -- 1024), and its dry run refuses what it cannot read
+                        if not v:match("^%d+%.?%d*%a*$") and not v:match("^%d+%.?%d*%a*/s$") then
+                            return bad(string.format("bw=%s is not a rate (bytes/s, or " ..
+                                "like bw=800M or bw=800MiB/s)", v))
+                        end
+                        spec.bw = v
+                    elseif k == "class" then
+                        if not CLASSES[v] then
+                            return bad(string.format("class=%s is not one of inference, " ..
+                                "training, checkpoint, background", v))
+                        end
+                        spec.class = v
+                    elseif k == "tenant" then
+                        if C.user_tenants ~= "yes" then
+                            return bad("tenant= is not allowed on this cluster " ..
+                                "(user_tenants = no in tierd_bb.conf): the job's tenant " ..
+                                "is slurm-JOBID")
+                        end
+                        if #v > 63 or not v:match("^[%w._-]+$") then
+                            return bad(string.format("tenant=%s: 1 to 63 letters, digits, " ..
+                                "'.', '_', '-'", v))
+                        end
+                        spec.tenant = v
                     else
-                        if spec[k] ~= nil then
-                            return bad(string.format("%s= given twice", k))
+                        if v ~= C.pool then
+                            return bad(string.format("pool=%s: this cluster's tierd pool " ..
+                                "is %s", v, C.pool))
                         end
-                        if k == "capacity" then
-                            spec.capacity = parse_size(v)
-                            if not spec.capacity then
-                                return bad(string.format("capacity=%s is not a size (an " ..
-                                    "integer and K, M, G, T or P, powers of 1024, or KB, MB, " ..
-                                    "GB, TB, PB, powers of 1000: capacity=40G)", v))
-                            end
-                        elseif k == "bw" then
-                            -- the syntax only: tierd reads the units (K, M, G, T: powers of
-                            -- 1024), and its dry run refuses what it cannot read
-                            if not v:match("^%d+%.?%d*%a*$") and not v:match("^%d+%.?%d*%a*/s$") then
-                                return bad(string.format("bw=%s is not a rate (bytes/s, or " ..
-                                    "like bw=800M or bw=800MiB/s)", v))
-                            end
-                            spec.bw = v
-                        elseif k == "class" then
-                            if not CLASSES[v] then
-                                return bad(string.format("class=%s is not one of inference, " ..
-                                    "training, checkpoint, background", v))
-                            end
-                            spec.class = v
-                        elseif k == "tenant" then
-                            if C.user_tenants ~= "yes" then
-                                return bad("tenant= is not allowed on this cluster " ..
-                                    "(user_tenants = no in tierd_bb.conf): the job's tenant " ..
-                                    "is slurm-JOBID")
-                            end
-                            if #v > 63 or not v:match("^[%w._-]+$") then
-                                return bad(string.format("tenant=%s: 1 to 63 letters, digits, " ..
-                                    "'.', '_', '-'", v))
-                            end
-                            spec.tenant = v
-                        else
-                            if v ~= C.pool then
-                                return bad(string.format("pool=%s: this cluster's tierd pool " ..
-                                    "is %s", v, C.pool))
-                            end
-                            spec[k] = v
-                        end
+                        spec[k] = v
                     end
                 end
             end

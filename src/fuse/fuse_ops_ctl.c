@@ -290,16 +290,18 @@ static int vfind(const struct manifest *m, const char *rest, size_t *idx)
 
 /* The permissions of the namespace holding tree (its uid, gid, umask and TTLs: a version's
  * files are that namespace's files), or NULL. */
-static const struct tfs_perm *tree_perm(const struct tierd_fuse *fs, const char *tree)
+static int tree_ns(const struct tierd_fuse *fs, const char *tree, size_t *nsi)
 {
     const struct tierd *d = fs->d;
     for (size_t i = 0; i < d->nns; i++) {
         const char *np = d->ns[i].conf->path;
         size_t l = strlen(np);
-        if (strncmp(tree, np, l) == 0 && (tree[l] == '\0' || tree[l] == '/' || l == 1))
-            return &fs->ns_perm[i];
+        if (strncmp(tree, np, l) == 0 && (tree[l] == '\0' || tree[l] == '/' || l == 1)) {
+            *nsi = i;
+            return 0;
+        }
     }
-    return NULL;
+    return -ENOENT;
 }
 
 const struct tfs_perm *tfs_ctl_version_perm(const struct tierd_fuse *fs, const char *path)
@@ -316,23 +318,25 @@ const struct tfs_perm *tfs_ctl_version_perm(const struct tierd_fuse *fs, const c
         return &fs->perm;
     if (rc != 0)
         return NULL;
-    const struct tfs_perm *p = tree_perm(fs, tree);
+    size_t i = 0;
+    int nrc = tree_ns(fs, tree, &i);
     free(tree);
-    return p;
+    return nrc ? NULL : &fs->ns_perm[i];
 }
 
 /* The version holding path: 1 for the view's directories above the versions (nothing held), 0
- * with its cache slot *v (ctl->mu held: the caller unlocks), the path inside it (*rest) and its
- * namespace's permissions (*tp), or -errno. */
+ * with its cache slot *v (ctl->mu held: the caller unlocks), the path inside it (*rest) and the
+ * index of the namespace holding its tree (*nsi: its permissions and backend), or -errno. */
 static int vlocate(struct tierd_fuse *fs, const char *path, struct vcache **v, const char **rest,
-                   const struct tfs_perm **tp)
+                   size_t *nsi)
 {
     char *tree = NULL, name[MANIFEST_NAME_MAX];
     int rc = vpath(path, &tree, name, rest);
     if (rc)
         return rc;
-    *tp = tree_perm(fs, tree);
-    rc = *tp ? vget_locked(fs, tree, name, v) : -ENOENT;
+    rc = tree_ns(fs, tree, nsi);
+    if (rc == 0)
+        rc = vget_locked(fs, tree, name, v);
     free(tree);
     return rc;
 }
@@ -341,14 +345,16 @@ static int vstat(struct tierd_fuse *fs, const char *path, struct tfs_attr *a)
 {
     struct vcache *v = NULL;
     const char *rest = NULL;
-    const struct tfs_perm *tp = NULL;
-    int rc = vlocate(fs, path, &v, &rest, &tp);
+    size_t nsi = 0;
+    int rc = vlocate(fs, path, &v, &rest, &nsi);
     memset(a, 0, sizeof(*a));
     a->mtime_ns = (int64_t)fs->d->start_ns;
     a->is_dir = true;
-    a->mode = 0555 & ~(tp ? tp->umask : fs->perm.umask);
+    a->mode = 0555 & ~fs->perm.umask;
     if (rc)
         return rc == 1 ? 0 : rc;
+    const struct tfs_perm *tp = &fs->ns_perm[nsi];
+    a->mode = 0555 & ~tp->umask;
     size_t i = 0;
     rc = vfind(&v->m, rest, &i);
     a->mtime_ns = v->m.created_at * (int64_t)TIER_NS_PER_SEC;
@@ -368,8 +374,8 @@ static int vlisting(struct tierd_fuse *fs, const char *path, struct tfs_dirent *
 {
     struct vcache *v = NULL;
     const char *rest = NULL;
-    const struct tfs_perm *tp = NULL;
-    int rc = vlocate(fs, path, &v, &rest, &tp);
+    size_t nsi = 0;
+    int rc = vlocate(fs, path, &v, &rest, &nsi);
     *ep = NULL;
     *np = 0;
     if (rc)
@@ -453,47 +459,35 @@ static int vlisting(struct tierd_fuse *fs, const char *path, struct tfs_dirent *
 static void vopen(struct tierd_fuse *fs, fuse_req_t req, fuse_ino_t ino, const char *path,
                   struct fuse_file_info *fi)
 {
-    char *tree = NULL, name[MANIFEST_NAME_MAX], *key = NULL, etag[BACKEND_ETAG_MAX];
+    struct vcache *v = NULL;
     const char *rest = NULL;
+    char *key = NULL, etag[BACKEND_ETAG_MAX];
     uint64_t size = 0;
-    struct backend *be = NULL;
-    int rc = vpath(path, &tree, name, &rest);
+    size_t nsi = 0, i = 0;
+    int rc = vlocate(fs, path, &v, &rest, &nsi);
     if (rc == 0) {
-        struct vcache *v = NULL;
-        rc = vget_locked(fs, tree, name, &v);
-        size_t i = 0;
-        int k = rc ? rc : vfind(&v->m, rest, &i);
-        if (rc == 0) {
-            if (k == 0) {
-                struct tierd_ns *ns = NULL;
-                char *tk = NULL;
-                bool is_root = false;
-                /* the backend of the namespace holding the tree asked for (dataset_show checked
-                 * the manifest's prefix and backend against it) */
-                if (tierd_resolve(fs->d, tree, &ns, &tk, &is_root) == 0 &&
-                    strcmp(ns->be->name, v->m.backend) == 0)
-                    be = ns->be;
-                free(tk);
-                size = v->m.files[i].size;
-                snprintf(etag, sizeof(etag), "%s", v->m.files[i].etag);
-                if (asprintf(&key, "%s%s", v->m.prefix, v->m.files[i].key) < 0)
-                    key = NULL;
-                rc = !be ? -ENOENT : !key ? -ENOMEM : 0;
-            } else {
-                rc = k == 1 ? -EISDIR : k;
-            }
-            pthread_mutex_unlock(&fs->ctl->mu);
+        int k = vfind(&v->m, rest, &i);
+        if (k == 0) {
+            size = v->m.files[i].size;
+            snprintf(etag, sizeof(etag), "%s", v->m.files[i].etag);
+            if (asprintf(&key, "%s%s", v->m.prefix, v->m.files[i].key) < 0)
+                key = NULL;
+            rc = key ? 0 : -ENOMEM;
+        } else {
+            rc = k == 1 ? -EISDIR : k;
         }
-    } else {
-        rc = rc == 1 ? -EISDIR : rc;
+        pthread_mutex_unlock(&fs->ctl->mu);
+    } else if (rc == 1) {
+        rc = -EISDIR;
     }
-    free(tree);
     if (rc == 0 && ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)))
         rc = -EROFS;
+    /* the backend of the namespace holding the tree asked for: dataset_show checked the
+     * manifest's prefix and backend against it */
     if (rc)
         fuse_reply_err(req, tfs_errno(rc));
     else
-        tfs_open_pinned(req, ino, fi, path, be, key, etag, size);
+        tfs_open_pinned(req, ino, fi, path, fs->d->ns[nsi].be, key, etag, size);
     free(key);
 }
 
