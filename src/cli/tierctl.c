@@ -93,7 +93,10 @@ static const char usage_text[] =
     "  dataset commit|show|path|delete PATH NAME | list PATH | diff PATH A B   [--json]\n"
     "                                  dataset versions: record every file under PATH (no\n"
     "                                  copy) as version NAME; list, show, diff, delete\n"
-    "                                  (docs/VERSIONS.md)\n";
+    "                                  (docs/VERSIONS.md)\n"
+    "  policy status | plan [NAME] | run [NAME]   [--json]\n"
+    "                                  lifecycle policies: what they did; what one pass would\n"
+    "                                  do; run a pass now (exit 1 if an action failed)\n";
 /* The rest of the text (one literal stays under C's 4095-character guarantee). */
 static const char usage_tail[] =
     "\n"
@@ -994,6 +997,86 @@ static int cmd_dataset(struct ctl *ctl, int argc, char **argv)
     return rc;
 }
 
+/* ---- lifecycle policies ---------------------------------------------------------------------- */
+
+/* tierctl policy status | plan [NAME] | run [NAME] [--json] */
+static int cmd_policy(struct ctl *ctl, int argc, char **argv)
+{
+    bool as_json = false;
+    int urc = parse_json_flag(argc, argv, "policy", &as_json);
+    if (urc)
+        return urc;
+    int nargs = argc - optind;
+    const char *sub = nargs > 0 ? argv[optind] : "";
+    bool status = !strcmp(sub, "status"), plan = !strcmp(sub, "plan"), run = !strcmp(sub, "run");
+    if (!(status || plan || run) || nargs > (status ? 1 : 2))
+        return usage_error("usage: tierctl policy status | plan [NAME] | run [NAME] [--json]");
+    json_t *body = NULL;
+    if (!status && nargs == 2 && !(body = json_pack("{s:s}", "policy", argv[optind + 1]))) {
+        fprintf(stderr, "tierctl: out of memory\n");
+        return EXIT_FAILED;
+    }
+    json_t *ans = NULL;
+    char *raw = NULL;
+    int rc = call(ctl, status ? "GET" : "POST",
+                  status ? "/v1/policy"
+                  : plan ? "/v1/policy/plan"
+                         : "/v1/policy/run",
+                  body, &ans, as_json ? &raw : NULL);
+    json_decref(body);
+    if (rc == EXIT_OK && as_json) {
+        print_raw_json(raw);
+    } else if (rc == EXIT_OK && status) {
+        char b[32];
+        const json_t *rules = json_object_get(ans, "rules");
+        printf("%-24s %-16s %-7s %8s %10s %8s %7s\n", "POLICY", "NAMESPACE", "ACTION", "DONE",
+               "BYTES", "DEFERRED", "FAILED");
+        for (size_t i = 0; i < json_array_size(rules); i++) {
+            const json_t *r = json_array_get(rules, i);
+            printf("%-24s %-16s %-7s %8llu %10s %8llu %7llu\n", jstr(r, "name", "?"),
+                   jstr(r, "namespace", "?"), jstr(r, "action", "?"),
+                   (unsigned long long)jnum(r, "done"),
+                   tier_fmt_bytes(jnum(r, "bytes"), b, sizeof(b)),
+                   (unsigned long long)jnum(r, "deferred"), (unsigned long long)jnum(r, "failed"));
+        }
+        printf(
+            "%llu full and %llu local passes (a full pass every %llu ms); the last took %llu ms\n",
+            (unsigned long long)jnum(ans, "passes"), (unsigned long long)jnum(ans, "local_passes"),
+            (unsigned long long)jnum(ans, "interval_ms"),
+            (unsigned long long)jnum(ans, "last_pass_ms"));
+        if (*jstr(ans, "last_error", ""))
+            printf("last error: %s\n", jstr(ans, "last_error", ""));
+        const json_t *recent = json_object_get(ans, "recent");
+        for (size_t i = 0; i < json_array_size(recent) && i < 20; i++) {
+            const json_t *e = json_array_get(recent, i);
+            printf("%s %s %s %s%s%s\n", jstr(e, "result", "?"), jstr(e, "policy", "?"),
+                   jstr(e, "action", "?"), jstr(e, "path", "?"), *jstr(e, "detail", "") ? ": " : "",
+                   jstr(e, "detail", ""));
+        }
+    } else if (rc == EXIT_OK) {
+        const json_t *acts = json_object_get(ans, "actions");
+        for (size_t i = 0; i < json_array_size(acts); i++) {
+            const json_t *a = json_array_get(acts, i);
+            const char *res = jstr(a, "result", "?");
+            printf("%s%s %s %s (policy %s)%s%s\n", strcmp(res, "planned") == 0 ? "would " : "",
+                   jstr(a, "action", "?"), strcmp(res, "planned") == 0 ? "" : res,
+                   jstr(a, "path", "?"), jstr(a, "policy", "?"), *jstr(a, "detail", "") ? ": " : "",
+                   jstr(a, "detail", ""));
+        }
+        printf("%s: %llu files, %llu %s, %llu deferred, %llu failed%s%s\n", plan ? "plan" : "run",
+               (unsigned long long)jnum(ans, "files"),
+               (unsigned long long)(plan ? json_array_size(acts) : jnum(ans, "done")),
+               plan ? "planned" : "done", (unsigned long long)jnum(ans, "deferred"),
+               (unsigned long long)jnum(ans, "failed"), *jstr(ans, "error", "") ? "; " : "",
+               jstr(ans, "error", ""));
+        if (run && jnum(ans, "failed") > 0)
+            rc = EXIT_FAILED;
+    }
+    free(raw);
+    json_decref(ans);
+    return rc;
+}
+
 /* ---- top ----------------------------------------------------------------------------------- */
 
 /* One GET /v1/telemetry into *snap. EXIT_OK or the exit code (message printed). */
@@ -1471,6 +1554,8 @@ int main(int argc, char **argv)
         fn = cmd_jobs;
     else if (strcmp(cmd, "dataset") == 0)
         fn = cmd_dataset;
+    else if (strcmp(cmd, "policy") == 0)
+        fn = cmd_policy;
     else if (strcmp(cmd, "help") == 0) {
         fputs(usage_text, stdout);
         fputs(usage_tail, stdout);

@@ -39,6 +39,7 @@
 #include "daemon/dataset.h"
 #include "daemon/jobs.h"
 #include "daemon/pinmeta.h"
+#include "daemon/policy.h"
 #include "daemon/stage.h"
 #include "daemon/tierd.h"
 #include "daemon/ui_assets.h"
@@ -815,6 +816,63 @@ static unsigned do_path_op(struct tierd *d, const struct api_request *rq, struct
     }
 out:
     free(prefix);
+    json_decref(j);
+    return ret;
+}
+
+/* ---- lifecycle policies (policy.h) ---------------------------------------------------------- */
+
+static unsigned no_policies(struct api_reply *out)
+{
+    return reply_error(out, -ENOENT,
+                       "no lifecycle policy is configured (add a [policy NAME] section, or "
+                       "[writeback] retention_keep for a write-back namespace: "
+                       "docs/POLICIES.md)");
+}
+
+static unsigned do_policy_get(struct tierd *d, struct api_reply *out)
+{
+    struct policy_engine *pe = __atomic_load_n(&d->policy, __ATOMIC_ACQUIRE);
+    if (!pe)
+        return no_policies(out);
+    json_t *j = policy_engine_status(pe);
+    return j ? reply_json(out, 200, j) : reply_error(out, -ENOMEM, "out of memory");
+}
+
+/* POST /v1/policy/run and /v1/policy/plan: {"policy": NAME} (optional) runs or plans one full
+ * pass of every rule, or of that one, and answers what it did or would do. */
+static unsigned do_policy_run(struct tierd *d, const struct api_request *rq, struct api_reply *out,
+                              bool dry_run)
+{
+    struct policy_engine *pe = __atomic_load_n(&d->policy, __ATOMIC_ACQUIRE);
+    if (!pe)
+        return no_policies(out);
+    const char *name = NULL;
+    json_t *j = NULL;
+    if (rq->body && rq->body_len) {
+        unsigned ret;
+        if (!(j = parse_body(rq, out, &ret)))
+            return ret;
+        static const char *const fields[] = {"policy"};
+        const char *bad = unknown_field(j, fields, 1);
+        json_t *p = json_object_get(j, "policy");
+        if (bad || (p && !json_is_string(p))) {
+            json_decref(j);
+            return reply_error(out, -EINVAL, "expected {\"policy\": \"NAME\"} or no body%s%s",
+                               bad ? "; unknown field " : "", bad ? bad : "");
+        }
+        name = p ? json_string_value(p) : NULL;
+    }
+    json_t *res = NULL;
+    tier_err_clear();
+    int rc = policy_engine_run(pe, name, dry_run, &res);
+    unsigned ret;
+    if (rc == -ENOENT)
+        ret = reply_error(out, rc, "no policy '%.80s' (GET /v1/policy lists them)", name);
+    else if (rc)
+        ret = reply_error(out, rc, "the policy pass failed: %s", strerror(-rc));
+    else
+        ret = reply_json(out, 200, res);
     json_decref(j);
     return ret;
 }
@@ -2590,6 +2648,9 @@ bool api_route_mutates(const char *method, const char *url)
         return false;
     if (strcmp(method, "DELETE") == 0 && strncmp(url, "/v1/hints/", 10) == 0)
         return false;
+    /* a plan only reads (the backend's listing, the journals) */
+    if (strcmp(method, "POST") == 0 && strcmp(url, "/v1/policy/plan") == 0)
+        return false;
     return !(strcmp(method, "POST") == 0 && strcmp(url, "/v1/wait") == 0);
 }
 
@@ -2667,6 +2728,10 @@ void api_handle(struct tierd *d, const struct api_request *rq, struct api_reply 
         do_datasets_get(d, rq, out, NULL, false);
     else if ((get || strcmp(method, "DELETE") == 0) && strncmp(url, "/v1/datasets/", 13) == 0)
         do_datasets_get(d, rq, out, url + 13, !get);
+    else if (get && strcmp(url, "/v1/policy") == 0)
+        do_policy_get(d, out);
+    else if (post && (strcmp(url, "/v1/policy/run") == 0 || strcmp(url, "/v1/policy/plan") == 0))
+        do_policy_run(d, rq, out, strcmp(url, "/v1/policy/plan") == 0);
     else if (get && strcmp(url, "/v1/qos") == 0)
         do_qos_get(d, out);
     else if (strcmp(method, "PUT") == 0 && strcmp(url, "/v1/qos") == 0)

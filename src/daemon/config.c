@@ -36,6 +36,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/strutil.h"
+#include "daemon/policy.h"
 #include "daemon/tierd.h"
 #include "tenant/tenant.h"
 
@@ -53,16 +54,19 @@ enum sec_kind {
     SEC_NAMESPACE,
     SEC_TENANT,
     SEC_CLASS,
+    SEC_POLICY,
     SEC_BAD
 };
 
-static const char *const sec_names[] = {"daemon",  "cache",   "mount",     "api",    "writeback",
-                                        "tenants", "backend", "namespace", "tenant", "class"};
+static const char *const sec_names[] = {"daemon",    "cache",   "mount",   "api",
+                                        "writeback", "tenants", "backend", "namespace",
+                                        "tenant",    "class",   "policy"};
 
 /* The name argument a named section takes, for messages ("" for singletons). */
 static const char *sec_arg_hint(const char *name)
 {
-    if (strcmp(name, "backend") == 0 || strcmp(name, "tenant") == 0 || strcmp(name, "class") == 0)
+    if (strcmp(name, "backend") == 0 || strcmp(name, "tenant") == 0 || strcmp(name, "class") == 0 ||
+        strcmp(name, "policy") == 0)
         return " NAME";
     if (strcmp(name, "namespace") == 0)
         return " /PATH";
@@ -385,6 +389,8 @@ static const struct keydef daemon_keys[] = {
     {"telemetry", V_BOOL, CFG(telemetry), 0, 0, false, 0},
     {"qos", V_BOOL, CFG(qos), 0, 0, false, 0},
     {"qos_op_cost", V_SIZE, CFG(qos_op_cost), 1, 64 * MIB, false, 0},
+    {"policy_interval", V_DUR, CFG(policy_interval_ms), 1000, 86400000, false, 0},
+    {"policy_state", V_STR, CFG(policy_state), 0, 0, false, 0},
     {NULL, 0, 0, 0, 0, false, 0},
 };
 
@@ -525,9 +531,27 @@ static const struct keydef class_keys[] = {
     {NULL, 0, 0, 0, 0, false, 0},
 };
 
+/* [policy NAME]: the keys are checked by policy_rules_build (policy_rules.c); this table only
+ * names them for section_of_key's hints. */
+static const struct keydef policy_keys[] = {
+    {"namespace", V_STR, 0, 0, 0, false, 0},
+    {"prefix", V_STR, 0, 0, 0, false, 0},
+    {"glob", V_STR, 0, 0, 0, false, 0},
+    {"match", V_STR, 0, 0, 0, false, 0},
+    {"min_size", V_STR, 0, 0, 0, false, 0},
+    {"max_size", V_STR, 0, 0, 0, false, 0},
+    {"age", V_STR, 0, 0, 0, false, 0},
+    {"keep_last", V_STR, 0, 0, 0, false, 0},
+    {"watermark", V_STR, 0, 0, 0, false, 0},
+    {"action", V_STR, 0, 0, 0, false, 0},
+    {"target", V_STR, 0, 0, 0, false, 0},
+    {"allow_delete", V_STR, 0, 0, 0, false, 0},
+    {NULL, 0, 0, 0, 0, false, 0},
+};
+
 static const struct keydef *const tables[] = {
-    daemon_keys,  cache_keys,   mount_keys,     api_keys,    writeback_keys,
-    tenants_keys, backend_keys, namespace_keys, tenant_keys, class_keys};
+    daemon_keys,  cache_keys,     mount_keys,  api_keys,   writeback_keys, tenants_keys,
+    backend_keys, namespace_keys, tenant_keys, class_keys, policy_keys};
 
 static const char *const btype_names[] = {"any", "posix", "s3"};
 
@@ -964,6 +988,55 @@ static void classify_class(struct parser *p, struct raw_section *s, const char *
     s->kind = SEC_CLASS;
 }
 
+static void classify_policy(struct parser *p, struct raw_section *s, const char *arg)
+{
+    struct tierd_config *c = p->cfg;
+    if (!*arg || strlen(arg) >= POLICY_NAME_MAX || !tenant_name_valid(arg)) {
+        fail(p, s->line,
+             "[%s]: a policy needs a name of 1 to %d letters, digits, '_', '-', '.' (like "
+             "[policy ckpt-hot])",
+             s->name, POLICY_NAME_MAX - 1);
+        return;
+    }
+    for (size_t i = 0; i < c->npolicies; i++) {
+        if (strcmp(c->policies[i].name, arg) == 0) {
+            fail(p, s->line, "duplicate section [policy %s] (first at line %d; merge them)", arg,
+                 c->policies[i].conf_line);
+            return;
+        }
+    }
+    if (c->npolicies == TIERD_MAX_POLICIES) {
+        fail(p, s->line, "too many [policy] sections (at most %d)", TIERD_MAX_POLICIES);
+        return;
+    }
+    struct tierd_policy_conf *pc = &c->policies[c->npolicies];
+    pc->name = own_str(p, arg);
+    pc->conf_line = s->line;
+    s->index = (int)c->npolicies++;
+    s->kind = SEC_POLICY;
+}
+
+/* A key of a [policy NAME] section, kept as written for policy_rules_build. */
+static void policy_pair(struct parser *p, const struct raw_section *sec, const struct raw_pair *kv)
+{
+    struct tierd_policy_conf *pc = &p->cfg->policies[sec->index];
+    for (size_t i = 0; i < pc->nkv; i++) {
+        if (strcmp(pc->kv[i].key, kv->key) == 0) {
+            fail(p, kv->line, "duplicate key '%s' in [%s] (first at line %d; keep one)", kv->key,
+                 sec->name, pc->kv[i].line);
+            return;
+        }
+    }
+    if (pc->nkv == TIERD_POLICY_MAX_KEYS) {
+        fail(p, kv->line, "[%s] has too many keys (at most %d)", sec->name, TIERD_POLICY_MAX_KEYS);
+        return;
+    }
+    pc->kv[pc->nkv].key = own_str(p, kv->key);
+    pc->kv[pc->nkv].val = own_str(p, kv->val);
+    pc->kv[pc->nkv].line = kv->line;
+    pc->nkv++;
+}
+
 static void classify_sections(struct parser *p)
 {
     struct tierd_config *c = p->cfg;
@@ -990,7 +1063,7 @@ static void classify_sections(struct parser *p)
                 fail(p, s->line,
                      "unknown section [%s] (allowed: [daemon], [cache], [mount], [api], "
                      "[writeback], [tenants], [backend NAME], [namespace /PATH], [tenant NAME], "
-                     "[class NAME])",
+                     "[class NAME], [policy NAME])",
                      s->name);
             continue;
         }
@@ -1046,6 +1119,10 @@ static void classify_sections(struct parser *p)
         }
         if (kind == SEC_CLASS) {
             classify_class(p, s, arg);
+            continue;
+        }
+        if (kind == SEC_POLICY) {
+            classify_policy(p, s, arg);
             continue;
         }
         /* namespace */
@@ -1110,13 +1187,17 @@ static void apply_pairs(struct parser *p)
             fail(p, kv->line,
                  "key '%s' is outside any section (put it under [daemon], [cache], [mount], "
                  "[api], [writeback], [tenants], [backend NAME], [namespace /PATH], "
-                 "[tenant NAME] or [class NAME])",
+                 "[tenant NAME], [class NAME] or [policy NAME])",
                  kv->key);
             continue;
         }
         struct raw_section *sec = &p->secs[kv->sec];
         if (sec->kind == SEC_BAD)
             continue; /* already reported */
+        if (sec->kind == SEC_POLICY) {
+            policy_pair(p, sec, kv);
+            continue;
+        }
         const struct keydef *t = tables[sec->kind];
         void *base = c;
         int btype = BT_ANY;
@@ -1188,7 +1269,7 @@ static void apply_pairs(struct parser *p)
     /* required keys, reported at the section's line */
     for (size_t i = 0; i < p->nsecs; i++) {
         struct raw_section *sec = &p->secs[i];
-        if (sec->kind == SEC_BAD)
+        if (sec->kind == SEC_BAD || sec->kind == SEC_POLICY)
             continue;
         int btype = BT_ANY;
         if (sec->kind == SEC_BACKEND) {
@@ -1611,6 +1692,24 @@ static void check_semantics(struct parser *p)
     check_writeback(p);
 }
 
+/* The [policy NAME] sections, once the namespaces and backends are known (policy_rules.c has
+ * the rules of each key; it reports the line of what is wrong). */
+static void check_policies(struct parser *p)
+{
+    if (p->err_line || p->miss_line)
+        return; /* the policies' checks need a sound rest of the file */
+    struct policy_rules r;
+    char msg[400];
+    int line = 0;
+    int rc = policy_rules_build(p->cfg, &r, msg, sizeof(msg), &line);
+    if (rc == -ENOMEM)
+        p->oom = true;
+    else if (rc)
+        fail(p, line, "%s", msg);
+    else
+        policy_rules_free(&r);
+}
+
 static void apply_defaults(struct tierd_config *c)
 {
     c->cache.block_size = 4 * MIB;
@@ -1650,6 +1749,7 @@ static void apply_defaults(struct tierd_config *c)
     c->health_backlog_ms = 300000;
     c->telemetry = true;
     c->qos = true;
+    c->policy_interval_ms = 30000;
     c->wb_upload_threads = 2;
     c->wb_parts_parallel = 4;
     c->wb_part_size = 8 * MIB;
@@ -1758,6 +1858,7 @@ static int parse_stream(const char *name, FILE *in, struct tierd_config *cfg, ch
     apply_pairs(p);
     check_semantics(p);
     finish_defaults(p);
+    check_policies(p);
     if (p->oom) {
         rc = -ENOMEM;
         snprintf(err, errsz, "%s: out of memory while parsing", name);

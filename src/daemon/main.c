@@ -34,6 +34,7 @@
 #include "daemon/hints.h"
 #include "daemon/jobs.h"
 #include "daemon/pinmeta.h"
+#include "daemon/policy.h"
 #include "daemon/stage.h"
 #include "daemon/tierd.h"
 #include "fuse/tierfs.h"
@@ -304,7 +305,11 @@ static struct backend *wb_resolve_backend(void *ctx, const char *name)
 
 static void wb_log_event(void *ctx, enum wb_event ev, int64_t id)
 {
-    (void)ctx;
+    struct tierd *d = ctx;
+    /* the built-in retention and the demote rules of write-back namespaces run soon after an
+     * upload (policy.h); d->policy is set after the buffer opens, and freed after it closes */
+    if (ev == WB_EV_UPLOADED)
+        policy_engine_kick(__atomic_load_n(&d->policy, __ATOMIC_ACQUIRE));
     /* one line per upload start/end: the crash test counts kills that land mid-upload */
     if (ev == WB_EV_UPLOAD_START)
         log_info("wb: upload start file %lld", (long long)id);
@@ -404,10 +409,11 @@ static int open_writeback(struct tierd *d)
     wc.upload_deadline_ms = c->wb_upload_deadline_ms;
     wc.upload_holdoff_ms = c->wb_upload_holdoff_ms;
     wc.upload_holdoff_max_ms = c->wb_upload_holdoff_max_ms;
-    wc.retention_keep = c->wb_retention_keep;
+    wc.retention_keep = -1; /* [writeback] retention_keep is a policy rule (policy.h) */
     /* per-namespace durability = remote is the FUSE layer's wait after close (fuse_ops_write.c) */
     wc.durability = WB_DURABILITY_LOCAL;
     wc.on_event = wb_log_event;
+    wc.event_ctx = d;
     wc.disk_adm = &d->disk_adm; /* spool writes pass the disk lane */
     install_test_hooks(d, &wc);
     int rc = wb_open(&wc, &d->wb);
@@ -436,8 +442,10 @@ static void teardown(struct tierd *d)
     d->api = NULL;
     tierfs_free(d->fuse);
     d->fuse = NULL;
+    policy_engine_stop(d->policy); /* before its users go: the burst buffer, the stager */
     wb_close(d->wb);
     d->wb = NULL;
+    policy_engine_free(__atomic_exchange_n(&d->policy, NULL, __ATOMIC_ACQ_REL));
     jobs_free(d->jobs); /* after the API, its caller; before the stager and the cache */
     d->jobs = NULL;
     stage_registry_free(d->stages);
@@ -612,6 +620,13 @@ int main(int argc, char **argv)
         startup_failed("stager");
         goto out;
     }
+    struct policy_engine *pe = NULL;
+    rc = policy_engine_start(&d, &pe);
+    if (rc) {
+        startup_failed("lifecycle policies");
+        goto out;
+    }
+    __atomic_store_n(&d.policy, pe, __ATOMIC_RELEASE);
     rc = tierd_api_start(&d, &d.api);
     if (rc) {
         startup_failed("control API");

@@ -21,6 +21,8 @@
 #define TIERD_MAX_BACKENDS 16
 #define TIERD_MAX_NAMESPACES 32
 #define TIERD_MAX_TENANT_CONFS 128 /* [tenant NAME] sections */
+#define TIERD_MAX_POLICIES 64      /* [policy NAME] sections */
+#define TIERD_POLICY_MAX_KEYS 16   /* keys of one [policy NAME] section */
 
 enum tierd_ns_mode {
     TIERD_NS_READ_CACHE = 0, /* read-only, cached; mutations return EROFS */
@@ -97,6 +99,18 @@ struct tierd_tenant_conf {
     int conf_line;
 };
 
+/* A [policy NAME] section as written: its keys are checked by policy_rules_build (policy.h),
+ * which config.c calls at load so that every error has its file and line. */
+struct tierd_policy_conf {
+    char *name;
+    int conf_line;
+    size_t nkv;
+    struct {
+        char *key, *val;
+        int line;
+    } kv[TIERD_POLICY_MAX_KEYS];
+};
+
 struct tierd_config {
     char *file; /* config path, for messages */
     /* [cache] */
@@ -146,6 +160,8 @@ struct tierd_config {
     uint64_t health_backlog_ms;  /* older write-back backlog: degraded; 0 = never; 300 s */
     bool telemetry;              /* per-tenant series (d->tele); off: NULL, endpoints 404 */
     bool qos;                    /* dmClock on backend lanes; off: strict class priority */
+    uint64_t policy_interval_ms; /* lifecycle policies: a full pass this often; default 30 s */
+    char *policy_state;          /* their copy journal; default <spool_dir>/policy.db */
     /* [writeback]: the burst buffer, used when a namespace has mode = write-back */
     char *wb_spool_dir;                  /* default: "spool" beside [cache] disk_dir */
     char *wb_journal;                    /* NULL: <spool_dir>/journal.db */
@@ -174,6 +190,8 @@ struct tierd_config {
     size_t nnamespaces;
     struct tierd_tenant_conf tenants[TIERD_MAX_TENANT_CONFS]; /* in config order = rule order */
     size_t ntenants;
+    struct tierd_policy_conf policies[TIERD_MAX_POLICIES]; /* in config order */
+    size_t npolicies;
 
     /* Every string above (including the const char * fields of the backend configs) points into
      * this list of allocations, freed by tierd_config_fini(). Private to config.c. */
@@ -199,12 +217,13 @@ struct tierd_ns {
     struct backend *be;
 };
 
-struct tierd_api;  /* api.h */
-struct tierd_fuse; /* fuse/tierfs.h */
-struct wb;         /* writeback/wb.h */
-struct telemetry;  /* telemetry/telemetry.h */
-struct tenant_reg; /* tenant/tenant.h */
-struct jobs;       /* jobs.h */
+struct tierd_api;     /* api.h */
+struct tierd_fuse;    /* fuse/tierfs.h */
+struct wb;            /* writeback/wb.h */
+struct telemetry;     /* telemetry/telemetry.h */
+struct tenant_reg;    /* tenant/tenant.h */
+struct jobs;          /* jobs.h */
+struct policy_engine; /* policy.h */
 
 struct tierd {
     struct tierd_config cfg;
@@ -231,9 +250,10 @@ struct tierd {
     /* per-tenant series (telemetry/telemetry.h): recorded into by the FUSE layer and the
      * scheduler, exported by the API */
     struct telemetry *tele;
-    struct tenant_reg *tenants; /* who is asking (tenant/tenant.h); built by tierd_tenants_open */
-    struct hints *hints;        /* epoch-order hints (hints.h) */
-    struct jobs *jobs;          /* job admission (jobs.h): reservations, queue, pins */
+    struct tenant_reg *tenants;   /* who is asking (tenant/tenant.h); built by tierd_tenants_open */
+    struct hints *hints;          /* epoch-order hints (hints.h) */
+    struct jobs *jobs;            /* job admission (jobs.h): reservations, queue, pins */
+    struct policy_engine *policy; /* lifecycle policies (policy.h); NULL: no rule */
 };
 
 /* The tenant registry of cfg: [tenants] limits, then every [tenant NAME] in order (its rule, if

@@ -71,7 +71,7 @@
  *   SEALED/UPLOADING: may exist   upload.c mark_maybe (wb_commit, jr_set_state: etag "?")
  *   SEALED/UPLOADING -> UPLOADED  upload.c finish_upload (wb_commit, jr_uploaded)
  *   SEALED/UPLOADING -> FAILED    upload.c fail_sealed (wb_commit, jr_fail_sealed)
- *   UPLOADED -> EVICTABLE         wb_retention_apply (wb_commit, jr_set_state)
+ *   UPLOADED -> EVICTABLE         wb.c demote_entry: retention, wb_demote (wb_commit, jr_set_state)
  *   * -> CANCELLED                wb.c cancel_entry (wb_commit, jr_set_state), wb_rename
  *                                 tombstone (jr_rekey), wb_file_close of a newer generation
  *                                 (jr_seal_replace)

@@ -1770,6 +1770,7 @@ int wb_list(struct wb *wb, const char *backend_name, const char *prefix, struct 
             f->waiting_ms = (now_mono - e->sealed_mono_ns) / TIER_NS_PER_MS;
         tier_strlcpy(f->checksum, e->checksum, sizeof(f->checksum));
         f->sealed = e->sealed_ns != 0;
+        f->sealed_ns = e->sealed_ns;
         if (wb_entry_failed_sealed(e) && e->error && !(f->error = strdup(e->error))) {
             rc = -ENOMEM;
             break;
@@ -1833,6 +1834,22 @@ static int newest_first(const void *a, const void *b)
     return x->id > y->id ? -1 : x->id < y->id;
 }
 
+/* UPLOADED -> EVICTABLE: drop e's local copy (its object is complete in the backend). ref: the
+ * caller's own entry (the uploader that just uploaded it), whose busy flag is its own. An
+ * interrupted or busy entry is being renamed, unlinked or replaced, which may need its local
+ * copy: -EAGAIN, for a later pass. 1 (dropped), or the journal's error. wb->lock held. */
+static int demote_entry(struct wb *wb, struct wb_entry *e, const struct wb_entry *ref)
+{
+    if ((e->busy && e != ref) || e->interrupt)
+        return -EAGAIN;
+    int rc = wb_commit(wb, e, WB_JR_STATE, &(struct wb_change){.state = WB_EVICTABLE});
+    if (rc)
+        return rc;
+    staging_remove(wb, e->id);
+    wb->stats.demoted++;
+    return 1;
+}
+
 void wb_retention_apply(struct wb *wb, const struct wb_entry *ref)
 {
     int keep = wb->cfg.retention_keep;
@@ -1858,18 +1875,44 @@ void wb_retention_apply(struct wb *wb, const struct wb_entry *ref)
             v[i++] = e;
     free(dir);
     qsort(v, n, sizeof(*v), newest_first);
-    for (i = (size_t)keep; i < n; i++) {
-        struct wb_entry *e = v[i];
-        /* ref: the caller's own entry, just uploaded. An interrupted entry is being renamed,
-         * unlinked or replaced, which may need its local copy: leave it for the next pass. */
-        if ((e->busy && e != ref) || e->interrupt)
-            continue;
-        if (wb_commit(wb, e, WB_JR_STATE, &(struct wb_change){.state = WB_EVICTABLE}) != 0)
-            continue; /* retention is best effort: the next upload tries again */
-        staging_remove(wb, e->id);
-    }
+    for (i = (size_t)keep; i < n; i++)
+        (void)demote_entry(wb, v[i], ref); /* best effort: the next upload tries again */
     free(v);
     wb_prune_evictable(wb);
+}
+
+int wb_demote(struct wb *wb, const char *backend_name, const char *key)
+{
+    pthread_mutex_lock(&wb->lock);
+    int rc = 0;
+    struct entry_iter it;
+    iter_init(&it, wb, backend_name, key);
+    for (struct wb_entry *e; (e = iter_next(&it)) != NULL;) {
+        if (strcmp(e->key, key) != 0 || e->state == WB_CANCELLED || e->state == WB_EVICTABLE)
+            continue;
+        if (e->state != WB_UPLOADED) {
+            rc = -EAGAIN; /* a generation not uploaded yet: its local copy is the only one */
+            break;
+        }
+    }
+    if (rc == 0) {
+        iter_init(&it, wb, backend_name, key);
+        for (struct wb_entry *e; (e = iter_next(&it)) != NULL;) {
+            if (strcmp(e->key, key) != 0 || e->state != WB_UPLOADED)
+                continue;
+            int r = demote_entry(wb, e, NULL);
+            if (r < 0) {
+                rc = r;
+                break;
+            }
+            rc = 1;
+            break; /* one live generation: the iterator must not go on past a changed entry */
+        }
+    }
+    if (rc == 1)
+        wb_prune_evictable(wb);
+    pthread_mutex_unlock(&wb->lock);
+    return rc;
 }
 
 static int oldest_upload_first(const void *a, const void *b)

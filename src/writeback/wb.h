@@ -118,7 +118,9 @@ struct wb_config {
     uint64_t upload_holdoff_ms;
     uint64_t upload_holdoff_max_ms; /* default 30000 */
     int retention_keep;             /* newest K uploaded files per directory keep their local copy;
-                                     * < 0 = keep all; default 0 means drop right after upload */
+                                     * < 0 = keep all; default 0 means drop right after upload.
+                                     * tierd passes -1: its lifecycle policies (daemon/policy.h)
+                                     * apply [writeback] retention_keep through wb_demote */
     /* EVICTABLE rows (uploaded, local copy dropped) remembered, newest first; beyond it plus a
      * tenth the oldest are forgotten (journal and memory), down to it. They only let the mount
      * show such files while the backend cannot be asked. 0: 10000; < 0: keep all. */
@@ -225,6 +227,13 @@ void wb_wait_async_flush(struct wb *wb);
 ssize_t wb_read(struct wb *wb, const char *backend_name, const char *key, void *buf, size_t len,
                 off_t off);
 
+/* Drop the local copy of backend_name:key once it is uploaded (UPLOADED -> EVICTABLE; reads then
+ * go to the backend): the lifecycle policies' demote (daemon/policy.h). 1: dropped; 0: nothing
+ * to drop (unknown to the buffer, or already evicted); -EAGAIN: a generation of the key is not
+ * uploaded yet, or is being renamed, unlinked or replaced (its local copy stays; try later);
+ * else the journal's error. */
+int wb_demote(struct wb *wb, const char *backend_name, const char *key);
+
 struct wb_file_info {
     int64_t id;
     char *backend; /* owned by the list */
@@ -239,6 +248,7 @@ struct wb_file_info {
                                      * older than it); "" until sealed */
     char etag[96];                  /* "" until uploaded */
     bool sealed;                    /* closed successfully (a FAILED file too, see error) */
+    int64_t sealed_ns;              /* realtime of the seal; 0: not sealed */
     char *error; /* FAILED after seal: why it will never be uploaded (owned); NULL otherwise */
 };
 /* Every file known to the burst buffer under prefix, in key order. Free with wb_list_free(). */
@@ -259,6 +269,7 @@ struct wb_stats {
     uint64_t recovered_sealed, recovered_uploading, recovered_discarded, recovered_aborts;
     uint64_t index_lookups, index_visits; /* key index: searches, and entries they walked */
     uint64_t rows_pruned;                 /* EVICTABLE rows dropped (max_evictable_rows) */
+    uint64_t demoted;                     /* local copies dropped (retention, wb_demote) */
 };
 void wb_stats_get(struct wb *wb, struct wb_stats *st);
 

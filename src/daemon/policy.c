@@ -1,0 +1,1062 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * policy.c - the lifecycle policy engine (policy.h, docs/POLICIES.md): one thread that runs a
+ * full pass every [daemon] policy_interval, and a local pass soon after a write-back upload
+ * (demote rules of write-back namespaces: the built-in retention keeps its old promptness);
+ * `tierctl policy run` forces a full pass and `tierctl policy plan` plans one.
+ *
+ * A pass, per namespace that has rules: gather its files (a full pass lists the backend under
+ * the namespace's prefix, or the rules' common prefix below it; a write-back namespace adds the
+ * burst buffer's journal: what is local, what is not uploaded yet), sorted by key; then each
+ * rule in config order selects its files (policy_select) and each selected file gets the rule's
+ * action. Only files the backend holds whole are acted on; a file with a generation not
+ * uploaded yet is left for a later pass ("deferred").
+ *
+ * Crash safety (SIGKILL anywhere): every action is idempotent, or journalled.
+ *   - demote: wb_demote is a journalled transition; cache_evict only drops copies.
+ *   - copy: the object is read pinned to the source's ETag (If-Match) and written whole (one
+ *     PUT, or a multipart upload that appears only at complete); then the target is stat'ed
+ *     (size) and only then the copy is journalled (rule, key, source ETag) in the engine's
+ *     SQLite file. A kill before the journal write copies again at the next pass: the same
+ *     bytes onto the same key, so a key is never duplicated. Multipart uploads of the key left
+ *     by a killed copy are listed and aborted before a new one starts.
+ *   - expire: never before every copy rule that takes the file has journalled its copy of this
+ *     version; then one delete (a second is ENOENT, counted as done).
+ *
+ * STATE of one file under one rule, per pass (no state is kept between passes but the copy
+ * journal, so there is no transition table beyond this):
+ *   not selected -> nothing; selected and not durable -> deferred (counted); selected, the
+ *   action finds nothing to do (already demoted, copied, pinned) -> nothing; else done or
+ *   failed (counted, logged, in the recent-actions ring).
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "common/strutil.h"
+#include "common/timeutil.h"
+#include "daemon/dataset.h"
+#include "daemon/pinmeta.h"
+#include "daemon/policy.h"
+#include "daemon/stage.h"
+#include "daemon/tierd.h"
+#include "writeback/wb.h"
+
+#define PE_RECENT 256         /* actions kept for GET /v1/policy */
+#define PE_RESULT_MAX 2000    /* actions listed in one run's or plan's answer */
+#define PE_LOCAL_DELAY_MS 200 /* a local pass this long after the first upload that kicked it */
+#define PE_STAGE_PATHS 4096   /* files one staging job of a pass takes at most */
+
+/* The policies' backend calls: background work of the default tenant. */
+static const struct tier_ioctx pe_io = {.tenant = TIER_TENANT_DEFAULT, .cls = TIER_IO_BACKGROUND};
+
+struct pe_count {
+    uint64_t done, bytes, deferred, failed;
+};
+
+struct pe_event {
+    int64_t at_ns;
+    size_t rule;
+    bool failed;
+    uint64_t bytes;
+    char path[320];
+    char detail[200];
+};
+
+struct policy_engine {
+    struct tierd *d;
+    struct policy_rules rules;
+    sqlite3 *db; /* the copy journal; used under pass_lock only */
+    char *db_path;
+
+    pthread_mutex_t pass_lock; /* one pass at a time (thread, run, plan) */
+
+    pthread_mutex_t lock; /* the fields below */
+    pthread_cond_t cond;
+    bool stopping, kicked;
+    struct pe_count *counts; /* per rule */
+    struct pe_event recent[PE_RECENT];
+    size_t nrecent, recent_head;
+    uint64_t passes, local_passes;
+    int64_t last_pass_ns;
+    uint64_t last_pass_ms;
+    char last_error[256];
+
+    pthread_t thread;
+    bool started;
+};
+
+/* One pass's work: what it did or plans, for the answer of run and plan. */
+struct pe_pass {
+    bool full, dry_run;
+    const char *only; /* a rule name, or NULL */
+    json_t *actions;  /* array */
+    size_t listed, truncated;
+    uint64_t done, deferred, failed, files;
+};
+
+/* ---- the copy journal -------------------------------------------------------------------- */
+
+static int db_open(struct policy_engine *pe)
+{
+    int rc =
+        sqlite3_open_v2(pe->db_path, &pe->db,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        tier_err_set("cannot open the policies' copy journal %s: %s", pe->db_path,
+                     pe->db ? sqlite3_errmsg(pe->db) : sqlite3_errstr(rc));
+        return -EIO;
+    }
+    char *msg = NULL;
+    rc = sqlite3_exec(pe->db,
+                      "PRAGMA journal_mode=WAL;"
+                      "CREATE TABLE IF NOT EXISTS copies (rule TEXT NOT NULL, key TEXT NOT NULL,"
+                      " etag TEXT NOT NULL, target TEXT NOT NULL, size INTEGER NOT NULL,"
+                      " done_ns INTEGER NOT NULL, PRIMARY KEY (rule, key));",
+                      NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        tier_err_set("the policies' copy journal %s: %s", pe->db_path, msg ? msg : "error");
+        sqlite3_free(msg);
+        return -EIO;
+    }
+    return 0;
+}
+
+/* Has rule copied backend key (absolute) at version etag? */
+static bool db_copied(struct policy_engine *pe, const struct policy_rule *r, const char *key,
+                      const char *etag)
+{
+    sqlite3_stmt *st = NULL;
+    bool yes = false;
+    if (sqlite3_prepare_v2(pe->db, "SELECT etag FROM copies WHERE rule = ?1 AND key = ?2", -1, &st,
+                           NULL) != SQLITE_OK)
+        return false;
+    sqlite3_bind_text(st, 1, r->name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        const unsigned char *e = sqlite3_column_text(st, 0);
+        yes = e && etag && strcmp((const char *)e, etag) == 0;
+    }
+    sqlite3_finalize(st);
+    return yes;
+}
+
+static int db_record(struct policy_engine *pe, const struct policy_rule *r, const char *key,
+                     const char *etag, const char *target, uint64_t size)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(pe->db, "INSERT OR REPLACE INTO copies VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                           -1, &st, NULL) != SQLITE_OK)
+        return -EIO;
+    sqlite3_bind_text(st, 1, r->name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, etag, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, target, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 5, (sqlite3_int64)size);
+    sqlite3_bind_int64(st, 6, (sqlite3_int64)tier_now_real_ns());
+    int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -EIO;
+    if (rc)
+        tier_err_set("cannot journal the copy of %s: %s", key, sqlite3_errmsg(pe->db));
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* ---- files of a namespace ---------------------------------------------------------------- */
+
+struct pe_files {
+    struct policy_file *v; /* v[i].key and v[i].etag are owned (pf_free) */
+    size_t n, cap;
+};
+
+static void pf_free(const char *s)
+{
+    free((void *)(uintptr_t)s);
+}
+
+static void files_free(struct pe_files *f)
+{
+    for (size_t i = 0; i < f->n; i++) {
+        pf_free(f->v[i].key);
+        pf_free(f->v[i].etag);
+    }
+    free(f->v);
+    memset(f, 0, sizeof(*f));
+}
+
+static int files_add(struct pe_files *f, const char *key, uint64_t size, int64_t mtime,
+                     unsigned flags, const char *etag)
+{
+    if (f->n == f->cap) {
+        size_t nc = f->cap ? f->cap * 2 : 256;
+        struct policy_file *nv = realloc(f->v, nc * sizeof(*nv));
+        if (!nv)
+            return -ENOMEM;
+        f->v = nv;
+        f->cap = nc;
+    }
+    char *k = strdup(key), *e = etag && *etag ? strdup(etag) : NULL;
+    if (!k || (etag && *etag && !e)) {
+        free(k);
+        free(e);
+        return -ENOMEM;
+    }
+    f->v[f->n++] =
+        (struct policy_file){.key = k, .size = size, .mtime_ns = mtime, .flags = flags, .etag = e};
+    return 0;
+}
+
+static int file_key_cmp(const void *a, const void *b)
+{
+    const struct policy_file *x = a, *y = b;
+    return strcmp(x->key, y->key);
+}
+
+/* Sort by key and merge the entries of one key (the listing's and the burst buffer's
+ * generations): flags or'ed; size and mtime of the newest; the ETag of a local generation
+ * before the listing's. */
+static void files_merge(struct pe_files *f)
+{
+    if (f->n == 0)
+        return;
+    qsort(f->v, f->n, sizeof(*f->v), file_key_cmp);
+    size_t o = 0;
+    for (size_t i = 0; i < f->n; i++) {
+        if (o > 0 && strcmp(f->v[o - 1].key, f->v[i].key) == 0) {
+            struct policy_file *a = &f->v[o - 1], *b = &f->v[i];
+            a->flags |= b->flags;
+            if (b->mtime_ns >= a->mtime_ns) {
+                a->mtime_ns = b->mtime_ns;
+                a->size = b->size;
+            }
+            if (b->etag && (!a->etag || (b->flags & POLICY_F_LOCAL))) {
+                const char *t = a->etag;
+                a->etag = b->etag;
+                b->etag = t;
+            }
+            pf_free(b->key);
+            pf_free(b->etag);
+            continue;
+        }
+        f->v[o++] = f->v[i];
+    }
+    f->n = o;
+}
+
+static int list_backend(struct tierd_ns *ns, const char *prefix, struct pe_files *f)
+{
+    const char *nsp = ns->conf->prefix ? ns->conf->prefix : "";
+    size_t nspl = strlen(nsp), pl = strlen(prefix);
+    char *token = NULL;
+    int rc = 0;
+    do {
+        struct backend_list_page page;
+        memset(&page, 0, sizeof(page));
+        rc = backend_list(ns->be, &pe_io, prefix, NULL, token, 0, &page);
+        free(token);
+        token = NULL;
+        if (rc)
+            break;
+        for (size_t i = 0; i < page.n && rc == 0; i++) {
+            const struct backend_entry *e = &page.entries[i];
+            size_t nl = strlen(e->name);
+            if (e->is_prefix || nl <= pl || strncmp(e->name, prefix, pl) != 0 ||
+                e->name[nl - 1] == '/' || dataset_reserved_key(ns, e->name))
+                continue; /* folder markers and the versions' manifests are not files */
+            rc =
+                files_add(f, e->name + nspl, e->size_bytes, e->mtime_ns, POLICY_F_DURABLE, e->etag);
+        }
+        if (rc == 0 && page.next_token && !(token = strdup(page.next_token)))
+            rc = -ENOMEM;
+        backend_list_page_fini(&page);
+    } while (rc == 0 && token);
+    free(token);
+    return rc;
+}
+
+static int list_wb(struct tierd *d, struct tierd_ns *ns, const char *prefix, struct pe_files *f)
+{
+    struct wb_file_info *v = NULL;
+    size_t n = 0;
+    int rc = wb_list(d->wb, ns->be->name, prefix, &v, &n);
+    if (rc)
+        return rc;
+    size_t nspl = strlen(ns->conf->prefix ? ns->conf->prefix : "");
+    int64_t now = (int64_t)tier_now_real_ns();
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        unsigned fl;
+        switch (v[i].state) {
+        case WB_UPLOADED:
+            fl = POLICY_F_DURABLE | POLICY_F_LOCAL;
+            break;
+        case WB_EVICTABLE:
+            fl = POLICY_F_DURABLE;
+            break;
+        default: /* OPEN, SEALED, UPLOADING; CANCELLED (being deleted); FAILED (kept) */
+            fl = POLICY_F_PENDING | POLICY_F_LOCAL;
+            break;
+        }
+        if (strlen(v[i].key) < nspl)
+            continue;
+        rc = files_add(f, v[i].key + nspl, v[i].size_bytes, v[i].sealed_ns ? v[i].sealed_ns : now,
+                       fl, v[i].etag);
+    }
+    wb_list_free(v, n);
+    return rc;
+}
+
+/* The longest prefix every rule of namespace n (of those that run) starts with. */
+static size_t common_prefix(const struct policy_rules *rs, size_t n, const char **out)
+{
+    const char *p = NULL;
+    size_t len = 0;
+    for (size_t i = 0; i < rs->n; i++) {
+        if (rs->v[i].ns != n)
+            continue;
+        if (!p) {
+            p = rs->v[i].prefix;
+            len = strlen(p);
+            continue;
+        }
+        size_t k = 0;
+        while (k < len && rs->v[i].prefix[k] == p[k])
+            k++;
+        len = k;
+    }
+    *out = p ? p : "";
+    return len;
+}
+
+/* ---- recording ----------------------------------------------------------------------------- */
+
+static void record(struct policy_engine *pe, struct pe_pass *ps, size_t ri, const char *path,
+                   int result, uint64_t bytes, const char *detail)
+{
+    const struct policy_rule *r = &pe->rules.v[ri];
+    /* result: 1 done, 0 planned (dry run), -EAGAIN deferred, < 0 failed */
+    const char *what = result == 1         ? "done"
+                       : result == 0       ? "planned"
+                       : result == -EAGAIN ? "deferred"
+                                           : "failed";
+    if (result != 0) {
+        pthread_mutex_lock(&pe->lock);
+        struct pe_count *c = &pe->counts[ri];
+        if (result == 1) {
+            c->done++;
+            c->bytes += bytes;
+        } else if (result == -EAGAIN) {
+            c->deferred++;
+        } else {
+            c->failed++;
+        }
+        if (result != -EAGAIN) {
+            struct pe_event *e = &pe->recent[pe->recent_head];
+            pe->recent_head = (pe->recent_head + 1) % PE_RECENT;
+            if (pe->nrecent < PE_RECENT)
+                pe->nrecent++;
+            e->at_ns = (int64_t)tier_now_real_ns();
+            e->rule = ri;
+            e->failed = result < 0;
+            e->bytes = bytes;
+            tier_strlcpy(e->path, path, sizeof(e->path));
+            tier_strlcpy(e->detail, detail ? detail : "", sizeof(e->detail));
+        }
+        pthread_mutex_unlock(&pe->lock);
+    }
+    if (result == 1)
+        log_info("policy %s: %s %s%s%s", r->name, policy_action_name(r->action), path,
+                 detail && *detail ? ": " : "", detail ? detail : "");
+    else if (result < 0 && result != -EAGAIN)
+        log_warn("policy %s: %s %s failed: %s (retried at the next pass)", r->name,
+                 policy_action_name(r->action), path, detail ? detail : strerror(-result));
+    if (result == 1)
+        ps->done++;
+    else if (result == -EAGAIN)
+        ps->deferred++;
+    else if (result < 0)
+        ps->failed++;
+    if (result == -EAGAIN && !ps->dry_run)
+        return; /* counted, not listed: a pending upload is deferred at every pass */
+    if (ps->listed >= PE_RESULT_MAX) {
+        ps->truncated++;
+        return;
+    }
+    json_t *a = json_pack("{s:s, s:s, s:s, s:s, s:I}", "policy", r->name, "action",
+                          policy_action_name(r->action), "path", path, "result", what, "bytes",
+                          (json_int_t)bytes);
+    if (a && detail && *detail)
+        json_object_set_new(a, "detail", json_string(detail));
+    if (a && json_array_append_new(ps->actions, a) == 0)
+        ps->listed++;
+}
+
+/* ---- actions --------------------------------------------------------------------------------- */
+
+static unsigned hot_fill_pct(struct tierd *d)
+{
+    if (!d->cache)
+        return 0;
+    struct cache_stats st;
+    memset(&st, 0, sizeof(st));
+    cache_stats_get(d->cache, &st);
+    uint64_t used = st.ram.bytes_used + st.disk.bytes_used;
+    uint64_t cap = st.ram.bytes_budget + st.disk.bytes_budget;
+    return cap ? (unsigned)(used * 100 / cap) : 0;
+}
+
+/* Read len bytes at off of key, pinned to etag, into buf (all of them or an error). */
+static int read_full(struct backend *be, const char *key, uint64_t off, void *buf, size_t len,
+                     const char *etag)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n =
+            backend_read(be, &pe_io, key, off + got, (char *)buf + got, len - got, etag, NULL);
+        if (n < 0)
+            return (int)n;
+        if (n == 0) {
+            tier_err_set("%s ended early (%zu of %zu bytes): it changed during the copy", key, got,
+                         len);
+            return -EIO;
+        }
+        got += (size_t)n;
+    }
+    return 0;
+}
+
+/* Copy src:key (size bytes, version etag) to dst:dkey, whole or not at all, then check the
+ * target's size. */
+static int copy_object(struct tierd *d, struct backend *src, const char *key, uint64_t size,
+                       const char *etag, struct backend *dst, const char *dkey)
+{
+    uint64_t part = d->cfg.wb_part_size ? d->cfg.wb_part_size : 8ULL << 20;
+    int rc = 0;
+    if (size <= part) {
+        void *buf = malloc(size ? size : 1);
+        if (!buf)
+            return -ENOMEM;
+        rc = read_full(src, key, 0, buf, size, etag);
+        if (rc == 0)
+            rc = backend_put(dst, &pe_io, dkey, buf, size, NULL);
+        free(buf);
+    } else {
+        int maxp = backend_max_parts(dst);
+        if (size / part >= (uint64_t)maxp)
+            part = (size / (uint64_t)maxp + (1ULL << 20)) & ~((1ULL << 20) - 1);
+        size_t nparts = (size_t)((size + part - 1) / part);
+        /* uploads of dkey a killed copy left behind (nothing else writes under the target) */
+        struct backend_mpu *old = NULL;
+        size_t nold = 0;
+        if (backend_mpu_list(dst, &pe_io, dkey, &old, &nold) == 0) {
+            for (size_t i = 0; i < nold; i++)
+                (void)backend_mpu_abort(dst, &pe_io, dkey, old[i].upload_id);
+            backend_mpu_list_free(old, nold);
+        }
+        char *uid = NULL;
+        rc = backend_mpu_create(dst, &pe_io, dkey, &uid);
+        if (rc)
+            return rc;
+        struct backend_part *parts = calloc(nparts, sizeof(*parts));
+        void *buf = malloc(part);
+        if (!parts || !buf)
+            rc = -ENOMEM;
+        for (size_t i = 0; i < nparts && rc == 0; i++) {
+            uint64_t off = (uint64_t)i * part;
+            size_t len = (size_t)(size - off < part ? size - off : part);
+            rc = read_full(src, key, off, buf, len, etag);
+            if (rc == 0) {
+                parts[i].number = (int)i + 1;
+                rc = backend_mpu_put_part(dst, &pe_io, dkey, uid, (int)i + 1, buf, len,
+                                          parts[i].etag);
+            }
+        }
+        if (rc == 0)
+            rc = backend_mpu_complete(dst, &pe_io, dkey, uid, parts, nparts, NULL);
+        if (rc) {
+            int keep = rc;
+            char msg[256];
+            tier_strlcpy(msg, tier_err_msg(), sizeof(msg));
+            (void)backend_mpu_abort(dst, &pe_io, dkey, uid);
+            tier_err_set("%s", msg);
+            rc = keep;
+        }
+        free(buf);
+        free(parts);
+        free(uid);
+    }
+    if (rc)
+        return rc;
+    struct backend_stat st;
+    rc = backend_stat(dst, &pe_io, dkey, &st);
+    if (rc == 0 && st.size_bytes != size) {
+        tier_err_set("the copy %s:%s has %llu bytes, the source %llu", dst->name, dkey,
+                     (unsigned long long)st.size_bytes, (unsigned long long)size);
+        rc = -EIO;
+    }
+    return rc;
+}
+
+struct stage_batch {
+    const char *paths[PE_STAGE_PATHS];
+    char *owned[PE_STAGE_PATHS];
+    size_t n;
+    bool pin;
+};
+
+static void batch_fini(struct stage_batch *b)
+{
+    for (size_t i = 0; i < b->n; i++)
+        free(b->owned[i]);
+    b->n = 0;
+}
+
+/* The action of rule ri on file f of namespace nsi. */
+static void act(struct policy_engine *pe, struct pe_pass *ps, size_t ri, size_t nsi,
+                const struct policy_file *f, struct stage_batch *batch)
+{
+    struct tierd *d = pe->d;
+    const struct policy_rule *r = &pe->rules.v[ri];
+    struct tierd_ns *ns = &d->ns[nsi];
+    const char *nsp = ns->conf->prefix ? ns->conf->prefix : "";
+    char key[BACKEND_KEY_MAX + 1], path[1400], detail[600] = "";
+    if (snprintf(key, sizeof(key), "%s%s", nsp, f->key) >= (int)sizeof(key))
+        return;
+    snprintf(path, sizeof(path), "%s/%s", ns->conf->path, f->key);
+    int rc = 0;
+    uint64_t bytes = 0;
+    switch (r->action) {
+    case POLICY_DEMOTE: {
+        bool wbns = d->wb && ns->conf->mode == TIERD_NS_WRITE_BACK;
+        if (ps->dry_run) {
+            if ((wbns && (f->flags & POLICY_F_LOCAL)) ||
+                (!r->local_only && d->cache &&
+                 cache_cached_bytes(d->cache, &(struct cache_obj){ns->be, key, f->etag, f->size}) >
+                     0))
+                record(pe, ps, ri, path, 0, f->size, NULL);
+            return;
+        }
+        int w = wbns && (f->flags & POLICY_F_LOCAL) ? wb_demote(d->wb, ns->be->name, key) : 0;
+        long blocks = r->local_only || !d->cache ? 0 : cache_evict(d->cache, ns->be->name, key);
+        if (w < 0 && w != -EAGAIN) {
+            snprintf(detail, sizeof(detail), "cannot drop the local copy: %s", strerror(-w));
+            rc = w;
+        } else if (w == -EAGAIN && blocks <= 0) {
+            rc = -EAGAIN;
+        } else if (w == 1 || blocks > 0) {
+            rc = 1;
+            bytes = w == 1 ? f->size : (uint64_t)blocks * cache_block_size(d->cache);
+            snprintf(detail, sizeof(detail), "%s%s%s", w == 1 ? "local copy dropped" : "",
+                     w == 1 && blocks > 0 ? ", " : "", blocks > 0 ? "cached blocks dropped" : "");
+        } else {
+            return; /* nothing hot */
+        }
+        break;
+    }
+    case POLICY_STAGE:
+    case POLICY_PIN: {
+        if (!d->cache)
+            return;
+        bool pinned = cache_pin_exists(d->cache, ns->be->name, key);
+        uint64_t have =
+            cache_cached_bytes(d->cache, &(struct cache_obj){ns->be, key, f->etag, f->size});
+        if (have >= f->size && (r->action == POLICY_STAGE || pinned))
+            return; /* hot already */
+        if (ps->dry_run) {
+            record(pe, ps, ri, path, 0, f->size - (have < f->size ? have : f->size), NULL);
+            return;
+        }
+        if (r->action == POLICY_PIN && !pinned) {
+            rc = cache_pin(d->cache, ns->be->name, key);
+            if (rc) {
+                snprintf(detail, sizeof(detail), "cannot pin: %s%s",
+                         rc == -ENOSPC ? "the pin budget ([cache] pin_size) is full"
+                                       : strerror(-rc),
+                         "");
+                break;
+            }
+        }
+        if (batch->n < PE_STAGE_PATHS && (batch->owned[batch->n] = strdup(path))) {
+            batch->paths[batch->n] = batch->owned[batch->n];
+            batch->n++;
+        }
+        return; /* recorded when the batch's job starts */
+    }
+    case POLICY_UNPIN:
+        if (!d->cache || !cache_pin_exists(d->cache, ns->be->name, key))
+            return;
+        if (ps->dry_run) {
+            record(pe, ps, ri, path, 0, 0, NULL);
+            return;
+        }
+        rc = cache_unpin(d->cache, ns->be->name, key);
+        if (rc == 0 && d->pinned)
+            pinmeta_forget(d->pinned, ns->be->name, key);
+        rc = rc == 0 ? 1 : rc;
+        break;
+    case POLICY_COPY: {
+        struct backend *dst = d->backends[r->copy_backend];
+        char dkey[BACKEND_KEY_MAX + 1];
+        if (!f->etag ||
+            snprintf(dkey, sizeof(dkey), "%s%s", r->copy_prefix, f->key) >= (int)sizeof(dkey)) {
+            record(pe, ps, ri, path, -EINVAL, 0,
+                   f->etag ? "the target key would be too long" : "the backend gave no ETag");
+            return;
+        }
+        if (db_copied(pe, r, key, f->etag))
+            return;
+        snprintf(detail, sizeof(detail), "to %s:%.400s", dst->name, dkey);
+        if (ps->dry_run) {
+            record(pe, ps, ri, path, 0, f->size, detail);
+            return;
+        }
+        tier_err_clear();
+        rc = copy_object(d, ns->be, key, f->size, f->etag, dst, dkey);
+        if (rc == 0) {
+            char target[BACKEND_KEY_MAX + 80];
+            snprintf(target, sizeof(target), "%s:%s", dst->name, dkey);
+            rc = db_record(pe, r, key, f->etag, target, f->size);
+        }
+        if (rc) {
+            snprintf(detail, sizeof(detail), "to %s:%.200s: %.300s", dst->name, dkey,
+                     *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+            if (rc == -ESTALE)
+                rc = -EAGAIN; /* it changed under the copy: the next pass takes the new one */
+        } else {
+            rc = 1;
+            bytes = f->size;
+        }
+        break;
+    }
+    case POLICY_EXPIRE: {
+        /* never before every copy rule that takes the file has copied this version */
+        for (size_t i = 0; i < pe->rules.n; i++) {
+            const struct policy_rule *c = &pe->rules.v[i];
+            if (c->action != POLICY_COPY || c->ns != nsi || !policy_matches(c, f))
+                continue;
+            if (!f->etag || !db_copied(pe, c, key, f->etag)) {
+                if (ps->dry_run)
+                    record(pe, ps, ri, path, -EAGAIN, 0, "waits for its copy");
+                else
+                    record(pe, ps, ri, path, -EAGAIN, 0, NULL);
+                return;
+            }
+        }
+        if (ps->dry_run) {
+            record(pe, ps, ri, path, 0, f->size, NULL);
+            return;
+        }
+        tier_err_clear();
+        rc = -ENOENT;
+        if (d->wb && ns->conf->mode == TIERD_NS_WRITE_BACK)
+            rc = wb_unlink(d->wb, ns->be->name, key);
+        if (rc == -ENOENT)
+            rc = backend_del(ns->be, &pe_io, key);
+        if (rc == 0 || rc == -ENOENT) {
+            if (d->cache)
+                (void)cache_evict(d->cache, ns->be->name, key);
+            rc = 1;
+            bytes = f->size;
+        } else {
+            snprintf(detail, sizeof(detail), "%s",
+                     *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+        }
+        break;
+    }
+    default:
+        return;
+    }
+    record(pe, ps, ri, path, rc, bytes, detail);
+}
+
+static void start_batch(struct policy_engine *pe, struct pe_pass *ps, size_t ri,
+                        struct stage_batch *b)
+{
+    if (b->n == 0)
+        return;
+    struct tierd *d = pe->d;
+    uint64_t job = 0;
+    int rc = d->stages ? stage_start(d->stages, b->paths, b->n, false, &job) : -ENOTSUP;
+    char detail[200];
+    if (rc == 0)
+        snprintf(detail, sizeof(detail), "staging job %llu", (unsigned long long)job);
+    else
+        snprintf(detail, sizeof(detail), "cannot start staging: %s",
+                 *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+    for (size_t i = 0; i < b->n; i++)
+        record(pe, ps, ri, b->paths[i], rc == 0 ? 1 : rc, 0, detail);
+    batch_fini(b);
+}
+
+/* ---- a pass ---------------------------------------------------------------------------------- */
+
+static bool rule_runs(const struct policy_engine *pe, const struct pe_pass *ps, size_t ri)
+{
+    const struct policy_rule *r = &pe->rules.v[ri];
+    if (ps->only && strcmp(ps->only, r->name) != 0)
+        return false;
+    if (ps->full)
+        return true;
+    return r->action == POLICY_DEMOTE && pe->d->cfg.namespaces[r->ns].mode == TIERD_NS_WRITE_BACK;
+}
+
+static int run_pass(struct policy_engine *pe, struct pe_pass *ps)
+{
+    struct tierd *d = pe->d;
+    uint64_t t0 = tier_now_mono_ns();
+    int first_rc = 0;
+    for (size_t n = 0; n < d->nns; n++) {
+        bool any = false, need_list = false;
+        for (size_t i = 0; i < pe->rules.n; i++) {
+            if (pe->rules.v[i].ns != n || !rule_runs(pe, ps, i))
+                continue;
+            any = true;
+            need_list = need_list || (ps->full && !pe->rules.v[i].local_only);
+        }
+        if (!any)
+            continue;
+        struct tierd_ns *ns = &d->ns[n];
+        const char *cp;
+        size_t cpl = common_prefix(&pe->rules, n, &cp);
+        char *prefix = NULL;
+        if (asprintf(&prefix, "%s%.*s", ns->conf->prefix ? ns->conf->prefix : "", (int)cpl, cp) < 0)
+            return -ENOMEM;
+        struct pe_files files = {0};
+        tier_err_clear();
+        int rc = need_list ? list_backend(ns, prefix, &files) : 0;
+        if (rc == 0 && d->wb && ns->conf->mode == TIERD_NS_WRITE_BACK)
+            rc = list_wb(d, ns, prefix, &files);
+        if (rc) {
+            pthread_mutex_lock(&pe->lock);
+            snprintf(pe->last_error, sizeof(pe->last_error), "cannot list %s: %s", ns->conf->path,
+                     *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+            pthread_mutex_unlock(&pe->lock);
+            log_warn("policy: cannot list %s (its rules wait for the next pass): %s",
+                     ns->conf->path, *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+            if (!first_rc)
+                first_rc = rc;
+            files_free(&files);
+            free(prefix);
+            continue;
+        }
+        free(prefix);
+        files_merge(&files);
+        ps->files += files.n;
+        size_t *sel = malloc((files.n ? files.n : 1) * sizeof(*sel));
+        if (!sel) {
+            files_free(&files);
+            return -ENOMEM;
+        }
+        for (size_t i = 0; i < pe->rules.n; i++) {
+            const struct policy_rule *r = &pe->rules.v[i];
+            if (r->ns != n || !rule_runs(pe, ps, i))
+                continue;
+            int64_t now = (int64_t)tier_now_real_ns();
+            size_t k = policy_select(r, files.v, files.n, now, hot_fill_pct(d), sel);
+            struct stage_batch *batch = calloc(1, sizeof(*batch));
+            if (!batch)
+                break;
+            for (size_t j = 0; j < k; j++) {
+                pthread_mutex_lock(&pe->lock);
+                bool stop = pe->stopping;
+                pthread_mutex_unlock(&pe->lock);
+                if (stop)
+                    break;
+                if (r->watermark_pct && !ps->dry_run && hot_fill_pct(d) <= r->watermark_pct)
+                    break; /* below the watermark again */
+                act(pe, ps, i, n, &files.v[sel[j]], batch);
+            }
+            if (ps->dry_run) {
+                for (size_t b = 0; b < batch->n; b++)
+                    record(pe, ps, i, batch->paths[b], 0, 0, NULL);
+                batch_fini(batch);
+            } else {
+                start_batch(pe, ps, i, batch);
+            }
+            free(batch);
+        }
+        free(sel);
+        files_free(&files);
+    }
+    uint64_t ms = (tier_now_mono_ns() - t0) / 1000000;
+    if (!ps->dry_run) {
+        pthread_mutex_lock(&pe->lock);
+        if (ps->full)
+            pe->passes++;
+        else
+            pe->local_passes++;
+        pe->last_pass_ns = (int64_t)tier_now_real_ns();
+        pe->last_pass_ms = ms;
+        if (!first_rc)
+            pe->last_error[0] = '\0';
+        pthread_mutex_unlock(&pe->lock);
+    }
+    return first_rc;
+}
+
+static void *engine_main(void *arg)
+{
+    struct policy_engine *pe = arg;
+    uint64_t interval = pe->d->cfg.policy_interval_ms ? pe->d->cfg.policy_interval_ms : 30000;
+    uint64_t next_full = tier_now_mono_ns() + interval * 1000000ULL;
+    uint64_t local_due = 0;
+    pthread_mutex_lock(&pe->lock);
+    while (!pe->stopping) {
+        if (pe->kicked) {
+            pe->kicked = false;
+            if (!local_due)
+                local_due = tier_now_mono_ns() + PE_LOCAL_DELAY_MS * 1000000ULL;
+        }
+        uint64_t now = tier_now_mono_ns();
+        bool full = now >= next_full, local = local_due && now >= local_due;
+        if (!full && !local) {
+            uint64_t until = local_due && local_due < next_full ? local_due : next_full;
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            uint64_t wait = until - now;
+            ts.tv_sec += (time_t)(wait / 1000000000ULL);
+            ts.tv_nsec += (long)(wait % 1000000000ULL);
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&pe->cond, &pe->lock, &ts);
+            continue;
+        }
+        pthread_mutex_unlock(&pe->lock);
+        struct pe_pass ps = {.full = full, .actions = json_array()};
+        pthread_mutex_lock(&pe->pass_lock);
+        (void)run_pass(pe, &ps);
+        pthread_mutex_unlock(&pe->pass_lock);
+        json_decref(ps.actions);
+        local_due = 0;
+        if (full)
+            next_full = tier_now_mono_ns() + interval * 1000000ULL;
+        pthread_mutex_lock(&pe->lock);
+    }
+    pthread_mutex_unlock(&pe->lock);
+    return NULL;
+}
+
+/* ---- public -------------------------------------------------------------------------------- */
+
+static char *default_state(const struct tierd_config *c)
+{
+    char *p = NULL;
+    if (c->policy_state)
+        return strdup(c->policy_state);
+    if (c->wb_spool_dir) {
+        (void)mkdir(c->wb_spool_dir, 0700); /* wb_open makes it for a write-back namespace */
+        if (asprintf(&p, "%s/policy.db", c->wb_spool_dir) < 0)
+            return NULL;
+        return p;
+    }
+    return strdup(":memory:");
+}
+
+int policy_engine_start(struct tierd *d, struct policy_engine **out)
+{
+    *out = NULL;
+    struct policy_rules rules;
+    char err[400];
+    int line = 0;
+    int rc = policy_rules_build(&d->cfg, &rules, err, sizeof(err), &line);
+    if (rc) {
+        tier_err_set("%s:%d: %s", d->cfg.file, line, err);
+        return rc;
+    }
+    if (rules.n == 0) {
+        policy_rules_free(&rules);
+        return 0;
+    }
+    struct policy_engine *pe = calloc(1, sizeof(*pe));
+    if (!pe || !(pe->counts = calloc(rules.n, sizeof(*pe->counts)))) {
+        free(pe);
+        policy_rules_free(&rules);
+        return -ENOMEM;
+    }
+    pe->d = d;
+    pe->rules = rules;
+    pthread_mutex_init(&pe->pass_lock, NULL);
+    pthread_mutex_init(&pe->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&pe->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    pe->db_path = default_state(&d->cfg);
+    rc = pe->db_path ? db_open(pe) : -ENOMEM;
+    if (rc == 0) {
+        rc = -pthread_create(&pe->thread, NULL, engine_main, pe);
+        pe->started = rc == 0;
+    }
+    if (rc) {
+        policy_engine_free(pe);
+        return rc;
+    }
+    size_t user = 0;
+    for (size_t i = 0; i < pe->rules.n; i++)
+        user += !pe->rules.v[i].builtin;
+    log_info("policy: %zu rule(s) (%zu from [policy] sections), a pass every %llu ms, copies "
+             "journalled in %s",
+             pe->rules.n, user, (unsigned long long)d->cfg.policy_interval_ms, pe->db_path);
+    *out = pe;
+    return 0;
+}
+
+void policy_engine_stop(struct policy_engine *pe)
+{
+    if (!pe || !pe->started)
+        return;
+    pthread_mutex_lock(&pe->lock);
+    pe->stopping = true;
+    pthread_cond_broadcast(&pe->cond);
+    pthread_mutex_unlock(&pe->lock);
+    pthread_join(pe->thread, NULL);
+    pe->started = false;
+}
+
+void policy_engine_free(struct policy_engine *pe)
+{
+    if (!pe)
+        return;
+    policy_engine_stop(pe);
+    if (pe->db)
+        sqlite3_close(pe->db);
+    free(pe->db_path);
+    policy_rules_free(&pe->rules);
+    free(pe->counts);
+    pthread_cond_destroy(&pe->cond);
+    pthread_mutex_destroy(&pe->lock);
+    pthread_mutex_destroy(&pe->pass_lock);
+    free(pe);
+}
+
+void policy_engine_kick(struct policy_engine *pe)
+{
+    if (!pe)
+        return;
+    pthread_mutex_lock(&pe->lock);
+    pe->kicked = true;
+    pthread_cond_signal(&pe->cond);
+    pthread_mutex_unlock(&pe->lock);
+}
+
+int policy_engine_run(struct policy_engine *pe, const char *policy, bool dry_run, json_t **out)
+{
+    *out = NULL;
+    if (policy) {
+        bool found = false;
+        for (size_t i = 0; i < pe->rules.n; i++)
+            found = found || strcmp(pe->rules.v[i].name, policy) == 0;
+        if (!found)
+            return -ENOENT;
+    }
+    struct pe_pass ps = {.full = true, .dry_run = dry_run, .only = policy, .actions = json_array()};
+    if (!ps.actions)
+        return -ENOMEM;
+    uint64_t t0 = tier_now_mono_ns();
+    pthread_mutex_lock(&pe->pass_lock);
+    int rc = run_pass(pe, &ps);
+    pthread_mutex_unlock(&pe->pass_lock);
+    char err[256] = "";
+    if (rc)
+        tier_strlcpy(err, tier_err_msg(), sizeof(err));
+    json_t *j = json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "dry_run", dry_run, "files",
+                          (json_int_t)ps.files, "done", (json_int_t)ps.done, "deferred",
+                          (json_int_t)ps.deferred, "failed", (json_int_t)ps.failed, "truncated",
+                          (json_int_t)ps.truncated, "duration_ms",
+                          (json_int_t)((tier_now_mono_ns() - t0) / 1000000), "actions", ps.actions);
+    if (j && rc)
+        json_object_set_new(j, "error", json_string(*err ? err : strerror(-rc)));
+    *out = j;
+    return j ? 0 : -ENOMEM;
+}
+
+static json_t *rule_json(const struct policy_engine *pe, size_t i)
+{
+    const struct policy_rule *r = &pe->rules.v[i];
+    const struct tierd_config *c = &pe->d->cfg;
+    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:b}", "name", r->name, "namespace",
+                          c->namespaces[r->ns].path, "prefix", r->prefix, "action",
+                          policy_action_name(r->action), "builtin", r->builtin);
+    if (!j)
+        return NULL;
+    if (r->line)
+        json_object_set_new(j, "line", json_integer(r->line));
+    if (r->glob)
+        json_object_set_new(j, "glob", json_string(r->glob));
+    if (r->match)
+        json_object_set_new(j, "match", json_string(r->match));
+    if (r->min_size)
+        json_object_set_new(j, "min_size", json_integer((json_int_t)r->min_size));
+    if (r->max_size)
+        json_object_set_new(j, "max_size", json_integer((json_int_t)r->max_size));
+    if (r->age_ms)
+        json_object_set_new(j, "age_ms", json_integer((json_int_t)r->age_ms));
+    if (r->keep_last >= 0)
+        json_object_set_new(j, "keep_last", json_integer((json_int_t)r->keep_last));
+    if (r->watermark_pct)
+        json_object_set_new(j, "watermark_pct", json_integer(r->watermark_pct));
+    if (r->action == POLICY_COPY) {
+        char t[BACKEND_KEY_MAX + 80];
+        snprintf(t, sizeof(t), "%s:%s", c->backends[r->copy_backend].name, r->copy_prefix);
+        json_object_set_new(j, "target", json_string(t));
+    }
+    const struct pe_count *n = &pe->counts[i];
+    json_object_set_new(j, "done", json_integer((json_int_t)n->done));
+    json_object_set_new(j, "bytes", json_integer((json_int_t)n->bytes));
+    json_object_set_new(j, "deferred", json_integer((json_int_t)n->deferred));
+    json_object_set_new(j, "failed", json_integer((json_int_t)n->failed));
+    return j;
+}
+
+json_t *policy_engine_status(struct policy_engine *pe)
+{
+    pthread_mutex_lock(&pe->lock);
+    json_t *rules = json_array(), *recent = json_array();
+    for (size_t i = 0; i < pe->rules.n; i++)
+        json_array_append_new(rules, rule_json(pe, i));
+    /* newest first */
+    for (size_t k = 0; k < pe->nrecent; k++) {
+        const struct pe_event *e = &pe->recent[(pe->recent_head + PE_RECENT - 1 - k) % PE_RECENT];
+        const struct policy_rule *r = &pe->rules.v[e->rule];
+        json_array_append_new(recent, json_pack("{s:I, s:s, s:s, s:s, s:s, s:I, s:s}", "at_ns",
+                                                (json_int_t)e->at_ns, "policy", r->name, "action",
+                                                policy_action_name(r->action), "path", e->path,
+                                                "result", e->failed ? "failed" : "done", "bytes",
+                                                (json_int_t)e->bytes, "detail", e->detail));
+    }
+    json_t *j = json_pack("{s:I, s:s, s:I, s:I, s:I, s:I, s:s, s:o, s:o}", "interval_ms",
+                          (json_int_t)pe->d->cfg.policy_interval_ms, "state", pe->db_path, "passes",
+                          (json_int_t)pe->passes, "local_passes", (json_int_t)pe->local_passes,
+                          "last_pass_ns", (json_int_t)pe->last_pass_ns, "last_pass_ms",
+                          (json_int_t)pe->last_pass_ms, "last_error", pe->last_error, "rules",
+                          rules, "recent", recent);
+    pthread_mutex_unlock(&pe->lock);
+    return j;
+}
+
+size_t policy_engine_counts(struct policy_engine *pe, struct policy_counts *out, size_t max)
+{
+    if (!pe)
+        return 0;
+    pthread_mutex_lock(&pe->lock);
+    size_t n = pe->rules.n < max ? pe->rules.n : max;
+    for (size_t i = 0; i < n; i++)
+        out[i] = (struct policy_counts){.name = pe->rules.v[i].name,
+                                        .action = pe->rules.v[i].action,
+                                        .done = pe->counts[i].done,
+                                        .bytes = pe->counts[i].bytes,
+                                        .deferred = pe->counts[i].deferred,
+                                        .failed = pe->counts[i].failed};
+    pthread_mutex_unlock(&pe->lock);
+    return n;
+}

@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test_policy.c - the rules of lifecycle policies (src/daemon/policy_rules.c), without I/O:
+ * rules built from config text (tierd_config_load_string + policy_rules_build), then
+ * policy_select over hand-made file lists: keep_last by a regex's capture (numbers as numbers,
+ * every file of a step together, groups apart, pending files ranked but never selected), by
+ * directory and time (the built-in retention), age, size, glob, watermark; the built-in rule is
+ * made for each write-back namespace and replaced by a namespace's own keep_last demote rule.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "daemon/policy.h"
+#include "daemon/tierd.h"
+
+#define HEAD                                                                                       \
+    "[backend warm]\ntype = posix\nroot = /srv\n"                                                  \
+    "[backend archive]\ntype = posix\nroot = /arch\n"                                              \
+    "[namespace /ck]\nbackend = warm\nprefix = ck\nmode = write-back\n"                            \
+    "[namespace /ds]\nbackend = warm\nprefix = ds\n"                                               \
+    "[writeback]\nspool_dir = /tmp/s\n"                                                            \
+    "[mount]\npath = /mnt/t\n"
+
+static void build(const char *text, struct tierd_config *c, struct policy_rules *r)
+{
+    char err[512];
+    int rc = tierd_config_load_string("t.conf", text, strlen(text), c, err, sizeof(err));
+    if (rc)
+        fail_msg("config: %s", err);
+    int line = 0;
+    rc = policy_rules_build(c, r, err, sizeof(err), &line);
+    if (rc)
+        fail_msg("rules: %d: %s", line, err);
+}
+
+#define S 1000000000LL
+#define D (POLICY_F_DURABLE)
+
+/* The keys selected, space-separated, in the order given. */
+static void selected(const struct policy_rule *r, const struct policy_file *f, size_t n,
+                     int64_t now, unsigned hot, char *out, size_t outsz)
+{
+    size_t sel[64];
+    size_t k = policy_select(r, f, n, now, hot, sel);
+    out[0] = '\0';
+    for (size_t i = 0; i < k; i++) {
+        strncat(out, f[sel[i]].key, outsz - strlen(out) - 1);
+        if (i + 1 < k)
+            strncat(out, " ", outsz - strlen(out) - 1);
+    }
+}
+
+static void test_keep_last_steps(void **state)
+{
+    (void)state;
+    struct tierd_config c;
+    struct policy_rules r;
+    build(HEAD "[policy hot]\nnamespace = /ck\nmatch = step_([0-9]+)/\nkeep_last = 2\n"
+               "action = demote\n",
+          &c, &r);
+    /* the namespace's own keep_last demote rule replaces the built-in retention */
+    assert_int_equal(r.n, 1);
+    assert_false(r.v[0].builtin);
+    /* keys sorted; run a and run b are two groups; step_10 is newer than step_9 */
+    struct policy_file f[] = {
+        {"a/step_10/m.pt", 5, 10 * S, D, NULL},
+        {"a/step_10/o.pt", 5, 10 * S, D, NULL},
+        {"a/step_11/m.pt", 5, 11 * S, POLICY_F_PENDING | POLICY_F_LOCAL, NULL},
+        {"a/step_8/m.pt", 5, 8 * S, D, NULL},
+        {"a/step_8/o.pt", 5, 8 * S, D, NULL},
+        {"a/step_9/m.pt", 5, 9 * S, D | POLICY_F_LOCAL, NULL},
+        {"b/step_1/m.pt", 5, 1 * S, D, NULL},
+        {"b/step_2/m.pt", 5, 2 * S, D, NULL},
+        {"b/step_3/m.pt", 5, 3 * S, D, NULL},
+        {"notastep.txt", 5, 1 * S, D, NULL},
+    };
+    char got[512];
+    selected(&r.v[0], f, sizeof(f) / sizeof(f[0]), 100 * S, 0, got, sizeof(got));
+    /* a keeps 11 (pending: ranked) and 10; 9 and 8 go, oldest step first; b keeps 3, 2 */
+    assert_string_equal(got, "a/step_8/o.pt a/step_8/m.pt a/step_9/m.pt b/step_1/m.pt");
+    policy_rules_free(&r);
+    tierd_config_fini(&c);
+}
+
+static void test_builtin_and_time(void **state)
+{
+    (void)state;
+    struct tierd_config c;
+    struct policy_rules r;
+    build(HEAD, &c, &r);
+    /* retention_keep = 2 (the default): one built-in rule, for the write-back namespace only */
+    assert_int_equal(r.n, 1);
+    assert_true(r.v[0].builtin);
+    assert_true(r.v[0].local_only);
+    assert_int_equal(r.v[0].keep_last, 2);
+    assert_string_equal(c.namespaces[r.v[0].ns].path, "/ck");
+    /* per directory, newest by time: d/ keeps z and x (newest two), y goes; e/ keeps both */
+    struct policy_file f[] = {
+        {"d/x", 1, 30 * S, D | POLICY_F_LOCAL, NULL},
+        {"d/y", 1, 10 * S, D | POLICY_F_LOCAL, NULL},
+        {"d/z", 1, 20 * S, D | POLICY_F_LOCAL, NULL},
+        {"e/a", 1, 1 * S, D, NULL},
+        {"e/b", 1, 2 * S, D, NULL},
+    };
+    char got[256];
+    selected(&r.v[0], f, 5, 100 * S, 0, got, sizeof(got));
+    assert_string_equal(got, "d/y");
+    policy_rules_free(&r);
+    tierd_config_fini(&c);
+}
+
+static void test_filters_and_triggers(void **state)
+{
+    (void)state;
+    struct tierd_config c;
+    struct policy_rules r;
+    build(HEAD "[policy old]\nnamespace = /ds\nprefix = logs/\nglob = logs/*.txt\n"
+               "min_size = 10\nmax_size = 1K\nage = 1h\naction = copy\ntarget = archive:old/\n"
+               "[policy full]\nnamespace = /ds\nwatermark = 90%\naction = demote\n",
+          &c, &r);
+    assert_int_equal(r.n, 3); /* and the built-in one of /ck */
+    int64_t now = 10 * 3600 * S;
+    struct policy_file f[] = {
+        {"logs/a.txt", 100, now - 2 * 3600 * S, D, NULL},   /* yes */
+        {"logs/b.txt", 100, now - 60 * S, D, NULL},         /* too young */
+        {"logs/c.txt", 5, now - 2 * 3600 * S, D, NULL},     /* too small */
+        {"logs/d.txt", 2048, now - 2 * 3600 * S, D, NULL},  /* too large */
+        {"logs/e.bin", 100, now - 2 * 3600 * S, D, NULL},   /* glob */
+        {"logs/s/f.txt", 100, now - 2 * 3600 * S, D, NULL}, /* glob: '*' stops at '/' */
+        {"logs/g.txt", 100, now - 3 * 3600 * S, POLICY_F_PENDING, NULL}, /* not durable */
+        {"other/h.txt", 100, now - 2 * 3600 * S, D, NULL},               /* prefix */
+    };
+    char got[256];
+    selected(&r.v[0], f, 8, now, 0, got, sizeof(got));
+    assert_string_equal(got, "logs/a.txt");
+    assert_string_equal(r.v[0].copy_prefix, "old/");
+    /* the watermark: nothing at 90 %, everything durable above it, oldest first */
+    selected(&r.v[1], f, 8, now, 90, got, sizeof(got));
+    assert_string_equal(got, "");
+    selected(&r.v[1], f, 3, now, 91, got, sizeof(got));
+    assert_string_equal(got, "logs/a.txt logs/c.txt logs/b.txt");
+    policy_rules_free(&r);
+    tierd_config_fini(&c);
+}
+
+static void test_retention_off(void **state)
+{
+    (void)state;
+    struct tierd_config c;
+    struct policy_rules r;
+    char err[256];
+    const char *text = "[backend warm]\ntype = posix\nroot = /srv\n"
+                       "[namespace /ck]\nbackend = warm\nmode = write-back\n"
+                       "[writeback]\nspool_dir = /tmp/s\nretention_keep = 0\n"
+                       "[mount]\npath = /mnt/t\n";
+    assert_int_equal(tierd_config_load_string("t.conf", text, strlen(text), &c, err, sizeof(err)),
+                     0);
+    int line;
+    assert_int_equal(policy_rules_build(&c, &r, err, sizeof(err), &line), 0);
+    /* retention_keep = 0: every uploaded file loses its local copy */
+    assert_int_equal(r.n, 1);
+    assert_int_equal(r.v[0].keep_last, 0);
+    struct policy_file f[] = {{"a", 1, 1, D | POLICY_F_LOCAL, NULL},
+                              {"b", 1, 2, POLICY_F_PENDING | POLICY_F_LOCAL, NULL}};
+    char got[64];
+    selected(&r.v[0], f, 2, 3, 0, got, sizeof(got));
+    assert_string_equal(got, "a");
+    policy_rules_free(&r);
+    tierd_config_fini(&c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_keep_last_steps),
+        cmocka_unit_test(test_builtin_and_time),
+        cmocka_unit_test(test_filters_and_triggers),
+        cmocka_unit_test(test_retention_off),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
