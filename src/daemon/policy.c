@@ -618,6 +618,9 @@ static void act(struct policy_engine *pe, struct pe_pass *ps, size_t ri, size_t 
             return;
         }
         tier_err_clear();
+        /* one line before the bytes move (the crash test aims its kills at it) */
+        log_info("policy %s: copy %s to %s:%s started (%llu bytes)", r->name, path, dst->name, dkey,
+                 (unsigned long long)f->size);
         rc = copy_object(d, ns->be, key, f->size, f->etag, dst, dkey);
         if (rc == 0) {
             char target[BACKEND_KEY_MAX + 80];

@@ -29,11 +29,15 @@
  *     <root>/.tier-mpu/<upload-id>/part-NNNNN   each uploaded part (written atomically)
  *
  *     transition                   function
- *     (none)     -> open           posix_mpu_create    mkdir staging dir, write "key"
+ *     (none)     -> open           posix_mpu_create    mkdir .tier-tmp.<id>, write "key" in it,
+ *                                                      rename it to <id>: an upload is listed
+ *                                                      only with its key (a crash mid-create
+ *                                                      leaves a temp dir, swept when stale)
  *     open       -> open           posix_mpu_put_part  tmp + rename of part-NNNNN
  *     open       -> object         posix_mpu_complete  concatenate parts into a temp file beside
  *                                                      the key, rename, then remove staging
- *     open       -> (none)         posix_mpu_abort     remove the staging dir
+ *     open       -> (none)         posix_mpu_abort     rename the staging dir to .tier-tmp.<id>,
+ *                                                      then remove it (complete does the same)
  *
  * The upload id is 32 lowercase hex characters and is checked before use as a path component.
  * Keys whose segments are ".tier-mpu" or start with ".tier-tmp." are reserved and refused.
@@ -549,6 +553,46 @@ static int mpu_open(const struct posix_backend *pb, const char *key, const char 
     return fd;
 }
 
+/* Temporary staging directories older than this are a crashed create's: removed. */
+#define MPU_TMP_STALE_S 600
+
+/* Remove the temporary staging directories (".tier-tmp.<id>" in .tier-mpu) a crash in the middle
+ * of posix_mpu_create left behind, once stale (a create in progress takes milliseconds). Best
+ * effort. */
+static void mpu_sweep_stale(int mpu)
+{
+    int dfd = dup(mpu);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d) {
+        if (dfd >= 0)
+            close(dfd);
+        return;
+    }
+    time_t now = time(NULL);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        struct stat st;
+        if (strncmp(de->d_name, TMP_PREFIX, sizeof(TMP_PREFIX) - 1) != 0 ||
+            fstatat(mpu, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
+            now - st.st_mtime < MPU_TMP_STALE_S)
+            continue;
+        int sfd = openat(mpu, de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        DIR *sd = sfd >= 0 ? fdopendir(sfd) : NULL;
+        if (!sd) {
+            if (sfd >= 0)
+                close(sfd);
+            continue;
+        }
+        struct dirent *fe;
+        while ((fe = readdir(sd)) != NULL)
+            if (strcmp(fe->d_name, ".") != 0 && strcmp(fe->d_name, "..") != 0)
+                (void)unlinkat(dirfd(sd), fe->d_name, 0);
+        closedir(sd);
+        (void)unlinkat(mpu, de->d_name, AT_REMOVEDIR);
+    }
+    closedir(d);
+}
+
 static int posix_mpu_create(struct backend *be, const char *key, char **upload_id)
 {
     struct posix_backend *pb = to_pb(be);
@@ -562,12 +606,16 @@ static int posix_mpu_create(struct backend *be, const char *key, char **upload_i
     int mpu = open_dir(pb, MPU_DIR, true);
     if (mpu < 0)
         return fail(pb, mpu, "multipart create", key);
+    mpu_sweep_stale(mpu);
     int sfd = -1;
-    if (mkdirat(mpu, id, 0700) != 0) {
+    bool renamed = false;
+    char tmpdir[sizeof(TMP_PREFIX) + UPLOAD_ID_LEN + 1];
+    snprintf(tmpdir, sizeof(tmpdir), TMP_PREFIX "%s", id);
+    if (mkdirat(mpu, tmpdir, 0700) != 0) {
         rc = -errno;
         goto out;
     }
-    sfd = openat(mpu, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    sfd = openat(mpu, tmpdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
     if (sfd < 0) {
         rc = -errno;
         goto out;
@@ -579,6 +627,9 @@ static int posix_mpu_create(struct backend *be, const char *key, char **upload_i
     if (rc == 0)
         rc = tmp_commit(&t, "key", NULL);
     tmp_discard(&t);
+    if (rc == 0 && renameat(mpu, tmpdir, mpu, id) != 0)
+        rc = -errno;
+    renamed = rc == 0;
     if (rc == 0 && fsync(mpu) != 0)
         rc = -errno;
     if (rc == 0) {
@@ -589,7 +640,7 @@ static int posix_mpu_create(struct backend *be, const char *key, char **upload_i
 out:
     if (rc && sfd >= 0) {
         unlinkat(sfd, "key", 0);
-        unlinkat(mpu, id, AT_REMOVEDIR);
+        unlinkat(mpu, renamed ? id : tmpdir, AT_REMOVEDIR);
     }
     if (sfd >= 0)
         close(sfd);
@@ -653,28 +704,36 @@ static int append_file(int dst, int src, char *buf)
     }
 }
 
-/* Remove a staging dir: its files, then itself. */
+/* Remove a staging dir: first renamed to a temporary name (the upload is gone from listings at
+ * once, atomically), then its files, then itself. A crash part-way through leaves a temporary
+ * directory, which no listing shows and mpu_sweep_stale removes once stale; never a directory
+ * under the upload's id that has lost its key (no later abort could find it). */
 static int remove_staging(const struct posix_backend *pb, int sfd, const char *id)
 {
-    DIR *d = fdopendir(dup(sfd));
-    if (!d)
-        return -errno;
-    /* The "key" file goes last: a crash part-way through leaves a staging directory that still
-     * names its key, so a later abort of the same upload id can finish the cleanup. */
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 &&
-            strcmp(de->d_name, "key") != 0)
-            unlinkat(sfd, de->d_name, 0);
-    }
-    closedir(d);
-    unlinkat(sfd, "key", 0);
     int mpu = open_beneath(pb, MPU_DIR, O_RDONLY | O_DIRECTORY, 0);
     if (mpu < 0)
         return mpu;
-    int rc = unlinkat(mpu, id, AT_REMOVEDIR) == 0 ? 0 : -errno;
+    char tmp[sizeof(TMP_PREFIX) + UPLOAD_ID_LEN + 1];
+    snprintf(tmp, sizeof(tmp), TMP_PREFIX "%s", id);
+    if (renameat(mpu, id, mpu, tmp) != 0) {
+        int rc = -errno;
+        close(mpu);
+        return rc;
+    }
+    int dfd = dup(sfd);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (d) {
+        struct dirent *de;
+        while ((de = readdir(d)) != NULL)
+            if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+                unlinkat(sfd, de->d_name, 0);
+        closedir(d);
+    } else if (dfd >= 0) {
+        close(dfd);
+    }
+    int rc = unlinkat(mpu, tmp, AT_REMOVEDIR) == 0 ? 0 : -errno;
     close(mpu);
-    return rc;
+    return rc == -ENOTEMPTY ? 0 : rc; /* the sweep finishes it */
 }
 
 /* Check that part p was uploaded and still has the tag the caller names; fd: the part opened,

@@ -16,3 +16,8 @@ if(TARGET tierd)
     endif()
   endforeach()
 endif()
+if(TARGET tierd)
+  add_test(NAME policy_crash COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_policy_crash.sh)
+  set_tests_properties(policy_crash PROPERTIES TIMEOUT 400 LABELS fuse
+    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+endif()
