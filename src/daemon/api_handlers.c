@@ -452,6 +452,7 @@ static json_t *stats_json(struct tierd *d)
 struct gauge_names {
     struct sched_backend_stats be[TELE_MAX_BACKENDS];
     struct tele_space *space; /* malloc'd: gauges_fini() */
+    struct tele_policy policies[POLICY_MAX_RULES + TIERD_MAX_NAMESPACES];
 };
 
 static void gauges_fini(struct gauge_names *nm)
@@ -528,6 +529,20 @@ static void gather_gauges(struct tierd *d, struct tele_gauges *g, struct gauge_n
         g->wb_failed_files = w.files[WB_FAILED];
         g->wb_oldest_backlog_age_s = g->wb_backlog_files ? oldest_backlog_s(d) : 0.0;
         g->wb_backlog_age_limit_s = (double)d->cfg.health_backlog_ms / 1000.0;
+    }
+    struct policy_engine *pe = __atomic_load_n(&d->policy, __ATOMIC_ACQUIRE);
+    if (pe) {
+        struct policy_counts pc[POLICY_MAX_RULES + TIERD_MAX_NAMESPACES];
+        size_t n = policy_engine_counts(pe, pc, sizeof(pc) / sizeof(pc[0]));
+        for (size_t i = 0; i < n; i++)
+            nm->policies[i] = (struct tele_policy){.name = pc[i].name,
+                                                   .action = policy_action_name(pc[i].action),
+                                                   .done = pc[i].done,
+                                                   .bytes = pc[i].bytes,
+                                                   .deferred = pc[i].deferred,
+                                                   .failed = pc[i].failed};
+        g->npolicies = (unsigned)n;
+        g->policies = nm->policies;
     }
     if (d->sched) {
         size_t n = sched_backend_stats_get(d->sched, nm->be, TELE_MAX_BACKENDS);

@@ -255,6 +255,42 @@ static void render_space(const struct telemetry *t, struct tele_out *o, const st
     }
 }
 
+/* Lifecycle policies: actions by rule, action and result; bytes moved. */
+static void render_policies(struct tele_out *o, const struct tele_gauges *g)
+{
+    static const char *const results[] = {"done", "deferred", "failed"};
+    for (unsigned i = 0; i < g->npolicies; i++) {
+        const struct tele_policy *p = &g->policies[i];
+        if (i == 0)
+            family(o, "tierd_policy_actions_total", "counter",
+                   "Lifecycle policy actions, by policy, action and result (deferred: the file "
+                   "was not durable yet, or waits for its copy).");
+        const uint64_t v[] = {p->done, p->deferred, p->failed};
+        for (int r = 0; r < 3; r++) {
+            tele_out_put(o, "tierd_policy_actions_total{");
+            label(o, "policy", p->name, true);
+            label(o, "action", p->action, false);
+            label(o, "result", results[r], false);
+            tele_out_put(o, "} ");
+            tele_out_u64(o, v[r]);
+            tele_out_put(o, "\n");
+        }
+    }
+    for (unsigned i = 0; i < g->npolicies; i++) {
+        const struct tele_policy *p = &g->policies[i];
+        if (i == 0)
+            family(o, "tierd_policy_bytes_total", "counter",
+                   "Bytes the lifecycle policies' done actions concerned (demoted, copied, "
+                   "expired).");
+        tele_out_put(o, "tierd_policy_bytes_total{");
+        label(o, "policy", p->name, true);
+        label(o, "action", p->action, false);
+        tele_out_put(o, "} ");
+        tele_out_u64(o, p->bytes);
+        tele_out_put(o, "\n");
+    }
+}
+
 static void render_gauges(struct tele_out *o, const struct tele_gauges *g)
 {
     gauge1(o, "tierd_tier_used_bytes", "Bytes used in a cache tier.", "tier", "ram",
@@ -328,6 +364,7 @@ int tele_render_prometheus(struct telemetry *t, const struct tele_gauges *g, str
     if (g) {
         render_gauges(&o, g);
         render_space(t, &o, g);
+        render_policies(&o, g);
     }
     render_health(&o, g);
     dynbuf_fini(&lb);

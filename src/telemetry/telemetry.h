@@ -147,6 +147,13 @@ struct tele_gauges {
         uint64_t bytes, quota; /* quota 0: none */
         uint64_t quota_evictions;
     } * space;
+    /* Lifecycle policies' counters (daemon/policy.h), one per rule in config order; the array is
+     * the caller's (NULL when npolicies is 0). */
+    unsigned npolicies;
+    const struct tele_policy {
+        const char *name, *action;
+        uint64_t done, bytes, deferred, failed;
+    } * policies;
 };
 
 /* Why tierd is degraded. Each kind is exported as tierd_health_reason{reason="<kind>"}. */

@@ -16,6 +16,7 @@
 #     archive, byte-identical (SHA-256 against what was written), and nothing else is there;
 #   - `tierctl policy plan` plans nothing more; `tierctl policy status` counts the demotions and
 #     copies and no failure; a demoted step still reads right through the mount;
+#   - /metrics counts the actions (tierd_policy_actions_total);
 #   - after a restart a forced pass copies nothing again (the copy journal).
 # Waits poll with deadlines; no sleeps.
 set -euo pipefail
@@ -191,6 +192,13 @@ with open(f"{MNT}/ck/run1/step_2/optim.bin", "rb") as f:
 print("ok: plan empty after convergence; status counts; a demoted step reads right")
 PY
 ok "checkpoint series: keep_last = 3 hot, older steps archived, all durable"
+# every action is counted in the telemetry
+m=$(api /metrics) || fail "GET /metrics"
+echo "$m" | grep -qx 'tierd_policy_actions_total{policy="ckpt-archive",action="copy",result="done"} 18' ||
+  fail "/metrics lacks the 18 copies: $(echo "$m" | grep tierd_policy_ | head -8)"
+echo "$m" | grep -qx 'tierd_policy_actions_total{policy="ckpt-hot",action="demote",result="failed"} 0' ||
+  fail "/metrics lacks ckpt-hot's failures (0): $(echo "$m" | grep tierd_policy_ | head -8)"
+ok "/metrics counts the policies' actions"
 
 # after a restart, a forced pass copies nothing again (the copy journal) and fails nothing
 stop_tierd
