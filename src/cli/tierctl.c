@@ -1058,9 +1058,10 @@ static int cmd_policy(struct ctl *ctl, int argc, char **argv)
         for (size_t i = 0; i < json_array_size(acts); i++) {
             const json_t *a = json_array_get(acts, i);
             const char *res = jstr(a, "result", "?");
-            printf("%s%s %s %s (policy %s)%s%s\n", strcmp(res, "planned") == 0 ? "would " : "",
-                   jstr(a, "action", "?"), strcmp(res, "planned") == 0 ? "" : res,
-                   jstr(a, "path", "?"), jstr(a, "policy", "?"), *jstr(a, "detail", "") ? ": " : "",
+            bool planned = strcmp(res, "planned") == 0;
+            printf("%s%s%s%s %s (policy %s)%s%s\n", planned ? "would " : "", jstr(a, "action", "?"),
+                   planned ? "" : " ", planned ? "" : res, jstr(a, "path", "?"),
+                   jstr(a, "policy", "?"), *jstr(a, "detail", "") ? ": " : "",
                    jstr(a, "detail", ""));
         }
         printf("%s: %llu files, %llu %s, %llu deferred, %llu failed%s%s\n", plan ? "plan" : "run",

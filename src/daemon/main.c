@@ -438,11 +438,13 @@ static const char *tele_tenant_name(void *ud, uint32_t id)
 
 static void teardown(struct tierd *d)
 {
+    /* first: a pass in progress (its thread's, or one a /v1/policy/run call is waiting for)
+     * stops at its next action; the API's later calls run no action */
+    policy_engine_stop(d->policy);
     tierd_api_stop(d->api);
     d->api = NULL;
     tierfs_free(d->fuse);
     d->fuse = NULL;
-    policy_engine_stop(d->policy); /* before its users go: the burst buffer, the stager */
     wb_close(d->wb);
     d->wb = NULL;
     policy_engine_free(__atomic_exchange_n(&d->policy, NULL, __ATOMIC_ACQ_REL));

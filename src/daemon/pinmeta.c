@@ -112,7 +112,11 @@ size_t pinmeta_forget(struct pinmeta *pm, const char *backend, const char *prefi
     size_t plen = strlen(prefix), gone = 0;
     pthread_mutex_lock(&pm->mu);
     size_t i = lower(pm, backend, prefix), j = i;
-    while (j < pm->n && has_prefix(&pm->v[j], backend, prefix, plen)) {
+    /* as cache_pin's rules: "" the whole backend, "dir/" a directory, else one exact key (an
+     * unpin of d/a.bin must not forget d/a.bin.bak, still pinned) */
+    bool exact = plen > 0 && prefix[plen - 1] != '/';
+    while (j < pm->n && has_prefix(&pm->v[j], backend, prefix, plen) &&
+           (!exact || pm->v[j].key[plen] == '\0')) {
         free(pm->v[j].backend);
         free(pm->v[j].key);
         j++;

@@ -29,7 +29,8 @@ void pinmeta_free(struct pinmeta *pm);
 /* Remember backend:key (a newer note replaces an older one). */
 int pinmeta_note(struct pinmeta *pm, const char *backend, const char *key,
                  const struct pinmeta_obj *o);
-/* Forget every key of backend starting with prefix (unpin); returns how many. */
+/* Forget what an unpin of the pin rule prefix releases (cache_pin's matching: "" every key of
+ * backend, a prefix ending in '/' every key under it, else that exact key); returns how many. */
 size_t pinmeta_forget(struct pinmeta *pm, const char *backend, const char *prefix);
 /* 0 and *o for a pinned object, 1 for a directory above one (a key under "key/"), -ENOENT. */
 int pinmeta_stat(struct pinmeta *pm, const char *backend, const char *key, struct pinmeta_obj *o);

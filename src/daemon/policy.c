@@ -10,13 +10,13 @@
  * burst buffer's journal: what is local, what is not uploaded yet), sorted by key; then each
  * rule in config order selects its files (policy_select) and each selected file gets the rule's
  * action. Only files the backend holds whole are acted on; a file with a generation not
- * uploaded yet is left for a later pass ("deferred").
+ * uploaded yet is left for a later pass.
  *
  * Crash safety (SIGKILL anywhere): every action is idempotent, or journalled.
  *   - demote: wb_demote is a journalled transition; cache_evict only drops copies.
  *   - copy: the object is read pinned to the source's ETag (If-Match) and written whole (one
  *     PUT, or a multipart upload that appears only at complete); then the target is stat'ed
- *     (size) and only then the copy is journalled (rule, key, source ETag) in the engine's
+ *     (size) and only then the copy is journalled (rule, key, source ETag, target) in the engine's
  *     SQLite file. A kill before the journal write copies again at the next pass: the same
  *     bytes onto the same key, so a key is never duplicated. Multipart uploads of the key left
  *     by a killed copy are listed and aborted before a new one starts.
@@ -25,9 +25,10 @@
  *
  * STATE of one file under one rule, per pass (no state is kept between passes but the copy
  * journal, so there is no transition table beyond this):
- *   not selected -> nothing; selected and not durable -> deferred (counted); selected, the
- *   action finds nothing to do (already demoted, copied, pinned) -> nothing; else done or
- *   failed (counted, logged, in the recent-actions ring).
+ *   not durable (pending) -> never selected; selected, the action finds nothing to do (already
+ *   demoted, copied, pinned) -> nothing; selected, the action cannot take it yet (busy local
+ *   copy, expire waiting for its copy, changed since the listing) -> deferred (counted);
+ *   else done or failed (counted, logged, in the recent-actions ring).
  */
 #include <errno.h>
 #include <jansson.h>
@@ -131,17 +132,32 @@ static int db_open(struct policy_engine *pe)
     return 0;
 }
 
-/* Has rule copied backend key (absolute) at version etag? */
+/* The target of rule r's copy of relative key rel: its key, and "BACKEND:KEY". 0, or
+ * -ENAMETOOLONG. */
+static int copy_target(const struct tierd *d, const struct policy_rule *r, const char *rel,
+                       char *dkey, size_t dsz, char *target, size_t tsz)
+{
+    const char *bname = d->backends[r->copy_backend]->name;
+    if (snprintf(dkey, dsz, "%s%s", r->copy_prefix, rel) >= (int)dsz ||
+        snprintf(target, tsz, "%s:%s", bname, dkey) >= (int)tsz)
+        return -ENAMETOOLONG;
+    return 0;
+}
+
+/* Has rule r copied backend key (absolute) at version etag to target ("BACKEND:KEY")? A rule
+ * whose target changed copies again. */
 static bool db_copied(struct policy_engine *pe, const struct policy_rule *r, const char *key,
-                      const char *etag)
+                      const char *etag, const char *target)
 {
     sqlite3_stmt *st = NULL;
     bool yes = false;
-    if (sqlite3_prepare_v2(pe->db, "SELECT etag FROM copies WHERE rule = ?1 AND key = ?2", -1, &st,
-                           NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(pe->db,
+                           "SELECT etag FROM copies WHERE rule = ?1 AND key = ?2 AND target = ?3",
+                           -1, &st, NULL) != SQLITE_OK)
         return false;
     sqlite3_bind_text(st, 1, r->name, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, target, -1, SQLITE_STATIC);
     if (sqlite3_step(st) == SQLITE_ROW) {
         const unsigned char *e = sqlite3_column_text(st, 0);
         yes = e && etag && strcmp((const char *)e, etag) == 0;
@@ -171,6 +187,9 @@ static int db_record(struct policy_engine *pe, const struct policy_rule *r, cons
 }
 
 /* ---- files of a namespace ---------------------------------------------------------------- */
+
+/* A file's entry came from the burst buffer (engine-private flag beside policy.h's). */
+#define PE_F_WB 0x100u
 
 struct pe_files {
     struct policy_file *v; /* v[i].key and v[i].etag are owned (pf_free) */
@@ -221,8 +240,10 @@ static int file_key_cmp(const void *a, const void *b)
 }
 
 /* Sort by key and merge the entries of one key (the listing's and the burst buffer's
- * generations): flags or'ed; size and mtime of the newest; the ETag of a local generation
- * before the listing's. */
+ * generations): flags or'ed; size, mtime and ETag all from one entry: the burst buffer's newest
+ * (its seal time ranks keep_last the same in a full pass as in a local one), else the listing's.
+ * When the listing and the buffer name different versions of the key (it changed between the
+ * two reads), the file is left for the next pass (pending). */
 static void files_merge(struct pe_files *f)
 {
     if (f->n == 0)
@@ -232,16 +253,18 @@ static void files_merge(struct pe_files *f)
     for (size_t i = 0; i < f->n; i++) {
         if (o > 0 && strcmp(f->v[o - 1].key, f->v[i].key) == 0) {
             struct policy_file *a = &f->v[o - 1], *b = &f->v[i];
-            a->flags |= b->flags;
-            if (b->mtime_ns >= a->mtime_ns) {
-                a->mtime_ns = b->mtime_ns;
-                a->size = b->size;
-            }
-            if (b->etag && (!a->etag || (b->flags & POLICY_F_LOCAL))) {
+            bool differ = a->etag && b->etag && strcmp(a->etag, b->etag) != 0;
+            unsigned fl = a->flags | b->flags;
+            bool b_wins =
+                (b->flags & PE_F_WB) && (!(a->flags & PE_F_WB) || b->mtime_ns >= a->mtime_ns);
+            if (b_wins) {
                 const char *t = a->etag;
                 a->etag = b->etag;
                 b->etag = t;
+                a->size = b->size;
+                a->mtime_ns = b->mtime_ns;
             }
+            a->flags = fl | (differ ? POLICY_F_PENDING : 0);
             pf_free(b->key);
             pf_free(b->etag);
             continue;
@@ -307,7 +330,7 @@ static int list_wb(struct tierd *d, struct tierd_ns *ns, const char *prefix, str
         if (strlen(v[i].key) < nspl)
             continue;
         rc = files_add(f, v[i].key + nspl, v[i].size_bytes, v[i].sealed_ns ? v[i].sealed_ns : now,
-                       fl, v[i].etag);
+                       fl | PE_F_WB, v[i].etag);
     }
     wb_list_free(v, n);
     return rc;
@@ -346,7 +369,7 @@ static void record(struct policy_engine *pe, struct pe_pass *ps, size_t ri, cons
                        : result == 0       ? "planned"
                        : result == -EAGAIN ? "deferred"
                                            : "failed";
-    if (result != 0) {
+    if (result != 0 && !ps->dry_run) {
         pthread_mutex_lock(&pe->lock);
         struct pe_count *c = &pe->counts[ri];
         if (result == 1) {
@@ -371,7 +394,9 @@ static void record(struct policy_engine *pe, struct pe_pass *ps, size_t ri, cons
         }
         pthread_mutex_unlock(&pe->lock);
     }
-    if (result == 1)
+    if (ps->dry_run)
+        ; /* a plan changes nothing: no counter, no log */
+    else if (result == 1)
         log_info("policy %s: %s %s%s%s", r->name, policy_action_name(r->action), path,
                  detail && *detail ? ": " : "", detail ? detail : "");
     else if (result < 0 && result != -EAGAIN)
@@ -412,14 +437,30 @@ static unsigned hot_fill_pct(struct tierd *d)
     return cap ? (unsigned)(used * 100 / cap) : 0;
 }
 
-/* Read len bytes at off of key, pinned to etag, into buf (all of them or an error). */
+/* Read len bytes at off of key, pinned to etag, into buf (all of them or an error). The object
+ * must have size bytes (the listing's): a source of another size is -ESTALE. */
 static int read_full(struct backend *be, const char *key, uint64_t off, void *buf, size_t len,
-                     const char *etag)
+                     const char *etag, uint64_t size)
 {
     size_t got = 0;
+    if (len == 0) {
+        struct backend_stat st;
+        int rc = backend_stat(be, &pe_io, key, &st);
+        if (rc == 0 && (st.size_bytes != size || strcmp(st.etag, etag) != 0)) {
+            tier_err_set("%s changed since it was listed", key);
+            rc = -ESTALE;
+        }
+        return rc;
+    }
     while (got < len) {
+        struct backend_stat st;
         ssize_t n =
-            backend_read(be, &pe_io, key, off + got, (char *)buf + got, len - got, etag, NULL);
+            backend_read(be, &pe_io, key, off + got, (char *)buf + got, len - got, etag, &st);
+        if (n >= 0 && st.size_bytes != size) {
+            tier_err_set("%s has %llu bytes, not the %llu listed: it changed", key,
+                         (unsigned long long)st.size_bytes, (unsigned long long)size);
+            return -ESTALE;
+        }
         if (n < 0)
             return (int)n;
         if (n == 0) {
@@ -443,7 +484,7 @@ static int copy_object(struct tierd *d, struct backend *src, const char *key, ui
         void *buf = malloc(size ? size : 1);
         if (!buf)
             return -ENOMEM;
-        rc = read_full(src, key, 0, buf, size, etag);
+        rc = read_full(src, key, 0, buf, size, etag, size);
         if (rc == 0)
             rc = backend_put(dst, &pe_io, dkey, buf, size, NULL);
         free(buf);
@@ -471,7 +512,7 @@ static int copy_object(struct tierd *d, struct backend *src, const char *key, ui
         for (size_t i = 0; i < nparts && rc == 0; i++) {
             uint64_t off = (uint64_t)i * part;
             size_t len = (size_t)(size - off < part ? size - off : part);
-            rc = read_full(src, key, off, buf, len, etag);
+            rc = read_full(src, key, off, buf, len, etag, size);
             if (rc == 0) {
                 parts[i].number = (int)i + 1;
                 rc = backend_mpu_put_part(dst, &pe_io, dkey, uid, (int)i + 1, buf, len,
@@ -544,7 +585,11 @@ static void act(struct policy_engine *pe, struct pe_pass *ps, size_t ri, size_t 
             return;
         }
         int w = wbns && (f->flags & POLICY_F_LOCAL) ? wb_demote(d->wb, ns->be->name, key) : 0;
-        long blocks = r->local_only || !d->cache ? 0 : cache_evict(d->cache, ns->be->name, key);
+        /* cache_evict walks the whole cache: only for an object that has cached blocks */
+        bool cached =
+            !r->local_only && d->cache && f->etag &&
+            cache_cached_bytes(d->cache, &(struct cache_obj){ns->be, key, f->etag, f->size}) > 0;
+        long blocks = cached ? cache_evict(d->cache, ns->be->name, key) : 0;
         if (w < 0 && w != -EAGAIN) {
             snprintf(detail, sizeof(detail), "cannot drop the local copy: %s", strerror(-w));
             rc = w;
@@ -583,6 +628,7 @@ static void act(struct policy_engine *pe, struct pe_pass *ps, size_t ri, size_t 
                 break;
             }
         }
+        batch->pin = r->action == POLICY_PIN;
         if (batch->n < PE_STAGE_PATHS && (batch->owned[batch->n] = strdup(path))) {
             batch->paths[batch->n] = batch->owned[batch->n];
             batch->n++;
@@ -603,32 +649,29 @@ static void act(struct policy_engine *pe, struct pe_pass *ps, size_t ri, size_t 
         break;
     case POLICY_COPY: {
         struct backend *dst = d->backends[r->copy_backend];
-        char dkey[BACKEND_KEY_MAX + 1];
+        char dkey[BACKEND_KEY_MAX + 1], target[BACKEND_KEY_MAX + 80];
         if (!f->etag ||
-            snprintf(dkey, sizeof(dkey), "%s%s", r->copy_prefix, f->key) >= (int)sizeof(dkey)) {
+            copy_target(d, r, f->key, dkey, sizeof(dkey), target, sizeof(target)) != 0) {
             record(pe, ps, ri, path, -EINVAL, 0,
                    f->etag ? "the target key would be too long" : "the backend gave no ETag");
             return;
         }
-        if (db_copied(pe, r, key, f->etag))
+        if (db_copied(pe, r, key, f->etag, target))
             return;
-        snprintf(detail, sizeof(detail), "to %s:%.400s", dst->name, dkey);
+        snprintf(detail, sizeof(detail), "to %.500s", target);
         if (ps->dry_run) {
             record(pe, ps, ri, path, 0, f->size, detail);
             return;
         }
         tier_err_clear();
         /* one line before the bytes move (the crash test aims its kills at it) */
-        log_info("policy %s: copy %s to %s:%s started (%llu bytes)", r->name, path, dst->name, dkey,
+        log_info("policy %s: copy %s to %s started (%llu bytes)", r->name, path, target,
                  (unsigned long long)f->size);
         rc = copy_object(d, ns->be, key, f->size, f->etag, dst, dkey);
-        if (rc == 0) {
-            char target[BACKEND_KEY_MAX + 80];
-            snprintf(target, sizeof(target), "%s:%s", dst->name, dkey);
+        if (rc == 0)
             rc = db_record(pe, r, key, f->etag, target, f->size);
-        }
         if (rc) {
-            snprintf(detail, sizeof(detail), "to %s:%.200s: %.300s", dst->name, dkey,
+            snprintf(detail, sizeof(detail), "to %.300s: %.280s", target,
                      *tier_err_msg() ? tier_err_msg() : strerror(-rc));
             if (rc == -ESTALE)
                 rc = -EAGAIN; /* it changed under the copy: the next pass takes the new one */
@@ -642,32 +685,44 @@ static void act(struct policy_engine *pe, struct pe_pass *ps, size_t ri, size_t 
         /* never before every copy rule that takes the file has copied this version */
         for (size_t i = 0; i < pe->rules.n; i++) {
             const struct policy_rule *c = &pe->rules.v[i];
+            char dkey[BACKEND_KEY_MAX + 1], target[BACKEND_KEY_MAX + 80];
             if (c->action != POLICY_COPY || c->ns != nsi || !policy_matches(c, f))
                 continue;
-            if (!f->etag || !db_copied(pe, c, key, f->etag)) {
-                if (ps->dry_run)
-                    record(pe, ps, ri, path, -EAGAIN, 0, "waits for its copy");
-                else
-                    record(pe, ps, ri, path, -EAGAIN, 0, NULL);
+            if (!f->etag ||
+                copy_target(d, c, f->key, dkey, sizeof(dkey), target, sizeof(target)) != 0 ||
+                !db_copied(pe, c, key, f->etag, target)) {
+                record(pe, ps, ri, path, -EAGAIN, 0, ps->dry_run ? "waits for its copy" : NULL);
                 return;
             }
+        }
+        if (!f->etag) {
+            record(pe, ps, ri, path, -EINVAL, 0, "the backend gave no ETag");
+            return;
         }
         if (ps->dry_run) {
             record(pe, ps, ri, path, 0, f->size, NULL);
             return;
         }
+        /* Only the version the pass saw, and only if no generation is being written: checked
+         * again right before the delete (a pass may take minutes). */
         tier_err_clear();
         rc = -ENOENT;
         if (d->wb && ns->conf->mode == TIERD_NS_WRITE_BACK)
-            rc = wb_unlink(d->wb, ns->be->name, key);
-        if (rc == -ENOENT)
-            rc = backend_del(ns->be, &pe_io, key);
+            rc = wb_unlink_if(d->wb, ns->be->name, key, f->etag);
+        if (rc == -ENOENT) {
+            struct backend_stat st;
+            rc = backend_stat(ns->be, &pe_io, key, &st);
+            if (rc == 0 && strcmp(st.etag, f->etag) != 0)
+                rc = -EAGAIN; /* overwritten since the listing: not the version seen */
+            else if (rc == 0)
+                rc = backend_del(ns->be, &pe_io, key);
+        }
         if (rc == 0 || rc == -ENOENT) {
             if (d->cache)
                 (void)cache_evict(d->cache, ns->be->name, key);
             rc = 1;
             bytes = f->size;
-        } else {
+        } else if (rc != -EAGAIN) {
             snprintf(detail, sizeof(detail), "%s",
                      *tier_err_msg() ? tier_err_msg() : strerror(-rc));
         }
@@ -686,7 +741,7 @@ static void start_batch(struct policy_engine *pe, struct pe_pass *ps, size_t ri,
         return;
     struct tierd *d = pe->d;
     uint64_t job = 0;
-    int rc = d->stages ? stage_start(d->stages, b->paths, b->n, false, &job) : -ENOTSUP;
+    int rc = d->stages ? stage_start(d->stages, b->paths, b->n, b->pin, &job) : -ENOTSUP;
     char detail[200];
     if (rc == 0)
         snprintf(detail, sizeof(detail), "staging job %llu", (unsigned long long)job);
@@ -774,6 +829,8 @@ static int run_pass(struct policy_engine *pe, struct pe_pass *ps)
                     break;
                 if (r->watermark_pct && !ps->dry_run && hot_fill_pct(d) <= r->watermark_pct)
                     break; /* below the watermark again */
+                if (policy_yields(&pe->rules, r, &files.v[sel[j]]))
+                    continue; /* the namespace's own rule has it */
                 act(pe, ps, i, n, &files.v[sel[j]], batch);
             }
             if (ps->dry_run) {

@@ -78,10 +78,10 @@ struct policy_rules {
 };
 
 /* Build the rules of cfg: its [policy NAME] sections in order, then the built-in retention rule
- * of each write-back namespace (when retention_keep >= 0 and the namespace has no keep_last
- * rule of its own with action demote, which then replaces it). 0, or -EINVAL with err filled
- * with what is wrong and how to fix it, and *err_line its line (config.c prefixes "FILE:LINE: "),
- * or -ENOMEM. */
+ * of each write-back namespace (when retention_keep >= 0; it leaves alone the files a rule of
+ * the namespace's own with action demote, stage or pin takes: policy_yields). 0, or -EINVAL with
+ * err filled with what is wrong and how to fix it, and *err_line its line (config.c prefixes
+ * "FILE:LINE: "), or -ENOMEM. */
 int policy_rules_build(const struct tierd_config *cfg, struct policy_rules *out, char *err,
                        size_t errsz, int *err_line);
 void policy_rules_free(struct policy_rules *r);
@@ -101,6 +101,10 @@ struct policy_file {
 
 /* Does rule r's filter (prefix, size, glob, match; not its triggers) take f? */
 bool policy_matches(const struct policy_rule *r, const struct policy_file *f);
+/* Does the built-in rule r leave f to a rule of rules (of its namespace, from a [policy]
+ * section, demote, stage or pin) that takes it? False for a rule that is not built in. */
+bool policy_yields(const struct policy_rules *rules, const struct policy_rule *r,
+                   const struct policy_file *f);
 
 /* The files of files[0..n) (sorted by key) that rule r selects now, as indexes into sel
  * (caller's, n entries), in the order the action should take them (keep_last: oldest unit

@@ -317,8 +317,25 @@ static bool actions_contradict(const struct policy_rule *a, const struct policy_
            a->copy_backend == b->copy_backend && strcmp(a->copy_prefix, b->copy_prefix) == 0;
 }
 
+/* A write-back namespace on the copy target's backend whose prefix and the target's overlap
+ * (one inside the other), or -1. */
+static int wb_ns_overlap(const struct tierd_config *c, const struct policy_rule *r)
+{
+    for (size_t n = 0; n < c->nnamespaces; n++) {
+        const struct tierd_ns_conf *ns = &c->namespaces[n];
+        if (ns->mode != TIERD_NS_WRITE_BACK || !ns->backend ||
+            strcmp(ns->backend, c->backends[r->copy_backend].name) != 0)
+            continue;
+        size_t a = strlen(ns->prefix), t = strlen(r->copy_prefix);
+        if (strncmp(ns->prefix, r->copy_prefix, a < t ? a : t) == 0)
+            return (int)n;
+    }
+    return -1;
+}
+
 static void build_one(struct builder *b, const struct tierd_policy_conf *pc, struct policy_rule *r)
 {
+    int target_ns;
     const struct tierd_config *c = b->cfg;
     r->line = pc->conf_line;
     r->keep_last = -1;
@@ -381,6 +398,12 @@ static void build_one(struct builder *b, const struct tierd_policy_conf *pc, str
               "[policy %s] target = %s:%s is inside the namespace it copies from (the copies "
               "would be copied again): choose another backend or prefix",
               pc->name, c->backends[r->copy_backend].name, r->copy_prefix);
+    else if (r->action == POLICY_COPY && (target_ns = wb_ns_overlap(c, r)) >= 0)
+        bfail(b, target_line,
+              "[policy %s] target = %s:%s overlaps the write-back namespace %s (line %d), whose "
+              "uploads a copy could disturb: choose another backend or prefix",
+              pc->name, c->backends[r->copy_backend].name, r->copy_prefix,
+              c->namespaces[target_ns].path, c->namespaces[target_ns].conf_line);
     else if (r->keep_last >= 0 && r->match && r->re.re_nsub < 1)
         bfail(b, keep_line,
               "[policy %s] keep_last with match = '%s' needs a capture group for the step, like "
@@ -422,16 +445,10 @@ int policy_rules_build(const struct tierd_config *cfg, struct policy_rules *out,
                       strlen(y->prefix) > strlen(x->prefix) ? y->prefix : x->prefix);
         }
     }
-    /* [writeback] retention_keep: the built-in rule of each write-back namespace, unless the
-     * namespace has a keep_last demote rule of its own */
+    /* [writeback] retention_keep: the built-in rule of each write-back namespace (it leaves the
+     * files a rule of the namespace's own demotes, stages or pins to that rule: policy.c) */
     for (size_t n = 0; n < cfg->nnamespaces && !b.rc && cfg->wb_retention_keep >= 0; n++) {
         if (cfg->namespaces[n].mode != TIERD_NS_WRITE_BACK)
-            continue;
-        bool own = false;
-        for (size_t i = 0; i < out->n; i++)
-            own = own || (out->v[i].ns == n && out->v[i].keep_last >= 0 &&
-                          out->v[i].action == POLICY_DEMOTE && !out->v[i].builtin);
-        if (own)
             continue;
         struct policy_rule *r = &out->v[out->n++];
         tier_strlcpy(r->name, "writeback-retention", sizeof(r->name));
@@ -472,6 +489,21 @@ bool policy_matches(const struct policy_rule *r, const struct policy_file *f)
     return filter_match(r, f, NULL);
 }
 
+bool policy_yields(const struct policy_rules *rules, const struct policy_rule *r,
+                   const struct policy_file *f)
+{
+    if (!r->builtin)
+        return false;
+    for (size_t i = 0; i < rules->n; i++) {
+        const struct policy_rule *o = &rules->v[i];
+        if (!o->builtin && o->ns == r->ns &&
+            (o->action == POLICY_DEMOTE || o->action == POLICY_STAGE || o->action == POLICY_PIN) &&
+            filter_match(o, f, NULL))
+            return true;
+    }
+    return false;
+}
+
 /* A file of a keep_last ranking: its group (key[0..glen)) and unit (key[uoff..uoff+ulen)). */
 struct ranked {
     size_t idx;
@@ -491,7 +523,8 @@ static bool all_digits(const char *s, size_t n)
     return true;
 }
 
-/* Units compare as numbers when both are digits ("step_10" after "step_9"), else as bytes. */
+/* Units compare as numbers when both are digits ("step_10" after "step_9"); all-digit units
+ * come before the others, which compare as bytes (a total order, as qsort needs). */
 static int unit_cmp(const struct ranked *a, const struct ranked *b)
 {
     if (a->by_time) {
@@ -501,7 +534,10 @@ static int unit_cmp(const struct ranked *a, const struct ranked *b)
     }
     const char *x = a->key + a->uoff, *y = b->key + b->uoff;
     size_t xl = a->ulen, yl = b->ulen;
-    if (all_digits(x, xl) && all_digits(y, yl)) {
+    bool dx = all_digits(x, xl), dy = all_digits(y, yl);
+    if (dx != dy)
+        return dx ? -1 : 1;
+    if (dx) {
         while (xl > 1 && *x == '0')
             x++, xl--;
         while (yl > 1 && *y == '0')

@@ -639,8 +639,14 @@ static int posix_mpu_create(struct backend *be, const char *key, char **upload_i
     }
 out:
     if (rc && sfd >= 0) {
+        /* back to the temporary name first: never an upload id without its key */
+        if (renamed && renameat(mpu, id, mpu, tmpdir) != 0) {
+            close(sfd);
+            close(mpu);
+            return fail(pb, rc, "multipart create", key); /* listed with its key: abortable */
+        }
         unlinkat(sfd, "key", 0);
-        unlinkat(mpu, renamed ? id : tmpdir, AT_REMOVEDIR);
+        unlinkat(mpu, tmpdir, AT_REMOVEDIR);
     }
     if (sfd >= 0)
         close(sfd);
@@ -720,6 +726,7 @@ static int remove_staging(const struct posix_backend *pb, int sfd, const char *i
         close(mpu);
         return rc;
     }
+    (void)utimensat(mpu, tmp, NULL, 0); /* fresh: a sweep leaves it to us */
     int dfd = dup(sfd);
     DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
     if (d) {
@@ -733,7 +740,8 @@ static int remove_staging(const struct posix_backend *pb, int sfd, const char *i
     }
     int rc = unlinkat(mpu, tmp, AT_REMOVEDIR) == 0 ? 0 : -errno;
     close(mpu);
-    return rc == -ENOTEMPTY ? 0 : rc; /* the sweep finishes it */
+    /* ENOTEMPTY: the sweep finishes it; ENOENT: a sweep took it already (its mtime was old) */
+    return rc == -ENOTEMPTY || rc == -ENOENT ? 0 : rc;
 }
 
 /* Check that part p was uploaded and still has the tag the caller names; fd: the part opened,

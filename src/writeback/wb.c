@@ -1278,12 +1278,29 @@ void wb_file_discard(struct wb_file *fh)
 
 /* ---- namespace operations -------------------------------------------------------------------- */
 
-int wb_unlink(struct wb *wb, const char *backend_name, const char *key)
+/* Is e the uploaded generation etag (UPLOADED or EVICTABLE with that ETag)? */
+static bool entry_is_version(const struct wb_entry *e, const char *etag)
+{
+    return (e->state == WB_UPLOADED || e->state == WB_EVICTABLE) && strcmp(e->etag, etag) == 0;
+}
+
+/* wb_unlink, and with if_etag (wb_unlink_if) only while every live generation of key is the
+ * uploaded version if_etag: checked before each cancel, with the lock held (quiesce() may drop
+ * it, and a writer may create a generation meanwhile). */
+static int unlink_key(struct wb *wb, const char *backend_name, const char *key, const char *if_etag)
 {
     int rc = check_names(backend_name, key);
     if (rc)
         return rc;
     pthread_mutex_lock(&wb->lock);
+    if (if_etag) {
+        struct entry_iter it;
+        iter_init(&it, wb, backend_name, key);
+        for (struct wb_entry *x; rc == 0 && (x = iter_next(&it)) != NULL;)
+            if (strcmp(x->key, key) == 0 && x->state != WB_CANCELLED &&
+                !entry_is_version(x, if_etag))
+                rc = -EAGAIN;
+    }
     /* Every generation: an OPEN replacement (WB_CREATE_REPLACE_AT_SEAL) and the one it would
      * have replaced. quiesce() drops the lock, so look again until none is left. */
     bool found = false;
@@ -1292,6 +1309,10 @@ int wb_unlink(struct wb *wb, const char *backend_name, const char *key)
         e = quiesce(wb, e);
         if (!e || e->state == WB_CANCELLED)
             continue;
+        if (if_etag && !entry_is_version(e, if_etag)) {
+            rc = -EAGAIN;
+            break;
+        }
         found = true;
         rc = cancel_entry(wb, e);
     }
@@ -1299,6 +1320,16 @@ int wb_unlink(struct wb *wb, const char *backend_name, const char *key)
         rc = -ENOENT;
     pthread_mutex_unlock(&wb->lock);
     return rc;
+}
+
+int wb_unlink(struct wb *wb, const char *backend_name, const char *key)
+{
+    return unlink_key(wb, backend_name, key, NULL);
+}
+
+int wb_unlink_if(struct wb *wb, const char *backend_name, const char *key, const char *etag)
+{
+    return unlink_key(wb, backend_name, key, etag ? etag : "");
 }
 
 static struct wb_entry *entry_new(const char *backend, const char *key)

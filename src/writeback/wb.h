@@ -196,6 +196,10 @@ int64_t wb_file_id(const struct wb_file *fh);
  * object does not exist. -ENOENT if the burst buffer does not know the key (the caller then deals
  * with the backend directly). */
 int wb_unlink(struct wb *wb, const char *backend_name, const char *key);
+/* wb_unlink, but only while every live generation of the key is the uploaded version etag
+ * (UPLOADED or EVICTABLE with that ETag): -EAGAIN otherwise (a newer generation is being written
+ * or uploaded), and nothing is cancelled. The lifecycle policies' expire. */
+int wb_unlink_if(struct wb *wb, const char *backend_name, const char *key, const char *etag);
 /* Rename within one backend. Not yet uploaded: re-key (a multipart upload under the old key is
  * aborted and restarted). Uploaded with a local copy: re-key, re-upload from the local copy, and
  * delete the old object. Evicted (no local copy): -EXDEV (the caller copies through the backend).

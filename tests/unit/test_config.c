@@ -157,6 +157,10 @@ static const struct bad_case bad_cases[] = {
     {BASE "[policy p]\nnamespace = /d\naction = demote\naction = pin\n",
      {"t.conf:11:", "duplicate key 'action'"}},
     {BASE "[daemon]\npolicy_interval = 10ms\n", {"t.conf:9:", "policy_interval"}},
+    {BASE "[backend arch]\ntype = posix\nroot = /a\n[writeback]\nspool_dir = /s\n"
+          "[namespace /w]\nbackend = arch\nmode = write-back\n"
+          "[policy p]\nnamespace = /d\naction = copy\ntarget = arch:w/\n",
+     {"t.conf:19:", "overlaps the write-back namespace /w (line 13)"}},
     {BASE "[writeback]\ndurability = maybe\n", {"t.conf:9:", "allowed: local, remote"}},
     {BASE "[namespace /e]\n", {"t.conf:8:", "[namespace /e] is missing required key 'backend'"}},
     {BASE "[namespace data]\nbackend = warm\n", {"t.conf:8:", "must start with '/'"}},

@@ -64,9 +64,15 @@ static void test_keep_last_steps(void **state)
     build(HEAD "[policy hot]\nnamespace = /ck\nmatch = step_([0-9]+)/\nkeep_last = 2\n"
                "action = demote\n",
           &c, &r);
-    /* the namespace's own keep_last demote rule replaces the built-in retention */
-    assert_int_equal(r.n, 1);
+    /* the built-in retention stays, and leaves the files of the namespace's own rule to it */
+    assert_int_equal(r.n, 2);
     assert_false(r.v[0].builtin);
+    assert_true(r.v[1].builtin);
+    struct policy_file step = {"a/step_1/m.pt", 1, 1, D | POLICY_F_LOCAL, NULL};
+    struct policy_file other = {"a/notes.txt", 1, 1, D | POLICY_F_LOCAL, NULL};
+    assert_true(policy_yields(&r, &r.v[1], &step));
+    assert_false(policy_yields(&r, &r.v[1], &other));
+    assert_false(policy_yields(&r, &r.v[0], &step)); /* only a built-in rule yields */
     /* keys sorted; run a and run b are two groups; step_10 is newer than step_9 */
     struct policy_file f[] = {
         {"a/step_10/m.pt", 5, 10 * S, D, NULL},
@@ -84,6 +90,29 @@ static void test_keep_last_steps(void **state)
     selected(&r.v[0], f, sizeof(f) / sizeof(f[0]), 100 * S, 0, got, sizeof(got));
     /* a keeps 11 (pending: ranked) and 10; 9 and 8 go, oldest step first; b keeps 3, 2 */
     assert_string_equal(got, "a/step_8/o.pt a/step_8/m.pt a/step_9/m.pt b/step_1/m.pt");
+    policy_rules_free(&r);
+    tierd_config_fini(&c);
+}
+
+/* Steps that are not all digits: numbers first (as numbers), then the others as bytes, a total
+ * order ("9" < "10" < "1a" < "9b"): qsort needs one. */
+static void test_keep_last_mixed_units(void **state)
+{
+    (void)state;
+    struct tierd_config c;
+    struct policy_rules r;
+    build(HEAD "[policy hot]\nnamespace = /ck\nmatch = s_([^/]+)/\nkeep_last = 1\n"
+               "action = demote\n",
+          &c, &r);
+    struct policy_file f[] = {
+        {"s_10/m", 1, 1, D, NULL},
+        {"s_1a/m", 1, 1, D, NULL},
+        {"s_9/m", 1, 1, D, NULL},
+        {"s_9b/m", 1, 1, D, NULL},
+    };
+    char got[128];
+    selected(&r.v[0], f, 4, 10 * S, 0, got, sizeof(got));
+    assert_string_equal(got, "s_9/m s_10/m s_1a/m");
     policy_rules_free(&r);
     tierd_config_fini(&c);
 }
@@ -178,9 +207,8 @@ static void test_retention_off(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_keep_last_steps),
-        cmocka_unit_test(test_builtin_and_time),
-        cmocka_unit_test(test_filters_and_triggers),
+        cmocka_unit_test(test_keep_last_steps),  cmocka_unit_test(test_keep_last_mixed_units),
+        cmocka_unit_test(test_builtin_and_time), cmocka_unit_test(test_filters_and_triggers),
         cmocka_unit_test(test_retention_off),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
