@@ -45,6 +45,7 @@
 #include "common/log.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
+#include "daemon/access.h"
 #include "daemon/dataset.h"
 #include "daemon/pinmeta.h"
 #include "daemon/policy.h"
@@ -94,6 +95,7 @@ struct policy_engine {
 
     pthread_t thread;
     bool started;
+    int64_t start_ns; /* realtime: reads before it are unknown (idle) */
 };
 
 /* One pass's work: what it did or plans, for the answer of run and plan. */
@@ -807,6 +809,16 @@ static int run_pass(struct policy_engine *pe, struct pe_pass *ps)
         free(prefix);
         files_merge(&files);
         ps->files += files.n;
+        bool idle = false;
+        for (size_t i = 0; i < pe->rules.n; i++)
+            idle = idle || (pe->rules.v[i].ns == n && pe->rules.v[i].idle_ms);
+        for (size_t i = 0; idle && d->access && i < files.n; i++) {
+            char k[BACKEND_KEY_MAX + 1];
+            snprintf(k, sizeof(k), "%s%s", ns->conf->prefix ? ns->conf->prefix : "",
+                     files.v[i].key);
+            int64_t at = access_last(d->access, ns->be->name, k);
+            files.v[i].atime_ns = at > pe->start_ns ? at : pe->start_ns;
+        }
         size_t *sel = malloc((files.n ? files.n : 1) * sizeof(*sel));
         if (!sel) {
             files_free(&files);
@@ -952,7 +964,13 @@ int policy_engine_start(struct tierd *d, struct policy_engine **out)
     pthread_cond_init(&pe->cond, &ca);
     pthread_condattr_destroy(&ca);
     pe->db_path = default_state(&d->cfg);
+    pe->start_ns = (int64_t)tier_now_real_ns();
     rc = pe->db_path ? db_open(pe) : -ENOMEM;
+    bool idle = false;
+    for (size_t i = 0; i < pe->rules.n; i++)
+        idle = idle || pe->rules.v[i].idle_ms;
+    if (rc == 0 && idle) /* 1 M objects' last reads (16 MiB), before the mount notes any */
+        rc = access_log_new(20, &d->access);
     if (rc == 0) {
         rc = -pthread_create(&pe->thread, NULL, engine_main, pe);
         pe->started = rc == 0;
@@ -993,6 +1011,8 @@ void policy_engine_free(struct policy_engine *pe)
     free(pe->db_path);
     policy_rules_free(&pe->rules);
     free(pe->counts);
+    access_log_free(pe->d->access); /* after the mount, its only writer */
+    pe->d->access = NULL;
     pthread_cond_destroy(&pe->cond);
     pthread_mutex_destroy(&pe->lock);
     pthread_mutex_destroy(&pe->pass_lock);

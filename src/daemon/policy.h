@@ -59,11 +59,13 @@ struct policy_rule {
     char *match;                 /* the regex as written, or NULL */
     regex_t re;                  /* match compiled (POSIX extended), valid when match != NULL */
     uint64_t min_size, max_size; /* max 0: no bound */
-    /* triggers: all given must hold */
-    uint64_t age_ms;        /* 0: none; older than this since its mtime (upload or seal) */
-    int64_t keep_last;      /* -1: none; every file but those of the newest K units of its
-                             * group (see policy_select) */
-    unsigned watermark_pct; /* 0: none; while the hot tier is fuller than this */
+                                 /* triggers: all given must hold */
+    uint64_t age_ms;             /* 0: none; older than this since its mtime (upload or seal) */
+    uint64_t idle_ms;            /* 0: none; not read through the mount for this long (access.h;
+                                  * reads before tierd started are unknown: its start counts) */
+    int64_t keep_last;           /* -1: none; every file but those of the newest K units of its
+                                  * group (see policy_select) */
+    unsigned watermark_pct;      /* 0: none; while the hot tier is fuller than this */
     enum policy_action action;
     int copy_backend;  /* index in cfg->backends (POLICY_COPY) */
     char *copy_prefix; /* "" or ending in '/' */
@@ -97,6 +99,7 @@ struct policy_file {
     int64_t mtime_ns; /* realtime */
     unsigned flags;
     const char *etag; /* the durable object's version tag (the engine's; may be NULL) */
+    int64_t atime_ns; /* its last read (idle rules), at least tierd's start; 0: unknown */
 };
 
 /* Does rule r's filter (prefix, size, glob, match; not its triggers) take f? */

@@ -26,9 +26,9 @@ const char *policy_action_name(enum policy_action a)
 
 /* Keys a [policy] section may have. The filters and triggers the issue names that this version
  * does not build are refused by name, with what to use instead, rather than ignored. */
-static const char *const known_keys[] = {"namespace", "prefix",   "glob",   "match",
-                                         "min_size",  "max_size", "age",    "keep_last",
-                                         "watermark", "action",   "target", "allow_delete"};
+static const char *const known_keys[] = {
+    "namespace", "prefix",    "glob",      "match",  "min_size", "max_size",    "age",
+    "idle",      "keep_last", "watermark", "action", "target",   "allow_delete"};
 #define NKNOWN (sizeof(known_keys) / sizeof(known_keys[0]))
 
 struct builder {
@@ -252,10 +252,11 @@ static void set_key(struct builder *b, const struct tierd_policy_conf *pc, struc
         else
             r->allow_delete = bv != 0;
     } else if (strcmp(key, "idle") == 0) {
-        bfail(b, line,
-              "[policy %s] idle (time since the last read) is not built in this version of "
-              "tierd; use age (time since the file was written) instead",
-              sect);
+        if (parse_age(val, &u) || u == 0)
+            bfail(b, line, "[policy %s] idle = '%s' is not a duration above 0 (like 30m, 12h, 7d)",
+                  sect, val);
+        else
+            r->idle_ms = u;
     } else if (strcmp(key, "tenant") == 0 || strcmp(key, "dataset") == 0) {
         bfail(b, line,
               "[policy %s] the %s filter is not built in this version of tierd (filter by "
@@ -276,7 +277,7 @@ static void set_key(struct builder *b, const struct tierd_policy_conf *pc, struc
         }
         bfail(b, line,
               "[policy %s] unknown key '%s'%s (allowed: namespace, prefix, glob, match, min_size, "
-              "max_size, age, keep_last, watermark, action, target, allow_delete)",
+              "max_size, age, idle, keep_last, watermark, action, target, allow_delete)",
               sect, key, near);
     }
 }
@@ -593,6 +594,11 @@ static bool selectable(const struct policy_rule *r, const struct policy_file *f,
         return false; /* only what the backend holds whole, and no newer generation waits */
     if (r->age_ms && (now_ns - f->mtime_ns) / 1000000 < (int64_t)r->age_ms)
         return false;
+    if (r->idle_ms) {
+        int64_t last = f->atime_ns > f->mtime_ns ? f->atime_ns : f->mtime_ns;
+        if ((now_ns - last) / 1000000 < (int64_t)r->idle_ms)
+            return false;
+    }
     return true;
 }
 

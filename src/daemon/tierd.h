@@ -224,6 +224,7 @@ struct telemetry;     /* telemetry/telemetry.h */
 struct tenant_reg;    /* tenant/tenant.h */
 struct jobs;          /* jobs.h */
 struct policy_engine; /* policy.h */
+struct access_log;    /* access.h */
 
 struct tierd {
     struct tierd_config cfg;
@@ -254,6 +255,9 @@ struct tierd {
     struct hints *hints;          /* epoch-order hints (hints.h) */
     struct jobs *jobs;            /* job admission (jobs.h): reservations, queue, pins */
     struct policy_engine *policy; /* lifecycle policies (policy.h); NULL: no rule */
+    /* last reads by object for the policies' idle trigger (access.h): made and freed by the
+     * policy engine, set before the mount starts; NULL when no rule has idle */
+    struct access_log *access;
 };
 
 /* The tenant registry of cfg: [tenants] limits, then every [tenant NAME] in order (its rule, if

@@ -22,6 +22,7 @@
 
 #include "common/log.h"
 #include "common/timeutil.h"
+#include "daemon/access.h"
 #include "daemon/hints.h"
 #include "fuse/fuse_int.h"
 
@@ -41,13 +42,28 @@ struct tfs_file {
     uint64_t ino;
     struct tier_ioctx io; /* the opener's, bound at open: readahead arrives without its pid */
     pthread_mutex_t mu;
-    uint64_t last_end;        /* mu: end of the previous read */
-    uint64_t prefetched_upto; /* mu: first block index not yet queued for prefetch */
-    uint64_t ra_window;       /* mu: read-ahead window, blocks (0: not started) */
-    uint64_t ra_mark;         /* mu: first block queued since the window last grew (or MAX) */
-    bool stale_logged;        /* mu */
-    _Atomic bool hint_seen;   /* the hint engine counted this open's read of the file's end */
+    uint64_t last_end;            /* mu: end of the previous read */
+    uint64_t prefetched_upto;     /* mu: first block index not yet queued for prefetch */
+    uint64_t ra_window;           /* mu: read-ahead window, blocks (0: not started) */
+    uint64_t ra_mark;             /* mu: first block queued since the window last grew (or MAX) */
+    bool stale_logged;            /* mu */
+    _Atomic bool hint_seen;       /* the hint engine counted this open's read of the file's end */
+    _Atomic uint64_t access_mono; /* when this handle last noted a read (access.h), mono ns */
 };
+
+/* Note a read of h's object for the policies' idle trigger (d->access; none: no rule has idle),
+ * at most once a second per handle. */
+static void note_access(struct tierd_fuse *fs, struct tfs_file *h)
+{
+    if (!fs->d->access)
+        return;
+    uint64_t now = tier_now_mono_ns(),
+             last = atomic_load_explicit(&h->access_mono, memory_order_relaxed);
+    if (last && now - last < 1000000000ULL)
+        return;
+    atomic_store_explicit(&h->access_mono, now, memory_order_relaxed);
+    access_note(fs->d->access, h->be->name, h->key, (int64_t)tier_now_real_ns());
+}
 
 static void file_destroy(struct tfs_file *h)
 {
@@ -230,6 +246,7 @@ void tfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fi->noflush = 1;
     fi->fh = (uint64_t)(uintptr_t)h;
     tfs_handle_track(fs, &h->hb, TFS_H_READ);
+    note_access(fs, h);
     listing_prefetch(fs, n, h->be, h->key, &io);
     tfs_op_done(fs, &io, TELE_OP_OPEN, -1, os, 0, 0);
     if (fuse_reply_open(req, fi) != 0)
@@ -420,6 +437,7 @@ void tfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct 
         fuse_reply_err(req, tfs_errno((int)n));
     } else {
         /* before the reply: once the kernel has it, release may free the handle */
+        note_access(fs, h);
         maybe_prefetch(fs, h, (uint64_t)off, (size_t)n);
         hints_observe(fs->d->hints, h->io.tenant, h->be, h->key, (uint64_t)off, (size_t)n,
                       h->size_bytes, &h->hint_seen);

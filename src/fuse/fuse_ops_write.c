@@ -54,6 +54,7 @@
 #include "common/log.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
+#include "daemon/access.h"
 #include "daemon/dataset.h"
 #include "fuse/fuse_int.h"
 #include "writeback/wb.h"
@@ -661,6 +662,8 @@ static void w_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (rc)
         goto fail;
     bool writable = (fi->flags & O_ACCMODE) != O_RDONLY;
+    if (fs->d->access) /* the policies' idle trigger (access.h) */
+        access_note(fs->d->access, ns->be->name, key, (int64_t)tier_now_real_ns());
     rc = handle_new(fs, &io, n, ns, key, writable, &h);
     if (rc)
         goto fail;

@@ -17,6 +17,8 @@
 #   - `tierctl policy plan` plans nothing more; `tierctl policy status` counts the demotions and
 #     copies and no failure; a demoted step still reads right through the mount;
 #   - /metrics counts the actions (tierd_policy_actions_total);
+#   - idle = 3s on a read-cache namespace: of two cached files, the one read every 0.2 s stays,
+#     the other is demoted once unread for 3 s;
 #   - after a restart a forced pass copies nothing again (the copy journal).
 # Waits poll with deadlines; no sleeps.
 set -euo pipefail
@@ -45,6 +47,7 @@ mkdir -p "$MNT" "$T/spool"
     tierd_conf_posix archive "$T/archive"
   fi
   tierd_conf_ns /ck warm "prefix = ck" "mode = write-back"
+  tierd_conf_ns /ds warm "prefix = ds"
   tierd_conf_section writeback "spool_dir = $T/spool" "upload_holdoff = 0" "part_size = 5M"
   tierd_conf_section daemon "policy_interval = 1s"
   tierd_conf_section cache "ram_size = 64M" "block_size = 1M"
@@ -54,7 +57,18 @@ mkdir -p "$MNT" "$T/spool"
     "keep_last = 3" "action = demote"
   tierd_conf_section "policy ckpt-archive" "namespace = /ck" "match = step_([0-9]+)/" \
     "keep_last = 3" "action = copy" "target = archive:runs/"
+  tierd_conf_section "policy cold-ds" "namespace = /ds" "idle = 3s" "action = demote"
 } >"$CONF"
+# two dataset files for the idle rule
+head -c $((1 << 20)) /dev/urandom >"$T/a.bin"
+head -c $((1 << 20)) /dev/urandom >"$T/b.bin"
+for f in a b; do
+  if [ "$KIND" = rgw ]; then
+    tierd_s3 -T "$T/$f.bin" "$S3_ENDPOINT/$BUCKET/ds/$f.bin" >/dev/null || fail "PUT ds/$f.bin"
+  else
+    mkdir -p "$DATA/ds" && cp "$T/$f.bin" "$DATA/ds/$f.bin"
+  fi
+done
 start_tierd
 
 export KIND T MNT SOCK TIERCTL DATA BUCKET="${BUCKET:-}" ARCH="${ARCH:-}"
@@ -200,6 +214,29 @@ echo "$m" | grep -qx 'tierd_policy_actions_total{policy="ckpt-archive",action="c
 echo "$m" | grep -qx 'tierd_policy_actions_total{policy="ckpt-hot",action="demote",result="failed"} 0' ||
   fail "/metrics lacks ckpt-hot's failures (0): $(echo "$m" | grep tierd_policy_ | head -8)"
 ok "/metrics counts the policies' actions"
+
+# idle = 3s: a file read all along stays hot, the other is demoted once unread for 3 s
+export MNT
+python3 - <<'PY' || fail "the idle rule"
+import json, os, subprocess, sys, time
+MNT, SOCK, TIERCTL = os.environ["MNT"], os.environ["SOCK"], os.environ["TIERCTL"]
+def demoted():
+    out = subprocess.run([TIERCTL, "-s", SOCK, "policy", "status", "--json"], check=True,
+                         capture_output=True, text=True).stdout
+    return {e["path"] for e in json.loads(out)["recent"] if e["policy"] == "cold-ds"}
+for f in ("a", "b"):
+    open(f"{MNT}/ds/{f}.bin", "rb").read()
+t0 = time.monotonic()
+while "/ds/b.bin" not in demoted():
+    if time.monotonic() - t0 > 60:
+        sys.exit(f"FAIL: /ds/b.bin was not demoted within 60 s: {demoted()}")
+    open(f"{MNT}/ds/a.bin", "rb").read()  # a's reader goes on
+    time.sleep(0.2)  # the reader's pace, not a synchronisation
+took = time.monotonic() - t0
+if "/ds/a.bin" in demoted():
+    sys.exit("FAIL: /ds/a.bin was demoted although it was read every 0.2 s")
+print(f"ok: the unread file demoted after {took:.1f} s (idle = 3s), the one being read kept")
+PY
 
 # after a restart, a forced pass copies nothing again (the copy journal) and fails nothing
 stop_tierd

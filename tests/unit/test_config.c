@@ -120,8 +120,10 @@ static const struct bad_case bad_cases[] = {
     {BASE "[writeback]\nretention_keep = -1\n", {"t.conf:9:", "retention_keep"}},
     {BASE "[writeback]\n[writeback]\n", {"t.conf:9:", "duplicate section [writeback]"}},
     /* [policy NAME] (docs/POLICIES.md): every error at its line */
-    {BASE "[policy p]\nnamespace = /d\naction = demote\nidle = 1h\n",
-     {"t.conf:11:", "idle", "not built", "use age"}},
+    {BASE "[policy p]\nnamespace = /d\naction = demote\nidle = a while\n",
+     {"t.conf:11:", "idle = 'a while'", "not a duration"}},
+    {BASE "[policy p]\nnamespace = /d\naction = demote\ntenant = x\n",
+     {"t.conf:11:", "tenant filter is not built"}},
     {BASE "[policy p]\nnamespace = /d\naction = demote\nwhen = 1h\n",
      {"t.conf:11:", "unknown key 'when'", "keep_last"}},
     {BASE "[policy p]\nnamespace = /d\nmatch = step_([0-9]+\naction = demote\n",

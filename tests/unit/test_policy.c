@@ -68,23 +68,23 @@ static void test_keep_last_steps(void **state)
     assert_int_equal(r.n, 2);
     assert_false(r.v[0].builtin);
     assert_true(r.v[1].builtin);
-    struct policy_file step = {"a/step_1/m.pt", 1, 1, D | POLICY_F_LOCAL, NULL};
-    struct policy_file other = {"a/notes.txt", 1, 1, D | POLICY_F_LOCAL, NULL};
+    struct policy_file step = {"a/step_1/m.pt", 1, 1, D | POLICY_F_LOCAL, NULL, 0};
+    struct policy_file other = {"a/notes.txt", 1, 1, D | POLICY_F_LOCAL, NULL, 0};
     assert_true(policy_yields(&r, &r.v[1], &step));
     assert_false(policy_yields(&r, &r.v[1], &other));
     assert_false(policy_yields(&r, &r.v[0], &step)); /* only a built-in rule yields */
     /* keys sorted; run a and run b are two groups; step_10 is newer than step_9 */
     struct policy_file f[] = {
-        {"a/step_10/m.pt", 5, 10 * S, D, NULL},
-        {"a/step_10/o.pt", 5, 10 * S, D, NULL},
-        {"a/step_11/m.pt", 5, 11 * S, POLICY_F_PENDING | POLICY_F_LOCAL, NULL},
-        {"a/step_8/m.pt", 5, 8 * S, D, NULL},
-        {"a/step_8/o.pt", 5, 8 * S, D, NULL},
-        {"a/step_9/m.pt", 5, 9 * S, D | POLICY_F_LOCAL, NULL},
-        {"b/step_1/m.pt", 5, 1 * S, D, NULL},
-        {"b/step_2/m.pt", 5, 2 * S, D, NULL},
-        {"b/step_3/m.pt", 5, 3 * S, D, NULL},
-        {"notastep.txt", 5, 1 * S, D, NULL},
+        {"a/step_10/m.pt", 5, 10 * S, D, NULL, 0},
+        {"a/step_10/o.pt", 5, 10 * S, D, NULL, 0},
+        {"a/step_11/m.pt", 5, 11 * S, POLICY_F_PENDING | POLICY_F_LOCAL, NULL, 0},
+        {"a/step_8/m.pt", 5, 8 * S, D, NULL, 0},
+        {"a/step_8/o.pt", 5, 8 * S, D, NULL, 0},
+        {"a/step_9/m.pt", 5, 9 * S, D | POLICY_F_LOCAL, NULL, 0},
+        {"b/step_1/m.pt", 5, 1 * S, D, NULL, 0},
+        {"b/step_2/m.pt", 5, 2 * S, D, NULL, 0},
+        {"b/step_3/m.pt", 5, 3 * S, D, NULL, 0},
+        {"notastep.txt", 5, 1 * S, D, NULL, 0},
     };
     char got[512];
     selected(&r.v[0], f, sizeof(f) / sizeof(f[0]), 100 * S, 0, got, sizeof(got));
@@ -105,10 +105,10 @@ static void test_keep_last_mixed_units(void **state)
                "action = demote\n",
           &c, &r);
     struct policy_file f[] = {
-        {"s_10/m", 1, 1, D, NULL},
-        {"s_1a/m", 1, 1, D, NULL},
-        {"s_9/m", 1, 1, D, NULL},
-        {"s_9b/m", 1, 1, D, NULL},
+        {"s_10/m", 1, 1, D, NULL, 0},
+        {"s_1a/m", 1, 1, D, NULL, 0},
+        {"s_9/m", 1, 1, D, NULL, 0},
+        {"s_9b/m", 1, 1, D, NULL, 0},
     };
     char got[128];
     selected(&r.v[0], f, 4, 10 * S, 0, got, sizeof(got));
@@ -131,11 +131,11 @@ static void test_builtin_and_time(void **state)
     assert_string_equal(c.namespaces[r.v[0].ns].path, "/ck");
     /* per directory, newest by time: d/ keeps z and x (newest two), y goes; e/ keeps both */
     struct policy_file f[] = {
-        {"d/x", 1, 30 * S, D | POLICY_F_LOCAL, NULL},
-        {"d/y", 1, 10 * S, D | POLICY_F_LOCAL, NULL},
-        {"d/z", 1, 20 * S, D | POLICY_F_LOCAL, NULL},
-        {"e/a", 1, 1 * S, D, NULL},
-        {"e/b", 1, 2 * S, D, NULL},
+        {"d/x", 1, 30 * S, D | POLICY_F_LOCAL, NULL, 0},
+        {"d/y", 1, 10 * S, D | POLICY_F_LOCAL, NULL, 0},
+        {"d/z", 1, 20 * S, D | POLICY_F_LOCAL, NULL, 0},
+        {"e/a", 1, 1 * S, D, NULL, 0},
+        {"e/b", 1, 2 * S, D, NULL, 0},
     };
     char got[256];
     selected(&r.v[0], f, 5, 100 * S, 0, got, sizeof(got));
@@ -156,14 +156,14 @@ static void test_filters_and_triggers(void **state)
     assert_int_equal(r.n, 3); /* and the built-in one of /ck */
     int64_t now = 10 * 3600 * S;
     struct policy_file f[] = {
-        {"logs/a.txt", 100, now - 2 * 3600 * S, D, NULL},   /* yes */
-        {"logs/b.txt", 100, now - 60 * S, D, NULL},         /* too young */
-        {"logs/c.txt", 5, now - 2 * 3600 * S, D, NULL},     /* too small */
-        {"logs/d.txt", 2048, now - 2 * 3600 * S, D, NULL},  /* too large */
-        {"logs/e.bin", 100, now - 2 * 3600 * S, D, NULL},   /* glob */
-        {"logs/s/f.txt", 100, now - 2 * 3600 * S, D, NULL}, /* glob: '*' stops at '/' */
-        {"logs/g.txt", 100, now - 3 * 3600 * S, POLICY_F_PENDING, NULL}, /* not durable */
-        {"other/h.txt", 100, now - 2 * 3600 * S, D, NULL},               /* prefix */
+        {"logs/a.txt", 100, now - 2 * 3600 * S, D, NULL, 0},   /* yes */
+        {"logs/b.txt", 100, now - 60 * S, D, NULL, 0},         /* too young */
+        {"logs/c.txt", 5, now - 2 * 3600 * S, D, NULL, 0},     /* too small */
+        {"logs/d.txt", 2048, now - 2 * 3600 * S, D, NULL, 0},  /* too large */
+        {"logs/e.bin", 100, now - 2 * 3600 * S, D, NULL, 0},   /* glob */
+        {"logs/s/f.txt", 100, now - 2 * 3600 * S, D, NULL, 0}, /* glob: '*' stops at '/' */
+        {"logs/g.txt", 100, now - 3 * 3600 * S, POLICY_F_PENDING, NULL, 0}, /* not durable */
+        {"other/h.txt", 100, now - 2 * 3600 * S, D, NULL, 0},               /* prefix */
     };
     char got[256];
     selected(&r.v[0], f, 8, now, 0, got, sizeof(got));
@@ -174,6 +174,28 @@ static void test_filters_and_triggers(void **state)
     assert_string_equal(got, "");
     selected(&r.v[1], f, 3, now, 91, got, sizeof(got));
     assert_string_equal(got, "logs/a.txt logs/c.txt logs/b.txt");
+    policy_rules_free(&r);
+    tierd_config_fini(&c);
+}
+
+/* idle: the last read (or the write, when later) must be older than the bound */
+static void test_idle(void **state)
+{
+    (void)state;
+    struct tierd_config c;
+    struct policy_rules r;
+    build(HEAD "[policy cold]\nnamespace = /ds\nidle = 1h\naction = demote\n", &c, &r);
+    int64_t now = 100 * 3600 * S;
+    struct policy_file f[] = {
+        {"a", 1, now - 5 * 3600 * S, D, NULL, now - 2 * 3600 * S}, /* read 2 h ago: idle */
+        {"b", 1, now - 5 * 3600 * S, D, NULL, now - 60 * S},       /* read a minute ago */
+        {"c", 1, now - 60 * S, D, NULL, now - 5 * 3600 * S},       /* written a minute ago */
+        {"d", 1, now - 5 * 3600 * S, D, NULL, 0},                  /* never read: idle */
+    };
+    char got[64];
+    selected(&r.v[0], f, 4, now, 0, got, sizeof(got));
+    assert_string_equal(got, "a d");
+    assert_int_equal(r.v[0].idle_ms, 3600000);
     policy_rules_free(&r);
     tierd_config_fini(&c);
 }
@@ -195,8 +217,8 @@ static void test_retention_off(void **state)
     /* retention_keep = 0: every uploaded file loses its local copy */
     assert_int_equal(r.n, 1);
     assert_int_equal(r.v[0].keep_last, 0);
-    struct policy_file f[] = {{"a", 1, 1, D | POLICY_F_LOCAL, NULL},
-                              {"b", 1, 2, POLICY_F_PENDING | POLICY_F_LOCAL, NULL}};
+    struct policy_file f[] = {{"a", 1, 1, D | POLICY_F_LOCAL, NULL, 0},
+                              {"b", 1, 2, POLICY_F_PENDING | POLICY_F_LOCAL, NULL, 0}};
     char got[64];
     selected(&r.v[0], f, 2, 3, 0, got, sizeof(got));
     assert_string_equal(got, "a");
@@ -209,7 +231,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_keep_last_steps),  cmocka_unit_test(test_keep_last_mixed_units),
         cmocka_unit_test(test_builtin_and_time), cmocka_unit_test(test_filters_and_triggers),
-        cmocka_unit_test(test_retention_off),
+        cmocka_unit_test(test_retention_off),    cmocka_unit_test(test_idle),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

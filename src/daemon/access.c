@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * access.c - last-read times by object (access.h): a 4-way set-associative table of (hash, time)
+ * pairs in relaxed atomics.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "daemon/access.h"
+
+#define WAYS 4
+
+struct slot {
+    _Atomic uint64_t tag; /* 0: empty */
+    _Atomic int64_t at_ns;
+};
+
+struct access_log {
+    size_t nsets; /* a power of two */
+    struct slot *v;
+};
+
+int access_log_new(unsigned bits, struct access_log **out)
+{
+    if (bits < 4 || bits > 26)
+        return -EINVAL;
+    struct access_log *a = calloc(1, sizeof(*a));
+    if (!a)
+        return -ENOMEM;
+    a->nsets = ((size_t)1 << bits) / WAYS;
+    a->v = calloc(a->nsets * WAYS, sizeof(*a->v));
+    if (!a->v) {
+        free(a);
+        return -ENOMEM;
+    }
+    *out = a;
+    return 0;
+}
+
+void access_log_free(struct access_log *a)
+{
+    if (!a)
+        return;
+    free(a->v);
+    free(a);
+}
+
+static uint64_t tag_of(const char *backend, const char *key)
+{
+    uint64_t seed = XXH3_64bits(backend, strlen(backend));
+    uint64_t h = XXH3_64bits_withSeed(key, strlen(key), seed);
+    return h ? h : 1;
+}
+
+void access_note(struct access_log *a, const char *backend, const char *key, int64_t now_ns)
+{
+    if (!a)
+        return;
+    uint64_t t = tag_of(backend, key);
+    struct slot *set = &a->v[(t & (a->nsets - 1)) * WAYS];
+    size_t victim = 0;
+    int64_t oldest = INT64_MAX;
+    for (size_t w = 0; w < WAYS; w++) {
+        uint64_t have = atomic_load_explicit(&set[w].tag, memory_order_relaxed);
+        if (have == t) {
+            atomic_store_explicit(&set[w].at_ns, now_ns, memory_order_relaxed);
+            return;
+        }
+        int64_t at = have ? atomic_load_explicit(&set[w].at_ns, memory_order_relaxed) : INT64_MIN;
+        if (at < oldest) {
+            oldest = at;
+            victim = w;
+        }
+    }
+    atomic_store_explicit(&set[victim].at_ns, now_ns, memory_order_relaxed);
+    atomic_store_explicit(&set[victim].tag, t, memory_order_relaxed);
+}
+
+int64_t access_last(const struct access_log *a, const char *backend, const char *key)
+{
+    if (!a)
+        return 0;
+    uint64_t t = tag_of(backend, key);
+    const struct slot *set = &a->v[(t & (a->nsets - 1)) * WAYS];
+    for (size_t w = 0; w < WAYS; w++)
+        if (atomic_load_explicit(&set[w].tag, memory_order_relaxed) == t)
+            return atomic_load_explicit(&set[w].at_ns, memory_order_relaxed);
+    return 0;
+}
