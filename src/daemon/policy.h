@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * policy.h - lifecycle policies (docs/POLICIES.md): `[policy NAME]` sections of tierd.conf, each
- * a filter (namespace, prefix, glob, regex, size), triggers (age, keep_last, the hot tier's
- * watermark) and one action (demote, stage, pin, unpin, copy, expire), evaluated continuously by
- * one engine thread and on demand (`tierctl policy plan|run|status`, /v1/policy).
+ * a filter (namespace, prefix, glob, regex, size), triggers (age, idle, keep_last, the hot
+ * tier's watermark) and one action (demote, stage, pin, unpin, copy, expire), evaluated by
+ * one engine thread continuously and on demand (`tierctl policy plan|run|status`, /v1/policy).
  *
  * Two halves:
  *   - rules (policy_rules.c): parse and check the sections (every error "FILE:LINE: ..."; used
