@@ -38,6 +38,7 @@
 #include "daemon/hints.h"
 #include "daemon/dataset.h"
 #include "daemon/jobs.h"
+#include "daemon/manifest.h"
 #include "daemon/pinmeta.h"
 #include "daemon/policy.h"
 #include "daemon/stage.h"
@@ -779,6 +780,51 @@ static int path_to_prefix(struct tierd *d, const char *path, struct tierd_ns **n
     return 0;
 }
 
+/* A dataset version's path (dataset.h, DATASET_VIEW) as the key prefix of its tree it stands
+ * for: pins and evictions go by key, so a version's pin is its tree's keys (the blocks of every
+ * version of them). 1: not such a path; 0; -errno with a message. */
+static int version_prefix(struct tierd *d, const char *path, struct tierd_ns **ns, char **prefix)
+{
+    char *tree = NULL, name[MANIFEST_NAME_MAX];
+    const char *rest = NULL;
+    int rc = dataset_view_path(path, &tree, name, &rest);
+    if (rc == -ENOENT)
+        return 1;
+    if (rc == 1) {
+        tier_err_set("%s is a directory of the versions' view, not a version", path);
+        return -EINVAL;
+    }
+    if (rc)
+        return rc;
+    char *tkey = NULL;
+    bool is_root = false;
+    struct manifest m;
+    memset(&m, 0, sizeof(m));
+    rc = tierd_resolve(d, tree, ns, &tkey, &is_root);
+    free(tkey);
+    if (rc == 0)
+        rc = dataset_show(d, tree, name, &m);
+    free(tree);
+    if (rc)
+        return rc;
+    const char *sub = *rest ? rest + 1 : "";
+    size_t sl = strlen(sub);
+    bool file = false, any = sl == 0 && m.n > 0;
+    for (size_t k = 0; k < m.n && !any; k++) {
+        const char *key = m.files[k].key;
+        file = file || strcmp(key, sub) == 0;
+        any = file || (strncmp(key, sub, sl) == 0 && key[sl] == '/');
+    }
+    if (!any) {
+        tier_err_set("%s: no such file or directory in version %s", path, name);
+        rc = -ENOENT;
+    } else if (asprintf(prefix, "%s%s%s", m.prefix, sub, sl && !file ? "/" : "") < 0) {
+        rc = -ENOMEM;
+    }
+    manifest_fini(&m);
+    return rc;
+}
+
 static unsigned do_path_op(struct tierd *d, const struct api_request *rq, struct api_reply *out,
                            const char *op)
 {
@@ -794,7 +840,9 @@ static unsigned do_path_op(struct tierd *d, const struct api_request *rq, struct
     struct tierd_ns *ns = NULL;
     char *prefix = NULL;
     tier_err_clear();
-    int rc = path_to_prefix(d, path, &ns, &prefix);
+    int rc = version_prefix(d, path, &ns, &prefix);
+    if (rc == 1)
+        rc = path_to_prefix(d, path, &ns, &prefix);
     if (rc) {
         ret =
             reply_error(out, rc, "%s: %s", path, *tier_err_msg() ? tier_err_msg() : strerror(-rc));

@@ -405,3 +405,35 @@ int dataset_delete(struct tierd *d, const char *path, const char *name)
     free(prefix);
     return rc;
 }
+
+/* (dataset.h) A path under DATASET_VIEW: 1 for the view's directories above a version, 0 with the
+ * version (tree, name) and rest ("" for its root, else "/key...") for a path in one, -ENOENT else.
+ */
+int dataset_view_path(const char *path, char **tree, char *name, const char **rest)
+{
+    size_t l = sizeof(DATASET_VIEW) - 1;
+    if (strncmp(path, DATASET_VIEW, l) != 0 || (path[l] != '\0' && path[l] != '/'))
+        return -ENOENT;
+    const char *s = path + l;
+    while (*s == '/') {
+        const char *b = s + 1, *e = strchr(b, '/');
+        if (!e)
+            e = b + strlen(b);
+        const char *at = NULL;
+        for (const char *q = b; q < e; q++)
+            if (*q == '@')
+                at = q;
+        if (at && at > b && (size_t)(e - at - 1) < MANIFEST_NAME_MAX) {
+            memcpy(name, at + 1, (size_t)(e - at - 1));
+            name[e - at - 1] = '\0';
+            if (manifest_name_valid(name)) {
+                size_t tl = (size_t)(at - (path + l));
+                *tree = strndup(path + l, tl);
+                *rest = e;
+                return *tree ? 0 : -ENOMEM;
+            }
+        }
+        s = e;
+    }
+    return 1;
+}

@@ -41,6 +41,13 @@ void dataset_names_free(char **names, size_t n);
 int dataset_show(struct tierd *d, const char *path, const char *name, struct manifest *out);
 /* Remove the manifest of version name (never data). -ENOENT when there is none. */
 int dataset_delete(struct tierd *d, const char *path, const char *name);
+/* The mount's read-only view of the versions (fuse_ops_ctl.c): <mount>/.tierd/datasets/TREE@NAME */
+#define DATASET_VIEW "/.tierd/datasets"
+/* Parse a mount path under DATASET_VIEW: 1 for the view's directories above a version; 0 with
+ * the version's tree (malloc'd mount path, "/ds/a"), name (MANIFEST_NAME_MAX bytes) and rest
+ * ("" for the version's root, else "/key..." inside it); -ENOENT for a path not under the view,
+ * -ENOMEM. */
+int dataset_view_path(const char *path, char **tree, char *name, const char **rest);
 /* Is name, at the root of a namespace, the reserved one? */
 bool dataset_reserved_name(const char *name);
 struct tierd_ns;

@@ -37,6 +37,8 @@
 #include "common/log.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
+#include "daemon/dataset.h"
+#include "daemon/manifest.h"
 #include "daemon/pinmeta.h"
 #include "daemon/tierd.h"
 
@@ -52,6 +54,11 @@ struct stage_root {
     bool is_prefix;
     uint64_t size_bytes;         /* object size when !is_prefix */
     char etag[BACKEND_ETAG_MAX]; /* its version when !is_prefix */
+    /* a dataset version's path (<mount>/.tierd/datasets/TREE@NAME[/...]): its manifest and the
+     * files of it to stage, those in [vfirst, vlast) under key (the path inside the version, ""
+     * for all); each read pinned to the manifest's ETag */
+    struct manifest *version;
+    size_t vfirst, vlast;
 };
 
 struct stage_item {
@@ -59,6 +66,7 @@ struct stage_item {
     char *key;
     uint64_t listed_bytes;
     char etag[BACKEND_ETAG_MAX]; /* version from the listing; "" = unknown, stat first */
+    bool pinned;                 /* a dataset version's file: this etag or nothing */
 };
 
 struct stage_job {
@@ -132,8 +140,8 @@ static void job_error(struct stage_job *job, const char *path, int rc, const cha
 
 /* Push an item (takes ownership of key). Blocks while the queue is full. Returns -ECANCELED if
  * the job was cancelled (key is freed). */
-static int queue_push(struct stage_job *job, struct tierd_ns *ns, char *key, uint64_t bytes,
-                      const char *etag)
+static int queue_push_item(struct stage_job *job, struct tierd_ns *ns, char *key, uint64_t bytes,
+                           const char *etag, bool pinned)
 {
     pthread_mutex_lock(&job->mu);
     while (job->qlen == job->qcap && !atomic_load(&job->cancel))
@@ -148,12 +156,19 @@ static int queue_push(struct stage_job *job, struct tierd_ns *ns, char *key, uin
     it->key = key;
     it->listed_bytes = bytes;
     tier_strlcpy(it->etag, etag ? etag : "", sizeof(it->etag));
+    it->pinned = pinned;
     job->qlen++;
     job->p.files_total++;
     job->p.bytes_total += bytes;
     pthread_cond_signal(&job->not_empty);
     pthread_mutex_unlock(&job->mu);
     return 0;
+}
+
+static int queue_push(struct stage_job *job, struct tierd_ns *ns, char *key, uint64_t bytes,
+                      const char *etag)
+{
+    return queue_push_item(job, ns, key, bytes, etag, false);
 }
 
 /* Pop an item; false when the queue is closed and empty, or the job was cancelled. */
@@ -242,7 +257,12 @@ static void stage_file(struct stage_job *job, const struct stage_item *it)
             pthread_mutex_unlock(&job->mu);
         }
     }
-    if (rc == -ESTALE) {
+    if ((rc == -ESTALE || rc == -ENOENT) && it->pinned) {
+        tier_err_set("it %s in the backend since its dataset version was committed (the bucket "
+                     "keeps no older versions): the version's bytes cannot be staged",
+                     rc == -ESTALE ? "changed" : "was deleted");
+        rc = -EIO;
+    } else if (rc == -ESTALE) {
         tier_err_clear();
         rc = backend_stat(it->ns->be, &job->io, it->key, &st);
         if (rc == 0 && st.is_dir)
@@ -346,7 +366,23 @@ static void *lister_main(void *arg)
 
     for (size_t i = 0; i < job->nroots && !atomic_load(&job->cancel); i++) {
         const struct stage_root *root = &job->roots[i];
-        if (root->is_prefix) {
+        if (root->version) {
+            const struct manifest *m = root->version;
+            size_t sl = strlen(root->key); /* the path inside the version ("" all of it) */
+            for (size_t k = root->vfirst; k < root->vlast && !atomic_load(&job->cancel); k++) {
+                const char *fk = m->files[k].key;
+                if (sl && !(strncmp(fk, root->key, sl) == 0 && (fk[sl] == '\0' || fk[sl] == '/')))
+                    continue; /* sorted between the matches ("sub-1/x" before "sub/a") */
+                char *key = NULL;
+                if (asprintf(&key, "%s%s", m->prefix, m->files[k].key) < 0) {
+                    job_error(job, root->path, -ENOMEM, "out of memory");
+                    break;
+                }
+                if (queue_push_item(job, root->ns, key, m->files[k].size, m->files[k].etag, true) !=
+                    0)
+                    break;
+            }
+        } else if (root->is_prefix) {
             list_root(job, root);
         } else {
             char *key = strdup(root->key);
@@ -397,6 +433,10 @@ static void job_free(struct stage_job *job)
     for (size_t i = 0; i < job->nroots; i++) {
         free(job->roots[i].path);
         free(job->roots[i].key);
+        if (job->roots[i].version) {
+            manifest_fini(job->roots[i].version);
+            free(job->roots[i].version);
+        }
     }
     free(job->roots);
     free(job->queue);
@@ -406,8 +446,76 @@ static void job_free(struct stage_job *job)
     free(job);
 }
 
+/* A dataset version's path (dataset.h, DATASET_VIEW): the version's manifest (checked:
+ * dataset_show) and its files under the path into root. 1: not such a path; 0; -errno with a
+ * message. */
+static int version_resolve(struct stage_registry *r, struct stage_root *root)
+{
+    char *tree = NULL, name[MANIFEST_NAME_MAX];
+    const char *rest = NULL;
+    int rc = dataset_view_path(root->path, &tree, name, &rest);
+    if (rc == -ENOENT)
+        return 1;
+    if (rc == 1) {
+        tier_err_set("%s is a directory of the versions' view, not a version: name one (its "
+                     "path is `tierctl dataset path TREE NAME`)",
+                     root->path);
+        return -EINVAL;
+    }
+    if (rc)
+        return rc;
+    struct tierd_ns *ns = NULL;
+    char *tkey = NULL;
+    bool is_root = false;
+    rc = tierd_resolve(r->d, tree, &ns, &tkey, &is_root);
+    free(tkey);
+    struct manifest *m = rc == 0 ? calloc(1, sizeof(*m)) : NULL;
+    if (rc == 0 && !m)
+        rc = -ENOMEM;
+    if (rc == 0) {
+        tier_err_clear();
+        rc = dataset_show(r->d, tree, name, m);
+        if (rc == -ENOENT && !*tier_err_msg())
+            tier_err_set("%s: no version %s of %s", root->path, name, tree);
+    }
+    free(tree);
+    if (rc) {
+        free(m);
+        return rc;
+    }
+    /* rest: "" (the whole version), or "/sub" (one file, or the files under sub/) */
+    const char *sub = *rest ? rest + 1 : "";
+    size_t sl = strlen(sub), first = m->n, last = 0;
+    for (size_t k = 0; k < m->n; k++) {
+        const char *key = m->files[k].key;
+        if (sl == 0 || (strncmp(key, sub, sl) == 0 && (key[sl] == '\0' || key[sl] == '/'))) {
+            if (first == m->n)
+                first = k;
+            last = k + 1;
+        }
+    }
+    if (first == m->n) {
+        tier_err_set("%s: no such file or directory in version %s", root->path, name);
+        manifest_fini(m);
+        free(m);
+        return -ENOENT;
+    }
+    if (!(root->key = strdup(sub))) {
+        manifest_fini(m);
+        free(m);
+        return -ENOMEM;
+    }
+    root->ns = ns;
+    root->version = m;
+    root->vfirst = first;
+    root->vlast = last;
+    root->is_prefix = true;
+    return 0;
+}
+
 /* Resolve one mount path into a job root: an object, or a prefix with at least one key under
- * it. -ENOENT when the path names no namespace or nothing in its backend. */
+ * it, or a dataset version's files. -ENOENT when the path names no namespace or nothing in its
+ * backend. */
 static int root_resolve(struct stage_registry *r, const struct tier_ioctx *io, const char *path,
                         struct stage_root *root)
 {
@@ -424,6 +532,9 @@ static int root_resolve(struct stage_registry *r, const struct tier_ioctx *io, c
     size_t pl = strlen(root->path);
     while (pl > 1 && root->path[pl - 1] == '/')
         root->path[--pl] = '\0';
+    rc = version_resolve(r, root);
+    if (rc != 1)
+        return rc; /* a dataset version's path (0), or what is wrong with it */
 
     rc = tierd_resolve(r->d, root->path, &ns, &key, &is_root);
     if (rc < 0) {

@@ -151,35 +151,10 @@ static bool in_versions(const char *path)
     return strncmp(path, CTL_VERSIONS, l) == 0 && (path[l] == '\0' || path[l] == '/');
 }
 
-/* A path under CTL_VERSIONS: 1 for the view's directories above a version, 0 with the version
- * (tree, name) and rest ("" for its root, else "/key...") for a path in one, -ENOENT else. */
+/* A path under CTL_VERSIONS: dataset_view_path (dataset.h; the stager parses it too). */
 static int vpath(const char *path, char **tree, char *name, const char **rest)
 {
-    size_t l = sizeof(CTL_VERSIONS) - 1;
-    if (strncmp(path, CTL_VERSIONS, l) != 0 || (path[l] != '\0' && path[l] != '/'))
-        return -ENOENT;
-    const char *s = path + l;
-    while (*s == '/') {
-        const char *b = s + 1, *e = strchr(b, '/');
-        if (!e)
-            e = b + strlen(b);
-        const char *at = NULL;
-        for (const char *q = b; q < e; q++)
-            if (*q == '@')
-                at = q;
-        if (at && at > b && (size_t)(e - at - 1) < MANIFEST_NAME_MAX) {
-            memcpy(name, at + 1, (size_t)(e - at - 1));
-            name[e - at - 1] = '\0';
-            if (manifest_name_valid(name)) {
-                size_t tl = (size_t)(at - (path + l));
-                *tree = strndup(path + l, tl);
-                *rest = e;
-                return *tree ? 0 : -ENOMEM;
-            }
-        }
-        s = e;
-    }
-    return 1;
+    return dataset_view_path(path, tree, name, rest);
 }
 
 /* The slot of (tree, name), loaded if needed; ctl->mu is held on return 0 (the caller unlocks). */

@@ -19,6 +19,9 @@
 #     no older versions); stat and ls of a version cost no backend call; nothing can be created;
 #     a version with a damaged manifest is not served; a version of a namespace with umask 077
 #     has that namespace's modes (nobody cannot read it, as in the namespace itself);
+#   - a version by its view path: `tierctl stage` fetches its files pinned to their ETags (then
+#     reads cost no fetch), fails where files changed or went since the commit; pin, unpin and
+#     evict take it (by its tree's keys);
 #   - bad input: a bad name, a path in no namespace, a tree with no file; creating the reserved
 #     name in a write-back namespace is refused (EPERM: create, mkdir, rename onto it); on the
 #     RGW an S3 "folder" marker object under the tree is not counted as a file.
@@ -232,6 +235,33 @@ if as_nobody cat "$V/priv/t@p1/f.bin" >/dev/null 2>&1; then
 fi
 cmp -s "$V/priv/t@p1/f.bin" "$T/ref/x" || fail "root cannot read p1's f.bin"
 ok "the view: ls and reads of d1 and d2, an overwritten file EIO (logged), metadata with 0 backend calls, read-only, a damaged manifest served as nothing; a version has its namespace's permissions"
+
+# ---- a version staged, pinned and evicted by its path ----------------------------------------------
+rc=$(ctl evict "$V/ds/a@d2")
+[ "$rc" = 0 ] || fail "evict of version d2: exit $rc: $(cat "$T/out")"
+rc=$(ctl stage "$V/ds/a@d2")
+[ "$rc" = 0 ] || fail "stage of version d2: exit $rc: $(cat "$T/out")"
+f0=$(fetches)
+for f in 0.bin 1.bin 2.bin 3.bin new.bin sub/x.bin; do
+  cat "$V/ds/a@d2/$f" >/dev/null || fail "read of d2's $f after staging"
+done
+[ "$(fetches)" = "$f0" ] || fail "reading staged version d2 cost $(($(fetches) - f0)) fetches (want 0)"
+# d1's 0.bin and sub/x.bin changed since its commit: its bytes cannot be staged
+rc=$(ctl stage "$V/ds/a@d1")
+[ "$rc" != 0 ] && grep -q "in the backend since its dataset version was committed" "$T/out" ||
+  fail "stage of version d1 (files changed since): exit $rc: $(cat "$T/out")"
+rc=$(ctl stage "$V/ds/a@d1/1.bin")
+[ "$rc" = 0 ] || fail "stage of d1's unchanged 1.bin: exit $rc: $(cat "$T/out")"
+rc=$(ctl pin "$V/ds/a@d2/sub")
+[ "$rc" = 0 ] || fail "pin of d2's sub: exit $rc: $(cat "$T/out")"
+rc=$(ctl unpin "$V/ds/a@d2/sub")
+[ "$rc" = 0 ] || fail "unpin of d2's sub: exit $rc: $(cat "$T/out")"
+rc=$(ctl pin "$V/ds/a@d2/nope")
+[ "$rc" != 0 ] && grep -q "no such file or directory in version d2" "$T/out" ||
+  fail "pin of a path not in d2: exit $rc: $(cat "$T/out")"
+rc=$(ctl stage "$V/ds")
+[ "$rc" != 0 ] && grep -q "not a version" "$T/out" || fail "stage of the view's directory: exit $rc: $(cat "$T/out")"
+ok "a version by its path: staged (then read with 0 fetches), refused where its files changed, pinned, unpinned, evicted"
 
 # ---- bad input -----------------------------------------------------------------------------------
 rc=$(ctl dataset commit /ds/a "bad/name")
