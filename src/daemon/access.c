@@ -22,6 +22,7 @@ struct slot {
 struct access_log {
     size_t nsets; /* a power of two */
     struct slot *v;
+    _Atomic int64_t *floor; /* per set: the newest time it forgot (a miss reads it) */
 };
 
 int access_log_new(unsigned bits, struct access_log **out)
@@ -33,7 +34,10 @@ int access_log_new(unsigned bits, struct access_log **out)
         return -ENOMEM;
     a->nsets = ((size_t)1 << bits) / WAYS;
     a->v = calloc(a->nsets * WAYS, sizeof(*a->v));
-    if (!a->v) {
+    a->floor = calloc(a->nsets, sizeof(*a->floor));
+    if (!a->v || !a->floor) {
+        free(a->v);
+        free(a->floor);
         free(a);
         return -ENOMEM;
     }
@@ -46,6 +50,7 @@ void access_log_free(struct access_log *a)
     if (!a)
         return;
     free(a->v);
+    free(a->floor);
     free(a);
 }
 
@@ -76,6 +81,14 @@ void access_note(struct access_log *a, const char *backend, const char *key, int
             victim = w;
         }
     }
+    /* the victim is the set's oldest: its time bounds every read the set forgets */
+    if (oldest != INT64_MIN) {
+        _Atomic int64_t *fl = &a->floor[t & (a->nsets - 1)];
+        int64_t cur = atomic_load_explicit(fl, memory_order_relaxed);
+        while (oldest > cur && !atomic_compare_exchange_weak_explicit(
+                                   fl, &cur, oldest, memory_order_relaxed, memory_order_relaxed))
+            ;
+    }
     atomic_store_explicit(&set[victim].at_ns, now_ns, memory_order_relaxed);
     atomic_store_explicit(&set[victim].tag, t, memory_order_relaxed);
 }
@@ -89,5 +102,7 @@ int64_t access_last(const struct access_log *a, const char *backend, const char 
     for (size_t w = 0; w < WAYS; w++)
         if (atomic_load_explicit(&set[w].tag, memory_order_relaxed) == t)
             return atomic_load_explicit(&set[w].at_ns, memory_order_relaxed);
-    return 0;
+    /* not (or no longer) known: it may have been read as late as the newest time the set
+     * forgot, so it counts as read then (never idler than the truth) */
+    return atomic_load_explicit(&a->floor[t & (a->nsets - 1)], memory_order_relaxed);
 }

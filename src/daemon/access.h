@@ -2,9 +2,11 @@
 /*
  * access.h - when each object was last read through the mount, for the lifecycle policies'
  * `idle` trigger (policy.h). A fixed table (4-way set-associative, keyed by a 64-bit hash of
- * backend and key), lossy by design: a set's oldest entry makes room, and an object it forgot
- * reads as "not read since" (tierd's start, for the policies). No lock: notes and lookups are
- * relaxed atomics, so a racing pair may read a neighbour's time (rare, and only ever a time).
+ * backend and key), lossy by design: a set's oldest entry makes room, and each set keeps the
+ * newest time it forgot, which a lookup that misses in it returns: an object forgotten (or
+ * never read) counts as read then, so it never looks idler than it is (errs on the side of
+ * keeping). No lock: notes and lookups are relaxed atomics, so a racing pair may read a
+ * neighbour's time (rare, and only ever a time).
  *
  * Callers: the FUSE layer notes opens (and reads of long-open files, at most once a second per
  * handle); the policy engine looks up. Created by the engine only when a rule has `idle`.
@@ -22,7 +24,7 @@ int access_log_new(unsigned bits, struct access_log **out);
 void access_log_free(struct access_log *a);
 /* backend:key was read at now_ns (realtime). a NULL: no-op. */
 void access_note(struct access_log *a, const char *backend, const char *key, int64_t now_ns);
-/* The last time noted for backend:key, or 0 when none is known. */
+/* The last time noted for backend:key; on a miss, the newest time its set forgot (0: none). */
 int64_t access_last(const struct access_log *a, const char *backend, const char *key);
 
 #endif

@@ -537,6 +537,7 @@ static void gather_gauges(struct tierd *d, struct tele_gauges *g, struct gauge_n
         size_t n = policy_engine_counts(pe, pc, sizeof(pc) / sizeof(pc[0]));
         for (size_t i = 0; i < n; i++)
             nm->policies[i] = (struct tele_policy){.name = pc[i].name,
+                                                   .ns = pc[i].ns,
                                                    .action = policy_action_name(pc[i].action),
                                                    .done = pc[i].done,
                                                    .bytes = pc[i].bytes,
@@ -809,16 +810,18 @@ static int version_prefix(struct tierd *d, const char *path, struct tierd_ns **n
         return rc;
     const char *sub = *rest ? rest + 1 : "";
     size_t sl = strlen(sub);
+    while (sl > 0 && sub[sl - 1] == '/')
+        sl--; /* "train/" is "train", as for mount paths */
     bool file = false, any = sl == 0 && m.n > 0;
     for (size_t k = 0; k < m.n && !any; k++) {
         const char *key = m.files[k].key;
-        file = file || strcmp(key, sub) == 0;
-        any = file || (strncmp(key, sub, sl) == 0 && key[sl] == '/');
+        file = file || (strlen(key) == sl && strncmp(key, sub, sl) == 0);
+        any = file || (sl && strncmp(key, sub, sl) == 0 && key[sl] == '/');
     }
     if (!any) {
         tier_err_set("%s: no such file or directory in version %s", path, name);
         rc = -ENOENT;
-    } else if (asprintf(prefix, "%s%s%s", m.prefix, sub, sl && !file ? "/" : "") < 0) {
+    } else if (asprintf(prefix, "%s%.*s%s", m.prefix, (int)sl, sub, sl && !file ? "/" : "") < 0) {
         rc = -ENOMEM;
     }
     manifest_fini(&m);

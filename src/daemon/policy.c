@@ -245,7 +245,7 @@ static int file_key_cmp(const void *a, const void *b)
  * generations): flags or'ed; size, mtime and ETag all from one entry: the burst buffer's newest
  * (its seal time ranks keep_last the same in a full pass as in a local one), else the listing's.
  * When the listing and the buffer name different versions of the key (it changed between the
- * two reads), the file is left for the next pass (pending). */
+ * two reads, or outside tierd), the file is marked changed: no copy or expire takes it. */
 static void files_merge(struct pe_files *f)
 {
     if (f->n == 0)
@@ -266,7 +266,7 @@ static void files_merge(struct pe_files *f)
                 a->size = b->size;
                 a->mtime_ns = b->mtime_ns;
             }
-            a->flags = fl | (differ ? POLICY_F_PENDING : 0);
+            a->flags = fl | (differ ? POLICY_F_CHANGED : 0);
             pf_free(b->key);
             pf_free(b->etag);
             continue;
@@ -1081,6 +1081,8 @@ static json_t *rule_json(const struct policy_engine *pe, size_t i)
         json_object_set_new(j, "max_size", json_integer((json_int_t)r->max_size));
     if (r->age_ms)
         json_object_set_new(j, "age_ms", json_integer((json_int_t)r->age_ms));
+    if (r->idle_ms)
+        json_object_set_new(j, "idle_ms", json_integer((json_int_t)r->idle_ms));
     if (r->keep_last >= 0)
         json_object_set_new(j, "keep_last", json_integer((json_int_t)r->keep_last));
     if (r->watermark_pct)
@@ -1132,6 +1134,7 @@ size_t policy_engine_counts(struct policy_engine *pe, struct policy_counts *out,
     size_t n = pe->rules.n < max ? pe->rules.n : max;
     for (size_t i = 0; i < n; i++)
         out[i] = (struct policy_counts){.name = pe->rules.v[i].name,
+                                        .ns = pe->d->cfg.namespaces[pe->rules.v[i].ns].path,
                                         .action = pe->rules.v[i].action,
                                         .done = pe->counts[i].done,
                                         .bytes = pe->counts[i].bytes,

@@ -92,6 +92,9 @@ void policy_rules_free(struct policy_rules *r);
 #define POLICY_F_DURABLE 0x1u /* complete in the backend (listed, or UPLOADED/EVICTABLE) */
 #define POLICY_F_LOCAL 0x2u   /* the burst buffer holds a local copy */
 #define POLICY_F_PENDING 0x4u /* the burst buffer has a newer generation not yet uploaded */
+#define POLICY_F_CHANGED                                                                           \
+    0x8u /* the listing and the burst buffer name different versions (an                           \
+          * overwrite outside tierd, or a race): no copy, no expire */
 
 struct policy_file {
     const char *key; /* relative to the namespace root */
@@ -105,7 +108,8 @@ struct policy_file {
 /* Does rule r's filter (prefix, size, glob, match; not its triggers) take f? */
 bool policy_matches(const struct policy_rule *r, const struct policy_file *f);
 /* Does the built-in rule r leave f to a rule of rules (of its namespace, from a [policy]
- * section, demote, stage or pin) that takes it? False for a rule that is not built in. */
+ * section) that decides for it: stage or pin, or demote with keep_last or with no trigger?
+ * False for a rule that is not built in. */
 bool policy_yields(const struct policy_rules *rules, const struct policy_rule *r,
                    const struct policy_file *f);
 
@@ -146,6 +150,7 @@ struct json_t *policy_engine_status(struct policy_engine *pe);
 /* Counters of one rule, for the telemetry (tierd_policy_actions_total). */
 struct policy_counts {
     const char *name; /* the rule's (valid while the engine lives) */
+    const char *ns;   /* its namespace's mount path (idem) */
     enum policy_action action;
     uint64_t done, bytes, deferred, failed;
 };

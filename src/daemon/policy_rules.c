@@ -497,9 +497,13 @@ bool policy_yields(const struct policy_rules *rules, const struct policy_rule *r
         return false;
     for (size_t i = 0; i < rules->n; i++) {
         const struct policy_rule *o = &rules->v[i];
-        if (!o->builtin && o->ns == r->ns &&
-            (o->action == POLICY_DEMOTE || o->action == POLICY_STAGE || o->action == POLICY_PIN) &&
-            filter_match(o, f, NULL))
+        /* a rule that keeps its files hot, or a demote rule that ranks them (keep_last) or
+         * takes them all (no trigger), decides for them; a demote rule that fires only now
+         * and then (age, idle, watermark) leaves the retention's floor in place */
+        bool decides = o->action == POLICY_STAGE || o->action == POLICY_PIN ||
+                       (o->action == POLICY_DEMOTE &&
+                        (o->keep_last >= 0 || (!o->age_ms && !o->idle_ms && !o->watermark_pct)));
+        if (!o->builtin && o->ns == r->ns && decides && filter_match(o, f, NULL))
             return true;
     }
     return false;
@@ -592,6 +596,8 @@ static bool selectable(const struct policy_rule *r, const struct policy_file *f,
 {
     if (!(f->flags & POLICY_F_DURABLE) || (f->flags & POLICY_F_PENDING))
         return false; /* only what the backend holds whole, and no newer generation waits */
+    if ((f->flags & POLICY_F_CHANGED) && (r->action == POLICY_COPY || r->action == POLICY_EXPIRE))
+        return false; /* which version is it? demote and the rest may, these two may not */
     if (r->age_ms && (now_ns - f->mtime_ns) / 1000000 < (int64_t)r->age_ms)
         return false;
     if (r->idle_ms) {

@@ -258,8 +258,8 @@ static void stage_file(struct stage_job *job, const struct stage_item *it)
         }
     }
     if ((rc == -ESTALE || rc == -ENOENT) && it->pinned) {
-        tier_err_set("it %s in the backend since its dataset version was committed (the bucket "
-                     "keeps no older versions): the version's bytes cannot be staged",
+        tier_err_set("it %s in the backend since its dataset version was committed (tierd reads "
+                     "no older versions of an object): the version's bytes cannot be staged",
                      rc == -ESTALE ? "changed" : "was deleted");
         rc = -EIO;
     } else if (rc == -ESTALE) {
@@ -396,6 +396,15 @@ static void *lister_main(void *arg)
     job->p.listing_done = true;
     pthread_mutex_unlock(&job->mu);
     queue_close(job);
+    /* a version's manifest (up to 512 MiB) is the lister's alone: not kept with the finished
+     * job (the registry keeps those for GET /v1/stage) */
+    for (size_t i = 0; i < job->nroots; i++) {
+        if (job->roots[i].version) {
+            manifest_fini(job->roots[i].version);
+            free(job->roots[i].version);
+            job->roots[i].version = NULL;
+        }
+    }
 
     for (int i = 0; i < started; i++)
         pthread_join(workers[i], NULL);

@@ -42,6 +42,7 @@
  * of the inode being written (writes of one inode are serialised, as the buffer requires).
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -84,6 +85,7 @@ struct tfs_whandle {
     bool be_known;
     char etag[BACKEND_ETAG_MAX];
     uint64_t be_size;
+    _Atomic uint64_t access_mono; /* when this handle last noted a read (access.h), mono ns */
 };
 
 /* A file the mount shows from its local copy; a sealed file that FAILED stays visible (its
@@ -787,6 +789,14 @@ static void w_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     if (off < 0) {
         fuse_reply_err(req, EINVAL);
         return;
+    }
+    if (fs->d->access) { /* the policies' idle trigger (access.h), once a second per handle */
+        uint64_t now = tier_now_mono_ns();
+        uint64_t last = atomic_load_explicit(&h->access_mono, memory_order_relaxed);
+        if (!last || now - last >= 1000000000ULL) {
+            atomic_store_explicit(&h->access_mono, now, memory_order_relaxed);
+            access_note(fs->d->access, h->ns->be->name, h->key, (int64_t)tier_now_real_ns());
+        }
     }
     char *buf = malloc(size ? size : 1);
     if (!buf) {

@@ -263,12 +263,14 @@ static void render_policies(struct tele_out *o, const struct tele_gauges *g)
         const struct tele_policy *p = &g->policies[i];
         if (i == 0)
             family(o, "tierd_policy_actions_total", "counter",
-                   "Lifecycle policy actions, by policy, action and result (deferred: the file "
-                   "was not durable yet, or waits for its copy).");
+                   "Lifecycle policy actions, by policy, namespace, action and result (deferred: "
+                   "selected but not taken yet: a busy local copy, an expire waiting for its "
+                   "copy, an object that changed).");
         const uint64_t v[] = {p->done, p->deferred, p->failed};
         for (int r = 0; r < 3; r++) {
             tele_out_put(o, "tierd_policy_actions_total{");
             label(o, "policy", p->name, true);
+            label(o, "namespace", p->ns ? p->ns : "", false);
             label(o, "action", p->action, false);
             label(o, "result", results[r], false);
             tele_out_put(o, "} ");
@@ -284,6 +286,7 @@ static void render_policies(struct tele_out *o, const struct tele_gauges *g)
                    "expired).");
         tele_out_put(o, "tierd_policy_bytes_total{");
         label(o, "policy", p->name, true);
+        label(o, "namespace", p->ns ? p->ns : "", false);
         label(o, "action", p->action, false);
         tele_out_put(o, "} ");
         tele_out_u64(o, p->bytes);

@@ -151,7 +151,7 @@ struct tele_gauges {
      * the caller's (NULL when npolicies is 0). */
     unsigned npolicies;
     const struct tele_policy {
-        const char *name, *action;
+        const char *name, *action, *ns; /* ns: the rule's namespace (built-in rules share a name) */
         uint64_t done, bytes, deferred, failed;
     } * policies;
 };

@@ -1284,6 +1284,18 @@ static bool entry_is_version(const struct wb_entry *e, const char *etag)
     return (e->state == WB_UPLOADED || e->state == WB_EVICTABLE) && strcmp(e->etag, etag) == 0;
 }
 
+/* 0 while every live generation of backend:key is the uploaded version etag, else -EAGAIN.
+ * wb->lock held. */
+static int only_version(struct wb *wb, const char *backend_name, const char *key, const char *etag)
+{
+    struct entry_iter it;
+    iter_init(&it, wb, backend_name, key);
+    for (struct wb_entry *x; (x = iter_next(&it)) != NULL;)
+        if (strcmp(x->key, key) == 0 && x->state != WB_CANCELLED && !entry_is_version(x, etag))
+            return -EAGAIN;
+    return 0;
+}
+
 /* wb_unlink, and with if_etag (wb_unlink_if) only while every live generation of key is the
  * uploaded version if_etag: checked before each cancel, with the lock held (quiesce() may drop
  * it, and a writer may create a generation meanwhile). */
@@ -1293,14 +1305,8 @@ static int unlink_key(struct wb *wb, const char *backend_name, const char *key, 
     if (rc)
         return rc;
     pthread_mutex_lock(&wb->lock);
-    if (if_etag) {
-        struct entry_iter it;
-        iter_init(&it, wb, backend_name, key);
-        for (struct wb_entry *x; rc == 0 && (x = iter_next(&it)) != NULL;)
-            if (strcmp(x->key, key) == 0 && x->state != WB_CANCELLED &&
-                !entry_is_version(x, if_etag))
-                rc = -EAGAIN;
-    }
+    if (if_etag)
+        rc = only_version(wb, backend_name, key, if_etag);
     /* Every generation: an OPEN replacement (WB_CREATE_REPLACE_AT_SEAL) and the one it would
      * have replaced. quiesce() drops the lock, so look again until none is left. */
     bool found = false;
@@ -1309,10 +1315,10 @@ static int unlink_key(struct wb *wb, const char *backend_name, const char *key, 
         e = quiesce(wb, e);
         if (!e || e->state == WB_CANCELLED)
             continue;
-        if (if_etag && !entry_is_version(e, if_etag)) {
-            rc = -EAGAIN;
+        /* quiesce() may have dropped the lock: a writer may have started a generation since,
+         * and nothing may be cancelled then (not even this one) */
+        if (if_etag && (rc = only_version(wb, backend_name, key, if_etag)) != 0)
             break;
-        }
         found = true;
         rc = cancel_entry(wb, e);
     }

@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "daemon/access.h"
 #include "daemon/policy.h"
 #include "daemon/tierd.h"
 
@@ -200,6 +201,55 @@ static void test_idle(void **state)
     tierd_config_fini(&c);
 }
 
+/* The built-in retention yields to the rules that decide for a file (keep_last demote, stage,
+ * pin), not to a demote that fires only now and then (watermark, age, idle). */
+static void test_builtin_floor(void **state)
+{
+    (void)state;
+    struct tierd_config c;
+    struct policy_rules r;
+    build(HEAD "[policy w]\nnamespace = /ck\nprefix = run/\nglob = run/*/optim.bin\n"
+               "watermark = 90%\n"
+               "action = demote\n[policy p]\nnamespace = /ck\nprefix = keep/\naction = pin\n",
+          &c, &r);
+    assert_int_equal(r.n, 3);
+    assert_true(r.v[2].builtin);
+    struct policy_file optim = {"run/a/optim.bin", 1, 1, D | POLICY_F_LOCAL, NULL, 0};
+    struct policy_file kept = {"keep/x", 1, 1, D | POLICY_F_LOCAL, NULL, 0};
+    assert_false(policy_yields(&r, &r.v[2], &optim));
+    assert_true(policy_yields(&r, &r.v[2], &kept));
+    policy_rules_free(&r);
+    tierd_config_fini(&c);
+}
+
+/* The last-read table forgets, but never makes a file look idler than it is: a miss reads the
+ * newest time its set forgot. */
+static void test_access_floor(void **state)
+{
+    (void)state;
+    struct access_log *a;
+    assert_int_equal(access_log_new(4, &a), 0); /* 16 entries: 4 sets of 4 */
+    assert_int_equal(access_last(a, "be", "never"), 0);
+    char k[32];
+    for (int i = 0; i < 200; i++) {
+        snprintf(k, sizeof(k), "k%d", i);
+        access_note(a, "be", k, 1000 + i);
+    }
+    /* the newest note is remembered exactly; anything forgotten reads at least as late as the
+     * newest time its set dropped, and never later than the last note */
+    assert_int_equal(access_last(a, "be", "k199"), 1199);
+    int forgotten = 0;
+    for (int i = 0; i < 200; i++) {
+        snprintf(k, sizeof(k), "k%d", i);
+        int64_t t = access_last(a, "be", k);
+        assert_true(t >= 1000 + i);
+        assert_true(t <= 1199);
+        forgotten += t != 1000 + i;
+    }
+    assert_true(forgotten > 0);
+    access_log_free(a);
+}
+
 static void test_retention_off(void **state)
 {
     (void)state;
@@ -232,6 +282,7 @@ int main(void)
         cmocka_unit_test(test_keep_last_steps),  cmocka_unit_test(test_keep_last_mixed_units),
         cmocka_unit_test(test_builtin_and_time), cmocka_unit_test(test_filters_and_triggers),
         cmocka_unit_test(test_retention_off),    cmocka_unit_test(test_idle),
+        cmocka_unit_test(test_builtin_floor),    cmocka_unit_test(test_access_floor),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
