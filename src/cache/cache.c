@@ -180,6 +180,7 @@ struct pf_item {
     const void *owner; /* cache_prefetch_owned's; compared only */
     struct backend *be;
     char *key, *etag;
+    char *version_id; /* NULL, or the object version to fetch (cache_obj.version_id) */
     uint64_t size, index;
     struct tier_ioctx io;
 };
@@ -1145,9 +1146,12 @@ static int backend_fetch(struct cache *c, const struct tier_ioctx *io, const str
         hook.before(hook.ud, &dio, obj, index, len);
     struct cdata *d = fs ? cdata_new(len) : NULL;
     uint64_t t0 = tier_now_mono_ns();
-    ssize_t n = d ? backend_read(obj->be, &dio, obj->key, index * c->cfg.block_size, d->bytes, len,
-                                 obj->etag, NULL)
-                  : -ENOMEM;
+    ssize_t n = !d                ? -ENOMEM
+                : obj->version_id ? backend_read_version(obj->be, &dio, obj->key, obj->version_id,
+                                                         index * c->cfg.block_size, d->bytes, len,
+                                                         obj->etag, NULL)
+                                  : backend_read(obj->be, &dio, obj->key, index * c->cfg.block_size,
+                                                 d->bytes, len, obj->etag, NULL);
     uint64_t dt = tier_now_mono_ns() - t0;
     if (fs)
         fetch_slot_give(c, fs);
@@ -2076,6 +2080,7 @@ static void pf_item_free(struct pf_item *it)
         return;
     free(it->key);
     free(it->etag);
+    free(it->version_id);
     free(it);
 }
 
@@ -2094,8 +2099,11 @@ static void *pf_worker(void *arg)
             c->pf_tail = NULL;
         c->pf_len--;
         pthread_mutex_unlock(&c->pf_mu);
-        struct cache_obj obj = {
-            .be = it->be, .key = it->key, .etag = it->etag, .size_bytes = it->size};
+        struct cache_obj obj = {.be = it->be,
+                                .key = it->key,
+                                .etag = it->etag,
+                                .size_bytes = it->size,
+                                .version_id = it->version_id};
         int r = fetch_block(c, &it->io, &obj, it->index, false, true);
         if (r < 0)
             log_debug("cache: prefetch of block %" PRIu64 " of %s failed: %s", it->index, it->key,
@@ -2171,7 +2179,8 @@ uint64_t cache_prefetch_owned(struct cache *c, const struct tier_ioctx *io,
         if (full)
             break; /* advisory: drop the rest */
         struct pf_item *it = calloc(1, sizeof(*it));
-        if (!it || !(it->key = strdup(obj->key)) || !(it->etag = strdup(obj->etag))) {
+        if (!it || !(it->key = strdup(obj->key)) || !(it->etag = strdup(obj->etag)) ||
+            (obj->version_id && !(it->version_id = strdup(obj->version_id)))) {
             pf_item_free(it);
             break;
         }

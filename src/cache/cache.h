@@ -82,6 +82,9 @@ struct cache_obj {
     const char *key;
     const char *etag;    /* version tag from backend_stat(); reads demand it (if_match) */
     uint64_t size_bytes; /* object size from the same stat */
+    /* NULL, or the version id to fetch (a dataset version of a versioned bucket: an older
+     * version than the current one, read with backend_read_version; etag still checked) */
+    const char *version_id;
 };
 
 struct cache;

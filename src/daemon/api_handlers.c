@@ -1363,6 +1363,13 @@ static json_t *manifest_summary(struct tierd *d, const struct manifest *m, const
                           jstr(m->backend), "prefix", jstr(m->prefix), "commit_id", m->commit_id,
                           "created_at", (json_int_t)m->created_at, "count", (json_int_t)m->n,
                           "bytes", (json_int_t)m->bytes);
+    /* files recorded with a version id (a bucket that keeps versions: they read their
+     * committed bytes after an overwrite or a delete) */
+    size_t nv = 0;
+    for (size_t i = 0; i < m->n; i++)
+        nv += m->files[i].version_id != NULL;
+    if (o)
+        json_object_set_new(o, "versioned", json_integer((json_int_t)nv));
     /* where the mount serves it (fuse_ops_ctl.c): <mount>/.tierd/datasets<path>@<name> */
     const char *mp = d->cfg.mount_path;
     char *view = NULL;

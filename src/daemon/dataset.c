@@ -16,6 +16,7 @@
 
 #include "common/err.h"
 #include "common/ioctx.h"
+#include "common/log.h"
 #include "common/timeutil.h"
 #include "daemon/tierd.h"
 #include "tiers/backend.h"
@@ -141,7 +142,8 @@ static int read_object(struct backend *be, const char *key, char **buf, size_t *
     return 0;
 }
 
-static int list_tree(struct tierd_ns *ns, const char *prefix, const char *rel, struct manifest *m)
+static int list_tree(struct tierd_ns *ns, const char *prefix, const char *rel, struct manifest *m,
+                     bool versions)
 {
     const char *nsp = ns->conf->prefix ? ns->conf->prefix : "";
     char *reserved = NULL;
@@ -153,7 +155,8 @@ static int list_tree(struct tierd_ns *ns, const char *prefix, const char *rel, s
     do {
         struct backend_list_page page;
         memset(&page, 0, sizeof(page));
-        rc = backend_list(ns->be, &ds_io, prefix, NULL, token, 0, &page);
+        rc = versions ? backend_list_versions(ns->be, &ds_io, prefix, token, 0, &page)
+                      : backend_list(ns->be, &ds_io, prefix, NULL, token, 0, &page);
         free(token);
         token = NULL;
         if (rc)
@@ -174,7 +177,7 @@ static int list_tree(struct tierd_ns *ns, const char *prefix, const char *rel, s
                 rc = -EINVAL;
                 break;
             }
-            rc = manifest_add(m, e->name + pl, e->size_bytes, e->etag);
+            rc = manifest_add_version(m, e->name + pl, e->size_bytes, e->etag, e->version_id);
             if (rc == -EINVAL && m->n > 0 && strcmp(m->files[m->n - 1].key, e->name + pl) >= 0) {
                 tier_err_set("the backend listed %s out of order", e->name);
                 rc = -EIO;
@@ -227,7 +230,19 @@ int dataset_commit(struct tierd *d, const char *path, const char *name, struct m
         rc = -ENOMEM;
         goto out;
     }
-    rc = list_tree(ns, prefix, rel, m);
+    /* A bucket that keeps older versions: record each file's version id, so the version reads
+     * its bytes after the key is overwritten or deleted (a backend without versions: -ENOTSUP,
+     * and reads of a changed file fail instead) */
+    bool keeps = false;
+    tier_err_clear();
+    rc = backend_versioning(ns->be, &ds_io, &keeps);
+    if (rc == -EACCES || rc == -EPERM)
+        log_warn("dataset: cannot ask %s whether it keeps versions (%s): %s is committed without "
+                 "version ids",
+                 ns->be->name, tier_err_msg(), path);
+    else if (rc && rc != -ENOTSUP)
+        goto out;
+    rc = list_tree(ns, prefix, rel, m, keeps);
     if (rc)
         goto out;
     if (m->n == 0) {

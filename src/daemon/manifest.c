@@ -61,8 +61,28 @@ int manifest_name_valid(const char *name)
     return 1;
 }
 
+/* A version id: 1..BACKEND_VERSION_ID_MAX printable ASCII, no blank (it goes into a query). */
+static bool vid_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > BACKEND_VERSION_ID_MAX)
+        return false;
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x21 || (unsigned char)*s > 0x7e)
+            return false;
+    return true;
+}
+
 int manifest_add(struct manifest *m, const char *key, uint64_t size, const char *etag)
 {
+    return manifest_add_version(m, key, size, etag, NULL);
+}
+
+int manifest_add_version(struct manifest *m, const char *key, uint64_t size, const char *etag,
+                         const char *version_id)
+{
+    if (version_id && !vid_ok(version_id))
+        return -EINVAL;
     if (!key || !*key || !etag || !text_ok(key) || !etag_ok(etag) || size > INT64_MAX ||
         m->bytes + size < m->bytes || m->bytes + size > INT64_MAX)
         return -EINVAL;
@@ -79,9 +99,11 @@ int manifest_add(struct manifest *m, const char *key, uint64_t size, const char 
     struct manifest_file *f = &m->files[m->n];
     f->key = strdup(key);
     f->etag = strdup(etag);
-    if (!f->key || !f->etag) {
+    f->version_id = version_id ? strdup(version_id) : NULL;
+    if (!f->key || !f->etag || (version_id && !f->version_id)) {
         free(f->key);
         free(f->etag);
+        free(f->version_id);
         return -ENOMEM;
     }
     f->size = size;
@@ -95,6 +117,7 @@ void manifest_fini(struct manifest *m)
     for (size_t i = 0; i < m->n; i++) {
         free(m->files[i].key);
         free(m->files[i].etag);
+        free(m->files[i].version_id);
     }
     free(m->files);
     free(m->name);
@@ -114,6 +137,11 @@ int manifest_encode(const struct manifest *m, char **out, size_t *len)
     for (size_t i = 0; i < m->n; i++) {
         json_t *f = json_pack("{s:s, s:I, s:s}", "key", m->files[i].key, "size",
                               (json_int_t)m->files[i].size, "etag", m->files[i].etag);
+        if (f && m->files[i].version_id &&
+            json_object_set_new(f, "version_id", json_string(m->files[i].version_id)) != 0) {
+            json_decref(f);
+            f = NULL;
+        }
         if (!f || json_array_append_new(files, f) != 0) {
             json_decref(files);
             return -ENOMEM;
@@ -242,10 +270,16 @@ int manifest_decode(const char *text, size_t len, struct manifest *m, char *err,
         json_t *f = json_array_get(files, i);
         const char *key = json_string_value(json_object_get(f, "key"));
         const char *etag = json_string_value(json_object_get(f, "etag"));
+        json_t *vj = json_object_get(f, "version_id");
+        const char *vid = json_string_value(vj);
         json_t *sz = json_object_get(f, "size");
-        if (!json_is_object(f) || json_object_size(f) != 3 || !key || !etag ||
-            !json_is_integer(sz) || json_integer_value(sz) < 0 || !etag_ok(etag)) {
-            rc = bad(err, esz, "files[%zu] is not {\"key\", \"size\", \"etag\"}", i);
+        if (!json_is_object(f) || json_object_size(f) != (vj ? 4u : 3u) || !key || !etag ||
+            (vj && (!vid || !vid_ok(vid))) || !json_is_integer(sz) || json_integer_value(sz) < 0 ||
+            !etag_ok(etag)) {
+            rc = bad(err, esz,
+                     "files[%zu] is not {\"key\", \"size\", \"etag\", \"version_id\" (where "
+                     "versioned)}",
+                     i);
             goto out;
         }
         /* the whole key as the backend would take it */
@@ -267,7 +301,7 @@ int manifest_decode(const char *text, size_t len, struct manifest *m, char *err,
             rc = bad(err, esz, "files[%zu]: key '%.200s' is not after the one before it", i, key);
             goto out;
         }
-        int arc = manifest_add(m, key, (uint64_t)json_integer_value(sz), etag);
+        int arc = manifest_add_version(m, key, (uint64_t)json_integer_value(sz), etag, vid);
         if (arc) {
             rc = arc == -ENOMEM ? -ENOMEM
                                 : bad(err, esz,

@@ -11,7 +11,8 @@
  *   {"format": "tierd-dataset/1", "name", "path" (the tree's mount path), "namespace",
  *    "backend", "prefix" (the tree's key prefix in the backend), "commit_id" (32 hex digits),
  *    "created_at" (seconds since the epoch), "count", "bytes",
- *    "files": [{"key", "size", "etag"}, ...]}   keys strictly ascending (byte order)
+ *    "files": [{"key", "size", "etag", "version_id"?}, ...]}   keys strictly ascending (byte
+ *    order); version_id only where the bucket keeps versions (reads then fetch that version)
  */
 #ifndef TIER_DAEMON_MANIFEST_H
 #define TIER_DAEMON_MANIFEST_H
@@ -26,7 +27,8 @@
 struct manifest_file {
     char *key; /* relative to the tree's prefix; owned */
     uint64_t size;
-    char *etag; /* owned */
+    char *etag;       /* owned */
+    char *version_id; /* the object's version in a versioned bucket (owned), or NULL */
 };
 
 struct manifest {
@@ -42,6 +44,9 @@ int manifest_name_valid(const char *name);
 /* Append a file (key copied); keys must come in strictly ascending order, be UTF-8 without
  * control characters, the ETag printable ASCII, the total at most 2^63-1. 0, -EINVAL, -ENOMEM. */
 int manifest_add(struct manifest *m, const char *key, uint64_t size, const char *etag);
+/* The same with the object's version id (NULL: none; else 1..1024 printable ASCII). */
+int manifest_add_version(struct manifest *m, const char *key, uint64_t size, const char *etag,
+                         const char *version_id);
 /* The manifest as JSON text, malloc'd (NUL-terminated) into *out. 0 or -ENOMEM. */
 int manifest_encode(const struct manifest *m, char **out, size_t *len);
 /* Parse and check text of len bytes. 0, or -EINVAL with a message in err (what is wrong and

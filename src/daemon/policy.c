@@ -581,16 +581,16 @@ static void act(struct policy_engine *pe, struct pe_pass *ps, size_t ri, size_t 
         if (ps->dry_run) {
             if ((wbns && (f->flags & POLICY_F_LOCAL)) ||
                 (!r->local_only && d->cache &&
-                 cache_cached_bytes(d->cache, &(struct cache_obj){ns->be, key, f->etag, f->size}) >
-                     0))
+                 cache_cached_bytes(d->cache,
+                                    &(struct cache_obj){ns->be, key, f->etag, f->size, NULL}) > 0))
                 record(pe, ps, ri, path, 0, f->size, NULL);
             return;
         }
         int w = wbns && (f->flags & POLICY_F_LOCAL) ? wb_demote(d->wb, ns->be->name, key) : 0;
         /* cache_evict walks the whole cache: only for an object that has cached blocks */
-        bool cached =
-            !r->local_only && d->cache && f->etag &&
-            cache_cached_bytes(d->cache, &(struct cache_obj){ns->be, key, f->etag, f->size}) > 0;
+        bool cached = !r->local_only && d->cache && f->etag &&
+                      cache_cached_bytes(
+                          d->cache, &(struct cache_obj){ns->be, key, f->etag, f->size, NULL}) > 0;
         long blocks = cached ? cache_evict(d->cache, ns->be->name, key) : 0;
         if (w < 0 && w != -EAGAIN) {
             snprintf(detail, sizeof(detail), "cannot drop the local copy: %s", strerror(-w));
@@ -613,7 +613,7 @@ static void act(struct policy_engine *pe, struct pe_pass *ps, size_t ri, size_t 
             return;
         bool pinned = cache_pin_exists(d->cache, ns->be->name, key);
         uint64_t have =
-            cache_cached_bytes(d->cache, &(struct cache_obj){ns->be, key, f->etag, f->size});
+            cache_cached_bytes(d->cache, &(struct cache_obj){ns->be, key, f->etag, f->size, NULL});
         if (have >= f->size && (r->action == POLICY_STAGE || pinned))
             return; /* hot already */
         if (ps->dry_run) {

@@ -67,6 +67,7 @@ struct stage_item {
     uint64_t listed_bytes;
     char etag[BACKEND_ETAG_MAX]; /* version from the listing; "" = unknown, stat first */
     bool pinned;                 /* a dataset version's file: this etag or nothing */
+    char *version_id;            /* ... and the object version to read (owned), or NULL */
 };
 
 struct stage_job {
@@ -141,7 +142,7 @@ static void job_error(struct stage_job *job, const char *path, int rc, const cha
 /* Push an item (takes ownership of key). Blocks while the queue is full. Returns -ECANCELED if
  * the job was cancelled (key is freed). */
 static int queue_push_item(struct stage_job *job, struct tierd_ns *ns, char *key, uint64_t bytes,
-                           const char *etag, bool pinned)
+                           const char *etag, bool pinned, char *version_id)
 {
     pthread_mutex_lock(&job->mu);
     while (job->qlen == job->qcap && !atomic_load(&job->cancel))
@@ -149,6 +150,7 @@ static int queue_push_item(struct stage_job *job, struct tierd_ns *ns, char *key
     if (atomic_load(&job->cancel)) {
         pthread_mutex_unlock(&job->mu);
         free(key);
+        free(version_id);
         return -ECANCELED;
     }
     struct stage_item *it = &job->queue[(job->qhead + job->qlen) % job->qcap];
@@ -157,6 +159,7 @@ static int queue_push_item(struct stage_job *job, struct tierd_ns *ns, char *key
     it->listed_bytes = bytes;
     tier_strlcpy(it->etag, etag ? etag : "", sizeof(it->etag));
     it->pinned = pinned;
+    it->version_id = version_id;
     job->qlen++;
     job->p.files_total++;
     job->p.bytes_total += bytes;
@@ -168,7 +171,7 @@ static int queue_push_item(struct stage_job *job, struct tierd_ns *ns, char *key
 static int queue_push(struct stage_job *job, struct tierd_ns *ns, char *key, uint64_t bytes,
                       const char *etag)
 {
-    return queue_push_item(job, ns, key, bytes, etag, false);
+    return queue_push_item(job, ns, key, bytes, etag, false, NULL);
 }
 
 /* Pop an item; false when the queue is closed and empty, or the job was cancelled. */
@@ -246,8 +249,11 @@ static void stage_file(struct stage_job *job, const struct stage_item *it)
 
     mount_path_of(it->ns, it->key, path, sizeof(path));
     if (it->etag[0]) {
-        struct cache_obj obj = {
-            .be = it->ns->be, .key = it->key, .etag = it->etag, .size_bytes = it->listed_bytes};
+        struct cache_obj obj = {.be = it->ns->be,
+                                .key = it->key,
+                                .etag = it->etag,
+                                .size_bytes = it->listed_bytes,
+                                .version_id = it->version_id};
         rc = fetch_blocks(job, &obj, &done, &cached);
         if (rc == -ESTALE) {
             /* Take back what this version counted; the fresh one counts again. */
@@ -303,6 +309,7 @@ static void *worker_main(void *arg)
     while (queue_pop(job, &it)) {
         stage_file(job, &it);
         free(it.key);
+        free(it.version_id);
     }
     return NULL;
 }
@@ -378,8 +385,14 @@ static void *lister_main(void *arg)
                     job_error(job, root->path, -ENOMEM, "out of memory");
                     break;
                 }
-                if (queue_push_item(job, root->ns, key, m->files[k].size, m->files[k].etag, true) !=
-                    0)
+                char *vid = m->files[k].version_id ? strdup(m->files[k].version_id) : NULL;
+                if (m->files[k].version_id && !vid) {
+                    free(key);
+                    job_error(job, root->path, -ENOMEM, "out of memory");
+                    break;
+                }
+                if (queue_push_item(job, root->ns, key, m->files[k].size, m->files[k].etag, true,
+                                    vid) != 0)
                     break;
             }
         } else if (root->is_prefix) {
@@ -414,6 +427,7 @@ static void *lister_main(void *arg)
     pthread_mutex_lock(&job->mu);
     while (job->qlen > 0) {
         free(job->queue[job->qhead].key);
+        free(job->queue[job->qhead].version_id);
         job->qhead = (job->qhead + 1) % job->qcap;
         job->qlen--;
     }

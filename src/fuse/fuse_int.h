@@ -338,8 +338,10 @@ void tfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
  * mount's for /.tierd and the view's directories above the versions), or NULL for any other
  * control path (fuse_ops_ctl.c). */
 const struct tfs_perm *tfs_ctl_version_perm(const struct tierd_fuse *fs, const char *path);
+/* version_id: NULL, or the object version to read (a versioned bucket's older version). */
 void tfs_open_pinned(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, const char *path,
-                     struct backend *be, const char *key, const char *etag, uint64_t size);
+                     struct backend *be, const char *key, const char *etag, const char *version_id,
+                     uint64_t size);
 void tfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
 void tfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void tfs_ops_readonly(struct fuse_lowlevel_ops *ops);

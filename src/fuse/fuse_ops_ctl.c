@@ -430,13 +430,14 @@ static int vlisting(struct tierd_fuse *fs, const char *path, struct tfs_dirent *
     return 0;
 }
 
-/* Open a file of a version: a read handle pinned to the manifest's ETag. */
+/* Open a file of a version: a read handle pinned to the manifest's ETag (and its version id,
+ * where the bucket keeps versions). */
 static void vopen(struct tierd_fuse *fs, fuse_req_t req, fuse_ino_t ino, const char *path,
                   struct fuse_file_info *fi)
 {
     struct vcache *v = NULL;
     const char *rest = NULL;
-    char *key = NULL, etag[BACKEND_ETAG_MAX];
+    char *key = NULL, *vid = NULL, etag[BACKEND_ETAG_MAX];
     uint64_t size = 0;
     size_t nsi = 0, i = 0;
     int rc = vlocate(fs, path, &v, &rest, &nsi);
@@ -447,7 +448,9 @@ static void vopen(struct tierd_fuse *fs, fuse_req_t req, fuse_ino_t ino, const c
             snprintf(etag, sizeof(etag), "%s", v->m.files[i].etag);
             if (asprintf(&key, "%s%s", v->m.prefix, v->m.files[i].key) < 0)
                 key = NULL;
-            rc = key ? 0 : -ENOMEM;
+            if (v->m.files[i].version_id && !(vid = strdup(v->m.files[i].version_id)))
+                rc = -ENOMEM;
+            rc = key && rc == 0 ? 0 : -ENOMEM;
         } else {
             rc = k == 1 ? -EISDIR : k;
         }
@@ -462,8 +465,9 @@ static void vopen(struct tierd_fuse *fs, fuse_req_t req, fuse_ino_t ino, const c
     if (rc)
         fuse_reply_err(req, tfs_errno(rc));
     else
-        tfs_open_pinned(req, ino, fi, path, fs->d->ns[nsi].be, key, etag, size);
+        tfs_open_pinned(req, ino, fi, path, fs->d->ns[nsi].be, key, etag, vid, size);
     free(key);
+    free(vid);
 }
 
 static bool is_ctl_handle(const struct fuse_file_info *fi)

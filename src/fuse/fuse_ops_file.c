@@ -49,6 +49,7 @@ struct tfs_file {
     bool stale_logged;            /* mu */
     _Atomic bool hint_seen;       /* the hint engine counted this open's read of the file's end */
     _Atomic uint64_t access_mono; /* when this handle last noted a read (access.h), mono ns */
+    char *version_id; /* a dataset version's file in a versioned bucket: the version to read */
 };
 
 /* Note a read of h's object for the policies' idle trigger (d->access; none: no rule has idle),
@@ -70,6 +71,7 @@ static void file_destroy(struct tfs_file *h)
     pthread_mutex_destroy(&h->mu);
     free(h->key);
     free(h->path);
+    free(h->version_id);
     free(h);
 }
 
@@ -265,14 +267,16 @@ fail:
 }
 
 void tfs_open_pinned(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, const char *path,
-                     struct backend *be, const char *key, const char *etag, uint64_t size)
+                     struct backend *be, const char *key, const char *etag, const char *version_id,
+                     uint64_t size)
 {
     struct tierd_fuse *fs = fuse_req_userdata(req);
     struct tfs_opstat os = tfs_op_start();
     struct tier_ioctx io = tfs_req_io(fs, req);
     int rc = 0;
     struct tfs_file *h = calloc(1, sizeof(*h));
-    if (!h || !(h->path = strdup(path)) || !(h->key = strdup(key))) {
+    if (!h || !(h->path = strdup(path)) || !(h->key = strdup(key)) ||
+        (version_id && !(h->version_id = strdup(version_id)))) {
         rc = -ENOMEM;
         goto fail;
     }
@@ -304,6 +308,7 @@ fail:
     if (h) {
         free(h->path);
         free(h->key);
+        free(h->version_id);
         free(h);
     }
     tfs_op_done(fs, &io, TELE_OP_OPEN, -1, os, 0, rc);
@@ -368,8 +373,11 @@ static void maybe_prefetch(struct tierd_fuse *fs, struct tfs_file *h, uint64_t o
     }
     pthread_mutex_unlock(&h->mu);
     if (count > 0) {
-        struct cache_obj obj = {
-            .be = h->be, .key = h->key, .etag = h->etag, .size_bytes = h->size_bytes};
+        struct cache_obj obj = {.be = h->be,
+                                .key = h->key,
+                                .etag = h->etag,
+                                .size_bytes = h->size_bytes,
+                                .version_id = h->version_id};
         /* Charged to the reader's tenant, at background priority. */
         struct tier_ioctx io = {.tenant = h->io.tenant, .cls = TIER_IO_BACKGROUND};
         uint64_t done = cache_prefetch_owned(fs->d->cache, &io, &obj, first, count, h);
@@ -401,8 +409,11 @@ void tfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct 
         fuse_reply_err(req, ENOMEM);
         return;
     }
-    struct cache_obj obj = {
-        .be = h->be, .key = h->key, .etag = h->etag, .size_bytes = h->size_bytes};
+    struct cache_obj obj = {.be = h->be,
+                            .key = h->key,
+                            .etag = h->etag,
+                            .size_bytes = h->size_bytes,
+                            .version_id = h->version_id};
     struct tfs_opstat os = tfs_op_start();
     enum cache_served served = CACHE_SERVED_RAM;
     ssize_t n = cache_read_served(fs->d->cache, &h->io, &obj, (uint64_t)off, buf, size, &served);
@@ -418,9 +429,12 @@ void tfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct 
             if (first && tfs_ctl_path(fs, h->path))
                 log_warn("fuse: %s: the file of this dataset version changed in the backend "
                          "since the commit (the version has etag %s, the backend another) and "
-                         "the bucket keeps no older versions: it cannot be read (EIO). Restore "
-                         "the object, or commit a new version",
-                         h->path, h->etag);
+                         "%s: it cannot be read (EIO). Restore the object, or commit a new "
+                         "version",
+                         h->path, h->etag,
+                         h->version_id ? "its recorded version is gone too"
+                                       : "the commit recorded no version id (the bucket keeps "
+                                         "no older versions)");
             else if (first)
                 log_warn("fuse: %s changed on the backend while open (etag %s); this handle "
                          "fails with EIO, a new open reads the new version",

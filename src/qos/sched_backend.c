@@ -108,6 +108,45 @@ static int w_list(struct backend *be, const char *prefix, const char *delimiter,
     return rc;
 }
 
+static int w_versioning(struct backend *be, bool *keeps)
+{
+    struct sched_be *w = W(be);
+    uint64_t t0;
+    int rc = enter(w, SCHED_BE_STAT, 0, &t0);
+    if (rc)
+        return rc;
+    rc = w->inner->ops->versioning(w->inner, keeps);
+    leave(w, SCHED_BE_STAT, 0, rc, t0);
+    return rc;
+}
+
+static int w_list_versions(struct backend *be, const char *prefix, const char *token,
+                           size_t max_keys, struct backend_list_page *page)
+{
+    struct sched_be *w = W(be);
+    uint64_t t0;
+    int rc = enter(w, SCHED_BE_LIST, 0, &t0);
+    if (rc)
+        return rc;
+    rc = w->inner->ops->list_versions(w->inner, prefix, token, max_keys, page);
+    leave(w, SCHED_BE_LIST, 0, rc, t0);
+    return rc;
+}
+
+static ssize_t w_read_version(struct backend *be, const char *key, const char *version_id,
+                              uint64_t off, void *buf, size_t len, const char *if_match,
+                              struct backend_stat *st)
+{
+    struct sched_be *w = W(be);
+    uint64_t t0;
+    int rc = enter(w, SCHED_BE_READ, len, &t0);
+    if (rc)
+        return rc;
+    ssize_t n = w->inner->ops->read_version(w->inner, key, version_id, off, buf, len, if_match, st);
+    leave(w, SCHED_BE_READ, n > 0 ? (size_t)n : 0, (long)n, t0);
+    return n;
+}
+
 static int w_put(struct backend *be, const char *key, const void *buf, size_t len, char *etag_out)
 {
     struct sched_be *w = W(be);
@@ -261,6 +300,9 @@ int sched_backend_wrap(struct sched *s, struct backend *inner,
         /* no I/O: the inner backend's own answer, not admitted through the lane */
         .key_check = inner->ops->key_check ? w_key_check : NULL,
         .max_parts = inner->ops->max_parts,
+        .versioning = inner->ops->versioning ? w_versioning : NULL,
+        .list_versions = inner->ops->list_versions ? w_list_versions : NULL,
+        .read_version = inner->ops->read_version ? w_read_version : NULL,
     };
     w->base.ops = &w->ops;
     w->inner = inner;

@@ -277,6 +277,58 @@ int backend_del(struct backend *be, const struct tier_ioctx *io, const char *key
     return r;
 }
 
+int backend_versioning(struct backend *be, const struct tier_ioctx *io, bool *keeps)
+{
+    *keeps = false;
+    if (!be->ops->versioning)
+        return -ENOTSUP;
+    struct tier_ioctx_saved sv = io_enter(io);
+    int r = be->ops->versioning(be, keeps);
+    io_leave(io, sv);
+    return r;
+}
+
+int backend_list_versions(struct backend *be, const struct tier_ioctx *io, const char *prefix,
+                          const char *token, size_t max_keys, struct backend_list_page *page)
+{
+    memset(page, 0, sizeof(*page));
+    if (!be->ops->list_versions) {
+        tier_err_set("backend %s keeps no object versions", be->name);
+        return -ENOTSUP;
+    }
+    if (prefix && *prefix) {
+        int rc = check_prefix(prefix);
+        if (rc)
+            return rc;
+    }
+    struct tier_ioctx_saved sv = io_enter(io);
+    int r = be->ops->list_versions(be, prefix ? prefix : "", token, max_keys, page);
+    io_leave(io, sv);
+    return r;
+}
+
+ssize_t backend_read_version(struct backend *be, const struct tier_ioctx *io, const char *key,
+                             const char *version_id, uint64_t off, void *buf, size_t len,
+                             const char *if_match, struct backend_stat *st)
+{
+    int rc = check_key(key, false);
+    if (rc)
+        return rc;
+    size_t vl = version_id ? strlen(version_id) : 0;
+    if (vl == 0 || vl > BACKEND_VERSION_ID_MAX) {
+        tier_err_set("'%.40s': not a version id", version_id ? version_id : "");
+        return -EINVAL;
+    }
+    if (!be->ops->read_version) {
+        tier_err_set("backend %s keeps no object versions", be->name);
+        return -ENOTSUP;
+    }
+    struct tier_ioctx_saved sv = io_enter(io);
+    ssize_t r = be->ops->read_version(be, key, version_id, off, buf, len, if_match, st);
+    io_leave(io, sv);
+    return r;
+}
+
 int backend_mpu_list(struct backend *be, const struct tier_ioctx *io, const char *key,
                      struct backend_mpu **out, size_t *n)
 {
@@ -338,8 +390,10 @@ void backend_list_page_fini(struct backend_list_page *page)
 {
     if (!page)
         return;
-    for (size_t i = 0; i < page->n; i++)
+    for (size_t i = 0; i < page->n; i++) {
         free(page->entries[i].name);
+        free(page->entries[i].version_id);
+    }
     free(page->entries);
     free(page->next_token);
     memset(page, 0, sizeof(*page));

@@ -49,7 +49,10 @@ struct backend_entry {
     uint64_t size_bytes;
     int64_t mtime_ns;
     char etag[BACKEND_ETAG_MAX];
+    char *version_id; /* list_versions only: the object's version id (owned); else NULL */
 };
+
+#define BACKEND_VERSION_ID_MAX 1024 /* bytes excluding NUL, as S3 */
 
 struct backend_list_page {
     struct backend_entry *entries; /* owned; free with backend_list_page_fini() */
@@ -112,6 +115,18 @@ struct backend_ops {
     int (*key_check)(struct backend *be, const char *key);
     /* Most parts of one multipart upload; 0: BACKEND_MAX_PARTS. */
     int max_parts;
+    /* Optional (NULL: -ENOTSUP), object versions (S3 bucket versioning). Does the store keep
+     * older versions of objects (versioning enabled, or suspended with versions kept)? */
+    int (*versioning)(struct backend *be, bool *keeps);
+    /* list, without delimiter, of the current version of every object under prefix, each with
+     * its version_id (entries whose current version is a delete marker are left out). token:
+     * as list's. */
+    int (*list_versions)(struct backend *be, const char *prefix, const char *token, size_t max_keys,
+                         struct backend_list_page *page);
+    /* read, of version version_id of key (if_match: as read's, checked on that version). */
+    ssize_t (*read_version)(struct backend *be, const char *key, const char *version_id,
+                            uint64_t off, void *buf, size_t len, const char *if_match,
+                            struct backend_stat *st);
 };
 
 /* S3's limit on the parts of one multipart upload (and the POSIX backend's part-NNNNN names). */
@@ -176,6 +191,13 @@ int backend_mpu_complete(struct backend *be, const struct tier_ioctx *io, const 
 int backend_mpu_abort(struct backend *be, const struct tier_ioctx *io, const char *key,
                       const char *upload_id);
 int backend_del(struct backend *be, const struct tier_ioctx *io, const char *key);
+/* Object versions (the optional ops above): -ENOTSUP where the backend has none. */
+int backend_versioning(struct backend *be, const struct tier_ioctx *io, bool *keeps);
+int backend_list_versions(struct backend *be, const struct tier_ioctx *io, const char *prefix,
+                          const char *token, size_t max_keys, struct backend_list_page *page);
+ssize_t backend_read_version(struct backend *be, const struct tier_ioctx *io, const char *key,
+                             const char *version_id, uint64_t off, void *buf, size_t len,
+                             const char *if_match, struct backend_stat *st);
 int backend_mpu_list(struct backend *be, const struct tier_ioctx *io, const char *key,
                      struct backend_mpu **out, size_t *n);
 /* backend_key_valid, then the backend's own key_check. */

@@ -498,15 +498,21 @@ static void fill_stat(const struct s3_req *r, uint64_t size, struct backend_stat
                  r->hdr.mtime_ns);
 }
 
-static int head(struct s3_backend *s, const char *key, const char *if_match,
-                struct backend_stat *st)
+static int head_q(struct s3_backend *s, const char *key, const char *query, const char *if_match,
+                  struct backend_stat *st)
 {
-    struct s3_req r = {.method = "HEAD", .key = key, .if_match = if_match};
+    struct s3_req r = {.method = "HEAD", .key = key, .query = query, .if_match = if_match};
     ssize_t rc = perform(s, &r);
     if (rc == 0 && st)
         fill_stat(&r, r.hdr.have_length ? r.hdr.content_length : 0, st);
     req_fini(&r);
     return (int)rc;
+}
+
+static int head(struct s3_backend *s, const char *key, const char *if_match,
+                struct backend_stat *st)
+{
+    return head_q(s, key, NULL, if_match, st);
 }
 
 static int s3_stat(struct backend *be, const char *key, struct backend_stat *st)
@@ -518,20 +524,21 @@ static int s3_stat(struct backend *be, const char *key, struct backend_stat *st)
     return rc;
 }
 
-static ssize_t s3_read(struct backend *be, const char *key, uint64_t off, void *buf, size_t len,
-                       const char *if_match, struct backend_stat *st)
+/* GET of a byte range of key (query: NULL, or "versionId=..." for one version). */
+static ssize_t read_q(struct s3_backend *s, const char *key, const char *query, uint64_t off,
+                      void *buf, size_t len, const char *if_match, struct backend_stat *st)
 {
-    struct s3_backend *s = S(be);
     if (len == 0) {
         /* No byte range can express an empty read: check the version with a HEAD. */
         struct backend_stat tmp;
-        int rc = head(s, key, if_match, &tmp);
+        int rc = head_q(s, key, query, if_match, &tmp);
         if (rc == 0 && st)
             *st = tmp;
         return rc;
     }
     struct s3_req r = {.method = "GET",
                        .key = key,
+                       .query = query,
                        .out = buf,
                        .out_cap = len,
                        .ranged = true,
@@ -543,7 +550,7 @@ static ssize_t s3_read(struct backend *be, const char *key, uint64_t off, void *
         /* 416: the offset is at or past the end of the object, which reads 0 bytes. */
         req_fini(&r);
         struct backend_stat tmp;
-        int hrc = head(s, key, if_match, &tmp);
+        int hrc = head_q(s, key, query, if_match, &tmp);
         if (hrc)
             return hrc;
         if (off < tmp.size_bytes) {
@@ -570,6 +577,12 @@ static ssize_t s3_read(struct backend *be, const char *key, uint64_t off, void *
     }
     req_fini(&r);
     return rc;
+}
+
+static ssize_t s3_read(struct backend *be, const char *key, uint64_t off, void *buf, size_t len,
+                       const char *if_match, struct backend_stat *st)
+{
+    return read_q(S(be), key, NULL, off, buf, len, if_match, st);
 }
 
 /* Append "name=value" to a query being built in sorted order. */
@@ -617,6 +630,88 @@ static int s3_list(struct backend *be, const char *prefix, const char *delimiter
         prc = s3_xml_parse_list(r.resp.data, r.resp.len, s->prefix, page);
         if (prc)
             tier_err_set("S3 list %s/%s: the server's ListObjectsV2 response could not be parsed",
+                         s->bucket, full.data);
+    }
+    req_fini(&r);
+    dynbuf_fini(&q);
+    dynbuf_fini(&full);
+    return (int)prc;
+}
+
+/* ---- object versions (bucket versioning) -------------------------------------------------- */
+
+static ssize_t s3_read_version(struct backend *be, const char *key, const char *version_id,
+                               uint64_t off, void *buf, size_t len, const char *if_match,
+                               struct backend_stat *st)
+{
+    struct dynbuf q;
+    dynbuf_init(&q, BACKEND_VERSION_ID_MAX * 3 + 16);
+    int rc = q_add(&q, "versionId", version_id);
+    if (rc) {
+        dynbuf_fini(&q);
+        return rc == -E2BIG ? -ENAMETOOLONG : rc;
+    }
+    ssize_t n = read_q(S(be), key, q.data, off, buf, len, if_match, st);
+    dynbuf_fini(&q);
+    return n;
+}
+
+/* GET ?versioning: Enabled, or Suspended (older versions are kept either way). */
+static int s3_versioning(struct backend *be, bool *keeps)
+{
+    struct s3_backend *s = S(be);
+    struct s3_req r = {.method = "GET", .query = "versioning=", .xml_max = 65536};
+    ssize_t rc = perform(s, &r);
+    *keeps = false;
+    if (rc == 0) {
+        char st[32] = "";
+        int frc = s3_xml_find_text(r.resp.data, r.resp.len, "VersioningConfiguration", "Status", st,
+                                   sizeof(st));
+        /* no Status element: versioning was never enabled */
+        *keeps = frc == 0 && (strcmp(st, "Enabled") == 0 || strcmp(st, "Suspended") == 0);
+    }
+    req_fini(&r);
+    return (int)rc;
+}
+
+static int s3_list_versions(struct backend *be, const char *prefix, const char *token,
+                            size_t max_keys, struct backend_list_page *page)
+{
+    struct s3_backend *s = S(be);
+    struct dynbuf q, full;
+    dynbuf_init(&q, 8192);
+    dynbuf_init(&full, 4096);
+    char mk[24];
+    snprintf(mk, sizeof(mk), "%zu", max_keys ? (max_keys > 1000 ? 1000 : max_keys) : 1000);
+    int rc = dynbuf_printf(&full, "%s%s", s->prefix, prefix);
+    /* the token is "KEY\nVERSION_ID" (s3_xml_parse_versions); sorted parameters, as s3_list */
+    const char *nl = token ? strrchr(token, '\n') : NULL;
+    char *tk = token ? strndup(token, nl ? (size_t)(nl - token) : strlen(token)) : NULL;
+    if (token && !tk)
+        rc = -ENOMEM;
+    if (!rc && tk)
+        rc = q_add(&q, "key-marker", tk);
+    if (!rc)
+        rc = q_add(&q, "max-keys", mk);
+    if (!rc)
+        rc = q_add(&q, "prefix", full.data);
+    if (!rc && nl && nl[1])
+        rc = q_add(&q, "version-id-marker", nl + 1);
+    if (!rc)
+        rc = q_add(&q, "versions", NULL);
+    free(tk);
+    if (rc) {
+        dynbuf_fini(&q);
+        dynbuf_fini(&full);
+        return rc == -E2BIG ? -ENAMETOOLONG : rc;
+    }
+    struct s3_req r = {.method = "GET", .query = q.data, .xml_max = S3_XML_MAX_BYTES};
+    ssize_t prc = perform(s, &r);
+    if (prc == 0) {
+        prc = s3_xml_parse_versions(r.resp.data, r.resp.len, s->prefix, page);
+        if (prc)
+            tier_err_set("S3 list %s/%s?versions: the server's ListObjectVersions response could "
+                         "not be parsed",
                          s->bucket, full.data);
     }
     req_fini(&r);
@@ -916,6 +1011,9 @@ static const struct backend_ops s3_ops = {
     .mpu_list = s3_mpu_list,
     .del = s3_del,
     .destroy = s3_destroy,
+    .versioning = s3_versioning,
+    .list_versions = s3_list_versions,
+    .read_version = s3_read_version,
 };
 
 /* ---- construction -------------------------------------------------------------------------- */

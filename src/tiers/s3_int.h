@@ -42,6 +42,10 @@ int s3_xml_parse_list(const char *xml, size_t len, const char *strip,
  * Keys are percent-decoded when EncodingType=url. *next_key / *next_upload_id get the markers of
  * the next page (owned) when IsTruncated, else NULL. Returns 0, -EPROTO, -ENOMEM; on failure
  * nothing is returned. */
+/* ListObjectVersions: the current version of each key (a delete marker: left out), with its
+ * version id, strip removed from the keys; next_token "KEY\nVERSION_ID" when truncated. */
+int s3_xml_parse_versions(const char *xml, size_t len, const char *strip,
+                          struct backend_list_page *page);
 int s3_xml_parse_uploads(const char *xml, size_t len, const char *strip, const char *key,
                          struct backend_mpu **out, size_t *n, char **next_key,
                          char **next_upload_id);

@@ -263,6 +263,146 @@ fail:
     return rc;
 }
 
+/* ---- ListObjectVersions ---------------------------------------------------------------------- */
+
+struct versions_ctx {
+    struct list_ctx lc; /* the current versions kept, as a listing's entries */
+    bool in_version;    /* inside a Version (or a DeleteMarker: in_marker) */
+    bool in_marker;
+    bool latest; /* the element's IsLatest */
+    char *next_key, *next_vid;
+};
+
+static void versions_start(struct xml_walk *w, const char *name)
+{
+    struct versions_ctx *vc = w->ud;
+    if (w->depth == 1 && strcmp(name, "ListVersionsResult") != 0) {
+        walk_fail(w, -EPROTO);
+        return;
+    }
+    if (w->depth == 2 && (strcmp(name, "Version") == 0 || strcmp(name, "DeleteMarker") == 0)) {
+        free(vc->lc.cur.name);
+        free(vc->lc.cur.version_id);
+        memset(&vc->lc.cur, 0, sizeof(vc->lc.cur));
+        vc->in_version = true;
+        vc->in_marker = strcmp(name, "DeleteMarker") == 0;
+        vc->latest = false;
+    }
+}
+
+static void versions_end(struct xml_walk *w, const char *name, const char *text)
+{
+    struct versions_ctx *vc = w->ud;
+    struct backend_entry *e = &vc->lc.cur;
+    int rc = 0;
+    if (w->depth == 3 && vc->in_version) {
+        if (strcmp(name, "Key") == 0)
+            rc = set_str(&e->name, text);
+        else if (strcmp(name, "VersionId") == 0)
+            rc = strlen(text) > BACKEND_VERSION_ID_MAX || !*text ? -EPROTO
+                                                                 : set_str(&e->version_id, text);
+        else if (strcmp(name, "IsLatest") == 0)
+            vc->latest = strcmp(text, "true") == 0;
+        else if (strcmp(name, "Size") == 0)
+            rc = tier_parse_u64(text, &e->size_bytes) ? -EPROTO : 0;
+        else if (strcmp(name, "LastModified") == 0)
+            rc = s3_time_parse_iso8601(text, &e->mtime_ns) ? -EPROTO : 0;
+        else if (strcmp(name, "ETag") == 0 &&
+                 tier_strlcpy(e->etag, text, sizeof(e->etag)) >= sizeof(e->etag))
+            rc = -EPROTO;
+    } else if (w->depth == 2 && vc->in_version &&
+               (strcmp(name, "Version") == 0 || strcmp(name, "DeleteMarker") == 0)) {
+        vc->in_version = false;
+        if (!e->name || !e->version_id) {
+            rc = -EPROTO; /* a version without a key or an id */
+        } else if (vc->in_marker || !vc->latest) {
+            free(e->name);
+            free(e->version_id);
+            memset(e, 0, sizeof(*e)); /* an older version, or the object is deleted */
+        } else {
+            struct list_ctx *lc = &vc->lc;
+            if (lc->n == lc->cap) {
+                size_t cap = lc->cap ? lc->cap * 2 : 64;
+                struct backend_entry *v = realloc(lc->v, cap * sizeof(*v));
+                if (!v) {
+                    walk_fail(w, -ENOMEM);
+                    return;
+                }
+                lc->v = v;
+                lc->cap = cap;
+            }
+            lc->v[lc->n++] = *e;
+            memset(e, 0, sizeof(*e));
+        }
+    } else if (w->depth == 2) {
+        if (strcmp(name, "IsTruncated") == 0)
+            vc->lc.truncated = strcmp(text, "true") == 0;
+        else if (strcmp(name, "NextKeyMarker") == 0)
+            rc = set_str(&vc->next_key, text);
+        else if (strcmp(name, "NextVersionIdMarker") == 0)
+            rc = set_str(&vc->next_vid, text);
+        else if (strcmp(name, "EncodingType") == 0)
+            vc->lc.url_encoded = strcmp(text, "url") == 0;
+    }
+    if (rc)
+        walk_fail(w, rc);
+}
+
+int s3_xml_parse_versions(const char *xml, size_t len, const char *strip,
+                          struct backend_list_page *page)
+{
+    struct versions_ctx vc = {0};
+    struct xml_walk w = {.on_start = versions_start, .on_end = versions_end, .ud = &vc};
+    size_t strip_len = strip ? strlen(strip) : 0;
+    memset(page, 0, sizeof(*page));
+    int rc = walk_run(&w, xml, len);
+    if (!rc && vc.lc.truncated && (!vc.next_key || !*vc.next_key))
+        rc = -EPROTO; /* cannot continue without a marker */
+    for (size_t i = 0; !rc && i < vc.lc.n; i++) {
+        if (vc.lc.url_encoded && s3_uri_decode(vc.lc.v[i].name) != 0)
+            rc = -EPROTO;
+        else if (strncmp(vc.lc.v[i].name, strip ? strip : "", strip_len) != 0)
+            rc = -EPROTO; /* a key outside our prefix */
+    }
+    /* the token: "NEXT_KEY\nNEXT_VERSION_ID" (s3.c splits it at the last newline) */
+    char *token = NULL;
+    if (!rc && vc.lc.truncated &&
+        asprintf(&token, "%s\n%s", vc.next_key, vc.next_vid ? vc.next_vid : "") < 0)
+        rc = -ENOMEM;
+    if (rc) {
+        for (size_t i = 0; i < vc.lc.n; i++) {
+            free(vc.lc.v[i].name);
+            free(vc.lc.v[i].version_id);
+        }
+        free(vc.lc.v);
+        goto out;
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < vc.lc.n; i++) {
+        struct backend_entry e = vc.lc.v[i];
+        if (e.name[strip_len] == '\0') {
+            free(e.name);
+            free(e.version_id);
+            continue;
+        }
+        memmove(e.name, e.name + strip_len, strlen(e.name + strip_len) + 1);
+        vc.lc.v[o++] = e;
+    }
+    /* S3 lists by key; the interface promises key order whatever the server sent */
+    if (o > 1)
+        qsort(vc.lc.v, o, sizeof(*vc.lc.v), entry_cmp);
+    page->entries = vc.lc.v;
+    page->n = o;
+    page->next_token = token;
+out:
+    free(vc.lc.cur.name);
+    free(vc.lc.cur.version_id);
+    free(vc.next_key);
+    free(vc.next_vid);
+    free(vc.lc.token);
+    return rc;
+}
+
 /* ---- ListMultipartUploads -------------------------------------------------------------------- */
 
 struct uploads_ctx {

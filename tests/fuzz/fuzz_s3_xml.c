@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_s3_xml.c - libFuzzer target for the S3 backend's XML parsers (s3_xml.c): every input is fed
- * to the ListObjectsV2 parser (with and without a prefix to strip), the error document parser and
+ * to the ListObjectsV2 and ListObjectVersions parsers (with and without a prefix to strip), the
+ * ListMultipartUploads parser, the error document parser and
  * the single-value finder. Also built as a corpus-replay test (fuzz_s3_xml_replay) in CTest.
  * Checks what must hold for any input: no crash or leak, and a successful listing is well formed.
  */
@@ -34,6 +35,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
             if (pg.next_token && pg.next_token[0] == '\0')
                 abort();
+            backend_list_page_fini(&pg);
+        } else if (pg.n != 0 || pg.entries || pg.next_token) {
+            abort(); /* a failed parse leaves the page empty */
+        }
+        if (s3_xml_parse_versions(doc, size, strips[s], &pg) == 0) {
+            for (size_t i = 0; i < pg.n; i++) {
+                if (!pg.entries[i].name || pg.entries[i].name[0] == '\0' ||
+                    !pg.entries[i].version_id || !pg.entries[i].version_id[0])
+                    abort(); /* every version has a key and an id */
+                if (i > 0 && strcmp(pg.entries[i - 1].name, pg.entries[i].name) > 0)
+                    abort(); /* in key order */
+            }
             backend_list_page_fini(&pg);
         } else if (pg.n != 0 || pg.entries || pg.next_token) {
             abort(); /* a failed parse leaves the page empty */

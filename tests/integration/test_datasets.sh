@@ -19,6 +19,8 @@
 #     no older versions); stat and ls of a version cost no backend call; nothing can be created;
 #     a version with a damaged manifest is not served; a version of a namespace with umask 077
 #     has that namespace's modes (nobody cannot read it, as in the namespace itself);
+#   - rgw: a bucket with versioning enabled: the commit records version ids, and the version
+#     reads (and stages) the committed bytes after its files are overwritten and deleted;
 #   - a version by its view path: `tierctl stage` fetches its files pinned to their ETags (then
 #     reads cost no fetch), fails where files changed or went since the commit; pin, unpin and
 #     evict take it (by its tree's keys);
@@ -62,6 +64,14 @@ if [ "$KIND" = rgw ]; then
   # an S3 "folder" marker (AWS console, s3fs): not a file of the tree (curl -T would append the
   # file's name to a URL ending in '/')
   tierd_s3 -X PUT --data-binary "" "$S3_ENDPOINT/$BUCKET/ds/a/sub/" >/dev/null || fail "PUT ds/a/sub/"
+  # a bucket that keeps older versions (S3 bucket versioning)
+  VBUCKET=$BUCKET-ver
+  tierd_s3 -X PUT "$S3_ENDPOINT/$VBUCKET" >/dev/null || fail "cannot create bucket $VBUCKET"
+  tierd_s3 -X PUT --data-binary '<VersioningConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Status>Enabled</Status></VersioningConfiguration>' \
+    "$S3_ENDPOINT/$VBUCKET?versioning=" >/dev/null || fail "cannot enable versioning on $VBUCKET"
+  for i in 0 1 2; do
+    tierd_s3 -T "$T/ref/$i" "$S3_ENDPOINT/$VBUCKET/t/$i.bin" >/dev/null || fail "PUT $VBUCKET t/$i.bin"
+  done
 fi
 want_bytes=$((5 * 100000 + 0 + 1 + 2 + 3 + 4 + 777))
 
@@ -69,6 +79,8 @@ want_bytes=$((5 * 100000 + 0 + 1 + 2 + 3 + 4 + 777))
   tierd_conf_section cache "ram_size = 32M" "block_size = 1M"
   if [ "$KIND" = rgw ]; then
     tierd_conf_rgw be "$BUCKET"
+    tierd_conf_rgw vbe "$VBUCKET"
+    tierd_conf_ns /vds vbe
   else
     tierd_conf_posix be "$DATA"
   fi
@@ -262,6 +274,25 @@ rc=$(ctl pin "$V/ds/a@d2/nope")
 rc=$(ctl stage "$V/ds")
 [ "$rc" != 0 ] && grep -q "not a version" "$T/out" || fail "stage of the view's directory: exit $rc: $(cat "$T/out")"
 ok "a version by its path: staged (then read with 0 fetches), refused where its files changed, pinned, unpinned, evicted"
+
+# ---- a versioned bucket: the version reads its bytes after an overwrite and a delete -------------
+if [ "$KIND" = rgw ]; then
+  rc=$(ctl dataset commit /vds/t v1 --json)
+  [ "$rc" = 0 ] || fail "commit /vds/t v1: exit $rc: $(cat "$T/out")"
+  [ "$(jfield versioned)" = 3 ] || fail "v1 of the versioned bucket recorded $(jfield versioned) version ids, want 3: $(cat "$T/out")"
+  head -c 3333 /dev/urandom >"$T/ref/vnew"
+  tierd_s3 -T "$T/ref/vnew" "$S3_ENDPOINT/$VBUCKET/t/0.bin" >/dev/null || fail "overwrite t/0.bin"
+  tierd_s3 -X DELETE "$S3_ENDPOINT/$VBUCKET/t/1.bin" >/dev/null || fail "delete t/1.bin"
+  for i in 0 1 2; do
+    cmp -s "$V/vds/t@v1/$i.bin" "$T/ref/$i" || fail "version v1's $i.bin (versioned bucket) reads other bytes after the overwrite/delete"
+  done
+  cmp -s "$MNT/vds/t/0.bin" "$T/ref/vnew" || fail "the namespace's t/0.bin is not the new object"
+  rc=$(ctl evict "$V/vds/t@v1")
+  [ "$rc" = 0 ] || fail "evict v1 of the versioned tree: exit $rc: $(cat "$T/out")"
+  rc=$(ctl stage "$V/vds/t@v1")
+  [ "$rc" = 0 ] || fail "stage of v1 of the versioned tree (files overwritten and deleted since): exit $rc: $(cat "$T/out")"
+  ok "a versioned bucket: the commit recorded version ids; v1 reads (and stages) its bytes after an overwrite and a delete"
+fi
 
 # ---- bad input -----------------------------------------------------------------------------------
 rc=$(ctl dataset commit /ds/a "bad/name")

@@ -1166,10 +1166,54 @@ static void test_pool_wait_bounded(void **state)
     bh_stop(&bh);
 }
 
+/* ListObjectVersions (tests/fuzz/corpus/s3_xml/versions.xml): the current version of each key,
+ * with its id; an older version and a key whose current version is a delete marker are left
+ * out; the next page's token is "KEY\nVERSION_ID". */
+static const char k_versions[] =
+    "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListVersionsResult xmlns=\"http://s3.amazonaw"
+    "s.com/doc/2006-03-01/\"><Name>b</Name><Prefix>pfx/</Prefix><KeyMarker></KeyMarker><Versi"
+    "onIdMarker></VersionIdMarker><NextKeyMarker>pfx/c</NextKeyMarker><NextVersionIdMarker>v9"
+    "</NextVersionIdMarker><MaxKeys>3</MaxKeys><IsTruncated>true</IsTruncated><Version><Key>p"
+    "fx/a</Key><VersionId>v2</VersionId><IsLatest>true</IsLatest><LastModified>2026-12-01T10:"
+    "00:00.000Z</LastModified><ETag>\"e2\"</ETag><Size>5</Size></Version><Version><Key>pfx/a<"
+    "/Key><VersionId>v1</VersionId><IsLatest>false</IsLatest><LastModified>2026-11-01T10:00:0"
+    "0.000Z</LastModified><ETag>\"e1\"</ETag><Size>4</Size></Version><DeleteMarker><Key>pfx/b"
+    "</Key><VersionId>v5</VersionId><IsLatest>true</IsLatest><LastModified>2026-12-01T11:00:0"
+    "0.000Z</LastModified></DeleteMarker><Version><Key>pfx/b</Key><VersionId>v4</VersionId><I"
+    "sLatest>false</IsLatest><LastModified>2026-11-01T10:00:00.000Z</LastModified><ETag>\"e4"
+    "\"</ETag><Size>7</Size></Version><Version><Key>pfx/c</Key><VersionId>null</VersionId><IsL"
+    "atest>true</IsLatest><LastModified>2026-10-01T10:00:00.000Z</LastModified><ETag>\"e9\"</"
+    "ETag><Size>9</Size></Version></ListVersionsResult>";
+
+static void test_versions_parse(void **state)
+{
+    (void)state;
+    struct backend_list_page pg;
+    assert_int_equal(s3_xml_parse_versions(k_versions, strlen(k_versions), "pfx/", &pg), 0);
+    assert_int_equal(pg.n, 2);
+    assert_string_equal(pg.entries[0].name, "a");
+    assert_string_equal(pg.entries[0].version_id, "v2");
+    assert_string_equal(pg.entries[0].etag, "\"e2\"");
+    assert_int_equal(pg.entries[0].size_bytes, 5);
+    assert_string_equal(pg.entries[1].name, "c");
+    assert_string_equal(pg.entries[1].version_id, "null");
+    assert_string_equal(pg.next_token, "pfx/c\nv9");
+    backend_list_page_fini(&pg);
+    /* a version without an id is refused, and leaves the page empty */
+    static const char bad[] = "<ListVersionsResult><Version><Key>pfx/a</Key><IsLatest>true"
+                              "</IsLatest></Version></ListVersionsResult>";
+    assert_int_equal(s3_xml_parse_versions(bad, strlen(bad), "pfx/", &pg), -EPROTO);
+    assert_int_equal(pg.n, 0);
+    /* a listing root is not a versions document */
+    static const char other[] = "<ListBucketResult></ListBucketResult>";
+    assert_int_equal(s3_xml_parse_versions(other, strlen(other), "", &pg), -EPROTO);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_list_truncated),
+        cmocka_unit_test(test_versions_parse),
         cmocka_unit_test(test_uploads_parse),
         cmocka_unit_test(test_list_empty),
         cmocka_unit_test(test_list_escaped_and_prefixes),
