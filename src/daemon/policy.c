@@ -47,6 +47,7 @@
 #include "common/timeutil.h"
 #include "daemon/access.h"
 #include "daemon/dataset.h"
+#include "daemon/manifest.h"
 #include "daemon/pinmeta.h"
 #include "daemon/policy.h"
 #include "daemon/stage.h"
@@ -614,8 +615,8 @@ static void act(struct policy_engine *pe, struct pe_pass *ps, size_t ri, size_t 
         bool pinned = cache_pin_exists(d->cache, ns->be->name, key);
         uint64_t have =
             cache_cached_bytes(d->cache, &(struct cache_obj){ns->be, key, f->etag, f->size, NULL});
-        if (have >= f->size && (r->action == POLICY_STAGE || pinned))
-            return; /* hot already */
+        if (r->action == POLICY_PIN ? pinned : have >= f->size)
+            return; /* hot already (a pin staged it when it was made; pinned blocks stay) */
         if (ps->dry_run) {
             record(pe, ps, ri, path, 0, f->size - (have < f->size ? have : f->size), NULL);
             return;
@@ -757,6 +758,53 @@ static void start_batch(struct policy_engine *pe, struct pe_pass *ps, size_t ri,
 
 /* ---- a pass ---------------------------------------------------------------------------------- */
 
+static int file_find_cmp(const void *k, const void *e)
+{
+    return strcmp(k, ((const struct policy_file *)e)->key);
+}
+
+/* Mark (POLICY_F_INSET) the files of r's dataset version that the backend still holds as
+ * committed (same ETag), clear the mark on the others. 0, or the error reading the version
+ * (recorded in last_error and logged). */
+static int mark_dataset(struct policy_engine *pe, const struct policy_rule *r, struct tierd_ns *ns,
+                        struct pe_files *files)
+{
+    for (size_t i = 0; i < files->n; i++)
+        files->v[i].flags &= ~POLICY_F_INSET;
+    const char *at = strrchr(r->dataset, '@');
+    char *tree = strndup(r->dataset, (size_t)(at - r->dataset));
+    if (!tree)
+        return -ENOMEM;
+    struct manifest m;
+    memset(&m, 0, sizeof(m));
+    tier_err_clear();
+    int rc = dataset_show(pe->d, tree, at + 1, &m);
+    free(tree);
+    if (rc) {
+        pthread_mutex_lock(&pe->lock);
+        snprintf(pe->last_error, sizeof(pe->last_error), "policy %s: dataset %s: %s", r->name,
+                 r->dataset, *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+        pthread_mutex_unlock(&pe->lock);
+        log_warn("policy %s: cannot read dataset version %s (the rule waits): %s", r->name,
+                 r->dataset, *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+        return rc;
+    }
+    /* the manifest's keys are under its prefix; the files' are relative to the namespace */
+    const char *nsp = ns->conf->prefix ? ns->conf->prefix : "";
+    size_t npl = strlen(nsp), mpl = strlen(m.prefix);
+    const char *rel = mpl >= npl ? m.prefix + npl : "";
+    char k[BACKEND_KEY_MAX + 1];
+    for (size_t i = 0; i < m.n; i++) {
+        if (snprintf(k, sizeof(k), "%s%s", rel, m.files[i].key) >= (int)sizeof(k))
+            continue;
+        struct policy_file *f = bsearch(k, files->v, files->n, sizeof(*files->v), file_find_cmp);
+        if (f && f->etag && strcmp(f->etag, m.files[i].etag) == 0)
+            f->flags |= POLICY_F_INSET;
+    }
+    manifest_fini(&m);
+    return 0;
+}
+
 static bool rule_runs(const struct policy_engine *pe, const struct pe_pass *ps, size_t ri)
 {
     const struct policy_rule *r = &pe->rules.v[ri];
@@ -764,7 +812,9 @@ static bool rule_runs(const struct policy_engine *pe, const struct pe_pass *ps, 
         return false;
     if (ps->full)
         return true;
-    return r->action == POLICY_DEMOTE && pe->d->cfg.namespaces[r->ns].mode == TIERD_NS_WRITE_BACK;
+    return r->action == POLICY_DEMOTE && !r->dataset &&
+           /* a manifest read: full passes only */ pe->d->cfg.namespaces[r->ns].mode ==
+               TIERD_NS_WRITE_BACK;
 }
 
 static int run_pass(struct policy_engine *pe, struct pe_pass *ps)
@@ -828,6 +878,8 @@ static int run_pass(struct policy_engine *pe, struct pe_pass *ps)
             const struct policy_rule *r = &pe->rules.v[i];
             if (r->ns != n || !rule_runs(pe, ps, i))
                 continue;
+            if (r->dataset && mark_dataset(pe, r, ns, &files) != 0)
+                continue; /* the version cannot be read: the rule waits (last_error says why) */
             int64_t now = (int64_t)tier_now_real_ns();
             size_t k = policy_select(r, files.v, files.n, now, hot_fill_pct(d), sel);
             struct stage_batch *batch = calloc(1, sizeof(*batch));
@@ -1075,6 +1127,8 @@ static json_t *rule_json(const struct policy_engine *pe, size_t i)
         json_object_set_new(j, "glob", json_string(r->glob));
     if (r->match)
         json_object_set_new(j, "match", json_string(r->match));
+    if (r->dataset)
+        json_object_set_new(j, "dataset", json_string(r->dataset));
     if (r->min_size)
         json_object_set_new(j, "min_size", json_integer((json_int_t)r->min_size));
     if (r->max_size)

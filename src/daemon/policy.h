@@ -54,9 +54,13 @@ struct policy_rule {
     bool builtin; /* writeback-retention */
     size_t ns;    /* index of its namespace in cfg->namespaces */
     /* filter, on the key relative to the namespace's root ("run7/step_3/model.pt") */
-    char *prefix;                /* "" = all */
-    char *glob;                  /* fnmatch(3) with FNM_PATHNAME, or NULL */
-    char *match;                 /* the regex as written, or NULL */
+    char *prefix; /* "" = all */
+    char *glob;   /* fnmatch(3) with FNM_PATHNAME, or NULL */
+    char *match;  /* the regex as written, or NULL */
+    /* a dataset version, as its view names it ("/ds/imagenet@v3", the tree inside this rule's
+     * namespace): only the files of that version still in the backend as committed (their
+     * ETag); NULL: none. The engine marks them (POLICY_F_INSET) before selecting. */
+    char *dataset;
     regex_t re;                  /* match compiled (POSIX extended), valid when match != NULL */
     uint64_t min_size, max_size; /* max 0: no bound */
                                  /* triggers: all given must hold */
@@ -92,9 +96,10 @@ void policy_rules_free(struct policy_rules *r);
 #define POLICY_F_DURABLE 0x1u /* complete in the backend (listed, or UPLOADED/EVICTABLE) */
 #define POLICY_F_LOCAL 0x2u   /* the burst buffer holds a local copy */
 #define POLICY_F_PENDING 0x4u /* the burst buffer has a newer generation not yet uploaded */
-#define POLICY_F_CHANGED                                                                           \
-    0x8u /* the listing and the burst buffer name different versions (an                           \
-          * overwrite outside tierd, or a race): no copy, no expire */
+/* the listing and the burst buffer name different versions (an overwrite outside tierd, or a
+ * race): no copy, no expire */
+#define POLICY_F_CHANGED 0x8u
+#define POLICY_F_INSET 0x10u /* in the rule's dataset version (the engine's mark, per rule) */
 
 struct policy_file {
     const char *key; /* relative to the namespace root */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/strutil.h"
+#include "daemon/manifest.h"
 #include "daemon/policy.h"
 #include "daemon/tierd.h"
 
@@ -27,8 +28,8 @@ const char *policy_action_name(enum policy_action a)
 /* Keys a [policy] section may have. The filters and triggers the issue names that this version
  * does not build are refused by name, with what to use instead, rather than ignored. */
 static const char *const known_keys[] = {
-    "namespace", "prefix",    "glob",      "match",  "min_size", "max_size",    "age",
-    "idle",      "keep_last", "watermark", "action", "target",   "allow_delete"};
+    "namespace", "prefix",    "glob",      "match",  "min_size", "max_size",     "age",
+    "idle",      "keep_last", "watermark", "action", "target",   "allow_delete", "dataset"};
 #define NKNOWN (sizeof(known_keys) / sizeof(known_keys[0]))
 
 struct builder {
@@ -60,6 +61,7 @@ static void rule_fini(struct policy_rule *r)
     if (r->match)
         regfree(&r->re);
     free(r->match);
+    free(r->dataset);
     free(r->copy_prefix);
     memset(r, 0, sizeof(*r));
 }
@@ -257,11 +259,20 @@ static void set_key(struct builder *b, const struct tierd_policy_conf *pc, struc
                   sect, val);
         else
             r->idle_ms = u;
-    } else if (strcmp(key, "tenant") == 0 || strcmp(key, "dataset") == 0) {
+    } else if (strcmp(key, "dataset") == 0) {
+        const char *at = strrchr(val, '@');
+        if (val[0] != '/' || !at || at == val + 1 || !manifest_name_valid(at + 1))
+            bfail(b, line,
+                  "[policy %s] dataset = '%s' is not a version (write TREE@NAME with the tree's "
+                  "mount path, like /datasets/imagenet@v3)",
+                  sect, val);
+        else if (!(r->dataset = strdup(val)))
+            b->rc = -ENOMEM;
+    } else if (strcmp(key, "tenant") == 0) {
         bfail(b, line,
-              "[policy %s] the %s filter is not built in this version of tierd (filter by "
-              "namespace, prefix, glob, match and size)",
-              sect, key);
+              "[policy %s] the tenant filter is not built in this version of tierd (filter by "
+              "namespace, prefix, glob, match, size and dataset)",
+              sect);
     } else {
         char near[200] = "";
         size_t best = 3;
@@ -276,8 +287,9 @@ static void set_key(struct builder *b, const struct tierd_policy_conf *pc, struc
             }
         }
         bfail(b, line,
-              "[policy %s] unknown key '%s'%s (allowed: namespace, prefix, glob, match, min_size, "
-              "max_size, age, idle, keep_last, watermark, action, target, allow_delete)",
+              "[policy %s] unknown key '%s'%s (allowed: namespace, prefix, glob, match, dataset, "
+              "min_size, max_size, age, idle, keep_last, watermark, action, target, "
+              "allow_delete)",
               sect, key, near);
     }
 }
@@ -334,6 +346,13 @@ static int wb_ns_overlap(const struct tierd_config *c, const struct policy_rule 
     return -1;
 }
 
+/* Is the tree of version spec ("/ds/a@v3") the namespace at path or inside it? */
+static bool dataset_in_ns(const char *spec, const char *path)
+{
+    size_t tl = (size_t)(strrchr(spec, '@') - spec), pl = strlen(path);
+    return tl >= pl && strncmp(spec, path, pl) == 0 && (tl == pl || spec[pl] == '/');
+}
+
 static void build_one(struct builder *b, const struct tierd_policy_conf *pc, struct policy_rule *r)
 {
     int target_ns;
@@ -344,6 +363,7 @@ static void build_one(struct builder *b, const struct tierd_policy_conf *pc, str
     tier_strlcpy(r->name, pc->name, sizeof(r->name));
     bool has_ns = false, has_action = false;
     int action_line = pc->conf_line, target_line = 0, delete_line = 0, keep_line = 0;
+    int dataset_line = 0;
     for (size_t i = 0; i < pc->nkv && !b->rc; i++) {
         const char *k = pc->kv[i].key;
         set_key(b, pc, r, k, pc->kv[i].val, pc->kv[i].line, &has_action);
@@ -356,6 +376,8 @@ static void build_one(struct builder *b, const struct tierd_policy_conf *pc, str
             delete_line = pc->kv[i].line;
         if (strcmp(k, "keep_last") == 0)
             keep_line = pc->kv[i].line;
+        if (strcmp(k, "dataset") == 0)
+            dataset_line = pc->kv[i].line;
     }
     if (b->rc)
         return;
@@ -410,6 +432,11 @@ static void build_one(struct builder *b, const struct tierd_policy_conf *pc, str
               "[policy %s] keep_last with match = '%s' needs a capture group for the step, like "
               "match = ckpt/step_([0-9]+)/",
               pc->name, r->match);
+    else if (r->dataset && !dataset_in_ns(r->dataset, c->namespaces[r->ns].path))
+        bfail(b, dataset_line,
+              "[policy %s] dataset = %s is not a tree of the namespace %s (the rule's): name a "
+              "version of a tree under it",
+              pc->name, r->dataset, c->namespaces[r->ns].path);
     else if (r->watermark_pct && r->action != POLICY_DEMOTE)
         bfail(b, action_line,
               "[policy %s] watermark only applies to action = demote (it frees the hot tier)",
@@ -481,6 +508,8 @@ static bool filter_match(const struct policy_rule *r, const struct policy_file *
     if (r->glob && fnmatch(r->glob, f->key, FNM_PATHNAME) != 0)
         return false;
     if (r->match && regexec(&r->re, f->key, m ? 2 : 0, m, 0) != 0)
+        return false;
+    if (r->dataset && !(f->flags & POLICY_F_INSET))
         return false;
     return true;
 }

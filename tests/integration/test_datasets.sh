@@ -88,6 +88,8 @@ want_bytes=$((5 * 100000 + 0 + 1 + 2 + 3 + 4 + 777))
   tierd_conf_ns /ckpt be "prefix = ckpt" "mode = write-back"
   tierd_conf_ns /priv be "prefix = priv" "umask = 077"
   tierd_conf_section writeback "spool_dir = $T/spool"
+  # a lifecycle policy that keeps version d2 (committed below) pinned in the hot tier
+  tierd_conf_section "policy keep-d2" "namespace = /ds" "dataset = /ds/a@d2" "action = pin"
   tierd_conf_mount "$MNT" "allow_other = true" "umask = 022"
   tierd_conf_api "$SOCK"
 } >"$CONF"
@@ -274,6 +276,22 @@ rc=$(ctl pin "$V/ds/a@d2/nope")
 rc=$(ctl stage "$V/ds")
 [ "$rc" != 0 ] && grep -q "not a version" "$T/out" || fail "stage of the view's directory: exit $rc: $(cat "$T/out")"
 ok "a version by its path: staged (then read with 0 fetches), refused where its files changed, pinned, unpinned, evicted"
+
+# the policy keep-d2 (dataset = /ds/a@d2, action = pin): a pass pins every file of d2 that the
+# backend holds as committed, and nothing else
+rc=$(ctl policy run --json)
+[ "$rc" = 0 ] || fail "policy run: exit $rc: $(cat "$T/out")"
+python3 - "$T/out" <<'PY' || fail "the dataset policy: $(cat "$T/out")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+pins = sorted(a["path"] for a in j["actions"] if a["policy"] == "keep-d2" and a["result"] == "done")
+want = ["/ds/a/0.bin", "/ds/a/1.bin", "/ds/a/2.bin", "/ds/a/3.bin", "/ds/a/new.bin", "/ds/a/sub/x.bin"]
+if pins != want:
+    sys.exit(f"keep-d2 pinned {pins}, want {want}")
+PY
+rc=$(ctl policy run --json)
+[ "$rc" = 0 ] && [ "$(jfield done)" = 0 ] || fail "a second pass pinned again: $(cat "$T/out")"
+ok "a policy with dataset = /ds/a@d2 pins exactly d2's files, once"
 
 # ---- a versioned bucket: the version reads its bytes after an overwrite and a delete -------------
 if [ "$KIND" = rgw ]; then

@@ -123,7 +123,7 @@ static const struct bad_case bad_cases[] = {
     {BASE "[policy p]\nnamespace = /d\naction = demote\nidle = a while\n",
      {"t.conf:11:", "idle = 'a while'", "not a duration"}},
     {BASE "[policy p]\nnamespace = /d\naction = demote\ntenant = x\n",
-     {"t.conf:11:", "tenant filter is not built"}},
+     {"t.conf:11:", "tenant filter is not built", "dataset"}},
     {BASE "[policy p]\nnamespace = /d\naction = demote\nwhen = 1h\n",
      {"t.conf:11:", "unknown key 'when'", "keep_last"}},
     {BASE "[policy p]\nnamespace = /d\nmatch = step_([0-9]+\naction = demote\n",
@@ -159,6 +159,10 @@ static const struct bad_case bad_cases[] = {
     {BASE "[policy p]\nnamespace = /d\naction = demote\naction = pin\n",
      {"t.conf:11:", "duplicate key 'action'"}},
     {BASE "[daemon]\npolicy_interval = 10ms\n", {"t.conf:9:", "policy_interval"}},
+    {BASE "[policy p]\nnamespace = /d\ndataset = /d/x\naction = pin\n",
+     {"t.conf:10:", "dataset = '/d/x' is not a version"}},
+    {BASE "[policy p]\nnamespace = /d\ndataset = /elsewhere/x@v1\naction = pin\n",
+     {"t.conf:10:", "is not a tree of the namespace /d"}},
     {BASE "[backend arch]\ntype = posix\nroot = /a\n[writeback]\nspool_dir = /s\n"
           "[namespace /w]\nbackend = arch\nmode = write-back\n"
           "[policy p]\nnamespace = /d\naction = copy\ntarget = arch:w/\n",
