@@ -290,7 +290,7 @@ if pins != want:
     sys.exit(f"keep-d2 pinned {pins}, want {want}")
 PY
 rc=$(ctl policy run --json)
-[ "$rc" = 0 ] && [ "$(jfield done)" = 0 ] || fail "a second pass pinned again: $(cat "$T/out")"
+[ "$rc" = 0 ] && [ "$(jfield "done")" = 0 ] || fail "a second pass pinned again: $(cat "$T/out")"
 ok "a policy with dataset = /ds/a@d2 pins exactly d2's files, once"
 
 # ---- a versioned bucket: the version reads its bytes after an overwrite and a delete -------------
