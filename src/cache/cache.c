@@ -1152,6 +1152,12 @@ static int backend_fetch(struct cache *c, const struct tier_ioctx *io, const str
                                                          obj->etag, NULL)
                                   : backend_read(obj->be, &dio, obj->key, index * c->cfg.block_size,
                                                  d->bytes, len, obj->etag, NULL);
+    /* a version read the backend will not do (no versions, s3:GetObjectVersion denied, an id
+     * it does not take): the current object, pinned to the same ETag, is the same bytes when it
+     * has not changed (and -ESTALE when it has) */
+    if (d && obj->version_id && (n == -EACCES || n == -ENOTSUP || n == -EINVAL))
+        n = backend_read(obj->be, &dio, obj->key, index * c->cfg.block_size, d->bytes, len,
+                         obj->etag, NULL);
     uint64_t dt = tier_now_mono_ns() - t0;
     if (fs)
         fetch_slot_give(c, fs);

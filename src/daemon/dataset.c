@@ -142,6 +142,14 @@ static int read_object(struct backend *be, const char *key, char **buf, size_t *
     return 0;
 }
 
+/* An error the backend may not give next time (no answer, a timeout): the commit fails then,
+ * rather than going on without what it could not learn. */
+static bool transient(int rc)
+{
+    return rc == -ETIMEDOUT || rc == -EAGAIN || rc == -ECONNREFUSED || rc == -ECONNRESET ||
+           rc == -EHOSTUNREACH || rc == -ENETUNREACH || rc == -ECONNABORTED || rc == -EPIPE;
+}
+
 static int list_tree(struct tierd_ns *ns, const char *prefix, const char *rel, struct manifest *m,
                      bool versions)
 {
@@ -177,7 +185,11 @@ static int list_tree(struct tierd_ns *ns, const char *prefix, const char *rel, s
                 rc = -EINVAL;
                 break;
             }
-            rc = manifest_add_version(m, e->name + pl, e->size_bytes, e->etag, e->version_id);
+            /* "null": an object written while versioning was off or suspended, which the next
+             * write replaces in place: no id to keep */
+            const char *vid =
+                e->version_id && strcmp(e->version_id, "null") != 0 ? e->version_id : NULL;
+            rc = manifest_add_version(m, e->name + pl, e->size_bytes, e->etag, vid);
             if (rc == -EINVAL && m->n > 0 && strcmp(m->files[m->n - 1].key, e->name + pl) >= 0) {
                 tier_err_set("the backend listed %s out of order", e->name);
                 rc = -EIO;
@@ -236,13 +248,20 @@ int dataset_commit(struct tierd *d, const char *path, const char *name, struct m
     bool keeps = false;
     tier_err_clear();
     rc = backend_versioning(ns->be, &ds_io, &keeps);
-    if (rc == -EACCES || rc == -EPERM)
-        log_warn("dataset: cannot ask %s whether it keeps versions (%s): %s is committed without "
-                 "version ids",
-                 ns->be->name, tier_err_msg(), path);
-    else if (rc && rc != -ENOTSUP)
-        goto out;
+    if (rc && transient(rc))
+        goto out; /* the backend cannot be asked now: the commit fails, to be retried */
+    if (rc && rc != -ENOTSUP)
+        log_warn("dataset: %s does not say whether it keeps versions (%s): %s is committed "
+                 "without version ids",
+                 ns->be->name, *tier_err_msg() ? tier_err_msg() : strerror(-rc), path);
     rc = list_tree(ns, prefix, rel, m, keeps);
+    if (rc && keeps && !transient(rc) && rc != -ENOMEM && m->n == 0) {
+        /* ListObjectVersions refused (its own permission, s3:ListBucketVersions) */
+        log_warn("dataset: %s refuses to list versions (%s): %s is committed without version "
+                 "ids",
+                 ns->be->name, *tier_err_msg() ? tier_err_msg() : strerror(-rc), path);
+        rc = list_tree(ns, prefix, rel, m, false);
+    }
     if (rc)
         goto out;
     if (m->n == 0) {

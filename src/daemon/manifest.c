@@ -147,11 +147,14 @@ int manifest_encode(const struct manifest *m, char **out, size_t *len)
             return -ENOMEM;
         }
     }
+    bool v2 = false;
+    for (size_t i = 0; i < m->n && !v2; i++)
+        v2 = m->files[i].version_id != NULL;
     json_t *o =
         json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:o}", "format",
-                  MANIFEST_FORMAT, "name", m->name ? m->name : "", "path", m->path ? m->path : "",
-                  "namespace", m->ns ? m->ns : "", "backend", m->backend ? m->backend : "",
-                  "prefix", m->prefix ? m->prefix : "", "commit_id",
+                  v2 ? MANIFEST_FORMAT_V2 : MANIFEST_FORMAT, "name", m->name ? m->name : "", "path",
+                  m->path ? m->path : "", "namespace", m->ns ? m->ns : "", "backend",
+                  m->backend ? m->backend : "", "prefix", m->prefix ? m->prefix : "", "commit_id",
                   m->commit_id ? m->commit_id : "", "created_at", (json_int_t)m->created_at,
                   "count", (json_int_t)m->n, "bytes", (json_int_t)m->bytes, "files", files);
     if (!o)
@@ -225,9 +228,10 @@ int manifest_decode(const char *text, size_t len, struct manifest *m, char *err,
         }
     }
     const char *fmt = json_string_value(json_object_get(o, "format"));
-    if (!fmt || strcmp(fmt, MANIFEST_FORMAT) != 0) {
-        rc = bad(err, esz, "format '%.40s' is not %s (a newer tierd's, or not a manifest)",
-                 fmt ? fmt : "(none)", MANIFEST_FORMAT);
+    bool v2 = fmt && strcmp(fmt, MANIFEST_FORMAT_V2) == 0;
+    if (!fmt || (!v2 && strcmp(fmt, MANIFEST_FORMAT) != 0)) {
+        rc = bad(err, esz, "format '%.40s' is not %s or %s (a newer tierd's, or not a manifest)",
+                 fmt ? fmt : "(none)", MANIFEST_FORMAT, MANIFEST_FORMAT_V2);
         goto out;
     }
     m->name = str_field(o, "name");
@@ -274,8 +278,8 @@ int manifest_decode(const char *text, size_t len, struct manifest *m, char *err,
         const char *vid = json_string_value(vj);
         json_t *sz = json_object_get(f, "size");
         if (!json_is_object(f) || json_object_size(f) != (vj ? 4u : 3u) || !key || !etag ||
-            (vj && (!vid || !vid_ok(vid))) || !json_is_integer(sz) || json_integer_value(sz) < 0 ||
-            !etag_ok(etag)) {
+            (vj && (!v2 || !vid || !vid_ok(vid))) || !json_is_integer(sz) ||
+            json_integer_value(sz) < 0 || !etag_ok(etag)) {
             rc = bad(err, esz,
                      "files[%zu] is not {\"key\", \"size\", \"etag\", \"version_id\" (where "
                      "versioned)}",

@@ -7,7 +7,8 @@
  * syntax, strict key order, the totals) and refuses the whole manifest on the first fault; it
  * has a libFuzzer target (tests/fuzz/fuzz_manifest.c).
  *
- * Format (version 1):
+ * Format (version 1; version 2, "tierd-dataset/2", is the same with "version_id" in files, and
+ * is written only when a file has one):
  *   {"format": "tierd-dataset/1", "name", "path" (the tree's mount path), "namespace",
  *    "backend", "prefix" (the tree's key prefix in the backend), "commit_id" (32 hex digits),
  *    "created_at" (seconds since the epoch), "count", "bytes",
@@ -21,6 +22,8 @@
 #include <stdint.h>
 
 #define MANIFEST_FORMAT "tierd-dataset/1"
+/* written when a file has a version_id, so a tierd that knows only /1 refuses it clearly */
+#define MANIFEST_FORMAT_V2 "tierd-dataset/2"
 #define MANIFEST_NAME_MAX 64 /* a version's name: 1 to 63 of [A-Za-z0-9._-], alnum first */
 #define MANIFEST_MAX_BYTES (512u << 20) /* the largest manifest decoded (~5 million files) */
 

@@ -264,9 +264,12 @@ static void stage_file(struct stage_job *job, const struct stage_item *it)
         }
     }
     if ((rc == -ESTALE || rc == -ENOENT) && it->pinned) {
-        tier_err_set("it %s in the backend since its dataset version was committed (tierd reads "
-                     "no older versions of an object): the version's bytes cannot be staged",
-                     rc == -ESTALE ? "changed" : "was deleted");
+        tier_err_set("it %s in the backend since its dataset version was committed, and %s: the "
+                     "version's bytes cannot be staged",
+                     rc == -ESTALE ? "changed" : "was deleted",
+                     it->version_id ? "its recorded version is gone too"
+                                    : "the commit recorded no version id (the bucket keeps no "
+                                      "older versions)");
         rc = -EIO;
     } else if (rc == -ESTALE) {
         tier_err_clear();
@@ -289,8 +292,9 @@ static void stage_file(struct stage_job *job, const struct stage_item *it)
         job_error(job, path, rc, tier_err_msg());
         return;
     }
-    if (job->pin && job->reg->d->pinned) {
-        /* the mount can show it while the backend cannot be asked (pinmeta.h) */
+    if (job->pin && job->reg->d->pinned && !it->pinned) {
+        /* the mount can show it while the backend cannot be asked (pinmeta.h); not a version's
+         * file, whose bytes need not be the key's current ones */
         struct pinmeta_obj po = {.size_bytes = st.etag[0] ? st.size_bytes : it->listed_bytes,
                                  .mtime_ns = st.mtime_ns};
         tier_strlcpy(po.etag, st.etag[0] ? st.etag : it->etag, sizeof(po.etag));

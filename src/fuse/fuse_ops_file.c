@@ -420,6 +420,8 @@ void tfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct 
     /* cache_served and tele_tier name the same tiers in the same order */
     tfs_op_done(fs, &h->io, TELE_OP_READ, (int)served, os, n > 0 ? (uint64_t)n : 0,
                 n < 0 ? (int)n : 0);
+    if (n == -ENOENT && h->version_id)
+        n = -ESTALE; /* the recorded version is gone (deleted for good): as a changed file */
     if (n < 0) {
         if (n == -ESTALE) {
             pthread_mutex_lock(&h->mu);

@@ -269,9 +269,23 @@ struct versions_ctx {
     struct list_ctx lc; /* the current versions kept, as a listing's entries */
     bool in_version;    /* inside a Version (or a DeleteMarker: in_marker) */
     bool in_marker;
-    bool latest; /* the element's IsLatest */
+    bool latest;      /* the element's IsLatest */
+    bool latest_seen; /* ... was given */
     char *next_key, *next_vid;
 };
+
+/* A version id as tierd sends it back in a query: 1..BACKEND_VERSION_ID_MAX printable ASCII,
+ * no blank (the manifest's rule too). */
+static bool vid_text_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > BACKEND_VERSION_ID_MAX)
+        return false;
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x21 || (unsigned char)*s > 0x7e)
+            return false;
+    return true;
+}
 
 static void versions_start(struct xml_walk *w, const char *name)
 {
@@ -287,6 +301,7 @@ static void versions_start(struct xml_walk *w, const char *name)
         vc->in_version = true;
         vc->in_marker = strcmp(name, "DeleteMarker") == 0;
         vc->latest = false;
+        vc->latest_seen = false;
     }
 }
 
@@ -299,11 +314,11 @@ static void versions_end(struct xml_walk *w, const char *name, const char *text)
         if (strcmp(name, "Key") == 0)
             rc = set_str(&e->name, text);
         else if (strcmp(name, "VersionId") == 0)
-            rc = strlen(text) > BACKEND_VERSION_ID_MAX || !*text ? -EPROTO
-                                                                 : set_str(&e->version_id, text);
-        else if (strcmp(name, "IsLatest") == 0)
+            rc = !vid_text_ok(text) ? -EPROTO : set_str(&e->version_id, text);
+        else if (strcmp(name, "IsLatest") == 0) {
             vc->latest = strcmp(text, "true") == 0;
-        else if (strcmp(name, "Size") == 0)
+            vc->latest_seen = true;
+        } else if (strcmp(name, "Size") == 0)
             rc = tier_parse_u64(text, &e->size_bytes) ? -EPROTO : 0;
         else if (strcmp(name, "LastModified") == 0)
             rc = s3_time_parse_iso8601(text, &e->mtime_ns) ? -EPROTO : 0;
@@ -313,8 +328,8 @@ static void versions_end(struct xml_walk *w, const char *name, const char *text)
     } else if (w->depth == 2 && vc->in_version &&
                (strcmp(name, "Version") == 0 || strcmp(name, "DeleteMarker") == 0)) {
         vc->in_version = false;
-        if (!e->name || !e->version_id) {
-            rc = -EPROTO; /* a version without a key or an id */
+        if (!e->name || !e->version_id || !vc->latest_seen) {
+            rc = -EPROTO; /* a version without a key, an id, or whether it is the current one */
         } else if (vc->in_marker || !vc->latest) {
             free(e->name);
             free(e->version_id);
