@@ -21,6 +21,9 @@ PKGS=(
   # the provider contrib/slurm/burst_buffer.lua on the controller (JSON; clock and sleep), and
   # Lua 5.1 itself for its syntax check (make lint) and the tests
   lua-cjson lua-posix lua5.1
+  # systemd readiness (sd_notify, Type=notify) and the man pages: scdoc turns docs/man/*.scd into
+  # roff, mandoc lints the result (the tests), systemd-analyze verifies the units (systemd)
+  libsystemd-dev scdoc mandoc
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -94,6 +94,8 @@ static const char usage_text[] =
     "                                  dataset versions: record every file under PATH (no\n"
     "                                  copy) as version NAME; list, show, diff, delete\n"
     "                                  (docs/VERSIONS.md)\n"
+    "  reload [--json]                 re-read tierd's config: applies [daemon] log_level and the\n"
+    "                                  [policy] sections, names what needs a restart\n"
     "  policy status | plan [NAME] | run [NAME]   [--json]\n"
     "                                  lifecycle policies: what they did; what one pass would\n"
     "                                  do; run a pass now (exit 1 if an action failed)\n";
@@ -997,6 +999,36 @@ static int cmd_dataset(struct ctl *ctl, int argc, char **argv)
     return rc;
 }
 
+/* ---- reload ------------------------------------------------------------------------------------
+ */
+
+static int cmd_reload(struct ctl *ctl, int argc, char **argv)
+{
+    bool as_json = false;
+    int urc = parse_json_flag(argc, argv, "reload", &as_json);
+    if (urc)
+        return urc;
+    if (optind != argc)
+        return usage_error("reload takes no arguments (got '%s')", argv[optind]);
+    json_t *ans = NULL;
+    char *raw = NULL;
+    int rc = call(ctl, "POST", "/v1/reload", NULL, &ans, as_json ? &raw : NULL);
+    if (rc == EXIT_OK && as_json) {
+        print_raw_json(raw);
+    } else if (rc == EXIT_OK) {
+        const json_t *a = json_object_get(ans, "applied"),
+                     *r = json_object_get(ans, "restart_needed");
+        printf("reloaded %s\n", jstr(ans, "file", "?"));
+        for (size_t i = 0; i < json_array_size(a); i++)
+            printf("  applied: %s\n", json_string_value(json_array_get(a, i)));
+        for (size_t i = 0; i < json_array_size(r); i++)
+            printf("  changed, needs a restart: %s\n", json_string_value(json_array_get(r, i)));
+    }
+    free(raw);
+    json_decref(ans);
+    return rc;
+}
+
 /* ---- lifecycle policies ---------------------------------------------------------------------- */
 
 /* tierctl policy status | plan [NAME] | run [NAME] [--json] */
@@ -1557,6 +1589,8 @@ int main(int argc, char **argv)
         fn = cmd_dataset;
     else if (strcmp(cmd, "policy") == 0)
         fn = cmd_policy;
+    else if (strcmp(cmd, "reload") == 0)
+        fn = cmd_reload;
     else if (strcmp(cmd, "help") == 0) {
         fputs(usage_text, stdout);
         fputs(usage_tail, stdout);

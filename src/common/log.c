@@ -18,6 +18,7 @@
 
 static _Atomic int g_level = -1;
 static bool g_syslog;
+static bool g_journal;
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
@@ -51,6 +52,11 @@ enum tier_log_level tier_log_get_level(void)
     return (enum tier_log_level)l;
 }
 
+void tier_log_use_journal(void)
+{
+    g_journal = true;
+}
+
 void tier_log_use_syslog(const char *ident)
 {
     openlog(ident, LOG_PID, LOG_DAEMON);
@@ -78,9 +84,12 @@ void tier_log(enum tier_log_level level, const char *file, int line, const char 
         gmtime_r(&ts.tv_sec, &tm);
         const char *base = strrchr(file, '/');
         char out[2304];
-        int n = snprintf(out, sizeof(out), "%02d:%02d:%02d.%03ld %-5s %s:%d: %s\n", tm.tm_hour,
-                         tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, level_names[level],
-                         base ? base + 1 : file, line, msg);
+        static const int prio[] = {3, 4, 6, 7}; /* LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG */
+        int n = g_journal ? snprintf(out, sizeof(out), "<%d>%s:%d: %s\n", prio[level],
+                                     base ? base + 1 : file, line, msg)
+                          : snprintf(out, sizeof(out), "%02d:%02d:%02d.%03ld %-5s %s:%d: %s\n",
+                                     tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
+                                     level_names[level], base ? base + 1 : file, line, msg);
         if (n > (int)sizeof(out))
             n = (int)sizeof(out);
         if (n > 0 && write(STDERR_FILENO, out, (size_t)n) < 0) {

@@ -25,6 +25,10 @@ int tier_log_level_parse(const char *s, enum tier_log_level *out);
 
 /* Send messages to syslog (ident is borrowed for the process lifetime) instead of stderr. */
 void tier_log_use_syslog(const char *ident);
+/* stderr is the systemd journal (JOURNAL_STREAM): each line starts with its syslog priority,
+ * "<3>" .. "<7>", which journald takes as the entry's priority, and carries no timestamp (the
+ * journal has its own). Call before threads start. */
+void tier_log_use_journal(void);
 
 void tier_log(enum tier_log_level level, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -343,7 +343,7 @@ static json_t *status_json(struct tierd *d)
     }
     uint64_t now = tier_now_real_ns();
     uint64_t up = now > d->start_ns ? (now - d->start_ns) / TIER_NS_PER_SEC : 0;
-    json_t *j = json_pack("{s:s, s:I, s:o, s:b, s:o, s:o}", "version", "0.1.0", "uptime_s",
+    json_t *j = json_pack("{s:s, s:I, s:o, s:b, s:o, s:o}", "version", TIER_VERSION, "uptime_s",
                           (json_int_t)up, "mount", jstr(d->cfg.mount_path), "mounted", d->mounted,
                           "cache", cache_json(d), "namespaces", nss);
     if (d->wb) {
@@ -454,6 +454,7 @@ struct gauge_names {
     struct sched_backend_stats be[TELE_MAX_BACKENDS];
     struct tele_space *space; /* malloc'd: gauges_fini() */
     struct tele_policy policies[POLICY_MAX_RULES + TIERD_MAX_NAMESPACES];
+    char pnames[POLICY_MAX_RULES + TIERD_MAX_NAMESPACES][POLICY_NAME_MAX];
 };
 
 static void gauges_fini(struct gauge_names *nm)
@@ -535,14 +536,16 @@ static void gather_gauges(struct tierd *d, struct tele_gauges *g, struct gauge_n
     if (pe) {
         struct policy_counts pc[POLICY_MAX_RULES + TIERD_MAX_NAMESPACES];
         size_t n = policy_engine_counts(pe, pc, sizeof(pc) / sizeof(pc[0]));
-        for (size_t i = 0; i < n; i++)
-            nm->policies[i] = (struct tele_policy){.name = pc[i].name,
+        for (size_t i = 0; i < n; i++) {
+            tier_strlcpy(nm->pnames[i], pc[i].name, sizeof(nm->pnames[i]));
+            nm->policies[i] = (struct tele_policy){.name = nm->pnames[i],
                                                    .ns = pc[i].ns,
                                                    .action = policy_action_name(pc[i].action),
                                                    .done = pc[i].done,
                                                    .bytes = pc[i].bytes,
                                                    .deferred = pc[i].deferred,
                                                    .failed = pc[i].failed};
+        }
         g->npolicies = (unsigned)n;
         g->policies = nm->policies;
     }
@@ -941,6 +944,93 @@ static unsigned do_policy_run(struct tierd *d, const struct api_request *rq, str
         ret = reply_json(out, 200, res);
     json_decref(j);
     return ret;
+}
+
+/* ---- reload (tierctl reload, systemd's ExecReload) ---------------------------------------- */
+
+static bool str_differ(const char *a, const char *b)
+{
+    return (a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0);
+}
+
+/* What of nc differs from the running config in a way only a restart applies: appended to
+ * restart (section names). True when namespaces or backends differ (then no policy reload). */
+static bool needs_restart(const struct tierd_config *c, const struct tierd_config *nc,
+                          json_t *restart)
+{
+    bool layout = c->nnamespaces != nc->nnamespaces || c->nbackends != nc->nbackends;
+    for (size_t i = 0; !layout && i < c->nnamespaces; i++) {
+        const struct tierd_ns_conf *a = &c->namespaces[i], *b = &nc->namespaces[i];
+        layout = str_differ(a->path, b->path) || str_differ(a->backend, b->backend) ||
+                 str_differ(a->prefix, b->prefix) || a->mode != b->mode;
+    }
+    for (size_t i = 0; !layout && i < c->nbackends; i++)
+        layout = str_differ(c->backends[i].name, nc->backends[i].name) ||
+                 str_differ(c->backends[i].type, nc->backends[i].type);
+    if (layout)
+        json_array_append_new(restart, json_string("[namespace] and [backend] sections"));
+    if (str_differ(c->mount_path, nc->mount_path))
+        json_array_append_new(restart, json_string("[mount] path"));
+    if (c->cache.ram_bytes != nc->cache.ram_bytes || c->cache.disk_bytes != nc->cache.disk_bytes ||
+        c->cache.block_size != nc->cache.block_size ||
+        str_differ(c->cache_disk_dir, nc->cache_disk_dir))
+        json_array_append_new(restart, json_string("[cache] sizes and disk_dir"));
+    if (str_differ(c->api_socket, nc->api_socket) || str_differ(c->api_tcp, nc->api_tcp))
+        json_array_append_new(restart, json_string("[api] socket and tcp"));
+    if (c->policy_interval_ms != nc->policy_interval_ms)
+        json_array_append_new(restart, json_string("[daemon] policy_interval"));
+    return layout;
+}
+
+/* POST /v1/reload: re-read the config file tierd started with; apply what can change live
+ * ([daemon] log_level, the [policy] sections and [writeback] retention_keep's built-in rules),
+ * name what needs a restart. A config with an error changes nothing (400 with FILE:LINE). */
+static unsigned do_reload(struct tierd *d, struct api_reply *out)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; /* inih's options are globals */
+    pthread_mutex_lock(&mu);
+    struct tierd_config nc;
+    char err[1024];
+    int rc = tierd_config_load(d->cfg.file, &nc, err, sizeof(err));
+    pthread_mutex_unlock(&mu);
+    if (rc) {
+        tierd_config_fini(&nc);
+        return reply_error(out, rc, "%s (nothing was changed)", err);
+    }
+    json_t *applied = json_array(), *restart = json_array();
+    bool layout = needs_restart(&d->cfg, &nc, restart);
+    enum tier_log_level lvl = TIER_LOG_INFO;
+    (void)tier_log_level_parse(nc.log_level, &lvl);
+    if (!d->verbose && lvl != tier_log_get_level()) {
+        tier_log_set_level(lvl);
+        json_array_append_new(applied, json_string("[daemon] log_level"));
+    }
+    struct policy_engine *pe = __atomic_load_n(&d->policy, __ATOMIC_ACQUIRE);
+    unsigned ret = 0;
+    if (layout) {
+        /* the rules name namespaces and backends by position: only a restart applies them */
+    } else if (pe) {
+        char perr[600];
+        rc = policy_engine_reload(pe, &nc, perr, sizeof(perr));
+        if (rc)
+            ret = reply_error(out, rc, "%s (the other changes: %zu applied)", perr,
+                              json_array_size(applied));
+        else
+            json_array_append_new(applied, json_string("[policy] sections"));
+    } else if (nc.npolicies) {
+        json_array_append_new(restart, json_string("[policy] sections (no policy engine runs)"));
+    }
+    tierd_config_fini(&nc);
+    if (ret) {
+        json_decref(applied);
+        json_decref(restart);
+        return ret;
+    }
+    log_info("tierd: reloaded %s: %zu change(s) applied, %zu need a restart", d->cfg.file,
+             json_array_size(applied), json_array_size(restart));
+    return reply_json(out, 200,
+                      json_pack("{s:s, s:o, s:o}", "file", d->cfg.file, "applied", applied,
+                                "restart_needed", restart));
 }
 
 /* ---- write-back: wait, checkpoints ------------------------------------------------------- */
@@ -2801,6 +2891,8 @@ void api_handle(struct tierd *d, const struct api_request *rq, struct api_reply 
         do_datasets_get(d, rq, out, NULL, false);
     else if ((get || strcmp(method, "DELETE") == 0) && strncmp(url, "/v1/datasets/", 13) == 0)
         do_datasets_get(d, rq, out, url + 13, !get);
+    else if (post && strcmp(url, "/v1/reload") == 0)
+        do_reload(d, out);
     else if (get && strcmp(url, "/v1/policy") == 0)
         do_policy_get(d, out);
     else if (post && (strcmp(url, "/v1/policy/run") == 0 || strcmp(url, "/v1/policy/plan") == 0))

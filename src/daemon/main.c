@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <systemd/sd-daemon.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <stdio.h>
@@ -477,9 +478,12 @@ static void teardown(struct tierd *d)
 
 static void on_ready(void *arg, int status)
 {
-    (void)arg;
+    const struct tierd *d = arg;
     if (status == 0) {
         notify_parent(0, NULL);
+        /* systemd (Type=notify): ready once the mount answers (this call) and the API listens
+         * (it started before the mount); a no-op without $NOTIFY_SOCKET */
+        sd_notifyf(0, "READY=1\nSTATUS=serving %zu namespace(s) at %s", d->nns, d->cfg.mount_path);
     } else {
         tier_err_set("the mount did not answer (%s)", strerror(-status));
         startup_failed("FUSE mount");
@@ -489,19 +493,50 @@ static void on_ready(void *arg, int status)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: tierd -c FILE [-f] [-v]\n"
-               "  -c FILE  config file (see docs/CONFIG.md)\n"
-               "  -f       stay in the foreground, log to stderr\n"
-               "  -v       debug logging (overrides [daemon] log_level)\n"
+               "       tierd --version | --help\n"
+               "  -c, --config FILE  config file (tierd.conf(5), docs/CONFIG.md)\n"
+               "  -f, --foreground   stay in the foreground, log to stderr (to the journal, with\n"
+               "                     priorities, under systemd: contrib/systemd/tierd.service)\n"
+               "  -v, --verbose      debug logging (overrides [daemon] log_level)\n"
+               "  -V, --version      print the version and exit\n"
+               "  -U, --unmount      detach the mount a stopped or crashed tierd left at the\n"
+               "                     config's [mount] path (a live mount is left alone), exit\n"
+               "  -h, --help         this text\n"
+               "SIGINT, SIGTERM and SIGHUP unmount and stop; `tierctl reload` re-reads the config\n"
                "exit codes: 0 clean stop, 1 start-up/runtime failure, 2 usage or config error\n");
+}
+
+/* stderr is the journal's stream (systemd sets JOURNAL_STREAM to its "DEV:INODE")? */
+static bool stderr_is_journal(void)
+{
+    const char *js = getenv("JOURNAL_STREAM");
+    struct stat st;
+    unsigned long long dev, ino;
+    if (!js || sscanf(js, "%llu:%llu", &dev, &ino) != 2 || fstat(STDERR_FILENO, &st) != 0)
+        return false;
+    return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
 }
 
 int main(int argc, char **argv)
 {
     const char *conf = NULL;
-    bool fg = false, verbose = false;
+    bool fg = false, verbose = false, unmount = false;
     int opt;
-    while ((opt = getopt(argc, argv, "c:fvh")) != -1) {
+    static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
+                                             {"foreground", no_argument, NULL, 'f'},
+                                             {"verbose", no_argument, NULL, 'v'},
+                                             {"version", no_argument, NULL, 'V'},
+                                             {"unmount", no_argument, NULL, 'U'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
+    while ((opt = getopt_long(argc, argv, "c:fvVUh", longopts, NULL)) != -1) {
         switch (opt) {
+        case 'V':
+            printf("tierd %s\n", TIER_VERSION);
+            return 0;
+        case 'U':
+            unmount = true;
+            break;
         case 'c':
             conf = optarg;
             break;
@@ -532,9 +567,20 @@ int main(int argc, char **argv)
         tierd_config_fini(&d.cfg);
         return 2;
     }
+    if (unmount) {
+        /* ExecStopPost: detach the mount a dead tierd left (a live one is not touched) */
+        int urc = tierfs_clear_stale_mount(d.cfg.mount_path);
+        if (urc < 0)
+            fprintf(stderr, "tierd: %s\n", tier_err_msg());
+        tierd_config_fini(&d.cfg);
+        return urc < 0 ? 1 : 0;
+    }
     enum tier_log_level lvl = TIER_LOG_INFO;
     (void)tier_log_level_parse(d.cfg.log_level, &lvl);
     tier_log_set_level(verbose ? TIER_LOG_DEBUG : lvl);
+    d.verbose = verbose;
+    if (fg && stderr_is_journal())
+        tier_log_use_journal();
 
     if (!fg && daemonize() != 0) {
         fprintf(stderr, "tierd: cannot daemonize: %s\n", strerror(errno));
@@ -642,8 +688,9 @@ int main(int argc, char **argv)
     log_info("tierd: serving %zu namespace(s) at %s, API on %s", d.nns, d.cfg.mount_path,
              d.cfg.api_socket);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    rc = tierfs_loop(d.fuse, on_ready, NULL);
+    rc = tierfs_loop(d.fuse, on_ready, &d);
     pthread_sigmask(SIG_BLOCK, &block, NULL);
+    sd_notify(0, "STOPPING=1\nSTATUS=stopping: unmounting, finishing uploads in flight");
     status = rc == 0 ? 0 : 1;
     if (rc)
         log_err("tierd: FUSE loop failed: %s", strerror(-rc));

@@ -1187,13 +1187,55 @@ size_t policy_engine_counts(struct policy_engine *pe, struct policy_counts *out,
     pthread_mutex_lock(&pe->lock);
     size_t n = pe->rules.n < max ? pe->rules.n : max;
     for (size_t i = 0; i < n; i++)
-        out[i] = (struct policy_counts){.name = pe->rules.v[i].name,
-                                        .ns = pe->d->cfg.namespaces[pe->rules.v[i].ns].path,
+        out[i] = (struct policy_counts){.ns = pe->d->cfg.namespaces[pe->rules.v[i].ns].path,
                                         .action = pe->rules.v[i].action,
                                         .done = pe->counts[i].done,
                                         .bytes = pe->counts[i].bytes,
                                         .deferred = pe->counts[i].deferred,
                                         .failed = pe->counts[i].failed};
+    for (size_t i = 0; i < n; i++)
+        tier_strlcpy(out[i].name, pe->rules.v[i].name, sizeof(out[i].name));
     pthread_mutex_unlock(&pe->lock);
     return n;
+}
+
+int policy_engine_reload(struct policy_engine *pe, const struct tierd_config *cfg, char *err,
+                         size_t errsz)
+{
+    struct policy_rules rules;
+    char msg[400];
+    int line = 0;
+    int rc = policy_rules_build(cfg, &rules, msg, sizeof(msg), &line);
+    if (rc) {
+        snprintf(err, errsz, "%s:%d: %s", cfg->file, line, msg);
+        return rc;
+    }
+    bool idle = false;
+    for (size_t i = 0; i < rules.n; i++)
+        idle = idle || rules.v[i].idle_ms;
+    if (idle && !pe->d->access) {
+        snprintf(err, errsz,
+                 "a rule has idle, and tierd tracks reads only when a rule had idle at start: "
+                 "restart tierd for it");
+        policy_rules_free(&rules);
+        return -EINVAL;
+    }
+    struct pe_count *counts = calloc(rules.n ? rules.n : 1, sizeof(*counts));
+    if (!counts) {
+        policy_rules_free(&rules);
+        return -ENOMEM;
+    }
+    pthread_mutex_lock(&pe->pass_lock); /* no pass runs on the old rules any more */
+    pthread_mutex_lock(&pe->lock);
+    struct policy_rules old = pe->rules;
+    free(pe->counts);
+    pe->rules = rules;
+    pe->counts = counts;
+    pe->nrecent = 0; /* the ring names rules by index */
+    pe->recent_head = 0;
+    pthread_mutex_unlock(&pe->lock);
+    pthread_mutex_unlock(&pe->pass_lock);
+    policy_rules_free(&old);
+    log_info("policy: reloaded: %zu rule(s)", rules.n);
+    return 0;
 }

@@ -152,10 +152,17 @@ int policy_engine_run(struct policy_engine *pe, const char *policy, bool dry_run
 /* GET /v1/policy: every rule with its counters, the last passes, the recent actions. */
 struct json_t *policy_engine_status(struct policy_engine *pe);
 
+/* Replace the rules with those of cfg (a config re-read by `tierctl reload`; its namespaces and
+ * backends must be the running ones, in the same order: the caller checks), after a running pass.
+ * The counters start again from 0. 0; -EINVAL with err (a rule's error, "FILE:LINE: ..."), or
+ * when a new rule has idle and reads are not tracked (start-up made no table: restart). */
+int policy_engine_reload(struct policy_engine *pe, const struct tierd_config *cfg, char *err,
+                         size_t errsz);
+
 /* Counters of one rule, for the telemetry (tierd_policy_actions_total). */
 struct policy_counts {
-    const char *name; /* the rule's (valid while the engine lives) */
-    const char *ns;   /* its namespace's mount path (idem) */
+    char name[POLICY_NAME_MAX]; /* the rule's */
+    const char *ns;             /* its namespace's mount path (d->cfg's: valid while tierd runs) */
     enum policy_action action;
     uint64_t done, bytes, deferred, failed;
 };

@@ -248,6 +248,7 @@ struct tierd {
                            * in write-back mode */
     _Atomic bool mounted; /* FUSE session is up (set by the FUSE thread, read by the API) */
     uint64_t start_ns;
+    bool verbose; /* -v: debug logging whatever [daemon] log_level says (a reload keeps it) */
     /* per-tenant series (telemetry/telemetry.h): recorded into by the FUSE layer and the
      * scheduler, exported by the API */
     struct telemetry *tele;
