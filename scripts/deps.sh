@@ -23,7 +23,7 @@ PKGS=(
   lua-cjson lua-posix lua5.1
   # systemd readiness (sd_notify, Type=notify) and the man pages: scdoc turns docs/man/*.scd into
   # roff, mandoc lints the result (the tests), systemd-analyze verifies the units (systemd)
-  libsystemd-dev scdoc mandoc
+  libsystemd-dev scdoc mandoc man-db groff-base
 )
 missing=()
 for p in "${PKGS[@]}"; do
