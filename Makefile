@@ -8,7 +8,8 @@ TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 JOBS       ?= $(shell nproc)
 
-.PHONY: all deps build test test-unit test-tsan test-long fuzz fuzz-long lint format demo bench soak clean
+.PHONY: all deps build test test-unit test-tsan test-long fuzz fuzz-long lint format demo bench soak clean deb
+DEB_BUILD  ?= build-deb
 
 all: build
 
@@ -68,6 +69,11 @@ format:
 
 demo: deps build
 	scripts/demo.sh
+
+# The Debian package (debian/, docs/PACKAGING.md): dpkg-buildpackage on a copy of the tracked
+# tree in $(DEB_BUILD), giving $(DEB_BUILD)/tierd_<version>_<arch>.deb.
+deb: deps
+	scripts/deb.sh $(DEB_BUILD)
 
 bench: deps build
 	@echo "see docs/BENCHMARKS.md for the bench/ scripts and their commands"

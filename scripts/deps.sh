@@ -24,6 +24,8 @@ PKGS=(
   # systemd readiness (sd_notify, Type=notify) and the man pages: scdoc turns docs/man/*.scd into
   # roff, mandoc lints the result (the tests), systemd-analyze verifies the units (systemd)
   libsystemd-dev scdoc mandoc man-db groff-base
+  # the Debian package (make deb, tests/integration/test_deb.sh)
+  dpkg-dev debhelper lintian
 )
 missing=()
 for p in "${PKGS[@]}"; do
