@@ -61,18 +61,6 @@ int manifest_name_valid(const char *name)
     return 1;
 }
 
-/* A version id: 1..BACKEND_VERSION_ID_MAX printable ASCII, no blank (it goes into a query). */
-static bool vid_ok(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > BACKEND_VERSION_ID_MAX)
-        return false;
-    for (; *s; s++)
-        if ((unsigned char)*s < 0x21 || (unsigned char)*s > 0x7e)
-            return false;
-    return true;
-}
-
 int manifest_add(struct manifest *m, const char *key, uint64_t size, const char *etag)
 {
     return manifest_add_version(m, key, size, etag, NULL);
@@ -81,7 +69,7 @@ int manifest_add(struct manifest *m, const char *key, uint64_t size, const char 
 int manifest_add_version(struct manifest *m, const char *key, uint64_t size, const char *etag,
                          const char *version_id)
 {
-    if (version_id && !vid_ok(version_id))
+    if (version_id && !backend_version_id_valid(version_id))
         return -EINVAL;
     if (!key || !*key || !etag || !text_ok(key) || !etag_ok(etag) || size > INT64_MAX ||
         m->bytes + size < m->bytes || m->bytes + size > INT64_MAX)
@@ -278,7 +266,7 @@ int manifest_decode(const char *text, size_t len, struct manifest *m, char *err,
         const char *vid = json_string_value(vj);
         json_t *sz = json_object_get(f, "size");
         if (!json_is_object(f) || json_object_size(f) != (vj ? 4u : 3u) || !key || !etag ||
-            (vj && (!v2 || !vid || !vid_ok(vid))) || !json_is_integer(sz) ||
+            (vj && (!v2 || !vid || !backend_version_id_valid(vid))) || !json_is_integer(sz) ||
             json_integer_value(sz) < 0 || !etag_ok(etag)) {
             rc = bad(err, esz,
                      "files[%zu] is not {\"key\", \"size\", \"etag\", \"version_id\" (where "

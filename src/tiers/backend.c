@@ -277,6 +277,17 @@ int backend_del(struct backend *be, const struct tier_ioctx *io, const char *key
     return r;
 }
 
+bool backend_version_id_valid(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > BACKEND_VERSION_ID_MAX)
+        return false;
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x21 || (unsigned char)*s > 0x7e)
+            return false;
+    return true;
+}
+
 int backend_versioning(struct backend *be, const struct tier_ioctx *io, bool *keeps)
 {
     *keeps = false;

@@ -53,6 +53,9 @@ struct backend_entry {
 };
 
 #define BACKEND_VERSION_ID_MAX 1024 /* bytes excluding NUL, as S3 */
+/* A version id tierd will send back in a query and keep in a manifest: 1 to
+ * BACKEND_VERSION_ID_MAX printable ASCII characters, no blank. */
+bool backend_version_id_valid(const char *s);
 
 struct backend_list_page {
     struct backend_entry *entries; /* owned; free with backend_list_page_fini() */

@@ -152,6 +152,23 @@ static int set_str(char **dst, const char *text)
     return 0;
 }
 
+/* Append the entry being parsed (lc->cur) to the page's entries, which take it; cur is
+ * cleared. 0 or -ENOMEM (cur untouched). */
+static int list_push(struct list_ctx *lc)
+{
+    if (lc->n == lc->cap) {
+        size_t cap = lc->cap ? lc->cap * 2 : 64;
+        struct backend_entry *v = realloc(lc->v, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        lc->v = v;
+        lc->cap = cap;
+    }
+    lc->v[lc->n++] = lc->cur;
+    memset(&lc->cur, 0, sizeof(lc->cur));
+    return 0;
+}
+
 static void list_end(struct xml_walk *w, const char *name, const char *text)
 {
     struct list_ctx *lc = w->ud;
@@ -174,19 +191,9 @@ static void list_end(struct xml_walk *w, const char *name, const char *text)
         if (strcmp(name, "Contents") == 0 || strcmp(name, "CommonPrefixes") == 0) {
             if (!lc->cur.name) {
                 rc = -EPROTO; /* an entry without a key */
-            } else {
-                if (lc->n == lc->cap) {
-                    size_t cap = lc->cap ? lc->cap * 2 : 64;
-                    struct backend_entry *v = realloc(lc->v, cap * sizeof(*v));
-                    if (!v) {
-                        walk_fail(w, -ENOMEM);
-                        return;
-                    }
-                    lc->v = v;
-                    lc->cap = cap;
-                }
-                lc->v[lc->n++] = lc->cur;
-                memset(&lc->cur, 0, sizeof(lc->cur));
+            } else if (list_push(lc) != 0) {
+                walk_fail(w, -ENOMEM);
+                return;
             }
             lc->in_entry = false;
         } else if (strcmp(name, "IsTruncated") == 0) {
@@ -274,19 +281,6 @@ struct versions_ctx {
     char *next_key, *next_vid;
 };
 
-/* A version id as tierd sends it back in a query: 1..BACKEND_VERSION_ID_MAX printable ASCII,
- * no blank (the manifest's rule too). */
-static bool vid_text_ok(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > BACKEND_VERSION_ID_MAX)
-        return false;
-    for (; *s; s++)
-        if ((unsigned char)*s < 0x21 || (unsigned char)*s > 0x7e)
-            return false;
-    return true;
-}
-
 static void versions_start(struct xml_walk *w, const char *name)
 {
     struct versions_ctx *vc = w->ud;
@@ -314,7 +308,7 @@ static void versions_end(struct xml_walk *w, const char *name, const char *text)
         if (strcmp(name, "Key") == 0)
             rc = set_str(&e->name, text);
         else if (strcmp(name, "VersionId") == 0)
-            rc = !vid_text_ok(text) ? -EPROTO : set_str(&e->version_id, text);
+            rc = !backend_version_id_valid(text) ? -EPROTO : set_str(&e->version_id, text);
         else if (strcmp(name, "IsLatest") == 0) {
             vc->latest = strcmp(text, "true") == 0;
             vc->latest_seen = true;
@@ -334,20 +328,9 @@ static void versions_end(struct xml_walk *w, const char *name, const char *text)
             free(e->name);
             free(e->version_id);
             memset(e, 0, sizeof(*e)); /* an older version, or the object is deleted */
-        } else {
-            struct list_ctx *lc = &vc->lc;
-            if (lc->n == lc->cap) {
-                size_t cap = lc->cap ? lc->cap * 2 : 64;
-                struct backend_entry *v = realloc(lc->v, cap * sizeof(*v));
-                if (!v) {
-                    walk_fail(w, -ENOMEM);
-                    return;
-                }
-                lc->v = v;
-                lc->cap = cap;
-            }
-            lc->v[lc->n++] = *e;
-            memset(e, 0, sizeof(*e));
+        } else if (list_push(&vc->lc) != 0) {
+            walk_fail(w, -ENOMEM);
+            return;
         }
     } else if (w->depth == 2) {
         if (strcmp(name, "IsTruncated") == 0)
