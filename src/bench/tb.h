@@ -35,7 +35,7 @@
 
 #include "common/hist.h"
 
-#define TB_VERSION "0.1.0"
+#define TB_VERSION TIER_VERSION /* CMakeLists.txt's project version (one for everything) */
 #define TB_EXIT_OK 0
 #define TB_EXIT_FAIL 1  /* the benchmark ran into an I/O or system error */
 #define TB_EXIT_USAGE 2 /* bad arguments, bad profile, bad dataset directory */

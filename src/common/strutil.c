@@ -4,6 +4,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,4 +204,28 @@ size_t tier_utf8_seq(const unsigned char *s, size_t n)
         if (s[i] < 0x80 || s[i] > 0xBF)
             return 0;
     return len;
+}
+
+char *tier_read_text(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    char chunk[4096];
+    size_t got;
+    bool ok = m != NULL;
+    while (ok && (got = fread(chunk, 1, sizeof(chunk), f)) > 0)
+        ok = fwrite(chunk, 1, got, m) == got;
+    ok = ok && !ferror(f);
+    fclose(f);
+    if (m && fclose(m) != 0)
+        ok = false;
+    if (!ok) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
 }

@@ -32,6 +32,8 @@ char *tier_fmt_bytes(uint64_t bytes, char *buf, size_t bufsz);
 /* s followed by '/' (a directory's key prefix: "a/b" -> "a/b/"), malloc'd; NULL when out of
  * memory. */
 char *tier_dir_prefix(const char *s);
+/* The whole text of the file at path, NUL-terminated, malloc'd; NULL on any error. */
+char *tier_read_text(const char *path);
 
 /* Lowercase hex of len bytes into out (2*len+1 bytes). */
 void tier_hex(const void *data, size_t len, char *out);

@@ -473,6 +473,8 @@ static void teardown(struct tierd *d)
     d->tele = NULL;
     tenant_reg_free(d->tenants); /* after the mount and the API, its users */
     d->tenants = NULL;
+    free(d->cfg_text);
+    d->cfg_text = NULL;
     tierd_config_fini(&d->cfg);
 }
 
@@ -493,6 +495,7 @@ static void on_ready(void *arg, int status)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: tierd -c FILE [-f] [-v]\n"
+               "       tierd --unmount -c FILE\n"
                "       tierd --version | --help\n"
                "  -c, --config FILE  config file (tierd.conf(5), docs/CONFIG.md)\n"
                "  -f, --foreground   stay in the foreground, log to stderr (to the journal, with\n"
@@ -579,6 +582,7 @@ int main(int argc, char **argv)
     (void)tier_log_level_parse(d.cfg.log_level, &lvl);
     tier_log_set_level(verbose ? TIER_LOG_DEBUG : lvl);
     d.verbose = verbose;
+    d.cfg_text = tier_read_text(conf);
     if (fg && stderr_is_journal())
         tier_log_use_journal();
 

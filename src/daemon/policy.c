@@ -1084,18 +1084,19 @@ void policy_engine_kick(struct policy_engine *pe)
 int policy_engine_run(struct policy_engine *pe, const char *policy, bool dry_run, json_t **out)
 {
     *out = NULL;
-    if (policy) {
-        bool found = false;
-        for (size_t i = 0; i < pe->rules.n; i++)
-            found = found || strcmp(pe->rules.v[i].name, policy) == 0;
-        if (!found)
-            return -ENOENT;
-    }
     struct pe_pass ps = {.full = true, .dry_run = dry_run, .only = policy, .actions = json_array()};
     if (!ps.actions)
         return -ENOMEM;
     uint64_t t0 = tier_now_mono_ns();
-    pthread_mutex_lock(&pe->pass_lock);
+    pthread_mutex_lock(&pe->pass_lock); /* the rules do not change under it (reload) */
+    bool found = !policy;
+    for (size_t i = 0; i < pe->rules.n && !found; i++)
+        found = strcmp(pe->rules.v[i].name, policy) == 0;
+    if (!found) {
+        pthread_mutex_unlock(&pe->pass_lock);
+        json_decref(ps.actions);
+        return -ENOENT;
+    }
     int rc = run_pass(pe, &ps);
     pthread_mutex_unlock(&pe->pass_lock);
     char err[256] = "";

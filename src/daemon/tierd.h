@@ -248,7 +248,8 @@ struct tierd {
                            * in write-back mode */
     _Atomic bool mounted; /* FUSE session is up (set by the FUSE thread, read by the API) */
     uint64_t start_ns;
-    bool verbose; /* -v: debug logging whatever [daemon] log_level says (a reload keeps it) */
+    bool verbose;   /* -v: debug logging whatever [daemon] log_level says (a reload keeps it) */
+    char *cfg_text; /* the config file's text as tierd started with it (reload compares) */
     /* per-tenant series (telemetry/telemetry.h): recorded into by the FUSE layer and the
      * scheduler, exported by the API */
     struct telemetry *tele;

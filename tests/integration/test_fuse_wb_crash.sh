@@ -40,7 +40,7 @@ mkdir -p "$DATA/ck" "$MNT"
   tierd_conf_api "$SOCK"
 } >"$CONF"
 
-exec python3 - "$TIERD" "$T" "$CYCLES" <<'PY'
+TIER_SRC_INTEGRATION=$(cd "$(dirname "$0")" && pwd) exec python3 - "$TIERD" "$T" "$CYCLES" <<'PY'
 import hashlib, json, os, random, re, signal, socket, subprocess, sys, time
 
 tierd, T, cycles = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -50,41 +50,10 @@ seed = int(os.environ.get("TIER_CRASH_SEED", str(int.from_bytes(os.urandom(4), "
 rng = random.Random(seed)
 print(f"seed {seed} (TIER_CRASH_SEED), {cycles} kill cycles", flush=True)
 
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr, flush=True)
-    for f in sorted(os.listdir(T)):
-        if f.startswith("tierd.") and f.endswith(".log"):
-            last = f
-    try:
-        print(open(os.path.join(T, last)).read()[-3000:], file=sys.stderr)
-    except Exception:
-        pass
-    sys.exit(1)
-
-def wait_for(cond, secs, what):
-    deadline = time.monotonic() + secs
-    while not cond():
-        if time.monotonic() > deadline:
-            fail("timed out waiting for " + what)
-        time.sleep(0.005)
-
-def mounted():
-    try:
-        os.statvfs(MNT)
-        return os.stat(MNT).st_ino == 1
-    except OSError:
-        return False
-
-pids = open(T + "/pids", "a")
-run = 0
-def start():
-    global run
-    run += 1
-    log = open(f"{T}/tierd.{run:04d}.log", "w")
-    p = subprocess.Popen([tierd, "-c", T + "/tierd.conf", "-f"], stderr=log, stdout=log)
-    pids.write(f"{p.pid}\n"); pids.flush()
-    wait_for(mounted, 30, "the mount (run %d)" % run)
-    return p
+sys.path.insert(0, os.environ["TIER_SRC_INTEGRATION"])
+from crashlib import Runs
+runs = Runs(tierd, T, MNT)
+fail, wait_for, mounted, start = runs.fail, runs.wait_for, runs.mounted, runs.start
 
 # ---- the writer: a child process, so that a kill of tierd only fails its current file ----
 WRITER = r'''
@@ -143,7 +112,7 @@ while not os.path.exists(T + "/stop") and os.getppid() == parent:
 
 p = start()
 w = subprocess.Popen([sys.executable, "-c", WRITER, CK, T, str(seed)])
-pids.write(f"{w.pid}\n"); pids.flush()
+runs.pids.write(f"{w.pid}\n"); runs.pids.flush()
 
 def manifest_lines():
     try:
@@ -160,7 +129,7 @@ def inflight(logpath):
 t0 = time.monotonic()
 kills_inflight = 0
 for c in range(cycles):
-    logpath = f"{T}/tierd.{run:04d}.log"
+    logpath = runs.log()
     base = len(manifest_lines())
     with open(T + "/budget.tmp", "w") as f:
         f.write(str(base + 3))

@@ -46,7 +46,7 @@ mkdir -p "$DATA/ck" "$T/archive" "$MNT"
     "keep_last = 3" "action = copy" "target = archive:runs/"
 } >"$CONF"
 
-exec python3 - "$TIERD" "$TIERCTL" "$T" "$CYCLES" <<'PY'
+TIER_SRC_INTEGRATION=$(cd "$(dirname "$0")" && pwd) exec python3 - "$TIERD" "$TIERCTL" "$T" "$CYCLES" <<'PY'
 import hashlib, json, os, random, re, signal, subprocess, sys, time
 
 tierd, tierctl, T, cycles = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
@@ -55,38 +55,10 @@ seed = int(os.environ.get("TIER_CRASH_SEED", str(int.from_bytes(os.urandom(4), "
 rng = random.Random(seed)
 print(f"seed {seed} (TIER_CRASH_SEED), {cycles} kill cycles", flush=True)
 
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr, flush=True)
-    try:
-        print(open(f"{T}/tierd.{run:04d}.log").read()[-3000:], file=sys.stderr)
-    except Exception:
-        pass
-    sys.exit(1)
-
-def wait_for(cond, secs, what):
-    deadline = time.monotonic() + secs
-    while not cond():
-        if time.monotonic() > deadline:
-            fail("timed out waiting for " + what)
-        time.sleep(0.005)
-
-def mounted():
-    try:
-        os.statvfs(MNT)
-        return os.stat(MNT).st_ino == 1
-    except OSError:
-        return False
-
-pids = open(T + "/pids", "a")
-run = 0
-def start():
-    global run
-    run += 1
-    log = open(f"{T}/tierd.{run:04d}.log", "w")
-    p = subprocess.Popen([tierd, "-c", T + "/tierd.conf", "-f"], stderr=log, stdout=log)
-    pids.write(f"{p.pid}\n"); pids.flush()
-    wait_for(mounted, 30, "the mount (run %d)" % run)
-    return p
+sys.path.insert(0, os.environ["TIER_SRC_INTEGRATION"])
+from crashlib import Runs
+runs = Runs(tierd, T, MNT)
+fail, wait_for, start = runs.fail, runs.wait_for, runs.start
 
 def copy_inflight(logpath):
     txt = open(logpath).read()
@@ -107,7 +79,7 @@ for step in range(1, cycles + 1):
         with open(f"{d}/{name}", "wb") as f:
             f.write(data)
         ref[f"run1/step_{step}/{name}"] = hashlib.sha256(data).hexdigest()
-    logpath = f"{T}/tierd.{run:04d}.log"
+    logpath = runs.log()
     if rng.random() < 0.8:
         # aim: kill the moment a copy is in flight (poll the log), up to 3 s
         deadline = time.monotonic() + 3

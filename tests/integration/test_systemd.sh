@@ -57,6 +57,8 @@ s.settimeout(60)
 log = open(T + "/tierd.log", "a")
 env = dict(os.environ, NOTIFY_SOCKET=ns)
 p = subprocess.Popen([TIERD, "-f", "-c", CONF], env=env, stderr=log, stdout=log)
+import atexit
+atexit.register(lambda: p.poll() is None and (p.kill(), p.wait()))  # never left running
 msgs = []
 while True:
     try:
@@ -121,9 +123,14 @@ st=$("$TIERCTL" -s "$SOCK" policy status)
 echo "$st" | grep -q "^keep-all " && ! echo "$st" | grep -q "^first " ||
   fail "the reloaded rules are not keep-all alone: $st"
 write_conf /other debug keep-all
+sed -i 's/^ram_size = 16M$/ram_size = 24M/' "$CONF"
 out=$("$TIERCTL" -s "$SOCK" reload) || fail "reload with a new namespace: $out"
-echo "$out" | grep -q "needs a restart: \[namespace\] and \[backend\] sections" ||
-  fail "a changed namespace is not named as needing a restart: $out"
+echo "$out" | grep -q "needs a restart: \[namespace /other\]" &&
+  echo "$out" | grep -q "needs a restart: \[namespace /ds\]" &&
+  echo "$out" | grep -q "needs a restart: \[cache\]" &&
+  echo "$out" | grep -q "needs a restart: \[policy\] sections (not applied" ||
+  fail "the sections that changed are not named as needing a restart: $out"
+! echo "$out" | grep -q "needs a restart: \[daemon\]" || fail "a log_level change named as needing a restart: $out"
 echo "[daemon]" >>"$CONF"
 rc=0
 out=$("$TIERCTL" -s "$SOCK" reload 2>&1) || rc=$?
