@@ -55,6 +55,7 @@
 #include "writeback/wb.h"
 
 #define PE_RECENT 256         /* actions kept for GET /v1/policy */
+#define PE_DB_FORMAT 1        /* the copy journal's format (PRAGMA user_version) */
 #define PE_RESULT_MAX 2000    /* actions listed in one run's or plan's answer */
 #define PE_LOCAL_DELAY_MS 200 /* a local pass this long after the first upload that kicked it */
 #define PE_STAGE_PATHS 4096   /* files one staging job of a pass takes at most */
@@ -120,12 +121,29 @@ static int db_open(struct policy_engine *pe)
                      pe->db ? sqlite3_errmsg(pe->db) : sqlite3_errstr(rc));
         return -EIO;
     }
+    /* the format, in PRAGMA user_version: 0 a new file, PE_DB_FORMAT this one; a newer one is
+     * a newer tierd's: refused, never misread */
+    sqlite3_stmt *st = NULL;
+    int ver = -1;
+    if (sqlite3_prepare_v2(pe->db, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        ver = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    if (ver < 0 || ver > PE_DB_FORMAT) {
+        tier_err_set("the policies' copy journal %s has format %d, which this tierd (format %d) "
+                     "cannot read%s: run the tierd that wrote it, or move the file away (the "
+                     "copies are then made again)",
+                     pe->db_path, ver, PE_DB_FORMAT,
+                     ver > PE_DB_FORMAT ? " (a newer tierd's)" : "");
+        return -EPROTONOSUPPORT;
+    }
     char *msg = NULL;
     rc = sqlite3_exec(pe->db,
                       "PRAGMA journal_mode=WAL;"
                       "CREATE TABLE IF NOT EXISTS copies (rule TEXT NOT NULL, key TEXT NOT NULL,"
                       " etag TEXT NOT NULL, target TEXT NOT NULL, size INTEGER NOT NULL,"
-                      " done_ns INTEGER NOT NULL, PRIMARY KEY (rule, key));",
+                      " done_ns INTEGER NOT NULL, PRIMARY KEY (rule, key));"
+                      "PRAGMA user_version = 1;",
                       NULL, NULL, &msg);
     if (rc != SQLITE_OK) {
         tier_err_set("the policies' copy journal %s: %s", pe->db_path, msg ? msg : "error");

@@ -245,4 +245,12 @@ out=$("$TIERCTL" -s "$SOCK" policy run) || fail "policy run after the restart: $
 echo "$out" | grep -q "run: .* 0 done, .* 0 failed" || fail "a pass after the restart did something: $out"
 ok "after a restart a pass copies nothing again"
 stop_tierd
+
+# the copy journal carries its format: one from a newer tierd is refused at start, clearly
+python3 -c 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute("PRAGMA user_version = 9"); c.commit()' "$T/spool/policy.db"
+rc=0
+"$TIERD" -c "$CONF" -f 2>"$T/newer.log" || rc=$?
+[ "$rc" = 1 ] && grep -q "copy journal .*policy.db has format 9, which this tierd (format 1) cannot read (a newer tierd's)" "$T/newer.log" ||
+  fail "a copy journal of a newer format: exit $rc: $(tail -3 "$T/newer.log")"
+ok "a copy journal of a newer format is refused at start, with the fix"
 echo PASS
