@@ -150,21 +150,18 @@ static bool transient(int rc)
            rc == -EHOSTUNREACH || rc == -ENETUNREACH || rc == -ECONNABORTED || rc == -EPIPE;
 }
 
-static int list_tree(struct tierd_ns *ns, const char *prefix, const char *rel, struct manifest *m,
-                     bool versions)
+int dataset_walk_objects(struct tierd_ns *ns, const struct tier_ioctx *io, const char *prefix,
+                         bool versions, int (*fn)(void *ud, const struct backend_entry *e),
+                         void *ud)
 {
-    const char *nsp = ns->conf->prefix ? ns->conf->prefix : "";
-    char *reserved = NULL;
-    if (asprintf(&reserved, "%s%s/", nsp, DATASET_RESERVED) < 0)
-        return -ENOMEM;
-    size_t pl = strlen(prefix), rl = strlen(reserved);
+    size_t pl = strlen(prefix);
     char *token = NULL;
     int rc = 0;
     do {
         struct backend_list_page page;
         memset(&page, 0, sizeof(page));
-        rc = versions ? backend_list_versions(ns->be, &ds_io, prefix, token, 0, &page)
-                      : backend_list(ns->be, &ds_io, prefix, NULL, token, 0, &page);
+        rc = versions ? backend_list_versions(ns->be, io, prefix, token, 0, &page)
+                      : backend_list(ns->be, io, prefix, NULL, token, 0, &page);
         free(token);
         token = NULL;
         if (rc)
@@ -172,40 +169,57 @@ static int list_tree(struct tierd_ns *ns, const char *prefix, const char *rel, s
         for (size_t i = 0; i < page.n && rc == 0; i++) {
             const struct backend_entry *e = &page.entries[i];
             size_t nl = strlen(e->name);
-            if (e->is_prefix || strncmp(e->name, prefix, pl) != 0 || !e->name[pl])
+            if (e->is_prefix || nl <= pl || strncmp(e->name, prefix, pl) != 0)
                 continue;
-            if (strncmp(e->name, reserved, rl) == 0)
-                continue; /* the versions themselves */
-            if (e->name[nl - 1] == '/')
-                continue; /* an S3 "folder" marker (AWS console, s3fs, rclone): not a file */
-            if (backend_key_valid(e->name, nl, false) != 0) {
-                tier_err_set("%s holds the key '%.300s', which the mount cannot serve (empty, "
-                             "'.' or '..' segments, or too long): such a tree cannot be versioned",
-                             rel[0] ? rel : "the namespace", e->name);
-                rc = -EINVAL;
-                break;
-            }
-            /* "null": an object written while versioning was off or suspended, which the next
-             * write replaces in place: no id to keep */
-            const char *vid =
-                e->version_id && strcmp(e->version_id, "null") != 0 ? e->version_id : NULL;
-            rc = manifest_add_version(m, e->name + pl, e->size_bytes, e->etag, vid);
-            if (rc == -EINVAL && m->n > 0 && strcmp(m->files[m->n - 1].key, e->name + pl) >= 0) {
-                tier_err_set("the backend listed %s out of order", e->name);
-                rc = -EIO;
-            } else if (rc == -EINVAL) {
-                tier_err_set("'%.300s' cannot be versioned: its name is not UTF-8 or holds a "
-                             "control character, or the backend gave no ETag for it",
-                             e->name);
-            }
+            if (e->name[nl - 1] == '/' || dataset_reserved_key(ns, e->name))
+                continue; /* an S3 "folder" marker (AWS console, s3fs, rclone), or a manifest */
+            rc = fn(ud, e);
         }
         if (rc == 0 && page.next_token && !(token = strdup(page.next_token)))
             rc = -ENOMEM;
         backend_list_page_fini(&page);
     } while (rc == 0 && token);
     free(token);
-    free(reserved);
     return rc;
+}
+
+struct tree_ctx {
+    struct manifest *m;
+    size_t pl;       /* the tree's prefix length */
+    const char *rel; /* the tree, for messages */
+};
+
+static int tree_add(void *ud, const struct backend_entry *e)
+{
+    struct tree_ctx *t = ud;
+    struct manifest *m = t->m;
+    size_t nl = strlen(e->name);
+    if (backend_key_valid(e->name, nl, false) != 0) {
+        tier_err_set("%s holds the key '%.300s', which the mount cannot serve (empty, '.' or '..' "
+                     "segments, or too long): such a tree cannot be versioned",
+                     t->rel[0] ? t->rel : "the namespace", e->name);
+        return -EINVAL;
+    }
+    /* "null": an object written while versioning was off or suspended, which the next write
+     * replaces in place: no id to keep */
+    const char *vid = e->version_id && strcmp(e->version_id, "null") != 0 ? e->version_id : NULL;
+    int rc = manifest_add_version(m, e->name + t->pl, e->size_bytes, e->etag, vid);
+    if (rc == -EINVAL && m->n > 0 && strcmp(m->files[m->n - 1].key, e->name + t->pl) >= 0) {
+        tier_err_set("the backend listed %s out of order", e->name);
+        rc = -EIO;
+    } else if (rc == -EINVAL) {
+        tier_err_set("'%.300s' cannot be versioned: its name is not UTF-8 or holds a control "
+                     "character, or the backend gave no ETag for it",
+                     e->name);
+    }
+    return rc;
+}
+
+static int list_tree(struct tierd_ns *ns, const char *prefix, const char *rel, struct manifest *m,
+                     bool versions)
+{
+    struct tree_ctx t = {.m = m, .pl = strlen(prefix), .rel = rel};
+    return dataset_walk_objects(ns, &ds_io, prefix, versions, tree_add, &t);
 }
 
 int dataset_commit(struct tierd *d, const char *path, const char *name, struct manifest *out)

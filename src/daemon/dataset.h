@@ -53,5 +53,15 @@ bool dataset_reserved_name(const char *name);
 struct tierd_ns;
 /* Is key (of namespace ns) the reserved name or under it? Such keys are not files of the mount. */
 bool dataset_reserved_key(const struct tierd_ns *ns, const char *key);
+struct backend_entry;
+struct tier_ioctx;
+/* Call fn(ud, e) for every object under prefix in ns's backend, every page (versions: the
+ * current version of each, with its id: backend_list_versions), leaving out common prefixes, S3
+ * "folder" markers and the versions' manifests; the commit and the lifecycle policies list
+ * with it. Stops at fn's first non-zero return, which it returns; else 0 or the listing's
+ * error. io: whose calls. */
+int dataset_walk_objects(struct tierd_ns *ns, const struct tier_ioctx *io, const char *prefix,
+                         bool versions, int (*fn)(void *ud, const struct backend_entry *e),
+                         void *ud);
 
 #endif

@@ -295,35 +295,22 @@ static void files_merge(struct pe_files *f)
     f->n = o;
 }
 
+struct list_ctx {
+    struct pe_files *f;
+    size_t nspl; /* the namespace's prefix length: keys become relative to its root */
+};
+
+static int list_add(void *ud, const struct backend_entry *e)
+{
+    struct list_ctx *l = ud;
+    return files_add(l->f, e->name + l->nspl, e->size_bytes, e->mtime_ns, POLICY_F_DURABLE,
+                     e->etag);
+}
+
 static int list_backend(struct tierd_ns *ns, const char *prefix, struct pe_files *f)
 {
-    const char *nsp = ns->conf->prefix ? ns->conf->prefix : "";
-    size_t nspl = strlen(nsp), pl = strlen(prefix);
-    char *token = NULL;
-    int rc = 0;
-    do {
-        struct backend_list_page page;
-        memset(&page, 0, sizeof(page));
-        rc = backend_list(ns->be, &pe_io, prefix, NULL, token, 0, &page);
-        free(token);
-        token = NULL;
-        if (rc)
-            break;
-        for (size_t i = 0; i < page.n && rc == 0; i++) {
-            const struct backend_entry *e = &page.entries[i];
-            size_t nl = strlen(e->name);
-            if (e->is_prefix || nl <= pl || strncmp(e->name, prefix, pl) != 0 ||
-                e->name[nl - 1] == '/' || dataset_reserved_key(ns, e->name))
-                continue; /* folder markers and the versions' manifests are not files */
-            rc =
-                files_add(f, e->name + nspl, e->size_bytes, e->mtime_ns, POLICY_F_DURABLE, e->etag);
-        }
-        if (rc == 0 && page.next_token && !(token = strdup(page.next_token)))
-            rc = -ENOMEM;
-        backend_list_page_fini(&page);
-    } while (rc == 0 && token);
-    free(token);
-    return rc;
+    struct list_ctx l = {.f = f, .nspl = strlen(ns->conf->prefix ? ns->conf->prefix : "")};
+    return dataset_walk_objects(ns, &pe_io, prefix, false, list_add, &l);
 }
 
 static int list_wb(struct tierd *d, struct tierd_ns *ns, const char *prefix, struct pe_files *f)
