@@ -273,6 +273,78 @@ static char *open_logged(struct fx *f, struct cache **c, int *r)
     return s;
 }
 
+/* Upgrade (issue 15): a block file byte for byte as tierd 0.1.0 (commit e4c5dfb, format version
+ * 2) wrote it — its 72-byte header (magic, version 2, hdr_len, identity, index, data length,
+ * 64 KiB chunks, the identity strings' lengths, XXH3-64 of the header), the strings, one XXH3-64
+ * per chunk, the data — built here by hand, placed where this version keeps the block: the
+ * cache opens, removes it with a log line naming format version 2, and the read is right
+ * (refetched from the backend, never the old file misread). */
+static void test_block_fixture_0_1_0(void **state)
+{
+    struct fx *f = *state;
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&f->cfg, &c), 0);
+    char p0[4096];
+    block_path(c, "a", 0, p0);
+    cache_close(c);
+    char *want = malloc(SIZE);
+    fakebe_expected("a", "\"1\"", 0, want, SIZE);
+    const char *name = "mem", *key = "a", *etag = "\"1\"";
+    const uint32_t chunk = 64u << 10;
+    uint64_t data_len = BS;
+    uint32_t nchunks = (uint32_t)((data_len + chunk - 1) / chunk);
+    uint32_t hl = 72 + (uint32_t)(strlen(name) + strlen(key) + strlen(etag)) + 8 * nchunks;
+    unsigned char *img = calloc(1, hl + data_len);
+    assert_non_null(img);
+    memcpy(img, "TIERCB01", 8);
+    uint32_t v32 = 2;
+    memcpy(img + 8, &v32, 4);
+    memcpy(img + 12, &hl, 4);
+    memset(img + 16, 0xab, 16); /* 0.1.0's identity hash (unkeyed): any 16 bytes here */
+    uint64_t v64 = 0;
+    memcpy(img + 32, &v64, 8); /* index */
+    memcpy(img + 40, &data_len, 8);
+    memcpy(img + 48, &chunk, 4);
+    memcpy(img + 52, &nchunks, 4);
+    uint16_t l16 = (uint16_t)strlen(name);
+    memcpy(img + 56, &l16, 2);
+    l16 = (uint16_t)strlen(key);
+    memcpy(img + 58, &l16, 2);
+    l16 = (uint16_t)strlen(etag);
+    memcpy(img + 60, &l16, 2);
+    size_t o = 72;
+    memcpy(img + o, name, strlen(name));
+    o += strlen(name);
+    memcpy(img + o, key, strlen(key));
+    o += strlen(key);
+    memcpy(img + o, etag, strlen(etag));
+    o += strlen(etag);
+    for (uint32_t i = 0; i < nchunks; i++) {
+        size_t co = (size_t)i * chunk, cl = data_len - co < chunk ? data_len - co : chunk;
+        uint64_t sum = XXH3_64bits(want + co, cl);
+        memcpy(img + o + 8 * (size_t)i, &sum, 8);
+    }
+    memcpy(img + hl, want, data_len);
+    uint64_t csum = XXH3_64bits(img, hl); /* with the checksum field (offset 64) still zero */
+    memcpy(img + 64, &csum, 8);
+    tu_write_file(p0, img, hl + data_len);
+    free(img);
+
+    int r;
+    char *log = open_logged(f, &c, &r);
+    assert_int_equal(r, 0);
+    if (!strstr(log, "format version 2"))
+        fail_msg("no log line names format version 2; log was:\n%s", log);
+    free(log);
+    assert_int_equal(access(p0, F_OK), -1);
+    assert_int_equal(read_check(c, f, "a"), 0);
+    struct cache_stats st;
+    cache_stats_get(c, &st);
+    assert_int_equal(st.fetches, NBLK); /* block 0 too: refetched, the old file not read */
+    cache_close(c);
+    free(want);
+}
+
 /* Issue 9: a block file of another format version is removed at open with a log line naming
  * its version, whatever the rest of its header says; the other blocks are reused. Versions 2
  * (an older tierd, 72-byte header) and 99 (a newer one, header checksum valid), and a version-1
@@ -368,6 +440,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_collision_not_served, setup, teardown),
         cmocka_unit_test_setup_teardown(test_planted_block_other_identity, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unknown_version_removed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_block_fixture_0_1_0, setup, teardown),
         cmocka_unit_test_setup_teardown(test_secret_file, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

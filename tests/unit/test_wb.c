@@ -925,6 +925,58 @@ static void test_journal_migration_sha256(void **state)
     wb_list_free(list, n);
 }
 
+/* Upgrade (issue 15): a journal exactly as tierd 0.1.0 (commit e4c5dfb) wrote it, built here by
+ * hand with that version's schema (`checksum` already, no `error` column, no user_version), with
+ * a sealed file waiting for its upload (its staging file beside it) and an evicted one: it opens,
+ * is migrated to the current format, the sealed file is uploaded byte-identical (its checksum
+ * verified) and the evicted one is listed. */
+static void test_journal_fixture_0_1_0(void **state)
+{
+    struct fx *f = *state;
+    unsigned char buf[1000];
+    tu_fill_random(buf, sizeof(buf), 7);
+    char sum[WB_CHECKSUM_MAX], sql[2048];
+    checksum_of(buf, sizeof(buf), sum);
+    assert_int_equal(mkdir(f->spool, 0700) == 0 || errno == EEXIST, 1);
+    char stg[600];
+    snprintf(stg, sizeof(stg), "%s/1.stg", f->spool);
+    tu_write_file(stg, buf, sizeof(buf));
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(f->journal, &db), SQLITE_OK);
+    snprintf(sql, sizeof(sql),
+             /* e4c5dfb's src/writeback/journal.c schema, verbatim */
+             "CREATE TABLE IF NOT EXISTS files("
+             " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+             " backend TEXT NOT NULL, key TEXT NOT NULL, generation INTEGER NOT NULL,"
+             " state TEXT NOT NULL, size INTEGER NOT NULL DEFAULT 0, checksum TEXT, upload_id TEXT,"
+             " created_ns INTEGER, sealed_ns INTEGER, uploaded_ns INTEGER, etag TEXT);"
+             "CREATE TABLE IF NOT EXISTS parts("
+             " file_id INTEGER NOT NULL, part_no INTEGER NOT NULL, etag TEXT NOT NULL,"
+             " size INTEGER NOT NULL, PRIMARY KEY(file_id, part_no));"
+             "INSERT INTO files(backend,key,generation,state,size,checksum,created_ns,sealed_ns)"
+             " VALUES('warm','fx/sealed',1,'sealed',1000,'%s',1000,2000);"
+             "INSERT INTO files(backend,key,generation,state,size,checksum,created_ns,sealed_ns,"
+             " uploaded_ns,etag) VALUES('warm','fx/done',1,'evictable',5,'%s',1,2,3,'e1');",
+             sum, sum);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    fx_open(f);
+    assert_int_equal(wb_wait(f->wb, "warm", "fx/", 30000), 0);
+    assert_object(f, "fx/sealed", 1000, 7);
+    struct wb_file_info *list;
+    size_t n;
+    assert_int_equal(wb_list(f->wb, "warm", "fx/", &list, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(list[0].key, "fx/done");
+    assert_int_equal(list[0].state, WB_EVICTABLE);
+    assert_string_equal(list[1].key, "fx/sealed");
+    assert_true(list[1].state == WB_UPLOADED || list[1].state == WB_EVICTABLE);
+    wb_list_free(list, n);
+    assert_int_equal(jr_query(f, "PRAGMA user_version"), 1);
+    assert_int_equal(
+        jr_query(f, "SELECT count(*) FROM pragma_table_info('files') WHERE name='error'"), 1);
+}
+
 /* ---- files the backend can never take (review finding 1) and spool corruption (finding 2) --- */
 
 /* A name the POSIX backend reserves is refused at create, before close(2) can promise it (it
@@ -1775,6 +1827,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_qos_admission, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_upload_holdoff_lifts, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_journal_migration_sha256, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_journal_fixture_0_1_0, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_orphan_multipart_aborted, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_orphan_list_denied, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_rename_after_unjournalled_upload, fx_setup,
