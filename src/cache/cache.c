@@ -79,6 +79,8 @@
  *   disk eviction (unlink outside locks)       disk_reserve() -> disk_detach(), finish_unlinks()
  *   disk copy corrupt or gone: drop it         load_block() -> disk_drop()
  *   explicit eviction                          cache_evict()
+ *   demotion out of one level: RAM -> disk     cache_demote() -> demote_ram() (disk_store(),
+ *     (written first), or the disk copy gone     ram_remove()) / demote_disk() (disk_detach())
  *   pin / unpin                                cache_pin(), cache_unpin(), acct_update()
  *   charge / uncharge a tenant (I9)            acct_update() -> charge_sync()
  *   claim an unowned block on a hit            owner_touch()
@@ -619,7 +621,9 @@ static struct cdata *drop_held(struct cache *c, struct shard *s, struct cblock *
         d = ram_remove(c, b, false);
     pthread_mutex_lock(&s->mu);
     bool on = (b->flags & B_ON_DISK) != 0;
-    if (b->flags & B_FETCHING) /* a write-through may still be queued: it must not bring b back */
+    /* a write-through may still be queued, or a write outside a load (store_held, cache_demote)
+     * in flight: it must not bring b back (load_end or that write clears the mark) */
+    if (b->flags & (B_FETCHING | B_DISK_IO))
         b->flags |= B_STORE_CANCEL;
     pthread_mutex_unlock(&s->mu);
     if (on)
@@ -902,6 +906,8 @@ static void finish_unlinks(struct cache *c, struct cblock *list)
         struct shard *s = shard_of(c, b->id);
         pthread_mutex_lock(&s->mu);
         b->flags &= ~(unsigned)B_DISK_IO;
+        if (!(b->flags & B_FETCHING)) /* a drop's mark while the unlink ran: no write to stop */
+            b->flags &= ~(unsigned)B_STORE_CANCEL;
         b->refs--;
         maybe_free(s, b);
         pthread_mutex_unlock(&s->mu);
@@ -933,6 +939,19 @@ static uint64_t disk_avail(struct cache *c)
     return (uint64_t)sv.f_bavail * sv.f_frsize;
 }
 
+/* A write disk_store() took DISK_IO and a reference for ends without a file: let both go, and
+ * a drop's mark with them outside a load (a load's stays for its publish; load_end clears it). */
+static void store_abandon(struct shard *s, struct cblock *b)
+{
+    pthread_mutex_lock(&s->mu);
+    b->flags &= ~(unsigned)B_DISK_IO;
+    if (!(b->flags & B_FETCHING))
+        b->flags &= ~(unsigned)B_STORE_CANCEL;
+    b->refs--;
+    maybe_free(s, b);
+    pthread_mutex_unlock(&s->mu);
+}
+
 /* Write-through: store b's data d as a block file, evicting to stay in budget and above the
  * free-space floor. Failures only mean the block is not on disk. The write runs on the thread
  * that fetched the block, before its read returns: it is admitted as background I/O of that
@@ -961,11 +980,7 @@ static void disk_store(struct cache *c, const struct tier_ioctx *io, struct cblo
                                    .cls = TIER_IO_BACKGROUND};
     if (tier_disk_enter(&c->adm, &wio, d->len, !must) != 0) {
         atomic_fetch_add_explicit(&c->store_skipped, 1, memory_order_relaxed);
-        pthread_mutex_lock(&s->mu);
-        b->flags &= ~(unsigned)B_DISK_IO;
-        b->refs--;
-        maybe_free(s, b);
-        pthread_mutex_unlock(&s->mu);
+        store_abandon(s, b);
         return;
     }
 
@@ -1008,7 +1023,10 @@ static void disk_store(struct cache *c, const struct tier_ioctx *io, struct cblo
         }
         if (cancelled) {
             /* dropped while it was written: the file goes, as the drop's would have; DISK_IO
-             * and the reference pass to finish_unlinks */
+             * and the reference pass to finish_unlinks. Outside a load the mark is this write's
+             * alone (a load's stays for its publish, and load_end clears it) */
+            if (!(b->flags & B_FETCHING))
+                b->flags &= ~(unsigned)B_STORE_CANCEL;
             b->vnext = NULL;
             pthread_mutex_unlock(&s->mu);
             pthread_mutex_unlock(&c->disk.mu);
@@ -1018,6 +1036,8 @@ static void disk_store(struct cache *c, const struct tier_ioctx *io, struct cblo
         /* DISK_IO ends in the same section that publishes ON_DISK: once an evictor can see the
          * block on disk it may take DISK_IO for its unlink, and we must not clear that. */
         b->flags &= ~(unsigned)B_DISK_IO;
+        if (!(b->flags & B_FETCHING)) /* a drop's mark for a write that failed */
+            b->flags &= ~(unsigned)B_STORE_CANCEL;
         b->refs--;
         maybe_free(s, b);
         pthread_mutex_unlock(&s->mu);
@@ -1025,11 +1045,7 @@ static void disk_store(struct cache *c, const struct tier_ioctx *io, struct cblo
         return;
     }
     tier_disk_leave(&c->adm, &wio, d->len, r); /* admitted, not written (no room) */
-    pthread_mutex_lock(&s->mu);
-    b->flags &= ~(unsigned)B_DISK_IO;
-    b->refs--;
-    maybe_free(s, b);
-    pthread_mutex_unlock(&s->mu);
+    store_abandon(s, b);
 }
 
 /* A disk copy failed verification or is gone: take it out and delete it. */
@@ -1996,12 +2012,121 @@ long cache_evict(struct cache *c, const char *backend_name, const char *prefix)
     return count;
 }
 
+/* A referenced block and, for a RAM demotion, its RAM buffer (cache_demote). */
+struct demote_item {
+    struct cblock *b;
+    struct cdata *d;
+};
+
+static long demote_ram(struct cache *c, struct shard *s, struct demote_item *v, size_t n)
+{
+    static const struct tier_ioctx io = {.tenant = TIER_TENANT_DEFAULT, .cls = TIER_IO_BACKGROUND};
+    long moved = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct cblock *b = v[i].b;
+        pthread_mutex_lock(&s->mu);
+        bool on = (b->flags & B_ON_DISK) != 0;
+        pthread_mutex_unlock(&s->mu);
+        if (!on)
+            disk_store(c, &io, b, v[i].d); /* a no-op without a disk level or room */
+        struct cdata *drop = NULL;
+        /* disk.mu too: a disk eviction (disk_reserve holds only disk.mu) must not take the disk
+         * copy between this check and the RAM copy's removal */
+        pthread_mutex_lock(&c->ram.mu);
+        pthread_mutex_lock(&c->disk.mu);
+        pthread_mutex_lock(&s->mu);
+        on = (b->flags & B_ON_DISK) != 0;
+        pthread_mutex_unlock(&s->mu);
+        if (on && b->ram) { /* b->ram changes only under ram.mu (I2), held */
+            drop = ram_remove(c, b, false);
+            moved++;
+        }
+        pthread_mutex_unlock(&c->disk.mu);
+        pthread_mutex_unlock(&c->ram.mu);
+        cdata_unref(drop);
+        cdata_unref(v[i].d);
+    }
+    return moved;
+}
+
+static long demote_disk(struct cache *c, struct shard *s, struct demote_item *v, size_t n)
+{
+    long dropped = 0;
+    struct cblock *list = NULL;
+    pthread_mutex_lock(&c->disk.mu);
+    for (size_t i = 0; i < n; i++) {
+        struct cblock *b = v[i].b;
+        pthread_mutex_lock(&s->mu);
+        /* ON_DISK is set and cleared under disk.mu, held: still true at disk_detach */
+        bool on = (b->flags & B_ON_DISK) && !(b->flags & (B_PINNED | B_HINTED));
+        pthread_mutex_unlock(&s->mu);
+        if (on) {
+            disk_detach(c, b, false, &list);
+            dropped++;
+        }
+    }
+    pthread_mutex_unlock(&c->disk.mu);
+    finish_unlinks(c, list);
+    return dropped;
+}
+
+long cache_demote(struct cache *c, const char *backend_name, const char *prefix,
+                  enum cache_level from)
+{
+    if (!c || !backend_name || !prefix || (from != CACHE_LEVEL_RAM && from != CACHE_LEVEL_DISK))
+        return -EINVAL;
+    store_drain(c); /* a queued write-through is a disk copy about to exist */
+    long count = 0;
+    for (int i = 0; i < NSHARDS; i++) {
+        struct shard *s = &c->shards[i];
+        struct demote_item *v = NULL;
+        size_t n = 0, cap = 0;
+        int rc = 0;
+        pthread_mutex_lock(&s->mu);
+        for (size_t k = 0; k < s->nbuckets && !rc; k++) {
+            for (struct cblock *b = s->buckets[k]; b && !rc; b = b->hnext) {
+                if ((b->flags & B_PINNED) || !prefix_match(b, backend_name, prefix))
+                    continue;
+                if (from == CACHE_LEVEL_RAM ? !b->ram
+                                            : !(b->flags & B_ON_DISK) || (b->flags & B_HINTED))
+                    continue;
+                if (n == cap) {
+                    size_t nc = cap ? 2 * cap : 16;
+                    struct demote_item *nv = realloc(v, nc * sizeof(*v));
+                    if (!nv) {
+                        rc = -ENOMEM;
+                        break;
+                    }
+                    v = nv;
+                    cap = nc;
+                }
+                b->refs++;
+                v[n++] =
+                    (struct demote_item){b, from == CACHE_LEVEL_RAM ? cdata_ref(b->ram) : NULL};
+            }
+        }
+        pthread_mutex_unlock(&s->mu);
+        count += from == CACHE_LEVEL_RAM ? demote_ram(c, s, v, n) : demote_disk(c, s, v, n);
+        pthread_mutex_lock(&s->mu);
+        for (size_t j = 0; j < n; j++) {
+            v[j].b->refs--;
+            maybe_free(s, v[j].b);
+        }
+        pthread_mutex_unlock(&s->mu);
+        free(v);
+        if (rc)
+            return rc;
+    }
+    return count;
+}
+
 size_t cache_block_size(const struct cache *c)
 {
     return c->cfg.block_size;
 }
 
-uint64_t cache_cached_bytes(struct cache *c, const struct cache_obj *obj)
+/* The bytes of obj's blocks that have a copy in RAM (want 1), on disk (2), or either (3). */
+static uint64_t obj_bytes(struct cache *c, const struct cache_obj *obj, unsigned want)
 {
     if (!c || !obj_ok(obj))
         return 0;
@@ -2014,11 +2139,21 @@ uint64_t cache_cached_bytes(struct cache *c, const struct cache_obj *obj)
         struct shard *s = shard_of(c, id);
         pthread_mutex_lock(&s->mu);
         struct cblock *b = obj_lookup(c, s, id, obj, i, NULL);
-        if (b && (b->ram || (b->flags & B_ON_DISK)))
+        if (b && (((want & 1) && b->ram) || ((want & 2) && (b->flags & B_ON_DISK))))
             total += b->len;
         pthread_mutex_unlock(&s->mu);
     }
     return total;
+}
+
+uint64_t cache_cached_bytes(struct cache *c, const struct cache_obj *obj)
+{
+    return obj_bytes(c, obj, 3);
+}
+
+uint64_t cache_level_bytes(struct cache *c, const struct cache_obj *obj, enum cache_level l)
+{
+    return obj_bytes(c, obj, l == CACHE_LEVEL_RAM ? 1 : l == CACHE_LEVEL_DISK ? 2 : 0);
 }
 
 static void level_stats(struct level *l, struct cache_level_stats *o)

@@ -143,6 +143,22 @@ bool cache_pin_exists(struct cache *c, const char *backend_name, const char *pre
  * the number dropped or -errno. */
 long cache_evict(struct cache *c, const char *backend_name, const char *prefix);
 
+/* One level of the hot tier, for cache_demote. */
+enum cache_level { CACHE_LEVEL_RAM = 0, CACHE_LEVEL_DISK };
+/* Move the unpinned cached blocks of keys under prefix (as cache_evict) down out of one level:
+ *   CACHE_LEVEL_RAM:  each RAM copy moves to the disk level (written there first where the block
+ *                     has no disk copy) and leaves RAM; a block the disk level does not take now
+ *                     (no disk level, no room, the disk admission busy) stays in RAM;
+ *   CACHE_LEVEL_DISK: each disk copy is deleted; RAM copies stay (blocks held for a hint keep
+ *                     theirs: RAM may not drop them while they have none).
+ * The disk writes are background I/O of the default tenant (the policies' own work). Returns
+ * the number of blocks moved or dropped, -EINVAL, or -ENOMEM (the shards done so far stay
+ * done). */
+long cache_demote(struct cache *c, const char *backend_name, const char *prefix,
+                  enum cache_level from);
+/* How many bytes of obj have a copy in level l (a block in both levels counts in each). */
+uint64_t cache_level_bytes(struct cache *c, const struct cache_obj *obj, enum cache_level l);
+
 /*
  * Space quotas: the bytes of hot-tier blocks (RAM and disk levels together, each block counted
  * once, by its data length) a tenant may hold. A block is charged to the tenant whose request

@@ -40,9 +40,10 @@ enum {
     B_PIN_EXPLICIT = 1u << 4, /* pinned by cache_fetch_block(pin=true) */
     B_HINTED = 1u << 5,       /* held for an epoch-order hint (cache_fetch_block_hinted): out of
                                * the levels' eviction and its tenant's quota CLOCK (I10) */
-    B_STORE_CANCEL = 1u << 6, /* dropped (drop_held) while its load was open: it is not placed
-                               * in RAM, its write-through is not done, or its file goes if the
-                               * write was under way (cleared when the load ends) */
+    B_STORE_CANCEL = 1u << 6, /* dropped (drop_held) while its load was open or its file was
+                               * being written: it is not placed in RAM, its write-through is not
+                               * done, or its file goes if the write was under way (cleared when
+                               * the load ends; outside a load, when that disk I/O ends) */
 };
 
 struct cblock {

@@ -52,6 +52,7 @@
 #include "daemon/policy.h"
 #include "daemon/stage.h"
 #include "daemon/tierd.h"
+#include "tenant/tenant.h"
 #include "writeback/wb.h"
 
 #define PE_RECENT 256         /* actions kept for GET /v1/policy */
@@ -249,8 +250,8 @@ static int files_add(struct pe_files *f, const char *key, uint64_t size, int64_t
         free(e);
         return -ENOMEM;
     }
-    f->v[f->n++] =
-        (struct policy_file){.key = k, .size = size, .mtime_ns = mtime, .flags = flags, .etag = e};
+    f->v[f->n++] = (struct policy_file){
+        .key = k, .size = size, .mtime_ns = mtime, .flags = flags, .etag = e, .tenant = -1};
     return 0;
 }
 
@@ -433,16 +434,28 @@ static void record(struct policy_engine *pe, struct pe_pass *ps, size_t ri, cons
 
 /* ---- actions --------------------------------------------------------------------------------- */
 
-static unsigned hot_fill_pct(struct tierd *d)
+/* The fill of the part of the hot tier a rule demotes out of (watermark): RAM, the disk level,
+ * or both. */
+static unsigned hot_fill_pct(struct tierd *d, enum policy_level l)
 {
     if (!d->cache)
         return 0;
     struct cache_stats st;
     memset(&st, 0, sizeof(st));
     cache_stats_get(d->cache, &st);
-    uint64_t used = st.ram.bytes_used + st.disk.bytes_used;
-    uint64_t cap = st.ram.bytes_budget + st.disk.bytes_budget;
+    uint64_t used = (l != POLICY_LEVEL_DISK ? st.ram.bytes_used : 0) +
+                    (l != POLICY_LEVEL_RAM ? st.disk.bytes_used : 0);
+    uint64_t cap = (l != POLICY_LEVEL_DISK ? st.ram.bytes_budget : 0) +
+                   (l != POLICY_LEVEL_RAM ? st.disk.bytes_budget : 0);
     return cap ? (unsigned)(used * 100 / cap) : 0;
+}
+
+/* The bytes of obj a demote out of level l would take from the cache. */
+static uint64_t demotable_bytes(struct cache *c, const struct cache_obj *obj, enum policy_level l)
+{
+    if (l == POLICY_LEVEL_ALL)
+        return cache_cached_bytes(c, obj);
+    return cache_level_bytes(c, obj, l == POLICY_LEVEL_RAM ? CACHE_LEVEL_RAM : CACHE_LEVEL_DISK);
 }
 
 /* Read len bytes at off of key, pinned to etag, into buf (all of them or an error). The object
@@ -583,21 +596,26 @@ static void act(struct policy_engine *pe, struct pe_pass *ps, size_t ri, size_t 
     uint64_t bytes = 0;
     switch (r->action) {
     case POLICY_DEMOTE: {
-        bool wbns = d->wb && ns->conf->mode == TIERD_NS_WRITE_BACK;
+        /* the burst buffer's local copy is on the node's disk: level ram leaves it */
+        bool local = d->wb && ns->conf->mode == TIERD_NS_WRITE_BACK &&
+                     (f->flags & POLICY_F_LOCAL) && r->level != POLICY_LEVEL_RAM;
+        const struct cache_obj obj = {ns->be, key, f->etag, f->size, NULL};
         if (ps->dry_run) {
-            if ((wbns && (f->flags & POLICY_F_LOCAL)) ||
-                (!r->local_only && d->cache &&
-                 cache_cached_bytes(d->cache,
-                                    &(struct cache_obj){ns->be, key, f->etag, f->size, NULL}) > 0))
+            if (local || (!r->local_only && d->cache && demotable_bytes(d->cache, &obj, r->level)))
                 record(pe, ps, ri, path, 0, f->size, NULL);
             return;
         }
-        int w = wbns && (f->flags & POLICY_F_LOCAL) ? wb_demote(d->wb, ns->be->name, key) : 0;
-        /* cache_evict walks the whole cache: only for an object that has cached blocks */
-        bool cached = !r->local_only && d->cache && f->etag &&
-                      cache_cached_bytes(
-                          d->cache, &(struct cache_obj){ns->be, key, f->etag, f->size, NULL}) > 0;
-        long blocks = cached ? cache_evict(d->cache, ns->be->name, key) : 0;
+        int w = local ? wb_demote(d->wb, ns->be->name, key) : 0;
+        /* cache_evict and cache_demote walk the whole cache: only for an object with blocks in
+         * the level */
+        bool cached =
+            !r->local_only && d->cache && f->etag && demotable_bytes(d->cache, &obj, r->level) > 0;
+        long blocks =
+            !cached ? 0
+            : r->level == POLICY_LEVEL_ALL
+                ? cache_evict(d->cache, ns->be->name, key)
+                : cache_demote(d->cache, ns->be->name, key,
+                               r->level == POLICY_LEVEL_RAM ? CACHE_LEVEL_RAM : CACHE_LEVEL_DISK);
         if (w < 0 && w != -EAGAIN) {
             snprintf(detail, sizeof(detail), "cannot drop the local copy: %s", strerror(-w));
             rc = w;
@@ -607,7 +625,11 @@ static void act(struct policy_engine *pe, struct pe_pass *ps, size_t ri, size_t 
             rc = 1;
             bytes = w == 1 ? f->size : (uint64_t)blocks * cache_block_size(d->cache);
             snprintf(detail, sizeof(detail), "%s%s%s", w == 1 ? "local copy dropped" : "",
-                     w == 1 && blocks > 0 ? ", " : "", blocks > 0 ? "cached blocks dropped" : "");
+                     w == 1 && blocks > 0 ? ", " : "",
+                     blocks <= 0                     ? ""
+                     : r->level == POLICY_LEVEL_RAM  ? "cached blocks moved from RAM to disk"
+                     : r->level == POLICY_LEVEL_DISK ? "cached blocks dropped from disk"
+                                                     : "cached blocks dropped");
         } else {
             return; /* nothing hot */
         }
@@ -865,13 +887,22 @@ static int run_pass(struct policy_engine *pe, struct pe_pass *ps)
         files_merge(&files);
         ps->files += files.n;
         bool idle = false;
-        for (size_t i = 0; i < pe->rules.n; i++)
-            idle = idle || (pe->rules.v[i].ns == n && pe->rules.v[i].idle_ms);
+        for (size_t i = 0; i < pe->rules.n; i++) {
+            struct policy_rule *r = &pe->rules.v[i];
+            if (r->ns != n)
+                continue;
+            idle = idle || r->idle_ms || r->tenant;
+            uint32_t id;
+            /* tenants come and go (slurm-<job>): the name's id now, or none */
+            if (r->tenant)
+                r->tenant_id =
+                    d->tenants && tenant_find(d->tenants, r->tenant, &id) == 0 ? (int64_t)id : -1;
+        }
         for (size_t i = 0; idle && d->access && i < files.n; i++) {
             char k[BACKEND_KEY_MAX + 1];
             snprintf(k, sizeof(k), "%s%s", ns->conf->prefix ? ns->conf->prefix : "",
                      files.v[i].key);
-            int64_t at = access_last(d->access, ns->be->name, k);
+            int64_t at = access_last(d->access, ns->be->name, k, &files.v[i].tenant);
             files.v[i].atime_ns = at > pe->start_ns ? at : pe->start_ns;
         }
         size_t *sel = malloc((files.n ? files.n : 1) * sizeof(*sel));
@@ -886,7 +917,7 @@ static int run_pass(struct policy_engine *pe, struct pe_pass *ps)
             if (r->dataset && mark_dataset(pe, r, ns, &files) != 0)
                 continue; /* the version cannot be read: the rule waits (last_error says why) */
             int64_t now = (int64_t)tier_now_real_ns();
-            size_t k = policy_select(r, files.v, files.n, now, hot_fill_pct(d), sel);
+            size_t k = policy_select(r, files.v, files.n, now, hot_fill_pct(d, r->level), sel);
             struct stage_batch *batch = calloc(1, sizeof(*batch));
             if (!batch)
                 break;
@@ -896,7 +927,8 @@ static int run_pass(struct policy_engine *pe, struct pe_pass *ps)
                 pthread_mutex_unlock(&pe->lock);
                 if (stop)
                     break;
-                if (r->watermark_pct && !ps->dry_run && hot_fill_pct(d) <= r->watermark_pct)
+                if (r->watermark_pct && !ps->dry_run &&
+                    hot_fill_pct(d, r->level) <= r->watermark_pct)
                     break; /* below the watermark again */
                 if (policy_yields(&pe->rules, r, &files.v[sel[j]]))
                     continue; /* the namespace's own rule has it */
@@ -1025,8 +1057,8 @@ int policy_engine_start(struct tierd *d, struct policy_engine **out)
     rc = pe->db_path ? db_open(pe) : -ENOMEM;
     bool idle = false;
     for (size_t i = 0; i < pe->rules.n; i++)
-        idle = idle || pe->rules.v[i].idle_ms;
-    if (rc == 0 && idle) /* 1 M objects' last reads (16 MiB), before the mount notes any */
+        idle = idle || pe->rules.v[i].idle_ms || pe->rules.v[i].tenant;
+    if (rc == 0 && idle) /* 1 M objects' last uses (24 MiB), before the mount notes any */
         rc = access_log_new(20, &d->access);
     if (rc == 0) {
         rc = -pthread_create(&pe->thread, NULL, engine_main, pe);
@@ -1135,6 +1167,10 @@ static json_t *rule_json(const struct policy_engine *pe, size_t i)
         json_object_set_new(j, "match", json_string(r->match));
     if (r->dataset)
         json_object_set_new(j, "dataset", json_string(r->dataset));
+    if (r->tenant)
+        json_object_set_new(j, "tenant", json_string(r->tenant));
+    if (r->action == POLICY_DEMOTE && r->level != POLICY_LEVEL_ALL)
+        json_object_set_new(j, "level", json_string(policy_level_name(r->level)));
     if (r->min_size)
         json_object_set_new(j, "min_size", json_integer((json_int_t)r->min_size));
     if (r->max_size)
@@ -1218,11 +1254,11 @@ int policy_engine_reload(struct policy_engine *pe, const struct tierd_config *cf
     }
     bool idle = false;
     for (size_t i = 0; i < rules.n; i++)
-        idle = idle || rules.v[i].idle_ms;
+        idle = idle || rules.v[i].idle_ms || rules.v[i].tenant;
     if (idle && !pe->d->access) {
         snprintf(err, errsz,
-                 "a rule has idle, and tierd tracks reads only when a rule had idle at start: "
-                 "restart tierd for it");
+                 "a rule has idle or tenant, and tierd tracks uses only when a rule had one of "
+                 "them at start: restart tierd for it");
         policy_rules_free(&rules);
         return -EINVAL;
     }

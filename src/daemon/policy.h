@@ -37,7 +37,8 @@ struct json_t;
 
 enum policy_action {
     POLICY_DEMOTE = 0, /* drop the hot copies: the burst buffer's local copy (once uploaded)
-                        * and the cached blocks (RAM and disk); pinned blocks stay */
+                        * and the cached blocks (RAM and disk); pinned blocks stay; a rule's
+                        * level narrows it to one level */
     POLICY_STAGE,      /* fetch every block into the hot tier */
     POLICY_PIN,        /* pin (cache_pin of the key) and stage */
     POLICY_UNPIN,      /* drop the key's pin */
@@ -46,6 +47,15 @@ enum policy_action {
     POLICY_NACTIONS
 };
 const char *policy_action_name(enum policy_action a);
+
+/* Which hot copies a demote takes (`level = ram|disk|all`). */
+enum policy_level {
+    POLICY_LEVEL_ALL = 0, /* out of the hot tier: the local copy and every cached block */
+    POLICY_LEVEL_RAM,     /* out of RAM into the disk level (cache_demote): the file stays hot */
+    POLICY_LEVEL_DISK,    /* the disk level's blocks and the burst buffer's local copy (both on
+                           * the node's disk); RAM copies stay */
+};
+const char *policy_level_name(enum policy_level l);
 
 /* One rule, checked. Strings are owned by the rule (policy_rules_free). */
 struct policy_rule {
@@ -61,6 +71,12 @@ struct policy_rule {
      * namespace): only the files of that version still in the backend as committed (their
      * ETag); NULL: none. The engine marks them (POLICY_F_INSET) before selecting. */
     char *dataset;
+    /* a tenant's name ([tenant NAME], or an implicit one like slurm-1234): only files whose
+     * last open, create or read through the mount was that tenant's (access.h; a file the table
+     * does not know is nobody's); NULL: any. tenant_id is the engine's, set each pass: the
+     * registry's id, or -1 while the registry has no such tenant (then no file matches). */
+    char *tenant;
+    int64_t tenant_id;
     regex_t re;                  /* match compiled (POSIX extended), valid when match != NULL */
     uint64_t min_size, max_size; /* max 0: no bound */
                                  /* triggers: all given must hold */
@@ -71,8 +87,9 @@ struct policy_rule {
                                   * group (see policy_select) */
     unsigned watermark_pct;      /* 0: none; while the hot tier is fuller than this */
     enum policy_action action;
-    int copy_backend;  /* index in cfg->backends (POLICY_COPY) */
-    char *copy_prefix; /* "" or ending in '/' */
+    enum policy_level level; /* POLICY_DEMOTE only */
+    int copy_backend;        /* index in cfg->backends (POLICY_COPY) */
+    char *copy_prefix;       /* "" or ending in '/' */
     bool allow_delete;
     bool local_only; /* demote the burst buffer's local copy only, not cached blocks (the
                       * built-in retention: a re-read old file keeps its cached blocks) */
@@ -108,9 +125,10 @@ struct policy_file {
     unsigned flags;
     const char *etag; /* the durable object's version tag (the engine's; may be NULL) */
     int64_t atime_ns; /* its last read (idle rules), at least tierd's start; 0: unknown */
+    int64_t tenant;   /* whose its last use was (access.h; rules with tenant), -1: unknown */
 };
 
-/* Does rule r's filter (prefix, size, glob, match; not its triggers) take f? */
+/* Does rule r's filter (prefix, size, glob, match, dataset, tenant; not its triggers) take f? */
 bool policy_matches(const struct policy_rule *r, const struct policy_file *f);
 /* Does the built-in rule r leave f to a rule of rules (of its namespace, from a [policy]
  * section) that decides for it: stage or pin, or demote with keep_last or with no trigger?

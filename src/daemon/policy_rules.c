@@ -16,6 +16,7 @@
 #include "daemon/manifest.h"
 #include "daemon/policy.h"
 #include "daemon/tierd.h"
+#include "tenant/tenant.h"
 
 static const char *const action_names[POLICY_NACTIONS] = {"demote", "stage", "pin",
                                                           "unpin",  "copy",  "expire"};
@@ -25,11 +26,17 @@ const char *policy_action_name(enum policy_action a)
     return (unsigned)a < POLICY_NACTIONS ? action_names[a] : "?";
 }
 
-/* Keys a [policy] section may have. The filters and triggers the issue names that this version
- * does not build are refused by name, with what to use instead, rather than ignored. */
+static const char *const level_names[] = {"all", "ram", "disk"};
+
+const char *policy_level_name(enum policy_level l)
+{
+    return (unsigned)l < sizeof(level_names) / sizeof(level_names[0]) ? level_names[l] : "?";
+}
+
+/* Keys a [policy] section may have. */
 static const char *const known_keys[] = {
-    "namespace", "prefix",    "glob",      "match",  "min_size", "max_size",     "age",
-    "idle",      "keep_last", "watermark", "action", "target",   "allow_delete", "dataset"};
+    "namespace", "prefix",    "glob",   "match",  "min_size",     "max_size", "age",    "idle",
+    "keep_last", "watermark", "action", "target", "allow_delete", "dataset",  "tenant", "level"};
 #define NKNOWN (sizeof(known_keys) / sizeof(known_keys[0]))
 
 struct builder {
@@ -62,6 +69,7 @@ static void rule_fini(struct policy_rule *r)
         regfree(&r->re);
     free(r->match);
     free(r->dataset);
+    free(r->tenant);
     free(r->copy_prefix);
     memset(r, 0, sizeof(*r));
 }
@@ -269,10 +277,25 @@ static void set_key(struct builder *b, const struct tierd_policy_conf *pc, struc
         else if (!(r->dataset = strdup(val)))
             b->rc = -ENOMEM;
     } else if (strcmp(key, "tenant") == 0) {
-        bfail(b, line,
-              "[policy %s] the tenant filter is not built in this version of tierd (filter by "
-              "namespace, prefix, glob, match, size and dataset)",
-              sect);
+        if (!tenant_name_valid(val))
+            bfail(b, line,
+                  "[policy %s] tenant = '%s' is not a tenant name (1 to 63 of A-Z a-z 0-9 . _ -, "
+                  "like a [tenant NAME] section's or slurm-1234)",
+                  sect, val);
+        else if (!(r->tenant = strdup(val)))
+            b->rc = -ENOMEM;
+    } else if (strcmp(key, "level") == 0) {
+        int l = -1;
+        for (int i = 0; i < (int)(sizeof(level_names) / sizeof(level_names[0])); i++)
+            if (strcmp(val, level_names[i]) == 0)
+                l = i;
+        if (l < 0)
+            bfail(b, line,
+                  "[policy %s] level = '%s' is not a level of the hot tier (allowed: ram, disk, "
+                  "all)",
+                  sect, val);
+        else
+            r->level = (enum policy_level)l;
     } else {
         char near[200] = "";
         size_t best = 3;
@@ -288,8 +311,8 @@ static void set_key(struct builder *b, const struct tierd_policy_conf *pc, struc
         }
         bfail(b, line,
               "[policy %s] unknown key '%s'%s (allowed: namespace, prefix, glob, match, dataset, "
-              "min_size, max_size, age, idle, keep_last, watermark, action, target, "
-              "allow_delete)",
+              "tenant, min_size, max_size, age, idle, keep_last, watermark, action, level, "
+              "target, allow_delete)",
               sect, key, near);
     }
 }
@@ -307,6 +330,8 @@ static bool scopes_overlap(const struct policy_rule *a, const struct policy_rule
         return false;
     if (a->match && b->match && strcmp(a->match, b->match) != 0)
         return false;
+    if (a->tenant && b->tenant && strcmp(a->tenant, b->tenant) != 0)
+        return false;
     if (a->max_size && b->min_size > a->max_size)
         return false;
     if (b->max_size && a->min_size > b->max_size)
@@ -319,10 +344,11 @@ static bool actions_contradict(const struct policy_rule *a, const struct policy_
 {
     bool keep_a = a->action == POLICY_STAGE || a->action == POLICY_PIN;
     bool keep_b = b->action == POLICY_STAGE || b->action == POLICY_PIN;
-    bool drop_a =
-        a->action == POLICY_DEMOTE || a->action == POLICY_UNPIN || a->action == POLICY_EXPIRE;
-    bool drop_b =
-        b->action == POLICY_DEMOTE || b->action == POLICY_UNPIN || b->action == POLICY_EXPIRE;
+    /* a demote out of RAM keeps the file hot (on the node's disk): no fight with stage or pin */
+    bool drop_a = (a->action == POLICY_DEMOTE && a->level != POLICY_LEVEL_RAM) ||
+                  a->action == POLICY_UNPIN || a->action == POLICY_EXPIRE;
+    bool drop_b = (b->action == POLICY_DEMOTE && b->level != POLICY_LEVEL_RAM) ||
+                  b->action == POLICY_UNPIN || b->action == POLICY_EXPIRE;
     if ((keep_a && drop_b) || (keep_b && drop_a))
         return true;
     /* two copies of the same files into the same place */
@@ -360,10 +386,11 @@ static void build_one(struct builder *b, const struct tierd_policy_conf *pc, str
     r->line = pc->conf_line;
     r->keep_last = -1;
     r->copy_backend = -1;
+    r->tenant_id = -1;
     tier_strlcpy(r->name, pc->name, sizeof(r->name));
     bool has_ns = false, has_action = false;
     int action_line = pc->conf_line, target_line = 0, delete_line = 0, keep_line = 0;
-    int dataset_line = 0;
+    int dataset_line = 0, tenant_line = 0, level_line = 0;
     for (size_t i = 0; i < pc->nkv && !b->rc; i++) {
         const char *k = pc->kv[i].key;
         set_key(b, pc, r, k, pc->kv[i].val, pc->kv[i].line, &has_action);
@@ -378,6 +405,10 @@ static void build_one(struct builder *b, const struct tierd_policy_conf *pc, str
             keep_line = pc->kv[i].line;
         if (strcmp(k, "dataset") == 0)
             dataset_line = pc->kv[i].line;
+        if (strcmp(k, "tenant") == 0)
+            tenant_line = pc->kv[i].line;
+        if (strcmp(k, "level") == 0)
+            level_line = pc->kv[i].line;
     }
     if (b->rc)
         return;
@@ -440,6 +471,21 @@ static void build_one(struct builder *b, const struct tierd_policy_conf *pc, str
     else if (r->watermark_pct && r->action != POLICY_DEMOTE)
         bfail(b, action_line,
               "[policy %s] watermark only applies to action = demote (it frees the hot tier)",
+              pc->name);
+    else if (level_line && r->action != POLICY_DEMOTE)
+        bfail(b, level_line,
+              "[policy %s] level only applies to action = demote (the level it demotes out of)",
+              pc->name);
+    else if (r->level == POLICY_LEVEL_RAM && (!c->cache_disk_dir || !c->cache.disk_bytes))
+        bfail(b, level_line,
+              "[policy %s] level = ram moves blocks into the disk level, and [cache] has none "
+              "(set disk_dir and disk_size, or use level = all)",
+              pc->name);
+    else if (r->tenant && r->action == POLICY_EXPIRE)
+        bfail(b, tenant_line,
+              "[policy %s] tenant cannot choose what expire deletes: a file's tenant is its last "
+              "use through the mount, known only while tierd runs; filter by prefix, glob or "
+              "match instead",
               pc->name);
 }
 
@@ -511,6 +557,8 @@ static bool filter_match(const struct policy_rule *r, const struct policy_file *
         return false;
     if (r->dataset && !(f->flags & POLICY_F_INSET))
         return false;
+    if (r->tenant && (f->tenant < 0 || f->tenant != r->tenant_id))
+        return false;
     return true;
 }
 
@@ -528,9 +576,10 @@ bool policy_yields(const struct policy_rules *rules, const struct policy_rule *r
         const struct policy_rule *o = &rules->v[i];
         /* a rule that keeps its files hot, or a demote rule that ranks them (keep_last) or
          * takes them all (no trigger), decides for them; a demote rule that fires only now
-         * and then (age, idle, watermark) leaves the retention's floor in place */
+         * and then (age, idle, watermark) leaves the retention's floor in place, and so does
+         * one out of RAM only (it never drops a local copy) */
         bool decides = o->action == POLICY_STAGE || o->action == POLICY_PIN ||
-                       (o->action == POLICY_DEMOTE &&
+                       (o->action == POLICY_DEMOTE && o->level != POLICY_LEVEL_RAM &&
                         (o->keep_last >= 0 || (!o->age_ms && !o->idle_ms && !o->watermark_pct)));
         if (!o->builtin && o->ns == r->ns && decides && filter_match(o, f, NULL))
             return true;

@@ -52,8 +52,8 @@ struct tfs_file {
     char *version_id; /* a dataset version's file in a versioned bucket: the version to read */
 };
 
-/* Note a read of h's object for the policies' idle trigger (d->access; none: no rule has idle),
- * at most once a second per handle. */
+/* Note a read of h's object by its opener's tenant for the policies' idle trigger and tenant
+ * filter (d->access; none: no rule has either), at most once a second per handle. */
 static void note_access(struct tierd_fuse *fs, struct tfs_file *h)
 {
     if (!fs->d->access)
@@ -63,7 +63,7 @@ static void note_access(struct tierd_fuse *fs, struct tfs_file *h)
     if (last && now - last < 1000000000ULL)
         return;
     atomic_store_explicit(&h->access_mono, now, memory_order_relaxed);
-    access_note(fs->d->access, h->be->name, h->key, (int64_t)tier_now_real_ns());
+    access_note(fs->d->access, h->be->name, h->key, (int64_t)tier_now_real_ns(), h->io.tenant);
 }
 
 static void file_destroy(struct tfs_file *h)

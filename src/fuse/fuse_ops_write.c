@@ -664,8 +664,8 @@ static void w_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (rc)
         goto fail;
     bool writable = (fi->flags & O_ACCMODE) != O_RDONLY;
-    if (fs->d->access) /* the policies' idle trigger (access.h) */
-        access_note(fs->d->access, ns->be->name, key, (int64_t)tier_now_real_ns());
+    if (fs->d->access) /* the policies' idle trigger and tenant filter (access.h) */
+        access_note(fs->d->access, ns->be->name, key, (int64_t)tier_now_real_ns(), io.tenant);
     rc = handle_new(fs, &io, n, ns, key, writable, &h);
     if (rc)
         goto fail;
@@ -730,6 +730,8 @@ static void w_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     rc = tfs_node_lookup(fs, path, &n); /* the kernel's lookup reference + our ref */
     if (rc)
         goto fail;
+    if (fs->d->access) /* a create is a use, by the creator's tenant (access.h) */
+        access_note(fs->d->access, ns->be->name, key, (int64_t)tier_now_real_ns(), io.tenant);
     rc = handle_new(fs, &io, n, ns, key, true, &h);
     if (rc) {
         tfs_node_forget(fs, n->ino, 1);
@@ -795,7 +797,8 @@ static void w_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         uint64_t last = atomic_load_explicit(&h->access_mono, memory_order_relaxed);
         if (!last || now - last >= 1000000000ULL) {
             atomic_store_explicit(&h->access_mono, now, memory_order_relaxed);
-            access_note(fs->d->access, h->ns->be->name, h->key, (int64_t)tier_now_real_ns());
+            access_note(fs->d->access, h->ns->be->name, h->key, (int64_t)tier_now_real_ns(),
+                        h->io.tenant);
         }
     }
     char *buf = malloc(size ? size : 1);

@@ -239,7 +239,8 @@ struct chaos {
     long evicted;
 };
 
-/* Control-plane operations racing the readers: pin / unpin / evict by prefix / prefetch / stats. */
+/* Control-plane operations racing the readers: pin / unpin / evict by prefix / demote out of a
+ * level / prefetch / stats. */
 static void *chaos_main(void *arg)
 {
     struct chaos *x = arg;
@@ -248,7 +249,11 @@ static void *chaos_main(void *arg)
     char key[32];
     while (!atomic_load(x->stop)) {
         const char *p = prefixes[tu_rand_next(&rng) % 4];
-        switch (tu_rand_next(&rng) % 6) {
+        switch (tu_rand_next(&rng) % 7) {
+        case 5: /* out of RAM into the disk level, or the disk copies dropped */
+            (void)cache_demote(x->c, "mem", p,
+                               tu_rand_next(&rng) % 2 ? CACHE_LEVEL_RAM : CACHE_LEVEL_DISK);
+            break;
         case 4: /* the readers are tenant 0: squeeze and lift its space quota */
             cache_quota_set(x->c, 0, tu_rand_next(&rng) % 2 ? 3 * BS : CACHE_QUOTA_NONE);
             break;

@@ -4,7 +4,7 @@
  * detected and refetched (never served); a restart reuses the disk level without fetching; torn
  * and temporary files are discarded at open; a rewritten object (new version tag) is never served
  * from old blocks; fetch hook, prefetch, cached_bytes, evict by prefix, pin budget, and a second
- * cache on the same directory.
+ * cache on the same directory; demotion out of one level (cache_demote).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -386,6 +386,71 @@ static void test_exact_key_vs_directory(void **state)
     backend_free(be);
 }
 
+/* cache_demote: out of the disk level (RAM copies stay), then out of RAM (each block written to
+ * the disk level first, since it has no disk copy left): the data is then read from disk with no
+ * fetch; pinned blocks stay where they are; without a disk level a RAM demotion moves nothing. */
+static void test_demote_levels(void **state)
+{
+    struct fx *f = *state;
+    struct cache_config cfg = f->cfg;
+    cfg.ram_bytes = 16 * BS;
+    cfg.pin_bytes = 8 * BS;
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    struct cache_obj o;
+    fx_obj(f, &o);
+    char *buf = malloc(SIZE);
+    assert_int_equal(cache_read(c, NULL, &o, 0, buf, SIZE), SIZE);
+    struct cache_stats st;
+    assert_int_equal(cache_level_bytes(c, &o, CACHE_LEVEL_RAM), SIZE);
+    assert_int_equal(cache_demote(c, "warm", "d/", CACHE_LEVEL_DISK), 5);
+    cache_stats_get(c, &st);
+    assert_int_equal(st.ram.blocks, 5);
+    assert_int_equal(st.disk.blocks, 0);
+    assert_int_equal(cache_level_bytes(c, &o, CACHE_LEVEL_DISK), 0);
+    assert_int_equal(cache_cached_bytes(c, &o), SIZE);
+    assert_int_equal(cache_demote(c, "warm", "d/", CACHE_LEVEL_DISK), 0); /* nothing left */
+    assert_int_equal(cache_demote(c, "warm", "other/", CACHE_LEVEL_RAM), 0);
+    assert_int_equal(cache_demote(c, "warm", "d/", CACHE_LEVEL_RAM), 5);
+    cache_stats_get(c, &st);
+    assert_int_equal(st.ram.blocks, 0);
+    assert_int_equal(st.disk.blocks, 5);
+    assert_int_equal(cache_level_bytes(c, &o, CACHE_LEVEL_RAM), 0);
+    assert_int_equal(cache_level_bytes(c, &o, CACHE_LEVEL_DISK), SIZE);
+    uint64_t fetches = st.fetches, disk_hits = st.disk.hits;
+    memset(buf, 0, SIZE);
+    assert_int_equal(cache_read(c, NULL, &o, 0, buf, SIZE), SIZE);
+    assert_memory_equal(buf, f->data, SIZE);
+    cache_stats_get(c, &st);
+    assert_int_equal(st.fetches, fetches);
+    assert_int_equal(st.disk.hits, disk_hits + 5);
+    char msg[256];
+    assert_int_equal(cache_debug_check(c, msg, sizeof(msg)), 0);
+
+    /* a pinned key keeps both copies (the re-read above brought its blocks back to RAM) */
+    assert_int_equal(cache_pin(c, "warm", "d/obj.bin"), 0);
+    assert_int_equal(cache_level_bytes(c, &o, CACHE_LEVEL_RAM), SIZE);
+    assert_int_equal(cache_demote(c, "warm", "d/", CACHE_LEVEL_RAM), 0);
+    assert_int_equal(cache_demote(c, "warm", "d/", CACHE_LEVEL_DISK), 0);
+    assert_int_equal(cache_level_bytes(c, &o, CACHE_LEVEL_RAM), SIZE);
+    assert_int_equal(cache_level_bytes(c, &o, CACHE_LEVEL_DISK), SIZE);
+    assert_int_equal(cache_unpin(c, "warm", "d/obj.bin"), 0);
+    assert_int_equal(cache_demote(c, "warm", "d/obj.bin", 7), -EINVAL);
+    assert_int_equal(cache_debug_check(c, msg, sizeof(msg)), 0);
+    cache_close(c);
+
+    /* RAM only: nowhere to move to, nothing moves */
+    cfg.disk_dir = NULL;
+    cfg.disk_bytes = 0;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    assert_int_equal(cache_read(c, NULL, &o, 0, buf, SIZE), SIZE);
+    assert_int_equal(cache_demote(c, "warm", "d/", CACHE_LEVEL_RAM), 0);
+    cache_stats_get(c, &st);
+    assert_int_equal(st.ram.blocks, 5);
+    cache_close(c);
+    free(buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -397,6 +462,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_block_size_change, setup, teardown),
         cmocka_unit_test(test_partial_failure_is_an_error),
         cmocka_unit_test(test_exact_key_vs_directory),
+        cmocka_unit_test_setup_teardown(test_demote_levels, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

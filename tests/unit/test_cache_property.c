@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_cache_property.c - thousands of seeded random operations (read, fetch+pin, pin, unpin,
- * evict by prefix, object rewrite, restart) on a cache with small RAM and disk budgets, checking
- * after every one: data read == backend data, bytes used <= budget per level, pinned bytes <=
- * pin budget, and index <-> disk consistency (cache_debug_check: block files on disk == blocks
- * the index says are on disk). Run for both policies.
+ * evict by prefix, demote out of a level, object rewrite, restart) on a cache with small RAM and
+ * disk budgets, checking after every one: data read == backend data, bytes used <= budget per
+ * level, pinned bytes <= pin budget, and index <-> disk consistency (cache_debug_check: block files
+ * on disk == blocks the index says are on disk). Run for both policies.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -115,10 +115,14 @@ static void run(enum cache_policy_kind kind, uint64_t seed)
         } else if (what < 92) {
             int r = cache_unpin(c, "mem", prefixes[tu_rand_next(&rng) % 5]);
             assert_true(r == 0 || r == -ENOENT);
-        } else if (what < 97) {
+        } else if (what < 95) {
             long n = cache_evict(c, "mem", prefixes[tu_rand_next(&rng) % 5]);
             assert_true(n >= 0);
             evicts++;
+        } else if (what < 97) {
+            long n = cache_demote(c, "mem", prefixes[tu_rand_next(&rng) % 5],
+                                  tu_rand_next(&rng) % 2 ? CACHE_LEVEL_RAM : CACHE_LEVEL_DISK);
+            assert_true(n >= 0);
         } else if (what < 99) {
             /* the object changes: its old blocks must never be served for the new version */
             snprintf(etags[i], sizeof(etags[i]), "v%d", op);

@@ -122,8 +122,20 @@ static const struct bad_case bad_cases[] = {
     /* [policy NAME] (docs/POLICIES.md): every error at its line */
     {BASE "[policy p]\nnamespace = /d\naction = demote\nidle = a while\n",
      {"t.conf:11:", "idle = 'a while'", "not a duration"}},
-    {BASE "[policy p]\nnamespace = /d\naction = demote\ntenant = x\n",
-     {"t.conf:11:", "tenant filter is not built", "dataset"}},
+    {BASE "[policy p]\nnamespace = /d\naction = demote\ntenant = bad name\n",
+     {"t.conf:11:", "tenant = 'bad name' is not a tenant name"}},
+    {BASE "[policy p]\nnamespace = /d\naction = expire\nallow_delete = true\ntenant = alice\n",
+     {"t.conf:12:", "tenant cannot choose what expire deletes", "prefix"}},
+    {BASE "[policy p]\nnamespace = /d\naction = demote\nlevel = nvme\n",
+     {"t.conf:11:", "level = 'nvme'", "allowed: ram, disk, all"}},
+    {BASE "[policy p]\nnamespace = /d\nlevel = ram\naction = stage\n",
+     {"t.conf:10:", "level only applies to action = demote"}},
+    {BASE "[policy p]\nnamespace = /d\nlevel = ram\naction = demote\n",
+     {"t.conf:10:", "level = ram moves blocks into the disk level", "disk_dir"}},
+    /* two rules for different tenants do not contradict; for the same tenant they do */
+    {BASE "[policy a]\nnamespace = /d\ntenant = alice\naction = stage\n"
+          "[policy b]\nnamespace = /d\ntenant = alice\naction = demote\n",
+     {"t.conf:12:", "contradicts [policy a]"}},
     {BASE "[policy p]\nnamespace = /d\naction = demote\nwhen = 1h\n",
      {"t.conf:11:", "unknown key 'when'", "keep_last"}},
     {BASE "[policy p]\nnamespace = /d\nmatch = step_([0-9]+\naction = demote\n",

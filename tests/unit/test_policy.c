@@ -5,7 +5,8 @@
  * policy_select over hand-made file lists: keep_last by a regex's capture (numbers as numbers,
  * every file of a step together, groups apart, pending files ranked but never selected), by
  * directory and time (the built-in retention), age, size, glob, watermark; the built-in rule is
- * made for each write-back namespace and replaced by a namespace's own keep_last demote rule.
+ * made for each write-back namespace and replaced by a namespace's own keep_last demote rule;
+ * the tenant filter and the demote level; the last-use table (access.h) with its tenants.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,6 +27,7 @@
     "[namespace /ck]\nbackend = warm\nprefix = ck\nmode = write-back\n"                            \
     "[namespace /ds]\nbackend = warm\nprefix = ds\n"                                               \
     "[writeback]\nspool_dir = /tmp/s\n"                                                            \
+    "[cache]\ndisk_dir = /tmp/c\n"                                                                 \
     "[mount]\npath = /mnt/t\n"
 
 static void build(const char *text, struct tierd_config *c, struct policy_rules *r)
@@ -69,23 +71,23 @@ static void test_keep_last_steps(void **state)
     assert_int_equal(r.n, 2);
     assert_false(r.v[0].builtin);
     assert_true(r.v[1].builtin);
-    struct policy_file step = {"a/step_1/m.pt", 1, 1, D | POLICY_F_LOCAL, NULL, 0};
-    struct policy_file other = {"a/notes.txt", 1, 1, D | POLICY_F_LOCAL, NULL, 0};
+    struct policy_file step = {"a/step_1/m.pt", 1, 1, D | POLICY_F_LOCAL, NULL, 0, -1};
+    struct policy_file other = {"a/notes.txt", 1, 1, D | POLICY_F_LOCAL, NULL, 0, -1};
     assert_true(policy_yields(&r, &r.v[1], &step));
     assert_false(policy_yields(&r, &r.v[1], &other));
     assert_false(policy_yields(&r, &r.v[0], &step)); /* only a built-in rule yields */
     /* keys sorted; run a and run b are two groups; step_10 is newer than step_9 */
     struct policy_file f[] = {
-        {"a/step_10/m.pt", 5, 10 * S, D, NULL, 0},
-        {"a/step_10/o.pt", 5, 10 * S, D, NULL, 0},
-        {"a/step_11/m.pt", 5, 11 * S, POLICY_F_PENDING | POLICY_F_LOCAL, NULL, 0},
-        {"a/step_8/m.pt", 5, 8 * S, D, NULL, 0},
-        {"a/step_8/o.pt", 5, 8 * S, D, NULL, 0},
-        {"a/step_9/m.pt", 5, 9 * S, D | POLICY_F_LOCAL, NULL, 0},
-        {"b/step_1/m.pt", 5, 1 * S, D, NULL, 0},
-        {"b/step_2/m.pt", 5, 2 * S, D, NULL, 0},
-        {"b/step_3/m.pt", 5, 3 * S, D, NULL, 0},
-        {"notastep.txt", 5, 1 * S, D, NULL, 0},
+        {"a/step_10/m.pt", 5, 10 * S, D, NULL, 0, -1},
+        {"a/step_10/o.pt", 5, 10 * S, D, NULL, 0, -1},
+        {"a/step_11/m.pt", 5, 11 * S, POLICY_F_PENDING | POLICY_F_LOCAL, NULL, 0, -1},
+        {"a/step_8/m.pt", 5, 8 * S, D, NULL, 0, -1},
+        {"a/step_8/o.pt", 5, 8 * S, D, NULL, 0, -1},
+        {"a/step_9/m.pt", 5, 9 * S, D | POLICY_F_LOCAL, NULL, 0, -1},
+        {"b/step_1/m.pt", 5, 1 * S, D, NULL, 0, -1},
+        {"b/step_2/m.pt", 5, 2 * S, D, NULL, 0, -1},
+        {"b/step_3/m.pt", 5, 3 * S, D, NULL, 0, -1},
+        {"notastep.txt", 5, 1 * S, D, NULL, 0, -1},
     };
     char got[512];
     selected(&r.v[0], f, sizeof(f) / sizeof(f[0]), 100 * S, 0, got, sizeof(got));
@@ -106,10 +108,10 @@ static void test_keep_last_mixed_units(void **state)
                "action = demote\n",
           &c, &r);
     struct policy_file f[] = {
-        {"s_10/m", 1, 1, D, NULL, 0},
-        {"s_1a/m", 1, 1, D, NULL, 0},
-        {"s_9/m", 1, 1, D, NULL, 0},
-        {"s_9b/m", 1, 1, D, NULL, 0},
+        {"s_10/m", 1, 1, D, NULL, 0, -1},
+        {"s_1a/m", 1, 1, D, NULL, 0, -1},
+        {"s_9/m", 1, 1, D, NULL, 0, -1},
+        {"s_9b/m", 1, 1, D, NULL, 0, -1},
     };
     char got[128];
     selected(&r.v[0], f, 4, 10 * S, 0, got, sizeof(got));
@@ -132,11 +134,11 @@ static void test_builtin_and_time(void **state)
     assert_string_equal(c.namespaces[r.v[0].ns].path, "/ck");
     /* per directory, newest by time: d/ keeps z and x (newest two), y goes; e/ keeps both */
     struct policy_file f[] = {
-        {"d/x", 1, 30 * S, D | POLICY_F_LOCAL, NULL, 0},
-        {"d/y", 1, 10 * S, D | POLICY_F_LOCAL, NULL, 0},
-        {"d/z", 1, 20 * S, D | POLICY_F_LOCAL, NULL, 0},
-        {"e/a", 1, 1 * S, D, NULL, 0},
-        {"e/b", 1, 2 * S, D, NULL, 0},
+        {"d/x", 1, 30 * S, D | POLICY_F_LOCAL, NULL, 0, -1},
+        {"d/y", 1, 10 * S, D | POLICY_F_LOCAL, NULL, 0, -1},
+        {"d/z", 1, 20 * S, D | POLICY_F_LOCAL, NULL, 0, -1},
+        {"e/a", 1, 1 * S, D, NULL, 0, -1},
+        {"e/b", 1, 2 * S, D, NULL, 0, -1},
     };
     char got[256];
     selected(&r.v[0], f, 5, 100 * S, 0, got, sizeof(got));
@@ -157,14 +159,14 @@ static void test_filters_and_triggers(void **state)
     assert_int_equal(r.n, 3); /* and the built-in one of /ck */
     int64_t now = 10 * 3600 * S;
     struct policy_file f[] = {
-        {"logs/a.txt", 100, now - 2 * 3600 * S, D, NULL, 0},   /* yes */
-        {"logs/b.txt", 100, now - 60 * S, D, NULL, 0},         /* too young */
-        {"logs/c.txt", 5, now - 2 * 3600 * S, D, NULL, 0},     /* too small */
-        {"logs/d.txt", 2048, now - 2 * 3600 * S, D, NULL, 0},  /* too large */
-        {"logs/e.bin", 100, now - 2 * 3600 * S, D, NULL, 0},   /* glob */
-        {"logs/s/f.txt", 100, now - 2 * 3600 * S, D, NULL, 0}, /* glob: '*' stops at '/' */
-        {"logs/g.txt", 100, now - 3 * 3600 * S, POLICY_F_PENDING, NULL, 0}, /* not durable */
-        {"other/h.txt", 100, now - 2 * 3600 * S, D, NULL, 0},               /* prefix */
+        {"logs/a.txt", 100, now - 2 * 3600 * S, D, NULL, 0, -1},   /* yes */
+        {"logs/b.txt", 100, now - 60 * S, D, NULL, 0, -1},         /* too young */
+        {"logs/c.txt", 5, now - 2 * 3600 * S, D, NULL, 0, -1},     /* too small */
+        {"logs/d.txt", 2048, now - 2 * 3600 * S, D, NULL, 0, -1},  /* too large */
+        {"logs/e.bin", 100, now - 2 * 3600 * S, D, NULL, 0, -1},   /* glob */
+        {"logs/s/f.txt", 100, now - 2 * 3600 * S, D, NULL, 0, -1}, /* glob: '*' stops at '/' */
+        {"logs/g.txt", 100, now - 3 * 3600 * S, POLICY_F_PENDING, NULL, 0, -1}, /* not durable */
+        {"other/h.txt", 100, now - 2 * 3600 * S, D, NULL, 0, -1},               /* prefix */
     };
     char got[256];
     selected(&r.v[0], f, 8, now, 0, got, sizeof(got));
@@ -188,10 +190,10 @@ static void test_idle(void **state)
     build(HEAD "[policy cold]\nnamespace = /ds\nidle = 1h\naction = demote\n", &c, &r);
     int64_t now = 100 * 3600 * S;
     struct policy_file f[] = {
-        {"a", 1, now - 5 * 3600 * S, D, NULL, now - 2 * 3600 * S}, /* read 2 h ago: idle */
-        {"b", 1, now - 5 * 3600 * S, D, NULL, now - 60 * S},       /* read a minute ago */
-        {"c", 1, now - 60 * S, D, NULL, now - 5 * 3600 * S},       /* written a minute ago */
-        {"d", 1, now - 5 * 3600 * S, D, NULL, 0},                  /* never read: idle */
+        {"a", 1, now - 5 * 3600 * S, D, NULL, now - 2 * 3600 * S, -1}, /* read 2 h ago: idle */
+        {"b", 1, now - 5 * 3600 * S, D, NULL, now - 60 * S, -1},       /* read a minute ago */
+        {"c", 1, now - 60 * S, D, NULL, now - 5 * 3600 * S, -1},       /* written a minute ago */
+        {"d", 1, now - 5 * 3600 * S, D, NULL, 0, -1},                  /* never read: idle */
     };
     char got[64];
     selected(&r.v[0], f, 4, now, 0, got, sizeof(got));
@@ -214,8 +216,8 @@ static void test_builtin_floor(void **state)
           &c, &r);
     assert_int_equal(r.n, 3);
     assert_true(r.v[2].builtin);
-    struct policy_file optim = {"run/a/optim.bin", 1, 1, D | POLICY_F_LOCAL, NULL, 0};
-    struct policy_file kept = {"keep/x", 1, 1, D | POLICY_F_LOCAL, NULL, 0};
+    struct policy_file optim = {"run/a/optim.bin", 1, 1, D | POLICY_F_LOCAL, NULL, 0, -1};
+    struct policy_file kept = {"keep/x", 1, 1, D | POLICY_F_LOCAL, NULL, 0, -1};
     assert_false(policy_yields(&r, &r.v[2], &optim));
     assert_true(policy_yields(&r, &r.v[2], &kept));
     policy_rules_free(&r);
@@ -223,31 +225,107 @@ static void test_builtin_floor(void **state)
 }
 
 /* The last-read table forgets, but never makes a file look idler than it is: a miss reads the
- * newest time its set forgot. */
+ * newest time its set forgot, and its tenant as unknown; a remembered entry keeps its tenant. */
 static void test_access_floor(void **state)
 {
     (void)state;
     struct access_log *a;
+    int64_t who = 0;
     assert_int_equal(access_log_new(4, &a), 0); /* 16 entries: 4 sets of 4 */
-    assert_int_equal(access_last(a, "be", "never"), 0);
+    assert_int_equal(access_last(a, "be", "never", &who), 0);
+    assert_int_equal(who, -1);
     char k[32];
     for (int i = 0; i < 200; i++) {
         snprintf(k, sizeof(k), "k%d", i);
-        access_note(a, "be", k, 1000 + i);
+        access_note(a, "be", k, 1000 + i, (uint32_t)(i % 7));
     }
     /* the newest note is remembered exactly; anything forgotten reads at least as late as the
      * newest time its set dropped, and never later than the last note */
-    assert_int_equal(access_last(a, "be", "k199"), 1199);
-    int forgotten = 0;
+    assert_int_equal(access_last(a, "be", "k199", &who), 1199);
+    assert_int_equal(who, 199 % 7);
+    int forgotten = 0, known = 0;
     for (int i = 0; i < 200; i++) {
         snprintf(k, sizeof(k), "k%d", i);
-        int64_t t = access_last(a, "be", k);
+        int64_t t = access_last(a, "be", k, &who);
         assert_true(t >= 1000 + i);
         assert_true(t <= 1199);
         forgotten += t != 1000 + i;
+        /* remembered: its own tenant and time; forgotten: unknown, never another entry's */
+        if (who >= 0) {
+            assert_int_equal(who, i % 7);
+            assert_int_equal(t, 1000 + i);
+            known++;
+        }
     }
     assert_true(forgotten > 0);
+    assert_int_equal(known, 16); /* every entry of the table still names its tenant */
+    /* a note again replaces the tenant; an id beyond the table's bits is unknown */
+    access_note(a, "be", "k199", 1300, 5);
+    assert_int_equal(access_last(a, "be", "k199", &who), 1300);
+    assert_int_equal(who, 5);
+    access_note(a, "be", "k199", 1301, ACCESS_TENANT_MAX + 9);
+    assert_int_equal(access_last(a, "be", "k199", NULL), 1301);
+    assert_int_equal(access_last(a, "be", "k199", &who), 1301);
+    assert_int_equal(who, -1);
     access_log_free(a);
+}
+
+/* tenant: only files whose last use was the tenant's (by id, set by the engine each pass);
+ * unknown users and a tenant the registry does not have take nothing. Rules for two tenants do
+ * not contradict. level: parsed for demote, all by default. */
+static void test_tenant_and_level(void **state)
+{
+    (void)state;
+    struct tierd_config c;
+    struct policy_rules r;
+    build(HEAD "[policy train-cold]\nnamespace = /ds\ntenant = train\nlevel = ram\n"
+               "action = demote\n"
+               "[policy infer-hot]\nnamespace = /ds\ntenant = infer\naction = stage\n"
+               "[policy all-disk]\nnamespace = /ds\nprefix = x/\ntenant = batch\nlevel = "
+               "disk\naction = demote\n",
+          &c, &r);
+    assert_string_equal(r.v[0].tenant, "train");
+    assert_int_equal(r.v[0].level, POLICY_LEVEL_RAM);
+    assert_int_equal(r.v[1].level, POLICY_LEVEL_ALL);
+    assert_int_equal(r.v[2].level, POLICY_LEVEL_DISK);
+    assert_string_equal(policy_level_name(r.v[2].level), "disk");
+    assert_int_equal(r.v[0].tenant_id, -1);
+    struct policy_file f[] = {
+        {"a", 1, 1 * S, D, NULL, 0, 3},  /* train's */
+        {"b", 1, 1 * S, D, NULL, 0, 4},  /* infer's */
+        {"c", 1, 1 * S, D, NULL, 0, -1}, /* nobody known */
+        {"d", 1, 2 * S, D, NULL, 0, 3},  /* train's */
+    };
+    char got[64];
+    selected(&r.v[0], f, 4, 10 * S, 0, got, sizeof(got));
+    assert_string_equal(got, ""); /* the registry has no such tenant now */
+    r.v[0].tenant_id = 3;
+    r.v[1].tenant_id = 4;
+    selected(&r.v[0], f, 4, 10 * S, 0, got, sizeof(got));
+    assert_string_equal(got, "a d");
+    selected(&r.v[1], f, 4, 10 * S, 0, got, sizeof(got));
+    assert_string_equal(got, "b");
+    assert_false(policy_matches(&r.v[0], &f[2]));
+    policy_rules_free(&r);
+    tierd_config_fini(&c);
+
+    /* out of RAM only, on a write-back namespace: the built-in retention still drops the local
+     * copies (the rule never does), and a stage rule over the same files is no contradiction */
+    build(HEAD "[policy ck-ram]\nnamespace = /ck\nlevel = ram\naction = demote\n"
+               "[policy ck-stage]\nnamespace = /ck\naction = stage\n",
+          &c, &r);
+    assert_int_equal(r.n, 3);
+    assert_true(r.v[2].builtin);
+    struct policy_file local = {"run/m.pt", 1, 1 * S, D | POLICY_F_LOCAL, NULL, 0, -1};
+    /* ck-stage decides for the files (it keeps them hot); ck-ram alone would not */
+    assert_true(policy_yields(&r, &r.v[2], &local));
+    policy_rules_free(&r);
+    tierd_config_fini(&c);
+    build(HEAD "[policy ck-ram]\nnamespace = /ck\nlevel = ram\naction = demote\n", &c, &r);
+    assert_int_equal(r.n, 2);
+    assert_false(policy_yields(&r, &r.v[1], &local));
+    policy_rules_free(&r);
+    tierd_config_fini(&c);
 }
 
 static void test_retention_off(void **state)
@@ -267,8 +345,8 @@ static void test_retention_off(void **state)
     /* retention_keep = 0: every uploaded file loses its local copy */
     assert_int_equal(r.n, 1);
     assert_int_equal(r.v[0].keep_last, 0);
-    struct policy_file f[] = {{"a", 1, 1, D | POLICY_F_LOCAL, NULL, 0},
-                              {"b", 1, 2, POLICY_F_PENDING | POLICY_F_LOCAL, NULL, 0}};
+    struct policy_file f[] = {{"a", 1, 1, D | POLICY_F_LOCAL, NULL, 0, -1},
+                              {"b", 1, 2, POLICY_F_PENDING | POLICY_F_LOCAL, NULL, 0, -1}};
     char got[64];
     selected(&r.v[0], f, 2, 3, 0, got, sizeof(got));
     assert_string_equal(got, "a");
@@ -283,6 +361,7 @@ int main(void)
         cmocka_unit_test(test_builtin_and_time), cmocka_unit_test(test_filters_and_triggers),
         cmocka_unit_test(test_retention_off),    cmocka_unit_test(test_idle),
         cmocka_unit_test(test_builtin_floor),    cmocka_unit_test(test_access_floor),
+        cmocka_unit_test(test_tenant_and_level),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
