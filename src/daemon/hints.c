@@ -55,6 +55,8 @@
 #include "common/log.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
+#include "daemon/dataset.h"
+#include "daemon/manifest.h"
 #include "daemon/tierd.h"
 #include "tenant/tenant.h"
 #include "tiers/backend.h"
@@ -66,7 +68,12 @@ struct hfile {
     char *key;
     uint64_t hash;
     char etag[BACKEND_ETAG_MAX];
-    uint64_t size; /* from its stat; 0 until then */
+    uint64_t size; /* from its stat; 0 until then (a version's file: from its manifest) */
+    /* a dataset version's file (its view path was hinted): etag and size are the manifest's,
+     * never a stat's, and every block is fetched pinned to them (and to version_id, owned, in a
+     * versioned bucket) */
+    bool pinned;
+    char *version_id;
     enum hstate state;
     uint32_t item;       /* its id in the set; immutable */
     struct hset *qset;   /* queued: its set */
@@ -185,13 +192,24 @@ static int map_grow(struct hset *s)
     return 0;
 }
 
-/* The item of (ns, key), added if new (key is taken over, or freed when known). -1: no memory. */
-static int64_t file_item(struct hset *s, struct tierd_ns *ns, char *key)
+/* A file's pin to a dataset version (resolve_version), or none. */
+struct hpin {
+    bool on;
+    char etag[BACKEND_ETAG_MAX];
+    uint64_t size;
+    char *version_id; /* owned */
+};
+
+/* The item of (ns, key), added if new (key and pin->version_id are taken over, or freed when
+ * known: the first entry of a key decides whether it is a version's file). -1: no memory. */
+static int64_t file_item(struct hset *s, struct tierd_ns *ns, char *key, struct hpin *pin)
 {
     uint64_t hsh = key_hash(ns, key);
     int64_t x = map_find(s, ns, key, hsh);
     if (x >= 0) {
         free(key);
+        free(pin->version_id);
+        pin->version_id = NULL;
         return x;
     }
     if ((uint64_t)(s->nfiles + 1) * 2 > s->mapcap && map_grow(s) < 0)
@@ -213,6 +231,13 @@ static int64_t file_item(struct hset *s, struct tierd_ns *ns, char *key)
         goto nomem;
     x = s->nfiles++;
     *nfp = (struct hfile){.ns = ns, .key = key, .hash = hsh, .item = (uint32_t)x};
+    if (pin->on) {
+        nfp->pinned = true;
+        tier_strlcpy(nfp->etag, pin->etag, sizeof(nfp->etag));
+        nfp->size = pin->size;
+        nfp->version_id = pin->version_id;
+        pin->version_id = NULL;
+    }
     s->files[x] = nfp;
     s->occ[x] = HINTWIN_NONE;
     uint32_t i = (uint32_t)hsh & (s->mapcap - 1);
@@ -222,6 +247,8 @@ static int64_t file_item(struct hset *s, struct tierd_ns *ns, char *key)
     return x;
 nomem:
     free(key);
+    free(pin->version_id);
+    pin->version_id = NULL;
     return -1;
 }
 
@@ -369,15 +396,24 @@ static void fetch_file(struct hints *h, struct hset *s, struct hfile *f)
     struct backend_stat st;
     memset(&st, 0, sizeof(st));
     tier_err_clear();
-    int rc = file_stat(h, s, f, &st);
+    int rc = 0;
+    if (f->pinned) { /* immutable: set at submission, never changed */
+        tier_strlcpy(st.etag, f->etag, sizeof(st.etag));
+        st.size_bytes = f->size;
+    } else {
+        rc = file_stat(h, s, f, &st);
+    }
     if (rc == 0 && st.is_dir)
         rc = -EISDIR;
     char err[160] = "";
     if (rc < 0)
         snprintf(err, sizeof(err), "%s: %s", f->key,
                  *tier_err_msg() ? tier_err_msg() : strerror(-rc));
-    struct cache_obj obj = {
-        .be = f->ns->be, .key = f->key, .etag = st.etag, .size_bytes = st.size_bytes};
+    struct cache_obj obj = {.be = f->ns->be,
+                            .key = f->key,
+                            .etag = st.etag,
+                            .size_bytes = st.size_bytes,
+                            .version_id = f->version_id};
     uint64_t bs = cache_block_size(h->d->cache);
     uint64_t held_blocks = 0; /* holds this call took, blocks 0 .. held_blocks - 1 */
     if (rc == 0) {
@@ -422,6 +458,9 @@ static void fetch_file(struct hints *h, struct hset *s, struct hfile *f)
                      "%s: the hot tier's share for hints is full (other hint sets hold it); "
                      "read without the hint",
                      f->key);
+        else if (f->pinned && (rc == -ESTALE || rc == -ENOENT))
+            snprintf(err, sizeof(err),
+                     "%s: changed in the backend since its dataset version was committed", f->key);
         else if (rc < 0)
             snprintf(err, sizeof(err), "%s block %" PRIu64 ": %s", f->key, i, strerror(-rc));
         if (rc < 0)
@@ -623,6 +662,7 @@ static void set_free(struct hset *s)
         return;
     for (uint32_t x = 0; x < s->nfiles; x++) {
         free(s->files[x]->key);
+        free(s->files[x]->version_id);
         free(s->files[x]);
     }
     free(s->files);
@@ -677,13 +717,131 @@ bool hints_name_ok(const char *name)
     return true;
 }
 
-/* Resolve path into (ns, key) as a hinted file; on error *why says what is wrong with it. */
+/* The manifest of the version last resolved, so that a set's many files of one version read it
+ * once (per submission: a version deleted and committed again under its name is read afresh). */
+struct vcache {
+    char *tree;
+    char name[MANIFEST_NAME_MAX];
+    struct manifest m;
+    bool have;
+    char why[320]; /* a message for *why */
+};
+
+static void vcache_fini(struct vcache *vc)
+{
+    free(vc->tree);
+    if (vc->have)
+        manifest_fini(&vc->m);
+    memset(vc, 0, sizeof(*vc));
+}
+
+/* A view path (<mount>/.tierd/datasets/TREE@NAME/FILE): the namespace and object key of FILE,
+ * pinned to the manifest's ETag, size and version id. vc NULL: check the form and the namespace
+ * only (hints_check_path: a writer's early warning, no manifest read). Takes tree. */
+static int resolve_version(struct hints *h, char *tree, const char *name, const char *rest,
+                           struct tierd_ns **nsp, char **keyp, struct hpin *pin, struct vcache *vc,
+                           const char **why)
+{
+    struct tierd_ns *ns = NULL;
+    char *tkey = NULL;
+    bool is_root = false;
+    int rc = tierd_resolve(h->d, tree, &ns, &tkey, &is_root);
+    free(tkey);
+    if (rc || !rest[0] || !rest[1]) {
+        free(tree);
+        *why = rc == -ENOMEM ? "out of memory"
+               : rc          ? "a version of a tree that is under no namespace of the mount"
+                             : "a version's root, not a file of it (hint its files)";
+        return rc == -ENOMEM ? rc : -EINVAL;
+    }
+    const char *file = rest + 1;
+    if (!vc) {
+        free(tree);
+        *nsp = ns;
+        *keyp = strdup(file);
+        return *keyp ? 0 : -ENOMEM;
+    }
+    if (!vc->have || strcmp(vc->tree, tree) != 0 || strcmp(vc->name, name) != 0) {
+        vcache_fini(vc);
+        tier_err_clear();
+        rc = dataset_show(h->d, tree, name, &vc->m);
+        if (rc) {
+            snprintf(vc->why, sizeof(vc->why), "%s",
+                     rc == -ENOENT && !*tier_err_msg() ? "no such version"
+                     : *tier_err_msg()                 ? tier_err_msg()
+                                                       : strerror(-rc));
+            *why = vc->why;
+            free(tree);
+            return rc == -ENOMEM ? rc : -EINVAL;
+        }
+        vc->have = true;
+        vc->tree = tree;
+        tier_strlcpy(vc->name, name, sizeof(vc->name));
+    } else {
+        free(tree);
+    }
+    /* the manifest's keys are strictly ascending: a binary search */
+    const struct manifest *m = &vc->m;
+    size_t lo = 0, hi = m->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(m->files[mid].key, file);
+        if (c == 0) {
+            lo = mid;
+            break;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo >= m->n || strcmp(m->files[lo].key, file) != 0) {
+        size_t fl = strlen(file);
+        bool dir =
+            lo < m->n && strncmp(m->files[lo].key, file, fl) == 0 && m->files[lo].key[fl] == '/';
+        snprintf(vc->why, sizeof(vc->why), "%s in version %s (hint the version's files)",
+                 dir ? "a directory" : "no such file", vc->name);
+        *why = vc->why;
+        return -EINVAL;
+    }
+    const struct manifest_file *mf = &m->files[lo];
+    if (asprintf(keyp, "%s%s", m->prefix, mf->key) < 0)
+        return -ENOMEM;
+    pin->on = true;
+    tier_strlcpy(pin->etag, mf->etag, sizeof(pin->etag));
+    pin->size = mf->size;
+    pin->version_id = NULL;
+    if (mf->version_id && !(pin->version_id = strdup(mf->version_id))) {
+        free(*keyp);
+        *keyp = NULL;
+        return -ENOMEM;
+    }
+    *nsp = ns;
+    return 0;
+}
+
+/* Resolve path into (ns, key) as a hinted file (a version's file: with its pin, reading
+ * manifests through vc); on error *why says what is wrong with it. */
 static int resolve_one(struct hints *h, const char *path, struct tierd_ns **nsp, char **keyp,
-                       const char **why)
+                       struct hpin *pin, struct vcache *vc, const char **why)
 {
     bool is_root = false;
     struct tierd_ns *ns = NULL;
     char *key = NULL;
+    memset(pin, 0, sizeof(*pin));
+    char *tree = NULL, name[MANIFEST_NAME_MAX];
+    const char *rest = NULL;
+    int vr = path ? dataset_view_path(path, &tree, name, &rest) : -ENOENT;
+    if (vr == 0)
+        return resolve_version(h, tree, name, rest, nsp, keyp, pin, vc, why);
+    if (vr == 1) {
+        *why = "a directory of the versions' view, not a file of a version";
+        return -EINVAL;
+    }
+    if (vr == -ENOMEM) {
+        *why = "out of memory";
+        return -ENOMEM;
+    }
     int rc = path ? tierd_resolve(h->d, path, &ns, &key, &is_root) : -EINVAL;
     if (rc == 0 && is_root)
         rc = -EISDIR;
@@ -707,29 +865,36 @@ int hints_check_path(struct hints *h, const char *path)
     struct tierd_ns *ns = NULL;
     char *key = NULL;
     const char *why = "";
-    int rc = resolve_one(h, path, &ns, &key, &why);
+    struct hpin pin;
+    int rc = resolve_one(h, path, &ns, &key, &pin, NULL, &why);
     if (rc)
         tier_err_set("'%.200s': %s", path ? path : "(null)", why);
     free(key);
     return rc;
 }
 
-/* Resolve paths into (ns, key) pairs, all or nothing. */
+/* Resolve paths into (ns, key, pin) triples, all or nothing. */
 static int resolve_all(struct hints *h, const char *const *paths, size_t n, struct tierd_ns **nss,
-                       char **keys)
+                       char **keys, struct hpin *pins)
 {
+    struct vcache vc;
+    memset(&vc, 0, sizeof(vc));
     for (size_t i = 0; i < n; i++) {
         const char *why = "";
-        int rc = resolve_one(h, paths[i], &nss[i], &keys[i], &why);
+        int rc = resolve_one(h, paths[i], &nss[i], &keys[i], &pins[i], &vc, &why);
         if (rc) {
             tier_err_set("paths[%zu] '%.200s': %s", i, paths[i] ? paths[i] : "(null)", why);
             for (size_t k = 0; k < i; k++) {
                 free(keys[k]);
                 keys[k] = NULL;
+                free(pins[k].version_id);
+                pins[k].version_id = NULL;
             }
+            vcache_fini(&vc);
             return rc;
         }
     }
+    vcache_fini(&vc);
     return 0;
 }
 
@@ -763,10 +928,12 @@ int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char 
     }
     struct tierd_ns **nss = calloc(n ? n : 1, sizeof(*nss));
     char **keys = calloc(n ? n : 1, sizeof(*keys));
-    int rc = nss && keys ? resolve_all(h, paths, n, nss, keys) : -ENOMEM;
+    struct hpin *pins = calloc(n ? n : 1, sizeof(*pins));
+    int rc = nss && keys && pins ? resolve_all(h, paths, n, nss, keys, pins) : -ENOMEM;
     if (rc) {
         free(nss);
         free(keys);
+        free(pins);
         return rc;
     }
     pthread_mutex_lock(&h->mu);
@@ -809,8 +976,8 @@ int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char 
     rc = done_grow(s, base + n);
     size_t guess = h->d->cache ? cache_block_size(h->d->cache) : 1;
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        int64_t x = file_item(s, nss[i], keys[i]);
-        keys[i] = NULL; /* taken over or freed */
+        int64_t x = file_item(s, nss[i], keys[i], &pins[i]);
+        keys[i] = NULL; /* taken over or freed, and pins[i].version_id with it */
         if (x < 0) {
             rc = -ENOMEM;
             break;
@@ -849,10 +1016,13 @@ int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char 
     log_info("hints: set %s of tenant %u: %zu entries %s (%" PRIu64 " in all, %" PRIu64 " files)",
              name, tenant, n, fresh ? "given" : "appended", entries, files);
 out:
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         free(keys[i]);
+        free(pins[i].version_id);
+    }
     free(nss);
     free(keys);
+    free(pins);
     return rc;
 }
 

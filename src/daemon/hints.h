@@ -43,19 +43,23 @@ int hints_new(struct tierd *d, struct hints **out);
 /* Stops the workers (fetches in flight finish), releases every held block. NULL: no-op. */
 void hints_free(struct hints *h);
 
-/* Give set `name` of tenant the order paths[0..n) (mount paths). append: after the set's known
+/* Give set `name` of tenant the order paths[0..n) (mount paths, or a dataset version's file
+ * paths under DATASET_VIEW: fetched pinned to the manifest, its manifest read once per version
+ * and submission). append: after the set's known
  * order (a new set if none); else the set is replaced (its held blocks released). The whole list
  * is checked first: nothing changes on error. 0, -EINVAL (a bad name or path, a path outside
- * every namespace, or a path of a write-back namespace: tier_err_msg() names it), -E2BIG (over
+ * every namespace, a path of a write-back namespace, a version that cannot be read or a path
+ * that is no file of it: tier_err_msg() names it), -E2BIG (over
  * HINTS_ENTRIES_MAX entries), -ENOSPC (HINTS_SETS_MAX sets), -EEXIST (the name is another
  * tenant's), -ENOMEM. */
 int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char *const *paths,
                  size_t n, bool append);
 /* Is name a valid set name: 1 to HINTS_NAME_MAX - 1 letters, digits, '.', '_', '-'? */
 bool hints_name_ok(const char *name);
-/* Would hints_submit take path (a file of a read-cache namespace)? 0, -EINVAL (tier_err_msg()
- * says why), -ENOMEM. For a caller that checks a list as it arrives (the mount's control files);
- * hints_submit checks again. */
+/* Would hints_submit take path (a file of a read-cache namespace, or a version's file: only its
+ * form and namespace, no manifest read)? 0, -EINVAL (tier_err_msg() says why), -ENOMEM. For a
+ * caller that checks a list as it arrives (the mount's control files); hints_submit checks
+ * again. */
 int hints_check_path(struct hints *h, const char *path);
 /* Drop tenant's set name (tenant -1: every set of that name: an administrator's) and release its
  * held blocks to the cache's policies. 0 or -ENOENT. Names are per tenant. */

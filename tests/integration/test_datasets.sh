@@ -280,6 +280,54 @@ rc=$(ctl stage "$V/ds")
 [ "$rc" != 0 ] && grep -q "not a version" "$T/out" || fail "stage of the view's directory: exit $rc: $(cat "$T/out")"
 ok "a version by its path: staged (then read with 0 fetches), refused where its files changed, pinned, unpinned, evicted"
 
+# ---- a version's files as epoch-order hints ----------------------------------------------------
+# hinted by their view paths: fetched pinned to the manifest (its sizes and ETags: no stat), then
+# read through the view with no fetch; a file changed since its commit fails, named; a version's
+# root, a directory of it and a missing version are refused with what is wrong
+rc=$(ctl evict "$V/ds/a@d2")
+[ "$rc" = 0 ] || fail "evict of version d2 before hinting it: exit $rc: $(cat "$T/out")"
+hpost() { curl -sS -o "$T/hpost.json" -w '%{http_code}' --unix-socket "$SOCK" -d "$1" http://tierd/v1/hints; }
+VP=/.tierd/datasets/ds/a@d2
+code=$(hpost "{\"name\": \"v2\", \"paths\": [\"$VP/3.bin\", \"$VP/0.bin\", \"$VP/sub/x.bin\", \"$VP/new.bin\", \"$VP/1.bin\", \"$VP/2.bin\"]}")
+[ "$code" = 200 ] || [ "$code" = 201 ] || fail "POST /v1/hints with d2's view paths: HTTP $code $(cat "$T/hpost.json")"
+hset() { # NAME FIELD: a field of hint set NAME in GET /v1/hints
+  api /v1/hints | python3 -c 'import json,sys
+s=[x for x in json.load(sys.stdin)["sets"] if x["name"]==sys.argv[1]]
+print(s[0][sys.argv[2]] if s else "none")' "$1" "$2"
+}
+deadline=$((SECONDS + 30))
+until [ "$(hset v2 fetched_files)" = 6 ]; do
+  [ "$SECONDS" -lt "$deadline" ] || fail "the hint set of d2's 6 files fetched $(hset v2 fetched_files) in 30 s: $(api /v1/hints)"
+  [ "$(hset v2 errors)" = 0 ] || fail "the hint set of d2 has errors: $(api /v1/hints)"
+  sleep 0.1 # polling the set's progress, not a synchronisation
+done
+[ "$(hset v2 attrs_stat)" = 0 ] && [ "$(hset v2 attrs_listed)" = 0 ] ||
+  fail "hinting a version's files asked for sizes ($(hset v2 attrs_stat) stats, $(hset v2 attrs_listed) listed): its manifest has them"
+f0=$(fetches)
+for f in 3.bin 0.bin sub/x.bin new.bin 1.bin 2.bin; do
+  cat "$V/ds/a@d2/$f" >/dev/null || fail "read of d2's hinted $f"
+done
+[ "$(fetches)" = "$f0" ] || fail "reading hinted version d2 cost $(($(fetches) - f0)) fetches (want 0)"
+code=$(hpost "{\"name\": \"v1bad\", \"paths\": [\"/.tierd/datasets/ds/a@d1/sub/x.bin\"]}")
+[ "$code" = 200 ] || [ "$code" = 201 ] || fail "POST /v1/hints with d1's sub/x.bin: HTTP $code $(cat "$T/hpost.json")"
+deadline=$((SECONDS + 30))
+until [ "$(hset v1bad errors)" = 1 ]; do
+  [ "$SECONDS" -lt "$deadline" ] || fail "hinting d1's changed sub/x.bin did not fail: $(api /v1/hints)"
+  sleep 0.1 # polling the set's progress, not a synchronisation
+done
+hset v1bad first_error | grep -q "changed in the backend since its dataset version was committed" ||
+  fail "the hint of d1's changed file says: $(hset v1bad first_error)"
+for bad in "$VP|a version's root" "$VP/sub|a directory in version d2" \
+  "/.tierd/datasets/ds/a@nope/0.bin|nope" "/.tierd/datasets/ds|not a file of a version"; do
+  code=$(hpost "{\"name\": \"bad\", \"paths\": [\"${bad%%|*}\"]}")
+  [ "$code" = 400 ] && grep -q "${bad#*|}" "$T/hpost.json" ||
+    fail "hinting ${bad%%|*}: HTTP $code $(cat "$T/hpost.json"), want 400 naming '${bad#*|}'"
+done
+for n in v2 v1bad; do
+  tierd_api "$SOCK" "/v1/hints/$n" -X DELETE >/dev/null || fail "DELETE /v1/hints/$n"
+done
+ok "a version's files hinted by their view paths: fetched pinned to the manifest (no stat), read with 0 fetches; a changed file fails, named; bad view paths refused"
+
 # the policy keep-d2 (dataset = /ds/a@d2, action = pin): a pass pins every file of d2 that the
 # backend holds as committed, and nothing else
 rc=$(ctl policy run --json)
