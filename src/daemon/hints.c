@@ -151,25 +151,34 @@ static int file_stat(struct hints *h, struct hset *s, struct hfile *f, struct ba
 
 /* ---- sets ---------------------------------------------------------------------------------- */
 
-static uint64_t key_hash(const struct tierd_ns *ns, const char *key)
+/* A file's identity in a set: (ns, key), and for a version's file the manifest's ETag too
+ * (pin_etag; NULL: the current object), so that two versions of one key are two files. */
+static uint64_t key_hash(const struct tierd_ns *ns, const char *key, const char *pin_etag)
 {
     uint64_t hsh = 1469598103934665603ULL ^ (uint64_t)(uintptr_t)ns;
     for (const unsigned char *p = (const unsigned char *)key; *p; p++)
         hsh = (hsh ^ *p) * 1099511628211ULL;
+    if (pin_etag) {
+        hsh = (hsh ^ 0xffu) * 1099511628211ULL; /* no key byte: keys hold no 0xff (UTF-8) */
+        for (const unsigned char *p = (const unsigned char *)pin_etag; *p; p++)
+            hsh = (hsh ^ *p) * 1099511628211ULL;
+    }
     return hsh ? hsh : 1;
 }
 
 static int64_t map_find(const struct hset *s, const struct tierd_ns *ns, const char *key,
-                        uint64_t hsh)
+                        const char *pin_etag)
 {
     if (!s->mapcap)
         return -1;
+    uint64_t hsh = key_hash(ns, key, pin_etag);
     for (uint32_t i = (uint32_t)hsh & (s->mapcap - 1);; i = (i + 1) & (s->mapcap - 1)) {
         uint32_t v = s->map[i];
         if (!v)
             return -1;
         const struct hfile *f = s->files[v - 1];
-        if (f->hash == hsh && f->ns == ns && !strcmp(f->key, key))
+        if (f->hash == hsh && f->ns == ns && !strcmp(f->key, key) &&
+            (pin_etag ? f->pinned && !strcmp(f->etag, pin_etag) : !f->pinned))
             return v - 1;
     }
 }
@@ -200,12 +209,13 @@ struct hpin {
     char *version_id; /* owned */
 };
 
-/* The item of (ns, key), added if new (key and pin->version_id are taken over, or freed when
- * known: the first entry of a key decides whether it is a version's file). -1: no memory. */
+/* The item of (ns, key[, pin's ETag]), added if new (key and pin->version_id are taken over,
+ * or freed when known). -1: no memory. */
 static int64_t file_item(struct hset *s, struct tierd_ns *ns, char *key, struct hpin *pin)
 {
-    uint64_t hsh = key_hash(ns, key);
-    int64_t x = map_find(s, ns, key, hsh);
+    const char *pe = pin->on ? pin->etag : NULL;
+    uint64_t hsh = key_hash(ns, key, pe);
+    int64_t x = map_find(s, ns, key, pe);
     if (x >= 0) {
         free(key);
         free(pin->version_id);
@@ -460,7 +470,10 @@ static void fetch_file(struct hints *h, struct hset *s, struct hfile *f)
                      f->key);
         else if (f->pinned && (rc == -ESTALE || rc == -ENOENT))
             snprintf(err, sizeof(err),
-                     "%s: changed in the backend since its dataset version was committed", f->key);
+                     "%s: %s in the backend since its dataset version was committed, and %s",
+                     f->key, rc == -ESTALE ? "changed" : "deleted",
+                     f->version_id ? "its recorded version is gone too"
+                                   : "the commit recorded no version id");
         else if (rc < 0)
             snprintf(err, sizeof(err), "%s block %" PRIu64 ": %s", f->key, i, strerror(-rc));
         if (rc < 0)
@@ -596,7 +609,7 @@ static size_t consume(struct hints *h, struct hset *s, uint32_t x, struct rel *r
 }
 
 void hints_observe(struct hints *h, uint32_t tenant, const struct backend *be, const char *key,
-                   uint64_t off, size_t len, uint64_t size, _Atomic bool *seen)
+                   const char *etag, uint64_t off, size_t len, uint64_t size, _Atomic bool *seen)
 {
     if (!h || atomic_load_explicit(&h->nsets, memory_order_relaxed) == 0)
         return;
@@ -620,7 +633,11 @@ void hints_observe(struct hints *h, uint32_t tenant, const struct backend *be, c
             struct tierd_ns *ns = &h->d->ns[i];
             if (ns->be != be)
                 continue;
-            int64_t x = map_find(s, ns, key, key_hash(ns, key));
+            /* the current object's entry, else a version's of the same bytes (the handle's
+             * ETag: a version's view handle has the manifest's) */
+            int64_t x = map_find(s, ns, key, NULL);
+            if (x < 0 && etag && *etag)
+                x = map_find(s, ns, key, etag);
             if (x >= 0) {
                 s->last_ns = tier_now_mono_ns();
                 nrel = consume(h, s, (uint32_t)x, rel, TRIM_BATCH);
@@ -717,22 +734,81 @@ bool hints_name_ok(const char *name)
     return true;
 }
 
-/* The manifest of the version last resolved, so that a set's many files of one version read it
- * once (per submission: a version deleted and committed again under its name is read afresh). */
+/* The manifests of the versions a submission names, so that its files of a few versions (train
+ * and val of one version, shuffled together) read each once; per submission: a version deleted
+ * and committed again under its name is read afresh. More versions than VCACHE_MAX, taken in
+ * turn, are read again (a manifest may be large: a few are kept, not all). */
+#define VCACHE_MAX 4
 struct vcache {
-    char *tree;
-    char name[MANIFEST_NAME_MAX];
-    struct manifest m;
-    bool have;
+    struct {
+        char *tree; /* NULL: a free slot */
+        char name[MANIFEST_NAME_MAX];
+        struct manifest m;
+    } v[VCACHE_MAX];
+    unsigned next; /* the slot the next new version replaces */
     char why[320]; /* a message for *why */
 };
 
 static void vcache_fini(struct vcache *vc)
 {
-    free(vc->tree);
-    if (vc->have)
-        manifest_fini(&vc->m);
+    for (unsigned i = 0; i < VCACHE_MAX; i++) {
+        if (vc->v[i].tree) {
+            free(vc->v[i].tree);
+            manifest_fini(&vc->v[i].m);
+        }
+    }
     memset(vc, 0, sizeof(*vc));
+}
+
+/* The manifest of tree@name (takes tree), read when vc does not have it. 0, or -errno with
+ * vc->why. */
+static int vcache_get(struct hints *h, struct vcache *vc, char *tree, const char *name,
+                      const struct manifest **out)
+{
+    for (unsigned i = 0; i < VCACHE_MAX; i++) {
+        if (vc->v[i].tree && !strcmp(vc->v[i].tree, tree) && !strcmp(vc->v[i].name, name)) {
+            free(tree);
+            *out = &vc->v[i].m;
+            return 0;
+        }
+    }
+    unsigned k = vc->next;
+    vc->next = (k + 1) % VCACHE_MAX;
+    if (vc->v[k].tree) {
+        free(vc->v[k].tree);
+        manifest_fini(&vc->v[k].m);
+        vc->v[k].tree = NULL;
+    }
+    memset(&vc->v[k].m, 0, sizeof(vc->v[k].m));
+    tier_err_clear();
+    int rc = dataset_show(h->d, tree, name, &vc->v[k].m);
+    if (rc) {
+        if (rc == -ENOENT && !*tier_err_msg())
+            snprintf(vc->why, sizeof(vc->why), "%s has no version %s", tree, name);
+        else
+            snprintf(vc->why, sizeof(vc->why), "%s",
+                     *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+        free(tree);
+        return rc;
+    }
+    vc->v[k].tree = tree;
+    tier_strlcpy(vc->v[k].name, name, sizeof(vc->v[k].name));
+    *out = &vc->v[k].m;
+    return 0;
+}
+
+/* The first file of m whose key is not below s (m's keys are strictly ascending). */
+static size_t manifest_lower(const struct manifest *m, const char *s)
+{
+    size_t lo = 0, hi = m->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(m->files[mid].key, s) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
 }
 
 /* A view path (<mount>/.tierd/datasets/TREE@NAME/FILE): the namespace and object key of FILE,
@@ -749,9 +825,10 @@ static int resolve_version(struct hints *h, char *tree, const char *name, const 
     free(tkey);
     if (rc || !rest[0] || !rest[1]) {
         free(tree);
-        *why = rc == -ENOMEM ? "out of memory"
-               : rc          ? "a version of a tree that is under no namespace of the mount"
-                             : "a version's root, not a file of it (hint its files)";
+        *why = rc == -ENOMEM   ? "out of memory"
+               : rc == -ENOENT ? "a version of a tree that is under no namespace of the mount"
+               : rc            ? "a version of a tree that is not a valid mount path"
+                               : "a version's root, not a file of it (hint its files)";
         return rc == -ENOMEM ? rc : -EINVAL;
     }
     const char *file = rest + 1;
@@ -761,46 +838,21 @@ static int resolve_version(struct hints *h, char *tree, const char *name, const 
         *keyp = strdup(file);
         return *keyp ? 0 : -ENOMEM;
     }
-    if (!vc->have || strcmp(vc->tree, tree) != 0 || strcmp(vc->name, name) != 0) {
-        vcache_fini(vc);
-        tier_err_clear();
-        rc = dataset_show(h->d, tree, name, &vc->m);
-        if (rc) {
-            snprintf(vc->why, sizeof(vc->why), "%s",
-                     rc == -ENOENT && !*tier_err_msg() ? "no such version"
-                     : *tier_err_msg()                 ? tier_err_msg()
-                                                       : strerror(-rc));
-            *why = vc->why;
-            free(tree);
-            return rc == -ENOMEM ? rc : -EINVAL;
-        }
-        vc->have = true;
-        vc->tree = tree;
-        tier_strlcpy(vc->name, name, sizeof(vc->name));
-    } else {
-        free(tree);
+    const struct manifest *m = NULL;
+    rc = vcache_get(h, vc, tree, name, &m);
+    if (rc) {
+        *why = vc->why;
+        return rc == -ENOMEM ? rc : -EINVAL;
     }
-    /* the manifest's keys are strictly ascending: a binary search */
-    const struct manifest *m = &vc->m;
-    size_t lo = 0, hi = m->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(m->files[mid].key, file);
-        if (c == 0) {
-            lo = mid;
-            break;
-        }
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = manifest_lower(m, file);
     if (lo >= m->n || strcmp(m->files[lo].key, file) != 0) {
-        size_t fl = strlen(file);
-        bool dir =
-            lo < m->n && strncmp(m->files[lo].key, file, fl) == 0 && m->files[lo].key[fl] == '/';
+        /* a directory: some key starts with "file/" ("file.csv" and "file-2" sort between) */
+        char *dir = NULL;
+        size_t d = asprintf(&dir, "%s/", file) < 0 ? m->n : manifest_lower(m, dir);
+        bool is_dir = d < m->n && strncmp(m->files[d].key, dir, strlen(dir)) == 0;
+        free(dir);
         snprintf(vc->why, sizeof(vc->why), "%s in version %s (hint the version's files)",
-                 dir ? "a directory" : "no such file", vc->name);
+                 is_dir ? "a directory" : "no such file", name);
         *why = vc->why;
         return -EINVAL;
     }

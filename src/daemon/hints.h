@@ -65,12 +65,13 @@ int hints_check_path(struct hints *h, const char *path);
  * held blocks to the cache's policies. 0 or -ENOENT. Names are per tenant. */
 int hints_cancel(struct hints *h, const char *name, int64_t tenant);
 
-/* A read of [off, off+len) of key (size bytes) on be by tenant, served: when it reaches the
- * file's end, consumes the file's next entry in each of that tenant's sets and moves them on;
- * *seen (the open handle's flag, may be NULL) makes that once per open. Cheap when there is no
- * set. */
+/* A read of [off, off+len) of key (size bytes, version etag: the handle's; may be NULL) on be
+ * by tenant, served: when it reaches the file's end, consumes the file's next entry in each of
+ * that tenant's sets and moves them on (the key's entry as a current file, else as a dataset
+ * version's file with that ETag); *seen (the open handle's flag, may be NULL) makes that once
+ * per open. Cheap when there is no set. */
 void hints_observe(struct hints *h, uint32_t tenant, const struct backend *be, const char *key,
-                   uint64_t off, size_t len, uint64_t size, _Atomic bool *seen);
+                   const char *etag, uint64_t off, size_t len, uint64_t size, _Atomic bool *seen);
 
 /* Where the engine learns a file's size and etag before it fetches: fn (the mount's cached
  * listing of the file's directory, no backend call) when it knows them (0, *st filled), else a

@@ -455,7 +455,7 @@ void tfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct 
         /* before the reply: once the kernel has it, release may free the handle */
         note_access(fs, h);
         maybe_prefetch(fs, h, (uint64_t)off, (size_t)n);
-        hints_observe(fs->d->hints, h->io.tenant, h->be, h->key, (uint64_t)off, (size_t)n,
+        hints_observe(fs->d->hints, h->io.tenant, h->be, h->key, h->etag, (uint64_t)off, (size_t)n,
                       h->size_bytes, &h->hint_seen);
         /* fuse_reply_data splices the buffer into /dev/fuse when the kernel allows it (one copy
          * fewer than fuse_reply_buf); it is done with buf when it returns */
