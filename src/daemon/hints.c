@@ -797,20 +797,6 @@ static int vcache_get(struct hints *h, struct vcache *vc, char *tree, const char
     return 0;
 }
 
-/* The first file of m whose key is not below s (m's keys are strictly ascending). */
-static size_t manifest_lower(const struct manifest *m, const char *s)
-{
-    size_t lo = 0, hi = m->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (strcmp(m->files[mid].key, s) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* A view path (<mount>/.tierd/datasets/TREE@NAME/FILE): the namespace and object key of FILE,
  * pinned to the manifest's ETag, size and version id. vc NULL: check the form and the namespace
  * only (hints_check_path: a writer's early warning, no manifest read). Takes tree. */
@@ -844,15 +830,13 @@ static int resolve_version(struct hints *h, char *tree, const char *name, const 
         *why = vc->why;
         return rc == -ENOMEM ? rc : -EINVAL;
     }
-    size_t lo = manifest_lower(m, file);
-    if (lo >= m->n || strcmp(m->files[lo].key, file) != 0) {
-        /* a directory: some key starts with "file/" ("file.csv" and "file-2" sort between) */
-        char *dir = NULL;
-        size_t d = asprintf(&dir, "%s/", file) < 0 ? m->n : manifest_lower(m, dir);
-        bool is_dir = d < m->n && strncmp(m->files[d].key, dir, strlen(dir)) == 0;
-        free(dir);
+    size_t lo = 0;
+    rc = manifest_find(m, file, &lo);
+    if (rc) {
+        if (rc == -ENOMEM)
+            return rc;
         snprintf(vc->why, sizeof(vc->why), "%s in version %s (hint the version's files)",
-                 is_dir ? "a directory" : "no such file", name);
+                 rc == 1 ? "a directory" : "no such file", name);
         *why = vc->why;
         return -EINVAL;
     }

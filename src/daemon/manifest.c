@@ -100,6 +100,42 @@ int manifest_add_version(struct manifest *m, const char *key, uint64_t size, con
     return 0;
 }
 
+size_t manifest_lower_bound(const struct manifest *m, const char *key)
+{
+    size_t lo = 0, hi = m->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(m->files[mid].key, key) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+int manifest_find(const struct manifest *m, const char *key, size_t *idx)
+{
+    if (!*key)
+        return 1;
+    size_t kl = strlen(key);
+    size_t i = manifest_lower_bound(m, key);
+    if (i < m->n && strcmp(m->files[i].key, key) == 0) {
+        *idx = i;
+        return 0;
+    }
+    /* a directory: the first key >= "key/" starts with it ("key.csv", "key-2" sort between) */
+    char *dk = malloc(kl + 2);
+    if (!dk)
+        return -ENOMEM;
+    memcpy(dk, key, kl);
+    dk[kl] = '/';
+    dk[kl + 1] = '\0';
+    i = manifest_lower_bound(m, dk);
+    bool dir = i < m->n && strncmp(m->files[i].key, dk, kl + 1) == 0;
+    free(dk);
+    return dir ? 1 : -ENOENT;
+}
+
 void manifest_fini(struct manifest *m)
 {
     for (size_t i = 0; i < m->n; i++) {

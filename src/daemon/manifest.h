@@ -56,5 +56,11 @@ int manifest_encode(const struct manifest *m, char **out, size_t *len);
  * where). On failure *m is empty. */
 int manifest_decode(const char *text, size_t len, struct manifest *m, char *err, size_t esz);
 void manifest_fini(struct manifest *m);
+/* What key (relative to the tree, no leading '/'; "" the version's root) is in m, by binary
+ * search over its sorted keys: 0 a file (*idx its index), 1 a directory (some key starts with
+ * "key/"; the root always), -ENOENT, -ENOMEM. */
+int manifest_find(const struct manifest *m, const char *key, size_t *idx);
+/* The index of the first file whose key is >= key (m->n: none), by binary search. */
+size_t manifest_lower_bound(const struct manifest *m, const char *key);
 
 #endif

@@ -224,43 +224,10 @@ static int vget_locked(struct tierd_fuse *fs, const char *tree, const char *name
     return 0;
 }
 
-/* The first file whose key is >= key (binary search in the sorted manifest). */
-static size_t vlower(const struct manifest *m, const char *key)
-{
-    size_t lo = 0, hi = m->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (strcmp(m->files[mid].key, key) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-/* What rest ("" or "/key") is in m: 1 a directory, 0 a file (*idx), -ENOENT. */
+/* What rest ("" or "/key") is in m: 1 a directory, 0 a file (*idx), -ENOENT, -ENOMEM. */
 static int vfind(const struct manifest *m, const char *rest, size_t *idx)
 {
-    if (!*rest)
-        return 1;
-    const char *key = rest + 1;
-    size_t kl = strlen(key);
-    size_t i = vlower(m, key);
-    if (i < m->n && strcmp(m->files[i].key, key) == 0) {
-        *idx = i;
-        return 0;
-    }
-    /* a directory: the first key >= "key/" starts with it */
-    char *dk = malloc(kl + 2);
-    if (!dk)
-        return -ENOMEM;
-    memcpy(dk, key, kl);
-    dk[kl] = '/';
-    dk[kl + 1] = '\0';
-    i = vlower(m, dk);
-    bool dir = i < m->n && strncmp(m->files[i].key, dk, kl + 1) == 0;
-    free(dk);
-    return dir ? 1 : -ENOENT;
+    return manifest_find(m, *rest ? rest + 1 : "", idx);
 }
 
 /* The permissions of the namespace holding tree (its uid, gid, umask and TTLs: a version's
@@ -368,7 +335,7 @@ static int vlisting(struct tierd_fuse *fs, const char *path, struct tfs_dirent *
     rc = prefix ? 0 : -ENOMEM;
     if (prefix)
         snprintf(prefix, pl + 1, "%s%s", pre, *rest ? "/" : "");
-    for (i = rc ? v->m.n : vlower(&v->m, prefix);
+    for (i = rc ? v->m.n : manifest_lower_bound(&v->m, prefix);
          rc == 0 && i < v->m.n && strncmp(v->m.files[i].key, prefix, pl) == 0; i++) {
         const char *child = v->m.files[i].key + pl, *sl = strchr(child, '/');
         size_t cl = sl ? (size_t)(sl - child) : strlen(child);
