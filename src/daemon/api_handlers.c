@@ -786,8 +786,11 @@ static int path_to_prefix(struct tierd *d, const char *path, struct tierd_ns **n
 
 /* A dataset version's path (dataset.h, DATASET_VIEW) as the key prefix of its tree it stands
  * for: pins and evictions go by key, so a version's pin is its tree's keys (the blocks of every
- * version of them). 1: not such a path; 0; -errno with a message. */
-static int version_prefix(struct tierd *d, const char *path, struct tierd_ns **ns, char **prefix)
+ * version of them). dry: no backend I/O (a job's dry run): the manifest is not read, so the path
+ * is taken as written (a file or, ending in '/', a directory). 1: not such a path; 0; -errno
+ * with a message. */
+static int version_prefix(struct tierd *d, const char *path, struct tierd_ns **ns, char **prefix,
+                          bool dry)
 {
     char *tree = NULL, name[MANIFEST_NAME_MAX];
     const char *rest = NULL;
@@ -805,6 +808,14 @@ static int version_prefix(struct tierd *d, const char *path, struct tierd_ns **n
     struct manifest m;
     memset(&m, 0, sizeof(m));
     rc = tierd_resolve(d, tree, ns, &tkey, &is_root);
+    if (rc == 0 && dry) { /* the tree's prefix as the commit records it (dataset.c, tree_of) */
+        rc = asprintf(prefix, "%s%s%s", tkey, is_root ? "" : "/", *rest ? rest + 1 : "") < 0
+                 ? -ENOMEM
+                 : 0;
+        free(tkey);
+        free(tree);
+        return rc;
+    }
     free(tkey);
     if (rc == 0)
         rc = dataset_show(d, tree, name, &m);
@@ -815,16 +826,17 @@ static int version_prefix(struct tierd *d, const char *path, struct tierd_ns **n
     size_t sl = strlen(sub);
     while (sl > 0 && sub[sl - 1] == '/')
         sl--; /* "train/" is "train", as for mount paths */
-    bool file = false, any = sl == 0 && m.n > 0;
-    for (size_t k = 0; k < m.n && !any; k++) {
-        const char *key = m.files[k].key;
-        file = file || (strlen(key) == sl && strncmp(key, sub, sl) == 0);
-        any = file || (sl && strncmp(key, sub, sl) == 0 && key[sl] == '/');
-    }
-    if (!any) {
+    char *want = strndup(sub, sl);
+    size_t idx = 0;
+    int k = want ? manifest_find(&m, want, &idx) : -ENOMEM;
+    free(want);
+    if (k == 1 && m.n == 0)
+        k = -ENOENT; /* an empty version has no root to pin */
+    if (k == -ENOENT) {
         tier_err_set("%s: no such file or directory in version %s", path, name);
         rc = -ENOENT;
-    } else if (asprintf(prefix, "%s%.*s%s", m.prefix, (int)sl, sub, sl && !file ? "/" : "") < 0) {
+    } else if (k < 0 ||
+               asprintf(prefix, "%s%.*s%s", m.prefix, (int)sl, sub, sl && k == 1 ? "/" : "") < 0) {
         rc = -ENOMEM;
     }
     manifest_fini(&m);
@@ -846,7 +858,7 @@ static unsigned do_path_op(struct tierd *d, const struct api_request *rq, struct
     struct tierd_ns *ns = NULL;
     char *prefix = NULL;
     tier_err_clear();
-    int rc = version_prefix(d, path, &ns, &prefix);
+    int rc = version_prefix(d, path, &ns, &prefix, false);
     if (rc == 1)
         rc = path_to_prefix(d, path, &ns, &prefix);
     if (rc) {
@@ -2002,7 +2014,10 @@ static unsigned do_jobs_post(struct tierd *d, const struct api_request *rq, stru
         /* a dry run resolves only (no backend I/O: the Slurm provider asks it at sbatch, inside
          * slurmctld), so a path that names nothing is found at the real request */
         bool is_root = false;
-        int rc = dry_run ? tierd_resolve(d, p, &ns, &prefixes[i], &is_root)
+        /* a dataset version's path pins its tree's keys, as POST /v1/pin does */
+        int rc = version_prefix(d, p, &ns, &prefixes[i], dry_run);
+        if (rc == 1)
+            rc = dry_run ? tierd_resolve(d, p, &ns, &prefixes[i], &is_root)
                          : path_to_prefix(d, p, &ns, &prefixes[i]);
         if (rc) {
             ret = reply_error_status(out, rc == -ENOENT || rc == -EINVAL ? 400 : http_status(rc),

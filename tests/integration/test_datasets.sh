@@ -332,6 +332,34 @@ for n in v2 v1bad; do
 done
 ok "a version's files hinted by their view paths: fetched pinned to the manifest (no stat), read with 0 fetches, consumed by the view's reads; a changed file fails, named; bad view paths refused"
 
+# ---- a job that stages a version (POST /v1/jobs with a view path) ------------------------------
+rc=$(ctl evict "$V/ds/a@d2")
+[ "$rc" = 0 ] || fail "evict of version d2 before the job: exit $rc: $(cat "$T/out")"
+jpost() { curl -sS -o "$T/jpost.json" -w '%{http_code}' --unix-socket "$SOCK" -d "$1" http://tierd/v1/jobs; }
+jget() { api "/v1/jobs/$1" | python3 -c 'import json,sys
+o=json.load(sys.stdin)
+for k in sys.argv[1].split("."): o=o[k]
+print(o)' "$2"; }
+code=$(jpost "{\"job\": 77, \"tenant\": \"team-v\", \"stage\": [\"$VP\"], \"cache_bytes\": \"2M\", \"dry_run\": true}")
+[ "$code" = 200 ] || fail "a dry run of a job staging d2: HTTP $code $(cat "$T/jpost.json")"
+code=$(jpost "{\"job\": 77, \"tenant\": \"team-v\", \"stage\": [\"$VP\"], \"cache_bytes\": \"2M\"}")
+[ "$code" = 200 ] || fail "a job staging d2: HTTP $code $(cat "$T/jpost.json")"
+deadline=$((SECONDS + 30))
+until [ "$(jget 77 staging.state)" = staged ]; do
+  [ "$SECONDS" -lt "$deadline" ] || fail "job 77 did not stage d2 in 30 s: $(api /v1/jobs/77)"
+  sleep 0.1 # polling the job's progress, not a synchronisation
+done
+[ "$(jget 77 staging.bytes_done)" = 315006 ] || fail "job 77 staged $(jget 77 staging.bytes_done) bytes of d2, want 315006"
+f0=$(fetches)
+for f in 0.bin 1.bin 2.bin 3.bin new.bin sub/x.bin; do
+  cat "$V/ds/a@d2/$f" >/dev/null || fail "read of d2's $f after the job staged it"
+done
+[ "$(fetches)" = "$f0" ] || fail "reading d2 after job 77 staged it cost $(($(fetches) - f0)) fetches (want 0)"
+code=$(jpost "{\"job\": 78, \"tenant\": \"team-v\", \"stage\": [\"/.tierd/datasets/ds/a@nope\"], \"cache_bytes\": \"2M\"}")
+[ "$code" = 400 ] || fail "a job staging a missing version: HTTP $code $(cat "$T/jpost.json"), want 400"
+tierd_api "$SOCK" /v1/jobs/77 -X DELETE >/dev/null || fail "DELETE /v1/jobs/77"
+ok "a job stages a version by its view path (dry run too): staged whole, then read with 0 fetches; a missing version refused"
+
 # the policy keep-d2 (dataset = /ds/a@d2, action = pin): a pass pins every file of d2 that the
 # backend holds as committed, and nothing else
 rc=$(ctl policy run --json)
