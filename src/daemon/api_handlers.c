@@ -1847,6 +1847,20 @@ static int jobs_amount(json_t *v, bool rate, uint64_t *out)
     return tier_parse_size(s, out) == 0 && *out <= (uint64_t)INT64_MAX ? 0 : -EINVAL;
 }
 
+/* Do pin prefixes a and b (keys of one backend: "" all, "dir/" a directory, else one key) take
+ * the same keys or one the other's? */
+static bool jobs_prefixes_nested(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > lb) {
+        const char *t = a;
+        a = b;
+        b = t;
+        la = lb;
+    }
+    return strcmp(a, b) == 0 || la == 0 || (a[la - 1] == '/' && strncmp(a, b, la) == 0);
+}
+
 /* Do mount paths a and b name the same tree or one inside the other ("/ds" and "/ds/a")?
  * Trailing '/' do not count; "/" holds everything. */
 static bool jobs_paths_overlap(const char *a, const char *b)
@@ -2031,6 +2045,19 @@ static unsigned do_jobs_post(struct tierd *d, const struct api_request *rq, stru
         }
         nprefix = i + 1;
         stage[i] = (struct jobs_path){.path = p, .backend = ns->be->name, .prefix = prefixes[i]};
+        /* a version's path and its tree's (or two versions of one tree) pin the same keys, and
+         * their unchanged files would count twice against cache_bytes */
+        for (size_t k = 0; k < i; k++) {
+            if (strcmp(stage[k].backend, stage[i].backend) == 0 &&
+                jobs_prefixes_nested(stage[k].prefix, stage[i].prefix)) {
+                ret = reply_error(out, -EINVAL,
+                                  "stage[%zu] %.200s and stage[%zu] %.200s take the same keys of "
+                                  "backend %s (a version and its tree, or two versions of one "
+                                  "tree): list each tree once",
+                                  k, stage[k].path, i, p, stage[i].backend);
+                goto out;
+            }
+        }
     }
 
     /* valid; the tenant is registered (with the job's class, and it stays) only for a request

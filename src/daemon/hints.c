@@ -833,14 +833,17 @@ static int resolve_version(struct hints *h, char *tree, const char *name, const 
     size_t lo = 0;
     rc = manifest_find(m, file, &lo);
     if (rc) {
-        if (rc == -ENOMEM)
+        if (rc == -ENOMEM) {
+            *why = "out of memory";
             return rc;
+        }
         snprintf(vc->why, sizeof(vc->why), "%s in version %s (hint the version's files)",
                  rc == 1 ? "a directory" : "no such file", name);
         *why = vc->why;
         return -EINVAL;
     }
     const struct manifest_file *mf = &m->files[lo];
+    *why = "out of memory"; /* the only failure left */
     if (asprintf(keyp, "%s%s", m->prefix, mf->key) < 0)
         return -ENOMEM;
     pin->on = true;

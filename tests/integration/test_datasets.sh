@@ -357,8 +357,11 @@ done
 [ "$(fetches)" = "$f0" ] || fail "reading d2 after job 77 staged it cost $(($(fetches) - f0)) fetches (want 0)"
 code=$(jpost "{\"job\": 78, \"tenant\": \"team-v\", \"stage\": [\"/.tierd/datasets/ds/a@nope\"], \"cache_bytes\": \"2M\"}")
 [ "$code" = 400 ] || fail "a job staging a missing version: HTTP $code $(cat "$T/jpost.json"), want 400"
+code=$(jpost "{\"job\": 79, \"tenant\": \"team-v\", \"stage\": [\"/ds/a\", \"$VP\"], \"cache_bytes\": \"2M\"}")
+[ "$code" = 400 ] && grep -q "take the same keys" "$T/jpost.json" ||
+  fail "a job staging a version and its tree: HTTP $code $(cat "$T/jpost.json"), want 400 (the same keys)"
 tierd_api "$SOCK" /v1/jobs/77 -X DELETE >/dev/null || fail "DELETE /v1/jobs/77"
-ok "a job stages a version by its view path (dry run too): staged whole, then read with 0 fetches; a missing version refused"
+ok "a job stages a version by its view path (dry run too): staged whole, then read with 0 fetches; a missing version, or a version with its tree, refused"
 
 # the policy keep-d2 (dataset = /ds/a@d2, action = pin): a pass pins every file of d2 that the
 # backend holds as committed, and nothing else
