@@ -9,6 +9,7 @@
 #include "daemon/dataset.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -457,6 +458,184 @@ int dataset_delete(struct tierd *d, const char *path, const char *name)
 /* (dataset.h) A path under DATASET_VIEW: 1 for the view's directories above a version, 0 with the
  * version (tree, name) and rest ("" for its root, else "/key...") for a path in one, -ENOENT else.
  */
+/* A growing list of names (dataset_view_list). */
+struct names {
+    char **v;
+    size_t n, cap;
+};
+
+static int names_add(struct names *l, const char *name, size_t len)
+{
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? 2 * l->cap : 16;
+        char **nv = realloc(l->v, nc * sizeof(*nv));
+        if (!nv)
+            return -ENOMEM;
+        l->v = nv;
+        l->cap = nc;
+    }
+    if (!(l->v[l->n] = strndup(name, len)))
+        return -ENOMEM;
+    l->n++;
+    return 0;
+}
+
+/* name@version for each version of the tree at mount path tree, as names in its parent. */
+static int add_versions(struct tierd *d, const char *tree, const char *name, struct names *l)
+{
+    char **vs = NULL;
+    size_t nv = 0;
+    int rc = dataset_list(d, tree, &vs, &nv);
+    for (size_t i = 0; rc == 0 && i < nv; i++) {
+        char buf[PATH_MAX];
+        int w = snprintf(buf, sizeof(buf), "%s@%s", name, vs[i]);
+        if (w > 0 && (size_t)w < sizeof(buf))
+            rc = names_add(l, buf, (size_t)w);
+    }
+    dataset_names_free(vs, nv);
+    return rc == -ENOENT ? 0 : rc;
+}
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                  : -1;
+}
+
+/* One segment of the versions' keys back to its name (manifest_key's %XX); -EINVAL if bad. */
+static int seg_decode(const char *s, size_t len, char *out, size_t outsz)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (c == '%') {
+            int hi = i + 2 < len ? hexval(s[i + 1]) : -1, lo = hi >= 0 ? hexval(s[i + 2]) : -1;
+            if (lo < 0)
+                return -EINVAL;
+            c = (char)(hi * 16 + lo);
+            i += 2;
+        }
+        if (o + 1 >= outsz || c == '\0' || c == '/')
+            return -EINVAL;
+        out[o++] = c;
+    }
+    out[o] = '\0';
+    return o ? 0 : -EINVAL;
+}
+
+/* The child trees of tree (mount path, inside ns) that have versions or subtrees with versions:
+ * a directory each; and their versions, as name@version. */
+static int add_subtrees(struct tierd *d, const char *tree, struct names *l)
+{
+    struct tierd_ns *ns = NULL;
+    char *rel = NULL, *prefix = NULL;
+    int rc = tree_of(d, tree, &ns, &rel, &prefix);
+    if (rc)
+        return rc == -ENOENT ? 0 : rc;
+    char *vp = manifest_key(ns, rel, NULL); /* ".../rel/@": the children are under ".../rel/" */
+    free(rel);
+    free(prefix);
+    if (!vp)
+        return -ENOMEM;
+    size_t vl = strlen(vp) - 1;
+    vp[vl] = '\0';
+    char *token = NULL;
+    while (rc == 0) {
+        struct backend_list_page page;
+        memset(&page, 0, sizeof(page));
+        rc = backend_list(ns->be, &ds_io, vp, "/", token, 0, &page);
+        free(token);
+        token = NULL;
+        if (rc)
+            break;
+        for (size_t i = 0; i < page.n && rc == 0; i++) {
+            const char *nm = page.entries[i].name;
+            size_t nl = strlen(nm);
+            if (!page.entries[i].is_prefix || strncmp(nm, vp, vl) != 0 || nl < vl + 2 ||
+                nm[nl - 1] != '/')
+                continue;
+            char seg[NAME_MAX + 1], child[PATH_MAX];
+            if (seg_decode(nm + vl, nl - vl - 1, seg, sizeof(seg)) != 0)
+                continue; /* not one of tierd's keys */
+            int w = snprintf(child, sizeof(child), "%s/%s", tree, seg);
+            if (w < 0 || (size_t)w >= sizeof(child))
+                continue;
+            rc = names_add(l, seg, strlen(seg));
+            if (rc == 0)
+                rc = add_versions(d, child, seg, l);
+        }
+        if (rc == 0 && page.next_token && !(token = strdup(page.next_token)))
+            rc = -ENOMEM;
+        backend_list_page_fini(&page);
+        if (!token)
+            break;
+    }
+    free(token);
+    free(vp);
+    return rc;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int dataset_view_list(struct tierd *d, const char *path, char ***names, size_t *n)
+{
+    *names = NULL;
+    *n = 0;
+    size_t l = sizeof(DATASET_VIEW) - 1;
+    if (strncmp(path, DATASET_VIEW, l) != 0 || (path[l] != '\0' && path[l] != '/'))
+        return -EINVAL;
+    char tree[PATH_MAX];
+    size_t tl = strlen(path + l);
+    while (tl > 0 && path[l + tl - 1] == '/')
+        tl--;
+    if (tl >= sizeof(tree))
+        return -EINVAL;
+    memcpy(tree, path + l, tl);
+    tree[tl] = '\0'; /* "" for the view's root, else "/ds/sub" */
+    struct names list = {0};
+    int rc = 0;
+    /* the namespaces under it: their next segment; a namespace just under it, its versions */
+    for (size_t i = 0; rc == 0 && i < d->nns; i++) {
+        const char *np = d->ns[i].conf->path;
+        if (strncmp(np, tree, tl) != 0 || np[tl] != '/' || !np[tl + 1])
+            continue;
+        const char *seg = np + tl + 1, *sl = strchr(seg, '/');
+        size_t sgl = sl ? (size_t)(sl - seg) : strlen(seg);
+        rc = names_add(&list, seg, sgl);
+        if (rc == 0 && !sl) {
+            char nm[NAME_MAX + 1];
+            snprintf(nm, sizeof(nm), "%.*s", (int)sgl, seg);
+            rc = add_versions(d, np, nm, &list);
+        }
+    }
+    /* inside a namespace: the trees under it with versions */
+    if (rc == 0 && tl > 0)
+        rc = add_subtrees(d, tree, &list);
+    if (rc) {
+        dataset_names_free(list.v, list.n);
+        return rc;
+    }
+    if (list.n > 1) {
+        qsort(list.v, list.n, sizeof(*list.v), name_cmp);
+        size_t w = 1;
+        for (size_t i = 1; i < list.n; i++) {
+            if (strcmp(list.v[w - 1], list.v[i]) == 0)
+                free(list.v[i]);
+            else
+                list.v[w++] = list.v[i];
+        }
+        list.n = w;
+    }
+    *names = list.v;
+    *n = list.n;
+    return 0;
+}
+
 int dataset_view_path(const char *path, char **tree, char *name, const char **rest)
 {
     size_t l = sizeof(DATASET_VIEW) - 1;

@@ -48,6 +48,12 @@ int dataset_delete(struct tierd *d, const char *path, const char *name);
  * ("" for the version's root, else "/key..." inside it); -ENOENT for a path not under the view,
  * -ENOMEM. */
 int dataset_view_path(const char *path, char **tree, char *name, const char **rest);
+/* The names in the view's directory `path` above the versions (dataset_view_path gave 1:
+ * "/.tierd/datasets" or "/.tierd/datasets/ds/sub"): the next segment of every namespace under it
+ * and of every tree under it that has versions, and TREE@NAME for each version of a tree just
+ * under it; sorted, unique, malloc'd (dataset_names_free). Backend listings of the versions'
+ * reserved prefix, a few per call; 0, -EINVAL (not such a path), or the listing's error. */
+int dataset_view_list(struct tierd *d, const char *path, char ***names, size_t *n);
 /* Is name, at the root of a namespace, the reserved one? */
 bool dataset_reserved_name(const char *name);
 struct tierd_ns;

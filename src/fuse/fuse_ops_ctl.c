@@ -13,9 +13,10 @@
  *                       ETag in the manifest (tfs_open_pinned: a file changed since the commit
  *                       fails with EIO, logged with why). The first path component holding '@'
  *                       followed by a valid version name is the version's root; the directories
- *                       above it are not listed (lookups find them). Manifests are cached
- *                       (CTL_VCACHE of them, re-read after CTL_VCACHE_TTL_NS: a deleted version
- *                       disappears by then); their metadata needs no backend request.
+ *                       above it list the namespaces, trees and versions under them
+ *                       (dataset_view_list; inside a namespace with its permissions). Manifests are
+ * cached (CTL_VCACHE of them, re-read after CTL_VCACHE_TTL_NS: a deleted version disappears by
+ * then); their metadata needs no backend request.
  *
  * DESIGN. An open for writing (create, or open with O_WRONLY / O_RDWR) resolves the opener's
  * tenant (the FUSE request's pid, uid and gid, as reads are resolved: tfs_req_io) and refuses
@@ -246,6 +247,16 @@ static int tree_ns(const struct tierd_fuse *fs, const char *tree, size_t *nsi)
     return -ENOENT;
 }
 
+/* The permissions of a view directory above the versions: inside a namespace's mount path
+ * ("/.tierd/datasets/priv/t"), the namespace's (it lists that namespace's trees), else the
+ * mount's. */
+static const struct tfs_perm *above_perm(const struct tierd_fuse *fs, const char *path)
+{
+    const char *tree = path + sizeof(DATASET_VIEW) - 1;
+    size_t i = 0;
+    return *tree && tree_ns(fs, tree, &i) == 0 ? &fs->ns_perm[i] : &fs->perm;
+}
+
 const struct tfs_perm *tfs_ctl_version_perm(const struct tierd_fuse *fs, const char *path)
 {
     /* /.tierd itself and the view's directories never change: the mount's TTLs, so a path walk
@@ -257,7 +268,7 @@ const struct tfs_perm *tfs_ctl_version_perm(const struct tierd_fuse *fs, const c
     const char *rest = NULL;
     int rc = in_versions(path) ? vpath(path, &tree, name, &rest) : -ENOENT;
     if (rc == 1)
-        return &fs->perm;
+        return above_perm(fs, path);
     if (rc != 0)
         return NULL;
     size_t i = 0;
@@ -292,7 +303,7 @@ static int vstat(struct tierd_fuse *fs, const char *path, struct tfs_attr *a)
     memset(a, 0, sizeof(*a));
     a->mtime_ns = (int64_t)fs->d->start_ns;
     a->is_dir = true;
-    a->mode = 0555 & ~fs->perm.umask;
+    a->mode = 0555 & ~(rc == 1 ? above_perm(fs, path) : &fs->perm)->umask;
     if (rc)
         return rc == 1 ? 0 : rc;
     const struct tfs_perm *tp = &fs->ns_perm[nsi];
@@ -312,6 +323,32 @@ static int vstat(struct tierd_fuse *fs, const char *path, struct tfs_attr *a)
 
 static int cmp_name(const void *a, const void *b);
 
+/* A directory above the versions: the namespaces and trees under it, and the versions of the
+ * trees just under it (dataset_view_list: backend listings, no lock held). */
+static int vlisting_above(struct tierd_fuse *fs, const char *path, struct tfs_dirent **ep,
+                          size_t *np)
+{
+    char **names = NULL;
+    size_t n = 0;
+    int rc = dataset_view_list(fs->d, path, &names, &n);
+    if (rc)
+        return rc;
+    struct tfs_dirent *e = calloc(n ? n : 1, sizeof(*e));
+    if (!e) {
+        dataset_names_free(names, n);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        e[i].name = names[i]; /* taken over */
+        e[i].is_dir = true;
+        e[i].mtime_ns = (int64_t)fs->d->start_ns;
+    }
+    free(names);
+    *ep = e;
+    *np = n;
+    return 0;
+}
+
 static int vlisting(struct tierd_fuse *fs, const char *path, struct tfs_dirent **ep, size_t *np)
 {
     struct vcache *v = NULL;
@@ -320,8 +357,10 @@ static int vlisting(struct tierd_fuse *fs, const char *path, struct tfs_dirent *
     int rc = vlocate(fs, path, &v, &rest, &nsi);
     *ep = NULL;
     *np = 0;
+    if (rc == 1)
+        return vlisting_above(fs, path, ep, np);
     if (rc)
-        return rc == 1 ? 0 : rc; /* the directories above a version list nothing */
+        return rc;
     size_t i = 0;
     int k = vfind(&v->m, rest, &i);
     if (k != 1) {

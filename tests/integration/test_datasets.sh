@@ -217,6 +217,15 @@ grep -qx datasets "$T/ls" || fail "$MNT/.tierd does not list datasets: $(tr '\n'
   fail "ls of version d1: $(ls "$V/ds/a@d1" 2>&1 | tr '\n' ' ')"
 [ "$(ls "$V/ds/a@d2" | tr '\n' ' ')" = "0.bin 1.bin 2.bin 3.bin new.bin sub " ] ||
   fail "ls of version d2: $(ls "$V/ds/a@d2" 2>&1 | tr '\n' ' ')"
+# the directories above the versions list the namespaces and trees under them and the versions
+# of the trees just under them
+[ "$(LC_ALL=C ls "$V/ds" | tr '\n' ' ')" = "a a@d1 a@d2 a@race1 a@race2 a@race3 a@race4 a@race5 big big@all " ] ||
+  fail "ls of the view's /ds: $(LC_ALL=C ls "$V/ds" 2>&1 | tr '\n' ' ')"
+LC_ALL=C ls "$V" >"$T/lsv" || fail "ls of the view's root"
+for e in ckpt ds ds@root1 priv; do
+  grep -qx "$e" "$T/lsv" || fail "the view's root does not list $e: $(tr '\n' ' ' <"$T/lsv")"
+done
+[ -z "$(ls "$V/ds/a")" ] || fail "the view's /ds/a lists $(ls "$V/ds/a" | tr '\n' ' ') (no tree under it has versions)"
 [ "$(stat -c %s "$V/ds/a@d1/sub/x.bin")" = 777 ] || fail "d1's sub/x.bin has size $(stat -c %s "$V/ds/a@d1/sub/x.bin")"
 cmp -s "$V/ds/a@d1/1.bin" "$T/ref/1" || fail "d1's 1.bin (unchanged since) reads other bytes"
 cmp -s "$V/ds/a@d2/new.bin" "$T/ref/new0" || fail "d2's new.bin reads other bytes"
@@ -250,8 +259,12 @@ rc=$(ctl dataset commit /priv/t p1)
 if as_nobody cat "$V/priv/t@p1/f.bin" >/dev/null 2>&1; then
   fail "nobody read a version of /priv (umask 077) through the view"
 fi
+[ "$(LC_ALL=C ls "$V/priv" | tr '\n' ' ')" = "t t@p1 " ] || fail "ls of the view's /priv: $(ls "$V/priv" 2>&1 | tr '\n' ' ')"
+if as_nobody ls "$V/priv" >/dev/null 2>&1; then
+  fail "nobody listed the versions of /priv (umask 077) in the view"
+fi
 cmp -s "$V/priv/t@p1/f.bin" "$T/ref/x" || fail "root cannot read p1's f.bin"
-ok "the view: ls and reads of d1 and d2, an overwritten file EIO (logged), metadata with 0 backend calls, read-only, a damaged manifest served as nothing; a version has its namespace's permissions"
+ok "the view: its directories list namespaces, trees and versions (not /priv's to others); ls and reads of d1 and d2, an overwritten file EIO (logged), metadata with 0 backend calls, read-only, a damaged manifest served as nothing; a version has its namespace's permissions"
 
 # ---- a version staged, pinned and evicted by its path ----------------------------------------------
 rc=$(ctl evict "$V/ds/a@d2")
