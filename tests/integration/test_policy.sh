@@ -209,9 +209,11 @@ PY
 ok "checkpoint series: keep_last = 3 hot, older steps archived, all durable"
 # every action is counted in the telemetry
 m=$(api /metrics) || fail "GET /metrics"
-echo "$m" | grep -qx 'tierd_policy_actions_total{policy="ckpt-archive",namespace="/ck",action="copy",result="done"} 18' ||
+# (a here-string, not echo | grep -q: with pipefail, grep's early exit can kill echo with SIGPIPE
+# on a large /metrics and fail the check although the line is there)
+grep -qx 'tierd_policy_actions_total{policy="ckpt-archive",namespace="/ck",action="copy",result="done"} 18' <<<"$m" ||
   fail "/metrics lacks the 18 copies: $(echo "$m" | grep tierd_policy_ | head -8)"
-echo "$m" | grep -qx 'tierd_policy_actions_total{policy="ckpt-hot",namespace="/ck",action="demote",result="failed"} 0' ||
+grep -qx 'tierd_policy_actions_total{policy="ckpt-hot",namespace="/ck",action="demote",result="failed"} 0' <<<"$m" ||
   fail "/metrics lacks ckpt-hot's failures (0): $(echo "$m" | grep tierd_policy_ | head -8)"
 ok "/metrics counts the policies' actions"
 
