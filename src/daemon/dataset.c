@@ -480,7 +480,29 @@ static int names_add(struct names *l, const char *name, size_t len)
     return 0;
 }
 
-/* name@version for each version of the tree at mount path tree, as names in its parent. */
+/* Can name (len bytes) be a directory entry of the view: one path segment the mount can look
+ * up (readdirplus copies it into a segment-sized buffer), not "." or "..", no control bytes? */
+static bool entry_ok(const char *name, size_t len)
+{
+    if (len == 0 || len > BACKEND_SEGMENT_MAX || (len == 1 && name[0] == '.') ||
+        (len == 2 && name[0] == '.' && name[1] == '.'))
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f || name[i] == '/')
+            return false;
+    return true;
+}
+
+/* Would a lookup take directory name seg for a version's root (dataset_view_path: an '@' and a
+ * valid version name after it)? Then it cannot be listed as a directory: it is not one there. */
+static bool reads_as_version(const char *seg)
+{
+    const char *at = strrchr(seg, '@');
+    return at && at > seg && manifest_name_valid(at + 1);
+}
+
+/* name@version for each version of the tree at mount path tree, as names in its parent; a tree
+ * tierd cannot take (not in a namespace, an invalid or reserved path) has none. */
 static int add_versions(struct tierd *d, const char *tree, const char *name, struct names *l)
 {
     char **vs = NULL;
@@ -489,11 +511,11 @@ static int add_versions(struct tierd *d, const char *tree, const char *name, str
     for (size_t i = 0; rc == 0 && i < nv; i++) {
         char buf[PATH_MAX];
         int w = snprintf(buf, sizeof(buf), "%s@%s", name, vs[i]);
-        if (w > 0 && (size_t)w < sizeof(buf))
+        if (w > 0 && (size_t)w < sizeof(buf) && entry_ok(buf, (size_t)w))
             rc = names_add(l, buf, (size_t)w);
     }
     dataset_names_free(vs, nv);
-    return rc == -ENOENT ? 0 : rc;
+    return rc == -ENOENT || rc == -EINVAL ? 0 : rc;
 }
 
 static int hexval(char c)
@@ -535,6 +557,7 @@ static int add_subtrees(struct tierd *d, const char *tree, struct names *l)
     if (rc)
         return rc == -ENOENT ? 0 : rc;
     char *vp = manifest_key(ns, rel, NULL); /* ".../rel/@": the children are under ".../rel/" */
+    bool at_root = !*rel;
     free(rel);
     free(prefix);
     if (!vp)
@@ -557,12 +580,15 @@ static int add_subtrees(struct tierd *d, const char *tree, struct names *l)
                 nm[nl - 1] != '/')
                 continue;
             char seg[NAME_MAX + 1], child[PATH_MAX];
-            if (seg_decode(nm + vl, nl - vl - 1, seg, sizeof(seg)) != 0)
-                continue; /* not one of tierd's keys */
+            /* not one of tierd's keys (written by another client of the bucket): skipped */
+            if (seg_decode(nm + vl, nl - vl - 1, seg, sizeof(seg)) != 0 ||
+                !entry_ok(seg, strlen(seg)) || (at_root && dataset_reserved_name(seg)))
+                continue;
             int w = snprintf(child, sizeof(child), "%s/%s", tree, seg);
             if (w < 0 || (size_t)w >= sizeof(child))
                 continue;
-            rc = names_add(l, seg, strlen(seg));
+            if (!reads_as_version(seg))
+                rc = names_add(l, seg, strlen(seg));
             if (rc == 0)
                 rc = add_versions(d, child, seg, l);
         }
@@ -599,18 +625,28 @@ int dataset_view_list(struct tierd *d, const char *path, char ***names, size_t *
     tree[tl] = '\0'; /* "" for the view's root, else "/ds/sub" */
     struct names list = {0};
     int rc = 0;
-    /* the namespaces under it: their next segment; a namespace just under it, its versions */
+    /* the namespaces under it: their next segment; a namespace just under it, its versions (a
+     * namespace whose backend cannot list them now is logged and shown without them: the
+     * others stay listed) */
     for (size_t i = 0; rc == 0 && i < d->nns; i++) {
         const char *np = d->ns[i].conf->path;
         if (strncmp(np, tree, tl) != 0 || np[tl] != '/' || !np[tl + 1])
             continue;
         const char *seg = np + tl + 1, *sl = strchr(seg, '/');
         size_t sgl = sl ? (size_t)(sl - seg) : strlen(seg);
-        rc = names_add(&list, seg, sgl);
+        char nm[NAME_MAX + 1];
+        if (!entry_ok(seg, sgl) || sgl >= sizeof(nm))
+            continue;
+        snprintf(nm, sizeof(nm), "%.*s", (int)sgl, seg);
+        if (!reads_as_version(nm))
+            rc = names_add(&list, nm, sgl);
         if (rc == 0 && !sl) {
-            char nm[NAME_MAX + 1];
-            snprintf(nm, sizeof(nm), "%.*s", (int)sgl, seg);
             rc = add_versions(d, np, nm, &list);
+            if (rc && rc != -ENOMEM) {
+                log_warn("dataset: cannot list the versions of %s for the view: %s", np,
+                         *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+                rc = 0;
+            }
         }
     }
     /* inside a namespace: the trees under it with versions */

@@ -14,9 +14,10 @@
  *                       fails with EIO, logged with why). The first path component holding '@'
  *                       followed by a valid version name is the version's root; the directories
  *                       above it list the namespaces, trees and versions under them
- *                       (dataset_view_list; inside a namespace with its permissions). Manifests are
- * cached (CTL_VCACHE of them, re-read after CTL_VCACHE_TTL_NS: a deleted version disappears by
- * then); their metadata needs no backend request.
+ *                       (dataset_view_list; inside a namespace with its permissions).
+ *                       Manifests are cached (CTL_VCACHE of them, re-read after
+ *                       CTL_VCACHE_TTL_NS: a deleted version disappears by then); their
+ *                       metadata needs no backend request.
  *
  * DESIGN. An open for writing (create, or open with O_WRONLY / O_RDWR) resolves the opener's
  * tenant (the FUSE request's pid, uid and gid, as reads are resolved: tfs_req_io) and refuses
@@ -259,9 +260,10 @@ static const struct tfs_perm *above_perm(const struct tierd_fuse *fs, const char
 
 const struct tfs_perm *tfs_ctl_version_perm(const struct tierd_fuse *fs, const char *path)
 {
-    /* /.tierd itself and the view's directories never change: the mount's TTLs, so a path walk
-     * down to a version's file is not a lookup per component each time (the hint files keep
-     * ctl_perm: no caching) */
+    /* /.tierd itself and the view's directories never change: the mount's TTLs (a directory
+     * inside a namespace's path: the namespace's, as its permissions), so a path walk down to a
+     * version's file is not a lookup per component each time (the hint files keep ctl_perm: no
+     * caching) */
     if (strcmp(path, TFS_CTL_DIR) == 0)
         return &fs->perm;
     char *tree = NULL, name[MANIFEST_NAME_MAX];

@@ -593,11 +593,13 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             pos += need;
             continue;
         }
+        size_t nl = strlen(e->name);
+        if (nl > BACKEND_SEGMENT_MAX)
+            continue; /* no lookup can reach it (and path holds one segment): never listed */
         /* readdirplus: each entry is a lookup; count it only if it fits in the reply */
         size_t need = fuse_add_direntry_plus(req, NULL, 0, e->name, NULL, 0);
         if (need > size - pos)
             break;
-        size_t nl = strlen(e->name); /* <= BACKEND_SEGMENT_MAX (listing_build's add) */
         memcpy(path + dl, e->name, nl + 1);
         struct tfs_node *n = NULL;
         if (tfs_node_lookup(fs, path, &n) != 0)
