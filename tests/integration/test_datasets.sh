@@ -226,6 +226,18 @@ for e in ckpt ds ds@root1 priv; do
   grep -qx "$e" "$T/lsv" || fail "the view's root does not list $e: $(tr '\n' ' ' <"$T/lsv")"
 done
 [ -z "$(ls "$V/ds/a")" ] || fail "the view's /ds/a lists $(ls "$V/ds/a" | tr '\n' ' ') (no tree under it has versions)"
+# a tree whose name leaves no room for "@NAME" in one segment (255 bytes): listed as a tree, its
+# version not (no lookup could reach it; readdirplus once copied it past a segment-sized buffer)
+LONG=$(printf 'L%.0s' $(seq 250))
+put "$T/ref/0" "ds/$LONG/f.bin"
+rc=$(ctl dataset commit "/ds/$LONG" longname1)
+[ "$rc" = 0 ] || fail "commit of a tree with a 250-byte name: exit $rc: $(cat "$T/out")"
+LC_ALL=C ls "$V/ds" >"$T/lsl" || fail "ls of the view's /ds with a long tree name"
+grep -qx "$LONG" "$T/lsl" && ! grep -q "@longname1" "$T/lsl" ||
+  fail "the view's /ds with a long tree name lists: $(tr '\n' ' ' <"$T/lsl" | cut -c1-300)"
+rc=$(ctl dataset delete "/ds/$LONG" longname1)
+[ "$rc" = 0 ] || fail "delete of longname1: exit $rc: $(cat "$T/out")"
+del "ds/$LONG/f.bin"
 [ "$(stat -c %s "$V/ds/a@d1/sub/x.bin")" = 777 ] || fail "d1's sub/x.bin has size $(stat -c %s "$V/ds/a@d1/sub/x.bin")"
 cmp -s "$V/ds/a@d1/1.bin" "$T/ref/1" || fail "d1's 1.bin (unchanged since) reads other bytes"
 cmp -s "$V/ds/a@d2/new.bin" "$T/ref/new0" || fail "d2's new.bin reads other bytes"
