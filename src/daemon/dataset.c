@@ -377,6 +377,70 @@ void dataset_names_free(char **names, size_t n)
     free(names);
 }
 
+/* A growing list of names (dataset_list, dataset_view_list). */
+struct names {
+    char **v;
+    size_t n, cap;
+};
+
+static int names_add(struct names *l, const char *name, size_t len)
+{
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? 2 * l->cap : 16;
+        char **nv = realloc(l->v, nc * sizeof(*nv));
+        if (!nv)
+            return -ENOMEM;
+        l->v = nv;
+        l->cap = nc;
+    }
+    if (!(l->v[l->n] = strndup(name, len)))
+        return -ENOMEM;
+    l->n++;
+    return 0;
+}
+
+/* Call fn(ud, e) for every entry (objects and common prefixes) of the listing of prefix with
+ * delimiter '/', every page; stops at fn's first non-zero return, which it returns. */
+static int walk_level(struct tierd_ns *ns, const char *prefix,
+                      int (*fn)(void *ud, const struct backend_entry *e), void *ud)
+{
+    char *token = NULL;
+    int rc = 0;
+    for (;;) {
+        struct backend_list_page page;
+        memset(&page, 0, sizeof(page));
+        rc = backend_list(ns->be, &ds_io, prefix, "/", token, 0, &page);
+        free(token);
+        token = NULL;
+        if (rc)
+            break;
+        for (size_t i = 0; i < page.n && rc == 0; i++)
+            rc = fn(ud, &page.entries[i]);
+        if (rc == 0 && page.next_token && !(token = strdup(page.next_token)))
+            rc = -ENOMEM;
+        backend_list_page_fini(&page);
+        if (!token)
+            break;
+    }
+    free(token);
+    return rc;
+}
+
+struct list_ctx {
+    const char *vp; /* the versions' common prefix (".../@") */
+    size_t vl;
+    struct names *out;
+};
+
+static int list_one(void *ud, const struct backend_entry *e)
+{
+    struct list_ctx *x = ud;
+    if (e->is_prefix || strncmp(e->name, x->vp, x->vl) != 0 ||
+        !manifest_name_valid(e->name + x->vl))
+        return 0;
+    return names_add(x->out, e->name + x->vl, strlen(e->name + x->vl));
+}
+
 int dataset_list(struct tierd *d, const char *path, char ***names, size_t *n)
 {
     *names = NULL;
@@ -387,52 +451,19 @@ int dataset_list(struct tierd *d, const char *path, char ***names, size_t *n)
     if (rc)
         return rc;
     char *vp = manifest_key(ns, rel, NULL);
-    size_t vl = vp ? strlen(vp) : 0, cap = 0;
-    char *token = NULL;
-    rc = vp ? 0 : -ENOMEM;
-    while (rc == 0) {
-        struct backend_list_page page;
-        memset(&page, 0, sizeof(page));
-        rc = backend_list(ns->be, &ds_io, vp, "/", token, 0, &page);
-        free(token);
-        token = NULL;
-        if (rc)
-            break;
-        for (size_t i = 0; i < page.n && rc == 0; i++) {
-            const char *nm = page.entries[i].name;
-            if (page.entries[i].is_prefix || strncmp(nm, vp, vl) != 0 ||
-                !manifest_name_valid(nm + vl))
-                continue;
-            if (*n == cap) {
-                cap = cap ? cap * 2 : 16;
-                char **nn = realloc(*names, cap * sizeof(*nn));
-                if (!nn) {
-                    rc = -ENOMEM;
-                    break;
-                }
-                *names = nn;
-            }
-            if (!((*names)[*n] = strdup(nm + vl)))
-                rc = -ENOMEM;
-            else
-                (*n)++;
-        }
-        if (rc == 0 && page.next_token && !(token = strdup(page.next_token)))
-            rc = -ENOMEM;
-        backend_list_page_fini(&page);
-        if (!token)
-            break;
-    }
-    free(token);
+    struct names list = {0};
+    struct list_ctx x = {.vp = vp, .vl = vp ? strlen(vp) : 0, .out = &list};
+    rc = vp ? walk_level(ns, vp, list_one, &x) : -ENOMEM;
     free(vp);
     free(rel);
     free(prefix);
     if (rc) {
-        dataset_names_free(*names, *n);
-        *names = NULL;
-        *n = 0;
+        dataset_names_free(list.v, list.n);
+        return rc;
     }
-    return rc;
+    *names = list.v;
+    *n = list.n;
+    return 0;
 }
 
 int dataset_delete(struct tierd *d, const char *path, const char *name)
@@ -458,28 +489,6 @@ int dataset_delete(struct tierd *d, const char *path, const char *name)
 /* (dataset.h) A path under DATASET_VIEW: 1 for the view's directories above a version, 0 with the
  * version (tree, name) and rest ("" for its root, else "/key...") for a path in one, -ENOENT else.
  */
-/* A growing list of names (dataset_view_list). */
-struct names {
-    char **v;
-    size_t n, cap;
-};
-
-static int names_add(struct names *l, const char *name, size_t len)
-{
-    if (l->n == l->cap) {
-        size_t nc = l->cap ? 2 * l->cap : 16;
-        char **nv = realloc(l->v, nc * sizeof(*nv));
-        if (!nv)
-            return -ENOMEM;
-        l->v = nv;
-        l->cap = nc;
-    }
-    if (!(l->v[l->n] = strndup(name, len)))
-        return -ENOMEM;
-    l->n++;
-    return 0;
-}
-
 /* Can name (len bytes) be a directory entry of the view: one path segment the mount can look
  * up (readdirplus copies it into a segment-sized buffer), not "." or "..", no control bytes? */
 static bool entry_ok(const char *name, size_t len)
@@ -547,6 +556,33 @@ static int seg_decode(const char *s, size_t len, char *out, size_t outsz)
     return o ? 0 : -EINVAL;
 }
 
+struct subtree_ctx {
+    struct tierd *d;
+    const char *tree, *vp; /* the tree's mount path; its children's common prefix (".../rel/") */
+    size_t vl;
+    bool at_root;
+    struct names *out;
+};
+
+static int subtree_one(void *ud, const struct backend_entry *e)
+{
+    struct subtree_ctx *x = ud;
+    const char *nm = e->name;
+    size_t nl = strlen(nm), vl = x->vl;
+    if (!e->is_prefix || strncmp(nm, x->vp, vl) != 0 || nl < vl + 2 || nm[nl - 1] != '/')
+        return 0;
+    char seg[NAME_MAX + 1], child[PATH_MAX];
+    /* not one of tierd's keys (written by another client of the bucket): skipped */
+    if (seg_decode(nm + vl, nl - vl - 1, seg, sizeof(seg)) != 0 || !entry_ok(seg, strlen(seg)) ||
+        (x->at_root && dataset_reserved_name(seg)))
+        return 0;
+    int w = snprintf(child, sizeof(child), "%s/%s", x->tree, seg);
+    if (w < 0 || (size_t)w >= sizeof(child))
+        return 0;
+    int rc = reads_as_version(seg) ? 0 : names_add(x->out, seg, strlen(seg));
+    return rc ? rc : add_versions(x->d, child, seg, x->out);
+}
+
 /* The child trees of tree (mount path, inside ns) that have versions or subtrees with versions:
  * a directory each; and their versions, as name@version. */
 static int add_subtrees(struct tierd *d, const char *tree, struct names *l)
@@ -557,48 +593,15 @@ static int add_subtrees(struct tierd *d, const char *tree, struct names *l)
     if (rc)
         return rc == -ENOENT ? 0 : rc;
     char *vp = manifest_key(ns, rel, NULL); /* ".../rel/@": the children are under ".../rel/" */
-    bool at_root = !*rel;
+    struct subtree_ctx x = {.d = d, .tree = tree, .at_root = !*rel, .out = l};
     free(rel);
     free(prefix);
     if (!vp)
         return -ENOMEM;
-    size_t vl = strlen(vp) - 1;
-    vp[vl] = '\0';
-    char *token = NULL;
-    while (rc == 0) {
-        struct backend_list_page page;
-        memset(&page, 0, sizeof(page));
-        rc = backend_list(ns->be, &ds_io, vp, "/", token, 0, &page);
-        free(token);
-        token = NULL;
-        if (rc)
-            break;
-        for (size_t i = 0; i < page.n && rc == 0; i++) {
-            const char *nm = page.entries[i].name;
-            size_t nl = strlen(nm);
-            if (!page.entries[i].is_prefix || strncmp(nm, vp, vl) != 0 || nl < vl + 2 ||
-                nm[nl - 1] != '/')
-                continue;
-            char seg[NAME_MAX + 1], child[PATH_MAX];
-            /* not one of tierd's keys (written by another client of the bucket): skipped */
-            if (seg_decode(nm + vl, nl - vl - 1, seg, sizeof(seg)) != 0 ||
-                !entry_ok(seg, strlen(seg)) || (at_root && dataset_reserved_name(seg)))
-                continue;
-            int w = snprintf(child, sizeof(child), "%s/%s", tree, seg);
-            if (w < 0 || (size_t)w >= sizeof(child))
-                continue;
-            if (!reads_as_version(seg))
-                rc = names_add(l, seg, strlen(seg));
-            if (rc == 0)
-                rc = add_versions(d, child, seg, l);
-        }
-        if (rc == 0 && page.next_token && !(token = strdup(page.next_token)))
-            rc = -ENOMEM;
-        backend_list_page_fini(&page);
-        if (!token)
-            break;
-    }
-    free(token);
+    x.vl = strlen(vp) - 1;
+    vp[x.vl] = '\0';
+    x.vp = vp;
+    rc = walk_level(ns, vp, subtree_one, &x);
     free(vp);
     return rc;
 }
