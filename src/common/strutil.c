@@ -229,3 +229,13 @@ char *tier_read_text(const char *path)
     }
     return buf;
 }
+
+bool tier_all_digits(const char *s, size_t n)
+{
+    if (n == 0)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+    return true;
+}

@@ -6,6 +6,7 @@
 #ifndef TIER_COMMON_STRUTIL_H
 #define TIER_COMMON_STRUTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,6 +33,8 @@ char *tier_fmt_bytes(uint64_t bytes, char *buf, size_t bufsz);
 /* s followed by '/' (a directory's key prefix: "a/b" -> "a/b/"), malloc'd; NULL when out of
  * memory. */
 char *tier_dir_prefix(const char *s);
+/* Are s[0..n) all ASCII digits, and n > 0? */
+bool tier_all_digits(const char *s, size_t n);
 /* The whole text of the file at path, NUL-terminated, malloc'd; NULL on any error. */
 char *tier_read_text(const char *path);
 

@@ -596,16 +596,6 @@ struct ranked {
     bool by_time; /* unit = the file, newest by mtime (no regex) */
 };
 
-static bool all_digits(const char *s, size_t n)
-{
-    if (n == 0)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (s[i] < '0' || s[i] > '9')
-            return false;
-    return true;
-}
-
 /* Units compare as numbers when both are digits ("step_10" after "step_9"); all-digit units
  * come before the others, which compare as bytes (a total order, as qsort needs). */
 static int unit_cmp(const struct ranked *a, const struct ranked *b)
@@ -617,7 +607,7 @@ static int unit_cmp(const struct ranked *a, const struct ranked *b)
     }
     const char *x = a->key + a->uoff, *y = b->key + b->uoff;
     size_t xl = a->ulen, yl = b->ulen;
-    bool dx = all_digits(x, xl), dy = all_digits(y, yl);
+    bool dx = tier_all_digits(x, xl), dy = tier_all_digits(y, yl);
     if (dx != dy)
         return dx ? -1 : 1;
     if (dx) {

@@ -164,22 +164,12 @@ bool tenant_name_valid(const char *name)
     return true;
 }
 
-static bool all_digits(const char *s, size_t n)
-{
-    if (n == 0)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (s[i] < '0' || s[i] > '9')
-            return false;
-    return true;
-}
-
 bool tenant_job_valid(const char *s)
 {
     if (!s)
         return false;
     size_t n = strnlen(s, JOB_ID_MAX + 1);
-    return n <= JOB_ID_MAX && all_digits(s, n);
+    return n <= JOB_ID_MAX && tier_all_digits(s, n);
 }
 
 const char *tenant_cgroup_prefix_problem(const char *prefix)
@@ -250,7 +240,7 @@ static int classify_path(const char *p, size_t len, enum tenant_origin *origin, 
         if (n == 0)
             continue;
         if (slurm_seen && n > 4 && memcmp(seg, "job_", 4) == 0 && n - 4 <= JOB_ID_MAX &&
-            all_digits(seg + 4, n - 4)) {
+            tier_all_digits(seg + 4, n - 4)) {
             memcpy(id, seg + 4, n - 4);
             id[n - 4] = '\0';
             *origin = TENANT_ORIGIN_SLURM;
@@ -396,7 +386,7 @@ static void env_entry_end(struct env_scan *s)
         size_t vl = s->elen - ENV_KEY_LEN;
         s->done = true;
         /* 13 + 20 bytes fit the head: a value of up to JOB_ID_MAX digits is all there */
-        if (vl <= JOB_ID_MAX && all_digits(s->head + ENV_KEY_LEN, vl)) {
+        if (vl <= JOB_ID_MAX && tier_all_digits(s->head + ENV_KEY_LEN, vl)) {
             memcpy(s->job, s->head + ENV_KEY_LEN, vl);
             s->job[vl] = '\0';
             s->rc = 0;
