@@ -290,8 +290,19 @@ wait_for 60 staging || fail "job $idd's staging never ran (tierd: $(cat "$T/tjob
 sid=$(field "$T/tjob.json" staging.stage_job)
 runuser -u nobody -- env SLURM_CONF="$SLURM_CONF" timeout 20 scancel "$idd" || fail "scancel $idd"
 # Slurm runs the teardown of a job cancelled in stage-in from its burst-buffer agent (and retries
-# it 10 s apart): allow it the agent's 30 s interval and the retries, on a loaded machine
-wait_for 150 released "$idd" || fail "job $idd still in tierd 150 s after scancel: $(cat "$T/tjob.json"); Slurm: $(sc -o show job "$idd"); hooks: $(grep " $idd " "$T/bb_timing.log" | tr '\n' ';'); log: $(grep -E "JobId=$idd\b| job $idd:" "$SDIR/log/slurmctld.log" | tail -8 | tr '\n' ';')"
+# it 10 s apart): allow it the agent's 30 s interval and the retries, on a loaded machine. Slurm
+# 22.05 may kill that teardown itself, when the cancel's flush of the job's scripts reaches it
+# just after it started ("teardown for JobId=N terminated by slurmctld"), and then never runs
+# it again (burst_buffer_lua.c, _start_teardown): tierd is never told, and the release is the
+# operator's (docs/SLURM.md); seen in 1 of about 10 runs.
+teardown_killed() { grep -q "teardown for JobId=$idd terminated by slurmctld" "$SDIR/log/slurmctld.log"; }
+released_or_killed() { released "$idd" || teardown_killed; }
+wait_for 150 released_or_killed || fail "job $idd still in tierd 150 s after scancel: $(cat "$T/tjob.json"); Slurm: $(sc -o show job "$idd"); hooks: $(grep " $idd " "$T/bb_timing.log" | tr '\n' ';'); log: $(grep -E "JobId=$idd\b| job $idd:" "$SDIR/log/slurmctld.log" | tail -8 | tr '\n' ';')"
+if ! released "$idd"; then
+  echo "warning: Slurm killed job $idd's teardown and will not run it again; releasing it as docs/SLURM.md says (tierctl jobs release)" >&2
+  "$TIERCTL" -s "$SOCK" jobs release "$idd" >/dev/null || fail "tierctl jobs release $idd after Slurm lost its teardown"
+  released "$idd" || fail "job $idd still in tierd after tierctl jobs release: $(cat "$T/tjob.json")"
+fi
 [ "$(capf reserved_bytes)" = 0 ] || fail "reserved_bytes $(capf reserved_bytes) after scancel, want 0"
 stage_over() { api "/v1/stage/$sid" | grep -Eq '"state": *"(cancelled|failed|done)"'; }
 wait_for 30 stage_over || fail "staging $sid still runs after scancel: $(api "/v1/stage/$sid")"
