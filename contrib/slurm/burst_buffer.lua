@@ -27,7 +27,10 @@
 --                            (setup will say what is wrong)
 --   slurm_bb_pools        S  the pool (tierd's capacity_bytes: what jobs may reserve); Slurm
 --                            itself counts the jobs' capacity against it and queues on it
---   slurm_bb_setup        A  admission: POST /v1/jobs with the size Slurm granted. A 409 "queued"
+--   slurm_bb_setup        A  reconciliation first: tierd's jobs of Slurm jobs that have ended
+--                            or are forgotten (a teardown that never reached tierd) are released
+--                            (reconcile below; setting reconcile = no turns it off). Then
+--                            admission: POST /v1/jobs with the size Slurm granted. A 409 "queued"
 --                            (pins outside jobs took space since the last pools) is not a failure:
 --                            data_in waits for the admission
 --   slurm_bb_data_in      A  waits until the job is admitted and its stage paths are staged (the
@@ -35,8 +38,9 @@
 --   slurm_bb_real_size    A  nothing (the job keeps the capacity it asked for)
 --   slurm_bb_paths        S  the job's environment: TIERD_TENANT, TIERD_MOUNT, TIERD_STAGE,
 --                            TIERD_STAGE_OUT (no request)
---   slurm_bb_pre_run      A  with node_url set: admits and stages the job on each of its nodes'
---                            tierd (TCP with the token); else checks the job is still staged
+--   slurm_bb_pre_run      A  with node_url set: reconciles, admits and stages the job on each of
+--                            its nodes' tierd (TCP with the token); else checks the job is still
+--                            staged
 --   slurm_bb_post_run     A  nothing
 --   slurm_bb_data_out     A  waits (POST /v1/wait, 20 s at a time) until every file under each
 --                            stage_out path is durable in the backend; the job stays in stage-out
@@ -68,6 +72,7 @@ local DEFAULTS = {
     check_at_submit = "yes", -- ask tierd to check the request at sbatch (no: syntax only)
     user_tenants = "no", -- yes: jobs may name their tenant (tenant=NAME; any user, any tenant)
     job_prefix = "", -- prepended to Slurm's job id in tierd (clusters sharing one tierd)
+    reconcile = "yes", -- setup and pre_run release tierd's jobs of ended Slurm jobs (no: never)
     timing_log = "", -- append "HOOK JOBID MILLISECONDS RC END" per hook call (END: epoch s)
 }
 
@@ -541,9 +546,11 @@ local function job_id_of_script(path)
     return path:match("/job%.(%d+)/") or "0"
 end
 
--- slurmctld's conf for scontrol (this script sits next to slurm.conf).
-local function scontrol(args)
-    local cmd = string.format("SLURM_CONF=%s/slurm.conf %s %s 2>/dev/null", DIR, C.scontrol, args)
+-- slurmctld's conf for scontrol (this script sits next to slurm.conf); stderr dropped, or with
+-- both = true, after stdout.
+local function scontrol(args, both)
+    local cmd = string.format("SLURM_CONF=%s/slurm.conf %s %s %s", DIR, C.scontrol, args,
+        both and "2>&1" or "2>/dev/null")
     local p = io.popen(cmd, "r")
     local out = p and p:read("*a") or ""
     if p then
@@ -646,6 +653,71 @@ local function job_targets(job_id)
     return { t }, false
 end
 
+-- ---- reconciliation: jobs whose teardown never reached tierd --------------------------------
+
+-- Slurm's final job states, as scontrol prints JobState with no flag set (STAGE_OUT,
+-- COMPLETING, REQUEUED and the other flags are printed instead of these): such a job holds no
+-- burst buffer any more.
+local FINAL = { COMPLETED = true, CANCELLED = true, FAILED = true, TIMEOUT = true,
+    NODE_FAIL = true, PREEMPTED = true, BOOT_FAIL = true, DEADLINE = true, OUT_OF_MEMORY = true }
+
+-- slurm_state(SLURM_JOB_ID) -> "gone" (slurmctld does not know the id: purged after MinJobAge,
+-- or never a job), the job's JobState word, or nil when scontrol gives neither (slurmctld
+-- unreachable: nothing is known).
+local function slurm_state(sid)
+    local out = scontrol("-o show job " .. sid, true)
+    if out:find("Invalid job id specified", 1, true) then
+        return "gone"
+    end
+    for line in out:gmatch("[^\n]+") do
+        if line:match("^JobId=(%d+)%s") == sid then -- an array's id lists each element: its own
+            return line:match("%sJobState=(%S+)")
+        end
+    end
+    return nil
+end
+
+-- reconcile(target, JOBID): release on target every job of this cluster (tierd id job_prefix +
+-- a Slurm job id) other than JOBID whose Slurm job has ended or that slurmctld no longer knows.
+-- Its teardown never reached tierd (Slurm 22.05 does not run again a teardown it killed itself,
+-- docs/SLURM.md), and its reservation would otherwise hold the pool for ever. A job still
+-- pending, running, in stage-out or in any state with a flag is kept, and so is every job when
+-- Slurm cannot be asked. Best effort: a failure is logged and never fails the hook. Returns the
+-- number released.
+local function reconcile(t, job_id)
+    if C.reconcile == "no" then
+        return 0
+    end
+    local code, obj, text = request(t, "GET", "/v1/jobs")
+    if code ~= 200 or not obj or type(obj.jobs) ~= "table" then
+        slurm.log_info("%s: job %s: tierd's jobs not reconciled: HTTP %d: %s", lua_script_name,
+            job_id, code, why(obj, text))
+        return 0
+    end
+    local pfx, n = C.job_prefix, 0
+    for _, j in ipairs(obj.jobs) do
+        local id = tostring(j.job)
+        local sid = id:sub(1, #pfx) == pfx and id:sub(#pfx + 1):match("^%d+$")
+        if sid and sid ~= tostring(job_id) then
+            local st = slurm_state(sid)
+            if st == "gone" or FINAL[st] then
+                local c2, o2, t2 = request(t, "DELETE", "/v1/jobs/" .. id)
+                if c2 == 200 then
+                    n = n + 1
+                    slurm.log_info("%s: job %s: released tierd job %s on %s (%s bytes " ..
+                        "reserved): Slurm job %s is %s, and no teardown released it", lua_script_name,
+                        job_id, id, t.what, bytes_str(tonumber(j.cache_bytes) or 0), sid,
+                        st == "gone" and "no longer known to slurmctld" or st)
+                elseif c2 ~= 404 then
+                    slurm.log_error("%s: job %s: release of stale tierd job %s on %s: HTTP %d: %s",
+                        lua_script_name, job_id, id, t.what, c2, why(o2, t2))
+                end
+            end
+        end
+    end
+    return n
+end
+
 -- ---- the hooks -------------------------------------------------------------------------------
 
 function slurm_bb_job_process(job_script)
@@ -706,6 +778,7 @@ function slurm_bb_setup(job_id, uid, gid, pool, bb_size, job_script)
         if not t then
             return E, terr
         end
+        reconcile(t, job_id) -- a lost teardown's reservation must not queue this job
         local j, err = submit(t, spec, job_id, job_bytes(spec, bb_size))
         if not j then
             return E, err
@@ -762,6 +835,7 @@ function slurm_bb_pre_run(job_id, job_script)
         -- Node-local admission and warming: submit on every node first, then wait for each
         -- (without node_url: this host's tierd admitted the job in setup; check it is staged).
         for _, t in ipairs(on_nodes and targets or {}) do
+            reconcile(t, job_id)
             local j, err = submit(t, spec, job_id, spec.capacity)
             if not j then
                 return E, err

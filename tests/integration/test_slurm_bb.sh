@@ -31,6 +31,9 @@
 #      stays in stage-out (tierd's upload fails and retries) and is not COMPLETED, also across a
 #      SIGKILL and restart of tierd (data_out's cut request is retried; the spool keeps the file);
 #      once the backend is back it completes and the object in the bucket is byte-identical.
+#      Before it, stale tierd jobs are posted (as a lost teardown leaves them): the checkpoint
+#      job's setup releases those of a COMPLETED and of an unknown Slurm job id, and keeps a held
+#      (PENDING) job's and one whose id is no Slurm job id.
 #   6. node_url (node-local admission in pre_run over TCP with the token, the node's NodeAddr
 #      127.0.0.1 reaching this tierd): a wrong token fails pre_run and the job never runs (Slurm
 #      requeues it); the right token runs the next one, whose tenant=team-x (user_tenants = yes)
@@ -309,6 +312,17 @@ wait_for 30 stage_over || fail "staging $sid still runs after scancel: $(api "/v
 ok "scancel during stage-in ($(jstate "$idd")): job released in tierd, staging $sid stopped, 0 reserved"
 
 # ---- 5. stage-out: not COMPLETED while the checkpoint is only on the node ----------------------
+# (and the next job's setup reconciles: tierd jobs left behind by teardowns that never reached
+# tierd are released when their Slurm job has ended or is unknown; others are kept)
+tpost() { curl -s -o "$T/tpost.json" -w '%{http_code}' --unix-socket "$SOCK" -d "$1" http://tierd/v1/jobs; }
+stale() { [ "$(tpost "{\"job\": \"$1\", \"tenant\": \"stale\", \"cache_bytes\": \"1M\"}")" = 200 ] || fail "POST job $1: $(cat "$T/tpost.json")"; }
+idk=$(cd "$W" && runuser -u nobody -- env SLURM_CONF="$SLURM_CONF" timeout 20 sbatch --parsable --hold \
+  -o /dev/null --wrap true) || fail "sbatch --hold"
+idk=${idk%%;*}
+stale "$ida"      # COMPLETED in Slurm (section 2): released
+stale 60000000    # never a Slurm job: released
+stale "$idk"      # PENDING (held): kept
+stale manual-keep # not a Slurm job id: kept
 head -c $((4 * 1048576)) /dev/urandom >"$T/ref/ckpt"
 cp "$T/ref/ckpt" "$W/ckpt.src"
 chmod 0644 "$W/ckpt.src"
@@ -317,6 +331,18 @@ cp $W/ckpt.src \$TIERD_MOUNT/ckpt/run-e/model.bin"
 ide=$(submit "$W/e.sh")
 stage_out() { [ "$(jstate "$ide")" = STAGE_OUT ] || [[ $(sc -o show job "$ide") == *BurstBufferStageOut* ]]; }
 wait_for 60 stage_out || fail "job $ide never in stage-out: $(sc -o show job "$ide")"
+for j in "$ida" 60000000; do
+  released "$j" || fail "job $ide's setup did not release stale job $j: $(cat "$T/tjob.json")"
+  grep -q "job $ide: released tierd job $j on .*Slurm job $j is .*no teardown released it" \
+    "$SDIR/log/slurmctld.log" || fail "no log line for the release of stale job $j"
+done
+for j in "$idk" manual-keep; do
+  [ "$(tjob_code "$j")" = 200 ] || fail "job $ide's setup released tierd job $j (Slurm: $(jstate "$j"))"
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -X DELETE --unix-socket "$SOCK" "http://tierd/v1/jobs/$j")" = 200 ] ||
+    fail "DELETE job $j"
+done
+timeout 20 scancel "$idk" || fail "scancel $idk"
+ok "reconciliation at job $ide's setup: stale jobs of COMPLETED job $ida and of unknown id 60000000 released, held job $idk and manual-keep kept"
 t_down=$(date +%s%N)
 stop_proxy
 fails() { api /v1/stats | python3 -c 'import json,sys
