@@ -64,6 +64,7 @@ local DEFAULTS = {
     pool = "tierd", -- the pool name Slurm sees
     curl = "/usr/bin/curl",
     scontrol = "/usr/bin/scontrol",
+    squeue = "/usr/bin/squeue",
     request_timeout = "10", -- seconds for one request of an asynchronous hook
     sync_timeout = "0.5", -- seconds for the one request of job_process and pools (slurmctld
     -- holds its job lock meanwhile)
@@ -124,6 +125,13 @@ local function load_conf()
             end
         end
         f:close()
+    end
+    if C.job_prefix:match("%d$") then
+        -- "c1" + job 23 and "c12" + job 3 would both be "c123": reconciliation could take one
+        -- cluster's job for the other's
+        error(string.format("%s: job_prefix = %s ends in a digit: end it with a letter or a " ..
+            "separator (c1. or c1-), and give each cluster sharing a tierd its own", path,
+            C.job_prefix), 0)
     end
     return C
 end
@@ -466,6 +474,49 @@ local function job_body(spec, job_id, cache_bytes)
     return b
 end
 
+-- ---- Slurm's view of its jobs ----------------------------------------------------------------
+
+-- Slurm's final job states, as squeue's %T prints them with no flag set (STAGE_OUT,
+-- COMPLETING, REQUEUED and the other flags are printed instead of these): such a job holds no
+-- burst buffer any more.
+local FINAL = { COMPLETED = true, CANCELLED = true, FAILED = true, TIMEOUT = true,
+    NODE_FAIL = true, PREEMPTED = true, BOOT_FAIL = true, DEADLINE = true, OUT_OF_MEMORY = true }
+
+-- A Slurm job id as the provider makes tierd ids of them (a uint32 without leading zeros), or nil.
+local function slurm_id(s)
+    return s:match("^[1-9]%d*$") and #s <= 10 and tonumber(s) < 2 ^ 32 and s or nil
+end
+
+-- slurm_states(IDS) -> {[id] = state}, every id of the list IDS in it: its state as squeue
+-- prints it, or "gone" where slurmctld does not know it (purged after MinJobAge, or never a
+-- job); or nil and a message when squeue does not answer (nothing is known then). One squeue
+-- call, whose output holds only ids and states (job names, comments and paths are users' text).
+local function slurm_states(ids)
+    local cmd = string.format("SLURM_CONF=%s/slurm.conf %s -h -a -t all -j %s -o '%%A|%%T' " ..
+        "2>&1; echo \"rc=$?\"", DIR, C.squeue, table.concat(ids, ","))
+    local p = io.popen(cmd, "r")
+    local out = p and p:read("*a") or ""
+    if p then
+        p:close()
+    end
+    local rc = tonumber(out:match("rc=(%d+)%s*$"))
+    local got, n = {}, 0
+    for id, st in out:gmatch("(%d+)|([%u_]+)\n") do
+        got[id] = st
+        n = n + 1
+    end
+    -- one unknown id alone is an error ("Invalid job id specified"); in a longer list it is
+    -- left out of the output
+    if rc ~= 0 and not (n == 0 and out:find("slurm_load_jobs error: Invalid job id specified", 1,
+            true)) then
+        return nil, "squeue: " .. (out:gsub("%s+", " "):sub(1, 300))
+    end
+    for _, id in ipairs(ids) do
+        got[id] = got[id] or "gone"
+    end
+    return got
+end
+
 -- ---- the hooks' bodies -----------------------------------------------------------------------
 
 local S, E = slurm.SUCCESS, slurm.ERROR
@@ -515,6 +566,14 @@ local function wait_staged(t, spec, job_id, bytes)
             sleep_s(1)
         elseif code == 404 and not resubmitted then
             resubmitted = true
+            -- tierd forgot the job (a restart), or a release came first: a job Slurm has ended
+            -- (a cancel during stage-in) is not admitted again
+            local st = slurm_states({ tostring(job_id) })
+            local s1 = st and st[tostring(job_id)]
+            if s1 == "gone" or FINAL[s1] then
+                return nil, string.format("tierd: job %s is not admitted: Slurm's job is %s",
+                    job_id, s1 == "gone" and "gone" or s1)
+            end
             local j, msg = submit(t, spec, job_id, bytes)
             if not j then
                 return nil, msg
@@ -546,11 +605,9 @@ local function job_id_of_script(path)
     return path:match("/job%.(%d+)/") or "0"
 end
 
--- slurmctld's conf for scontrol (this script sits next to slurm.conf); stderr dropped, or with
--- both = true, after stdout.
-local function scontrol(args, both)
-    local cmd = string.format("SLURM_CONF=%s/slurm.conf %s %s %s", DIR, C.scontrol, args,
-        both and "2>&1" or "2>/dev/null")
+-- slurmctld's conf for scontrol (this script sits next to slurm.conf).
+local function scontrol(args)
+    local cmd = string.format("SLURM_CONF=%s/slurm.conf %s %s 2>/dev/null", DIR, C.scontrol, args)
     local p = io.popen(cmd, "r")
     local out = p and p:read("*a") or ""
     if p then
@@ -655,63 +712,63 @@ end
 
 -- ---- reconciliation: jobs whose teardown never reached tierd --------------------------------
 
--- Slurm's final job states, as scontrol prints JobState with no flag set (STAGE_OUT,
--- COMPLETING, REQUEUED and the other flags are printed instead of these): such a job holds no
--- burst buffer any more.
-local FINAL = { COMPLETED = true, CANCELLED = true, FAILED = true, TIMEOUT = true,
-    NODE_FAIL = true, PREEMPTED = true, BOOT_FAIL = true, DEADLINE = true, OUT_OF_MEMORY = true }
-
--- slurm_state(SLURM_JOB_ID) -> "gone" (slurmctld does not know the id: purged after MinJobAge,
--- or never a job), the job's JobState word, or nil when scontrol gives neither (slurmctld
--- unreachable: nothing is known).
-local function slurm_state(sid)
-    local out = scontrol("-o show job " .. sid, true)
-    if out:find("Invalid job id specified", 1, true) then
-        return "gone"
-    end
-    for line in out:gmatch("[^\n]+") do
-        if line:match("^JobId=(%d+)%s") == sid then -- an array's id lists each element: its own
-            return line:match("%sJobState=(%S+)")
-        end
-    end
-    return nil
-end
-
--- reconcile(target, JOBID): release on target every job of this cluster (tierd id job_prefix +
--- a Slurm job id) other than JOBID whose Slurm job has ended or that slurmctld no longer knows.
--- Its teardown never reached tierd (Slurm 22.05 does not run again a teardown it killed itself,
--- docs/SLURM.md), and its reservation would otherwise hold the pool for ever. A job still
--- pending, running, in stage-out or in any state with a flag is kept, and so is every job when
--- Slurm cannot be asked. Best effort: a failure is logged and never fails the hook. Returns the
--- number released.
-local function reconcile(t, job_id)
+-- reconcile(target, JOBID, SEEN): release on target every job of this cluster (tierd id
+-- job_prefix + a Slurm job id) other than JOBID whose Slurm job has ended or that slurmctld no
+-- longer knows. Its teardown never reached tierd (Slurm 22.05 does not run again a teardown it
+-- killed itself, and gives up on one that failed three times: docs/SLURM.md), and its
+-- reservation and pins would otherwise stay for ever. A job pending, running, in stage-out or in
+-- any state with a flag is kept, and so is every job when squeue does not answer. SEEN (a
+-- table, or nil) keeps squeue's answers across the targets of one hook. Best effort: a failure
+-- is logged and never fails the hook. Returns the number released.
+local function reconcile(t, job_id, seen)
     if C.reconcile == "no" then
         return 0
     end
     local code, obj, text = request(t, "GET", "/v1/jobs")
     if code ~= 200 or not obj or type(obj.jobs) ~= "table" then
-        slurm.log_info("%s: job %s: tierd's jobs not reconciled: HTTP %d: %s", lua_script_name,
-            job_id, code, why(obj, text))
+        slurm.log_info("%s: job %s: tierd's jobs on %s not reconciled: HTTP %d: %s",
+            lua_script_name, job_id, t.what, code, why(obj, text))
         return 0
     end
-    local pfx, n = C.job_prefix, 0
+    -- tierd's jobs are listed before Slurm is asked: a job of this cluster in tierd's list was
+    -- set up by a job slurmctld knew before, so squeue's answer covers it
+    local pfx, cand, ask = C.job_prefix, {}, {}
+    seen = seen or {}
     for _, j in ipairs(obj.jobs) do
         local id = tostring(j.job)
-        local sid = id:sub(1, #pfx) == pfx and id:sub(#pfx + 1):match("^%d+$")
+        local sid = id:sub(1, #pfx) == pfx and slurm_id(id:sub(#pfx + 1))
         if sid and sid ~= tostring(job_id) then
-            local st = slurm_state(sid)
-            if st == "gone" or FINAL[st] then
-                local c2, o2, t2 = request(t, "DELETE", "/v1/jobs/" .. id)
-                if c2 == 200 then
-                    n = n + 1
-                    slurm.log_info("%s: job %s: released tierd job %s on %s (%s bytes " ..
-                        "reserved): Slurm job %s is %s, and no teardown released it", lua_script_name,
-                        job_id, id, t.what, bytes_str(tonumber(j.cache_bytes) or 0), sid,
-                        st == "gone" and "no longer known to slurmctld" or st)
-                elseif c2 ~= 404 then
-                    slurm.log_error("%s: job %s: release of stale tierd job %s on %s: HTTP %d: %s",
-                        lua_script_name, job_id, id, t.what, c2, why(o2, t2))
-                end
+            cand[#cand + 1] = { id = id, sid = sid, bytes = tonumber(j.cache_bytes) or 0 }
+            if not seen[sid] then
+                ask[#ask + 1] = sid
+            end
+        end
+    end
+    if #ask > 0 then
+        local st, err = slurm_states(ask)
+        if not st then
+            slurm.log_info("%s: job %s: tierd's jobs on %s not reconciled: %s", lua_script_name,
+                job_id, t.what, err)
+            return 0
+        end
+        for k, v in pairs(st) do
+            seen[k] = v
+        end
+    end
+    local n = 0
+    for _, c in ipairs(cand) do
+        local st = seen[c.sid]
+        if st == "gone" or FINAL[st] then
+            local c2, o2, t2 = request(t, "DELETE", "/v1/jobs/" .. c.id)
+            if c2 == 200 then
+                n = n + 1
+                slurm.log_info("%s: job %s: released tierd job %s on %s (%s bytes reserved): " ..
+                    "Slurm job %s is %s, and no teardown released it", lua_script_name, job_id,
+                    c.id, t.what, bytes_str(c.bytes), c.sid,
+                    st == "gone" and "no longer known to slurmctld" or st)
+            elseif c2 ~= 404 then
+                slurm.log_error("%s: job %s: release of stale tierd job %s on %s: HTTP %d: %s",
+                    lua_script_name, job_id, c.id, t.what, c2, why(o2, t2))
             end
         end
     end
@@ -834,8 +891,9 @@ function slurm_bb_pre_run(job_id, job_script)
         end
         -- Node-local admission and warming: submit on every node first, then wait for each
         -- (without node_url: this host's tierd admitted the job in setup; check it is staged).
+        local seen = {}
         for _, t in ipairs(on_nodes and targets or {}) do
-            reconcile(t, job_id)
+            reconcile(t, job_id, seen)
             local j, err = submit(t, spec, job_id, spec.capacity)
             if not j then
                 return E, err
