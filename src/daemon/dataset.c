@@ -9,6 +9,7 @@
 #include "daemon/dataset.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -323,6 +324,8 @@ int dataset_commit(struct tierd *d, const char *path, const char *name, struct m
 out:
     if (rc)
         manifest_fini(m);
+    else
+        atomic_fetch_add(&d->datasets_gen, 1); /* the view lists it at once (dataset_generation) */
     free(text);
     free(key);
     free(rel);
@@ -480,6 +483,8 @@ int dataset_delete(struct tierd *d, const char *path, const char *name)
     rc = key ? backend_del(ns->be, &ds_io, key) : -ENOMEM;
     if (rc == -ENOENT)
         tier_err_set("%s has no version %s", path, name);
+    if (rc == 0)
+        atomic_fetch_add(&d->datasets_gen, 1);
     free(key);
     free(rel);
     free(prefix);
@@ -673,6 +678,11 @@ int dataset_view_list(struct tierd *d, const char *path, char ***names, size_t *
     *names = list.v;
     *n = list.n;
     return 0;
+}
+
+uint64_t dataset_generation(struct tierd *d)
+{
+    return atomic_load(&d->datasets_gen);
 }
 
 int dataset_view_path(const char *path, char **tree, char *name, const char **rest)

@@ -54,6 +54,9 @@ int dataset_view_path(const char *path, char **tree, char *name, const char **re
  * under it; sorted, unique, malloc'd (dataset_names_free). Backend listings of the versions'
  * reserved prefix, a few per call; 0, -EINVAL (not such a path), or the listing's error. */
 int dataset_view_list(struct tierd *d, const char *path, char ***names, size_t *n);
+/* A count of the versions committed and deleted through this tierd: a listing of the view made
+ * before it changed may miss a version or show a deleted one (the mount's cache of them). */
+uint64_t dataset_generation(struct tierd *d);
 /* Is name, at the root of a namespace, the reserved one? */
 bool dataset_reserved_name(const char *name);
 struct tierd_ns;

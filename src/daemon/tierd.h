@@ -247,6 +247,7 @@ struct tierd {
     struct wb *wb;        /* checkpoint burst buffer (src/writeback/wb.h); NULL when no namespace is
                            * in write-back mode */
     _Atomic bool mounted; /* FUSE session is up (set by the FUSE thread, read by the API) */
+    _Atomic uint64_t datasets_gen; /* versions committed or deleted here (dataset_generation) */
     uint64_t start_ns;
     bool verbose;   /* -v: debug logging whatever [daemon] log_level says (a reload keeps it) */
     char *cfg_text; /* the config file's text as tierd started with it (reload compares) */

@@ -15,6 +15,8 @@
  *                       followed by a valid version name is the version's root; the directories
  *                       above it list the namespaces, trees and versions under them
  *                       (dataset_view_list; inside a namespace with its permissions).
+ *                       Those listings are kept CTL_VLIST_TTL_NS (CTL_VLIST of them; a commit
+ *                       or delete through this tierd makes them stale at once).
  *                       Manifests are cached (CTL_VCACHE of them, re-read after
  *                       CTL_VCACHE_TTL_NS: a deleted version disappears by then); their
  *                       metadata needs no backend request.
@@ -74,6 +76,10 @@
 #define CTL_VERSIONS TFS_CTL_DIR "/datasets"
 #define CTL_VCACHE 8                                /* manifests kept decoded */
 #define CTL_VCACHE_TTL_NS (60ull * TIER_NS_PER_SEC) /* then read again (deleted: gone) */
+#define CTL_VLIST 8 /* listings kept of the view's directories above the versions */
+/* then listed again (a version committed or deleted on another node shows by then; through
+ * this tierd at once: dataset_generation) */
+#define CTL_VLIST_TTL_NS (10ull * TIER_NS_PER_SEC)
 
 /* A decoded manifest of the view (ctl->mu). */
 struct vcache {
@@ -81,6 +87,13 @@ struct vcache {
     char name[MANIFEST_NAME_MAX];
     struct manifest m;
     uint64_t loaded_ns, used;
+};
+
+/* A listing of a view directory above the versions (ctl->mu). */
+struct vlist {
+    char *path;            /* NULL: a free slot */
+    struct tfs_listing *l; /* one reference held */
+    uint64_t loaded_ns, gen, used;
 };
 
 struct tfs_ctlh;
@@ -92,6 +105,7 @@ struct tfs_ctl {
     _Atomic uint64_t buffered;    /* bytes allocated by the writers' buffers */
     struct vcache vc[CTL_VCACHE]; /* mu */
     uint64_t vclock;              /* mu */
+    struct vlist vl[CTL_VLIST];   /* mu */
 };
 
 /* fi->fh of a control file. */
@@ -351,6 +365,91 @@ static int vlisting_above(struct tierd_fuse *fs, const char *path, struct tfs_di
     return 0;
 }
 
+/* Is path one of the view's directories above the versions? */
+static bool vabove(const char *path)
+{
+    char *tree = NULL, name[MANIFEST_NAME_MAX];
+    const char *rest = NULL;
+    int rc = vpath(path, &tree, name, &rest);
+    free(tree);
+    return rc == 1;
+}
+
+/* The slot of path in ctl->vl (ctl->mu held): fresh only (younger than CTL_VLIST_TTL_NS and
+ * listed at generation gen), or any. NULL: none. */
+static struct vlist *vlist_find_locked(struct tfs_ctl *c, const char *path, bool fresh,
+                                       uint64_t now, uint64_t gen)
+{
+    for (size_t i = 0; i < CTL_VLIST; i++) {
+        struct vlist *x = &c->vl[i];
+        if (x->path && strcmp(x->path, path) == 0 &&
+            (!fresh || (x->gen == gen && now - x->loaded_ns < CTL_VLIST_TTL_NS)))
+            return x;
+    }
+    return NULL;
+}
+
+/* The listing of a view directory above the versions, from ctl->vl (a listing of the last
+ * CTL_VLIST_TTL_NS made since the last commit or delete through this tierd), else listed afresh
+ * (vlisting_above: 1 + the trees' backend listings) and kept; a listing that fails is answered
+ * with the last one kept of that directory, however old (as readdir answers with a stale
+ * listing when the backend is unavailable), else with its error. */
+static int vlisting_above_cached(struct tierd_fuse *fs, const char *path, struct tfs_listing **out)
+{
+    struct tfs_ctl *c = fs->ctl;
+    uint64_t now = tier_now_mono_ns(), gen = dataset_generation(fs->d); /* gen before listing */
+    pthread_mutex_lock(&c->mu);
+    struct vlist *x = vlist_find_locked(c, path, true, now, gen);
+    if (x) {
+        x->used = ++c->vclock;
+        atomic_fetch_add_explicit(&x->l->refs, 1, memory_order_relaxed);
+        *out = x->l;
+        pthread_mutex_unlock(&c->mu);
+        return 0;
+    }
+    pthread_mutex_unlock(&c->mu);
+    struct tfs_listing *l = calloc(1, sizeof(*l));
+    char *p = strdup(path);
+    int rc = l && p ? vlisting_above(fs, path, &l->e, &l->n) : -ENOMEM;
+    pthread_mutex_lock(&c->mu);
+    if (rc) {
+        free(l);
+        free(p);
+        x = rc == -ENOMEM ? NULL : vlist_find_locked(c, path, false, now, gen);
+        if (x) {
+            atomic_fetch_add_explicit(&x->l->refs, 1, memory_order_relaxed);
+            *out = x->l;
+            rc = 0;
+        }
+        pthread_mutex_unlock(&c->mu);
+        return rc;
+    }
+    l->refs = 2;                                     /* the caller's and the slot's */
+    l->fetched_ns = l->expire_ns = now;              /* the node cache keeps no control listing */
+    x = vlist_find_locked(c, path, false, now, gen); /* replaced, else a free or the LRU slot */
+    for (size_t i = 0; !x && i < CTL_VLIST; i++)
+        if (!c->vl[i].path)
+            x = &c->vl[i];
+    if (!x) {
+        x = &c->vl[0];
+        for (size_t i = 1; i < CTL_VLIST; i++)
+            if (c->vl[i].used < x->used)
+                x = &c->vl[i];
+    }
+    struct tfs_listing *old = x->l;
+    free(x->path);
+    x->path = p;
+    x->l = l;
+    x->loaded_ns = now;
+    x->gen = gen;
+    x->used = ++c->vclock;
+    pthread_mutex_unlock(&c->mu);
+    if (old)
+        tfs_listing_unref(old);
+    *out = l;
+    return 0;
+}
+
 static int vlisting(struct tierd_fuse *fs, const char *path, struct tfs_dirent **ep, size_t *np)
 {
     struct vcache *v = NULL;
@@ -571,6 +670,8 @@ int tfs_ctl_listing(struct tierd_fuse *fs, const struct tier_ioctx *io, const ch
     const char *name = NULL;
     enum ctl_kind k = classify(path, &name);
     if (k == CTL_NONE && in_versions(path)) {
+        if (vabove(path))
+            return vlisting_above_cached(fs, path, out);
         struct tfs_listing *vl = calloc(1, sizeof(*vl));
         if (!vl)
             return -ENOMEM;
@@ -1246,6 +1347,11 @@ void tfs_ctl_fini(struct tierd_fuse *fs)
     for (size_t i = 0; i < CTL_VCACHE; i++) {
         free(fs->ctl->vc[i].tree);
         manifest_fini(&fs->ctl->vc[i].m);
+    }
+    for (size_t i = 0; i < CTL_VLIST; i++) {
+        free(fs->ctl->vl[i].path);
+        if (fs->ctl->vl[i].l)
+            tfs_listing_unref(fs->ctl->vl[i].l);
     }
     pthread_mutex_destroy(&fs->ctl->mu);
     free(fs->ctl);

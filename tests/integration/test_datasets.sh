@@ -17,6 +17,8 @@
 #   - the read-only view <mount>/.tierd/datasets/ds/a@NAME: listings and reads as the manifest
 #     says; a file overwritten since the commit fails with EIO and a log line (the backend keeps
 #     no older versions); stat and ls of a version cost no backend call; nothing can be created;
+#     the directories above the versions list the trees and versions, kept: an ls again costs no
+#     backend LIST, but a commit or delete through this tierd shows at once;
 #     a version with a damaged manifest is not served; a version of a namespace with umask 077
 #     has that namespace's modes (nobody cannot read it, as in the namespace itself);
 #   - rgw: a bucket with versioning enabled: the commit records version ids, and the version
@@ -238,6 +240,21 @@ grep -qx "$LONG" "$T/lsl" && ! grep -q "@longname1" "$T/lsl" ||
 rc=$(ctl dataset delete "/ds/$LONG" longname1)
 [ "$rc" = 0 ] || fail "delete of longname1: exit $rc: $(cat "$T/out")"
 del "ds/$LONG/f.bin"
+# those listings are kept for 10 s, but a commit or a delete through this tierd shows at once;
+# within the 10 s another ls costs no backend listing
+rc=$(ctl dataset commit /ds/a lc1)
+[ "$rc" = 0 ] || fail "commit /ds/a lc1: exit $rc: $(cat "$T/out")"
+LC_ALL=C ls "$V/ds" >"$T/lsl" || fail "ls of the view's /ds after the commit"
+grep -qx "a@lc1" "$T/lsl" || fail "the view's /ds does not list a@lc1 just committed: $(tr '\n' ' ' <"$T/lsl")"
+rc=$(ctl dataset delete /ds/a lc1)
+[ "$rc" = 0 ] || fail "delete /ds/a lc1: exit $rc: $(cat "$T/out")"
+LC_ALL=C ls "$V/ds" >"$T/lsl" || fail "ls of the view's /ds after the delete"
+if grep -qx "a@lc1" "$T/lsl"; then fail "the view's /ds still lists a@lc1 after its delete"; fi
+lists() { api /v1/stats | python3 -c 'import json,sys
+print(sum(b["calls"]["list"] for b in json.load(sys.stdin)["backends"]))'; }
+l0=$(lists)
+for r in 1 2 3; do LC_ALL=C ls "$V/ds" >/dev/null || fail "ls of the view's /ds ($r)"; done
+[ "$(lists)" = "$l0" ] || fail "3 more listings of the view's /ds cost $(($(lists) - l0)) backend LISTs (want 0)"
 [ "$(stat -c %s "$V/ds/a@d1/sub/x.bin")" = 777 ] || fail "d1's sub/x.bin has size $(stat -c %s "$V/ds/a@d1/sub/x.bin")"
 cmp -s "$V/ds/a@d1/1.bin" "$T/ref/1" || fail "d1's 1.bin (unchanged since) reads other bytes"
 cmp -s "$V/ds/a@d2/new.bin" "$T/ref/new0" || fail "d2's new.bin reads other bytes"
