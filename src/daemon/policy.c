@@ -208,6 +208,41 @@ static int db_record(struct policy_engine *pe, const struct policy_rule *r, cons
     return rc;
 }
 
+/* Drop the rows of rules that are no copy rule any more (removed, renamed, another action): no
+ * pass asks for them. A rule that comes back copies again (the same bytes onto the same keys).
+ * Best effort: a failure leaves the rows. */
+static void db_prune_rules(struct policy_engine *pe)
+{
+    sqlite3_stmt *st = NULL, *del = NULL;
+    if (sqlite3_prepare_v2(pe->db, "SELECT DISTINCT rule FROM copies", -1, &st, NULL) !=
+            SQLITE_OK ||
+        sqlite3_prepare_v2(pe->db, "DELETE FROM copies WHERE rule = ?1", -1, &del, NULL) !=
+            SQLITE_OK) {
+        sqlite3_finalize(st);
+        return;
+    }
+    char *gone[16];
+    size_t n = 0;
+    while (n < sizeof(gone) / sizeof(gone[0]) && sqlite3_step(st) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        bool live = false;
+        for (size_t i = 0; name && !live && i < pe->rules.n; i++)
+            live = pe->rules.v[i].action == POLICY_COPY && strcmp(pe->rules.v[i].name, name) == 0;
+        if (name && !live && (gone[n] = strdup(name)) != NULL)
+            n++;
+    }
+    sqlite3_finalize(st);
+    for (size_t i = 0; i < n; i++) {
+        sqlite3_bind_text(del, 1, gone[i], -1, SQLITE_STATIC);
+        if (sqlite3_step(del) == SQLITE_DONE && sqlite3_changes(pe->db) > 0)
+            log_info("policy: copy journal: %d row(s) of rule %s dropped (no such copy rule now)",
+                     sqlite3_changes(pe->db), gone[i]);
+        sqlite3_reset(del);
+        free(gone[i]);
+    }
+    sqlite3_finalize(del);
+}
+
 /* ---- files of a namespace ---------------------------------------------------------------- */
 
 /* A file's entry came from the burst buffer (engine-private flag beside policy.h's). */
@@ -790,6 +825,66 @@ static int file_find_cmp(const void *k, const void *e)
     return strcmp(k, ((const struct policy_file *)e)->key);
 }
 
+/* Drop copy rule r's rows whose source key is in none of files (a whole listing of r's
+ * namespace, whose keys are relative to its prefix nsp, sorted and unique): the file was deleted
+ * or expired. A new object under the key has another ETag and is copied again, so a dropped row
+ * is never missed. One transaction; best effort. */
+static void db_prune_absent(struct policy_engine *pe, const struct policy_rule *r, const char *nsp,
+                            const struct pe_files *files)
+{
+    sqlite3_stmt *st = NULL, *del = NULL;
+    if (sqlite3_prepare_v2(pe->db, "SELECT key FROM copies WHERE rule = ?1", -1, &st, NULL) !=
+            SQLITE_OK ||
+        sqlite3_prepare_v2(pe->db, "DELETE FROM copies WHERE rule = ?1 AND key = ?2", -1, &del,
+                           NULL) != SQLITE_OK) {
+        sqlite3_finalize(st);
+        return;
+    }
+    sqlite3_bind_text(st, 1, r->name, -1, SQLITE_STATIC);
+    char **gone = NULL;
+    size_t n = 0, cap = 0, pl = strlen(nsp);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *key = (const char *)sqlite3_column_text(st, 0);
+        if (!key)
+            continue;
+        if (strncmp(key, nsp, pl) == 0 &&
+            bsearch(key + pl, files->v, files->n, sizeof(*files->v), file_find_cmp))
+            continue; /* still there */
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : 64;
+            char **ng = realloc(gone, nc * sizeof(*ng));
+            if (!ng)
+                break;
+            gone = ng;
+            cap = nc;
+        }
+        if ((gone[n] = strdup(key)) != NULL)
+            n++;
+    }
+    sqlite3_finalize(st);
+    int dropped = 0;
+    if (n > 0 && sqlite3_exec(pe->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK) {
+        for (size_t i = 0; i < n; i++) {
+            sqlite3_bind_text(del, 1, r->name, -1, SQLITE_STATIC);
+            sqlite3_bind_text(del, 2, gone[i], -1, SQLITE_STATIC);
+            if (sqlite3_step(del) == SQLITE_DONE)
+                dropped += sqlite3_changes(pe->db);
+            sqlite3_reset(del);
+        }
+        if (sqlite3_exec(pe->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+            (void)sqlite3_exec(pe->db, "ROLLBACK", NULL, NULL, NULL);
+            dropped = 0;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        free(gone[i]);
+    free(gone);
+    sqlite3_finalize(del);
+    if (dropped > 0)
+        log_info("policy %s: copy journal: %d row(s) of files no longer there dropped", r->name,
+                 dropped);
+}
+
 /* Mark (POLICY_F_INSET) the files of r's dataset version that the backend still holds as
  * committed (same ETag), clear the mark on the others. 0, or the error reading the version
  * (recorded in last_error and logged). */
@@ -849,6 +944,8 @@ static int run_pass(struct policy_engine *pe, struct pe_pass *ps)
     struct tierd *d = pe->d;
     uint64_t t0 = tier_now_mono_ns();
     int first_rc = 0;
+    if (ps->full && !ps->dry_run && pe->db)
+        db_prune_rules(pe);
     for (size_t n = 0; n < d->nns; n++) {
         bool any = false, need_list = false;
         for (size_t i = 0; i < pe->rules.n; i++) {
@@ -944,6 +1041,11 @@ static int run_pass(struct policy_engine *pe, struct pe_pass *ps)
             free(batch);
         }
         free(sel);
+        /* a whole listing of the namespace: the copy journal forgets the files gone from it */
+        for (size_t i = 0; need_list && ps->full && !ps->dry_run && pe->db && i < pe->rules.n; i++)
+            if (pe->rules.v[i].ns == n && pe->rules.v[i].action == POLICY_COPY)
+                db_prune_absent(pe, &pe->rules.v[i], ns->conf->prefix ? ns->conf->prefix : "",
+                                &files);
         files_free(&files);
     }
     uint64_t ms = (tier_now_mono_ns() - t0) / 1000000;

@@ -19,7 +19,8 @@
 #   - /metrics counts the actions (tierd_policy_actions_total);
 #   - idle = 3s on a read-cache namespace: of two cached files, the one read every 0.2 s stays,
 #     the other is demoted once unread for 3 s;
-#   - after a restart a forced pass copies nothing again (the copy journal).
+#   - after a restart a forced pass copies nothing again (the copy journal); the journal drops
+#     the rows of a rule that is gone and of files deleted since (steps 1 and 2: 3 rows).
 # Waits poll with deadlines; no sleeps.
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
@@ -240,12 +241,28 @@ if "/ds/a.bin" in demoted():
 print(f"ok: the unread file demoted after {took:.1f} s (idle = 3s), the one being read kept")
 PY
 
-# after a restart, a forced pass copies nothing again (the copy journal) and fails nothing
+# after a restart, a forced pass copies nothing again (the copy journal) and fails nothing; a
+# row of a rule that is gone (here: written by hand while tierd is down) is dropped
+jrows() { python3 -c 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1])
+print(c.execute("SELECT count(*) FROM copies WHERE rule = ?", (sys.argv[2],)).fetchone()[0])' "$T/spool/policy.db" "$1"; }
 stop_tierd
+[ "$(jrows ckpt-archive)" = 18 ] || fail "the copy journal holds $(jrows ckpt-archive) rows of ckpt-archive, want 18"
+python3 -c 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1])
+c.execute("INSERT INTO copies VALUES (?, ?, ?, ?, ?, ?)", ("gone-rule", "x/y", "e", "archive:x/y", 1, 1)); c.commit()' "$T/spool/policy.db"
 start_tierd
 out=$("$TIERCTL" -s "$SOCK" policy run) || fail "policy run after the restart: $out"
 echo "$out" | grep -q "run: .* 0 done, .* 0 failed" || fail "a pass after the restart did something: $out"
-ok "after a restart a pass copies nothing again"
+[ "$(jrows gone-rule)" = 0 ] || fail "the copy journal kept the row of rule gone-rule, which no longer exists"
+ok "after a restart a pass copies nothing again; the row of a removed rule is dropped"
+# the journal forgets files that are gone: steps 1 and 2 (3 archived files) deleted through the
+# mount; once the backend no longer lists them (the deletes are uploads' work), a pass drops them
+rm "$MNT/ck/run1/step_1/model.bin" "$MNT/ck/run1/step_2/model.bin" "$MNT/ck/run1/step_2/optim.bin" ||
+  fail "rm of steps 1 and 2"
+pruned() { "$TIERCTL" -s "$SOCK" policy run >/dev/null && [ "$(jrows ckpt-archive)" = 15 ]; }
+wait_for 60 pruned || fail "the copy journal holds $(jrows ckpt-archive) rows of ckpt-archive after steps 1 and 2 went, want 15"
+dropped=$(sed -n 's/.*policy ckpt-archive: copy journal: \([0-9]*\) row(s) of files no longer there dropped.*/\1/p' "$T/tierd.log" | awk '{s += $1} END {print s + 0}')
+[ "$dropped" = 3 ] || fail "the log says $dropped rows of ckpt-archive dropped, want 3"
+ok "the copy journal dropped the 3 rows of the deleted steps (15 left)"
 stop_tierd
 
 # the copy journal carries its format: one from a newer tierd is refused at start, clearly
