@@ -616,10 +616,12 @@ static int name_cmp(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-int dataset_view_list(struct tierd *d, const char *path, char ***names, size_t *n)
+int dataset_view_list(struct tierd *d, const char *path, char ***names, size_t *n, bool *partial)
 {
     *names = NULL;
     *n = 0;
+    if (partial)
+        *partial = false;
     size_t l = sizeof(DATASET_VIEW) - 1;
     if (strncmp(path, DATASET_VIEW, l) != 0 || (path[l] != '\0' && path[l] != '/'))
         return -EINVAL;
@@ -654,6 +656,8 @@ int dataset_view_list(struct tierd *d, const char *path, char ***names, size_t *
                 log_warn("dataset: cannot list the versions of %s for the view: %s", np,
                          *tier_err_msg() ? tier_err_msg() : strerror(-rc));
                 rc = 0;
+                if (partial)
+                    *partial = true;
             }
         }
     }

@@ -52,8 +52,10 @@ int dataset_view_path(const char *path, char **tree, char *name, const char **re
  * "/.tierd/datasets" or "/.tierd/datasets/ds/sub"): the next segment of every namespace under it
  * and of every tree under it that has versions, and TREE@NAME for each version of a tree just
  * under it; sorted, unique, malloc'd (dataset_names_free). Backend listings of the versions'
- * reserved prefix, a few per call; 0, -EINVAL (not such a path), or the listing's error. */
-int dataset_view_list(struct tierd *d, const char *path, char ***names, size_t *n);
+ * reserved prefix, a few per call; 0, -EINVAL (not such a path), or the listing's error. A
+ * namespace whose versions cannot be listed now is logged and listed without them (*partial set
+ * when partial is not NULL): the others stay listed. */
+int dataset_view_list(struct tierd *d, const char *path, char ***names, size_t *n, bool *partial);
 /* A count of the versions committed and deleted through this tierd: a listing of the view made
  * before it changed may miss a version or show a deleted one (the mount's cache of them). */
 uint64_t dataset_generation(struct tierd *d);

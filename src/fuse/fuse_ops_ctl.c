@@ -342,11 +342,11 @@ static int cmp_name(const void *a, const void *b);
 /* A directory above the versions: the namespaces and trees under it, and the versions of the
  * trees just under it (dataset_view_list: backend listings, no lock held). */
 static int vlisting_above(struct tierd_fuse *fs, const char *path, struct tfs_dirent **ep,
-                          size_t *np)
+                          size_t *np, bool *partial)
 {
     char **names = NULL;
     size_t n = 0;
-    int rc = dataset_view_list(fs->d, path, &names, &n);
+    int rc = dataset_view_list(fs->d, path, &names, &n, partial);
     if (rc)
         return rc;
     struct tfs_dirent *e = calloc(n ? n : 1, sizeof(*e));
@@ -376,24 +376,35 @@ static bool vabove(const char *path)
 }
 
 /* The slot of path in ctl->vl (ctl->mu held): fresh only (younger than CTL_VLIST_TTL_NS and
- * listed at generation gen), or any. NULL: none. */
+ * listed at generation gen; now may be older than the slot: read before another thread stored
+ * it), or any. NULL: none. */
 static struct vlist *vlist_find_locked(struct tfs_ctl *c, const char *path, bool fresh,
                                        uint64_t now, uint64_t gen)
 {
     for (size_t i = 0; i < CTL_VLIST; i++) {
         struct vlist *x = &c->vl[i];
         if (x->path && strcmp(x->path, path) == 0 &&
-            (!fresh || (x->gen == gen && now - x->loaded_ns < CTL_VLIST_TTL_NS)))
+            (!fresh ||
+             (x->gen == gen && (x->loaded_ns > now || now - x->loaded_ns < CTL_VLIST_TTL_NS))))
             return x;
     }
     return NULL;
 }
 
+/* Can a kept listing stand in for one that failed with rc? Only while the backend cannot answer
+ * now; a directory or bucket that is gone, or access refused, is said as it is. */
+static bool vlist_stale_ok(int rc)
+{
+    return rc != -ENOMEM && rc != -ENOENT && rc != -EINVAL && rc != -EACCES && rc != -EPERM &&
+           rc != -ENOTDIR;
+}
+
 /* The listing of a view directory above the versions, from ctl->vl (a listing of the last
  * CTL_VLIST_TTL_NS made since the last commit or delete through this tierd), else listed afresh
- * (vlisting_above: 1 + the trees' backend listings) and kept; a listing that fails is answered
- * with the last one kept of that directory, however old (as readdir answers with a stale
- * listing when the backend is unavailable), else with its error. */
+ * (vlisting_above: 1 + the trees' backend listings) and kept, unless it is partial (a
+ * namespace's versions could not be listed: answered, never kept). A listing that fails while
+ * the backend cannot answer (vlist_stale_ok) is answered with the last one kept of that
+ * directory, however old, as readdir answers with a stale listing; else with its error. */
 static int vlisting_above_cached(struct tierd_fuse *fs, const char *path, struct tfs_listing **out)
 {
     struct tfs_ctl *c = fs->ctl;
@@ -410,12 +421,13 @@ static int vlisting_above_cached(struct tierd_fuse *fs, const char *path, struct
     pthread_mutex_unlock(&c->mu);
     struct tfs_listing *l = calloc(1, sizeof(*l));
     char *p = strdup(path);
-    int rc = l && p ? vlisting_above(fs, path, &l->e, &l->n) : -ENOMEM;
+    bool partial = false;
+    int rc = l && p ? vlisting_above(fs, path, &l->e, &l->n, &partial) : -ENOMEM;
     pthread_mutex_lock(&c->mu);
     if (rc) {
         free(l);
         free(p);
-        x = rc == -ENOMEM ? NULL : vlist_find_locked(c, path, false, now, gen);
+        x = vlist_stale_ok(rc) ? vlist_find_locked(c, path, false, now, gen) : NULL;
         if (x) {
             atomic_fetch_add_explicit(&x->l->refs, 1, memory_order_relaxed);
             *out = x->l;
@@ -424,9 +436,16 @@ static int vlisting_above_cached(struct tierd_fuse *fs, const char *path, struct
         pthread_mutex_unlock(&c->mu);
         return rc;
     }
-    l->refs = 2;                                     /* the caller's and the slot's */
-    l->fetched_ns = l->expire_ns = now;              /* the node cache keeps no control listing */
+    l->refs = 1;                        /* the caller's */
+    l->fetched_ns = l->expire_ns = now; /* the node cache keeps no control listing */
+    *out = l;
     x = vlist_find_locked(c, path, false, now, gen); /* replaced, else a free or the LRU slot */
+    if (partial || (x && (x->gen > gen || x->loaded_ns > now))) {
+        /* partial, or another thread kept a newer one meanwhile: that one stays */
+        pthread_mutex_unlock(&c->mu);
+        free(p);
+        return 0;
+    }
     for (size_t i = 0; !x && i < CTL_VLIST; i++)
         if (!c->vl[i].path)
             x = &c->vl[i];
@@ -437,6 +456,7 @@ static int vlisting_above_cached(struct tierd_fuse *fs, const char *path, struct
                 x = &c->vl[i];
     }
     struct tfs_listing *old = x->l;
+    l->refs = 2; /* and the slot's */
     free(x->path);
     x->path = p;
     x->l = l;
@@ -446,7 +466,6 @@ static int vlisting_above_cached(struct tierd_fuse *fs, const char *path, struct
     pthread_mutex_unlock(&c->mu);
     if (old)
         tfs_listing_unref(old);
-    *out = l;
     return 0;
 }
 
@@ -459,7 +478,7 @@ static int vlisting(struct tierd_fuse *fs, const char *path, struct tfs_dirent *
     *ep = NULL;
     *np = 0;
     if (rc == 1)
-        return vlisting_above(fs, path, ep, np);
+        return vlisting_above(fs, path, ep, np, NULL);
     if (rc)
         return rc;
     size_t i = 0;
