@@ -204,8 +204,9 @@ struct tierd_fuse {
     char **graveyard; /* tbl_mu: node paths replaced by a rename, freed at fini */
     size_t ngrave, capgrave;
 
-    /* write-back namespaces: directories made by mkdir and not yet holding a file (local only:
-     * S3 has no directories; see docs/CONFIG.md) */
+    /* write-back namespaces: directories made by mkdir, or emptied through the mount
+     * (marker_keep_parent), kept until rmdir (local only: S3 has no directories; see
+     * docs/WRITEBACK.md) */
     pthread_mutex_t dirs_mu;
     char **dirs;
     size_t ndirs, capdirs;

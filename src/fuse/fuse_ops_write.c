@@ -129,12 +129,16 @@ void tfs_wb_fini(struct tierd_fuse *fs)
     pthread_mutex_destroy(&fs->dirs_mu);
 }
 
+/* Is path a directory by a marker: its own, or one below it (the listing of path's parent
+ * shows path then, so its lookup must find it)? */
 static bool marker_has(struct tierd_fuse *fs, const char *path)
 {
     bool found = false;
+    size_t pl = strlen(path);
     pthread_mutex_lock(&fs->dirs_mu);
     for (size_t i = 0; i < fs->ndirs && !found; i++)
-        found = strcmp(fs->dirs[i], path) == 0;
+        found = strncmp(fs->dirs[i], path, pl) == 0 &&
+                (fs->dirs[i][pl] == '\0' || fs->dirs[i][pl] == '/');
     pthread_mutex_unlock(&fs->dirs_mu);
     return found;
 }
@@ -161,6 +165,48 @@ static int marker_add(struct tierd_fuse *fs, const char *path)
 out:
     pthread_mutex_unlock(&fs->dirs_mu);
     return rc;
+}
+
+/* Directories kept by marker_keep_parent at most: beyond, a directory emptied through the
+ * mount goes as S3's do (with its last object). */
+#define TFS_KEPT_DIRS_MAX 4096
+
+/* The file at path (a mount path) is gone through the mount: its directory stays, as a
+ * directory does when its last file is removed (S3 keeps none: it is only its objects' prefix),
+ * so a lookup still finds it and `rm -r` can remove it (rmdir: marker_del). Not a namespace's
+ * root (always there); best effort. */
+static void marker_keep_parent(struct tierd_fuse *fs, const char *path)
+{
+    const char *sl = strrchr(path, '/');
+    if (!sl || sl == path)
+        return;
+    size_t pl = (size_t)(sl - path);
+    for (size_t i = 0; i < fs->d->nns; i++)
+        if (strlen(fs->d->ns[i].conf->path) == pl &&
+            strncmp(fs->d->ns[i].conf->path, path, pl) == 0)
+            return;
+    char *parent = strndup(path, pl);
+    if (!parent)
+        return;
+    pthread_mutex_lock(&fs->dirs_mu);
+    bool have = fs->ndirs >= TFS_KEPT_DIRS_MAX;
+    for (size_t i = 0; i < fs->ndirs && !have; i++)
+        have = strcmp(fs->dirs[i], parent) == 0;
+    if (!have && fs->ndirs == fs->capdirs) {
+        size_t nc = fs->capdirs ? fs->capdirs * 2 : 16;
+        char **v = realloc(fs->dirs, nc * sizeof(*v));
+        if (v) {
+            fs->dirs = v;
+            fs->capdirs = nc;
+        }
+        have = !v;
+    }
+    if (!have) {
+        fs->dirs[fs->ndirs++] = parent;
+        parent = NULL;
+    }
+    pthread_mutex_unlock(&fs->dirs_mu);
+    free(parent);
 }
 
 static bool marker_del(struct tierd_fuse *fs, const char *path)
@@ -1139,6 +1185,7 @@ static void w_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
             pthread_mutex_unlock(&n->mu);
             tfs_node_put(fs, n);
         }
+        marker_keep_parent(fs, path);
     }
     fuse_reply_err(req, rc ? tfs_errno(rc) : 0);
     free(path);
@@ -1196,6 +1243,8 @@ static void w_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_i
             log_warn("fuse: rename %s -> %s: the old object stays: %s", opath, npath,
                      strerror(-brc));
         rc = tfs_node_rename(fs, opath, npath);
+        if (rc == 0)
+            marker_keep_parent(fs, opath);
     }
 out:
     fuse_reply_err(req, rc ? tfs_errno(rc) : 0);
@@ -1253,10 +1302,16 @@ static void w_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
     char *path = NULL, *key = NULL;
     struct tierd_ns *ns = NULL;
     int rc = child_key(fs, parent, name, &path, &ns, &key);
-    struct tfs_attr a;
+    struct tfs_attr a = {0};
     bool fw = false;
     if (rc == 0)
         rc = stat_key(fs, &io, ns, key, path, &a, &fw);
+    if (rc == -ENOENT) {
+        /* the kernel knew it as a directory: one of S3's, which is only its objects' prefix and
+         * went with the last of them (rm -r unlinks them first); empty, as checked below */
+        rc = 0;
+        a.is_dir = true;
+    }
     if (rc == 0 && !a.is_dir)
         rc = -ENOTDIR;
     if (rc == 0) {
@@ -1286,11 +1341,17 @@ static void w_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
                 if (strncmp(fs->dirs[i], path, pl) == 0 && fs->dirs[i][pl] == '/')
                     rc = -ENOTEMPTY;
             pthread_mutex_unlock(&fs->dirs_mu);
+            /* and the directory itself where the backend keeps one (POSIX): else it would be
+             * listed again */
+            if (rc == 0)
+                rc = backend_rmdir(ns->be, &io, dk);
             free(dk);
         }
     }
-    if (rc == 0)
+    if (rc == 0) {
         marker_del(fs, path);
+        marker_keep_parent(fs, path); /* its parent stays, as when a file goes */
+    }
     fuse_reply_err(req, rc ? tfs_errno(rc) : 0);
     free(path);
     free(key);

@@ -252,6 +252,18 @@ static int w_del(struct backend *be, const char *key)
     return rc;
 }
 
+static int w_rmdir(struct backend *be, const char *dirkey)
+{
+    struct sched_be *w = W(be);
+    uint64_t t0;
+    int rc = enter(w, SCHED_BE_DEL, 0, &t0);
+    if (rc)
+        return rc;
+    rc = w->inner->ops->rmdir(w->inner, dirkey);
+    leave(w, SCHED_BE_DEL, 0, rc, t0);
+    return rc;
+}
+
 static bool on_attempt_failed(void *ud, int err, bool answered)
 {
     struct sched_be *w = ud;
@@ -303,6 +315,7 @@ int sched_backend_wrap(struct sched *s, struct backend *inner,
         .versioning = inner->ops->versioning ? w_versioning : NULL,
         .list_versions = inner->ops->list_versions ? w_list_versions : NULL,
         .read_version = inner->ops->read_version ? w_read_version : NULL,
+        .rmdir = inner->ops->rmdir ? w_rmdir : NULL,
     };
     w->base.ops = &w->ops;
     w->inner = inner;

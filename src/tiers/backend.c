@@ -277,6 +277,20 @@ int backend_del(struct backend *be, const struct tier_ioctx *io, const char *key
     return r;
 }
 
+int backend_rmdir(struct backend *be, const struct tier_ioctx *io, const char *dirkey)
+{
+    size_t n = dirkey ? strlen(dirkey) : 0;
+    int rc = n > 1 && dirkey[n - 1] == '/' ? check_key(dirkey, true) : -EINVAL;
+    if (rc)
+        return rc;
+    if (!be->ops->rmdir)
+        return 0;
+    struct tier_ioctx_saved sv = io_enter(io);
+    int r = be->ops->rmdir(be, dirkey);
+    io_leave(io, sv);
+    return r;
+}
+
 bool backend_version_id_valid(const char *s)
 {
     size_t n = s ? strlen(s) : 0;

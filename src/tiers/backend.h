@@ -130,6 +130,10 @@ struct backend_ops {
     ssize_t (*read_version)(struct backend *be, const char *key, const char *version_id,
                             uint64_t off, void *buf, size_t len, const char *if_match,
                             struct backend_stat *st);
+    /* Optional (NULL: the store keeps no directories, nothing to remove: S3). Remove the empty
+     * directory dirkey ("a/b/") where the store keeps one after its last object went (POSIX):
+     * 0, also when there is none; -ENOTEMPTY when something is still in it. */
+    int (*rmdir)(struct backend *be, const char *dirkey);
 };
 
 /* S3's limit on the parts of one multipart upload (and the POSIX backend's part-NNNNN names). */
@@ -194,6 +198,9 @@ int backend_mpu_complete(struct backend *be, const struct tier_ioctx *io, const 
 int backend_mpu_abort(struct backend *be, const struct tier_ioctx *io, const char *key,
                       const char *upload_id);
 int backend_del(struct backend *be, const struct tier_ioctx *io, const char *key);
+/* The empty directory dirkey ("a/b/"), where the store keeps directories (the rmdir op): 0 when
+ * removed or when there is none, -ENOTEMPTY, -EINVAL for a bad key. */
+int backend_rmdir(struct backend *be, const struct tier_ioctx *io, const char *dirkey);
 /* Object versions (the optional ops above): -ENOTSUP where the backend has none. */
 int backend_versioning(struct backend *be, const struct tier_ioctx *io, bool *keeps);
 int backend_list_versions(struct backend *be, const struct tier_ioctx *io, const char *prefix,

@@ -511,6 +511,37 @@ static int posix_del(struct backend *be, const char *key)
     return rc ? fail(pb, rc, "delete", key) : 0;
 }
 
+/* The directory a file's put created (open_dir), once its last object went: a directory the
+ * mount removes (rmdir) must not be listed again. Never the root. */
+static int posix_rmdir(struct backend *be, const char *dirkey)
+{
+    struct posix_backend *pb = to_pb(be);
+    char key[BACKEND_KEY_MAX + 1], dir[BACKEND_KEY_MAX + 1];
+    size_t n = strlen(dirkey);
+    if (n < 2 || n > BACKEND_KEY_MAX || dirkey[n - 1] != '/')
+        return -EINVAL;
+    memcpy(key, dirkey, n - 1);
+    key[n - 1] = '\0';
+    int rc = check_reserved(key);
+    if (rc)
+        return rc;
+    const char *base = split_key(key, dir);
+    int dirfd = open_dir(pb, dir, false);
+    if (dirfd == -ENOENT)
+        return 0; /* its parent is gone too */
+    if (dirfd < 0)
+        return fail(pb, dirfd, "remove directory", dirkey);
+    rc = unlinkat(dirfd, base, AT_REMOVEDIR) == 0 ? 0 : -errno;
+    close(dirfd);
+    if (rc == -ENOENT)
+        return 0;
+    if (rc == -EEXIST || rc == -ENOTEMPTY) {
+        tier_err_set("remove directory '%s': not empty under %s", dirkey, pb->root);
+        return -ENOTEMPTY;
+    }
+    return rc ? fail(pb, rc, "remove directory", dirkey) : 0;
+}
+
 /* ---- multipart upload -------------------------------------------------------------------- */
 
 static bool upload_id_valid(const char *id)
@@ -1442,6 +1473,7 @@ static const struct backend_ops posix_ops = {
     .mpu_list = posix_mpu_list,
     .key_check = posix_key_check,
     .del = posix_del,
+    .rmdir = posix_rmdir,
     .destroy = posix_destroy,
 };
 

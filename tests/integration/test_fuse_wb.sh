@@ -108,6 +108,19 @@ echo weights >"$MNT/ck/step1/w.bin" || fail "write in new dir"
 rmdir "$MNT/ck/step1" 2>/dev/null && fail "rmdir of a non-empty directory succeeded"
 backend_has step1/w.bin <(echo weights)
 ok "mkdir; rmdir of a non-empty directory -> ENOTEMPTY"
+# once empty, rmdir removes it in the backend too (else the backend's empty directory would be
+# listed again); rm -r of a tree does the same at every level
+rm "$MNT/ck/step1/w.bin" || fail "rm step1/w.bin"
+rmdir "$MNT/ck/step1" || fail "rmdir of the emptied step1"
+[ ! -e "$DATA/ck/step1" ] || fail "the backend keeps the empty directory step1 after rmdir"
+[ ! -e "$MNT/ck/step1" ] || fail "the mount still lists step1 after rmdir"
+mkdir -p "$MNT/ck/tree/a/b" || fail "mkdir -p tree/a/b"
+for f in x a/y a/b/z; do echo "$f" >"$MNT/ck/tree/$f" || fail "write tree/$f"; done
+backend_has tree/a/b/z <(echo a/b/z)
+rm -r "$MNT/ck/tree" || fail "rm -r tree"
+[ ! -e "$DATA/ck/tree" ] || fail "the backend keeps $(find "$DATA/ck/tree" | tr '\n' ' ') after rm -r"
+[ ! -e "$MNT/ck/tree" ] || fail "the mount still shows tree after rm -r"
+ok "rmdir of an emptied directory and rm -r of a tree remove them in the backend too"
 
 # ---- unlink while uploading: the object never appears --------------------------------------
 head -c $((40 * 1048576)) /dev/urandom >"$MNT/ck/doomed" || fail "write doomed"

@@ -84,6 +84,34 @@ wb_wait /ck
 s3_absent doomed || fail "unlinked file appeared in S3"
 ok "unlink during upload: the object never appears"
 
+# ---- rm -r of a checkpoint directory: S3 keeps no directory (only its objects' prefix), but
+# one emptied through the mount stays until rmdir, as on a file system; nothing is left
+mkdir -p "$MNT/ck/run/step_1/sub" || fail "mkdir -p run/step_1/sub"
+for f in a b sub/c; do echo "$f" >"$MNT/ck/run/step_1/$f" || fail "write $f"; done
+wb_wait /ck
+s3_same run/step_1/sub/c <(echo sub/c) || fail "run/step_1/sub/c: S3 content"
+rm -r "$MNT/ck/run" || fail "rm -r of a checkpoint directory"
+[ ! -e "$MNT/ck/run" ] || fail "the mount still shows run after rm -r"
+for f in a b sub/c; do s3_absent "run/step_1/$f" || fail "run/step_1/$f left in S3 after rm -r"; done
+ok "rm -r of a checkpoint directory: succeeds, nothing left in the mount or in S3"
+# a directory whose only object the burst buffer never held (written by another client) stays a
+# directory when that object is removed through the mount, also once the kernel looks it up
+# again (entry_ttl 200 ms: poll until tierd has answered 3 more lookups: old, old/d, old/d again)
+echo o >"$T/ref/o"
+s3 -T "$T/ref/o" "$S3_ENDPOINT/$BUCKET/ckpt/old/d/f" >/dev/null || fail "PUT old/d/f"
+lookups() { api /metrics | awk '/^tierd_op_latency_seconds_count\{.*op="lookup"/ {s += $2} END {printf "%d", s}'; }
+rm "$MNT/ck/old/d/f" || fail "rm old/d/f"
+s3_absent old/d/f || fail "old/d/f still in S3 after rm"
+l0=$(lookups)
+relooked() {
+  [ -d "$MNT/ck/old/d" ] || fail "old/d vanished when its last file was removed"
+  [ "$(lookups)" -ge $((l0 + 3)) ]
+}
+wait_for 10 relooked || fail "the kernel did not look old/d up again within 10 s"
+rm -r "$MNT/ck/old" || fail "rm -r old"
+[ ! -e "$MNT/ck/old" ] || fail "the mount still shows old after rm -r"
+ok "a directory emptied through the mount stays one (looked up again) until rmdir"
+
 # ---- S3 down: checkpoints can still be created and written; they upload when it is back ------
 "$SRC/scripts/ceph.sh" stop-rgw "$CEPH" >/dev/null 2>&1 || fail "stop-rgw"
 head -c $((6 * 1048576)) /dev/urandom >"$T/ref/outage"
