@@ -809,6 +809,32 @@ static void test_put_killed(void **state)
     free(back);
 }
 
+/* rmdir: the directory a put made goes once empty (the mount's rmdir: else it is listed
+ * again); a directory with an object stays (ENOTEMPTY), a missing one is no error, a key that
+ * is no directory key or is reserved is refused, and the root is never removed. */
+static void test_rmdir(void **state)
+{
+    struct fx *f = *state;
+    char p[1024];
+    put_str(f->be, "d/e/x", "1");
+    assert_int_equal(backend_rmdir(f->be, NULL, "d/e/"), -ENOTEMPTY);
+    assert_int_equal(backend_del(f->be, NULL, "d/e/x"), 0);
+    assert_int_equal(backend_rmdir(f->be, NULL, "d/"), -ENOTEMPTY); /* e is still in it */
+    assert_int_equal(backend_rmdir(f->be, NULL, "d/e/"), 0);
+    path_in(f, "d/e", p, sizeof(p));
+    assert_int_equal(access(p, F_OK), -1);
+    assert_int_equal(backend_rmdir(f->be, NULL, "d/e/"), 0); /* gone already */
+    assert_int_equal(backend_rmdir(f->be, NULL, "nowhere/at/all/"), 0);
+    assert_int_equal(backend_rmdir(f->be, NULL, "d/"), 0);
+    path_in(f, "d", p, sizeof(p));
+    assert_int_equal(access(p, F_OK), -1);
+    assert_int_equal(backend_rmdir(f->be, NULL, "d"), -EINVAL); /* not a directory key */
+    assert_int_equal(backend_rmdir(f->be, NULL, "/"), -EINVAL); /* the root */
+    assert_int_equal(backend_rmdir(f->be, NULL, "../x/"), -EINVAL);
+    assert_int_equal(backend_rmdir(f->be, NULL, ".tier-mpu/"), -EINVAL);
+    assert_int_equal(access(f->root, F_OK), 0);
+}
+
 static void test_open_errors(void **state)
 {
     (void)state;
@@ -838,6 +864,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_put_killed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fault_permission, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fault_enospc_erofs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rmdir, setup, teardown),
         cmocka_unit_test(test_open_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
