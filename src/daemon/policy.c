@@ -233,7 +233,7 @@ static void db_prune_rules(struct policy_engine *pe)
     }
     sqlite3_finalize(st);
     for (size_t i = 0; i < n; i++) {
-        sqlite3_bind_text(del, 1, gone[i], -1, SQLITE_STATIC);
+        sqlite3_bind_text(del, 1, gone[i], -1, SQLITE_TRANSIENT);
         if (sqlite3_step(del) == SQLITE_DONE && sqlite3_changes(pe->db) > 0)
             log_info("policy: copy journal: %d row(s) of rule %s dropped (no such copy rule now)",
                      sqlite3_changes(pe->db), gone[i]);
@@ -864,15 +864,18 @@ static void db_prune_absent(struct policy_engine *pe, const struct policy_rule *
     sqlite3_finalize(st);
     int dropped = 0;
     if (n > 0 && sqlite3_exec(pe->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK) {
-        for (size_t i = 0; i < n; i++) {
+        bool ok = true;
+        for (size_t i = 0; ok && i < n; i++) {
             sqlite3_bind_text(del, 1, r->name, -1, SQLITE_STATIC);
-            sqlite3_bind_text(del, 2, gone[i], -1, SQLITE_STATIC);
-            if (sqlite3_step(del) == SQLITE_DONE)
+            sqlite3_bind_text(del, 2, gone[i], -1, SQLITE_TRANSIENT);
+            ok = sqlite3_step(del) == SQLITE_DONE;
+            if (ok)
                 dropped += sqlite3_changes(pe->db);
             sqlite3_reset(del);
         }
-        if (sqlite3_exec(pe->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-            (void)sqlite3_exec(pe->db, "ROLLBACK", NULL, NULL, NULL);
+        if (!ok || sqlite3_exec(pe->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+            if (!sqlite3_get_autocommit(pe->db)) /* SQLite may have rolled back already */
+                (void)sqlite3_exec(pe->db, "ROLLBACK", NULL, NULL, NULL);
             dropped = 0;
         }
     }
@@ -919,7 +922,8 @@ static int mark_dataset(struct policy_engine *pe, const struct policy_rule *r, s
     for (size_t i = 0; i < m.n; i++) {
         if (snprintf(k, sizeof(k), "%s%s", rel, m.files[i].key) >= (int)sizeof(k))
             continue;
-        struct policy_file *f = bsearch(k, files->v, files->n, sizeof(*files->v), file_find_cmp);
+        struct policy_file *f =
+            files->n ? bsearch(k, files->v, files->n, sizeof(*files->v), file_find_cmp) : NULL;
         if (f && f->etag && strcmp(f->etag, m.files[i].etag) == 0)
             f->flags |= POLICY_F_INSET;
     }
@@ -1041,8 +1045,11 @@ static int run_pass(struct policy_engine *pe, struct pe_pass *ps)
             free(batch);
         }
         free(sel);
-        /* a whole listing of the namespace: the copy journal forgets the files gone from it */
-        for (size_t i = 0; need_list && ps->full && !ps->dry_run && pe->db && i < pe->rules.n; i++)
+        /* a whole listing of the namespace: the copy journal forgets the files gone from it (not
+         * after an empty one: a prefix directory gone for a moment must not cost every copy
+         * again) */
+        for (size_t i = 0;
+             need_list && files.n > 0 && ps->full && !ps->dry_run && pe->db && i < pe->rules.n; i++)
             if (pe->rules.v[i].ns == n && pe->rules.v[i].action == POLICY_COPY)
                 db_prune_absent(pe, &pe->rules.v[i], ns->conf->prefix ? ns->conf->prefix : "",
                                 &files);
