@@ -298,9 +298,13 @@ void tfs_wb_list_children(
     size_t dl = strlen(path);
     pthread_mutex_lock(&fs->dirs_mu);
     for (size_t i = 0; i < fs->ndirs; i++) {
+        /* a marker anywhere below: its first segment is a directory here (as marker_has says;
+         * the listing keeps one entry per name) */
         const char *m = fs->dirs[i];
-        if (strncmp(m, path, dl) == 0 && m[dl] == '/' && !strchr(m + dl + 1, '/'))
-            fn(m + dl + 1, strlen(m + dl + 1), true, 0, arg);
+        if (strncmp(m, path, dl) == 0 && m[dl] == '/' && m[dl + 1]) {
+            const char *c = m + dl + 1, *sl = strchr(c, '/');
+            fn(c, sl ? (size_t)(sl - c) : strlen(c), true, 0, arg);
+        }
     }
     pthread_mutex_unlock(&fs->dirs_mu);
 }
@@ -1243,8 +1247,9 @@ static void w_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_i
             log_warn("fuse: rename %s -> %s: the old object stays: %s", opath, npath,
                      strerror(-brc));
         rc = tfs_node_rename(fs, opath, npath);
-        if (rc == 0)
-            marker_keep_parent(fs, opath);
+        const char *os = strrchr(opath, '/'), *ns_ = strrchr(npath, '/');
+        if (rc == 0 && (os - opath != ns_ - npath || strncmp(opath, npath, (size_t)(os - opath))))
+            marker_keep_parent(fs, opath); /* moved out of its directory */
     }
 out:
     fuse_reply_err(req, rc ? tfs_errno(rc) : 0);
@@ -1304,13 +1309,15 @@ static void w_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
     int rc = child_key(fs, parent, name, &path, &ns, &key);
     struct tfs_attr a = {0};
     bool fw = false;
-    if (rc == 0)
+    if (rc == 0) {
         rc = stat_key(fs, &io, ns, key, path, &a, &fw);
-    if (rc == -ENOENT) {
-        /* the kernel knew it as a directory: one of S3's, which is only its objects' prefix and
-         * went with the last of them (rm -r unlinks them first); empty, as checked below */
-        rc = 0;
-        a.is_dir = true;
+        if (rc == -ENOENT) {
+            /* the kernel knew it as a directory (it sends RMDIR for a directory dentry only):
+             * one of S3's, which is only its objects' prefix and went with the last of them;
+             * empty, as checked below */
+            rc = 0;
+            a.is_dir = true;
+        }
     }
     if (rc == 0 && !a.is_dir)
         rc = -ENOTDIR;
@@ -1330,10 +1337,13 @@ static void w_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
             }
             struct backend_list_page page;
             memset(&page, 0, sizeof(page));
-            if (rc == 0 && backend_list(ns->be, &io, dk, "/", NULL, 1, &page) == 0) {
+            int lrc = rc ? 0 : backend_list(ns->be, &io, dk, "/", NULL, 1, &page);
+            if (rc == 0 && lrc == 0) {
                 if (page.n > 0)
                     rc = -ENOTEMPTY;
                 backend_list_page_fini(&page);
+            } else if (rc == 0 && lrc != -ENOENT) {
+                rc = lrc; /* the backend cannot say it is empty: never removed blind */
             }
             pthread_mutex_lock(&fs->dirs_mu);
             size_t pl = strlen(path);

@@ -536,7 +536,9 @@ static int posix_rmdir(struct backend *be, const char *dirkey)
     if (rc == -ENOENT)
         return 0;
     if (rc == -EEXIST || rc == -ENOTEMPTY) {
-        tier_err_set("remove directory '%s': not empty under %s", dirkey, pb->root);
+        tier_err_set("remove directory '%s': not empty under %s (it may hold a %s* file an "
+                     "interrupted write left: remove it by hand)",
+                     dirkey, pb->root, TMP_PREFIX);
         return -ENOTEMPTY;
     }
     return rc ? fail(pb, rc, "remove directory", dirkey) : 0;

@@ -108,9 +108,19 @@ relooked() {
   [ "$(lookups)" -ge $((l0 + 3)) ]
 }
 wait_for 10 relooked || fail "the kernel did not look old/d up again within 10 s"
+ls "$MNT/ck" >"$T/ls" || fail "ls ck"
+grep -qx old "$T/ls" || fail "ls ck no longer lists old: $(tr '\n' ' ' <"$T/ls")"
 rm -r "$MNT/ck/old" || fail "rm -r old"
 [ ! -e "$MNT/ck/old" ] || fail "the mount still shows old after rm -r"
-ok "a directory emptied through the mount stays one (looked up again) until rmdir"
+# three levels above the emptied directory: each is listed by its parent, and rm -r takes all
+s3 -T "$T/ref/o" "$S3_ENDPOINT/$BUCKET/ckpt/x/y/z/f" >/dev/null || fail "PUT x/y/z/f"
+rm "$MNT/ck/x/y/z/f" || fail "rm x/y/z/f"
+ls "$MNT/ck" >"$T/ls" || fail "ls ck"
+grep -qx x "$T/ls" || fail "ls ck no longer lists x: $(tr '\n' ' ' <"$T/ls")"
+[ "$(ls "$MNT/ck/x")" = y ] && [ "$(ls "$MNT/ck/x/y")" = z ] || fail "ls of x and x/y: $(ls -R "$MNT/ck/x" 2>&1 | tr '\n' ' ')"
+rm -r "$MNT/ck/x" || fail "rm -r x"
+[ ! -e "$MNT/ck/x" ] || fail "the mount still shows x after rm -r"
+ok "a directory emptied through the mount stays one (looked up again, listed at every level above) until rmdir"
 
 # ---- S3 down: checkpoints can still be created and written; they upload when it is back ------
 "$SRC/scripts/ceph.sh" stop-rgw "$CEPH" >/dev/null 2>&1 || fail "stop-rgw"
