@@ -94,6 +94,9 @@ want_bytes=$((5 * 100000 + 0 + 1 + 2 + 3 + 4 + 777))
   # only when the test forces a pass (a timed pass would stage, and call the backend, in the
   # middle of the checks that count backend calls and fetches)
   tierd_conf_section "policy keep-d2" "namespace = /ds" "dataset = /ds/a@d2" "action = pin"
+  # and one whose version's files are all gone (its namespace lists nothing)
+  tierd_conf_ns /e be "prefix = e"
+  tierd_conf_section "policy keep-e" "namespace = /e" "dataset = /e/t@v1" "action = pin"
   tierd_conf_section daemon "policy_interval = 1h"
   tierd_conf_mount "$MNT" "allow_other = true" "umask = 022"
   tierd_conf_api "$SOCK"
@@ -406,7 +409,13 @@ tierd_api "$SOCK" /v1/jobs/77 -X DELETE >/dev/null || fail "DELETE /v1/jobs/77"
 ok "a job stages a version by its view path (dry run too): staged whole, then read with 0 fetches; a missing version, or a version with its tree, refused"
 
 # the policy keep-d2 (dataset = /ds/a@d2, action = pin): a pass pins every file of d2 that the
-# backend holds as committed, and nothing else
+# backend holds as committed, and nothing else; keep-e, whose version's only file was deleted
+# since, finds an empty namespace and pins nothing (a pass over an empty listing once searched
+# a NULL array: UBSan aborted tierd)
+put "$T/ref/x" "e/t/f.bin"
+rc=$(ctl dataset commit /e/t v1)
+[ "$rc" = 0 ] || fail "commit /e/t v1: exit $rc: $(cat "$T/out")"
+del "e/t/f.bin"
 rc=$(ctl policy run --json)
 [ "$rc" = 0 ] || fail "policy run: exit $rc: $(cat "$T/out")"
 python3 - "$T/out" <<'PY' || fail "the dataset policy: $(cat "$T/out")"
@@ -416,6 +425,8 @@ pins = sorted(a["path"] for a in j["actions"] if a["policy"] == "keep-d2" and a[
 want = ["/ds/a/0.bin", "/ds/a/1.bin", "/ds/a/2.bin", "/ds/a/3.bin", "/ds/a/new.bin", "/ds/a/sub/x.bin"]
 if pins != want:
     sys.exit(f"keep-d2 pinned {pins}, want {want}")
+if [a for a in j["actions"] if a["policy"] == "keep-e"]:
+    sys.exit(f"keep-e acted on an empty namespace: {j['actions']}")
 PY
 rc=$(ctl policy run --json)
 [ "$rc" = 0 ] && [ "$(jfield "done")" = 0 ] || fail "a second pass pinned again: $(cat "$T/out")"
