@@ -322,6 +322,25 @@ static int stat_key(struct tierd_fuse *fs, const struct tier_ioctx *io, struct t
     return tfs_backend_attr(ns, io, key, a);
 }
 
+/* Is (ns, key), which stat_key found absent, a directory of S3's (only a prefix of keys below
+ * it, with no marker: written by another client, or before a restart)? 1, 0, or the listing's
+ * error. */
+static int implicit_dir(struct tierd_ns *ns, const struct tier_ioctx *io, const char *key)
+{
+    char *dk = tier_dir_prefix(key);
+    if (!dk)
+        return -ENOMEM;
+    struct backend_list_page page;
+    memset(&page, 0, sizeof(page));
+    int rc = backend_list(ns->be, io, dk, "/", NULL, 1, &page);
+    free(dk);
+    if (rc == 0) {
+        rc = page.n > 0;
+        backend_list_page_fini(&page);
+    }
+    return rc == -ENOENT ? 0 : rc;
+}
+
 /* ---- generations ---- */
 
 static int pwrite_all(int fd, const char *buf, size_t len, off_t off)
@@ -1216,6 +1235,8 @@ static void w_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_i
     bool from_wb = false;
     if (rc == 0)
         rc = stat_key(fs, &io, ons, okey, opath, &a, &from_wb);
+    if (rc == -ENOENT && implicit_dir(ons, &io, okey) == 1)
+        rc = -EXDEV; /* a directory S3 only implies (it answered ENOENT): mv copies too */
     if (rc == 0 && a.is_dir)
         rc = -EXDEV; /* directories: mv copies */
     if (rc == 0 && (flags & RENAME_NOREPLACE)) {
@@ -1274,6 +1295,8 @@ static void w_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t 
     if (rc == 0) {
         bool fw = false;
         int src = stat_key(fs, &io, ns, key, path, &a, &fw);
+        if (src == -ENOENT && implicit_dir(ns, &io, key) == 1)
+            src = 0; /* a directory S3 only implies */
         rc = src == 0 ? -EEXIST : 0;
         if (src && src != -ENOENT) /* as create: a checkpoint's directory during an outage */
             log_warn("fuse: mkdir %s: the backend cannot say whether it exists (%s); made locally",

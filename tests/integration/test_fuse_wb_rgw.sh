@@ -121,6 +121,26 @@ grep -qx x "$T/ls" || fail "ls ck no longer lists x: $(tr '\n' ' ' <"$T/ls")"
 rm -r "$MNT/ck/x" || fail "rm -r x"
 [ ! -e "$MNT/ck/x" ] || fail "the mount still shows x after rm -r"
 ok "a directory emptied through the mount stays one (looked up again, listed at every level above) until rmdir"
+# a directory only S3's keys imply (written by another client): rename(2) says EXDEV as for any
+# directory, so mv copies it; mkdir says EEXIST
+s3 -T "$T/ref/o" "$S3_ENDPOINT/$BUCKET/ckpt/mv/a" >/dev/null || fail "PUT mv/a"
+python3 - "$MNT/ck/mv" <<'PY' || fail "rename or mkdir of a directory S3 only implies"
+import errno, os, sys
+for call, args, want in ((os.rename, (sys.argv[1], sys.argv[1] + "2"), errno.EXDEV),
+                         (os.mkdir, (sys.argv[1],), errno.EEXIST)):
+    try:
+        call(*args)
+        sys.exit(f"{call.__name__} succeeded, want {errno.errorcode[want]}")
+    except OSError as e:
+        if e.errno != want:
+            sys.exit(f"{call.__name__}: {errno.errorcode.get(e.errno)}, want {errno.errorcode[want]}")
+PY
+mv "$MNT/ck/mv" "$MNT/ck/mv2" || fail "mv of a directory S3 only implies"
+[ "$(cat "$MNT/ck/mv2/a")" = o ] && [ ! -e "$MNT/ck/mv" ] || fail "after mv: $(ls -R "$MNT/ck/mv2" "$MNT/ck/mv" 2>&1 | tr '\n' ' ')"
+wb_wait /ck
+s3_same mv2/a "$T/ref/o" && s3_absent mv/a || fail "after mv, S3 does not hold mv2/a alone"
+rm -r "$MNT/ck/mv2" || fail "rm -r mv2"
+ok "a directory only S3's keys imply: rename EXDEV (mv copies it), mkdir EEXIST"
 
 # ---- S3 down: checkpoints can still be created and written; they upload when it is back ------
 "$SRC/scripts/ceph.sh" stop-rgw "$CEPH" >/dev/null 2>&1 || fail "stop-rgw"
