@@ -126,12 +126,14 @@ local function load_conf()
         end
         f:close()
     end
-    if C.job_prefix:match("%d$") then
+    if C.job_prefix:match("%d$") and C.reconcile ~= "no" then
         -- "c1" + job 23 and "c12" + job 3 would both be "c123": reconciliation could take one
-        -- cluster's job for the other's
-        error(string.format("%s: job_prefix = %s ends in a digit: end it with a letter or a " ..
-            "separator (c1. or c1-), and give each cluster sharing a tierd its own", path,
-            C.job_prefix), 0)
+        -- cluster's job for the other's. Only it is turned off (every other hook works as
+        -- before: jobs in flight must still stage out and be released)
+        C.reconcile = "no"
+        slurm.log_error("%s: %s: job_prefix = %s ends in a digit, so tierd's jobs are not " ..
+            "reconciled: end it with a letter or a separator (c1. or c1-), and give each " ..
+            "cluster sharing a tierd its own", lua_script_name, path, C.job_prefix)
     end
     return C
 end

@@ -380,7 +380,8 @@ static int list_wb(struct tierd *d, struct tierd_ns *ns, const char *prefix, str
     return rc;
 }
 
-/* The longest prefix every rule of namespace n (of those that run) starts with. */
+/* The longest prefix every rule of namespace n starts with (all of them, not only those that
+ * run: db_prune_absent takes the listing as whole for every copy rule of n). */
 static size_t common_prefix(const struct policy_rules *rs, size_t n, const char **out)
 {
     const char *p = NULL;

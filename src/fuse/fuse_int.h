@@ -350,11 +350,12 @@ void tfs_ops_readonly(struct fuse_lowlevel_ops *ops);
 /* ---- write-back namespaces (fuse_ops_write.c) ---- */
 /* Is path inside a write-back namespace (with the burst buffer open)? No allocation. */
 bool tfs_path_is_wb(const struct tierd_fuse *fs, const char *path);
-/* What the burst buffer (or mkdir) knows about (ns, key) at path: 0 with a filled (a file with
- * a local copy, or a directory holding pending files or made by mkdir), -ENOENT otherwise. */
+/* What the burst buffer (or a directory marker) knows about (ns, key) at path: 0 with a filled
+ * (a file with a local copy, or a directory holding pending files or marked: by mkdir, emptied
+ * through the mount, or holding a marked one), -ENOENT otherwise. */
 int tfs_wb_stat(struct tierd_fuse *fs, struct tierd_ns *ns, const char *key, const char *path,
                 struct tfs_attr *a);
-/* Add the buffer's live files and mkdir'd directories under the directory key prefix (ending
+/* Add the buffer's live files and the marked directories under the directory key prefix (ending
  * in '/' or "") at path to a listing: fn(name, len, is_dir, size, arg). */
 void tfs_wb_list_children(
     struct tierd_fuse *fs, struct tierd_ns *ns, const char *prefix, const char *path,

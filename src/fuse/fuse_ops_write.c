@@ -36,8 +36,17 @@
  *             hold locally, a copy into a new generation under the new key and a delete of the
  *             old one. Directories: EXDEV (mv then copies).
  *   mkdir     S3 has no directories: mkdir records a local marker (this process only) so the
- *             directory lists until a file is written under it, which makes it implicit in the
- *             backend's keys. rmdir: ENOTEMPTY while any file is below, else drops the marker.
+ *             directory lists until a file is created under it, which makes it implicit in the
+ *             buffer's rows and then the backend's keys (create drops the markers above it).
+ *             A directory a file leaves (unlink, rename away) or whose subdirectory goes
+ *             (rmdir) gets a marker too, so it stays until rmdir as on a file system
+ *             (marker_keep_parent; at most TFS_MARKERS_MAX markers). A marker below a path
+ *             makes the path a directory (lookup and listing). mkdir is EEXIST, and rename of
+ *             a directory EXDEV, also for one only S3's keys imply (implicit_dir: one LIST).
+ *   rmdir     ENOTEMPTY while any file (pending, or in the backend: a listing that fails
+ *             refuses) or marker is below; a stat ENOENT is a directory S3 dropped with its
+ *             last object; then backend_rmdir (the POSIX backend's empty directory) and the
+ *             marker goes.
  * Lock order: node mu -> wstate mu. No lock is held across backend I/O except the wstate mutex
  * of the inode being written (writes of one inode are serialised, as the buffer requires).
  */
@@ -112,7 +121,7 @@ bool tfs_path_is_wb(const struct tierd_fuse *fs, const char *path)
     return false;
 }
 
-/* ---- mkdir markers ---- */
+/* ---- directory markers (mkdir, and directories emptied through the mount) ---- */
 
 void tfs_wb_init(struct tierd_fuse *fs)
 {
@@ -167,14 +176,15 @@ out:
     return rc;
 }
 
-/* Directories kept by marker_keep_parent at most: beyond, a directory emptied through the
- * mount goes as S3's do (with its last object). */
-#define TFS_KEPT_DIRS_MAX 4096
+/* Markers at most that marker_keep_parent adds to (mkdir's and its own; create drops those
+ * above a new file): beyond, a directory emptied through the mount goes as S3's do (with its
+ * last object). */
+#define TFS_MARKERS_MAX 4096
 
-/* The file at path (a mount path) is gone through the mount: its directory stays, as a
- * directory does when its last file is removed (S3 keeps none: it is only its objects' prefix),
- * so a lookup still finds it and `rm -r` can remove it (rmdir: marker_del). Not a namespace's
- * root (always there); best effort. */
+/* The file or directory at path (a mount path) is gone through the mount: its directory stays,
+ * as a directory does when its last entry is removed (S3 keeps none: it is only its objects'
+ * prefix), so a lookup still finds it and `rm -r` can remove it (rmdir: marker_del). Not a
+ * namespace's root (always there); best effort (logged once when TFS_MARKERS_MAX is reached). */
 static void marker_keep_parent(struct tierd_fuse *fs, const char *path)
 {
     const char *sl = strrchr(path, '/');
@@ -189,7 +199,12 @@ static void marker_keep_parent(struct tierd_fuse *fs, const char *path)
     if (!parent)
         return;
     pthread_mutex_lock(&fs->dirs_mu);
-    bool have = fs->ndirs >= TFS_KEPT_DIRS_MAX;
+    bool have = fs->ndirs >= TFS_MARKERS_MAX;
+    static _Atomic bool said;
+    if (have && !atomic_exchange(&said, true))
+        log_warn("fuse: %d directory markers: a directory emptied through the mount now goes "
+                 "with its last object, as on S3 (rmdir the empty ones to free markers)",
+                 TFS_MARKERS_MAX);
     for (size_t i = 0; i < fs->ndirs && !have; i++)
         have = strcmp(fs->dirs[i], parent) == 0;
     if (!have && fs->ndirs == fs->capdirs) {
@@ -207,6 +222,24 @@ static void marker_keep_parent(struct tierd_fuse *fs, const char *path)
     }
     pthread_mutex_unlock(&fs->dirs_mu);
     free(parent);
+}
+
+/* A file was created at path: the markers of the directories above it are not needed while
+ * it is there (its row, then its key, makes them directories), and they would hold
+ * TFS_MARKERS_MAX. marker_keep_parent adds them again when it goes. */
+static void marker_drop_above(struct tierd_fuse *fs, const char *path)
+{
+    pthread_mutex_lock(&fs->dirs_mu);
+    for (size_t i = 0; i < fs->ndirs;) {
+        size_t ml = strlen(fs->dirs[i]);
+        if (strncmp(path, fs->dirs[i], ml) == 0 && path[ml] == '/') {
+            free(fs->dirs[i]);
+            fs->dirs[i] = fs->dirs[--fs->ndirs];
+        } else {
+            i++;
+        }
+    }
+    pthread_mutex_unlock(&fs->dirs_mu);
 }
 
 static bool marker_del(struct tierd_fuse *fs, const char *path)
@@ -832,6 +865,7 @@ static void w_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     fi->direct_io = 0;
     fi->fh = (uint64_t)(uintptr_t)h;
     tfs_op_done(fs, &io, TELE_OP_OPEN, -1, os, 0, 0);
+    marker_drop_above(fs, path);
     if (fuse_reply_create(req, &e, fi) != 0) {
         wstate_detach(fs, n, h->w, "create");
         tfs_node_forget(fs, n->ino, 1);
@@ -1233,10 +1267,11 @@ static void w_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_i
         rc = -EXDEV;
     struct tfs_attr a;
     bool from_wb = false;
-    if (rc == 0)
+    if (rc == 0) {
         rc = stat_key(fs, &io, ons, okey, opath, &a, &from_wb);
-    if (rc == -ENOENT && implicit_dir(ons, &io, okey) == 1)
-        rc = -EXDEV; /* a directory S3 only implies (it answered ENOENT): mv copies too */
+        if (rc == -ENOENT && implicit_dir(ons, &io, okey) == 1)
+            rc = -EXDEV; /* a directory S3 only implies (it answered ENOENT): mv copies too */
+    }
     if (rc == 0 && a.is_dir)
         rc = -EXDEV; /* directories: mv copies */
     if (rc == 0 && (flags & RENAME_NOREPLACE)) {
@@ -1362,7 +1397,8 @@ static void w_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
             memset(&page, 0, sizeof(page));
             int lrc = rc ? 0 : backend_list(ns->be, &io, dk, "/", NULL, 1, &page);
             if (rc == 0 && lrc == 0) {
-                if (page.n > 0)
+                /* an S3 "folder" object named as the directory itself is not content */
+                if (page.n > 1 || (page.n == 1 && strcmp(page.entries[0].name, dk) != 0))
                     rc = -ENOTEMPTY;
                 backend_list_page_fini(&page);
             } else if (rc == 0 && lrc != -ENOENT) {
@@ -1376,8 +1412,9 @@ static void w_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
             pthread_mutex_unlock(&fs->dirs_mu);
             /* and the directory itself where the backend keeps one (POSIX): else it would be
              * listed again */
-            if (rc == 0)
-                rc = backend_rmdir(ns->be, &io, dk);
+            if (rc == 0 && (rc = backend_rmdir(ns->be, &io, dk)) != 0)
+                log_warn("fuse: rmdir %s: %s", path,
+                         *tier_err_msg() ? tier_err_msg() : strerror(-rc));
             free(dk);
         }
     }
