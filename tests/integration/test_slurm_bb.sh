@@ -358,8 +358,10 @@ stage_out || fail "job $ide left stage-out while the backend was stopped: $(sc -
 # tierd crashes and comes back while data_out waits on it: data_out's request is cut (no answer)
 # and retried; the new tierd recovers the checkpoint from its spool and goes on failing to upload
 w0=$(grep -c "job $ide: /ckpt/run-e not durable yet" "$SDIR/log/slurmctld.log" || true)
+down0=$(date +%s.%N) # slurm_bb_pools may run while tierd is down: it fails then, rightly
 crash_tierd
 start_tierd
+down1=$(date +%s.%N)
 n0=0
 failing() { [ "$(fails)" -ge 2 ]; }
 wait_for 60 failing || fail "the restarted tierd did not retry the upload ($(fails) failures)"
@@ -426,8 +428,11 @@ for h in slurm_bb_job_process slurm_bb_pools slurm_bb_setup slurm_bb_data_in slu
   grep -q "^$h " "$T/bb_timing.log" || fail "hook $h never ran"
 done
 # job idg's pre_run failed on purpose (the wrong token), and so may its teardown's release on the
-# node (scancel came while tierd_bb.conf still had the wrong token; Slurm retries it)
-bad=$(awk -v g="$idg" '$4 != 0 && $1 != "slurm_bb_job_process" && $2 != g' "$T/bb_timing.log")
+# node (scancel came while tierd_bb.conf still had the wrong token; Slurm retries it); and so may
+# a pools call that ended while tierd was down in section 5 (slurmctld asks it periodically and
+# keeps the last pool when it fails; seen in a fresh-clone CI)
+bad=$(awk -v g="$idg" -v d0="$down0" -v d1="$down1" '$4 != 0 && $1 != "slurm_bb_job_process" && $2 != g &&
+  !($1 == "slurm_bb_pools" && $5 >= d0 && $5 <= d1)' "$T/bb_timing.log")
 [ -z "$bad" ] || fail "hooks failed: $bad"
 "$SRC/scripts/slurm.sh" stop "$SDIR" >/dev/null 2>&1 || fail "slurm.sh stop"
 stop_proxy
