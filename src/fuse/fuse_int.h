@@ -284,6 +284,9 @@ int tfs_node_attr(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs
  * time (a listing older than a stat must not shrink the kernel's idea of the size). */
 void tfs_node_set_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a);
 void tfs_node_drop_attr(struct tfs_node *n);
+/* Is (ns, key), which the backend's stat found absent, a directory of S3's (a prefix of keys
+ * below it: no object of its own)? 1, 0, or the listing's error (one LIST of "key/"). */
+int tfs_implicit_dir(struct tierd_ns *ns, const struct tier_ioctx *io, const char *key);
 /* Ask ns's backend what key is; on success a holds that (everything else zero), otherwise a is
  * untouched. Returns backend_stat's result. */
 int tfs_backend_attr(struct tierd_ns *ns, const struct tier_ioctx *io, const char *key,

@@ -133,6 +133,22 @@ static void dir_attr(const struct tierd_fuse *fs, struct tfs_attr *a)
     a->mtime_ns = (int64_t)fs->d->start_ns;
 }
 
+int tfs_implicit_dir(struct tierd_ns *ns, const struct tier_ioctx *io, const char *key)
+{
+    char *dk = tier_dir_prefix(key);
+    if (!dk)
+        return -ENOMEM;
+    struct backend_list_page page;
+    memset(&page, 0, sizeof(page));
+    int rc = backend_list(ns->be, io, dk, "/", NULL, 1, &page);
+    free(dk);
+    if (rc == 0) {
+        rc = page.n > 0;
+        backend_list_page_fini(&page);
+    }
+    return rc == -ENOENT ? 0 : rc;
+}
+
 int tfs_backend_attr(struct tierd_ns *ns, const struct tier_ioctx *io, const char *key,
                      struct tfs_attr *a)
 {
@@ -208,23 +224,12 @@ static int stat_path_at(struct tierd_fuse *fs, const struct tier_ioctx *io, cons
         goto out;
     }
     /* an implicit directory: some key below "key/" */
-    char *dirkey = tier_dir_prefix(key);
-    if (!dirkey) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    struct backend_list_page page;
-    memset(&page, 0, sizeof(page));
-    rc = backend_list(ns->be, io, dirkey, "/", NULL, 1, &page);
-    free(dirkey);
-    if (rc == 0) {
-        rc = page.n > 0 ? 0 : -ENOENT;
-        if (rc == 0)
-            dir_attr(fs, a);
-        backend_list_page_fini(&page);
-    } else if (rc != -ENOENT) {
+    rc = tfs_implicit_dir(ns, io, key);
+    if (rc == 1)
+        dir_attr(fs, a);
+    else if (rc < 0 && rc != -ENOMEM)
         log_warn("fuse: listing %s failed: %s", path, tier_err_msg());
-    }
+    rc = rc == 1 ? 0 : rc == 0 ? -ENOENT : rc;
 out:
     free(key);
     return rc;

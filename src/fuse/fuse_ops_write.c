@@ -42,7 +42,7 @@
  *             (rmdir) gets a marker too, so it stays until rmdir as on a file system
  *             (marker_keep_parent; at most TFS_MARKERS_MAX markers). A marker below a path
  *             makes the path a directory (lookup and listing). mkdir is EEXIST, and rename of
- *             a directory EXDEV, also for one only S3's keys imply (implicit_dir: one LIST).
+ *             a directory EXDEV, also for one only S3's keys imply (tfs_implicit_dir: one LIST).
  *   rmdir     ENOTEMPTY while any file (pending, or in the backend: a listing that fails
  *             refuses) or marker is below; a stat ENOENT is a directory S3 dropped with its
  *             last object; then backend_rmdir (the POSIX backend's empty directory) and the
@@ -353,25 +353,6 @@ static int stat_key(struct tierd_fuse *fs, const struct tier_ioctx *io, struct t
         return 0;
     }
     return tfs_backend_attr(ns, io, key, a);
-}
-
-/* Is (ns, key), which stat_key found absent, a directory of S3's (only a prefix of keys below
- * it, with no marker: written by another client, or before a restart)? 1, 0, or the listing's
- * error. */
-static int implicit_dir(struct tierd_ns *ns, const struct tier_ioctx *io, const char *key)
-{
-    char *dk = tier_dir_prefix(key);
-    if (!dk)
-        return -ENOMEM;
-    struct backend_list_page page;
-    memset(&page, 0, sizeof(page));
-    int rc = backend_list(ns->be, io, dk, "/", NULL, 1, &page);
-    free(dk);
-    if (rc == 0) {
-        rc = page.n > 0;
-        backend_list_page_fini(&page);
-    }
-    return rc == -ENOENT ? 0 : rc;
 }
 
 /* ---- generations ---- */
@@ -1269,7 +1250,7 @@ static void w_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_i
     bool from_wb = false;
     if (rc == 0) {
         rc = stat_key(fs, &io, ons, okey, opath, &a, &from_wb);
-        if (rc == -ENOENT && implicit_dir(ons, &io, okey) == 1)
+        if (rc == -ENOENT && tfs_implicit_dir(ons, &io, okey) == 1)
             rc = -EXDEV; /* a directory S3 only implies (it answered ENOENT): mv copies too */
     }
     if (rc == 0 && a.is_dir)
@@ -1330,7 +1311,7 @@ static void w_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t 
     if (rc == 0) {
         bool fw = false;
         int src = stat_key(fs, &io, ns, key, path, &a, &fw);
-        if (src == -ENOENT && implicit_dir(ns, &io, key) == 1)
+        if (src == -ENOENT && tfs_implicit_dir(ns, &io, key) == 1)
             src = 0; /* a directory S3 only implies */
         rc = src == 0 ? -EEXIST : 0;
         if (src && src != -ENOENT) /* as create: a checkpoint's directory during an outage */
