@@ -152,27 +152,31 @@ static bool marker_has(struct tierd_fuse *fs, const char *path)
     return found;
 }
 
-static int marker_add(struct tierd_fuse *fs, const char *path)
+/* Append the marker m (malloc'd; taken over on 0) with fs->dirs_mu held: 0 or -ENOMEM. */
+static int marker_append_locked(struct tierd_fuse *fs, char *m)
 {
-    int rc = 0;
-    pthread_mutex_lock(&fs->dirs_mu);
     if (fs->ndirs == fs->capdirs) {
         size_t nc = fs->capdirs ? fs->capdirs * 2 : 16;
         char **v = realloc(fs->dirs, nc * sizeof(*v));
-        if (!v) {
-            rc = -ENOMEM;
-            goto out;
-        }
+        if (!v)
+            return -ENOMEM;
         fs->dirs = v;
         fs->capdirs = nc;
     }
-    fs->dirs[fs->ndirs] = strdup(path);
-    if (!fs->dirs[fs->ndirs])
-        rc = -ENOMEM;
-    else
-        fs->ndirs++;
-out:
+    fs->dirs[fs->ndirs++] = m;
+    return 0;
+}
+
+static int marker_add(struct tierd_fuse *fs, const char *path)
+{
+    char *m = strdup(path);
+    if (!m)
+        return -ENOMEM;
+    pthread_mutex_lock(&fs->dirs_mu);
+    int rc = marker_append_locked(fs, m);
     pthread_mutex_unlock(&fs->dirs_mu);
+    if (rc)
+        free(m);
     return rc;
 }
 
@@ -207,19 +211,8 @@ static void marker_keep_parent(struct tierd_fuse *fs, const char *path)
                  TFS_MARKERS_MAX);
     for (size_t i = 0; i < fs->ndirs && !have; i++)
         have = strcmp(fs->dirs[i], parent) == 0;
-    if (!have && fs->ndirs == fs->capdirs) {
-        size_t nc = fs->capdirs ? fs->capdirs * 2 : 16;
-        char **v = realloc(fs->dirs, nc * sizeof(*v));
-        if (v) {
-            fs->dirs = v;
-            fs->capdirs = nc;
-        }
-        have = !v;
-    }
-    if (!have) {
-        fs->dirs[fs->ndirs++] = parent;
+    if (!have && marker_append_locked(fs, parent) == 0)
         parent = NULL;
-    }
     pthread_mutex_unlock(&fs->dirs_mu);
     free(parent);
 }
