@@ -9,8 +9,8 @@
  * delimiter and page by page, under its key prefix) and pushes files, with the version tag and
  * size the listing reported, into a bounded queue; the workers note how much of each file is
  * already cached, then cache_fetch_block() every block of that version with class
- * TIER_IO_BACKGROUND, so the fetches pass the QoS scheduling point behind interactive and
- * streaming reads. A file whose version is unknown, or changed since the listing (-ESTALE from
+ * TIER_IO_BACKGROUND, so the fetches pass the QoS scheduling point behind inference and
+ * training reads. A file whose version is unknown, or changed since the listing (-ESTALE from
  * the fetch, which demands the version), is stat()ed and staged afresh. Blocks already cached
  * cost no backend request, which makes a re-run idempotent and a killed run resumable.
  *

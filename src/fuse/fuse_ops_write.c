@@ -421,8 +421,8 @@ static int snapshot(struct tierd_fuse *fs, const struct tier_ioctx *io, struct t
     /* One version, whole: every backend read demands one version (if_match): the one the stat
      * above saw, so the bytes are the size it reported, or after a restart the first read's.
      * A copy that met another version (-ESTALE), or that began from the local copy and must go
-     * on from the backend, starts over from the backend (review finding 19: a replace mid-copy
-     * mixed two versions). */
+     * on from the backend, starts over from the backend (without that, a replace during
+     * the copy mixed two versions in one file). */
     char ver[BACKEND_ETAG_MAX] = "";
     if (!from_wb)
         tier_strlcpy(ver, a.etag, sizeof(ver));

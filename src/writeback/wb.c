@@ -1560,7 +1560,7 @@ int wb_wait(struct wb *wb, const char *backend_name, const char *prefix, int64_t
  * One thread, started at the first wb_wait_async, holds every pending wait: it re-evaluates them
  * at each state change (wb->cond) and at the earliest deadline, and calls their callbacks without
  * the lock. A FUSE close that waits this way holds no FUSE worker thread, so a backend outage
- * cannot take every worker (review finding 7). */
+ * cannot take every worker. */
 struct wb_awaiter {
     char *backend, *prefix;
     bool exact;                /* prefix is one key */

@@ -3,7 +3,7 @@
  * wb_index.c - the write-back engine's in-memory indexes over its entries, so that the metadata
  * calls of the mount (lookup, getattr, readdir: wb_list of one key or one directory) and the
  * per-key checks of the uploaders cost the rows of that key or directory, not every row of the
- * buffer (review finding 9: 100,000 rows made each stat walk and copy all of them).
+ * buffer (a scan per call made each stat walk and copy all 100,000 rows of a full buffer).
  *
  *   by_key   every entry, sorted by (backend, key, id): a key's generations are adjacent and a
  *            key prefix is one contiguous range (binary search, then a walk while it matches).

@@ -977,7 +977,7 @@ static void test_journal_fixture_0_1_0(void **state)
         jr_query(f, "SELECT count(*) FROM pragma_table_info('files') WHERE name='error'"), 1);
 }
 
-/* ---- files the backend can never take (review finding 1) and spool corruption (finding 2) --- */
+/* ---- files the backend can never take (FAILED, never sealed for ever) and spool corruption --- */
 
 /* A name the POSIX backend reserves is refused at create, before close(2) can promise it (it
  * used to be sealed and then refused by every upload attempt, for ever). */
@@ -1081,7 +1081,7 @@ static void test_refused_upload_fails(void **state)
 
 /* Errors that an errno alone cannot tell from a refusal are retried, never FAILED: S3 answers
  * every 400 without a known code (a request timeout, an expired token) -EINVAL, and an open
- * breaker or a deadline -ETIMEDOUT (second review of finding 1's fix). */
+ * breaker or a deadline -ETIMEDOUT (only a refusal the backend means for good is FAILED). */
 static void test_ambiguous_errors_retried(void **state)
 {
     struct fx *f = *state;
@@ -1178,7 +1178,7 @@ static void bulk_journal(struct fx *f, int n)
 }
 
 /* The mount's stat of one file (wb_list of its key) and the uploaders' per-key checks walk that
- * key's rows, not every row (review finding 9: each stat walked and copied all 100,000). */
+ * key's rows, not every row (a scan per call walked and copied all 100,000 rows). */
 static void test_index_one_key(void **state)
 {
     struct fx *f = *state;
@@ -1277,7 +1277,7 @@ static void test_wait_async(void **state)
 }
 
 /* A row without a key (a damaged journal) is refused with a clear error, not read as ENOMEM, and
- * nothing is removed (review: journal.c read a NULL key as out of memory). */
+ * nothing is removed (journal.c once read a NULL key as out of memory). */
 static void test_journal_null_key(void **state)
 {
     struct fx *f = *state;
@@ -1302,7 +1302,7 @@ static void test_journal_null_key(void **state)
 }
 
 /* The spool and the journal are private to tierd's user, also when the spool was made before
- * with a wider mode (review finding 19: a pre-made spool stayed 0755, the journal was 0644). */
+ * with a wider mode (a pre-made spool stayed 0755 and the journal was 0644). */
 static void test_spool_private(void **state)
 {
     struct fx *f = *state;
