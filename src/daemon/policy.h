@@ -60,9 +60,10 @@ const char *policy_level_name(enum policy_level l);
 /* One rule, checked. Strings are owned by the rule (policy_rules_free). */
 struct policy_rule {
     char name[POLICY_NAME_MAX];
-    int line;     /* the section's line; 0 for a built-in rule */
-    bool builtin; /* writeback-retention */
-    size_t ns;    /* index of its namespace in cfg->namespaces */
+    int line;        /* the section's line; 0 for a built-in rule */
+    int target_line; /* the line of its target (copy), else the section's */
+    bool builtin;    /* writeback-retention */
+    size_t ns;       /* index of its namespace in cfg->namespaces */
     /* filter, on the key relative to the namespace's root ("run7/step_3/model.pt") */
     char *prefix; /* "" = all */
     char *glob;   /* fnmatch(3) with FNM_PATHNAME, or NULL */
