@@ -315,7 +315,8 @@ safe_conf be:arch/ >"$CONF"
 bad_line=$(grep -n '^target = be:arch/$' "$CONF" | sed -n '2s/:.*//p')
 cpa_line=$(grep -n '^target = be:arch/$' "$CONF" | sed -n '1s/:.*//p')
 rc=0
-"$TIERD" -c "$CONF" -f 2>"$SD/refused.log" || rc=$?
+# (a bound: a tierd that accepted the rules would run on; the refusal is immediate)
+timeout 60 "$TIERD" -c "$CONF" -f 2>"$SD/refused.log" || rc=$?
 [ "$rc" = 2 ] && grep -qF "$CONF:$bad_line: [policy cpB] target = be:arch/ overlaps the target of [policy cpA] at line $cpa_line" "$SD/refused.log" ||
   fail "two copy rules onto be:arch/ at start: exit $rc: $(tail -3 "$SD/refused.log")"
 [ -f "$BE/datasets/ds1/f1.bin" ] && [ ! -e "$BE/arch" ] || fail "the refused start touched the backend"
