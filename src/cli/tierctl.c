@@ -1061,15 +1061,18 @@ static int cmd_policy(struct ctl *ctl, int argc, char **argv)
     } else if (rc == EXIT_OK && status) {
         char b[32];
         const json_t *rules = json_object_get(ans, "rules");
-        printf("%-24s %-16s %-7s %8s %10s %8s %7s\n", "POLICY", "NAMESPACE", "ACTION", "DONE",
-               "BYTES", "DEFERRED", "FAILED");
+        printf("%-24s %-16s %-7s %8s %10s %8s %7s %7s\n", "POLICY", "NAMESPACE", "ACTION", "DONE",
+               "BYTES", "DEFERRED", "FAILED", "SKIPPED");
         for (size_t i = 0; i < json_array_size(rules); i++) {
             const json_t *r = json_array_get(rules, i);
-            printf("%-24s %-16s %-7s %8llu %10s %8llu %7llu\n", jstr(r, "name", "?"),
-                   jstr(r, "namespace", "?"), jstr(r, "action", "?"),
-                   (unsigned long long)jnum(r, "done"),
-                   tier_fmt_bytes(jnum(r, "bytes"), b, sizeof(b)),
-                   (unsigned long long)jnum(r, "deferred"), (unsigned long long)jnum(r, "failed"));
+            char sk[24] = "-"; /* expire rules only */
+            if (json_object_get(r, "skipped"))
+                snprintf(sk, sizeof(sk), "%llu", (unsigned long long)jnum(r, "skipped"));
+            printf(
+                "%-24s %-16s %-7s %8llu %10s %8llu %7llu %7s\n", jstr(r, "name", "?"),
+                jstr(r, "namespace", "?"), jstr(r, "action", "?"),
+                (unsigned long long)jnum(r, "done"), tier_fmt_bytes(jnum(r, "bytes"), b, sizeof(b)),
+                (unsigned long long)jnum(r, "deferred"), (unsigned long long)jnum(r, "failed"), sk);
         }
         printf(
             "%llu full and %llu local passes (a full pass every %llu ms); the last took %llu ms\n",
@@ -1096,12 +1099,12 @@ static int cmd_policy(struct ctl *ctl, int argc, char **argv)
                    jstr(a, "policy", "?"), *jstr(a, "detail", "") ? ": " : "",
                    jstr(a, "detail", ""));
         }
-        printf("%s: %llu files, %llu %s, %llu deferred, %llu failed%s%s\n", plan ? "plan" : "run",
-               (unsigned long long)jnum(ans, "files"),
+        printf("%s: %llu files, %llu %s, %llu deferred, %llu failed, %llu skipped%s%s\n",
+               plan ? "plan" : "run", (unsigned long long)jnum(ans, "files"),
                (unsigned long long)(plan ? json_array_size(acts) : jnum(ans, "done")),
                plan ? "planned" : "done", (unsigned long long)jnum(ans, "deferred"),
-               (unsigned long long)jnum(ans, "failed"), *jstr(ans, "error", "") ? "; " : "",
-               jstr(ans, "error", ""));
+               (unsigned long long)jnum(ans, "failed"), (unsigned long long)jnum(ans, "skipped"),
+               *jstr(ans, "error", "") ? "; " : "", jstr(ans, "error", ""));
         if (run && jnum(ans, "failed") > 0)
             rc = EXIT_FAILED;
     }

@@ -544,7 +544,8 @@ static void gather_gauges(struct tierd *d, struct tele_gauges *g, struct gauge_n
                                                    .done = pc[i].done,
                                                    .bytes = pc[i].bytes,
                                                    .deferred = pc[i].deferred,
-                                                   .failed = pc[i].failed};
+                                                   .failed = pc[i].failed,
+                                                   .skipped = pc[i].skipped};
         }
         g->npolicies = (unsigned)n;
         g->policies = nm->policies;

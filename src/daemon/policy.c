@@ -16,18 +16,25 @@
  *   - demote: wb_demote is a journalled transition; cache_evict only drops copies.
  *   - copy: the object is read pinned to the source's ETag (If-Match) and written whole (one
  *     PUT, or a multipart upload that appears only at complete); then the target is stat'ed
- *     (size) and only then the copy is journalled (rule, key, source ETag, target) in the engine's
- *     SQLite file. A kill before the journal write copies again at the next pass: the same
- *     bytes onto the same key, so a key is never duplicated. Multipart uploads of the key left
- *     by a killed copy are listed and aborted before a new one starts.
+ *     (size) and only then the copy is journalled (rule, key, source ETag, target, size, and
+ *     the target's ETag as its stat gave it) in the engine's SQLite file. A kill before the
+ *     journal write copies again at the next pass: the same bytes onto the same key, so a key is
+ *     never duplicated. Multipart uploads of the key left by a killed copy are listed and
+ *     aborted before a new one starts.
  *   - expire: never before every copy rule that takes the file has journalled its copy of this
- *     version; then one delete (a second is ENOENT, counted as done).
+ *     version, and a stat of each copy's target, right before the delete, finds the size and
+ *     ETag journalled; else the delete is skipped (counted, logged once per file and reason;
+ *     a copy that is gone is forgotten so that its rule makes it again). Then one delete (a
+ *     second is ENOENT, counted as done). The config refuses copy targets that overlap another
+ *     rule's target or any namespace (policy_rules.c), so no other writer of tierd's shares a
+ *     target; the stat catches the writers outside it.
  *
  * STATE of one file under one rule, per pass (no state is kept between passes but the copy
  * journal, so there is no transition table beyond this):
  *   not durable (pending) -> never selected; selected, the action finds nothing to do (already
  *   demoted, copied, pinned) -> nothing; selected, the action cannot take it yet (busy local
  *   copy, expire waiting for its copy, changed since the listing) -> deferred (counted);
+ *   an expire whose copy is not on its target as journalled -> skipped (counted, logged once);
  *   else done or failed (counted, logged, in the recent-actions ring).
  */
 #include <errno.h>
@@ -56,7 +63,8 @@
 #include "writeback/wb.h"
 
 #define PE_RECENT 256         /* actions kept for GET /v1/policy */
-#define PE_DB_FORMAT 1        /* the copy journal's format (PRAGMA user_version) */
+#define PE_DB_FORMAT 2        /* the copy journal's format (PRAGMA user_version) */
+#define PE_SKIP_LOGGED 4096   /* (rule, file, reason) skips remembered as logged */
 #define PE_RESULT_MAX 2000    /* actions listed in one run's or plan's answer */
 #define PE_LOCAL_DELAY_MS 200 /* a local pass this long after the first upload that kicked it */
 #define PE_STAGE_PATHS 4096   /* files one staging job of a pass takes at most */
@@ -65,13 +73,13 @@
 static const struct tier_ioctx pe_io = {.tenant = TIER_TENANT_DEFAULT, .cls = TIER_IO_BACKGROUND};
 
 struct pe_count {
-    uint64_t done, bytes, deferred, failed;
+    uint64_t done, bytes, deferred, failed, skipped;
 };
 
 struct pe_event {
     int64_t at_ns;
     size_t rule;
-    bool failed;
+    bool failed, skipped;
     uint64_t bytes;
     char path[320];
     char detail[200];
@@ -95,6 +103,11 @@ struct policy_engine {
     int64_t last_pass_ns;
     uint64_t last_pass_ms;
     char last_error[256];
+    /* skipped expires already logged: hashes of (rule, key, reason), open addressing, 0 free;
+     * full: further ones are counted, not logged (said once) */
+    uint64_t skip_logged[PE_SKIP_LOGGED];
+    size_t nskip_logged;
+    bool skip_log_full;
 
     pthread_t thread;
     bool started;
@@ -107,7 +120,7 @@ struct pe_pass {
     const char *only; /* a rule name, or NULL */
     json_t *actions;  /* array */
     size_t listed, truncated;
-    uint64_t done, deferred, failed, files;
+    uint64_t done, deferred, failed, skipped, files;
 };
 
 /* ---- the copy journal -------------------------------------------------------------------- */
@@ -138,19 +151,33 @@ static int db_open(struct policy_engine *pe)
                      ver > PE_DB_FORMAT ? " (a newer tierd's)" : "");
         return -EPROTONOSUPPORT;
     }
+    /* format 1 had no target_etag: its rows are kept (the column is added, NULL), and such a
+     * copy is made once more before an expire may trust it (db_copy_row) */
     char *msg = NULL;
     rc = sqlite3_exec(pe->db,
-                      "PRAGMA journal_mode=WAL;"
-                      "CREATE TABLE IF NOT EXISTS copies (rule TEXT NOT NULL, key TEXT NOT NULL,"
-                      " etag TEXT NOT NULL, target TEXT NOT NULL, size INTEGER NOT NULL,"
-                      " done_ns INTEGER NOT NULL, PRIMARY KEY (rule, key));"
-                      "PRAGMA user_version = 1;",
+                      ver == 1 ? "PRAGMA journal_mode=WAL;"
+                                 "BEGIN;"
+                                 "ALTER TABLE copies ADD COLUMN target_etag TEXT;"
+                                 "PRAGMA user_version = 2;"
+                                 "COMMIT;"
+                               : "PRAGMA journal_mode=WAL;"
+                                 "CREATE TABLE IF NOT EXISTS copies (rule TEXT NOT NULL,"
+                                 " key TEXT NOT NULL, etag TEXT NOT NULL, target TEXT NOT NULL,"
+                                 " size INTEGER NOT NULL, done_ns INTEGER NOT NULL,"
+                                 " target_etag TEXT, PRIMARY KEY (rule, key));"
+                                 "PRAGMA user_version = 2;",
                       NULL, NULL, &msg);
     if (rc != SQLITE_OK) {
         tier_err_set("the policies' copy journal %s: %s", pe->db_path, msg ? msg : "error");
         sqlite3_free(msg);
+        if (!sqlite3_get_autocommit(pe->db))
+            (void)sqlite3_exec(pe->db, "ROLLBACK", NULL, NULL, NULL);
         return -EIO;
     }
+    if (ver == 1)
+        log_info("policy: the copy journal %s was upgraded to format %d (the target's ETag is "
+                 "journalled now; copies journalled before are made once more)",
+                 pe->db_path, PE_DB_FORMAT);
     return 0;
 }
 
@@ -166,15 +193,19 @@ static int copy_target(const struct tierd *d, const struct policy_rule *r, const
     return 0;
 }
 
-/* Has rule r copied backend key (absolute) at version etag to target ("BACKEND:KEY")? A rule
- * whose target changed copies again. */
-static bool db_copied(struct policy_engine *pe, const struct policy_rule *r, const char *key,
-                      const char *etag, const char *target)
+/* Has rule r copied backend key (absolute) at version etag to target ("BACKEND:KEY"), with the
+ * target's ETag journalled? Then *size and tetag (BACKEND_ETAG_MAX) get what the target had
+ * right after the copy: its size (the source's) and its ETag (the backend's version tag: S3's
+ * ETag; POSIX's inode, size and mtime). A rule whose target changed copies again; so does a row
+ * of format 1 (no target ETag). tetag may be NULL. */
+static bool db_copy_row(struct policy_engine *pe, const struct policy_rule *r, const char *key,
+                        const char *etag, const char *target, uint64_t *size, char *tetag)
 {
     sqlite3_stmt *st = NULL;
     bool yes = false;
     if (sqlite3_prepare_v2(pe->db,
-                           "SELECT etag FROM copies WHERE rule = ?1 AND key = ?2 AND target = ?3",
+                           "SELECT etag, size, target_etag FROM copies WHERE rule = ?1 AND "
+                           "key = ?2 AND target = ?3",
                            -1, &st, NULL) != SQLITE_OK)
         return false;
     sqlite3_bind_text(st, 1, r->name, -1, SQLITE_STATIC);
@@ -182,17 +213,43 @@ static bool db_copied(struct policy_engine *pe, const struct policy_rule *r, con
     sqlite3_bind_text(st, 3, target, -1, SQLITE_STATIC);
     if (sqlite3_step(st) == SQLITE_ROW) {
         const unsigned char *e = sqlite3_column_text(st, 0);
-        yes = e && etag && strcmp((const char *)e, etag) == 0;
+        const unsigned char *te = sqlite3_column_text(st, 2);
+        yes = e && te && *te && etag && strcmp((const char *)e, etag) == 0;
+        if (yes && size)
+            *size = (uint64_t)sqlite3_column_int64(st, 1);
+        if (yes && tetag)
+            tier_strlcpy(tetag, (const char *)te, BACKEND_ETAG_MAX);
     }
     sqlite3_finalize(st);
     return yes;
 }
 
-static int db_record(struct policy_engine *pe, const struct policy_rule *r, const char *key,
-                     const char *etag, const char *target, uint64_t size)
+static bool db_copied(struct policy_engine *pe, const struct policy_rule *r, const char *key,
+                      const char *etag, const char *target)
+{
+    return db_copy_row(pe, r, key, etag, target, NULL, NULL);
+}
+
+/* Forget rule r's copy of key: the next pass of r copies it again. Best effort. */
+static void db_forget(struct policy_engine *pe, const struct policy_rule *r, const char *key)
 {
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(pe->db, "INSERT OR REPLACE INTO copies VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    if (sqlite3_prepare_v2(pe->db, "DELETE FROM copies WHERE rule = ?1 AND key = ?2", -1, &st,
+                           NULL) != SQLITE_OK)
+        return;
+    sqlite3_bind_text(st, 1, r->name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+    (void)sqlite3_step(st);
+    sqlite3_finalize(st);
+}
+
+static int db_record(struct policy_engine *pe, const struct policy_rule *r, const char *key,
+                     const char *etag, const char *target, uint64_t size, const char *tetag)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(pe->db,
+                           "INSERT OR REPLACE INTO copies (rule, key, etag, target, size, done_ns,"
+                           " target_etag) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                            -1, &st, NULL) != SQLITE_OK)
         return -EIO;
     sqlite3_bind_text(st, 1, r->name, -1, SQLITE_STATIC);
@@ -201,6 +258,7 @@ static int db_record(struct policy_engine *pe, const struct policy_rule *r, cons
     sqlite3_bind_text(st, 4, target, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 5, (sqlite3_int64)size);
     sqlite3_bind_int64(st, 6, (sqlite3_int64)tier_now_real_ns());
+    sqlite3_bind_text(st, 7, tetag, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -EIO;
     if (rc)
         tier_err_set("cannot journal the copy of %s: %s", key, sqlite3_errmsg(pe->db));
@@ -433,6 +491,7 @@ static void record(struct policy_engine *pe, struct pe_pass *ps, size_t ri, cons
             e->at_ns = (int64_t)tier_now_real_ns();
             e->rule = ri;
             e->failed = result < 0;
+            e->skipped = false;
             e->bytes = bytes;
             tier_strlcpy(e->path, path, sizeof(e->path));
             tier_strlcpy(e->detail, detail ? detail : "", sizeof(e->detail));
@@ -466,6 +525,106 @@ static void record(struct policy_engine *pe, struct pe_pass *ps, size_t ri, cons
         json_object_set_new(a, "detail", json_string(detail));
     if (a && json_array_append_new(ps->actions, a) == 0)
         ps->listed++;
+}
+
+/* Has the engine logged the skip of (rule, path, reason) already? If not, remember it (under
+ * pe->lock). True also when the table is full (then said once). */
+static bool skip_seen(struct policy_engine *pe, const char *rule, const char *path, int reason)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (const char *p = rule; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    h = (h ^ 0xffu) * 1099511628211ULL;
+    for (const char *p = path; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    h = (h ^ (uint64_t)(unsigned)-reason) * 1099511628211ULL;
+    if (!h)
+        h = 1;
+    size_t i = (size_t)(h % PE_SKIP_LOGGED);
+    while (pe->skip_logged[i]) {
+        if (pe->skip_logged[i] == h)
+            return true;
+        i = (i + 1) % PE_SKIP_LOGGED;
+    }
+    if (pe->nskip_logged >= PE_SKIP_LOGGED * 3 / 4) {
+        if (!pe->skip_log_full)
+            log_warn("policy: more skipped expires than tierd remembers as logged (%d): further "
+                     "ones are counted (tierctl policy status) but not logged",
+                     PE_SKIP_LOGGED * 3 / 4);
+        pe->skip_log_full = true;
+        return true;
+    }
+    pe->skip_logged[i] = h;
+    pe->nskip_logged++;
+    return false;
+}
+
+/* Rule ri (expire) keeps path's source because its copy could not be verified (why): counted
+ * (skipped), listed, in the recent actions, and logged once per (rule, file, reason). */
+static void record_skip(struct policy_engine *pe, struct pe_pass *ps, size_t ri, const char *path,
+                        int reason, const char *why)
+{
+    const struct policy_rule *r = &pe->rules.v[ri];
+    ps->skipped++;
+    if (!ps->dry_run) {
+        pthread_mutex_lock(&pe->lock);
+        pe->counts[ri].skipped++;
+        struct pe_event *e = &pe->recent[pe->recent_head];
+        pe->recent_head = (pe->recent_head + 1) % PE_RECENT;
+        if (pe->nrecent < PE_RECENT)
+            pe->nrecent++;
+        *e = (struct pe_event){.at_ns = (int64_t)tier_now_real_ns(), .rule = ri, .skipped = true};
+        tier_strlcpy(e->path, path, sizeof(e->path));
+        tier_strlcpy(e->detail, why, sizeof(e->detail));
+        bool seen = skip_seen(pe, r->name, path, reason);
+        pthread_mutex_unlock(&pe->lock);
+        if (!seen)
+            log_warn("policy %s: expire %s skipped, the source is kept: %s (logged once for this "
+                     "file and reason; counted as skipped in tierctl policy status)",
+                     r->name, path, why);
+    }
+    if (ps->listed >= PE_RESULT_MAX) {
+        ps->truncated++;
+        return;
+    }
+    json_t *a = json_pack("{s:s, s:s, s:s, s:s, s:I, s:s}", "policy", r->name, "action",
+                          policy_action_name(r->action), "path", path, "result", "skipped", "bytes",
+                          (json_int_t)0, "detail", why);
+    if (a && json_array_append_new(ps->actions, a) == 0)
+        ps->listed++;
+}
+
+/* Is copy rule c's copy at dkey (target "BACKEND:KEY") on its backend now as journalled: size
+ * bytes and ETag tetag? 0; -ENOENT (gone), -ESTALE (another object), or the stat's error, with
+ * why filled. */
+static int verify_copy(struct tierd *d, const struct policy_rule *c, const char *dkey,
+                       const char *target, uint64_t size, const char *tetag, char *why, size_t wsz)
+{
+    struct backend_stat st;
+    tier_err_clear();
+    int rc = backend_stat(d->backends[c->copy_backend], &pe_io, dkey, &st);
+    if (rc == -ENOENT) {
+        snprintf(why, wsz,
+                 "its copy %.300s (policy %s) is gone; that rule's next pass copies the file "
+                 "again",
+                 target, c->name);
+        return rc;
+    }
+    if (rc) {
+        snprintf(why, wsz, "cannot check its copy %.300s (policy %s): %.200s", target, c->name,
+                 *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+        return rc;
+    }
+    if (st.is_dir || st.size_bytes != size || strcmp(st.etag, tetag) != 0) {
+        snprintf(why, wsz,
+                 "its copy %.300s (policy %s) is not the one made: %llu bytes, ETag %.80s; the "
+                 "copy journal has %llu bytes, ETag %.80s (move that file away, and the copy is "
+                 "made again)",
+                 target, c->name, (unsigned long long)st.size_bytes, st.etag,
+                 (unsigned long long)size, tetag);
+        return -ESTALE;
+    }
+    return 0;
 }
 
 /* ---- actions --------------------------------------------------------------------------------- */
@@ -531,9 +690,9 @@ static int read_full(struct backend *be, const char *key, uint64_t off, void *bu
 }
 
 /* Copy src:key (size bytes, version etag) to dst:dkey, whole or not at all, then check the
- * target's size. */
+ * target's size; tetag (BACKEND_ETAG_MAX) gets the target's ETag as its stat gives it. */
 static int copy_object(struct tierd *d, struct backend *src, const char *key, uint64_t size,
-                       const char *etag, struct backend *dst, const char *dkey)
+                       const char *etag, struct backend *dst, const char *dkey, char *tetag)
 {
     uint64_t part = d->cfg.wb_part_size ? d->cfg.wb_part_size : 8ULL << 20;
     int rc = 0;
@@ -598,7 +757,12 @@ static int copy_object(struct tierd *d, struct backend *src, const char *key, ui
         tier_err_set("the copy %s:%s has %llu bytes, the source %llu", dst->name, dkey,
                      (unsigned long long)st.size_bytes, (unsigned long long)size);
         rc = -EIO;
+    } else if (rc == 0 && !st.etag[0]) {
+        tier_err_set("the copy %s:%s has no ETag to journal", dst->name, dkey);
+        rc = -EIO;
     }
+    if (rc == 0)
+        tier_strlcpy(tetag, st.etag, BACKEND_ETAG_MAX);
     return rc;
 }
 
@@ -733,9 +897,10 @@ static void act(struct policy_engine *pe, struct pe_pass *ps, size_t ri, size_t 
         /* one line before the bytes move (the crash test aims its kills at it) */
         log_info("policy %s: copy %s to %s started (%llu bytes)", r->name, path, target,
                  (unsigned long long)f->size);
-        rc = copy_object(d, ns->be, key, f->size, f->etag, dst, dkey);
+        char tetag[BACKEND_ETAG_MAX];
+        rc = copy_object(d, ns->be, key, f->size, f->etag, dst, dkey, tetag);
         if (rc == 0)
-            rc = db_record(pe, r, key, f->etag, target, f->size);
+            rc = db_record(pe, r, key, f->etag, target, f->size, tetag);
         if (rc) {
             snprintf(detail, sizeof(detail), "to %.300s: %.280s", target,
                      *tier_err_msg() ? tier_err_msg() : strerror(-rc));
@@ -748,16 +913,27 @@ static void act(struct policy_engine *pe, struct pe_pass *ps, size_t ri, size_t 
         break;
     }
     case POLICY_EXPIRE: {
-        /* never before every copy rule that takes the file has copied this version */
+        /* never before every copy rule that takes the file has copied this version, and never
+         * unless each copy is on its target now as it was made (a stat: the size and ETag the
+         * journal has); a copy that is gone is forgotten, so its rule makes it again */
         for (size_t i = 0; i < pe->rules.n; i++) {
             const struct policy_rule *c = &pe->rules.v[i];
             char dkey[BACKEND_KEY_MAX + 1], target[BACKEND_KEY_MAX + 80];
+            char tetag[BACKEND_ETAG_MAX], why[600];
+            uint64_t csize = 0;
             if (c->action != POLICY_COPY || c->ns != nsi || !policy_matches(c, f))
                 continue;
             if (!f->etag ||
                 copy_target(d, c, f->key, dkey, sizeof(dkey), target, sizeof(target)) != 0 ||
-                !db_copied(pe, c, key, f->etag, target)) {
+                !db_copy_row(pe, c, key, f->etag, target, &csize, tetag)) {
                 record(pe, ps, ri, path, -EAGAIN, 0, ps->dry_run ? "waits for its copy" : NULL);
+                return;
+            }
+            int v = verify_copy(d, c, dkey, target, csize, tetag, why, sizeof(why));
+            if (v == -ENOENT && !ps->dry_run)
+                db_forget(pe, c, key);
+            if (v) {
+                record_skip(pe, ps, ri, path, v, why);
                 return;
             }
         }
@@ -1249,11 +1425,12 @@ int policy_engine_run(struct policy_engine *pe, const char *policy, bool dry_run
     char err[256] = "";
     if (rc)
         tier_strlcpy(err, tier_err_msg(), sizeof(err));
-    json_t *j = json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "dry_run", dry_run, "files",
-                          (json_int_t)ps.files, "done", (json_int_t)ps.done, "deferred",
-                          (json_int_t)ps.deferred, "failed", (json_int_t)ps.failed, "truncated",
-                          (json_int_t)ps.truncated, "duration_ms",
-                          (json_int_t)((tier_now_mono_ns() - t0) / 1000000), "actions", ps.actions);
+    json_t *j =
+        json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "dry_run", dry_run, "files",
+                  (json_int_t)ps.files, "done", (json_int_t)ps.done, "deferred",
+                  (json_int_t)ps.deferred, "failed", (json_int_t)ps.failed, "skipped",
+                  (json_int_t)ps.skipped, "truncated", (json_int_t)ps.truncated, "duration_ms",
+                  (json_int_t)((tier_now_mono_ns() - t0) / 1000000), "actions", ps.actions);
     if (j && rc)
         json_object_set_new(j, "error", json_string(*err ? err : strerror(-rc)));
     *out = j;
@@ -1303,6 +1480,8 @@ static json_t *rule_json(const struct policy_engine *pe, size_t i)
     json_object_set_new(j, "bytes", json_integer((json_int_t)n->bytes));
     json_object_set_new(j, "deferred", json_integer((json_int_t)n->deferred));
     json_object_set_new(j, "failed", json_integer((json_int_t)n->failed));
+    if (r->action == POLICY_EXPIRE)
+        json_object_set_new(j, "skipped", json_integer((json_int_t)n->skipped));
     return j;
 }
 
@@ -1316,11 +1495,14 @@ json_t *policy_engine_status(struct policy_engine *pe)
     for (size_t k = 0; k < pe->nrecent; k++) {
         const struct pe_event *e = &pe->recent[(pe->recent_head + PE_RECENT - 1 - k) % PE_RECENT];
         const struct policy_rule *r = &pe->rules.v[e->rule];
-        json_array_append_new(recent, json_pack("{s:I, s:s, s:s, s:s, s:s, s:I, s:s}", "at_ns",
-                                                (json_int_t)e->at_ns, "policy", r->name, "action",
-                                                policy_action_name(r->action), "path", e->path,
-                                                "result", e->failed ? "failed" : "done", "bytes",
-                                                (json_int_t)e->bytes, "detail", e->detail));
+        json_array_append_new(recent,
+                              json_pack("{s:I, s:s, s:s, s:s, s:s, s:I, s:s}", "at_ns",
+                                        (json_int_t)e->at_ns, "policy", r->name, "action",
+                                        policy_action_name(r->action), "path", e->path, "result",
+                                        e->failed    ? "failed"
+                                        : e->skipped ? "skipped"
+                                                     : "done",
+                                        "bytes", (json_int_t)e->bytes, "detail", e->detail));
     }
     json_t *j = json_pack("{s:I, s:s, s:I, s:I, s:I, s:I, s:s, s:o, s:o}", "interval_ms",
                           (json_int_t)pe->d->cfg.policy_interval_ms, "state", pe->db_path, "passes",
@@ -1344,7 +1526,8 @@ size_t policy_engine_counts(struct policy_engine *pe, struct policy_counts *out,
                                         .done = pe->counts[i].done,
                                         .bytes = pe->counts[i].bytes,
                                         .deferred = pe->counts[i].deferred,
-                                        .failed = pe->counts[i].failed};
+                                        .failed = pe->counts[i].failed,
+                                        .skipped = pe->counts[i].skipped};
     for (size_t i = 0; i < n; i++)
         tier_strlcpy(out[i].name, pe->rules.v[i].name, sizeof(out[i].name));
     pthread_mutex_unlock(&pe->lock);
@@ -1385,6 +1568,9 @@ int policy_engine_reload(struct policy_engine *pe, const struct tierd_config *cf
     pe->counts = counts;
     pe->nrecent = 0; /* the ring names rules by index */
     pe->recent_head = 0;
+    memset(pe->skip_logged, 0, sizeof(pe->skip_logged)); /* rules may have new names */
+    pe->nskip_logged = 0;
+    pe->skip_log_full = false;
     pthread_mutex_unlock(&pe->lock);
     pthread_mutex_unlock(&pe->pass_lock);
     policy_rules_free(&old);

@@ -60,9 +60,10 @@ const char *policy_level_name(enum policy_level l);
 /* One rule, checked. Strings are owned by the rule (policy_rules_free). */
 struct policy_rule {
     char name[POLICY_NAME_MAX];
-    int line;     /* the section's line; 0 for a built-in rule */
-    bool builtin; /* writeback-retention */
-    size_t ns;    /* index of its namespace in cfg->namespaces */
+    int line;        /* the section's line; 0 for a built-in rule */
+    int target_line; /* the line of its target (copy), else the section's */
+    bool builtin;    /* writeback-retention */
+    size_t ns;       /* index of its namespace in cfg->namespaces */
     /* filter, on the key relative to the namespace's root ("run7/step_3/model.pt") */
     char *prefix; /* "" = all */
     char *glob;   /* fnmatch(3) with FNM_PATHNAME, or NULL */
@@ -183,6 +184,7 @@ struct policy_counts {
     const char *ns;             /* its namespace's mount path (d->cfg's: valid while tierd runs) */
     enum policy_action action;
     uint64_t done, bytes, deferred, failed;
+    uint64_t skipped; /* expire: deletes skipped because a copy was not as journalled */
 };
 /* Up to max rules' counters into out; returns how many. */
 size_t policy_engine_counts(struct policy_engine *pe, struct policy_counts *out, size_t max);

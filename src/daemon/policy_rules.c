@@ -349,26 +349,55 @@ static bool actions_contradict(const struct policy_rule *a, const struct policy_
                   a->action == POLICY_UNPIN || a->action == POLICY_EXPIRE;
     bool drop_b = (b->action == POLICY_DEMOTE && b->level != POLICY_LEVEL_RAM) ||
                   b->action == POLICY_UNPIN || b->action == POLICY_EXPIRE;
-    if ((keep_a && drop_b) || (keep_b && drop_a))
-        return true;
-    /* two copies of the same files into the same place */
-    return a->action == POLICY_COPY && b->action == POLICY_COPY &&
-           a->copy_backend == b->copy_backend && strcmp(a->copy_prefix, b->copy_prefix) == 0;
+    /* two copy rules into one place are refused whatever their scopes (copy_targets_clash) */
+    return (keep_a && drop_b) || (keep_b && drop_a);
 }
 
-/* A write-back namespace on the copy target's backend whose prefix and the target's overlap
- * (one inside the other), or -1. */
-static int wb_ns_overlap(const struct tierd_config *c, const struct policy_rule *r)
+/* Do two key prefixes of one backend overlap: one is the other, or holds it at a '/' boundary
+ * ("" is the whole backend)? Copy targets end in '/' (or are ""), namespace prefixes too
+ * (config.c); the boundary check keeps "arch" apart from "archive/" for any other caller. */
+static bool keys_overlap(const char *a, const char *b)
 {
-    for (size_t n = 0; n < c->nnamespaces; n++) {
-        const struct tierd_ns_conf *ns = &c->namespaces[n];
-        if (ns->mode != TIERD_NS_WRITE_BACK || !ns->backend ||
-            strcmp(ns->backend, c->backends[r->copy_backend].name) != 0)
-            continue;
-        size_t a = strlen(ns->prefix), t = strlen(r->copy_prefix);
-        if (strncmp(ns->prefix, r->copy_prefix, a < t ? a : t) == 0)
-            return (int)n;
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > lb) {
+        const char *t = a;
+        a = b;
+        b = t;
+        size_t tl = la;
+        la = lb;
+        lb = tl;
     }
+    if (la == 0)
+        return true;
+    return strncmp(a, b, la) == 0 && (la == lb || a[la - 1] == '/' || b[la] == '/');
+}
+
+/* Do two copy rules' targets (backend and prefix) overlap? Then one key of the target could be
+ * written by both (the same relative key from two namespaces, or from two scopes of one), and
+ * an expire trusting one rule's copy would delete a source whose copy is another file. */
+static bool copy_targets_clash(const struct policy_rule *a, const struct policy_rule *b)
+{
+    return a->action == POLICY_COPY && b->action == POLICY_COPY &&
+           a->copy_backend == b->copy_backend && keys_overlap(a->copy_prefix, b->copy_prefix);
+}
+
+/* Does the copy target of r overlap namespace n's keys (same backend, one prefix inside the
+ * other)? */
+static bool target_in_ns(const struct tierd_config *c, const struct policy_rule *r, size_t n)
+{
+    const struct tierd_ns_conf *ns = &c->namespaces[n];
+    return ns->backend && strcmp(ns->backend, c->backends[r->copy_backend].name) == 0 &&
+           keys_overlap(ns->prefix ? ns->prefix : "", r->copy_prefix);
+}
+
+/* A namespace other than r's own (read-cache or write-back) whose keys the copy target of r
+ * overlaps, or -1. Every rule's source lies inside its namespace's prefix, so a target apart
+ * from every namespace is apart from every rule's source too. */
+static int ns_overlap(const struct tierd_config *c, const struct policy_rule *r)
+{
+    for (size_t n = 0; n < c->nnamespaces; n++)
+        if (n != r->ns && target_in_ns(c, r, n))
+            return (int)n;
     return -1;
 }
 
@@ -384,6 +413,7 @@ static void build_one(struct builder *b, const struct tierd_policy_conf *pc, str
     int target_ns;
     const struct tierd_config *c = b->cfg;
     r->line = pc->conf_line;
+    r->target_line = pc->conf_line;
     r->keep_last = -1;
     r->copy_backend = -1;
     r->tenant_id = -1;
@@ -398,7 +428,7 @@ static void build_one(struct builder *b, const struct tierd_policy_conf *pc, str
         if (strcmp(k, "action") == 0)
             action_line = pc->kv[i].line;
         if (strcmp(k, "target") == 0)
-            target_line = pc->kv[i].line;
+            target_line = r->target_line = pc->kv[i].line;
         if (strcmp(k, "allow_delete") == 0)
             delete_line = pc->kv[i].line;
         if (strcmp(k, "keep_last") == 0)
@@ -444,20 +474,24 @@ static void build_one(struct builder *b, const struct tierd_policy_conf *pc, str
               pc->name);
     else if (r->action != POLICY_EXPIRE && r->allow_delete)
         bfail(b, delete_line, "[policy %s] allow_delete only applies to action = expire", pc->name);
-    else if (r->action == POLICY_COPY &&
-             strcmp(c->backends[r->copy_backend].name, c->namespaces[r->ns].backend) == 0 &&
-             strncmp(r->copy_prefix, c->namespaces[r->ns].prefix,
-                     strlen(c->namespaces[r->ns].prefix)) == 0)
+    else if (r->action == POLICY_COPY && target_in_ns(c, r, r->ns))
         bfail(b, target_line,
-              "[policy %s] target = %s:%s is inside the namespace it copies from (the copies "
-              "would be copied again): choose another backend or prefix",
-              pc->name, c->backends[r->copy_backend].name, r->copy_prefix);
-    else if (r->action == POLICY_COPY && (target_ns = wb_ns_overlap(c, r)) >= 0)
-        bfail(b, target_line,
-              "[policy %s] target = %s:%s overlaps the write-back namespace %s (line %d), whose "
-              "uploads a copy could disturb: choose another backend or prefix",
+              "[policy %s] target = %s:%s is %s the namespace it copies from (%s:%s; the "
+              "copies would be copied again, and an expire could delete them): choose another "
+              "backend or prefix",
               pc->name, c->backends[r->copy_backend].name, r->copy_prefix,
-              c->namespaces[target_ns].path, c->namespaces[target_ns].conf_line);
+              strlen(r->copy_prefix) >= strlen(c->namespaces[r->ns].prefix) ? "inside" : "around",
+              c->namespaces[r->ns].backend, c->namespaces[r->ns].prefix);
+    else if (r->action == POLICY_COPY && (target_ns = ns_overlap(c, r)) >= 0)
+        bfail(b, target_line,
+              "[policy %s] target = %s:%s overlaps the %s namespace %s (line %d) at %s:%s: "
+              "its files and the copies would mix (a copy could overwrite one of its files, its "
+              "rules could expire a copy, and its uploads could replace one): choose a backend "
+              "or prefix outside every namespace",
+              pc->name, c->backends[r->copy_backend].name, r->copy_prefix,
+              c->namespaces[target_ns].mode == TIERD_NS_WRITE_BACK ? "write-back" : "read-cache",
+              c->namespaces[target_ns].path, c->namespaces[target_ns].conf_line,
+              c->namespaces[target_ns].backend, c->namespaces[target_ns].prefix);
     else if (r->keep_last >= 0 && r->match && r->re.re_nsub < 1)
         bfail(b, keep_line,
               "[policy %s] keep_last with match = '%s' needs a capture group for the step, like "
@@ -508,7 +542,15 @@ int policy_rules_build(const struct tierd_config *cfg, struct policy_rules *out,
     for (size_t i = 0; i < out->n && !b.rc; i++) {
         for (size_t j = 0; j < i && !b.rc; j++) {
             const struct policy_rule *x = &out->v[j], *y = &out->v[i];
-            if (scopes_overlap(x, y) && actions_contradict(x, y))
+            if (copy_targets_clash(x, y))
+                bfail(&b, y->target_line,
+                      "[policy %s] target = %s:%s overlaps the target of [policy %s] at line %d "
+                      "(%s:%s): both rules could write one key there, and an expire would then "
+                      "trust a copy that holds the other rule's file; give each copy rule its own "
+                      "target prefix, neither inside the other",
+                      y->name, cfg->backends[y->copy_backend].name, y->copy_prefix, x->name,
+                      x->target_line, cfg->backends[x->copy_backend].name, x->copy_prefix);
+            else if (scopes_overlap(x, y) && actions_contradict(x, y))
                 bfail(&b, y->line,
                       "[policy %s] (action = %s) contradicts [policy %s] at line %d (action = "
                       "%s): both apply to files under %s%s%s; narrow one's prefix, glob or match, "

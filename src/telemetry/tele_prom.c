@@ -258,16 +258,17 @@ static void render_space(const struct telemetry *t, struct tele_out *o, const st
 /* Lifecycle policies: actions by rule, action and result; bytes moved. */
 static void render_policies(struct tele_out *o, const struct tele_gauges *g)
 {
-    static const char *const results[] = {"done", "deferred", "failed"};
+    static const char *const results[] = {"done", "deferred", "failed", "skipped"};
     for (unsigned i = 0; i < g->npolicies; i++) {
         const struct tele_policy *p = &g->policies[i];
         if (i == 0)
             family(o, "tierd_policy_actions_total", "counter",
                    "Lifecycle policy actions, by policy, namespace, action and result (deferred: "
                    "selected but not taken yet: a busy local copy, an expire waiting for its "
-                   "copy, an object that changed).");
-        const uint64_t v[] = {p->done, p->deferred, p->failed};
-        for (int r = 0; r < 3; r++) {
+                   "copy, an object that changed; skipped, expire only: a delete not done "
+                   "because a copy of the file was gone or not the one made).");
+        const uint64_t v[] = {p->done, p->deferred, p->failed, p->skipped};
+        for (int r = 0; r < (strcmp(p->action, "expire") == 0 ? 4 : 3); r++) {
             tele_out_put(o, "tierd_policy_actions_total{");
             label(o, "policy", p->name, true);
             label(o, "namespace", p->ns ? p->ns : "", false);

@@ -153,6 +153,7 @@ struct tele_gauges {
     const struct tele_policy {
         const char *name, *action, *ns; /* ns: the rule's namespace (built-in rules share a name) */
         uint64_t done, bytes, deferred, failed;
+        uint64_t skipped; /* expire rules: deletes skipped (a copy not as journalled) */
     } * policies;
 };
 

@@ -21,6 +21,15 @@
 #     the other is demoted once unread for 3 s;
 #   - after a restart a forced pass copies nothing again (the copy journal); the journal drops
 #     the rows of a rule that is gone and of files deleted since (steps 1 and 2: 3 rows).
+# posix only (the target is changed behind tierd's back with plain file writes): never delete
+# the only copy. Two namespaces of one backend, copy rules cpA (/datasets ds1/ -> be:arch/) and
+# cpB (/ckpt ds1/) with an expire in each:
+#   - cpB onto be:arch/ too is refused at start and at `tierctl reload` (FILE:LINE naming cpA),
+#     and after the refused reload the old rules still run;
+#   - a copy journal of format 1 opens (upgraded in place, its rows kept);
+#   - copies overwritten with other bytes or deleted on the archive make the expire skip: the
+#     sources stay, byte-identical; the skips are counted (status, run, /metrics) and logged
+#     once per file; a deleted copy is made again and then its source expires.
 # Waits poll with deadlines; no sleeps.
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
@@ -248,7 +257,7 @@ print(c.execute("SELECT count(*) FROM copies WHERE rule = ?", (sys.argv[2],)).fe
 stop_tierd
 [ "$(jrows ckpt-archive)" = 18 ] || fail "the copy journal holds $(jrows ckpt-archive) rows of ckpt-archive, want 18"
 python3 -c 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1])
-c.execute("INSERT INTO copies VALUES (?, ?, ?, ?, ?, ?)", ("gone-rule", "x/y", "e", "archive:x/y", 1, 1)); c.commit()' "$T/spool/policy.db"
+c.execute("INSERT INTO copies (rule, key, etag, target, size, done_ns, target_etag) VALUES (?, ?, ?, ?, ?, ?, ?)", ("gone-rule", "x/y", "e", "archive:x/y", 1, 1, "t")); c.commit()' "$T/spool/policy.db"
 start_tierd
 out=$("$TIERCTL" -s "$SOCK" policy run) || fail "policy run after the restart: $out"
 echo "$out" | grep -q "run: .* 0 done, .* 0 failed" || fail "a pass after the restart did something: $out"
@@ -269,7 +278,124 @@ stop_tierd
 python3 -c 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute("PRAGMA user_version = 9"); c.commit()' "$T/spool/policy.db"
 rc=0
 "$TIERD" -c "$CONF" -f 2>"$T/newer.log" || rc=$?
-[ "$rc" = 1 ] && grep -q "copy journal .*policy.db has format 9, which this tierd (format 1) cannot read (a newer tierd's)" "$T/newer.log" ||
+[ "$rc" = 1 ] && grep -q "copy journal .*policy.db has format 9, which this tierd (format 2) cannot read (a newer tierd's)" "$T/newer.log" ||
   fail "a copy journal of a newer format: exit $rc: $(tail -3 "$T/newer.log")"
 ok "a copy journal of a newer format is refused at start, with the fix"
+[ "$KIND" = posix ] || { echo PASS; exit 0; }
+
+# ---- never delete the only copy (posix: the archive is a directory we can change) ----
+SD=$T/safe
+BE=$SD/be
+mkdir -p "$BE/datasets/ds1" "$BE/ckpt/ds1" "$SD/spool"
+head -c 100000 /dev/urandom >"$SD/f1.orig"
+head -c 50000 /dev/urandom >"$SD/f2.orig"
+cp "$SD/f1.orig" "$BE/datasets/ds1/f1.bin"
+cp "$SD/f2.orig" "$BE/datasets/ds1/f2.bin"
+printf 'checkpoint-15b\n' >"$BE/ckpt/ds1/f1.bin"
+CONF=$SD/tierd.conf
+safe_conf() { # safe_conf TARGET_OF_cpB
+  tierd_conf_posix be "$BE"
+  tierd_conf_ns /datasets be "prefix = datasets"
+  tierd_conf_ns /ckpt be "prefix = ckpt"
+  tierd_conf_section writeback "spool_dir = $SD/spool"
+  tierd_conf_section daemon "policy_interval = 1h"
+  tierd_conf_mount "$MNT" "attr_ttl = 100ms" "entry_ttl = 100ms"
+  tierd_conf_api "$SOCK"
+  tierd_conf_section "policy cpA" "namespace = /datasets" "prefix = ds1/" "action = copy" \
+    "target = be:arch/"
+  tierd_conf_section "policy exA" "namespace = /datasets" "prefix = ds1/" "action = expire" \
+    "allow_delete = true"
+  tierd_conf_section "policy cpB" "namespace = /ckpt" "prefix = ds1/" "action = copy" \
+    "target = $1"
+  tierd_conf_section "policy exB" "namespace = /ckpt" "prefix = ds1/" "action = expire" \
+    "allow_delete = true"
+}
+# the review's case: both copy rules onto be:arch/; refused at start, at cpB's target line
+safe_conf be:arch/ >"$CONF"
+bad_line=$(grep -n '^target = be:arch/$' "$CONF" | sed -n '2s/:.*//p')
+cpa_line=$(grep -n '^target = be:arch/$' "$CONF" | sed -n '1s/:.*//p')
+rc=0
+# (a bound: a tierd that accepted the rules would run on; the refusal is immediate)
+timeout 60 "$TIERD" -c "$CONF" -f 2>"$SD/refused.log" || rc=$?
+[ "$rc" = 2 ] && grep -qF "$CONF:$bad_line: [policy cpB] target = be:arch/ overlaps the target of [policy cpA] at line $cpa_line" "$SD/refused.log" ||
+  fail "two copy rules onto be:arch/ at start: exit $rc: $(tail -3 "$SD/refused.log")"
+[ -f "$BE/datasets/ds1/f1.bin" ] && [ ! -e "$BE/arch" ] || fail "the refused start touched the backend"
+ok "two copy rules of two namespaces onto one target are refused at start ($CONF:$bad_line, naming cpA)"
+
+# a copy journal of format 1 (no target ETag) opens: upgraded in place, its row kept
+python3 -c 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1])
+c.execute("CREATE TABLE copies (rule TEXT NOT NULL, key TEXT NOT NULL, etag TEXT NOT NULL, target TEXT NOT NULL, size INTEGER NOT NULL, done_ns INTEGER NOT NULL, PRIMARY KEY (rule, key))")
+c.execute("INSERT INTO copies VALUES (?, ?, ?, ?, ?, ?)", ("cpA", "datasets/ds1/old.bin", "e", "be:arch/ds1/old.bin", 1, 1))
+c.execute("PRAGMA user_version = 1"); c.commit()' "$SD/spool/policy.db"
+safe_conf be:arch-ck/ >"$CONF"
+start_tierd
+jq1() { python3 -c 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); print(*c.execute(sys.argv[2]).fetchone())' "$SD/spool/policy.db" "$1"; }
+[ "$(jq1 'PRAGMA user_version')" = 2 ] && [ "$(jq1 'SELECT count(*) FROM copies WHERE target_etag IS NULL')" = 1 ] ||
+  fail "the format-1 copy journal was not upgraded in place: format $(jq1 'PRAGMA user_version')"
+ok "a copy journal of format 1 opens, upgraded to format 2 in place with its rows"
+
+# reload with cpB onto be:arch/ again: refused with FILE:LINE, the old rules keep running
+safe_conf be:arch/ >"$CONF"
+rc=0
+out=$("$TIERCTL" -s "$SOCK" reload 2>&1) || rc=$?
+[ "$rc" != 0 ] && echo "$out" | grep -qF "$CONF:$bad_line: [policy cpB] target = be:arch/ overlaps the target of [policy cpA]" ||
+  fail "reload with two copy rules onto be:arch/: exit $rc: $out"
+st=$("$TIERCTL" -s "$SOCK" policy status --json)
+python3 -c 'import json,sys; r={x["name"]: x for x in json.loads(sys.argv[1])["rules"]}
+sys.exit(0 if r["cpB"]["target"] == "be:arch-ck/" and set(r) == {"cpA", "exA", "cpB", "exB"} else 1)' "$st" ||
+  fail "after the refused reload the rules are not the old ones: $st"
+safe_conf be:arch-ck/ >"$CONF"
+ok "reload with two copy rules onto one target is refused (FILE:LINE); the old rules stay"
+
+# copy the two dataset files (cpA alone), then change one copy and delete the other behind
+# tierd's back: the expire must keep both sources
+out=$("$TIERCTL" -s "$SOCK" policy run cpA) || fail "policy run cpA: $out"
+cmp -s "$BE/arch/ds1/f1.bin" "$SD/f1.orig" && cmp -s "$BE/arch/ds1/f2.bin" "$SD/f2.orig" ||
+  fail "cpA did not copy both files: $out"
+printf 'other bytes\n' >"$BE/arch/ds1/f1.bin"
+rm "$BE/arch/ds1/f2.bin"
+# the second pass: f1 is skipped again (logged no more); f2's copy, gone, was forgotten at the
+# first, so its expire now waits for the copy to be made again (deferred)
+for i in 1 2; do
+  out=$("$TIERCTL" -s "$SOCK" policy run exA --json) || fail "policy run exA ($i): $out"
+  python3 -c 'import json,sys; i=int(sys.argv[2]); j=json.loads(sys.argv[1])
+a={x["path"]: x for x in j["actions"]}
+f1, f2 = a.get("/datasets/ds1/f1.bin", {}), a.get("/datasets/ds1/f2.bin", {})
+ok = j["done"] == 0 and j["failed"] == 0 and f1.get("result") == "skipped" \
+  and "its copy be:arch/ds1/f1.bin (policy cpA) is not the one made: 12 bytes" in f1["detail"] \
+  and "the copy journal has 100000 bytes" in f1["detail"]
+if i == 1:
+    ok = ok and j["skipped"] == 2 and f2.get("result") == "skipped" and "is gone" in f2["detail"]
+else:
+    ok = ok and j["skipped"] == 1 and j["deferred"] == 1 and not f2
+sys.exit(0 if ok else 1)' "$out" "$i" || fail "policy run exA ($i) did not keep both sources: $out"
+done
+cmp -s "$BE/datasets/ds1/f1.bin" "$SD/f1.orig" && cmp -s "$BE/datasets/ds1/f2.bin" "$SD/f2.orig" ||
+  fail "a source whose copy was changed or deleted is gone or changed"
+st=$("$TIERCTL" -s "$SOCK" policy status --json)
+python3 -c 'import json,sys; r={x["name"]: x for x in json.loads(sys.argv[1])["rules"]}
+sys.exit(0 if r["exA"]["skipped"] == 3 and r["exA"]["done"] == 0 and r["exA"]["failed"] == 0 else 1)' "$st" ||
+  fail "policy status does not count 3 skipped deletes of exA: $st"
+"$TIERCTL" -s "$SOCK" policy status | grep -Eq '^exA +/datasets +expire +0 .* 3$' ||
+  fail "tierctl policy status lacks exA's 3 skips: $("$TIERCTL" -s "$SOCK" policy status)"
+m=$(api /metrics) || fail "GET /metrics"
+grep -qx 'tierd_policy_actions_total{policy="exA",namespace="/datasets",action="expire",result="skipped"} 3' <<<"$m" ||
+  fail "/metrics lacks exA's 3 skips: $(grep 'policy="exA"' <<<"$m")"
+for f in f1 f2; do
+  n=$(grep -c "policy exA: expire /datasets/ds1/$f.bin skipped, the source is kept" "$T/tierd.log" || true)
+  [ "$n" = 1 ] || fail "the skip of $f was logged $n times in two passes, want once"
+done
+ok "a copy changed or deleted behind tierd's back: the expire keeps the source, counts (status, /metrics) and logs once per file"
+
+# a full pass: the deleted copy is made again and its source then expires; the changed one
+# stays kept (someone else's bytes are never overwritten); cpB/exB, on their own target, work
+out=$("$TIERCTL" -s "$SOCK" policy run) || fail "policy run: $out"
+cmp -s "$BE/arch/ds1/f2.bin" "$SD/f2.orig" && [ ! -e "$BE/datasets/ds1/f2.bin" ] ||
+  fail "the deleted copy of f2 was not made again before its source expired: $out"
+cmp -s "$BE/datasets/ds1/f1.bin" "$SD/f1.orig" && [ "$(cat "$BE/arch/ds1/f1.bin")" = "other bytes" ] ||
+  fail "f1 (its copy changed) was deleted or its copy overwritten: $out"
+[ "$(cat "$BE/arch-ck/ds1/f1.bin")" = checkpoint-15b ] && [ ! -e "$BE/ckpt/ds1/f1.bin" ] ||
+  fail "cpB and exB on their own target did not copy then expire: $out"
+ok "a deleted copy is made again and only then its source expires; a changed copy keeps its source"
+stop_tierd
 echo PASS

@@ -6,7 +6,8 @@
  * every file of a step together, groups apart, pending files ranked but never selected), by
  * directory and time (the built-in retention), age, size, glob, watermark; the built-in rule is
  * made for each write-back namespace and replaced by a namespace's own keep_last demote rule;
- * the tenant filter and the demote level; the last-use table (access.h) with its tenants.
+ * the tenant filter and the demote level; the last-use table (access.h) with its tenants; copy
+ * targets that overlap another rule's target or a namespace refused at their line.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -354,6 +355,100 @@ static void test_retention_off(void **state)
     tierd_config_fini(&c);
 }
 
+/* The config text must be refused: its error starts with "t.conf:LINE:" and holds each of the
+ * NULL-terminated strings. */
+static void refused(const char *text, int line, ...)
+{
+    struct tierd_config c;
+    char err[1024], at[32];
+    int rc = tierd_config_load_string("t.conf", text, strlen(text), &c, err, sizeof(err));
+    tierd_config_fini(&c); /* also after a refusal (what it parsed) */
+    if (rc == 0)
+        fail_msg("accepted, want refused at line %d:\n%s", line, text);
+    snprintf(at, sizeof(at), "t.conf:%d: ", line);
+    if (strncmp(err, at, strlen(at)) != 0)
+        fail_msg("error \"%s\" is not at %s", err, at);
+    va_list ap;
+    va_start(ap, line);
+    for (const char *want; (want = va_arg(ap, const char *)) != NULL;)
+        if (!strstr(err, want))
+            fail_msg("error \"%s\" lacks \"%s\"", err, want);
+    va_end(ap);
+}
+
+static void accepted(const char *text)
+{
+    struct tierd_config c;
+    struct policy_rules r;
+    build(text, &c, &r);
+    policy_rules_free(&r);
+    tierd_config_fini(&c);
+}
+
+/* Two namespaces of one backend; lines 1-11, so the first [policy] is at line 12. */
+#define TWO                                                                                        \
+    "[backend be]\ntype = posix\nroot = /srv\n"                                                    \
+    "[namespace /datasets]\nbackend = be\nprefix = datasets\n"                                     \
+    "[namespace /ckpt]\nbackend = be\nprefix = ckpt\n"                                             \
+    "[mount]\npath = /mnt/t\n"
+#define CP_A                                                                                       \
+    "[policy cpA]\nnamespace = /datasets\nprefix = ds1/\naction = copy\ntarget = be:arch/\n"
+#define EX_A                                                                                       \
+    "[policy exA]\nnamespace = /datasets\nprefix = ds1/\naction = expire\nallow_delete = true\n"
+#define EX_B                                                                                       \
+    "[policy exB]\nnamespace = /ckpt\nprefix = ds1/\naction = expire\nallow_delete = true\n"
+
+/* Copy targets (backend and prefix) must not overlap another copy rule's target, in any
+ * namespace, nor any namespace's keys (read-cache or write-back; so no rule's source either):
+ * else two rules write one key, and an expire trusts a copy that is another file. */
+static void test_copy_targets(void **state)
+{
+    (void)state;
+    /* the two copy rules of two namespaces onto be:arch/, each with an expire: one source
+     * would be deleted while its only copy is overwritten by the other's file */
+    refused(
+        TWO CP_A EX_A
+        "[policy cpB]\nnamespace = /ckpt\nprefix = ds1/\naction = copy\ntarget = be:arch/\n" EX_B,
+        26, "[policy cpB] target = be:arch/ overlaps the target of [policy cpA] at line 16",
+        "give each copy rule its own target prefix", NULL);
+    /* nested targets too, in either order */
+    refused(TWO CP_A "[policy cpB]\nnamespace = /ckpt\naction = copy\ntarget = be:arch/ds1/\n", 20,
+            "[policy cpB] target = be:arch/ds1/ overlaps the target of [policy cpA]", NULL);
+    refused(TWO "[policy cpB]\nnamespace = /ckpt\naction = copy\ntarget = be:arch/ds1/\n" CP_A, 20,
+            "[policy cpA] target = be:arch/ overlaps the target of [policy cpB] at line 15", NULL);
+    /* and within one namespace, whatever the rules' scopes */
+    refused(TWO CP_A "[policy cpC]\nnamespace = /datasets\nprefix = ds2/\naction = copy\n"
+                     "target = be:arch/\n",
+            21, "[policy cpC] target = be:arch/ overlaps the target of [policy cpA]", NULL);
+    /* a target inside another namespace (read-cache), or holding one */
+    refused(TWO "[policy cp]\nnamespace = /datasets\naction = copy\ntarget = be:ckpt/old/\n", 15,
+            "target = be:ckpt/old/ overlaps the read-cache namespace /ckpt (line 7) at be:ckpt/",
+            "outside every namespace", NULL);
+    refused(HEAD "[policy cp]\nnamespace = /ck\naction = copy\ntarget = warm:ds/\n", 23,
+            "overlaps the read-cache namespace /ds (line 11)", NULL);
+    /* another rule's source is inside its namespace: refused as that namespace */
+    refused(HEAD "[policy logs]\nnamespace = /ds\nprefix = logs/\nage = 1d\naction = expire\n"
+                 "allow_delete = true\n"
+                 "[policy cp]\nnamespace = /ck\naction = copy\ntarget = warm:ds/logs/\n",
+            29, "target = warm:ds/logs/ overlaps the read-cache namespace /ds", NULL);
+    refused(HEAD "[namespace /old]\nbackend = archive\nprefix = old\n"
+                 "[policy cp]\nnamespace = /ds\naction = copy\ntarget = archive\n",
+            26,
+            "target = archive: overlaps the read-cache namespace /old (line 20) at archive:old/",
+            NULL);
+    refused(HEAD "[policy cp]\nnamespace = /ds\naction = copy\ntarget = warm:ck/\n", 23,
+            "overlaps the write-back namespace /ck (line 7)", NULL);
+    /* a target around its own namespace */
+    refused(TWO "[policy cp]\nnamespace = /datasets\naction = copy\ntarget = be\n", 15,
+            "target = be: is around the namespace it copies from (be:datasets/", NULL);
+    /* prefixes overlap only at a '/' boundary: arch/ and archive/ are apart, and so are
+     * datasets/ and datasets2/; one copy rule per target, with expires, is fine */
+    accepted(TWO CP_A EX_A EX_B "[policy cpB]\nnamespace = /ckpt\nprefix = ds1/\naction = copy\n"
+                                "target = be:archive/\n"
+                                "[policy cpC]\nnamespace = /ckpt\nprefix = ds2/\naction = copy\n"
+                                "target = be:datasets2/\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -361,7 +456,7 @@ int main(void)
         cmocka_unit_test(test_builtin_and_time), cmocka_unit_test(test_filters_and_triggers),
         cmocka_unit_test(test_retention_off),    cmocka_unit_test(test_idle),
         cmocka_unit_test(test_builtin_floor),    cmocka_unit_test(test_access_floor),
-        cmocka_unit_test(test_tenant_and_level),
+        cmocka_unit_test(test_tenant_and_level), cmocka_unit_test(test_copy_targets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
