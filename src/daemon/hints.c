@@ -994,7 +994,7 @@ static int batch_firsts(struct tierd_ns *const *nss, char *const *keys, const st
     size_t cap = 16;
     while (cap < 2 * n)
         cap *= 2;
-    size_t *t = calloc(cap, sizeof(*t));
+    uint32_t *t = calloc(cap, sizeof(*t)); /* i + 1: n <= HINTS_ENTRIES_MAX */
     if (!t)
         return -ENOMEM;
     for (size_t i = 0; i < n; i++) {
@@ -1010,7 +1010,7 @@ static int batch_firsts(struct tierd_ns *const *nss, char *const *keys, const st
             }
         }
         if (isnew[i])
-            t[j] = i + 1;
+            t[j] = (uint32_t)i + 1;
     }
     free(t);
     return 0;

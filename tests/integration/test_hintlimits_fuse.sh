@@ -127,6 +127,7 @@ code=$(post 1003 "$(body x1 /ds/a/f%d.bin 3 10)")
 [ "$code" = 200 ] || fail "u1003's set while u1001 is at its cap: HTTP $code $(cat "$T/u/post.json")"
 code=$(post 1001 "$(body s1 /ds/a/f%d.bin 5 10)")
 [ "$code" = 200 ] && [ "$(field s1 entries)" = 5 ] || fail "u1001 replacing s1 at its cap: HTTP $code $(cat "$T/u/post.json")"
+[ "$(field s1 bytes)" -gt 0 ] || fail "set s1's bytes: $(field s1 bytes), want its memory's estimate"
 ok "hint_tenant_sets: u1001's third set 507 (API) / EDQUOT (close); u1003 unaffected; replacing is allowed"
 
 # entries: u1001 holds 5 + 3; 1000 entries of one file in s2 would make 1005
