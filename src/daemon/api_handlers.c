@@ -2754,6 +2754,10 @@ out:
 
 /* ---- epoch-order hints (/v1/hints) -------------------------------------------------------- */
 
+/* one size limit for a non-administrator's hint, by the API or by a control file */
+_Static_assert(API_HINTS_BODY_MAX_USER == HINTS_USER_BYTES_MAX,
+               "POST /v1/hints's body bound for users is the hint files' (hints.h)");
+
 /* Whose hint a request may give: -1 an administrator's (any tenant, "tenant" names it, default
  * the default tenant); a caller's own tenant id (resolved from its SO_PEERCRED pid, uid, gid as
  * the mount resolves its reads); -2 nobody's (a non-administrator whose peer is unknown). */
@@ -2830,7 +2834,8 @@ static unsigned do_hints_post(struct tierd *d, const struct api_request *rq, str
         }
     }
     tier_err_clear();
-    int rc = hints_submit(d->hints, json_string_value(nj), tenant, pv, n, json_is_true(aj));
+    int rc =
+        hints_submit(d->hints, json_string_value(nj), tenant, pv, n, json_is_true(aj), rq->admin);
     if (rc)
         ret = reply_error(out, rc, "cannot take the hint: %s",
                           *tier_err_msg() ? tier_err_msg() : strerror(-rc));
@@ -2868,11 +2873,15 @@ static unsigned do_hints_get(struct tierd *d, struct api_reply *out)
         /* where the sizes and etags came from: the mount's listings, or a stat each */
         json_t *last = json_array_get(arr, json_array_size(arr) - 1);
         if (last)
-            json_object_update_missing_new(
-                last, json_pack("{s:I, s:I}", "attrs_listed", (json_int_t)s->attrs_listed,
-                                "attrs_stat", (json_int_t)s->attrs_stat));
+            json_object_update_missing_new(last, json_pack("{s:I, s:I, s:I}", "attrs_listed",
+                                                           (json_int_t)s->attrs_listed,
+                                                           "attrs_stat", (json_int_t)s->attrs_stat,
+                                                           "bytes", (json_int_t)s->bytes));
     }
-    return reply_json(out, 200, json_pack("{s:o}", "sets", arr));
+    /* manifest reads of all submissions: each version read once per submission */
+    return reply_json(out, 200,
+                      json_pack("{s:o, s:I}", "sets", arr, "manifest_reads",
+                                (json_int_t)hints_manifest_reads(d->hints)));
 }
 
 /* ---- dashboard (GET /ui) ----------------------------------------------------------------- */

@@ -112,6 +112,9 @@ struct hints {
     pthread_t *threads;
     int nthreads;
     uint64_t window_files, window_bytes, cache_bytes;
+    _Atomic uint64_t manifest_reads; /* hints_manifest_reads */
+    /* what hint state may cost (tierd.h; 0: no bound), immutable */
+    uint64_t tenant_sets, tenant_entries, tenant_bytes, state_bytes;
     /* hints_set_meta: read-locked around each call of meta */
     pthread_rwlock_t meta_lock;
     hints_meta_fn meta;
@@ -734,30 +737,45 @@ bool hints_name_ok(const char *name)
     return true;
 }
 
-/* The manifests of the versions a submission names, so that its files of a few versions (train
- * and val of one version, shuffled together) read each once; per submission: a version deleted
- * and committed again under its name is read afresh. More versions than VCACHE_MAX, taken in
- * turn, are read again (a manifest may be large: a few are kept, not all). */
-#define VCACHE_MAX 4
+/* The manifests of the versions a submission names, each read once per submission whatever
+ * the order of its paths (train and val of a few versions, shuffled together): all of them are
+ * kept decoded until the submission is resolved, within HINTS_REQ_VERSIONS versions and
+ * HINTS_REQ_MANIFEST_BYTES of decoded manifests (past either the submission is refused: its
+ * work and memory are bounded). Per submission: a version deleted and committed again under its
+ * name is read afresh. */
 struct vcache {
-    struct {
-        char *tree; /* NULL: a free slot */
+    struct vent {
+        char *tree;
         char name[MANIFEST_NAME_MAX];
         struct manifest m;
-    } v[VCACHE_MAX];
-    unsigned next; /* the slot the next new version replaces */
-    char why[320]; /* a message for *why */
+    } v[HINTS_REQ_VERSIONS];
+    unsigned n, last; /* versions read; the last one found (paths come in runs) */
+    uint64_t bytes;   /* decoded manifests, estimated (manifest_mem) */
+    char why[320];    /* a message for *why */
 };
 
 static void vcache_fini(struct vcache *vc)
 {
-    for (unsigned i = 0; i < VCACHE_MAX; i++) {
-        if (vc->v[i].tree) {
-            free(vc->v[i].tree);
-            manifest_fini(&vc->v[i].m);
-        }
+    for (unsigned i = 0; i < vc->n; i++) {
+        free(vc->v[i].tree);
+        manifest_fini(&vc->v[i].m);
     }
     memset(vc, 0, sizeof(*vc));
+}
+
+/* What a decoded manifest takes in memory, about. */
+static uint64_t manifest_mem(const struct manifest *m)
+{
+    uint64_t b = sizeof(*m) + (uint64_t)m->cap * sizeof(*m->files);
+    for (size_t i = 0; i < m->n; i++)
+        b += strlen(m->files[i].key) + 1 +
+             (m->files[i].version_id ? strlen(m->files[i].version_id) + 1 : 0);
+    return b;
+}
+
+static bool vent_is(const struct vent *e, const char *tree, const char *name)
+{
+    return !strcmp(e->tree, tree) && !strcmp(e->name, name);
 }
 
 /* The manifest of tree@name (takes tree), read when vc does not have it. 0, or -errno with
@@ -765,23 +783,31 @@ static void vcache_fini(struct vcache *vc)
 static int vcache_get(struct hints *h, struct vcache *vc, char *tree, const char *name,
                       const struct manifest **out)
 {
-    for (unsigned i = 0; i < VCACHE_MAX; i++) {
-        if (vc->v[i].tree && !strcmp(vc->v[i].tree, tree) && !strcmp(vc->v[i].name, name)) {
-            free(tree);
-            *out = &vc->v[i].m;
-            return 0;
-        }
+    unsigned hit = vc->n;
+    if (vc->n && vent_is(&vc->v[vc->last], tree, name))
+        hit = vc->last;
+    for (unsigned i = 0; hit == vc->n && i < vc->n; i++)
+        if (vent_is(&vc->v[i], tree, name))
+            hit = i;
+    if (hit < vc->n) {
+        free(tree);
+        vc->last = hit;
+        *out = &vc->v[hit].m;
+        return 0;
     }
-    unsigned k = vc->next;
-    vc->next = (k + 1) % VCACHE_MAX;
-    if (vc->v[k].tree) {
-        free(vc->v[k].tree);
-        manifest_fini(&vc->v[k].m);
-        vc->v[k].tree = NULL;
+    if (vc->n == HINTS_REQ_VERSIONS) {
+        snprintf(vc->why, sizeof(vc->why),
+                 "%s@%s: more than %d dataset versions in one submission; split it by version "
+                 "(append the rest)",
+                 tree, name, HINTS_REQ_VERSIONS);
+        free(tree);
+        return -E2BIG;
     }
-    memset(&vc->v[k].m, 0, sizeof(vc->v[k].m));
+    struct vent *e = &vc->v[vc->n];
+    memset(&e->m, 0, sizeof(e->m));
     tier_err_clear();
-    int rc = dataset_show(h->d, tree, name, &vc->v[k].m);
+    atomic_fetch_add(&h->manifest_reads, 1);
+    int rc = dataset_show(h->d, tree, name, &e->m);
     if (rc) {
         if (rc == -ENOENT && !*tier_err_msg())
             snprintf(vc->why, sizeof(vc->why), "%s has no version %s", tree, name);
@@ -791,9 +817,18 @@ static int vcache_get(struct hints *h, struct vcache *vc, char *tree, const char
         free(tree);
         return rc;
     }
-    vc->v[k].tree = tree;
-    tier_strlcpy(vc->v[k].name, name, sizeof(vc->v[k].name));
-    *out = &vc->v[k].m;
+    e->tree = tree;
+    tier_strlcpy(e->name, name, sizeof(e->name));
+    vc->last = vc->n++;
+    vc->bytes += manifest_mem(&e->m);
+    if (vc->bytes > HINTS_REQ_MANIFEST_BYTES) {
+        snprintf(vc->why, sizeof(vc->why),
+                 "%s@%s: the manifests of the versions this submission names take more than "
+                 "%llu MiB together; split it by version (append the rest)",
+                 tree, name, (unsigned long long)(HINTS_REQ_MANIFEST_BYTES >> 20));
+        return -E2BIG;
+    }
+    *out = &e->m;
     return 0;
 }
 
@@ -828,7 +863,7 @@ static int resolve_version(struct hints *h, char *tree, const char *name, const 
     rc = vcache_get(h, vc, tree, name, &m);
     if (rc) {
         *why = vc->why;
-        return rc == -ENOMEM ? rc : -EINVAL;
+        return rc == -ENOMEM || rc == -E2BIG ? rc : -EINVAL;
     }
     size_t lo = 0;
     rc = manifest_find(m, file, &lo);
@@ -937,6 +972,101 @@ static int resolve_all(struct hints *h, const char *const *paths, size_t n, stru
     return 0;
 }
 
+/* ---- limits -------------------------------------------------------------------------------- */
+
+/* Memory a set's state takes, estimated (hints_set_stats.bytes): per entry its consumed flag and
+ * the hintwin's order (seq, nxt); per file its struct, its key (and version id), its map slots,
+ * occ and the hintwin's per-item slots and heap entry; per set its struct and first arrays. */
+#define ENTRY_BYTES 13u
+#define FILE_BYTES (sizeof(struct hfile) + 80u)
+#define SET_BYTES (sizeof(struct hset) + 4096u)
+
+static uint64_t file_cost(const char *key, const struct hpin *pin)
+{
+    return FILE_BYTES + strlen(key) + 1 + (pin->version_id ? strlen(pin->version_id) + 1 : 0);
+}
+
+/* isnew[i]: path i is the first of its file in the submission (an earlier path of the same
+ * (ns, key, pin) makes it not): what a new set's files will be. 0 or -ENOMEM. */
+static int batch_firsts(struct tierd_ns *const *nss, char *const *keys, const struct hpin *pins,
+                        size_t n, uint8_t *isnew)
+{
+    size_t cap = 16;
+    while (cap < 2 * n)
+        cap *= 2;
+    uint32_t *t = calloc(cap, sizeof(*t)); /* i + 1: n <= HINTS_ENTRIES_MAX */
+    if (!t)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const char *pe = pins[i].on ? pins[i].etag : NULL;
+        size_t j = (size_t)key_hash(nss[i], keys[i], pe) & (cap - 1);
+        isnew[i] = 1;
+        for (; t[j]; j = (j + 1) & (cap - 1)) {
+            size_t k = t[j] - 1;
+            if (nss[k] == nss[i] && !strcmp(keys[k], keys[i]) && pins[k].on == pins[i].on &&
+                (!pe || !strcmp(pins[k].etag, pe))) {
+                isnew[i] = 0;
+                break;
+            }
+        }
+        if (isnew[i])
+            t[j] = (uint32_t)i + 1;
+    }
+    free(t);
+    return 0;
+}
+
+/* h->mu held: may tenant's sets (but except, a set being replaced) grow by a set (fresh), n
+ * entries and more bytes? 0, or -EDQUOT (a tenant's cap: admin false only) or -ENOSPC (the
+ * bytes of all hint state) with tier_err_set. */
+static int limits_check_locked(struct hints *h, uint32_t tenant, const struct hset *except,
+                               bool fresh, uint64_t n, uint64_t more, bool admin)
+{
+    uint64_t sets = 0, entries = 0, bytes = 0, all = 0;
+    for (const struct hset *s = h->sets; s; s = s->next) {
+        if (s == except)
+            continue;
+        all += s->st.bytes;
+        if (s->tenant == tenant) {
+            sets++;
+            entries += hintwin_len(s->w);
+            bytes += s->st.bytes;
+        }
+    }
+    const char *tn = h->d->tenants ? tenant_name(h->d->tenants, tenant) : "default";
+    if (!admin && h->tenant_sets && fresh && sets + 1 > h->tenant_sets) {
+        tier_err_set("tenant %s has %" PRIu64 " hint sets: at most %" PRIu64 " per tenant "
+                     "([cache] hint_tenant_sets); drop one (DELETE /v1/hints/NAME, or rm "
+                     "<mount>/.tierd/hints/NAME) or replace one",
+                     tn, sets, h->tenant_sets);
+        return -EDQUOT;
+    }
+    if (!admin && h->tenant_entries && entries + n > h->tenant_entries) {
+        tier_err_set("tenant %s's hint sets would have %" PRIu64 " entries: at most %" PRIu64
+                     " per tenant ([cache] hint_tenant_entries); drop or replace a set first",
+                     tn, entries + n, h->tenant_entries);
+        return -EDQUOT;
+    }
+    if (!admin && h->tenant_bytes && bytes + more > h->tenant_bytes) {
+        tier_err_set("tenant %s's hint sets would take %" PRIu64 " KiB of memory: at most %" PRIu64
+                     " KiB per tenant ([cache] hint_tenant_size); drop or replace a set first",
+                     tn, (bytes + more) >> 10, h->tenant_bytes >> 10);
+        return -EDQUOT;
+    }
+    if (h->state_bytes && all + more > h->state_bytes) {
+        tier_err_set("all hint sets would take %" PRIu64 " KiB of memory: at most %" PRIu64
+                     " KiB ([cache] hint_state_size); drop a set first",
+                     (all + more) >> 10, h->state_bytes >> 10);
+        return -ENOSPC;
+    }
+    return 0;
+}
+
+uint64_t hints_manifest_reads(struct hints *h)
+{
+    return h ? atomic_load(&h->manifest_reads) : 0;
+}
+
 static int done_grow(struct hset *s, uint64_t need)
 {
     if (need <= s->donecap)
@@ -954,7 +1084,7 @@ static int done_grow(struct hset *s, uint64_t need)
 }
 
 int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char *const *paths,
-                 size_t n, bool append)
+                 size_t n, bool append, bool admin)
 {
     if (!hints_name_ok(name)) {
         tier_err_set("hint name '%.80s' is not allowed (1 to %d letters, digits, '.', '_', '-')",
@@ -965,18 +1095,45 @@ int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char 
         tier_err_set("%zu entries: at most %d per hint set", n, HINTS_ENTRIES_MAX);
         return -E2BIG;
     }
+    /* the bounds known from the count alone first: before the paths cost memory or reads */
+    pthread_mutex_lock(&h->mu);
+    struct hset *s = set_find(h, tenant, name);
+    bool grows = s && append;
+    int rc = limits_check_locked(h, tenant, grows ? NULL : s, !grows, n,
+                                 (uint64_t)n * ENTRY_BYTES + (grows ? 0 : SET_BYTES), admin);
+    pthread_mutex_unlock(&h->mu);
+    if (rc)
+        return rc;
     struct tierd_ns **nss = calloc(n ? n : 1, sizeof(*nss));
     char **keys = calloc(n ? n : 1, sizeof(*keys));
     struct hpin *pins = calloc(n ? n : 1, sizeof(*pins));
-    int rc = nss && keys && pins ? resolve_all(h, paths, n, nss, keys, pins) : -ENOMEM;
+    uint8_t *isnew = calloc(n ? n : 1, 1);
+    rc = nss && keys && pins && isnew ? resolve_all(h, paths, n, nss, keys, pins) : -ENOMEM;
     if (rc) {
         free(nss);
         free(keys);
         free(pins);
+        free(isnew);
         return rc;
     }
+    rc = batch_firsts(nss, keys, pins, n, isnew);
+    if (rc)
+        goto out;
+    /* the exact bounds: what the set's new files cost */
+    uint64_t more_files = 0, more_new = 0;
+    for (size_t i = 0; i < n; i++)
+        if (isnew[i])
+            more_new += file_cost(keys[i], &pins[i]);
     pthread_mutex_lock(&h->mu);
-    struct hset *s = set_find(h, tenant, name);
+    s = set_find(h, tenant, name);
+    if (s && !append) {
+        rc = limits_check_locked(h, tenant, s, true, n,
+                                 SET_BYTES + (uint64_t)n * ENTRY_BYTES + more_new, admin);
+        if (rc) {
+            pthread_mutex_unlock(&h->mu);
+            goto out;
+        }
+    }
     /* set_drop_locked drops h->mu: another submit may have made the name again meanwhile */
     while (s && !append) {
         set_drop_locked(h, s);
@@ -990,6 +1147,16 @@ int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char 
         goto out;
     }
     bool fresh = !s;
+    for (size_t i = 0; !fresh && i < n; i++)
+        if (isnew[i] && map_find(s, nss[i], keys[i], pins[i].on ? pins[i].etag : NULL) < 0)
+            more_files += file_cost(keys[i], &pins[i]);
+    rc = limits_check_locked(
+        h, tenant, NULL, fresh, n,
+        (uint64_t)n * ENTRY_BYTES + (fresh ? SET_BYTES + more_new : more_files), admin);
+    if (rc) {
+        pthread_mutex_unlock(&h->mu);
+        goto out;
+    }
     if (fresh) {
         if (atomic_load(&h->nsets) >= HINTS_SETS_MAX) {
             pthread_mutex_unlock(&h->mu);
@@ -1007,6 +1174,7 @@ int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char 
         }
         tier_strlcpy(s->name, name, sizeof(s->name));
         s->tenant = tenant;
+        s->st.bytes = SET_BYTES;
         s->io = (struct tier_ioctx){.tenant = tenant,
                                     .cls = h->d->tenants ? tenant_class(h->d->tenants, tenant)
                                                          : TIER_IO_TRAINING};
@@ -1015,12 +1183,15 @@ int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char 
     rc = done_grow(s, base + n);
     size_t guess = h->d->cache ? cache_block_size(h->d->cache) : 1;
     for (size_t i = 0; rc == 0 && i < n; i++) {
+        uint32_t had = s->nfiles;
+        uint64_t cost = file_cost(keys[i], &pins[i]);
         int64_t x = file_item(s, nss[i], keys[i], &pins[i]);
         keys[i] = NULL; /* taken over or freed, and pins[i].version_id with it */
         if (x < 0) {
             rc = -ENOMEM;
             break;
         }
+        s->st.bytes += ENTRY_BYTES + (s->nfiles > had ? cost : 0);
         rc = hintwin_append(s->w, (uint32_t)x, s->files[x]->size ? s->files[x]->size : guess);
         if (rc == 0 && s->occ[x] == HINTWIN_NONE)
             s->occ[x] = base + i;
@@ -1062,6 +1233,7 @@ out:
     free(nss);
     free(keys);
     free(pins);
+    free(isnew);
     return rc;
 }
 
@@ -1118,6 +1290,10 @@ int hints_new(struct tierd *d, struct hints **out)
     h->window_files = d->cfg.hints_window_files;
     h->window_bytes = d->cfg.hints_window_bytes;
     h->cache_bytes = d->cfg.hints_cache_bytes;
+    h->tenant_sets = d->cfg.hints_tenant_sets > 0 ? (uint64_t)d->cfg.hints_tenant_sets : 0;
+    h->tenant_entries = d->cfg.hints_tenant_entries;
+    h->tenant_bytes = d->cfg.hints_tenant_bytes;
+    h->state_bytes = d->cfg.hints_state_bytes;
     if (!h->cache_bytes) { /* half the hot tier */
         const struct cache_config *cc = &d->cfg.cache;
         uint64_t hot =

@@ -19,6 +19,10 @@
  * share and the tenant's cache_quota), the held file whose next use is farthest is released and
  * evicted (hintwin_victim), one never used again first.
  *
+ * What hint state may cost is bounded (hints_submit): per tenant of a caller who is no
+ * administrator its sets, entries and bytes, and the bytes of all sets; per submission the
+ * dataset manifests it reads (each version once).
+ *
  * Thread-safe: one mutex for the engine; no I/O under it.
  */
 #ifndef TIER_DAEMON_HINTS_H
@@ -37,7 +41,15 @@ struct hints;
 
 #define HINTS_NAME_MAX 64          /* bytes of a set's name, NUL included */
 #define HINTS_SETS_MAX 64          /* sets at once */
-#define HINTS_ENTRIES_MAX 10000000 /* entries of one set (about 12 bytes each, plus its files) */
+#define HINTS_ENTRIES_MAX 10000000 /* entries of one set (about 13 bytes each, plus its files) */
+/* One submission's bytes for a caller who is no administrator, whether by POST /v1/hints (its
+ * body) or by a control file under the mount (the file): one size limit for both. */
+#define HINTS_USER_BYTES_MAX (4u << 20)
+/* One submission reads each dataset version it names once (all of them kept decoded while it
+ * resolves, so paths of many versions in any order cost one read each), and at most this many
+ * versions and decoded manifest bytes: past them it is refused (-E2BIG), split it by version. */
+#define HINTS_REQ_VERSIONS 16
+#define HINTS_REQ_MANIFEST_BYTES (1ull << 30)
 
 int hints_new(struct tierd *d, struct hints **out);
 /* Stops the workers (fetches in flight finish), releases every held block. NULL: no-op. */
@@ -47,13 +59,23 @@ void hints_free(struct hints *h);
  * paths under DATASET_VIEW: fetched pinned to the manifest, its manifest read once per version
  * and submission). append: after the set's known
  * order (a new set if none); else the set is replaced (its held blocks released). The whole list
- * is checked first: nothing changes on error. 0, -EINVAL (a bad name or path, a path outside
+ * is checked first: nothing changes on error. Every path is resolved before it costs the set
+ * memory: its namespace, and for a version's file the version and the file in its manifest (a
+ * current file's existence is not asked of the backend: that would be a request per path; one
+ * that is gone counts an error when it is fetched). Limits: admin false (a caller who is no
+ * administrator) is held to the tenant's caps ([cache] hint_tenant_sets, hint_tenant_entries,
+ * hint_tenant_size: -EDQUOT), everyone to the bytes of all hint state (hint_state_size:
+ * -ENOSPC); the bytes are an estimate of the memory a set takes (hints_set_stats.bytes).
+ * 0, -EINVAL (a bad name or path, a path outside
  * every namespace, a path of a write-back namespace, a version that cannot be read or a path
  * that is no file of it: tier_err_msg() names it), -E2BIG (over
- * HINTS_ENTRIES_MAX entries), -ENOSPC (HINTS_SETS_MAX sets), -EEXIST (the name is another
- * tenant's), -ENOMEM. */
+ * HINTS_ENTRIES_MAX entries, or over HINTS_REQ_VERSIONS / HINTS_REQ_MANIFEST_BYTES), -ENOSPC
+ * (HINTS_SETS_MAX sets, or the state budget), -EDQUOT (a tenant's cap), -EEXIST (the name is
+ * another tenant's), -ENOMEM. tier_err_msg() says which limit and what to do. */
 int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char *const *paths,
-                 size_t n, bool append);
+                 size_t n, bool append, bool admin);
+/* Manifests read by submissions since hints_new (each a backend read and a decode). */
+uint64_t hints_manifest_reads(struct hints *h);
 /* Is name a valid set name: 1 to HINTS_NAME_MAX - 1 letters, digits, '.', '_', '-'? */
 bool hints_name_ok(const char *name);
 /* Would hints_submit take path (a file of a read-cache namespace, or a version's file: only its
@@ -97,6 +119,7 @@ struct hints_set_stats {
     uint64_t errors;                       /* files whose stat or fetch failed */
     uint64_t attrs_listed, attrs_stat;     /* sizes and etags from the mount's listings / stats */
     uint64_t skipped;                      /* entries the reader passed without reading them */
+    uint64_t bytes;                        /* memory the set's state takes (an estimate) */
     char first_error[160];
 };
 /* Up to max sets, in submission order; returns how many there are. */

@@ -25,17 +25,24 @@
  * tenant (the FUSE request's pid, uid and gid, as reads are resolved: tfs_req_io) and refuses
  * tenants default and other to all but root and tierd's own uid (EPERM), the rule of
  * POST /v1/hints: those tenants are every unmatched caller's. The handle keeps a buffer: write
- * stores bytes at their offset (O_APPEND: at the end), at most CTL_FILE_MAX per file (beyond:
- * EFBIG) and CTL_TOTAL_MAX over all files being written (beyond: ENOSPC), and checks each line it
- * completes (hints_check_path: EINVAL, so that a shell's printf fails; shells ignore close(2)).
+ * stores bytes at their offset (O_APPEND: at the end), at most HINTS_USER_BYTES_MAX per file
+ * (POST /v1/hints's body bound for users; CTL_FILE_MAX for root and tierd's uid; beyond: EFBIG),
+ * CTL_TENANT_MAX over one tenant's files being written by others than those (beyond: EDQUOT, so
+ * that one tenant cannot take the shared pool) and CTL_TOTAL_MAX over all (beyond: ENOSPC), and
+ * checks each line it completes (hints_check_path: EINVAL, so that a shell's printf fails;
+ * shells ignore close(2)).
  * Such an error sticks to the handle, whose list is then incomplete or wrong and is never
  * submitted: later writes, flushes and fsyncs return it. flush (every close(2)) and
  * fsync parse what was written since the handle's last submission (a last line without newline
  * included) and hand it to hints_submit(): the first submission replaces the set unless the file
  * was opened with O_APPEND or its first line is "#append", later ones of the same handle append
- * (processes sharing the descriptor close it one after the other). Their result is the reply,
- * so close(2) returns it (EINVAL a bad line, E2BIG, ENOSPC, EEXIST, ENOMEM as hints_submit says),
- * and the detail goes to the log. A close after no new write submits nothing; a file created or
+ * (processes sharing the descriptor close it one after the other). A writer's flush, fsync and
+ * release are handed to the closer thread (job_queue), which does that work (parsing, resolving
+ * the paths, reading manifests: hints_submit) and answers the request, so no FUSE worker waits
+ * on it; the jobs run one at a time in arrival order, so a handle's submissions keep their order
+ * and its release follows them. The submission's result is the reply, so close(2) returns it
+ * (EINVAL a bad line, E2BIG, EDQUOT, ENOSPC, EEXIST, ENOMEM as hints_submit says), and the
+ * detail goes to the log. A close after no new write submits nothing; a file created or
  * truncated and never written is an empty order, submitted at release (touch of an existing set
  * leaves it alone: neither); release submits what no flush did (errors only logged).
  * Reads are direct_io, so the kernel asks for them although the file's size is 0 (as in /proc):
@@ -50,6 +57,8 @@
  * Locking: ctl->mu guards the list of writer handles (a file being written exists; unlink cancels
  * its writers); a handle's mu guards its buffer and is held across its hints_submit (a flush and
  * the writes of one handle serialise). ctl->mu is never taken with a handle's mu held.
+ * ctl->charge_mu (the tenants' buffer charges) is a leaf, taken with a handle's mu held;
+ * ctl->qmu guards the closer's queue and is held around nothing else.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -71,6 +80,10 @@
 
 #define CTL_FILE_MAX (32ull << 20)   /* bytes of one hint file (the API's admin body bound) */
 #define CTL_TOTAL_MAX (128ull << 20) /* bytes of all hint files being written at once */
+/* bytes of the hint files one tenant's writers who are no administrators have open at once:
+ * four files of the users' bound, so that one tenant cannot take CTL_TOTAL_MAX from the rest */
+#define CTL_TENANT_MAX (4 * (HINTS_USER_BYTES_MAX + 1ull))
+#define CTL_CHARGES 64 /* tenants with writers' buffers at once (beyond: ENOSPC) */
 #define CTL_HINTS TFS_CTL_DIR "/hints"
 #define CTL_TEXT_MAX 2048 /* the status text of one set */
 #define CTL_VERSIONS TFS_CTL_DIR "/datasets"
@@ -98,11 +111,34 @@ struct vlist {
 
 struct tfs_ctlh;
 
+/* A flush, fsync or release of a writer handle, for the closer thread to serve and answer. */
+enum job_kind { JOB_FLUSH, JOB_FSYNC, JOB_RELEASE };
+struct ctl_job {
+    struct ctl_job *next;
+    fuse_req_t req;
+    struct tfs_ctlh *h;
+    enum job_kind kind;
+};
+
+/* The bytes one tenant's writers who are no administrators hold in buffers (charge_mu). */
+struct ctl_charge {
+    uint32_t tenant;
+    uint64_t bytes; /* 0: a free slot */
+};
+
 struct tfs_ctl {
     struct fuse_lowlevel_ops inner; /* the operations for every other path (immutable) */
     pthread_mutex_t mu;
-    struct tfs_ctlh *writers;     /* mu: open writer handles */
-    _Atomic uint64_t buffered;    /* bytes allocated by the writers' buffers */
+    struct tfs_ctlh *writers;  /* mu: open writer handles */
+    _Atomic uint64_t buffered; /* bytes allocated by the writers' buffers */
+    pthread_mutex_t charge_mu; /* a leaf lock: taken with a handle's mu held */
+    struct ctl_charge charges[CTL_CHARGES];
+    /* the closer thread: submissions at close, off the FUSE workers (jobs in order, qmu) */
+    pthread_mutex_t qmu;
+    pthread_cond_t qcv;
+    struct ctl_job *qhead, *qtail;
+    bool qstop, closer_on;
+    pthread_t closer;
     struct vcache vc[CTL_VCACHE]; /* mu */
     uint64_t vclock;              /* mu */
     struct vlist vl[CTL_VLIST];   /* mu */
@@ -115,8 +151,10 @@ struct tfs_ctlh {
     char name[HINTS_NAME_MAX];    /* immutable */
     uint32_t tenant;              /* the opener's (immutable) */
     bool writer;                  /* opened for writing (immutable) */
+    bool admin;                   /* the opener is root or tierd's uid (immutable) */
     bool append_flag;             /* opened with O_APPEND (immutable) */
     _Atomic bool cancelled;       /* the file was unlinked: nothing more is submitted */
+    struct ctl_job release_job;   /* its release, queued without an allocation (writers) */
     pthread_mutex_t mu;
     char *buf; /* mu: what was written, NUL-terminated at len */
     size_t len, cap;
@@ -754,6 +792,73 @@ int tfs_ctl_listing(struct tierd_fuse *fs, const struct tier_ioctx *io, const ch
 
 /* ---- handles ----------------------------------------------------------------------------- */
 
+/* Charge more bytes of h's buffer to the writers' total and (but for an administrator's) to its
+ * tenant's share. 0, -EDQUOT (the tenant's share) or -ENOSPC (the total, or CTL_CHARGES
+ * tenants with buffers already), logged with what to do. */
+static int charge(struct tierd_fuse *fs, struct tfs_ctlh *h, uint64_t more)
+{
+    struct tfs_ctl *c = fs->ctl;
+    if (atomic_fetch_add(&c->buffered, more) + more > CTL_TOTAL_MAX) {
+        atomic_fetch_sub(&c->buffered, more);
+        log_warn("fuse: hint file %s" CTL_HINTS "/%s: the hint files being written hold %llu "
+                 "MiB already; close them (or write smaller orders) first",
+                 fs->mountpoint, h->name, (unsigned long long)(CTL_TOTAL_MAX >> 20));
+        return -ENOSPC;
+    }
+    if (h->admin)
+        return 0;
+    int rc = 0;
+    pthread_mutex_lock(&c->charge_mu);
+    struct ctl_charge *slot = NULL, *spare = NULL;
+    for (size_t i = 0; i < CTL_CHARGES && !slot; i++) {
+        if (c->charges[i].bytes && c->charges[i].tenant == h->tenant)
+            slot = &c->charges[i];
+        else if (!c->charges[i].bytes && !spare)
+            spare = &c->charges[i];
+    }
+    if (!slot && spare) {
+        slot = spare;
+        slot->tenant = h->tenant;
+    }
+    uint64_t had = slot ? slot->bytes : 0;
+    if (!slot)
+        rc = -ENOSPC;
+    else if (had + more > CTL_TENANT_MAX)
+        rc = -EDQUOT;
+    else
+        slot->bytes += more;
+    pthread_mutex_unlock(&c->charge_mu);
+    if (rc) {
+        atomic_fetch_sub(&c->buffered, more);
+        if (rc == -EDQUOT)
+            log_warn("fuse: hint file %s" CTL_HINTS "/%s: tenant %s's hint files being written "
+                     "hold %llu KiB already, at most %llu KiB per tenant; close them (or write "
+                     "smaller orders, appending the rest) first",
+                     fs->mountpoint, h->name, tname(fs, h->tenant), (unsigned long long)(had >> 10),
+                     (unsigned long long)(CTL_TENANT_MAX >> 10));
+        else
+            log_warn("fuse: hint file %s" CTL_HINTS "/%s: %d tenants have hint files being "
+                     "written already; close some first",
+                     fs->mountpoint, h->name, CTL_CHARGES);
+    }
+    return rc;
+}
+
+static void uncharge(struct tierd_fuse *fs, struct tfs_ctlh *h, uint64_t bytes)
+{
+    struct tfs_ctl *c = fs->ctl;
+    atomic_fetch_sub(&c->buffered, bytes);
+    if (h->admin || !bytes)
+        return;
+    pthread_mutex_lock(&c->charge_mu);
+    for (size_t i = 0; i < CTL_CHARGES; i++)
+        if (c->charges[i].bytes && c->charges[i].tenant == h->tenant) {
+            c->charges[i].bytes -= bytes < c->charges[i].bytes ? bytes : c->charges[i].bytes;
+            break;
+        }
+    pthread_mutex_unlock(&c->charge_mu);
+}
+
 static void handle_destroy(struct tierd_fuse *fs, struct tfs_ctlh *h)
 {
     if (h->writer) {
@@ -766,7 +871,7 @@ static void handle_destroy(struct tierd_fuse *fs, struct tfs_ctlh *h)
             h->next->prev = h->prev;
         pthread_mutex_unlock(&fs->ctl->mu);
     }
-    atomic_fetch_sub(&fs->ctl->buffered, (uint64_t)h->cap);
+    uncharge(fs, h, (uint64_t)h->cap);
     pthread_mutex_destroy(&h->mu);
     free(h->buf);
     free(h->text);
@@ -781,10 +886,13 @@ void tfs_ctl_orphan_free(struct tierd_fuse *fs, struct tfs_hbase *hb)
 /* May the caller of req give hints, and as which tenant? Tenants default and other are every
  * unmatched caller's: only root and tierd's own uid may hint for them (as an administrator may
  * through the API). */
-static int may_hint(struct tierd_fuse *fs, fuse_req_t req, const char *name, uint32_t *tenant)
+static int may_hint(struct tierd_fuse *fs, fuse_req_t req, const char *name, uint32_t *tenant,
+                    bool *admin)
 {
     const struct fuse_ctx *ctx = fuse_req_ctx(req);
     struct tier_ioctx io = tfs_req_io(fs, req);
+    if (admin)
+        *admin = ctx->uid == 0 || ctx->uid == geteuid();
     bool shared = io.tenant == TIER_TENANT_DEFAULT || io.tenant == TIER_TENANT_OTHER;
     if (shared && ctx->uid != 0 && ctx->uid != geteuid()) {
         log_warn("fuse: %s" CTL_HINTS "/%.64s: pid %d (uid %u) is tenant %s, which every "
@@ -807,10 +915,10 @@ static int handle_open(struct tierd_fuse *fs, fuse_req_t req, const char *name, 
                  fs->mountpoint, name, HINTS_NAME_MAX - 1);
         return -EINVAL;
     }
-    bool writer = (flags & O_ACCMODE) != O_RDONLY;
+    bool writer = (flags & O_ACCMODE) != O_RDONLY, admin = false;
     uint32_t tenant = 0;
     if (writer) {
-        int rc = may_hint(fs, req, name, &tenant);
+        int rc = may_hint(fs, req, name, &tenant, &admin);
         if (rc)
             return rc;
     } else {
@@ -824,6 +932,7 @@ static int handle_open(struct tierd_fuse *fs, fuse_req_t req, const char *name, 
     snprintf(h->name, sizeof(h->name), "%s", name);
     h->tenant = tenant;
     h->writer = writer;
+    h->admin = admin;
     h->append_flag = (flags & O_APPEND) != 0;
     h->dirty = created || (flags & O_TRUNC);
     pthread_mutex_init(&h->mu, NULL);
@@ -899,7 +1008,7 @@ static int submit_locked(struct tierd_fuse *fs, struct tfs_ctlh *h, const char *
     tier_err_clear();
     int rc = parse(fs, h, &paths, &lines, &n, &lastline, &append);
     if (rc == 0)
-        rc = hints_submit(fs->d->hints, h->name, h->tenant, paths, n, append);
+        rc = hints_submit(fs->d->hints, h->name, h->tenant, paths, n, append, h->admin);
     if (rc == 0) {
         h->taken = h->checked = h->len;
         h->line0 = h->checked_lines = lastline;
@@ -1082,13 +1191,17 @@ static void ctl_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     pthread_mutex_unlock(&h->mu);
 }
 
-/* h->mu held: room for end bytes (and the NUL) in h->buf, within both bounds. */
+/* h->mu held: room for end bytes (and the NUL) in h->buf, within the bounds: a file of a writer
+ * who is no administrator holds HINTS_USER_BYTES_MAX (POST /v1/hints's body bound for users),
+ * an administrator's CTL_FILE_MAX; the buffers are charged (charge). */
 static int reserve(struct tierd_fuse *fs, struct tfs_ctlh *h, uint64_t end)
 {
-    if (end > CTL_FILE_MAX) {
-        log_warn("fuse: hint file %s" CTL_HINTS "/%s: over %llu MiB written; split the order "
-                 "and append the rest (O_APPEND, or '#append' as the first line)",
-                 fs->mountpoint, h->name, (unsigned long long)(CTL_FILE_MAX >> 20));
+    uint64_t max = h->admin ? CTL_FILE_MAX : HINTS_USER_BYTES_MAX;
+    if (end > max) {
+        log_warn("fuse: hint file %s" CTL_HINTS "/%s: over %llu MiB written (the bound for %s); "
+                 "split the order and append the rest (O_APPEND, or '#append' as the first line)",
+                 fs->mountpoint, h->name, (unsigned long long)(max >> 20),
+                 h->admin ? "root and tierd's user" : "a writer who is not root");
         return -EFBIG;
     }
     if (end + 1 <= h->cap)
@@ -1096,19 +1209,15 @@ static int reserve(struct tierd_fuse *fs, struct tfs_ctlh *h, uint64_t end)
     size_t ncap = h->cap ? h->cap : 64 * 1024;
     while (ncap < end + 1)
         ncap *= 2;
-    if (ncap > CTL_FILE_MAX + 1)
-        ncap = CTL_FILE_MAX + 1;
+    if (ncap > max + 1)
+        ncap = max + 1;
     uint64_t more = ncap - h->cap;
-    if (atomic_fetch_add(&fs->ctl->buffered, more) + more > CTL_TOTAL_MAX) {
-        atomic_fetch_sub(&fs->ctl->buffered, more);
-        log_warn("fuse: hint file %s" CTL_HINTS "/%s: the hint files being written hold %llu "
-                 "MiB already; close them (or write smaller orders) first",
-                 fs->mountpoint, h->name, (unsigned long long)(CTL_TOTAL_MAX >> 20));
-        return -ENOSPC;
-    }
+    int rc = charge(fs, h, more);
+    if (rc)
+        return rc;
     char *nb = realloc(h->buf, ncap);
     if (!nb) {
-        atomic_fetch_sub(&fs->ctl->buffered, more);
+        uncharge(fs, h, more);
         return -ENOMEM;
     }
     h->buf = nb;
@@ -1200,6 +1309,104 @@ static void ctl_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t si
         fuse_reply_write(req, size);
 }
 
+/* ---- the closer ------------------------------------------------------------------------------ */
+
+/* Serve j (no lock held) and answer its request. */
+static void job_run(struct tierd_fuse *fs, struct ctl_job *j)
+{
+    int rc = 0;
+    switch (j->kind) {
+    case JOB_FLUSH:
+        if (fs->d->test_fault_file) /* test builds: hold a close here (test_hintlimits_fuse) */
+            tfs_test_pause(fs->d->test_fault_file, "hint close pause");
+        rc = submit(fs, j->h, "close", false);
+        fuse_reply_err(j->req, rc ? tfs_errno(rc) : 0);
+        break;
+    case JOB_FSYNC:
+        rc = submit(fs, j->h, "fsync", false);
+        fuse_reply_err(j->req, rc ? tfs_errno(rc) : 0);
+        break;
+    case JOB_RELEASE: {
+        fuse_req_t req = j->req;
+        (void)submit(fs, j->h, "release", true); /* what no flush took (logged if refused) */
+        handle_free(fs, j->h);                   /* j is the handle's: gone now */
+        fuse_reply_err(req, 0);
+        break;
+    }
+    }
+}
+
+static void *closer_main(void *arg)
+{
+    struct tierd_fuse *fs = arg;
+    struct tfs_ctl *c = fs->ctl;
+    pthread_mutex_lock(&c->qmu);
+    for (;;) {
+        while (!c->qhead && !c->qstop)
+            pthread_cond_wait(&c->qcv, &c->qmu);
+        struct ctl_job *j = c->qhead;
+        if (!j)
+            break; /* stopping, and every job served */
+        c->qhead = j->next;
+        if (!c->qhead)
+            c->qtail = NULL;
+        pthread_mutex_unlock(&c->qmu);
+        bool owned = j->kind != JOB_RELEASE;
+        job_run(fs, j);
+        if (owned)
+            free(j);
+        pthread_mutex_lock(&c->qmu);
+    }
+    pthread_mutex_unlock(&c->qmu);
+    return NULL;
+}
+
+/* Hand a writer's flush, fsync or release to the closer thread, which answers it: a submission
+ * (its paths resolved, manifests read) never holds a FUSE worker. The jobs run one at a time in
+ * order, so a handle's submissions keep their order and its release comes after them. Without
+ * the closer (it could not start, or the mount is going away) the job is served here. */
+static void job_queue(struct tierd_fuse *fs, fuse_req_t req, struct tfs_ctlh *h, enum job_kind kind)
+{
+    struct tfs_ctl *c = fs->ctl;
+    struct ctl_job *j = kind == JOB_RELEASE ? &h->release_job : calloc(1, sizeof(*j));
+    if (!j) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    *j = (struct ctl_job){.req = req, .h = h, .kind = kind};
+    pthread_mutex_lock(&c->qmu);
+    bool queued = c->closer_on && !c->qstop;
+    if (queued) {
+        if (c->qtail)
+            c->qtail->next = j;
+        else
+            c->qhead = j;
+        c->qtail = j;
+        pthread_cond_signal(&c->qcv);
+    }
+    pthread_mutex_unlock(&c->qmu);
+    if (!queued) {
+        job_run(fs, j);
+        if (kind != JOB_RELEASE)
+            free(j);
+    }
+}
+
+void tfs_ctl_drain(struct tierd_fuse *fs)
+{
+    if (!fs->ctl)
+        return;
+    struct tfs_ctl *c = fs->ctl;
+    pthread_mutex_lock(&c->qmu);
+    bool on = c->closer_on;
+    c->qstop = true;
+    pthread_cond_broadcast(&c->qcv);
+    pthread_mutex_unlock(&c->qmu);
+    if (on)
+        pthread_join(c->closer, NULL);
+    c->closer_on = false;
+}
+
 static void ctl_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct tierd_fuse *fs = req_fs(req);
@@ -1210,8 +1417,11 @@ static void ctl_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
             fuse_reply_err(req, 0);
         return;
     }
-    int rc = submit(fs, (struct tfs_ctlh *)(uintptr_t)fi->fh, "close", false);
-    fuse_reply_err(req, rc ? tfs_errno(rc) : 0);
+    struct tfs_ctlh *h = (struct tfs_ctlh *)(uintptr_t)fi->fh;
+    if (h->writer)
+        job_queue(fs, req, h, JOB_FLUSH);
+    else
+        fuse_reply_err(req, 0); /* a reader has nothing to hand over */
 }
 
 static void ctl_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
@@ -1224,8 +1434,11 @@ static void ctl_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_
             fuse_reply_err(req, 0); /* a read-only file has nothing to sync */
         return;
     }
-    int rc = submit(fs, (struct tfs_ctlh *)(uintptr_t)fi->fh, "fsync", false);
-    fuse_reply_err(req, rc ? tfs_errno(rc) : 0);
+    struct tfs_ctlh *h = (struct tfs_ctlh *)(uintptr_t)fi->fh;
+    if (h->writer)
+        job_queue(fs, req, h, JOB_FSYNC);
+    else
+        fuse_reply_err(req, 0);
 }
 
 static void ctl_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -1236,7 +1449,10 @@ static void ctl_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
         return;
     }
     struct tfs_ctlh *h = (struct tfs_ctlh *)(uintptr_t)fi->fh;
-    (void)submit(fs, h, "release", true); /* what no flush took (logged if refused) */
+    if (h->writer) {
+        job_queue(fs, req, h, JOB_RELEASE);
+        return;
+    }
     handle_free(fs, h);
     fuse_reply_err(req, 0);
 }
@@ -1312,7 +1528,7 @@ static void ctl_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
     if (rc == 0 && !hints_name_ok(name))
         rc = -ENOENT;
     if (rc == 0)
-        rc = may_hint(fs, req, name, &tenant);
+        rc = may_hint(fs, req, name, &tenant, NULL);
     if (rc == 0) {
         bool cancelled = false;
         pthread_mutex_lock(&fs->ctl->mu);
@@ -1354,7 +1570,14 @@ int tfs_ctl_init(struct tierd_fuse *fs)
     if (!c)
         return -ENOMEM;
     pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->charge_mu, NULL);
+    pthread_mutex_init(&c->qmu, NULL);
+    pthread_cond_init(&c->qcv, NULL);
     fs->ctl = c;
+    if (pthread_create(&c->closer, NULL, closer_main, fs) == 0)
+        c->closer_on = true;
+    else /* served on the FUSE workers then, as they come */
+        log_warn("fuse: cannot start the hint files' closer thread: closes are served inline");
     return 0;
 }
 
@@ -1362,6 +1585,7 @@ void tfs_ctl_fini(struct tierd_fuse *fs)
 {
     if (!fs->ctl)
         return;
+    tfs_ctl_drain(fs); /* before the session goes (tierfs_free): a no-op by now */
     /* the session's handles are freed before (handles_fini): no writer is left */
     for (size_t i = 0; i < CTL_VCACHE; i++) {
         free(fs->ctl->vc[i].tree);
@@ -1373,6 +1597,9 @@ void tfs_ctl_fini(struct tierd_fuse *fs)
             tfs_listing_unref(fs->ctl->vl[i].l);
     }
     pthread_mutex_destroy(&fs->ctl->mu);
+    pthread_mutex_destroy(&fs->ctl->charge_mu);
+    pthread_mutex_destroy(&fs->ctl->qmu);
+    pthread_cond_destroy(&fs->ctl->qcv);
     free(fs->ctl);
     fs->ctl = NULL;
 }

@@ -486,6 +486,7 @@ void tierfs_free(struct tierd_fuse *fs)
     hints_set_meta(fs->d->hints, NULL, NULL); /* waits for peeks in flight */
     if (fs->d->wb)
         wb_wait_async_flush(fs->d->wb); /* remote closes are answered before the session goes */
+    tfs_ctl_drain(fs);                  /* and hint files' closes */
     if (fs->se) {
         if (fs->mounted)
             fuse_session_unmount(fs->se);

@@ -56,3 +56,12 @@ if(TARGET tierd)
   set_tests_properties(listreval_fuse PROPERTIES TIMEOUT 300 LABELS fuse
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()
+
+# What hint sets may cost on a REAL mount (root, /dev/fuse; other uids by setpriv): manifest reads
+# once per version and submission, per-tenant caps (507 / EDQUOT) and the state budget, hint
+# files' buffers per tenant (4 MiB a file for users), and closes served off the FUSE worker.
+if(TARGET tierd)
+  add_test(NAME hintlimits_fuse COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_hintlimits_fuse.sh)
+  set_tests_properties(hintlimits_fuse PROPERTIES TIMEOUT 240 LABELS fuse
+    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+endif()

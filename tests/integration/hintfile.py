@@ -7,6 +7,10 @@
 #   hintfile.py write FILE TEXT   open(O_WRONLY|O_CREAT|O_TRUNC), write TEXT, close
 #   hintfile.py big FILE          write 1 MiB chunks until a write fails (at most 40 MiB), close
 #   hintfile.py fsync FILE TEXT   write TEXT, fsync, read the set's status back before the close
+#   hintfile.py hold FILE K       open FILE.0 .. FILE.K-1 and write 1 MiB chunks (no newline:
+#                                 nothing is checked before the close) into each until a write
+#                                 fails (at most 33 MiB each); print "held" and keep them open
+#                                 until standard input ends, then close them
 # Prints one line per step: "open ok", "write ok 123" / "write EFBIG 33554432", "fsync ok",
 # "status <first lines of the status file>", "close ok" / "close EINVAL".
 import errno
@@ -18,8 +22,37 @@ def ename(e):
     return errno.errorcode.get(e.errno, str(e.errno))
 
 
+def hold(path, k):
+    fds = []
+    for i in range(k):
+        name = "%s.%d" % (path, i)
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        except OSError as e:
+            print("file%d open" % i, ename(e))
+            continue
+        fds.append(fd)
+        total = 0
+        try:
+            while total < (33 << 20):
+                total += os.write(fd, b"x" * 1048576)
+            print("file%d write ok" % i, total)
+        except OSError as e:
+            print("file%d write" % i, ename(e), total)
+    print("held", flush=True)
+    sys.stdin.read()
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass  # a buffer over a bound: its close fails too, and nothing is taken
+
+
 def main():
     mode, path = sys.argv[1], sys.argv[2]
+    if mode == "hold":
+        hold(path, int(sys.argv[3]))
+        return
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     except OSError as e:

@@ -11,7 +11,8 @@
 # the directory lists the caller's tenant's sets only; >> and "#append" append, > replaces; a bad
 # line makes write(2) fail with EINVAL (so a shell's printf fails), a bad last line without a
 # newline close(2), and nothing changes (the log names the line); fsync takes
-# the set before the close; over 32 MiB the write fails with EFBIG and so does the close; a caller
+# the set before the close; over 4 MiB (32 MiB for root) the write fails with EFBIG and so does
+# the close; a caller
 # of tenant default (uid 1002) gets EPERM, root may (its set is the default tenant's); unlink drops
 # the set; the namespace itself stays EROFS. No sleeps as synchronisation: waits poll the API.
 set -euo pipefail
@@ -133,10 +134,14 @@ echo "$out" | grep -qx "fsync ok" && echo "$out" | grep -q "^status .*state: act
 ok "fsync takes the set (the status shows it while the writer still has the file open)"
 
 out=$(as1001 "$PY" "$HF" big "$H/big")
-echo "$out" | grep -qx "write EFBIG 33554432" || fail "over 32 MiB: want write EFBIG after 33554432 bytes, got: $out"
+echo "$out" | grep -qx "write EFBIG 4194304" || fail "uid 1001 over 4 MiB: want write EFBIG after 4194304 bytes, got: $out"
 echo "$out" | grep -qx "close EFBIG" || fail "the close after EFBIG: want close EFBIG, got: $out"
-[ "$(field big entries)" = none ] || fail "a list cut at 32 MiB was taken"
-ok "over 32 MiB: write and close fail with EFBIG, nothing taken"
+[ "$(field big entries)" = none ] || fail "a list cut at 4 MiB was taken"
+out=$("$PY" "$HF" big "$H/bigroot")
+echo "$out" | grep -qx "write EFBIG 33554432" || fail "root over 32 MiB: want write EFBIG after 33554432 bytes, got: $out"
+echo "$out" | grep -qx "close EFBIG" || fail "root's close after EFBIG: want close EFBIG, got: $out"
+[ "$(field bigroot entries)" = none ] || fail "a list cut at 32 MiB was taken"
+ok "over 4 MiB (uid 1001, as POST /v1/hints's body) and 32 MiB (root): write and close fail with EFBIG, nothing taken"
 
 out=$(as1002 "$PY" "$HF" write "$H/x1002" $'/ds/train/s01.bin\n')
 echo "$out" | grep -qx "open EPERM" || fail "uid 1002 (tenant default): want open EPERM, got: $out"
