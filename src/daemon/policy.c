@@ -14,14 +14,18 @@
  *
  * Crash safety (SIGKILL anywhere): every action is idempotent, or journalled.
  *   - demote: wb_demote is a journalled transition; cache_evict only drops copies.
- *   - copy: the object is read pinned to the source's ETag (If-Match) and written whole (one
- *     PUT, or a multipart upload that appears only at complete); then the target is stat'ed
- *     (size) and only then the copy is journalled (rule, key, source ETag, target, size, and
- *     the target's ETag as its stat gave it) in the engine's SQLite file. A kill before the
- *     journal write copies again at the next pass: the same bytes onto the same key, so a key is
- *     never duplicated. Multipart uploads of the key left by a killed copy are listed and
- *     aborted before a new one starts.
- *   - expire: never before every copy rule that takes the file has journalled its copy of this
+ *   - copy: the target key is stat'ed first; an object there is written over only when it is
+ *     this rule's copy (its journal row of the key records that object's ETag, or no target
+ *     ETag: format 1); else, holding the source's bytes, it is journalled as it is, and
+ *     otherwise skipped (it may be the only copy of something else). The object is read pinned
+ *     to the source's ETag (If-Match) and written whole (one PUT, or a multipart upload that
+ *     appears only at complete); then the target is stat'ed (size) and only then the copy is
+ *     journalled (rule, key, source ETag, target, size, and the target's ETag as its stat gave
+ *     it) in the engine's SQLite file. A kill before the journal write finds the source's bytes
+ *     on the target at the next pass and journals them, so a key is never duplicated. Multipart
+ *     uploads of the key left by a killed copy are listed and aborted before a new one starts.
+ *   - expire: never before every copy rule that takes the object (by backend and key, of any
+ *     namespace: two namespaces may map onto the same keys) has journalled its copy of this
  *     version, and a stat of each copy's target, right before the delete, finds the size and
  *     ETag journalled; else the delete is skipped (counted, logged once per file and reason;
  *     a copy that is gone is forgotten so that its rule makes it again). Then one delete (a
@@ -34,7 +38,8 @@
  *   not durable (pending) -> never selected; selected, the action finds nothing to do (already
  *   demoted, copied, pinned) -> nothing; selected, the action cannot take it yet (busy local
  *   copy, expire waiting for its copy, changed since the listing) -> deferred (counted);
- *   an expire whose copy is not on its target as journalled -> skipped (counted, logged once);
+ *   an expire whose copy is not on its target as journalled, or a copy whose target holds an
+ *   object that is not the rule's copy -> skipped (counted, logged once);
  *   else done or failed (counted, logged, in the recent-actions ring).
  */
 #include <errno.h>
@@ -121,6 +126,10 @@ struct pe_pass {
     json_t *actions;  /* array */
     size_t listed, truncated;
     uint64_t done, deferred, failed, skipped, files;
+    /* the dataset versions of copy rules an expire asked about (copy_covers), read once a pass:
+     * per rule index, 0 not read yet, 1 read into ds[i], < 0 the error */
+    struct manifest *ds;
+    int *ds_rc;
 };
 
 /* ---- the copy journal -------------------------------------------------------------------- */
@@ -151,33 +160,52 @@ static int db_open(struct policy_engine *pe)
                      ver > PE_DB_FORMAT ? " (a newer tierd's)" : "");
         return -EPROTONOSUPPORT;
     }
-    /* format 1 had no target_etag: its rows are kept (the column is added, NULL), and such a
-     * copy is made once more before an expire may trust it (db_copy_row) */
+    /* WAL first (not inside a transaction); then the schema and the format in one transaction,
+     * so that a kill leaves either the old file or the new one. Format 1 had no target_etag: its
+     * rows are kept (the column is added, NULL), and such a copy is made once more before an
+     * expire may trust it (db_copy_row). Format 0 with a table is a format-1 file whose first
+     * creation was killed before its user_version was written: its table gets the column too. */
     char *msg = NULL;
-    rc = sqlite3_exec(pe->db,
-                      ver == 1 ? "PRAGMA journal_mode=WAL;"
-                                 "BEGIN;"
-                                 "ALTER TABLE copies ADD COLUMN target_etag TEXT;"
-                                 "PRAGMA user_version = 2;"
-                                 "COMMIT;"
-                               : "PRAGMA journal_mode=WAL;"
-                                 "CREATE TABLE IF NOT EXISTS copies (rule TEXT NOT NULL,"
-                                 " key TEXT NOT NULL, etag TEXT NOT NULL, target TEXT NOT NULL,"
-                                 " size INTEGER NOT NULL, done_ns INTEGER NOT NULL,"
-                                 " target_etag TEXT, PRIMARY KEY (rule, key));"
-                                 "PRAGMA user_version = 2;",
-                      NULL, NULL, &msg);
+    rc = sqlite3_exec(pe->db, "PRAGMA journal_mode=WAL; BEGIN IMMEDIATE;", NULL, NULL, &msg);
+    int cols = -1, has_tetag = 0;
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_prepare_v2(pe->db,
+                                "SELECT count(*), coalesce(sum(name = 'target_etag'), 0) FROM "
+                                "pragma_table_info('copies')",
+                                -1, &st, NULL);
+        if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
+            cols = sqlite3_column_int(st, 0);
+            has_tetag = sqlite3_column_int(st, 1);
+        }
+        sqlite3_finalize(st);
+        if (rc == SQLITE_OK && cols < 0)
+            rc = SQLITE_ERROR;
+    }
+    bool upgraded = rc == SQLITE_OK && cols > 0 && !has_tetag;
+    if (upgraded)
+        rc = sqlite3_exec(pe->db, "ALTER TABLE copies ADD COLUMN target_etag TEXT;", NULL, NULL,
+                          &msg);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(pe->db,
+                          "CREATE TABLE IF NOT EXISTS copies (rule TEXT NOT NULL,"
+                          " key TEXT NOT NULL, etag TEXT NOT NULL, target TEXT NOT NULL,"
+                          " size INTEGER NOT NULL, done_ns INTEGER NOT NULL,"
+                          " target_etag TEXT, PRIMARY KEY (rule, key));"
+                          "PRAGMA user_version = 2;"
+                          "COMMIT;",
+                          NULL, NULL, &msg);
     if (rc != SQLITE_OK) {
-        tier_err_set("the policies' copy journal %s: %s", pe->db_path, msg ? msg : "error");
+        tier_err_set("the policies' copy journal %s: %s", pe->db_path,
+                     msg ? msg : sqlite3_errmsg(pe->db));
         sqlite3_free(msg);
         if (!sqlite3_get_autocommit(pe->db))
             (void)sqlite3_exec(pe->db, "ROLLBACK", NULL, NULL, NULL);
         return -EIO;
     }
-    if (ver == 1)
-        log_info("policy: the copy journal %s was upgraded to format %d (the target's ETag is "
-                 "journalled now; copies journalled before are made once more)",
-                 pe->db_path, PE_DB_FORMAT);
+    if (upgraded)
+        log_info("policy: the copy journal %s (format %d) was upgraded to format %d (the "
+                 "target's ETag is journalled now; copies journalled before are made once more)",
+                 pe->db_path, ver, PE_DB_FORMAT);
     return 0;
 }
 
@@ -228,6 +256,30 @@ static bool db_copied(struct policy_engine *pe, const struct policy_rule *r, con
                       const char *etag, const char *target)
 {
     return db_copy_row(pe, r, key, etag, target, NULL, NULL);
+}
+
+/* May rule r overwrite what target ("BACKEND:KEY") holds now (ETag cur, from a stat)? Only its
+ * own copy: the row of (r, key) for this target journals cur as the target's ETag (a copy of an
+ * older version of the same source), or journals no target ETag (a row of format 1). */
+static bool db_target_ours(struct policy_engine *pe, const struct policy_rule *r, const char *key,
+                           const char *target, const char *cur)
+{
+    sqlite3_stmt *st = NULL;
+    bool yes = false;
+    if (sqlite3_prepare_v2(pe->db,
+                           "SELECT target_etag FROM copies WHERE rule = ?1 AND key = ?2 AND "
+                           "target = ?3",
+                           -1, &st, NULL) != SQLITE_OK)
+        return false;
+    sqlite3_bind_text(st, 1, r->name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, target, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        const unsigned char *te = sqlite3_column_text(st, 0);
+        yes = !te || !*te || strcmp((const char *)te, cur) == 0;
+    }
+    sqlite3_finalize(st);
+    return yes;
 }
 
 /* Forget rule r's copy of key: the next pass of r copies it again. Best effort. */
@@ -559,8 +611,9 @@ static bool skip_seen(struct policy_engine *pe, const char *rule, const char *pa
     return false;
 }
 
-/* Rule ri (expire) keeps path's source because its copy could not be verified (why): counted
- * (skipped), listed, in the recent actions, and logged once per (rule, file, reason). */
+/* Rule ri leaves path alone (why): an expire keeps the source because a copy could not be
+ * verified, a copy does not write over a target that is not its own. Counted (skipped), listed,
+ * in the recent actions, and logged once per (rule, file, reason). */
 static void record_skip(struct policy_engine *pe, struct pe_pass *ps, size_t ri, const char *path,
                         int reason, const char *why)
 {
@@ -579,9 +632,10 @@ static void record_skip(struct policy_engine *pe, struct pe_pass *ps, size_t ri,
         bool seen = skip_seen(pe, r->name, path, reason);
         pthread_mutex_unlock(&pe->lock);
         if (!seen)
-            log_warn("policy %s: expire %s skipped, the source is kept: %s (logged once for this "
-                     "file and reason; counted as skipped in tierctl policy status)",
-                     r->name, path, why);
+            log_warn("policy %s: %s %s skipped%s: %s (logged once for this file and reason; "
+                     "counted as skipped in tierctl policy status)",
+                     r->name, policy_action_name(r->action), path,
+                     r->action == POLICY_EXPIRE ? ", the source is kept" : "", why);
     }
     if (ps->listed >= PE_RESULT_MAX) {
         ps->truncated++;
@@ -766,6 +820,106 @@ static int copy_object(struct tierd *d, struct backend *src, const char *key, ui
     return rc;
 }
 
+/* Does dst:dkey (size bytes, ETag tetag: its stat) hold the bytes of src:key (size bytes,
+ * version etag)? Both are read part by part, each pinned to its version. 1 yes, 0 no, or an
+ * error (-ESTALE: one of them changed). */
+static int same_bytes(struct tierd *d, struct backend *src, const char *key, const char *etag,
+                      uint64_t size, struct backend *dst, const char *dkey, const char *tetag)
+{
+    uint64_t part = d->cfg.wb_part_size ? d->cfg.wb_part_size : 8ULL << 20;
+    size_t blen = (size_t)(size < part ? size : part);
+    char *a = malloc(blen ? blen : 1), *b = malloc(blen ? blen : 1);
+    int rc = a && b ? 1 : -ENOMEM;
+    if (rc == 1 && size == 0) { /* both still there as stat'ed */
+        int e = read_full(src, key, 0, a, 0, etag, 0);
+        if (e == 0)
+            e = read_full(dst, dkey, 0, b, 0, tetag, 0);
+        rc = e ? e : 1;
+    }
+    for (uint64_t off = 0; rc == 1 && off < size; off += blen) {
+        size_t len = (size_t)(size - off < blen ? size - off : blen);
+        int e = read_full(src, key, off, a, len, etag, size);
+        if (e == 0)
+            e = read_full(dst, dkey, off, b, len, tetag, size);
+        rc = e ? e : memcmp(a, b, len) == 0;
+    }
+    free(a);
+    free(b);
+    return rc;
+}
+
+/* Is backend key (absolute) at version etag in the dataset version of copy rule c? The version
+ * is read once a pass. 1 yes, 0 no, or the error reading it. */
+static int dataset_has(struct policy_engine *pe, struct pe_pass *ps, size_t ci, const char *key,
+                       const char *etag)
+{
+    const struct policy_rule *c = &pe->rules.v[ci];
+    if (!ps->ds) {
+        ps->ds = calloc(pe->rules.n, sizeof(*ps->ds));
+        ps->ds_rc = calloc(pe->rules.n, sizeof(*ps->ds_rc));
+        if (!ps->ds || !ps->ds_rc) {
+            free(ps->ds);
+            free(ps->ds_rc);
+            ps->ds = NULL;
+            ps->ds_rc = NULL;
+            return -ENOMEM;
+        }
+    }
+    if (ps->ds_rc[ci] == 0) {
+        const char *at = strrchr(c->dataset, '@');
+        char *tree = strndup(c->dataset, (size_t)(at - c->dataset));
+        int rc = tree ? dataset_show(pe->d, tree, at + 1, &ps->ds[ci]) : -ENOMEM;
+        free(tree);
+        ps->ds_rc[ci] = rc ? rc : 1;
+    }
+    if (ps->ds_rc[ci] < 0)
+        return ps->ds_rc[ci];
+    const struct manifest *m = &ps->ds[ci];
+    size_t mpl = strlen(m->prefix), idx = 0;
+    return etag && strncmp(key, m->prefix, mpl) == 0 && manifest_find(m, key + mpl, &idx) == 0 &&
+           strcmp(m->files[idx].etag, etag) == 0;
+}
+
+/* Does copy rule ci take the object at backend key (absolute) of backend be (file f, as a
+ * namespace of that backend lists it)? By the object, not the namespace: two namespaces may map
+ * onto the same keys, and an expire in one must wait for a copy rule of the other. Its key
+ * relative to the copy rule's namespace goes to *rel. 1 yes; 0 no; a dataset version that
+ * cannot be read counts as yes (the expire waits, as the copy rule does). */
+static int copy_covers(struct policy_engine *pe, struct pe_pass *ps, size_t ci,
+                       const struct backend *be, const char *key, const struct policy_file *f,
+                       const char **rel)
+{
+    struct tierd *d = pe->d;
+    struct policy_rule *c = &pe->rules.v[ci];
+    if (c->action != POLICY_COPY || strcmp(d->ns[c->ns].be->name, be->name) != 0)
+        return 0;
+    const char *cp = d->ns[c->ns].conf->prefix ? d->ns[c->ns].conf->prefix : "";
+    size_t cpl = strlen(cp);
+    if (strncmp(key, cp, cpl) != 0)
+        return 0;
+    struct policy_file g = *f;
+    g.key = key + cpl;
+    *rel = g.key;
+    /* f's dataset and tenant marks are those of its own namespace's rules: c's are taken here */
+    g.flags &= ~POLICY_F_INSET;
+    if (c->dataset) {
+        int in = dataset_has(pe, ps, ci, key, f->etag);
+        if (in < 0)
+            return 1;
+        if (in)
+            g.flags |= POLICY_F_INSET;
+    }
+    if (c->tenant) {
+        uint32_t id;
+        c->tenant_id =
+            d->tenants && tenant_find(d->tenants, c->tenant, &id) == 0 ? (int64_t)id : -1;
+        g.tenant = -1;
+        if (d->access)
+            (void)access_last(d->access, be->name, key, &g.tenant);
+    }
+    return policy_matches(c, &g);
+}
+
 struct stage_batch {
     const char *paths[PE_STAGE_PATHS];
     char *owned[PE_STAGE_PATHS];
@@ -888,6 +1042,44 @@ static void act(struct policy_engine *pe, struct pe_pass *ps, size_t ri, size_t 
         }
         if (db_copied(pe, r, key, f->etag, target))
             return;
+        /* never over an object that is not this rule's copy (another rule's archived copy whose
+         * source is gone, an older copy of a key expired since, someone else's file): it may be
+         * the only copy left. One with the source's very bytes is this copy, its journal write
+         * lost to a crash: journalled as it is. */
+        struct backend_stat tst;
+        tier_err_clear();
+        int t = backend_stat(dst, &pe_io, dkey, &tst);
+        if (t == 0 && !db_target_ours(pe, r, key, target, tst.etag)) {
+            int same = !tst.is_dir && tst.size_bytes == f->size && tst.etag[0]
+                           ? same_bytes(d, ns->be, key, f->etag, f->size, dst, dkey, tst.etag)
+                           : 0;
+            if (same == 0) {
+                char why[700];
+                snprintf(why, sizeof(why),
+                         "the target %.400s exists (%llu bytes, ETag %.80s) and is not this "
+                         "rule's copy: move it away or change the target",
+                         target, (unsigned long long)tst.size_bytes, tst.etag);
+                record_skip(pe, ps, ri, path, -EEXIST, why);
+                return;
+            }
+            int j = same == 1 && !ps->dry_run
+                        ? db_record(pe, r, key, f->etag, target, f->size, tst.etag)
+                        : 0;
+            if (same == 1 && j == 0) {
+                snprintf(detail, sizeof(detail),
+                         "to %.500s: the target already held these bytes, journalled as the copy",
+                         target);
+                record(pe, ps, ri, path, ps->dry_run ? 0 : 1, 0, detail);
+                return;
+            }
+            t = same < 0 ? same : j;
+        }
+        if (t && t != -ENOENT) {
+            snprintf(detail, sizeof(detail), "to %.300s: %.280s", target,
+                     *tier_err_msg() ? tier_err_msg() : strerror(-t));
+            record(pe, ps, ri, path, t == -ESTALE ? -EAGAIN : t, 0, detail);
+            return;
+        }
         snprintf(detail, sizeof(detail), "to %.500s", target);
         if (ps->dry_run) {
             record(pe, ps, ri, path, 0, f->size, detail);
@@ -921,10 +1113,11 @@ static void act(struct policy_engine *pe, struct pe_pass *ps, size_t ri, size_t 
             char dkey[BACKEND_KEY_MAX + 1], target[BACKEND_KEY_MAX + 80];
             char tetag[BACKEND_ETAG_MAX], why[600];
             uint64_t csize = 0;
-            if (c->action != POLICY_COPY || c->ns != nsi || !policy_matches(c, f))
+            const char *crel = NULL;
+            if (!copy_covers(pe, ps, i, ns->be, key, f, &crel))
                 continue;
             if (!f->etag ||
-                copy_target(d, c, f->key, dkey, sizeof(dkey), target, sizeof(target)) != 0 ||
+                copy_target(d, c, crel, dkey, sizeof(dkey), target, sizeof(target)) != 0 ||
                 !db_copy_row(pe, c, key, f->etag, target, &csize, tetag)) {
                 record(pe, ps, ri, path, -EAGAIN, 0, ps->dry_run ? "waits for its copy" : NULL);
                 return;
@@ -1120,7 +1313,22 @@ static bool rule_runs(const struct policy_engine *pe, const struct pe_pass *ps, 
                TIERD_NS_WRITE_BACK;
 }
 
+static int run_pass_rules(struct policy_engine *pe, struct pe_pass *ps);
+
 static int run_pass(struct policy_engine *pe, struct pe_pass *ps)
+{
+    int rc = run_pass_rules(pe, ps);
+    for (size_t i = 0; ps->ds && i < pe->rules.n; i++)
+        if (ps->ds_rc[i] == 1)
+            manifest_fini(&ps->ds[i]);
+    free(ps->ds);
+    free(ps->ds_rc);
+    ps->ds = NULL;
+    ps->ds_rc = NULL;
+    return rc;
+}
+
+static int run_pass_rules(struct policy_engine *pe, struct pe_pass *ps)
 {
     struct tierd *d = pe->d;
     uint64_t t0 = tier_now_mono_ns();
@@ -1480,7 +1688,7 @@ static json_t *rule_json(const struct policy_engine *pe, size_t i)
     json_object_set_new(j, "bytes", json_integer((json_int_t)n->bytes));
     json_object_set_new(j, "deferred", json_integer((json_int_t)n->deferred));
     json_object_set_new(j, "failed", json_integer((json_int_t)n->failed));
-    if (r->action == POLICY_EXPIRE)
+    if (r->action == POLICY_EXPIRE || r->action == POLICY_COPY)
         json_object_set_new(j, "skipped", json_integer((json_int_t)n->skipped));
     return j;
 }

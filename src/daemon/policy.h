@@ -184,7 +184,8 @@ struct policy_counts {
     const char *ns;             /* its namespace's mount path (d->cfg's: valid while tierd runs) */
     enum policy_action action;
     uint64_t done, bytes, deferred, failed;
-    uint64_t skipped; /* expire: deletes skipped because a copy was not as journalled */
+    uint64_t skipped; /* expire: deletes skipped because a copy was not as journalled; copy:
+                       * copies not written because the target held another object */
 };
 /* Up to max rules' counters into out; returns how many. */
 size_t policy_engine_counts(struct policy_engine *pe, struct policy_counts *out, size_t max);

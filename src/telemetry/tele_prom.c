@@ -265,10 +265,13 @@ static void render_policies(struct tele_out *o, const struct tele_gauges *g)
             family(o, "tierd_policy_actions_total", "counter",
                    "Lifecycle policy actions, by policy, namespace, action and result (deferred: "
                    "selected but not taken yet: a busy local copy, an expire waiting for its "
-                   "copy, an object that changed; skipped, expire only: a delete not done "
-                   "because a copy of the file was gone or not the one made).");
+                   "copy, an object that changed; skipped, copy and expire only: a copy not "
+                   "written because its target held an object that is not the rule's copy, a "
+                   "delete not done because a copy of the file was gone or not the one made).");
         const uint64_t v[] = {p->done, p->deferred, p->failed, p->skipped};
-        for (int r = 0; r < (strcmp(p->action, "expire") == 0 ? 4 : 3); r++) {
+        for (int r = 0;
+             r < (strcmp(p->action, "expire") == 0 || strcmp(p->action, "copy") == 0 ? 4 : 3);
+             r++) {
             tele_out_put(o, "tierd_policy_actions_total{");
             label(o, "policy", p->name, true);
             label(o, "namespace", p->ns ? p->ns : "", false);

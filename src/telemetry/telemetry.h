@@ -153,7 +153,8 @@ struct tele_gauges {
     const struct tele_policy {
         const char *name, *action, *ns; /* ns: the rule's namespace (built-in rules share a name) */
         uint64_t done, bytes, deferred, failed;
-        uint64_t skipped; /* expire rules: deletes skipped (a copy not as journalled) */
+        uint64_t skipped; /* expire rules: deletes skipped (a copy not as journalled); copy
+                           * rules: copies not written (the target held another object) */
     } * policies;
 };
 

@@ -21,15 +21,21 @@
 #     the other is demoted once unread for 3 s;
 #   - after a restart a forced pass copies nothing again (the copy journal); the journal drops
 #     the rows of a rule that is gone and of files deleted since (steps 1 and 2: 3 rows).
-# posix only (the target is changed behind tierd's back with plain file writes): never delete
-# the only copy. Two namespaces of one backend, copy rules cpA (/datasets ds1/ -> be:arch/) and
-# cpB (/ckpt ds1/) with an expire in each:
+# posix only (the target is changed behind tierd's back with plain file writes):
+#   - a format-1 journal left at format 0 by a killed first creation opens upgraded, and copies
+#     journal again (those already on the target with the source's bytes as they are);
+# never delete the only copy. Three namespaces of one backend, /datasets and /alias on the same
+# keys, copy rules cpA (/datasets ds1/ -> be:arch/) and cpB (/ckpt ds1/) with an expire in each:
 #   - cpB onto be:arch/ too is refused at start and at `tierctl reload` (FILE:LINE naming cpA),
 #     and after the refused reload the old rules still run;
 #   - a copy journal of format 1 opens (upgraded in place, its rows kept);
-#   - copies overwritten with other bytes or deleted on the archive make the expire skip: the
-#     sources stay, byte-identical; the skips are counted (status, run, /metrics) and logged
-#     once per file; a deleted copy is made again and then its source expires.
+#   - copies replaced by as many other bytes (only the ETag differs) or deleted on the archive
+#     make the expire skip: the sources stay, byte-identical; the skips are counted (status,
+#     run, /metrics) and logged once per file; a deleted copy is made again and then its source
+#     expires;
+#   - the expire of /alias waits for cpA's copy of the same object and checks it;
+#   - with cpA gone and cpB onto be:arch/, cpB never writes over f2's archived copy (its only
+#     one): skipped, counted, logged once; bytes already on the target are journalled.
 # Waits poll with deadlines; no sleeps.
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
@@ -283,6 +289,38 @@ rc=0
 ok "a copy journal of a newer format is refused at start, with the fix"
 [ "$KIND" = posix ] || { echo PASS; exit 0; }
 
+# a format-1 journal whose first creation was killed before its user_version was written: the
+# old table at format 0. It opens upgraded (the column added), so copies journal again: the one
+# row (no target ETag: this rule's) is copied over, the other 14 archived steps, on the target
+# with no row (as after a kill between the write and the journal), hold the source's bytes and
+# are journalled as they are; nothing fails
+rm -f "$T/spool/policy.db" "$T/spool/policy.db-wal" "$T/spool/policy.db-shm"
+python3 -c 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1])
+c.execute("CREATE TABLE copies (rule TEXT NOT NULL, key TEXT NOT NULL, etag TEXT NOT NULL, target TEXT NOT NULL, size INTEGER NOT NULL, done_ns INTEGER NOT NULL, PRIMARY KEY (rule, key))")
+c.execute("INSERT INTO copies VALUES (?, ?, ?, ?, ?, ?)", ("ckpt-archive", "ck/run1/step_3/model.bin", "e", "archive:runs/run1/step_3/model.bin", 1, 1))
+c.commit()' "$T/spool/policy.db"
+j0() { python3 -c 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); print(*c.execute(sys.argv[2]).fetchone())' "$T/spool/policy.db" "$1"; }
+s3line='policy ckpt-archive: copy /ck/run1/step_3/model.bin: to archive:runs/run1/step_3/model.bin$'
+n3=$(grep -c "$s3line" "$T/tierd.log" || true)
+start_tierd
+# (the engine's own passes, one a second, may do it first: the journal is what counts)
+journalled() {
+  "$TIERCTL" -s "$SOCK" policy run ckpt-archive >/dev/null &&
+    [ "$(j0 "SELECT count(*) FROM copies WHERE rule = 'ckpt-archive' AND target_etag IS NOT NULL AND etag != 'e'")" = 15 ]
+}
+wait_for 60 journalled ||
+  fail "the format-0 journal: format $(j0 'PRAGMA user_version'), $(j0 "SELECT count(*) FROM copies WHERE target_etag IS NOT NULL") rows with a target ETag, want 15; $(grep -c 'policy ckpt-archive: copy .* failed' "$T/tierd.log") copies failed"
+[ "$(j0 'PRAGMA user_version')" = 2 ] || fail "the format-0 journal is at format $(j0 'PRAGMA user_version'), want 2"
+held=$(grep -c 'policy ckpt-archive: copy /ck/run1/step_[0-9]*/model.bin: to archive:runs/run1/step_[0-9]*/model.bin: the target already held these bytes, journalled as the copy$' "$T/tierd.log" || true)
+[ "$held" = 14 ] && [ "$(grep -c "$s3line" "$T/tierd.log")" = $((n3 + 1)) ] ||
+  fail "after the format-0 journal: $held copies found on the target (want 14), step_3 copied $(($(grep -c "$s3line" "$T/tierd.log") - n3)) times (want 1)"
+st=$("$TIERCTL" -s "$SOCK" policy status --json)
+python3 -c 'import json,sys; r={x["name"]: x for x in json.loads(sys.argv[1])["rules"]}
+sys.exit(0 if r["ckpt-archive"]["failed"] == 0 and r["ckpt-archive"]["skipped"] == 0 else 1)' "$st" ||
+  fail "copies failed or were skipped on the format-0 journal: $st"
+stop_tierd
+ok "a format-0 journal with the old table is upgraded; its copies journal again (14 found on the target with the source's bytes)"
+
 # ---- never delete the only copy (posix: the archive is a directory we can change) ----
 SD=$T/safe
 BE=$SD/be
@@ -293,22 +331,28 @@ cp "$SD/f1.orig" "$BE/datasets/ds1/f1.bin"
 cp "$SD/f2.orig" "$BE/datasets/ds1/f2.bin"
 printf 'checkpoint-15b\n' >"$BE/ckpt/ds1/f1.bin"
 CONF=$SD/tierd.conf
-safe_conf() { # safe_conf TARGET_OF_cpB
+safe_conf() { # safe_conf TARGET_OF_cpB [late]: late has cpB and exB only
   tierd_conf_posix be "$BE"
   tierd_conf_ns /datasets be "prefix = datasets"
   tierd_conf_ns /ckpt be "prefix = ckpt"
+  tierd_conf_ns /alias be "prefix = datasets" # the same keys as /datasets
   tierd_conf_section writeback "spool_dir = $SD/spool"
   tierd_conf_section daemon "policy_interval = 1h"
   tierd_conf_mount "$MNT" "attr_ttl = 100ms" "entry_ttl = 100ms"
   tierd_conf_api "$SOCK"
-  tierd_conf_section "policy cpA" "namespace = /datasets" "prefix = ds1/" "action = copy" \
-    "target = be:arch/"
-  tierd_conf_section "policy exA" "namespace = /datasets" "prefix = ds1/" "action = expire" \
-    "allow_delete = true"
+  if [ "${2:-}" != late ]; then
+    tierd_conf_section "policy cpA" "namespace = /datasets" "prefix = ds1/" "action = copy" \
+      "target = be:arch/"
+    tierd_conf_section "policy exA" "namespace = /datasets" "prefix = ds1/" "action = expire" \
+      "allow_delete = true"
+  fi
   tierd_conf_section "policy cpB" "namespace = /ckpt" "prefix = ds1/" "action = copy" \
     "target = $1"
   tierd_conf_section "policy exB" "namespace = /ckpt" "prefix = ds1/" "action = expire" \
     "allow_delete = true"
+  [ "${2:-}" = late ] ||
+    tierd_conf_section "policy exC" "namespace = /alias" "prefix = ds1/" "action = expire" \
+      "allow_delete = true"
 }
 # the review's case: both copy rules onto be:arch/; refused at start, at cpB's target line
 safe_conf be:arch/ >"$CONF"
@@ -342,7 +386,7 @@ out=$("$TIERCTL" -s "$SOCK" reload 2>&1) || rc=$?
   fail "reload with two copy rules onto be:arch/: exit $rc: $out"
 st=$("$TIERCTL" -s "$SOCK" policy status --json)
 python3 -c 'import json,sys; r={x["name"]: x for x in json.loads(sys.argv[1])["rules"]}
-sys.exit(0 if r["cpB"]["target"] == "be:arch-ck/" and set(r) == {"cpA", "exA", "cpB", "exB"} else 1)' "$st" ||
+sys.exit(0 if r["cpB"]["target"] == "be:arch-ck/" and set(r) == {"cpA", "exA", "cpB", "exB", "exC"} else 1)' "$st" ||
   fail "after the refused reload the rules are not the old ones: $st"
 safe_conf be:arch-ck/ >"$CONF"
 ok "reload with two copy rules onto one target is refused (FILE:LINE); the old rules stay"
@@ -352,7 +396,12 @@ ok "reload with two copy rules onto one target is refused (FILE:LINE); the old r
 out=$("$TIERCTL" -s "$SOCK" policy run cpA) || fail "policy run cpA: $out"
 cmp -s "$BE/arch/ds1/f1.bin" "$SD/f1.orig" && cmp -s "$BE/arch/ds1/f2.bin" "$SD/f2.orig" ||
   fail "cpA did not copy both files: $out"
-printf 'other bytes\n' >"$BE/arch/ds1/f1.bin"
+# f1's copy: as many other bytes, through a new file renamed over it with another mtime (the
+# POSIX ETag is inode, size and mtime): only the ETag tells it from the copy made
+head -c 100000 /dev/urandom >"$SD/f1.other"
+cp "$SD/f1.other" "$BE/arch/ds1/.f1.new"
+touch -d '2001-02-03 04:05:06' "$BE/arch/ds1/.f1.new"
+mv "$BE/arch/ds1/.f1.new" "$BE/arch/ds1/f1.bin"
 rm "$BE/arch/ds1/f2.bin"
 # the second pass: f1 is skipped again (logged no more); f2's copy, gone, was forgotten at the
 # first, so its expire now waits for the copy to be made again (deferred)
@@ -362,7 +411,7 @@ for i in 1 2; do
 a={x["path"]: x for x in j["actions"]}
 f1, f2 = a.get("/datasets/ds1/f1.bin", {}), a.get("/datasets/ds1/f2.bin", {})
 ok = j["done"] == 0 and j["failed"] == 0 and f1.get("result") == "skipped" \
-  and "its copy be:arch/ds1/f1.bin (policy cpA) is not the one made: 12 bytes" in f1["detail"] \
+  and "its copy be:arch/ds1/f1.bin (policy cpA) is not the one made: 100000 bytes" in f1["detail"] \
   and "the copy journal has 100000 bytes" in f1["detail"]
 if i == 1:
     ok = ok and j["skipped"] == 2 and f2.get("result") == "skipped" and "is gone" in f2["detail"]
@@ -392,10 +441,69 @@ ok "a copy changed or deleted behind tierd's back: the expire keeps the source, 
 out=$("$TIERCTL" -s "$SOCK" policy run) || fail "policy run: $out"
 cmp -s "$BE/arch/ds1/f2.bin" "$SD/f2.orig" && [ ! -e "$BE/datasets/ds1/f2.bin" ] ||
   fail "the deleted copy of f2 was not made again before its source expired: $out"
-cmp -s "$BE/datasets/ds1/f1.bin" "$SD/f1.orig" && [ "$(cat "$BE/arch/ds1/f1.bin")" = "other bytes" ] ||
+cmp -s "$BE/datasets/ds1/f1.bin" "$SD/f1.orig" && cmp -s "$BE/arch/ds1/f1.bin" "$SD/f1.other" ||
   fail "f1 (its copy changed) was deleted or its copy overwritten: $out"
 [ "$(cat "$BE/arch-ck/ds1/f1.bin")" = checkpoint-15b ] && [ ! -e "$BE/ckpt/ds1/f1.bin" ] ||
   fail "cpB and exB on their own target did not copy then expire: $out"
 ok "a deleted copy is made again and only then its source expires; a changed copy keeps its source"
+
+# /alias maps onto the keys of /datasets: its expire exC waits for cpA (of /datasets) over the
+# same objects and checks cpA's copies, as exA does
+head -c 30000 /dev/urandom >"$SD/f3.orig"
+cp "$SD/f3.orig" "$BE/datasets/ds1/f3.bin"
+out=$("$TIERCTL" -s "$SOCK" policy run exC --json) || fail "policy run exC: $out"
+python3 -c 'import json,sys; j=json.loads(sys.argv[1])
+a={x["path"]: x for x in j["actions"]}
+f1=a.get("/alias/ds1/f1.bin", {})
+sys.exit(0 if j["done"] == 0 and j["failed"] == 0 and j["deferred"] == 1 and j["skipped"] == 1 \
+  and f1.get("result") == "skipped" and "its copy be:arch/ds1/f1.bin (policy cpA) is not the one made" in f1["detail"] else 1)' "$out" ||
+  fail "exC (/alias) did not wait for cpA's copy of f3 and keep f1: $out"
+cmp -s "$BE/datasets/ds1/f3.bin" "$SD/f3.orig" && cmp -s "$BE/datasets/ds1/f1.bin" "$SD/f1.orig" ||
+  fail "exC (/alias) deleted a source a copy rule of /datasets had not copied, or whose copy changed"
+out=$("$TIERCTL" -s "$SOCK" policy run cpA) || fail "policy run cpA: $out"
+out=$("$TIERCTL" -s "$SOCK" policy run exC --json) || fail "policy run exC: $out"
+cmp -s "$BE/arch/ds1/f3.bin" "$SD/f3.orig" && [ ! -e "$BE/datasets/ds1/f3.bin" ] &&
+  cmp -s "$BE/datasets/ds1/f1.bin" "$SD/f1.orig" || fail "exC after cpA's copy of f3: $out"
+ok "an expire waits for and checks the copy rules of another namespace over the same keys"
+
+# the archive's rules are dropped and cpB (/ckpt) now copies to be:arch/, where f2's copy is the
+# only one left (exA deleted its source): a new ckpt/ds1/f2.bin of as many bytes is not copied
+# over it (skipped, logged once), and exB keeps that source; f4, whose bytes are on the target
+# already with no row (a kill between the write and the journal), is journalled as it is
+head -c 50000 /dev/urandom >"$SD/f2.new"
+head -c 20000 /dev/urandom >"$SD/f4.orig"
+cp "$SD/f2.new" "$BE/ckpt/ds1/f2.bin"
+cp "$SD/f4.orig" "$BE/ckpt/ds1/f4.bin"
+cp "$SD/f4.orig" "$BE/arch/ds1/f4.bin"
+safe_conf be:arch/ late >"$CONF"
+out=$("$TIERCTL" -s "$SOCK" reload 2>&1) || fail "reload without cpA, cpB onto be:arch/: $out"
+for i in 1 2; do
+  out=$("$TIERCTL" -s "$SOCK" policy run --json) || fail "policy run ($i): $out"
+  python3 -c 'import json,sys; i=int(sys.argv[2]); j=json.loads(sys.argv[1])
+a={(x["policy"], x["path"]): x for x in j["actions"]}
+f2=a.get(("cpB", "/ckpt/ds1/f2.bin"), {})
+ok = j["failed"] == 0 and f2.get("result") == "skipped" and not a.get(("exB", "/ckpt/ds1/f2.bin")) \
+  and "the target be:arch/ds1/f2.bin exists (50000 bytes, ETag " in f2["detail"] \
+  and f2["detail"].endswith(") and is not this rule\x27s copy: move it away or change the target")
+if i == 1:
+    f4c, f4e = a.get(("cpB", "/ckpt/ds1/f4.bin"), {}), a.get(("exB", "/ckpt/ds1/f4.bin"), {})
+    ok = ok and f4c.get("result") == "done" and "the target already held these bytes" in f4c["detail"] \
+      and f4e.get("result") == "done"
+sys.exit(0 if ok else 1)' "$out" "$i" || fail "policy run ($i) after cpB took be:arch/: $out"
+done
+cmp -s "$BE/arch/ds1/f2.bin" "$SD/f2.orig" && cmp -s "$BE/ckpt/ds1/f2.bin" "$SD/f2.new" ||
+  fail "cpB wrote over the only copy of f2, or exB deleted the new f2"
+cmp -s "$BE/arch/ds1/f4.bin" "$SD/f4.orig" && [ ! -e "$BE/ckpt/ds1/f4.bin" ] ||
+  fail "f4, its bytes on the target, was not journalled as its copy and expired"
+n=$(grep -c "policy cpB: copy /ckpt/ds1/f2.bin skipped: the target be:arch/ds1/f2.bin exists" "$T/tierd.log" || true)
+[ "$n" = 1 ] || fail "the skipped copy of f2 was logged $n times in two passes, want once"
+st=$("$TIERCTL" -s "$SOCK" policy status --json)
+python3 -c 'import json,sys; r={x["name"]: x for x in json.loads(sys.argv[1])["rules"]}
+sys.exit(0 if r["cpB"]["skipped"] == 2 and r["cpB"]["failed"] == 0 else 1)' "$st" ||
+  fail "policy status does not count cpB's 2 skipped copies: $st"
+m=$(api /metrics) || fail "GET /metrics"
+grep -qx 'tierd_policy_actions_total{policy="cpB",namespace="/ckpt",action="copy",result="skipped"} 2' <<<"$m" ||
+  fail "/metrics lacks cpB's 2 skipped copies: $(grep 'policy="cpB"' <<<"$m")"
+ok "a copy never writes over a target that is not its own (the only copy of f2 kept, counted, logged once); the source's bytes already there are journalled"
 stop_tierd
 echo PASS
