@@ -3,6 +3,10 @@
 # Install every Debian 12 package tierd needs to build, test, benchmark and demo. Idempotent: when
 # all are already installed it does nothing (so it needs no network then); otherwise it runs
 # apt-get update and apt-get install -y. Needs root (or sudo).
+# When another apt process holds a lock (unattended-upgrades, apt-daily on a fresh node), it
+# waits for it up to TIER_DEPS_LOCK_WAIT seconds (default 600) instead of failing: apt-get
+# install through DPkg::Lock::Timeout (apt >= 2.0), apt-get update by retrying, since apt (2.6)
+# applies that timeout to the dpkg lock only, not to the package lists' lock update takes.
 set -euo pipefail
 PKGS=(
   build-essential cmake pkg-config git clang-14 libclang-rt-14-dev clang-format
@@ -37,6 +41,23 @@ if [ ${#missing[@]} -eq 0 ]; then
 fi
 SUDO=
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
-echo "deps: installing ${missing[*]}"
-$SUDO apt-get update
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y "${PKGS[@]}"
+wait_s=${TIER_DEPS_LOCK_WAIT:-600}
+[[ $wait_s =~ ^[0-9]+$ ]] || { echo "deps: TIER_DEPS_LOCK_WAIT=$wait_s is not a number of seconds" >&2; exit 2; }
+echo "deps: installing ${missing[*]} (waiting up to ${wait_s} s for another apt process's lock)"
+# apt-get update, retried while another apt process holds the lists' lock
+deadline=$((SECONDS + wait_s))
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+while :; do
+  rc=0
+  $SUDO apt-get update 2>&1 | tee "$out" || rc=${PIPESTATUS[0]}
+  [ "$rc" -ne 0 ] || break
+  if ! grep -q "^E: Could not get lock" "$out" || [ $SECONDS -ge $deadline ]; then
+    echo "deps: apt-get update failed (exit $rc)" >&2
+    exit "$rc"
+  fi
+  echo "deps: another apt process holds the package lists' lock (above); trying again in 5 s" \
+    "(until $((deadline - SECONDS)) s from now)"
+  sleep 5
+done
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout="$wait_s" install -y "${PKGS[@]}"

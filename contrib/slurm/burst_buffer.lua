@@ -72,6 +72,9 @@ local DEFAULTS = {
     wait_step = "20", -- seconds of one POST /v1/wait in data_out
     check_at_submit = "yes", -- ask tierd to check the request at sbatch (no: syntax only)
     user_tenants = "no", -- yes: jobs may name their tenant (tenant=NAME; any user, any tenant)
+    user_classes = "training,background", -- the classes a job may ask for with class= (a
+    -- class's share of each link and who yields to whom are tierd's: inference and checkpoint
+    -- take precedence over the others, so they are the admin's to hand out)
     job_prefix = "", -- prepended to Slurm's job id in tierd (clusters sharing one tierd)
     reconcile = "yes", -- setup and pre_run release tierd's jobs of ended Slurm jobs (no: never)
     timing_log = "", -- append "HOOK JOBID MILLISECONDS RC END" per hook call (END: epoch s)
@@ -89,6 +92,7 @@ local KEYS = {
 }
 local KEY_LIST = "capacity, stage, stage_out, bw, class, tenant, pool"
 local CLASSES = { inference = true, training = true, checkpoint = true, background = true }
+local CLASS_LIST = "inference, training, checkpoint, background"
 
 -- ---- settings --------------------------------------------------------------------------------
 
@@ -101,6 +105,7 @@ end
 
 local DIR = script_dir()
 local C -- the settings; read again at every hook call (the plugin may keep its Lua state)
+local USER_CLASSES -- {[class] = true} from C.user_classes
 
 local function load_conf()
     C = {}
@@ -108,6 +113,7 @@ local function load_conf()
         C[k] = v
     end
     local path = DIR .. "/tierd_bb.conf"
+    local line_of = {} -- key -> its line in tierd_bb.conf
     local f = io.open(path, "r")
     if f then
         local n = 0
@@ -122,9 +128,19 @@ local function load_conf()
                         n, s), 0)
                 end
                 C[k] = v
+                line_of[k] = n
             end
         end
         f:close()
+    end
+    USER_CLASSES = {}
+    for cl in C.user_classes:gmatch("[^%s,]+") do
+        if not CLASSES[cl] then
+            error(string.format("%s:%d: user_classes = %s: '%s' is not a class (list some of " ..
+                "%s, separated by commas)", path, line_of.user_classes or 0, C.user_classes, cl,
+                CLASS_LIST), 0)
+        end
+        USER_CLASSES[cl] = true
     end
     if C.job_prefix:match("%d$") and C.reconcile ~= "no" then
         -- "c1" + job 23 and "c12" + job 3 would both be "c123": reconciliation could take one
@@ -413,8 +429,14 @@ local function parse(script)
                         spec.bw = v
                     elseif k == "class" then
                         if not CLASSES[v] then
-                            return bad(string.format("class=%s is not one of inference, " ..
-                                "training, checkpoint, background", v))
+                            return bad(string.format("class=%s is not one of %s", v,
+                                CLASS_LIST))
+                        end
+                        if not USER_CLASSES[v] then
+                            return bad(string.format("class=%s is not allowed on this " ..
+                                "cluster (user_classes = %s in tierd_bb.conf): ask without " ..
+                                "class= (training) or for one of the classes listed there",
+                                v, C.user_classes))
                         end
                         spec.class = v
                     elseif k == "tenant" then

@@ -8,8 +8,15 @@
 #     version, the man pages are found, /etc/tierd/tierd.conf is a conffile, the units are in
 #     /lib/systemd/system, /var/cache/tierd exists with mode 0750;
 #   - dpkg -r removes the programs and keeps the (edited) config; a reinstall keeps the edit;
+#   - dpkg -r stops tierd.service and every tierd@NAME instance systemd has loaded (no systemd
+#     runs here: the removal runs where /run/systemd/system exists, in a private mount
+#     namespace, with stand-ins for systemctl, which lists two instances, and deb-systemd-invoke,
+#     which records what it is asked to stop);
 #   - a purge with a spool holding a staging file keeps /var/cache/tierd and names it; one with
 #     data in the shipped backend directory keeps that; otherwise it removes config and state;
+#   - a purge while tierds still run on /var/cache/tierd (one the package's binary, started by
+#     hand so the removal did not stop it; one another copy with its journal there, no staging
+#     file yet) removes nothing there and names their pids;
 #   - only on a machine where the package would touch nothing of a real install (else skipped).
 set -euo pipefail
 SRC=${TIER_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -33,7 +40,13 @@ for p in /etc/tierd /var/lib/tierd /var/cache/tierd /usr/bin/tierd /usr/bin/tier
 done
 export DEBIAN_FRONTEND=noninteractive
 dpkg() { command dpkg --force-confdef --force-confold "$@"; }
+TIERD_PIDS=
 cleanup() {
+  for p in $TIERD_PIDS; do kill "$p" 2>/dev/null || true; done
+  for p in $TIERD_PIDS; do wait "$p" 2>/dev/null || true; done
+  for m in "$T/mnt1" "$T/mnt2"; do
+    if grep -qs " $m fuse" /proc/mounts; then umount -l "$m" 2>/dev/null || true; fi
+  done
   dpkg --purge tierd >/dev/null 2>&1 || true
   rm -rf /var/cache/tierd /var/lib/tierd /etc/tierd # absent before the test (checked above)
   [ -n "${KEEP:-}" ] || rm -rf "$T"
@@ -66,12 +79,36 @@ dpkg-query -W -f='${Conffiles}\n' tierd | grep -q "^ /etc/tierd/tierd.conf " || 
 ok "dpkg -i: version $want, man pages, conffile, units, /var/cache/tierd 0750"
 
 echo "; edited by the test" >>/etc/tierd/tierd.conf
-dpkg -r tierd >"$T/dpkg.log" 2>&1 || fail "dpkg -r: $(tail -5 "$T/dpkg.log")"
+mkdir -p "$T/stub"
+cat >"$T/stub/systemctl" <<EOF
+#!/bin/sh
+echo "systemctl \$*" >>"$T/systemd.log"
+case "\$*" in
+*list-units*tierd@*)
+  echo "tierd@a.service loaded active running tierd tiered storage, instance a"
+  echo "tierd@b-c.service loaded activating auto-restart tierd tiered storage, instance b-c" ;;
+esac
+EOF
+cat >"$T/stub/deb-systemd-invoke" <<EOF
+#!/bin/sh
+echo "deb-systemd-invoke \$*" >>"$T/systemd.log"
+EOF
+chmod 0755 "$T/stub/systemctl" "$T/stub/deb-systemd-invoke"
+: >"$T/systemd.log"
+# shellcheck disable=SC2016 # expanded by the inner shell
+unshare --mount sh -c 'mount -t tmpfs tierd-test /run && mkdir -p /run/systemd/system && exec "$@"' \
+  sh env PATH="$T/stub:$PATH" dpkg -r tierd >"$T/dpkg.log" 2>&1 || fail "dpkg -r: $(tail -5 "$T/dpkg.log")"
+grep -qx "deb-systemd-invoke stop tierd@a.service tierd@b-c.service" "$T/systemd.log" ||
+  fail "dpkg -r did not stop the tierd@ instances: $(cat "$T/systemd.log")"
+grep -q "^deb-systemd-invoke stop .*tierd.service" "$T/systemd.log" ||
+  fail "dpkg -r did not stop tierd.service: $(cat "$T/systemd.log")"
+grep -q "tierd: stopping tierd@a.service tierd@b-c.service" "$T/dpkg.log" ||
+  fail "dpkg -r did not say which instances it stops: $(cat "$T/dpkg.log")"
 [ ! -e /usr/bin/tierd ] || fail "dpkg -r left /usr/bin/tierd"
 grep -q "edited by the test" /etc/tierd/tierd.conf || fail "dpkg -r removed or replaced the edited config"
 dpkg -i "$deb" >"$T/dpkg.log" 2>&1 || fail "dpkg -i again: $(tail -5 "$T/dpkg.log")"
 grep -q "edited by the test" /etc/tierd/tierd.conf || fail "a reinstall replaced the edited config"
-ok "dpkg -r keeps the edited config; a reinstall keeps the edit"
+ok "dpkg -r stops tierd.service and the tierd@ instances and keeps the edited config; a reinstall keeps the edit"
 
 mkdir -p /var/cache/tierd/spool
 echo x >/var/cache/tierd/spool/7.stg
@@ -93,4 +130,58 @@ dpkg --purge tierd >"$T/purge.log" 2>&1 || fail "dpkg --purge (3): $(tail -5 "$T
   fail "the purge removed (or did not name) the backend directory with data: $(cat "$T/purge.log")"
 rm -rf /var/lib/tierd
 ok "purge: a spool with a staging file kept and named, a backend directory with data kept and named; otherwise config and state removed"
+
+# tierds still running on /var/cache/tierd at the purge: the package's binary started by hand
+# (a removal stops only what systemd runs), and a copy of it elsewhere (a tierd with its journal
+# open there). Their spools hold no staging file yet: a purge must still leave them alone.
+dpkg -i "$deb" >"$T/dpkg.log" 2>&1 || fail "dpkg -i (5): $(tail -5 "$T/dpkg.log")"
+mkdir -p "$T/bin" && cp /usr/bin/tierd "$T/bin/tierd"
+start_on_cache() { # N BINARY: a tierd with its spool in /var/cache/tierd/iN
+  mkdir -p "$T/warm$1/ck" "$T/mnt$1" "/var/cache/tierd/i$1"
+  cat >"$T/i$1.conf" <<EOF
+[backend warm]
+type = posix
+root = $T/warm$1
+[namespace /ck]
+backend = warm
+prefix = ck
+mode = write-back
+[writeback]
+spool_dir = /var/cache/tierd/i$1/spool
+[cache]
+ram_size = 16M
+block_size = 1M
+[mount]
+path = $T/mnt$1
+[api]
+socket = $T/api$1.sock
+EOF
+  "$2" -f -c "$T/i$1.conf" >"$T/i$1.log" 2>&1 &
+  TIERD_PIDS="$TIERD_PIDS $!"
+}
+start_on_cache 1 /usr/bin/tierd
+start_on_cache 2 "$T/bin/tierd"
+up() { grep -qs " $T/mnt1 fuse" /proc/mounts && grep -qs " $T/mnt2 fuse" /proc/mounts; }
+for _ in $(seq 600); do up && break; sleep 0.1; done
+up || fail "the two tierds did not mount: $(cat "$T/i1.log" "$T/i2.log")"
+[ -f /var/cache/tierd/i1/spool/journal.db ] && [ -f /var/cache/tierd/i2/spool/journal.db ] ||
+  fail "no journal in /var/cache/tierd/i1 and i2: $(ls -R /var/cache/tierd)"
+[ -z "$(find /var/cache/tierd -name '*.stg')" ] || fail "a staging file already (the case needs none)"
+dpkg -r tierd >"$T/dpkg.log" 2>&1 || fail "dpkg -r (running tierds): $(tail -5 "$T/dpkg.log")"
+dpkg --purge tierd >"$T/purge.log" 2>&1 || fail "dpkg --purge (running tierds): $(tail -5 "$T/purge.log")"
+line=$(grep "keeping /var/cache/tierd and /var/lib/tierd: tierd is running (pid" "$T/purge.log") ||
+  fail "the purge did not say it keeps /var/cache/tierd for the running tierds: $(cat "$T/purge.log")"
+[[ $line =~ \(pid\ ([0-9 ]+)\) ]] || fail "no pids in: $line"
+for p in $TIERD_PIDS; do
+  [[ " ${BASH_REMATCH[1]} " == *" $p "* ]] || fail "the purge did not name the running tierd $p: $line"
+done
+[ -f /var/cache/tierd/i1/spool/journal.db ] && [ -f /var/cache/tierd/i2/spool/journal.db ] ||
+  fail "the purge removed the journal of a running tierd: $(ls -R /var/cache/tierd 2>&1)"
+echo data >"$T/mnt2/ck/after-purge" || fail "the running tierd's write-back namespace fails after the purge"
+[ ! -e /etc/tierd ] || fail "the purge left /etc/tierd"
+for p in $TIERD_PIDS; do kill "$p"; done
+for p in $TIERD_PIDS; do wait "$p" || fail "a tierd exited $? on SIGTERM: $(cat "$T/i1.log" "$T/i2.log")"; done
+TIERD_PIDS=
+rm -rf /var/cache/tierd /var/lib/tierd
+ok "purge while tierds run on /var/cache/tierd: nothing removed there, their pids named"
 echo PASS

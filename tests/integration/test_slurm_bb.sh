@@ -14,7 +14,8 @@
 #
 #   1. bad directives are refused at sbatch with the provider's message: an unknown key,
 #      capacity=40X, capacity=3.5M, a stage path in no namespace, stage without capacity,
-#      tenant= where user_tenants is off.
+#      tenant= where user_tenants is off, class=inference where user_classes leaves it out
+#      (checkpoint is listed: job e below asks for it).
 #   2. stage-in: a job with `stage=/slow/a capacity=20M` (8 MiB at 256 KiB/s a connection, 4 at
 #      a time: about 8 s, longer than Slurm takes to start a job) starts only once /slow/a is staged (the job
 #      itself reads its tierd job at its first line: staged, all bytes); its read pass through
@@ -130,6 +131,7 @@ mount = $MNT
 poll_interval = 0.1
 wait_step = 1
 timing_log = $T/bb_timing.log
+user_classes = training, background, checkpoint
 EOF
 TIER_SLURM_BB_CONF=$T/tierd_bb.conf "$SRC/scripts/slurm.sh" start "$SDIR" \
   "$SRC/contrib/slurm/burst_buffer.lua" >"$T/slurm_start.log" 2>&1 ||
@@ -219,6 +221,8 @@ job bad_tenant "#BB_LUA tierd stage_out=/ckpt/x tenant=prod-inference" "true"
 refused "$W/bad_tenant.sh" "tenant= is not allowed on this cluster"
 job bad_dec "#BB_LUA tierd pool=tierd capacity=3.5M" "true"
 refused "$W/bad_dec.sh" "capacity=3.5M is not a size"
+job bad_class "#BB_LUA tierd stage_out=/ckpt/x class=inference" "true"
+refused "$W/bad_class.sh" "class=inference is not allowed on this cluster"
 ok "bad directives refused at sbatch with the provider's messages"
 
 # ---- 2. stage-in before the start; a hot first pass; the job's tenant -----------------------
@@ -394,6 +398,7 @@ timing_log = $T/bb_timing.log
 node_url = http://%s:$TPORT
 token_file = $1
 user_tenants = yes
+user_classes = training, background, checkpoint
 EOF
   mv "$SDIR/tierd_bb.conf.new" "$SDIR/tierd_bb.conf"
 }

@@ -5,6 +5,20 @@
 # running systemd: what systemd would see.
 #   - contrib/systemd/tierd.service and tierd@.service pass `systemd-analyze verify` (with the
 #     binaries' paths pointed at this build);
+#   - hardening: `systemd-analyze security --offline=yes` scores each unit at or below 5.0, with
+#     every namespace type, suid/sgid files, writable-executable memory, personality changes,
+#     realtime, foreign ABIs, exotic address families and the syscall groups @clock, @debug,
+#     @module, @obsolete, @raw-io, @reboot, @swap, @cpu-emulation denied, and every capability
+#     dropped but the five the unit keeps (the rest of the table is left as it is);
+#   - the capabilities the units keep are enough: every tierd below runs with exactly their
+#     CapabilityBoundingSet (setpriv) and still mounts, serves a file only its owner (nobody)
+#     may read, gives the API socket its socket_group, and can read a job's environment;
+#   - the system calls tierd makes (strace: start, mount, reads, API, reload, SIGTERM, and
+#     tierd --unmount) are all in the units' SystemCallFilter (@system-service @mount), its
+#     sockets in RestrictAddressFamilies, its devices in DeviceAllow (with the standard pseudo
+#     devices), no writable-executable mapping (MemoryDenyWriteExecute), no new namespace.
+#     No systemd runs here (PID 1 is not systemd), so these are what systemd would enforce,
+#     checked against what tierd does; the seccomp filter itself is not applied;
 #   - readiness: tierd started with a NOTIFY_SOCKET this test listens on sends READY=1 (with a
 #     STATUS), and at the moment it arrives the mount answers statfs and the API answers; on
 #     SIGTERM it sends STOPPING=1 and exits 0;
@@ -23,6 +37,10 @@ SRC=${TIER_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 command -v systemd-analyze >/dev/null || fail "systemd-analyze is missing (scripts/deps.sh)"
 mkdir -p "$DATA/ds" "$MNT" "$T/units"
 echo hello >"$DATA/ds/a.txt"
+# readable by its owner alone: tierd serves it only with CAP_DAC_OVERRIDE
+echo private >"$DATA/ds/nobody.txt"
+chown 65534:65534 "$DATA/ds/nobody.txt"
+chmod 0600 "$DATA/ds/nobody.txt"
 
 for u in tierd.service tierd@.service; do
   sed "s|/usr/bin/tierd|$TIERD|g; s|/usr/bin/tierctl|$TIERCTL|g" "$SRC/contrib/systemd/$u" >"$T/units/$u"
@@ -32,6 +50,59 @@ systemd-analyze verify --man=no "$T/units/tierd.service" "$T/units/tierd@node1.s
   fail "systemd-analyze verify: $(cat "$T/verify")"
 ok "the units pass systemd-analyze verify"
 
+# ---- hardening: what systemd-analyze security says of the units ----------------------------------
+for u in tierd.service tierd@node1.service; do
+  systemd-analyze security --offline=yes "$T/units/$u" >"$T/security.txt" 2>&1 || true
+  score=$(sed -n 's/^→ Overall exposure level for .*: \([0-9.]*\) .*/\1/p' "$T/security.txt")
+  [ -n "$score" ] || fail "systemd-analyze security gave no score for $u: $(tail -5 "$T/security.txt")"
+  systemd-analyze security --offline=yes --threshold=50 "$T/units/$u" >/dev/null 2>&1 ||
+    fail "$u: exposure $score, above 5.0: $(grep '✗' "$T/security.txt")"
+  systemd-analyze security --offline=yes --json=short "$T/units/$u" >"$T/security.json" 2>&1 ||
+    fail "systemd-analyze security --json: $(head -c 500 "$T/security.json")"
+  python3 - "$T/security.json" "$u" <<'PY' || fail "systemd-analyze security of $u"
+import json, sys
+rows = {r["name"]: r["set"] for r in json.load(open(sys.argv[1]))}
+must = ["RestrictSUIDSGID=", "MemoryDenyWriteExecute=", "LockPersonality=", "RestrictRealtime=",
+        "SystemCallArchitectures=", "ProtectClock=", "RestrictAddressFamilies=~AF_PACKET",
+        "RestrictAddressFamilies=~AF_NETLINK", "RestrictAddressFamilies=~…"]
+must += [n for n in rows if n.startswith("RestrictNamespaces=~")]
+must += ["SystemCallFilter=~@" + g for g in ("clock", "cpu-emulation", "debug", "module",
+                                              "obsolete", "raw-io", "reboot", "swap")]
+kept = {"CapabilityBoundingSet=~CAP_SYS_ADMIN", "CapabilityBoundingSet=~CAP_(DAC_*|FOWNER|IPC_OWNER)",
+        "CapabilityBoundingSet=~CAP_SYS_PTRACE", "CapabilityBoundingSet=~CAP_(CHOWN|FSETID|SETFCAP)"}
+caps = [n for n in rows if n.startswith("CapabilityBoundingSet=~")]
+must += [n for n in caps if n not in kept]
+if len([n for n in rows if n.startswith("RestrictNamespaces=~")]) < 7 or len(caps) < 20:
+    sys.exit(f"FAIL: the analysis has fewer rows than systemd 252's: {sorted(rows)}")
+bad = [n for n in must if rows.get(n) is not True]
+bad += [n for n in kept if rows.get(n) is not False]  # the four kept: nothing more dropped
+if bad:
+    sys.exit(f"FAIL: {sys.argv[2]}: not as the unit means them: {bad}")
+PY
+  echo "ok: $u: exposure $score (at most 5.0), each hardening setting on"
+done
+
+# the capabilities both units keep, as setpriv takes them
+caps=$(sed -n 's/^CapabilityBoundingSet=//p' "$T/units/tierd.service")
+[ -n "$caps" ] && [ "$caps" = "$(sed -n 's/^CapabilityBoundingSet=//p' "$T/units/tierd@node1.service")" ] ||
+  fail "the units keep different capabilities: '$caps'"
+CAPS=-all
+for c in $caps; do
+  c=${c#CAP_}
+  CAPS="$CAPS,+${c,,}"
+done
+# a job's process of another user: tierd reads its environment (SLURM_JOB_ID) under those caps
+env SLURM_JOB_ID=77 setpriv --reuid=65534 --regid=65534 --clear-groups sleep 600 >/dev/null 2>&1 &
+JOBPID=$!
+extra_cleanup() { kill "$JOBPID" 2>/dev/null || true; }
+is_nobody() { [ "$(stat -c %u "/proc/$JOBPID")" = 65534 ] && [ "$(cat "/proc/$JOBPID/comm")" = sleep ]; }
+wait_for 10 is_nobody || fail "the nobody process did not start"
+setpriv --bounding-set "$CAPS" cat "/proc/$JOBPID/environ" 2>"$T/environ.err" | tr '\0' '\n' |
+  grep -qx SLURM_JOB_ID=77 || fail "another user's /proc/PID/environ is not readable with $caps: $(cat "$T/environ.err")"
+kill "$JOBPID"
+wait "$JOBPID" 2>/dev/null || true
+ok "with the units' capabilities ($caps) another user's job environment is readable"
+
 write_conf() {
   {
     tierd_conf_posix warm "$DATA"
@@ -39,24 +110,26 @@ write_conf() {
     tierd_conf_section daemon "log_level = ${2:-info}"
     tierd_conf_section cache "ram_size = 16M" "block_size = 1M"
     tierd_conf_mount "$MNT"
-    tierd_conf_api "$SOCK"
+    tierd_conf_api "$SOCK" "socket_group = nogroup"
     [ -z "${3:-}" ] || tierd_conf_section "policy $3" "namespace = ${1:-/ds}" "action = pin"
   } >"$CONF"
 }
 write_conf /ds info first # a policy: the engine runs (a reload replaces its rules)
 
-export T MNT SOCK TIERD TIERCTL CONF
+export T MNT SOCK TIERD TIERCTL CONF CAPS
 python3 - <<'PY' || fail "readiness"
 import os, socket, subprocess, sys, time
-T, MNT, SOCK, TIERD, TIERCTL, CONF = (os.environ[k] for k in
-                                      ("T", "MNT", "SOCK", "TIERD", "TIERCTL", "CONF"))
+T, MNT, SOCK, TIERD, TIERCTL, CONF, CAPS = (os.environ[k] for k in
+                                            ("T", "MNT", "SOCK", "TIERD", "TIERCTL", "CONF", "CAPS"))
 ns = T + "/notify.sock"
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(ns)
 s.settimeout(60)
 log = open(T + "/tierd.log", "a")
 env = dict(os.environ, NOTIFY_SOCKET=ns)
-p = subprocess.Popen([TIERD, "-f", "-c", CONF], env=env, stderr=log, stdout=log)
+# with the units' capability bounding set (setpriv execs tierd: p is tierd)
+p = subprocess.Popen(["setpriv", "--bounding-set", CAPS, TIERD, "-f", "-c", CONF], env=env,
+                     stderr=log, stdout=log)
 import atexit
 atexit.register(lambda: p.poll() is None and (p.kill(), p.wait()))  # never left running
 msgs = []
@@ -82,6 +155,13 @@ if not any(l.startswith("STATUS=serving 1 namespace") for m in msgs for l in m.s
     sys.exit("FAIL: no STATUS with READY: " + repr(msgs))
 if open(MNT + "/ds/a.txt").read() != "hello\n":
     sys.exit("FAIL: the mount serves wrong bytes")
+try:
+    if open(MNT + "/ds/nobody.txt").read() != "private\n":
+        sys.exit("FAIL: the mount serves wrong bytes of nobody's 0600 file")
+except OSError as e:
+    sys.exit(f"FAIL: with the units' capabilities tierd cannot serve nobody's 0600 file: {e}")
+if os.stat(SOCK).st_gid != 65534:
+    sys.exit(f"FAIL: the API socket's group is {os.stat(SOCK).st_gid}, not socket_group nogroup")
 p.terminate()
 stopping = False
 while not stopping:
@@ -91,7 +171,8 @@ while not stopping:
         sys.exit("FAIL: no STOPPING=1 within 60 s of SIGTERM")
 if p.wait(timeout=60) != 0:
     sys.exit(f"FAIL: tierd exited {p.returncode} after SIGTERM")
-print("ok: READY=1 (with STATUS) only with the mount and the API answering; STOPPING=1 and exit 0 on SIGTERM")
+print("ok: READY=1 (with STATUS) only with the mount and the API answering; STOPPING=1 and exit 0 on SIGTERM;"
+      " under the units' capabilities: nobody's 0600 file served, the socket's group set")
 PY
 
 # under the journal: priorities, no timestamps
@@ -145,7 +226,83 @@ write_conf /ds info first
 mounted || fail "tierd --unmount detached a live mount"
 crash_tierd
 grep -qs " $MNT fuse" /proc/mounts || fail "no dead mount after SIGKILL (the test needs one)"
-"$TIERD" --unmount -c "$CONF" || fail "tierd --unmount of the dead mount failed"
+# (traced: ExecStopPost runs under the units' filters too; LeakSanitizer cannot run under ptrace)
+ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0 strace -f -qq -o "$T/strace.unmount" "$TIERD" --unmount -c "$CONF" || fail "tierd --unmount of the dead mount failed"
 ! grep -qs " $MNT fuse" /proc/mounts || fail "the dead mount is still there after tierd --unmount"
 ok "tierd --unmount: a live mount left alone, a dead one detached"
+
+# ---- what tierd does, against what the units allow -------------------------------------------------
+# tierd under strace with the units' capabilities: start, mount, reads (one needing
+# CAP_DAC_OVERRIDE), API, reload, SIGTERM. Every system call, socket family, device and mapping
+# it used must be one the units allow.
+command -v strace >/dev/null || fail "strace is missing (scripts/deps.sh)"
+ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0 strace -f -qq -o "$T/strace.run" setpriv --bounding-set "$CAPS" "$TIERD" -f -c "$CONF" 2>>"$T/tierd.log" &
+TIERD_PID=$!
+tierd_up "$MNT" "$SOCK" 60 || fail "tierd under strace did not come up"
+PID=$(pgrep -P "$TIERD_PID") || fail "no tierd under strace"
+[ "$(cat "$MNT/ds/a.txt" "$MNT/ds/nobody.txt")" = $'hello\nprivate' ] || fail "wrong bytes under strace"
+ls -l "$MNT/ds" >/dev/null
+"$TIERCTL" -s "$SOCK" status >/dev/null || fail "tierctl status under strace"
+"$TIERCTL" -s "$SOCK" reload >/dev/null || fail "tierctl reload under strace"
+kill -TERM "$PID"
+wait "$TIERD_PID" || fail "tierd under strace exited $? on SIGTERM"
+PID=
+export T TIERD
+python3 - "$T/units/tierd.service" <<'PY' || fail "tierd did something the units forbid"
+import os, re, subprocess, sys
+unit = {}
+for line in open(sys.argv[1]):
+    k, eq, v = line.strip().partition("=")
+    if eq and not k.startswith("#"):
+        unit.setdefault(k, []).extend(v.split())
+# the syscall groups, expanded as this systemd defines them
+out = subprocess.run(["systemd-analyze", "syscall-filter"], capture_output=True, text=True).stdout
+groups, cur = {}, None
+for line in out.splitlines():
+    if line.startswith("@"):
+        cur = groups.setdefault(line.strip(), [])
+    elif cur is not None and line.strip() and not line.strip().startswith("#"):
+        cur.append(line.strip())
+def expand(n):
+    return set().union(*(expand(m) for m in groups[n])) if n.startswith("@") else {n}
+allowed = set().union(*(expand(n) for n in unit["SystemCallFilter"]))
+families = set(unit["RestrictAddressFamilies"])
+devices = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}  # DevicePolicy=closed
+devices |= {unit["DeviceAllow"][0]}  # ProtectClock adds the clock's (read-only), which tierd does not use
+bad, calls = [], set()
+tierd = os.environ["TIERD"]
+for log in (os.environ["T"] + "/strace.run", os.environ["T"] + "/strace.unmount"):
+    started = False
+    for line in open(log):
+        if not started:  # setpriv's own calls before it runs tierd are systemd's
+            started = f'execve("{tierd}"' in line
+            continue
+        m = re.match(r"\d+\s+([a-z_0-9]+)\((.*)", line)
+        if not m:
+            continue
+        name, args = m.groups()
+        calls.add(name)
+        if name not in allowed:
+            bad.append(f"system call outside SystemCallFilter: {line.strip()[:160]}")
+        if name in ("socket", "socketpair") and args.split(",")[0] not in families:
+            bad.append(f"address family outside RestrictAddressFamilies: {line.strip()[:160]}")
+        if (name in ("mmap", "mmap2") and "PROT_WRITE" in args and "PROT_EXEC" in args) or \
+           (name in ("mprotect", "pkey_mprotect") and "PROT_EXEC" in args):
+            bad.append(f"writable-executable memory (MemoryDenyWriteExecute): {line.strip()[:160]}")
+        if name in ("unshare", "setns") or (name.startswith("clone") and "CLONE_NEW" in args):
+            bad.append(f"a new namespace (RestrictNamespaces): {line.strip()[:160]}")
+        d = re.search(r'"(/dev/[^"]*)"', args)
+        if name in ("open", "openat", "openat2") and d and not d.group(1).startswith("/dev/shm/") \
+                and d.group(1) not in devices and " = -1 " not in line:
+            bad.append(f"a device outside DeviceAllow: {line.strip()[:160]}")
+    if not started:
+        sys.exit(f"FAIL: {log} has no execve of {tierd}")
+for need in ("mount", "umount2", "socket", "openat"):
+    if need not in calls:
+        sys.exit(f"FAIL: the trace lacks {need}: it did not see tierd work ({sorted(calls)})")
+if bad:
+    sys.exit("FAIL:\n" + "\n".join(sorted(set(bad))))
+print(f"ok: {len(calls)} distinct system calls, all in SystemCallFilter; sockets, devices, "
+      "mappings and namespaces as the units allow")
+PY
 echo PASS

@@ -7,7 +7,8 @@
 # (its curl config file) and answers a dry run "valid". Slurm itself and tierd are exercised end
 # to end by tests/integration/test_slurm_bb.sh; this covers the parsing rules a real job rarely
 # hits: directives after the first command (ignored, as Slurm ignores them), `\` continuations,
-# empty lines, Slurm's size units, tabs, duplicate keys, tenant= off and on, large byte counts.
+# empty lines, Slurm's size units, tabs, duplicate keys, tenant= off and on, class= within
+# user_classes (by default training and background), large byte counts.
 # Usage: test_bb_lua.sh SRC_DIR
 set -euo pipefail
 src=$1
@@ -94,6 +95,22 @@ expect_refused "tenant= while user_tenants = no" $'#!/bin/bash\n#BB_LUA stage_ou
 conf "user_tenants = yes"
 expect_ok "tenant= with user_tenants = yes" $'#!/bin/bash\n#BB_LUA stage_out=/c tenant=team-a' "TIERD_TENANT=team-a;"
 expect_refused "a bad tenant name" $'#!/bin/bash\n#BB_LUA stage_out=/c tenant=a/b' "tenant=a/b: 1 to 63"
+# class=: the classes users may ask for are the admin's (user_classes, default training and
+# background); the request carries the class asked for
+conf
+expect_ok "class=background by default" $'#!/bin/bash\n#BB_LUA stage_out=/c class=background' "TIERD_TENANT=slurm-5;"
+req | grep -q '"class":"background"' || fail "class=background sent as $(req | grep -o '"class":"[^"]*"')"
+expect_refused "class=inference by default" $'#!/bin/bash\n#BB_LUA stage_out=/c class=inference' \
+    "class=inference is not allowed on this cluster (user_classes = training,background in tierd_bb.conf)"
+expect_refused "class=checkpoint by default" $'#!/bin/bash\n#BB_LUA stage_out=/c class=checkpoint' "class=checkpoint is not allowed"
+expect_refused "an unknown class" $'#!/bin/bash\n#BB_LUA stage_out=/c class=gold' "class=gold is not one of inference"
+conf "user_classes = training, inference"
+expect_ok "class=inference where user_classes lists it" $'#!/bin/bash\n#BB_LUA stage_out=/c class=inference' "TIERD_TENANT=slurm-5;"
+req | grep -q '"class":"inference"' || fail "class=inference sent as $(req | grep -o '"class":"[^"]*"')"
+expect_refused "class=background where user_classes leaves it out" $'#!/bin/bash\n#BB_LUA stage_out=/c class=background' \
+    "class=background is not allowed on this cluster (user_classes = training, inference in"
+conf "user_classes = training,gold"
+expect_refused "a bad user_classes" $'#!/bin/bash\n#BB_LUA stage_out=/c' "tierd_bb.conf:4: user_classes = training,gold: 'gold' is not a class"
 conf "nonsense here"
 expect_refused "a bad tierd_bb.conf line" $'#!/bin/bash\n#BB_LUA stage_out=/c' "tierd_bb.conf:4: 'nonsense here' is not KEY = VALUE"
 conf "job_prefix = east."
