@@ -346,6 +346,12 @@ static json_t *status_json(struct tierd *d)
     json_t *j = json_pack("{s:s, s:I, s:o, s:b, s:o, s:o}", "version", TIER_VERSION, "uptime_s",
                           (json_int_t)up, "mount", jstr(d->cfg.mount_path), "mounted", d->mounted,
                           "cache", cache_json(d), "namespaces", nss);
+    struct api_conn_stats cs;
+    api_conn_stats(d, &cs);
+    json_object_set_new(j, "api",
+                        json_pack("{s:i, s:i, s:i, s:I}", "connections_admin", cs.admin,
+                                  "connections_user", cs.user, "user_uids", cs.user_uids,
+                                  "refused_connections", (json_int_t)cs.refused));
     if (d->wb) {
         struct wb_stats w;
         wb_stats_get(d->wb, &w);

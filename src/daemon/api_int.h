@@ -69,6 +69,15 @@ void api_handle(struct tierd *d, const struct api_request *rq, struct api_reply 
 void api_reply_too_large(struct api_reply *out);
 void api_reply_fini(struct api_reply *r);
 
+/* The Unix socket's connections now (api.c; all zero before the server runs and in the test
+ * fixture, which has none). */
+struct api_conn_stats {
+    int admin, user;  /* open connections of administrators and of other callers */
+    int user_uids;    /* distinct uids among the other callers */
+    uint64_t refused; /* connections refused at accept since start (per-uid or users' share) */
+};
+void api_conn_stats(const struct tierd *d, struct api_conn_stats *out);
+
 /* Is METHOD url one of the dashboard's static files (GET of /ui, /ui/, /ui/dashboard.js,
  * /ui/dashboard.css, /ui/chart.js: exact names)? They carry no data and are answered on TCP
  * without the token (docs/API.md, Dashboard). */

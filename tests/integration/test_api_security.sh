@@ -17,6 +17,9 @@
 #  13 a second staging job while max_stage_jobs run is 429; a wait is bounded by max_wait; a body
 #     over 64 KiB is cut off without being read; more than 256 stage paths are refused.
 #  18 a backend's permission refusal is 403, not 401.
+# And from the review of 2026-12-02:
+#  N5 70 idle connections of nobody do not lock root out of the Unix socket: per-uid cap (429),
+#     slots kept for admins, a short idle timeout for non-admins.
 # No sleeps as synchronisation: every wait polls a condition with a deadline.
 set -u
 
@@ -154,7 +157,7 @@ chmod 600 "$W/key.pem"
     tierd_conf_section daemon "stage_threads = 1"
     tierd_conf_api "$SOCK" "tcp = 127.0.0.1:$PORT" "token_file = $W/api.token" \
         "tls_cert = $W/cert.pem" "tls_key = $W/key.pem" "socket_group = nogroup" \
-        "max_connections = 32" "max_wait = 2s" "max_stage_jobs = 1"
+        "max_connections = 32" "max_wait = 2s" "max_stage_jobs = 1" "user_timeout = 3s"
 } >"$W/tierd.conf"
 # the common default soft limit: a connection flood must not exhaust tierd's descriptors
 (ulimit -Sn 1024 && exec "$TIERD" -f -c "$W/tierd.conf") >"$W/tierd.log" 2>&1 &
@@ -214,6 +217,71 @@ case "$OUT" in *' 403') fail "F12: nobody's POST /v1/wait (a read) refused: $OUT
 *'"error"'*|*'"ok"'*) pass "F12: nobody may POST /v1/wait (it changes nothing)" ;;
 *) fail "F12: nobody's wait: $OUT" ;; esac
 probe "F12: root may POST /v1/evict" 200 POST /v1/evict '{"path": "/ns/a"}'
+
+# ---- N5: one socket-group member cannot lock out root ------------------------------------------
+# nobody (group nogroup, which may connect) opens 70 connections and sends nothing. tierd keeps
+# max_connections_per_uid (8) of them, answers the others 429 at once, and closes the 8 after
+# user_timeout (3 s); root's tierctl gets in meanwhile, and so does another uid of the group.
+AS_NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+PY3=/usr/bin/python3 # the system's: root's PATH may lead to a python only root may run
+NB="$SD/nobody"      # where nobody's helpers write
+mkdir -p "$NB" && chown 65534:65534 "$NB"
+"${AS_NOBODY[@]}" "$PY3" - "$SOCK" "$NB/hold.ready" "$NB/hold.count" "$NB/hold.result" <<'PYEOF' &
+import os, select, socket, sys, time
+path, ready, count, result = sys.argv[1:5]
+conns = []
+for _ in range(70):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    conns.append(s)
+open(ready, "w").write(str(len(conns)))
+deadline = time.time() + 120
+while not os.path.exists(count) and time.time() < deadline:
+    time.sleep(0.05)
+# every connection must end: refused ones with a 429 answer, admitted ones by the idle timeout
+got = {s: b"" for s in conns}
+open_ = set(conns)
+deadline = time.time() + 60
+while open_ and time.time() < deadline:
+    r, _, _ = select.select(list(open_), [], [], 1)
+    for s in r:
+        data = s.recv(4096)
+        if data:
+            got[s] += data
+        else:
+            open_.discard(s)
+n429 = sum(1 for s in conns if got[s].startswith(b"HTTP/1.1 429"))
+silent = sum(1 for s in conns if s not in open_ and not got[s])
+with open(result + ".tmp", "w") as f:
+    f.write("%d %d %d\n" % (n429, silent, len(open_)))
+os.rename(result + ".tmp", result)
+PYEOF
+HOLD_PID=$!
+wait_for "nobody's 70 connections" 60 test -s "$NB/hold.ready"
+# all 70 connect() calls have returned: root's connection queues behind them on the socket
+run "N5: root's tierctl status while nobody holds 70 connections" 0 timeout 20 "${T[@]}" status
+contains "N5: status answered" "/ns"
+api_field() { curl -s --max-time 10 --unix-socket "$SOCK" http://tierd/v1/status |
+    python3 -c 'import json,sys; a=json.load(sys.stdin)["api"]; print(a[sys.argv[1]])' "$1" 2>/dev/null; }
+held() { [ "$(api_field connections_user)" = 8 ] && [ "$(api_field refused_connections)" -ge 62 ]; }
+wait_for "tierd to hold 8 of nobody's connections and refuse 62" 30 held
+OUT=$(setpriv --reuid=4321 --regid=65534 --clear-groups curl -s --max-time 10 --unix-socket "$SOCK" \
+    -w ' %{http_code}' http://tierd/v1/health 2>&1)
+case "$OUT" in *' 200') pass "N5: another uid of the socket group gets in too" ;;
+*) fail "N5: uid 4321 while nobody holds its share: $OUT" ;; esac
+OUT=$("${AS_NOBODY[@]}" curl -s --max-time 10 --unix-socket "$SOCK" -w ' %{http_code}' http://tierd/v1/health 2>&1)
+case "$OUT" in *'max_connections_per_uid'*' 429') pass "N5: nobody's 71st connection is answered 429" ;;
+*) fail "N5: nobody's 71st connection: $OUT" ;; esac
+touch "$NB/hold.count"
+wait_for "nobody's connections to end" 90 test -s "$NB/hold.result"
+N429=x SILENT=x STILL=x
+read -r N429 SILENT STILL <"$NB/hold.result"
+[ "$N429" = 62 ] && pass "N5: 62 of nobody's connections answered 429" || fail "N5: $N429 answered 429 (want 62)"
+[ "$SILENT" = 8 ] && [ "$STILL" = 0 ] && pass "N5: the 8 admitted idle connections closed by user_timeout" ||
+    fail "N5: idle connections: $SILENT closed without answer, $STILL still open (want 8, 0)"
+wait "$HOLD_PID" 2>/dev/null
+none_held() { [ "$(api_field connections_user)" = 0 ]; }
+wait_for "nobody's connections to be given back" 30 none_held
 
 # ---- finding 13: bounded work ---------------------------------------------------------------
 probe "F13: a staging job that stays running" 202 POST /v1/stage '{"paths": ["/hang/big.bin"]}'
