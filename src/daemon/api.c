@@ -120,6 +120,8 @@ struct request {
     bool admin;    /* may change state (the token on TCP; SO_PEERCRED on the socket) */
     bool peer;     /* cred is the socket peer's */
     struct ucred cred;
+    gid_t *groups; /* the peer's supplementary groups (malloc'd), ngroups of them */
+    size_t ngroups;
 };
 
 /* ---- adapter --------------------------------------------------------------------------- */
@@ -135,6 +137,11 @@ static enum MHD_Result queue_reply(struct MHD_Connection *c, struct api_reply *r
     MHD_add_response_header(resp, "Content-Type",
                             r->content_type ? r->content_type : "application/json");
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    if (r->retry_after_s) {
+        char ra[16];
+        snprintf(ra, sizeof(ra), "%u", r->retry_after_s);
+        MHD_add_response_header(resp, "Retry-After", ra);
+    }
     if (r->content_type && strncmp(r->content_type, "text/html", 9) == 0) {
         /* The dashboard: its own scripts only (no inline script, nothing from another origin),
          * fetches back to tierd only, and never a Referer (the page's URL has the token in its
@@ -201,6 +208,31 @@ static bool peer_may_mutate(const struct tierd *d, struct MHD_Connection *c, str
     return cred_admin(d, fd, &cr);
 }
 
+/* The supplementary groups of the peer of Unix-socket connection c (malloc'd into *out, *n of
+ * them); none when they cannot be read. */
+static void peer_groups(struct MHD_Connection *c, gid_t **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    int fd = conn_fd(c);
+    socklen_t gl = 64 * sizeof(gid_t);
+    gid_t *g = malloc(gl);
+    int rc = g && fd >= 0 ? getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &gl) : -1;
+    if (rc != 0 && g && errno == ERANGE) {
+        gid_t *bigger = realloc(g, gl);
+        if (bigger) {
+            g = bigger;
+            rc = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &gl);
+        }
+    }
+    if (rc != 0) {
+        free(g);
+        return;
+    }
+    *out = g;
+    *n = gl / sizeof(gid_t);
+}
+
 static int64_t content_length(struct MHD_Connection *c)
 {
     const char *v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
@@ -238,6 +270,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         dynbuf_init(&rq->body, api_body_max(method, url, rq->admin));
         rq->peer = !l->tcp && have_peer;
         rq->cred = cr;
+        if (rq->peer && !rq->admin)
+            peer_groups(c, &rq->groups, &rq->ngroups);
         if (api_admit(d, &h, &r) == 0)
             return MHD_YES;
         rq->answered = true;
@@ -269,6 +303,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         .pid = rq->cred.pid,
         .uid = rq->cred.uid,
         .gid = rq->cred.gid,
+        .groups = rq->groups,
+        .ngroups = rq->ngroups,
     };
     api_handle(d, &req, &r);
     return queue_reply(c, &r);
@@ -281,6 +317,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
     struct request *rq = *con_cls;
     if (rq) {
         dynbuf_fini(&rq->body);
+        free(rq->groups);
         free(rq);
         *con_cls = NULL;
     }

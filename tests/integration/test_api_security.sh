@@ -20,6 +20,8 @@
 # And from the review of 2026-12-02:
 #  N5 70 idle connections of nobody do not lock root out of the Unix socket: per-uid cap (429),
 #     slots kept for admins, a short idle timeout for non-admins.
+#  N10 nobody sees checkpoints, dataset versions and plans only of the namespaces it may read
+#     (umask 077 ones are left out or 403); its plans are rate-limited (429, Retry-After).
 # No sleeps as synchronisation: every wait polls a condition with a deadline.
 set -u
 
@@ -76,7 +78,9 @@ probe() {
 }
 
 # ---- setup ---------------------------------------------------------------------------------
-mkdir -p "$W/data/ds/a" "$W/wbdata" "$W/cache" "$MNT"
+mkdir -p "$W/data/ds/a" "$W/data/ds/plan" "$W/data/pv/t" "$W/wbdata" "$W/cache" "$MNT"
+printf 'open\n' >"$W/data/ds/plan/keep.txt"
+printf 'secret\n' >"$W/data/pv/secret.bin"
 printf 'latin-1 name\n' >"$W/data/ds/caf"$'\xe9'
 printf 'hello\n' >"$W/data/ds/a/f.txt"
 ln -s /etc "$W/data/ds/esc"
@@ -153,7 +157,11 @@ chmod 600 "$W/key.pem"
         "request_timeout = 3s"
     tierd_conf_ns /slow dead "mode = write-back"
     tierd_conf_ns /hang dead "prefix = h/"
-    tierd_conf_mount "$MNT"
+    tierd_conf_ns /priv warm "prefix = pv/" "umask = 077"
+    tierd_conf_ns /ckp cold "prefix = ckp/" "mode = write-back" "umask = 077"
+    tierd_conf_section "policy open-plan" "namespace = /ns" "glob = plan/*.txt" "action = demote"
+    tierd_conf_section "policy priv-plan" "namespace = /priv" "glob = *.bin" "action = demote"
+    tierd_conf_mount "$MNT" "allow_other = true" "umask = 022"
     tierd_conf_section daemon "stage_threads = 1"
     tierd_conf_api "$SOCK" "tcp = 127.0.0.1:$PORT" "token_file = $W/api.token" \
         "tls_cert = $W/cert.pem" "tls_key = $W/key.pem" "socket_group = nogroup" \
@@ -282,6 +290,51 @@ read -r N429 SILENT STILL <"$NB/hold.result"
 wait "$HOLD_PID" 2>/dev/null
 none_held() { [ "$(api_field connections_user)" = 0 ]; }
 wait_for "nobody's connections to be given back" 30 none_held
+
+# ---- N10: read routes follow the namespaces' permissions ----------------------------------------
+# /priv and /ckp have umask 077 (owner root): nobody may not read them through the mount, so the
+# API neither lists their files nor answers about them; /ns and /ck (umask 022) stay open.
+printf 'y\n' >"$MNT/ckp/secret.ckpt" || fail "write into /ckp failed"
+cat "$MNT/priv/secret.bin" >/dev/null || fail "root cannot read /priv/secret.bin" # cached: a demote plans it
+nb_req() { # METHOD URL: one request as nobody; sets ST and BODY (headers in $NB/probe.head)
+    rm -f "$NB/probe.out" "$NB/probe.head"
+    ST=$("${AS_NOBODY[@]}" curl -s --path-as-is --max-time 30 --unix-socket "$SOCK" -X "$1" \
+        -o "$NB/probe.out" -D "$NB/probe.head" -w '%{http_code}' "http://tierd$2")
+    BODY=$(cat "$NB/probe.out" 2>/dev/null)
+}
+nb_probe() { # NAME WANT METHOD URL
+    nb_req "$3" "$4"
+    [ "$ST" = "$2" ] && pass "$1 ($ST)" || fail "$1: $3 $4: status $ST, want $2: $BODY"
+}
+nb_probe "N10: nobody lists checkpoints" 200 GET /v1/checkpoints
+case "$BODY" in *'/ck/run1/'*) pass "N10: nobody sees /ck's files" ;; *) fail "N10: /ck missing: $BODY" ;; esac
+case "$BODY" in *'/ckp/'*) fail "N10: nobody sees /ckp (umask 077): $BODY" ;; *) pass "N10: /ckp left out for nobody" ;; esac
+probe "N10: root lists checkpoints" 200 GET /v1/checkpoints
+case "$BODY" in *'/ckp/secret.ckpt'*) pass "N10: root sees /ckp's file" ;; *) fail "N10: root's list: $BODY" ;; esac
+nb_probe "N10: nobody's checkpoints of /ckp" 403 GET "/v1/checkpoints?path=/ckp"
+nb_probe "N10: nobody's checkpoints of /ck" 200 GET "/v1/checkpoints?path=/ck"
+nb_probe "N10: nobody's dataset versions of /priv/t" 403 GET "/v1/datasets?path=/priv/t"
+nb_probe "N10: nobody's dataset version of /priv/t" 403 GET "/v1/datasets/v1?path=/priv/t"
+nb_probe "N10: nobody's dataset diff of /priv/t" 403 GET "/v1/datasets/v1/diff/v2?path=/priv/t"
+nb_probe "N10: nobody's dataset versions of /ns/a" 200 GET "/v1/datasets?path=/ns/a"
+probe "N10: root's plan" 200 POST /v1/policy/plan
+case "$BODY" in *'/priv/secret.bin'*'/ns/plan/keep.txt'*|*'/ns/plan/keep.txt'*'/priv/secret.bin'*)
+    pass "N10: root's plan has /priv and /ns" ;; *) fail "N10: root's plan: $BODY" ;; esac
+nb_probe "N10: nobody's plan" 200 POST /v1/policy/plan
+case "$BODY" in *'/priv/'*) fail "N10: nobody's plan shows /priv: $BODY" ;;
+*'/ns/plan/keep.txt'*'"filtered":true'*|*'"filtered":true'*'/ns/plan/keep.txt'*) pass "N10: nobody's plan has /ns only" ;;
+*) fail "N10: nobody's plan: $BODY" ;; esac
+# three plans in a row, then one per 20 s: the burst runs out within a few more
+for _ in 1 2 3 4 5 6; do
+    nb_req POST /v1/policy/plan
+    [ "$ST" = 429 ] && break
+done
+if [ "$ST" = 429 ] && grep -qi '^Retry-After: [1-9]' "$NB/probe.head"; then
+    pass "N10: nobody's plans are rate-limited (429 with Retry-After)"
+else
+    fail "N10: no 429 for nobody's plans: $ST $BODY"
+fi
+probe "N10: root still plans" 200 POST /v1/policy/plan
 
 # ---- finding 13: bounded work ---------------------------------------------------------------
 probe "F13: a staging job that stays running" 202 POST /v1/stage '{"paths": ["/hang/big.bin"]}'
