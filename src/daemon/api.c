@@ -87,7 +87,7 @@ struct gate {
     int users, admins; /* open connections */
     uint64_t refused;  /* connections answered 429/503 at accept */
     pthread_t thread;
-    bool started;
+    bool started;     /* the accept thread runs (tierd_api_start and _stop's thread only) */
     int stop_pipe[2]; /* a byte or the close of [1] ends gate_main */
     /* refused connections, answered and kept open (gate_main's own) until the peer closes or
      * GATE_LINGER_NS pass: a client that writes its request after the answer arrived would
@@ -522,21 +522,22 @@ static void gate_notify(void *cls, struct MHD_Connection *c, void **socket_conte
     struct listener *l = cls;
     struct tierd_api *a = l->api;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        *socket_context = NULL;
         int fd = conn_fd(c);
         struct ucred cr;
         socklen_t len = sizeof(cr);
+        /* gate_admit read the same fd's SO_PEERCRED: it names the same peer here */
+        if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0)
+            return;
+        bool admin = cred_admin(a->d, fd, &cr);
         struct conn_info *ci = malloc(sizeof(*ci));
-        if (!ci || fd < 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0) {
-            /* cannot be given back later: end it now (gate_admit counted a uid this fd's peer
-             * has, which SO_PEERCRED of the same fd cannot fail to name) */
-            free(ci);
-            if (fd >= 0)
-                shutdown(fd, SHUT_RDWR);
-            *socket_context = NULL;
+        if (!ci) { /* nothing to give its share back with at the close: give it now, end it */
+            gate_give(&a->gate, cr.uid, admin);
+            shutdown(fd, SHUT_RDWR);
             return;
         }
         ci->uid = cr.uid;
-        ci->admin = cred_admin(a->d, fd, &cr);
+        ci->admin = admin;
         *socket_context = ci;
         if (!ci->admin)
             MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT,
@@ -555,7 +556,7 @@ void api_conn_stats(const struct tierd *d, struct api_conn_stats *out)
 {
     memset(out, 0, sizeof(*out));
     struct tierd_api *a = __atomic_load_n(&d->api, __ATOMIC_ACQUIRE);
-    if (!a || !a->gate.started)
+    if (!a) /* gate.mu lives from tierd_api_start to the end of tierd_api_stop */
         return;
     pthread_mutex_lock(&a->gate.mu);
     out->admin = a->gate.admins;
