@@ -84,8 +84,9 @@ struct gate {
     pthread_mutex_t mu;
     struct uid_conns *uids; /* the uids with open connections, nuids of cap_uids */
     size_t nuids, cap_uids;
-    int users, admins; /* open connections */
-    uint64_t refused;  /* connections answered 429/503 at accept */
+    int users, admins;       /* open connections */
+    uint64_t refused;        /* connections answered 429/503 at accept */
+    uint64_t full_logged_ns; /* when a 503 was last logged (at most one a minute) */
     pthread_t thread;
     bool started;     /* the accept thread runs (tierd_api_start and _stop's thread only) */
     int stop_pipe[2]; /* a byte or the close of [1] ends gate_main */
@@ -334,7 +335,9 @@ static struct uid_conns *gate_uid(struct gate *g, uid_t uid)
 }
 
 /* Count a connection of (uid, admin) in; 0, or the HTTP status that refuses it (429: the uid holds
- * its share; 503: the non-admins together hold theirs). */
+ * its share; 503: the non-admins together hold theirs, or the socket is full). Every connection
+ * counted here is below max_connections, so MHD's own limit (set above it) never closes one
+ * whose close gate_notify would not see. */
 static unsigned gate_take(struct tierd_api *a, uid_t uid, bool admin, bool *log_it)
 {
     const struct tierd_config *cfg = &a->d->cfg;
@@ -343,7 +346,9 @@ static unsigned gate_take(struct tierd_api *a, uid_t uid, bool admin, bool *log_
     *log_it = false;
     pthread_mutex_lock(&g->mu);
     struct uid_conns *u = admin ? NULL : gate_uid(g, uid);
-    if (admin) {
+    if (g->users + g->admins >= cfg->api_max_connections) {
+        st = 503;
+    } else if (admin) {
         g->admins++;
     } else if (u && u->n >= cfg->api_max_connections_per_uid) {
         st = 429;
@@ -362,6 +367,11 @@ static unsigned gate_take(struct tierd_api *a, uid_t uid, bool admin, bool *log_
     }
     if (st)
         g->refused++;
+    uint64_t now = tier_now_mono_ns();
+    if (st == 503 && (!g->full_logged_ns || now - g->full_logged_ns >= 60 * TIER_NS_PER_SEC)) {
+        *log_it = true;
+        g->full_logged_ns = now;
+    }
     pthread_mutex_unlock(&g->mu);
     return st;
 }
@@ -457,11 +467,17 @@ static void gate_admit(struct tierd_api *a, int fd)
     bool admin = cred_admin(a->d, fd, &cr), log_it = false;
     unsigned st = gate_take(a, cr.uid, admin, &log_it);
     if (st) {
-        if (log_it)
+        if (log_it && st == 429)
             log_warn("api: uid %u (pid %d) holds [api] max_connections_per_uid = %d connections "
                      "to %s; its further connections are refused (429) until one ends",
                      (unsigned)cr.uid, (int)cr.pid, a->d->cfg.api_max_connections_per_uid,
                      a->socket_path);
+        else if (log_it)
+            log_warn("api: %s has no connection left for uid %u (pid %d): refused (503); "
+                     "[api] max_connections = %d, of which admin_connections = %d only for "
+                     "administrators",
+                     a->socket_path, (unsigned)cr.uid, (int)cr.pid, a->d->cfg.api_max_connections,
+                     a->d->cfg.api_admin_connections);
         gate_refuse(a, fd, cr.uid, st);
         return;
     }
@@ -849,8 +865,10 @@ static int start_listener(struct tierd_api *a, struct listener *l, int fd)
                      MHD_USE_POLL | MHD_USE_ITC;
     struct MHD_OptionItem opts[7];
     size_t n = 0;
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
-                                        (intptr_t)cfg->api_max_connections, NULL};
+    /* the Unix socket's bound is gate_take's; MHD's, above it, only catches a race between a
+     * close gate_notify has seen and MHD's own count */
+    int limit = l->tcp ? cfg->api_max_connections : 2 * cfg->api_max_connections;
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, (intptr_t)limit, NULL};
     if (l->tcp) {
         opts[n++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
                                             (intptr_t)cfg->api_max_connections_per_ip, NULL};

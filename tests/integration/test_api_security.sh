@@ -18,8 +18,9 @@
 #     over 64 KiB is cut off without being read; more than 256 stage paths are refused.
 #  18 a backend's permission refusal is 403, not 401.
 # And from the review of 2026-12-02:
-#  N5 70 idle connections of nobody do not lock root out of the Unix socket: per-uid cap (429),
-#     slots kept for admins, a short idle timeout for non-admins.
+#  N5 70 idle connections of nobody do not lock root out of the Unix socket: per-uid cap (429,
+#     logged once), slots kept for admins when several uids fill the users' share (503), a short
+#     idle timeout for non-admins.
 #  N10 nobody sees checkpoints, dataset versions and plans only of the namespaces it may read
 #     (umask 077 ones are left out or 403); its plans are rate-limited (429, Retry-After).
 # No sleeps as synchronisation: every wait polls a condition with a deadline.
@@ -230,24 +231,28 @@ probe "F12: root may POST /v1/evict" 200 POST /v1/evict '{"path": "/ns/a"}'
 # nobody (group nogroup, which may connect) opens 70 connections and sends nothing. tierd keeps
 # max_connections_per_uid (8) of them, answers the others 429 at once, and closes the 8 after
 # user_timeout (15 s); root's tierctl gets in meanwhile, and so does another uid of the group.
+# Two more uids then take 8 each: the users' share (32 - admin_connections 8 = 24) is full, a
+# fourth uid gets 503, and root still gets in.
 AS_NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 PY3=/usr/bin/python3 # the system's: root's PATH may lead to a python only root may run
 NB="$SD/nobody"      # where nobody's helpers write
 mkdir -p "$NB" && chown 65534:65534 "$NB"
-"${AS_NOBODY[@]}" "$PY3" - "$SOCK" "$NB/hold.ready" "$NB/hold.count" "$NB/hold.result" <<'PYEOF' &
+cat >"$SD/hold.py" <<'PYEOF'
+# hold.py SOCK N DIR: open N idle connections, write DIR/ready; once DIR/count exists, wait for
+# each to end and write DIR/result: "answered-429 answered-503 closed-silently still-open"
 import os, select, socket, sys, time
-path, ready, count, result = sys.argv[1:5]
+path, n, d = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 conns = []
-for _ in range(70):
+for _ in range(n):
     s = socket.socket(socket.AF_UNIX)
     s.connect(path)
     conns.append(s)
 t0 = time.time()
-open(ready, "w").write(str(len(conns)))
-deadline = time.time() + 120
-while not os.path.exists(count) and time.time() < deadline:
+open(d + "/ready", "w").write(str(len(conns)))
+deadline = time.time() + 180
+while not os.path.exists(d + "/count") and time.time() < deadline:
     time.sleep(0.05)
-# every connection must end: refused ones with a 429 answer, admitted ones by user_timeout (15 s;
+# every connection must end: refused ones with an answer, admitted ones by user_timeout (15 s;
 # an administrator's connection would stay 60 s, past this bound)
 got = {s: b"" for s in conns}
 open_ = set(conns)
@@ -261,20 +266,32 @@ while open_ and time.time() < deadline:
         else:
             open_.discard(s)
 n429 = sum(1 for s in conns if got[s].startswith(b"HTTP/1.1 429"))
+n503 = sum(1 for s in conns if got[s].startswith(b"HTTP/1.1 503"))
 silent = sum(1 for s in conns if s not in open_ and not got[s])
-with open(result + ".tmp", "w") as f:
-    f.write("%d %d %d\n" % (n429, silent, len(open_)))
-os.rename(result + ".tmp", result)
+with open(d + "/result.tmp", "w") as f:
+    f.write("%d %d %d %d\n" % (n429, n503, silent, len(open_)))
+os.rename(d + "/result.tmp", d + "/result")
 PYEOF
-HOLD_PID=$!
-wait_for "nobody's 70 connections" 60 test -s "$NB/hold.ready"
+hold() { # UID N DIR: hold.py as UID (group nogroup) in the background
+    mkdir -p "$3" && chown "$1:65534" "$3"
+    setpriv --reuid="$1" --regid=65534 --clear-groups "$PY3" "$SD/hold.py" "$SOCK" "$2" "$3" &
+}
+hold_result() { # NAME DIR WANT: the holder's result line must be WANT
+    local got=
+    wait_for "$1's connections to end" 90 test -s "$2/result" && got=$(cat "$2/result")
+    [ "$got" = "$3" ] && pass "N5: $1's connections ended as expected ($got)" ||
+        fail "N5: $1's connections: '$got' (want '$3': 429s, 503s, closed by user_timeout, open)"
+}
+hold 65534 70 "$NB/h"
+HOLD_PIDS=($!)
+wait_for "nobody's 70 connections" 60 test -s "$NB/h/ready"
 # all 70 connect() calls have returned: root's connection queues behind them on the socket
 run "N5: root's tierctl status while nobody holds 70 connections" 0 timeout 20 "${T[@]}" status
 contains "N5: status answered" "/ns"
 api_field() { curl -s --max-time 10 --unix-socket "$SOCK" http://tierd/v1/status |
     python3 -c 'import json,sys; a=json.load(sys.stdin)["api"]; print(a[sys.argv[1]])' "$1" 2>/dev/null; }
-held() { [ "$(api_field connections_user)" = 8 ] && [ "$(api_field refused_connections)" -ge 62 ]; }
-wait_for "tierd to hold 8 of nobody's connections and refuse 62" 30 held
+held() { [ "$(api_field connections_user)" = "$1" ] && [ "$(api_field refused_connections)" -ge 62 ]; }
+wait_for "tierd to hold 8 of nobody's connections and refuse 62" 30 held 8
 OUT=$(setpriv --reuid=4321 --regid=65534 --clear-groups curl -s --max-time 10 --unix-socket "$SOCK" \
     -w ' %{http_code}' http://tierd/v1/health 2>&1)
 case "$OUT" in *' 200') pass "N5: another uid of the socket group gets in too" ;;
@@ -282,16 +299,27 @@ case "$OUT" in *' 200') pass "N5: another uid of the socket group gets in too" ;
 OUT=$("${AS_NOBODY[@]}" curl -s --max-time 10 --unix-socket "$SOCK" -w ' %{http_code}' http://tierd/v1/health 2>&1)
 case "$OUT" in *'max_connections_per_uid'*' 429') pass "N5: nobody's 71st connection is answered 429" ;;
 *) fail "N5: nobody's 71st connection: $OUT" ;; esac
-touch "$NB/hold.count"
-wait_for "nobody's connections to end" 90 test -s "$NB/hold.result"
-N429=x SILENT=x STILL=x
-read -r N429 SILENT STILL <"$NB/hold.result"
-[ "$N429" = 62 ] && pass "N5: 62 of nobody's connections answered 429" || fail "N5: $N429 answered 429 (want 62)"
-[ "$SILENT" = 8 ] && [ "$STILL" = 0 ] && pass "N5: the 8 admitted idle connections closed by user_timeout" ||
-    fail "N5: idle connections: $SILENT closed without answer, $STILL still open (want 8, 0)"
-wait "$HOLD_PID" 2>/dev/null
-none_held() { [ "$(api_field connections_user)" = 0 ]; }
-wait_for "nobody's connections to be given back" 30 none_held
+hold 4001 8 "$SD/h4001"
+HOLD_PIDS+=($!)
+hold 4002 8 "$SD/h4002"
+HOLD_PIDS+=($!)
+wait_for "uid 4001's connections" 60 test -s "$SD/h4001/ready"
+wait_for "uid 4002's connections" 60 test -s "$SD/h4002/ready"
+wait_for "tierd to hold the users' share (24)" 30 held 24
+OUT=$(setpriv --reuid=4003 --regid=65534 --clear-groups curl -s --max-time 10 --unix-socket "$SOCK" \
+    -w ' %{http_code}' http://tierd/v1/health 2>&1)
+case "$OUT" in *'admin_connections'*' 503') pass "N5: a fourth uid gets 503 when the users' share is full" ;;
+*) fail "N5: uid 4003 with the users' share full: $OUT" ;; esac
+run "N5: root's tierctl status with the users' share full" 0 timeout 20 "${T[@]}" status
+contains "N5: status answered" "/ns"
+touch "$NB/h/count" "$SD/h4001/count" "$SD/h4002/count"
+hold_result nobody "$NB/h" "62 0 8 0"
+hold_result "uid 4001" "$SD/h4001" "0 0 8 0"
+hold_result "uid 4002" "$SD/h4002" "0 0 8 0"
+wait "${HOLD_PIDS[@]}" 2>/dev/null
+wait_for "the users' connections to be given back" 30 held 0
+NLOG=$(grep -c 'api: uid 65534 (pid [0-9]*) holds \[api\] max_connections_per_uid' "$W/tierd.log")
+[ "$NLOG" = 1 ] && pass "N5: nobody's 63 refusals are logged once" || fail "N5: $NLOG log lines for nobody's refusals (want 1)"
 
 # ---- N10: read routes follow the namespaces' permissions ----------------------------------------
 # /priv and /ckp have umask 077 (owner root): nobody may not read them through the mount, so the
