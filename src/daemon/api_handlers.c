@@ -1464,6 +1464,10 @@ static unsigned do_wait(struct tierd *d, const struct api_request *rq, struct ap
     char *prefix = NULL;
     tier_err_clear();
     int rc = wb_path_prefix(d, path, &ns, &prefix);
+    if (rc == 0 && !api_caller_reads(d, rq, ns->conf)) { /* its answer tells what exists */
+        ret = reply_not_readable(out, rq, path, ns->conf);
+        goto out;
+    }
     if (rc == 0)
         rc = wb_path_exists(d, ns, path, prefix);
     if (rc) {

@@ -163,7 +163,7 @@ chmod 600 "$W/key.pem"
     tierd_conf_section "policy open-plan" "namespace = /ns" "glob = plan/*.txt" "action = demote"
     tierd_conf_section "policy priv-plan" "namespace = /priv" "glob = *.bin" "action = demote"
     tierd_conf_mount "$MNT" "allow_other = true" "umask = 022"
-    tierd_conf_section daemon "stage_threads = 1"
+    tierd_conf_section daemon "stage_threads = 1" "policy_interval = 24h" # plans only, no pass
     tierd_conf_api "$SOCK" "tcp = 127.0.0.1:$PORT" "token_file = $W/api.token" \
         "tls_cert = $W/cert.pem" "tls_key = $W/key.pem" "socket_group = nogroup" \
         "max_connections = 32" "max_wait = 2s" "max_stage_jobs = 1" "user_timeout = 15s"
@@ -325,11 +325,14 @@ NLOG=$(grep -c 'api: uid 65534 (pid [0-9]*) holds \[api\] max_connections_per_ui
 # /priv and /ckp have umask 077 (owner root): nobody may not read them through the mount, so the
 # API neither lists their files nor answers about them; /ns and /ck (umask 022) stay open.
 printf 'y\n' >"$MNT/ckp/secret.ckpt" || fail "write into /ckp failed"
-cat "$MNT/priv/secret.bin" >/dev/null || fail "root cannot read /priv/secret.bin" # cached: a demote plans it
-nb_req() { # METHOD URL: one request as nobody; sets ST and BODY (headers in $NB/probe.head)
+# cached: a demote rule plans them
+cat "$MNT/priv/secret.bin" "$MNT/ns/plan/keep.txt" >/dev/null || fail "root cannot read the plan's files"
+nb_req() { # METHOD URL [BODY]: one request as nobody; sets ST and BODY (headers: $NB/probe.head)
+    local args=(-s --path-as-is --max-time 30 --unix-socket "$SOCK" -X "$1" -o "$NB/probe.out"
+        -D "$NB/probe.head" -w '%{http_code}')
+    [ -n "${3-}" ] && args+=(-H 'Content-Type: application/json' --data-binary "$3")
     rm -f "$NB/probe.out" "$NB/probe.head"
-    ST=$("${AS_NOBODY[@]}" curl -s --path-as-is --max-time 30 --unix-socket "$SOCK" -X "$1" \
-        -o "$NB/probe.out" -D "$NB/probe.head" -w '%{http_code}' "http://tierd$2")
+    ST=$("${AS_NOBODY[@]}" curl "${args[@]}" "http://tierd$2")
     BODY=$(cat "$NB/probe.out" 2>/dev/null)
 }
 nb_probe() { # NAME WANT METHOD URL
@@ -343,6 +346,8 @@ probe "N10: root lists checkpoints" 200 GET /v1/checkpoints
 case "$BODY" in *'/ckp/secret.ckpt'*) pass "N10: root sees /ckp's file" ;; *) fail "N10: root's list: $BODY" ;; esac
 nb_probe "N10: nobody's checkpoints of /ckp" 403 GET "/v1/checkpoints?path=/ckp"
 nb_probe "N10: nobody's checkpoints of /ck" 200 GET "/v1/checkpoints?path=/ck"
+nb_req POST /v1/wait '{"path": "/ckp/secret.ckpt", "timeout_s": 0}'
+[ "$ST" = 403 ] && pass "N10: nobody's wait on a /ckp file is 403" || fail "N10: nobody's wait on /ckp: $ST $BODY"
 nb_probe "N10: nobody's dataset versions of /priv/t" 403 GET "/v1/datasets?path=/priv/t"
 nb_probe "N10: nobody's dataset version of /priv/t" 403 GET "/v1/datasets/v1?path=/priv/t"
 nb_probe "N10: nobody's dataset diff of /priv/t" 403 GET "/v1/datasets/v1/diff/v2?path=/priv/t"
