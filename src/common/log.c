@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * log.c - leveled logging. See log.h. The level is a relaxed atomic so any thread may read it
- * without a lock; the sink is chosen once at start-up, before threads exist.
+ * without a lock; the sink is chosen once at start-up, before threads exist. Every message is
+ * escaped here (tier_log_escape), in the one place all log lines pass, so no call site has to
+ * remember to clean what a user named.
  */
 #include "common/log.h"
 
@@ -63,16 +65,52 @@ void tier_log_use_syslog(const char *ident)
     g_syslog = true;
 }
 
+size_t tier_log_escape(const char *in, char *out, size_t outsz)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *s = (const unsigned char *)in;
+    size_t o = 0;
+    for (size_t i = 0; s[i]; i++) {
+        unsigned char c = s[i];
+        char e[8];
+        size_t el = 0;
+        /* a C1 control encoded in UTF-8 (0xc2 0x80..0x9f): both bytes escaped */
+        bool c1 = c == 0xc2 && s[i + 1] >= 0x80 && s[i + 1] <= 0x9f;
+        if (c == '\n' || c == '\r' || c == '\t') {
+            e[el++] = '\\';
+            e[el++] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+        } else if (c < 0x20 || c == 0x7f || c1) {
+            for (size_t k = 0; k < (c1 ? 2u : 1u); k++) {
+                unsigned char b = s[i + k];
+                e[el++] = '\\';
+                e[el++] = 'x';
+                e[el++] = hex[b >> 4];
+                e[el++] = hex[b & 15];
+            }
+            i += c1;
+        } else {
+            e[el++] = (char)c;
+        }
+        if (o + el >= outsz)
+            break;
+        memcpy(out + o, e, el);
+        o += el;
+    }
+    out[o] = '\0';
+    return o;
+}
+
 void tier_log(enum tier_log_level level, const char *file, int line, const char *fmt, ...)
 {
     if ((int)level > (int)tier_log_get_level())
         return;
     int saved = errno;
-    char msg[2048];
+    char raw[2048], msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    vsnprintf(raw, sizeof(raw), fmt, ap);
     va_end(ap);
+    tier_log_escape(raw, msg, sizeof(msg));
 
     if (g_syslog) {
         static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG};

@@ -5,9 +5,15 @@
  * Called from every module and thread. Each message is formatted into a stack buffer and written
  * with a single write(2) (or syslog(3)) so concurrent lines never interleave; no lock is taken.
  * Log an error once, where it is handled (STYLE.md).
+ *
+ * Messages carry names users choose (paths, hint-file lines, job and tenant names): every
+ * formatted message passes through tier_log_escape() before it is written, so no caller can put
+ * a line break, a carriage return or a terminal escape sequence into the log.
  */
 #ifndef TIER_COMMON_LOG_H
 #define TIER_COMMON_LOG_H
+
+#include <stddef.h>
 
 enum tier_log_level {
     TIER_LOG_ERR = 0,
@@ -29,6 +35,14 @@ void tier_log_use_syslog(const char *ident);
  * "<3>" .. "<7>", which journald takes as the entry's priority, and carries no timestamp (the
  * journal has its own). Call before threads start. */
 void tier_log_use_journal(void);
+
+/* Copy the NUL-terminated in to out (outsz bytes, outsz >= 1, always NUL-terminated) with every
+ * control byte escaped: \n, \r and \t as those two characters, every other byte below 0x20,
+ * 0x7f and the UTF-8 encodings of U+0080..U+009F (C1 controls, which some terminals obey) as
+ * \xNN per byte. Other bytes (printable ASCII, the rest of UTF-8, invalid bytes) are kept. An
+ * escape that does not fit whole is left out with everything after it. Returns the length of
+ * out. */
+size_t tier_log_escape(const char *in, char *out, size_t outsz);
 
 void tier_log(enum tier_log_level level, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

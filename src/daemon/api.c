@@ -5,11 +5,23 @@
  * only on a loopback address). This file is the thin adapter between libmicrohttpd and the pure
  * request function of api_handlers.c (api_int.h); the contract is docs/API.md.
  *
- * Threads: each listener is its own MHD daemon (one poll()-based listening thread, a thread per
- * connection), so a flood of TCP connections cannot take the Unix socket's slots. Each daemon
- * admits at most [api] max_connections connections (the TCP one also at most
- * max_connections_per_ip per client address); beyond that MHD closes new connections at once.
- * A blocking POST /v1/wait holds only its own connection's thread.
+ * Threads: each listener is its own MHD daemon (a thread per connection), so a flood of TCP
+ * connections cannot take the Unix socket's slots. Each daemon admits at most [api]
+ * max_connections connections (the TCP one also at most max_connections_per_ip per client
+ * address; MHD accepts them on its poll()-based listening thread and closes those over the
+ * bounds at once). A blocking POST /v1/wait holds only its own connection's thread.
+ *
+ * The Unix socket is accepted by our own thread (gate_main), not by MHD, because the bounds there
+ * are per caller: tierctl, `systemctl reload` and the Slurm provider (root or admins) must get
+ * in while any socket-group member holds as many connections as it can open. The thread reads
+ * each connection's SO_PEERCRED and admits it (MHD_add_connection) or answers it at once and
+ * closes it (gate_refuse): an admin (root, tierd's uid, [api] admin_group, as for changing state)
+ * always gets in below max_connections; the other callers together hold at most
+ * max_connections - admin_connections, one uid at most max_connections_per_uid (a long-polling
+ * POST /v1/wait counts as the connection it holds). Their connections are closed after
+ * user_timeout without a request (header or idle), an admin's after 60 s. The counts are taken at
+ * accept and given back by MHD's close notification (gate_notify), under gate.mu, which nothing
+ * else is held with.
  *
  * Request flow: the first callback of a request (headers complete, no body read) runs
  * api_admit(): token on TCP, the caller's rights on the Unix socket (SO_PEERCRED: only root,
@@ -28,6 +40,8 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +56,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/strutil.h"
+#include "common/timeutil.h"
 #include "daemon/api.h"
 #include "daemon/api_int.h"
 #include "daemon/tierd.h"
@@ -53,11 +68,50 @@ struct listener {
     bool tcp; /* requests must carry the bearer token */
 };
 
+#define GATE_LINGER_MAX 32
+#define GATE_LINGER_NS (2 * TIER_NS_PER_SEC)
+
+/* Open connections of one non-admin uid on the Unix socket. */
+struct uid_conns {
+    uid_t uid;
+    int n;
+    bool refused_logged; /* a refusal was logged since n was last below the cap */
+};
+
+/* The Unix socket's admission (see the top of the file). Fields under mu; the accept thread and
+ * MHD's notifications (on MHD's threads) take it. */
+struct gate {
+    pthread_mutex_t mu;
+    struct uid_conns *uids; /* the uids with open connections, nuids of cap_uids */
+    size_t nuids, cap_uids;
+    int users, admins;       /* open connections */
+    uint64_t refused;        /* connections answered 429/503 at accept */
+    uint64_t full_logged_ns; /* when a 503 was last logged (at most one a minute) */
+    pthread_t thread;
+    bool started;     /* the accept thread runs (tierd_api_start and _stop's thread only) */
+    int stop_pipe[2]; /* a byte or the close of [1] ends gate_main */
+    /* refused connections, answered and kept open (gate_main's own) until the peer closes or
+     * GATE_LINGER_NS pass: a client that writes its request after the answer arrived would
+     * otherwise get EPIPE and never read the answer */
+    struct {
+        int fd;
+        uint64_t until_ns;
+    } linger[GATE_LINGER_MAX];
+    size_t nlinger;
+};
+
 struct tierd_api {
     struct tierd *d;
     struct listener unix_l, tcp_l;
     char *socket_path;
     char *tls_cert_pem, *tls_key_pem; /* kept while the TCP daemon runs */
+    struct gate gate;
+};
+
+/* What gate_notify keeps per Unix-socket connection (MHD's socket_context). */
+struct conn_info {
+    uid_t uid;
+    bool admin;
 };
 
 /* Per request; owned by the connection's thread. */
@@ -67,6 +121,8 @@ struct request {
     bool admin;    /* may change state (the token on TCP; SO_PEERCRED on the socket) */
     bool peer;     /* cred is the socket peer's */
     struct ucred cred;
+    gid_t *groups; /* the peer's supplementary groups (malloc'd), ngroups of them */
+    size_t ngroups;
 };
 
 /* ---- adapter --------------------------------------------------------------------------- */
@@ -82,6 +138,11 @@ static enum MHD_Result queue_reply(struct MHD_Connection *c, struct api_reply *r
     MHD_add_response_header(resp, "Content-Type",
                             r->content_type ? r->content_type : "application/json");
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    if (r->retry_after_s) {
+        char ra[16];
+        snprintf(ra, sizeof(ra), "%u", r->retry_after_s);
+        MHD_add_response_header(resp, "Retry-After", ra);
+    }
     if (r->content_type && strncmp(r->content_type, "text/html", 9) == 0) {
         /* The dashboard: its own scripts only (no inline script, nothing from another origin),
          * fetches back to tierd only, and never a Referer (the page's URL has the token in its
@@ -97,29 +158,16 @@ static enum MHD_Result queue_reply(struct MHD_Connection *c, struct api_reply *r
     return ret;
 }
 
-/* May the peer of this Unix-socket connection change state? Root, tierd's own uid, or a member
- * (primary or supplementary group) of [api] admin_group. */
-static bool peer_may_mutate(const struct tierd *d, struct MHD_Connection *c, struct ucred *crp,
-                            bool *have)
+/* Is the peer cr of Unix-socket fd an administrator: root, tierd's own uid, or a member
+ * (primary or supplementary group) of [api] admin_group? */
+static bool cred_admin(const struct tierd *d, int fd, const struct ucred *cr)
 {
-    *have = false;
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (!ci)
-        return false;
-    int fd = ci->connect_fd;
-    struct ucred cr;
-    socklen_t len = sizeof(cr);
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0)
-        return false;
-    *crp = cr;
-    *have = true;
-    if (cr.uid == 0 || cr.uid == geteuid())
+    if (cr->uid == 0 || cr->uid == geteuid())
         return true;
     if (d->cfg.api_admin_gid < 0)
         return false;
     gid_t admin = (gid_t)d->cfg.api_admin_gid;
-    if (cr.gid == admin)
+    if (cr->gid == admin)
         return true;
     gid_t small[64];
     gid_t *groups = small;
@@ -137,6 +185,53 @@ static bool peer_may_mutate(const struct tierd *d, struct MHD_Connection *c, str
     if (groups != small)
         free(groups);
     return ok;
+}
+
+static int conn_fd(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+/* May the peer of this Unix-socket connection change state? (cred_admin) */
+static bool peer_may_mutate(const struct tierd *d, struct MHD_Connection *c, struct ucred *crp,
+                            bool *have)
+{
+    *have = false;
+    int fd = conn_fd(c);
+    struct ucred cr;
+    socklen_t len = sizeof(cr);
+    if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0)
+        return false;
+    *crp = cr;
+    *have = true;
+    return cred_admin(d, fd, &cr);
+}
+
+/* The supplementary groups of the peer of Unix-socket connection c (malloc'd into *out, *n of
+ * them); none when they cannot be read. */
+static void peer_groups(struct MHD_Connection *c, gid_t **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    int fd = conn_fd(c);
+    socklen_t gl = 64 * sizeof(gid_t);
+    gid_t *g = malloc(gl);
+    int rc = g && fd >= 0 ? getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &gl) : -1;
+    if (rc != 0 && g && errno == ERANGE) {
+        gid_t *bigger = realloc(g, gl);
+        if (bigger) {
+            g = bigger;
+            rc = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &gl);
+        }
+    }
+    if (rc != 0) {
+        free(g);
+        return;
+    }
+    *out = g;
+    *n = gl / sizeof(gid_t);
 }
 
 static int64_t content_length(struct MHD_Connection *c)
@@ -176,6 +271,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         dynbuf_init(&rq->body, api_body_max(method, url, rq->admin));
         rq->peer = !l->tcp && have_peer;
         rq->cred = cr;
+        if (rq->peer && !rq->admin)
+            peer_groups(c, &rq->groups, &rq->ngroups);
         if (api_admit(d, &h, &r) == 0)
             return MHD_YES;
         rq->answered = true;
@@ -207,6 +304,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         .pid = rq->cred.pid,
         .uid = rq->cred.uid,
         .gid = rq->cred.gid,
+        .groups = rq->groups,
+        .ngroups = rq->ngroups,
     };
     api_handle(d, &req, &r);
     return queue_reply(c, &r);
@@ -219,9 +318,308 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
     struct request *rq = *con_cls;
     if (rq) {
         dynbuf_fini(&rq->body);
+        free(rq->groups);
         free(rq);
         *con_cls = NULL;
     }
+}
+
+/* ---- the Unix socket's admission ------------------------------------------------------ */
+
+static struct uid_conns *gate_uid(struct gate *g, uid_t uid)
+{
+    for (size_t i = 0; i < g->nuids; i++)
+        if (g->uids[i].uid == uid)
+            return &g->uids[i];
+    return NULL;
+}
+
+/* Count a connection of (uid, admin) in; 0, or the HTTP status that refuses it (429: the uid holds
+ * its share; 503: the non-admins together hold theirs, or the socket is full). Every connection
+ * counted here is below max_connections, so MHD's own limit (set above it) never closes one
+ * whose close gate_notify would not see. */
+static unsigned gate_take(struct tierd_api *a, uid_t uid, bool admin, bool *log_it)
+{
+    const struct tierd_config *cfg = &a->d->cfg;
+    struct gate *g = &a->gate;
+    unsigned st = 0;
+    *log_it = false;
+    pthread_mutex_lock(&g->mu);
+    struct uid_conns *u = admin ? NULL : gate_uid(g, uid);
+    if (g->users + g->admins >= cfg->api_max_connections) {
+        st = 503;
+    } else if (admin) {
+        g->admins++;
+    } else if (u && u->n >= cfg->api_max_connections_per_uid) {
+        st = 429;
+        *log_it = !u->refused_logged;
+        u->refused_logged = true;
+    } else if (g->users >= cfg->api_max_connections - cfg->api_admin_connections ||
+               (!u && g->nuids == g->cap_uids)) {
+        st = 503;
+    } else {
+        if (!u) {
+            u = &g->uids[g->nuids++];
+            *u = (struct uid_conns){.uid = uid};
+        }
+        u->n++;
+        g->users++;
+    }
+    if (st)
+        g->refused++;
+    uint64_t now = tier_now_mono_ns();
+    if (st == 503 && (!g->full_logged_ns || now - g->full_logged_ns >= 60 * TIER_NS_PER_SEC)) {
+        *log_it = true;
+        g->full_logged_ns = now;
+    }
+    pthread_mutex_unlock(&g->mu);
+    return st;
+}
+
+static void gate_give(struct gate *g, uid_t uid, bool admin)
+{
+    pthread_mutex_lock(&g->mu);
+    struct uid_conns *u = admin ? NULL : gate_uid(g, uid);
+    if (admin) {
+        g->admins--;
+    } else if (u) {
+        g->users--;
+        u->refused_logged = false;
+        if (--u->n == 0)
+            *u = g->uids[--g->nuids];
+    }
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void linger_drop(struct gate *g, size_t i)
+{
+    close(g->linger[i].fd);
+    g->linger[i] = g->linger[--g->nlinger];
+}
+
+/* Answer a refused connection in one write (it is fresh: its socket buffer takes these few hundred
+ * bytes), then linger on it (gate_main closes it); its request is read only to be dropped. */
+static void gate_refuse(struct tierd_api *a, int fd, uid_t uid, unsigned st)
+{
+    const struct tierd_config *cfg = &a->d->cfg;
+    char body[320], msg[640];
+    if (st == 429)
+        snprintf(body, sizeof(body),
+                 "{\"error\":\"uid %u holds %d connections to the API socket, its most ([api] "
+                 "max_connections_per_uid): close one or wait for one to end\",\"errno\":"
+                 "\"EBUSY\"}",
+                 (unsigned)uid, cfg->api_max_connections_per_uid);
+    else
+        snprintf(body, sizeof(body),
+                 "{\"error\":\"the API socket's connections for users other than administrators "
+                 "are all taken ([api] max_connections - admin_connections = %d); try again\","
+                 "\"errno\":\"EBUSY\"}",
+                 cfg->api_max_connections - cfg->api_admin_connections);
+    int n =
+        snprintf(msg, sizeof(msg),
+                 "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\nContent-Length: "
+                 "%zu\r\nRetry-After: 1\r\nConnection: close\r\n\r\n%s",
+                 st, st == 429 ? "Too Many Requests" : "Service Unavailable", strlen(body), body);
+    if (n > 0 && send(fd, msg, (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1,
+                      MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+        /* the peer is gone or its buffer is full: closing is the answer */
+    }
+    shutdown(fd, SHUT_WR);
+    struct gate *g = &a->gate;
+    if (g->nlinger == GATE_LINGER_MAX) { /* the oldest goes: a flood costs no more descriptors */
+        size_t old = 0;
+        for (size_t i = 1; i < g->nlinger; i++)
+            if (g->linger[i].until_ns < g->linger[old].until_ns)
+                old = i;
+        linger_drop(g, old);
+    }
+    g->linger[g->nlinger].fd = fd;
+    g->linger[g->nlinger].until_ns = tier_now_mono_ns() + GATE_LINGER_NS;
+    g->nlinger++;
+}
+
+/* Read what lingering peers sent (dropped); close those that closed or whose time is up. */
+static void linger_service(struct gate *g, const struct pollfd *pf, uint64_t now)
+{
+    /* pf[k] is linger[k] as they were polled; walk down so that linger_drop's move of the last
+     * entry into slot k touches only entries already handled */
+    for (size_t k = g->nlinger; k-- > 0;) {
+        bool done = now >= g->linger[k].until_ns;
+        if (!done && pf[k].revents) {
+            char buf[512];
+            ssize_t n = recv(g->linger[k].fd, buf, sizeof(buf), MSG_DONTWAIT);
+            done = n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR);
+        }
+        if (done)
+            linger_drop(g, k);
+    }
+}
+
+/* One accepted Unix-socket connection: admit it to MHD or refuse it. */
+static void gate_admit(struct tierd_api *a, int fd)
+{
+    struct ucred cr;
+    socklen_t len = sizeof(cr);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0) {
+        close(fd);
+        return;
+    }
+    bool admin = cred_admin(a->d, fd, &cr), log_it = false;
+    unsigned st = gate_take(a, cr.uid, admin, &log_it);
+    if (st) {
+        if (log_it && st == 429)
+            log_warn("api: uid %u (pid %d) holds [api] max_connections_per_uid = %d connections "
+                     "to %s; its further connections are refused (429) until one ends",
+                     (unsigned)cr.uid, (int)cr.pid, a->d->cfg.api_max_connections_per_uid,
+                     a->socket_path);
+        else if (log_it)
+            log_warn("api: %s has no connection left for uid %u (pid %d): refused (503); "
+                     "[api] max_connections = %d, of which admin_connections = %d only for "
+                     "administrators",
+                     a->socket_path, (unsigned)cr.uid, (int)cr.pid, a->d->cfg.api_max_connections,
+                     a->d->cfg.api_admin_connections);
+        gate_refuse(a, fd, cr.uid, st);
+        return;
+    }
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    /* MHD closes fd itself when it cannot take it; gate_notify never runs for it then */
+    if (MHD_add_connection(a->unix_l.mhd, fd, (const struct sockaddr *)&sa, sizeof(sa)) != MHD_YES)
+        gate_give(&a->gate, cr.uid, admin);
+}
+
+static void *gate_main(void *arg)
+{
+    struct tierd_api *a = arg;
+    struct gate *g = &a->gate;
+    struct pollfd pf[2 + GATE_LINGER_MAX];
+    for (;;) {
+        pf[0] = (struct pollfd){.fd = a->unix_l.fd, .events = POLLIN};
+        pf[1] = (struct pollfd){.fd = g->stop_pipe[0], .events = POLLIN};
+        uint64_t now = tier_now_mono_ns(), next = UINT64_MAX;
+        for (size_t k = 0; k < g->nlinger; k++) {
+            pf[2 + k] = (struct pollfd){.fd = g->linger[k].fd, .events = POLLIN};
+            if (g->linger[k].until_ns < next)
+                next = g->linger[k].until_ns;
+        }
+        int timeout_ms = next == UINT64_MAX ? -1
+                         : next <= now      ? 0
+                                            : (int)((next - now) / TIER_NS_PER_MS + 1);
+        size_t polled = g->nlinger;
+        if (poll(pf, 2 + polled, timeout_ms) < 0) {
+            if (errno == EINTR)
+                continue;
+            log_err("api: poll of %s failed: %s; the socket takes no more connections",
+                    a->socket_path, strerror(errno));
+            break;
+        }
+        if (pf[1].revents)
+            break;
+        linger_service(g, pf + 2, tier_now_mono_ns());
+        if (!(pf[0].revents & POLLIN))
+            continue;
+        int fd = accept4(a->unix_l.fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd >= 0) {
+            gate_admit(a, fd);
+        } else if (errno == EMFILE || errno == ENFILE) {
+            /* out of descriptors: wait for one to be closed rather than spin */
+            struct pollfd only_stop = pf[1];
+            (void)poll(&only_stop, 1, 100);
+            if (only_stop.revents)
+                break;
+        }
+    }
+    return NULL;
+}
+
+/* MHD's notification of a Unix-socket connection starting and closing (on MHD's threads). */
+static void gate_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+                        enum MHD_ConnectionNotificationCode toe)
+{
+    struct listener *l = cls;
+    struct tierd_api *a = l->api;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        *socket_context = NULL;
+        int fd = conn_fd(c);
+        struct ucred cr;
+        socklen_t len = sizeof(cr);
+        /* gate_admit read the same fd's SO_PEERCRED: it names the same peer here */
+        if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0)
+            return;
+        bool admin = cred_admin(a->d, fd, &cr);
+        struct conn_info *ci = malloc(sizeof(*ci));
+        if (!ci) { /* nothing to give its share back with at the close: give it now, end it */
+            gate_give(&a->gate, cr.uid, admin);
+            shutdown(fd, SHUT_RDWR);
+            return;
+        }
+        ci->uid = cr.uid;
+        ci->admin = admin;
+        *socket_context = ci;
+        if (!ci->admin)
+            MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT,
+                                      (unsigned int)(a->d->cfg.api_user_timeout_ms / 1000));
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        struct conn_info *ci = *socket_context;
+        if (ci) {
+            gate_give(&a->gate, ci->uid, ci->admin);
+            free(ci);
+            *socket_context = NULL;
+        }
+    }
+}
+
+void api_conn_stats(const struct tierd *d, struct api_conn_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    struct tierd_api *a = __atomic_load_n(&d->api, __ATOMIC_ACQUIRE);
+    if (!a) /* gate.mu lives from tierd_api_start to the end of tierd_api_stop */
+        return;
+    pthread_mutex_lock(&a->gate.mu);
+    out->admin = a->gate.admins;
+    out->user = a->gate.users;
+    out->user_uids = (int)a->gate.nuids;
+    out->refused = a->gate.refused;
+    pthread_mutex_unlock(&a->gate.mu);
+}
+
+static int gate_start(struct tierd_api *a)
+{
+    struct gate *g = &a->gate;
+    g->cap_uids = (size_t)a->d->cfg.api_max_connections;
+    g->uids = calloc(g->cap_uids, sizeof(*g->uids));
+    if (!g->uids)
+        return -ENOMEM;
+    if (pipe2(g->stop_pipe, O_CLOEXEC) != 0)
+        return -errno;
+    int rc = pthread_create(&g->thread, NULL, gate_main, a);
+    if (rc) {
+        tier_err_set("cannot start the API socket's accept thread: %s", strerror(rc));
+        return -rc;
+    }
+    g->started = true;
+    return 0;
+}
+
+/* Ends the accept thread (no new connection reaches MHD after it returns). */
+static void gate_stop(struct gate *g)
+{
+    if (g->started) {
+        close(g->stop_pipe[1]);
+        g->stop_pipe[1] = -1;
+        pthread_join(g->thread, NULL);
+        g->started = false;
+    }
+}
+
+static void gate_fini(struct gate *g)
+{
+    while (g->nlinger > 0)
+        linger_drop(g, g->nlinger - 1);
+    for (int i = 0; i < 2; i++)
+        if (g->stop_pipe[i] >= 0)
+            close(g->stop_pipe[i]);
+    free(g->uids);
+    pthread_mutex_destroy(&g->mu);
 }
 
 /* ---- listeners ------------------------------------------------------------------------- */
@@ -465,10 +863,12 @@ static int start_listener(struct tierd_api *a, struct listener *l, int fd)
     const struct tierd_config *cfg = &a->d->cfg;
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_POLL | MHD_USE_ITC;
-    struct MHD_OptionItem opts[6];
+    struct MHD_OptionItem opts[7];
     size_t n = 0;
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
-                                        (intptr_t)cfg->api_max_connections, NULL};
+    /* the Unix socket's bound is gate_take's; MHD's, above it, only catches a race between a
+     * close gate_notify has seen and MHD's own count */
+    int limit = l->tcp ? cfg->api_max_connections : 2 * cfg->api_max_connections;
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, (intptr_t)limit, NULL};
     if (l->tcp) {
         opts[n++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
                                             (intptr_t)cfg->api_max_connections_per_ip, NULL};
@@ -478,12 +878,18 @@ static int start_listener(struct tierd_api *a, struct listener *l, int fd)
             opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, a->tls_key_pem};
         }
     }
+    if (l->tcp) {
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, fd, NULL};
+    } else {
+        /* gate_main accepts; MHD serves what it admits */
+        flags |= MHD_USE_NO_LISTEN_SOCKET;
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)gate_notify, l};
+    }
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
     l->fd = fd;
-    l->mhd =
-        MHD_start_daemon(flags, 0, NULL, NULL, handle, l, MHD_OPTION_LISTEN_SOCKET, fd,
-                         MHD_OPTION_NOTIFY_COMPLETED, completed, l, MHD_OPTION_CONNECTION_TIMEOUT,
-                         (unsigned int)60, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+    l->mhd = MHD_start_daemon(flags, 0, NULL, NULL, handle, l, MHD_OPTION_NOTIFY_COMPLETED,
+                              completed, l, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)60,
+                              MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
     if (!l->mhd) {
         tier_err_set("cannot start the HTTP server of the control API%s",
                      l->tcp && a->tls_cert_pem ? " (check [api] tls_cert and tls_key: a PEM "
@@ -505,6 +911,10 @@ int tierd_api_start(struct tierd *d, struct tierd_api **out)
     a->tcp_l.api = a;
     a->tcp_l.fd = -1;
     a->tcp_l.tcp = true;
+    pthread_mutex_init(&a->gate.mu, NULL);
+    a->gate.stop_pipe[0] = a->gate.stop_pipe[1] = -1;
+    /* for api_conn_stats before *out is set (main() passes &d->api as out) */
+    __atomic_store_n(&d->api, a, __ATOMIC_RELEASE);
     int fd = -1;
     int rc = bind_unix(&d->cfg, &fd);
     if (rc)
@@ -513,8 +923,12 @@ int tierd_api_start(struct tierd *d, struct tierd_api **out)
     rc = start_listener(a, &a->unix_l, fd);
     if (rc) {
         close(fd);
+        a->unix_l.fd = -1;
         goto fail;
     }
+    rc = gate_start(a);
+    if (rc)
+        goto fail;
     if (d->cfg.api_tcp) {
         if (!d->cfg.api_token) {
             rc = -EINVAL;
@@ -544,7 +958,8 @@ int tierd_api_start(struct tierd *d, struct tierd_api **out)
     }
     log_info("api: listening on %s%s%s%s", d->cfg.api_socket, d->cfg.api_tcp ? " and tcp " : "",
              d->cfg.api_tcp ? d->cfg.api_tcp : "", a->tls_cert_pem ? " (TLS)" : "");
-    *out = a;
+    if (*out != a)
+        *out = a;
     return 0;
 fail:
     tierd_api_stop(a);
@@ -555,17 +970,23 @@ void tierd_api_stop(struct tierd_api *a)
 {
     if (!a)
         return;
+    gate_stop(&a->gate);
     struct listener *ls[] = {&a->tcp_l, &a->unix_l};
     for (size_t i = 0; i < 2; i++) {
-        /* MHD closes the listen socket it was given */
+        /* MHD closes the listen socket it was given (TCP); the Unix one is ours */
         if (ls[i]->mhd)
             MHD_stop_daemon(ls[i]->mhd);
         ls[i]->mhd = NULL;
     }
+    if (a->unix_l.fd >= 0)
+        close(a->unix_l.fd);
+    if (__atomic_load_n(&a->d->api, __ATOMIC_ACQUIRE) == a)
+        __atomic_store_n(&a->d->api, NULL, __ATOMIC_RELEASE);
     if (a->socket_path) {
         unlink(a->socket_path);
         free(a->socket_path);
     }
+    gate_fini(&a->gate);
     free(a->tls_cert_pem);
     if (a->tls_key_pem) {
         explicit_bzero(a->tls_key_pem, strlen(a->tls_key_pem));

@@ -270,6 +270,70 @@ void api_reply_fini(struct api_reply *r)
     }
 }
 
+/* ---- what a caller may read ------------------------------------------------------------- */
+
+bool api_caller_reads(const struct tierd *d, const struct api_request *rq,
+                      const struct tierd_ns_conf *nc)
+{
+    if (rq->admin)
+        return true;
+    const struct tierd_config *c = &d->cfg;
+    if (!rq->peer || !c->allow_other) /* without allow_other only tierd's user enters the mount */
+        return false;
+    /* the owner and mode the mount shows (fuse_session.c, perm_init) */
+    uid_t ou = nc->uid >= 0 ? (uid_t)nc->uid : c->mount_uid >= 0 ? (uid_t)c->mount_uid : getuid();
+    gid_t og = nc->gid >= 0 ? (gid_t)nc->gid : c->mount_gid >= 0 ? (gid_t)c->mount_gid : getgid();
+    mode_t um = nc->umask >= 0        ? (mode_t)nc->umask
+                : c->mount_umask >= 0 ? (mode_t)c->mount_umask
+                                      : (mode_t)(c->allow_other ? 027 : 022);
+    mode_t mode = 0555 & ~um;
+    if (rq->uid == ou)
+        return (mode & 0400) != 0;
+    bool member = rq->gid == og;
+    for (size_t i = 0; i < rq->ngroups && !member; i++)
+        member = rq->groups[i] == og;
+    return (mode & (member ? 0040 : 0004)) != 0;
+}
+
+/* The namespace of a mount path, or NULL. */
+static const struct tierd_ns_conf *ns_of(struct tierd *d, const char *path)
+{
+    struct tierd_ns *ns = NULL;
+    char *key = NULL;
+    bool is_root = false;
+    if (!path || tierd_resolve(d, path, &ns, &key, &is_root) != 0)
+        return NULL;
+    free(key);
+    return ns->conf;
+}
+
+static unsigned reply_not_readable(struct api_reply *out, const struct api_request *rq,
+                                   const char *path, const struct tierd_ns_conf *nc)
+{
+    return reply_error_status(out, 403, -EACCES,
+                              "%s: uid %u may not read namespace %s (its [namespace] or [mount] "
+                              "uid, gid and umask, and [mount] allow_other, decide who may)",
+                              path, (unsigned)rq->uid, nc->path);
+}
+
+/* Leave out of the array a (of objects) those whose "path" lies in a namespace the caller may
+ * not read (or in none); returns how many were left out. */
+static size_t filter_paths(struct tierd *d, const struct api_request *rq, json_t *a)
+{
+    size_t dropped = 0;
+    if (rq->admin || !json_is_array(a))
+        return 0;
+    for (size_t i = json_array_size(a); i-- > 0;) {
+        const char *p = json_string_value(json_object_get(json_array_get(a, i), "path"));
+        const struct tierd_ns_conf *nc = ns_of(d, p);
+        if (!nc || !api_caller_reads(d, rq, nc)) {
+            json_array_remove(a, i);
+            dropped++;
+        }
+    }
+    return dropped;
+}
+
 /* ---- figures --------------------------------------------------------------------------- */
 
 static json_t *level_json(const struct cache_level_stats *l)
@@ -346,6 +410,12 @@ static json_t *status_json(struct tierd *d)
     json_t *j = json_pack("{s:s, s:I, s:o, s:b, s:o, s:o}", "version", TIER_VERSION, "uptime_s",
                           (json_int_t)up, "mount", jstr(d->cfg.mount_path), "mounted", d->mounted,
                           "cache", cache_json(d), "namespaces", nss);
+    struct api_conn_stats cs;
+    api_conn_stats(d, &cs);
+    json_object_set_new(j, "api",
+                        json_pack("{s:i, s:i, s:i, s:I}", "connections_admin", cs.admin,
+                                  "connections_user", cs.user, "user_uids", cs.user_uids,
+                                  "refused_connections", (json_int_t)cs.refused));
     if (d->wb) {
         struct wb_stats w;
         wb_stats_get(d->wb, &w);
@@ -912,13 +982,78 @@ static unsigned no_policies(struct api_reply *out)
                        "docs/POLICIES.md)");
 }
 
-static unsigned do_policy_get(struct tierd *d, struct api_reply *out)
+static unsigned do_policy_get(struct tierd *d, const struct api_request *rq, struct api_reply *out)
 {
     struct policy_engine *pe = __atomic_load_n(&d->policy, __ATOMIC_ACQUIRE);
     if (!pe)
         return no_policies(out);
     json_t *j = policy_engine_status(pe);
+    if (j)
+        filter_paths(d, rq, json_object_get(j, "recent"));
     return j ? reply_json(out, 200, j) : reply_error(out, -ENOMEM, "out of memory");
+}
+
+/* Plans of callers who are not administrators: each is a full listing of every rule's source,
+ * so a uid has one in flight at a time and a bucket of PLAN_BURST plans that refills one per
+ * PLAN_REFILL_S. The table holds PLAN_UIDS uids; a new one takes the slot of the uid seen
+ * longest ago that has none in flight (its bucket starts full again). Under plan_mu. */
+#define PLAN_UIDS 64
+#define PLAN_BURST 3.0
+#define PLAN_REFILL_S 20
+static struct plan_bucket {
+    bool used, inflight;
+    uid_t uid;
+    double tokens;
+    uint64_t at_ns; /* tokens as of then */
+} plan_buckets[PLAN_UIDS];
+static pthread_mutex_t plan_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* 0: go on (then plan_done); else the seconds to wait (the caller answers 429). */
+static unsigned plan_take(uid_t uid)
+{
+    uint64_t now = tier_now_mono_ns();
+    unsigned wait_s = 0;
+    pthread_mutex_lock(&plan_mu);
+    struct plan_bucket *b = NULL, *spare = NULL;
+    for (size_t i = 0; i < PLAN_UIDS && !b; i++) {
+        struct plan_bucket *e = &plan_buckets[i];
+        if (e->used && e->uid == uid)
+            b = e;
+        else if (!e->used && !spare)
+            spare = e;
+        else if (!e->inflight && (!spare || (spare->used && e->at_ns < spare->at_ns)))
+            spare = e;
+    }
+    if (!b && spare)
+        *(b = spare) =
+            (struct plan_bucket){.used = true, .uid = uid, .tokens = PLAN_BURST, .at_ns = now};
+    if (!b) {
+        wait_s = 1; /* every slot has a plan in flight */
+    } else {
+        b->tokens += (double)(now - b->at_ns) / ((double)PLAN_REFILL_S * TIER_NS_PER_SEC);
+        if (b->tokens > PLAN_BURST)
+            b->tokens = PLAN_BURST;
+        b->at_ns = now;
+        if (b->inflight)
+            wait_s = 1;
+        else if (b->tokens < 1.0)
+            wait_s = (unsigned)((1.0 - b->tokens) * PLAN_REFILL_S) + 1;
+        else {
+            b->tokens -= 1.0;
+            b->inflight = true;
+        }
+    }
+    pthread_mutex_unlock(&plan_mu);
+    return wait_s;
+}
+
+static void plan_done(uid_t uid)
+{
+    pthread_mutex_lock(&plan_mu);
+    for (size_t i = 0; i < PLAN_UIDS; i++)
+        if (plan_buckets[i].used && plan_buckets[i].uid == uid)
+            plan_buckets[i].inflight = false;
+    pthread_mutex_unlock(&plan_mu);
 }
 
 /* POST /v1/policy/run and /v1/policy/plan: {"policy": NAME} (optional) runs or plans one full
@@ -945,9 +1080,33 @@ static unsigned do_policy_run(struct tierd *d, const struct api_request *rq, str
         }
         name = p ? json_string_value(p) : NULL;
     }
+    /* a plan of a caller who is not an administrator: rate-limited, and it shows only the
+     * namespaces the caller may read (its counts, over every namespace, are left out) */
+    bool limited = dry_run && !rq->admin;
+    unsigned wait_s = limited ? plan_take(rq->uid) : 0;
+    if (wait_s) {
+        json_decref(j);
+        reply_error_status(out, 429, -EBUSY,
+                           "uid %u has a plan in flight or planned %d times in the last %d s "
+                           "(callers who are not administrators may plan one at a time, %d "
+                           "in a row, then one every %d s); retry in %u s",
+                           (unsigned)rq->uid, (int)PLAN_BURST, (int)PLAN_BURST * PLAN_REFILL_S,
+                           (int)PLAN_BURST, PLAN_REFILL_S, wait_s);
+        out->retry_after_s = wait_s;
+        return 429;
+    }
     json_t *res = NULL;
     tier_err_clear();
     int rc = policy_engine_run(pe, name, dry_run, &res);
+    if (limited)
+        plan_done(rq->uid);
+    if (rc == 0 && limited) {
+        static const char *const counts[] = {"files", "done", "deferred", "failed", "truncated"};
+        for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
+            json_object_del(res, counts[i]);
+        filter_paths(d, rq, json_object_get(res, "actions"));
+        json_object_set_new(res, "filtered", json_true());
+    }
     unsigned ret;
     if (rc == -ENOENT)
         ret = reply_error(out, rc, "no policy '%.80s' (GET /v1/policy lists them)", name);
@@ -1306,6 +1465,10 @@ static unsigned do_wait(struct tierd *d, const struct api_request *rq, struct ap
     char *prefix = NULL;
     tier_err_clear();
     int rc = wb_path_prefix(d, path, &ns, &prefix);
+    if (rc == 0 && !api_caller_reads(d, rq, ns->conf)) { /* its answer tells what exists */
+        ret = reply_not_readable(out, rq, path, ns->conf);
+        goto out;
+    }
     if (rc == 0)
         rc = wb_path_exists(d, ns, path, prefix);
     if (rc) {
@@ -1397,6 +1560,11 @@ static unsigned do_checkpoints(struct tierd *d, const struct api_request *rq, st
             return reply_error(out, -EINVAL, "path must be a mount path starting with '/'");
         }
         rc = wb_path_prefix(d, path, &ns, &prefix);
+        if (rc == 0 && !api_caller_reads(d, rq, ns->conf)) {
+            free(prefix);
+            json_decref(files);
+            return reply_not_readable(out, rq, path, ns->conf);
+        }
         if (rc == 0)
             rc = list_ns(d, ns, prefix, files);
         free(prefix);
@@ -1405,7 +1573,8 @@ static unsigned do_checkpoints(struct tierd *d, const struct api_request *rq, st
         rc = wb_path_prefix(d, "/", &ns, NULL); /* -ENOTSUP with its message */
     } else {
         for (size_t i = 0; i < d->nns && rc == 0; i++)
-            if (d->ns[i].conf->mode == TIERD_NS_WRITE_BACK)
+            if (d->ns[i].conf->mode == TIERD_NS_WRITE_BACK &&
+                api_caller_reads(d, rq, d->ns[i].conf)) /* the others' are left out */
                 rc = list_ns(d, &d->ns[i], d->ns[i].conf->prefix, files);
     }
     if (rc) {
@@ -1755,6 +1924,9 @@ static unsigned do_datasets_get(struct tierd *d, const struct api_request *rq,
         return reply_error(out, -EINVAL,
                            "path must be given, a mount path starting with '/' "
                            "(/v1/datasets?path=/datasets/x)");
+    const struct tierd_ns_conf *nc = del ? NULL : ns_of(d, path);
+    if (nc && !api_caller_reads(d, rq, nc))
+        return reply_not_readable(out, rq, path, nc);
     tier_err_clear();
     if (del) {
         int rc = dataset_delete(d, path, name);
@@ -3045,6 +3217,7 @@ void api_handle(struct tierd *d, const struct api_request *rq, struct api_reply 
     out->body = NULL;
     out->is_static = false;
     out->content_type = NULL;
+    out->retry_after_s = 0;
     if (get && strcmp(url, "/v1/status") == 0)
         reply_json(out, 200, status_json(d));
     else if (get && strcmp(url, "/v1/stats") == 0)
@@ -3088,7 +3261,7 @@ void api_handle(struct tierd *d, const struct api_request *rq, struct api_reply 
     else if (post && strcmp(url, "/v1/reload") == 0)
         do_reload(d, out);
     else if (get && strcmp(url, "/v1/policy") == 0)
-        do_policy_get(d, out);
+        do_policy_get(d, rq, out);
     else if (post && (strcmp(url, "/v1/policy/run") == 0 || strcmp(url, "/v1/policy/plan") == 0))
         do_policy_run(d, rq, out, strcmp(url, "/v1/policy/plan") == 0);
     else if (get && strcmp(url, "/v1/qos") == 0)

@@ -51,6 +51,10 @@ struct api_request {
     pid_t pid;
     uid_t uid;
     gid_t gid;
+    /* the peer's supplementary groups (SO_PEERGROUPS), for the namespaces a caller who is not
+     * an administrator may read (api_caller_reads); NULL: none known */
+    const gid_t *groups;
+    size_t ngroups;
 };
 
 struct api_reply {
@@ -59,15 +63,34 @@ struct api_reply {
     size_t len;
     bool is_static;           /* body is a fixed text (fallback, embedded file), not to be freed */
     const char *content_type; /* static string; NULL: application/json */
+    unsigned retry_after_s;   /* > 0: sent as Retry-After (a 429) */
 };
 
 /* 0: go on and read the body; 1: refused, *out holds the answer (401, 403, 413). */
 int api_admit(struct tierd *d, const struct api_head *h, struct api_reply *out);
 /* Route and answer one request; *out always holds a JSON object afterwards. */
 void api_handle(struct tierd *d, const struct api_request *rq, struct api_reply *out);
+/* May the caller of rq read the namespace nc through the mount? An administrator (or the TCP
+ * token) always; anyone else when the mount lets other users in (allow_other) and the
+ * namespace's directory mode, as the mount shows it ([namespace] or [mount] uid, gid and umask),
+ * grants read to the caller's class: owner by uid, group by primary or supplementary gid, else
+ * others. */
+struct tierd_ns_conf;
+bool api_caller_reads(const struct tierd *d, const struct api_request *rq,
+                      const struct tierd_ns_conf *nc);
+
 /* The answer for a body that grew past API_BODY_MAX while being read (chunked uploads). */
 void api_reply_too_large(struct api_reply *out);
 void api_reply_fini(struct api_reply *r);
+
+/* The Unix socket's connections now (api.c; all zero before the server runs and in the test
+ * fixture, which has none). */
+struct api_conn_stats {
+    int admin, user;  /* open connections of administrators and of other callers */
+    int user_uids;    /* distinct uids among the other callers */
+    uint64_t refused; /* connections refused at accept since start (per-uid or users' share) */
+};
+void api_conn_stats(const struct tierd *d, struct api_conn_stats *out);
 
 /* Is METHOD url one of the dashboard's static files (GET of /ui, /ui/, /ui/dashboard.js,
  * /ui/dashboard.css, /ui/chart.js: exact names)? They carry no data and are answered on TCP

@@ -108,7 +108,7 @@ struct parser {
     int ns_backend_line[TIERD_MAX_NAMESPACES];
     int ns_durability_line[TIERD_MAX_NAMESPACES]; /* 0: not set */
     int tcp_line;
-    int api_line[16];     /* line of each [api] key (index in api_keys), 0: not set */
+    int api_line[24];     /* line of each [api] key (index in api_keys), 0: not set */
     int wb_line;          /* the [writeback] section's line, 0: none */
     int max_tenants_line; /* [tenants] max_tenants, 0: not set */
     int cache_quota_line; /* [tenants] cache_quota, 0: not set */
@@ -444,6 +444,9 @@ static const struct keydef api_keys[] = {
     {"admin_group", V_STR, CFG(api_admin_group), 0, 0, false, 0},
     {"max_connections", V_INT, CFG(api_max_connections), 1, 100000, false, 0},
     {"max_connections_per_ip", V_INT, CFG(api_max_connections_per_ip), 1, 100000, false, 0},
+    {"max_connections_per_uid", V_INT, CFG(api_max_connections_per_uid), 1, 100000, false, 0},
+    {"admin_connections", V_INT, CFG(api_admin_connections), 0, 100000, false, 0},
+    {"user_timeout", V_DUR, CFG(api_user_timeout_ms), 1000, 3600000, false, 0},
     {"max_wait", V_DUR, CFG(api_max_wait_ms), 1000, 86400000, false, 0},
     {"max_stage_jobs", V_INT, CFG(api_max_stage_jobs), 1, 4096, false, 0},
     {"ui_chartjs", V_STR, CFG(api_ui_chartjs), 0, 0, false, 0},
@@ -1239,7 +1242,7 @@ static void apply_pairs(struct parser *p)
             p->ns_durability_line[sec->index] = kv->line;
         if (sec->kind == SEC_API && strcmp(kv->key, "tcp") == 0)
             p->tcp_line = kv->line;
-        if (sec->kind == SEC_API && idx < 16)
+        if (sec->kind == SEC_API && idx < 24)
             p->api_line[idx] = kv->line;
         if (sec->kind == SEC_WRITEBACK)
             p->wb_line = sec->line;
@@ -1321,7 +1324,7 @@ static void check_writeback(struct parser *p)
 /* Line of the [api] key name (0 if not set). */
 static int api_key_line(const struct parser *p, const char *name)
 {
-    for (int k = 0; api_keys[k].name && k < 16; k++)
+    for (int k = 0; api_keys[k].name && k < 24; k++)
         if (strcmp(api_keys[k].name, name) == 0)
             return p->api_line[k];
     return 0;
@@ -1455,6 +1458,15 @@ static void check_api(struct parser *p)
                  "or set tls_cert and tls_key)",
                  c->api_tcp);
     }
+    /* the Unix socket's slots kept for administrators: the default leaves non-admins at least
+     * half of max_connections */
+    if (c->api_admin_connections < 0)
+        c->api_admin_connections = c->api_max_connections / 2 < 8 ? c->api_max_connections / 2 : 8;
+    else if (c->api_admin_connections >= c->api_max_connections)
+        fail(p, api_key_line(p, "admin_connections"),
+             "[api] admin_connections = %d leaves no connection of the socket to other users: it "
+             "must be below max_connections (%d)",
+             c->api_admin_connections, c->api_max_connections);
     const char *gkeys[2] = {"socket_group", "admin_group"};
     char *gnames[2] = {c->api_socket_group, c->api_admin_group};
     int64_t *gids[2] = {&c->api_socket_gid, &c->api_admin_gid};
@@ -1768,6 +1780,9 @@ static void apply_defaults(struct tierd_config *c)
     c->wb_durability = TIERD_DURABILITY_LOCAL;
     c->api_max_connections = 64;
     c->api_max_connections_per_ip = 16;
+    c->api_max_connections_per_uid = 8;
+    c->api_admin_connections = -1;
+    c->api_user_timeout_ms = 10000;
     c->api_max_wait_ms = 300000;
     c->api_max_stage_jobs = 16;
     c->api_socket_gid = -1;

@@ -156,6 +156,9 @@ struct tierd_config {
     int64_t api_admin_gid;            /* resolved api_admin_group; -1: none */
     int api_max_connections;          /* per listener; default 64 */
     int api_max_connections_per_ip;   /* TCP listener; default 16 */
+    int api_max_connections_per_uid;  /* Unix socket, one non-admin uid; default 8 */
+    int api_admin_connections;        /* Unix-socket slots only admins take; min(8, max / 2) */
+    uint64_t api_user_timeout_ms;     /* a non-admin's idle connection is closed; default 10 s */
     uint64_t api_max_wait_ms;         /* longest POST /v1/wait; default 300 s */
     int api_max_stage_jobs;           /* running staging jobs before 429; default 16 */
     char *api_ui_chartjs; /* Chart.js for GET /ui/chart.js; default Debian's libjs-chart.js */

@@ -17,6 +17,12 @@
 #  13 a second staging job while max_stage_jobs run is 429; a wait is bounded by max_wait; a body
 #     over 64 KiB is cut off without being read; more than 256 stage paths are refused.
 #  18 a backend's permission refusal is 403, not 401.
+# And from the review of 2026-12-02:
+#  N5 70 idle connections of nobody do not lock root out of the Unix socket: per-uid cap (429,
+#     logged once), slots kept for admins when several uids fill the users' share (503), a short
+#     idle timeout for non-admins.
+#  N10 nobody sees checkpoints, dataset versions and plans only of the namespaces it may read
+#     (umask 077 ones are left out or 403); its plans are rate-limited (429, Retry-After).
 # No sleeps as synchronisation: every wait polls a condition with a deadline.
 set -u
 
@@ -73,7 +79,9 @@ probe() {
 }
 
 # ---- setup ---------------------------------------------------------------------------------
-mkdir -p "$W/data/ds/a" "$W/wbdata" "$W/cache" "$MNT"
+mkdir -p "$W/data/ds/a" "$W/data/ds/plan" "$W/data/pv/t" "$W/wbdata" "$W/cache" "$MNT"
+printf 'open\n' >"$W/data/ds/plan/keep.txt"
+printf 'secret\n' >"$W/data/pv/secret.bin"
 printf 'latin-1 name\n' >"$W/data/ds/caf"$'\xe9'
 printf 'hello\n' >"$W/data/ds/a/f.txt"
 ln -s /etc "$W/data/ds/esc"
@@ -150,11 +158,15 @@ chmod 600 "$W/key.pem"
         "request_timeout = 3s"
     tierd_conf_ns /slow dead "mode = write-back"
     tierd_conf_ns /hang dead "prefix = h/"
-    tierd_conf_mount "$MNT"
-    tierd_conf_section daemon "stage_threads = 1"
+    tierd_conf_ns /priv warm "prefix = pv/" "umask = 077"
+    tierd_conf_ns /ckp cold "prefix = ckp/" "mode = write-back" "umask = 077"
+    tierd_conf_section "policy open-plan" "namespace = /ns" "glob = plan/*.txt" "action = demote"
+    tierd_conf_section "policy priv-plan" "namespace = /priv" "glob = *.bin" "action = demote"
+    tierd_conf_mount "$MNT" "allow_other = true" "umask = 022"
+    tierd_conf_section daemon "stage_threads = 1" "policy_interval = 24h" # plans only, no pass
     tierd_conf_api "$SOCK" "tcp = 127.0.0.1:$PORT" "token_file = $W/api.token" \
         "tls_cert = $W/cert.pem" "tls_key = $W/key.pem" "socket_group = nogroup" \
-        "max_connections = 32" "max_wait = 2s" "max_stage_jobs = 1"
+        "max_connections = 32" "max_wait = 2s" "max_stage_jobs = 1" "user_timeout = 15s"
 } >"$W/tierd.conf"
 # the common default soft limit: a connection flood must not exhaust tierd's descriptors
 (ulimit -Sn 1024 && exec "$TIERD" -f -c "$W/tierd.conf") >"$W/tierd.log" 2>&1 &
@@ -214,6 +226,150 @@ case "$OUT" in *' 403') fail "F12: nobody's POST /v1/wait (a read) refused: $OUT
 *'"error"'*|*'"ok"'*) pass "F12: nobody may POST /v1/wait (it changes nothing)" ;;
 *) fail "F12: nobody's wait: $OUT" ;; esac
 probe "F12: root may POST /v1/evict" 200 POST /v1/evict '{"path": "/ns/a"}'
+
+# ---- N5: one socket-group member cannot lock out root ------------------------------------------
+# nobody (group nogroup, which may connect) opens 70 connections and sends nothing. tierd keeps
+# max_connections_per_uid (8) of them, answers the others 429 at once, and closes the 8 after
+# user_timeout (15 s); root's tierctl gets in meanwhile, and so does another uid of the group.
+# Two more uids then take 8 each: the users' share (32 - admin_connections 8 = 24) is full, a
+# fourth uid gets 503, and root still gets in.
+AS_NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+PY3=/usr/bin/python3 # the system's: root's PATH may lead to a python only root may run
+NB="$SD/nobody"      # where nobody's helpers write
+mkdir -p "$NB" && chown 65534:65534 "$NB"
+cat >"$SD/hold.py" <<'PYEOF'
+# hold.py SOCK N DIR: open N idle connections, write DIR/ready; once DIR/count exists, wait for
+# each to end and write DIR/result: "answered-429 answered-503 closed-silently still-open"
+import os, select, socket, sys, time
+path, n, d = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+conns = []
+for _ in range(n):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    conns.append(s)
+t0 = time.time()
+open(d + "/ready", "w").write(str(len(conns)))
+deadline = time.time() + 180
+while not os.path.exists(d + "/count") and time.time() < deadline:
+    time.sleep(0.05)
+# every connection must end: refused ones with an answer, admitted ones by user_timeout (15 s;
+# an administrator's connection would stay 60 s, past this bound)
+got = {s: b"" for s in conns}
+open_ = set(conns)
+deadline = t0 + 45
+while open_ and time.time() < deadline:
+    r, _, _ = select.select(list(open_), [], [], 1)
+    for s in r:
+        data = s.recv(4096)
+        if data:
+            got[s] += data
+        else:
+            open_.discard(s)
+n429 = sum(1 for s in conns if got[s].startswith(b"HTTP/1.1 429"))
+n503 = sum(1 for s in conns if got[s].startswith(b"HTTP/1.1 503"))
+silent = sum(1 for s in conns if s not in open_ and not got[s])
+with open(d + "/result.tmp", "w") as f:
+    f.write("%d %d %d %d\n" % (n429, n503, silent, len(open_)))
+os.rename(d + "/result.tmp", d + "/result")
+PYEOF
+hold() { # UID N DIR: hold.py as UID (group nogroup) in the background
+    mkdir -p "$3" && chown "$1:65534" "$3"
+    setpriv --reuid="$1" --regid=65534 --clear-groups "$PY3" "$SD/hold.py" "$SOCK" "$2" "$3" &
+}
+hold_result() { # NAME DIR WANT: the holder's result line must be WANT
+    local got=
+    wait_for "$1's connections to end" 90 test -s "$2/result" && got=$(cat "$2/result")
+    [ "$got" = "$3" ] && pass "N5: $1's connections ended as expected ($got)" ||
+        fail "N5: $1's connections: '$got' (want '$3': 429s, 503s, closed by user_timeout, open)"
+}
+hold 65534 70 "$NB/h"
+HOLD_PIDS=($!)
+wait_for "nobody's 70 connections" 60 test -s "$NB/h/ready"
+# all 70 connect() calls have returned: root's connection queues behind them on the socket
+run "N5: root's tierctl status while nobody holds 70 connections" 0 timeout 20 "${T[@]}" status
+contains "N5: status answered" "/ns"
+api_field() { curl -s --max-time 10 --unix-socket "$SOCK" http://tierd/v1/status |
+    python3 -c 'import json,sys; a=json.load(sys.stdin)["api"]; print(a[sys.argv[1]])' "$1" 2>/dev/null; }
+held() { [ "$(api_field connections_user)" = "$1" ] && [ "$(api_field refused_connections)" -ge 62 ]; }
+wait_for "tierd to hold 8 of nobody's connections and refuse 62" 30 held 8
+OUT=$(setpriv --reuid=4321 --regid=65534 --clear-groups curl -s --max-time 10 --unix-socket "$SOCK" \
+    -w ' %{http_code}' http://tierd/v1/health 2>&1)
+case "$OUT" in *' 200') pass "N5: another uid of the socket group gets in too" ;;
+*) fail "N5: uid 4321 while nobody holds its share: $OUT" ;; esac
+OUT=$("${AS_NOBODY[@]}" curl -s --max-time 10 --unix-socket "$SOCK" -w ' %{http_code}' http://tierd/v1/health 2>&1)
+case "$OUT" in *'max_connections_per_uid'*' 429') pass "N5: nobody's 71st connection is answered 429" ;;
+*) fail "N5: nobody's 71st connection: $OUT" ;; esac
+hold 4001 8 "$SD/h4001"
+HOLD_PIDS+=($!)
+hold 4002 8 "$SD/h4002"
+HOLD_PIDS+=($!)
+wait_for "uid 4001's connections" 60 test -s "$SD/h4001/ready"
+wait_for "uid 4002's connections" 60 test -s "$SD/h4002/ready"
+wait_for "tierd to hold the users' share (24)" 30 held 24
+OUT=$(setpriv --reuid=4003 --regid=65534 --clear-groups curl -s --max-time 10 --unix-socket "$SOCK" \
+    -w ' %{http_code}' http://tierd/v1/health 2>&1)
+case "$OUT" in *'admin_connections'*' 503') pass "N5: a fourth uid gets 503 when the users' share is full" ;;
+*) fail "N5: uid 4003 with the users' share full: $OUT" ;; esac
+run "N5: root's tierctl status with the users' share full" 0 timeout 20 "${T[@]}" status
+contains "N5: status answered" "/ns"
+touch "$NB/h/count" "$SD/h4001/count" "$SD/h4002/count"
+hold_result nobody "$NB/h" "62 0 8 0"
+hold_result "uid 4001" "$SD/h4001" "0 0 8 0"
+hold_result "uid 4002" "$SD/h4002" "0 0 8 0"
+wait "${HOLD_PIDS[@]}" 2>/dev/null
+wait_for "the users' connections to be given back" 30 held 0
+NLOG=$(grep -c 'api: uid 65534 (pid [0-9]*) holds \[api\] max_connections_per_uid' "$W/tierd.log")
+[ "$NLOG" = 1 ] && pass "N5: nobody's 63 refusals are logged once" || fail "N5: $NLOG log lines for nobody's refusals (want 1)"
+
+# ---- N10: read routes follow the namespaces' permissions ----------------------------------------
+# /priv and /ckp have umask 077 (owner root): nobody may not read them through the mount, so the
+# API neither lists their files nor answers about them; /ns and /ck (umask 022) stay open.
+printf 'y\n' >"$MNT/ckp/secret.ckpt" || fail "write into /ckp failed"
+# cached: a demote rule plans them
+cat "$MNT/priv/secret.bin" "$MNT/ns/plan/keep.txt" >/dev/null || fail "root cannot read the plan's files"
+nb_req() { # METHOD URL [BODY]: one request as nobody; sets ST and BODY (headers: $NB/probe.head)
+    local args=(-s --path-as-is --max-time 30 --unix-socket "$SOCK" -X "$1" -o "$NB/probe.out"
+        -D "$NB/probe.head" -w '%{http_code}')
+    [ -n "${3-}" ] && args+=(-H 'Content-Type: application/json' --data-binary "$3")
+    rm -f "$NB/probe.out" "$NB/probe.head"
+    ST=$("${AS_NOBODY[@]}" curl "${args[@]}" "http://tierd$2")
+    BODY=$(cat "$NB/probe.out" 2>/dev/null)
+}
+nb_probe() { # NAME WANT METHOD URL
+    nb_req "$3" "$4"
+    [ "$ST" = "$2" ] && pass "$1 ($ST)" || fail "$1: $3 $4: status $ST, want $2: $BODY"
+}
+nb_probe "N10: nobody lists checkpoints" 200 GET /v1/checkpoints
+case "$BODY" in *'/ck/run1/'*) pass "N10: nobody sees /ck's files" ;; *) fail "N10: /ck missing: $BODY" ;; esac
+case "$BODY" in *'/ckp/'*) fail "N10: nobody sees /ckp (umask 077): $BODY" ;; *) pass "N10: /ckp left out for nobody" ;; esac
+probe "N10: root lists checkpoints" 200 GET /v1/checkpoints
+case "$BODY" in *'/ckp/secret.ckpt'*) pass "N10: root sees /ckp's file" ;; *) fail "N10: root's list: $BODY" ;; esac
+nb_probe "N10: nobody's checkpoints of /ckp" 403 GET "/v1/checkpoints?path=/ckp"
+nb_probe "N10: nobody's checkpoints of /ck" 200 GET "/v1/checkpoints?path=/ck"
+nb_req POST /v1/wait '{"path": "/ckp/secret.ckpt", "timeout_s": 0}'
+[ "$ST" = 403 ] && pass "N10: nobody's wait on a /ckp file is 403" || fail "N10: nobody's wait on /ckp: $ST $BODY"
+nb_probe "N10: nobody's dataset versions of /priv/t" 403 GET "/v1/datasets?path=/priv/t"
+nb_probe "N10: nobody's dataset version of /priv/t" 403 GET "/v1/datasets/v1?path=/priv/t"
+nb_probe "N10: nobody's dataset diff of /priv/t" 403 GET "/v1/datasets/v1/diff/v2?path=/priv/t"
+nb_probe "N10: nobody's dataset versions of /ns/a" 200 GET "/v1/datasets?path=/ns/a"
+probe "N10: root's plan" 200 POST /v1/policy/plan
+case "$BODY" in *'/priv/secret.bin'*'/ns/plan/keep.txt'*|*'/ns/plan/keep.txt'*'/priv/secret.bin'*)
+    pass "N10: root's plan has /priv and /ns" ;; *) fail "N10: root's plan: $BODY" ;; esac
+nb_probe "N10: nobody's plan" 200 POST /v1/policy/plan
+case "$BODY" in *'/priv/'*) fail "N10: nobody's plan shows /priv: $BODY" ;;
+*'/ns/plan/keep.txt'*'"filtered":true'*|*'"filtered":true'*'/ns/plan/keep.txt'*) pass "N10: nobody's plan has /ns only" ;;
+*) fail "N10: nobody's plan: $BODY" ;; esac
+# three plans in a row, then one per 20 s: the burst runs out within a few more
+for _ in 1 2 3 4 5 6; do
+    nb_req POST /v1/policy/plan
+    [ "$ST" = 429 ] && break
+done
+if [ "$ST" = 429 ] && grep -qi '^Retry-After: [1-9]' "$NB/probe.head"; then
+    pass "N10: nobody's plans are rate-limited (429 with Retry-After)"
+else
+    fail "N10: no 429 for nobody's plans: $ST $BODY"
+fi
+probe "N10: root still plans" 200 POST /v1/policy/plan
 
 # ---- finding 13: bounded work ---------------------------------------------------------------
 probe "F13: a staging job that stays running" 202 POST /v1/stage '{"paths": ["/hang/big.bin"]}'
@@ -282,6 +438,7 @@ for _ in range(1100):
         conns.append(c)
     except OSError:
         pass
+t0 = time.time()
 open(ready, "w").write(str(len(conns)))
 deadline = time.time() + 120
 while not os.path.exists(stop) and time.time() < deadline:

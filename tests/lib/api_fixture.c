@@ -312,6 +312,7 @@ void api_fixture_request(struct api_fixture *f, const char *raw, size_t len, str
                 .arg_path = arg_path,
                 .body = body_len ? p : NULL,
                 .body_len = body_len,
+                .admin = h.may_mutate, /* as api.c: the token, or no X-Caller: reader */
             };
             api_handle(&f->d, &rq, out);
         }

@@ -3,10 +3,11 @@
  * test_api.c - the control API's request function (src/daemon/api_int.h) over the POSIX fixture
  * (tests/lib/api_fixture.h), without HTTP: UTF-8 repair of answers and messages (security review
  * finding 8), 403 for a backend's permission refusal (18) and for a caller without admin rights
- * (12), the caps on stage paths and pin rules (13), the telemetry endpoints (/metrics with its
- * content type and the TCP token, /v1/telemetry, /v1/health ready and degraded by an open
- * breaker, 404 when [daemon] telemetry = off), the dashboard's files (test_ui). Each answer but
- * /metrics and the dashboard's files must be a JSON object.
+ * (12) and for one asking about a namespace it may not read, the caps on stage paths and pin rules
+ * (13), the telemetry endpoints (/metrics with its content type and the TCP token, /v1/telemetry,
+ * /v1/health ready and degraded by an open breaker, 404 when [daemon] telemetry = off), the
+ * dashboard's files (test_ui). Each answer but /metrics and the dashboard's files must be a JSON
+ * object.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -132,9 +133,35 @@ static void test_reader(void **state)
     assert_int_equal(json_integer_value(json_object_get(cj, "max_fetches")), 64);
     assert_true(json_is_integer(json_object_get(cj, "fetch_buffers_peak")));
     assert_true(json_is_integer(json_object_get(cj, "disk_store_skipped")));
+    /* the Unix socket's connections: none in the fixture, which has no server */
+    json_t *aj = json_object_get(st, "api");
+    assert_int_equal(json_integer_value(json_object_get(aj, "connections_user")), 0);
+    assert_int_equal(json_integer_value(json_object_get(aj, "refused_connections")), 0);
     json_decref(st);
-    json_decref(
-        req("POST /v1/wait\nX-Caller: reader\n\n{\"path\": \"/ck\", \"timeout_s\": 0}", 200));
+    /* the fixture's mount has no allow_other: a reader may read no namespace through it, so
+     * the API shows it none (an administrator sees /ck's file) */
+    json_t *cp = req("GET /v1/checkpoints\nX-Caller: reader\n\n", 200);
+    assert_int_equal(json_array_size(json_object_get(cp, "files")), 0);
+    json_decref(cp);
+    cp = req("GET /v1/checkpoints\n\n", 200);
+    assert_int_equal(json_array_size(json_object_get(cp, "files")), 1);
+    json_decref(cp);
+    const char *priv[] = {"GET /v1/checkpoints?path=/ck", "GET /v1/datasets?path=/ns/a",
+                          "GET /v1/datasets/v1?path=/ns/a",
+                          "GET /v1/datasets/v1/diff/v2?path=/ns/a"};
+    for (size_t i = 0; i < sizeof(priv) / sizeof(priv[0]); i++) {
+        char raw[256];
+        snprintf(raw, sizeof(raw), "%s\nX-Caller: reader\n\n", priv[i]);
+        json_t *j = req(raw, 403);
+        assert_string_equal(json_string_value(json_object_get(j, "errno")), "EACCES");
+        json_decref(j);
+    }
+    /* a wait is not a change (no 403 EPERM), but this reader may not read /ck (below) */
+    json_t *w =
+        req("POST /v1/wait\nX-Caller: reader\n\n{\"path\": \"/ck\", \"timeout_s\": 0}", 403);
+    assert_string_equal(json_string_value(json_object_get(w, "errno")), "EACCES");
+    json_decref(w);
+    json_decref(req("POST /v1/wait\n\n{\"path\": \"/ck\", \"timeout_s\": 0}", 200));
     const char *mut[] = {"POST /v1/evict", "POST /v1/pin", "POST /v1/unpin", "POST /v1/stage",
                          "DELETE /v1/status"};
     for (size_t i = 0; i < sizeof(mut) / sizeof(mut[0]); i++) {

@@ -1,17 +1,21 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test_common.c - unit tests for src/common: number parsing, bounded buffers, string helpers. */
+/* test_common.c - unit tests for src/common: number parsing, bounded buffers, string helpers, the
+ * escaping of control bytes in log lines. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "common/dynbuf.h"
 #include "common/err.h"
+#include "common/log.h"
 #include "common/strutil.h"
 
 static void test_parse_size(void **state)
@@ -105,12 +109,59 @@ static void test_err_msg(void **state)
     assert_string_equal(tier_err_msg(), "bucket b1: NoSuchBucket");
 }
 
+static void test_log_escape(void **state)
+{
+    (void)state;
+    char out[128];
+    /* CR, ESC (a colour sequence), LF, TAB, DEL, a C1 CSI in UTF-8 (U+009B); é and "\\" kept */
+    const char *in = "a\rb\x1b[31mred\nx\ty\x7f\xc2\x9b"
+                     "caf\xc3\xa9 \\n";
+    size_t n = tier_log_escape(in, out, sizeof(out));
+    assert_string_equal(out, "a\\rb\\x1b[31mred\\nx\\ty\\x7f\\xc2\\x9bcaf\xc3\xa9 \\n");
+    assert_int_equal(n, strlen(out));
+    for (size_t i = 0; i < n; i++)
+        assert_true((unsigned char)out[i] >= 0x20 && (unsigned char)out[i] != 0x7f);
+    /* an escape that does not fit is left out whole: "ab" + "\x01" needs 4 more bytes */
+    assert_int_equal(tier_log_escape("ab\x01z", out, 6), 2);
+    assert_string_equal(out, "ab");
+    assert_int_equal(tier_log_escape("ab\x01z", out, 7), 6);
+    assert_string_equal(out, "ab\\x01");
+    assert_int_equal(tier_log_escape("", out, 1), 0);
+}
+
+/* What tier_log writes to stderr carries the escaped message: one line, no raw control byte. */
+static void test_log_line_escaped(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/test_common_log.XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    unlink(path);
+    int saved = dup(STDERR_FILENO);
+    assert_true(saved >= 0);
+    assert_int_equal(dup2(fd, STDERR_FILENO), STDERR_FILENO);
+    log_err("hint line '%s' refused", "/data/x\r\x1b[2Kfake line\ntierd: all good");
+    assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+    close(saved);
+    char buf[512];
+    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+    close(fd);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    assert_non_null(strstr(buf, "hint line '/data/x\\r\\x1b[2Kfake line\\ntierd: all good' "
+                                "refused\n"));
+    assert_ptr_equal(strchr(buf, '\n'), buf + n - 1); /* one line: the newline ends it */
+    assert_null(strchr(buf, '\r'));
+    assert_null(strchr(buf, '\x1b'));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_size),  cmocka_unit_test(test_parse_misc),
-        cmocka_unit_test(test_strlcpy_hex), cmocka_unit_test(test_dynbuf_bounded),
-        cmocka_unit_test(test_err_msg),
+        cmocka_unit_test(test_parse_size),       cmocka_unit_test(test_parse_misc),
+        cmocka_unit_test(test_strlcpy_hex),      cmocka_unit_test(test_dynbuf_bounded),
+        cmocka_unit_test(test_err_msg),          cmocka_unit_test(test_log_escape),
+        cmocka_unit_test(test_log_line_escaped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -720,6 +720,28 @@ static void test_api_token_file(void **state)
     free(dir);
 }
 
+/* The Unix socket's per-uid share: defaults, and admin_connections below max_connections. */
+static void test_api_socket_shares(void **state)
+{
+    (void)state;
+    struct tierd_config c;
+    char text[2048], err[1024] = "";
+    snprintf(text, sizeof(text), "%s[api]\nmax_connections = 10\n", BASE);
+    assert_int_equal(tierd_config_load_string("t.conf", text, strlen(text), &c, err, sizeof(err)),
+                     0);
+    assert_int_equal(c.api_max_connections_per_uid, 8);
+    assert_int_equal(c.api_admin_connections, 5); /* at most half of max_connections */
+    assert_int_equal(c.api_user_timeout_ms, 10000);
+    tierd_config_fini(&c);
+    snprintf(text, sizeof(text),
+             "%s[api]\nmax_connections = 10\nadmin_connections = 10\nuser_timeout = 2s\n", BASE);
+    assert_int_equal(tierd_config_load_string("t.conf", text, strlen(text), &c, err, sizeof(err)),
+                     -EINVAL);
+    if (!strstr(err, "t.conf:10:") || !strstr(err, "must be below max_connections (10)"))
+        fail_msg("'%s' lacks t.conf:10: / the bound", err);
+    tierd_config_fini(&c);
+}
+
 static void test_file_errors(void **state)
 {
     (void)state;
@@ -853,12 +875,19 @@ static void test_ns_near_tierd(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bad_configs),      cmocka_unit_test(test_good_config_file),
-        cmocka_unit_test(test_defaults),         cmocka_unit_test(test_tenants),
-        cmocka_unit_test(test_writeback),        cmocka_unit_test(test_file_errors),
-        cmocka_unit_test(test_api_token_file),   cmocka_unit_test(test_long_line_and_comments),
-        cmocka_unit_test(test_resolve),          cmocka_unit_test(test_permissions),
-        cmocka_unit_test(test_telemetry_switch), cmocka_unit_test(test_qos),
+        cmocka_unit_test(test_bad_configs),
+        cmocka_unit_test(test_good_config_file),
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_tenants),
+        cmocka_unit_test(test_writeback),
+        cmocka_unit_test(test_file_errors),
+        cmocka_unit_test(test_api_token_file),
+        cmocka_unit_test(test_api_socket_shares),
+        cmocka_unit_test(test_long_line_and_comments),
+        cmocka_unit_test(test_resolve),
+        cmocka_unit_test(test_permissions),
+        cmocka_unit_test(test_telemetry_switch),
+        cmocka_unit_test(test_qos),
         cmocka_unit_test(test_ns_near_tierd),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
