@@ -10,5 +10,5 @@ if(TARGET tierd)
     add_test(NAME tierd_test_hooks COMMAND sh -c "! grep -qa TIERD_TEST_FAULT_FILE \"$1\"" sh
       $<TARGET_FILE:tierd>)
   endif()
-  set_tests_properties(tierd_test_hooks PROPERTIES TIMEOUT 30)
+  set_tests_properties(tierd_test_hooks PROPERTIES TIMEOUT 30 LABELS unit)
 endif()

@@ -513,13 +513,14 @@ for name, size in (("/ck/run1/model.pt", 12 << 20), ("/ck/run1/rng.pt", 100000))
         # it blocks in tierd, other API requests are answered.
         head -c 1000 /dev/urandom >"$WB_MNT/slow/x.bin" || fail "write into /slow failed"
         t0=$SECONDS
-        "$TIERCTL" -s "$WSOCK" wait /slow --timeout 4 >"$W/slowwait.out" 2>&1 &
+        # 12 s: the status below must come while it still blocks, also on a loaded machine
+        "$TIERCTL" -s "$WSOCK" wait /slow --timeout 12 >"$W/slowwait.out" 2>&1 &
         SLOW_PID=$!
         # the wait is in flight once tierctl holds a connected socket
         # shellcheck disable=SC2010 # /proc/PID/fd entries are numbers
         connected() { ls -l "/proc/$SLOW_PID/fd" 2>/dev/null | grep -q 'socket:' || ! kill -0 "$SLOW_PID" 2>/dev/null; }
         wait_for "tierctl wait's connection" 10 connected
-        run "wb: status while a wait blocks" 0 timeout 3 "${T[@]}" status
+        run "wb: status while a wait blocks" 0 timeout 10 "${T[@]}" status
         if kill -0 "$SLOW_PID" 2>/dev/null; then
             pass "wb: status answered while the wait was still blocked"
         else

@@ -4,4 +4,4 @@
 # (the provider end to end: tests/integration/test_slurm_bb.sh, label slurm).
 add_test(NAME test_bb_lua
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_bb_lua.sh ${PROJECT_SOURCE_DIR})
-set_tests_properties(test_bb_lua PROPERTIES TIMEOUT 60)
+set_tests_properties(test_bb_lua PROPERTIES TIMEOUT 60 LABELS unit)

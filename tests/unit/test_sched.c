@@ -43,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -56,6 +57,11 @@
 #include "tiers/backend.h"
 
 #define DEADLINE_NS (20 * TIER_NS_PER_SEC)
+/* Wall-clock upper bounds here only catch a call that waits for a deadline of seconds or hangs;
+ * a loaded machine delays wake-ups by tens of milliseconds, never this much. Whether a call
+ * failed at once or after a wait is read off the lane's counters (fast_fails, admit_timeouts,
+ * connections the endpoint accepted), which no load changes. */
+#define LOAD_SLACK_MS 5000
 
 static uint64_t total_queued(struct sched *s)
 {
@@ -461,7 +467,10 @@ static void test_breaker_full_lane_timeouts(void **state)
     enter_main(&a);
     assert_int_equal(a.rc, -ETIMEDOUT);
     assert_non_null(strstr(a.msg, "circuit breaker open"));
-    assert_true(a.ms < 40); /* at once, not after the 50 ms admission timeout */
+    /* at once, not after the 50 ms admission timeout */
+    assert_int_equal(lane_stats(s, 0).admit_timeouts, 2);
+    assert_int_equal(lane_stats(s, 0).fast_fails, 1);
+    assert_true(a.ms < LOAD_SLACK_MS);
     sched_lane_leave(s, l, NULL, 0, 0, 1);
     sched_free(s);
 }
@@ -567,8 +576,8 @@ static void test_breaker_transitions(void **state)
     /* OPEN: fail fast. */
     uint64_t t0 = tier_now_mono_ns();
     assert_int_equal(sched_lane_enter(s, l, NULL, 0), -ETIMEDOUT);
-    assert_true(tier_now_mono_ns() - t0 < 100 * TIER_NS_PER_MS);
-    assert_int_equal(lane_stats(s, 0).fast_fails, 2);
+    assert_int_equal(lane_stats(s, 0).fast_fails, 2); /* refused at once, not at its deadline */
+    assert_true(tier_now_mono_ns() - t0 < LOAD_SLACK_MS * TIER_NS_PER_MS); /* 20 s if waited */
 
     /* After the cool-down one probe goes; a second call while it is out is refused. */
     for (int round = 0; round < 2; round++) {
@@ -745,12 +754,10 @@ static void test_blackhole_s3_breaker(void **state)
         assert_int_equal(pthread_create(&th[i], NULL, stat_main, &a[i]), 0);
     }
     uint64_t worst = 0;
-    int second_wave = 0;
     for (int i = 0; i < NCALLS; i++) {
         pthread_join(th[i], NULL);
         assert_int_equal(a[i].rc, -ETIMEDOUT);
         worst = a[i].ms > worst ? a[i].ms : worst;
-        second_wave += a[i].ms > 600;
     }
     /* The first three timeouts each hand their slot to a queued call (the breaker is still
      * closed), the fourth opens it and refuses the other 17 at once. So no call waits more than
@@ -758,9 +765,10 @@ static void test_blackhole_s3_breaker(void **state)
      * and no third wave. Without the breaker the queue drains in waves of 4 until that deadline. */
     /* On an idle machine exactly 3 calls form the second wave (7 reach the endpoint); under
      * load a timeout can be reported after the breaker already opened on the others', so the
-     * second wave may be smaller (seen: 2 at load 10). Never larger, and never a third. */
-    assert_true(worst < 2 * 400 + 350);
-    assert_true(second_wave <= 3);
+     * second wave may be smaller (seen: 2 at load 10). Never larger, and never a third: counted
+     * by the connections the endpoint accepted, not by the calls' times (a loaded machine can
+     * stretch a first-wave call past 600 ms). No call waits for the 3 s admission deadline. */
+    assert_true(worst < 3000);
     struct sched_backend_stats b = lane_stats(s, 0);
     int reached = atomic_load(&bh.accepted);
     assert_true(reached >= 4 && reached <= 7);
@@ -773,9 +781,10 @@ static void test_blackhole_s3_breaker(void **state)
     struct call_arg one = {.be = be};
     stat_main(&one);
     assert_int_equal(one.rc, -ETIMEDOUT);
-    assert_true(one.ms < 100);
+    assert_true(one.ms < LOAD_SLACK_MS);
     assert_non_null(strstr(tier_err_msg(), "backend 'cold' is not answering"));
     assert_int_equal(atomic_load(&bh.accepted), reached);
+    assert_int_equal(lane_stats(s, 0).fast_fails, NCALLS - reached + 1); /* refused at once */
 
     /* The endpoint answers again (404: an answer, not a failure): the probe closes it. */
     bh_answer(&bh, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
@@ -834,16 +843,15 @@ static void test_breaker_stops_retries(void **state)
         a[i].be = be;
         assert_int_equal(pthread_create(&th[i], NULL, stat_main, &a[i]), 0);
     }
-    int retried = 0;
     for (int i = 0; i < N; i++) {
         pthread_join(th[i], NULL);
         assert_int_equal(a[i].rc, -ETIMEDOUT);
-        assert_true(a[i].ms < 2 * 300 + 350); /* at most two attempts, never four */
-        retried += a[i].ms > 450;
+        assert_true(a[i].ms < 4 * 300 + LOAD_SLACK_MS); /* hangs nowhere */
     }
     /* The first three failed attempts retry (the breaker is still closed), the fourth opens it:
-     * every other call stops after its first attempt, the three retries after their second. */
-    assert_int_equal(retried, 3);
+     * every other call stops after its first attempt, the three retries after their second.
+     * Counted by the connections the endpoint saw (each attempt opens one), not by the calls'
+     * times: N + 3 attempts, where four attempts each would be 4 N. */
     assert_int_equal(atomic_load(&bh.accepted), N + 3);
     struct sched_backend_stats b = lane_stats(s, 0);
     assert_int_equal(b.breaker, SCHED_BREAKER_OPEN);
@@ -926,7 +934,7 @@ static void test_posix_latency_while_s3_hangs(void **state)
     assert_int_equal(cache_read(c, &io, &wobj, 0, buf, sizeof(buf)), 64);
     uint64_t ms = (tier_now_mono_ns() - t0) / TIER_NS_PER_MS;
     assert_memory_equal(buf, "0123456789abcdef", 16);
-    assert_true(ms < 1000); /* the S3 fetches would hold it for 20 s */
+    assert_true(ms < LOAD_SLACK_MS); /* the S3 fetches would hold it for 20 s */
     struct sched_backend_stats b = lane_stats(s, 1);
     assert_string_equal(b.name, "warm");
     assert_int_equal(b.admitted, 2);
@@ -1033,9 +1041,12 @@ static void *qos_reader_main(void *arg)
 }
 
 /* Run nthreads readers for each io[] for run_ns; calls per reader in r[]. Returns the elapsed
- * ns from before the first call to after the last returned. */
+ * ns from before the first call to after the last returned. With watch, *max_inflight is the
+ * most calls seen in flight at once on watch's first lane while the readers ran (sampled every
+ * millisecond). */
 static uint64_t qos_run(struct backend *be, const struct tier_ioctx *io, int nio, int nthreads,
-                        uint64_t run_ns, struct qos_reader *r)
+                        uint64_t run_ns, struct qos_reader *r, struct sched *watch,
+                        uint64_t *max_inflight)
 {
     pthread_t th[16];
     assert_true(nio * nthreads <= 16);
@@ -1043,6 +1054,14 @@ static uint64_t qos_run(struct backend *be, const struct tier_ioctx *io, int nio
     for (int i = 0; i < nio * nthreads; i++) {
         r[i] = (struct qos_reader){.be = be, .io = io[i / nthreads], .until_ns = t0 + run_ns};
         assert_int_equal(pthread_create(&th[i], NULL, qos_reader_main, &r[i]), 0);
+    }
+    if (watch) {
+        *max_inflight = 0;
+        while (tier_now_mono_ns() < t0 + run_ns) {
+            uint64_t n = lane_stats(watch, 0).inflight_now;
+            *max_inflight = n > *max_inflight ? n : *max_inflight;
+            nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+        }
     }
     for (int i = 0; i < nio * nthreads; i++)
         pthread_join(th[i], NULL);
@@ -1088,7 +1107,7 @@ static void test_lane_qos_limits(void **state)
 
     struct qos_reader r[8];
     const uint64_t run = 1500 * TIER_NS_PER_MS;
-    uint64_t el = qos_run(be, io, 4, 2, run, r);
+    uint64_t el = qos_run(be, io, 4, 2, run, r, NULL, NULL);
     for (int i = 0; i < 2; i++) {
         uint64_t cost = (qos_calls(r, 2 * i, 2) + qos_calls(r, 2 * i + 1, 2)) * QOS_COST;
         /* dmclock.h's bound: limit x (elapsed + 20 ms) + one request */
@@ -1207,7 +1226,9 @@ static void test_lane_qos_own_limit(void **state)
         fakebe_add(mem, "obj", QOS_BLOCK, "e1");
         assert_int_equal(sched_backend_wrap(s, mem, &bc, &be[i]), 0);
     }
-    const uint64_t lim = 20ull * QOS_COST;
+    /* 5 requests a second: lane b (and lane a once the limit is dropped) does far more than
+     * 5 x the limit's bound even on a loaded machine (20/s was too close: seen failing). */
+    const uint64_t lim = 5ull * QOS_COST;
     struct sched_qos q = {.limit_bps = lim};
     assert_int_equal(sched_lane_qos_set(s, sched_backend_lane(s, be[0]), 3, TIER_IO_TRAINING, &q),
                      0);
@@ -1275,26 +1296,27 @@ static void test_lane_qos_idle_share(void **state)
     struct qos_reader r[8];
     struct sched_class_stats before = {0};
     const uint64_t run = 800 * TIER_NS_PER_MS;
-    /* Rates on this shared machine vary with the load, so the test compares the lane's own
-     * busy time with its slots: a scheduler that kept an idle tenant's share back would leave
-     * half of them idle (busy ~0.5). */
-    uint64_t el = qos_run(be, io, 2, 4, run, r);
+    /* Rates on this shared machine vary with the load, so the test looks at the lane's slots:
+     * a scheduler that kept an idle tenant's share back would never give the tenant alone both
+     * of them at once. (Its busy time is printed: ~0.9 on a quiet machine; a loaded one leaves
+     * slots idle in wake-up latency, 0.58 seen, so it is no test.) */
+    uint64_t max2 = 0, max1 = 0;
+    uint64_t el = qos_run(be, io, 2, 4, run, r, s, &max2);
     double busy2 = lane_busy(s, &before, el, 2);
     uint64_t a = qos_calls(r, 0, 4), b = qos_calls(r, 1, 4);
     double sa = (double)a / (double)(a + b);
     if (sa < 0.4 || sa > 0.6)
         fail_msg("equal weights: tenant 2 got %.2f of %llu calls", sa, (unsigned long long)(a + b));
     /* tenant 3 idle: tenant 2 alone keeps both slots busy */
-    el = qos_run(be, io, 1, 4, run, r);
+    el = qos_run(be, io, 1, 4, run, r, s, &max1);
     double busy1 = lane_busy(s, &before, el, 2);
     print_message("together: tenant 2's share %.2f, lane busy %.2f; tenant 2 alone: lane busy "
                   "%.2f (%llu calls)\n",
                   sa, busy2, busy1, (unsigned long long)qos_calls(r, 0, 4));
-    /* 0.7: above the 0.5 of a lane holding a slot back for the idle tenant, below the 0.85 to
-     * 0.95 measured on the shared 2-core machine under ASan (wake-up latency is slot time the
-     * wrapper does not count as service) */
-    if (busy2 < 0.7 || busy1 < 0.7)
-        fail_msg("the lane idled: busy %.2f together, %.2f with one tenant", busy2, busy1);
+    if (max2 != 2 || max1 != 2)
+        fail_msg("the lane kept a slot idle: at most %llu of 2 in flight together, %llu with one "
+                 "tenant",
+                 (unsigned long long)max2, (unsigned long long)max1);
     backend_free(be);
     sched_free(s);
 }

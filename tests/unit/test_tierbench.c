@@ -26,11 +26,19 @@
 #include "common/timeutil.h"
 #include "testutil.h"
 
+/* Slack on wall-clock upper bounds: they catch an engine that queues or ignores its schedule
+ * (seconds off), never a wake-up that a loaded machine delayed (tens of milliseconds). Lower
+ * bounds need none: a sleep never ends early. Checks that a loaded machine could fail are
+ * written against what the target saw (its call starts and ends) instead of the nominal plan. */
+#define LOAD_SLACK_NS (500 * TIER_NS_PER_MS)
+
 /* ---- a target of controlled speed: every read takes delay_ns, then really reads ---- */
+#define SLOW_MAX_CALLS 4096
 struct slow_target {
     uint64_t delay_ns;
     _Atomic uint64_t calls;
-    uint64_t starts[4096];
+    _Atomic int in_flight, max_in_flight;
+    uint64_t starts[SLOW_MAX_CALLS], ends[SLOW_MAX_CALLS];
 };
 
 static ssize_t slow_pread(void *arg, int fd, void *buf, size_t len, uint64_t off)
@@ -38,11 +46,24 @@ static ssize_t slow_pread(void *arg, int fd, void *buf, size_t len, uint64_t off
     struct slow_target *t = arg;
     uint64_t now = tier_now_mono_ns();
     uint64_t k = atomic_fetch_add(&t->calls, 1);
-    if (k < sizeof(t->starts) / sizeof(t->starts[0]))
+    int in = atomic_fetch_add(&t->in_flight, 1) + 1;
+    for (int m = atomic_load(&t->max_in_flight); in > m;)
+        if (atomic_compare_exchange_weak(&t->max_in_flight, &m, in))
+            break;
+    if (k < SLOW_MAX_CALLS)
         t->starts[k] = now;
     tb_sleep_until(now + t->delay_ns);
     ssize_t n = pread(fd, buf, len, (off_t)off);
+    atomic_fetch_sub(&t->in_flight, 1);
+    if (k < SLOW_MAX_CALLS)
+        t->ends[k] = tier_now_mono_ns();
     return n < 0 ? -errno : n;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
 }
 
 /* A failing target: every second read returns -EIO, after a short delay. */
@@ -124,7 +145,11 @@ static struct tb_infer_cfg infer_cfg(double rate, unsigned threads)
                                  .drain_ns = 10 * TIER_NS_PER_SEC};
 }
 
-/* A slow target with enough workers: requests still start on the open-loop schedule. */
+/* A slow target with enough workers: requests still start on the open-loop schedule. Checked
+ * without wall-clock windows (a loaded machine wakes workers late): no request starts before its
+ * intended time (the k-th start in time order is at or after request k's intended time t0 + k x
+ * 5 ms: a closed loop or a burst runs ahead of it), the requests overlap (an engine waiting for
+ * each read would have one in flight and take 8 s), and the latency holds no queueing. */
 static void test_pacing_keeps_rate(void **state)
 {
     struct fixture *f = *state;
@@ -141,22 +166,26 @@ static void test_pacing_keeps_rate(void **state)
     assert_int_equal(f->res.ops, 200);
     assert_int_equal(f->res.dropped, 0);
     assert_int_equal(f->res.errors, 0);
-    assert_true(f->res.issued_in_window >= 195);
-    /* Starts are spread evenly over the second: each 100 ms holds ~20. */
-    unsigned bins[10] = {0};
-    for (uint64_t i = 0; i < t.calls; i++) {
-        uint64_t rel = t.starts[i] - t0;
-        if (rel < TIER_NS_PER_SEC)
-            bins[rel / (100 * TIER_NS_PER_MS)]++;
+    assert_int_equal(atomic_load(&t.calls), 200);
+    uint64_t sorted[200], in_window = 0;
+    memcpy(sorted, t.starts, sizeof(sorted));
+    qsort(sorted, 200, sizeof(sorted[0]), cmp_u64);
+    for (uint64_t k = 0; k < 200; k++) {
+        if (sorted[k] < t0 + k * 5 * TIER_NS_PER_MS)
+            fail_msg("start %llu came %.1f ms before request %llu's intended time",
+                     (unsigned long long)k, (double)(t0 + k * 5 * TIER_NS_PER_MS - sorted[k]) / 1e6,
+                     (unsigned long long)k);
+        in_window += sorted[k] < t0 + TIER_NS_PER_SEC;
     }
-    for (int b = 0; b < 10; b++)
-        if (bins[b] < 14 || bins[b] > 26)
-            fail_msg("100ms bin %d holds %u request starts, expected ~20", b, bins[b]);
-    /* Typical latency is the target's 40 ms, not more: nothing queued. (Only the median is
-     * checked: on a loaded CI machine a few wake-ups may come late.) */
+    assert_true(atomic_load(&t.max_in_flight) >= 2);
+    /* the engine's count of requests issued in the window: each is issued before the target
+     * sees it, and requests due in the first half cannot all be half a second late */
+    assert_true(f->res.issued_in_window >= in_window);
+    assert_true(f->res.issued_in_window >= 100);
+    /* Typical latency is the target's 40 ms, not the seconds a queue would add. */
     uint64_t p50 = tier_hist_percentile(f->res.lat, 50);
     assert_true(p50 >= 40 * TIER_NS_PER_MS);
-    assert_true(p50 < 60 * TIER_NS_PER_MS);
+    assert_true(p50 < 40 * TIER_NS_PER_MS + LOAD_SLACK_NS);
     assert_int_equal(atomic_load(&f->series.slots[TB_INFER][0].ops), 200);
 }
 
@@ -232,19 +261,23 @@ static void test_queueing_counted_in_latency(void **state)
     double mx = (double)tier_hist_max(f->res.lat) / 1e6;
     double mn = (double)tier_hist_min(f->res.lat) / 1e6;
     /* Requests are meant every 10 ms; the one worker serves them in order, 20 ms each at least
-     * (more on a loaded machine: the server's own pace, read off its call starts, decides).
-     * Latency counts from the intended start, so it holds the queueing: request 49 (the median)
-     * ends when request 50 starts, 490 ms after t0 was its due time; at least 20*50 - 490 =
-     * 510 ms. Without the queueing it would be ~20 ms. */
+     * (more on a loaded machine: the server's own pace, read off its call ends, decides).
+     * Latency counts from the intended start, so it holds the queueing: request i ends at
+     * 20 (i + 1) ms or later and was due at 10 i ms, so request 49 (the median) waited at least
+     * 510 ms, request 99 at least 1010 ms. Without the queueing it would be ~20 ms. The engine
+     * reads its clock after the target's: measured latencies are at least the target's (less
+     * the histogram's 5 % resolution), and more only by a late wake-up. */
     assert_int_equal(atomic_load(&t.calls), 100);
-    double end49 = (double)(t.starts[50] - t0) / 1e6, end98 = (double)(t.starts[99] - t0) / 1e6;
-    double exp50 = end49 - 490, expmax = end98 + 20 - 990; /* request 99: after 98, 20 ms+ */
-    if (p50 < 490 || p50 < exp50 * 0.95 - 20 || p50 > exp50 * 1.05 + 40)
+    double end49 = (double)(t.ends[49] - t0) / 1e6, end99 = (double)(t.ends[99] - t0) / 1e6;
+    double end0 = (double)(t.ends[0] - t0) / 1e6, slack = (double)LOAD_SLACK_NS / 1e6;
+    double exp50 = end49 - 490, expmax = end99 - 990;
+    if (p50 < 490 || p50 < exp50 * 0.95 || p50 > exp50 * 1.05 + slack)
         fail_msg("p50 %.1f ms, expected ~%.1f ms (request 49 ended %.1f ms after t0)", p50, exp50,
                  end49);
-    if (mx < 990 || mx < expmax * 0.95 - 20 || mx > expmax * 1.05 + 100)
+    if (mx < 990 || mx < expmax * 0.95 || mx > expmax * 1.05 + slack)
         fail_msg("max %.1f ms, expected ~%.1f ms", mx, expmax);
-    assert_true(mn >= 20 && mn < 40 + (end49 / 50 - 20));
+    if (mn < 20 || mn < end0 * 0.95 || mn > end0 * 1.05 + slack)
+        fail_msg("min %.1f ms, expected ~%.1f ms (request 0 ended then)", mn, end0);
     assert_true(f->res.late >= 90); /* nearly every request started after its intended time */
 }
 
@@ -264,7 +297,8 @@ static void test_drain_timeout_drops(void **state)
     assert_int_equal(
         tb_infer_run(&cfg, &f->ds, &io, 3, t0, 500 * TIER_NS_PER_MS, &f->res, &f->series), 0);
     assert_int_equal(f->res.scheduled, 50);
-    assert_true(f->res.ops >= 10 && f->res.ops <= 14); /* 600 ms / 50 ms */
+    /* at most 600 ms / 50 ms reads before the drain ends (fewer on a loaded machine) */
+    assert_true(f->res.ops >= 1 && f->res.ops <= 14);
     assert_int_equal(f->res.ops + f->res.dropped, 50);
     assert_int_equal(tier_hist_count(f->res.lat), 50);
     assert_true(tier_hist_max(f->res.lat) >= 100 * TIER_NS_PER_MS);
@@ -357,17 +391,27 @@ static void test_au_known_speed(void **state)
         predicted = 100.0;
     if (fabs(au - predicted) > 10.0)
         fail_msg("AU %.1f%%, predicted %.1f%% from %.1f reads/s", au, predicted, delivered);
-    if (au < 30.0 || au > 60.0)
+    /* never above the storage bound (reads take 10 ms or more); below it only by late reads */
+    if (au > 60.0)
         fail_msg("AU %.1f%%, expected ~50%% (storage-bound)", au);
-    if (sps < 50 || sps > 105)
-        fail_msg("%.1f samples/s, expected ~100", sps);
+    /* samples consumed are the samples read, less at most the prefetch queue (9 samples) */
+    if (sps > 105 || fabs(sps - delivered) > 6.0)
+        fail_msg("%.1f samples/s, expected ~100 and the %.1f reads/s delivered", sps, delivered);
     /* every sample consumed got its full compute time (the last batch may be cut at the end) */
     assert_true(f->res.compute_ns + 20 * TIER_NS_PER_MS >= f->res.ops * 5 * TIER_NS_PER_MS);
-    /* the per-second series carries the same split */
+    /* the per-second series carries the same split: its seconds add up to the totals */
+    uint64_t busy = 0, wait = 0;
+    for (int sec = 0; sec < 10; sec++) {
+        struct tb_slot *sl = &f->series.slots[TB_TRAIN][sec];
+        busy += sl->busy_ns;
+        wait += sl->wait_ns;
+        assert_true(sl->busy_ns + sl->wait_ns <= TIER_NS_PER_SEC + TIER_NS_PER_MS);
+    }
+    assert_int_equal(busy, f->res.compute_ns);
+    assert_int_equal(wait, f->res.wait_ns);
     struct tb_slot *s1 = &f->series.slots[TB_TRAIN][1];
-    double au1 = 100.0 * (double)s1->busy_ns / (double)(s1->busy_ns + s1->wait_ns);
-    assert_true(au1 > 35.0 && au1 < 65.0);
-    assert_true(s1->busy_ns + s1->wait_ns <= TIER_NS_PER_SEC + TIER_NS_PER_MS);
+    assert_true(s1->busy_ns > 0 &&
+                s1->wait_ns > 0); /* the second second both computed and waited */
 }
 
 /* A target failing half its reads must not stall the training pipeline: failed samples are

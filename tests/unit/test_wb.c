@@ -678,7 +678,7 @@ static void test_age_bound_and_deadline(void **state)
     write_file(f, "age/1", 1000, 95);
     /* The sealed file cannot upload: once it is older than 100 ms, new writers are held back. */
     WAIT_FOR(stats(f).deadline_warnings == 1, 5000);
-    WAIT_FOR(jr_query(f, "SELECT count(*) FROM files WHERE state='sealed'") == 1, 1000);
+    WAIT_FOR(jr_query(f, "SELECT count(*) FROM files WHERE state='sealed'") == 1, 10000);
     struct wb_file *fh = NULL;
     uint64_t t0 = tier_now_mono_ns();
     int rc;

@@ -9,7 +9,7 @@ add_executable(test_tierbench_cli ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_tierbenc
 target_link_libraries(test_tierbench_cli PRIVATE tier_testlib PkgConfig::JANSSON)
 add_dependencies(test_tierbench_cli tierbench)
 add_test(NAME test_tierbench_cli COMMAND test_tierbench_cli $<TARGET_FILE:tierbench>)
-set_tests_properties(test_tierbench_cli PROPERTIES TIMEOUT 120
+set_tests_properties(test_tierbench_cli PROPERTIES TIMEOUT 120 LABELS unit
   ENVIRONMENT "TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp;TIER_SRC=${PROJECT_SOURCE_DIR};TIER_BIN=${CMAKE_BINARY_DIR}")
 
 # bench/compare.sh end to end: two fresh targets, the smoke profile, one table of ratios. The
@@ -20,4 +20,4 @@ add_test(NAME tierbench_compare_sh
     --profile ${PROJECT_SOURCE_DIR}/bench/profiles/smoke.ini --regen
     --gen "--files 20 --size fixed:16K" --out ${CMAKE_BINARY_DIR}/testtmp/compare-out
     a=${CMAKE_BINARY_DIR}/testtmp/compare-a b=${CMAKE_BINARY_DIR}/testtmp/compare-b)
-set_tests_properties(tierbench_compare_sh PROPERTIES TIMEOUT 120)
+set_tests_properties(tierbench_compare_sh PROPERTIES TIMEOUT 120 LABELS unit)
