@@ -306,15 +306,14 @@ static bool slurm_job_at(const char *p, size_t len, size_t off, bool no_uid, cha
 {
     const char *d = NULL;
     size_t nd = 0;
-    *has_uid = false;
+    bool with_uid = false;
+    uint64_t u = 0;
     if (seg_number(p, len, &off, "uid_", 10, &d, &nd)) {
-        uint64_t u = 0;
         for (size_t k = 0; k < nd; k++)
             u = u * 10 + (uint64_t)(d[k] - '0');
         if (u > 4294967294ULL)
             return false;
-        *has_uid = true;
-        *uid = (uid_t)u;
+        with_uid = true;
     } else if (!no_uid) {
         return false;
     }
@@ -322,6 +321,8 @@ static bool slurm_job_at(const char *p, size_t len, size_t off, bool no_uid, cha
         return false;
     memcpy(id, d, nd);
     id[nd] = '\0';
+    *has_uid = with_uid;
+    *uid = (uid_t)u;
     return true;
 }
 

@@ -151,6 +151,10 @@ static void test_cgroup_slurm(void **state)
     assert_string_equal(o.id, "8");
     o = parse_root("0::/slurm_n10/job_8\n", 20, "/slurm_n1"); /* by segment */
     assert_int_equal(o.origin, TENANT_ORIGIN_NONE);
+    /* uid_<u> without a job below it: no job, and no uid left behind for the unit it names */
+    o = parse_str("0::/slurm/uid_5/notjob/x.service\n");
+    assert_int_equal(o.origin, TENANT_ORIGIN_SYSTEMD);
+    assert_false(o.has_job_uid);
     /* a uid beyond 4294967294 is no uid, so no job */
     o = parse_str("0::/slurm/uid_4294967295/job_1\n");
     assert_int_equal(o.origin, TENANT_ORIGIN_NONE);
