@@ -5,8 +5,9 @@
  *
  * A tenant is a name with a small id (struct tier_ioctx.tenant) and a default class. Ids are
  * assigned once and never reused while tierd runs, so telemetry can index arrays by id and a name
- * pointer stays valid for the registry's lifetime. Ids 0 and 1 are always "default" (requests no
- * rule matched) and "other" (tenants beyond max_tenants fold here); see common/ioctx.h.
+ * pointer stays valid for the registry's lifetime. Ids 0 and 1 are always "default" (root's,
+ * pid 0's, and with fallback_default every caller nothing names) and "other" (callers refused a
+ * new implicit tenant fold here); see common/ioctx.h.
  *
  * Tenants come from the config ([tenant NAME] sections: match rules + default class), from
  * POST /v1/tenants and POST /v1/jobs (a scheduler registering a job at its start), and
@@ -195,7 +196,8 @@ int tenant_find(struct tenant_reg *r, const char *name, uint32_t *id);
 
 /* The tenant and its default class of a FUSE caller (pid, uid, gid as fuse_req_ctx() gives
  * them: pid is the calling thread's id, whose /proc/<pid> files the kernel serves like a
- * process's). Never fails: unknown callers are TIER_TENANT_DEFAULT with class training. */
+ * process's). Never fails: a caller nothing names is its uid's tenant, or TIER_TENANT_DEFAULT
+ * (uid 0, pid 0, fallback_default), or TIER_TENANT_OTHER when it may not have a new one. */
 struct tier_ioctx tenant_resolve(struct tenant_reg *r, pid_t pid, uid_t uid, gid_t gid);
 
 /* The name of id ("default", "other", ...), valid for the registry's lifetime; "other" for an id
