@@ -495,6 +495,11 @@ local function job_body(spec, job_id, cache_bytes)
     if spec.bw then
         b.bandwidth = spec.bw
     end
+    if spec.uid then
+        -- the job's owner: tierd then believes SLURM_JOB_ID in this uid's processes only
+        b.uid = spec.uid
+        b.slurm_job = tostring(job_id)
+    end
     return b
 end
 
@@ -551,7 +556,7 @@ local function register_tenant(t, spec, job_id)
         return true -- slurm-JOBID: POST /v1/jobs registers it, and tierd resolves the job to it
     end
     local code, obj, text = request(t, "POST", "/v1/tenants", {
-        name = spec.tenant, class = spec.class, slurm_job = tostring(job_id) })
+        name = spec.tenant, class = spec.class, slurm_job = tostring(job_id), uid = spec.uid })
     if code == 200 or code == 201 then
         return true
     elseif code == 507 then
@@ -860,6 +865,7 @@ function slurm_bb_setup(job_id, uid, gid, pool, bb_size, job_script)
             return E, terr
         end
         reconcile(t, job_id) -- a lost teardown's reservation must not queue this job
+        spec.uid = tonumber(uid) -- the job's user, as Slurm gives it (sent with the requests)
         local j, err = submit(t, spec, job_id, job_bytes(spec, bb_size))
         if not j then
             return E, err

@@ -25,7 +25,7 @@ enum tier_io_class {
 };
 
 /* Tenant ids fixed by every registry. */
-#define TIER_TENANT_DEFAULT 0u /* "default": requests no [tenant] section matched */
+#define TIER_TENANT_DEFAULT 0u /* "default": root, pid 0 (all with fallback = default) */
 #define TIER_TENANT_OTHER 1u   /* "other": tenants beyond the registry's cap fold here */
 
 struct tier_ioctx {

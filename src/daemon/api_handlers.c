@@ -1646,12 +1646,15 @@ static unsigned do_tenants_get(struct tierd *d, struct api_reply *out)
     }
     struct tenant_stats st;
     tenant_stats_get(r, &st);
-    return reply_json(out, 200,
-                      json_pack("{s:o, s:I, s:{s:I, s:I, s:I, s:I}, s:I}", "tenants", arr,
-                                "max_tenants", (json_int_t)tenant_max(r), "pid_cache", "entries",
-                                (json_int_t)st.cache_entries, "hits", (json_int_t)st.cache_hits,
-                                "misses", (json_int_t)st.cache_misses, "evictions",
-                                (json_int_t)st.cache_evictions, "folded", (json_int_t)st.folded));
+    return reply_json(
+        out, 200,
+        json_pack("{s:o, s:I, s:{s:I, s:I, s:I, s:I}, s:I, s:{s:I, s:I, s:I, s:I}}", "tenants", arr,
+                  "max_tenants", (json_int_t)tenant_max(r), "pid_cache", "entries",
+                  (json_int_t)st.cache_entries, "hits", (json_int_t)st.cache_hits, "misses",
+                  (json_int_t)st.cache_misses, "evictions", (json_int_t)st.cache_evictions,
+                  "folded", (json_int_t)st.folded, "trust", "job_owners", (json_int_t)st.job_owners,
+                  "env_ignored", (json_int_t)st.env_ignored, "uid_mismatch",
+                  (json_int_t)st.uid_mismatch, "rate_folded", (json_int_t)st.rate_folded));
 }
 
 #define TENANT_POST_FIELDS "name, class, slurm_job, uid, gid, cgroup"
@@ -1753,6 +1756,10 @@ static unsigned do_tenants_post(struct tierd *d, const struct api_request *rq,
     bool created = false;
     tier_err_clear();
     int rc = tenant_register(d->tenants, name, has_cls ? &cls : NULL, &rule, &id, &created);
+    /* a scheduler naming a job's uid tells who owns the job: its SLURM_JOB_ID is then believed
+     * for that uid (tenant/tenant.h) */
+    if (rc == 0 && rule.slurm_job && rule.has_uid)
+        rc = tenant_job_owner_set(d->tenants, rule.slurm_job, rule.uid);
     if (rc)
         ret = reply_error(out, rc, "cannot register tenant '%s': %s", name,
                           *tier_err_msg() ? tier_err_msg() : strerror(-rc));
@@ -1959,7 +1966,8 @@ static unsigned do_datasets_get(struct tierd *d, const struct api_request *rq,
 
 /* ---- job admission (/v1/jobs) ------------------------------------------------------------ */
 
-#define JOBS_POST_FIELDS "job, tenant, stage, cache_bytes, bandwidth, class, stage_out, dry_run"
+#define JOBS_POST_FIELDS                                                                           \
+    "job, tenant, stage, cache_bytes, bandwidth, class, stage_out, dry_run, uid, slurm_job"
 
 static json_t *jstr_array(char *const *v, size_t n)
 {
@@ -2094,8 +2102,9 @@ static unsigned do_jobs_post(struct tierd *d, const struct api_request *rq, stru
     const char *stage_out[JOBS_PATHS_MAX];
     size_t nstage = 0, nprefix = 0, nout = 0;
     char msg[256], idbuf[32];
-    static const char *const fields[] = {"job",       "tenant", "stage",     "cache_bytes",
-                                         "bandwidth", "class",  "stage_out", "dry_run"};
+    static const char *const fields[] = {"job",       "tenant",   "stage",     "cache_bytes",
+                                         "bandwidth", "class",    "stage_out", "dry_run",
+                                         "uid",       "slurm_job"};
     const char *bad = unknown_field(j, fields, sizeof(fields) / sizeof(fields[0]));
     if (bad) {
         ret =
@@ -2121,6 +2130,39 @@ static unsigned do_jobs_post(struct tierd *d, const struct api_request *rq, stru
             "'_', '-', the first a letter or digit (expected {\"job\": 1234, \"tenant\": \"NAME\", "
             "\"cache_bytes\": \"40G\", ...}; see docs/API.md)",
             JOBS_ID_MAX - 1);
+        goto out;
+    }
+    /* "uid": the uid the job runs as, for the Slurm job "slurm_job" (default: the job id when it
+     * is a number) */
+    bool has_uid = false;
+    uint32_t job_uid = 0;
+    char sjbuf[32];
+    const char *sjob = NULL;
+    if (id_field(j, "uid", &has_uid, &job_uid)) {
+        ret = reply_error(out, -EINVAL,
+                          "uid must be a number from 0 to 4294967294 (the uid the "
+                          "job runs as)");
+        goto out;
+    }
+    json_t *sjj = json_object_get(j, "slurm_job");
+    if (json_is_integer(sjj) && json_integer_value(sjj) >= 0) {
+        snprintf(sjbuf, sizeof(sjbuf), "%lld", (long long)json_integer_value(sjj));
+        sjob = sjbuf;
+    } else if (json_is_string(sjj)) {
+        sjob = json_string_value(sjj);
+    }
+    if (sjj && !json_is_null(sjj) && (!sjob || !tenant_job_valid(sjob))) {
+        ret = reply_error(out, -EINVAL,
+                          "slurm_job must be a Slurm job id (its number, 1 to 20 digits, as a "
+                          "string or an integer)");
+        goto out;
+    }
+    if (!sjob && tenant_job_valid(id))
+        sjob = id;
+    if (has_uid && !sjob) {
+        ret = reply_error(out, -EINVAL,
+                          "uid needs the Slurm job it is the owner of: a job id that is a number, "
+                          "or \"slurm_job\": N");
         goto out;
     }
     const char *tname = json_string_value(json_object_get(j, "tenant"));
@@ -2302,6 +2344,9 @@ static unsigned do_jobs_post(struct tierd *d, const struct api_request *rq, stru
         ret = reply_error_status(out, 409, -EEXIST, "%s", ji.reason);
     else
         ret = reply_job(out, &ji);
+    /* admitted or queued: the job's processes are its uid's */
+    if (rc == 0 && has_uid && (v == JOBS_ADMIT || v == JOBS_QUEUE))
+        (void)tenant_job_owner_set(d->tenants, sjob, (uid_t)job_uid);
     if (rc == 0)
         jobs_info_fini(&ji);
 out:
@@ -2344,6 +2389,10 @@ static unsigned do_jobs_one(struct tierd *d, const struct api_request *rq, struc
     bool del = strcmp(rq->method, "DELETE") == 0;
     struct jobs_info ji;
     int rc = del ? jobs_release(d->jobs, id, &ji) : jobs_get(d->jobs, id, &ji);
+    /* a released Slurm job (its id a number) no longer names a tenant by its SLURM_JOB_ID; a
+     * prefixed id's entry ages out of the bounded job-owner table */
+    if (del && rc == 0 && d->tenants)
+        tenant_job_owner_drop(d->tenants, id);
     if (rc == -ENOENT)
         return reply_error(out, rc, "no job '%.80s' (GET /v1/jobs lists them)", id);
     if (rc)

@@ -108,10 +108,11 @@ struct parser {
     int ns_backend_line[TIERD_MAX_NAMESPACES];
     int ns_durability_line[TIERD_MAX_NAMESPACES]; /* 0: not set */
     int tcp_line;
-    int api_line[24];     /* line of each [api] key (index in api_keys), 0: not set */
-    int wb_line;          /* the [writeback] section's line, 0: none */
-    int max_tenants_line; /* [tenants] max_tenants, 0: not set */
-    int cache_quota_line; /* [tenants] cache_quota, 0: not set */
+    int api_line[24];      /* line of each [api] key (index in api_keys), 0: not set */
+    int wb_line;           /* the [writeback] section's line, 0: none */
+    int max_tenants_line;  /* [tenants] max_tenants, 0: not set */
+    int reserved_ids_line; /* [tenants] reserved_ids, 0: not set */
+    int cache_quota_line;  /* [tenants] cache_quota, 0: not set */
     bool set_request_timeout[TIERD_MAX_BACKENDS];
     bool set_connect_timeout[TIERD_MAX_BACKENDS];
     bool set_pin_size;
@@ -360,6 +361,7 @@ enum vkind {
     V_CGPREFIX, /* char *, a cgroup path prefix */
     V_RATE,     /* uint64_t bytes/s: SIZE/s, or none (TIERD_RATE_NONE) */
     V_QUOTA,    /* uint64_t bytes > 0, or none (CACHE_QUOTA_NONE) */
+    V_FALLBACK, /* bool: [tenants] fallback = default (true) or uid (false) */
 };
 
 enum { BT_ANY = 0, BT_POSIX = 1, BT_S3 = 2 };
@@ -510,6 +512,10 @@ static const struct keydef tenants_keys[] = {
     {"max_tenants", V_U64, CFG(max_tenants), 2, TENANT_MAX_TENANTS_LIMIT, false, 0},
     {"pid_cache", V_U64, CFG(tenant_pid_cache), 1, TENANT_PID_CACHE_LIMIT, false, 0},
     {"cache_quota", V_QUOTA, CFG(cache.default_quota), 0, 0, false, 0},
+    {"fallback", V_FALLBACK, CFG(tenant_fallback_default), 0, 0, false, 0},
+    {"reserved_ids", V_U64, CFG(tenant_reserved_ids), 0, TENANT_MAX_TENANTS_LIMIT, false, 0},
+    {"implicit_per_minute", V_U64, CFG(tenant_implicit_per_minute), 1, 1000000, false, 0},
+    {"slurm_cgroup_root", V_CGPREFIX, CFG(tenant_slurm_cgroup_root), 0, 0, false, 0},
     {NULL, 0, 0, 0, 0, false, 0},
 };
 
@@ -802,6 +808,16 @@ static int set_value(struct parser *p, const struct keydef *k, void *base, const
         }
         *(uint64_t *)(void *)field = u;
         return 0;
+    case V_FALLBACK:
+        if (strcmp(val, "uid") != 0 && strcmp(val, "default") != 0) {
+            fail(p, line,
+                 "[%s] %s = '%s' is not allowed (allowed: uid, a tenant uid-<n> per user, or "
+                 "default, one tenant for every caller no rule, job or pod names)",
+                 sect, k->name, val);
+            return -EINVAL;
+        }
+        *(bool *)(void *)field = strcmp(val, "default") == 0;
+        return 0;
     case V_QUOTA:
         if (strcmp(val, "none") == 0) {
             u = CACHE_QUOTA_NONE;
@@ -822,9 +838,20 @@ static int set_value(struct parser *p, const struct keydef *k, void *base, const
                       "SLURM_JOB_ID)";
         if (k->kind == V_CGPREFIX && (problem = tenant_cgroup_prefix_problem(val)) != NULL) {
             fail(p, line,
-                 "[%s] cgroup = '%s' %s (allowed: a cgroup path prefix as in "
+                 "[%s] %s = '%s' %s (allowed: a cgroup path prefix as in "
                  "/proc/PID/cgroup, like /system.slice/inference.service)",
-                 sect, val, problem);
+                 sect, k->name, val, problem);
+            return -EINVAL;
+        }
+        /* a Slurm root must be one only root can create cgroups in: systemd delegates each
+         * user@UID.service subtree of /user.slice to its user */
+        if (k->kind == V_CGPREFIX && strcmp(k->name, "slurm_cgroup_root") == 0 &&
+            (strcmp(val, "/") == 0 || strncmp(val, "/user.slice", 11) == 0)) {
+            fail(p, line,
+                 "[%s] %s = '%s' is not allowed: users create cgroups there (systemd delegates "
+                 "/user.slice/.../user@UID.service to each user), so any user could name any "
+                 "job; give the root slurmd creates job cgroups in, like /slurm_node1",
+                 sect, k->name, val);
             return -EINVAL;
         }
         if (problem) {
@@ -1252,6 +1279,8 @@ static void apply_pairs(struct parser *p)
             c->entry_ttl_set = true;
         if (sec->kind == SEC_TENANTS && strcmp(kv->key, "max_tenants") == 0)
             p->max_tenants_line = kv->line;
+        if (sec->kind == SEC_TENANTS && strcmp(kv->key, "reserved_ids") == 0)
+            p->reserved_ids_line = kv->line;
         if (sec->kind == SEC_TENANTS && strcmp(kv->key, "cache_quota") == 0)
             p->cache_quota_line = kv->line;
         if (sec->kind == SEC_TENANT && strcmp(kv->key, "cache_quota") == 0)
@@ -1507,10 +1536,18 @@ static void check_upload_buffers(struct parser *p)
              (unsigned long long)(WB_UPLOAD_BUFFERS_MAX >> 30));
 }
 
-/* The configured tenants and the two built-in ones must fit max_tenants. */
+/* The configured tenants and the two built-in ones must fit max_tenants; reserved_ids (default
+ * a quarter of max_tenants) must leave the two built-in ones. */
 static void check_tenants(struct parser *p)
 {
-    const struct tierd_config *c = p->cfg;
+    struct tierd_config *c = p->cfg;
+    if (c->tenant_reserved_ids == TIERD_RESERVED_IDS_UNSET)
+        c->tenant_reserved_ids = c->max_tenants / 4;
+    else if (c->tenant_reserved_ids > c->max_tenants - 2)
+        fail(p, p->reserved_ids_line,
+             "[tenants] reserved_ids = %llu is more than max_tenants - 2 = %llu (the ids implicit "
+             "tenants may not take; default and other hold two): lower it or raise max_tenants",
+             (unsigned long long)c->tenant_reserved_ids, (unsigned long long)c->max_tenants - 2);
     if (c->ntenants + 2 <= c->max_tenants)
         return;
     const struct tierd_tenant_conf *t = &c->tenants[c->max_tenants - 2];
@@ -1760,6 +1797,8 @@ static void apply_defaults(struct tierd_config *c)
     c->disk_op_cost = 4 * KIB;
     c->max_tenants = TENANT_MAX_TENANTS_DEFAULT;
     c->tenant_pid_cache = TENANT_PID_CACHE_DEFAULT;
+    c->tenant_reserved_ids = TIERD_RESERVED_IDS_UNSET;
+    c->tenant_implicit_per_minute = TIERD_IMPLICIT_PER_MINUTE_DEFAULT;
     for (size_t t = 0; t < TIERD_MAX_TENANT_CONFS; t++) {
         c->tenants[t].cls = TIER_IO_TRAINING;
         c->tenants[t].uid = c->tenants[t].gid = -1;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tenants.c - the daemon's tenant registry built from the config: [tenants] gives its bounds,
+ * tenants.c - the daemon's tenant registry built from the config: [tenants] gives its bounds
+ * and trust settings (reserved_ids, implicit_per_minute, fallback, slurm_cgroup_root),
  * each [tenant NAME] section (config.c) one tenant with its default class and, when the section
  * has match keys, one rule, added in file order (rules match in that order, tenant/tenant.h).
  * Called by main() at start-up and by the API test fixture; single-threaded.
@@ -19,6 +20,12 @@ int tierd_tenants_open(const struct tierd_config *cfg, struct tenant_reg **out)
         .max_tenants = (unsigned)cfg->max_tenants,
         .pid_cache_max = (unsigned)cfg->tenant_pid_cache,
         .proc_root = "/proc",
+        .reserved_ids = cfg->tenant_reserved_ids == TIERD_RESERVED_IDS_UNSET
+                            ? (unsigned)(cfg->max_tenants / 4)
+                            : (unsigned)cfg->tenant_reserved_ids,
+        .implicit_per_minute = (unsigned)cfg->tenant_implicit_per_minute,
+        .fallback_default = cfg->tenant_fallback_default,
+        .slurm_cgroup_root = cfg->tenant_slurm_cgroup_root,
     };
     struct tenant_reg *r = NULL;
     int rc = tenant_reg_new(&rc_cfg, &r);

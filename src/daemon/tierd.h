@@ -21,8 +21,10 @@
 #define TIERD_MAX_BACKENDS 16
 #define TIERD_MAX_NAMESPACES 32
 #define TIERD_MAX_TENANT_CONFS 128 /* [tenant NAME] sections */
-#define TIERD_MAX_POLICIES 64      /* [policy NAME] sections */
-#define TIERD_POLICY_MAX_KEYS 16   /* keys of one [policy NAME] section */
+#define TIERD_RESERVED_IDS_UNSET UINT64_MAX
+#define TIERD_IMPLICIT_PER_MINUTE_DEFAULT 4
+#define TIERD_MAX_POLICIES 64    /* [policy NAME] sections */
+#define TIERD_POLICY_MAX_KEYS 16 /* keys of one [policy NAME] section */
 
 enum tierd_ns_mode {
     TIERD_NS_READ_CACHE = 0, /* read-only, cached; mutations return EROFS */
@@ -188,6 +190,12 @@ struct tierd_config {
     /* [tenants] */
     uint64_t max_tenants;      /* tenant ids, default and other included; default 64 */
     uint64_t tenant_pid_cache; /* pids whose tenant is remembered; default 4096 */
+    /* ids implicit tenants may not take; default (TIERD_RESERVED_IDS_UNSET until the check) a
+     * quarter of max_tenants */
+    uint64_t tenant_reserved_ids;
+    uint64_t tenant_implicit_per_minute; /* job/pod tenants one uid creates a minute; default 4 */
+    bool tenant_fallback_default;        /* fallback = default: no uid-<n> tenants */
+    char *tenant_slurm_cgroup_root;      /* NULL: only the built-in Slurm cgroup roots */
     /* [class NAME]: each class's QoS defaults; [daemon] qos_op_cost */
     struct tierd_qos_conf classes[TIER_IO_NCLASSES];
     int class_line[TIER_IO_NCLASSES]; /* the section's line, 0: none */

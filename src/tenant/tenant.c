@@ -53,10 +53,29 @@
  *   by pidfd -> free (epoll could not tell)         probe_locked() -> cache_drop()
  *   any -> gone                                     tenant_reg_free() -> shards_fini()
  *
- * Resolution (decide()): the facts (a Slurm job from the cgroup, else from SLURM_JOB_ID; a pod;
- * the cgroup path) and the caller's uid and gid go through the rules in order; the first match
- * wins. Else a job becomes "slurm-<job>", a pod "k8s-<pod>" (found, or created while fewer than
- * max_tenants ids exist, else "other"). Else "default".
+ * Resolution (decide_locked()): the facts (a Slurm job from the cgroup, else from SLURM_JOB_ID;
+ * a pod; the cgroup path) are vetted first (vet_locked): a job from SLURM_JOB_ID counts only when
+ * the job-owner table maps it to the caller's uid, a ".../uid_<u>/job_<id>" cgroup only when <u>
+ * is the caller's uid (each refusal logged once per (uid, job): a ring of NOTED_MAX pairs); a
+ * trusted job cgroup seen with a uid other than 0 records that uid as the job's owner unless
+ * the scheduler named one. Then the facts and the caller's uid and gid go through the rules in
+ * order; the first match wins. Else a job becomes "slurm-<job>", a pod "k8s-<pod>", anyone else
+ * (pid known, uid not 0, no fallback_default) "uid-<uid>": found, or created while fewer than
+ * implicit_max (max_tenants - reserved_ids) ids exist and, for a job or pod, within the uid's
+ * implicit_per_minute (a fixed one-minute window per uid, RATE_UIDS uids kept in a ring); else
+ * "other". Else "default".
+ *
+ * Trust. The uid and gid are the kernel's. A cgroup path is trusted only where users cannot
+ * create cgroups: slurmstepd.scope and /slurm are created by slurmd as root, /kubepods by the
+ * kubelet, a configured root by the administrator; /user.slice/.../user@<uid>.service is
+ * delegated to its user by systemd, so no pattern looks there (tenant.h). The environment is
+ * the process's own, so it only selects among jobs the caller's uid is known to run.
+ *
+ * The job-owner table: TENANT_JOB_OWNERS_MAX entries in a ring with chains by job id (like a
+ * pid-cache shard), under r->lock; a change bumps r->gen so cached answers are recomputed.
+ * Implicit tenants are never reclaimed: telemetry, QoS and quota arrays are indexed by tenant id
+ * and ids are never reused (docs/ARCHITECTURE.md "Tenants" says why that is left); the reserve
+ * and the rate bound what one user can take.
  */
 #include "tenant/tenant.h"
 
@@ -72,9 +91,11 @@
 #include <sys/epoll.h>
 #include <sys/pidfd.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/log.h"
 #include "common/strutil.h"
 
 /* Biggest /proc/<pid>/cgroup read; a larger file (not seen on any kernel) names nothing. */
@@ -114,6 +135,32 @@ struct centry {
     int32_t next; /* chain of the bucket, -1: end */
 };
 
+/* A job-owner table entry: Slurm job -> the uid it runs as. */
+struct owner {
+    char job[JOB_ID_MAX + 1]; /* "": free */
+    uid_t uid;
+    int32_t next; /* chain of the bucket, -1: end */
+};
+
+/* A (uid, job) already logged (ignored SLURM_JOB_ID, or a uid_<u> cgroup not the caller's). */
+struct noted {
+    uid_t uid;
+    uint8_t kind; /* 0: free; NOTE_ENV, NOTE_UID */
+    char job[JOB_ID_MAX + 1];
+};
+#define NOTED_MAX 256
+
+/* How many job or pod tenants one uid created in its current minute. */
+struct rate {
+    bool used;
+    bool logged; /* the refusal of this window was logged */
+    uid_t uid;
+    uint64_t window_s; /* when the window began */
+    uint32_t n;
+};
+#define RATE_UIDS 256
+#define RATE_WINDOW_S 60
+
 /* One shard of the pid cache: the pids equal to its index modulo the shard count. All fields
  * under lock. Aligned so two shards' locks never share a cache line. */
 struct shard {
@@ -137,6 +184,20 @@ struct tenant_reg {
     size_t nrules, caprules;
     _Atomic uint64_t gen; /* written under lock (release), read without it; rules added */
     uint64_t folded;      /* lock */
+    /* trust (all under lock but the immutable settings) */
+    uint32_t implicit_max;   /* immutable: ids implicit tenants may fill up to */
+    uint32_t per_minute;     /* immutable; 0: no cap */
+    bool fallback_default;   /* immutable */
+    char *slurm_root;        /* immutable; NULL: none */
+    uint64_t (*now_s)(void); /* immutable */
+    struct owner *own;       /* TENANT_JOB_OWNERS_MAX entries, filled as a ring */
+    int32_t *own_bucket;     /* TENANT_JOB_OWNERS_MAX chains by job */
+    uint32_t own_next, own_used;
+    struct noted noted[NOTED_MAX]; /* a ring */
+    uint32_t noted_next;
+    struct rate rate[RATE_UIDS]; /* a ring */
+    uint32_t rate_next;
+    uint64_t rate_folded, env_ignored, uid_mismatch;
     /* the pid cache */
     struct shard *sh; /* nshards, immutable pointer */
     uint32_t nshards; /* a power of two */
@@ -187,16 +248,6 @@ const char *tenant_cgroup_prefix_problem(const char *prefix)
 
 /* ---- parsing: /proc/<pid>/cgroup -------------------------------------------------------- */
 
-/* Does seg (n bytes) contain word? */
-static bool seg_has(const char *seg, size_t n, const char *word)
-{
-    size_t wl = strlen(word);
-    for (size_t i = 0; i + wl <= n; i++)
-        if (memcmp(seg + i, word, wl) == 0)
-            return true;
-    return false;
-}
-
 static bool is_pod_char(char c)
 {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == '-' ||
@@ -223,10 +274,119 @@ static bool seg_pod(const char *seg, size_t n, char *id)
     return false;
 }
 
-/* What one cgroup path names: 2 for a Slurm job or pod, 1 for a systemd unit, 0 for nothing. */
-static int classify_path(const char *p, size_t len, enum tenant_origin *origin, char *id)
+/* Does p (len bytes) start with the path prefix pre (plen bytes), whole segments? */
+static bool path_under(const char *p, size_t len, const char *pre, size_t plen)
 {
-    bool slurm_seen = false, kube_seen = false;
+    return len >= plen && memcmp(p, pre, plen) == 0 && (len == plen || p[plen] == '/');
+}
+
+/* The segment "<word><digits>" at p + *off (which is at a '/'), the digits at most maxd: their
+ * start and count, *off moved past it. */
+static bool seg_number(const char *p, size_t len, size_t *off, const char *word, size_t maxd,
+                       const char **digits, size_t *nd)
+{
+    size_t wl = strlen(word), i = *off;
+    if (i >= len || p[i] != '/' || len - i - 1 < wl || memcmp(p + i + 1, word, wl) != 0)
+        return false;
+    size_t b = i + 1 + wl, e = b;
+    while (e < len && p[e] != '/')
+        e++;
+    if (e == b || e - b > maxd || !tier_all_digits(p + b, e - b))
+        return false;
+    *digits = p + b;
+    *nd = e - b;
+    *off = e;
+    return true;
+}
+
+/* After a Slurm root (p + off at its end): "/job_N" (no_uid allowed) or "/uid_U/job_N" (U the
+ * owner's uid, up to 4294967294), followed by the end or '/'. */
+static bool slurm_job_at(const char *p, size_t len, size_t off, bool no_uid, char *id,
+                         bool *has_uid, uid_t *uid)
+{
+    const char *d = NULL;
+    size_t nd = 0;
+    bool with_uid = false;
+    uint64_t u = 0;
+    if (seg_number(p, len, &off, "uid_", 10, &d, &nd)) {
+        for (size_t k = 0; k < nd; k++)
+            u = u * 10 + (uint64_t)(d[k] - '0');
+        if (u > 4294967294ULL)
+            return false;
+        with_uid = true;
+    } else if (!no_uid) {
+        return false;
+    }
+    if (!seg_number(p, len, &off, "job_", JOB_ID_MAX, &d, &nd))
+        return false;
+    memcpy(id, d, nd);
+    id[nd] = '\0';
+    *has_uid = with_uid;
+    *uid = (uid_t)u;
+    return true;
+}
+
+#define STEPD_ROOT "/system.slice/slurmstepd.scope"
+#define SLURM_V1_ROOT "/slurm"
+
+/* Is p a Slurm job's cgroup, where slurmd (root) puts jobs and no user can create one? */
+static bool slurm_path(const char *p, size_t len, const char *root, char *id, bool *has_uid,
+                       uid_t *uid)
+{
+    size_t off = sizeof(STEPD_ROOT) - 1, vl = sizeof(SLURM_V1_ROOT) - 1;
+    const char *d = NULL;
+    size_t nd = 0;
+    *has_uid = false;
+    if (path_under(p, len, STEPD_ROOT, off) &&
+        seg_number(p, len, &off, "job_", JOB_ID_MAX, &d, &nd)) {
+        memcpy(id, d, nd);
+        id[nd] = '\0';
+        return true;
+    }
+    if (path_under(p, len, SLURM_V1_ROOT, vl) && slurm_job_at(p, len, vl, false, id, has_uid, uid))
+        return true;
+    if (root) {
+        size_t rl = strlen(root);
+        while (rl > 0 && root[rl - 1] == '/')
+            rl--; /* "/" becomes "": every path is under it */
+        if (path_under(p, len, root, rl) && slurm_job_at(p, len, rl, true, id, has_uid, uid))
+            return true;
+    }
+    return false;
+}
+
+/* Is p a Kubernetes pod's cgroup: under /kubepods (cgroupfs driver) or /kubepods.slice
+ * (systemd driver) at the top, where only the kubelet creates cgroups? The first pod segment
+ * below names it (a container may create cgroups inside its own pod, never above it). */
+static bool pod_path(const char *p, size_t len, char *id)
+{
+    if (!path_under(p, len, "/kubepods", 9) && !path_under(p, len, "/kubepods.slice", 15))
+        return false;
+    for (size_t i = 1; i < len;) {
+        while (i < len && p[i] == '/')
+            i++;
+        size_t b = i;
+        while (i < len && p[i] != '/')
+            i++;
+        if (i > b && seg_pod(p + b, i - b, id))
+            return true;
+    }
+    return false;
+}
+
+/* What one cgroup path names: 2 for a Slurm job or pod, 1 for a systemd unit, 0 for nothing. */
+static int classify_path(const char *p, size_t len, const char *root, enum tenant_origin *origin,
+                         char *id, bool *has_uid, uid_t *uid)
+{
+    *has_uid = false;
+    if (slurm_path(p, len, root, id, has_uid, uid)) {
+        *origin = TENANT_ORIGIN_SLURM;
+        return 2;
+    }
+    if (pod_path(p, len, id)) {
+        *origin = TENANT_ORIGIN_K8S;
+        return 2;
+    }
     const char *unit = NULL;
     size_t unit_len = 0;
     for (size_t i = 0; i < len;) {
@@ -237,23 +397,6 @@ static int classify_path(const char *p, size_t len, enum tenant_origin *origin, 
             i++;
         const char *seg = p + b;
         size_t n = i - b;
-        if (n == 0)
-            continue;
-        if (slurm_seen && n > 4 && memcmp(seg, "job_", 4) == 0 && n - 4 <= JOB_ID_MAX &&
-            tier_all_digits(seg + 4, n - 4)) {
-            memcpy(id, seg + 4, n - 4);
-            id[n - 4] = '\0';
-            *origin = TENANT_ORIGIN_SLURM;
-            return 2;
-        }
-        if (seg_has(seg, n, "kubepods"))
-            kube_seen = true;
-        if (kube_seen && seg_pod(seg, n, id)) {
-            *origin = TENANT_ORIGIN_K8S;
-            return 2;
-        }
-        if (seg_has(seg, n, "slurm"))
-            slurm_seen = true;
         bool service = n > 8 && memcmp(seg + n - 8, ".service", 8) == 0;
         bool scope = n > 6 && memcmp(seg + n - 6, ".scope", 6) == 0;
         if (service || scope) {
@@ -285,7 +428,8 @@ static void keep_path(struct tenant_origin_id *out, const char *p, size_t n)
     out->cgroup[n] = '\0';
 }
 
-int tenant_parse_cgroup(const char *text, size_t len, struct tenant_origin_id *out)
+int tenant_parse_cgroup(const char *text, size_t len, const char *slurm_root,
+                        struct tenant_origin_id *out)
 {
     if (!out || (!text && len))
         return -EINVAL;
@@ -298,6 +442,8 @@ int tenant_parse_cgroup(const char *text, size_t len, struct tenant_origin_id *o
     int best = 0;
     enum tenant_origin origin = TENANT_ORIGIN_NONE;
     char id[TENANT_NAME_MAX] = "";
+    bool has_uid = false;
+    uid_t job_uid = 0;
     for (size_t pos = 0; pos < len;) {
         const char *line = text + pos;
         const char *eol = memchr(line, '\n', len - pos);
@@ -342,10 +488,14 @@ int tenant_parse_cgroup(const char *text, size_t len, struct tenant_origin_id *o
         }
         enum tenant_origin o = TENANT_ORIGIN_NONE;
         char lid[TENANT_NAME_MAX];
-        int rank = classify_path(path, pl, &o, lid);
+        bool lhas = false;
+        uid_t luid = 0;
+        int rank = classify_path(path, pl, slurm_root, &o, lid, &lhas, &luid);
         if (rank > best) {
             best = rank;
             origin = o;
+            has_uid = lhas;
+            job_uid = luid;
             memcpy(id, lid, sizeof(id));
             named.p = path;
             named.n = pl;
@@ -354,6 +504,8 @@ int tenant_parse_cgroup(const char *text, size_t len, struct tenant_origin_id *o
     memset(out, 0, sizeof(*out));
     out->origin = origin;
     memcpy(out->id, id, sizeof(out->id));
+    out->has_job_uid = has_uid;
+    out->job_uid = job_uid;
     if (named.p)
         keep_path(out, named.p, named.n);
     else if (v2.p)
@@ -547,6 +699,13 @@ static void shards_fini(struct tenant_reg *r)
     free(r->sh);
 }
 
+static uint64_t monotonic_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec;
+}
+
 int tenant_reg_new(const struct tenant_reg_config *cfg, struct tenant_reg **out)
 {
     unsigned max = cfg && cfg->max_tenants ? cfg->max_tenants : TENANT_MAX_TENANTS_DEFAULT;
@@ -561,6 +720,18 @@ int tenant_reg_new(const struct tenant_reg_config *cfg, struct tenant_reg **out)
         tier_err_set("pid_cache = %u is out of range (1 to %u)", cmax, TENANT_PID_CACHE_LIMIT);
         return -EINVAL;
     }
+    unsigned reserved = cfg ? cfg->reserved_ids : 0;
+    if (reserved > max - 2) {
+        tier_err_set("reserved_ids = %u is out of range (0 to max_tenants - 2 = %u)", reserved,
+                     max - 2);
+        return -EINVAL;
+    }
+    const char *sroot = cfg ? cfg->slurm_cgroup_root : NULL;
+    const char *problem = sroot ? tenant_cgroup_prefix_problem(sroot) : NULL;
+    if (problem) {
+        tier_err_set("slurm_cgroup_root = '%.80s' %s", sroot, problem);
+        return -EINVAL;
+    }
     /* pidfds only for the kernel's own /proc: a test's fake tree names no real processes */
     bool pidfds = strcmp(root, "/proc") == 0 && !(cfg && cfg->pidfd_off);
     uint32_t fdmax = 0;
@@ -572,16 +743,27 @@ int tenant_reg_new(const struct tenant_reg_config *cfg, struct tenant_reg **out)
     if (!r)
         return -ENOMEM;
     r->max = max;
+    r->implicit_max = max - reserved;
+    r->per_minute = cfg ? cfg->implicit_per_minute : 0;
+    r->fallback_default = cfg && cfg->fallback_default;
+    r->now_s = cfg && cfg->now_s ? cfg->now_s : monotonic_s;
     r->epfd = -1;
     uint32_t nslots = pow2_at_least(2ULL * max);
     r->name_mask = nslots - 1;
     r->proc_root = strdup(root);
     r->t = calloc(max, sizeof(*r->t));
     r->name_idx = calloc(nslots, sizeof(*r->name_idx));
+    r->own = calloc(TENANT_JOB_OWNERS_MAX, sizeof(*r->own));
+    r->own_bucket = malloc(TENANT_JOB_OWNERS_MAX * sizeof(*r->own_bucket));
+    if (sroot)
+        r->slurm_root = strdup(sroot);
     bool locked = false;
-    if (!r->proc_root || !r->t || !r->name_idx || shards_init(r, cmax, fdmax) != 0 ||
+    if (!r->proc_root || !r->t || !r->name_idx || !r->own || !r->own_bucket ||
+        (sroot && !r->slurm_root) || shards_init(r, cmax, fdmax) != 0 ||
         !(locked = pthread_mutex_init(&r->lock, NULL) == 0))
         goto oom;
+    for (uint32_t i = 0; i < TENANT_JOB_OWNERS_MAX; i++)
+        r->own_bucket[i] = -1;
     /* without an epoll set the cache still works, by start times alone */
     if (fdmax > 0)
         r->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -594,6 +776,9 @@ oom:
         pthread_mutex_destroy(&r->lock);
     shards_fini(r);
     free(r->proc_root);
+    free(r->slurm_root);
+    free(r->own);
+    free(r->own_bucket);
     free(r->t);
     free(r->name_idx);
     free(r);
@@ -621,6 +806,9 @@ void tenant_reg_free(struct tenant_reg *r)
     if (r->epfd >= 0)
         close(r->epfd);
     free(r->proc_root);
+    free(r->slurm_root);
+    free(r->own);
+    free(r->own_bucket);
     free(r->t);
     free(r->name_idx);
     free(r);
@@ -670,6 +858,96 @@ static bool rule_same(const struct rule *a, const struct rule *b)
            str_eq(a->cgroup_prefix, b->cgroup_prefix) && a->has_uid == b->has_uid &&
            (!a->has_uid || a->uid == b->uid) && a->has_gid == b->has_gid &&
            (!a->has_gid || a->gid == b->gid);
+}
+
+/* ---- the job-owner table (under lock) ------------------------------------------------------ */
+
+static uint32_t owner_bucket(const char *job)
+{
+    return name_hash(job) & (TENANT_JOB_OWNERS_MAX - 1);
+}
+
+static int32_t owner_find(const struct tenant_reg *r, const char *job)
+{
+    for (int32_t i = r->own_bucket[owner_bucket(job)]; i >= 0; i = r->own[i].next)
+        if (strcmp(r->own[i].job, job) == 0)
+            return i;
+    return -1;
+}
+
+static void owner_unlink(struct tenant_reg *r, int32_t slot)
+{
+    int32_t *pp = &r->own_bucket[owner_bucket(r->own[slot].job)];
+    while (*pp >= 0 && *pp != slot)
+        pp = &r->own[*pp].next;
+    if (*pp == slot)
+        *pp = r->own[slot].next;
+    r->own[slot].job[0] = '\0';
+    r->own_used--;
+}
+
+/* Record job -> uid; replace an existing owner only with replace. Bumps the rule generation
+ * when the table changed (cached answers may depend on it). */
+static void owner_put_locked(struct tenant_reg *r, const char *job, uid_t uid, bool replace)
+{
+    int32_t slot = owner_find(r, job);
+    if (slot >= 0) {
+        if (!replace || r->own[slot].uid == uid)
+            return;
+        r->own[slot].uid = uid;
+    } else {
+        /* the next free slot of the ring; when none is free, the oldest entry goes */
+        for (uint32_t k = 0; k < TENANT_JOB_OWNERS_MAX && r->own[r->own_next].job[0]; k++)
+            r->own_next = (r->own_next + 1) % TENANT_JOB_OWNERS_MAX;
+        slot = (int32_t)r->own_next;
+        r->own_next = (r->own_next + 1) % TENANT_JOB_OWNERS_MAX;
+        if (r->own[slot].job[0])
+            owner_unlink(r, slot);
+        tier_strlcpy(r->own[slot].job, job, sizeof(r->own[slot].job));
+        r->own[slot].uid = uid;
+        uint32_t b = owner_bucket(job);
+        r->own[slot].next = r->own_bucket[b];
+        r->own_bucket[b] = slot;
+        r->own_used++;
+    }
+    atomic_store_explicit(&r->gen, atomic_load_explicit(&r->gen, memory_order_relaxed) + 1,
+                          memory_order_release);
+}
+
+int tenant_job_owner_set(struct tenant_reg *r, const char *job, uid_t uid)
+{
+    if (!r || !tenant_job_valid(job))
+        return -EINVAL;
+    pthread_mutex_lock(&r->lock);
+    owner_put_locked(r, job, uid, true);
+    pthread_mutex_unlock(&r->lock);
+    return 0;
+}
+
+void tenant_job_owner_drop(struct tenant_reg *r, const char *job)
+{
+    if (!r || !tenant_job_valid(job))
+        return;
+    pthread_mutex_lock(&r->lock);
+    int32_t slot = owner_find(r, job);
+    if (slot >= 0) {
+        owner_unlink(r, slot);
+        atomic_store_explicit(&r->gen, atomic_load_explicit(&r->gen, memory_order_relaxed) + 1,
+                              memory_order_release);
+    }
+    pthread_mutex_unlock(&r->lock);
+}
+
+int tenant_job_owner(struct tenant_reg *r, const char *job, uid_t *uid)
+{
+    if (!r || !tenant_job_valid(job))
+        return -ENOENT;
+    pthread_mutex_lock(&r->lock);
+    int32_t slot = owner_find(r, job);
+    if (slot >= 0 && uid)
+        *uid = r->own[slot].uid;
+    pthread_mutex_unlock(&r->lock);
+    return slot >= 0 ? 0 : -ENOENT;
 }
 
 void tenant_note_folded(struct tenant_reg *r)
@@ -867,6 +1145,10 @@ void tenant_stats_get(struct tenant_reg *r, struct tenant_stats *out)
     memset(out, 0, sizeof(*out));
     pthread_mutex_lock(&r->lock);
     out->folded = r->folded;
+    out->rate_folded = r->rate_folded;
+    out->env_ignored = r->env_ignored;
+    out->uid_mismatch = r->uid_mismatch;
+    out->job_owners = r->own_used;
     pthread_mutex_unlock(&r->lock);
     for (uint32_t i = 0; i < r->nshards; i++) {
         struct shard *s = &r->sh[i];
@@ -1085,6 +1367,7 @@ struct facts {
     bool has_cgroup;
     struct tenant_origin_id cg;
     bool has_job;
+    bool job_from_env; /* has_job from SLURM_JOB_ID, not from the cgroup */
     char job[TENANT_NAME_MAX];
     bool has_pod;
     char pod[TENANT_NAME_MAX];
@@ -1179,6 +1462,7 @@ static void read_environ_job(const struct tenant_reg *r, pid_t pid, struct facts
     env_finish(&s);
     if (s.rc == 0) {
         f->has_job = true;
+        f->job_from_env = true;
         memcpy(f->job, s.job, sizeof(f->job));
     }
 }
@@ -1191,7 +1475,7 @@ static void gather(const struct tenant_reg *r, pid_t pid, struct facts *f)
     char *buf = malloc(CGROUP_FILE_MAX);
     if (buf && proc_path(r, pid, "cgroup", path, sizeof(path)) == 0) {
         ssize_t n = read_small(path, buf, CGROUP_FILE_MAX);
-        if (n >= 0 && tenant_parse_cgroup(buf, (size_t)n, &f->cg) == 0) {
+        if (n >= 0 && tenant_parse_cgroup(buf, (size_t)n, r->slurm_root, &f->cg) == 0) {
             f->has_cgroup = f->cg.cgroup[0] != '\0';
             if (f->cg.origin == TENANT_ORIGIN_SLURM) {
                 f->has_job = true;
@@ -1231,8 +1515,64 @@ static bool rule_match(const struct rule *ru, const struct facts *f, uid_t uid, 
     return true;
 }
 
-/* Under lock: a job's or pod's tenant, created when missing and there is room. */
-static uint32_t implicit_locked(struct tenant_reg *r, const char *prefix, const char *id)
+/* Something decide_locked found worth a log line, written by the caller after the lock. */
+enum note_kind { NOTE_NONE = 0, NOTE_ENV, NOTE_UID, NOTE_RATE };
+struct note {
+    enum note_kind kind;
+    uid_t uid;    /* the caller's */
+    uid_t cg_uid; /* NOTE_UID: the uid_<u> of the cgroup */
+    char job[JOB_ID_MAX + 1];
+    char name[TENANT_NAME_MAX]; /* NOTE_RATE: the tenant refused */
+};
+
+/* Under lock: true the first time (kind, uid, job) is seen (within the last NOTED_MAX). */
+static bool noted_first(struct tenant_reg *r, enum note_kind kind, uid_t uid, const char *job)
+{
+    for (uint32_t i = 0; i < NOTED_MAX; i++) {
+        const struct noted *n = &r->noted[i];
+        if (n->kind == (uint8_t)kind && n->uid == uid && strcmp(n->job, job) == 0)
+            return false;
+    }
+    struct noted *n = &r->noted[r->noted_next];
+    r->noted_next = (r->noted_next + 1) % NOTED_MAX;
+    n->kind = (uint8_t)kind;
+    n->uid = uid;
+    tier_strlcpy(n->job, job, sizeof(n->job));
+    return true;
+}
+
+/* Under lock: may uid create one more job or pod tenant now? Counts it when yes; *log tells
+ * the first refusal of the uid's current window. */
+static bool rate_take(struct tenant_reg *r, uid_t uid, bool *log)
+{
+    *log = false;
+    if (r->per_minute == 0)
+        return true;
+    uint64_t now = r->now_s();
+    struct rate *e = NULL;
+    for (uint32_t i = 0; i < RATE_UIDS && !e; i++)
+        if (r->rate[i].used && r->rate[i].uid == uid)
+            e = &r->rate[i];
+    if (!e) { /* a new uid takes the ring's oldest slot */
+        e = &r->rate[r->rate_next];
+        r->rate_next = (r->rate_next + 1) % RATE_UIDS;
+        *e = (struct rate){.used = true, .uid = uid, .window_s = now};
+    }
+    if (now - e->window_s >= RATE_WINDOW_S || now < e->window_s)
+        *e = (struct rate){.used = true, .uid = uid, .window_s = now};
+    if (e->n < r->per_minute) {
+        e->n++;
+        return true;
+    }
+    *log = !e->logged;
+    e->logged = true;
+    return false;
+}
+
+/* Under lock: the implicit tenant prefix+id, created when missing and there is room in the
+ * implicit share (and, when rated, within uid's rate). */
+static uint32_t implicit_locked(struct tenant_reg *r, const char *prefix, const char *id,
+                                bool rated, uid_t uid, struct note *note)
 {
     char name[TENANT_NAME_MAX];
     int w = snprintf(name, sizeof(name), "%s%s", prefix, id);
@@ -1241,23 +1581,102 @@ static uint32_t implicit_locked(struct tenant_reg *r, const char *prefix, const 
     uint32_t tid = 0;
     if (find_locked(r, name, &tid) == 0)
         return tid;
-    if (atomic_load_explicit(&r->count, memory_order_relaxed) == r->max) {
+    if (atomic_load_explicit(&r->count, memory_order_relaxed) >= r->implicit_max) {
         r->folded++;
+        return TIER_TENANT_OTHER;
+    }
+    bool log = false;
+    if (rated && !rate_take(r, uid, &log)) {
+        r->folded++;
+        r->rate_folded++;
+        if (log) {
+            note->kind = NOTE_RATE;
+            note->uid = uid;
+            tier_strlcpy(note->name, name, sizeof(note->name));
+        }
         return TIER_TENANT_OTHER;
     }
     return create_locked(r, name, TIER_IO_TRAINING, true);
 }
 
-static uint32_t decide_locked(struct tenant_reg *r, const struct facts *f, uid_t uid, gid_t gid)
+/* Under lock: which of the facts are trusted for a caller of uid (DESIGN, "Trust"). Drops a job
+ * that is not the caller's, and records the owner of a job a trusted cgroup names. */
+static void vet_locked(struct tenant_reg *r, struct facts *f, uid_t uid, struct note *note)
 {
+    if (!f->has_job)
+        return;
+    if (f->job_from_env) {
+        int32_t slot = owner_find(r, f->job);
+        if (slot >= 0 && r->own[slot].uid == uid)
+            return;
+        f->has_job = false;
+        r->env_ignored++;
+        if (noted_first(r, NOTE_ENV, uid, f->job)) {
+            note->kind = NOTE_ENV;
+            note->uid = uid;
+            tier_strlcpy(note->job, f->job, sizeof(note->job));
+        }
+        return;
+    }
+    if (f->cg.has_job_uid && f->cg.job_uid != uid) {
+        f->has_job = false;
+        r->uid_mismatch++;
+        if (noted_first(r, NOTE_UID, uid, f->job)) {
+            note->kind = NOTE_UID;
+            note->uid = uid;
+            note->cg_uid = f->cg.job_uid;
+            tier_strlcpy(note->job, f->job, sizeof(note->job));
+        }
+        return;
+    }
+    /* root in a job's cgroup is slurmstepd (or an administrator), not the job's user */
+    if (uid != 0)
+        owner_put_locked(r, f->job, uid, false);
+}
+
+/* Under lock. pid_known: a request of a process (pid not 0), whose facts were gathered. */
+static uint32_t decide_locked(struct tenant_reg *r, struct facts *f, uid_t uid, gid_t gid,
+                              bool pid_known, struct note *note)
+{
+    vet_locked(r, f, uid, note);
     for (size_t i = 0; i < r->nrules; i++)
         if (rule_match(r->rules[i], f, uid, gid))
             return r->rules[i]->tenant;
     if (f->has_job)
-        return implicit_locked(r, "slurm-", f->job);
+        return implicit_locked(r, "slurm-", f->job, true, uid, note);
     if (f->has_pod)
-        return implicit_locked(r, "k8s-", f->pod);
-    return TIER_TENANT_DEFAULT;
+        return implicit_locked(r, "k8s-", f->pod, true, uid, note);
+    if (!pid_known || uid == 0 || r->fallback_default)
+        return TIER_TENANT_DEFAULT;
+    char id[16];
+    snprintf(id, sizeof(id), "%u", (unsigned)uid);
+    return implicit_locked(r, "uid-", id, false, uid, note);
+}
+
+/* The log line of a note, once the registry lock is released. */
+static void note_log(const struct tenant_reg *r, const struct note *n)
+{
+    switch (n->kind) {
+    case NOTE_ENV:
+        log_warn("tenants: uid %u has SLURM_JOB_ID=%s, but job %s is not known to run as uid %u "
+                 "(the Slurm provider registers a job's uid with POST /v1/jobs; its cgroup under "
+                 "slurmstepd.scope or /slurm/uid_%u shows it): the variable is ignored (logged "
+                 "once per uid and job)",
+                 (unsigned)n->uid, n->job, n->job, (unsigned)n->uid, (unsigned)n->uid);
+        break;
+    case NOTE_UID:
+        log_warn("tenants: uid %u is in the cgroup of job %s under uid_%u: not its job, so not "
+                 "job %s's tenant (logged once per uid and job)",
+                 (unsigned)n->uid, n->job, (unsigned)n->cg_uid, n->job);
+        break;
+    case NOTE_RATE:
+        log_warn("tenants: uid %u created %u job or pod tenants in the last minute ([tenants] "
+                 "implicit_per_minute): '%s' and the next ones this minute are counted as 'other'",
+                 (unsigned)n->uid, r->per_minute, n->name);
+        break;
+    case NOTE_NONE:
+        break;
+    }
 }
 
 static struct tier_ioctx ioctx_of(const struct tenant_reg *r, uint32_t id)
@@ -1302,10 +1721,11 @@ struct tier_ioctx tenant_resolve(struct tenant_reg *r, pid_t pid, uid_t uid, gid
         return TIER_IOCTX_DEFAULT;
     struct facts f;
     memset(&f, 0, sizeof(f));
+    struct note note = {.kind = NOTE_NONE};
     uint32_t id = 0;
     if (pid <= 0) {
         pthread_mutex_lock(&r->lock);
-        id = decide_locked(r, &f, uid, gid);
+        id = decide_locked(r, &f, uid, gid, false, &note);
         pthread_mutex_unlock(&r->lock);
         return ioctx_of(r, id);
     }
@@ -1359,9 +1779,10 @@ struct tier_ioctx tenant_resolve(struct tenant_reg *r, pid_t pid, uid_t uid, gid
         pidfd = -1;
     }
     pthread_mutex_lock(&r->lock);
-    id = decide_locked(r, &f, uid, gid);
+    id = decide_locked(r, &f, uid, gid, true, &note);
     uint64_t gen = atomic_load_explicit(&r->gen, memory_order_relaxed);
     pthread_mutex_unlock(&r->lock);
+    note_log(r, &note);
     if (cacheable) {
         int drop[2];
         pthread_mutex_lock(&s->lock);

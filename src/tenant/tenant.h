@@ -5,28 +5,44 @@
  *
  * A tenant is a name with a small id (struct tier_ioctx.tenant) and a default class. Ids are
  * assigned once and never reused while tierd runs, so telemetry can index arrays by id and a name
- * pointer stays valid for the registry's lifetime. Ids 0 and 1 are always "default" (requests no
- * rule matched) and "other" (tenants beyond max_tenants fold here); see common/ioctx.h.
+ * pointer stays valid for the registry's lifetime. Ids 0 and 1 are always "default" (root's,
+ * pid 0's, and with fallback_default every caller nothing names) and "other" (callers refused a
+ * new implicit tenant fold here); see common/ioctx.h.
  *
  * Tenants come from the config ([tenant NAME] sections: match rules + default class), from
- * POST /v1/tenants (a scheduler registering a job at its start), and implicitly: a Slurm job or
- * Kubernetes pod that matches no rule becomes tenant "slurm-<jobid>" / "k8s-<pod uid>" (bounded by
- * max_tenants like any other).
+ * POST /v1/tenants and POST /v1/jobs (a scheduler registering a job at its start), and
+ * implicitly: a Slurm job or Kubernetes pod that matches no rule becomes tenant "slurm-<jobid>" /
+ * "k8s-<pod uid>", and a caller with neither "uid-<uid>" (unless fallback_default, and never for
+ * uid 0, the administrator's: "default"). Implicit tenants take at most max_tenants -
+ * reserved_ids ids, so explicit ones always find one; one uid creates at most
+ * implicit_per_minute job or pod tenants a minute (beyond: "other").
  *
- * Resolution of a caller, in order: the process's cgroup (/proc/<pid>/cgroup: cgroup v2
- * ".../job_<id>/..." under slurmstepd.scope or a slurm hierarchy, cgroup v1
- * "/slurm/uid_<u>/job_<id>/...", Kubernetes "kubepods...pod<uid>", a systemd unit), then
- * SLURM_JOB_ID in /proc/<pid>/environ (Slurm without cgroups, proctrack/linuxproc) when the
+ * What is trusted (docs/ARCHITECTURE.md "Tenants"). A caller's uid and gid (the kernel's). Its
+ * cgroup, only where users cannot create cgroups: a Slurm job at the start of the path,
+ * "/system.slice/slurmstepd.scope/job_<id>[/...]" (cgroup v2), "/slurm/uid_<u>/job_<id>[/...]"
+ * (cgroup v1, <u> must be the caller's uid) or under slurm_cgroup_root ("<root>/job_<id>",
+ * "<root>/uid_<u>/job_<id>"); a pod under "/kubepods" or "/kubepods.slice" at the top; a
+ * systemd unit anywhere (it only serves cgroup prefix rules, which the administrator anchors).
+ * Never anything under "/user.slice" by pattern: systemd delegates user@<uid>.service's subtree
+ * to the user. SLURM_JOB_ID in /proc/<pid>/environ (the user sets it at will) names a job only
+ * when the job-owner table says the job belongs to the caller's uid; the table is filled by the
+ * scheduler (tenant_job_owner_set: POST /v1/jobs or POST /v1/tenants with "uid") and by a trusted
+ * job cgroup seen with a caller's uid (not 0). Otherwise the variable is ignored and logged once
+ * per (uid, job).
+ *
+ * Resolution of a caller, in order: the process's cgroup (above), then SLURM_JOB_ID when the
  * cgroup named no job; these facts and the caller's uid and gid go through the rules (slurm job,
  * cgroup path prefix, uid, gid) in order, the first match naming the tenant; a job or pod no
- * rule matched becomes its implicit tenant (or "other" when the registry is full); else
- * "default". A systemd unit alone creates no tenant: its path only serves cgroup prefix rules.
+ * rule matched becomes its implicit tenant (or "other" when its share of the registry is full or
+ * the uid's rate is spent); else "uid-<uid>" ("default" for uid 0 or with fallback_default;
+ * "other" when the implicit share is full). A systemd unit alone creates no tenant: its path only
+ * serves cgroup prefix rules.
  * Results are cached per pid, bounded, and a reused pid is never attributed to the old
  * process's tenant: a cached entry holds a pidfd of its process (the entries filled last, up to
  * pidfd_max), and a hit needs that process not to have exited, which one epoll_wait over all of
  * them tells; an entry without a pidfd is checked by the process start time read again from
  * /proc/<pid>/stat (tenant.c DESIGN). pid 0 (a request the kernel makes on nobody's behalf) is
- * resolved by the uid and gid rules alone, uncached.
+ * resolved by the uid and gid rules alone, uncached ("default" when none matches).
  *
  * Thread-safe; tenant_resolve takes a pid-cache shard's lock for the lookup and the insert and
  * the registry lock to match the rules (the /proc reads and system calls are done outside
@@ -35,8 +51,8 @@
  * to pidfd_max + 1 file descriptors (the pidfds and their epoll set), all close-on-exec.
  *
  * A cached result also records the caller's uid and gid and the rule generation (bumped by every
- * rule added), so a process that changed its uid, or a rule registered after a process was first
- * seen, is resolved again.
+ * rule added and every change of the job-owner table), so a process that changed its uid, or a
+ * rule or job owner registered after a process was first seen, is resolved again.
  */
 #ifndef TIER_TENANT_TENANT_H
 #define TIER_TENANT_TENANT_H
@@ -75,14 +91,20 @@ struct tenant_origin_id {
      * see TENANT_CGROUP_PREFIX_MAX. */
     char cgroup[TENANT_CGROUP_MAX];
     bool cgroup_truncated;
+    /* origin SLURM from ".../uid_<u>/job_<id>": <u>, which the resolver requires to be the
+     * caller's uid */
+    bool has_job_uid;
+    uid_t job_uid;
 };
 
-/* Parse the text of /proc/<pid>/cgroup (len bytes, need not be NUL-terminated). 0 with *out
- * filled (origin NONE when nothing is named), or -EINVAL for text that is not a cgroup file (a
- * line that is not "ID:CONTROLLERS:/PATH", a NUL byte, a path over TENANT_CGROUP_PATH_MAX).
- * When several lines name something, a Slurm job or a pod wins over a systemd unit, and an
- * earlier line over a later one of the same kind. */
-int tenant_parse_cgroup(const char *text, size_t len, struct tenant_origin_id *out);
+/* Parse the text of /proc/<pid>/cgroup (len bytes, need not be NUL-terminated). slurm_root
+ * (NULL: none) is a configured Slurm cgroup root (see above). 0 with *out filled (origin NONE
+ * when nothing is named), or -EINVAL for text that is not a cgroup file (a line that is not
+ * "ID:CONTROLLERS:/PATH", a NUL byte, a path over TENANT_CGROUP_PATH_MAX). When several lines
+ * name something, a Slurm job or a pod wins over a systemd unit, and an earlier line over a
+ * later one of the same kind. Pure: no uid is checked here (has_job_uid tells the resolver). */
+int tenant_parse_cgroup(const char *text, size_t len, const char *slurm_root,
+                        struct tenant_origin_id *out);
 /* Find SLURM_JOB_ID in the text of /proc/<pid>/environ (NUL-separated; the last entry need not
  * be terminated). 0 and the id in job[TENANT_NAME_MAX]; -ENOENT when absent; -EINVAL when its
  * value is not a job id (1 to 20 digits). The first SLURM_JOB_ID counts. */
@@ -111,6 +133,20 @@ struct tenant_reg_config {
      * pid_cache_max. The entries beyond are checked by their start time. */
     unsigned pidfd_max;
     bool pidfd_off; /* no pidfds: every hit reads /proc/<pid>/stat (a benchmark's baseline) */
+    /* ids implicit tenants (slurm-, k8s-, uid-) may not take: they are created only while fewer
+     * than max_tenants - reserved_ids ids exist. 0: none (tierd's default is a quarter); at most
+     * max_tenants - 2. */
+    unsigned reserved_ids;
+    /* job and pod tenants one uid may create by resolution in a minute; 0: no cap (tierd's
+     * default is 4). */
+    unsigned implicit_per_minute;
+    /* a caller with no job, pod or matching rule is "default" rather than "uid-<uid>" */
+    bool fallback_default;
+    /* a Slurm cgroup root besides the built-in ones (copied); NULL: none */
+    const char *slurm_cgroup_root;
+    /* the clock of implicit_per_minute's windows, in seconds; NULL: CLOCK_MONOTONIC (a test
+     * passes its own) */
+    uint64_t (*now_s)(void);
 };
 
 /* 0, -EINVAL (a bound out of range, message in tier_err_msg()) or -ENOMEM. */
@@ -146,12 +182,22 @@ int tenant_add(struct tenant_reg *r, const char *name, enum tier_io_class cls,
 void tenant_note_folded(struct tenant_reg *r);
 int tenant_register(struct tenant_reg *r, const char *name, const enum tier_io_class *cls,
                     const struct tenant_rule *rule, uint32_t *id, bool *created);
+/* The job-owner table (bounded: TENANT_JOB_OWNERS_MAX jobs, the oldest entry replaced when
+ * full). tenant_job_owner_set records that Slurm job `job` (tenant_job_valid) runs as uid, for
+ * the scheduler (its word replaces any other): 0, or -EINVAL for a bad job id. Drop forgets a
+ * job (a no-op when unknown). tenant_job_owner: 0 and *uid, or -ENOENT. */
+#define TENANT_JOB_OWNERS_MAX 4096
+int tenant_job_owner_set(struct tenant_reg *r, const char *job, uid_t uid);
+void tenant_job_owner_drop(struct tenant_reg *r, const char *job);
+int tenant_job_owner(struct tenant_reg *r, const char *job, uid_t *uid);
+
 /* 0 and the id of name, or -ENOENT. */
 int tenant_find(struct tenant_reg *r, const char *name, uint32_t *id);
 
 /* The tenant and its default class of a FUSE caller (pid, uid, gid as fuse_req_ctx() gives
  * them: pid is the calling thread's id, whose /proc/<pid> files the kernel serves like a
- * process's). Never fails: unknown callers are TIER_TENANT_DEFAULT with class training. */
+ * process's). Never fails: a caller nothing names is its uid's tenant, or TIER_TENANT_DEFAULT
+ * (uid 0, pid 0, fallback_default), or TIER_TENANT_OTHER when it may not have a new one. */
 struct tier_ioctx tenant_resolve(struct tenant_reg *r, pid_t pid, uid_t uid, gid_t gid);
 
 /* The name of id ("default", "other", ...), valid for the registry's lifetime; "other" for an id
@@ -161,7 +207,7 @@ const char *tenant_name(const struct tenant_reg *r, uint32_t id);
 uint32_t tenant_count(const struct tenant_reg *r);
 /* The default class of id (that of "other" for an id never handed out). */
 enum tier_io_class tenant_class(const struct tenant_reg *r, uint32_t id);
-/* Was id created by resolution (slurm-<job>, k8s-<pod>) and never added explicitly? */
+/* Was id created by resolution (slurm-<job>, k8s-<pod>, uid-<uid>) and never added explicitly? */
 bool tenant_implicit(const struct tenant_reg *r, uint32_t id);
 /* The cap (tenant_reg_config.max_tenants after defaults). */
 uint32_t tenant_max(const struct tenant_reg *r);
@@ -176,6 +222,10 @@ struct tenant_stats {
     uint64_t cache_entries;            /* now; at most pid_cache_max */
     uint64_t cache_pidfds;             /* now: entries checked by a pidfd; at most pidfd_max */
     uint64_t folded;                   /* implicit tenants refused by the cap, sent to "other" */
+    uint64_t rate_folded;              /* of folded: refused by implicit_per_minute */
+    uint64_t env_ignored;  /* SLURM_JOB_ID of a job not known to be the caller's uid's */
+    uint64_t uid_mismatch; /* .../uid_<u>/job_<id> cgroups of a caller whose uid is not <u> */
+    uint64_t job_owners;   /* entries of the job-owner table now */
 };
 void tenant_stats_get(struct tenant_reg *r, struct tenant_stats *out);
 

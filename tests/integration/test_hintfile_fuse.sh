@@ -12,8 +12,8 @@
 # line makes write(2) fail with EINVAL (so a shell's printf fails), a bad last line without a
 # newline close(2), and nothing changes (the log names the line); fsync takes
 # the set before the close; over 4 MiB (32 MiB for root) the write fails with EFBIG and so does
-# the close; a caller
-# of tenant default (uid 1002) gets EPERM, root may (its set is the default tenant's); unlink drops
+# the close; a caller of tenant default (uid 1002, with [tenants] fallback = default) gets EPERM,
+# root may (its set is the default tenant's); unlink drops
 # the set; the namespace itself stays EROFS. No sleeps as synchronisation: waits poll the API.
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
@@ -46,6 +46,8 @@ chmod 0644 "$HF"
   tierd_conf_ns /ds warm "prefix = ds"
   tierd_conf_mount "$MNT" "allow_other = true" "umask = 022" "readahead_blocks = 0"
   tierd_conf_api "$SOCK"
+  # one shared tenant for every unmatched caller (else uid 1002 would be its own uid-1002)
+  tierd_conf_section tenants "fallback = default"
   tierd_conf_section "tenant u1001" "uid = 1001"
 } >"$CONF"
 

@@ -419,10 +419,12 @@ idh=$(submit "$W/g.sh")
 wait_done "$idh"
 [ -e "$W/g.ran" ] || fail "job $idh COMPLETED but did not run"
 grep -q "^slurm_bb_pre_run $idh .* 0 " "$T/bb_timing.log" || fail "job $idh's pre_run did not succeed"
+# the rule names the job and its owner (nobody, who submitted it: slurm_bb_setup's uid)
 api /v1/tenants | python3 -c 'import json,sys
 t=[t for t in json.load(sys.stdin)["tenants"] if t["name"]=="team-x"]
-sys.exit(0 if t and {"slurm_job": sys.argv[1]} in t[0]["rules"] else 1)' "$idh" ||
-  fail "tenant=team-x (user_tenants = yes) did not register team-x with a rule for job $idh: $(api /v1/tenants)"
+sys.exit(0 if t and {"slurm_job": sys.argv[1], "uid": int(sys.argv[2])} in t[0]["rules"] else 1)' \
+  "$idh" "$(id -u nobody)" ||
+  fail "tenant=team-x (user_tenants = yes) did not register team-x with a rule for job $idh and uid $(id -u nobody): $(api /v1/tenants)"
 wait_for 30 released "$idh" || fail "job $idh still in tierd after its teardown: $(cat "$T/tjob.json")"
 ok "node-local admission over TCP: a wrong token failed pre_run (job $idg requeued, $reasong, never ran); the right one ran job $idh (tenant=team-x registered with its rule)"
 # ---- every hook ran and none failed but the refusals; then stop what we started ----------------

@@ -1,27 +1,39 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# test_tenants_fuse.sh - per-tenant attribution of FUSE reads on a REAL mount over a POSIX backend
-# (run by CTest, label fuse; needs root, /dev/fuse and a writable cgroup v2 hierarchy).
+# test_tenants_fuse.sh - per-tenant attribution of FUSE reads on a REAL mount over a POSIX backend,
+# and which identities tierd trusts (run by CTest, label fuse; needs root, /dev/fuse and a
+# writable cgroup v2 hierarchy). The test's cgroups live under a directory it creates, named as
+# the Slurm cgroup root by [tenants] slurm_cgroup_root (ROOT below).
 #
-# Five readers, each reading its own file of a known, distinct size exactly once, whole:
+# Ten readers, each reading its own file of a known, distinct size exactly once, whole:
 #   alice      uid 1001 (setpriv), matched by [tenant alice] uid = 1001, class inference
 #   bob        uid 1002 (setpriv), matched by [tenant bob] uid = 1002, class training
-#   slurm-4242 root, moved into a cgroup v2 .../slurmstepd.scope/job_4242/step_0 the test creates:
-#              no rule matches, so tierd creates the implicit tenant (class training)
-#   job-5151   root, in .../slurmstepd.scope/job_5151/step_0, registered before the read with
+#   slurm-4242 root, moved into ROOT/job_4242/step_0: no rule matches, so tierd creates the
+#              implicit tenant (class training)
+#   job-5151   root, in ROOT/job_5151/step_0, registered before the read with
 #              POST /v1/tenants {"name": "job-5151", "class": "checkpoint", "slurm_job": "5151"}
-#   slurm-777  root, SLURM_JOB_ID=777 in its environment and the test's own cgroup (Slurm with
-#              proctrack/linuxproc): the implicit tenant from /proc/<pid>/environ
+#   slurm-777  uid 1003 with SLURM_JOB_ID=777 in its environment and the test's own cgroup (Slurm
+#              with proctrack/linuxproc), job 777 registered with its uid by POST /v1/jobs
+#              {"job": 777, "uid": 1003, ...}: its environment is believed
+#   uid-1004   uid 1004, no job: its own tenant (fallback = uid, the default)
+#   uid-1005   uid 1005 with a forged SLURM_JOB_ID=4242 (job 4242 is not its): uid-1005, not
+#              slurm-4242
+#   uid-65534  nobody with a forged SLURM_JOB_ID=8888, job 8888 named by [tenant victim]
+#              slurm_job = 8888 (class inference) but not registered: uid-65534, not victim
+#   uid-1007   uid 1007 in ROOT/uid_1006/job_6006 (another uid's job cgroup): uid-1007
+#   victim     then nobody again with SLURM_JOB_ID=8888, after POST /v1/jobs {"job": 8888, "uid":
+#              65534, ...} registered the job as nobody's: victim (class inference)
 # Asserts: each reader got the backend's bytes; in GET /metrics (Unix socket)
 # tierd_op_bytes_total{op="read"} summed over tiers is exactly the file size for each tenant and
 # carries only the tenant's configured class, and tierd_sched_bytes_total (backend calls at the
 # scheduling point: each block fetched once, by a read in the tenant's class or a prefetch in
 # background) summed over classes is exactly the file size too; no other tenant (default
 # included) has read or backend bytes, so nothing was attributed to the wrong tenant (with the
-# read handle's binding broken to tenant 0 the test fails: checked 2026-12-01);
-# `tierctl top --once --json` lists all five with ops; GET /v1/tenants shows slurm-4242 and
-# slurm-777 as implicit (class training) and job-5151 as registered, class checkpoint, with its
-# slurm_job rule, and no slurm-5151.
+# read handle's binding broken to tenant 0 the test fails: checked 2026-12-01); `tierctl top
+# --once --json` lists all ten with ops; GET /v1/tenants shows slurm-4242 and the uid tenants
+# as implicit (class training), job-5151 and slurm-777 as registered, no slurm-8888 or
+# slurm-6006, and counts the ignored environments and the uid mismatch; tierd's log names each
+# once.
 # The kernel asks FUSE for every byte exactly once: each file is new (its inode has no pages),
 # is read once, whole, and readahead stops at EOF (tierd clamps replies to the size).
 # The cgroups are removed on exit (their processes moved back to the test's cgroup first).
@@ -58,9 +70,12 @@ unset SLURM_JOB_ID
 CG_HOME=$CG_ROOT$(sed -n 's/^0:://p' /proc/self/cgroup)
 [ -f "$CG_HOME/cgroup.procs" ] || fail "the test's cgroup v2 directory $CG_HOME has no cgroup.procs"
 CG_BASE=$CG_ROOT/tierd-test-tenants-$$
-CG_4242=$CG_BASE/slurmstepd.scope/job_4242/step_0
-CG_5151=$CG_BASE/slurmstepd.scope/job_5151/step_0
-mkdir -p "$CG_4242" "$CG_5151" || fail "cannot create cgroups under $CG_ROOT"
+# the Slurm root as /proc/PID/cgroup names it (relative to the cgroup2 mount)
+SLURM_ROOT=/tierd-test-tenants-$$/slurmd
+CG_4242=$CG_ROOT$SLURM_ROOT/job_4242/step_0
+CG_5151=$CG_ROOT$SLURM_ROOT/job_5151/step_0
+CG_6006=$CG_ROOT$SLURM_ROOT/uid_1006/job_6006/step_0
+mkdir -p "$CG_4242" "$CG_5151" "$CG_6006" || fail "cannot create cgroups under $CG_ROOT"
 
 # ---- backend data, config -----------------------------------------------------------------
 chmod 0711 "$T"
@@ -72,9 +87,15 @@ declare -A SIZE=(
   [slurm-4242]=$((1048576 + 999))
   [job-5151]=$((1572864 + 31))
   [slurm-777]=700001
+  [uid-1004]=600011
+  [uid-1005]=500021
+  [uid-65534]=400031
+  [uid-1007]=300041
+  [victim]=200051
 )
 declare -A CLASS=([alice]=inference [bob]=training [slurm-4242]=training [job-5151]=checkpoint
-  [slurm-777]=training)
+  [slurm-777]=training [uid-1004]=training [uid-1005]=training [uid-65534]=training
+  [uid-1007]=training [victim]=inference)
 for t in "${!SIZE[@]}"; do
   head -c "${SIZE[$t]}" /dev/urandom >"$DATA/ds/$t.bin"
 done
@@ -87,8 +108,10 @@ chmod 0644 "$DATA"/ds/*.bin
   tierd_conf_ns /ds warm "prefix = ds"
   tierd_conf_mount "$MNT" "allow_other = true" "umask = 022"
   tierd_conf_api "$SOCK"
+  tierd_conf_section tenants "slurm_cgroup_root = $SLURM_ROOT"
   tierd_conf_section "tenant alice" "uid = 1001" "class = inference"
   tierd_conf_section "tenant bob" "uid = 1002" "class = training"
+  tierd_conf_section "tenant victim" "slurm_job = 8888" "class = inference"
 } >"$CONF"
 
 start_tierd
@@ -100,6 +123,14 @@ code=$(curl -sS -o "$T/post.json" -w '%{http_code}' --unix-socket "$SOCK" \
   -d '{"name": "job-5151", "class": "checkpoint", "slurm_job": "5151"}' http://tierd/v1/tenants)
 [ "$code" = 201 ] || fail "POST /v1/tenants job-5151: HTTP $code $(cat "$T/post.json")"
 ok "job 5151 registered by POST /v1/tenants"
+post_job() { # ID UID TENANT: register Slurm job ID as UID's, as the provider's setup does
+  local code
+  code=$(curl -sS -o "$T/job.json" -w '%{http_code}' --unix-socket "$SOCK" \
+    -d "{\"job\": $1, \"uid\": $2, \"tenant\": \"$3\", \"cache_bytes\": 0}" http://tierd/v1/jobs)
+  [ "$code" = 200 ] || fail "POST /v1/jobs $1 (uid $2): HTTP $code $(cat "$T/job.json")"
+}
+post_job 777 1003 slurm-777
+ok "job 777 registered as uid 1003's by POST /v1/jobs"
 
 # Each reader is the FUSE caller itself (cat); cmp reads the backend file, not the mount. The
 # five run at once, so their requests interleave on tierd's FUSE threads.
@@ -109,7 +140,13 @@ as_uid() { setpriv --reuid="$1" --regid="$1" --clear-groups -- cat "$2"; }
 in_cgroup() { # CGROUP FILE
   bash -c 'echo $$ >"$1/cgroup.procs" && exec cat "$2"' in_cgroup "$1" "$2"
 }
-with_job_env() { env SLURM_JOB_ID=777 cat "$1"; }
+with_job_env() { # UID JOB FILE
+  setpriv --reuid="$1" --regid="$1" --clear-groups -- env SLURM_JOB_ID="$2" cat "$3"
+}
+in_cgroup_as() { # CGROUP UID FILE
+  bash -c 'echo $$ >"$1/cgroup.procs" && exec setpriv --reuid="$2" --regid="$2" --clear-groups -- cat "$3"' \
+    in_cgroup_as "$1" "$2" "$3"
+}
 reader() { # TENANT CMD...: run CMD, check its output against the tenant's backend file
   local t=$1
   shift
@@ -124,16 +161,29 @@ reader slurm-4242 in_cgroup "$CG_4242" "$MNT/ds/slurm-4242.bin" &
 RPID[slurm-4242]=$!
 reader job-5151 in_cgroup "$CG_5151" "$MNT/ds/job-5151.bin" &
 RPID[job-5151]=$!
-reader slurm-777 with_job_env "$MNT/ds/slurm-777.bin" &
+reader slurm-777 with_job_env 1003 777 "$MNT/ds/slurm-777.bin" &
 RPID[slurm-777]=$!
+reader uid-1004 as_uid 1004 "$MNT/ds/uid-1004.bin" &
+RPID[uid-1004]=$!
+reader uid-1005 with_job_env 1005 4242 "$MNT/ds/uid-1005.bin" &
+RPID[uid-1005]=$!
+reader uid-65534 with_job_env 65534 8888 "$MNT/ds/uid-65534.bin" &
+RPID[uid-65534]=$!
+reader uid-1007 in_cgroup_as "$CG_6006" 1007 "$MNT/ds/uid-1007.bin" &
+RPID[uid-1007]=$!
 for t in "${!RPID[@]}"; do
   wait "${RPID[$t]}" || true
   [ -e "$T/ok.$t" ] || fail "the reader of tenant $t read wrong bytes (or failed)"
 done
-for cg in "$CG_4242" "$CG_5151"; do
+ok "nine readers (uids 1001, 1002, 1004; cgroups job_4242, job_5151, uid_1006/job_6006 as 1007; SLURM_JOB_ID 777 registered, 4242 and 8888 forged) read their files at once"
+# job 8888 registered as nobody's: the same environment now names it, and its rule's tenant
+post_job 8888 65534 victim
+reader victim with_job_env 65534 8888 "$MNT/ds/victim.bin" || true
+[ -e "$T/ok.victim" ] || fail "nobody's read as job 8888 (registered) read wrong bytes (or failed)"
+for cg in "$CG_4242" "$CG_5151" "$CG_6006"; do
   [ -z "$(cat "$cg/cgroup.procs")" ] || fail "processes left in $cg"
 done
-ok "five readers (uids 1001, 1002; cgroups job_4242, job_5151; SLURM_JOB_ID=777) read their files at once"
+ok "nobody with SLURM_JOB_ID=8888 after POST /v1/jobs {job 8888, uid 65534} read victim.bin"
 
 # ---- /metrics: bytes and class per tenant -------------------------------------------------------
 api /metrics >"$T/metrics.txt" || fail "GET /metrics on the socket"
@@ -200,18 +250,29 @@ python3 - "$T/tenants.json" <<'EOF' || fail "GET /v1/tenants: $(cat "$T/tenants.
 import json, sys
 j = json.load(open(sys.argv[1]))
 ts = {t["name"]: t for t in j["tenants"]}
-for name in ("slurm-4242", "slurm-777"):
+for name in ("slurm-4242", "uid-1004", "uid-1005", "uid-65534", "uid-1007"):
     assert name in ts, f"no implicit tenant {name} in {sorted(ts)}"
     assert ts[name]["implicit"] is True and ts[name]["class"] == "training", ts[name]
     assert ts[name]["rules"] == [], ts[name]
 j5 = ts.get("job-5151")
 assert j5 and j5["implicit"] is False and j5["class"] == "checkpoint", j5
 assert [r.get("slurm_job") for r in j5["rules"]] == ["5151"], j5
-assert "slurm-5151" not in ts, "job 5151 got an implicit tenant besides its registered one"
+assert ts["slurm-777"]["implicit"] is False, ts["slurm-777"]  # POST /v1/jobs registered it
+for name in ("slurm-5151", "slurm-8888", "slurm-6006"):
+    assert name not in ts, f"{name} exists: {sorted(ts)}"
 for name, uid, cls in (("alice", 1001, "inference"), ("bob", 1002, "training")):
     assert ts[name]["class"] == cls and [r.get("uid") for r in ts[name]["rules"]] == [uid], ts[name]
+tr = j["trust"]
+assert tr["env_ignored"] >= 2 and tr["uid_mismatch"] >= 1 and tr["job_owners"] >= 2, tr
 EOF
-ok "GET /v1/tenants: slurm-4242 and slurm-777 implicit, job-5151 registered with its rule"
+ok "GET /v1/tenants: slurm-4242 and uid-N implicit, job-5151 and slurm-777 registered, no forged job's tenant"
+for want in "uid 65534 has SLURM_JOB_ID=8888, but job 8888 is not known to run as uid 65534" \
+  "uid 1005 has SLURM_JOB_ID=4242, but job 4242 is not known" \
+  "uid 1007 is in the cgroup of job 6006 under uid_1006"; do
+  n=$(grep -cF "$want" "$T/tierd.log" || true)
+  [ "$n" = 1 ] || fail "tierd.log has '$want' $n times, want once"
+done
+ok "the ignored SLURM_JOB_IDs and the uid_1006 cgroup are logged once each"
 
 stop_tierd
 ok "clean shutdown"

@@ -982,6 +982,84 @@ static void test_qos_lanes(void **state)
     json_decref(j);
 }
 
+/* Who owns a Slurm job (POST /v1/jobs and POST /v1/tenants with "uid"), and the ids kept for
+ * explicit tenants: once implicit tenants fill their share, POST /v1/tenants still registers.
+ * A fresh fixture (the earlier tests filled the registry). */
+static void test_tenants_trust(void **state)
+{
+    (void)state;
+    api_fixture_close(&fx);
+    assert_int_equal(api_fixture_open(&fx, "test_api_trust"), 0);
+    struct tenant_reg *r = fx.d.tenants;
+    uid_t u = 0;
+    /* uid needs a Slurm job id: a numeric job, or slurm_job */
+    json_t *j = req("POST /v1/jobs\n\n{\"job\": \"run-a\", \"uid\": 1000, \"tenant\": \"job-a\", "
+                    "\"cache_bytes\": 0}",
+                    400);
+    assert_non_null(strstr(json_string_value(json_object_get(j, "error")), "slurm_job"));
+    json_decref(j);
+    json_decref(req("POST /v1/jobs\n\n{\"job\": 4242, \"uid\": \"x\", \"tenant\": \"job-a\", "
+                    "\"cache_bytes\": 0}",
+                    400));
+    json_decref(req("POST /v1/jobs\n\n{\"job\": \"run-a\", \"slurm_job\": \"12x\", \"uid\": 1, "
+                    "\"tenant\": \"job-a\", \"cache_bytes\": 0}",
+                    400));
+    assert_int_equal(tenant_find(r, "job-a", NULL), -ENOENT); /* a 400 registers nothing */
+    /* a dry run records no owner */
+    json_decref(req("POST /v1/jobs\n\n{\"job\": 4244, \"uid\": 1000, \"tenant\": \"job-a\", "
+                    "\"cache_bytes\": 0, \"dry_run\": true}",
+                    200));
+    assert_int_equal(tenant_job_owner(r, "4244", &u), -ENOENT);
+    json_decref(req("POST /v1/jobs\n\n{\"job\": \"run-a\", \"slurm_job\": 4243, \"uid\": 1000, "
+                    "\"tenant\": \"job-a\", \"cache_bytes\": 0}",
+                    200));
+    assert_int_equal(tenant_job_owner(r, "4243", &u), 0);
+    assert_int_equal(u, 1000);
+    json_decref(req("POST /v1/jobs\n\n{\"job\": 4242, \"uid\": 1001, \"tenant\": \"job-b\", "
+                    "\"cache_bytes\": 0}",
+                    200));
+    assert_int_equal(tenant_job_owner(r, "4242", &u), 0);
+    assert_int_equal(u, 1001);
+    /* only administrators say who owns a job */
+    json_decref(req("POST /v1/jobs\nX-Caller: reader\n\n{\"job\": 4245, \"uid\": 7, \"tenant\": "
+                    "\"job-b\", \"cache_bytes\": 0}",
+                    403));
+    assert_int_equal(tenant_job_owner(r, "4245", &u), -ENOENT);
+    /* released: forgotten */
+    json_decref(req("DELETE /v1/jobs/4242\n\n", 200));
+    assert_int_equal(tenant_job_owner(r, "4242", &u), -ENOENT);
+    /* POST /v1/tenants with slurm_job and uid records the owner too */
+    json_decref(
+        req("POST /v1/tenants\n\n{\"name\": \"job-a\", \"slurm_job\": 77, \"uid\": 3000}", 200));
+    assert_int_equal(tenant_job_owner(r, "77", &u), 0);
+    assert_int_equal(u, 3000);
+    j = req("GET /v1/tenants\n\n", 200);
+    json_t *tr = json_object_get(j, "trust");
+    assert_int_equal(json_integer_value(json_object_get(tr, "job_owners")), 2); /* 4243, 77 */
+    json_decref(j);
+
+    /* default, other, infer, job-a, job-b: 5 of 8 ids; 8 / 4 = 2 are kept for explicit
+     * tenants, so one implicit tenant fits. Callers of other uids without a job (this process,
+     * outside a Slurm job or pod) are uid-<uid>. */
+    struct tier_ioctx io = tenant_resolve(r, getpid(), 2000, 2000);
+    const char *first = tenant_name(r, io.tenant);
+    if (strncmp(first, "uid-", 4) != 0) {
+        print_message("this process is in a job or pod (%s): the reserve is checked by "
+                      "test_tenant alone\n",
+                      first);
+        return;
+    }
+    assert_string_equal(first, "uid-2000");
+    assert_int_equal(tenant_count(r), 6);
+    io = tenant_resolve(r, getpid(), 2001, 2001);
+    assert_int_equal(io.tenant, TIER_TENANT_OTHER);
+    assert_int_equal(tenant_count(r), 6);
+    /* the reserve: two explicit tenants still find ids, then the registry is full */
+    json_decref(req("POST /v1/tenants\n\n{\"name\": \"late1\"}", 201));
+    json_decref(req("POST /v1/tenants\n\n{\"name\": \"late2\"}", 201));
+    json_decref(req("POST /v1/tenants\n\n{\"name\": \"late3\"}", 507));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -996,6 +1074,7 @@ int main(void)
         cmocka_unit_test(test_tenants),
         cmocka_unit_test(test_qos),
         cmocka_unit_test(test_qos_lanes),
+        cmocka_unit_test(test_tenants_trust), /* last: it replaces the fixture */
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -247,6 +247,17 @@ static const struct bad_case bad_cases[] = {
     {BASE "[tenant default]\n", {"t.conf:8:", "'default' is a built-in tenant"}},
     {BASE "[tenant other]\nuid = 0\n", {"t.conf:8:", "'other' is a built-in tenant"}},
     {BASE "[tenants]\nmax_tenants = 1\n", {"t.conf:9:", "max_tenants = '1'", "from 2 to 65536"}},
+    {BASE "[tenants]\nfallback = nobody\n",
+     {"t.conf:9:", "fallback = 'nobody' is not allowed", "allowed: uid", "default"}},
+    {BASE "[tenants]\nslurm_cgroup_root = /user.slice/user-1000.slice\n",
+     {"t.conf:9:", "slurm_cgroup_root = '/user.slice/user-1000.slice' is not allowed",
+      "user@UID.service"}},
+    {BASE "[tenants]\nslurm_cgroup_root = /\n", {"t.conf:9:", "slurm_cgroup_root = '/'"}},
+    {BASE "[tenants]\nslurm_cgroup_root = slurm\n",
+     {"t.conf:9:", "slurm_cgroup_root = 'slurm' must start with '/'"}},
+    {BASE "[tenants]\nimplicit_per_minute = 0\n", {"t.conf:9:", "from 1 to 1000000"}},
+    {BASE "[tenants]\nmax_tenants = 8\nreserved_ids = 7\n",
+     {"t.conf:10:", "reserved_ids = 7 is more than max_tenants - 2 = 6"}},
     {BASE "[tenants]\npid_cache = 0\n", {"t.conf:9:", "pid_cache = '0'", "from 1 to"}},
     {BASE "[tenants]\nmax_tenant = 8\n", {"t.conf:9:", "did you mean 'max_tenants'?"}},
     {BASE "[tenants]\n[tenants]\n", {"t.conf:9:", "duplicate section [tenants]"}},
@@ -435,6 +446,10 @@ static void test_defaults(void **state)
     assert_int_equal(c.backends[0].breaker_cooldown_ms, 5000);
     assert_int_equal(c.max_tenants, 64);
     assert_int_equal(c.tenant_pid_cache, 4096);
+    assert_int_equal(c.tenant_reserved_ids, 16); /* a quarter of max_tenants */
+    assert_int_equal(c.tenant_implicit_per_minute, 4);
+    assert_false(c.tenant_fallback_default);
+    assert_null(c.tenant_slurm_cgroup_root);
     assert_int_equal(c.ntenants, 0);
     tierd_config_fini(&c);
 }
@@ -458,6 +473,27 @@ static void test_telemetry_switch(void **state)
         assert_int_equal(c.qos, strcmp(vals[i], "on") == 0);
         tierd_config_fini(&c);
     }
+}
+
+/* [tenants] fallback, reserved_ids, implicit_per_minute, slurm_cgroup_root: parsed as given. */
+static void test_tenants_trust_keys(void **state)
+{
+    (void)state;
+    static const char text[] = BASE "[tenants]\nmax_tenants = 100\nfallback = default\n"
+                                    "reserved_ids = 0\nimplicit_per_minute = 50\n"
+                                    "slurm_cgroup_root = /slurm_node1/\n";
+    struct tierd_config c;
+    char err[1024] = "";
+    if (tierd_config_load_string("t.conf", text, strlen(text), &c, err, sizeof(err)))
+        fail_msg("%s", err);
+    assert_true(c.tenant_fallback_default);
+    assert_int_equal(c.tenant_reserved_ids, 0);
+    assert_int_equal(c.tenant_implicit_per_minute, 50);
+    assert_string_equal(c.tenant_slurm_cgroup_root, "/slurm_node1/");
+    struct tenant_reg *r = NULL;
+    assert_int_equal(tierd_tenants_open(&c, &r), 0);
+    tenant_reg_free(r);
+    tierd_config_fini(&c);
 }
 
 static void test_tenants(void **state)
@@ -878,6 +914,7 @@ int main(void)
         cmocka_unit_test(test_bad_configs),
         cmocka_unit_test(test_good_config_file),
         cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_tenants_trust_keys),
         cmocka_unit_test(test_tenants),
         cmocka_unit_test(test_writeback),
         cmocka_unit_test(test_file_errors),

@@ -82,13 +82,18 @@ static const char CG_SESSION[] = "0::/user.slice/user-1000.slice/session-4.scope
 static const char CG_USER_APP[] = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/"
                                   "app-gnome-firefox-1234.scope\n";
 
-static struct tenant_origin_id parse_ok(const char *text, size_t len)
+static struct tenant_origin_id parse_root(const char *text, size_t len, const char *root)
 {
     struct tenant_origin_id o;
-    int rc = tenant_parse_cgroup(text, len, &o);
+    int rc = tenant_parse_cgroup(text, len, root, &o);
     if (rc != 0)
         fail_msg("tenant_parse_cgroup: %d for\n%.*s", rc, (int)len, text);
     return o;
+}
+
+static struct tenant_origin_id parse_ok(const char *text, size_t len)
+{
+    return parse_root(text, len, NULL);
 }
 
 static struct tenant_origin_id parse_str(const char *text)
@@ -104,29 +109,88 @@ static void test_cgroup_slurm(void **state)
     assert_string_equal(o.id, "4242");
     assert_string_equal(o.cgroup, "/slurm/uid_1000/job_4242/step_0/task_0"); /* first naming */
     assert_false(o.cgroup_truncated);
+    assert_true(o.has_job_uid); /* v1: the resolver checks it is the caller's */
+    assert_int_equal(o.job_uid, 1000);
 
     o = parse_str(CG_SLURM_V2);
     assert_int_equal(o.origin, TENANT_ORIGIN_SLURM);
     assert_string_equal(o.id, "4243");
     assert_string_equal(o.cgroup, "/system.slice/slurmstepd.scope/job_4243/step_0/user/task_0");
+    assert_false(o.has_job_uid);
 
-    /* the hybrid: the v1 lines name a login session (nothing), the unified line the job */
+    /* the hybrid: the v1 lines name a login session (nothing); the unified line's job is under
+     * no Slurm root but a configured one */
     o = parse_str(CG_HYBRID);
+    assert_int_equal(o.origin, TENANT_ORIGIN_NONE);
+    o = parse_root(CG_HYBRID, strlen(CG_HYBRID), "/tierd-test/slurm/");
     assert_int_equal(o.origin, TENANT_ORIGIN_SLURM);
     assert_string_equal(o.id, "99");
+    assert_true(o.has_job_uid);
+    assert_int_equal(o.job_uid, 1000);
     assert_string_equal(o.cgroup, "/tierd-test/slurm/uid_1000/job_99/task_0");
 
-    /* job_ without a slurm segment above it is not a job; job_ must be all digits */
+    /* job_ without a Slurm root above it is not a job; job_ must be all digits */
     o = parse_str("0::/batch/job_5/x\n");
     assert_int_equal(o.origin, TENANT_ORIGIN_NONE);
     o = parse_str("0::/slurm/uid_0/job_5a/x\n");
     assert_int_equal(o.origin, TENANT_ORIGIN_NONE);
-    o = parse_str("0::/slurm/job_123456789012345678901\n"); /* 21 digits */
+    o = parse_str("0::/slurm/uid_7/job_123456789012345678901\n"); /* 21 digits */
     assert_int_equal(o.origin, TENANT_ORIGIN_NONE);
     /* no trailing newline, job as the last segment */
-    o = parse_str("0::/slurm/job_7");
+    o = parse_str("0::/slurm/uid_7/job_7");
     assert_int_equal(o.origin, TENANT_ORIGIN_SLURM);
     assert_string_equal(o.id, "7");
+    /* /slurm needs uid_<u> (v1's layout); a configured root takes job_<id> alone too */
+    o = parse_str("0::/slurm/job_7\n");
+    assert_int_equal(o.origin, TENANT_ORIGIN_NONE);
+    o = parse_root("0::/slurm/job_7\n", 16, "/slurm");
+    assert_int_equal(o.origin, TENANT_ORIGIN_SLURM);
+    assert_false(o.has_job_uid);
+    o = parse_root("0::/slurm_n1/job_8/step_0\n", 26, "/slurm_n1");
+    assert_int_equal(o.origin, TENANT_ORIGIN_SLURM);
+    assert_string_equal(o.id, "8");
+    o = parse_root("0::/slurm_n10/job_8\n", 20, "/slurm_n1"); /* by segment */
+    assert_int_equal(o.origin, TENANT_ORIGIN_NONE);
+    /* uid_<u> without a job below it: no job, and no uid left behind for the unit it names */
+    o = parse_str("0::/slurm/uid_5/notjob/x.service\n");
+    assert_int_equal(o.origin, TENANT_ORIGIN_SYSTEMD);
+    assert_false(o.has_job_uid);
+    /* a uid beyond 4294967294 is no uid, so no job */
+    o = parse_str("0::/slurm/uid_4294967295/job_1\n");
+    assert_int_equal(o.origin, TENANT_ORIGIN_NONE);
+    o = parse_str("0::/slurm/uid_4294967294/job_1\n");
+    assert_int_equal(o.origin, TENANT_ORIGIN_SLURM);
+    assert_int_equal(o.job_uid, 4294967294u);
+    /* slurmstepd.scope: job_<id> right below it, anchored at the top */
+    o = parse_str("0::/system.slice/slurmstepd.scope/job_3\n");
+    assert_int_equal(o.origin, TENANT_ORIGIN_SLURM);
+    assert_string_equal(o.id, "3");
+    o = parse_str("0::/system.slice/slurmstepd.scope/step_0/job_3\n");
+    assert_int_not_equal(o.origin, TENANT_ORIGIN_SLURM);
+    o = parse_str("0::/x/system.slice/slurmstepd.scope/job_3\n");
+    assert_int_not_equal(o.origin, TENANT_ORIGIN_SLURM);
+    o = parse_str("0::/system.slice/slurmstepd.scopex/job_3\n");
+    assert_int_not_equal(o.origin, TENANT_ORIGIN_SLURM);
+}
+
+/* A user's own systemd subtree (user@UID.service, delegated to the user) names no job, however
+ * it is shaped: the review's path, and Slurm's own layouts rebuilt inside it. */
+static void test_cgroup_user_slice(void **state)
+{
+    (void)state;
+    static const char *const forged[] = {
+        "0::/user.slice/user-1000.slice/user@1000.service/app.slice/myslurmish/job_4242\n",
+        "0::/user.slice/user-1000.slice/user@1000.service/system.slice/slurmstepd.scope/job_4242\n",
+        "0::/user.slice/user-1000.slice/user@1000.service/slurm/uid_1000/job_4242\n",
+        "0::/user.slice/user-1000.slice/user@1000.service/kubepods/pod1234abcd/c\n",
+        "4:memory:/user.slice/slurm/uid_1000/job_4242\n",
+    };
+    for (size_t i = 0; i < sizeof(forged) / sizeof(forged[0]); i++) {
+        struct tenant_origin_id o = parse_root(forged[i], strlen(forged[i]), "/slurm");
+        if (o.origin == TENANT_ORIGIN_SLURM || o.origin == TENANT_ORIGIN_K8S)
+            fail_msg("%s names %s %s", forged[i], o.origin == TENANT_ORIGIN_SLURM ? "job" : "pod",
+                     o.id);
+    }
 }
 
 static void test_cgroup_k8s(void **state)
@@ -144,7 +208,12 @@ static void test_cgroup_k8s(void **state)
     /* the kubepods slices alone name no pod ("kubepods" holds "pod" but not as a pod uid) */
     o = parse_str("0::/kubepods.slice/kubepods-besteffort.slice\n");
     assert_int_equal(o.origin, TENANT_ORIGIN_NONE);
-    /* pod<uid> outside a kubepods hierarchy is not a pod */
+    /* pod<uid> outside a kubepods hierarchy at the top is not a pod */
+    o = parse_str("0::/x/kubepods/pod1234/c\n");
+    assert_int_equal(o.origin, TENANT_ORIGIN_NONE);
+    o = parse_str("0::/kubepods/pod1234/c\n");
+    assert_int_equal(o.origin, TENANT_ORIGIN_K8S);
+    assert_string_equal(o.id, "1234");
     o = parse_str("0::/machine.slice/pod1234.scope\n");
     assert_int_equal(o.origin, TENANT_ORIGIN_SYSTEMD);
     assert_string_equal(o.id, "pod1234.scope");
@@ -167,7 +236,7 @@ static void test_cgroup_systemd(void **state)
     assert_string_equal(o.id, "");
     assert_string_equal(o.cgroup, "/user.slice/user-1000.slice/session-4.scope");
     /* a Slurm job wins over a unit named on an earlier line */
-    o = parse_str("1:name=systemd:/system.slice/x.service\n0::/slurm/job_3\n");
+    o = parse_str("1:name=systemd:/system.slice/x.service\n0::/slurm/uid_1/job_3\n");
     assert_int_equal(o.origin, TENANT_ORIGIN_SLURM);
     assert_string_equal(o.id, "3");
     /* nothing named: the v2 path is kept, else the name=systemd line's, else the first line's */
@@ -205,18 +274,18 @@ static void test_cgroup_empty_garbage_long(void **state)
     };
     for (size_t i = 0; i < sizeof(garbage) / sizeof(garbage[0]); i++) {
         struct tenant_origin_id g;
-        int rc = tenant_parse_cgroup(garbage[i], strlen(garbage[i]), &g);
+        int rc = tenant_parse_cgroup(garbage[i], strlen(garbage[i]), NULL, &g);
         if (rc != -EINVAL)
             fail_msg("garbage %zu (%s): rc %d, want -EINVAL", i, garbage[i], rc);
     }
     /* a NUL byte inside: not a cgroup file */
     struct tenant_origin_id g;
-    assert_int_equal(tenant_parse_cgroup("0::/slurm/job_1\0x\n", 18, &g), -EINVAL);
+    assert_int_equal(tenant_parse_cgroup("0::/slurm/job_1\0x\n", 18, NULL, &g), -EINVAL);
     /* not NUL-terminated: only len bytes are read (the job id stops at len) */
-    char buf[32];
-    memcpy(buf, "0::/slurm/job_12345", 19);
-    memset(buf + 19, '9', sizeof(buf) - 19);
-    o = parse_ok(buf, 16);
+    char buf[40];
+    memcpy(buf, "0::/slurm/uid_1/job_12345", 25);
+    memset(buf + 25, '9', sizeof(buf) - 25);
+    o = parse_ok(buf, 22);
     assert_string_equal(o.id, "12");
 
     /* a path over 4 KiB: over-long input */
@@ -226,18 +295,18 @@ static void test_cgroup_empty_garbage_long(void **state)
     memcpy(big, "0::/", 4);
     memset(big + 4, 'a', n - 4);
     big[n] = '\n';
-    assert_int_equal(tenant_parse_cgroup(big, n + 1, &g), -EINVAL);
+    assert_int_equal(tenant_parse_cgroup(big, n + 1, NULL, &g), -EINVAL);
     /* a 1000-byte path still names its job; the kept path is cut and says so */
     char *mid = malloc(1100);
     assert_non_null(mid);
-    int w = snprintf(mid, 1100, "0::/slurm/%0990d/job_5/x\n", 0);
+    int w = snprintf(mid, 1100, "0::/slurm/uid_1/job_5/%0990d/x\n", 0);
     assert_true(w > 1000);
     o = parse_ok(mid, (size_t)w);
     assert_int_equal(o.origin, TENANT_ORIGIN_SLURM);
     assert_string_equal(o.id, "5");
     assert_true(o.cgroup_truncated);
     assert_int_equal(strlen(o.cgroup), TENANT_CGROUP_MAX - 1);
-    assert_memory_equal(o.cgroup, "/slurm/000", 10);
+    assert_memory_equal(o.cgroup, "/slurm/uid_1/job_5/000", 22);
     free(mid);
     free(big);
 }
@@ -314,10 +383,22 @@ static int teardown(void **state)
     return 0;
 }
 
+/* A registry over the fake /proc; its configured Slurm root is /slurm, so "/slurm/job_<id>"
+ * (the shortest job path) names a job. */
 static struct tenant_reg *reg_new(unsigned max_tenants, unsigned pid_cache)
 {
-    struct tenant_reg_config c = {
-        .max_tenants = max_tenants, .pid_cache_max = pid_cache, .proc_root = g_root};
+    struct tenant_reg_config c = {.max_tenants = max_tenants,
+                                  .pid_cache_max = pid_cache,
+                                  .proc_root = g_root,
+                                  .slurm_cgroup_root = "/slurm"};
+    struct tenant_reg *r = NULL;
+    assert_int_equal(tenant_reg_new(&c, &r), 0);
+    return r;
+}
+
+static struct tenant_reg *reg_with(struct tenant_reg_config c)
+{
+    c.proc_root = g_root;
     struct tenant_reg *r = NULL;
     assert_int_equal(tenant_reg_new(&c, &r), 0);
     return r;
@@ -400,7 +481,8 @@ static void test_registry_basics(void **state)
 static void test_resolve_sources(void **state)
 {
     (void)state;
-    struct tenant_reg *r = reg_new(0, 0);
+    struct tenant_reg *r =
+        reg_with((struct tenant_reg_config){.slurm_cgroup_root = "/tierd-test/slurm"});
     proc_put(101, 1000, CG_SLURM_V1, NULL, 0);
     proc_put(102, 1000, CG_SLURM_V2, NULL, 0);
     proc_put(103, 1000, CG_K8S_SYSTEMD, NULL, 0);
@@ -412,22 +494,37 @@ static void test_resolve_sources(void **state)
     assert_string_equal(who(r, 101, 1000, 1000), "slurm-4242");
     assert_string_equal(who(r, 102, 1000, 1000), "slurm-4243");
     assert_string_equal(who(r, 103, 1000, 1000), "k8s-6f0f6c5e-1b2a-4c4e-9a8e-2d6f3b9c1a7e");
-    assert_string_equal(who(r, 104, 1000, 1000), "default"); /* a unit alone: no tenant */
-    assert_string_equal(who(r, 105, 1000, 1000), "slurm-555");
-    assert_string_equal(who(r, 106, 1000, 1000), "default");
+    /* a unit alone, a session, garbage, no process: no job, so the uid's own tenant */
+    assert_string_equal(who(r, 104, 1000, 1000), "uid-1000");
+    assert_string_equal(who(r, 106, 1000, 1000), "uid-1000");
     assert_string_equal(who(r, 107, 1000, 1000), "slurm-99");
-    assert_string_equal(who(r, 108, 1000, 1000), "default");
-    assert_string_equal(who(r, 4000000, 1000, 1000), "default"); /* no such process */
+    assert_string_equal(who(r, 108, 1000, 1000), "uid-1000");
+    assert_string_equal(who(r, 4000000, 1000, 1000), "uid-1000"); /* no such process */
+    /* SLURM_JOB_ID of a job not known to be uid 1000's: ignored */
+    assert_string_equal(who(r, 105, 1000, 1000), "uid-1000");
+    struct tenant_stats st;
+    tenant_stats_get(r, &st);
+    assert_int_equal(st.env_ignored, 1);
+    /* the scheduler says job 555 runs as uid 1000: the cached answer is recomputed */
+    assert_int_equal(tenant_job_owner_set(r, "555", 1000), 0);
+    assert_string_equal(who(r, 105, 1000, 1000), "slurm-555");
+    assert_int_equal(tenant_job_owner_set(r, "55x", 1000), -EINVAL);
     uint32_t id = 0;
     assert_int_equal(tenant_find(r, "slurm-4242", &id), 0);
     assert_true(tenant_implicit(r, id));
     assert_int_equal(tenant_class(r, id), TIER_IO_TRAINING);
+    assert_int_equal(tenant_find(r, "uid-1000", &id), 0);
+    assert_true(tenant_implicit(r, id));
     /* a scheduler registering the implicit tenant sets its class once */
+    assert_int_equal(tenant_find(r, "slurm-4242", &id), 0);
     assert_int_equal(tenant_add(r, "slurm-4242", TIER_IO_INFERENCE, NULL, NULL), 0);
     assert_false(tenant_implicit(r, id));
     assert_int_equal(tenant_class(r, id), TIER_IO_INFERENCE);
     assert_int_equal(tenant_resolve(r, 101, 1000, 1000).cls, TIER_IO_INFERENCE);
     assert_int_equal(tenant_add(r, "slurm-4242", TIER_IO_TRAINING, NULL, NULL), -EEXIST);
+    /* uid 0 is the administrator's: default; pid 0 goes by rules alone */
+    assert_string_equal(who(r, 106, 0, 0), "default");
+    assert_string_equal(who(r, 0, 1000, 1000), "default");
 
     /* SLURM_JOB_ID straddling two reads of the environ (4 KiB each) */
     size_t envlen = 4090 + 20;
@@ -440,7 +537,153 @@ static void test_resolve_sources(void **state)
     env[4089 + 18] = '\0';
     proc_put(109, 1000, CG_SESSION, env, 4089 + 19);
     free(env);
+    assert_int_equal(tenant_job_owner_set(r, "31337", 1000), 0);
     assert_string_equal(who(r, 109, 1000, 1000), "slurm-31337");
+    tenant_reg_free(r);
+
+    /* fallback = default: no uid tenants */
+    r = reg_with((struct tenant_reg_config){.fallback_default = true});
+    assert_string_equal(who(r, 106, 1000, 1000), "default");
+    assert_string_equal(who(r, 102, 1000, 1000), "slurm-4243");
+    tenant_reg_free(r);
+}
+
+/* The review's forgery: SLURM_JOB_ID of another user's job names neither the job's implicit
+ * tenant nor a [tenant] slurm_job rule's, until the scheduler says the job is the caller's. */
+static void test_env_forged(void **state)
+{
+    (void)state;
+    struct tenant_reg *r = reg_new(0, 0);
+    struct tenant_rule victim = {.slurm_job = "4242"};
+    assert_int_equal(tenant_add(r, "victim", TIER_IO_INFERENCE, &victim, NULL), 0);
+    proc_put(151, 1000, CG_SESSION, "SLURM_JOB_ID=4242\0", 18);
+    proc_put(152, 1000, CG_SESSION, "SLURM_JOB_ID=4243\0", 18);
+    assert_string_equal(who(r, 151, 65534, 65534), "uid-65534");
+    assert_string_equal(who(r, 152, 65534, 65534), "uid-65534");
+    assert_int_equal(tenant_find(r, "slurm-4243", NULL), -ENOENT);
+    /* registered for another uid: still ignored */
+    assert_int_equal(tenant_job_owner_set(r, "4242", 1000), 0);
+    assert_string_equal(who(r, 151, 65534, 65534), "uid-65534");
+    /* registered for the caller's uid: the job is its */
+    assert_int_equal(tenant_job_owner_set(r, "4242", 65534), 0);
+    uid_t u = 0;
+    assert_int_equal(tenant_job_owner(r, "4242", &u), 0);
+    assert_int_equal(u, 65534);
+    assert_string_equal(who(r, 151, 65534, 65534), "victim");
+    assert_int_equal(tenant_resolve(r, 151, 65534, 65534).cls, TIER_IO_INFERENCE);
+    /* released: back to the uid's own */
+    tenant_job_owner_drop(r, "4242");
+    assert_int_equal(tenant_job_owner(r, "4242", &u), -ENOENT);
+    assert_string_equal(who(r, 151, 65534, 65534), "uid-65534");
+    struct tenant_stats st;
+    tenant_stats_get(r, &st);
+    assert_int_equal(st.env_ignored, 4);
+    tenant_reg_free(r);
+}
+
+/* A v1 job cgroup /slurm/uid_<u>/job_<id> is job <id> only for uid <u>; a trusted job cgroup
+ * seen with a uid (not root) makes that uid the job's owner, so its SLURM_JOB_ID counts too. */
+static void test_cgroup_uid(void **state)
+{
+    (void)state;
+    struct tenant_reg *r = reg_new(0, 0);
+    proc_put(161, 1000, CG_SLURM_V1, NULL, 0); /* uid_1000/job_4242 */
+    proc_put(162, 1000, CG_SLURM_V2, NULL, 0); /* slurmstepd.scope/job_4243 */
+    proc_put(163, 1000, "0::/system.slice/slurmstepd.scope/job_6000/step_0\n", NULL, 0);
+    proc_put(164, 1000, CG_SESSION, "SLURM_JOB_ID=4243\0", 18);
+    assert_string_equal(who(r, 161, 1001, 1001), "uid-1001"); /* not its uid_ */
+    assert_string_equal(who(r, 161, 1001, 1001), "uid-1001");
+    assert_int_equal(tenant_find(r, "slurm-4242", NULL), -ENOENT);
+    assert_string_equal(who(r, 161, 1000, 1000), "slurm-4242");
+    struct tenant_stats st;
+    tenant_stats_get(r, &st);
+    assert_int_equal(st.uid_mismatch, 1); /* the second was a cache hit */
+    /* the owner is learnt from the cgroup; the same uid's environ then names the job */
+    assert_string_equal(who(r, 164, 1002, 1002), "uid-1002");
+    assert_string_equal(who(r, 162, 1002, 1002), "slurm-4243");
+    uid_t u = 0;
+    assert_int_equal(tenant_job_owner(r, "4243", &u), 0);
+    assert_int_equal(u, 1002);
+    assert_string_equal(who(r, 164, 1002, 1002), "slurm-4243");
+    assert_string_equal(who(r, 164, 1003, 1003), "uid-1003");
+    /* a second uid in the cgroup does not take the job over */
+    assert_string_equal(who(r, 162, 1003, 1003), "slurm-4243");
+    assert_int_equal(tenant_job_owner(r, "4243", &u), 0);
+    assert_int_equal(u, 1002);
+    /* root in a job's cgroup (slurmstepd) is of the job but owns nothing */
+    assert_string_equal(who(r, 163, 0, 0), "slurm-6000");
+    assert_int_equal(tenant_job_owner(r, "6000", &u), -ENOENT);
+    tenant_reg_free(r);
+}
+
+static uint64_t g_now_s = 1000;
+static uint64_t fake_now_s(void)
+{
+    return g_now_s;
+}
+
+/* Implicit tenants stay within max_tenants - reserved_ids, so explicit ones find ids; one uid
+ * creates at most implicit_per_minute job tenants a minute. */
+static void test_reserve_rate(void **state)
+{
+    (void)state;
+    struct tenant_reg_config bad = {.max_tenants = 8, .reserved_ids = 7};
+    struct tenant_reg *r = NULL;
+    assert_int_equal(tenant_reg_new(&bad, &r), -EINVAL);
+    r = reg_with((struct tenant_reg_config){
+        .max_tenants = 8, .reserved_ids = 2, .slurm_cgroup_root = "/slurm"});
+    for (int k = 1; k <= 5; k++) {
+        char cg[64];
+        snprintf(cg, sizeof(cg), "0::/slurm/job_%d\n", k);
+        proc_put(170 + k, 1000, cg, NULL, 0);
+    }
+    proc_put(176, 1000, CG_SESSION, NULL, 0);
+    for (int k = 1; k <= 4; k++) {
+        char want[32];
+        snprintf(want, sizeof(want), "slurm-%d", k);
+        assert_string_equal(who(r, 170 + k, 0, 0), want);
+    }
+    assert_int_equal(tenant_count(r), 6);
+    assert_string_equal(who(r, 175, 0, 0), "other");       /* the implicit share is full */
+    assert_string_equal(who(r, 176, 1000, 1000), "other"); /* uid tenants share it */
+    uint32_t id = 0;
+    assert_int_equal(tenant_register(r, "a", NULL, NULL, &id, NULL), 0);
+    assert_int_equal(tenant_register(r, "b", NULL, NULL, &id, NULL), 0);
+    assert_int_equal(tenant_register(r, "c", NULL, NULL, &id, NULL), -ENOSPC);
+    struct tenant_stats st;
+    tenant_stats_get(r, &st);
+    assert_int_equal(st.folded, 2);
+    assert_int_equal(st.rate_folded, 0);
+    tenant_reg_free(r);
+
+    g_now_s = 1000;
+    r = reg_with((struct tenant_reg_config){
+        .implicit_per_minute = 4, .now_s = fake_now_s, .slurm_cgroup_root = "/slurm"});
+    for (int k = 0; k < 6; k++) {
+        char cg[64];
+        snprintf(cg, sizeof(cg), "0::/slurm/uid_1000/job_%d\n", 10 + k);
+        proc_put(180 + k, 1000, cg, NULL, 0);
+    }
+    proc_put(186, 1000, "0::/slurm/uid_1001/job_20\n", NULL, 0);
+    proc_put(187, 1000, CG_SESSION, NULL, 0);
+    proc_put(188, 2000, "0::/slurm/uid_1000/job_14\n", NULL, 0);
+    for (int k = 0; k < 4; k++) {
+        char want[32];
+        snprintf(want, sizeof(want), "slurm-%d", 10 + k);
+        assert_string_equal(who(r, 180 + k, 1000, 1000), want);
+    }
+    assert_string_equal(who(r, 184, 1000, 1000), "other"); /* the fifth in a minute */
+    assert_string_equal(who(r, 185, 1000, 1000), "other");
+    assert_string_equal(who(r, 186, 1001, 1001), "slurm-20"); /* another uid's own count */
+    assert_string_equal(who(r, 187, 1000, 1000), "uid-1000"); /* not a job tenant */
+    assert_string_equal(who(r, 180, 1000, 1000), "slurm-10"); /* existing ones resolve */
+    tenant_stats_get(r, &st);
+    assert_int_equal(st.rate_folded, 2);
+    g_now_s += 59;
+    assert_string_equal(who(r, 188, 1000, 1000), "other");
+    g_now_s += 1; /* a new minute: a new process of job 14 gets its tenant */
+    proc_put(188, 3000, "0::/slurm/uid_1000/job_14\n", NULL, 0);
+    assert_string_equal(who(r, 188, 1000, 1000), "slurm-14");
     tenant_reg_free(r);
 }
 
@@ -479,8 +722,8 @@ static void test_rules(void **state)
     assert_int_equal(tenant_add(r, "both", TIER_IO_TRAINING, &both, NULL), 0);
     assert_int_equal(tenant_add(r, "grp", TIER_IO_BACKGROUND, &by_gid, NULL), 0);
     assert_string_equal(who(r, 203, 1000, 50), "both");
-    assert_string_equal(who(r, 203, 1000, 51), "default");
-    assert_string_equal(who(r, 203, 1001, 50), "default");
+    assert_string_equal(who(r, 203, 1000, 51), "uid-1000");
+    assert_string_equal(who(r, 203, 1001, 50), "uid-1001");
     assert_string_equal(who(r, 203, 7, 60), "grp");
     assert_string_equal(who(r, 0, 7, 60), "grp"); /* pid 0: the uid/gid rules still apply */
     assert_string_equal(who(r, 0, 7, 61), "default");
@@ -576,7 +819,7 @@ static void test_pid_reuse(void **state)
     assert_string_equal(who(r, 401, 1000, 1000), "slurm-12"); /* from its cgroup file */
     snprintf(p, sizeof(p), "%s/401/cgroup", g_root);
     assert_int_equal(unlink(p), 0);
-    assert_string_equal(who(r, 401, 1000, 1000), "default");
+    assert_string_equal(who(r, 401, 1000, 1000), "uid-1000");
     tenant_reg_free(r);
 }
 
@@ -980,12 +1223,16 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cgroup_slurm),
+        cmocka_unit_test(test_cgroup_user_slice),
         cmocka_unit_test(test_cgroup_k8s),
         cmocka_unit_test(test_cgroup_systemd),
         cmocka_unit_test(test_cgroup_empty_garbage_long),
         cmocka_unit_test(test_environ),
         cmocka_unit_test(test_registry_basics),
         cmocka_unit_test(test_resolve_sources),
+        cmocka_unit_test(test_env_forged),
+        cmocka_unit_test(test_cgroup_uid),
+        cmocka_unit_test(test_reserve_rate),
         cmocka_unit_test(test_rules),
         cmocka_unit_test(test_cap),
         cmocka_unit_test(test_pid_reuse),

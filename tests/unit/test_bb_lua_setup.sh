@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# test_bb_lua_setup.sh - what the Slurm provider's slurm_bb_setup sends (contrib/slurm/
+# burst_buffer.lua), run by lua5.1 outside Slurm as test_bb_lua.sh does: a stub `slurm` table, and
+# `curl` a stand-in that records each request (its curl config file) and answers 200 with an
+# admitted job. Checks: POST /v1/jobs carries the uid Slurm gives setup and the Slurm job id
+# (`uid`, `slurm_job`: tierd then believes SLURM_JOB_ID only in that uid's processes), also with
+# a job_prefix (job "east.5", slurm_job "5"); with tenant= the POST /v1/tenants rule carries the
+# uid too; the dry run of job_process (which Slurm gives no uid) carries none.
+# Usage: test_bb_lua_setup.sh SRC_DIR
+set -euo pipefail
+src=$1
+fail() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+ok() { echo "ok: $*"; }
+command -v lua5.1 >/dev/null || fail "lua5.1 is not installed (scripts/deps.sh)"
+lua5.1 -e 'require("cjson")' 2>/dev/null || fail "lua-cjson is not installed (scripts/deps.sh)"
+
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+cp "$src/contrib/slurm/burst_buffer.lua" "$T/burst_buffer.lua"
+cat >"$T/curl" <<CURL
+#!/bin/sh
+# records the config file curl -q -K FILE was given (one line per request); answers an admitted job
+tr '\n' ' ' <"\$3" >>"$T/requests"
+echo >>"$T/requests"
+printf '{"job":"5","state":"admitted","verdict":"valid","reason":""}\n200'
+CURL
+chmod +x "$T/curl"
+cat >"$T/drive.lua" <<'LUA'
+slurm = { SUCCESS = 0, ERROR = -1, log_info = function() end, log_debug = function() end,
+          log_error = function() end }
+dofile(arg[1] .. "/burst_buffer.lua")
+local rc, msg
+if arg[2] == "setup" then
+    rc, msg = slurm_bb_setup("5", 1000, 1000, "tierd", 1048576, arg[1] .. "/job.5/script")
+else
+    rc, msg = slurm_bb_job_process(arg[1] .. "/job.5/script")
+end
+io.write(rc, "|", tostring(msg))
+LUA
+conf() {
+    printf 'curl = %s\nsocket = %s/none.sock\nmount = /mnt/t\nreconcile = no\n%s\n' "$T/curl" "$T" \
+        "${1:-}" >"$T/tierd_bb.conf"
+}
+# hook SCRIPT-TEXT HOOK: run the hook (setup or process) on a job script; requests in $T/requests
+hook() {
+    mkdir -p "$T/job.5"
+    printf '%s\n' "$1" >"$T/job.5/script"
+    : >"$T/requests"
+    local out
+    out=$(lua5.1 "$T/drive.lua" "$T" "$2")
+    [[ $out == "0|"* ]] || fail "$2 failed: $out ($(cat "$T/requests"))"
+}
+# the recorded request to PATH (/v1/jobs, /v1/tenants), its JSON unescaped
+reqline() { grep -F "$1\"" "$T/requests" | tr -d '\\'; }
+
+conf
+hook $'#!/bin/bash\n#BB_LUA pool=tierd capacity=1M stage=/ds/x' setup
+line=$(reqline /v1/jobs)
+[[ $line == *'"uid":1000'* && $line == *'"slurm_job":"5"'* ]] ||
+    fail "setup's POST /v1/jobs lacks uid or slurm_job: $line"
+ok "setup sends POST /v1/jobs with the job's uid and Slurm job id"
+hook $'#!/bin/bash\n#BB_LUA pool=tierd capacity=1M stage=/ds/x' process
+line=$(reqline /v1/jobs)
+[[ $line == *'"dry_run":true'* && $line != *'"uid"'* ]] || fail "job_process's dry run: $line"
+ok "job_process's dry run sends no uid (Slurm gives it none)"
+conf "job_prefix = east."
+hook $'#!/bin/bash\n#BB_LUA stage_out=/c' setup
+line=$(reqline /v1/jobs)
+[[ $line == *'"job":"east.5"'* && $line == *'"slurm_job":"5"'* && $line == *'"uid":1000'* ]] ||
+    fail "setup with job_prefix: $line"
+ok "with a job_prefix, slurm_job is Slurm's own id"
+conf "user_tenants = yes"
+hook $'#!/bin/bash\n#BB_LUA stage_out=/c tenant=team-a' setup
+line=$(reqline /v1/tenants)
+[[ $line == *'"name":"team-a"'* && $line == *'"slurm_job":"5"'* && $line == *'"uid":1000'* ]] ||
+    fail "setup's POST /v1/tenants for tenant=team-a: $line"
+ok "tenant= registers its slurm_job rule with the job's uid"
+echo "all checks passed"
