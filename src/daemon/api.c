@@ -123,6 +123,7 @@ struct request {
     struct ucred cred;
     gid_t *groups; /* the peer's supplementary groups (malloc'd), ngroups of them */
     size_t ngroups;
+    bool groups_unknown; /* SO_PEERGROUPS failed */
 };
 
 /* ---- adapter --------------------------------------------------------------------------- */
@@ -210,8 +211,8 @@ static bool peer_may_mutate(const struct tierd *d, struct MHD_Connection *c, str
 }
 
 /* The supplementary groups of the peer of Unix-socket connection c (malloc'd into *out, *n of
- * them); none when they cannot be read. */
-static void peer_groups(struct MHD_Connection *c, gid_t **out, size_t *n)
+ * them); false (and none) when they cannot be read. */
+static bool peer_groups(struct MHD_Connection *c, gid_t **out, size_t *n)
 {
     *out = NULL;
     *n = 0;
@@ -228,10 +229,11 @@ static void peer_groups(struct MHD_Connection *c, gid_t **out, size_t *n)
     }
     if (rc != 0) {
         free(g);
-        return;
+        return false;
     }
     *out = g;
     *n = gl / sizeof(gid_t);
+    return true;
 }
 
 static int64_t content_length(struct MHD_Connection *c)
@@ -272,7 +274,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         rq->peer = !l->tcp && have_peer;
         rq->cred = cr;
         if (rq->peer && !rq->admin)
-            peer_groups(c, &rq->groups, &rq->ngroups);
+            rq->groups_unknown = !peer_groups(c, &rq->groups, &rq->ngroups);
         if (api_admit(d, &h, &r) == 0)
             return MHD_YES;
         rq->answered = true;
@@ -306,6 +308,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         .gid = rq->cred.gid,
         .groups = rq->groups,
         .ngroups = rq->ngroups,
+        .groups_unknown = rq->groups_unknown,
     };
     api_handle(d, &req, &r);
     return queue_reply(c, &r);
