@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,36 +66,89 @@ void tier_log_use_syslog(const char *ident)
     g_syslog = true;
 }
 
+/* The length of the valid UTF-8 sequence of two to four bytes at s (no overlong form, no
+ * surrogate, nothing above U+10FFFF), or 0. */
+static size_t utf8_seq(const unsigned char *s, uint32_t *cp_out)
+{
+    unsigned char c = s[0];
+    size_t n;
+    uint32_t cp;
+    if (c >= 0xc2 && c <= 0xdf) {
+        n = 2;
+        cp = c & 0x1fu;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        cp = c & 0x0fu;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        cp = c & 0x07u;
+    } else {
+        return 0;
+    }
+    for (size_t k = 1; k < n; k++) {
+        if ((s[k] & 0xc0) != 0x80) /* the terminating NUL stops it too */
+            return 0;
+        cp = cp << 6 | (s[k] & 0x3fu);
+    }
+    if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+        return 0;
+    *cp_out = cp;
+    return n;
+}
+
+size_t tier_utf8_cut(const char *s, size_t len)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t lead = len;
+    /* back over at most three continuation bytes to the byte that starts them */
+    while (lead > 0 && len - lead < 3 && (u[lead - 1] & 0xc0) == 0x80)
+        lead--;
+    if (lead == 0)
+        return len;
+    unsigned char c = u[lead - 1];
+    size_t want = c >= 0xc2 && c <= 0xdf   ? 2
+                  : c >= 0xe0 && c <= 0xef ? 3
+                  : c >= 0xf0 && c <= 0xf4 ? 4
+                                           : 0;
+    return want && len - (lead - 1) < want ? lead - 1 : len;
+}
+
 size_t tier_log_escape(const char *in, char *out, size_t outsz)
 {
     static const char hex[] = "0123456789abcdef";
     const unsigned char *s = (const unsigned char *)in;
     size_t o = 0;
-    for (size_t i = 0; s[i]; i++) {
+    for (size_t i = 0; s[i];) {
         unsigned char c = s[i];
-        char e[8];
-        size_t el = 0;
-        /* a C1 control encoded in UTF-8 (0xc2 0x80..0x9f): both bytes escaped */
-        bool c1 = c == 0xc2 && s[i + 1] >= 0x80 && s[i + 1] <= 0x9f;
-        if (c == '\n' || c == '\r' || c == '\t') {
+        char e[16];
+        size_t el = 0, used = 1;
+        uint32_t cp = 0;
+        size_t seq = c >= 0x80 ? utf8_seq(s + i, &cp) : 0;
+        if (c == '\n' || c == '\r' || c == '\t' || c == '\\') {
             e[el++] = '\\';
-            e[el++] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
-        } else if (c < 0x20 || c == 0x7f || c1) {
-            for (size_t k = 0; k < (c1 ? 2u : 1u); k++) {
+            e[el++] = c == '\n' ? 'n' : c == '\r' ? 'r' : c == '\t' ? 't' : '\\';
+        } else if (c < 0x20 || c == 0x7f || (c >= 0x80 && !seq) || (seq && cp <= 0x9f)) {
+            /* a control byte, a byte of no valid UTF-8 sequence, or a C1 control in UTF-8
+             * (U+0080..U+009F, which some terminals obey): each byte as \xNN */
+            used = seq ? seq : 1;
+            for (size_t k = 0; k < used; k++) {
                 unsigned char b = s[i + k];
                 e[el++] = '\\';
                 e[el++] = 'x';
                 e[el++] = hex[b >> 4];
                 e[el++] = hex[b & 15];
             }
-            i += c1;
         } else {
-            e[el++] = (char)c;
+            used = seq ? seq : 1; /* a whole character, never a part of one */
+            memcpy(e, s + i, used);
+            el = used;
         }
         if (o + el >= outsz)
             break;
         memcpy(out + o, e, el);
         o += el;
+        i += used;
     }
     out[o] = '\0';
     return o;
@@ -108,8 +162,10 @@ void tier_log(enum tier_log_level level, const char *file, int line, const char 
     char raw[2048], msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(raw, sizeof(raw), fmt, ap);
+    int rn = vsnprintf(raw, sizeof(raw), fmt, ap);
     va_end(ap);
+    if (rn >= (int)sizeof(raw)) /* cut: not in the middle of a character */
+        raw[tier_utf8_cut(raw, sizeof(raw) - 1)] = '\0';
     tier_log_escape(raw, msg, sizeof(msg));
 
     if (g_syslog) {

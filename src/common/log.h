@@ -37,12 +37,17 @@ void tier_log_use_syslog(const char *ident);
 void tier_log_use_journal(void);
 
 /* Copy the NUL-terminated in to out (outsz bytes, outsz >= 1, always NUL-terminated) with every
- * control byte escaped: \n, \r and \t as those two characters, every other byte below 0x20,
- * 0x7f and the UTF-8 encodings of U+0080..U+009F (C1 controls, which some terminals obey) as
- * \xNN per byte. Other bytes (printable ASCII, the rest of UTF-8, invalid bytes) are kept. An
- * escape that does not fit whole is left out with everything after it. Returns the length of
- * out. */
+ * control byte escaped: LF, CR, TAB and the backslash as the two characters \n, \r, \t and
+ * \\ (so an escape in the log cannot be forged); every other byte below 0x20, 0x7f, each byte
+ * that is not part of a valid UTF-8 sequence (so no raw 0x80..0x9f, which some terminals take as
+ * C1 controls) and the UTF-8 encodings of U+0080..U+009F as \xNN per byte. Printable ASCII and
+ * valid UTF-8 characters are kept whole. An escape or character that does not fit whole is left out
+ * with everything after it. Returns the length of out. */
 size_t tier_log_escape(const char *in, char *out, size_t outsz);
+
+/* len, or less: without the incomplete UTF-8 sequence s[0..len) ends with (a cut text's last
+ * character). */
+size_t tier_utf8_cut(const char *s, size_t len);
 
 void tier_log(enum tier_log_level level, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

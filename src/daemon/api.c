@@ -20,8 +20,11 @@
  * max_connections - admin_connections, one uid at most max_connections_per_uid (a long-polling
  * POST /v1/wait counts as the connection it holds). Their connections are closed after
  * user_timeout without a request (header or idle), an admin's after 60 s. The counts are taken at
- * accept and given back by MHD's close notification (gate_notify), under gate.mu, which nothing
- * else is held with.
+ * accept, under gate.mu (which nothing else is held with), and the connection is entered in the
+ * gate's pending table (by fd and socket inode) before it is handed to MHD. MHD's STARTED
+ * notification (gate_notify) claims the entry and its CLOSED one gives the share back; an entry
+ * whose fd no longer names its socket was dropped by MHD unannounced and is given back by the
+ * next accept (gate_sweep).
  *
  * Request flow: the first callback of a request (headers complete, no body read) runs
  * api_admit(): token on TCP, the caller's rights on the Unix socket (SO_PEERCRED: only root,
@@ -78,12 +81,25 @@ struct uid_conns {
     bool refused_logged; /* a refusal was logged since n was last below the cap */
 };
 
+/* A counted connection handed to MHD whose STARTED notification has not come yet. */
+struct pending_conn {
+    int fd;
+    dev_t dev; /* the socket's identity: fd may be closed and reused for another file */
+    ino_t ino;
+    uid_t uid;
+    bool admin;
+};
+
 /* The Unix socket's admission (see the top of the file). Fields under mu; the accept thread and
  * MHD's notifications (on MHD's threads) take it. */
 struct gate {
     pthread_mutex_t mu;
     struct uid_conns *uids; /* the uids with open connections, nuids of cap_uids */
     size_t nuids, cap_uids;
+    /* counted connections not yet STARTED (npending of cap_uids: each is counted in users or
+     * admins, which together stay below max_connections) */
+    struct pending_conn *pending;
+    size_t npending;
     int users, admins;       /* open connections */
     uint64_t refused;        /* connections answered 429/503 at accept */
     uint64_t full_logged_ns; /* when a 503 was last logged (at most one a minute) */
@@ -123,6 +139,7 @@ struct request {
     struct ucred cred;
     gid_t *groups; /* the peer's supplementary groups (malloc'd), ngroups of them */
     size_t ngroups;
+    bool groups_unknown; /* SO_PEERGROUPS failed */
 };
 
 /* ---- adapter --------------------------------------------------------------------------- */
@@ -210,8 +227,8 @@ static bool peer_may_mutate(const struct tierd *d, struct MHD_Connection *c, str
 }
 
 /* The supplementary groups of the peer of Unix-socket connection c (malloc'd into *out, *n of
- * them); none when they cannot be read. */
-static void peer_groups(struct MHD_Connection *c, gid_t **out, size_t *n)
+ * them); false (and none) when they cannot be read. */
+static bool peer_groups(struct MHD_Connection *c, gid_t **out, size_t *n)
 {
     *out = NULL;
     *n = 0;
@@ -228,10 +245,11 @@ static void peer_groups(struct MHD_Connection *c, gid_t **out, size_t *n)
     }
     if (rc != 0) {
         free(g);
-        return;
+        return false;
     }
     *out = g;
     *n = gl / sizeof(gid_t);
+    return true;
 }
 
 static int64_t content_length(struct MHD_Connection *c)
@@ -272,7 +290,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         rq->peer = !l->tcp && have_peer;
         rq->cred = cr;
         if (rq->peer && !rq->admin)
-            peer_groups(c, &rq->groups, &rq->ngroups);
+            rq->groups_unknown = !peer_groups(c, &rq->groups, &rq->ngroups);
         if (api_admit(d, &h, &r) == 0)
             return MHD_YES;
         rq->answered = true;
@@ -306,6 +324,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         .gid = rq->cred.gid,
         .groups = rq->groups,
         .ngroups = rq->ngroups,
+        .groups_unknown = rq->groups_unknown,
     };
     api_handle(d, &req, &r);
     return queue_reply(c, &r);
@@ -335,9 +354,7 @@ static struct uid_conns *gate_uid(struct gate *g, uid_t uid)
 }
 
 /* Count a connection of (uid, admin) in; 0, or the HTTP status that refuses it (429: the uid holds
- * its share; 503: the non-admins together hold theirs, or the socket is full). Every connection
- * counted here is below max_connections, so MHD's own limit (set above it) never closes one
- * whose close gate_notify would not see. */
+ * its share; 503: the non-admins together hold theirs, or the socket is full). */
 static unsigned gate_take(struct tierd_api *a, uid_t uid, bool admin, bool *log_it)
 {
     const struct tierd_config *cfg = &a->d->cfg;
@@ -376,9 +393,9 @@ static unsigned gate_take(struct tierd_api *a, uid_t uid, bool admin, bool *log_
     return st;
 }
 
-static void gate_give(struct gate *g, uid_t uid, bool admin)
+/* Give back what gate_take counted for (uid, admin); under g->mu. */
+static void gate_give_locked(struct gate *g, uid_t uid, bool admin)
 {
-    pthread_mutex_lock(&g->mu);
     struct uid_conns *u = admin ? NULL : gate_uid(g, uid);
     if (admin) {
         g->admins--;
@@ -388,7 +405,64 @@ static void gate_give(struct gate *g, uid_t uid, bool admin)
         if (--u->n == 0)
             *u = g->uids[--g->nuids];
     }
+}
+
+static void gate_give(struct gate *g, uid_t uid, bool admin)
+{
+    pthread_mutex_lock(&g->mu);
+    gate_give_locked(g, uid, admin);
     pthread_mutex_unlock(&g->mu);
+}
+
+/* Take the pending entry of fd out of the table (under g->mu); false if there is none. */
+static bool pending_claim(struct gate *g, int fd, struct pending_conn *out)
+{
+    for (size_t i = 0; i < g->npending; i++)
+        if (g->pending[i].fd == fd) {
+            *out = g->pending[i];
+            g->pending[i] = g->pending[--g->npending];
+            return true;
+        }
+    return false;
+}
+
+/* Give back the connections that ended without MHD's STARTED notification: MHD (0.9.72 on) only
+ * queues a connection in MHD_add_connection and sets it up on its own thread later; when that
+ * fails (its connection limit, a pool allocation) it closes the fd and notifies nothing. Such an
+ * entry's fd is closed or now names another file. An entry whose fd still names its socket is
+ * waiting for STARTED, which runs before MHD closes the fd and claims the entry under mu. Run by
+ * the accept thread before each admission, so a uid is never refused for connections it no
+ * longer holds. */
+static void gate_sweep(struct gate *g)
+{
+    pthread_mutex_lock(&g->mu);
+    for (size_t i = g->npending; i-- > 0;) {
+        struct pending_conn *p = &g->pending[i];
+        struct stat st;
+        if (fstat(p->fd, &st) == 0 && st.st_dev == p->dev && st.st_ino == p->ino)
+            continue;
+        gate_give_locked(g, p->uid, p->admin);
+        *p = g->pending[--g->npending];
+    }
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* Test builds: does [TIERD_TEST_FAULT_FILE] say "api lose uid UID" (a line)? Then the gate
+ * closes that uid's admitted connections itself instead of handing them to MHD, as MHD does
+ * when it cannot set up a queued connection: no STARTED and no CLOSED notification. */
+static bool fault_lose(const struct tierd *d, uid_t uid)
+{
+    if (!d->test_fault_file)
+        return false;
+    char buf[256], want[48];
+    int fd = open(d->test_fault_file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    snprintf(want, sizeof(want), "api lose uid %u\n", (unsigned)uid);
+    return strstr(buf, want) != NULL;
 }
 
 static void linger_drop(struct gate *g, size_t i)
@@ -465,6 +539,7 @@ static void gate_admit(struct tierd_api *a, int fd)
         return;
     }
     bool admin = cred_admin(a->d, fd, &cr), log_it = false;
+    gate_sweep(&a->gate);
     unsigned st = gate_take(a, cr.uid, admin, &log_it);
     if (st) {
         if (log_it && st == 429)
@@ -481,10 +556,35 @@ static void gate_admit(struct tierd_api *a, int fd)
         gate_refuse(a, fd, cr.uid, st);
         return;
     }
+    /* The share is given back by whoever ends the pending entry: MHD's CLOSED notification
+     * after STARTED claimed it, gate_sweep when MHD dropped it unannounced, or the refusal
+     * below. Never by MHD_add_connection's result alone: libmicrohttpd before 0.9.72 sends
+     * STARTED and CLOSED before it answers MHD_NO for a thread it could not start. */
+    struct gate *g = &a->gate;
+    struct stat fst;
+    if (fstat(fd, &fst) != 0) {
+        gate_give(g, cr.uid, admin);
+        close(fd);
+        return;
+    }
+    pthread_mutex_lock(&g->mu);
+    g->pending[g->npending++] = (struct pending_conn){
+        .fd = fd, .dev = fst.st_dev, .ino = fst.st_ino, .uid = cr.uid, .admin = admin};
+    pthread_mutex_unlock(&g->mu);
+    if (fault_lose(a->d, cr.uid)) {
+        close(fd);
+        return;
+    }
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    /* MHD closes fd itself when it cannot take it; gate_notify never runs for it then */
-    if (MHD_add_connection(a->unix_l.mhd, fd, (const struct sockaddr *)&sa, sizeof(sa)) != MHD_YES)
-        gate_give(&a->gate, cr.uid, admin);
+    if (MHD_add_connection(a->unix_l.mhd, fd, (const struct sockaddr *)&sa, sizeof(sa)) !=
+        MHD_YES) {
+        /* MHD closed fd; unless its notifications already ended the entry, no STARTED comes */
+        struct pending_conn p;
+        pthread_mutex_lock(&g->mu);
+        if (pending_claim(g, fd, &p))
+            gate_give_locked(g, p.uid, p.admin);
+        pthread_mutex_unlock(&g->mu);
+    }
 }
 
 static void *gate_main(void *arg)
@@ -540,20 +640,24 @@ static void gate_notify(void *cls, struct MHD_Connection *c, void **socket_conte
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         *socket_context = NULL;
         int fd = conn_fd(c);
-        struct ucred cr;
-        socklen_t len = sizeof(cr);
-        /* gate_admit read the same fd's SO_PEERCRED: it names the same peer here */
-        if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0)
+        struct pending_conn p;
+        struct gate *g = &a->gate;
+        pthread_mutex_lock(&g->mu);
+        bool counted = fd >= 0 && pending_claim(g, fd, &p);
+        pthread_mutex_unlock(&g->mu);
+        if (!counted) { /* not admitted by gate_admit (no such path): serve nothing uncounted */
+            if (fd >= 0)
+                shutdown(fd, SHUT_RDWR);
             return;
-        bool admin = cred_admin(a->d, fd, &cr);
+        }
         struct conn_info *ci = malloc(sizeof(*ci));
         if (!ci) { /* nothing to give its share back with at the close: give it now, end it */
-            gate_give(&a->gate, cr.uid, admin);
+            gate_give(g, p.uid, p.admin);
             shutdown(fd, SHUT_RDWR);
             return;
         }
-        ci->uid = cr.uid;
-        ci->admin = admin;
+        ci->uid = p.uid;
+        ci->admin = p.admin;
         *socket_context = ci;
         if (!ci->admin)
             MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT,
@@ -587,7 +691,8 @@ static int gate_start(struct tierd_api *a)
     struct gate *g = &a->gate;
     g->cap_uids = (size_t)a->d->cfg.api_max_connections;
     g->uids = calloc(g->cap_uids, sizeof(*g->uids));
-    if (!g->uids)
+    g->pending = calloc(g->cap_uids, sizeof(*g->pending));
+    if (!g->uids || !g->pending)
         return -ENOMEM;
     if (pipe2(g->stop_pipe, O_CLOEXEC) != 0)
         return -errno;
@@ -619,6 +724,7 @@ static void gate_fini(struct gate *g)
         if (g->stop_pipe[i] >= 0)
             close(g->stop_pipe[i]);
     free(g->uids);
+    free(g->pending);
     pthread_mutex_destroy(&g->mu);
 }
 
@@ -865,9 +971,11 @@ static int start_listener(struct tierd_api *a, struct listener *l, int fd)
                      MHD_USE_POLL | MHD_USE_ITC;
     struct MHD_OptionItem opts[7];
     size_t n = 0;
-    /* the Unix socket's bound is gate_take's; MHD's, above it, only catches a race between a
-     * close gate_notify has seen and MHD's own count */
-    int limit = l->tcp ? cfg->api_max_connections : 2 * cfg->api_max_connections;
+    /* the Unix socket's bound is gate_take's. MHD counts a connection until its polling thread
+     * has joined the connection's thread, well after gate_notify gave its share back: its own
+     * limit sits far above, so that it never refuses one the gate admitted (gate_sweep would
+     * give such a one back, but its client would get no answer) */
+    int limit = l->tcp ? cfg->api_max_connections : 4 * cfg->api_max_connections + 64;
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, (intptr_t)limit, NULL};
     if (l->tcp) {
         opts[n++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,

@@ -272,6 +272,66 @@ void api_reply_fini(struct api_reply *r)
 
 /* ---- what a caller may read ------------------------------------------------------------- */
 
+/* The owner, group and umask the mount shows for a node (fuse_session.c, perm_init). */
+struct shown_perm {
+    uid_t uid;
+    gid_t gid;
+    mode_t umask;
+};
+
+static struct shown_perm mount_perm(const struct tierd_config *c)
+{
+    return (struct shown_perm){
+        .uid = c->mount_uid >= 0 ? (uid_t)c->mount_uid : getuid(),
+        .gid = c->mount_gid >= 0 ? (gid_t)c->mount_gid : getgid(),
+        .umask =
+            c->mount_umask >= 0 ? (mode_t)c->mount_umask : (mode_t)(c->allow_other ? 027 : 022),
+    };
+}
+
+static struct shown_perm ns_perm(const struct tierd_config *c, const struct tierd_ns_conf *nc)
+{
+    struct shown_perm m = mount_perm(c);
+    return (struct shown_perm){
+        .uid = nc->uid >= 0 ? (uid_t)nc->uid : m.uid,
+        .gid = nc->gid >= 0 ? (gid_t)nc->gid : m.gid,
+        .umask = nc->umask >= 0 ? (mode_t)nc->umask : m.umask,
+    };
+}
+
+/* The permissions the mount shows for the directory path[0..len) (as fuse_inode.c's
+ * tfs_path_perm: the first namespace holding it, else the mount's: the root and the virtual
+ * directories above the namespaces). */
+static struct shown_perm dir_perm(const struct tierd *d, const char *path, size_t len)
+{
+    for (size_t i = 0; i < d->nns; i++) {
+        const char *np = d->ns[i].conf->path;
+        size_t l = strlen(np);
+        if (l <= len && strncmp(path, np, l) == 0 && (l == len || path[l] == '/'))
+            return ns_perm(&d->cfg, d->ns[i].conf);
+    }
+    return mount_perm(&d->cfg);
+}
+
+/* Does the caller get the bits want (4: read, 1: search) on a directory shown as p with mode
+ * 0555 & ~umask? The kernel's order: the owner's class, else the group's (primary or
+ * supplementary gid), else the others'. With the supplementary groups unknown (SO_PEERGROUPS
+ * failed), a caller who is neither owner nor of the primary group might be a member: refused
+ * where the group's and the others' bits differ. */
+static bool caller_may(const struct api_request *rq, struct shown_perm p, mode_t want)
+{
+    mode_t mode = 0555 & ~p.umask;
+    if (rq->uid == p.uid)
+        return ((mode >> 6) & want) == want;
+    mode_t grp = (mode >> 3) & want, oth = mode & want;
+    bool member = rq->gid == p.gid;
+    for (size_t i = 0; i < rq->ngroups && !member; i++)
+        member = rq->groups[i] == p.gid;
+    if (!member && rq->groups_unknown && grp != oth)
+        return false;
+    return (member ? grp : oth) == want;
+}
+
 bool api_caller_reads(const struct tierd *d, const struct api_request *rq,
                       const struct tierd_ns_conf *nc)
 {
@@ -280,19 +340,19 @@ bool api_caller_reads(const struct tierd *d, const struct api_request *rq,
     const struct tierd_config *c = &d->cfg;
     if (!rq->peer || !c->allow_other) /* without allow_other only tierd's user enters the mount */
         return false;
-    /* the owner and mode the mount shows (fuse_session.c, perm_init) */
-    uid_t ou = nc->uid >= 0 ? (uid_t)nc->uid : c->mount_uid >= 0 ? (uid_t)c->mount_uid : getuid();
-    gid_t og = nc->gid >= 0 ? (gid_t)nc->gid : c->mount_gid >= 0 ? (gid_t)c->mount_gid : getgid();
-    mode_t um = nc->umask >= 0        ? (mode_t)nc->umask
-                : c->mount_umask >= 0 ? (mode_t)c->mount_umask
-                                      : (mode_t)(c->allow_other ? 027 : 022);
-    mode_t mode = 0555 & ~um;
-    if (rq->uid == ou)
-        return (mode & 0400) != 0;
-    bool member = rq->gid == og;
-    for (size_t i = 0; i < rq->ngroups && !member; i++)
-        member = rq->groups[i] == og;
-    return (mode & (member ? 0040 : 0004)) != 0;
+    /* with default_permissions the kernel wants search (x) on every directory above the
+     * namespace, from the mount's root down, then read and search on the namespace itself (its
+     * listing and what lies in it) */
+    const char *p = nc->path;
+    for (size_t len = 0;;) {
+        if (!caller_may(rq, len ? dir_perm(d, p, len) : mount_perm(c), 01))
+            return false;
+        const char *next = strchr(p + len + 1, '/');
+        if (!next)
+            break;
+        len = (size_t)(next - p);
+    }
+    return caller_may(rq, ns_perm(c, nc), 05);
 }
 
 /* The namespace of a mount path, or NULL. */
@@ -1934,6 +1994,8 @@ static unsigned do_datasets_get(struct tierd *d, const struct api_request *rq,
     const struct tierd_ns_conf *nc = del ? NULL : ns_of(d, path);
     if (nc && !api_caller_reads(d, rq, nc))
         return reply_not_readable(out, rq, path, nc);
+    if (!nc && !rq->admin) /* what the mount does not show is no reader's business */
+        return reply_error_status(out, 404, -ENOENT, "%s is in no namespace", path);
     tier_err_clear();
     if (del) {
         int rc = dataset_delete(d, path, name);

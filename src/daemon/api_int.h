@@ -52,9 +52,10 @@ struct api_request {
     uid_t uid;
     gid_t gid;
     /* the peer's supplementary groups (SO_PEERGROUPS), for the namespaces a caller who is not
-     * an administrator may read (api_caller_reads); NULL: none known */
+     * an administrator may read (api_caller_reads); NULL: none */
     const gid_t *groups;
     size_t ngroups;
+    bool groups_unknown; /* SO_PEERGROUPS failed: the caller may be in groups not listed */
 };
 
 struct api_reply {

@@ -146,6 +146,16 @@ static void test_reader(void **state)
     cp = req("GET /v1/checkpoints\n\n", 200);
     assert_int_equal(json_array_size(json_object_get(cp, "files")), 1);
     json_decref(cp);
+    /* a datasets path in no namespace is refused before the dataset code sees it: 404 */
+    const char *none[] = {"GET /v1/datasets?path=/", "GET /v1/datasets?path=/elsewhere/x",
+                          "GET /v1/datasets/v1?path=/elsewhere/x"};
+    for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++) {
+        char raw[256];
+        snprintf(raw, sizeof(raw), "%s\nX-Caller: reader\n\n", none[i]);
+        json_t *j = req(raw, 404);
+        assert_string_equal(json_string_value(json_object_get(j, "errno")), "ENOENT");
+        json_decref(j);
+    }
     const char *priv[] = {"GET /v1/checkpoints?path=/ck", "GET /v1/datasets?path=/ns/a",
                           "GET /v1/datasets/v1?path=/ns/a",
                           "GET /v1/datasets/v1/diff/v2?path=/ns/a"};
@@ -171,6 +181,71 @@ static void test_reader(void **state)
         assert_string_equal(json_string_value(json_object_get(j, "errno")), "EPERM");
         json_decref(j);
     }
+}
+
+/* What a caller who is not an administrator may read follows what the kernel would let it do
+ * through the mount (default_permissions): search on the root and on every directory above the
+ * namespace, then read and search on the namespace, each by owner, group or other class. */
+static void test_caller_reads(void **state)
+{
+    (void)state;
+    struct tierd *d = calloc(1, sizeof(*d));
+    assert_non_null(d);
+    d->cfg.allow_other = true;
+    d->cfg.mount_uid = 0;
+    d->cfg.mount_gid = 0;
+    d->cfg.mount_umask = 077;
+    char px[] = "/x", pa[] = "/a", pab[] = "/a/b";
+    struct tierd_ns_conf x = {.path = px, .uid = -1, .gid = -1, .umask = 022};
+    struct tierd_ns_conf a = {.path = pa, .uid = -1, .gid = -1, .umask = 077};
+    struct tierd_ns_conf ab = {.path = pab, .uid = -1, .gid = -1, .umask = 022};
+    d->ns[0].conf = &x;
+    d->ns[1].conf = &a;
+    d->ns[2].conf = &ab;
+    d->nns = 3;
+    struct api_request rq = {.peer = true, .uid = 65534, .gid = 65534};
+    /* [mount] umask 077: nobody cannot enter the mount's root, so it sees nothing of /x */
+    assert_false(api_caller_reads(d, &rq, &x));
+    d->cfg.mount_umask = 022;
+    assert_true(api_caller_reads(d, &rq, &x));
+    /* /a/b is open, but /a above it (a namespace with umask 077) is not searchable */
+    assert_false(api_caller_reads(d, &rq, &ab));
+    a.umask = 022;
+    assert_true(api_caller_reads(d, &rq, &ab));
+    /* the owner's class decides for the owner, even where others may more */
+    struct api_request owner = {.peer = true, .uid = 4000, .gid = 65534};
+    x.uid = 4000;
+    x.umask = 0700;
+    assert_false(api_caller_reads(d, &owner, &x));
+    assert_true(api_caller_reads(d, &rq, &x));
+    /* group 100 may not, others may: a member (primary or supplementary) may not */
+    x.uid = -1;
+    x.gid = 100;
+    x.umask = 070;
+    assert_true(api_caller_reads(d, &rq, &x));
+    gid_t g100[] = {100};
+    struct api_request member = {
+        .peer = true, .uid = 4001, .gid = 65534, .groups = g100, .ngroups = 1};
+    assert_false(api_caller_reads(d, &member, &x));
+    member.gid = 100;
+    member.ngroups = 0;
+    assert_false(api_caller_reads(d, &member, &x));
+    /* supplementary groups unknown (SO_PEERGROUPS failed): where the group's and the others'
+     * bits differ the caller might be a member, refused; where they agree, those bits */
+    struct api_request unknown = {.peer = true, .uid = 4002, .gid = 65534, .groups_unknown = true};
+    assert_false(api_caller_reads(d, &unknown, &x));
+    x.umask = 022;
+    assert_true(api_caller_reads(d, &unknown, &x));
+    x.umask = 027;
+    assert_false(api_caller_reads(d, &unknown, &x));
+    /* an administrator reads everything; a caller not on the socket, nothing */
+    struct api_request adm = {.admin = true};
+    d->cfg.mount_umask = 077;
+    assert_true(api_caller_reads(d, &adm, &x));
+    struct api_request nopeer = {.uid = 65534};
+    d->cfg.mount_umask = 022;
+    assert_false(api_caller_reads(d, &nopeer, &x));
+    free(d);
 }
 
 /* Finding 13: at most 256 paths per stage request; at most CACHE_PIN_RULES_MAX pin rules. */
@@ -1067,6 +1142,7 @@ int main(void)
         cmocka_unit_test(test_non_utf8_names),
         cmocka_unit_test(test_backend_permission_is_403),
         cmocka_unit_test(test_reader),
+        cmocka_unit_test(test_caller_reads),
         cmocka_unit_test(test_caps),
         cmocka_unit_test(test_ui),
         cmocka_unit_test(test_telemetry_endpoints),

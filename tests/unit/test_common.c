@@ -113,11 +113,12 @@ static void test_log_escape(void **state)
 {
     (void)state;
     char out[128];
-    /* CR, ESC (a colour sequence), LF, TAB, DEL, a C1 CSI in UTF-8 (U+009B); é and "\\" kept */
+    /* CR, ESC (a colour sequence), LF, TAB, DEL, a C1 CSI in UTF-8 (U+009B); é kept; a backslash
+     * doubled, so a logged "\\n" cannot pass for an escaped line break */
     const char *in = "a\rb\x1b[31mred\nx\ty\x7f\xc2\x9b"
                      "caf\xc3\xa9 \\n";
     size_t n = tier_log_escape(in, out, sizeof(out));
-    assert_string_equal(out, "a\\rb\\x1b[31mred\\nx\\ty\\x7f\\xc2\\x9bcaf\xc3\xa9 \\n");
+    assert_string_equal(out, "a\\rb\\x1b[31mred\\nx\\ty\\x7f\\xc2\\x9bcaf\xc3\xa9 \\\\n");
     assert_int_equal(n, strlen(out));
     for (size_t i = 0; i < n; i++)
         assert_true((unsigned char)out[i] >= 0x20 && (unsigned char)out[i] != 0x7f);
@@ -127,6 +128,55 @@ static void test_log_escape(void **state)
     assert_int_equal(tier_log_escape("ab\x01z", out, 7), 6);
     assert_string_equal(out, "ab\\x01");
     assert_int_equal(tier_log_escape("", out, 1), 0);
+    /* bytes of no valid UTF-8 sequence are escaped: a raw C1 CSI (0x9b), a Latin-1 é, a lone
+     * continuation byte, an overlong '/', a surrogate, a lead byte cut short; 4-byte UTF-8 kept */
+    tier_log_escape("\x9b[2J \xe9 \x80 \xc0\xaf \xed\xa0\x80 \xe2\x82 \xf0\x9f\x98\x80", out,
+                    sizeof(out));
+    assert_string_equal(out, "\\x9b[2J \\xe9 \\x80 \\xc0\\xaf \\xed\\xa0\\x80 \\xe2\\x82 "
+                             "\xf0\x9f\x98\x80");
+    /* a character that does not fit whole is left out whole: "ab" + "é" (2 bytes) */
+    assert_int_equal(tier_log_escape("ab\xc3\xa9", out, 4), 2);
+    assert_string_equal(out, "ab");
+    /* tier_utf8_cut drops only an incomplete last character */
+    assert_int_equal(tier_utf8_cut("ab\xc3", 3), 2);
+    assert_int_equal(tier_utf8_cut("ab\xe2\x82", 4), 2);
+    assert_int_equal(tier_utf8_cut("ab\xf0\x9f\x98", 5), 2);
+    assert_int_equal(tier_utf8_cut("ab\xc3\xa9", 4), 4);
+    assert_int_equal(tier_utf8_cut("ab\xf0\x9f\x98\x80", 6), 6);
+    assert_int_equal(tier_utf8_cut("ab\x80", 3), 3); /* not a cut character: escaped later */
+    assert_int_equal(tier_utf8_cut("", 0), 0);
+}
+
+/* A message longer than tier_log's buffer is cut at a character's start: no half character
+ * (which would be logged as \xNN bytes) at the end. */
+static void test_log_cut_utf8(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/test_common_cut.XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    unlink(path);
+    int saved = dup(STDERR_FILENO);
+    assert_true(saved >= 0);
+    assert_int_equal(dup2(fd, STDERR_FILENO), STDERR_FILENO);
+    char long_msg[3000];
+    size_t k = 0;
+    /* 2-byte characters: the buffer's 2047 bytes end in the first half of one */
+    while (k + 2 < sizeof(long_msg)) {
+        long_msg[k++] = '\xc3';
+        long_msg[k++] = '\xa9';
+    }
+    long_msg[k] = '\0';
+    log_err("%s", long_msg);
+    assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+    close(saved);
+    char buf[4096];
+    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+    close(fd);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    assert_null(strstr(buf, "\\x"));
+    assert_true(n >= 2 && buf[n - 1] == '\n' && (unsigned char)buf[n - 2] == 0xa9);
 }
 
 /* What tier_log writes to stderr carries the escaped message: one line, no raw control byte. */
@@ -161,7 +211,7 @@ int main(void)
         cmocka_unit_test(test_parse_size),       cmocka_unit_test(test_parse_misc),
         cmocka_unit_test(test_strlcpy_hex),      cmocka_unit_test(test_dynbuf_bounded),
         cmocka_unit_test(test_err_msg),          cmocka_unit_test(test_log_escape),
-        cmocka_unit_test(test_log_line_escaped),
+        cmocka_unit_test(test_log_line_escaped), cmocka_unit_test(test_log_cut_utf8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
