@@ -14,8 +14,9 @@
 #               bound for users), the fifth at its tenant's share (EDQUOT); u1003's hint file is
 #               taken meanwhile (the shared 128 MiB pool is not one tenant's to fill)
 #   closer      with one FUSE worker ([mount] threads = 1) and a close held in its submission (the
-#               test builds' TIERD_TEST_FAULT_FILE "hint close pause"), the mount still answers
-#               statfs and a control file's open and read; the close then returns its result
+#               test builds' TIERD_TEST_FAULT_FILE "hint close pause NAME"), the mount still answers
+#               statfs and a control file's open and read, and u1003's hint file is taken at its
+#               close (another closer thread); the held close then returns its result
 # No sleeps as synchronisation: waits poll the API or a file with a deadline.
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
@@ -175,7 +176,7 @@ ok "u1001 holds 4 files of 4 MiB (EFBIG) and a fifth fails EDQUOT; u1003's hint 
 
 # ---- the close's submission runs off the FUSE worker ------------------------------------------
 if grep -q "TIERD_TEST_FAULT_FILE=$FAULT" "$T/tierd.log"; then
-  echo "hint close pause" >"$FAULT"
+  echo "hint close pause slow" >"$FAULT"
   as1001 "$PY" "$HF" write "$H/slow" $'/ds/a/f3.bin\n' >"$T/slow.out" &
   slow=$!
   paused() { [ -e "$FAULT.paused" ]; }
@@ -183,12 +184,16 @@ if grep -q "TIERD_TEST_FAULT_FILE=$FAULT" "$T/tierd.log"; then
   stat -f "$MNT" >/dev/null || fail "statfs while a close is held"
   as1003 cat "$H/x2" >"$T/x2.txt" || fail "reading a control file while a close is held"
   grep -qx "entries: 2" "$T/x2.txt" || fail "x2's status while a close is held: $(cat "$T/x2.txt")"
+  # another tenant's hint file is taken at its close meanwhile: another closer serves it
+  out=$(as1003 "$PY" "$HF" write "$H/x1" $'/ds/a/f4.bin\n') # replaces x1 (990 entries)
+  echo "$out" | grep -qx "close ok" || fail "u1003's close while u1001's is held: $out"
+  [ "$(field x1 entries)" = 1 ] || fail "u1003's set x1 while u1001's close is held: $(field x1 entries) entries"
   [ -e "$FAULT.paused" ] || fail "the close was no longer held: the checks above proved nothing"
   : >"$FAULT"
   wait "$slow" || fail "the held writer failed"
   grep -qx "close ok" "$T/slow.out" || fail "the held close: $(cat "$T/slow.out")"
   [ "$(field slow entries)" = 1 ] || fail "the held close's set: $(field slow entries) entries"
-  ok "one FUSE worker answers statfs and a control file's read while a close is held in its submission; the close then returns ok"
+  ok "one FUSE worker answers statfs, a control file's read and another tenant's hint-file close while a close is held in its submission; the close then returns ok"
 else
   echo "skip: no test hooks in this build (the closer check needs TIER_TEST_HOOKS)"
 fi
