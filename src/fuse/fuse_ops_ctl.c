@@ -68,6 +68,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1332,9 +1333,9 @@ static void job_run(struct tierd_fuse *fs, struct ctl_job *j)
     switch (j->kind) {
     case JOB_FLUSH:
         if (fs->d->test_fault_file) { /* test builds: hold a close here (test_hintlimits_fuse) */
-            char what[64 + HINTS_NAME_MAX];
-            snprintf(what, sizeof(what), "hint close pause %s\n", j->h->name);
-            tfs_test_pause(fs->d->test_fault_file, what);
+            char ff[PATH_MAX];        /* one fault file (and .paused marker) per hint file's name */
+            snprintf(ff, sizeof(ff), "%s.close.%s", fs->d->test_fault_file, j->h->name);
+            tfs_test_pause(ff, "hint close pause");
         }
         rc = submit(fs, j->h, "close", false);
         fuse_reply_err(j->req, rc ? tfs_errno(rc) : 0);

@@ -12,11 +12,13 @@
 #               hint_state_size binds root too (507)
 #   buffers     u1001 holding five hint files open: each stops at 4 MiB (EFBIG: the API's body
 #               bound for users), the fifth at its tenant's share (EDQUOT); u1003's hint file is
-#               taken meanwhile (the shared 128 MiB pool is not one tenant's to fill)
+#               taken meanwhile (the shared 256 MiB pool is not one tenant's to fill)
 #   closer      with one FUSE worker ([mount] threads = 1) and a close held in its submission (the
-#               test builds' TIERD_TEST_FAULT_FILE "hint close pause NAME"), the mount still answers
-#               statfs and a control file's open and read, and u1003's hint file is taken at its
-#               close (another closer thread); the held close then returns its result
+#               test builds' TIERD_TEST_FAULT_FILE, here FILE.close.NAME saying "hint close
+#               pause"), the mount still answers statfs and a control file's open and read, and
+#               u1003's hint file is taken at its close (another closer thread); with all four
+#               closers held, a close without a write returns (served on the FUSE worker); the
+#               held closes then return their results
 # No sleeps as synchronisation: waits poll the API or a file with a deadline.
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
@@ -176,11 +178,11 @@ ok "u1001 holds 4 files of 4 MiB (EFBIG) and a fifth fails EDQUOT; u1003's hint 
 
 # ---- the close's submission runs off the FUSE worker ------------------------------------------
 if grep -q "TIERD_TEST_FAULT_FILE=$FAULT" "$T/tierd.log"; then
-  echo "hint close pause slow" >"$FAULT"
+  held() { [ -e "$FAULT.close.$1.paused" ]; } # the close of hint file $1 is held
+  echo "hint close pause" >"$FAULT.close.slow"
   as1001 "$PY" "$HF" write "$H/slow" $'/ds/a/f3.bin\n' >"$T/slow.out" &
   slow=$!
-  paused() { [ -e "$FAULT.paused" ]; }
-  wait_for 30 paused || fail "the close of $H/slow did not reach its submission"
+  wait_for 30 held slow || fail "the close of $H/slow did not reach its submission"
   stat -f "$MNT" >/dev/null || fail "statfs while a close is held"
   as1003 cat "$H/x2" >"$T/x2.txt" || fail "reading a control file while a close is held"
   grep -qx "entries: 2" "$T/x2.txt" || fail "x2's status while a close is held: $(cat "$T/x2.txt")"
@@ -188,12 +190,32 @@ if grep -q "TIERD_TEST_FAULT_FILE=$FAULT" "$T/tierd.log"; then
   out=$(as1003 "$PY" "$HF" write "$H/x1" $'/ds/a/f4.bin\n') # replaces x1 (990 entries)
   echo "$out" | grep -qx "close ok" || fail "u1003's close while u1001's is held: $out"
   [ "$(field x1 entries)" = 1 ] || fail "u1003's set x1 while u1001's close is held: $(field x1 entries) entries"
-  [ -e "$FAULT.paused" ] || fail "the close was no longer held: the checks above proved nothing"
-  : >"$FAULT"
+  held slow || fail "the close was no longer held: the checks above proved nothing"
+  ok "one FUSE worker answers statfs, a control file's read and another tenant's hint-file close while a close is held in its submission"
+  # every closer busy (three more closes held, root's p1..p3, each on a free closer): a close
+  # with nothing to submit is answered without them
+  others=()
+  for p in p1 p2 p3; do
+    echo "hint close pause" >"$FAULT.close.$p"
+    "$PY" "$HF" write "$H/$p" $'/ds/a/f5.bin\n' >"$T/$p.out" &
+    others+=($!)
+    wait_for 30 held "$p" || fail "the close of $H/$p did not reach its submission (a closer was free)"
+  done
+  out=$(as1003 "$PY" "$HF" reopen "$H/x2")
+  echo "$out" | grep -qx "close ok" || fail "u1003's close of x2 without a write while every closer is busy: $out"
+  for p in slow p1 p2 p3; do
+    held "$p" || fail "the close of $p was no longer held: the close without a write proved nothing"
+  done
+  [ "$(field x2 entries)" = 2 ] || fail "a close without a write changed x2: $(field x2 entries) entries"
+  for p in slow p1 p2 p3; do : >"$FAULT.close.$p"; done
   wait "$slow" || fail "the held writer failed"
   grep -qx "close ok" "$T/slow.out" || fail "the held close: $(cat "$T/slow.out")"
   [ "$(field slow entries)" = 1 ] || fail "the held close's set: $(field slow entries) entries"
-  ok "one FUSE worker answers statfs, a control file's read and another tenant's hint-file close while a close is held in its submission; the close then returns ok"
+  for i in 0 1 2; do
+    wait "${others[$i]}" || fail "root's held writer p$((i + 1)) failed"
+    grep -qx "close ok" "$T/p$((i + 1)).out" || fail "root's held close p$((i + 1)): $(cat "$T/p$((i + 1)).out")"
+  done
+  ok "with all four closers held, a hint file's close without a write returns at once; the held closes then return ok"
 else
   echo "skip: no test hooks in this build (the closer check needs TIER_TEST_HOOKS)"
 fi
