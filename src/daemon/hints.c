@@ -693,9 +693,9 @@ static void set_free(struct hset *s)
     free(s);
 }
 
-/* h->mu held: take s out of the list and the queue, wait for its workers, release its held
- * blocks (h->mu dropped meanwhile) and free it. */
-static void set_drop_locked(struct hints *h, struct hset *s)
+/* h->mu held: take s out of the list and the queue (h->mu stays held); set_reap_locked then
+ * frees it. */
+static void set_unlink_locked(struct hints *h, struct hset *s)
 {
     s->dropped = true;
     for (struct hset **pp = &h->sets; *pp; pp = &(*pp)->next)
@@ -715,12 +715,26 @@ static void set_drop_locked(struct hints *h, struct hset *s)
         }
     }
     h->qtail = prev;
+}
+
+/* h->mu held: wait for the workers of s (unlinked), release its held blocks (h->mu dropped
+ * meanwhile) and free it. */
+static void set_reap_locked(struct hints *h, struct hset *s)
+{
     while (s->busy)
         pthread_cond_wait(&h->idle, &h->mu);
     pthread_mutex_unlock(&h->mu);
     set_release_held(h, s); /* nothing else reaches s now */
     set_free(s);
     pthread_mutex_lock(&h->mu);
+}
+
+/* h->mu held: take s out, wait for its workers, release its held blocks (h->mu dropped
+ * meanwhile) and free it. */
+static void set_drop_locked(struct hints *h, struct hset *s)
+{
+    set_unlink_locked(h, s);
+    set_reap_locked(h, s);
 }
 
 bool hints_name_ok(const char *name)
@@ -1126,18 +1140,12 @@ int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char 
             more_new += file_cost(keys[i], &pins[i]);
     pthread_mutex_lock(&h->mu);
     s = set_find(h, tenant, name);
+    /* a replacement: the old set is left out of the checks and taken out only with the new one
+     * put in, under the same hold of h->mu, so that a refused request changes nothing */
+    struct hset *old = NULL;
     if (s && !append) {
-        rc = limits_check_locked(h, tenant, s, true, n,
-                                 SET_BYTES + (uint64_t)n * ENTRY_BYTES + more_new, admin);
-        if (rc) {
-            pthread_mutex_unlock(&h->mu);
-            goto out;
-        }
-    }
-    /* set_drop_locked drops h->mu: another submit may have made the name again meanwhile */
-    while (s && !append) {
-        set_drop_locked(h, s);
-        s = set_find(h, tenant, name);
+        old = s;
+        s = NULL;
     }
     if (s && hintwin_len(s->w) + n > HINTS_ENTRIES_MAX) {
         pthread_mutex_unlock(&h->mu);
@@ -1151,14 +1159,14 @@ int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char 
         if (isnew[i] && map_find(s, nss[i], keys[i], pins[i].on ? pins[i].etag : NULL) < 0)
             more_files += file_cost(keys[i], &pins[i]);
     rc = limits_check_locked(
-        h, tenant, NULL, fresh, n,
+        h, tenant, old, fresh, n,
         (uint64_t)n * ENTRY_BYTES + (fresh ? SET_BYTES + more_new : more_files), admin);
     if (rc) {
         pthread_mutex_unlock(&h->mu);
         goto out;
     }
     if (fresh) {
-        if (atomic_load(&h->nsets) >= HINTS_SETS_MAX) {
+        if (atomic_load(&h->nsets) - (old ? 1 : 0) >= HINTS_SETS_MAX) {
             pthread_mutex_unlock(&h->mu);
             tier_err_set("%d hint sets exist already: drop one (DELETE /v1/hints/NAME)",
                          HINTS_SETS_MAX);
@@ -1210,6 +1218,8 @@ int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char 
     tier_strlcpy(s->st.name, s->name, sizeof(s->st.name));
     s->st.budget = set_budget(h, s);
     if (fresh) {
+        if (old)
+            set_unlink_locked(h, old); /* h->mu stays held: no one sees both or neither */
         s->next = NULL;
         struct hset **pp = &h->sets;
         while (*pp)
@@ -1221,6 +1231,8 @@ int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char 
     struct rel rel[TRIM_BATCH];
     size_t nrel = advance(h, s, rel, TRIM_BATCH);
     uint64_t entries = s->st.entries, files = s->st.files; /* s may go once h->mu is dropped */
+    if (old)
+        set_reap_locked(h, old); /* its held blocks released (h->mu dropped meanwhile) */
     pthread_mutex_unlock(&h->mu);
     release_all(h, rel, nrel);
     log_info("hints: set %s of tenant %u: %zu entries %s (%" PRIu64 " in all, %" PRIu64 " files)",
