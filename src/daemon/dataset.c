@@ -335,6 +335,12 @@ out:
 
 int dataset_show(struct tierd *d, const char *path, const char *name, struct manifest *out)
 {
+    return dataset_show_max(d, path, name, SIZE_MAX, out);
+}
+
+int dataset_show_max(struct tierd *d, const char *path, const char *name, size_t max_text,
+                     struct manifest *out)
+{
     memset(out, 0, sizeof(*out));
     int rc = check_name(name);
     if (rc)
@@ -349,7 +355,12 @@ int dataset_show(struct tierd *d, const char *path, const char *name, struct man
     rc = key ? read_object(ns->be, key, &buf, &len) : -ENOMEM;
     if (rc == -ENOENT)
         tier_err_set("%s has no version %s", path, name);
-    if (rc == 0) {
+    if (rc == 0 && len > max_text) {
+        tier_err_set("version %s of %s: its manifest (%s) is %zu KiB of text, over the %zu KiB "
+                     "this reader may decode",
+                     name, path, key, len >> 10, max_text >> 10);
+        rc = -E2BIG;
+    } else if (rc == 0) {
         char err[256];
         rc = manifest_decode(buf, len, out, err, sizeof(err));
         if (rc == -EINVAL) {

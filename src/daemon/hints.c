@@ -113,6 +113,9 @@ struct hints {
     int nthreads;
     uint64_t window_files, window_bytes, cache_bytes;
     _Atomic uint64_t manifest_reads; /* hints_manifest_reads */
+    /* decoded manifests held by the submissions in flight (estimated: hints_manifest_mem), at most
+     * HINTS_MANIFEST_BYTES_ALL */
+    _Atomic uint64_t manifest_bytes;
     /* what hint state may cost (tierd.h; 0: no bound), immutable */
     uint64_t tenant_sets, tenant_entries, tenant_bytes, state_bytes;
     /* hints_set_meta: read-locked around each call of meta */
@@ -764,12 +767,13 @@ struct vcache {
         struct manifest m;
     } v[HINTS_REQ_VERSIONS];
     unsigned n, last; /* versions read; the last one found (paths come in runs) */
-    uint64_t bytes;   /* decoded manifests, estimated (manifest_mem) */
+    uint64_t bytes;   /* decoded manifests (hints_manifest_mem); in h->manifest_bytes */
     char why[320];    /* a message for *why */
 };
 
-static void vcache_fini(struct vcache *vc)
+static void vcache_fini(struct hints *h, struct vcache *vc)
 {
+    atomic_fetch_sub(&h->manifest_bytes, vc->bytes);
     for (unsigned i = 0; i < vc->n; i++) {
         free(vc->v[i].tree);
         manifest_fini(&vc->v[i].m);
@@ -777,13 +781,20 @@ static void vcache_fini(struct vcache *vc)
     memset(vc, 0, sizeof(*vc));
 }
 
-/* What a decoded manifest takes in memory, about. */
-static uint64_t manifest_mem(const struct manifest *m)
+#define ALLOC_OVERHEAD 16 /* what malloc adds to an allocation, about */
+
+static uint64_t str_mem(const char *p)
 {
-    uint64_t b = sizeof(*m) + (uint64_t)m->cap * sizeof(*m->files);
+    return p ? strlen(p) + 1 + ALLOC_OVERHEAD : 0;
+}
+
+uint64_t hints_manifest_mem(const struct manifest *m)
+{
+    uint64_t b = sizeof(*m) + (uint64_t)m->cap * sizeof(*m->files) + ALLOC_OVERHEAD;
+    b += str_mem(m->name) + str_mem(m->path) + str_mem(m->ns) + str_mem(m->backend) +
+         str_mem(m->prefix) + str_mem(m->commit_id);
     for (size_t i = 0; i < m->n; i++)
-        b += strlen(m->files[i].key) + 1 +
-             (m->files[i].version_id ? strlen(m->files[i].version_id) + 1 : 0);
+        b += str_mem(m->files[i].key) + str_mem(m->files[i].etag) + str_mem(m->files[i].version_id);
     return b;
 }
 
@@ -817,14 +828,29 @@ static int vcache_get(struct hints *h, struct vcache *vc, char *tree, const char
         free(tree);
         return -E2BIG;
     }
+    if (atomic_load(&h->manifest_bytes) >= HINTS_MANIFEST_BYTES_ALL) {
+        snprintf(vc->why, sizeof(vc->why),
+                 "%s@%s: the submissions in flight hold %llu MiB of decoded manifests already; "
+                 "try again when they are done",
+                 tree, name, (unsigned long long)(HINTS_MANIFEST_BYTES_ALL >> 20));
+        free(tree);
+        return -EBUSY;
+    }
     struct vent *e = &vc->v[vc->n];
     memset(&e->m, 0, sizeof(e->m));
     tier_err_clear();
     atomic_fetch_add(&h->manifest_reads, 1);
-    int rc = dataset_show(h->d, tree, name, &e->m);
+    /* its text is at least what is left of the submission's bound: refused undecoded */
+    int rc =
+        dataset_show_max(h->d, tree, name, (size_t)(HINTS_REQ_MANIFEST_BYTES - vc->bytes), &e->m);
     if (rc) {
         if (rc == -ENOENT && !*tier_err_msg())
             snprintf(vc->why, sizeof(vc->why), "%s has no version %s", tree, name);
+        else if (rc == -E2BIG)
+            snprintf(vc->why, sizeof(vc->why),
+                     "%s@%s: its manifest's text alone is over what is left of the %llu MiB of "
+                     "manifests one submission may decode; split it by version (append the rest)",
+                     tree, name, (unsigned long long)(HINTS_REQ_MANIFEST_BYTES >> 20));
         else
             snprintf(vc->why, sizeof(vc->why), "%s",
                      *tier_err_msg() ? tier_err_msg() : strerror(-rc));
@@ -834,13 +860,22 @@ static int vcache_get(struct hints *h, struct vcache *vc, char *tree, const char
     e->tree = tree;
     tier_strlcpy(e->name, name, sizeof(e->name));
     vc->last = vc->n++;
-    vc->bytes += manifest_mem(&e->m);
+    uint64_t mem = hints_manifest_mem(&e->m);
+    vc->bytes += mem;
+    uint64_t all = atomic_fetch_add(&h->manifest_bytes, mem) + mem;
     if (vc->bytes > HINTS_REQ_MANIFEST_BYTES) {
         snprintf(vc->why, sizeof(vc->why),
                  "%s@%s: the manifests of the versions this submission names take more than "
                  "%llu MiB together; split it by version (append the rest)",
                  tree, name, (unsigned long long)(HINTS_REQ_MANIFEST_BYTES >> 20));
         return -E2BIG;
+    }
+    if (all > HINTS_MANIFEST_BYTES_ALL) {
+        snprintf(vc->why, sizeof(vc->why),
+                 "%s@%s: the submissions in flight would hold more than %llu MiB of decoded "
+                 "manifests; try again when they are done",
+                 tree, name, (unsigned long long)(HINTS_MANIFEST_BYTES_ALL >> 20));
+        return -EBUSY;
     }
     *out = &e->m;
     return 0;
@@ -877,7 +912,7 @@ static int resolve_version(struct hints *h, char *tree, const char *name, const 
     rc = vcache_get(h, vc, tree, name, &m);
     if (rc) {
         *why = vc->why;
-        return rc == -ENOMEM || rc == -E2BIG ? rc : -EINVAL;
+        return rc == -ENOMEM || rc == -E2BIG || rc == -EBUSY ? rc : -EINVAL;
     }
     size_t lo = 0;
     rc = manifest_find(m, file, &lo);
@@ -978,11 +1013,11 @@ static int resolve_all(struct hints *h, const char *const *paths, size_t n, stru
                 free(pins[k].version_id);
                 pins[k].version_id = NULL;
             }
-            vcache_fini(&vc);
+            vcache_fini(h, &vc);
             return rc;
         }
     }
-    vcache_fini(&vc);
+    vcache_fini(h, &vc);
     return 0;
 }
 
