@@ -41,7 +41,7 @@ struct hints;
 struct manifest;
 
 #define HINTS_NAME_MAX 64          /* bytes of a set's name, NUL included */
-#define HINTS_SETS_MAX 64          /* sets at once */
+#define HINTS_SETS_MAX 256         /* sets at once (all tenants) */
 #define HINTS_ENTRIES_MAX 10000000 /* entries of one set (about 13 bytes each, plus its files) */
 /* One submission's bytes for a caller who is no administrator, whether by POST /v1/hints (its
  * body) or by a control file under the mount (the file): one size limit for both. */

@@ -85,12 +85,16 @@
 #include "tenant/tenant.h"
 
 #define CTL_FILE_MAX (32ull << 20)   /* bytes of one hint file (the API's admin body bound) */
-#define CTL_TOTAL_MAX (128ull << 20) /* bytes of all hint files being written at once */
+#define CTL_TOTAL_MAX (256ull << 20) /* bytes of all hint files being written at once */
 /* bytes of the hint files one tenant's writers who are no administrators have open at once:
- * four files of the users' bound, so that one tenant cannot take CTL_TOTAL_MAX from the rest */
+ * four files of the users' bound, so that one tenant cannot take CTL_TOTAL_MAX from the rest
+ * (16 tenants at their share fill it) */
 #define CTL_TENANT_MAX (4 * (HINTS_USER_BYTES_MAX + 1ull))
-#define CTL_CHARGES 64 /* tenants with writers' buffers at once (beyond: ENOSPC) */
-#define CTL_CLOSERS 4  /* closer threads: one slow close holds up no other handle's */
+#define CTL_BUF_MIN (64u << 10) /* a buffer's first allocation */
+/* tenants with writers' buffers at once: each holds CTL_BUF_MIN at least, so CTL_TOTAL_MAX runs
+ * out before the slots do */
+#define CTL_CHARGES (CTL_TOTAL_MAX / CTL_BUF_MIN)
+#define CTL_CLOSERS 4 /* closer threads: one slow close holds up no other handle's */
 #define CTL_HINTS TFS_CTL_DIR "/hints"
 #define CTL_TEXT_MAX 2048 /* the status text of one set */
 #define CTL_VERSIONS TFS_CTL_DIR "/datasets"
@@ -851,9 +855,9 @@ static int charge(struct tierd_fuse *fs, struct tfs_ctlh *h, uint64_t more)
                      fs->mountpoint, h->name, tname(fs, h->tenant), (unsigned long long)(had >> 10),
                      (unsigned long long)(CTL_TENANT_MAX >> 10));
         else
-            log_warn("fuse: hint file %s" CTL_HINTS "/%s: %d tenants have hint files being "
+            log_warn("fuse: hint file %s" CTL_HINTS "/%s: %llu tenants have hint files being "
                      "written already; close some first",
-                     fs->mountpoint, h->name, CTL_CHARGES);
+                     fs->mountpoint, h->name, (unsigned long long)CTL_CHARGES);
     }
     return rc;
 }
@@ -1220,7 +1224,7 @@ static int reserve(struct tierd_fuse *fs, struct tfs_ctlh *h, uint64_t end)
     }
     if (end + 1 <= h->cap)
         return 0;
-    size_t ncap = h->cap ? h->cap : 64 * 1024;
+    size_t ncap = h->cap ? h->cap : CTL_BUF_MIN;
     while (ncap < end + 1)
         ncap *= 2;
     if (ncap > max + 1)
