@@ -40,7 +40,9 @@
 #include "daemon/hints.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -48,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cache/cache.h"
 #include "cache/hintwin.h"
@@ -720,6 +723,36 @@ static void set_unlink_locked(struct hints *h, struct hset *s)
     h->qtail = prev;
 }
 
+/* Test builds (TIERD_TEST_FAULT_FILE): while the file FAULT.drop.NAME says "hint drop pause",
+ * hold the drop of set NAME (with h->mu not held), FAULT.drop.NAME.paused existing meanwhile; at
+ * most 30 s. */
+static void test_pause(const char *fault_file, const char *name)
+{
+    char ff[PATH_MAX], paused[PATH_MAX + 8];
+    snprintf(ff, sizeof(ff), "%s.drop.%s", fault_file, name);
+    snprintf(paused, sizeof(paused), "%s.paused", ff);
+    bool marked = false;
+    for (int i = 0; i < 3000; i++) {
+        char buf[64];
+        int fd = open(ff, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+        if (fd >= 0)
+            close(fd);
+        buf[n > 0 ? n : 0] = '\0';
+        if (!strstr(buf, "hint drop pause"))
+            break;
+        if (!marked) {
+            int m = open(paused, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+            if (m >= 0)
+                close(m);
+            marked = true;
+        }
+        tier_sleep_ms(10);
+    }
+    if (marked)
+        unlink(paused);
+}
+
 /* h->mu held: wait for the workers of s (unlinked), release its held blocks (h->mu dropped
  * meanwhile) and free it. */
 static void set_reap_locked(struct hints *h, struct hset *s)
@@ -727,6 +760,8 @@ static void set_reap_locked(struct hints *h, struct hset *s)
     while (s->busy)
         pthread_cond_wait(&h->idle, &h->mu);
     pthread_mutex_unlock(&h->mu);
+    if (h->d->test_fault_file) /* test builds: hold a drop here (test_hintlimits_fuse) */
+        test_pause(h->d->test_fault_file, s->name);
     set_release_held(h, s); /* nothing else reaches s now */
     set_free(s);
     pthread_mutex_lock(&h->mu);

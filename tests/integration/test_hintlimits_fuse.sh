@@ -9,7 +9,9 @@
 #   tenant caps hint_tenant_sets = 2: u1001's third set is 507 by the API and EDQUOT at the close
 #               of a control file, naming the key, while u1003 still hints and u1001 may replace
 #               its sets; hint_tenant_entries and hint_tenant_size: 507, the set unchanged;
-#               hint_state_size binds root too (507)
+#               hint_state_size binds root too (507); a replacement at the cap is whole: a set
+#               asked for while the old one is being freed (FAULT.drop.NAME "hint drop pause")
+#               is refused, the replacement taken
 #   buffers     u1001 holding five hint files open: each stops at 4 MiB (EFBIG: the API's body
 #               bound for users), the fifth at its tenant's share (EDQUOT); u1003's hint file is
 #               taken meanwhile (the shared 256 MiB pool is not one tenant's to fill)
@@ -152,6 +154,28 @@ code=$(post root "$(body big /ds/nosuch/file-%05d.bin 2000)")
 code=$(post root "$(body rootset /ds/a/f%d.bin 3 10)")
 [ "$code" = 200 ] || fail "root's small set: HTTP $code $(cat "$T/u/post.json")"
 ok "hint_tenant_entries, hint_tenant_size (507, the set unchanged, u1003 unaffected), hint_state_size binds root"
+
+# a replacement at the tenant's cap is whole: u1001 (s1, s2: at its 2 sets) replaces s1 and asks
+# for s3 while the old s1 is being freed (the test builds' FAULT.drop.s1 "hint drop pause"); s3
+# is refused, the replacement taken (it must never be refused with the old s1 gone)
+if grep -q "TIERD_TEST_FAULT_FILE=$FAULT" "$T/tierd.log"; then
+  echo "hint drop pause" >"$FAULT.drop.s1"
+  body s1 /ds/a/f%d.bin 2 10 >"$T/u/a.in"
+  setpriv --reuid=1001 --regid=1001 --clear-groups -- curl -sS -o "$T/u/a.json" -w '%{http_code}' \
+    --unix-socket "$SOCK" --data-binary @"$T/u/a.in" http://tierd/v1/hints >"$T/a.code" &
+  a=$!
+  dropheld() { [ -e "$FAULT.drop.s1.paused" ]; }
+  wait_for 30 dropheld || fail "u1001's replacement of s1 did not reach the old set's drop"
+  code=$(post 1001 "$(body s3 /ds/a/f%d.bin 3 10)")
+  dropheld || fail "the drop of the old s1 was no longer held: the check proved nothing"
+  : >"$FAULT.drop.s1"
+  wait "$a" || fail "the replacing POST failed"
+  [ "$(cat "$T/a.code")" = 200 ] && [ "$(field s1 entries)" = 2 ] ||
+    fail "u1001's replacement of s1 while s3 was asked for: HTTP $(cat "$T/a.code") $(cat "$T/u/a.json"), s1 has $(field s1 entries) entries (want 200 and 2; refused, s1 must keep its 5)"
+  [ "$code" = 507 ] && [ "$(field s3 entries)" = none ] ||
+    fail "u1001's third set s3 while s1 was being replaced: HTTP $code, want 507: $(cat "$T/u/post.json")"
+  ok "a replacement at the tenant's cap is taken whole while another set is asked for (that one: 507)"
+fi
 for s in s1 s2 rootset; do drop "$s"; done
 
 # ---- hint-file buffers: per tenant, 4 MiB a file for users --------------------------------------
