@@ -875,7 +875,7 @@ static int vcache_get(struct hints *h, struct vcache *vc, char *tree, const char
     memset(&e->m, 0, sizeof(e->m));
     tier_err_clear();
     atomic_fetch_add(&h->manifest_reads, 1);
-    /* its text is at least what is left of the submission's bound: refused undecoded */
+    /* a text over what is left of the submission's bound is refused unread (its size first) */
     int rc =
         dataset_show_max(h->d, tree, name, (size_t)(HINTS_REQ_MANIFEST_BYTES - vc->bytes), &e->m);
     if (rc) {
