@@ -3134,7 +3134,9 @@ out:
 
 static unsigned do_hints_get(struct tierd *d, struct api_reply *out)
 {
-    struct hints_set_stats st[HINTS_SETS_MAX];
+    struct hints_set_stats *st = malloc(HINTS_SETS_MAX * sizeof(*st)); /* too big for a stack */
+    if (!st)
+        return reply_error(out, -ENOMEM, "out of memory");
     size_t n = d->hints ? hints_list(d->hints, st, HINTS_SETS_MAX) : 0;
     json_t *arr = json_array();
     for (size_t i = 0; arr && i < n && i < HINTS_SETS_MAX; i++) {
@@ -3161,6 +3163,7 @@ static unsigned do_hints_get(struct tierd *d, struct api_reply *out)
                                                            "attrs_stat", (json_int_t)s->attrs_stat,
                                                            "bytes", (json_int_t)s->bytes));
     }
+    free(st);
     /* manifest reads of all submissions: each version read once per submission */
     return reply_json(out, 200,
                       json_pack("{s:o, s:I}", "sets", arr, "manifest_reads",

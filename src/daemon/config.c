@@ -36,6 +36,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/strutil.h"
+#include "daemon/hints.h"
 #include "daemon/policy.h"
 #include "daemon/tierd.h"
 #include "tenant/tenant.h"
@@ -413,7 +414,7 @@ static const struct keydef cache_keys[] = {
     {"prefetch_threads", V_INT, CFG(cache.prefetch_threads), 1, 32, false, 0},
     {"hint_window_size", V_SIZE, CFG(hints_window_bytes), 64 * KIB, UINT64_MAX, false, 0},
     {"hint_cache_size", V_SIZE, CFG(hints_cache_bytes), 64 * KIB, UINT64_MAX, false, 0},
-    {"hint_tenant_sets", V_INT, CFG(hints_tenant_sets), 1, 64, false, 0},
+    {"hint_tenant_sets", V_INT, CFG(hints_tenant_sets), 1, HINTS_SETS_MAX, false, 0},
     {"hint_tenant_entries", V_U64, CFG(hints_tenant_entries), 1, 10000000, false, 0},
     {"hint_tenant_size", V_SIZE, CFG(hints_tenant_bytes), 64 * KIB, UINT64_MAX, false, 0},
     {"hint_state_size", V_SIZE, CFG(hints_state_bytes), 64 * KIB, UINT64_MAX, false, 0},
@@ -1774,9 +1775,9 @@ static void apply_defaults(struct tierd_config *c)
     c->hints_threads = 16;
     c->hints_window_files = 256;
     c->hints_window_bytes = 1ull << 30;
-    c->hints_tenant_sets = 8;
+    c->hints_tenant_sets = 4; /* 64 tenants at their cap fill HINTS_SETS_MAX */
     c->hints_tenant_entries = 1000000;
-    c->hints_tenant_bytes = 256 * MIB;
+    c->hints_tenant_bytes = 128 * MIB; /* 16 tenants at their cap fill hint_state_size */
     c->hints_state_bytes = 2048 * MIB;
     c->attr_ttl_ms = 1000;
     c->entry_ttl_ms = 1000;

@@ -118,8 +118,9 @@ static int check_name(const char *name)
     return 0;
 }
 
-/* Read a whole manifest object into a malloc'd buffer. */
-static int read_object(struct backend *be, const char *key, char **buf, size_t *len)
+/* Read a whole manifest object into a malloc'd buffer; -E2BIG (no message) when it is over
+ * max bytes, known from its size before it is read. */
+static int read_object(struct backend *be, const char *key, size_t max, char **buf, size_t *len)
 {
     struct backend_stat st;
     int rc = backend_stat(be, &ds_io, key, &st);
@@ -130,6 +131,8 @@ static int read_object(struct backend *be, const char *key, char **buf, size_t *
                      (unsigned long long)st.size_bytes, MANIFEST_MAX_BYTES);
         return -EINVAL;
     }
+    if (st.size_bytes > max)
+        return -E2BIG;
     char *b = malloc(st.size_bytes + 1);
     if (!b)
         return -ENOMEM;
@@ -305,7 +308,7 @@ int dataset_commit(struct tierd *d, const char *path, const char *name, struct m
         char *buf = NULL;
         size_t bl = 0;
         char err[256];
-        if (read_object(ns->be, key, &buf, &bl) == 0 &&
+        if (read_object(ns->be, key, SIZE_MAX, &buf, &bl) == 0 &&
             manifest_decode(buf, bl, &other, err, sizeof(err)) == 0) {
             if (strcmp(other.commit_id, id) == 0)
                 rc = 0;
@@ -335,6 +338,12 @@ out:
 
 int dataset_show(struct tierd *d, const char *path, const char *name, struct manifest *out)
 {
+    return dataset_show_max(d, path, name, SIZE_MAX, out);
+}
+
+int dataset_show_max(struct tierd *d, const char *path, const char *name, size_t max_text,
+                     struct manifest *out)
+{
     memset(out, 0, sizeof(*out));
     int rc = check_name(name);
     if (rc)
@@ -346,9 +355,15 @@ int dataset_show(struct tierd *d, const char *path, const char *name, struct man
         return rc;
     char *key = manifest_key(ns, rel, name);
     size_t len = 0;
-    rc = key ? read_object(ns->be, key, &buf, &len) : -ENOMEM;
+    rc = key ? read_object(ns->be, key, max_text, &buf, &len) : -ENOMEM;
+    if (rc == 0 && len > max_text)
+        rc = -E2BIG; /* grown since its size was asked */
     if (rc == -ENOENT)
         tier_err_set("%s has no version %s", path, name);
+    else if (rc == -E2BIG)
+        tier_err_set("version %s of %s: its manifest (%s) is over the %zu KiB of text this reader "
+                     "may decode",
+                     name, path, key, max_text >> 10);
     if (rc == 0) {
         char err[256];
         rc = manifest_decode(buf, len, out, err, sizeof(err));

@@ -39,6 +39,10 @@ void dataset_names_free(char **names, size_t n);
  * with a message for a malformed or truncated manifest, or one of another tree (nothing is
  * served from it), -EINVAL for a bad name or path. */
 int dataset_show(struct tierd *d, const char *path, const char *name, struct manifest *out);
+/* dataset_show, refusing a manifest whose text is over max_text bytes (its size asked first)
+ * before it is read and decoded (-E2BIG, with a message). */
+int dataset_show_max(struct tierd *d, const char *path, const char *name, size_t max_text,
+                     struct manifest *out);
 /* Remove the manifest of version name (never data). -ENOENT when there is none. */
 int dataset_delete(struct tierd *d, const char *path, const char *name);
 /* The mount's read-only view of the versions (fuse_ops_ctl.c): <mount>/.tierd/datasets/TREE@NAME */

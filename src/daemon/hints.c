@@ -40,7 +40,9 @@
 #include "daemon/hints.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -48,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cache/cache.h"
 #include "cache/hintwin.h"
@@ -113,6 +116,9 @@ struct hints {
     int nthreads;
     uint64_t window_files, window_bytes, cache_bytes;
     _Atomic uint64_t manifest_reads; /* hints_manifest_reads */
+    /* decoded manifests held by the submissions in flight (estimated: hints_manifest_mem), at most
+     * HINTS_MANIFEST_BYTES_ALL */
+    _Atomic uint64_t manifest_bytes;
     /* what hint state may cost (tierd.h; 0: no bound), immutable */
     uint64_t tenant_sets, tenant_entries, tenant_bytes, state_bytes;
     /* hints_set_meta: read-locked around each call of meta */
@@ -693,9 +699,9 @@ static void set_free(struct hset *s)
     free(s);
 }
 
-/* h->mu held: take s out of the list and the queue, wait for its workers, release its held
- * blocks (h->mu dropped meanwhile) and free it. */
-static void set_drop_locked(struct hints *h, struct hset *s)
+/* h->mu held: take s out of the list and the queue (h->mu stays held); set_reap_locked then
+ * frees it. */
+static void set_unlink_locked(struct hints *h, struct hset *s)
 {
     s->dropped = true;
     for (struct hset **pp = &h->sets; *pp; pp = &(*pp)->next)
@@ -715,12 +721,58 @@ static void set_drop_locked(struct hints *h, struct hset *s)
         }
     }
     h->qtail = prev;
+}
+
+/* Test builds (TIERD_TEST_FAULT_FILE): while the file FAULT.drop.NAME says "hint drop pause",
+ * hold the drop of set NAME (with h->mu not held), FAULT.drop.NAME.paused existing meanwhile; at
+ * most 30 s. */
+static void test_pause(const char *fault_file, const char *name)
+{
+    char ff[PATH_MAX], paused[PATH_MAX + 8];
+    snprintf(ff, sizeof(ff), "%s.drop.%s", fault_file, name);
+    snprintf(paused, sizeof(paused), "%s.paused", ff);
+    bool marked = false;
+    for (int i = 0; i < 3000; i++) {
+        char buf[64];
+        int fd = open(ff, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+        if (fd >= 0)
+            close(fd);
+        buf[n > 0 ? n : 0] = '\0';
+        if (!strstr(buf, "hint drop pause"))
+            break;
+        if (!marked) {
+            int m = open(paused, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+            if (m >= 0)
+                close(m);
+            marked = true;
+        }
+        tier_sleep_ms(10);
+    }
+    if (marked)
+        unlink(paused);
+}
+
+/* h->mu held: wait for the workers of s (unlinked), release its held blocks (h->mu dropped
+ * meanwhile) and free it. */
+static void set_reap_locked(struct hints *h, struct hset *s)
+{
     while (s->busy)
         pthread_cond_wait(&h->idle, &h->mu);
     pthread_mutex_unlock(&h->mu);
+    if (h->d->test_fault_file) /* test builds: hold a drop here (test_hintlimits_fuse) */
+        test_pause(h->d->test_fault_file, s->name);
     set_release_held(h, s); /* nothing else reaches s now */
     set_free(s);
     pthread_mutex_lock(&h->mu);
+}
+
+/* h->mu held: take s out, wait for its workers, release its held blocks (h->mu dropped
+ * meanwhile) and free it. */
+static void set_drop_locked(struct hints *h, struct hset *s)
+{
+    set_unlink_locked(h, s);
+    set_reap_locked(h, s);
 }
 
 bool hints_name_ok(const char *name)
@@ -750,12 +802,13 @@ struct vcache {
         struct manifest m;
     } v[HINTS_REQ_VERSIONS];
     unsigned n, last; /* versions read; the last one found (paths come in runs) */
-    uint64_t bytes;   /* decoded manifests, estimated (manifest_mem) */
+    uint64_t bytes;   /* decoded manifests (hints_manifest_mem); in h->manifest_bytes */
     char why[320];    /* a message for *why */
 };
 
-static void vcache_fini(struct vcache *vc)
+static void vcache_fini(struct hints *h, struct vcache *vc)
 {
+    atomic_fetch_sub(&h->manifest_bytes, vc->bytes);
     for (unsigned i = 0; i < vc->n; i++) {
         free(vc->v[i].tree);
         manifest_fini(&vc->v[i].m);
@@ -763,13 +816,20 @@ static void vcache_fini(struct vcache *vc)
     memset(vc, 0, sizeof(*vc));
 }
 
-/* What a decoded manifest takes in memory, about. */
-static uint64_t manifest_mem(const struct manifest *m)
+#define ALLOC_OVERHEAD 16 /* what malloc adds to an allocation, about */
+
+static uint64_t str_mem(const char *p)
 {
-    uint64_t b = sizeof(*m) + (uint64_t)m->cap * sizeof(*m->files);
+    return p ? strlen(p) + 1 + ALLOC_OVERHEAD : 0;
+}
+
+uint64_t hints_manifest_mem(const struct manifest *m)
+{
+    uint64_t b = sizeof(*m) + (uint64_t)m->cap * sizeof(*m->files) + ALLOC_OVERHEAD;
+    b += str_mem(m->name) + str_mem(m->path) + str_mem(m->ns) + str_mem(m->backend) +
+         str_mem(m->prefix) + str_mem(m->commit_id);
     for (size_t i = 0; i < m->n; i++)
-        b += strlen(m->files[i].key) + 1 +
-             (m->files[i].version_id ? strlen(m->files[i].version_id) + 1 : 0);
+        b += str_mem(m->files[i].key) + str_mem(m->files[i].etag) + str_mem(m->files[i].version_id);
     return b;
 }
 
@@ -803,14 +863,29 @@ static int vcache_get(struct hints *h, struct vcache *vc, char *tree, const char
         free(tree);
         return -E2BIG;
     }
+    if (atomic_load(&h->manifest_bytes) >= HINTS_MANIFEST_BYTES_ALL) {
+        snprintf(vc->why, sizeof(vc->why),
+                 "%s@%s: the submissions in flight hold %llu MiB of decoded manifests already; "
+                 "try again when they are done",
+                 tree, name, (unsigned long long)(HINTS_MANIFEST_BYTES_ALL >> 20));
+        free(tree);
+        return -EBUSY;
+    }
     struct vent *e = &vc->v[vc->n];
     memset(&e->m, 0, sizeof(e->m));
     tier_err_clear();
     atomic_fetch_add(&h->manifest_reads, 1);
-    int rc = dataset_show(h->d, tree, name, &e->m);
+    /* a text over what is left of the submission's bound is refused unread (its size first) */
+    int rc =
+        dataset_show_max(h->d, tree, name, (size_t)(HINTS_REQ_MANIFEST_BYTES - vc->bytes), &e->m);
     if (rc) {
         if (rc == -ENOENT && !*tier_err_msg())
             snprintf(vc->why, sizeof(vc->why), "%s has no version %s", tree, name);
+        else if (rc == -E2BIG)
+            snprintf(vc->why, sizeof(vc->why),
+                     "%s@%s: its manifest's text alone is over what is left of the %llu MiB of "
+                     "manifests one submission may decode; split it by version (append the rest)",
+                     tree, name, (unsigned long long)(HINTS_REQ_MANIFEST_BYTES >> 20));
         else
             snprintf(vc->why, sizeof(vc->why), "%s",
                      *tier_err_msg() ? tier_err_msg() : strerror(-rc));
@@ -820,13 +895,22 @@ static int vcache_get(struct hints *h, struct vcache *vc, char *tree, const char
     e->tree = tree;
     tier_strlcpy(e->name, name, sizeof(e->name));
     vc->last = vc->n++;
-    vc->bytes += manifest_mem(&e->m);
+    uint64_t mem = hints_manifest_mem(&e->m);
+    vc->bytes += mem;
+    uint64_t all = atomic_fetch_add(&h->manifest_bytes, mem) + mem;
     if (vc->bytes > HINTS_REQ_MANIFEST_BYTES) {
         snprintf(vc->why, sizeof(vc->why),
                  "%s@%s: the manifests of the versions this submission names take more than "
                  "%llu MiB together; split it by version (append the rest)",
                  tree, name, (unsigned long long)(HINTS_REQ_MANIFEST_BYTES >> 20));
         return -E2BIG;
+    }
+    if (all > HINTS_MANIFEST_BYTES_ALL) {
+        snprintf(vc->why, sizeof(vc->why),
+                 "%s@%s: the submissions in flight would hold more than %llu MiB of decoded "
+                 "manifests; try again when they are done",
+                 tree, name, (unsigned long long)(HINTS_MANIFEST_BYTES_ALL >> 20));
+        return -EBUSY;
     }
     *out = &e->m;
     return 0;
@@ -863,7 +947,7 @@ static int resolve_version(struct hints *h, char *tree, const char *name, const 
     rc = vcache_get(h, vc, tree, name, &m);
     if (rc) {
         *why = vc->why;
-        return rc == -ENOMEM || rc == -E2BIG ? rc : -EINVAL;
+        return rc == -ENOMEM || rc == -E2BIG || rc == -EBUSY ? rc : -EINVAL;
     }
     size_t lo = 0;
     rc = manifest_find(m, file, &lo);
@@ -964,11 +1048,11 @@ static int resolve_all(struct hints *h, const char *const *paths, size_t n, stru
                 free(pins[k].version_id);
                 pins[k].version_id = NULL;
             }
-            vcache_fini(&vc);
+            vcache_fini(h, &vc);
             return rc;
         }
     }
-    vcache_fini(&vc);
+    vcache_fini(h, &vc);
     return 0;
 }
 
@@ -1126,18 +1210,12 @@ int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char 
             more_new += file_cost(keys[i], &pins[i]);
     pthread_mutex_lock(&h->mu);
     s = set_find(h, tenant, name);
+    /* a replacement: the old set is left out of the checks and taken out only with the new one
+     * put in, under the same hold of h->mu, so that a refused request changes nothing */
+    struct hset *old = NULL;
     if (s && !append) {
-        rc = limits_check_locked(h, tenant, s, true, n,
-                                 SET_BYTES + (uint64_t)n * ENTRY_BYTES + more_new, admin);
-        if (rc) {
-            pthread_mutex_unlock(&h->mu);
-            goto out;
-        }
-    }
-    /* set_drop_locked drops h->mu: another submit may have made the name again meanwhile */
-    while (s && !append) {
-        set_drop_locked(h, s);
-        s = set_find(h, tenant, name);
+        old = s;
+        s = NULL;
     }
     if (s && hintwin_len(s->w) + n > HINTS_ENTRIES_MAX) {
         pthread_mutex_unlock(&h->mu);
@@ -1151,14 +1229,14 @@ int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char 
         if (isnew[i] && map_find(s, nss[i], keys[i], pins[i].on ? pins[i].etag : NULL) < 0)
             more_files += file_cost(keys[i], &pins[i]);
     rc = limits_check_locked(
-        h, tenant, NULL, fresh, n,
+        h, tenant, old, fresh, n,
         (uint64_t)n * ENTRY_BYTES + (fresh ? SET_BYTES + more_new : more_files), admin);
     if (rc) {
         pthread_mutex_unlock(&h->mu);
         goto out;
     }
     if (fresh) {
-        if (atomic_load(&h->nsets) >= HINTS_SETS_MAX) {
+        if (atomic_load(&h->nsets) - (old ? 1 : 0) >= HINTS_SETS_MAX) {
             pthread_mutex_unlock(&h->mu);
             tier_err_set("%d hint sets exist already: drop one (DELETE /v1/hints/NAME)",
                          HINTS_SETS_MAX);
@@ -1210,6 +1288,8 @@ int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char 
     tier_strlcpy(s->st.name, s->name, sizeof(s->st.name));
     s->st.budget = set_budget(h, s);
     if (fresh) {
+        if (old)
+            set_unlink_locked(h, old); /* h->mu stays held: no one sees both or neither */
         s->next = NULL;
         struct hset **pp = &h->sets;
         while (*pp)
@@ -1221,6 +1301,8 @@ int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char 
     struct rel rel[TRIM_BATCH];
     size_t nrel = advance(h, s, rel, TRIM_BATCH);
     uint64_t entries = s->st.entries, files = s->st.files; /* s may go once h->mu is dropped */
+    if (old)
+        set_reap_locked(h, old); /* its held blocks released (h->mu dropped meanwhile) */
     pthread_mutex_unlock(&h->mu);
     release_all(h, rel, nrel);
     log_info("hints: set %s of tenant %u: %zu entries %s (%" PRIu64 " in all, %" PRIu64 " files)",

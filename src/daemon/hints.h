@@ -38,9 +38,10 @@ struct tierd_ns;
 struct backend;
 struct backend_stat;
 struct hints;
+struct manifest;
 
 #define HINTS_NAME_MAX 64          /* bytes of a set's name, NUL included */
-#define HINTS_SETS_MAX 64          /* sets at once */
+#define HINTS_SETS_MAX 256         /* sets at once (all tenants) */
 #define HINTS_ENTRIES_MAX 10000000 /* entries of one set (about 13 bytes each, plus its files) */
 /* One submission's bytes for a caller who is no administrator, whether by POST /v1/hints (its
  * body) or by a control file under the mount (the file): one size limit for both. */
@@ -50,6 +51,9 @@ struct hints;
  * versions and decoded manifest bytes: past them it is refused (-E2BIG), split it by version. */
 #define HINTS_REQ_VERSIONS 16
 #define HINTS_REQ_MANIFEST_BYTES (1ull << 30)
+/* Decoded manifest bytes all submissions in flight hold together; past it a submission is
+ * refused (-EBUSY: try again later). */
+#define HINTS_MANIFEST_BYTES_ALL (2ull << 30)
 
 int hints_new(struct tierd *d, struct hints **out);
 /* Stops the workers (fetches in flight finish), releases every held block. NULL: no-op. */
@@ -69,11 +73,16 @@ void hints_free(struct hints *h);
  * 0, -EINVAL (a bad name or path, a path outside
  * every namespace, a path of a write-back namespace, a version that cannot be read or a path
  * that is no file of it: tier_err_msg() names it), -E2BIG (over
- * HINTS_ENTRIES_MAX entries, or over HINTS_REQ_VERSIONS / HINTS_REQ_MANIFEST_BYTES), -ENOSPC
+ * HINTS_ENTRIES_MAX entries, or over HINTS_REQ_VERSIONS / HINTS_REQ_MANIFEST_BYTES), -EBUSY
+ * (the submissions in flight at HINTS_MANIFEST_BYTES_ALL of manifests), -ENOSPC
  * (HINTS_SETS_MAX sets, or the state budget), -EDQUOT (a tenant's cap), -EEXIST (the name is
  * another tenant's), -ENOMEM. tier_err_msg() says which limit and what to do. */
 int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char *const *paths,
                  size_t n, bool append, bool admin);
+/* What a decoded manifest takes in memory, about (what HINTS_REQ_MANIFEST_BYTES and
+ * HINTS_MANIFEST_BYTES_ALL count): its strings (keys, ETags, version ids) and file array, and
+ * 16 bytes of the allocator's for each. */
+uint64_t hints_manifest_mem(const struct manifest *m);
 /* Manifests read by submissions since hints_new (each a backend read and a decode). */
 uint64_t hints_manifest_reads(struct hints *h);
 /* Is name a valid set name: 1 to HINTS_NAME_MAX - 1 letters, digits, '.', '_', '-'? */

@@ -130,9 +130,9 @@ struct tierd_config {
     uint64_t hints_cache_bytes;
     /* what hint state may cost in memory (hints.h "Limits"): per tenant of a caller who is no
      * administrator its sets, entries and bytes; all sets together their bytes */
-    int hints_tenant_sets;         /* default 8 */
+    int hints_tenant_sets;         /* default 4 */
     uint64_t hints_tenant_entries; /* default 1,000,000 */
-    uint64_t hints_tenant_bytes;   /* default 256 MiB */
+    uint64_t hints_tenant_bytes;   /* default 128 MiB */
     uint64_t hints_state_bytes;    /* default 2 GiB */
     /* [mount] */
     char *mount_path;

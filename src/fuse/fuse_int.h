@@ -46,7 +46,7 @@
  *   control   /.tierd/hints/NAME (fuse_ops_ctl.c): an open for writing buffers what is written
  *             in memory (4 MiB at most, 32 MiB for root: EFBIG; per tenant and in all: EDQUOT,
  *             ENOSPC; a bad complete line: EINVAL from that write), flush and fsync hand the
- *             lines to hints_submit on the closer thread, which answers them
+ *             lines to hints_submit on a closer thread (one of a few), which answers them
  *             as the opener's tenant (its error is close(2)'s), read shows the set's progress,
  *             unlink drops it. Those operations sit in front of the others (tfs_ops_ctl) and take
  *             only the control paths; lookup, getattr and opendir ask tfs_ctl_stat/_listing.
@@ -379,8 +379,8 @@ void tfs_wb_fini(struct tierd_fuse *fs);
 /* Set the control files up (fs->ctl, fs->ctl_perm): after perm_init, before the mount serves. */
 int tfs_ctl_init(struct tierd_fuse *fs);
 void tfs_ctl_fini(struct tierd_fuse *fs);
-/* Serve the flushes, fsyncs and releases of hint files handed to the closer thread (answering
- * them) and stop it: before the session is destroyed. Later ones are served inline. */
+/* Serve the flushes, fsyncs and releases of hint files handed to the closer threads (answering
+ * them) and stop those: before the session is destroyed. Later ones are served inline. */
 void tfs_ctl_drain(struct tierd_fuse *fs);
 /* Is path /.tierd or below it, with the control files set up? No allocation, no lock. */
 bool tfs_ctl_path(const struct tierd_fuse *fs, const char *path);

@@ -37,10 +37,14 @@
  * included) and hand it to hints_submit(): the first submission replaces the set unless the file
  * was opened with O_APPEND or its first line is "#append", later ones of the same handle append
  * (processes sharing the descriptor close it one after the other). A writer's flush, fsync and
- * release are handed to the closer thread (job_queue), which does that work (parsing, resolving
- * the paths, reading manifests: hints_submit) and answers the request, so no FUSE worker waits
- * on it; the jobs run one at a time in arrival order, so a handle's submissions keep their order
- * and its release follows them. The submission's result is the reply, so close(2) returns it
+ * release are handed to one of CTL_CLOSERS closer threads (job_queue), which does that work
+ * (parsing, resolving the paths, reading manifests: hints_submit) and answers the request, so no
+ * FUSE worker waits on it; a handle's jobs go to one closer while any is queued, so its
+ * submissions keep their order and its release follows them, and a handle with none queued goes
+ * to the least busy closer, so one tenant's slow close holds up no other's while a closer is
+ * free. A flush, fsync or release with nothing to submit (no write since the last submission, a
+ * failed or cancelled handle) and none of its handle's jobs queued is answered on the FUSE
+ * worker (job_fast). The submission's result is the reply, so close(2) returns it
  * (EINVAL a bad line, E2BIG, EDQUOT, ENOSPC, EEXIST, ENOMEM as hints_submit says), and the
  * detail goes to the log. A close after no new write submits nothing; a file created or
  * truncated and never written is an empty order, submitted at release (touch of an existing set
@@ -58,11 +62,13 @@
  * its writers); a handle's mu guards its buffer and is held across its hints_submit (a flush and
  * the writes of one handle serialise). ctl->mu is never taken with a handle's mu held.
  * ctl->charge_mu (the tenants' buffer charges) is a leaf, taken with a handle's mu held;
- * ctl->qmu guards the closer's queue and is held around nothing else.
+ * ctl->qmu guards the closers' queues and loads and the handles' queued and closer, and is held
+ * around nothing else.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,11 +85,16 @@
 #include "tenant/tenant.h"
 
 #define CTL_FILE_MAX (32ull << 20)   /* bytes of one hint file (the API's admin body bound) */
-#define CTL_TOTAL_MAX (128ull << 20) /* bytes of all hint files being written at once */
+#define CTL_TOTAL_MAX (256ull << 20) /* bytes of all hint files being written at once */
 /* bytes of the hint files one tenant's writers who are no administrators have open at once:
- * four files of the users' bound, so that one tenant cannot take CTL_TOTAL_MAX from the rest */
+ * four files of the users' bound, so that one tenant cannot take CTL_TOTAL_MAX from the rest
+ * (16 tenants at their share fill it) */
 #define CTL_TENANT_MAX (4 * (HINTS_USER_BYTES_MAX + 1ull))
-#define CTL_CHARGES 64 /* tenants with writers' buffers at once (beyond: ENOSPC) */
+#define CTL_BUF_MIN (64u << 10) /* a buffer's first allocation */
+/* tenants with writers' buffers at once: each holds CTL_BUF_MIN at least, so CTL_TOTAL_MAX runs
+ * out before the slots do */
+#define CTL_CHARGES (CTL_TOTAL_MAX / CTL_BUF_MIN)
+#define CTL_CLOSERS 4 /* closer threads: one slow close holds up no other handle's */
 #define CTL_HINTS TFS_CTL_DIR "/hints"
 #define CTL_TEXT_MAX 2048 /* the status text of one set */
 #define CTL_VERSIONS TFS_CTL_DIR "/datasets"
@@ -111,7 +122,7 @@ struct vlist {
 
 struct tfs_ctlh;
 
-/* A flush, fsync or release of a writer handle, for the closer thread to serve and answer. */
+/* A flush, fsync or release of a writer handle, for a closer thread to serve and answer. */
 enum job_kind { JOB_FLUSH, JOB_FSYNC, JOB_RELEASE };
 struct ctl_job {
     struct ctl_job *next;
@@ -133,12 +144,17 @@ struct tfs_ctl {
     _Atomic uint64_t buffered; /* bytes allocated by the writers' buffers */
     pthread_mutex_t charge_mu; /* a leaf lock: taken with a handle's mu held */
     struct ctl_charge charges[CTL_CHARGES];
-    /* the closer thread: submissions at close, off the FUSE workers (jobs in order, qmu) */
+    /* the closers: submissions at close, off the FUSE workers (qmu) */
     pthread_mutex_t qmu;
-    pthread_cond_t qcv;
-    struct ctl_job *qhead, *qtail;
-    bool qstop, closer_on;
-    pthread_t closer;
+    struct ctl_closer {
+        struct tierd_fuse *fs;
+        pthread_cond_t cv;
+        struct ctl_job *head, *tail; /* qmu: its jobs, served in order */
+        unsigned load;               /* qmu: jobs queued or being served */
+        bool on;                     /* started (immutable after tfs_ctl_init) */
+        pthread_t th;
+    } closers[CTL_CLOSERS];
+    bool qstop;                   /* qmu */
     struct vcache vc[CTL_VCACHE]; /* mu */
     uint64_t vclock;              /* mu */
     struct vlist vl[CTL_VLIST];   /* mu */
@@ -155,6 +171,8 @@ struct tfs_ctlh {
     bool append_flag;             /* opened with O_APPEND (immutable) */
     _Atomic bool cancelled;       /* the file was unlinked: nothing more is submitted */
     struct ctl_job release_job;   /* its release, queued without an allocation (writers) */
+    unsigned queued;              /* ctl->qmu: its jobs queued or being served */
+    unsigned closer;              /* ctl->qmu: the closer serving them (while queued > 0) */
     pthread_mutex_t mu;
     char *buf; /* mu: what was written, NUL-terminated at len */
     size_t len, cap;
@@ -837,9 +855,9 @@ static int charge(struct tierd_fuse *fs, struct tfs_ctlh *h, uint64_t more)
                      fs->mountpoint, h->name, tname(fs, h->tenant), (unsigned long long)(had >> 10),
                      (unsigned long long)(CTL_TENANT_MAX >> 10));
         else
-            log_warn("fuse: hint file %s" CTL_HINTS "/%s: %d tenants have hint files being "
+            log_warn("fuse: hint file %s" CTL_HINTS "/%s: %llu tenants have hint files being "
                      "written already; close some first",
-                     fs->mountpoint, h->name, CTL_CHARGES);
+                     fs->mountpoint, h->name, (unsigned long long)CTL_CHARGES);
     }
     return rc;
 }
@@ -1206,7 +1224,7 @@ static int reserve(struct tierd_fuse *fs, struct tfs_ctlh *h, uint64_t end)
     }
     if (end + 1 <= h->cap)
         return 0;
-    size_t ncap = h->cap ? h->cap : 64 * 1024;
+    size_t ncap = h->cap ? h->cap : CTL_BUF_MIN;
     while (ncap < end + 1)
         ncap *= 2;
     if (ncap > max + 1)
@@ -1309,7 +1327,8 @@ static void ctl_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t si
         fuse_reply_write(req, size);
 }
 
-/* ---- the closer ------------------------------------------------------------------------------ */
+/* ---- the closers ------------------------------------------------------------------------------
+ */
 
 /* Serve j (no lock held) and answer its request. */
 static void job_run(struct tierd_fuse *fs, struct ctl_job *j)
@@ -1317,8 +1336,11 @@ static void job_run(struct tierd_fuse *fs, struct ctl_job *j)
     int rc = 0;
     switch (j->kind) {
     case JOB_FLUSH:
-        if (fs->d->test_fault_file) /* test builds: hold a close here (test_hintlimits_fuse) */
-            tfs_test_pause(fs->d->test_fault_file, "hint close pause");
+        if (fs->d->test_fault_file) { /* test builds: hold a close here (test_hintlimits_fuse) */
+            char ff[PATH_MAX];        /* one fault file (and .paused marker) per hint file's name */
+            snprintf(ff, sizeof(ff), "%s.close.%s", fs->d->test_fault_file, j->h->name);
+            tfs_test_pause(ff, "hint close pause");
+        }
         rc = submit(fs, j->h, "close", false);
         fuse_reply_err(j->req, rc ? tfs_errno(rc) : 0);
         break;
@@ -1338,35 +1360,79 @@ static void job_run(struct tierd_fuse *fs, struct ctl_job *j)
 
 static void *closer_main(void *arg)
 {
-    struct tierd_fuse *fs = arg;
+    struct ctl_closer *cl = arg;
+    struct tierd_fuse *fs = cl->fs;
     struct tfs_ctl *c = fs->ctl;
     pthread_mutex_lock(&c->qmu);
     for (;;) {
-        while (!c->qhead && !c->qstop)
-            pthread_cond_wait(&c->qcv, &c->qmu);
-        struct ctl_job *j = c->qhead;
+        while (!cl->head && !c->qstop)
+            pthread_cond_wait(&cl->cv, &c->qmu);
+        struct ctl_job *j = cl->head;
         if (!j)
             break; /* stopping, and every job served */
-        c->qhead = j->next;
-        if (!c->qhead)
-            c->qtail = NULL;
+        cl->head = j->next;
+        if (!cl->head)
+            cl->tail = NULL;
+        struct tfs_ctlh *h = j->h;
         pthread_mutex_unlock(&c->qmu);
-        bool owned = j->kind != JOB_RELEASE;
+        bool release = j->kind == JOB_RELEASE;
         job_run(fs, j);
-        if (owned)
+        if (!release)
             free(j);
         pthread_mutex_lock(&c->qmu);
+        cl->load--;
+        if (!release)
+            h->queued--; /* the last touch of h: a release may free it once this is 0 */
     }
     pthread_mutex_unlock(&c->qmu);
     return NULL;
 }
 
-/* Hand a writer's flush, fsync or release to the closer thread, which answers it: a submission
- * (its paths resolved, manifests read) never holds a FUSE worker. The jobs run one at a time in
- * order, so a handle's submissions keep their order and its release comes after them. Without
- * the closer (it could not start, or the mount is going away) the job is served here. */
+/* h->mu held: a flush, fsync (last false) or release (true) of h that submits nothing: the
+ * handle was cancelled, failed already, or has nothing new (a reader; no write since the last
+ * submission). */
+static bool nothing_to_submit_locked(const struct tfs_ctlh *h, bool last)
+{
+    return !h->writer || h->cancelled || h->err ||
+           (h->len == h->taken && !(last && h->dirty && !h->submitted));
+}
+
+/* Serve the request here when it has nothing to submit and no job of h is queued before it (so
+ * that a close after no write, or a release after the last flush, never waits behind another
+ * handle's submission); true if it was answered. */
+static bool job_fast(struct tierd_fuse *fs, fuse_req_t req, struct tfs_ctlh *h, enum job_kind kind)
+{
+    struct tfs_ctl *c = fs->ctl;
+    pthread_mutex_lock(&c->qmu);
+    bool idle = h->queued == 0;
+    pthread_mutex_unlock(&c->qmu);
+    if (!idle || pthread_mutex_trylock(&h->mu) != 0)
+        return false; /* its submission in progress: queued behind it, in order */
+    bool last = kind == JOB_RELEASE;
+    if (!nothing_to_submit_locked(h, last)) {
+        pthread_mutex_unlock(&h->mu);
+        return false;
+    }
+    int rc = last ? 0 : submit_locked(fs, h, kind == JOB_FLUSH ? "close" : "fsync", false);
+    pthread_mutex_unlock(&h->mu);
+    if (last)
+        handle_free(fs, h);
+    fuse_reply_err(req, rc ? tfs_errno(rc) : 0);
+    return true;
+}
+
+/* Hand a writer's flush, fsync or release to a closer thread, which answers it: a submission
+ * (its paths resolved, manifests read) never holds a FUSE worker. The jobs of one handle go to
+ * one closer while any of them is queued, so they keep their order and its release comes after
+ * them; a handle with none queued goes to the closer with the fewest jobs, so that a slow
+ * submission (an administrator's, or one reading many manifests) holds up no other tenant's
+ * close while a closer is free. A request with nothing to submit is answered here (job_fast).
+ * Without the closers (they could not start, or the mount is going away) the job is served
+ * here. */
 static void job_queue(struct tierd_fuse *fs, fuse_req_t req, struct tfs_ctlh *h, enum job_kind kind)
 {
+    if (job_fast(fs, req, h, kind))
+        return;
     struct tfs_ctl *c = fs->ctl;
     struct ctl_job *j = kind == JOB_RELEASE ? &h->release_job : calloc(1, sizeof(*j));
     if (!j) {
@@ -1375,17 +1441,27 @@ static void job_queue(struct tierd_fuse *fs, fuse_req_t req, struct tfs_ctlh *h,
     }
     *j = (struct ctl_job){.req = req, .h = h, .kind = kind};
     pthread_mutex_lock(&c->qmu);
-    bool queued = c->closer_on && !c->qstop;
-    if (queued) {
-        if (c->qtail)
-            c->qtail->next = j;
+    struct ctl_closer *cl = NULL;
+    if (!c->qstop && h->queued)
+        cl = &c->closers[h->closer];
+    for (unsigned i = 0; !c->qstop && !h->queued && i < CTL_CLOSERS; i++)
+        if (c->closers[i].on && (!cl || c->closers[i].load < cl->load)) {
+            cl = &c->closers[i];
+            h->closer = i;
+        }
+    if (cl) {
+        if (kind != JOB_RELEASE)
+            h->queued++;
+        cl->load++;
+        if (cl->tail)
+            cl->tail->next = j;
         else
-            c->qhead = j;
-        c->qtail = j;
-        pthread_cond_signal(&c->qcv);
+            cl->head = j;
+        cl->tail = j;
+        pthread_cond_signal(&cl->cv);
     }
     pthread_mutex_unlock(&c->qmu);
-    if (!queued) {
+    if (!cl) {
         job_run(fs, j);
         if (kind != JOB_RELEASE)
             free(j);
@@ -1398,13 +1474,15 @@ void tfs_ctl_drain(struct tierd_fuse *fs)
         return;
     struct tfs_ctl *c = fs->ctl;
     pthread_mutex_lock(&c->qmu);
-    bool on = c->closer_on;
     c->qstop = true;
-    pthread_cond_broadcast(&c->qcv);
+    for (unsigned i = 0; i < CTL_CLOSERS; i++)
+        pthread_cond_broadcast(&c->closers[i].cv);
     pthread_mutex_unlock(&c->qmu);
-    if (on)
-        pthread_join(c->closer, NULL);
-    c->closer_on = false;
+    for (unsigned i = 0; i < CTL_CLOSERS; i++)
+        if (c->closers[i].on) {
+            pthread_join(c->closers[i].th, NULL);
+            c->closers[i].on = false;
+        }
 }
 
 static void ctl_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -1572,12 +1650,17 @@ int tfs_ctl_init(struct tierd_fuse *fs)
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->charge_mu, NULL);
     pthread_mutex_init(&c->qmu, NULL);
-    pthread_cond_init(&c->qcv, NULL);
     fs->ctl = c;
-    if (pthread_create(&c->closer, NULL, closer_main, fs) == 0)
-        c->closer_on = true;
-    else /* served on the FUSE workers then, as they come */
-        log_warn("fuse: cannot start the hint files' closer thread: closes are served inline");
+    unsigned started = 0;
+    for (unsigned i = 0; i < CTL_CLOSERS; i++) {
+        struct ctl_closer *cl = &c->closers[i];
+        cl->fs = fs;
+        pthread_cond_init(&cl->cv, NULL);
+        cl->on = pthread_create(&cl->th, NULL, closer_main, cl) == 0;
+        started += cl->on;
+    }
+    if (!started) /* served on the FUSE workers then, as they come */
+        log_warn("fuse: cannot start the hint files' closer threads: closes are served inline");
     return 0;
 }
 
@@ -1599,7 +1682,8 @@ void tfs_ctl_fini(struct tierd_fuse *fs)
     pthread_mutex_destroy(&fs->ctl->mu);
     pthread_mutex_destroy(&fs->ctl->charge_mu);
     pthread_mutex_destroy(&fs->ctl->qmu);
-    pthread_cond_destroy(&fs->ctl->qcv);
+    for (unsigned i = 0; i < CTL_CLOSERS; i++)
+        pthread_cond_destroy(&fs->ctl->closers[i].cv);
     free(fs->ctl);
     fs->ctl = NULL;
 }

@@ -7,6 +7,7 @@
 #   hintfile.py write FILE TEXT   open(O_WRONLY|O_CREAT|O_TRUNC), write TEXT, close
 #   hintfile.py big FILE          write 1 MiB chunks until a write fails (at most 40 MiB), close
 #   hintfile.py fsync FILE TEXT   write TEXT, fsync, read the set's status back before the close
+#   hintfile.py reopen FILE       open(O_WRONLY|O_APPEND) an existing FILE, close without a write
 #   hintfile.py hold FILE K       open FILE.0 .. FILE.K-1 and write 1 MiB chunks (no newline:
 #                                 nothing is checked before the close) into each until a write
 #                                 fails (at most 33 MiB each); print "held" and keep them open
@@ -52,6 +53,15 @@ def main():
     mode, path = sys.argv[1], sys.argv[2]
     if mode == "hold":
         hold(path, int(sys.argv[3]))
+        return
+    if mode == "reopen":
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            print("open ok")
+            os.close(fd)
+            print("close ok")
+        except OSError as e:
+            print("reopen", ename(e))
         return
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)

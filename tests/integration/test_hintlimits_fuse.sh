@@ -9,13 +9,18 @@
 #   tenant caps hint_tenant_sets = 2: u1001's third set is 507 by the API and EDQUOT at the close
 #               of a control file, naming the key, while u1003 still hints and u1001 may replace
 #               its sets; hint_tenant_entries and hint_tenant_size: 507, the set unchanged;
-#               hint_state_size binds root too (507)
+#               hint_state_size binds root too (507); a replacement at the cap is whole: a set
+#               asked for while the old one is being freed (FAULT.drop.NAME "hint drop pause")
+#               is refused, the replacement taken
 #   buffers     u1001 holding five hint files open: each stops at 4 MiB (EFBIG: the API's body
 #               bound for users), the fifth at its tenant's share (EDQUOT); u1003's hint file is
-#               taken meanwhile (the shared 128 MiB pool is not one tenant's to fill)
+#               taken meanwhile (the shared 256 MiB pool is not one tenant's to fill)
 #   closer      with one FUSE worker ([mount] threads = 1) and a close held in its submission (the
-#               test builds' TIERD_TEST_FAULT_FILE "hint close pause"), the mount still answers
-#               statfs and a control file's open and read; the close then returns its result
+#               test builds' TIERD_TEST_FAULT_FILE, here FILE.close.NAME saying "hint close
+#               pause"), the mount still answers statfs and a control file's open and read, and
+#               u1003's hint file is taken at its close (another closer thread); with all four
+#               closers held, a close without a write returns (served on the FUSE worker); the
+#               held closes then return their results
 # No sleeps as synchronisation: waits poll the API or a file with a deadline.
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
@@ -149,6 +154,28 @@ code=$(post root "$(body big /ds/nosuch/file-%05d.bin 2000)")
 code=$(post root "$(body rootset /ds/a/f%d.bin 3 10)")
 [ "$code" = 200 ] || fail "root's small set: HTTP $code $(cat "$T/u/post.json")"
 ok "hint_tenant_entries, hint_tenant_size (507, the set unchanged, u1003 unaffected), hint_state_size binds root"
+
+# a replacement at the tenant's cap is whole: u1001 (s1, s2: at its 2 sets) replaces s1 and asks
+# for s3 while the old s1 is being freed (the test builds' FAULT.drop.s1 "hint drop pause"); s3
+# is refused, the replacement taken (it must never be refused with the old s1 gone)
+if grep -q "TIERD_TEST_FAULT_FILE=$FAULT" "$T/tierd.log"; then
+  echo "hint drop pause" >"$FAULT.drop.s1"
+  body s1 /ds/a/f%d.bin 2 10 >"$T/u/a.in"
+  setpriv --reuid=1001 --regid=1001 --clear-groups -- curl -sS -o "$T/u/a.json" -w '%{http_code}' \
+    --unix-socket "$SOCK" --data-binary @"$T/u/a.in" http://tierd/v1/hints >"$T/a.code" &
+  a=$!
+  dropheld() { [ -e "$FAULT.drop.s1.paused" ]; }
+  wait_for 30 dropheld || fail "u1001's replacement of s1 did not reach the old set's drop"
+  code=$(post 1001 "$(body s3 /ds/a/f%d.bin 3 10)")
+  dropheld || fail "the drop of the old s1 was no longer held: the check proved nothing"
+  : >"$FAULT.drop.s1"
+  wait "$a" || fail "the replacing POST failed"
+  [ "$(cat "$T/a.code")" = 200 ] && [ "$(field s1 entries)" = 2 ] ||
+    fail "u1001's replacement of s1 while s3 was asked for: HTTP $(cat "$T/a.code") $(cat "$T/u/a.json"), s1 has $(field s1 entries) entries (want 200 and 2; refused, s1 must keep its 5)"
+  [ "$code" = 507 ] && [ "$(field s3 entries)" = none ] ||
+    fail "u1001's third set s3 while s1 was being replaced: HTTP $code, want 507: $(cat "$T/u/post.json")"
+  ok "a replacement at the tenant's cap is taken whole while another set is asked for (that one: 507)"
+fi
 for s in s1 s2 rootset; do drop "$s"; done
 
 # ---- hint-file buffers: per tenant, 4 MiB a file for users --------------------------------------
@@ -175,20 +202,44 @@ ok "u1001 holds 4 files of 4 MiB (EFBIG) and a fifth fails EDQUOT; u1003's hint 
 
 # ---- the close's submission runs off the FUSE worker ------------------------------------------
 if grep -q "TIERD_TEST_FAULT_FILE=$FAULT" "$T/tierd.log"; then
-  echo "hint close pause" >"$FAULT"
+  held() { [ -e "$FAULT.close.$1.paused" ]; } # the close of hint file $1 is held
+  echo "hint close pause" >"$FAULT.close.slow"
   as1001 "$PY" "$HF" write "$H/slow" $'/ds/a/f3.bin\n' >"$T/slow.out" &
   slow=$!
-  paused() { [ -e "$FAULT.paused" ]; }
-  wait_for 30 paused || fail "the close of $H/slow did not reach its submission"
+  wait_for 30 held slow || fail "the close of $H/slow did not reach its submission"
   stat -f "$MNT" >/dev/null || fail "statfs while a close is held"
   as1003 cat "$H/x2" >"$T/x2.txt" || fail "reading a control file while a close is held"
   grep -qx "entries: 2" "$T/x2.txt" || fail "x2's status while a close is held: $(cat "$T/x2.txt")"
-  [ -e "$FAULT.paused" ] || fail "the close was no longer held: the checks above proved nothing"
-  : >"$FAULT"
+  # another tenant's hint file is taken at its close meanwhile: another closer serves it
+  out=$(as1003 "$PY" "$HF" write "$H/x1" $'/ds/a/f4.bin\n') # replaces x1 (990 entries)
+  echo "$out" | grep -qx "close ok" || fail "u1003's close while u1001's is held: $out"
+  [ "$(field x1 entries)" = 1 ] || fail "u1003's set x1 while u1001's close is held: $(field x1 entries) entries"
+  held slow || fail "the close was no longer held: the checks above proved nothing"
+  ok "one FUSE worker answers statfs, a control file's read and another tenant's hint-file close while a close is held in its submission"
+  # every closer busy (three more closes held, root's p1..p3, each on a free closer): a close
+  # with nothing to submit is answered without them
+  others=()
+  for p in p1 p2 p3; do
+    echo "hint close pause" >"$FAULT.close.$p"
+    "$PY" "$HF" write "$H/$p" $'/ds/a/f5.bin\n' >"$T/$p.out" &
+    others+=($!)
+    wait_for 30 held "$p" || fail "the close of $H/$p did not reach its submission (a closer was free)"
+  done
+  out=$(as1003 "$PY" "$HF" reopen "$H/x2")
+  echo "$out" | grep -qx "close ok" || fail "u1003's close of x2 without a write while every closer is busy: $out"
+  for p in slow p1 p2 p3; do
+    held "$p" || fail "the close of $p was no longer held: the close without a write proved nothing"
+  done
+  [ "$(field x2 entries)" = 2 ] || fail "a close without a write changed x2: $(field x2 entries) entries"
+  for p in slow p1 p2 p3; do : >"$FAULT.close.$p"; done
   wait "$slow" || fail "the held writer failed"
   grep -qx "close ok" "$T/slow.out" || fail "the held close: $(cat "$T/slow.out")"
   [ "$(field slow entries)" = 1 ] || fail "the held close's set: $(field slow entries) entries"
-  ok "one FUSE worker answers statfs and a control file's read while a close is held in its submission; the close then returns ok"
+  for i in 0 1 2; do
+    wait "${others[$i]}" || fail "root's held writer p$((i + 1)) failed"
+    grep -qx "close ok" "$T/p$((i + 1)).out" || fail "root's held close p$((i + 1)): $(cat "$T/p$((i + 1)).out")"
+  done
+  ok "with all four closers held, a hint file's close without a write returns at once; the held closes then return ok"
 else
   echo "skip: no test hooks in this build (the closer check needs TIER_TEST_HOOKS)"
 fi

@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "daemon/hints.h"
 #include "daemon/tierd.h"
 #include "tenant/tenant.h"
 #include "testutil.h"
@@ -451,6 +452,12 @@ static void test_defaults(void **state)
     assert_false(c.tenant_fallback_default);
     assert_null(c.tenant_slurm_cgroup_root);
     assert_int_equal(c.ntenants, 0);
+    /* hint caps: it takes 16 tenants at their caps to fill the shared bounds (sets, memory) */
+    assert_int_equal(c.hints_tenant_sets, 4);
+    assert_int_equal(c.hints_tenant_bytes, 128ULL << 20);
+    assert_int_equal(c.hints_state_bytes, 2048ULL << 20);
+    assert_true(HINTS_SETS_MAX / (uint64_t)c.hints_tenant_sets >= 16);
+    assert_true(c.hints_state_bytes / c.hints_tenant_bytes >= 16);
     tierd_config_fini(&c);
 }
 

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "daemon/hints.h"
 #include "daemon/manifest.h"
 
 static void test_find(void **state)
@@ -44,10 +45,35 @@ static void test_find(void **state)
     manifest_fini(&m);
 }
 
+/* What a submission counts for a decoded manifest (hints_manifest_mem): every string, ETags
+ * too, and the allocator's overhead of each allocation. */
+static void test_hints_mem(void **state)
+{
+    (void)state;
+    struct manifest m;
+    memset(&m, 0, sizeof(m));
+    char etag[90], vid[600];
+    memset(etag, 'e', sizeof(etag) - 1);
+    etag[sizeof(etag) - 1] = '\0';
+    memset(vid, 'v', sizeof(vid) - 1);
+    vid[sizeof(vid) - 1] = '\0';
+    const char *keys[] = {"a.bin", "b.bin", "c.bin"};
+    uint64_t strings = 0;
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(manifest_add_version(&m, keys[i], 1, etag, vid), 0);
+        strings += strlen(keys[i]) + 1 + strlen(etag) + 1 + strlen(vid) + 1;
+    }
+    /* the file array and, per file, three allocations (key, ETag, version id) */
+    uint64_t floor = sizeof(m) + m.cap * sizeof(*m.files) + strings + 16 * (1 + 3 * 3);
+    assert_true(hints_manifest_mem(&m) >= floor);
+    manifest_fini(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_find),
+        cmocka_unit_test(test_hints_mem),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
