@@ -93,6 +93,9 @@ local KEYS = {
 local KEY_LIST = "capacity, stage, stage_out, bw, class, tenant, pool"
 local CLASSES = { inference = true, training = true, checkpoint = true, background = true }
 local CLASS_LIST = "inference, training, checkpoint, background"
+-- the names tierd still reads for two classes (renamed: interactive -> inference, streaming ->
+-- training)
+local LEGACY_CLASSES = { interactive = "inference", streaming = "training" }
 
 -- ---- settings --------------------------------------------------------------------------------
 
@@ -106,6 +109,22 @@ end
 local DIR = script_dir()
 local C -- the settings; read again at every hook call (the plugin may keep its Lua state)
 local USER_CLASSES -- {[class] = true} from C.user_classes
+local USER_CLASSES_ERR -- why C.user_classes was not taken (then USER_CLASSES is the default's)
+
+-- The set of classes a user_classes value lists (any case; the legacy names are read as their
+-- new ones), or nil and the first word that is no class.
+local function class_set(list)
+    local set = {}
+    for w in list:gmatch("[^%s,]+") do
+        local cl = w:lower()
+        cl = LEGACY_CLASSES[cl] or cl
+        if not CLASSES[cl] then
+            return nil, w
+        end
+        set[cl] = true
+    end
+    return set
+end
 
 local function load_conf()
     C = {}
@@ -133,14 +152,19 @@ local function load_conf()
         end
         f:close()
     end
-    USER_CLASSES = {}
-    for cl in C.user_classes:gmatch("[^%s,]+") do
-        if not CLASSES[cl] then
-            error(string.format("%s:%d: user_classes = %s: '%s' is not a class (list some of " ..
-                "%s, separated by commas)", path, line_of.user_classes or 0, C.user_classes, cl,
-                CLASS_LIST), 0)
-        end
-        USER_CLASSES[cl] = true
+    -- A bad user_classes refuses new jobs (slurm_bb_job_process, the one hook that reads it)
+    -- and nothing else: the hooks of jobs already accepted, teardown and reconciliation above
+    -- all, go on with the default list
+    local bad
+    USER_CLASSES, bad = class_set(C.user_classes)
+    USER_CLASSES_ERR = nil
+    if not USER_CLASSES then
+        USER_CLASSES_ERR = string.format("%s:%d: user_classes = %s: '%s' is not a class (list " ..
+            "some of %s, separated by commas)", path, line_of.user_classes or 0, C.user_classes,
+            bad, CLASS_LIST)
+        slurm.log_error("%s: %s; new jobs are refused until it is fixed", lua_script_name,
+            USER_CLASSES_ERR)
+        USER_CLASSES = class_set(DEFAULTS.user_classes)
     end
     if C.job_prefix:match("%d$") and C.reconcile ~= "no" then
         -- "c1" + job 23 and "c12" + job 3 would both be "c123": reconciliation could take one
@@ -432,13 +456,8 @@ local function parse(script)
                             return bad(string.format("class=%s is not one of %s", v,
                                 CLASS_LIST))
                         end
-                        if not USER_CLASSES[v] then
-                            return bad(string.format("class=%s is not allowed on this " ..
-                                "cluster (user_classes = %s in tierd_bb.conf): ask without " ..
-                                "class= (training) or for one of the classes listed there",
-                                v, C.user_classes))
-                        end
                         spec.class = v
+                        spec.class_line = n
                     elseif k == "tenant" then
                         if C.user_tenants ~= "yes" then
                             return bad("tenant= is not allowed on this cluster " ..
@@ -807,6 +826,17 @@ function slurm_bb_job_process(job_script)
         local spec, msg = parse(job_script)
         if not spec then
             return E, msg
+        end
+        -- user_classes bounds what a job may ask for at submission only: the later hooks take
+        -- any class, so that a job accepted before the list was narrowed (or before this check
+        -- existed) still stages out and is released
+        if USER_CLASSES_ERR then
+            return E, "tierd provider: " .. USER_CLASSES_ERR
+        end
+        if spec.class and not USER_CLASSES[spec.class] then
+            return E, string.format("#BB_LUA line %d: class=%s is not allowed on this cluster " ..
+                "(user_classes = %s in tierd_bb.conf): ask without class= (training) or for " ..
+                "one of the classes listed there", spec.class_line, spec.class, C.user_classes)
         end
         if C.check_at_submit == "no" then
             return S
