@@ -20,7 +20,9 @@
 -- Hooks and what they do (S: called synchronously by slurmctld with its locks held, so they make
 -- at most one bounded request; A: run in a separate process, killed at burst_buffer.conf's
 -- StageInTimeout, StageOutTimeout or OtherTimeout):
---   slurm_bb_job_process  S  at submit: parse and check the directives, then ask tierd to check
+--   slurm_bb_job_process  S  at submit: parse and check the directives (class= against
+--                            user_classes: here only, so a job accepted before the list was
+--                            narrowed runs its later hooks as usual), then ask tierd to check
 --                            the request (dry_run: namespaces, could it ever fit; no backend
 --                            I/O); a bad one is refused with a message sbatch prints. A tierd
 --                            that does not answer within sync_timeout does not refuse the job
@@ -72,9 +74,9 @@ local DEFAULTS = {
     wait_step = "20", -- seconds of one POST /v1/wait in data_out
     check_at_submit = "yes", -- ask tierd to check the request at sbatch (no: syntax only)
     user_tenants = "no", -- yes: jobs may name their tenant (tenant=NAME; any user, any tenant)
-    user_classes = "training,background", -- the classes a job may ask for with class= (a
-    -- class's share of each link and who yields to whom are tierd's: inference and checkpoint
-    -- take precedence over the others, so they are the admin's to hand out)
+    user_classes = "training,background", -- the classes a job may ask for with class= (at
+    -- submission; a class's share of each link and who yields to whom are tierd's: inference
+    -- and checkpoint take precedence over the others, so they are the admin's to hand out)
     job_prefix = "", -- prepended to Slurm's job id in tierd (clusters sharing one tierd)
     reconcile = "yes", -- setup and pre_run release tierd's jobs of ended Slurm jobs (no: never)
     timing_log = "", -- append "HOOK JOBID MILLISECONDS RC END" per hook call (END: epoch s)
