@@ -4,9 +4,11 @@
 # all are already installed it does nothing (so it needs no network then); otherwise it runs
 # apt-get update and apt-get install -y. Needs root (or sudo).
 # When another apt process holds a lock (unattended-upgrades, apt-daily on a fresh node), it
-# waits for it up to TIER_DEPS_LOCK_WAIT seconds (default 600) instead of failing: apt-get
-# install through DPkg::Lock::Timeout (apt >= 2.0), apt-get update by retrying, since apt (2.6)
-# applies that timeout to the dpkg lock only, not to the package lists' lock update takes.
+# waits for it, up to TIER_DEPS_LOCK_WAIT seconds in all (default 600), instead of failing:
+# DPkg::Lock::Timeout covers the dpkg locks (apt >= 2.0), and apt-get update and install are run
+# again every 5 s while they fail for another lock, which apt (2.6) takes without that timeout
+# (the package lists' lock of update, /var/cache/apt/archives/lock of install, held by
+# apt-daily's download step). apt runs with LC_ALL=C: the retry reads its English message.
 set -euo pipefail
 PKGS=(
   build-essential cmake pkg-config git clang-14 libclang-rt-14-dev clang-format
@@ -44,20 +46,29 @@ SUDO=
 wait_s=${TIER_DEPS_LOCK_WAIT:-600}
 [[ $wait_s =~ ^[0-9]+$ ]] || { echo "deps: TIER_DEPS_LOCK_WAIT=$wait_s is not a number of seconds" >&2; exit 2; }
 echo "deps: installing ${missing[*]} (waiting up to ${wait_s} s for another apt process's lock)"
-# apt-get update, retried while another apt process holds the lists' lock
 deadline=$((SECONDS + wait_s))
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-while :; do
-  rc=0
-  $SUDO apt-get update 2>&1 | tee "$out" || rc=${PIPESTATUS[0]}
-  [ "$rc" -ne 0 ] || break
-  if ! grep -q "^E: Could not get lock" "$out" || [ $SECONDS -ge $deadline ]; then
-    echo "deps: apt-get update failed (exit $rc)" >&2
-    exit "$rc"
-  fi
-  echo "deps: another apt process holds the package lists' lock (above); trying again in 5 s" \
-    "(until $((deadline - SECONDS)) s from now)"
-  sleep 5
-done
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout="$wait_s" install -y "${PKGS[@]}"
+# apt_get COMMAND ARGS...: apt-get COMMAND ARGS, run again every 5 s while it fails because
+# another process holds a lock, until the deadline; any other failure, or a lock still held then,
+# ends deps.sh
+apt_get() {
+  local what=$1 rc left
+  while :; do
+    left=$((deadline - SECONDS))
+    [ "$left" -gt 0 ] || left=0
+    rc=0
+    $SUDO env LC_ALL=C DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout="$left" \
+      "$@" 2>&1 | tee "$out" || rc=${PIPESTATUS[0]}
+    [ "$rc" -ne 0 ] || return 0
+    if ! grep -q "^E: Could not get lock" "$out" || [ $SECONDS -ge $deadline ]; then
+      echo "deps: apt-get $what failed (exit $rc)" >&2
+      exit "$rc"
+    fi
+    echo "deps: apt-get $what: another apt process holds a lock (above); trying again in 5 s" \
+      "(until $((deadline - SECONDS)) s from now)"
+    sleep 5
+  done
+}
+apt_get update
+apt_get install -y "${PKGS[@]}"

@@ -20,7 +20,9 @@
 -- Hooks and what they do (S: called synchronously by slurmctld with its locks held, so they make
 -- at most one bounded request; A: run in a separate process, killed at burst_buffer.conf's
 -- StageInTimeout, StageOutTimeout or OtherTimeout):
---   slurm_bb_job_process  S  at submit: parse and check the directives, then ask tierd to check
+--   slurm_bb_job_process  S  at submit: parse and check the directives (class= against
+--                            user_classes: here only, so a job accepted before the list was
+--                            narrowed runs its later hooks as usual), then ask tierd to check
 --                            the request (dry_run: namespaces, could it ever fit; no backend
 --                            I/O); a bad one is refused with a message sbatch prints. A tierd
 --                            that does not answer within sync_timeout does not refuse the job
@@ -72,9 +74,9 @@ local DEFAULTS = {
     wait_step = "20", -- seconds of one POST /v1/wait in data_out
     check_at_submit = "yes", -- ask tierd to check the request at sbatch (no: syntax only)
     user_tenants = "no", -- yes: jobs may name their tenant (tenant=NAME; any user, any tenant)
-    user_classes = "training,background", -- the classes a job may ask for with class= (a
-    -- class's share of each link and who yields to whom are tierd's: inference and checkpoint
-    -- take precedence over the others, so they are the admin's to hand out)
+    user_classes = "training,background", -- the classes a job may ask for with class= (at
+    -- submission; a class's share of each link and who yields to whom are tierd's: inference
+    -- and checkpoint take precedence over the others, so they are the admin's to hand out)
     job_prefix = "", -- prepended to Slurm's job id in tierd (clusters sharing one tierd)
     reconcile = "yes", -- setup and pre_run release tierd's jobs of ended Slurm jobs (no: never)
     timing_log = "", -- append "HOOK JOBID MILLISECONDS RC END" per hook call (END: epoch s)
@@ -93,6 +95,9 @@ local KEYS = {
 local KEY_LIST = "capacity, stage, stage_out, bw, class, tenant, pool"
 local CLASSES = { inference = true, training = true, checkpoint = true, background = true }
 local CLASS_LIST = "inference, training, checkpoint, background"
+-- the names tierd still reads for two classes (renamed: interactive -> inference, streaming ->
+-- training)
+local LEGACY_CLASSES = { interactive = "inference", streaming = "training" }
 
 -- ---- settings --------------------------------------------------------------------------------
 
@@ -106,6 +111,22 @@ end
 local DIR = script_dir()
 local C -- the settings; read again at every hook call (the plugin may keep its Lua state)
 local USER_CLASSES -- {[class] = true} from C.user_classes
+local USER_CLASSES_ERR -- why C.user_classes was not taken (then USER_CLASSES is the default's)
+
+-- The set of classes a user_classes value lists (any case; the legacy names are read as their
+-- new ones), or nil and the first word that is no class.
+local function class_set(list)
+    local set = {}
+    for w in list:gmatch("[^%s,]+") do
+        local cl = w:lower()
+        cl = LEGACY_CLASSES[cl] or cl
+        if not CLASSES[cl] then
+            return nil, w
+        end
+        set[cl] = true
+    end
+    return set
+end
 
 local function load_conf()
     C = {}
@@ -133,14 +154,19 @@ local function load_conf()
         end
         f:close()
     end
-    USER_CLASSES = {}
-    for cl in C.user_classes:gmatch("[^%s,]+") do
-        if not CLASSES[cl] then
-            error(string.format("%s:%d: user_classes = %s: '%s' is not a class (list some of " ..
-                "%s, separated by commas)", path, line_of.user_classes or 0, C.user_classes, cl,
-                CLASS_LIST), 0)
-        end
-        USER_CLASSES[cl] = true
+    -- A bad user_classes refuses new jobs (slurm_bb_job_process, the one hook that reads it)
+    -- and nothing else: the hooks of jobs already accepted, teardown and reconciliation above
+    -- all, go on with the default list
+    local bad
+    USER_CLASSES, bad = class_set(C.user_classes)
+    USER_CLASSES_ERR = nil
+    if not USER_CLASSES then
+        USER_CLASSES_ERR = string.format("%s:%d: user_classes = %s: '%s' is not a class (list " ..
+            "some of %s, separated by commas)", path, line_of.user_classes or 0, C.user_classes,
+            bad, CLASS_LIST)
+        slurm.log_error("%s: %s; new jobs are refused until it is fixed", lua_script_name,
+            USER_CLASSES_ERR)
+        USER_CLASSES = class_set(DEFAULTS.user_classes)
     end
     if C.job_prefix:match("%d$") and C.reconcile ~= "no" then
         -- "c1" + job 23 and "c12" + job 3 would both be "c123": reconciliation could take one
@@ -432,13 +458,8 @@ local function parse(script)
                             return bad(string.format("class=%s is not one of %s", v,
                                 CLASS_LIST))
                         end
-                        if not USER_CLASSES[v] then
-                            return bad(string.format("class=%s is not allowed on this " ..
-                                "cluster (user_classes = %s in tierd_bb.conf): ask without " ..
-                                "class= (training) or for one of the classes listed there",
-                                v, C.user_classes))
-                        end
                         spec.class = v
+                        spec.class_line = n
                     elseif k == "tenant" then
                         if C.user_tenants ~= "yes" then
                             return bad("tenant= is not allowed on this cluster " ..
@@ -812,6 +833,17 @@ function slurm_bb_job_process(job_script)
         local spec, msg = parse(job_script)
         if not spec then
             return E, msg
+        end
+        -- user_classes bounds what a job may ask for at submission only: the later hooks take
+        -- any class, so that a job accepted before the list was narrowed (or before this check
+        -- existed) still stages out and is released
+        if USER_CLASSES_ERR then
+            return E, "tierd provider: " .. USER_CLASSES_ERR
+        end
+        if spec.class and not USER_CLASSES[spec.class] then
+            return E, string.format("#BB_LUA line %d: class=%s is not allowed on this cluster " ..
+                "(user_classes = %s in tierd_bb.conf): ask without class= (training) or for " ..
+                "one of the classes listed there", spec.class_line, spec.class, C.user_classes)
         end
         if C.check_at_submit == "no" then
             return S

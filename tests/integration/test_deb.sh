@@ -15,8 +15,10 @@
 #   - a purge with a spool holding a staging file keeps /var/cache/tierd and names it; one with
 #     data in the shipped backend directory keeps that; otherwise it removes config and state;
 #   - a purge while tierds still run on /var/cache/tierd (one the package's binary, started by
-#     hand so the removal did not stop it; one another copy with its journal there, no staging
-#     file yet) removes nothing there and names their pids;
+#     hand so the removal did not stop it; one another copy with its journal there under the
+#     directory's resolved name, /var/cache/tierd being a link to another directory; no staging
+#     file yet), and while a process of another name has a file open there, removes nothing
+#     there and names their pids;
 #   - only on a machine where the package would touch nothing of a real install (else skipped).
 set -euo pipefail
 SRC=${TIER_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -41,8 +43,9 @@ done
 export DEBIAN_FRONTEND=noninteractive
 dpkg() { command dpkg --force-confdef --force-confold "$@"; }
 TIERD_PIDS=
+READER_PID=
 cleanup() {
-  for p in $TIERD_PIDS; do kill "$p" 2>/dev/null || true; done
+  for p in $TIERD_PIDS $READER_PID; do kill "$p" 2>/dev/null || true; done
   for p in $TIERD_PIDS; do wait "$p" 2>/dev/null || true; done
   for m in "$T/mnt1" "$T/mnt2"; do
     if grep -qs " $m fuse" /proc/mounts; then umount -l "$m" 2>/dev/null || true; fi
@@ -133,11 +136,15 @@ ok "purge: a spool with a staging file kept and named, a backend directory with 
 
 # tierds still running on /var/cache/tierd at the purge: the package's binary started by hand
 # (a removal stops only what systemd runs), and a copy of it elsewhere (a tierd with its journal
-# open there). Their spools hold no staging file yet: a purge must still leave them alone.
+# open there, configured with the directory's real path: /var/cache/tierd is a link to another
+# disk here, and /proc shows the real path); and a process of another name holding a file open
+# there. The spools hold no staging file yet: a purge must still leave them alone.
+mkdir -p "$T/cache-disk" && ln -s "$T/cache-disk" /var/cache/tierd
 dpkg -i "$deb" >"$T/dpkg.log" 2>&1 || fail "dpkg -i (5): $(tail -5 "$T/dpkg.log")"
+[ -L /var/cache/tierd ] || fail "dpkg -i replaced the link /var/cache/tierd"
 mkdir -p "$T/bin" && cp /usr/bin/tierd "$T/bin/tierd"
-start_on_cache() { # N BINARY: a tierd with its spool in /var/cache/tierd/iN
-  mkdir -p "$T/warm$1/ck" "$T/mnt$1" "/var/cache/tierd/i$1"
+start_on_cache() { # N BINARY CACHE: a tierd with its spool in CACHE/iN
+  mkdir -p "$T/warm$1/ck" "$T/mnt$1" "$3/i$1"
   cat >"$T/i$1.conf" <<EOF
 [backend warm]
 type = posix
@@ -147,7 +154,7 @@ backend = warm
 prefix = ck
 mode = write-back
 [writeback]
-spool_dir = /var/cache/tierd/i$1/spool
+spool_dir = $3/i$1/spool
 [cache]
 ram_size = 16M
 block_size = 1M
@@ -159,8 +166,12 @@ EOF
   "$2" -f -c "$T/i$1.conf" >"$T/i$1.log" 2>&1 &
   TIERD_PIDS="$TIERD_PIDS $!"
 }
-start_on_cache 1 /usr/bin/tierd
-start_on_cache 2 "$T/bin/tierd"
+start_on_cache 1 /usr/bin/tierd /var/cache/tierd
+start_on_cache 2 "$T/bin/tierd" "$T/cache-disk"
+# a reader of another name with a file open there (its working directory elsewhere)
+echo x >/var/cache/tierd/notes
+(cd / && exec sleep 3600 3</var/cache/tierd/notes) &
+READER_PID=$!
 up() { grep -qs " $T/mnt1 fuse" /proc/mounts && grep -qs " $T/mnt2 fuse" /proc/mounts; }
 for _ in $(seq 600); do up && break; sleep 0.1; done
 up || fail "the two tierds did not mount: $(cat "$T/i1.log" "$T/i2.log")"
@@ -169,12 +180,13 @@ up || fail "the two tierds did not mount: $(cat "$T/i1.log" "$T/i2.log")"
 [ -z "$(find /var/cache/tierd -name '*.stg')" ] || fail "a staging file already (the case needs none)"
 dpkg -r tierd >"$T/dpkg.log" 2>&1 || fail "dpkg -r (running tierds): $(tail -5 "$T/dpkg.log")"
 dpkg --purge tierd >"$T/purge.log" 2>&1 || fail "dpkg --purge (running tierds): $(tail -5 "$T/purge.log")"
-line=$(grep "keeping /var/cache/tierd and /var/lib/tierd: tierd is running (pid" "$T/purge.log") ||
+line=$(grep "keeping /var/cache/tierd and /var/lib/tierd: tierd is running or a process has files open there (pid" "$T/purge.log") ||
   fail "the purge did not say it keeps /var/cache/tierd for the running tierds: $(cat "$T/purge.log")"
 [[ $line =~ \(pid\ ([0-9 ]+)\) ]] || fail "no pids in: $line"
-for p in $TIERD_PIDS; do
-  [[ " ${BASH_REMATCH[1]} " == *" $p "* ]] || fail "the purge did not name the running tierd $p: $line"
+for p in $TIERD_PIDS $READER_PID; do
+  [[ " ${BASH_REMATCH[1]} " == *" $p "* ]] || fail "the purge did not name the running process $p: $line"
 done
+[ -L /var/cache/tierd ] && [ -f "$T/cache-disk/notes" ] || fail "the purge removed /var/cache/tierd"
 [ -f /var/cache/tierd/i1/spool/journal.db ] && [ -f /var/cache/tierd/i2/spool/journal.db ] ||
   fail "the purge removed the journal of a running tierd: $(ls -R /var/cache/tierd 2>&1)"
 echo data >"$T/mnt2/ck/after-purge" || fail "the running tierd's write-back namespace fails after the purge"
@@ -182,6 +194,8 @@ echo data >"$T/mnt2/ck/after-purge" || fail "the running tierd's write-back name
 for p in $TIERD_PIDS; do kill "$p"; done
 for p in $TIERD_PIDS; do wait "$p" || fail "a tierd exited $? on SIGTERM: $(cat "$T/i1.log" "$T/i2.log")"; done
 TIERD_PIDS=
+kill "$READER_PID" && { wait "$READER_PID" 2>/dev/null || true; }
+READER_PID=
 rm -rf /var/cache/tierd /var/lib/tierd
-ok "purge while tierds run on /var/cache/tierd: nothing removed there, their pids named"
+ok "purge while tierds run on /var/cache/tierd (a link; one under its real path) and another process reads there: nothing removed, their pids named"
 echo PASS

@@ -8,7 +8,8 @@
 # to end by tests/integration/test_slurm_bb.sh; this covers the parsing rules a real job rarely
 # hits: directives after the first command (ignored, as Slurm ignores them), `\` continuations,
 # empty lines, Slurm's size units, tabs, duplicate keys, tenant= off and on, class= within
-# user_classes (by default training and background), large byte counts.
+# user_classes (by default training and background; checked at submission only, in any case and
+# with the legacy names; a bad list refuses new jobs only), large byte counts.
 # Usage: test_bb_lua.sh SRC_DIR
 set -euo pipefail
 src=$1
@@ -111,6 +112,43 @@ expect_refused "class=background where user_classes leaves it out" $'#!/bin/bash
     "class=background is not allowed on this cluster (user_classes = training, inference in"
 conf "user_classes = training,gold"
 expect_refused "a bad user_classes" $'#!/bin/bash\n#BB_LUA stage_out=/c' "tierd_bb.conf:4: user_classes = training,gold: 'gold' is not a class"
+# the hooks after submission (paths, data_out, teardown) take any class and a bad user_classes:
+# a job accepted before user_classes was narrowed, or before it existed, still runs, stages out
+# and is released; a bad list is logged with its file and line and refuses new jobs only
+cat >"$T/drive_later.lua" <<'LUA'
+local log = io.open(arg[1] .. "/log", "a")
+slurm = { SUCCESS = 0, ERROR = -1, log_info = function() end, log_debug = function() end,
+          log_error = function(fmt, ...) log:write(string.format(fmt, ...), "\n") end }
+dofile(arg[1] .. "/burst_buffer.lua")
+local s = arg[1] .. "/job.5/script"
+for _, r in ipairs({ { slurm_bb_paths("5", s, arg[1] .. "/path") },
+                     { slurm_bb_data_out("5", s) }, { slurm_bb_job_teardown("5", s, false) } }) do
+    io.write(r[1], "|", tostring(r[2]), ";")
+end
+log:close()
+LUA
+later() { # SCRIPT-TEXT: paths, data_out and teardown of job 5; prints "rc|msg;" for each
+    printf '%s\n' "$1" >"$T/job.5/script"
+    : >"$T/log" && : >"$T/requests"
+    lua5.1 "$T/drive_later.lua" "$T"
+}
+conf
+out=$(later $'#!/bin/bash\n#BB_LUA stage_out=/c class=checkpoint')
+[[ $out == "0|nil;0|nil;0|nil;" ]] || fail "later hooks of a class=checkpoint job with the default user_classes: $out"
+req | grep -q 'url = "http://tierd/v1/wait"' || fail "data_out did not wait for stage_out: $(cat "$T/requests")"
+req | grep -q 'request = "DELETE"' || fail "teardown did not release the job: $(cat "$T/requests")"
+ok "class=checkpoint outside user_classes: paths, data_out and teardown accept it"
+conf "user_classes = training,gold"
+out=$(later $'#!/bin/bash\n#BB_LUA stage_out=/c class=checkpoint')
+[[ $out == "0|nil;0|nil;0|nil;" ]] || fail "later hooks with a bad user_classes: $out"
+grep -q "tierd_bb.conf:4: user_classes = training,gold: 'gold' is not a class" "$T/log" ||
+    fail "a bad user_classes is not logged with file and line: $(cat "$T/log")"
+ok "a bad user_classes is logged and the later hooks go on"
+conf "user_classes = Training, INTERACTIVE"
+expect_ok "user_classes in any case and with the legacy names" $'#!/bin/bash\n#BB_LUA stage_out=/c class=inference' "TIERD_TENANT=slurm-5;"
+expect_refused "a class the legacy list leaves out" $'#!/bin/bash\n#BB_LUA stage_out=/c class=background' "class=background is not allowed"
+conf "user_classes = streaming"
+expect_ok "user_classes = streaming is training" $'#!/bin/bash\n#BB_LUA stage_out=/c class=training' "TIERD_TENANT=slurm-5;"
 conf "nonsense here"
 expect_refused "a bad tierd_bb.conf line" $'#!/bin/bash\n#BB_LUA stage_out=/c' "tierd_bb.conf:4: 'nonsense here' is not KEY = VALUE"
 conf "job_prefix = east."
