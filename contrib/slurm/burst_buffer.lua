@@ -945,11 +945,29 @@ function slurm_bb_paths(job_id, job_script, path_file)
     end)
 end
 
-function slurm_bb_pre_run(job_id, job_script)
+-- The uid a job runs as, from slurmctld (`scontrol -o show job` prints UserId=name(uid)); nil
+-- when it does not say.
+local function job_uid(job_id)
+    local u = scontrol("-o show job " .. job_id):match("%sUserId=[^%s(]*%((%d+)%)")
+    return u and tonumber(u)
+end
+
+-- Slurm 23.02 and later give pre_run the job's uid and gid; 22.05 gives only the job id and
+-- script, and then the uid is asked of slurmctld.
+function slurm_bb_pre_run(job_id, job_script, uid, gid, job_info)
     return run_job("slurm_bb_pre_run", job_id, job_script, function(spec)
         local targets, on_nodes = job_targets(job_id)
         if not targets then
             return E, on_nodes
+        end
+        if on_nodes then
+            -- each node's tierd learns the job's owner here (setup only told this host's)
+            spec.uid = tonumber(uid) or job_uid(job_id)
+            if not spec.uid then
+                slurm.log_error("%s: slurm_bb_pre_run: job %s: scontrol shows no UserId: the " ..
+                    "nodes' tierd are told no uid, so SLURM_JOB_ID is not believed there",
+                    lua_script_name, tostring(job_id))
+            end
         end
         -- Node-local admission and warming: submit on every node first, then wait for each
         -- (without node_url: this host's tierd admitted the job in setup; check it is staged).

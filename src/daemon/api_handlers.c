@@ -1787,8 +1787,8 @@ static unsigned do_tenants_post(struct tierd *d, const struct api_request *rq,
     }
     if (jj && !json_is_null(jj) && (!rule.slurm_job || !tenant_job_valid(rule.slurm_job))) {
         ret = reply_error(out, -EINVAL,
-                          "slurm_job must be a Slurm job id (its number, 1 to 20 digits, as a "
-                          "string or an integer)");
+                          "slurm_job must be a Slurm job id (its number, 1 to 20 digits with no "
+                          "leading zero, as a string or an integer)");
         goto out;
     }
     json_t *gj = json_object_get(j, "cgroup");
@@ -2215,8 +2215,8 @@ static unsigned do_jobs_post(struct tierd *d, const struct api_request *rq, stru
     }
     if (sjj && !json_is_null(sjj) && (!sjob || !tenant_job_valid(sjob))) {
         ret = reply_error(out, -EINVAL,
-                          "slurm_job must be a Slurm job id (its number, 1 to 20 digits, as a "
-                          "string or an integer)");
+                          "slurm_job must be a Slurm job id (its number, 1 to 20 digits with no "
+                          "leading zero, as a string or an integer)");
         goto out;
     }
     if (!sjob && tenant_job_valid(id))
@@ -2408,7 +2408,7 @@ static unsigned do_jobs_post(struct tierd *d, const struct api_request *rq, stru
         ret = reply_job(out, &ji);
     /* admitted or queued: the job's processes are its uid's */
     if (rc == 0 && has_uid && (v == JOBS_ADMIT || v == JOBS_QUEUE))
-        (void)tenant_job_owner_set(d->tenants, sjob, (uid_t)job_uid);
+        (void)tenant_job_owner_set_by(d->tenants, sjob, (uid_t)job_uid, id);
     if (rc == 0)
         jobs_info_fini(&ji);
 out:
@@ -2451,10 +2451,10 @@ static unsigned do_jobs_one(struct tierd *d, const struct api_request *rq, struc
     bool del = strcmp(rq->method, "DELETE") == 0;
     struct jobs_info ji;
     int rc = del ? jobs_release(d->jobs, id, &ji) : jobs_get(d->jobs, id, &ji);
-    /* a released Slurm job (its id a number) no longer names a tenant by its SLURM_JOB_ID; a
-     * prefixed id's entry ages out of the bounded job-owner table */
+    /* a released job's Slurm job (the slurm_job its POST named) no longer names a tenant by its
+     * SLURM_JOB_ID: the owner entries this job set go, not another job's for the same number */
     if (del && rc == 0 && d->tenants)
-        tenant_job_owner_drop(d->tenants, id);
+        tenant_job_owner_release(d->tenants, id);
     if (rc == -ENOENT)
         return reply_error(out, rc, "no job '%.80s' (GET /v1/jobs lists them)", id);
     if (rc)

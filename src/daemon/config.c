@@ -835,8 +835,8 @@ static int set_value(struct parser *p, const struct keydef *k, void *base, const
     case V_CGPREFIX: {
         const char *problem = NULL;
         if (k->kind == V_JOB && !tenant_job_valid(val))
-            problem = "is not a Slurm job id (allowed: the job's number, 1 to 20 digits, as in "
-                      "SLURM_JOB_ID)";
+            problem = "is not a Slurm job id (allowed: the job's number, 1 to 20 digits with no "
+                      "leading zero, as in SLURM_JOB_ID)";
         if (k->kind == V_CGPREFIX && (problem = tenant_cgroup_prefix_problem(val)) != NULL) {
             fail(p, line,
                  "[%s] %s = '%s' %s (allowed: a cgroup path prefix as in "

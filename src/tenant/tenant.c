@@ -56,14 +56,17 @@
  * Resolution (decide_locked()): the facts (a Slurm job from the cgroup, else from SLURM_JOB_ID;
  * a pod; the cgroup path) are vetted first (vet_locked): a job from SLURM_JOB_ID counts only when
  * the job-owner table maps it to the caller's uid, a ".../uid_<u>/job_<id>" cgroup only when <u>
- * is the caller's uid (each refusal logged once per (uid, job): a ring of NOTED_MAX pairs); a
- * trusted job cgroup seen with a uid other than 0 records that uid as the job's owner unless
- * the scheduler named one. Then the facts and the caller's uid and gid go through the rules in
- * order; the first match wins. Else a job becomes "slurm-<job>", a pod "k8s-<pod>", anyone else
- * (pid known, uid not 0, no fallback_default) "uid-<uid>": found, or created while fewer than
- * implicit_max (max_tenants - reserved_ids) ids exist and, for a job or pod, within the uid's
- * implicit_per_minute (a fixed one-minute window per uid, RATE_UIDS uids kept in a ring); else
- * "other". Else "default".
+ * is the caller's uid (each refusal logged once per (uid, job): a direct-mapped table of
+ * NOTED_MAX pairs by hash); a "/slurm/uid_<u>/job_<id>" cgroup seen with its uid <u> (not 0)
+ * records <u> as the job's owner unless the scheduler named one (a cgroup v2 job path names no
+ * uid, and a setuid program may run in it: it teaches nothing). Then the facts and the caller's
+ * uid and gid go through the rules in order; the first match wins. Else a job becomes
+ * "slurm-<job>", a pod "k8s-<pod>", anyone else (pid known, uid not 0, no fallback_default)
+ * "uid-<uid>": found, or created while fewer than implicit_max (max_tenants - reserved_ids) ids
+ * exist and, for a job from SLURM_JOB_ID, within the uid's implicit_per_minute (a fixed
+ * one-minute window per uid, RATE_UIDS uids kept in a ring; a job or pod a root-made cgroup
+ * proves is not rated), and for a uid tenant while fewer than uid_max (half the implicit share)
+ * uid tenants exist, else "default"; else "other". Else "default".
  *
  * Trust. The uid and gid are the kernel's. A cgroup path is trusted only where users cannot
  * create cgroups: slurmstepd.scope and /slurm are created by slurmd as root, /kubepods by the
@@ -71,8 +74,12 @@
  * delegated to its user by systemd, so no pattern looks there (tenant.h). The environment is
  * the process's own, so it only selects among jobs the caller's uid is known to run.
  *
- * The job-owner table: TENANT_JOB_OWNERS_MAX entries in a ring with chains by job id (like a
- * pid-cache shard), under r->lock; a change bumps r->gen so cached answers are recomputed.
+ * The job-owner table: TENANT_JOB_OWNERS_MAX entries with chains by job id, under r->lock; a
+ * new entry takes a free slot (the ring's next), or when the table is full the oldest learnt
+ * entry, else the oldest scheduler entry (one scan, only when full). Each entry records which
+ * scheduler job set it (tenant_job_owner_release drops those) and whether two registrations
+ * named different uids (a conflict: believed for neither). A change bumps r->gen so cached
+ * answers are recomputed; learning an owner it already has changes nothing.
  * Implicit tenants are never reclaimed: telemetry, QoS and quota arrays are indexed by tenant id
  * and ids are never reused (docs/ARCHITECTURE.md "Tenants" says why that is left); the reserve
  * and the rate bound what one user can take.
@@ -139,16 +146,21 @@ struct centry {
 struct owner {
     char job[JOB_ID_MAX + 1]; /* "": free */
     uid_t uid;
-    int32_t next; /* chain of the bucket, -1: end */
+    bool learnt;   /* from a /slurm/uid_<u>/job_<id> cgroup, not from the scheduler */
+    bool conflict; /* two scheduler registrations named different uids: believed for neither */
+    uint64_t age;  /* r->own_seq when recorded: the smallest is the oldest */
+    char by[TENANT_OWNER_BY_MAX]; /* the scheduler's job that set it (tierd job id); "": none */
+    int32_t next;                 /* chain of the bucket, -1: end */
 };
 
-/* A (uid, job) already logged (ignored SLURM_JOB_ID, or a uid_<u> cgroup not the caller's). */
+/* A (uid, job) already logged (ignored SLURM_JOB_ID, or a uid_<u> cgroup not the caller's), in
+ * a direct-mapped table by hash: a pair whose slot another took since is logged again. */
 struct noted {
     uid_t uid;
     uint8_t kind; /* 0: free; NOTE_ENV, NOTE_UID */
     char job[JOB_ID_MAX + 1];
 };
-#define NOTED_MAX 256
+#define NOTED_MAX 256 /* a power of two */
 
 /* How many job or pod tenants one uid created in its current minute. */
 struct rate {
@@ -193,9 +205,12 @@ struct tenant_reg {
     struct owner *own;       /* TENANT_JOB_OWNERS_MAX entries, filled as a ring */
     int32_t *own_bucket;     /* TENANT_JOB_OWNERS_MAX chains by job */
     uint32_t own_next, own_used;
-    struct noted noted[NOTED_MAX]; /* a ring */
-    uint32_t noted_next;
-    struct rate rate[RATE_UIDS]; /* a ring */
+    uint64_t own_seq;
+    uint32_t uid_max, uid_count; /* uid-<n> tenants: at most uid_max of the implicit share */
+    bool uid_full_logged;
+    _Atomic bool ns_logged;        /* a cgroup path outside tierd's cgroup namespace was logged */
+    struct noted noted[NOTED_MAX]; /* by hash */
+    struct rate rate[RATE_UIDS];   /* a ring */
     uint32_t rate_next;
     uint64_t rate_folded, env_ignored, uid_mismatch;
     /* the pid cache */
@@ -230,7 +245,8 @@ bool tenant_job_valid(const char *s)
     if (!s)
         return false;
     size_t n = strnlen(s, JOB_ID_MAX + 1);
-    return n <= JOB_ID_MAX && tier_all_digits(s, n);
+    /* one spelling per job: "007" is not job 7 (Slurm prints no leading zeros) */
+    return n <= JOB_ID_MAX && tier_all_digits(s, n) && (s[0] != '0' || n == 1);
 }
 
 const char *tenant_cgroup_prefix_problem(const char *prefix)
@@ -706,6 +722,9 @@ static uint64_t monotonic_s(void)
     return (uint64_t)ts.tv_sec;
 }
 
+/* tierd's own cgroup checked once (below, with the /proc readers) */
+static void ns_check_self(struct tenant_reg *r);
+
 int tenant_reg_new(const struct tenant_reg_config *cfg, struct tenant_reg **out)
 {
     unsigned max = cfg && cfg->max_tenants ? cfg->max_tenants : TENANT_MAX_TENANTS_DEFAULT;
@@ -744,6 +763,9 @@ int tenant_reg_new(const struct tenant_reg_config *cfg, struct tenant_reg **out)
         return -ENOMEM;
     r->max = max;
     r->implicit_max = max - reserved;
+    /* half of the implicit share (beyond "default" and "other") for uid-<n> tenants, so that
+     * jobs and pods keep ids however many users there are */
+    r->uid_max = r->implicit_max > 2 ? (r->implicit_max - 2) / 2 : 0;
     r->per_minute = cfg ? cfg->implicit_per_minute : 0;
     r->fallback_default = cfg && cfg->fallback_default;
     r->now_s = cfg && cfg->now_s ? cfg->now_s : monotonic_s;
@@ -769,6 +791,7 @@ int tenant_reg_new(const struct tenant_reg_config *cfg, struct tenant_reg **out)
         r->epfd = epoll_create1(EPOLL_CLOEXEC);
     create_locked(r, "default", TIER_IO_TRAINING, false);
     create_locked(r, "other", TIER_IO_TRAINING, false);
+    ns_check_self(r);
     *out = r;
     return 0;
 oom:
@@ -886,42 +909,112 @@ static void owner_unlink(struct tenant_reg *r, int32_t slot)
     r->own_used--;
 }
 
-/* Record job -> uid; replace an existing owner only with replace. Bumps the rule generation
- * when the table changed (cached answers may depend on it). */
-static void owner_put_locked(struct tenant_reg *r, const char *job, uid_t uid, bool replace)
+static void gen_bump(struct tenant_reg *r)
 {
-    int32_t slot = owner_find(r, job);
-    if (slot >= 0) {
-        if (!replace || r->own[slot].uid == uid)
-            return;
-        r->own[slot].uid = uid;
-    } else {
-        /* the next free slot of the ring; when none is free, the oldest entry goes */
-        for (uint32_t k = 0; k < TENANT_JOB_OWNERS_MAX && r->own[r->own_next].job[0]; k++)
-            r->own_next = (r->own_next + 1) % TENANT_JOB_OWNERS_MAX;
-        slot = (int32_t)r->own_next;
-        r->own_next = (r->own_next + 1) % TENANT_JOB_OWNERS_MAX;
-        if (r->own[slot].job[0])
-            owner_unlink(r, slot);
-        tier_strlcpy(r->own[slot].job, job, sizeof(r->own[slot].job));
-        r->own[slot].uid = uid;
-        uint32_t b = owner_bucket(job);
-        r->own[slot].next = r->own_bucket[b];
-        r->own_bucket[b] = slot;
-        r->own_used++;
-    }
     atomic_store_explicit(&r->gen, atomic_load_explicit(&r->gen, memory_order_relaxed) + 1,
                           memory_order_release);
 }
 
-int tenant_job_owner_set(struct tenant_reg *r, const char *job, uid_t uid)
+/* The slot a new entry takes: a free one (the ring's next), else the oldest learnt entry, else
+ * the oldest the scheduler set (a scan of the table, only when it is full). */
+static int32_t owner_victim(struct tenant_reg *r)
+{
+    if (r->own_used < TENANT_JOB_OWNERS_MAX) {
+        while (r->own[r->own_next].job[0])
+            r->own_next = (r->own_next + 1) % TENANT_JOB_OWNERS_MAX;
+        int32_t slot = (int32_t)r->own_next;
+        r->own_next = (r->own_next + 1) % TENANT_JOB_OWNERS_MAX;
+        return slot;
+    }
+    int32_t best = 0;
+    for (int32_t i = 1; i < TENANT_JOB_OWNERS_MAX; i++) {
+        const struct owner *a = &r->own[i], *b = &r->own[best];
+        if (a->learnt != b->learnt ? a->learnt : a->age < b->age)
+            best = i;
+    }
+    owner_unlink(r, best);
+    return best;
+}
+
+/* Record job -> uid. A learnt owner (learnt) never replaces an entry. The scheduler's word
+ * (by: its job, or "") replaces a learnt one, and its own earlier one (the same by); another
+ * job's word for the same uid takes the entry over (its release drops it), for another uid it
+ * makes the entry a conflict (*conflict set), which stays until the entry is released or
+ * evicted. Bumps the rule generation when the table changed (cached answers may depend on it). */
+static void owner_put_locked(struct tenant_reg *r, const char *job, uid_t uid, bool learnt,
+                             const char *by, bool *conflict)
+{
+    int32_t slot = owner_find(r, job);
+    if (slot >= 0) {
+        struct owner *o = &r->own[slot];
+        if (learnt || o->conflict)
+            return;
+        bool same_by = strcmp(o->by, by) == 0;
+        if (!o->learnt && o->uid == uid && (same_by || !by[0]))
+            return;
+        if (!o->learnt && o->uid != uid && !same_by) {
+            o->conflict = true;
+            *conflict = true;
+        } else {
+            o->uid = uid;
+            o->learnt = false;
+            tier_strlcpy(o->by, by, sizeof(o->by));
+        }
+        o->age = ++r->own_seq;
+    } else {
+        slot = owner_victim(r);
+        struct owner *o = &r->own[slot];
+        tier_strlcpy(o->job, job, sizeof(o->job));
+        o->uid = uid;
+        o->learnt = learnt;
+        o->conflict = false;
+        o->age = ++r->own_seq;
+        tier_strlcpy(o->by, by, sizeof(o->by));
+        uint32_t b = owner_bucket(job);
+        o->next = r->own_bucket[b];
+        r->own_bucket[b] = slot;
+        r->own_used++;
+    }
+    gen_bump(r);
+}
+
+int tenant_job_owner_set_by(struct tenant_reg *r, const char *job, uid_t uid, const char *by)
 {
     if (!r || !tenant_job_valid(job))
         return -EINVAL;
+    if (!by)
+        by = "";
+    bool conflict = false;
     pthread_mutex_lock(&r->lock);
-    owner_put_locked(r, job, uid, true);
+    owner_put_locked(r, job, uid, false, by, &conflict);
     pthread_mutex_unlock(&r->lock);
+    if (conflict)
+        log_warn("tenants: Slurm job %s was registered for two uids (%u the last; several "
+                 "clusters sharing one tierd?): SLURM_JOB_ID=%s is believed for neither until the "
+                 "job is released; jobs are still known by their cgroups",
+                 job, (unsigned)uid, job);
     return 0;
+}
+
+int tenant_job_owner_set(struct tenant_reg *r, const char *job, uid_t uid)
+{
+    return tenant_job_owner_set_by(r, job, uid, NULL);
+}
+
+void tenant_job_owner_release(struct tenant_reg *r, const char *by)
+{
+    if (!r || !by || !by[0])
+        return;
+    pthread_mutex_lock(&r->lock);
+    bool changed = false;
+    for (int32_t i = 0; i < TENANT_JOB_OWNERS_MAX; i++)
+        if (r->own[i].job[0] && strcmp(r->own[i].by, by) == 0) {
+            owner_unlink(r, i);
+            changed = true;
+        }
+    if (changed)
+        gen_bump(r);
+    pthread_mutex_unlock(&r->lock);
 }
 
 void tenant_job_owner_drop(struct tenant_reg *r, const char *job)
@@ -944,10 +1037,11 @@ int tenant_job_owner(struct tenant_reg *r, const char *job, uid_t *uid)
         return -ENOENT;
     pthread_mutex_lock(&r->lock);
     int32_t slot = owner_find(r, job);
+    bool conflict = slot >= 0 && r->own[slot].conflict;
     if (slot >= 0 && uid)
         *uid = r->own[slot].uid;
     pthread_mutex_unlock(&r->lock);
-    return slot >= 0 ? 0 : -ENOENT;
+    return slot < 0 ? -ENOENT : conflict ? -EBUSY : 0;
 }
 
 void tenant_note_folded(struct tenant_reg *r)
@@ -1491,6 +1585,37 @@ static void gather(const struct tenant_reg *r, pid_t pid, struct facts *f)
         read_environ_job(r, pid, f);
 }
 
+/* A path that starts with "/.." lies outside tierd's own cgroup namespace (tierd in a container
+ * with a private one): no anchored pattern can match it. Logged once. */
+static void ns_check(struct tenant_reg *r, const char *path)
+{
+    if (strncmp(path, "/..", 3) != 0 || (path[3] != '/' && path[3] != '\0'))
+        return;
+    if (atomic_exchange(&r->ns_logged, true))
+        return;
+    log_warn("tenants: tierd sees cgroup paths relative to its own cgroup namespace (%.200s): "
+             "jobs and pods are not recognised; run tierd in the host cgroup namespace "
+             "(docs/KUBERNETES.md: hostPID and cgroupns host)",
+             path);
+}
+
+/* tierd's own cgroup (proc_root/self/cgroup), checked once at start. */
+static void ns_check_self(struct tenant_reg *r)
+{
+    char path[4200];
+    if (snprintf(path, sizeof(path), "%s/self/cgroup", r->proc_root) >= (int)sizeof(path))
+        return;
+    char *buf = malloc(CGROUP_FILE_MAX);
+    struct tenant_origin_id *cg = malloc(sizeof(*cg));
+    if (buf && cg) {
+        ssize_t n = read_small(path, buf, CGROUP_FILE_MAX);
+        if (n >= 0 && tenant_parse_cgroup(buf, (size_t)n, r->slurm_root, cg) == 0)
+            ns_check(r, cg->cgroup);
+    }
+    free(cg);
+    free(buf);
+}
+
 static bool prefix_match(const struct rule *ru, const struct facts *f)
 {
     if (!f->has_cgroup)
@@ -1516,7 +1641,7 @@ static bool rule_match(const struct rule *ru, const struct facts *f, uid_t uid, 
 }
 
 /* Something decide_locked found worth a log line, written by the caller after the lock. */
-enum note_kind { NOTE_NONE = 0, NOTE_ENV, NOTE_UID, NOTE_RATE };
+enum note_kind { NOTE_NONE = 0, NOTE_ENV, NOTE_UID, NOTE_RATE, NOTE_UIDS };
 struct note {
     enum note_kind kind;
     uid_t uid;    /* the caller's */
@@ -1525,16 +1650,15 @@ struct note {
     char name[TENANT_NAME_MAX]; /* NOTE_RATE: the tenant refused */
 };
 
-/* Under lock: true the first time (kind, uid, job) is seen (within the last NOTED_MAX). */
+/* Under lock: true the first time (kind, uid, job) is seen (while its slot of the direct-mapped
+ * table keeps it). */
 static bool noted_first(struct tenant_reg *r, enum note_kind kind, uid_t uid, const char *job)
 {
-    for (uint32_t i = 0; i < NOTED_MAX; i++) {
-        const struct noted *n = &r->noted[i];
-        if (n->kind == (uint8_t)kind && n->uid == uid && strcmp(n->job, job) == 0)
-            return false;
-    }
-    struct noted *n = &r->noted[r->noted_next];
-    r->noted_next = (r->noted_next + 1) % NOTED_MAX;
+    uint32_t h =
+        (name_hash(job) ^ ((uint32_t)uid * 2654435761u) ^ (uint32_t)kind) & (NOTED_MAX - 1);
+    struct noted *n = &r->noted[h];
+    if (n->kind == (uint8_t)kind && n->uid == uid && strcmp(n->job, job) == 0)
+        return false;
     n->kind = (uint8_t)kind;
     n->uid = uid;
     tier_strlcpy(n->job, job, sizeof(n->job));
@@ -1607,7 +1731,7 @@ static void vet_locked(struct tenant_reg *r, struct facts *f, uid_t uid, struct 
         return;
     if (f->job_from_env) {
         int32_t slot = owner_find(r, f->job);
-        if (slot >= 0 && r->own[slot].uid == uid)
+        if (slot >= 0 && r->own[slot].uid == uid && !r->own[slot].conflict)
             return;
         f->has_job = false;
         r->env_ignored++;
@@ -1629,9 +1753,12 @@ static void vet_locked(struct tenant_reg *r, struct facts *f, uid_t uid, struct 
         }
         return;
     }
-    /* root in a job's cgroup is slurmstepd (or an administrator), not the job's user */
-    if (uid != 0)
-        owner_put_locked(r, f->job, uid, false);
+    /* only a /slurm/uid_<u>/job_<id> path names the owner (root-made, <u> is the caller's);
+     * in a cgroup v2 job_<id> any uid (a setuid program) may run, and the job's processes are
+     * the job by their cgroup anyway. Root there is slurmstepd, not the job's user. */
+    bool conflict = false;
+    if (f->cg.has_job_uid && uid != 0)
+        owner_put_locked(r, f->job, uid, true, "", &conflict);
 }
 
 /* Under lock. pid_known: a request of a process (pid not 0), whose facts were gathered. */
@@ -1642,15 +1769,32 @@ static uint32_t decide_locked(struct tenant_reg *r, struct facts *f, uid_t uid, 
     for (size_t i = 0; i < r->nrules; i++)
         if (rule_match(r->rules[i], f, uid, gid))
             return r->rules[i]->tenant;
+    /* a job or pod a root-made cgroup proves is not rated: its user cannot make more of them
+     * than the scheduler runs; a job from SLURM_JOB_ID is */
     if (f->has_job)
-        return implicit_locked(r, "slurm-", f->job, true, uid, note);
+        return implicit_locked(r, "slurm-", f->job, f->job_from_env, uid, note);
     if (f->has_pod)
-        return implicit_locked(r, "k8s-", f->pod, true, uid, note);
+        return implicit_locked(r, "k8s-", f->pod, false, uid, note);
     if (!pid_known || uid == 0 || r->fallback_default)
         return TIER_TENANT_DEFAULT;
-    char id[16];
+    char id[16], name[TENANT_NAME_MAX];
     snprintf(id, sizeof(id), "%u", (unsigned)uid);
-    return implicit_locked(r, "uid-", id, false, uid, note);
+    snprintf(name, sizeof(name), "uid-%u", (unsigned)uid);
+    uint32_t tid = 0;
+    if (find_locked(r, name, &tid) == 0)
+        return tid;
+    if (r->uid_count >= r->uid_max) {
+        if (!r->uid_full_logged) {
+            r->uid_full_logged = true;
+            note->kind = NOTE_UIDS;
+            note->uid = uid;
+        }
+        return TIER_TENANT_DEFAULT;
+    }
+    tid = implicit_locked(r, "uid-", id, false, uid, note);
+    if (tid != TIER_TENANT_OTHER && tid != TIER_TENANT_DEFAULT)
+        r->uid_count++;
+    return tid;
 }
 
 /* The log line of a note, once the registry lock is released. */
@@ -1673,6 +1817,12 @@ static void note_log(const struct tenant_reg *r, const struct note *n)
         log_warn("tenants: uid %u created %u job or pod tenants in the last minute ([tenants] "
                  "implicit_per_minute): '%s' and the next ones this minute are counted as 'other'",
                  (unsigned)n->uid, r->per_minute, n->name);
+        break;
+    case NOTE_UIDS:
+        log_warn("tenants: %u uid-<uid> tenants exist, half of the ids implicit tenants may take "
+                 "([tenants] max_tenants - reserved_ids): uid %u and every further uid with no "
+                 "job are counted as 'default' (logged once)",
+                 r->uid_max, (unsigned)n->uid);
         break;
     case NOTE_NONE:
         break;
@@ -1766,6 +1916,8 @@ struct tier_ioctx tenant_resolve(struct tenant_reg *r, pid_t pid, uid_t uid, gid
     if (cacheable && (pidfd >= 0 || !have_start) && read_starttime(r, pid, &start) != 0)
         cacheable = false;
     gather(r, pid, &f);
+    if (f.has_cgroup)
+        ns_check(r, f.cg.cgroup);
     /* the pid may have been reused while its files were read: then the facts may be of
      * another process, good enough for this request but not to remember */
     uint64_t again = 0;

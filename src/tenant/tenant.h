@@ -26,16 +26,19 @@
  * Never anything under "/user.slice" by pattern: systemd delegates user@<uid>.service's subtree
  * to the user. SLURM_JOB_ID in /proc/<pid>/environ (the user sets it at will) names a job only
  * when the job-owner table says the job belongs to the caller's uid; the table is filled by the
- * scheduler (tenant_job_owner_set: POST /v1/jobs or POST /v1/tenants with "uid") and by a trusted
- * job cgroup seen with a caller's uid (not 0). Otherwise the variable is ignored and logged once
- * per (uid, job).
+ * scheduler (tenant_job_owner_set_by: POST /v1/jobs or POST /v1/tenants with "uid") and learnt
+ * from a "/slurm/uid_<u>/job_<id>" cgroup seen with its own uid <u> (not 0); a cgroup v2 job
+ * path names no uid and teaches nothing. Otherwise the variable is ignored and logged once per
+ * (uid, job). A cgroup path starting with "/.." (tierd in a private cgroup namespace) matches
+ * no anchor: logged once.
  *
  * Resolution of a caller, in order: the process's cgroup (above), then SLURM_JOB_ID when the
  * cgroup named no job; these facts and the caller's uid and gid go through the rules (slurm job,
  * cgroup path prefix, uid, gid) in order, the first match naming the tenant; a job or pod no
- * rule matched becomes its implicit tenant (or "other" when its share of the registry is full or
- * the uid's rate is spent); else "uid-<uid>" ("default" for uid 0 or with fallback_default;
- * "other" when the implicit share is full). A systemd unit alone creates no tenant: its path only
+ * rule matched becomes its implicit tenant (or "other" when its share of the registry is full or,
+ * for a job named by SLURM_JOB_ID, the uid's rate is spent); else "uid-<uid>" ("default" for
+ * uid 0, with fallback_default, or when uid tenants hold half of the implicit share; "other"
+ * when the implicit share is full). A systemd unit alone creates no tenant: its path only
  * serves cgroup prefix rules.
  * Results are cached per pid, bounded, and a reused pid is never attributed to the old
  * process's tenant: a cached entry holds a pidfd of its process (the entries filled last, up to
@@ -112,7 +115,7 @@ int tenant_parse_environ(const char *text, size_t len, char *job);
 
 /* Is name a tenant name: 1..63 bytes of [A-Za-z0-9._-]? */
 bool tenant_name_valid(const char *name);
-/* Is s a Slurm job id as rules and the parsers take it: 1 to 20 digits? */
+/* Is s a Slurm job id as rules and the parsers take it: 1 to 20 digits, no leading zero? */
 bool tenant_job_valid(const char *s);
 /* NULL when prefix is a valid cgroup_prefix (starts with '/', shorter than
  * TENANT_CGROUP_PREFIX_MAX, no control characters), else what is wrong with it. */
@@ -182,12 +185,22 @@ int tenant_add(struct tenant_reg *r, const char *name, enum tier_io_class cls,
 void tenant_note_folded(struct tenant_reg *r);
 int tenant_register(struct tenant_reg *r, const char *name, const enum tier_io_class *cls,
                     const struct tenant_rule *rule, uint32_t *id, bool *created);
-/* The job-owner table (bounded: TENANT_JOB_OWNERS_MAX jobs, the oldest entry replaced when
- * full). tenant_job_owner_set records that Slurm job `job` (tenant_job_valid) runs as uid, for
- * the scheduler (its word replaces any other): 0, or -EINVAL for a bad job id. Drop forgets a
- * job (a no-op when unknown). tenant_job_owner: 0 and *uid, or -ENOENT. */
+/* The job-owner table (bounded: TENANT_JOB_OWNERS_MAX jobs; when full, a new entry replaces the
+ * oldest one learnt from a /slurm/uid_<u>/job_<id> cgroup, else the oldest the scheduler set).
+ * tenant_job_owner_set_by records, for the scheduler, that Slurm job `job` (tenant_job_valid)
+ * runs as uid; by (NULL: none) names the scheduler's job that says so (POST /v1/jobs: the tierd
+ * job id) so that tenant_job_owner_release(by) forgets exactly the entries that job set. The
+ * scheduler's word replaces a learnt owner and its own earlier word; when two registrations
+ * (another by) name different uids for one job, as when clusters sharing one tierd each have
+ * a job N, SLURM_JOB_ID=N is believed for neither (logged) until the entry is released or
+ * replaced. 0, or -EINVAL for a bad job id. tenant_job_owner_set: by = NULL. Drop forgets a job
+ * (a no-op when unknown). tenant_job_owner: 0 and *uid, -EBUSY and the last uid for a conflict,
+ * or -ENOENT. */
 #define TENANT_JOB_OWNERS_MAX 4096
+#define TENANT_OWNER_BY_MAX 64
+int tenant_job_owner_set_by(struct tenant_reg *r, const char *job, uid_t uid, const char *by);
 int tenant_job_owner_set(struct tenant_reg *r, const char *job, uid_t uid);
+void tenant_job_owner_release(struct tenant_reg *r, const char *by);
 void tenant_job_owner_drop(struct tenant_reg *r, const char *job);
 int tenant_job_owner(struct tenant_reg *r, const char *job, uid_t *uid);
 

@@ -1112,6 +1112,38 @@ static void test_tenants_trust(void **state)
     json_t *tr = json_object_get(j, "trust");
     assert_int_equal(json_integer_value(json_object_get(tr, "job_owners")), 2); /* 4243, 77 */
     json_decref(j);
+    /* one spelling of a Slurm job id: "007" is refused, as it would never equal job 7 */
+    json_decref(req("POST /v1/tenants\n\n{\"name\": \"job-a\", \"slurm_job\": \"007\", "
+                    "\"uid\": 3000}",
+                    400));
+    json_decref(req("POST /v1/jobs\n\n{\"job\": \"east.7\", \"slurm_job\": \"07\", \"uid\": "
+                    "1000, \"tenant\": \"job-a\", \"cache_bytes\": 0}",
+                    400));
+    assert_int_equal(tenant_job_owner(r, "7", &u), -ENOENT);
+    /* a release forgets the owner its job's POST set (by slurm_job, not by the job id), and
+     * only that: job "9" of this cluster does not drop the entry west.9 set */
+    json_decref(req("POST /v1/jobs\n\n{\"job\": \"east.7\", \"slurm_job\": 7, \"uid\": 1000, "
+                    "\"tenant\": \"job-a\", \"cache_bytes\": 0}",
+                    200));
+    assert_int_equal(tenant_job_owner(r, "7", &u), 0);
+    json_decref(req("DELETE /v1/jobs/east.7\n\n", 200));
+    assert_int_equal(tenant_job_owner(r, "7", &u), -ENOENT);
+    json_decref(
+        req("POST /v1/jobs\n\n{\"job\": 9, \"tenant\": \"job-a\", \"cache_bytes\": 0}", 200));
+    json_decref(req("POST /v1/jobs\n\n{\"job\": \"west.9\", \"slurm_job\": 9, \"uid\": 1000, "
+                    "\"tenant\": \"job-a\", \"cache_bytes\": 0}",
+                    200));
+    json_decref(req("DELETE /v1/jobs/9\n\n", 200));
+    assert_int_equal(tenant_job_owner(r, "9", &u), 0);
+    assert_int_equal(u, 1000);
+    /* two clusters' job 9 with different uids: SLURM_JOB_ID=9 is believed for neither */
+    json_decref(req("POST /v1/jobs\n\n{\"job\": \"east.9\", \"slurm_job\": 9, \"uid\": 1001, "
+                    "\"tenant\": \"job-a\", \"cache_bytes\": 0}",
+                    200));
+    assert_int_equal(tenant_job_owner(r, "9", &u), -EBUSY);
+    json_decref(req("DELETE /v1/jobs/west.9\n\n", 200));
+    json_decref(req("DELETE /v1/jobs/east.9\n\n", 200));
+    assert_int_equal(tenant_job_owner(r, "9", &u), -ENOENT);
 
     /* default, other, infer, job-a, job-b: 5 of 8 ids; 8 / 4 = 2 are kept for explicit
      * tenants, so one implicit tenant fits. Callers of other uids without a job (this process,

@@ -7,7 +7,9 @@
 # admitted job. Checks: POST /v1/jobs carries the uid Slurm gives setup and the Slurm job id
 # (`uid`, `slurm_job`: tierd then believes SLURM_JOB_ID only in that uid's processes), also with
 # a job_prefix (job "east.5", slurm_job "5"); with tenant= the POST /v1/tenants rule carries the
-# uid too; the dry run of job_process (which Slurm gives no uid) carries none.
+# uid too; the dry run of job_process (which Slurm gives no uid) carries none; with node_url,
+# pre_run's POST /v1/jobs to each node carries the uid Slurm 23.02 gives pre_run, or with Slurm
+# 22.05's two arguments the uid `scontrol -o show job` prints (a stub scontrol).
 # Usage: test_bb_lua_setup.sh SRC_DIR
 set -euo pipefail
 src=$1
@@ -27,9 +29,19 @@ cat >"$T/curl" <<CURL
 # records the config file curl -q -K FILE was given (one line per request); answers an admitted job
 tr '\n' ' ' <"\$3" >>"$T/requests"
 echo >>"$T/requests"
-printf '{"job":"5","state":"admitted","verdict":"valid","reason":""}\n200'
+printf '{"job":"5","state":"admitted","verdict":"valid","reason":"","staging":{"state":"none"}}\n200'
 CURL
 chmod +x "$T/curl"
+cat >"$T/scontrol" <<'SCONTROL'
+#!/bin/sh
+# slurmctld's view of job 5: user bob (uid 4242) on node n1
+case "$*" in
+"-o show job 5") echo "JobId=5 JobName=x UserId=bob(4242) GroupId=bob(4242) NodeList=n1" ;;
+"show hostnames n1") echo n1 ;;
+"-o show node n1") echo "NodeName=n1 NodeAddr=n1 State=ALLOCATED" ;;
+esac
+SCONTROL
+chmod +x "$T/scontrol"
 cat >"$T/drive.lua" <<'LUA'
 slurm = { SUCCESS = 0, ERROR = -1, log_info = function() end, log_debug = function() end,
           log_error = function() end }
@@ -37,6 +49,10 @@ dofile(arg[1] .. "/burst_buffer.lua")
 local rc, msg
 if arg[2] == "setup" then
     rc, msg = slurm_bb_setup("5", 1000, 1000, "tierd", 1048576, arg[1] .. "/job.5/script")
+elseif arg[2] == "pre_run23" then -- Slurm 23.02: job id, script, uid, gid, job_info
+    rc, msg = slurm_bb_pre_run("5", arg[1] .. "/job.5/script", 1000, 1000, {})
+elseif arg[2] == "pre_run22" then -- Slurm 22.05: job id and script only
+    rc, msg = slurm_bb_pre_run("5", arg[1] .. "/job.5/script")
 else
     rc, msg = slurm_bb_job_process(arg[1] .. "/job.5/script")
 end
@@ -80,4 +96,15 @@ line=$(reqline /v1/tenants)
 [[ $line == *'"name":"team-a"'* && $line == *'"slurm_job":"5"'* && $line == *'"uid":1000'* ]] ||
     fail "setup's POST /v1/tenants for tenant=team-a: $line"
 ok "tenant= registers its slurm_job rule with the job's uid"
+conf "$(printf 'node_url = http://%%s:7070\nscontrol = %s' "$T/scontrol")"
+hook $'#!/bin/bash\n#BB_LUA stage_out=/c' pre_run23
+line=$(reqline /v1/jobs)
+[[ $line == *'http://n1:7070/v1/jobs"'* && $line == *'"uid":1000'* && $line == *'"slurm_job":"5"'* ]] ||
+    fail "pre_run (Slurm 23.02 arguments) to node n1: $line"
+ok "pre_run sends each node's tierd the uid Slurm gives it"
+hook $'#!/bin/bash\n#BB_LUA stage_out=/c' pre_run22
+line=$(reqline /v1/jobs)
+[[ $line == *'http://n1:7070/v1/jobs"'* && $line == *'"uid":4242'* && $line == *'"slurm_job":"5"'* ]] ||
+    fail "pre_run (Slurm 22.05 arguments) to node n1: $line"
+ok "pre_run without a uid argument sends the uid scontrol shows"
 echo "all checks passed"

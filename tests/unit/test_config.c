@@ -236,6 +236,8 @@ static const struct bad_case bad_cases[] = {
     {BASE "[tenant a]\nuid = -1\n", {"t.conf:9:", "not a known user"}},
     {BASE "[tenant a]\nslurm_job = 12x\n",
      {"t.conf:9:", "slurm_job = '12x'", "not a Slurm job id", "SLURM_JOB_ID"}},
+    {BASE "[tenant a]\nslurm_job = 042\n",
+     {"t.conf:9:", "slurm_job = '042'", "no leading zero", "SLURM_JOB_ID"}},
     {BASE "[tenant a]\ncgroup = system.slice\n",
      {"t.conf:9:", "cgroup = 'system.slice' must start with '/'", "/proc/PID/cgroup"}},
     {BASE "[tenant a]\nclass = inference\nclass = training\n",

@@ -581,8 +581,9 @@ static void test_env_forged(void **state)
     tenant_reg_free(r);
 }
 
-/* A v1 job cgroup /slurm/uid_<u>/job_<id> is job <id> only for uid <u>; a trusted job cgroup
- * seen with a uid (not root) makes that uid the job's owner, so its SLURM_JOB_ID counts too. */
+/* A v1 job cgroup /slurm/uid_<u>/job_<id> is job <id> only for uid <u>, and teaches that <u>
+ * owns the job, so its SLURM_JOB_ID counts too. A v2 job cgroup names no uid: whoever runs in it
+ * (a setuid program too) is of the job, but owns nothing. */
 static void test_cgroup_uid(void **state)
 {
     (void)state;
@@ -598,18 +599,19 @@ static void test_cgroup_uid(void **state)
     struct tenant_stats st;
     tenant_stats_get(r, &st);
     assert_int_equal(st.uid_mismatch, 1); /* the second was a cache hit */
-    /* the owner is learnt from the cgroup; the same uid's environ then names the job */
+    /* the owner is learnt from the uid_1000 cgroup; the same uid's environ then names the job */
+    uid_t u = 0;
+    assert_int_equal(tenant_job_owner(r, "4242", &u), 0);
+    assert_int_equal(u, 1000);
+    proc_put(165, 1000, CG_SESSION, "SLURM_JOB_ID=4242\0", 18);
+    assert_string_equal(who(r, 165, 1000, 1000), "slurm-4242");
+    assert_string_equal(who(r, 165, 1001, 1001), "uid-1001");
+    /* a v2 job cgroup teaches no owner: a setuid program of uid 1002 inside job 4243 is of
+     * the job, but its SLURM_JOB_ID elsewhere is not believed */
     assert_string_equal(who(r, 164, 1002, 1002), "uid-1002");
     assert_string_equal(who(r, 162, 1002, 1002), "slurm-4243");
-    uid_t u = 0;
-    assert_int_equal(tenant_job_owner(r, "4243", &u), 0);
-    assert_int_equal(u, 1002);
-    assert_string_equal(who(r, 164, 1002, 1002), "slurm-4243");
-    assert_string_equal(who(r, 164, 1003, 1003), "uid-1003");
-    /* a second uid in the cgroup does not take the job over */
-    assert_string_equal(who(r, 162, 1003, 1003), "slurm-4243");
-    assert_int_equal(tenant_job_owner(r, "4243", &u), 0);
-    assert_int_equal(u, 1002);
+    assert_int_equal(tenant_job_owner(r, "4243", &u), -ENOENT);
+    assert_string_equal(who(r, 164, 1002, 1002), "uid-1002");
     /* root in a job's cgroup (slurmstepd) is of the job but owns nothing */
     assert_string_equal(who(r, 163, 0, 0), "slurm-6000");
     assert_int_equal(tenant_job_owner(r, "6000", &u), -ENOENT);
@@ -656,17 +658,21 @@ static void test_reserve_rate(void **state)
     assert_int_equal(st.rate_folded, 0);
     tenant_reg_free(r);
 
+    /* the rate counts jobs named by SLURM_JOB_ID (a job the scheduler gave the uid) */
     g_now_s = 1000;
     r = reg_with((struct tenant_reg_config){
         .implicit_per_minute = 4, .now_s = fake_now_s, .slurm_cgroup_root = "/slurm"});
     for (int k = 0; k < 6; k++) {
-        char cg[64];
-        snprintf(cg, sizeof(cg), "0::/slurm/uid_1000/job_%d\n", 10 + k);
-        proc_put(180 + k, 1000, cg, NULL, 0);
+        char env[32], job[16];
+        int n = snprintf(env, sizeof(env), "SLURM_JOB_ID=%d", 10 + k);
+        proc_put(180 + k, 1000, CG_SESSION, env, (size_t)n + 1);
+        snprintf(job, sizeof(job), "%d", 10 + k);
+        assert_int_equal(tenant_job_owner_set(r, job, 1000), 0);
     }
-    proc_put(186, 1000, "0::/slurm/uid_1001/job_20\n", NULL, 0);
+    assert_int_equal(tenant_job_owner_set(r, "20", 1001), 0);
+    proc_put(186, 1000, CG_SESSION, "SLURM_JOB_ID=20\0", 16);
     proc_put(187, 1000, CG_SESSION, NULL, 0);
-    proc_put(188, 2000, "0::/slurm/uid_1000/job_14\n", NULL, 0);
+    proc_put(188, 2000, CG_SESSION, "SLURM_JOB_ID=14\0", 16);
     for (int k = 0; k < 4; k++) {
         char want[32];
         snprintf(want, sizeof(want), "slurm-%d", 10 + k);
@@ -682,9 +688,166 @@ static void test_reserve_rate(void **state)
     g_now_s += 59;
     assert_string_equal(who(r, 188, 1000, 1000), "other");
     g_now_s += 1; /* a new minute: a new process of job 14 gets its tenant */
-    proc_put(188, 3000, "0::/slurm/uid_1000/job_14\n", NULL, 0);
+    proc_put(188, 3000, CG_SESSION, "SLURM_JOB_ID=14\0", 16);
     assert_string_equal(who(r, 188, 1000, 1000), "slurm-14");
+    /* jobs and pods root-made cgroups prove are not rated: a job array's many tasks, pods */
+    for (int k = 0; k < 6; k++) {
+        char cg[64], want[32];
+        snprintf(cg, sizeof(cg), "0::/slurm/uid_1000/job_%d\n", 30 + k);
+        proc_put(190 + k, 1000, cg, NULL, 0);
+        snprintf(want, sizeof(want), "slurm-%d", 30 + k);
+        assert_string_equal(who(r, 190 + k, 1000, 1000), want);
+    }
+    tenant_stats_get(r, &st);
+    assert_int_equal(st.rate_folded, 3);
     tenant_reg_free(r);
+}
+
+/* uid-<uid> tenants take at most half of the implicit share: past it a new uid is 'default', and
+ * jobs still get their own ids. */
+static void test_uid_budget(void **state)
+{
+    (void)state;
+    /* 8 ids, default and other: 6 implicit, 3 of them for uids */
+    struct tenant_reg *r = reg_with((struct tenant_reg_config){.max_tenants = 8});
+    proc_put(301, 1000, CG_SESSION, NULL, 0);
+    for (uid_t u = 1000; u < 1003; u++) {
+        char want[32];
+        snprintf(want, sizeof(want), "uid-%u", (unsigned)u);
+        assert_string_equal(who(r, 301, u, u), want);
+    }
+    assert_string_equal(who(r, 301, 1003, 1003), "default");
+    assert_string_equal(who(r, 301, 1004, 1004), "default");
+    assert_string_equal(who(r, 301, 1001, 1001), "uid-1001"); /* existing ones resolve */
+    for (int k = 0; k < 3; k++) {
+        char cg[64], want[32];
+        snprintf(cg, sizeof(cg), "0::/system.slice/slurmstepd.scope/job_%d\n", 40 + k);
+        proc_put(302 + k, 1000, cg, NULL, 0);
+        snprintf(want, sizeof(want), "slurm-%d", 40 + k);
+        assert_string_equal(who(r, 302 + k, 1005, 1005), want);
+    }
+    assert_int_equal(tenant_count(r), 8);
+    tenant_reg_free(r);
+}
+
+/* The job-owner table: the scheduler's entries are released by the job that set them; two
+ * registrations of one Slurm job id with different uids (clusters sharing one tierd) are a
+ * conflict; when full, learnt entries go first, then the oldest of the scheduler's. */
+static void test_owner_table(void **state)
+{
+    (void)state;
+    struct tenant_reg *r = reg_new(0, 0);
+    uid_t u = 0;
+    assert_false(tenant_job_valid("007"));
+    assert_true(tenant_job_valid("0"));
+    assert_true(tenant_job_valid("70"));
+    assert_int_equal(tenant_job_owner_set_by(r, "007", 1000, "x"), -EINVAL);
+    /* a conflict: believed for neither */
+    assert_int_equal(tenant_job_owner_set_by(r, "7", 1000, "east.7"), 0);
+    assert_int_equal(tenant_job_owner_set_by(r, "7", 1000, "east.7"), 0);
+    assert_int_equal(tenant_job_owner(r, "7", &u), 0);
+    proc_put(311, 1000, CG_SESSION, "SLURM_JOB_ID=7\0", 15);
+    assert_string_equal(who(r, 311, 1000, 1000), "slurm-7");
+    assert_int_equal(tenant_job_owner_set_by(r, "7", 2000, "west.7"), 0);
+    assert_int_equal(tenant_job_owner(r, "7", &u), -EBUSY);
+    assert_int_equal(tenant_job_owner_set_by(r, "7", 1000, "east.7"), 0); /* stays a conflict */
+    assert_int_equal(tenant_job_owner(r, "7", &u), -EBUSY);
+    assert_string_equal(who(r, 311, 1000, 1000), "uid-1000");
+    assert_string_equal(who(r, 311, 2000, 2000), "uid-2000");
+    /* released by a job that did not set it: kept; by the one that did: gone */
+    tenant_job_owner_release(r, "west.7");
+    assert_int_equal(tenant_job_owner(r, "7", &u), -EBUSY);
+    tenant_job_owner_release(r, "east.7");
+    assert_int_equal(tenant_job_owner(r, "7", &u), -ENOENT);
+    /* the scheduler's word replaces a learnt owner without a conflict */
+    proc_put(312, 1000, "0::/slurm/uid_1000/job_8\n", NULL, 0);
+    assert_string_equal(who(r, 312, 1000, 1000), "slurm-8");
+    assert_int_equal(tenant_job_owner(r, "8", &u), 0);
+    assert_int_equal(tenant_job_owner_set_by(r, "8", 1001, "8"), 0);
+    assert_int_equal(tenant_job_owner(r, "8", &u), 0);
+    assert_int_equal(u, 1001);
+    /* a rule's word (no job) for the same uid leaves the entry to the job that set it */
+    assert_int_equal(tenant_job_owner_set(r, "8", 1001), 0);
+    tenant_job_owner_release(r, "8");
+    assert_int_equal(tenant_job_owner(r, "8", &u), -ENOENT);
+    /* eviction: scheduler entry "1", then a learnt one, then scheduler entries to the brim */
+    assert_int_equal(tenant_job_owner_set_by(r, "1", 1000, "1"), 0);
+    proc_put(313, 1000, "0::/slurm/uid_1000/job_2\n", NULL, 0);
+    assert_string_equal(who(r, 313, 1000, 1000), "slurm-2");
+    assert_int_equal(tenant_job_owner(r, "2", &u), 0);
+    for (int k = 3; k <= TENANT_JOB_OWNERS_MAX; k++) {
+        char job[16];
+        snprintf(job, sizeof(job), "%d", k);
+        assert_int_equal(tenant_job_owner_set_by(r, job, 1000, job), 0);
+    }
+    struct tenant_stats st;
+    tenant_stats_get(r, &st);
+    assert_int_equal(st.job_owners, TENANT_JOB_OWNERS_MAX);
+    assert_int_equal(tenant_job_owner_set_by(r, "100000", 1000, "100000"), 0);
+    assert_int_equal(tenant_job_owner(r, "2", &u), -ENOENT); /* the learnt one went */
+    assert_int_equal(tenant_job_owner(r, "1", &u), 0);
+    assert_int_equal(tenant_job_owner_set_by(r, "100001", 1000, "100001"), 0);
+    assert_int_equal(tenant_job_owner(r, "1", &u), -ENOENT); /* then the oldest */
+    assert_int_equal(tenant_job_owner(r, "3", &u), 0);
+    assert_int_equal(tenant_job_owner(r, "100000", &u), 0);
+    tenant_reg_free(r);
+}
+
+/* Read what fn writes to stderr (the log) into buf. */
+static void stderr_of(void (*fn)(void), char *buf, size_t cap)
+{
+    char path[1100];
+    snprintf(path, sizeof(path), "%s/stderr", g_root);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    int saved = dup(STDERR_FILENO);
+    assert_true(saved >= 0);
+    assert_int_equal(dup2(fd, STDERR_FILENO), STDERR_FILENO);
+    fn();
+    assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+    close(saved);
+    ssize_t n = pread(fd, buf, cap - 1, 0);
+    assert_true(n >= 0);
+    buf[n] = '\0';
+    close(fd);
+}
+
+static void ns_private(void)
+{
+    /* a container's private cgroup namespace: paths read relative to tierd's own cgroup */
+    proc_put(321, 1000, "0::/../../kubepods-burstable-pod1234.slice/cri-containerd-ab.scope\n",
+             NULL, 0);
+    struct tenant_reg *r = reg_new(0, 0);
+    assert_string_equal(who(r, 321, 1000, 1000), "uid-1000");
+    assert_string_equal(who(r, 321, 1001, 1001), "uid-1001");
+    tenant_reg_free(r);
+}
+
+static void ns_self(void)
+{
+    char p[1100];
+    snprintf(p, sizeof(p), "%s/self", g_root);
+    mkdir(p, 0755);
+    snprintf(p, sizeof(p), "%s/self/cgroup", g_root);
+    tu_write_file(p, "0::/..\n", 7);
+    struct tenant_reg *r = reg_new(0, 0);
+    tenant_reg_free(r);
+    unlink(p);
+}
+
+/* tierd in a private cgroup namespace says so, once (at start, or at the first caller whose
+ * path starts with "/.."). */
+static void test_cgroup_namespace(void **state)
+{
+    (void)state;
+    char buf[8192];
+    const char *msg = "run tierd in the host cgroup namespace";
+    stderr_of(ns_private, buf, sizeof(buf));
+    char *hit = strstr(buf, msg);
+    assert_non_null(hit);
+    assert_null(strstr(hit + 1, msg)); /* once */
+    stderr_of(ns_self, buf, sizeof(buf));
+    assert_non_null(strstr(buf, msg));
 }
 
 static void test_rules(void **state)
@@ -1233,6 +1396,9 @@ int main(void)
         cmocka_unit_test(test_env_forged),
         cmocka_unit_test(test_cgroup_uid),
         cmocka_unit_test(test_reserve_rate),
+        cmocka_unit_test(test_uid_budget),
+        cmocka_unit_test(test_owner_table),
+        cmocka_unit_test(test_cgroup_namespace),
         cmocka_unit_test(test_rules),
         cmocka_unit_test(test_cap),
         cmocka_unit_test(test_pid_reuse),
