@@ -920,20 +920,13 @@ static void test_ns_near_tierd(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bad_configs),
-        cmocka_unit_test(test_good_config_file),
-        cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_tenants_trust_keys),
-        cmocka_unit_test(test_tenants),
-        cmocka_unit_test(test_writeback),
-        cmocka_unit_test(test_file_errors),
-        cmocka_unit_test(test_api_token_file),
-        cmocka_unit_test(test_api_socket_shares),
-        cmocka_unit_test(test_long_line_and_comments),
-        cmocka_unit_test(test_resolve),
-        cmocka_unit_test(test_permissions),
-        cmocka_unit_test(test_telemetry_switch),
-        cmocka_unit_test(test_qos),
+        cmocka_unit_test(test_bad_configs),       cmocka_unit_test(test_good_config_file),
+        cmocka_unit_test(test_defaults),          cmocka_unit_test(test_tenants_trust_keys),
+        cmocka_unit_test(test_tenants),           cmocka_unit_test(test_writeback),
+        cmocka_unit_test(test_file_errors),       cmocka_unit_test(test_api_token_file),
+        cmocka_unit_test(test_api_socket_shares), cmocka_unit_test(test_long_line_and_comments),
+        cmocka_unit_test(test_resolve),           cmocka_unit_test(test_permissions),
+        cmocka_unit_test(test_telemetry_switch),  cmocka_unit_test(test_qos),
         cmocka_unit_test(test_ns_near_tierd),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
