@@ -53,7 +53,7 @@ endif()
 # rent or buy for a 3-page directory, a replaced and a deleted file), and 100,000-file listings.
 if(TARGET tierd)
   add_test(NAME listreval_fuse COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_listreval_fuse.sh)
-  set_tests_properties(listreval_fuse PROPERTIES TIMEOUT 300 LABELS fuse
+  set_tests_properties(listreval_fuse PROPERTIES TIMEOUT 600 LABELS fuse
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()
 
