@@ -39,6 +39,7 @@
 #include "common/ioctx.h"
 #include "common/strutil.h"
 #include "daemon/jobs.h"
+#include "tenant/tenant.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -327,7 +328,7 @@ static void post(struct run *r, const char *text, size_t len)
     json_t *bwj = json_object_get(j, "bandwidth"), *cj = json_object_get(j, "class");
     json_t *sj = json_object_get(j, "stage"), *oj = json_object_get(j, "stage_out");
     enum tier_io_class cls = TIER_IO_TRAINING;
-    if (!id || !jobs_id_valid(id) || !tname || !*tname ||
+    if (!id || !jobs_id_valid(id) || !tname || !tenant_name_valid(tname) ||
         amount(json_object_get(j, "cache_bytes"), &cache_bytes) != 0 ||
         (bwj && amount(bwj, &bw) != 0) ||
         (cj && tier_io_class_parse(json_string_value(cj) ? json_string_value(cj) : "", &cls)) ||
