@@ -16,9 +16,9 @@
  *   open H NAME FLAGS          w O_WRONLY, r O_RDWR (neither: O_RDONLY), a O_APPEND, t O_TRUNC;
  *                              create of "-" is one in /.tierd itself
  *   write H OFF LEN            pwrite of the LEN bytes after this line's newline at OFF (an OFF
- *                              from 1 MiB to 4 KiB below the 32 MiB bound is taken modulo 1 MiB:
- *                              each of those costs a scan of megabytes of hole at the close, and
- *                              the bound itself stays in reach)
+ *                              from 1 MiB up to the 32 MiB bound is taken modulo 1 MiB: each of
+ *                              those would cost a scan of up to 32 MiB of hole at the close; at
+ *                              and beyond the bound a write fails before it allocates)
  *   trunc H SIZE               ftruncate (setattr of the size with the handle)
  *   flush H | fsync H          close(2)'s flush, fsync(2)
  *   read H OFF SIZE            read of the status text
@@ -306,7 +306,7 @@ static void do_open(struct slot *s, const char *name, const char *flags, bool cr
 
 static void do_write(struct slot *s, uint64_t off, const char *buf, size_t len)
 {
-    if (off >= (1u << 20) && off < (32u << 20) - 4096)
+    if (off >= (1u << 20) && off < (32u << 20))
         off %= 1u << 20;
     struct fuse_req r = req_new();
     ops.write(&r, s->ino, buf, len, (off_t)(off & INT64_MAX), &s->fi);
