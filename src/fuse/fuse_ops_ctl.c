@@ -1542,18 +1542,26 @@ static void ctl_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
     struct tfs_node *n = tfs_node_get_or_stale(req, fs, ino);
     if (!n)
         return;
-    if (!tfs_ctl_path(fs, n->path)) {
+    /* a hint file's handle is served here even after an unlink (of any tenant's set of the
+     * name) moved the node off its path: the handle knows its file */
+    struct tfs_ctlh *h = is_ctl_handle(fi) ? (struct tfs_ctlh *)(uintptr_t)fi->fh : NULL;
+    if (!tfs_ctl_path(fs, n->path) && !h) {
         tfs_node_put(fs, n);
         fs->ctl->inner.setattr(req, ino, attr, to_set, fi);
         return;
     }
-    if (in_versions(n->path)) { /* dataset versions are read-only */
+    char hpath[sizeof(CTL_HINTS) + HINTS_NAME_MAX];
+    const char *path = n->path;
+    if (h && !tfs_ctl_path(fs, n->path)) {
+        snprintf(hpath, sizeof(hpath), CTL_HINTS "/%s", h->name);
+        path = hpath;
+    }
+    if (in_versions(path)) { /* dataset versions are read-only */
         tfs_node_put(fs, n);
         fuse_reply_err(req, EROFS);
         return;
     }
     struct tier_ioctx io = tfs_req_io(fs, req);
-    struct tfs_ctlh *h = is_ctl_handle(fi) ? (struct tfs_ctlh *)(uintptr_t)fi->fh : NULL;
     if (h)
         io.tenant = h->tenant;
     int rc = 0;
@@ -1580,7 +1588,7 @@ static void ctl_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
     /* times: accepted and not kept (touch works) */
     struct tfs_attr a;
     if (rc == 0)
-        rc = tfs_ctl_stat(fs, &io, n->path, &a);
+        rc = tfs_ctl_stat(fs, &io, path, &a);
     if (rc) {
         fuse_reply_err(req, tfs_errno(rc));
     } else {

@@ -2,6 +2,8 @@
 /*
  * replay_main.c - runs a libFuzzer target over every file of a corpus directory, so each fuzz
  * target doubles as a regression test in CTest (built with gcc and the sanitizers, no libFuzzer).
+ * The inputs run in the order of their names (C locale), so that a target whose state carries
+ * over from input to input (fuzz_api's daemon) replays the same sequence everywhere.
  * Exit 0 when every input ran; any crash or sanitizer report fails the test.
  */
 #include <dirent.h>
@@ -18,18 +20,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s CORPUS_DIR\n", argv[0]);
         return 2;
     }
-    DIR *d = opendir(argv[1]);
-    if (!d) {
+    struct dirent **names = NULL;
+    int nnames = scandir(argv[1], &names, NULL, alphasort);
+    if (nnames < 0) {
         perror(argv[1]);
         return 1;
     }
     int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (de->d_name[0] == '.')
+    for (int i = 0; i < nnames; i++) {
+        const char *name = names[i]->d_name;
+        if (name[0] == '.')
             continue;
         char path[4096];
-        snprintf(path, sizeof(path), "%s/%s", argv[1], de->d_name);
+        snprintf(path, sizeof(path), "%s/%s", argv[1], name);
         FILE *f = fopen(path, "rb");
         if (!f)
             continue;
@@ -43,7 +46,9 @@ int main(int argc, char **argv)
         free(buf);
         n++;
     }
-    closedir(d);
+    for (int i = 0; i < nnames; i++)
+        free(names[i]);
+    free(names);
     printf("replayed %d inputs from %s\n", n, argv[1]);
     return n > 0 ? 0 : 1;
 }

@@ -258,6 +258,7 @@ void api_fixture_request(struct api_fixture *f, const char *raw, size_t len, str
     /* headers */
     char *auth = NULL;
     struct api_head h = {.content_length = -1, .may_mutate = true};
+    uid_t peer_uid = 0; /* the Unix-socket peer's SO_PEERCRED uid: root unless X-Caller says */
     const char *p = nl ? nl + 1 : end;
     while (p < end) {
         const char *e = memchr(p, '\n', (size_t)(end - p));
@@ -283,8 +284,12 @@ void api_fixture_request(struct api_fixture *f, const char *raw, size_t len, str
                 h.content_length = num[0] ? strtoll(num, NULL, 10) : -1;
             } else if (kl == 10 && strncasecmp(p, "X-Listener", 10) == 0)
                 h.tcp = vl == 3 && memcmp(v, "tcp", 3) == 0;
-            else if (kl == 8 && strncasecmp(p, "X-Caller", 8) == 0)
-                h.may_mutate = !(vl == 6 && memcmp(v, "reader", 6) == 0);
+            else if (kl == 8 && strncasecmp(p, "X-Caller", 8) == 0) {
+                bool reader = vl == 6 && memcmp(v, "reader", 6) == 0;
+                bool infer = vl == 5 && memcmp(v, "infer", 5) == 0;
+                h.may_mutate = !reader && !infer;
+                peer_uid = infer ? 4242 : reader ? 65534 : 0;
+            }
         }
         p = e ? e + 1 : end;
     }
@@ -312,7 +317,13 @@ void api_fixture_request(struct api_fixture *f, const char *raw, size_t len, str
                 .arg_path = arg_path,
                 .body = body_len ? p : NULL,
                 .body_len = body_len,
-                .admin = h.may_mutate, /* as api.c: the token, or no X-Caller: reader */
+                /* as api.c fills them: the caller's rights, and on the Unix socket its peer
+                 * (this process, under the caller's uid) */
+                .admin = h.may_mutate,
+                .peer = !h.tcp,
+                .pid = getpid(),
+                .uid = peer_uid,
+                .gid = peer_uid,
             };
             api_handle(&f->d, &rq, out);
         }

@@ -33,7 +33,8 @@ void api_fixture_close(struct api_fixture *f);
  *   METHOD SP URL LF (HEADER: VALUE LF)* LF BODY
  * URL is percent-decoded (path and the ?path= argument) as libmicrohttpd does. Headers the
  * fixture knows: Authorization, Content-Length, X-Listener: tcp (the TCP listener's rules),
- * X-Caller: reader (a Unix-socket caller without admin rights). Fills *out (api_reply_fini()). */
+ * X-Caller: reader (a Unix-socket caller without admin rights, uid 65534), X-Caller: infer (one
+ * without admin rights whose uid, 4242, is tenant infer's). Fills *out (api_reply_fini()). */
 void api_fixture_request(struct api_fixture *f, const char *raw, size_t len, struct api_reply *out);
 
 #endif
