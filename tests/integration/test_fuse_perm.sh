@@ -54,7 +54,7 @@ write_conf() { # $1: extra [mount] lines, $2: extra [namespace /priv] lines, $3:
 denied() { # CMD...: fails with "Permission denied"
   local err
   err=$("$@" 2>&1) && return 1
-  echo "$err" | grep -q "Permission denied"
+  grep -q "Permission denied" <<<"$err"
 }
 
 # ---- allow_other, no owner/mode: closed to other users ------------------------------------

@@ -73,15 +73,15 @@ ok "ls -R of a 10,000-entry prefix"
 
 # ---- errors --------------------------------------------------------------------------------
 err=$(stat "$MNT/data/nope" 2>&1) && fail "stat of a missing path succeeded"
-echo "$err" | grep -q "No such file" || fail "missing path: $err"
+grep -q "No such file" <<<"$err" || fail "missing path: $err"
 err=$( (echo x >"$MNT/data/big.bin") 2>&1) && fail "write succeeded"
-echo "$err" | grep -q "Read-only file system" || fail "write: $err"
+grep -q "Read-only file system" <<<"$err" || fail "write: $err"
 err=$(touch "$MNT/data/new" 2>&1) && fail "create succeeded"
-echo "$err" | grep -q "Read-only file system" || fail "create: $err"
+grep -q "Read-only file system" <<<"$err" || fail "create: $err"
 err=$(mkdir "$MNT/data/newdir" 2>&1) && fail "mkdir succeeded"
-echo "$err" | grep -q "Read-only file system" || fail "mkdir: $err"
+grep -q "Read-only file system" <<<"$err" || fail "mkdir: $err"
 err=$(rm -f "$MNT/data/big.bin" 2>&1) && fail "unlink succeeded"
-echo "$err" | grep -q "Read-only file system" || fail "unlink: $err"
+grep -q "Read-only file system" <<<"$err" || fail "unlink: $err"
 ok "ENOENT for a missing path, EROFS for mutations"
 
 # ---- 8 concurrent readers, one fetch per block ---------------------------------------------
@@ -142,7 +142,7 @@ ok "API: TCP 401 without/with wrong token, 200 with it; 404; 413"
 # ---- kill -9, restart: stale mount cleared, disk cache reused ------------------------------
 crash_tierd
 err=$(stat -f "$MNT" 2>&1) && fail "the mount survived kill -9?"
-echo "$err" | grep -q "not connected" || fail "expected a dead mount, got: $err"
+grep -q "not connected" <<<"$err" || fail "expected a dead mount, got: $err"
 start_tierd
 ok "restart after kill -9 cleared the stale mount"
 f0=$(fetches)

@@ -59,7 +59,7 @@ for f in d2/f007 d3/f049; do
   cmp "$MNT/s3/many/$f" "$T/src/many/${f#*/}" || fail "$f differs"
 done
 err=$(stat "$MNT/s3/nope" 2>&1) && fail "stat of a missing key succeeded"
-echo "$err" | grep -q "No such file" || fail "missing key: $err"
+grep -q "No such file" <<<"$err" || fail "missing key: $err"
 ok "every byte equals the object's; implicit dirs; ls -R of 204 entries; ENOENT"
 
 # ---- 8 concurrent readers, one GET per block -----------------------------------------------
@@ -108,7 +108,7 @@ t0=$(date +%s%N)
 err=$(cat "$MNT/s3/late.bin" 2>&1 >/dev/null) && fail "read with RGW down succeeded"
 t1=$(date +%s%N)
 ms=$(((t1 - t0) / 1000000))
-echo "$err" | grep -q "Input/output error" || fail "RGW down: expected EIO, got: $err"
+grep -q "Input/output error" <<<"$err" || fail "RGW down: expected EIO, got: $err"
 # open may stat (one bounded call) before the read (another): 2 x backend_timeout + slack
 [ "$ms" -le $((2 * TIMEOUT_MS + 2000)) ] || fail "EIO took $ms ms, bound is $((2 * TIMEOUT_MS + 2000))"
 stat -f "$MNT" >/dev/null || fail "mount died with RGW down"

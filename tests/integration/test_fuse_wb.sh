@@ -303,7 +303,7 @@ sys.exit(0 if any(f["path"] == "/stuck/flip" and f["state"] == "failed"
 }
 wait_for 60 flip_failed || fail "a corrupted spool copy did not make the file FAILED"
 out=$(curl -sS --unix-socket "$SOCK" -d '{"path":"/stuck/flip","timeout_s":10}' http://tierd/v1/wait)
-echo "$out" | grep -q "seal checksum" || fail "wait on a FAILED file: $out"
+grep -q "seal checksum" <<<"$out" || fail "wait on a FAILED file: $out"
 [ ! -e "$DATA/stuck/flip" ] || fail "a corrupted spool copy reached the backend"
 cat "$MNT/stuck/flip" >/dev/null 2>&1 && fail "a FAILED file read back without an error"
 # shellcheck disable=SC2010 # the listing through the mount is what is tested
@@ -314,7 +314,7 @@ ok "spool corruption after close: FAILED, not uploaded, reads EIO, wait says why
 
 # ---- a name the backend reserves is refused at create (it was sealed, never uploaded) -------
 err=$( { echo x >"$MNT/ck/.tier-tmp.x"; } 2>&1) && fail "create of a reserved name succeeded"
-echo "$err" | grep -q "Invalid argument" || fail "reserved name: expected EINVAL, got: $err"
+grep -q "Invalid argument" <<<"$err" || fail "reserved name: expected EINVAL, got: $err"
 ok "a name the POSIX backend reserves: EINVAL at create"
 stop_tierd
 

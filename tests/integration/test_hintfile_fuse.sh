@@ -118,12 +118,12 @@ grep -q "Invalid argument" "$T/sh.err" || fail "the shell did not report EINVAL:
 grep -q "epoch1 of tenant u1001: line 2 '/nowhere/x': not under any namespace.*the write fails" "$T/tierd.log" ||
   fail "the log does not name the bad line"
 out=$(as1001 "$PY" "$HF" write "$H/bad1" $'/ds/train/s01.bin\nds/train/s02.bin\n')
-echo "$out" | grep -qx "write EINVAL 0" && echo "$out" | grep -qx "close EINVAL" ||
+grep -qx "write EINVAL 0" <<<"$out" && grep -qx "close EINVAL" <<<"$out" ||
   fail "a relative path: want write and close EINVAL, got: $out"
 [ "$(field bad1 entries)" = none ] || fail "a refused list made set bad1"
 # a last line without newline is checked when the file is handed over: at close(2)
 out=$(as1001 "$PY" "$HF" write "$H/epoch1" $'/ds/train/s01.bin\n/ds')
-echo "$out" | grep -qx "write ok 21" && echo "$out" | grep -qx "close EINVAL" ||
+grep -qx "write ok 21" <<<"$out" && grep -qx "close EINVAL" <<<"$out" ||
   fail "a namespace root as the last line: want write ok, close EINVAL, got: $out"
 [ "$(field epoch1 entries)" = 1 ] || fail "a refused list changed epoch1: $(field epoch1 entries) entries"
 grep -q "epoch1 of tenant u1001 not taken at close: paths\[1\] '/ds': a namespace root.*(line 2)" "$T/tierd.log" ||
@@ -131,22 +131,22 @@ grep -q "epoch1 of tenant u1001 not taken at close: paths\[1\] '/ds': a namespac
 ok "a bad line: write(2) (a complete line) or close(2) (the last) fails with EINVAL, nothing changes, the log names the line"
 
 out=$(as1001 "$PY" "$HF" fsync "$H/synced" $'/ds/train/s04.bin\n/ds/train/s05.bin\n')
-echo "$out" | grep -qx "fsync ok" && echo "$out" | grep -q "^status .*state: active entries: 2" &&
-  echo "$out" | grep -qx "close ok" || fail "fsync did not take the set before the close: $out"
+grep -qx "fsync ok" <<<"$out" && grep -q "^status .*state: active entries: 2" <<<"$out" &&
+  grep -qx "close ok" <<<"$out" || fail "fsync did not take the set before the close: $out"
 ok "fsync takes the set (the status shows it while the writer still has the file open)"
 
 out=$(as1001 "$PY" "$HF" big "$H/big")
-echo "$out" | grep -qx "write EFBIG 4194304" || fail "uid 1001 over 4 MiB: want write EFBIG after 4194304 bytes, got: $out"
-echo "$out" | grep -qx "close EFBIG" || fail "the close after EFBIG: want close EFBIG, got: $out"
+grep -qx "write EFBIG 4194304" <<<"$out" || fail "uid 1001 over 4 MiB: want write EFBIG after 4194304 bytes, got: $out"
+grep -qx "close EFBIG" <<<"$out" || fail "the close after EFBIG: want close EFBIG, got: $out"
 [ "$(field big entries)" = none ] || fail "a list cut at 4 MiB was taken"
 out=$("$PY" "$HF" big "$H/bigroot")
-echo "$out" | grep -qx "write EFBIG 33554432" || fail "root over 32 MiB: want write EFBIG after 33554432 bytes, got: $out"
-echo "$out" | grep -qx "close EFBIG" || fail "root's close after EFBIG: want close EFBIG, got: $out"
+grep -qx "write EFBIG 33554432" <<<"$out" || fail "root over 32 MiB: want write EFBIG after 33554432 bytes, got: $out"
+grep -qx "close EFBIG" <<<"$out" || fail "root's close after EFBIG: want close EFBIG, got: $out"
 [ "$(field bigroot entries)" = none ] || fail "a list cut at 32 MiB was taken"
 ok "over 4 MiB (uid 1001, as POST /v1/hints's body) and 32 MiB (root): write and close fail with EFBIG, nothing taken"
 
 out=$(as1002 "$PY" "$HF" write "$H/x1002" $'/ds/train/s01.bin\n')
-echo "$out" | grep -qx "open EPERM" || fail "uid 1002 (tenant default): want open EPERM, got: $out"
+grep -qx "open EPERM" <<<"$out" || fail "uid 1002 (tenant default): want open EPERM, got: $out"
 grep -q "is tenant default, which every unmatched caller shares" "$T/tierd.log" ||
   fail "the log does not say why uid 1002 may not hint"
 printf '%s\n' "$MNT/ds/train/s06.bin" >"$H/rootset" || fail "root could not hint"
@@ -161,7 +161,7 @@ as1001 rm "$H/epoch1" || fail "rm epoch1 as uid 1001"
 ! as1001 rm "$H/epoch1" 2>/dev/null || fail "a second rm of epoch1 succeeded"
 [ "$(as1001 ls "$H")" = synced ] || fail "uid 1001 lists '$(as1001 ls "$H")' after rm, want synced"
 out=$("$PY" "$HF" write "$MNT/ds/train/new.bin" x)
-echo "$out" | grep -qx "open EROFS" || fail "a file in the read-cache namespace: want open EROFS, got: $out"
+grep -qx "open EROFS" <<<"$out" || fail "a file in the read-cache namespace: want open EROFS, got: $out"
 ok "rm drops the set; the namespace stays EROFS"
 
 stop_tierd

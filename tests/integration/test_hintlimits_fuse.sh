@@ -124,7 +124,7 @@ code=$(post 1001 "$(body s3 /ds/a/f%d.bin 3 10)")
 [ "$code" = 507 ] && grep -q "tenant u1001 has 2 hint sets: at most 2 per tenant (\[cache\] hint_tenant_sets)" "$T/u/post.json" ||
   fail "u1001's third set: HTTP $code, want 507 naming hint_tenant_sets: $(cat "$T/u/post.json")"
 out=$(as1001 "$PY" "$HF" write "$H/s3" $'/ds/a/f0.bin\n')
-echo "$out" | grep -qx "close EDQUOT" || fail "u1001's third set by a control file: want close EDQUOT, got: $out"
+grep -qx "close EDQUOT" <<<"$out" || fail "u1001's third set by a control file: want close EDQUOT, got: $out"
 grep -q "hint file $MNT/.tierd/hints/s3 of tenant u1001 not taken at close: tenant u1001 has 2 hint sets" "$T/tierd.log" ||
   fail "the log does not say why u1001's s3 was not taken"
 [ "$(field s3 entries)" = none ] || fail "u1001's refused third set exists"
@@ -193,7 +193,7 @@ done
 grep -q "^file4 write EDQUOT" "$T/hold.out" ||
   fail "u1001's fifth file: want EDQUOT (its tenant's share is used up): $(cat "$T/hold.out")"
 out=$(as1003 "$PY" "$HF" write "$H/x2" $'/ds/a/f1.bin\n/ds/a/f2.bin\n')
-echo "$out" | grep -qx "write ok 26" && echo "$out" | grep -qx "close ok" ||
+grep -qx "write ok 26" <<<"$out" && grep -qx "close ok" <<<"$out" ||
   fail "u1003's hint file while u1001 holds its buffers: $out"
 [ "$(field x2 entries)" = 2 ] || fail "u1003's set x2: $(field x2 entries) entries, want 2"
 eval "exec ${HOLD[1]}>&-"
@@ -212,7 +212,7 @@ if grep -q "TIERD_TEST_FAULT_FILE=$FAULT" "$T/tierd.log"; then
   grep -qx "entries: 2" "$T/x2.txt" || fail "x2's status while a close is held: $(cat "$T/x2.txt")"
   # another tenant's hint file is taken at its close meanwhile: another closer serves it
   out=$(as1003 "$PY" "$HF" write "$H/x1" $'/ds/a/f4.bin\n') # replaces x1 (990 entries)
-  echo "$out" | grep -qx "close ok" || fail "u1003's close while u1001's is held: $out"
+  grep -qx "close ok" <<<"$out" || fail "u1003's close while u1001's is held: $out"
   [ "$(field x1 entries)" = 1 ] || fail "u1003's set x1 while u1001's close is held: $(field x1 entries) entries"
   held slow || fail "the close was no longer held: the checks above proved nothing"
   ok "one FUSE worker answers statfs, a control file's read and another tenant's hint-file close while a close is held in its submission"
@@ -226,7 +226,7 @@ if grep -q "TIERD_TEST_FAULT_FILE=$FAULT" "$T/tierd.log"; then
     wait_for 30 held "$p" || fail "the close of $H/$p did not reach its submission (a closer was free)"
   done
   out=$(as1003 "$PY" "$HF" reopen "$H/x2")
-  echo "$out" | grep -qx "close ok" || fail "u1003's close of x2 without a write while every closer is busy: $out"
+  grep -qx "close ok" <<<"$out" || fail "u1003's close of x2 without a write while every closer is busy: $out"
   for p in slow p1 p2 p3; do
     held "$p" || fail "the close of $p was no longer held: the close without a write proved nothing"
   done

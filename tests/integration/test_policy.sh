@@ -266,7 +266,7 @@ python3 -c 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1])
 c.execute("INSERT INTO copies (rule, key, etag, target, size, done_ns, target_etag) VALUES (?, ?, ?, ?, ?, ?, ?)", ("gone-rule", "x/y", "e", "archive:x/y", 1, 1, "t")); c.commit()' "$T/spool/policy.db"
 start_tierd
 out=$("$TIERCTL" -s "$SOCK" policy run) || fail "policy run after the restart: $out"
-echo "$out" | grep -q "run: .* 0 done, .* 0 failed" || fail "a pass after the restart did something: $out"
+grep -q "run: .* 0 done, .* 0 failed" <<<"$out" || fail "a pass after the restart did something: $out"
 [ "$(jrows gone-rule)" = 0 ] || fail "the copy journal kept the row of rule gone-rule, which no longer exists"
 ok "after a restart a pass copies nothing again; the row of a removed rule is dropped"
 # the journal forgets files that are gone: steps 1 and 2 (3 archived files) deleted through the
@@ -382,7 +382,7 @@ ok "a copy journal of format 1 opens, upgraded to format 2 in place with its row
 safe_conf be:arch/ >"$CONF"
 rc=0
 out=$("$TIERCTL" -s "$SOCK" reload 2>&1) || rc=$?
-[ "$rc" != 0 ] && echo "$out" | grep -qF "$CONF:$bad_line: [policy cpB] target = be:arch/ overlaps the target of [policy cpA]" ||
+[ "$rc" != 0 ] && grep -qF "$CONF:$bad_line: [policy cpB] target = be:arch/ overlaps the target of [policy cpA]" <<<"$out" ||
   fail "reload with two copy rules onto be:arch/: exit $rc: $out"
 st=$("$TIERCTL" -s "$SOCK" policy status --json)
 python3 -c 'import json,sys; r={x["name"]: x for x in json.loads(sys.argv[1])["rules"]}

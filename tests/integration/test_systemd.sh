@@ -198,25 +198,25 @@ ok "one version ($want): tierd --version, tierctl --version, GET /v1/status"
 # reload
 write_conf /ds debug keep-all
 out=$("$TIERCTL" -s "$SOCK" reload) || fail "reload: $out"
-echo "$out" | grep -q "applied: \[daemon\] log_level" || fail "reload did not apply log_level: $out"
-echo "$out" | grep -q "applied: \[policy\] sections" || fail "reload did not apply the policies: $out"
+grep -q "applied: \[daemon\] log_level" <<<"$out" || fail "reload did not apply log_level: $out"
+grep -q "applied: \[policy\] sections" <<<"$out" || fail "reload did not apply the policies: $out"
 st=$("$TIERCTL" -s "$SOCK" policy status)
-echo "$st" | grep -q "^keep-all " && ! echo "$st" | grep -q "^first " ||
+grep -q "^keep-all " <<<"$st" && ! grep -q "^first " <<<"$st" ||
   fail "the reloaded rules are not keep-all alone: $st"
 write_conf /other debug keep-all
 sed -i 's/^ram_size = 16M$/ram_size = 24M/' "$CONF"
 out=$("$TIERCTL" -s "$SOCK" reload) || fail "reload with a new namespace: $out"
-echo "$out" | grep -q "needs a restart: \[namespace /other\]" &&
-  echo "$out" | grep -q "needs a restart: \[namespace /ds\]" &&
-  echo "$out" | grep -q "needs a restart: \[cache\]" &&
-  echo "$out" | grep -q "needs a restart: \[policy\] sections (not applied" ||
+grep -q "needs a restart: \[namespace /other\]" <<<"$out" &&
+  grep -q "needs a restart: \[namespace /ds\]" <<<"$out" &&
+  grep -q "needs a restart: \[cache\]" <<<"$out" &&
+  grep -q "needs a restart: \[policy\] sections (not applied" <<<"$out" ||
   fail "the sections that changed are not named as needing a restart: $out"
-! echo "$out" | grep -q "needs a restart: \[daemon\]" || fail "a log_level change named as needing a restart: $out"
+! grep -q "needs a restart: \[daemon\]" <<<"$out" || fail "a log_level change named as needing a restart: $out"
 echo "[daemon]" >>"$CONF"
 rc=0
 out=$("$TIERCTL" -s "$SOCK" reload 2>&1) || rc=$?
-[ "$rc" != 0 ] && echo "$out" | grep -q "tierd.conf:[0-9]*: duplicate section \[daemon\]" &&
-  echo "$out" | grep -q "nothing was changed" || fail "a broken config on reload: exit $rc: $out"
+[ "$rc" != 0 ] && grep -q "tierd.conf:[0-9]*: duplicate section \[daemon\]" <<<"$out" &&
+  grep -q "nothing was changed" <<<"$out" || fail "a broken config on reload: exit $rc: $out"
 [ "$(cat "$MNT/ds/a.txt")" = hello ] || fail "the mount changed after the refused reload"
 ok "reload: log_level and [policy] applied live, a new namespace needs a restart, a broken config changes nothing (FILE:LINE)"
 

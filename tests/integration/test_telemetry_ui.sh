@@ -118,10 +118,10 @@ OPS_EXPORTED=$(tele_json | python3 -c 'import json,sys; print(len(json.load(sys.
 # ---- 1: tierctl top ------------------------------------------------------------------------
 OUT=$("$TIERCTL" --tcp "127.0.0.1:$PORT" --token-file "$T/api.token" top --once --interval 0.5) ||
   fail "tierctl top --once exited $?"
-echo "$OUT" | grep -q "^TENANT  *CLASS  *OPS/S  *MB/S  *RAM%  *DISK%  *BACK%  *P50ms  *P99ms  *QWAITms$" ||
+grep -q "^TENANT  *CLASS  *OPS/S  *MB/S  *RAM%  *DISK%  *BACK%  *P50ms  *P99ms  *QWAITms$" <<<"$OUT" ||
   fail "top --once has no header line: $OUT"
 for t in "${EXPECT[@]}"; do
-  echo "$OUT" | grep -q "^$t " || fail "top --once has no row for tenant $t: $OUT"
+  grep -q "^$t " <<<"$OUT" || fail "top --once has no row for tenant $t: $OUT"
 done
 case "$OUT" in *$'\033'*) fail "top --once wrote terminal escapes into a pipe" ;; esac
 ok "tierctl top --once shows ${EXPECT[*]}"
