@@ -195,6 +195,9 @@ static void fixture_open(void)
     fs->max_dir_entries = (size_t)fx.d.cfg.max_dir_entries;
     if (tfs_ctl_init(fs) != 0 || !fs->ctl || tfs_table_init(fs) != 0)
         abort();
+    /* the closer threads stopped: each flush, fsync and release is then served inline, as the
+     * mount does while it goes away, so every operation has replied when its call returns */
+    tfs_ctl_drain(fs);
     tfs_wb_init(fs);
     fs->mountpoint = strdup("/mnt/tier");
     memset(&ops, 0, sizeof(ops));

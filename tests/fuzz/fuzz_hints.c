@@ -152,7 +152,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint64_t before = 0, after = 0;
     bool existed = set_of(tenant, name, &before);
     tier_err_clear();
-    rc = hints_submit(fx.d.hints, name, tenant, paths, n, append);
+    /* the top bit: an administrator's submission (no per-tenant caps) or a user's */
+    bool admin = data[0] & 0x80;
+    rc = hints_submit(fx.d.hints, name, tenant, paths, n, append, admin);
     bool exists = set_of(tenant, name, &after);
     switch (rc) {
     case 0:
@@ -171,6 +173,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case -ENOSPC:
     case -EEXIST:
     case -ENOMEM:
+    case -EDQUOT: /* a user's tenant at its hint_tenant_* cap */
+    case -EBUSY:  /* the manifests in flight over their budget */
         if (rc == -EINVAL && !*tier_err_msg())
             fail("hints_submit refused without a message", name, rc);
         if (exists != existed || (exists && after != before))
