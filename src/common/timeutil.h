@@ -16,4 +16,9 @@ uint64_t tier_now_real_ns(void);
 /* Sleep for ms milliseconds, resuming after signals. */
 void tier_sleep_ms(uint64_t ms);
 
+/* Test builds' pause points: while the file fault_file holds the text `what`, wait (polling it
+ * every 10 ms, fault_file.paused existing meanwhile so a test can see the pause began), at most
+ * 30 s. Reads only fault_file; never called unless tierd was given a fault file. */
+void tier_test_pause(const char *fault_file, const char *what);
+
 #endif

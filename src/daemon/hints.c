@@ -728,29 +728,9 @@ static void set_unlink_locked(struct hints *h, struct hset *s)
  * most 30 s. */
 static void test_pause(const char *fault_file, const char *name)
 {
-    char ff[PATH_MAX], paused[PATH_MAX + 8];
+    char ff[PATH_MAX];
     snprintf(ff, sizeof(ff), "%s.drop.%s", fault_file, name);
-    snprintf(paused, sizeof(paused), "%s.paused", ff);
-    bool marked = false;
-    for (int i = 0; i < 3000; i++) {
-        char buf[64];
-        int fd = open(ff, O_RDONLY | O_CLOEXEC);
-        ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-        if (fd >= 0)
-            close(fd);
-        buf[n > 0 ? n : 0] = '\0';
-        if (!strstr(buf, "hint drop pause"))
-            break;
-        if (!marked) {
-            int m = open(paused, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-            if (m >= 0)
-                close(m);
-            marked = true;
-        }
-        tier_sleep_ms(10);
-    }
-    if (marked)
-        unlink(paused);
+    tier_test_pause(ff, "hint drop pause");
 }
 
 /* h->mu held: wait for the workers of s (unlinked), release its held blocks (h->mu dropped

@@ -237,8 +237,6 @@ void tfs_op_done(struct tierd_fuse *fs, const struct tier_ioctx *io, enum tele_o
 
 /* ---- open handles (fuse_session.c) ---- */
 void tfs_handle_track(struct tierd_fuse *fs, struct tfs_hbase *h, uint32_t kind);
-/* Test builds (d->test_fault_file set): hold here while the file says what (fuse_ops_write.c). */
-void tfs_test_pause(const char *fault_file, const char *what);
 void tfs_handle_untrack(struct tierd_fuse *fs, struct tfs_hbase *h);
 /* Free a handle the kernel never released, at unmount (one per kind, in its ops file). */
 void tfs_file_orphan_free(struct tierd_fuse *fs, struct tfs_hbase *h);

@@ -1339,7 +1339,7 @@ static void job_run(struct tierd_fuse *fs, struct ctl_job *j)
         if (fs->d->test_fault_file) { /* test builds: hold a close here (test_hintlimits_fuse) */
             char ff[PATH_MAX];        /* one fault file (and .paused marker) per hint file's name */
             snprintf(ff, sizeof(ff), "%s.close.%s", fs->d->test_fault_file, j->h->name);
-            tfs_test_pause(ff, "hint close pause");
+            tier_test_pause(ff, "hint close pause");
         }
         rc = submit(fs, j->h, "close", false);
         fuse_reply_err(j->req, rc ? tfs_errno(rc) : 0);

@@ -366,33 +366,6 @@ static int pwrite_all(int fd, const char *buf, size_t len, off_t off)
 }
 
 /* Copy the current content of src_key into a temporary file of the spool; *size its length. */
-/* Test builds: while the fault file says `what`, wait (PATH.paused shows it), at most 30 s. */
-void tfs_test_pause(const char *fault_file, const char *what)
-{
-    char paused[PATH_MAX];
-    snprintf(paused, sizeof(paused), "%s.paused", fault_file);
-    bool marked = false;
-    for (int i = 0; i < 3000; i++) {
-        char buf[256];
-        int fd = open(fault_file, O_RDONLY | O_CLOEXEC);
-        ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-        if (fd >= 0)
-            close(fd);
-        buf[n > 0 ? n : 0] = '\0';
-        if (!strstr(buf, what))
-            break;
-        if (!marked) {
-            int m = open(paused, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-            if (m >= 0)
-                close(m);
-            marked = true;
-        }
-        tier_sleep_ms(10);
-    }
-    if (marked)
-        unlink(paused);
-}
-
 static int snapshot(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tierd_ns *ns,
                     const char *src_key, const char *path, int *tmp_fd, uint64_t *size)
 {
@@ -474,7 +447,7 @@ static int snapshot(struct tierd_fuse *fs, const struct tier_ioctx *io, struct t
         if (rc)
             break;
         if (off == 0 && restarts == 0 && fs->d->test_fault_file)
-            tfs_test_pause(fs->d->test_fault_file, "snapshot pause");
+            tier_test_pause(fs->d->test_fault_file, "snapshot pause");
         off += (uint64_t)n;
     }
     free(buf);
