@@ -1111,7 +1111,7 @@ static void act(struct policy_engine *pe, struct pe_pass *ps, size_t ri, size_t 
         for (size_t i = 0; i < pe->rules.n; i++) {
             const struct policy_rule *c = &pe->rules.v[i];
             char dkey[BACKEND_KEY_MAX + 1], target[BACKEND_KEY_MAX + 80];
-            char tetag[BACKEND_ETAG_MAX], why[600];
+            char tetag[BACKEND_ETAG_MAX], why[1024];
             uint64_t csize = 0;
             const char *crel = NULL;
             if (!copy_covers(pe, ps, i, ns->be, key, f, &crel))
