@@ -119,6 +119,11 @@ struct hints {
     /* decoded manifests held by the submissions in flight (estimated: hints_manifest_mem), at most
      * HINTS_MANIFEST_BYTES_ALL */
     _Atomic uint64_t manifest_bytes;
+    /* held around one manifest's read, decode and count (vcache_get): a manifest is counted in
+     * manifest_bytes only once decoded, so reads in flight together would each pass the budget's
+     * check; one at a time, at most one text and its decoding are uncounted. A leaf lock, taken
+     * without h->mu. */
+    pthread_mutex_t read_mu;
     /* what hint state may cost (tierd.h; 0: no bound), immutable */
     uint64_t tenant_sets, tenant_entries, tenant_bytes, state_bytes;
     /* hints_set_meta: read-locked around each call of meta */
@@ -818,8 +823,11 @@ static bool vent_is(const struct vent *e, const char *tree, const char *name)
     return !strcmp(e->tree, tree) && !strcmp(e->name, name);
 }
 
-/* The manifest of tree@name (takes tree), read when vc does not have it. 0, or -errno with
- * vc->why. */
+static int vcache_read_locked(struct hints *h, struct vcache *vc, char *tree, const char *name,
+                              const struct manifest **out);
+
+/* The manifest of tree@name (takes tree), read when vc does not have it (one read at a time in
+ * tierd: h->read_mu). 0, or -errno with vc->why. */
 static int vcache_get(struct hints *h, struct vcache *vc, char *tree, const char *name,
                       const struct manifest **out)
 {
@@ -843,6 +851,16 @@ static int vcache_get(struct hints *h, struct vcache *vc, char *tree, const char
         free(tree);
         return -E2BIG;
     }
+    pthread_mutex_lock(&h->read_mu);
+    int rc = vcache_read_locked(h, vc, tree, name, out);
+    pthread_mutex_unlock(&h->read_mu);
+    return rc;
+}
+
+/* h->read_mu held: read, decode and count the manifest of tree@name into vc (takes tree). */
+static int vcache_read_locked(struct hints *h, struct vcache *vc, char *tree, const char *name,
+                              const struct manifest **out)
+{
     if (atomic_load(&h->manifest_bytes) >= HINTS_MANIFEST_BYTES_ALL) {
         snprintf(vc->why, sizeof(vc->why),
                  "%s@%s: the submissions in flight hold %llu MiB of decoded manifests already; "
@@ -1342,6 +1360,7 @@ int hints_new(struct tierd *d, struct hints **out)
         return -ENOMEM;
     h->d = d;
     pthread_mutex_init(&h->mu, NULL);
+    pthread_mutex_init(&h->read_mu, NULL);
     pthread_rwlock_init(&h->meta_lock, NULL);
     pthread_condattr_t ca; /* the workers' idle wake-ups are timed on CLOCK_MONOTONIC */
     pthread_condattr_init(&ca);
@@ -1400,6 +1419,7 @@ void hints_free(struct hints *h)
     pthread_cond_destroy(&h->work);
     pthread_cond_destroy(&h->idle);
     pthread_mutex_destroy(&h->mu);
+    pthread_mutex_destroy(&h->read_mu);
     pthread_rwlock_destroy(&h->meta_lock);
     free(h);
 }
