@@ -98,6 +98,7 @@
 #include <sys/epoll.h>
 #include <sys/pidfd.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1599,10 +1600,25 @@ static void ns_check(struct tenant_reg *r, const char *path)
              path);
 }
 
-/* tierd's own cgroup (proc_root/self/cgroup), checked once at start. */
+/* tierd's cgroup namespace, checked once at start: inside a private one its own path reads "/",
+ * so the namespace itself is compared with pid 1's (the host's init where tierd has the host's
+ * pid namespace, which it needs to see its callers' pids at all); then its own path, which
+ * starts with "/.." where it was moved out of its namespace's root. */
 static void ns_check_self(struct tenant_reg *r)
 {
-    char path[4200];
+    char path[4200], init[4200];
+    struct stat a, b;
+    if (snprintf(path, sizeof(path), "%s/self/ns/cgroup", r->proc_root) < (int)sizeof(path) &&
+        snprintf(init, sizeof(init), "%s/1/ns/cgroup", r->proc_root) < (int)sizeof(init) &&
+        stat(path, &a) == 0 && stat(init, &b) == 0 &&
+        (a.st_ino != b.st_ino || a.st_dev != b.st_dev)) {
+        if (!atomic_exchange(&r->ns_logged, true))
+            log_warn(
+                "tenants: tierd runs in a cgroup namespace of its own (not pid 1's): it sees "
+                "cgroup paths relative to it, so jobs and pods are not recognised; run tierd "
+                "in the host cgroup namespace (docs/KUBERNETES.md: hostPID and cgroupns host)");
+        return;
+    }
     if (snprintf(path, sizeof(path), "%s/self/cgroup", r->proc_root) >= (int)sizeof(path))
         return;
     char *buf = malloc(CGROUP_FILE_MAX);

@@ -835,6 +835,40 @@ static void ns_self(void)
     unlink(p);
 }
 
+/* tierd's cgroup namespace is another than pid 1's (two files stand for the two nsfs links;
+ * the same file for one namespace) */
+static void ns_files(bool same)
+{
+    char p[1100], q[1100];
+    snprintf(p, sizeof(p), "%s/self", g_root);
+    mkdir(p, 0755);
+    snprintf(p, sizeof(p), "%s/self/ns", g_root);
+    mkdir(p, 0755);
+    snprintf(p, sizeof(p), "%s/1", g_root);
+    mkdir(p, 0755);
+    snprintf(p, sizeof(p), "%s/1/ns", g_root);
+    mkdir(p, 0755);
+    snprintf(p, sizeof(p), "%s/self/ns/cgroup", g_root);
+    snprintf(q, sizeof(q), "%s/1/ns/cgroup", g_root);
+    tu_write_file(p, "x", 1);
+    if (same)
+        assert_int_equal(link(p, q), 0);
+    else
+        tu_write_file(q, "y", 1);
+    struct tenant_reg *r = reg_new(0, 0);
+    tenant_reg_free(r);
+    unlink(p);
+    unlink(q);
+}
+static void ns_other(void)
+{
+    ns_files(false);
+}
+static void ns_same(void)
+{
+    ns_files(true);
+}
+
 /* tierd in a private cgroup namespace says so, once (at start, or at the first caller whose
  * path starts with "/.."). */
 static void test_cgroup_namespace(void **state)
@@ -848,6 +882,10 @@ static void test_cgroup_namespace(void **state)
     assert_null(strstr(hit + 1, msg)); /* once */
     stderr_of(ns_self, buf, sizeof(buf));
     assert_non_null(strstr(buf, msg));
+    stderr_of(ns_other, buf, sizeof(buf));
+    assert_non_null(strstr(buf, "a cgroup namespace of its own"));
+    stderr_of(ns_same, buf, sizeof(buf));
+    assert_null(strstr(buf, "a cgroup namespace of its own"));
 }
 
 static void test_rules(void **state)
