@@ -97,6 +97,16 @@ static size_t utf8_seq(const unsigned char *s, uint32_t *cp_out)
     return n;
 }
 
+/* A character a terminal obeys or hides rather than shows: C1 controls (U+0080..U+009F), the
+ * zero-width ones and the direction marks (U+200B..U+200F), the line and paragraph separators
+ * and the direction embeddings and overrides (U+2028..U+202E), the direction isolates
+ * (U+2066..U+2069) and the byte order mark (U+FEFF): a log line must read as what it holds. */
+static bool invisible(uint32_t cp)
+{
+    return cp <= 0x9f || (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) ||
+           (cp >= 0x2066 && cp <= 0x2069) || cp == 0xfeff;
+}
+
 size_t tier_utf8_cut(const char *s, size_t len)
 {
     const unsigned char *u = (const unsigned char *)s;
@@ -128,9 +138,9 @@ size_t tier_log_escape(const char *in, char *out, size_t outsz)
         if (c == '\n' || c == '\r' || c == '\t' || c == '\\') {
             e[el++] = '\\';
             e[el++] = c == '\n' ? 'n' : c == '\r' ? 'r' : c == '\t' ? 't' : '\\';
-        } else if (c < 0x20 || c == 0x7f || (c >= 0x80 && !seq) || (seq && cp <= 0x9f)) {
-            /* a control byte, a byte of no valid UTF-8 sequence, or a C1 control in UTF-8
-             * (U+0080..U+009F, which some terminals obey): each byte as \xNN */
+        } else if (c < 0x20 || c == 0x7f || (c >= 0x80 && !seq) || (seq && invisible(cp))) {
+            /* a control byte, a byte of no valid UTF-8 sequence, or a character that changes
+             * how a line reads without showing (invisible()): each byte as \xNN */
             used = seq ? seq : 1;
             for (size_t k = 0; k < used; k++) {
                 unsigned char b = s[i + k];

@@ -134,6 +134,12 @@ static void test_log_escape(void **state)
                     sizeof(out));
     assert_string_equal(out, "\\x9b[2J \\xe9 \\x80 \\xc0\\xaf \\xed\\xa0\\x80 \\xe2\\x82 "
                              "\xf0\x9f\x98\x80");
+    /* characters that change how a line reads without showing are escaped (a right-to-left
+     * override U+202E, a zero-width space U+200B, a line separator U+2028, a BOM); é is kept */
+    tier_log_escape("a\xe2\x80\xae b\xe2\x80\x8b c\xe2\x80\xa8 \xef\xbb\xbf \xc3\xa9", out,
+                    sizeof(out));
+    assert_string_equal(out, "a\\xe2\\x80\\xae b\\xe2\\x80\\x8b c\\xe2\\x80\\xa8 "
+                             "\\xef\\xbb\\xbf \xc3\xa9");
     /* a character that does not fit whole is left out whole: "ab" + "é" (2 bytes) */
     assert_int_equal(tier_log_escape("ab\xc3\xa9", out, 4), 2);
     assert_string_equal(out, "ab");
