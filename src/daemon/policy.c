@@ -221,16 +221,15 @@ static int copy_target(const struct tierd *d, const struct policy_rule *r, const
     return 0;
 }
 
-/* Has rule r copied backend key (absolute) at version etag to target ("BACKEND:KEY"), with the
- * target's ETag journalled? Then *size and tetag (BACKEND_ETAG_MAX) get what the target had
- * right after the copy: its size (the source's) and its ETag (the backend's version tag: S3's
- * ETag; POSIX's inode, size and mtime). A rule whose target changed copies again; so does a row
- * of format 1 (no target ETag). tetag may be NULL. */
-static bool db_copy_row(struct policy_engine *pe, const struct policy_rule *r, const char *key,
-                        const char *etag, const char *target, uint64_t *size, char *tetag)
+/* The copy journal's row of rule r, key and target ("BACKEND:KEY"): true with the source's
+ * ETag at the copy (setag), the size copied and the target's ETag right after it (tetag, "" in a
+ * row of format 1), each buffer BACKEND_ETAG_MAX; false when there is none (or it cannot be
+ * read). */
+static bool db_row(struct policy_engine *pe, const struct policy_rule *r, const char *key,
+                   const char *target, char *setag, uint64_t *size, char *tetag)
 {
     sqlite3_stmt *st = NULL;
-    bool yes = false;
+    bool found = false;
     if (sqlite3_prepare_v2(pe->db,
                            "SELECT etag, size, target_etag FROM copies WHERE rule = ?1 AND "
                            "key = ?2 AND target = ?3",
@@ -242,14 +241,32 @@ static bool db_copy_row(struct policy_engine *pe, const struct policy_rule *r, c
     if (sqlite3_step(st) == SQLITE_ROW) {
         const unsigned char *e = sqlite3_column_text(st, 0);
         const unsigned char *te = sqlite3_column_text(st, 2);
-        yes = e && te && *te && etag && strcmp((const char *)e, etag) == 0;
-        if (yes && size)
-            *size = (uint64_t)sqlite3_column_int64(st, 1);
-        if (yes && tetag)
-            tier_strlcpy(tetag, (const char *)te, BACKEND_ETAG_MAX);
+        tier_strlcpy(setag, e ? (const char *)e : "", BACKEND_ETAG_MAX);
+        tier_strlcpy(tetag, te ? (const char *)te : "", BACKEND_ETAG_MAX);
+        *size = (uint64_t)sqlite3_column_int64(st, 1);
+        found = true;
     }
     sqlite3_finalize(st);
-    return yes;
+    return found;
+}
+
+/* Has rule r copied backend key (absolute) at version etag to target ("BACKEND:KEY"), with the
+ * target's ETag journalled? Then *size and tetag (BACKEND_ETAG_MAX) get what the target had
+ * right after the copy: its size (the source's) and its ETag (the backend's version tag: S3's
+ * ETag; POSIX's inode, size and mtime). A rule whose target changed copies again; so does a row
+ * of format 1 (no target ETag). size and tetag may be NULL. */
+static bool db_copy_row(struct policy_engine *pe, const struct policy_rule *r, const char *key,
+                        const char *etag, const char *target, uint64_t *size, char *tetag)
+{
+    char e[BACKEND_ETAG_MAX], te[BACKEND_ETAG_MAX];
+    uint64_t sz = 0;
+    if (!etag || !db_row(pe, r, key, target, e, &sz, te) || !te[0] || strcmp(e, etag) != 0)
+        return false;
+    if (size)
+        *size = sz;
+    if (tetag)
+        tier_strlcpy(tetag, te, BACKEND_ETAG_MAX);
+    return true;
 }
 
 static bool db_copied(struct policy_engine *pe, const struct policy_rule *r, const char *key,
@@ -264,22 +281,9 @@ static bool db_copied(struct policy_engine *pe, const struct policy_rule *r, con
 static bool db_target_ours(struct policy_engine *pe, const struct policy_rule *r, const char *key,
                            const char *target, const char *cur)
 {
-    sqlite3_stmt *st = NULL;
-    bool yes = false;
-    if (sqlite3_prepare_v2(pe->db,
-                           "SELECT target_etag FROM copies WHERE rule = ?1 AND key = ?2 AND "
-                           "target = ?3",
-                           -1, &st, NULL) != SQLITE_OK)
-        return false;
-    sqlite3_bind_text(st, 1, r->name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, target, -1, SQLITE_STATIC);
-    if (sqlite3_step(st) == SQLITE_ROW) {
-        const unsigned char *te = sqlite3_column_text(st, 0);
-        yes = !te || !*te || strcmp((const char *)te, cur) == 0;
-    }
-    sqlite3_finalize(st);
-    return yes;
+    char e[BACKEND_ETAG_MAX], te[BACKEND_ETAG_MAX];
+    uint64_t sz = 0;
+    return db_row(pe, r, key, target, e, &sz, te) && (!te[0] || strcmp(te, cur) == 0);
 }
 
 /* Forget rule r's copy of key: the next pass of r copies it again. Best effort. */
