@@ -4,7 +4,7 @@
  * (`time,obj_id,size`, one request per line, optional header) through S3-FIFO and LRU - the very
  * policy code the cache links (src/cache/policy.c) - and through Belady's offline optimum
  * (evict the object whose next use is farthest; with uniform sizes this is exactly optimal),
- * and through the hinted policy the daemon runs for epoch-order hints (src/cache/hintwin.c: the
+ * and through the hinted policy the daemon runs for epoch-order hints (src/hints/hintwin.c: the
  * cache holds the prefetch window over the known future and evicts what left it first), and
  * prints object and byte miss ratios. Also generates the three standard traces.
  *
@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cache/hintwin.h"
+#include "hints/hintwin.h"
 #include "cache/policy.h"
 #include "common/strutil.h"
 
@@ -430,7 +430,7 @@ out:
 /* The hinted simulation: the cache holds the prefetch window (hintwin) and, in the rest, what
  * left it; an entering item not cached is fetched, evicting hintwin_victim() (the held item
  * outside the window used farthest ahead) while the cache is full. The daemon's hint engine
- * does the same over a tenant's hinted files (src/daemon/hints.c). */
+ * does the same over a tenant's hinted files (src/hints/hints.c). */
 struct hsim {
     struct hintwin *w;
     uint64_t *osize;

@@ -18,7 +18,7 @@ usage() {
 usage: $0 --profile FILE [--tierbench BIN] [--out DIR] [--gen "GEN ARGS"] [--regen]
           NAME=DIR[,ckpt=CKPT_DIR] [NAME=DIR...] [-- TIERBENCH RUN FLAGS...]
   --profile FILE    tierbench profile (INI), e.g. bench/profiles/mixed-small.ini
-  --tierbench BIN   the tierbench binary (default: \$TIERBENCH, else the newest build*/src/bench/tierbench)
+  --tierbench BIN   the tierbench binary (default: \$TIERBENCH, else the newest build*/src/tierbench/tierbench)
   --out DIR         where results go (default: a new directory under /tmp)
   --gen "ARGS"      dataset for targets without one (default: "$GEN_DEFAULT")
   --regen           regenerate the dataset even if the target has one
@@ -61,7 +61,7 @@ done
 
 if [ -z "$BIN" ]; then
   # shellcheck disable=SC2012  # build directory names are ours
-  BIN=$(ls -t "$ROOT"/build*/src/bench/tierbench 2>/dev/null | head -n1 || true)
+  BIN=$(ls -t "$ROOT"/build*/src/tierbench/tierbench 2>/dev/null | head -n1 || true)
   [ -n "$BIN" ] || BIN=$(command -v tierbench || true)
 fi
 if [ -z "$BIN" ] || [ ! -x "$BIN" ]; then

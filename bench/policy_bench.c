@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "daemon/policy.h"
+#include "lifecycle/lifecycle.h"
 #include "daemon/tierd.h"
 
 static double cpu_s(void)

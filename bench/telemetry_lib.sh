@@ -11,7 +11,7 @@ if [ -z "${TELE_NO_BUILD:-}" ]; then
 fi
 TIERD=$PWD/$BUILD/src/daemon/tierd
 TIERCTL=$PWD/$BUILD/src/cli/tierctl
-TIERBENCH=$PWD/$BUILD/src/bench/tierbench
+TIERBENCH=$PWD/$BUILD/src/tierbench/tierbench
 RANDREAD=$PWD/$BUILD/randread
 for b in "$TIERD" "$TIERCTL" "$TIERBENCH" "$RANDREAD"; do
   [ -x "$b" ] || { echo "missing $b (build $BUILD)" >&2; exit 1; }

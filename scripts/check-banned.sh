@@ -25,7 +25,8 @@ if hits=$(grep -rnE --include='*.c' --include='*.h' -e '->ops->[a-z_]+[[:space:]
 fi
 ops='stat|read|list|put|mpu_create|mpu_put_part|mpu_complete|mpu_abort|del|mpu_list|read_parallel'
 if hits=$(grep -rnE "\bbackend_($ops)\([^,]+,[[:space:]]*NULL\b" --include='*.c' \
-          src/fuse src/daemon src/writeback src/cache src/qos); then
+          src/fuse src/daemon src/api src/jobs src/datasets src/lifecycle src/hints src/stage \
+          src/writeback src/cache src/qos); then
   echo "backend calls without an ioctx (pass the request's struct tier_ioctx, see common/ioctx.h):"
   echo "$hits"
   exit 1

@@ -69,7 +69,7 @@ COUNT_SLACK = 2
 
 TIERD = os.path.join(BUILD, "src/daemon/tierd")
 TIERCTL = os.path.join(BUILD, "src/cli/tierctl")
-TB = os.path.join(BUILD, "src/bench/tierbench")
+TB = os.path.join(BUILD, "src/tierbench/tierbench")
 CEPHSH = os.path.join(SRC, "scripts/ceph.sh")
 MNT = os.path.join(W, "mnt")
 SOCK = os.path.join(W, "api.sock")

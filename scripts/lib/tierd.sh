@@ -24,7 +24,7 @@ tierd_bins() {
   case $b in /*) ;; *) b=$PWD/$b ;; esac
   TIERD=$b/src/daemon/tierd
   TIERCTL=$b/src/cli/tierctl
-  TIERBENCH=$b/src/bench/tierbench
+  TIERBENCH=$b/src/tierbench/tierbench
 }
 
 # tierd_build_release BUILD TARGET...: configure BUILD as a Release build and build TARGETs (-j2,

@@ -192,7 +192,7 @@ unsigned cache_max_tenants(const struct cache *c);
 uint64_t cache_hint_share(const struct cache *c);
 
 /*
- * Hinted blocks (epoch-order hints, src/daemon/hints.c): block `index` of obj fetched (if need
+ * Hinted blocks (epoch-order hints, src/hints/hints.c): block `index` of obj fetched (if need
  * be) as cache_fetch_block() does and then held for a hint: the levels do not evict it and the
  * quota CLOCK does not take it until every hold is released (one hold per call; one
  * cache_hint_release() per hold). A held block is charged to io's tenant (the hinter), whoever

@@ -36,8 +36,8 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/strutil.h"
-#include "daemon/hints.h"
-#include "daemon/policy.h"
+#include "hints/hints.h"
+#include "lifecycle/lifecycle.h"
 #include "daemon/tierd.h"
 #include "tenant/tenant.h"
 
@@ -545,7 +545,7 @@ static const struct keydef class_keys[] = {
     {NULL, 0, 0, 0, 0, false, 0},
 };
 
-/* [policy NAME]: the keys are checked by policy_rules_build (policy_rules.c); this table only
+/* [policy NAME]: the keys are checked by policy_rules_build (lifecycle_rules.c); this table only
  * names them for section_of_key's hints. */
 static const struct keydef policy_keys[] = {
     {"namespace", V_STR, 0, 0, 0, false, 0},
@@ -1746,7 +1746,7 @@ static void check_semantics(struct parser *p)
     check_writeback(p);
 }
 
-/* The [policy NAME] sections, once the namespaces and backends are known (policy_rules.c has
+/* The [policy NAME] sections, once the namespaces and backends are known (lifecycle_rules.c has
  * the rules of each key; it reports the line of what is wrong). */
 static void check_policies(struct parser *p)
 {

@@ -122,7 +122,7 @@ struct tierd_config {
     uint64_t disk_capacity_bps; /* the disk's rate; 0: unknown */
     int disk_max_inflight;      /* disk I/Os in flight at once; default 64 */
     uint64_t disk_op_cost;      /* cost of one disk I/O beyond its bytes; default 4 KiB */
-    /* epoch-order hints (daemon/hints.h): fetch workers, the prefetch window's files and bytes,
+    /* epoch-order hints (hints/hints.h): fetch workers, the prefetch window's files and bytes,
      * the bytes a hint set may hold (0: half the hot tier; never above its tenant's quota) */
     int hints_threads;           /* default 16 */
     uint64_t hints_window_files; /* default 256 */

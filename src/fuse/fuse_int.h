@@ -309,7 +309,7 @@ void tfs_listing_unref(struct tfs_listing *l);
 /* The cached listing of n if fresh (referenced), else NULL: no backend call. */
 struct tfs_listing *tfs_listing_peek(struct tierd_fuse *fs, struct tfs_node *n);
 const struct tfs_dirent *tfs_listing_find(const struct tfs_listing *l, const char *name);
-/* hints_meta_fn (daemon/hints.h) for the hint engine: the size, etag and mtime of key of ns from
+/* hints_meta_fn (hints/hints.h) for the hint engine: the size, etag and mtime of key of ns from
  * the fresh cached listing of its directory (no backend call); 0, or -ENOENT when no such
  * listing has it. ud is the session. */
 int tfs_meta_peek(void *ud, const struct tierd_ns *ns, const char *key, struct backend_stat *st);

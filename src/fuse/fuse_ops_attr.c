@@ -18,8 +18,8 @@
 #include "common/log.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
-#include "daemon/dataset.h"
-#include "daemon/pinmeta.h"
+#include "datasets/dataset.h"
+#include "stage/pinmeta.h"
 #include "fuse/fuse_int.h"
 
 int tfs_errno(int neg)

@@ -78,9 +78,9 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/timeutil.h"
-#include "daemon/dataset.h"
-#include "daemon/hints.h"
-#include "common/hintlines.h"
+#include "datasets/dataset.h"
+#include "hints/hints.h"
+#include "hints/hintlines.h"
 #include "fuse/fuse_int.h"
 #include "tenant/tenant.h"
 
@@ -984,7 +984,7 @@ static void handle_fi(struct fuse_file_info *fi, struct tfs_ctlh *h)
 /* ---- submission ---------------------------------------------------------------------------- */
 
 /* h->mu held: parse buf[taken, len) into paths (pointers into buf, whose newlines become NULs)
- * and their line numbers (hintlines_parse: common/hintlines.h); *lastp: the number of the last
+ * and their line numbers (hintlines_parse: hints/hintlines.h); *lastp: the number of the last
  * line. */
 static int parse(struct tierd_fuse *fs, struct tfs_ctlh *h, const char ***pathsp, uint32_t **linesp,
                  size_t *np, uint64_t *lastp, bool *append)

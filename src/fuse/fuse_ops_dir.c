@@ -28,8 +28,8 @@
 #include "common/log.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
-#include "daemon/pinmeta.h"
-#include "daemon/dataset.h"
+#include "stage/pinmeta.h"
+#include "datasets/dataset.h"
 #include "fuse/fuse_int.h"
 
 struct builder {
@@ -200,7 +200,7 @@ static int list_backend(struct tierd_fuse *fs, const struct tier_ioctx *io, cons
                 continue;
             if (is_root && nl == sizeof(DATASET_RESERVED) - 1 &&
                 memcmp(name, DATASET_RESERVED, nl) == 0)
-                continue; /* dataset versions' manifests (daemon/dataset.h) */
+                continue; /* dataset versions' manifests (datasets/dataset.h) */
             add(b, name, nl, is_dir, e->size_bytes, e->mtime_ns, e->etag);
         }
         if (page.next_token) {

@@ -22,8 +22,8 @@
 
 #include "common/log.h"
 #include "common/timeutil.h"
-#include "daemon/access.h"
-#include "daemon/hints.h"
+#include "lifecycle/access.h"
+#include "hints/hints.h"
 #include "fuse/fuse_int.h"
 
 /* A read's cache_served is its telemetry tier. */

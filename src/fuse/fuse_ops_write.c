@@ -64,8 +64,8 @@
 #include "common/log.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
-#include "daemon/access.h"
-#include "daemon/dataset.h"
+#include "lifecycle/access.h"
+#include "datasets/dataset.h"
 #include "fuse/fuse_int.h"
 #include "writeback/wb.h"
 
@@ -773,7 +773,7 @@ static void w_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     if (rc == 0 && is_root)
         rc = -EEXIST;
     if (rc == 0 && dataset_reserved_key(ns, key))
-        rc = -EPERM; /* dataset versions' manifests live there (daemon/dataset.h) */
+        rc = -EPERM; /* dataset versions' manifests live there (datasets/dataset.h) */
     if (rc)
         goto fail;
     rc = tfs_node_lookup(fs, path, &n); /* the kernel's lookup reference + our ref */
@@ -1145,7 +1145,7 @@ static int child_key(struct tierd_fuse *fs, fuse_ino_t parent, const char *name,
     if (rc == 0 && is_root)
         rc = -EBUSY; /* a namespace root cannot be removed or renamed */
     if (rc == 0 && dataset_reserved_key(*ns, *key))
-        rc = -EPERM; /* dataset versions' manifests live there (daemon/dataset.h) */
+        rc = -EPERM; /* dataset versions' manifests live there (datasets/dataset.h) */
     return rc;
 }
 

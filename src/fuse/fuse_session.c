@@ -26,7 +26,7 @@
 #include "common/log.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
-#include "daemon/hints.h"
+#include "hints/hints.h"
 #include "fuse/fuse_int.h"
 #include "tenant/tenant.h"
 #include "writeback/wb.h"

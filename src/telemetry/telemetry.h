@@ -147,8 +147,8 @@ struct tele_gauges {
         uint64_t bytes, quota; /* quota 0: none */
         uint64_t quota_evictions;
     } * space;
-    /* Lifecycle policies' counters (daemon/policy.h), one per rule in config order; the array is
-     * the caller's (NULL when npolicies is 0). */
+    /* Lifecycle policies' counters (lifecycle/lifecycle.h), one per rule in config order; the array
+     * is the caller's (NULL when npolicies is 0). */
     unsigned npolicies;
     const struct tele_policy {
         const char *name, *action, *ns; /* ns: the rule's namespace (built-in rules share a name) */

@@ -119,7 +119,7 @@ struct wb_config {
     uint64_t upload_holdoff_max_ms; /* default 30000 */
     int retention_keep;             /* newest K uploaded files per directory keep their local copy;
                                      * < 0 = keep all; default 0 means drop right after upload.
-                                     * tierd passes -1: its lifecycle policies (daemon/policy.h)
+                                     * tierd passes -1: its lifecycle policies (lifecycle/lifecycle.h)
                                      * apply [writeback] retention_keep through wb_demote */
     /* EVICTABLE rows (uploaded, local copy dropped) remembered, newest first; beyond it plus a
      * tenth the oldest are forgotten (journal and memory), down to it. They only let the mount
@@ -232,9 +232,9 @@ ssize_t wb_read(struct wb *wb, const char *backend_name, const char *key, void *
                 off_t off);
 
 /* Drop the local copy of backend_name:key once it is uploaded (UPLOADED -> EVICTABLE; reads then
- * go to the backend): the lifecycle policies' demote (daemon/policy.h). 1: dropped; 0: nothing
- * to drop (unknown to the buffer, or already evicted); -EAGAIN: a generation of the key is not
- * uploaded yet, or is being renamed, unlinked or replaced (its local copy stays; try later);
+ * go to the backend): the lifecycle policies' demote (lifecycle/lifecycle.h). 1: dropped; 0:
+ * nothing to drop (unknown to the buffer, or already evicted); -EAGAIN: a generation of the key is
+ * not uploaded yet, or is being renamed, unlinked or replaced (its local copy stays; try later);
  * else the journal's error. */
 int wb_demote(struct wb *wb, const char *backend_name, const char *key);
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * fuzz_api.c - libFuzzer target for the control API as a pure function (src/daemon/api_int.h):
+ * fuzz_api.c - libFuzzer target for the control API as a pure function (src/api/api_int.h):
  * an input is a raw request (tests/lib/api_fixture.h gives the format: "METHOD URL", headers,
  * a blank line, the body), run through api_admit() and api_handle() over a POSIX fixture (a
  * read-cache and a write-back namespace, names that are not UTF-8, a symlink out of the root).
@@ -23,7 +23,7 @@
 #include <microhttpd.h>
 
 #include "api_fixture.h"
-#include "daemon/hints.h"
+#include "hints/hints.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -47,7 +47,7 @@
 #include <unistd.h>
 
 #include "api_fixture.h"
-#include "daemon/hints.h"
+#include "hints/hints.h"
 #include "fuse/fuse_int.h"
 #include "fuse/tierfs.h"
 #include "tenant/tenant.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * fuzz_hintlines.c - libFuzzer target for the hint control file's text (common/hintlines.h:
+ * fuzz_hintlines.c - libFuzzer target for the hint control file's text (hints/hintlines.h:
  * hintlines_parse), which any user of the mount may write. The first input byte picks the mount
  * point ("/mnt", "/", "/mnt/"), the rest is the file. Any input either parses, with every path a
  * NUL-free string starting with '/' inside the buffer and line numbers rising, or fails with
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "common/err.h"
-#include "common/hintlines.h"
+#include "hints/hintlines.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

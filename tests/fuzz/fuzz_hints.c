@@ -11,7 +11,7 @@
  * of 63 and one of 64 bytes, one with '/'), bit 6 drop the set first (hints_cancel). The rest is
  * the file.
  *
- * What must hold (src/daemon/hints.h): hints_submit answers 0 or one of its documented errors,
+ * What must hold (src/hints/hints.h): hints_submit answers 0 or one of its documented errors,
  * -EINVAL with a message; all or nothing: on an error the set is as it was (absent, or its
  * entries unchanged); on 0 the set exists with the file's paths as its order (appended: after
  * the entries it had); a path hints_check_path refuses makes the submission fail, and a
@@ -30,9 +30,9 @@
 
 #include "api_fixture.h"
 #include "common/err.h"
-#include "common/hintlines.h"
-#include "daemon/dataset.h"
-#include "daemon/hints.h"
+#include "hints/hintlines.h"
+#include "datasets/dataset.h"
+#include "hints/hints.h"
 #include "tenant/tenant.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

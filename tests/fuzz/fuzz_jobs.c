@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * fuzz_jobs.c - libFuzzer target for job admission (src/daemon/jobs.c) without a daemon: the
+ * fuzz_jobs.c - libFuzzer target for job admission (src/jobs/jobs.c) without a daemon: the
  * registry over fake ops (the hot tier's space, backend links, pin rules and stagings are numbers
  * the input sets), as tests/unit/test_jobs.c builds it. An input is lines, run in order on a
  * fresh registry:
@@ -38,7 +38,7 @@
 
 #include "common/ioctx.h"
 #include "common/strutil.h"
-#include "daemon/jobs.h"
+#include "jobs/jobs.h"
 #include "tenant/tenant.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

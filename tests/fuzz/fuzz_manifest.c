@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * fuzz_manifest.c - libFuzzer target for dataset-version manifests (daemon/manifest.h:
+ * fuzz_manifest.c - libFuzzer target for dataset-version manifests (datasets/manifest.h:
  * manifest_decode), which tierd reads back from the backend, where anyone with the bucket's keys
  * may have written them. Any input either decodes into a manifest whose files are in strictly
  * ascending key order and whose totals match, which encodes and decodes again to the same
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/manifest.h"
+#include "datasets/manifest.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

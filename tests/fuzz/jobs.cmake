@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Job admission (src/daemon/jobs.c) over fake ops, from POST /v1/jobs bodies and commands:
+# Job admission (src/jobs/jobs.c) over fake ops, from POST /v1/jobs bodies and commands:
 # libFuzzer target + corpus replay.
 if(TARGET tierd_core AND TARGET tier_cache)
   tier_fuzz_target(fuzz_jobs ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_jobs.c

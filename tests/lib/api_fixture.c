@@ -16,8 +16,8 @@
 #include <microhttpd.h>
 
 #include "common/err.h"
-#include "daemon/jobs.h"
-#include "daemon/stage.h"
+#include "jobs/jobs.h"
+#include "stage/stage.h"
 #include "qos/sched.h"
 #include "tenant/tenant.h"
 #include "writeback/wb.h"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * api_fixture.h - a tierd without HTTP server or FUSE mount, for calling the control API's pure
- * request function (src/daemon/api_int.h) from tests/fuzz/fuzz_api.c and tests/unit/test_api.c:
+ * request function (src/api/api_int.h) from tests/fuzz/fuzz_api.c and tests/unit/test_api.c:
  * a POSIX read-cache namespace /ns (files a/f.txt, b.bin, caf\xe9, a symlink esc -> /etc), a POSIX
  * write-back namespace /ck with one sealed file ck/caf\xe9, a RAM-only cache, the scheduler and
  * the stager, with the [api] limits of the config below ([api] max_wait is 20 ms), and the tenant
@@ -13,7 +13,7 @@
 
 #include <stddef.h>
 
-#include "daemon/api_int.h"
+#include "api/api_int.h"
 #include "daemon/tierd.h"
 
 #define API_FIXTURE_TOKEN "fuzz-token-0123456789"

@@ -37,8 +37,8 @@ tier_unit_test(test_cache_store
 tier_unit_test(test_cache_quota
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_cache_quota.c
   LIBS tier_cache)
-# The prefetch window of epoch-order hints (src/cache/hintwin.c): invariants, next-use eviction
+# The prefetch window of epoch-order hints (src/hints/hintwin.c): invariants, next-use eviction
 # against a brute-force optimum.
 tier_unit_test(test_hintwin
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_hintwin.c
-  LIBS tier_cache)
+  LIBS tier_hintcore)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Job admission (src/daemon/jobs.c) over fake ops: the capacity model, the FIFO queue without
+# Job admission (src/jobs/jobs.c) over fake ops: the capacity model, the FIFO queue without
 # overtaking, bandwidth per backend link, reference-counted pins, idempotent retries. The real
 # mount is tests/integration/test_jobs_fuse.sh.
 if(TARGET tierd_core AND TARGET tier_cache)

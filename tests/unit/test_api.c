@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_api.c - the control API's request function (src/daemon/api_int.h) over the POSIX fixture
+ * test_api.c - the control API's request function (src/api/api_int.h) over the POSIX fixture
  * (tests/lib/api_fixture.h), without HTTP: UTF-8 repair of answers and messages (security review
  * finding 8), 403 for a backend's permission refusal (18) and for a caller without admin rights
  * (12) and for one asking about a namespace it may not read, the caps on stage paths and pin rules

@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "daemon/hints.h"
+#include "hints/hints.h"
 #include "daemon/tierd.h"
 #include "tenant/tenant.h"
 #include "testutil.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_hintwin.c - the prefetch window over a known read order (src/cache/hintwin.c), the policy
+ * test_hintwin.c - the prefetch window over a known read order (src/hints/hintwin.c), the policy
  * of epoch-order hints:
  *
  *   - invariants under thousands of random appends, seeks and bound changes, recomputed by brute
@@ -25,7 +25,7 @@
 
 #include <cmocka.h>
 
-#include "cache/hintwin.h"
+#include "hints/hintwin.h"
 #include "testutil.h"
 
 /* ---- invariants ---------------------------------------------------------------------------- */

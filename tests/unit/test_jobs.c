@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_jobs.c - unit tests for src/daemon/jobs.c over fake ops (no cache, no stager): the
+ * test_jobs.c - unit tests for src/jobs/jobs.c over fake ops (no cache, no stager): the
  * capacity model (min of the level and the pin budget, less pins outside jobs, less
  * reservations; a job's own staged bytes not counted twice), admission, the FIFO queue without
  * overtaking and its order on release, rejection, bandwidth against each backend's link,
@@ -20,7 +20,7 @@
 #include <cmocka.h>
 
 #include "common/timeutil.h"
-#include "daemon/jobs.h"
+#include "jobs/jobs.h"
 
 #define MIB (1024ull * 1024)
 

@@ -14,8 +14,8 @@
 
 #include <cmocka.h>
 
-#include "daemon/hints.h"
-#include "daemon/manifest.h"
+#include "hints/hints.h"
+#include "datasets/manifest.h"
 
 static void test_find(void **state)
 {

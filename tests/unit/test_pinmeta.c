@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_pinmeta.c - unit tests for src/daemon/pinmeta.c: an object and the directories above it,
+ * test_pinmeta.c - unit tests for src/stage/pinmeta.c: an object and the directories above it,
  * a directory's children (each subdirectory once), replacement by a newer note, forgetting a
  * prefix, and backends kept apart. The mount-level behaviour (a pinned model read while RGW is
  * stopped) is in tests/integration/test_fuse_rgw.sh.
@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "daemon/pinmeta.h"
+#include "stage/pinmeta.h"
 
 struct seen {
     char names[16][32];

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_policy.c - the rules of lifecycle policies (src/daemon/policy_rules.c), without I/O:
+ * test_policy.c - the rules of lifecycle policies (src/lifecycle/lifecycle_rules.c), without I/O:
  * rules built from config text (tierd_config_load_string + policy_rules_build), then
  * policy_select over hand-made file lists: keep_last by a regex's capture (numbers as numbers,
  * every file of a step together, groups apart, pending files ranked but never selected), by
@@ -18,8 +18,8 @@
 
 #include <cmocka.h>
 
-#include "daemon/access.h"
-#include "daemon/policy.h"
+#include "lifecycle/access.h"
+#include "lifecycle/lifecycle.h"
 #include "daemon/tierd.h"
 
 #define HEAD                                                                                       \

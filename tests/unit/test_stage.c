@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_stage.c - unit tests for the staging engine (src/daemon/stage.c) over real parts: a POSIX
+ * test_stage.c - unit tests for the staging engine (src/stage/stage.c) over real parts: a POSIX
  * backend on a temp directory, the real block cache (RAM + disk level in the temp directory) and
  * the real QoS scheduler attached to it. The struct tierd is assembled by hand, as main() would.
  *
@@ -29,7 +29,7 @@
 #include "common/err.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
-#include "daemon/stage.h"
+#include "stage/stage.h"
 #include "daemon/tierd.h"
 #include "fakebe.h"
 #include "qos/sched.h"

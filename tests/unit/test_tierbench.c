@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#include "bench/tb.h"
+#include "tierbench/tb.h"
 #include "common/timeutil.h"
 #include "testutil.h"
 
