@@ -60,12 +60,14 @@
  *   I7. The journal's format is PRAGMA user_version (JR_FORMAT_VERSION); a newer one is refused
  *       at open, an older one migrated in one transaction.
  *
- * TRANSITION -> FUNCTION (single-row changes go through wb_commit in wb.c: the row is written
- * from a proposed copy, the entry changes only after the commit; its journal write in brackets)
+ * TRANSITION -> FUNCTION (a row's state changes through wb_commit in wb.c, or, where one
+ * transaction changes several rows, wb_commit_seal and wb_commit_rekey: the rows are written
+ * from a proposed copy, the entries change only after the commit; the journal write in brackets)
  *   (none) -> OPEN                wb_file_create (jr_insert)
- *   OPEN -> SEALED                wb_file_close (jr_seal_replace: seal + cancel the replaced)
+ *   OPEN -> SEALED                wb_file_close (wb_commit_seal, jr_seal_replace: seal + cancel
+ *                                 the replaced)
  *   OPEN -> FAILED                record_failure in wb.c (wb_commit, jr_set_state)
- *   SEALED -> UPLOADING           upload.c upload_multipart (wb_commit, jr_set_upload)
+ *   SEALED -> UPLOADING           upload.c mpu_begin (wb_commit, jr_set_upload)
  *   UPLOADING: part done          upload.c part_worker (jr_part_done)
  *   UPLOADING -> SEALED           upload.c restart_multipart (wb_commit, jr_set_upload NULL)
  *   SEALED/UPLOADING: may exist   upload.c mark_maybe (wb_commit, jr_set_state: etag "?")
@@ -73,11 +75,13 @@
  *   SEALED/UPLOADING -> FAILED    upload.c fail_sealed (wb_commit, jr_fail_sealed)
  *   UPLOADED -> EVICTABLE         wb.c demote_entry: retention, wb_demote (wb_commit, jr_set_state)
  *   * -> CANCELLED                wb.c cancel_entry (wb_commit, jr_set_state), wb_rename
- *                                 tombstone (jr_rekey), wb_file_close of a newer generation
- *                                 (jr_seal_replace)
+ *                                 tombstone (wb_commit_rekey, jr_rekey), wb_file_close of a
+ *                                 newer generation (wb_commit_seal, jr_seal_replace)
+ *   rename to a new key           wb_rename (wb_commit_rekey, jr_rekey: re-key + tombstone):
+ *                                 OPEN stays OPEN, SEALED/UPLOADING/UPLOADED -> SEALED
  *   OPEN/FAILED -> (none)         wb_file_close of a failed file, wb_file_discard (jr_delete);
  *                                 a sealed FAILED row: wb.c cancel_entry (unlink, overwrite),
- *                                 wb_file_close of a newer generation (jr_seal_replace)
+ *                                 wb_file_close of a newer generation (wb_commit_seal)
  *   CANCELLED -> (none)           upload.c process_cancelled (jr_delete)
  *   EVICTABLE -> (none)           wb_prune_evictable (jr_delete_many), over its bound
  *

@@ -619,6 +619,219 @@ static void *sum_pass_main(void *arg)
     return NULL;
 }
 
+/* Do the journalled parts of e fit this part size? (A changed part_size restarts the upload.)
+ * wb->lock held. */
+static bool parts_fit(const struct wb_entry *e, uint64_t size, uint64_t psz, int nparts)
+{
+    bool ok = e->nparts <= nparts;
+    for (int i = 0; ok && i < e->nparts; i++) {
+        uint64_t want = (uint64_t)(i + 1) * psz <= size ? psz : size - (uint64_t)i * psz;
+        ok = !e->parts[i].etag[0] || e->part_bytes[i] == want;
+    }
+    return ok;
+}
+
+/* SEALED -> UPLOADING: create the multipart upload and journal its id before any part is sent
+ * (I3); an upload created but not journalled is aborted, or left to the orphan cleanup. */
+static int mpu_begin(struct mpu *u, struct attempt *at, char **out)
+{
+    struct wb *wb = u->wb;
+    struct wb_entry *e = u->e;
+    char *upload_id = NULL;
+    int rc = backend_mpu_create(u->be, UPLOAD_IO(e), u->key, &upload_id);
+    if (rc) {
+        at->refused = size_or_key_refused(rc);
+        flag_orphans(wb, e); /* the server may have created it and the reply got lost */
+        return rc;
+    }
+    pthread_mutex_lock(&wb->lock);
+    if (stop_requested(wb, e)) {
+        rc = -ECANCELED;
+    } else {
+        clear_parts(e);
+        rc = alloc_parts(e, u->nparts);
+        struct wb_change c = {.state = WB_UPLOADING, .set_upload = true, .upload_id = upload_id};
+        if (!rc)
+            rc = wb_commit(wb, e, WB_JR_UPLOAD, &c); /* I3: before any part is sent */
+    }
+    pthread_mutex_unlock(&wb->lock);
+    if (rc) {
+        int arc = backend_mpu_abort(u->be, UPLOAD_IO(e), u->key, upload_id);
+        if (arc)
+            flag_orphans(wb, e);
+        free(upload_id);
+        return rc;
+    }
+    *out = upload_id;
+    return 0;
+}
+
+/* The upload id u's parts go to (*out, the caller frees): the journalled one, whose parts done
+ * are kept when they fit this part size (else the upload restarts: RETRY_SOON), or a new one. */
+static int mpu_begin_or_resume(struct mpu *u, struct attempt *at, char **out)
+{
+    struct wb *wb = u->wb;
+    struct wb_entry *e = u->e;
+    pthread_mutex_lock(&wb->lock);
+    if (!e->upload_id) {
+        pthread_mutex_unlock(&wb->lock);
+        return mpu_begin(u, at, out);
+    }
+    bool ok = parts_fit(e, u->size, u->psz, u->nparts);
+    pthread_mutex_unlock(&wb->lock);
+    if (!ok) {
+        restart_multipart(wb, e, u->be);
+        return RETRY_SOON;
+    }
+    pthread_mutex_lock(&wb->lock);
+    int rc = alloc_parts(e, u->nparts);
+    char *upload_id = rc ? NULL : strdup(e->upload_id);
+    pthread_mutex_unlock(&wb->lock);
+    if (!upload_id)
+        return -ENOMEM;
+    *out = upload_id;
+    return 0;
+}
+
+/* Send u's parts not yet done over up to parts_parallel threads (this one among them), beside
+ * the pass sp that checks the local copy against its seal checksum; when that pass cannot have
+ * a thread it runs first, and a bad copy sends no part. */
+static void mpu_run_workers(struct mpu *u, struct sum_pass *sp)
+{
+    int nthreads = u->wb->cfg.parts_parallel < u->nparts ? u->wb->cfg.parts_parallel : u->nparts;
+    pthread_t tids[PARTS_THREADS_MAX], sum_tid;
+    if (nthreads > PARTS_THREADS_MAX)
+        nthreads = PARTS_THREADS_MAX;
+    bool summing = sp->want[0] && pthread_create(&sum_tid, NULL, sum_pass_main, sp) == 0;
+    bool bad = false; /* known before any part goes (no thread for the pass: it ran here) */
+    if (sp->want[0] && !summing) {
+        sum_pass_main(sp);
+        bad = sp->rc != 0;
+    }
+    int started = 0;
+    for (int i = 1; !bad && i < nthreads; i++)
+        if (pthread_create(&tids[started], NULL, part_worker, u) == 0)
+            started++;
+    if (!bad)
+        part_worker(u);
+    for (int i = 0; i < started; i++)
+        pthread_join(tids[i], NULL);
+    if (summing)
+        pthread_join(sum_tid, NULL); /* sp is read only after this */
+}
+
+/* After the parts: the attempt's verdict (a bad local copy first, then the workers' error), and
+ * unless there is one, the row still wanted and its key free, every part done, *parts a copy of
+ * the part list for the complete request, and "may exist" journalled before it (mark_maybe).
+ * wb->lock held. */
+static int mpu_verdict(struct mpu *u, const struct sum_pass *sp, struct attempt *at,
+                       struct backend_part **parts)
+{
+    struct wb *wb = u->wb;
+    struct wb_entry *e = u->e;
+    int rc = sp->rc ? sp->rc : u->err; /* a bad local copy is the verdict, whatever the parts did */
+    if (sp->rc) {
+        tier_err_set("%s", sp->msg);
+        at->refused = sp->mismatch;
+    } else if (u->err) {
+        tier_err_set("%s", u->msg);
+        at->refused = u->refused;
+    }
+    if (!rc && stop_requested(wb, e))
+        rc = -ECANCELED;
+    if (!rc && key_blocked(wb, e))
+        rc = RETRY_SOON;
+    if (!rc && e->parts_done != u->nparts) {
+        tier_err_set("write-back: %s: %d of %d parts uploaded", u->key, e->parts_done, u->nparts);
+        rc = -EIO;
+    }
+    if (!rc) {
+        *parts = malloc((size_t)u->nparts * sizeof(**parts));
+        if (*parts)
+            memcpy(*parts, e->parts, (size_t)u->nparts * sizeof(**parts));
+        else
+            rc = -ENOMEM;
+    }
+    if (!rc)
+        rc = mark_maybe(wb, e, at);
+    return rc;
+}
+
+/* Upload u's parts from the staging file and check them (mpu_verdict); *parts: the part list for
+ * the complete request (the caller frees it). An upload the backend no longer knows restarts
+ * from the local copy. */
+static int mpu_send_parts(struct mpu *u, const char *sum, struct attempt *at,
+                          struct backend_part **parts)
+{
+    u->fd = open_staging(u->wb, u->e->id);
+    if (u->fd < 0) {
+        at->refused = u->fd == -EBADMSG; /* gone while its row says sealed */
+        return u->fd;
+    }
+    struct sum_pass sp = {.fd = u->fd, .size = u->size, .key = u->key, .want = sum};
+    mpu_run_workers(u, &sp);
+    close(u->fd);
+    pthread_mutex_lock(&u->wb->lock);
+    int rc = mpu_verdict(u, &sp, at, parts);
+    pthread_mutex_unlock(&u->wb->lock);
+    if (rc && upload_gone(rc)) {
+        restart_multipart(u->wb, u->e, u->be);
+        rc = -EIO; /* retried from the local copy, not a refusal of the file */
+    }
+    return rc;
+}
+
+/* A multipart ETag of the form md5(part md5s)-N must be the one of the parts sent. */
+static int check_multipart_etag(const char *key, const char *etag, const struct backend_part *parts,
+                                int nparts)
+{
+    char want[48], got[48];
+    multipart_etag(parts, nparts, want);
+    size_t gl = strlen(etag);
+    if (gl >= 2 && etag[0] == '"' && etag[gl - 1] == '"') {
+        snprintf(got, sizeof(got), "%.*s", (int)(gl - 2), etag + 1);
+    } else {
+        tier_strlcpy(got, etag, sizeof(got));
+    }
+    if (want[0] && strchr(got, '-') && strcasecmp(want, got) != 0) {
+        tier_err_set("write-back: %s: multipart ETag %s is not the expected %s", key, etag, want);
+        log_err("%s", tier_err_msg());
+        return -EIO;
+    }
+    return 0;
+}
+
+/* Complete u's upload with parts, check the object (its multipart ETag, its size) and journal
+ * UPLOADED; an object found wrong, or an upload the backend no longer knows, restarts the upload
+ * from the local copy. */
+static int mpu_complete_verify(struct mpu *u, const struct backend_part *parts, struct attempt *at)
+{
+    char etag[BACKEND_ETAG_MAX] = "";
+    int rc = backend_mpu_complete(u->be, UPLOAD_IO(u->e), u->key, u->upload_id, parts,
+                                  (size_t)u->nparts, etag);
+    if (rc == -EFBIG) /* EntityTooLarge; not ENAMETOOLONG, which can come from its answer */
+        at->refused = at->final_refused = true;
+    if (rc) {
+        log_warn("write-back: completing the upload of %s failed: %s", u->key, tier_err_msg());
+        if (upload_gone(rc)) {
+            restart_multipart(u->wb, u->e, u->be);
+            rc = -EIO; /* retried from the local copy, not a refusal of the file */
+        }
+        return rc;
+    }
+    rc = check_multipart_etag(u->key, etag, parts, u->nparts);
+    if (!rc)
+        rc = verify_object(u->e, u->be, u->key, u->size);
+    if (rc == -EIO) {
+        /* The object is wrong or unreadable; the upload id is spent: start over. */
+        restart_multipart(u->wb, u->e, u->be);
+        return rc;
+    }
+    if (!rc)
+        rc = finish_upload(u->wb, u->e, etag);
+    return rc;
+}
+
 static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *be, const char *key,
                             uint64_t size, const char *sum, struct attempt *at)
 {
@@ -631,164 +844,23 @@ static int upload_multipart(struct wb *wb, struct wb_entry *e, struct backend *b
     int nparts = (int)((size + psz - 1) / psz);
     if (nparts < 1)
         nparts = 1;
-    char *upload_id = NULL;
-    struct backend_part *parts = NULL;
-
-    pthread_mutex_lock(&wb->lock);
-    if (e->upload_id) {
-        /* Resume: the journalled parts must fit this part size, else start over. */
-        bool ok = e->nparts <= nparts;
-        for (int i = 0; ok && i < e->nparts; i++) {
-            uint64_t want = (uint64_t)(i + 1) * psz <= size ? psz : size - (uint64_t)i * psz;
-            ok = !e->parts[i].etag[0] || e->part_bytes[i] == want;
-        }
-        pthread_mutex_unlock(&wb->lock);
-        if (!ok) {
-            restart_multipart(wb, e, be);
-            return RETRY_SOON;
-        }
-        pthread_mutex_lock(&wb->lock);
-        rc = alloc_parts(e, nparts);
-        upload_id = rc ? NULL : strdup(e->upload_id);
-        pthread_mutex_unlock(&wb->lock);
-        if (!upload_id)
-            return -ENOMEM;
-    } else {
-        pthread_mutex_unlock(&wb->lock);
-        rc = backend_mpu_create(be, UPLOAD_IO(e), key, &upload_id);
-        if (rc) {
-            at->refused = size_or_key_refused(rc);
-            flag_orphans(wb, e); /* the server may have created it and the reply got lost */
-            return rc;
-        }
-        pthread_mutex_lock(&wb->lock);
-        if (stop_requested(wb, e)) {
-            rc = -ECANCELED;
-        } else {
-            clear_parts(e);
-            rc = alloc_parts(e, nparts);
-            struct wb_change c = {
-                .state = WB_UPLOADING, .set_upload = true, .upload_id = upload_id};
-            if (!rc)
-                rc = wb_commit(wb, e, WB_JR_UPLOAD, &c); /* I3: before any part is sent */
-        }
-        pthread_mutex_unlock(&wb->lock);
-        if (rc) {
-            int arc = backend_mpu_abort(be, UPLOAD_IO(e), key, upload_id);
-            if (arc)
-                flag_orphans(wb, e);
-            free(upload_id);
-            return rc;
-        }
-    }
-
     struct mpu u = {.wb = wb,
                     .e = e,
                     .be = be,
                     .key = key,
-                    .upload_id = upload_id,
                     .size = size,
                     .psz = psz,
                     .nparts = nparts,
                     .next = 1};
-    u.fd = open_staging(wb, e->id);
-    if (u.fd < 0) {
-        at->refused = u.fd == -EBADMSG; /* gone while its row says sealed */
-        free(upload_id);
-        return u.fd;
-    }
-    int nthreads = wb->cfg.parts_parallel < nparts ? wb->cfg.parts_parallel : nparts;
-    pthread_t tids[PARTS_THREADS_MAX], sum_tid;
-    if (nthreads > PARTS_THREADS_MAX)
-        nthreads = PARTS_THREADS_MAX;
-    struct sum_pass sp = {.fd = u.fd, .size = size, .key = key, .want = sum};
-    bool summing = sum[0] && pthread_create(&sum_tid, NULL, sum_pass_main, &sp) == 0;
-    bool bad = false; /* known before any part goes (no thread for the pass: it ran here) */
-    if (sum[0] && !summing) {
-        sum_pass_main(&sp);
-        bad = sp.rc != 0;
-    }
-    int started = 0;
-    for (int i = 1; !bad && i < nthreads; i++)
-        if (pthread_create(&tids[started], NULL, part_worker, &u) == 0)
-            started++;
-    if (!bad)
-        part_worker(&u);
-    for (int i = 0; i < started; i++)
-        pthread_join(tids[i], NULL);
-    if (summing)
-        pthread_join(sum_tid, NULL); /* sp is read only after this */
-    close(u.fd);
-
-    pthread_mutex_lock(&wb->lock);
-    rc = sp.rc ? sp.rc : u.err; /* a bad local copy is the verdict, whatever the parts did */
-    if (sp.rc) {
-        tier_err_set("%s", sp.msg);
-        at->refused = sp.mismatch;
-    } else if (u.err) {
-        tier_err_set("%s", u.msg);
-        at->refused = u.refused;
-    }
-    if (!rc && stop_requested(wb, e))
-        rc = -ECANCELED;
-    if (!rc && key_blocked(wb, e))
-        rc = RETRY_SOON;
-    if (!rc && e->parts_done != nparts) {
-        tier_err_set("write-back: %s: %d of %d parts uploaded", key, e->parts_done, nparts);
-        rc = -EIO;
-    }
-    if (!rc) {
-        parts = malloc((size_t)nparts * sizeof(*parts));
-        if (parts)
-            memcpy(parts, e->parts, (size_t)nparts * sizeof(*parts));
-        else
-            rc = -ENOMEM;
-    }
+    char *upload_id = NULL;
+    rc = mpu_begin_or_resume(&u, at, &upload_id);
+    if (rc)
+        return rc;
+    u.upload_id = upload_id;
+    struct backend_part *parts = NULL;
+    rc = mpu_send_parts(&u, sum, at, &parts);
     if (!rc)
-        rc = mark_maybe(wb, e, at);
-    pthread_mutex_unlock(&wb->lock);
-    if (rc) {
-        if (upload_gone(rc)) {
-            restart_multipart(wb, e, be);
-            rc = -EIO; /* retried from the local copy, not a refusal of the file */
-        }
-        goto out;
-    }
-    char etag[BACKEND_ETAG_MAX] = "";
-    rc = backend_mpu_complete(be, UPLOAD_IO(e), key, upload_id, parts, (size_t)nparts, etag);
-    if (rc == -EFBIG) /* EntityTooLarge; not ENAMETOOLONG, which can come from its answer */
-        at->refused = at->final_refused = true;
-    if (rc) {
-        log_warn("write-back: completing the upload of %s failed: %s", key, tier_err_msg());
-        if (upload_gone(rc)) {
-            restart_multipart(wb, e, be);
-            rc = -EIO; /* retried from the local copy, not a refusal of the file */
-        }
-        goto out;
-    }
-    char want[48], got[48];
-    multipart_etag(parts, nparts, want);
-    size_t gl = strlen(etag);
-    if (gl >= 2 && etag[0] == '"' && etag[gl - 1] == '"') {
-        snprintf(got, sizeof(got), "%.*s", (int)(gl - 2), etag + 1);
-    } else {
-        tier_strlcpy(got, etag, sizeof(got));
-    }
-    if (want[0] && strchr(got, '-') && strcasecmp(want, got) != 0) {
-        tier_err_set("write-back: %s: multipart ETag %s is not the expected %s", key, etag, want);
-        log_err("%s", tier_err_msg());
-        rc = -EIO;
-    }
-    if (!rc)
-        rc = verify_object(e, be, key, size);
-    if (rc == -EIO) {
-        /* The object is wrong or unreadable; the upload id is spent: start over. */
-        restart_multipart(wb, e, be);
-        goto out;
-    }
-    if (!rc)
-        rc = finish_upload(wb, e, etag);
-out:
+        rc = mpu_complete_verify(&u, parts, at);
     free(parts);
     free(upload_id);
     return rc;

@@ -1096,15 +1096,14 @@ static int quiesce_replaced(struct wb *wb, struct wb_file *fh, struct wb_entry *
     }
 }
 
-/* In memory, after jr_seal_replace committed: the replaced generation o is cancelled (as
- * cancel_entry does after its commit). wb->lock held. */
 void wb_orphans_inherit(struct wb_entry *r, const struct wb_entry *e)
 {
     if (e->mpu_orphans_ns && (!r->mpu_orphans_ns || e->mpu_orphans_ns < r->mpu_orphans_ns))
         r->mpu_orphans_ns = e->mpu_orphans_ns;
 }
 
-/* o is replaced by the sealed generation e. */
+/* In memory, after jr_seal_replace committed: the generation o, replaced by the sealed
+ * generation e, is cancelled (as cancel_entry does after its commit). wb->lock held. */
 static void replaced_apply(struct wb *wb, struct wb_entry *o, struct wb_entry *e)
 {
     wb_orphans_inherit(e, o); /* the same key: e's cleanup covers what o may have left */
@@ -1124,6 +1123,29 @@ static void replaced_apply(struct wb *wb, struct wb_entry *o, struct wb_entry *e
     o->attempts = 0;
     pthread_cond_broadcast(&wb->work);
     pthread_cond_broadcast(&wb->cond);
+}
+
+int wb_commit_seal(struct wb *wb, struct wb_entry *e, uint64_t size,
+                   const char checksum[WB_CHECKSUM_MAX], struct wb_entry *const *old, size_t n)
+{
+    struct wb_entry p = *e; /* the row as proposed; its strings are borrowed */
+    p.state = WB_SEALED;
+    p.size = size;
+    memcpy(p.checksum, checksum, sizeof(p.checksum));
+    p.sealed_ns = next_sealed_ns(wb);
+    /* One transaction: the new generation is sealed and the ones it replaces are cancelled
+     * together, so a crash leaves exactly one of them live (I5). */
+    int rc = jr_seal_replace(wb->db, &p, old, n);
+    if (rc)
+        return rc;
+    entry_set_size(wb, e, size);
+    memcpy(e->checksum, p.checksum, sizeof(e->checksum));
+    e->sealed_ns = p.sealed_ns; /* before the state: it orders the ready queue */
+    wb_entry_set_state(wb, e, WB_SEALED);
+    e->sealed_mono_ns = tier_now_mono_ns();
+    for (size_t i = 0; i < n; i++)
+        replaced_apply(wb, old[i], e);
+    return 0;
 }
 
 /* Drop a FAILED (or never sealed) file of a handle being closed. wb->lock held. */
@@ -1211,36 +1233,19 @@ static int file_close(struct wb_file *fh, int64_t *sealed_id)
         return 0;
     }
     e->fh = NULL;
-    if (!rc) {
-        enum wb_state prev = e->state;
-        uint64_t prev_size = e->size;
-        entry_set_size(wb, e, (uint64_t)st.st_size);
-        memcpy(e->checksum, sum, sizeof(e->checksum));
-        e->sealed_ns = next_sealed_ns(wb); /* before the state: it orders the ready queue */
-        wb_entry_set_state(wb, e, WB_SEALED);
-        /* One transaction: the new generation is sealed and the ones it replaces are cancelled
-         * together, so a crash leaves exactly one of them live (I5). */
-        rc = jr_seal_replace(wb->db, e, old, nold);
-        if (rc) {
-            wb_entry_set_state(wb, e, prev);
-            entry_set_size(wb, e, prev_size);
-        }
-    }
-    for (size_t i = 0; i < nold; i++) {
-        if (rc)
+    if (!rc)
+        rc = wb_commit_seal(wb, e, (uint64_t)st.st_size, sum, old, nold);
+    if (rc) { /* e and the generations it would have replaced are as they were */
+        for (size_t i = 0; i < nold; i++)
             old[i]->interrupt = false;
-        else
-            replaced_apply(wb, old[i], e);
-    }
-    free(old);
-    if (rc) {
+        free(old);
         discard_entry(wb, e);
         pthread_mutex_unlock(&wb->lock);
         free(fh);
         return rc == -ENOSPC ? rc : -EIO;
     }
+    free(old);
     int64_t id = e->id;
-    e->sealed_mono_ns = tier_now_mono_ns();
     pthread_cond_broadcast(&wb->work);
     pthread_mutex_unlock(&wb->lock);
     free(fh);
@@ -1352,127 +1357,55 @@ static struct wb_entry *entry_new(const char *backend, const char *key)
     return t;
 }
 
-int wb_rename(struct wb *wb, const char *backend_name, const char *old_key, const char *new_key)
+/* The tombstone that takes over what e's old key already has in the backend (a multipart
+ * upload, the uploaded object, or uploads no row names): a CANCELLED row of the old key,
+ * committed with the re-key. *out is NULL when there is nothing to hand over. */
+static int tombstone_new(const struct wb_entry *e, struct wb_entry **out)
 {
-    int rc = check_names(backend_name, old_key);
-    if (!rc)
-        rc = check_create(wb, backend_name, new_key);
-    if (rc)
-        return rc;
-    if (strcmp(old_key, new_key) == 0)
+    *out = NULL;
+    if (!e->upload_id && !wb_entry_has_object(e) && !e->mpu_orphans_ns)
         return 0;
-    char *nk = strdup(new_key);
-    if (!nk)
+    struct wb_entry *t = entry_new(e->backend, e->key);
+    if (!t)
         return -ENOMEM;
+    t->generation = e->generation;
+    t->state = WB_CANCELLED;
+    t->created_ns = e->created_ns;
+    if (e->upload_id && !(t->upload_id = strdup(e->upload_id))) {
+        wb_entry_free(t);
+        return -ENOMEM;
+    }
+    if (wb_entry_has_object(e))
+        tier_strlcpy(t->etag, wb_cancel_etag(e), sizeof(t->etag));
+    t->mpu_orphans_ns = e->mpu_orphans_ns; /* uploads left at the old key */
+    *out = t;
+    return 0;
+}
+
+int wb_commit_rekey(struct wb *wb, struct wb_entry *e, const char *new_key, int64_t generation)
+{
+    char *nk = strdup(new_key);
     struct wb_entry *t = NULL;
-    pthread_mutex_lock(&wb->lock);
-    struct wb_entry *e = find_live(wb, backend_name, old_key);
-    if (e)
-        e = quiesce(wb, e);
-    if (!e || e->state == WB_CANCELLED) {
-        rc = -ENOENT;
-        goto out;
-    }
-    size_t nlive = 0;
-    struct wb_entry *o;
-    WB_FOR_KEY (wb, o, backend_name, old_key) {
-        nlive += o->state != WB_CANCELLED;
-    }
-    if (nlive > 1) {
-        tier_err_set("write-back: '%s' has a replacement being written; rename it once that is "
-                     "closed",
-                     old_key);
-        rc = -EBUSY;
-        goto out;
-    }
-    if (e->state == WB_EVICTABLE || e->state == WB_FAILED) {
-        tier_err_set("write-back: '%s' has no local copy to re-upload under '%s'", old_key,
-                     new_key);
-        rc = e->state == WB_FAILED ? -EIO : -EXDEV;
-        goto out;
-    }
-    int64_t id = e->id;
-    /* Every generation at new_key is replaced (an OPEN replacement there too). */
-    bool had_dst = false;
-    int64_t dst_gen = 0;
-    struct wb_entry *dst;
-    while ((dst = find_live(wb, backend_name, new_key)) != NULL) {
-        /* Keep the uploaders off e (pick() skips interrupted entries) while waiting for dst. */
-        e->interrupt = true;
-        dst = quiesce(wb, dst);
-        e = find_id(wb, id);
-        if (!e || e->state == WB_CANCELLED) {
-            if (e)
-                e->interrupt = false;
-            rc = -ENOENT;
-            goto out;
-        }
-        if (!dst || dst->state == WB_CANCELLED)
-            continue;
-        had_dst = true;
-        if (dst->generation > dst_gen)
-            dst_gen = dst->generation;
-        rc = cancel_entry(wb, dst);
-        if (rc) {
-            e->interrupt = false;
-            goto out;
-        }
-    }
-    e->interrupt = false;
-    /* The waits above dropped the lock: retention may have dropped e's local copy meanwhile
-     * (EVICTABLE), and a re-key needs that copy to re-upload. Re-check, as at the top. */
-    if (e->state == WB_EVICTABLE || e->state == WB_FAILED) {
-        tier_err_set("write-back: '%s' has no local copy to re-upload under '%s'", old_key,
-                     new_key);
-        rc = e->state == WB_FAILED ? -EIO : -EXDEV;
-        goto out;
-    }
-    /* Whatever the old key already has in the backend (a multipart upload, or the uploaded
-     * object) is handed to a CANCELLED tombstone row, committed with the re-key. */
-    if (e->upload_id || wb_entry_has_object(e) || e->mpu_orphans_ns) {
-        t = entry_new(backend_name, old_key);
-        if (!t) {
-            rc = -ENOMEM;
-            goto out;
-        }
-        t->generation = e->generation;
-        t->state = WB_CANCELLED;
-        t->created_ns = e->created_ns;
-        if (e->upload_id)
-            t->upload_id = strdup(e->upload_id);
-        if (wb_entry_has_object(e))
-            tier_strlcpy(t->etag, wb_cancel_etag(e), sizeof(t->etag));
-        t->mpu_orphans_ns = e->mpu_orphans_ns; /* uploads left at the old key */
-        if (e->upload_id && !t->upload_id) {
-            rc = -ENOMEM;
-            goto out;
-        }
-    }
-    rc = wbi_reserve(wb, 1); /* the tombstone */
-    if (rc)
-        goto out;
-    struct wb_entry saved = *e;
-    wbi_remove(wb, e); /* re-inserted under the key it has after the commit (or kept) */
-    e->key = nk;
-    nk = NULL;
-    e->generation = had_dst ? dst_gen + 1 : e->generation;
-    enum wb_state new_state = e->state == WB_OPEN ? WB_OPEN : WB_SEALED;
-    /* The row is written with the new state; the entry switches (with its dirty-byte
-     * accounting) only once that committed. */
-    enum wb_state cur = e->state;
-    e->state = new_state;
-    rc = jr_rekey(wb->db, e, t);
-    e->state = cur;
+    int rc = nk ? tombstone_new(e, &t) : -ENOMEM;
+    if (!rc)
+        rc = wbi_reserve(wb, 1); /* the tombstone */
+    struct wb_entry p = *e;      /* the row as proposed; its strings are borrowed */
+    p.key = nk;
+    p.generation = generation;
+    p.state = e->state == WB_OPEN ? WB_OPEN : WB_SEALED;
+    if (!rc)
+        rc = jr_rekey(wb->db, &p, t);
     if (rc) {
-        nk = e->key;
-        e->key = saved.key;
-        e->generation = saved.generation;
-        wbi_insert(wb, e);
-        goto out;
+        wb_entry_free(t);
+        free(nk);
+        return rc;
     }
+    wbi_remove(wb, e); /* re-inserted under its new key */
+    free(e->key);
+    e->key = nk;
+    e->generation = generation;
     wbi_insert(wb, e);
-    free(saved.key);
-    wb_entry_set_state(wb, e, new_state);
+    wb_entry_set_state(wb, e, p.state);
     free(e->upload_id);
     e->upload_id = NULL;
     e->etag[0] = '\0';
@@ -1486,18 +1419,111 @@ int wb_rename(struct wb *wb, const char *backend_name, const char *old_key, cons
     if (t)
         e->mpu_orphans_ns = 0; /* handed to the tombstone, which lists the old key */
     e->next_try_mono_ns = 0;
-    if (new_state == WB_SEALED && !e->sealed_mono_ns)
+    if (p.state == WB_SEALED && !e->sealed_mono_ns)
         e->sealed_mono_ns = tier_now_mono_ns();
-    if (t) {
+    if (t)
         entry_link(wb, t);
-        t = NULL;
-    }
     pthread_cond_broadcast(&wb->work);
     pthread_cond_broadcast(&wb->cond);
-out:
+    return 0;
+}
+
+/* 0 while e has a local copy to re-upload under new_key, else why not (-EIO: FAILED, -EXDEV:
+ * EVICTABLE). */
+static int rename_has_copy(const struct wb_entry *e, const char *new_key)
+{
+    if (e->state != WB_EVICTABLE && e->state != WB_FAILED)
+        return 0;
+    tier_err_set("write-back: '%s' has no local copy to re-upload under '%s'", e->key, new_key);
+    return e->state == WB_FAILED ? -EIO : -EXDEV;
+}
+
+/* The rename's source: the one live generation of old_key, quiesced, with a local copy.
+ * wb->lock held; released while waiting for an uploader. */
+static int rename_source(struct wb *wb, const char *backend_name, const char *old_key,
+                         const char *new_key, struct wb_entry **out)
+{
+    struct wb_entry *e = find_live(wb, backend_name, old_key);
+    if (e)
+        e = quiesce(wb, e);
+    if (!e || e->state == WB_CANCELLED)
+        return -ENOENT;
+    size_t nlive = 0;
+    struct wb_entry *o;
+    WB_FOR_KEY (wb, o, backend_name, old_key) {
+        nlive += o->state != WB_CANCELLED;
+    }
+    if (nlive > 1) {
+        tier_err_set("write-back: '%s' has a replacement being written; rename it once that is "
+                     "closed",
+                     old_key);
+        return -EBUSY;
+    }
+    int rc = rename_has_copy(e, new_key);
+    if (!rc)
+        *out = e;
+    return rc;
+}
+
+/* Cancel every generation at new_key (an OPEN replacement there too), the source *ep kept off
+ * the uploaders meanwhile; *ep is looked up again after each wait. *generation: the one the
+ * re-keyed row takes (after the newest replaced, else its own). wb->lock held; released while
+ * waiting. */
+static int rename_clear_dest(struct wb *wb, struct wb_entry **ep, const char *backend_name,
+                             const char *new_key, int64_t *generation)
+{
+    struct wb_entry *e = *ep, *dst;
+    int64_t id = e->id, dst_gen = 0;
+    bool had_dst = false;
+    while ((dst = find_live(wb, backend_name, new_key)) != NULL) {
+        /* Keep the uploaders off e (pick() skips interrupted entries) while waiting for dst. */
+        e->interrupt = true;
+        dst = quiesce(wb, dst);
+        e = find_id(wb, id);
+        if (!e || e->state == WB_CANCELLED) {
+            if (e)
+                e->interrupt = false;
+            return -ENOENT;
+        }
+        if (!dst || dst->state == WB_CANCELLED)
+            continue;
+        had_dst = true;
+        if (dst->generation > dst_gen)
+            dst_gen = dst->generation;
+        int rc = cancel_entry(wb, dst);
+        if (rc) {
+            e->interrupt = false;
+            return rc;
+        }
+    }
+    e->interrupt = false;
+    *ep = e;
+    *generation = had_dst ? dst_gen + 1 : e->generation;
+    return 0;
+}
+
+int wb_rename(struct wb *wb, const char *backend_name, const char *old_key, const char *new_key)
+{
+    int rc = check_names(backend_name, old_key);
+    if (!rc)
+        rc = check_create(wb, backend_name, new_key);
+    if (rc)
+        return rc;
+    if (strcmp(old_key, new_key) == 0)
+        return 0;
+    pthread_mutex_lock(&wb->lock);
+    struct wb_entry *e = NULL;
+    int64_t generation = 0;
+    rc = rename_source(wb, backend_name, old_key, new_key, &e);
+    if (!rc)
+        rc = rename_clear_dest(wb, &e, backend_name, new_key, &generation);
+    /* The waits above dropped the lock: retention may have dropped e's local copy meanwhile
+     * (EVICTABLE), and a re-key needs that copy to re-upload. Check again. */
+    if (!rc)
+        rc = rename_has_copy(e, new_key);
+    if (!rc)
+        rc = wb_commit_rekey(wb, e, new_key, generation);
     pthread_mutex_unlock(&wb->lock);
-    wb_entry_free(t);
-    free(nk);
     return rc;
 }
 

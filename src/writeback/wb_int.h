@@ -173,9 +173,24 @@ struct wb_change {
  * from a proposed copy of e with c applied, and only once that committed is c applied to e
  * (state with its dirty bytes and index queue, etag, upload id, error, uploaded_ns); the strings
  * e keeps are copied first, so nothing fails after the commit. In-memory parts are the caller's.
- * 0, or the journal's error (or -ENOMEM) with e unchanged. The multi-row transitions are
- * jr_seal_replace (a seal and the generations it replaces) and jr_rekey (rename + tombstone). */
+ * 0, or the journal's error (or -ENOMEM) with e unchanged. The multi-row transitions below are
+ * built the same way. */
 int wb_commit(struct wb *wb, struct wb_entry *e, enum wb_jr_op op, const struct wb_change *c);
+/* OPEN -> SEALED of e (size bytes hashing to checksum), and in the same transaction
+ * (jr_seal_replace) the generations old[0..n) it replaces are cancelled; they are quiesced and
+ * interrupted by the caller, who clears `interrupt` on failure. Once committed, e gets its size,
+ * checksum and seal times and each old[i] is cancelled in memory (its staging file removed, the
+ * row dropped unless the uploader has work left). 0, or the journal's error with e and old[]
+ * unchanged. */
+int wb_commit_seal(struct wb *wb, struct wb_entry *e, uint64_t size,
+                   const char checksum[WB_CHECKSUM_MAX], struct wb_entry *const *old, size_t n);
+/* Rename of the quiesced entry e (OPEN stays OPEN, anything else becomes SEALED: re-uploaded
+ * from its local copy) to new_key with generation, and in the same transaction (jr_rekey) a
+ * CANCELLED tombstone row of the old key when that key has an upload, an object or possible
+ * orphan uploads to clean up. Once committed, e is re-keyed and re-indexed, its upload id,
+ * etag, parts and retry state are forgotten, and the tombstone is queued. 0, or the journal's
+ * error (or -ENOMEM) with e unchanged and no tombstone. */
+int wb_commit_rekey(struct wb *wb, struct wb_entry *e, const char *new_key, int64_t generation);
 
 /* ---- wb.c helpers used by upload.c (wb->lock held) ------------------------------------------- */
 void wb_entry_set_state(struct wb *wb, struct wb_entry *e, enum wb_state st);

@@ -1804,12 +1804,133 @@ static void test_rename_vs_retention(void **state)
     assert_no_object(f, "d/a");
 }
 
+/* Journal fault injection: a trigger in the journal makes every UPDATE of a files row for which
+ * `when` holds fail (RAISE ABORT, an -EIO for the engine), until jr_heal drops it. The engine's
+ * connection sees the schema change at its next statement. */
+static void jr_inject(struct fx *f, const char *name, const char *when)
+{
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(f->journal, &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 10000); /* an uploader may be in a transaction */
+    char sql[512];
+    snprintf(sql, sizeof(sql),
+             "CREATE TRIGGER %s BEFORE UPDATE ON files WHEN %s BEGIN SELECT RAISE(ABORT, "
+             "'injected journal fault'); END",
+             name, when);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+}
+
+static void jr_heal(struct fx *f, const char *name)
+{
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(f->journal, &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 10000);
+    char sql[128];
+    snprintf(sql, sizeof(sql), "DROP TRIGGER %s", name);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+}
+
+/* A seal whose journal commit fails (wb_commit_seal): the writer gets -EIO, its generation is
+ * dropped, and everything else is as before the close: the generation it would have replaced is
+ * still SEALED, readable, counted in the backlog, not left interrupted (it uploads once the
+ * backend is back), and no byte of the failed file is counted as dirty. */
+static void test_seal_commit_fails(void **state)
+{
+    struct fx *f = *state;
+    fx_open(f);
+    fakebe_set_down(f->fault, true); /* the old generation stays SEALED */
+    write_file(f, "s/k", 30000, 81);
+    unsigned char *buf = malloc(50000);
+    tu_fill_random(buf, 50000, 82);
+    struct wb_file *fh;
+    assert_int_equal(wb_file_create_ex(f->wb, "warm", "s/k", WB_CREATE_REPLACE_AT_SEAL, &fh), 0);
+    assert_int_equal(wb_write(fh, buf, 50000, 0), 50000);
+    free(buf);
+    assert_int_equal(stats(f).dirty_bytes, 80000);
+    jr_inject(f, "no_seal", "OLD.state = 'open' AND NEW.state = 'sealed'");
+    assert_int_equal(wb_file_close(fh), -EIO);
+    jr_heal(f, "no_seal");
+
+    struct wb_stats st = stats(f);
+    assert_int_equal(st.dirty_bytes, 30000);
+    assert_int_equal(st.files[WB_SEALED], 1);
+    assert_int_equal(st.files[WB_OPEN], 0);
+    assert_int_equal(st.files[WB_CANCELLED], 0);
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files WHERE key='s/k'"), 1);
+    assert_int_equal(jr_query(f, "SELECT generation FROM files WHERE key='s/k'"), 1);
+    assert_int_equal(live_rows(f, "s/k"), 1);
+    assert_int_equal(count_staging(f), 1);
+    assert_wb_read(f, "s/k", 30000, 81);
+    fakebe_set_down(f->fault, false);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    assert_object(f, "s/k", 30000, 81);
+    assert_int_equal(stats(f).dirty_bytes, 0);
+}
+
+/* A rename whose journal commit fails (wb_commit_rekey): -EIO, and the file is as it was under
+ * its old key (row, key index, state, generation, dirty bytes; an uploaded one keeps its ETag
+ * and its object), with no tombstone; the same renames succeed once the journal is healed. */
+static void test_rename_commit_fails(void **state)
+{
+    struct fx *f = *state;
+    fx_open(f);
+    write_file(f, "n/up", 4000, 91);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    fakebe_set_down(f->fault, true);
+    write_file(f, "n/sealed", 20000, 92);
+    assert_int_equal(stats(f).dirty_bytes, 20000);
+    jr_inject(f, "no_rekey", "NEW.key IS NOT OLD.key");
+    assert_int_equal(wb_rename(f->wb, "warm", "n/sealed", "n/sealed2"), -EIO);
+    assert_int_equal(wb_rename(f->wb, "warm", "n/up", "n/up2"), -EIO);
+
+    struct wb_stats st = stats(f);
+    assert_int_equal(st.dirty_bytes, 20000);
+    assert_int_equal(st.files[WB_SEALED], 1);
+    assert_int_equal(st.files[WB_UPLOADED], 1);
+    assert_int_equal(st.files[WB_CANCELLED], 0);
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files"), 2);
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files WHERE key='n/sealed' AND "
+                                 "state='sealed' AND generation=1"),
+                     1);
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files WHERE key='n/up' AND "
+                                 "state='uploaded' AND etag IS NOT NULL AND etag != ''"),
+                     1);
+    struct wb_file_info *v;
+    size_t n;
+    assert_int_equal(wb_list(f->wb, "warm", "n/", &v, &n), 0);
+    assert_int_equal(n, 2);
+    for (size_t i = 0; i < n; i++)
+        assert_true(strcmp(v[i].key, "n/sealed") == 0 || strcmp(v[i].key, "n/up") == 0);
+    wb_list_free(v, n);
+    assert_wb_read(f, "n/sealed", 20000, 92);
+    assert_wb_read(f, "n/up", 4000, 91);
+    char b[8];
+    assert_int_equal(wb_read(f->wb, "warm", "n/sealed2", b, sizeof(b), 0), -ENOENT);
+    assert_int_equal(wb_read(f->wb, "warm", "n/up2", b, sizeof(b), 0), -ENOENT);
+    assert_object(f, "n/up", 4000, 91);
+
+    jr_heal(f, "no_rekey");
+    fakebe_set_down(f->fault, false);
+    assert_int_equal(wb_rename(f->wb, "warm", "n/sealed", "n/sealed2"), 0);
+    assert_int_equal(wb_rename(f->wb, "warm", "n/up", "n/up2"), 0);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    assert_object(f, "n/sealed2", 20000, 92);
+    assert_object(f, "n/up2", 4000, 91);
+    assert_no_object(f, "n/sealed");
+    assert_no_object(f, "n/up");
+    assert_int_equal(jr_query(f, "SELECT count(*) FROM files"), 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_small_file_states, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_create_one_live, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_rename_vs_retention, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_seal_commit_fails, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_rename_commit_fails, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_multipart_and_retention, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_fsync_fail_stop, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_short_writes_and_eio, fx_setup, fx_teardown),
