@@ -41,14 +41,15 @@ static void fixture_close(void)
 }
 
 /* Is the input's request POST /v1/jobs? Its request line read as api_fixture_request reads it:
- * the method up to the first space, the path up to '?' or the line's end, percent-decoded. */
+ * the method up to the first space or NUL (the fixture copies it with strndup; a real request's
+ * method holds no NUL), the path up to '?' or the line's end, percent-decoded. */
 static bool is_jobs_post(const uint8_t *data, size_t size)
 {
     const char *raw = (const char *)data, *end = raw + size;
     const char *nl = memchr(raw, '\n', size);
     const char *le = nl ? nl : end;
     const char *sp = memchr(raw, ' ', (size_t)(le - raw));
-    if (!sp || (size_t)(sp - raw) != 4 || memcmp(raw, "POST", 4) != 0)
+    if (!sp || strnlen(raw, (size_t)(sp - raw)) != 4 || memcmp(raw, "POST", 4) != 0)
         return false;
     const char *url = sp + 1;
     const char *q = memchr(url, '?', (size_t)(le - url));
