@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * lifecycle_rules.c - the rules of lifecycle policies (policy.h, docs/POLICIES.md): the [policy
- * NAME] sections checked into struct policy_rule, and their evaluation over a namespace's files
- * (policy_select). No I/O, no locks: config.c calls the builder at load, the engine (policy.c)
- * and the bench call both.
+ * lifecycle_rules.c - the rules of lifecycle policies (lifecycle.h, docs/POLICIES.md): the
+ * [policy NAME] sections checked into struct policy_rule, and their evaluation over a namespace's
+ * files (policy_select). No I/O, no locks: config.c calls the builder at load, the engine
+ * (lifecycle.c) and the bench call both. The keys are a table (rule_keys: one setter per key)
+ * with the did-you-mean and the choices tables of config.c's (daemon/config_keys.h).
  */
 #include <errno.h>
 #include <fnmatch.h>
@@ -27,6 +28,8 @@ static const struct config_choice action_choices[] = {{"demote", POLICY_DEMOTE},
                                                       {"copy", POLICY_COPY},
                                                       {"expire", POLICY_EXPIRE},
                                                       {NULL, 0}};
+_Static_assert(sizeof(action_choices) / sizeof(action_choices[0]) == POLICY_NACTIONS + 1,
+               "one choice per action");
 static const struct config_choice level_choices[] = {
     {"ram", POLICY_LEVEL_RAM}, {"disk", POLICY_LEVEL_DISK}, {"all", POLICY_LEVEL_ALL}, {NULL, 0}};
 
