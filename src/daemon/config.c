@@ -13,7 +13,9 @@
  * lowest line number; "missing required key" errors (reported at the section's line) only win
  * when nothing else is wrong, because a typo of that key is the more useful message. Every
  * message reads "FILE:LINE: what is wrong (what is allowed)", with a did-you-mean from the edit
- * distance to the known keys.
+ * distance to the known keys. The pieces every key table shares (choices of an enumerated value,
+ * whose list is its "allowed:" text, and the did-you-mean) are config_keys.c's, so that the
+ * [policy NAME] keys, whose table is lifecycle_rules.c's, get the same.
  */
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -36,6 +38,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/strutil.h"
+#include "daemon/config_keys.h"
 #include "hints/hints.h"
 #include "lifecycle/lifecycle.h"
 #include "daemon/tierd.h"
@@ -156,52 +159,6 @@ static void fail_missing(struct parser *p, int line, const char *fmt, ...)
     va_start(ap, fmt);
     vrecord(p->miss, &p->miss_line, p->file, line, fmt, ap);
     va_end(ap);
-}
-
-static size_t edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 64 || lb > 64)
-        return 99;
-    size_t row[65];
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t cost =
-                tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 1]) ? 0 : 1;
-            size_t best = diag + cost;
-            if (row[j] + 1 < best)
-                best = row[j] + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
-/* The closest of names[] to word if it is close enough to be a typo, else NULL. */
-static const char *closest(const char *word, const char *const *names, size_t n)
-{
-    const char *best = NULL;
-    size_t bestd = 99;
-    size_t wl = strlen(word);
-    for (size_t i = 0; i < n; i++) {
-        if (!names[i])
-            continue;
-        size_t d = edit_distance(word, names[i]);
-        size_t limit = wl <= 3 ? 1 : (wl <= 6 ? 2 : 3);
-        if (d <= limit && d < bestd) {
-            best = names[i];
-            bestd = d;
-        }
-    }
-    return best;
 }
 
 /* ---- owned strings --------------------------------------------------------------------- */
@@ -349,11 +306,9 @@ enum vkind {
     V_INT,      /* int in [min, max] */
     V_U64,      /* uint64_t in [min, max] */
     V_BOOL,     /* bool */
-    V_POLICY,   /* enum cache_policy_kind */
+    V_ENUM,     /* an int-sized enum: one of the key's choices (config_keys.h) */
     V_LOGLEVEL, /* char *, one of the log levels */
-    V_MODE,     /* enum tierd_ns_mode */
     V_BTYPE,    /* char *, backend type */
-    V_DURAB,    /* enum tierd_durability */
     V_UID,      /* int64_t: a user name or number */
     V_GID,      /* int64_t: a group name or number */
     V_UMASK,    /* int: octal 0..0777 */
@@ -373,8 +328,23 @@ struct keydef {
     size_t off;
     uint64_t min, max;
     bool required;
-    int btype; /* backends: which type the key belongs to */
+    int btype;                           /* backends: which type the key belongs to */
+    const struct config_choice *choices; /* V_ENUM: the allowed values */
 };
+
+static const struct config_choice cache_policy_choices[] = {
+    {"s3fifo", CACHE_POLICY_S3FIFO}, {"lru", CACHE_POLICY_LRU}, {NULL, 0}};
+static const struct config_choice ns_mode_choices[] = {
+    {"read-cache", TIERD_NS_READ_CACHE}, {"write-back", TIERD_NS_WRITE_BACK}, {NULL, 0}};
+static const struct config_choice durability_choices[] = {
+    {"local", TIERD_DURABILITY_LOCAL}, {"remote", TIERD_DURABILITY_REMOTE}, {NULL, 0}};
+/* [backend NAME] type, checked in the type pre-pass (backend_types) */
+static const struct config_choice btype_choices[] = {{"posix", BT_POSIX}, {"s3", BT_S3}, {NULL, 0}};
+
+/* V_ENUM stores through an int: each enum it fills must be int-sized. */
+_Static_assert(sizeof(enum cache_policy_kind) == sizeof(int), "V_ENUM field size");
+_Static_assert(sizeof(enum tierd_ns_mode) == sizeof(int), "V_ENUM field size");
+_Static_assert(sizeof(enum tierd_durability) == sizeof(int), "V_ENUM field size");
 
 #define CFG(f) offsetof(struct tierd_config, f)
 #define BE(f) offsetof(struct tierd_backend_conf, f)
@@ -385,203 +355,183 @@ struct keydef {
 #define MIB (1024ULL * 1024ULL)
 
 static const struct keydef daemon_keys[] = {
-    {"log_level", V_LOGLEVEL, CFG(log_level), 0, 0, false, 0},
-    {"backend_timeout", V_DUR, CFG(backend_timeout_ms), 100, 3600000, false, 0},
-    {"stage_threads", V_INT, CFG(stage_threads), 1, 256, false, 0},
-    {"health_backlog_age", V_DUR, CFG(health_backlog_ms), 0, 30 * 86400000ULL, false, 0},
-    {"telemetry", V_BOOL, CFG(telemetry), 0, 0, false, 0},
-    {"qos", V_BOOL, CFG(qos), 0, 0, false, 0},
-    {"qos_op_cost", V_SIZE, CFG(qos_op_cost), 1, 64 * MIB, false, 0},
-    {"policy_interval", V_DUR, CFG(policy_interval_ms), 1000, 86400000, false, 0},
-    {"policy_state", V_STR, CFG(policy_state), 0, 0, false, 0},
-    {NULL, 0, 0, 0, 0, false, 0},
+    {"log_level", V_LOGLEVEL, CFG(log_level), 0, 0, false, 0, NULL},
+    {"backend_timeout", V_DUR, CFG(backend_timeout_ms), 100, 3600000, false, 0, NULL},
+    {"stage_threads", V_INT, CFG(stage_threads), 1, 256, false, 0, NULL},
+    {"health_backlog_age", V_DUR, CFG(health_backlog_ms), 0, 30 * 86400000ULL, false, 0, NULL},
+    {"telemetry", V_BOOL, CFG(telemetry), 0, 0, false, 0, NULL},
+    {"qos", V_BOOL, CFG(qos), 0, 0, false, 0, NULL},
+    {"qos_op_cost", V_SIZE, CFG(qos_op_cost), 1, 64 * MIB, false, 0, NULL},
+    {"policy_interval", V_DUR, CFG(policy_interval_ms), 1000, 86400000, false, 0, NULL},
+    {"policy_state", V_STR, CFG(policy_state), 0, 0, false, 0, NULL},
+    {NULL, 0, 0, 0, 0, false, 0, NULL},
 };
 
 static const struct keydef cache_keys[] = {
-    {"block_size", V_SIZEZ, CFG(cache.block_size), 64 * KIB, 64 * MIB, false, 0},
-    {"ram_size", V_SIZE, CFG(cache.ram_bytes), 0, UINT64_MAX, false, 0},
-    {"disk_dir", V_STR, CFG(cache_disk_dir), 0, 0, false, 0},
-    {"disk_size", V_SIZE, CFG(cache.disk_bytes), 0, UINT64_MAX, false, 0},
-    {"disk_min_free", V_SIZE, CFG(cache.disk_min_free_bytes), 0, UINT64_MAX, false, 0},
-    {"pin_size", V_SIZE, CFG(cache.pin_bytes), 0, UINT64_MAX, false, 0},
-    {"policy", V_POLICY, CFG(cache.policy), 0, 0, false, 0},
-    {"max_fetches", V_INT, CFG(cache.max_fetches), 1, 4096, false, 0},
-    {"disk_capacity", V_RATE, CFG(disk_capacity_bps), 0, 0, false, 0},
-    {"disk_max_inflight", V_INT, CFG(disk_max_inflight), 1, 4096, false, 0},
-    {"disk_op_cost", V_SIZE, CFG(disk_op_cost), 1, 64 * MIB, false, 0},
-    {"hint_threads", V_INT, CFG(hints_threads), 1, 256, false, 0},
-    {"hint_window", V_U64, CFG(hints_window_files), 1, 1000000, false, 0},
-    {"prefetch_threads", V_INT, CFG(cache.prefetch_threads), 1, 32, false, 0},
-    {"hint_window_size", V_SIZE, CFG(hints_window_bytes), 64 * KIB, UINT64_MAX, false, 0},
-    {"hint_cache_size", V_SIZE, CFG(hints_cache_bytes), 64 * KIB, UINT64_MAX, false, 0},
-    {"hint_tenant_sets", V_INT, CFG(hints_tenant_sets), 1, HINTS_SETS_MAX, false, 0},
-    {"hint_tenant_entries", V_U64, CFG(hints_tenant_entries), 1, 10000000, false, 0},
-    {"hint_tenant_size", V_SIZE, CFG(hints_tenant_bytes), 64 * KIB, UINT64_MAX, false, 0},
-    {"hint_state_size", V_SIZE, CFG(hints_state_bytes), 64 * KIB, UINT64_MAX, false, 0},
-    {NULL, 0, 0, 0, 0, false, 0},
+    {"block_size", V_SIZEZ, CFG(cache.block_size), 64 * KIB, 64 * MIB, false, 0, NULL},
+    {"ram_size", V_SIZE, CFG(cache.ram_bytes), 0, UINT64_MAX, false, 0, NULL},
+    {"disk_dir", V_STR, CFG(cache_disk_dir), 0, 0, false, 0, NULL},
+    {"disk_size", V_SIZE, CFG(cache.disk_bytes), 0, UINT64_MAX, false, 0, NULL},
+    {"disk_min_free", V_SIZE, CFG(cache.disk_min_free_bytes), 0, UINT64_MAX, false, 0, NULL},
+    {"pin_size", V_SIZE, CFG(cache.pin_bytes), 0, UINT64_MAX, false, 0, NULL},
+    {"policy", V_ENUM, CFG(cache.policy), 0, 0, false, 0, cache_policy_choices},
+    {"max_fetches", V_INT, CFG(cache.max_fetches), 1, 4096, false, 0, NULL},
+    {"disk_capacity", V_RATE, CFG(disk_capacity_bps), 0, 0, false, 0, NULL},
+    {"disk_max_inflight", V_INT, CFG(disk_max_inflight), 1, 4096, false, 0, NULL},
+    {"disk_op_cost", V_SIZE, CFG(disk_op_cost), 1, 64 * MIB, false, 0, NULL},
+    {"hint_threads", V_INT, CFG(hints_threads), 1, 256, false, 0, NULL},
+    {"hint_window", V_U64, CFG(hints_window_files), 1, 1000000, false, 0, NULL},
+    {"prefetch_threads", V_INT, CFG(cache.prefetch_threads), 1, 32, false, 0, NULL},
+    {"hint_window_size", V_SIZE, CFG(hints_window_bytes), 64 * KIB, UINT64_MAX, false, 0, NULL},
+    {"hint_cache_size", V_SIZE, CFG(hints_cache_bytes), 64 * KIB, UINT64_MAX, false, 0, NULL},
+    {"hint_tenant_sets", V_INT, CFG(hints_tenant_sets), 1, HINTS_SETS_MAX, false, 0, NULL},
+    {"hint_tenant_entries", V_U64, CFG(hints_tenant_entries), 1, 10000000, false, 0, NULL},
+    {"hint_tenant_size", V_SIZE, CFG(hints_tenant_bytes), 64 * KIB, UINT64_MAX, false, 0, NULL},
+    {"hint_state_size", V_SIZE, CFG(hints_state_bytes), 64 * KIB, UINT64_MAX, false, 0, NULL},
+    {NULL, 0, 0, 0, 0, false, 0, NULL},
 };
 
 static const struct keydef mount_keys[] = {
-    {"path", V_STR, CFG(mount_path), 0, 0, true, 0},
-    {"attr_ttl", V_DUR, CFG(attr_ttl_ms), 0, 86400000, false, 0},
-    {"entry_ttl", V_DUR, CFG(entry_ttl_ms), 0, 86400000, false, 0},
-    {"threads", V_INT, CFG(fuse_threads), 1, 1024, false, 0},
-    {"allow_other", V_BOOL, CFG(allow_other), 0, 0, false, 0},
-    {"readahead_blocks", V_U64, CFG(readahead_blocks), 0, 1024, false, 0},
-    {"readahead_max", V_SIZE, CFG(readahead_max_bytes), 64 * KIB, 4096 * MIB, false, 0},
-    {"uid", V_UID, CFG(mount_uid), 0, 0, false, 0},
-    {"gid", V_GID, CFG(mount_gid), 0, 0, false, 0},
-    {"umask", V_UMASK, CFG(mount_umask), 0, 0, false, 0},
-    {"max_dir_entries", V_U64, CFG(max_dir_entries), 1, 10000000, false, 0},
-    {NULL, 0, 0, 0, 0, false, 0},
+    {"path", V_STR, CFG(mount_path), 0, 0, true, 0, NULL},
+    {"attr_ttl", V_DUR, CFG(attr_ttl_ms), 0, 86400000, false, 0, NULL},
+    {"entry_ttl", V_DUR, CFG(entry_ttl_ms), 0, 86400000, false, 0, NULL},
+    {"threads", V_INT, CFG(fuse_threads), 1, 1024, false, 0, NULL},
+    {"allow_other", V_BOOL, CFG(allow_other), 0, 0, false, 0, NULL},
+    {"readahead_blocks", V_U64, CFG(readahead_blocks), 0, 1024, false, 0, NULL},
+    {"readahead_max", V_SIZE, CFG(readahead_max_bytes), 64 * KIB, 4096 * MIB, false, 0, NULL},
+    {"uid", V_UID, CFG(mount_uid), 0, 0, false, 0, NULL},
+    {"gid", V_GID, CFG(mount_gid), 0, 0, false, 0, NULL},
+    {"umask", V_UMASK, CFG(mount_umask), 0, 0, false, 0, NULL},
+    {"max_dir_entries", V_U64, CFG(max_dir_entries), 1, 10000000, false, 0, NULL},
+    {NULL, 0, 0, 0, 0, false, 0, NULL},
 };
 
 static const struct keydef api_keys[] = {
-    {"socket", V_STR, CFG(api_socket), 0, 0, false, 0},
-    {"tcp", V_STR, CFG(api_tcp), 0, 0, false, 0},
-    {"token", V_STR, CFG(api_token), 0, 0, false, 0},
-    {"token_file", V_STR, CFG(api_token_file), 0, 0, false, 0},
-    {"tls_cert", V_STR, CFG(api_tls_cert), 0, 0, false, 0},
-    {"tls_key", V_STR, CFG(api_tls_key), 0, 0, false, 0},
-    {"socket_group", V_STR, CFG(api_socket_group), 0, 0, false, 0},
-    {"admin_group", V_STR, CFG(api_admin_group), 0, 0, false, 0},
-    {"max_connections", V_INT, CFG(api_max_connections), 1, 100000, false, 0},
-    {"max_connections_per_ip", V_INT, CFG(api_max_connections_per_ip), 1, 100000, false, 0},
-    {"max_connections_per_uid", V_INT, CFG(api_max_connections_per_uid), 1, 100000, false, 0},
-    {"admin_connections", V_INT, CFG(api_admin_connections), 0, 100000, false, 0},
-    {"user_timeout", V_DUR, CFG(api_user_timeout_ms), 1000, 3600000, false, 0},
-    {"max_wait", V_DUR, CFG(api_max_wait_ms), 1000, 86400000, false, 0},
-    {"max_stage_jobs", V_INT, CFG(api_max_stage_jobs), 1, 4096, false, 0},
-    {"ui_chartjs", V_STR, CFG(api_ui_chartjs), 0, 0, false, 0},
-    {NULL, 0, 0, 0, 0, false, 0},
+    {"socket", V_STR, CFG(api_socket), 0, 0, false, 0, NULL},
+    {"tcp", V_STR, CFG(api_tcp), 0, 0, false, 0, NULL},
+    {"token", V_STR, CFG(api_token), 0, 0, false, 0, NULL},
+    {"token_file", V_STR, CFG(api_token_file), 0, 0, false, 0, NULL},
+    {"tls_cert", V_STR, CFG(api_tls_cert), 0, 0, false, 0, NULL},
+    {"tls_key", V_STR, CFG(api_tls_key), 0, 0, false, 0, NULL},
+    {"socket_group", V_STR, CFG(api_socket_group), 0, 0, false, 0, NULL},
+    {"admin_group", V_STR, CFG(api_admin_group), 0, 0, false, 0, NULL},
+    {"max_connections", V_INT, CFG(api_max_connections), 1, 100000, false, 0, NULL},
+    {"max_connections_per_ip", V_INT, CFG(api_max_connections_per_ip), 1, 100000, false, 0, NULL},
+    {"max_connections_per_uid", V_INT, CFG(api_max_connections_per_uid), 1, 100000, false, 0, NULL},
+    {"admin_connections", V_INT, CFG(api_admin_connections), 0, 100000, false, 0, NULL},
+    {"user_timeout", V_DUR, CFG(api_user_timeout_ms), 1000, 3600000, false, 0, NULL},
+    {"max_wait", V_DUR, CFG(api_max_wait_ms), 1000, 86400000, false, 0, NULL},
+    {"max_stage_jobs", V_INT, CFG(api_max_stage_jobs), 1, 4096, false, 0, NULL},
+    {"ui_chartjs", V_STR, CFG(api_ui_chartjs), 0, 0, false, 0, NULL},
+    {NULL, 0, 0, 0, 0, false, 0, NULL},
 };
 
 static const struct keydef writeback_keys[] = {
-    {"spool_dir", V_STR, CFG(wb_spool_dir), 0, 0, false, 0},
-    {"journal", V_STR, CFG(wb_journal), 0, 0, false, 0},
-    {"upload_threads", V_INT, CFG(wb_upload_threads), 1, 64, false, 0},
-    {"parts_parallel", V_INT, CFG(wb_parts_parallel), 1, 64, false, 0},
-    {"part_size", V_SIZE, CFG(wb_part_size), 5 * MIB, 5 * 1024 * MIB, false, 0},
-    {"max_dirty", V_SIZE, CFG(wb_max_dirty), 0, UINT64_MAX, false, 0},
-    {"max_dirty_age", V_DUR, CFG(wb_max_dirty_age_ms), 0, 7 * 86400000ULL, false, 0},
-    {"backpressure_wait", V_DUR, CFG(wb_backpressure_wait_ms), 0, 86400000, false, 0},
-    {"upload_deadline", V_DUR, CFG(wb_upload_deadline_ms), 0, 7 * 86400000ULL, false, 0},
-    {"upload_holdoff", V_DUR, CFG(wb_upload_holdoff_ms), 0, 3600000, false, 0},
-    {"upload_holdoff_max", V_DUR, CFG(wb_upload_holdoff_max_ms), 1, 7 * 86400000ULL, false, 0},
-    {"retention_keep", V_INT, CFG(wb_retention_keep), 0, 1000000, false, 0},
-    {"durability", V_DURAB, CFG(wb_durability), 0, 0, false, 0},
-    {NULL, 0, 0, 0, 0, false, 0},
+    {"spool_dir", V_STR, CFG(wb_spool_dir), 0, 0, false, 0, NULL},
+    {"journal", V_STR, CFG(wb_journal), 0, 0, false, 0, NULL},
+    {"upload_threads", V_INT, CFG(wb_upload_threads), 1, 64, false, 0, NULL},
+    {"parts_parallel", V_INT, CFG(wb_parts_parallel), 1, 64, false, 0, NULL},
+    {"part_size", V_SIZE, CFG(wb_part_size), 5 * MIB, 5 * 1024 * MIB, false, 0, NULL},
+    {"max_dirty", V_SIZE, CFG(wb_max_dirty), 0, UINT64_MAX, false, 0, NULL},
+    {"max_dirty_age", V_DUR, CFG(wb_max_dirty_age_ms), 0, 7 * 86400000ULL, false, 0, NULL},
+    {"backpressure_wait", V_DUR, CFG(wb_backpressure_wait_ms), 0, 86400000, false, 0, NULL},
+    {"upload_deadline", V_DUR, CFG(wb_upload_deadline_ms), 0, 7 * 86400000ULL, false, 0, NULL},
+    {"upload_holdoff", V_DUR, CFG(wb_upload_holdoff_ms), 0, 3600000, false, 0, NULL},
+    {"upload_holdoff_max", V_DUR, CFG(wb_upload_holdoff_max_ms), 1, 7 * 86400000ULL, false, 0,
+     NULL},
+    {"retention_keep", V_INT, CFG(wb_retention_keep), 0, 1000000, false, 0, NULL},
+    {"durability", V_ENUM, CFG(wb_durability), 0, 0, false, 0, durability_choices},
+    {NULL, 0, 0, 0, 0, false, 0, NULL},
 };
 
 static const struct keydef backend_keys[] = {
-    {"type", V_BTYPE, BE(type), 0, 0, true, BT_ANY},
-    {"root", V_CSTR, BE(posix.root), 0, 0, true, BT_POSIX},
-    {"endpoint", V_CSTR, BE(s3.endpoint), 0, 0, true, BT_S3},
-    {"region", V_CSTR, BE(s3.region), 0, 0, false, BT_S3},
-    {"bucket", V_CSTR, BE(s3.bucket), 0, 0, true, BT_S3},
-    {"prefix", V_CSTR, BE(s3.prefix), 0, 0, false, BT_S3},
-    {"path_style", V_BOOL, BE(s3.path_style), 0, 0, false, BT_S3},
-    {"access_key", V_CSTR, BE(s3.access_key), 0, 0, false, BT_S3},
-    {"secret_key", V_CSTR, BE(s3.secret_key), 0, 0, false, BT_S3},
-    {"max_retries", V_INT, BE(s3.max_retries), 0, 100, false, BT_S3},
-    {"connect_timeout", V_DUR, BE(s3.connect_timeout_ms), 10, 600000, false, BT_S3},
-    {"request_timeout", V_DUR, BE(s3.request_timeout_ms), 10, 3600000, false, BT_S3},
-    {"max_connections", V_INT, BE(s3.max_connections), 1, 1024, false, BT_S3},
-    {"max_inflight", V_INT, BE(max_inflight), 1, 4096, false, BT_ANY},
-    {"breaker_failures", V_INT, BE(breaker_failures), 0, 1000, false, BT_ANY},
-    {"breaker_cooldown", V_DUR, BE(breaker_cooldown_ms), 10, 3600000, false, BT_ANY},
-    {"link_capacity", V_RATE, BE(link_capacity_bps), 0, 0, false, BT_ANY},
-    {"yield_inflight", V_INT, BE(yield_inflight), 0, 4096, false, BT_ANY},
-    {"yield_hold", V_DUR, BE(yield_hold_ms), 1, 3600000, false, BT_ANY},
-    {NULL, 0, 0, 0, 0, false, 0},
+    {"type", V_BTYPE, BE(type), 0, 0, true, BT_ANY, NULL},
+    {"root", V_CSTR, BE(posix.root), 0, 0, true, BT_POSIX, NULL},
+    {"endpoint", V_CSTR, BE(s3.endpoint), 0, 0, true, BT_S3, NULL},
+    {"region", V_CSTR, BE(s3.region), 0, 0, false, BT_S3, NULL},
+    {"bucket", V_CSTR, BE(s3.bucket), 0, 0, true, BT_S3, NULL},
+    {"prefix", V_CSTR, BE(s3.prefix), 0, 0, false, BT_S3, NULL},
+    {"path_style", V_BOOL, BE(s3.path_style), 0, 0, false, BT_S3, NULL},
+    {"access_key", V_CSTR, BE(s3.access_key), 0, 0, false, BT_S3, NULL},
+    {"secret_key", V_CSTR, BE(s3.secret_key), 0, 0, false, BT_S3, NULL},
+    {"max_retries", V_INT, BE(s3.max_retries), 0, 100, false, BT_S3, NULL},
+    {"connect_timeout", V_DUR, BE(s3.connect_timeout_ms), 10, 600000, false, BT_S3, NULL},
+    {"request_timeout", V_DUR, BE(s3.request_timeout_ms), 10, 3600000, false, BT_S3, NULL},
+    {"max_connections", V_INT, BE(s3.max_connections), 1, 1024, false, BT_S3, NULL},
+    {"max_inflight", V_INT, BE(max_inflight), 1, 4096, false, BT_ANY, NULL},
+    {"breaker_failures", V_INT, BE(breaker_failures), 0, 1000, false, BT_ANY, NULL},
+    {"breaker_cooldown", V_DUR, BE(breaker_cooldown_ms), 10, 3600000, false, BT_ANY, NULL},
+    {"link_capacity", V_RATE, BE(link_capacity_bps), 0, 0, false, BT_ANY, NULL},
+    {"yield_inflight", V_INT, BE(yield_inflight), 0, 4096, false, BT_ANY, NULL},
+    {"yield_hold", V_DUR, BE(yield_hold_ms), 1, 3600000, false, BT_ANY, NULL},
+    {NULL, 0, 0, 0, 0, false, 0, NULL},
 };
 
 static const struct keydef namespace_keys[] = {
-    {"backend", V_STR, NS(backend), 0, 0, true, 0},
-    {"prefix", V_STR, NS(prefix), 0, 0, false, 0},
-    {"mode", V_MODE, NS(mode), 0, 0, false, 0},
-    {"durability", V_DURAB, NS(durability), 0, 0, false, 0},
-    {"uid", V_UID, NS(uid), 0, 0, false, 0},
-    {"gid", V_GID, NS(gid), 0, 0, false, 0},
-    {"umask", V_UMASK, NS(umask), 0, 0, false, 0},
-    {"attr_ttl", V_DUR, NS(attr_ttl_ms), 0, 86400000, false, 0},
-    {"entry_ttl", V_DUR, NS(entry_ttl_ms), 0, 86400000, false, 0},
-    {NULL, 0, 0, 0, 0, false, 0},
+    {"backend", V_STR, NS(backend), 0, 0, true, 0, NULL},
+    {"prefix", V_STR, NS(prefix), 0, 0, false, 0, NULL},
+    {"mode", V_ENUM, NS(mode), 0, 0, false, 0, ns_mode_choices},
+    {"durability", V_ENUM, NS(durability), 0, 0, false, 0, durability_choices},
+    {"uid", V_UID, NS(uid), 0, 0, false, 0, NULL},
+    {"gid", V_GID, NS(gid), 0, 0, false, 0, NULL},
+    {"umask", V_UMASK, NS(umask), 0, 0, false, 0, NULL},
+    {"attr_ttl", V_DUR, NS(attr_ttl_ms), 0, 86400000, false, 0, NULL},
+    {"entry_ttl", V_DUR, NS(entry_ttl_ms), 0, 86400000, false, 0, NULL},
+    {NULL, 0, 0, 0, 0, false, 0, NULL},
 };
 
 static const struct keydef tenants_keys[] = {
-    {"max_tenants", V_U64, CFG(max_tenants), 2, TENANT_MAX_TENANTS_LIMIT, false, 0},
-    {"pid_cache", V_U64, CFG(tenant_pid_cache), 1, TENANT_PID_CACHE_LIMIT, false, 0},
-    {"cache_quota", V_QUOTA, CFG(cache.default_quota), 0, 0, false, 0},
-    {"fallback", V_FALLBACK, CFG(tenant_fallback_default), 0, 0, false, 0},
-    {"reserved_ids", V_U64, CFG(tenant_reserved_ids), 0, TENANT_MAX_TENANTS_LIMIT, false, 0},
-    {"implicit_per_minute", V_U64, CFG(tenant_implicit_per_minute), 1, 1000000, false, 0},
-    {"slurm_cgroup_root", V_CGPREFIX, CFG(tenant_slurm_cgroup_root), 0, 0, false, 0},
-    {NULL, 0, 0, 0, 0, false, 0},
+    {"max_tenants", V_U64, CFG(max_tenants), 2, TENANT_MAX_TENANTS_LIMIT, false, 0, NULL},
+    {"pid_cache", V_U64, CFG(tenant_pid_cache), 1, TENANT_PID_CACHE_LIMIT, false, 0, NULL},
+    {"cache_quota", V_QUOTA, CFG(cache.default_quota), 0, 0, false, 0, NULL},
+    {"fallback", V_FALLBACK, CFG(tenant_fallback_default), 0, 0, false, 0, NULL},
+    {"reserved_ids", V_U64, CFG(tenant_reserved_ids), 0, TENANT_MAX_TENANTS_LIMIT, false, 0, NULL},
+    {"implicit_per_minute", V_U64, CFG(tenant_implicit_per_minute), 1, 1000000, false, 0, NULL},
+    {"slurm_cgroup_root", V_CGPREFIX, CFG(tenant_slurm_cgroup_root), 0, 0, false, 0, NULL},
+    {NULL, 0, 0, 0, 0, false, 0, NULL},
 };
 
 static const struct keydef tenant_keys[] = {
-    {"class", V_CLASS, TN(cls), 0, 0, false, 0},
-    {"slurm_job", V_JOB, TN(slurm_job), 0, 0, false, 0},
-    {"cgroup", V_CGPREFIX, TN(cgroup), 0, 0, false, 0},
-    {"uid", V_UID, TN(uid), 0, 0, false, 0},
-    {"gid", V_GID, TN(gid), 0, 0, false, 0},
-    {"reservation", V_RATE, TN(qos.reservation_bps), 0, 0, false, 0},
-    {"weight", V_U64, TN(qos.weight), 1, 10000, false, 0},
-    {"limit", V_RATE, TN(qos.limit_bps), 0, 0, false, 0},
-    {"disk_weight", V_U64, TN(qos.disk_weight), 1, 10000, false, 0},
-    {"disk_limit", V_RATE, TN(qos.disk_limit_bps), 0, 0, false, 0},
-    {"cache_quota", V_QUOTA, TN(cache_quota), 0, 0, false, 0},
-    {NULL, 0, 0, 0, 0, false, 0},
+    {"class", V_CLASS, TN(cls), 0, 0, false, 0, NULL},
+    {"slurm_job", V_JOB, TN(slurm_job), 0, 0, false, 0, NULL},
+    {"cgroup", V_CGPREFIX, TN(cgroup), 0, 0, false, 0, NULL},
+    {"uid", V_UID, TN(uid), 0, 0, false, 0, NULL},
+    {"gid", V_GID, TN(gid), 0, 0, false, 0, NULL},
+    {"reservation", V_RATE, TN(qos.reservation_bps), 0, 0, false, 0, NULL},
+    {"weight", V_U64, TN(qos.weight), 1, 10000, false, 0, NULL},
+    {"limit", V_RATE, TN(qos.limit_bps), 0, 0, false, 0, NULL},
+    {"disk_weight", V_U64, TN(qos.disk_weight), 1, 10000, false, 0, NULL},
+    {"disk_limit", V_RATE, TN(qos.disk_limit_bps), 0, 0, false, 0, NULL},
+    {"cache_quota", V_QUOTA, TN(cache_quota), 0, 0, false, 0, NULL},
+    {NULL, 0, 0, 0, 0, false, 0, NULL},
 };
 
 /* [class NAME]: that class's QoS defaults (the weight range is qos/sched.h's) */
 static const struct keydef class_keys[] = {
-    {"reservation", V_RATE, QC(reservation_bps), 0, 0, false, 0},
-    {"weight", V_U64, QC(weight), 1, 10000, false, 0},
-    {"limit", V_RATE, QC(limit_bps), 0, 0, false, 0},
-    {"disk_weight", V_U64, QC(disk_weight), 1, 10000, false, 0},
-    {"disk_limit", V_RATE, QC(disk_limit_bps), 0, 0, false, 0},
-    {NULL, 0, 0, 0, 0, false, 0},
-};
-
-/* [policy NAME]: the keys are checked by policy_rules_build (lifecycle_rules.c); this table only
- * names them for section_of_key's hints. */
-static const struct keydef policy_keys[] = {
-    {"namespace", V_STR, 0, 0, 0, false, 0},
-    {"prefix", V_STR, 0, 0, 0, false, 0},
-    {"glob", V_STR, 0, 0, 0, false, 0},
-    {"match", V_STR, 0, 0, 0, false, 0},
-    {"min_size", V_STR, 0, 0, 0, false, 0},
-    {"max_size", V_STR, 0, 0, 0, false, 0},
-    {"age", V_STR, 0, 0, 0, false, 0},
-    {"keep_last", V_STR, 0, 0, 0, false, 0},
-    {"watermark", V_STR, 0, 0, 0, false, 0},
-    {"action", V_STR, 0, 0, 0, false, 0},
-    {"target", V_STR, 0, 0, 0, false, 0},
-    {"allow_delete", V_STR, 0, 0, 0, false, 0},
-    {NULL, 0, 0, 0, 0, false, 0},
+    {"reservation", V_RATE, QC(reservation_bps), 0, 0, false, 0, NULL},
+    {"weight", V_U64, QC(weight), 1, 10000, false, 0, NULL},
+    {"limit", V_RATE, QC(limit_bps), 0, 0, false, 0, NULL},
+    {"disk_weight", V_U64, QC(disk_weight), 1, 10000, false, 0, NULL},
+    {"disk_limit", V_RATE, QC(disk_limit_bps), 0, 0, false, 0, NULL},
+    {NULL, 0, 0, 0, 0, false, 0, NULL},
 };
 
 static const struct keydef *const tables[] = {
     daemon_keys,  cache_keys,     mount_keys,  api_keys,   writeback_keys, tenants_keys,
-    backend_keys, namespace_keys, tenant_keys, class_keys, policy_keys};
+    backend_keys, namespace_keys, tenant_keys, class_keys,
+    NULL /* [policy NAME]: lifecycle_rules.c's table (policy_rule_key_name) */};
 
 static const char *const btype_names[] = {"any", "posix", "s3"};
 
 /* Comma-separated list of the keys valid in a section ("root" for a posix backend). */
 static void key_list(const struct keydef *t, int btype, char *out, size_t outsz)
 {
-    size_t used = 0;
-    out[0] = '\0';
-    for (const struct keydef *k = t; k->name; k++) {
-        if (k->btype != BT_ANY && k->btype != btype)
-            continue;
-        int n = snprintf(out + used, outsz - used, "%s%s", used ? ", " : "", k->name);
-        if (n < 0 || (size_t)n >= outsz - used)
-            break;
-        used += (size_t)n;
-    }
+    const char *names[64];
+    size_t n = 0;
+    for (const struct keydef *k = t; k->name && n < 64; k++)
+        if (k->btype == BT_ANY || k->btype == btype)
+            names[n++] = k->name;
+    config_names_list(names, n, out, outsz);
 }
 
 /* A uid/gid: digits, or a name looked up in the user/group database. */
@@ -633,74 +583,197 @@ int tierd_rate_parse(const char *val, uint64_t *out)
     return 0;
 }
 
-static int set_value(struct parser *p, const struct keydef *k, void *base, const char *sect,
-                     const char *val, int line)
+/* V_STR, V_CSTR: a copy of a non-empty value. */
+static int set_string(struct parser *p, const struct keydef *k, char *field, const char *sect,
+                      const char *val, int line)
 {
-    char *field = (char *)base + k->off;
-    uint64_t u = 0;
-    int rc;
-    switch (k->kind) {
-    case V_STR:
-    case V_CSTR: {
-        if (*val == '\0') {
-            fail(p, line, "[%s] %s is empty (give a value or remove the line)", sect, k->name);
-            return -EINVAL;
-        }
-        char *s = own_str(p, val);
-        if (!s)
-            return -ENOMEM;
-        if (k->kind == V_STR)
-            *(char **)(void *)field = s;
-        else
-            *(const char **)(void *)field = s;
-        return 0;
+    if (*val == '\0') {
+        fail(p, line, "[%s] %s is empty (give a value or remove the line)", sect, k->name);
+        return -EINVAL;
     }
-    case V_SIZE:
-    case V_SIZEZ:
-        rc = tier_parse_size(val, &u);
-        if (rc || u < k->min || u > k->max) {
-            char lo[32], hi[32];
-            if (k->max == UINT64_MAX)
-                fail(p, line,
-                     "[%s] %s = '%s' is not a size (allowed: a byte count like 512M, 64GiB, 2T)",
-                     sect, k->name, val);
-            else
-                fail(p, line,
-                     "[%s] %s = '%s' is not allowed (allowed: a size from %s to %s, like 4M)", sect,
-                     k->name, val, tier_fmt_bytes(k->min, lo, sizeof(lo)),
-                     tier_fmt_bytes(k->max, hi, sizeof(hi)));
-            return -EINVAL;
-        }
-        if (k->kind == V_SIZE)
-            *(uint64_t *)(void *)field = u;
-        else
-            *(size_t *)(void *)field = (size_t)u;
-        return 0;
-    case V_DUR:
-        rc = tier_parse_duration_ms(val, &u);
-        if (rc || u < k->min || u > k->max) {
+    char *s = own_str(p, val);
+    if (!s)
+        return -ENOMEM;
+    if (k->kind == V_STR)
+        *(char **)(void *)field = s;
+    else
+        *(const char **)(void *)field = s;
+    return 0;
+}
+
+/* V_SIZE, V_SIZEZ, V_DUR, V_INT, V_U64: a number in [k->min, k->max]. */
+static int set_number(struct parser *p, const struct keydef *k, char *field, const char *sect,
+                      const char *val, int line)
+{
+    uint64_t u = 0;
+    int rc = k->kind == V_DUR                          ? tier_parse_duration_ms(val, &u)
+             : k->kind == V_SIZE || k->kind == V_SIZEZ ? tier_parse_size(val, &u)
+                                                       : tier_parse_u64(val, &u);
+    if (rc || u < k->min || u > k->max) {
+        char lo[32], hi[32];
+        if ((k->kind == V_SIZE || k->kind == V_SIZEZ) && k->max == UINT64_MAX)
+            fail(p, line,
+                 "[%s] %s = '%s' is not a size (allowed: a byte count like 512M, 64GiB, 2T)", sect,
+                 k->name, val);
+        else if (k->kind == V_SIZE || k->kind == V_SIZEZ)
+            fail(p, line, "[%s] %s = '%s' is not allowed (allowed: a size from %s to %s, like 4M)",
+                 sect, k->name, val, tier_fmt_bytes(k->min, lo, sizeof(lo)),
+                 tier_fmt_bytes(k->max, hi, sizeof(hi)));
+        else if (k->kind == V_DUR)
             fail(p, line,
                  "[%s] %s = '%s' is not allowed (allowed: a duration from %llums to %llums, "
                  "like 500ms, 10s, 2m)",
                  sect, k->name, val, (unsigned long long)k->min, (unsigned long long)k->max);
-            return -EINVAL;
-        }
-        *(uint64_t *)(void *)field = u;
-        return 0;
-    case V_INT:
-    case V_U64:
-        rc = tier_parse_u64(val, &u);
-        if (rc || u < k->min || u > k->max) {
+        else
             fail(p, line,
                  "[%s] %s = '%s' is not allowed (allowed: a whole number from %llu to %llu)", sect,
                  k->name, val, (unsigned long long)k->min, (unsigned long long)k->max);
+        return -EINVAL;
+    }
+    if (k->kind == V_SIZEZ)
+        *(size_t *)(void *)field = (size_t)u;
+    else if (k->kind == V_INT)
+        *(int *)(void *)field = (int)u;
+    else
+        *(uint64_t *)(void *)field = u;
+    return 0;
+}
+
+/* V_ENUM: one of k->choices, whose list is the error's "allowed:" text. */
+static int set_enum(struct parser *p, const struct keydef *k, char *field, const char *sect,
+                    const char *val, int line)
+{
+    if (config_choice_parse(k->choices, val, (int *)(void *)field)) {
+        char allowed[256];
+        config_choice_list(k->choices, allowed, sizeof(allowed));
+        fail(p, line, "[%s] %s = '%s' is not allowed (allowed: %s)", sect, k->name, val, allowed);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* V_UID, V_GID, V_UMASK: an owner or a permission mask. */
+static int set_owner(struct parser *p, const struct keydef *k, char *field, const char *sect,
+                     const char *val, int line)
+{
+    if (k->kind == V_UMASK) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long m = strtoul(val, &end, 8);
+        if (!isdigit((unsigned char)*val) || errno || *end || m > 0777) {
+            fail(p, line,
+                 "[%s] umask = '%s' is not allowed (allowed: an octal mask from 000 to 777, "
+                 "like 027)",
+                 sect, val);
             return -EINVAL;
         }
-        if (k->kind == V_INT)
-            *(int *)(void *)field = (int)u;
-        else
-            *(uint64_t *)(void *)field = u;
+        *(int *)(void *)field = (int)m;
         return 0;
+    }
+    int64_t id = -1;
+    bool user = k->kind == V_UID;
+    if (parse_id(val, user, &id)) {
+        fail(p, line,
+             "[%s] %s = '%s' is not a known %s (allowed: a %s name from %s, or a number "
+             "from 0 to 4294967294)",
+             sect, k->name, val, user ? "user" : "group", user ? "user" : "group",
+             user ? "/etc/passwd" : "/etc/group");
+        return -EINVAL;
+    }
+    *(int64_t *)(void *)field = id;
+    return 0;
+}
+
+/* V_RATE, V_QUOTA: bytes per second or bytes of the hot tier, or none. */
+static int set_budget(struct parser *p, const struct keydef *k, char *field, const char *sect,
+                      const char *val, int line)
+{
+    uint64_t u = 0;
+    if (k->kind == V_RATE && tierd_rate_parse(val, &u)) {
+        fail(p, line,
+             "[%s] %s = '%s' is not a rate (allowed: bytes per second like 200MiB/s, 1.5G/s "
+             "or 500000/s, or none)",
+             sect, k->name, val);
+        return -EINVAL;
+    }
+    if (k->kind == V_QUOTA && strcmp(val, "none") == 0) {
+        u = CACHE_QUOTA_NONE;
+    } else if (k->kind == V_QUOTA && (tier_parse_size(val, &u) || u == 0)) {
+        fail(p, line,
+             "[%s] %s = '%s' is not a quota (allowed: the bytes of the hot tier the tenant "
+             "may hold, like 40G or 512MiB, or none)",
+             sect, k->name, val);
+        return -EINVAL;
+    }
+    *(uint64_t *)(void *)field = u;
+    return 0;
+}
+
+/* V_JOB, V_CGPREFIX: a Slurm job id or a cgroup path prefix, kept as written. */
+static int set_tenant_match(struct parser *p, const struct keydef *k, char *field, const char *sect,
+                            const char *val, int line)
+{
+    const char *problem = NULL;
+    if (k->kind == V_JOB && !tenant_job_valid(val))
+        problem = "is not a Slurm job id (allowed: the job's number, 1 to 20 digits with no "
+                  "leading zero, as in SLURM_JOB_ID)";
+    if (k->kind == V_CGPREFIX && (problem = tenant_cgroup_prefix_problem(val)) != NULL) {
+        fail(p, line,
+             "[%s] %s = '%s' %s (allowed: a cgroup path prefix as in "
+             "/proc/PID/cgroup, like /system.slice/inference.service)",
+             sect, k->name, val, problem);
+        return -EINVAL;
+    }
+    /* a Slurm root must be one only root can create cgroups in: systemd delegates each
+     * user@UID.service subtree of /user.slice to its user */
+    if (k->kind == V_CGPREFIX && strcmp(k->name, "slurm_cgroup_root") == 0 &&
+        (strcmp(val, "/") == 0 || strncmp(val, "/user.slice", 11) == 0)) {
+        fail(p, line,
+             "[%s] %s = '%s' is not allowed: users create cgroups there (systemd delegates "
+             "/user.slice/.../user@UID.service to each user), so any user could name any "
+             "job; give the root slurmd creates job cgroups in, like /slurm_node1",
+             sect, k->name, val);
+        return -EINVAL;
+    }
+    if (problem) {
+        fail(p, line, "[%s] %s = '%s' %s", sect, k->name, val, problem);
+        return -EINVAL;
+    }
+    char *s = own_str(p, val);
+    if (!s)
+        return -ENOMEM;
+    *(char **)(void *)field = s;
+    return 0;
+}
+
+/* The value of key k into its field of base (the struct its section fills): 0, or -EINVAL with
+ * the error recorded, or -ENOMEM. One helper per family of kinds. */
+static int set_value(struct parser *p, const struct keydef *k, void *base, const char *sect,
+                     const char *val, int line)
+{
+    char *field = (char *)base + k->off;
+    switch (k->kind) {
+    case V_STR:
+    case V_CSTR:
+        return set_string(p, k, field, sect, val, line);
+    case V_SIZE:
+    case V_SIZEZ:
+    case V_DUR:
+    case V_INT:
+    case V_U64:
+        return set_number(p, k, field, sect, val, line);
+    case V_ENUM:
+        return set_enum(p, k, field, sect, val, line);
+    case V_UID:
+    case V_GID:
+    case V_UMASK:
+        return set_owner(p, k, field, sect, val, line);
+    case V_RATE:
+    case V_QUOTA:
+        return set_budget(p, k, field, sect, val, line);
+    case V_JOB:
+    case V_CGPREFIX:
+        return set_tenant_match(p, k, field, sect, val, line);
     case V_BOOL: {
         int b = 0;
         if (tier_parse_bool(val, &b)) {
@@ -712,16 +785,15 @@ static int set_value(struct parser *p, const struct keydef *k, void *base, const
         *(bool *)(void *)field = b != 0;
         return 0;
     }
-    case V_POLICY:
-        if (strcmp(val, "s3fifo") == 0)
-            *(enum cache_policy_kind *)(void *)field = CACHE_POLICY_S3FIFO;
-        else if (strcmp(val, "lru") == 0)
-            *(enum cache_policy_kind *)(void *)field = CACHE_POLICY_LRU;
-        else {
-            fail(p, line, "[%s] %s = '%s' is not allowed (allowed: s3fifo, lru)", sect, k->name,
-                 val);
+    case V_FALLBACK:
+        if (strcmp(val, "uid") != 0 && strcmp(val, "default") != 0) {
+            fail(p, line,
+                 "[%s] %s = '%s' is not allowed (allowed: uid, a tenant uid-<n> per user, or "
+                 "default, one tenant for every caller no rule, job or pod names)",
+                 sect, k->name, val);
             return -EINVAL;
         }
+        *(bool *)(void *)field = strcmp(val, "default") == 0;
         return 0;
     case V_LOGLEVEL: {
         enum tier_log_level lvl;
@@ -736,60 +808,6 @@ static int set_value(struct parser *p, const struct keydef *k, void *base, const
         *(char **)(void *)field = s;
         return 0;
     }
-    case V_MODE:
-        if (strcmp(val, "read-cache") == 0) {
-            *(enum tierd_ns_mode *)(void *)field = TIERD_NS_READ_CACHE;
-        } else if (strcmp(val, "write-back") == 0) {
-            *(enum tierd_ns_mode *)(void *)field = TIERD_NS_WRITE_BACK;
-        } else {
-            fail(p, line, "[%s] mode = '%s' is not allowed (allowed: read-cache, write-back)", sect,
-                 val);
-            return -EINVAL;
-        }
-        return 0;
-    case V_BTYPE:
-        /* checked in the type pre-pass */
-        return 0;
-    case V_DURAB:
-        if (strcmp(val, "local") == 0) {
-            *(enum tierd_durability *)(void *)field = TIERD_DURABILITY_LOCAL;
-        } else if (strcmp(val, "remote") == 0) {
-            *(enum tierd_durability *)(void *)field = TIERD_DURABILITY_REMOTE;
-        } else {
-            fail(p, line, "[%s] durability = '%s' is not allowed (allowed: local, remote)", sect,
-                 val);
-            return -EINVAL;
-        }
-        return 0;
-    case V_UID:
-    case V_GID: {
-        int64_t id = -1;
-        if (parse_id(val, k->kind == V_UID, &id)) {
-            fail(p, line,
-                 "[%s] %s = '%s' is not a known %s (allowed: a %s name from %s, or a number "
-                 "from 0 to 4294967294)",
-                 sect, k->name, val, k->kind == V_UID ? "user" : "group",
-                 k->kind == V_UID ? "user" : "group",
-                 k->kind == V_UID ? "/etc/passwd" : "/etc/group");
-            return -EINVAL;
-        }
-        *(int64_t *)(void *)field = id;
-        return 0;
-    }
-    case V_UMASK: {
-        char *end = NULL;
-        errno = 0;
-        unsigned long m = strtoul(val, &end, 8);
-        if (!isdigit((unsigned char)*val) || errno || *end || m > 0777) {
-            fail(p, line,
-                 "[%s] umask = '%s' is not allowed (allowed: an octal mask from 000 to 777, "
-                 "like 027)",
-                 sect, val);
-            return -EINVAL;
-        }
-        *(int *)(void *)field = (int)m;
-        return 0;
-    }
     case V_CLASS:
         if (tier_io_class_parse(val, (enum tier_io_class *)(void *)field)) {
             fail(p, line,
@@ -799,72 +817,8 @@ static int set_value(struct parser *p, const struct keydef *k, void *base, const
             return -EINVAL;
         }
         return 0;
-    case V_RATE:
-        if (tierd_rate_parse(val, &u)) {
-            fail(p, line,
-                 "[%s] %s = '%s' is not a rate (allowed: bytes per second like 200MiB/s, 1.5G/s "
-                 "or 500000/s, or none)",
-                 sect, k->name, val);
-            return -EINVAL;
-        }
-        *(uint64_t *)(void *)field = u;
-        return 0;
-    case V_FALLBACK:
-        if (strcmp(val, "uid") != 0 && strcmp(val, "default") != 0) {
-            fail(p, line,
-                 "[%s] %s = '%s' is not allowed (allowed: uid, a tenant uid-<n> per user, or "
-                 "default, one tenant for every caller no rule, job or pod names)",
-                 sect, k->name, val);
-            return -EINVAL;
-        }
-        *(bool *)(void *)field = strcmp(val, "default") == 0;
-        return 0;
-    case V_QUOTA:
-        if (strcmp(val, "none") == 0) {
-            u = CACHE_QUOTA_NONE;
-        } else if (tier_parse_size(val, &u) || u == 0) {
-            fail(p, line,
-                 "[%s] %s = '%s' is not a quota (allowed: the bytes of the hot tier the tenant "
-                 "may hold, like 40G or 512MiB, or none)",
-                 sect, k->name, val);
-            return -EINVAL;
-        }
-        *(uint64_t *)(void *)field = u;
-        return 0;
-    case V_JOB:
-    case V_CGPREFIX: {
-        const char *problem = NULL;
-        if (k->kind == V_JOB && !tenant_job_valid(val))
-            problem = "is not a Slurm job id (allowed: the job's number, 1 to 20 digits with no "
-                      "leading zero, as in SLURM_JOB_ID)";
-        if (k->kind == V_CGPREFIX && (problem = tenant_cgroup_prefix_problem(val)) != NULL) {
-            fail(p, line,
-                 "[%s] %s = '%s' %s (allowed: a cgroup path prefix as in "
-                 "/proc/PID/cgroup, like /system.slice/inference.service)",
-                 sect, k->name, val, problem);
-            return -EINVAL;
-        }
-        /* a Slurm root must be one only root can create cgroups in: systemd delegates each
-         * user@UID.service subtree of /user.slice to its user */
-        if (k->kind == V_CGPREFIX && strcmp(k->name, "slurm_cgroup_root") == 0 &&
-            (strcmp(val, "/") == 0 || strncmp(val, "/user.slice", 11) == 0)) {
-            fail(p, line,
-                 "[%s] %s = '%s' is not allowed: users create cgroups there (systemd delegates "
-                 "/user.slice/.../user@UID.service to each user), so any user could name any "
-                 "job; give the root slurmd creates job cgroups in, like /slurm_node1",
-                 sect, k->name, val);
-            return -EINVAL;
-        }
-        if (problem) {
-            fail(p, line, "[%s] %s = '%s' %s", sect, k->name, val, problem);
-            return -EINVAL;
-        }
-        char *s = own_str(p, val);
-        if (!s)
-            return -ENOMEM;
-        *(char **)(void *)field = s;
-        return 0;
-    }
+    case V_BTYPE:
+        return 0; /* checked in the type pre-pass (backend_types) */
     }
     return -EINVAL;
 }
@@ -875,6 +829,12 @@ static const char *section_of_key(const char *key, enum sec_kind except)
     for (int s = SEC_DAEMON; s < SEC_BAD; s++) {
         if (s == (int)except)
             continue;
+        if (s == SEC_POLICY) {
+            for (size_t i = 0; policy_rule_key_name(i); i++)
+                if (strcmp(policy_rule_key_name(i), key) == 0)
+                    return sec_names[s];
+            continue;
+        }
         for (const struct keydef *k = tables[s]; k->name; k++)
             if (strcmp(k->name, key) == 0)
                 return sec_names[s];
@@ -892,7 +852,7 @@ static void unknown_key(struct parser *p, const struct raw_section *sec, const s
             names[n++] = k->name;
     char valid[512];
     key_list(t, btype, valid, sizeof(valid));
-    const char *near = closest(key, names, n);
+    const char *near = config_key_closest(key, names, n);
     if (near) {
         fail(p, line, "unknown key '%s' in [%s] (did you mean '%s'?)", key, sec->name, near);
         return;
@@ -1090,7 +1050,7 @@ static void classify_sections(struct parser *p)
             if (strcmp(word, sec_names[k]) == 0)
                 kind = k;
         if (kind < 0) {
-            const char *near = closest(word, sec_names, SEC_BAD);
+            const char *near = config_key_closest(word, sec_names, SEC_BAD);
             if (near)
                 fail(p, s->line, "unknown section [%s] (did you mean [%s%s]?)", s->name, near,
                      sec_arg_hint(near));
@@ -1203,9 +1163,12 @@ static void backend_types(struct parser *p)
         if (kv->sec < 0 || p->secs[kv->sec].kind != SEC_BACKEND || strcmp(kv->key, "type") != 0)
             continue;
         struct tierd_backend_conf *b = &p->cfg->backends[p->secs[kv->sec].index];
-        if (strcmp(kv->val, "posix") != 0 && strcmp(kv->val, "s3") != 0) {
-            fail(p, kv->line, "[%s] type = '%s' is not allowed (allowed: posix, s3)",
-                 p->secs[kv->sec].name, kv->val);
+        int bt;
+        if (config_choice_parse(btype_choices, kv->val, &bt)) {
+            char allowed[64];
+            config_choice_list(btype_choices, allowed, sizeof(allowed));
+            fail(p, kv->line, "[%s] type = '%s' is not allowed (allowed: %s)",
+                 p->secs[kv->sec].name, kv->val, allowed);
             continue;
         }
         if (!b->type)
@@ -1304,6 +1267,8 @@ static void apply_pairs(struct parser *p)
         }
     }
     /* required keys, reported at the section's line */
+    char btype_list[64];
+    config_choice_list(btype_choices, btype_list, sizeof(btype_list));
     for (size_t i = 0; i < p->nsecs; i++) {
         struct raw_section *sec = &p->secs[i];
         if (sec->kind == SEC_BAD || sec->kind == SEC_POLICY)
@@ -1312,8 +1277,8 @@ static void apply_pairs(struct parser *p)
         if (sec->kind == SEC_BACKEND) {
             const struct tierd_backend_conf *b = &c->backends[sec->index];
             if (!b->type) {
-                fail_missing(p, sec->line,
-                             "[%s] is missing required key 'type' (allowed: posix, s3)", sec->name);
+                fail_missing(p, sec->line, "[%s] is missing required key 'type' (allowed: %s)",
+                             sec->name, btype_list);
                 continue;
             }
             btype = strcmp(b->type, "posix") == 0 ? BT_POSIX : BT_S3;
@@ -1695,7 +1660,7 @@ static void check_semantics(struct parser *p)
             for (size_t b = 0; b < c->nbackends; b++)
                 found = found || strcmp(bnames[b], ns->backend) == 0;
             if (!found) {
-                const char *near = closest(ns->backend, bnames, c->nbackends);
+                const char *near = config_key_closest(ns->backend, bnames, c->nbackends);
                 char known[256] = "";
                 size_t used = 0;
                 for (size_t b = 0; b < c->nbackends; b++) {

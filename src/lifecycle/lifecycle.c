@@ -938,239 +938,331 @@ static void batch_fini(struct stage_batch *b)
     b->n = 0;
 }
 
-/* The action of rule ri on file f of namespace nsi. */
+/* One file under one rule's action, as act() hands it to an act_* function: each returns true
+ * when act() is to record the outcome (rc, bytes, detail), false when it recorded it already,
+ * queued the file, or found nothing to do. */
+struct act_ctx {
+    struct policy_engine *pe;
+    struct pe_pass *ps;
+    size_t ri;
+    const struct policy_rule *r;
+    struct tierd_ns *ns;
+    const struct policy_file *f;
+    const char *key;  /* the backend key (the namespace's prefix and f->key) */
+    const char *path; /* the mount path, for the record */
+    int rc;
+    uint64_t bytes;
+    char detail[600];
+};
+
+/* demote: drop the burst buffer's local copy and the cached blocks of the rule's level */
+static bool act_demote(struct act_ctx *a)
+{
+    struct tierd *d = a->pe->d;
+    const struct policy_rule *r = a->r;
+    const struct policy_file *f = a->f;
+    struct tierd_ns *ns = a->ns;
+    /* the burst buffer's local copy is on the node's disk: level ram leaves it */
+    bool local = d->wb && ns->conf->mode == TIERD_NS_WRITE_BACK && (f->flags & POLICY_F_LOCAL) &&
+                 r->level != POLICY_LEVEL_RAM;
+    const struct cache_obj obj = {ns->be, a->key, f->etag, f->size, NULL};
+    if (a->ps->dry_run) {
+        if (local || (!r->local_only && d->cache && demotable_bytes(d->cache, &obj, r->level)))
+            record(a->pe, a->ps, a->ri, a->path, 0, f->size, NULL);
+        return false;
+    }
+    int w = local ? wb_demote(d->wb, ns->be->name, a->key) : 0;
+    /* cache_evict and cache_demote walk the whole cache: only for an object with blocks in
+     * the level */
+    bool cached =
+        !r->local_only && d->cache && f->etag && demotable_bytes(d->cache, &obj, r->level) > 0;
+    long blocks =
+        !cached ? 0
+        : r->level == POLICY_LEVEL_ALL
+            ? cache_evict(d->cache, ns->be->name, a->key)
+            : cache_demote(d->cache, ns->be->name, a->key,
+                           r->level == POLICY_LEVEL_RAM ? CACHE_LEVEL_RAM : CACHE_LEVEL_DISK);
+    if (w < 0 && w != -EAGAIN) {
+        snprintf(a->detail, sizeof(a->detail), "cannot drop the local copy: %s", strerror(-w));
+        a->rc = w;
+    } else if (w == -EAGAIN && blocks <= 0) {
+        a->rc = -EAGAIN;
+    } else if (w == 1 || blocks > 0) {
+        a->rc = 1;
+        a->bytes = w == 1 ? f->size : (uint64_t)blocks * cache_block_size(d->cache);
+        snprintf(a->detail, sizeof(a->detail), "%s%s%s", w == 1 ? "local copy dropped" : "",
+                 w == 1 && blocks > 0 ? ", " : "",
+                 blocks <= 0                     ? ""
+                 : r->level == POLICY_LEVEL_RAM  ? "cached blocks moved from RAM to disk"
+                 : r->level == POLICY_LEVEL_DISK ? "cached blocks dropped from disk"
+                                                 : "cached blocks dropped");
+    } else {
+        return false; /* nothing hot */
+    }
+    return true;
+}
+
+/* stage, pin: the file joins the pass's staging batch (recorded when the batch's job starts);
+ * a pin is made first */
+static bool act_stage_pin(struct act_ctx *a, struct stage_batch *batch)
+{
+    struct tierd *d = a->pe->d;
+    const struct policy_rule *r = a->r;
+    const struct policy_file *f = a->f;
+    const char *be = a->ns->be->name;
+    if (!d->cache)
+        return false;
+    bool pinned = cache_pin_exists(d->cache, be, a->key);
+    uint64_t have = cache_cached_bytes(
+        d->cache, &(struct cache_obj){a->ns->be, a->key, f->etag, f->size, NULL});
+    if (r->action == POLICY_PIN ? pinned : have >= f->size)
+        return false; /* hot already (a pin staged it when it was made; pinned blocks stay) */
+    if (a->ps->dry_run) {
+        record(a->pe, a->ps, a->ri, a->path, 0, f->size - (have < f->size ? have : f->size), NULL);
+        return false;
+    }
+    if (r->action == POLICY_PIN && !pinned) {
+        a->rc = cache_pin(d->cache, be, a->key);
+        if (a->rc) {
+            snprintf(a->detail, sizeof(a->detail), "cannot pin: %s%s",
+                     a->rc == -ENOSPC ? "the pin budget ([cache] pin_size) is full"
+                                      : strerror(-a->rc),
+                     "");
+            return true;
+        }
+    }
+    batch->pin = r->action == POLICY_PIN;
+    if (batch->n < PE_STAGE_PATHS && (batch->owned[batch->n] = strdup(a->path))) {
+        batch->paths[batch->n] = batch->owned[batch->n];
+        batch->n++;
+    }
+    return false; /* recorded when the batch's job starts */
+}
+
+/* unpin: the pin and its pinmeta record go */
+static bool act_unpin(struct act_ctx *a)
+{
+    struct tierd *d = a->pe->d;
+    const char *be = a->ns->be->name;
+    if (!d->cache || !cache_pin_exists(d->cache, be, a->key))
+        return false;
+    if (a->ps->dry_run) {
+        record(a->pe, a->ps, a->ri, a->path, 0, 0, NULL);
+        return false;
+    }
+    int rc = cache_unpin(d->cache, be, a->key);
+    if (rc == 0 && d->pinned)
+        pinmeta_forget(d->pinned, be, a->key);
+    a->rc = rc == 0 ? 1 : rc;
+    return true;
+}
+
+/* copy, when the target key holds an object the journal does not know as this rule's copy
+ * (t: backend_stat's result on it, tst its stat): never over one that is not (another rule's
+ * archived copy whose source is gone, an older copy of a key expired since, someone else's
+ * file): it may be the only copy left. One with the source's very bytes is this copy, its
+ * journal write lost to a crash: journalled as it is. true when the file is done (recorded);
+ * else *t is what to go on with. */
+static bool copy_target_held(struct act_ctx *a, struct backend *dst, const char *dkey,
+                             const char *target, const struct backend_stat *tst, int *t)
+{
+    struct tierd *d = a->pe->d;
+    const struct policy_file *f = a->f;
+    int same = !tst->is_dir && tst->size_bytes == f->size && tst->etag[0]
+                   ? same_bytes(d, a->ns->be, a->key, f->etag, f->size, dst, dkey, tst->etag)
+                   : 0;
+    if (same == 0) {
+        char why[700];
+        snprintf(why, sizeof(why),
+                 "the target %.400s exists (%llu bytes, ETag %.80s) and is not this "
+                 "rule's copy: move it away or change the target",
+                 target, (unsigned long long)tst->size_bytes, tst->etag);
+        record_skip(a->pe, a->ps, a->ri, a->path, -EEXIST, why);
+        return true;
+    }
+    int j = same == 1 && !a->ps->dry_run
+                ? db_record(a->pe, a->r, a->key, f->etag, target, f->size, tst->etag)
+                : 0;
+    if (same == 1 && j == 0) {
+        snprintf(a->detail, sizeof(a->detail),
+                 "to %.500s: the target already held these bytes, journalled as the copy", target);
+        record(a->pe, a->ps, a->ri, a->path, a->ps->dry_run ? 0 : 1, 0, a->detail);
+        return true;
+    }
+    *t = same < 0 ? same : j;
+    return false;
+}
+
+/* copy: the object to the rule's target, journalled (db_record) */
+static bool act_copy(struct act_ctx *a)
+{
+    struct tierd *d = a->pe->d;
+    const struct policy_rule *r = a->r;
+    const struct policy_file *f = a->f;
+    struct backend *dst = d->backends[r->copy_backend];
+    char dkey[BACKEND_KEY_MAX + 1], target[BACKEND_KEY_MAX + 80];
+    if (!f->etag || copy_target(d, r, f->key, dkey, sizeof(dkey), target, sizeof(target)) != 0) {
+        record(a->pe, a->ps, a->ri, a->path, -EINVAL, 0,
+               f->etag ? "the target key would be too long" : "the backend gave no ETag");
+        return false;
+    }
+    if (db_copied(a->pe, r, a->key, f->etag, target))
+        return false;
+    struct backend_stat tst;
+    tier_err_clear();
+    int t = backend_stat(dst, &pe_io, dkey, &tst);
+    if (t == 0 && !db_target_ours(a->pe, r, a->key, target, tst.etag) &&
+        copy_target_held(a, dst, dkey, target, &tst, &t))
+        return false;
+    if (t && t != -ENOENT) {
+        snprintf(a->detail, sizeof(a->detail), "to %.300s: %.280s", target,
+                 *tier_err_msg() ? tier_err_msg() : strerror(-t));
+        record(a->pe, a->ps, a->ri, a->path, t == -ESTALE ? -EAGAIN : t, 0, a->detail);
+        return false;
+    }
+    snprintf(a->detail, sizeof(a->detail), "to %.500s", target);
+    if (a->ps->dry_run) {
+        record(a->pe, a->ps, a->ri, a->path, 0, f->size, a->detail);
+        return false;
+    }
+    tier_err_clear();
+    /* one line before the bytes move (the crash test aims its kills at it) */
+    log_info("policy %s: copy %s to %s started (%llu bytes)", r->name, a->path, target,
+             (unsigned long long)f->size);
+    char tetag[BACKEND_ETAG_MAX];
+    int rc = copy_object(d, a->ns->be, a->key, f->size, f->etag, dst, dkey, tetag);
+    if (rc == 0)
+        rc = db_record(a->pe, r, a->key, f->etag, target, f->size, tetag);
+    if (rc) {
+        snprintf(a->detail, sizeof(a->detail), "to %.300s: %.280s", target,
+                 *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+        if (rc == -ESTALE)
+            rc = -EAGAIN; /* it changed under the copy: the next pass takes the new one */
+    } else {
+        rc = 1;
+        a->bytes = f->size;
+    }
+    a->rc = rc;
+    return true;
+}
+
+/* expire, first: has every copy rule that takes the file copied this version, and is each copy
+ * on its target now as it was made (a stat: the size and ETag the journal has)? A copy that is
+ * gone is forgotten, so its rule makes it again. false when the file must wait (recorded). */
+static bool copies_verified(struct act_ctx *a)
+{
+    struct policy_engine *pe = a->pe;
+    const struct policy_file *f = a->f;
+    for (size_t i = 0; i < pe->rules.n; i++) {
+        const struct policy_rule *c = &pe->rules.v[i];
+        char dkey[BACKEND_KEY_MAX + 1], target[BACKEND_KEY_MAX + 80];
+        char tetag[BACKEND_ETAG_MAX], why[1024];
+        uint64_t csize = 0;
+        const char *crel = NULL;
+        if (!copy_covers(pe, a->ps, i, a->ns->be, a->key, f, &crel))
+            continue;
+        if (!f->etag ||
+            copy_target(pe->d, c, crel, dkey, sizeof(dkey), target, sizeof(target)) != 0 ||
+            !db_copy_row(pe, c, a->key, f->etag, target, &csize, tetag)) {
+            record(pe, a->ps, a->ri, a->path, -EAGAIN, 0,
+                   a->ps->dry_run ? "waits for its copy" : NULL);
+            return false;
+        }
+        int v = verify_copy(pe->d, c, dkey, target, csize, tetag, why, sizeof(why));
+        if (v == -ENOENT && !a->ps->dry_run)
+            db_forget(pe, c, a->key);
+        if (v) {
+            record_skip(pe, a->ps, a->ri, a->path, v, why);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* expire: the object is deleted from the backend, once its copies are verified */
+static bool act_expire(struct act_ctx *a)
+{
+    struct tierd *d = a->pe->d;
+    const struct policy_file *f = a->f;
+    struct tierd_ns *ns = a->ns;
+    if (!copies_verified(a))
+        return false;
+    if (!f->etag) {
+        record(a->pe, a->ps, a->ri, a->path, -EINVAL, 0, "the backend gave no ETag");
+        return false;
+    }
+    if (a->ps->dry_run) {
+        record(a->pe, a->ps, a->ri, a->path, 0, f->size, NULL);
+        return false;
+    }
+    /* Only the version the pass saw, and only if no generation is being written: checked
+     * again right before the delete (a pass may take minutes). */
+    tier_err_clear();
+    int rc = -ENOENT;
+    if (d->wb && ns->conf->mode == TIERD_NS_WRITE_BACK)
+        rc = wb_unlink_if(d->wb, ns->be->name, a->key, f->etag);
+    if (rc == -ENOENT) {
+        struct backend_stat st;
+        rc = backend_stat(ns->be, &pe_io, a->key, &st);
+        if (rc == 0 && strcmp(st.etag, f->etag) != 0)
+            rc = -EAGAIN; /* overwritten since the listing: not the version seen */
+        else if (rc == 0)
+            rc = backend_del(ns->be, &pe_io, a->key);
+    }
+    if (rc == 0 || rc == -ENOENT) {
+        if (d->cache)
+            (void)cache_evict(d->cache, ns->be->name, a->key);
+        rc = 1;
+        a->bytes = f->size;
+    } else if (rc != -EAGAIN) {
+        snprintf(a->detail, sizeof(a->detail), "%s",
+                 *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+    }
+    a->rc = rc;
+    return true;
+}
+
+/* The action of rule ri on file f of namespace nsi: one act_* per action. */
 static void act(struct policy_engine *pe, struct pe_pass *ps, size_t ri, size_t nsi,
                 const struct policy_file *f, struct stage_batch *batch)
 {
-    struct tierd *d = pe->d;
-    const struct policy_rule *r = &pe->rules.v[ri];
-    struct tierd_ns *ns = &d->ns[nsi];
+    struct tierd_ns *ns = &pe->d->ns[nsi];
     const char *nsp = ns->conf->prefix ? ns->conf->prefix : "";
-    char key[BACKEND_KEY_MAX + 1], path[1400], detail[600] = "";
+    char key[BACKEND_KEY_MAX + 1], path[1400];
     if (snprintf(key, sizeof(key), "%s%s", nsp, f->key) >= (int)sizeof(key))
         return;
     snprintf(path, sizeof(path), "%s/%s", ns->conf->path, f->key);
-    int rc = 0;
-    uint64_t bytes = 0;
-    switch (r->action) {
-    case POLICY_DEMOTE: {
-        /* the burst buffer's local copy is on the node's disk: level ram leaves it */
-        bool local = d->wb && ns->conf->mode == TIERD_NS_WRITE_BACK &&
-                     (f->flags & POLICY_F_LOCAL) && r->level != POLICY_LEVEL_RAM;
-        const struct cache_obj obj = {ns->be, key, f->etag, f->size, NULL};
-        if (ps->dry_run) {
-            if (local || (!r->local_only && d->cache && demotable_bytes(d->cache, &obj, r->level)))
-                record(pe, ps, ri, path, 0, f->size, NULL);
-            return;
-        }
-        int w = local ? wb_demote(d->wb, ns->be->name, key) : 0;
-        /* cache_evict and cache_demote walk the whole cache: only for an object with blocks in
-         * the level */
-        bool cached =
-            !r->local_only && d->cache && f->etag && demotable_bytes(d->cache, &obj, r->level) > 0;
-        long blocks =
-            !cached ? 0
-            : r->level == POLICY_LEVEL_ALL
-                ? cache_evict(d->cache, ns->be->name, key)
-                : cache_demote(d->cache, ns->be->name, key,
-                               r->level == POLICY_LEVEL_RAM ? CACHE_LEVEL_RAM : CACHE_LEVEL_DISK);
-        if (w < 0 && w != -EAGAIN) {
-            snprintf(detail, sizeof(detail), "cannot drop the local copy: %s", strerror(-w));
-            rc = w;
-        } else if (w == -EAGAIN && blocks <= 0) {
-            rc = -EAGAIN;
-        } else if (w == 1 || blocks > 0) {
-            rc = 1;
-            bytes = w == 1 ? f->size : (uint64_t)blocks * cache_block_size(d->cache);
-            snprintf(detail, sizeof(detail), "%s%s%s", w == 1 ? "local copy dropped" : "",
-                     w == 1 && blocks > 0 ? ", " : "",
-                     blocks <= 0                     ? ""
-                     : r->level == POLICY_LEVEL_RAM  ? "cached blocks moved from RAM to disk"
-                     : r->level == POLICY_LEVEL_DISK ? "cached blocks dropped from disk"
-                                                     : "cached blocks dropped");
-        } else {
-            return; /* nothing hot */
-        }
+    struct act_ctx a = {.pe = pe,
+                        .ps = ps,
+                        .ri = ri,
+                        .r = &pe->rules.v[ri],
+                        .ns = ns,
+                        .f = f,
+                        .key = key,
+                        .path = path};
+    bool done;
+    switch (a.r->action) {
+    case POLICY_DEMOTE:
+        done = act_demote(&a);
         break;
-    }
     case POLICY_STAGE:
-    case POLICY_PIN: {
-        if (!d->cache)
-            return;
-        bool pinned = cache_pin_exists(d->cache, ns->be->name, key);
-        uint64_t have =
-            cache_cached_bytes(d->cache, &(struct cache_obj){ns->be, key, f->etag, f->size, NULL});
-        if (r->action == POLICY_PIN ? pinned : have >= f->size)
-            return; /* hot already (a pin staged it when it was made; pinned blocks stay) */
-        if (ps->dry_run) {
-            record(pe, ps, ri, path, 0, f->size - (have < f->size ? have : f->size), NULL);
-            return;
-        }
-        if (r->action == POLICY_PIN && !pinned) {
-            rc = cache_pin(d->cache, ns->be->name, key);
-            if (rc) {
-                snprintf(detail, sizeof(detail), "cannot pin: %s%s",
-                         rc == -ENOSPC ? "the pin budget ([cache] pin_size) is full"
-                                       : strerror(-rc),
-                         "");
-                break;
-            }
-        }
-        batch->pin = r->action == POLICY_PIN;
-        if (batch->n < PE_STAGE_PATHS && (batch->owned[batch->n] = strdup(path))) {
-            batch->paths[batch->n] = batch->owned[batch->n];
-            batch->n++;
-        }
-        return; /* recorded when the batch's job starts */
-    }
+    case POLICY_PIN:
+        done = act_stage_pin(&a, batch);
+        break;
     case POLICY_UNPIN:
-        if (!d->cache || !cache_pin_exists(d->cache, ns->be->name, key))
-            return;
-        if (ps->dry_run) {
-            record(pe, ps, ri, path, 0, 0, NULL);
-            return;
-        }
-        rc = cache_unpin(d->cache, ns->be->name, key);
-        if (rc == 0 && d->pinned)
-            pinmeta_forget(d->pinned, ns->be->name, key);
-        rc = rc == 0 ? 1 : rc;
+        done = act_unpin(&a);
         break;
-    case POLICY_COPY: {
-        struct backend *dst = d->backends[r->copy_backend];
-        char dkey[BACKEND_KEY_MAX + 1], target[BACKEND_KEY_MAX + 80];
-        if (!f->etag ||
-            copy_target(d, r, f->key, dkey, sizeof(dkey), target, sizeof(target)) != 0) {
-            record(pe, ps, ri, path, -EINVAL, 0,
-                   f->etag ? "the target key would be too long" : "the backend gave no ETag");
-            return;
-        }
-        if (db_copied(pe, r, key, f->etag, target))
-            return;
-        /* never over an object that is not this rule's copy (another rule's archived copy whose
-         * source is gone, an older copy of a key expired since, someone else's file): it may be
-         * the only copy left. One with the source's very bytes is this copy, its journal write
-         * lost to a crash: journalled as it is. */
-        struct backend_stat tst;
-        tier_err_clear();
-        int t = backend_stat(dst, &pe_io, dkey, &tst);
-        if (t == 0 && !db_target_ours(pe, r, key, target, tst.etag)) {
-            int same = !tst.is_dir && tst.size_bytes == f->size && tst.etag[0]
-                           ? same_bytes(d, ns->be, key, f->etag, f->size, dst, dkey, tst.etag)
-                           : 0;
-            if (same == 0) {
-                char why[700];
-                snprintf(why, sizeof(why),
-                         "the target %.400s exists (%llu bytes, ETag %.80s) and is not this "
-                         "rule's copy: move it away or change the target",
-                         target, (unsigned long long)tst.size_bytes, tst.etag);
-                record_skip(pe, ps, ri, path, -EEXIST, why);
-                return;
-            }
-            int j = same == 1 && !ps->dry_run
-                        ? db_record(pe, r, key, f->etag, target, f->size, tst.etag)
-                        : 0;
-            if (same == 1 && j == 0) {
-                snprintf(detail, sizeof(detail),
-                         "to %.500s: the target already held these bytes, journalled as the copy",
-                         target);
-                record(pe, ps, ri, path, ps->dry_run ? 0 : 1, 0, detail);
-                return;
-            }
-            t = same < 0 ? same : j;
-        }
-        if (t && t != -ENOENT) {
-            snprintf(detail, sizeof(detail), "to %.300s: %.280s", target,
-                     *tier_err_msg() ? tier_err_msg() : strerror(-t));
-            record(pe, ps, ri, path, t == -ESTALE ? -EAGAIN : t, 0, detail);
-            return;
-        }
-        snprintf(detail, sizeof(detail), "to %.500s", target);
-        if (ps->dry_run) {
-            record(pe, ps, ri, path, 0, f->size, detail);
-            return;
-        }
-        tier_err_clear();
-        /* one line before the bytes move (the crash test aims its kills at it) */
-        log_info("policy %s: copy %s to %s started (%llu bytes)", r->name, path, target,
-                 (unsigned long long)f->size);
-        char tetag[BACKEND_ETAG_MAX];
-        rc = copy_object(d, ns->be, key, f->size, f->etag, dst, dkey, tetag);
-        if (rc == 0)
-            rc = db_record(pe, r, key, f->etag, target, f->size, tetag);
-        if (rc) {
-            snprintf(detail, sizeof(detail), "to %.300s: %.280s", target,
-                     *tier_err_msg() ? tier_err_msg() : strerror(-rc));
-            if (rc == -ESTALE)
-                rc = -EAGAIN; /* it changed under the copy: the next pass takes the new one */
-        } else {
-            rc = 1;
-            bytes = f->size;
-        }
+    case POLICY_COPY:
+        done = act_copy(&a);
         break;
-    }
-    case POLICY_EXPIRE: {
-        /* never before every copy rule that takes the file has copied this version, and never
-         * unless each copy is on its target now as it was made (a stat: the size and ETag the
-         * journal has); a copy that is gone is forgotten, so its rule makes it again */
-        for (size_t i = 0; i < pe->rules.n; i++) {
-            const struct policy_rule *c = &pe->rules.v[i];
-            char dkey[BACKEND_KEY_MAX + 1], target[BACKEND_KEY_MAX + 80];
-            char tetag[BACKEND_ETAG_MAX], why[1024];
-            uint64_t csize = 0;
-            const char *crel = NULL;
-            if (!copy_covers(pe, ps, i, ns->be, key, f, &crel))
-                continue;
-            if (!f->etag ||
-                copy_target(d, c, crel, dkey, sizeof(dkey), target, sizeof(target)) != 0 ||
-                !db_copy_row(pe, c, key, f->etag, target, &csize, tetag)) {
-                record(pe, ps, ri, path, -EAGAIN, 0, ps->dry_run ? "waits for its copy" : NULL);
-                return;
-            }
-            int v = verify_copy(d, c, dkey, target, csize, tetag, why, sizeof(why));
-            if (v == -ENOENT && !ps->dry_run)
-                db_forget(pe, c, key);
-            if (v) {
-                record_skip(pe, ps, ri, path, v, why);
-                return;
-            }
-        }
-        if (!f->etag) {
-            record(pe, ps, ri, path, -EINVAL, 0, "the backend gave no ETag");
-            return;
-        }
-        if (ps->dry_run) {
-            record(pe, ps, ri, path, 0, f->size, NULL);
-            return;
-        }
-        /* Only the version the pass saw, and only if no generation is being written: checked
-         * again right before the delete (a pass may take minutes). */
-        tier_err_clear();
-        rc = -ENOENT;
-        if (d->wb && ns->conf->mode == TIERD_NS_WRITE_BACK)
-            rc = wb_unlink_if(d->wb, ns->be->name, key, f->etag);
-        if (rc == -ENOENT) {
-            struct backend_stat st;
-            rc = backend_stat(ns->be, &pe_io, key, &st);
-            if (rc == 0 && strcmp(st.etag, f->etag) != 0)
-                rc = -EAGAIN; /* overwritten since the listing: not the version seen */
-            else if (rc == 0)
-                rc = backend_del(ns->be, &pe_io, key);
-        }
-        if (rc == 0 || rc == -ENOENT) {
-            if (d->cache)
-                (void)cache_evict(d->cache, ns->be->name, key);
-            rc = 1;
-            bytes = f->size;
-        } else if (rc != -EAGAIN) {
-            snprintf(detail, sizeof(detail), "%s",
-                     *tier_err_msg() ? tier_err_msg() : strerror(-rc));
-        }
+    case POLICY_EXPIRE:
+        done = act_expire(&a);
         break;
-    }
     default:
         return;
     }
-    record(pe, ps, ri, path, rc, bytes, detail);
+    if (done)
+        record(pe, ps, ri, path, a.rc, a.bytes, a.detail);
 }
 
 static void start_batch(struct policy_engine *pe, struct pe_pass *ps, size_t ri,

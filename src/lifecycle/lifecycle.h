@@ -110,6 +110,10 @@ int policy_rules_build(const struct tierd_config *cfg, struct policy_rules *out,
                        size_t errsz, int *err_line);
 void policy_rules_free(struct policy_rules *r);
 
+/* The i-th key a [policy NAME] section may have (lifecycle_rules.c's key table), NULL past the
+ * last: config.c's hint for such a key written in another section. */
+const char *policy_rule_key_name(size_t i);
+
 /* Where a file of a namespace is, for policy_select (bits). */
 #define POLICY_F_DURABLE 0x1u /* complete in the backend (listed, or UPLOADED/EVICTABLE) */
 #define POLICY_F_LOCAL 0x2u   /* the burst buffer holds a local copy */

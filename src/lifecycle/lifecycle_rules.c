@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * lifecycle_rules.c - the rules of lifecycle policies (policy.h, docs/POLICIES.md): the [policy
- * NAME] sections checked into struct policy_rule, and their evaluation over a namespace's files
- * (policy_select). No I/O, no locks: config.c calls the builder at load, the engine (policy.c)
- * and the bench call both.
+ * lifecycle_rules.c - the rules of lifecycle policies (lifecycle.h, docs/POLICIES.md): the
+ * [policy NAME] sections checked into struct policy_rule, and their evaluation over a namespace's
+ * files (policy_select). No I/O, no locks: config.c calls the builder at load, the engine
+ * (lifecycle.c) and the bench call both. The keys are a table (rule_keys: one setter per key)
+ * with the did-you-mean and the choices tables of config.c's (daemon/config_keys.h).
  */
 #include <errno.h>
 #include <fnmatch.h>
@@ -13,31 +14,36 @@
 #include <string.h>
 
 #include "common/strutil.h"
+#include "daemon/config_keys.h"
 #include "datasets/manifest.h"
 #include "lifecycle/lifecycle.h"
 #include "daemon/tierd.h"
 #include "tenant/tenant.h"
 
-static const char *const action_names[POLICY_NACTIONS] = {"demote", "stage", "pin",
-                                                          "unpin",  "copy",  "expire"};
+/* The values of action and level, in the order their "allowed:" text lists them. */
+static const struct config_choice action_choices[] = {{"demote", POLICY_DEMOTE},
+                                                      {"stage", POLICY_STAGE},
+                                                      {"pin", POLICY_PIN},
+                                                      {"unpin", POLICY_UNPIN},
+                                                      {"copy", POLICY_COPY},
+                                                      {"expire", POLICY_EXPIRE},
+                                                      {NULL, 0}};
+_Static_assert(sizeof(action_choices) / sizeof(action_choices[0]) == POLICY_NACTIONS + 1,
+               "one choice per action");
+static const struct config_choice level_choices[] = {
+    {"ram", POLICY_LEVEL_RAM}, {"disk", POLICY_LEVEL_DISK}, {"all", POLICY_LEVEL_ALL}, {NULL, 0}};
 
 const char *policy_action_name(enum policy_action a)
 {
-    return (unsigned)a < POLICY_NACTIONS ? action_names[a] : "?";
+    const char *n = config_choice_name(action_choices, (int)a);
+    return n ? n : "?";
 }
-
-static const char *const level_names[] = {"all", "ram", "disk"};
 
 const char *policy_level_name(enum policy_level l)
 {
-    return (unsigned)l < sizeof(level_names) / sizeof(level_names[0]) ? level_names[l] : "?";
+    const char *n = config_choice_name(level_choices, (int)l);
+    return n ? n : "?";
 }
-
-/* Keys a [policy] section may have. */
-static const char *const known_keys[] = {
-    "namespace", "prefix",    "glob",   "match",  "min_size",     "max_size", "age",    "idle",
-    "keep_last", "watermark", "action", "target", "allow_delete", "dataset",  "tenant", "level"};
-#define NKNOWN (sizeof(known_keys) / sizeof(known_keys[0]))
 
 struct builder {
     const struct tierd_config *cfg;
@@ -139,182 +145,282 @@ static int parse_age(const char *v, uint64_t *out)
     return tier_parse_duration_ms(v, out);
 }
 
-static void set_key(struct builder *b, const struct tierd_policy_conf *pc, struct policy_rule *r,
-                    const char *key, const char *val, int line, bool *has_action)
+/* ---- the [policy NAME] keys: one setter each, found through rule_keys ----------------------- */
+
+/* A key's setter: val (written at line of [policy sect]) into r, or the error into b. */
+typedef void key_setter(struct builder *b, const char *sect, struct policy_rule *r, const char *key,
+                        const char *val, int line);
+
+static void set_namespace(struct builder *b, const char *sect, struct policy_rule *r,
+                          const char *key, const char *val, int line)
 {
-    const char *sect = pc->name;
-    uint64_t u;
-    int bv;
-    if (strcmp(key, "namespace") == 0) {
-        int n = find_ns(b->cfg, val);
-        if (n < 0)
-            bfail(b, line,
-                  "[policy %s] namespace = '%s' is not a [namespace /PATH] of this file (write "
-                  "the mount path of one, like /ckpt)",
-                  sect, val);
-        else
-            r->ns = (size_t)n;
-    } else if (strcmp(key, "prefix") == 0) {
-        const char *why = prefix_problem(val);
-        if (why)
-            bfail(b, line, "[policy %s] prefix = '%s' %s", sect, val, why);
-        else if (!(r->prefix = strdup(val)))
-            b->rc = -ENOMEM;
-    } else if (strcmp(key, "glob") == 0) {
-        if (!*val)
-            bfail(b, line, "[policy %s] glob is empty (write a pattern like *.pt, or remove it)",
-                  sect);
-        else if (!(r->glob = strdup(val)))
-            b->rc = -ENOMEM;
-    } else if (strcmp(key, "match") == 0) {
-        int rc = regcomp(&r->re, val, REG_EXTENDED);
-        if (rc) {
-            char why[160];
-            regerror(rc, &r->re, why, sizeof(why));
-            bfail(b, line,
-                  "[policy %s] match = '%s' is not a POSIX extended regular expression: %s", sect,
-                  val, why);
-        } else if (!(r->match = strdup(val))) {
-            regfree(&r->re);
-            b->rc = -ENOMEM;
-        }
-    } else if (strcmp(key, "min_size") == 0 || strcmp(key, "max_size") == 0) {
-        if (tier_parse_size(val, &u))
-            bfail(b, line, "[policy %s] %s = '%s' is not a size (like 100M, 4G)", sect, key, val);
-        else if (key[1] == 'i')
-            r->min_size = u;
-        else
-            r->max_size = u;
-    } else if (strcmp(key, "age") == 0) {
-        if (parse_age(val, &u) || u == 0)
-            bfail(b, line, "[policy %s] age = '%s' is not a duration above 0 (like 7d, 12h, 30m)",
-                  sect, val);
-        else
-            r->age_ms = u;
-    } else if (strcmp(key, "keep_last") == 0) {
-        if (tier_parse_u64(val, &u) || u > 1000000)
-            bfail(b, line, "[policy %s] keep_last = '%s' is not a count of 0 to 1000000", sect,
-                  val);
-        else
-            r->keep_last = (int64_t)u;
-    } else if (strcmp(key, "watermark") == 0) {
-        char num[16];
-        size_t l = strlen(val);
-        if (l && val[l - 1] == '%')
-            l--;
-        if (l == 0 || l >= sizeof(num)) {
-            u = 0;
-        } else {
-            memcpy(num, val, l);
-            num[l] = '\0';
-            if (tier_parse_u64(num, &u))
-                u = 0;
-        }
-        if (u < 1 || u > 99)
-            bfail(b, line,
-                  "[policy %s] watermark = '%s' is not a fill of the hot tier from 1%% to 99%% "
-                  "(like 90%%)",
-                  sect, val);
-        else
-            r->watermark_pct = (unsigned)u;
-    } else if (strcmp(key, "action") == 0) {
-        int a = -1;
-        for (int i = 0; i < POLICY_NACTIONS; i++)
-            if (strcmp(val, action_names[i]) == 0)
-                a = i;
-        if (a < 0)
-            bfail(b, line,
-                  "[policy %s] action = '%s' is not an action (allowed: demote, stage, pin, unpin, "
-                  "copy, expire)",
-                  sect, val);
-        else
-            r->action = (enum policy_action)a, *has_action = true;
-    } else if (strcmp(key, "target") == 0) {
-        const char *colon = strchr(val, ':');
-        size_t bl = colon ? (size_t)(colon - val) : strlen(val);
-        int be = find_backend(b->cfg, val, bl);
-        const char *pre = colon ? colon + 1 : "";
-        const char *why = prefix_problem(pre);
-        if (be < 0) {
-            bfail(b, line,
-                  "[policy %s] target = '%s': '%.*s' is not a [backend NAME] of this file (write "
-                  "BACKEND or BACKEND:PREFIX/, like archive:ckpt/)",
-                  sect, val, (int)bl, val);
-        } else if (why) {
-            bfail(b, line, "[policy %s] target = '%s': the prefix %s", sect, val, why);
-        } else {
-            size_t pl = strlen(pre);
-            r->copy_backend = be;
-            r->copy_prefix = malloc(pl + 2);
-            if (!r->copy_prefix) {
-                b->rc = -ENOMEM;
-                return;
-            }
-            memcpy(r->copy_prefix, pre, pl);
-            if (pl && pre[pl - 1] != '/')
-                r->copy_prefix[pl++] = '/';
-            r->copy_prefix[pl] = '\0';
-        }
-    } else if (strcmp(key, "allow_delete") == 0) {
-        if (tier_parse_bool(val, &bv))
-            bfail(b, line, "[policy %s] allow_delete = '%s' is not a boolean (true or false)", sect,
-                  val);
-        else
-            r->allow_delete = bv != 0;
-    } else if (strcmp(key, "idle") == 0) {
-        if (parse_age(val, &u) || u == 0)
-            bfail(b, line, "[policy %s] idle = '%s' is not a duration above 0 (like 30m, 12h, 7d)",
-                  sect, val);
-        else
-            r->idle_ms = u;
-    } else if (strcmp(key, "dataset") == 0) {
-        const char *at = strrchr(val, '@');
-        if (val[0] != '/' || !at || at == val + 1 || !manifest_name_valid(at + 1))
-            bfail(b, line,
-                  "[policy %s] dataset = '%s' is not a version (write TREE@NAME with the tree's "
-                  "mount path, like /datasets/imagenet@v3)",
-                  sect, val);
-        else if (!(r->dataset = strdup(val)))
-            b->rc = -ENOMEM;
-    } else if (strcmp(key, "tenant") == 0) {
-        if (!tenant_name_valid(val))
-            bfail(b, line,
-                  "[policy %s] tenant = '%s' is not a tenant name (1 to 63 of A-Z a-z 0-9 . _ -, "
-                  "like a [tenant NAME] section's or slurm-1234)",
-                  sect, val);
-        else if (!(r->tenant = strdup(val)))
-            b->rc = -ENOMEM;
-    } else if (strcmp(key, "level") == 0) {
-        int l = -1;
-        for (int i = 0; i < (int)(sizeof(level_names) / sizeof(level_names[0])); i++)
-            if (strcmp(val, level_names[i]) == 0)
-                l = i;
-        if (l < 0)
-            bfail(b, line,
-                  "[policy %s] level = '%s' is not a level of the hot tier (allowed: ram, disk, "
-                  "all)",
-                  sect, val);
-        else
-            r->level = (enum policy_level)l;
-    } else {
-        char near[200] = "";
-        size_t best = 3;
-        for (size_t i = 0; i < NKNOWN; i++) {
-            /* a cheap did-you-mean: the known key sharing the longest start with key */
-            size_t c = 0;
-            while (key[c] && key[c] == known_keys[i][c])
-                c++;
-            if (c >= best) {
-                best = c;
-                snprintf(near, sizeof(near), " (did you mean '%s'?)", known_keys[i]);
-            }
-        }
+    (void)key;
+    int n = find_ns(b->cfg, val);
+    if (n < 0)
         bfail(b, line,
-              "[policy %s] unknown key '%s'%s (allowed: namespace, prefix, glob, match, dataset, "
-              "tenant, min_size, max_size, age, idle, keep_last, watermark, action, level, "
-              "target, allow_delete)",
-              sect, key, near);
+              "[policy %s] namespace = '%s' is not a [namespace /PATH] of this file (write "
+              "the mount path of one, like /ckpt)",
+              sect, val);
+    else
+        r->ns = (size_t)n;
+}
+
+static void set_prefix(struct builder *b, const char *sect, struct policy_rule *r, const char *key,
+                       const char *val, int line)
+{
+    (void)key;
+    const char *why = prefix_problem(val);
+    if (why)
+        bfail(b, line, "[policy %s] prefix = '%s' %s", sect, val, why);
+    else if (!(r->prefix = strdup(val)))
+        b->rc = -ENOMEM;
+}
+
+static void set_glob(struct builder *b, const char *sect, struct policy_rule *r, const char *key,
+                     const char *val, int line)
+{
+    (void)key;
+    if (!*val)
+        bfail(b, line, "[policy %s] glob is empty (write a pattern like *.pt, or remove it)", sect);
+    else if (!(r->glob = strdup(val)))
+        b->rc = -ENOMEM;
+}
+
+static void set_match(struct builder *b, const char *sect, struct policy_rule *r, const char *key,
+                      const char *val, int line)
+{
+    (void)key;
+    int rc = regcomp(&r->re, val, REG_EXTENDED);
+    if (rc) {
+        char why[160];
+        regerror(rc, &r->re, why, sizeof(why));
+        bfail(b, line, "[policy %s] match = '%s' is not a POSIX extended regular expression: %s",
+              sect, val, why);
+    } else if (!(r->match = strdup(val))) {
+        regfree(&r->re);
+        b->rc = -ENOMEM;
     }
+}
+
+static void set_dataset(struct builder *b, const char *sect, struct policy_rule *r, const char *key,
+                        const char *val, int line)
+{
+    (void)key;
+    const char *at = strrchr(val, '@');
+    if (val[0] != '/' || !at || at == val + 1 || !manifest_name_valid(at + 1))
+        bfail(b, line,
+              "[policy %s] dataset = '%s' is not a version (write TREE@NAME with the tree's "
+              "mount path, like /datasets/imagenet@v3)",
+              sect, val);
+    else if (!(r->dataset = strdup(val)))
+        b->rc = -ENOMEM;
+}
+
+static void set_tenant(struct builder *b, const char *sect, struct policy_rule *r, const char *key,
+                       const char *val, int line)
+{
+    (void)key;
+    if (!tenant_name_valid(val))
+        bfail(b, line,
+              "[policy %s] tenant = '%s' is not a tenant name (1 to 63 of A-Z a-z 0-9 . _ -, "
+              "like a [tenant NAME] section's or slurm-1234)",
+              sect, val);
+    else if (!(r->tenant = strdup(val)))
+        b->rc = -ENOMEM;
+}
+
+/* min_size, max_size */
+static void set_size(struct builder *b, const char *sect, struct policy_rule *r, const char *key,
+                     const char *val, int line)
+{
+    uint64_t u;
+    if (tier_parse_size(val, &u))
+        bfail(b, line, "[policy %s] %s = '%s' is not a size (like 100M, 4G)", sect, key, val);
+    else if (strcmp(key, "min_size") == 0)
+        r->min_size = u;
+    else
+        r->max_size = u;
+}
+
+/* age, idle: a duration above 0 */
+static void set_age(struct builder *b, const char *sect, struct policy_rule *r, const char *key,
+                    const char *val, int line)
+{
+    uint64_t u;
+    bool idle = strcmp(key, "idle") == 0;
+    if (parse_age(val, &u) || u == 0)
+        bfail(b, line, "[policy %s] %s = '%s' is not a duration above 0 (like %s)", sect, key, val,
+              idle ? "30m, 12h, 7d" : "7d, 12h, 30m");
+    else if (idle)
+        r->idle_ms = u;
+    else
+        r->age_ms = u;
+}
+
+static void set_keep_last(struct builder *b, const char *sect, struct policy_rule *r,
+                          const char *key, const char *val, int line)
+{
+    (void)key;
+    uint64_t u;
+    if (tier_parse_u64(val, &u) || u > 1000000)
+        bfail(b, line, "[policy %s] keep_last = '%s' is not a count of 0 to 1000000", sect, val);
+    else
+        r->keep_last = (int64_t)u;
+}
+
+static void set_watermark(struct builder *b, const char *sect, struct policy_rule *r,
+                          const char *key, const char *val, int line)
+{
+    (void)key;
+    uint64_t u = 0;
+    char num[16];
+    size_t l = strlen(val);
+    if (l && val[l - 1] == '%')
+        l--;
+    if (l > 0 && l < sizeof(num)) {
+        memcpy(num, val, l);
+        num[l] = '\0';
+        if (tier_parse_u64(num, &u))
+            u = 0;
+    }
+    if (u < 1 || u > 99)
+        bfail(b, line,
+              "[policy %s] watermark = '%s' is not a fill of the hot tier from 1%% to 99%% "
+              "(like 90%%)",
+              sect, val);
+    else
+        r->watermark_pct = (unsigned)u;
+}
+
+static void set_action(struct builder *b, const char *sect, struct policy_rule *r, const char *key,
+                       const char *val, int line)
+{
+    (void)key;
+    int a;
+    if (config_choice_parse(action_choices, val, &a)) {
+        char allowed[128];
+        config_choice_list(action_choices, allowed, sizeof(allowed));
+        bfail(b, line, "[policy %s] action = '%s' is not an action (allowed: %s)", sect, val,
+              allowed);
+    } else {
+        r->action = (enum policy_action)a;
+    }
+}
+
+static void set_level(struct builder *b, const char *sect, struct policy_rule *r, const char *key,
+                      const char *val, int line)
+{
+    (void)key;
+    int l;
+    if (config_choice_parse(level_choices, val, &l)) {
+        char allowed[128];
+        config_choice_list(level_choices, allowed, sizeof(allowed));
+        bfail(b, line, "[policy %s] level = '%s' is not a level of the hot tier (allowed: %s)",
+              sect, val, allowed);
+    } else {
+        r->level = (enum policy_level)l;
+    }
+}
+
+/* BACKEND or BACKEND:PREFIX; the prefix kept with a trailing '/' (or "") */
+static void set_target(struct builder *b, const char *sect, struct policy_rule *r, const char *key,
+                       const char *val, int line)
+{
+    (void)key;
+    const char *colon = strchr(val, ':');
+    size_t bl = colon ? (size_t)(colon - val) : strlen(val);
+    int be = find_backend(b->cfg, val, bl);
+    const char *pre = colon ? colon + 1 : "";
+    const char *why = prefix_problem(pre);
+    if (be < 0) {
+        bfail(b, line,
+              "[policy %s] target = '%s': '%.*s' is not a [backend NAME] of this file (write "
+              "BACKEND or BACKEND:PREFIX/, like archive:ckpt/)",
+              sect, val, (int)bl, val);
+        return;
+    }
+    if (why) {
+        bfail(b, line, "[policy %s] target = '%s': the prefix %s", sect, val, why);
+        return;
+    }
+    size_t pl = strlen(pre);
+    r->copy_backend = be;
+    r->copy_prefix = malloc(pl + 2);
+    if (!r->copy_prefix) {
+        b->rc = -ENOMEM;
+        return;
+    }
+    memcpy(r->copy_prefix, pre, pl);
+    if (pl && pre[pl - 1] != '/')
+        r->copy_prefix[pl++] = '/';
+    r->copy_prefix[pl] = '\0';
+}
+
+static void set_allow_delete(struct builder *b, const char *sect, struct policy_rule *r,
+                             const char *key, const char *val, int line)
+{
+    (void)key;
+    int bv;
+    if (tier_parse_bool(val, &bv))
+        bfail(b, line, "[policy %s] allow_delete = '%s' is not a boolean (true or false)", sect,
+              val);
+    else
+        r->allow_delete = bv != 0;
+}
+
+/* The keys a [policy] section may have, in the order its "allowed:" text lists them. */
+static const struct {
+    const char *name;
+    key_setter *set;
+} rule_keys[] = {
+    {"namespace", set_namespace},
+    {"prefix", set_prefix},
+    {"glob", set_glob},
+    {"match", set_match},
+    {"dataset", set_dataset},
+    {"tenant", set_tenant},
+    {"min_size", set_size},
+    {"max_size", set_size},
+    {"age", set_age},
+    {"idle", set_age},
+    {"keep_last", set_keep_last},
+    {"watermark", set_watermark},
+    {"action", set_action},
+    {"level", set_level},
+    {"target", set_target},
+    {"allow_delete", set_allow_delete},
+};
+#define NRULE_KEYS (sizeof(rule_keys) / sizeof(rule_keys[0]))
+
+const char *policy_rule_key_name(size_t i)
+{
+    return i < NRULE_KEYS ? rule_keys[i].name : NULL;
+}
+
+/* An unknown key: the did-you-mean of config.c's keys (edit distance), and the list. */
+static void unknown_key(struct builder *b, const char *sect, const char *key, int line)
+{
+    const char *names[NRULE_KEYS];
+    for (size_t i = 0; i < NRULE_KEYS; i++)
+        names[i] = rule_keys[i].name;
+    char near[120] = "", allowed[256];
+    const char *m = config_key_closest(key, names, NRULE_KEYS);
+    if (m)
+        snprintf(near, sizeof(near), " (did you mean '%s'?)", m);
+    config_names_list(names, NRULE_KEYS, allowed, sizeof(allowed));
+    bfail(b, line, "[policy %s] unknown key '%s'%s (allowed: %s)", sect, key, near, allowed);
+}
+
+static void set_key(struct builder *b, const struct tierd_policy_conf *pc, struct policy_rule *r,
+                    const char *key, const char *val, int line)
+{
+    for (size_t i = 0; i < NRULE_KEYS; i++) {
+        if (strcmp(key, rule_keys[i].name) == 0) {
+            rule_keys[i].set(b, pc->name, r, key, val, line);
+            return;
+        }
+    }
+    unknown_key(b, pc->name, key, line);
 }
 
 /* Do the scopes of two rules of one namespace overlap, as far as can be told without knowing
@@ -423,8 +529,9 @@ static void build_one(struct builder *b, const struct tierd_policy_conf *pc, str
     int dataset_line = 0, tenant_line = 0, level_line = 0;
     for (size_t i = 0; i < pc->nkv && !b->rc; i++) {
         const char *k = pc->kv[i].key;
-        set_key(b, pc, r, k, pc->kv[i].val, pc->kv[i].line, &has_action);
+        set_key(b, pc, r, k, pc->kv[i].val, pc->kv[i].line);
         has_ns = has_ns || strcmp(k, "namespace") == 0;
+        has_action = has_action || strcmp(k, "action") == 0;
         if (strcmp(k, "action") == 0)
             action_line = pc->kv[i].line;
         if (strcmp(k, "target") == 0)
@@ -454,10 +561,10 @@ static void build_one(struct builder *b, const struct tierd_policy_conf *pc, str
         return;
     }
     if (!has_action) {
-        bfail(b, pc->conf_line,
-              "[policy %s] is missing required key 'action' (allowed: demote, stage, pin, unpin, "
-              "copy, expire)",
-              pc->name);
+        char allowed[128];
+        config_choice_list(action_choices, allowed, sizeof(allowed));
+        bfail(b, pc->conf_line, "[policy %s] is missing required key 'action' (allowed: %s)",
+              pc->name, allowed);
         return;
     }
     if (r->action == POLICY_COPY && r->copy_backend < 0)

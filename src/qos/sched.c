@@ -57,8 +57,9 @@
  * The breaker's state machine is in sched.h with the function performing each transition:
  * breaker_open() is the only way into OPEN (it also refuses every queued waiter of the lane),
  * reached through note_failure() for a failed call or an unanswered attempt the backend reports
- * (sched_lane_attempt_failed); lane_admit() makes the probe (OPEN -> HALF_OPEN); note_answer()
- * closes on any answer.
+ * (sched_lane_attempt_failed), admit_timeout() for a probe whose admission timed out and
+ * breaker_admit() for a probe not back by its deadline; breaker_admit() (lane_admit's first step)
+ * makes the probe (OPEN -> HALF_OPEN); note_answer() closes on any answer.
  */
 #include "qos/sched.h"
 
@@ -914,42 +915,122 @@ static bool under_limits(const struct sched_lane *l, uint32_t tenant, int c, uin
     return !(ci.params.tenant_limit && ci.tenant_l_next > now);
 }
 
+/* Under mu: the breaker's say on a call at t0. false: the call goes on (*probe: it is the probe
+ * of HALF_OPEN, whose deadline is set). true: it fails at once, fast_fail(l, *cons, *left_ns)
+ * once mu is released. */
+static bool breaker_admit(struct sched *s, struct sched_lane *l, uint64_t t0, bool *probe,
+                          uint64_t *cons, uint64_t *left_ns)
+{
+    *probe = false;
+    if (l->breaker_failures <= 0 || l->br == SCHED_BREAKER_CLOSED)
+        return false;
+    if (l->br == SCHED_BREAKER_OPEN && t0 >= l->open_until_ns) {
+        l->br = SCHED_BREAKER_HALF_OPEN; /* this call is the probe */
+        l->probe_out = true;
+        *probe = true;
+    } else if (l->br == SCHED_BREAKER_HALF_OPEN && !l->probe_out) {
+        l->probe_out = true;
+        *probe = true;
+    } else if (l->br == SCHED_BREAKER_HALF_OPEN && t0 >= l->probe_deadline_ns) {
+        /* the probe never came back (a POSIX call stuck in the kernel): it failed; OPEN
+         * again, so another probe goes after the cool-down, instead of HALF_OPEN for ever */
+        breaker_open(s, l, t0);
+        l->fast_fails++;
+        *cons = l->consecutive;
+        *left_ns = l->cooldown_ns;
+        return true;
+    } else {
+        *left_ns = l->br == SCHED_BREAKER_OPEN ? l->open_until_ns - t0 : 0;
+        *cons = l->consecutive;
+        l->fast_fails++;
+        return true;
+    }
+    uint64_t wait = l->admit_timeout_ns > l->cooldown_ns ? l->admit_timeout_ns : l->cooldown_ns;
+    l->probe_deadline_ns = t0 + (wait ? wait : TIER_NS_PER_SEC);
+    return false;
+}
+
+/* Under mu: w waits in l until granted or refused (true), or until its admission timeout
+ * (false, w still queued). The lane's timer also wakes it when the first limited client may
+ * go. */
+static bool await_grant(struct sched *s, struct sched_lane *l, struct waiter *w, uint64_t t0)
+{
+    uint64_t deadline = l->admit_timeout_ns ? t0 + l->admit_timeout_ns : 0;
+    while (!w->granted && !w->refused) {
+        uint64_t until = deadline;
+        if (l->timer == w && l->wake_ns && (!until || l->wake_ns < until))
+            until = l->wake_ns;
+        if (!until) {
+            pthread_cond_wait(&w->cv, &s->mu);
+            continue;
+        }
+        struct timespec ts = mono_ts(until);
+        (void)pthread_cond_timedwait(&w->cv, &s->mu, &ts);
+        if (w->granted || w->refused)
+            break;
+        uint64_t now = tier_now_mono_ns();
+        if (l->timer == w && l->wake_ns && now >= l->wake_ns) {
+            grant(s, l); /* may grant us, others, or re-arm the timer */
+            continue;
+        }
+        if (deadline && now >= deadline)
+            return false;
+    }
+    return true;
+}
+
+/* Under mu, which it releases: w (tenant's, of class c) timed out waiting; it leaves the queue,
+ * the breaker hears of it, and the message says whether it waited for its QoS limit or for a
+ * slot. */
+static void admit_timeout(struct sched *s, struct sched_lane *l, struct waiter *w, uint32_t tenant,
+                          int c, bool probe)
+{
+    bool limited = l->inflight < l->cap; /* slots were free: it waited for its limit */
+    unlink_waiter(s, l, w);
+    l->admit_timeouts++;
+    if (probe && l->br == SCHED_BREAKER_HALF_OPEN)
+        breaker_open(s, l, tier_now_mono_ns());
+    else if (l->breaker_failures > 0 && l->br == SCHED_BREAKER_CLOSED && l->inflight >= l->cap)
+        /* every slot is held by calls that do not return (a hung POSIX mount reports no
+         * failure until they do): a full lane's timeout counts towards OPEN */
+        note_failure(s, l);
+    int inflight = l->inflight;
+    uint64_t queued = 0;
+    for (int k = 0; k < TIER_IO_NCLASSES; k++)
+        queued += l->queued[k];
+    struct dmc_params qp = {0};
+    if (limited)
+        lane_params(l, tenant, (enum tier_io_class)c, &qp);
+    pthread_mutex_unlock(&s->mu);
+    pthread_cond_destroy(&w->cv);
+    if (limited)
+        tier_err_set("backend '%s': tenant %u's %s requests are at their QoS limit "
+                     "(%llu bytes/s) and this one waited over %llu ms with %llu more "
+                     "queued: raise the limit or send less",
+                     l->name, tenant, tier_io_class_name((enum tier_io_class)c),
+                     (unsigned long long)qp.limit,
+                     (unsigned long long)(l->admit_timeout_ns / TIER_NS_PER_MS),
+                     (unsigned long long)queued);
+    else
+        tier_err_set("backend '%s': no free slot within %llu ms (%d calls in flight, "
+                     "%llu more queued): the backend is slow or not answering",
+                     l->name, (unsigned long long)(l->admit_timeout_ns / TIER_NS_PER_MS), inflight,
+                     (unsigned long long)queued);
+}
+
 /* Admit one call of class c for tenant, of bytes, in l: 0 with *waited_ns, -ETIMEDOUT
  * (message set) or -ENOMEM (backend lanes: the client's QoS state); try: -EAGAIN instead of
- * queueing (sched_lane_try_enter). */
+ * queueing (sched_lane_try_enter). The breaker first (breaker_admit), then the fast path, then
+ * a place in the queue (await_grant; admit_timeout when it times out). */
 static int lane_admit(struct sched *s, struct sched_lane *l, int c, uint32_t tenant, size_t bytes,
                       enum sched_dir dir, bool try, uint64_t *waited_ns)
 {
-    uint64_t t0 = tier_now_mono_ns();
+    uint64_t t0 = tier_now_mono_ns(), cons = 0, left = 0;
     bool probe = false;
     pthread_mutex_lock(&s->mu);
-    if (l->breaker_failures > 0 && l->br != SCHED_BREAKER_CLOSED) {
-        if (l->br == SCHED_BREAKER_OPEN && t0 >= l->open_until_ns) {
-            l->br = SCHED_BREAKER_HALF_OPEN; /* this call is the probe */
-            l->probe_out = true;
-            probe = true;
-        } else if (l->br == SCHED_BREAKER_HALF_OPEN && !l->probe_out) {
-            l->probe_out = true;
-            probe = true;
-        } else if (l->br == SCHED_BREAKER_HALF_OPEN && t0 >= l->probe_deadline_ns) {
-            /* the probe never came back (a POSIX call stuck in the kernel): it failed; OPEN
-             * again, so another probe goes after the cool-down, instead of HALF_OPEN for ever */
-            breaker_open(s, l, t0);
-            l->fast_fails++;
-            uint64_t cons = l->consecutive;
-            pthread_mutex_unlock(&s->mu);
-            return fast_fail(l, cons, l->cooldown_ns);
-        } else {
-            uint64_t left = l->br == SCHED_BREAKER_OPEN ? l->open_until_ns - t0 : 0;
-            uint64_t cons = l->consecutive;
-            l->fast_fails++;
-            pthread_mutex_unlock(&s->mu);
-            return fast_fail(l, cons, left);
-        }
-    }
-    if (probe) {
-        uint64_t wait = l->admit_timeout_ns > l->cooldown_ns ? l->admit_timeout_ns : l->cooldown_ns;
-        l->probe_deadline_ns = t0 + (wait ? wait : TIER_NS_PER_SEC);
+    if (breaker_admit(s, l, t0, &probe, &cons, &left)) {
+        pthread_mutex_unlock(&s->mu);
+        return fast_fail(l, cons, left);
     }
     bool queued_any = false;
     for (int k = 0; k < TIER_IO_NCLASSES; k++)
@@ -1002,66 +1083,15 @@ static int lane_admit(struct sched *s, struct sched_lane *l, int c, uint32_t ten
         pthread_cond_destroy(&w.cv);
         return -EAGAIN;
     }
-    uint64_t deadline = l->admit_timeout_ns ? t0 + l->admit_timeout_ns : 0;
-    while (!w.granted && !w.refused) {
-        /* the lane's timer also wakes when the first limited client may go */
-        uint64_t until = deadline;
-        if (l->timer == &w && l->wake_ns && (!until || l->wake_ns < until))
-            until = l->wake_ns;
-        if (!until) {
-            pthread_cond_wait(&w.cv, &s->mu);
-            continue;
-        }
-        struct timespec ts = mono_ts(until);
-        (void)pthread_cond_timedwait(&w.cv, &s->mu, &ts);
-        if (w.granted || w.refused)
-            break;
-        uint64_t now = tier_now_mono_ns();
-        if (l->timer == &w && l->wake_ns && now >= l->wake_ns) {
-            grant(s, l); /* may grant us, others, or re-arm the timer */
-            continue;
-        }
-        if (deadline && now >= deadline) {
-            bool limited = l->inflight < l->cap; /* slots were free: it waited for its limit */
-            unlink_waiter(s, l, &w);
-            l->admit_timeouts++;
-            if (probe && l->br == SCHED_BREAKER_HALF_OPEN)
-                breaker_open(s, l, tier_now_mono_ns());
-            else if (l->breaker_failures > 0 && l->br == SCHED_BREAKER_CLOSED &&
-                     l->inflight >= l->cap)
-                /* every slot is held by calls that do not return (a hung POSIX mount reports
-                 * no failure until they do): a full lane's timeout counts towards OPEN */
-                note_failure(s, l);
-            int inflight = l->inflight;
-            uint64_t queued = 0;
-            for (int k = 0; k < TIER_IO_NCLASSES; k++)
-                queued += l->queued[k];
-            struct dmc_params qp = {0};
-            if (limited)
-                lane_params(l, tenant, (enum tier_io_class)c, &qp);
-            pthread_mutex_unlock(&s->mu);
-            pthread_cond_destroy(&w.cv);
-            if (limited)
-                tier_err_set("backend '%s': tenant %u's %s requests are at their QoS limit "
-                             "(%llu bytes/s) and this one waited over %llu ms with %llu more "
-                             "queued: raise the limit or send less",
-                             l->name, tenant, tier_io_class_name((enum tier_io_class)c),
-                             (unsigned long long)qp.limit,
-                             (unsigned long long)(l->admit_timeout_ns / TIER_NS_PER_MS),
-                             (unsigned long long)queued);
-            else
-                tier_err_set("backend '%s': no free slot within %llu ms (%d calls in flight, "
-                             "%llu more queued): the backend is slow or not answering",
-                             l->name, (unsigned long long)(l->admit_timeout_ns / TIER_NS_PER_MS),
-                             inflight, (unsigned long long)queued);
-            return -ETIMEDOUT;
-        }
+    if (!await_grant(s, l, &w, t0)) {
+        admit_timeout(s, l, &w, tenant, c, probe);
+        return -ETIMEDOUT;
     }
     int rc = 0;
     if (w.refused) {
         uint64_t now = tier_now_mono_ns();
-        uint64_t left = l->open_until_ns > now ? l->open_until_ns - now : 0;
-        rc = fast_fail(l, l->consecutive, left);
+        uint64_t left_ns = l->open_until_ns > now ? l->open_until_ns - now : 0;
+        rc = fast_fail(l, l->consecutive, left_ns);
     } else {
         *waited_ns = tier_now_mono_ns() - t0;
     }

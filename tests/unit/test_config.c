@@ -139,6 +139,16 @@ static const struct bad_case bad_cases[] = {
      {"t.conf:12:", "contradicts [policy a]"}},
     {BASE "[policy p]\nnamespace = /d\naction = demote\nwhen = 1h\n",
      {"t.conf:11:", "unknown key 'when'", "keep_last"}},
+    /* the did-you-mean is config.c's (edit distance): the prefix match it replaced missed a
+     * transposition past the second letter ('tagret') */
+    {BASE "[policy p]\nnamespace = /d\naction = copy\ntagret = warm:x/\n",
+     {"t.conf:11:", "unknown key 'tagret'", "did you mean 'target'?", "allow_delete)"}},
+    {BASE "[policy p]\nnamespace = /d\naction = demote\nlevle = ram\n",
+     {"t.conf:11:", "unknown key 'levle'", "did you mean 'level'?"}},
+    /* every [policy] key is named by the hint for a key in another section (the table was one
+     * of its own, without level, idle, dataset and tenant) */
+    {BASE "[cache]\nlevel = ram\n",
+     {"t.conf:9:", "unknown key 'level' in [cache]", "it belongs in [policy NAME]"}},
     {BASE "[policy p]\nnamespace = /d\nmatch = step_([0-9]+\naction = demote\n",
      {"t.conf:10:", "match = 'step_([0-9]+'", "not a POSIX extended regular expression"}},
     {BASE "[policy p]\nnamespace = /d\naction = expire\n",
