@@ -3,6 +3,6 @@
 # the backend lanes' circuit breaker end to end (review finding 6).
 if(TARGET tierd)
   add_test(NAME backend_hang COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_backend_hang.sh)
-  set_tests_properties(backend_hang PROPERTIES TIMEOUT 120 LABELS fuse
+  set_tests_properties(backend_hang PROPERTIES TIMEOUT 300 LABELS fuse
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()

@@ -5,5 +5,5 @@ add_test(NAME ceph_rgw_roundtrip
   COMMAND ${PROJECT_SOURCE_DIR}/tests/integration/ceph_rgw_roundtrip.sh
     ${PROJECT_SOURCE_DIR} ${TIER_CEPH_DIR})
 set_tests_properties(ceph_rgw_roundtrip PROPERTIES
-  FIXTURES_REQUIRED rgw LABELS rgw TIMEOUT 120
+  FIXTURES_REQUIRED rgw LABELS rgw TIMEOUT 300
   ENVIRONMENT "TMPDIR=${CMAKE_BINARY_DIR}")

@@ -15,7 +15,7 @@ if(TARGET tierd)
 endif()
 if(TARGET tierd)
   add_test(NAME fuse_perm COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_fuse_perm.sh)
-  set_tests_properties(fuse_perm PROPERTIES TIMEOUT 120 LABELS fuse
+  set_tests_properties(fuse_perm PROPERTIES TIMEOUT 300 LABELS fuse
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()
 if(TARGET tierd)
@@ -34,10 +34,10 @@ endif()
 # stats and opens free; a short namespace TTL sees a replaced object, each read one version.
 if(TARGET tierd)
   add_test(NAME readahead_fuse COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_readahead_fuse.sh)
-  set_tests_properties(readahead_fuse PROPERTIES TIMEOUT 120 LABELS fuse
+  set_tests_properties(readahead_fuse PROPERTIES TIMEOUT 300 LABELS fuse
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
   add_test(NAME ttl_fuse COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_ttl_fuse.sh)
-  set_tests_properties(ttl_fuse PROPERTIES TIMEOUT 120 LABELS fuse
+  set_tests_properties(ttl_fuse PROPERTIES TIMEOUT 300 LABELS fuse
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()
 
@@ -45,7 +45,7 @@ endif()
 # REAL, read-only mount: a shell line hints; errors come back from close(2); cat shows progress.
 if(TARGET tierd)
   add_test(NAME hintfile_fuse COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_hintfile_fuse.sh)
-  set_tests_properties(hintfile_fuse PROPERTIES TIMEOUT 60 LABELS fuse
+  set_tests_properties(hintfile_fuse PROPERTIES TIMEOUT 300 LABELS fuse
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()
 

@@ -25,6 +25,6 @@ endif()
 if(TARGET tierd)
   add_test(NAME policy_tenants
     COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_policy_tenants.sh)
-  set_tests_properties(policy_tenants PROPERTIES TIMEOUT 120 LABELS fuse
+  set_tests_properties(policy_tenants PROPERTIES TIMEOUT 300 LABELS fuse
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_SRC=${PROJECT_SOURCE_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()

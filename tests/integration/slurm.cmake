@@ -8,15 +8,15 @@ set(TIER_SLURM_DIR ${CMAKE_BINARY_DIR}/slurm)
 add_test(NAME slurm_start COMMAND ${PROJECT_SOURCE_DIR}/scripts/slurm.sh start ${TIER_SLURM_DIR})
 # slurm_start and slurm_bb each start a cluster; slurm.sh picks free ports by probing, so two
 # starts at once could pick the same: they never run together (RESOURCE_LOCK).
-set_tests_properties(slurm_start PROPERTIES FIXTURES_SETUP slurm LABELS slurm TIMEOUT 120
+set_tests_properties(slurm_start PROPERTIES FIXTURES_SETUP slurm LABELS slurm TIMEOUT 300
   RESOURCE_LOCK slurm_ports)
 add_test(NAME slurm_stop COMMAND ${PROJECT_SOURCE_DIR}/scripts/slurm.sh stop ${TIER_SLURM_DIR})
-set_tests_properties(slurm_stop PROPERTIES FIXTURES_CLEANUP slurm LABELS slurm TIMEOUT 60)
+set_tests_properties(slurm_stop PROPERTIES FIXTURES_CLEANUP slurm LABELS slurm TIMEOUT 300)
 add_test(NAME slurm_smoke
   COMMAND ${PROJECT_SOURCE_DIR}/tests/integration/test_slurm_smoke.sh
     ${PROJECT_SOURCE_DIR} ${TIER_SLURM_DIR})
 set_tests_properties(slurm_smoke PROPERTIES
-  FIXTURES_REQUIRED slurm LABELS slurm TIMEOUT 90)
+  FIXTURES_REQUIRED slurm LABELS slurm TIMEOUT 300)
 
 # The provider itself (contrib/slurm/burst_buffer.lua), end to end: its own Slurm cluster in the
 # test's directory (scripts/slurm.sh with the provider installed, next to the fixture's), a tierd

@@ -4,7 +4,7 @@
 # bytes per tenant and class, tierctl top, /v1/tenants.
 if(TARGET tierd)
   add_test(NAME tenants_fuse COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_tenants_fuse.sh)
-  set_tests_properties(tenants_fuse PROPERTIES TIMEOUT 120 LABELS fuse
+  set_tests_properties(tenants_fuse PROPERTIES TIMEOUT 300 LABELS fuse
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()
 
@@ -13,7 +13,7 @@ endif()
 # disk limit lowered with PUT /v1/qos ("resource": "disk") holds within 1 s; tierctl qos (disk).
 if(TARGET tierd)
   add_test(NAME disk_qos_fuse COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_disk_qos_fuse.sh)
-  set_tests_properties(disk_qos_fuse PROPERTIES TIMEOUT 120 LABELS fuse
+  set_tests_properties(disk_qos_fuse PROPERTIES TIMEOUT 300 LABELS fuse
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()
 
@@ -22,7 +22,7 @@ endif()
 # control, an unquoted scan takes it).
 if(TARGET tierd)
   add_test(NAME quota_fuse COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_quota_fuse.sh)
-  set_tests_properties(quota_fuse PROPERTIES TIMEOUT 120 LABELS fuse
+  set_tests_properties(quota_fuse PROPERTIES TIMEOUT 300 LABELS fuse
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()
 
@@ -40,6 +40,6 @@ endif()
 # 400, too large 422, a non-administrator 403.
 if(TARGET tierd)
   add_test(NAME jobs_fuse COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_jobs_fuse.sh)
-  set_tests_properties(jobs_fuse PROPERTIES TIMEOUT 120 LABELS fuse
+  set_tests_properties(jobs_fuse PROPERTIES TIMEOUT 300 LABELS fuse
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()

@@ -159,9 +159,14 @@ PY
 }
 slow_granted() { local s; s=$(disk_snap) && set -- $s && echo "$3"; }
 g_before=$(slow_granted)
-setpriv --reuid=1001 --regid=1001 --clear-groups -- cat "$MNT/ds/c.bin" >/dev/null &
+# the reader reads c.bin again and again (ram_size = 0: every read is a disk grant), so it still
+# reads when the window opens however late a loaded machine opens it (one pass of 48 MiB could end
+# before that: it read at 6 MiB/s until the PUT)
+setpriv --reuid=1001 --regid=1001 --clear-groups -- \
+  sh -c 'while cat "$1"; do :; done' reader "$MNT/ds/c.bin" >/dev/null &
 pc=$!
-extra_cleanup() { kill "$pc" 2>/dev/null || true; }
+stop_reader() { pkill -P "$pc" 2>/dev/null || true; kill "$pc" 2>/dev/null || true; }
+extra_cleanup() { stop_reader; }
 slow_reads() { [ "$(slow_granted)" -gt "$g_before" ]; }
 wait_for 20 slow_reads || fail "uid 1001's read of c.bin got no disk grant within 20 s"
 curl -sS -f --unix-socket "$SOCK" -X PUT -d '{"tenant": "slow", "resource": "disk", "limit": "2MiB/s"}' \
@@ -207,4 +212,5 @@ fi
 grep -q "above the tenant's limit" "$T/bad.txt" || fail "the refusal does not say why: $(cat "$T/bad.txt")"
 ok "tierctl qos shows the disk lane; tierctl qos set resource=disk changes it"
 kill "$pc" 2>/dev/null || true
+pkill -P "$pc" 2>/dev/null || true
 wait "$pc" 2>/dev/null || true
