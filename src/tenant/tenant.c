@@ -80,9 +80,42 @@
  * scheduler job set it (tenant_job_owner_release drops those) and whether two registrations
  * named different uids (a conflict: believed for neither). A change bumps r->gen so cached
  * answers are recomputed; learning an owner it already has changes nothing.
- * Implicit tenants are never reclaimed: telemetry, QoS and quota arrays are indexed by tenant id
- * and ids are never reused (docs/ARCHITECTURE.md "Tenants" says why that is left); the reserve
- * and the rate bound what one user can take.
+ *
+ * Reclaim (idle_reclaim_s > 0; docs/ARCHITECTURE.md "Tenants"). Telemetry, the space quotas,
+ * QoS and the policies' access log index arrays by tenant id, so an id given to a new tenant
+ * must carry nothing of its old one. Id 2 is "retired" (an id beyond max_tenants: r->nids is
+ * max + 1, and the caps count ids without it); only implicit tenants are reclaimed, never
+ * default, other, retired, configured or registered ones. An id's states:
+ *   LIVE: in the name index, handed out by resolution and tenant_find.
+ *   QUARANTINE: out of the name index (a new caller of that name gets a new tenant), not
+ *     handed out for a new tenant; a request that resolved it just before still records under
+ *     it, and the second fold moves that.
+ *   FREE: on r->freel; create_locked takes it before a new id.
+ * Idleness: every tenant_resolve answer and tenant_find hit sets the id's `touched` flag (a
+ * load, and a store only when clear: no shared write per request). A sweep (tenant_reclaim)
+ * clears the flags; a touched id's since_s becomes the sweep's time. So since_s is never later
+ * than the truth by more than one sweep interval and an id is idle only when no request was
+ * given it for idle_s: sweeps far apart delay reclaim, never hasten it.
+ * TRANSITION -> FUNCTION
+ *   (new id) -> LIVE                                     create_locked()
+ *   LIVE, implicit, idle, not busy -> QUARANTINE         tenant_reclaim() (then the retire hook
+ *                                                        folds; the rule generation is bumped, so
+ *                                                        no pid-cache entry answers the id again)
+ *   QUARANTINE, idle again, not busy -> FREE             tenant_reclaim() (the retire hook folds
+ *                                                        again first: once free, a new tenant may
+ *                                                        record at once)
+ *   FREE -> LIVE                                         create_locked() (the name written in the
+ *                                                        buffer readers are not pointed at, then
+ *                                                        the buffers flipped)
+ *
+ * The busy hook (what the tenant holds: hot-tier bytes, an own quota, hint sets, QoS parameters
+ * or queued calls) is asked without the registry lock, then the flags are checked again under
+ * it: an id touched meanwhile stays. Invariant: an id is reused only after two idle periods in
+ * which no request was given it and, at the end of each, it held nothing; a request that
+ * started for the old tenant and still records after that (it ran longer than 2 x idle_s
+ * without a new resolve) is the one case counted under the new tenant. Sweeps run from the
+ * miss path of tenant_resolve every idle_s / 4 (no thread of tierd's runs in every
+ * configuration, and a miss is when a new id may be wanted), one at a time (r->sweeping).
  */
 #include "tenant/tenant.h"
 
