@@ -108,14 +108,15 @@
  *                                                        buffer readers are not pointed at, then
  *                                                        the buffers flipped)
  *
- * The busy hook (what the tenant holds: hot-tier bytes, an own quota, hint sets, QoS parameters
- * or queued calls) is asked without the registry lock, then the flags are checked again under
- * it: an id touched meanwhile stays. Invariant: an id is reused only after two idle periods in
- * which no request was given it and, at the end of each, it held nothing; a request that
- * started for the old tenant and still records after that (it ran longer than 2 x idle_s
- * without a new resolve) is the one case counted under the new tenant. Sweeps run from the
- * miss path of tenant_resolve every idle_s / 4 (no thread of tierd's runs in every
- * configuration, and a miss is when a new id may be wanted), one at a time (r->sweeping).
+ * An id with open FUSE handles (holds, tenant_hold: reads through a handle are not resolved
+ * again) is in use like a touched one. The busy hook (what the tenant holds: hot-tier bytes, an
+ * own quota, hint sets, QoS parameters or queued calls) is asked without the registry lock,
+ * then the flags and holds are checked again under it: an id used meanwhile stays. Invariant: an id
+ * is reused only after two idle periods in which no request was given it and, at the end of each,
+ * it held nothing; a request that started for the old tenant and still records after that (it ran
+ * longer than 2 x idle_s without a new resolve) is the one case counted under the new tenant.
+ * Sweeps run from the miss path of tenant_resolve every idle_s / 4 (no thread of tierd's runs in
+ * every configuration, and a miss is when a new id may be wanted), one at a time (r->sweeping).
  */
 #include "tenant/tenant.h"
 
@@ -153,11 +154,12 @@ struct tenant {
      * buffer is written again only at the id's next reuse, two idle periods later. */
     char names[2][TENANT_NAME_MAX];
     _Atomic unsigned cur;
-    _Atomic int cls;       /* enum tier_io_class; changes once when an implicit tenant is added */
-    _Atomic bool implicit; /* created by resolution, not added yet */
-    _Atomic int state;     /* T_LIVE, ...; written under lock */
-    _Atomic bool touched;  /* resolved or looked up since the last sweep (no lock) */
-    uint64_t since_s;      /* lock: LIVE: last sweep that saw it touched; QUARANTINE: retired */
+    _Atomic int cls;        /* enum tier_io_class; changes once when an implicit tenant is added */
+    _Atomic bool implicit;  /* created by resolution, not added yet */
+    _Atomic int state;      /* T_LIVE, ...; written under lock */
+    _Atomic bool touched;   /* resolved or looked up since the last sweep (no lock) */
+    _Atomic uint32_t holds; /* open handles of it (tenant_hold; no lock) */
+    uint64_t since_s;       /* lock: LIVE: last sweep that saw it touched; QUARANTINE: retired */
 };
 
 static const char *tname(const struct tenant *t)
@@ -1377,6 +1379,25 @@ void tenant_stats_get(struct tenant_reg *r, struct tenant_stats *out)
 
 /* ---- reclaim (DESIGN "Reclaim") ---------------------------------------------------------- */
 
+void tenant_hold(struct tenant_reg *r, uint32_t id)
+{
+    if (r && id < tenant_count(r))
+        atomic_fetch_add_explicit(&r->t[id].holds, 1, memory_order_relaxed);
+}
+
+void tenant_unhold(struct tenant_reg *r, uint32_t id)
+{
+    if (r && id < tenant_count(r))
+        atomic_fetch_sub_explicit(&r->t[id].holds, 1, memory_order_relaxed);
+}
+
+/* Used since the last look: resolved, found, or holding an open handle. Under lock. */
+static bool used_since_look(struct tenant *t)
+{
+    return atomic_load_explicit(&t->touched, memory_order_relaxed) ||
+           atomic_load_explicit(&t->holds, memory_order_relaxed) > 0;
+}
+
 void tenant_reclaim_hooks_set(struct tenant_reg *r, const struct tenant_reclaim_hooks *h)
 {
     pthread_mutex_lock(&r->lock);
@@ -1419,7 +1440,8 @@ size_t tenant_reclaim(struct tenant_reg *r)
         int st = atomic_load_explicit(&t->state, memory_order_relaxed);
         /* a touch since the last sweep restarts the idle period, in quarantine too: an id is
          * freed only a whole idle period after the last request that was given it */
-        if (st != T_FREE && atomic_exchange_explicit(&t->touched, false, memory_order_relaxed))
+        if (st != T_FREE && (atomic_exchange_explicit(&t->touched, false, memory_order_relaxed) ||
+                             atomic_load_explicit(&t->holds, memory_order_relaxed) > 0))
             t->since_s = now;
         bool idle = now >= t->since_s && now - t->since_s >= r->idle_s;
         if (idle && ((st == T_LIVE && atomic_load_explicit(&t->implicit, memory_order_relaxed)) ||
@@ -1443,8 +1465,8 @@ size_t tenant_reclaim(struct tenant_reg *r)
     pthread_mutex_lock(&r->lock);
     for (size_t i = 0; i < nc; i++) {
         struct tenant *t = &r->t[c[i].id];
-        /* touched again while the hooks were asked: used, not idle */
-        if (c[i].busy || atomic_load_explicit(&t->touched, memory_order_relaxed)) {
+        /* touched or opened while the hooks were asked: used, not idle */
+        if (c[i].busy || used_since_look(t)) {
             c[i].busy = true;
             continue;
         }

@@ -246,6 +246,11 @@ struct tenant_reclaim_hooks {
     void *ud;
 };
 void tenant_reclaim_hooks_set(struct tenant_reg *r, const struct tenant_reclaim_hooks *h);
+/* An open file or directory handle of tenant id (the FUSE layer: at open, and unhold at
+ * release): reads through a handle are not resolved again, so a tenant holding one counts as
+ * in use and is not reclaimed. r NULL: no-op. */
+void tenant_hold(struct tenant_reg *r, uint32_t id);
+void tenant_unhold(struct tenant_reg *r, uint32_t id);
 /* One sweep now: implicit tenants untouched for idle_reclaim_s and not busy are reclaimed, and
  * reclaimed ids untouched for idle_reclaim_s more and not busy become free for reuse. Returns
  * the tenants reclaimed. tenant_resolve runs it on a miss every idle_reclaim_s / 4; a test calls

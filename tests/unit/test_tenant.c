@@ -706,13 +706,25 @@ static void test_reclaim(void **state)
     uint32_t again = tenant_resolve(r, 201, 0, 0).tenant;
     assert_int_not_equal(again, a);
     assert_string_equal(tenant_name(r, again), "slurm-501");
-    /* b, no longer busy, goes; the configured tenant stays however long it is idle */
+    /* b, no longer busy, goes; the configured tenant stays however long it is idle; d, with an
+     * open handle (reads through it are not resolved), stays until the handle is released and
+     * a whole idle period has passed */
     g_busy_id = UINT32_MAX;
+    tenant_hold(r, d);
     g_now_s += 1000;
+    (void)tenant_reclaim(r);
     (void)tenant_reclaim(r);
     assert_false(tenant_in_use(r, b));
     assert_true(tenant_in_use(r, conf));
     assert_true(tenant_in_use(r, TENANT_RETIRED_ID));
+    assert_true(tenant_in_use(r, d));
+    tenant_unhold(r, d);
+    g_now_s += 99;
+    (void)tenant_reclaim(r);
+    assert_true(tenant_in_use(r, d));
+    g_now_s += 1;
+    (void)tenant_reclaim(r);
+    assert_false(tenant_in_use(r, d));
     tenant_reg_free(r);
 }
 
