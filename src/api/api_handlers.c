@@ -1690,6 +1690,8 @@ static unsigned do_tenants_get(struct tierd *d, struct api_reply *out)
     json_t *arr = json_array();
     uint32_t n = tenant_count(r);
     for (uint32_t id = 0; arr && id < n; id++) {
+        if (!tenant_in_use(r, id)) /* reclaimed: its counters are retired's */
+            continue;
         json_t *tj = tenant_json(r, id);
         struct cache_tenant_stats ts;
         if (tj && d->cache && cache_tenant_stats_get(d->cache, id, &ts) == 0)
@@ -1708,13 +1710,14 @@ static unsigned do_tenants_get(struct tierd *d, struct api_reply *out)
     tenant_stats_get(r, &st);
     return reply_json(
         out, 200,
-        json_pack("{s:o, s:I, s:{s:I, s:I, s:I, s:I}, s:I, s:{s:I, s:I, s:I, s:I}}", "tenants", arr,
-                  "max_tenants", (json_int_t)tenant_max(r), "pid_cache", "entries",
+        json_pack("{s:o, s:I, s:{s:I, s:I, s:I, s:I}, s:I, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I}}",
+                  "tenants", arr, "max_tenants", (json_int_t)tenant_max(r), "pid_cache", "entries",
                   (json_int_t)st.cache_entries, "hits", (json_int_t)st.cache_hits, "misses",
                   (json_int_t)st.cache_misses, "evictions", (json_int_t)st.cache_evictions,
                   "folded", (json_int_t)st.folded, "trust", "job_owners", (json_int_t)st.job_owners,
                   "env_ignored", (json_int_t)st.env_ignored, "uid_mismatch",
-                  (json_int_t)st.uid_mismatch, "rate_folded", (json_int_t)st.rate_folded));
+                  (json_int_t)st.uid_mismatch, "rate_folded", (json_int_t)st.rate_folded, "reclaim",
+                  "reclaimed", (json_int_t)st.reclaimed, "ids_free", (json_int_t)st.ids_free));
 }
 
 #define TENANT_POST_FIELDS "name, class, slurm_job, uid, gid, cgroup"
@@ -2578,7 +2581,7 @@ static json_t *qos_lane_json(struct tierd *d, const struct qos_lane *ql, int64_t
     json_t *tenants = json_array();
     uint32_t n = tenant_count(d->tenants);
     for (uint32_t id = 0; tenants && id < n; id++)
-        if (only < 0 || (int64_t)id == only)
+        if ((only < 0 && tenant_in_use(d->tenants, id)) || (int64_t)id == only)
             json_array_append_new(tenants, qos_tenant_json(d, ql, id));
     json_t *o = json_pack("{s:o, s:o, s:I, s:I, s:I, s:o}", "name", jstr(ql->name),
                           ql->disk ? "capacity" : "link_capacity", qos_limit_json(ql->cap),

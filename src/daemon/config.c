@@ -487,6 +487,7 @@ static const struct keydef tenants_keys[] = {
     {"fallback", V_FALLBACK, CFG(tenant_fallback_default), 0, 0, false, 0, NULL},
     {"reserved_ids", V_U64, CFG(tenant_reserved_ids), 0, TENANT_MAX_TENANTS_LIMIT, false, 0, NULL},
     {"implicit_per_minute", V_U64, CFG(tenant_implicit_per_minute), 1, 1000000, false, 0, NULL},
+    {"idle_reclaim", V_DUR, CFG(tenant_idle_reclaim_ms), 0, 30 * 86400000ULL, false, 0, NULL},
     {"slurm_cgroup_root", V_CGPREFIX, CFG(tenant_slurm_cgroup_root), 0, 0, false, 0, NULL},
     {NULL, 0, 0, 0, 0, false, 0, NULL},
 };
@@ -938,10 +939,11 @@ static void classify_tenant(struct parser *p, struct raw_section *s, const char 
              s->name, TENANT_NAME_MAX - 1);
         return;
     }
-    if (strcmp(arg, "default") == 0 || strcmp(arg, "other") == 0) {
+    if (strcmp(arg, "default") == 0 || strcmp(arg, "other") == 0 ||
+        strcmp(arg, TENANT_RETIRED_NAME) == 0) {
         fail(p, s->line,
-             "[tenant %s]: '%s' is a built-in tenant (callers no rule matches, and tenants beyond "
-             "max_tenants); choose another name",
+             "[tenant %s]: '%s' is a built-in tenant (callers no rule matches, tenants beyond "
+             "max_tenants, reclaimed tenants' counters); choose another name",
              arg, arg);
         return;
     }
@@ -1765,6 +1767,7 @@ static void apply_defaults(struct tierd_config *c)
     c->tenant_pid_cache = TENANT_PID_CACHE_DEFAULT;
     c->tenant_reserved_ids = TIERD_RESERVED_IDS_UNSET;
     c->tenant_implicit_per_minute = TIERD_IMPLICIT_PER_MINUTE_DEFAULT;
+    c->tenant_idle_reclaim_ms = TIERD_IDLE_RECLAIM_MS_DEFAULT;
     for (size_t t = 0; t < TIERD_MAX_TENANT_CONFS; t++) {
         c->tenants[t].cls = TIER_IO_TRAINING;
         c->tenants[t].uid = c->tenants[t].gid = -1;

@@ -439,6 +439,8 @@ static const char *tele_tenant_name(void *ud, uint32_t id)
 
 static void teardown(struct tierd *d)
 {
+    if (d->tenants) /* no sweep asks the cache or the hints once they go */
+        tenant_reclaim_hooks_set(d->tenants, NULL);
     /* first: a pass in progress (its thread's, or one a /v1/policy/run call is waiting for)
      * stops at its next action; the API's later calls run no action */
     policy_engine_stop(d->policy);
@@ -629,7 +631,7 @@ int main(int argc, char **argv)
         goto out;
     }
     /* One cap for both: every id the registry hands out has its own series. */
-    struct telemetry_config tc = {.max_tenants = tenant_max(d.tenants),
+    struct telemetry_config tc = {.max_tenants = tenant_id_limit(d.tenants),
                                   .tenant_name = tele_tenant_name,
                                   .tenant_name_ud = d.tenants};
     /* [daemon] telemetry = off leaves d.tele NULL: the FUSE layer and the scheduler then record
@@ -645,7 +647,7 @@ int main(int argc, char **argv)
         startup_failed("backends");
         goto out;
     }
-    d.cfg.cache.max_tenants = tenant_max(d.tenants); /* a space account per tenant id */
+    d.cfg.cache.max_tenants = tenant_id_limit(d.tenants); /* a space account per tenant id */
     d.cfg.cache.store_async = true; /* write-throughs off the reader's path (cache.h) */
     rc = cache_open(&d.cfg.cache, &d.cache);
     if (rc == 0)
@@ -679,6 +681,8 @@ int main(int argc, char **argv)
         goto out;
     }
     __atomic_store_n(&d.policy, pe, __ATOMIC_RELEASE);
+    /* every holder the hooks ask exists now; the sweeps run on resolution misses (mount) */
+    tierd_tenants_reclaim_hooks(&d, d.tenants);
     rc = tierd_api_start(&d, &d.api);
     if (rc) {
         startup_failed("control API");

@@ -1,17 +1,23 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tenants.c - the daemon's tenant registry built from the config: [tenants] gives its bounds
- * and trust settings (reserved_ids, implicit_per_minute, fallback, slurm_cgroup_root),
- * each [tenant NAME] section (config.c) one tenant with its default class and, when the section
- * has match keys, one rule, added in file order (rules match in that order, tenant/tenant.h).
- * Called by main() at start-up and by the API test fixture; single-threaded.
+ * and trust settings (reserved_ids, implicit_per_minute, fallback, slurm_cgroup_root,
+ * idle_reclaim), each [tenant NAME] section (config.c) one tenant with its default class and, when
+ * the section has match keys, one rule, added in file order (rules match in that order,
+ * tenant/tenant.h). Called by main() at start-up and by the API test fixture; single-threaded.
  */
 #include <errno.h>
 #include <stddef.h>
 
+#include <stdlib.h>
+
 #include "common/err.h"
 #include "common/strutil.h"
+#include "daemon/access.h"
+#include "daemon/hints.h"
 #include "daemon/tierd.h"
+#include "qos/sched.h"
+#include "telemetry/telemetry.h"
 #include "tenant/tenant.h"
 
 int tierd_tenants_open(const struct tierd_config *cfg, struct tenant_reg **out)
@@ -26,6 +32,7 @@ int tierd_tenants_open(const struct tierd_config *cfg, struct tenant_reg **out)
         .implicit_per_minute = (unsigned)cfg->tenant_implicit_per_minute,
         .fallback_default = cfg->tenant_fallback_default,
         .slurm_cgroup_root = cfg->tenant_slurm_cgroup_root,
+        .idle_reclaim_s = (cfg->tenant_idle_reclaim_ms + 999) / 1000,
     };
     struct tenant_reg *r = NULL;
     int rc = tenant_reg_new(&rc_cfg, &r);
@@ -56,4 +63,54 @@ int tierd_tenants_open(const struct tierd_config *cfg, struct tenant_reg **out)
     }
     *out = r;
     return 0;
+}
+
+/* Reclaim (tenant.h): what an implicit tenant may hold that its id's next tenant must not
+ * inherit: hot-tier bytes (its quota charge, hinted blocks included), hint sets, QoS parameters
+ * of its own or calls queued in a lane. While it holds any, it is not reclaimed. Pinned blocks
+ * are charged to nobody. */
+bool tierd_tenant_holds(void *ud, uint32_t id)
+{
+    struct tierd *d = ud;
+    struct cache_tenant_stats cs;
+    /* a quota other than the default is the administrator's word for this tenant (PUT /v1/qos) */
+    if (d->cache && cache_tenant_stats_get(d->cache, id, &cs) == 0 &&
+        (cs.bytes || cs.blocks ||
+         cs.quota !=
+             (d->cfg.cache.default_quota == CACHE_QUOTA_NONE ? 0 : d->cfg.cache.default_quota)))
+        return true;
+    if ((d->sched && sched_tenant_busy(d->sched, id)) ||
+        (d->disk_sched && sched_tenant_busy(d->disk_sched, id)))
+        return true;
+    if (!d->hints)
+        return false;
+    size_t n = hints_list(d->hints, NULL, 0);
+    struct hints_set_stats *v = n ? calloc(n, sizeof(*v)) : NULL;
+    if (n && !v)
+        return true; /* cannot tell: keep it */
+    n = hints_list(d->hints, v, n);
+    bool held = false;
+    for (size_t i = 0; i < n && !held; i++)
+        held = v[i].tenant == id;
+    free(v);
+    return held;
+}
+
+/* Reclaim: id's telemetry into "retired", its dmClock clients reset, its reads forgotten by the
+ * policies' log (called at retirement and again before the id's reuse: what came in between). */
+static void tenant_retire(void *ud, uint32_t id)
+{
+    struct tierd *d = ud;
+    (void)tele_tenant_fold(d->tele, id, TENANT_RETIRED_ID);
+    if (d->sched)
+        (void)sched_tenant_forget(d->sched, id);
+    if (d->disk_sched)
+        (void)sched_tenant_forget(d->disk_sched, id);
+    access_forget_tenant(d->access, id);
+}
+
+void tierd_tenants_reclaim_hooks(struct tierd *d, struct tenant_reg *r)
+{
+    tenant_reclaim_hooks_set(r, &(struct tenant_reclaim_hooks){
+                                    .busy = tierd_tenant_holds, .retire = tenant_retire, .ud = d});
 }

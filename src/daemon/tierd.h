@@ -23,8 +23,9 @@
 #define TIERD_MAX_TENANT_CONFS 128 /* [tenant NAME] sections */
 #define TIERD_RESERVED_IDS_UNSET UINT64_MAX
 #define TIERD_IMPLICIT_PER_MINUTE_DEFAULT 4
-#define TIERD_MAX_POLICIES 64    /* [policy NAME] sections */
-#define TIERD_POLICY_MAX_KEYS 16 /* keys of one [policy NAME] section */
+#define TIERD_IDLE_RECLAIM_MS_DEFAULT 600000 /* [tenants] idle_reclaim: 10 minutes */
+#define TIERD_MAX_POLICIES 64                /* [policy NAME] sections */
+#define TIERD_POLICY_MAX_KEYS 16             /* keys of one [policy NAME] section */
 
 enum tierd_ns_mode {
     TIERD_NS_READ_CACHE = 0, /* read-only, cached; mutations return EROFS */
@@ -194,6 +195,7 @@ struct tierd_config {
      * quarter of max_tenants */
     uint64_t tenant_reserved_ids;
     uint64_t tenant_implicit_per_minute; /* job/pod tenants one uid creates a minute; default 4 */
+    uint64_t tenant_idle_reclaim_ms;     /* implicit tenants idle this long are reclaimed; 0: no */
     bool tenant_fallback_default;        /* fallback = default: no uid-<n> tenants */
     char *tenant_slurm_cgroup_root;      /* NULL: only the built-in Slurm cgroup roots */
     /* [class NAME]: each class's QoS defaults; [daemon] qos_op_cost */
@@ -283,6 +285,11 @@ struct tierd {
 /* The tenant registry of cfg: [tenants] limits, then every [tenant NAME] in order (its rule, if
  * it has match keys). 0, or -errno with tier_err_msg() naming the section. */
 int tierd_tenants_open(const struct tierd_config *cfg, struct tenant_reg **out);
+/* Reclaim in tierd (tenants.c): r's hooks (tenant.h) ask d's cache, schedulers and hints what a
+ * tenant holds, and fold a reclaimed one's telemetry into "retired". Set once every holder
+ * exists, before the mount. tierd_tenant_holds is the busy hook (for tests). */
+void tierd_tenants_reclaim_hooks(struct tierd *d, struct tenant_reg *r);
+bool tierd_tenant_holds(void *d, uint32_t id);
 
 /* Resolve a mount path ("/datasets/a/b.bin") to its namespace and backend key ("prefix/a/b.bin",
  * malloc'd into *key). A path equal to a namespace root gives key = prefix (may be ""), and

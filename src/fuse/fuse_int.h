@@ -178,6 +178,7 @@ enum tfs_handle_kind {
 struct tfs_hbase {
     uint32_t kind; /* first: is_wb_handle() reads it through fi->fh */
     struct tfs_hbase *prev, *next;
+    uint32_t tenant; /* held (tenant_hold) from track to untrack: not reclaimed meanwhile */
 };
 
 struct tierd_fuse {
@@ -236,7 +237,10 @@ void tfs_op_done(struct tierd_fuse *fs, const struct tier_ioctx *io, enum tele_o
                  struct tfs_opstat st, uint64_t bytes, int err);
 
 /* ---- open handles (fuse_session.c) ---- */
-void tfs_handle_track(struct tierd_fuse *fs, struct tfs_hbase *h, uint32_t kind);
+/* Track h, opened for tenant: the tenant is held (tenant_hold: an idle tenant with an open
+ * handle is not reclaimed, its reads going through the handle's ioctx without a resolution)
+ * until untrack. */
+void tfs_handle_track(struct tierd_fuse *fs, struct tfs_hbase *h, uint32_t kind, uint32_t tenant);
 void tfs_handle_untrack(struct tierd_fuse *fs, struct tfs_hbase *h);
 /* Free a handle the kernel never released, at unmount (one per kind, in its ops file). */
 void tfs_file_orphan_free(struct tierd_fuse *fs, struct tfs_hbase *h);

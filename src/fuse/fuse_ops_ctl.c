@@ -962,7 +962,7 @@ static int handle_open(struct tierd_fuse *fs, fuse_req_t req, const char *name, 
         fs->ctl->writers = h;
         pthread_mutex_unlock(&fs->ctl->mu);
     }
-    tfs_handle_track(fs, &h->hb, TFS_H_CTL);
+    tfs_handle_track(fs, &h->hb, TFS_H_CTL, tenant);
     *out = h;
     return 0;
 }

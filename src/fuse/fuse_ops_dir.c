@@ -539,7 +539,7 @@ void tfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, tfs_errno(rc));
     } else {
         dh->l = l;
-        tfs_handle_track(fs, &dh->hb, TFS_H_DIR);
+        tfs_handle_track(fs, &dh->hb, TFS_H_DIR, io.tenant);
         fi->fh = (uint64_t)(uintptr_t)dh;
         fi->cache_readdir = 0;
         fi->keep_cache = 0;

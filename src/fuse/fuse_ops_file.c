@@ -247,7 +247,7 @@ void tfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
      * there for the control files, fuse_ops_ctl.c) */
     fi->noflush = 1;
     fi->fh = (uint64_t)(uintptr_t)h;
-    tfs_handle_track(fs, &h->hb, TFS_H_READ);
+    tfs_handle_track(fs, &h->hb, TFS_H_READ, io.tenant);
     note_access(fs, h);
     listing_prefetch(fs, n, h->be, h->key, &io);
     tfs_op_done(fs, &io, TELE_OP_OPEN, -1, os, 0, 0);
@@ -299,7 +299,7 @@ void tfs_open_pinned(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, 
     fi->direct_io = 0;
     fi->noflush = 1;
     fi->fh = (uint64_t)(uintptr_t)h;
-    tfs_handle_track(fs, &h->hb, TFS_H_READ);
+    tfs_handle_track(fs, &h->hb, TFS_H_READ, io.tenant);
     tfs_op_done(fs, &io, TELE_OP_OPEN, -1, os, 0, 0);
     if (fuse_reply_open(req, fi) != 0)
         file_free(fs, h);

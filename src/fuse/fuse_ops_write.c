@@ -675,7 +675,7 @@ static int handle_new(struct tierd_fuse *fs, const struct tier_ioctx *io, struct
             return -ENOMEM;
         }
     }
-    tfs_handle_track(fs, &h->hb, TFS_H_WB);
+    tfs_handle_track(fs, &h->hb, TFS_H_WB, io->tenant);
     *out = h;
     return 0;
 }

@@ -433,9 +433,11 @@ int tierfs_loop(struct tierd_fuse *fs, void (*ready)(void *arg, int status), voi
     return r < 0 ? r : 0;
 }
 
-void tfs_handle_track(struct tierd_fuse *fs, struct tfs_hbase *h, uint32_t kind)
+void tfs_handle_track(struct tierd_fuse *fs, struct tfs_hbase *h, uint32_t kind, uint32_t tenant)
 {
     h->kind = kind;
+    h->tenant = tenant;
+    tenant_hold(fs->d->tenants, tenant);
     pthread_mutex_lock(&fs->handles_mu);
     h->next = fs->handles.next;
     h->prev = &fs->handles;
@@ -451,6 +453,7 @@ void tfs_handle_untrack(struct tierd_fuse *fs, struct tfs_hbase *h)
     h->next->prev = h->prev;
     h->prev = h->next = NULL;
     pthread_mutex_unlock(&fs->handles_mu);
+    tenant_unhold(fs->d->tenants, h->tenant);
 }
 
 /* After the session is gone (no operation runs): free the handles the kernel never released. */

@@ -130,3 +130,16 @@ int64_t access_last(const struct access_log *a, const char *backend, const char 
      * forgot, so it counts as read then (never idler than the truth) */
     return atomic_load_explicit(&a->floor[t & (a->nsets - 1)], memory_order_relaxed);
 }
+
+void access_forget_tenant(struct access_log *a, uint32_t tenant)
+{
+    if (!a || tenant >= ACCESS_TENANT_MAX)
+        return;
+    for (size_t i = 0; i < a->nsets * WAYS; i++) {
+        uint32_t who = atomic_load_explicit(&a->v[i].who, memory_order_relaxed);
+        /* a CAS: a note racing with this keeps its own tenant */
+        if ((who & ACCESS_TENANT_MAX) == tenant)
+            atomic_compare_exchange_strong_explicit(&a->v[i].who, &who, who | ACCESS_TENANT_MAX,
+                                                    memory_order_relaxed, memory_order_relaxed);
+    }
+}

@@ -34,5 +34,9 @@ void access_note(struct access_log *a, const char *backend, const char *key, int
  * tenant (may be NULL): the tenant of that note, or -1 on a miss (or a torn read). */
 int64_t access_last(const struct access_log *a, const char *backend, const char *key,
                     int64_t *tenant);
+/* Tenant id was reclaimed (tenant.h): its notes name no tenant from now on, so the id's next
+ * tenant is not taken for the reader of objects it never read (a pass over the table, on the
+ * reclaim sweep). a NULL: no-op. */
+void access_forget_tenant(struct access_log *a, uint32_t tenant);
 
 #endif

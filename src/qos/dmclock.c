@@ -375,6 +375,31 @@ int dmc_pull_filtered(struct dmc *d, uint64_t now_ns, dmc_filter_fn ok, void *ok
     return 0;
 }
 
+int dmc_tenant_forget(struct dmc *d, uint32_t tenant)
+{
+    if (tenant >= DMC_MAX_TENANTS)
+        return 0;
+    for (unsigned c = 0; c < TIER_IO_NCLASSES; c++) {
+        const struct dmc_client *cl = lookup(d, tenant, (enum tier_io_class)c);
+        if (cl && cl->queued)
+            return -EBUSY;
+    }
+    /* no request of the tenant is queued: nothing points at its clients (a request points at
+     * its client only from dmc_add to its grant or cancel) */
+    for (unsigned c = 0; c < TIER_IO_NCLASSES; c++) {
+        size_t i = (size_t)tenant * TIER_IO_NCLASSES + c;
+        if (i < d->ntab) {
+            free(d->tab[i]);
+            d->tab[i] = NULL;
+        }
+    }
+    if (tenant < d->nten) {
+        free(d->ten[tenant]);
+        d->ten[tenant] = NULL;
+    }
+    return 0;
+}
+
 int dmc_client_info_get(const struct dmc *d, uint32_t tenant, enum tier_io_class cls,
                         struct dmc_client_info *out)
 {

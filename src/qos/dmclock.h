@@ -147,6 +147,11 @@ size_t dmc_queued(const struct dmc *d);
 /* The cost a request of bytes is charged. */
 uint64_t dmc_cost(const struct dmc *d, uint64_t bytes);
 
+/* Forget every client of tenant (its tags and grant counts), as if it never called: its id is
+ * being given to another tenant (tenant.h, reclaim). 0, or -EBUSY (nothing changed) while a
+ * request of the tenant is queued. */
+int dmc_tenant_forget(struct dmc *d, uint32_t tenant);
+
 /* One client's state, for tests and the stats. */
 struct dmc_client_info {
     struct dmc_params params;

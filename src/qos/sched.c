@@ -531,6 +531,43 @@ bool sched_qos_enabled(const struct sched *s)
     return !s->qos_off;
 }
 
+bool sched_tenant_busy(struct sched *s, uint32_t tenant)
+{
+    bool busy = false;
+    pthread_mutex_lock(&s->mu);
+    for (unsigned c = 0; c < TIER_IO_NCLASSES && !busy; c++) {
+        size_t i = (size_t)tenant * TIER_IO_NCLASSES + c;
+        busy = i < s->ntq && s->tq[i].set;
+    }
+    busy = busy || (tenant < s->ntlim && s->tlim[tenant]);
+    for (struct sched_lane *l = s->lanes; l && !busy; l = l->next_lane) {
+        if (tenant < l->nlt) {
+            const struct lane_tenant *lt = &l->lt[tenant];
+            busy = lt->tenant_limit != 0;
+            for (unsigned c = 0; c < TIER_IO_NCLASSES && !busy; c++)
+                busy = lt->q[c].set;
+        }
+        for (unsigned c = 0; c < TIER_IO_NCLASSES && l->dmc && !busy; c++) {
+            struct dmc_client_info ci;
+            busy = dmc_client_info_get(l->dmc, tenant, (enum tier_io_class)c, &ci) == 0 &&
+                   ci.queued > 0;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return busy;
+}
+
+int sched_tenant_forget(struct sched *s, uint32_t tenant)
+{
+    int rc = 0;
+    pthread_mutex_lock(&s->mu);
+    for (struct sched_lane *l = s->lanes; l; l = l->next_lane)
+        if (l->dmc && dmc_tenant_forget(l->dmc, tenant) != 0)
+            rc = -EBUSY;
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
 uint64_t sched_tenant_limit_get(struct sched *s, uint32_t tenant)
 {
     pthread_mutex_lock(&s->mu);

@@ -327,6 +327,13 @@ void sched_lane_qos_get(struct sched *s, struct sched_lane *l, uint32_t tenant,
 /* The tenant's own parameters for cls as sched_qos_set last set them: true and *out, or false
  * (*out zeroed): the class defaults apply. */
 bool sched_qos_get(struct sched *s, uint32_t tenant, enum tier_io_class cls, struct sched_qos *out);
+/* Does tenant hold QoS state its id's next tenant must not inherit: parameters of its own
+ * (sched_qos_set, sched_tenant_limit_set, the lane forms) or a call queued on some lane? For
+ * reclaim (tenant/tenant.h): such a tenant is not reclaimed. */
+bool sched_tenant_busy(struct sched *s, uint32_t tenant);
+/* Forget tenant's dmClock clients on every lane (tags, grant counts): its id goes to another
+ * tenant. 0, or -EBUSY when a lane had a call of it queued (that lane keeps its clients). */
+int sched_tenant_forget(struct sched *s, uint32_t tenant);
 /* The tenant's own limit over all its classes (sched_tenant_limit_set), bytes/s; 0: none. */
 uint64_t sched_tenant_limit_get(struct sched *s, uint32_t tenant);
 /* false when the scheduler was made with sched_config.qos_off. */

@@ -6,7 +6,9 @@
  *
  * Ownership: struct telemetry is immutable after telemetry_new apart from the series pointer
  * tables, whose slots go from NULL to a series once (compare-and-swap, acquire/release), and the
- * series' counters, which only grow (relaxed atomics). Readers load each counter on its own.
+ * series' counters, which only grow (relaxed atomics) but for tele_tenant_fold, which moves a
+ * reclaimed tenant's counts to another tenant (exchange with 0, then add). Readers load each
+ * counter on its own and skip a series whose histogram is empty.
  */
 #ifndef TIER_TELEMETRY_TELE_INT_H
 #define TIER_TELEMETRY_TELE_INT_H
@@ -66,6 +68,9 @@ struct tele_hist_copy {
     uint64_t n, sum_ns, min_ns, max_ns;
 };
 void tele_hist_read(const struct tele_hist *h, struct tele_hist_copy *c);
+/* No value recorded (or all of them folded away, tele_tenant_fold): the renderers skip such a
+ * series. */
+bool tele_hist_empty(const struct tele_hist *h);
 
 /* The tenant's name for export: the callback's answer, or the id in decimal in buf. */
 const char *tele_tenant_label(const struct telemetry *t, uint32_t id, char *buf, size_t bufsz);

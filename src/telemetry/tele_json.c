@@ -118,7 +118,7 @@ static void render_ops(struct telemetry *t, struct tele_out *o, struct tele_hist
                 for (unsigned tr = 0; tr < TELE_NTIERS && o->rc == 0; tr++) {
                     struct tele_op_series *s = atomic_load_explicit(
                         &t->ops[tele_op_slot(tn, cl, op, tr)], memory_order_acquire);
-                    if (!s)
+                    if (!s || tele_hist_empty(&s->lat))
                         continue;
                     tele_hist_read(&s->lat, c);
                     tele_out_put(o, first ? "{" : ",{");
@@ -145,7 +145,7 @@ static void render_sched(struct telemetry *t, struct tele_out *o, struct tele_hi
         for (unsigned cl = 0; cl < TIER_IO_NCLASSES && o->rc == 0; cl++) {
             struct tele_sched_series *s =
                 atomic_load_explicit(&t->sched[tele_sched_slot(tn, cl)], memory_order_acquire);
-            if (!s)
+            if (!s || tele_hist_empty(&s->wait))
                 continue;
             tele_out_put(o, first ? "{" : ",{");
             first = false;

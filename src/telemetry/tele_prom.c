@@ -156,7 +156,7 @@ static void render_ops(struct telemetry *t, struct tele_out *o, struct dynbuf *l
                 for (unsigned op = 0; op < TELE_NOPS; op++)
                     for (unsigned tr = 0; tr < TELE_NTIERS && o->rc == 0; tr++) {
                         struct tele_op_series *s = op_at(t, tele_op_slot(tn, cl, op, tr));
-                        if (!s)
+                        if (!s || tele_hist_empty(&s->lat))
                             continue;
                         o->rc = series_labels(t, lb, tn, cl, tele_op_name((enum tele_op)op),
                                               tele_tier_name((enum tele_tier)tr));
@@ -189,7 +189,7 @@ static void render_sched(struct telemetry *t, struct tele_out *o, struct dynbuf 
         for (unsigned tn = 0; tn < t->max_tenants; tn++)
             for (unsigned cl = 0; cl < TIER_IO_NCLASSES && o->rc == 0; cl++) {
                 struct tele_sched_series *s = sched_at(t, tele_sched_slot(tn, cl));
-                if (!s)
+                if (!s || tele_hist_empty(&s->wait))
                     continue;
                 o->rc = series_labels(t, lb, tn, cl, NULL, NULL);
                 if (f < 2) {

@@ -186,6 +186,86 @@ void tele_sched_record(struct telemetry *t, const struct tier_ioctx *io, uint64_
         atomic_fetch_add_explicit(&s->errors, 1, memory_order_relaxed);
 }
 
+/* Move every count of src into dst: each counter exchanged with 0 and its value added, so a
+ * record racing with the move lands whole in one of the two (or stays in src for the next
+ * fold), and sums over all series never change. */
+static void hist_move(struct tele_hist *src, struct tele_hist *dst)
+{
+    for (unsigned i = 0; i < TELE_HIST_NBUCKETS; i++) {
+        uint64_t v = atomic_exchange_explicit(&src->counts[i], 0, memory_order_relaxed);
+        if (v)
+            atomic_fetch_add_explicit(&dst->counts[i], v, memory_order_relaxed);
+    }
+    uint64_t v = atomic_exchange_explicit(&src->sum_ns, 0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&dst->sum_ns, v, memory_order_relaxed);
+    uint64_t mn = atomic_exchange_explicit(&src->min_ns, UINT64_MAX, memory_order_relaxed);
+    uint64_t m = atomic_load_explicit(&dst->min_ns, memory_order_relaxed);
+    while (mn < m && !atomic_compare_exchange_weak_explicit(
+                         &dst->min_ns, &m, mn, memory_order_relaxed, memory_order_relaxed))
+        ;
+    uint64_t mx = atomic_exchange_explicit(&src->max_ns, 0, memory_order_relaxed);
+    m = atomic_load_explicit(&dst->max_ns, memory_order_relaxed);
+    while (mx > m && !atomic_compare_exchange_weak_explicit(
+                         &dst->max_ns, &m, mx, memory_order_relaxed, memory_order_relaxed))
+        ;
+}
+
+static void counter_move(_Atomic uint64_t *src, _Atomic uint64_t *dst)
+{
+    uint64_t v = atomic_exchange_explicit(src, 0, memory_order_relaxed);
+    if (v)
+        atomic_fetch_add_explicit(dst, v, memory_order_relaxed);
+}
+
+int tele_tenant_fold(struct telemetry *t, uint32_t from, uint32_t to)
+{
+    if (!t || from >= t->max_tenants || to >= t->max_tenants || from == to)
+        return t ? -EINVAL : 0;
+    int rc = 0;
+    for (unsigned cl = 0; cl < TIER_IO_NCLASSES; cl++) {
+        for (unsigned op = 0; op < TELE_NOPS; op++)
+            for (unsigned tr = 0; tr < TELE_NTIERS; tr++) {
+                struct tele_op_series *s = atomic_load_explicit(
+                    &t->ops[tele_op_slot(from, cl, op, tr)], memory_order_acquire);
+                if (!s)
+                    continue;
+                struct tele_op_series *d =
+                    slot_get((void *_Atomic *)&t->ops[tele_op_slot(to, cl, op, tr)],
+                             sizeof(struct tele_op_series), op_series_init);
+                if (!d) {
+                    rc = -ENOMEM; /* left in from: the next fold moves it */
+                    continue;
+                }
+                hist_move(&s->lat, &d->lat);
+                counter_move(&s->bytes, &d->bytes);
+                counter_move(&s->errors, &d->errors);
+            }
+        struct tele_sched_series *s =
+            atomic_load_explicit(&t->sched[tele_sched_slot(from, cl)], memory_order_acquire);
+        if (!s)
+            continue;
+        struct tele_sched_series *d = slot_get((void *_Atomic *)&t->sched[tele_sched_slot(to, cl)],
+                                               sizeof(struct tele_sched_series), sched_series_init);
+        if (!d) {
+            rc = -ENOMEM;
+            continue;
+        }
+        hist_move(&s->wait, &d->wait);
+        hist_move(&s->service, &d->service);
+        counter_move(&s->bytes, &d->bytes);
+        counter_move(&s->errors, &d->errors);
+    }
+    return rc;
+}
+
+bool tele_hist_empty(const struct tele_hist *h)
+{
+    for (unsigned i = 0; i < TELE_HIST_NBUCKETS; i++)
+        if (atomic_load_explicit(&h->counts[i], memory_order_relaxed))
+            return false;
+    return true;
+}
+
 void tele_hist_read(const struct tele_hist *h, struct tele_hist_copy *c)
 {
     c->n = 0;

@@ -85,6 +85,14 @@ void tele_op_record(struct telemetry *t, const struct tier_ioctx *io, enum tele_
 void tele_sched_record(struct telemetry *t, const struct tier_ioctx *io, uint64_t wait_ns,
                        uint64_t service_ns, uint64_t bytes, int err);
 
+/* Tenant `from` was reclaimed (tenant.h, idle_reclaim): move every count of its series into
+ * tenant `to`'s ("retired") of the same class, op and tier. Each counter is exchanged with 0 and
+ * its value added, so the sums over all tenants are unchanged and a record racing with the fold
+ * is counted once, in one of the two (or stays in from for the next fold). Series of from are
+ * kept, empty (the renderers skip empty series), for the id's next tenant. 0, -EINVAL (an id
+ * out of range, or from == to), -ENOMEM (some counts stay in from). t NULL: 0. */
+int tele_tenant_fold(struct telemetry *t, uint32_t from, uint32_t to);
+
 /* ---- histogram scheme (shared with clients of GET /v1/telemetry) --------------------------- */
 
 #define TELE_HIST_SUB_BITS 5  /* 32 sub-buckets per octave */

@@ -80,9 +80,43 @@
  * scheduler job set it (tenant_job_owner_release drops those) and whether two registrations
  * named different uids (a conflict: believed for neither). A change bumps r->gen so cached
  * answers are recomputed; learning an owner it already has changes nothing.
- * Implicit tenants are never reclaimed: telemetry, QoS and quota arrays are indexed by tenant id
- * and ids are never reused (docs/ARCHITECTURE.md "Tenants" says why that is left); the reserve
- * and the rate bound what one user can take.
+ *
+ * Reclaim (idle_reclaim_s > 0; docs/ARCHITECTURE.md "Tenants"). Telemetry, the space quotas,
+ * QoS and the policies' access log index arrays by tenant id, so an id given to a new tenant
+ * must carry nothing of its old one. Id 2 is "retired" (an id beyond max_tenants: r->nids is
+ * max + 1, and the caps count ids without it); only implicit tenants are reclaimed, never
+ * default, other, retired, configured or registered ones. An id's states:
+ *   LIVE: in the name index, handed out by resolution and tenant_find.
+ *   QUARANTINE: out of the name index (a new caller of that name gets a new tenant), not
+ *     handed out for a new tenant; a request that resolved it just before still records under
+ *     it, and the second fold moves that.
+ *   FREE: on r->freel; create_locked takes it before a new id.
+ * Idleness: every tenant_resolve answer and tenant_find hit sets the id's `touched` flag (a
+ * load, and a store only when clear: no shared write per request). A sweep (tenant_reclaim)
+ * clears the flags; a touched id's since_s becomes the sweep's time. So since_s is never later
+ * than the truth by more than one sweep interval and an id is idle only when no request was
+ * given it for idle_s: sweeps far apart delay reclaim, never hasten it.
+ * TRANSITION -> FUNCTION
+ *   (new id) -> LIVE                                     create_locked()
+ *   LIVE, implicit, idle, not busy -> QUARANTINE         tenant_reclaim() (then the retire hook
+ *                                                        folds; the rule generation is bumped, so
+ *                                                        no pid-cache entry answers the id again)
+ *   QUARANTINE, idle again, not busy -> FREE             tenant_reclaim() (the retire hook folds
+ *                                                        again first: once free, a new tenant may
+ *                                                        record at once)
+ *   FREE -> LIVE                                         create_locked() (the name written in the
+ *                                                        buffer readers are not pointed at, then
+ *                                                        the buffers flipped)
+ *
+ * An id with open FUSE handles (holds, tenant_hold: reads through a handle are not resolved
+ * again) is in use like a touched one. The busy hook (what the tenant holds: hot-tier bytes, an
+ * own quota, hint sets, QoS parameters or queued calls) is asked without the registry lock,
+ * then the flags and holds are checked again under it: an id used meanwhile stays. Invariant: an id
+ * is reused only after two idle periods in which no request was given it and, at the end of each,
+ * it held nothing; a request that started for the old tenant and still records after that (it ran
+ * longer than 2 x idle_s without a new resolve) is the one case counted under the new tenant.
+ * Sweeps run from the miss path of tenant_resolve every idle_s / 4 (no thread of tierd's runs in
+ * every configuration, and a miss is when a new id may be wanted), one at a time (r->sweeping).
  */
 #include "tenant/tenant.h"
 
@@ -111,11 +145,29 @@
 #define JOB_ID_MAX 20                        /* digits of a Slurm job id (a 64-bit number) */
 #define POD_ID_MAX (TENANT_NAME_MAX - 1 - 4) /* "k8s-" + uid fits a tenant name */
 
+/* An id's states (reclaim, DESIGN): LIVE -> QUARANTINE (idle, held nothing) -> FREE -> LIVE. */
+enum { T_LIVE = 0, T_QUARANTINE = 1, T_FREE = 2 };
+
 struct tenant {
-    char name[TENANT_NAME_MAX];
-    _Atomic int cls;       /* enum tier_io_class; changes once when an implicit tenant is added */
-    _Atomic bool implicit; /* created by resolution, not added yet */
+    /* Two name buffers: a reused id writes the one readers are not pointed at, then flips cur
+     * (release), so a lock-free reader (tenant_name) always reads a whole name; the other
+     * buffer is written again only at the id's next reuse, two idle periods later. */
+    char names[2][TENANT_NAME_MAX];
+    _Atomic unsigned cur;
+    _Atomic int cls;        /* enum tier_io_class; changes once when an implicit tenant is added */
+    _Atomic bool implicit;  /* created by resolution, not added yet */
+    _Atomic int state;      /* T_LIVE, ...; written under lock */
+    _Atomic bool touched;   /* resolved or looked up since the last sweep (no lock) */
+    _Atomic uint32_t holds; /* open handles of it (tenant_hold; no lock) */
+    uint64_t since_s;       /* lock: LIVE: last sweep that saw it touched; QUARANTINE: retired */
 };
+
+static const char *tname(const struct tenant *t)
+{
+    return t
+        ->names[atomic_load_explicit(&((struct tenant *)(uintptr_t)t)->cur, memory_order_acquire) &
+                1];
+}
 
 struct rule {
     uint32_t tenant;
@@ -188,7 +240,8 @@ struct shard {
 struct tenant_reg {
     pthread_mutex_t lock;
     char *proc_root;        /* immutable */
-    uint32_t max;           /* immutable */
+    uint32_t max;           /* immutable: the cap (max_tenants) */
+    uint32_t nids;          /* immutable: ids that may exist: max, and "retired" with reclaim */
     struct tenant *t;       /* max entries; [0, count) in use (see DESIGN) */
     _Atomic uint32_t count; /* written under lock */
     uint32_t *name_idx;     /* lock; id + 1, 0: empty */
@@ -220,7 +273,24 @@ struct tenant_reg {
     int epfd;         /* immutable; -1: no pidfds (a proc_root other than /proc, or pidfd_off) */
     _Atomic uint32_t seq;       /* tokens of epoll registrations */
     _Atomic bool no_pidfd_open; /* the kernel has no pidfd_open (ENOSYS) */
+    /* reclaim (DESIGN "Reclaim"; all under lock but the immutable setting and next_sweep_s) */
+    uint64_t idle_s;               /* immutable; 0: no reclaim */
+    _Atomic uint64_t next_sweep_s; /* when the miss path runs tenant_reclaim next */
+    struct tenant_reclaim_hooks hooks;
+    uint32_t *freel; /* ids in state FREE, a stack; max entries */
+    uint32_t nfree;
+    uint64_t reclaimed;
+    bool sweeping; /* one sweep at a time */
 };
+
+/* Mark id used now (reclaim's idleness): a load, and a store only when the flag was clear, so
+ * the hit path does not write a shared line on every request. */
+static void touch(const struct tenant_reg *r, uint32_t id)
+{
+    struct tenant *t = &((struct tenant_reg *)(uintptr_t)r)->t[id];
+    if (r->idle_s && !atomic_load_explicit(&t->touched, memory_order_relaxed))
+        atomic_store_explicit(&t->touched, true, memory_order_relaxed);
+}
 
 /* ---- validation ------------------------------------------------------------------------ */
 
@@ -616,27 +686,49 @@ static int find_locked(const struct tenant_reg *r, const char *name, uint32_t *i
         uint32_t v = r->name_idx[i];
         if (v == 0)
             return -ENOENT;
-        if (strcmp(r->t[v - 1].name, name) == 0) {
+        if (strcmp(tname(&r->t[v - 1]), name) == 0) {
             *id = v - 1;
             return 0;
         }
     }
 }
 
-/* Under lock, count < max, name valid and absent. */
-static uint32_t create_locked(struct tenant_reg *r, const char *name, enum tier_io_class cls,
-                              bool implicit)
+/* Under lock: insert id under its name into the name index. */
+static void index_put(struct tenant_reg *r, uint32_t id)
 {
-    uint32_t id = atomic_load_explicit(&r->count, memory_order_relaxed);
-    struct tenant *t = &r->t[id];
-    tier_strlcpy(t->name, name, sizeof(t->name));
-    atomic_store_explicit(&t->cls, (int)cls, memory_order_relaxed);
-    atomic_store_explicit(&t->implicit, implicit, memory_order_relaxed);
-    uint32_t i = name_hash(name) & r->name_mask;
+    uint32_t i = name_hash(tname(&r->t[id])) & r->name_mask;
     while (r->name_idx[i] != 0)
         i = (i + 1) & r->name_mask;
     r->name_idx[i] = id + 1;
-    atomic_store_explicit(&r->count, id + 1, memory_order_release);
+}
+
+/* Under lock: ids taken (live or in quarantine) but "retired": what the caps count. */
+static uint32_t used_locked(const struct tenant_reg *r)
+{
+    return atomic_load_explicit(&r->count, memory_order_relaxed) - r->nfree -
+           (r->nids > r->max ? 1 : 0);
+}
+
+/* Under lock, used_locked < max, name valid and absent. A freed id first (reclaim), else the
+ * next new one. */
+static uint32_t create_locked(struct tenant_reg *r, const char *name, enum tier_io_class cls,
+                              bool implicit)
+{
+    uint32_t count = atomic_load_explicit(&r->count, memory_order_relaxed);
+    bool reuse = r->nfree > 0;
+    uint32_t id = reuse ? r->freel[--r->nfree] : count;
+    struct tenant *t = &r->t[id];
+    unsigned buf = reuse ? (atomic_load_explicit(&t->cur, memory_order_relaxed) & 1) ^ 1 : 0;
+    tier_strlcpy(t->names[buf], name, sizeof(t->names[buf]));
+    atomic_store_explicit(&t->cur, buf, memory_order_release);
+    atomic_store_explicit(&t->cls, (int)cls, memory_order_relaxed);
+    atomic_store_explicit(&t->implicit, implicit, memory_order_relaxed);
+    atomic_store_explicit(&t->touched, true, memory_order_relaxed);
+    t->since_s = r->idle_s ? r->now_s() : 0;
+    atomic_store_explicit(&t->state, T_LIVE, memory_order_release);
+    index_put(r, id);
+    if (!reuse)
+        atomic_store_explicit(&r->count, id + 1, memory_order_release);
     return id;
 }
 
@@ -740,6 +832,7 @@ int tenant_reg_new(const struct tenant_reg_config *cfg, struct tenant_reg **out)
         tier_err_set("pid_cache = %u is out of range (1 to %u)", cmax, TENANT_PID_CACHE_LIMIT);
         return -EINVAL;
     }
+    uint64_t idle = cfg ? cfg->idle_reclaim_s : 0;
     unsigned reserved = cfg ? cfg->reserved_ids : 0;
     if (reserved > max - 2) {
         tier_err_set("reserved_ids = %u is out of range (0 to max_tenants - 2 = %u)", reserved,
@@ -770,18 +863,22 @@ int tenant_reg_new(const struct tenant_reg_config *cfg, struct tenant_reg **out)
     r->per_minute = cfg ? cfg->implicit_per_minute : 0;
     r->fallback_default = cfg && cfg->fallback_default;
     r->now_s = cfg && cfg->now_s ? cfg->now_s : monotonic_s;
+    r->idle_s = idle;
     r->epfd = -1;
-    uint32_t nslots = pow2_at_least(2ULL * max);
+    /* "retired" is an id beyond the cap: max_tenants keeps its meaning (DESIGN "Reclaim") */
+    r->nids = max + (idle ? 1 : 0);
+    uint32_t nslots = pow2_at_least(2ULL * r->nids);
     r->name_mask = nslots - 1;
     r->proc_root = strdup(root);
-    r->t = calloc(max, sizeof(*r->t));
+    r->t = calloc(r->nids, sizeof(*r->t));
     r->name_idx = calloc(nslots, sizeof(*r->name_idx));
+    r->freel = calloc(r->nids, sizeof(*r->freel));
     r->own = calloc(TENANT_JOB_OWNERS_MAX, sizeof(*r->own));
     r->own_bucket = malloc(TENANT_JOB_OWNERS_MAX * sizeof(*r->own_bucket));
     if (sroot)
         r->slurm_root = strdup(sroot);
     bool locked = false;
-    if (!r->proc_root || !r->t || !r->name_idx || !r->own || !r->own_bucket ||
+    if (!r->proc_root || !r->t || !r->name_idx || !r->freel || !r->own || !r->own_bucket ||
         (sroot && !r->slurm_root) || shards_init(r, cmax, fdmax) != 0 ||
         !(locked = pthread_mutex_init(&r->lock, NULL) == 0))
         goto oom;
@@ -792,6 +889,8 @@ int tenant_reg_new(const struct tenant_reg_config *cfg, struct tenant_reg **out)
         r->epfd = epoll_create1(EPOLL_CLOEXEC);
     create_locked(r, "default", TIER_IO_TRAINING, false);
     create_locked(r, "other", TIER_IO_TRAINING, false);
+    if (r->idle_s)
+        create_locked(r, TENANT_RETIRED_NAME, TIER_IO_TRAINING, false);
     ns_check_self(r);
     *out = r;
     return 0;
@@ -805,6 +904,7 @@ oom:
     free(r->own_bucket);
     free(r->t);
     free(r->name_idx);
+    free(r->freel);
     free(r);
     return -ENOMEM;
 }
@@ -835,6 +935,7 @@ void tenant_reg_free(struct tenant_reg *r)
     free(r->own_bucket);
     free(r->t);
     free(r->name_idx);
+    free(r->freel);
     free(r);
 }
 
@@ -1061,6 +1162,10 @@ int tenant_register(struct tenant_reg *r, const char *name, const enum tier_io_c
                      name ? name : "", TENANT_NAME_MAX - 1);
         return -EINVAL;
     }
+    if (strcmp(name, TENANT_RETIRED_NAME) == 0) {
+        tier_err_set("tenant name '%s' is reserved (the series of reclaimed tenants)", name);
+        return -EINVAL;
+    }
     if (cls && (unsigned)*cls >= TIER_IO_NCLASSES) {
         tier_err_set("tenant '%s': class %d is not a class", name, (int)*cls);
         return -EINVAL;
@@ -1125,7 +1230,7 @@ int tenant_register(struct tenant_reg *r, const char *name, const enum tier_io_c
             atomic_store_explicit(&t->cls, (int)*cls, memory_order_relaxed);
         atomic_store_explicit(&t->implicit, false, memory_order_relaxed);
     } else {
-        if (atomic_load_explicit(&r->count, memory_order_relaxed) == r->max) {
+        if (used_locked(r) >= r->max) {
             tier_err_set("the tenant registry is full (%u tenants, default and other included; "
                          "raise [tenants] max_tenants)",
                          r->max);
@@ -1173,6 +1278,8 @@ int tenant_find(struct tenant_reg *r, const char *name, uint32_t *id)
     pthread_mutex_lock(&r->lock);
     uint32_t tid = 0;
     int rc = find_locked(r, name, &tid);
+    if (rc == 0)
+        touch(r, tid);
     pthread_mutex_unlock(&r->lock);
     if (rc == 0 && id)
         *id = tid;
@@ -1183,7 +1290,13 @@ const char *tenant_name(const struct tenant_reg *r, uint32_t id)
 {
     uint32_t n =
         atomic_load_explicit(&((struct tenant_reg *)(uintptr_t)r)->count, memory_order_acquire);
-    return r->t[id < n ? id : TIER_TENANT_OTHER].name;
+    return tname(&r->t[id < n ? id : TIER_TENANT_OTHER]);
+}
+
+bool tenant_in_use(const struct tenant_reg *r, uint32_t id)
+{
+    return id < tenant_count(r) &&
+           atomic_load_explicit(&r->t[id].state, memory_order_acquire) == T_LIVE;
 }
 
 uint32_t tenant_count(const struct tenant_reg *r)
@@ -1209,6 +1322,11 @@ uint32_t tenant_max(const struct tenant_reg *r)
     return r->max;
 }
 
+uint32_t tenant_id_limit(const struct tenant_reg *r)
+{
+    return r->nids;
+}
+
 size_t tenant_rules(struct tenant_reg *r, uint32_t id, struct tenant_rule *out, size_t max)
 {
     size_t n = 0;
@@ -1220,7 +1338,7 @@ size_t tenant_rules(struct tenant_reg *r, uint32_t id, struct tenant_rule *out, 
         if (n < max) {
             struct tenant_rule *o = &out[n];
             memset(o, 0, sizeof(*o));
-            o->tenant = r->t[id].name;
+            o->tenant = tname(&r->t[id]);
             o->cls = (enum tier_io_class)atomic_load_explicit(&r->t[id].cls, memory_order_relaxed);
             o->slurm_job = ru->slurm_job;
             o->cgroup_prefix = ru->cgroup_prefix;
@@ -1244,6 +1362,8 @@ void tenant_stats_get(struct tenant_reg *r, struct tenant_stats *out)
     out->env_ignored = r->env_ignored;
     out->uid_mismatch = r->uid_mismatch;
     out->job_owners = r->own_used;
+    out->reclaimed = r->reclaimed;
+    out->ids_free = r->nfree;
     pthread_mutex_unlock(&r->lock);
     for (uint32_t i = 0; i < r->nshards; i++) {
         struct shard *s = &r->sh[i];
@@ -1255,6 +1375,131 @@ void tenant_stats_get(struct tenant_reg *r, struct tenant_stats *out)
         out->cache_pidfds += s->fdused;
         pthread_mutex_unlock(&s->lock);
     }
+}
+
+/* ---- reclaim (DESIGN "Reclaim") ---------------------------------------------------------- */
+
+void tenant_hold(struct tenant_reg *r, uint32_t id)
+{
+    if (r && id < tenant_count(r))
+        atomic_fetch_add_explicit(&r->t[id].holds, 1, memory_order_relaxed);
+}
+
+void tenant_unhold(struct tenant_reg *r, uint32_t id)
+{
+    if (r && id < tenant_count(r))
+        atomic_fetch_sub_explicit(&r->t[id].holds, 1, memory_order_relaxed);
+}
+
+/* Used since the last look: resolved, found, or holding an open handle. Under lock. */
+static bool used_since_look(struct tenant *t)
+{
+    return atomic_load_explicit(&t->touched, memory_order_relaxed) ||
+           atomic_load_explicit(&t->holds, memory_order_relaxed) > 0;
+}
+
+void tenant_reclaim_hooks_set(struct tenant_reg *r, const struct tenant_reclaim_hooks *h)
+{
+    pthread_mutex_lock(&r->lock);
+    r->hooks = h ? *h : (struct tenant_reclaim_hooks){0};
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* Under lock: the name index rebuilt from the live ids (a retired name leaves it; open
+ * addressing has no cheap delete, and a sweep that retires anything is rare). */
+static void index_rebuild_locked(struct tenant_reg *r)
+{
+    memset(r->name_idx, 0, ((size_t)r->name_mask + 1) * sizeof(*r->name_idx));
+    uint32_t n = atomic_load_explicit(&r->count, memory_order_relaxed);
+    for (uint32_t id = 0; id < n; id++)
+        if (atomic_load_explicit(&r->t[id].state, memory_order_relaxed) == T_LIVE)
+            index_put(r, id);
+}
+
+/* What a sweep may do to an id, decided under the lock, checked against the hooks outside it. */
+struct cand {
+    uint32_t id;
+    int from; /* T_LIVE (retire) or T_QUARANTINE (free) */
+    bool busy;
+};
+
+size_t tenant_reclaim(struct tenant_reg *r)
+{
+    if (!r || !r->idle_s)
+        return 0;
+    uint64_t now = r->now_s();
+    uint64_t step = r->idle_s / 4 ? r->idle_s / 4 : 1;
+    atomic_store_explicit(&r->next_sweep_s, now + step, memory_order_relaxed);
+    pthread_mutex_lock(&r->lock);
+    struct tenant_reclaim_hooks h = r->hooks;
+    uint32_t n = atomic_load_explicit(&r->count, memory_order_relaxed);
+    struct cand *c = h.busy && !r->sweeping ? malloc((size_t)n * sizeof(*c)) : NULL;
+    size_t nc = 0;
+    for (uint32_t id = TENANT_RETIRED_ID + 1; c && id < n; id++) {
+        struct tenant *t = &r->t[id];
+        int st = atomic_load_explicit(&t->state, memory_order_relaxed);
+        /* a touch since the last sweep restarts the idle period, in quarantine too: an id is
+         * freed only a whole idle period after the last request that was given it */
+        if (st != T_FREE && (atomic_exchange_explicit(&t->touched, false, memory_order_relaxed) ||
+                             atomic_load_explicit(&t->holds, memory_order_relaxed) > 0))
+            t->since_s = now;
+        bool idle = now >= t->since_s && now - t->since_s >= r->idle_s;
+        if (idle && ((st == T_LIVE && atomic_load_explicit(&t->implicit, memory_order_relaxed)) ||
+                     st == T_QUARANTINE))
+            c[nc++] = (struct cand){.id = id, .from = st};
+    }
+    r->sweeping = c != NULL;
+    pthread_mutex_unlock(&r->lock);
+    if (!c)
+        return 0;
+    /* the holdings are asked without the registry lock (the hooks take the cache's and the
+     * hints' locks); a hold taken after the answer is the race DESIGN bounds by the quarantine */
+    for (size_t i = 0; i < nc; i++) {
+        c[i].busy = h.busy(h.ud, c[i].id);
+        /* an id leaving quarantine is folded (what was recorded in quarantine) before it is
+         * free: once free, a new tenant may take it and record at once */
+        if (!c[i].busy && c[i].from == T_QUARANTINE && h.retire)
+            h.retire(h.ud, c[i].id);
+    }
+    size_t retired = 0;
+    pthread_mutex_lock(&r->lock);
+    for (size_t i = 0; i < nc; i++) {
+        struct tenant *t = &r->t[c[i].id];
+        /* touched or opened while the hooks were asked: used, not idle */
+        if (c[i].busy || used_since_look(t)) {
+            c[i].busy = true;
+            continue;
+        }
+        if (c[i].from == T_LIVE) {
+            atomic_store_explicit(&t->state, T_QUARANTINE, memory_order_release);
+            t->since_s = now;
+            if (strncmp(tname(t), "uid-", 4) == 0 && r->uid_count > 0)
+                r->uid_count--;
+            r->reclaimed++;
+            retired++;
+        } else {
+            atomic_store_explicit(&t->state, T_FREE, memory_order_release);
+            r->freel[r->nfree++] = c[i].id;
+        }
+    }
+    if (retired) {
+        index_rebuild_locked(r);
+        gen_bump(r); /* no cached pid answers a retired id again */
+    }
+    r->sweeping = false;
+    pthread_mutex_unlock(&r->lock);
+    /* fold at retirement (the id is not handed out before it leaves quarantine) */
+    for (size_t i = 0; i < nc; i++)
+        if (!c[i].busy && c[i].from == T_LIVE && h.retire)
+            h.retire(h.ud, c[i].id);
+    for (size_t i = 0; i < nc; i++)
+        if (!c[i].busy && c[i].from == T_LIVE)
+            log_info("tenants: '%s' (id %u) idle for %llu s and holding nothing: reclaimed, its "
+                     "counters folded into '%s'",
+                     tname(&r->t[c[i].id]), (unsigned)c[i].id, (unsigned long long)r->idle_s,
+                     TENANT_RETIRED_NAME);
+    free(c);
+    return retired;
 }
 
 /* ---- the pid cache (each function under its shard's lock unless said) ------------------- */
@@ -1721,7 +1966,7 @@ static uint32_t implicit_locked(struct tenant_reg *r, const char *prefix, const 
     uint32_t tid = 0;
     if (find_locked(r, name, &tid) == 0)
         return tid;
-    if (atomic_load_explicit(&r->count, memory_order_relaxed) >= r->implicit_max) {
+    if (used_locked(r) >= r->implicit_max) {
         r->folded++;
         return TIER_TENANT_OTHER;
     }
@@ -1847,6 +2092,7 @@ static void note_log(const struct tenant_reg *r, const struct note *n)
 
 static struct tier_ioctx ioctx_of(const struct tenant_reg *r, uint32_t id)
 {
+    touch(r, id);
     return (struct tier_ioctx){.tenant = id, .cls = tenant_class(r, id)};
 }
 
@@ -1946,6 +2192,9 @@ struct tier_ioctx tenant_resolve(struct tenant_reg *r, pid_t pid, uid_t uid, gid
         close(pidfd);
         pidfd = -1;
     }
+    /* the sweep rides on misses: a new process is when an id may be wanted (DESIGN) */
+    if (r->idle_s && r->now_s() >= atomic_load_explicit(&r->next_sweep_s, memory_order_relaxed))
+        (void)tenant_reclaim(r);
     pthread_mutex_lock(&r->lock);
     id = decide_locked(r, &f, uid, gid, true, &note);
     uint64_t gen = atomic_load_explicit(&r->gen, memory_order_relaxed);

@@ -3,11 +3,13 @@
  * tenant.h - who is asking: the tenant registry and the resolution of a FUSE caller (pid, uid,
  * gid) to a tenant.
  *
- * A tenant is a name with a small id (struct tier_ioctx.tenant) and a default class. Ids are
- * assigned once and never reused while tierd runs, so telemetry can index arrays by id and a name
- * pointer stays valid for the registry's lifetime. Ids 0 and 1 are always "default" (root's,
- * pid 0's, and with fallback_default every caller nothing names) and "other" (callers refused a
- * new implicit tenant fold here); see common/ioctx.h.
+ * A tenant is a name with a small id (struct tier_ioctx.tenant) and a default class. Ids 0 and 1
+ * are always "default" (root's, pid 0's, and with fallback_default every caller nothing names)
+ * and "other" (callers refused a new implicit tenant fold here); see common/ioctx.h. With
+ * idle_reclaim_s, id 2 is "retired" and an implicit tenant idle that long and holding nothing
+ * (the hooks say) is reclaimed: its counters are folded into "retired" (the hooks), its name
+ * leaves the registry, and its id is handed out again once a second idle period has passed
+ * without a request given it (tenant.c DESIGN "Reclaim"). Other ids are never reused.
  *
  * Tenants come from the config ([tenant NAME] sections: match rules + default class), from
  * POST /v1/tenants and POST /v1/jobs (a scheduler registering a job at its start), and
@@ -147,10 +149,19 @@ struct tenant_reg_config {
     bool fallback_default;
     /* a Slurm cgroup root besides the built-in ones (copied); NULL: none */
     const char *slurm_cgroup_root;
-    /* the clock of implicit_per_minute's windows, in seconds; NULL: CLOCK_MONOTONIC (a test
-     * passes its own) */
+    /* the clock of implicit_per_minute's windows and of reclaim, in seconds; NULL:
+     * CLOCK_MONOTONIC (a test passes its own) */
     uint64_t (*now_s)(void);
+    /* reclaim implicit tenants neither resolved nor looked up for this long (and holding
+     * nothing); 0: never (tierd's default is 600). Makes id 2 "retired", an id besides
+     * max_tenants (tenant_id_limit). */
+    uint64_t idle_reclaim_s;
 };
+
+/* With idle_reclaim_s: the id and name of the series reclaimed tenants are folded into. The name
+ * is reserved (tenant_add refuses it) with or without reclaim. */
+#define TENANT_RETIRED_ID 2u
+#define TENANT_RETIRED_NAME "retired"
 
 /* 0, -EINVAL (a bound out of range, message in tier_err_msg()) or -ENOMEM. */
 int tenant_reg_new(const struct tenant_reg_config *cfg, struct tenant_reg **out);
@@ -214,16 +225,47 @@ int tenant_find(struct tenant_reg *r, const char *name, uint32_t *id);
 struct tier_ioctx tenant_resolve(struct tenant_reg *r, pid_t pid, uid_t uid, gid_t gid);
 
 /* The name of id ("default", "other", ...), valid for the registry's lifetime; "other" for an id
- * never handed out. */
+ * never handed out. A reclaimed id keeps its old name until it is reused, and the string a
+ * call returned keeps its bytes until the id's second reuse after it (at least two idle
+ * periods later). */
 const char *tenant_name(const struct tenant_reg *r, uint32_t id);
-/* Ids in use are 0 .. tenant_count()-1. */
+/* Ids handed out are 0 .. tenant_count()-1; with reclaim, some of them may be reclaimed
+ * (tenant_in_use false). */
 uint32_t tenant_count(const struct tenant_reg *r);
+/* Is id a tenant now (handed out and not reclaimed)? Listings skip the others. */
+bool tenant_in_use(const struct tenant_reg *r, uint32_t id);
+
+/* Reclaim (idle_reclaim_s). busy: does id hold anything an id's next owner must not inherit (hot-
+ * tier bytes, hint sets, ...): then it is not reclaimed (asked without the registry's lock).
+ * retire: move id's counters into TENANT_RETIRED_ID; called when id is reclaimed and again just
+ * before it may be reused (what was recorded in between). Until hooks with a busy are set,
+ * nothing is reclaimed. h NULL: none. */
+struct tenant_reclaim_hooks {
+    bool (*busy)(void *ud, uint32_t id);
+    void (*retire)(void *ud, uint32_t id);
+    void *ud;
+};
+void tenant_reclaim_hooks_set(struct tenant_reg *r, const struct tenant_reclaim_hooks *h);
+/* An open file or directory handle of tenant id (the FUSE layer: at open, and unhold at
+ * release): reads through a handle are not resolved again, so a tenant holding one counts as
+ * in use and is not reclaimed. r NULL: no-op. */
+void tenant_hold(struct tenant_reg *r, uint32_t id);
+void tenant_unhold(struct tenant_reg *r, uint32_t id);
+/* One sweep now: implicit tenants untouched for idle_reclaim_s and not busy are reclaimed, and
+ * reclaimed ids untouched for idle_reclaim_s more and not busy become free for reuse. Returns
+ * the tenants reclaimed. tenant_resolve runs it on a miss every idle_reclaim_s / 4; a test calls
+ * it with its clock. */
+size_t tenant_reclaim(struct tenant_reg *r);
 /* The default class of id (that of "other" for an id never handed out). */
 enum tier_io_class tenant_class(const struct tenant_reg *r, uint32_t id);
 /* Was id created by resolution (slurm-<job>, k8s-<pod>, uid-<uid>) and never added explicitly? */
 bool tenant_implicit(const struct tenant_reg *r, uint32_t id);
-/* The cap (tenant_reg_config.max_tenants after defaults). */
+/* The cap (tenant_reg_config.max_tenants after defaults): tenants that may exist at once,
+ * default and other included, "retired" not. */
 uint32_t tenant_max(const struct tenant_reg *r);
+/* Every id is below this: tenant_max, plus one for "retired" with idle_reclaim_s. What arrays
+ * indexed by tenant id (telemetry, space quotas) are sized to. */
+uint32_t tenant_id_limit(const struct tenant_reg *r);
 
 /* The rules naming id, in match order: fills out[0 .. min(n, max)) and returns n. The strings
  * are the registry's, valid for its lifetime. */
@@ -239,6 +281,8 @@ struct tenant_stats {
     uint64_t env_ignored;  /* SLURM_JOB_ID of a job not known to be the caller's uid's */
     uint64_t uid_mismatch; /* .../uid_<u>/job_<id> cgroups of a caller whose uid is not <u> */
     uint64_t job_owners;   /* entries of the job-owner table now */
+    uint64_t reclaimed;    /* idle implicit tenants reclaimed so far */
+    uint64_t ids_free;     /* reclaimed ids free for reuse now */
 };
 void tenant_stats_get(struct tenant_reg *r, struct tenant_stats *out);
 

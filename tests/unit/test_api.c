@@ -28,6 +28,7 @@
 #include "cache/cache.h"
 #include "qos/sched.h"
 #include "telemetry/telemetry.h"
+#include "tiers/backend.h"
 #include "tenant/tenant.h"
 
 static struct api_fixture fx;
@@ -574,7 +575,7 @@ static void test_tenants(void **state)
                     "\"slurm_job\": \"42\"}",
                     201);
     json_int_t id = json_integer_value(json_object_get(j, "id"));
-    assert_int_equal(id, 3);
+    assert_int_equal(id, 4); /* after default, other, retired ([tenants] idle_reclaim) and infer */
     assert_string_equal(json_string_value(json_object_get(j, "name")), "job42");
     assert_string_equal(json_string_value(json_object_get(j, "class")), "checkpoint");
     assert_true(json_is_true(json_object_get(j, "created")));
@@ -634,7 +635,8 @@ static void test_tenants(void **state)
         json_decref(j);
     }
     j = req("GET /v1/tenants\n\n", 200);
-    assert_int_equal(json_array_size(json_object_get(j, "tenants")), API_FIXTURE_MAX_TENANTS);
+    /* and retired, listed, outside the cap */
+    assert_int_equal(json_array_size(json_object_get(j, "tenants")), API_FIXTURE_MAX_TENANTS + 1);
     assert_int_equal(json_integer_value(json_object_get(j, "max_tenants")),
                      API_FIXTURE_MAX_TENANTS);
     json_decref(j);
@@ -1157,14 +1159,94 @@ static void test_tenants_trust(void **state)
         return;
     }
     assert_string_equal(first, "uid-2000");
-    assert_int_equal(tenant_count(r), 6);
+    assert_int_equal(tenant_count(r), 7); /* and retired, an id beyond the cap */
     io = tenant_resolve(r, getpid(), 2001, 2001);
     assert_int_equal(io.tenant, TIER_TENANT_OTHER);
-    assert_int_equal(tenant_count(r), 6);
+    assert_int_equal(tenant_count(r), 7);
     /* the reserve: two explicit tenants still find ids, then the registry is full */
     json_decref(req("POST /v1/tenants\n\n{\"name\": \"late1\"}", 201));
     json_decref(req("POST /v1/tenants\n\n{\"name\": \"late2\"}", 201));
     json_decref(req("POST /v1/tenants\n\n{\"name\": \"late3\"}", 507));
+}
+
+static uint64_t g_reclaim_now = 1000;
+static uint64_t reclaim_now(void)
+{
+    return g_reclaim_now;
+}
+
+/* tierd's reclaim hooks (tierd_tenants_reclaim_hooks): an idle implicit tenant that holds hot-
+ * tier bytes, a quota or QoS parameters of its own is kept; it is reclaimed once it holds
+ * none. GET /v1/tenants lists "retired" and the reclaim counters. */
+static void test_tenants_reclaim(void **state)
+{
+    (void)state;
+    json_t *e = tenant_entry("retired");
+    assert_non_null(e);
+    assert_int_equal(json_integer_value(json_object_get(e, "id")), TENANT_RETIRED_ID);
+    json_decref(e);
+    json_t *j = req("GET /v1/tenants\n\n", 200);
+    assert_non_null(json_object_get(json_object_get(j, "reclaim"), "reclaimed"));
+    assert_non_null(json_object_get(json_object_get(j, "reclaim"), "ids_free"));
+    json_decref(j);
+
+    /* a registry on a test clock, whose ids are past the fixture's own (infer's disk limit) */
+    struct tierd *d = &fx.d;
+    struct tenant_reg *r = NULL;
+    g_reclaim_now = 1000;
+    assert_int_equal(tenant_reg_new(&(struct tenant_reg_config){.max_tenants = 32,
+                                                                .idle_reclaim_s = 60,
+                                                                .now_s = reclaim_now},
+                                    &r),
+                     0);
+    for (int i = 0; i < 8; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "pad%d", i);
+        assert_int_equal(tenant_add(r, name, TIER_IO_TRAINING, NULL, NULL), 0);
+    }
+    tierd_tenants_reclaim_hooks(d, r);
+    struct tier_ioctx io = tenant_resolve(r, getpid(), 3000, 3000);
+    if (strcmp(tenant_name(r, io.tenant), "uid-3000") != 0) {
+        print_message("this process is in a job or pod (%s): reclaim is checked by test_tenant "
+                      "alone\n",
+                      tenant_name(r, io.tenant));
+        tenant_reg_free(r);
+        return;
+    }
+    uint32_t x = io.tenant;
+    assert_false(tierd_tenant_holds(d, x));
+    /* x reads a file: its block is charged to x */
+    struct backend_stat st;
+    assert_int_equal(backend_stat(d->backends[0], NULL, "ds/b.bin", &st), 0);
+    struct cache_obj o = {
+        .be = d->backends[0], .key = "ds/b.bin", .etag = st.etag, .size_bytes = st.size_bytes};
+    char buf[64];
+    assert_int_equal(cache_read(d->cache, &io, &o, 0, buf, sizeof(buf)), (ssize_t)st.size_bytes);
+    assert_true(tierd_tenant_holds(d, x));
+    g_reclaim_now += 1000;
+    assert_int_equal(tenant_reclaim(r), 0); /* resolved since the last sweep: idle from now */
+    g_reclaim_now += 60;
+    assert_int_equal(tenant_reclaim(r), 0); /* idle, but holds hot-tier bytes */
+    assert_true(tenant_in_use(r, x));
+    /* its block evicted by a quota below it: still kept, for the quota of its own */
+    assert_int_equal(cache_quota_set(d->cache, x, 1), 0);
+    struct cache_tenant_stats cs;
+    assert_int_equal(cache_tenant_stats_get(d->cache, x, &cs), 0);
+    assert_int_equal(cs.bytes, 0);
+    assert_true(tierd_tenant_holds(d, x));
+    assert_int_equal(cache_quota_set(d->cache, x, CACHE_QUOTA_DEFAULT), 0);
+    assert_false(tierd_tenant_holds(d, x));
+    /* QoS parameters of its own keep it too */
+    struct sched_qos q = {.weight = 3};
+    assert_int_equal(sched_qos_set(d->sched, x, TIER_IO_TRAINING, &q), 0);
+    assert_true(tierd_tenant_holds(d, x));
+    g_reclaim_now += 60;
+    assert_int_equal(tenant_reclaim(r), 0);
+    assert_int_equal(sched_qos_set(d->sched, x, TIER_IO_TRAINING, NULL), 0);
+    assert_false(tierd_tenant_holds(d, x));
+    assert_int_equal(tenant_reclaim(r), 1);
+    assert_false(tenant_in_use(r, x));
+    tenant_reg_free(r);
 }
 
 int main(void)
@@ -1182,6 +1264,7 @@ int main(void)
         cmocka_unit_test(test_tenants),
         cmocka_unit_test(test_qos),
         cmocka_unit_test(test_qos_lanes),
+        cmocka_unit_test(test_tenants_reclaim),
         cmocka_unit_test(test_tenants_trust), /* last: it replaces the fixture */
     };
     return cmocka_run_group_tests(tests, setup, teardown);

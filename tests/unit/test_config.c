@@ -269,6 +269,8 @@ static const struct bad_case bad_cases[] = {
     {BASE "[tenants]\nslurm_cgroup_root = slurm\n",
      {"t.conf:9:", "slurm_cgroup_root = 'slurm' must start with '/'"}},
     {BASE "[tenants]\nimplicit_per_minute = 0\n", {"t.conf:9:", "from 1 to 1000000"}},
+    {BASE "[tenants]\nidle_reclaim = 31d\n", {"t.conf:9:", "idle_reclaim", "a duration"}},
+    {BASE "[tenant retired]\n", {"t.conf:8:", "'retired' is a built-in tenant"}},
     {BASE "[tenants]\nmax_tenants = 8\nreserved_ids = 7\n",
      {"t.conf:10:", "reserved_ids = 7 is more than max_tenants - 2 = 6"}},
     {BASE "[tenants]\npid_cache = 0\n", {"t.conf:9:", "pid_cache = '0'", "from 1 to"}},
@@ -461,6 +463,7 @@ static void test_defaults(void **state)
     assert_int_equal(c.tenant_pid_cache, 4096);
     assert_int_equal(c.tenant_reserved_ids, 16); /* a quarter of max_tenants */
     assert_int_equal(c.tenant_implicit_per_minute, 4);
+    assert_int_equal(c.tenant_idle_reclaim_ms, 600000);
     assert_false(c.tenant_fallback_default);
     assert_null(c.tenant_slurm_cgroup_root);
     assert_int_equal(c.ntenants, 0);
@@ -494,13 +497,14 @@ static void test_telemetry_switch(void **state)
     }
 }
 
-/* [tenants] fallback, reserved_ids, implicit_per_minute, slurm_cgroup_root: parsed as given. */
+/* [tenants] fallback, reserved_ids, implicit_per_minute, slurm_cgroup_root, idle_reclaim:
+ * parsed as given. */
 static void test_tenants_trust_keys(void **state)
 {
     (void)state;
     static const char text[] = BASE "[tenants]\nmax_tenants = 100\nfallback = default\n"
                                     "reserved_ids = 0\nimplicit_per_minute = 50\n"
-                                    "slurm_cgroup_root = /slurm_node1/\n";
+                                    "slurm_cgroup_root = /slurm_node1/\nidle_reclaim = 0\n";
     struct tierd_config c;
     char err[1024] = "";
     if (tierd_config_load_string("t.conf", text, strlen(text), &c, err, sizeof(err)))
@@ -509,8 +513,10 @@ static void test_tenants_trust_keys(void **state)
     assert_int_equal(c.tenant_reserved_ids, 0);
     assert_int_equal(c.tenant_implicit_per_minute, 50);
     assert_string_equal(c.tenant_slurm_cgroup_root, "/slurm_node1/");
+    assert_int_equal(c.tenant_idle_reclaim_ms, 0);
     struct tenant_reg *r = NULL;
     assert_int_equal(tierd_tenants_open(&c, &r), 0);
+    assert_int_equal(tenant_count(r), 2); /* no reclaim: no "retired" */
     tenant_reg_free(r);
     tierd_config_fini(&c);
 }
@@ -545,7 +551,8 @@ static void test_tenants(void **state)
     struct tenant_reg *r = NULL;
     assert_int_equal(tierd_tenants_open(&c, &r), 0);
     assert_int_equal(tenant_max(r), 10);
-    assert_int_equal(tenant_count(r), 5);
+    assert_int_equal(tenant_count(r), 6); /* default, other, retired and the three sections */
+    assert_int_equal(tenant_id_limit(r), 11);
     uint32_t id = 0;
     assert_int_equal(tenant_find(r, "ckpt", &id), 0);
     assert_int_equal(tenant_class(r, id), TIER_IO_CHECKPOINT);

@@ -653,10 +653,46 @@ static void test_pull_filtered(void **state)
     dmc_free(d);
 }
 
+/* A reclaimed tenant's id (tenant.h) starts afresh: its clients are forgotten, tags and grant
+ * counts, but not while a request of it is queued; other tenants keep theirs. */
+static void test_tenant_forget(void **state)
+{
+    (void)state;
+    struct ptab t = {0};
+    t.p[3] = (struct dmc_params){.weight = 1, .limit = 1000000};
+    struct dmc *d = new_dmc(&t, 1000);
+    struct dmc_req a, b;
+    struct dmc_req *out = NULL;
+    uint64_t now = 10 * SEC, next = 0;
+    struct dmc_client_info ci;
+    assert_int_equal(dmc_add(d, 3, TIER_IO_TRAINING, 999000, now, &a), 0);
+    assert_int_equal(dmc_add(d, 4, TIER_IO_TRAINING, 999000, now, &b), 0);
+    assert_int_equal(dmc_tenant_forget(d, 3), -EBUSY); /* a is queued */
+    assert_int_equal(dmc_client_info_get(d, 3, TIER_IO_TRAINING, &ci), 0);
+    assert_int_equal(dmc_pull(d, now, &out, NULL, &next), 0);
+    assert_int_equal(dmc_pull(d, now, &out, NULL, &next), 0);
+    assert_int_equal(dmc_client_info_get(d, 3, TIER_IO_TRAINING, &ci), 0);
+    assert_int_equal(ci.granted, 1000000);
+    assert_true(ci.l_next > now);
+    assert_int_equal(dmc_tenant_forget(d, 3), 0);
+    assert_int_equal(dmc_client_info_get(d, 3, TIER_IO_TRAINING, &ci), -ENOENT);
+    assert_int_equal(dmc_client_info_get(d, 4, TIER_IO_TRAINING, &ci), 0);
+    assert_int_equal(dmc_tenant_forget(d, 99), 0); /* never seen: nothing to do */
+    /* the id's next tenant is not held back by the old one's limit tag */
+    t.p[3] = (struct dmc_params){.weight = 1};
+    assert_int_equal(dmc_add(d, 3, TIER_IO_TRAINING, 999000, now, &a), 0);
+    assert_int_equal(dmc_pull(d, now, &out, NULL, &next), 0);
+    assert_ptr_equal(out, &a);
+    assert_int_equal(dmc_client_info_get(d, 3, TIER_IO_TRAINING, &ci), 0);
+    assert_int_equal(ci.granted, 1000000);
+    dmc_free(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tags),
+        cmocka_unit_test(test_tenant_forget),
         cmocka_unit_test(test_weights_split),
         cmocka_unit_test(test_idle_share_reused),
         cmocka_unit_test(test_limit_every_window),

@@ -308,6 +308,85 @@ static void test_fold_beyond_max_tenants(void **state)
     telemetry_free(t);
 }
 
+/* sum of "ops", "bytes" and "errors" over every op series of a /v1/telemetry answer, and of the
+ * sched series' ops and bytes */
+static void totals(json_t *j, uint64_t *ops, uint64_t *bytes, uint64_t *errors, uint64_t *sched)
+{
+    size_t i;
+    json_t *s;
+    *ops = *bytes = *errors = *sched = 0;
+    json_array_foreach(json_object_get(j, "ops"), i, s)
+    {
+        *ops += (uint64_t)json_integer_value(json_object_get(s, "ops"));
+        *bytes += (uint64_t)json_integer_value(json_object_get(s, "bytes"));
+        *errors += (uint64_t)json_integer_value(json_object_get(s, "errors"));
+    }
+    json_array_foreach(json_object_get(j, "sched"), i, s) *sched +=
+        (uint64_t)json_integer_value(json_object_get(s, "ops")) +
+        (uint64_t)json_integer_value(json_object_get(s, "bytes"));
+}
+
+/* A reclaimed tenant's counts move to "retired" (id 2): every total is unchanged, the old id's
+ * series disappear from both renderings, and the id's next tenant starts from zero. */
+static void test_tenant_fold(void **state)
+{
+    (void)state;
+    struct telemetry *t = NULL;
+    assert_int_equal(telemetry_new(&(struct telemetry_config){.max_tenants = 8}, &t), 0);
+    for (uint32_t id = 0; id < 6; id++) {
+        struct tier_ioctx io = {.tenant = id, .cls = TIER_IO_TRAINING};
+        tele_op_record(t, &io, TELE_OP_READ, TELE_TIER_RAM, 1000 * (id + 1), 10 + id, 0);
+        tele_op_record(t, &io, TELE_OP_WRITE, TELE_TIER_DISK, 70000, 5, id == 4 ? -EIO : 0);
+        tele_sched_record(t, &io, 100, 2000, 4096, 0);
+    }
+    tele_op_record(t, &(struct tier_ioctx){.tenant = 2, .cls = TIER_IO_TRAINING}, TELE_OP_READ,
+                   TELE_TIER_RAM, 9000000, 1, 0); /* retired's own max */
+    json_t *j = render_json(t, NULL);
+    uint64_t ops0, bytes0, err0, sched0;
+    totals(j, &ops0, &bytes0, &err0, &sched0);
+    json_decref(j);
+    assert_int_equal(tele_tenant_fold(t, 4, 2), 0);
+    assert_int_equal(tele_tenant_fold(t, 5, 2), 0);
+    assert_int_equal(tele_tenant_fold(t, 5, 5), -EINVAL);
+    assert_int_equal(tele_tenant_fold(t, 8, 2), -EINVAL);
+    j = render_json(t, NULL);
+    uint64_t ops1, bytes1, err1, sched1;
+    totals(j, &ops1, &bytes1, &err1, &sched1);
+    assert_int_equal(ops1, ops0);
+    assert_int_equal(bytes1, bytes0);
+    assert_int_equal(err1, err0);
+    assert_int_equal(sched1, sched0);
+    assert_null(find_op(j, 4, "training", "read", "ram"));
+    assert_null(find_op(j, 5, "training", "write", "disk"));
+    json_t *r = find_op(j, 2, "training", "read", "ram");
+    assert_non_null(r);
+    assert_int_equal(json_integer_value(json_object_get(r, "ops")), 4);
+    assert_int_equal(json_integer_value(json_object_get(r, "bytes")), 12 + 1 + 14 + 15);
+    assert_int_equal(json_integer_value(json_object_get(r, "min_ns")), 3000);
+    assert_int_equal(json_integer_value(json_object_get(r, "max_ns")), 9000000);
+    r = find_op(j, 2, "training", "write", "disk");
+    assert_non_null(r);
+    assert_int_equal(json_integer_value(json_object_get(r, "errors")), 1);
+    json_decref(j);
+    char *text = render_prom(t, NULL);
+    assert_null(strstr(text, "tenant=\"4\""));
+    assert_null(strstr(text, "tenant=\"5\""));
+    assert_non_null(strstr(text, "tenant=\"2\""));
+    free(text);
+    /* the id's next tenant counts from zero */
+    tele_op_record(t, &(struct tier_ioctx){.tenant = 4, .cls = TIER_IO_TRAINING}, TELE_OP_READ,
+                   TELE_TIER_RAM, 2000, 7, 0);
+    j = render_json(t, NULL);
+    r = find_op(j, 4, "training", "read", "ram");
+    assert_non_null(r);
+    assert_int_equal(json_integer_value(json_object_get(r, "ops")), 1);
+    assert_int_equal(json_integer_value(json_object_get(r, "bytes")), 7);
+    assert_int_equal(json_integer_value(json_object_get(r, "min_ns")), 2000);
+    assert_null(find_op(j, 4, "training", "write", "disk"));
+    json_decref(j);
+    telemetry_free(t);
+}
+
 /* ---- escaping -------------------------------------------------------------------------- */
 
 static void expect_escape(const char *in, size_t len, const char *want)
@@ -706,10 +785,15 @@ static void test_concurrent_counts_exact(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bucket_scheme),  cmocka_unit_test(test_quantiles_within_2pct),
-        cmocka_unit_test(test_quantile_edges), cmocka_unit_test(test_fold_beyond_max_tenants),
-        cmocka_unit_test(test_label_escaping), cmocka_unit_test(test_prometheus_text),
-        cmocka_unit_test(test_health_rules),   cmocka_unit_test(test_concurrent_counts_exact),
+        cmocka_unit_test(test_bucket_scheme),
+        cmocka_unit_test(test_quantiles_within_2pct),
+        cmocka_unit_test(test_quantile_edges),
+        cmocka_unit_test(test_fold_beyond_max_tenants),
+        cmocka_unit_test(test_tenant_fold),
+        cmocka_unit_test(test_label_escaping),
+        cmocka_unit_test(test_prometheus_text),
+        cmocka_unit_test(test_health_rules),
+        cmocka_unit_test(test_concurrent_counts_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -624,6 +624,110 @@ static uint64_t fake_now_s(void)
     return g_now_s;
 }
 
+/* Reclaim's hooks in the tests: one id may be made busy; the retire calls are recorded. */
+static uint32_t g_busy_id = UINT32_MAX;
+static uint32_t g_retired[16];
+static size_t g_nretired;
+
+static bool busy_hook(void *ud, uint32_t id)
+{
+    (void)ud;
+    return id == g_busy_id;
+}
+
+static void retire_hook(void *ud, uint32_t id)
+{
+    (void)ud;
+    if (g_nretired < 16)
+        g_retired[g_nretired++] = id;
+}
+
+/* An implicit tenant idle for idle_reclaim_s and holding nothing is reclaimed, its id reused
+ * only after a second idle period; a busy one and a configured one are not; a pid cached for
+ * the old tenant is resolved afresh, never answered with the id's new tenant. */
+static void test_reclaim(void **state)
+{
+    (void)state;
+    g_now_s = 1000;
+    g_busy_id = UINT32_MAX;
+    g_nretired = 0;
+    struct tenant_reg *r = reg_with((struct tenant_reg_config){
+        .idle_reclaim_s = 100, .now_s = fake_now_s, .slurm_cgroup_root = "/slurm"});
+    assert_int_equal(tenant_count(r), 3);
+    assert_string_equal(tenant_name(r, TENANT_RETIRED_ID), "retired");
+    assert_int_equal(tenant_add(r, "retired", TIER_IO_TRAINING, NULL, NULL), -EINVAL);
+    uint32_t conf = 0, a = 0, b = 0, c = 0;
+    assert_int_equal(tenant_add(r, "conf", TIER_IO_TRAINING, NULL, &conf), 0);
+    proc_put(201, 1000, "0::/slurm/job_501\n", NULL, 0);
+    proc_put(202, 1000, "0::/slurm/job_502\n", NULL, 0);
+    proc_put(203, 1000, "0::/slurm/job_503\n", NULL, 0);
+    a = tenant_resolve(r, 201, 0, 0).tenant;
+    b = tenant_resolve(r, 202, 0, 0).tenant;
+    assert_string_equal(tenant_name(r, a), "slurm-501");
+    assert_string_equal(tenant_name(r, b), "slurm-502");
+    /* no hooks yet: nothing is reclaimed, however idle */
+    g_now_s += 1000;
+    assert_int_equal(tenant_reclaim(r), 0);
+    tenant_reclaim_hooks_set(
+        r, &(struct tenant_reclaim_hooks){.busy = busy_hook, .retire = retire_hook});
+    assert_int_equal(tenant_reclaim(r), 0); /* touched before this sweep: idle from now */
+    g_busy_id = b;                          /* b holds something (hot-tier bytes, hints) */
+    g_now_s += 99;
+    assert_int_equal(tenant_reclaim(r), 0);
+    g_now_s += 1;
+    assert_int_equal(tenant_reclaim(r), 1);
+    assert_false(tenant_in_use(r, a));
+    assert_true(tenant_in_use(r, b));
+    assert_true(tenant_in_use(r, conf)); /* configured: never */
+    assert_int_equal(tenant_find(r, "slurm-501", NULL), -ENOENT);
+    assert_int_equal(g_nretired, 1);
+    assert_int_equal(g_retired[0], a);
+    struct tenant_stats st;
+    tenant_stats_get(r, &st);
+    assert_int_equal(st.reclaimed, 1);
+    assert_int_equal(st.ids_free, 0);
+    /* in quarantine the id is not handed out: a new tenant takes a new id */
+    c = tenant_resolve(r, 203, 0, 0).tenant;
+    assert_string_equal(tenant_name(r, c), "slurm-503");
+    assert_int_not_equal(c, a);
+    g_now_s += 100;
+    assert_int_equal(tenant_reclaim(r), 0); /* a freed (a second fold), b still busy */
+    assert_int_equal(g_nretired, 2);
+    assert_int_equal(g_retired[1], a);
+    tenant_stats_get(r, &st);
+    assert_int_equal(st.ids_free, 1);
+    /* the freed id goes to the next new tenant */
+    proc_put(204, 1000, "0::/slurm/job_504\n", NULL, 0);
+    uint32_t d = tenant_resolve(r, 204, 0, 0).tenant;
+    assert_int_equal(d, a);
+    assert_string_equal(tenant_name(r, d), "slurm-504");
+    assert_true(tenant_in_use(r, d));
+    /* pid 201 was cached as id a: it is resolved again, as its own job's tenant */
+    uint32_t again = tenant_resolve(r, 201, 0, 0).tenant;
+    assert_int_not_equal(again, a);
+    assert_string_equal(tenant_name(r, again), "slurm-501");
+    /* b, no longer busy, goes; the configured tenant stays however long it is idle; d, with an
+     * open handle (reads through it are not resolved), stays until the handle is released and
+     * a whole idle period has passed */
+    g_busy_id = UINT32_MAX;
+    tenant_hold(r, d);
+    g_now_s += 1000;
+    (void)tenant_reclaim(r);
+    (void)tenant_reclaim(r);
+    assert_false(tenant_in_use(r, b));
+    assert_true(tenant_in_use(r, conf));
+    assert_true(tenant_in_use(r, TENANT_RETIRED_ID));
+    assert_true(tenant_in_use(r, d));
+    tenant_unhold(r, d);
+    g_now_s += 99;
+    (void)tenant_reclaim(r);
+    assert_true(tenant_in_use(r, d));
+    g_now_s += 1;
+    (void)tenant_reclaim(r);
+    assert_false(tenant_in_use(r, d));
+    tenant_reg_free(r);
+}
+
 /* Implicit tenants stay within max_tenants - reserved_ids, so explicit ones find ids; one uid
  * creates at most implicit_per_minute job tenants a minute. */
 static void test_reserve_rate(void **state)
@@ -1445,6 +1549,7 @@ int main(void)
         cmocka_unit_test(test_pidfd_exit),
         cmocka_unit_test(test_pidfd_thread),
         cmocka_unit_test(test_pidfd_window),
+        cmocka_unit_test(test_reclaim),
         cmocka_unit_test(test_concurrent),
         cmocka_unit_test(test_pidfd_concurrent),
     };
