@@ -13,8 +13,8 @@
 
 #include "common/err.h"
 #include "common/strutil.h"
-#include "daemon/access.h"
-#include "daemon/hints.h"
+#include "lifecycle/access.h"
+#include "hints/hints.h"
 #include "daemon/tierd.h"
 #include "qos/sched.h"
 #include "telemetry/telemetry.h"
