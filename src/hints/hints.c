@@ -60,7 +60,7 @@
 #include "common/timeutil.h"
 #include "datasets/dataset.h"
 #include "datasets/manifest.h"
-#include "daemon/tierd.h"
+#include "core/state.h"
 #include "tenant/tenant.h"
 #include "tiers/backend.h"
 

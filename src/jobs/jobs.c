@@ -97,7 +97,7 @@
 #include "common/err.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
-#include "daemon/tierd.h"
+#include "core/state.h"
 
 struct pinref {
     char *backend, *prefix;

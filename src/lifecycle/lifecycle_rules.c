@@ -15,7 +15,7 @@
 #include "common/strutil.h"
 #include "datasets/manifest.h"
 #include "lifecycle/lifecycle.h"
-#include "daemon/tierd.h"
+#include "core/state.h"
 #include "tenant/tenant.h"
 
 static const char *const action_names[POLICY_NACTIONS] = {"demote", "stage", "pin",

@@ -40,7 +40,7 @@
 #include "datasets/dataset.h"
 #include "datasets/manifest.h"
 #include "stage/pinmeta.h"
-#include "daemon/tierd.h"
+#include "core/state.h"
 
 #define MAX_FINISHED_JOBS 256
 #define QUEUE_PER_WORKER 16
