@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "cache/cache.h"
+#include "core/ns.h"
 #include "common/ioctx.h"
 #include "tiers/backend.h"
 
@@ -29,17 +30,6 @@
 #define TIERD_IMPLICIT_PER_MINUTE_DEFAULT 4
 #define TIERD_MAX_POLICIES 64    /* [policy NAME] sections */
 #define TIERD_POLICY_MAX_KEYS 16 /* keys of one [policy NAME] section */
-
-enum tierd_ns_mode {
-    TIERD_NS_READ_CACHE = 0, /* read-only, cached; mutations return EROFS */
-    TIERD_NS_WRITE_BACK = 1, /* checkpoint burst buffer (issue 5, src/writeback/wb.h) */
-};
-
-/* When close() of a file written into a write-back namespace returns (docs/CONFIG.md). */
-enum tierd_durability {
-    TIERD_DURABILITY_LOCAL = 0,  /* fsync'd on the local spool and journalled (default) */
-    TIERD_DURABILITY_REMOTE = 1, /* complete in the backend */
-};
 
 /* QoS values of a [class NAME] or [tenant NAME] section (docs/CONFIG.md, "QoS"), as
  * qos/sched.h's struct sched_qos takes them: rates in bytes/s, 0 not given (the default),
@@ -68,26 +58,6 @@ struct tierd_backend_conf {
     uint64_t yield_hold_ms; /* inference demand lasts this long after its last call */
     int conf_line;          /* where it was defined, for messages */
 };
-
-struct tierd_ns_conf {
-    char *path;    /* mount sub-tree, "/datasets" (no trailing slash, one segment or more) */
-    char *backend; /* backend name */
-    char *prefix;  /* key prefix inside the backend, "" or ending in '/' */
-    enum tierd_ns_mode mode;
-    enum tierd_durability durability; /* write-back only; default [writeback] durability */
-    /* owner and umask of the files and directories of this namespace in the mount; -1: as
-     * [mount] (docs/CONFIG.md, "Permissions") */
-    int64_t uid, gid;
-    int umask;
-    /* metadata TTLs of the namespace's files and directories; TIERD_TTL_UNSET: [mount]'s when
-     * set there, else TIERD_READ_CACHE_TTL_MS for a read-cache namespace (datasets are
-     * immutable by convention) and [mount]'s default for a write-back one */
-    uint64_t attr_ttl_ms, entry_ttl_ms;
-    int conf_line;
-};
-
-#define TIERD_TTL_UNSET UINT64_MAX
-#define TIERD_READ_CACHE_TTL_MS 60000
 
 /* A [tenant NAME] section: a tenant of the registry (src/tenant/tenant.h) and, when any match
  * key is set, its rule (every key set must match). */
@@ -232,11 +202,6 @@ void tierd_config_fini(struct tierd_config *cfg);
  * 1024; "none"): 0 and *out in bytes/s, TIERD_RATE_NONE for "none" and for 0/s; -EINVAL (not a
  * rate: no "/s", not a number, negative) or -ERANGE (too large). */
 int tierd_rate_parse(const char *val, uint64_t *out);
-
-struct tierd_ns {
-    const struct tierd_ns_conf *conf;
-    struct backend *be;
-};
 
 struct tierd_api;     /* api.h */
 struct tierd_fuse;    /* fuse/tierfs.h */

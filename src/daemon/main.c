@@ -660,14 +660,18 @@ int main(int argc, char **argv)
         goto out;
     }
     rc = pinmeta_new(&d.pinned);
-    if (!rc)
-        rc = stage_registry_new(&d, &d.stages);
+    if (!rc) {
+        struct stage_ctx stc = stage_ctx_tierd(&d);
+        rc = stage_registry_new(&stc, &d.stages);
+    }
     if (!rc) {
         struct jobs_ops jops = jobs_ops_tierd(&d);
         rc = jobs_new(&jops, &d.jobs);
     }
-    if (!rc && d.cache)
-        rc = hints_new(&d, &d.hints);
+    if (!rc && d.cache) {
+        struct hints_ctx hc = hints_ctx_tierd(&d);
+        rc = hints_new(&hc, &d.hints);
+    }
     if (rc) {
         startup_failed("stager");
         goto out;

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tierd.h - what only the daemon's own files (src/daemon: main.c, config.c, resolve.c, tenants.c)
- * share beyond core/state.h, which holds the state the other layers see. No file outside
- * src/daemon includes it (scripts/check-layers.sh).
+ * tierd.h - what only the daemon's own files (src/daemon: main.c, config.c, resolve.c, tenants.c,
+ * wiring.c) and the tests' fixtures share beyond core/state.h, which holds the state the other
+ * layers see. No file outside src/daemon includes it (scripts/check-layers.sh).
  */
 #ifndef TIER_DAEMON_TIERD_H
 #define TIER_DAEMON_TIERD_H
@@ -10,9 +10,19 @@
 #include "core/state.h"
 
 struct tenant_reg;
+struct hints_ctx;
+struct stage_ctx;
+struct jobs_ops;
 
 /* The tenant registry of cfg: [tenants] limits, then every [tenant NAME] in order (its rule, if
  * it has match keys). 0, or -errno with tier_err_msg() naming the section. */
 int tierd_tenants_open(const struct tierd_config *cfg, struct tenant_reg **out);
+
+/* wiring.c: each service's context over d (borrowing d's members; d outlives the service). */
+struct tierd_ns_ops tierd_ns_ops(struct tierd *d); /* tierd_resolve, dataset_show_max */
+struct hints_ctx hints_ctx_tierd(struct tierd *d);
+struct stage_ctx stage_ctx_tierd(struct tierd *d);
+/* The job registry's ops over d (its cache, stager and config). */
+struct jobs_ops jobs_ops_tierd(struct tierd *d);
 
 #endif

@@ -28,6 +28,15 @@ if "$script" "$tmp" >"$tmp/out" 2>&1; then fail "an upward include passes"; fi
 grep -q 'src/tiers/w.c: src/tiers may not include src/cache' "$tmp/out" || { cat "$tmp/out"; fail "wrong message"; }
 rm "$tmp/src/tiers/w.c"
 
+# hints may include core/ns.h, not core/state.h (the daemon's whole state).
+mkdir -p "$tmp/src/core" "$tmp/src/hints"
+printf '#include "core/ns.h"\n' >"$tmp/src/hints/h.c"
+"$script" "$tmp" >"$tmp/out" 2>&1 || { cat "$tmp/out"; fail "core/ns.h in hints fails"; }
+printf '#include "core/state.h"\n' >"$tmp/src/hints/h.c"
+if "$script" "$tmp" >"$tmp/out" 2>&1; then fail "core/state.h in hints passes"; fi
+grep -q 'src/hints/h.c: src/hints may not include core/state.h' "$tmp/out" || { cat "$tmp/out"; fail "wrong message"; }
+rm "$tmp/src/hints/h.c"
+
 # A function of 151 lines, brace to brace: fails; 150: passes; allow-listed: passes.
 longfn() {
     printf 'static int %s(int a)\n{\n' "$1"
