@@ -35,7 +35,7 @@ declare -A allow=(
     [fuse]="core hints datasets lifecycle stage tenant telemetry writeback cache tiers common"
     [api]="core hints datasets jobs lifecycle stage qos telemetry tenant writeback cache tiers common"
     [daemon]="core api fuse hints datasets jobs lifecycle stage qos telemetry tenant writeback cache tiers common"
-    [cli]="common"
+    [cli]="telemetry common"
     [tierbench]="common"
 )
 
