@@ -24,6 +24,7 @@ lint:
 	scripts/check-banned.sh
 	scripts/check-format.sh
 	scripts/check-docs.sh
+	scripts/check-layers.sh
 	scripts/check-shell.sh
 	luac5.1 -p contrib/slurm/burst_buffer.lua # the Slurm provider parses as Lua 5.1
 

@@ -62,7 +62,7 @@
 #include "common/timeutil.h"
 #include "api/api.h"
 #include "api/api_int.h"
-#include "daemon/tierd.h"
+#include "core/state.h"
 
 struct listener {
     struct tierd_api *api;

@@ -42,7 +42,7 @@
 #include "stage/pinmeta.h"
 #include "lifecycle/lifecycle.h"
 #include "stage/stage.h"
-#include "daemon/tierd.h"
+#include "core/state.h"
 #include "api/ui_assets.h"
 #include "qos/sched.h"
 #include "telemetry/telemetry.h"

@@ -10,8 +10,10 @@
  * in the interval counts from zero; a counter that went down, or a changed started_ns, means tierd
  * restarted and the newer answer counts from zero as a whole. Quantiles merge the differences of
  * the buckets (same bounds in every series: one scheme, given in the answer's "hist") and take
- * the midpoint of the bucket holding the rank, as tierd's own tele_quantile_diff does: within
- * 1/(2 * sub_buckets) of the exact value (1.6 %) from min_ns to max_ns.
+ * the midpoint of the bucket holding the rank with the telemetry library's own
+ * tele_quantile_diff (tierctl links tier_telemetry): within 1/(2 * sub_buckets) of the exact
+ * value (1.6 %) from min_ns to max_ns. An answer of another scheme (a tierd whose buckets have
+ * other bounds) shows no quantiles ("-") rather than wrong ones.
  *
  * What the columns count: OPS/S every FUSE op of the tenant; MB/S the bytes of its reads and
  * writes; RAM%/DISK%/BACK% the share of its reads each tier served; P50/P99 its read and write
@@ -66,7 +68,7 @@ static int cmp_series(const void *pa, const void *pb)
 
 static int cmp_bucket(const void *pa, const void *pb)
 {
-    const struct top_bucket *a = pa, *b = pb;
+    const struct tele_bucket *a = pa, *b = pb;
     return a->upper_ns < b->upper_ns ? -1 : a->upper_ns > b->upper_ns;
 }
 
@@ -188,49 +190,23 @@ int top_snap_parse(json_t *answer, struct top_snap *out, char *err, size_t errsz
 /* ---- quantiles ---------------------------------------------------------------------------------
  */
 
-/* Midpoint of the bucket whose exclusive upper bound is u (see tierd's telemetry.h: below min_ns
- * one underflow bucket, then octaves [2^k, 2^(k+1)) cut into sub_buckets equal parts, then an
- * overflow bucket). Without a usable scheme, the upper bound (Prometheus's le). */
-static uint64_t bucket_mid_ns(const struct top_scheme *sc, uint64_t u)
+bool top_scheme_known(const struct top_scheme *sc)
 {
-    if (sc->min_ns && u <= sc->min_ns)
-        return sc->min_ns;
-    if (sc->max_ns && u > sc->max_ns)
-        return sc->max_ns;
-    if (!sc->sub_buckets || u < 2)
-        return u;
-    unsigned k = 63u - (unsigned)__builtin_clzll(u - 1); /* 2^k < u <= 2^(k+1) */
-    uint64_t width = (1ULL << k) / sc->sub_buckets;
-    return width ? u - width / 2 : u;
+    return sc->min_ns == (1ULL << TELE_HIST_MIN_SHIFT) && sc->max_ns == TELE_HIST_MAX_NS &&
+           sc->sub_buckets == (1ULL << TELE_HIST_SUB_BITS);
 }
 
-uint64_t top_quantile_ns(const struct top_scheme *sc, const struct top_bucket *h, size_t n,
+uint64_t top_quantile_ns(const struct top_scheme *sc, const struct tele_bucket *h, size_t n,
                          double q)
 {
-    uint64_t total = 0;
-    for (size_t i = 0; i < n; i++)
-        total += h[i].count;
-    if (total == 0)
-        return 0;
-    uint64_t rank = (uint64_t)ceil(q * (double)total);
-    if (rank < 1)
-        rank = 1;
-    if (rank > total)
-        rank = total;
-    uint64_t seen = 0;
-    for (size_t i = 0; i < n; i++) {
-        seen += h[i].count;
-        if (seen >= rank)
-            return bucket_mid_ns(sc, h[i].upper_ns);
-    }
-    return bucket_mid_ns(sc, h[n - 1].upper_ns);
+    return top_scheme_known(sc) ? tele_quantile_diff(h, n, NULL, 0, q, NULL) : 0;
 }
 
 /* ---- the interval ---------------------------------------------------------------------------- */
 
 /* A growable list of bucket differences, sorted and merged when read. */
 struct acc {
-    struct top_bucket *b;
+    struct tele_bucket *b;
     size_t n, cap;
     uint64_t sum_ns, count;
 };
@@ -241,21 +217,21 @@ static int acc_add(struct acc *a, uint64_t upper, uint64_t count)
         return 0;
     if (a->n == a->cap) {
         size_t cap = a->cap ? a->cap * 2 : 64;
-        struct top_bucket *nb = realloc(a->b, cap * sizeof(*nb));
+        struct tele_bucket *nb = realloc(a->b, cap * sizeof(*nb));
         if (!nb)
             return -ENOMEM;
         a->b = nb;
         a->cap = cap;
     }
-    a->b[a->n++] = (struct top_bucket){upper, count};
+    a->b[a->n++] = (struct tele_bucket){upper, count};
     a->count += count;
     return 0;
 }
 
-/* Quantile q in seconds, -1 when the accumulator is empty. */
+/* Quantile q in seconds, -1 when the accumulator is empty or the scheme is not ours. */
 static double acc_quantile_s(const struct top_scheme *sc, struct acc *a, double q)
 {
-    if (a->count == 0)
+    if (a->count == 0 || !top_scheme_known(sc))
         return -1;
     qsort(a->b, a->n, sizeof(*a->b), cmp_bucket);
     return (double)top_quantile_ns(sc, a->b, a->n, q) / NS_PER_S;

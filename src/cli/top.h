@@ -17,21 +17,21 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "telemetry/telemetry.h"
+
 /* The tiers that serve a read, as /v1/telemetry names them. */
 enum top_tier { TOP_RAM = 0, TOP_DISK = 1, TOP_BACKEND = 2, TOP_NTIERS = 3 };
 
-struct top_bucket {
-    uint64_t upper_ns;
-    uint64_t count; /* values in this bucket (not cumulative over buckets) */
-};
+/* A series' buckets are struct tele_bucket (telemetry/telemetry.h): [upper_ns, the values in
+ * this bucket (not cumulative over buckets)]. */
 
 /* One series of the answer: an "ops" entry (tenant, class, op, tier) or a "sched" entry
  * (tenant, class; its queue wait histogram). */
 struct top_series {
     const char *tenant, *cls, *op, *tier; /* op and tier NULL for a sched entry */
     uint64_t ops, bytes, errors;
-    uint64_t sum_ns;      /* of the latency (ops) or queue wait (sched) histogram */
-    struct top_bucket *b; /* sorted by upper_ns */
+    uint64_t sum_ns;       /* of the latency (ops) or queue wait (sched) histogram */
+    struct tele_bucket *b; /* sorted by upper_ns */
     size_t nb;
 };
 
@@ -102,10 +102,13 @@ void top_print_table(FILE *f, const struct top_view *v, enum top_sort sort);
 /* The JSON of `tierctl top --json` (docs/TIERCTL.md); NULL without memory. */
 json_t *top_view_json(const struct top_view *v);
 
+/* Is sc the bucket scheme of this tierctl's telemetry library (tierd of the same bounds)? */
+bool top_scheme_known(const struct top_scheme *sc);
 /* Quantile q of the merged histogram h (n buckets, sorted by upper_ns, zero counts allowed) as
- * the midpoint of the bucket holding the value of rank ceil(q * total), in ns; 0 when empty.
- * Pure; exported for the unit test. */
-uint64_t top_quantile_ns(const struct top_scheme *sc, const struct top_bucket *h, size_t n,
+ * the midpoint of the bucket holding the value of rank ceil(q * total), in ns, by the telemetry
+ * library's tele_quantile_diff; 0 when empty, or when sc is not the library's scheme (a tierd
+ * of other bucket bounds: its midpoints would be wrong). Pure; exported for the unit test. */
+uint64_t top_quantile_ns(const struct top_scheme *sc, const struct tele_bucket *h, size_t n,
                          double q);
 
 #endif

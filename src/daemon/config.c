@@ -14,7 +14,7 @@
  * when nothing else is wrong, because a typo of that key is the more useful message. Every
  * message reads "FILE:LINE: what is wrong (what is allowed)", with a did-you-mean from the edit
  * distance to the known keys. The pieces every key table shares (choices of an enumerated value,
- * whose list is its "allowed:" text, and the did-you-mean) are config_keys.c's, so that the
+ * whose list is its "allowed:" text, and the did-you-mean) are keytab.c's, so that the
  * [policy NAME] keys, whose table is lifecycle_rules.c's, get the same.
  */
 #include <arpa/inet.h>
@@ -38,7 +38,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/strutil.h"
-#include "daemon/config_keys.h"
+#include "common/keytab.h"
 #include "hints/hints.h"
 #include "lifecycle/lifecycle.h"
 #include "daemon/tierd.h"
@@ -306,7 +306,7 @@ enum vkind {
     V_INT,      /* int in [min, max] */
     V_U64,      /* uint64_t in [min, max] */
     V_BOOL,     /* bool */
-    V_ENUM,     /* an int-sized enum: one of the key's choices (config_keys.h) */
+    V_ENUM,     /* an int-sized enum: one of the key's choices (keytab.h) */
     V_LOGLEVEL, /* char *, one of the log levels */
     V_BTYPE,    /* char *, backend type */
     V_UID,      /* int64_t: a user name or number */

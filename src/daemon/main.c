@@ -522,11 +522,14 @@ static bool stderr_is_journal(void)
     return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
 }
 
-int main(int argc, char **argv)
+/* The command line: 0 with the options filled in, else the exit code (usage, --version, --help). */
+struct opts {
+    const char *conf;
+    bool fg, verbose, unmount;
+};
+
+static int parse_args(int argc, char **argv, struct opts *o)
 {
-    const char *conf = NULL;
-    bool fg = false, verbose = false, unmount = false;
-    int opt;
     static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
                                              {"foreground", no_argument, NULL, 'f'},
                                              {"verbose", no_argument, NULL, 'v'},
@@ -534,22 +537,23 @@ int main(int argc, char **argv)
                                              {"unmount", no_argument, NULL, 'U'},
                                              {"help", no_argument, NULL, 'h'},
                                              {NULL, 0, NULL, 0}};
+    int opt;
     while ((opt = getopt_long(argc, argv, "c:fvVUh", longopts, NULL)) != -1) {
         switch (opt) {
         case 'V':
             printf("tierd %s\n", TIER_VERSION);
             return 0;
         case 'U':
-            unmount = true;
+            o->unmount = true;
             break;
         case 'c':
-            conf = optarg;
+            o->conf = optarg;
             break;
         case 'f':
-            fg = true;
+            o->fg = true;
             break;
         case 'v':
-            verbose = true;
+            o->verbose = true;
             break;
         case 'h':
             usage(stdout);
@@ -559,36 +563,181 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (!conf || optind != argc) {
+    if (!o->conf || optind != argc) {
         usage(stderr);
         return 2;
     }
+    return -1;
+}
 
-    static struct tierd d;
+/* Load the config into d->cfg and set the log up; with --unmount, detach a stale mount instead.
+ * -1: go on; else the exit code (d->cfg finished). */
+static int load_config(struct tierd *d, const struct opts *o)
+{
     char err[1024];
-    int rc = tierd_config_load(conf, &d.cfg, err, sizeof(err));
+    int rc = tierd_config_load(o->conf, &d->cfg, err, sizeof(err));
     if (rc) {
         fprintf(stderr, "tierd: %s\n", err);
-        tierd_config_fini(&d.cfg);
+        tierd_config_fini(&d->cfg);
         return 2;
     }
-    if (unmount) {
+    if (o->unmount) {
         /* ExecStopPost: detach the mount a dead tierd left (a live one is not touched) */
-        int urc = tierfs_clear_stale_mount(d.cfg.mount_path);
+        int urc = tierfs_clear_stale_mount(d->cfg.mount_path);
         if (urc < 0)
             fprintf(stderr, "tierd: %s\n", tier_err_msg());
-        tierd_config_fini(&d.cfg);
+        tierd_config_fini(&d->cfg);
         return urc < 0 ? 1 : 0;
     }
     enum tier_log_level lvl = TIER_LOG_INFO;
-    (void)tier_log_level_parse(d.cfg.log_level, &lvl);
-    tier_log_set_level(verbose ? TIER_LOG_DEBUG : lvl);
-    d.verbose = verbose;
-    d.cfg_text = tier_read_text(conf);
-    if (fg && stderr_is_journal())
+    (void)tier_log_level_parse(d->cfg.log_level, &lvl);
+    tier_log_set_level(o->verbose ? TIER_LOG_DEBUG : lvl);
+    d->verbose = o->verbose;
+    d->cfg_text = tier_read_text(o->conf);
+    if (o->fg && stderr_is_journal())
         tier_log_use_journal();
+    return -1;
+}
 
-    if (!fg && daemonize() != 0) {
+/* Every API connection, cache file and backend socket is an fd: use all the hard limit. */
+static void raise_nofile(void)
+{
+    struct rlimit nofile;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+        nofile.rlim_cur = nofile.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &nofile);
+    }
+}
+
+/* ---- start-up steps, in order (each 0 or -errno with tier_err_msg()) ------------------------ */
+
+static int step_tenants(struct tierd *d)
+{
+    return tierd_tenants_open(&d->cfg, &d->tenants);
+}
+
+static int step_scheduler(struct tierd *d)
+{
+    /* The default lane admits only requests that name no backend (write-back uploads declare
+     * their class there; their backend calls then pass the backend's own lane). */
+    struct sched_config sc = {.max_inflight = TIERD_DEFAULT_LANE_MAX_INFLIGHT,
+                              .op_cost_bytes = d->cfg.qos_op_cost,
+                              .qos_off = !d->cfg.qos};
+    for (int c = 0; c < TIER_IO_NCLASSES; c++) /* same encoding: 0 default, NONE none */
+        sc.cls[c] = (struct sched_qos_cls){.reservation_bps = d->cfg.classes[c].reservation_bps,
+                                           .limit_bps = d->cfg.classes[c].limit_bps,
+                                           .weight = (uint32_t)d->cfg.classes[c].weight};
+    int rc = sched_new(&sc, &d->sched);
+    if (rc == 0)
+        rc = apply_tenant_qos(d);
+    if (rc == 0)
+        rc = open_disk_lane(d);
+    return rc;
+}
+
+static int step_telemetry(struct tierd *d)
+{
+    /* One cap for both: every id the registry hands out has its own series. */
+    struct telemetry_config tc = {.max_tenants = tenant_id_limit(d->tenants),
+                                  .tenant_name = tele_tenant_name,
+                                  .tenant_name_ud = d->tenants};
+    /* [daemon] telemetry = off leaves d->tele NULL: the FUSE layer and the scheduler then record
+     * nothing, /metrics and /v1/telemetry answer 404 (the comparison in docs/BENCHMARKS.md) */
+    int rc = d->cfg.telemetry ? telemetry_new(&tc, &d->tele) : 0;
+    if (rc == 0)
+        sched_set_telemetry(d->sched, d->tele);
+    return rc;
+}
+
+static int step_cache(struct tierd *d)
+{
+    d->cfg.cache.max_tenants = tenant_id_limit(d->tenants); /* a space account per tenant id */
+    d->cfg.cache.store_async = true; /* write-throughs off the reader's path (cache.h) */
+    int rc = cache_open(&d->cfg.cache, &d->cache);
+    if (rc == 0)
+        rc = apply_tenant_quotas(d);
+    return rc;
+}
+
+/* The services, each opened with its context (wiring.c). */
+static int step_services(struct tierd *d)
+{
+    int rc = pinmeta_new(&d->pinned);
+    if (!rc) {
+        struct stage_ctx sc = stage_ctx_tierd(d);
+        rc = stage_registry_new(&sc, &d->stages);
+    }
+    if (!rc) {
+        struct jobs_ops jops = jobs_ops_tierd(d);
+        rc = jobs_new(&jops, &d->jobs);
+    }
+    if (!rc && d->cache) {
+        struct hints_ctx hc = hints_ctx_tierd(d);
+        rc = hints_new(&hc, &d->hints);
+    }
+    return rc;
+}
+
+static int step_policies(struct tierd *d)
+{
+    struct policy_engine *pe = NULL;
+    int rc = policy_engine_start(d, &pe);
+    if (rc == 0) {
+        __atomic_store_n(&d->policy, pe, __ATOMIC_RELEASE);
+        /* every holder the hooks ask exists now; the sweeps run on resolution misses (mount) */
+        tierd_tenants_reclaim_hooks(d, d->tenants);
+    }
+    return rc;
+}
+
+static int step_api(struct tierd *d)
+{
+    return tierd_api_start(d, &d->api);
+}
+
+static int step_mount(struct tierd *d)
+{
+    return tierfs_mount(d, &d->fuse);
+}
+
+static const struct step {
+    const char *what; /* for "tierd: start-up failed: WHAT: ..." */
+    int (*run)(struct tierd *d);
+} steps[] = {
+    {"tenants", step_tenants},     {"scheduler", step_scheduler},
+    {"telemetry", step_telemetry}, {"backends", open_backends},
+    {"cache", step_cache},         {"write-back spool", open_writeback},
+    {"stager", step_services},     {"lifecycle policies", step_policies},
+    {"control API", step_api},     {"FUSE mount", step_mount},
+};
+
+/* Serve until a stop signal (the signals of block are blocked outside the loop). 0 or 1. */
+static int serve(struct tierd *d, const sigset_t *block, const sigset_t *old)
+{
+    log_info("tierd: serving %zu namespace(s) at %s, API on %s", d->nns, d->cfg.mount_path,
+             d->cfg.api_socket);
+    pthread_sigmask(SIG_SETMASK, old, NULL);
+    int rc = tierfs_loop(d->fuse, on_ready, d);
+    pthread_sigmask(SIG_BLOCK, block, NULL);
+    sd_notify(0, "STOPPING=1\nSTATUS=stopping: unmounting, finishing uploads in flight");
+    if (rc)
+        log_err("tierd: FUSE loop failed: %s", strerror(-rc));
+    else
+        log_info("tierd: stopping");
+    return rc == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    struct opts o = {0};
+    int rc = parse_args(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    static struct tierd d;
+    rc = load_config(&d, &o);
+    if (rc >= 0)
+        return rc;
+    if (!o.fg && daemonize() != 0) {
         fprintf(stderr, "tierd: cannot daemonize: %s\n", strerror(errno));
         return 1;
     }
@@ -598,113 +747,17 @@ int main(int argc, char **argv)
     tierfs_stop_signals(&block);
     pthread_sigmask(SIG_BLOCK, &block, &old);
     signal(SIGPIPE, SIG_IGN);
-    /* every API connection, cache file and backend socket is an fd: use all the hard limit */
-    struct rlimit nofile;
-    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
-        nofile.rlim_cur = nofile.rlim_max;
-        (void)setrlimit(RLIMIT_NOFILE, &nofile);
-    }
+    raise_nofile();
 
     int status = 1;
     tier_err_clear();
-    rc = tierd_tenants_open(&d.cfg, &d.tenants);
-    if (rc) {
-        startup_failed("tenants");
-        goto out;
-    }
-    /* The default lane admits only requests that name no backend (write-back uploads declare
-     * their class there; their backend calls then pass the backend's own lane). */
-    struct sched_config sc = {.max_inflight = TIERD_DEFAULT_LANE_MAX_INFLIGHT,
-                              .op_cost_bytes = d.cfg.qos_op_cost,
-                              .qos_off = !d.cfg.qos};
-    for (int c = 0; c < TIER_IO_NCLASSES; c++) /* same encoding: 0 default, NONE none */
-        sc.cls[c] = (struct sched_qos_cls){.reservation_bps = d.cfg.classes[c].reservation_bps,
-                                           .limit_bps = d.cfg.classes[c].limit_bps,
-                                           .weight = (uint32_t)d.cfg.classes[c].weight};
-    rc = sched_new(&sc, &d.sched);
-    if (rc == 0)
-        rc = apply_tenant_qos(&d);
-    if (rc == 0)
-        rc = open_disk_lane(&d);
-    if (rc) {
-        startup_failed("scheduler");
-        goto out;
-    }
-    /* One cap for both: every id the registry hands out has its own series. */
-    struct telemetry_config tc = {.max_tenants = tenant_id_limit(d.tenants),
-                                  .tenant_name = tele_tenant_name,
-                                  .tenant_name_ud = d.tenants};
-    /* [daemon] telemetry = off leaves d.tele NULL: the FUSE layer and the scheduler then record
-     * nothing, /metrics and /v1/telemetry answer 404 (the comparison in docs/BENCHMARKS.md) */
-    rc = d.cfg.telemetry ? telemetry_new(&tc, &d.tele) : 0;
-    if (rc) {
-        startup_failed("telemetry");
-        goto out;
-    }
-    sched_set_telemetry(d.sched, d.tele);
-    rc = open_backends(&d);
-    if (rc) {
-        startup_failed("backends");
-        goto out;
-    }
-    d.cfg.cache.max_tenants = tenant_id_limit(d.tenants); /* a space account per tenant id */
-    d.cfg.cache.store_async = true; /* write-throughs off the reader's path (cache.h) */
-    rc = cache_open(&d.cfg.cache, &d.cache);
-    if (rc == 0)
-        rc = apply_tenant_quotas(&d);
-    if (rc) {
-        startup_failed("cache");
-        goto out;
-    }
-    rc = open_writeback(&d);
-    if (rc) {
-        startup_failed("write-back spool");
-        goto out;
-    }
-    rc = pinmeta_new(&d.pinned);
-    if (!rc)
-        rc = stage_registry_new(&d, &d.stages);
-    if (!rc) {
-        struct jobs_ops jops = jobs_ops_tierd(&d);
-        rc = jobs_new(&jops, &d.jobs);
-    }
-    if (!rc && d.cache)
-        rc = hints_new(&d, &d.hints);
-    if (rc) {
-        startup_failed("stager");
-        goto out;
-    }
-    struct policy_engine *pe = NULL;
-    rc = policy_engine_start(&d, &pe);
-    if (rc) {
-        startup_failed("lifecycle policies");
-        goto out;
-    }
-    __atomic_store_n(&d.policy, pe, __ATOMIC_RELEASE);
-    /* every holder the hooks ask exists now; the sweeps run on resolution misses (mount) */
-    tierd_tenants_reclaim_hooks(&d, d.tenants);
-    rc = tierd_api_start(&d, &d.api);
-    if (rc) {
-        startup_failed("control API");
-        goto out;
-    }
-    rc = tierfs_mount(&d, &d.fuse);
-    if (rc) {
-        startup_failed("FUSE mount");
-        goto out;
-    }
-    log_info("tierd: serving %zu namespace(s) at %s, API on %s", d.nns, d.cfg.mount_path,
-             d.cfg.api_socket);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    rc = tierfs_loop(d.fuse, on_ready, &d);
-    pthread_sigmask(SIG_BLOCK, &block, NULL);
-    sd_notify(0, "STOPPING=1\nSTATUS=stopping: unmounting, finishing uploads in flight");
-    status = rc == 0 ? 0 : 1;
-    if (rc)
-        log_err("tierd: FUSE loop failed: %s", strerror(-rc));
+    size_t i = 0;
+    while (i < sizeof(steps) / sizeof(steps[0]) && steps[i].run(&d) == 0)
+        i++;
+    if (i < sizeof(steps) / sizeof(steps[0]))
+        startup_failed(steps[i].what);
     else
-        log_info("tierd: stopping");
-out:
+        status = serve(&d, &block, &old);
     teardown(&d);
     if (g_notify_fd >= 0)
         notify_parent(1, "start-up failed");

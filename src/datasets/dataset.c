@@ -20,7 +20,7 @@
 #include "common/ioctx.h"
 #include "common/log.h"
 #include "common/timeutil.h"
-#include "daemon/tierd.h"
+#include "core/state.h"
 #include "tiers/backend.h"
 
 /* Manifests are read and written as administrative I/O of the default tenant. */

@@ -79,7 +79,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "daemon/tierd.h"
+#include "core/state.h"
 #include "telemetry/telemetry.h"
 #include "tiers/backend.h"
 

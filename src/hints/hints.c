@@ -60,7 +60,6 @@
 #include "common/timeutil.h"
 #include "datasets/dataset.h"
 #include "datasets/manifest.h"
-#include "daemon/tierd.h"
 #include "tenant/tenant.h"
 #include "tiers/backend.h"
 
@@ -105,7 +104,7 @@ struct hset {
 };
 
 struct hints {
-    struct tierd *d;
+    struct hints_ctx c; /* immutable */
     pthread_mutex_t mu;
     pthread_cond_t work, idle;
     struct hset *sets;
@@ -124,7 +123,7 @@ struct hints {
      * check; one at a time, at most one text and its decoding are uncounted. A leaf lock, taken
      * without h->mu. */
     pthread_mutex_t read_mu;
-    /* what hint state may cost (tierd.h; 0: no bound), immutable */
+    /* what hint state may cost (hints_ctx; 0: no bound), immutable */
     uint64_t tenant_sets, tenant_entries, tenant_bytes, state_bytes;
     /* hints_set_meta: read-locked around each call of meta */
     pthread_rwlock_t meta_lock;
@@ -375,11 +374,11 @@ static size_t trim_locked(struct hints *h, struct hset *s, uint64_t need, struct
 static uint64_t set_budget(struct hints *h, const struct hset *s)
 {
     uint64_t b = h->cache_bytes;
-    uint64_t share = h->d->cache ? cache_hint_share(h->d->cache) : 0;
+    uint64_t share = h->c.cache ? cache_hint_share(h->c.cache) : 0;
     if (share < b)
         b = share;
     struct cache_tenant_stats ts;
-    if (h->d->cache && cache_tenant_stats_get(h->d->cache, s->tenant, &ts) == 0 && ts.quota &&
+    if (h->c.cache && cache_tenant_stats_get(h->c.cache, s->tenant, &ts) == 0 && ts.quota &&
         ts.quota < b)
         b = ts.quota;
     return b;
@@ -393,7 +392,7 @@ static void release_all(struct hints *h, struct rel *rel, size_t n)
                                 .key = rel[i].key,
                                 .etag = rel[i].etag,
                                 .size_bytes = rel[i].size};
-        cache_hint_release(h->d->cache, &obj, true);
+        cache_hint_release(h->c.cache, &obj, true);
         free(rel[i].key);
     }
 }
@@ -438,7 +437,7 @@ static void fetch_file(struct hints *h, struct hset *s, struct hfile *f)
                             .etag = st.etag,
                             .size_bytes = st.size_bytes,
                             .version_id = f->version_id};
-    uint64_t bs = cache_block_size(h->d->cache);
+    uint64_t bs = cache_block_size(h->c.cache);
     uint64_t held_blocks = 0; /* holds this call took, blocks 0 .. held_blocks - 1 */
     if (rc == 0) {
         /* make room first: the file enters the window, so its next use is nearer than that of
@@ -459,7 +458,7 @@ static void fetch_file(struct hints *h, struct hset *s, struct hfile *f)
             rc = -ECANCELED;
             break;
         }
-        rc = cache_fetch_block_hinted(h->d->cache, &s->io, &obj, i);
+        rc = cache_fetch_block_hinted(h->c.cache, &s->io, &obj, i);
         if (rc == 0)
             held_blocks++;
         /* the share can be full for a moment: another worker has taken its victims out of the
@@ -473,7 +472,7 @@ static void fetch_file(struct hints *h, struct hset *s, struct hfile *f)
             release_all(h, more, nm);
             if (!nm)
                 sched_yield(); /* let the other worker finish its release */
-            rc = cache_fetch_block_hinted(h->d->cache, &s->io, &obj, i);
+            rc = cache_fetch_block_hinted(h->c.cache, &s->io, &obj, i);
             if (rc == 0)
                 held_blocks++;
         }
@@ -526,7 +525,7 @@ static void fetch_file(struct hints *h, struct hset *s, struct hfile *f)
         uint64_t held = held_blocks * bs;
         obj.size_bytes = held < obj.size_bytes ? held : obj.size_bytes;
         if (held_blocks)
-            cache_hint_release(h->d->cache, &obj, false);
+            cache_hint_release(h->c.cache, &obj, false);
     }
     release_all(h, rel, nrel);
 }
@@ -643,8 +642,8 @@ void hints_observe(struct hints *h, uint32_t tenant, const struct backend *be, c
         struct hset *s = mine[k];
         struct rel rel[TRIM_BATCH];
         size_t nrel = 0;
-        for (size_t i = 0; !s->dropped && i < h->d->nns; i++) {
-            struct tierd_ns *ns = &h->d->ns[i];
+        for (size_t i = 0; !s->dropped && i < h->c.nns; i++) {
+            struct tierd_ns *ns = &h->c.ns[i];
             if (ns->be != be)
                 continue;
             /* the current object's entry, else a version's of the same bytes (the handle's
@@ -681,7 +680,7 @@ static void set_release_held(struct hints *h, struct hset *s)
         struct hfile *f = s->files[x];
         if (f->state == F_HELD) {
             struct cache_obj obj = file_obj(f);
-            cache_hint_release(h->d->cache, &obj, false); /* to the levels' policies */
+            cache_hint_release(h->c.cache, &obj, false); /* to the levels' policies */
             f->state = F_NEW;
         }
     }
@@ -745,8 +744,8 @@ static void set_reap_locked(struct hints *h, struct hset *s)
     while (s->busy)
         pthread_cond_wait(&h->idle, &h->mu);
     pthread_mutex_unlock(&h->mu);
-    if (h->d->test_fault_file) /* test builds: hold a drop here (test_hintlimits_fuse) */
-        test_pause(h->d->test_fault_file, s->name);
+    if (h->c.test_fault_file) /* test builds: hold a drop here (test_hintlimits_fuse) */
+        test_pause(h->c.test_fault_file, s->name);
     set_release_held(h, s); /* nothing else reaches s now */
     set_free(s);
     pthread_mutex_lock(&h->mu);
@@ -874,8 +873,8 @@ static int vcache_read_locked(struct hints *h, struct vcache *vc, char *tree, co
     tier_err_clear();
     atomic_fetch_add(&h->manifest_reads, 1);
     /* a text over what is left of the submission's bound is refused unread (its size first) */
-    int rc =
-        dataset_show_max(h->d, tree, name, (size_t)(HINTS_REQ_MANIFEST_BYTES - vc->bytes), &e->m);
+    int rc = h->c.ops.manifest(h->c.ops.ud, tree, name,
+                               (size_t)(HINTS_REQ_MANIFEST_BYTES - vc->bytes), &e->m);
     if (rc) {
         if (rc == -ENOENT && !*tier_err_msg())
             snprintf(vc->why, sizeof(vc->why), "%s has no version %s", tree, name);
@@ -924,7 +923,7 @@ static int resolve_version(struct hints *h, char *tree, const char *name, const 
     struct tierd_ns *ns = NULL;
     char *tkey = NULL;
     bool is_root = false;
-    int rc = tierd_resolve(h->d, tree, &ns, &tkey, &is_root);
+    int rc = h->c.ops.resolve(h->c.ops.ud, tree, &ns, &tkey, &is_root);
     free(tkey);
     if (rc || !rest[0] || !rest[1]) {
         free(tree);
@@ -998,7 +997,7 @@ static int resolve_one(struct hints *h, const char *path, struct tierd_ns **nsp,
         *why = "out of memory";
         return -ENOMEM;
     }
-    int rc = path ? tierd_resolve(h->d, path, &ns, &key, &is_root) : -EINVAL;
+    int rc = path ? h->c.ops.resolve(h->c.ops.ud, path, &ns, &key, &is_root) : -EINVAL;
     if (rc == 0 && is_root)
         rc = -EISDIR;
     if (rc == 0 && ns->conf->mode != TIERD_NS_READ_CACHE)
@@ -1115,7 +1114,7 @@ static int limits_check_locked(struct hints *h, uint32_t tenant, const struct hs
             bytes += s->st.bytes;
         }
     }
-    const char *tn = h->d->tenants ? tenant_name(h->d->tenants, tenant) : "default";
+    const char *tn = h->c.tenants ? tenant_name(h->c.tenants, tenant) : "default";
     if (!admin && h->tenant_sets && fresh && sets + 1 > h->tenant_sets) {
         tier_err_set("tenant %s has %" PRIu64 " hint sets: at most %" PRIu64 " per tenant "
                      "([cache] hint_tenant_sets); drop one (DELETE /v1/hints/NAME, or rm "
@@ -1252,12 +1251,12 @@ int hints_submit(struct hints *h, const char *name, uint32_t tenant, const char 
         s->tenant = tenant;
         s->st.bytes = SET_BYTES;
         s->io = (struct tier_ioctx){.tenant = tenant,
-                                    .cls = h->d->tenants ? tenant_class(h->d->tenants, tenant)
-                                                         : TIER_IO_TRAINING};
+                                    .cls = h->c.tenants ? tenant_class(h->c.tenants, tenant)
+                                                        : TIER_IO_TRAINING};
     }
     uint64_t base = hintwin_len(s->w);
     rc = done_grow(s, base + n);
-    size_t guess = h->d->cache ? cache_block_size(h->d->cache) : 1;
+    size_t guess = h->c.cache ? cache_block_size(h->c.cache) : 1;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         uint32_t had = s->nfiles;
         uint64_t cost = file_cost(keys[i], &pins[i]);
@@ -1353,12 +1352,12 @@ size_t hints_list(struct hints *h, struct hints_set_stats *out, size_t max)
 
 /* ---- life ------------------------------------------------------------------------------------ */
 
-int hints_new(struct tierd *d, struct hints **out)
+int hints_new(const struct hints_ctx *ctx, struct hints **out)
 {
     struct hints *h = calloc(1, sizeof(*h));
     if (!h)
         return -ENOMEM;
-    h->d = d;
+    h->c = *ctx;
     pthread_mutex_init(&h->mu, NULL);
     pthread_mutex_init(&h->read_mu, NULL);
     pthread_rwlock_init(&h->meta_lock, NULL);
@@ -1368,20 +1367,14 @@ int hints_new(struct tierd *d, struct hints **out)
     pthread_cond_init(&h->work, &ca);
     pthread_condattr_destroy(&ca);
     pthread_cond_init(&h->idle, NULL);
-    h->window_files = d->cfg.hints_window_files;
-    h->window_bytes = d->cfg.hints_window_bytes;
-    h->cache_bytes = d->cfg.hints_cache_bytes;
-    h->tenant_sets = d->cfg.hints_tenant_sets > 0 ? (uint64_t)d->cfg.hints_tenant_sets : 0;
-    h->tenant_entries = d->cfg.hints_tenant_entries;
-    h->tenant_bytes = d->cfg.hints_tenant_bytes;
-    h->state_bytes = d->cfg.hints_state_bytes;
-    if (!h->cache_bytes) { /* half the hot tier */
-        const struct cache_config *cc = &d->cfg.cache;
-        uint64_t hot =
-            cc->disk_dir && cc->disk_bytes > cc->ram_bytes ? cc->disk_bytes : cc->ram_bytes;
-        h->cache_bytes = hot / 2;
-    }
-    int nt = d->cfg.hints_threads > 0 ? d->cfg.hints_threads : 16;
+    h->window_files = ctx->window_files;
+    h->window_bytes = ctx->window_bytes;
+    h->cache_bytes = ctx->cache_bytes ? ctx->cache_bytes : ctx->hot_bytes / 2;
+    h->tenant_sets = ctx->tenant_sets > 0 ? (uint64_t)ctx->tenant_sets : 0;
+    h->tenant_entries = ctx->tenant_entries;
+    h->tenant_bytes = ctx->tenant_bytes;
+    h->state_bytes = ctx->state_bytes;
+    int nt = ctx->threads > 0 ? ctx->threads : 16;
     h->threads = calloc((size_t)nt, sizeof(*h->threads));
     if (!h->threads) {
         hints_free(h);

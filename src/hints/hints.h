@@ -33,12 +33,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct tierd;
-struct tierd_ns;
+#include "core/ns.h"
+
 struct backend;
 struct backend_stat;
 struct hints;
 struct manifest;
+struct cache;
+struct tenant_reg;
 
 #define HINTS_NAME_MAX 64          /* bytes of a set's name, NUL included */
 #define HINTS_SETS_MAX 256         /* sets at once (all tenants) */
@@ -55,7 +57,26 @@ struct manifest;
  * refused (-EBUSY: try again later). */
 #define HINTS_MANIFEST_BYTES_ALL (2ull << 30)
 
-int hints_new(struct tierd *d, struct hints **out);
+/* What the engine uses, all borrowed for its life (built by main(): hints_ctx_tierd() in
+ * src/daemon/wiring.c). */
+struct hints_ctx {
+    struct cache *cache;        /* where hinted blocks are held; NULL: none (fetches fail) */
+    struct tenant_reg *tenants; /* a tenant's name and class; NULL: "default", training */
+    struct tierd_ns *ns;        /* the namespaces (a read's backend to its namespace) */
+    size_t nns;
+    struct tierd_ns_ops ops;     /* mount paths and dataset versions */
+    const char *test_fault_file; /* test builds' pause points (timeutil.h); else NULL */
+    /* the [cache] hint keys (docs/CONFIG.md); 0 gives each one's default */
+    int threads;                           /* fetch workers; 0: 16 */
+    uint64_t window_files, window_bytes;   /* the prefetch window */
+    uint64_t cache_bytes;                  /* a set's budget; 0: half of hot_bytes */
+    uint64_t hot_bytes;                    /* the hot tier's size */
+    int tenant_sets;                       /* per tenant of a non-administrator; 0: no bound */
+    uint64_t tenant_entries, tenant_bytes; /* ... 0: no bound */
+    uint64_t state_bytes;                  /* all sets together; 0: no bound */
+};
+
+int hints_new(const struct hints_ctx *ctx, struct hints **out);
 /* Stops the workers (fetches in flight finish), releases every held block. NULL: no-op. */
 void hints_free(struct hints *h);
 

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * jobs.c - job admission (jobs.h): the capacity model, the FIFO queue, reference-counted pins of
- * the jobs' stage paths, and the daemon's ops (jobs_ops_tierd) over the cache and the stager.
- * Called by the control API's handlers (POST/GET/DELETE /v1/jobs), on its connection threads.
+ * the jobs' stage paths, through the ops it is opened with (jobs_ops; the daemon's are
+ * jobs_ops_tierd() in src/daemon/wiring.c). Called by the control API's handlers
+ * (POST/GET/DELETE /v1/jobs), on its connection threads.
  *
  * CAPACITY MODEL. Jobs reserve space in the hot tier's largest level (the disk level's budget,
  * RAM's without a disk level). Their staged blocks are pinned, so the pin budget ([cache]
@@ -97,7 +98,6 @@
 #include "common/err.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
-#include "daemon/tierd.h"
 
 struct pinref {
     char *backend, *prefix;
@@ -868,81 +868,4 @@ void jobs_list_free(struct jobs_info *v, size_t n)
     for (size_t i = 0; v && i < n; i++)
         jobs_info_fini(&v[i]);
     free(v);
-}
-
-/* ---- the daemon's ops ------------------------------------------------------------------ */
-
-static void d_space(void *ud, uint64_t *level, uint64_t *pin_budget, uint64_t *pinned)
-{
-    struct tierd *d = ud;
-    struct cache_stats st;
-    memset(&st, 0, sizeof(st));
-    if (d->cache)
-        cache_stats_get(d->cache, &st);
-    *level = st.disk.bytes_budget ? st.disk.bytes_budget : st.ram.bytes_budget;
-    *pin_budget = st.pin_budget;
-    *pinned = st.pinned_bytes;
-}
-
-static uint64_t d_link_capacity(void *ud, const char *backend)
-{
-    struct tierd *d = ud;
-    for (size_t i = 0; i < d->cfg.nbackends; i++)
-        if (!strcmp(d->cfg.backends[i].name, backend))
-            return d->cfg.backends[i].link_capacity_bps == TIERD_RATE_NONE
-                       ? 0
-                       : d->cfg.backends[i].link_capacity_bps;
-    return 0;
-}
-
-static int d_pin(void *ud, const char *backend, const char *prefix)
-{
-    struct tierd *d = ud;
-    return d->cache ? cache_pin(d->cache, backend, prefix) : -ENOSYS;
-}
-
-static int d_unpin(void *ud, const char *backend, const char *prefix)
-{
-    struct tierd *d = ud;
-    return d->cache ? cache_unpin(d->cache, backend, prefix) : -ENOSYS;
-}
-
-static bool d_pin_exists(void *ud, const char *backend, const char *prefix)
-{
-    struct tierd *d = ud;
-    return d->cache && cache_pin_exists(d->cache, backend, prefix);
-}
-
-/* Staged unpinned: the job's pin rules pin each block as it is fetched, and go with the
- * release, so that no explicit pin outlives the job (cache_unpin clears those too, but a fetch
- * in flight at the release would pin its block again). */
-static int d_stage(void *ud, uint32_t tenant, const char *const *paths, size_t n, uint64_t *id)
-{
-    struct tierd *d = ud;
-    return d->stages ? stage_start_for(d->stages, tenant, paths, n, false, id) : -ENOSYS;
-}
-
-static int d_stage_progress(void *ud, uint64_t id, struct stage_progress *p)
-{
-    struct tierd *d = ud;
-    return d->stages ? stage_progress_get(d->stages, id, p) : -ENOENT;
-}
-
-static int d_cancel(void *ud, uint64_t id)
-{
-    struct tierd *d = ud;
-    return d->stages ? stage_cancel(d->stages, id) : -ENOENT;
-}
-
-struct jobs_ops jobs_ops_tierd(struct tierd *d)
-{
-    return (struct jobs_ops){.space = d_space,
-                             .link_capacity = d_link_capacity,
-                             .pin = d_pin,
-                             .unpin = d_unpin,
-                             .pin_exists = d_pin_exists,
-                             .stage = d_stage,
-                             .stage_progress = d_stage_progress,
-                             .cancel = d_cancel,
-                             .ud = d};
 }

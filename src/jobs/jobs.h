@@ -9,7 +9,7 @@
  * The registry does not touch the cache, the stager or the config itself: it calls a struct
  * jobs_ops (capacity figures, pin/unpin, start staging, read staging progress), so that the
  * capacity model and the queue are tested with fakes (tests/unit/test_jobs.c);
- * jobs_ops_tierd() gives the daemon's.
+ * jobs_ops_tierd() (src/daemon/wiring.c) gives the daemon's.
  *
  * Thread-safe: one mutex guards the registry; the ops are called with it held, except ops.stage,
  * and must not call back into the registry (the daemon's take the cache's and the stager's own
@@ -26,7 +26,6 @@
 #include "common/ioctx.h"
 #include "stage/stage.h"
 
-struct tierd;
 struct jobs;
 
 #define JOBS_ID_MAX 64    /* a job id is 1 to 63 bytes of [A-Za-z0-9._-], the first alphanumeric */
@@ -54,9 +53,6 @@ struct jobs_ops {
     int (*cancel)(void *ud, uint64_t stage_id);
     void *ud;
 };
-
-/* The daemon's ops over d (its cache, stager and config); d outlives the registry. */
-struct jobs_ops jobs_ops_tierd(struct tierd *d);
 
 /* One stage path, resolved by the caller: the mount path and the (backend, key prefix) rule it
  * stands for (the namespace prefix for a namespace root, the key of a file, "key/" for a

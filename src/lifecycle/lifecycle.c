@@ -63,7 +63,7 @@
 #include "stage/pinmeta.h"
 #include "lifecycle/lifecycle.h"
 #include "stage/stage.h"
-#include "daemon/tierd.h"
+#include "core/state.h"
 #include "tenant/tenant.h"
 #include "writeback/wb.h"
 

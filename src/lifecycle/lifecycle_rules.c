@@ -4,7 +4,7 @@
  * [policy NAME] sections checked into struct policy_rule, and their evaluation over a namespace's
  * files (policy_select). No I/O, no locks: config.c calls the builder at load, the engine
  * (lifecycle.c) and the bench call both. The keys are a table (rule_keys: one setter per key)
- * with the did-you-mean and the choices tables of config.c's (daemon/config_keys.h).
+ * with the did-you-mean and the choices tables of config.c's (common/keytab.h).
  */
 #include <errno.h>
 #include <fnmatch.h>
@@ -14,10 +14,10 @@
 #include <string.h>
 
 #include "common/strutil.h"
-#include "daemon/config_keys.h"
+#include "common/keytab.h"
 #include "datasets/manifest.h"
 #include "lifecycle/lifecycle.h"
-#include "daemon/tierd.h"
+#include "core/state.h"
 #include "tenant/tenant.h"
 
 /* The values of action and level, in the order their "allowed:" text lists them. */

@@ -40,7 +40,9 @@
 #include "datasets/dataset.h"
 #include "datasets/manifest.h"
 #include "stage/pinmeta.h"
-#include "daemon/tierd.h"
+#include "cache/cache.h"
+#include "common/ioctx.h"
+#include "tiers/backend.h"
 
 #define MAX_FINISHED_JOBS 256
 #define QUEUE_PER_WORKER 16
@@ -93,7 +95,7 @@ struct stage_job {
 };
 
 struct stage_registry {
-    struct tierd *d; /* borrowed; outlives the registry */
+    struct stage_ctx c; /* immutable; what it points to outlives the registry */
     pthread_mutex_t mu;
     struct stage_job *jobs; /* newest first */
     uint64_t next_id;
@@ -104,12 +106,12 @@ struct stage_registry {
 
 static size_t block_size(const struct stage_registry *r)
 {
-    return cache_block_size(r->d->cache);
+    return cache_block_size(r->c.cache);
 }
 
 static int worker_count(const struct stage_registry *r)
 {
-    int n = r->d->cfg.stage_threads;
+    int n = r->c.threads;
     if (n <= 0)
         return 8;
     return n > MAX_WORKERS ? MAX_WORKERS : n;
@@ -212,7 +214,7 @@ static int fetch_blocks(struct stage_job *job, const struct cache_obj *obj, uint
     const struct tier_ioctx *io = &job->io;
     size_t bs = block_size(r);
 
-    *cached = cache_cached_bytes(r->d->cache, obj);
+    *cached = cache_cached_bytes(r->c.cache, obj);
     *done = 0;
     pthread_mutex_lock(&job->mu);
     job->p.bytes_already_cached += *cached;
@@ -223,7 +225,7 @@ static int fetch_blocks(struct stage_job *job, const struct cache_obj *obj, uint
         if (atomic_load(&job->cancel))
             return -ECANCELED;
         tier_err_clear();
-        int rc = cache_fetch_block(r->d->cache, io, obj, i, job->pin);
+        int rc = cache_fetch_block(r->c.cache, io, obj, i, job->pin);
         if (rc < 0)
             return rc;
         uint64_t left = obj->size_bytes - i * bs;
@@ -292,13 +294,13 @@ static void stage_file(struct stage_job *job, const struct stage_item *it)
         job_error(job, path, rc, tier_err_msg());
         return;
     }
-    if (job->pin && job->reg->d->pinned && !it->pinned) {
+    if (job->pin && job->reg->c.pinned && !it->pinned) {
         /* the mount can show it while the backend cannot be asked (pinmeta.h); not a version's
          * file, whose bytes need not be the key's current ones */
         struct pinmeta_obj po = {.size_bytes = st.etag[0] ? st.size_bytes : it->listed_bytes,
                                  .mtime_ns = st.mtime_ns};
         tier_strlcpy(po.etag, st.etag[0] ? st.etag : it->etag, sizeof(po.etag));
-        if (pinmeta_note(job->reg->d->pinned, it->ns->be->name, it->key, &po) != 0)
+        if (pinmeta_note(job->reg->c.pinned, it->ns->be->name, it->key, &po) != 0)
             log_warn("stage: cannot note %s for outages (out of memory)", path);
     }
     pthread_mutex_lock(&job->mu);
@@ -494,14 +496,14 @@ static int version_resolve(struct stage_registry *r, struct stage_root *root)
     struct tierd_ns *ns = NULL;
     char *tkey = NULL;
     bool is_root = false;
-    rc = tierd_resolve(r->d, tree, &ns, &tkey, &is_root);
+    rc = r->c.ops.resolve(r->c.ops.ud, tree, &ns, &tkey, &is_root);
     free(tkey);
     struct manifest *m = rc == 0 ? calloc(1, sizeof(*m)) : NULL;
     if (rc == 0 && !m)
         rc = -ENOMEM;
     if (rc == 0) {
         tier_err_clear();
-        rc = dataset_show(r->d, tree, name, m);
+        rc = r->c.ops.manifest(r->c.ops.ud, tree, name, SIZE_MAX, m);
         if (rc == -ENOENT && !*tier_err_msg())
             tier_err_set("%s: no version %s of %s", root->path, name, tree);
     }
@@ -563,7 +565,7 @@ static int root_resolve(struct stage_registry *r, const struct tier_ioctx *io, c
     if (rc != 1)
         return rc; /* a dataset version's path (0), or what is wrong with it */
 
-    rc = tierd_resolve(r->d, root->path, &ns, &key, &is_root);
+    rc = r->c.ops.resolve(r->c.ops.ud, root->path, &ns, &key, &is_root);
     if (rc < 0) {
         if (rc == -ENOENT)
             tier_err_set("%s is not inside any namespace", root->path);
@@ -616,7 +618,7 @@ static int root_resolve(struct stage_registry *r, const struct tier_ioctx *io, c
     return 0;
 }
 
-int stage_registry_new(struct tierd *d, struct stage_registry **out)
+int stage_registry_new(const struct stage_ctx *ctx, struct stage_registry **out)
 {
     struct stage_registry *r = calloc(1, sizeof(*r));
     if (!r)
@@ -625,7 +627,7 @@ int stage_registry_new(struct tierd *d, struct stage_registry **out)
         free(r);
         return -ENOMEM;
     }
-    r->d = d;
+    r->c = *ctx;
     r->next_id = 1;
     *out = r;
     return 0;
@@ -682,7 +684,7 @@ static void prune_finished(struct stage_registry *r)
 /* Are [api] max_stage_jobs jobs running already? Called with r->mu held. */
 static bool too_many_running(struct stage_registry *r)
 {
-    int max = r->d->cfg.api_max_stage_jobs;
+    int max = r->c.max_jobs;
     if (max <= 0)
         return false;
     int running = 0;

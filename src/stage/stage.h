@@ -6,7 +6,7 @@
  * A job lists the paths recursively, then stat()s and fetches each file's blocks with
  * cfg.stage_threads workers through cache_fetch_block() (class TIER_IO_BACKGROUND). Blocks
  * already cached cost nothing, so a re-run is idempotent and a killed run resumes where the
- * cache stopped. Jobs are kept in a registry owned by struct tierd (thread-safe).
+ * cache stopped. Jobs are kept in a registry the daemon owns (thread-safe).
  */
 #ifndef TIER_STAGE_STAGE_H
 #define TIER_STAGE_STAGE_H
@@ -15,7 +15,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct tierd;
+#include "core/ns.h"
+
+struct cache;
+struct pinmeta;
 struct stage_registry;
 
 enum stage_state { STAGE_RUNNING = 0, STAGE_DONE = 1, STAGE_FAILED = 2 };
@@ -32,7 +35,18 @@ struct stage_progress {
     uint32_t tenant; /* whose job (stage_start_for) */
 };
 
-int stage_registry_new(struct tierd *d, struct stage_registry **out);
+/* What the registry uses, all borrowed for its life (built by main(): stage_ctx_tierd() in
+ * src/daemon/wiring.c). */
+struct stage_ctx {
+    struct cache *cache;     /* where the blocks go */
+    struct pinmeta *pinned;  /* pinned objects' attributes are noted here; NULL: none kept */
+    struct tierd_ns_ops ops; /* mount paths and dataset versions */
+    int threads;             /* fetch workers of one job ([daemon] stage_threads); <= 0: 8 */
+    int max_jobs;            /* running jobs before stage_start fails ([api] max_stage_jobs);
+                              * <= 0: no bound */
+};
+
+int stage_registry_new(const struct stage_ctx *ctx, struct stage_registry **out);
 /* Waits for running jobs to stop (they are cancelled), then frees. NULL is a no-op. */
 void stage_registry_free(struct stage_registry *r);
 

@@ -116,7 +116,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size > 2 * API_BODY_MAX)
         return 0;
     if (!fx_open) {
-        if (api_fixture_open(&fx, "fuzz_api") != 0 || hints_new(&fx.d, &fx.d.hints) != 0)
+        if (api_fixture_open(&fx, "fuzz_api") != 0 || api_fixture_hints_new(&fx) != 0)
             abort();
         fx_open = true;
         atexit(fixture_close);

@@ -178,7 +178,7 @@ static void fixture_close(void)
 /* What tierfs_mount sets up before the session (fuse_session.c), with the mount's own umask 0. */
 static void fixture_open(void)
 {
-    if (api_fixture_open(&fx, "fuzz_ctl") != 0 || hints_new(&fx.d, &fx.d.hints) != 0)
+    if (api_fixture_open(&fx, "fuzz_ctl") != 0 || api_fixture_hints_new(&fx) != 0)
         abort();
     static const char commit[] = "POST /v1/datasets\n\n{\"path\": \"/ns/a\", \"name\": \"v1\"}";
     struct api_reply ar;

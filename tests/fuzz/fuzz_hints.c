@@ -59,7 +59,7 @@ static void fixture_close(void)
 
 static void fixture_open(void)
 {
-    if (api_fixture_open(&fx, "fuzz_hints") != 0 || hints_new(&fx.d, &fx.d.hints) != 0 ||
+    if (api_fixture_open(&fx, "fuzz_hints") != 0 || api_fixture_hints_new(&fx) != 0 ||
         tenant_find(fx.d.tenants, "infer", &infer_id) != 0)
         abort();
     fx_open = true;

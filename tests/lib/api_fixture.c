@@ -16,6 +16,7 @@
 #include <microhttpd.h>
 
 #include "common/err.h"
+#include "hints/hints.h"
 #include "jobs/jobs.h"
 #include "stage/stage.h"
 #include "qos/sched.h"
@@ -170,8 +171,10 @@ int api_fixture_open(struct api_fixture *f, const char *tag)
         wc.retention_keep = 2;
         rc = wb_open(&wc, &d->wb);
     }
-    if (rc == 0)
-        rc = stage_registry_new(d, &d->stages);
+    if (rc == 0) {
+        struct stage_ctx stc = stage_ctx_tierd(d);
+        rc = stage_registry_new(&stc, &d->stages);
+    }
     if (rc == 0) {
         struct jobs_ops jops = jobs_ops_tierd(d);
         rc = jobs_new(&jops, &d->jobs);
@@ -332,4 +335,10 @@ void api_fixture_request(struct api_fixture *f, const char *raw, size_t len, str
     free(path);
     free(arg_path);
     free(auth);
+}
+
+int api_fixture_hints_new(struct api_fixture *f)
+{
+    struct hints_ctx hc = hints_ctx_tierd(&f->d);
+    return hints_new(&hc, &f->d.hints);
 }

@@ -27,6 +27,8 @@ struct api_fixture {
 
 /* 0 or -errno (message on stderr). */
 int api_fixture_open(struct api_fixture *f, const char *tag);
+/* The hint engine over the fixture's daemon (hints_new with hints_ctx_tierd): f->d.hints. */
+int api_fixture_hints_new(struct api_fixture *f);
 void api_fixture_close(struct api_fixture *f);
 
 /* One request as the HTTP server would run it, from the raw text

@@ -174,7 +174,8 @@ static int setup(void **state)
     d->nns = 3;
 
     assert_int_equal(cache_open(&d->cfg.cache, &d->cache), 0);
-    assert_int_equal(stage_registry_new(d, &d->stages), 0);
+    struct stage_ctx stc = stage_ctx_tierd(d);
+    assert_int_equal(stage_registry_new(&stc, &d->stages), 0);
     F = f;
     return 0;
 }
@@ -372,7 +373,8 @@ static void test_stage_cancel_on_free(void **state)
     struct free_arg fa = {NULL};
     pthread_t th;
 
-    assert_int_equal(stage_registry_new(&F->d, &fa.r), 0);
+    struct stage_ctx sc = stage_ctx_tierd(&F->d);
+    assert_int_equal(stage_registry_new(&sc, &fa.r), 0);
     assert_int_equal(stage_start(fa.r, paths, 1, false, &id), 0);
     assert_int_equal(id, 1); /* ids count per registry */
 
@@ -425,7 +427,8 @@ static void test_stage_cancel_one(void **state)
     const char *paths[] = {"/gated"};
 
     fakebe_gate_close(w, FAKEBE_READ, "gate");
-    assert_int_equal(stage_registry_new(&F->d, &r), 0);
+    struct stage_ctx sc = stage_ctx_tierd(&F->d);
+    assert_int_equal(stage_registry_new(&sc, &r), 0);
     assert_int_equal(stage_start(r, paths, 1, false, &id), 0);
     uint64_t deadline = tier_now_mono_ns() + DEADLINE_NS;
     while (fakebe_gate_arrived(w) == 0) {

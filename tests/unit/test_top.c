@@ -96,7 +96,7 @@ static const struct top_tenant_row *row(const struct top_view *v, const char *na
     return NULL;
 }
 
-/* Sorts uint64_t values, and top_buckets by their first member. */
+/* Sorts uint64_t values, and tele_buckets by their first member. */
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -109,7 +109,7 @@ static void test_quantile(void **state)
 {
     (void)state;
     struct top_scheme sc = {512, 68719476736ULL, 32, 137438953472ULL};
-    struct top_bucket h[] = {
+    struct tele_bucket h[] = {
         {512, 1}, {1056, 97}, {(1u << 20) + (1u << 15), 1}, {137438953472ULL, 1}};
     assert_int_equal(top_quantile_ns(&sc, h, 4, 0.0), 512); /* rank 1 */
     assert_int_equal(top_quantile_ns(&sc, h, 4, 0.01), 512);
@@ -118,14 +118,20 @@ static void test_quantile(void **state)
     assert_int_equal(top_quantile_ns(&sc, h, 4, 0.98), 1040);
     assert_int_equal(top_quantile_ns(&sc, h, 4, 0.99), (1u << 20) + (1u << 14));
     assert_int_equal(top_quantile_ns(&sc, h, 4, 1.0), 68719476736ULL);
-    struct top_bucket empty[] = {{1056, 0}};
+    struct tele_bucket empty[] = {{1056, 0}};
     assert_int_equal(top_quantile_ns(&sc, empty, 1, 0.5), 0);
+    /* a scheme of other bounds (or none): no quantile rather than a wrong midpoint */
+    struct top_scheme other = {1024, 68719476736ULL, 16, 137438953472ULL}, none = {0, 0, 0, 0};
+    assert_false(top_scheme_known(&other));
+    assert_int_equal(top_quantile_ns(&other, h, 4, 0.50), 0);
+    assert_int_equal(top_quantile_ns(&none, h, 4, 0.50), 0);
+    assert_true(top_scheme_known(&sc));
 
     /* random values against the exact quantiles: within 1/64 (the bucket's half width) */
     srand(7);
     enum { N = 20000 };
     static uint64_t vals[N];
-    static struct top_bucket hb[N];
+    static struct tele_bucket hb[N];
     for (int i = 0; i < N; i++) {
         double lg = 10.0 + 20.0 * (double)rand() / RAND_MAX; /* 1 us .. 1 s, log-uniform */
         vals[i] = (uint64_t)exp2(lg);

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * config_keys.h - what the key tables of tierd.conf share: config.c's tables (every section but
+ * keytab.h - what the key tables of tierd.conf share: config.c's tables (every section but
  * [policy]) and lifecycle_rules.c's (the [policy NAME] keys). An enumerated value is a choices
  * table, which both parses the value and writes the "allowed:" text of its error, so the two
  * cannot drift apart; an unknown key or section gets its did-you-mean from config_key_closest
  * (edit distance). No state: any thread.
  */
-#ifndef TIERD_CONFIG_KEYS_H
-#define TIERD_CONFIG_KEYS_H
+#ifndef TIER_COMMON_KEYTAB_H
+#define TIER_COMMON_KEYTAB_H
 
 #include <stddef.h>
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * config_keys.c - the key-table helpers that config.c and lifecycle_rules.c share
- * (config_keys.h): choices tables of enumerated values, "a, b, c" lists for the "allowed:" text
+ * keytab.c - the key-table helpers that config.c and lifecycle_rules.c share
+ * (keytab.h): choices tables of enumerated values, "a, b, c" lists for the "allowed:" text
  * of an error, and the did-you-mean by edit distance. No state, no locks.
  */
 #include <ctype.h>
@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "daemon/config_keys.h"
+#include "common/keytab.h"
 
 int config_choice_parse(const struct config_choice *t, const char *val, int *out)
 {
