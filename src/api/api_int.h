@@ -111,7 +111,8 @@ enum api_match {
     API_PREFIX, /* the url starts with the path (which ends in '/'); the rest goes to the handler */
 };
 
-/* Who may call a route: api_admit() reads it before the body, and nothing else decides. */
+/* Who may call a route, as api_admit() decides before the body (for API_OWN the handler then
+ * checks whose tenant the request is for). */
 enum api_access {
     API_PUBLIC, /* anyone who may connect; on TCP without the token (the dashboard's files) */
     API_READ,   /* anyone who may connect; on TCP with the token. Routes that name files answer
@@ -127,7 +128,7 @@ struct api_route {
     enum api_match match;
     api_handler_fn *handler;
     enum api_access access;
-    bool mutates;         /* changes tierd's state (documentation: access decides admission) */
+    bool mutates;         /* changes tierd's state (docs/API.md; admission goes by access) */
     size_t body_max;      /* the body bound for an administrator (or the TCP token) */
     size_t body_max_user; /* and for anyone else */
 };

@@ -402,11 +402,17 @@ unsigned api_jobs_post(struct tierd *d, const struct api_request *rq, struct api
                                          "bandwidth", "class",    "stage_out", "dry_run",
                                          "uid",       "slurm_job"};
     const char *bad = api_unknown_field(jp.j, fields, sizeof(fields) / sizeof(fields[0]));
+    /* each step answers its error and returns the status, or 0 to go on */
     if (bad)
         ret = api_reply_error(out, -EINVAL, "unknown field '%.60s' (allowed: " JOBS_POST_FIELDS ")",
                               bad);
-    else if (!(ret = jobs_parse_who(&jp, out)) && !(ret = jobs_parse_wants(d, &jp, out)) &&
-             !(ret = jobs_resolve_stage(d, &jp, out)))
+    else
+        ret = jobs_parse_who(&jp, out);
+    if (!ret)
+        ret = jobs_parse_wants(d, &jp, out);
+    if (!ret)
+        ret = jobs_resolve_stage(d, &jp, out);
+    if (!ret)
         ret = jobs_submit_post(d, &jp, out);
     for (size_t i = 0; i < jp.nprefix; i++)
         free(jp.prefixes[i]);
