@@ -3,7 +3,7 @@
  * api.c - the control API's HTTP server: libmicrohttpd on a Unix socket we bind ourselves, and an
  * optional TCP socket that demands a bearer token (TLS with [api] tls_cert/tls_key; plain HTTP
  * only on a loopback address). This file is the thin adapter between libmicrohttpd and the pure
- * request function of api_handlers.c (api_int.h); the contract is docs/API.md.
+ * request function of api_route.c (api_int.h); the contract is docs/API.md.
  *
  * Threads: each listener is its own MHD daemon (a thread per connection), so a flood of TCP
  * connections cannot take the Unix socket's slots. Each daemon admits at most [api]
@@ -27,10 +27,11 @@
  * next accept (gate_sweep).
  *
  * Request flow: the first callback of a request (headers complete, no body read) runs
- * api_admit(): token on TCP, the caller's rights on the Unix socket (SO_PEERCRED: only root,
- * tierd's uid or a member of [api] admin_group may change state), the declared body size. A
- * refusal is answered at once and the body is never read. The body is then collected into a
- * dynbuf capped at api_body_max() (API_BODY_MAX; more for POST /v1/hints); a body that grows past
+ * api_admit(), which reads the request's row of the route table (api_routes[]): token on TCP,
+ * the caller's rights on the Unix socket (SO_PEERCRED: only root, tierd's uid or a member of
+ * [api] admin_group may call an admin route), the declared body size. A refusal is answered at
+ * once and the body is never read. The body is then collected into a dynbuf capped at
+ * api_body_max() (the row's bound: API_BODY_MAX; more for POST /v1/hints); a body that grows past
  * it is answered 413 and the connection closed without reading the rest.
  *
  * The socket file is bound in a private directory (mode 0700) made beside it, given its mode

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ui_assets.h - the dashboard's files (src/api/ui/), compiled into tierd by ui.cmake. Each is
- * NUL-terminated; NAME_len excludes the NUL. Served by api_handlers.c (GET /ui, /ui/...).
+ * NUL-terminated; NAME_len excludes the NUL. Served by api_ui.c (GET /ui, /ui/...).
  */
 #ifndef TIER_API_UI_ASSETS_H
 #define TIER_API_UI_ASSETS_H

@@ -3,7 +3,7 @@
  * jobs.h - admission of scheduler jobs (POST/GET/DELETE /v1/jobs): a job reserves hot-tier
  * space and backend bandwidth, waits in a FIFO queue while they are not free, and once admitted
  * has its stage paths pinned and staged into the hot tier until it is released. Called by the
- * control API (api_handlers.c); the registry is in memory only (a restart forgets every job:
+ * control API (src/api/api_jobs.c); the registry is in memory only (a restart forgets every job:
  * docs/ARCHITECTURE.md, "Job admission").
  *
  * The registry does not touch the cache, the stager or the config itself: it calls a struct
