@@ -30,10 +30,11 @@ static json_t *manifest_summary(struct tierd *d, const struct manifest *m, const
         nv += m->files[i].version_id != NULL;
     if (o)
         json_object_set_new(o, "versioned", json_integer((json_int_t)nv));
-    /* where the mount serves it (fuse_ops_ctl.c): <mount>/.tierd/datasets<path>@<name> */
+    /* where the mount serves it (fuse_ctl_versions.c): <mount>/.tierd/datasets<path>@<name> */
     const char *mp = d->cfg.mount_path;
     char *view = NULL;
-    if (o && d->fuse && d->hints && mp) { /* /.tierd exists with the hint engine (fuse_ops_ctl.c) */
+    if (o && d->fuse && d->hints &&
+        mp) { /* /.tierd exists with the hint engine (fuse_ctl_hints.c) */
         size_t ml = strlen(mp);
         while (ml > 1 && mp[ml - 1] == '/')
             ml--;

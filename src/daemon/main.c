@@ -374,7 +374,7 @@ static void install_test_hooks(struct tierd *d, struct wb_config *wc)
     g_fault_file = getenv("TIERD_TEST_FAULT_FILE");
     if (g_fault_file && *g_fault_file) {
         wc->io = &g_fault_hooks;
-        d->test_fault_file = g_fault_file; /* "snapshot pause" (fuse_ops_write.c) */
+        d->test_fault_file = g_fault_file; /* "snapshot pause" (fuse_wb_gen.c) */
         log_warn("wb: TIERD_TEST_FAULT_FILE=%s: local I/O fault injection is on (tests only)",
                  g_fault_file);
     }

@@ -12,7 +12,7 @@
  * in the namespace's backend ("...tierd-datasets/@NAME" for the namespace root), so the versions
  * of a tree and of a tree inside it sit side by side (no encoded segment starts with '@'). The
  * reserved name is hidden from listings through the mount and refused as a file name there
- * (fuse_ops_dir.c, fuse_ops_write.c), and skipped by commits.
+ * (fuse_listing.c, fuse_ops_attr.c, fuse_ops_write.c), and skipped by commits.
  *
  * The calls do backend I/O on the caller's thread (the control API's); they take no lock.
  */
@@ -45,7 +45,8 @@ int dataset_show_max(struct tierd *d, const char *path, const char *name, size_t
                      struct manifest *out);
 /* Remove the manifest of version name (never data). -ENOENT when there is none. */
 int dataset_delete(struct tierd *d, const char *path, const char *name);
-/* The mount's read-only view of the versions (fuse_ops_ctl.c): <mount>/.tierd/datasets/TREE@NAME */
+/* The mount's read-only view of the versions (fuse_ctl_versions.c):
+ * <mount>/.tierd/datasets/TREE@NAME */
 #define DATASET_VIEW "/.tierd/datasets"
 /* Parse a mount path under DATASET_VIEW: 1 for the view's directories above a version; 0 with
  * the version's tree (malloc'd mount path, "/ds/a"), name (MANIFEST_NAME_MAX bytes) and rest

@@ -112,6 +112,7 @@ static struct tfs_node *node_new(const struct tierd_fuse *fs, const char *path, 
     }
     n->ino = ino;
     n->perm = tfs_path_perm(fs, path);
+    n->nsops = tfs_path_ops(fs, path);
     pthread_mutex_init(&n->mu, NULL);
     pthread_cond_init(&n->list_cv, NULL);
     return n;
@@ -180,6 +181,7 @@ static int repath_locked(struct tierd_fuse *fs, struct tfs_node *n, char *np)
         *pp = n->next_path;
     fs->graveyard[fs->ngrave++] = n->path;
     n->path = np;
+    n->nsops = tfs_path_ops(fs, np); /* as the path says: an unreachable one is no namespace's */
     size_t p = path_slot(fs, n->path);
     n->next_path = fs->by_path[p];
     fs->by_path[p] = n;
@@ -326,38 +328,6 @@ void tfs_node_forget(struct tierd_fuse *fs, uint64_t ino, uint64_t nlookup)
         maybe_free_locked(fs, n);
     }
     pthread_mutex_unlock(&fs->tbl_mu);
-}
-
-const struct tfs_perm *tfs_path_perm(const struct tierd_fuse *fs, const char *path)
-{
-    const struct tierd *d = fs->d;
-    if (tfs_ctl_path(fs, path)) {
-        /* a dataset version's files are its namespace's (owner, modes, TTLs: immutable) */
-        const struct tfs_perm *vp = tfs_ctl_version_perm(fs, path);
-        return vp ? vp : &fs->ctl_perm; /* the control files: no attribute or entry caching */
-    }
-    for (size_t i = 0; i < d->nns; i++) {
-        const char *np = d->ns[i].conf->path;
-        size_t l = strlen(np);
-        if (strncmp(path, np, l) == 0 && (path[l] == '\0' || path[l] == '/'))
-            return &fs->ns_perm[i];
-    }
-    return &fs->perm; /* the root and the virtual directories above the namespaces */
-}
-
-struct tfs_perm tfs_node_perm(struct tierd_fuse *fs, uint64_t ino)
-{
-    if (!fs->perm_per_ns)
-        return fs->perm;
-    struct tfs_perm p = fs->perm;
-    pthread_mutex_lock(&fs->tbl_mu);
-    struct tfs_node *n = fs->by_ino[ino_slot(fs, ino)];
-    while (n && n->ino != ino)
-        n = n->next_ino;
-    if (n)
-        p = *n->perm;
-    pthread_mutex_unlock(&fs->tbl_mu);
-    return p;
 }
 
 int tfs_path_join(const char *parent, const char *name, char **out)

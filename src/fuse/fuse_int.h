@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * fuse_int.h - private to src/fuse: the session object, the inode table and the attribute and
- * listing caches shared by the operation files (fuse_ops_*.c).
+ * fuse_int.h - private to src/fuse: the session object, the inode table, the attribute and
+ * listing caches and the per-mode tables (struct tfs_ns_ops) shared by the operation files. The
+ * files call each other without a cycle, in the order of the sections below (core first,
+ * session last; docs/ARCHITECTURE.md, "The FUSE files").
  *
  * DESIGN (I/O paths; see also docs/ARCHITECTURE.md):
  *   lookup    trigger: kernel dentry miss.  action: answer from the parent's cached listing when
@@ -43,26 +45,26 @@
  *             directory's cached listing (its next entry each time) queue the first window of the
  *             files after them (listing-order prefetch).
  *             The reply is spliced (fuse_reply_data) when the kernel allows it.
- *   control   /.tierd/hints/NAME (fuse_ops_ctl.c): an open for writing buffers what is written
+ *   control   /.tierd/hints/NAME (fuse_ctl_hints.c): an open for writing buffers what is written
  *             in memory (4 MiB at most, 32 MiB for root: EFBIG; per tenant and in all: EDQUOT,
  *             ENOSPC; a bad complete line: EINVAL from that write), flush and fsync hand the
  *             lines to hints_submit on a closer thread (one of a few), which answers them
  *             as the opener's tenant (its error is close(2)'s), read shows the set's progress,
  *             unlink drops it. Those operations sit in front of the others (tfs_ops_ctl) and take
- *             only the control paths; lookup, getattr and opendir ask tfs_ctl_stat/_listing.
+ *             only the control paths; lookup, getattr and opendir reach them through the control
+ *             files' struct tfs_ns_ops (stat, listing).
  *   mutations EROFS (read-cache namespaces). Write-back namespaces (fuse_ops_write.c) stage
  *             writes in the burst buffer (src/writeback/wb.h): lookup/getattr/readdir of such a
  *             namespace bypass the node and listing caches and merge the buffer's live files
- *             (read-your-writes); reads of a file with a local copy go to wb_read, others to
- *             the cache as above.
- *   backend down  stat/list errors other than ENOENT fall back to the node's last known
- *             attributes and the directory's last listing (stale-if-error), so cached data stays
- *             readable; a read that needs the backend fails with EIO after backend_timeout.
- *   versions  every attribute carries the time it was fetched and a node never takes older
- *             information than it has (a stale listing cannot shrink a size a newer stat gave);
- *             an open that finds a new version invalidates the kernel's attributes (not pages:
- *             keep_cache = 0 drops those) so the kernel's i_size matches the handle's version.
- * Internal functions return -errno; the positive errno is made only at fuse_reply_err().
+ *             (read-your-writes: their struct tfs_ns_ops, fuse_wb_ns.c); reads of a file with a
+ * local copy go to wb_read, others to the cache as above. backend down  stat/list errors other than
+ * ENOENT fall back to the node's last known attributes and the directory's last listing
+ * (stale-if-error), so cached data stays readable; a read that needs the backend fails with EIO
+ * after backend_timeout. versions  every attribute carries the time it was fetched and a node never
+ * takes older information than it has (a stale listing cannot shrink a size a newer stat gave); an
+ * open that finds a new version invalidates the kernel's attributes (not pages: keep_cache = 0
+ * drops those) so the kernel's i_size matches the handle's version. Internal functions return
+ * -errno; the positive errno is made only at fuse_reply_err().
  *
  * Locking: the inode table has one mutex (tbl_mu) for its two hash maps and the nlookup/ref
  * counts; each node has a mutex (mu) for its attribute cache and listing pointer. tbl_mu is
@@ -83,7 +85,9 @@
 #include "telemetry/telemetry.h"
 #include "tiers/backend.h"
 
-/* Owner and mode bits every file and directory of a namespace is shown with. */
+/* The control files' directory (fuse_ctl_hints.c, fuse_ctl_versions.c). */
+#define TFS_CTL_DIR "/.tierd"
+
 /* What a node shows by its namespace: owner and umask, and how long the kernel and the node
  * cache keep its attributes and entries (per namespace: docs/CONFIG.md). */
 struct tfs_perm {
@@ -127,13 +131,53 @@ struct tfs_attr {
     uint64_t fetched_ns; /* monotonic time the backend was asked; newer information wins */
     bool writable;       /* in a write-back namespace: mode 0644 / 0755 instead of 0444 / 0555 */
     mode_t mode;         /* nonzero: the permission bits shown as they are, no umask applied
-                          * (the control files, fuse_ops_ctl.c) */
+                          * (the control files, fuse_ctl_hints.c) */
 };
+
+/* What the read code (lookup, getattr, readdir, open) does in a namespace of one mode: one table
+ * per mode, so that the read code asks the table, never which mode a path is in. The read-cache
+ * table is fuse_node.c's (tfs_ns_read_cache: the root and the virtual directories above the
+ * namespaces too); the write-back one is fuse_wb_ns.c's and the control files' is
+ * fuse_ctl_hints.c's, which their set-up (tfs_wb_init, tfs_ctl_init) registers in the session,
+ * so the read code calls them without linking to them. Immutable. */
+struct tierd_fuse;
+enum tfs_mode { TFS_MODE_READ_CACHE, TFS_MODE_WRITE_BACK, TFS_MODE_CONTROL };
+struct tfs_ns_ops {
+    enum tfs_mode mode;
+    bool cached;           /* attributes and listings are kept in the node (the TTLs) */
+    bool revalidate;       /* a child's attributes may come from its parent's listing */
+    bool writable;         /* shown 0666/0777 before the umask, instead of 0444/0555 */
+    bool absent_when_down; /* a stat the backend cannot answer is ENOENT, so new files can
+                            * be created while the object store is down (a burst buffer) */
+    /* The whole answer for a path of this mode, instead of the backend: 0 with a filled, or
+     * -errno. NULL: the backend's. */
+    int (*stat)(struct tierd_fuse *fs, const struct tier_ioctx *io, const char *path,
+                struct tfs_attr *a);
+    /* A new listing of a directory of this mode (referenced; never cached in the node). NULL:
+     * the backend's, through the node's listing cache. */
+    int (*listing)(struct tierd_fuse *fs, const struct tier_ioctx *io, const char *path,
+                   struct tfs_listing **out);
+    /* What this mode holds of (ns, key) at path before the backend is asked (read-your-writes):
+     * 0 with a filled, -ENOENT: ask the backend. NULL: nothing. */
+    int (*local_stat)(struct tierd_fuse *fs, struct tierd_ns *ns, const char *key, const char *path,
+                      struct tfs_attr *a);
+    /* Add what this mode holds under the directory key prefix (ending in '/' or "") at path to a
+     * backend listing: fn(name, len, is_dir, size, arg). NULL: nothing. */
+    void (*local_children)(
+        struct tierd_fuse *fs, struct tierd_ns *ns, const char *prefix, const char *path,
+        void (*fn)(const char *name, size_t len, bool is_dir, uint64_t size, void *arg), void *arg);
+    /* The permissions of a path of this mode, or NULL: its namespace's. NULL: always those. */
+    const struct tfs_perm *(*perm)(const struct tierd_fuse *fs, const char *path);
+};
+extern const struct tfs_ns_ops tfs_ns_read_cache;
 
 struct tfs_node {
     uint64_t ino;
     char *path;                  /* mount path, "/" or "/datasets/a" (immutable) */
     const struct tfs_perm *perm; /* owner and umask (of its namespace at creation; immutable) */
+    /* what its namespace does (tfs_path_ops of its path: set at creation, and by a rename or
+     * unlink that moves it, under tbl_mu; read without a lock) */
+    _Atomic(const struct tfs_ns_ops *) nsops;
     /* tbl_mu */
     uint64_t nlookup;
     uint64_t refs; /* operations in progress holding the node */
@@ -155,7 +199,7 @@ struct tfs_node {
     pthread_cond_t list_cv;
     uint64_t reval_heads; /* children revalidated by a HEAD since the listing went stale (the
                            * rent-or-buy count of "revalidate" above; 0 at each build) */
-    struct tfs_wstate *w; /* write-back: the writers' shared state (fuse_ops_write.c), or NULL */
+    struct tfs_wstate *w; /* write-back: the writers' shared state (fuse_wb_gen.c), or NULL */
     /* mu: listing-order prefetch of a directory's files (fuse_ops_file.c): the listing the
      * indices refer to (its fetched_ns), the entry after the one opened last, how many opens in
      * a row followed the listing, the first entry not yet queued */
@@ -169,16 +213,16 @@ enum tfs_handle_kind {
     TFS_H_READ = 0x52454144,
     TFS_H_WB = 0x57424846,
     TFS_H_DIR = 0x44495248,
-    TFS_H_CTL = 0x4354524c, /* a control file (fuse_ops_ctl.c) */
+    TFS_H_CTL = 0x4354524c, /* a control file (fuse_ctl_hints.c) */
 };
 
 /* Every open handle is on the session's list until its release. RELEASE is asynchronous
  * (close(2) returns after FLUSH), so a daemon stopped right after a close, or while a process
  * still holds a file open, has handles the kernel never released: tierfs_free frees them. */
 struct tfs_hbase {
-    uint32_t kind; /* first: is_wb_handle() reads it through fi->fh */
-    struct tfs_hbase *prev, *next;
+    uint32_t kind;   /* first: is_wb_handle() reads it through fi->fh */
     uint32_t tenant; /* held (tenant_hold) from track to untrack: not reclaimed meanwhile */
+    struct tfs_hbase *prev, *next;
 };
 
 struct tierd_fuse {
@@ -195,7 +239,13 @@ struct tierd_fuse {
     struct tfs_perm ns_perm[TIERD_MAX_NAMESPACES];
     bool perm_per_ns; /* some namespace differs from perm: fill_stat finds the node's namespace */
     struct tfs_perm ctl_perm; /* the control files under /.tierd: perm with TTLs of 0 */
-    struct tfs_ctl *ctl;      /* their state (fuse_ops_ctl.c); NULL: no control files */
+    struct tfs_ctl *ctl;      /* their state (fuse_ctl_hints.c); NULL: no control files */
+    struct tfs_vview *vview;  /* the dataset version view's (fuse_ctl_versions.c), with ctl */
+    /* the modes' tables (struct tfs_ns_ops), registered by tfs_wb_init and tfs_ctl_init
+     * (NULL: none); immutable after mount */
+    const struct tfs_ns_ops *wb_ops, *ctl_ops;
+    /* the operations the write-back ones defer to elsewhere (tfs_ops_write; immutable) */
+    struct fuse_lowlevel_ops wb_inner;
     size_t max_dir_entries;
     _Atomic uint64_t listings_built; /* listing builds that asked the backend (debug log) */
 
@@ -217,7 +267,34 @@ struct tierd_fuse {
     struct tfs_hbase handles; /* list head of open handles (struct tfs_hbase) */
 };
 
-/* ---- who asks (fuse_session.c) ---- */
+/* ---- the core (fuse_node.c): calls no other file of src/fuse ---- */
+/* Map an internal -errno to the errno the kernel gets. */
+int tfs_errno(int neg);
+/* The attributes of node n (its ino and permissions) with a's contents. Owner and mode come from
+ * the node's tfs_perm (docs/CONFIG.md, "Permissions"). */
+void tfs_fill_stat(struct tierd_fuse *fs, const struct tfs_node *n, const struct tfs_attr *a,
+                   struct stat *st);
+/* The entry reply for node n with attributes a (its namespace's TTLs, generation 1). */
+void tfs_fill_entry(struct tierd_fuse *fs, const struct tfs_node *n, const struct tfs_attr *a,
+                    struct fuse_entry_param *e);
+/* Store a in the node's attribute cache unless the node already holds newer information (a
+ * later fetched_ns); then a is replaced by that newer information, so replies never go back in
+ * time (a listing older than a stat must not shrink the kernel's idea of the size). */
+void tfs_node_set_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a);
+void tfs_node_drop_attr(struct tfs_node *n);
+/* Listing references: the last unref frees it. */
+void tfs_listing_unref(struct tfs_listing *l);
+const struct tfs_dirent *tfs_listing_find(const struct tfs_listing *l, const char *name);
+/* The attributes a listing entry gives (fetched when l was). */
+void tfs_dirent_attr(const struct tfs_listing *l, const struct tfs_dirent *e, struct tfs_attr *a);
+/* The table of the mode of path's namespace (a control path, a write-back namespace with the
+ * burst buffer open, else tfs_ns_read_cache). No allocation. Nodes keep theirs (n->nsops). */
+const struct tfs_ns_ops *tfs_path_ops(const struct tierd_fuse *fs, const char *path);
+/* The owner and mode bits of a mount path (a pointer into fs, valid for the session). */
+const struct tfs_perm *tfs_path_perm(const struct tierd_fuse *fs, const char *path);
+/* Is path /.tierd or below it, with the control files set up? No allocation, no lock. */
+bool tfs_ctl_path(const struct tierd_fuse *fs, const char *path);
+
 /* The ioctx of a request: its caller's tenant (fuse_req_ctx: pid, uid, gid, resolved by the
  * tenant registry) and that tenant's default class. read and write use the ioctx bound in the
  * file handle at open instead: the kernel's readahead and write-back arrive without the pid of
@@ -236,13 +313,13 @@ struct tfs_opstat tfs_op_start(void);
 void tfs_op_done(struct tierd_fuse *fs, const struct tier_ioctx *io, enum tele_op op, int tier,
                  struct tfs_opstat st, uint64_t bytes, int err);
 
-/* ---- open handles (fuse_session.c) ---- */
+/* Open handles: on the session's list until their release (tierfs_free frees the rest, by
+ * kind: tfs_*_orphan_free, in each kind's file). */
 /* Track h, opened for tenant: the tenant is held (tenant_hold: an idle tenant with an open
  * handle is not reclaimed, its reads going through the handle's ioctx without a resolution)
  * until untrack. */
 void tfs_handle_track(struct tierd_fuse *fs, struct tfs_hbase *h, uint32_t kind, uint32_t tenant);
 void tfs_handle_untrack(struct tierd_fuse *fs, struct tfs_hbase *h);
-/* Free a handle the kernel never released, at unmount (one per kind, in its ops file). */
 void tfs_file_orphan_free(struct tierd_fuse *fs, struct tfs_hbase *h);
 void tfs_wb_orphan_free(struct tierd_fuse *fs, struct tfs_hbase *h);
 void tfs_dir_orphan_free(struct tierd_fuse *fs, struct tfs_hbase *h);
@@ -271,48 +348,17 @@ int tfs_node_rename(struct tierd_fuse *fs, const char *old_path, const char *new
  * tfs_node_put), or NULL when no node had the path (or on ENOMEM, logged by nobody: the node
  * then keeps its path). */
 struct tfs_node *tfs_node_detach(struct tierd_fuse *fs, const char *path);
-/* The owner and mode bits of the node of ino (its namespace's, or the mount's). */
-struct tfs_perm tfs_node_perm(struct tierd_fuse *fs, uint64_t ino);
-/* The same for a mount path (a pointer into fs, valid for the session). */
-const struct tfs_perm *tfs_path_perm(const struct tierd_fuse *fs, const char *path);
 /* Join parent path and name into a new malloc'd path; -ENAMETOOLONG / -ENOMEM. */
 int tfs_path_join(const char *parent, const char *name, char **out);
+void tfs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
+void tfs_op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets);
 
-/* ---- attributes (fuse_ops_attr.c) ---- */
-/* Current attributes of a node (cached for attr_ttl); -ENOENT, -EIO. */
-int tfs_node_attr(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs_node *n,
-                  struct tfs_attr *a);
-/* Store a in the node's attribute cache unless the node already holds newer information (a
- * later fetched_ns); then a is replaced by that newer information, so replies never go back in
- * time (a listing older than a stat must not shrink the kernel's idea of the size). */
-void tfs_node_set_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a);
-void tfs_node_drop_attr(struct tfs_node *n);
-/* Is (ns, key), which the backend's stat found absent, a directory of S3's (a prefix of keys
- * below it: no object of its own)? 1, 0, or the listing's error (one LIST of "key/"). */
-int tfs_implicit_dir(struct tierd_ns *ns, const struct tier_ioctx *io, const char *key);
-/* Ask ns's backend what key is; on success a holds that (everything else zero), otherwise a is
- * untouched. Returns backend_stat's result. */
-int tfs_backend_attr(struct tierd_ns *ns, const struct tier_ioctx *io, const char *key,
-                     struct tfs_attr *a);
-/* Owner and mode come from the node's tfs_perm (docs/CONFIG.md, "Permissions"). */
-void tfs_fill_stat(struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a, struct stat *st);
-/* The entry reply for inode ino with attributes a (the session's TTLs, generation 1). */
-void tfs_fill_entry(struct tierd_fuse *fs, const struct tfs_node *n, const struct tfs_attr *a,
-                    struct fuse_entry_param *e);
-/* Look a name up under a directory node, with the same sources as getattr. */
-int tfs_resolve_child(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs_node *parent,
-                      const char *path, const char *name, struct tfs_attr *a);
-/* Map an internal -errno to the errno the kernel gets. */
-int tfs_errno(int neg);
-
-/* ---- listings (fuse_ops_dir.c) ---- */
+/* ---- listings (fuse_listing.c) ---- */
 /* A fresh listing of directory node n (reference to drop with tfs_listing_unref). */
 int tfs_listing_get(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs_node *n,
                     struct tfs_listing **out);
-void tfs_listing_unref(struct tfs_listing *l);
 /* The cached listing of n if fresh (referenced), else NULL: no backend call. */
 struct tfs_listing *tfs_listing_peek(struct tierd_fuse *fs, struct tfs_node *n);
-const struct tfs_dirent *tfs_listing_find(const struct tfs_listing *l, const char *name);
 /* hints_meta_fn (hints/hints.h) for the hint engine: the size, etag and mtime of key of ns from
  * the fresh cached listing of its directory (no backend call); 0, or -ENOENT when no such
  * listing has it. ud is the session. */
@@ -322,15 +368,26 @@ int tfs_meta_peek(void *ud, const struct tierd_ns *ns, const char *key, struct b
  * HEAD is the better or only way; another -errno when the rebuild failed. */
 int tfs_listing_for_child(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs_node *dir,
                           uint64_t min_fetched_ns, struct tfs_listing **out);
-/* The attributes a listing entry gives (fetched when l was). */
-void tfs_dirent_attr(const struct tfs_listing *l, const struct tfs_dirent *e, struct tfs_attr *a);
 
-/* ---- operations, one group per file ---- */
+/* ---- attributes (fuse_ops_attr.c) ---- */
+/* Current attributes of a node (cached for attr_ttl); -ENOENT, -EIO. */
+int tfs_node_attr(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs_node *n,
+                  struct tfs_attr *a);
+/* Is (ns, key), which the backend's stat found absent, a directory of S3's (a prefix of keys
+ * below it: no object of its own)? 1, 0, or the listing's error (one LIST of "key/"). */
+int tfs_implicit_dir(struct tierd_ns *ns, const struct tier_ioctx *io, const char *key);
+/* Ask ns's backend what key is; on success a holds that (everything else zero), otherwise a is
+ * untouched. Returns backend_stat's result. */
+int tfs_backend_attr(struct tierd_ns *ns, const struct tier_ioctx *io, const char *key,
+                     struct tfs_attr *a);
+/* Look a name up under a directory node, with the same sources as getattr. */
+int tfs_resolve_child(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs_node *parent,
+                      const char *path, const char *name, struct tfs_attr *a);
 void tfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
-void tfs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
-void tfs_op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets);
 void tfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void tfs_op_statfs(fuse_req_t req, fuse_ino_t ino);
+
+/* ---- the read operations (fuse_ops_dir.c, fuse_ops_file.c, fuse_ops_ro.c) ---- */
 void tfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void tfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi);
@@ -339,61 +396,59 @@ void tfs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 void tfs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void tfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 /* Open a read handle on exactly (be, key, etag, size) for the node of path (a file of a dataset
- * version, fuse_ops_ctl.c): every read asks for that ETag (-ESTALE -> EIO, logged with why);
- * replies to req. */
-/* The permissions of a dataset version's path (those of the namespace holding its tree; the
- * mount's for /.tierd and the view's directories above the versions), or NULL for any other
- * control path (fuse_ops_ctl.c). */
-const struct tfs_perm *tfs_ctl_version_perm(const struct tierd_fuse *fs, const char *path);
-/* version_id: NULL, or the object version to read (a versioned bucket's older version). */
+ * version, fuse_ctl_versions.c): every read asks for that ETag (-ESTALE -> EIO, logged with
+ * why); replies to req. version_id: NULL, or the object version to read (a versioned bucket's
+ * older version). */
 void tfs_open_pinned(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, const char *path,
                      struct backend *be, const char *key, const char *etag, const char *version_id,
                      uint64_t size);
 void tfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
 void tfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* Install EROFS for every mutation (read-cache namespaces). */
 void tfs_ops_readonly(struct fuse_lowlevel_ops *ops);
 
-/* ---- write-back namespaces (fuse_ops_write.c) ---- */
-/* Is path inside a write-back namespace (with the burst buffer open)? No allocation. */
-bool tfs_path_is_wb(const struct tierd_fuse *fs, const char *path);
-/* What the burst buffer (or a directory marker) knows about (ns, key) at path: 0 with a filled
- * (a file with a local copy, or a directory holding pending files or marked: by mkdir, emptied
- * through the mount, or holding a marked one), -ENOENT otherwise. */
-int tfs_wb_stat(struct tierd_fuse *fs, struct tierd_ns *ns, const char *key, const char *path,
-                struct tfs_attr *a);
-/* Add the buffer's live files and the marked directories under the directory key prefix (ending
- * in '/' or "") at path to a listing: fn(name, len, is_dir, size, arg). */
-void tfs_wb_list_children(
-    struct tierd_fuse *fs, struct tierd_ns *ns, const char *prefix, const char *path,
-    void (*fn)(const char *name, size_t len, bool is_dir, uint64_t size, void *arg), void *arg);
-/* Install create/open/read/write/fsync/flush/release/setattr/unlink/rename/mkdir/rmdir, which
- * handle write-back namespaces and defer to the read-only operations elsewhere. */
-void tfs_ops_write(struct fuse_lowlevel_ops *ops);
+/* ---- write-back namespaces (fuse_wb_ns.c, fuse_wb_gen.c, fuse_ops_write.c) ---- */
+/* Register the write-back table (fs->wb_ops: read-your-writes for lookup, getattr and readdir)
+ * and the directory markers' state. */
 void tfs_wb_init(struct tierd_fuse *fs);
 void tfs_wb_fini(struct tierd_fuse *fs);
+/* Put create/open/read/write/fsync/flush/release/setattr/unlink/rename/mkdir/rmdir in front of
+ * the operations installed so far (fs->wb_inner), which keep every path outside the write-back
+ * namespaces. */
+void tfs_ops_write(struct tierd_fuse *fs, struct fuse_lowlevel_ops *ops);
 
-/* ---- the control files under /.tierd (fuse_ops_ctl.c; docs/HINTS.md) ---- */
+/* ---- the dataset version view under /.tierd/datasets (fuse_ctl_versions.c) ---- */
+#define TFS_CTL_VERSIONS TFS_CTL_DIR "/datasets"
+/* Set the view up (fs->vview) / free it: called by tfs_ctl_init / tfs_ctl_fini. */
+int tfs_vview_init(struct tierd_fuse *fs);
+void tfs_vview_fini(struct tierd_fuse *fs);
+/* Is path TFS_CTL_VERSIONS or below it? */
+bool tfs_vview_path(const char *path);
+/* What a path of the view is (a directory above the versions, or a version's directory or
+ * file): 0 with a filled, or -errno. */
+int tfs_vview_stat(struct tierd_fuse *fs, const char *path, struct tfs_attr *a);
+/* A new listing of a directory of the view (referenced). */
+int tfs_vview_listing(struct tierd_fuse *fs, const char *path, struct tfs_listing **out);
+/* Open a file of a version for reading (tfs_open_pinned); replies to req. */
+void tfs_vview_open(struct tierd_fuse *fs, fuse_req_t req, fuse_ino_t ino, const char *path,
+                    struct fuse_file_info *fi);
+/* The permissions of a dataset version's path (those of the namespace holding its tree; the
+ * mount's for /.tierd and the view's directories above the versions), or NULL for any other
+ * control path. */
+const struct tfs_perm *tfs_ctl_version_perm(const struct tierd_fuse *fs, const char *path);
+
+/* ---- the control files under /.tierd (fuse_ctl_hints.c; docs/HINTS.md) ---- */
 /* /.tierd (read-only), /.tierd/hints (whoever may read the mount may create files in it) and
  * /.tierd/hints/NAME: writing the file gives the hint set NAME of the writer's tenant, reading it
- * shows the set's progress, unlinking it drops the set. They exist when the hint engine does
- * (d->hints), in read-only mounts too. */
-#define TFS_CTL_DIR "/.tierd"
-/* Set the control files up (fs->ctl, fs->ctl_perm): after perm_init, before the mount serves. */
+ * shows the set's progress, unlinking it drops the set; /.tierd/datasets is the version view
+ * above. They exist when the hint engine does (d->hints), in read-only mounts too. */
+/* Set the control files up (fs->ctl, fs->ctl_perm, fs->ctl_ops, the version view): after
+ * perm_init, before the mount serves. */
 int tfs_ctl_init(struct tierd_fuse *fs);
 void tfs_ctl_fini(struct tierd_fuse *fs);
 /* Serve the flushes, fsyncs and releases of hint files handed to the closer threads (answering
  * them) and stop those: before the session is destroyed. Later ones are served inline. */
 void tfs_ctl_drain(struct tierd_fuse *fs);
-/* Is path /.tierd or below it, with the control files set up? No allocation, no lock. */
-bool tfs_ctl_path(const struct tierd_fuse *fs, const char *path);
-/* What a control path is for io's tenant (a hint file exists while that tenant has the set or
- * a writer of it has the file open): 0 with a filled, or -ENOENT. */
-int tfs_ctl_stat(struct tierd_fuse *fs, const struct tier_ioctx *io, const char *path,
-                 struct tfs_attr *a);
-/* A new listing of the control directory path for io's tenant (never cached: the sets are
- * per tenant and change without the mount). */
-int tfs_ctl_listing(struct tierd_fuse *fs, const struct tier_ioctx *io, const char *path,
-                    struct tfs_listing **out);
 /* Put the control files' create/open/read/write/flush/fsync/release/setattr/unlink in front of
  * the operations installed so far, which keep every other path (call it last). */
 void tfs_ops_ctl(struct tierd_fuse *fs, struct fuse_lowlevel_ops *ops);

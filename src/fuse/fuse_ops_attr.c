@@ -6,7 +6,7 @@
  * namespace root (always a directory, no backend call), or a key inside a namespace, which is an
  * object (backend_stat) or a directory (POSIX directory, or an S3 common prefix found by a
  * one-key listing). Answers are cached per node for attr_ttl; lookups first consult the parent's
- * cached listing (fuse_ops_dir.c), so `ls -l`, `find` and the opens after a readdirplus cost no
+ * cached listing (fuse_listing.c), so `ls -l`, `find` and the opens after a readdirplus cost no
  * backend call. Called from the FUSE worker threads; node fields under the node mutex.
  */
 #include <errno.h>
@@ -21,110 +21,6 @@
 #include "datasets/dataset.h"
 #include "stage/pinmeta.h"
 #include "fuse/fuse_int.h"
-
-int tfs_errno(int neg)
-{
-    int e = neg < 0 ? -neg : neg;
-    switch (e) {
-    case ENOENT:
-    case ENOTDIR:
-    case EISDIR:
-    case ENOMEM:
-    case EROFS:
-    case ENAMETOOLONG:
-    case EACCES:
-    case EPERM:
-    case EINVAL:
-    case ENOSYS:
-    case ENOTEMPTY:
-    case ENOSPC:
-    case EXDEV:
-    case EEXIST:
-    case EBADF:
-    case EFBIG:
-    case EDQUOT:
-    case E2BIG:
-    case ENOTSUP:
-        return e;
-    default:
-        return EIO; /* backend failures, timeouts, replaced objects (ESTALE) */
-    }
-}
-
-/* Owner and mode are synthesised (objects have none; a POSIX backend's own modes are not
- * mirrored): the namespace's (or [mount]'s) uid, gid and umask over 0444/0555, or 0666/0777 in
- * a write-back namespace. With default_permissions the kernel enforces them, so they decide
- * who of the local users may read (allow_other) and create checkpoints. */
-static void fill_stat_perm(struct tierd_fuse *fs, uint64_t ino, const struct tfs_perm *perm,
-                           const struct tfs_attr *a, struct stat *st)
-{
-    const struct tfs_perm p = *perm;
-    memset(st, 0, sizeof(*st));
-    st->st_ino = ino;
-    if (a->is_dir) {
-        st->st_mode = S_IFDIR | (a->mode ? a->mode : ((a->writable ? 0777 : 0555) & ~p.umask));
-        st->st_nlink = 2;
-        st->st_size = 4096;
-    } else {
-        st->st_mode = S_IFREG | (a->mode ? a->mode : ((a->writable ? 0666 : 0444) & ~p.umask));
-        st->st_nlink = 1;
-        st->st_size = (off_t)a->size_bytes;
-        st->st_blocks = (blkcnt_t)((a->size_bytes + 511) / 512);
-    }
-    /* a large preferred I/O size makes cat/cp issue 1 MiB reads */
-    st->st_blksize = 1 << 20;
-    st->st_uid = p.uid;
-    st->st_gid = p.gid;
-    int64_t m = a->mtime_ns > 0 ? a->mtime_ns : (int64_t)(fs->d->start_ns);
-    st->st_mtim.tv_sec = m / 1000000000;
-    st->st_mtim.tv_nsec = m % 1000000000;
-    st->st_ctim = st->st_mtim;
-    st->st_atim = st->st_mtim;
-}
-
-void tfs_fill_stat(struct tierd_fuse *fs, uint64_t ino, const struct tfs_attr *a, struct stat *st)
-{
-    struct tfs_perm p = tfs_node_perm(fs, ino);
-    fill_stat_perm(fs, ino, &p, a, st);
-}
-
-void tfs_fill_entry(struct tierd_fuse *fs, const struct tfs_node *n, const struct tfs_attr *a,
-                    struct fuse_entry_param *e)
-{
-    memset(e, 0, sizeof(*e));
-    e->ino = n->ino;
-    e->generation = 1;
-    e->attr_timeout = n->perm->attr_ttl_s;
-    e->entry_timeout = n->perm->entry_ttl_s;
-    fill_stat_perm(fs, n->ino, n->perm, a, &e->attr); /* the node at hand: no table probe */
-}
-
-void tfs_node_set_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a)
-{
-    (void)fs; /* the TTL is the node's namespace's (n->perm) */
-    if (a->fetched_ns == 0)
-        a->fetched_ns = tier_now_mono_ns();
-    pthread_mutex_lock(&n->mu);
-    if (n->attr_valid && n->attr.fetched_ns > a->fetched_ns) {
-        *a = n->attr;
-    } else if (a->fetched_ns < n->attr_floor_ns) {
-        /* older than what made the node drop its attributes: not kept (a stale listing) */
-    } else {
-        n->attr = *a;
-        n->attr_valid = true;
-        n->attr_expire_ns = a->fetched_ns + n->perm->attr_ttl_ns;
-    }
-    pthread_mutex_unlock(&n->mu);
-}
-
-void tfs_node_drop_attr(struct tfs_node *n)
-{
-    uint64_t now = tier_now_mono_ns();
-    pthread_mutex_lock(&n->mu);
-    n->attr_valid = false;
-    n->attr_floor_ns = now; /* what was known before now is out of date (the object changed) */
-    pthread_mutex_unlock(&n->mu);
-}
 
 static void dir_attr(const struct tierd_fuse *fs, struct tfs_attr *a)
 {
@@ -170,8 +66,9 @@ int tfs_backend_attr(struct tierd_ns *ns, const struct tier_ioctx *io, const cha
 static int stat_path_at(struct tierd_fuse *fs, const struct tier_ioctx *io, const char *path,
                         struct tfs_attr *a)
 {
-    if (tfs_ctl_path(fs, path))
-        return tfs_ctl_stat(fs, io, path, a);
+    const struct tfs_ns_ops *ops = tfs_path_ops(fs, path);
+    if (ops->stat)
+        return ops->stat(fs, io, path, a);
     if (tierd_is_virtual_dir(fs->d, path)) {
         dir_attr(fs, a);
         return 0;
@@ -186,9 +83,9 @@ static int stat_path_at(struct tierd_fuse *fs, const struct tier_ioctx *io, cons
         dir_attr(fs, a);
         goto out;
     }
-    if (ns->conf->mode == TIERD_NS_WRITE_BACK && fs->d->wb) {
+    if (ops->local_stat) {
         /* read-your-writes: the burst buffer knows files not yet (or just) uploaded */
-        rc = tfs_wb_stat(fs, ns, key, path, a);
+        rc = ops->local_stat(fs, ns, key, path, a);
         if (rc != -ENOENT)
             goto out;
     }
@@ -214,7 +111,7 @@ static int stat_path_at(struct tierd_fuse *fs, const struct tier_ioctx *io, cons
     }
     if (rc != -ENOENT) {
         log_warn("fuse: stat of %s (%s:%s) failed: %s", path, ns->be->name, key, tier_err_msg());
-        if (ns->conf->mode == TIERD_NS_WRITE_BACK && fs->d->wb) {
+        if (ops->absent_when_down) {
             /* The burst buffer does not know this name and the backend cannot say: answer
              * "absent" so that a checkpoint writer can still create files while the object
              * store is down (the point of a burst buffer). Names tierd wrote are known to the
@@ -242,7 +139,7 @@ static int stat_path(struct tierd_fuse *fs, const struct tier_ioctx *io, const c
     int rc = stat_path_at(fs, io, path, a);
     if (rc == 0) {
         a->fetched_ns = t0;
-        a->writable = tfs_path_is_wb(fs, path);
+        a->writable = tfs_path_ops(fs, path)->writable;
     }
     return rc;
 }
@@ -304,8 +201,7 @@ static int revalidate(struct tierd_fuse *fs, const struct tier_ioctx *io, struct
     const char *path = n->path; /* stays readable during the call (renames: graveyard) */
     const char *slash = strrchr(path, '/');
     int rc = -EAGAIN;
-    if (slash && slash[1] != '\0' && !tierd_is_virtual_dir(fs->d, path) &&
-        !tfs_ctl_path(fs, path)) {
+    if (slash && slash[1] != '\0' && !tierd_is_virtual_dir(fs->d, path) && n->nsops->revalidate) {
         size_t pl = slash == path ? 1 : (size_t)(slash - path);
         char *ppath = strndup(path, pl);
         struct tfs_node *dir = ppath ? tfs_node_get_path(fs, ppath) : NULL;
@@ -328,16 +224,16 @@ int tfs_node_attr(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs
                   struct tfs_attr *a)
 {
     /* write-back namespaces change under the mount's own writes: no attribute cache */
-    bool wb = tfs_path_is_wb(fs, n->path);
+    bool cached = n->nsops->cached;
     pthread_mutex_lock(&n->mu);
-    if (!wb && n->attr_valid && tier_now_mono_ns() < n->attr_expire_ns) {
+    if (cached && n->attr_valid && tier_now_mono_ns() < n->attr_expire_ns) {
         *a = n->attr;
         pthread_mutex_unlock(&n->mu);
         return 0;
     }
     pthread_mutex_unlock(&n->mu);
-    int rc = wb ? stat_path(fs, io, n->path, a) : revalidate(fs, io, n, a);
-    if (rc == 0 && wb) {
+    int rc = cached ? revalidate(fs, io, n, a) : stat_path(fs, io, n->path, a);
+    if (rc == 0 && !cached) {
         pthread_mutex_lock(&n->mu);
         n->attr = *a;
         n->attr_valid = true;
@@ -355,8 +251,9 @@ int tfs_node_attr(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs
 int tfs_resolve_child(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tfs_node *parent,
                       const char *path, const char *name, struct tfs_attr *a)
 {
-    if (tfs_ctl_path(fs, path))
-        return tfs_ctl_stat(fs, io, path, a);
+    const struct tfs_ns_ops *ops = tfs_path_ops(fs, path);
+    if (ops->stat)
+        return ops->stat(fs, io, path, a);
     if (tierd_is_virtual_dir(fs->d, path)) {
         dir_attr(fs, a);
         return 0;
@@ -370,7 +267,7 @@ int tfs_resolve_child(struct tierd_fuse *fs, const struct tier_ioctx *io, struct
         free(key);
         if (rc == 0 && is_root) {
             dir_attr(fs, a);
-            a->writable = tfs_path_is_wb(fs, path);
+            a->writable = ops->writable;
             return 0;
         }
         return -ENOENT;
@@ -496,7 +393,7 @@ void tfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, tfs_errno(rc));
     } else {
         struct stat st;
-        tfs_fill_stat(fs, ino, &a, &st);
+        tfs_fill_stat(fs, n, &a, &st);
         fuse_reply_attr(req, &st, n->perm->attr_ttl_s);
     }
     tfs_node_put(fs, n);

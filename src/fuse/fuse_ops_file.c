@@ -244,7 +244,7 @@ void tfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fi->keep_cache = same ? 1 : 0;
     fi->direct_io = 0;
     /* nothing to flush: close(2) of a read handle costs no request (the flush operation is
-     * there for the control files, fuse_ops_ctl.c) */
+     * there for the control files, fuse_ctl_hints.c) */
     fi->noflush = 1;
     fi->fh = (uint64_t)(uintptr_t)h;
     tfs_handle_track(fs, &h->hb, TFS_H_READ, io.tenant);

@@ -2,9 +2,11 @@
 /*
  * fuse_ops_write.c - the mutating operations of write-back namespaces (checkpoint burst buffer,
  * src/writeback/wb.h): create, open for writing, write, fsync, flush, release, setattr (size),
- * unlink, rename, mkdir, rmdir; and the read-your-writes helpers used by lookup, getattr and
- * readdir (tfs_wb_stat, tfs_wb_list_children). Read-cache namespaces keep answering EROFS
- * (fuse_ops_ro.c) and their open/read/release go to fuse_ops_file.c.
+ * unlink, rename, mkdir, rmdir. They sit in front of the read operations (fs->wb_inner), which
+ * keep every path outside the write-back namespaces: read-cache namespaces keep answering EROFS
+ * (fuse_ops_ro.c) and their open/read/release go to fuse_ops_file.c. The read-your-writes side
+ * (lookup, getattr, readdir) and the directory markers are fuse_wb_ns.c's, the generations
+ * fuse_wb_gen.c's.
  *
  * DESIGN:
  *   generations  the burst buffer writes whole files: wb_file_create_ex(REPLACE_AT_SEAL) starts
@@ -67,554 +69,13 @@
 #include "lifecycle/access.h"
 #include "datasets/dataset.h"
 #include "fuse/fuse_int.h"
+#include "fuse/fuse_wb.h"
 #include "writeback/wb.h"
 
-#define COPY_CHUNK (1u << 20)
-/* Free space kept beyond a rewrite's copy before the old generation is given up. */
-#define COPY_MARGIN_BYTES (8ull << 20)
-
-struct tfs_wstate {
-    pthread_mutex_t mu;
-    struct wb_file *wf; /* the open generation, or NULL */
-    int handles;        /* write handles of the inode */
-    int err;            /* sticky: after a failed fsync/close every writer gets it */
-    bool unlinked;      /* the file was unlinked: never start a generation of its key again */
-};
-
-struct tfs_whandle {
-    struct tfs_hbase hb; /* TFS_H_WB */
-    struct tfs_node *n;
-    struct tierd_ns *ns;
-    char *key;
-    bool writable;
-    bool dirty;           /* wrote or truncated since its last flush (durability = remote) */
-    struct tfs_wstate *w; /* writable handles */
-    struct tier_ioctx io; /* the opener's, bound at open: kernel write-back has no pid */
-    pthread_mutex_t mu;   /* the backend version read once the local copy is gone */
-    bool be_known;
-    char etag[BACKEND_ETAG_MAX];
-    uint64_t be_size;
-    _Atomic uint64_t access_mono; /* when this handle last noted a read (access.h), mono ns */
-};
-
-/* A file the mount shows from its local copy; a sealed file that FAILED stays visible (its
- * reads fail with EIO) until it is unlinked or replaced, never an older object in its place. */
-static bool wb_live(const struct wb_file_info *f)
+/* Is path in a write-back namespace (with the burst buffer open)? No allocation. */
+static bool in_wb(const struct tierd_fuse *fs, const char *path)
 {
-    return f->state == WB_OPEN || f->state == WB_SEALED || f->state == WB_UPLOADING ||
-           f->state == WB_UPLOADED || (f->state == WB_FAILED && f->sealed);
-}
-
-bool tfs_path_is_wb(const struct tierd_fuse *fs, const char *path)
-{
-    const struct tierd *d = fs->d;
-    if (!d->wb)
-        return false;
-    for (size_t i = 0; i < d->nns; i++) {
-        const struct tierd_ns_conf *c = d->ns[i].conf;
-        if (c->mode != TIERD_NS_WRITE_BACK)
-            continue;
-        size_t l = strlen(c->path);
-        if (strncmp(path, c->path, l) == 0 && (path[l] == '\0' || path[l] == '/'))
-            return true;
-    }
-    return false;
-}
-
-/* ---- directory markers (mkdir, and directories emptied through the mount) ---- */
-
-void tfs_wb_init(struct tierd_fuse *fs)
-{
-    pthread_mutex_init(&fs->dirs_mu, NULL);
-}
-
-void tfs_wb_fini(struct tierd_fuse *fs)
-{
-    for (size_t i = 0; i < fs->ndirs; i++)
-        free(fs->dirs[i]);
-    free(fs->dirs);
-    fs->dirs = NULL;
-    fs->ndirs = fs->capdirs = 0;
-    pthread_mutex_destroy(&fs->dirs_mu);
-}
-
-/* Is path a directory by a marker: its own, or one below it (the listing of path's parent
- * shows path then, so its lookup must find it)? */
-static bool marker_has(struct tierd_fuse *fs, const char *path)
-{
-    bool found = false;
-    size_t pl = strlen(path);
-    pthread_mutex_lock(&fs->dirs_mu);
-    for (size_t i = 0; i < fs->ndirs && !found; i++)
-        found = strncmp(fs->dirs[i], path, pl) == 0 &&
-                (fs->dirs[i][pl] == '\0' || fs->dirs[i][pl] == '/');
-    pthread_mutex_unlock(&fs->dirs_mu);
-    return found;
-}
-
-/* Append the marker m (malloc'd; taken over on 0) with fs->dirs_mu held: 0 or -ENOMEM. */
-static int marker_append_locked(struct tierd_fuse *fs, char *m)
-{
-    if (fs->ndirs == fs->capdirs) {
-        size_t nc = fs->capdirs ? fs->capdirs * 2 : 16;
-        char **v = realloc(fs->dirs, nc * sizeof(*v));
-        if (!v)
-            return -ENOMEM;
-        fs->dirs = v;
-        fs->capdirs = nc;
-    }
-    fs->dirs[fs->ndirs++] = m;
-    return 0;
-}
-
-static int marker_add(struct tierd_fuse *fs, const char *path)
-{
-    char *m = strdup(path);
-    if (!m)
-        return -ENOMEM;
-    pthread_mutex_lock(&fs->dirs_mu);
-    int rc = marker_append_locked(fs, m);
-    pthread_mutex_unlock(&fs->dirs_mu);
-    if (rc)
-        free(m);
-    return rc;
-}
-
-/* Markers at most that marker_keep_parent adds to (mkdir's and its own; create drops those
- * above a new file): beyond, a directory emptied through the mount goes as S3's do (with its
- * last object). */
-#define TFS_MARKERS_MAX 4096
-
-/* The file or directory at path (a mount path) is gone through the mount: its directory stays,
- * as a directory does when its last entry is removed (S3 keeps none: it is only its objects'
- * prefix), so a lookup still finds it and `rm -r` can remove it (rmdir: marker_del). Not a
- * namespace's root (always there); best effort (logged once when TFS_MARKERS_MAX is reached). */
-static void marker_keep_parent(struct tierd_fuse *fs, const char *path)
-{
-    const char *sl = strrchr(path, '/');
-    if (!sl || sl == path)
-        return;
-    size_t pl = (size_t)(sl - path);
-    for (size_t i = 0; i < fs->d->nns; i++)
-        if (strlen(fs->d->ns[i].conf->path) == pl &&
-            strncmp(fs->d->ns[i].conf->path, path, pl) == 0)
-            return;
-    char *parent = strndup(path, pl);
-    if (!parent)
-        return;
-    pthread_mutex_lock(&fs->dirs_mu);
-    bool have = fs->ndirs >= TFS_MARKERS_MAX;
-    static _Atomic bool said;
-    if (have && !atomic_exchange(&said, true))
-        log_warn("fuse: %d directory markers: a directory emptied through the mount now goes "
-                 "with its last object, as on S3 (rmdir the empty ones to free markers)",
-                 TFS_MARKERS_MAX);
-    for (size_t i = 0; i < fs->ndirs && !have; i++)
-        have = strcmp(fs->dirs[i], parent) == 0;
-    if (!have && marker_append_locked(fs, parent) == 0)
-        parent = NULL;
-    pthread_mutex_unlock(&fs->dirs_mu);
-    free(parent);
-}
-
-/* A file was created at path: the markers of the directories above it are not needed while
- * it is there (its row, then its key, makes them directories), and they would hold
- * TFS_MARKERS_MAX. marker_keep_parent adds them again when it goes. */
-static void marker_drop_above(struct tierd_fuse *fs, const char *path)
-{
-    pthread_mutex_lock(&fs->dirs_mu);
-    for (size_t i = 0; i < fs->ndirs;) {
-        size_t ml = strlen(fs->dirs[i]);
-        if (strncmp(path, fs->dirs[i], ml) == 0 && path[ml] == '/') {
-            free(fs->dirs[i]);
-            fs->dirs[i] = fs->dirs[--fs->ndirs];
-        } else {
-            i++;
-        }
-    }
-    pthread_mutex_unlock(&fs->dirs_mu);
-}
-
-static bool marker_del(struct tierd_fuse *fs, const char *path)
-{
-    bool found = false;
-    pthread_mutex_lock(&fs->dirs_mu);
-    for (size_t i = 0; i < fs->ndirs; i++) {
-        if (strcmp(fs->dirs[i], path) == 0) {
-            free(fs->dirs[i]);
-            fs->dirs[i] = fs->dirs[--fs->ndirs];
-            found = true;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&fs->dirs_mu);
-    return found;
-}
-
-/* ---- read-your-writes for lookup/getattr/readdir ---- */
-
-int tfs_wb_stat(struct tierd_fuse *fs, struct tierd_ns *ns, const char *key, const char *path,
-                struct tfs_attr *a)
-{
-    struct wb_file_info *v = NULL;
-    size_t n = 0;
-    int rc = wb_list(fs->d->wb, ns->be->name, key, &v, &n);
-    if (rc)
-        return rc;
-    size_t kl = strlen(key);
-    const struct wb_file_info *best = NULL;
-    bool dir = false;
-    for (size_t i = 0; i < n; i++) {
-        /* An EVICTABLE row is a file in the backend whose local copy was dropped: it exists
-         * even while the backend cannot be asked (a writer must not see it as absent and
-         * create it anew, replacing its content). */
-        if (!wb_live(&v[i]) && v[i].state != WB_EVICTABLE)
-            continue;
-        if (strcmp(v[i].key, key) == 0) {
-            if (!best || v[i].generation > best->generation)
-                best = &v[i];
-        } else if (v[i].key[kl] == '/') {
-            dir = true;
-        }
-    }
-    rc = -ENOENT;
-    memset(a, 0, sizeof(*a));
-    if (dir || (!best && marker_has(fs, path))) {
-        a->is_dir = true;
-        a->mtime_ns = (int64_t)fs->d->start_ns;
-        rc = 0;
-    } else if (best) {
-        a->size_bytes = best->size_bytes;
-        uint64_t now = tier_now_real_ns();
-        uint64_t age = best->age_ms * TIER_NS_PER_MS;
-        a->mtime_ns = (int64_t)(now > age ? now - age : now);
-        rc = 0;
-    }
-    wb_list_free(v, n);
-    return rc;
-}
-
-void tfs_wb_list_children(
-    struct tierd_fuse *fs, struct tierd_ns *ns, const char *prefix, const char *path,
-    void (*fn)(const char *name, size_t len, bool is_dir, uint64_t size, void *arg), void *arg)
-{
-    struct wb_file_info *v = NULL;
-    size_t n = 0;
-    size_t pl = strlen(prefix);
-    if (wb_list(fs->d->wb, ns->be->name, prefix, &v, &n) == 0) {
-        for (size_t i = 0; i < n; i++) {
-            if (!wb_live(&v[i]))
-                continue;
-            /* Two generations of one key (an OPEN replacement and the one it replaces): list
-             * the name once, with the newest one's size (wb_list sorts by key, then id). */
-            bool newer = false;
-            for (size_t j = i + 1; j < n && strcmp(v[j].key, v[i].key) == 0 && !newer; j++)
-                newer = wb_live(&v[j]);
-            if (newer)
-                continue;
-            const char *rest = v[i].key + pl;
-            const char *slash = strchr(rest, '/');
-            if (slash)
-                fn(rest, (size_t)(slash - rest), true, 0, arg);
-            else
-                fn(rest, strlen(rest), false, v[i].size_bytes, arg);
-        }
-        wb_list_free(v, n);
-    }
-    size_t dl = strlen(path);
-    pthread_mutex_lock(&fs->dirs_mu);
-    for (size_t i = 0; i < fs->ndirs; i++) {
-        /* a marker anywhere below: its first segment is a directory here (as marker_has says;
-         * the listing keeps one entry per name) */
-        const char *m = fs->dirs[i];
-        if (strncmp(m, path, dl) == 0 && m[dl] == '/' && m[dl + 1]) {
-            const char *c = m + dl + 1, *sl = strchr(c, '/');
-            fn(c, sl ? (size_t)(sl - c) : strlen(c), true, 0, arg);
-        }
-    }
-    pthread_mutex_unlock(&fs->dirs_mu);
-}
-
-/* What (ns, key) is now, without a node: buffer first, then the backend. */
-static int stat_key(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tierd_ns *ns,
-                    const char *key, const char *path, struct tfs_attr *a, bool *from_wb)
-{
-    *from_wb = false;
-    int rc = tfs_wb_stat(fs, ns, key, path, a);
-    if (rc == 0) {
-        *from_wb = !a->is_dir;
-        return 0;
-    }
-    return tfs_backend_attr(ns, io, key, a);
-}
-
-/* ---- generations ---- */
-
-static int pwrite_all(int fd, const char *buf, size_t len, off_t off)
-{
-    while (len > 0) {
-        ssize_t w = pwrite(fd, buf, len, off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return w < 0 ? -errno : -EIO;
-        buf += w;
-        len -= (size_t)w;
-        off += w;
-    }
-    return 0;
-}
-
-/* Copy the current content of src_key into a temporary file of the spool; *size its length. */
-static int snapshot(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tierd_ns *ns,
-                    const char *src_key, const char *path, int *tmp_fd, uint64_t *size)
-{
-    struct tfs_attr a;
-    bool from_wb = false;
-    *tmp_fd = -1;
-    *size = 0;
-    int rc = stat_key(fs, io, ns, src_key, path, &a, &from_wb);
-    if (rc == -ENOENT)
-        return 0;
-    if (rc)
-        return rc;
-    if (a.is_dir)
-        return -EISDIR;
-    if (a.size_bytes == 0)
-        return 0;
-    int fd = open(fs->d->cfg.wb_spool_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return -errno;
-    char *buf = malloc(COPY_CHUNK);
-    if (!buf) {
-        close(fd);
-        return -ENOMEM;
-    }
-    uint64_t off = 0;
-    /* One version, whole: every backend read demands one version (if_match): the one the stat
-     * above saw, so the bytes are the size it reported, or after a restart the first read's.
-     * A copy that met another version (-ESTALE), or that began from the local copy and must go
-     * on from the backend, starts over from the backend (without that, a replace during
-     * the copy mixed two versions in one file). */
-    char ver[BACKEND_ETAG_MAX] = "";
-    if (!from_wb)
-        tier_strlcpy(ver, a.etag, sizeof(ver));
-    int restarts = 0;
-    while (off < a.size_bytes) {
-        size_t want = a.size_bytes - off < COPY_CHUNK ? (size_t)(a.size_bytes - off) : COPY_CHUNK;
-        ssize_t n = -ENOENT;
-        if (from_wb)
-            n = wb_read(fs->d->wb, ns->be->name, src_key, buf, want, (off_t)off);
-        if (n == -ENOENT && from_wb) {
-            /* the local copy went (uploaded, evicted, replaced): all of it from the backend,
-             * with the backend's own size and version (a restart re-stats), even at offset 0 */
-            n = -ESTALE;
-        } else if (n == -ENOENT) {
-            from_wb = false;
-            struct backend_stat st;
-            memset(&st, 0, sizeof(st));
-            n = backend_read(ns->be, io, src_key, off, buf, want, ver[0] ? ver : NULL, &st);
-            if (n >= 0 && !ver[0])
-                tier_strlcpy(ver, st.etag, sizeof(ver));
-        }
-        if (n == -ESTALE && restarts++ < 3) {
-            /* From the backend's current version, whole: its size and version again, so the
-             * copy is neither cut at the old size nor padded past the new one. */
-            from_wb = false;
-            off = 0;
-            if (ftruncate(fd, 0) != 0) {
-                rc = -errno;
-                break;
-            }
-            struct backend_stat st;
-            memset(&st, 0, sizeof(st));
-            rc = backend_stat(ns->be, io, src_key, &st);
-            if (rc == 0 && st.is_dir)
-                rc = -EISDIR;
-            if (rc)
-                break;
-            a.size_bytes = st.size_bytes;
-            tier_strlcpy(ver, st.etag, sizeof(ver));
-            continue;
-        }
-        if (n < 0) {
-            rc = (int)n;
-            break;
-        }
-        if (n == 0)
-            break; /* shrank meanwhile: copy what there is */
-        rc = pwrite_all(fd, buf, (size_t)n, (off_t)off);
-        if (rc)
-            break;
-        if (off == 0 && restarts == 0 && fs->d->test_fault_file)
-            tier_test_pause(fs->d->test_fault_file, "snapshot pause");
-        off += (uint64_t)n;
-    }
-    free(buf);
-    if (rc) {
-        close(fd);
-        return rc;
-    }
-    *tmp_fd = fd;
-    *size = off;
-    return 0;
-}
-
-/* Start a new generation of dst_key; with src_key, holding src_key's current content. It
- * replaces the live generation of dst_key only when sealed. On failure *out is NULL (a
- * generation whose copy failed is discarded; *copy_failed then says so). */
-static int new_gen_copy(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tierd_ns *ns,
-                        const char *dst_key, const char *src_key, const char *src_path,
-                        struct wb_file **out, bool *copy_failed)
-{
-    *out = NULL;
-    if (copy_failed)
-        *copy_failed = false;
-    int tmp = -1;
-    uint64_t size = 0;
-    int rc = 0;
-    if (src_key) {
-        rc = snapshot(fs, io, ns, src_key, src_path, &tmp, &size);
-        if (rc) {
-            log_warn("fuse: cannot copy %s:%s for rewriting: %s", ns->be->name, src_key,
-                     strerror(-rc));
-            return rc;
-        }
-    }
-    /* The new generation replaces the old one only when it is sealed, so a copy that fails
-     * (ENOSPC, EIO) leaves the old version live. Still refuse up front when the spool cannot
-     * hold the copy: the writer learns it before writing anything. */
-    struct statvfs sv;
-    if (tmp >= 0 && fstatvfs(tmp, &sv) == 0 &&
-        (uint64_t)sv.f_bavail * sv.f_frsize < size + COPY_MARGIN_BYTES) {
-        log_warn("fuse: not rewriting %s:%s: the spool has no room for a %llu-byte copy",
-                 ns->be->name, dst_key, (unsigned long long)size);
-        close(tmp);
-        return -ENOSPC;
-    }
-    struct wb_file *wf = NULL;
-    rc = wb_file_create_ex(fs->d->wb, ns->be->name, dst_key, WB_CREATE_REPLACE_AT_SEAL, &wf);
-    if (rc == 0)
-        wb_file_set_tenant(wf, io->tenant); /* its upload is the writer's checkpoint I/O */
-    if (rc == 0 && tmp >= 0) {
-        char *buf = malloc(COPY_CHUNK);
-        rc = buf ? 0 : -ENOMEM;
-        for (uint64_t off = 0; rc == 0 && off < size;) {
-            size_t want = size - off < COPY_CHUNK ? (size_t)(size - off) : COPY_CHUNK;
-            ssize_t n = pread(tmp, buf, want, (off_t)off);
-            if (n <= 0) {
-                rc = n < 0 ? -errno : -EIO;
-                break;
-            }
-            ssize_t w = wb_write(wf, buf, (size_t)n, (off_t)off);
-            if (w < 0)
-                rc = (int)w;
-            off += (uint64_t)n;
-        }
-        free(buf);
-        if (rc) {
-            log_err("fuse: copying the old content of %s:%s into its new generation failed "
-                    "(%s); the new generation is discarded, the old one stays",
-                    ns->be->name, dst_key, strerror(-rc));
-            wb_file_discard(wf);
-            wf = NULL;
-            if (copy_failed)
-                *copy_failed = true;
-        }
-    }
-    if (tmp >= 0)
-        close(tmp);
-    *out = wf;
-    return rc;
-}
-
-static int new_gen(struct tierd_fuse *fs, const struct tier_ioctx *io, struct tierd_ns *ns,
-                   const char *dst_key, const char *src_key, const char *src_path,
-                   struct wb_file **out)
-{
-    return new_gen_copy(fs, io, ns, dst_key, src_key, src_path, out, NULL);
-}
-
-static struct tfs_wstate *wstate_attach(struct tfs_node *n)
-{
-    pthread_mutex_lock(&n->mu);
-    struct tfs_wstate *w = n->w;
-    if (!w) {
-        w = calloc(1, sizeof(*w));
-        if (w) {
-            pthread_mutex_init(&w->mu, NULL);
-            n->w = w;
-        }
-    }
-    if (w) {
-        pthread_mutex_lock(&w->mu);
-        w->handles++;
-        pthread_mutex_unlock(&w->mu);
-    }
-    pthread_mutex_unlock(&n->mu);
-    return w;
-}
-
-/* Drop a writer; the last one seals the open generation. Returns the seal's result. */
-static int wstate_detach(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_wstate *w,
-                         const char *what)
-{
-    pthread_mutex_lock(&n->mu);
-    pthread_mutex_lock(&w->mu);
-    bool last = --w->handles == 0;
-    if (last)
-        n->w = NULL;
-    pthread_mutex_unlock(&w->mu);
-    pthread_mutex_unlock(&n->mu);
-    if (!last)
-        return 0;
-    int rc = w->err;
-    if (w->wf && !w->err) {
-        rc = wb_file_close(w->wf);
-        if (rc)
-            log_err("fuse: sealing %s at %s failed: %s", n->path, what, strerror(-rc));
-    } else if (w->wf) {
-        wb_file_discard(w->wf); /* failed: never sealed; the previous generation stays */
-    }
-    (void)fs;
-    pthread_mutex_destroy(&w->mu);
-    free(w);
-    return rc;
-}
-
-/* With w->mu held: the generation to write into (copying the current content first). */
-static int ensure_gen(struct tierd_fuse *fs, struct tfs_whandle *h)
-{
-    struct tfs_wstate *w = h->w;
-    if (w->err)
-        return w->err;
-    if (w->wf)
-        return 0;
-    if (w->unlinked || h->n->path[0] == '\x01')
-        return -EIO; /* unlinked or replaced: a new generation would clobber the name's file */
-    bool copy_failed = false;
-    int rc = new_gen_copy(fs, &h->io, h->ns, h->key, h->key, h->n->path, &w->wf, &copy_failed);
-    /* A failed copy discarded its generation (the old one is intact); the writer has seen an
-     * error, so its later writes fail too: a file missing a write that returned an error is
-     * never sealed. A failure before the generation existed (snapshot, the ENOSPC pre-check)
-     * leaves nothing to poison. */
-    if (copy_failed)
-        w->err = -EIO;
-    return rc;
-}
-
-/* Truncate through w (held: w->mu) to size. */
-static int truncate_locked(struct tierd_fuse *fs, struct tfs_whandle *h, uint64_t size)
-{
-    struct tfs_wstate *w = h->w;
-    if (w->err)
-        return w->err;
-    if (!w->wf && (w->unlinked || h->n->path[0] == '\x01'))
-        return -EIO;
-    if (!w->wf && size == 0)
-        return new_gen(fs, &h->io, h->ns, h->key, NULL, NULL, &w->wf);
-    int rc = ensure_gen(fs, h);
-    return rc ? rc : wb_truncate(w->wf, (off_t)size);
+    return tfs_path_ops(fs, path)->mode == TFS_MODE_WRITE_BACK;
 }
 
 /* ---- handles ---- */
@@ -649,7 +110,7 @@ void tfs_wb_orphan_free(struct tierd_fuse *fs, struct tfs_hbase *hb)
         w->wf = NULL;
     }
     if (w)
-        wstate_detach(fs, h->n, w, "unmount");
+        tfs_wb_wstate_detach(fs, h->n, w, "unmount");
     handle_destroy(fs, h);
 }
 
@@ -666,7 +127,7 @@ static int handle_new(struct tierd_fuse *fs, const struct tier_ioctx *io, struct
     h->io = *io;
     pthread_mutex_init(&h->mu, NULL);
     if (writable) {
-        h->w = wstate_attach(n);
+        h->w = tfs_wb_wstate_attach(n);
         if (!h->w) {
             h->key = NULL;
             h->n = NULL;
@@ -691,9 +152,9 @@ static void w_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct tfs_node *n = tfs_node_get_or_stale(req, fs, ino);
     if (!n)
         return;
-    if (!tfs_path_is_wb(fs, n->path)) {
+    if (!in_wb(fs, n->path)) {
         tfs_node_put(fs, n);
-        tfs_op_open(req, ino, fi);
+        fs->wb_inner.open(req, ino, fi);
         return;
     }
     struct tierd_ns *ns = NULL;
@@ -722,7 +183,7 @@ static void w_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     n = NULL; /* the handle holds the reference */
     if (writable && (fi->flags & O_TRUNC)) {
         pthread_mutex_lock(&h->w->mu);
-        rc = truncate_locked(fs, h, 0);
+        rc = tfs_wb_truncate_locked(fs, h, 0);
         pthread_mutex_unlock(&h->w->mu);
         if (rc)
             goto fail;
@@ -733,14 +194,14 @@ static void w_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     tfs_op_done(fs, &io, TELE_OP_OPEN, -1, os, 0, 0);
     if (fuse_reply_open(req, fi) != 0) {
         if (h->w)
-            wstate_detach(fs, h->n, h->w, "open");
+            tfs_wb_wstate_detach(fs, h->n, h->w, "open");
         handle_free(fs, h);
     }
     return;
 fail:
     if (h) {
         if (h->w)
-            wstate_detach(fs, h->n, h->w, "open");
+            tfs_wb_wstate_detach(fs, h->n, h->w, "open");
         handle_free(fs, h);
     }
     free(key);
@@ -765,7 +226,7 @@ static void w_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     int rc = p ? tfs_path_join(p->path, name, &path) : -ESTALE;
     if (rc)
         goto fail;
-    if (!tfs_path_is_wb(fs, path)) {
+    if (!in_wb(fs, path)) {
         rc = -EROFS;
         goto fail;
     }
@@ -793,10 +254,10 @@ static void w_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     else if (h->w->wf)
         rc = (fi->flags & O_TRUNC) ? wb_truncate(h->w->wf, 0) : 0;
     else
-        rc = new_gen(fs, &io, ns, h->key, NULL, NULL, &h->w->wf);
+        rc = tfs_wb_new_gen(fs, &io, ns, h->key, NULL, NULL, &h->w->wf);
     pthread_mutex_unlock(&h->w->mu);
     if (rc) {
-        wstate_detach(fs, n, h->w, "create");
+        tfs_wb_wstate_detach(fs, n, h->w, "create");
         tfs_node_forget(fs, n->ino, 1);
         handle_free(fs, h);
         n = NULL;
@@ -812,9 +273,9 @@ static void w_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     fi->direct_io = 0;
     fi->fh = (uint64_t)(uintptr_t)h;
     tfs_op_done(fs, &io, TELE_OP_OPEN, -1, os, 0, 0);
-    marker_drop_above(fs, path);
+    tfs_wb_marker_drop_above(fs, path);
     if (fuse_reply_create(req, &e, fi) != 0) {
-        wstate_detach(fs, n, h->w, "create");
+        tfs_wb_wstate_detach(fs, n, h->w, "create");
         tfs_node_forget(fs, n->ino, 1);
         handle_free(fs, h);
     }
@@ -832,11 +293,11 @@ fail:
 static void w_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                    struct fuse_file_info *fi)
 {
+    struct tierd_fuse *fs = fuse_req_userdata(req);
     if (!is_wb_handle(fi)) {
-        tfs_op_read(req, ino, size, off, fi);
+        fs->wb_inner.read(req, ino, size, off, fi);
         return;
     }
-    struct tierd_fuse *fs = fuse_req_userdata(req);
     struct tfs_whandle *h = (struct tfs_whandle *)(uintptr_t)fi->fh;
     if (off < 0) {
         fuse_reply_err(req, EINVAL);
@@ -925,7 +386,7 @@ static void w_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size
     struct tfs_whandle *h = (struct tfs_whandle *)(uintptr_t)fi->fh;
     struct tfs_opstat os = tfs_op_start();
     pthread_mutex_lock(&h->w->mu);
-    ssize_t n = ensure_gen(fs, h);
+    ssize_t n = tfs_wb_ensure_gen(fs, h);
     if (n == 0)
         n = wb_write(h->w->wf, buf, size, off);
     if (n == -EIO)
@@ -999,7 +460,7 @@ static void w_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     /* Every close(2) seals the open generation and returns the verdict, whatever other write
      * handles are open: RELEASE comes asynchronously and cannot report an error, so it must not
      * be where durability is decided. Later writes through the other handles start a new
-     * generation holding a copy of the sealed content (ensure_gen), which replaces this one
+     * generation holding a copy of the sealed content (tfs_wb_ensure_gen), which replaces this one
      * when it is sealed in turn. */
     pthread_mutex_lock(&w->mu);
     int rc = w->err;
@@ -1043,14 +504,14 @@ static void w_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 static void w_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+    struct tierd_fuse *fs = fuse_req_userdata(req);
     if (!is_wb_handle(fi)) {
-        tfs_op_release(req, ino, fi);
+        fs->wb_inner.release(req, ino, fi);
         return;
     }
-    struct tierd_fuse *fs = fuse_req_userdata(req);
     struct tfs_whandle *h = (struct tfs_whandle *)(uintptr_t)fi->fh;
     if (h->w)
-        wstate_detach(fs, h->n, h->w, "release");
+        tfs_wb_wstate_detach(fs, h->n, h->w, "release");
     handle_free(fs, h);
     fuse_reply_err(req, 0);
 }
@@ -1064,7 +525,7 @@ static void w_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_
     if (!n)
         return;
     int rc = 0;
-    if (!tfs_path_is_wb(fs, n->path)) {
+    if (!in_wb(fs, n->path)) {
         rc = -EROFS;
         goto out;
     }
@@ -1076,7 +537,7 @@ static void w_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_
         if (is_wb_handle(fi) && ((struct tfs_whandle *)(uintptr_t)fi->fh)->w) {
             struct tfs_whandle *h = (struct tfs_whandle *)(uintptr_t)fi->fh;
             pthread_mutex_lock(&h->w->mu);
-            rc = truncate_locked(fs, h, (uint64_t)attr->st_size);
+            rc = tfs_wb_truncate_locked(fs, h, (uint64_t)attr->st_size);
             if (rc == 0)
                 h->dirty = true;
             pthread_mutex_unlock(&h->w->mu);
@@ -1101,9 +562,9 @@ static void w_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_
                 goto out;
             }
             pthread_mutex_lock(&h->w->mu);
-            rc = truncate_locked(fs, h, (uint64_t)attr->st_size);
+            rc = tfs_wb_truncate_locked(fs, h, (uint64_t)attr->st_size);
             pthread_mutex_unlock(&h->w->mu);
-            int crc = wstate_detach(fs, hn, h->w, "truncate");
+            int crc = tfs_wb_wstate_detach(fs, hn, h->w, "truncate");
             if (!rc)
                 rc = crc;
             handle_free(fs, h);
@@ -1116,7 +577,7 @@ static void w_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_
     rc = tfs_node_attr(fs, &io, n, &a);
     if (rc == 0) {
         struct stat st;
-        tfs_fill_stat(fs, ino, &a, &st);
+        tfs_fill_stat(fs, n, &a, &st);
         fuse_reply_attr(req, &st, n->perm->attr_ttl_s);
     }
 out:
@@ -1138,7 +599,7 @@ static int child_key(struct tierd_fuse *fs, fuse_ino_t parent, const char *name,
     tfs_node_put(fs, p);
     if (rc)
         return rc;
-    if (!tfs_path_is_wb(fs, *path))
+    if (!in_wb(fs, *path))
         return -EROFS;
     bool is_root = false;
     rc = tierd_resolve(fs->d, *path, ns, key, &is_root);
@@ -1159,7 +620,7 @@ static void w_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
     if (rc == 0) {
         struct tfs_attr a;
         bool from_wb = false;
-        rc = stat_key(fs, &io, ns, key, path, &a, &from_wb);
+        rc = tfs_wb_stat_key(fs, &io, ns, key, path, &a, &from_wb);
         if (rc == 0 && a.is_dir)
             rc = -EISDIR;
     }
@@ -1189,7 +650,7 @@ static void w_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
             pthread_mutex_unlock(&n->mu);
             tfs_node_put(fs, n);
         }
-        marker_keep_parent(fs, path);
+        tfs_wb_marker_keep_parent(fs, path);
     }
     fuse_reply_err(req, rc ? tfs_errno(rc) : 0);
     free(path);
@@ -1215,7 +676,7 @@ static void w_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_i
     struct tfs_attr a;
     bool from_wb = false;
     if (rc == 0) {
-        rc = stat_key(fs, &io, ons, okey, opath, &a, &from_wb);
+        rc = tfs_wb_stat_key(fs, &io, ons, okey, opath, &a, &from_wb);
         if (rc == -ENOENT && tfs_implicit_dir(ons, &io, okey) == 1)
             rc = -EXDEV; /* a directory S3 only implies (it answered ENOENT): mv copies too */
     }
@@ -1224,7 +685,7 @@ static void w_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_i
     if (rc == 0 && (flags & RENAME_NOREPLACE)) {
         struct tfs_attr b;
         bool fw = false;
-        int src = stat_key(fs, &io, nns, nkey, npath, &b, &fw);
+        int src = tfs_wb_stat_key(fs, &io, nns, nkey, npath, &b, &fw);
         if (src == 0)
             rc = -EEXIST;
     }
@@ -1234,7 +695,7 @@ static void w_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_i
     if (rc == -ENOENT || rc == -EXDEV) {
         /* only in the backend: copy into a new generation under the new key */
         struct wb_file *wf = NULL;
-        rc = new_gen(fs, &io, ons, nkey, okey, opath, &wf);
+        rc = tfs_wb_new_gen(fs, &io, ons, nkey, okey, opath, &wf);
         if (rc == 0)
             rc = wb_file_close(wf);
         else
@@ -1252,7 +713,7 @@ static void w_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_i
         rc = tfs_node_rename(fs, opath, npath);
         const char *os = strrchr(opath, '/'), *ns_ = strrchr(npath, '/');
         if (rc == 0 && (os - opath != ns_ - npath || strncmp(opath, npath, (size_t)(os - opath))))
-            marker_keep_parent(fs, opath); /* moved out of its directory */
+            tfs_wb_marker_keep_parent(fs, opath); /* moved out of its directory */
     }
 out:
     fuse_reply_err(req, rc ? tfs_errno(rc) : 0);
@@ -1276,7 +737,7 @@ static void w_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t 
     struct tfs_attr a;
     if (rc == 0) {
         bool fw = false;
-        int src = stat_key(fs, &io, ns, key, path, &a, &fw);
+        int src = tfs_wb_stat_key(fs, &io, ns, key, path, &a, &fw);
         if (src == -ENOENT && tfs_implicit_dir(ns, &io, key) == 1)
             src = 0; /* a directory S3 only implies */
         rc = src == 0 ? -EEXIST : 0;
@@ -1285,7 +746,7 @@ static void w_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t 
                      path, strerror(-src));
     }
     if (rc == 0)
-        rc = marker_add(fs, path);
+        rc = tfs_wb_marker_add(fs, path);
     if (rc == 0)
         rc = tfs_node_lookup(fs, path, &n);
     if (rc) {
@@ -1315,7 +776,7 @@ static void w_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
     struct tfs_attr a = {0};
     bool fw = false;
     if (rc == 0) {
-        rc = stat_key(fs, &io, ns, key, path, &a, &fw);
+        rc = tfs_wb_stat_key(fs, &io, ns, key, path, &a, &fw);
         if (rc == -ENOENT) {
             /* the kernel knew it as a directory (it sends RMDIR for a directory dentry only):
              * one of S3's, which is only its objects' prefix and went with the last of them;
@@ -1336,7 +797,7 @@ static void w_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
             size_t nv = 0;
             if (wb_list(fs->d->wb, ns->be->name, dk, &v, &nv) == 0) {
                 for (size_t i = 0; i < nv; i++)
-                    if (wb_live(&v[i]))
+                    if (tfs_wb_live(&v[i]))
                         rc = -ENOTEMPTY;
                 wb_list_free(v, nv);
             }
@@ -1366,16 +827,17 @@ static void w_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
         }
     }
     if (rc == 0) {
-        marker_del(fs, path);
-        marker_keep_parent(fs, path); /* its parent stays, as when a file goes */
+        tfs_wb_marker_del(fs, path);
+        tfs_wb_marker_keep_parent(fs, path); /* its parent stays, as when a file goes */
     }
     fuse_reply_err(req, rc ? tfs_errno(rc) : 0);
     free(path);
     free(key);
 }
 
-void tfs_ops_write(struct fuse_lowlevel_ops *ops)
+void tfs_ops_write(struct tierd_fuse *fs, struct fuse_lowlevel_ops *ops)
 {
+    fs->wb_inner = *ops;
     ops->open = w_open;
     ops->create = w_create;
     ops->read = w_read;

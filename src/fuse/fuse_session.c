@@ -8,6 +8,9 @@
  * those signals blocked in every other thread it starts, so they land where the loop notices.
  * Readiness is observed from the outside: a helper thread stat()s the mount point, which returns
  * only once the kernel's INIT has been answered and our getattr served.
+ *
+ * The top of src/fuse: it sets every other file up and installs their operations, in layers
+ * (read-only, write-back in front, control files in front of all); none of them calls it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -218,7 +221,7 @@ static void tfs_init(void *userdata, struct fuse_conn_info *conn)
 {
     (void)userdata;
     /* O_TRUNC arrives with open: one new generation of a write-back file, no separate
-     * truncate; a control file sees the truncation (fuse_ops_ctl.c); read-cache opens refuse it
+     * truncate; a control file sees the truncation (fuse_ctl_hints.c); read-cache opens refuse it
      * (EROFS) as the truncate that would follow did */
     if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
         conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
@@ -248,15 +251,16 @@ int tierfs_mount(struct tierd *d, struct tierd_fuse **out)
     fs->handles.prev = fs->handles.next = &fs->handles;
     fs->max_dir_entries = (size_t)d->cfg.max_dir_entries;
     perm_init(fs);
+    tfs_wb_init(fs); /* the modes' tables before the first node (the root) is made */
     int rc = tfs_ctl_init(fs);
     if (rc == 0 && (rc = tfs_table_init(fs)) != 0)
         tfs_ctl_fini(fs);
     if (rc) {
+        tfs_wb_fini(fs);
         pthread_mutex_destroy(&fs->handles_mu);
         free(fs);
         return rc;
     }
-    tfs_wb_init(fs);
     warn_exposed(fs);
     fs->mountpoint = strdup(path);
     if (!fs->mountpoint) {
@@ -309,8 +313,8 @@ int tierfs_mount(struct tierd *d, struct tierd_fuse **out)
     ops.release = tfs_op_release;
     tfs_ops_readonly(&ops);
     if (d->wb)
-        tfs_ops_write(&ops); /* write-back namespaces; the rest stays read-only */
-    tfs_ops_ctl(fs, &ops);   /* the control files, in front of all of them */
+        tfs_ops_write(fs, &ops); /* write-back namespaces; the rest stays read-only */
+    tfs_ops_ctl(fs, &ops);       /* the control files, in front of all of them */
 
     fs->se = fuse_session_new(&args, &ops, sizeof(ops), fs);
     fuse_opt_free_args(&args);
@@ -433,29 +437,6 @@ int tierfs_loop(struct tierd_fuse *fs, void (*ready)(void *arg, int status), voi
     return r < 0 ? r : 0;
 }
 
-void tfs_handle_track(struct tierd_fuse *fs, struct tfs_hbase *h, uint32_t kind, uint32_t tenant)
-{
-    h->kind = kind;
-    h->tenant = tenant;
-    tenant_hold(fs->d->tenants, tenant);
-    pthread_mutex_lock(&fs->handles_mu);
-    h->next = fs->handles.next;
-    h->prev = &fs->handles;
-    h->next->prev = h;
-    fs->handles.next = h;
-    pthread_mutex_unlock(&fs->handles_mu);
-}
-
-void tfs_handle_untrack(struct tierd_fuse *fs, struct tfs_hbase *h)
-{
-    pthread_mutex_lock(&fs->handles_mu);
-    h->prev->next = h->next;
-    h->next->prev = h->prev;
-    h->prev = h->next = NULL;
-    pthread_mutex_unlock(&fs->handles_mu);
-    tenant_unhold(fs->d->tenants, h->tenant);
-}
-
 /* After the session is gone (no operation runs): free the handles the kernel never released. */
 static void handles_fini(struct tierd_fuse *fs)
 {
@@ -508,30 +489,4 @@ void tierfs_free(struct tierd_fuse *fs)
     tfs_ctl_fini(fs);
     free(fs->mountpoint);
     free(fs);
-}
-
-/* ---- who asks ---------------------------------------------------------------------------- */
-
-struct tier_ioctx tfs_req_io(struct tierd_fuse *fs, fuse_req_t req)
-{
-    const struct fuse_ctx *ctx = fuse_req_ctx(req);
-    if (!fs->d->tenants || !ctx)
-        return TIER_IOCTX_DEFAULT;
-    return tenant_resolve(fs->d->tenants, ctx->pid, ctx->uid, ctx->gid);
-}
-
-struct tfs_opstat tfs_op_start(void)
-{
-    return (struct tfs_opstat){.t0 = tier_now_mono_ns(), .calls0 = tier_backend_calls()};
-}
-
-void tfs_op_done(struct tierd_fuse *fs, const struct tier_ioctx *io, enum tele_op op, int tier,
-                 struct tfs_opstat st, uint64_t bytes, int err)
-{
-    if (!fs->d->tele)
-        return;
-    if (tier < 0)
-        tier = tier_backend_calls() != st.calls0 ? TELE_TIER_BACKEND : TELE_TIER_RAM;
-    tele_op_record(fs->d->tele, io, op, (enum tele_tier)tier, tier_now_mono_ns() - st.t0, bytes,
-                   err);
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hintlines.h - the text of a hint control file (<mount>/.tierd/hints/NAME, src/fuse/
- * fuse_ops_ctl.c): one mount path a line. Untrusted input (any user of the mount may write it):
+ * fuse_ctl_hints.c): one mount path a line. Untrusted input (any user of the mount may write it):
  * parsed in place, bounded, fuzzed (tests/fuzz/fuzz_hintlines.c). No other state.
  */
 #ifndef TIER_HINTS_HINTLINES_H

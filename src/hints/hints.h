@@ -6,7 +6,7 @@
  *
  * Callers: the control API (POST/GET/DELETE /v1/hints: an administrator for any tenant, anyone
  * else for the tenant its socket peer resolves to), the mount's control files
- * (<mount>/.tierd/hints/NAME, src/fuse/fuse_ops_ctl.c: for the writer's tenant), the FUSE read
+ * (<mount>/.tierd/hints/NAME, src/fuse/fuse_ctl_hints.c: for the writer's tenant), the FUSE read
  * path (hints_observe, once per read), main.c (new/free).
  *
  * A hint set has a name, a tenant and an order of files (mount paths; a file may occur many

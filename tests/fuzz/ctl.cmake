@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# The write path of the mount's control files (.tierd/hints/NAME: src/fuse/fuse_ops_ctl.c), its
+# The write path of the mount's control files (.tierd/hints/NAME: src/fuse/fuse_ctl_hints.c), its
 # FUSE operations called without a session over the control API's POSIX fixture: libFuzzer
 # target + corpus replay.
 if(TARGET tier_api_fixture)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_ctl.c - libFuzzer target for the write path of the mount's control files
- * (<mount>/.tierd/hints/NAME, src/fuse/fuse_ops_ctl.c): the real FUSE operations tfs_ops_ctl
+ * (<mount>/.tierd/hints/NAME, src/fuse/fuse_ctl_hints.c): the real FUSE operations tfs_ops_ctl
  * installs (create, open, write, setattr, flush, fsync, read, release, unlink), called as the
  * kernel calls them, on a struct tierd_fuse made as tierfs_mount makes it minus the session and
  * the mount, over the control API's POSIX fixture (tests/lib/api_fixture.h) with the hint engine
@@ -29,7 +29,7 @@
  * exits), the nodes the kernel would hold are forgotten, and the sets are dropped.
  *
  * What must hold: every operation replies exactly once, with an errno the operation documents
- * (the DESIGN comment of fuse_ops_ctl.c); a write that succeeds reports all its bytes; an error
+ * (the DESIGN comment of fuse_ctl_hints.c); a write that succeeds reports all its bytes; an error
  * of a bound (EFBIG, ENOSPC) sticks: later writes, flushes and fsyncs of the handle fail (but
  * the close of a file unlinked meanwhile, which takes nothing, succeeds); a
  * flush or fsync that succeeds after a write leaves the set of the writer's tenant listed

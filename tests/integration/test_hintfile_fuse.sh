@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # test_hintfile_fuse.sh - epoch-order hints through the mount's control files
-# (<mount>/.tierd/hints/NAME, src/fuse/fuse_ops_ctl.c) on a REAL, read-only mount over a POSIX
+# (<mount>/.tierd/hints/NAME, src/fuse/fuse_ctl_hints.c) on a REAL, read-only mount over a POSIX
 # backend (run by CTest, label fuse; needs root and /dev/fuse).
 #
 # A job of tenant u1001 (uid 1001, setpriv) hints with a shell line: printf of paths into

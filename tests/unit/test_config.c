@@ -196,7 +196,7 @@ static const struct bad_case bad_cases[] = {
     {BASE "[namespace /e/]\nbackend = warm\n", {"t.conf:8:", "must not end with '/'"}},
     {BASE "[namespace /d/sub]\nbackend = warm\n", {"t.conf:8:", "overlaps namespace /d"}},
     {BASE "[namespace /e/../f]\nbackend = warm\n", {"t.conf:8:", "'..'"}},
-    /* /.tierd is the mount's control directory (src/fuse/fuse_ops_ctl.c) */
+    /* /.tierd is the mount's control directory (src/fuse/fuse_ctl_hints.c) */
     {BASE "[namespace /.tierd]\nbackend = warm\n", {"t.conf:8:", "/.tierd", "control files"}},
     {BASE "[namespace /.tierd/x]\nbackend = warm\n", {"t.conf:8:", "cannot be /.tierd"}},
     {BASE "[namespace /e]\nbackend = warm\nprefix = a//b\n",
