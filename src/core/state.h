@@ -113,6 +113,7 @@ struct tierd_config {
     char *mount_path;
     uint64_t attr_ttl_ms;             /* attribute cache TTL; default 1000 */
     uint64_t entry_ttl_ms;            /* lookup/dir listing TTL; default 1000 */
+    uint64_t version_list_ttl_ms;     /* the dataset view's listings above versions; 10000 */
     bool attr_ttl_set, entry_ttl_set; /* given in [mount] (then the namespaces' default too) */
     int fuse_threads;                 /* default 16 */
     bool allow_other;

@@ -395,6 +395,7 @@ static const struct keydef mount_keys[] = {
     {"path", V_STR, CFG(mount_path), 0, 0, true, 0, NULL},
     {"attr_ttl", V_DUR, CFG(attr_ttl_ms), 0, 86400000, false, 0, NULL},
     {"entry_ttl", V_DUR, CFG(entry_ttl_ms), 0, 86400000, false, 0, NULL},
+    {"version_list_ttl", V_DUR, CFG(version_list_ttl_ms), 0, 86400000, false, 0, NULL},
     {"threads", V_INT, CFG(fuse_threads), 1, 1024, false, 0, NULL},
     {"allow_other", V_BOOL, CFG(allow_other), 0, 0, false, 0, NULL},
     {"readahead_blocks", V_U64, CFG(readahead_blocks), 0, 1024, false, 0, NULL},
@@ -1748,6 +1749,7 @@ static void apply_defaults(struct tierd_config *c)
     c->hints_state_bytes = 2048 * MIB;
     c->attr_ttl_ms = 1000;
     c->entry_ttl_ms = 1000;
+    c->version_list_ttl_ms = 10000;
     c->fuse_threads = 16;
     c->readahead_blocks = 4;
     c->readahead_max_bytes = 64 * MIB;

@@ -10,8 +10,9 @@
  *                       a valid version name is the version's root; the directories above it
  *                       list the namespaces, trees and versions under them (dataset_view_list;
  *                       inside a namespace with its permissions).
- *                       Those listings are kept CTL_VLIST_TTL_NS (CTL_VLIST of them; a commit
- *                       or delete through this tierd makes them stale at once).
+ *                       Those listings are kept [mount] version_list_ttl (list_ttl_ns;
+ *                       CTL_VLIST of them; a commit or delete through this tierd makes them
+ *                       stale at once).
  *                       Manifests are cached (CTL_VCACHE of them, re-read after
  *                       CTL_VCACHE_TTL_NS: a deleted version disappears by then); their
  *                       metadata needs no backend request.
@@ -37,9 +38,6 @@
 #define CTL_VCACHE 8                                /* manifests kept decoded */
 #define CTL_VCACHE_TTL_NS (60ull * TIER_NS_PER_SEC) /* then read again (deleted: gone) */
 #define CTL_VLIST 8 /* listings kept of the view's directories above the versions */
-/* then listed again (a version committed or deleted on another node shows by then; through
- * this tierd at once: dataset_generation) */
-#define CTL_VLIST_TTL_NS (10ull * TIER_NS_PER_SEC)
 
 /* A decoded manifest of the view (vview->mu). */
 struct vcache {
@@ -62,6 +60,10 @@ struct tfs_vview {
     struct vcache vc[CTL_VCACHE]; /* mu */
     uint64_t vclock;              /* mu */
     struct vlist vl[CTL_VLIST];   /* mu */
+    /* how long a listing in vl is kept ([mount] version_list_ttl): then listed again (a version
+     * committed or deleted on another node shows by then; through this tierd at once:
+     * dataset_generation) */
+    uint64_t list_ttl_ns;
 };
 
 static bool in_versions(const char *path)
@@ -282,7 +284,7 @@ static bool vabove(const char *path)
     return rc == 1;
 }
 
-/* The slot of path in vview->vl (vview->mu held): fresh only (younger than CTL_VLIST_TTL_NS and
+/* The slot of path in vview->vl (vview->mu held): fresh only (younger than c->list_ttl_ns and
  * listed at generation gen; now may be older than the slot: read before another thread stored
  * it), or any. NULL: none. */
 static struct vlist *vlist_find_locked(struct tfs_vview *c, const char *path, bool fresh,
@@ -292,7 +294,7 @@ static struct vlist *vlist_find_locked(struct tfs_vview *c, const char *path, bo
         struct vlist *x = &c->vl[i];
         if (x->path && strcmp(x->path, path) == 0 &&
             (!fresh ||
-             (x->gen == gen && (x->loaded_ns > now || now - x->loaded_ns < CTL_VLIST_TTL_NS))))
+             (x->gen == gen && (x->loaded_ns > now || now - x->loaded_ns < c->list_ttl_ns))))
             return x;
     }
     return NULL;
@@ -307,7 +309,7 @@ static bool vlist_stale_ok(int rc)
 }
 
 /* The listing of a view directory above the versions, from vview->vl (a listing of the last
- * CTL_VLIST_TTL_NS made since the last commit or delete through this tierd), else listed afresh
+ * list_ttl_ns made since the last commit or delete through this tierd), else listed afresh
  * (vlisting_above: 1 + the trees' backend listings) and kept, unless it is partial (a
  * namespace's versions could not be listed: answered, never kept). A listing that fails while
  * the backend cannot answer (vlist_stale_ok) is answered with the last one kept of that
@@ -532,6 +534,7 @@ int tfs_vview_init(struct tierd_fuse *fs)
     if (!v)
         return -ENOMEM;
     pthread_mutex_init(&v->mu, NULL);
+    v->list_ttl_ns = fs->d->cfg.version_list_ttl_ms * TIER_NS_PER_MS;
     fs->vview = v;
     return 0;
 }

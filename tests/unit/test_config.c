@@ -409,6 +409,7 @@ static void test_good_config_file(void **state)
     assert_string_equal(c.mount_path, "/mnt/tier");
     assert_int_equal(c.attr_ttl_ms, 2000);
     assert_int_equal(c.entry_ttl_ms, 500);
+    assert_int_equal(c.version_list_ttl_ms, 30000);
     assert_int_equal(c.fuse_threads, 8);
     assert_true(c.allow_other);
     assert_int_equal(c.readahead_blocks, 8);
@@ -440,6 +441,7 @@ static void test_defaults(void **state)
     assert_int_equal(c.cache.policy, CACHE_POLICY_S3FIFO);
     assert_int_equal(c.attr_ttl_ms, 1000);
     assert_int_equal(c.entry_ttl_ms, 1000);
+    assert_int_equal(c.version_list_ttl_ms, 10000);
     assert_int_equal(c.fuse_threads, 16);
     assert_false(c.allow_other);
     assert_int_equal(c.readahead_blocks, 4);
