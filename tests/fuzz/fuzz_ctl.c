@@ -323,9 +323,10 @@ static void do_write(struct slot *s, uint64_t off, const char *buf, size_t len)
         s->wrote = s->wrote || len > 0;
         return;
     }
-    static const int allowed[] = {EINVAL, EFBIG, ENOSPC, EBADF, ENOMEM, E2BIG, EEXIST, 0};
+    /* EDQUOT: the tenant's share of the buffers of hint files being written */
+    static const int allowed[] = {EINVAL, EFBIG, ENOSPC, EDQUOT, EBADF, ENOMEM, E2BIG, EEXIST, 0};
     err_in(&r, "write", allowed);
-    if (r.err == EFBIG || r.err == ENOSPC)
+    if (r.err == EFBIG || r.err == ENOSPC || r.err == EDQUOT)
         s->stuck = true;
 }
 
@@ -337,7 +338,8 @@ static void do_sync(struct slot *s, bool fsync)
     else
         ops.flush(&r, s->ino, &s->fi);
     replied_once(&r, fsync ? "fsync" : "flush");
-    static const int allowed[] = {EINVAL, E2BIG, ENOSPC, EEXIST, ENOMEM, EFBIG, EBADF, 0};
+    /* EDQUOT: a tenant's cap of hint sets, entries or bytes (hints_submit), or a write's */
+    static const int allowed[] = {EINVAL, E2BIG, ENOSPC, EDQUOT, EEXIST, ENOMEM, EFBIG, EBADF, 0};
     if (r.err != 0)
         err_in(&r, fsync ? "fsync" : "flush", allowed);
     /* (an unlinked file's close takes nothing and succeeds) */
