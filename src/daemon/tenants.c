@@ -9,8 +9,6 @@
 #include <errno.h>
 #include <stddef.h>
 
-#include <stdlib.h>
-
 #include "common/err.h"
 #include "common/strutil.h"
 #include "lifecycle/access.h"
@@ -82,18 +80,9 @@ bool tierd_tenant_holds(void *ud, uint32_t id)
     if ((d->sched && sched_tenant_busy(d->sched, id)) ||
         (d->disk_sched && sched_tenant_busy(d->disk_sched, id)))
         return true;
-    if (!d->hints)
-        return false;
-    size_t n = hints_list(d->hints, NULL, 0);
-    struct hints_set_stats *v = n ? calloc(n, sizeof(*v)) : NULL;
-    if (n && !v)
-        return true; /* cannot tell: keep it */
-    n = hints_list(d->hints, v, n);
-    bool held = false;
-    for (size_t i = 0; i < n && !held; i++)
-        held = v[i].tenant == id;
-    free(v);
-    return held;
+    /* one count under the engine's lock: a list sized by one call and filled by another could
+     * meet a set created in between */
+    return d->hints && hints_tenant_sets(d->hints, id) > 0;
 }
 
 /* Reclaim: id's telemetry into "retired", its dmClock clients reset, its reads forgotten by the

@@ -1350,6 +1350,16 @@ size_t hints_list(struct hints *h, struct hints_set_stats *out, size_t max)
     return n;
 }
 
+size_t hints_tenant_sets(struct hints *h, uint32_t tenant)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&h->mu);
+    for (struct hset *s = h->sets; s; s = s->next)
+        n += s->st.tenant == tenant;
+    pthread_mutex_unlock(&h->mu);
+    return n;
+}
+
 /* ---- life ------------------------------------------------------------------------------------ */
 
 int hints_new(const struct hints_ctx *ctx, struct hints **out)

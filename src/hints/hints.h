@@ -154,5 +154,7 @@ struct hints_set_stats {
 };
 /* Up to max sets, in submission order; returns how many there are. */
 size_t hints_list(struct hints *h, struct hints_set_stats *out, size_t max);
+/* How many sets tenant has now (one look under the engine's lock: no list to size first). */
+size_t hints_tenant_sets(struct hints *h, uint32_t tenant);
 
 #endif
