@@ -1229,6 +1229,7 @@ int tenant_register(struct tenant_reg *r, const char *name, const enum tier_io_c
         if (implicit && cls)
             atomic_store_explicit(&t->cls, (int)*cls, memory_order_relaxed);
         atomic_store_explicit(&t->implicit, false, memory_order_relaxed);
+        touch(r, tid); /* a sweep asking its hooks now must not retire it */
     } else {
         if (used_locked(r) >= r->max) {
             tier_err_set("the tenant registry is full (%u tenants, default and other included; "
@@ -1416,6 +1417,16 @@ static void index_rebuild_locked(struct tenant_reg *r)
             index_put(r, id);
 }
 
+/* Under lock: does a rule send callers to id? Such an id is never reclaimed: the rule would send
+ * them to the id's next tenant. */
+static bool rule_names_locked(const struct tenant_reg *r, uint32_t id)
+{
+    for (size_t i = 0; i < r->nrules; i++)
+        if (r->rules[i]->tenant == id)
+            return true;
+    return false;
+}
+
 /* What a sweep may do to an id, decided under the lock, checked against the hooks outside it. */
 struct cand {
     uint32_t id;
@@ -1444,7 +1455,8 @@ size_t tenant_reclaim(struct tenant_reg *r)
                              atomic_load_explicit(&t->holds, memory_order_relaxed) > 0))
             t->since_s = now;
         bool idle = now >= t->since_s && now - t->since_s >= r->idle_s;
-        if (idle && ((st == T_LIVE && atomic_load_explicit(&t->implicit, memory_order_relaxed)) ||
+        if (idle && ((st == T_LIVE && atomic_load_explicit(&t->implicit, memory_order_relaxed) &&
+                      !rule_names_locked(r, id)) ||
                      st == T_QUARANTINE))
             c[nc++] = (struct cand){.id = id, .from = st};
     }
@@ -1465,8 +1477,12 @@ size_t tenant_reclaim(struct tenant_reg *r)
     pthread_mutex_lock(&r->lock);
     for (size_t i = 0; i < nc; i++) {
         struct tenant *t = &r->t[c[i].id];
-        /* touched or opened while the hooks were asked: used, not idle */
-        if (c[i].busy || used_since_look(t)) {
+        /* touched or opened while the hooks were asked: used, not idle; registered meanwhile
+         * (tenant_register of its name: no longer implicit, perhaps named by a new rule): kept */
+        if (c[i].busy || used_since_look(t) ||
+            atomic_load_explicit(&t->state, memory_order_relaxed) != c[i].from ||
+            (c[i].from == T_LIVE && (!atomic_load_explicit(&t->implicit, memory_order_relaxed) ||
+                                     rule_names_locked(r, c[i].id)))) {
             c[i].busy = true;
             continue;
         }

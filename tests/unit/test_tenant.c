@@ -728,6 +728,67 @@ static void test_reclaim(void **state)
     tenant_reg_free(r);
 }
 
+/* A hook that registers an implicit tenant's name while the sweep asks it (the hooks run without
+ * the registry lock, as POST /v1/tenants may then): the sweep must keep the now explicit tenant. */
+static struct tenant_reg *g_reg_in_hook;
+static const char *g_reg_name;
+static const struct tenant_rule *g_reg_rule;
+
+static bool registering_hook(void *ud, uint32_t id)
+{
+    (void)ud;
+    if (g_reg_name && strcmp(tenant_name(g_reg_in_hook, id), g_reg_name) == 0)
+        assert_int_equal(tenant_register(g_reg_in_hook, g_reg_name, NULL, g_reg_rule, NULL, NULL),
+                         0);
+    return false;
+}
+
+static void test_reclaim_registered_meanwhile(void **state)
+{
+    (void)state;
+    g_now_s = 1000;
+    struct tenant_reg *r = reg_with((struct tenant_reg_config){
+        .idle_reclaim_s = 100, .now_s = fake_now_s, .slurm_cgroup_root = "/slurm"});
+    tenant_reclaim_hooks_set(r, &(struct tenant_reclaim_hooks){.busy = registering_hook});
+    g_reg_in_hook = r;
+    proc_put(211, 1000, "0::/slurm/job_511\n", NULL, 0);
+    proc_put(212, 1000, "0::/slurm/job_512\n", NULL, 0);
+    proc_put(213, 1000, "0::/slurm/job_513\n", NULL, 0);
+    uint32_t a = tenant_resolve(r, 211, 0, 0).tenant;
+    uint32_t b = tenant_resolve(r, 212, 0, 0).tenant;
+    uint32_t c = tenant_resolve(r, 213, 0, 0).tenant;
+    assert_string_equal(tenant_name(r, a), "slurm-511");
+    assert_int_equal(tenant_reclaim(r), 0); /* touched: idle from now */
+    g_now_s += 50;
+    assert_int_equal(tenant_find(r, "slurm-512", NULL), 0); /* b: idle from the next sweep */
+    g_now_s += 50;
+    /* a registered without a rule, b with one (uid 1000), both while the sweep asks the hook;
+     * c is reclaimed */
+    g_reg_name = "slurm-511";
+    g_reg_rule = NULL;
+    struct tenant_rule rule = {.tenant = "slurm-512", .has_uid = true, .uid = 1000};
+    assert_int_equal(tenant_reclaim(r), 1);
+    assert_true(tenant_in_use(r, a));
+    assert_false(tenant_in_use(r, c));
+    g_now_s += 100;
+    g_reg_name = "slurm-512";
+    g_reg_rule = &rule;
+    assert_int_equal(tenant_reclaim(r), 0);
+    assert_true(tenant_in_use(r, b));
+    assert_string_equal(tenant_name(r, b), "slurm-512");
+    /* registered: never reclaimed later either; the rule's id stays its tenant's */
+    g_reg_name = NULL;
+    g_now_s += 1000;
+    (void)tenant_reclaim(r);
+    (void)tenant_reclaim(r);
+    assert_true(tenant_in_use(r, a));
+    assert_true(tenant_in_use(r, b));
+    assert_string_equal(tenant_name(r, b), "slurm-512");
+    assert_string_equal(tenant_name(r, a), "slurm-511");
+    g_reg_in_hook = NULL;
+    tenant_reg_free(r);
+}
+
 /* Implicit tenants stay within max_tenants - reserved_ids, so explicit ones find ids; one uid
  * creates at most implicit_per_minute job tenants a minute. */
 static void test_reserve_rate(void **state)
@@ -1550,6 +1611,7 @@ int main(void)
         cmocka_unit_test(test_pidfd_thread),
         cmocka_unit_test(test_pidfd_window),
         cmocka_unit_test(test_reclaim),
+        cmocka_unit_test(test_reclaim_registered_meanwhile),
         cmocka_unit_test(test_concurrent),
         cmocka_unit_test(test_pidfd_concurrent),
     };
