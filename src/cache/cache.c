@@ -151,7 +151,7 @@
 #define MAX_FETCHES_DEFAULT 64
 #define DISK_OPEN_FILES 1024     /* block files kept open for disk hits (disk_fdcache) */
 #define CACHE_TENANTS_DEFAULT 64 /* the tenant registry's default max_tenants */
-#define CACHE_TENANTS_MAX 65536u /* the registry's limit */
+#define CACHE_TENANTS_MAX TIER_TENANT_IDS_MAX /* the registry's id limit */
 
 #define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 

@@ -27,6 +27,9 @@ enum tier_io_class {
 /* Tenant ids fixed by every registry. */
 #define TIER_TENANT_DEFAULT 0u /* "default": root, pid 0 (all with fallback = default) */
 #define TIER_TENANT_OTHER 1u   /* "other": tenants beyond the registry's cap fold here */
+/* Tenant ids at most: [tenants] max_tenants' limit (TENANT_MAX_TENANTS_LIMIT) and the id of
+ * "retired" (idle_reclaim) beyond it; the bound of the telemetry, the cache and dmClock. */
+#define TIER_TENANT_IDS_MAX 65537u
 
 struct tier_ioctx {
     uint32_t tenant; /* TIER_TENANT_DEFAULT when unknown */

@@ -70,7 +70,7 @@
 #include "common/ioctx.h"
 
 #define DMC_OP_COST_DEFAULT (64u * 1024u)
-#define DMC_MAX_TENANTS 65536u /* tenant ids at most (TENANT_MAX_TENANTS_LIMIT) */
+#define DMC_MAX_TENANTS TIER_TENANT_IDS_MAX /* tenant ids at most (tenant_id_limit()) */
 #define DMC_WEIGHT_MAX 10000u
 #define DMC_LIMIT_SLACK_NS 20000000ull /* S: lateness a limited client keeps, 20 ms */
 

@@ -26,7 +26,7 @@
 #include "telemetry/tele_int.h"
 
 #define DEFAULT_MAX_TENANTS 64
-#define MAX_MAX_TENANTS 65536
+#define MAX_MAX_TENANTS TIER_TENANT_IDS_MAX /* tenant_id_limit() at the max_tenants limit */
 
 /* The sizes docs/ARCHITECTURE.md and telemetry.h state. */
 _Static_assert(sizeof(struct tele_hist) == 6952, "update the memory figures in the docs");

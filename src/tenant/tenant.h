@@ -125,6 +125,8 @@ const char *tenant_cgroup_prefix_problem(const char *prefix);
 
 #define TENANT_MAX_TENANTS_DEFAULT 64
 #define TENANT_MAX_TENANTS_LIMIT 65536
+_Static_assert(TENANT_MAX_TENANTS_LIMIT + 1 == TIER_TENANT_IDS_MAX,
+               "the id limit (tenant_id_limit) is max_tenants and the retired id");
 #define TENANT_PID_CACHE_DEFAULT 4096
 #define TENANT_PID_CACHE_LIMIT (1u << 20)
 #define TENANT_RULES_MAX 4096 /* rules in all, config and API together */

@@ -232,6 +232,16 @@ static void test_live_change(void **state)
     assert_int_equal(st.charged_bytes, 6 * BS);
     check(c);
     cache_close(c);
+    /* at the registry's id limit (max_tenants 65536 and the retired id): the top id has its own
+     * account, one more is refused */
+    cfg.max_tenants = TIER_TENANT_IDS_MAX + 1;
+    assert_int_equal(cache_open(&cfg, &c), -EINVAL);
+    cfg.max_tenants = TIER_TENANT_IDS_MAX;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    read_block(c, be, "k0001", TIER_TENANT_IDS_MAX - 1);
+    assert_int_equal(tstats(c, TIER_TENANT_IDS_MAX - 1).blocks, 1);
+    check(c);
+    cache_close(c);
     backend_free(be);
 }
 

@@ -306,6 +306,20 @@ static void test_fold_beyond_max_tenants(void **state)
     assert_non_null(find_op(j, 0, "training", "read", "ram"));
     json_decref(j);
     telemetry_free(t);
+    /* at the registry's id limit (max_tenants 65536 and the retired id): the top id its own */
+    assert_int_equal(
+        telemetry_new(&(struct telemetry_config){.max_tenants = TIER_TENANT_IDS_MAX + 1}, &t),
+        -EINVAL);
+    assert_int_equal(
+        telemetry_new(&(struct telemetry_config){.max_tenants = TIER_TENANT_IDS_MAX}, &t), 0);
+    tele_op_record(t,
+                   &(struct tier_ioctx){.tenant = TIER_TENANT_IDS_MAX - 1, .cls = TIER_IO_TRAINING},
+                   TELE_OP_READ, TELE_TIER_RAM, 1, 7, 0);
+    j = render_json(t, NULL);
+    assert_non_null(find_op(j, TIER_TENANT_IDS_MAX - 1, "training", "read", "ram"));
+    assert_null(find_op(j, 1, "training", "read", "ram"));
+    json_decref(j);
+    telemetry_free(t);
 }
 
 /* sum of "ops", "bytes" and "errors" over every op series of a /v1/telemetry answer, and of the
