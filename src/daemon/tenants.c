@@ -15,7 +15,9 @@
 #include "hints/hints.h"
 #include "daemon/tierd.h"
 #include "qos/sched.h"
+#include "stage/stage.h"
 #include "telemetry/telemetry.h"
+#include "writeback/wb.h"
 #include "tenant/tenant.h"
 
 int tierd_tenants_open(const struct tierd_config *cfg, struct tenant_reg **out)
@@ -65,8 +67,8 @@ int tierd_tenants_open(const struct tierd_config *cfg, struct tenant_reg **out)
 
 /* Reclaim (tenant.h): what an implicit tenant may hold that its id's next tenant must not
  * inherit: hot-tier bytes (its quota charge, hinted blocks included), hint sets, QoS parameters
- * of its own or calls queued in a lane. While it holds any, it is not reclaimed. Pinned blocks
- * are charged to nobody. */
+ * of its own, calls queued in a lane, running staging jobs or write-back files not uploaded. While
+ * it holds any, it is not reclaimed. Pinned blocks are charged to nobody. */
 bool tierd_tenant_holds(void *ud, uint32_t id)
 {
     struct tierd *d = ud;
@@ -82,7 +84,13 @@ bool tierd_tenant_holds(void *ud, uint32_t id)
         return true;
     /* one count under the engine's lock: a list sized by one call and filled by another could
      * meet a set created in between */
-    return d->hints && hints_tenant_sets(d->hints, id) > 0;
+    if (d->hints && hints_tenant_sets(d->hints, id) > 0)
+        return true;
+    /* staging jobs it runs: their reads are charged to it */
+    if (d->stages && stage_tenant_running(d->stages, id) > 0)
+        return true;
+    /* write-back files it wrote and that are not uploaded yet: their uploads run as it */
+    return d->wb && wb_tenant_pending(d->wb, id) > 0;
 }
 
 /* Reclaim: id's telemetry into "retired", its dmClock clients reset, its reads forgotten by the

@@ -800,6 +800,21 @@ int stage_cancel(struct stage_registry *r, uint64_t job_id)
     return rc;
 }
 
+size_t stage_tenant_running(struct stage_registry *r, uint32_t tenant)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&r->mu);
+    for (struct stage_job *j = r->jobs; j; j = j->next) {
+        if (j->io.tenant != tenant)
+            continue;
+        pthread_mutex_lock(&j->mu);
+        n += j->p.state == STAGE_RUNNING;
+        pthread_mutex_unlock(&j->mu);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
 int stage_progress_get(struct stage_registry *r, uint64_t job_id, struct stage_progress *p)
 {
     int rc = -ENOENT;

@@ -64,6 +64,9 @@ int stage_start_for(struct stage_registry *r, uint32_t tenant, const char *const
  * with "staging cancelled"; a worker finishes the block it is fetching first. 0 (also for a
  * finished job) or -ENOENT. */
 int stage_cancel(struct stage_registry *r, uint64_t job_id);
+/* Running jobs staging for tenant (stage_start_for): their reads are charged to it. Reclaim asks
+ * it (tenant.h). */
+size_t stage_tenant_running(struct stage_registry *r, uint32_t tenant);
 /* -ENOENT for an unknown id. */
 int stage_progress_get(struct stage_registry *r, uint64_t job_id, struct stage_progress *p);
 

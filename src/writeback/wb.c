@@ -1881,6 +1881,17 @@ void wb_stats_get(struct wb *wb, struct wb_stats *st)
     pthread_mutex_unlock(&wb->lock);
 }
 
+size_t wb_tenant_pending(struct wb *wb, uint32_t tenant)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&wb->lock);
+    for (struct wb_entry *e = wb->head; e; e = e->next)
+        n += e->tenant == tenant &&
+             (e->state == WB_OPEN || e->state == WB_SEALED || e->state == WB_UPLOADING);
+    pthread_mutex_unlock(&wb->lock);
+    return n;
+}
+
 /* ---- retention ------------------------------------------------------------------------------- */
 
 static size_t dir_len(const char *key)

@@ -276,5 +276,8 @@ struct wb_stats {
     uint64_t demoted;                     /* local copies dropped (retention, wb_demote) */
 };
 void wb_stats_get(struct wb *wb, struct wb_stats *st);
+/* Files of tenant (wb_file_set_tenant, else wb_config.tenant) not uploaded yet: open, sealed or
+ * uploading (their uploads run as that tenant). Under the lock; reclaim asks it (tenant.h). */
+size_t wb_tenant_pending(struct wb *wb, uint32_t tenant);
 
 #endif

@@ -31,6 +31,7 @@
 #include "telemetry/telemetry.h"
 #include "tiers/backend.h"
 #include "tenant/tenant.h"
+#include "writeback/wb.h"
 
 static struct api_fixture fx;
 
@@ -1263,6 +1264,19 @@ static void test_tenants_reclaim(void **state)
         hints_free(d->hints);
         d->hints = NULL;
     }
+    /* a write-back file it writes keeps it until uploaded (the upload runs as x) */
+    struct wb_file *fh = NULL;
+    assert_int_equal(wb_file_create(d->wb, "cold", "ckpt/held-by-x", &fh), 0);
+    wb_file_set_tenant(fh, x);
+    assert_int_equal(wb_write(fh, "x\n", 2, 0), 2);
+    assert_int_equal(wb_tenant_pending(d->wb, x), 1);
+    assert_true(tierd_tenant_holds(d, x));
+    g_reclaim_now += 60;
+    assert_int_equal(tenant_reclaim(r), 0);
+    assert_int_equal(wb_file_close(fh), 0);
+    assert_int_equal(wb_wait(d->wb, "cold", "ckpt/held-by-x", 30000), 0);
+    assert_int_equal(wb_tenant_pending(d->wb, x), 0);
+    assert_false(tierd_tenant_holds(d, x));
     assert_int_equal(tenant_reclaim(r), 1);
     assert_false(tenant_in_use(r, x));
     tenant_reg_free(r);

@@ -375,7 +375,7 @@ static void test_stage_cancel_on_free(void **state)
 
     struct stage_ctx sc = stage_ctx_tierd(&F->d);
     assert_int_equal(stage_registry_new(&sc, &fa.r), 0);
-    assert_int_equal(stage_start(fa.r, paths, 1, false, &id), 0);
+    assert_int_equal(stage_start_for(fa.r, 7, paths, 1, false, &id), 0);
     assert_int_equal(id, 1); /* ids count per registry */
 
     /* Wait until a worker is inside a backend read, held at the gate. */
@@ -388,6 +388,9 @@ static void test_stage_cancel_on_free(void **state)
     }
     assert_int_equal(stage_progress_get(fa.r, id, &p), 0);
     assert_int_equal(p.state, STAGE_RUNNING);
+    /* a running job holds its tenant (reclaim's hook, tierd_tenant_holds) */
+    assert_int_equal(stage_tenant_running(fa.r, 7), 1);
+    assert_int_equal(stage_tenant_running(fa.r, 8), 0);
 
     /* Free the registry from another thread. It cancels the job, then waits for the worker held
      * at the gate. Once the job has left the registry (progress -ENOENT) it is cancelled. */
