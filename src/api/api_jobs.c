@@ -308,8 +308,10 @@ static unsigned jobs_resolve_stage(struct tierd *d, struct jobs_post *jp, struct
 static unsigned jobs_tenant(struct tierd *d, const struct jobs_post *jp, uint32_t *tenant,
                             struct api_reply *out)
 {
-    if (tenant_find(d->tenants, jp->tname, tenant) == 0)
-        return 0;
+    /* registered even when the name exists: an implicit tenant (slurm-N, resolved before the
+     * job was admitted) becomes explicit, so reclaim does not hand its id to another tenant
+     * while the job holds it (tenant_register: it takes the job's class; an explicit tenant of
+     * another class is -EEXIST and keeps its own) */
     tier_err_clear();
     enum tier_io_class cls = jp->cls;
     int rc = tenant_register(d->tenants, jp->tname, &cls, NULL, tenant, NULL);

@@ -1162,6 +1162,15 @@ static void test_tenants_trust(void **state)
     }
     assert_string_equal(first, "uid-2000");
     assert_int_equal(tenant_count(r), 7); /* and retired, an id beyond the cap */
+    /* a job admitted with an implicit tenant's name registers it: while the job holds the name
+     * (jobs.c), reclaim may not hand the id to another tenant */
+    uint32_t implicit_id = io.tenant;
+    assert_true(tenant_implicit(r, implicit_id));
+    json_decref(req("POST /v1/jobs\n\n{\"job\": 4260, \"tenant\": \"uid-2000\", "
+                    "\"cache_bytes\": 0}",
+                    200));
+    assert_false(tenant_implicit(r, implicit_id));
+    assert_int_equal(tenant_count(r), 7);
     io = tenant_resolve(r, getpid(), 2001, 2001);
     assert_int_equal(io.tenant, TIER_TENANT_OTHER);
     assert_int_equal(tenant_count(r), 7);
