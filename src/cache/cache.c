@@ -756,6 +756,19 @@ int cache_tenant_stats_get(struct cache *c, uint32_t tenant, struct cache_tenant
     return 0;
 }
 
+int cache_tenant_fold(struct cache *c, uint32_t tenant, uint32_t into)
+{
+    if (!c || tenant >= c->cfg.max_tenants || into >= c->cfg.max_tenants || tenant == into)
+        return -EINVAL;
+    pthread_mutex_lock(&c->own_mu);
+    struct qtenant *q = &c->qt[tenant], *to = &c->qt[into];
+    to->evictions += q->evictions;
+    to->evicted += q->evicted;
+    q->evictions = q->evicted = 0;
+    pthread_mutex_unlock(&c->own_mu);
+    return 0;
+}
+
 unsigned cache_max_tenants(const struct cache *c)
 {
     return c ? c->cfg.max_tenants : 0;

@@ -93,12 +93,15 @@ bool tierd_tenant_holds(void *ud, uint32_t id)
     return d->wb && wb_tenant_pending(d->wb, id) > 0;
 }
 
-/* Reclaim: id's telemetry into "retired", its dmClock clients reset, its reads forgotten by the
- * policies' log (called at retirement and again before the id's reuse: what came in between). */
+/* Reclaim: id's telemetry and quota-eviction counters into "retired", its dmClock clients reset,
+ * its reads forgotten by the policies' log (called at retirement and again before the id's reuse:
+ * what came in between). */
 static void tenant_retire(void *ud, uint32_t id)
 {
     struct tierd *d = ud;
     (void)tele_tenant_fold(d->tele, id, TENANT_RETIRED_ID);
+    if (d->cache)
+        (void)cache_tenant_fold(d->cache, id, TENANT_RETIRED_ID);
     if (d->sched)
         (void)sched_tenant_forget(d->sched, id);
     if (d->disk_sched)

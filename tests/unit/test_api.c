@@ -1286,8 +1286,19 @@ static void test_tenants_reclaim(void **state)
     assert_int_equal(wb_wait(d->wb, "cold", "ckpt/held-by-x", 30000), 0);
     assert_int_equal(wb_tenant_pending(d->wb, x), 0);
     assert_false(tierd_tenant_holds(d, x));
+    assert_int_equal(cache_tenant_stats_get(d->cache, x, &cs), 0);
+    assert_int_equal(cs.quota_evictions, 1); /* its quota of 1 byte above */
+    struct cache_tenant_stats rs;
+    assert_int_equal(cache_tenant_stats_get(d->cache, TENANT_RETIRED_ID, &rs), 0);
     assert_int_equal(tenant_reclaim(r), 1);
     assert_false(tenant_in_use(r, x));
+    /* retired: its quota-eviction counters went to "retired"; the id's next tenant counts from 0 */
+    assert_int_equal(cache_tenant_stats_get(d->cache, x, &cs), 0);
+    assert_int_equal(cs.quota_evictions, 0);
+    assert_int_equal(cs.quota_evicted_bytes, 0);
+    struct cache_tenant_stats rs2;
+    assert_int_equal(cache_tenant_stats_get(d->cache, TENANT_RETIRED_ID, &rs2), 0);
+    assert_int_equal(rs2.quota_evictions, rs.quota_evictions + 1);
     tenant_reg_free(r);
 }
 
