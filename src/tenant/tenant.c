@@ -1417,22 +1417,31 @@ static void index_rebuild_locked(struct tenant_reg *r)
             index_put(r, id);
 }
 
-/* Under lock: does a rule send callers to id? Such an id is never reclaimed: the rule would send
- * them to the id's next tenant. */
-static bool rule_names_locked(const struct tenant_reg *r, uint32_t id)
-{
-    for (size_t i = 0; i < r->nrules; i++)
-        if (r->rules[i]->tenant == id)
-            return true;
-    return false;
-}
-
 /* What a sweep may do to an id, decided under the lock, checked against the hooks outside it. */
 struct cand {
     uint32_t id;
     int from; /* T_LIVE (retire) or T_QUARANTINE (free) */
     bool busy;
 };
+
+/* Under lock: candidates (c[0..nc), by id ascending) a rule sends callers to are kept (busy):
+ * the rule would send them to the id's next tenant. One pass over the rules. */
+static void cand_mark_ruled_locked(const struct tenant_reg *r, struct cand *c, size_t nc)
+{
+    for (size_t i = 0; i < r->nrules && nc; i++) {
+        uint32_t id = r->rules[i]->tenant;
+        size_t lo = 0, hi = nc;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (c[mid].id < id)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < nc && c[lo].id == id)
+            c[lo].busy = true;
+    }
+}
 
 size_t tenant_reclaim(struct tenant_reg *r)
 {
@@ -1455,11 +1464,11 @@ size_t tenant_reclaim(struct tenant_reg *r)
                              atomic_load_explicit(&t->holds, memory_order_relaxed) > 0))
             t->since_s = now;
         bool idle = now >= t->since_s && now - t->since_s >= r->idle_s;
-        if (idle && ((st == T_LIVE && atomic_load_explicit(&t->implicit, memory_order_relaxed) &&
-                      !rule_names_locked(r, id)) ||
+        if (idle && ((st == T_LIVE && atomic_load_explicit(&t->implicit, memory_order_relaxed)) ||
                      st == T_QUARANTINE))
             c[nc++] = (struct cand){.id = id, .from = st};
     }
+    cand_mark_ruled_locked(r, c, nc);
     r->sweeping = c != NULL;
     pthread_mutex_unlock(&r->lock);
     if (!c)
@@ -1467,7 +1476,8 @@ size_t tenant_reclaim(struct tenant_reg *r)
     /* the holdings are asked without the registry lock (the hooks take the cache's and the
      * hints' locks); a hold taken after the answer is the race DESIGN bounds by the quarantine */
     for (size_t i = 0; i < nc; i++) {
-        c[i].busy = h.busy(h.ud, c[i].id);
+        if (!c[i].busy)
+            c[i].busy = h.busy(h.ud, c[i].id);
         /* an id leaving quarantine is folded (what was recorded in quarantine) before it is
          * free: once free, a new tenant may take it and record at once */
         if (!c[i].busy && c[i].from == T_QUARANTINE && h.retire)
@@ -1475,14 +1485,14 @@ size_t tenant_reclaim(struct tenant_reg *r)
     }
     size_t retired = 0;
     pthread_mutex_lock(&r->lock);
+    cand_mark_ruled_locked(r, c, nc); /* a rule added meanwhile */
     for (size_t i = 0; i < nc; i++) {
         struct tenant *t = &r->t[c[i].id];
         /* touched or opened while the hooks were asked: used, not idle; registered meanwhile
          * (tenant_register of its name: no longer implicit, perhaps named by a new rule): kept */
         if (c[i].busy || used_since_look(t) ||
             atomic_load_explicit(&t->state, memory_order_relaxed) != c[i].from ||
-            (c[i].from == T_LIVE && (!atomic_load_explicit(&t->implicit, memory_order_relaxed) ||
-                                     rule_names_locked(r, c[i].id)))) {
+            (c[i].from == T_LIVE && !atomic_load_explicit(&t->implicit, memory_order_relaxed))) {
             c[i].busy = true;
             continue;
         }
