@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test_common.c - unit tests for src/common: number parsing, bounded buffers, string helpers, the
- * escaping of control bytes in log lines. */
+/* test_common.c - unit tests for src/common: number parsing, bounded buffers, string helpers, vec.h
+ * and list.h, the escaping of control bytes in log lines. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,7 +16,9 @@
 #include "common/dynbuf.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "common/list.h"
 #include "common/strutil.h"
+#include "common/vec.h"
 
 static void test_parse_size(void **state)
 {
@@ -211,6 +213,79 @@ static void test_log_line_escaped(void **state)
     assert_null(strchr(buf, '\x1b'));
 }
 
+static void test_vec_grow(void **state)
+{
+    (void)state;
+    size_t cap = 0;
+    int *a = tier_vec_grow(NULL, &cap, 1, sizeof(int), 4);
+    assert_non_null(a);
+    assert_int_equal(cap, 4);
+    for (size_t i = 0; i < cap; i++)
+        assert_int_equal(a[i], 0);
+    a[3] = 7;
+    int *same = tier_vec_grow(a, &cap, 4, sizeof(int), 4);
+    assert_ptr_equal(same, a); /* room already: no realloc */
+    a = tier_vec_grow(a, &cap, 9, sizeof(int), 4);
+    assert_non_null(a);
+    assert_int_equal(cap, 16); /* 4 -> 8 -> 16 */
+    assert_int_equal(a[3], 7);
+    for (size_t i = 4; i < cap; i++)
+        assert_int_equal(a[i], 0); /* the new elements are zeroed */
+    size_t before = cap;
+    assert_null(tier_vec_grow(a, &cap, SIZE_MAX / 2, sizeof(int), 4)); /* overflows */
+    assert_int_equal(cap, before); /* a and cap unchanged on failure */
+    assert_int_equal(a[3], 7);
+    a = tier_vec_resize(a, &cap, 21, sizeof(int));
+    assert_non_null(a);
+    assert_int_equal(cap, 21);
+    assert_int_equal(a[20], 0);
+    free(a);
+}
+
+struct litem {
+    int v;
+    struct tier_list link;
+};
+
+static void test_list(void **state)
+{
+    (void)state;
+    struct tier_list head;
+    tier_list_init(&head);
+    assert_true(tier_list_empty(&head));
+    assert_null(tier_list_first(&head));
+    struct litem it[4];
+    for (int i = 0; i < 4; i++) {
+        it[i].v = i;
+        tier_list_init(&it[i].link);
+        assert_false(tier_list_linked(&it[i].link));
+    }
+    tier_list_push_tail(&head, &it[1].link);
+    tier_list_push_tail(&head, &it[2].link);
+    tier_list_push_head(&head, &it[0].link);
+    tier_list_push_tail(&head, &it[3].link);
+    int want = 0;
+    struct tier_list *l, *tmp;
+    tier_list_foreach(l, &head)
+    {
+        assert_int_equal(tier_list_entry(l, struct litem, link)->v, want);
+        want++;
+    }
+    assert_int_equal(want, 4);
+    assert_int_equal(tier_list_entry(tier_list_last(&head), struct litem, link)->v, 3);
+    assert_ptr_equal(tier_list_next(&head, &it[1].link), &it[2].link);
+    assert_null(tier_list_next(&head, &it[3].link));
+    assert_null(tier_list_prev(&head, &it[0].link));
+    tier_list_remove(&it[2].link);
+    assert_false(tier_list_linked(&it[2].link));
+    tier_list_remove(&it[2].link); /* twice: harmless */
+    assert_ptr_equal(tier_list_next(&head, &it[1].link), &it[3].link);
+    tier_list_foreach_safe(l, tmp, &head) tier_list_remove(l);
+    assert_true(tier_list_empty(&head));
+    for (int i = 0; i < 4; i++)
+        assert_false(tier_list_linked(&it[i].link));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -218,6 +293,7 @@ int main(void)
         cmocka_unit_test(test_strlcpy_hex),      cmocka_unit_test(test_dynbuf_bounded),
         cmocka_unit_test(test_err_msg),          cmocka_unit_test(test_log_escape),
         cmocka_unit_test(test_log_line_escaped), cmocka_unit_test(test_log_cut_utf8),
+        cmocka_unit_test(test_vec_grow),         cmocka_unit_test(test_list),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
