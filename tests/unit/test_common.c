@@ -272,7 +272,8 @@ static void test_list(void **state)
         want++;
     }
     assert_int_equal(want, 4);
-    assert_int_equal(tier_list_entry(tier_list_last(&head), struct litem, link)->v, 3);
+    struct tier_list *last = tier_list_last(&head);
+    assert_ptr_equal(last, &it[3].link);
     assert_ptr_equal(tier_list_next(&head, &it[1].link), &it[2].link);
     assert_null(tier_list_next(&head, &it[3].link));
     assert_null(tier_list_prev(&head, &it[0].link));
