@@ -1953,3 +1953,55 @@ void tierd_config_fini(struct tierd_config *cfg)
     free(cfg->strs);
     memset(cfg, 0, sizeof(*cfg));
 }
+
+/* ---- the lifecycle rules' view of a config (lifecycle.h) ------------------------------------ */
+
+void tierd_policy_view_of(const struct tierd_config *cfg, struct tierd_policy_view *v)
+{
+    size_t nkv = 0;
+    for (size_t i = 0; i < cfg->npolicies; i++) {
+        const struct tierd_policy_conf *pc = &cfg->policies[i];
+        v->sections[i] = (struct policy_section){
+            .name = pc->name, .line = pc->conf_line, .kv = &v->kv[nkv], .nkv = pc->nkv};
+        for (size_t k = 0; k < pc->nkv; k++)
+            v->kv[nkv++] = (struct policy_kv){
+                .key = pc->kv[k].key, .val = pc->kv[k].val, .line = pc->kv[k].line};
+    }
+    for (size_t b = 0; b < cfg->nbackends; b++)
+        v->backends[b] = cfg->backends[b].name;
+    v->conf = (struct policy_conf){
+        .file = cfg->file,
+        .sections = v->sections,
+        .nsections = cfg->npolicies,
+        .namespaces = cfg->namespaces,
+        .nnamespaces = cfg->nnamespaces,
+        .backends = v->backends,
+        .nbackends = cfg->nbackends,
+        .retention_keep = cfg->wb_retention_keep,
+        .disk_level = cfg->cache_disk_dir && cfg->cache.disk_bytes,
+    };
+}
+
+int policy_rules_build(const struct tierd_config *cfg, struct policy_rules *out, char *err,
+                       size_t errsz, int *err_line)
+{
+    struct tierd_policy_view *v = malloc(sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    tierd_policy_view_of(cfg, v);
+    int rc = policy_rules_build_conf(&v->conf, out, err, errsz, err_line);
+    free(v);
+    return rc;
+}
+
+int policy_engine_reload(struct policy_engine *pe, const struct tierd_config *cfg, char *err,
+                         size_t errsz)
+{
+    struct tierd_policy_view *v = malloc(sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    tierd_policy_view_of(cfg, v);
+    int rc = policy_engine_reload_conf(pe, &v->conf, err, errsz);
+    free(v);
+    return rc;
+}
