@@ -58,6 +58,7 @@
 #include "common/strutil.h"
 #include "cache/cache.h"
 #include "common/timeutil.h"
+#include "common/vec.h"
 #include "lifecycle/access.h"
 #include "datasets/dataset.h"
 #include "datasets/manifest.h"
@@ -387,14 +388,10 @@ static void files_free(struct pe_files *f)
 static int files_add(struct pe_files *f, const char *key, uint64_t size, int64_t mtime,
                      unsigned flags, const char *etag)
 {
-    if (f->n == f->cap) {
-        size_t nc = f->cap ? f->cap * 2 : 256;
-        struct policy_file *nv = realloc(f->v, nc * sizeof(*nv));
-        if (!nv)
-            return -ENOMEM;
-        f->v = nv;
-        f->cap = nc;
-    }
+    struct policy_file *nv = tier_vec_grow(f->v, &f->cap, f->n + 1, sizeof(*nv), 256);
+    if (!nv)
+        return -ENOMEM;
+    f->v = nv;
     char *k = strdup(key), *e = etag && *etag ? strdup(etag) : NULL;
     if (!k || (etag && *etag && !e)) {
         free(k);
@@ -1323,14 +1320,10 @@ static void db_prune_absent(struct policy_engine *pe, const struct policy_rule *
         if (strncmp(key, nsp, pl) == 0 &&
             bsearch(key + pl, files->v, files->n, sizeof(*files->v), file_find_cmp))
             continue; /* still there */
-        if (n == cap) {
-            size_t nc = cap ? cap * 2 : 64;
-            char **ng = realloc(gone, nc * sizeof(*ng));
-            if (!ng)
-                break;
-            gone = ng;
-            cap = nc;
-        }
+        char **ng = tier_vec_grow(gone, &cap, n + 1, sizeof(*ng), 64);
+        if (!ng)
+            break;
+        gone = ng;
         if ((gone[n] = strdup(key)) != NULL)
             n++;
     }
