@@ -1424,6 +1424,105 @@ static int run_pass(struct policy_engine *pe, struct pe_pass *ps)
     return rc;
 }
 
+/* The files of namespace n for a pass: its listing under the rules' common prefix (need_list),
+ * and the burst buffer's, merged by key. 0; 1 when they cannot be listed (logged, kept as
+ * last_error, and in *first_rc if it is the pass's first error: the namespace's rules wait);
+ * -ENOMEM. */
+static int gather_files(struct policy_engine *pe, size_t n, bool need_list, struct pe_files *files,
+                        int *first_rc)
+{
+    const struct policy_engine_ctx *cx = &pe->ctx;
+    struct tierd_ns *ns = &cx->ns[n];
+    const char *cp;
+    size_t cpl = common_prefix(&pe->rules, n, &cp);
+    char *prefix = NULL;
+    if (asprintf(&prefix, "%s%.*s", ns->conf->prefix ? ns->conf->prefix : "", (int)cpl, cp) < 0)
+        return -ENOMEM;
+    tier_err_clear();
+    int rc = need_list ? list_backend(ns, prefix, files) : 0;
+    if (rc == 0 && cx->wb && ns->conf->mode == TIERD_NS_WRITE_BACK)
+        rc = list_wb(cx, ns, prefix, files);
+    free(prefix);
+    if (rc) {
+        pthread_mutex_lock(&pe->lock);
+        snprintf(pe->last_error, sizeof(pe->last_error), "cannot list %s: %s", ns->conf->path,
+                 *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+        pthread_mutex_unlock(&pe->lock);
+        log_warn("policy: cannot list %s (its rules wait for the next pass): %s", ns->conf->path,
+                 *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+        files_free(files);
+        if (!*first_rc)
+            *first_rc = rc;
+        return 1;
+    }
+    files_merge(files);
+    return 0;
+}
+
+/* The tenant ids of namespace n's tenant rules (tenants come and go: slurm-<job>), and, when a
+ * rule of it has idle or tenant, each file's last use and its tenant (access.h). */
+static void note_uses(struct policy_engine *pe, size_t n, struct pe_files *files)
+{
+    const struct policy_engine_ctx *cx = &pe->ctx;
+    struct tierd_ns *ns = &cx->ns[n];
+    bool idle = false;
+    for (size_t i = 0; i < pe->rules.n; i++) {
+        struct policy_rule *r = &pe->rules.v[i];
+        if (r->ns != n)
+            continue;
+        idle = idle || r->idle_ms || r->tenant;
+        uint32_t id;
+        /* tenants come and go (slurm-<job>): the name's id now, or none */
+        if (r->tenant)
+            r->tenant_id =
+                cx->tenants && tenant_find(cx->tenants, r->tenant, &id) == 0 ? (int64_t)id : -1;
+    }
+    for (size_t i = 0; idle && pe->access && i < files->n; i++) {
+        char k[BACKEND_KEY_MAX + 1];
+        snprintf(k, sizeof(k), "%s%s", ns->conf->prefix ? ns->conf->prefix : "", files->v[i].key);
+        int64_t at = access_last(pe->access, ns->be->name, k, &files->v[i].tenant);
+        files->v[i].atime_ns = at > pe->start_ns ? at : pe->start_ns;
+    }
+}
+
+/* Rule i over files (of its namespace n): select, then act on each selected file (stopping
+ * early when the engine stops or the hot tier is below the rule's watermark again), then its
+ * staging job. sel: files->n entries. false when out of memory. */
+static bool run_rule(struct policy_engine *pe, struct pe_pass *ps, size_t i, size_t n,
+                     struct pe_files *files, size_t *sel)
+{
+    const struct policy_rule *r = &pe->rules.v[i];
+    if (r->dataset && mark_dataset(pe, r, &pe->ctx.ns[n], files) != 0)
+        return true; /* the version cannot be read: the rule waits (last_error says why) */
+    int64_t now = (int64_t)tier_now_real_ns();
+    size_t k = policy_select(r, files->v, files->n, now, hot_fill_pct(&pe->ctx, r->level), sel);
+    struct stage_batch *batch = calloc(1, sizeof(*batch));
+    if (!batch)
+        return false;
+    for (size_t j = 0; j < k; j++) {
+        pthread_mutex_lock(&pe->lock);
+        bool stop = pe->stopping;
+        pthread_mutex_unlock(&pe->lock);
+        if (stop)
+            break;
+        if (r->watermark_pct && !ps->dry_run &&
+            hot_fill_pct(&pe->ctx, r->level) <= r->watermark_pct)
+            break; /* below the watermark again */
+        if (policy_yields(&pe->rules, r, &files->v[sel[j]]))
+            continue; /* the namespace's own rule has it */
+        act(pe, ps, i, n, &files->v[sel[j]], batch);
+    }
+    if (ps->dry_run) {
+        for (size_t b = 0; b < batch->n; b++)
+            record(pe, ps, i, batch->paths[b], 0, 0, NULL);
+        batch_fini(batch);
+    } else {
+        start_batch(pe, ps, i, batch);
+    }
+    free(batch);
+    return true;
+}
+
 static int run_pass_rules(struct policy_engine *pe, struct pe_pass *ps)
 {
     const struct policy_engine_ctx *cx = &pe->ctx;
@@ -1441,99 +1540,32 @@ static int run_pass_rules(struct policy_engine *pe, struct pe_pass *ps)
         }
         if (!any)
             continue;
-        struct tierd_ns *ns = &cx->ns[n];
-        const char *cp;
-        size_t cpl = common_prefix(&pe->rules, n, &cp);
-        char *prefix = NULL;
-        if (asprintf(&prefix, "%s%.*s", ns->conf->prefix ? ns->conf->prefix : "", (int)cpl, cp) < 0)
-            return -ENOMEM;
         struct pe_files files = {0};
-        tier_err_clear();
-        int rc = need_list ? list_backend(ns, prefix, &files) : 0;
-        if (rc == 0 && cx->wb && ns->conf->mode == TIERD_NS_WRITE_BACK)
-            rc = list_wb(cx, ns, prefix, &files);
-        if (rc) {
-            pthread_mutex_lock(&pe->lock);
-            snprintf(pe->last_error, sizeof(pe->last_error), "cannot list %s: %s", ns->conf->path,
-                     *tier_err_msg() ? tier_err_msg() : strerror(-rc));
-            pthread_mutex_unlock(&pe->lock);
-            log_warn("policy: cannot list %s (its rules wait for the next pass): %s",
-                     ns->conf->path, *tier_err_msg() ? tier_err_msg() : strerror(-rc));
-            if (!first_rc)
-                first_rc = rc;
-            files_free(&files);
-            free(prefix);
+        int rc = gather_files(pe, n, need_list, &files, &first_rc);
+        if (rc < 0)
+            return rc;
+        if (rc)
             continue;
-        }
-        free(prefix);
-        files_merge(&files);
         ps->files += files.n;
-        bool idle = false;
-        for (size_t i = 0; i < pe->rules.n; i++) {
-            struct policy_rule *r = &pe->rules.v[i];
-            if (r->ns != n)
-                continue;
-            idle = idle || r->idle_ms || r->tenant;
-            uint32_t id;
-            /* tenants come and go (slurm-<job>): the name's id now, or none */
-            if (r->tenant)
-                r->tenant_id =
-                    cx->tenants && tenant_find(cx->tenants, r->tenant, &id) == 0 ? (int64_t)id : -1;
-        }
-        for (size_t i = 0; idle && pe->access && i < files.n; i++) {
-            char k[BACKEND_KEY_MAX + 1];
-            snprintf(k, sizeof(k), "%s%s", ns->conf->prefix ? ns->conf->prefix : "",
-                     files.v[i].key);
-            int64_t at = access_last(pe->access, ns->be->name, k, &files.v[i].tenant);
-            files.v[i].atime_ns = at > pe->start_ns ? at : pe->start_ns;
-        }
+        note_uses(pe, n, &files);
         size_t *sel = malloc((files.n ? files.n : 1) * sizeof(*sel));
         if (!sel) {
             files_free(&files);
             return -ENOMEM;
         }
-        for (size_t i = 0; i < pe->rules.n; i++) {
-            const struct policy_rule *r = &pe->rules.v[i];
-            if (r->ns != n || !rule_runs(pe, ps, i))
-                continue;
-            if (r->dataset && mark_dataset(pe, r, ns, &files) != 0)
-                continue; /* the version cannot be read: the rule waits (last_error says why) */
-            int64_t now = (int64_t)tier_now_real_ns();
-            size_t k = policy_select(r, files.v, files.n, now, hot_fill_pct(cx, r->level), sel);
-            struct stage_batch *batch = calloc(1, sizeof(*batch));
-            if (!batch)
+        for (size_t i = 0; i < pe->rules.n; i++)
+            if (pe->rules.v[i].ns == n && rule_runs(pe, ps, i) &&
+                !run_rule(pe, ps, i, n, &files, sel))
                 break;
-            for (size_t j = 0; j < k; j++) {
-                pthread_mutex_lock(&pe->lock);
-                bool stop = pe->stopping;
-                pthread_mutex_unlock(&pe->lock);
-                if (stop)
-                    break;
-                if (r->watermark_pct && !ps->dry_run &&
-                    hot_fill_pct(cx, r->level) <= r->watermark_pct)
-                    break; /* below the watermark again */
-                if (policy_yields(&pe->rules, r, &files.v[sel[j]]))
-                    continue; /* the namespace's own rule has it */
-                act(pe, ps, i, n, &files.v[sel[j]], batch);
-            }
-            if (ps->dry_run) {
-                for (size_t b = 0; b < batch->n; b++)
-                    record(pe, ps, i, batch->paths[b], 0, 0, NULL);
-                batch_fini(batch);
-            } else {
-                start_batch(pe, ps, i, batch);
-            }
-            free(batch);
-        }
         free(sel);
         /* a whole listing of the namespace: the copy journal forgets the files gone from it (not
          * after an empty one: a prefix directory gone for a moment must not cost every copy
          * again) */
+        const char *nsp = cx->ns[n].conf->prefix ? cx->ns[n].conf->prefix : "";
         for (size_t i = 0;
              need_list && files.n > 0 && ps->full && !ps->dry_run && pe->db && i < pe->rules.n; i++)
             if (pe->rules.v[i].ns == n && pe->rules.v[i].action == POLICY_COPY)
-                db_prune_absent(pe, &pe->rules.v[i], ns->conf->prefix ? ns->conf->prefix : "",
-                                &files);
+                db_prune_absent(pe, &pe->rules.v[i], nsp, &files);
         files_free(&files);
     }
     uint64_t ms = (tier_now_mono_ns() - t0) / 1000000;
