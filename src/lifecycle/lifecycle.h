@@ -124,7 +124,7 @@ struct policy_section {
 };
 
 /* What the rules are built from: the slice of the config they read, borrowed for the call
- * (src/daemon/config.c makes it from a struct tierd_config: tierd_policy_conf). */
+ * (src/daemon/config.c makes it from a struct tierd_config: tierd_policy_view_of). */
 struct policy_conf {
     const char *file;                      /* the config's name, for messages ("FILE:LINE: ...") */
     const struct policy_section *sections; /* in config order */
@@ -199,7 +199,8 @@ struct policy_engine;
 
 /* What the engine uses, borrowed from its opener (the daemon: policy_engine_ctx_tierd in
  * src/daemon/wiring.c; the tests build one by hand), which keeps every member valid until
- * policy_engine_free. NULL members: that part is absent (no cache, no burst buffer, ...). */
+ * policy_engine_free. NULL members: that part is absent (no cache, no burst buffer, ...). The
+ * engine's copy is read-only (its thread and the callers of its functions read it unlocked). */
 struct policy_engine_ctx {
     /* the rules' source: read by policy_engine_start only (not kept) */
     const struct policy_conf *conf;
