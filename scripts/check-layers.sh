@@ -41,7 +41,7 @@ declare -A allow=(
 
 # core/state.h is the daemon's whole state: only these folders still include it; the others see
 # core/ns.h (a namespace) and are opened with a context of what they use.
-state_users="core daemon api fuse datasets lifecycle"
+state_users="core daemon api fuse datasets"
 
 status=0
 edges=$(find src -name '*.[ch]' | sort | while IFS= read -r f; do

@@ -1035,126 +1035,141 @@ static void policy_pair(struct parser *p, const struct raw_section *sec, const s
     pc->nkv++;
 }
 
-static void classify_sections(struct parser *p)
+/* The kind of section s (its first word), its argument (the rest, blanks skipped) in *arg; -1
+ * (reported) for an unknown one. */
+static int section_kind(struct parser *p, const struct raw_section *s, const char **arg)
+{
+    char word[64];
+    const char *sp = strpbrk(s->name, " \t");
+    size_t wl = sp ? (size_t)(sp - s->name) : strlen(s->name);
+    tier_strlcpy(word, s->name, wl + 1 < sizeof(word) ? wl + 1 : sizeof(word));
+    *arg = sp ? sp : "";
+    while (**arg == ' ' || **arg == '\t')
+        (*arg)++;
+    int kind = -1;
+    for (int k = 0; k < SEC_BAD; k++)
+        if (strcmp(word, sec_names[k]) == 0)
+            kind = k;
+    if (kind < 0) {
+        const char *near = config_key_closest(word, sec_names, SEC_BAD);
+        if (near)
+            fail(p, s->line, "unknown section [%s] (did you mean [%s%s]?)", s->name, near,
+                 sec_arg_hint(near));
+        else
+            fail(p, s->line,
+                 "unknown section [%s] (allowed: [daemon], [cache], [mount], [api], "
+                 "[writeback], [tenants], [backend NAME], [namespace /PATH], [tenant NAME], "
+                 "[class NAME], [policy NAME])",
+                 s->name);
+    }
+    return kind;
+}
+
+/* A section without a name ([daemon], [cache], ...): once each. singleton_line: the line of
+ * each kind's first, 0 none yet. */
+static void classify_singleton(struct parser *p, struct raw_section *s, int kind, const char *arg,
+                               int *singleton_line)
+{
+    if (*arg) {
+        fail(p, s->line, "section [%s] takes no name (write [%s])", s->name, sec_names[kind]);
+        return;
+    }
+    if (singleton_line[kind]) {
+        fail(p, s->line, "duplicate section [%s] (first at line %d; merge them)", s->name,
+             singleton_line[kind]);
+        return;
+    }
+    singleton_line[kind] = s->line;
+    s->kind = (enum sec_kind)kind;
+}
+
+static void classify_backend(struct parser *p, struct raw_section *s, const char *arg)
 {
     struct tierd_config *c = p->cfg;
+    if (!*arg || !valid_backend_name(arg)) {
+        fail(p, s->line,
+             "[%s]: a backend needs a name of letters, digits, '_', '-', '.' (like "
+             "[backend warm])",
+             s->name);
+        return;
+    }
+    bool dup = false;
+    for (size_t b = 0; b < c->nbackends; b++) {
+        if (strcmp(c->backends[b].name, arg) == 0) {
+            fail(p, s->line, "duplicate backend '%s' (first at line %d)", arg,
+                 c->backends[b].conf_line);
+            dup = true;
+        }
+    }
+    if (dup)
+        return;
+    if (c->nbackends == TIERD_MAX_BACKENDS) {
+        fail(p, s->line, "too many backends (at most %d)", TIERD_MAX_BACKENDS);
+        return;
+    }
+    struct tierd_backend_conf *b = &c->backends[c->nbackends];
+    b->name = own_str(p, arg);
+    b->conf_line = s->line;
+    b->posix.name = b->name;
+    b->s3.name = b->name;
+    s->index = (int)c->nbackends++;
+    s->kind = SEC_BACKEND;
+}
+
+static void classify_namespace(struct parser *p, struct raw_section *s, const char *arg)
+{
+    struct tierd_config *c = p->cfg;
+    const char *problem = *arg ? ns_path_problem(arg) : "is missing";
+    if (problem) {
+        fail(p, s->line,
+             "[%s]: the namespace path %s (allowed: an absolute mount sub-path like "
+             "[namespace /datasets])",
+             s->name, problem);
+        return;
+    }
+    for (size_t n = 0; n < c->nnamespaces; n++) {
+        const struct tierd_ns_conf *o = &c->namespaces[n];
+        if (path_covers(o->path, arg) || path_covers(arg, o->path)) {
+            fail(p, s->line,
+                 "namespace %s overlaps namespace %s (line %d); namespaces must be disjoint", arg,
+                 o->path, o->conf_line);
+            return;
+        }
+    }
+    if (c->nnamespaces == TIERD_MAX_NAMESPACES) {
+        fail(p, s->line, "too many namespaces (at most %d)", TIERD_MAX_NAMESPACES);
+        return;
+    }
+    struct tierd_ns_conf *ns = &c->namespaces[c->nnamespaces];
+    ns->path = own_str(p, arg);
+    ns->conf_line = s->line;
+    ns->mode = TIERD_NS_READ_CACHE;
+    s->index = (int)c->nnamespaces++;
+    s->kind = SEC_NAMESPACE;
+}
+
+/* Each section's kind (and, for a named one, its entry in the config), in file order. */
+static void classify_sections(struct parser *p)
+{
     int singleton_line[SEC_BACKEND] = {0};
     for (size_t i = 0; i < p->nsecs; i++) {
         struct raw_section *s = &p->secs[i];
-        char word[64];
-        const char *sp = strpbrk(s->name, " \t");
-        size_t wl = sp ? (size_t)(sp - s->name) : strlen(s->name);
-        tier_strlcpy(word, s->name, wl + 1 < sizeof(word) ? wl + 1 : sizeof(word));
-        const char *arg = sp ? sp : "";
-        while (*arg == ' ' || *arg == '\t')
-            arg++;
-        int kind = -1;
-        for (int k = 0; k < SEC_BAD; k++)
-            if (strcmp(word, sec_names[k]) == 0)
-                kind = k;
-        if (kind < 0) {
-            const char *near = config_key_closest(word, sec_names, SEC_BAD);
-            if (near)
-                fail(p, s->line, "unknown section [%s] (did you mean [%s%s]?)", s->name, near,
-                     sec_arg_hint(near));
-            else
-                fail(p, s->line,
-                     "unknown section [%s] (allowed: [daemon], [cache], [mount], [api], "
-                     "[writeback], [tenants], [backend NAME], [namespace /PATH], [tenant NAME], "
-                     "[class NAME], [policy NAME])",
-                     s->name);
+        const char *arg;
+        int kind = section_kind(p, s, &arg);
+        if (kind < 0)
             continue;
-        }
-        if (kind < SEC_BACKEND) {
-            if (*arg) {
-                fail(p, s->line, "section [%s] takes no name (write [%s])", s->name,
-                     sec_names[kind]);
-                continue;
-            }
-            if (singleton_line[kind]) {
-                fail(p, s->line, "duplicate section [%s] (first at line %d; merge them)", s->name,
-                     singleton_line[kind]);
-                continue;
-            }
-            singleton_line[kind] = s->line;
-            s->kind = (enum sec_kind)kind;
-            continue;
-        }
-        if (kind == SEC_BACKEND) {
-            if (!*arg || !valid_backend_name(arg)) {
-                fail(p, s->line,
-                     "[%s]: a backend needs a name of letters, digits, '_', '-', '.' (like "
-                     "[backend warm])",
-                     s->name);
-                continue;
-            }
-            bool dup = false;
-            for (size_t b = 0; b < c->nbackends; b++) {
-                if (strcmp(c->backends[b].name, arg) == 0) {
-                    fail(p, s->line, "duplicate backend '%s' (first at line %d)", arg,
-                         c->backends[b].conf_line);
-                    dup = true;
-                }
-            }
-            if (dup)
-                continue;
-            if (c->nbackends == TIERD_MAX_BACKENDS) {
-                fail(p, s->line, "too many backends (at most %d)", TIERD_MAX_BACKENDS);
-                continue;
-            }
-            struct tierd_backend_conf *b = &c->backends[c->nbackends];
-            b->name = own_str(p, arg);
-            b->conf_line = s->line;
-            b->posix.name = b->name;
-            b->s3.name = b->name;
-            s->index = (int)c->nbackends++;
-            s->kind = SEC_BACKEND;
-            continue;
-        }
-        if (kind == SEC_TENANT) {
+        if (kind < SEC_BACKEND)
+            classify_singleton(p, s, kind, arg, singleton_line);
+        else if (kind == SEC_BACKEND)
+            classify_backend(p, s, arg);
+        else if (kind == SEC_TENANT)
             classify_tenant(p, s, arg);
-            continue;
-        }
-        if (kind == SEC_CLASS) {
+        else if (kind == SEC_CLASS)
             classify_class(p, s, arg);
-            continue;
-        }
-        if (kind == SEC_POLICY) {
+        else if (kind == SEC_POLICY)
             classify_policy(p, s, arg);
-            continue;
-        }
-        /* namespace */
-        const char *problem = *arg ? ns_path_problem(arg) : "is missing";
-        if (problem) {
-            fail(p, s->line,
-                 "[%s]: the namespace path %s (allowed: an absolute mount sub-path like "
-                 "[namespace /datasets])",
-                 s->name, problem);
-            continue;
-        }
-        bool clash = false;
-        for (size_t n = 0; n < c->nnamespaces; n++) {
-            const struct tierd_ns_conf *o = &c->namespaces[n];
-            if (path_covers(o->path, arg) || path_covers(arg, o->path)) {
-                fail(p, s->line,
-                     "namespace %s overlaps namespace %s (line %d); namespaces must be disjoint",
-                     arg, o->path, o->conf_line);
-                clash = true;
-                break;
-            }
-        }
-        if (clash)
-            continue;
-        if (c->nnamespaces == TIERD_MAX_NAMESPACES) {
-            fail(p, s->line, "too many namespaces (at most %d)", TIERD_MAX_NAMESPACES);
-            continue;
-        }
-        struct tierd_ns_conf *ns = &c->namespaces[c->nnamespaces];
-        ns->path = own_str(p, arg);
-        ns->conf_line = s->line;
-        ns->mode = TIERD_NS_READ_CACHE;
-        s->index = (int)c->nnamespaces++;
-        s->kind = SEC_NAMESPACE;
+        else
+            classify_namespace(p, s, arg);
     }
 }
 
@@ -1179,97 +1194,121 @@ static void backend_types(struct parser *p)
     }
 }
 
-static void apply_pairs(struct parser *p)
+/* The struct the keys of section sec set (the config, or its entry), and its backend type (for
+ * a backend: BT_POSIX or BT_S3; else BT_ANY); NULL for a backend with no valid type (reported
+ * elsewhere). */
+static void *pair_base(struct parser *p, const struct raw_section *sec, int *btype)
 {
     struct tierd_config *c = p->cfg;
-    for (size_t i = 0; i < p->npairs; i++) {
-        struct raw_pair *kv = &p->pairs[i];
-        if (kv->sec < 0) {
-            fail(p, kv->line,
-                 "key '%s' is outside any section (put it under [daemon], [cache], [mount], "
-                 "[api], [writeback], [tenants], [backend NAME], [namespace /PATH], "
-                 "[tenant NAME], [class NAME] or [policy NAME])",
-                 kv->key);
-            continue;
-        }
-        struct raw_section *sec = &p->secs[kv->sec];
-        if (sec->kind == SEC_BAD)
-            continue; /* already reported */
-        if (sec->kind == SEC_POLICY) {
-            policy_pair(p, sec, kv);
-            continue;
-        }
-        const struct keydef *t = tables[sec->kind];
-        void *base = c;
-        int btype = BT_ANY;
-        if (sec->kind == SEC_BACKEND) {
-            struct tierd_backend_conf *b = &c->backends[sec->index];
-            base = b;
-            if (!b->type)
-                continue; /* missing or bad type: reported elsewhere */
-            btype = strcmp(b->type, "posix") == 0 ? BT_POSIX : BT_S3;
-        } else if (sec->kind == SEC_NAMESPACE) {
-            base = &c->namespaces[sec->index];
-        } else if (sec->kind == SEC_TENANT) {
-            base = &c->tenants[sec->index];
-        } else if (sec->kind == SEC_CLASS) {
-            base = &c->classes[sec->index];
-        }
-        int idx = -1;
-        for (int k = 0; t[k].name; k++)
-            if (strcmp(t[k].name, kv->key) == 0 && (t[k].btype == BT_ANY || t[k].btype == btype))
-                idx = k;
-        if (idx < 0) {
-            unknown_key(p, sec, t, btype, kv->key, kv->line);
-            continue;
-        }
-        if (sec->seen & (1ULL << idx)) {
-            fail(p, kv->line, "duplicate key '%s' in [%s] (keep one)", kv->key, sec->name);
-            continue;
-        }
-        sec->seen |= 1ULL << idx;
-        if (set_value(p, &t[idx], base, sec->name, kv->val, kv->line))
-            continue;
-        if (sec->kind == SEC_NAMESPACE && strcmp(kv->key, "backend") == 0)
-            p->ns_backend_line[sec->index] = kv->line;
-        if (sec->kind == SEC_NAMESPACE && strcmp(kv->key, "durability") == 0)
-            p->ns_durability_line[sec->index] = kv->line;
-        if (sec->kind == SEC_API && strcmp(kv->key, "tcp") == 0)
-            p->tcp_line = kv->line;
-        if (sec->kind == SEC_API && idx < 24)
-            p->api_line[idx] = kv->line;
-        if (sec->kind == SEC_WRITEBACK)
-            p->wb_line = sec->line;
-        if (sec->kind == SEC_MOUNT && strcmp(kv->key, "attr_ttl") == 0)
-            c->attr_ttl_set = true;
-        if (sec->kind == SEC_MOUNT && strcmp(kv->key, "entry_ttl") == 0)
-            c->entry_ttl_set = true;
-        if (sec->kind == SEC_TENANTS && strcmp(kv->key, "max_tenants") == 0)
-            p->max_tenants_line = kv->line;
-        if (sec->kind == SEC_TENANTS && strcmp(kv->key, "reserved_ids") == 0)
-            p->reserved_ids_line = kv->line;
-        if (sec->kind == SEC_TENANTS && strcmp(kv->key, "cache_quota") == 0)
-            p->cache_quota_line = kv->line;
-        if (sec->kind == SEC_TENANT && strcmp(kv->key, "cache_quota") == 0)
-            c->tenants[sec->index].cache_quota_line = kv->line;
-        if (sec->kind == SEC_CACHE && strcmp(kv->key, "pin_size") == 0)
-            p->set_pin_size = true;
-        if (sec->kind == SEC_BACKEND && strcmp(kv->key, "request_timeout") == 0)
-            p->set_request_timeout[sec->index] = true;
-        if (sec->kind == SEC_BACKEND && strcmp(kv->key, "connect_timeout") == 0)
-            p->set_connect_timeout[sec->index] = true;
-        if (sec->kind == SEC_BACKEND && strcmp(kv->key, "link_capacity") == 0)
-            c->backends[sec->index].link_capacity_line = kv->line;
-        if (sec->kind == SEC_TENANT || sec->kind == SEC_CLASS) {
-            struct tierd_qos_conf *q =
-                sec->kind == SEC_TENANT ? &c->tenants[sec->index].qos : &c->classes[sec->index];
-            if (strcmp(kv->key, "reservation") == 0)
-                q->reservation_line = kv->line;
-            if (strcmp(kv->key, "limit") == 0)
-                q->limit_line = kv->line;
-        }
+    *btype = BT_ANY;
+    switch (sec->kind) {
+    case SEC_BACKEND: {
+        struct tierd_backend_conf *b = &c->backends[sec->index];
+        if (!b->type)
+            return NULL;
+        *btype = strcmp(b->type, "posix") == 0 ? BT_POSIX : BT_S3;
+        return b;
     }
-    /* required keys, reported at the section's line */
+    case SEC_NAMESPACE:
+        return &c->namespaces[sec->index];
+    case SEC_TENANT:
+        return &c->tenants[sec->index];
+    case SEC_CLASS:
+        return &c->classes[sec->index];
+    default:
+        return c;
+    }
+}
+
+/* Where the keys the later checks name were set (key idx of sec's table, set from kv). */
+static void note_pair(struct parser *p, const struct raw_section *sec, const struct raw_pair *kv,
+                      int idx)
+{
+    struct tierd_config *c = p->cfg;
+    if (sec->kind == SEC_NAMESPACE && strcmp(kv->key, "backend") == 0)
+        p->ns_backend_line[sec->index] = kv->line;
+    if (sec->kind == SEC_NAMESPACE && strcmp(kv->key, "durability") == 0)
+        p->ns_durability_line[sec->index] = kv->line;
+    if (sec->kind == SEC_API && strcmp(kv->key, "tcp") == 0)
+        p->tcp_line = kv->line;
+    if (sec->kind == SEC_API && idx < 24)
+        p->api_line[idx] = kv->line;
+    if (sec->kind == SEC_WRITEBACK)
+        p->wb_line = sec->line;
+    if (sec->kind == SEC_MOUNT && strcmp(kv->key, "attr_ttl") == 0)
+        c->attr_ttl_set = true;
+    if (sec->kind == SEC_MOUNT && strcmp(kv->key, "entry_ttl") == 0)
+        c->entry_ttl_set = true;
+    if (sec->kind == SEC_TENANTS && strcmp(kv->key, "max_tenants") == 0)
+        p->max_tenants_line = kv->line;
+    if (sec->kind == SEC_TENANTS && strcmp(kv->key, "reserved_ids") == 0)
+        p->reserved_ids_line = kv->line;
+    if (sec->kind == SEC_TENANTS && strcmp(kv->key, "cache_quota") == 0)
+        p->cache_quota_line = kv->line;
+    if (sec->kind == SEC_TENANT && strcmp(kv->key, "cache_quota") == 0)
+        c->tenants[sec->index].cache_quota_line = kv->line;
+    if (sec->kind == SEC_CACHE && strcmp(kv->key, "pin_size") == 0)
+        p->set_pin_size = true;
+    if (sec->kind == SEC_BACKEND && strcmp(kv->key, "request_timeout") == 0)
+        p->set_request_timeout[sec->index] = true;
+    if (sec->kind == SEC_BACKEND && strcmp(kv->key, "connect_timeout") == 0)
+        p->set_connect_timeout[sec->index] = true;
+    if (sec->kind == SEC_BACKEND && strcmp(kv->key, "link_capacity") == 0)
+        c->backends[sec->index].link_capacity_line = kv->line;
+    if (sec->kind == SEC_TENANT || sec->kind == SEC_CLASS) {
+        struct tierd_qos_conf *q =
+            sec->kind == SEC_TENANT ? &c->tenants[sec->index].qos : &c->classes[sec->index];
+        if (strcmp(kv->key, "reservation") == 0)
+            q->reservation_line = kv->line;
+        if (strcmp(kv->key, "limit") == 0)
+            q->limit_line = kv->line;
+    }
+}
+
+/* One key = value: checked against its section's table and set. */
+static void apply_pair(struct parser *p, struct raw_pair *kv)
+{
+    if (kv->sec < 0) {
+        fail(p, kv->line,
+             "key '%s' is outside any section (put it under [daemon], [cache], [mount], "
+             "[api], [writeback], [tenants], [backend NAME], [namespace /PATH], "
+             "[tenant NAME], [class NAME] or [policy NAME])",
+             kv->key);
+        return;
+    }
+    struct raw_section *sec = &p->secs[kv->sec];
+    if (sec->kind == SEC_BAD)
+        return; /* already reported */
+    if (sec->kind == SEC_POLICY) {
+        policy_pair(p, sec, kv);
+        return;
+    }
+    const struct keydef *t = tables[sec->kind];
+    int btype;
+    void *base = pair_base(p, sec, &btype);
+    if (!base)
+        return; /* missing or bad type: reported elsewhere */
+    int idx = -1;
+    for (int k = 0; t[k].name; k++)
+        if (strcmp(t[k].name, kv->key) == 0 && (t[k].btype == BT_ANY || t[k].btype == btype))
+            idx = k;
+    if (idx < 0) {
+        unknown_key(p, sec, t, btype, kv->key, kv->line);
+        return;
+    }
+    if (sec->seen & (1ULL << idx)) {
+        fail(p, kv->line, "duplicate key '%s' in [%s] (keep one)", kv->key, sec->name);
+        return;
+    }
+    sec->seen |= 1ULL << idx;
+    if (set_value(p, &t[idx], base, sec->name, kv->val, kv->line))
+        return;
+    note_pair(p, sec, kv, idx);
+}
+
+/* Required keys, reported at the section's line. */
+static void check_required(struct parser *p)
+{
     char btype_list[64];
     config_choice_list(btype_choices, btype_list, sizeof(btype_list));
     for (size_t i = 0; i < p->nsecs; i++) {
@@ -1278,7 +1317,7 @@ static void apply_pairs(struct parser *p)
             continue;
         int btype = BT_ANY;
         if (sec->kind == SEC_BACKEND) {
-            const struct tierd_backend_conf *b = &c->backends[sec->index];
+            const struct tierd_backend_conf *b = &p->cfg->backends[sec->index];
             if (!b->type) {
                 fail_missing(p, sec->line, "[%s] is missing required key 'type' (allowed: %s)",
                              sec->name, btype_list);
@@ -1295,6 +1334,13 @@ static void apply_pairs(struct parser *p)
                              t[k].name);
         }
     }
+}
+
+static void apply_pairs(struct parser *p)
+{
+    for (size_t i = 0; i < p->npairs; i++)
+        apply_pair(p, &p->pairs[i]);
+    check_required(p);
 }
 
 /* Write-back namespaces need a spool directory; durability belongs to write-back namespaces. */
@@ -1952,4 +1998,56 @@ void tierd_config_fini(struct tierd_config *cfg)
         free(cfg->strs[i]);
     free(cfg->strs);
     memset(cfg, 0, sizeof(*cfg));
+}
+
+/* ---- the lifecycle rules' view of a config (lifecycle.h) ------------------------------------ */
+
+void tierd_policy_view_of(const struct tierd_config *cfg, struct tierd_policy_view *v)
+{
+    size_t nkv = 0;
+    for (size_t i = 0; i < cfg->npolicies; i++) {
+        const struct tierd_policy_conf *pc = &cfg->policies[i];
+        v->sections[i] = (struct policy_section){
+            .name = pc->name, .line = pc->conf_line, .kv = &v->kv[nkv], .nkv = pc->nkv};
+        for (size_t k = 0; k < pc->nkv; k++)
+            v->kv[nkv++] = (struct policy_kv){
+                .key = pc->kv[k].key, .val = pc->kv[k].val, .line = pc->kv[k].line};
+    }
+    for (size_t b = 0; b < cfg->nbackends; b++)
+        v->backends[b] = cfg->backends[b].name;
+    v->conf = (struct policy_conf){
+        .file = cfg->file,
+        .sections = v->sections,
+        .nsections = cfg->npolicies,
+        .namespaces = cfg->namespaces,
+        .nnamespaces = cfg->nnamespaces,
+        .backends = v->backends,
+        .nbackends = cfg->nbackends,
+        .retention_keep = cfg->wb_retention_keep,
+        .disk_level = cfg->cache_disk_dir && cfg->cache.disk_bytes,
+    };
+}
+
+int policy_rules_build(const struct tierd_config *cfg, struct policy_rules *out, char *err,
+                       size_t errsz, int *err_line)
+{
+    struct tierd_policy_view *v = malloc(sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    tierd_policy_view_of(cfg, v);
+    int rc = policy_rules_build_conf(&v->conf, out, err, errsz, err_line);
+    free(v);
+    return rc;
+}
+
+int policy_engine_reload(struct policy_engine *pe, const struct tierd_config *cfg, char *err,
+                         size_t errsz)
+{
+    struct tierd_policy_view *v = malloc(sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    tierd_policy_view_of(cfg, v);
+    int rc = policy_engine_reload_conf(pe, &v->conf, err, errsz);
+    free(v);
+    return rc;
 }

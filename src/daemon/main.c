@@ -681,7 +681,13 @@ static int step_services(struct tierd *d)
 static int step_policies(struct tierd *d)
 {
     struct policy_engine *pe = NULL;
-    int rc = policy_engine_start(d, &pe);
+    struct tierd_policy_view *v = malloc(sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    tierd_policy_view_of(&d->cfg, v);
+    struct policy_engine_ctx pc = policy_engine_ctx_tierd(d, &v->conf);
+    int rc = policy_engine_start(&pc, &pe);
+    free(v);
     if (rc == 0) {
         __atomic_store_n(&d->policy, pe, __ATOMIC_RELEASE);
         /* every holder the hooks ask exists now; the sweeps run on resolution misses (mount) */

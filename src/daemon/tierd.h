@@ -8,6 +8,7 @@
 #define TIER_DAEMON_TIERD_H
 
 #include "core/state.h"
+#include "lifecycle/lifecycle.h"
 
 struct tenant_reg;
 struct hints_ctx;
@@ -29,5 +30,18 @@ struct hints_ctx hints_ctx_tierd(struct tierd *d);
 struct stage_ctx stage_ctx_tierd(struct tierd *d);
 /* The job registry's ops over d (its cache, stager and config). */
 struct jobs_ops jobs_ops_tierd(struct tierd *d);
+/* The policy engine's context over d, its rules from conf (the caller's view of d->cfg:
+ * tierd_policy_view_of), which policy_engine_start reads and does not keep. */
+struct policy_engine_ctx policy_engine_ctx_tierd(struct tierd *d, const struct policy_conf *conf);
+
+/* The slice of a config the lifecycle rules read (struct policy_conf), with the arrays it points
+ * into; its strings are the config's (valid while it is). config.c. */
+struct tierd_policy_view {
+    struct policy_conf conf;
+    struct policy_section sections[TIERD_MAX_POLICIES];
+    struct policy_kv kv[TIERD_MAX_POLICIES * TIERD_POLICY_MAX_KEYS];
+    const char *backends[TIERD_MAX_BACKENDS];
+};
+void tierd_policy_view_of(const struct tierd_config *cfg, struct tierd_policy_view *v);
 
 #endif

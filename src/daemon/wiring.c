@@ -2,8 +2,8 @@
 /*
  * wiring.c - each service's context, built from the daemon's state (core/state.h): what main()
  * (and the tests' fixtures, which build a struct tierd) pass to hints_new(),
- * stage_registry_new() and jobs_new(). The contexts borrow d's members, so d outlives the services;
- * the daemon makes d->cache, d->tenants and d->pinned before it calls these.
+ * stage_registry_new(), jobs_new() and policy_engine_start(). The contexts borrow d's members, so d
+ * outlives the services; the daemon makes d->cache, d->tenants and d->pinned before it calls these.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -14,6 +14,7 @@
 #include "datasets/dataset.h"
 #include "hints/hints.h"
 #include "jobs/jobs.h"
+#include "lifecycle/lifecycle.h"
 #include "stage/stage.h"
 
 static int ns_resolve(void *ud, const char *path, struct tierd_ns **ns, char **key, bool *is_root)
@@ -141,4 +142,28 @@ struct jobs_ops jobs_ops_tierd(struct tierd *d)
                              .stage_progress = d_stage_progress,
                              .cancel = d_cancel,
                              .ud = d};
+}
+
+/* ---- lifecycle policies (lifecycle.h) ---------------------------------------------------- */
+
+struct policy_engine_ctx policy_engine_ctx_tierd(struct tierd *d, const struct policy_conf *conf)
+{
+    return (struct policy_engine_ctx){
+        .conf = conf,
+        .interval_ms = d->cfg.policy_interval_ms,
+        .part_size = d->cfg.wb_part_size,
+        .state_path = d->cfg.policy_state,
+        .spool_dir = d->cfg.wb_spool_dir,
+        .backends = d->backends,
+        .nbackends = d->cfg.nbackends,
+        .ns = d->ns,
+        .nns = d->nns,
+        .ops = tierd_ns_ops(d),
+        .cache = d->cache,
+        .wb = d->wb,
+        .pinned = d->pinned,
+        .stages = d->stages,
+        .tenants = d->tenants,
+        .access = &d->access,
+    };
 }

@@ -56,15 +56,17 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/strutil.h"
+#include "cache/cache.h"
 #include "common/timeutil.h"
+#include "common/vec.h"
 #include "lifecycle/access.h"
 #include "datasets/dataset.h"
 #include "datasets/manifest.h"
 #include "stage/pinmeta.h"
 #include "lifecycle/lifecycle.h"
 #include "stage/stage.h"
-#include "core/state.h"
 #include "tenant/tenant.h"
+#include "tiers/backend.h"
 #include "writeback/wb.h"
 
 #define PE_RECENT 256         /* actions kept for GET /v1/policy */
@@ -91,7 +93,8 @@ struct pe_event {
 };
 
 struct policy_engine {
-    struct tierd *d;
+    struct policy_engine_ctx ctx; /* the opener's (policy_engine_start), read-only */
+    struct access_log *access;    /* *ctx.access: made at start, freed at free; NULL: none */
     struct policy_rules rules;
     sqlite3 *db; /* the copy journal; used under pass_lock only */
     char *db_path;
@@ -211,10 +214,10 @@ static int db_open(struct policy_engine *pe)
 
 /* The target of rule r's copy of relative key rel: its key, and "BACKEND:KEY". 0, or
  * -ENAMETOOLONG. */
-static int copy_target(const struct tierd *d, const struct policy_rule *r, const char *rel,
-                       char *dkey, size_t dsz, char *target, size_t tsz)
+static int copy_target(const struct policy_engine_ctx *cx, const struct policy_rule *r,
+                       const char *rel, char *dkey, size_t dsz, char *target, size_t tsz)
 {
-    const char *bname = d->backends[r->copy_backend]->name;
+    const char *bname = cx->backends[r->copy_backend]->name;
     if (snprintf(dkey, dsz, "%s%s", r->copy_prefix, rel) >= (int)dsz ||
         snprintf(target, tsz, "%s:%s", bname, dkey) >= (int)tsz)
         return -ENAMETOOLONG;
@@ -385,14 +388,10 @@ static void files_free(struct pe_files *f)
 static int files_add(struct pe_files *f, const char *key, uint64_t size, int64_t mtime,
                      unsigned flags, const char *etag)
 {
-    if (f->n == f->cap) {
-        size_t nc = f->cap ? f->cap * 2 : 256;
-        struct policy_file *nv = realloc(f->v, nc * sizeof(*nv));
-        if (!nv)
-            return -ENOMEM;
-        f->v = nv;
-        f->cap = nc;
-    }
+    struct policy_file *nv = tier_vec_grow(f->v, &f->cap, f->n + 1, sizeof(*nv), 256);
+    if (!nv)
+        return -ENOMEM;
+    f->v = nv;
     char *k = strdup(key), *e = etag && *etag ? strdup(etag) : NULL;
     if (!k || (etag && *etag && !e)) {
         free(k);
@@ -463,11 +462,12 @@ static int list_backend(struct tierd_ns *ns, const char *prefix, struct pe_files
     return dataset_walk_objects(ns, &pe_io, prefix, false, list_add, &l);
 }
 
-static int list_wb(struct tierd *d, struct tierd_ns *ns, const char *prefix, struct pe_files *f)
+static int list_wb(const struct policy_engine_ctx *cx, struct tierd_ns *ns, const char *prefix,
+                   struct pe_files *f)
 {
     struct wb_file_info *v = NULL;
     size_t n = 0;
-    int rc = wb_list(d->wb, ns->be->name, prefix, &v, &n);
+    int rc = wb_list(cx->wb, ns->be->name, prefix, &v, &n);
     if (rc)
         return rc;
     size_t nspl = strlen(ns->conf->prefix ? ns->conf->prefix : "");
@@ -655,12 +655,13 @@ static void record_skip(struct policy_engine *pe, struct pe_pass *ps, size_t ri,
 /* Is copy rule c's copy at dkey (target "BACKEND:KEY") on its backend now as journalled: size
  * bytes and ETag tetag? 0; -ENOENT (gone), -ESTALE (another object), or the stat's error, with
  * why filled. */
-static int verify_copy(struct tierd *d, const struct policy_rule *c, const char *dkey,
-                       const char *target, uint64_t size, const char *tetag, char *why, size_t wsz)
+static int verify_copy(const struct policy_engine_ctx *cx, const struct policy_rule *c,
+                       const char *dkey, const char *target, uint64_t size, const char *tetag,
+                       char *why, size_t wsz)
 {
     struct backend_stat st;
     tier_err_clear();
-    int rc = backend_stat(d->backends[c->copy_backend], &pe_io, dkey, &st);
+    int rc = backend_stat(cx->backends[c->copy_backend], &pe_io, dkey, &st);
     if (rc == -ENOENT) {
         snprintf(why, wsz,
                  "its copy %.300s (policy %s) is gone; that rule's next pass copies the file "
@@ -689,13 +690,13 @@ static int verify_copy(struct tierd *d, const struct policy_rule *c, const char 
 
 /* The fill of the part of the hot tier a rule demotes out of (watermark): RAM, the disk level,
  * or both. */
-static unsigned hot_fill_pct(struct tierd *d, enum policy_level l)
+static unsigned hot_fill_pct(const struct policy_engine_ctx *cx, enum policy_level l)
 {
-    if (!d->cache)
+    if (!cx->cache)
         return 0;
     struct cache_stats st;
     memset(&st, 0, sizeof(st));
-    cache_stats_get(d->cache, &st);
+    cache_stats_get(cx->cache, &st);
     uint64_t used = (l != POLICY_LEVEL_DISK ? st.ram.bytes_used : 0) +
                     (l != POLICY_LEVEL_RAM ? st.disk.bytes_used : 0);
     uint64_t cap = (l != POLICY_LEVEL_DISK ? st.ram.bytes_budget : 0) +
@@ -749,10 +750,11 @@ static int read_full(struct backend *be, const char *key, uint64_t off, void *bu
 
 /* Copy src:key (size bytes, version etag) to dst:dkey, whole or not at all, then check the
  * target's size; tetag (BACKEND_ETAG_MAX) gets the target's ETag as its stat gives it. */
-static int copy_object(struct tierd *d, struct backend *src, const char *key, uint64_t size,
-                       const char *etag, struct backend *dst, const char *dkey, char *tetag)
+static int copy_object(const struct policy_engine_ctx *cx, struct backend *src, const char *key,
+                       uint64_t size, const char *etag, struct backend *dst, const char *dkey,
+                       char *tetag)
 {
-    uint64_t part = d->cfg.wb_part_size ? d->cfg.wb_part_size : 8ULL << 20;
+    uint64_t part = cx->part_size ? cx->part_size : 8ULL << 20;
     int rc = 0;
     if (size <= part) {
         void *buf = malloc(size ? size : 1);
@@ -827,10 +829,11 @@ static int copy_object(struct tierd *d, struct backend *src, const char *key, ui
 /* Does dst:dkey (size bytes, ETag tetag: its stat) hold the bytes of src:key (size bytes,
  * version etag)? Both are read part by part, each pinned to its version. 1 yes, 0 no, or an
  * error (-ESTALE: one of them changed). */
-static int same_bytes(struct tierd *d, struct backend *src, const char *key, const char *etag,
-                      uint64_t size, struct backend *dst, const char *dkey, const char *tetag)
+static int same_bytes(const struct policy_engine_ctx *cx, struct backend *src, const char *key,
+                      const char *etag, uint64_t size, struct backend *dst, const char *dkey,
+                      const char *tetag)
 {
-    uint64_t part = d->cfg.wb_part_size ? d->cfg.wb_part_size : 8ULL << 20;
+    uint64_t part = cx->part_size ? cx->part_size : 8ULL << 20;
     size_t blen = (size_t)(size < part ? size : part);
     char *a = malloc(blen ? blen : 1), *b = malloc(blen ? blen : 1);
     int rc = a && b ? 1 : -ENOMEM;
@@ -872,7 +875,8 @@ static int dataset_has(struct policy_engine *pe, struct pe_pass *ps, size_t ci, 
     if (ps->ds_rc[ci] == 0) {
         const char *at = strrchr(c->dataset, '@');
         char *tree = strndup(c->dataset, (size_t)(at - c->dataset));
-        int rc = tree ? dataset_show(pe->d, tree, at + 1, &ps->ds[ci]) : -ENOMEM;
+        int rc = tree ? pe->ctx.ops.manifest(pe->ctx.ops.ud, tree, at + 1, SIZE_MAX, &ps->ds[ci])
+                      : -ENOMEM;
         free(tree);
         ps->ds_rc[ci] = rc ? rc : 1;
     }
@@ -893,11 +897,11 @@ static int copy_covers(struct policy_engine *pe, struct pe_pass *ps, size_t ci,
                        const struct backend *be, const char *key, const struct policy_file *f,
                        const char **rel)
 {
-    struct tierd *d = pe->d;
+    const struct policy_engine_ctx *cx = &pe->ctx;
     struct policy_rule *c = &pe->rules.v[ci];
-    if (c->action != POLICY_COPY || strcmp(d->ns[c->ns].be->name, be->name) != 0)
+    if (c->action != POLICY_COPY || strcmp(cx->ns[c->ns].be->name, be->name) != 0)
         return 0;
-    const char *cp = d->ns[c->ns].conf->prefix ? d->ns[c->ns].conf->prefix : "";
+    const char *cp = cx->ns[c->ns].conf->prefix ? cx->ns[c->ns].conf->prefix : "";
     size_t cpl = strlen(cp);
     if (strncmp(key, cp, cpl) != 0)
         return 0;
@@ -916,10 +920,10 @@ static int copy_covers(struct policy_engine *pe, struct pe_pass *ps, size_t ci,
     if (c->tenant) {
         uint32_t id;
         c->tenant_id =
-            d->tenants && tenant_find(d->tenants, c->tenant, &id) == 0 ? (int64_t)id : -1;
+            cx->tenants && tenant_find(cx->tenants, c->tenant, &id) == 0 ? (int64_t)id : -1;
         g.tenant = -1;
-        if (d->access)
-            (void)access_last(d->access, be->name, key, &g.tenant);
+        if (pe->access)
+            (void)access_last(pe->access, be->name, key, &g.tenant);
     }
     return policy_matches(c, &g);
 }
@@ -958,29 +962,29 @@ struct act_ctx {
 /* demote: drop the burst buffer's local copy and the cached blocks of the rule's level */
 static bool act_demote(struct act_ctx *a)
 {
-    struct tierd *d = a->pe->d;
+    const struct policy_engine_ctx *cx = &a->pe->ctx;
     const struct policy_rule *r = a->r;
     const struct policy_file *f = a->f;
     struct tierd_ns *ns = a->ns;
     /* the burst buffer's local copy is on the node's disk: level ram leaves it */
-    bool local = d->wb && ns->conf->mode == TIERD_NS_WRITE_BACK && (f->flags & POLICY_F_LOCAL) &&
+    bool local = cx->wb && ns->conf->mode == TIERD_NS_WRITE_BACK && (f->flags & POLICY_F_LOCAL) &&
                  r->level != POLICY_LEVEL_RAM;
     const struct cache_obj obj = {ns->be, a->key, f->etag, f->size, NULL};
     if (a->ps->dry_run) {
-        if (local || (!r->local_only && d->cache && demotable_bytes(d->cache, &obj, r->level)))
+        if (local || (!r->local_only && cx->cache && demotable_bytes(cx->cache, &obj, r->level)))
             record(a->pe, a->ps, a->ri, a->path, 0, f->size, NULL);
         return false;
     }
-    int w = local ? wb_demote(d->wb, ns->be->name, a->key) : 0;
+    int w = local ? wb_demote(cx->wb, ns->be->name, a->key) : 0;
     /* cache_evict and cache_demote walk the whole cache: only for an object with blocks in
      * the level */
     bool cached =
-        !r->local_only && d->cache && f->etag && demotable_bytes(d->cache, &obj, r->level) > 0;
+        !r->local_only && cx->cache && f->etag && demotable_bytes(cx->cache, &obj, r->level) > 0;
     long blocks =
         !cached ? 0
         : r->level == POLICY_LEVEL_ALL
-            ? cache_evict(d->cache, ns->be->name, a->key)
-            : cache_demote(d->cache, ns->be->name, a->key,
+            ? cache_evict(cx->cache, ns->be->name, a->key)
+            : cache_demote(cx->cache, ns->be->name, a->key,
                            r->level == POLICY_LEVEL_RAM ? CACHE_LEVEL_RAM : CACHE_LEVEL_DISK);
     if (w < 0 && w != -EAGAIN) {
         snprintf(a->detail, sizeof(a->detail), "cannot drop the local copy: %s", strerror(-w));
@@ -989,7 +993,7 @@ static bool act_demote(struct act_ctx *a)
         a->rc = -EAGAIN;
     } else if (w == 1 || blocks > 0) {
         a->rc = 1;
-        a->bytes = w == 1 ? f->size : (uint64_t)blocks * cache_block_size(d->cache);
+        a->bytes = w == 1 ? f->size : (uint64_t)blocks * cache_block_size(cx->cache);
         snprintf(a->detail, sizeof(a->detail), "%s%s%s", w == 1 ? "local copy dropped" : "",
                  w == 1 && blocks > 0 ? ", " : "",
                  blocks <= 0                     ? ""
@@ -1006,15 +1010,15 @@ static bool act_demote(struct act_ctx *a)
  * a pin is made first */
 static bool act_stage_pin(struct act_ctx *a, struct stage_batch *batch)
 {
-    struct tierd *d = a->pe->d;
+    const struct policy_engine_ctx *cx = &a->pe->ctx;
     const struct policy_rule *r = a->r;
     const struct policy_file *f = a->f;
     const char *be = a->ns->be->name;
-    if (!d->cache)
+    if (!cx->cache)
         return false;
-    bool pinned = cache_pin_exists(d->cache, be, a->key);
+    bool pinned = cache_pin_exists(cx->cache, be, a->key);
     uint64_t have = cache_cached_bytes(
-        d->cache, &(struct cache_obj){a->ns->be, a->key, f->etag, f->size, NULL});
+        cx->cache, &(struct cache_obj){a->ns->be, a->key, f->etag, f->size, NULL});
     if (r->action == POLICY_PIN ? pinned : have >= f->size)
         return false; /* hot already (a pin staged it when it was made; pinned blocks stay) */
     if (a->ps->dry_run) {
@@ -1022,7 +1026,7 @@ static bool act_stage_pin(struct act_ctx *a, struct stage_batch *batch)
         return false;
     }
     if (r->action == POLICY_PIN && !pinned) {
-        a->rc = cache_pin(d->cache, be, a->key);
+        a->rc = cache_pin(cx->cache, be, a->key);
         if (a->rc) {
             snprintf(a->detail, sizeof(a->detail), "cannot pin: %s%s",
                      a->rc == -ENOSPC ? "the pin budget ([cache] pin_size) is full"
@@ -1042,17 +1046,17 @@ static bool act_stage_pin(struct act_ctx *a, struct stage_batch *batch)
 /* unpin: the pin and its pinmeta record go */
 static bool act_unpin(struct act_ctx *a)
 {
-    struct tierd *d = a->pe->d;
+    const struct policy_engine_ctx *cx = &a->pe->ctx;
     const char *be = a->ns->be->name;
-    if (!d->cache || !cache_pin_exists(d->cache, be, a->key))
+    if (!cx->cache || !cache_pin_exists(cx->cache, be, a->key))
         return false;
     if (a->ps->dry_run) {
         record(a->pe, a->ps, a->ri, a->path, 0, 0, NULL);
         return false;
     }
-    int rc = cache_unpin(d->cache, be, a->key);
-    if (rc == 0 && d->pinned)
-        pinmeta_forget(d->pinned, be, a->key);
+    int rc = cache_unpin(cx->cache, be, a->key);
+    if (rc == 0 && cx->pinned)
+        pinmeta_forget(cx->pinned, be, a->key);
     a->rc = rc == 0 ? 1 : rc;
     return true;
 }
@@ -1066,10 +1070,10 @@ static bool act_unpin(struct act_ctx *a)
 static bool copy_target_held(struct act_ctx *a, struct backend *dst, const char *dkey,
                              const char *target, const struct backend_stat *tst, int *t)
 {
-    struct tierd *d = a->pe->d;
+    const struct policy_engine_ctx *cx = &a->pe->ctx;
     const struct policy_file *f = a->f;
     int same = !tst->is_dir && tst->size_bytes == f->size && tst->etag[0]
-                   ? same_bytes(d, a->ns->be, a->key, f->etag, f->size, dst, dkey, tst->etag)
+                   ? same_bytes(cx, a->ns->be, a->key, f->etag, f->size, dst, dkey, tst->etag)
                    : 0;
     if (same == 0) {
         char why[700];
@@ -1096,12 +1100,12 @@ static bool copy_target_held(struct act_ctx *a, struct backend *dst, const char 
 /* copy: the object to the rule's target, journalled (db_record) */
 static bool act_copy(struct act_ctx *a)
 {
-    struct tierd *d = a->pe->d;
+    const struct policy_engine_ctx *cx = &a->pe->ctx;
     const struct policy_rule *r = a->r;
     const struct policy_file *f = a->f;
-    struct backend *dst = d->backends[r->copy_backend];
+    struct backend *dst = cx->backends[r->copy_backend];
     char dkey[BACKEND_KEY_MAX + 1], target[BACKEND_KEY_MAX + 80];
-    if (!f->etag || copy_target(d, r, f->key, dkey, sizeof(dkey), target, sizeof(target)) != 0) {
+    if (!f->etag || copy_target(cx, r, f->key, dkey, sizeof(dkey), target, sizeof(target)) != 0) {
         record(a->pe, a->ps, a->ri, a->path, -EINVAL, 0,
                f->etag ? "the target key would be too long" : "the backend gave no ETag");
         return false;
@@ -1130,7 +1134,7 @@ static bool act_copy(struct act_ctx *a)
     log_info("policy %s: copy %s to %s started (%llu bytes)", r->name, a->path, target,
              (unsigned long long)f->size);
     char tetag[BACKEND_ETAG_MAX];
-    int rc = copy_object(d, a->ns->be, a->key, f->size, f->etag, dst, dkey, tetag);
+    int rc = copy_object(cx, a->ns->be, a->key, f->size, f->etag, dst, dkey, tetag);
     if (rc == 0)
         rc = db_record(a->pe, r, a->key, f->etag, target, f->size, tetag);
     if (rc) {
@@ -1162,13 +1166,13 @@ static bool copies_verified(struct act_ctx *a)
         if (!copy_covers(pe, a->ps, i, a->ns->be, a->key, f, &crel))
             continue;
         if (!f->etag ||
-            copy_target(pe->d, c, crel, dkey, sizeof(dkey), target, sizeof(target)) != 0 ||
+            copy_target(&pe->ctx, c, crel, dkey, sizeof(dkey), target, sizeof(target)) != 0 ||
             !db_copy_row(pe, c, a->key, f->etag, target, &csize, tetag)) {
             record(pe, a->ps, a->ri, a->path, -EAGAIN, 0,
                    a->ps->dry_run ? "waits for its copy" : NULL);
             return false;
         }
-        int v = verify_copy(pe->d, c, dkey, target, csize, tetag, why, sizeof(why));
+        int v = verify_copy(&pe->ctx, c, dkey, target, csize, tetag, why, sizeof(why));
         if (v == -ENOENT && !a->ps->dry_run)
             db_forget(pe, c, a->key);
         if (v) {
@@ -1182,7 +1186,7 @@ static bool copies_verified(struct act_ctx *a)
 /* expire: the object is deleted from the backend, once its copies are verified */
 static bool act_expire(struct act_ctx *a)
 {
-    struct tierd *d = a->pe->d;
+    const struct policy_engine_ctx *cx = &a->pe->ctx;
     const struct policy_file *f = a->f;
     struct tierd_ns *ns = a->ns;
     if (!copies_verified(a))
@@ -1199,8 +1203,8 @@ static bool act_expire(struct act_ctx *a)
      * again right before the delete (a pass may take minutes). */
     tier_err_clear();
     int rc = -ENOENT;
-    if (d->wb && ns->conf->mode == TIERD_NS_WRITE_BACK)
-        rc = wb_unlink_if(d->wb, ns->be->name, a->key, f->etag);
+    if (cx->wb && ns->conf->mode == TIERD_NS_WRITE_BACK)
+        rc = wb_unlink_if(cx->wb, ns->be->name, a->key, f->etag);
     if (rc == -ENOENT) {
         struct backend_stat st;
         rc = backend_stat(ns->be, &pe_io, a->key, &st);
@@ -1210,8 +1214,8 @@ static bool act_expire(struct act_ctx *a)
             rc = backend_del(ns->be, &pe_io, a->key);
     }
     if (rc == 0 || rc == -ENOENT) {
-        if (d->cache)
-            (void)cache_evict(d->cache, ns->be->name, a->key);
+        if (cx->cache)
+            (void)cache_evict(cx->cache, ns->be->name, a->key);
         rc = 1;
         a->bytes = f->size;
     } else if (rc != -EAGAIN) {
@@ -1226,7 +1230,7 @@ static bool act_expire(struct act_ctx *a)
 static void act(struct policy_engine *pe, struct pe_pass *ps, size_t ri, size_t nsi,
                 const struct policy_file *f, struct stage_batch *batch)
 {
-    struct tierd_ns *ns = &pe->d->ns[nsi];
+    struct tierd_ns *ns = &pe->ctx.ns[nsi];
     const char *nsp = ns->conf->prefix ? ns->conf->prefix : "";
     char key[BACKEND_KEY_MAX + 1], path[1400];
     if (snprintf(key, sizeof(key), "%s%s", nsp, f->key) >= (int)sizeof(key))
@@ -1270,9 +1274,9 @@ static void start_batch(struct policy_engine *pe, struct pe_pass *ps, size_t ri,
 {
     if (b->n == 0)
         return;
-    struct tierd *d = pe->d;
+    const struct policy_engine_ctx *cx = &pe->ctx;
     uint64_t job = 0;
-    int rc = d->stages ? stage_start(d->stages, b->paths, b->n, b->pin, &job) : -ENOTSUP;
+    int rc = cx->stages ? stage_start(cx->stages, b->paths, b->n, b->pin, &job) : -ENOTSUP;
     char detail[200];
     if (rc == 0)
         snprintf(detail, sizeof(detail), "staging job %llu", (unsigned long long)job);
@@ -1316,14 +1320,10 @@ static void db_prune_absent(struct policy_engine *pe, const struct policy_rule *
         if (strncmp(key, nsp, pl) == 0 &&
             bsearch(key + pl, files->v, files->n, sizeof(*files->v), file_find_cmp))
             continue; /* still there */
-        if (n == cap) {
-            size_t nc = cap ? cap * 2 : 64;
-            char **ng = realloc(gone, nc * sizeof(*ng));
-            if (!ng)
-                break;
-            gone = ng;
-            cap = nc;
-        }
+        char **ng = tier_vec_grow(gone, &cap, n + 1, sizeof(*ng), 64);
+        if (!ng)
+            break;
+        gone = ng;
         if ((gone[n] = strdup(key)) != NULL)
             n++;
     }
@@ -1369,7 +1369,7 @@ static int mark_dataset(struct policy_engine *pe, const struct policy_rule *r, s
     struct manifest m;
     memset(&m, 0, sizeof(m));
     tier_err_clear();
-    int rc = dataset_show(pe->d, tree, at + 1, &m);
+    int rc = pe->ctx.ops.manifest(pe->ctx.ops.ud, tree, at + 1, SIZE_MAX, &m);
     free(tree);
     if (rc) {
         pthread_mutex_lock(&pe->lock);
@@ -1405,7 +1405,7 @@ static bool rule_runs(const struct policy_engine *pe, const struct pe_pass *ps, 
     if (ps->full)
         return true;
     return r->action == POLICY_DEMOTE && !r->dataset &&
-           /* a manifest read: full passes only */ pe->d->cfg.namespaces[r->ns].mode ==
+           /* a manifest read: full passes only */ pe->ctx.ns[r->ns].conf->mode ==
                TIERD_NS_WRITE_BACK;
 }
 
@@ -1424,14 +1424,113 @@ static int run_pass(struct policy_engine *pe, struct pe_pass *ps)
     return rc;
 }
 
+/* The files of namespace n for a pass: its listing under the rules' common prefix (need_list),
+ * and the burst buffer's, merged by key. 0; 1 when they cannot be listed (logged, kept as
+ * last_error, and in *first_rc if it is the pass's first error: the namespace's rules wait);
+ * -ENOMEM. */
+static int gather_files(struct policy_engine *pe, size_t n, bool need_list, struct pe_files *files,
+                        int *first_rc)
+{
+    const struct policy_engine_ctx *cx = &pe->ctx;
+    struct tierd_ns *ns = &cx->ns[n];
+    const char *cp;
+    size_t cpl = common_prefix(&pe->rules, n, &cp);
+    char *prefix = NULL;
+    if (asprintf(&prefix, "%s%.*s", ns->conf->prefix ? ns->conf->prefix : "", (int)cpl, cp) < 0)
+        return -ENOMEM;
+    tier_err_clear();
+    int rc = need_list ? list_backend(ns, prefix, files) : 0;
+    if (rc == 0 && cx->wb && ns->conf->mode == TIERD_NS_WRITE_BACK)
+        rc = list_wb(cx, ns, prefix, files);
+    free(prefix);
+    if (rc) {
+        pthread_mutex_lock(&pe->lock);
+        snprintf(pe->last_error, sizeof(pe->last_error), "cannot list %s: %s", ns->conf->path,
+                 *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+        pthread_mutex_unlock(&pe->lock);
+        log_warn("policy: cannot list %s (its rules wait for the next pass): %s", ns->conf->path,
+                 *tier_err_msg() ? tier_err_msg() : strerror(-rc));
+        files_free(files);
+        if (!*first_rc)
+            *first_rc = rc;
+        return 1;
+    }
+    files_merge(files);
+    return 0;
+}
+
+/* The tenant ids of namespace n's tenant rules (tenants come and go: slurm-<job>), and, when a
+ * rule of it has idle or tenant, each file's last use and its tenant (access.h). */
+static void note_uses(struct policy_engine *pe, size_t n, struct pe_files *files)
+{
+    const struct policy_engine_ctx *cx = &pe->ctx;
+    struct tierd_ns *ns = &cx->ns[n];
+    bool idle = false;
+    for (size_t i = 0; i < pe->rules.n; i++) {
+        struct policy_rule *r = &pe->rules.v[i];
+        if (r->ns != n)
+            continue;
+        idle = idle || r->idle_ms || r->tenant;
+        uint32_t id;
+        /* tenants come and go (slurm-<job>): the name's id now, or none */
+        if (r->tenant)
+            r->tenant_id =
+                cx->tenants && tenant_find(cx->tenants, r->tenant, &id) == 0 ? (int64_t)id : -1;
+    }
+    for (size_t i = 0; idle && pe->access && i < files->n; i++) {
+        char k[BACKEND_KEY_MAX + 1];
+        snprintf(k, sizeof(k), "%s%s", ns->conf->prefix ? ns->conf->prefix : "", files->v[i].key);
+        int64_t at = access_last(pe->access, ns->be->name, k, &files->v[i].tenant);
+        files->v[i].atime_ns = at > pe->start_ns ? at : pe->start_ns;
+    }
+}
+
+/* Rule i over files (of its namespace n): select, then act on each selected file (stopping
+ * early when the engine stops or the hot tier is below the rule's watermark again), then its
+ * staging job. sel: files->n entries. false when out of memory. */
+static bool run_rule(struct policy_engine *pe, struct pe_pass *ps, size_t i, size_t n,
+                     struct pe_files *files, size_t *sel)
+{
+    const struct policy_rule *r = &pe->rules.v[i];
+    if (r->dataset && mark_dataset(pe, r, &pe->ctx.ns[n], files) != 0)
+        return true; /* the version cannot be read: the rule waits (last_error says why) */
+    int64_t now = (int64_t)tier_now_real_ns();
+    size_t k = policy_select(r, files->v, files->n, now, hot_fill_pct(&pe->ctx, r->level), sel);
+    struct stage_batch *batch = calloc(1, sizeof(*batch));
+    if (!batch)
+        return false;
+    for (size_t j = 0; j < k; j++) {
+        pthread_mutex_lock(&pe->lock);
+        bool stop = pe->stopping;
+        pthread_mutex_unlock(&pe->lock);
+        if (stop)
+            break;
+        if (r->watermark_pct && !ps->dry_run &&
+            hot_fill_pct(&pe->ctx, r->level) <= r->watermark_pct)
+            break; /* below the watermark again */
+        if (policy_yields(&pe->rules, r, &files->v[sel[j]]))
+            continue; /* the namespace's own rule has it */
+        act(pe, ps, i, n, &files->v[sel[j]], batch);
+    }
+    if (ps->dry_run) {
+        for (size_t b = 0; b < batch->n; b++)
+            record(pe, ps, i, batch->paths[b], 0, 0, NULL);
+        batch_fini(batch);
+    } else {
+        start_batch(pe, ps, i, batch);
+    }
+    free(batch);
+    return true;
+}
+
 static int run_pass_rules(struct policy_engine *pe, struct pe_pass *ps)
 {
-    struct tierd *d = pe->d;
+    const struct policy_engine_ctx *cx = &pe->ctx;
     uint64_t t0 = tier_now_mono_ns();
     int first_rc = 0;
     if (ps->full && !ps->dry_run && pe->db)
         db_prune_rules(pe);
-    for (size_t n = 0; n < d->nns; n++) {
+    for (size_t n = 0; n < cx->nns; n++) {
         bool any = false, need_list = false;
         for (size_t i = 0; i < pe->rules.n; i++) {
             if (pe->rules.v[i].ns != n || !rule_runs(pe, ps, i))
@@ -1441,99 +1540,32 @@ static int run_pass_rules(struct policy_engine *pe, struct pe_pass *ps)
         }
         if (!any)
             continue;
-        struct tierd_ns *ns = &d->ns[n];
-        const char *cp;
-        size_t cpl = common_prefix(&pe->rules, n, &cp);
-        char *prefix = NULL;
-        if (asprintf(&prefix, "%s%.*s", ns->conf->prefix ? ns->conf->prefix : "", (int)cpl, cp) < 0)
-            return -ENOMEM;
         struct pe_files files = {0};
-        tier_err_clear();
-        int rc = need_list ? list_backend(ns, prefix, &files) : 0;
-        if (rc == 0 && d->wb && ns->conf->mode == TIERD_NS_WRITE_BACK)
-            rc = list_wb(d, ns, prefix, &files);
-        if (rc) {
-            pthread_mutex_lock(&pe->lock);
-            snprintf(pe->last_error, sizeof(pe->last_error), "cannot list %s: %s", ns->conf->path,
-                     *tier_err_msg() ? tier_err_msg() : strerror(-rc));
-            pthread_mutex_unlock(&pe->lock);
-            log_warn("policy: cannot list %s (its rules wait for the next pass): %s",
-                     ns->conf->path, *tier_err_msg() ? tier_err_msg() : strerror(-rc));
-            if (!first_rc)
-                first_rc = rc;
-            files_free(&files);
-            free(prefix);
+        int rc = gather_files(pe, n, need_list, &files, &first_rc);
+        if (rc < 0)
+            return rc;
+        if (rc)
             continue;
-        }
-        free(prefix);
-        files_merge(&files);
         ps->files += files.n;
-        bool idle = false;
-        for (size_t i = 0; i < pe->rules.n; i++) {
-            struct policy_rule *r = &pe->rules.v[i];
-            if (r->ns != n)
-                continue;
-            idle = idle || r->idle_ms || r->tenant;
-            uint32_t id;
-            /* tenants come and go (slurm-<job>): the name's id now, or none */
-            if (r->tenant)
-                r->tenant_id =
-                    d->tenants && tenant_find(d->tenants, r->tenant, &id) == 0 ? (int64_t)id : -1;
-        }
-        for (size_t i = 0; idle && d->access && i < files.n; i++) {
-            char k[BACKEND_KEY_MAX + 1];
-            snprintf(k, sizeof(k), "%s%s", ns->conf->prefix ? ns->conf->prefix : "",
-                     files.v[i].key);
-            int64_t at = access_last(d->access, ns->be->name, k, &files.v[i].tenant);
-            files.v[i].atime_ns = at > pe->start_ns ? at : pe->start_ns;
-        }
+        note_uses(pe, n, &files);
         size_t *sel = malloc((files.n ? files.n : 1) * sizeof(*sel));
         if (!sel) {
             files_free(&files);
             return -ENOMEM;
         }
-        for (size_t i = 0; i < pe->rules.n; i++) {
-            const struct policy_rule *r = &pe->rules.v[i];
-            if (r->ns != n || !rule_runs(pe, ps, i))
-                continue;
-            if (r->dataset && mark_dataset(pe, r, ns, &files) != 0)
-                continue; /* the version cannot be read: the rule waits (last_error says why) */
-            int64_t now = (int64_t)tier_now_real_ns();
-            size_t k = policy_select(r, files.v, files.n, now, hot_fill_pct(d, r->level), sel);
-            struct stage_batch *batch = calloc(1, sizeof(*batch));
-            if (!batch)
+        for (size_t i = 0; i < pe->rules.n; i++)
+            if (pe->rules.v[i].ns == n && rule_runs(pe, ps, i) &&
+                !run_rule(pe, ps, i, n, &files, sel))
                 break;
-            for (size_t j = 0; j < k; j++) {
-                pthread_mutex_lock(&pe->lock);
-                bool stop = pe->stopping;
-                pthread_mutex_unlock(&pe->lock);
-                if (stop)
-                    break;
-                if (r->watermark_pct && !ps->dry_run &&
-                    hot_fill_pct(d, r->level) <= r->watermark_pct)
-                    break; /* below the watermark again */
-                if (policy_yields(&pe->rules, r, &files.v[sel[j]]))
-                    continue; /* the namespace's own rule has it */
-                act(pe, ps, i, n, &files.v[sel[j]], batch);
-            }
-            if (ps->dry_run) {
-                for (size_t b = 0; b < batch->n; b++)
-                    record(pe, ps, i, batch->paths[b], 0, 0, NULL);
-                batch_fini(batch);
-            } else {
-                start_batch(pe, ps, i, batch);
-            }
-            free(batch);
-        }
         free(sel);
         /* a whole listing of the namespace: the copy journal forgets the files gone from it (not
          * after an empty one: a prefix directory gone for a moment must not cost every copy
          * again) */
+        const char *nsp = cx->ns[n].conf->prefix ? cx->ns[n].conf->prefix : "";
         for (size_t i = 0;
              need_list && files.n > 0 && ps->full && !ps->dry_run && pe->db && i < pe->rules.n; i++)
             if (pe->rules.v[i].ns == n && pe->rules.v[i].action == POLICY_COPY)
-                db_prune_absent(pe, &pe->rules.v[i], ns->conf->prefix ? ns->conf->prefix : "",
-                                &files);
+                db_prune_absent(pe, &pe->rules.v[i], nsp, &files);
         files_free(&files);
     }
     uint64_t ms = (tier_now_mono_ns() - t0) / 1000000;
@@ -1555,7 +1587,7 @@ static int run_pass_rules(struct policy_engine *pe, struct pe_pass *ps)
 static void *engine_main(void *arg)
 {
     struct policy_engine *pe = arg;
-    uint64_t interval = pe->d->cfg.policy_interval_ms ? pe->d->cfg.policy_interval_ms : 30000;
+    uint64_t interval = pe->ctx.interval_ms ? pe->ctx.interval_ms : 30000;
     uint64_t next_full = tier_now_mono_ns() + interval * 1000000ULL;
     uint64_t local_due = 0;
     pthread_mutex_lock(&pe->lock);
@@ -1598,29 +1630,29 @@ static void *engine_main(void *arg)
 
 /* ---- public -------------------------------------------------------------------------------- */
 
-static char *default_state(const struct tierd_config *c)
+static char *default_state(const struct policy_engine_ctx *c)
 {
     char *p = NULL;
-    if (c->policy_state)
-        return strdup(c->policy_state);
-    if (c->wb_spool_dir) {
-        (void)mkdir(c->wb_spool_dir, 0700); /* wb_open makes it for a write-back namespace */
-        if (asprintf(&p, "%s/policy.db", c->wb_spool_dir) < 0)
+    if (c->state_path)
+        return strdup(c->state_path);
+    if (c->spool_dir) {
+        (void)mkdir(c->spool_dir, 0700); /* wb_open makes it for a write-back namespace */
+        if (asprintf(&p, "%s/policy.db", c->spool_dir) < 0)
             return NULL;
         return p;
     }
     return strdup(":memory:");
 }
 
-int policy_engine_start(struct tierd *d, struct policy_engine **out)
+int policy_engine_start(const struct policy_engine_ctx *ctx, struct policy_engine **out)
 {
     *out = NULL;
     struct policy_rules rules;
     char err[400];
     int line = 0;
-    int rc = policy_rules_build(&d->cfg, &rules, err, sizeof(err), &line);
+    int rc = policy_rules_build_conf(ctx->conf, &rules, err, sizeof(err), &line);
     if (rc) {
-        tier_err_set("%s:%d: %s", d->cfg.file, line, err);
+        tier_err_set("%s:%d: %s", ctx->conf->file, line, err);
         return rc;
     }
     if (rules.n == 0) {
@@ -1633,7 +1665,8 @@ int policy_engine_start(struct tierd *d, struct policy_engine **out)
         policy_rules_free(&rules);
         return -ENOMEM;
     }
-    pe->d = d;
+    pe->ctx = *ctx;
+    pe->ctx.conf = NULL; /* borrowed for this call only */
     pe->rules = rules;
     pthread_mutex_init(&pe->pass_lock, NULL);
     pthread_mutex_init(&pe->lock, NULL);
@@ -1642,14 +1675,16 @@ int policy_engine_start(struct tierd *d, struct policy_engine **out)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&pe->cond, &ca);
     pthread_condattr_destroy(&ca);
-    pe->db_path = default_state(&d->cfg);
+    pe->db_path = default_state(ctx);
     pe->start_ns = (int64_t)tier_now_real_ns();
     rc = pe->db_path ? db_open(pe) : -ENOMEM;
     bool idle = false;
     for (size_t i = 0; i < pe->rules.n; i++)
         idle = idle || pe->rules.v[i].idle_ms || pe->rules.v[i].tenant;
     if (rc == 0 && idle) /* 1 M objects' last uses (24 MiB), before the mount notes any */
-        rc = access_log_new(20, &d->access);
+        rc = access_log_new(20, &pe->access);
+    if (rc == 0 && pe->ctx.access)
+        *pe->ctx.access = pe->access;
     if (rc == 0) {
         rc = -pthread_create(&pe->thread, NULL, engine_main, pe);
         pe->started = rc == 0;
@@ -1663,7 +1698,7 @@ int policy_engine_start(struct tierd *d, struct policy_engine **out)
         user += !pe->rules.v[i].builtin;
     log_info("policy: %zu rule(s) (%zu from [policy] sections), a pass every %llu ms, copies "
              "journalled in %s",
-             pe->rules.n, user, (unsigned long long)d->cfg.policy_interval_ms, pe->db_path);
+             pe->rules.n, user, (unsigned long long)ctx->interval_ms, pe->db_path);
     *out = pe;
     return 0;
 }
@@ -1690,8 +1725,9 @@ void policy_engine_free(struct policy_engine *pe)
     free(pe->db_path);
     policy_rules_free(&pe->rules);
     free(pe->counts);
-    access_log_free(pe->d->access); /* after the mount, its only writer */
-    pe->d->access = NULL;
+    if (pe->ctx.access && *pe->ctx.access == pe->access)
+        *pe->ctx.access = NULL;
+    access_log_free(pe->access); /* after the mount, its only writer */
     pthread_cond_destroy(&pe->cond);
     pthread_mutex_destroy(&pe->lock);
     pthread_mutex_destroy(&pe->pass_lock);
@@ -1744,9 +1780,9 @@ int policy_engine_run(struct policy_engine *pe, const char *policy, bool dry_run
 static json_t *rule_json(const struct policy_engine *pe, size_t i)
 {
     const struct policy_rule *r = &pe->rules.v[i];
-    const struct tierd_config *c = &pe->d->cfg;
+    const struct policy_engine_ctx *c = &pe->ctx;
     json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:b}", "name", r->name, "namespace",
-                          c->namespaces[r->ns].path, "prefix", r->prefix, "action",
+                          c->ns[r->ns].conf->path, "prefix", r->prefix, "action",
                           policy_action_name(r->action), "builtin", r->builtin);
     if (!j)
         return NULL;
@@ -1776,7 +1812,7 @@ static json_t *rule_json(const struct policy_engine *pe, size_t i)
         json_object_set_new(j, "watermark_pct", json_integer(r->watermark_pct));
     if (r->action == POLICY_COPY) {
         char t[BACKEND_KEY_MAX + 80];
-        snprintf(t, sizeof(t), "%s:%s", c->backends[r->copy_backend].name, r->copy_prefix);
+        snprintf(t, sizeof(t), "%s:%s", c->backends[r->copy_backend]->name, r->copy_prefix);
         json_object_set_new(j, "target", json_string(t));
     }
     const struct pe_count *n = &pe->counts[i];
@@ -1809,7 +1845,7 @@ json_t *policy_engine_status(struct policy_engine *pe)
                                         "bytes", (json_int_t)e->bytes, "detail", e->detail));
     }
     json_t *j = json_pack("{s:I, s:s, s:I, s:I, s:I, s:I, s:s, s:o, s:o}", "interval_ms",
-                          (json_int_t)pe->d->cfg.policy_interval_ms, "state", pe->db_path, "passes",
+                          (json_int_t)pe->ctx.interval_ms, "state", pe->db_path, "passes",
                           (json_int_t)pe->passes, "local_passes", (json_int_t)pe->local_passes,
                           "last_pass_ns", (json_int_t)pe->last_pass_ns, "last_pass_ms",
                           (json_int_t)pe->last_pass_ms, "last_error", pe->last_error, "rules",
@@ -1825,7 +1861,7 @@ size_t policy_engine_counts(struct policy_engine *pe, struct policy_counts *out,
     pthread_mutex_lock(&pe->lock);
     size_t n = pe->rules.n < max ? pe->rules.n : max;
     for (size_t i = 0; i < n; i++)
-        out[i] = (struct policy_counts){.ns = pe->d->cfg.namespaces[pe->rules.v[i].ns].path,
+        out[i] = (struct policy_counts){.ns = pe->ctx.ns[pe->rules.v[i].ns].conf->path,
                                         .action = pe->rules.v[i].action,
                                         .done = pe->counts[i].done,
                                         .bytes = pe->counts[i].bytes,
@@ -1838,13 +1874,13 @@ size_t policy_engine_counts(struct policy_engine *pe, struct policy_counts *out,
     return n;
 }
 
-int policy_engine_reload(struct policy_engine *pe, const struct tierd_config *cfg, char *err,
-                         size_t errsz)
+int policy_engine_reload_conf(struct policy_engine *pe, const struct policy_conf *cfg, char *err,
+                              size_t errsz)
 {
     struct policy_rules rules;
     char msg[400];
     int line = 0;
-    int rc = policy_rules_build(cfg, &rules, msg, sizeof(msg), &line);
+    int rc = policy_rules_build_conf(cfg, &rules, msg, sizeof(msg), &line);
     if (rc) {
         snprintf(err, errsz, "%s:%d: %s", cfg->file, line, msg);
         return rc;
@@ -1852,7 +1888,7 @@ int policy_engine_reload(struct policy_engine *pe, const struct tierd_config *cf
     bool idle = false;
     for (size_t i = 0; i < rules.n; i++)
         idle = idle || rules.v[i].idle_ms || rules.v[i].tenant;
-    if (idle && !pe->d->access) {
+    if (idle && !pe->access) {
         snprintf(err, errsz,
                  "a rule has idle or tenant, and tierd tracks uses only when a rule had one of "
                  "them at start: restart tierd for it");

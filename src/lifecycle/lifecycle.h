@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * policy.h - lifecycle policies (docs/POLICIES.md): `[policy NAME]` sections of tierd.conf, each
+ * lifecycle.h - lifecycle policies (docs/POLICIES.md): `[policy NAME]` sections of tierd.conf, each
  * a filter (namespace, prefix, glob, regex, size), triggers (age, idle, keep_last, the hot
  * tier's watermark) and one action (demote, stage, pin, unpin, copy, expire), evaluated by
  * one engine thread continuously and on demand (`tierctl policy plan|run|status`, /v1/policy).
@@ -9,7 +9,7 @@
  *   - rules (lifecycle_rules.c): parse and check the sections (every error "FILE:LINE: ..."; used
  *     by config.c at load, so `tierd --check-config` finds them), and the pure evaluation of
  *     rules over a list of files (policy_select), with no I/O, for the unit tests and the bench;
- *   - the engine (policy.c): gathers each namespace's files (the backend's listing and the
+ *   - the engine (lifecycle.c): gathers each namespace's files (the backend's listing and the
  *     burst buffer's journal), evaluates, carries the actions out, counts and logs them, and
  *     keeps the copies it made in a small SQLite journal so that a copy is never redone for the
  *     same source version, even across a crash.
@@ -28,9 +28,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct tierd;
-struct tierd_config;
+#include "core/ns.h"
+
+struct access_log;
+struct backend;
+struct cache;
 struct json_t;
+struct pinmeta;
+struct stage_registry;
+struct tenant_reg;
+struct tierd_config;
+struct wb;
 
 #define POLICY_MAX_RULES 64
 #define POLICY_NAME_MAX 64
@@ -101,11 +109,44 @@ struct policy_rules {
     size_t n;
 };
 
-/* Build the rules of cfg: its [policy NAME] sections in order, then the built-in retention rule
+/* One `key = value` line of a [policy NAME] section, as written. */
+struct policy_kv {
+    const char *key, *val;
+    int line;
+};
+
+/* A [policy NAME] section as written (config.c keeps them; the rules check them). */
+struct policy_section {
+    const char *name;
+    int line;
+    const struct policy_kv *kv;
+    size_t nkv;
+};
+
+/* What the rules are built from: the slice of the config they read, borrowed for the call
+ * (src/daemon/config.c makes it from a struct tierd_config: tierd_policy_view_of). */
+struct policy_conf {
+    const char *file;                      /* the config's name, for messages ("FILE:LINE: ...") */
+    const struct policy_section *sections; /* in config order */
+    size_t nsections;
+    const struct tierd_ns_conf *namespaces; /* in config order: a rule's ns indexes it */
+    size_t nnamespaces;
+    const char *const *backends; /* the backends' names in config order: copy_backend */
+    size_t nbackends;
+    int retention_keep; /* [writeback] retention_keep; < 0: no built-in rule */
+    bool disk_level;    /* [cache] has a disk level (disk_dir and disk_size): level = ram */
+};
+
+/* Build the rules of pc: its [policy NAME] sections in order, then the built-in retention rule
  * of each write-back namespace (when retention_keep >= 0; it leaves alone the files a rule of
  * the namespace's own with action demote, stage or pin takes: policy_yields). 0, or -EINVAL with
  * err filled with what is wrong and how to fix it, and *err_line its line (config.c prefixes
  * "FILE:LINE: "), or -ENOMEM. */
+int policy_rules_build_conf(const struct policy_conf *pc, struct policy_rules *out, char *err,
+                            size_t errsz, int *err_line);
+/* The same over a whole config (core/state.h): policy_rules_build_conf of its slice. Defined in
+ * src/daemon/config.c, which owns struct tierd_config; for the callers that hold one (config.c's
+ * load, the tests, the bench). */
 int policy_rules_build(const struct tierd_config *cfg, struct policy_rules *out, char *err,
                        size_t errsz, int *err_line);
 void policy_rules_free(struct policy_rules *r);
@@ -152,13 +193,40 @@ bool policy_yields(const struct policy_rules *rules, const struct policy_rule *r
 size_t policy_select(const struct policy_rule *r, const struct policy_file *files, size_t n,
                      int64_t now_ns, unsigned hot_pct, size_t *sel);
 
-/* ---- the engine (policy.c) ------------------------------------------------------------------ */
+/* ---- the engine (lifecycle.c) --------------------------------------------------------------- */
 
 struct policy_engine;
 
-/* Start the engine of d (d->cfg's rules; none: *out is NULL and nothing runs). The copy journal
- * is d->cfg.policy_state (":memory:" when none could be chosen). */
-int policy_engine_start(struct tierd *d, struct policy_engine **out);
+/* What the engine uses, borrowed from its opener (the daemon: policy_engine_ctx_tierd in
+ * src/daemon/wiring.c; the tests build one by hand), which keeps every member valid until
+ * policy_engine_free. NULL members: that part is absent (no cache, no burst buffer, ...). The
+ * engine's copy is read-only (its thread and the callers of its functions read it unlocked). */
+struct policy_engine_ctx {
+    /* the rules' source: read by policy_engine_start only (not kept) */
+    const struct policy_conf *conf;
+    uint64_t interval_ms;   /* [daemon] policy_interval: a full pass this often; 0: 30 s */
+    uint64_t part_size;     /* [writeback] part_size: a copy's multipart parts; 0: 8 MiB */
+    const char *state_path; /* [daemon] policy_state (the copy journal); NULL: as spool_dir */
+    const char *spool_dir;  /* [writeback] spool_dir: <spool_dir>/policy.db; NULL: ":memory:" */
+    struct backend *const *backends; /* opened backends, in config order (copy targets) */
+    size_t nbackends;
+    struct tierd_ns *ns; /* the namespaces, in config order (a rule's ns indexes them) */
+    size_t nns;
+    struct tierd_ns_ops ops; /* manifest: the dataset versions of dataset = rules */
+    struct cache *cache;     /* the hot tier (demote, pin, unpin, watermark); may be NULL */
+    struct wb *wb;           /* the burst buffer; NULL when no namespace is write-back */
+    struct pinmeta *pinned;  /* pinned objects' attributes (unpin forgets them); may be NULL */
+    struct stage_registry *stages; /* stage and pin actions' jobs; NULL: they fail (ENOTSUP) */
+    struct tenant_reg *tenants;    /* tenant = rules' names to ids; NULL: none matches */
+    /* where the last-use table lives (access.h): when a rule has idle or tenant, start makes it
+     * and stores it here before the mount (its writer) starts; free frees it and stores NULL */
+    struct access_log **access;
+};
+
+/* Start the engine over ctx (ctx->conf's rules; none: *out is NULL and nothing runs); ctx is
+ * copied. The copy journal is ctx->state_path, else <spool_dir>/policy.db, else ":memory:". 0,
+ * or -errno with tier_err_msg() saying why ("FILE:LINE: ..." for a rule). */
+int policy_engine_start(const struct policy_engine_ctx *ctx, struct policy_engine **out);
 /* Stop the thread (a pass in progress finishes its current action); kicks are still harmless
  * until policy_engine_free (the burst buffer's uploaders kick until wb_close). NULL: no-op. */
 void policy_engine_stop(struct policy_engine *pe);
@@ -175,17 +243,21 @@ int policy_engine_run(struct policy_engine *pe, const char *policy, bool dry_run
 /* GET /v1/policy: every rule with its counters, the last passes, the recent actions. */
 struct json_t *policy_engine_status(struct policy_engine *pe);
 
-/* Replace the rules with those of cfg (a config re-read by `tierctl reload`; its namespaces and
+/* Replace the rules with those of pc (a config re-read by `tierctl reload`; its namespaces and
  * backends must be the running ones, in the same order: the caller checks), after a running pass.
  * The counters start again from 0. 0; -EINVAL with err (a rule's error, "FILE:LINE: ..."), or
  * when a new rule has idle and reads are not tracked (start-up made no table: restart). */
+int policy_engine_reload_conf(struct policy_engine *pe, const struct policy_conf *pc, char *err,
+                              size_t errsz);
+/* The same over a whole config (core/state.h): defined in src/daemon/config.c (as
+ * policy_rules_build), for the API's reload. */
 int policy_engine_reload(struct policy_engine *pe, const struct tierd_config *cfg, char *err,
                          size_t errsz);
 
 /* Counters of one rule, for the telemetry (tierd_policy_actions_total). */
 struct policy_counts {
     char name[POLICY_NAME_MAX]; /* the rule's */
-    const char *ns;             /* its namespace's mount path (d->cfg's: valid while tierd runs) */
+    const char *ns; /* its namespace's mount path (the ctx's: valid while the engine runs) */
     enum policy_action action;
     uint64_t done, bytes, deferred, failed;
     uint64_t skipped; /* expire: deletes skipped because a copy was not as journalled; copy:

@@ -17,7 +17,6 @@
 #include "common/keytab.h"
 #include "datasets/manifest.h"
 #include "lifecycle/lifecycle.h"
-#include "core/state.h"
 #include "tenant/tenant.h"
 
 /* The values of action and level, in the order their "allowed:" text lists them. */
@@ -46,7 +45,7 @@ const char *policy_level_name(enum policy_level l)
 }
 
 struct builder {
-    const struct tierd_config *cfg;
+    const struct policy_conf *cfg;
     char *err;
     size_t errsz;
     int *err_line;
@@ -91,7 +90,7 @@ void policy_rules_free(struct policy_rules *r)
     r->n = 0;
 }
 
-static int find_ns(const struct tierd_config *c, const char *path)
+static int find_ns(const struct policy_conf *c, const char *path)
 {
     for (size_t n = 0; n < c->nnamespaces; n++)
         if (strcmp(c->namespaces[n].path, path) == 0)
@@ -99,10 +98,10 @@ static int find_ns(const struct tierd_config *c, const char *path)
     return -1;
 }
 
-static int find_backend(const struct tierd_config *c, const char *name, size_t len)
+static int find_backend(const struct policy_conf *c, const char *name, size_t len)
 {
     for (size_t b = 0; b < c->nbackends; b++)
-        if (strlen(c->backends[b].name) == len && strncmp(c->backends[b].name, name, len) == 0)
+        if (strlen(c->backends[b]) == len && strncmp(c->backends[b], name, len) == 0)
             return (int)b;
     return -1;
 }
@@ -411,7 +410,7 @@ static void unknown_key(struct builder *b, const char *sect, const char *key, in
     bfail(b, line, "[policy %s] unknown key '%s'%s (allowed: %s)", sect, key, near, allowed);
 }
 
-static void set_key(struct builder *b, const struct tierd_policy_conf *pc, struct policy_rule *r,
+static void set_key(struct builder *b, const struct policy_section *pc, struct policy_rule *r,
                     const char *key, const char *val, int line)
 {
     for (size_t i = 0; i < NRULE_KEYS; i++) {
@@ -489,17 +488,17 @@ static bool copy_targets_clash(const struct policy_rule *a, const struct policy_
 
 /* Does the copy target of r overlap namespace n's keys (same backend, one prefix inside the
  * other)? */
-static bool target_in_ns(const struct tierd_config *c, const struct policy_rule *r, size_t n)
+static bool target_in_ns(const struct policy_conf *c, const struct policy_rule *r, size_t n)
 {
     const struct tierd_ns_conf *ns = &c->namespaces[n];
-    return ns->backend && strcmp(ns->backend, c->backends[r->copy_backend].name) == 0 &&
+    return ns->backend && strcmp(ns->backend, c->backends[r->copy_backend]) == 0 &&
            keys_overlap(ns->prefix ? ns->prefix : "", r->copy_prefix);
 }
 
 /* A namespace other than r's own (read-cache or write-back) whose keys the copy target of r
  * overlaps, or -1. Every rule's source lies inside its namespace's prefix, so a target apart
  * from every namespace is apart from every rule's source too. */
-static int ns_overlap(const struct tierd_config *c, const struct policy_rule *r)
+static int ns_overlap(const struct policy_conf *c, const struct policy_rule *r)
 {
     for (size_t n = 0; n < c->nnamespaces; n++)
         if (n != r->ns && target_in_ns(c, r, n))
@@ -514,136 +513,165 @@ static bool dataset_in_ns(const char *spec, const char *path)
     return tl >= pl && strncmp(spec, path, pl) == 0 && (tl == pl || spec[pl] == '/');
 }
 
-static void build_one(struct builder *b, const struct tierd_policy_conf *pc, struct policy_rule *r)
+/* The lines of the keys of a section that build_one's checks name (0: not given). */
+struct key_lines {
+    bool has_ns, has_action;
+    int action, target, allow_delete, keep_last, dataset, tenant, level;
+};
+
+/* Set each key of section pc on r, noting where the keys the checks name were given. */
+static void set_keys(struct builder *b, const struct policy_section *pc, struct policy_rule *r,
+                     struct key_lines *kl)
 {
-    int target_ns;
-    const struct tierd_config *c = b->cfg;
-    r->line = pc->conf_line;
-    r->target_line = pc->conf_line;
-    r->keep_last = -1;
-    r->copy_backend = -1;
-    r->tenant_id = -1;
-    tier_strlcpy(r->name, pc->name, sizeof(r->name));
-    bool has_ns = false, has_action = false;
-    int action_line = pc->conf_line, target_line = 0, delete_line = 0, keep_line = 0;
-    int dataset_line = 0, tenant_line = 0, level_line = 0;
     for (size_t i = 0; i < pc->nkv && !b->rc; i++) {
         const char *k = pc->kv[i].key;
         set_key(b, pc, r, k, pc->kv[i].val, pc->kv[i].line);
-        has_ns = has_ns || strcmp(k, "namespace") == 0;
-        has_action = has_action || strcmp(k, "action") == 0;
+        kl->has_ns = kl->has_ns || strcmp(k, "namespace") == 0;
+        kl->has_action = kl->has_action || strcmp(k, "action") == 0;
         if (strcmp(k, "action") == 0)
-            action_line = pc->kv[i].line;
+            kl->action = pc->kv[i].line;
         if (strcmp(k, "target") == 0)
-            target_line = r->target_line = pc->kv[i].line;
+            kl->target = r->target_line = pc->kv[i].line;
         if (strcmp(k, "allow_delete") == 0)
-            delete_line = pc->kv[i].line;
+            kl->allow_delete = pc->kv[i].line;
         if (strcmp(k, "keep_last") == 0)
-            keep_line = pc->kv[i].line;
+            kl->keep_last = pc->kv[i].line;
         if (strcmp(k, "dataset") == 0)
-            dataset_line = pc->kv[i].line;
+            kl->dataset = pc->kv[i].line;
         if (strcmp(k, "tenant") == 0)
-            tenant_line = pc->kv[i].line;
+            kl->tenant = pc->kv[i].line;
         if (strcmp(k, "level") == 0)
-            level_line = pc->kv[i].line;
+            kl->level = pc->kv[i].line;
     }
-    if (b->rc)
-        return;
-    if (!r->prefix && !(r->prefix = strdup(""))) {
-        b->rc = -ENOMEM;
-        return;
-    }
-    if (!has_ns) {
-        bfail(b, pc->conf_line,
-              "[policy %s] is missing required key 'namespace' (the mount path of the namespace "
-              "it applies to, like namespace = /ckpt)",
-              pc->name);
-        return;
-    }
-    if (!has_action) {
-        char allowed[128];
-        config_choice_list(action_choices, allowed, sizeof(allowed));
-        bfail(b, pc->conf_line, "[policy %s] is missing required key 'action' (allowed: %s)",
-              pc->name, allowed);
-        return;
-    }
+}
+
+/* The checks of an action's keys: target with copy only, allow_delete with expire only, a copy
+ * target apart from every namespace. */
+static void check_action_keys(struct builder *b, const struct policy_section *pc,
+                              const struct policy_rule *r, const struct key_lines *kl)
+{
+    const struct policy_conf *c = b->cfg;
+    int target_ns;
     if (r->action == POLICY_COPY && r->copy_backend < 0)
-        bfail(b, action_line,
+        bfail(b, kl->action,
               "[policy %s] action = copy needs target = BACKEND[:PREFIX/] (where the copies go)",
               pc->name);
-    else if (r->action != POLICY_COPY && target_line)
-        bfail(b, target_line, "[policy %s] target only applies to action = copy (remove it)",
+    else if (r->action != POLICY_COPY && kl->target)
+        bfail(b, kl->target, "[policy %s] target only applies to action = copy (remove it)",
               pc->name);
     else if (r->action == POLICY_EXPIRE && !r->allow_delete)
-        bfail(b, action_line,
+        bfail(b, kl->action,
               "[policy %s] action = expire deletes objects from the backend: it needs "
               "allow_delete = true in the same section",
               pc->name);
     else if (r->action != POLICY_EXPIRE && r->allow_delete)
-        bfail(b, delete_line, "[policy %s] allow_delete only applies to action = expire", pc->name);
+        bfail(b, kl->allow_delete, "[policy %s] allow_delete only applies to action = expire",
+              pc->name);
     else if (r->action == POLICY_COPY && target_in_ns(c, r, r->ns))
-        bfail(b, target_line,
+        bfail(b, kl->target,
               "[policy %s] target = %s:%s is %s the namespace it copies from (%s:%s; the "
               "copies would be copied again, and an expire could delete them): choose another "
               "backend or prefix",
-              pc->name, c->backends[r->copy_backend].name, r->copy_prefix,
+              pc->name, c->backends[r->copy_backend], r->copy_prefix,
               strlen(r->copy_prefix) >= strlen(c->namespaces[r->ns].prefix) ? "inside" : "around",
               c->namespaces[r->ns].backend, c->namespaces[r->ns].prefix);
     else if (r->action == POLICY_COPY && (target_ns = ns_overlap(c, r)) >= 0)
-        bfail(b, target_line,
+        bfail(b, kl->target,
               "[policy %s] target = %s:%s overlaps the %s namespace %s (line %d) at %s:%s: "
               "its files and the copies would mix (a copy could overwrite one of its files, its "
               "rules could expire a copy, and its uploads could replace one): choose a backend "
               "or prefix outside every namespace",
-              pc->name, c->backends[r->copy_backend].name, r->copy_prefix,
+              pc->name, c->backends[r->copy_backend], r->copy_prefix,
               c->namespaces[target_ns].mode == TIERD_NS_WRITE_BACK ? "write-back" : "read-cache",
               c->namespaces[target_ns].path, c->namespaces[target_ns].conf_line,
               c->namespaces[target_ns].backend, c->namespaces[target_ns].prefix);
-    else if (r->keep_last >= 0 && r->match && r->re.re_nsub < 1)
-        bfail(b, keep_line,
+}
+
+/* The checks of the filters and triggers against the action and the rest of the config. */
+static void check_filter_keys(struct builder *b, const struct policy_section *pc,
+                              const struct policy_rule *r, const struct key_lines *kl)
+{
+    const struct policy_conf *c = b->cfg;
+    if (r->keep_last >= 0 && r->match && r->re.re_nsub < 1)
+        bfail(b, kl->keep_last,
               "[policy %s] keep_last with match = '%s' needs a capture group for the step, like "
               "match = ckpt/step_([0-9]+)/",
               pc->name, r->match);
     else if (r->dataset && !dataset_in_ns(r->dataset, c->namespaces[r->ns].path))
-        bfail(b, dataset_line,
+        bfail(b, kl->dataset,
               "[policy %s] dataset = %s is not a tree of the namespace %s (the rule's): name a "
               "version of a tree under it",
               pc->name, r->dataset, c->namespaces[r->ns].path);
     else if (r->watermark_pct && r->action != POLICY_DEMOTE)
-        bfail(b, action_line,
+        bfail(b, kl->action,
               "[policy %s] watermark only applies to action = demote (it frees the hot tier)",
               pc->name);
-    else if (level_line && r->action != POLICY_DEMOTE)
-        bfail(b, level_line,
+    else if (kl->level && r->action != POLICY_DEMOTE)
+        bfail(b, kl->level,
               "[policy %s] level only applies to action = demote (the level it demotes out of)",
               pc->name);
-    else if (r->level == POLICY_LEVEL_RAM && (!c->cache_disk_dir || !c->cache.disk_bytes))
-        bfail(b, level_line,
+    else if (r->level == POLICY_LEVEL_RAM && !c->disk_level)
+        bfail(b, kl->level,
               "[policy %s] level = ram moves blocks into the disk level, and [cache] has none "
               "(set disk_dir and disk_size, or use level = all)",
               pc->name);
     else if (r->tenant && r->action == POLICY_EXPIRE)
-        bfail(b, tenant_line,
+        bfail(b, kl->tenant,
               "[policy %s] tenant cannot choose what expire deletes: a file's tenant is its last "
               "use through the mount, known only while tierd runs; filter by prefix, glob or "
               "match instead",
               pc->name);
 }
 
-int policy_rules_build(const struct tierd_config *cfg, struct policy_rules *out, char *err,
-                       size_t errsz, int *err_line)
+/* Rule r of section pc: its keys set, then checked (the first error, in the order written). */
+static void build_one(struct builder *b, const struct policy_section *pc, struct policy_rule *r)
+{
+    r->line = pc->line;
+    r->target_line = pc->line;
+    r->keep_last = -1;
+    r->copy_backend = -1;
+    r->tenant_id = -1;
+    tier_strlcpy(r->name, pc->name, sizeof(r->name));
+    struct key_lines kl = {.action = pc->line};
+    set_keys(b, pc, r, &kl);
+    if (b->rc)
+        return;
+    if (!r->prefix && !(r->prefix = strdup(""))) {
+        b->rc = -ENOMEM;
+        return;
+    }
+    if (!kl.has_ns) {
+        bfail(b, pc->line,
+              "[policy %s] is missing required key 'namespace' (the mount path of the namespace "
+              "it applies to, like namespace = /ckpt)",
+              pc->name);
+        return;
+    }
+    if (!kl.has_action) {
+        char allowed[128];
+        config_choice_list(action_choices, allowed, sizeof(allowed));
+        bfail(b, pc->line, "[policy %s] is missing required key 'action' (allowed: %s)", pc->name,
+              allowed);
+        return;
+    }
+    check_action_keys(b, pc, r, &kl);
+    check_filter_keys(b, pc, r, &kl);
+}
+
+int policy_rules_build_conf(const struct policy_conf *cfg, struct policy_rules *out, char *err,
+                            size_t errsz, int *err_line)
 {
     struct builder b = {.cfg = cfg, .err = err, .errsz = errsz, .err_line = err_line};
     memset(out, 0, sizeof(*out));
     *err_line = 0;
     if (errsz)
         err[0] = '\0';
-    size_t cap = cfg->npolicies + cfg->nnamespaces;
+    size_t cap = cfg->nsections + cfg->nnamespaces;
     out->v = cap ? calloc(cap, sizeof(*out->v)) : NULL;
     if (cap && !out->v)
         return -ENOMEM;
-    for (size_t i = 0; i < cfg->npolicies && !b.rc; i++) {
-        build_one(&b, &cfg->policies[i], &out->v[out->n]);
+    for (size_t i = 0; i < cfg->nsections && !b.rc; i++) {
+        build_one(&b, &cfg->sections[i], &out->v[out->n]);
         out->n++;
     }
     for (size_t i = 0; i < out->n && !b.rc; i++) {
@@ -655,8 +683,8 @@ int policy_rules_build(const struct tierd_config *cfg, struct policy_rules *out,
                       "(%s:%s): both rules could write one key there, and an expire would then "
                       "trust a copy that holds the other rule's file; give each copy rule its own "
                       "target prefix, neither inside the other",
-                      y->name, cfg->backends[y->copy_backend].name, y->copy_prefix, x->name,
-                      x->target_line, cfg->backends[x->copy_backend].name, x->copy_prefix);
+                      y->name, cfg->backends[y->copy_backend], y->copy_prefix, x->name,
+                      x->target_line, cfg->backends[x->copy_backend], x->copy_prefix);
             else if (scopes_overlap(x, y) && actions_contradict(x, y))
                 bfail(&b, y->line,
                       "[policy %s] (action = %s) contradicts [policy %s] at line %d (action = "
@@ -670,7 +698,7 @@ int policy_rules_build(const struct tierd_config *cfg, struct policy_rules *out,
     }
     /* [writeback] retention_keep: the built-in rule of each write-back namespace (it leaves the
      * files a rule of the namespace's own demotes, stages or pins to that rule: policy.c) */
-    for (size_t n = 0; n < cfg->nnamespaces && !b.rc && cfg->wb_retention_keep >= 0; n++) {
+    for (size_t n = 0; n < cfg->nnamespaces && !b.rc && cfg->retention_keep >= 0; n++) {
         if (cfg->namespaces[n].mode != TIERD_NS_WRITE_BACK)
             continue;
         struct policy_rule *r = &out->v[out->n++];
@@ -678,7 +706,7 @@ int policy_rules_build(const struct tierd_config *cfg, struct policy_rules *out,
         r->builtin = true;
         r->local_only = true;
         r->ns = n;
-        r->keep_last = cfg->wb_retention_keep;
+        r->keep_last = cfg->retention_keep;
         r->copy_backend = -1;
         r->action = POLICY_DEMOTE;
         if (!(r->prefix = strdup("")))

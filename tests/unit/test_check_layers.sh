@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # test_check_layers.sh - scripts/check-layers.sh can fail: on a made-up tree it passes, then fails
-# on a cycle between two folders (and prints it), on an include its layer table does not allow,
-# and on a function of 151 lines unless the allow-list names it with a reason.
+# on a cycle between two folders (and prints it), on an include its layer table does not allow
+# (core/state.h outside the folders that still take struct tierd: hints, lifecycle), and on a function of 151 lines unless the allow-list names it with a reason.
 set -euo pipefail
 script=$(cd "$(dirname "$0")/../.." && pwd)/scripts/check-layers.sh
 tmp=$(mktemp -d)
@@ -36,6 +36,15 @@ printf '#include "core/state.h"\n' >"$tmp/src/hints/h.c"
 if "$script" "$tmp" >"$tmp/out" 2>&1; then fail "core/state.h in hints passes"; fi
 grep -q 'src/hints/h.c: src/hints may not include core/state.h' "$tmp/out" || { cat "$tmp/out"; fail "wrong message"; }
 rm "$tmp/src/hints/h.c"
+
+# lifecycle is opened with its context (struct policy_engine_ctx): core/state.h there fails too.
+mkdir -p "$tmp/src/lifecycle"
+printf '#include "core/ns.h"\n' >"$tmp/src/lifecycle/l.c"
+"$script" "$tmp" >"$tmp/out" 2>&1 || { cat "$tmp/out"; fail "core/ns.h in lifecycle fails"; }
+printf '#include "core/state.h"\n' >"$tmp/src/lifecycle/l.c"
+if "$script" "$tmp" >"$tmp/out" 2>&1; then fail "core/state.h in lifecycle passes"; fi
+grep -q 'src/lifecycle/l.c: src/lifecycle may not include core/state.h' "$tmp/out" || { cat "$tmp/out"; fail "wrong message"; }
+rm "$tmp/src/lifecycle/l.c"
 
 # A function of 151 lines, brace to brace: fails; 150: passes; allow-listed: passes.
 longfn() {

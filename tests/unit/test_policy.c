@@ -7,20 +7,30 @@
  * directory and time (the built-in retention), age, size, glob, watermark; the built-in rule is
  * made for each write-back namespace and replaced by a namespace's own keep_last demote rule;
  * the tenant filter and the demote level; the last-use table (access.h) with its tenants; copy
- * targets that overlap another rule's target or a namespace refused at their line.
+ * targets that overlap another rule's target or a namespace refused at their line. And the
+ * engine opened with a context built by hand (struct policy_engine_ctx; no daemon, no config
+ * file) over two posix backends: a pass of a copy rule copies the object; an idle rule's
+ * last-use table appears in the context's slot and goes with the engine.
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
+#include "common/err.h"
+#include "common/ioctx.h"
 #include "lifecycle/access.h"
 #include "lifecycle/lifecycle.h"
 #include "daemon/tierd.h"
+#include "tiers/backend.h"
 
 #define HEAD                                                                                       \
     "[backend warm]\ntype = posix\nroot = /srv\n"                                                  \
@@ -449,6 +459,117 @@ static void test_copy_targets(void **state)
                                 "target = be:datasets2/\n");
 }
 
+/* ---- the engine over a hand-made context (no daemon) ---------------------------------------- */
+
+static const struct tier_ioctx test_io = {.tenant = TIER_TENANT_DEFAULT, .cls = TIER_IO_TRAINING};
+
+static void rm_tree(const char *dir)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_engine_ctx(void **state)
+{
+    (void)state;
+    char src[] = "/tmp/test_policy_srcXXXXXX", dst[] = "/tmp/test_policy_dstXXXXXX";
+    assert_non_null(mkdtemp(src));
+    assert_non_null(mkdtemp(dst));
+    struct backend *be[2];
+    assert_int_equal(
+        backend_posix_open(&(struct posix_backend_config){.name = "warm", .root = src}, &be[0]), 0);
+    assert_int_equal(
+        backend_posix_open(&(struct posix_backend_config){.name = "archive", .root = dst}, &be[1]),
+        0);
+    assert_int_equal(backend_put(be[0], &test_io, "ds/run1/a.bin", "hello", 5, NULL), 0);
+
+    char path[] = "/ds", bname[] = "warm", prefix[] = "ds/";
+    struct tierd_ns_conf nsc = {.path = path,
+                                .backend = bname,
+                                .prefix = prefix,
+                                .uid = -1,
+                                .gid = -1,
+                                .umask = -1,
+                                .conf_line = 1};
+    struct tierd_ns ns = {.conf = &nsc, .be = be[0]};
+    const char *names[] = {"warm", "archive"};
+    const struct policy_kv kv[] = {
+        {"namespace", "/ds", 3}, {"action", "copy", 4}, {"target", "archive:copies/", 5}};
+    const struct policy_section sec = {.name = "arch", .line = 2, .kv = kv, .nkv = 3};
+    struct policy_conf conf = {.file = "hand.conf",
+                               .sections = &sec,
+                               .nsections = 1,
+                               .namespaces = &nsc,
+                               .nnamespaces = 1,
+                               .backends = names,
+                               .nbackends = 2,
+                               .retention_keep = -1};
+    struct access_log *access = NULL;
+    struct policy_engine_ctx ctx = {.conf = &conf,
+                                    .interval_ms = 3600000, /* no pass of its own in this test */
+                                    .state_path = ":memory:",
+                                    .backends = be,
+                                    .nbackends = 2,
+                                    .ns = &ns,
+                                    .nns = 1,
+                                    .access = &access};
+    struct policy_engine *pe = NULL;
+    assert_int_equal(policy_engine_start(&ctx, &pe), 0);
+    assert_non_null(pe);
+    assert_null(access); /* no rule has idle or tenant */
+
+    json_t *res = NULL;
+    assert_int_equal(policy_engine_run(pe, NULL, false, &res), 0);
+    assert_non_null(res);
+    assert_int_equal(json_integer_value(json_object_get(res, "done")), 1);
+    assert_int_equal(json_integer_value(json_object_get(res, "failed")), 0);
+    json_decref(res);
+    char buf[16] = "";
+    struct backend_stat st;
+    assert_int_equal(
+        backend_read(be[1], &test_io, "copies/run1/a.bin", 0, buf, sizeof(buf), NULL, &st), 5);
+    assert_memory_equal(buf, "hello", 5);
+    /* the status names the rule's namespace and target from the context */
+    json_t *j = policy_engine_status(pe);
+    json_t *r0 = json_array_get(json_object_get(j, "rules"), 0);
+    assert_string_equal(json_string_value(json_object_get(r0, "namespace")), "/ds");
+    assert_string_equal(json_string_value(json_object_get(r0, "target")), "archive:copies/");
+    assert_int_equal(json_integer_value(json_object_get(r0, "done")), 1);
+    json_decref(j);
+    policy_engine_free(pe);
+
+    /* an idle rule: start makes the last-use table in the context's slot, free takes it back */
+    const struct policy_kv kv2[] = {
+        {"namespace", "/ds", 3}, {"idle", "1d", 4}, {"action", "demote", 5}};
+    const struct policy_section sec2 = {.name = "cold", .line = 2, .kv = kv2, .nkv = 3};
+    conf.sections = &sec2;
+    pe = NULL;
+    assert_int_equal(policy_engine_start(&ctx, &pe), 0);
+    assert_non_null(pe);
+    assert_non_null(access);
+    policy_engine_free(pe);
+    assert_null(access);
+
+    /* no rule: nothing runs; a rule's error names the file and line */
+    conf.nsections = 0;
+    pe = (struct policy_engine *)1;
+    assert_int_equal(policy_engine_start(&ctx, &pe), 0);
+    assert_null(pe);
+    const struct policy_kv kv3[] = {{"namespace", "/nowhere", 7}, {"action", "demote", 8}};
+    const struct policy_section sec3 = {.name = "bad", .line = 6, .kv = kv3, .nkv = 2};
+    conf.sections = &sec3;
+    conf.nsections = 1;
+    assert_int_equal(policy_engine_start(&ctx, &pe), -EINVAL);
+    assert_null(pe);
+    assert_non_null(strstr(tier_err_msg(), "hand.conf:7: [policy bad]"));
+
+    backend_free(be[0]);
+    backend_free(be[1]);
+    rm_tree(src);
+    rm_tree(dst);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -457,6 +578,7 @@ int main(void)
         cmocka_unit_test(test_retention_off),    cmocka_unit_test(test_idle),
         cmocka_unit_test(test_builtin_floor),    cmocka_unit_test(test_access_floor),
         cmocka_unit_test(test_tenant_and_level), cmocka_unit_test(test_copy_targets),
+        cmocka_unit_test(test_engine_ctx),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
