@@ -77,6 +77,7 @@
 #include "common/err.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
+#include "common/vec.h"
 #include "tiers/backend.h"
 
 #define MPU_DIR ".tier-mpu"
@@ -921,16 +922,12 @@ static int posix_mpu_list(struct backend *be, const char *key, struct backend_mp
         int64_t t =
             fstat(sfd, &st) == 0 ? (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec : 0;
         close(sfd);
-        if (cnt == cap) {
-            size_t nc = cap ? cap * 2 : 4;
-            struct backend_mpu *nv = realloc(v, nc * sizeof(*nv));
-            if (!nv) {
-                rc = -ENOMEM;
-                break;
-            }
-            v = nv;
-            cap = nc;
+        struct backend_mpu *nv = tier_vec_grow(v, &cap, cnt + 1, sizeof(*nv), 4);
+        if (!nv) {
+            rc = -ENOMEM;
+            break;
         }
+        v = nv;
         v[cnt].initiated_ns = t;
         v[cnt].upload_id = strdup(de->d_name);
         if (!v[cnt].upload_id) {
@@ -1089,16 +1086,12 @@ static int read_dents(const struct lister *l, int fd, const char *dirkey, const 
         } else {
             continue; /* sockets, fifos, devices are not objects */
         }
-        if (n == cap) {
-            size_t nc = cap ? cap * 2 : 64;
-            struct dent *nv = realloc(v, nc * sizeof(*nv));
-            if (!nv) {
-                rc = -ENOMEM;
-                break;
-            }
-            v = nv;
-            cap = nc;
+        struct dent *nv = tier_vec_grow(v, &cap, n + 1, sizeof(*nv), 64);
+        if (!nv) {
+            rc = -ENOMEM;
+            break;
         }
+        v = nv;
         e.name = strndup(nm, nlen);
         e.len = nlen;
         if (!e.name) {
@@ -1163,14 +1156,10 @@ static size_t sort_smallest(struct dent *v, size_t n, size_t k)
 
 static int emit(struct lister *l, const char *key, bool is_prefix, const struct stat *s)
 {
-    if (l->n == l->cap) {
-        size_t nc = l->cap ? l->cap * 2 : 64;
-        struct backend_entry *nv = realloc(l->v, nc * sizeof(*nv));
-        if (!nv)
-            return -ENOMEM;
-        l->v = nv;
-        l->cap = nc;
-    }
+    struct backend_entry *nv = tier_vec_grow(l->v, &l->cap, l->n + 1, sizeof(*nv), 64);
+    if (!nv)
+        return -ENOMEM;
+    l->v = nv;
     struct backend_entry *e = &l->v[l->n];
     memset(e, 0, sizeof(*e));
     e->name = strdup(key);
