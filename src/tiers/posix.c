@@ -451,20 +451,34 @@ static int tmp_commit(struct tmpfile *t, const char *name, char *etag_out)
     return tmp_commit_mode(t, name, etag_out, false);
 }
 
-static int put_mode(struct backend *be, const char *key, const void *buf, size_t len,
-                    char *etag_out, bool excl)
+/* The prologue of op (a put: create set, or a delete) on key's object: a reserved name is
+ * refused, the parent directory opened (with create, missing ones made). Returns the parent's fd
+ * with *base, key's last component (pointing into key), or a negative errno with the message
+ * set (fail_parent's with create, fail's without). */
+static int open_parent(const struct posix_backend *pb, const char *key, bool create, const char *op,
+                       const char **base)
 {
-    struct posix_backend *pb = to_pb(be);
     int rc = check_reserved(key);
     if (rc)
         return rc;
     char dir[BACKEND_KEY_MAX + 1];
-    const char *base = split_key(key, dir);
-    int dirfd = open_dir(pb, dir, true);
+    *base = split_key(key, dir);
+    int dirfd = open_dir(pb, dir, create);
     if (dirfd < 0)
-        return fail_parent(pb, dirfd, "put", key);
+        return create ? fail_parent(pb, dirfd, op, key) : fail(pb, dirfd, op, key);
+    return dirfd;
+}
+
+static int put_mode(struct backend *be, const char *key, const void *buf, size_t len,
+                    char *etag_out, bool excl)
+{
+    struct posix_backend *pb = to_pb(be);
+    const char *base;
+    int dirfd = open_parent(pb, key, true, "put", &base);
+    if (dirfd < 0)
+        return dirfd;
     struct tmpfile t;
-    rc = tmp_create(dirfd, &t);
+    int rc = tmp_create(dirfd, &t);
     if (rc == 0)
         rc = write_all(t.fd, buf, len);
     if (rc == 0)
@@ -495,15 +509,11 @@ static int posix_put_new(struct backend *be, const char *key, const void *buf, s
 static int posix_del(struct backend *be, const char *key)
 {
     struct posix_backend *pb = to_pb(be);
-    int rc = check_reserved(key);
-    if (rc)
-        return rc;
-    char dir[BACKEND_KEY_MAX + 1];
-    const char *base = split_key(key, dir);
-    int dirfd = open_dir(pb, dir, false);
+    const char *base;
+    int dirfd = open_parent(pb, key, false, "delete", &base);
     if (dirfd < 0)
-        return fail(pb, dirfd, "delete", key);
-    rc = unlinkat(dirfd, base, 0) == 0 ? 0 : -errno;
+        return dirfd;
+    int rc = unlinkat(dirfd, base, 0) == 0 ? 0 : -errno;
     close(dirfd);
     if (rc == -EISDIR) {
         tier_err_set("delete '%s': is a directory under %s, not an object", key, pb->root);
