@@ -197,6 +197,8 @@ static int64_t map_find(const struct hset *s, const struct tierd_ns *ns, const c
     }
 }
 
+/* Twice the slots, every file hashed in again: a table rebuilt, not an array grown in place, so
+ * not tier_vec_grow's (the old slots' positions mean nothing in the new table). */
 static int map_grow(struct hset *s)
 {
     uint32_t ncap = s->mapcap ? s->mapcap * 2 : 1024;
