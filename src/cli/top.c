@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "common/strutil.h"
+#include "common/vec.h"
 
 #define NS_PER_S 1e9
 
@@ -215,14 +216,10 @@ static int acc_add(struct acc *a, uint64_t upper, uint64_t count)
 {
     if (count == 0)
         return 0;
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 64;
-        struct tele_bucket *nb = realloc(a->b, cap * sizeof(*nb));
-        if (!nb)
-            return -ENOMEM;
-        a->b = nb;
-        a->cap = cap;
-    }
+    struct tele_bucket *nb = tier_vec_grow(a->b, &a->cap, a->n + 1, sizeof(*nb), 64);
+    if (!nb)
+        return -ENOMEM;
+    a->b = nb;
     a->b[a->n++] = (struct tele_bucket){upper, count};
     a->count += count;
     return 0;

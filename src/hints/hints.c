@@ -58,6 +58,7 @@
 #include "common/log.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
+#include "common/vec.h"
 #include "datasets/dataset.h"
 #include "datasets/manifest.h"
 #include "tenant/tenant.h"
@@ -95,7 +96,7 @@ struct hset {
     uint32_t mapcap;
     uint64_t *occ; /* by item: first entry not consumed */
     uint8_t *done; /* by entry */
-    uint64_t donecap;
+    size_t donecap;
     uint64_t cursor;
     int busy;         /* workers inside fetch_file, readers inside hints_observe */
     uint64_t last_ns; /* last append or consumed read (HINTS_IDLE_NS) */
@@ -196,6 +197,8 @@ static int64_t map_find(const struct hset *s, const struct tierd_ns *ns, const c
     }
 }
 
+/* Twice the slots, every file hashed in again: a table rebuilt, not an array grown in place, so
+ * not tier_vec_grow's (the old slots' positions mean nothing in the new table). */
 static int map_grow(struct hset *s)
 {
     uint32_t ncap = s->mapcap ? s->mapcap * 2 : 1024;
@@ -1150,17 +1153,10 @@ uint64_t hints_manifest_reads(struct hints *h)
 
 static int done_grow(struct hset *s, uint64_t need)
 {
-    if (need <= s->donecap)
-        return 0;
-    uint64_t ncap = s->donecap ? s->donecap : 4096;
-    while (ncap < need)
-        ncap *= 2;
-    uint8_t *nd = realloc(s->done, ncap);
+    uint8_t *nd = tier_vec_grow(s->done, &s->donecap, need, 1, 4096);
     if (!nd)
         return -ENOMEM;
-    memset(nd + s->donecap, 0, ncap - s->donecap);
     s->done = nd;
-    s->donecap = ncap;
     return 0;
 }
 

@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/vec.h"
+
 #define NONE UINT64_MAX
 
 struct hent {
@@ -178,14 +180,10 @@ size_t hintwin_fill(struct hintwin *w, void (*enter)(void *ud, uint32_t item, ui
 
 static void heap_push(struct hintwin *w, struct hent e)
 {
-    if (w->hn == w->hcap) {
-        size_t ncap = w->hcap ? w->hcap * 2 : 1024;
-        struct hent *nh = realloc(w->heap, ncap * sizeof(*nh));
-        if (!nh)
-            return; /* the item is then never a victim: the caller's own eviction takes it */
-        w->heap = nh;
-        w->hcap = ncap;
-    }
+    struct hent *nh = tier_vec_grow(w->heap, &w->hcap, w->hn + 1, sizeof(*nh), 1024);
+    if (!nh)
+        return; /* the item is then never a victim: the caller's own eviction takes it */
+    w->heap = nh;
     size_t i = w->hn++;
     w->heap[i] = e;
     while (i && w->heap[(i - 1) / 2].next < w->heap[i].next) {

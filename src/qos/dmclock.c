@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/vec.h"
+
 #define NS_PER_SEC 1000000000ull
 
 __extension__ typedef unsigned __int128 u128;
@@ -33,12 +35,12 @@ struct dmc_tenant {
 };
 
 struct dmc_client {
-    struct dmc_client *aprev, *anext; /* active list: the client has queued requests */
-    struct dmc_tenant *t;             /* owned by the dmc's tenant table */
+    struct tier_list alink; /* on dmc.active: the client has queued requests */
+    struct dmc_tenant *t;   /* owned by the dmc's tenant table */
     uint32_t tenant;
     enum tier_io_class cls;
     struct dmc_params p;
-    struct dmc_req *qhead, *qtail;
+    struct tier_list q; /* its requests (dmc_req.link), oldest first */
     size_t queued;
     uint64_t r_prev; /* R tag of the last arrival */
     double p_prev;   /* P tag of the last arrival */
@@ -54,7 +56,7 @@ struct dmc {
     size_t ntab;
     struct dmc_tenant **ten; /* by tenant; NULL: not seen yet */
     size_t nten;
-    struct dmc_client *active;
+    struct tier_list active; /* clients with queued requests (dmc_client.alink), newest first */
     size_t queued;
     double vtime; /* V: start tag of the last weight-phase grant */
 };
@@ -98,6 +100,7 @@ int dmc_new(const struct dmc_config *cfg, struct dmc **out)
     d->op_cost = cfg && cfg->op_cost ? cfg->op_cost : DMC_OP_COST_DEFAULT;
     d->params = cfg ? cfg->params : NULL;
     d->params_ud = cfg ? cfg->params_ud : NULL;
+    tier_list_init(&d->active);
     *out = d;
     return 0;
 }
@@ -131,47 +134,31 @@ static struct dmc_client *lookup(const struct dmc *d, uint32_t tenant, enum tier
     return i < d->ntab ? d->tab[i] : NULL;
 }
 
-/* The new size of a table of n entries (first when empty) that must hold index i. */
-static size_t grown(size_t n, size_t i, size_t first)
-{
-    size_t m = n ? n : first;
-    while (m <= i)
-        m *= 2;
-    return m;
-}
-
 static int client_get(struct dmc *d, uint32_t tenant, enum tier_io_class cls,
                       struct dmc_client **out)
 {
     if (tenant >= DMC_MAX_TENANTS || (unsigned)cls >= TIER_IO_NCLASSES)
         return -EINVAL;
-    if (tenant >= d->nten) {
-        size_t m = grown(d->nten, tenant, 16);
-        struct dmc_tenant **t = realloc(d->ten, m * sizeof(*t));
-        if (!t)
-            return -ENOMEM;
-        memset(t + d->nten, 0, (m - d->nten) * sizeof(*t));
-        d->ten = t;
-        d->nten = m;
-    }
+    struct dmc_tenant **ten = tier_vec_grow(d->ten, &d->nten, (size_t)tenant + 1, sizeof(*ten), 16);
+    if (!ten)
+        return -ENOMEM;
+    d->ten = ten;
     if (!d->ten[tenant] && !(d->ten[tenant] = calloc(1, sizeof(*d->ten[tenant]))))
         return -ENOMEM;
     size_t i = (size_t)tenant * TIER_IO_NCLASSES + (size_t)cls;
-    if (i >= d->ntab) {
-        size_t m = grown(d->ntab, i, 16 * TIER_IO_NCLASSES);
-        struct dmc_client **t = realloc(d->tab, m * sizeof(*t));
-        if (!t)
-            return -ENOMEM;
-        memset(t + d->ntab, 0, (m - d->ntab) * sizeof(*t));
-        d->tab = t;
-        d->ntab = m;
-    }
+    struct dmc_client **tab =
+        tier_vec_grow(d->tab, &d->ntab, i + 1, sizeof(*tab), 16 * TIER_IO_NCLASSES);
+    if (!tab)
+        return -ENOMEM;
+    d->tab = tab;
     if (!d->tab[i]) {
         struct dmc_client *c = calloc(1, sizeof(*c));
         if (!c)
             return -ENOMEM;
         c->tenant = tenant;
         c->cls = cls;
+        tier_list_init(&c->alink);
+        tier_list_init(&c->q);
         c->t = d->ten[tenant];
         load_params(d, c);
         d->tab[i] = c;
@@ -227,20 +214,9 @@ int dmc_add(struct dmc *d, uint32_t tenant, enum tier_io_class cls, uint64_t byt
     double start = c->queued || c->p_prev > d->vtime ? c->p_prev : d->vtime;
     c->p_prev = start + (double)req->cost / (double)c->p.weight;
     req->p_tag = c->p_prev;
-    req->next = NULL;
-    req->prev = c->qtail;
-    if (c->qtail)
-        c->qtail->next = req;
-    else
-        c->qhead = req;
-    c->qtail = req;
-    if (c->queued++ == 0) {
-        c->aprev = NULL;
-        c->anext = d->active;
-        if (d->active)
-            d->active->aprev = c;
-        d->active = c;
-    }
+    tier_list_push_tail(&c->q, &req->link);
+    if (c->queued++ == 0)
+        tier_list_push_head(&d->active, &c->alink);
     d->queued++;
     return 0;
 }
@@ -249,25 +225,10 @@ int dmc_add(struct dmc *d, uint32_t tenant, enum tier_io_class cls, uint64_t byt
 static void unqueue(struct dmc *d, struct dmc_req *req)
 {
     struct dmc_client *c = req->cl;
-    if (req->prev)
-        req->prev->next = req->next;
-    else
-        c->qhead = req->next;
-    if (req->next)
-        req->next->prev = req->prev;
-    else
-        c->qtail = req->prev;
-    req->prev = req->next = NULL;
+    tier_list_remove(&req->link);
     d->queued--;
-    if (--c->queued == 0) {
-        if (c->aprev)
-            c->aprev->anext = c->anext;
-        else
-            d->active = c->anext;
-        if (c->anext)
-            c->anext->aprev = c->aprev;
-        c->aprev = c->anext = NULL;
-    }
+    if (--c->queued == 0)
+        tier_list_remove(&c->alink);
 }
 
 void dmc_cancel(struct dmc *d, struct dmc_req *req)
@@ -292,11 +253,17 @@ static void advance_l(uint64_t *l_next, uint64_t now, uint64_t cost, uint64_t ra
     *l_next = sat_add(max_u64(*l_next, late), span_ns(cost, rate));
 }
 
+/* The oldest request of c, an active client (its queue is not empty). */
+static struct dmc_req *head_of(const struct dmc_client *c)
+{
+    return tier_list_entry(c->q.next, struct dmc_req, link);
+}
+
 /* Ties in the weight phase go to the lower class, then the lower tenant: deterministic. */
 static bool p_before(const struct dmc_client *a, const struct dmc_client *b)
 {
-    if (a->qhead->p_tag != b->qhead->p_tag)
-        return a->qhead->p_tag < b->qhead->p_tag;
+    if (head_of(a)->p_tag != head_of(b)->p_tag)
+        return head_of(a)->p_tag < head_of(b)->p_tag;
     if (a->cls != b->cls)
         return a->cls < b->cls;
     return a->tenant < b->tenant;
@@ -304,7 +271,7 @@ static bool p_before(const struct dmc_client *a, const struct dmc_client *b)
 
 static void grant_head(struct dmc *d, struct dmc_client *c, uint64_t now, enum dmc_phase ph)
 {
-    struct dmc_req *req = c->qhead;
+    struct dmc_req *req = head_of(c);
     unqueue(d, req);
     if (c->p.limit)
         advance_l(&c->l_next, now, req->cost, c->p.limit);
@@ -322,8 +289,12 @@ static void grant_head(struct dmc *d, struct dmc_client *c, uint64_t now, enum d
     if (c->p.reservation) {
         /* served beyond the reservation: the remaining R tags must not count it */
         uint64_t dr = span_ns(req->cost, c->p.reservation);
-        for (struct dmc_req *q = c->qhead; q; q = q->next)
+        struct tier_list *l;
+        tier_list_foreach(l, &c->q)
+        {
+            struct dmc_req *q = tier_list_entry(l, struct dmc_req, link);
             q->r_tag = q->r_tag > dr ? q->r_tag - dr : 0;
+        }
         c->r_prev = c->r_prev > dr ? c->r_prev - dr : 0;
     }
 }
@@ -337,23 +308,26 @@ int dmc_pull(struct dmc *d, uint64_t now_ns, struct dmc_req **out, enum dmc_phas
 int dmc_pull_filtered(struct dmc *d, uint64_t now_ns, dmc_filter_fn ok, void *ok_ud,
                       struct dmc_req **out, enum dmc_phase *phase, uint64_t *next_ns)
 {
-    if (!d->active)
+    if (tier_list_empty(&d->active))
         return -ENOENT;
     struct dmc_client *rbest = NULL, *pbest = NULL;
     uint64_t next = UINT64_MAX;
     bool held = false; /* a client under its limits whose head the filter held back */
-    for (struct dmc_client *c = d->active; c; c = c->anext) {
+    struct tier_list *al;
+    tier_list_foreach(al, &d->active)
+    {
+        struct dmc_client *c = tier_list_entry(al, struct dmc_client, alink);
         uint64_t lt = limit_time(c);
         if (lt > now_ns) {
             next = lt < next ? lt : next;
             continue;
         }
-        if (ok && !ok(ok_ud, c->qhead)) {
+        if (ok && !ok(ok_ud, head_of(c))) {
             held = true;
             continue;
         }
-        if (c->p.reservation && c->qhead->r_tag <= now_ns &&
-            (!rbest || c->qhead->r_tag < rbest->qhead->r_tag))
+        if (c->p.reservation && head_of(c)->r_tag <= now_ns &&
+            (!rbest || head_of(c)->r_tag < head_of(rbest)->r_tag))
             rbest = c;
         if (!pbest || p_before(c, pbest))
             pbest = c;
@@ -367,7 +341,7 @@ int dmc_pull_filtered(struct dmc *d, uint64_t now_ns, dmc_filter_fn ok, void *ok
         return -EAGAIN;
     }
     enum dmc_phase ph = rbest ? DMC_PHASE_RESERVATION : DMC_PHASE_WEIGHT;
-    struct dmc_req *req = c->qhead;
+    struct dmc_req *req = head_of(c);
     grant_head(d, c, now_ns, ph);
     *out = req;
     if (phase)
@@ -415,9 +389,9 @@ int dmc_client_info_get(const struct dmc *d, uint32_t tenant, enum tier_io_class
     out->l_next = c->l_next;
     out->tenant_l_next = c->t->l_next;
     out->p_prev = c->p_prev;
-    if (c->qhead) {
-        out->head_r = c->qhead->r_tag;
-        out->head_p = c->qhead->p_tag;
+    if (!tier_list_empty(&c->q)) {
+        out->head_r = head_of(c)->r_tag;
+        out->head_p = head_of(c)->p_tag;
     }
     out->granted = c->granted;
     out->grants_reservation = c->grants_r;

@@ -68,6 +68,7 @@
 #include <stdint.h>
 
 #include "common/ioctx.h"
+#include "common/list.h"
 
 #define DMC_OP_COST_DEFAULT (64u * 1024u)
 #define DMC_MAX_TENANTS TIER_TENANT_IDS_MAX /* tenant ids at most (tenant_id_limit()) */
@@ -99,7 +100,7 @@ struct dmc_client;
 /* One request, owned by the caller (embed it); valid from dmc_add until dmc_pull returns it
  * or dmc_cancel removes it. */
 struct dmc_req {
-    struct dmc_req *prev, *next; /* the client's FIFO */
+    struct tier_list link; /* on the client's FIFO */
     struct dmc_client *cl;
     uint64_t cost;
     uint64_t r_tag; /* ns; meaningful when the client has a reservation */

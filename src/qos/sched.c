@@ -70,8 +70,10 @@
 #include <time.h>
 
 #include "common/err.h"
+#include "common/list.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
+#include "common/vec.h"
 #include "qos/dmclock.h"
 #include "telemetry/telemetry.h"
 
@@ -88,7 +90,7 @@ static const uint32_t builtin_weight[TIER_IO_NCLASSES] = {64, 16, 4, 1};
 #define BUILTIN_INFERENCE_RESERVATION_DIV 10
 
 struct waiter {
-    struct waiter *prev, *next;
+    struct tier_list link; /* on its lane's queue of its class */
     pthread_cond_t cv;
     int cls;
     enum sched_dir dir;
@@ -110,7 +112,7 @@ struct sched_lane {
     bool idle_fast; /* sched_backend_config.idle_fast */
     /* Under sched.mu. */
     int inflight;
-    struct waiter *qhead[TIER_IO_NCLASSES], *qtail[TIER_IO_NCLASSES];
+    struct tier_list q[TIER_IO_NCLASSES]; /* waiters (waiter.link) by class, oldest first */
     uint64_t queued[TIER_IO_NCLASSES];
     uint64_t passed[TIER_IO_NCLASSES];
     enum sched_breaker_state br;
@@ -221,6 +223,8 @@ static void lane_init(struct sched_lane *l, const char *name, int cap, uint64_t 
         admit_timeout_ms == SCHED_TIMEOUT_NONE ? 0 : admit_timeout_ms * TIER_NS_PER_MS;
     l->breaker_failures = breaker_failures;
     l->cooldown_ns = cooldown_ms * TIER_NS_PER_MS;
+    for (int c = 0; c < TIER_IO_NCLASSES; c++)
+        tier_list_init(&l->q[c]);
 }
 
 int sched_new(const struct sched_config *cfg, struct sched **out)
@@ -366,19 +370,13 @@ int sched_qos_set(struct sched *s, uint32_t tenant, enum tier_io_class cls,
     }
     size_t i = (size_t)tenant * TIER_IO_NCLASSES + (size_t)cls;
     pthread_mutex_lock(&s->mu);
-    if (i >= s->ntq) {
-        size_t n = s->ntq ? s->ntq : 64 * TIER_IO_NCLASSES;
-        while (n <= i)
-            n *= 2;
-        struct tenant_qos *t = realloc(s->tq, n * sizeof(*t));
-        if (!t) {
-            pthread_mutex_unlock(&s->mu);
-            return -ENOMEM;
-        }
-        memset(t + s->ntq, 0, (n - s->ntq) * sizeof(*t));
-        s->tq = t;
-        s->ntq = n;
+    struct tenant_qos *tq =
+        tier_vec_grow(s->tq, &s->ntq, i + 1, sizeof(*tq), 64 * TIER_IO_NCLASSES);
+    if (!tq) {
+        pthread_mutex_unlock(&s->mu);
+        return -ENOMEM;
     }
+    s->tq = tq;
     s->tq[i].set = q != NULL;
     if (q)
         s->tq[i].q = *q;
@@ -394,19 +392,12 @@ int sched_tenant_limit_set(struct sched *s, uint32_t tenant, uint64_t limit_bps)
         return -EINVAL;
     }
     pthread_mutex_lock(&s->mu);
-    if (tenant >= s->ntlim) {
-        size_t n = s->ntlim ? s->ntlim : 64;
-        while (n <= tenant)
-            n *= 2;
-        uint64_t *t = realloc(s->tlim, n * sizeof(*t));
-        if (!t) {
-            pthread_mutex_unlock(&s->mu);
-            return -ENOMEM;
-        }
-        memset(t + s->ntlim, 0, (n - s->ntlim) * sizeof(*t));
-        s->tlim = t;
-        s->ntlim = n;
+    uint64_t *tlim = tier_vec_grow(s->tlim, &s->ntlim, (size_t)tenant + 1, sizeof(*tlim), 64);
+    if (!tlim) {
+        pthread_mutex_unlock(&s->mu);
+        return -ENOMEM;
     }
+    s->tlim = tlim;
     s->tlim[tenant] = limit_bps == SCHED_RATE_NONE ? 0 : limit_bps;
     refresh_lanes(s);
     pthread_mutex_unlock(&s->mu);
@@ -416,17 +407,10 @@ int sched_tenant_limit_set(struct sched *s, uint32_t tenant, uint64_t limit_bps)
 /* Under mu: lane l's entry of tenant, the table grown (zeroed) to hold it; NULL: no memory. */
 static struct lane_tenant *lane_tenant_at(struct sched_lane *l, uint32_t tenant)
 {
-    if (tenant >= l->nlt) {
-        size_t n = l->nlt ? l->nlt : 64;
-        while (n <= tenant)
-            n *= 2;
-        struct lane_tenant *t = realloc(l->lt, n * sizeof(*t));
-        if (!t)
-            return NULL;
-        memset(t + l->nlt, 0, (n - l->nlt) * sizeof(*t));
-        l->lt = t;
-        l->nlt = n;
-    }
+    struct lane_tenant *t = tier_vec_grow(l->lt, &l->nlt, (size_t)tenant + 1, sizeof(*t), 64);
+    if (!t)
+        return NULL;
+    l->lt = t;
     return &l->lt[tenant];
 }
 
@@ -665,6 +649,13 @@ static int next_class(const struct sched *s, const struct sched_lane *l)
     return first;
 }
 
+/* Under mu: the oldest waiter of class c on l, or NULL. */
+static struct waiter *first_waiter(const struct sched_lane *l, int c)
+{
+    struct tier_list *f = tier_list_first(&l->q[c]);
+    return f ? tier_list_entry(f, struct waiter, link) : NULL;
+}
+
 /* Under mu: every waiting client of l is at its limit until wake_ns: make sure one waiter
  * sleeps until then (the first queued, by class), and wake it so it sleeps to the new time. */
 static void arm_timer(struct sched_lane *l)
@@ -672,7 +663,7 @@ static void arm_timer(struct sched_lane *l)
     if (!l->wake_ns)
         return;
     for (int c = 0; !l->timer && c < TIER_IO_NCLASSES; c++)
-        l->timer = l->qhead[c];
+        l->timer = first_waiter(l, c);
     if (l->timer)
         pthread_cond_signal(&l->timer->cv);
 }
@@ -684,15 +675,7 @@ static void unlink_waiter(struct sched *s, struct sched_lane *l, struct waiter *
         dmc_cancel(l->dmc, &w->req);
         w->in_dmc = false;
     }
-    if (w->prev)
-        w->prev->next = w->next;
-    else
-        l->qhead[c] = w->next;
-    if (w->next)
-        w->next->prev = w->prev;
-    else
-        l->qtail[c] = w->prev;
-    w->prev = w->next = NULL;
+    tier_list_remove(&w->link);
     l->queued[c]--;
     s->st[c].queued_now--;
     if (!l->queued[c])
@@ -800,7 +783,7 @@ static void grant(struct sched *s, struct sched_lane *l)
             c = next_class(s, l);
             if (c < 0)
                 return;
-            w = l->qhead[c];
+            w = first_waiter(l, c);
             unlink_waiter(s, l, w);
             l->passed[c] = 0;
             for (int k = c + 1; k < TIER_IO_NCLASSES; k++) {
@@ -852,8 +835,8 @@ static void breaker_open(struct sched *s, struct sched_lane *l, uint64_t now)
     l->probe_out = false;
     l->opens++;
     for (int c = 0; c < TIER_IO_NCLASSES; c++) {
-        while (l->qhead[c]) {
-            struct waiter *w = l->qhead[c];
+        struct waiter *w;
+        while ((w = first_waiter(l, c))) {
             unlink_waiter(s, l, w);
             w->refused = true;
             l->fast_fails++;
@@ -1104,12 +1087,7 @@ static int lane_admit(struct sched *s, struct sched_lane *l, int c, uint32_t ten
         w.in_dmc = true;
     }
     pthread_cond_init(&w.cv, &s->cattr);
-    w.prev = l->qtail[c];
-    if (l->qtail[c])
-        l->qtail[c]->next = &w;
-    else
-        l->qhead[c] = &w;
-    l->qtail[c] = &w;
+    tier_list_push_tail(&l->q[c], &w.link);
     l->queued[c]++;
     s->st[c].queued_now++;
     grant(s, l); /* a slot may be free while only lower classes waited; dmClock: maybe us */

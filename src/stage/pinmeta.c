@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/strutil.h"
+#include "common/vec.h"
 
 struct pm_entry {
     char *backend, *key;
@@ -82,16 +83,12 @@ int pinmeta_note(struct pinmeta *pm, const char *backend, const char *key,
         pm->v[i].o = *o;
         goto out;
     }
-    if (pm->n == pm->cap) {
-        size_t cap = pm->cap ? pm->cap * 2 : 64;
-        struct pm_entry *v = realloc(pm->v, cap * sizeof(*v));
-        if (!v) {
-            rc = -ENOMEM;
-            goto out;
-        }
-        pm->v = v;
-        pm->cap = cap;
+    struct pm_entry *v = tier_vec_grow(pm->v, &pm->cap, pm->n + 1, sizeof(*v), 64);
+    if (!v) {
+        rc = -ENOMEM;
+        goto out;
     }
+    pm->v = v;
     struct pm_entry e = {.backend = strdup(backend), .key = strdup(key), .o = *o};
     if (!e.backend || !e.key) {
         free(e.backend);

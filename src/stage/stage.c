@@ -781,23 +781,31 @@ fail:
     return rc;
 }
 
+/* Under r->mu: the job of job_id, returned with its own mu held (the caller unlocks it before
+ * r->mu), or NULL. */
+static struct stage_job *job_find_locked(struct stage_registry *r, uint64_t job_id)
+{
+    for (struct stage_job *j = r->jobs; j; j = j->next) {
+        if (j->id == job_id) {
+            pthread_mutex_lock(&j->mu);
+            return j;
+        }
+    }
+    return NULL;
+}
+
 int stage_cancel(struct stage_registry *r, uint64_t job_id)
 {
-    int rc = -ENOENT;
     pthread_mutex_lock(&r->mu);
-    for (struct stage_job *j = r->jobs; j; j = j->next) {
-        if (j->id != job_id)
-            continue;
-        pthread_mutex_lock(&j->mu);
+    struct stage_job *j = job_find_locked(r, job_id);
+    if (j) {
         atomic_store(&j->cancel, true);
         pthread_cond_broadcast(&j->not_full);
         pthread_cond_broadcast(&j->not_empty);
         pthread_mutex_unlock(&j->mu);
-        rc = 0;
-        break;
     }
     pthread_mutex_unlock(&r->mu);
-    return rc;
+    return j ? 0 : -ENOENT;
 }
 
 size_t stage_tenant_running(struct stage_registry *r, uint32_t tenant)
@@ -817,19 +825,14 @@ size_t stage_tenant_running(struct stage_registry *r, uint32_t tenant)
 
 int stage_progress_get(struct stage_registry *r, uint64_t job_id, struct stage_progress *p)
 {
-    int rc = -ENOENT;
     pthread_mutex_lock(&r->mu);
-    for (struct stage_job *j = r->jobs; j; j = j->next) {
-        if (j->id != job_id)
-            continue;
-        pthread_mutex_lock(&j->mu);
+    struct stage_job *j = job_find_locked(r, job_id);
+    if (j) {
         *p = j->p;
         if (p->state == STAGE_RUNNING)
             p->elapsed_ns = tier_now_mono_ns() - j->start_ns;
         pthread_mutex_unlock(&j->mu);
-        rc = 0;
-        break;
     }
     pthread_mutex_unlock(&r->mu);
-    return rc;
+    return j ? 0 : -ENOENT;
 }

@@ -77,6 +77,7 @@
 #include "common/err.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
+#include "common/vec.h"
 #include "tiers/backend.h"
 
 #define MPU_DIR ".tier-mpu"
@@ -450,20 +451,34 @@ static int tmp_commit(struct tmpfile *t, const char *name, char *etag_out)
     return tmp_commit_mode(t, name, etag_out, false);
 }
 
-static int put_mode(struct backend *be, const char *key, const void *buf, size_t len,
-                    char *etag_out, bool excl)
+/* The prologue of op (a put: create set, or a delete) on key's object: a reserved name is
+ * refused, the parent directory opened (with create, missing ones made). Returns the parent's fd
+ * with *base, key's last component (pointing into key), or a negative errno with the message
+ * set (fail_parent's with create, fail's without). */
+static int open_parent(const struct posix_backend *pb, const char *key, bool create, const char *op,
+                       const char **base)
 {
-    struct posix_backend *pb = to_pb(be);
     int rc = check_reserved(key);
     if (rc)
         return rc;
     char dir[BACKEND_KEY_MAX + 1];
-    const char *base = split_key(key, dir);
-    int dirfd = open_dir(pb, dir, true);
+    *base = split_key(key, dir);
+    int dirfd = open_dir(pb, dir, create);
     if (dirfd < 0)
-        return fail_parent(pb, dirfd, "put", key);
+        return create ? fail_parent(pb, dirfd, op, key) : fail(pb, dirfd, op, key);
+    return dirfd;
+}
+
+static int put_mode(struct backend *be, const char *key, const void *buf, size_t len,
+                    char *etag_out, bool excl)
+{
+    struct posix_backend *pb = to_pb(be);
+    const char *base;
+    int dirfd = open_parent(pb, key, true, "put", &base);
+    if (dirfd < 0)
+        return dirfd;
     struct tmpfile t;
-    rc = tmp_create(dirfd, &t);
+    int rc = tmp_create(dirfd, &t);
     if (rc == 0)
         rc = write_all(t.fd, buf, len);
     if (rc == 0)
@@ -494,15 +509,11 @@ static int posix_put_new(struct backend *be, const char *key, const void *buf, s
 static int posix_del(struct backend *be, const char *key)
 {
     struct posix_backend *pb = to_pb(be);
-    int rc = check_reserved(key);
-    if (rc)
-        return rc;
-    char dir[BACKEND_KEY_MAX + 1];
-    const char *base = split_key(key, dir);
-    int dirfd = open_dir(pb, dir, false);
+    const char *base;
+    int dirfd = open_parent(pb, key, false, "delete", &base);
     if (dirfd < 0)
-        return fail(pb, dirfd, "delete", key);
-    rc = unlinkat(dirfd, base, 0) == 0 ? 0 : -errno;
+        return dirfd;
+    int rc = unlinkat(dirfd, base, 0) == 0 ? 0 : -errno;
     close(dirfd);
     if (rc == -EISDIR) {
         tier_err_set("delete '%s': is a directory under %s, not an object", key, pb->root);
@@ -921,16 +932,12 @@ static int posix_mpu_list(struct backend *be, const char *key, struct backend_mp
         int64_t t =
             fstat(sfd, &st) == 0 ? (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec : 0;
         close(sfd);
-        if (cnt == cap) {
-            size_t nc = cap ? cap * 2 : 4;
-            struct backend_mpu *nv = realloc(v, nc * sizeof(*nv));
-            if (!nv) {
-                rc = -ENOMEM;
-                break;
-            }
-            v = nv;
-            cap = nc;
+        struct backend_mpu *nv = tier_vec_grow(v, &cap, cnt + 1, sizeof(*nv), 4);
+        if (!nv) {
+            rc = -ENOMEM;
+            break;
         }
+        v = nv;
         v[cnt].initiated_ns = t;
         v[cnt].upload_id = strdup(de->d_name);
         if (!v[cnt].upload_id) {
@@ -1089,16 +1096,12 @@ static int read_dents(const struct lister *l, int fd, const char *dirkey, const 
         } else {
             continue; /* sockets, fifos, devices are not objects */
         }
-        if (n == cap) {
-            size_t nc = cap ? cap * 2 : 64;
-            struct dent *nv = realloc(v, nc * sizeof(*nv));
-            if (!nv) {
-                rc = -ENOMEM;
-                break;
-            }
-            v = nv;
-            cap = nc;
+        struct dent *nv = tier_vec_grow(v, &cap, n + 1, sizeof(*nv), 64);
+        if (!nv) {
+            rc = -ENOMEM;
+            break;
         }
+        v = nv;
         e.name = strndup(nm, nlen);
         e.len = nlen;
         if (!e.name) {
@@ -1163,14 +1166,10 @@ static size_t sort_smallest(struct dent *v, size_t n, size_t k)
 
 static int emit(struct lister *l, const char *key, bool is_prefix, const struct stat *s)
 {
-    if (l->n == l->cap) {
-        size_t nc = l->cap ? l->cap * 2 : 64;
-        struct backend_entry *nv = realloc(l->v, nc * sizeof(*nv));
-        if (!nv)
-            return -ENOMEM;
-        l->v = nv;
-        l->cap = nc;
-    }
+    struct backend_entry *nv = tier_vec_grow(l->v, &l->cap, l->n + 1, sizeof(*nv), 64);
+    if (!nv)
+        return -ENOMEM;
+    l->v = nv;
     struct backend_entry *e = &l->v[l->n];
     memset(e, 0, sizeof(*e));
     e->name = strdup(key);

@@ -598,27 +598,31 @@ static int q_add(struct dynbuf *q, const char *name, const char *value)
     return rc;
 }
 
-static int s3_list(struct backend *be, const char *prefix, const char *delimiter, const char *token,
-                   size_t max_keys, struct backend_list_page *page)
+/* A list call's query parameters, added to q in sorted order (SigV4 in curl 7.88 signs the query
+ * as written): token and delimiter as the call got them (NULL: none), mk its max-keys and full
+ * its prefix under the backend's. 0 or a negative errno. */
+typedef int (*list_query_fn)(struct dynbuf *q, const char *token, const char *delimiter,
+                             const char *mk, const char *full);
+/* The parser of the answer (s3_xml.c). */
+typedef int (*list_parse_fn)(const char *xml, size_t len, const char *strip,
+                             struct backend_list_page *page);
+
+/* One page of a bucket listing (s3_list, s3_list_versions): query builds the request's query,
+ * parse reads the answer into page; suffix ("?versions") and what ("ListObjectsV2") name the
+ * request in the message of an answer that could not be parsed. */
+static int list_request(struct s3_backend *s, const char *prefix, const char *delimiter,
+                        const char *token, size_t max_keys, list_query_fn query,
+                        list_parse_fn parse, const char *suffix, const char *what,
+                        struct backend_list_page *page)
 {
-    struct s3_backend *s = S(be);
     struct dynbuf q, full;
     dynbuf_init(&q, 8192);
     dynbuf_init(&full, 4096);
     char mk[24];
     snprintf(mk, sizeof(mk), "%zu", max_keys ? (max_keys > 1000 ? 1000 : max_keys) : 1000);
     int rc = dynbuf_printf(&full, "%s%s", s->prefix, prefix);
-    /* SigV4 in curl 7.88 signs the query as written: keep the parameters sorted by name. */
-    if (!rc && token)
-        rc = q_add(&q, "continuation-token", token);
-    if (!rc && delimiter)
-        rc = q_add(&q, "delimiter", delimiter);
     if (!rc)
-        rc = q_add(&q, "list-type", "2");
-    if (!rc)
-        rc = q_add(&q, "max-keys", mk);
-    if (!rc)
-        rc = q_add(&q, "prefix", full.data);
+        rc = query(&q, token, delimiter, mk, full.data);
     if (rc) {
         dynbuf_fini(&q);
         dynbuf_fini(&full);
@@ -627,15 +631,38 @@ static int s3_list(struct backend *be, const char *prefix, const char *delimiter
     struct s3_req r = {.method = "GET", .query = q.data, .xml_max = S3_XML_MAX_BYTES};
     ssize_t prc = perform(s, &r);
     if (prc == 0) {
-        prc = s3_xml_parse_list(r.resp.data, r.resp.len, s->prefix, page);
+        prc = parse(r.resp.data, r.resp.len, s->prefix, page);
         if (prc)
-            tier_err_set("S3 list %s/%s: the server's ListObjectsV2 response could not be parsed",
-                         s->bucket, full.data);
+            tier_err_set("S3 list %s/%s%s: the server's %s response could not be parsed", s->bucket,
+                         full.data, suffix, what);
     }
     req_fini(&r);
     dynbuf_fini(&q);
     dynbuf_fini(&full);
     return (int)prc;
+}
+
+/* ListObjectsV2 */
+static int list_query(struct dynbuf *q, const char *token, const char *delimiter, const char *mk,
+                      const char *full)
+{
+    int rc = token ? q_add(q, "continuation-token", token) : 0;
+    if (!rc && delimiter)
+        rc = q_add(q, "delimiter", delimiter);
+    if (!rc)
+        rc = q_add(q, "list-type", "2");
+    if (!rc)
+        rc = q_add(q, "max-keys", mk);
+    if (!rc)
+        rc = q_add(q, "prefix", full);
+    return rc;
+}
+
+static int s3_list(struct backend *be, const char *prefix, const char *delimiter, const char *token,
+                   size_t max_keys, struct backend_list_page *page)
+{
+    return list_request(S(be), prefix, delimiter, token, max_keys, list_query, s3_xml_parse_list,
+                        "", "ListObjectsV2", page);
 }
 
 /* ---- object versions (bucket versioning) -------------------------------------------------- */
@@ -674,50 +701,33 @@ static int s3_versioning(struct backend *be, bool *keeps)
     return (int)rc;
 }
 
-static int s3_list_versions(struct backend *be, const char *prefix, const char *token,
-                            size_t max_keys, struct backend_list_page *page)
+/* ListObjectVersions (no delimiter): the token is "KEY\nVERSION_ID" (s3_xml_parse_versions). */
+static int versions_query(struct dynbuf *q, const char *token, const char *delimiter,
+                          const char *mk, const char *full)
 {
-    struct s3_backend *s = S(be);
-    struct dynbuf q, full;
-    dynbuf_init(&q, 8192);
-    dynbuf_init(&full, 4096);
-    char mk[24];
-    snprintf(mk, sizeof(mk), "%zu", max_keys ? (max_keys > 1000 ? 1000 : max_keys) : 1000);
-    int rc = dynbuf_printf(&full, "%s%s", s->prefix, prefix);
-    /* the token is "KEY\nVERSION_ID" (s3_xml_parse_versions); sorted parameters, as s3_list */
+    (void)delimiter;
     const char *nl = token ? strrchr(token, '\n') : NULL;
     char *tk = token ? strndup(token, nl ? (size_t)(nl - token) : strlen(token)) : NULL;
     if (token && !tk)
-        rc = -ENOMEM;
-    if (!rc && tk)
-        rc = q_add(&q, "key-marker", tk);
+        return -ENOMEM;
+    int rc = tk ? q_add(q, "key-marker", tk) : 0;
     if (!rc)
-        rc = q_add(&q, "max-keys", mk);
+        rc = q_add(q, "max-keys", mk);
     if (!rc)
-        rc = q_add(&q, "prefix", full.data);
+        rc = q_add(q, "prefix", full);
     if (!rc && nl && nl[1])
-        rc = q_add(&q, "version-id-marker", nl + 1);
+        rc = q_add(q, "version-id-marker", nl + 1);
     if (!rc)
-        rc = q_add(&q, "versions", NULL);
+        rc = q_add(q, "versions", NULL);
     free(tk);
-    if (rc) {
-        dynbuf_fini(&q);
-        dynbuf_fini(&full);
-        return rc == -E2BIG ? -ENAMETOOLONG : rc;
-    }
-    struct s3_req r = {.method = "GET", .query = q.data, .xml_max = S3_XML_MAX_BYTES};
-    ssize_t prc = perform(s, &r);
-    if (prc == 0) {
-        prc = s3_xml_parse_versions(r.resp.data, r.resp.len, s->prefix, page);
-        if (prc)
-            tier_err_set("S3 list %s/%s?versions: the server's ListObjectVersions response could "
-                         "not be parsed",
-                         s->bucket, full.data);
-    }
-    req_fini(&r);
-    dynbuf_fini(&q);
-    dynbuf_fini(&full);
-    return (int)prc;
+    return rc;
+}
+
+static int s3_list_versions(struct backend *be, const char *prefix, const char *token,
+                            size_t max_keys, struct backend_list_page *page)
+{
+    return list_request(S(be), prefix, NULL, token, max_keys, versions_query, s3_xml_parse_versions,
+                        "?versions", "ListObjectVersions", page);
 }
 
 static int s3_put(struct backend *be, const char *key, const void *buf, size_t len, char *etag_out)

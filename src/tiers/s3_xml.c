@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "common/strutil.h"
+#include "common/vec.h"
 
 #define WALK_DEPTH 4
 #define WALK_NAME 40
@@ -156,14 +157,10 @@ static int set_str(char **dst, const char *text)
  * cleared. 0 or -ENOMEM (cur untouched). */
 static int list_push(struct list_ctx *lc)
 {
-    if (lc->n == lc->cap) {
-        size_t cap = lc->cap ? lc->cap * 2 : 64;
-        struct backend_entry *v = realloc(lc->v, cap * sizeof(*v));
-        if (!v)
-            return -ENOMEM;
-        lc->v = v;
-        lc->cap = cap;
-    }
+    struct backend_entry *v = tier_vec_grow(lc->v, &lc->cap, lc->n + 1, sizeof(*v), 64);
+    if (!v)
+        return -ENOMEM;
+    lc->v = v;
     lc->v[lc->n++] = lc->cur;
     memset(&lc->cur, 0, sizeof(lc->cur));
     return 0;

@@ -1232,6 +1232,56 @@ static void test_versions_parse(void **state)
     assert_int_equal(s3_xml_parse_versions(other, strlen(other), "", &pg), -EPROTO);
 }
 
+/* A scripted answer of 200 with body (into buf). */
+static const char *ok_answer(char *buf, size_t sz, const char *body)
+{
+    snprintf(buf, sz, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
+             strlen(body), body);
+    return buf;
+}
+
+/* The two listings share their request (list_request): ListObjectVersions's query is sorted and
+ * carries the token's key and version id apart; an answer neither parser reads fails with a
+ * message naming the listing. */
+static void test_srv_list_versions_wire(void **state)
+{
+    (void)state;
+    char a[3][512];
+    const char *resp[] = {
+        ok_answer(a[0], sizeof(a[0]),
+                  "<ListVersionsResult><IsTruncated>false</IsTruncated><Version><Key>d/b</Key>"
+                  "<VersionId>v2</VersionId><IsLatest>true</IsLatest><ETag>\"e\"</ETag><Size>1"
+                  "</Size></Version></ListVersionsResult>"),
+        ok_answer(a[1], sizeof(a[1]), "<Nonsense></Nonsense>"),
+        ok_answer(a[2], sizeof(a[2]), "<Nonsense></Nonsense>"),
+    };
+    struct script_srv s;
+    srv_start(&s, resp, 3);
+    char ep[64];
+    struct backend *be = srv_backend(&s, ep, sizeof(ep));
+    struct backend_list_page pg;
+    assert_int_equal(backend_list_versions(be, NULL, "d/", "d/a\nv1", 2, &pg), 0);
+    assert_int_equal(pg.n, 1);
+    assert_string_equal(pg.entries[0].name, "d/b");
+    assert_string_equal(pg.entries[0].version_id, "v2");
+    backend_list_page_fini(&pg);
+    assert_int_equal(backend_list(be, NULL, "d/", "/", NULL, 0, &pg), -EPROTO);
+    assert_non_null(
+        strstr(tier_err_msg(), "S3 list bkt/d/: the server's ListObjectsV2 response could not"));
+    backend_list_page_fini(&pg);
+    assert_int_equal(backend_list_versions(be, NULL, "d/", NULL, 0, &pg), -EPROTO);
+    assert_non_null(strstr(tier_err_msg(), "S3 list bkt/d/?versions: the server's "
+                                           "ListObjectVersions response could not be parsed"));
+    backend_list_page_fini(&pg);
+    backend_free(be);
+    assert_int_equal(srv_stop(&s), 3);
+    assert_non_null(strstr(s.reqs[0], "GET /bkt/?key-marker=d%2Fa&max-keys=2&prefix=d%2F"
+                                      "&version-id-marker=v1&versions= HTTP/1.1"));
+    assert_non_null(
+        strstr(s.reqs[1], "GET /bkt/?delimiter=%2F&list-type=2&max-keys=1000&prefix=d%2F HTTP"));
+    assert_non_null(strstr(s.reqs[2], "GET /bkt/?max-keys=1000&prefix=d%2F&versions= HTTP/1.1"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1262,6 +1312,7 @@ int main(void)
         cmocka_unit_test(test_srv_slowdown_exhausted),
         cmocka_unit_test(test_srv_bounded_body),
         cmocka_unit_test(test_srv_wire_format),
+        cmocka_unit_test(test_srv_list_versions_wire),
         cmocka_unit_test(test_srv_virtual_host),
         cmocka_unit_test(test_hung_endpoint_times_out),
         cmocka_unit_test(test_plain_http_warning),
