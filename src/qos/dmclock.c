@@ -290,8 +290,7 @@ static void grant_head(struct dmc *d, struct dmc_client *c, uint64_t now, enum d
         /* served beyond the reservation: the remaining R tags must not count it */
         uint64_t dr = span_ns(req->cost, c->p.reservation);
         struct tier_list *l;
-        tier_list_foreach(l, &c->q)
-        {
+        tier_list_foreach (l, &c->q) {
             struct dmc_req *q = tier_list_entry(l, struct dmc_req, link);
             q->r_tag = q->r_tag > dr ? q->r_tag - dr : 0;
         }
@@ -314,8 +313,7 @@ int dmc_pull_filtered(struct dmc *d, uint64_t now_ns, dmc_filter_fn ok, void *ok
     uint64_t next = UINT64_MAX;
     bool held = false; /* a client under its limits whose head the filter held back */
     struct tier_list *al;
-    tier_list_foreach(al, &d->active)
-    {
+    tier_list_foreach (al, &d->active) {
         struct dmc_client *c = tier_list_entry(al, struct dmc_client, alink);
         uint64_t lt = limit_time(c);
         if (lt > now_ns) {

@@ -266,8 +266,7 @@ static void test_list(void **state)
     tier_list_push_tail(&head, &it[3].link);
     int want = 0;
     struct tier_list *l, *tmp;
-    tier_list_foreach(l, &head)
-    {
+    tier_list_foreach (l, &head) {
         assert_int_equal(tier_list_entry(l, struct litem, link)->v, want);
         want++;
     }
@@ -281,7 +280,8 @@ static void test_list(void **state)
     assert_false(tier_list_linked(&it[2].link));
     tier_list_remove(&it[2].link); /* twice: harmless */
     assert_ptr_equal(tier_list_next(&head, &it[1].link), &it[3].link);
-    tier_list_foreach_safe(l, tmp, &head) tier_list_remove(l);
+    tier_list_foreach_safe (l, tmp, &head)
+        tier_list_remove(l);
     assert_true(tier_list_empty(&head));
     for (int i = 0; i < 4; i++)
         assert_false(tier_list_linked(&it[i].link));
