@@ -74,7 +74,9 @@ static int jobs_amount(json_t *v, bool rate, uint64_t *out)
 }
 
 /* Do pin prefixes a and b (keys of one backend: "" all, "dir/" a directory, else one key) take
- * the same keys or one the other's? */
+ * the same keys or one the other's? Not lifecycle_rules.c's keys_overlap(): a pin prefix without
+ * a trailing '/' is one key, so "dir" and "dir/x" are apart here, where a namespace prefix "dir"
+ * holds "dir/x" there. */
 static bool jobs_prefixes_nested(const char *a, const char *b)
 {
     size_t la = strlen(a), lb = strlen(b);

@@ -818,6 +818,30 @@ static uint64_t monotonic_s(void)
 /* tierd's own cgroup checked once (below, with the /proc readers) */
 static void ns_check_self(struct tenant_reg *r);
 
+static void rule_free(struct rule *ru);
+
+/* Frees a registry, whole or as far as tenant_reg_new built it (locked: its mutex was made):
+ * one release for both, so a field added to the registry is freed on every path. */
+static void reg_release(struct tenant_reg *r, bool locked)
+{
+    for (size_t i = 0; i < r->nrules; i++)
+        rule_free(r->rules[i]);
+    free(r->rules);
+    if (locked)
+        pthread_mutex_destroy(&r->lock);
+    shards_fini(r);
+    if (r->epfd >= 0)
+        close(r->epfd);
+    free(r->proc_root);
+    free(r->slurm_root);
+    free(r->own);
+    free(r->own_bucket);
+    free(r->t);
+    free(r->name_idx);
+    free(r->freel);
+    free(r);
+}
+
 int tenant_reg_new(const struct tenant_reg_config *cfg, struct tenant_reg **out)
 {
     unsigned max = cfg && cfg->max_tenants ? cfg->max_tenants : TENANT_MAX_TENANTS_DEFAULT;
@@ -895,17 +919,7 @@ int tenant_reg_new(const struct tenant_reg_config *cfg, struct tenant_reg **out)
     *out = r;
     return 0;
 oom:
-    if (locked)
-        pthread_mutex_destroy(&r->lock);
-    shards_fini(r);
-    free(r->proc_root);
-    free(r->slurm_root);
-    free(r->own);
-    free(r->own_bucket);
-    free(r->t);
-    free(r->name_idx);
-    free(r->freel);
-    free(r);
+    reg_release(r, locked);
     return -ENOMEM;
 }
 
@@ -920,23 +934,8 @@ static void rule_free(struct rule *ru)
 
 void tenant_reg_free(struct tenant_reg *r)
 {
-    if (!r)
-        return;
-    for (size_t i = 0; i < r->nrules; i++)
-        rule_free(r->rules[i]);
-    free(r->rules);
-    pthread_mutex_destroy(&r->lock);
-    shards_fini(r);
-    if (r->epfd >= 0)
-        close(r->epfd);
-    free(r->proc_root);
-    free(r->slurm_root);
-    free(r->own);
-    free(r->own_bucket);
-    free(r->t);
-    free(r->name_idx);
-    free(r->freel);
-    free(r);
+    if (r)
+        reg_release(r, true);
 }
 
 static bool rule_empty(const struct tenant_rule *rule)
