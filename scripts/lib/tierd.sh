@@ -257,7 +257,8 @@ tierd_bench_results() {
 #   fail MSG / pass MSG           one failed / passed check
 #   run NAME WANT_RC CMD...       run CMD; its output in OUT, status in RC, checked against WANT_RC
 #   contains NAME NEEDLE          OUT contains NEEDLE
-#   wait_for DESC SECS CMD...     tierd_poll, a failed check naming DESC at the deadline
+#   wait_for DESC SECS CMD...     tierd_poll, a failed check naming DESC at the deadline (SECS at
+#                                 least TIER_WAIT_MIN, default 120: load is never a reason to fail)
 tierd_counted_checks() {
   FAILS=0
   fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
@@ -283,6 +284,7 @@ tierd_counted_checks() {
   wait_for() {
     local desc=$1 secs=$2
     shift 2
+    [ "$secs" -ge "${TIER_WAIT_MIN:-120}" ] || secs=${TIER_WAIT_MIN:-120}
     tierd_poll "$secs" "$@" || { fail "timed out after ${secs}s waiting for $desc"; return 1; }
   }
 }

@@ -350,9 +350,9 @@ hset() { # NAME FIELD: a field of hint set NAME in GET /v1/hints
 s=[x for x in json.load(sys.stdin)["sets"] if x["name"]==sys.argv[1]]
 print(s[0][sys.argv[2]] if s else "none")' "$1" "$2"
 }
-deadline=$((SECONDS + 30))
+deadline=$((SECONDS + 180))
 until [ "$(hset v2 fetched_files)" = 6 ]; do
-  [ "$SECONDS" -lt "$deadline" ] || fail "the hint set of d2's 6 files fetched $(hset v2 fetched_files) in 30 s: $(api /v1/hints)"
+  [ "$SECONDS" -lt "$deadline" ] || fail "the hint set of d2's 6 files fetched $(hset v2 fetched_files) in 180 s: $(api /v1/hints)"
   [ "$(hset v2 errors)" = 0 ] || fail "the hint set of d2 has errors: $(api /v1/hints)"
   sleep 0.1 # polling the set's progress, not a synchronisation
 done
@@ -369,7 +369,7 @@ done
 [ "$(hset v2 cursor)" = 6 ] || fail "reads through d2's view consumed $(hset v2 cursor) of the 6 hinted entries"
 code=$(hpost "{\"name\": \"v1bad\", \"paths\": [\"/.tierd/datasets/ds/a@d1/sub/x.bin\"]}")
 [ "$code" = 200 ] || [ "$code" = 201 ] || fail "POST /v1/hints with d1's sub/x.bin: HTTP $code $(cat "$T/hpost.json")"
-deadline=$((SECONDS + 30))
+deadline=$((SECONDS + 180))
 until [ "$(hset v1bad errors)" = 1 ]; do
   [ "$SECONDS" -lt "$deadline" ] || fail "hinting d1's changed sub/x.bin did not fail: $(api /v1/hints)"
   sleep 0.1 # polling the set's progress, not a synchronisation
@@ -399,9 +399,9 @@ code=$(jpost "{\"job\": 77, \"tenant\": \"team-v\", \"stage\": [\"$VP\"], \"cach
 [ "$code" = 200 ] || fail "a dry run of a job staging d2: HTTP $code $(cat "$T/jpost.json")"
 code=$(jpost "{\"job\": 77, \"tenant\": \"team-v\", \"stage\": [\"$VP\"], \"cache_bytes\": \"2M\"}")
 [ "$code" = 200 ] || fail "a job staging d2: HTTP $code $(cat "$T/jpost.json")"
-deadline=$((SECONDS + 30))
+deadline=$((SECONDS + 180))
 until [ "$(jget 77 staging.state)" = staged ]; do
-  [ "$SECONDS" -lt "$deadline" ] || fail "job 77 did not stage d2 in 30 s: $(api /v1/jobs/77)"
+  [ "$SECONDS" -lt "$deadline" ] || fail "job 77 did not stage d2 in 180 s: $(api /v1/jobs/77)"
   sleep 0.1 # polling the job's progress, not a synchronisation
 done
 [ "$(jget 77 staging.bytes_done)" = 315006 ] || fail "job 77 staged $(jget 77 staging.bytes_done) bytes of d2, want 315006"

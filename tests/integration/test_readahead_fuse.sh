@@ -38,7 +38,7 @@ fetches() { api /v1/stats | python3 -c 'import json,sys; print(json.load(sys.std
 # blocks in the RAM level: a fetched block is counted in fetches before it is placed there
 ram_blocks() { api /v1/stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["cache"]["ram"]["blocks"])'; }
 wait_ram() {
-  local want=$1 n deadline=$((SECONDS + 20))
+  local want=$1 n deadline=$((SECONDS + 120))
   until [ "$(ram_blocks)" -ge "$want" ]; do
     [ $SECONDS -lt $deadline ] || fail "RAM blocks stayed at $(ram_blocks), want $want"
     python3 -c 'import time; time.sleep(0.05)' # poll interval, not a synchronisation
@@ -50,7 +50,7 @@ backend_reads() {
 }
 # wait_fetches WANT MAX: poll until the fetch count is WANT, failing if it ever passes MAX
 wait_fetches() {
-  local want=$1 max=$2 n deadline=$((SECONDS + 20))
+  local want=$1 max=$2 n deadline=$((SECONDS + 120))
   while :; do
     n=$(fetches)
     [ "$n" -le "$max" ] || fail "fetches reached $n, over the bound $max"

@@ -135,3 +135,16 @@ int tu_ceph_ctl(const char *verb)
     int st = system(cmd);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+
+bool tu_wait_tick(uint64_t *deadline)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    if (*deadline == 0)
+        *deadline = now + (uint64_t)TU_WAIT_S * 1000000000u;
+    if (now >= *deadline)
+        return false;
+    nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    return true;
+}

@@ -26,6 +26,21 @@ uint64_t tu_rand_next(uint64_t *state);
 void tu_write_file(const char *path, const void *data, size_t len);
 void *tu_read_file(const char *path, size_t *len);
 
+/* Wait for a condition other threads make true: TU_WAIT_UNTIL(cond) evaluates cond every
+ * millisecond and fails the test (cmocka's assert_true) when TU_WAIT_S seconds pass first. The
+ * deadline is long on purpose: a loaded CI machine is slow, never a reason to fail; a wait that
+ * measures time is not this. tu_wait_tick() is its step: it sets *deadline on its first call
+ * (*deadline == 0), returns false once it has passed, else sleeps a millisecond and returns true.
+ */
+#define TU_WAIT_S 120
+#define TU_WAIT_UNTIL(cond)                                                                        \
+    do {                                                                                           \
+        uint64_t tu_deadline_ = 0;                                                                 \
+        while (!(cond))                                                                            \
+            assert_true(tu_wait_tick(&tu_deadline_));                                              \
+    } while (0)
+bool tu_wait_tick(uint64_t *deadline);
+
 /* Run scripts/ceph.sh with one verb ("stop-rgw", "start-rgw"); returns its exit status. */
 int tu_ceph_ctl(const char *verb);
 

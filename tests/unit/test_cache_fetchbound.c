@@ -32,7 +32,6 @@
 #define BOUND 4
 #define NMISS 12 /* distinct blocks, > BOUND */
 #define NSAME 3  /* readers of block 0 while its fetch is out */
-#define DEADLINE_NS (20 * TIER_NS_PER_SEC)
 
 struct reader {
     struct cache *c;
@@ -62,15 +61,6 @@ static struct cache_stats cstats(struct cache *c)
     return st;
 }
 
-#define POLL(cond)                                                                                 \
-    do {                                                                                           \
-        uint64_t dl_ = tier_now_mono_ns() + DEADLINE_NS;                                           \
-        while (!(cond)) {                                                                          \
-            assert_true(tier_now_mono_ns() < dl_);                                                 \
-            tier_sleep_ms(1);                                                                      \
-        }                                                                                          \
-    } while (0)
-
 static void test_fetch_buffers_bounded(void **state)
 {
     (void)state;
@@ -91,15 +81,15 @@ static void test_fetch_buffers_bounded(void **state)
     /* blocks 0..3 take the slots and reach the gate */
     for (int i = 0; i < BOUND; i++)
         assert_int_equal(pthread_create(&th[i], NULL, reader_main, &rd[i]), 0);
-    POLL(fakebe_gate_arrived(slow) == BOUND);
+    TU_WAIT_UNTIL(fakebe_gate_arrived(slow) == BOUND);
     /* readers of block 0, in flight: single-flight waiters, no slot */
     for (int i = NMISS; i < NMISS + NSAME; i++)
         assert_int_equal(pthread_create(&th[i], NULL, reader_main, &rd[i]), 0);
-    POLL(cstats(c).singleflight_waits == NSAME);
+    TU_WAIT_UNTIL(cstats(c).singleflight_waits == NSAME);
     /* blocks 4..11: no slot free, they wait holding no buffer */
     for (int i = BOUND; i < NMISS; i++)
         assert_int_equal(pthread_create(&th[i], NULL, reader_main, &rd[i]), 0);
-    POLL(cstats(c).fetch_slot_waits == NMISS - BOUND);
+    TU_WAIT_UNTIL(cstats(c).fetch_slot_waits == NMISS - BOUND);
     struct cache_stats st = cstats(c);
     assert_int_equal(st.fetch_buffers_now, BOUND);
     assert_int_equal(st.fetch_buffers_peak, BOUND);
@@ -200,12 +190,12 @@ static void test_slot_goes_to_inference_first(void **state)
         r[i] = (struct cls_reader){c, be, keys[i], {.tenant = 0, .cls = cls}, 0};
     }
     assert_int_equal(pthread_create(&th[0], NULL, cls_reader_main, &r[0]), 0);
-    POLL(fakebe_gate_arrived(be) == 1); /* "hold" has the slot */
+    TU_WAIT_UNTIL(fakebe_gate_arrived(be) == 1); /* "hold" has the slot */
     for (int i = 1; i <= NBG; i++)
         assert_int_equal(pthread_create(&th[i], NULL, cls_reader_main, &r[i]), 0);
-    POLL(cstats(c).fetch_slot_waits == NBG);
+    TU_WAIT_UNTIL(cstats(c).fetch_slot_waits == NBG);
     assert_int_equal(pthread_create(&th[NBG + 1], NULL, cls_reader_main, &r[NBG + 1]), 0);
-    POLL(cstats(c).fetch_slot_waits == NBG + 1);
+    TU_WAIT_UNTIL(cstats(c).fetch_slot_waits == NBG + 1);
     fakebe_gate_open(be);
     for (int i = 0; i < NBG + 2; i++) {
         pthread_join(th[i], NULL);

@@ -40,7 +40,6 @@
 #define NFILES (NFILES_TOP + NFILES_SUB)
 #define BLOCK (64u * 1024)
 #define NGATED 20
-#define DEADLINE_NS (60 * TIER_NS_PER_SEC)
 
 /* The second namespace's backend wraps the real one (fakebe): stat() and read() of keys containing
  * "bad" fail (the only way to make one file of a listing fail deterministically), keys containing
@@ -200,14 +199,7 @@ static int teardown(void **state)
 /* Poll a job until it is no longer running; fail at the deadline. */
 static void wait_job(uint64_t id, struct stage_progress *p)
 {
-    uint64_t deadline = tier_now_mono_ns() + DEADLINE_NS;
-    for (;;) {
-        assert_int_equal(stage_progress_get(F->d.stages, id, p), 0);
-        if (p->state != STAGE_RUNNING)
-            return;
-        assert_true(tier_now_mono_ns() < deadline);
-        tier_sleep_ms(5); /* polling interval, not synchronisation */
-    }
+    TU_WAIT_UNTIL(stage_progress_get(F->d.stages, id, p) == 0 && p->state != STAGE_RUNNING);
 }
 
 static uint64_t run_job(const char *const *paths, size_t n, bool pin, struct stage_progress *p)
@@ -379,13 +371,7 @@ static void test_stage_cancel_on_free(void **state)
     assert_int_equal(id, 1); /* ids count per registry */
 
     /* Wait until a worker is inside a backend read, held at the gate. */
-    uint64_t deadline = tier_now_mono_ns() + DEADLINE_NS;
-    for (;;) {
-        if (fakebe_gate_arrived(w) > 0)
-            break;
-        assert_true(tier_now_mono_ns() < deadline);
-        tier_sleep_ms(1);
-    }
+    TU_WAIT_UNTIL(fakebe_gate_arrived(w) > 0);
     assert_int_equal(stage_progress_get(fa.r, id, &p), 0);
     assert_int_equal(p.state, STAGE_RUNNING);
     /* a running job holds its tenant (reclaim's hook, tierd_tenant_holds) */
@@ -395,11 +381,7 @@ static void test_stage_cancel_on_free(void **state)
     /* Free the registry from another thread. It cancels the job, then waits for the worker held
      * at the gate. Once the job has left the registry (progress -ENOENT) it is cancelled. */
     assert_int_equal(pthread_create(&th, NULL, free_main, &fa), 0);
-    deadline = tier_now_mono_ns() + DEADLINE_NS;
-    while (stage_progress_get(fa.r, id, &p) == 0) {
-        assert_true(tier_now_mono_ns() < deadline);
-        tier_sleep_ms(1);
-    }
+    TU_WAIT_UNTIL(stage_progress_get(fa.r, id, &p) != 0);
     int entered = fakebe_gate_open(w); /* the reads that had reached the gate */
     pthread_join(th, NULL);
 
@@ -433,22 +415,11 @@ static void test_stage_cancel_one(void **state)
     struct stage_ctx sc = stage_ctx_tierd(&F->d);
     assert_int_equal(stage_registry_new(&sc, &r), 0);
     assert_int_equal(stage_start(r, paths, 1, false, &id), 0);
-    uint64_t deadline = tier_now_mono_ns() + DEADLINE_NS;
-    while (fakebe_gate_arrived(w) == 0) {
-        assert_true(tier_now_mono_ns() < deadline);
-        tier_sleep_ms(1);
-    }
+    TU_WAIT_UNTIL(fakebe_gate_arrived(w) > 0);
     assert_int_equal(stage_cancel(r, id), 0);
     assert_int_equal(stage_cancel(r, id + 100), -ENOENT);
     fakebe_gate_open(w);
-    deadline = tier_now_mono_ns() + DEADLINE_NS;
-    for (;;) {
-        assert_int_equal(stage_progress_get(r, id, &p), 0);
-        if (p.state != STAGE_RUNNING)
-            break;
-        assert_true(tier_now_mono_ns() < deadline);
-        tier_sleep_ms(1);
-    }
+    TU_WAIT_UNTIL(stage_progress_get(r, id, &p) == 0 && p.state != STAGE_RUNNING);
     assert_int_equal(p.state, STAGE_FAILED);
     assert_non_null(strstr(p.first_error, "cancelled"));
     assert_true(p.files_done < NGATED);

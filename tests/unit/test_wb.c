@@ -247,14 +247,6 @@ static struct wb_stats stats(struct fx *f)
 
 /* Poll a condition with a deadline (no sleeps as synchronisation: the loop ends as soon as the
  * condition holds; the short pause only avoids spinning). */
-#define WAIT_FOR(cond, ms)                                                                         \
-    do {                                                                                           \
-        uint64_t dl_ = tier_now_mono_ns() + (uint64_t)(ms)*TIER_NS_PER_MS;                         \
-        while (!(cond) && tier_now_mono_ns() < dl_)                                                \
-            tier_sleep_ms(2);                                                                      \
-        assert_true(cond);                                                                         \
-    } while (0)
-
 /* The seal checksum of buf computed here with the one-shot API (the engine streams it). */
 static void checksum_of(const void *buf, size_t len, char out[WB_CHECKSUM_MAX])
 {
@@ -435,15 +427,15 @@ static void test_backend_down_then_restart(void **state)
     fx_open(f);
     write_file(f, "d/small", 1000, 21);
     write_file(f, "d/large", 11 * MIB, 22);
-    WAIT_FOR(stats(f).upload_retries >= 4, 10000);
+    TU_WAIT_UNTIL(stats(f).upload_retries >= 4);
     assert_int_equal(jr_count_state(f, "sealed"), 2);
     assert_int_equal(wb_wait(f->wb, NULL, "d/", 20), -ETIMEDOUT);
     /* Part 2 fails once the backend is back: the file sits in UPLOADING with its upload id. */
     fail_part(f, 2);
     fakebe_set_down(f->fault, false);
-    WAIT_FOR(jr_count_state(f, "uploading") == 1 && jr_query(f, "SELECT count(*) FROM parts") == 2,
-             10000);
-    WAIT_FOR(jr_count_state(f, "uploaded") == 1, 10000);
+    TU_WAIT_UNTIL(jr_count_state(f, "uploading") == 1 &&
+                  jr_query(f, "SELECT count(*) FROM parts") == 2);
+    TU_WAIT_UNTIL(jr_count_state(f, "uploaded") == 1);
     assert_object(f, "d/small", 1000, 21);
     assert_no_object(f, "d/large");
     /* Restart (recovery) with the backend healthy: only the missing part is sent. */
@@ -465,7 +457,7 @@ static void test_unlink_while_uploading(void **state)
     fail_part(f, 3);
     fx_open(f);
     write_file(f, "u/big", 11 * MIB, 31);
-    WAIT_FOR(jr_count_state(f, "uploading") == 1 && calls(f, FAKEBE_MPU_PART) >= 3, 10000);
+    TU_WAIT_UNTIL(jr_count_state(f, "uploading") == 1 && calls(f, FAKEBE_MPU_PART) >= 3);
     assert_int_equal(wb_unlink(f->wb, "warm", "u/big"), 0);
     assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
     assert_int_equal(calls(f, FAKEBE_MPU_COMPLETE), 0);
@@ -629,7 +621,7 @@ static void test_recovery_aborts_cancelled(void **state)
     fail_part(f, 1);
     fx_open(f);
     write_file(f, "ca/big", 11 * MIB, 81);
-    WAIT_FOR(jr_count_state(f, "uploading") == 1, 10000);
+    TU_WAIT_UNTIL(jr_count_state(f, "uploading") == 1);
     fakebe_set_down(f->fault, true); /* the abort cannot reach the backend */
     assert_int_equal(wb_unlink(f->wb, "warm", "ca/big"), 0);
     assert_int_equal(jr_count_state(f, "cancelled"), 1);
@@ -677,8 +669,8 @@ static void test_age_bound_and_deadline(void **state)
     fx_open(f);
     write_file(f, "age/1", 1000, 95);
     /* The sealed file cannot upload: once it is older than 100 ms, new writers are held back. */
-    WAIT_FOR(stats(f).deadline_warnings == 1, 5000);
-    WAIT_FOR(jr_query(f, "SELECT count(*) FROM files WHERE state='sealed'") == 1, 10000);
+    TU_WAIT_UNTIL(stats(f).deadline_warnings == 1);
+    TU_WAIT_UNTIL(jr_query(f, "SELECT count(*) FROM files WHERE state='sealed'") == 1);
     struct wb_file *fh = NULL;
     uint64_t t0 = tier_now_mono_ns();
     int rc;
@@ -756,7 +748,7 @@ static void test_upload_order_is_seal_order(void **state)
     for (int i = 0; i < 5; i++) {
         assert_int_equal(wb_file_close(fh[seal_order[i]]), 0);
         if (i == 0)
-            WAIT_FOR(fakebe_gate_arrived(f->fault) == 1, 10000);
+            TU_WAIT_UNTIL(fakebe_gate_arrived(f->fault) == 1);
     }
     fakebe_gate_open(f->fault);
     assert_int_equal(wb_wait(f->wb, NULL, "o/", 10000), 0);
@@ -842,10 +834,10 @@ static void test_upload_holdoff_lifts(void **state)
     assert_int_equal(stats(f).held, 1);
     /* A backlog at half of max_dirty is drained, the held file first (oldest). */
     write_file(f, "h/big", 33 * MIB, 13);
-    WAIT_FOR(has_object(f, "h/b") && has_object(f, "h/big"), 20000);
+    TU_WAIT_UNTIL(has_object(f, "h/b") && has_object(f, "h/big"));
     assert_object(f, "h/b", 100000, 12);
     assert_object(f, "h/big", 33 * MIB, 13);
-    WAIT_FOR(stats(f).dirty_bytes == 0, 5000);
+    TU_WAIT_UNTIL(stats(f).dirty_bytes == 0);
     write_file(f, "h/c", 1000, 14);
     assert_int_equal(stats(f).held, 1);
 }
@@ -882,7 +874,7 @@ static void test_upload_holdoff_bounds(void **state)
     f->cfg.upload_holdoff_max_ms = 600000;
     fx_open(f);
     write_file(f, "m/b", 100000, 22);
-    WAIT_FOR(has_object(f, "m/b"), 10000); /* no waiter: the pause in writes releases it */
+    TU_WAIT_UNTIL(has_object(f, "m/b")); /* no waiter: the pause in writes releases it */
     assert_object(f, "m/b", 100000, 22);
 }
 
@@ -1088,10 +1080,10 @@ static void test_ambiguous_errors_retried(void **state)
     fx_open(f);
     fakebe_fail_next(f->fault, FAKEBE_PUT, -EINVAL, FAKEBE_ALWAYS);
     write_file(f, "amb/a", 1000, 1);
-    WAIT_FOR(stats(f).upload_retries >= 3, 10000);
+    TU_WAIT_UNTIL(stats(f).upload_retries >= 3);
     fakebe_fail_next(f->fault, FAKEBE_PUT, -ETIMEDOUT, FAKEBE_ALWAYS);
     int retries = (int)stats(f).upload_retries;
-    WAIT_FOR((int)stats(f).upload_retries >= retries + 2, 10000);
+    TU_WAIT_UNTIL((int)stats(f).upload_retries >= retries + 2);
     assert_int_equal(jr_count_state(f, "failed"), 0);
     fakebe_fail(f->fault, FAKEBE_PUT, NULL);
     assert_int_equal(wb_wait(f->wb, "warm", "amb/", 10000), 0);
@@ -1143,7 +1135,7 @@ static void test_spool_corruption_fails(void **state)
     assert_int_equal(wb_wait(f->wb, "warm", "c/good", 30000), 0);
     assert_object(f, "c/good", 12 * MIB, 10);
     assert_int_equal(wb_wait(f->wb, "warm", "c/", 30000), -EIO);
-    WAIT_FOR(jr_count_state(f, "failed") == 2, 30000);
+    TU_WAIT_UNTIL(jr_count_state(f, "failed") == 2);
     assert_failed_listed(f, "c/small", "seal checksum");
     assert_failed_listed(f, "c/big", "seal checksum");
     assert_no_object(f, "c/small");
@@ -1226,7 +1218,7 @@ static void test_prune_evictable(void **state)
         write_file(f, k, 100, (uint64_t)i);
         assert_int_equal(wb_wait(f->wb, "warm", k, 10000), 0);
     }
-    WAIT_FOR(jr_count_state(f, "evictable") <= 5, 10000);
+    TU_WAIT_UNTIL(jr_count_state(f, "evictable") <= 5);
     assert_int_equal(jr_query(f, "SELECT count(*) FROM files WHERE key='p/11'"), 1);
     assert_int_equal(jr_query(f, "SELECT count(*) FROM files WHERE key='p/00'"), 0);
     assert_object(f, "p/00", 100, 0);
@@ -1255,17 +1247,17 @@ static void test_wait_async(void **state)
     struct async_rec up = {0}, late = {0}, flushed = {0}, failed = {0};
     assert_int_equal(wb_wait_async(f->wb, "warm", "as/", false, -1, async_done, &up), 0);
     assert_int_equal(wb_wait_async(f->wb, "warm", "as/", false, 30, async_done, &late), 0);
-    WAIT_FOR(late.calls == 1, 10000);
+    TU_WAIT_UNTIL(late.calls == 1);
     assert_int_equal(late.rc, -ETIMEDOUT);
     assert_int_equal(up.calls, 0); /* still pending: the backend is down */
     fakebe_set_down(f->fault, false);
-    WAIT_FOR(up.calls == 1, 10000);
+    TU_WAIT_UNTIL(up.calls == 1);
     assert_int_equal(up.rc, 0);
     assert_object(f, "as/a", 1000, 1);
     fakebe_fail_next(f->fault, FAKEBE_PUT, -EFBIG, FAKEBE_ALWAYS);
     write_file(f, "as/b", 1000, 2);
     assert_int_equal(wb_wait_async(f->wb, "warm", "as/b", true, -1, async_done, &failed), 0);
-    WAIT_FOR(failed.calls == 1, 10000);
+    TU_WAIT_UNTIL(failed.calls == 1);
     assert_int_equal(failed.rc, -EIO);
     fakebe_set_down(f->fault, true);
     write_file(f, "as/c", 1000, 3);
@@ -1415,7 +1407,7 @@ static void test_orphan_inherited_by_overwrite(void **state)
     fakebe_lose_next_create(f->fault);
     fx_open(f);
     write_file(f, "inh/f", 11 * MIB, 51);
-    WAIT_FOR(fakebe_is_down(f->fault), 10000); /* the lost create happened */
+    TU_WAIT_UNTIL(fakebe_is_down(f->fault)); /* the lost create happened */
     assert_int_equal(mpu_count(f, "inh/f"), 1);
     fakebe_set_down(f->fault, false);
     write_file(f, "inh/f", 12 * MIB, 52); /* overwrite: the first generation is dropped */
@@ -1436,10 +1428,10 @@ static void test_unlink_after_unjournalled_upload(void **state)
     f->cfg.retry_max_ms = 60000;
     fakebe_fail_next(f->fault, FAKEBE_STAT, -EIO, FAKEBE_ALWAYS);
     fx_open(f);
-    write_file(f, "ghost/small", 100000, 61);      /* one PUT */
-    write_file(f, "ghost/big", 11 * MIB, 62);      /* multipart */
-    WAIT_FOR(stats(f).upload_retries >= 2, 10000); /* both sent, both checks failed */
-    assert_object(f, "ghost/small", 100000, 61);   /* the objects are there */
+    write_file(f, "ghost/small", 100000, 61);    /* one PUT */
+    write_file(f, "ghost/big", 11 * MIB, 62);    /* multipart */
+    TU_WAIT_UNTIL(stats(f).upload_retries >= 2); /* both sent, both checks failed */
+    assert_object(f, "ghost/small", 100000, 61); /* the objects are there */
     assert_object(f, "ghost/big", 11 * MIB, 62);
     assert_int_equal(jr_count_state(f, "sealed") + jr_count_state(f, "uploading"), 2);
     fakebe_set_down(f->fault, true); /* no upload can finish before the unlinks */
@@ -1467,7 +1459,7 @@ static void test_rename_after_unjournalled_upload(void **state)
     fakebe_fail_next(f->fault, FAKEBE_STAT, -EIO, FAKEBE_ALWAYS);
     fx_open(f);
     write_file(f, "ghost/small", 100000, 61);
-    WAIT_FOR(stats(f).upload_retries >= 1, 10000);
+    TU_WAIT_UNTIL(stats(f).upload_retries >= 1);
     assert_object(f, "ghost/small", 100000, 61);
     fakebe_set_down(f->fault, true);
     f->cfg.retry_base_ms = 10;
@@ -1506,7 +1498,7 @@ static void test_orphan_after_unlink(void **state)
     fakebe_lose_next_create(f->fault);
     fx_open(f);
     write_file(f, "ul/f", 11 * MIB, 81);
-    WAIT_FOR(fakebe_is_down(f->fault), 10000);
+    TU_WAIT_UNTIL(fakebe_is_down(f->fault));
     assert_int_equal(mpu_count(f, "ul/f"), 1);
     fakebe_set_down(f->fault, false);
     assert_int_equal(wb_unlink(f->wb, "warm", "ul/f"), 0);
@@ -1594,14 +1586,14 @@ static void test_concurrent_create_one_live(void **state)
     fx_open(f);
     fakebe_gate_close(f->fault, FAKEBE_PUT, NULL); /* every put waits, after counting */
     write_file(f, "r/k", 1000, 51);
-    WAIT_FOR(calls(f, FAKEBE_PUT) == 1, 10000); /* the uploader is inside put: the entry is busy */
+    TU_WAIT_UNTIL(calls(f, FAKEBE_PUT) == 1); /* the uploader is inside put: the entry is busy */
     assert_int_equal(calls(f, FAKEBE_PUT), 1);
     struct creator c1 = {f, 52}, c2 = {f, 53};
     pthread_t t1, t2;
     assert_int_equal(pthread_create(&t1, NULL, creator_main, &c1), 0);
     assert_int_equal(pthread_create(&t2, NULL, creator_main, &c2), 0);
     struct wb_stats st;
-    WAIT_FOR((wb_stats_get(f->wb, &st), st.busy_waiters == 2), 10000); /* both wait on it */
+    TU_WAIT_UNTIL((wb_stats_get(f->wb, &st), st.busy_waiters == 2)); /* both wait on it */
     assert_int_equal(st.busy_waiters, 2);
     fakebe_gate_open(f->fault);
     pthread_join(t1, NULL);
@@ -1736,7 +1728,7 @@ static void test_replace_at_seal_success(void **state)
     fakebe_gate_close(f->fault, FAKEBE_PUT, NULL); /* every put waits, after counting */
     int puts0 = calls(f, FAKEBE_PUT);
     write_file(f, "q/busy", 1000, 73);
-    WAIT_FOR(calls(f, FAKEBE_PUT) == puts0 + 1, 10000);
+    TU_WAIT_UNTIL(calls(f, FAKEBE_PUT) == puts0 + 1);
     buf = malloc(2000);
     tu_fill_random(buf, 2000, 74);
     assert_int_equal(wb_file_create_ex(f->wb, "warm", "q/busy", WB_CREATE_REPLACE_AT_SEAL, &fh), 0);
@@ -1787,12 +1779,12 @@ static void test_rename_vs_retention(void **state)
     fakebe_gate_close(f->fault, FAKEBE_PUT, "d/b"); /* puts of d/b wait, after counting */
     int puts0 = calls(f, FAKEBE_PUT);
     write_file(f, "d/b", 2000, 62);
-    WAIT_FOR(calls(f, FAKEBE_PUT) == puts0 + 1, 10000); /* d/b's upload is inside put: busy */
+    TU_WAIT_UNTIL(calls(f, FAKEBE_PUT) == puts0 + 1); /* d/b's upload is inside put: busy */
     struct renamer r = {f, 99};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, renamer_main, &r), 0);
     struct wb_stats st;
-    WAIT_FOR((wb_stats_get(f->wb, &st), st.busy_waiters == 1), 10000); /* rename waits on d/b */
+    TU_WAIT_UNTIL((wb_stats_get(f->wb, &st), st.busy_waiters == 1)); /* rename waits on d/b */
     assert_int_equal(st.busy_waiters, 1);
     write_file(f, "d/c", 1000, 63); /* its upload runs retention over d/ (keep 1) */
     assert_int_equal(wb_wait(f->wb, NULL, "d/c", 10000), 0);
