@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # test_backend_hang.sh - tierd on a REAL FUSE mount with an S3 backend whose endpoint accepts
 # connections and never answers (a black hole), beside a POSIX backend (run by CTest, label fuse).
-# Review finding 6: N new names looked up in one directory cost N x backend_timeout, one after
+# Without the lanes, N new names looked up in one directory cost N x backend_timeout, one after
 # another, and the other namespaces stalled meanwhile.
 #
 # Asserts, through the mount: six names looked up one after another in the S3 namespace fail with

@@ -223,7 +223,7 @@ cp "$T/ref/remote" "$MNT/ckr/r.bin" || fail "write into the remote-durability na
 cmp "$T/ref/remote" "$DATA/ckr/r.bin" || fail "durability = remote: not in the backend at close"
 ok "durability = remote: in the backend when close returns"
 
-# Regression (review finding 7): each durability = remote close waited on a FUSE worker, so 16
+# Regression: each durability = remote close waited on a FUSE worker, so 16
 # closes during a backend outage took every worker and the whole mount hung. 20 closes wait now
 # while the backend of /ckr is broken; the mount must still answer, and the closes succeed once
 # the backend is back.
@@ -278,7 +278,7 @@ PY
 ok "upload retried after the backend came back; writers proceed"
 
 # ---- a sealed file whose spool copy is corrupted after close: FAILED, never uploaded ----------
-# Regression (review finding 2): the seal checksum was never checked again, so a bit flipped in
+# Regression: the seal checksum was never checked again, so a bit flipped in
 # the staging file was uploaded, reported durable and served.
 rm -rf "$DATA/stuck"
 printf 'not a directory' >"$DATA/stuck"
@@ -387,7 +387,7 @@ done
 cmp "$MNT/ck/short" "$T/ref/short" || fail "short writes: mount content"
 ok "local faults: fsync EIO fail-stop (EIO on fsync, write, close), write EIO, disk-full ENOSPC, short writes"
 
-# ---- a rewrite's copy from the backend is of one version (review finding 19) ----------------
+# ---- a rewrite's copy from the backend is of one version -----------------------------------
 # Appending to a file only the backend holds copies it into a new generation in 1 MiB chunks;
 # here the object is replaced after the first chunk (the copy waits there on "snapshot pause").
 # Before the fix the reads after the first did not demand its version, so the copy mixed both.

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# TIER_TEST_HOOKS (review finding 15): the fault injection hook (TIERD_TEST_FAULT_FILE) is in tierd
+# TIER_TEST_HOOKS: the fault injection hook (TIERD_TEST_FAULT_FILE) is in tierd
 # exactly when the option is on. With it off (Release/RelWithDebInfo) the binary must not even
 # contain the variable's name; with it on (the builds the tests use) it must, or test_fuse_wb's
 # disk fault section would skip silently.

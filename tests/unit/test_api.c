@@ -1,13 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_api.c - the control API's request function (src/api/api_int.h) over the POSIX fixture
- * (tests/lib/api_fixture.h), without HTTP: UTF-8 repair of answers and messages (security review
- * finding 8), 403 for a backend's permission refusal (18) and for a caller without admin rights
- * (12) and for one asking about a namespace it may not read, the caps on stage paths and pin rules
- * (13), the telemetry endpoints (/metrics with its content type and the TCP token, /v1/telemetry,
- * /v1/health ready and degraded by an open breaker, 404 when [daemon] telemetry = off), the
- * dashboard's files (test_ui). Each answer but /metrics and the dashboard's files must be a JSON
- * object.
+ * (tests/lib/api_fixture.h), without HTTP: UTF-8 repair of answers and messages, 403 for a
+ * backend's permission refusal and for a caller without admin rights and for one asking about a
+ * namespace it may not read, the caps on stage paths and pin rules, the telemetry endpoints
+ * (/metrics with its content type and the TCP token, /v1/telemetry, /v1/health ready and degraded
+ * by an open breaker, 404 when [daemon] telemetry = off), the dashboard's files (test_ui). Each
+ * answer but /metrics and the dashboard's files must be a JSON object.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -84,7 +83,7 @@ static void test_utf8(void **state)
     free(c);
 }
 
-/* Finding 8: names that are not UTF-8 give JSON answers; path_b64 names the file exactly. */
+/* Names that are not UTF-8 give JSON answers; path_b64 names the file exactly. */
 static void test_non_utf8_names(void **state)
 {
     (void)state;
@@ -114,7 +113,7 @@ static void test_non_utf8_names(void **state)
     json_decref(j);
 }
 
-/* Finding 18: the backend's refusal (a symlink out of its root) is 403, not the token's 401. */
+/* The backend's refusal (a symlink out of its root) is 403, not the token's 401. */
 static void test_backend_permission_is_403(void **state)
 {
     (void)state;
@@ -126,7 +125,7 @@ static void test_backend_permission_is_403(void **state)
         "GET /v1/status\nX-Listener: tcp\nAuthorization: Bearer " API_FIXTURE_TOKEN "\n\n", 200));
 }
 
-/* Finding 12: a Unix-socket caller without admin rights reads but does not change state. */
+/* A Unix-socket caller without admin rights reads but does not change state. */
 static void test_reader(void **state)
 {
     (void)state;
@@ -251,7 +250,7 @@ static void test_caller_reads(void **state)
     free(d);
 }
 
-/* Finding 13: at most 256 paths per stage request; at most CACHE_PIN_RULES_MAX pin rules. */
+/* At most 256 paths per stage request; at most CACHE_PIN_RULES_MAX pin rules. */
 static void test_caps(void **state)
 {
     (void)state;

@@ -100,7 +100,7 @@ static void fix_csum(unsigned char *img)
     memcpy(img + H_CSUM, &sum, 8);
 }
 
-/* Regression (finding 10): any error loading a block file dropped it, so a transient one (here
+/* Regression: any error loading a block file dropped it, so a transient one (here
  * EMFILE, from a lowered RLIMIT_NOFILE) deleted good blocks. The reads must still succeed (from
  * the backend), the files must survive, and the next reads must be disk hits again. The restart
  * scan must not delete files it cannot open either. Runs in a child: the fd limit is per process.
@@ -186,7 +186,7 @@ static void test_transient_error_keeps_block(void **state)
     assert_int_equal(WEXITSTATUS(status), 0);
 }
 
-/* Regression (finding 11): the index compared only the 128-bit hash, so two identities with one
+/* Regression: the index compared only the 128-bit hash, so two identities with one
  * hash shared a block and the second was served the first's bytes. Forced collisions (block N of
  * every object has one hash): every read returns its own object's bytes, from RAM and from
  * disk, in either order. */
@@ -216,7 +216,7 @@ static void test_collision_not_served(void **state)
     }
 }
 
-/* Regression (finding 11, disk side): a load compared only the hash, index and length in the
+/* Regression (disk side): a load compared only the hash, index and length in the
  * header, so a file naming another identity under a block's file name was served. Plant "a"'s
  * block 1 (with "b"'s hash in its id field, header checksum fixed) as "b"'s block 1: reading "b"
  * must give "b"'s bytes, drop the file and refetch. */
@@ -394,7 +394,7 @@ static void test_unknown_version_removed(void **state)
     cache_close(c);
 }
 
-/* Finding 11: the identity hash is keyed with disk_dir/.secret, created 0600 at first open and
+/* The identity hash is keyed with disk_dir/.secret, created 0600 at first open and
  * kept across restarts (blocks are reused); a secret others can read is replaced, and the
  * blocks named with it are then dropped at the scan. */
 static void test_secret_file(void **state)

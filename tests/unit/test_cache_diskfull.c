@@ -184,7 +184,7 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
-/* Regression (finding 17): the free-space floor was checked outside disk.mu, so writers that
+/* Regression: the free-space floor was checked outside disk.mu, so writers that
  * checked at the same time all passed on the same free space and together went below the
  * floor (here: 8 blocks of 1 MiB, room above the floor for 3). Checked under the lock, against
  * free space less the writes in flight, the floor holds after every burst. */

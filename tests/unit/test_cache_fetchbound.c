@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_cache_fetchbound.c - the cache's bound on backend fetches holding a block buffer
- * ([cache] max_fetches, per backend; review finding 17, third review): each miss allocated its
+ * ([cache] max_fetches, per backend): without it each miss allocated its
  * block buffer before its backend call waited for admission, so thousands of misses queued
  * behind a slow backend held thousands of block buffers.
  *

@@ -45,7 +45,7 @@ static const struct bad_case bad_cases[] = {
     {BASE "[mount2]\n", {"t.conf:8:", "unknown section [mount2]", "did you mean [mount]?"}},
     {BASE "[frobnicate]\n", {"t.conf:8:", "unknown section [frobnicate]", "allowed: [daemon]"}},
     {BASE "[backnd x]\ntype = posix\n", {"t.conf:8:", "did you mean [backend NAME]?"}},
-    /* upload buffers bounded (review finding 17: 64 x 64 x 5 GiB was accepted) */
+    /* upload buffers bounded (64 x 64 x 5 GiB of buffers must be refused) */
     {BASE "[writeback]\nspool_dir = /tmp/s\nupload_threads = 64\nparts_parallel = 64\n"
           "part_size = 1G\n",
      {"t.conf:8:", "upload_threads x parts_parallel x part_size = 64 x 64 x 1024 MiB",
@@ -743,7 +743,7 @@ static void test_writeback(void **state)
 }
 
 /* [api] token_file: read from a file tierd's user owns with mode 0600; a file others may read
- * and a weak token in it are refused with FILE:LINE (security review finding 4). */
+ * and a weak token in it are refused with FILE:LINE. */
 static void test_api_token_file(void **state)
 {
     (void)state;

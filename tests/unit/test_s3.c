@@ -634,7 +634,7 @@ static void test_open_config(void **state)
     bad = c;
     bad.prefix = "../x";
     assert_int_equal(backend_s3_open(&bad, &be), -EINVAL);
-    /* Only HTTP(S): curl would fetch a file:// or ftp:// URL as happily (finding 16). */
+    /* Only HTTP(S): curl would fetch a file:// or ftp:// URL as happily. */
     static const char *const schemes[] = {"file:///etc", "ftp://127.0.0.1:21", "gopher://h",
                                           "dict://h:2628", "httpx://h"};
     for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
@@ -684,7 +684,7 @@ static bool open_logs(const char *endpoint, const char *needle)
 }
 
 /* Plain http:// to anything but loopback carries object data, the signature and the session
- * token in the clear: warned at open (finding 16); loopback and https are not. */
+ * token in the clear: warned at open; loopback and https are not. */
 static void test_plain_http_warning(void **state)
 {
     (void)state;

@@ -8,7 +8,7 @@
  * waits (polling sched_stats_get with a deadline) until each has taken its ticket before starting
  * the next, so ticket order equals start order.
  *
- * Per-backend lanes (finding 6 of the 2026-12-01 review): the admission deadline, the circuit
+ * Per-backend lanes: the admission deadline, the circuit
  * breaker's transitions, and end to end with real backends: concurrent calls to a black-hole S3
  * endpoint (tests/lib/blackhole.c) each end within a bound and open the breaker, which closes
  * again once the endpoint answers; and a POSIX backend read through the cache keeps its latency
