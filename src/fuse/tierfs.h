@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tierfs.h - the FUSE file system of tierd: the unified, read-only namespace tree served from the
- * block cache. Used by main() only; the operations themselves live in fuse_ops_*.c.
+ * block cache. Used by the daemon only (main.c; wiring.c builds its context); the operations
+ * themselves live in fuse_ops_*.c.
  *
  * Lifecycle: tierfs_mount() (clears a stale mount first) -> tierfs_loop() (blocks, serves with
  * fuse_threads threads until SIGINT/SIGTERM/SIGHUP) -> tierfs_free() (unmounts).
