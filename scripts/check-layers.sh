@@ -15,9 +15,10 @@ cd "$root"
 max_lines=150
 
 # The layer table: each folder of src/ and the folders it may include, lowest layers first.
-# A folder not listed may include only common. `core` is the daemon's shared state (struct tierd,
-# its config types): the layers that still take struct tierd * include it, and the goal is that
-# fewer do (docs/ARCHITECTURE.md, "What still takes struct tierd").
+# A folder not listed may include only common. `core` is the namespace type every service sees
+# (core/ns.h) and the daemon's shared state (core/state.h: struct tierd, its config types), which
+# only the daemon and the control API include (docs/ARCHITECTURE.md, "What still takes struct
+# tierd").
 declare -A allow=(
     [common]=""
     [tiers]="common"
@@ -39,9 +40,9 @@ declare -A allow=(
     [tierbench]="common"
 )
 
-# core/state.h is the daemon's whole state: only these folders still include it; the others see
+# core/state.h is the daemon's whole state: only these folders include it; the others see
 # core/ns.h (a namespace) and are opened with a context of what they use.
-state_users="core daemon api fuse datasets"
+state_users="core daemon api"
 
 status=0
 edges=$(find src -name '*.[ch]' | sort | while IFS= read -r f; do

@@ -84,7 +84,7 @@ unsigned api_datasets_post(struct tierd *d, const struct api_request *rq, struct
     else {
         struct manifest m;
         tier_err_clear();
-        int rc = dataset_commit(d, path, name, &m);
+        int rc = dataset_commit(d->datasets, path, name, &m);
         if (rc)
             ret = reply_dataset_error(out, rc, "commit");
         else {
@@ -111,10 +111,10 @@ static unsigned datasets_diff(struct tierd *d, const char *path, const char *spe
     a[al] = '\0';
     snprintf(b, sizeof(b), "%s", bn);
     struct manifest ma, mb;
-    int rc = dataset_show(d, path, a, &ma);
+    int rc = dataset_show(d->datasets, path, a, &ma);
     if (rc)
         return reply_dataset_error(out, rc, "diff");
-    rc = dataset_show(d, path, b, &mb);
+    rc = dataset_show(d->datasets, path, b, &mb);
     if (rc) {
         manifest_fini(&ma);
         return reply_dataset_error(out, rc, "diff");
@@ -178,7 +178,7 @@ static unsigned datasets_get(struct tierd *d, const struct api_request *rq, stru
         return api_reply_error_status(out, 404, -ENOENT, "%s is in no namespace", path);
     tier_err_clear();
     if (del) {
-        int rc = dataset_delete(d, path, name);
+        int rc = dataset_delete(d->datasets, path, name);
         if (rc)
             return reply_dataset_error(out, rc, "delete");
         return api_reply_json(
@@ -189,7 +189,7 @@ static unsigned datasets_get(struct tierd *d, const struct api_request *rq, stru
         return datasets_diff(d, path, name, dsep, out);
     if (name) {
         struct manifest m;
-        int rc = dataset_show(d, path, name, &m);
+        int rc = dataset_show(d->datasets, path, name, &m);
         if (rc)
             return reply_dataset_error(out, rc, "show");
         unsigned ret = api_reply_json(out, 200, manifest_summary(d, &m, path));
@@ -198,7 +198,7 @@ static unsigned datasets_get(struct tierd *d, const struct api_request *rq, stru
     }
     char **names = NULL;
     size_t n = 0;
-    int rc = dataset_list(d, path, &names, &n);
+    int rc = dataset_list(d->datasets, path, &names, &n);
     if (rc)
         return reply_dataset_error(out, rc, "list");
     json_t *arr = api_jstr_array(names, n);

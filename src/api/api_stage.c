@@ -199,7 +199,7 @@ int api_version_prefix(struct tierd *d, const char *path, struct tierd_ns **ns, 
     }
     free(tkey);
     if (rc == 0)
-        rc = dataset_show(d, tree, name, &m);
+        rc = dataset_show(d->datasets, tree, name, &m);
     free(tree);
     if (rc)
         return rc;

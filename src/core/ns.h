@@ -16,6 +16,8 @@
 struct backend;
 struct manifest;
 
+#define TIERD_MAX_NAMESPACES 32
+
 enum tierd_ns_mode {
     TIERD_NS_READ_CACHE = 0, /* read-only, cached; mutations return EROFS */
     TIERD_NS_WRITE_BACK = 1, /* checkpoint burst buffer (issue 5, src/writeback/wb.h) */
@@ -53,7 +55,7 @@ struct tierd_ns {
 };
 
 /* Namespace resolution and dataset versions for a service that does not hold the daemon's state
- * (hints, stage): called from any thread while the service runs. */
+ * (hints, stage, datasets, the FUSE layer): called from any thread while the service runs. */
 struct tierd_ns_ops {
     /* tierd_resolve(): a mount path to its namespace and key (malloc'd); 0 or -errno */
     int (*resolve)(void *ud, const char *path, struct tierd_ns **ns, char **key, bool *is_root);
@@ -61,6 +63,12 @@ struct tierd_ns_ops {
      * most max_text bytes (SIZE_MAX: no bound); 0 or -errno */
     int (*manifest)(void *ud, const char *tree, const char *name, size_t max_text,
                     struct manifest *out);
+    /* tierd_is_virtual_dir(): is path a directory above one or more namespace roots? */
+    bool (*is_virtual_dir)(void *ud, const char *path);
+    /* tierd_virtual_children(): fn(name, len, arg) for each child of the virtual directory
+     * path, in namespace order, without duplicates */
+    void (*virtual_children)(void *ud, const char *path,
+                             void (*fn)(const char *name, size_t len, void *arg), void *arg);
     void *ud;
 };
 

@@ -2,10 +2,10 @@
 /*
  * core/state.h - the daemon's shared state, as seen by the layers that still take it whole: the
  * config types (parsed by src/daemon/config.c), struct tierd and namespace resolution (defined in
- * src/daemon/resolve.c). Included by src/daemon, src/fuse, src/api, src/datasets, src/jobs and
- * src/lifecycle; a service opened with a narrow context does not include it (docs/ARCHITECTURE.md,
- * "Folders"). It lives below src/daemon so that the FUSE layer and the services need not include
- * the daemon's folder, which includes theirs (scripts/check-layers.sh fails on such a cycle).
+ * src/daemon/resolve.c). Included by src/daemon and src/api only; the services and the FUSE layer
+ * are opened with a context of what they use and do not include it (docs/ARCHITECTURE.md,
+ * "Folders"). It lives below src/daemon so that the control API need not include the daemon's
+ * folder, which includes the API's (scripts/check-layers.sh fails on such a cycle).
  *
  * One struct tierd per process, built by main() from the config, then read-only apart from
  * fields documented as guarded. Namespaces map a mount sub-tree ("/datasets") to a backend and
@@ -24,7 +24,6 @@
 #include "tiers/backend.h"
 
 #define TIERD_MAX_BACKENDS 16
-#define TIERD_MAX_NAMESPACES 32
 #define TIERD_MAX_TENANT_CONFS 128 /* [tenant NAME] sections */
 #define TIERD_RESERVED_IDS_UNSET UINT64_MAX
 #define TIERD_IMPLICIT_PER_MINUTE_DEFAULT 4
@@ -214,6 +213,7 @@ struct tenant_reg;    /* tenant/tenant.h */
 struct jobs;          /* jobs.h */
 struct policy_engine; /* policy.h */
 struct access_log;    /* access.h */
+struct datasets;      /* datasets/dataset.h */
 
 struct tierd {
     struct tierd_config cfg;
@@ -236,7 +236,7 @@ struct tierd {
     struct wb *wb;        /* checkpoint burst buffer (src/writeback/wb.h); NULL when no namespace is
                            * in write-back mode */
     _Atomic bool mounted; /* FUSE session is up (set by the FUSE thread, read by the API) */
-    _Atomic uint64_t datasets_gen; /* versions committed or deleted here (dataset_generation) */
+    struct datasets *datasets; /* dataset versions (datasets/dataset.h) */
     uint64_t start_ns;
     bool verbose;   /* -v: debug logging whatever [daemon] log_level says (a reload keeps it) */
     char *cfg_text; /* the config file's text as tierd started with it (reload compares) */

@@ -32,6 +32,7 @@
 #include "common/strutil.h"
 #include "common/timeutil.h"
 #include "api/api.h"
+#include "datasets/dataset.h"
 #include "hints/hints.h"
 #include "jobs/jobs.h"
 #include "stage/pinmeta.h"
@@ -457,6 +458,8 @@ static void teardown(struct tierd *d)
     d->stages = NULL;
     hints_free(d->hints); /* after the mount and the API, its callers; before the cache */
     d->hints = NULL;
+    datasets_close(d->datasets); /* after its callers: the mount, the API, the services */
+    d->datasets = NULL;
     pinmeta_free(d->pinned); /* after the stager and the mount, its only users */
     d->pinned = NULL;
     if (d->cache)
@@ -659,6 +662,15 @@ static int step_cache(struct tierd *d)
     return rc;
 }
 
+/* The dataset versions over the namespaces (wiring.c): before their callers (the stager, the
+ * hints, the policies, the API, the mount). */
+static int step_datasets(struct tierd *d)
+{
+    struct datasets_ctx dc = datasets_ctx_tierd(d);
+    d->datasets = datasets_open(&dc);
+    return d->datasets ? 0 : -ENOMEM;
+}
+
 /* The services, each opened with its context (wiring.c). */
 static int step_services(struct tierd *d)
 {
@@ -703,18 +715,25 @@ static int step_api(struct tierd *d)
 
 static int step_mount(struct tierd *d)
 {
-    return tierfs_mount(d, &d->fuse);
+    struct tierfs_ctx fc = tierfs_ctx_tierd(d);
+    return tierfs_mount(&fc, &d->fuse);
 }
 
 static const struct step {
     const char *what; /* for "tierd: start-up failed: WHAT: ..." */
     int (*run)(struct tierd *d);
 } steps[] = {
-    {"tenants", step_tenants},     {"scheduler", step_scheduler},
-    {"telemetry", step_telemetry}, {"backends", open_backends},
-    {"cache", step_cache},         {"write-back spool", open_writeback},
-    {"stager", step_services},     {"lifecycle policies", step_policies},
-    {"control API", step_api},     {"FUSE mount", step_mount},
+    {"tenants", step_tenants},
+    {"scheduler", step_scheduler},
+    {"telemetry", step_telemetry},
+    {"backends", open_backends},
+    {"cache", step_cache},
+    {"write-back spool", open_writeback},
+    {"datasets", step_datasets},
+    {"stager", step_services},
+    {"lifecycle policies", step_policies},
+    {"control API", step_api},
+    {"FUSE mount", step_mount},
 };
 
 /* Serve until a stop signal (the signals of block are blocked outside the loop). 0 or 1. */

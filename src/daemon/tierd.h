@@ -14,6 +14,8 @@ struct tenant_reg;
 struct hints_ctx;
 struct stage_ctx;
 struct jobs_ops;
+struct datasets_ctx;
+struct tierfs_ctx;
 
 /* The tenant registry of cfg: [tenants] limits, then every [tenant NAME] in order (its rule, if
  * it has match keys). 0, or -errno with tier_err_msg() naming the section. */
@@ -25,7 +27,9 @@ void tierd_tenants_reclaim_hooks(struct tierd *d, struct tenant_reg *r);
 bool tierd_tenant_holds(void *d, uint32_t id);
 
 /* wiring.c: each service's context over d (borrowing d's members; d outlives the service). */
-struct tierd_ns_ops tierd_ns_ops(struct tierd *d); /* tierd_resolve, dataset_show_max */
+/* tierd_resolve, dataset_show_max (of d->datasets), tierd_is_virtual_dir, tierd_virtual_children */
+struct tierd_ns_ops tierd_ns_ops(struct tierd *d);
+struct datasets_ctx datasets_ctx_tierd(struct tierd *d);
 struct hints_ctx hints_ctx_tierd(struct tierd *d);
 struct stage_ctx stage_ctx_tierd(struct tierd *d);
 /* The job registry's ops over d (its cache, stager and config). */
@@ -33,6 +37,9 @@ struct jobs_ops jobs_ops_tierd(struct tierd *d);
 /* The policy engine's context over d, its rules from conf (the caller's view of d->cfg:
  * tierd_policy_view_of), which policy_engine_start reads and does not keep. */
 struct policy_engine_ctx policy_engine_ctx_tierd(struct tierd *d, const struct policy_conf *conf);
+/* The mount's context over d: after every service it calls is open and the policies have set
+ * d->access (main.c's step_mount). */
+struct tierfs_ctx tierfs_ctx_tierd(struct tierd *d);
 
 /* The slice of a config the lifecycle rules read (struct policy_conf), with the arrays it points
  * into; its strings are the config's (valid while it is). config.c. */

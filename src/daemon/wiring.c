@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * wiring.c - each service's context, built from the daemon's state (core/state.h): what main()
- * (and the tests' fixtures, which build a struct tierd) pass to hints_new(),
- * stage_registry_new(), jobs_new() and policy_engine_start(). The contexts borrow d's members, so d
- * outlives the services; the daemon makes d->cache, d->tenants and d->pinned before it calls these.
+ * (and the tests' fixtures, which build a struct tierd) pass to datasets_open(), hints_new(),
+ * stage_registry_new(), jobs_new(), policy_engine_start() and tierfs_mount(). The contexts borrow
+ * d's members, so d outlives the services; the daemon makes the members a context copies (the
+ * cache, the tenant registry, the pinned metadata, ...) before it builds that context.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -12,6 +13,7 @@
 #include "cache/cache.h"
 #include "daemon/tierd.h"
 #include "datasets/dataset.h"
+#include "fuse/tierfs.h"
 #include "hints/hints.h"
 #include "jobs/jobs.h"
 #include "lifecycle/lifecycle.h"
@@ -25,12 +27,35 @@ static int ns_resolve(void *ud, const char *path, struct tierd_ns **ns, char **k
 static int ns_manifest(void *ud, const char *tree, const char *name, size_t max_text,
                        struct manifest *out)
 {
-    return dataset_show_max(ud, tree, name, max_text, out);
+    const struct tierd *d = ud;
+    if (!d->datasets) /* a test's struct tierd that opened none */
+        return -ENOENT;
+    return dataset_show_max(d->datasets, tree, name, max_text, out);
+}
+
+static bool ns_is_virtual_dir(void *ud, const char *path)
+{
+    return tierd_is_virtual_dir(ud, path);
+}
+
+static void ns_virtual_children(void *ud, const char *path,
+                                void (*fn)(const char *name, size_t len, void *arg), void *arg)
+{
+    tierd_virtual_children(ud, path, fn, arg);
 }
 
 struct tierd_ns_ops tierd_ns_ops(struct tierd *d)
 {
-    return (struct tierd_ns_ops){.resolve = ns_resolve, .manifest = ns_manifest, .ud = d};
+    return (struct tierd_ns_ops){.resolve = ns_resolve,
+                                 .manifest = ns_manifest,
+                                 .is_virtual_dir = ns_is_virtual_dir,
+                                 .virtual_children = ns_virtual_children,
+                                 .ud = d};
+}
+
+struct datasets_ctx datasets_ctx_tierd(struct tierd *d)
+{
+    return (struct datasets_ctx){.ns = d->ns, .nns = d->nns, .ops = tierd_ns_ops(d)};
 }
 
 struct hints_ctx hints_ctx_tierd(struct tierd *d)
@@ -166,4 +191,50 @@ struct policy_engine_ctx policy_engine_ctx_tierd(struct tierd *d, const struct p
         .tenants = d->tenants,
         .access = &d->access,
     };
+}
+
+/* ---- the FUSE mount (fuse/tierfs.h) ------------------------------------------------------ */
+
+struct tierfs_ctx tierfs_ctx_tierd(struct tierd *d)
+{
+    const struct tierd_config *c = &d->cfg;
+    struct tierfs_ctx x = {
+        .cache = d->cache,
+        .tenants = d->tenants,
+        .hints = d->hints,
+        .wb = d->wb,
+        .pinned = d->pinned,
+        .tele = d->tele,
+        .datasets = d->datasets,
+        .access = d->access,
+        .ns = d->ns,
+        .nns = d->nns,
+        .ops = tierd_ns_ops(d),
+        .mounted = &d->mounted,
+        .start_ns = d->start_ns,
+        .test_fault_file = d->test_fault_file,
+        .mount_path = c->mount_path,
+        .allow_other = c->allow_other,
+        .fuse_threads = c->fuse_threads,
+        .attr_ttl_ms = c->attr_ttl_ms,
+        .entry_ttl_ms = c->entry_ttl_ms,
+        .attr_ttl_set = c->attr_ttl_set,
+        .entry_ttl_set = c->entry_ttl_set,
+        .mount_uid = c->mount_uid,
+        .mount_gid = c->mount_gid,
+        .mount_umask = c->mount_umask,
+        .max_dir_entries = c->max_dir_entries,
+        .version_list_ttl_ms = c->version_list_ttl_ms,
+        .readahead_blocks = c->readahead_blocks,
+        .readahead_max_bytes = c->readahead_max_bytes,
+        .block_size = c->cache.block_size,
+        .wb_spool_dir = c->wb_spool_dir,
+        .wb_upload_deadline_ms = c->wb_upload_deadline_ms,
+    };
+    for (size_t i = 0; i < d->nns && i < TIERD_MAX_NAMESPACES; i++)
+        for (size_t b = 0; b < c->nbackends; b++)
+            if (!strcmp(c->backends[b].name, d->ns[i].conf->backend) &&
+                !strcmp(c->backends[b].type, "posix"))
+                x.ns_posix_root[i] = c->backends[b].posix.root;
+    return x;
 }

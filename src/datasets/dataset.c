@@ -20,11 +20,28 @@
 #include "common/ioctx.h"
 #include "common/log.h"
 #include "common/timeutil.h"
-#include "core/state.h"
 #include "tiers/backend.h"
 
 /* Manifests are read and written as administrative I/O of the default tenant. */
 static const struct tier_ioctx ds_io = {.tenant = TIER_TENANT_DEFAULT, .cls = TIER_IO_BACKGROUND};
+
+struct datasets {
+    struct datasets_ctx c; /* immutable */
+    _Atomic uint64_t gen;  /* versions committed or deleted through it (dataset_generation) */
+};
+
+struct datasets *datasets_open(const struct datasets_ctx *ctx)
+{
+    struct datasets *ds = calloc(1, sizeof(*ds));
+    if (ds)
+        ds->c = *ctx;
+    return ds;
+}
+
+void datasets_close(struct datasets *ds)
+{
+    free(ds);
+}
 
 bool dataset_reserved_name(const char *name)
 {
@@ -41,12 +58,12 @@ bool dataset_reserved_key(const struct tierd_ns *ns, const char *key)
 
 /* The tree at path: its namespace, its relative path R ("" for the root) and its key prefix
  * ("" or ending in '/'). */
-static int tree_of(struct tierd *d, const char *path, struct tierd_ns **ns, char **rel,
+static int tree_of(struct datasets *ds, const char *path, struct tierd_ns **ns, char **rel,
                    char **prefix)
 {
     bool is_root = false;
     char *key = NULL;
-    int rc = tierd_resolve(d, path, ns, &key, &is_root);
+    int rc = ds->c.ops.resolve(ds->c.ops.ud, path, ns, &key, &is_root);
     if (rc)
         return rc;
     const char *nsp = (*ns)->conf->prefix ? (*ns)->conf->prefix : "";
@@ -227,7 +244,7 @@ static int list_tree(struct tierd_ns *ns, const char *prefix, const char *rel, s
     return dataset_walk_objects(ns, &ds_io, prefix, versions, tree_add, &t);
 }
 
-int dataset_commit(struct tierd *d, const char *path, const char *name, struct manifest *out)
+int dataset_commit(struct datasets *ds, const char *path, const char *name, struct manifest *out)
 {
     memset(out, 0, sizeof(*out));
     int rc = check_name(name);
@@ -235,7 +252,7 @@ int dataset_commit(struct tierd *d, const char *path, const char *name, struct m
         return rc;
     struct tierd_ns *ns = NULL;
     char *rel = NULL, *prefix = NULL, *key = NULL, *text = NULL;
-    rc = tree_of(d, path, &ns, &rel, &prefix);
+    rc = tree_of(ds, path, &ns, &rel, &prefix);
     if (rc)
         return rc;
     struct manifest *m = out;
@@ -328,7 +345,7 @@ out:
     if (rc)
         manifest_fini(m);
     else
-        atomic_fetch_add(&d->datasets_gen, 1); /* the view lists it at once (dataset_generation) */
+        atomic_fetch_add(&ds->gen, 1); /* the view lists it at once (dataset_generation) */
     free(text);
     free(key);
     free(rel);
@@ -336,12 +353,12 @@ out:
     return rc;
 }
 
-int dataset_show(struct tierd *d, const char *path, const char *name, struct manifest *out)
+int dataset_show(struct datasets *ds, const char *path, const char *name, struct manifest *out)
 {
-    return dataset_show_max(d, path, name, SIZE_MAX, out);
+    return dataset_show_max(ds, path, name, SIZE_MAX, out);
 }
 
-int dataset_show_max(struct tierd *d, const char *path, const char *name, size_t max_text,
+int dataset_show_max(struct datasets *ds, const char *path, const char *name, size_t max_text,
                      struct manifest *out)
 {
     memset(out, 0, sizeof(*out));
@@ -350,7 +367,7 @@ int dataset_show_max(struct tierd *d, const char *path, const char *name, size_t
         return rc;
     struct tierd_ns *ns = NULL;
     char *rel = NULL, *prefix = NULL, *buf = NULL;
-    rc = tree_of(d, path, &ns, &rel, &prefix);
+    rc = tree_of(ds, path, &ns, &rel, &prefix);
     if (rc)
         return rc;
     char *key = manifest_key(ns, rel, name);
@@ -459,13 +476,13 @@ static int list_one(void *ud, const struct backend_entry *e)
     return names_add(x->out, e->name + x->vl, strlen(e->name + x->vl));
 }
 
-int dataset_list(struct tierd *d, const char *path, char ***names, size_t *n)
+int dataset_list(struct datasets *ds, const char *path, char ***names, size_t *n)
 {
     *names = NULL;
     *n = 0;
     struct tierd_ns *ns = NULL;
     char *rel = NULL, *prefix = NULL;
-    int rc = tree_of(d, path, &ns, &rel, &prefix);
+    int rc = tree_of(ds, path, &ns, &rel, &prefix);
     if (rc)
         return rc;
     char *vp = manifest_key(ns, rel, NULL);
@@ -484,14 +501,14 @@ int dataset_list(struct tierd *d, const char *path, char ***names, size_t *n)
     return 0;
 }
 
-int dataset_delete(struct tierd *d, const char *path, const char *name)
+int dataset_delete(struct datasets *ds, const char *path, const char *name)
 {
     int rc = check_name(name);
     if (rc)
         return rc;
     struct tierd_ns *ns = NULL;
     char *rel = NULL, *prefix = NULL;
-    rc = tree_of(d, path, &ns, &rel, &prefix);
+    rc = tree_of(ds, path, &ns, &rel, &prefix);
     if (rc)
         return rc;
     char *key = manifest_key(ns, rel, name);
@@ -499,7 +516,7 @@ int dataset_delete(struct tierd *d, const char *path, const char *name)
     if (rc == -ENOENT)
         tier_err_set("%s has no version %s", path, name);
     if (rc == 0)
-        atomic_fetch_add(&d->datasets_gen, 1);
+        atomic_fetch_add(&ds->gen, 1);
     free(key);
     free(rel);
     free(prefix);
@@ -532,11 +549,11 @@ static bool reads_as_version(const char *seg)
 
 /* name@version for each version of the tree at mount path tree, as names in its parent; a tree
  * tierd cannot take (not in a namespace, an invalid or reserved path) has none. */
-static int add_versions(struct tierd *d, const char *tree, const char *name, struct names *l)
+static int add_versions(struct datasets *ds, const char *tree, const char *name, struct names *l)
 {
     char **vs = NULL;
     size_t nv = 0;
-    int rc = dataset_list(d, tree, &vs, &nv);
+    int rc = dataset_list(ds, tree, &vs, &nv);
     for (size_t i = 0; rc == 0 && i < nv; i++) {
         char buf[PATH_MAX];
         int w = snprintf(buf, sizeof(buf), "%s@%s", name, vs[i]);
@@ -577,7 +594,7 @@ static int seg_decode(const char *s, size_t len, char *out, size_t outsz)
 }
 
 struct subtree_ctx {
-    struct tierd *d;
+    struct datasets *ds;
     const char *tree, *vp; /* the tree's mount path; its children's common prefix (".../rel/") */
     size_t vl;
     bool at_root;
@@ -600,20 +617,20 @@ static int subtree_one(void *ud, const struct backend_entry *e)
     if (w < 0 || (size_t)w >= sizeof(child))
         return 0;
     int rc = reads_as_version(seg) ? 0 : names_add(x->out, seg, strlen(seg));
-    return rc ? rc : add_versions(x->d, child, seg, x->out);
+    return rc ? rc : add_versions(x->ds, child, seg, x->out);
 }
 
 /* The child trees of tree (mount path, inside ns) that have versions or subtrees with versions:
  * a directory each; and their versions, as name@version. */
-static int add_subtrees(struct tierd *d, const char *tree, struct names *l)
+static int add_subtrees(struct datasets *ds, const char *tree, struct names *l)
 {
     struct tierd_ns *ns = NULL;
     char *rel = NULL, *prefix = NULL;
-    int rc = tree_of(d, tree, &ns, &rel, &prefix);
+    int rc = tree_of(ds, tree, &ns, &rel, &prefix);
     if (rc)
         return rc == -ENOENT ? 0 : rc;
     char *vp = manifest_key(ns, rel, NULL); /* ".../rel/@": the children are under ".../rel/" */
-    struct subtree_ctx x = {.d = d, .tree = tree, .at_root = !*rel, .out = l};
+    struct subtree_ctx x = {.ds = ds, .tree = tree, .at_root = !*rel, .out = l};
     free(rel);
     free(prefix);
     if (!vp)
@@ -631,7 +648,8 @@ static int name_cmp(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-int dataset_view_list(struct tierd *d, const char *path, char ***names, size_t *n, bool *partial)
+int dataset_view_list(struct datasets *ds, const char *path, char ***names, size_t *n,
+                      bool *partial)
 {
     *names = NULL;
     *n = 0;
@@ -653,8 +671,8 @@ int dataset_view_list(struct tierd *d, const char *path, char ***names, size_t *
     /* the namespaces under it: their next segment; a namespace just under it, its versions (a
      * namespace whose backend cannot list them now is logged and shown without them: the
      * others stay listed) */
-    for (size_t i = 0; rc == 0 && i < d->nns; i++) {
-        const char *np = d->ns[i].conf->path;
+    for (size_t i = 0; rc == 0 && i < ds->c.nns; i++) {
+        const char *np = ds->c.ns[i].conf->path;
         if (strncmp(np, tree, tl) != 0 || np[tl] != '/' || !np[tl + 1])
             continue;
         const char *seg = np + tl + 1, *sl = strchr(seg, '/');
@@ -666,7 +684,7 @@ int dataset_view_list(struct tierd *d, const char *path, char ***names, size_t *
         if (!reads_as_version(nm))
             rc = names_add(&list, nm, sgl);
         if (rc == 0 && !sl) {
-            rc = add_versions(d, np, nm, &list);
+            rc = add_versions(ds, np, nm, &list);
             if (rc && rc != -ENOMEM) {
                 log_warn("dataset: cannot list the versions of %s for the view: %s", np,
                          *tier_err_msg() ? tier_err_msg() : strerror(-rc));
@@ -678,7 +696,7 @@ int dataset_view_list(struct tierd *d, const char *path, char ***names, size_t *
     }
     /* inside a namespace: the trees under it with versions */
     if (rc == 0 && tl > 0)
-        rc = add_subtrees(d, tree, &list);
+        rc = add_subtrees(ds, tree, &list);
     if (rc) {
         dataset_names_free(list.v, list.n);
         return rc;
@@ -699,9 +717,9 @@ int dataset_view_list(struct tierd *d, const char *path, char ***names, size_t *
     return 0;
 }
 
-uint64_t dataset_generation(struct tierd *d)
+uint64_t dataset_generation(struct datasets *ds)
 {
-    return atomic_load(&d->datasets_gen);
+    return atomic_load(&ds->gen);
 }
 
 int dataset_view_path(const char *path, char **tree, char *name, const char **rest)

@@ -25,7 +25,7 @@
 
 const char *tfs_ctl_tenant_name(const struct tierd_fuse *fs, uint32_t tenant)
 {
-    return fs->d->tenants ? tenant_name(fs->d->tenants, tenant) : "default";
+    return fs->ctx.tenants ? tenant_name(fs->ctx.tenants, tenant) : "default";
 }
 
 /* The set (tenant, name) into *out (may be NULL): true if it exists. */
@@ -35,7 +35,7 @@ bool tfs_ctl_find_set(struct tierd_fuse *fs, uint32_t tenant, const char *name,
     struct hints_set_stats *st = malloc(HINTS_SETS_MAX * sizeof(*st));
     if (!st)
         return false;
-    size_t n = hints_list(fs->d->hints, st, HINTS_SETS_MAX);
+    size_t n = hints_list(fs->ctx.hints, st, HINTS_SETS_MAX);
     bool found = false;
     for (size_t i = 0; i < n && i < HINTS_SETS_MAX && !found; i++) {
         if (st[i].tenant == tenant && strcmp(st[i].name, name) == 0) {
@@ -283,7 +283,7 @@ int tfs_ctl_submit_locked(struct tierd_fuse *fs, struct tfs_ctlh *h, const char 
     tier_err_clear();
     int rc = parse(fs, h, &paths, &lines, &n, &lastline, &append);
     if (rc == 0)
-        rc = hints_submit(fs->d->hints, h->name, h->tenant, paths, n, append, h->admin);
+        rc = hints_submit(fs->ctx.hints, h->name, h->tenant, paths, n, append, h->admin);
     if (rc == 0) {
         h->taken = h->checked = h->len;
         h->line0 = h->checked_lines = lastline;
@@ -402,7 +402,7 @@ int tfs_ctl_check_new_lines(struct tierd_fuse *fs, struct tfs_ctlh *h)
         uint64_t lineno = h->checked_lines + 1;
         const char *path = NULL;
         rc = hintlines_path(fs->mountpoint, p, ll, lineno, &path);
-        if (rc == 0 && path && (rc = hints_check_path(fs->d->hints, path)) != 0) {
+        if (rc == 0 && path && (rc = hints_check_path(fs->ctx.hints, path)) != 0) {
             char why[256];
             snprintf(why, sizeof(why), "%s", tier_err_msg());
             tier_err_set("line %" PRIu64 " %s", lineno, why);

@@ -125,7 +125,7 @@ static int ctl_stat(struct tierd_fuse *fs, const struct tier_ioctx *io, const ch
         return -ENOENT;
     memset(a, 0, sizeof(*a));
     a->is_dir = k != CTL_FILE;
-    a->mtime_ns = (int64_t)fs->d->start_ns;
+    a->mtime_ns = (int64_t)fs->ctx.start_ns;
     a->mode = k == CTL_ROOT ? 0555 & ~fs->perm.umask : readers_rw(fs, k == CTL_DIR);
     return 0;
 }
@@ -170,7 +170,7 @@ static int ctl_listing(struct tierd_fuse *fs, const struct tier_ioctx *io, const
         if (rc == 0)
             rc = dirent_add(e, &n, "datasets", true);
     } else if (rc == 0) {
-        size_t ns = hints_list(fs->d->hints, st, HINTS_SETS_MAX);
+        size_t ns = hints_list(fs->ctx.hints, st, HINTS_SETS_MAX);
         for (size_t i = 0; rc == 0 && i < ns && i < HINTS_SETS_MAX; i++)
             if (st[i].tenant == io->tenant)
                 rc = dirent_add(e, &n, st[i].name, false);
@@ -383,9 +383,9 @@ static void job_run(struct tierd_fuse *fs, struct ctl_job *j)
     int rc = 0;
     switch (j->kind) {
     case JOB_FLUSH:
-        if (fs->d->test_fault_file) { /* test builds: hold a close here (test_hintlimits_fuse) */
-            char ff[PATH_MAX];        /* one fault file (and .paused marker) per hint file's name */
-            snprintf(ff, sizeof(ff), "%s.close.%s", fs->d->test_fault_file, j->h->name);
+        if (fs->ctx.test_fault_file) { /* test builds: hold a close here (test_hintlimits_fuse) */
+            char ff[PATH_MAX]; /* one fault file (and .paused marker) per hint file's name */
+            snprintf(ff, sizeof(ff), "%s.close.%s", fs->ctx.test_fault_file, j->h->name);
             tier_test_pause(ff, "hint close pause");
         }
         rc = tfs_ctl_submit(fs, j->h, "close", false);
@@ -672,7 +672,7 @@ static void ctl_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
                 cancelled = true;
             }
         pthread_mutex_unlock(&fs->ctl->mu);
-        rc = hints_cancel(fs->d->hints, name, tenant);
+        rc = hints_cancel(fs->ctx.hints, name, tenant);
         if (rc == -ENOENT && cancelled)
             rc = 0;
         if (rc == 0)
@@ -712,7 +712,7 @@ int tfs_ctl_init(struct tierd_fuse *fs)
     fs->ctl_perm.attr_ttl_ns = fs->ctl_perm.entry_ttl_ns = 0;
     fs->ctl_perm.attr_ttl_s = fs->ctl_perm.entry_ttl_s = 0;
     fs->ctl = NULL;
-    if (!fs->d->hints)
+    if (!fs->ctx.hints)
         return 0; /* no cache, no hints: no control files */
     struct tfs_ctl *c = calloc(1, sizeof(*c));
     if (!c)

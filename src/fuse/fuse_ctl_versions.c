@@ -98,7 +98,7 @@ static int vget_locked(struct tierd_fuse *fs, const char *tree, const char *name
     pthread_mutex_unlock(&c->mu);
     struct manifest m;
     tier_err_clear();
-    int rc = dataset_show(fs->d, tree, name, &m); /* backend I/O, without the lock */
+    int rc = dataset_show(fs->ctx.datasets, tree, name, &m); /* backend I/O, without the lock */
     if (rc == -EBADMSG)
         log_warn("fuse: %s", tier_err_msg()); /* a malformed manifest: say why, serve none */
     if (rc == -EBADMSG || rc == -ENOENT || rc == -EINVAL || rc == -ENOMEM)
@@ -156,9 +156,9 @@ static int vfind(const struct manifest *m, const char *rest, size_t *idx)
  * files are that namespace's files), or NULL. */
 static int tree_ns(const struct tierd_fuse *fs, const char *tree, size_t *nsi)
 {
-    const struct tierd *d = fs->d;
-    for (size_t i = 0; i < d->nns; i++) {
-        const char *np = d->ns[i].conf->path;
+    const struct tierfs_ctx *cx = &fs->ctx;
+    for (size_t i = 0; i < cx->nns; i++) {
+        const char *np = cx->ns[i].conf->path;
         size_t l = strlen(np);
         if (strncmp(tree, np, l) == 0 && (tree[l] == '\0' || tree[l] == '/' || l == 1)) {
             *nsi = i;
@@ -223,7 +223,7 @@ int tfs_vview_stat(struct tierd_fuse *fs, const char *path, struct tfs_attr *a)
     size_t nsi = 0;
     int rc = vlocate(fs, path, &v, &rest, &nsi);
     memset(a, 0, sizeof(*a));
-    a->mtime_ns = (int64_t)fs->d->start_ns;
+    a->mtime_ns = (int64_t)fs->ctx.start_ns;
     a->is_dir = true;
     a->mode = 0555 & ~(rc == 1 ? above_perm(fs, path) : &fs->perm)->umask;
     if (rc)
@@ -255,7 +255,7 @@ static int vlisting_above(struct tierd_fuse *fs, const char *path, struct tfs_di
 {
     char **names = NULL;
     size_t n = 0;
-    int rc = dataset_view_list(fs->d, path, &names, &n, partial);
+    int rc = dataset_view_list(fs->ctx.datasets, path, &names, &n, partial);
     if (rc)
         return rc;
     struct tfs_dirent *e = calloc(n ? n : 1, sizeof(*e));
@@ -266,7 +266,7 @@ static int vlisting_above(struct tierd_fuse *fs, const char *path, struct tfs_di
     for (size_t i = 0; i < n; i++) {
         e[i].name = names[i]; /* taken over */
         e[i].is_dir = true;
-        e[i].mtime_ns = (int64_t)fs->d->start_ns;
+        e[i].mtime_ns = (int64_t)fs->ctx.start_ns;
     }
     free(names);
     *ep = e;
@@ -317,7 +317,8 @@ static bool vlist_stale_ok(int rc)
 static int vlisting_above_cached(struct tierd_fuse *fs, const char *path, struct tfs_listing **out)
 {
     struct tfs_vview *c = fs->vview;
-    uint64_t now = tier_now_mono_ns(), gen = dataset_generation(fs->d); /* gen before listing */
+    uint64_t now = tier_now_mono_ns();
+    uint64_t gen = dataset_generation(fs->ctx.datasets); /* before listing */
     pthread_mutex_lock(&c->mu);
     struct vlist *x = vlist_find_locked(c, path, true, now, gen);
     if (x) {
@@ -500,7 +501,7 @@ void tfs_vview_open(struct tierd_fuse *fs, fuse_req_t req, fuse_ino_t ino, const
     if (rc)
         fuse_reply_err(req, tfs_errno(rc));
     else
-        tfs_open_pinned(req, ino, fi, path, fs->d->ns[nsi].be, key, etag, vid, size);
+        tfs_open_pinned(req, ino, fi, path, fs->ctx.ns[nsi].be, key, etag, vid, size);
     free(key);
     free(vid);
 }
@@ -534,7 +535,7 @@ int tfs_vview_init(struct tierd_fuse *fs)
     if (!v)
         return -ENOMEM;
     pthread_mutex_init(&v->mu, NULL);
-    v->list_ttl_ns = fs->d->cfg.version_list_ttl_ms * TIER_NS_PER_MS;
+    v->list_ttl_ns = fs->ctx.version_list_ttl_ms * TIER_NS_PER_MS;
     fs->vview = v;
     return 0;
 }

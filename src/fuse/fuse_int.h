@@ -81,7 +81,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "core/state.h"
+#include "fuse/tierfs.h"
 #include "telemetry/telemetry.h"
 #include "tiers/backend.h"
 
@@ -226,7 +226,7 @@ struct tfs_hbase {
 };
 
 struct tierd_fuse {
-    struct tierd *d;
+    struct tierfs_ctx ctx; /* what the mount uses (tierfs.h; immutable) */
     struct fuse_session *se;
     char *mountpoint;
     bool mounted;
@@ -234,7 +234,7 @@ struct tierd_fuse {
     uint64_t attr_ttl_ns, entry_ttl_ns;
     double attr_ttl_s, entry_ttl_s;
     /* synthesised owner and umask (docs/CONFIG.md, "Permissions"): perm for the virtual
-     * directories, ns_perm[i] for namespace d->ns[i]; immutable after mount */
+     * directories, ns_perm[i] for namespace ctx.ns[i]; immutable after mount */
     struct tfs_perm perm;
     struct tfs_perm ns_perm[TIERD_MAX_NAMESPACES];
     bool perm_per_ns; /* some namespace differs from perm: fill_stat finds the node's namespace */
@@ -266,6 +266,30 @@ struct tierd_fuse {
     pthread_mutex_t handles_mu;
     struct tfs_hbase handles; /* list head of open handles (struct tfs_hbase) */
 };
+
+/* The namespaces through the context's ops (core/ns.h): a mount path to its namespace and key
+ * (malloc'd), 0 or -errno; is path a directory above namespace roots; its children's names. */
+static inline int tfs_resolve(const struct tierd_fuse *fs, const char *path, struct tierd_ns **ns,
+                              char **key, bool *is_root)
+{
+    return fs->ctx.ops.resolve(fs->ctx.ops.ud, path, ns, key, is_root);
+}
+static inline bool tfs_is_virtual_dir(const struct tierd_fuse *fs, const char *path)
+{
+    return fs->ctx.ops.is_virtual_dir(fs->ctx.ops.ud, path);
+}
+static inline void tfs_virtual_children(const struct tierd_fuse *fs, const char *path,
+                                        void (*fn)(const char *name, size_t len, void *arg),
+                                        void *arg)
+{
+    fs->ctx.ops.virtual_children(fs->ctx.ops.ud, path, fn, arg);
+}
+/* Say whether the mount answers (ctx.mounted, read by the API). */
+static inline void tfs_set_mounted(const struct tierd_fuse *fs, bool up)
+{
+    if (fs->ctx.mounted)
+        *fs->ctx.mounted = up;
+}
 
 /* ---- the core (fuse_node.c): calls no other file of src/fuse ---- */
 /* Map an internal -errno to the errno the kernel gets. */
@@ -441,7 +465,7 @@ const struct tfs_perm *tfs_ctl_version_perm(const struct tierd_fuse *fs, const c
 /* /.tierd (read-only), /.tierd/hints (whoever may read the mount may create files in it) and
  * /.tierd/hints/NAME: writing the file gives the hint set NAME of the writer's tenant, reading it
  * shows the set's progress, unlinking it drops the set; /.tierd/datasets is the version view
- * above. They exist when the hint engine does (d->hints), in read-only mounts too. */
+ * above. They exist when the hint engine does (ctx.hints), in read-only mounts too. */
 /* Set the control files up (fs->ctl, fs->ctl_perm, fs->ctl_ops, the version view): after
  * perm_init, before the mount serves. */
 int tfs_ctl_init(struct tierd_fuse *fs);

@@ -124,7 +124,7 @@ static bool pinned_children(struct tierd_fuse *fs, struct tierd_ns *ns, const ch
                             struct builder *b)
 {
     size_t before = b->n;
-    pinmeta_children(fs->d->pinned, ns->be->name, prefix, add_pinned, b);
+    pinmeta_children(fs->ctx.pinned, ns->be->name, prefix, add_pinned, b);
     return b->n > before;
 }
 
@@ -135,7 +135,7 @@ static int list_backend(struct tierd_fuse *fs, const struct tier_ioctx *io, cons
     struct tierd_ns *ns = NULL;
     char *key = NULL;
     bool is_root = false;
-    int rc = tierd_resolve(fs->d, path, &ns, &key, &is_root);
+    int rc = tfs_resolve(fs, path, &ns, &key, &is_root);
     if (rc)
         return rc;
     size_t kl = strlen(key);
@@ -165,7 +165,7 @@ static int list_backend(struct tierd_fuse *fs, const struct tier_ioctx *io, cons
             } else {
                 log_warn("fuse: listing %s (%s:%s) failed: %s", path, ns->be->name, prefix,
                          tier_err_msg());
-                if (fs->d->pinned && !token_seen && pinned_children(fs, ns, prefix, b)) {
+                if (fs->ctx.pinned && !token_seen && pinned_children(fs, ns, prefix, b)) {
                     rc = 0; /* the backend cannot say: what is pinned below is listed */
                     b->from_pins = true;
                 }
@@ -213,8 +213,8 @@ static int listing_build(struct tierd_fuse *fs, const struct tier_ioctx *io, con
     memset(&b, 0, sizeof(b));
     b.max = fs->max_dir_entries;
     int rc;
-    if (tierd_is_virtual_dir(fs->d, path)) {
-        tierd_virtual_children(fs->d, path, add_virtual, &b);
+    if (tfs_is_virtual_dir(fs, path)) {
+        tfs_virtual_children(fs, path, add_virtual, &b);
         if (strcmp(path, "/") == 0 && tfs_ctl_path(fs, TFS_CTL_DIR))
             add_virtual(&TFS_CTL_DIR[1], strlen(TFS_CTL_DIR) - 1, &b); /* fuse_ctl_hints.c */
         rc = b.rc;
@@ -364,7 +364,7 @@ int tfs_listing_for_child(struct tierd_fuse *fs, const struct tier_ioctx *io, st
                           uint64_t min_fetched_ns, struct tfs_listing **out)
 {
     /* virtual directories cost no backend call either way; write-back ones keep no listing */
-    if (tierd_is_virtual_dir(fs->d, dir->path) || !dir->nsops->cached)
+    if (tfs_is_virtual_dir(fs, dir->path) || !dir->nsops->cached)
         return -EAGAIN;
     pthread_mutex_lock(&dir->mu);
     const struct tfs_listing *c = dir->listing;

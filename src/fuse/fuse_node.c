@@ -82,7 +82,7 @@ static void fill_stat_perm(struct tierd_fuse *fs, uint64_t ino, const struct tfs
     st->st_blksize = 1 << 20;
     st->st_uid = p.uid;
     st->st_gid = p.gid;
-    int64_t m = a->mtime_ns > 0 ? a->mtime_ns : (int64_t)(fs->d->start_ns);
+    int64_t m = a->mtime_ns > 0 ? a->mtime_ns : (int64_t)(fs->ctx.start_ns);
     st->st_mtim.tv_sec = m / 1000000000;
     st->st_mtim.tv_nsec = m % 1000000000;
     st->st_ctim = st->st_mtim;
@@ -177,9 +177,9 @@ const struct tfs_dirent *tfs_listing_find(const struct tfs_listing *l, const cha
  * write-back namespaces only. */
 static long ns_index(const struct tierd_fuse *fs, const char *path, bool wb_only)
 {
-    const struct tierd *d = fs->d;
-    for (size_t i = 0; i < d->nns; i++) {
-        const struct tierd_ns_conf *c = d->ns[i].conf;
+    const struct tierfs_ctx *cx = &fs->ctx;
+    for (size_t i = 0; i < cx->nns; i++) {
+        const struct tierd_ns_conf *c = cx->ns[i].conf;
         if (wb_only && c->mode != TIERD_NS_WRITE_BACK)
             continue;
         size_t l = strlen(c->path);
@@ -200,7 +200,7 @@ const struct tfs_ns_ops *tfs_path_ops(const struct tierd_fuse *fs, const char *p
     if (fs->ctl_ops && tfs_ctl_path(fs, path))
         return fs->ctl_ops;
     /* a write-back namespace is one only with the burst buffer open */
-    if (fs->wb_ops && fs->d->wb && ns_index(fs, path, true) >= 0)
+    if (fs->wb_ops && fs->ctx.wb && ns_index(fs, path, true) >= 0)
         return fs->wb_ops;
     return &tfs_ns_read_cache;
 }
@@ -222,7 +222,7 @@ void tfs_handle_track(struct tierd_fuse *fs, struct tfs_hbase *h, uint32_t kind,
 {
     h->kind = kind;
     h->tenant = tenant;
-    tenant_hold(fs->d->tenants, tenant);
+    tenant_hold(fs->ctx.tenants, tenant);
     pthread_mutex_lock(&fs->handles_mu);
     h->next = fs->handles.next;
     h->prev = &fs->handles;
@@ -238,15 +238,15 @@ void tfs_handle_untrack(struct tierd_fuse *fs, struct tfs_hbase *h)
     h->next->prev = h->prev;
     h->prev = h->next = NULL;
     pthread_mutex_unlock(&fs->handles_mu);
-    tenant_unhold(fs->d->tenants, h->tenant);
+    tenant_unhold(fs->ctx.tenants, h->tenant);
 }
 
 struct tier_ioctx tfs_req_io(struct tierd_fuse *fs, fuse_req_t req)
 {
     const struct fuse_ctx *ctx = fuse_req_ctx(req);
-    if (!fs->d->tenants || !ctx)
+    if (!fs->ctx.tenants || !ctx)
         return TIER_IOCTX_DEFAULT;
-    return tenant_resolve(fs->d->tenants, ctx->pid, ctx->uid, ctx->gid);
+    return tenant_resolve(fs->ctx.tenants, ctx->pid, ctx->uid, ctx->gid);
 }
 
 struct tfs_opstat tfs_op_start(void)
@@ -257,10 +257,10 @@ struct tfs_opstat tfs_op_start(void)
 void tfs_op_done(struct tierd_fuse *fs, const struct tier_ioctx *io, enum tele_op op, int tier,
                  struct tfs_opstat st, uint64_t bytes, int err)
 {
-    if (!fs->d->tele)
+    if (!fs->ctx.tele)
         return;
     if (tier < 0)
         tier = tier_backend_calls() != st.calls0 ? TELE_TIER_BACKEND : TELE_TIER_RAM;
-    tele_op_record(fs->d->tele, io, op, (enum tele_tier)tier, tier_now_mono_ns() - st.t0, bytes,
+    tele_op_record(fs->ctx.tele, io, op, (enum tele_tier)tier, tier_now_mono_ns() - st.t0, bytes,
                    err);
 }

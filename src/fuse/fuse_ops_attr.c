@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/statvfs.h>
 
+#include "cache/cache.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/strutil.h"
@@ -26,7 +27,7 @@ static void dir_attr(const struct tierd_fuse *fs, struct tfs_attr *a)
 {
     memset(a, 0, sizeof(*a));
     a->is_dir = true;
-    a->mtime_ns = (int64_t)fs->d->start_ns;
+    a->mtime_ns = (int64_t)fs->ctx.start_ns;
 }
 
 int tfs_implicit_dir(struct tierd_ns *ns, const struct tier_ioctx *io, const char *key)
@@ -69,14 +70,14 @@ static int stat_path_at(struct tierd_fuse *fs, const struct tier_ioctx *io, cons
     const struct tfs_ns_ops *ops = tfs_path_ops(fs, path);
     if (ops->stat)
         return ops->stat(fs, io, path, a);
-    if (tierd_is_virtual_dir(fs->d, path)) {
+    if (tfs_is_virtual_dir(fs, path)) {
         dir_attr(fs, a);
         return 0;
     }
     struct tierd_ns *ns = NULL;
     char *key = NULL;
     bool is_root = false;
-    int rc = tierd_resolve(fs->d, path, &ns, &key, &is_root);
+    int rc = tfs_resolve(fs, path, &ns, &key, &is_root);
     if (rc)
         return rc == -EINVAL ? -ENOENT : rc;
     if (is_root) {
@@ -92,17 +93,17 @@ static int stat_path_at(struct tierd_fuse *fs, const struct tier_ioctx *io, cons
     rc = tfs_backend_attr(ns, io, key, a);
     if (rc == 0)
         goto out;
-    if (rc != -ENOENT && fs->d->pinned) {
+    if (rc != -ENOENT && fs->ctx.pinned) {
         /* a pinned object (or a directory above one) is shown from what staging noted */
         struct pinmeta_obj po;
-        int prc = pinmeta_stat(fs->d->pinned, ns->be->name, key, &po);
+        int prc = pinmeta_stat(fs->ctx.pinned, ns->be->name, key, &po);
         if (prc >= 0) {
             memset(a, 0, sizeof(*a));
             if (prc == 1) {
                 dir_attr(fs, a);
             } else {
                 a->size_bytes = po.size_bytes;
-                a->mtime_ns = po.mtime_ns ? po.mtime_ns : (int64_t)fs->d->start_ns;
+                a->mtime_ns = po.mtime_ns ? po.mtime_ns : (int64_t)fs->ctx.start_ns;
                 tier_strlcpy(a->etag, po.etag, sizeof(a->etag));
             }
             rc = 0;
@@ -201,7 +202,7 @@ static int revalidate(struct tierd_fuse *fs, const struct tier_ioctx *io, struct
     const char *path = n->path; /* stays readable during the call (renames: graveyard) */
     const char *slash = strrchr(path, '/');
     int rc = -EAGAIN;
-    if (slash && slash[1] != '\0' && !tierd_is_virtual_dir(fs->d, path) && n->nsops->revalidate) {
+    if (slash && slash[1] != '\0' && !tfs_is_virtual_dir(fs, path) && n->nsops->revalidate) {
         size_t pl = slash == path ? 1 : (size_t)(slash - path);
         char *ppath = strndup(path, pl);
         struct tfs_node *dir = ppath ? tfs_node_get_path(fs, ppath) : NULL;
@@ -254,16 +255,16 @@ int tfs_resolve_child(struct tierd_fuse *fs, const struct tier_ioctx *io, struct
     const struct tfs_ns_ops *ops = tfs_path_ops(fs, path);
     if (ops->stat)
         return ops->stat(fs, io, path, a);
-    if (tierd_is_virtual_dir(fs->d, path)) {
+    if (tfs_is_virtual_dir(fs, path)) {
         dir_attr(fs, a);
         return 0;
     }
-    if (tierd_is_virtual_dir(fs->d, parent->path)) {
+    if (tfs_is_virtual_dir(fs, parent->path)) {
         /* only namespace roots live under a virtual directory */
         struct tierd_ns *ns = NULL;
         char *key = NULL;
         bool is_root = false;
-        int rc = tierd_resolve(fs->d, path, &ns, &key, &is_root);
+        int rc = tfs_resolve(fs, path, &ns, &key, &is_root);
         free(key);
         if (rc == 0 && is_root) {
             dir_attr(fs, a);
@@ -309,7 +310,7 @@ static bool reserved_child(struct tierd_fuse *fs, const char *path, const char *
     struct tierd_ns *ns = NULL;
     char *key = NULL;
     bool is_root = false, r = false;
-    if (tierd_resolve(fs->d, path, &ns, &key, &is_root) == 0)
+    if (tfs_resolve(fs, path, &ns, &key, &is_root) == 0)
         r = dataset_reserved_key(ns, key);
     free(key);
     return r;
@@ -405,9 +406,9 @@ void tfs_op_statfs(fuse_req_t req, fuse_ino_t ino)
     struct tierd_fuse *fs = fuse_req_userdata(req);
     struct cache_stats cs;
     memset(&cs, 0, sizeof(cs));
-    if (fs->d->cache)
-        cache_stats_get(fs->d->cache, &cs);
-    uint64_t bsize = fs->d->cfg.cache.block_size ? fs->d->cfg.cache.block_size : 4096;
+    if (fs->ctx.cache)
+        cache_stats_get(fs->ctx.cache, &cs);
+    uint64_t bsize = fs->ctx.block_size ? fs->ctx.block_size : 4096;
     uint64_t total = cs.ram.bytes_budget + cs.disk.bytes_budget;
     uint64_t used = cs.ram.bytes_used + cs.disk.bytes_used;
     if (used > total)
@@ -422,6 +423,6 @@ void tfs_op_statfs(fuse_req_t req, fuse_ino_t ino)
     sv.f_files = 1000000;
     sv.f_ffree = 0;
     sv.f_namemax = BACKEND_SEGMENT_MAX;
-    sv.f_flag = fs->d->wb ? 0 : ST_RDONLY;
+    sv.f_flag = fs->ctx.wb ? 0 : ST_RDONLY;
     fuse_reply_statfs(req, &sv);
 }

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache/cache.h"
 #include "common/log.h"
 #include "common/timeutil.h"
 #include "lifecycle/access.h"
@@ -56,14 +57,14 @@ struct tfs_file {
  * filter (d->access; none: no rule has either), at most once a second per handle. */
 static void note_access(struct tierd_fuse *fs, struct tfs_file *h)
 {
-    if (!fs->d->access)
+    if (!fs->ctx.access)
         return;
     uint64_t now = tier_now_mono_ns(),
              last = atomic_load_explicit(&h->access_mono, memory_order_relaxed);
     if (last && now - last < 1000000000ULL)
         return;
     atomic_store_explicit(&h->access_mono, now, memory_order_relaxed);
-    access_note(fs->d->access, h->be->name, h->key, (int64_t)tier_now_real_ns(), h->io.tenant);
+    access_note(fs->ctx.access, h->be->name, h->key, (int64_t)tier_now_real_ns(), h->io.tenant);
 }
 
 static void file_destroy(struct tfs_file *h)
@@ -107,9 +108,9 @@ static uint64_t window_bytes(const struct tfs_dirent *e, uint64_t ra, uint64_t b
 static void listing_prefetch(struct tierd_fuse *fs, struct tfs_node *n, struct backend *be,
                              const char *key, const struct tier_ioctx *oio)
 {
-    uint64_t ra = fs->d->cfg.readahead_blocks, bs = fs->d->cfg.cache.block_size;
+    uint64_t ra = fs->ctx.readahead_blocks, bs = fs->ctx.block_size;
     const char *slash = strrchr(n->path, '/');
-    if (!ra || !bs || !fs->d->cache || !slash || slash == n->path)
+    if (!ra || !bs || !fs->ctx.cache || !slash || slash == n->path)
         return;
     char parent[BACKEND_KEY_MAX + 256];
     size_t plen = (size_t)(slash - n->path);
@@ -142,7 +143,7 @@ static void listing_prefetch(struct tierd_fuse *fs, struct tfs_node *n, struct b
             first = dir->lo_upto > i + 1 ? dir->lo_upto : i + 1;
             size_t end = i + 1 + want < l->n ? i + 1 + want : l->n;
             /* the batch ends where its first windows would pass readahead_max bytes */
-            uint64_t budget = fs->d->cfg.readahead_max_bytes;
+            uint64_t budget = fs->ctx.readahead_max_bytes;
             for (stop = first; stop < end; stop++) {
                 uint64_t bytes = window_bytes(&l->e[stop], ra, bs);
                 if (bytes > budget && stop > first)
@@ -174,7 +175,7 @@ static void listing_prefetch(struct tierd_fuse *fs, struct tfs_node *n, struct b
         struct cache_obj obj = {.be = be, .key = ck, .etag = c->etag, .size_bytes = c->size_bytes};
         /* charged to the opener's tenant, at background priority, as read-ahead is */
         struct tier_ioctx io = {.tenant = oio->tenant, .cls = TIER_IO_BACKGROUND};
-        if (cache_prefetch(fs->d->cache, &io, &obj, 0, blocks) < blocks) {
+        if (cache_prefetch(fs->ctx.cache, &io, &obj, 0, blocks) < blocks) {
             /* the queue is full: the next open in order asks for this file again */
             pthread_mutex_lock(&dir->mu);
             if (dir->lo_gen == l->fetched_ns && dir->lo_upto == stop)
@@ -213,7 +214,7 @@ void tfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         rc = -EISDIR;
         goto fail;
     }
-    rc = tierd_resolve(fs->d, n->path, &ns, &key, &is_root);
+    rc = tfs_resolve(fs, n->path, &ns, &key, &is_root);
     if (rc)
         goto fail;
     h = calloc(1, sizeof(*h));
@@ -329,11 +330,11 @@ fail:
 
 static void maybe_prefetch(struct tierd_fuse *fs, struct tfs_file *h, uint64_t off, size_t len)
 {
-    uint64_t ra = fs->d->cfg.readahead_blocks;
-    uint64_t bs = fs->d->cfg.cache.block_size;
-    if (ra == 0 || bs == 0 || !fs->d->cache)
+    uint64_t ra = fs->ctx.readahead_blocks;
+    uint64_t bs = fs->ctx.block_size;
+    if (ra == 0 || bs == 0 || !fs->ctx.cache)
         return;
-    uint64_t max = fs->d->cfg.readahead_max_bytes / bs;
+    uint64_t max = fs->ctx.readahead_max_bytes / bs;
     if (max > RA_BLOCKS_MAX)
         max = RA_BLOCKS_MAX;
     if (max < ra)
@@ -380,7 +381,7 @@ static void maybe_prefetch(struct tierd_fuse *fs, struct tfs_file *h, uint64_t o
                                 .version_id = h->version_id};
         /* Charged to the reader's tenant, at background priority. */
         struct tier_ioctx io = {.tenant = h->io.tenant, .cls = TIER_IO_BACKGROUND};
-        uint64_t done = cache_prefetch_owned(fs->d->cache, &io, &obj, first, count, h);
+        uint64_t done = cache_prefetch_owned(fs->ctx.cache, &io, &obj, first, count, h);
         if (done < count) { /* the queue is full: the next read asks for the rest again */
             pthread_mutex_lock(&h->mu);
             if (h->prefetched_upto == first + count)
@@ -416,7 +417,7 @@ void tfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct 
                             .version_id = h->version_id};
     struct tfs_opstat os = tfs_op_start();
     enum cache_served served = CACHE_SERVED_RAM;
-    ssize_t n = cache_read_served(fs->d->cache, &h->io, &obj, (uint64_t)off, buf, size, &served);
+    ssize_t n = cache_read_served(fs->ctx.cache, &h->io, &obj, (uint64_t)off, buf, size, &served);
     /* cache_served and tele_tier name the same tiers in the same order */
     tfs_op_done(fs, &h->io, TELE_OP_READ, (int)served, os, n > 0 ? (uint64_t)n : 0,
                 n < 0 ? (int)n : 0);
@@ -455,7 +456,7 @@ void tfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct 
         /* before the reply: once the kernel has it, release may free the handle */
         note_access(fs, h);
         maybe_prefetch(fs, h, (uint64_t)off, (size_t)n);
-        hints_observe(fs->d->hints, h->io.tenant, h->be, h->key, h->etag, (uint64_t)off, (size_t)n,
+        hints_observe(fs->ctx.hints, h->io.tenant, h->be, h->key, h->etag, (uint64_t)off, (size_t)n,
                       h->size_bytes, &h->hint_seen);
         /* fuse_reply_data splices the buffer into /dev/fuse when the kernel allows it (one copy
          * fewer than fuse_reply_buf); it is done with buf when it returns */
@@ -473,7 +474,7 @@ void tfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct tierd_fuse *fs = fuse_req_userdata(req);
     if (h) {
         /* the reader is gone: its read-ahead still queued is not fetched (nor charged to it) */
-        cache_prefetch_cancel(fs->d->cache, h);
+        cache_prefetch_cancel(fs->ctx.cache, h);
         file_free(fs, h);
     }
     fuse_reply_err(req, 0);

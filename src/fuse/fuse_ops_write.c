@@ -62,6 +62,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "cache/cache.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/strutil.h"
@@ -168,14 +169,14 @@ static void w_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (rc == 0 && a.is_dir)
         rc = -EISDIR;
     if (rc == 0)
-        rc = tierd_resolve(fs->d, n->path, &ns, &key, &is_root);
+        rc = tfs_resolve(fs, n->path, &ns, &key, &is_root);
     if (rc == 0 && is_root)
         rc = -EISDIR;
     if (rc)
         goto fail;
     bool writable = (fi->flags & O_ACCMODE) != O_RDONLY;
-    if (fs->d->access) /* the policies' idle trigger and tenant filter (access.h) */
-        access_note(fs->d->access, ns->be->name, key, (int64_t)tier_now_real_ns(), io.tenant);
+    if (fs->ctx.access) /* the policies' idle trigger and tenant filter (access.h) */
+        access_note(fs->ctx.access, ns->be->name, key, (int64_t)tier_now_real_ns(), io.tenant);
     rc = handle_new(fs, &io, n, ns, key, writable, &h);
     if (rc)
         goto fail;
@@ -230,7 +231,7 @@ static void w_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
         rc = -EROFS;
         goto fail;
     }
-    rc = tierd_resolve(fs->d, path, &ns, &key, &is_root);
+    rc = tfs_resolve(fs, path, &ns, &key, &is_root);
     if (rc == 0 && is_root)
         rc = -EEXIST;
     if (rc == 0 && dataset_reserved_key(ns, key))
@@ -240,8 +241,8 @@ static void w_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     rc = tfs_node_lookup(fs, path, &n); /* the kernel's lookup reference + our ref */
     if (rc)
         goto fail;
-    if (fs->d->access) /* a create is a use, by the creator's tenant (access.h) */
-        access_note(fs->d->access, ns->be->name, key, (int64_t)tier_now_real_ns(), io.tenant);
+    if (fs->ctx.access) /* a create is a use, by the creator's tenant (access.h) */
+        access_note(fs->ctx.access, ns->be->name, key, (int64_t)tier_now_real_ns(), io.tenant);
     rc = handle_new(fs, &io, n, ns, key, true, &h);
     if (rc) {
         tfs_node_forget(fs, n->ino, 1);
@@ -303,12 +304,12 @@ static void w_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         fuse_reply_err(req, EINVAL);
         return;
     }
-    if (fs->d->access) { /* the policies' idle trigger (access.h), once a second per handle */
+    if (fs->ctx.access) { /* the policies' idle trigger (access.h), once a second per handle */
         uint64_t now = tier_now_mono_ns();
         uint64_t last = atomic_load_explicit(&h->access_mono, memory_order_relaxed);
         if (!last || now - last >= 1000000000ULL) {
             atomic_store_explicit(&h->access_mono, now, memory_order_relaxed);
-            access_note(fs->d->access, h->ns->be->name, h->key, (int64_t)tier_now_real_ns(),
+            access_note(fs->ctx.access, h->ns->be->name, h->key, (int64_t)tier_now_real_ns(),
                         h->io.tenant);
         }
     }
@@ -327,7 +328,7 @@ static void w_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         pthread_mutex_unlock(&h->w->mu);
     }
     if (n == -ENOENT)
-        n = wb_read(fs->d->wb, h->ns->be->name, h->key, buf, size, off);
+        n = wb_read(fs->ctx.wb, h->ns->be->name, h->key, buf, size, off);
     if (n == -ENOENT) {
         /* uploaded and dropped locally: the backend, through the cache */
         pthread_mutex_lock(&h->mu);
@@ -354,10 +355,10 @@ static void w_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             struct cache_obj obj = {
                 .be = h->ns->be, .key = h->key, .etag = h->etag, .size_bytes = h->be_size};
             enum cache_served served = CACHE_SERVED_BACKEND;
-            n = fs->d->cache ? cache_read_served(fs->d->cache, &h->io, &obj, (uint64_t)off, buf,
-                                                 len, &served)
-                             : backend_read(h->ns->be, &h->io, h->key, (uint64_t)off, buf, len,
-                                            h->etag, NULL);
+            n = fs->ctx.cache ? cache_read_served(fs->ctx.cache, &h->io, &obj, (uint64_t)off, buf,
+                                                  len, &served)
+                              : backend_read(h->ns->be, &h->io, h->key, (uint64_t)off, buf, len,
+                                             h->etag, NULL);
             tier = (int)served;
         }
         if (tier_backend_calls() != os.calls0)
@@ -481,13 +482,13 @@ static void w_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
      * close) are in the backend when close(2) returns 0. The reply comes from the buffer's
      * waiter thread (remote_done), so a backend outage holds no FUSE worker. */
     if (rc == 0 && wait && h->ns->conf->durability == TIERD_DURABILITY_REMOTE) {
-        uint64_t dl = fs->d->cfg.wb_upload_deadline_ms;
+        uint64_t dl = fs->ctx.wb_upload_deadline_ms;
         struct remote_close *rcl = malloc(sizeof(*rcl));
         char *path = strdup(h->n->path);
         if (rcl && path) {
             rcl->req = req;
             rcl->path = path;
-            rc = wb_wait_async(fs->d->wb, h->ns->be->name, h->key, true,
+            rc = wb_wait_async(fs->ctx.wb, h->ns->be->name, h->key, true,
                                (int64_t)(dl ? dl : REMOTE_CLOSE_TIMEOUT_MS), remote_done, rcl);
             if (rc == 0)
                 return;
@@ -546,7 +547,7 @@ static void w_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_
             struct tierd_ns *ns = NULL;
             char *key = NULL;
             bool is_root = false;
-            rc = tierd_resolve(fs->d, n->path, &ns, &key, &is_root);
+            rc = tfs_resolve(fs, n->path, &ns, &key, &is_root);
             if (rc == 0 && is_root)
                 rc = -EISDIR;
             if (rc) {
@@ -602,7 +603,7 @@ static int child_key(struct tierd_fuse *fs, fuse_ino_t parent, const char *name,
     if (!in_wb(fs, *path))
         return -EROFS;
     bool is_root = false;
-    rc = tierd_resolve(fs->d, *path, ns, key, &is_root);
+    rc = tfs_resolve(fs, *path, ns, key, &is_root);
     if (rc == 0 && is_root)
         rc = -EBUSY; /* a namespace root cannot be removed or renamed */
     if (rc == 0 && dataset_reserved_key(*ns, *key))
@@ -625,7 +626,7 @@ static void w_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
             rc = -EISDIR;
     }
     if (rc == 0) {
-        int wrc = wb_unlink(fs->d->wb, ns->be->name, key);
+        int wrc = wb_unlink(fs->ctx.wb, ns->be->name, key);
         /* an older generation may already be an object in the backend */
         int brc = backend_del(ns->be, &io, key);
         if (wrc && wrc != -ENOENT)
@@ -691,7 +692,7 @@ static void w_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_i
     }
     if (rc)
         goto out;
-    rc = wb_rename(fs->d->wb, ons->be->name, okey, nkey);
+    rc = wb_rename(fs->ctx.wb, ons->be->name, okey, nkey);
     if (rc == -ENOENT || rc == -EXDEV) {
         /* only in the backend: copy into a new generation under the new key */
         struct wb_file *wf = NULL;
@@ -701,7 +702,7 @@ static void w_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_i
         else
             log_err("fuse: rename %s -> %s: copy failed (%s)", opath, npath, strerror(-rc));
         if (rc == 0) {
-            int u = wb_unlink(fs->d->wb, ons->be->name, okey);
+            int u = wb_unlink(fs->ctx.wb, ons->be->name, okey);
             (void)u;
         }
     }
@@ -795,7 +796,7 @@ static void w_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
         } else {
             struct wb_file_info *v = NULL;
             size_t nv = 0;
-            if (wb_list(fs->d->wb, ns->be->name, dk, &v, &nv) == 0) {
+            if (wb_list(fs->ctx.wb, ns->be->name, dk, &v, &nv) == 0) {
                 for (size_t i = 0; i < nv; i++)
                     if (tfs_wb_live(&v[i]))
                         rc = -ENOTEMPTY;

@@ -141,14 +141,14 @@ static void perm_ttl(struct tfs_perm *p, uint64_t attr_ms, uint64_t entry_ms)
  * (027): exposing every object tierd can read to every local user must be asked for. */
 static void perm_init(struct tierd_fuse *fs)
 {
-    const struct tierd_config *c = &fs->d->cfg;
+    const struct tierfs_ctx *c = &fs->ctx;
     fs->perm.uid = c->mount_uid >= 0 ? (uid_t)c->mount_uid : getuid();
     fs->perm.gid = c->mount_gid >= 0 ? (gid_t)c->mount_gid : getgid();
     fs->perm.umask = c->mount_umask >= 0 ? (mode_t)c->mount_umask : (c->allow_other ? 027 : 022);
     perm_ttl(&fs->perm, c->attr_ttl_ms, c->entry_ttl_ms);
     fs->perm_per_ns = false;
-    for (size_t i = 0; i < fs->d->nns; i++) {
-        const struct tierd_ns_conf *nc = fs->d->ns[i].conf;
+    for (size_t i = 0; i < fs->ctx.nns; i++) {
+        const struct tierd_ns_conf *nc = fs->ctx.ns[i].conf;
         struct tfs_perm *p = &fs->ns_perm[i];
         p->uid = nc->uid >= 0 ? (uid_t)nc->uid : fs->perm.uid;
         p->gid = nc->gid >= 0 ? (gid_t)nc->gid : fs->perm.gid;
@@ -196,23 +196,21 @@ static void warn_exposed_dir(const char *ns_path, const char *dir, const struct 
 
 static void warn_exposed(struct tierd_fuse *fs)
 {
-    const struct tierd_config *c = &fs->d->cfg;
+    const struct tierfs_ctx *c = &fs->ctx;
     if (!c->allow_other)
         return;
-    for (size_t i = 0; i < fs->d->nns; i++) {
-        const struct tierd_ns_conf *nc = fs->d->ns[i].conf;
-        for (size_t b = 0; b < c->nbackends; b++) {
-            const struct tierd_backend_conf *bc = &c->backends[b];
-            if (strcmp(bc->name, nc->backend) != 0 || strcmp(bc->type, "posix") != 0)
-                continue;
-            warn_exposed_dir(nc->path, bc->posix.root, &fs->ns_perm[i]);
-            if (nc->prefix && nc->prefix[0]) {
-                char dir[4096];
-                int pl = (int)strlen(nc->prefix) - 1; /* without its trailing '/' */
-                int w = snprintf(dir, sizeof(dir), "%s/%.*s", bc->posix.root, pl, nc->prefix);
-                if (w > 0 && (size_t)w < sizeof(dir))
-                    warn_exposed_dir(nc->path, dir, &fs->ns_perm[i]);
-            }
+    for (size_t i = 0; i < c->nns; i++) {
+        const struct tierd_ns_conf *nc = c->ns[i].conf;
+        const char *root = c->ns_posix_root[i];
+        if (!root)
+            continue;
+        warn_exposed_dir(nc->path, root, &fs->ns_perm[i]);
+        if (nc->prefix && nc->prefix[0]) {
+            char dir[4096];
+            int pl = (int)strlen(nc->prefix) - 1; /* without its trailing '/' */
+            int w = snprintf(dir, sizeof(dir), "%s/%.*s", root, pl, nc->prefix);
+            if (w > 0 && (size_t)w < sizeof(dir))
+                warn_exposed_dir(nc->path, dir, &fs->ns_perm[i]);
         }
     }
 }
@@ -240,16 +238,16 @@ static void tfs_init(void *userdata, struct fuse_conn_info *conn)
     conn->congestion_threshold = 48;
 }
 
-int tierfs_mount(struct tierd *d, struct tierd_fuse **out)
+int tierfs_mount(const struct tierfs_ctx *ctx, struct tierd_fuse **out)
 {
-    const char *path = d->cfg.mount_path;
+    const char *path = ctx->mount_path;
     struct tierd_fuse *fs = calloc(1, sizeof(*fs));
     if (!fs)
         return -ENOMEM;
-    fs->d = d;
+    fs->ctx = *ctx;
     pthread_mutex_init(&fs->handles_mu, NULL);
     fs->handles.prev = fs->handles.next = &fs->handles;
-    fs->max_dir_entries = (size_t)d->cfg.max_dir_entries;
+    fs->max_dir_entries = (size_t)ctx->max_dir_entries;
     perm_init(fs);
     tfs_wb_init(fs); /* the modes' tables before the first node (the root) is made */
     int rc = tfs_ctl_init(fs);
@@ -292,7 +290,7 @@ int tierfs_mount(struct tierd *d, struct tierd_fuse **out)
 
     char opts[256];
     snprintf(opts, sizeof(opts), "fsname=tierd,subtype=tierd,default_permissions%s",
-             d->cfg.allow_other ? ",allow_other" : "");
+             ctx->allow_other ? ",allow_other" : "");
     char *argv[] = {(char *)(uintptr_t) "tierd", (char *)(uintptr_t) "-o", opts, NULL};
     struct fuse_args args = FUSE_ARGS_INIT(3, argv);
 
@@ -312,7 +310,7 @@ int tierfs_mount(struct tierd *d, struct tierd_fuse **out)
     ops.read = tfs_op_read;
     ops.release = tfs_op_release;
     tfs_ops_readonly(&ops);
-    if (d->wb)
+    if (ctx->wb)
         tfs_ops_write(fs, &ops); /* write-back namespaces; the rest stays read-only */
     tfs_ops_ctl(fs, &ops);       /* the control files, in front of all of them */
 
@@ -337,7 +335,7 @@ int tierfs_mount(struct tierd *d, struct tierd_fuse **out)
     }
     fs->mounted = true;
     /* the hint engine takes a file's size and etag from our listings when we have them */
-    hints_set_meta(d->hints, tfs_meta_peek, fs);
+    hints_set_meta(ctx->hints, tfs_meta_peek, fs);
     *out = fs;
     return 0;
 fail:
@@ -385,7 +383,7 @@ static void *ready_main(void *arg)
     }
     if (status == 0) {
         tune_readahead(fs->mountpoint);
-        fs->d->mounted = true;
+        tfs_set_mounted(fs, true);
         log_info("fuse: mounted at %s", fs->mountpoint);
     }
     if (rc->ready)
@@ -424,14 +422,14 @@ int tierfs_loop(struct tierd_fuse *fs, void (*ready)(void *arg, int status), voi
     struct fuse_loop_config *lc = fuse_loop_cfg_create();
     if (!lc)
         return -ENOMEM;
-    unsigned threads = (unsigned)(fs->d->cfg.fuse_threads > 0 ? fs->d->cfg.fuse_threads : 16);
+    unsigned threads = (unsigned)(fs->ctx.fuse_threads > 0 ? fs->ctx.fuse_threads : 16);
     fuse_loop_cfg_set_max_threads(lc, threads);
     fuse_loop_cfg_set_idle_threads(lc, threads);
     fuse_loop_cfg_set_clone_fd(lc, 0);
     int r = fuse_session_loop_mt(fs->se, lc);
     fuse_loop_cfg_destroy(lc);
     fs->loop_done = true;
-    fs->d->mounted = false;
+    tfs_set_mounted(fs, false);
     if (r > 0)
         log_info("fuse: signal %d received, unmounting %s", r, fs->mountpoint);
     return r < 0 ? r : 0;
@@ -467,10 +465,10 @@ void tierfs_free(struct tierd_fuse *fs)
     if (!fs)
         return;
     fs->loop_done = true;
-    hints_set_meta(fs->d->hints, NULL, NULL); /* waits for peeks in flight */
-    if (fs->d->wb)
-        wb_wait_async_flush(fs->d->wb); /* remote closes are answered before the session goes */
-    tfs_ctl_drain(fs);                  /* and hint files' closes */
+    hints_set_meta(fs->ctx.hints, NULL, NULL); /* waits for peeks in flight */
+    if (fs->ctx.wb)
+        wb_wait_async_flush(fs->ctx.wb); /* remote closes are answered before the session goes */
+    tfs_ctl_drain(fs);                   /* and hint files' closes */
     if (fs->se) {
         if (fs->mounted)
             fuse_session_unmount(fs->se);
@@ -482,7 +480,7 @@ void tierfs_free(struct tierd_fuse *fs)
         pthread_join(g_ready_thread, NULL);
         g_ready_started = false;
     }
-    fs->d->mounted = false;
+    tfs_set_mounted(fs, false);
     handles_fini(fs);
     tfs_table_fini(fs);
     tfs_wb_fini(fs);

@@ -62,7 +62,7 @@ static int snapshot(struct tierd_fuse *fs, const struct tier_ioctx *io, struct t
         return -EISDIR;
     if (a.size_bytes == 0)
         return 0;
-    int fd = open(fs->d->cfg.wb_spool_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    int fd = open(fs->ctx.wb_spool_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0)
         return -errno;
     char *buf = malloc(COPY_CHUNK);
@@ -84,7 +84,7 @@ static int snapshot(struct tierd_fuse *fs, const struct tier_ioctx *io, struct t
         size_t want = a.size_bytes - off < COPY_CHUNK ? (size_t)(a.size_bytes - off) : COPY_CHUNK;
         ssize_t n = -ENOENT;
         if (from_wb)
-            n = wb_read(fs->d->wb, ns->be->name, src_key, buf, want, (off_t)off);
+            n = wb_read(fs->ctx.wb, ns->be->name, src_key, buf, want, (off_t)off);
         if (n == -ENOENT && from_wb) {
             /* the local copy went (uploaded, evicted, replaced): all of it from the backend,
              * with the backend's own size and version (a restart re-stats), even at offset 0 */
@@ -126,8 +126,8 @@ static int snapshot(struct tierd_fuse *fs, const struct tier_ioctx *io, struct t
         rc = pwrite_all(fd, buf, (size_t)n, (off_t)off);
         if (rc)
             break;
-        if (off == 0 && restarts == 0 && fs->d->test_fault_file)
-            tier_test_pause(fs->d->test_fault_file, "snapshot pause");
+        if (off == 0 && restarts == 0 && fs->ctx.test_fault_file)
+            tier_test_pause(fs->ctx.test_fault_file, "snapshot pause");
         off += (uint64_t)n;
     }
     free(buf);
@@ -173,7 +173,7 @@ static int new_gen_copy(struct tierd_fuse *fs, const struct tier_ioctx *io, stru
         return -ENOSPC;
     }
     struct wb_file *wf = NULL;
-    rc = wb_file_create_ex(fs->d->wb, ns->be->name, dst_key, WB_CREATE_REPLACE_AT_SEAL, &wf);
+    rc = wb_file_create_ex(fs->ctx.wb, ns->be->name, dst_key, WB_CREATE_REPLACE_AT_SEAL, &wf);
     if (rc == 0)
         wb_file_set_tenant(wf, io->tenant); /* its upload is the writer's checkpoint I/O */
     if (rc == 0 && tmp >= 0) {

@@ -86,9 +86,9 @@ void tfs_wb_marker_keep_parent(struct tierd_fuse *fs, const char *path)
     if (!sl || sl == path)
         return;
     size_t pl = (size_t)(sl - path);
-    for (size_t i = 0; i < fs->d->nns; i++)
-        if (strlen(fs->d->ns[i].conf->path) == pl &&
-            strncmp(fs->d->ns[i].conf->path, path, pl) == 0)
+    for (size_t i = 0; i < fs->ctx.nns; i++)
+        if (strlen(fs->ctx.ns[i].conf->path) == pl &&
+            strncmp(fs->ctx.ns[i].conf->path, path, pl) == 0)
             return;
     char *parent = strndup(path, pl);
     if (!parent)
@@ -149,7 +149,7 @@ int tfs_wb_stat(struct tierd_fuse *fs, struct tierd_ns *ns, const char *key, con
 {
     struct wb_file_info *v = NULL;
     size_t n = 0;
-    int rc = wb_list(fs->d->wb, ns->be->name, key, &v, &n);
+    int rc = wb_list(fs->ctx.wb, ns->be->name, key, &v, &n);
     if (rc)
         return rc;
     size_t kl = strlen(key);
@@ -172,7 +172,7 @@ int tfs_wb_stat(struct tierd_fuse *fs, struct tierd_ns *ns, const char *key, con
     memset(a, 0, sizeof(*a));
     if (dir || (!best && marker_has(fs, path))) {
         a->is_dir = true;
-        a->mtime_ns = (int64_t)fs->d->start_ns;
+        a->mtime_ns = (int64_t)fs->ctx.start_ns;
         rc = 0;
     } else if (best) {
         a->size_bytes = best->size_bytes;
@@ -192,7 +192,7 @@ void tfs_wb_list_children(
     struct wb_file_info *v = NULL;
     size_t n = 0;
     size_t pl = strlen(prefix);
-    if (wb_list(fs->d->wb, ns->be->name, prefix, &v, &n) == 0) {
+    if (wb_list(fs->ctx.wb, ns->be->name, prefix, &v, &n) == 0) {
         for (size_t i = 0; i < n; i++) {
             if (!tfs_wb_live(&v[i]))
                 continue;

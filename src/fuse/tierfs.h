@@ -1,24 +1,78 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tierfs.h - the FUSE file system of tierd: the unified, read-only namespace tree served from the
- * block cache. Used by main() only; the operations themselves live in fuse_ops_*.c.
+ * block cache. Used by the daemon only (main.c; wiring.c builds its context); the operations
+ * themselves live in fuse_ops_*.c.
  *
  * Lifecycle: tierfs_mount() (clears a stale mount first) -> tierfs_loop() (blocks, serves with
- * cfg.fuse_threads threads until SIGINT/SIGTERM/SIGHUP) -> tierfs_free() (unmounts).
+ * fuse_threads threads until SIGINT/SIGTERM/SIGHUP) -> tierfs_free() (unmounts).
+ *
+ * The mount is opened with struct tierfs_ctx, what it uses: the services it calls, the
+ * namespaces and how a mount path resolves to one, and its slice of the config.
+ * tierfs_ctx_tierd() (src/daemon/wiring.c) builds it over the daemon's state.
  */
 #ifndef TIER_FUSE_TIERFS_H
 #define TIER_FUSE_TIERFS_H
 
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
-struct tierd;
+#include "core/ns.h"
+
 struct tierd_fuse;
+struct cache;
+struct tenant_reg;
+struct hints;
+struct wb;
+struct pinmeta;
+struct telemetry;
+struct datasets;
+struct access_log;
 
-/* Create the session and mount it at d->cfg.mount_path (created if missing). Installs the
- * SIGINT/SIGTERM/SIGHUP handlers that end the loop. Returns 0 or -errno (message in
- * tier_err_msg()). */
-int tierfs_mount(struct tierd *d, struct tierd_fuse **out);
+/* What the mount uses. The services and the namespaces are borrowed: they outlive the session
+ * (tierfs_free). A service pointer is NULL when the daemon runs without it. */
+struct tierfs_ctx {
+    struct cache *cache;        /* the block cache (cache/cache.h) */
+    struct tenant_reg *tenants; /* who is asking (tenant/tenant.h) */
+    struct hints *hints;        /* epoch-order hints (hints/hints.h); NULL: no control files */
+    struct wb *wb;              /* the burst buffer (writeback/wb.h); NULL: read-only mount */
+    struct pinmeta *pinned;     /* pinned objects' attributes (stage/pinmeta.h) */
+    struct telemetry *tele;     /* per-tenant series (telemetry/telemetry.h) */
+    struct datasets *datasets;  /* dataset versions, for the view (datasets/dataset.h) */
+    struct access_log *access;  /* last uses for the policies (lifecycle/access.h) */
+    struct tierd_ns *ns;        /* the namespaces */
+    size_t nns;
+    /* resolve, is_virtual_dir, virtual_children (manifest is not called) */
+    struct tierd_ns_ops ops;
+    /* the root of namespace i's backend when that is a POSIX one (the allow_other warning),
+     * else NULL */
+    const char *ns_posix_root[TIERD_MAX_NAMESPACES];
+    _Atomic bool *mounted;       /* set while the mount answers (read by the API); may be NULL */
+    uint64_t start_ns;           /* the daemon's start (real time): directories' mtime */
+    const char *test_fault_file; /* test builds only (pause points); else NULL */
+    /* [mount] (docs/CONFIG.md) */
+    const char *mount_path;
+    bool allow_other;
+    int fuse_threads;
+    uint64_t attr_ttl_ms, entry_ttl_ms;
+    bool attr_ttl_set, entry_ttl_set;
+    int64_t mount_uid, mount_gid;
+    int mount_umask;
+    uint64_t max_dir_entries;
+    uint64_t version_list_ttl_ms;
+    uint64_t readahead_blocks, readahead_max_bytes;
+    uint64_t block_size; /* [cache] block_size */
+    /* [writeback] */
+    const char *wb_spool_dir;
+    uint64_t wb_upload_deadline_ms;
+};
+
+/* Create the session and mount it at ctx->mount_path (created if missing); ctx is copied.
+ * Installs the SIGINT/SIGTERM/SIGHUP handlers that end the loop. Returns 0 or -errno (message
+ * in tier_err_msg()). */
+int tierfs_mount(const struct tierfs_ctx *ctx, struct tierd_fuse **out);
 
 /* Serve requests until the session ends. ready(arg) is called from another thread once the mount
  * answers (a stat of the mount point succeeded); may be NULL. Returns 0 or -errno. */

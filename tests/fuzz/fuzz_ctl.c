@@ -189,10 +189,10 @@ static void fixture_open(void)
     fs = calloc(1, sizeof(*fs));
     if (!fs)
         abort();
-    fs->d = &fx.d;
+    fs->ctx = tierfs_ctx_tierd(&fx.d);
     pthread_mutex_init(&fs->handles_mu, NULL);
     fs->handles.prev = fs->handles.next = &fs->handles;
-    fs->max_dir_entries = (size_t)fx.d.cfg.max_dir_entries;
+    fs->max_dir_entries = (size_t)fs->ctx.max_dir_entries;
     if (tfs_ctl_init(fs) != 0 || !fs->ctl || tfs_table_init(fs) != 0)
         abort();
     /* the closer threads stopped: each flush, fsync and release is then served inline, as the

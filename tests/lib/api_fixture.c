@@ -16,6 +16,7 @@
 #include <microhttpd.h>
 
 #include "common/err.h"
+#include "datasets/dataset.h"
 #include "hints/hints.h"
 #include "jobs/jobs.h"
 #include "stage/stage.h"
@@ -157,6 +158,10 @@ int api_fixture_open(struct api_fixture *f, const char *tag)
                 d->ns[i].be = d->backends[b];
     }
     d->nns = d->cfg.nnamespaces;
+    if (rc == 0) {
+        struct datasets_ctx dc = datasets_ctx_tierd(d);
+        rc = (d->datasets = datasets_open(&dc)) ? 0 : -ENOMEM;
+    }
     if (rc == 0)
         rc = cache_open(&d->cfg.cache, &d->cache);
     if (rc == 0) {
@@ -211,6 +216,7 @@ void api_fixture_close(struct api_fixture *f)
     struct tierd *d = &f->d;
     jobs_free(d->jobs);
     stage_registry_free(d->stages);
+    datasets_close(d->datasets);
     wb_close(d->wb);
     if (d->cache)
         cache_close(d->cache);
