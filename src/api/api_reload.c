@@ -223,8 +223,10 @@ unsigned api_reload(struct tierd *d, const struct api_request *rq, struct api_re
                               json_string("[policy] sections (not applied: the namespaces or "
                                           "backends changed)"));
     } else if (pe) {
-        char perr[600];
-        rc = policy_engine_reload(pe, &nc, perr, sizeof(perr));
+        char perr[600] = "out of memory";
+        struct policy_conf *pc = tierd_policy_conf_new(&nc);
+        rc = pc ? policy_engine_reload_conf(pe, pc, perr, sizeof(perr)) : -ENOMEM;
+        tierd_policy_conf_free(pc);
         if (rc)
             ret = api_reply_error(out, rc, "%s (the other changes: %zu applied)", perr,
                                   json_array_size(applied));

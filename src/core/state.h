@@ -200,6 +200,12 @@ int tierd_config_load(const char *path, struct tierd_config *cfg, char *err, siz
 int tierd_config_load_string(const char *name, const char *text, size_t len,
                              struct tierd_config *cfg, char *err, size_t errsz);
 void tierd_config_fini(struct tierd_config *cfg);
+struct policy_conf; /* lifecycle/lifecycle.h */
+/* The slice of cfg the lifecycle rules read (lifecycle.h's struct policy_conf), in one allocation
+ * whose strings are cfg's (valid while it is); NULL when out of memory. For the layers that hold
+ * a config but not daemon/tierd.h's view of it (the API's reload). */
+struct policy_conf *tierd_policy_conf_new(const struct tierd_config *cfg);
+void tierd_policy_conf_free(struct policy_conf *pc); /* NULL: a no-op */
 /* A rate as the config writes it ("200MiB/s", "1.5G/s", "500000/s": K/M/G/T are powers of
  * 1024; "none"): 0 and *out in bytes/s, TIERD_RATE_NONE for "none" and for 0/s; -EINVAL (not a
  * rate: no "/s", not a number, negative) or -ERANGE (too large). */

@@ -2040,14 +2040,17 @@ int policy_rules_build(const struct tierd_config *cfg, struct policy_rules *out,
     return rc;
 }
 
-int policy_engine_reload(struct policy_engine *pe, const struct tierd_config *cfg, char *err,
-                         size_t errsz)
+struct policy_conf *tierd_policy_conf_new(const struct tierd_config *cfg)
 {
     struct tierd_policy_view *v = malloc(sizeof(*v));
     if (!v)
-        return -ENOMEM;
+        return NULL;
     tierd_policy_view_of(cfg, v);
-    int rc = policy_engine_reload_conf(pe, &v->conf, err, errsz);
-    free(v);
-    return rc;
+    return &v->conf;
+}
+
+void tierd_policy_conf_free(struct policy_conf *pc)
+{
+    if (pc)
+        free((char *)pc - offsetof(struct tierd_policy_view, conf));
 }

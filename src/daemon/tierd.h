@@ -50,5 +50,9 @@ struct tierd_policy_view {
     const char *backends[TIERD_MAX_BACKENDS];
 };
 void tierd_policy_view_of(const struct tierd_config *cfg, struct tierd_policy_view *v);
+/* policy_rules_build_conf (lifecycle.h) over the slice of cfg: for the callers that hold a whole
+ * config (config.c's load, the tests, the bench). config.c. */
+int policy_rules_build(const struct tierd_config *cfg, struct policy_rules *out, char *err,
+                       size_t errsz, int *err_line);
 
 #endif

@@ -23,7 +23,8 @@
  *     journalled (rule, key, source ETag, target, size, and the target's ETag as its stat gave
  *     it) in the engine's SQLite file. A kill before the journal write finds the source's bytes
  *     on the target at the next pass and journals them, so a key is never duplicated. Multipart
- *     uploads of the key left by a killed copy are listed and aborted before a new one starts.
+ *     uploads of the key left by a killed copy are listed and aborted before a new one starts,
+ *     and when the target found holding the source's bytes is journalled.
  *   - expire: never before every copy rule that takes the object (by backend and key, of any
  *     namespace: two namespaces may map onto the same keys) has journalled its copy of this
  *     version, and a stat of each copy's target, right before the delete, finds the size and
@@ -748,6 +749,19 @@ static int read_full(struct backend *be, const char *key, uint64_t off, void *bu
     return 0;
 }
 
+/* Abort the multipart uploads of dst:dkey that a killed copy left behind (nothing else writes
+ * under a copy target); best effort: one that stays is aborted at the key's next copy. */
+static void abort_leftover_uploads(struct backend *dst, const char *dkey)
+{
+    struct backend_mpu *old = NULL;
+    size_t nold = 0;
+    if (backend_mpu_list(dst, &pe_io, dkey, &old, &nold) != 0)
+        return;
+    for (size_t i = 0; i < nold; i++)
+        (void)backend_mpu_abort(dst, &pe_io, dkey, old[i].upload_id);
+    backend_mpu_list_free(old, nold);
+}
+
 /* Copy src:key (size bytes, version etag) to dst:dkey, whole or not at all, then check the
  * target's size; tetag (BACKEND_ETAG_MAX) gets the target's ETag as its stat gives it. */
 static int copy_object(const struct policy_engine_ctx *cx, struct backend *src, const char *key,
@@ -769,14 +783,7 @@ static int copy_object(const struct policy_engine_ctx *cx, struct backend *src, 
         if (size / part >= (uint64_t)maxp)
             part = (size / (uint64_t)maxp + (1ULL << 20)) & ~((1ULL << 20) - 1);
         size_t nparts = (size_t)((size + part - 1) / part);
-        /* uploads of dkey a killed copy left behind (nothing else writes under the target) */
-        struct backend_mpu *old = NULL;
-        size_t nold = 0;
-        if (backend_mpu_list(dst, &pe_io, dkey, &old, &nold) == 0) {
-            for (size_t i = 0; i < nold; i++)
-                (void)backend_mpu_abort(dst, &pe_io, dkey, old[i].upload_id);
-            backend_mpu_list_free(old, nold);
-        }
+        abort_leftover_uploads(dst, dkey);
         char *uid = NULL;
         rc = backend_mpu_create(dst, &pe_io, dkey, &uid);
         if (rc)
@@ -1065,7 +1072,9 @@ static bool act_unpin(struct act_ctx *a)
  * (t: backend_stat's result on it, tst its stat): never over one that is not (another rule's
  * archived copy whose source is gone, an older copy of a key expired since, someone else's
  * file): it may be the only copy left. One with the source's very bytes is this copy, its
- * journal write lost to a crash: journalled as it is. true when the file is done (recorded);
+ * journal write lost to a crash: journalled as it is, and the key's leftover multipart uploads
+ * aborted (a kill between the complete and the upload's cleanup). true when the file is done
+ * (recorded);
  * else *t is what to go on with. */
 static bool copy_target_held(struct act_ctx *a, struct backend *dst, const char *dkey,
                              const char *target, const struct backend_stat *tst, int *t)
@@ -1088,6 +1097,9 @@ static bool copy_target_held(struct act_ctx *a, struct backend *dst, const char 
                 ? db_record(a->pe, a->r, a->key, f->etag, target, f->size, tst->etag)
                 : 0;
     if (same == 1 && j == 0) {
+        /* a copy killed after its multipart complete leaves the upload's remains behind */
+        if (!a->ps->dry_run)
+            abort_leftover_uploads(dst, dkey);
         snprintf(a->detail, sizeof(a->detail),
                  "to %.500s: the target already held these bytes, journalled as the copy", target);
         record(a->pe, a->ps, a->ri, a->path, a->ps->dry_run ? 0 : 1, 0, a->detail);

@@ -37,7 +37,6 @@ struct json_t;
 struct pinmeta;
 struct stage_registry;
 struct tenant_reg;
-struct tierd_config;
 struct wb;
 
 #define POLICY_MAX_RULES 64
@@ -124,7 +123,7 @@ struct policy_section {
 };
 
 /* What the rules are built from: the slice of the config they read, borrowed for the call
- * (src/daemon/config.c makes it from a struct tierd_config: tierd_policy_view_of). */
+ * (the daemon makes it from its config: daemon/tierd.h). */
 struct policy_conf {
     const char *file;                      /* the config's name, for messages ("FILE:LINE: ...") */
     const struct policy_section *sections; /* in config order */
@@ -144,11 +143,6 @@ struct policy_conf {
  * "FILE:LINE: "), or -ENOMEM. */
 int policy_rules_build_conf(const struct policy_conf *pc, struct policy_rules *out, char *err,
                             size_t errsz, int *err_line);
-/* The same over a whole config (core/state.h): policy_rules_build_conf of its slice. Defined in
- * src/daemon/config.c, which owns struct tierd_config; for the callers that hold one (config.c's
- * load, the tests, the bench). */
-int policy_rules_build(const struct tierd_config *cfg, struct policy_rules *out, char *err,
-                       size_t errsz, int *err_line);
 void policy_rules_free(struct policy_rules *r);
 
 /* The i-th key a [policy NAME] section may have (lifecycle_rules.c's key table), NULL past the
@@ -249,10 +243,6 @@ struct json_t *policy_engine_status(struct policy_engine *pe);
  * when a new rule has idle and reads are not tracked (start-up made no table: restart). */
 int policy_engine_reload_conf(struct policy_engine *pe, const struct policy_conf *pc, char *err,
                               size_t errsz);
-/* The same over a whole config (core/state.h): defined in src/daemon/config.c (as
- * policy_rules_build), for the API's reload. */
-int policy_engine_reload(struct policy_engine *pe, const struct tierd_config *cfg, char *err,
-                         size_t errsz);
 
 /* Counters of one rule, for the telemetry (tierd_policy_actions_total). */
 struct policy_counts {

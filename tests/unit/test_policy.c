@@ -10,7 +10,9 @@
  * targets that overlap another rule's target or a namespace refused at their line. And the
  * engine opened with a context built by hand (struct policy_engine_ctx; no daemon, no config
  * file) over two posix backends: a pass of a copy rule copies the object; an idle rule's
- * last-use table appears in the context's slot and goes with the engine.
+ * last-use table appears in the context's slot and goes with the engine; a target that holds
+ * the source's bytes with a leftover multipart upload of its key is journalled and the upload
+ * aborted.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -570,6 +572,102 @@ static void test_engine_ctx(void **state)
     rm_tree(dst);
 }
 
+/* A copy killed after its multipart complete placed the target but before the upload's cleanup:
+ * the next pass finds the source's bytes on the target, journals them as the copy and aborts
+ * the key's leftover upload (none stays on the backend). */
+static void test_copy_held_aborts_uploads(void **state)
+{
+    (void)state;
+    char src[] = "/tmp/test_policy_srcXXXXXX", dst[] = "/tmp/test_policy_dstXXXXXX";
+    assert_non_null(mkdtemp(src));
+    assert_non_null(mkdtemp(dst));
+    struct backend *be[2];
+    assert_int_equal(
+        backend_posix_open(&(struct posix_backend_config){.name = "warm", .root = src}, &be[0]), 0);
+    assert_int_equal(
+        backend_posix_open(&(struct posix_backend_config){.name = "archive", .root = dst}, &be[1]),
+        0);
+    assert_int_equal(backend_put(be[0], &test_io, "ds/run1/a.bin", "hello", 5, NULL), 0);
+    /* the killed copy's remains: its target, and an upload of the key never cleaned up */
+    assert_int_equal(backend_put(be[1], &test_io, "copies/run1/a.bin", "hello", 5, NULL), 0);
+    char *uid = NULL;
+    assert_int_equal(backend_mpu_create(be[1], &test_io, "copies/run1/a.bin", &uid), 0);
+    char petag[BACKEND_ETAG_MAX];
+    assert_int_equal(
+        backend_mpu_put_part(be[1], &test_io, "copies/run1/a.bin", uid, 1, "hello", 5, petag), 0);
+    free(uid);
+    struct backend_mpu *ups = NULL;
+    size_t nups = 0;
+    assert_int_equal(backend_mpu_list(be[1], &test_io, "copies/run1/a.bin", &ups, &nups), 0);
+    assert_int_equal(nups, 1);
+    backend_mpu_list_free(ups, nups);
+
+    char path[] = "/ds", bname[] = "warm", prefix[] = "ds/";
+    struct tierd_ns_conf nsc = {.path = path,
+                                .backend = bname,
+                                .prefix = prefix,
+                                .uid = -1,
+                                .gid = -1,
+                                .umask = -1,
+                                .conf_line = 1};
+    struct tierd_ns ns = {.conf = &nsc, .be = be[0]};
+    const char *names[] = {"warm", "archive"};
+    const struct policy_kv kv[] = {
+        {"namespace", "/ds", 3}, {"action", "copy", 4}, {"target", "archive:copies/", 5}};
+    const struct policy_section sec = {.name = "arch", .line = 2, .kv = kv, .nkv = 3};
+    struct policy_conf conf = {.file = "hand.conf",
+                               .sections = &sec,
+                               .nsections = 1,
+                               .namespaces = &nsc,
+                               .nnamespaces = 1,
+                               .backends = names,
+                               .nbackends = 2,
+                               .retention_keep = -1};
+    struct access_log *access = NULL;
+    struct policy_engine_ctx ctx = {.conf = &conf,
+                                    .interval_ms = 3600000, /* no pass of its own in this test */
+                                    .state_path = ":memory:",
+                                    .backends = be,
+                                    .nbackends = 2,
+                                    .ns = &ns,
+                                    .nns = 1,
+                                    .access = &access};
+    struct policy_engine *pe = NULL;
+    assert_int_equal(policy_engine_start(&ctx, &pe), 0);
+    assert_non_null(pe);
+
+    /* a dry run plans the journal write and leaves the upload alone */
+    json_t *res = NULL;
+    assert_int_equal(policy_engine_run(pe, NULL, true, &res), 0);
+    json_decref(res);
+    assert_int_equal(backend_mpu_list(be[1], &test_io, "copies/run1/a.bin", &ups, &nups), 0);
+    assert_int_equal(nups, 1);
+    backend_mpu_list_free(ups, nups);
+
+    res = NULL;
+    assert_int_equal(policy_engine_run(pe, NULL, false, &res), 0);
+    assert_non_null(res);
+    assert_int_equal(json_integer_value(json_object_get(res, "done")), 1);
+    assert_int_equal(json_integer_value(json_object_get(res, "failed")), 0);
+    assert_int_equal(json_integer_value(json_object_get(res, "skipped")), 0);
+    json_decref(res);
+    assert_int_equal(backend_mpu_list(be[1], &test_io, "copies/run1/a.bin", &ups, &nups), 0);
+    assert_int_equal(nups, 0);
+    backend_mpu_list_free(ups, nups);
+    /* journalled: the next pass finds the copy made and does nothing */
+    res = NULL;
+    assert_int_equal(policy_engine_run(pe, NULL, false, &res), 0);
+    assert_int_equal(json_integer_value(json_object_get(res, "done")), 0);
+    assert_int_equal(json_integer_value(json_object_get(res, "failed")), 0);
+    json_decref(res);
+    policy_engine_free(pe);
+
+    backend_free(be[0]);
+    backend_free(be[1]);
+    rm_tree(src);
+    rm_tree(dst);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -578,7 +676,7 @@ int main(void)
         cmocka_unit_test(test_retention_off),    cmocka_unit_test(test_idle),
         cmocka_unit_test(test_builtin_floor),    cmocka_unit_test(test_access_floor),
         cmocka_unit_test(test_tenant_and_level), cmocka_unit_test(test_copy_targets),
-        cmocka_unit_test(test_engine_ctx),
+        cmocka_unit_test(test_engine_ctx),       cmocka_unit_test(test_copy_held_aborts_uploads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
