@@ -10,7 +10,7 @@
 #      time until its last fsync+close returns, then `tierctl wait` until it is durable in S3.
 #      Skipped (with a message) when this tierd does not accept a write-back namespace.
 # A checkpoint is FILES x FILE_MIB MiB (default 8 x 256 MiB = 2 GiB), the same bytes everywhere
-# (bench/checkpoint_bench.c). Results go to docs/bench/checkpoint.md by hand.
+# (tests/perf/checkpoint_bench.c). Results go to docs/bench/checkpoint.md by hand.
 #
 # Every phase that writes to S3 gets a fresh single-node Ceph (scripts/ceph.sh, in WORKDIR/ceph):
 # the test OSD is 10 GiB and RGW frees deleted multipart data only after its GC delay (hours), so

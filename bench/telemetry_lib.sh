@@ -1,17 +1,15 @@
 # shellcheck shell=bash
 # SPDX-License-Identifier: Apache-2.0
-# bench/telemetry_lib.sh - sourced by bench/telemetry_*.sh: the Release build, starting and
-# stopping tierd on a mount, the control API, quantiles of /v1/telemetry histograms.
+# bench/telemetry_lib.sh - sourced by bench/telemetry_*.sh, on top of scripts/lib/tierd.sh: the
+# Release build, starting and stopping tierd on a mount, the control API, quantiles of
+# /v1/telemetry histograms.
 # The caller sets W (work directory) before sourcing; BUILD (default build-rel) may be set.
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+# shellcheck source=scripts/lib/tierd.sh
+. scripts/lib/tierd.sh
 BUILD=${BUILD:-build-rel}
-if [ -z "${TELE_NO_BUILD:-}" ]; then
-  cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-  nice cmake --build "$BUILD" -j2 --target tierd tierctl tierbench randread >/dev/null
-fi
-TIERD=$PWD/$BUILD/src/daemon/tierd
-TIERCTL=$PWD/$BUILD/src/cli/tierctl
-TIERBENCH=$PWD/$BUILD/src/tierbench/tierbench
+[ -n "${TELE_NO_BUILD:-}" ] || tierd_build_release "$BUILD" tierd tierctl tierbench randread
+tierd_bins "$BUILD"
 RANDREAD=$PWD/$BUILD/randread
 for b in "$TIERD" "$TIERCTL" "$TIERBENCH" "$RANDREAD"; do
   [ -x "$b" ] || { echo "missing $b (build $BUILD)" >&2; exit 1; }
@@ -22,33 +20,24 @@ mkdir -p "$MNT"
 PID=
 
 die() { echo "$(basename "$0"): $*" >&2; exit 1; }
-wait_for() { # SECONDS CMD...: poll CMD every 50 ms until it succeeds or the deadline passes
-  local deadline=$((SECONDS + $1)); shift
-  until "$@"; do
-    [ $SECONDS -lt "$deadline" ] || return 1
-    sleep 0.05
-  done
-}
-mounted() { stat -f "$MNT" >/dev/null 2>&1 && [ "$(stat -c %i "$MNT" 2>/dev/null)" = 1 ]; }
+mounted() { tierd_mounted "$MNT"; }
 start_tierd() { # CONF
-  "$TIERD" -c "$1" -f 2>>"$W/tierd.log" &
-  PID=$!
-  wait_for 30 mounted || die "the mount did not come up ($(tail -3 "$W/tierd.log"))"
+  tierd_spawn "$1" "$W/tierd.log"
+  PID=$TIERD_PID
+  tierd_up "$MNT" "" 30 || die "the mount did not come up ($(tail -3 "$W/tierd.log"))"
 }
 stop_tierd() {
   [ -n "$PID" ] || return 0
-  kill -TERM "$PID" 2>/dev/null || true
-  wait "$PID" 2>/dev/null || true
+  tierd_stop "$PID" || true
   PID=
-  wait_for 10 not_mounted || die "still mounted after tierd exited"
+  tierd_poll 10 not_mounted || die "still mounted after tierd exited"
 }
 not_mounted() { ! grep -qs " $MNT fuse" /proc/mounts; }
-api() { curl -sSf --unix-socket "$SOCK" "http://tierd$1"; }
+api() { tierd_api "$SOCK" "$1"; }
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 tele_cleanup() {
   stop_tierd
-  grep -qs " $MNT fuse" /proc/mounts && fusermount3 -u -z "$MNT" 2>/dev/null
-  return 0
+  tierd_unmount "$MNT"
 }
 
 # python3 helpers over GET /v1/telemetry answers (docs/API.md "TELEMETRY"): buckets are

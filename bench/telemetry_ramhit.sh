@@ -4,7 +4,7 @@
 # (issue 10: telemetry on >= 0.99x of telemetry off, median of >= 10 interleaved runs).
 #
 # A file set that fits tierd's RAM level (NFILES x FILE_MB MiB, read-cache namespace over a POSIX
-# backend) is warmed through the mount (cat), then `randread` (bench/randread.c) does 4 KiB
+# backend) is warmed through the mount (cat), then `randread` (tests/perf/randread.c) does 4 KiB
 # preads at random aligned offsets, O_DIRECT, THREADS threads back to back, for SECONDS. O_DIRECT
 # is the page-cache bypass: the kernel sends every pread to tierd as one FUSE READ (no page cache,
 # no readahead), so each one is a tierd RAM hit; the script checks that no read reached the

@@ -5,7 +5,7 @@
 #
 # Two tierd run at once on two mounts over the same POSIX data (32 x 4 MiB, read-cache, RAM
 # level 256 MiB), one with [daemon] telemetry = on, one with off; both are warmed (cat), then
-# `randread --ab` (bench/randread.c) reads 4 KiB O_DIRECT at random aligned offsets, one thread,
+# `randread --ab` (tests/perf/randread.c) reads 4 KiB O_DIRECT at random aligned offsets, one thread,
 # in rounds of CHUNK reads from the "on" mount and CHUNK from the "off" mount (ABBA order, the
 # same offsets on both), each half timed. A round takes ~0.1 s, so load that changes more slowly
 # than that hits both halves alike; the ratio of a round is reads/s on / reads/s off. One run
@@ -34,11 +34,10 @@ declare -A TPID
 stop_all() {
   local m
   for m in x y; do
-    [ -z "${TPID[$m]:-}" ] || { kill -TERM "${TPID[$m]}" 2>/dev/null; wait "${TPID[$m]}" 2>/dev/null || true; }
+    [ -z "${TPID[$m]:-}" ] || tierd_stop "${TPID[$m]}" || true
     TPID[$m]=
-    grep -qs " $W/mnt-$m fuse" /proc/mounts && fusermount3 -u -z "$W/mnt-$m" 2>/dev/null
+    tierd_unmount "$W/mnt-$m"
   done
-  return 0
 }
 trap stop_all EXIT
 for i in $(seq -w 1 "$NFILES"); do
@@ -66,8 +65,7 @@ entry_ttl = 60s
 socket = $W/api-$1.sock
 CONF
 }
-mounted_at() { stat -f "$1" >/dev/null 2>&1 && [ "$(stat -c %i "$1" 2>/dev/null)" = 1 ]; }
-fetches() { curl -sSf --unix-socket "$W/api-$1.sock" http://tierd/v1/stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["cache"]["fetches"])'; }
+fetches() { tierd_api "$W/api-$1.sock" /v1/stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["cache"]["fetches"])'; }
 
 echo "## telemetry on vs off side by side, RAM-hit 4 KiB O_DIRECT reads, $(date -u +%FT%TZ), $(git rev-parse --short HEAD)"
 echo "$(nproc) cores, load before: $(loadavg); $NFILES x $FILE_MB MiB warm in RAM on two mounts, 1 thread, rounds of $CHUNK + $CHUNK reads, $SECONDS_PER s per run, $RUNS runs, the other mount telemetry = $OFF_MODE"
@@ -82,11 +80,11 @@ for k in $(seq 1 "$RUNS"); do
   order="$on $off"
   [ $(((k + 1) / 2 % 2)) = 1 ] || order="$off $on" # start order: on first, on first, off first, ...
   for m in $order; do
-    "$TIERD" -c "$W/$m.conf" -f 2>>"$W/tierd.log" &
-    TPID[$m]=$!
+    tierd_spawn "$W/$m.conf" "$W/tierd.log"
+    TPID[$m]=$TIERD_PID
   done
   for m in x y; do
-    wait_for 30 mounted_at "$W/mnt-$m" || die "mount $m did not come up ($(tail -3 "$W/tierd.log"))"
+    tierd_poll 30 tierd_mounted "$W/mnt-$m" || die "mount $m did not come up ($(tail -3 "$W/tierd.log"))"
     cat "$W/mnt-$m"/d/*.bin >/dev/null
   done
   code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$W/api-$off.sock" http://tierd/metrics)

@@ -113,7 +113,7 @@ import json, sys
 t = json.load(sys.stdin)["data"]["activeTargets"]
 sys.exit(0 if t and t[0]["health"] == "up" else 1)' 2>/dev/null
 }
-wait_for 60 prom_up || die "Prometheus never scraped tierd: $(tail -3 "$W/prom.log")"
+tierd_poll 60 prom_up || die "Prometheus never scraped tierd: $(tail -3 "$W/prom.log")"
 echo "Prometheus scrapes 127.0.0.1:$PORT/metrics with the token"
 
 as() { local uid=$1; shift; setpriv --reuid="$uid" --regid="$uid" --clear-groups -- "$@"; }
@@ -132,7 +132,7 @@ P3=$!
 three() { [ "$(grep -oE '^(serve|train|ckpt) ' <<<"$1" | sort -u | wc -l)" = 3 ]; }
 top_has_three() { TOP=$("$TIERCTL" -s "$SOCK" top --once --interval 1); three "$TOP"; }
 TOP=
-wait_for 60 top_has_three || die "tierctl top --once never showed the three tenants: $TOP"
+tierd_poll 60 top_has_three || die "tierctl top --once never showed the three tenants: $TOP"
 echo
 echo "### tierctl top --once (during the run)"
 echo "$TOP"
@@ -173,7 +173,7 @@ for r in sorted(json.load(sys.stdin)["data"]["result"], key=lambda r: r["metric"
   three "$PQ"
 }
 PQ=
-wait_for 30 prom_three || die "Prometheus has no p99 for the three tenants: $PQ"
+tierd_poll 30 prom_three || die "Prometheus has no p99 for the three tenants: $PQ"
 echo "$PQ"
 echo
 echo "### the three tierbench runs"

@@ -36,10 +36,11 @@ tierd_build_release() {
   cmake --build "$b" -j2 --target "$@" >/dev/null
 }
 
-# tierd_scratch NAME: T is a new directory NAME.XXXXXX under $TIER_TEST_TMP (default /tmp)
+# tierd_scratch NAME: T is a new directory NAME.XXXXXX under $TIER_TEST_TMP (default /tmp); a
+# TIER_TEST_TMP it makes is mode 0755 whatever the umask (FUSE tests reach it as other uids)
 tierd_scratch() {
   local root=${TIER_TEST_TMP:-/tmp}
-  mkdir -p "$root"
+  [ -d "$root" ] || { mkdir -p "$root" && chmod 0755 "$root"; }
   T=$(mktemp -d "$root/$1.XXXXXX")
 }
 

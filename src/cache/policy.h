@@ -3,7 +3,7 @@
  * policy.h - eviction policies for one cache level, behind one small interface: S3-FIFO (small
  * FIFO + main FIFO with 2-bit frequency + ghost FIFO of hashes) and plain LRU.
  *
- * Callers: the cache engine (one policy per level, RAM and disk) and bench/cachesim.c, which
+ * Callers: the cache engine (one policy per level, RAM and disk) and tests/perf/cachesim.c, which
  * replays traces through exactly this code. A policy orders nodes that the caller embeds in its
  * own structures; it never allocates or frees them. It tracks bytes per queue so S3-FIFO can keep
  * the small queue near 10 % of the capacity.

@@ -4,8 +4,8 @@
  * items to hold in the hot tier now, given the order in which a reader will read them.
  *
  * Callers: the daemon's hint engine (src/hints/hints.c), which maps each hinted file to an item
- * id and feeds the reader's progress; bench/cachesim.c, which replays traces through exactly this
- * code (the `hinted` column).
+ * id and feeds the reader's progress; tests/perf/cachesim.c, which replays traces through exactly
+ * this code (the `hinted` column).
  *
  * The window is the longest run of the known future, from the reader's cursor on, whose distinct
  * items fit max_items and max_bytes (each item counted once however often it occurs in the run).
@@ -16,7 +16,7 @@
  * the known future. So the prefetcher never evicts a block it needs sooner than the one it
  * fetches, and a block consumed and not needed again is the first to go. The window is the
  * prefetch depth (small: enough to hide the backend's latency); the rest of the caller's space
- * keeps what left it, by next use (bench/cachesim.c: with a window of 256 items this matches
+ * keeps what left it, by next use (tests/perf/cachesim.c: with a window of 256 items this matches
  * Belady's miss ratio on the epoch trace).
  *
  * Entries are appended as the future becomes known (the next epoch's order before this one ends);

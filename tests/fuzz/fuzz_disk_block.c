@@ -54,8 +54,8 @@ static void init_once(void)
         return;
     const char *tmp = getenv("TIER_TEST_TMP");
     char tmpl[4096];
-    if (tmp)
-        mkdir(tmp, 0700);
+    if (tmp && mkdir(tmp, 0755) == 0)
+        chmod(tmp, 0755); /* whatever the umask: FUSE tests share it as other uids */
     snprintf(tmpl, sizeof(tmpl), "%s/fuzz_disk_block.XXXXXX", tmp ? tmp : "/tmp");
     g_dir = strdup(tmpl);
     if (!g_dir || !mkdtemp(g_dir) || fdb_write_secret(g_dir) < 0)

@@ -2,8 +2,8 @@
 /*
  * fuzz_jobs.c - libFuzzer target for job admission (src/jobs/jobs.c) without a daemon: the
  * registry over fake ops (the hot tier's space, backend links, pin rules and stagings are numbers
- * the input sets), as tests/unit/test_jobs.c builds it. An input is lines, run in order on a
- * fresh registry:
+ * the input sets; tests/lib/fakejobs.h, shared with tests/unit/test_jobs.c). An input is lines,
+ * run in order on a fresh registry (a prefix "hand/" is a rule pinned by hand):
  *
  *   {JSON}                a POST /v1/jobs body: job, tenant, cache_bytes, bandwidth (bytes or a
  *                         size: tier_parse_size), class, stage (mount paths "/BACKEND/KEY...": the
@@ -38,142 +38,19 @@
 
 #include "common/ioctx.h"
 #include "common/strutil.h"
+#include "fakejobs.h"
 #include "jobs/jobs.h"
 #include "tenant/tenant.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define KIB 1024ull
-#define NSTAGES 64
 #define NIDS 128
 
 static void fail(const char *what, const char *detail)
 {
     fprintf(stderr, "fuzz_jobs: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
     abort();
-}
-
-struct fake_pin {
-    char *key; /* "backend:prefix" */
-    int pins, unpins;
-    bool hand; /* pinned by hand before any job (pin_exists answers true) */
-};
-
-struct fake {
-    uint64_t level, pin_budget, pinned, link_warm;
-    struct fake_pin *pin;
-    int npin, cap;
-    bool fail_pin;
-    int busy;
-    uint64_t nstages;
-    struct stage_progress prog[NSTAGES];
-    bool gone[NSTAGES];
-};
-
-static struct fake_pin *pin_of(struct fake *f, const char *be, const char *prefix)
-{
-    size_t n = strlen(be) + strlen(prefix) + 2;
-    char *key = malloc(n);
-    if (!key)
-        abort();
-    snprintf(key, n, "%s:%s", be, prefix);
-    for (int i = 0; i < f->npin; i++) {
-        if (strcmp(f->pin[i].key, key) == 0) {
-            free(key);
-            return &f->pin[i];
-        }
-    }
-    if (f->npin == f->cap) {
-        f->cap = f->cap ? 2 * f->cap : 64;
-        f->pin = realloc(f->pin, (size_t)f->cap * sizeof(*f->pin));
-        if (!f->pin)
-            abort();
-    }
-    f->pin[f->npin] = (struct fake_pin){.key = key, .hand = strcmp(prefix, "hand/") == 0};
-    return &f->pin[f->npin++];
-}
-
-static void f_space(void *ud, uint64_t *level, uint64_t *pin_budget, uint64_t *pinned)
-{
-    struct fake *f = ud;
-    *level = f->level;
-    *pin_budget = f->pin_budget;
-    *pinned = f->pinned;
-}
-
-static uint64_t f_link(void *ud, const char *be)
-{
-    struct fake *f = ud;
-    return strcmp(be, "warm") == 0 ? f->link_warm : 0;
-}
-
-static int f_pin(void *ud, const char *be, const char *prefix)
-{
-    struct fake *f = ud;
-    if (f->fail_pin) {
-        f->fail_pin = false;
-        return -ENOSPC;
-    }
-    struct fake_pin *p = pin_of(f, be, prefix);
-    if (p->hand)
-        return 0; /* cache_pin answers 0 for a rule that exists */
-    if (p->pins != p->unpins)
-        fail("a rule pinned twice by jobs at once", p->key);
-    p->pins++;
-    return 0;
-}
-
-static int f_unpin(void *ud, const char *be, const char *prefix)
-{
-    struct fake *f = ud;
-    struct fake_pin *p = pin_of(f, be, prefix);
-    if (p->hand)
-        fail("a rule pinned by hand was unpinned by a job", p->key);
-    p->unpins++;
-    if (p->pins != p->unpins)
-        fail("a rule unpinned that jobs had not pinned", p->key);
-    return 0;
-}
-
-static bool f_pin_exists(void *ud, const char *be, const char *prefix)
-{
-    struct fake *f = ud;
-    struct fake_pin *p = pin_of(f, be, prefix);
-    return p->hand || p->pins > p->unpins;
-}
-
-static int f_stage(void *ud, uint32_t tenant, const char *const *paths, size_t n, uint64_t *id)
-{
-    (void)tenant;
-    struct fake *f = ud;
-    if (n == 0 || paths[0][0] != '/')
-        fail("a staging of no mount path", NULL);
-    if (f->busy > 0) {
-        f->busy--;
-        return -EBUSY;
-    }
-    if (f->nstages + 1 >= NSTAGES)
-        return -EBUSY;
-    *id = ++f->nstages;
-    f->prog[*id] = (struct stage_progress){.state = STAGE_RUNNING};
-    return 0;
-}
-
-static int f_progress(void *ud, uint64_t id, struct stage_progress *p)
-{
-    struct fake *f = ud;
-    if (id == 0 || id > f->nstages || f->gone[id])
-        return -ENOENT;
-    *p = f->prog[id];
-    return 0;
-}
-
-static int f_cancel(void *ud, uint64_t id)
-{
-    struct fake *f = ud;
-    if (id == 0 || id > f->nstages)
-        fail("cancel of a staging never started", NULL);
-    return 0;
 }
 
 /* The input's own record of each job id: its submission order (the queue's order). */
@@ -184,7 +61,7 @@ struct seen {
 };
 
 struct run {
-    struct fake f;
+    struct fakejobs f;
     struct jobs *j;
     char *tenants[NIDS]; /* the registry: a tenant's id is its index + 1 */
     size_t ntenants;
@@ -458,7 +335,7 @@ static void command(struct run *r, const char *line)
     } else if (sscanf(line, "link %llu", &a) == 1) {
         r->f.link_warm = (a & 0xffffffffu) * KIB;
     } else if (strcmp(line, "pinfail") == 0) {
-        r->f.fail_pin = true;
+        r->f.fail_pin = -ENOSPC;
     } else if (sscanf(line, "busy %llu", &a) == 1) {
         r->f.busy = (int)(a % 100);
     } else if (sscanf(line, "prog %llu %llu %llu %llu", &a, &b, &c, &d) == 4 && a > 0 &&
@@ -480,16 +357,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct run *r = calloc(1, sizeof(*r));
     if (!r)
         return 0;
-    r->f = (struct fake){.level = 100 * 1024 * KIB, .pin_budget = 50 * 1024 * KIB};
-    struct jobs_ops ops = {.space = f_space,
-                           .link_capacity = f_link,
-                           .pin = f_pin,
-                           .unpin = f_unpin,
-                           .pin_exists = f_pin_exists,
-                           .stage = f_stage,
-                           .stage_progress = f_progress,
-                           .cancel = f_cancel,
-                           .ud = &r->f};
+    r->f = (struct fakejobs){
+        .level = 100 * 1024 * KIB, .pin_budget = 50 * 1024 * KIB, .hand_rule = "hand/"};
+    struct jobs_ops ops;
+    fakejobs_ops(&r->f, &ops);
     if (jobs_new(&ops, &r->j) != 0)
         abort();
     const char *p = (const char *)data, *end = p + size;
@@ -509,12 +380,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     check(r);
     jobs_free(r->j);
-    for (int i = 0; i < r->f.npin; i++) {
-        if (!r->f.pin[i].hand && r->f.pin[i].pins != r->f.pin[i].unpins)
-            fail("a rule a job pinned is still pinned after jobs_free", r->f.pin[i].key);
-        free(r->f.pin[i].key);
-    }
-    free(r->f.pin);
+    const struct fakejobs_pin *left = fakejobs_still_pinned(&r->f);
+    if (left)
+        fail("a rule a job pinned is still pinned after jobs_free", left->key);
+    fakejobs_fini(&r->f);
     for (size_t i = 0; i < r->ntenants; i++)
         free(r->tenants[i]);
     free(r);

@@ -58,7 +58,8 @@ static char *scratch(void)
     const char *base = getenv("TIER_TEST_TMP");
     if (!base || !*base)
         base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-    mkdir(base, 0700);
+    if (mkdir(base, 0755) == 0)
+        chmod(base, 0755); /* whatever the umask: FUSE tests share it as other uids */
     char *p = NULL;
     if (asprintf(&p, "%s/fuzz_journal.XXXXXX", base) < 0)
         return NULL;

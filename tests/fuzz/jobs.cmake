@@ -3,5 +3,5 @@
 # libFuzzer target + corpus replay.
 if(TARGET tierd_core AND TARGET tier_cache)
   tier_fuzz_target(fuzz_jobs ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_jobs.c
-    ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/jobs LIBS tierd_core tier_qos tier_cache tier_tiers)
+    ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/jobs LIBS tier_fakejobs tierd_core tier_qos tier_cache tier_tiers)
 endif()

@@ -50,5 +50,9 @@ class Runs:
                              stderr=log, stdout=log)
         self.pids.write(f"{p.pid}\n")
         self.pids.flush()
-        self.wait_for(self.mounted, 30, "the mount (run %d)" % self.run)
+        # minutes: a loaded machine may take long to mount; a tierd that exits ends the wait
+        self.wait_for(lambda: self.mounted() or p.poll() is not None, 180,
+                      "the mount (run %d)" % self.run)
+        if p.poll() is not None:
+            self.fail("tierd exited during start-up (run %d, status %d)" % (self.run, p.returncode))
         return p

@@ -62,11 +62,12 @@ wait_for() {
 # statfs always reaches the daemon; stat may be served from the kernel's attribute cache
 mounted() { tierd_mounted "$MNT"; }
 
-# start tierd on $CONF (stderr appended to $T/tierd.log); fail unless $MNT comes up within 30 s
+# start tierd on $CONF (stderr appended to $T/tierd.log); fail unless $MNT comes up within 120 s
+# (the wait ends early when tierd exits)
 start_tierd() {
   tierd_spawn "$CONF" "$T/tierd.log"
   PID=$TIERD_PID
-  tierd_up "$MNT" "" 30 || fail "mount did not come up"
+  tierd_up "$MNT" "" 120 || fail "mount did not come up"
 }
 
 # SIGTERM must unmount cleanly and exit 0 (ASan's leak check runs at that exit)

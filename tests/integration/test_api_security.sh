@@ -63,7 +63,7 @@ trap cleanup EXIT
 # the answer must be a JSON object with the wanted status. Sets ST and BODY.
 probe() {
     local name=$1 want=$2 method=$3 url=$4 body=${5-}
-    local args=(-s --path-as-is --max-time 20 --unix-socket "$SOCK" -X "$method" -o "$W/probe.out"
+    local args=(-s --path-as-is --max-time 120 --unix-socket "$SOCK" -X "$method" -o "$W/probe.out"
         -w '%{http_code}')
     [ -n "$body" ] && args+=(-H 'Content-Type: application/json' --data-binary "$body")
     rm -f "$W/probe.out"
@@ -136,7 +136,7 @@ srv.serve_forever()
 PYEOF
 python3 "$W/s3stub.py" "$W/s3stub.port" &
 STUB_PID=$!
-wait_for "the S3 stub" 20 test -s "$W/s3stub.port"
+wait_for "the S3 stub" 180 test -s "$W/s3stub.port"
 STUB_PORT=$(cat "$W/s3stub.port")
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 head -c 24 /dev/urandom | base64 >"$W/api.token"
@@ -177,7 +177,7 @@ chmod 600 "$W/key.pem"
     >"$W/tierd.log" 2>&1 &
 TIERD_PID=$!
 up() { [ "$(stat -c %i "$MNT" 2>/dev/null)" = 1 ] && test -S "$SOCK" || ! kill -0 "$TIERD_PID" 2>/dev/null; }
-wait_for "tierd's mount and socket" 30 up
+wait_for "tierd's mount and socket" 180 up
 if ! kill -0 "$TIERD_PID" 2>/dev/null; then
     fail "tierd exited at start; its log:"
     sed 's/^/    /' "$W/tierd.log"
@@ -209,7 +209,7 @@ probe "F8: pin of a 300 x é path" 400 POST /v1/pin "{\"path\": \"/ns/$E300\"}"
 probe "F8: stage of a non-UTF-8 posix file" 202 POST /v1/stage '{"paths": ["/ns"]}'
 JOB=$(printf '%s' "$BODY" | python3 -c 'import json,sys; print(json.load(sys.stdin)["job"])')
 stage_done() { probe "F8: stage job $JOB" 200 GET "/v1/stage/$JOB" >/dev/null; case "$BODY" in *'"running"'*) return 1 ;; esac; }
-wait_for "the staging job" 30 stage_done
+wait_for "the staging job" 180 stage_done
 probe "F8: stage progress of the job" 200 GET "/v1/stage/$JOB"
 
 # ---- finding 18: a backend's permission refusal is 403 -------------------------------------
@@ -218,14 +218,14 @@ probe "F18: pin through a symlink out of the backend" 403 POST /v1/pin '{"path":
 # ---- finding 12: socket mode and group, readers and admins ---------------------------------
 [ "$(stat -c '%a %G' "$SOCK")" = "660 nogroup" ] && pass "F12: socket mode 0660, group nogroup" ||
     fail "F12: socket is $(stat -c '%a %U:%G' "$SOCK")"
-OUT=$(runuser -u nobody -- curl -s --max-time 10 --unix-socket "$SOCK" -w ' %{http_code}' http://tierd/v1/status 2>&1)
+OUT=$(runuser -u nobody -- curl -s --max-time 60 --unix-socket "$SOCK" -w ' %{http_code}' http://tierd/v1/status 2>&1)
 case "$OUT" in *'"namespaces"'*' 200') pass "F12: nobody (group nogroup) may GET /v1/status" ;;
 *) fail "F12: nobody's GET: $OUT" ;; esac
-OUT=$(runuser -u nobody -- curl -s --max-time 10 --unix-socket "$SOCK" -w ' %{http_code}' \
+OUT=$(runuser -u nobody -- curl -s --max-time 60 --unix-socket "$SOCK" -w ' %{http_code}' \
     -d '{"path": "/ns/a"}' http://tierd/v1/evict 2>&1)
 case "$OUT" in *'"errno":"EPERM"'*' 403') pass "F12: nobody's POST /v1/evict is 403" ;;
 *) fail "F12: nobody's POST: $OUT" ;; esac
-OUT=$(runuser -u nobody -- curl -s --max-time 10 --unix-socket "$SOCK" -w ' %{http_code}' \
+OUT=$(runuser -u nobody -- curl -s --max-time 60 --unix-socket "$SOCK" -w ' %{http_code}' \
     -d '{"path": "/ck", "timeout_s": 0}' http://tierd/v1/wait 2>&1)
 case "$OUT" in *' 403') fail "F12: nobody's POST /v1/wait (a read) refused: $OUT" ;;
 *'"error"'*|*'"ok"'*) pass "F12: nobody may POST /v1/wait (it changes nothing)" ;;
@@ -283,46 +283,46 @@ hold() { # UID N DIR: hold.py as UID (group nogroup) in the background
 }
 hold_result() { # NAME DIR WANT: the holder's result line must be WANT
     local got=
-    wait_for "$1's connections to end" 90 test -s "$2/result" && got=$(cat "$2/result")
+    wait_for "$1's connections to end" 180 test -s "$2/result" && got=$(cat "$2/result")
     [ "$got" = "$3" ] && pass "N5: $1's connections ended as expected ($got)" ||
         fail "N5: $1's connections: '$got' (want '$3': 429s, 503s, closed by user_timeout, open)"
 }
 hold 65534 70 "$NB/h"
 HOLD_PIDS=($!)
-wait_for "nobody's 70 connections" 60 test -s "$NB/h/ready"
+wait_for "nobody's 70 connections" 180 test -s "$NB/h/ready"
 # all 70 connect() calls have returned: root's connection queues behind them on the socket
-run "N5: root's tierctl status while nobody holds 70 connections" 0 timeout 20 "${T[@]}" status
+run "N5: root's tierctl status while nobody holds 70 connections" 0 timeout 120 "${T[@]}" status
 contains "N5: status answered" "/ns"
-api_field() { curl -s --max-time 10 --unix-socket "$SOCK" http://tierd/v1/status |
+api_field() { curl -s --max-time 60 --unix-socket "$SOCK" http://tierd/v1/status |
     python3 -c 'import json,sys; a=json.load(sys.stdin)["api"]; print(a[sys.argv[1]])' "$1" 2>/dev/null; }
 held() { [ "$(api_field connections_user)" = "$1" ] && [ "$(api_field refused_connections)" -ge 62 ]; }
-wait_for "tierd to hold 8 of nobody's connections and refuse 62" 30 held 8
-OUT=$(setpriv --reuid=4321 --regid=65534 --clear-groups curl -s --max-time 10 --unix-socket "$SOCK" \
+wait_for "tierd to hold 8 of nobody's connections and refuse 62" 180 held 8
+OUT=$(setpriv --reuid=4321 --regid=65534 --clear-groups curl -s --max-time 60 --unix-socket "$SOCK" \
     -w ' %{http_code}' http://tierd/v1/health 2>&1)
 case "$OUT" in *' 200') pass "N5: another uid of the socket group gets in too" ;;
 *) fail "N5: uid 4321 while nobody holds its share: $OUT" ;; esac
-OUT=$("${AS_NOBODY[@]}" curl -s --max-time 10 --unix-socket "$SOCK" -w ' %{http_code}' http://tierd/v1/health 2>&1)
+OUT=$("${AS_NOBODY[@]}" curl -s --max-time 60 --unix-socket "$SOCK" -w ' %{http_code}' http://tierd/v1/health 2>&1)
 case "$OUT" in *'max_connections_per_uid'*' 429') pass "N5: nobody's 71st connection is answered 429" ;;
 *) fail "N5: nobody's 71st connection: $OUT" ;; esac
 hold 4001 8 "$SD/h4001"
 HOLD_PIDS+=($!)
 hold 4002 8 "$SD/h4002"
 HOLD_PIDS+=($!)
-wait_for "uid 4001's connections" 60 test -s "$SD/h4001/ready"
-wait_for "uid 4002's connections" 60 test -s "$SD/h4002/ready"
-wait_for "tierd to hold the users' share (24)" 30 held 24
-OUT=$(setpriv --reuid=4003 --regid=65534 --clear-groups curl -s --max-time 10 --unix-socket "$SOCK" \
+wait_for "uid 4001's connections" 180 test -s "$SD/h4001/ready"
+wait_for "uid 4002's connections" 180 test -s "$SD/h4002/ready"
+wait_for "tierd to hold the users' share (24)" 180 held 24
+OUT=$(setpriv --reuid=4003 --regid=65534 --clear-groups curl -s --max-time 60 --unix-socket "$SOCK" \
     -w ' %{http_code}' http://tierd/v1/health 2>&1)
 case "$OUT" in *'admin_connections'*' 503') pass "N5: a fourth uid gets 503 when the users' share is full" ;;
 *) fail "N5: uid 4003 with the users' share full: $OUT" ;; esac
-run "N5: root's tierctl status with the users' share full" 0 timeout 20 "${T[@]}" status
+run "N5: root's tierctl status with the users' share full" 0 timeout 120 "${T[@]}" status
 contains "N5: status answered" "/ns"
 touch "$NB/h/count" "$SD/h4001/count" "$SD/h4002/count"
 hold_result nobody "$NB/h" "62 0 8 0"
 hold_result "uid 4001" "$SD/h4001" "0 0 8 0"
 hold_result "uid 4002" "$SD/h4002" "0 0 8 0"
 wait "${HOLD_PIDS[@]}" 2>/dev/null
-wait_for "the users' connections to be given back" 30 held 0
+wait_for "the users' connections to be given back" 180 held 0
 NLOG=$(grep -c 'api: uid 65534 (pid [0-9]*) holds \[api\] max_connections_per_uid' "$W/tierd.log")
 [ "$NLOG" = 1 ] && pass "N5: nobody's 63 refusals are logged once" || fail "N5: $NLOG log lines for nobody's refusals (want 1)"
 # Many short and abandoned connections of nobody (requests answered, connects closed unused,
@@ -342,7 +342,7 @@ for i in range(n):
     s.close()
 PYEOF
 "${AS_NOBODY[@]}" "$PY3" "$SD/churn.py" "$SOCK" 60 || fail "N5: nobody's 60 short connections failed"
-wait_for "nobody's short connections to be given back" 30 held 0
+wait_for "nobody's short connections to be given back" 180 held 0
 # A connection MHD drops before its STARTED notification (it only queues an added connection
 # and may fail to set it up later) is given back at the next accept: 20 of nobody's connections
 # lost that way (test builds: the fault file) do not leave it locked out (8 per uid), and the
@@ -360,7 +360,7 @@ if grep -q 'TIERD_TEST_FAULT_FILE=' "$W/tierd.log"; then
     : >"$W/fault"
     [ "$(api_field connections_user)" = 0 ] && pass "N5: dropped connections are given back" ||
         fail "N5: connections_user is $(api_field connections_user) after the drops (want 0)"
-    OUT=$("${AS_NOBODY[@]}" curl -s --max-time 10 --unix-socket "$SOCK" -w ' %{http_code}' \
+    OUT=$("${AS_NOBODY[@]}" curl -s --max-time 60 --unix-socket "$SOCK" -w ' %{http_code}' \
         http://tierd/v1/health 2>&1)
     case "$OUT" in *' 200') pass "N5: nobody gets in after 20 dropped connections" ;;
     *) fail "N5: nobody after 20 dropped connections: $OUT" ;; esac
@@ -375,7 +375,7 @@ printf 'y\n' >"$MNT/ckp/secret.ckpt" || fail "write into /ckp failed"
 # cached: a demote rule plans them
 cat "$MNT/priv/secret.bin" "$MNT/ns/plan/keep.txt" >/dev/null || fail "root cannot read the plan's files"
 nb_req() { # METHOD URL [BODY]: one request as nobody; sets ST and BODY (headers: $NB/probe.head)
-    local args=(-s --path-as-is --max-time 30 --unix-socket "$SOCK" -X "$1" -o "$NB/probe.out"
+    local args=(-s --path-as-is --max-time 120 --unix-socket "$SOCK" -X "$1" -o "$NB/probe.out"
         -D "$NB/probe.head" -w '%{http_code}')
     [ -n "${3-}" ] && args+=(-H 'Content-Type: application/json' --data-binary "$3")
     rm -f "$NB/probe.out" "$NB/probe.head"
@@ -492,9 +492,9 @@ while not os.path.exists(stop) and time.time() < deadline:
     time.sleep(0.05)
 PYEOF
 FLOOD_PID=$!
-wait_for "1,100 TCP connections" 60 test -s "$W/flood.ready"
+wait_for "1,100 TCP connections" 180 test -s "$W/flood.ready"
 echo "    flood: $(cat "$W/flood.ready" 2>/dev/null) connections open"
-run "F3: status over the Unix socket during the flood" 0 timeout 10 "${T[@]}" status
+run "F3: status over the Unix socket during the flood" 0 timeout 120 "${T[@]}" status
 contains "F3: status answered" "/ns"
 probe "F3: a request with a body during the flood" 200 POST /v1/evict '{"path": "/ns/a"}'
 touch "$W/flood.stop"
@@ -502,7 +502,7 @@ wait "$FLOOD_PID" 2>/dev/null
 
 kill -TERM "$TIERD_PID"
 gone() { ! kill -0 "$TIERD_PID" 2>/dev/null; }
-wait_for "tierd to stop" 30 gone
+wait_for "tierd to stop" 180 gone
 wait "$TIERD_PID"
 RC=$?
 TIERD_PID=
@@ -518,19 +518,19 @@ base_conf() { # 12 lines: the FILE:LINE checks below count on it
     tierd_conf_api "$1"
 }
 { base_conf "$SD/b.sock"; printf 'tcp = 0.0.0.0:%s\ntoken_file = %s\n' "$PORT" "$W/api.token"; } >"$W/nonloop.conf"
-run "F4: non-loopback tcp without TLS is a config error" 2 timeout 20 "$TIERD" -f -c "$W/nonloop.conf"
+run "F4: non-loopback tcp without TLS is a config error" 2 timeout 120 "$TIERD" -f -c "$W/nonloop.conf"
 contains "F4: FILE:LINE of tcp" "$W/nonloop.conf:13: [api] tcp = '0.0.0.0:$PORT' is not a loopback address"
 { base_conf "$SD/b.sock"; printf 'tcp = 127.0.0.1:%s\ntoken = change-me\n' "$PORT"; } >"$W/weak.conf"
-run "F4: the example token is refused" 2 timeout 20 "$TIERD" -f -c "$W/weak.conf"
+run "F4: the example token is refused" 2 timeout 120 "$TIERD" -f -c "$W/weak.conf"
 contains "F4: FILE:LINE of token" "$W/weak.conf:14: [api] token is too weak"
 chmod 644 "$W/api.token"
 { base_conf "$SD/b.sock"; printf 'tcp = 127.0.0.1:%s\ntoken_file = %s\n' "$PORT" "$W/api.token"; } >"$W/tokmode.conf"
-run "F4: a token file others may read is refused" 2 timeout 20 "$TIERD" -f -c "$W/tokmode.conf"
+run "F4: a token file others may read is refused" 2 timeout 120 "$TIERD" -f -c "$W/tokmode.conf"
 contains "F4: token_file message" "$W/tokmode.conf:14: [api] token_file"
 mkdir -p "$W/open"
 chmod 777 "$W/open"
 base_conf "$W/open/api.sock" >"$W/opendir.conf"
-run "F12: a socket directory others may write is refused" 1 timeout 20 "$TIERD" -f -c "$W/opendir.conf"
+run "F12: a socket directory others may write is refused" 1 timeout 120 "$TIERD" -f -c "$W/opendir.conf"
 contains "F12: parent directory message" "another user could replace the socket"
 [ ! -e "$W/open/api.sock" ] && pass "F12: no socket left there" || fail "F12: a socket was created in $W/open"
 

@@ -40,7 +40,9 @@ mkdir -p "$DATA/ck" "$MNT"
   tierd_conf_api "$SOCK"
 } >"$CONF"
 
-TIER_SRC_INTEGRATION=$(cd "$(dirname "$0")" && pwd) exec python3 - "$TIERD" "$T" "$CYCLES" <<'PY'
+# not exec: the EXIT trap (lib.sh: unmount, kill the runs in $T/pids, remove $T) runs after the
+# driver, whatever its end
+TIER_SRC_INTEGRATION=$(cd "$(dirname "$0")" && pwd) python3 - "$TIERD" "$T" "$CYCLES" <<'PY'
 import hashlib, json, os, random, re, signal, socket, subprocess, sys, time
 
 tierd, T, cycles = sys.argv[1], sys.argv[2], int(sys.argv[3])

@@ -82,7 +82,7 @@ as1001 sh -c 'printf "%s\n" "# epoch 1" "" "$@" >"$0"' "$H/epoch1" "${LIST[@]}" 
 [ "$(field epoch1 entries)" = "$NFILES" ] || fail "epoch1 entries: $(field epoch1 entries), want $NFILES: $(api /v1/hints)"
 [ "$(field epoch1 tenant)" = u1001 ] || fail "epoch1 tenant: $(field epoch1 tenant), want u1001"
 fetched() { [ "$(field epoch1 fetched_files)" = "$NFILES" ] && [ "$(field epoch1 held_bytes)" -gt 0 ]; }
-wait_for 20 fetched || fail "the hinted files were not fetched within 20 s: $(api /v1/hints)"
+wait_for 180 fetched || fail "the hinted files were not fetched within 180 s: $(api /v1/hints)"
 ok "printf > .tierd/hints/epoch1 as uid 1001: set epoch1 of tenant u1001, $NFILES entries, all fetched"
 
 as1001 cat "$H/epoch1" >"$T/status.txt" || fail "cat $H/epoch1 as uid 1001"

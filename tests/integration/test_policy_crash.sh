@@ -46,7 +46,9 @@ mkdir -p "$DATA/ck" "$T/archive" "$MNT"
     "keep_last = 3" "action = copy" "target = archive:runs/"
 } >"$CONF"
 
-TIER_SRC_INTEGRATION=$(cd "$(dirname "$0")" && pwd) exec python3 - "$TIERD" "$TIERCTL" "$T" "$CYCLES" <<'PY'
+# not exec: the EXIT trap (lib.sh: unmount, kill the runs in $T/pids, remove $T) runs after the
+# driver, whatever its end
+TIER_SRC_INTEGRATION=$(cd "$(dirname "$0")" && pwd) python3 - "$TIERD" "$TIERCTL" "$T" "$CYCLES" <<'PY'
 import hashlib, json, os, random, re, signal, subprocess, sys, time
 
 tierd, tierctl, T, cycles = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])

@@ -49,8 +49,11 @@ int api_fixture_open(struct api_fixture *f, const char *tag)
     memset(f, 0, sizeof(*f));
     const char *root = getenv("TIER_TEST_TMP");
     char dir[512];
-    snprintf(dir, sizeof(dir), "%s/%s.XXXXXX", root && *root ? root : "/tmp", tag);
-    mkdir(root && *root ? root : "/tmp", 0755);
+    if (!root || !*root)
+        root = "/tmp";
+    snprintf(dir, sizeof(dir), "%s/%s.XXXXXX", root, tag);
+    if (mkdir(root, 0755) == 0)
+        chmod(root, 0755); /* whatever the umask: other uids reach the tests' directories */
     if (!mkdtemp(dir))
         return -errno;
     f->dir = strdup(dir);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * s3env.h - the test RGW's connection details as scripts/ceph.sh writes them (DIR/env), and a
- * bucket creator. Shared by the tests (through testutil.h) and the benchmark programs in bench/,
- * which link only this small library (no cmocka). No state; thread-safe.
+ * bucket creator. Shared by the tests (through testutil.h) and the benchmark programs in
+ * tests/perf/, which link only this small library (no cmocka). No state; thread-safe.
  */
 #ifndef TIER_TESTS_S3ENV_H
 #define TIER_TESTS_S3ENV_H

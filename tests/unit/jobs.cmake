@@ -4,5 +4,5 @@
 # mount is tests/integration/test_jobs_fuse.sh.
 if(TARGET tierd_core AND TARGET tier_cache)
   tier_unit_test(test_jobs SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_jobs.c
-    LIBS tierd_core tier_qos tier_cache tier_tiers)
+    LIBS tier_fakejobs tierd_core tier_qos tier_cache tier_tiers)
 endif()

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_jobs.c - unit tests for src/jobs/jobs.c over fake ops (no cache, no stager): the
- * capacity model (min of the level and the pin budget, less pins outside jobs, less
- * reservations; a job's own staged bytes not counted twice), admission, the FIFO queue without
- * overtaking and its order on release, rejection, bandwidth against each backend's link,
+ * test_jobs.c - unit tests for src/jobs/jobs.c over fake ops (tests/lib/fakejobs.h: no cache,
+ * no stager): the capacity model (min of the level and the pin budget, less pins outside jobs,
+ * less reservations; a job's own staged bytes not counted twice), admission, the FIFO queue
+ * without overtaking and its order on release, rejection, bandwidth against each backend's link,
  * reference-counted pins shared by two jobs, a failing pin, idempotent retries and conflicts.
  * The real mount is tests/integration/test_jobs_fuse.sh.
  */
@@ -20,142 +20,18 @@
 #include <cmocka.h>
 
 #include "common/timeutil.h"
+#include "fakejobs.h"
 #include "jobs/jobs.h"
 
 #define MIB (1024ull * 1024)
 
-struct fake_pin {
-    char key[128];
-    int pins, unpins;
-    bool hand; /* pinned by hand before any job (pin_exists answers true) */
-};
-
-struct fake {
-    uint64_t level, pin_budget, pinned;
-    uint64_t link_warm; /* backend "warm"'s link_capacity; "cold" has none */
-    struct fake_pin pin[16];
-    int npin;
-    int fail_pin; /* -errno for the next pin */
-    int stages, cancels;
-    uint64_t last_cancel;
-    struct stage_progress prog[32];   /* by stage id */
-    bool gone[32];                    /* pruned by the stager: progress answers -ENOENT */
-    int busy;                         /* the next this many stage calls answer -EBUSY */
-    struct jobs *j;                   /* for on_stage */
-    void (*on_stage)(struct fake *f); /* called inside ops.stage (the registry's mutex free?) */
-};
-
-static struct fake_pin *pin_of(struct fake *f, const char *be, const char *prefix)
+static struct jobs *open_jobs(struct fakejobs *f)
 {
-    char key[128];
-    snprintf(key, sizeof(key), "%s:%s", be, prefix);
-    for (int i = 0; i < f->npin; i++)
-        if (!strcmp(f->pin[i].key, key))
-            return &f->pin[i];
-    assert_true(f->npin < 16);
-    snprintf(f->pin[f->npin].key, sizeof(key), "%s", key);
-    return &f->pin[f->npin++];
-}
-
-static void f_space(void *ud, uint64_t *level, uint64_t *pin_budget, uint64_t *pinned)
-{
-    struct fake *f = ud;
-    *level = f->level;
-    *pin_budget = f->pin_budget;
-    *pinned = f->pinned;
-}
-
-static uint64_t f_link(void *ud, const char *be)
-{
-    struct fake *f = ud;
-    return !strcmp(be, "warm") ? f->link_warm : 0;
-}
-
-static int f_pin(void *ud, const char *be, const char *prefix)
-{
-    struct fake *f = ud;
-    if (f->fail_pin) {
-        int rc = f->fail_pin;
-        f->fail_pin = 0;
-        return rc;
-    }
-    struct fake_pin *p = pin_of(f, be, prefix);
-    if (p->hand)
-        return 0;                         /* cache_pin answers 0 for a rule that exists */
-    assert_int_equal(p->pins, p->unpins); /* J2: never pinned twice at once */
-    p->pins++;
-    return 0;
-}
-
-static int f_unpin(void *ud, const char *be, const char *prefix)
-{
-    struct fake *f = ud;
-    struct fake_pin *p = pin_of(f, be, prefix);
-    assert_false(p->hand); /* a rule pinned by hand is never unpinned by a job */
-    p->unpins++;
-    assert_int_equal(p->pins, p->unpins);
-    return 0;
-}
-
-static bool f_pin_exists(void *ud, const char *be, const char *prefix)
-{
-    struct fake *f = ud;
-    struct fake_pin *p = pin_of(f, be, prefix);
-    return p->hand || p->pins > p->unpins;
-}
-
-static int f_stage(void *ud, uint32_t tenant, const char *const *paths, size_t n, uint64_t *id)
-{
-    (void)tenant;
-    struct fake *f = ud;
-    assert_true(n > 0 && paths[0][0] == '/');
-    if (f->on_stage) {
-        void (*fn)(struct fake *) = f->on_stage;
-        f->on_stage = NULL;
-        fn(f);
-    }
-    if (f->busy > 0) {
-        f->busy--;
-        return -EBUSY;
-    }
-    f->stages++;
-    assert_true(f->stages < 32);
-    *id = (uint64_t)f->stages;
-    f->prog[f->stages].state = STAGE_RUNNING;
-    return 0;
-}
-
-static int f_progress(void *ud, uint64_t id, struct stage_progress *p)
-{
-    struct fake *f = ud;
-    if (id == 0 || id >= 32 || f->gone[id])
-        return -ENOENT;
-    *p = f->prog[id];
-    return 0;
-}
-
-static int f_cancel(void *ud, uint64_t id)
-{
-    struct fake *f = ud;
-    f->last_cancel = id;
-    f->cancels++;
-    return 0;
-}
-
-static struct jobs *open_jobs(struct fake *f)
-{
-    struct jobs_ops ops = {.space = f_space,
-                           .link_capacity = f_link,
-                           .pin = f_pin,
-                           .unpin = f_unpin,
-                           .pin_exists = f_pin_exists,
-                           .stage = f_stage,
-                           .stage_progress = f_progress,
-                           .cancel = f_cancel,
-                           .ud = f};
+    struct jobs_ops ops;
+    fakejobs_ops(f, &ops);
     struct jobs *j = NULL;
     assert_int_equal(jobs_new(&ops, &j), 0);
-    f->j = j;
+    f->user = j;
     return j;
 }
 
@@ -200,7 +76,7 @@ static enum jobs_state state_of(struct jobs *j, const char *id)
 static void test_capacity_and_queue(void **state)
 {
     (void)state;
-    struct fake f = {.level = 100 * MIB, .pin_budget = 50 * MIB, .pinned = 10 * MIB};
+    struct fakejobs f = {.level = 100 * MIB, .pin_budget = 50 * MIB, .pinned = 10 * MIB};
     struct jobs *j = open_jobs(&f);
     char reason[256];
     size_t pos = 99;
@@ -263,6 +139,7 @@ static void test_capacity_and_queue(void **state)
     assert_int_equal(submit(j, "7", 1 * MIB, 0, NULL, 0, NULL, NULL), JOBS_ADMIT);
     assert_int_equal(state_of(j, "6"), JOBS_ADMITTED);
     jobs_free(j);
+    fakejobs_fini(&f);
 }
 
 /* A job's staged (pinned) bytes are inside pinned_bytes: they do not count as pins outside
@@ -270,7 +147,7 @@ static void test_capacity_and_queue(void **state)
 static void test_own_pins_not_counted_twice(void **state)
 {
     (void)state;
-    struct fake f = {.level = 64 * MIB, .pin_budget = 64 * MIB};
+    struct fakejobs f = {.level = 64 * MIB, .pin_budget = 64 * MIB};
     struct jobs *j = open_jobs(&f);
     assert_int_equal(submit(j, "a", 32 * MIB, 0, &DS_A, 1, NULL, NULL), JOBS_ADMIT);
     f.prog[1].bytes_done = 40 * MIB; /* staged more than reserved */
@@ -289,6 +166,7 @@ static void test_own_pins_not_counted_twice(void **state)
     assert_int_equal(submit(j, "b", 16 * MIB, 0, NULL, 0, NULL, NULL), JOBS_ADMIT);
     assert_int_equal(submit(j, "c", 1, 0, NULL, 0, NULL, NULL), JOBS_QUEUE);
     jobs_free(j);
+    fakejobs_fini(&f);
 }
 
 /* Bandwidth is reserved per backend of the stage paths, against its link; a backend with no
@@ -296,7 +174,7 @@ static void test_own_pins_not_counted_twice(void **state)
 static void test_bandwidth(void **state)
 {
     (void)state;
-    struct fake f = {.level = 64 * MIB, .pin_budget = 64 * MIB, .link_warm = 100 * MIB};
+    struct fakejobs f = {.level = 64 * MIB, .pin_budget = 64 * MIB, .link_warm = 100 * MIB};
     struct jobs *j = open_jobs(&f);
     char reason[256];
     const struct jobs_path ab[] = {DS_A, DS_B};
@@ -318,21 +196,23 @@ static void test_bandwidth(void **state)
     assert_int_equal(ji.staging, JOBS_STAGING_NONE);
     jobs_info_fini(&ji);
     jobs_free(j);
+    fakejobs_fini(&f);
 }
 
 /* Two jobs pinning the same prefix: one pin, and the rule stays until the last release. */
 static void test_pin_refcount(void **state)
 {
     (void)state;
-    struct fake f = {.level = 64 * MIB, .pin_budget = 64 * MIB};
+    struct fakejobs f = {.level = 64 * MIB, .pin_budget = 64 * MIB};
     struct jobs *j = open_jobs(&f);
     const struct jobs_path ab[] = {DS_A, DS_B};
     assert_int_equal(submit(j, "1", MIB, 0, &DS_A, 1, NULL, NULL), JOBS_ADMIT);
     assert_int_equal(submit(j, "2", MIB, 0, ab, 2, NULL, NULL), JOBS_ADMIT);
-    struct fake_pin *pa = pin_of(&f, "warm", "ds/a/"), *pb = pin_of(&f, "warm", "ds/b/");
+    struct fakejobs_pin *pa = fakejobs_pin_of(&f, "warm", "ds/a/"),
+                        *pb = fakejobs_pin_of(&f, "warm", "ds/b/");
     assert_int_equal(pa->pins, 1);
     assert_int_equal(pb->pins, 1);
-    assert_int_equal(f.stages, 2);
+    assert_int_equal(f.nstages, 2);
     assert_int_equal(jobs_release(j, "1", NULL), 0);
     assert_int_equal(pa->unpins, 0); /* job 2 still holds ds/a/ */
     assert_int_equal(f.cancels, 1);
@@ -344,6 +224,7 @@ static void test_pin_refcount(void **state)
     assert_int_equal(pa->pins, 2);
     jobs_free(j); /* unpins what jobs hold */
     assert_int_equal(pa->unpins, 2);
+    fakejobs_fini(&f);
 }
 
 /* A pin that fails leaves the job admitted with the error, and its release unpins nothing it
@@ -351,7 +232,7 @@ static void test_pin_refcount(void **state)
 static void test_pin_failure(void **state)
 {
     (void)state;
-    struct fake f = {.level = 64 * MIB, .pin_budget = 64 * MIB, .fail_pin = -ENOSPC};
+    struct fakejobs f = {.level = 64 * MIB, .pin_budget = 64 * MIB, .fail_pin = -ENOSPC};
     struct jobs *j = open_jobs(&f);
     assert_int_equal(submit(j, "1", MIB, 0, &DS_A, 1, NULL, NULL), JOBS_ADMIT);
     struct jobs_info ji;
@@ -359,26 +240,27 @@ static void test_pin_failure(void **state)
     assert_int_equal(ji.staging, JOBS_STAGING_FAILED);
     assert_non_null(strstr(ji.stage_error, "cannot pin /ds/a"));
     jobs_info_fini(&ji);
-    assert_int_equal(f.stages, 0);
+    assert_int_equal(f.nstages, 0);
     assert_int_equal(jobs_release(j, "1", &ji), 0);
     assert_string_equal(ji.id, "1");
     jobs_info_fini(&ji);
-    assert_int_equal(pin_of(&f, "warm", "ds/a/")->unpins, 0);
+    assert_int_equal(fakejobs_pin_of(&f, "warm", "ds/a/")->unpins, 0);
     jobs_free(j);
+    fakejobs_fini(&f);
 }
 
 /* The same request under the same id answers the job as it stands; another is a conflict. */
 static void test_idempotent_and_conflict(void **state)
 {
     (void)state;
-    struct fake f = {.level = 10 * MIB, .pin_budget = 10 * MIB};
+    struct fakejobs f = {.level = 10 * MIB, .pin_budget = 10 * MIB};
     struct jobs *j = open_jobs(&f);
     size_t pos = 0;
     char reason[256];
     assert_int_equal(submit(j, "1", 8 * MIB, 0, &DS_A, 1, NULL, NULL), JOBS_ADMIT);
     assert_int_equal(submit(j, "1", 8 * MIB, 0, &DS_A, 1, NULL, NULL), JOBS_ADMIT);
-    assert_int_equal(f.stages, 1); /* not staged again */
-    assert_int_equal(pin_of(&f, "warm", "ds/a/")->pins, 1);
+    assert_int_equal(f.nstages, 1); /* not staged again */
+    assert_int_equal(fakejobs_pin_of(&f, "warm", "ds/a/")->pins, 1);
     assert_int_equal(submit(j, "2", 8 * MIB, 0, NULL, 0, &pos, NULL), JOBS_QUEUE);
     assert_int_equal(submit(j, "2", 8 * MIB, 0, NULL, 0, &pos, NULL), JOBS_QUEUE);
     assert_int_equal(pos, 1);
@@ -421,6 +303,7 @@ static void test_idempotent_and_conflict(void **state)
     struct jobs_request zero = {.id = "z", .cache_bytes = 0, .stage = &DS_A, .nstage = 1};
     assert_int_equal(jobs_submit(j, &zero, &v, &ji), -EINVAL);
     jobs_free(j);
+    fakejobs_fini(&f);
 }
 
 /* A job that does not fit only because of pins outside jobs is queued, not rejected, and a GET
@@ -428,7 +311,7 @@ static void test_idempotent_and_conflict(void **state)
 static void test_never_vs_later(void **state)
 {
     (void)state;
-    struct fake f = {.level = 100 * MIB, .pin_budget = 50 * MIB, .pinned = 10 * MIB};
+    struct fakejobs f = {.level = 100 * MIB, .pin_budget = 50 * MIB, .pinned = 10 * MIB};
     struct jobs *j = open_jobs(&f);
     char reason[256];
     size_t pos = 0;
@@ -441,6 +324,7 @@ static void test_never_vs_later(void **state)
     f.pinned = 0;
     assert_int_equal(state_of(j, "41"), JOBS_ADMITTED); /* GET re-examines the queue */
     jobs_free(j);
+    fakejobs_fini(&f);
 }
 
 struct side {
@@ -469,9 +353,9 @@ static void *side_main(void *arg)
 static struct side g_side;
 
 /* Run g_side on another thread and wait (5 s at most) for it: it needs the registry's mutex. */
-static void side_run(struct fake *f)
+static void side_run(struct fakejobs *f)
 {
-    g_side.j = f->j;
+    g_side.j = f->user;
     g_side.done = 0;
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, side_main, &g_side), 0);
@@ -488,23 +372,24 @@ static void side_run(struct fake *f)
 static void test_stage_unlocked(void **state)
 {
     (void)state;
-    struct fake f = {.level = 64 * MIB, .pin_budget = 64 * MIB};
+    struct fakejobs f = {.level = 64 * MIB, .pin_budget = 64 * MIB};
     struct jobs *j = open_jobs(&f);
     g_side.release = NULL;
     f.on_stage = side_run; /* a GET /v1/jobs during the start of a staging */
     assert_int_equal(submit(j, "1", MIB, 0, &DS_A, 1, NULL, NULL), JOBS_ADMIT);
-    assert_int_equal(f.stages, 1);
+    assert_int_equal(f.nstages, 1);
 
     g_side.release = "2"; /* DELETE while its staging starts */
     f.on_stage = side_run;
     assert_int_equal(submit(j, "2", MIB, 0, &DS_B, 1, NULL, NULL), JOBS_ADMIT);
-    assert_int_equal(f.stages, 2);
+    assert_int_equal(f.nstages, 2);
     assert_int_equal(f.cancels, 1);
     assert_int_equal(f.last_cancel, 2);
-    assert_int_equal(pin_of(&f, "warm", "ds/b/")->unpins, 1);
+    assert_int_equal(fakejobs_pin_of(&f, "warm", "ds/b/")->unpins, 1);
     struct jobs_info ji;
     assert_int_equal(jobs_get(j, "2", &ji), -ENOENT);
     jobs_free(j);
+    fakejobs_fini(&f);
 }
 
 /* The final progress is kept: a staging the stager pruned stays done with its bytes (which keep
@@ -512,7 +397,7 @@ static void test_stage_unlocked(void **state)
 static void test_final_progress_kept(void **state)
 {
     (void)state;
-    struct fake f = {.level = 64 * MIB, .pin_budget = 64 * MIB};
+    struct fakejobs f = {.level = 64 * MIB, .pin_budget = 64 * MIB};
     struct jobs *j = open_jobs(&f);
     assert_int_equal(submit(j, "a", 16 * MIB, 0, &DS_A, 1, NULL, NULL), JOBS_ADMIT);
     assert_int_equal(submit(j, "b", 16 * MIB, 0, &DS_B, 1, NULL, NULL), JOBS_ADMIT);
@@ -540,6 +425,7 @@ static void test_final_progress_kept(void **state)
     assert_int_equal(c.capacity_bytes, 64 * MIB);
     jobs_list_free(v, n);
     jobs_free(j);
+    fakejobs_fini(&f);
 }
 
 /* Stage paths listing more than cache_bytes fail the job's staging (cancelled); the reservation
@@ -547,7 +433,7 @@ static void test_final_progress_kept(void **state)
 static void test_over_reservation(void **state)
 {
     (void)state;
-    struct fake f = {.level = 64 * MIB, .pin_budget = 64 * MIB};
+    struct fakejobs f = {.level = 64 * MIB, .pin_budget = 64 * MIB};
     struct jobs *j = open_jobs(&f);
     assert_int_equal(submit(j, "a", 4 * MIB, 0, &DS_A, 1, NULL, NULL), JOBS_ADMIT);
     f.prog[1].bytes_total = 5 * MIB;
@@ -563,13 +449,14 @@ static void test_over_reservation(void **state)
     assert_int_equal(f.cancels, 1);
     assert_int_equal(f.last_cancel, 1);
     jobs_free(j);
+    fakejobs_fini(&f);
 }
 
 /* A full stager (-EBUSY) leaves the admitted job waiting to stage; a GET retries. */
 static void test_stager_busy(void **state)
 {
     (void)state;
-    struct fake f = {.level = 64 * MIB, .pin_budget = 64 * MIB, .busy = 1};
+    struct fakejobs f = {.level = 64 * MIB, .pin_budget = 64 * MIB, .busy = 1};
     struct jobs *j = open_jobs(&f);
     assert_int_equal(submit(j, "a", MIB, 0, &DS_A, 1, NULL, NULL), JOBS_ADMIT);
     struct jobs_info ji;
@@ -583,19 +470,21 @@ static void test_stager_busy(void **state)
     assert_int_equal(ji.stage_id, 1);
     jobs_info_fini(&ji);
     jobs_free(j);
+    fakejobs_fini(&f);
 }
 
 /* A prefix pinned by hand before a job pinned it stays pinned after the job's release. */
 static void test_hand_pin_kept(void **state)
 {
     (void)state;
-    struct fake f = {.level = 64 * MIB, .pin_budget = 64 * MIB};
+    struct fakejobs f = {.level = 64 * MIB, .pin_budget = 64 * MIB};
     struct jobs *j = open_jobs(&f);
-    pin_of(&f, "warm", "ds/a/")->hand = true;
+    fakejobs_pin_of(&f, "warm", "ds/a/")->hand = true;
     assert_int_equal(submit(j, "a", MIB, 0, &DS_A, 1, NULL, NULL), JOBS_ADMIT);
     assert_int_equal(jobs_release(j, "a", NULL), 0); /* f_unpin asserts it is not called */
-    assert_int_equal(pin_of(&f, "warm", "ds/a/")->unpins, 0);
+    assert_int_equal(fakejobs_pin_of(&f, "warm", "ds/a/")->unpins, 0);
     jobs_free(j);
+    fakejobs_fini(&f);
 }
 
 int main(void)
