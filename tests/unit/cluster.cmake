@@ -6,3 +6,6 @@ tier_unit_test(test_place SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_place.c 
 # owners equal the ones computed from scratch (it exits 1 on a mismatch).
 add_test(NAME cluster_sim COMMAND tier-clustersim --nodes 200 --blocks 20000 --changes 20 --verify)
 set_tests_properties(cluster_sim PROPERTIES TIMEOUT 300 LABELS unit)
+# The JSON of a member's omap entry (src/cluster/member_entry.c): strict parsing, round trip.
+tier_unit_test(test_member_entry SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_member_entry.c
+  LIBS tier_cluster)
