@@ -108,29 +108,26 @@ static int read_all(struct member *m, uint64_t *epoch, struct raw **out, size_t 
 {
     struct raw *v = NULL;
     size_t cnt = 0, cap = 0;
-    char after[sizeof(((struct raw *)0)->key)] = "";
+    char *after = NULL; /* the last key read: where the next page starts */
     bool have_epoch = false;
-    int rc;
-    for (;;) {
+    int rc = 0;
+    for (bool more = true; more && rc == 0;) {
         rados_read_op_t op = rados_create_read_op();
         rados_omap_iter_t it = NULL;
-        unsigned char more = 0;
+        unsigned char pmore = 0;
         int prval = 0;
-        rados_read_op_omap_get_vals2(op, after, "", PAGE, &it, &more, &prval);
+        rados_read_op_omap_get_vals2(op, after ? after : "", "", PAGE, &it, &pmore, &prval);
         rc = rados_read_op_operate(op, m->io, m->oid, 0);
         if (rc == 0 && prval < 0)
             rc = prval;
-        if (rc < 0) {
-            rados_release_read_op(op);
-            goto fail;
-        }
         char *k, *val;
         size_t klen, vlen;
-        while (rados_omap_get_next2(it, &k, &val, &klen, &vlen) == 0 && k != NULL) {
-            if (klen >= sizeof(after))
-                continue; /* not ours: no key we write is this long */
-            memcpy(after, k, klen);
-            after[klen] = '\0';
+        while (rc == 0 && rados_omap_get_next2(it, &k, &val, &klen, &vlen) == 0 && k != NULL) {
+            free(after);
+            if ((after = strndup(k, klen)) == NULL) {
+                rc = -ENOMEM;
+                break;
+            }
             if (strcmp(after, EPOCH_KEY) == 0) {
                 char num[32];
                 size_t l = vlen < sizeof(num) - 1 ? vlen : sizeof(num) - 1;
@@ -139,16 +136,15 @@ static int read_all(struct member *m, uint64_t *epoch, struct raw **out, size_t 
                 have_epoch = tier_parse_u64(num, epoch) == 0;
                 continue;
             }
-            if (strncmp(after, KEY_PREFIX, strlen(KEY_PREFIX)) != 0)
+            /* Not ours, or longer than any key a member writes. */
+            if (strncmp(after, KEY_PREFIX, strlen(KEY_PREFIX)) != 0 || klen >= sizeof(v->key))
                 continue;
             if (cnt == cap) {
                 size_t nc = cap ? cap * 2 : 16;
                 struct raw *nv = realloc(v, nc * sizeof(*nv));
                 if (nv == NULL) {
-                    rados_omap_get_end(it);
-                    rados_release_read_op(op);
                     rc = -ENOMEM;
-                    goto fail;
+                    break;
                 }
                 v = nv;
                 cap = nc;
@@ -158,21 +154,21 @@ static int read_all(struct member *m, uint64_t *epoch, struct raw **out, size_t 
             r->valid = member_entry_parse(val, vlen, &r->e) == 0 &&
                        strcmp(r->key + strlen(KEY_PREFIX), r->e.id) == 0;
         }
-        rados_omap_get_end(it);
+        if (it != NULL)
+            rados_omap_get_end(it);
         rados_release_read_op(op);
-        if (!more)
-            break;
+        more = pmore != 0;
     }
-    if (!have_epoch) {
+    free(after);
+    if (rc == 0 && !have_epoch)
         rc = -EIO; /* not an object member_join() made */
-        goto fail;
+    if (rc < 0) {
+        free(v);
+        return rc;
     }
     *out = v;
     *n = cnt;
     return 0;
-fail:
-    free(v);
-    return rc;
 }
 
 /* One compare-and-swap: if the epoch is still `epoch`, set it to epoch + 1, set `set_val` under

@@ -133,6 +133,20 @@ static void test_two_see_each_other(void **state)
     assert_true(epoch >= 2);
     free(v);
 
+    /* Both keep their locks: over two leases neither lapses (which would give it a new
+     * incarnation), and each has renewed since (it may serve again only after a renewal). */
+    uint64_t inc_a = member_incarnation(a.m), inc_b = member_incarnation(b.m);
+    int64_t until = now_ms() + 2 * 6000 + 1000;
+    while (now_ms() < until) {
+        assert_int_equal(member_incarnation(a.m), inc_a);
+        assert_int_equal(member_incarnation(b.m), inc_b);
+        pause_ms(100);
+    }
+    int64_t end = now_ms() + DEADLINE_MS;
+    while (!member_may_serve(a.m) || !member_may_serve(b.m))
+        assert_true(now_ms() < end && (pause_ms(20), 1));
+    assert_int_equal(seen(b.m, "alpha"), inc_a);
+
     /* A member that leaves is gone from the other's view (told by a notify). */
     member_leave(b.m);
     wait_seen(a.m, "beta", 0);
