@@ -32,6 +32,7 @@ declare -A allow=(
     [stage]="core datasets cache tiers common"
     [hints]="core datasets cache tenant tiers common"
     [jobs]="stage common"
+    [cluster]="common"
     [lifecycle]="core datasets stage tenant writeback cache tiers common"
     [fuse]="core hints datasets lifecycle stage tenant telemetry writeback cache tiers common"
     [api]="core hints datasets jobs lifecycle stage qos telemetry tenant writeback cache tiers common"

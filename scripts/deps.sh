@@ -16,6 +16,8 @@ PKGS=(
   libinih-dev libjansson-dev libmicrohttpd-dev libsqlite3-dev libxxhash-dev liburing-dev
   ceph-mon ceph-osd radosgw ceph-common gnuplot-nox curl xxd xxhash procps psmisc python3
   util-linux prometheus shellcheck
+  # cluster membership in Ceph RADOS (src/cluster/member.c; built only where it is found)
+  librados-dev
   # network namespaces, veth and tc for the shaped object-store link (scripts/netlink.sh)
   iproute2
   # the dashboard's charting library (GET /ui/chart.js) and the tests' headless Chromium
