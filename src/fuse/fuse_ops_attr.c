@@ -63,21 +63,36 @@ int tfs_backend_attr(struct tierd_ns *ns, const struct tier_ioctx *io, const cha
     return 0;
 }
 
+/* A path whose mode answers for it (ops->stat: the control files) or a virtual directory: the
+ * answer in *rc and true; false when the backend is to be asked. */
+static bool stat_without_backend(struct tierd_fuse *fs, const struct tier_ioctx *io,
+                                 const struct tfs_ns_ops *ops, const char *path, struct tfs_attr *a,
+                                 int *rc)
+{
+    if (ops->stat) {
+        *rc = ops->stat(fs, io, path, a);
+        return true;
+    }
+    if (tfs_is_virtual_dir(fs, path)) {
+        dir_attr(fs, a);
+        *rc = 0;
+        return true;
+    }
+    return false;
+}
+
 /* Ask the backend what path is. */
 static int stat_path_at(struct tierd_fuse *fs, const struct tier_ioctx *io, const char *path,
                         struct tfs_attr *a)
 {
     const struct tfs_ns_ops *ops = tfs_path_ops(fs, path);
-    if (ops->stat)
-        return ops->stat(fs, io, path, a);
-    if (tfs_is_virtual_dir(fs, path)) {
-        dir_attr(fs, a);
-        return 0;
-    }
+    int rc;
+    if (stat_without_backend(fs, io, ops, path, a, &rc))
+        return rc;
     struct tierd_ns *ns = NULL;
     char *key = NULL;
     bool is_root = false;
-    int rc = tfs_resolve(fs, path, &ns, &key, &is_root);
+    rc = tfs_resolve(fs, path, &ns, &key, &is_root);
     if (rc)
         return rc == -EINVAL ? -ENOENT : rc;
     if (is_root) {
@@ -253,12 +268,9 @@ int tfs_resolve_child(struct tierd_fuse *fs, const struct tier_ioctx *io, struct
                       const char *path, const char *name, struct tfs_attr *a)
 {
     const struct tfs_ns_ops *ops = tfs_path_ops(fs, path);
-    if (ops->stat)
-        return ops->stat(fs, io, path, a);
-    if (tfs_is_virtual_dir(fs, path)) {
-        dir_attr(fs, a);
-        return 0;
-    }
+    int mrc;
+    if (stat_without_backend(fs, io, ops, path, a, &mrc))
+        return mrc;
     if (tfs_is_virtual_dir(fs, parent->path)) {
         /* only namespace roots live under a virtual directory */
         struct tierd_ns *ns = NULL;
