@@ -59,6 +59,19 @@ wait_for() {
   tierd_poll "$secs" "$@"
 }
 
+# kill_listed FILE: SIGKILL each pid listed in FILE (one a line) that is still one of this test's
+# processes: its command line names $T. A pid listed long ago may belong to another test by now
+# (pids are reused on a busy machine), and that one is left alone.
+kill_listed() {
+  local p
+  [ -f "$1" ] || return 0
+  while read -r p; do
+    if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF -- "$T"; then
+      kill -KILL "$p" 2>/dev/null || true
+    fi
+  done <"$1"
+}
+
 # statfs always reaches the daemon; stat may be served from the kernel's attribute cache
 mounted() { tierd_mounted "$MNT"; }
 

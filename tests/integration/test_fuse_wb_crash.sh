@@ -22,11 +22,7 @@ CYCLES=${TIER_CRASH_CYCLES:-100}
 . "$(dirname "$0")/lib.sh"
 tierd_test_setup fuse_wb_crash
 # the tierd runs of the driver below (lib.sh's trap kills only $PID)
-extra_cleanup() {
-  if [ -f "$T/pids" ]; then
-    while read -r p; do kill -KILL "$p" 2>/dev/null || true; done <"$T/pids"
-  fi
-}
+extra_cleanup() { kill_listed "$T/pids"; }
 mkdir -p "$DATA/ck" "$MNT"
 # upload_holdoff = 0: uploads run while the writer writes, so that kills land mid-upload (the
 # default hold-off would defer them to the writer's pauses)

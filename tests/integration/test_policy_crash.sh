@@ -24,11 +24,7 @@ CYCLES=${TIER_POLICY_CYCLES:-50}
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
 tierd_test_setup policy_crash
-extra_cleanup() {
-  if [ -f "$T/pids" ]; then
-    while read -r p; do kill -KILL "$p" 2>/dev/null || true; done <"$T/pids"
-  fi
-}
+extra_cleanup() { kill_listed "$T/pids"; }
 [ "$(id -u)" = 0 ] || fail "needs root (FUSE)"
 mkdir -p "$DATA/ck" "$T/archive" "$MNT"
 {
