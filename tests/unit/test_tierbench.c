@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,11 +27,115 @@
 #include "common/timeutil.h"
 #include "testutil.h"
 
-/* Slack on wall-clock upper bounds: they catch an engine that queues or ignores its schedule
- * (seconds off), never a wake-up that a loaded machine delayed (tens of milliseconds). Lower
- * bounds need none: a sleep never ends early. Checks that a loaded machine could fail are
- * written against what the target saw (its call starts and ends) instead of the nominal plan. */
+/* Slack on wall-clock upper bounds for what no counter measures (a few system calls, ASan's
+ * bookkeeping): it catches an engine that queues or ignores its schedule (seconds off). What a
+ * loaded machine adds on top is measured, not guessed: every upper bound is widened by the
+ * scheduling delay the run's threads really suffered (see below). Lower bounds need neither: a
+ * sleep never ends early. */
 #define LOAD_SLACK_NS (500 * TIER_NS_PER_MS)
+
+/* ---- the scheduling delay the test's threads suffered ----
+ *
+ * The kernel counts, per thread, the time it was runnable but waiting for a CPU (run_delay, the
+ * second field of /proc/thread-self/schedstat, zero when the thread is created). The engine
+ * threads report theirs through the I/O hooks below: each call adds what its thread accrued since
+ * its last report, and a thread-specific-data destructor adds the rest when the thread exits (all
+ * are joined before the engine returns). The test's own thread runs the training accelerator and
+ * starts the engine threads; delay_probe_end adds its share. A machine that delays the engine's
+ * wake-ups by D in total can make a start, a latency or a wait at most D longer, so a bound
+ * widened by D holds under any load and stays as tight as before on an idle machine. Where the
+ * kernel does not expose run_delay, the delay is unknown and taken as DELAY_UNKNOWN_NS (the
+ * load-sensitive upper bounds then pass; the exact relations are still checked). */
+#define DELAY_UNKNOWN_NS (3600 * TIER_NS_PER_SEC)
+
+static _Atomic uint64_t engine_delay_ns;
+static _Atomic int delay_unknown;
+static pthread_key_t delay_key;
+static pthread_once_t delay_once = PTHREAD_ONCE_INIT;
+
+/* The calling thread's run_delay in ns, or -1 when the kernel does not say. */
+static int64_t thread_run_delay_ns(void)
+{
+    char line[128];
+    unsigned long long run_ns = 0, delay_ns = 0;
+    FILE *fp = fopen("/proc/thread-self/schedstat", "r");
+    if (!fp)
+        return -1;
+    int n = fgets(line, sizeof(line), fp) ? sscanf(line, "%llu %llu", &run_ns, &delay_ns) : 0;
+    fclose(fp);
+    return n == 2 ? (int64_t)delay_ns : -1;
+}
+
+/* Add what the calling thread accrued since its last report (*last, 0 at its creation). */
+static void delay_report(uint64_t *last)
+{
+    int64_t now = thread_run_delay_ns();
+    if (now < 0) {
+        atomic_store(&delay_unknown, 1);
+        return;
+    }
+    if ((uint64_t)now > *last)
+        atomic_fetch_add(&engine_delay_ns, (uint64_t)now - *last);
+    *last = (uint64_t)now;
+}
+
+static void delay_thread_exit(void *p)
+{
+    delay_report(p);
+    free(p);
+}
+
+static void delay_key_create(void)
+{
+    if (pthread_key_create(&delay_key, delay_thread_exit) != 0)
+        atomic_store(&delay_unknown, 1);
+}
+
+/* Called by the I/O hooks, in the engine's threads (never in the test's own thread). */
+static void delay_note(void)
+{
+    uint64_t *last = pthread_getspecific(delay_key);
+    if (!last) {
+        last = calloc(1, sizeof(*last));
+        if (!last || pthread_setspecific(delay_key, last) != 0) {
+            free(last);
+            atomic_store(&delay_unknown, 1);
+            return;
+        }
+    }
+    delay_report(last);
+}
+
+struct delay_probe {
+    int64_t main0;
+};
+
+static void delay_probe_start(struct delay_probe *p)
+{
+    pthread_once(&delay_once, delay_key_create);
+    atomic_store(&engine_delay_ns, 0);
+    atomic_store(&delay_unknown, 0);
+    p->main0 = thread_run_delay_ns();
+}
+
+/* The scheduling delay of the test's thread and of every engine thread since delay_probe_start
+ * (call it after the engine returned, when its threads have exited). */
+static uint64_t delay_probe_end(const struct delay_probe *p)
+{
+    int64_t main1 = thread_run_delay_ns();
+    if (p->main0 < 0 || main1 < 0 || atomic_load(&delay_unknown))
+        return DELAY_UNKNOWN_NS;
+    uint64_t d = atomic_load(&engine_delay_ns) + (uint64_t)(main1 - p->main0);
+    print_message("scheduling delay suffered: %.1f ms\n", (double)d / 1e6);
+    return d;
+}
+
+/* Real reads through the default POSIX I/O, reporting the reader's scheduling delay. */
+static ssize_t tracked_pread(void *arg, int fd, void *buf, size_t len, uint64_t off)
+{
+    delay_note();
+    return tb_io_posix.pread(arg, fd, buf, len, off);
+}
 
 /* ---- a target of controlled speed: every read takes delay_ns, then really reads ---- */
 #define SLOW_MAX_CALLS 4096
@@ -45,6 +150,7 @@ static ssize_t slow_pread(void *arg, int fd, void *buf, size_t len, uint64_t off
 {
     struct slow_target *t = arg;
     uint64_t now = tier_now_mono_ns();
+    delay_note();
     uint64_t k = atomic_fetch_add(&t->calls, 1);
     int in = atomic_fetch_add(&t->in_flight, 1) + 1;
     for (int m = atomic_load(&t->max_in_flight); in > m;)
@@ -146,10 +252,12 @@ static struct tb_infer_cfg infer_cfg(double rate, unsigned threads)
 }
 
 /* A slow target with enough workers: requests still start on the open-loop schedule. Checked
- * without wall-clock windows (a loaded machine wakes workers late): no request starts before its
- * intended time (the k-th start in time order is at or after request k's intended time t0 + k x
- * 5 ms: a closed loop or a burst runs ahead of it), the requests overlap (an engine waiting for
- * each read would have one in flight and take 8 s), and the latency holds no queueing. */
+ * without fixed wall-clock windows (a loaded machine wakes workers late): no request starts
+ * before its intended time (the k-th start in time order is at or after request k's intended time
+ * t0 + k x 5 ms: a closed loop or a burst runs ahead of it), none starts later than the slack plus
+ * the scheduling delay the run suffered (an engine pacing at half the rate is k x 5 ms behind,
+ * ~1 s by the last request), the requests overlap (an engine waiting for each read would have
+ * one in flight and take 8 s), and the latency holds no queueing. */
 static void test_pacing_keeps_rate(void **state)
 {
     struct fixture *f = *state;
@@ -158,40 +266,48 @@ static void test_pacing_keeps_rate(void **state)
     t.delay_ns = 40 * TIER_NS_PER_MS;
     struct tb_io io = {.pread = slow_pread, .arg = &t};
     struct tb_infer_cfg cfg = infer_cfg(200, 32); /* capacity 800/s > 200/s */
+    struct delay_probe probe;
+    delay_probe_start(&probe);
     uint64_t t0 = tier_now_mono_ns() + 20 * TIER_NS_PER_MS;
     assert_int_equal(tb_series_init(&f->series, t0, 20), 0);
     assert_int_equal(tb_infer_run(&cfg, &f->ds, &io, 1, t0, TIER_NS_PER_SEC, &f->res, &f->series),
                      0);
+    uint64_t late_ok = LOAD_SLACK_NS + delay_probe_end(&probe);
     assert_int_equal(f->res.scheduled, 200);
     assert_int_equal(f->res.ops, 200);
     assert_int_equal(f->res.dropped, 0);
     assert_int_equal(f->res.errors, 0);
     assert_int_equal(atomic_load(&t.calls), 200);
-    uint64_t sorted[200], in_window = 0;
+    uint64_t sorted[200], in_window = 0, due_early = 0;
     memcpy(sorted, t.starts, sizeof(sorted));
     qsort(sorted, 200, sizeof(sorted[0]), cmp_u64);
     for (uint64_t k = 0; k < 200; k++) {
-        if (sorted[k] < t0 + k * 5 * TIER_NS_PER_MS)
+        uint64_t due = t0 + k * 5 * TIER_NS_PER_MS;
+        if (sorted[k] < due)
             fail_msg("start %llu came %.1f ms before request %llu's intended time",
-                     (unsigned long long)k, (double)(t0 + k * 5 * TIER_NS_PER_MS - sorted[k]) / 1e6,
-                     (unsigned long long)k);
-        /* and none falls behind it by more than a loaded machine's wake-up: an engine pacing
-         * at half the rate is k x 5 ms behind, ~1 s by the last request */
-        if (sorted[k] >= t0 + k * 5 * TIER_NS_PER_MS + LOAD_SLACK_NS)
-            fail_msg("start %llu came %.1f ms after request %llu's intended time",
-                     (unsigned long long)k, (double)(sorted[k] - t0 - k * 5 * TIER_NS_PER_MS) / 1e6,
-                     (unsigned long long)k);
+                     (unsigned long long)k, (double)(due - sorted[k]) / 1e6, (unsigned long long)k);
+        if (sorted[k] >= due + late_ok)
+            fail_msg("start %llu came %.1f ms after request %llu's intended time (allowed %.1f)",
+                     (unsigned long long)k, (double)(sorted[k] - due) / 1e6, (unsigned long long)k,
+                     (double)late_ok / 1e6);
         in_window += sorted[k] < t0 + TIER_NS_PER_SEC;
+        due_early += due + late_ok <= t0 + TIER_NS_PER_SEC;
     }
-    assert_true(atomic_load(&t.max_in_flight) >= 2);
+    /* Serial reads (40 ms each) would start the last request ~8 s after t0, which the bound on
+     * the starts above already rules out unless the run was delayed by seconds. */
+    if (late_ok < 6 * TIER_NS_PER_SEC)
+        assert_true(atomic_load(&t.max_in_flight) >= 2);
     /* the engine's count of requests issued in the window: each is issued before the target
-     * sees it, and requests due in the first half cannot all be half a second late */
+     * sees it, and every request due more than late_ok before the window's end (the first 100
+     * on an idle machine) was issued inside it */
     assert_true(f->res.issued_in_window >= in_window);
-    assert_true(f->res.issued_in_window >= 100);
+    assert_true(f->res.issued_in_window >= due_early);
     /* Typical latency is the target's 40 ms, not the seconds a queue would add. */
     uint64_t p50 = tier_hist_percentile(f->res.lat, 50);
     assert_true(p50 >= 40 * TIER_NS_PER_MS);
-    assert_true(p50 < 40 * TIER_NS_PER_MS + LOAD_SLACK_NS);
+    if (p50 >= 40 * TIER_NS_PER_MS + late_ok)
+        fail_msg("p50 %.1f ms, expected 40 ms (allowed %.1f)", (double)p50 / 1e6,
+                 (double)(40 * TIER_NS_PER_MS + late_ok) / 1e6);
     assert_int_equal(atomic_load(&f->series.slots[TB_INFER][0].ops), 200);
 }
 
@@ -256,10 +372,13 @@ static void test_queueing_counted_in_latency(void **state)
     t.delay_ns = 20 * TIER_NS_PER_MS;
     struct tb_io io = {.pread = slow_pread, .arg = &t};
     struct tb_infer_cfg cfg = infer_cfg(100, 1);
+    struct delay_probe probe;
+    delay_probe_start(&probe);
     uint64_t t0 = tier_now_mono_ns() + 20 * TIER_NS_PER_MS;
     assert_int_equal(tb_series_init(&f->series, t0, 20), 0);
     assert_int_equal(tb_infer_run(&cfg, &f->ds, &io, 2, t0, TIER_NS_PER_SEC, &f->res, &f->series),
                      0);
+    double slack = (double)(LOAD_SLACK_NS + delay_probe_end(&probe)) / 1e6;
     assert_int_equal(f->res.scheduled, 100);
     assert_int_equal(f->res.ops, 100); /* all completed during the drain */
     assert_int_equal(f->res.dropped, 0);
@@ -272,10 +391,10 @@ static void test_queueing_counted_in_latency(void **state)
      * 20 (i + 1) ms or later and was due at 10 i ms, so request 49 (the median) waited at least
      * 510 ms, request 99 at least 1010 ms. Without the queueing it would be ~20 ms. The engine
      * reads its clock after the target's: measured latencies are at least the target's (less
-     * the histogram's 5 % resolution), and more only by a late wake-up. */
+     * the histogram's 5 % resolution), and more only by the scheduling delay the run suffered. */
     assert_int_equal(atomic_load(&t.calls), 100);
     double end49 = (double)(t.ends[49] - t0) / 1e6, end99 = (double)(t.ends[99] - t0) / 1e6;
-    double end0 = (double)(t.ends[0] - t0) / 1e6, slack = (double)LOAD_SLACK_NS / 1e6;
+    double end0 = (double)(t.ends[0] - t0) / 1e6;
     double exp50 = end49 - 490, expmax = end99 - 990;
     if (p50 < 490 || p50 < exp50 * 0.95 || p50 > exp50 * 1.05 + slack)
         fail_msg("p50 %.1f ms, expected ~%.1f ms (request 49 ended %.1f ms after t0)", p50, exp50,
@@ -340,7 +459,10 @@ static struct tb_train_cfg train_cfg(unsigned threads, unsigned batch, uint64_t 
 }
 
 /* On tmpfs reads take microseconds, so the accelerator almost never waits: AU near 100 % and
- * the sample rate is the compute bound 1 / compute_per_sample. */
+ * the sample rate is the compute bound 1 / compute_per_sample. A loaded machine makes the
+ * accelerator wait only while it or a reader was kept off the CPU, so the idle-machine bounds
+ * (AU >= 90 %, 640 samples: 10 epochs) are widened by the scheduling delay the run suffered; the
+ * relations between the engine's counters are exact under any load. */
 static void test_au_tmpfs(void **state)
 {
     (void)state;
@@ -356,22 +478,37 @@ static void test_au_tmpfs(void **state)
     assert_int_equal(ds.nitems, 64);
     assert_int_equal(tb_result_init(&res), 0);
     struct tb_train_cfg cfg = train_cfg(2, 4, 2 * TIER_NS_PER_MS);
-    cfg.prefetch = 8; /* 64 ms of lead, so a late reader wake-up on a busy machine is absorbed */
+    cfg.prefetch = 8; /* 64 ms of lead over the accelerator */
+    struct tb_io io = {.pread = tracked_pread};
+    struct delay_probe probe;
+    delay_probe_start(&probe);
     uint64_t t0 = tier_now_mono_ns() + 20 * TIER_NS_PER_MS;
-    uint64_t dur = 1500 * TIER_NS_PER_MS;
+    uint64_t dur = 1500 * TIER_NS_PER_MS, batch_ns = 4 * 2 * TIER_NS_PER_MS;
     assert_int_equal(tb_series_init(&series, t0, 10), 0);
-    assert_int_equal(tb_train_run(&cfg, &ds, NULL, 5, t0, dur, &res, &series), 0);
+    assert_int_equal(tb_train_run(&cfg, &ds, &io, 5, t0, dur, &res, &series), 0);
+    uint64_t delay = delay_probe_end(&probe);
     double au = tb_result_au(&res), sps = tb_result_ops_per_s(&res);
-    /* compute bound: 1 / 2 ms = 500 samples/s; AU = compute / (compute + wait) */
-    if (au < 90.0 || au > 100.0)
-        fail_msg("AU %.1f%% on tmpfs, expected 90..100", au);
-    if (sps < 0.75 * 500 || sps > 500 * 1.01)
-        fail_msg("%.1f samples/s, expected just under 500", sps);
+    /* AU = compute / (compute + wait), and the two account for the whole run back to back */
     assert_true(res.compute_ns + res.wait_ns <= dur);
-    assert_true(res.compute_ns + res.wait_ns >= dur * 95 / 100);
+    assert_true(res.compute_ns + res.wait_ns >= dur - TIER_NS_PER_MS);
+    assert_true(fabs(au - 100.0 * (double)res.compute_ns / (double)dur) < 0.1);
+    /* every sample consumed got its compute time (the last batch may be cut at the end), and no
+     * more than a late wake-up of the accelerator, paid back from later batches, adds */
+    assert_true(res.compute_ns + batch_ns >= res.ops * 2 * TIER_NS_PER_MS);
+    assert_true(res.compute_ns <= res.ops * 2 * TIER_NS_PER_MS + TIER_NS_PER_MS + delay);
+    /* AU >= 90 %: the wait is at most a ninth of the compute, plus the delay suffered */
+    if (res.wait_ns > res.compute_ns / 9 + delay)
+        fail_msg("AU %.1f%% on tmpfs (wait %.1f ms, compute %.1f ms, scheduling delay %.1f ms), "
+                 "expected 90..100",
+                 au, (double)res.wait_ns / 1e6, (double)res.compute_ns / 1e6, (double)delay / 1e6);
+    /* compute bound: 1 / 2 ms = 500 samples/s, never more; at least 640 samples (10 epochs of
+     * 64 files, 427/s), less what the delay held back */
+    if (sps > 500 * 1.01 || res.ops * 2 * TIER_NS_PER_MS + delay < 640 * 2 * TIER_NS_PER_MS)
+        fail_msg("%.1f samples/s (scheduling delay %.1f ms), expected just under 500", sps,
+                 (double)delay / 1e6);
     assert_true(res.bytes >= res.ops * 16384);
     assert_int_equal(res.errors, 0);
-    assert_true(res.epochs >= 10); /* ~750 samples over 64 files */
+    assert_int_equal(res.epochs, res.ops / 64);
     tb_series_fini(&series);
     tb_result_fini(&res);
     tb_dataset_fini(&ds);
@@ -379,7 +516,10 @@ static void test_au_tmpfs(void **state)
 }
 
 /* One reader at 10 ms per sample delivers 100 samples/s; the accelerator needs 5 ms per sample
- * (200/s). Each batch of 4 takes 40 ms to arrive and 20 ms to compute: AU = 20/40 = 50 %. */
+ * (200/s). Each batch of 4 takes 40 ms to arrive and 20 ms to compute: AU = 20/40 = 50 %. A
+ * loaded machine stretches the reads and the compute by its wake-up delays, so the exact checks
+ * are relations between what the target delivered and what the engine counted, and the nominal
+ * figures are bounds widened by the scheduling delay the run suffered. */
 static void test_au_known_speed(void **state)
 {
     struct fixture *f = *state;
@@ -388,28 +528,44 @@ static void test_au_known_speed(void **state)
     t.delay_ns = 10 * TIER_NS_PER_MS;
     struct tb_io io = {.pread = slow_pread, .arg = &t};
     struct tb_train_cfg cfg = train_cfg(1, 4, 5 * TIER_NS_PER_MS);
+    uint64_t dur = 2 * TIER_NS_PER_SEC, batch_ns = 4 * 5 * TIER_NS_PER_MS;
+    struct delay_probe probe;
+    delay_probe_start(&probe);
     uint64_t t0 = tier_now_mono_ns() + 20 * TIER_NS_PER_MS;
     assert_int_equal(tb_series_init(&f->series, t0, 10), 0);
-    assert_int_equal(
-        tb_train_run(&cfg, &f->ds, &io, 6, t0, 2 * TIER_NS_PER_SEC, &f->res, &f->series), 0);
-    double au = tb_result_au(&f->res), sps = tb_result_ops_per_s(&f->res);
-    /* Nominal: 100 samples/s and AU 50 %. A loaded machine stretches each read by its wake-up
-     * delay, so the exact check predicts AU from the read rate the target really delivered:
-     * AU = compute per sample x samples delivered per second. */
-    double delivered = (double)atomic_load(&t.calls) / 2.0;
-    double predicted = 100.0 * delivered * 0.005;
-    if (predicted > 100.0)
-        predicted = 100.0;
-    if (fabs(au - predicted) > 10.0)
-        fail_msg("AU %.1f%%, predicted %.1f%% from %.1f reads/s", au, predicted, delivered);
-    /* never above the storage bound (reads take 10 ms or more); below it only by late reads */
-    if (au > 60.0)
+    assert_int_equal(tb_train_run(&cfg, &f->ds, &io, 6, t0, dur, &f->res, &f->series), 0);
+    uint64_t delay = delay_probe_end(&probe);
+    double au = tb_result_au(&f->res);
+    uint64_t calls = atomic_load(&t.calls), ops = f->res.ops;
+    /* Every sample is one read (256 KiB files, 1 MiB chunks). The samples consumed are the
+     * samples read, less at most the prefetch queue (2 batches of 4): a queue that is not
+     * counted, or samples counted without being read, break this. With the bounds on the reads
+     * below, it also bounds the samples per second (~100). */
+    if (ops > calls || ops + 8 < calls)
+        fail_msg("%llu samples consumed, %llu read: expected the reads less at most 8",
+                 (unsigned long long)ops, (unsigned long long)calls);
+    /* AU = compute / (compute + wait), and the two account for the whole run back to back */
+    assert_true(f->res.compute_ns + f->res.wait_ns <= dur);
+    assert_true(f->res.compute_ns + f->res.wait_ns >= dur - TIER_NS_PER_MS);
+    /* every sample consumed got its full compute time (the last batch may be cut at the end),
+     * and no more than a late wake-up of the accelerator, paid back from later batches, adds */
+    assert_true(f->res.compute_ns + batch_ns >= ops * 5 * TIER_NS_PER_MS);
+    assert_true(f->res.compute_ns <= ops * 5 * TIER_NS_PER_MS + TIER_NS_PER_MS + delay);
+    /* so AU is what the samples consumed predict: compute per sample x samples per second */
+    double predicted = 100.0 * (double)ops * 5e6 / (double)dur;
+    double tol = 100.0 * (double)(batch_ns + TIER_NS_PER_MS + delay) / (double)dur;
+    if (fabs(au - predicted) > tol)
+        fail_msg("AU %.1f%%, predicted %.1f%% +- %.1f from %llu samples consumed", au, predicted,
+                 tol, (unsigned long long)ops);
+    /* never above the storage bound: reads take 10 ms or more, one after the other, from t0
+     * until the engine stops its reader (at the end, later only by a delayed wake-up); below
+     * it only by the reads the scheduling delay held back (10 % for the reader's own work) */
+    if (calls * 10 * TIER_NS_PER_MS > dur + delay + 20 * TIER_NS_PER_MS ||
+        calls * 10 * TIER_NS_PER_MS + delay < dur * 9 / 10)
+        fail_msg("%llu reads in 2 s (scheduling delay %.1f ms), expected ~200",
+                 (unsigned long long)calls, (double)delay / 1e6);
+    if (au > 60.0 + 100.0 * (double)delay / (double)dur)
         fail_msg("AU %.1f%%, expected ~50%% (storage-bound)", au);
-    /* samples consumed are the samples read, less at most the prefetch queue (9 samples) */
-    if (sps > 105 || fabs(sps - delivered) > 6.0)
-        fail_msg("%.1f samples/s, expected ~100 and the %.1f reads/s delivered", sps, delivered);
-    /* every sample consumed got its full compute time (the last batch may be cut at the end) */
-    assert_true(f->res.compute_ns + 20 * TIER_NS_PER_MS >= f->res.ops * 5 * TIER_NS_PER_MS);
     /* the per-second series carries the same split: its seconds add up to the totals */
     uint64_t busy = 0, wait = 0;
     for (int sec = 0; sec < 10; sec++) {
@@ -420,9 +576,11 @@ static void test_au_known_speed(void **state)
     }
     assert_int_equal(busy, f->res.compute_ns);
     assert_int_equal(wait, f->res.wait_ns);
+    /* The second second both computed and waited: waits last ~20 ms and compute 20 ms, so only
+     * a single interval of a whole second, which takes more than ~900 ms of delay, fills it. */
     struct tb_slot *s1 = &f->series.slots[TB_TRAIN][1];
-    assert_true(s1->busy_ns > 0 &&
-                s1->wait_ns > 0); /* the second second both computed and waited */
+    if (delay < 900 * TIER_NS_PER_MS)
+        assert_true(s1->busy_ns > 0 && s1->wait_ns > 0);
 }
 
 /* A target failing half its reads must not stall the training pipeline: failed samples are
