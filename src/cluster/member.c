@@ -8,6 +8,8 @@
  *   omap "node.ID"  member_entry JSON of each member
  *   lock "node.ID"  exclusive, cookie = the entry's incarnation, duration = the lease
  *   watchers        every member; a writer notifies after each change
+ *   any other key is no member's and is left alone; a key with a NUL in it too (read_all() does
+ *   not take "node.x\0junk" for node.x's entry, nor "epoch\0x" for the epoch)
  *
  * STATES of one member (m->state, under m->mu; FENCED is not stored: it is JOINED with the last
  * renewal older than lease/2, which member_may_serve() reads off the clock):
@@ -20,20 +22,26 @@
  *
  * TRANSITION -> FUNCTION
  *   OUT to JOINED: object ensured, lock taken, watch, entry added     member_join()
- *   JOINED: lock renewed every lease/3, must still be held            renew()
+ *   JOINED: lock renewed lease/3 after the last renewal (the first:  renew()
+ *     lease/3 after the join took it), must still be held
  *   JOINED to FENCED and back: the clock against the last renewal     member_may_serve()
  *   JOINED or FENCED to LAPSED: the renewal answers -ENOENT           renew()
  *   LAPSED to JOINED: a new incarnation, lock taken, entry rewritten  rejoin()
- *   a notify or lease/2 passed: read all, remove lapsed entries       reread() -> reap_plan()
+ *   a notify or lease/2 passed: read all, remove lapsed entries,      reread() -> reap_plan()
+ *     restore its own entry while it may serve (M2)
+ *   a watch error: watch again; after a failure not before lease/10,  rewatch()
+ *     doubling up to lease/2
  *   to OUT: entry removed, lock released, watch dropped               member_leave()
  *   to OUT without a trace (tests: a crash)                           member_abandon()
  *
  * INVARIANTS
  *   M1  Every change of the omap compares the epoch read with it and writes epoch + 1 in the same
  *       write op (cas_write()): two writers never both succeed from one epoch.
- *   M2  A member takes its lock before it writes its entry and removes its entry before it
- *       releases the lock, so an entry without a live lock belongs to a member that is gone or
- *       lapsed, and any member may remove it.
+ *   M2  A member writes its entry only while it holds its lock (right after taking it, on a join
+ *       or a rejoin; on a re-read only while its last successful renewal is younger than lease/2,
+ *       so renewals failing for longer, the lock perhaps gone, write nothing) and removes its
+ *       entry before it releases the lock, so an entry without a live lock belongs to a member
+ *       that is gone or lapsed, and any member may remove it.
  *   M3  A member serves peers only while its last successful renewal (timed from before the call)
  *       is younger than lease/2; the others remove it no earlier than the lease after that
  *       renewal: it stops serving before anyone can place its blocks elsewhere.
@@ -50,6 +58,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/log.h"
 #include "common/strutil.h"
 
 #define OBJ_PREFIX "tierd.cluster."
@@ -78,6 +87,9 @@ struct member {
     struct member_entry *view;
     size_t nview;
     uint64_t epoch;
+    /* read_all()'s callers: the member's thread, or member_join() and member_leave() while there
+     * is none */
+    bool told_nul_key; /* a key with a NUL in it was logged once */
 };
 
 static int64_t mono_ms(void)
@@ -103,12 +115,34 @@ struct raw {
     struct member_entry e;
 };
 
-/* Every node.* entry and the epoch, in one read per page. *out is malloc'd. */
+/* Where the page after `key` (klen bytes) starts, as the C string start_after that librados
+ * takes: the key itself, or for a key with a NUL in it, its part before the NUL and "\x01" (after
+ * every key that shares that part up to a NUL; only the key written exactly so is passed over,
+ * and it ends in a byte no member's key holds). NULL: -ENOMEM. */
+static char *page_after(const char *key, size_t klen)
+{
+    const char *nul = memchr(key, '\0', klen);
+    if (nul == NULL)
+        return strndup(key, klen);
+    size_t l = (size_t)(nul - key);
+    char *s = malloc(l + 2);
+    if (s != NULL) {
+        memcpy(s, key, l);
+        s[l] = '\x01';
+        s[l + 1] = '\0';
+    }
+    return s;
+}
+
+/* Every node.* entry and the epoch, in one read per page. *out is malloc'd. A key with a NUL in
+ * it is no member's and is not read as the C string before its NUL: "node.x\0junk" is not
+ * node.x's entry (which the re-read would remove again and again, each time writing a new
+ * epoch), "epoch\0x" not the epoch (which would fail every compare-and-swap). */
 static int read_all(struct member *m, uint64_t *epoch, struct raw **out, size_t *n)
 {
     struct raw *v = NULL;
     size_t cnt = 0, cap = 0;
-    char *after = NULL; /* the last key read: where the next page starts */
+    char *after = NULL; /* where the next page starts (page_after()) */
     bool have_epoch = false;
     int rc = 0;
     for (bool more = true; more && rc == 0;) {
@@ -124,11 +158,19 @@ static int read_all(struct member *m, uint64_t *epoch, struct raw **out, size_t 
         size_t klen, vlen;
         while (rc == 0 && rados_omap_get_next2(it, &k, &val, &klen, &vlen) == 0 && k != NULL) {
             free(after);
-            if ((after = strndup(k, klen)) == NULL) {
+            if ((after = page_after(k, klen)) == NULL) {
                 rc = -ENOMEM;
                 break;
             }
-            if (strcmp(after, EPOCH_KEY) == 0) {
+            if (memchr(k, '\0', klen) != NULL) {
+                if (!m->told_nul_key) {
+                    log_debug("%s: omap key \"%s\" has a NUL in it (at byte %zu of %zu): ignored",
+                              m->oid, k, strlen(k), klen);
+                    m->told_nul_key = true;
+                }
+                continue;
+            }
+            if (klen == strlen(EPOCH_KEY) && memcmp(k, EPOCH_KEY, klen) == 0) {
                 char num[32];
                 size_t l = vlen < sizeof(num) - 1 ? vlen : sizeof(num) - 1;
                 memcpy(num, val, l);
@@ -137,7 +179,8 @@ static int read_all(struct member *m, uint64_t *epoch, struct raw **out, size_t 
                 continue;
             }
             /* Not ours, or longer than any key a member writes. */
-            if (strncmp(after, KEY_PREFIX, strlen(KEY_PREFIX)) != 0 || klen >= sizeof(v->key))
+            if (klen < strlen(KEY_PREFIX) || memcmp(k, KEY_PREFIX, strlen(KEY_PREFIX)) != 0 ||
+                klen >= sizeof(v->key))
                 continue;
             if (cnt == cap) {
                 size_t nc = cap ? cap * 2 : 16;
@@ -150,7 +193,8 @@ static int read_all(struct member *m, uint64_t *epoch, struct raw **out, size_t 
                 cap = nc;
             }
             struct raw *r = &v[cnt++];
-            memcpy(r->key, after, klen + 1);
+            memcpy(r->key, k, klen);
+            r->key[klen] = '\0';
             r->valid = member_entry_parse(val, vlen, &r->e) == 0 &&
                        strcmp(r->key + strlen(KEY_PREFIX), r->e.id) == 0;
         }
@@ -288,6 +332,13 @@ static ssize_t lockers(struct member *m, const char *key)
     return n == -ERANGE ? 1 : n;
 }
 
+/* Under m->mu: JOINED, and the last successful renewal younger than lease/2 (M3). The lock then
+ * has at least lease/2 left (the OSD counts the lease from after that renewal's start). */
+static bool may_serve_locked(struct member *m)
+{
+    return m->state == M_JOINED && mono_ms() - m->last_renew_ms < (int64_t)m->conf.lease_ms / 2;
+}
+
 /* JOINED: renews the lock; -ENOENT (it lapsed) makes the member LAPSED. */
 static void renew(struct member *m)
 {
@@ -357,8 +408,9 @@ static void reread(struct member *m)
         if (read_all(m, &epoch, &v, &n) < 0)
             return; /* the view stays; the next re-read tries again */
         pthread_mutex_lock(&m->mu);
-        /* Only a member holding its lock writes its own entry (M2). */
-        uint64_t inc = m->state == M_JOINED ? m->incarnation : 0;
+        /* Only a member that holds its lock writes its own entry (M2): one whose renewals have
+         * failed for lease/2 may have lost it. */
+        uint64_t inc = may_serve_locked(m) ? m->incarnation : 0;
         pthread_mutex_unlock(&m->mu);
         const char **rm = malloc((n ? n : 1) * sizeof(*rm));
         if (rm == NULL) {
@@ -413,17 +465,16 @@ static void on_watch_error(void *arg, uint64_t cookie, int err)
     pthread_mutex_unlock(&m->mu);
 }
 
-static void rewatch(struct member *m)
+/* Drops the watch and watches again: 0 or a librados error (then there is no watch). */
+static int rewatch(struct member *m)
 {
     if (m->watch != 0)
         rados_unwatch2(m->io, m->watch);
     m->watch = 0;
-    if (rados_watch2(m->io, m->oid, &m->watch, on_notify, on_watch_error, m) < 0) {
+    int rc = rados_watch2(m->io, m->oid, &m->watch, on_notify, on_watch_error, m);
+    if (rc < 0)
         m->watch = 0;
-        pthread_mutex_lock(&m->mu);
-        m->rewatch = true;
-        pthread_mutex_unlock(&m->mu);
-    }
+    return rc;
 }
 
 static void wait_until(struct member *m, int64_t when_ms)
@@ -439,14 +490,23 @@ static void wait_until(struct member *m, int64_t when_ms)
     pthread_cond_timedwait(&m->cond, &m->mu, &ts);
 }
 
-/* The member's thread: renews every lease/3 (rejoins when LAPSED), re-reads every lease/2 and
- * on a notify, re-watches after a watch error. Paused (tests), it does nothing. */
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+/* The member's thread: renews lease/3 after the last successful renewal (so the first one
+ * lease/3 after member_join() took the lock: at once if the join took longer), and lease/3
+ * after a failed one; rejoins when LAPSED; re-reads every lease/2 and on a notify; re-watches
+ * after a watch error, and after a failed re-watch not before lease/10, doubling up to lease/2
+ * while it keeps failing. Paused (tests), it does nothing. */
 static void *member_main(void *arg)
 {
     struct member *m = arg;
-    int64_t lease = m->conf.lease_ms, next_renew = mono_ms() + lease / 3,
-            next_read = mono_ms() + lease / 2;
+    int64_t lease = m->conf.lease_ms, next_read = mono_ms() + lease / 2, next_watch = 0,
+            watch_backoff = lease / 10;
     pthread_mutex_lock(&m->mu);
+    int64_t next_renew = m->last_renew_ms + lease / 3;
     while (!m->stop) {
         int64_t now = mono_ms();
         if (m->paused) {
@@ -454,21 +514,37 @@ static void *member_main(void *arg)
             continue;
         }
         bool do_renew = now >= next_renew, do_read = m->reread || now >= next_read;
-        bool do_watch = m->rewatch, lapsed = m->state == M_LAPSED;
+        bool do_watch = m->rewatch && now >= next_watch, lapsed = m->state == M_LAPSED;
         if (!do_renew && !do_read && !do_watch) {
-            wait_until(m, next_renew < next_read ? next_renew : next_read);
+            int64_t when = min64(next_renew, next_read);
+            wait_until(m, m->rewatch ? min64(when, next_watch) : when);
             continue;
         }
-        m->reread = m->rewatch = false;
-        pthread_mutex_unlock(&m->mu); /* M4 */
+        m->reread = false;
         if (do_watch)
-            rewatch(m);
+            m->rewatch = false;
+        pthread_mutex_unlock(&m->mu); /* M4 */
+        if (do_watch) {
+            if (rewatch(m) < 0) {
+                next_watch = mono_ms() + watch_backoff;
+                watch_backoff = min64(watch_backoff * 2, lease / 2);
+                pthread_mutex_lock(&m->mu);
+                m->rewatch = true;
+                pthread_mutex_unlock(&m->mu);
+            } else {
+                watch_backoff = lease / 10;
+            }
+        }
         if (do_renew) {
             if (lapsed)
                 rejoin(m);
             else
                 renew(m);
-            next_renew = now + lease / 3;
+            pthread_mutex_lock(&m->mu);
+            int64_t last = m->last_renew_ms;
+            pthread_mutex_unlock(&m->mu);
+            /* A failure leaves last where it was: the next try is lease/3 after this one. */
+            next_renew = (last > now ? last : now) + lease / 3;
         }
         if (do_read) {
             reread(m);
@@ -632,9 +708,17 @@ int member_view(struct member *m, struct member_entry **out, size_t *n, uint64_t
 bool member_may_serve(struct member *m)
 {
     pthread_mutex_lock(&m->mu);
-    bool ok = m->state == M_JOINED && mono_ms() - m->last_renew_ms < (int64_t)m->conf.lease_ms / 2;
+    bool ok = may_serve_locked(m);
     pthread_mutex_unlock(&m->mu);
     return ok;
+}
+
+int64_t member_last_renew_ms(struct member *m)
+{
+    pthread_mutex_lock(&m->mu);
+    int64_t v = m->last_renew_ms;
+    pthread_mutex_unlock(&m->mu);
+    return v;
 }
 
 uint64_t member_incarnation(struct member *m)

@@ -54,6 +54,11 @@ bool member_may_serve(struct member *m);
 /* The current incarnation (it changes when the node re-joins after losing its lock). */
 uint64_t member_incarnation(struct member *m);
 
+/* Tests and diagnostics: when the last successful renewal (or the join's or rejoin's taking of
+ * the lock) started, in milliseconds of CLOCK_MONOTONIC. The lock lives at least a lease after
+ * it; member_may_serve() is true for lease/2 after it. */
+int64_t member_last_renew_ms(struct member *m);
+
 /* Tests: stop (or resume) renewing the lock, as a node stopped by SIGSTOP would. */
 void member_pause(struct member *m, bool paused);
 

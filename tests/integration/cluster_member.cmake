@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Cluster membership in RADOS (src/cluster/member.c) against the test Ceph cluster: members see
-# each other, a crashed one is removed, a paused one fences itself and rejoins, joins race. Built
-# only where librados is found (src/cluster/CMakeLists.txt).
+# each other, a crashed one is removed, a paused one fences itself and rejoins, joins race, keys
+# with a NUL in them are ignored. Built only where librados is found (src/cluster/CMakeLists.txt).
 if(TIER_HAVE_RADOS)
   tier_unit_test(cluster_member
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_cluster_member.c
