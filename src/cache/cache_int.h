@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cache_int.h - private to src/cache: the block struct shared by the index (cache.c) and the
- * block-file store (disk.c). Locking of each field is noted on it; see the top of cache.c.
+ * block-file store (disk.c), and the cache's own structs and helpers shared by cache.c and the
+ * cache_*.c files. Locking of each field is noted on it; see the top of cache.c.
  */
 #ifndef TIER_CACHE_CACHE_INT_H
 #define TIER_CACHE_CACHE_INT_H
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -64,7 +66,7 @@ struct cblock {
     struct cblock *vnext; /* unlink batch link: disk_detach() -> finish_unlinks() */
     struct cblock *enext; /* cache_evict()'s collection link; separate from vnext because a
                            * block may sit in another thread's unlink batch while evicted */
-    /* space quota (cache.c, I9): written holding both the shard lock and own_mu, so either
+    /* space quota (cache_quota.c, I9): written holding both the shard lock and own_mu, so either
      * lock is enough to read them */
     uint32_t owner;               /* tenant charged (CACHE_OWNER_NONE: nobody yet) */
     bool charged;                 /* in owner's charge list and counted in its bytes */
@@ -93,6 +95,179 @@ int cache_block_id(const struct cache *c, const char *be_name, const char *key, 
                    uint64_t index, uint8_t id[16]);
 /* disk_scan() hands each valid block found at open to the index (single-threaded). */
 int cache_adopt_disk_block(struct cache *c, struct cblock *b, uint64_t file_bytes);
+
+/* ---- the cache: structs and helpers shared by cache.c and the cache_*.c files ----------- */
+
+#define NSHARDS 64
+#define PREFETCH_THREADS_MAX 32
+
+struct shard {
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* broadcast when a load publishes its result */
+    struct cblock **buckets;
+    size_t nbuckets, n;
+};
+
+/* One cache level. mu guards pol and used; counters are atomics. */
+struct level {
+    pthread_mutex_t mu;
+    struct policy *pol;
+    uint64_t budget;
+    uint64_t used;
+    _Atomic uint64_t hits, misses, evictions, bytes_read;
+};
+
+struct pin_rule {
+    struct pin_rule *next;
+    char *be_name;
+    char *prefix;
+};
+
+struct pf_item {
+    struct pf_item *next;
+    const void *owner; /* cache_prefetch_owned's; compared only */
+    struct backend *be;
+    char *key, *etag;
+    char *version_id; /* NULL, or the object version to fetch (cache_obj.version_id) */
+    uint64_t size, index;
+    struct tier_ioctx io;
+};
+
+/* A write-through handed to the writer thread: the load of b (FETCHING, held by the loader's
+ * reference, which the item now owns) ends when the writer has stored d. */
+struct st_item {
+    struct st_item *next;
+    struct shard *s;
+    struct cblock *b;
+    struct cdata *d; /* a reference */
+    struct tier_ioctx io;
+};
+
+/* The backend fetches of one backend that hold a block buffer now (fetch_slot_take). Exists
+ * while any fetch holds or waits for one; fetch_mu. */
+struct fetch_slots {
+    struct fetch_slots *next;
+    const struct backend *be;
+    int active, waiting;
+    /* Waiters by class: a freed slot goes to the most urgent class waiting (inference first,
+     * as the scheduler's lanes grant), except that a class passed over FETCH_STARVE_LIMIT
+     * times goes next, so background staging is slowed, never stopped. */
+    int waiting_cls[TIER_IO_NCLASSES];
+    int passed_cls[TIER_IO_NCLASSES];
+    pthread_cond_t cv; /* a slot freed */
+};
+
+/* One tenant's space (cache_quota_set). */
+struct qtenant {
+    _Atomic uint64_t limit;      /* quota in force, bytes; UINT64_MAX: none */
+    _Atomic uint64_t held;       /* own_mu to change: bytes of its charged blocks */
+    _Atomic uint64_t hinted;     /* own_mu to change: bytes of its hinted blocks (I10) */
+    uint64_t blocks;             /* own_mu */
+    struct cblock *head, *tail;  /* own_mu: charge list, oldest first */
+    uint64_t evictions, evicted; /* own_mu: quota evictions, count and bytes */
+};
+
+struct cache {
+    struct cache_config cfg;
+    char *disk_dir;
+    int lock_fd;
+    struct shard shards[NSHARDS];
+    struct level ram, disk;
+    uint64_t disk_writing; /* disk.mu: bytes reserved by block writes not yet finished */
+    unsigned char secret[CACHE_SECRET_BYTES]; /* key of the identity hash; immutable */
+    bool debug_collide; /* cache_debug_force_collisions(); set before any read */
+
+    /* space quotas (I9): own_mu guards every qtenant's held/blocks/list and each block's
+     * owner/charged/qprev/qnext (with the block's shard lock); limit is atomic so the check at
+     * the end of a read takes no lock */
+    pthread_mutex_t own_mu;
+    struct qtenant *qt; /* cfg.max_tenants entries */
+    _Atomic uint64_t quota_evictions;
+    _Atomic uint64_t hinted_bytes; /* I10 */
+    uint64_t hinted_max;           /* I10: the hint share; immutable */
+
+    pthread_mutex_t pin_mu; /* rules; order: first */
+    struct pin_rule *rules;
+    _Atomic uint64_t pinned_bytes;
+
+    pthread_mutex_t hook_mu;
+    struct cache_fetch_hook hook;
+
+    _Atomic uint64_t fetches, fetch_bytes, fetch_errors, fetch_ns, sf_waits, csum_failures;
+    struct tier_disk_adm adm; /* cfg.disk_adm's copy (enter NULL: none); immutable */
+    _Atomic uint64_t store_skipped;
+    /* fetch_mu: the per-backend bound on fetches holding a buffer (cfg.max_fetches) */
+    pthread_mutex_t fetch_mu;
+    struct fetch_slots *fetch_slots;
+    uint64_t fetch_bufs_now, fetch_bufs_peak, fetch_slot_waits;
+    _Atomic uint64_t io_warn_ns; /* last transient disk-read warning (rate limit) */
+    struct disk_fdcache *fds;    /* open block files for disk hits (disk.c); NULL: no disk */
+
+    /* prefetch pool: pf_mu guards the queue and pf_stop */
+    pthread_mutex_t pf_mu;
+    pthread_cond_t pf_cv;
+    struct pf_item *pf_head, *pf_tail;
+    size_t pf_len;
+    bool pf_stop;
+    pthread_t pf_threads[PREFETCH_THREADS_MAX];
+    int pf_nthreads;
+
+    /* write-through queue (cfg.store_async): st_mu guards every st_ field but st_thread */
+    pthread_mutex_t st_mu;
+    pthread_cond_t st_cv;   /* an item queued, or stop */
+    pthread_cond_t st_idle; /* an item was stored (store_drain) */
+    struct st_item *st_head, *st_tail;
+    size_t st_len;
+    uint64_t st_bytes;           /* data bytes of the queued items */
+    uint64_t st_queued, st_done; /* items ever queued / stored (store_drain) */
+    bool st_stop, st_running;
+    pthread_t st_thread;
+    _Atomic uint64_t store_async_n, store_inline_n;
+};
+
+/* The helpers below are described at their definitions. */
+
+/* cache.c */
+struct cdata *cdata_ref(struct cdata *d);
+struct shard *shard_of(struct cache *c, const uint8_t id[16]);
+struct cblock *shard_lookup(struct shard *s, const uint8_t id[16]);
+struct cblock *obj_lookup(struct cache *c, struct shard *s, const uint8_t id[16],
+                          const struct cache_obj *obj, uint64_t index, bool *collision);
+int shard_insert(struct shard *s, struct cblock *b);
+void maybe_free(struct shard *s, struct cblock *b);
+void *st_worker(void *arg);
+void store_drain(struct cache *c);
+bool obj_ok(const struct cache_obj *obj);
+int fetch_block(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
+                uint64_t index, bool pin, bool async);
+
+/* cache_quota.c */
+bool charge_due(const struct cache *c, const struct cblock *b);
+bool hcharge_due(const struct cache *c, const struct cblock *b);
+void charge_sync(struct cache *c, struct cblock *b);
+void charge_move(struct cache *c, struct cblock *b, uint32_t t);
+void owner_touch(struct cache *c, struct cblock *b, const struct tier_ioctx *io);
+struct cdata *drop_held(struct cache *c, struct shard *s, struct cblock *b, struct cblock **list);
+void quota_check(struct cache *c, const struct tier_ioctx *io);
+
+/* cache_level.c */
+struct cdata *ram_remove(struct cache *c, struct cblock *b, bool evicted);
+void ram_insert(struct cache *c, struct cblock *b, struct cdata *d);
+void disk_detach(struct cache *c, struct cblock *b, bool evicted, struct cblock **list);
+void finish_unlinks(struct cache *c, struct cblock *list);
+int disk_reserve(struct cache *c, uint64_t need, uint64_t free_bytes, struct cblock **list);
+void disk_store(struct cache *c, const struct tier_ioctx *io, struct cblock *b,
+                const struct cdata *d);
+void disk_drop(struct cache *c, struct cblock *b);
+
+/* cache_pin.c */
+bool pin_counted(const struct cblock *b);
+void acct_update(struct cache *c, struct cblock *b, bool before);
+bool rules_match(struct cache *c, const char *be_name, const char *key);
+
+/* cache_prefetch.c */
+void pf_item_free(struct pf_item *it);
+void *pf_worker(void *arg);
 
 /* ---- disk.c: block files ---------------------------------------------------------------- */
 

@@ -2,11 +2,11 @@
 /*
  * disk.c - the disk level's block files: naming, format, write, verified read, restart scan.
  *
- * Callers: cache.c only (cache_int.h). Stateless apart from the directory and the table of open
- * block files (struct disk_fdcache, its own mutex, held only around its slots, never across
- * I/O). Every function here does file I/O and is called with no cache lock held (the restart
- * scan runs in cache_open() before the cache is shared; cache_debug_check() is the one
- * exception).
+ * Callers: the cache's files only (cache.c, cache_level.c, cache_open.c, cache_pin.c,
+ * cache_debug.c; cache_int.h). Stateless apart from the directory and the table of open block
+ * files (struct disk_fdcache, its own mutex, held only around its slots, never across I/O). Every
+ * function here does file I/O and is called with no cache lock held (the restart scan runs in
+ * cache_open() before the cache is shared; cache_debug_check() is the one exception).
  *
  * FILE FORMAT (native byte order; a cache directory is not moved between architectures):
  *   struct disk_hdr (80 bytes): magic "TIERCB01", format version (DISK_VERSION), hdr_len,
