@@ -9,7 +9,7 @@
  * idle_reclaim_s, id 2 is "retired" and an implicit tenant idle that long and holding nothing
  * (the hooks say) is reclaimed: its counters are folded into "retired" (the hooks), its name
  * leaves the registry, and its id is handed out again once a second idle period has passed
- * without a request given it (tenant.c DESIGN "Reclaim"). Other ids are never reused.
+ * without a request given it (tenant_reclaim.c DESIGN "Reclaim"). Other ids are never reused.
  *
  * Tenants come from the config ([tenant NAME] sections: match rules + default class), from
  * POST /v1/tenants and POST /v1/jobs (a scheduler registering a job at its start), and
@@ -46,8 +46,8 @@
  * process's tenant: a cached entry holds a pidfd of its process (the entries filled last, up to
  * pidfd_max), and a hit needs that process not to have exited, which one epoll_wait over all of
  * them tells; an entry without a pidfd is checked by the process start time read again from
- * /proc/<pid>/stat (tenant.c DESIGN). pid 0 (a request the kernel makes on nobody's behalf) is
- * resolved by the uid and gid rules alone, uncached ("default" when none matches).
+ * /proc/<pid>/stat (tenant_resolve.c DESIGN). pid 0 (a request the kernel makes on nobody's behalf)
+ * is resolved by the uid and gid rules alone, uncached ("default" when none matches).
  *
  * Thread-safe; tenant_resolve takes a pid-cache shard's lock for the lookup and the insert and
  * the registry lock to match the rules (the /proc reads and system calls are done outside
