@@ -4,10 +4,10 @@
  * state of every file of the burst buffer, so that a crash at any instant loses no closed byte
  * and leaves nothing half-written in the backend.
  *
- * Called by wb.c and upload.c with wb->lock held: each function is one transaction, and the
- * commit is the instant the transition happens. The lock is held across the commit (the one
- * exception to "no lock across I/O" in this module) so that the in-memory entry and its row
- * change together; backend requests and staging-file I/O never run under it.
+ * Called by wb.c, the wb_*.c files and upload.c with wb->lock held: each function is one
+ * transaction, and the commit is the instant the transition happens. The lock is held across the
+ * commit (the one exception to "no lock across I/O" in this module) so that the in-memory entry and
+ * its row change together; backend requests and staging-file I/O never run under it.
  *
  * STATE MACHINE (one row per file generation; staging file <spool>/<id>.stg):
  *
@@ -73,7 +73,7 @@
  *   SEALED/UPLOADING: may exist   upload.c mark_maybe (wb_commit, jr_set_state: etag "?")
  *   SEALED/UPLOADING -> UPLOADED  upload.c finish_upload (wb_commit, jr_uploaded)
  *   SEALED/UPLOADING -> FAILED    upload.c fail_sealed (wb_commit, jr_fail_sealed)
- *   UPLOADED -> EVICTABLE         wb.c demote_entry: retention, wb_demote (wb_commit, jr_set_state)
+ *   UPLOADED -> EVICTABLE         demote_entry: retention, wb_demote (wb_commit, jr_set_state)
  *   * -> CANCELLED                wb.c cancel_entry (wb_commit, jr_set_state), wb_rename
  *                                 tombstone (wb_commit_rekey, jr_rekey), wb_file_close of a
  *                                 newer generation (wb_commit_seal, jr_seal_replace)

@@ -27,7 +27,8 @@
  * fails after the commit.
  *
  * It also owns an entry's memory (wb_entry_free), so that journal.c, which builds entries at load,
- * depends on this file only, not on wb.c (which calls journal.c): no cycle between them.
+ * depends on this file only, not on wb.c and the wb_*.c files (which call journal.c): no cycle
+ * between them.
  *
  * Locking: wb->lock for everything here (the caller holds it).
  */

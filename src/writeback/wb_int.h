@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * wb_int.h - private structures of the write-back module, shared by journal.c, wb.c and
- * upload.c only. See journal.c for the state machine and its invariants.
+ * wb_int.h - private structures of the write-back module, shared by journal.c, wb.c, the wb_*.c
+ * files and upload.c only. See journal.c for the state machine and its invariants.
  */
 #ifndef TIER_WRITEBACK_WB_INT_H
 #define TIER_WRITEBACK_WB_INT_H
@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "common/ioctx.h"
 #include "tiers/backend.h"
@@ -152,7 +153,7 @@ bool jr_cancel_keeps_row(const struct wb_entry *o);
 /* Load every row, in id order, with its parts; entries are appended through add. */
 int jr_load(sqlite3 *db, int (*add)(void *ctx, struct wb_entry *e), void *ctx);
 
-/* ---- the transition function (wb.c, wb->lock held) ------------------------------------------ */
+/* ---- the transition function (wb.c, wb_ns.c; wb->lock held) -------------------------------- */
 /* Which journal write a change is (journal.c). */
 enum wb_jr_op {
     WB_JR_STATE,    /* jr_set_state: state, etag */
@@ -192,7 +193,7 @@ int wb_commit_seal(struct wb *wb, struct wb_entry *e, uint64_t size,
  * error (or -ENOMEM) with e unchanged and no tombstone. */
 int wb_commit_rekey(struct wb *wb, struct wb_entry *e, const char *new_key, int64_t generation);
 
-/* ---- wb.c helpers used by upload.c (wb->lock held) ------------------------------------------- */
+/* ---- wb.c and wb_retention.c helpers used by upload.c (wb->lock held) ------------------------ */
 void wb_entry_set_state(struct wb *wb, struct wb_entry *e, enum wb_state st);
 void wb_entry_drop(struct wb *wb, struct wb_entry *e); /* unlink from list, free */
 void wb_entry_free(struct wb_entry *e);                /* wb_index.c */
@@ -209,6 +210,34 @@ void wb_sum_update(struct wb_sum *c, const void *buf, size_t len);
 void wb_sum_end(struct wb_sum *c, char out[WB_CHECKSUM_MAX]);
 /* The checksum of the first size bytes of fd. */
 int wb_checksum_fd(int fd, uint64_t size, const char *like, char out[WB_CHECKSUM_MAX]);
+
+/* ---- helpers shared by wb.c and the wb_*.c files (described at their definitions) -------- */
+
+/* The entries of backend (NULL: any) whose key starts with prefix: a range of the key index, or
+ * with no backend named, a walk of every entry. No entry may be added or dropped meanwhile. */
+struct entry_iter {
+    struct wb *wb;
+    const char *backend, *prefix;
+    size_t plen, i;
+    struct wb_entry *next;
+};
+
+/* wb.c */
+bool state_local(enum wb_state s);
+void entry_link(struct wb *wb, struct wb_entry *e);
+void staging_remove(const struct wb *wb, int64_t id);
+struct wb_entry *find_id(struct wb *wb, int64_t id);
+struct wb_entry *find_live(struct wb *wb, const char *backend, const char *key);
+void iter_init(struct entry_iter *it, struct wb *wb, const char *backend, const char *prefix);
+struct wb_entry *iter_next(struct entry_iter *it);
+void abs_deadline(struct timespec *ts, uint64_t mono_ns);
+struct wb_entry *quiesce(struct wb *wb, struct wb_entry *e);
+int cancel_entry(struct wb *wb, struct wb_entry *e);
+int check_names(const char *backend_name, const char *key);
+int check_create(struct wb *wb, const char *backend_name, const char *key);
+
+/* wb_wait.c */
+void awaiter_stop(struct wb *wb);
 
 /* ---- wb_index.c (wb->lock held) ------------------------------------------------------------ */
 /* Room for `more` entries, reserved before the commit that creates them (wbi_insert cannot fail
