@@ -164,6 +164,17 @@ static void test_two_see_each_other(void **state)
     disconnect_node(&b);
 }
 
+/* Two members of cluster cl, alpha and beta (weight 1, the lease given), each on its own client;
+ * returns once alpha sees beta. */
+static void alpha_and_beta(struct node *a, struct node *b, const char *cl, uint32_t lease)
+{
+    connect_node(a);
+    connect_node(b);
+    join_node(a, cl, "alpha", 1.0, lease);
+    join_node(b, cl, "beta", 1.0, lease);
+    wait_seen(a->m, "beta", 1);
+}
+
 static void test_crashed_member_removed(void **state)
 {
     (void)state;
@@ -171,11 +182,7 @@ static void test_crashed_member_removed(void **state)
     cluster_name(cl, sizeof(cl), "crash");
     const uint32_t lease = 6000;
     struct node a, b;
-    connect_node(&a);
-    connect_node(&b);
-    join_node(&a, cl, "alpha", 1.0, lease);
-    join_node(&b, cl, "beta", 1.0, lease);
-    wait_seen(a.m, "beta", 1);
+    alpha_and_beta(&a, &b, cl, lease);
     /* beta crashes: its thread and client are gone, its entry and lock stay behind. Its last
      * renewal, read before the crash, is no later than the last one it made (one made in
      * between is later): its lock lives at least a lease after that. */
@@ -205,11 +212,7 @@ static void test_paused_member_fences_then_rejoins(void **state)
      * enough that a loaded machine's stall does not swallow that half-lease window. */
     const uint32_t lease = 20000;
     struct node a, b;
-    connect_node(&a);
-    connect_node(&b);
-    join_node(&a, cl, "alpha", 1.0, lease);
-    join_node(&b, cl, "beta", 1.0, lease);
-    wait_seen(a.m, "beta", 1);
+    alpha_and_beta(&a, &b, cl, lease);
     uint64_t inc = member_incarnation(b.m);
 
     member_pause(b.m, true);

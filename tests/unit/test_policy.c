@@ -472,6 +472,59 @@ static void rm_tree(const char *dir)
     assert_int_equal(system(cmd), 0);
 }
 
+/* A policy context made by hand over two backends, warm (be[0], namespace /ds on ds/) and archive
+ * (be[1]), with one rule [policy arch]: copy /ds to archive:copies/. It lives in the test's
+ * frame: the engine keeps pointers into it. */
+struct hand_ctx {
+    char path[4], bname[5], prefix[4];
+    struct tierd_ns_conf nsc;
+    struct tierd_ns ns;
+    const char *names[2];
+    struct policy_kv kv[3];
+    struct policy_section sec;
+    struct policy_conf conf;
+    struct access_log *access;
+    struct policy_engine_ctx ctx;
+};
+
+static void hand_ctx_init(struct hand_ctx *h, struct backend **be)
+{
+    memset(h, 0, sizeof(*h));
+    strcpy(h->path, "/ds");
+    strcpy(h->bname, "warm");
+    strcpy(h->prefix, "ds/");
+    h->nsc = (struct tierd_ns_conf){.path = h->path,
+                                    .backend = h->bname,
+                                    .prefix = h->prefix,
+                                    .uid = -1,
+                                    .gid = -1,
+                                    .umask = -1,
+                                    .conf_line = 1};
+    h->ns = (struct tierd_ns){.conf = &h->nsc, .be = be[0]};
+    h->names[0] = "warm";
+    h->names[1] = "archive";
+    h->kv[0] = (struct policy_kv){"namespace", "/ds", 3};
+    h->kv[1] = (struct policy_kv){"action", "copy", 4};
+    h->kv[2] = (struct policy_kv){"target", "archive:copies/", 5};
+    h->sec = (struct policy_section){.name = "arch", .line = 2, .kv = h->kv, .nkv = 3};
+    h->conf = (struct policy_conf){.file = "hand.conf",
+                                   .sections = &h->sec,
+                                   .nsections = 1,
+                                   .namespaces = &h->nsc,
+                                   .nnamespaces = 1,
+                                   .backends = h->names,
+                                   .nbackends = 2,
+                                   .retention_keep = -1};
+    h->ctx = (struct policy_engine_ctx){.conf = &h->conf,
+                                        .interval_ms = 3600000, /* no pass of its own */
+                                        .state_path = ":memory:",
+                                        .backends = be,
+                                        .nbackends = 2,
+                                        .ns = &h->ns,
+                                        .nns = 1,
+                                        .access = &h->access};
+}
+
 static void test_engine_ctx(void **state)
 {
     (void)state;
@@ -486,40 +539,12 @@ static void test_engine_ctx(void **state)
         0);
     assert_int_equal(backend_put(be[0], &test_io, "ds/run1/a.bin", "hello", 5, NULL), 0);
 
-    char path[] = "/ds", bname[] = "warm", prefix[] = "ds/";
-    struct tierd_ns_conf nsc = {.path = path,
-                                .backend = bname,
-                                .prefix = prefix,
-                                .uid = -1,
-                                .gid = -1,
-                                .umask = -1,
-                                .conf_line = 1};
-    struct tierd_ns ns = {.conf = &nsc, .be = be[0]};
-    const char *names[] = {"warm", "archive"};
-    const struct policy_kv kv[] = {
-        {"namespace", "/ds", 3}, {"action", "copy", 4}, {"target", "archive:copies/", 5}};
-    const struct policy_section sec = {.name = "arch", .line = 2, .kv = kv, .nkv = 3};
-    struct policy_conf conf = {.file = "hand.conf",
-                               .sections = &sec,
-                               .nsections = 1,
-                               .namespaces = &nsc,
-                               .nnamespaces = 1,
-                               .backends = names,
-                               .nbackends = 2,
-                               .retention_keep = -1};
-    struct access_log *access = NULL;
-    struct policy_engine_ctx ctx = {.conf = &conf,
-                                    .interval_ms = 3600000, /* no pass of its own in this test */
-                                    .state_path = ":memory:",
-                                    .backends = be,
-                                    .nbackends = 2,
-                                    .ns = &ns,
-                                    .nns = 1,
-                                    .access = &access};
+    struct hand_ctx h;
+    hand_ctx_init(&h, be);
     struct policy_engine *pe = NULL;
-    assert_int_equal(policy_engine_start(&ctx, &pe), 0);
+    assert_int_equal(policy_engine_start(&h.ctx, &pe), 0);
     assert_non_null(pe);
-    assert_null(access); /* no rule has idle or tenant */
+    assert_null(h.access); /* no rule has idle or tenant */
 
     json_t *res = NULL;
     assert_int_equal(policy_engine_run(pe, NULL, false, &res), 0);
@@ -545,24 +570,24 @@ static void test_engine_ctx(void **state)
     const struct policy_kv kv2[] = {
         {"namespace", "/ds", 3}, {"idle", "1d", 4}, {"action", "demote", 5}};
     const struct policy_section sec2 = {.name = "cold", .line = 2, .kv = kv2, .nkv = 3};
-    conf.sections = &sec2;
+    h.conf.sections = &sec2;
     pe = NULL;
-    assert_int_equal(policy_engine_start(&ctx, &pe), 0);
+    assert_int_equal(policy_engine_start(&h.ctx, &pe), 0);
     assert_non_null(pe);
-    assert_non_null(access);
+    assert_non_null(h.access);
     policy_engine_free(pe);
-    assert_null(access);
+    assert_null(h.access);
 
     /* no rule: nothing runs; a rule's error names the file and line */
-    conf.nsections = 0;
+    h.conf.nsections = 0;
     pe = (struct policy_engine *)1;
-    assert_int_equal(policy_engine_start(&ctx, &pe), 0);
+    assert_int_equal(policy_engine_start(&h.ctx, &pe), 0);
     assert_null(pe);
     const struct policy_kv kv3[] = {{"namespace", "/nowhere", 7}, {"action", "demote", 8}};
     const struct policy_section sec3 = {.name = "bad", .line = 6, .kv = kv3, .nkv = 2};
-    conf.sections = &sec3;
-    conf.nsections = 1;
-    assert_int_equal(policy_engine_start(&ctx, &pe), -EINVAL);
+    h.conf.sections = &sec3;
+    h.conf.nsections = 1;
+    assert_int_equal(policy_engine_start(&h.ctx, &pe), -EINVAL);
     assert_null(pe);
     assert_non_null(strstr(tier_err_msg(), "hand.conf:7: [policy bad]"));
 
@@ -602,38 +627,10 @@ static void test_copy_held_aborts_uploads(void **state)
     assert_int_equal(nups, 1);
     backend_mpu_list_free(ups, nups);
 
-    char path[] = "/ds", bname[] = "warm", prefix[] = "ds/";
-    struct tierd_ns_conf nsc = {.path = path,
-                                .backend = bname,
-                                .prefix = prefix,
-                                .uid = -1,
-                                .gid = -1,
-                                .umask = -1,
-                                .conf_line = 1};
-    struct tierd_ns ns = {.conf = &nsc, .be = be[0]};
-    const char *names[] = {"warm", "archive"};
-    const struct policy_kv kv[] = {
-        {"namespace", "/ds", 3}, {"action", "copy", 4}, {"target", "archive:copies/", 5}};
-    const struct policy_section sec = {.name = "arch", .line = 2, .kv = kv, .nkv = 3};
-    struct policy_conf conf = {.file = "hand.conf",
-                               .sections = &sec,
-                               .nsections = 1,
-                               .namespaces = &nsc,
-                               .nnamespaces = 1,
-                               .backends = names,
-                               .nbackends = 2,
-                               .retention_keep = -1};
-    struct access_log *access = NULL;
-    struct policy_engine_ctx ctx = {.conf = &conf,
-                                    .interval_ms = 3600000, /* no pass of its own in this test */
-                                    .state_path = ":memory:",
-                                    .backends = be,
-                                    .nbackends = 2,
-                                    .ns = &ns,
-                                    .nns = 1,
-                                    .access = &access};
+    struct hand_ctx h;
+    hand_ctx_init(&h, be);
     struct policy_engine *pe = NULL;
-    assert_int_equal(policy_engine_start(&ctx, &pe), 0);
+    assert_int_equal(policy_engine_start(&h.ctx, &pe), 0);
     assert_non_null(pe);
 
     /* a dry run plans the journal write and leaves the upload alone */
