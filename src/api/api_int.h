@@ -159,7 +159,7 @@ char *api_utf8_clean(const char *s, size_t max);
 
 /* The handlers of the routes (one file per group: api_status.c, api_stage.c, api_writeback.c,
  * api_tenants.c, api_jobs.c, api_datasets.c, api_reload.c, api_policy.c, api_qos.c,
- * api_hints.c, api_ui.c). */
+ * api_hints.c, api_ui.c, api_cluster.c). */
 api_handler_fn api_status_get, api_stats_get, api_metrics_get, api_telemetry_get, api_health;
 api_handler_fn api_stage_post, api_stage_get, api_pin, api_unpin, api_evict;
 api_handler_fn api_wait, api_checkpoints;
@@ -170,6 +170,7 @@ api_handler_fn api_reload, api_policy_get, api_policy_run, api_policy_plan;
 api_handler_fn api_qos_get, api_qos_put;
 api_handler_fn api_hints_post, api_hints_get, api_hints_delete;
 api_handler_fn api_ui;
+api_handler_fn api_cluster_get;
 
 /* JSON strings: s made valid UTF-8 (bytes that are not become U+FFFD; NULL is ""), s's exact
  * bytes in base64 (RFC 4648), and an array of v[0..n) as api_jstr; NULL without memory. */

@@ -98,7 +98,9 @@ static const char usage_text[] =
     "                                  [policy] sections, names what needs a restart\n"
     "  policy status | plan [NAME] | run [NAME]   [--json]\n"
     "                                  lifecycle policies: what they did; what one pass would\n"
-    "                                  do; run a pass now (exit 1 if an action failed)\n";
+    "                                  do; run a pass now (exit 1 if an action failed)\n"
+    "  cluster [--json]                the [cluster] members as this node sees them: id,\n"
+    "                                  address, weight and share, incarnation; the epoch\n";
 /* The rest of the text (one literal stays under C's 4095-character guarantee). */
 static const char usage_tail[] =
     "\n"
@@ -1029,6 +1031,51 @@ static int cmd_reload(struct ctl *ctl, int argc, char **argv)
     return rc;
 }
 
+/* ---- cluster ----------------------------------------------------------------------------------
+ */
+
+/* tierctl cluster [--json]: GET /v1/cluster as a table of the members (docs/CLUSTER.md) */
+static int cmd_cluster(struct ctl *ctl, int argc, char **argv)
+{
+    bool as_json = false;
+    int urc = parse_json_flag(argc, argv, "cluster", &as_json);
+    if (urc)
+        return urc;
+    if (optind != argc)
+        return usage_error("cluster takes no arguments (got '%s')", argv[optind]);
+    json_t *ans = NULL;
+    char *raw = NULL;
+    int rc = call(ctl, "GET", "/v1/cluster", NULL, &ans, as_json ? &raw : NULL);
+    if (rc == EXIT_OK && as_json) {
+        print_raw_json(raw);
+    } else if (rc == EXIT_OK && !json_is_true(json_object_get(ans, "enabled"))) {
+        printf("no cluster: tierd has no [cluster] section\n");
+    } else if (rc == EXIT_OK) {
+        const json_t *m = json_object_get(ans, "members");
+        double total = 0;
+        for (size_t i = 0; i < json_array_size(m); i++)
+            total += json_number_value(json_object_get(json_array_get(m, i), "weight"));
+        printf("cluster %s: node %s, epoch %llu, %zu member%s%s\n", jstr(ans, "name", "?"),
+               jstr(ans, "node_id", "?"), (unsigned long long)jnum(ans, "epoch"),
+               json_array_size(m), json_array_size(m) == 1 ? "" : "s",
+               json_is_true(json_object_get(ans, "may_serve"))
+                   ? ""
+                   : " (this node may not serve peers)");
+        printf("%-24s %-24s %8s %6s  %s\n", "ID", "ADDRESS", "WEIGHT", "SHARE", "INCARNATION");
+        for (size_t i = 0; i < json_array_size(m); i++) {
+            const json_t *e = json_array_get(m, i);
+            double w = json_number_value(json_object_get(e, "weight"));
+            const char *addr = jstr(e, "addr", "");
+            printf("%-24s %-24s %8.3g %5.1f%%  %llu%s\n", jstr(e, "id", "?"), *addr ? addr : "-", w,
+                   total > 0 ? 100.0 * w / total : 0.0, (unsigned long long)jnum(e, "incarnation"),
+                   strcmp(jstr(e, "id", ""), jstr(ans, "node_id", "")) == 0 ? "  (this node)" : "");
+        }
+    }
+    free(raw);
+    json_decref(ans);
+    return rc;
+}
+
 /* ---- lifecycle policies ---------------------------------------------------------------------- */
 
 /* tierctl policy status | plan [NAME] | run [NAME] [--json] */
@@ -1594,6 +1641,8 @@ int main(int argc, char **argv)
         fn = cmd_policy;
     else if (strcmp(cmd, "reload") == 0)
         fn = cmd_reload;
+    else if (strcmp(cmd, "cluster") == 0)
+        fn = cmd_cluster;
     else if (strcmp(cmd, "help") == 0) {
         fputs(usage_text, stdout);
         fputs(usage_tail, stdout);

@@ -172,6 +172,18 @@ struct tierd_config {
     uint64_t tenant_idle_reclaim_ms;     /* implicit tenants idle this long are reclaimed; 0: no */
     bool tenant_fallback_default;        /* fallback = default: no uid-<n> tenants */
     char *tenant_slurm_cgroup_root;      /* NULL: only the built-in Slurm cgroup roots */
+    /* [cluster] (docs/CLUSTER.md): membership in RADOS; cluster_name NULL: no [cluster] */
+    char *cluster_name;
+    char *cluster_ceph_conf;   /* default /etc/ceph/ceph.conf */
+    char *cluster_user;        /* cephx id, without "client."; default admin */
+    char *cluster_keyring;     /* NULL: the one ceph.conf names */
+    char *cluster_pool;        /* default tierd */
+    char *cluster_node_id;     /* default: the host name */
+    char *cluster_address;     /* host:port peers reach this node at; NULL: none yet */
+    char *cluster_weight;      /* as written; cluster_weight_val is its value (default 1) */
+    double cluster_weight_val; /* > 0 */
+    uint64_t cluster_lease_ms; /* default 10 s */
+    int cluster_line;          /* the section's line, 0: none */
     /* [class NAME]: each class's QoS defaults; [daemon] qos_op_cost */
     struct tierd_qos_conf classes[TIER_IO_NCLASSES];
     int class_line[TIER_IO_NCLASSES]; /* the section's line, 0: none */
@@ -220,6 +232,7 @@ struct jobs;          /* jobs.h */
 struct policy_engine; /* policy.h */
 struct access_log;    /* access.h */
 struct datasets;      /* datasets/dataset.h */
+struct member;        /* cluster/member.h */
 
 struct tierd {
     struct tierd_config cfg;
@@ -256,6 +269,10 @@ struct tierd {
     /* last reads by object for the policies' idle trigger (access.h): made and freed by the
      * policy engine, set before the mount starts; NULL when no rule has idle */
     struct access_log *access;
+    /* [cluster] membership (daemon/cluster.c): the member (cluster/member.h), read by the API;
+     * NULL without a [cluster] section */
+    struct member *member;
+    void *cluster_conn; /* its RADOS connection (daemon/cluster.c) */
 };
 
 /* Resolve a mount path ("/datasets/a/b.bin") to its namespace and backend key ("prefix/a/b.bin",

@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <pwd.h>
 #include <stdarg.h>
@@ -39,6 +40,7 @@
 #include "common/log.h"
 #include "common/strutil.h"
 #include "common/keytab.h"
+#include "cluster/member_entry.h"
 #include "hints/hints.h"
 #include "lifecycle/lifecycle.h"
 #include "daemon/tierd.h"
@@ -53,7 +55,8 @@ enum sec_kind {
     SEC_MOUNT,
     SEC_API,
     SEC_WRITEBACK,
-    SEC_TENANTS, /* the last singleton: kinds below SEC_BACKEND take no name */
+    SEC_TENANTS,
+    SEC_CLUSTER, /* the last singleton: kinds below SEC_BACKEND take no name */
     SEC_BACKEND,
     SEC_NAMESPACE,
     SEC_TENANT,
@@ -63,8 +66,8 @@ enum sec_kind {
 };
 
 static const char *const sec_names[] = {"daemon",    "cache",   "mount",   "api",
-                                        "writeback", "tenants", "backend", "namespace",
-                                        "tenant",    "class",   "policy"};
+                                        "writeback", "tenants", "cluster", "backend",
+                                        "namespace", "tenant",  "class",   "policy"};
 
 /* The name argument a named section takes, for messages ("" for singletons). */
 static const char *sec_arg_hint(const char *name)
@@ -493,6 +496,20 @@ static const struct keydef tenants_keys[] = {
     {NULL, 0, 0, 0, 0, false, 0, NULL},
 };
 
+/* [cluster] (docs/CLUSTER.md); the defaults and the checks of the values: check_cluster */
+static const struct keydef cluster_keys[] = {
+    {"name", V_STR, CFG(cluster_name), 0, 0, true, 0, NULL},
+    {"ceph_conf", V_STR, CFG(cluster_ceph_conf), 0, 0, false, 0, NULL},
+    {"user", V_STR, CFG(cluster_user), 0, 0, false, 0, NULL},
+    {"keyring", V_STR, CFG(cluster_keyring), 0, 0, false, 0, NULL},
+    {"pool", V_STR, CFG(cluster_pool), 0, 0, false, 0, NULL},
+    {"node_id", V_STR, CFG(cluster_node_id), 0, 0, false, 0, NULL},
+    {"address", V_STR, CFG(cluster_address), 0, 0, false, 0, NULL},
+    {"weight", V_STR, CFG(cluster_weight), 0, 0, false, 0, NULL},
+    {"lease", V_DUR, CFG(cluster_lease_ms), 2000, 300000, false, 0, NULL},
+    {NULL, 0, 0, 0, 0, false, 0, NULL},
+};
+
 static const struct keydef tenant_keys[] = {
     {"class", V_CLASS, TN(cls), 0, 0, false, 0, NULL},
     {"slurm_job", V_JOB, TN(slurm_job), 0, 0, false, 0, NULL},
@@ -519,9 +536,9 @@ static const struct keydef class_keys[] = {
 };
 
 static const struct keydef *const tables[] = {
-    daemon_keys,  cache_keys,     mount_keys,  api_keys,   writeback_keys, tenants_keys,
-    backend_keys, namespace_keys, tenant_keys, class_keys,
-    NULL /* [policy NAME]: lifecycle_rules.c's table (policy_rule_key_name) */};
+    daemon_keys,  cache_keys,   mount_keys,   api_keys,       writeback_keys,
+    tenants_keys, cluster_keys, backend_keys, namespace_keys, tenant_keys,
+    class_keys,   NULL /* [policy NAME]: lifecycle_rules.c's table (policy_rule_key_name) */};
 
 static const char *const btype_names[] = {"any", "posix", "s3"};
 
@@ -1058,8 +1075,8 @@ static int section_kind(struct parser *p, const struct raw_section *s, const cha
         else
             fail(p, s->line,
                  "unknown section [%s] (allowed: [daemon], [cache], [mount], [api], "
-                 "[writeback], [tenants], [backend NAME], [namespace /PATH], [tenant NAME], "
-                 "[class NAME], [policy NAME])",
+                 "[writeback], [tenants], [cluster], [backend NAME], [namespace /PATH], "
+                 "[tenant NAME], [class NAME], [policy NAME])",
                  s->name);
     }
     return kind;
@@ -1081,6 +1098,8 @@ static void classify_singleton(struct parser *p, struct raw_section *s, int kind
     }
     singleton_line[kind] = s->line;
     s->kind = (enum sec_kind)kind;
+    if (kind == SEC_CLUSTER)
+        p->cfg->cluster_line = s->line;
 }
 
 static void classify_backend(struct parser *p, struct raw_section *s, const char *arg)
@@ -1271,7 +1290,7 @@ static void apply_pair(struct parser *p, struct raw_pair *kv)
     if (kv->sec < 0) {
         fail(p, kv->line,
              "key '%s' is outside any section (put it under [daemon], [cache], [mount], "
-             "[api], [writeback], [tenants], [backend NAME], [namespace /PATH], "
+             "[api], [writeback], [tenants], [cluster], [backend NAME], [namespace /PATH], "
              "[tenant NAME], [class NAME] or [policy NAME])",
              kv->key);
         return;
@@ -1684,9 +1703,76 @@ static void check_quotas(struct parser *p)
     }
 }
 
+/* [cluster]: a build with librados, ids member_id_valid() takes, a positive weight, and the
+ * defaults (docs/CONFIG.md, [cluster]). */
+static void check_cluster(struct parser *p)
+{
+    struct tierd_config *c = p->cfg;
+    if (!c->cluster_line)
+        return;
+#ifndef TIER_HAVE_RADOS
+    fail(p, c->cluster_line,
+         "[cluster]: this tierd was built without librados (Debian's librados-dev), so it cannot "
+         "join a cluster; remove the section or build tierd with librados");
+    return;
+#endif
+    if (!c->cluster_name)
+        return; /* missing: check_required reported it */
+    if (!member_id_valid(c->cluster_name))
+        fail(p, c->cluster_line,
+             "[cluster] name = '%s' is not allowed (allowed: 1 to %d letters, digits, '_', '-', "
+             "'.')",
+             c->cluster_name, MEMBER_ID_MAX);
+    if (!c->cluster_node_id) {
+        char host[256] = "";
+        if (gethostname(host, sizeof(host) - 1) != 0 || !member_id_valid(host)) {
+            fail(p, c->cluster_line,
+                 "[cluster]: the host name '%s' is not a node id (1 to %d letters, digits, '_', "
+                 "'-', '.'): set node_id",
+                 host, MEMBER_ID_MAX);
+            return;
+        }
+        c->cluster_node_id = own_str(p, host);
+    } else if (!member_id_valid(c->cluster_node_id)) {
+        fail(p, c->cluster_line,
+             "[cluster] node_id = '%s' is not allowed (allowed: 1 to %d letters, digits, '_', "
+             "'-', '.')",
+             c->cluster_node_id, MEMBER_ID_MAX);
+    }
+    if (c->cluster_address) {
+        bool printable = strlen(c->cluster_address) <= MEMBER_ADDR_MAX;
+        for (const char *a = c->cluster_address; *a; a++)
+            printable = printable && *a > 0x20 && *a < 0x7f;
+        if (!printable)
+            fail(p, c->cluster_line,
+                 "[cluster] address = '%s' is not allowed (allowed: HOST:PORT, up to %d printable "
+                 "characters without blanks)",
+                 c->cluster_address, MEMBER_ADDR_MAX);
+    }
+    if (c->cluster_weight) {
+        char *end = NULL;
+        errno = 0;
+        double w = strtod(c->cluster_weight, &end);
+        if (errno || end == c->cluster_weight || *end || !isfinite(w) || w <= 0)
+            fail(p, c->cluster_line,
+                 "[cluster] weight = '%s' is not allowed (allowed: a number above 0, like 1 or "
+                 "2.5: this node's share of the cluster's blocks)",
+                 c->cluster_weight);
+        else
+            c->cluster_weight_val = w;
+    }
+    if (!c->cluster_ceph_conf)
+        c->cluster_ceph_conf = own_str(p, "/etc/ceph/ceph.conf");
+    if (!c->cluster_user)
+        c->cluster_user = own_str(p, "admin");
+    if (!c->cluster_pool)
+        c->cluster_pool = own_str(p, "tierd");
+}
+
 static void check_semantics(struct parser *p)
 {
     struct tierd_config *c = p->cfg;
+    check_cluster(p);
     check_upload_buffers(p);
     check_tenants(p);
     check_quotas(p);
@@ -1812,6 +1898,8 @@ static void apply_defaults(struct tierd_config *c)
     c->disk_max_inflight = 64;
     c->disk_op_cost = 4 * KIB;
     c->max_tenants = TENANT_MAX_TENANTS_DEFAULT;
+    c->cluster_lease_ms = 10000;
+    c->cluster_weight_val = 1.0;
     c->tenant_pid_cache = TENANT_PID_CACHE_DEFAULT;
     c->tenant_reserved_ids = TIERD_RESERVED_IDS_UNSET;
     c->tenant_implicit_per_minute = TIERD_IMPLICIT_PER_MINUTE_DEFAULT;

@@ -447,6 +447,7 @@ static void teardown(struct tierd *d)
     policy_engine_stop(d->policy);
     tierd_api_stop(d->api);
     d->api = NULL;
+    tierd_cluster_close(d); /* after the API, which reads the member */
     tierfs_free(d->fuse);
     d->fuse = NULL;
     wb_close(d->wb);
@@ -732,6 +733,7 @@ static const struct step {
     {"datasets", step_datasets},
     {"stager", step_services},
     {"lifecycle policies", step_policies},
+    {"cluster", tierd_cluster_open},
     {"control API", step_api},
     {"FUSE mount", step_mount},
 };

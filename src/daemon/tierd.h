@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tierd.h - what only the daemon's own files (src/daemon: main.c, config.c, resolve.c, tenants.c,
- * wiring.c) and the tests' fixtures share beyond core/state.h, which holds the state the other
- * layers see. No file outside src/daemon includes it (scripts/check-layers.sh).
+ * cluster.c, wiring.c) and the tests' fixtures share beyond core/state.h, which holds the state the
+ * other layers see. No file outside src/daemon includes it (scripts/check-layers.sh).
  */
 #ifndef TIER_DAEMON_TIERD_H
 #define TIER_DAEMON_TIERD_H
@@ -25,6 +25,12 @@ int tierd_tenants_open(const struct tierd_config *cfg, struct tenant_reg **out);
  * exists, before the mount. tierd_tenant_holds is the busy hook (for tests). */
 void tierd_tenants_reclaim_hooks(struct tierd *d, struct tenant_reg *r);
 bool tierd_tenant_holds(void *d, uint32_t id);
+
+/* cluster.c: with a [cluster] section, connects to RADOS and joins the cluster (d->member); 0
+ * (also without the section), or -errno with tier_err_msg() naming what failed. The close
+ * leaves the cluster and disconnects; a no-op without a member. */
+int tierd_cluster_open(struct tierd *d);
+void tierd_cluster_close(struct tierd *d);
 
 /* wiring.c: each service's context over d (borrowing d's members; d outlives the service). */
 /* tierd_resolve, dataset_show_max (of d->datasets), tierd_is_virtual_dir, tierd_virtual_children */
