@@ -920,6 +920,82 @@ static void test_resolve(void **state)
 
 /* Only /.tierd itself and what is below it belong to the mount's control files: a namespace whose
  * first component merely begins with ".tierd" is a namespace like any other. */
+/* The error of loading BASE + extra, which must fail; "" if it loaded. */
+static void load_error(const char *extra, char *err, size_t errsz)
+{
+    char text[2048];
+    snprintf(text, sizeof(text), "%s%s", BASE, extra);
+    struct tierd_config c;
+    err[0] = '\0';
+    int rc = tierd_config_load_string("t.conf", text, strlen(text), &c, err, errsz);
+    if (rc == 0)
+        err[0] = '\0';
+    tierd_config_fini(&c);
+}
+
+/* [cluster]: its keys' table (did-you-mean, FILE:LINE), the required name, the checks of the
+ * values and the defaults; in a build without librados, the section itself is the error. */
+static void test_cluster(void **state)
+{
+    (void)state;
+    char err[1024];
+#ifdef TIER_HAVE_RADOS
+    load_error("[cluster]\nname = c1\nnod_id = a\n", err, sizeof(err));
+    assert_non_null(strstr(err, "t.conf:10: unknown key 'nod_id' in [cluster] (did you mean "
+                                "'node_id'?)"));
+    load_error("[cluster]\npool = p\n", err, sizeof(err));
+    assert_non_null(strstr(err, "t.conf:8: [cluster] is missing required key 'name'"));
+    load_error("[cluster]\nname = c1\nlease = 1s\n", err, sizeof(err));
+    assert_non_null(strstr(err, "t.conf:10: [cluster] lease = '1s' is not allowed"));
+    load_error("[cluster]\nname = c1\nweight = 0\n", err, sizeof(err));
+    assert_non_null(strstr(err, "t.conf:8: [cluster] weight = '0' is not allowed"));
+    load_error("[cluster]\nname = c/1\n", err, sizeof(err));
+    assert_non_null(strstr(err, "t.conf:8: [cluster] name = 'c/1' is not allowed"));
+    load_error("[cluster]\nname = c1\nnode_id = a b\n", err, sizeof(err));
+    assert_non_null(strstr(err, "[cluster] node_id = 'a b' is not allowed"));
+
+    const char *text = BASE "[cluster]\nname = c1\n";
+    struct tierd_config c;
+    int rc = tierd_config_load_string("t.conf", text, strlen(text), &c, err, sizeof(err));
+    if (rc)
+        fail_msg("%s", err);
+    assert_string_equal(c.cluster_name, "c1");
+    assert_string_equal(c.cluster_ceph_conf, "/etc/ceph/ceph.conf");
+    assert_string_equal(c.cluster_user, "admin");
+    assert_null(c.cluster_keyring);
+    assert_string_equal(c.cluster_pool, "tierd");
+    assert_non_null(c.cluster_node_id); /* the host name */
+    assert_null(c.cluster_address);
+    assert_true(c.cluster_weight_val == 1.0);
+    assert_int_equal(c.cluster_lease_ms, 10000);
+    tierd_config_fini(&c);
+
+    text = BASE "[cluster]\nname = c1\nnode_id = n1\nweight = 2.5\nlease = 30s\n"
+                "address = 10.0.0.7:7070\npool = tp\nuser = tierd\nkeyring = /k\n";
+    rc = tierd_config_load_string("t.conf", text, strlen(text), &c, err, sizeof(err));
+    if (rc)
+        fail_msg("%s", err);
+    assert_string_equal(c.cluster_node_id, "n1");
+    assert_true(c.cluster_weight_val == 2.5);
+    assert_int_equal(c.cluster_lease_ms, 30000);
+    assert_string_equal(c.cluster_address, "10.0.0.7:7070");
+    assert_string_equal(c.cluster_pool, "tp");
+    assert_string_equal(c.cluster_user, "tierd");
+    assert_string_equal(c.cluster_keyring, "/k");
+    tierd_config_fini(&c);
+#else
+    load_error("[cluster]\nname = c1\n", err, sizeof(err));
+    assert_non_null(strstr(err, "t.conf:8: [cluster]: this tierd was built without librados"));
+#endif
+    /* without the section, no cluster */
+    struct tierd_config n;
+    int nrc = tierd_config_load_string("t.conf", BASE, strlen(BASE), &n, err, sizeof(err));
+    assert_int_equal(nrc, 0);
+    assert_null(n.cluster_name);
+    assert_int_equal(n.cluster_line, 0);
+    tierd_config_fini(&n);
+}
+
 static void test_ns_near_tierd(void **state)
 {
     (void)state;
@@ -946,7 +1022,7 @@ int main(void)
         cmocka_unit_test(test_api_socket_shares), cmocka_unit_test(test_long_line_and_comments),
         cmocka_unit_test(test_resolve),           cmocka_unit_test(test_permissions),
         cmocka_unit_test(test_telemetry_switch),  cmocka_unit_test(test_qos),
-        cmocka_unit_test(test_ns_near_tierd),
+        cmocka_unit_test(test_ns_near_tierd),     cmocka_unit_test(test_cluster),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
