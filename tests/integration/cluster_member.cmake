@@ -8,3 +8,12 @@ if(TIER_HAVE_RADOS)
     LIBS tier_cluster_member TIMEOUT 600)
   set_tests_properties(cluster_member PROPERTIES FIXTURES_REQUIRED rgw LABELS rgw)
 endif()
+
+# Two tierd with one [cluster] section (src/daemon/cluster.c) on real FUSE mounts: each lists both
+# (GET /v1/cluster, tierctl cluster); SIGTERM and SIGKILL take one out of the other's view.
+if(TIER_HAVE_RADOS AND TARGET tierd)
+  add_test(NAME cluster_tierd COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_cluster_tierd.sh)
+  set_tests_properties(cluster_tierd PROPERTIES TIMEOUT 600 LABELS "fuse;rgw"
+    FIXTURES_REQUIRED rgw
+    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_SRC=${PROJECT_SOURCE_DIR};TIER_CEPH_DIR=${TIER_CEPH_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+endif()
