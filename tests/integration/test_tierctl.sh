@@ -12,7 +12,8 @@
 #    backend over 1,000 small files, `tierctl stage /ns` completes, a second run reports every
 #    byte already cached, `status --json` shows the bytes as cached, pin/unpin/evict round trip,
 #    --tcp with the right token works and with a wrong one is refused (exit 4); `wait` and
-#    `checkpoints` without a write-back namespace are refused with the documented message.
+#    `checkpoints` without a write-back namespace are refused with the documented message;
+#    `cluster` without a [cluster] section says so (and --json answers enabled: false).
 # 4. The real tierd with a write-back namespace over a POSIX backend (no RGW needed): files
 #    written through the mount, `tierctl wait` exits 0, the backend files are byte-identical,
 #    `checkpoints --json` lists them as uploaded with an ETag; a file whose spool copy is
@@ -390,6 +391,10 @@ sys.exit(0 if used >= int(sys.argv[1]) else 1)' "$TOTAL"; then
         contains "real: wait says how to configure write-back" "no namespace is in write-back mode"
         run "real: checkpoints without a write-back namespace" 4 "${T[@]}" checkpoints
         contains "real: checkpoints message" "no namespace is in write-back mode"
+        run "real: cluster without a [cluster] section" 0 "${T[@]}" cluster
+        contains "real: cluster says there is none" "no cluster: tierd has no [cluster] section"
+        run "real: cluster --json without a [cluster] section" 0 "${T[@]}" cluster --json
+        contains "real: GET /v1/cluster is disabled" '{"enabled":false}'
         # Stop tierd; then the documented message again.
         kill -TERM "$TIERD_PID"
         gone() { ! kill -0 "$TIERD_PID" 2>/dev/null; }
