@@ -8,7 +8,8 @@
  * with its incarnation as the cookie and the lease as the duration, and renews it every lease/3;
  * an entry whose lock is gone is removed by whichever member sees it. A member that could not
  * renew for lease/2 stops serving peers (member_may_serve()) before the others can declare it
- * dead (lease). The daemon does not use it yet.
+ * dead (lease). The daemon joins with it when its config has a [cluster] section
+ * (src/daemon/cluster.c).
  *
  * Threads: member_join() starts one thread per member that renews, re-reads and writes; the
  * functions below may be called from any thread. The caller owns the rados ioctx and keeps it

@@ -38,7 +38,7 @@ static int addr_valid(const char *addr)
 
 static int weight_valid(double w)
 {
-    return isfinite(w) && w > 0 && w <= 1e15;
+    return isfinite(w) && w > 0 && w <= MEMBER_WEIGHT_MAX;
 }
 
 int member_entry_parse(const char *json, size_t len, struct member_entry *out)

@@ -12,14 +12,15 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define MEMBER_ID_MAX 63    /* bytes of an id, without the NUL */
-#define MEMBER_ADDR_MAX 127 /* bytes of an address, without the NUL */
+#define MEMBER_ID_MAX 63       /* bytes of an id, without the NUL */
+#define MEMBER_ADDR_MAX 127    /* bytes of an address, without the NUL */
+#define MEMBER_WEIGHT_MAX 1e15 /* the largest weight an entry may carry */
 
 struct member_entry {
     char id[MEMBER_ID_MAX + 1];     /* [A-Za-z0-9._-]{1,63} */
     char addr[MEMBER_ADDR_MAX + 1]; /* the peer endpoint, printable ASCII, may be empty */
-    double weight;                  /* > 0, finite: its share of placement (place.h) */
-    uint64_t incarnation;           /* new at each join: the cookie of its lock */
+    double weight;        /* > 0, <= MEMBER_WEIGHT_MAX: its share of placement (place.h) */
+    uint64_t incarnation; /* new at each join: the cookie of its lock */
 };
 
 /* Whether id is a valid member id (1..63 of [A-Za-z0-9._-]). */

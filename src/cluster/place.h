@@ -15,8 +15,8 @@
  * skewed the requests are.
  *
  * Pure functions over the caller's arrays: no state, no locks, no allocation except the scratch
- * of place_rank() for large k and of place_pick_bounded(). The daemon does not use it yet
- * (docs/CLUSTER.md). */
+ * of place_rank() for large k and of place_pick_bounded(). The daemon does not place blocks with
+ * it yet: peer reads are to come (docs/CLUSTER.md). */
 #ifndef TIER_CLUSTER_PLACE_H
 #define TIER_CLUSTER_PLACE_H
 

@@ -10,6 +10,7 @@
 
 #include "common/err.h"
 #include "common/log.h"
+#include "common/timeutil.h"
 #include "daemon/tierd.h"
 
 #ifdef TIER_HAVE_RADOS
@@ -37,8 +38,10 @@ static void conn_free(struct cluster_conn *cc)
 static int conn_open(const struct tierd_config *c, struct cluster_conn **out)
 {
     struct cluster_conn *cc = calloc(1, sizeof(*cc));
-    if (!cc)
+    if (!cc) {
+        tier_err_set("[cluster]: out of memory");
         return -ENOMEM;
+    }
     int rc = rados_create(&cc->rados, c->cluster_user);
     if (rc < 0) {
         tier_err_set("[cluster]: cannot create a RADOS client for user '%s': %s", c->cluster_user,
@@ -100,11 +103,23 @@ int tierd_cluster_open(struct tierd *d)
                              .weight = c->cluster_weight_val,
                              .lease_ms = (uint32_t)c->cluster_lease_ms};
     rc = member_join(cc->io, &mc, &d->member);
+    /* -EBUSY: the lock of this node id is held. After a crash it is this node's previous run's
+     * until its lease lapses, so a restart waits that long (and a half) before it gives up. */
+    uint64_t until = tier_now_mono_ns() + (uint64_t)mc.lease_ms * 3 / 2 * TIER_NS_PER_MS;
+    if (rc == -EBUSY)
+        log_info("cluster: node '%s' of '%s' is locked: waiting up to %u ms for a previous run's "
+                 "lease to lapse",
+                 mc.id, mc.cluster, mc.lease_ms * 3 / 2);
+    while (rc == -EBUSY && tier_now_mono_ns() < until) {
+        tier_sleep_ms(500); /* polling the lock, not a synchronisation */
+        rc = member_join(cc->io, &mc, &d->member);
+    }
     if (rc) {
         if (rc == -EBUSY)
-            tier_err_set("[cluster]: node '%s' is already a member of cluster '%s' (another tierd "
-                         "holds its lock; give each node its own node_id)",
-                         c->cluster_node_id, c->cluster_name);
+            tier_err_set("[cluster]: node '%s' is already a member of cluster '%s': another tierd "
+                         "holds its lock (give each node its own node_id), or this node's previous "
+                         "run still did after %u ms",
+                         c->cluster_node_id, c->cluster_name, mc.lease_ms * 3 / 2);
         else
             tier_err_set("[cluster]: cannot join cluster '%s' in pool '%s' as '%s': %s",
                          c->cluster_name, c->cluster_pool, c->cluster_node_id, strerror(-rc));

@@ -1753,10 +1753,11 @@ static void check_cluster(struct parser *p)
         char *end = NULL;
         errno = 0;
         double w = strtod(c->cluster_weight, &end);
-        if (errno || end == c->cluster_weight || *end || !isfinite(w) || w <= 0)
+        if (errno || end == c->cluster_weight || *end || !isfinite(w) || w <= 0 ||
+            w > MEMBER_WEIGHT_MAX)
             fail(p, c->cluster_line,
-                 "[cluster] weight = '%s' is not allowed (allowed: a number above 0, like 1 or "
-                 "2.5: this node's share of the cluster's blocks)",
+                 "[cluster] weight = '%s' is not allowed (allowed: a number above 0 and at most "
+                 "1e15, like 1 or 2.5: this node's share of the cluster's blocks)",
                  c->cluster_weight);
         else
             c->cluster_weight_val = w;

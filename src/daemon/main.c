@@ -447,11 +447,13 @@ static void teardown(struct tierd *d)
     policy_engine_stop(d->policy);
     tierd_api_stop(d->api);
     d->api = NULL;
-    tierd_cluster_close(d); /* after the API, which reads the member */
     tierfs_free(d->fuse);
     d->fuse = NULL;
     wb_close(d->wb);
     d->wb = NULL;
+    /* after the API, which reads the member; after the write-back's last uploads, which a leave
+     * that waits on an unreachable Ceph (up to four calls of 60 s) must not hold up */
+    tierd_cluster_close(d);
     policy_engine_free(__atomic_exchange_n(&d->policy, NULL, __ATOMIC_ACQ_REL));
     jobs_free(d->jobs); /* after the API, its caller; before the stager and the cache */
     d->jobs = NULL;

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "hints/hints.h"
+#include "cluster/member_entry.h"
 #include "daemon/tierd.h"
 #include "tenant/tenant.h"
 #include "testutil.h"
@@ -918,8 +919,6 @@ static void test_resolve(void **state)
     tierd_config_fini(&d.cfg);
 }
 
-/* Only /.tierd itself and what is below it belong to the mount's control files: a namespace whose
- * first component merely begins with ".tierd" is a namespace like any other. */
 /* The error of loading BASE + extra, which must fail; "" if it loaded. */
 static void load_error(const char *extra, char *err, size_t errsz)
 {
@@ -940,23 +939,39 @@ static void test_cluster(void **state)
     (void)state;
     char err[1024];
 #ifdef TIER_HAVE_RADOS
-    load_error("[cluster]\nname = c1\nnod_id = a\n", err, sizeof(err));
+    load_error("[cluster]\nname = c1\nnod_id = a\nnode_id = n0\n", err, sizeof(err));
     assert_non_null(strstr(err, "t.conf:10: unknown key 'nod_id' in [cluster] (did you mean "
                                 "'node_id'?)"));
     load_error("[cluster]\npool = p\n", err, sizeof(err));
     assert_non_null(strstr(err, "t.conf:8: [cluster] is missing required key 'name'"));
-    load_error("[cluster]\nname = c1\nlease = 1s\n", err, sizeof(err));
+    load_error("[cluster]\nname = c1\nlease = 1s\nnode_id = n0\n", err, sizeof(err));
     assert_non_null(strstr(err, "t.conf:10: [cluster] lease = '1s' is not allowed"));
-    load_error("[cluster]\nname = c1\nweight = 0\n", err, sizeof(err));
+    load_error("[cluster]\nname = c1\nweight = 0\nnode_id = n0\n", err, sizeof(err));
     assert_non_null(strstr(err, "t.conf:8: [cluster] weight = '0' is not allowed"));
+    load_error("[cluster]\nname = c1\nweight = 1e16\nnode_id = n0\n", err, sizeof(err));
+    assert_non_null(strstr(err, "t.conf:8: [cluster] weight = '1e16' is not allowed"));
     load_error("[cluster]\nname = c/1\n", err, sizeof(err));
     assert_non_null(strstr(err, "t.conf:8: [cluster] name = 'c/1' is not allowed"));
     load_error("[cluster]\nname = c1\nnode_id = a b\n", err, sizeof(err));
     assert_non_null(strstr(err, "[cluster] node_id = 'a b' is not allowed"));
 
+    /* node_id's default is the host name, when that is a node id (this machine's may not be) */
+    char host[256] = "";
+    assert_int_equal(gethostname(host, sizeof(host) - 1), 0);
     const char *text = BASE "[cluster]\nname = c1\n";
     struct tierd_config c;
     int rc = tierd_config_load_string("t.conf", text, strlen(text), &c, err, sizeof(err));
+    if (member_id_valid(host)) {
+        if (rc)
+            fail_msg("%s", err);
+        assert_string_equal(c.cluster_node_id, host);
+        tierd_config_fini(&c);
+    } else {
+        assert_int_not_equal(rc, 0);
+        assert_non_null(strstr(err, "set node_id"));
+    }
+    text = BASE "[cluster]\nname = c1\nnode_id = n0\n";
+    rc = tierd_config_load_string("t.conf", text, strlen(text), &c, err, sizeof(err));
     if (rc)
         fail_msg("%s", err);
     assert_string_equal(c.cluster_name, "c1");
@@ -964,7 +979,7 @@ static void test_cluster(void **state)
     assert_string_equal(c.cluster_user, "admin");
     assert_null(c.cluster_keyring);
     assert_string_equal(c.cluster_pool, "tierd");
-    assert_non_null(c.cluster_node_id); /* the host name */
+    assert_string_equal(c.cluster_node_id, "n0");
     assert_null(c.cluster_address);
     assert_true(c.cluster_weight_val == 1.0);
     assert_int_equal(c.cluster_lease_ms, 10000);
@@ -996,6 +1011,8 @@ static void test_cluster(void **state)
     tierd_config_fini(&n);
 }
 
+/* Only /.tierd itself and what is below it belong to the mount's control files: a namespace whose
+ * first component merely begins with ".tierd" is a namespace like any other. */
 static void test_ns_near_tierd(void **state)
 {
     (void)state;
