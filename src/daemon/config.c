@@ -5,17 +5,18 @@
  * Called once by main() at start-up (and by the config tests and fuzz target); not thread-safe,
  * because inih's options are process globals.
  *
- * DESIGN: parsing runs in two phases. Phase 1 lets inih split the text into sections and
+ * DESIGN: parsing runs in three phases. Phase 1 lets inih split the text into sections and
  * key/value pairs; a line reader wrapped around the input counts lines and notes every section
  * header, so each pair and section carries its line number (the packaged inih is built without
  * INI_HANDLER_LINENO and does not report empty sections). Phase 2 validates the collected pairs
- * against per-section key tables and fills the struct. Validation keeps the error with the
- * lowest line number; "missing required key" errors (reported at the section's line) only win
- * when nothing else is wrong, because a typo of that key is the more useful message. Every
- * message reads "FILE:LINE: what is wrong (what is allowed)", with a did-you-mean from the edit
- * distance to the known keys. The pieces every key table shares (choices of an enumerated value,
- * whose list is its "allowed:" text, and the did-you-mean) are keytab.c's, so that the
- * [policy NAME] keys, whose table is lifecycle_rules.c's, get the same.
+ * against per-section key tables and fills the struct; phase 3 (config_check.c) checks what spans
+ * keys and sections (the API's token and listener, tenants, QoS, quotas, [cluster], the [policy]
+ * rules). Validation keeps the error with the lowest line number; "missing required key" errors
+ * (reported at the section's line) only win when nothing else is wrong, because a typo of that key
+ * is the more useful message. Every message reads "FILE:LINE: what is wrong (what is allowed)",
+ * with a did-you-mean from the edit distance to the known keys. The pieces every key table shares
+ * (choices of an enumerated value, whose list is its "allowed:" text, and the did-you-mean) are
+ * keytab.c's, so that the [policy NAME] keys, whose table is lifecycle_rules.c's, get the same.
  */
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -46,24 +47,7 @@
 #include "daemon/tierd.h"
 #include "tenant/tenant.h"
 
-#define MAX_SECTIONS 256
-#define MAX_PAIRS 4096
-
-enum sec_kind {
-    SEC_DAEMON,
-    SEC_CACHE,
-    SEC_MOUNT,
-    SEC_API,
-    SEC_WRITEBACK,
-    SEC_TENANTS,
-    SEC_CLUSTER, /* the last singleton: kinds below SEC_BACKEND take no name */
-    SEC_BACKEND,
-    SEC_NAMESPACE,
-    SEC_TENANT,
-    SEC_CLASS,
-    SEC_POLICY,
-    SEC_BAD
-};
+#include "daemon/config_int.h"
 
 static const char *const sec_names[] = {"daemon",    "cache",   "mount",   "api",
                                         "writeback", "tenants", "cluster", "backend",
@@ -79,51 +63,6 @@ static const char *sec_arg_hint(const char *name)
         return " /PATH";
     return "";
 }
-
-struct raw_section {
-    char *name; /* as written, trimmed: "backend warm" */
-    enum sec_kind kind;
-    int line;
-    int index;     /* backend / namespace slot, or -1 */
-    uint64_t seen; /* bit per key table entry */
-};
-
-struct raw_pair {
-    int sec; /* index into secs, -1 when before any section */
-    char *key, *val;
-    int line;
-};
-
-struct parser {
-    const char *file;
-    FILE *in;
-    char *linebuf;
-    size_t linecap;
-    int line;
-    bool stop;
-    struct raw_section secs[MAX_SECTIONS];
-    size_t nsecs;
-    struct raw_pair *pairs;
-    size_t npairs, cappairs;
-    bool oom;
-    /* the first error by line; missing-key errors kept apart (see DESIGN) */
-    int err_line;
-    char err[512];
-    int miss_line;
-    char miss[512];
-    struct tierd_config *cfg;
-    int ns_backend_line[TIERD_MAX_NAMESPACES];
-    int ns_durability_line[TIERD_MAX_NAMESPACES]; /* 0: not set */
-    int tcp_line;
-    int api_line[24];      /* line of each [api] key (index in api_keys), 0: not set */
-    int wb_line;           /* the [writeback] section's line, 0: none */
-    int max_tenants_line;  /* [tenants] max_tenants, 0: not set */
-    int reserved_ids_line; /* [tenants] reserved_ids, 0: not set */
-    int cache_quota_line;  /* [tenants] cache_quota, 0: not set */
-    bool set_request_timeout[TIERD_MAX_BACKENDS];
-    bool set_connect_timeout[TIERD_MAX_BACKENDS];
-    bool set_pin_size;
-};
 
 /* ---- errors ---------------------------------------------------------------------------- */
 
@@ -144,9 +83,9 @@ static void vrecord(char *dst, int *dst_line, const char *file, int line, const 
     *dst_line = eff;
 }
 
-static void fail(struct parser *p, int line, const char *fmt, ...)
+void cfg_fail(struct parser *p, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static void fail(struct parser *p, int line, const char *fmt, ...)
+void cfg_fail(struct parser *p, int line, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -154,9 +93,9 @@ static void fail(struct parser *p, int line, const char *fmt, ...)
     va_end(ap);
 }
 
-static void fail_missing(struct parser *p, int line, const char *fmt, ...)
+void cfg_fail_missing(struct parser *p, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static void fail_missing(struct parser *p, int line, const char *fmt, ...)
+void cfg_fail_missing(struct parser *p, int line, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -166,7 +105,7 @@ static void fail_missing(struct parser *p, int line, const char *fmt, ...)
 
 /* ---- owned strings --------------------------------------------------------------------- */
 
-static char *own(struct parser *p, const char *s, size_t len)
+char *cfg_own(struct parser *p, const char *s, size_t len)
 {
     struct tierd_config *c = p->cfg;
     if (c->nstrs == c->capstrs) {
@@ -188,9 +127,9 @@ static char *own(struct parser *p, const char *s, size_t len)
     return d;
 }
 
-static char *own_str(struct parser *p, const char *s)
+char *cfg_own_str(struct parser *p, const char *s)
 {
-    return own(p, s, strlen(s));
+    return cfg_own(p, s, strlen(s));
 }
 
 /* ---- phase 1: inih + line reader ------------------------------------------------------- */
@@ -219,7 +158,7 @@ static void note_section(struct parser *p, const char *line)
     if (!end)
         return; /* inih reports the syntax error for this line */
     if (p->nsecs == MAX_SECTIONS) {
-        fail(p, p->line, "too many sections (at most %d)", MAX_SECTIONS);
+        cfg_fail(p, p->line, "too many sections (at most %d)", MAX_SECTIONS);
         p->stop = true;
         return;
     }
@@ -250,7 +189,7 @@ static char *reader(char *str, int num, void *stream)
     p->line++;
     size_t len = strnlen(p->linebuf, (size_t)n);
     if (len + 3 > (size_t)num) {
-        fail(p, p->line, "line too long (at most %d characters)", num - 3);
+        cfg_fail(p, p->line, "line too long (at most %d characters)", num - 3);
         p->stop = true;
         return NULL;
     }
@@ -267,7 +206,7 @@ static int handler(void *user, const char *section, const char *name, const char
     if (!name)
         return 1;
     if (p->npairs == MAX_PAIRS) {
-        fail(p, p->line, "too many keys (at most %d)", MAX_PAIRS);
+        cfg_fail(p, p->line, "too many keys (at most %d)", MAX_PAIRS);
         p->stop = true;
         return 0;
     }
@@ -607,10 +546,10 @@ static int set_string(struct parser *p, const struct keydef *k, char *field, con
                       const char *val, int line)
 {
     if (*val == '\0') {
-        fail(p, line, "[%s] %s is empty (give a value or remove the line)", sect, k->name);
+        cfg_fail(p, line, "[%s] %s is empty (give a value or remove the line)", sect, k->name);
         return -EINVAL;
     }
-    char *s = own_str(p, val);
+    char *s = cfg_own_str(p, val);
     if (!s)
         return -ENOMEM;
     if (k->kind == V_STR)
@@ -631,22 +570,23 @@ static int set_number(struct parser *p, const struct keydef *k, char *field, con
     if (rc || u < k->min || u > k->max) {
         char lo[32], hi[32];
         if ((k->kind == V_SIZE || k->kind == V_SIZEZ) && k->max == UINT64_MAX)
-            fail(p, line,
-                 "[%s] %s = '%s' is not a size (allowed: a byte count like 512M, 64GiB, 2T)", sect,
-                 k->name, val);
+            cfg_fail(p, line,
+                     "[%s] %s = '%s' is not a size (allowed: a byte count like 512M, 64GiB, 2T)",
+                     sect, k->name, val);
         else if (k->kind == V_SIZE || k->kind == V_SIZEZ)
-            fail(p, line, "[%s] %s = '%s' is not allowed (allowed: a size from %s to %s, like 4M)",
-                 sect, k->name, val, tier_fmt_bytes(k->min, lo, sizeof(lo)),
-                 tier_fmt_bytes(k->max, hi, sizeof(hi)));
+            cfg_fail(p, line,
+                     "[%s] %s = '%s' is not allowed (allowed: a size from %s to %s, like 4M)", sect,
+                     k->name, val, tier_fmt_bytes(k->min, lo, sizeof(lo)),
+                     tier_fmt_bytes(k->max, hi, sizeof(hi)));
         else if (k->kind == V_DUR)
-            fail(p, line,
-                 "[%s] %s = '%s' is not allowed (allowed: a duration from %llums to %llums, "
-                 "like 500ms, 10s, 2m)",
-                 sect, k->name, val, (unsigned long long)k->min, (unsigned long long)k->max);
+            cfg_fail(p, line,
+                     "[%s] %s = '%s' is not allowed (allowed: a duration from %llums to %llums, "
+                     "like 500ms, 10s, 2m)",
+                     sect, k->name, val, (unsigned long long)k->min, (unsigned long long)k->max);
         else
-            fail(p, line,
-                 "[%s] %s = '%s' is not allowed (allowed: a whole number from %llu to %llu)", sect,
-                 k->name, val, (unsigned long long)k->min, (unsigned long long)k->max);
+            cfg_fail(p, line,
+                     "[%s] %s = '%s' is not allowed (allowed: a whole number from %llu to %llu)",
+                     sect, k->name, val, (unsigned long long)k->min, (unsigned long long)k->max);
         return -EINVAL;
     }
     if (k->kind == V_SIZEZ)
@@ -665,7 +605,8 @@ static int set_enum(struct parser *p, const struct keydef *k, char *field, const
     if (config_choice_parse(k->choices, val, (int *)(void *)field)) {
         char allowed[256];
         config_choice_list(k->choices, allowed, sizeof(allowed));
-        fail(p, line, "[%s] %s = '%s' is not allowed (allowed: %s)", sect, k->name, val, allowed);
+        cfg_fail(p, line, "[%s] %s = '%s' is not allowed (allowed: %s)", sect, k->name, val,
+                 allowed);
         return -EINVAL;
     }
     return 0;
@@ -680,10 +621,10 @@ static int set_owner(struct parser *p, const struct keydef *k, char *field, cons
         errno = 0;
         unsigned long m = strtoul(val, &end, 8);
         if (!isdigit((unsigned char)*val) || errno || *end || m > 0777) {
-            fail(p, line,
-                 "[%s] umask = '%s' is not allowed (allowed: an octal mask from 000 to 777, "
-                 "like 027)",
-                 sect, val);
+            cfg_fail(p, line,
+                     "[%s] umask = '%s' is not allowed (allowed: an octal mask from 000 to 777, "
+                     "like 027)",
+                     sect, val);
             return -EINVAL;
         }
         *(int *)(void *)field = (int)m;
@@ -692,11 +633,11 @@ static int set_owner(struct parser *p, const struct keydef *k, char *field, cons
     int64_t id = -1;
     bool user = k->kind == V_UID;
     if (parse_id(val, user, &id)) {
-        fail(p, line,
-             "[%s] %s = '%s' is not a known %s (allowed: a %s name from %s, or a number "
-             "from 0 to 4294967294)",
-             sect, k->name, val, user ? "user" : "group", user ? "user" : "group",
-             user ? "/etc/passwd" : "/etc/group");
+        cfg_fail(p, line,
+                 "[%s] %s = '%s' is not a known %s (allowed: a %s name from %s, or a number "
+                 "from 0 to 4294967294)",
+                 sect, k->name, val, user ? "user" : "group", user ? "user" : "group",
+                 user ? "/etc/passwd" : "/etc/group");
         return -EINVAL;
     }
     *(int64_t *)(void *)field = id;
@@ -709,19 +650,19 @@ static int set_budget(struct parser *p, const struct keydef *k, char *field, con
 {
     uint64_t u = 0;
     if (k->kind == V_RATE && tierd_rate_parse(val, &u)) {
-        fail(p, line,
-             "[%s] %s = '%s' is not a rate (allowed: bytes per second like 200MiB/s, 1.5G/s "
-             "or 500000/s, or none)",
-             sect, k->name, val);
+        cfg_fail(p, line,
+                 "[%s] %s = '%s' is not a rate (allowed: bytes per second like 200MiB/s, 1.5G/s "
+                 "or 500000/s, or none)",
+                 sect, k->name, val);
         return -EINVAL;
     }
     if (k->kind == V_QUOTA && strcmp(val, "none") == 0) {
         u = CACHE_QUOTA_NONE;
     } else if (k->kind == V_QUOTA && (tier_parse_size(val, &u) || u == 0)) {
-        fail(p, line,
-             "[%s] %s = '%s' is not a quota (allowed: the bytes of the hot tier the tenant "
-             "may hold, like 40G or 512MiB, or none)",
-             sect, k->name, val);
+        cfg_fail(p, line,
+                 "[%s] %s = '%s' is not a quota (allowed: the bytes of the hot tier the tenant "
+                 "may hold, like 40G or 512MiB, or none)",
+                 sect, k->name, val);
         return -EINVAL;
     }
     *(uint64_t *)(void *)field = u;
@@ -737,28 +678,28 @@ static int set_tenant_match(struct parser *p, const struct keydef *k, char *fiel
         problem = "is not a Slurm job id (allowed: the job's number, 1 to 20 digits with no "
                   "leading zero, as in SLURM_JOB_ID)";
     if (k->kind == V_CGPREFIX && (problem = tenant_cgroup_prefix_problem(val)) != NULL) {
-        fail(p, line,
-             "[%s] %s = '%s' %s (allowed: a cgroup path prefix as in "
-             "/proc/PID/cgroup, like /system.slice/inference.service)",
-             sect, k->name, val, problem);
+        cfg_fail(p, line,
+                 "[%s] %s = '%s' %s (allowed: a cgroup path prefix as in "
+                 "/proc/PID/cgroup, like /system.slice/inference.service)",
+                 sect, k->name, val, problem);
         return -EINVAL;
     }
     /* a Slurm root must be one only root can create cgroups in: systemd delegates each
      * user@UID.service subtree of /user.slice to its user */
     if (k->kind == V_CGPREFIX && strcmp(k->name, "slurm_cgroup_root") == 0 &&
         (strcmp(val, "/") == 0 || strncmp(val, "/user.slice", 11) == 0)) {
-        fail(p, line,
-             "[%s] %s = '%s' is not allowed: users create cgroups there (systemd delegates "
-             "/user.slice/.../user@UID.service to each user), so any user could name any "
-             "job; give the root slurmd creates job cgroups in, like /slurm_node1",
-             sect, k->name, val);
+        cfg_fail(p, line,
+                 "[%s] %s = '%s' is not allowed: users create cgroups there (systemd delegates "
+                 "/user.slice/.../user@UID.service to each user), so any user could name any "
+                 "job; give the root slurmd creates job cgroups in, like /slurm_node1",
+                 sect, k->name, val);
         return -EINVAL;
     }
     if (problem) {
-        fail(p, line, "[%s] %s = '%s' %s", sect, k->name, val, problem);
+        cfg_fail(p, line, "[%s] %s = '%s' %s", sect, k->name, val, problem);
         return -EINVAL;
     }
-    char *s = own_str(p, val);
+    char *s = cfg_own_str(p, val);
     if (!s)
         return -ENOMEM;
     *(char **)(void *)field = s;
@@ -796,9 +737,9 @@ static int set_value(struct parser *p, const struct keydef *k, void *base, const
     case V_BOOL: {
         int b = 0;
         if (tier_parse_bool(val, &b)) {
-            fail(p, line,
-                 "[%s] %s = '%s' is not allowed (allowed: true, false, yes, no, on, off, 1, 0)",
-                 sect, k->name, val);
+            cfg_fail(p, line,
+                     "[%s] %s = '%s' is not allowed (allowed: true, false, yes, no, on, off, 1, 0)",
+                     sect, k->name, val);
             return -EINVAL;
         }
         *(bool *)(void *)field = b != 0;
@@ -806,10 +747,10 @@ static int set_value(struct parser *p, const struct keydef *k, void *base, const
     }
     case V_FALLBACK:
         if (strcmp(val, "uid") != 0 && strcmp(val, "default") != 0) {
-            fail(p, line,
-                 "[%s] %s = '%s' is not allowed (allowed: uid, a tenant uid-<n> per user, or "
-                 "default, one tenant for every caller no rule, job or pod names)",
-                 sect, k->name, val);
+            cfg_fail(p, line,
+                     "[%s] %s = '%s' is not allowed (allowed: uid, a tenant uid-<n> per user, or "
+                     "default, one tenant for every caller no rule, job or pod names)",
+                     sect, k->name, val);
             return -EINVAL;
         }
         *(bool *)(void *)field = strcmp(val, "default") == 0;
@@ -817,11 +758,11 @@ static int set_value(struct parser *p, const struct keydef *k, void *base, const
     case V_LOGLEVEL: {
         enum tier_log_level lvl;
         if (tier_log_level_parse(val, &lvl)) {
-            fail(p, line, "[%s] %s = '%s' is not allowed (allowed: error, warn, info, debug)", sect,
-                 k->name, val);
+            cfg_fail(p, line, "[%s] %s = '%s' is not allowed (allowed: error, warn, info, debug)",
+                     sect, k->name, val);
             return -EINVAL;
         }
-        char *s = own_str(p, val);
+        char *s = cfg_own_str(p, val);
         if (!s)
             return -ENOMEM;
         *(char **)(void *)field = s;
@@ -829,10 +770,10 @@ static int set_value(struct parser *p, const struct keydef *k, void *base, const
     }
     case V_CLASS:
         if (tier_io_class_parse(val, (enum tier_io_class *)(void *)field)) {
-            fail(p, line,
-                 "[%s] class = '%s' is not allowed (allowed: inference, training, checkpoint, "
-                 "background)",
-                 sect, val);
+            cfg_fail(p, line,
+                     "[%s] class = '%s' is not allowed (allowed: inference, training, checkpoint, "
+                     "background)",
+                     sect, val);
             return -EINVAL;
         }
         return 0;
@@ -873,27 +814,27 @@ static void unknown_key(struct parser *p, const struct raw_section *sec, const s
     key_list(t, btype, valid, sizeof(valid));
     const char *near = config_key_closest(key, names, n);
     if (near) {
-        fail(p, line, "unknown key '%s' in [%s] (did you mean '%s'?)", key, sec->name, near);
+        cfg_fail(p, line, "unknown key '%s' in [%s] (did you mean '%s'?)", key, sec->name, near);
         return;
     }
     /* a key of the other backend type */
     if (sec->kind == SEC_BACKEND) {
         for (const struct keydef *k = t; k->name; k++) {
             if (strcmp(k->name, key) == 0 && k->btype != btype) {
-                fail(p, line,
-                     "key '%s' is for backends of type %s, but [%s] has type %s (valid: %s)", key,
-                     btype_names[k->btype], sec->name, btype_names[btype], valid);
+                cfg_fail(p, line,
+                         "key '%s' is for backends of type %s, but [%s] has type %s (valid: %s)",
+                         key, btype_names[k->btype], sec->name, btype_names[btype], valid);
                 return;
             }
         }
     }
     const char *other = section_of_key(key, sec->kind);
     if (other) {
-        fail(p, line, "unknown key '%s' in [%s] (it belongs in [%s%s]; valid here: %s)", key,
-             sec->name, other, sec_arg_hint(other), valid);
+        cfg_fail(p, line, "unknown key '%s' in [%s] (it belongs in [%s%s]; valid here: %s)", key,
+                 sec->name, other, sec_arg_hint(other), valid);
         return;
     }
-    fail(p, line, "unknown key '%s' in [%s] (valid: %s)", key, sec->name, valid);
+    cfg_fail(p, line, "unknown key '%s' in [%s] (valid: %s)", key, sec->name, valid);
 }
 
 static bool valid_backend_name(const char *s)
@@ -951,33 +892,33 @@ static void classify_tenant(struct parser *p, struct raw_section *s, const char 
 {
     struct tierd_config *c = p->cfg;
     if (!*arg || !tenant_name_valid(arg)) {
-        fail(p, s->line,
-             "[%s]: a tenant needs a name of 1 to %d letters, digits, '_', '-', '.' (like "
-             "[tenant inference])",
-             s->name, TENANT_NAME_MAX - 1);
+        cfg_fail(p, s->line,
+                 "[%s]: a tenant needs a name of 1 to %d letters, digits, '_', '-', '.' (like "
+                 "[tenant inference])",
+                 s->name, TENANT_NAME_MAX - 1);
         return;
     }
     if (strcmp(arg, "default") == 0 || strcmp(arg, "other") == 0 ||
         strcmp(arg, TENANT_RETIRED_NAME) == 0) {
-        fail(p, s->line,
-             "[tenant %s]: '%s' is a built-in tenant (callers no rule matches, tenants beyond "
-             "max_tenants, reclaimed tenants' counters); choose another name",
-             arg, arg);
+        cfg_fail(p, s->line,
+                 "[tenant %s]: '%s' is a built-in tenant (callers no rule matches, tenants beyond "
+                 "max_tenants, reclaimed tenants' counters); choose another name",
+                 arg, arg);
         return;
     }
     for (size_t t = 0; t < c->ntenants; t++) {
         if (strcmp(c->tenants[t].name, arg) == 0) {
-            fail(p, s->line, "duplicate section [tenant %s] (first at line %d; merge them)", arg,
-                 c->tenants[t].conf_line);
+            cfg_fail(p, s->line, "duplicate section [tenant %s] (first at line %d; merge them)",
+                     arg, c->tenants[t].conf_line);
             return;
         }
     }
     if (c->ntenants == TIERD_MAX_TENANT_CONFS) {
-        fail(p, s->line, "too many [tenant] sections (at most %d)", TIERD_MAX_TENANT_CONFS);
+        cfg_fail(p, s->line, "too many [tenant] sections (at most %d)", TIERD_MAX_TENANT_CONFS);
         return;
     }
     struct tierd_tenant_conf *t = &c->tenants[c->ntenants];
-    t->name = own_str(p, arg);
+    t->name = cfg_own_str(p, arg);
     t->conf_line = s->line;
     s->index = (int)c->ntenants++;
     s->kind = SEC_TENANT;
@@ -987,15 +928,15 @@ static void classify_class(struct parser *p, struct raw_section *s, const char *
 {
     enum tier_io_class cls;
     if (!*arg || tier_io_class_parse(arg, &cls)) {
-        fail(p, s->line,
-             "[%s]: not a class (allowed: [class inference], [class training], [class "
-             "checkpoint], [class background])",
-             s->name);
+        cfg_fail(p, s->line,
+                 "[%s]: not a class (allowed: [class inference], [class training], [class "
+                 "checkpoint], [class background])",
+                 s->name);
         return;
     }
     if (p->cfg->class_line[cls]) {
-        fail(p, s->line, "duplicate section [class %s] (first at line %d; merge them)",
-             tier_io_class_name(cls), p->cfg->class_line[cls]);
+        cfg_fail(p, s->line, "duplicate section [class %s] (first at line %d; merge them)",
+                 tier_io_class_name(cls), p->cfg->class_line[cls]);
         return;
     }
     p->cfg->class_line[cls] = s->line;
@@ -1007,25 +948,25 @@ static void classify_policy(struct parser *p, struct raw_section *s, const char 
 {
     struct tierd_config *c = p->cfg;
     if (!*arg || strlen(arg) >= POLICY_NAME_MAX || !tenant_name_valid(arg)) {
-        fail(p, s->line,
-             "[%s]: a policy needs a name of 1 to %d letters, digits, '_', '-', '.' (like "
-             "[policy ckpt-hot])",
-             s->name, POLICY_NAME_MAX - 1);
+        cfg_fail(p, s->line,
+                 "[%s]: a policy needs a name of 1 to %d letters, digits, '_', '-', '.' (like "
+                 "[policy ckpt-hot])",
+                 s->name, POLICY_NAME_MAX - 1);
         return;
     }
     for (size_t i = 0; i < c->npolicies; i++) {
         if (strcmp(c->policies[i].name, arg) == 0) {
-            fail(p, s->line, "duplicate section [policy %s] (first at line %d; merge them)", arg,
-                 c->policies[i].conf_line);
+            cfg_fail(p, s->line, "duplicate section [policy %s] (first at line %d; merge them)",
+                     arg, c->policies[i].conf_line);
             return;
         }
     }
     if (c->npolicies == TIERD_MAX_POLICIES) {
-        fail(p, s->line, "too many [policy] sections (at most %d)", TIERD_MAX_POLICIES);
+        cfg_fail(p, s->line, "too many [policy] sections (at most %d)", TIERD_MAX_POLICIES);
         return;
     }
     struct tierd_policy_conf *pc = &c->policies[c->npolicies];
-    pc->name = own_str(p, arg);
+    pc->name = cfg_own_str(p, arg);
     pc->conf_line = s->line;
     s->index = (int)c->npolicies++;
     s->kind = SEC_POLICY;
@@ -1037,17 +978,18 @@ static void policy_pair(struct parser *p, const struct raw_section *sec, const s
     struct tierd_policy_conf *pc = &p->cfg->policies[sec->index];
     for (size_t i = 0; i < pc->nkv; i++) {
         if (strcmp(pc->kv[i].key, kv->key) == 0) {
-            fail(p, kv->line, "duplicate key '%s' in [%s] (first at line %d; keep one)", kv->key,
-                 sec->name, pc->kv[i].line);
+            cfg_fail(p, kv->line, "duplicate key '%s' in [%s] (first at line %d; keep one)",
+                     kv->key, sec->name, pc->kv[i].line);
             return;
         }
     }
     if (pc->nkv == TIERD_POLICY_MAX_KEYS) {
-        fail(p, kv->line, "[%s] has too many keys (at most %d)", sec->name, TIERD_POLICY_MAX_KEYS);
+        cfg_fail(p, kv->line, "[%s] has too many keys (at most %d)", sec->name,
+                 TIERD_POLICY_MAX_KEYS);
         return;
     }
-    pc->kv[pc->nkv].key = own_str(p, kv->key);
-    pc->kv[pc->nkv].val = own_str(p, kv->val);
+    pc->kv[pc->nkv].key = cfg_own_str(p, kv->key);
+    pc->kv[pc->nkv].val = cfg_own_str(p, kv->val);
     pc->kv[pc->nkv].line = kv->line;
     pc->nkv++;
 }
@@ -1070,14 +1012,14 @@ static int section_kind(struct parser *p, const struct raw_section *s, const cha
     if (kind < 0) {
         const char *near = config_key_closest(word, sec_names, SEC_BAD);
         if (near)
-            fail(p, s->line, "unknown section [%s] (did you mean [%s%s]?)", s->name, near,
-                 sec_arg_hint(near));
+            cfg_fail(p, s->line, "unknown section [%s] (did you mean [%s%s]?)", s->name, near,
+                     sec_arg_hint(near));
         else
-            fail(p, s->line,
-                 "unknown section [%s] (allowed: [daemon], [cache], [mount], [api], "
-                 "[writeback], [tenants], [cluster], [backend NAME], [namespace /PATH], "
-                 "[tenant NAME], [class NAME], [policy NAME])",
-                 s->name);
+            cfg_fail(p, s->line,
+                     "unknown section [%s] (allowed: [daemon], [cache], [mount], [api], "
+                     "[writeback], [tenants], [cluster], [backend NAME], [namespace /PATH], "
+                     "[tenant NAME], [class NAME], [policy NAME])",
+                     s->name);
     }
     return kind;
 }
@@ -1088,12 +1030,12 @@ static void classify_singleton(struct parser *p, struct raw_section *s, int kind
                                int *singleton_line)
 {
     if (*arg) {
-        fail(p, s->line, "section [%s] takes no name (write [%s])", s->name, sec_names[kind]);
+        cfg_fail(p, s->line, "section [%s] takes no name (write [%s])", s->name, sec_names[kind]);
         return;
     }
     if (singleton_line[kind]) {
-        fail(p, s->line, "duplicate section [%s] (first at line %d; merge them)", s->name,
-             singleton_line[kind]);
+        cfg_fail(p, s->line, "duplicate section [%s] (first at line %d; merge them)", s->name,
+                 singleton_line[kind]);
         return;
     }
     singleton_line[kind] = s->line;
@@ -1106,28 +1048,28 @@ static void classify_backend(struct parser *p, struct raw_section *s, const char
 {
     struct tierd_config *c = p->cfg;
     if (!*arg || !valid_backend_name(arg)) {
-        fail(p, s->line,
-             "[%s]: a backend needs a name of letters, digits, '_', '-', '.' (like "
-             "[backend warm])",
-             s->name);
+        cfg_fail(p, s->line,
+                 "[%s]: a backend needs a name of letters, digits, '_', '-', '.' (like "
+                 "[backend warm])",
+                 s->name);
         return;
     }
     bool dup = false;
     for (size_t b = 0; b < c->nbackends; b++) {
         if (strcmp(c->backends[b].name, arg) == 0) {
-            fail(p, s->line, "duplicate backend '%s' (first at line %d)", arg,
-                 c->backends[b].conf_line);
+            cfg_fail(p, s->line, "duplicate backend '%s' (first at line %d)", arg,
+                     c->backends[b].conf_line);
             dup = true;
         }
     }
     if (dup)
         return;
     if (c->nbackends == TIERD_MAX_BACKENDS) {
-        fail(p, s->line, "too many backends (at most %d)", TIERD_MAX_BACKENDS);
+        cfg_fail(p, s->line, "too many backends (at most %d)", TIERD_MAX_BACKENDS);
         return;
     }
     struct tierd_backend_conf *b = &c->backends[c->nbackends];
-    b->name = own_str(p, arg);
+    b->name = cfg_own_str(p, arg);
     b->conf_line = s->line;
     b->posix.name = b->name;
     b->s3.name = b->name;
@@ -1140,27 +1082,27 @@ static void classify_namespace(struct parser *p, struct raw_section *s, const ch
     struct tierd_config *c = p->cfg;
     const char *problem = *arg ? ns_path_problem(arg) : "is missing";
     if (problem) {
-        fail(p, s->line,
-             "[%s]: the namespace path %s (allowed: an absolute mount sub-path like "
-             "[namespace /datasets])",
-             s->name, problem);
+        cfg_fail(p, s->line,
+                 "[%s]: the namespace path %s (allowed: an absolute mount sub-path like "
+                 "[namespace /datasets])",
+                 s->name, problem);
         return;
     }
     for (size_t n = 0; n < c->nnamespaces; n++) {
         const struct tierd_ns_conf *o = &c->namespaces[n];
         if (path_covers(o->path, arg) || path_covers(arg, o->path)) {
-            fail(p, s->line,
-                 "namespace %s overlaps namespace %s (line %d); namespaces must be disjoint", arg,
-                 o->path, o->conf_line);
+            cfg_fail(p, s->line,
+                     "namespace %s overlaps namespace %s (line %d); namespaces must be disjoint",
+                     arg, o->path, o->conf_line);
             return;
         }
     }
     if (c->nnamespaces == TIERD_MAX_NAMESPACES) {
-        fail(p, s->line, "too many namespaces (at most %d)", TIERD_MAX_NAMESPACES);
+        cfg_fail(p, s->line, "too many namespaces (at most %d)", TIERD_MAX_NAMESPACES);
         return;
     }
     struct tierd_ns_conf *ns = &c->namespaces[c->nnamespaces];
-    ns->path = own_str(p, arg);
+    ns->path = cfg_own_str(p, arg);
     ns->conf_line = s->line;
     ns->mode = TIERD_NS_READ_CACHE;
     s->index = (int)c->nnamespaces++;
@@ -1204,12 +1146,12 @@ static void backend_types(struct parser *p)
         if (config_choice_parse(btype_choices, kv->val, &bt)) {
             char allowed[64];
             config_choice_list(btype_choices, allowed, sizeof(allowed));
-            fail(p, kv->line, "[%s] type = '%s' is not allowed (allowed: %s)",
-                 p->secs[kv->sec].name, kv->val, allowed);
+            cfg_fail(p, kv->line, "[%s] type = '%s' is not allowed (allowed: %s)",
+                     p->secs[kv->sec].name, kv->val, allowed);
             continue;
         }
         if (!b->type)
-            b->type = own_str(p, kv->val);
+            b->type = cfg_own_str(p, kv->val);
     }
 }
 
@@ -1288,11 +1230,11 @@ static void note_pair(struct parser *p, const struct raw_section *sec, const str
 static void apply_pair(struct parser *p, struct raw_pair *kv)
 {
     if (kv->sec < 0) {
-        fail(p, kv->line,
-             "key '%s' is outside any section (put it under [daemon], [cache], [mount], "
-             "[api], [writeback], [tenants], [cluster], [backend NAME], [namespace /PATH], "
-             "[tenant NAME], [class NAME] or [policy NAME])",
-             kv->key);
+        cfg_fail(p, kv->line,
+                 "key '%s' is outside any section (put it under [daemon], [cache], [mount], "
+                 "[api], [writeback], [tenants], [cluster], [backend NAME], [namespace /PATH], "
+                 "[tenant NAME], [class NAME] or [policy NAME])",
+                 kv->key);
         return;
     }
     struct raw_section *sec = &p->secs[kv->sec];
@@ -1316,7 +1258,7 @@ static void apply_pair(struct parser *p, struct raw_pair *kv)
         return;
     }
     if (sec->seen & (1ULL << idx)) {
-        fail(p, kv->line, "duplicate key '%s' in [%s] (keep one)", kv->key, sec->name);
+        cfg_fail(p, kv->line, "duplicate key '%s' in [%s] (keep one)", kv->key, sec->name);
         return;
     }
     sec->seen |= 1ULL << idx;
@@ -1338,8 +1280,8 @@ static void check_required(struct parser *p)
         if (sec->kind == SEC_BACKEND) {
             const struct tierd_backend_conf *b = &p->cfg->backends[sec->index];
             if (!b->type) {
-                fail_missing(p, sec->line, "[%s] is missing required key 'type' (allowed: %s)",
-                             sec->name, btype_list);
+                cfg_fail_missing(p, sec->line, "[%s] is missing required key 'type' (allowed: %s)",
+                                 sec->name, btype_list);
                 continue;
             }
             btype = strcmp(b->type, "posix") == 0 ? BT_POSIX : BT_S3;
@@ -1349,8 +1291,8 @@ static void check_required(struct parser *p)
             if (!t[k].required || (t[k].btype != BT_ANY && t[k].btype != btype))
                 continue;
             if (!(sec->seen & (1ULL << k)))
-                fail_missing(p, sec->line, "[%s] is missing required key '%s'", sec->name,
-                             t[k].name);
+                cfg_fail_missing(p, sec->line, "[%s] is missing required key '%s'", sec->name,
+                                 t[k].name);
         }
     }
 }
@@ -1362,507 +1304,13 @@ static void apply_pairs(struct parser *p)
     check_required(p);
 }
 
-/* Write-back namespaces need a spool directory; durability belongs to write-back namespaces. */
-static void check_writeback(struct parser *p)
-{
-    struct tierd_config *c = p->cfg;
-    int first_wb = 0;
-    for (size_t n = 0; n < c->nnamespaces; n++) {
-        const struct tierd_ns_conf *ns = &c->namespaces[n];
-        if (ns->mode == TIERD_NS_WRITE_BACK && !first_wb)
-            first_wb = ns->conf_line;
-        if (ns->mode != TIERD_NS_WRITE_BACK && p->ns_durability_line[n])
-            fail(p, p->ns_durability_line[n],
-                 "[namespace %s] durability only applies to mode = write-back (remove it or set "
-                 "mode = write-back)",
-                 ns->path);
-    }
-    if (!first_wb || c->wb_spool_dir || c->cache_disk_dir)
-        return;
-    fail(p, first_wb,
-         "a write-back namespace needs a spool directory: set [writeback] spool_dir = DIR (or "
-         "[cache] disk_dir, whose sibling 'spool' is the default)");
-}
-
 /* Line of the [api] key name (0 if not set). */
-static int api_key_line(const struct parser *p, const char *name)
+int cfg_api_key_line(const struct parser *p, const char *name)
 {
     for (int k = 0; api_keys[k].name && k < 24; k++)
         if (strcmp(api_keys[k].name, name) == 0)
             return p->api_line[k];
     return 0;
-}
-
-/* Is the host part of HOST:PORT a loopback address (127.0.0.0/8, ::1, localhost)? */
-static bool host_is_loopback(const char *hostport)
-{
-    const char *colon = strrchr(hostport, ':');
-    size_t hl = (size_t)(colon - hostport);
-    char host[256];
-    if (hl == 0 || hl >= sizeof(host))
-        return false;
-    memcpy(host, hostport, hl);
-    host[hl] = '\0';
-    char *h = host;
-    if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
-        h[hl - 1] = '\0';
-        h++;
-    }
-    if (strcmp(h, "localhost") == 0)
-        return true;
-    struct in_addr a4;
-    struct in6_addr a6;
-    if (inet_pton(AF_INET, h, &a4) == 1)
-        return (ntohl(a4.s_addr) >> 24) == 127;
-    if (inet_pton(AF_INET6, h, &a6) == 1)
-        return IN6_IS_ADDR_LOOPBACK(&a6);
-    return false;
-}
-
-/* Tokens that appear in examples and docs: never accepted. */
-static const char *const weak_tokens[] = {"change-me", "changeme", "secret",
-                                          "token",     "password", NULL};
-
-#define API_TOKEN_MIN 16
-
-/* Read the bearer token from [api] token_file: owned by tierd's user, no group or other
- * permission bits, one line of printable ASCII. */
-static void read_token_file(struct parser *p, int line)
-{
-    struct tierd_config *c = p->cfg;
-    const char *path = c->api_token_file;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        fail(p, line, "[api] token_file = '%s' cannot be read: %s", path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return;
-    }
-    if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
-        fail(p, line,
-             "[api] token_file = '%s' must be a regular file owned by tierd's user (uid %u) and "
-             "readable by it alone (it is uid %u, mode %04o; fix: chown %u %s; chmod 600 %s)",
-             path, (unsigned)geteuid(), (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
-             (unsigned)geteuid(), path, path);
-        close(fd);
-        return;
-    }
-    char buf[1024];
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n < 0) {
-        fail(p, line, "[api] token_file = '%s' cannot be read: %s", path, strerror(errno));
-        return;
-    }
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
-        n--;
-    buf[n] = '\0';
-    for (ssize_t i = 0; i < n; i++)
-        if (buf[i] <= ' ' || buf[i] > '~') {
-            fail(p, line,
-                 "[api] token_file = '%s' must hold one token of printable ASCII without spaces "
-                 "(like the output of: head -c 32 /dev/urandom | base64)",
-                 path);
-            return;
-        }
-    c->api_token = own_str(p, buf);
-    explicit_bzero(buf, sizeof(buf));
-}
-
-static void check_api(struct parser *p)
-{
-    struct tierd_config *c = p->cfg;
-    int tok_line = api_key_line(p, "token"), file_line = api_key_line(p, "token_file");
-    if (c->api_token && c->api_token_file) {
-        fail(p, file_line,
-             "[api] has both token and token_file: keep token_file (remove the "
-             "token line, the config file is often readable by more users)");
-        return;
-    }
-    if (c->api_token_file)
-        read_token_file(p, file_line);
-    if (c->api_token) {
-        int line = file_line ? file_line : tok_line;
-        bool weak = strlen(c->api_token) < API_TOKEN_MIN;
-        for (size_t i = 0; weak_tokens[i] && !weak; i++)
-            weak = strcasecmp(c->api_token, weak_tokens[i]) == 0;
-        if (weak)
-            fail(p, line,
-                 "[api] token is too weak: at least %d characters, not an example value (make "
-                 "one with: head -c 32 /dev/urandom | base64 > /etc/tierd/api.token; chmod 600 "
-                 "/etc/tierd/api.token; then token_file = /etc/tierd/api.token)",
-                 API_TOKEN_MIN);
-    }
-    bool tls = c->api_tls_cert || c->api_tls_key;
-    if (tls && !(c->api_tls_cert && c->api_tls_key))
-        fail(p, api_key_line(p, c->api_tls_cert ? "tls_cert" : "tls_key"),
-             "[api] TLS needs both tls_cert = PEM_FILE and tls_key = PEM_FILE");
-    if (tls && !c->api_tcp)
-        fail(p, api_key_line(p, c->api_tls_cert ? "tls_cert" : "tls_key"),
-             "[api] tls_cert/tls_key only apply to the TCP listener: set tcp = HOST:PORT or "
-             "remove them");
-    if (c->api_tcp) {
-        const char *colon = strrchr(c->api_tcp, ':');
-        uint64_t port = 0;
-        if (!colon || colon == c->api_tcp || tier_parse_u64(colon + 1, &port) || port == 0 ||
-            port > 65535)
-            fail(p, p->tcp_line,
-                 "[api] tcp = '%s' is not allowed (allowed: HOST:PORT, like 127.0.0.1:7700)",
-                 c->api_tcp);
-        else if (!c->api_token && !c->api_token_file) /* a bad token_file has its own error */
-            fail(p, p->tcp_line,
-                 "[api] tcp is set but no token: the TCP listener requires 'token_file = FILE' "
-                 "(or 'token = SECRET'; clients send Authorization: Bearer SECRET)");
-        else if (!tls && !host_is_loopback(c->api_tcp))
-            fail(p, p->tcp_line,
-                 "[api] tcp = '%s' is not a loopback address and TLS is not configured: the "
-                 "token and every answer would cross the network in clear (use 127.0.0.1:PORT, "
-                 "or set tls_cert and tls_key)",
-                 c->api_tcp);
-    }
-    /* the Unix socket's slots kept for administrators: the default leaves non-admins at least
-     * half of max_connections */
-    if (c->api_admin_connections < 0)
-        c->api_admin_connections = c->api_max_connections / 2 < 8 ? c->api_max_connections / 2 : 8;
-    else if (c->api_admin_connections >= c->api_max_connections)
-        fail(p, api_key_line(p, "admin_connections"),
-             "[api] admin_connections = %d leaves no connection of the socket to other users: it "
-             "must be below max_connections (%d)",
-             c->api_admin_connections, c->api_max_connections);
-    const char *gkeys[2] = {"socket_group", "admin_group"};
-    char *gnames[2] = {c->api_socket_group, c->api_admin_group};
-    int64_t *gids[2] = {&c->api_socket_gid, &c->api_admin_gid};
-    for (int i = 0; i < 2; i++) {
-        *gids[i] = -1;
-        if (!gnames[i])
-            continue;
-        struct group gr, *res = NULL;
-        char gbuf[4096];
-        uint64_t num = 0;
-        if (getgrnam_r(gnames[i], &gr, gbuf, sizeof(gbuf), &res) == 0 && res)
-            *gids[i] = (int64_t)res->gr_gid;
-        else if (tier_parse_u64(gnames[i], &num) == 0 && num < UINT32_MAX)
-            *gids[i] = (int64_t)num;
-        else
-            fail(p, api_key_line(p, gkeys[i]),
-                 "[api] %s = '%s' is not a group of this system (give a group name from "
-                 "/etc/group or a numeric gid)",
-                 gkeys[i], gnames[i]);
-    }
-}
-
-/* The uploaders hold up to upload_threads x parts_parallel part buffers of part_size (a single
- * PUT: one buffer of less than part_size); a file's own part size only grows past part_size for
- * files over part_size x 10,000 (docs/WRITEBACK.md). */
-#define WB_UPLOAD_BUFFERS_MAX (16ULL << 30)
-
-static void check_upload_buffers(struct parser *p)
-{
-    const struct tierd_config *c = p->cfg;
-    uint64_t bufs = (uint64_t)c->wb_upload_threads * (uint64_t)c->wb_parts_parallel;
-    if (c->wb_part_size && bufs > WB_UPLOAD_BUFFERS_MAX / c->wb_part_size)
-        fail(p, p->wb_line,
-             "[writeback] upload_threads x parts_parallel x part_size = %d x %d x %llu MiB of "
-             "upload buffers, more than %llu GiB; lower one of them",
-             c->wb_upload_threads, c->wb_parts_parallel,
-             (unsigned long long)(c->wb_part_size >> 20),
-             (unsigned long long)(WB_UPLOAD_BUFFERS_MAX >> 30));
-}
-
-/* The configured tenants and the two built-in ones must fit max_tenants; reserved_ids (default
- * a quarter of max_tenants) must leave the two built-in ones. */
-static void check_tenants(struct parser *p)
-{
-    struct tierd_config *c = p->cfg;
-    if (c->tenant_reserved_ids == TIERD_RESERVED_IDS_UNSET)
-        c->tenant_reserved_ids = c->max_tenants / 4;
-    else if (c->tenant_reserved_ids > c->max_tenants - 2)
-        fail(p, p->reserved_ids_line,
-             "[tenants] reserved_ids = %llu is more than max_tenants - 2 = %llu (the ids implicit "
-             "tenants may not take; default and other hold two): lower it or raise max_tenants",
-             (unsigned long long)c->tenant_reserved_ids, (unsigned long long)c->max_tenants - 2);
-    if (c->ntenants + 2 <= c->max_tenants)
-        return;
-    const struct tierd_tenant_conf *t = &c->tenants[c->max_tenants - 2];
-    if (p->max_tenants_line)
-        fail(p, p->max_tenants_line,
-             "[tenants] max_tenants = %llu leaves no id for [tenant %s] (line %d): %zu [tenant] "
-             "sections and the built-in default and other need max_tenants = %zu or more",
-             (unsigned long long)c->max_tenants, t->name, t->conf_line, c->ntenants,
-             c->ntenants + 2);
-    else
-        fail(p, t->conf_line,
-             "[tenant %s]: %zu [tenant] sections and the built-in default and other exceed the "
-             "%llu tenant ids of the default max_tenants (set [tenants] max_tenants = %zu or more)",
-             t->name, c->ntenants, (unsigned long long)c->max_tenants, c->ntenants + 2);
-}
-
-/* A set rate (not 0 = unset, not none), else 0. */
-static uint64_t rate_set(uint64_t v)
-{
-    return v == TIERD_RATE_NONE ? 0 : v;
-}
-
-static const char *fmt_rate(uint64_t bps, char *buf, size_t n)
-{
-    char b[32];
-    snprintf(buf, n, "%s/s", tier_fmt_bytes(bps, b, sizeof(b)));
-    return buf;
-}
-
-/* Reservations must fit under limits, and the reservations that apply to a backend under its
- * link_capacity. A class's reservation is counted once (as its default tenant's: which tenants
- * will use a class's default is not known in advance); inference's built-in reservation, a
- * tenth of the link, counts unless [class inference] sets one (qos/sched.h). */
-static void check_qos(struct parser *p)
-{
-    const struct tierd_config *c = p->cfg;
-    char a[48], b[48];
-    for (int k = 0; k < TIER_IO_NCLASSES; k++) {
-        const struct tierd_qos_conf *q = &c->classes[k];
-        uint64_t r = rate_set(q->reservation_bps), l = rate_set(q->limit_bps);
-        if (r && l && r > l)
-            fail(p, q->reservation_line,
-                 "[class %s] reservation = %s is above its limit = %s (line %d): a reservation "
-                 "must fit under the limit; lower it or raise the limit",
-                 tier_io_class_name(k), fmt_rate(r, a, sizeof(a)), fmt_rate(l, b, sizeof(b)),
-                 q->limit_line);
-    }
-    for (size_t i = 0; i < c->ntenants; i++) {
-        /* the tenant's limit caps all its classes; its class's limit that class; either must
-         * leave room for the reservation of its class (its own or the class's) */
-        const struct tierd_tenant_conf *t = &c->tenants[i];
-        const struct tierd_qos_conf *cq = &c->classes[t->cls];
-        uint64_t r =
-            rate_set(t->qos.reservation_bps ? t->qos.reservation_bps : cq->reservation_bps);
-        uint64_t tl = rate_set(t->qos.limit_bps), cl = rate_set(cq->limit_bps);
-        if (!r || (!t->qos.reservation_bps && !tl))
-            continue; /* nothing of the tenant's own (the class check covers the rest) */
-        bool over_t = tl && r > tl, over_c = cl && r > cl;
-        if (!over_t && !over_c)
-            continue;
-        int line = t->qos.reservation_bps ? t->qos.reservation_line : t->qos.limit_line;
-        char from[96] = "";
-        if (!over_t)
-            snprintf(from, sizeof(from), " ([class %s] line %d)", tier_io_class_name(t->cls),
-                     cq->limit_line);
-        else if (!t->qos.reservation_bps)
-            snprintf(from, sizeof(from), " (reservation from [class %s] line %d)",
-                     tier_io_class_name(t->cls), cq->reservation_line);
-        fail(p, line,
-             "[tenant %s] reservation = %s is above its limit = %s%s: a reservation must fit "
-             "under the limit; lower it or raise the limit",
-             t->name, fmt_rate(r, a, sizeof(a)), fmt_rate(over_t ? tl : cl, b, sizeof(b)), from);
-    }
-    for (size_t bi = 0; bi < c->nbackends; bi++) {
-        const struct tierd_backend_conf *be = &c->backends[bi];
-        uint64_t cap = rate_set(be->link_capacity_bps);
-        if (!cap)
-            continue;
-        uint64_t sum = 0;
-        for (int k = 0; k < TIER_IO_NCLASSES; k++) {
-            uint64_t r = c->classes[k].reservation_bps;
-            if (k == TIER_IO_INFERENCE && r == 0)
-                r = cap / 10; /* the built-in default */
-            sum = tier_sum_sat(sum, rate_set(r));
-        }
-        for (size_t i = 0; i < c->ntenants; i++)
-            sum = tier_sum_sat(sum, rate_set(c->tenants[i].qos.reservation_bps));
-        if (sum > cap)
-            fail(p, be->link_capacity_line,
-                 "[backend %s] link_capacity = %s is less than the reservations that apply to "
-                 "it, %s in all (each [class] reservation once, inference's built-in tenth of "
-                 "the link unless [class inference] sets one, and every [tenant] reservation): "
-                 "lower the reservations or raise link_capacity",
-                 be->name, fmt_rate(cap, a, sizeof(a)), fmt_rate(sum, b, sizeof(b)));
-    }
-}
-
-/* A space quota below one block keeps nothing a tenant reads: refuse it. */
-static void check_quota(struct parser *p, const char *sect, uint64_t q, int line)
-{
-    size_t bs = p->cfg->cache.block_size ? p->cfg->cache.block_size : 4u << 20;
-    char a[32], b[32];
-    if (q && q != CACHE_QUOTA_NONE && q < bs)
-        fail(p, line,
-             "[%s] cache_quota = %s is less than one cache block ([cache] block_size = %s): the "
-             "tenant could keep nothing it reads; raise it to at least %s, or write none",
-             sect, tier_fmt_bytes(q, a, sizeof(a)), tier_fmt_bytes(bs, b, sizeof(b)),
-             tier_fmt_bytes(bs, b, sizeof(b)));
-}
-
-static void check_quotas(struct parser *p)
-{
-    const struct tierd_config *c = p->cfg;
-    check_quota(p, "tenants", c->cache.default_quota, p->cache_quota_line);
-    for (size_t i = 0; i < c->ntenants; i++) {
-        char sect[96];
-        snprintf(sect, sizeof(sect), "tenant %s", c->tenants[i].name);
-        check_quota(p, sect, c->tenants[i].cache_quota, c->tenants[i].cache_quota_line);
-    }
-}
-
-/* [cluster]: a build with librados, ids member_id_valid() takes, a positive weight, and the
- * defaults (docs/CONFIG.md, [cluster]). */
-static void check_cluster(struct parser *p)
-{
-    struct tierd_config *c = p->cfg;
-    if (!c->cluster_line)
-        return;
-#ifndef TIER_HAVE_RADOS
-    fail(p, c->cluster_line,
-         "[cluster]: this tierd was built without librados (Debian's librados-dev), so it cannot "
-         "join a cluster; remove the section or build tierd with librados");
-    return;
-#endif
-    if (!c->cluster_name)
-        return; /* missing: check_required reported it */
-    if (!member_id_valid(c->cluster_name))
-        fail(p, c->cluster_line,
-             "[cluster] name = '%s' is not allowed (allowed: 1 to %d letters, digits, '_', '-', "
-             "'.')",
-             c->cluster_name, MEMBER_ID_MAX);
-    if (!c->cluster_node_id) {
-        char host[256] = "";
-        if (gethostname(host, sizeof(host) - 1) != 0 || !member_id_valid(host)) {
-            fail(p, c->cluster_line,
-                 "[cluster]: the host name '%s' is not a node id (1 to %d letters, digits, '_', "
-                 "'-', '.'): set node_id",
-                 host, MEMBER_ID_MAX);
-            return;
-        }
-        c->cluster_node_id = own_str(p, host);
-    } else if (!member_id_valid(c->cluster_node_id)) {
-        fail(p, c->cluster_line,
-             "[cluster] node_id = '%s' is not allowed (allowed: 1 to %d letters, digits, '_', "
-             "'-', '.')",
-             c->cluster_node_id, MEMBER_ID_MAX);
-    }
-    if (c->cluster_address) {
-        bool printable = strlen(c->cluster_address) <= MEMBER_ADDR_MAX;
-        for (const char *a = c->cluster_address; *a; a++)
-            printable = printable && *a > 0x20 && *a < 0x7f;
-        if (!printable)
-            fail(p, c->cluster_line,
-                 "[cluster] address = '%s' is not allowed (allowed: HOST:PORT, up to %d printable "
-                 "characters without blanks)",
-                 c->cluster_address, MEMBER_ADDR_MAX);
-    }
-    if (c->cluster_weight) {
-        char *end = NULL;
-        errno = 0;
-        double w = strtod(c->cluster_weight, &end);
-        if (errno || end == c->cluster_weight || *end || !isfinite(w) || w <= 0 ||
-            w > MEMBER_WEIGHT_MAX)
-            fail(p, c->cluster_line,
-                 "[cluster] weight = '%s' is not allowed (allowed: a number above 0 and at most "
-                 "1e15, like 1 or 2.5: this node's share of the cluster's blocks)",
-                 c->cluster_weight);
-        else
-            c->cluster_weight_val = w;
-    }
-    if (!c->cluster_ceph_conf)
-        c->cluster_ceph_conf = own_str(p, "/etc/ceph/ceph.conf");
-    if (!c->cluster_user)
-        c->cluster_user = own_str(p, "admin");
-    if (!c->cluster_pool)
-        c->cluster_pool = own_str(p, "tierd");
-}
-
-static void check_semantics(struct parser *p)
-{
-    struct tierd_config *c = p->cfg;
-    check_cluster(p);
-    check_upload_buffers(p);
-    check_tenants(p);
-    check_quotas(p);
-    check_qos(p);
-    if (!c->mount_path)
-        fail_missing(p, 0, "no [mount] section with 'path = DIR' (where to mount the namespaces)");
-    else if (c->mount_path[0] != '/')
-        fail(p, 0, "[mount] path = '%s' must be an absolute path", c->mount_path);
-    if (c->nnamespaces == 0)
-        fail_missing(p, 0,
-                     "no [namespace /PATH] section: nothing to mount (add e.g. [namespace "
-                     "/datasets] with backend = NAME)");
-    const char *bnames[TIERD_MAX_BACKENDS];
-    for (size_t b = 0; b < c->nbackends; b++)
-        bnames[b] = c->backends[b].name;
-    for (size_t n = 0; n < c->nnamespaces; n++) {
-        struct tierd_ns_conf *ns = &c->namespaces[n];
-        if (ns->backend) {
-            bool found = false;
-            for (size_t b = 0; b < c->nbackends; b++)
-                found = found || strcmp(bnames[b], ns->backend) == 0;
-            if (!found) {
-                const char *near = config_key_closest(ns->backend, bnames, c->nbackends);
-                char known[256] = "";
-                size_t used = 0;
-                for (size_t b = 0; b < c->nbackends; b++) {
-                    int w = snprintf(known + used, sizeof(known) - used, "%s%s", used ? ", " : "",
-                                     bnames[b]);
-                    if (w < 0 || (size_t)w >= sizeof(known) - used)
-                        break;
-                    used += (size_t)w;
-                }
-                if (near)
-                    fail(p, p->ns_backend_line[n],
-                         "[namespace %s] backend = '%s' is not defined (did you mean '%s'?)",
-                         ns->path, ns->backend, near);
-                else
-                    fail(p, p->ns_backend_line[n],
-                         "[namespace %s] backend = '%s' is not defined (defined backends: %s)",
-                         ns->path, ns->backend, c->nbackends ? known : "none; add [backend NAME]");
-            }
-        }
-        /* prefix: no leading '/', ends with '/' unless empty */
-        const char *pre = ns->prefix ? ns->prefix : "";
-        while (*pre == '/')
-            pre++;
-        size_t pl = strlen(pre);
-        if (pl == 0) {
-            ns->prefix = own_str(p, "");
-        } else {
-            char *np = malloc(pl + 2);
-            if (!np) {
-                p->oom = true;
-                return;
-            }
-            memcpy(np, pre, pl);
-            if (pre[pl - 1] != '/')
-                np[pl++] = '/';
-            np[pl] = '\0';
-            if (backend_key_valid(np, pl, true) != 0)
-                fail(p, ns->conf_line,
-                     "[namespace %s] prefix = '%s' is not a valid key prefix (%s)", ns->path,
-                     ns->prefix, tier_err_msg());
-            ns->prefix = own(p, np, pl);
-            free(np);
-        }
-    }
-    check_api(p);
-    if (c->cache.ram_bytes == 0 && !c->cache_disk_dir)
-        fail(p, 0, "[cache] has neither RAM (ram_size = 0) nor disk (disk_dir): set one");
-    check_writeback(p);
-}
-
-/* The [policy NAME] sections, once the namespaces and backends are known (lifecycle_rules.c has
- * the rules of each key; it reports the line of what is wrong). */
-static void check_policies(struct parser *p)
-{
-    if (p->err_line || p->miss_line)
-        return; /* the policies' checks need a sound rest of the file */
-    struct policy_rules r;
-    char msg[400];
-    int line = 0;
-    int rc = policy_rules_build(p->cfg, &r, msg, sizeof(msg), &line);
-    if (rc == -ENOMEM)
-        p->oom = true;
-    else if (rc)
-        fail(p, line, "%s", msg);
-    else
-        policy_rules_free(&r);
 }
 
 static void apply_defaults(struct tierd_config *c)
@@ -1952,11 +1400,11 @@ static void finish_defaults(struct parser *p)
 {
     struct tierd_config *c = p->cfg;
     if (!c->log_level)
-        c->log_level = own_str(p, "info");
+        c->log_level = cfg_own_str(p, "info");
     if (!c->api_socket)
-        c->api_socket = own_str(p, "/run/tierd/api.sock");
+        c->api_socket = cfg_own_str(p, "/run/tierd/api.sock");
     if (!c->api_ui_chartjs)
-        c->api_ui_chartjs = own_str(p, "/usr/share/javascript/chart.js/chart.min.js");
+        c->api_ui_chartjs = cfg_own_str(p, "/usr/share/javascript/chart.js/chart.min.js");
     c->cache.disk_dir = c->cache_disk_dir;
     for (size_t n = 0; n < c->nnamespaces; n++)
         if (!p->ns_durability_line[n])
@@ -1974,7 +1422,7 @@ static void finish_defaults(struct parser *p)
         int w = cut == 0 ? snprintf(buf, sizeof(buf), "spool")
                          : snprintf(buf, sizeof(buf), "%.*sspool", (int)cut, d);
         if (w > 0 && (size_t)w < sizeof(buf))
-            c->wb_spool_dir = own_str(p, buf);
+            c->wb_spool_dir = cfg_own_str(p, buf);
     }
     if (!c->cache_disk_dir)
         c->cache.disk_bytes = 0;
@@ -2008,7 +1456,7 @@ static int parse_stream(const char *name, FILE *in, struct tierd_config *cfg, ch
     p->file = name;
     p->in = in;
     p->cfg = cfg;
-    cfg->file = own_str(p, name);
+    cfg->file = cfg_own_str(p, name);
     apply_defaults(cfg);
 
     ini_allow_multiline = false;
@@ -2020,13 +1468,13 @@ static int parse_stream(const char *name, FILE *in, struct tierd_config *cfg, ch
         goto out;
     }
     if (irc > 0)
-        fail(p, irc, "syntax error: expected '[section]', 'key = value' or a comment (; or #)");
+        cfg_fail(p, irc, "syntax error: expected '[section]', 'key = value' or a comment (; or #)");
     classify_sections(p);
     backend_types(p);
     apply_pairs(p);
-    check_semantics(p);
+    cfg_check_semantics(p);
     finish_defaults(p);
-    check_policies(p);
+    cfg_check_policies(p);
     if (p->oom) {
         rc = -ENOMEM;
         snprintf(err, errsz, "%s: out of memory while parsing", name);
