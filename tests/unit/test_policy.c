@@ -525,19 +525,34 @@ static void hand_ctx_init(struct hand_ctx *h, struct backend **be)
                                         .access = &h->access};
 }
 
-static void test_engine_ctx(void **state)
+/* The two POSIX backends of struct hand_ctx in fresh directories src and dst (mkdtemp templates):
+ * warm (be[0]) with the source ds/run1/a.bin ("hello"), archive (be[1]) empty. */
+static void hand_backends(char *src, char *dst, struct backend **be)
 {
-    (void)state;
-    char src[] = "/tmp/test_policy_srcXXXXXX", dst[] = "/tmp/test_policy_dstXXXXXX";
     assert_non_null(mkdtemp(src));
     assert_non_null(mkdtemp(dst));
-    struct backend *be[2];
     assert_int_equal(
         backend_posix_open(&(struct posix_backend_config){.name = "warm", .root = src}, &be[0]), 0);
     assert_int_equal(
         backend_posix_open(&(struct posix_backend_config){.name = "archive", .root = dst}, &be[1]),
         0);
     assert_int_equal(backend_put(be[0], &test_io, "ds/run1/a.bin", "hello", 5, NULL), 0);
+}
+
+static void hand_backends_free(const char *src, const char *dst, struct backend **be)
+{
+    backend_free(be[0]);
+    backend_free(be[1]);
+    rm_tree(src);
+    rm_tree(dst);
+}
+
+static void test_engine_ctx(void **state)
+{
+    (void)state;
+    char src[] = "/tmp/test_policy_srcXXXXXX", dst[] = "/tmp/test_policy_dstXXXXXX";
+    struct backend *be[2];
+    hand_backends(src, dst, be);
 
     struct hand_ctx h;
     hand_ctx_init(&h, be);
@@ -591,10 +606,7 @@ static void test_engine_ctx(void **state)
     assert_null(pe);
     assert_non_null(strstr(tier_err_msg(), "hand.conf:7: [policy bad]"));
 
-    backend_free(be[0]);
-    backend_free(be[1]);
-    rm_tree(src);
-    rm_tree(dst);
+    hand_backends_free(src, dst, be);
 }
 
 /* A copy killed after its multipart complete placed the target but before the upload's cleanup:
@@ -604,15 +616,8 @@ static void test_copy_held_aborts_uploads(void **state)
 {
     (void)state;
     char src[] = "/tmp/test_policy_srcXXXXXX", dst[] = "/tmp/test_policy_dstXXXXXX";
-    assert_non_null(mkdtemp(src));
-    assert_non_null(mkdtemp(dst));
     struct backend *be[2];
-    assert_int_equal(
-        backend_posix_open(&(struct posix_backend_config){.name = "warm", .root = src}, &be[0]), 0);
-    assert_int_equal(
-        backend_posix_open(&(struct posix_backend_config){.name = "archive", .root = dst}, &be[1]),
-        0);
-    assert_int_equal(backend_put(be[0], &test_io, "ds/run1/a.bin", "hello", 5, NULL), 0);
+    hand_backends(src, dst, be);
     /* the killed copy's remains: its target, and an upload of the key never cleaned up */
     assert_int_equal(backend_put(be[1], &test_io, "copies/run1/a.bin", "hello", 5, NULL), 0);
     char *uid = NULL;
@@ -659,10 +664,7 @@ static void test_copy_held_aborts_uploads(void **state)
     json_decref(res);
     policy_engine_free(pe);
 
-    backend_free(be[0]);
-    backend_free(be[1]);
-    rm_tree(src);
-    rm_tree(dst);
+    hand_backends_free(src, dst, be);
 }
 
 int main(void)
