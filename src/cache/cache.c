@@ -66,6 +66,7 @@
  *   load from disk (checksum verified)         load_block() -> disk_block_load()
  *   RAM-less disk hit (no state change)        disk_direct() -> disk_block_read_range()
  *   load from backend (backend_read with io)   load_block() -> backend_fetch()
+ *     ... or from the peer source first          backend_fetch() -> c->peer.fetch
  *     (a fetch slot of its backend first)      fetch_slot_take(), fetch_slot_give()
  *   hash collision: read uncached              block_get() -> backend_fetch()
  *   publish result to waiters, end FETCHING    publish(), release_result()
@@ -394,6 +395,26 @@ static void fetch_slot_give(struct cache *c, struct fetch_slots *fs)
     pthread_mutex_unlock(&c->fetch_mu);
 }
 
+/* Block index of obj from the peer source (cache_set_peer_source), if any: true when it gave all
+ * len bytes. The call is counted in peer_calls so that the source is not replaced under it. */
+static bool peer_fetch(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
+                       uint64_t index, void *buf, size_t len)
+{
+    pthread_mutex_lock(&c->hook_mu);
+    struct cache_peer_source peer = c->peer;
+    if (peer.fetch)
+        c->peer_calls++;
+    pthread_mutex_unlock(&c->hook_mu);
+    if (!peer.fetch)
+        return false;
+    ssize_t n = peer.fetch(peer.ud, io, obj, index, buf, len);
+    pthread_mutex_lock(&c->hook_mu);
+    if (!--c->peer_calls)
+        pthread_cond_broadcast(&c->peer_cv);
+    pthread_mutex_unlock(&c->hook_mu);
+    return n == (ssize_t)len;
+}
+
 static int backend_fetch(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
                          uint64_t index, uint32_t len, struct cdata **out)
 {
@@ -407,9 +428,16 @@ static int backend_fetch(struct cache *c, const struct tier_ioctx *io, const str
      * hold no block buffer. */
     int cls = (unsigned)dio.cls < TIER_IO_NCLASSES ? (int)dio.cls : TIER_IO_BACKGROUND;
     struct fetch_slots *fs = fetch_slot_take(c, obj->be, cls);
+    struct cdata *d = fs ? cdata_new(len) : NULL;
+    if (d && peer_fetch(c, &dio, obj, index, d->bytes, len)) {
+        fetch_slot_give(c, fs);
+        atomic_fetch_add_explicit(&c->peer_fetches, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&c->peer_bytes, len, memory_order_relaxed);
+        *out = d;
+        return 0;
+    }
     if (hook.before)
         hook.before(hook.ud, &dio, obj, index, len);
-    struct cdata *d = fs ? cdata_new(len) : NULL;
     uint64_t t0 = tier_now_mono_ns();
     ssize_t n = !d                ? -ENOMEM
                 : obj->version_id ? backend_read_version(obj->be, &dio, obj->key, obj->version_id,

@@ -234,6 +234,8 @@ struct cache_stats {
     uint64_t fetches; /* backend block fetches */
     uint64_t fetch_bytes;
     uint64_t fetch_errors;
+    /* blocks the peer source (cache_set_peer_source) gave instead of the backend, and bytes */
+    uint64_t peer_fetches, peer_bytes;
     uint64_t fetch_ns_total;     /* sum of fetch latencies */
     uint64_t singleflight_waits; /* readers that waited on another's fetch */
     uint64_t pinned_bytes, pin_budget;
@@ -268,5 +270,20 @@ struct cache_fetch_hook {
     void *ud;
 };
 void cache_set_fetch_hook(struct cache *c, const struct cache_fetch_hook *hook);
+
+/* Peer source: where a block the cache does not hold may come from before the backend (a
+ * cluster's owner of the block, docs/CLUSTER.md). Each load of a block that would fetch it from
+ * the backend first calls fetch, holding the fetch's slot and its buffer (len bytes: the block's
+ * whole length): a return of len is the block's bytes (verified by the source: the cache takes
+ * them as a backend's), anything else sends the load on to the backend as without a source. A
+ * block from the source is not a backend fetch: the fetch hook does not see it and the stats
+ * count it in peer_fetches / peer_bytes, not fetches. NULL: none. Returns once no call of the
+ * source it replaces is in progress, so the caller may free what that source's ud points to. */
+struct cache_peer_source {
+    ssize_t (*fetch)(void *ud, const struct tier_ioctx *io, const struct cache_obj *obj,
+                     uint64_t index, void *buf, size_t len);
+    void *ud;
+};
+void cache_set_peer_source(struct cache *c, const struct cache_peer_source *src);
 
 #endif

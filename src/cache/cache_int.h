@@ -192,6 +192,10 @@ struct cache {
 
     pthread_mutex_t hook_mu;
     struct cache_fetch_hook hook;
+    struct cache_peer_source peer; /* under hook_mu, with peer_calls: calls in progress */
+    unsigned peer_calls;
+    pthread_cond_t peer_cv; /* peer_calls fell to 0 */
+    _Atomic uint64_t peer_fetches, peer_bytes;
 
     _Atomic uint64_t fetches, fetch_bytes, fetch_errors, fetch_ns, sf_waits, csum_failures;
     struct tier_disk_adm adm; /* cfg.disk_adm's copy (enter NULL: none); immutable */

@@ -117,6 +117,7 @@ int cache_open(const struct cache_config *cfg, struct cache **out)
     c->hinted_max = k.hinted_max && k.hinted_max < share ? k.hinted_max : share;
     pthread_mutex_init(&c->pin_mu, NULL);
     pthread_mutex_init(&c->hook_mu, NULL);
+    pthread_cond_init(&c->peer_cv, NULL);
     pthread_mutex_init(&c->pf_mu, NULL);
     pthread_cond_init(&c->pf_cv, NULL);
     pthread_mutex_init(&c->st_mu, NULL);

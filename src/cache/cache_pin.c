@@ -399,6 +399,8 @@ void cache_stats_get(struct cache *c, struct cache_stats *st)
     st->fetches = atomic_load(&c->fetches);
     st->fetch_bytes = atomic_load(&c->fetch_bytes);
     st->fetch_errors = atomic_load(&c->fetch_errors);
+    st->peer_fetches = atomic_load(&c->peer_fetches);
+    st->peer_bytes = atomic_load(&c->peer_bytes);
     st->fetch_ns_total = atomic_load(&c->fetch_ns);
     st->singleflight_waits = atomic_load(&c->sf_waits);
     pthread_mutex_lock(&c->fetch_mu);
@@ -432,5 +434,17 @@ void cache_set_fetch_hook(struct cache *c, const struct cache_fetch_hook *hook)
         c->hook = *hook;
     else
         memset(&c->hook, 0, sizeof(c->hook));
+    pthread_mutex_unlock(&c->hook_mu);
+}
+
+void cache_set_peer_source(struct cache *c, const struct cache_peer_source *src)
+{
+    pthread_mutex_lock(&c->hook_mu);
+    if (src)
+        c->peer = *src;
+    else
+        memset(&c->peer, 0, sizeof(c->peer));
+    while (c->peer_calls) /* the previous source's calls end before it may go */
+        pthread_cond_wait(&c->peer_cv, &c->hook_mu);
     pthread_mutex_unlock(&c->hook_mu);
 }

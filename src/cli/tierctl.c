@@ -1052,24 +1052,54 @@ static int cmd_cluster(struct ctl *ctl, int argc, char **argv)
         printf("no cluster: tierd has no [cluster] section\n");
     } else if (rc == EXIT_OK) {
         const json_t *m = json_object_get(ans, "members");
-        double total = 0;
-        for (size_t i = 0; i < json_array_size(m); i++)
-            total += json_number_value(json_object_get(json_array_get(m, i), "weight"));
-        printf("cluster %s: node %s, epoch %llu, %zu member%s%s\n", jstr(ans, "name", "?"),
+        printf("cluster %s: node %s, epoch %llu, %zu member%s%s%s\n", jstr(ans, "name", "?"),
                jstr(ans, "node_id", "?"), (unsigned long long)jnum(ans, "epoch"),
                json_array_size(m), json_array_size(m) == 1 ? "" : "s",
+               json_is_true(json_object_get(ans, "share")) ? "" : ", share = no (serves no peer)",
                json_is_true(json_object_get(ans, "may_serve"))
                    ? ""
-                   : " (this node may not serve peers)");
-        printf("%-24s %-24s %8s %6s  %s\n", "ID", "ADDRESS", "WEIGHT", "SHARE", "INCARNATION");
+                   : " (this node may not serve peers: fenced)");
+        printf("%-20s %-22s %7s %6s %9s %9s %9s  %s\n", "ID", "ADDRESS", "WEIGHT", "SHARE",
+               "ASKED", "BYTES", "FAILED", "INCARNATION");
         for (size_t i = 0; i < json_array_size(m); i++) {
             const json_t *e = json_array_get(m, i);
-            double w = json_number_value(json_object_get(e, "weight"));
             const char *addr = jstr(e, "addr", "");
-            printf("%-24s %-24s %8.3g %5.1f%%  %llu%s\n", jstr(e, "id", "?"), *addr ? addr : "-", w,
-                   total > 0 ? 100.0 * w / total : 0.0, (unsigned long long)jnum(e, "incarnation"),
-                   strcmp(jstr(e, "id", ""), jstr(ans, "node_id", "")) == 0 ? "  (this node)" : "");
+            char b[32];
+            printf("%-20s %-22s %7.3g %5.1f%% %9llu %9s %9llu  %llu%s%s\n", jstr(e, "id", "?"),
+                   *addr ? addr : "-", json_number_value(json_object_get(e, "weight")),
+                   100.0 * json_number_value(json_object_get(e, "share")),
+                   (unsigned long long)jnum(e, "requests"),
+                   tier_fmt_bytes((uint64_t)jnum(e, "bytes"), b, sizeof(b)),
+                   (unsigned long long)jnum(e, "failures"), (unsigned long long)jnum(e, "incarnation"),
+                   strcmp(jstr(e, "id", ""), jstr(ans, "node_id", "")) == 0 ? "  (this node)" : "",
+                   json_is_true(json_object_get(e, "skipped")) ? "  (skipped)" : "");
         }
+        const json_t *p = json_object_get(ans, "peers");
+        const json_t *tb = json_object_get(p, "to_backend");
+        const json_t *sv = json_object_get(p, "served");
+        char b1[32], b2[32];
+        printf("from peers: %llu blocks, %s; to the backend: %llu own, %llu fenced, %llu alone, "
+               "%llu after a peer failed; served to peers: %llu blocks, %s\n",
+               (unsigned long long)jnum(p, "blocks"),
+               tier_fmt_bytes((uint64_t)jnum(p, "bytes"), b1, sizeof(b1)),
+               (unsigned long long)jnum(tb, "self"), (unsigned long long)jnum(tb, "fenced"),
+               (unsigned long long)jnum(tb, "alone"), (unsigned long long)jnum(tb, "peer_failed"),
+               (unsigned long long)jnum(sv, "blocks"),
+               tier_fmt_bytes((uint64_t)jnum(sv, "bytes"), b2, sizeof(b2)));
+        json_t *f = json_object_get(p, "failures");
+        const char *k;
+        json_t *val;
+        bool any = false;
+        json_object_foreach(f, k, val)
+        {
+            if (json_integer_value(val)) {
+                printf("%s%s %lld", any ? ", " : "peer failures: ", k,
+                       (long long)json_integer_value(val));
+                any = true;
+            }
+        }
+        if (any)
+            printf("\n");
     }
     free(raw);
     json_decref(ans);

@@ -183,6 +183,12 @@ struct tierd_config {
     char *cluster_weight;      /* as written; cluster_weight_val is its value (default 1) */
     double cluster_weight_val; /* > 0 */
     uint64_t cluster_lease_ms; /* default 10 s */
+    char *cluster_secret_file; /* required: the peers' shared secret */
+    bool cluster_share;        /* serve peers (default); false: consume-only, no address published */
+    uint64_t cluster_peer_timeout_ms; /* a peer request's stall deadline; default 2 s */
+    char *cluster_balance;            /* as written; cluster_balance_val its value (1.25) */
+    double cluster_balance_val;
+    char *cluster_tls_cert, *cluster_tls_key, *cluster_tls_ca; /* all three or none */
     int cluster_line;          /* the section's line, 0: none */
     /* [class NAME]: each class's QoS defaults; [daemon] qos_op_cost */
     struct tierd_qos_conf classes[TIER_IO_NCLASSES];
@@ -233,6 +239,9 @@ struct policy_engine; /* policy.h */
 struct access_log;    /* access.h */
 struct datasets;      /* datasets/dataset.h */
 struct member;        /* cluster/member.h */
+struct router;        /* cluster/router.h */
+struct peer_server;   /* cluster/peer.h */
+struct peer_client;   /* cluster/peer.h */
 
 struct tierd {
     struct tierd_config cfg;
@@ -273,6 +282,11 @@ struct tierd {
      * NULL without a [cluster] section */
     struct member *member;
     void *cluster_conn; /* its RADOS connection (daemon/cluster.c) */
+    /* peer reads (daemon/cluster.c, docs/CLUSTER.md): the router the cache's peer source asks,
+     * the client it asks with and the endpoint this node serves on (NULL with share = no) */
+    struct router *router;
+    struct peer_client *peer_client;
+    struct peer_server *peer_server;
 };
 
 /* Resolve a mount path ("/datasets/a/b.bin") to its namespace and backend key ("prefix/a/b.bin",

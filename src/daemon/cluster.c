@@ -1,12 +1,28 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* cluster.c - the daemon's [cluster] membership (docs/CLUSTER.md): a RADOS client on the
- * section's ceph.conf and cephx user, the pool's ioctx, and member_join() (cluster/member.h) as
- * the node the section names. d->member is what the control API reads (GET /v1/cluster). In a
- * build without librados the config refuses a [cluster] section, so there is nothing to join. */
+/* cluster.c - the daemon's [cluster] (docs/CLUSTER.md): membership and peer reads.
+ *
+ * Start (tierd_cluster_open, the start-up step `cluster`): the secret; the peer client and the
+ * router (cluster/router.h) over this node's view of the members; the peer endpoint on
+ * `address` (share = yes), whose blocks come from the cache; a RADOS client on the section's
+ * ceph.conf and cephx user, the pool's ioctx, and member_join() (cluster/member.h); last the
+ * cache's peer source (cache_set_peer_source), from then on every block the cache would fetch
+ * from an S3 backend goes to the router first. The endpoint starts before the join, so a peer
+ * that sees this node can reach it (until the join it answers 503: may_serve is false).
+ *
+ * A block served to a peer is read with cache_read() on the endpoint's thread with `serving`
+ * set: that thread's loads go to the backend, never to another peer (no request loops between
+ * nodes whose views differ).
+ *
+ * d->member, d->router, d->peer_client and d->peer_server are what the control API reads
+ * (GET /v1/cluster). In a build without librados the config refuses a [cluster] section, so
+ * there is nothing to join. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/err.h"
 #include "common/log.h"
@@ -16,12 +32,189 @@
 #ifdef TIER_HAVE_RADOS
 #include <rados/librados.h>
 
+#include "cache/cache.h"
 #include "cluster/member.h"
+#include "cluster/peer.h"
+#include "cluster/router.h"
 
 struct cluster_conn {
     rados_t rados;
     rados_ioctx_t io;
 };
+
+/* Set on an endpoint thread while it reads a block for a peer: its loads skip the peers. */
+static _Thread_local bool serving;
+
+/* The backend named name, if it is one whose blocks peers share (S3: the cold tier; a POSIX
+ * backend is a shared file system every node reads as fast itself). NULL: none. */
+static struct backend *shared_backend(struct tierd *d, const char *name)
+{
+    for (size_t i = 0; i < d->cfg.nbackends; i++)
+        if (d->backends[i] && strcmp(d->backends[i]->name, name) == 0)
+            return strcmp(d->cfg.backends[i].type, "s3") == 0 ? d->backends[i] : NULL;
+    return NULL;
+}
+
+/* The cache's peer source: the block from its owner when that is a peer (router_fetch). */
+static ssize_t source_fetch(void *ud, const struct tier_ioctx *io, const struct cache_obj *obj,
+                            uint64_t index, void *buf, size_t len)
+{
+    struct tierd *d = ud;
+    (void)io;
+    if (serving || !shared_backend(d, obj->be->name))
+        return -EAGAIN;
+    struct peer_block b = {.backend = obj->be->name,
+                           .key = obj->key,
+                           .etag = obj->etag ? obj->etag : "",
+                           .version = obj->version_id ? obj->version_id : "",
+                           .size = obj->size_bytes,
+                           .block_size = (uint32_t)cache_block_size(d->cache),
+                           .index = index};
+    if (peer_block_len(&b) != len)
+        return -EAGAIN;
+    return router_fetch(d->router, &b, buf, len, NULL);
+}
+
+/* The endpoint's callback: block b from this node's cache (a hit, or one fetch from the backend
+ * that every asker waits on: the cache's single-flight). */
+static ssize_t serve_block(void *ud, const char *from, const struct peer_block *b, void *buf,
+                           size_t len)
+{
+    struct tierd *d = ud;
+    (void)from;
+    if (b->block_size != cache_block_size(d->cache))
+        return -EXDEV;
+    struct backend *be = shared_backend(d, b->backend);
+    if (!be)
+        return -ENOENT;
+    struct cache_obj obj = {.be = be,
+                            .key = b->key,
+                            .etag = b->etag[0] ? b->etag : NULL,
+                            .size_bytes = b->size,
+                            .version_id = b->version[0] ? b->version : NULL};
+    struct tier_ioctx io = TIER_IOCTX_DEFAULT;
+    serving = true;
+    ssize_t n = cache_read(d->cache, &io, &obj, b->index * b->block_size, buf, len);
+    serving = false;
+    if (n >= 0 && (size_t)n != len)
+        return -EIO;
+    return n;
+}
+
+static bool may_serve(void *ud)
+{
+    struct tierd *d = ud;
+    struct member *m = __atomic_load_n(&d->member, __ATOMIC_ACQUIRE);
+    return m && member_may_serve(m);
+}
+
+static int view(void *ud, struct member_entry **out, size_t *n, uint64_t *epoch)
+{
+    struct tierd *d = ud;
+    struct member *m = __atomic_load_n(&d->member, __ATOMIC_ACQUIRE);
+    return m ? member_view(m, out, n, epoch) : -ENOENT;
+}
+
+/* The secret in secret_file: at least PEER_SECRET_MIN bytes after the trailing blanks go, in a
+ * file no one but its owner may read. 0 and *out (malloc'd), or -errno with tier_err_msg(). */
+static int secret_read(const char *path, char **out, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        tier_err_set("[cluster] secret_file = '%s' cannot be read: %s", path, strerror(e));
+        return -e;
+    }
+    if (st.st_mode & 077) {
+        close(fd);
+        tier_err_set("[cluster] secret_file = '%s' may be read by others (mode %03o): `chmod 600 "
+                     "%s`",
+                     path, (unsigned)(st.st_mode & 0777), path);
+        return -EPERM;
+    }
+    char *buf = malloc(4097);
+    ssize_t got = buf ? read(fd, buf, 4096) : -1;
+    close(fd);
+    if (got < 0) {
+        free(buf);
+        tier_err_set("[cluster] secret_file = '%s' cannot be read", path);
+        return -EIO;
+    }
+    while (got > 0 && (buf[got - 1] == '\n' || buf[got - 1] == '\r' || buf[got - 1] == ' '))
+        got--;
+    if (got < PEER_SECRET_MIN) {
+        free(buf);
+        tier_err_set("[cluster] secret_file = '%s' holds %zd bytes: a secret needs at least %d "
+                     "(`head -c 32 /dev/urandom | base64 > %s`)",
+                     path, got, PEER_SECRET_MIN, path);
+        return -EINVAL;
+    }
+    *out = buf;
+    *len = (size_t)got;
+    return 0;
+}
+
+/* The secret, the peer client, the router and (share = yes) the endpoint. */
+static int peers_open(struct tierd *d)
+{
+    const struct tierd_config *c = &d->cfg;
+    char *secret = NULL;
+    size_t slen = 0;
+    int rc = secret_read(c->cluster_secret_file, &secret, &slen);
+    if (rc)
+        return rc;
+    struct peer_client_conf pcc = {.node_id = c->cluster_node_id,
+                                   .secret = secret,
+                                   .secret_len = slen,
+                                   .tls_ca = c->cluster_tls_ca,
+                                   .stall_ms = (uint32_t)c->cluster_peer_timeout_ms};
+    rc = peer_client_new(&pcc, &d->peer_client);
+    if (rc)
+        goto out;
+    struct router_conf rc_ = {.self_id = c->cluster_node_id,
+                              .balance = c->cluster_balance_val,
+                              .probe_ms = (uint32_t)c->cluster_lease_ms,
+                              .peer = d->peer_client,
+                              .view = view,
+                              .may_serve = may_serve,
+                              .ud = d};
+    rc = router_new(&rc_, &d->router);
+    if (rc) {
+        tier_err_set("[cluster]: cannot set up peer reads: %s", strerror(-rc));
+        goto out;
+    }
+    if (c->cluster_share) {
+        struct peer_server_conf psc = {.listen = c->cluster_address,
+                                       .secret = secret,
+                                       .secret_len = slen,
+                                       .tls_cert = c->cluster_tls_cert,
+                                       .tls_key = c->cluster_tls_key,
+                                       .serve = serve_block,
+                                       .may_serve = may_serve,
+                                       .ud = d};
+        rc = peer_server_start(&psc, &d->peer_server);
+    }
+out:
+    if (secret)
+        memset(secret, 0, slen);
+    free(secret);
+    return rc;
+}
+
+static void peers_close(struct tierd *d)
+{
+    if (d->cache)
+        cache_set_peer_source(d->cache, NULL); /* returns once no fetch is in the router */
+    peer_server_stop(d->peer_server);          /* waits for the blocks being served */
+    d->peer_server = NULL;
+    router_free(d->router);
+    d->router = NULL;
+    peer_client_free(d->peer_client);
+    d->peer_client = NULL;
+}
 
 static void conn_free(struct cluster_conn *cc)
 {
@@ -93,16 +286,24 @@ int tierd_cluster_open(struct tierd *d)
     const struct tierd_config *c = &d->cfg;
     if (!c->cluster_name)
         return 0;
-    struct cluster_conn *cc = NULL;
-    int rc = conn_open(c, &cc);
-    if (rc)
+    int rc = peers_open(d);
+    if (rc) {
+        peers_close(d);
         return rc;
+    }
+    struct cluster_conn *cc = NULL;
+    rc = conn_open(c, &cc);
+    if (rc) {
+        peers_close(d);
+        return rc;
+    }
     struct member_conf mc = {.cluster = c->cluster_name,
                              .id = c->cluster_node_id,
-                             .addr = c->cluster_address ? c->cluster_address : "",
+                             .addr = c->cluster_share ? c->cluster_address : "",
                              .weight = c->cluster_weight_val,
                              .lease_ms = (uint32_t)c->cluster_lease_ms};
-    rc = member_join(cc->io, &mc, &d->member);
+    struct member *m = NULL;
+    rc = member_join(cc->io, &mc, &m);
     /* -EBUSY: the lock of this node id is held. After a crash it is this node's previous run's
      * until its lease lapses, so a restart waits that long (and a half) before it gives up. */
     uint64_t until = tier_now_mono_ns() + (uint64_t)mc.lease_ms * 3 / 2 * TIER_NS_PER_MS;
@@ -112,7 +313,7 @@ int tierd_cluster_open(struct tierd *d)
                  mc.id, mc.cluster, mc.lease_ms * 3 / 2);
     while (rc == -EBUSY && tier_now_mono_ns() < until) {
         tier_sleep_ms(500); /* polling the lock, not a synchronisation */
-        rc = member_join(cc->io, &mc, &d->member);
+        rc = member_join(cc->io, &mc, &m);
     }
     if (rc) {
         if (rc == -EBUSY)
@@ -123,18 +324,24 @@ int tierd_cluster_open(struct tierd *d)
         else
             tier_err_set("[cluster]: cannot join cluster '%s' in pool '%s' as '%s': %s",
                          c->cluster_name, c->cluster_pool, c->cluster_node_id, strerror(-rc));
-        d->member = NULL;
         conn_free(cc);
+        peers_close(d);
         return rc;
     }
+    /* the endpoint's threads read it (may_serve) */
+    __atomic_store_n(&d->member, m, __ATOMIC_RELEASE);
     d->cluster_conn = cc;
-    log_info("cluster: joined '%s' as '%s' (pool %s, weight %g)", c->cluster_name,
-             c->cluster_node_id, c->cluster_pool, c->cluster_weight_val);
+    cache_set_peer_source(d->cache,
+                          &(struct cache_peer_source){.fetch = source_fetch, .ud = d});
+    log_info("cluster: joined '%s' as '%s' (pool %s, weight %g, %s)", c->cluster_name,
+             c->cluster_node_id, c->cluster_pool, c->cluster_weight_val,
+             c->cluster_share ? "serving peers" : "share = no: serving no peer");
     return 0;
 }
 
 void tierd_cluster_close(struct tierd *d)
 {
+    peers_close(d); /* first: the endpoint and the router read d->member */
     member_leave(d->member);
     d->member = NULL;
     conn_free(d->cluster_conn);

@@ -446,6 +446,13 @@ static const struct keydef cluster_keys[] = {
     {"address", V_STR, CFG(cluster_address), 0, 0, false, 0, NULL},
     {"weight", V_STR, CFG(cluster_weight), 0, 0, false, 0, NULL},
     {"lease", V_DUR, CFG(cluster_lease_ms), 2000, 300000, false, 0, NULL},
+    {"secret_file", V_STR, CFG(cluster_secret_file), 0, 0, false, 0, NULL},
+    {"share", V_BOOL, CFG(cluster_share), 0, 0, false, 0, NULL},
+    {"peer_timeout", V_DUR, CFG(cluster_peer_timeout_ms), 100, 600000, false, 0, NULL},
+    {"balance", V_STR, CFG(cluster_balance), 0, 0, false, 0, NULL},
+    {"tls_cert", V_STR, CFG(cluster_tls_cert), 0, 0, false, 0, NULL},
+    {"tls_key", V_STR, CFG(cluster_tls_key), 0, 0, false, 0, NULL},
+    {"tls_ca", V_STR, CFG(cluster_tls_ca), 0, 0, false, 0, NULL},
     {NULL, 0, 0, 0, 0, false, 0, NULL},
 };
 
@@ -1349,6 +1356,9 @@ static void apply_defaults(struct tierd_config *c)
     c->max_tenants = TENANT_MAX_TENANTS_DEFAULT;
     c->cluster_lease_ms = 10000;
     c->cluster_weight_val = 1.0;
+    c->cluster_share = true;
+    c->cluster_peer_timeout_ms = 2000;
+    c->cluster_balance_val = 1.25;
     c->tenant_pid_cache = TENANT_PID_CACHE_DEFAULT;
     c->tenant_reserved_ids = TIERD_RESERVED_IDS_UNSET;
     c->tenant_implicit_per_minute = TIERD_IMPLICIT_PER_MINUTE_DEFAULT;

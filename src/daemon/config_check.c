@@ -26,6 +26,7 @@
 #include "common/log.h"
 #include "common/strutil.h"
 #include "cluster/member_entry.h"
+#include "cluster/peer.h"
 #include "daemon/config_int.h"
 #include "lifecycle/lifecycle.h"
 #include "tenant/tenant.h"
@@ -371,6 +372,57 @@ static void check_quotas(struct parser *p)
     }
 }
 
+/* [cluster]'s peer reads: the secret, an address to serve on (share = yes), TLS off loopback
+ * (as the control API's TCP listener), the balance factor. */
+static void check_cluster_peers(struct parser *p)
+{
+    struct tierd_config *c = p->cfg;
+    if (!c->cluster_secret_file)
+        cfg_fail(p, c->cluster_line,
+                 "[cluster] needs secret_file = PATH: a file holding the cluster's shared secret "
+                 "(at least %d bytes, the same file on every node, readable by tierd only), e.g. "
+                 "`head -c 32 /dev/urandom | base64 > PATH && chmod 600 PATH`",
+                 PEER_SECRET_MIN);
+    if (c->cluster_share && !c->cluster_address)
+        cfg_fail(p, c->cluster_line,
+                 "[cluster] share = yes needs address = HOST:PORT (where this node serves its "
+                 "blocks to the others), or set share = no (read from peers, serve none)");
+    if (c->cluster_share && c->cluster_address) {
+        const char *colon = strrchr(c->cluster_address, ':');
+        char *end = NULL;
+        unsigned long port = colon ? strtoul(colon + 1, &end, 10) : 0;
+        if (!colon || colon == c->cluster_address || !end || *end || port == 0 || port > 65535)
+            cfg_fail(p, c->cluster_line,
+                     "[cluster] address = '%s' is not HOST:PORT (an IPv4 address or localhost, "
+                     "and a port 1..65535)",
+                     c->cluster_address);
+    }
+    int ntls = !!c->cluster_tls_cert + !!c->cluster_tls_key + !!c->cluster_tls_ca;
+    if (ntls && ntls != 3)
+        cfg_fail(p, c->cluster_line,
+                 "[cluster] TLS needs all of tls_cert, tls_key and tls_ca (the PEM files of "
+                 "this node's certificate, its key, and the CA that signed every node's)");
+    if (!ntls && c->cluster_share && c->cluster_address &&
+        !host_is_loopback(c->cluster_address))
+        cfg_fail(p, c->cluster_line,
+                 "[cluster] address = '%s' is not a loopback address and TLS is not configured: "
+                 "blocks would cross the network in the clear; set tls_cert, tls_key and tls_ca",
+                 c->cluster_address);
+    if (c->cluster_balance) {
+        char *end = NULL;
+        errno = 0;
+        double b = strtod(c->cluster_balance, &end);
+        if (errno || end == c->cluster_balance || *end || !isfinite(b) || b <= 1.0 || b > 100)
+            cfg_fail(p, c->cluster_line,
+                     "[cluster] balance = '%s' is not allowed (allowed: a number above 1 and at "
+                     "most 100, like 1.25: no node takes more than that times its share of the "
+                     "peer requests)",
+                     c->cluster_balance);
+        else
+            c->cluster_balance_val = b;
+    }
+}
+
 /* [cluster]: a build with librados, ids member_id_valid() takes, a positive weight, and the
  * defaults (docs/CONFIG.md, [cluster]). */
 static void check_cluster(struct parser *p)
@@ -435,6 +487,7 @@ static void check_cluster(struct parser *p)
         else
             c->cluster_weight_val = w;
     }
+    check_cluster_peers(p);
     if (!c->cluster_ceph_conf)
         c->cluster_ceph_conf = cfg_own_str(p, "/etc/ceph/ceph.conf");
     if (!c->cluster_user)

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* router.h - which peer a node asks for a block, and what it does when the peer fails
+ * (docs/CLUSTER.md "Peer reads").
+ *
+ * For each block it would otherwise fetch from the backend, a node asks router_fetch(): the
+ * router reads the membership (a callback: the daemon's is member_view()), places the block over
+ * the members that share (a non-empty address) by weighted rendezvous hashing with bounded load
+ * (place.h: the load is this node's requests in flight to each), and when the block's pick is
+ * another node, reads it from that node (peer.h). Everything else is a fallback to the backend
+ * (-EAGAIN), counted by its reason: this node owns the block, it is fenced (may_serve false), no
+ * member shares, or the peer failed. A peer that failed for a reason of its own (no connection,
+ * a timeout, a wrong secret, garbage, a bad checksum) is skipped, as if it had left, until the
+ * membership changes or `probe_ms` has passed (then the next block placed on it probes it): so a
+ * dead or slow peer costs a reader one deadline, and the next readers none. A read never fails
+ * because a peer did.
+ *
+ * No librados here (the membership comes through the callback), so unit tests drive it with a
+ * view of their own. Thread-safe: one mutex guards the view, the loads and the counters; no lock
+ * is held across a peer request. */
+#ifndef TIER_CLUSTER_ROUTER_H
+#define TIER_CLUSTER_ROUTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cluster/member_entry.h"
+#include "cluster/peer.h"
+
+/* The membership now: entries (malloc'd, the caller frees), their count and the epoch; 0 or a
+ * negative errno (the router then keeps its last view). */
+typedef int (*router_view_fn)(void *ud, struct member_entry **out, size_t *n, uint64_t *epoch);
+
+struct router_conf {
+    const char *self_id;      /* this node's id: a block it owns is its own to fetch */
+    double balance;           /* bounded load's c (place.h); <= 1: 1.25 */
+    uint32_t probe_ms;        /* how long a failed peer is skipped; 0: 10000 */
+    struct peer_client *peer; /* borrowed: the client requests go out on */
+    router_view_fn view;
+    bool (*may_serve)(void *ud); /* false: this node is fenced, asks no peer. NULL: never fenced */
+    void *ud;
+};
+
+/* Why a block went to the backend instead of a peer. */
+enum router_why {
+    ROUTER_SELF = 0, /* this node is the block's pick */
+    ROUTER_FENCED,   /* may_serve false */
+    ROUTER_ALONE,    /* no other member shares (or no view yet) */
+    ROUTER_PEER_FAILED, /* asked, and the peer failed (the reason: peer_client_stats) */
+    ROUTER_WHY_N,
+};
+const char *router_why_name(enum router_why w); /* "self", "fenced", "alone", "peer_failed" */
+
+struct router;
+
+/* 0 and *out, or -EINVAL (no self_id, peer or view) / -ENOMEM. */
+int router_new(const struct router_conf *conf, struct router **out);
+void router_free(struct router *r);
+
+/* Block b into buf (len = peer_block_len(b)) from its owner, when that is another node: len,
+ * or -EAGAIN (fetch it from the backend; the reason counted, in *why when not NULL). */
+ssize_t router_fetch(struct router *r, const struct peer_block *b, void *buf, size_t len,
+                     enum router_why *why);
+
+/* One member as this node's router sees it. */
+struct router_member {
+    char id[MEMBER_ID_MAX + 1];
+    char addr[MEMBER_ADDR_MAX + 1]; /* "" : it does not share (consume-only) */
+    double weight;
+    double share;     /* its expected share of the blocks: weight over the sharing weight */
+    bool skipped;     /* failed lately: skipped until the view changes or the probe */
+    uint64_t inflight; /* this node's requests to it now */
+    uint64_t requests, ok, bytes, failures; /* this node's requests to it, since it joined */
+};
+
+struct router_stats {
+    uint64_t epoch;                  /* of the view in use */
+    uint64_t peer_blocks, peer_bytes; /* blocks read from peers */
+    uint64_t backend[ROUTER_WHY_N];  /* blocks sent to the backend, by reason */
+    uint64_t skips;                  /* peers marked skipped */
+};
+
+/* The counters, and the members (malloc'd into *members, free() it; NULL: not wanted). */
+int router_stats_get(struct router *r, struct router_stats *st, struct router_member **members,
+                     size_t *n);
+
+#endif
