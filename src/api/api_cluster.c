@@ -43,9 +43,9 @@ static json_t *peers_json(struct tierd *d, const struct router_stats *rs)
                             json_integer((json_int_t)cs.fail[f]));
     json_t *served = json_pack(
         "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "blocks", (json_int_t)ss.served, "bytes",
-        (json_int_t)ss.served_bytes, "auth_failures", (json_int_t)ss.auth_failures,
-        "bad_requests", (json_int_t)ss.bad_requests, "refused", (json_int_t)ss.refused,
-        "not_found", (json_int_t)ss.not_found, "stale", (json_int_t)ss.stale, "mismatched",
+        (json_int_t)ss.served_bytes, "auth_failures", (json_int_t)ss.auth_failures, "bad_requests",
+        (json_int_t)ss.bad_requests, "refused", (json_int_t)ss.refused, "not_found",
+        (json_int_t)ss.not_found, "stale", (json_int_t)ss.stale, "mismatched",
         (json_int_t)ss.mismatched, "errors", (json_int_t)ss.errors);
     return json_pack("{s:I, s:I, s:I, s:o*, s:o*, s:I, s:o*}", "blocks",
                      (json_int_t)rs->peer_blocks, "bytes", (json_int_t)rs->peer_bytes, "requests",
@@ -75,15 +75,14 @@ static json_t *cluster_json(struct tierd *d)
     for (size_t i = 0; members && i < n; i++) {
         const struct router_member *r = router_of(rm, nrm, v[i].id);
         json_array_append_new(
-            members,
-            json_pack("{s:o, s:o, s:f, s:I, s:f, s:b, s:I, s:I, s:I, s:I, s:I}", "id",
-                      api_jstr(v[i].id), "addr", api_jstr(v[i].addr), "weight", v[i].weight,
-                      "incarnation", (json_int_t)v[i].incarnation, "share",
-                      v[i].addr[0] && total > 0 ? v[i].weight / total : 0.0, "skipped",
-                      r && r->skipped, "inflight", (json_int_t)(r ? r->inflight : 0), "requests",
-                      (json_int_t)(r ? r->requests : 0), "ok", (json_int_t)(r ? r->ok : 0),
-                      "bytes", (json_int_t)(r ? r->bytes : 0), "failures",
-                      (json_int_t)(r ? r->failures : 0)));
+            members, json_pack("{s:o, s:o, s:f, s:I, s:f, s:b, s:I, s:I, s:I, s:I, s:I}", "id",
+                               api_jstr(v[i].id), "addr", api_jstr(v[i].addr), "weight",
+                               v[i].weight, "incarnation", (json_int_t)v[i].incarnation, "share",
+                               v[i].addr[0] && total > 0 ? v[i].weight / total : 0.0, "skipped",
+                               r && r->skipped, "inflight", (json_int_t)(r ? r->inflight : 0),
+                               "requests", (json_int_t)(r ? r->requests : 0), "ok",
+                               (json_int_t)(r ? r->ok : 0), "bytes", (json_int_t)(r ? r->bytes : 0),
+                               "failures", (json_int_t)(r ? r->failures : 0)));
     }
     free(v);
     free(rm);

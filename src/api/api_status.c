@@ -54,6 +54,11 @@ static json_t *cache_json(struct tierd *d)
         "fetch_bytes", (json_int_t)s.fetch_bytes, "fetch_errors", (json_int_t)s.fetch_errors,
         "fetch_ns_total", (json_int_t)s.fetch_ns_total, "singleflight_waits",
         (json_int_t)s.singleflight_waits, "checksum_failures", (json_int_t)s.checksum_failures);
+    /* blocks a cluster's peers gave instead of the backend (docs/CLUSTER.md) */
+    if (j)
+        json_object_update_missing_new(j, json_pack("{s:I, s:I}", "peer_fetches",
+                                                    (json_int_t)s.peer_fetches, "peer_bytes",
+                                                    (json_int_t)s.peer_bytes));
     /* the fetch-buffer bound ([cache] max_fetches) and the disk lane's skipped write-throughs */
     if (j)
         json_object_update_missing_new(

@@ -1059,8 +1059,8 @@ static int cmd_cluster(struct ctl *ctl, int argc, char **argv)
                json_is_true(json_object_get(ans, "may_serve"))
                    ? ""
                    : " (this node may not serve peers: fenced)");
-        printf("%-20s %-22s %7s %6s %9s %9s %9s  %s\n", "ID", "ADDRESS", "WEIGHT", "SHARE",
-               "ASKED", "BYTES", "FAILED", "INCARNATION");
+        printf("%-20s %-22s %7s %6s %9s %9s %9s  %s\n", "ID", "ADDRESS", "WEIGHT", "SHARE", "ASKED",
+               "BYTES", "FAILED", "INCARNATION");
         for (size_t i = 0; i < json_array_size(m); i++) {
             const json_t *e = json_array_get(m, i);
             const char *addr = jstr(e, "addr", "");
@@ -1070,7 +1070,8 @@ static int cmd_cluster(struct ctl *ctl, int argc, char **argv)
                    100.0 * json_number_value(json_object_get(e, "share")),
                    (unsigned long long)jnum(e, "requests"),
                    tier_fmt_bytes((uint64_t)jnum(e, "bytes"), b, sizeof(b)),
-                   (unsigned long long)jnum(e, "failures"), (unsigned long long)jnum(e, "incarnation"),
+                   (unsigned long long)jnum(e, "failures"),
+                   (unsigned long long)jnum(e, "incarnation"),
                    strcmp(jstr(e, "id", ""), jstr(ans, "node_id", "")) == 0 ? "  (this node)" : "",
                    json_is_true(json_object_get(e, "skipped")) ? "  (skipped)" : "");
         }

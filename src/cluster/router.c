@@ -74,6 +74,8 @@ int router_new(const struct router_conf *conf, struct router **out)
         r->conf.balance = 1.25;
     if (!r->conf.probe_ms)
         r->conf.probe_ms = 10000;
+    if (!r->conf.spill_min)
+        r->conf.spill_min = 16;
     pthread_mutex_init(&r->mu, NULL);
     *out = r;
     return 0;
@@ -197,7 +199,12 @@ static ssize_t pick(struct router *r, uint64_t id, bool *self)
     }
     if (!k)
         goto out;
-    ssize_t p = place_pick_bounded(nodes, k, id, load, total, r->conf.balance);
+    /* the owner takes the block while this node has fewer than spill_min requests in flight
+     * to it; past that, bounded load decides (a spill costs the next node a backend fetch of
+     * the block, unless it has it: a few requests in flight are no hot spot worth that) */
+    ssize_t p = place_owner(nodes, k, id);
+    if (p >= 0 && load[p] >= r->conf.spill_min)
+        p = place_pick_bounded(nodes, k, id, load, total, r->conf.balance);
     if (p < 0)
         goto out;
     got = (ssize_t)map[p];

@@ -4,8 +4,10 @@
  *
  * For each block it would otherwise fetch from the backend, a node asks router_fetch(): the
  * router reads the membership (a callback: the daemon's is member_view()), places the block over
- * the members that share (a non-empty address) by weighted rendezvous hashing with bounded load
- * (place.h: the load is this node's requests in flight to each), and when the block's pick is
+ * the members that share (a non-empty address) by weighted rendezvous hashing, with bounded
+ * load (place.h) once this node has spill_min requests in flight to the owner (the load is this
+ * node's requests in flight to each; its own is 0: it does not know its peers' requests to
+ * it), and when the block's pick is
  * another node, reads it from that node (peer.h). Everything else is a fallback to the backend
  * (-EAGAIN), counted by its reason: this node owns the block, it is fenced (may_serve false), no
  * member shares, or the peer failed. A peer that failed for a reason of its own (no connection,
@@ -33,9 +35,12 @@
 typedef int (*router_view_fn)(void *ud, struct member_entry **out, size_t *n, uint64_t *epoch);
 
 struct router_conf {
-    const char *self_id;      /* this node's id: a block it owns is its own to fetch */
-    double balance;           /* bounded load's c (place.h); <= 1: 1.25 */
-    uint32_t probe_ms;        /* how long a failed peer is skipped; 0: 10000 */
+    const char *self_id; /* this node's id: a block it owns is its own to fetch */
+    double balance;      /* bounded load's c (place.h); <= 1: 1.25 */
+    uint32_t probe_ms;   /* how long a failed peer is skipped; 0: 10000 */
+    /* requests in flight from this node to a block's owner below which it is asked whatever
+     * the others' loads (bounded load decides only past it); 0: 16 */
+    uint32_t spill_min;
     struct peer_client *peer; /* borrowed: the client requests go out on */
     router_view_fn view;
     bool (*may_serve)(void *ud); /* false: this node is fenced, asks no peer. NULL: never fenced */
@@ -44,9 +49,9 @@ struct router_conf {
 
 /* Why a block went to the backend instead of a peer. */
 enum router_why {
-    ROUTER_SELF = 0, /* this node is the block's pick */
-    ROUTER_FENCED,   /* may_serve false */
-    ROUTER_ALONE,    /* no other member shares (or no view yet) */
+    ROUTER_SELF = 0,    /* this node is the block's pick */
+    ROUTER_FENCED,      /* may_serve false */
+    ROUTER_ALONE,       /* no other member shares (or no view yet) */
     ROUTER_PEER_FAILED, /* asked, and the peer failed (the reason: peer_client_stats) */
     ROUTER_WHY_N,
 };
@@ -68,17 +73,17 @@ struct router_member {
     char id[MEMBER_ID_MAX + 1];
     char addr[MEMBER_ADDR_MAX + 1]; /* "" : it does not share (consume-only) */
     double weight;
-    double share;     /* its expected share of the blocks: weight over the sharing weight */
-    bool skipped;     /* failed lately: skipped until the view changes or the probe */
+    double share;      /* its expected share of the blocks: weight over the sharing weight */
+    bool skipped;      /* failed lately: skipped until the view changes or the probe */
     uint64_t inflight; /* this node's requests to it now */
     uint64_t requests, ok, bytes, failures; /* this node's requests to it, since it joined */
 };
 
 struct router_stats {
-    uint64_t epoch;                  /* of the view in use */
+    uint64_t epoch;                   /* of the view in use */
     uint64_t peer_blocks, peer_bytes; /* blocks read from peers */
-    uint64_t backend[ROUTER_WHY_N];  /* blocks sent to the backend, by reason */
-    uint64_t skips;                  /* peers marked skipped */
+    uint64_t backend[ROUTER_WHY_N];   /* blocks sent to the backend, by reason */
+    uint64_t skips;                   /* peers marked skipped */
 };
 
 /* The counters, and the members (malloc'd into *members, free() it; NULL: not wanted). */

@@ -184,12 +184,12 @@ struct tierd_config {
     double cluster_weight_val; /* > 0 */
     uint64_t cluster_lease_ms; /* default 10 s */
     char *cluster_secret_file; /* required: the peers' shared secret */
-    bool cluster_share;        /* serve peers (default); false: consume-only, no address published */
+    bool cluster_share; /* serve peers (default); false: consume-only, no address published */
     uint64_t cluster_peer_timeout_ms; /* a peer request's stall deadline; default 2 s */
     char *cluster_balance;            /* as written; cluster_balance_val its value (1.25) */
     double cluster_balance_val;
     char *cluster_tls_cert, *cluster_tls_key, *cluster_tls_ca; /* all three or none */
-    int cluster_line;          /* the section's line, 0: none */
+    int cluster_line;                                          /* the section's line, 0: none */
     /* [class NAME]: each class's QoS defaults; [daemon] qos_op_cost */
     struct tierd_qos_conf classes[TIER_IO_NCLASSES];
     int class_line[TIER_IO_NCLASSES]; /* the section's line, 0: none */

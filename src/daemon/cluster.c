@@ -331,8 +331,7 @@ int tierd_cluster_open(struct tierd *d)
     /* the endpoint's threads read it (may_serve) */
     __atomic_store_n(&d->member, m, __ATOMIC_RELEASE);
     d->cluster_conn = cc;
-    cache_set_peer_source(d->cache,
-                          &(struct cache_peer_source){.fetch = source_fetch, .ud = d});
+    cache_set_peer_source(d->cache, &(struct cache_peer_source){.fetch = source_fetch, .ud = d});
     log_info("cluster: joined '%s' as '%s' (pool %s, weight %g, %s)", c->cluster_name,
              c->cluster_node_id, c->cluster_pool, c->cluster_weight_val,
              c->cluster_share ? "serving peers" : "share = no: serving no peer");

@@ -402,8 +402,7 @@ static void check_cluster_peers(struct parser *p)
         cfg_fail(p, c->cluster_line,
                  "[cluster] TLS needs all of tls_cert, tls_key and tls_ca (the PEM files of "
                  "this node's certificate, its key, and the CA that signed every node's)");
-    if (!ntls && c->cluster_share && c->cluster_address &&
-        !host_is_loopback(c->cluster_address))
+    if (!ntls && c->cluster_share && c->cluster_address && !host_is_loopback(c->cluster_address))
         cfg_fail(p, c->cluster_line,
                  "[cluster] address = '%s' is not a loopback address and TLS is not configured: "
                  "blocks would cross the network in the clear; set tls_cert, tls_key and tls_ca",

@@ -17,3 +17,13 @@ if(TIER_HAVE_RADOS AND TARGET tierd)
     FIXTURES_REQUIRED rgw
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_SRC=${PROJECT_SOURCE_DIR};TIER_CEPH_DIR=${TIER_CEPH_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()
+
+# Peer reads between three tierd over the RGW (src/cluster/router.c, peer.c, daemon/cluster.c):
+# each block from the RGW once per cluster, a wrong secret refused, a consume-only node, a killed
+# peer costs no read.
+if(TIER_HAVE_RADOS AND TARGET tierd)
+  add_test(NAME cluster_peer COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_cluster_peer.sh)
+  set_tests_properties(cluster_peer PROPERTIES TIMEOUT 900 LABELS "fuse;rgw"
+    FIXTURES_REQUIRED rgw
+    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_SRC=${PROJECT_SOURCE_DIR};TIER_CEPH_DIR=${TIER_CEPH_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+endif()

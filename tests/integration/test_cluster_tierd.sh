@@ -47,8 +47,10 @@ node_conf() {
   tierd_conf_mount "$2"
   tierd_conf_api "$3"
   tierd_conf_section cluster "name = $CLUSTER" "ceph_conf = $CEPH/ceph.conf" "pool = ${5:-$POOL}" \
-    "node_id = $1" "address = 127.0.0.1:70${1#n}0" "lease = 30s"
+    "node_id = $1" "address = 127.0.0.1:70${1#n}0" "lease = 30s" "secret_file = $T/secret"
 }
+head -c 32 /dev/urandom | base64 >"$T/secret"
+chmod 600 "$T/secret"
 
 # members SOCK: the ids in that tierd's GET /v1/cluster, space-separated
 members() {
@@ -93,7 +95,7 @@ assert m["n1"]["addr"] == "127.0.0.1:7010" and m["n2"]["addr"] == "127.0.0.1:702
 assert m["n1"]["incarnation"] == j["incarnation"] and m["n1"]["weight"] == 1.0, m
 PY
 table=$("$TIERCTL" -s "$SOCK2" cluster) || fail "tierctl cluster failed"
-grep -Eq "^cluster $CLUSTER: node n2, epoch [0-9]+, 2 members( \(this node may not serve peers\))?$" \
+grep -Eq "^cluster $CLUSTER: node n2, epoch [0-9]+, 2 members( \(this node may not serve peers: fenced\))?$" \
   <<<"$table" || fail "table: $table"
 grep -q "^n1 .*127.0.0.1:7010 .* 50.0%" <<<"$table" || fail "table lacks n1: $table"
 grep -q "^n2 .*127.0.0.1:7020 .*(this node)" <<<"$table" || fail "table lacks n2: $table"

@@ -9,3 +9,4 @@ set_tests_properties(cluster_sim PROPERTIES TIMEOUT 300 LABELS unit)
 # The JSON of a member's omap entry (src/cluster/member_entry.c): strict parsing, round trip.
 tier_unit_test(test_member_entry SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_member_entry.c
   LIBS tier_cluster)
+tier_unit_test(test_router SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_router.c LIBS tier_cluster)

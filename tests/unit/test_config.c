@@ -958,7 +958,7 @@ static void test_cluster(void **state)
     /* node_id's default is the host name, when that is a node id (this machine's may not be) */
     char host[256] = "";
     assert_int_equal(gethostname(host, sizeof(host) - 1), 0);
-    const char *text = BASE "[cluster]\nname = c1\n";
+    const char *text = BASE "[cluster]\nname = c1\nsecret_file = /s\nshare = no\n";
     struct tierd_config c;
     int rc = tierd_config_load_string("t.conf", text, strlen(text), &c, err, sizeof(err));
     if (member_id_valid(host)) {
@@ -970,7 +970,8 @@ static void test_cluster(void **state)
         assert_int_not_equal(rc, 0);
         assert_non_null(strstr(err, "set node_id"));
     }
-    text = BASE "[cluster]\nname = c1\nnode_id = n0\n";
+    text = BASE "[cluster]\nname = c1\nnode_id = n0\nsecret_file = /s\naddress = "
+                "127.0.0.1:7070\n";
     rc = tierd_config_load_string("t.conf", text, strlen(text), &c, err, sizeof(err));
     if (rc)
         fail_msg("%s", err);
@@ -980,13 +981,40 @@ static void test_cluster(void **state)
     assert_null(c.cluster_keyring);
     assert_string_equal(c.cluster_pool, "tierd");
     assert_string_equal(c.cluster_node_id, "n0");
-    assert_null(c.cluster_address);
+    assert_string_equal(c.cluster_address, "127.0.0.1:7070");
     assert_true(c.cluster_weight_val == 1.0);
     assert_int_equal(c.cluster_lease_ms, 10000);
+    assert_string_equal(c.cluster_secret_file, "/s");
+    assert_true(c.cluster_share);
+    assert_int_equal(c.cluster_peer_timeout_ms, 2000);
+    assert_true(c.cluster_balance_val == 1.25);
+    assert_null(c.cluster_tls_cert);
     tierd_config_fini(&c);
 
+    /* peer reads: the secret, an address to serve on, TLS off loopback, the balance */
+    load_error("[cluster]\nname = c1\nnode_id = n0\naddress = 127.0.0.1:1\n", err, sizeof(err));
+    assert_non_null(strstr(err, "t.conf:8: [cluster] needs secret_file = PATH"));
+    load_error("[cluster]\nname = c1\nnode_id = n0\nsecret_file = /s\n", err, sizeof(err));
+    assert_non_null(strstr(err, "t.conf:8: [cluster] share = yes needs address = HOST:PORT"));
+    load_error("[cluster]\nname = c1\nnode_id = n0\nsecret_file = /s\naddress = h\n", err,
+               sizeof(err));
+    assert_non_null(strstr(err, "[cluster] address = 'h' is not HOST:PORT"));
+    load_error("[cluster]\nname = c1\nnode_id = n0\nsecret_file = /s\naddress = 10.0.0.7:7\n", err,
+               sizeof(err));
+    assert_non_null(strstr(err, "is not a loopback address and TLS is not configured"));
+    load_error("[cluster]\nname = c1\nnode_id = n0\nsecret_file = /s\nshare = no\n"
+               "tls_cert = /c\n",
+               err, sizeof(err));
+    assert_non_null(strstr(err, "[cluster] TLS needs all of tls_cert, tls_key and tls_ca"));
+    load_error("[cluster]\nname = c1\nnode_id = n0\nsecret_file = /s\nshare = no\n"
+               "balance = 1\n",
+               err, sizeof(err));
+    assert_non_null(strstr(err, "[cluster] balance = '1' is not allowed"));
+
     text = BASE "[cluster]\nname = c1\nnode_id = n1\nweight = 2.5\nlease = 30s\n"
-                "address = 10.0.0.7:7070\npool = tp\nuser = tierd\nkeyring = /k\n";
+                "address = 10.0.0.7:7070\npool = tp\nuser = tierd\nkeyring = /k\n"
+                "secret_file = /s\ntls_cert = /c\ntls_key = /k\ntls_ca = /a\n"
+                "peer_timeout = 5s\nbalance = 1.5\n";
     rc = tierd_config_load_string("t.conf", text, strlen(text), &c, err, sizeof(err));
     if (rc)
         fail_msg("%s", err);
@@ -997,6 +1025,9 @@ static void test_cluster(void **state)
     assert_string_equal(c.cluster_pool, "tp");
     assert_string_equal(c.cluster_user, "tierd");
     assert_string_equal(c.cluster_keyring, "/k");
+    assert_int_equal(c.cluster_peer_timeout_ms, 5000);
+    assert_true(c.cluster_balance_val == 1.5);
+    assert_string_equal(c.cluster_tls_ca, "/a");
     tierd_config_fini(&c);
 #else
     load_error("[cluster]\nname = c1\n", err, sizeof(err));

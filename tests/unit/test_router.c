@@ -1,0 +1,299 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test_router.c - unit tests for src/cluster/router: which peer a node asks for a block and what
+ * it does when the peer fails. Two real peer endpoints (peer.c on 127.0.0.1, port 0) serve
+ * deterministic bytes; the membership is a view of the test's own (the view callback), so no
+ * RADOS is needed.
+ *
+ * Asserts: a block owned by a peer comes from that peer, right, and one owned by this node is
+ * -EAGAIN (self); every block goes where placement puts it; a dead peer costs one failed request
+ * (connect), is skipped (its blocks go to the others) until the view's epoch changes; a fenced
+ * node asks no peer; a consume-only node (no address) owns nothing; no sharing member: alone. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cluster/peer.h"
+#include "cluster/place.h"
+#include "cluster/router.h"
+
+#define SECRET "router-test-secret-0123456789"
+#define BS 4096u
+#define SIZE (64ull * BS)
+
+static uint8_t byte_of(const struct peer_block *b, uint64_t at)
+{
+    return (uint8_t)(b->index * 131 + at * 7 + (uint8_t)b->key[0]);
+}
+
+struct srv {
+    struct peer_server *s;
+    char addr[64];
+    int served;
+};
+
+static ssize_t serve(void *ud, const char *from, const struct peer_block *b, void *buf, size_t len)
+{
+    struct srv *sv = ud;
+    (void)from;
+    uint8_t *p = buf;
+    for (size_t i = 0; i < len; i++)
+        p[i] = byte_of(b, i);
+    __atomic_fetch_add(&sv->served, 1, __ATOMIC_RELAXED);
+    return (ssize_t)len;
+}
+
+static void srv_start(struct srv *sv)
+{
+    struct peer_server_conf c = {.listen = "127.0.0.1:0",
+                                 .secret = SECRET,
+                                 .secret_len = strlen(SECRET),
+                                 .serve = serve,
+                                 .ud = sv};
+    assert_int_equal(peer_server_start(&c, &sv->s), 0);
+    snprintf(sv->addr, sizeof(sv->addr), "127.0.0.1:%u", (unsigned)peer_server_port(sv->s));
+}
+
+/* the test's membership: self "a" and peers "b", "c" */
+struct world {
+    struct member_entry v[3];
+    size_t n;
+    uint64_t epoch;
+    bool fenced;
+};
+
+static int view(void *ud, struct member_entry **out, size_t *n, uint64_t *epoch)
+{
+    struct world *w = ud;
+    *out = malloc(sizeof(w->v));
+    if (!*out)
+        return -ENOMEM;
+    memcpy(*out, w->v, sizeof(w->v));
+    *n = w->n;
+    *epoch = w->epoch;
+    return 0;
+}
+
+static bool may_serve(void *ud)
+{
+    return !((struct world *)ud)->fenced;
+}
+
+static void entry(struct member_entry *e, const char *id, const char *addr, uint64_t inc)
+{
+    memset(e, 0, sizeof(*e));
+    snprintf(e->id, sizeof(e->id), "%s", id);
+    snprintf(e->addr, sizeof(e->addr), "%s", addr);
+    e->weight = 1.0;
+    e->incarnation = inc;
+}
+
+static struct peer_block blk(uint64_t i)
+{
+    return (struct peer_block){.backend = "s3",
+                               .key = "k/obj",
+                               .etag = "e1",
+                               .version = "",
+                               .size = SIZE,
+                               .block_size = BS,
+                               .index = i};
+}
+
+/* The owner of block i over the members of w that share, as the router places it. */
+static const char *owner_of(const struct world *w, uint64_t i)
+{
+    struct place_node nodes[3];
+    size_t map[3], k = 0;
+    for (size_t m = 0; m < w->n; m++)
+        if (w->v[m].addr[0]) {
+            nodes[k] = (struct place_node){.hash = place_node_hash(w->v[m].id), .weight = 1.0};
+            map[k++] = m;
+        }
+    struct peer_block b = blk(i);
+    char name[256];
+    int len = snprintf(name, sizeof(name), "%zu:%s%zu:%s%zu:%s%zu:%s", strlen(b.backend), b.backend,
+                       strlen(b.key), b.key, strlen(b.etag), b.etag, strlen(b.version), b.version);
+    ssize_t o = place_owner(nodes, k, place_block_id(name, (size_t)len, i));
+    return o < 0 ? NULL : w->v[map[o]].id;
+}
+
+struct fix {
+    struct srv b, c;
+    struct world w;
+    struct peer_client *pc;
+    struct router *r;
+};
+
+static int setup(void **state)
+{
+    struct fix *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    srv_start(&f->b);
+    srv_start(&f->c);
+    entry(&f->w.v[0], "a", "127.0.0.1:1", 1); /* self: never asked */
+    entry(&f->w.v[1], "b", f->b.addr, 2);
+    entry(&f->w.v[2], "c", f->c.addr, 3);
+    f->w.n = 3;
+    f->w.epoch = 1;
+    struct peer_client_conf pcc = {
+        .node_id = "a", .secret = SECRET, .secret_len = strlen(SECRET), .stall_ms = 2000};
+    assert_int_equal(peer_client_new(&pcc, &f->pc), 0);
+    struct router_conf rc = {.self_id = "a",
+                             .probe_ms = 600000,
+                             .peer = f->pc,
+                             .view = view,
+                             .may_serve = may_serve,
+                             .ud = &f->w};
+    assert_int_equal(router_new(&rc, &f->r), 0);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fix *f = *state;
+    router_free(f->r);
+    peer_client_free(f->pc);
+    peer_server_stop(f->b.s);
+    peer_server_stop(f->c.s);
+    free(f);
+    return 0;
+}
+
+/* Fetches block i through the router: its result and why. */
+static ssize_t fetch(struct fix *f, uint64_t i, uint8_t *buf, enum router_why *why)
+{
+    struct peer_block b = blk(i);
+    *why = ROUTER_WHY_N;
+    return router_fetch(f->r, &b, buf, peer_block_len(&b), why);
+}
+
+static void test_owner_serves(void **state)
+{
+    struct fix *f = *state;
+    uint8_t buf[BS];
+    int from_peer = 0, own = 0;
+    for (uint64_t i = 0; i < 64; i++) {
+        enum router_why why;
+        ssize_t n = fetch(f, i, buf, &why);
+        const char *o = owner_of(&f->w, i);
+        if (strcmp(o, "a") == 0) {
+            assert_int_equal(n, -EAGAIN);
+            assert_int_equal(why, ROUTER_SELF);
+            own++;
+            continue;
+        }
+        assert_int_equal(n, BS);
+        struct peer_block b = blk(i);
+        for (size_t k = 0; k < BS; k++)
+            assert_int_equal(buf[k], byte_of(&b, k));
+        from_peer++;
+    }
+    assert_true(own > 5 && from_peer > 20); /* about a third and two thirds of 64 */
+    assert_int_equal(f->b.served + f->c.served, from_peer);
+    struct router_stats st;
+    struct router_member *m = NULL;
+    size_t n = 0;
+    assert_int_equal(router_stats_get(f->r, &st, &m, &n), 0);
+    assert_int_equal(st.peer_blocks, (uint64_t)from_peer);
+    assert_int_equal(st.backend[ROUTER_SELF], (uint64_t)own);
+    assert_int_equal(n, 3);
+    assert_int_equal(m[1].ok + m[2].ok, (uint64_t)from_peer);
+    assert_int_equal(m[1].ok, (uint64_t)f->b.served);
+    assert_true(m[0].share > 0.33 && m[0].share < 0.34);
+    free(m);
+}
+
+static void test_dead_peer_skipped(void **state)
+{
+    struct fix *f = *state;
+    uint8_t buf[BS];
+    peer_server_stop(f->c.s); /* c dies; the view still lists it */
+    f->c.s = NULL;
+    int c_blocks = 0, failed = 0;
+    for (uint64_t i = 0; i < 64; i++) {
+        enum router_why why;
+        ssize_t n = fetch(f, i, buf, &why);
+        if (strcmp(owner_of(&f->w, i), "c") == 0)
+            c_blocks++;
+        if (n == -EAGAIN && why == ROUTER_PEER_FAILED)
+            failed++;
+        else if (n < 0)
+            assert_true(why == ROUTER_SELF);
+    }
+    assert_true(c_blocks > 5);
+    assert_int_equal(failed, 1); /* one failed request; then c is skipped */
+    struct router_stats st;
+    struct router_member *m = NULL;
+    size_t n = 0;
+    assert_int_equal(router_stats_get(f->r, &st, &m, &n), 0);
+    assert_int_equal(st.skips, 1);
+    assert_true(m[2].skipped && m[2].failures == 1 && m[2].requests == 1);
+    free(m);
+    struct peer_client_stats cs;
+    peer_client_stats_get(f->pc, &cs);
+    assert_int_equal(cs.fail[PEER_FAIL_CONNECT], 1);
+
+    /* a new epoch without c: its blocks have new owners, nothing fails */
+    f->w.n = 2;
+    f->w.epoch = 2;
+    for (uint64_t i = 0; i < 64; i++) {
+        enum router_why why;
+        ssize_t r = fetch(f, i, buf, &why);
+        assert_true(r == BS || why == ROUTER_SELF);
+    }
+    /* c back in a new epoch: asked again (and failing again, once) */
+    f->w.n = 3;
+    f->w.epoch = 3;
+    failed = 0;
+    for (uint64_t i = 0; i < 64; i++) {
+        enum router_why why;
+        if (fetch(f, i, buf, &why) == -EAGAIN && why == ROUTER_PEER_FAILED)
+            failed++;
+    }
+    assert_int_equal(failed, 1);
+}
+
+static void test_fenced_alone_consumer(void **state)
+{
+    struct fix *f = *state;
+    uint8_t buf[BS];
+    enum router_why why;
+    f->w.fenced = true;
+    for (uint64_t i = 0; i < 16; i++) {
+        assert_int_equal(fetch(f, i, buf, &why), -EAGAIN);
+        assert_int_equal(why, ROUTER_FENCED);
+    }
+    assert_int_equal(f->b.served + f->c.served, 0);
+    f->w.fenced = false;
+
+    /* consume-only: this node has no address, so every block is a peer's */
+    entry(&f->w.v[0], "a", "", 1);
+    f->w.epoch = 2;
+    for (uint64_t i = 0; i < 64; i++)
+        assert_int_equal(fetch(f, i, buf, &why), BS);
+    assert_int_equal(f->b.served + f->c.served, 64);
+
+    /* no member shares: alone */
+    entry(&f->w.v[1], "b", "", 2);
+    entry(&f->w.v[2], "c", "", 3);
+    f->w.epoch = 3;
+    assert_int_equal(fetch(f, 0, buf, &why), -EAGAIN);
+    assert_int_equal(why, ROUTER_ALONE);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_owner_serves, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dead_peer_skipped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fenced_alone_consumer, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
