@@ -84,6 +84,8 @@ static ssize_t serve_block(void *ud, const char *from, const struct peer_block *
     (void)from;
     if (b->block_size != cache_block_size(d->cache))
         return -EXDEV;
+    if (!len || peer_block_len(b) != len) /* past the object's end: no such block */
+        return -ENOENT;
     struct backend *be = shared_backend(d, b->backend);
     if (!be)
         return -ENOENT;
