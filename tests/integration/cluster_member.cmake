@@ -27,3 +27,12 @@ if(TIER_HAVE_RADOS AND TARGET tierd)
     FIXTURES_REQUIRED rgw
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_SRC=${PROJECT_SOURCE_DIR};TIER_CEPH_DIR=${TIER_CEPH_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()
+
+# Four tierd in network namespaces of their own (scripts/clusternet.sh), TLS between them, shaped
+# links: egress once per cluster, a killed node, a node joining a warm cluster, a stopped node.
+if(TIER_HAVE_RADOS AND TARGET tierd)
+  add_test(NAME cluster_nodes COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_cluster_nodes.sh)
+  set_tests_properties(cluster_nodes PROPERTIES TIMEOUT 1200 LABELS "fuse;rgw"
+    FIXTURES_REQUIRED rgw RESOURCE_LOCK clusternet
+    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_SRC=${PROJECT_SOURCE_DIR};TIER_CEPH_DIR=${TIER_CEPH_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+endif()
