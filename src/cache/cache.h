@@ -220,6 +220,8 @@ size_t cache_block_size(const struct cache *c);
 
 /* How many bytes of obj are cached (any level), for stage progress and status. */
 uint64_t cache_cached_bytes(struct cache *c, const struct cache_obj *obj);
+/* Whether block index of obj has a copy in some level now (it may leave it the next moment). */
+bool cache_block_cached(struct cache *c, const struct cache_obj *obj, uint64_t index);
 
 struct cache_level_stats {
     uint64_t hits, misses;

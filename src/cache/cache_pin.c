@@ -347,14 +347,18 @@ size_t cache_block_size(const struct cache *c)
     return c->cfg.block_size;
 }
 
-/* The bytes of obj's blocks that have a copy in RAM (want 1), on disk (2), or either (3). */
-static uint64_t obj_bytes(struct cache *c, const struct cache_obj *obj, unsigned want)
+/* The bytes of obj's blocks [first, end) that have a copy in RAM (want 1), on disk (2), or
+ * either (3). */
+static uint64_t blocks_bytes(struct cache *c, const struct cache_obj *obj, uint64_t first,
+                             uint64_t end, unsigned want)
 {
     if (!c || !obj_ok(obj))
         return 0;
     uint64_t total = 0;
     uint64_t nblocks = (obj->size_bytes + c->cfg.block_size - 1) / c->cfg.block_size;
-    for (uint64_t i = 0; i < nblocks; i++) {
+    if (end > nblocks)
+        end = nblocks;
+    for (uint64_t i = first; i < end; i++) {
         uint8_t id[16];
         if (cache_block_id(c, obj->be->name, obj->key, obj->etag, i, id) < 0)
             return 0;
@@ -370,12 +374,20 @@ static uint64_t obj_bytes(struct cache *c, const struct cache_obj *obj, unsigned
 
 uint64_t cache_cached_bytes(struct cache *c, const struct cache_obj *obj)
 {
-    return obj_bytes(c, obj, 3);
+    return blocks_bytes(c, obj, 0, UINT64_MAX, 3);
+}
+
+bool cache_block_cached(struct cache *c, const struct cache_obj *obj, uint64_t index)
+{
+    return index < UINT64_MAX && blocks_bytes(c, obj, index, index + 1, 3) > 0;
 }
 
 uint64_t cache_level_bytes(struct cache *c, const struct cache_obj *obj, enum cache_level l)
 {
-    return obj_bytes(c, obj, l == CACHE_LEVEL_RAM ? 1 : l == CACHE_LEVEL_DISK ? 2 : 0);
+    return blocks_bytes(c, obj, 0, UINT64_MAX,
+                        l == CACHE_LEVEL_RAM    ? 1
+                        : l == CACHE_LEVEL_DISK ? 2
+                                                : 0);
 }
 
 static void level_stats(struct level *l, struct cache_level_stats *o)

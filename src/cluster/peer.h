@@ -8,7 +8,7 @@
  * bytes (XXH3-128) that the HMAC binds to the request's nonce and to the block's name, so a
  * client accepts only the bytes a member sent for exactly the block it asked for:
  *
- *   GET /v1/block?b=BACKEND&k=KEY&e=ETAG&v=VERSION&s=SIZE&z=BLOCK_SIZE&i=INDEX
+ *   GET /v1/block?b=BACKEND&k=KEY&e=ETAG&v=VERSION&s=SIZE&z=BLOCK_SIZE&i=INDEX[&c=1]
  *     X-Tierd-Node:  the asking node's id
  *     X-Tierd-Nonce: 32 hex digits, fresh per request
  *     X-Tierd-Auth:  hex HMAC-SHA256(secret, "tierd-peer-req" || nonce || block name)
@@ -44,6 +44,9 @@ struct peer_block {
     uint64_t size;       /* the object's size (with the ETag, fixes every block's length) */
     uint32_t block_size; /* the asker's block size: the owner refuses another (409) */
     uint64_t index;
+    /* Not part of the block's name: ask only for a copy the peer holds (`c=1`): it answers 404
+     * rather than fetch the block from its backend (a new owner asking the previous one). */
+    bool cached_only;
 };
 
 /* The length of block b (0 when index is past the object's end). */

@@ -11,7 +11,9 @@
  *
  * TRANSITION -> FUNCTION
  *   a new epoch: members rebuilt, counters kept by id  view_refresh() -> view_adopt()
- *   placed: inflight + 1, requests + 1                 pick()
+ *   placed: inflight + 1, requests + 1                 pick(), router_fetch()
+ *   asked for a handover (this node's own block, or    router_fetch() (cached_only)
+ *     one it serves: the best other node's copy)
  *   answered: inflight - 1, ok/bytes or failures       account()
  *   failed for the peer's own reason: skipped          account() -> skip_reason()
  *   probe time passed: placed again                    pick() (usable_now())
@@ -21,8 +23,10 @@
  *      started by pick() and not yet accounted (a request whose member left the view is
  *      accounted to nobody).
  *   R2 no lock is held across a peer request or the view callback.
- *   R3 a block goes to a peer only when this node may serve and the pick is not this node; a
- *      failure of that peer returns -EAGAIN (the caller reads the backend), never an error. */
+ *   R3 a block goes to a peer only when this node may serve; to the pick when that is not this
+ *      node and the caller is not serving a peer, else (a handover) to the best other node for
+ *      a copy it holds (cached_only: it never fetches, so no request travels on). A failure of
+ *      the peer returns -EAGAIN (the caller reads the backend), never an error. */
 #include "cluster/router.h"
 
 #include <errno.h>
@@ -50,7 +54,7 @@ struct router {
     uint64_t epoch;
     struct rmem *m;
     size_t n;
-    uint64_t peer_blocks, peer_bytes, backend[ROUTER_WHY_N], skips;
+    uint64_t peer_blocks, peer_bytes, backend[ROUTER_WHY_N], skips, handovers;
 };
 
 const char *router_why_name(enum router_why w)
@@ -169,8 +173,9 @@ static bool usable_now(const struct rmem *m, uint64_t now)
 }
 
 /* r->mu held. The member block `id` goes to: its index into r->m, or -1 (no sharing member);
- * *self true when that is this node. */
-static ssize_t pick(struct router *r, uint64_t id, bool *self)
+ * *self true when that is this node. *other: the best-ranked sharing member that is not this
+ * node (the previous owner of a block this node took over when it joined), or -1. */
+static ssize_t pick(struct router *r, uint64_t id, bool *self, ssize_t *other)
 {
     uint64_t now = now_ms();
     struct place_node nodes_small[32];
@@ -185,6 +190,7 @@ static ssize_t pick(struct router *r, uint64_t id, bool *self)
         map = malloc(r->n * sizeof(*map));
     }
     ssize_t got = -1;
+    *other = -1;
     if (!nodes || !load || !map)
         goto out;
     size_t k = 0;
@@ -199,11 +205,18 @@ static ssize_t pick(struct router *r, uint64_t id, bool *self)
     }
     if (!k)
         goto out;
+    size_t top[2];
+    ssize_t nt = place_rank(nodes, k, id, 2, top);
+    if (nt <= 0)
+        goto out;
+    for (ssize_t t = 0; t < nt && *other < 0; t++)
+        if (strcmp(r->m[map[top[t]]].e.id, r->self_id) != 0)
+            *other = (ssize_t)map[top[t]];
     /* the owner takes the block while this node has fewer than spill_min requests in flight
      * to it; past that, bounded load decides (a spill costs the next node a backend fetch of
      * the block, unless it has it: a few requests in flight are no hot spot worth that) */
-    ssize_t p = place_owner(nodes, k, id);
-    if (p >= 0 && load[p] >= r->conf.spill_min)
+    ssize_t p = (ssize_t)top[0];
+    if (load[p] >= r->conf.spill_min)
         p = place_pick_bounded(nodes, k, id, load, total, r->conf.balance);
     if (p < 0)
         goto out;
@@ -225,9 +238,10 @@ static bool skip_reason(enum peer_fail f)
            f == PEER_FAIL_GARBAGE || f == PEER_FAIL_CHECKSUM;
 }
 
-/* Takes the outcome of a request to (id, incarnation): n bytes or a failure. */
+/* Takes the outcome of a request to (id, incarnation): n bytes or a failure. A handover (a
+ * copy asked of the previous owner) that it does not hold is no failure of the peer's. */
 static void account(struct router *r, const char *id, uint64_t incarnation, ssize_t n,
-                    enum peer_fail fail)
+                    enum peer_fail fail, bool handover)
 {
     pthread_mutex_lock(&r->mu);
     struct rmem *m = find(r, id, incarnation);
@@ -236,13 +250,17 @@ static void account(struct router *r, const char *id, uint64_t incarnation, ssiz
     if (n >= 0) {
         r->peer_blocks++;
         r->peer_bytes += (uint64_t)n;
+        if (handover)
+            r->handovers++;
         if (m) {
             m->ok++;
             m->bytes += (uint64_t)n;
             m->skipped = false;
         }
+    } else if (handover && fail == PEER_FAIL_NOT_FOUND) {
+        r->backend[ROUTER_SELF]++;
     } else {
-        r->backend[ROUTER_PEER_FAILED]++;
+        r->backend[handover ? ROUTER_SELF : ROUTER_PEER_FAILED]++;
         if (m) {
             m->failures++;
             if (skip_reason(fail)) {
@@ -267,7 +285,7 @@ static ssize_t fall_back(struct router *r, enum router_why w, enum router_why *w
 }
 
 ssize_t router_fetch(struct router *r, const struct peer_block *b, void *buf, size_t len,
-                     enum router_why *why)
+                     bool serving, enum router_why *why)
 {
     if (r->conf.may_serve && !r->conf.may_serve(r->conf.ud))
         return fall_back(r, ROUTER_FENCED, why);
@@ -282,11 +300,17 @@ ssize_t router_fetch(struct router *r, const struct peer_block *b, void *buf, si
     char peer_id[MEMBER_ID_MAX + 1], addr[MEMBER_ADDR_MAX + 1];
     uint64_t incarnation;
     bool self = false;
+    ssize_t other = -1;
     pthread_mutex_lock(&r->mu);
-    ssize_t i = pick(r, id, &self);
-    if (i < 0 || self) {
+    ssize_t i = pick(r, id, &self, &other);
+    /* this node's own block, or one it serves: only a copy the previous owner holds (handover),
+     * never a fetch by another node */
+    bool handover = i >= 0 && (self || serving);
+    if (handover)
+        i = other;
+    if (i < 0) {
         pthread_mutex_unlock(&r->mu);
-        return fall_back(r, i < 0 ? ROUTER_ALONE : ROUTER_SELF, why);
+        return fall_back(r, handover || self ? ROUTER_SELF : ROUTER_ALONE, why);
     }
     struct rmem *m = &r->m[i];
     m->inflight++;
@@ -298,16 +322,18 @@ ssize_t router_fetch(struct router *r, const struct peer_block *b, void *buf, si
     incarnation = m->e.incarnation;
     pthread_mutex_unlock(&r->mu);
 
+    struct peer_block ask = *b;
+    ask.cached_only = handover;
     enum peer_fail fail = PEER_FAIL_ERROR;
-    ssize_t n = peer_fetch(r->conf.peer, addr, b, buf, len, &fail);
+    ssize_t n = peer_fetch(r->conf.peer, addr, &ask, buf, len, &fail);
     if (n >= 0 && (size_t)n != len) { /* peer_fetch checks the length; never trust a short one */
         n = -EBADMSG;
         fail = PEER_FAIL_GARBAGE;
     }
-    account(r, peer_id, incarnation, n, fail);
+    account(r, peer_id, incarnation, n, fail, handover);
     if (n < 0) {
         if (why)
-            *why = ROUTER_PEER_FAILED;
+            *why = handover ? ROUTER_SELF : ROUTER_PEER_FAILED;
         return -EAGAIN;
     }
     return n;
@@ -323,6 +349,7 @@ int router_stats_get(struct router *r, struct router_stats *st, struct router_me
     st->peer_bytes = r->peer_bytes;
     memcpy(st->backend, r->backend, sizeof(st->backend));
     st->skips = r->skips;
+    st->handovers = r->handovers;
     if (members) {
         *members = NULL;
         *n = 0;

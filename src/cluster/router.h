@@ -8,7 +8,9 @@
  * load (place.h) once this node has spill_min requests in flight to the owner (the load is this
  * node's requests in flight to each; its own is 0: it does not know its peers' requests to
  * it), and when the block's pick is
- * another node, reads it from that node (peer.h). Everything else is a fallback to the backend
+ * another node, reads it from that node (peer.h); for a block of its own it first asks the next
+ * node in the block's order for a copy that node holds (the previous owner's, after a join).
+ * Everything else is a fallback to the backend
  * (-EAGAIN), counted by its reason: this node owns the block, it is fenced (may_serve false), no
  * member shares, or the peer failed. A peer that failed for a reason of its own (no connection,
  * a timeout, a wrong secret, garbage, a bad checksum) is skipped, as if it had left, until the
@@ -64,9 +66,12 @@ int router_new(const struct router_conf *conf, struct router **out);
 void router_free(struct router *r);
 
 /* Block b into buf (len = peer_block_len(b)) from its owner, when that is another node: len,
- * or -EAGAIN (fetch it from the backend; the reason counted, in *why when not NULL). */
+ * or -EAGAIN (fetch it from the backend; the reason counted, in *why when not NULL). When the
+ * owner is this node, or serving (the caller loads the block for a peer's request), only a
+ * handover is tried: a copy the best-ranked other node holds (b->cached_only), which is the
+ * block's previous owner when this node took the block over by joining. */
 ssize_t router_fetch(struct router *r, const struct peer_block *b, void *buf, size_t len,
-                     enum router_why *why);
+                     bool serving, enum router_why *why);
 
 /* One member as this node's router sees it. */
 struct router_member {

@@ -10,8 +10,9 @@
  * that sees this node can reach it (until the join it answers 503: may_serve is false).
  *
  * A block served to a peer is read with cache_read() on the endpoint's thread with `serving`
- * set: that thread's loads go to the backend, never to another peer (no request loops between
- * nodes whose views differ).
+ * set: that thread's loads ask other nodes only for a copy they hold (a handover, cached_only:
+ * they never fetch for it), so no request travels on between nodes whose views differ. A
+ * handover asked of this node is answered only from a copy it holds.
  *
  * d->member, d->router, d->peer_client and d->peer_server are what the control API reads
  * (GET /v1/cluster). In a build without librados the config refuses a [cluster] section, so
@@ -61,7 +62,7 @@ static ssize_t source_fetch(void *ud, const struct tier_ioctx *io, const struct 
 {
     struct tierd *d = ud;
     (void)io;
-    if (serving || !shared_backend(d, obj->be->name))
+    if (!shared_backend(d, obj->be->name))
         return -EAGAIN;
     struct peer_block b = {.backend = obj->be->name,
                            .key = obj->key,
@@ -72,7 +73,7 @@ static ssize_t source_fetch(void *ud, const struct tier_ioctx *io, const struct 
                            .index = index};
     if (peer_block_len(&b) != len)
         return -EAGAIN;
-    return router_fetch(d->router, &b, buf, len, NULL);
+    return router_fetch(d->router, &b, buf, len, serving, NULL);
 }
 
 /* The endpoint's callback: block b from this node's cache (a hit, or one fetch from the backend
@@ -94,6 +95,8 @@ static ssize_t serve_block(void *ud, const char *from, const struct peer_block *
                             .etag = b->etag[0] ? b->etag : NULL,
                             .size_bytes = b->size,
                             .version_id = b->version[0] ? b->version : NULL};
+    if (b->cached_only && !cache_block_cached(d->cache, &obj, b->index))
+        return -ENOENT; /* a handover: only a copy this node holds */
     struct tier_ioctx io = TIER_IOCTX_DEFAULT;
     serving = true;
     ssize_t n = cache_read(d->cache, &io, &obj, b->index * b->block_size, buf, len);

@@ -6,8 +6,10 @@
  *
  * Asserts: a block owned by a peer comes from that peer, right, and one owned by this node is
  * -EAGAIN (self); every block goes where placement puts it; a dead peer costs one failed request
- * (connect), is skipped (its blocks go to the others) until the view's epoch changes; a fenced
- * node asks no peer; a consume-only node (no address) owns nothing; no sharing member: alone. */
+ * (connect), is skipped (its blocks go to the others) until the view's epoch changes; a block of
+ * its own (or one it serves) is asked of the next node only as a handover (a copy that node
+ * holds; a 404 is no failure); a fenced node asks no peer; a consume-only node (no address) owns
+ * nothing; no sharing member: alone. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -36,12 +38,15 @@ struct srv {
     struct peer_server *s;
     char addr[64];
     int served;
+    bool holds; /* answers a handover (cached_only): it holds every block */
 };
 
 static ssize_t serve(void *ud, const char *from, const struct peer_block *b, void *buf, size_t len)
 {
     struct srv *sv = ud;
     (void)from;
+    if (b->cached_only && !sv->holds)
+        return -ENOENT;
     uint8_t *p = buf;
     for (size_t i = 0; i < len; i++)
         p[i] = byte_of(b, i);
@@ -171,7 +176,7 @@ static ssize_t fetch(struct fix *f, uint64_t i, uint8_t *buf, enum router_why *w
 {
     struct peer_block b = blk(i);
     *why = ROUTER_WHY_N;
-    return router_fetch(f->r, &b, buf, peer_block_len(&b), why);
+    return router_fetch(f->r, &b, buf, peer_block_len(&b), false, why);
 }
 
 static void test_owner_serves(void **state)
@@ -210,25 +215,33 @@ static void test_owner_serves(void **state)
     free(m);
 }
 
+static uint64_t connect_failures(struct fix *f)
+{
+    struct peer_client_stats cs;
+    peer_client_stats_get(f->pc, &cs);
+    return cs.fail[PEER_FAIL_CONNECT];
+}
+
 static void test_dead_peer_skipped(void **state)
 {
     struct fix *f = *state;
     uint8_t buf[BS];
     peer_server_stop(f->c.s); /* c dies; the view still lists it */
     f->c.s = NULL;
-    int c_blocks = 0, failed = 0;
+    int c_blocks = 0;
     for (uint64_t i = 0; i < 64; i++) {
         enum router_why why;
         ssize_t n = fetch(f, i, buf, &why);
         if (strcmp(owner_of(&f->w, i), "c") == 0)
             c_blocks++;
-        if (n == -EAGAIN && why == ROUTER_PEER_FAILED)
-            failed++;
-        else if (n < 0)
-            assert_true(why == ROUTER_SELF);
+        if (n < 0) /* this node's own (or a handover c could not give), or c's first */
+            assert_true(n == -EAGAIN && (why == ROUTER_SELF || why == ROUTER_PEER_FAILED));
+        else
+            assert_int_equal(n, BS);
     }
     assert_true(c_blocks > 5);
-    assert_int_equal(failed, 1); /* one failed request; then c is skipped */
+    /* one failed request to c (a block of c's, or a handover asked of it); then c is skipped */
+    assert_int_equal(connect_failures(f), 1);
     struct router_stats st;
     struct router_member *m = NULL;
     size_t n = 0;
@@ -236,9 +249,6 @@ static void test_dead_peer_skipped(void **state)
     assert_int_equal(st.skips, 1);
     assert_true(m[2].skipped && m[2].failures == 1 && m[2].requests == 1);
     free(m);
-    struct peer_client_stats cs;
-    peer_client_stats_get(f->pc, &cs);
-    assert_int_equal(cs.fail[PEER_FAIL_CONNECT], 1);
 
     /* a new epoch without c: its blocks have new owners, nothing fails */
     f->w.n = 2;
@@ -248,16 +258,60 @@ static void test_dead_peer_skipped(void **state)
         ssize_t r = fetch(f, i, buf, &why);
         assert_true(r == BS || why == ROUTER_SELF);
     }
+    assert_int_equal(connect_failures(f), 1);
     /* c back in a new epoch: asked again (and failing again, once) */
     f->w.n = 3;
     f->w.epoch = 3;
-    failed = 0;
     for (uint64_t i = 0; i < 64; i++) {
         enum router_why why;
-        if (fetch(f, i, buf, &why) == -EAGAIN && why == ROUTER_PEER_FAILED)
-            failed++;
+        fetch(f, i, buf, &why);
     }
-    assert_int_equal(failed, 1);
+    assert_int_equal(connect_failures(f), 2);
+}
+
+/* This node's own blocks, and blocks it serves: only a copy the next node holds (handover) */
+static void test_handover(void **state)
+{
+    struct fix *f = *state;
+    uint8_t buf[BS];
+    enum router_why why;
+    f->b.holds = f->c.holds = true;
+    int own = 0;
+    for (uint64_t i = 0; i < 64; i++) {
+        bool mine = strcmp(owner_of(&f->w, i), "a") == 0;
+        own += mine;
+        assert_int_equal(fetch(f, i, buf, &why), BS);
+        struct peer_block b = blk(i);
+        for (size_t k = 0; k < BS; k++)
+            assert_int_equal(buf[k], byte_of(&b, k));
+    }
+    struct router_stats st;
+    assert_int_equal(router_stats_get(f->r, &st, NULL, NULL), 0);
+    assert_int_equal(st.handovers, (uint64_t)own);
+    assert_int_equal(st.peer_blocks, 64);
+
+    /* they hold nothing: a handover is a 404, no failure, the backend (self) */
+    f->b.holds = f->c.holds = false;
+    int self = 0;
+    for (uint64_t i = 0; i < 64; i++) {
+        ssize_t n = fetch(f, i, buf, &why);
+        if (n < 0) {
+            assert_int_equal(why, ROUTER_SELF);
+            self++;
+        }
+    }
+    assert_int_equal(self, own);
+    assert_int_equal(router_stats_get(f->r, &st, NULL, NULL), 0);
+    assert_int_equal(st.skips, 0);
+
+    /* serving a peer: never a full fetch from another node, only a handover */
+    int before = f->b.served + f->c.served;
+    for (uint64_t i = 0; i < 64; i++) {
+        struct peer_block b = blk(i);
+        assert_int_equal(router_fetch(f->r, &b, buf, BS, true, &why), -EAGAIN);
+        assert_int_equal(why, ROUTER_SELF);
+    }
+    assert_int_equal(f->b.served + f->c.served, before);
 }
 
 static void test_fenced_alone_consumer(void **state)
@@ -293,6 +347,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_owner_serves, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dead_peer_skipped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_handover, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fenced_alone_consumer, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
