@@ -47,10 +47,11 @@ static json_t *peers_json(struct tierd *d, const struct router_stats *rs)
         (json_int_t)ss.bad_requests, "refused", (json_int_t)ss.refused, "not_found",
         (json_int_t)ss.not_found, "stale", (json_int_t)ss.stale, "mismatched",
         (json_int_t)ss.mismatched, "errors", (json_int_t)ss.errors);
-    return json_pack("{s:I, s:I, s:I, s:o*, s:o*, s:I, s:o*}", "blocks",
-                     (json_int_t)rs->peer_blocks, "bytes", (json_int_t)rs->peer_bytes, "requests",
-                     (json_int_t)cs.requests, "failures", fail, "to_backend", backend, "skips",
-                     (json_int_t)rs->skips, "served", served);
+    return json_pack("{s:I, s:I, s:I, s:I, s:o*, s:o*, s:I, s:o*}", "blocks",
+                     (json_int_t)rs->peer_blocks, "bytes", (json_int_t)rs->peer_bytes,
+                     "handovers", (json_int_t)rs->handovers, "requests", (json_int_t)cs.requests,
+                     "failures", fail, "to_backend", backend, "skips", (json_int_t)rs->skips,
+                     "served", served);
 }
 
 static json_t *cluster_json(struct tierd *d)
