@@ -9,3 +9,10 @@ set_tests_properties(cluster_sim PROPERTIES TIMEOUT 300 LABELS unit)
 # The JSON of a member's omap entry (src/cluster/member_entry.c): strict parsing, round trip.
 tier_unit_test(test_member_entry SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_member_entry.c
   LIBS tier_cluster)
+# The peer protocol's pure parts (src/cluster/peer_proto.c): block names, HMACs against openssl's,
+# hex, strict parsing of requests and answers.
+tier_unit_test(test_peer_proto SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_peer_proto.c
+  LIBS tier_cluster)
+# Peer reads (src/cluster/peer.c): an in-process endpoint (plain and TLS, with a certificate made
+# by the openssl command), every failure of the serve callback, and bad servers on raw sockets.
+tier_unit_test(test_peer SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_peer.c LIBS tier_cluster)
