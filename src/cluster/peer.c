@@ -570,21 +570,24 @@ static void pool_give(struct peer_client *pc, CURL *h)
 
 /* One request's state, shared with curl's callbacks. */
 struct exchange {
+    CURL *h;
     uint8_t *buf; /* the caller's, cap bytes */
     size_t cap, got;
     bool overflow; /* more body than cap, or more than ERR_BODY_MAX of an error's */
-    long status;   /* of the last status line */
+    long status;   /* the answer's, read at its first body byte (0: not yet) */
     char sum[2 * PEER_SUM_LEN + 1], auth[2 * PEER_MAC_LEN + 1];
     size_t sum_len, auth_len; /* 0: missing */
     bool bad_header;          /* one of ours repeated or too long */
 };
 
-#define ERR_BODY_MAX 4096 /* bytes of a non-200 answer's body read (and dropped) */
+#define ERR_BODY_MAX 4096 /* bytes of another answer's body read (and dropped) */
 
 static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
 {
     struct exchange *x = ud;
     size_t n = size * nmemb;
+    if (x->status == 0 && curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &x->status) != CURLE_OK)
+        x->status = -1;
     if (x->status != 200) {
         if (x->got + n > ERR_BODY_MAX) {
             x->overflow = true;
@@ -630,17 +633,9 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *ud)
     struct exchange *x = ud;
     size_t n = size * nmemb;
     if (n >= 5 && strncmp(line, "HTTP/", 5) == 0) {
-        /* a status line starts the headers of an answer (after a 100 Continue, a new one) */
+        /* a status line starts the headers of an answer (after a 1xx, a new one) */
         x->sum_len = x->auth_len = 0;
         x->bad_header = false;
-        x->status = 0;
-        const char *sp = memchr(line, ' ', n);
-        if (sp && (size_t)(sp - line) + 4 <= n) {
-            long st = 0;
-            for (int i = 1; i <= 3; i++)
-                st = sp[i] >= '0' && sp[i] <= '9' ? st * 10 + (sp[i] - '0') : -1000;
-            x->status = st > 0 ? st : 0;
-        }
         return n;
     }
     take_header(x, line, n, "X-Tierd-Sum", x->sum, sizeof(x->sum), &x->sum_len);
@@ -769,8 +764,10 @@ static int exchange(struct peer_client *pc, const char *addr, const struct peer_
     url = make_url(h, pc, addr, b);
     if (!url)
         goto out;
+    x.h = h;
     curl_easy_reset(h);
     curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_PROXY, ""); /* a peer is asked directly, whatever http_proxy says */
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)pc->stall_ms);

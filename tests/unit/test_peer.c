@@ -191,6 +191,55 @@ static void test_read_blocks(void **state)
     peer_server_stop(s);
 }
 
+struct reader {
+    struct peer_client *pc;
+    const char *addr;
+    unsigned seed, ok;
+};
+
+static void *reader_main(void *arg)
+{
+    struct reader *r = arg;
+    for (unsigned i = 0; i < 25; i++) {
+        struct peer_block b = block(r->seed % 2 ? "odd" : "even", 100000, 16384, (i + r->seed) % 7);
+        size_t len = peer_block_len(&b);
+        uint8_t buf[16384], want[16384];
+        fill(&b, want, len);
+        if (peer_fetch(r->pc, r->addr, &b, buf, len, NULL) == (ssize_t)len &&
+            memcmp(buf, want, len) == 0)
+            r->ok++;
+    }
+    return NULL;
+}
+
+/* Threads sharing one client (its pool of handles) and one endpoint. */
+static void test_concurrent(void **state)
+{
+    (void)state;
+    struct peer_server *s = server_start(NULL, NULL);
+    struct peer_client *pc = client_new(secret, NULL, 0);
+    char addr[64];
+    addr_of(peer_server_port(s), addr, sizeof(addr));
+    struct reader r[4];
+    pthread_t th[4];
+    for (unsigned i = 0; i < 4; i++) {
+        r[i] = (struct reader){pc, addr, i, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, reader_main, &r[i]), 0);
+    }
+    for (unsigned i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(r[i].ok, 25);
+    }
+    struct peer_client_stats cs;
+    peer_client_stats_get(pc, &cs);
+    assert_true(cs.requests == 100 && cs.ok == 100);
+    struct peer_server_stats ss;
+    peer_server_stats_get(s, &ss);
+    assert_true(ss.served == 100);
+    peer_client_free(pc);
+    peer_server_stop(s);
+}
+
 static void test_wrong_secret(void **state)
 {
     (void)state;
@@ -577,10 +626,11 @@ static void test_tls(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_read_blocks),    cmocka_unit_test(test_wrong_secret),
-        cmocka_unit_test(test_serve_errors),   cmocka_unit_test(test_fail_names),
-        cmocka_unit_test(test_start_refuses),  cmocka_unit_test(test_bad_servers),
-        cmocka_unit_test(test_stalled_server), cmocka_unit_test(test_tls),
+        cmocka_unit_test(test_read_blocks),  cmocka_unit_test(test_concurrent),
+        cmocka_unit_test(test_wrong_secret), cmocka_unit_test(test_serve_errors),
+        cmocka_unit_test(test_fail_names),   cmocka_unit_test(test_start_refuses),
+        cmocka_unit_test(test_bad_servers),  cmocka_unit_test(test_stalled_server),
+        cmocka_unit_test(test_tls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
