@@ -9,4 +9,13 @@ set_tests_properties(cluster_sim PROPERTIES TIMEOUT 300 LABELS unit)
 # The JSON of a member's omap entry (src/cluster/member_entry.c): strict parsing, round trip.
 tier_unit_test(test_member_entry SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_member_entry.c
   LIBS tier_cluster)
+# The peer protocol's pure parts (src/cluster/peer_proto.c): block names, HMACs against openssl's,
+# hex, strict parsing of requests and answers.
+tier_unit_test(test_peer_proto SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_peer_proto.c
+  LIBS tier_cluster)
+# Peer reads (src/cluster/peer.c): an in-process endpoint (plain and TLS, with a certificate made
+# by the openssl command), every failure of the serve callback, and bad servers on raw sockets.
+tier_unit_test(test_peer SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_peer.c LIBS tier_cluster)
+# The router (src/cluster/router.c) over two in-process endpoints and a view of the test's own:
+# placement, skips of a dead peer, handovers, fencing, consume-only nodes.
 tier_unit_test(test_router SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_router.c LIBS tier_cluster)
