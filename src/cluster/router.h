@@ -89,6 +89,9 @@ struct router_stats {
     uint64_t peer_blocks, peer_bytes; /* blocks read from peers */
     uint64_t backend[ROUTER_WHY_N];   /* blocks sent to the backend, by reason */
     uint64_t skips;                   /* peers marked skipped */
+    /* of peer_blocks: this node's own blocks (or ones it served) that came from another node's
+     * copy (the previous owner's, after a join) */
+    uint64_t handovers;
 };
 
 /* The counters, and the members (malloc'd into *members, free() it; NULL: not wanted). */

@@ -3,7 +3,7 @@
 # test_cluster_nodes.sh - four tierd of one [cluster], each in its own network namespace with its
 # own mount, cache and peer endpoint (TLS), joined to the test Ceph and to each other by
 # scripts/clusternet.sh's bridge, each link shaped with tc tbf (CTest labels fuse + rgw, fixture
-# rgw; cluster_nodes.sh has the helpers).
+# rgw; scripts/lib/clusternodes.sh has the helpers).
 #
 # Asserts, each over objects no node has read before:
 #   - the four nodes read set A at once, every byte right; the RGW gave them at most 1.1x the set;
@@ -20,8 +20,8 @@ set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
 tierd_test_rgw_setup cluster_nodes
-# shellcheck source=tests/integration/cluster_nodes.sh
-. "$(dirname "$0")/cluster_nodes.sh"
+# shellcheck source=scripts/lib/clusternodes.sh
+. "$SRC/scripts/lib/clusternodes.sh"
 BUCKET=tierd-nodes-$$-$(date +%s)
 NOBJ=16
 OBJ_KIB=2560 # 2.5 blocks of 1 MiB

@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-# cluster_nodes.sh - tierd nodes of one [cluster], each in a network namespace of its own with its
+# clusternodes.sh - tierd nodes of one [cluster], each in a network namespace of its own with its
 # own mount, cache, API socket and peer endpoint, joined by scripts/clusternet.sh's bridge to the
 # test Ceph (RADOS and the RGW on the bridge's address) and to each other; each node's link
-# shaped with `tc tbf`. For test_cluster_nodes.sh and bench/cluster.sh; source it after
-# tests/integration/lib.sh's tierd_test_rgw_setup (or set T, SRC, CEPH, TIERD and the S3_* of
-# the fixture's env file yourself).
+# shaped with `tc tbf`. For tests/integration/test_cluster_nodes.sh and bench/cluster.sh: source
+# it after scripts/lib/tierd.sh with T, SRC, CEPH, TIERD and the S3_* of the Ceph's env file set
+# (tests/integration/lib.sh's tierd_test_rgw_setup sets them).
 #
 # A node runs as `nsenter --net=/run/netns/NS tierd ...`: only its network namespace differs, so
 # its FUSE mount and its Unix socket are seen from here (ip netns exec would give it a mount
