@@ -35,15 +35,17 @@ unsigned api_stage_post(struct tierd *d, const struct api_request *rq, struct ap
     json_t *paths = json_object_get(j, "paths");
     json_t *pin = json_object_get(j, "pin");
     json_t *tj = json_object_get(j, "tenant");
+    json_t *cl = json_object_get(j, "cluster");
     size_t n = json_is_array(paths) ? json_array_size(paths) : 0;
-    static const char *const fields[] = {"paths", "pin", "tenant"};
+    static const char *const fields[] = {"paths", "pin", "tenant", "cluster"};
     const char *bad = api_unknown_field(j, fields, sizeof(fields) / sizeof(fields[0]));
     if (bad || n == 0 || n > API_STAGE_PATHS_MAX || (pin && !json_is_boolean(pin)) ||
-        (tj && !json_is_string(tj))) {
+        (tj && !json_is_string(tj)) || (cl && !json_is_boolean(cl))) {
         ret = api_reply_error(
             out, -EINVAL,
             "%s%.60s%sexpected {\"paths\": [\"/ns/dir\", ...] (1 to %d), \"pin\": "
-            "false, \"tenant\": \"NAME\"} (pin and tenant optional)",
+            "false, \"tenant\": \"NAME\", \"cluster\": false} (pin, tenant and cluster "
+            "optional)",
             bad ? "unknown field '" : "", bad ? bad : "", bad ? "': " : "", API_STAGE_PATHS_MAX);
         json_decref(j);
         return ret;
@@ -71,8 +73,9 @@ unsigned api_stage_post(struct tierd *d, const struct api_request *rq, struct ap
     }
     uint64_t id = 0;
     tier_err_clear();
-    int rc =
-        d->stages ? stage_start_for(d->stages, tenant, pv, n, json_is_true(pin), &id) : -ENOSYS;
+    int rc = !d->stages           ? -ENOSYS
+             : json_is_true(cl) ? stage_start_cluster(d->stages, tenant, pv, n, json_is_true(pin), &id)
+                                : stage_start_for(d->stages, tenant, pv, n, json_is_true(pin), &id);
     if (rc) {
         ret = api_reply_error(out, rc, "cannot stage: %s",
                               *tier_err_msg() ? tier_err_msg() : strerror(-rc));
@@ -103,12 +106,13 @@ unsigned api_stage_get(struct tierd *d, const struct api_request *rq, struct api
     const char *tname = d->tenants ? tenant_name(d->tenants, p.tenant) : NULL;
     return api_reply_json(
         out, 200,
-        json_pack("{s:I, s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:f}", "job",
+        json_pack("{s:I, s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:f}", "job",
                   (json_int_t)id, "state", state, "tenant", tname ? tname : "default",
                   "listing_done", p.listing_done, "files_total", (json_int_t)p.files_total,
                   "files_done", (json_int_t)p.files_done, "bytes_total", (json_int_t)p.bytes_total,
                   "bytes_done", (json_int_t)p.bytes_done, "bytes_already_cached",
-                  (json_int_t)p.bytes_already_cached, "errors", (json_int_t)p.errors, "first_error",
+                  (json_int_t)p.bytes_already_cached, "bytes_on_peers",
+                  (json_int_t)p.bytes_on_peers, "errors", (json_int_t)p.errors, "first_error",
                   api_jstr(p.first_error), "elapsed_s",
                   (double)p.elapsed_ns / (double)TIER_NS_PER_SEC));
 }

@@ -82,7 +82,7 @@ char *ctl_progress_line(const struct ctl_progress *p, bool bar, char *buf, size_
 
 char *ctl_progress_summary(const struct ctl_progress *p, char *buf, size_t bufsz)
 {
-    char done[32], rate[32], cached[32], el[32];
+    char done[32], rate[32], cached[32], el[32], peers[64] = "";
     tier_fmt_bytes(p->bytes_done, done, sizeof(done));
     tier_fmt_bytes((uint64_t)rate_bps(p), rate, sizeof(rate));
     tier_fmt_bytes(p->bytes_already_cached, cached, sizeof(cached));
@@ -90,8 +90,13 @@ char *ctl_progress_summary(const struct ctl_progress *p, char *buf, size_t bufsz
         snprintf(el, sizeof(el), "%.1fs", p->elapsed_s);
     else
         ctl_fmt_duration(p->elapsed_s, el, sizeof(el));
-    snprintf(buf, bufsz, "staged %llu of %llu files, %s in %s (%s/s); %s of it already cached",
+    if (p->bytes_on_peers) {
+        char b[32];
+        snprintf(peers, sizeof(peers), "; %s on the cluster nodes that own it",
+                 tier_fmt_bytes(p->bytes_on_peers, b, sizeof(b)));
+    }
+    snprintf(buf, bufsz, "staged %llu of %llu files, %s in %s (%s/s); %s of it already cached%s",
              (unsigned long long)p->files_done, (unsigned long long)p->files_total, done, el, rate,
-             cached);
+             cached, peers);
     return buf;
 }

@@ -17,6 +17,7 @@ struct ctl_progress {
     uint64_t files_total, files_done;
     uint64_t bytes_total, bytes_done;
     uint64_t bytes_already_cached;
+    uint64_t bytes_on_peers; /* a cluster stage: warmed on the nodes that own them */
     uint64_t errors;
     double elapsed_s;
 };

@@ -55,11 +55,13 @@ static const char usage_text[] =
     "commands:\n"
     "  status [--json]                 tiers, budgets and usage, hit ratios, namespaces\n"
     "  stats                           cache and scheduler counters (JSON)\n"
-    "  stage PATH... [--pin] [--no-wait] [--tenant NAME]\n"
+    "  stage PATH... [--pin] [--no-wait] [--tenant NAME] [--cluster]\n"
     "                                  fetch every block of every file under PATHs into the\n"
     "                                  hot tier, with progress; safe to re-run (cached blocks\n"
     "                                  are skipped); --tenant: for that tenant (its QoS share\n"
-    "                                  and hot-tier quota; default: tenant default)\n"
+    "                                  and hot-tier quota; default: tenant default);\n"
+    "                                  --cluster: each block into the cache of the cluster\n"
+    "                                  node that owns it (fetched once for the cluster)\n"
     "  stage --job ID                  follow a staging job started earlier\n"
     "  pin PATH                        keep PATH's blocks in the hot tier\n"
     "  unpin PATH                      let them be evicted again\n"
@@ -445,6 +447,7 @@ static void progress_from_json(const json_t *j, struct ctl_progress *p)
     p->bytes_total = jnum(j, "bytes_total");
     p->bytes_done = jnum(j, "bytes_done");
     p->bytes_already_cached = jnum(j, "bytes_already_cached");
+    p->bytes_on_peers = jnum(j, "bytes_on_peers");
     p->errors = jnum(j, "errors");
     p->elapsed_s = jreal(j, "elapsed_s");
 }
@@ -518,8 +521,9 @@ static int cmd_stage(struct ctl *ctl, int argc, char **argv)
                                          {"no-wait", no_argument, NULL, 'n'},
                                          {"job", required_argument, NULL, 'j'},
                                          {"tenant", required_argument, NULL, 't'},
+                                         {"cluster", no_argument, NULL, 'c'},
                                          {0, 0, 0, 0}};
-    bool pin = false, wait = true;
+    bool pin = false, wait = true, cluster = false;
     const char *tenant = NULL;
     uint64_t job = 0;
     int c;
@@ -539,12 +543,15 @@ static int cmd_stage(struct ctl *ctl, int argc, char **argv)
         case 't':
             tenant = optarg;
             break;
+        case 'c':
+            cluster = true;
+            break;
         default:
             return usage_error("%s: unknown option", "stage");
         }
     }
     if (job) {
-        if (optind != argc || pin || !wait || tenant)
+        if (optind != argc || pin || !wait || tenant || cluster)
             return usage_error("%s: --job takes no paths and no other option", "stage");
         return follow_job(ctl, job);
     }
@@ -572,6 +579,8 @@ static int cmd_stage(struct ctl *ctl, int argc, char **argv)
     json_object_set_new(body, "pin", json_boolean(pin));
     if (tenant)
         json_object_set_new(body, "tenant", json_string(tenant));
+    if (cluster)
+        json_object_set_new(body, "cluster", json_true());
 
     json_t *ans = NULL;
     rc = call(ctl, "POST", "/v1/stage", body, &ans, NULL);

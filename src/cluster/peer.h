@@ -47,6 +47,9 @@ struct peer_block {
     /* Not part of the block's name: ask only for a copy the peer holds (`c=1`): it answers 404
      * rather than fetch the block from its backend (a new owner asking the previous one). */
     bool cached_only;
+    /* Not part of the name either: fetch the block into the peer's cache and send none of it
+     * (`w=1`, a cluster stage): it answers 204 once it holds the block. */
+    bool warm;
 };
 
 /* The length of block b (0 when index is past the object's end). */
@@ -135,6 +138,10 @@ void peer_client_free(struct peer_client *pc);
  * len, or the negative errno of its enum peer_fail (counted, with fail_out set when not NULL). */
 ssize_t peer_fetch(struct peer_client *pc, const char *addr, const struct peer_block *b, void *buf,
                    size_t len, enum peer_fail *fail_out);
+/* Asks the peer at addr to fetch block b into its cache (b->warm is implied): 0 once it holds it,
+ * or as peer_fetch (counted as a block request, with no bytes). */
+int peer_warm(struct peer_client *pc, const char *addr, const struct peer_block *b,
+              enum peer_fail *fail_out);
 /* GET /v1/ping: 0, or as peer_fetch (not counted as a block request). */
 int peer_ping(struct peer_client *pc, const char *addr, enum peer_fail *fail_out);
 void peer_client_stats_get(struct peer_client *pc, struct peer_client_stats *out);

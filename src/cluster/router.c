@@ -11,9 +11,10 @@
  *
  * TRANSITION -> FUNCTION
  *   a new epoch: members rebuilt, counters kept by id  view_refresh() -> view_adopt()
- *   placed: inflight + 1, requests + 1                 pick(), router_fetch()
- *   asked for a handover (this node's own block, or    router_fetch() (cached_only)
+ *   placed: inflight + 1, requests + 1                 pick(), route()
+ *   asked for a handover (this node's own block, or    route() (cached_only)
  *     one it serves: the best other node's copy)
+ *   asked to warm a block it owns (a cluster stage)    router_warm() -> route()
  *   answered: inflight - 1, ok/bytes or failures       account()
  *   failed for the peer's own reason: skipped          account() -> skip_reason()
  *   probe time passed: placed again                    pick() (usable_now())
@@ -54,7 +55,7 @@ struct router {
     uint64_t epoch;
     struct rmem *m;
     size_t n;
-    uint64_t peer_blocks, peer_bytes, backend[ROUTER_WHY_N], skips, handovers;
+    uint64_t peer_blocks, peer_bytes, backend[ROUTER_WHY_N], skips, handovers, warms;
 };
 
 const char *router_why_name(enum router_why w)
@@ -241,13 +242,19 @@ static bool skip_reason(enum peer_fail f)
 /* Takes the outcome of a request to (id, incarnation): n bytes or a failure. A handover (a
  * copy asked of the previous owner) that it does not hold is no failure of the peer's. */
 static void account(struct router *r, const char *id, uint64_t incarnation, ssize_t n,
-                    enum peer_fail fail, bool handover)
+                    enum peer_fail fail, bool handover, bool warm)
 {
     pthread_mutex_lock(&r->mu);
     struct rmem *m = find(r, id, incarnation);
     if (m && m->inflight)
         m->inflight--;
-    if (n >= 0) {
+    if (n >= 0 && warm) {
+        r->warms++;
+        if (m) {
+            m->ok++;
+            m->skipped = false;
+        }
+    } else if (n >= 0) {
         r->peer_blocks++;
         r->peer_bytes += (uint64_t)n;
         if (handover)
@@ -284,8 +291,11 @@ static ssize_t fall_back(struct router *r, enum router_why w, enum router_why *w
     return -EAGAIN;
 }
 
-ssize_t router_fetch(struct router *r, const struct peer_block *b, void *buf, size_t len,
-                     bool serving, enum router_why *why)
+enum ask { ASK_FETCH, ASK_SERVING, ASK_WARM };
+
+/* router_fetch (ASK_FETCH, ASK_SERVING) and router_warm (ASK_WARM, no buffer). */
+static ssize_t route(struct router *r, const struct peer_block *b, void *buf, size_t len,
+                     enum ask mode, enum router_why *why)
 {
     if (r->conf.may_serve && !r->conf.may_serve(r->conf.ud))
         return fall_back(r, ROUTER_FENCED, why);
@@ -304,13 +314,13 @@ ssize_t router_fetch(struct router *r, const struct peer_block *b, void *buf, si
     pthread_mutex_lock(&r->mu);
     ssize_t i = pick(r, id, &self, &other);
     /* this node's own block, or one it serves: only a copy the previous owner holds (handover),
-     * never a fetch by another node */
-    bool handover = i >= 0 && (self || serving);
+     * never a fetch by another node; a warm-up of its own block is its own to do */
+    bool handover = i >= 0 && (self || mode == ASK_SERVING) && mode != ASK_WARM;
     if (handover)
         i = other;
-    if (i < 0) {
+    if (i < 0 || (self && mode == ASK_WARM)) {
         pthread_mutex_unlock(&r->mu);
-        return fall_back(r, handover || self ? ROUTER_SELF : ROUTER_ALONE, why);
+        return fall_back(r, i < 0 && !handover && !self ? ROUTER_ALONE : ROUTER_SELF, why);
     }
     struct rmem *m = &r->m[i];
     m->inflight++;
@@ -325,18 +335,35 @@ ssize_t router_fetch(struct router *r, const struct peer_block *b, void *buf, si
     struct peer_block ask = *b;
     ask.cached_only = handover;
     enum peer_fail fail = PEER_FAIL_ERROR;
-    ssize_t n = peer_fetch(r->conf.peer, addr, &ask, buf, len, &fail);
-    if (n >= 0 && (size_t)n != len) { /* peer_fetch checks the length; never trust a short one */
-        n = -EBADMSG;
-        fail = PEER_FAIL_GARBAGE;
+    ssize_t n;
+    if (mode == ASK_WARM) {
+        n = peer_warm(r->conf.peer, addr, &ask, &fail);
+    } else {
+        n = peer_fetch(r->conf.peer, addr, &ask, buf, len, &fail);
+        if (n >= 0 && (size_t)n != len) { /* peer_fetch checks the length; never trust it */
+            n = -EBADMSG;
+            fail = PEER_FAIL_GARBAGE;
+        }
     }
-    account(r, peer_id, incarnation, n, fail, handover);
+    account(r, peer_id, incarnation, n, fail, handover, mode == ASK_WARM);
     if (n < 0) {
         if (why)
             *why = handover ? ROUTER_SELF : ROUTER_PEER_FAILED;
         return -EAGAIN;
     }
     return n;
+}
+
+ssize_t router_fetch(struct router *r, const struct peer_block *b, void *buf, size_t len,
+                     bool serving, enum router_why *why)
+{
+    return route(r, b, buf, len, serving ? ASK_SERVING : ASK_FETCH, why);
+}
+
+int router_warm(struct router *r, const struct peer_block *b, enum router_why *why)
+{
+    ssize_t n = route(r, b, NULL, 0, ASK_WARM, why);
+    return n < 0 ? (int)n : 0;
 }
 
 int router_stats_get(struct router *r, struct router_stats *st, struct router_member **members,
@@ -350,6 +377,7 @@ int router_stats_get(struct router *r, struct router_stats *st, struct router_me
     memcpy(st->backend, r->backend, sizeof(st->backend));
     st->skips = r->skips;
     st->handovers = r->handovers;
+    st->warms = r->warms;
     if (members) {
         *members = NULL;
         *n = 0;

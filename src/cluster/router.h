@@ -73,6 +73,11 @@ void router_free(struct router *r);
 ssize_t router_fetch(struct router *r, const struct peer_block *b, void *buf, size_t len,
                      bool serving, enum router_why *why);
 
+/* A cluster's staging: block b fetched into the cache of its owner, when that is another node
+ * (peer_warm: the owner answers once it holds the block, sending none of it). 0, or -EAGAIN:
+ * fetch it here (this node owns it, it is fenced, no member shares, the owner failed). */
+int router_warm(struct router *r, const struct peer_block *b, enum router_why *why);
+
 /* One member as this node's router sees it. */
 struct router_member {
     char id[MEMBER_ID_MAX + 1];
@@ -92,6 +97,7 @@ struct router_stats {
     /* of peer_blocks: this node's own blocks (or ones it served) that came from another node's
      * copy (the previous owner's, after a join) */
     uint64_t handovers;
+    uint64_t warms; /* blocks warmed on their owners for a cluster stage (router_warm) */
 };
 
 /* The counters, and the members (malloc'd into *members, free() it; NULL: not wanted). */

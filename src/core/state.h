@@ -14,6 +14,7 @@
 #ifndef TIER_CORE_STATE_H
 #define TIER_CORE_STATE_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -287,6 +288,12 @@ struct tierd {
     struct router *router;
     struct peer_client *peer_client;
     struct peer_server *peer_server;
+    /* a cluster's staging asks the router from the stager's threads (tierd_cluster_warm):
+     * cluster_mu guards router for them and counts their calls, so that the router outlives
+     * the last; initialised by tierd_cluster_open */
+    pthread_mutex_t cluster_mu;
+    pthread_cond_t cluster_cv;
+    unsigned cluster_calls;
 };
 
 /* Resolve a mount path ("/datasets/a/b.bin") to its namespace and backend key ("prefix/a/b.bin",

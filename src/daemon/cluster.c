@@ -64,13 +64,7 @@ static ssize_t source_fetch(void *ud, const struct tier_ioctx *io, const struct 
     (void)io;
     if (!shared_backend(d, obj->be->name))
         return -EAGAIN;
-    struct peer_block b = {.backend = obj->be->name,
-                           .key = obj->key,
-                           .etag = obj->etag ? obj->etag : "",
-                           .version = obj->version_id ? obj->version_id : "",
-                           .size = obj->size_bytes,
-                           .block_size = (uint32_t)cache_block_size(d->cache),
-                           .index = index};
+    struct peer_block b = block_of(d, obj, index);
     if (peer_block_len(&b) != len)
         return -EAGAIN;
     return router_fetch(d->router, &b, buf, len, serving, NULL);
@@ -98,12 +92,54 @@ static ssize_t serve_block(void *ud, const char *from, const struct peer_block *
     if (b->cached_only && !cache_block_cached(d->cache, &obj, b->index))
         return -ENOENT; /* a handover: only a copy this node holds */
     struct tier_ioctx io = TIER_IOCTX_DEFAULT;
+    if (b->warm) { /* a cluster stage: into the cache, as staging does (class background) */
+        io.cls = TIER_IO_BACKGROUND;
+        serving = true;
+        int rc = cache_fetch_block(d->cache, &io, &obj, b->index, false);
+        serving = false;
+        return rc < 0 ? rc : (ssize_t)len;
+    }
     serving = true;
     ssize_t n = cache_read(d->cache, &io, &obj, b->index * b->block_size, buf, len);
     serving = false;
     if (n >= 0 && (size_t)n != len)
         return -EIO;
     return n;
+}
+
+/* The peer_block of block index of obj as this node names it. */
+static struct peer_block block_of(struct tierd *d, const struct cache_obj *obj, uint64_t index)
+{
+    return (struct peer_block){.backend = obj->be->name,
+                               .key = obj->key,
+                               .etag = obj->etag ? obj->etag : "",
+                               .version = obj->version_id ? obj->version_id : "",
+                               .size = obj->size_bytes,
+                               .block_size = (uint32_t)cache_block_size(d->cache),
+                               .index = index};
+}
+
+int tierd_cluster_warm(void *ud, const struct tier_ioctx *io, const struct cache_obj *obj,
+                       uint64_t index)
+{
+    struct tierd *d = ud;
+    (void)io;
+    if (!shared_backend(d, obj->be->name))
+        return -EAGAIN;
+    pthread_mutex_lock(&d->cluster_mu);
+    struct router *r = d->router;
+    if (r)
+        d->cluster_calls++;
+    pthread_mutex_unlock(&d->cluster_mu);
+    if (!r)
+        return -EAGAIN;
+    struct peer_block b = block_of(d, obj, index);
+    int rc = router_warm(r, &b, NULL);
+    pthread_mutex_lock(&d->cluster_mu);
+    if (!--d->cluster_calls)
+        pthread_cond_broadcast(&d->cluster_cv);
+    pthread_mutex_unlock(&d->cluster_mu);
+    return rc;
 }
 
 static bool may_serve(void *ud)
@@ -215,8 +251,13 @@ static void peers_close(struct tierd *d)
         cache_set_peer_source(d->cache, NULL); /* returns once no fetch is in the router */
     peer_server_stop(d->peer_server);          /* waits for the blocks being served */
     d->peer_server = NULL;
-    router_free(d->router);
+    pthread_mutex_lock(&d->cluster_mu); /* the stager's warms end first */
+    struct router *r = d->router;
     d->router = NULL;
+    while (d->cluster_calls)
+        pthread_cond_wait(&d->cluster_cv, &d->cluster_mu);
+    pthread_mutex_unlock(&d->cluster_mu);
+    router_free(r);
     peer_client_free(d->peer_client);
     d->peer_client = NULL;
 }
@@ -291,6 +332,8 @@ int tierd_cluster_open(struct tierd *d)
     const struct tierd_config *c = &d->cfg;
     if (!c->cluster_name)
         return 0;
+    pthread_mutex_init(&d->cluster_mu, NULL);
+    pthread_cond_init(&d->cluster_cv, NULL);
     int rc = peers_open(d);
     if (rc) {
         peers_close(d);

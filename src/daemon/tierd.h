@@ -30,6 +30,11 @@ bool tierd_tenant_holds(void *d, uint32_t id);
  * (also without the section), or -errno with tier_err_msg() naming what failed. The close
  * leaves the cluster and disconnects; a no-op without a member. */
 int tierd_cluster_open(struct tierd *d);
+/* stage_ctx.warm (stage.h) of a daemon with a [cluster] section: block index of obj warmed in
+ * the cache of the node that owns it. 0, or -EAGAIN (this node owns it, it is fenced, the
+ * owner failed, or the cluster is not up). */
+int tierd_cluster_warm(void *ud, const struct tier_ioctx *io, const struct cache_obj *obj,
+                       uint64_t index);
 void tierd_cluster_close(struct tierd *d);
 
 /* wiring.c: each service's context over d (borrowing d's members; d outlives the service). */

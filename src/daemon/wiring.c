@@ -89,6 +89,8 @@ struct stage_ctx stage_ctx_tierd(struct tierd *d)
         .ops = tierd_ns_ops(d),
         .threads = d->cfg.stage_threads,
         .max_jobs = d->cfg.api_max_stage_jobs,
+        .warm = d->cfg.cluster_name ? tierd_cluster_warm : NULL,
+        .warm_ud = d,
     };
 }
 

@@ -76,6 +76,7 @@ struct stage_job {
     uint64_t id; /* immutable */
     struct stage_registry *reg;
     bool pin;                 /* immutable */
+    bool cluster;             /* immutable: blocks other nodes own are warmed there (c.warm) */
     struct tier_ioctx io;     /* whose I/O: class background of the job's tenant; immutable */
     struct stage_root *roots; /* immutable after start */
     size_t nroots;
@@ -225,14 +226,18 @@ static int fetch_blocks(struct stage_job *job, const struct cache_obj *obj, uint
         if (atomic_load(&job->cancel))
             return -ECANCELED;
         tier_err_clear();
-        int rc = cache_fetch_block(r->c.cache, io, obj, i, job->pin);
-        if (rc < 0)
-            return rc;
         uint64_t left = obj->size_bytes - i * bs;
         uint64_t len = left < bs ? left : bs;
+        /* a cluster's staging: a block another node owns is fetched into that node's cache */
+        bool on_peer = job->cluster && r->c.warm(r->c.warm_ud, io, obj, i) == 0;
+        int rc = on_peer ? 0 : cache_fetch_block(r->c.cache, io, obj, i, job->pin);
+        if (rc < 0)
+            return rc;
         *done += len;
         pthread_mutex_lock(&job->mu);
         job->p.bytes_done += len;
+        if (on_peer)
+            job->p.bytes_on_peers += len;
         pthread_mutex_unlock(&job->mu);
     }
     return 0;
@@ -707,8 +712,28 @@ int stage_start(struct stage_registry *r, const char *const *paths, size_t npath
     return stage_start_for(r, TIER_TENANT_DEFAULT, paths, npaths, pin, job_id);
 }
 
+static int start_job(struct stage_registry *r, uint32_t tenant, const char *const *paths,
+                     size_t npaths, bool pin, bool cluster, uint64_t *job_id);
+
 int stage_start_for(struct stage_registry *r, uint32_t tenant, const char *const *paths,
                     size_t npaths, bool pin, uint64_t *job_id)
+{
+    return start_job(r, tenant, paths, npaths, pin, false, job_id);
+}
+
+int stage_start_cluster(struct stage_registry *r, uint32_t tenant, const char *const *paths,
+                        size_t npaths, bool pin, uint64_t *job_id)
+{
+    if (!r->c.warm) {
+        tier_err_set("this tierd is in no cluster (no [cluster] section): stage without "
+                     "--cluster");
+        return -ENOTSUP;
+    }
+    return start_job(r, tenant, paths, npaths, pin, true, job_id);
+}
+
+static int start_job(struct stage_registry *r, uint32_t tenant, const char *const *paths,
+                     size_t npaths, bool pin, bool cluster, uint64_t *job_id)
 {
     struct stage_job *job = NULL;
     int rc = 0;
@@ -728,6 +753,7 @@ int stage_start_for(struct stage_registry *r, uint32_t tenant, const char *const
         return -ENOMEM;
     job->reg = r;
     job->pin = pin;
+    job->cluster = cluster;
     job->io = (struct tier_ioctx){.tenant = tenant, .cls = TIER_IO_BACKGROUND};
     job->p.tenant = tenant;
     atomic_init(&job->cancel, false);

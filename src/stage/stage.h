@@ -18,7 +18,9 @@
 #include "core/ns.h"
 
 struct cache;
+struct cache_obj;
 struct pinmeta;
+struct tier_ioctx;
 struct stage_registry;
 
 enum stage_state { STAGE_RUNNING = 0, STAGE_DONE = 1, STAGE_FAILED = 2 };
@@ -29,6 +31,7 @@ struct stage_progress {
     uint64_t files_total, files_done;
     uint64_t bytes_total, bytes_done;
     uint64_t bytes_already_cached; /* found cached when the job reached them */
+    uint64_t bytes_on_peers;       /* of bytes_done: warmed on the nodes that own them */
     uint64_t errors;
     char first_error[256]; /* "path: message" of the first failure */
     uint64_t elapsed_ns;
@@ -44,6 +47,11 @@ struct stage_ctx {
     int threads;             /* fetch workers of one job ([daemon] stage_threads); <= 0: 8 */
     int max_jobs;            /* running jobs before stage_start fails ([api] max_stage_jobs);
                               * <= 0: no bound */
+    /* A cluster's warm-up (stage_start_cluster, docs/CLUSTER.md): block index of obj fetched
+     * into the cache of the node that owns it, when that is another node. 0, or -EAGAIN: fetch
+     * it here (this node owns it, or the owner could not). NULL: in no cluster. */
+    int (*warm)(void *ud, const struct tier_ioctx *io, const struct cache_obj *obj, uint64_t index);
+    void *warm_ud;
 };
 
 int stage_registry_new(const struct stage_ctx *ctx, struct stage_registry **out);
@@ -60,6 +68,11 @@ int stage_start(struct stage_registry *r, const char *const *paths, size_t npath
  * space (cache.h, quotas; pinned ones are not). stage_start is this for the default tenant. */
 int stage_start_for(struct stage_registry *r, uint32_t tenant, const char *const *paths,
                     size_t npaths, bool pin, uint64_t *job_id);
+/* stage_start_for over a cluster (`tierctl stage --cluster`): each block is fetched once, by
+ * the node that owns it (ctx.warm), this node fetching and pinning only its own share (pins and
+ * quotas stay per node). -ENOTSUP (with a message) when ctx.warm is NULL. */
+int stage_start_cluster(struct stage_registry *r, uint32_t tenant, const char *const *paths,
+                        size_t npaths, bool pin, uint64_t *job_id);
 /* Stop a running job (job admission releases a job whose staging still runs): it ends FAILED
  * with "staging cancelled"; a worker finishes the block it is fetching first. 0 (also for a
  * finished job) or -ENOENT. */
