@@ -308,6 +308,76 @@ static void test_serve_errors(void **state)
     peer_server_stop(s);
 }
 
+static void write_all(int fd, const void *p, size_t n);
+
+/* Sends a raw request to 127.0.0.1:port; the answer's status code, or -1. */
+static int raw_status(uint16_t port, const char *req)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sin = {
+        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    write_all(fd, req, strlen(req));
+    char buf[256];
+    size_t got = 0;
+    while (got < 12) {
+        ssize_t n = read(fd, buf + got, sizeof(buf) - 1 - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    buf[got] = '\0';
+    int status = -1;
+    if (got >= 12 && strncmp(buf, "HTTP/1.", 7) == 0)
+        status = (int)strtol(buf + 9, NULL, 10);
+    return status;
+}
+
+/* Requests no client of ours sends: each answered with its status and counted. */
+static void test_server_bad_requests(void **state)
+{
+    (void)state;
+    struct peer_server *s = server_start(NULL, NULL);
+    uint16_t port = peer_server_port(s);
+    const char *q = "b=s3&k=k&e=&v=&s=1000000000&z=134217728&i=0";
+    char req[1024];
+    assert_int_equal(raw_status(port, "GET /v1/other HTTP/1.1\r\nHost: x\r\n\r\n"), 400);
+    assert_int_equal(
+        raw_status(port, "POST /v1/block HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"), 400);
+    assert_int_equal(raw_status(port, "GET /v1/block?b=s3&k=k HTTP/1.1\r\nHost: x\r\n\r\n"), 400);
+    snprintf(req, sizeof(req), "GET /v1/block?%s&z=1 HTTP/1.1\r\nHost: x\r\n\r\n", q);
+    assert_int_equal(raw_status(port, req), 400); /* z twice */
+    snprintf(req, sizeof(req), "GET /v1/block?%s HTTP/1.1\r\nHost: x\r\n\r\n", q);
+    assert_int_equal(raw_status(port, req), 401); /* no headers */
+    assert_int_equal(raw_status(port, "GET /v1/ping HTTP/1.1\r\nHost: x\r\n\r\n"), 401);
+    /* authentic, for a block size over PEER_BLOCK_SIZE_MAX: 409, the callback not called */
+    struct peer_block b = {"s3", "k", "", "", 1000000000, 134217728, 0};
+    char name[PEER_NAME_MAX + 1], nonce_hex[33], mac_hex[65];
+    uint8_t nonce[PEER_NONCE_LEN] = {1, 2, 3}, mac[PEER_MAC_LEN];
+    int nl = peer_block_name(&b, name, sizeof(name));
+    assert_int_equal(peer_req_mac(secret, strlen(secret), nonce, name, (size_t)nl, mac), 0);
+    peer_hex_encode(nonce, sizeof(nonce), nonce_hex);
+    peer_hex_encode(mac, sizeof(mac), mac_hex);
+    snprintf(req, sizeof(req),
+             "GET /v1/block?%s HTTP/1.1\r\nHost: x\r\nX-Tierd-Node: n\r\nX-Tierd-Nonce: %s\r\n"
+             "X-Tierd-Auth: %s\r\n\r\n",
+             q, nonce_hex, mac_hex);
+    assert_int_equal(raw_status(port, req), 409);
+    /* the same with the node missing */
+    snprintf(req, sizeof(req),
+             "GET /v1/block?%s HTTP/1.1\r\nHost: x\r\nX-Tierd-Nonce: %s\r\n"
+             "X-Tierd-Auth: %s\r\n\r\n",
+             q, nonce_hex, mac_hex);
+    assert_int_equal(raw_status(port, req), 401);
+    struct peer_server_stats ss;
+    peer_server_stats_get(s, &ss);
+    assert_true(ss.bad_requests == 4 && ss.auth_failures == 3 && ss.mismatched == 1 &&
+                ss.served == 0);
+    peer_server_stop(s);
+}
+
 static void test_fail_names(void **state)
 {
     (void)state;
@@ -626,11 +696,11 @@ static void test_tls(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_read_blocks),  cmocka_unit_test(test_concurrent),
-        cmocka_unit_test(test_wrong_secret), cmocka_unit_test(test_serve_errors),
-        cmocka_unit_test(test_fail_names),   cmocka_unit_test(test_start_refuses),
-        cmocka_unit_test(test_bad_servers),  cmocka_unit_test(test_stalled_server),
-        cmocka_unit_test(test_tls),
+        cmocka_unit_test(test_read_blocks),         cmocka_unit_test(test_concurrent),
+        cmocka_unit_test(test_wrong_secret),        cmocka_unit_test(test_serve_errors),
+        cmocka_unit_test(test_server_bad_requests), cmocka_unit_test(test_fail_names),
+        cmocka_unit_test(test_start_refuses),       cmocka_unit_test(test_bad_servers),
+        cmocka_unit_test(test_stalled_server),      cmocka_unit_test(test_tls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
