@@ -424,6 +424,7 @@ enum fake_mode {
     FAKE_NO_HEADER, /* 200 without X-Tierd-Sum */
     FAKE_TEAPOT,    /* a status that is not the protocol's */
     FAKE_SILENT,    /* reads the request, never answers */
+    FAKE_GOOD,      /* the right answer, the connection kept open for the next request */
 };
 
 struct fake {
@@ -431,6 +432,7 @@ struct fake {
     uint16_t port;
     enum fake_mode mode;
     struct peer_block b; /* the block the client asks for */
+    unsigned accepts;    /* atomic */
     pthread_t th;
 };
 
@@ -496,9 +498,9 @@ static void fake_answer(struct fake *fk, int fd, const char *head)
     peer_hex_encode(mac, sizeof(mac), mac_hex);
     int hl = snprintf(hdr, sizeof(hdr),
                       "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n%s%s\r\nX-Tierd-Auth: %s\r\n"
-                      "Connection: close\r\n\r\n",
+                      "%s\r\n",
                       body_len, fk->mode == FAKE_NO_HEADER ? "X-Other: " : "X-Tierd-Sum: ", sum_hex,
-                      mac_hex);
+                      mac_hex, fk->mode == FAKE_GOOD ? "" : "Connection: close\r\n");
     write_all(fd, hdr, (size_t)hl);
     write_all(fd, body, body_len);
     free(body);
@@ -514,14 +516,17 @@ static void *fake_main(void *arg)
         int fd = accept(fk->lfd, NULL, NULL);
         if (fd < 0)
             continue;
+        __atomic_fetch_add(&fk->accepts, 1, __ATOMIC_RELAXED);
         char head[16384];
-        if (read_head(fd, head, sizeof(head)) > 0) {
+        while (read_head(fd, head, sizeof(head)) > 0) {
             if (fk->mode == FAKE_SILENT) {
                 struct pollfd q = {fk->stop[0], POLLIN, 0};
                 poll(&q, 1, -1); /* until the test stops the server */
-            } else {
-                fake_answer(fk, fd, head);
+                break;
             }
+            fake_answer(fk, fd, head);
+            if (fk->mode != FAKE_GOOD)
+                break;
         }
         shutdown(fd, SHUT_RDWR);
         close(fd);
@@ -613,6 +618,23 @@ static void test_bad_servers(void **state)
     peer_client_free(pc);
 }
 
+/* A client's handles keep their connections: three reads, one connection. */
+static void test_keepalive(void **state)
+{
+    (void)state;
+    struct peer_client *pc = client_new(secret, NULL, 0);
+    struct peer_block b = block("canned", 5000, 1024, 4);
+    struct fake fk;
+    fake_start(&fk, FAKE_GOOD, &b);
+    char addr[64];
+    addr_of(fk.port, addr, sizeof(addr));
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(read_check(pc, addr, &b, NULL), 904);
+    assert_int_equal(__atomic_load_n(&fk.accepts, __ATOMIC_RELAXED), 1);
+    peer_client_free(pc); /* closes the connection: the fake's read ends */
+    fake_stop(&fk);
+}
+
 static void test_stalled_server(void **state)
 {
     (void)state;
@@ -696,11 +718,17 @@ static void test_tls(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_read_blocks),         cmocka_unit_test(test_concurrent),
-        cmocka_unit_test(test_wrong_secret),        cmocka_unit_test(test_serve_errors),
-        cmocka_unit_test(test_server_bad_requests), cmocka_unit_test(test_fail_names),
-        cmocka_unit_test(test_start_refuses),       cmocka_unit_test(test_bad_servers),
-        cmocka_unit_test(test_stalled_server),      cmocka_unit_test(test_tls),
+        cmocka_unit_test(test_read_blocks),
+        cmocka_unit_test(test_concurrent),
+        cmocka_unit_test(test_wrong_secret),
+        cmocka_unit_test(test_serve_errors),
+        cmocka_unit_test(test_server_bad_requests),
+        cmocka_unit_test(test_fail_names),
+        cmocka_unit_test(test_start_refuses),
+        cmocka_unit_test(test_bad_servers),
+        cmocka_unit_test(test_keepalive),
+        cmocka_unit_test(test_stalled_server),
+        cmocka_unit_test(test_tls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
