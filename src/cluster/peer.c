@@ -46,8 +46,7 @@ static uint64_t stat_load(const uint64_t *c)
     return __atomic_load_n(c, __ATOMIC_RELAXED);
 }
 
-/* ---- the endpoint ------------------------------------------------------------------------------
- */
+/* ---- the endpoint ---------------------------------------------------------------------------- */
 
 struct peer_server {
     struct MHD_Daemon *mhd;
@@ -463,8 +462,7 @@ void peer_server_stop(struct peer_server *s)
     free(s);
 }
 
-/* ---- the client --------------------------------------------------------------------------------
- */
+/* ---- the client ------------------------------------------------------------------------------ */
 
 #define POOL_KEEP 64 /* idle handles kept; more are cleaned up when given back */
 

@@ -424,6 +424,7 @@ enum fake_mode {
     FAKE_NO_HEADER, /* 200 without X-Tierd-Sum */
     FAKE_TEAPOT,    /* a status that is not the protocol's */
     FAKE_SILENT,    /* reads the request, never answers */
+    FAKE_TRICKLE,   /* the right headers, then a byte of the body every 100 ms */
     FAKE_GOOD,      /* the right answer, the connection kept open for the next request */
 };
 
@@ -506,6 +507,21 @@ static void fake_answer(struct fake *fk, int fd, const char *head)
     free(body);
 }
 
+/* Headers for a 904-byte body, then a byte every 100 ms until the client goes or the test stops
+ * the server (the poll on the stop pipe is the pause). */
+static void trickle(struct fake *fk, int fd)
+{
+    const char *h = "HTTP/1.1 200 OK\r\nContent-Length: 904\r\nX-Tierd-Sum: "
+                    "000102030405060708090a0b0c0d0e0f\r\nX-Tierd-Auth: "
+                    "000102030405060708090a0b0c0d0e0f000102030405060708090a0b0c0d0e0f\r\n\r\n";
+    write_all(fd, h, strlen(h));
+    for (int i = 0; i < 904; i++) {
+        struct pollfd q = {fk->stop[0], POLLIN, 0};
+        if (poll(&q, 1, 100) != 0 || send(fd, "x", 1, MSG_NOSIGNAL) != 1)
+            return;
+    }
+}
+
 static void *fake_main(void *arg)
 {
     struct fake *fk = arg;
@@ -522,6 +538,10 @@ static void *fake_main(void *arg)
             if (fk->mode == FAKE_SILENT) {
                 struct pollfd q = {fk->stop[0], POLLIN, 0};
                 poll(&q, 1, -1); /* until the test stops the server */
+                break;
+            }
+            if (fk->mode == FAKE_TRICKLE) {
+                trickle(fk, fd);
                 break;
             }
             fake_answer(fk, fd, head);
@@ -658,8 +678,34 @@ static void test_stalled_server(void **state)
     peer_client_free(pc);
 }
 
-/* ---- TLS ---------------------------------------------------------------------------------------
- */
+/* A peer that sends, but too slowly: total_ms ends the request. */
+static void test_slow_server(void **state)
+{
+    (void)state;
+    struct peer_client_conf conf = {
+        .node_id = "node-a",
+        .secret = secret,
+        .secret_len = strlen(secret),
+        .stall_ms = 30000,
+        .total_ms = 1000,
+    };
+    struct peer_client *pc = NULL;
+    assert_int_equal(peer_client_new(&conf, &pc), 0);
+    struct peer_block b = block("canned", 5000, 1024, 4);
+    struct fake fk;
+    fake_start(&fk, FAKE_TRICKLE, &b);
+    char addr[64];
+    addr_of(fk.port, addr, sizeof(addr));
+    enum peer_fail f = PEER_FAIL_N;
+    uint64_t t0 = now_ms();
+    assert_int_equal(read_check(pc, addr, &b, &f), -ETIMEDOUT);
+    assert_int_equal(f, PEER_FAIL_TIMEOUT);
+    assert_true(now_ms() - t0 >= 900);
+    peer_client_free(pc);
+    fake_stop(&fk);
+}
+
+/* ---- TLS ------------------------------------------------------------------------------------- */
 
 static void test_tls(void **state)
 {
@@ -718,17 +764,12 @@ static void test_tls(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_read_blocks),
-        cmocka_unit_test(test_concurrent),
-        cmocka_unit_test(test_wrong_secret),
-        cmocka_unit_test(test_serve_errors),
-        cmocka_unit_test(test_server_bad_requests),
-        cmocka_unit_test(test_fail_names),
-        cmocka_unit_test(test_start_refuses),
-        cmocka_unit_test(test_bad_servers),
-        cmocka_unit_test(test_keepalive),
-        cmocka_unit_test(test_stalled_server),
-        cmocka_unit_test(test_tls),
+        cmocka_unit_test(test_read_blocks),         cmocka_unit_test(test_concurrent),
+        cmocka_unit_test(test_wrong_secret),        cmocka_unit_test(test_serve_errors),
+        cmocka_unit_test(test_server_bad_requests), cmocka_unit_test(test_fail_names),
+        cmocka_unit_test(test_start_refuses),       cmocka_unit_test(test_bad_servers),
+        cmocka_unit_test(test_keepalive),           cmocka_unit_test(test_stalled_server),
+        cmocka_unit_test(test_slow_server),         cmocka_unit_test(test_tls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
