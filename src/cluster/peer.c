@@ -528,6 +528,12 @@ int peer_client_new(const struct peer_client_conf *conf, struct peer_client **ou
                      PEER_NODE_MAX);
         return -EINVAL;
     }
+    if (conf->tls_ca && access(conf->tls_ca, R_OK) != 0) {
+        int rc = -errno;
+        tier_err_set("peer client: the TLS CA file %s cannot be read: %s", conf->tls_ca,
+                     strerror(-rc));
+        return rc;
+    }
     pthread_once(&g_curl_once, curl_init_once);
     if (g_curl_init_rc != CURLE_OK) {
         tier_err_set("curl_global_init failed: %s", curl_easy_strerror(g_curl_init_rc));

@@ -134,7 +134,8 @@ struct peer_client_stats {
 
 struct peer_client;
 
-/* 0 and *out, or -errno with tier_err_msg(). */
+/* 0 and *out, or -errno with tier_err_msg() (the secret's length, the node id, an unreadable
+ * tls_ca). */
 int peer_client_new(const struct peer_client_conf *conf, struct peer_client **out);
 void peer_client_free(struct peer_client *pc);
 

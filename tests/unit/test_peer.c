@@ -410,6 +410,9 @@ static void test_start_refuses(void **state)
     cc.node_id = "n";
     cc.secret_len = 8;
     assert_int_equal(peer_client_new(&cc, &pc), -EINVAL);
+    cc.secret_len = 32;
+    cc.tls_ca = "/nonexistent/ca.pem";
+    assert_int_equal(peer_client_new(&cc, &pc), -ENOENT);
     assert_null(pc);
 }
 
