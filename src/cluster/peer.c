@@ -3,10 +3,10 @@
  * libcurl; the protocol's pure parts are peer_proto.c's.
  *
  * Server: MHD with a thread per connection and an internal polling thread, on a socket bound
- * here (so that port 0 works and peer_server_port() knows the port). Each request is answered on
- * MHD's first call for it (a GET has no body): the query and headers are checked, then may_serve,
- * then the serve callback fills a malloc'd buffer that MHD frees once sent. The counters are
- * atomics; nothing else is shared between connection threads.
+ * here (so that port 0 works and peer_server_port() knows the port). A request is answered at
+ * its end (a GET has no body; one with a body is refused at its head): the query and headers are
+ * checked, then may_serve, then the serve callback fills a malloc'd buffer that MHD frees once
+ * sent. The counters are atomics; nothing else is shared between connection threads.
  *
  * Client: a free list of curl easy handles under a mutex (a handle is taken for one request and
  * given back, so its connections stay alive for the next request to the same peer). Each request
@@ -46,8 +46,7 @@ static uint64_t stat_load(const uint64_t *c)
     return __atomic_load_n(c, __ATOMIC_RELAXED);
 }
 
-/* ---- the endpoint ------------------------------------------------------------------------------
- */
+/* ---- the endpoint ---------------------------------------------------------------------------- */
 
 struct peer_server {
     struct MHD_Daemon *mhd;
@@ -61,8 +60,8 @@ struct peer_server {
     struct peer_server_stats st; /* atomics */
 };
 
-/* The marker of a request already answered (MHD calls again with the rest of a body, if any). */
-static int answered;
+/* The markers of a request in *con_cls: its head seen (MHD calls again at its end), answered. */
+static int seen, answered;
 static char empty_body[1];
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, void *body, size_t len,
@@ -175,6 +174,19 @@ static enum MHD_Result serve_block(struct peer_server *s, struct MHD_Connection 
     return reply(c, MHD_HTTP_OK, buf, len, sum_hex, mac_hex);
 }
 
+/* A request with a body: Content-Length other than 0, or a Transfer-Encoding. */
+static bool has_body(struct MHD_Connection *c)
+{
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    return (cl && strcmp(cl, "0") != 0) ||
+           MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
+}
+
+static enum MHD_Result answer(struct peer_server *s, struct MHD_Connection *c, const char *url);
+
+/* MHD calls this at a request's head (answered there only when refused: an answer before the
+ * request's end makes MHD close the connection), then at its end, where a good request is
+ * answered so that the connection stays open for the next one. */
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
                               const char *method, const char *version, const char *upload_data,
                               size_t *upload_data_size, void **con_cls)
@@ -182,18 +194,30 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     (void)version;
     (void)upload_data;
     struct peer_server *s = cls;
-    if (*con_cls == &answered) {
+    if (*con_cls == NULL) {
+        *con_cls = &seen;
+        if (strcmp(method, "GET") != 0 ||
+            (strcmp(url, "/v1/ping") != 0 && strcmp(url, "/v1/block") != 0) || has_body(c)) {
+            *con_cls = &answered;
+            stat_add(&s->st.bad_requests, 1);
+            return reply_status(c, MHD_HTTP_BAD_REQUEST);
+        }
+        return MHD_YES;
+    }
+    if (*con_cls == &answered || *upload_data_size != 0) {
         *upload_data_size = 0;
         return MHD_YES;
     }
     *con_cls = &answered;
+    return answer(s, c, url);
+}
+
+/* The answer to a GET of /v1/ping or /v1/block. */
+static enum MHD_Result answer(struct peer_server *s, struct MHD_Connection *c, const char *url)
+{
     uint8_t nonce[PEER_NONCE_LEN];
     const char *node = NULL;
     bool ping = strcmp(url, "/v1/ping") == 0;
-    if (strcmp(method, "GET") != 0 || (!ping && strcmp(url, "/v1/block") != 0)) {
-        stat_add(&s->st.bad_requests, 1);
-        return reply_status(c, MHD_HTTP_BAD_REQUEST);
-    }
     if (ping) {
         uint8_t sum[PEER_SUM_LEN], mac[PEER_MAC_LEN];
         char sum_hex[2 * PEER_SUM_LEN + 1], mac_hex[2 * PEER_MAC_LEN + 1];
@@ -438,8 +462,7 @@ void peer_server_stop(struct peer_server *s)
     free(s);
 }
 
-/* ---- the client --------------------------------------------------------------------------------
- */
+/* ---- the client ------------------------------------------------------------------------------ */
 
 #define POOL_KEEP 64 /* idle handles kept; more are cleaned up when given back */
 
@@ -504,6 +527,12 @@ int peer_client_new(const struct peer_client_conf *conf, struct peer_client **ou
         tier_err_set("peer client: the node id must be 1 to %d printable characters, no space",
                      PEER_NODE_MAX);
         return -EINVAL;
+    }
+    if (conf->tls_ca && access(conf->tls_ca, R_OK) != 0) {
+        int rc = -errno;
+        tier_err_set("peer client: the TLS CA file %s cannot be read: %s", conf->tls_ca,
+                     strerror(-rc));
+        return rc;
     }
     pthread_once(&g_curl_once, curl_init_once);
     if (g_curl_init_rc != CURLE_OK) {

@@ -15,13 +15,20 @@
  *   200, the block's bytes (exactly its length: the last block of an object is shorter)
  *     X-Tierd-Sum:   hex XXH3-128 of the bytes
  *     X-Tierd-Auth:  hex HMAC-SHA256(secret, "tierd-peer-rsp" || nonce || block name || sum)
- *   401 the request's HMAC is wrong; 404 no such backend or object; 412 the object's ETag is not
- *   e (stale); 409 the block size differs; 503 the node does not serve (fenced, share = no,
- *   busy); 500 its fetch failed. GET /v1/ping (the same headers, an empty block name): 204.
+ *   400 a malformed query (or another method or path); 401 the request's HMAC is wrong, or a
+ *   header is malformed or missing; 404 no such backend or object; 412 the object's ETag is not
+ *   e (stale); 409 the block size differs (or is over 64 MiB); 503 the node does not serve
+ *   (fenced, share = no, busy); 500 its fetch failed. GET /v1/ping (the same headers, an empty
+ *   block name): 204 with X-Tierd-Sum and X-Tierd-Auth over no bytes (whether or not the node
+ *   serves now).
  *
  * The block name in the HMACs is each field as its decimal length, ':' and its bytes, in the
- * order above, so no two distinct blocks share it. TLS (when configured) is the transport's;
- * the HMACs are checked either way.
+ * order above (the numbers as decimal strings), so no two distinct blocks share it. The nonce and
+ * the sum enter the HMACs as their 16 bytes (the sum canonical: big-endian), not as their hex.
+ * The endpoint accepts canonical decimals only (no sign, no leading zero, no overflow), each
+ * value once, strings within their bounds (src/cluster/peer_proto.h: backend and ETag 255 bytes,
+ * key and version 1,024) and an index inside the object. TLS (when configured) is the
+ * transport's; the HMACs are checked either way.
  *
  * Thread-safety: every function may be called from any thread; a server serves each
  * connection on its own thread (the serve callback may block). */
@@ -64,7 +71,7 @@ typedef ssize_t (*peer_serve_fn)(void *ud, const char *from_node, const struct p
                                  void *buf, size_t len);
 
 struct peer_server_conf {
-    const char *listen; /* HOST:PORT (IPv4 address or name; port 0: any free, see _port) */
+    const char *listen; /* HOST:PORT (IPv4 address or name, "" every one; port 0: any free) */
     const void *secret; /* the cluster secret, >= PEER_SECRET_MIN bytes (copied) */
     size_t secret_len;
     const char *tls_cert; /* PEM files; both or neither (NULL: plain HTTP) */
@@ -103,17 +110,20 @@ struct peer_client_conf {
     size_t secret_len;
     const char *tls_ca; /* PEM file: use https and accept peers whose certificate it signed
                          * (their addresses are not checked against it); NULL: plain http */
-    /* A request that has received no byte for stall_ms, or taken total_ms in all, fails with
-     * -ETIMEDOUT; connecting has stall_ms. 0: 2000 and 30000. */
+    /* A request that has received no byte for stall_ms (rounded up to whole seconds once
+     * connected), or taken total_ms in all, fails with -ETIMEDOUT; connecting has stall_ms.
+     * 0: 2000 and 30000. */
     uint32_t stall_ms, total_ms;
 };
 
 /* Why a peer read failed: peer_fetch()'s result and the client's counters. */
 enum peer_fail {
-    PEER_FAIL_CONNECT = 0, /* -ECONNREFUSED: no connection (refused, unreachable, TLS failed) */
+    PEER_FAIL_CONNECT = 0, /* -ECONNREFUSED: no connection (refused, unreachable, reset, closed
+                            * without an answer, TLS failed) */
     PEER_FAIL_TIMEOUT,     /* -ETIMEDOUT: stalled or over total_ms */
     PEER_FAIL_AUTH,        /* -EACCES: the peer said 401, or its answer's HMAC is wrong */
-    PEER_FAIL_GARBAGE,     /* -EBADMSG: not the protocol (status, headers, length) */
+    PEER_FAIL_GARBAGE,     /* -EBADMSG: not the protocol (not HTTP, another status such as
+                            * 400, a missing or malformed header, another length) */
     PEER_FAIL_CHECKSUM,    /* -EILSEQ: the bytes do not match their checksum */
     PEER_FAIL_STALE,       /* -ESTALE: 412 */
     PEER_FAIL_NOT_FOUND,   /* -ENOENT: 404 */
@@ -130,19 +140,23 @@ struct peer_client_stats {
 
 struct peer_client;
 
-/* 0 and *out, or -errno with tier_err_msg(). */
+/* 0 and *out, or -errno with tier_err_msg() (the secret's length, the node id, an unreadable
+ * tls_ca). */
 int peer_client_new(const struct peer_client_conf *conf, struct peer_client **out);
 void peer_client_free(struct peer_client *pc);
 
 /* Block b from the peer at addr (HOST:PORT) into buf (len = peer_block_len(b)), verified. Returns
- * len, or the negative errno of its enum peer_fail (counted, with fail_out set when not NULL). */
+ * len, or the negative errno of its enum peer_fail (counted, with fail_out set when not NULL);
+ * buf's content is undefined after a failure. -EINVAL, not counted and no request made, when
+ * len is not peer_block_len(b) or 0, a string of b is over its bound or the backend or key is
+ * empty, the block size is over 64 MiB, or addr is not HOST:PORT. */
 ssize_t peer_fetch(struct peer_client *pc, const char *addr, const struct peer_block *b, void *buf,
                    size_t len, enum peer_fail *fail_out);
 /* Asks the peer at addr to fetch block b into its cache (b->warm is implied): 0 once it holds it,
  * or as peer_fetch (counted as a block request, with no bytes). */
 int peer_warm(struct peer_client *pc, const char *addr, const struct peer_block *b,
               enum peer_fail *fail_out);
-/* GET /v1/ping: 0, or as peer_fetch (not counted as a block request). */
+/* GET /v1/ping, its answer verified: 0, or as peer_fetch (not counted in the stats). */
 int peer_ping(struct peer_client *pc, const char *addr, enum peer_fail *fail_out);
 void peer_client_stats_get(struct peer_client *pc, struct peer_client_stats *out);
 

@@ -14,8 +14,10 @@ tier_unit_test(test_member_entry SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_m
 tier_unit_test(test_peer_proto SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_peer_proto.c
   LIBS tier_cluster)
 # Peer reads (src/cluster/peer.c): an in-process endpoint (plain and TLS, with a certificate made
-# by the openssl command), every failure of the serve callback, and bad servers on raw sockets.
-tier_unit_test(test_peer SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_peer.c LIBS tier_cluster)
+# by the openssl command), every failure of the serve callback, bad servers on raw sockets, and
+# threads sharing a client (so also under ThreadSanitizer).
+tier_unit_test(test_peer SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_peer.c LIBS tier_cluster
+  LABELS tsan)
 # The router (src/cluster/router.c) over two in-process endpoints and a view of the test's own:
 # placement, skips of a dead peer, handovers, fencing, consume-only nodes.
 tier_unit_test(test_router SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_router.c LIBS tier_cluster)

@@ -308,6 +308,76 @@ static void test_serve_errors(void **state)
     peer_server_stop(s);
 }
 
+static void write_all(int fd, const void *p, size_t n);
+
+/* Sends a raw request to 127.0.0.1:port; the answer's status code, or -1. */
+static int raw_status(uint16_t port, const char *req)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sin = {
+        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    write_all(fd, req, strlen(req));
+    char buf[256];
+    size_t got = 0;
+    while (got < 12) {
+        ssize_t n = read(fd, buf + got, sizeof(buf) - 1 - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    buf[got] = '\0';
+    int status = -1;
+    if (got >= 12 && strncmp(buf, "HTTP/1.", 7) == 0)
+        status = (int)strtol(buf + 9, NULL, 10);
+    return status;
+}
+
+/* Requests no client of ours sends: each answered with its status and counted. */
+static void test_server_bad_requests(void **state)
+{
+    (void)state;
+    struct peer_server *s = server_start(NULL, NULL);
+    uint16_t port = peer_server_port(s);
+    const char *q = "b=s3&k=k&e=&v=&s=1000000000&z=134217728&i=0";
+    char req[1024];
+    assert_int_equal(raw_status(port, "GET /v1/other HTTP/1.1\r\nHost: x\r\n\r\n"), 400);
+    assert_int_equal(
+        raw_status(port, "POST /v1/block HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"), 400);
+    assert_int_equal(raw_status(port, "GET /v1/block?b=s3&k=k HTTP/1.1\r\nHost: x\r\n\r\n"), 400);
+    snprintf(req, sizeof(req), "GET /v1/block?%s&z=1 HTTP/1.1\r\nHost: x\r\n\r\n", q);
+    assert_int_equal(raw_status(port, req), 400); /* z twice */
+    snprintf(req, sizeof(req), "GET /v1/block?%s HTTP/1.1\r\nHost: x\r\n\r\n", q);
+    assert_int_equal(raw_status(port, req), 401); /* no headers */
+    assert_int_equal(raw_status(port, "GET /v1/ping HTTP/1.1\r\nHost: x\r\n\r\n"), 401);
+    /* authentic, for a block size over PEER_BLOCK_SIZE_MAX: 409, the callback not called */
+    struct peer_block b = {"s3", "k", "", "", 1000000000, 134217728, 0};
+    char name[PEER_NAME_MAX + 1], nonce_hex[33], mac_hex[65];
+    uint8_t nonce[PEER_NONCE_LEN] = {1, 2, 3}, mac[PEER_MAC_LEN];
+    int nl = peer_block_name(&b, name, sizeof(name));
+    assert_int_equal(peer_req_mac(secret, strlen(secret), nonce, name, (size_t)nl, mac), 0);
+    peer_hex_encode(nonce, sizeof(nonce), nonce_hex);
+    peer_hex_encode(mac, sizeof(mac), mac_hex);
+    snprintf(req, sizeof(req),
+             "GET /v1/block?%s HTTP/1.1\r\nHost: x\r\nX-Tierd-Node: n\r\nX-Tierd-Nonce: %s\r\n"
+             "X-Tierd-Auth: %s\r\n\r\n",
+             q, nonce_hex, mac_hex);
+    assert_int_equal(raw_status(port, req), 409);
+    /* the same with the node missing */
+    snprintf(req, sizeof(req),
+             "GET /v1/block?%s HTTP/1.1\r\nHost: x\r\nX-Tierd-Nonce: %s\r\n"
+             "X-Tierd-Auth: %s\r\n\r\n",
+             q, nonce_hex, mac_hex);
+    assert_int_equal(raw_status(port, req), 401);
+    struct peer_server_stats ss;
+    peer_server_stats_get(s, &ss);
+    assert_true(ss.bad_requests == 4 && ss.auth_failures == 3 && ss.mismatched == 1 &&
+                ss.served == 0);
+    peer_server_stop(s);
+}
+
 static void test_fail_names(void **state)
 {
     (void)state;
@@ -340,6 +410,9 @@ static void test_start_refuses(void **state)
     cc.node_id = "n";
     cc.secret_len = 8;
     assert_int_equal(peer_client_new(&cc, &pc), -EINVAL);
+    cc.secret_len = 32;
+    cc.tls_ca = "/nonexistent/ca.pem";
+    assert_int_equal(peer_client_new(&cc, &pc), -ENOENT);
     assert_null(pc);
 }
 
@@ -354,6 +427,8 @@ enum fake_mode {
     FAKE_NO_HEADER, /* 200 without X-Tierd-Sum */
     FAKE_TEAPOT,    /* a status that is not the protocol's */
     FAKE_SILENT,    /* reads the request, never answers */
+    FAKE_TRICKLE,   /* the right headers, then a byte of the body every 100 ms */
+    FAKE_GOOD,      /* the right answer, the connection kept open for the next request */
 };
 
 struct fake {
@@ -361,6 +436,7 @@ struct fake {
     uint16_t port;
     enum fake_mode mode;
     struct peer_block b; /* the block the client asks for */
+    unsigned accepts;    /* atomic */
     pthread_t th;
 };
 
@@ -426,12 +502,27 @@ static void fake_answer(struct fake *fk, int fd, const char *head)
     peer_hex_encode(mac, sizeof(mac), mac_hex);
     int hl = snprintf(hdr, sizeof(hdr),
                       "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n%s%s\r\nX-Tierd-Auth: %s\r\n"
-                      "Connection: close\r\n\r\n",
+                      "%s\r\n",
                       body_len, fk->mode == FAKE_NO_HEADER ? "X-Other: " : "X-Tierd-Sum: ", sum_hex,
-                      mac_hex);
+                      mac_hex, fk->mode == FAKE_GOOD ? "" : "Connection: close\r\n");
     write_all(fd, hdr, (size_t)hl);
     write_all(fd, body, body_len);
     free(body);
+}
+
+/* Headers for a 904-byte body, then a byte every 100 ms until the client goes or the test stops
+ * the server (the poll on the stop pipe is the pause). */
+static void trickle(struct fake *fk, int fd)
+{
+    const char *h = "HTTP/1.1 200 OK\r\nContent-Length: 904\r\nX-Tierd-Sum: "
+                    "000102030405060708090a0b0c0d0e0f\r\nX-Tierd-Auth: "
+                    "000102030405060708090a0b0c0d0e0f000102030405060708090a0b0c0d0e0f\r\n\r\n";
+    write_all(fd, h, strlen(h));
+    for (int i = 0; i < 904; i++) {
+        struct pollfd q = {fk->stop[0], POLLIN, 0};
+        if (poll(&q, 1, 100) != 0 || send(fd, "x", 1, MSG_NOSIGNAL) != 1)
+            return;
+    }
 }
 
 static void *fake_main(void *arg)
@@ -444,14 +535,21 @@ static void *fake_main(void *arg)
         int fd = accept(fk->lfd, NULL, NULL);
         if (fd < 0)
             continue;
+        __atomic_fetch_add(&fk->accepts, 1, __ATOMIC_RELAXED);
         char head[16384];
-        if (read_head(fd, head, sizeof(head)) > 0) {
+        while (read_head(fd, head, sizeof(head)) > 0) {
             if (fk->mode == FAKE_SILENT) {
                 struct pollfd q = {fk->stop[0], POLLIN, 0};
                 poll(&q, 1, -1); /* until the test stops the server */
-            } else {
-                fake_answer(fk, fd, head);
+                break;
             }
+            if (fk->mode == FAKE_TRICKLE) {
+                trickle(fk, fd);
+                break;
+            }
+            fake_answer(fk, fd, head);
+            if (fk->mode != FAKE_GOOD)
+                break;
         }
         shutdown(fd, SHUT_RDWR);
         close(fd);
@@ -543,6 +641,23 @@ static void test_bad_servers(void **state)
     peer_client_free(pc);
 }
 
+/* A client's handles keep their connections: three reads, one connection. */
+static void test_keepalive(void **state)
+{
+    (void)state;
+    struct peer_client *pc = client_new(secret, NULL, 0);
+    struct peer_block b = block("canned", 5000, 1024, 4);
+    struct fake fk;
+    fake_start(&fk, FAKE_GOOD, &b);
+    char addr[64];
+    addr_of(fk.port, addr, sizeof(addr));
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(read_check(pc, addr, &b, NULL), 904);
+    assert_int_equal(__atomic_load_n(&fk.accepts, __ATOMIC_RELAXED), 1);
+    peer_client_free(pc); /* closes the connection: the fake's read ends */
+    fake_stop(&fk);
+}
+
 static void test_stalled_server(void **state)
 {
     (void)state;
@@ -566,8 +681,34 @@ static void test_stalled_server(void **state)
     peer_client_free(pc);
 }
 
-/* ---- TLS ---------------------------------------------------------------------------------------
- */
+/* A peer that sends, but too slowly: total_ms ends the request. */
+static void test_slow_server(void **state)
+{
+    (void)state;
+    struct peer_client_conf conf = {
+        .node_id = "node-a",
+        .secret = secret,
+        .secret_len = strlen(secret),
+        .stall_ms = 30000,
+        .total_ms = 1000,
+    };
+    struct peer_client *pc = NULL;
+    assert_int_equal(peer_client_new(&conf, &pc), 0);
+    struct peer_block b = block("canned", 5000, 1024, 4);
+    struct fake fk;
+    fake_start(&fk, FAKE_TRICKLE, &b);
+    char addr[64];
+    addr_of(fk.port, addr, sizeof(addr));
+    enum peer_fail f = PEER_FAIL_N;
+    uint64_t t0 = now_ms();
+    assert_int_equal(read_check(pc, addr, &b, &f), -ETIMEDOUT);
+    assert_int_equal(f, PEER_FAIL_TIMEOUT);
+    assert_true(now_ms() - t0 >= 900);
+    peer_client_free(pc);
+    fake_stop(&fk);
+}
+
+/* ---- TLS ------------------------------------------------------------------------------------- */
 
 static void test_tls(void **state)
 {
@@ -626,11 +767,12 @@ static void test_tls(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_read_blocks),  cmocka_unit_test(test_concurrent),
-        cmocka_unit_test(test_wrong_secret), cmocka_unit_test(test_serve_errors),
-        cmocka_unit_test(test_fail_names),   cmocka_unit_test(test_start_refuses),
-        cmocka_unit_test(test_bad_servers),  cmocka_unit_test(test_stalled_server),
-        cmocka_unit_test(test_tls),
+        cmocka_unit_test(test_read_blocks),         cmocka_unit_test(test_concurrent),
+        cmocka_unit_test(test_wrong_secret),        cmocka_unit_test(test_serve_errors),
+        cmocka_unit_test(test_server_bad_requests), cmocka_unit_test(test_fail_names),
+        cmocka_unit_test(test_start_refuses),       cmocka_unit_test(test_bad_servers),
+        cmocka_unit_test(test_keepalive),           cmocka_unit_test(test_stalled_server),
+        cmocka_unit_test(test_slow_server),         cmocka_unit_test(test_tls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
