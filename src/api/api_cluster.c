@@ -41,17 +41,18 @@ static json_t *peers_json(struct tierd *d, const struct router_stats *rs)
     for (int f = 0; fail && f < PEER_FAIL_N; f++)
         json_object_set_new(fail, peer_fail_name((enum peer_fail)f),
                             json_integer((json_int_t)cs.fail[f]));
-    json_t *served = json_pack(
-        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "blocks", (json_int_t)ss.served, "bytes",
-        (json_int_t)ss.served_bytes, "auth_failures", (json_int_t)ss.auth_failures, "bad_requests",
-        (json_int_t)ss.bad_requests, "refused", (json_int_t)ss.refused, "not_found",
-        (json_int_t)ss.not_found, "stale", (json_int_t)ss.stale, "mismatched",
-        (json_int_t)ss.mismatched, "errors", (json_int_t)ss.errors);
-    return json_pack("{s:I, s:I, s:I, s:I, s:o*, s:o*, s:I, s:o*}", "blocks",
-                     (json_int_t)rs->peer_blocks, "bytes", (json_int_t)rs->peer_bytes,
-                     "handovers", (json_int_t)rs->handovers, "requests", (json_int_t)cs.requests,
-                     "failures", fail, "to_backend", backend, "skips", (json_int_t)rs->skips,
-                     "served", served);
+    json_t *served =
+        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "blocks",
+                  (json_int_t)ss.served, "bytes", (json_int_t)ss.served_bytes, "warmed",
+                  (json_int_t)ss.warmed, "auth_failures", (json_int_t)ss.auth_failures,
+                  "bad_requests", (json_int_t)ss.bad_requests, "refused", (json_int_t)ss.refused,
+                  "not_found", (json_int_t)ss.not_found, "stale", (json_int_t)ss.stale,
+                  "mismatched", (json_int_t)ss.mismatched, "errors", (json_int_t)ss.errors);
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:o*, s:o*, s:I, s:o*}", "blocks",
+                     (json_int_t)rs->peer_blocks, "bytes", (json_int_t)rs->peer_bytes, "handovers",
+                     (json_int_t)rs->handovers, "warms", (json_int_t)rs->warms, "requests",
+                     (json_int_t)cs.requests, "failures", fail, "to_backend", backend, "skips",
+                     (json_int_t)rs->skips, "served", served);
 }
 
 static json_t *cluster_json(struct tierd *d)

@@ -73,9 +73,10 @@ unsigned api_stage_post(struct tierd *d, const struct api_request *rq, struct ap
     }
     uint64_t id = 0;
     tier_err_clear();
-    int rc = !d->stages           ? -ENOSYS
-             : json_is_true(cl) ? stage_start_cluster(d->stages, tenant, pv, n, json_is_true(pin), &id)
-                                : stage_start_for(d->stages, tenant, pv, n, json_is_true(pin), &id);
+    int rc = !d->stages ? -ENOSYS
+             : json_is_true(cl)
+                 ? stage_start_cluster(d->stages, tenant, pv, n, json_is_true(pin), &id)
+                 : stage_start_for(d->stages, tenant, pv, n, json_is_true(pin), &id);
     if (rc) {
         ret = api_reply_error(out, rc, "cannot stage: %s",
                               *tier_err_msg() ? tier_err_msg() : strerror(-rc));

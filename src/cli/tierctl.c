@@ -517,12 +517,10 @@ static int follow_job(struct ctl *ctl, uint64_t job)
 
 static int cmd_stage(struct ctl *ctl, int argc, char **argv)
 {
-    static const struct option opts[] = {{"pin", no_argument, NULL, 'p'},
-                                         {"no-wait", no_argument, NULL, 'n'},
-                                         {"job", required_argument, NULL, 'j'},
-                                         {"tenant", required_argument, NULL, 't'},
-                                         {"cluster", no_argument, NULL, 'c'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"pin", no_argument, NULL, 'p'},       {"no-wait", no_argument, NULL, 'n'},
+        {"job", required_argument, NULL, 'j'}, {"tenant", required_argument, NULL, 't'},
+        {"cluster", no_argument, NULL, 'c'},   {0, 0, 0, 0}};
     bool pin = false, wait = true, cluster = false;
     const char *tenant = NULL;
     uint64_t job = 0;

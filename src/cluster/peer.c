@@ -90,8 +90,9 @@ static enum MHD_Result reply_status(struct MHD_Connection *c, unsigned status)
 }
 
 /* The request's headers and its MAC over name: true when they hold (nonce filled). */
-static bool request_authentic(struct peer_server *s, struct MHD_Connection *c, const char *name,
-                              size_t name_len, uint8_t nonce[PEER_NONCE_LEN], const char **node)
+static bool request_authentic(struct peer_server *s, struct MHD_Connection *c, char mode,
+                              const char *name, size_t name_len, uint8_t nonce[PEER_NONCE_LEN],
+                              const char **node)
 {
     const char *v[3] = {NULL, NULL, NULL};
     size_t n[3] = {0, 0, 0};
@@ -102,7 +103,7 @@ static bool request_authentic(struct peer_server *s, struct MHD_Connection *c, c
             v[i] = NULL;
     uint8_t got[PEER_MAC_LEN], want[PEER_MAC_LEN];
     if (peer_req_headers_parse(v[0], n[0], v[1], n[1], v[2], n[2], nonce, got) != 0 ||
-        peer_req_mac(s->secret, s->secret_len, nonce, name, name_len, want) != 0 ||
+        peer_req_mac_mode(s->secret, s->secret_len, mode, nonce, name, name_len, want) != 0 ||
         !peer_mem_equal(got, want, PEER_MAC_LEN))
         return false;
     *node = v[0];
@@ -161,7 +162,12 @@ static enum MHD_Result serve_block(struct peer_server *s, struct MHD_Connection 
     }
     uint8_t sum[PEER_SUM_LEN], mac[PEER_MAC_LEN];
     char sum_hex[2 * PEER_SUM_LEN + 1], mac_hex[2 * PEER_MAC_LEN + 1];
-    peer_sum(buf, len, sum);
+    if (b->warm) { /* warmed: held here now; none of it is sent */
+        free(buf);
+        buf = NULL;
+        len = 0;
+    }
+    peer_sum(buf ? (const void *)buf : "", len, sum);
     if (peer_rsp_mac(s->secret, s->secret_len, nonce, name, name_len, sum, mac) != 0) {
         free(buf);
         stat_add(&s->st.errors, 1);
@@ -169,6 +175,10 @@ static enum MHD_Result serve_block(struct peer_server *s, struct MHD_Connection 
     }
     peer_hex_encode(sum, PEER_SUM_LEN, sum_hex);
     peer_hex_encode(mac, PEER_MAC_LEN, mac_hex);
+    if (!buf) {
+        stat_add(&s->st.warmed, 1);
+        return reply(c, MHD_HTTP_NO_CONTENT, NULL, 0, sum_hex, mac_hex);
+    }
     stat_add(&s->st.served, 1);
     stat_add(&s->st.served_bytes, len);
     return reply(c, MHD_HTTP_OK, buf, len, sum_hex, mac_hex);
@@ -221,7 +231,7 @@ static enum MHD_Result answer(struct peer_server *s, struct MHD_Connection *c, c
     if (ping) {
         uint8_t sum[PEER_SUM_LEN], mac[PEER_MAC_LEN];
         char sum_hex[2 * PEER_SUM_LEN + 1], mac_hex[2 * PEER_MAC_LEN + 1];
-        if (!request_authentic(s, c, "", 0, nonce, &node)) {
+        if (!request_authentic(s, c, 0, "", 0, nonce, &node)) {
             stat_add(&s->st.auth_failures, 1);
             return reply_status(c, MHD_HTTP_UNAUTHORIZED);
         }
@@ -252,7 +262,7 @@ static enum MHD_Result answer(struct peer_server *s, struct MHD_Connection *c, c
         ret = reply_status(c, MHD_HTTP_BAD_REQUEST);
         goto out;
     }
-    if (!request_authentic(s, c, name, (size_t)name_len, nonce, &node)) {
+    if (!request_authentic(s, c, peer_block_mode(&b), name, (size_t)name_len, nonce, &node)) {
         stat_add(&s->st.auth_failures, 1);
         ret = reply_status(c, MHD_HTTP_UNAUTHORIZED);
         goto out;
@@ -436,6 +446,7 @@ void peer_server_stats_get(struct peer_server *s, struct peer_server_stats *out)
 {
     out->served = stat_load(&s->st.served);
     out->served_bytes = stat_load(&s->st.served_bytes);
+    out->warmed = stat_load(&s->st.warmed);
     out->auth_failures = stat_load(&s->st.auth_failures);
     out->bad_requests = stat_load(&s->st.bad_requests);
     out->refused = stat_load(&s->st.refused);
@@ -751,6 +762,8 @@ static char *make_url(CURL *h, const struct peer_client *pc, const char *addr,
         if (rc == 0)
             rc = dynbuf_printf(&u, "&s=%llu&z=%lu&i=%llu", (unsigned long long)b->size,
                                (unsigned long)b->block_size, (unsigned long long)b->index);
+        if (rc == 0 && peer_block_mode(b))
+            rc = dynbuf_printf(&u, "&m=%c", peer_block_mode(b));
     }
     if (rc) {
         dynbuf_fini(&u);
@@ -774,7 +787,8 @@ static int exchange(struct peer_client *pc, const char *addr, const struct peer_
     int rc = -1;
     *fail = PEER_FAIL_CONNECT;
     if (getrandom(nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce) ||
-        peer_req_mac(pc->secret, pc->secret_len, nonce, name, name_len, mac) != 0)
+        peer_req_mac_mode(pc->secret, pc->secret_len, peer_block_mode(b), nonce, name, name_len,
+                          mac) != 0)
         return -1;
     peer_hex_encode(nonce, sizeof(nonce), nonce_hex);
     peer_hex_encode(mac, sizeof(mac), mac_hex);
@@ -822,7 +836,7 @@ static int exchange(struct peer_client *pc, const char *addr, const struct peer_
         *fail = curl_fail(cc, &x);
         goto out;
     }
-    if (status != (b ? 200 : 204)) {
+    if (status != (b && !b->warm ? 200 : 204)) {
         *fail = status_fail(status);
         goto out;
     }
@@ -863,6 +877,29 @@ ssize_t peer_fetch(struct peer_client *pc, const char *addr, const struct peer_b
         stat_add(&pc->ok, 1);
         stat_add(&pc->bytes, len);
         return (ssize_t)len;
+    }
+    stat_add(&pc->fail[f], 1);
+    if (fail_out)
+        *fail_out = f;
+    return -fail_errno[f];
+}
+
+int peer_warm(struct peer_client *pc, const char *addr, const struct peer_block *b,
+              enum peer_fail *fail_out)
+{
+    struct peer_block w = *b;
+    w.warm = true;
+    w.cached_only = false;
+    char name[PEER_NAME_MAX + 1];
+    int name_len = peer_block_name(&w, name, sizeof(name));
+    if (name_len < 0 || !addr_ok(addr) || w.block_size > PEER_BLOCK_SIZE_MAX ||
+        peer_block_len(&w) == 0 || !w.backend[0] || !w.key[0])
+        return -EINVAL;
+    enum peer_fail f;
+    stat_add(&pc->requests, 1);
+    if (exchange(pc, addr, &w, name, (size_t)name_len, NULL, 0, &f) == 0) {
+        stat_add(&pc->ok, 1);
+        return 0;
     }
     stat_add(&pc->fail[f], 1);
     if (fail_out)

@@ -85,6 +85,7 @@ struct peer_server_conf {
 
 struct peer_server_stats {
     uint64_t served, served_bytes; /* 200s and their bytes */
+    uint64_t warmed;               /* 204s to a warm (w=1): blocks fetched here for a stage */
     uint64_t auth_failures;        /* 401: a wrong secret, a malformed or missing header */
     uint64_t bad_requests;         /* 400: a malformed query */
     uint64_t refused;              /* 503: may_serve false or the serve callback's -EAGAIN */

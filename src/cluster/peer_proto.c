@@ -100,6 +100,22 @@ int peer_req_mac(const void *secret, size_t secret_len, const uint8_t nonce[PEER
     return mac(secret, secret_len, "tierd-peer-req", nonce, name, name_len, NULL, out);
 }
 
+char peer_block_mode(const struct peer_block *b)
+{
+    return !b ? 0 : b->warm ? 'w' : b->cached_only ? 'c' : 0;
+}
+
+int peer_req_mac_mode(const void *secret, size_t secret_len, char mode,
+                      const uint8_t nonce[PEER_NONCE_LEN], const char *name, size_t name_len,
+                      uint8_t out[PEER_MAC_LEN])
+{
+    const char *label = mode == 'c' ? "tierd-peer-req-c" : mode == 'w' ? "tierd-peer-req-w" : NULL;
+    if (mode && !label)
+        return -EINVAL;
+    return label ? mac(secret, secret_len, label, nonce, name, name_len, NULL, out)
+                 : peer_req_mac(secret, secret_len, nonce, name, name_len, out);
+}
+
 int peer_rsp_mac(const void *secret, size_t secret_len, const uint8_t nonce[PEER_NONCE_LEN],
                  const char *name, size_t name_len, const uint8_t sum[PEER_SUM_LEN],
                  uint8_t out[PEER_MAC_LEN])
@@ -189,7 +205,7 @@ static int set_string(char *dst, size_t max, const char *value, size_t n)
 int peer_query_add(struct peer_query *q, const char *name, size_t name_len, const char *value,
                    size_t value_len)
 {
-    static const char names[] = "bkevszi";
+    static const char names[] = "bkevszim";
     const char *p = name_len == 1 && name[0] ? strchr(names, name[0]) : NULL;
     int rc = -EINVAL;
     if (!p || !value) {
@@ -224,6 +240,11 @@ int peer_query_add(struct peer_query *q, const char *name, size_t name_len, cons
     case 'i':
         rc = parse_dec(value, value_len, UINT64_MAX, &q->index);
         break;
+    case 'm': /* optional: c (cached only) or w (warm) */
+        rc = value_len == 1 && (value[0] == 'c' || value[0] == 'w') ? 0 : -EINVAL;
+        if (!rc)
+            q->mode = value[0];
+        break;
     default:
         break;
     }
@@ -234,7 +255,7 @@ int peer_query_add(struct peer_query *q, const char *name, size_t name_len, cons
 
 int peer_query_finish(const struct peer_query *q, struct peer_block *b)
 {
-    if (q->bad || q->seen != 0x7f || !q->backend[0] || !q->key[0] || q->block_size == 0)
+    if (q->bad || (q->seen & 0x7f) != 0x7f || !q->backend[0] || !q->key[0] || q->block_size == 0)
         return -EINVAL;
     struct peer_block t = {
         .backend = q->backend,
@@ -244,6 +265,8 @@ int peer_query_finish(const struct peer_query *q, struct peer_block *b)
         .size = q->size,
         .block_size = (uint32_t)q->block_size,
         .index = q->index,
+        .cached_only = q->mode == 'c',
+        .warm = q->mode == 'w',
     };
     if (peer_block_len(&t) == 0)
         return -EINVAL;

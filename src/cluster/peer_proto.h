@@ -45,6 +45,14 @@ int peer_block_name(const struct peer_block *b, char *out, size_t cap);
  * -EINVAL (name over PEER_NAME_MAX) or -EIO (OpenSSL failed). */
 int peer_req_mac(const void *secret, size_t secret_len, const uint8_t nonce[PEER_NONCE_LEN],
                  const char *name, size_t name_len, uint8_t mac[PEER_MAC_LEN]);
+/* A request's mode: 0 (the block), 'c' (cached_only) or 'w' (warm); warm wins. */
+char peer_block_mode(const struct peer_block *b);
+/* peer_req_mac() for a request of mode (peer_block_mode()): the label is "tierd-peer-req",
+ * "tierd-peer-req-c" or "tierd-peer-req-w", so a request's mode cannot be changed on the way.
+ * -EINVAL for another mode. */
+int peer_req_mac_mode(const void *secret, size_t secret_len, char mode,
+                      const uint8_t nonce[PEER_NONCE_LEN], const char *name, size_t name_len,
+                      uint8_t out[PEER_MAC_LEN]);
 /* HMAC-SHA256(secret, "tierd-peer-rsp" || nonce || name || sum): the answer's X-Tierd-Auth, with
  * sum the PEER_SUM_LEN bytes of X-Tierd-Sum. 0, -EINVAL or -EIO as peer_req_mac(). */
 int peer_rsp_mac(const void *secret, size_t secret_len, const uint8_t nonce[PEER_NONCE_LEN],
@@ -72,7 +80,8 @@ struct peer_query {
     char etag[PEER_ETAG_MAX + 1];
     char version[PEER_VERSION_MAX + 1];
     uint64_t size, block_size, index;
-    unsigned seen; /* a bit per key of "bkevszi" */
+    unsigned seen; /* a bit per key of "bkevszim" (m optional) */
+    char mode;     /* m: 0, 'c' (cached only) or 'w' (warm) */
     bool bad;      /* some value was refused: finish fails */
 };
 

@@ -56,6 +56,18 @@ static struct backend *shared_backend(struct tierd *d, const char *name)
     return NULL;
 }
 
+/* The peer_block of block index of obj as this node names it. */
+static struct peer_block block_of(struct tierd *d, const struct cache_obj *obj, uint64_t index)
+{
+    return (struct peer_block){.backend = obj->be->name,
+                               .key = obj->key,
+                               .etag = obj->etag ? obj->etag : "",
+                               .version = obj->version_id ? obj->version_id : "",
+                               .size = obj->size_bytes,
+                               .block_size = (uint32_t)cache_block_size(d->cache),
+                               .index = index};
+}
+
 /* The cache's peer source: the block from its owner when that is a peer (router_fetch). */
 static ssize_t source_fetch(void *ud, const struct tier_ioctx *io, const struct cache_obj *obj,
                             uint64_t index, void *buf, size_t len)
@@ -105,18 +117,6 @@ static ssize_t serve_block(void *ud, const char *from, const struct peer_block *
     if (n >= 0 && (size_t)n != len)
         return -EIO;
     return n;
-}
-
-/* The peer_block of block index of obj as this node names it. */
-static struct peer_block block_of(struct tierd *d, const struct cache_obj *obj, uint64_t index)
-{
-    return (struct peer_block){.backend = obj->be->name,
-                               .key = obj->key,
-                               .etag = obj->etag ? obj->etag : "",
-                               .version = obj->version_id ? obj->version_id : "",
-                               .size = obj->size_bytes,
-                               .block_size = (uint32_t)cache_block_size(d->cache),
-                               .index = index};
 }
 
 int tierd_cluster_warm(void *ud, const struct tier_ioctx *io, const struct cache_obj *obj,

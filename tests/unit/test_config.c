@@ -939,20 +939,25 @@ static void test_cluster(void **state)
     (void)state;
     char err[1024];
 #ifdef TIER_HAVE_RADOS
-    load_error("[cluster]\nname = c1\nnod_id = a\nnode_id = n0\n", err, sizeof(err));
-    assert_non_null(strstr(err, "t.conf:10: unknown key 'nod_id' in [cluster] (did you mean "
+    load_error("[cluster]\nsecret_file = /s\nshare = no\nname = c1\nnod_id = a\nnode_id = n0\n",
+               err, sizeof(err));
+    assert_non_null(strstr(err, "t.conf:12: unknown key 'nod_id' in [cluster] (did you mean "
                                 "'node_id'?)"));
-    load_error("[cluster]\npool = p\n", err, sizeof(err));
+    load_error("[cluster]\nsecret_file = /s\nshare = no\npool = p\n", err, sizeof(err));
     assert_non_null(strstr(err, "t.conf:8: [cluster] is missing required key 'name'"));
-    load_error("[cluster]\nname = c1\nlease = 1s\nnode_id = n0\n", err, sizeof(err));
-    assert_non_null(strstr(err, "t.conf:10: [cluster] lease = '1s' is not allowed"));
-    load_error("[cluster]\nname = c1\nweight = 0\nnode_id = n0\n", err, sizeof(err));
+    load_error("[cluster]\nsecret_file = /s\nshare = no\nname = c1\nlease = 1s\nnode_id = n0\n",
+               err, sizeof(err));
+    assert_non_null(strstr(err, "t.conf:12: [cluster] lease = '1s' is not allowed"));
+    load_error("[cluster]\nsecret_file = /s\nshare = no\nname = c1\nweight = 0\nnode_id = n0\n",
+               err, sizeof(err));
     assert_non_null(strstr(err, "t.conf:8: [cluster] weight = '0' is not allowed"));
-    load_error("[cluster]\nname = c1\nweight = 1e16\nnode_id = n0\n", err, sizeof(err));
+    load_error("[cluster]\nsecret_file = /s\nshare = no\nname = c1\nweight = 1e16\nnode_id = n0\n",
+               err, sizeof(err));
     assert_non_null(strstr(err, "t.conf:8: [cluster] weight = '1e16' is not allowed"));
-    load_error("[cluster]\nname = c/1\n", err, sizeof(err));
+    load_error("[cluster]\nsecret_file = /s\nshare = no\nname = c/1\n", err, sizeof(err));
     assert_non_null(strstr(err, "t.conf:8: [cluster] name = 'c/1' is not allowed"));
-    load_error("[cluster]\nname = c1\nnode_id = a b\n", err, sizeof(err));
+    load_error("[cluster]\nsecret_file = /s\nshare = no\nname = c1\nnode_id = a b\n", err,
+               sizeof(err));
     assert_non_null(strstr(err, "[cluster] node_id = 'a b' is not allowed"));
 
     /* node_id's default is the host name, when that is a node id (this machine's may not be) */

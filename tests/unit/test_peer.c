@@ -120,7 +120,7 @@ static void addr_of(uint16_t port, char *out, size_t cap)
 
 static struct peer_block block(const char *key, uint64_t size, uint32_t bs, uint64_t index)
 {
-    return (struct peer_block){"s3", key, "etag-1", "", size, bs, index};
+    return (struct peer_block){"s3", key, "etag-1", "", size, bs, index, false, false};
 }
 
 /* Reads block b from addr and checks its bytes: 0, or the fetch's error. */
@@ -162,7 +162,8 @@ static void test_read_blocks(void **state)
     assert_int_equal(read_check(pc, addr, &tiny, NULL), 1);
     struct peer_block big = block("big", 4u << 20, 4u << 20, 0);
     assert_int_equal(read_check(pc, addr, &big, NULL), 4 << 20);
-    struct peer_block odd = {"s3 x", "dir/a b&c=d%e+f?g#h\xc3\xa9", "\"e t\"", "v=1&2", 100, 64, 1};
+    struct peer_block odd = {
+        "s3 x", "dir/a b&c=d%e+f?g#h\xc3\xa9", "\"e t\"", "v=1&2", 100, 64, 1, false, false};
     assert_int_equal(read_check(pc, addr, &odd, NULL), 36);
     total += 1 + (4u << 20) + 36;
     n += 3;
@@ -353,7 +354,7 @@ static void test_server_bad_requests(void **state)
     assert_int_equal(raw_status(port, req), 401); /* no headers */
     assert_int_equal(raw_status(port, "GET /v1/ping HTTP/1.1\r\nHost: x\r\n\r\n"), 401);
     /* authentic, for a block size over PEER_BLOCK_SIZE_MAX: 409, the callback not called */
-    struct peer_block b = {"s3", "k", "", "", 1000000000, 134217728, 0};
+    struct peer_block b = {"s3", "k", "", "", 1000000000, 134217728, 0, false, false};
     char name[PEER_NAME_MAX + 1], nonce_hex[33], mac_hex[65];
     uint8_t nonce[PEER_NONCE_LEN] = {1, 2, 3}, mac[PEER_MAC_LEN];
     int nl = peer_block_name(&b, name, sizeof(name));

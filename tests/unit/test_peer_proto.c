@@ -24,7 +24,7 @@ static int name_of(const struct peer_block *b, char *out)
 static void test_block_len(void **state)
 {
     (void)state;
-    struct peer_block b = {"s3", "k", "e", "", 10, 4, 0};
+    struct peer_block b = {"s3", "k", "e", "", 10, 4, 0, false, false};
     assert_int_equal(peer_block_len(&b), 4);
     b.index = 2;
     assert_int_equal(peer_block_len(&b), 2); /* the short last block */
@@ -37,7 +37,8 @@ static void test_block_len(void **state)
     assert_int_equal(peer_block_len(&b), 4);
     b.block_size = 0;
     assert_int_equal(peer_block_len(&b), 0);
-    b = (struct peer_block){"s3", "k", "e", "", UINT64_MAX, 1u << 20, UINT64_MAX >> 20};
+    b = (struct peer_block){"s3",  "k",  "e", "", UINT64_MAX, 1u << 20, UINT64_MAX >> 20,
+                            false, false};
     assert_int_equal(peer_block_len(&b), (1u << 20) - 1);
     b.index = UINT64_MAX;
     assert_int_equal(peer_block_len(&b), 0);
@@ -47,7 +48,7 @@ static void test_name_known(void **state)
 {
     (void)state;
     char n[PEER_NAME_MAX + 1];
-    struct peer_block b = {"s3", "data/x.bin", "abc", "", 10000000, 4194304, 2};
+    struct peer_block b = {"s3", "data/x.bin", "abc", "", 10000000, 4194304, 2, false, false};
     int len = name_of(&b, n);
     assert_string_equal(n, "2:s310:data/x.bin3:abc0:8:100000007:41943041:2");
     assert_int_equal(len, (int)strlen(n));
@@ -58,14 +59,16 @@ static void test_name_injective(void **state)
 {
     (void)state;
     static const struct peer_block pairs[][2] = {
-        {{"ab", "c", "", "", 1, 1, 0}, {"a", "bc", "", "", 1, 1, 0}},
-        {{"a", "b", "c", "", 1, 1, 0}, {"a", "", "bc", "", 1, 1, 0}},
-        {{"a", "k", "e", "v1", 1, 1, 0}, {"a", "k", "ev", "1", 1, 1, 0}},
-        {{"a", "1:b", "", "", 1, 1, 0}, {"a:1", "b", "", "", 1, 1, 0}},
-        {{"a", "k", "", "", 11, 1, 0}, {"a", "k", "", "", 1, 11, 0}},
-        {{"a", "k", "", "", 1, 11, 0}, {"a", "k", "", "", 1, 1, 10}},
-        {{"a", "k", "2:", "", 1, 1, 0}, {"a", "k2:", "", "", 1, 1, 0}},
-        {{"a", "k", "", "3:abc", 1, 1, 0}, {"a", "k", "3:abc", "", 1, 1, 0}},
+        {{"ab", "c", "", "", 1, 1, 0, false, false}, {"a", "bc", "", "", 1, 1, 0, false, false}},
+        {{"a", "b", "c", "", 1, 1, 0, false, false}, {"a", "", "bc", "", 1, 1, 0, false, false}},
+        {{"a", "k", "e", "v1", 1, 1, 0, false, false},
+         {"a", "k", "ev", "1", 1, 1, 0, false, false}},
+        {{"a", "1:b", "", "", 1, 1, 0, false, false}, {"a:1", "b", "", "", 1, 1, 0, false, false}},
+        {{"a", "k", "", "", 11, 1, 0, false, false}, {"a", "k", "", "", 1, 11, 0, false, false}},
+        {{"a", "k", "", "", 1, 11, 0, false, false}, {"a", "k", "", "", 1, 1, 10, false, false}},
+        {{"a", "k", "2:", "", 1, 1, 0, false, false}, {"a", "k2:", "", "", 1, 1, 0, false, false}},
+        {{"a", "k", "", "3:abc", 1, 1, 0, false, false},
+         {"a", "k", "3:abc", "", 1, 1, 0, false, false}},
     };
     for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
         char a[PEER_NAME_MAX + 1], b[PEER_NAME_MAX + 1];
@@ -89,7 +92,8 @@ static void test_name_bounds(void **state)
     memset(etag, 'e', PEER_ETAG_MAX);
     etag[PEER_ETAG_MAX] = '\0';
     /* every field at its bound, every number at its widest: fits PEER_NAME_MAX */
-    struct peer_block b = {backend, key, etag, big, UINT64_MAX, UINT32_MAX, UINT64_MAX};
+    struct peer_block b = {backend,    key,        etag,  big,  UINT64_MAX,
+                           UINT32_MAX, UINT64_MAX, false, false};
     char n[PEER_NAME_MAX + 1];
     assert_true(name_of(&b, n) > 0);
     assert_true(peer_block_name(&b, n, 100) == -EINVAL);
