@@ -17,9 +17,10 @@
 #   TIER_RGW_ADDR            IPv4 address RGW binds and the env file names (default 127.0.0.1;
 #                            scripts/netlink.sh sets its network namespace's address). `start`
 #                            keeps it in DIR/rgw.addr for the later verbs.
-#   TIER_CEPH_ADDR           IPv4 address of the mon and the OSD (mon host, public addr; default
-#                            127.0.0.1). The CTest fixture sets the cluster bridge's address
-#                            (scripts/clusternet.sh) so that network namespaces reach the cluster.
+#   TIER_CEPH_ADDR           IPv4 address of the mon and the OSD (mon host, public and cluster
+#                            addr, the monmap; default 127.0.0.1). The CTest fixture sets the
+#                            cluster bridge's address (scripts/clusternet.sh) so that network
+#                            namespaces reach the cluster.
 #                            When it is not 127.0.0.1 and not TIER_RGW_ADDR, RGW also listens on
 #                            it (same port) and the env file adds S3_ENDPOINT_CLUSTER. `start`
 #                            keeps it in DIR/ceph.addr for the later verbs.
