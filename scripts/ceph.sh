@@ -4,7 +4,8 @@
 # ceph.sh - a private single-node Ceph cluster (one mon, one bluestore OSD on a sparse file, one
 # RGW) that gives the tests and demos a real S3 endpoint on 127.0.0.1. Everything lives in one
 # state directory: the cluster conf, keyrings, mon store, OSD, logs, pid files and the `env` file
-# that tests read (S3_ENDPOINT, S3_REGION, S3_ACCESS_KEY, S3_SECRET_KEY). Nothing touches
+# that tests read (S3_ENDPOINT, S3_REGION, S3_ACCESS_KEY, S3_SECRET_KEY, and with TIER_CEPH_ADDR
+# S3_ENDPOINT_CLUSTER). Nothing touches
 # /etc/ceph or /var/lib/ceph and no systemd is involved. Called by the CTest fixture `rgw`
 # (start/stop) and by tests/lib/testutil.c (stop-rgw/start-rgw); see docs/CEPH.md.
 #
@@ -15,8 +16,14 @@
 #                            7480 is taken by something else, e.g. another engineer's cluster)
 #   TIER_RGW_ADDR            IPv4 address RGW binds and the env file names (default 127.0.0.1;
 #                            scripts/netlink.sh sets its network namespace's address). `start`
-#                            keeps it in DIR/rgw.addr for the later verbs. The mon and the OSD
-#                            stay on 127.0.0.1 whatever it is.
+#                            keeps it in DIR/rgw.addr for the later verbs.
+#   TIER_CEPH_ADDR           IPv4 address of the mon and the OSD (mon host, public and cluster
+#                            addr, the monmap; default 127.0.0.1). The CTest fixture sets the
+#                            cluster bridge's address (scripts/clusternet.sh) so that network
+#                            namespaces reach the cluster.
+#                            When it is not 127.0.0.1 and not TIER_RGW_ADDR, RGW also listens on
+#                            it (same port) and the env file adds S3_ENDPOINT_CLUSTER. `start`
+#                            keeps it in DIR/ceph.addr for the later verbs.
 #   TIER_CEPH_START_TIMEOUT  seconds `start` may take in all (default 180)
 #   TIER_CEPH_STOP_GRACE     seconds between SIGTERM and SIGKILL on stop (default 20)
 #
@@ -66,6 +73,11 @@ RGW_ADDR=${TIER_RGW_ADDR:-}
 [[ -n $RGW_ADDR || ! -r $DIR/rgw.addr ]] || read -r RGW_ADDR <"$DIR/rgw.addr" || true
 RGW_ADDR=${RGW_ADDR:-127.0.0.1}
 [[ $RGW_ADDR =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]] || die "TIER_RGW_ADDR=$RGW_ADDR is not an IPv4 address"
+# The mon's and the OSD's address, found the same way (DIR/ceph.addr).
+CEPH_ADDR=${TIER_CEPH_ADDR:-}
+[[ -n $CEPH_ADDR || ! -r $DIR/ceph.addr ]] || read -r CEPH_ADDR <"$DIR/ceph.addr" || true
+CEPH_ADDR=${CEPH_ADDR:-127.0.0.1}
+[[ $CEPH_ADDR =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]] || die "TIER_CEPH_ADDR=$CEPH_ADDR is not an IPv4 address"
 
 exec 9>"$DIR/.lock"
 flock -w "$((START_TIMEOUT + 30))" 9 || die "$DIR is locked by another ceph.sh"
@@ -131,11 +143,21 @@ http_code() {
     curl -s -o /dev/null -w '%{http_code}' --connect-timeout 2 --max-time 5 "$@" "$url" 2>/dev/null || true
 }
 
+# The addresses RGW listens on: RGW_ADDR, and CEPH_ADDR too when it is another one and not
+# loopback (the cluster bridge's address, for clients in other network namespaces).
+rgw_addrs() {
+    echo "$RGW_ADDR"
+    [[ $CEPH_ADDR == 127.0.0.1 || $CEPH_ADDR == "$RGW_ADDR" ]] || echo "$CEPH_ADDR"
+}
+
+# RGW answers HTTP on each of its addresses.
 rgw_answers() {
-    local port code
+    local port code a
     port=$(rgw_port) || return 1
-    code=$(http_code "http://$RGW_ADDR:$port/")
-    [[ $code != 000 ]]
+    for a in $(rgw_addrs); do
+        code=$(http_code "http://$a:$port/")
+        [[ $code != 000 ]] || return 1
+    done
 }
 
 # A SigV4-signed ListBuckets with the env file's credentials.
@@ -149,17 +171,30 @@ signed_ok() {
     [[ $code == 200 ]]
 }
 
+# ip_is_local ADDR: ADDR is 127.0.0.1 or an address of an interface of this network namespace.
+ip_is_local() {
+    [[ $1 == 127.0.0.1 ]] && return 0
+    ip -4 -o addr show 2>/dev/null | grep -qF " inet $1/"
+}
+
 # The kernel's uuid source needs no extra package (uuidgen comes only via ceph's dependencies).
 new_uuid() { cat /proc/sys/kernel/random/uuid; }
 
 # port_busy PORT [ADDR]: something listens on ADDR:PORT (ADDR defaults to 127.0.0.1).
 port_busy() { (exec 3<>"/dev/tcp/${2:-127.0.0.1}/$1") 2>/dev/null; }
 
-# pick_port FIRST [ADDR]: FIRST if free on ADDR, else the next free one (bounded).
+# pick_port FIRST ADDR...: FIRST if free on every ADDR, else the next port free on all (bounded).
 pick_port() {
-    local p
+    local p a busy
     for ((p = $1; p < $1 + 100; p++)); do
-        port_busy "$p" "${2:-127.0.0.1}" || {
+        busy=''
+        for a in "${@:2}"; do
+            if port_busy "$p" "$a"; then
+                busy=1
+                break
+            fi
+        done
+        [[ -n $busy ]] || {
             echo "$p"
             return 0
         }
@@ -203,7 +238,7 @@ stop_all() {
     # Remove the data (the sparse OSD file is the big one); keep the logs for post-mortems.
     rm -rf "$DIR/mon" "$DIR/osd" "$DIR/osd-block" "$DIR/rgw" "$DIR/crash" "$DIR/run" "$RUNDIR"
     rm -f "$DIR"/*.pid "$DIR"/*.keyring "$DIR/monmap" "$DIR/osd-secret.json" "$DIR/env" \
-        "$DIR/rgw.port" "$DIR/rgw.addr" "$DIR/s3.keys" "$CONF"
+        "$DIR/rgw.port" "$DIR/rgw.addr" "$DIR/ceph.addr" "$DIR/s3.keys" "$CONF"
 }
 
 stop_rgw() {
@@ -216,13 +251,18 @@ stop_rgw() {
 # ---- start -----------------------------------------------------------------------------------
 
 write_conf() {
-    local fsid=$1 monport=$2 rgwport=$3
+    local fsid=$1 monport=$2 rgwport=$3 endpoints='' a
+    for a in $(rgw_addrs); do
+        endpoints+="endpoint=$a:$rgwport "
+    done
     cat >"$CONF.tmp" <<EOF
 # Generated by scripts/ceph.sh for $DIR; private to this directory.
 [global]
 fsid = $fsid
-mon host = [v2:127.0.0.1:$monport]
-public addr = 127.0.0.1
+mon host = [v2:$CEPH_ADDR:$monport]
+public addr = $CEPH_ADDR
+# The OSD's cluster and heartbeat messengers too (without it they bind every address).
+cluster addr = $CEPH_ADDR
 ms bind ipv6 = false
 ms bind msgr1 = false
 auth cluster required = cephx
@@ -275,7 +315,7 @@ osd memory target = 1073741824
 keyring = $DIR/rgw.keyring
 log file = $LOGDIR/\$name.log
 rgw data = $DIR/rgw
-rgw frontends = beast endpoint=$RGW_ADDR:$rgwport tcp_nodelay=1
+rgw frontends = beast ${endpoints}tcp_nodelay=1
 rgw thread pool size = 128
 # The usage log is the RGW's own count of requests by category (test_sched_rgw.sh compares it
 # with the scheduler's count of backend calls); flushed every second.
@@ -298,15 +338,17 @@ launch() {
 }
 
 start_rgw_daemon() {
-    local pid
+    local pid a
     if pid=$(pid_of "$RGW_NAME"); then
         wait_for "RGW to answer" rgw_answers || return 1
         return 0
     fi
-    port_busy "$(rgw_port)" "$RGW_ADDR" && {
-        log "port $RGW_ADDR:$(rgw_port) is taken by another process"
-        return 1
-    }
+    for a in $(rgw_addrs); do
+        if port_busy "$(rgw_port)" "$a"; then
+            log "port $a:$(rgw_port) is taken by another process"
+            return 1
+        fi
+    done
     launch "$RGW_NAME" radosgw -n "$RGW_NAME" || return 1
     wait_for "RGW to answer" rgw_answers
 }
@@ -344,6 +386,7 @@ write_env() {
         if signed_ok "$region" "$S3_AK" "$S3_SK"; then
             {
                 echo "S3_ENDPOINT=http://$RGW_ADDR:$port"
+                [[ $CEPH_ADDR == 127.0.0.1 ]] || echo "S3_ENDPOINT_CLUSTER=http://$CEPH_ADDR:$port"
                 echo "S3_REGION=$region"
                 echo "S3_ACCESS_KEY=$S3_AK"
                 echo "S3_SECRET_KEY=$S3_SK"
@@ -355,7 +398,8 @@ write_env() {
     return 1
 }
 
-# Healthy: all three daemons ours and alive, RGW answers a signed request with the env's keys.
+# Healthy: all three daemons ours and alive, RGW answers a signed request with the env's keys
+# (and HTTP on each of its addresses).
 healthy() {
     local S3_ACCESS_KEY='' S3_SECRET_KEY='' S3_REGION='' k v
     pid_of mon.a >/dev/null && pid_of osd.0 >/dev/null && pid_of "$RGW_NAME" >/dev/null || return 1
@@ -367,23 +411,29 @@ healthy() {
         S3_SECRET_KEY) S3_SECRET_KEY=$v ;;
         esac
     done <"$DIR/env"
-    signed_ok "$S3_REGION" "$S3_ACCESS_KEY" "$S3_SECRET_KEY"
+    signed_ok "$S3_REGION" "$S3_ACCESS_KEY" "$S3_SECRET_KEY" && rgw_answers
 }
 
 start_fresh() {
-    local fsid monport rgwport uuid secret id
+    local fsid monport rgwport uuid secret id a addrs
     stop_all
     rm -rf "$LOGDIR"
     mkdir -p "$LOGDIR" "$DIR/mon" "$DIR/osd" "$DIR/rgw" "$DIR/crash" "$RUNDIR"
 
-    monport=$(pick_port 3300) || die "no free port for the mon"
     RGW_ADDR=${TIER_RGW_ADDR:-127.0.0.1}
+    CEPH_ADDR=${TIER_CEPH_ADDR:-127.0.0.1}
+    ip_is_local "$CEPH_ADDR" || die "TIER_CEPH_ADDR=$CEPH_ADDR is not an address of this host (ip -4 addr)"
+    monport=$(pick_port 3300 "$CEPH_ADDR") || die "no free port for the mon"
     echo "$RGW_ADDR" >"$DIR/rgw.addr"
+    echo "$CEPH_ADDR" >"$DIR/ceph.addr"
+    mapfile -t addrs < <(rgw_addrs)
     if [[ -n ${TIER_RGW_PORT:-} ]]; then
         rgwport=$TIER_RGW_PORT
-        port_busy "$rgwport" "$RGW_ADDR" && die "TIER_RGW_PORT=$rgwport is already in use"
+        for a in "${addrs[@]}"; do
+            port_busy "$rgwport" "$a" && die "TIER_RGW_PORT=$rgwport is already in use on $a"
+        done
     else
-        rgwport=$(pick_port 7480 "$RGW_ADDR") || die "no free port for RGW"
+        rgwport=$(pick_port 7480 "${addrs[@]}") || die "no free port for RGW"
     fi
     echo "$rgwport" >"$DIR/rgw.port"
     fsid=$(new_uuid)
@@ -395,13 +445,13 @@ start_fresh() {
     ceph-authtool --create-keyring "$DIR/admin.keyring" --gen-key -n client.admin \
         --cap mon 'allow *' --cap osd 'allow *' --cap mgr 'allow *' --cap mds 'allow *' >/dev/null
     ceph-authtool "$DIR/mon.keyring" --import-keyring "$DIR/admin.keyring" >/dev/null
-    monmaptool --create --fsid "$fsid" --addv a "[v2:127.0.0.1:$monport]" "$DIR/monmap" \
+    monmaptool --create --fsid "$fsid" --addv a "[v2:$CEPH_ADDR:$monport]" "$DIR/monmap" \
         >/dev/null
     launch mon.a ceph-mon --mkfs -i a --monmap "$DIR/monmap" --keyring "$DIR/mon.keyring" ||
         fail_start "ceph-mon --mkfs"
     launch mon.a ceph-mon -i a || fail_start "ceph-mon"
     wait_for "the mon" mon_up || fail_start "mon did not come up"
-    log "mon up on port $monport (${SECONDS}s)"
+    log "mon up on $CEPH_ADDR:$monport (${SECONDS}s)"
 
     # osd: register, mkfs (creates the sparse block file), run.
     uuid=$(new_uuid)
@@ -420,23 +470,31 @@ start_fresh() {
     cephc auth get-or-create "$RGW_NAME" mon 'allow rw' osd 'allow rwx' \
         -o "$DIR/rgw.keyring" 2>>"$LOGDIR/ceph-cli.out" || fail_start "rgw key"
     start_rgw_daemon || fail_start "RGW did not come up"
-    log "RGW answers on port $rgwport (${SECONDS}s)"
+    log "RGW answers on $(rgw_addrs | tr '\n' ' ')port $rgwport (${SECONDS}s)"
     ensure_user || fail_start "radosgw-admin user create"
     wait_for "a signed request to succeed" write_env || fail_start "signed request failed"
 }
 
+# The env file's endpoints on one line.
+endpoints() { grep '^S3_ENDPOINT' "$DIR/env" | paste -sd ' ' -; }
+
 start() {
-    local t0=$SECONDS was=''
+    local t0=$SECONDS was='' was_ceph=''
     [[ ! -r $DIR/rgw.addr ]] || read -r was <"$DIR/rgw.addr" || true
-    if [[ -n $was && $was != "$RGW_ADDR" ]]; then
-        # The running cluster's RGW binds another address: neither fast path applies.
-        log "RGW address changes from $was to $RGW_ADDR; starting from scratch"
+    if [[ -n $was ]]; then
+        was_ceph=127.0.0.1
+        [[ ! -r $DIR/ceph.addr ]] || read -r was_ceph <"$DIR/ceph.addr" || true
+    fi
+    if [[ -n $was && ($was != "$RGW_ADDR" || $was_ceph != "$CEPH_ADDR") ]]; then
+        # The running cluster binds other addresses: neither fast path applies.
+        log "addresses change from RGW $was, mon/OSD $was_ceph to RGW $RGW_ADDR, mon/OSD $CEPH_ADDR;" \
+            "starting from scratch"
         start_fresh
-        log "started in $((SECONDS - t0))s: $(grep S3_ENDPOINT "$DIR/env") (env: $DIR/env)"
+        log "started in $((SECONDS - t0))s: $(endpoints) (env: $DIR/env)"
         return 0
     fi
     if healthy; then
-        log "already running from $DIR ($(grep S3_ENDPOINT "$DIR/env"))"
+        log "already running from $DIR ($(endpoints))"
         return 0
     fi
     if pid_of mon.a >/dev/null && pid_of osd.0 >/dev/null && [[ -r $DIR/s3.keys ]] &&
@@ -449,7 +507,7 @@ start() {
         log "RGW restart failed; starting from scratch"
     fi
     start_fresh
-    log "started in $((SECONDS - t0))s: $(grep S3_ENDPOINT "$DIR/env") (env: $DIR/env)"
+    log "started in $((SECONDS - t0))s: $(endpoints) (env: $DIR/env)"
 }
 
 case $VERB in
@@ -460,7 +518,7 @@ stop)
     ;;
 status)
     if rgw_answers; then
-        echo "RGW answers at http://$RGW_ADDR:$(rgw_port)"
+        echo "RGW answers at $(rgw_addrs | sed "s|.*|http://&:$(rgw_port)|" | tr '\n' ' ')(mon/OSD on $CEPH_ADDR)"
     else
         echo "RGW not answering"
         exit 1
