@@ -219,6 +219,43 @@ static void test_query_valid(void **state)
         -EINVAL);
 }
 
+/* The request's mode (m): optional, c or w, once; not in the name, but in the request's HMAC */
+static void test_query_mode(void **state)
+{
+    (void)state;
+    struct peer_query q;
+    struct peer_block b;
+    assert_int_equal(parse_query("b=s3&k=k&e=&v=&s=10&z=4&i=0", &q, &b), 0);
+    assert_false(b.cached_only || b.warm);
+    assert_int_equal(peer_block_mode(&b), 0);
+    assert_int_equal(parse_query("b=s3&k=k&e=&v=&s=10&z=4&i=0&m=c", &q, &b), 0);
+    assert_true(b.cached_only && !b.warm);
+    assert_int_equal(peer_block_mode(&b), 'c');
+    char n1[PEER_NAME_MAX + 1], n2[PEER_NAME_MAX + 1];
+    name_of(&b, n1);
+    assert_int_equal(parse_query("m=w&b=s3&k=k&e=&v=&s=10&z=4&i=0", &q, &b), 0);
+    assert_true(b.warm && !b.cached_only);
+    name_of(&b, n2);
+    assert_string_equal(n1, n2);
+    assert_int_equal(parse_query("b=s3&k=k&e=&v=&s=10&z=4&i=0&m=x", &q, &b), -EINVAL);
+    assert_int_equal(parse_query("b=s3&k=k&e=&v=&s=10&z=4&i=0&m=", &q, &b), -EINVAL);
+    assert_int_equal(parse_query("b=s3&k=k&e=&v=&s=10&z=4&i=0&m=c&m=c", &q, &b), -EINVAL);
+    assert_int_equal(parse_query("b=s3&k=k&e=&v=&s=10&z=4&m=c", &q, &b), -EINVAL);
+
+    uint8_t nonce[PEER_NONCE_LEN] = {1, 2, 3}, m0[PEER_MAC_LEN], mc[PEER_MAC_LEN], mw[PEER_MAC_LEN],
+            m0b[PEER_MAC_LEN];
+    const char *sec = "0123456789abcdef";
+    assert_int_equal(peer_req_mac(sec, 16, nonce, n1, strlen(n1), m0), 0);
+    assert_int_equal(peer_req_mac_mode(sec, 16, 0, nonce, n1, strlen(n1), m0b), 0);
+    assert_int_equal(peer_req_mac_mode(sec, 16, 'c', nonce, n1, strlen(n1), mc), 0);
+    assert_int_equal(peer_req_mac_mode(sec, 16, 'w', nonce, n1, strlen(n1), mw), 0);
+    assert_memory_equal(m0, m0b, PEER_MAC_LEN);
+    assert_memory_not_equal(m0, mc, PEER_MAC_LEN);
+    assert_memory_not_equal(m0, mw, PEER_MAC_LEN);
+    assert_memory_not_equal(mc, mw, PEER_MAC_LEN);
+    assert_int_equal(peer_req_mac_mode(sec, 16, 'x', nonce, n1, strlen(n1), mw), -EINVAL);
+}
+
 static void test_query_refuses(void **state)
 {
     (void)state;
@@ -296,7 +333,7 @@ int main(void)
         cmocka_unit_test(test_name_injective), cmocka_unit_test(test_name_bounds),
         cmocka_unit_test(test_mac_known),      cmocka_unit_test(test_hex),
         cmocka_unit_test(test_query_valid),    cmocka_unit_test(test_query_refuses),
-        cmocka_unit_test(test_headers),
+        cmocka_unit_test(test_headers),        cmocka_unit_test(test_query_mode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -39,6 +39,7 @@ struct srv {
     char addr[64];
     int served;
     bool holds; /* answers a handover (cached_only): it holds every block */
+    int warmed;
 };
 
 static ssize_t serve(void *ud, const char *from, const struct peer_block *b, void *buf, size_t len)
@@ -47,6 +48,10 @@ static ssize_t serve(void *ud, const char *from, const struct peer_block *b, voi
     (void)from;
     if (b->cached_only && !sv->holds)
         return -ENOENT;
+    if (b->warm) { /* fetched into this node's cache: none of it goes back */
+        __atomic_fetch_add(&sv->warmed, 1, __ATOMIC_RELAXED);
+        return (ssize_t)len;
+    }
     uint8_t *p = buf;
     for (size_t i = 0; i < len; i++)
         p[i] = byte_of(b, i);
@@ -314,6 +319,35 @@ static void test_handover(void **state)
     assert_int_equal(f->b.served + f->c.served, before);
 }
 
+/* A cluster stage: the blocks other nodes own are warmed there, this node's own are its own */
+static void test_warm(void **state)
+{
+    struct fix *f = *state;
+    int own = 0;
+    for (uint64_t i = 0; i < 64; i++) {
+        struct peer_block b = blk(i);
+        enum router_why why = ROUTER_WHY_N;
+        int rc = router_warm(f->r, &b, &why);
+        if (strcmp(owner_of(&f->w, i), "a") == 0) {
+            assert_int_equal(rc, -EAGAIN);
+            assert_int_equal(why, ROUTER_SELF);
+            own++;
+        } else {
+            assert_int_equal(rc, 0);
+        }
+    }
+    assert_int_equal(f->b.warmed + f->c.warmed, 64 - own);
+    assert_int_equal(f->b.served + f->c.served, 0); /* no bytes went back */
+    struct router_stats st;
+    assert_int_equal(router_stats_get(f->r, &st, NULL, NULL), 0);
+    assert_int_equal(st.warms, (uint64_t)(64 - own));
+    assert_int_equal(st.peer_bytes, 0);
+    struct peer_server_stats ss;
+    peer_server_stats_get(f->b.s, &ss);
+    assert_int_equal(ss.warmed, (uint64_t)f->b.warmed);
+    assert_int_equal(ss.served_bytes, 0);
+}
+
 static void test_fenced_alone_consumer(void **state)
 {
     struct fix *f = *state;
@@ -348,6 +382,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_owner_serves, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dead_peer_skipped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_handover, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_warm, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fenced_alone_consumer, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
