@@ -12,7 +12,7 @@
  * TRANSITION -> FUNCTION
  *   a new epoch: members rebuilt, counters kept by id  view_refresh() -> view_adopt()
  *   placed: inflight + 1, requests + 1                 pick(), route()
- *   asked for a handover (this node's own block, or    route(), b->cached_only
+ *   asked for a handover (this node's own block, or    route(), a copy only
  *     one it serves: the best other node's copy)
  *   asked to warm a block it owns (a cluster stage)    router_warm() -> route()
  *   answered: inflight - 1, ok/bytes or failures       account()
