@@ -784,6 +784,8 @@ static void grant(struct sched *s, struct sched_lane *l)
             if (c < 0)
                 return;
             w = first_waiter(l, c);
+            if (!w) /* next_class() picks a class with a waiter: never, but say so */
+                return;
             unlink_waiter(s, l, w);
             l->passed[c] = 0;
             for (int k = c + 1; k < TIER_IO_NCLASSES; k++) {
