@@ -6,8 +6,10 @@
 # objects no node has read before:
 #   alone     one node without [cluster] reads a set of MB MiB: its time is the link's
 #   no peers  four nodes without [cluster] read one set at once: time, RGW bytes / set (4x)
-#   peers     four nodes of one cluster read one set at once: time (aggregate throughput against
-#             4 x alone), RGW bytes / set, the busiest node's served blocks over the mean
+#   peers     four nodes of one cluster read one set at once, each starting at another quarter of
+#             it (as data-parallel jobs read their own shards first): time (aggregate throughput
+#             against 4 x alone), RGW bytes / set, the busiest node's served blocks over the mean
+#   lockstep  the same, every node reading the set in the same order at the same time
 #   hot file  the four read one object of MB MiB at once: RGW bytes, busiest over mean
 #   dead node n4 killed while n1..n3 read a set: seconds until every view has dropped it (lease
 #             LEASE), reads that failed
@@ -18,12 +20,12 @@
 # Prints one table; the goals of issue 25 beside each row.
 #
 # Usage: bench/cluster.sh [WORKDIR]   (root; no other Ceph may run; default /tmp/tierd-bench-cluster)
-#   env: RATE=100mbit MB=64 LEASE=6s BUILD=build-daemonrel BLOCK=1M
+#   env: RATE=100mbit MB=128 LEASE=6s BUILD=build-daemonrel BLOCK=1M
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${1:-/tmp/tierd-bench-cluster}
 RATE=${RATE:-100mbit}
-MB=${MB:-64}
+MB=${MB:-128}
 LEASE=${LEASE:-6s}
 BUILD=${BUILD:-build-daemonrel}
 CN_BLOCK=${BLOCK:-1M}
@@ -67,7 +69,7 @@ BUCKET=bench-cluster-$(date +%s)
 tierd_s3 -X PUT "$S3_ENDPOINT/$BUCKET" >/dev/null
 NOBJ=$((MB / 4))
 SET=$((MB << 20))
-for s in alone nopeer peers dead; do
+for s in alone nopeer peers lockstep dead; do
   tierd_bench_files "$W/src/$s" "$NOBJ" 4096
   tierd_bench_upload "$W/src/$s" "$S3_ENDPOINT/$BUCKET/$s"
 done
@@ -78,17 +80,23 @@ for n in 1 2 3 4; do cn_net_up "$n" "$RATE"; done
 
 now() { date +%s%N; }
 secs() { echo "scale=2; ($2 - $1) / 1000000000" | bc; }
-# read_set N SET: every file of SET through node N's mount, compared with its source
+# read_set N SET [FROM]: every file of SET through node N's mount, compared with its source,
+# starting at file FROM (default 0) and wrapping around
 read_set() {
-  local f
-  for f in "$W/src/$2"/*; do cmp -s "$f" "$W/mnt$1/d/$2/${f##*/}" || return 1; done
+  local files=("$W/src/$2"/*) i f
+  for ((i = 0; i < ${#files[@]}; i++)); do
+    f=${files[$(((i + ${3:-0}) % ${#files[@]}))]}
+    cmp -s "$f" "$W/mnt$1/d/$2/${f##*/}" || return 1
+  done
 }
-# read_all SET N...: at once on each node; prints the failed reads
+# read_all SET N...: at once on each node; prints the failed reads; with ROTATE=1 node N starts
+# at file (N - 1) x files / 4
 read_all() {
-  local set=$1 n pids=() bad=0
+  local set=$1 n pids=() bad=0 nf
   shift
+  nf=$(find "$W/src/$set" -type f | wc -l)
   for n in "$@"; do
-    read_set "$n" "$set" &
+    read_set "$n" "$set" "$((${ROTATE:-0} * (n - 1) * nf / 4))" &
     pids+=($!)
   done
   for n in "${pids[@]}"; do wait "$n" || bad=$((bad + 1)); done
@@ -143,11 +151,17 @@ for n in 1 2 3 4; do cn_conf "$n" >"$W/tierd$n.conf"; done
 start_all 1 2 3 4
 tierd_poll 120 all_see
 t0=$(now)
-bad=$(read_all peers 1 2 3 4)
+bad=$(ROTATE=1 read_all peers 1 2 3 4)
 t_peers=$(secs "$t0" "$(now)")
 eg=$(echo "scale=2; $(fetched_sum 1 2 3 4) / $SET" | bc)
 agg=$(echo "scale=2; $t_alone / $t_peers" | bc) # (4 sets / t_peers) / (4 x 1 set / t_alone)
 rec peers "${t_peers} s; aggregate / (4 x alone) $agg (goal >= 0.9); RGW bytes / set $eg (goal <= 1.1); busiest / mean served $(served_ratio 1 2 3 4) (goal <= 1.25); failed reads $bad"
+f0=$(fetched_sum 1 2 3 4)
+t0=$(now)
+bad=$(read_all lockstep 1 2 3 4)
+t_lock=$(secs "$t0" "$(now)")
+eg=$(echo "scale=2; ($(fetched_sum 1 2 3 4) - $f0) / $SET" | bc)
+rec lockstep "${t_lock} s; aggregate / (4 x alone) $(echo "scale=2; $t_alone / $t_lock" | bc); RGW bytes / set $eg; failed reads $bad"
 
 # ---- one hot file -----------------------------------------------------------------------------
 f0=$(fetched_sum 1 2 3 4)
@@ -187,12 +201,12 @@ stop_all 1 2 3 4
 cn_net_up 5 none
 cn_net_up 6 none
 head -c $((128 << 20)) /dev/urandom >"$W/lat.bin"
-nsenter --net=/run/netns/tierd-bn5 "$BIN/peer_latency" serve "$(cn_addr 5):7171" "$W/lat.bin" \
+nsenter --net=/run/netns/tierd-bn5 "$PWD/$BUILD/peer_latency" serve "$(cn_addr 5):7171" "$W/lat.bin" \
   "$W/peer.pem" "$W/peer.key" &
 LAT_PID=$!
 lat_up() { nsenter --net=/run/netns/tierd-bn6 bash -c "exec 3<>/dev/tcp/$(cn_addr 5)/7171" 2>/dev/null; }
 tierd_poll 60 lat_up
-nsenter --net=/run/netns/tierd-bn6 "$BIN/peer_latency" fetch "$(cn_addr 5):7171" "$W/lat.bin" 200 \
+nsenter --net=/run/netns/tierd-bn6 "$PWD/$BUILD/peer_latency" fetch "$(cn_addr 5):7171" "$W/lat.bin" 200 \
   "$W/peer.pem" | tee "$W/latency"
 rec latency "$(tail -1 "$W/latency")"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
