@@ -13,7 +13,8 @@
 #
 # Functions: cn_init PREFIX POOL CLUSTER [LEASE] (the names, the certificate, the secret);
 # cn_net_up N RATE (node N's namespace and link; RATE as tc's, `none`: unshaped); cn_conf N
-# [LINE...] (node N's config on stdout); cn_start N / cn_stop N / cn_kill N; cn_api N PATH;
+# [LINE...] (node N's config on stdout; CN_PEER_TIMEOUT its peer_timeout, default 30s: a loaded
+# test machine's first byte is never a reason to skip a peer); cn_start N / cn_stop N / cn_kill N; cn_api N PATH;
 # cn_members N; cn_q N EXPR (python over j = GET /v1/cluster and s = GET /v1/stats);
 # cn_cleanup (for the EXIT trap: kills the nodes, detaches their mounts, takes the namespaces
 # down). CN_PIDS[N] is node N's pid.
@@ -60,7 +61,7 @@ cn_conf() {
   tierd_conf_section cluster "name = $CN_CLUSTER" "ceph_conf = $CEPH/ceph.conf" \
     "pool = $CN_POOL" "node_id = n$n" "address = $(cn_addr "$n"):$CN_PORT" \
     "lease = $CN_LEASE" "secret_file = $T/secret" "tls_cert = $T/peer.pem" \
-    "tls_key = $T/peer.key" "tls_ca = $T/peer.pem" "$@"
+    "tls_key = $T/peer.key" "tls_ca = $T/peer.pem" "peer_timeout = ${CN_PEER_TIMEOUT:-30s}" "$@"
 }
 
 # cn_start N: node N on $T/tierdN.conf in its namespace (log $T/tierdN.log); 1 when its mount

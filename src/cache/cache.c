@@ -395,10 +395,12 @@ static void fetch_slot_give(struct cache *c, struct fetch_slots *fs)
     pthread_mutex_unlock(&c->fetch_mu);
 }
 
-/* Block index of obj from the peer source (cache_set_peer_source), if any: true when it gave all
- * len bytes. The call is counted in peer_calls so that the source is not replaced under it. */
-static bool peer_fetch(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
-                       uint64_t index, void *buf, size_t len)
+/* Block index of obj from the peer source (cache_set_peer_source), if any, in a new buffer of len
+ * bytes: the buffer with the block (d->len == len), the buffer without it (d->len == 0: the
+ * backend's turn), or NULL (no source, no memory). The call is counted in peer_calls so that
+ * the source is not replaced under it. */
+static struct cdata *peer_fetch_into(struct cache *c, const struct tier_ioctx *io,
+                                     const struct cache_obj *obj, uint64_t index, uint32_t len)
 {
     pthread_mutex_lock(&c->hook_mu);
     struct cache_peer_source peer = c->peer;
@@ -406,13 +408,16 @@ static bool peer_fetch(struct cache *c, const struct tier_ioctx *io, const struc
         c->peer_calls++;
     pthread_mutex_unlock(&c->hook_mu);
     if (!peer.fetch)
-        return false;
-    ssize_t n = peer.fetch(peer.ud, io, obj, index, buf, len);
+        return NULL;
+    struct cdata *d = cdata_new(len);
+    ssize_t n = d ? peer.fetch(peer.ud, io, obj, index, d->bytes, len) : -ENOMEM;
     pthread_mutex_lock(&c->hook_mu);
     if (!--c->peer_calls)
         pthread_cond_broadcast(&c->peer_cv);
     pthread_mutex_unlock(&c->hook_mu);
-    return n == (ssize_t)len;
+    if (d && n != (ssize_t)len)
+        d->len = 0; /* no block in it */
+    return d;
 }
 
 static int backend_fetch(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
@@ -424,18 +429,21 @@ static int backend_fetch(struct cache *c, const struct tier_ioctx *io, const str
     pthread_mutex_unlock(&c->hook_mu);
     struct tier_ioctx dio = io ? *io : TIER_IOCTX_DEFAULT;
 
-    /* The buffer is allocated only with a fetch slot (fetch_slot_take): fetches waiting for one
-     * hold no block buffer. */
+    /* The peer source first, without a fetch slot: a load waiting on a peer must not hold one
+     * that the peer's own request to this node (a block this node owns) may need. */
     int cls = (unsigned)dio.cls < TIER_IO_NCLASSES ? (int)dio.cls : TIER_IO_BACKGROUND;
-    struct fetch_slots *fs = fetch_slot_take(c, obj->be, cls);
-    struct cdata *d = fs ? cdata_new(len) : NULL;
-    if (d && peer_fetch(c, &dio, obj, index, d->bytes, len)) {
-        fetch_slot_give(c, fs);
+    struct cdata *d = peer_fetch_into(c, &dio, obj, index, len);
+    if (d && d->len == len) {
         atomic_fetch_add_explicit(&c->peer_fetches, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&c->peer_bytes, len, memory_order_relaxed);
         *out = d;
         return 0;
     }
+    cdata_unref(d);
+    /* The buffer for the backend is allocated only with a fetch slot (fetch_slot_take): fetches
+     * waiting for one hold no block buffer. */
+    struct fetch_slots *fs = fetch_slot_take(c, obj->be, cls);
+    d = fs ? cdata_new(len) : NULL;
     if (hook.before)
         hook.before(hook.ud, &dio, obj, index, len);
     uint64_t t0 = tier_now_mono_ns();

@@ -275,12 +275,13 @@ void cache_set_fetch_hook(struct cache *c, const struct cache_fetch_hook *hook);
 
 /* Peer source: where a block the cache does not hold may come from before the backend (a
  * cluster's owner of the block, docs/CLUSTER.md). Each load of a block that would fetch it from
- * the backend first calls fetch, holding the fetch's slot and its buffer (len bytes: the block's
- * whole length): a return of len is the block's bytes (verified by the source: the cache takes
- * them as a backend's), anything else sends the load on to the backend as without a source. A
- * block from the source is not a backend fetch: the fetch hook does not see it and the stats
- * count it in peer_fetches / peer_bytes, not fetches. NULL: none. Returns once no call of the
- * source it replaces is in progress, so the caller may free what that source's ud points to. */
+ * the backend first calls fetch, before it takes a fetch slot (a load waiting on a peer holds
+ * none), with a buffer of len bytes (the block's whole length): a return of len is the block's
+ * bytes (verified by the source: the cache takes them as a backend's), anything else sends the load
+ * on to the backend as without a source. A block from the source is not a backend fetch: the fetch
+ * hook does not see it and the stats count it in peer_fetches / peer_bytes, not fetches. NULL:
+ * none. Returns once no call of the source it replaces is in progress, so the caller may free what
+ * that source's ud points to. */
 struct cache_peer_source {
     ssize_t (*fetch)(void *ud, const struct tier_ioctx *io, const struct cache_obj *obj,
                      uint64_t index, void *buf, size_t len);

@@ -175,8 +175,9 @@ static bool usable_now(const struct rmem *m, uint64_t now)
 
 /* r->mu held. The member block `id` goes to: its index into r->m, or -1 (no sharing member);
  * *self true when that is this node. *other: the best-ranked sharing member that is not this
- * node (the previous owner of a block this node took over when it joined), or -1. */
-static ssize_t pick(struct router *r, uint64_t id, bool *self, ssize_t *other)
+ * node (the previous owner of a block this node took over when it joined), or -1. bounded:
+ * bounded load may move the block down its order (else the owner, whatever the loads). */
+static ssize_t pick(struct router *r, uint64_t id, bool bounded, bool *self, ssize_t *other)
 {
     uint64_t now = now_ms();
     struct place_node nodes_small[32];
@@ -217,7 +218,7 @@ static ssize_t pick(struct router *r, uint64_t id, bool *self, ssize_t *other)
      * to it; past that, bounded load decides (a spill costs the next node a backend fetch of
      * the block, unless it has it: a few requests in flight are no hot spot worth that) */
     ssize_t p = (ssize_t)top[0];
-    if (load[p] >= r->conf.spill_min)
+    if (bounded && load[p] >= r->conf.spill_min)
         p = place_pick_bounded(nodes, k, id, load, total, r->conf.balance);
     if (p < 0)
         goto out;
@@ -312,7 +313,7 @@ static ssize_t route(struct router *r, const struct peer_block *b, void *buf, si
     bool self = false;
     ssize_t other = -1;
     pthread_mutex_lock(&r->mu);
-    ssize_t i = pick(r, id, &self, &other);
+    ssize_t i = pick(r, id, true, &self, &other);
     /* this node's own block, or one it serves: only a copy the previous owner holds (handover),
      * never a fetch by another node; a warm-up of its own block is its own to do */
     bool handover = i >= 0 && (self || mode == ASK_SERVING) && mode != ASK_WARM;
@@ -364,6 +365,23 @@ int router_warm(struct router *r, const struct peer_block *b, enum router_why *w
 {
     ssize_t n = route(r, b, NULL, 0, ASK_WARM, why);
     return n < 0 ? (int)n : 0;
+}
+
+bool router_owner_is_self(struct router *r, const struct peer_block *b)
+{
+    view_refresh(r);
+    size_t nlen = 0;
+    char *name = block_name(b, &nlen);
+    if (!name)
+        return false;
+    uint64_t id = place_block_id(name, nlen, b->index);
+    free(name);
+    bool self = false;
+    ssize_t other = -1;
+    pthread_mutex_lock(&r->mu);
+    ssize_t i = pick(r, id, false, &self, &other); /* the owner, whatever the loads */
+    pthread_mutex_unlock(&r->mu);
+    return i >= 0 && self;
 }
 
 int router_stats_get(struct router *r, struct router_stats *st, struct router_member **members,

@@ -78,6 +78,10 @@ ssize_t router_fetch(struct router *r, const struct peer_block *b, void *buf, si
  * fetch it here (this node owns it, it is fenced, no member shares, the owner failed). */
 int router_warm(struct router *r, const struct peer_block *b, enum router_why *why);
 
+/* Whether this node is block b's owner in its view (its rendezvous pick among the members that
+ * share, loads aside). */
+bool router_owner_is_self(struct router *r, const struct peer_block *b);
+
 /* One member as this node's router sees it. */
 struct router_member {
     char id[MEMBER_ID_MAX + 1];

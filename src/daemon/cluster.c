@@ -101,8 +101,14 @@ static ssize_t serve_block(void *ud, const char *from, const struct peer_block *
                             .etag = b->etag[0] ? b->etag : NULL,
                             .size_bytes = b->size,
                             .version_id = b->version[0] ? b->version : NULL};
-    if (b->cached_only && !cache_block_cached(d->cache, &obj, b->index))
+    bool cached = cache_block_cached(d->cache, &obj, b->index);
+    if (b->cached_only && !cached)
         return -ENOENT; /* a handover: only a copy this node holds */
+    /* A block this node neither holds nor owns (the asker placed it otherwise: another view,
+     * or bounded load's spill) is refused (503, no failure of this node's): its own readers may
+     * be loading it from the asker, and joining that load would wait on the asker in a loop. */
+    if (!cached && !b->warm && !router_owner_is_self(d->router, b))
+        return -EAGAIN;
     struct tier_ioctx io = TIER_IOCTX_DEFAULT;
     if (b->warm) { /* a cluster stage: into the cache, as staging does (class background) */
         io.cls = TIER_IO_BACKGROUND;
@@ -198,6 +204,14 @@ static int secret_read(const char *path, char **out, size_t *len)
     return 0;
 }
 
+/* A peer request's bound in all: 5 x peer_timeout, at least 10 s (a peer that trickles bytes
+ * never holds a reader longer). */
+static uint32_t peer_total_ms(uint64_t timeout_ms)
+{
+    uint64_t t = timeout_ms * 5 < 10000 ? 10000 : timeout_ms * 5;
+    return t > UINT32_MAX ? UINT32_MAX : (uint32_t)t;
+}
+
 /* The secret, the peer client, the router and (share = yes) the endpoint. */
 static int peers_open(struct tierd *d)
 {
@@ -211,7 +225,8 @@ static int peers_open(struct tierd *d)
                                    .secret = secret,
                                    .secret_len = slen,
                                    .tls_ca = c->cluster_tls_ca,
-                                   .stall_ms = (uint32_t)c->cluster_peer_timeout_ms};
+                                   .stall_ms = (uint32_t)c->cluster_peer_timeout_ms,
+                                   .total_ms = peer_total_ms(c->cluster_peer_timeout_ms)};
     rc = peer_client_new(&pcc, &d->peer_client);
     if (rc)
         goto out;
@@ -388,6 +403,8 @@ int tierd_cluster_open(struct tierd *d)
 
 void tierd_cluster_close(struct tierd *d)
 {
+    if (!d->cfg.cluster_name)
+        return;
     peers_close(d); /* first: the endpoint and the router read d->member */
     member_leave(d->member);
     d->member = NULL;
@@ -396,6 +413,16 @@ void tierd_cluster_close(struct tierd *d)
 }
 
 #else
+
+int tierd_cluster_warm(void *ud, const struct tier_ioctx *io, const struct cache_obj *obj,
+                       uint64_t index)
+{
+    (void)ud;
+    (void)io;
+    (void)obj;
+    (void)index;
+    return -EAGAIN; /* no cluster in this build */
+}
 
 int tierd_cluster_open(struct tierd *d)
 {

@@ -397,11 +397,16 @@ static void check_cluster_peers(struct parser *p)
                      "and a port 1..65535)",
                      c->cluster_address);
     }
+    /* a node that serves needs all three; a consume-only one only the CA, to check its peers */
     int ntls = !!c->cluster_tls_cert + !!c->cluster_tls_key + !!c->cluster_tls_ca;
-    if (ntls && ntls != 3)
+    if (c->cluster_share && ntls && ntls != 3)
         cfg_fail(p, c->cluster_line,
                  "[cluster] TLS needs all of tls_cert, tls_key and tls_ca (the PEM files of "
                  "this node's certificate, its key, and the CA that signed every node's)");
+    if (!c->cluster_share && (c->cluster_tls_cert || c->cluster_tls_key))
+        cfg_fail(p, c->cluster_line,
+                 "[cluster] share = no serves no peer: tls_cert and tls_key are not used (keep "
+                 "tls_ca, with which it checks the peers it reads from)");
     if (!ntls && c->cluster_share && c->cluster_address && !host_is_loopback(c->cluster_address))
         cfg_fail(p, c->cluster_line,
                  "[cluster] address = '%s' is not a loopback address and TLS is not configured: "

@@ -1007,10 +1007,18 @@ static void test_cluster(void **state)
     load_error("[cluster]\nname = c1\nnode_id = n0\nsecret_file = /s\naddress = 10.0.0.7:7\n", err,
                sizeof(err));
     assert_non_null(strstr(err, "is not a loopback address and TLS is not configured"));
-    load_error("[cluster]\nname = c1\nnode_id = n0\nsecret_file = /s\nshare = no\n"
+    load_error("[cluster]\nname = c1\nnode_id = n0\nsecret_file = /s\naddress = 127.0.0.1:1\n"
                "tls_cert = /c\n",
                err, sizeof(err));
     assert_non_null(strstr(err, "[cluster] TLS needs all of tls_cert, tls_key and tls_ca"));
+    load_error("[cluster]\nname = c1\nnode_id = n0\nsecret_file = /s\nshare = no\n"
+               "tls_key = /k\ntls_ca = /a\n",
+               err, sizeof(err));
+    assert_non_null(strstr(err, "[cluster] share = no serves no peer: tls_cert and tls_key"));
+    load_error("[cluster]\nname = c1\nnode_id = n0\nsecret_file = /s\nshare = no\n"
+               "tls_ca = /a\n",
+               err, sizeof(err));
+    assert_string_equal(err, ""); /* a consume-only node checks its peers with the CA alone */
     load_error("[cluster]\nname = c1\nnode_id = n0\nsecret_file = /s\nshare = no\n"
                "balance = 1\n",
                err, sizeof(err));

@@ -152,7 +152,7 @@ static int setup(void **state)
     f->w.n = 3;
     f->w.epoch = 1;
     struct peer_client_conf pcc = {
-        .node_id = "a", .secret = SECRET, .secret_len = strlen(SECRET), .stall_ms = 2000};
+        .node_id = "a", .secret = SECRET, .secret_len = strlen(SECRET), .stall_ms = 60000};
     assert_int_equal(peer_client_new(&pcc, &f->pc), 0);
     struct router_conf rc = {.self_id = "a",
                              .probe_ms = 600000,
