@@ -82,14 +82,8 @@ for n in 1 2 3 4; do cn_net_up "$n" "$RATE"; done
 now() { date +%s%N; }
 secs() { echo "scale=2; ($2 - $1) / 1000000000" | bc; }
 # read_set N SET [FROM]: every file of SET through node N's mount, compared with its source,
-# starting at file FROM (default 0) and wrapping around
-read_set() {
-  local files=("$W/src/$2"/*) i f
-  for ((i = 0; i < ${#files[@]}; i++)); do
-    f=${files[$(((i + ${3:-0}) % ${#files[@]}))]}
-    cmp -s "$f" "$W/mnt$1/d/$2/${f##*/}" || return 1
-  done
-}
+# from file FROM on (tierd_compare_files)
+read_set() { tierd_compare_files "$W/src/$2" "$W/mnt$1/d/$2" "${3:-0}" 2>/dev/null; }
 # read_all SET N...: at once on each node; prints the failed reads; with ROTATE=1 node N starts
 # at file (N - 1) x files / 4
 read_all() {

@@ -30,6 +30,8 @@
 # with it) and the namespace; bridge-down deletes the bridge (veths still on it stay, detached,
 # until their node-down). Verbs are serialised with flock on /run/tierd-clusternet.lock.
 set -euo pipefail
+# shellcheck source=scripts/lib/tc.sh
+. "$(cd "$(dirname "$0")" && pwd -P)/lib/tc.sh"
 
 BR=tierd-cbr0
 BR_ADDR=10.214.0.1
@@ -78,34 +80,6 @@ no_ipv6() {
     else
         sysctl -qw "net.ipv6.conf.$1.disable_ipv6=1" 2>/dev/null || true
     fi
-}
-
-# rate_bits RATE: RATE in bits/s (tc's units), 0 for 0/none; 1 when RATE is none of these
-rate_bits() {
-    local n u
-    [[ ${1,,} == none || $1 == 0 ]] && {
-        echo 0
-        return 0
-    }
-    [[ ${1,,} =~ ^([0-9]+)(bit|kbit|mbit|gbit)$ ]] || return 1
-    n=${BASH_REMATCH[1]}
-    u=${BASH_REMATCH[2]}
-    case $u in
-    bit) echo "$n" ;;
-    kbit) echo $((n * 1000)) ;;
-    mbit) echo $((n * 1000000)) ;;
-    gbit) echo $((n * 1000000000)) ;;
-    esac
-}
-
-# shape DEV BITS [in_ns NS]: a tbf root qdisc on DEV at BITS/s (as scripts/netlink.sh). The bucket
-# holds 4 ms of traffic (at least 64 KiB, so that one GSO segment fits); packets queue up to 50 ms,
-# then drop (TCP backs off, which is how the rate holds).
-shape() {
-    local dev=$1 bits=$2 burst
-    burst=$((bits / 8 / 250))
-    ((burst >= 65536)) || burst=65536
-    "${@:3}" tc qdisc replace dev "$dev" root tbf rate "${bits}bit" burst "$burst" latency 50ms
 }
 
 # foreign_users: the addresses and routes in 10.214.0.0/16 that are not our bridge's, one a line
@@ -163,7 +137,7 @@ node_up() {
     [[ $name =~ ^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$ ]] || die "NAME '$name' is not a namespace name ([A-Za-z0-9_.-], up to 64)"
     [[ $index =~ ^[0-9]{1,3}$ ]] && ((10#$index >= 1 && 10#$index <= 244)) || die "INDEX '$index' is not 1..244"
     index=$((10#$index))
-    bits=$(rate_bits "$rate") || die "RATE '$rate' is not NUMBER{bit,kbit,mbit,gbit}, 0 or none"
+    bits=$(tc_rate_bits "$rate") || die "RATE '$rate' is not NUMBER{bit,kbit,mbit,gbit}, 0 or none"
     ((bits == 0 || bits >= 100000)) || die "RATE '$rate' is below 100kbit"
     addr=$NET.$((10 + index))
     host=tierd-cv$index
@@ -185,8 +159,8 @@ node_up() {
     ip link set "$host" up
     in_ns "$name" ip link set "$NODE_DEV" up
     if ((bits > 0)); then
-        shape "$host" "$bits"
-        shape "$NODE_DEV" "$bits" in_ns "$name"
+        tc_shape "$host" "$bits"
+        tc_shape "$NODE_DEV" "$bits" in_ns "$name"
     fi
     trap - EXIT
     shaping=unshaped

@@ -38,6 +38,8 @@ HOST_ADDR=10.213.0.1
 STORE_ADDR=10.213.0.2
 PREFIX=30
 HERE=$(cd "$(dirname "$0")" && pwd -P)
+# shellcheck source=scripts/lib/tc.sh
+. "$HERE/lib/tc.sh"
 
 die() {
     echo "netlink.sh: $*" >&2
@@ -71,30 +73,6 @@ in_ns() { ip netns exec "$NS" "$@" 8>&-; }
 
 ns_exists() { ip netns list 2>/dev/null | grep -qE "^$NS( |$)"; }
 veth_exists() { ip link show "$VETH_HOST" >/dev/null 2>&1; }
-
-# rate_bits RATE: RATE in bits/s (tc's units), or 1 when RATE is not NUMBER{bit,kbit,mbit,gbit}
-rate_bits() {
-    local n u
-    [[ ${1,,} =~ ^([0-9]+)(bit|kbit|mbit|gbit)$ ]] || return 1
-    n=${BASH_REMATCH[1]}
-    u=${BASH_REMATCH[2]}
-    case $u in
-    bit) echo "$n" ;;
-    kbit) echo $((n * 1000)) ;;
-    mbit) echo $((n * 1000000)) ;;
-    gbit) echo $((n * 1000000000)) ;;
-    esac
-}
-
-# shape DEV BITS [netns]: a tbf root qdisc on DEV at BITS/s. The bucket holds 4 ms of traffic
-# (at least 64 KiB, so that one GSO segment fits); packets queue up to 50 ms, then drop (TCP backs
-# off, which is how the rate holds).
-shape() {
-    local dev=$1 bits=$2 burst
-    burst=$((bits / 8 / 250))
-    ((burst >= 65536)) || burst=65536
-    "${@:3}" tc qdisc replace dev "$dev" root tbf rate "${bits}bit" burst "$burst" latency 50ms
-}
 
 # proxy_pid: the running proxy's pid (from DIR/proxy.pid, only if its command line is our proxy
 # for this DIR); 1 when none
@@ -155,7 +133,8 @@ wait_file() {
 up() {
     local rate=$1 delay=${2:-} bits k v endpoint direct port pid
     local S3_ENDPOINT='' S3_REGION='' S3_ACCESS_KEY='' S3_SECRET_KEY=''
-    bits=$(rate_bits "$rate") || die "RATE '$rate' is not NUMBER{bit,kbit,mbit,gbit} (e.g. 200mbit)"
+    bits=$(tc_rate_bits "$rate") && ((bits > 0)) ||
+        die "RATE '$rate' is not NUMBER{bit,kbit,mbit,gbit} (e.g. 200mbit)"
     ((bits >= 100000)) || die "RATE '$rate' is below 100kbit"
     if [[ -n $delay ]]; then
         [[ $delay =~ ^[0-9]+$ ]] && ((delay <= 10000)) || die "DELAY_MS '$delay' is not 0..10000"
@@ -180,8 +159,8 @@ up() {
     in_ns ip addr add "$STORE_ADDR/$PREFIX" dev "$VETH_STORE"
     ip link set "$VETH_HOST" up
     in_ns ip link set "$VETH_STORE" up
-    shape "$VETH_HOST" "$bits"
-    shape "$VETH_STORE" "$bits" in_ns
+    tc_shape "$VETH_HOST" "$bits"
+    tc_shape "$VETH_STORE" "$bits" in_ns
     log "link up: $HOST_ADDR ($VETH_HOST) <-> $STORE_ADDR ($VETH_STORE in netns $NS), tbf $rate each way"
 
     in_ns env TIER_RGW_ADDR="$STORE_ADDR" "$HERE/ceph.sh" start "$CEPH_DIR" >>"$DIR/netlink.log" 2>&1 ||

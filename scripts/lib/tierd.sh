@@ -219,6 +219,20 @@ tierd_s3_code() { curl -s -o /dev/null -w '%{http_code}' "${TIERD_S3_SIG[@]}" "$
 
 # ---- benchmark data and results -----------------------------------------------------------------
 
+# tierd_compare_files SRC DST [FROM]: every file of SRC compared with DST/NAME, in name order from
+# the FROM-th (default 0) round to the end and on from the first (several readers of one set
+# starting at different places); 1 with the name on stderr at the first difference or failed read
+tierd_compare_files() {
+  local files=("$1"/*) i f
+  for ((i = 0; i < ${#files[@]}; i++)); do
+    f=${files[$(((i + ${3:-0}) % ${#files[@]}))]}
+    cmp -s "$f" "$2/${f##*/}" || {
+      echo "$2/${f##*/} differs from $f (or cannot be read)" >&2
+      return 1
+    }
+  done
+}
+
 # tierd_bench_files DIR N KB: N files of KB KiB of random bytes in DIR (made afresh), named
 # s0001.bin ... (zero-padded to N's width)
 tierd_bench_files() {

@@ -919,52 +919,6 @@ static int bind_tcp(const char *hostport, int *fd_out)
     return rc;
 }
 
-/* The whole of a PEM file, NUL-terminated (MHD takes certificates and keys in memory). */
-static int read_pem(const char *what, const char *path, bool secret, char **out)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    int rc = 0;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        rc = -errno;
-        tier_err_set("[api] %s = %s cannot be read: %s", what, path, strerror(-rc));
-        goto out;
-    }
-    if (secret && (st.st_mode & S_IRWXO)) {
-        rc = -EPERM;
-        tier_err_set("[api] %s = %s is readable by every user (mode %04o): chmod o-rwx %s", what,
-                     path, (unsigned)(st.st_mode & 07777), path);
-        goto out;
-    }
-    if (!S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size > (1 << 20)) {
-        rc = -EINVAL;
-        tier_err_set("[api] %s = %s is not a PEM file (a regular file, at most 1 MiB)", what, path);
-        goto out;
-    }
-    char *buf = malloc((size_t)st.st_size + 1);
-    if (!buf) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    size_t got = 0;
-    while (got < (size_t)st.st_size) {
-        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-        if (n <= 0) {
-            rc = n < 0 ? -errno : -EIO;
-            tier_err_set("[api] %s = %s: read failed", what, path);
-            free(buf);
-            goto out;
-        }
-        got += (size_t)n;
-    }
-    buf[got] = '\0';
-    *out = buf;
-out:
-    if (fd >= 0)
-        close(fd);
-    return rc;
-}
-
 static int start_listener(struct tierd_api *a, struct listener *l, int fd)
 {
     const struct tierd_config *cfg = &a->d->cfg;
@@ -1050,9 +1004,9 @@ int tierd_api_start(struct tierd *d, struct tierd_api **out)
                 tier_err_set("[api] tls_cert is set but this libmicrohttpd has no TLS support");
                 goto fail;
             }
-            rc = read_pem("tls_cert", d->cfg.api_tls_cert, false, &a->tls_cert_pem);
+            rc = tier_read_pem("[api] tls_cert =", d->cfg.api_tls_cert, false, &a->tls_cert_pem);
             if (rc == 0)
-                rc = read_pem("tls_key", d->cfg.api_tls_key, true, &a->tls_key_pem);
+                rc = tier_read_pem("[api] tls_key =", d->cfg.api_tls_key, true, &a->tls_key_pem);
             if (rc)
                 goto fail;
         }

@@ -35,6 +35,7 @@
 #include "cluster/peer_proto.h"
 #include "common/dynbuf.h"
 #include "common/err.h"
+#include "common/strutil.h"
 
 static void stat_add(uint64_t *c, uint64_t n)
 {
@@ -274,55 +275,6 @@ out:
     return ret;
 }
 
-/* The whole of a PEM file, NUL-terminated (MHD takes certificates and keys in memory). A key
- * readable by every user is refused. */
-static int read_pem(const char *what, const char *path, bool secret, char **out)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    int rc = 0;
-    char *buf = NULL;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        rc = -errno;
-        tier_err_set("peer endpoint: %s %s cannot be read: %s", what, path, strerror(-rc));
-        goto out;
-    }
-    if (secret && (st.st_mode & S_IRWXO)) {
-        rc = -EPERM;
-        tier_err_set("peer endpoint: %s %s is readable by every user (mode %04o): chmod o-rwx %s",
-                     what, path, (unsigned)(st.st_mode & 07777), path);
-        goto out;
-    }
-    if (!S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size > (1 << 20)) {
-        rc = -EINVAL;
-        tier_err_set("peer endpoint: %s %s is not a PEM file (a regular file, at most 1 MiB)", what,
-                     path);
-        goto out;
-    }
-    buf = malloc((size_t)st.st_size + 1);
-    if (!buf) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    size_t got = 0;
-    while (got < (size_t)st.st_size) {
-        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-        if (n <= 0) {
-            rc = n < 0 ? -errno : -EIO;
-            tier_err_set("peer endpoint: %s %s: read failed", what, path);
-            free(buf);
-            goto out;
-        }
-        got += (size_t)n;
-    }
-    buf[got] = '\0';
-    *out = buf;
-out:
-    if (fd >= 0)
-        close(fd);
-    return rc;
-}
-
 /* A listening IPv4 socket on HOST:PORT (an address or a name; an empty host: every address),
  * with its port. */
 static int bind_listen(const char *hostport, int *fd_out, uint16_t *port_out)
@@ -405,9 +357,9 @@ int peer_server_start(const struct peer_server_conf *conf, struct peer_server **
             tier_err_set("peer endpoint: TLS is configured but this libmicrohttpd has no TLS");
             goto fail;
         }
-        rc = read_pem("tls_cert", conf->tls_cert, false, &s->cert_pem);
+        rc = tier_read_pem("peer endpoint: tls_cert", conf->tls_cert, false, &s->cert_pem);
         if (rc == 0)
-            rc = read_pem("tls_key", conf->tls_key, true, &s->key_pem);
+            rc = tier_read_pem("peer endpoint: tls_key", conf->tls_key, true, &s->key_pem);
         if (rc)
             goto fail;
         flags |= MHD_USE_TLS;

@@ -13,6 +13,8 @@
 #include <openssl/hmac.h>
 #include <xxhash.h>
 
+#include "common/strutil.h"
+
 uint32_t peer_block_len(const struct peer_block *b)
 {
     if (b->block_size == 0)
@@ -138,26 +140,15 @@ void peer_hex_encode(const uint8_t *in, size_t n, char *out)
     out[2 * n] = '\0';
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int peer_hex_decode(const char *s, size_t slen, uint8_t *out, size_t n)
 {
     if (!s || slen != 2 * n)
         return -EINVAL;
     for (size_t i = 0; i < slen; i++)
-        if (hexval(s[i]) < 0)
+        if (tier_hex_digit(s[i]) < 0)
             return -EINVAL;
     for (size_t i = 0; i < n; i++)
-        out[i] = (uint8_t)(hexval(s[2 * i]) << 4 | hexval(s[2 * i + 1]));
+        out[i] = (uint8_t)(tier_hex_digit(s[2 * i]) << 4 | tier_hex_digit(s[2 * i + 1]));
     return 0;
 }
 

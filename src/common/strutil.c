@@ -1,14 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* strutil.c - bounded string and strict number parsing helpers. See strutil.h. */
+/* strutil.c - bounded string and strict number parsing helpers, hex, PEM files. See strutil.h. */
 #include "common/strutil.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/err.h"
 
 size_t tier_strlcpy(char *dst, const char *src, size_t dstsz)
 {
@@ -238,4 +243,60 @@ bool tier_all_digits(const char *s, size_t n)
         if (s[i] < '0' || s[i] > '9')
             return false;
     return true;
+}
+
+int tier_hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+int tier_read_pem(const char *what, const char *path, bool secret, char **out)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    int rc = 0;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        rc = -errno;
+        tier_err_set("%s %s cannot be read: %s", what, path, strerror(-rc));
+        goto out;
+    }
+    if (secret && (st.st_mode & S_IRWXO)) {
+        rc = -EPERM;
+        tier_err_set("%s %s is readable by every user (mode %04o): chmod o-rwx %s", what, path,
+                     (unsigned)(st.st_mode & 07777), path);
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size > (1 << 20)) {
+        rc = -EINVAL;
+        tier_err_set("%s %s is not a PEM file (a regular file, at most 1 MiB)", what, path);
+        goto out;
+    }
+    char *buf = malloc((size_t)st.st_size + 1);
+    if (!buf) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    size_t got = 0;
+    while (got < (size_t)st.st_size) {
+        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+        if (n <= 0) {
+            rc = n < 0 ? -errno : -EIO;
+            tier_err_set("%s %s: read failed", what, path);
+            free(buf);
+            goto out;
+        }
+        got += (size_t)n;
+    }
+    buf[got] = '\0';
+    *out = buf;
+out:
+    if (fd >= 0)
+        close(fd);
+    return rc;
 }

@@ -40,6 +40,13 @@ char *tier_read_text(const char *path);
 
 /* Lowercase hex of len bytes into out (2*len+1 bytes). */
 void tier_hex(const void *data, size_t len, char *out);
+/* The value of one hex digit (either case), or -1. */
+int tier_hex_digit(char c);
+
+/* The whole of a PEM file (a regular file of at most 1 MiB), NUL-terminated, malloc'd into *out:
+ * 0, or -errno with tier_err_msg() saying "WHAT PATH ..." (what: e.g. "[api] tls_key =").
+ * secret: a key, refused (-EPERM) when every user may read it. */
+int tier_read_pem(const char *what, const char *path, bool secret, char **out);
 
 /* a + b, or UINT64_MAX where it would wrap (sums of rates from user input). */
 static inline uint64_t tier_sum_sat(uint64_t a, uint64_t b)

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "common/strutil.h"
 #include "tiers/retry.h"
 
 struct code_map {
@@ -136,24 +137,13 @@ int s3_uri_encode(struct dynbuf *out, const char *s, bool keep_slash)
     return 0;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int s3_uri_decode(char *s)
 {
     char *w = s;
     for (const char *r = s; *r; r++) {
         if (*r == '%') {
-            int hi = hexval(r[1]);
-            int lo = hi < 0 ? -1 : hexval(r[2]);
+            int hi = tier_hex_digit(r[1]);
+            int lo = hi < 0 ? -1 : tier_hex_digit(r[2]);
             if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
                 return -EPROTO;
             *w++ = (char)(hi << 4 | lo);

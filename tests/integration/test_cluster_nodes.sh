@@ -46,15 +46,7 @@ make_set() {
   tierd_bench_upload "$T/src/$1" "$S3_ENDPOINT/$BUCKET/$1"
 }
 # read_set N NAME: every file of set NAME through node N's mount, compared with its source
-read_set() {
-  local f
-  for f in "$T/src/$2"/*; do
-    cmp -s "$f" "$T/mnt$1/d/$2/${f##*/}" || {
-      echo "n$1 read $2/${f##*/} wrong (or failed)" >&2
-      return 1
-    }
-  done
-}
+read_set() { tierd_compare_files "$T/src/$2" "$T/mnt$1/d/$2"; }
 # read_all NAME N...: read_set NAME on each node N at once; fails when any read did
 read_all() {
   local set=$1 n pids=() rc=0

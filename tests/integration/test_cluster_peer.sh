@@ -99,12 +99,7 @@ make_set() {
   tierd_bench_upload "$T/src/$1" "$S3_ENDPOINT/$BUCKET/$1"
 }
 # read_set N NAME: read set NAME through node N's mount, every file compared with its source
-read_set() {
-  local f
-  for f in "$T/src/$2"/*; do
-    cmp -s "$f" "$T/mnt$1/d/$2/${f##*/}" || fail "n$1 read $2/${f##*/} wrong (or failed)"
-  done
-}
+read_set() { tierd_compare_files "$T/src/$2" "$T/mnt$1/d/$2" || fail "n$1 read set $2 wrong"; }
 SET_BYTES=$((NOBJ * OBJ_KIB * 1024))
 
 # a free block of 8 ports for the endpoints (n1..n4 at PORT0 + N)
