@@ -7,9 +7,10 @@
 # that tests read (S3_ENDPOINT, S3_REGION, S3_ACCESS_KEY, S3_SECRET_KEY, and with TIER_CEPH_ADDR
 # S3_ENDPOINT_CLUSTER). Nothing touches
 # /etc/ceph or /var/lib/ceph and no systemd is involved. Called by the CTest fixture `rgw`
-# (start/stop) and by tests/lib/testutil.c (stop-rgw/start-rgw); see docs/CEPH.md.
+# (start/stop) and by tests/lib/testutil.c (stop-rgw/start-rgw, stop-osd/start-osd); see
+# docs/CEPH.md.
 #
-# Usage: scripts/ceph.sh start|stop|status|start-rgw|stop-rgw [DIR]
+# Usage: scripts/ceph.sh start|stop|status|start-rgw|stop-rgw|start-osd|stop-osd [DIR]
 #   DIR defaults to ${TMPDIR:-/tmp}/tierd-ceph.
 # Environment:
 #   TIER_RGW_PORT            RGW port (default 7480; without it the next free port is used when
@@ -44,7 +45,7 @@ die() {
 log() { echo "ceph.sh: $*" >&2; }
 
 usage() {
-    echo "usage: $0 start|stop|status|start-rgw|stop-rgw [DIR]" >&2
+    echo "usage: $0 start|stop|status|start-rgw|stop-rgw|start-osd|stop-osd [DIR]" >&2
     exit 2
 }
 
@@ -52,7 +53,7 @@ usage() {
 VERB=$1
 DIR=${2:-${TMPDIR:-/tmp}/tierd-ceph}
 case $VERB in
-start | stop | status | start-rgw | stop-rgw) ;;
+start | stop | status | start-rgw | stop-rgw | start-osd | stop-osd) ;;
 *) usage ;;
 esac
 
@@ -244,6 +245,15 @@ stop_all() {
 stop_rgw() {
     local pid
     pid=$(pid_of "$RGW_NAME" || true)
+    [[ -n $pid ]] || return 0
+    kill_and_wait "$STOP_GRACE" "$pid"
+}
+
+# stop_osd: the OSD's process ends (SIGTERM, then SIGKILL after the grace); its data stays, for
+# start-osd (an OSD restart under the clients: their ops wait, their watches error)
+stop_osd() {
+    local pid
+    pid=$(pid_of osd.0 || true)
     [[ -n $pid ]] || return 0
     kill_and_wait "$STOP_GRACE" "$pid"
 }
@@ -525,6 +535,16 @@ status)
     fi
     ;;
 stop-rgw) stop_rgw ;;
+stop-osd) stop_osd ;;
+start-osd)
+    [[ -r $CONF ]] || die "no cluster in $DIR; run: $0 start $DIR"
+    pid_of mon.a >/dev/null || die "the mon is not running from $DIR"
+    DEADLINE=$((SECONDS + 120))
+    if ! pid_of osd.0 >/dev/null; then
+        launch osd.0 ceph-osd -i 0 || die "ceph-osd did not start (log $LOGDIR/osd.0.out)"
+    fi
+    wait_for "the OSD" osd_up || die "the OSD did not come up (log $LOGDIR/osd.0.out)"
+    ;;
 start-rgw)
     [[ -r $CONF ]] || die "no cluster in $DIR; run: $0 start $DIR"
     if ! pid_of mon.a >/dev/null || ! pid_of osd.0 >/dev/null; then

@@ -7,6 +7,12 @@ if(TIER_HAVE_RADOS)
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_cluster_member.c
     LIBS tier_cluster_member TIMEOUT 600)
   set_tests_properties(cluster_member PROPERTIES FIXTURES_REQUIRED rgw LABELS rgw)
+  # The OSD restarted under two members (scripts/ceph.sh stop-osd, start-osd): alone, since every
+  # RADOS and RGW user waits while the OSD is down.
+  add_test(NAME cluster_osd_restart COMMAND cluster_member)
+  set_tests_properties(cluster_osd_restart PROPERTIES FIXTURES_REQUIRED rgw LABELS rgw
+    RUN_SERIAL TRUE TIMEOUT 600
+    ENVIRONMENT "TIER_TEST_FILTER=test_osd_restart;TIER_SRC=${PROJECT_SOURCE_DIR};TIER_CEPH_DIR=${TIER_CEPH_DIR}")
 endif()
 
 # Two tierd with one [cluster] section (src/daemon/cluster.c) on real FUSE mounts: each lists both

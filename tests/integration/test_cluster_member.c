@@ -5,7 +5,9 @@
  * incarnation; members joining at once all land (compare-and-swap retries); omap keys with a NUL
  * in them ("node.x\0junk", "epoch\0x") are ignored. Each member has its own RADOS client, as
  * separate nodes would. Conditions are polled with deadlines of minutes; where a member's lock
- * lapsing (a stall of 2/3 of a lease) would fail a test, the lease is 20 s. */
+ * lapsing (a stall of 2/3 of a lease) would fail a test, the lease is 20 s. test_osd_restart
+ * restarts the OSD (scripts/ceph.sh stop-osd, start-osd), so it runs alone, as the test
+ * cluster_osd_restart (TIER_TEST_FILTER), which CTest runs with no other test beside it. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -21,6 +23,7 @@
 #include <cmocka.h>
 
 #include "cluster/member.h"
+#include "testutil.h"
 
 #define POOL "tierd-cluster-test"
 #define DEADLINE_MS (180 * 1000)
@@ -394,6 +397,37 @@ static void test_join_at_once(void **state)
     }
 }
 
+/* The OSD restarts under two members: their renewals and watches fail while it is down (librados
+ * waits up to its op timeout); once it is back both serve again, each lists the other's current
+ * incarnation, and a third member that joins afterwards is seen by both. */
+static void test_osd_restart(void **state)
+{
+    (void)state;
+    char cl[96];
+    cluster_name(cl, sizeof(cl), "osd");
+    const uint32_t lease = 20000;
+    struct node a, b, c;
+    alpha_and_beta(&a, &b, cl, lease);
+    wait_seen(b.m, "alpha", 1);
+    assert_int_equal(tu_ceph_ctl("stop-osd"), 0);
+    assert_int_equal(tu_ceph_ctl("start-osd"), 0);
+    int64_t end = now_ms() + DEADLINE_MS;
+    while (!member_may_serve(a.m) || !member_may_serve(b.m) ||
+           seen(a.m, "beta") != member_incarnation(b.m) ||
+           seen(b.m, "alpha") != member_incarnation(a.m))
+        assert_true(now_ms() < end && (pause_ms(50), 1));
+    connect_node(&c);
+    join_node(&c, cl, "gamma", 1.0, lease);
+    wait_seen(a.m, "gamma", 1);
+    wait_seen(b.m, "gamma", 1);
+    member_leave(c.m);
+    member_leave(b.m);
+    member_leave(a.m);
+    disconnect_node(&c);
+    disconnect_node(&a);
+    disconnect_node(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -402,6 +436,14 @@ int main(void)
         cmocka_unit_test(test_paused_member_fences_then_rejoins),
         cmocka_unit_test(test_join_at_once),
         cmocka_unit_test(test_nul_keys_ignored),
+        cmocka_unit_test(test_osd_restart),
     };
+    /* TIER_TEST_FILTER names the tests to run (cluster_osd_restart: test_osd_restart); without
+     * it, all but test_osd_restart */
+    const char *only = getenv("TIER_TEST_FILTER");
+    if (only && *only)
+        cmocka_set_test_filter(only);
+    else
+        cmocka_set_skip_filter("test_osd_restart");
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
