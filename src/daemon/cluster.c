@@ -43,7 +43,8 @@ struct cluster_conn {
     rados_ioctx_t io;
 };
 
-/* Set on an endpoint thread while it reads a block for a peer: its loads skip the peers. */
+/* Set on an endpoint thread while it reads a block for a peer: its loads ask other nodes only
+ * for a handover (a copy they hold), never for a fetch. */
 static _Thread_local bool serving;
 
 /* The backend named name, if it is one whose blocks peers share (S3: the cold tier; a POSIX
@@ -82,8 +83,9 @@ static ssize_t source_fetch(void *ud, const struct tier_ioctx *io, const struct 
     return router_fetch(d->router, &b, buf, len, serving, NULL);
 }
 
-/* The endpoint's callback: block b from this node's cache (a hit, or one fetch from the backend
- * that every asker waits on: the cache's single-flight). */
+/* The endpoint's callback: block b from this node's cache (a hit, a handover, or one fetch from
+ * the backend that every asker waits on: the cache's single-flight); a warm (b->warm) only
+ * brings it in. */
 static ssize_t serve_block(void *ud, const char *from, const struct peer_block *b, void *buf,
                            size_t len)
 {
