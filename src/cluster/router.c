@@ -32,10 +32,10 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster/peer_proto.h"
 #include "cluster/place.h"
 #include "common/timeutil.h"
 
@@ -145,26 +145,18 @@ static void view_refresh(struct router *r)
     free(v);
 }
 
-/* The block's identity for placement: every field of its name with its length before it, so
- * that no two blocks share one (as the peer protocol's block name). NULL: out of memory. */
-static char *block_name(const struct peer_block *b, size_t *len)
+/* The membership now (view_refresh()) and block b's placement id: that of the peer protocol's
+ * block name (peer_block_name(), the name every node gives the block). 0, or -EINVAL for a block
+ * the protocol cannot name (a field over its bound): no peer could be asked for it. */
+static int block_place(struct router *r, const struct peer_block *b, uint64_t *id)
 {
-    const char *f[4] = {b->backend, b->key, b->etag, b->version ? b->version : ""};
-    size_t total = 0;
-    for (int i = 0; i < 4; i++)
-        total += strlen(f[i]) + 21;
-    char *s = malloc(total + 1);
-    if (!s)
-        return NULL;
-    size_t at = 0;
-    for (int i = 0; i < 4; i++) {
-        size_t l = strlen(f[i]);
-        at += (size_t)snprintf(s + at, total + 1 - at, "%zu:", l);
-        memcpy(s + at, f[i], l);
-        at += l;
-    }
-    *len = at;
-    return s;
+    view_refresh(r);
+    char name[PEER_NAME_MAX + 1];
+    int n = peer_block_name(b, name, sizeof(name));
+    if (n < 0)
+        return n;
+    *id = place_block_id(name, (size_t)n, b->index);
+    return 0;
 }
 
 /* r->mu held: whether member i may be placed on now (its probe is due when skipped). */
@@ -300,13 +292,9 @@ static ssize_t route(struct router *r, const struct peer_block *b, void *buf, si
 {
     if (r->conf.may_serve && !r->conf.may_serve(r->conf.ud))
         return fall_back(r, ROUTER_FENCED, why);
-    view_refresh(r);
-    size_t nlen = 0;
-    char *name = block_name(b, &nlen);
-    if (!name)
+    uint64_t id;
+    if (block_place(r, b, &id) != 0)
         return fall_back(r, ROUTER_ALONE, why);
-    uint64_t id = place_block_id(name, nlen, b->index);
-    free(name);
 
     char peer_id[MEMBER_ID_MAX + 1], addr[MEMBER_ADDR_MAX + 1];
     uint64_t incarnation;
@@ -369,13 +357,9 @@ int router_warm(struct router *r, const struct peer_block *b, enum router_why *w
 
 bool router_owner_is_self(struct router *r, const struct peer_block *b)
 {
-    view_refresh(r);
-    size_t nlen = 0;
-    char *name = block_name(b, &nlen);
-    if (!name)
+    uint64_t id;
+    if (block_place(r, b, &id) != 0)
         return false;
-    uint64_t id = place_block_id(name, nlen, b->index);
-    free(name);
     bool self = false;
     ssize_t other = -1;
     pthread_mutex_lock(&r->mu);

@@ -15,13 +15,17 @@ if(TIER_HAVE_RADOS)
     ENVIRONMENT "TIER_TEST_FILTER=test_osd_restart;TIER_SRC=${PROJECT_SOURCE_DIR};TIER_CEPH_DIR=${TIER_CEPH_DIR}")
 endif()
 
+# The environment of the shell tests below (tests/integration/lib.sh's tierd_test_rgw_setup).
+set(TIER_CLUSTER_SHELL_ENV
+  "TIER_BIN=${CMAKE_BINARY_DIR};TIER_SRC=${PROJECT_SOURCE_DIR};TIER_CEPH_DIR=${TIER_CEPH_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+
 # Two tierd with one [cluster] section (src/daemon/cluster.c) on real FUSE mounts: each lists both
 # (GET /v1/cluster, tierctl cluster); SIGTERM and SIGKILL take one out of the other's view.
 if(TIER_HAVE_RADOS AND TARGET tierd)
   add_test(NAME cluster_tierd COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_cluster_tierd.sh)
   set_tests_properties(cluster_tierd PROPERTIES TIMEOUT 600 LABELS "fuse;rgw"
     FIXTURES_REQUIRED rgw
-    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_SRC=${PROJECT_SOURCE_DIR};TIER_CEPH_DIR=${TIER_CEPH_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+    ENVIRONMENT "${TIER_CLUSTER_SHELL_ENV}")
 endif()
 
 # Peer reads between three tierd over the RGW (src/cluster/router.c, peer.c, daemon/cluster.c):
@@ -31,7 +35,7 @@ if(TIER_HAVE_RADOS AND TARGET tierd)
   add_test(NAME cluster_peer COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_cluster_peer.sh)
   set_tests_properties(cluster_peer PROPERTIES TIMEOUT 900 LABELS "fuse;rgw"
     FIXTURES_REQUIRED rgw
-    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_SRC=${PROJECT_SOURCE_DIR};TIER_CEPH_DIR=${TIER_CEPH_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+    ENVIRONMENT "${TIER_CLUSTER_SHELL_ENV}")
 endif()
 
 # Four tierd in network namespaces of their own (scripts/clusternet.sh), TLS between them, shaped
@@ -40,5 +44,5 @@ if(TIER_HAVE_RADOS AND TARGET tierd)
   add_test(NAME cluster_nodes COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_cluster_nodes.sh)
   set_tests_properties(cluster_nodes PROPERTIES TIMEOUT 1200 LABELS "fuse;rgw"
     FIXTURES_REQUIRED rgw RESOURCE_LOCK clusternet
-    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_SRC=${PROJECT_SOURCE_DIR};TIER_CEPH_DIR=${TIER_CEPH_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+    ENVIRONMENT "${TIER_CLUSTER_SHELL_ENV}")
 endif()

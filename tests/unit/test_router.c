@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "cluster/peer.h"
+#include "cluster/peer_proto.h"
 #include "cluster/place.h"
 #include "cluster/router.h"
 
@@ -126,9 +127,9 @@ static const char *owner_of(const struct world *w, uint64_t i)
             map[k++] = m;
         }
     struct peer_block b = blk(i);
-    char name[256];
-    int len = snprintf(name, sizeof(name), "%zu:%s%zu:%s%zu:%s%zu:%s", strlen(b.backend), b.backend,
-                       strlen(b.key), b.key, strlen(b.etag), b.etag, strlen(b.version), b.version);
+    char name[PEER_NAME_MAX + 1];
+    int len = peer_block_name(&b, name, sizeof(name));
+    assert_true(len > 0);
     ssize_t o = place_owner(nodes, k, place_block_id(name, (size_t)len, i));
     return o < 0 ? NULL : w->v[map[o]].id;
 }
