@@ -43,7 +43,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -58,6 +57,7 @@
 
 #include "common/dynbuf.h"
 #include "common/err.h"
+#include "common/listen.h"
 #include "common/log.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
@@ -875,50 +875,6 @@ fail:
     return rc;
 }
 
-static int bind_tcp(const char *hostport, int *fd_out)
-{
-    char host[256];
-    const char *colon = strrchr(hostport, ':');
-    if (!colon || (size_t)(colon - hostport) >= sizeof(host))
-        return -EINVAL;
-    memcpy(host, hostport, (size_t)(colon - hostport));
-    host[colon - hostport] = '\0';
-    char *h = host;
-    size_t hl = strlen(h);
-    if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') { /* [::1]:7700 */
-        h[hl - 1] = '\0';
-        h++;
-    }
-    struct addrinfo hints, *res = NULL;
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    int g = getaddrinfo(*h ? h : NULL, colon + 1, &hints, &res);
-    if (g != 0) {
-        tier_err_set("[api] tcp = %s: %s", hostport, gai_strerror(g));
-        return -EINVAL;
-    }
-    int rc = -EADDRNOTAVAIL;
-    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-        if (fd < 0)
-            continue;
-        int one = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 64) == 0) {
-            *fd_out = fd;
-            rc = 0;
-            break;
-        }
-        rc = -errno;
-        close(fd);
-    }
-    freeaddrinfo(res);
-    if (rc)
-        tier_err_set("cannot listen on [api] tcp = %s: %s", hostport, strerror(-rc));
-    return rc;
-}
-
 static int start_listener(struct tierd_api *a, struct listener *l, int fd)
 {
     const struct tierd_config *cfg = &a->d->cfg;
@@ -1010,7 +966,7 @@ int tierd_api_start(struct tierd *d, struct tierd_api **out)
             if (rc)
                 goto fail;
         }
-        rc = bind_tcp(d->cfg.api_tcp, &fd);
+        rc = tier_listen_tcp("[api] tcp =", d->cfg.api_tcp, AF_UNSPEC, &fd, NULL);
         if (rc)
             goto fail;
         rc = start_listener(a, &a->tcp_l, fd);

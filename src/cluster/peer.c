@@ -17,7 +17,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -35,6 +34,7 @@
 #include "cluster/peer_proto.h"
 #include "common/dynbuf.h"
 #include "common/err.h"
+#include "common/listen.h"
 #include "common/strutil.h"
 
 static void stat_add(uint64_t *c, uint64_t n)
@@ -275,55 +275,6 @@ out:
     return ret;
 }
 
-/* A listening IPv4 socket on HOST:PORT (an address or a name; an empty host: every address),
- * with its port. */
-static int bind_listen(const char *hostport, int *fd_out, uint16_t *port_out)
-{
-    char host[256];
-    const char *colon = hostport ? strrchr(hostport, ':') : NULL;
-    if (!colon || (size_t)(colon - hostport) >= sizeof(host) || !colon[1]) {
-        tier_err_set("peer endpoint: listen = %s: not HOST:PORT", hostport ? hostport : "(null)");
-        return -EINVAL;
-    }
-    memcpy(host, hostport, (size_t)(colon - hostport));
-    host[colon - hostport] = '\0';
-    struct addrinfo hints, *res = NULL;
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_INET;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    int g = getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &res);
-    if (g != 0) {
-        tier_err_set("peer endpoint: listen = %s: %s", hostport, gai_strerror(g));
-        return -EINVAL;
-    }
-    int rc = -EADDRNOTAVAIL;
-    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-        if (fd < 0) {
-            rc = -errno;
-            continue;
-        }
-        int one = 1;
-        struct sockaddr_in sin;
-        socklen_t sl = sizeof(sin);
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 64) == 0 &&
-            getsockname(fd, (struct sockaddr *)&sin, &sl) == 0) {
-            *fd_out = fd;
-            *port_out = ntohs(sin.sin_port);
-            rc = 0;
-            break;
-        }
-        rc = -errno;
-        close(fd);
-    }
-    freeaddrinfo(res);
-    if (rc)
-        tier_err_set("peer endpoint: cannot listen on %s: %s", hostport, strerror(-rc));
-    return rc;
-}
-
 int peer_server_start(const struct peer_server_conf *conf, struct peer_server **out)
 {
     int rc = 0, fd = -1;
@@ -366,7 +317,7 @@ int peer_server_start(const struct peer_server_conf *conf, struct peer_server **
         opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, s->cert_pem};
         opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, s->key_pem};
     }
-    rc = bind_listen(conf->listen, &fd, &s->port);
+    rc = tier_listen_tcp("peer endpoint: listen =", conf->listen, AF_INET, &fd, &s->port);
     if (rc)
         goto fail;
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, fd, NULL};
