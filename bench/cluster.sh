@@ -29,7 +29,7 @@ MB=${MB:-128}
 LEASE=${LEASE:-6s}
 BUILD=${BUILD:-build-daemonrel}
 CN_BLOCK=${BLOCK:-1M}
-CN_PEER_TIMEOUT=2s # the default
+CN_PEER_TIMEOUT=10s # the default (backend_timeout)
 SRC=$(pwd -P)
 # shellcheck source=scripts/lib/tierd.sh
 . scripts/lib/tierd.sh

@@ -27,7 +27,9 @@
  *   R3 a block goes to a peer only when this node may serve; to the pick when that is not this
  *      node and the caller is not serving a peer, else (a handover) to the best other node for
  *      a copy it holds (cached_only: it never fetches, so no request travels on). A failure of
- *      the peer returns -EAGAIN (the caller reads the backend), never an error. */
+ *      the peer returns -EAGAIN (the caller reads the backend), never an error.
+ *   R4 the pick ranks before this node in the block's order, or is this node (bounded load
+ *      stops at this node, whose load is 0), so a peer's router_serves_for() agrees to load it. */
 #include "cluster/router.h"
 
 #include <errno.h>
@@ -355,17 +357,27 @@ int router_warm(struct router *r, const struct peer_block *b, enum router_why *w
     return n < 0 ? (int)n : 0;
 }
 
-bool router_owner_is_self(struct router *r, const struct peer_block *b)
+bool router_serves_for(struct router *r, const struct peer_block *b, const char *asker)
 {
     uint64_t id;
     if (block_place(r, b, &id) != 0)
         return false;
-    bool self = false;
-    ssize_t other = -1;
+    const struct rmem *me = NULL, *them = NULL;
     pthread_mutex_lock(&r->mu);
-    ssize_t i = pick(r, id, false, &self, &other); /* the owner, whatever the loads */
+    for (size_t i = 0; i < r->n; i++) {
+        const struct rmem *m = &r->m[i];
+        if (!m->e.addr[0])
+            continue;
+        if (strcmp(m->e.id, r->self_id) == 0)
+            me = m;
+        else if (asker && strcmp(m->e.id, asker) == 0)
+            them = m;
+    }
+    bool ok =
+        me && (!them || place_better(place_score(me->hash, id, me->e.weight), me->hash,
+                                     place_score(them->hash, id, them->e.weight), them->hash));
     pthread_mutex_unlock(&r->mu);
-    return i >= 0 && self;
+    return ok;
 }
 
 int router_stats_get(struct router *r, struct router_stats *st, struct router_member **members,

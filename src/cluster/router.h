@@ -78,9 +78,16 @@ ssize_t router_fetch(struct router *r, const struct peer_block *b, void *buf, si
  * fetch it here (this node owns it, it is fenced, no member shares, the owner failed). */
 int router_warm(struct router *r, const struct peer_block *b, enum router_why *why);
 
-/* Whether this node is block b's owner in its view (its rendezvous pick among the members that
- * share, loads aside). */
-bool router_owner_is_self(struct router *r, const struct peer_block *b);
+/* Whether this node may load block b (a fetch, when it holds no copy) for a request of the node
+ * whose id is asker: when this node ranks before the asker in the block's rendezvous order (a
+ * comparison of the two nodes' scores alone, so that every view with the same weights agrees),
+ * or the asker shares nothing in this node's view (a consume-only node, or one it has not seen
+ * join). A node asks only nodes that rank before it (its pick, or with bounded load a later
+ * choice that still ranks before it: it places itself first once reached), and a node that
+ * serves a peer asks no one for a fetch (only a handover, answered from a copy), so the waits a
+ * request can start all go towards better-ranked nodes and never form a cycle. false when this
+ * node shares nothing in its view (not joined). */
+bool router_serves_for(struct router *r, const struct peer_block *b, const char *asker);
 
 /* One member as this node's router sees it. */
 struct router_member {

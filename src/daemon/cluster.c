@@ -90,7 +90,6 @@ static ssize_t serve_block(void *ud, const char *from, const struct peer_block *
                            size_t len)
 {
     struct tierd *d = ud;
-    (void)from;
     if (b->block_size != cache_block_size(d->cache))
         return -EXDEV;
     if (!len || peer_block_len(b) != len) /* past the object's end: no such block */
@@ -106,10 +105,12 @@ static ssize_t serve_block(void *ud, const char *from, const struct peer_block *
     bool cached = cache_block_cached(d->cache, &obj, b->index);
     if (b->cached_only && !cached)
         return -ENOENT; /* a handover: only a copy this node holds */
-    /* A block this node neither holds nor owns (the asker placed it otherwise: another view,
-     * or bounded load's spill) is refused (503, no failure of this node's): its own readers may
-     * be loading it from the asker, and joining that load would wait on the asker in a loop. */
-    if (!cached && !b->warm && !router_owner_is_self(d->router, b))
+    /* A block this node does not hold is loaded for the asker only when this node ranks before
+     * it in the block's order (router_serves_for: the owner, or bounded load's spill or a
+     * skipped owner's next choice); else it is refused (503, no failure of this node's): its
+     * own readers may be loading the block from the asker, and joining that load would wait on
+     * the asker in a loop. */
+    if (!cached && !b->warm && !router_serves_for(d->router, b, from))
         return -EAGAIN;
     struct tier_ioctx io = TIER_IOCTX_DEFAULT;
     if (b->warm) { /* a cluster stage: into the cache, as staging does (class background) */

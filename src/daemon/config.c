@@ -1357,7 +1357,7 @@ static void apply_defaults(struct tierd_config *c)
     c->cluster_lease_ms = 10000;
     c->cluster_weight_val = 1.0;
     c->cluster_share = true;
-    c->cluster_peer_timeout_ms = 2000;
+    c->cluster_peer_timeout_ms = 0; /* backend_timeout (finish) */
     c->cluster_balance_val = 1.25;
     c->tenant_pid_cache = TENANT_PID_CACHE_DEFAULT;
     c->tenant_reserved_ids = TIERD_RESERVED_IDS_UNSET;
@@ -1438,6 +1438,10 @@ static void finish_defaults(struct parser *p)
         c->cache.disk_bytes = 0;
     if (!p->set_pin_size)
         c->cache.pin_bytes = (c->cache_disk_dir ? c->cache.disk_bytes : c->cache.ram_bytes) / 2;
+    /* A peer's first byte of a block it does not hold comes after its own backend fetch, which
+     * may take backend_timeout: a shorter deadline would take a busy owner for a hung one. */
+    if (!c->cluster_peer_timeout_ms)
+        c->cluster_peer_timeout_ms = c->backend_timeout_ms;
     /* One backend call, retries included, must end within backend_timeout: split it over the
      * attempts unless the user chose the per-attempt timeouts. */
     for (size_t b = 0; b < c->nbackends; b++) {

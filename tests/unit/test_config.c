@@ -991,7 +991,7 @@ static void test_cluster(void **state)
     assert_int_equal(c.cluster_lease_ms, 10000);
     assert_string_equal(c.cluster_secret_file, "/s");
     assert_true(c.cluster_share);
-    assert_int_equal(c.cluster_peer_timeout_ms, 2000);
+    assert_int_equal(c.cluster_peer_timeout_ms, 10000); /* backend_timeout's */
     assert_true(c.cluster_balance_val == 1.25);
     assert_null(c.cluster_tls_cert);
     tierd_config_fini(&c);

@@ -9,7 +9,8 @@
  * (connect), is skipped (its blocks go to the others) until the view's epoch changes; a block of
  * its own (or one it serves) is asked of the next node only as a handover (a copy that node
  * holds; a 404 is no failure); a fenced node asks no peer; a consume-only node (no address) owns
- * nothing; no sharing member: alone. */
+ * nothing; no sharing member: alone; a node loads a block it does not hold only for an asker it
+ * ranks before (router_serves_for), and a skipped owner's next choice is such a node. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -132,6 +133,28 @@ static const char *owner_of(const struct world *w, uint64_t i)
     assert_true(len > 0);
     ssize_t o = place_owner(nodes, k, place_block_id(name, (size_t)len, i));
     return o < 0 ? NULL : w->v[map[o]].id;
+}
+
+/* The rank of member id in block i's order over the members of w that share (0: the owner), or
+ * -1 when it does not share. */
+static int rank_of(const struct world *w, uint64_t i, const char *id)
+{
+    struct place_node nodes[3];
+    size_t map[3], order[3], k = 0;
+    for (size_t m = 0; m < w->n; m++)
+        if (w->v[m].addr[0]) {
+            nodes[k] = (struct place_node){.hash = place_node_hash(w->v[m].id), .weight = 1.0};
+            map[k++] = m;
+        }
+    struct peer_block b = blk(i);
+    char name[PEER_NAME_MAX + 1];
+    int len = peer_block_name(&b, name, sizeof(name));
+    assert_true(len > 0);
+    ssize_t got = place_rank(nodes, k, place_block_id(name, (size_t)len, i), k, order);
+    for (ssize_t r = 0; r < got; r++)
+        if (strcmp(w->v[map[order[r]]].id, id) == 0)
+            return (int)r;
+    return -1;
 }
 
 struct fix {
@@ -377,6 +400,60 @@ static void test_fenced_alone_consumer(void **state)
     assert_int_equal(why, ROUTER_ALONE);
 }
 
+/* router_serves_for: this node ("a") loads a block it does not hold for an asker it ranks
+ * before, and for none it ranks after (so of two nodes exactly one would load for the other);
+ * an asker that shares nothing (consume-only, or unknown) is always served; a node that shares
+ * nothing serves no one. And the pick of a node whose owner is skipped ranks before it, so the
+ * pick agrees to load the block (router.c R4). */
+static void test_serves_for(void **state)
+{
+    struct fix *f = *state;
+    int first = 0, last = 0;
+    for (uint64_t i = 0; i < 64; i++) {
+        struct peer_block b = blk(i);
+        int ra = rank_of(&f->w, i, "a");
+        static const char *const askers[] = {"b", "c"};
+        for (size_t k = 0; k < 2; k++) {
+            bool want = ra < rank_of(&f->w, i, askers[k]);
+            assert_int_equal(router_serves_for(f->r, &b, askers[k]), want);
+        }
+        assert_true(router_serves_for(f->r, &b, "stranger"));
+        first += ra == 0;
+        last += ra == 2;
+    }
+    assert_true(first > 5 && last > 5); /* both cases were seen */
+
+    /* c is dead and skipped: a block a places on b ranks b before a */
+    peer_server_stop(f->c.s);
+    f->c.s = NULL;
+    uint8_t buf[BS];
+    int asked_b = 0;
+    for (uint64_t i = 0; i < 64; i++) {
+        enum router_why why;
+        int served = f->b.served;
+        ssize_t n = fetch(f, i, buf, &why);
+        if (n == BS && f->b.served > served) {
+            assert_true(rank_of(&f->w, i, "b") < rank_of(&f->w, i, "a"));
+            asked_b++;
+        }
+    }
+    assert_true(asked_b > 5);
+
+    /* b consume-only: served whatever the order; a consume-only: serves no one */
+    entry(&f->w.v[1], "b", "", 2);
+    f->w.epoch = 2;
+    for (uint64_t i = 0; i < 16; i++) {
+        struct peer_block b = blk(i);
+        assert_true(router_serves_for(f->r, &b, "b"));
+    }
+    entry(&f->w.v[0], "a", "", 1);
+    f->w.epoch = 3;
+    for (uint64_t i = 0; i < 16; i++) {
+        struct peer_block b = blk(i);
+        assert_false(router_serves_for(f->r, &b, "c"));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -385,6 +462,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_handover, setup, teardown),
         cmocka_unit_test_setup_teardown(test_warm, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fenced_alone_consumer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_serves_for, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
