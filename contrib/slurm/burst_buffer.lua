@@ -41,8 +41,11 @@
 --   slurm_bb_paths        S  the job's environment: TIERD_TENANT, TIERD_MOUNT, TIERD_STAGE,
 --                            TIERD_STAGE_OUT (no request)
 --   slurm_bb_pre_run      A  with node_url set: reconciles, admits and stages the job on each of
---                            its nodes' tierd (TCP with the token); else checks the job is still
---                            staged
+--                            its nodes' tierd (TCP with the token); a job on more than one node
+--                            is staged cluster-wide there ("cluster": true; cluster_stage = auto):
+--                            each node stages its own share and each block is fetched from the
+--                            object store once, by the node that owns it. Else checks the job is
+--                            still staged
 --   slurm_bb_post_run     A  nothing
 --   slurm_bb_data_out     A  waits (POST /v1/wait, 20 s at a time) until every file under each
 --                            stage_out path is durable in the backend; the job stays in stage-out
@@ -79,6 +82,9 @@ local DEFAULTS = {
     -- and checkpoint take precedence over the others, so they are the admin's to hand out)
     job_prefix = "", -- prepended to Slurm's job id in tierd (clusters sharing one tierd)
     reconcile = "yes", -- setup and pre_run release tierd's jobs of ended Slurm jobs (no: never)
+    cluster_stage = "auto", -- with node_url, a job on more than one node is staged cluster-wide
+    -- (each block fetched once, by the node that owns it; a node in no tierd cluster stages it
+    -- alone); no: every node fetches the whole stage set itself
     timing_log = "", -- append "HOOK JOBID MILLISECONDS RC END" per hook call (END: epoch s)
 }
 
@@ -167,6 +173,12 @@ local function load_conf()
         slurm.log_error("%s: %s; new jobs are refused until it is fixed", lua_script_name,
             USER_CLASSES_ERR)
         USER_CLASSES = class_set(DEFAULTS.user_classes)
+    end
+    if C.cluster_stage ~= "auto" and C.cluster_stage ~= "no" then
+        -- every node staging the whole set is what a job gets without a tierd cluster: safe
+        slurm.log_error("%s: %s:%d: cluster_stage = %s is neither auto nor no: taken as no",
+            lua_script_name, path, line_of.cluster_stage or 0, C.cluster_stage)
+        C.cluster_stage = "no"
     end
     if C.job_prefix:match("%d$") and C.reconcile ~= "no" then
         -- "c1" + job 23 and "c12" + job 3 would both be "c123": reconciliation could take one
@@ -515,6 +527,9 @@ local function job_body(spec, job_id, cache_bytes)
     end
     if spec.bw then
         b.bandwidth = spec.bw
+    end
+    if spec.cluster then
+        b.cluster = true
     end
     if spec.uid then
         -- the job's owner: tierd then believes SLURM_JOB_ID in this uid's processes only
@@ -968,6 +983,12 @@ function slurm_bb_pre_run(job_id, job_script, uid, gid, job_info)
                     "nodes' tierd are told no uid, so SLURM_JOB_ID is not believed there",
                     lua_script_name, tostring(job_id))
             end
+        end
+        -- A job on several nodes is staged cluster-wide on each: a node fetches the blocks it
+        -- owns and warms the others on their owners, whose single-flight makes the nodes' warms
+        -- of one block a single fetch; pins and reservations stay per node (docs/SLURM.md)
+        if on_nodes and #targets > 1 and #spec.stage > 0 and C.cluster_stage == "auto" then
+            spec.cluster = true
         end
         -- Node-local admission and warming: submit on every node first, then wait for each
         -- (without node_url: this host's tierd admitted the job in setup; check it is staged).

@@ -20,14 +20,17 @@
 #include "tenant/tenant.h"
 
 #define JOBS_POST_FIELDS                                                                           \
-    "job, tenant, stage, cache_bytes, bandwidth, class, stage_out, dry_run, uid, slurm_job"
+    "job, tenant, stage, cache_bytes, bandwidth, class, stage_out, dry_run, uid, slurm_job, "      \
+    "cluster"
 
 static json_t *job_json(const struct jobs_info *ji)
 {
     json_t *st =
-        json_pack("{s:s, s:I, s:I, s:I}", "state", jobs_staging_name(ji->staging), "stage_job",
+        json_pack("{s:s, s:I, s:I, s:I, s:b}", "state", jobs_staging_name(ji->staging), "stage_job",
                   (json_int_t)ji->stage_id, "bytes_done", (json_int_t)ji->staged_bytes,
-                  "bytes_total", (json_int_t)ji->stage_total_bytes);
+                  "bytes_total", (json_int_t)ji->stage_total_bytes, "cluster", ji->cluster);
+    if (st && ji->cluster) /* of bytes_done: warmed on the nodes that own them, pinned there */
+        json_object_set_new(st, "bytes_on_peers", json_integer((json_int_t)ji->staged_on_peers));
     if (st && ji->stage_error[0])
         json_object_set_new(st, "error", api_jstr(ji->stage_error));
     json_t *o = json_pack(
@@ -152,6 +155,7 @@ struct jobs_post {
     char *prefixes[JOBS_PATHS_MAX]; /* malloc'd: the first nprefix */
     const char *stage_out[JOBS_PATHS_MAX];
     size_t nstage, nprefix, nout;
+    bool cluster; /* stage cluster-wide: "cluster" asked, and this node is in a cluster */
 };
 
 /* The job's identity: "job", "uid", "slurm_job", "tenant", and "dry_run". 0, or the 400 answered.
@@ -207,7 +211,8 @@ static unsigned jobs_parse_who(struct jobs_post *jp, struct api_reply *out)
 }
 
 /* What the job asks for: "cache_bytes", "bandwidth", "class", "stage" (no two the same or
- * nested) and "stage_out" (each inside a write-back namespace). 0, or the 400 answered. */
+ * nested), "stage_out" (each inside a write-back namespace) and "cluster". 0, or the 400
+ * answered. */
 static unsigned jobs_parse_wants(struct tierd *d, struct jobs_post *jp, struct api_reply *out)
 {
     json_t *j = jp->j;
@@ -228,6 +233,20 @@ static unsigned jobs_parse_wants(struct tierd *d, struct jobs_post *jp, struct a
         return api_reply_error(out, -EINVAL,
                                "class is not allowed (allowed: inference, training, checkpoint, "
                                "background)");
+    json_t *clj = json_object_get(j, "cluster");
+    if (clj && !json_is_boolean(clj))
+        return api_reply_error(out, -EINVAL,
+                               "cluster must be true or false (true: stage the job's stage paths "
+                               "cluster-wide, each block fetched once, by the node that owns it)");
+    /* A tierd in no cluster (no [cluster] section) stages such a job on this node alone and says
+     * so (staging.cluster false) rather than refusing it: one tierd_bb.conf serves every node of
+     * a Slurm partition, some of which may be in no tierd cluster, and a multi-node job there
+     * must run as it would without "cluster" (docs/SLURM.md). */
+    jp->cluster = json_is_true(clj) && d->cfg.cluster_name;
+    if (json_is_true(clj) && !d->cfg.cluster_name && !jp->dry_run)
+        log_info("jobs: job %s asks a cluster-wide staging, and this tierd is in no cluster (no "
+                 "[cluster] section): it stages on this node alone",
+                 jp->id);
     if (jobs_paths(j, "stage", &jp->nstage, msg, sizeof(msg)) ||
         jobs_paths(j, "stage_out", &jp->nout, msg, sizeof(msg)))
         return api_reply_error(out, -EINVAL, "%s", msg);
@@ -351,14 +370,16 @@ static unsigned jobs_submit_post(struct tierd *d, struct jobs_post *jp, struct a
                               .stage = jp->stage,
                               .nstage = jp->nstage,
                               .stage_out = jp->stage_out,
-                              .nstage_out = jp->nout};
+                              .nstage_out = jp->nout,
+                              .cluster = jp->cluster};
     char why[256];
     enum jobs_verdict pre = jobs_precheck(d->jobs, &jr, why, sizeof(why));
     if (pre == JOBS_REJECT)
         return api_reply_error_status(out, 422, -ENOSPC, "job %s is rejected: %s", jp->id, why);
     if (jp->dry_run) { /* valid and could fit: say so, record and register nothing */
-        json_t *a = json_pack("{s:b, s:s, s:s, s:s}", "dry_run", 1, "job", jp->id, "verdict",
-                              pre == JOBS_CONFLICT ? "conflict" : "valid", "reason", why);
+        json_t *a = json_pack("{s:b, s:s, s:s, s:s, s:b}", "dry_run", 1, "job", jp->id, "verdict",
+                              pre == JOBS_CONFLICT ? "conflict" : "valid", "reason", why, "cluster",
+                              jp->cluster);
         return a ? api_reply_json(out, 200, a) : api_reply_error(out, -ENOMEM, "out of memory");
     }
     if (pre == JOBS_CONFLICT)
@@ -402,9 +423,9 @@ unsigned api_jobs_post(struct tierd *d, const struct api_request *rq, struct api
     jp.j = api_parse_body(rq, out, &ret);
     if (!jp.j)
         return ret;
-    static const char *const fields[] = {"job",       "tenant",   "stage",     "cache_bytes",
-                                         "bandwidth", "class",    "stage_out", "dry_run",
-                                         "uid",       "slurm_job"};
+    static const char *const fields[] = {"job",       "tenant",    "stage",     "cache_bytes",
+                                         "bandwidth", "class",     "stage_out", "dry_run",
+                                         "uid",       "slurm_job", "cluster"};
     const char *bad = api_unknown_field(jp.j, fields, sizeof(fields) / sizeof(fields[0]));
     /* each step answers its error and returns the status, or 0 to go on */
     if (bad)

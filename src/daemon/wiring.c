@@ -139,11 +139,17 @@ static bool d_pin_exists(void *ud, const char *backend, const char *prefix)
 
 /* Staged unpinned: the job's pin rules pin each block as it is fetched, and go with the
  * release, so that no explicit pin outlives the job (cache_unpin clears those too, but a fetch
- * in flight at the release would pin its block again). */
-static int d_stage(void *ud, uint32_t tenant, const char *const *paths, size_t n, uint64_t *id)
+ * in flight at the release would pin its block again). Cluster-wide, a block another node owns
+ * is warmed there, where that node's job (the Slurm provider admits the job on each of its
+ * nodes) pins it by the same rule: each node pins its own share. */
+static int d_stage(void *ud, uint32_t tenant, const char *const *paths, size_t n, bool cluster,
+                   uint64_t *id)
 {
     struct tierd *d = ud;
-    return d->stages ? stage_start_for(d->stages, tenant, paths, n, false, id) : -ENOSYS;
+    if (!d->stages)
+        return -ENOSYS;
+    return cluster ? stage_start_cluster(d->stages, tenant, paths, n, false, id)
+                   : stage_start_for(d->stages, tenant, paths, n, false, id);
 }
 
 static int d_stage_progress(void *ud, uint64_t id, struct stage_progress *p)

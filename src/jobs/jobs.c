@@ -12,9 +12,13 @@
  *     capacity   = min(level budget, pin budget) - pins outside jobs
  *     reservable = capacity - sum(cache_bytes of admitted jobs)
  *
- * "pins outside jobs" is the cache's pinned_bytes less what the admitted jobs have staged (each
- * counted up to its reservation), so a job's own pinned blocks are not counted twice; it is an
- * estimate when two jobs stage the same files. Bandwidth is reserved on the backends of the job's
+ * "pins outside jobs" is the cache's pinned_bytes less what the admitted jobs have staged here
+ * (each counted up to its reservation; a cluster-wide staging's blocks warmed on their owners
+ * are pinned there, not here), so a job's own pinned blocks are not counted twice; it is an
+ * estimate when two jobs stage the same files. A job staged cluster-wide (jobs_request.cluster)
+ * still reserves its cache_bytes on this node, as any job: the node pins only its own share of
+ * the blocks while every peer answers, but the blocks of a peer that fails are fetched, and
+ * pinned, here. Bandwidth is reserved on the backends of the job's
  * stage paths: on a backend with [backend] link_capacity, the admitted jobs' bandwidth there plus
  * the request's must fit; on a backend without one, and for a job without stage paths, bandwidth
  * is recorded but not checked.
@@ -113,6 +117,7 @@ struct job {
     enum tier_io_class cls;
     enum jobs_state state;
     uint64_t cache_bytes, bandwidth_bps;
+    bool cluster;            /* staged cluster-wide (jobs_request.cluster) */
     struct jobs_path *stage; /* strings owned */
     size_t nstage;
     bool *held; /* held[i]: this job holds a ref on stage[i]'s pin rule */
@@ -199,6 +204,7 @@ static struct job *job_copy(const struct jobs_request *rq)
     jb->cls = rq->cls;
     jb->cache_bytes = rq->cache_bytes;
     jb->bandwidth_bps = rq->bandwidth_bps;
+    jb->cluster = rq->cluster;
     jb->submitted_ns = tier_now_real_ns();
     if (rq->nstage) {
         jb->stage = calloc(rq->nstage, sizeof(*jb->stage));
@@ -231,7 +237,9 @@ fail:
 }
 
 /* Is rq the request jb was made from? by_name: compare the tenants by name (rq->tenant may not
- * be registered yet; a name never changes its id). */
+ * be registered yet; a name never changes its id). cluster is not compared: how the job stages
+ * does not change what it reserves, and the same job submitted once by hand and once by the
+ * Slurm provider's pre_run (with "cluster") is one job. */
 static bool same_request(const struct job *jb, const struct jobs_request *rq, bool by_name)
 {
     bool same_tenant = by_name
@@ -384,7 +392,9 @@ static void capacity(struct jobs *j, struct jobs_capacity *c)
     j->ops.space(j->ops.ud, &c->level_bytes, &c->pin_budget, &c->pinned_bytes);
     for (struct job *jb = j->admitted; jb; jb = jb->next) {
         struct stage_progress p;
+        /* a cluster-wide staging's blocks warmed on their owners are pinned there */
         uint64_t s = staged_bytes(j, jb, &p);
+        s = sub_sat(s, p.bytes_on_peers);
         c->jobs_pinned_bytes += s < jb->cache_bytes ? s : jb->cache_bytes;
         c->reserved_bytes = tier_sum_sat(c->reserved_bytes, jb->cache_bytes);
         c->admitted++;
@@ -523,7 +533,7 @@ static void start_stagings(struct jobs *j)
         pthread_mutex_unlock(&j->mu);
         uint64_t id = 0;
         tier_err_clear();
-        int rc = j->ops.stage(j->ops.ud, jb->tenant, paths, jb->nstage, &id);
+        int rc = j->ops.stage(j->ops.ud, jb->tenant, paths, jb->nstage, jb->cluster, &id);
         char msg[200];
         if (*tier_err_msg())
             tier_strlcpy(msg, tier_err_msg(), sizeof(msg));
@@ -601,6 +611,7 @@ static int info_fill(struct jobs *j, struct job *jb, size_t pos, struct jobs_inf
     ji->position = pos;
     ji->cache_bytes = jb->cache_bytes;
     ji->bandwidth_bps = jb->bandwidth_bps;
+    ji->cluster = jb->cluster;
     ji->submitted_ns = jb->submitted_ns;
     ji->admitted_ns = jb->admitted_ns;
     ji->stage_id = jb->stage_id;
@@ -631,6 +642,7 @@ static int info_fill(struct jobs *j, struct job *jb, size_t pos, struct jobs_inf
     } else {
         struct stage_progress p;
         ji->staged_bytes = staged_bytes(j, jb, &p);
+        ji->staged_on_peers = p.bytes_on_peers;
         ji->stage_total_bytes = p.bytes_total;
         ji->staging = jb->stage_error[0]         ? JOBS_STAGING_FAILED
                       : p.state == STAGE_RUNNING ? JOBS_STAGING_RUNNING

@@ -44,9 +44,12 @@ struct jobs_ops {
     int (*unpin)(void *ud, const char *backend, const char *prefix);
     /* Does the cache have the rule already (pinned by hand: jobs then never unpin it)? NULL: no. */
     bool (*pin_exists)(void *ud, const char *backend, const char *prefix);
-    /* Start staging paths for tenant; 0 and *stage_id, or -errno (-EBUSY: the stager is full,
-     * retried later). Called without the registry's mutex: it does backend I/O. */
-    int (*stage)(void *ud, uint32_t tenant, const char *const *paths, size_t n, uint64_t *stage_id);
+    /* Start staging paths for tenant, cluster-wide with cluster (stage_start_cluster: this node
+     * fetches its own share of the blocks and warms the others on their owners); 0 and
+     * *stage_id, or -errno (-EBUSY: the stager is full, retried later). Called without the
+     * registry's mutex: it does backend I/O. */
+    int (*stage)(void *ud, uint32_t tenant, const char *const *paths, size_t n, bool cluster,
+                 uint64_t *stage_id);
     /* The progress of a staging started by stage; 0 or -ENOENT. */
     int (*stage_progress)(void *ud, uint64_t stage_id, struct stage_progress *p);
     /* Stop a staging (the job is released while it runs); NULL: not needed. */
@@ -75,6 +78,9 @@ struct jobs_request {
     size_t nstage;
     const char *const *stage_out; /* recorded only */
     size_t nstage_out;
+    /* Stage cluster-wide (ops.stage's cluster). Not part of the request's identity: a retry
+     * with another value answers the job as it stands. */
+    bool cluster;
 };
 
 enum jobs_state { JOBS_QUEUED = 0, JOBS_ADMITTED = 1 };
@@ -101,6 +107,8 @@ struct jobs_info {
     enum jobs_staging staging;
     uint64_t stage_id; /* the staging job (GET /v1/stage/ID); 0: none */
     uint64_t staged_bytes, stage_total_bytes;
+    uint64_t staged_on_peers;           /* of staged_bytes: warmed on their owners (cluster) */
+    bool cluster;                       /* its staging is cluster-wide (jobs_request.cluster) */
     char stage_error[256];              /* when staging failed */
     uint64_t submitted_ns, admitted_ns; /* realtime; admitted 0 while queued */
 };
@@ -109,7 +117,8 @@ void jobs_info_fini(struct jobs_info *ji);
 /* The capacity model as GET /v1/jobs shows it. */
 struct jobs_capacity {
     uint64_t level_bytes, pin_budget, pinned_bytes;
-    uint64_t jobs_pinned_bytes; /* of pinned_bytes, the admitted jobs' staged bytes (estimate) */
+    uint64_t jobs_pinned_bytes; /* of pinned_bytes, the admitted jobs' bytes staged here, not
+                                 * warmed on peers (estimate) */
     uint64_t capacity_bytes;    /* min(level, pin budget) - pins outside jobs */
     uint64_t reserved_bytes;    /* admitted jobs' cache_bytes */
     uint64_t reservable_bytes;  /* capacity - reserved */

@@ -193,3 +193,54 @@ ok "n2 killed: n1 read set D right (failed requests counted, n2 skipped), n2 lef
 stop 1
 stop 3
 ok "n1 and n3 stopped cleanly"
+
+# ---- set E: a job staged cluster-wide (POST /v1/jobs "cluster": true on every node) -----------
+# The Slurm provider's pre_run of a multi-node job: the job admitted on each of its nodes with
+# the same stage path and "cluster": true. Each node walks the whole set, fetches the blocks it
+# owns and warms the others on their owners (whose single-flight joins the nodes' warms of one
+# block into one fetch): the RGW serves each byte of the set once, and each node pins only its
+# own share (the job's pin rule pins a block where it is fetched).
+for n in 1 2 3; do node_conf "$n" >"$T/tierd$n.conf"; done
+for n in 1 2 3; do start "$n"; done
+for n in 1 2 3; do
+  wait_for 120 members_are "$n" "n1 n2 n3" || fail "set E: n$n sees '$(members "$n")', not n1 n2 n3"
+done
+make_set E
+declare -A before_e=()
+for n in 1 2 3; do before_e[$n]=$(fetched "$n"); done
+for n in 1 2 3; do
+  tierd_api "$T/api$n.sock" /v1/jobs -d '{"job": "e1", "tenant": "team-e", "stage": ["/d/E"],
+    "cache_bytes": "64M", "cluster": true}' >"$T/e1-post$n.json" ||
+    fail "set E: POST /v1/jobs to n$n: $(cat "$T/e1-post$n.json")"
+done
+# jq_e N EXPR: python EXPR over node N's GET /v1/jobs/e1 (j)
+jq_e() {
+  python3 - "$(tierd_api "$T/api$1.sock" /v1/jobs/e1)" "$2" <<'PY'
+import json, sys
+j = json.loads(sys.argv[1])
+print(eval(sys.argv[2]))
+PY
+}
+staged_e() { [ "$(jq_e "$1" 'j["staging"]["state"]')" = staged ]; }
+for n in 1 2 3; do
+  wait_for 300 staged_e "$n" || fail "set E: n$n did not stage job e1: $(tierd_api "$T/api$n.sock" /v1/jobs/e1)"
+done
+total=0
+pinned_sum=0
+for n in 1 2 3; do
+  [ "$(jq_e "$n" 'j["staging"]["cluster"] is True and j["staging"]["bytes_done"] == '"$SET_BYTES"' and j["staging"]["bytes_on_peers"] > 0')" = True ] ||
+    fail "set E: n$n's job e1 is not a cluster-wide staging of the whole set: $(tierd_api "$T/api$n.sock" /v1/jobs/e1)"
+  total=$((total + $(fetched "$n") - ${before_e[$n]}))
+  pinned=$(tierd_api "$T/api$n.sock" /v1/jobs | python3 -c 'import json,sys; print(json.load(sys.stdin)["capacity"]["pinned_bytes"])')
+  # its share: some of the set, not all of it (24 blocks over 3 nodes)
+  [ "$pinned" -gt 0 ] && [ "$pinned" -lt "$SET_BYTES" ] ||
+    fail "set E: n$n pins $pinned bytes of a set of $SET_BYTES: not a share of it"
+  pinned_sum=$((pinned_sum + pinned))
+done
+[ "$total" = "$SET_BYTES" ] ||
+  fail "set E: the RGW served $total bytes for a set of $SET_BYTES staged on three nodes (not 1.00x)"
+[ "$pinned_sum" -le "$SET_BYTES" ] ||
+  fail "set E: the three nodes pin $pinned_sum bytes of a set of $SET_BYTES (a block pinned twice)"
+for n in 1 2 3; do tierd_api "$T/api$n.sock" /v1/jobs/e1 -X DELETE >/dev/null || fail "set E: DELETE e1 on n$n"; done
+ok "job e1 staged cluster-wide on three nodes: $total bytes from the RGW for $SET_BYTES (1.00x), $pinned_sum bytes pinned in all"
+for n in 1 2 3; do stop "$n"; done

@@ -106,12 +106,14 @@ static bool f_pin_exists(void *ud, const char *be, const char *prefix)
     return p->hand || p->pins > p->unpins;
 }
 
-static int f_stage(void *ud, uint32_t tenant, const char *const *paths, size_t n, uint64_t *id)
+static int f_stage(void *ud, uint32_t tenant, const char *const *paths, size_t n, bool cluster,
+                   uint64_t *id)
 {
     (void)tenant;
     struct fakejobs *f = ud;
     if (n == 0 || paths[0][0] != '/')
         breach("a staging of no mount path", NULL);
+    f->last_cluster = cluster;
     if (f->on_stage) {
         void (*fn)(struct fakejobs *) = f->on_stage;
         f->on_stage = NULL;

@@ -32,6 +32,7 @@ struct fakejobs {
     int fail_pin;                       /* -errno for the next pin (then 0) */
     int busy;                           /* the next this many stage calls answer -EBUSY */
     uint64_t nstages;                   /* stagings started: ids 1 .. nstages */
+    bool last_cluster;                  /* the last stage call's cluster (a cluster-wide one) */
     int cancels;
     uint64_t last_cancel;
     struct stage_progress prog[FAKEJOBS_STAGES]; /* by staging id */

@@ -5,7 +5,8 @@
  * backend's permission refusal and for a caller without admin rights and for one asking about a
  * namespace it may not read, the caps on stage paths and pin rules, the telemetry endpoints
  * (/metrics with its content type and the TCP token, /v1/telemetry, /v1/health ready and degraded
- * by an open breaker, 404 when [daemon] telemetry = off), the dashboard's files (test_ui). Each
+ * by an open breaker, 404 when [daemon] telemetry = off), the dashboard's files (test_ui), POST
+ * /v1/jobs "cluster" on a tierd in no cluster (test_jobs_cluster). Each
  * answer but /metrics and the dashboard's files must be a JSON object.
  */
 #include <errno.h>
@@ -1060,6 +1061,37 @@ static void test_qos_lanes(void **state)
     json_decref(j);
 }
 
+/* POST /v1/jobs "cluster": true or false, else 400; a tierd in no cluster (the fixture has no
+ * [cluster]) takes the job and stages it on this node alone, its staging showing cluster false,
+ * and a dry run says so too. */
+static void test_jobs_cluster(void **state)
+{
+    (void)state;
+    json_t *j = req("POST /v1/jobs\n\n{\"job\": \"cl-1\", \"tenant\": \"team-c\", "
+                    "\"cache_bytes\": \"64K\", \"cluster\": \"yes\"}",
+                    400);
+    assert_non_null(
+        strstr(json_string_value(json_object_get(j, "error")), "cluster must be true or false"));
+    json_decref(j);
+    j = req("POST /v1/jobs\n\n{\"job\": \"cl-1\", \"tenant\": \"team-c\", \"stage\": [\"/ns/a\"], "
+            "\"cache_bytes\": \"64K\", \"cluster\": true, \"dry_run\": true}",
+            200);
+    assert_string_equal(json_string_value(json_object_get(j, "verdict")), "valid");
+    assert_true(json_is_false(json_object_get(j, "cluster")));
+    json_decref(j);
+    j = req("POST /v1/jobs\n\n{\"job\": \"cl-1\", \"tenant\": \"team-c\", \"stage\": [\"/ns/a\"], "
+            "\"cache_bytes\": \"64K\", \"cluster\": true}",
+            200);
+    json_t *st = json_object_get(j, "staging");
+    assert_true(json_is_false(json_object_get(st, "cluster")));
+    assert_null(json_object_get(st, "bytes_on_peers"));
+    json_decref(j);
+    j = req("GET /v1/jobs/cl-1\n\n", 200);
+    assert_true(json_is_false(json_object_get(json_object_get(j, "staging"), "cluster")));
+    json_decref(j);
+    json_decref(req("DELETE /v1/jobs/cl-1\n\n", 200));
+}
+
 /* Who owns a Slurm job (POST /v1/jobs and POST /v1/tenants with "uid"), and the ids kept for
  * explicit tenants: once implicit tenants fill their share, POST /v1/tenants still registers.
  * A fresh fixture (the earlier tests filled the registry). */
@@ -1317,6 +1349,7 @@ int main(void)
         cmocka_unit_test(test_qos),
         cmocka_unit_test(test_qos_lanes),
         cmocka_unit_test(test_tenants_reclaim),
+        cmocka_unit_test(test_jobs_cluster),
         cmocka_unit_test(test_tenants_trust), /* last: it replaces the fixture */
     };
     return cmocka_run_group_tests(tests, setup, teardown);

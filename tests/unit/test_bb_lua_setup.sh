@@ -9,7 +9,9 @@
 # a job_prefix (job "east.5", slurm_job "5"); with tenant= the POST /v1/tenants rule carries the
 # uid too; the dry run of job_process (which Slurm gives no uid) carries none; with node_url,
 # pre_run's POST /v1/jobs to each node carries the uid Slurm 23.02 gives pre_run, or with Slurm
-# 22.05's two arguments the uid `scontrol -o show job` prints (a stub scontrol).
+# 22.05's two arguments the uid `scontrol -o show job` prints (a stub scontrol); a job with stage
+# paths on two nodes is submitted to both with "cluster": true (cluster_stage = auto), one on one
+# node, or with cluster_stage = no (or a bad value), without it.
 # Usage: test_bb_lua_setup.sh SRC_DIR
 set -euo pipefail
 src=$1
@@ -32,13 +34,15 @@ echo >>"$T/requests"
 printf '{"job":"5","state":"admitted","verdict":"valid","reason":"","staging":{"state":"none"}}\n200'
 CURL
 chmod +x "$T/curl"
-cat >"$T/scontrol" <<'SCONTROL'
+cat >"$T/scontrol" <<SCONTROL
 #!/bin/sh
-# slurmctld's view of job 5: user bob (uid 4242) on node n1
-case "$*" in
-"-o show job 5") echo "JobId=5 JobName=x UserId=bob(4242) GroupId=bob(4242) NodeList=n1" ;;
-"show hostnames n1") echo n1 ;;
-"-o show node n1") echo "NodeName=n1 NodeAddr=n1 State=ALLOCATED" ;;
+# slurmctld's view of job 5: user bob (uid 4242) on the nodes $T/nodes lists (default n1)
+nodes=n1
+[ -f "$T/nodes" ] && nodes=\$(cat "$T/nodes")
+case "\$*" in
+"-o show job 5") echo "JobId=5 JobName=x UserId=bob(4242) GroupId=bob(4242) NodeList=\$nodes" ;;
+"show hostnames "*) echo "\$3" | tr ',' ' ' ;;
+"-o show node "*) echo "NodeName=\$4 NodeAddr=\$4 State=ALLOCATED" ;;
 esac
 SCONTROL
 chmod +x "$T/scontrol"
@@ -107,4 +111,35 @@ line=$(reqline /v1/jobs)
 [[ $line == *'http://n1:7070/v1/jobs"'* && $line == *'"uid":4242'* && $line == *'"slurm_job":"5"'* ]] ||
     fail "pre_run (Slurm 22.05 arguments) to node n1: $line"
 ok "pre_run without a uid argument sends the uid scontrol shows"
+# cluster_stage: a job with stage paths on more than one node is staged cluster-wide on each
+njobs() { grep -c "$1" <(reqline /v1/jobs) || true; }
+printf 'n1,n2' >"$T/nodes"
+hook $'#!/bin/bash\n#BB_LUA pool=tierd capacity=1M stage=/ds/x' pre_run23
+[ "$(njobs '"cluster":true')" = 2 ] && [ "$(njobs 'http://n1:7070/v1/jobs"')" = 1 ] &&
+    [ "$(njobs 'http://n2:7070/v1/jobs"')" = 1 ] ||
+    fail "a two-node job's POST /v1/jobs to n1 and n2 without cluster:true: $(reqline /v1/jobs)"
+ok "a two-node job with stage paths is submitted with cluster:true to each node"
+hook $'#!/bin/bash\n#BB_LUA stage_out=/c' pre_run23
+[ "$(njobs 'http://n')" = 2 ] && [ "$(njobs '"cluster"')" = 0 ] ||
+    fail "a two-node job without stage paths: $(reqline /v1/jobs)"
+ok "a two-node job without stage paths is not (it stages nothing)"
+conf "$(printf 'node_url = http://%%s:7070\nscontrol = %s\ncluster_stage = no' "$T/scontrol")"
+hook $'#!/bin/bash\n#BB_LUA pool=tierd capacity=1M stage=/ds/x' pre_run23
+[ "$(njobs 'http://n')" = 2 ] && [ "$(njobs '"cluster"')" = 0 ] ||
+    fail "a two-node job with cluster_stage = no: $(reqline /v1/jobs)"
+ok "cluster_stage = no: each node stages the whole set itself"
+conf "$(printf 'node_url = http://%%s:7070\nscontrol = %s\ncluster_stage = yes' "$T/scontrol")"
+hook $'#!/bin/bash\n#BB_LUA pool=tierd capacity=1M stage=/ds/x' pre_run23
+[ "$(njobs 'http://n')" = 2 ] && [ "$(njobs '"cluster"')" = 0 ] ||
+    fail "a two-node job with cluster_stage = yes (not a value): $(reqline /v1/jobs)"
+ok "a bad cluster_stage is taken as no"
+printf 'n1' >"$T/nodes"
+conf "$(printf 'node_url = http://%%s:7070\nscontrol = %s' "$T/scontrol")"
+hook $'#!/bin/bash\n#BB_LUA pool=tierd capacity=1M stage=/ds/x' pre_run23
+[ "$(njobs 'http://n1:7070/v1/jobs"')" = 1 ] && [ "$(njobs '"cluster"')" = 0 ] ||
+    fail "a one-node job: $(reqline /v1/jobs)"
+ok "a one-node job is staged on its node alone"
+hook $'#!/bin/bash\n#BB_LUA pool=tierd capacity=1M stage=/ds/x' setup
+[ "$(njobs '"cluster"')" = 0 ] || fail "setup (this host's tierd) sent cluster: $(reqline /v1/jobs)"
+ok "setup never asks a cluster-wide staging"
 echo "all checks passed"

@@ -4,7 +4,8 @@
  * no stager): the capacity model (min of the level and the pin budget, less pins outside jobs,
  * less reservations; a job's own staged bytes not counted twice), admission, the FIFO queue
  * without overtaking and its order on release, rejection, bandwidth against each backend's link,
- * reference-counted pins shared by two jobs, a failing pin, idempotent retries and conflicts.
+ * reference-counted pins shared by two jobs, a failing pin, idempotent retries and conflicts,
+ * a cluster-wide staging (its bytes warmed on peers are not its pins here).
  * The real mount is tests/integration/test_jobs_fuse.sh.
  */
 #include <errno.h>
@@ -473,6 +474,61 @@ static void test_stager_busy(void **state)
     fakejobs_fini(&f);
 }
 
+/* A job with cluster stages cluster-wide (ops.stage's cluster), shows it, and counts as its own
+ * pins only what it staged here: the bytes warmed on their owners are pinned there. A retry
+ * with another cluster value is the same job (not a conflict), its staging unchanged. */
+static void test_cluster_staging(void **state)
+{
+    (void)state;
+    struct fakejobs f = {.level = 64 * MIB, .pin_budget = 64 * MIB};
+    struct jobs *j = open_jobs(&f);
+    struct jobs_request rq = {.id = "c",
+                              .tenant = 1,
+                              .tenant_name = "t",
+                              .cls = TIER_IO_TRAINING,
+                              .cache_bytes = 16 * MIB,
+                              .stage = &DS_A,
+                              .nstage = 1,
+                              .cluster = true};
+    enum jobs_verdict v = JOBS_REJECT;
+    struct jobs_info ji;
+    assert_int_equal(jobs_submit(j, &rq, &v, &ji), 0);
+    assert_int_equal(v, JOBS_ADMIT);
+    assert_true(ji.cluster);
+    jobs_info_fini(&ji);
+    assert_true(f.last_cluster);
+    f.prog[1] = (struct stage_progress){.state = STAGE_DONE,
+                                        .bytes_done = 12 * MIB,
+                                        .bytes_total = 12 * MIB,
+                                        .bytes_on_peers = 8 * MIB};
+    f.pinned = 6 * MIB; /* its 4 MiB, and 2 MiB pinned by hand */
+    struct jobs_info *lv = NULL;
+    size_t n = 0;
+    struct jobs_capacity c;
+    assert_int_equal(jobs_list(j, &lv, &n, &c), 0);
+    assert_int_equal(n, 1);
+    assert_true(lv[0].cluster);
+    assert_int_equal(lv[0].staging, JOBS_STAGING_DONE);
+    assert_int_equal(lv[0].staged_bytes, 12 * MIB);
+    assert_int_equal(lv[0].staged_on_peers, 8 * MIB);
+    assert_int_equal(c.jobs_pinned_bytes, 4 * MIB);
+    assert_int_equal(c.capacity_bytes, 62 * MIB); /* less the 2 MiB outside jobs */
+    jobs_list_free(lv, n);
+    rq.cluster = false; /* a retry without it: the job as it stands */
+    assert_int_equal(jobs_submit(j, &rq, &v, &ji), 0);
+    assert_int_equal(v, JOBS_ADMIT);
+    assert_true(ji.cluster);
+    jobs_info_fini(&ji);
+    /* a job without it stages on this node alone */
+    assert_int_equal(submit(j, "d", MIB, 0, &DS_B, 1, NULL, NULL), JOBS_ADMIT);
+    assert_false(f.last_cluster);
+    assert_int_equal(jobs_get(j, "d", &ji), 0);
+    assert_false(ji.cluster);
+    jobs_info_fini(&ji);
+    jobs_free(j);
+    fakejobs_fini(&f);
+}
+
 /* A prefix pinned by hand before a job pinned it stays pinned after the job's release. */
 static void test_hand_pin_kept(void **state)
 {
@@ -502,6 +558,7 @@ int main(void)
         cmocka_unit_test(test_over_reservation),
         cmocka_unit_test(test_stager_busy),
         cmocka_unit_test(test_hand_pin_kept),
+        cmocka_unit_test(test_cluster_staging),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
