@@ -15,7 +15,8 @@
 # cn_net_up N RATE (node N's namespace and link; RATE as tc's, `none`: unshaped); cn_conf N
 # [LINE...] (node N's config on stdout; CN_PEER_TIMEOUT its peer_timeout, default 30s: a loaded
 # test machine's first byte is never a reason to skip a peer; CN_CACHE_EXTRA one more line of
-# its [cache], e.g. "prefetch_threads = 16"); cn_start N / cn_stop N / cn_kill N; cn_api N PATH;
+# its [cache], e.g. "prefetch_threads = 16"; CN_BACKEND_EXTRA one more of its [backend s3]);
+# cn_start N / cn_stop N / cn_kill N; cn_api N PATH;
 # cn_members N; cn_q N EXPR (python over j = GET /v1/cluster and s = GET /v1/stats);
 # cn_cleanup (for the EXIT trap: kills the nodes, detaches their mounts, takes the namespaces
 # down). CN_PIDS[N] is node N's pid.
@@ -54,7 +55,7 @@ cn_conf() {
     "disk_dir = $T/cache$n" "disk_size = 1G" "disk_min_free = 0" "${CN_CACHE_EXTRA:-}"
   tierd_conf_section "backend s3" "type = s3" "endpoint = $S3_ENDPOINT_CLUSTER" \
     "region = $S3_REGION" "bucket = ${BUCKET:?BUCKET must be set}" \
-    "access_key = $S3_ACCESS_KEY" "secret_key = $S3_SECRET_KEY"
+    "access_key = $S3_ACCESS_KEY" "secret_key = $S3_SECRET_KEY" "${CN_BACKEND_EXTRA:-}"
   tierd_conf_ns /d s3
   tierd_conf_mount "$T/mnt$n"
   tierd_conf_api "$T/api$n.sock"

@@ -47,6 +47,10 @@
  *       renewal: it stops serving before anyone can place its blocks elsewhere.
  *   M4  No lock (m->mu) is held across a librados call.
  *   M5  Notifies are hints: a member re-reads every lease/2 and after a watch error too.
+ *   M6  A re-read looks at the locks of the entries that follow its own key in key order, until
+ *       REAP_LIVE of them are held (reap_plan()): every entry whose lock is gone follows some
+ *       live member at a distance of fewer than REAP_LIVE live entries, so it is removed by the
+ *       next re-read of that member (while any member lives).
  */
 #include "cluster/member.h"
 
@@ -66,6 +70,7 @@
 #define EPOCH_KEY "epoch"
 #define CAS_TRIES 100
 #define PAGE 1000
+#define REAP_LIVE 3 /* live entries after its own whose locks a re-read looks at (M6) */
 
 enum mstate { M_JOINED, M_LAPSED };
 
@@ -89,7 +94,8 @@ struct member {
     uint64_t epoch;
     /* read_all()'s callers: the member's thread, or member_join() and member_leave() while there
      * is none */
-    bool told_nul_key; /* a key with a NUL in it was logged once */
+    bool told_nul_key;             /* a key with a NUL in it was logged once */
+    uint64_t rereads, lock_checks; /* under mu: reap_plan()'s calls and the locks they read */
 };
 
 static int64_t mono_ms(void)
@@ -378,22 +384,48 @@ static void rejoin(struct member *m)
 
 /* ---- re-reading ----------------------------------------------------------------------------- */
 
-/* What a re-read must change: the keys of entries whose lock is gone (M2) into rm (their count
- * returned), and whether this member's own entry must be (re)written. */
-static size_t reap_plan(struct member *m, const struct raw *v, size_t n, uint64_t inc,
-                        const char **rm, bool *write_own)
+static int cmp_raw_key(const void *a, const void *b)
 {
-    size_t k = 0;
+    return strcmp(((const struct raw *)a)->key, ((const struct raw *)b)->key);
+}
+
+/* What a re-read must change: the keys of entries whose lock is gone (M2) into rm (their count
+ * returned), and whether this member's own entry must be (re)written. v is sorted by key here.
+ *
+ * Not every lock is looked at: only those of the entries after this member's key in key order
+ * (a ring: after the last comes the first), walked until REAP_LIVE of them hold their lock or
+ * the walk is back at this member (M6). So a re-read costs each member REAP_LIVE lock reads
+ * plus one per lapsed entry it passes, not one per member (1,000 members re-reading every
+ * lease/2 would otherwise read a million locks of one object per half lease). Every lapsed
+ * entry is still seen: the nearest live member before it in the ring walks past it, since
+ * lapsed entries do not count towards REAP_LIVE; and it is removed within one re-read period. */
+static size_t reap_plan(struct member *m, struct raw *v, size_t n, uint64_t inc, const char **rm,
+                        bool *write_own)
+{
+    size_t k = 0, start = 0;
     *write_own = inc != 0;
-    for (size_t i = 0; i < n; i++) {
-        if (strcmp(v[i].key, m->key) == 0) {
-            if (v[i].valid && v[i].e.incarnation == inc)
-                *write_own = false;
-            continue;
-        }
-        if (lockers(m, v[i].key) == 0)
-            rm[k++] = v[i].key;
+    qsort(v, n, sizeof(*v), cmp_raw_key);
+    while (start < n && strcmp(v[start].key, m->key) <= 0) {
+        if (strcmp(v[start].key, m->key) == 0 && v[start].valid && v[start].e.incarnation == inc)
+            *write_own = false;
+        start++;
     }
+    unsigned live = 0;
+    uint64_t checks = 0;
+    for (size_t j = 0; j < n && live < REAP_LIVE; j++) {
+        const struct raw *e = &v[(start + j) % n];
+        if (strcmp(e->key, m->key) == 0)
+            break; /* around the ring: every other entry was looked at */
+        checks++;
+        if (lockers(m, e->key) == 0)
+            rm[k++] = e->key;
+        else
+            live++;
+    }
+    pthread_mutex_lock(&m->mu);
+    m->lock_checks += checks;
+    m->rereads++;
+    pthread_mutex_unlock(&m->mu);
     return k;
 }
 
@@ -711,6 +743,14 @@ bool member_may_serve(struct member *m)
     bool ok = may_serve_locked(m);
     pthread_mutex_unlock(&m->mu);
     return ok;
+}
+
+void member_reap_stats(struct member *m, uint64_t *rereads, uint64_t *lock_checks)
+{
+    pthread_mutex_lock(&m->mu);
+    *rereads = m->rereads;
+    *lock_checks = m->lock_checks;
+    pthread_mutex_unlock(&m->mu);
 }
 
 int64_t member_last_renew_ms(struct member *m)

@@ -60,6 +60,10 @@ uint64_t member_incarnation(struct member *m);
  * it; member_may_serve() is true for lease/2 after it. */
 int64_t member_last_renew_ms(struct member *m);
 
+/* Tests and diagnostics: the re-reads that looked at the members' locks, and the locks they read
+ * in all (about 3 per re-read, plus one per lapsed member passed: member.c M6). */
+void member_reap_stats(struct member *m, uint64_t *rereads, uint64_t *lock_checks);
+
 /* Tests: stop (or resume) renewing the lock, as a node stopped by SIGSTOP would. */
 void member_pause(struct member *m, bool paused);
 

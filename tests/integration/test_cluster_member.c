@@ -2,7 +2,8 @@
 /* test_cluster_member.c - src/cluster/member.c against the test Ceph cluster (the rgw fixture,
  * scripts/ceph.sh): two members see each other; a crashed member is removed once its lock
  * lapses; a paused member fences itself before the others remove it, then rejoins with a new
- * incarnation; members joining at once all land (compare-and-swap retries); omap keys with a NUL
+ * incarnation; members joining at once all land (compare-and-swap retries); a re-read reads a
+ * few locks, not every member's, and still removes every crashed member; omap keys with a NUL
  * in them ("node.x\0junk", "epoch\0x") are ignored. Each member has its own RADOS client, as
  * separate nodes would. Conditions are polled with deadlines of minutes; where a member's lock
  * lapsing (a stall of 2/3 of a lease) would fail a test, the lease is 20 s. test_osd_restart
@@ -203,6 +204,57 @@ static void test_crashed_member_removed(void **state)
     assert_true(seen(a.m, "alpha") != 0);
     member_leave(a.m);
     disconnect_node(&a);
+}
+
+/* A re-read reads the locks of only the members after its own key until 3 of them are live
+ * (member.c M6), not every member's: with six members each re-read reads at most 3. Four
+ * members in a row crash (r1..r4): the two left (r0 and r5) still remove all four, since a walk
+ * goes on past lapsed members (with a plain "the next 3" r3 and r4 would stay). */
+static void test_ring_reap(void **state)
+{
+    (void)state;
+    char cl[96];
+    cluster_name(cl, sizeof(cl), "ring");
+    const uint32_t lease = 6000;
+    enum { N = 6 };
+    struct node nd[N];
+    char id[N][8];
+    for (int i = 0; i < N; i++) {
+        snprintf(id[i], sizeof(id[i]), "r%d", i);
+        connect_node(&nd[i]);
+        join_node(&nd[i], cl, id[i], 1.0, lease);
+    }
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++)
+            wait_seen(nd[i].m, id[j], 1);
+    uint64_t r0[N], c0[N];
+    for (int i = 0; i < N; i++)
+        member_reap_stats(nd[i].m, &r0[i], &c0[i]);
+    for (int i = 0; i < N; i++) {
+        uint64_t r, c;
+        int64_t end = now_ms() + DEADLINE_MS;
+        do {
+            assert_true(now_ms() < end);
+            pause_ms(50);
+            member_reap_stats(nd[i].m, &r, &c);
+        } while (r < r0[i] + 3);
+        print_message("%s: %llu re-reads read %llu locks\n", id[i], (unsigned long long)(r - r0[i]),
+                      (unsigned long long)(c - c0[i]));
+        assert_true(c - c0[i] <= 3 * (r - r0[i]));
+    }
+    for (int i = 1; i <= 4; i++) {
+        member_abandon(nd[i].m);
+        disconnect_node(&nd[i]);
+    }
+    for (int i = 1; i <= 4; i++) {
+        wait_seen(nd[0].m, id[i], 0);
+        wait_seen(nd[5].m, id[i], 0);
+    }
+    assert_true(seen(nd[0].m, "r5") != 0 && seen(nd[5].m, "r0") != 0);
+    member_leave(nd[0].m);
+    member_leave(nd[5].m);
+    disconnect_node(&nd[0]);
+    disconnect_node(&nd[5]);
 }
 
 static void test_paused_member_fences_then_rejoins(void **state)
@@ -433,6 +485,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_see_each_other),
         cmocka_unit_test(test_crashed_member_removed),
+        cmocka_unit_test(test_ring_reap),
         cmocka_unit_test(test_paused_member_fences_then_rejoins),
         cmocka_unit_test(test_join_at_once),
         cmocka_unit_test(test_nul_keys_ignored),
