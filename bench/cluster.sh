@@ -82,8 +82,11 @@ for n in 1 2 3 4; do cn_net_up "$n" "$RATE"; done
 now() { date +%s%N; }
 secs() { echo "scale=2; ($2 - $1) / 1000000000" | bc; }
 # read_set N SET [FROM]: every file of SET through node N's mount, compared with its source,
-# from file FROM on (tierd_compare_files)
-read_set() { tierd_compare_files "$W/src/$2" "$W/mnt$1/d/$2" "${3:-0}" 2>/dev/null; }
+# from file FROM on (tierd_compare_files), after listing the set's directory as a data loader
+# does (so the mount's listing-order read-ahead applies to every row alike)
+read_set() {
+  ls "$W/mnt$1/d/$2" >/dev/null && tierd_compare_files "$W/src/$2" "$W/mnt$1/d/$2" "${3:-0}" 2>/dev/null
+}
 # read_all SET N...: at once on each node; prints the failed reads; with ROTATE=1 node N starts
 # at file (N - 1) x files / 4
 read_all() {
