@@ -8,7 +8,10 @@
  * bodies bounded by the caller's buffer, 416 at EOF). Also the response header parser on raw
  * lines, the transport checks at open (only http/https; a warning for non-loopback http://), and
  * more concurrent calls than pooled connections on a black-hole endpoint (tests/lib/blackhole.c):
- * each ends within the call's deadline.
+ * each ends within the call's deadline. And request_timeout as a stall bound against a server
+ * that paces its answer: a body trickled over several request_timeouts is read in one attempt,
+ * one that stops fails its attempt request_timeout after its last byte, and keep-alive
+ * connections are reused.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -1117,7 +1120,8 @@ static void test_hung_endpoint_times_out(void **state)
 /* Serves one connection after the other, connection i as script[i] says: 't' the answer's headers
  * at once, then its body in `pieces` pieces gap_ms apart; 's' the same, but only the first
  * `send_pieces` pieces, then silence until the client closes the connection; 'f' the whole answer
- * at once; '5' a 503 SlowDown. */
+ * at once; 'k' the whole answer at once, keeping the connection open for the next request, until
+ * the client closes it; '5' a 503 SlowDown. */
 struct trickle_srv {
     int lfd;
     int port;
@@ -1127,12 +1131,14 @@ struct trickle_srv {
     int gap_ms;
     char body[TRICKLE_LEN];
     atomic_int accepted;
+    atomic_int requests;   /* requests read, on all connections */
     uint64_t last_send_ns; /* 't', 's': when the last byte went out; read after trickle_stop() */
     uint64_t closed_ns;    /* 's': when the client closed the connection, 0 if it did not */
     pthread_t th;
 };
 
-static void trickle_serve(struct trickle_srv *t, int fd, char how)
+/* Serve one request on fd; false when none came (the client closed the connection). */
+static bool trickle_serve(struct trickle_srv *t, int fd, char how)
 {
     char req[4096];
     size_t got = 0;
@@ -1144,20 +1150,20 @@ static void trickle_serve(struct trickle_srv *t, int fd, char how)
         got += (size_t)n;
         req[got] = '\0';
     }
-    if (how == '5') {
-        (void)!send(fd, R503, strlen(R503), MSG_NOSIGNAL);
-        return;
-    }
+    if (!strstr(req, "\r\n\r\n"))
+        return false;
+    atomic_fetch_add(&t->requests, 1);
+    if (how == '5')
+        return send(fd, R503, strlen(R503), MSG_NOSIGNAL) > 0;
     char head[256];
     int hl = snprintf(head, sizeof(head),
                       "HTTP/1.1 206 Partial Content\r\nETag: \"t\"\r\nContent-Range: bytes 0-%d/%d"
-                      "\r\nContent-Length: %d\r\nConnection: close\r\n\r\n",
-                      TRICKLE_LEN - 1, TRICKLE_LEN, TRICKLE_LEN);
+                      "\r\nContent-Length: %d\r\n%s\r\n",
+                      TRICKLE_LEN - 1, TRICKLE_LEN, TRICKLE_LEN,
+                      how == 'k' ? "" : "Connection: close\r\n");
     bool ok = send(fd, head, (size_t)hl, MSG_NOSIGNAL) == hl;
-    if (how == 'f') {
-        (void)!send(fd, t->body, TRICKLE_LEN, MSG_NOSIGNAL);
-        return;
-    }
+    if (how == 'f' || how == 'k')
+        return ok && send(fd, t->body, TRICKLE_LEN, MSG_NOSIGNAL) == TRICKLE_LEN;
     t->last_send_ns = tier_now_mono_ns();
     size_t piece = TRICKLE_LEN / (size_t)t->pieces;
     int send_pieces = how == 's' ? t->send_pieces : t->pieces;
@@ -1174,6 +1180,7 @@ static void trickle_serve(struct trickle_srv *t, int fd, char how)
         if (poll(&c, 1, 30000) == 1 && read(fd, b, sizeof(b)) <= 0)
             t->closed_ns = tier_now_mono_ns();
     }
+    return ok;
 }
 
 static void *trickle_main(void *arg)
@@ -1187,7 +1194,8 @@ static void *trickle_main(void *arg)
         if (fd < 0)
             break;
         atomic_fetch_add(&t->accepted, 1);
-        trickle_serve(t, fd, t->script[i]);
+        while (trickle_serve(t, fd, t->script[i]) && t->script[i] == 'k')
+            ;
         shutdown(fd, SHUT_RDWR);
         close(fd);
     }
@@ -1199,6 +1207,7 @@ static void trickle_start(struct trickle_srv *t, const char *script, int pieces,
 {
     memset(t, 0, sizeof(*t));
     atomic_init(&t->accepted, 0);
+    atomic_init(&t->requests, 0);
     t->script = script;
     t->pieces = pieces;
     t->send_pieces = send_pieces;
@@ -1296,6 +1305,31 @@ static void test_stalled_transfer_retried(void **state)
      * never less than 300 ms after it, and not much more (loosely: a loaded machine wakes late). */
     assert_true(t.closed_ns >= t.last_send_ns + 300 * TIER_NS_PER_MS);
     assert_true(t.closed_ns < t.last_send_ns + (300 + LOAD_SLACK_MS) * TIER_NS_PER_MS);
+}
+
+/* Attempts driven on each handle's own multi handle still reuse connections: three reads one
+ * after the other go over one keep-alive connection. */
+static void test_connection_reused(void **state)
+{
+    (void)state;
+    static struct trickle_srv t;
+    trickle_start(&t, "k", 32, 0, 0);
+    char ep[64];
+    struct backend *be = trickle_backend(&t, ep, sizeof(ep));
+    char *buf = malloc(TRICKLE_LEN);
+    assert_non_null(buf);
+    for (int i = 0; i < 3; i++) {
+        memset(buf, 0, TRICKLE_LEN);
+        ssize_t n = backend_read(be, NULL, "k", 0, buf, TRICKLE_LEN, NULL, NULL);
+        if (n != TRICKLE_LEN)
+            fail_msg("read %d: %zd %s", i, n, tier_err_msg());
+        assert_memory_equal(buf, t.body, TRICKLE_LEN);
+    }
+    free(buf);
+    backend_free(be); /* closes the connection: the server's loop ends */
+    trickle_stop(&t);
+    assert_int_equal(atomic_load(&t.requests), 3);
+    assert_int_equal(atomic_load(&t.accepted), 1);
 }
 
 /* Two 503s, then headers and one piece of the body, then silence: the last attempt fails with
@@ -1543,6 +1577,7 @@ int main(void)
         cmocka_unit_test(test_hung_endpoint_times_out),
         cmocka_unit_test(test_slow_transfer_not_cut_off),
         cmocka_unit_test(test_stalled_transfer_retried),
+        cmocka_unit_test(test_connection_reused),
         cmocka_unit_test(test_stalled_transfer_times_out),
         cmocka_unit_test(test_plain_http_warning),
         cmocka_unit_test(test_pool_wait_bounded),
