@@ -422,7 +422,8 @@ static curl_off_t moved_bytes(CURL *h)
 /* Perform the request set up on r->h, on its own multi handle, on this thread. It ends as curl
  * ends it (done, failed, or CURLOPT_TIMEOUT_MS at the call's deadline), or when no byte has moved
  * for request_timeout_ms (a stall, counted from the start of the attempt, so a connection or an
- * answer that never comes is one too): then CURLE_OPERATION_TIMEDOUT with a message in errbuf,
+ * answer that never comes is one too; connecting, a TLS handshake included, counts no byte until
+ * the request goes out): then CURLE_OPERATION_TIMEDOUT with a message in errbuf,
  * the same failure as an attempt that curl timed out. The progress counters are read between
  * polls of at most S3_POLL_SLICE_MS, so a stall is seen within a few milliseconds of its bound;
  * curl's own tools for this are too coarse (CURLOPT_LOW_SPEED_TIME counts whole seconds, and the
