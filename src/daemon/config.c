@@ -1443,7 +1443,9 @@ static void finish_defaults(struct parser *p)
     if (!c->cluster_peer_timeout_ms)
         c->cluster_peer_timeout_ms = c->backend_timeout_ms;
     /* One backend call, retries included, must end within backend_timeout: split it over the
-     * attempts unless the user chose the per-attempt timeouts. */
+     * attempts unless the user chose the per-attempt timeouts. The S3 backend bounds the call by
+     * (max_retries + 1) * request_timeout plus the backoff caps, and each attempt's stalls (no
+     * byte moved) by request_timeout. */
     for (size_t b = 0; b < c->nbackends; b++) {
         struct s3_backend_config *s3 = &c->backends[b].s3;
         uint64_t per = c->backend_timeout_ms / (uint64_t)(s3->max_retries + 1);

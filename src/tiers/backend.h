@@ -248,7 +248,8 @@ struct s3_backend_config {
     uint64_t retry_base_ms;      /* first backoff; default 100 */
     uint64_t retry_max_ms;       /* backoff cap; default 5000 */
     uint64_t connect_timeout_ms; /* default 3000 */
-    uint64_t request_timeout_ms; /* whole-request bound per attempt; default 30000 */
+    uint64_t request_timeout_ms; /* per attempt: fails after this long without a byte moved;
+                                  * default 30000 */
     int max_connections;         /* pool size; default 16 */
 };
 int backend_s3_open(const struct s3_backend_config *cfg, struct backend **out);

@@ -5,17 +5,19 @@
  *
  * Callers are the dispatchers in backend.c (keys already validated) from any number of threads.
  *
- * DESIGN - concurrency: a pool of curl easy handles, not curl multi. Every backend call is one
- * blocking request on the caller's thread (backend.h promises exactly that), so the simplest
- * shape that lets N threads have N requests in flight is: a thread takes a free easy handle
- * (creating one while fewer than max_connections exist, otherwise blocking on a condition
+ * DESIGN - concurrency: a pool of curl easy handles, not one shared curl multi. Every backend
+ * call is one blocking request on the caller's thread (backend.h promises exactly that), so the
+ * simplest shape that lets N threads have N requests in flight is: a thread takes a free easy
+ * handle (creating one while fewer than max_connections exist, otherwise blocking on a condition
  * variable until one is returned or the call's deadline passes: -ETIMEDOUT), performs, and gives
  * it back. All handles share one CURLSH for the DNS cache, the connection cache and TLS sessions
  * (with a mutex per shared data kind, the share lock callbacks), so connections opened by one
  * thread are reused by the next; handles are also kept alive between requests, which keeps their
- * own connections warm. curl multi would need an event thread and hand-offs for what is, for our
- * callers, blocking work. No lock is held across a request: the pool lock guards only the free
- * list.
+ * own connections warm. A shared curl multi would need an event thread and hand-offs for what is,
+ * for our callers, blocking work. No lock is held across a request: the pool lock guards only the
+ * free list. Each pooled easy handle has a curl multi handle of its own, which drives its requests
+ * on the caller's thread (what curl_easy_perform() does inside), so that an attempt can watch its
+ * progress between polls (drive(): the stall bound below).
  *
  * Requests: stat = HEAD; read = ranged GET (If-Match when asked; 412 -> -ESTALE; 416 -> 0 bytes)
  * written straight into the caller's buffer by a bounded write callback (a server sending more
@@ -25,12 +27,17 @@
  * -ENOENT (a key deleted by someone else between the two requests still returns 0).
  *
  * Retries: every request goes through retry_run() (retry.c) with the configured policy: retried on
- * 5xx, 503 SlowDown, 429, connection errors and timeouts, never on other 4xx. Each attempt is
- * bounded by connect_timeout_ms and request_timeout_ms, and the whole call (waiting for a pooled
- * handle included) by its deadline, retry_worst_case_ms(policy, request_timeout_ms): a late
- * attempt gets only what is left, so a dead or hung endpoint fails within that bound however many
- * threads queue for handles. A read retried after a partial body starts again at the beginning
- * of its range (the write callback rewinds to the buffer's start).
+ * 5xx, 503 SlowDown, 429, connection errors and timeouts, never on other 4xx. An attempt fails
+ * when it cannot connect within connect_timeout_ms, or when it moves no byte (request or response,
+ * headers or body) for request_timeout_ms: a stall bound, not a bound on the whole attempt, so a
+ * transfer that is slow but moving (a 1 MiB range on a busy 100 Mbit/s link) is never killed and
+ * started again from scratch. The whole call (waiting for a pooled connection included) is bounded
+ * by its deadline, retry_worst_case_ms(policy, request_timeout_ms), and so is every attempt in it
+ * (curl's own CURLOPT_TIMEOUT_MS is what is left of that deadline): a dead or hung endpoint fails
+ * each attempt after request_timeout_ms and the call within that bound however many threads queue
+ * for connections, and a slow transfer can use the rest of the call's time. A read retried after a
+ * partial body starts again at the beginning of its range (the write callback rewinds to the
+ * buffer's start).
  *
  * Transport: only http and https (CURLOPT_PROTOCOLS_STR and CURLOPT_REDIR_PROTOCOLS_STR on every
  * request; other endpoint schemes are refused at open); a plain http:// endpoint that is not
@@ -74,6 +81,14 @@
  * 16 KiB; its maximum 512 KiB). */
 #define S3_BIG_READ_BYTES (1u << 20)
 #define S3_RECV_BUFFER_BYTES (512L * 1024)
+/* Longest single wait of drive() for socket activity before it looks at the clocks again. */
+#define S3_POLL_SLICE_MS 100
+
+/* A pooled handle: an easy handle and the multi handle that drives it (drive()). */
+struct s3_handle {
+    CURL *easy;
+    CURLM *multi;
+};
 
 struct s3_backend {
     struct backend base;
@@ -94,7 +109,7 @@ struct s3_backend {
     /* Handle pool, guarded by pool_lock. */
     pthread_mutex_t pool_lock;
     pthread_cond_t pool_cond;
-    CURL **free_handles; /* stack of idle handles, max_handles slots */
+    struct s3_handle *free_handles; /* stack of idle handles, max_handles slots */
     int nfree;
     int ncreated;
     int max_handles;
@@ -117,11 +132,21 @@ static void share_unlock(CURL *h, curl_lock_data data, void *ud)
     pthread_mutex_unlock(&s->share_locks[data]);
 }
 
+static void handle_fini(struct s3_handle *h)
+{
+    if (h->multi)
+        curl_multi_cleanup(h->multi);
+    if (h->easy)
+        curl_easy_cleanup(h->easy);
+    h->multi = NULL;
+    h->easy = NULL;
+}
+
 /* Take an idle handle, or create one while fewer than max_handles exist, else wait for one until
  * deadline_ns (CLOCK_MONOTONIC): 0 with *out, -ETIMEDOUT, or -ENOMEM. */
-static int pool_take(struct s3_backend *s, uint64_t deadline_ns, CURL **out)
+static int pool_take(struct s3_backend *s, uint64_t deadline_ns, struct s3_handle *out)
 {
-    CURL *h = NULL;
+    struct s3_handle h = {0};
     int rc = 0;
     struct timespec dl = {.tv_sec = (time_t)(deadline_ns / 1000000000ULL),
                           .tv_nsec = (long)(deadline_ns % 1000000000ULL)};
@@ -131,18 +156,21 @@ static int pool_take(struct s3_backend *s, uint64_t deadline_ns, CURL **out)
     if (s->nfree > 0) {
         h = s->free_handles[--s->nfree];
     } else if (s->ncreated < s->max_handles) {
-        h = curl_easy_init();
-        if (h)
+        h.easy = curl_easy_init();
+        h.multi = h.easy ? curl_multi_init() : NULL;
+        if (h.multi)
             s->ncreated++;
+        else
+            handle_fini(&h);
     }
     pthread_mutex_unlock(&s->pool_lock);
-    if (!h)
+    if (!h.easy)
         return rc == ETIMEDOUT ? -ETIMEDOUT : -ENOMEM;
     *out = h;
     return 0;
 }
 
-static void pool_give(struct s3_backend *s, CURL *h)
+static void pool_give(struct s3_backend *s, struct s3_handle h)
 {
     pthread_mutex_lock(&s->pool_lock);
     s->free_handles[s->nfree++] = h;
@@ -178,7 +206,8 @@ struct s3_req {
     uint64_t deadline_ns; /* CLOCK_MONOTONIC end of the whole call, retries included */
     /* context */
     struct s3_backend *s;
-    CURL *h;
+    CURL *h;  /* the pooled easy handle */
+    CURLM *m; /* its multi handle */
     struct curl_slist *hdrs;
     char *url;
     char errbuf[CURL_ERROR_SIZE];
@@ -332,15 +361,15 @@ static int setup(struct s3_req *r)
     curl_easy_setopt(h, CURLOPT_URL, r->url);
     curl_easy_setopt(h, CURLOPT_SHARE, s->share);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    /* No attempt outlives the call's deadline (a late attempt gets what is left). */
+    /* No attempt outlives the call's deadline (a late attempt gets what is left); within it, an
+     * attempt runs as long as bytes keep moving (drive() ends a stalled one). */
     uint64_t now = tier_now_mono_ns();
     long left_ms = r->deadline_ns > now ? (long)((r->deadline_ns - now) / 1000000ULL) : 0;
     if (left_ms < 1)
         left_ms = 1;
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
                      s->connect_timeout_ms < left_ms ? s->connect_timeout_ms : left_ms);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS,
-                     s->request_timeout_ms < left_ms ? s->request_timeout_ms : left_ms);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, left_ms);
     /* Only HTTP(S), also for any redirect (none are followed today): an endpoint or a Location
      * naming file://, ftp://, ... is refused by curl, never fetched. */
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -378,6 +407,91 @@ static int setup(struct s3_req *r)
     return 0;
 }
 
+/* Bytes an attempt has moved so far: request and response, headers and bodies. */
+static curl_off_t moved_bytes(CURL *h)
+{
+    curl_off_t down = 0, up = 0;
+    long hdr = 0, req = 0;
+    curl_easy_getinfo(h, CURLINFO_SIZE_DOWNLOAD_T, &down);
+    curl_easy_getinfo(h, CURLINFO_SIZE_UPLOAD_T, &up);
+    curl_easy_getinfo(h, CURLINFO_HEADER_SIZE, &hdr);
+    curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &req);
+    return down + up + (curl_off_t)hdr + (curl_off_t)req;
+}
+
+/* Perform the request set up on r->h, on its own multi handle, on this thread. It ends as curl
+ * ends it (done, failed, or CURLOPT_TIMEOUT_MS at the call's deadline), or when no byte has moved
+ * for request_timeout_ms (a stall, counted from the start of the attempt, so a connection or an
+ * answer that never comes is one too; connecting, a TLS handshake included, counts no byte until
+ * the request goes out): then CURLE_OPERATION_TIMEDOUT with a message in errbuf,
+ * the same failure as an attempt that curl timed out. The progress counters are read between
+ * polls of at most S3_POLL_SLICE_MS, so a stall is seen within a few milliseconds of its bound;
+ * curl's own tools for this are too coarse (CURLOPT_LOW_SPEED_TIME counts whole seconds, and the
+ * progress callback runs about once a second while a transfer is idle). */
+static CURLcode drive(struct s3_req *r)
+{
+    CURLMcode mc = curl_multi_add_handle(r->m, r->h);
+    if (mc != CURLM_OK)
+        return mc == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY : CURLE_FAILED_INIT;
+    uint64_t stall_ns = (uint64_t)r->s->request_timeout_ms * 1000000ULL;
+    uint64_t last_ns = tier_now_mono_ns(); /* when a byte last moved */
+    curl_off_t moved = 0;
+    CURLcode cc = CURLE_OK;
+    bool stalled = false;
+    for (;;) {
+        int running = 0;
+        mc = curl_multi_perform(r->m, &running);
+        if (mc != CURLM_OK) {
+            cc = mc == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY : CURLE_FAILED_INIT;
+            break;
+        }
+        CURLMsg *msg;
+        int queued;
+        bool done = false;
+        while ((msg = curl_multi_info_read(r->m, &queued)) != NULL) {
+            if (msg->msg == CURLMSG_DONE && msg->easy_handle == r->h) {
+                cc = msg->data.result;
+                done = true;
+            }
+        }
+        if (done)
+            break;
+        if (!running) { /* ended without a result: never seen, but not a reason to spin */
+            cc = CURLE_FAILED_INIT;
+            break;
+        }
+        uint64_t now = tier_now_mono_ns();
+        curl_off_t sofar = moved_bytes(r->h);
+        if (sofar != moved) {
+            moved = sofar;
+            last_ns = now;
+        } else if (now - last_ns >= stall_ns) {
+            stalled = true;
+            break;
+        }
+        uint64_t wait_ns = last_ns + stall_ns - now;
+        if (r->deadline_ns > now && r->deadline_ns - now < wait_ns)
+            wait_ns = r->deadline_ns - now;
+        uint64_t wait_ms = (wait_ns + 999999ULL) / 1000000ULL; /* up, so no busy loop at the end */
+        if (wait_ms > S3_POLL_SLICE_MS)
+            wait_ms = S3_POLL_SLICE_MS;
+        if (wait_ms < 1)
+            wait_ms = 1;
+        mc = curl_multi_poll(r->m, NULL, 0, (int)wait_ms, NULL);
+        if (mc != CURLM_OK) {
+            cc = mc == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY : CURLE_FAILED_INIT;
+            break;
+        }
+    }
+    curl_multi_remove_handle(r->m, r->h);
+    if (stalled) {
+        snprintf(r->errbuf, sizeof(r->errbuf), "no byte sent or received for %ld ms",
+                 r->s->request_timeout_ms);
+        cc = CURLE_OPERATION_TIMEDOUT;
+    }
+    return cc;
+}
+
 static ssize_t attempt(void *ud, int n, bool *retryable)
 {
     struct s3_req *r = ud;
@@ -399,7 +513,7 @@ static ssize_t attempt(void *ud, int n, bool *retryable)
     int rc = setup(r);
     if (rc)
         return rc;
-    r->cc = curl_easy_perform(r->h);
+    r->cc = drive(r);
     curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &r->status);
     if (r->cc == CURLE_WRITE_ERROR && r->overflow) {
         *retryable = false;
@@ -434,7 +548,8 @@ static ssize_t perform(struct s3_backend *s, struct s3_req *r)
      * which tierd sizes to [daemon] backend_timeout. */
     uint64_t budget_ms = retry_worst_case_ms(&s->retry, (uint64_t)s->request_timeout_ms);
     r->deadline_ns = tier_now_mono_ns() + budget_ms * 1000000ULL;
-    rc = pool_take(s, r->deadline_ns, &r->h);
+    struct s3_handle handle;
+    rc = pool_take(s, r->deadline_ns, &handle);
     if (rc) {
         free(r->url);
         r->url = NULL;
@@ -445,12 +560,15 @@ static ssize_t perform(struct s3_backend *s, struct s3_req *r)
                          (unsigned long long)budget_ms, s->max_handles);
         return rc;
     }
+    r->h = handle.easy;
+    r->m = handle.multi;
     int attempts = 0;
     ssize_t res = retry_run(&s->retry, NULL, attempt, r, &attempts);
     curl_slist_free_all(r->hdrs);
     r->hdrs = NULL;
-    pool_give(s, r->h);
+    pool_give(s, handle);
     r->h = NULL;
+    r->m = NULL;
     free(r->url);
     r->url = NULL;
     if (res >= 0)
@@ -985,7 +1103,7 @@ static void s3_destroy(struct backend *be)
 {
     struct s3_backend *s = S(be);
     for (int i = 0; i < s->nfree; i++)
-        curl_easy_cleanup(s->free_handles[i]);
+        handle_fini(&s->free_handles[i]);
     if (s->share)
         curl_share_cleanup(s->share);
     for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)

@@ -8,7 +8,10 @@
  * bodies bounded by the caller's buffer, 416 at EOF). Also the response header parser on raw
  * lines, the transport checks at open (only http/https; a warning for non-loopback http://), and
  * more concurrent calls than pooled connections on a black-hole endpoint (tests/lib/blackhole.c):
- * each ends within the call's deadline.
+ * each ends within the call's deadline. And request_timeout as a stall bound against a server
+ * that paces its answer: a body trickled over several request_timeouts is read in one attempt,
+ * one that stops fails its attempt request_timeout after its last byte, and keep-alive
+ * connections are reused.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -1110,6 +1113,263 @@ static void test_hung_endpoint_times_out(void **state)
     close(lfd);
 }
 
+/* ---- a body trickled over time: request_timeout bounds a stall, not a slow transfer ---------- */
+
+#define TRICKLE_LEN 65536
+
+/* Serves one connection after the other, connection i as script[i] says: 't' the answer's headers
+ * at once, then its body in `pieces` pieces gap_ms apart; 's' the same, but only the first
+ * `send_pieces` pieces, then silence until the client closes the connection; 'f' the whole answer
+ * at once; 'k' the whole answer at once, keeping the connection open for the next request, until
+ * the client closes it; '5' a 503 SlowDown. */
+struct trickle_srv {
+    int lfd;
+    int port;
+    const char *script;
+    int pieces;
+    int send_pieces;
+    int gap_ms;
+    char body[TRICKLE_LEN];
+    atomic_int accepted;
+    atomic_int requests;   /* requests read, on all connections */
+    uint64_t last_send_ns; /* 't', 's': when the last byte went out; read after trickle_stop() */
+    uint64_t closed_ns;    /* 's': when the client closed the connection, 0 if it did not */
+    pthread_t th;
+};
+
+/* Serve one request on fd; false when none came (the client closed the connection). */
+static bool trickle_serve(struct trickle_srv *t, int fd, char how)
+{
+    char req[4096];
+    size_t got = 0;
+    req[0] = '\0';
+    while (got < sizeof(req) - 1 && !strstr(req, "\r\n\r\n")) {
+        ssize_t n = read(fd, req + got, sizeof(req) - 1 - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+        req[got] = '\0';
+    }
+    if (!strstr(req, "\r\n\r\n"))
+        return false;
+    atomic_fetch_add(&t->requests, 1);
+    if (how == '5')
+        return send(fd, R503, strlen(R503), MSG_NOSIGNAL) > 0;
+    char head[256];
+    int hl = snprintf(head, sizeof(head),
+                      "HTTP/1.1 206 Partial Content\r\nETag: \"t\"\r\nContent-Range: bytes 0-%d/%d"
+                      "\r\nContent-Length: %d\r\n%s\r\n",
+                      TRICKLE_LEN - 1, TRICKLE_LEN, TRICKLE_LEN,
+                      how == 'k' ? "" : "Connection: close\r\n");
+    bool ok = send(fd, head, (size_t)hl, MSG_NOSIGNAL) == hl;
+    if (how == 'f' || how == 'k')
+        return ok && send(fd, t->body, TRICKLE_LEN, MSG_NOSIGNAL) == TRICKLE_LEN;
+    t->last_send_ns = tier_now_mono_ns();
+    size_t piece = TRICKLE_LEN / (size_t)t->pieces;
+    int send_pieces = how == 's' ? t->send_pieces : t->pieces;
+    for (int i = 0; ok && i < send_pieces; i++) {
+        if (i > 0)
+            tier_sleep_ms((uint64_t)t->gap_ms); /* the pace under test, not a synchronisation */
+        ok = send(fd, t->body + (size_t)i * piece, piece, MSG_NOSIGNAL) == (ssize_t)piece;
+        t->last_send_ns = tier_now_mono_ns();
+    }
+    if (ok && how == 's') {
+        /* Silent from here on: wait for the client to give up and close. */
+        struct pollfd c = {.fd = fd, .events = POLLIN};
+        char b[64];
+        if (poll(&c, 1, 30000) == 1 && read(fd, b, sizeof(b)) <= 0)
+            t->closed_ns = tier_now_mono_ns();
+    }
+    return ok;
+}
+
+static void *trickle_main(void *arg)
+{
+    struct trickle_srv *t = arg;
+    for (int i = 0; t->script[i]; i++) {
+        struct pollfd p = {.fd = t->lfd, .events = POLLIN};
+        if (poll(&p, 1, 30000) != 1)
+            break;
+        int fd = accept(t->lfd, NULL, NULL);
+        if (fd < 0)
+            break;
+        atomic_fetch_add(&t->accepted, 1);
+        while (trickle_serve(t, fd, t->script[i]) && t->script[i] == 'k')
+            ;
+        shutdown(fd, SHUT_RDWR);
+        close(fd);
+    }
+    return NULL;
+}
+
+static void trickle_start(struct trickle_srv *t, const char *script, int pieces, int send_pieces,
+                          int gap_ms)
+{
+    memset(t, 0, sizeof(*t));
+    atomic_init(&t->accepted, 0);
+    atomic_init(&t->requests, 0);
+    t->script = script;
+    t->pieces = pieces;
+    t->send_pieces = send_pieces;
+    t->gap_ms = gap_ms;
+    for (size_t i = 0; i < TRICKLE_LEN; i++)
+        t->body[i] = (char)(i * 7 + (i >> 8));
+    t->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(t->lfd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(t->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(t->lfd, 16), 0);
+    socklen_t len = sizeof(a);
+    assert_int_equal(getsockname(t->lfd, (struct sockaddr *)&a, &len), 0);
+    t->port = ntohs(a.sin_port);
+    assert_int_equal(pthread_create(&t->th, NULL, trickle_main, t), 0);
+}
+
+static void trickle_stop(struct trickle_srv *t)
+{
+    pthread_join(t->th, NULL);
+    close(t->lfd);
+}
+
+/* request_timeout 300 ms; 5 attempts and 4 backoffs of at most 2 s: the call's deadline is 9.5 s,
+ * room for a slow transfer and a retry on a loaded machine. */
+static struct backend *trickle_backend(const struct trickle_srv *t, char *ep, size_t epsz)
+{
+    snprintf(ep, epsz, "http://127.0.0.1:%d", t->port);
+    struct s3_backend_config c = {.endpoint = ep,
+                                  .bucket = "bkt",
+                                  .path_style = true,
+                                  .access_key = "ak",
+                                  .secret_key = "sk",
+                                  .max_retries = 4,
+                                  .retry_base_ms = 2000,
+                                  .retry_max_ms = 2000,
+                                  .connect_timeout_ms = 300,
+                                  .request_timeout_ms = 300};
+    struct backend *be = NULL;
+    assert_int_equal(backend_s3_open(&c, &be), 0);
+    return be;
+}
+
+/* A 64 KiB answer trickled in 32 pieces 50 ms apart takes about 1.55 s, five times the 300 ms
+ * request_timeout, but never goes 300 ms without a byte: the read succeeds in its first attempt
+ * (one connection) with every byte right. An attempt bounded as a whole by request_timeout would
+ * be cut off at 300 ms, every time, and the call would fail. */
+static void test_slow_transfer_not_cut_off(void **state)
+{
+    (void)state;
+    static struct trickle_srv t; /* 64 KiB: off the stack */
+    trickle_start(&t, "t", 32, 0, 50);
+    char ep[64];
+    struct backend *be = trickle_backend(&t, ep, sizeof(ep));
+    char *buf = malloc(TRICKLE_LEN);
+    assert_non_null(buf);
+    uint64_t t0 = tier_now_mono_ns();
+    ssize_t n = backend_read(be, NULL, "k", 0, buf, TRICKLE_LEN, NULL, NULL);
+    uint64_t ms = (tier_now_mono_ns() - t0) / TIER_NS_PER_MS;
+    backend_free(be);
+    trickle_stop(&t);
+    if (n != TRICKLE_LEN)
+        fail_msg("read: %zd %s", n, tier_err_msg());
+    assert_memory_equal(buf, t.body, TRICKLE_LEN);
+    free(buf);
+    assert_true(ms >= 31 * 50); /* the transfer was as slow as scripted */
+    assert_int_equal(atomic_load(&t.accepted), 1);
+}
+
+/* Headers and 4 of 32 pieces (100 ms apart), then silence: the attempt fails request_timeout
+ * (300 ms) after the last byte came, not 300 ms after it started, and closes the connection (a
+ * half-read answer is never reused); the retry, on a new connection answered at once, reads every
+ * byte right. */
+static void test_stalled_transfer_retried(void **state)
+{
+    (void)state;
+    static struct trickle_srv t;
+    trickle_start(&t, "sf", 32, 4, 100);
+    char ep[64];
+    struct backend *be = trickle_backend(&t, ep, sizeof(ep));
+    char *buf = malloc(TRICKLE_LEN);
+    assert_non_null(buf);
+    uint64_t t0 = tier_now_mono_ns();
+    ssize_t n = backend_read(be, NULL, "k", 0, buf, TRICKLE_LEN, NULL, NULL);
+    backend_free(be);
+    trickle_stop(&t);
+    if (n != TRICKLE_LEN)
+        fail_msg("read: %zd %s", n, tier_err_msg());
+    assert_memory_equal(buf, t.body, TRICKLE_LEN);
+    free(buf);
+    assert_int_equal(atomic_load(&t.accepted), 2);
+    assert_true(t.last_send_ns >= t0 + 3 * 100 * TIER_NS_PER_MS); /* the pieces were paced */
+    assert_true(t.closed_ns != 0);                                /* the client hung up */
+    /* The stall counts from the last byte: the client, which saw it after it was sent, gave up
+     * never less than 300 ms after it, and not much more (loosely: a loaded machine wakes late). */
+    assert_true(t.closed_ns >= t.last_send_ns + 300 * TIER_NS_PER_MS);
+    assert_true(t.closed_ns < t.last_send_ns + (300 + LOAD_SLACK_MS) * TIER_NS_PER_MS);
+}
+
+/* Attempts driven on each handle's own multi handle still reuse connections: three reads one
+ * after the other go over one keep-alive connection. */
+static void test_connection_reused(void **state)
+{
+    (void)state;
+    static struct trickle_srv t;
+    trickle_start(&t, "k", 32, 0, 0);
+    char ep[64];
+    struct backend *be = trickle_backend(&t, ep, sizeof(ep));
+    char *buf = malloc(TRICKLE_LEN);
+    assert_non_null(buf);
+    for (int i = 0; i < 3; i++) {
+        memset(buf, 0, TRICKLE_LEN);
+        ssize_t n = backend_read(be, NULL, "k", 0, buf, TRICKLE_LEN, NULL, NULL);
+        if (n != TRICKLE_LEN)
+            fail_msg("read %d: %zd %s", i, n, tier_err_msg());
+        assert_memory_equal(buf, t.body, TRICKLE_LEN);
+    }
+    free(buf);
+    backend_free(be); /* closes the connection: the server's loop ends */
+    trickle_stop(&t);
+    assert_int_equal(atomic_load(&t.requests), 3);
+    assert_int_equal(atomic_load(&t.accepted), 1);
+}
+
+/* Two 503s, then headers and one piece of the body, then silence: the last attempt fails with
+ * -ETIMEDOUT 300 ms after that piece, well before the call's deadline (3 attempts of 300 ms and
+ * 2 backoffs of at most 10 ms: 920 ms), and the call says why. */
+static void test_stalled_transfer_times_out(void **state)
+{
+    (void)state;
+    static struct trickle_srv t;
+    trickle_start(&t, "55s", 32, 1, 0);
+    char ep[64];
+    snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", t.port);
+    struct s3_backend_config c = {.endpoint = ep,
+                                  .bucket = "bkt",
+                                  .path_style = true,
+                                  .access_key = "ak",
+                                  .secret_key = "sk",
+                                  .max_retries = 2,
+                                  .retry_base_ms = 10,
+                                  .retry_max_ms = 10,
+                                  .connect_timeout_ms = 300,
+                                  .request_timeout_ms = 300};
+    struct backend *be = NULL;
+    assert_int_equal(backend_s3_open(&c, &be), 0);
+    char *buf = malloc(TRICKLE_LEN);
+    assert_non_null(buf);
+    uint64_t t0 = tier_now_mono_ns();
+    ssize_t n = backend_read(be, NULL, "k", 0, buf, TRICKLE_LEN, NULL, NULL);
+    uint64_t end = tier_now_mono_ns();
+    backend_free(be);
+    trickle_stop(&t);
+    free(buf);
+    assert_int_equal(n, -ETIMEDOUT);
+    assert_int_equal(atomic_load(&t.accepted), 3);
+    assert_non_null(strstr(tier_err_msg(), "(after 3 attempts): no byte sent or received for "
+                                           "300 ms — the endpoint did not answer in time"));
+    assert_true(end >= t.last_send_ns + 300 * TIER_NS_PER_MS);
+    assert_true(end < t0 + (920 + LOAD_SLACK_MS) * TIER_NS_PER_MS);
+}
+
 struct pool_call {
     struct backend *be;
     pthread_barrier_t *go;
@@ -1315,6 +1575,10 @@ int main(void)
         cmocka_unit_test(test_srv_list_versions_wire),
         cmocka_unit_test(test_srv_virtual_host),
         cmocka_unit_test(test_hung_endpoint_times_out),
+        cmocka_unit_test(test_slow_transfer_not_cut_off),
+        cmocka_unit_test(test_stalled_transfer_retried),
+        cmocka_unit_test(test_connection_reused),
+        cmocka_unit_test(test_stalled_transfer_times_out),
         cmocka_unit_test(test_plain_http_warning),
         cmocka_unit_test(test_pool_wait_bounded),
     };
