@@ -66,7 +66,8 @@ static struct peer_block block_of(struct tierd *d, const struct cache_obj *obj, 
                                .version = obj->version_id ? obj->version_id : "",
                                .size = obj->size_bytes,
                                .block_size = (uint32_t)cache_block_size(d->cache),
-                               .index = index};
+                               .index = index,
+                               .cls = TIER_IO_TRAINING};
 }
 
 /* The cache's peer source: the block from its owner when that is a peer (router_fetch). */
