@@ -81,7 +81,7 @@ static ssize_t source_fetch(void *ud, const struct tier_ioctx *io, const struct 
     struct peer_block b = block_of(d, obj, index);
     if (peer_block_len(&b) != len)
         return -EAGAIN;
-    return router_fetch(d->router, &b, buf, len, serving, NULL);
+    return router_fetch(d->router, &b, buf, len, serving, io, NULL);
 }
 
 /* The endpoint's callback: block b from this node's cache (a hit, a handover, or one fetch from
@@ -144,7 +144,7 @@ int tierd_cluster_warm(void *ud, const struct tier_ioctx *io, const struct cache
     if (!r)
         return -EAGAIN;
     struct peer_block b = block_of(d, obj, index);
-    int rc = router_warm(r, &b, NULL);
+    int rc = router_warm(r, &b, io, NULL);
     pthread_mutex_lock(&d->cluster_mu);
     if (!--d->cluster_calls)
         pthread_cond_broadcast(&d->cluster_cv);
