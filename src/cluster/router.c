@@ -15,7 +15,7 @@
  *   asked for a handover (this node's own block, or    route(), a copy only
  *     one it serves: the best other node's copy)
  *   asked to warm a block it owns (a cluster stage)    router_warm() -> route()
- *   not admitted (router_conf.admit): inflight - 1,    unplace()
+ *   not admitted (the admit hook): inflight - 1,       unplace()
  *     requests - 1, the block to the backend
  *   answered: inflight - 1, ok/bytes or failures       account()
  *   failed for the peer's own reason: skipped          account() -> skip_reason()
