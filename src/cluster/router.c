@@ -362,7 +362,8 @@ static ssize_t route(struct router *r, const struct peer_block *b, void *buf, si
         }
     }
     if (r->conf.admit && r->conf.admit_done)
-        r->conf.admit_done(r->conf.ud, io, bytes, mode == ASK_WARM, n, tier_now_mono_ns() - t0);
+        r->conf.admit_done(r->conf.ud, io, bytes, mode == ASK_WARM, !handover, n,
+                           tier_now_mono_ns() - t0);
     account(r, peer_id, incarnation, n, fail, handover, mode == ASK_WARM);
     if (n < 0) {
         if (why)

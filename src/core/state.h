@@ -295,6 +295,12 @@ struct tierd {
     struct router *router;
     struct peer_client *peer_client;
     struct peer_server *peer_server;
+    /* QoS of peer traffic (daemon/cluster.c, docs/CLUSTER.md "Peer traffic and QoS"): the lane
+     * of d->sched every peer request of this node enters (TIERD_PEER_LANE; lives until
+     * sched_free), and the tenant the endpoint serves every peer's request as
+     * (TIERD_PEER_TENANT, held against reclaim); both set once by tierd_cluster_open */
+    struct sched_lane *peer_lane;
+    uint32_t peer_tenant;
     /* a cluster's staging asks the router from the stager's threads (tierd_cluster_warm):
      * cluster_mu guards router for them and counts their calls, so that the router outlives
      * the last; initialised by tierd_cluster_open */

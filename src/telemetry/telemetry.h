@@ -130,7 +130,8 @@ uint64_t tele_quantile_diff(const struct tele_bucket *cur, size_t ncur,
 
 /* ---- gauges and health --------------------------------------------------------------------- */
 
-#define TELE_MAX_BACKENDS 16
+/* scheduler lanes in the gauges: tierd's backends' (16 at most) and its cluster's peer lane */
+#define TELE_MAX_BACKENDS 17
 
 /* Gauges and health that are not recorded per op, gathered at export time. */
 struct tele_gauges {

@@ -378,7 +378,7 @@ static void test_warm(void **state)
 /* The admission hooks' record (test_admission). */
 static struct {
     bool refuse;
-    int admits, no_wait, warms, dones, done_ok;
+    int admits, no_wait, warms, dones, done_ok, done_no_wait;
     size_t bytes;
     const struct tier_ioctx *io; /* the last admit's */
 } g_adm;
@@ -394,14 +394,15 @@ static int adm_enter(void *ud, const struct tier_ioctx *io, size_t bytes, bool w
     return g_adm.refuse ? -ETIMEDOUT : 0;
 }
 
-static void adm_done(void *ud, const struct tier_ioctx *io, size_t bytes, bool warm, ssize_t result,
-                     uint64_t service_ns)
+static void adm_done(void *ud, const struct tier_ioctx *io, size_t bytes, bool warm, bool may_wait,
+                     ssize_t result, uint64_t service_ns)
 {
     (void)ud;
     (void)io;
     (void)warm;
     (void)service_ns;
     g_adm.dones++;
+    g_adm.done_no_wait += !may_wait;
     g_adm.done_ok += result == (ssize_t)bytes;
 }
 
@@ -437,6 +438,7 @@ static void test_admission(void **state)
     assert_int_equal(g_adm.bytes, 64 * BS);
     assert_ptr_equal(g_adm.io, &io);
     assert_int_equal(g_adm.dones, 64);
+    assert_int_equal(g_adm.done_no_wait, own);
     assert_int_equal(g_adm.done_ok, 64 - own);
     assert_int_equal(f->b.served + f->c.served, 64 - own);
 
