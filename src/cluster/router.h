@@ -53,8 +53,8 @@ struct router_conf {
      * request is not sent and the block goes to the backend (ROUTER_ADMIT). io is router_fetch's or
      * router_warm's (the reader's), bytes the block's length (0 for a warm). may_wait false:
      * grant now or refuse, never queue: a handover (this node's own block, or one it serves),
-     * which the daemon must not make wait (docs/CLUSTER.md "Peer traffic and QoS": no cycle of
-     * waits between nodes). No lock of the router is held across either call. */
+     * which the daemon must not make wait (docs/CLUSTER.md "Peer traffic and QoS": an endpoint
+     * thread never waits on a lane). No lock of the router is held across either call. */
     int (*admit)(void *ud, const struct tier_ioctx *io, size_t bytes, bool warm, bool may_wait);
     void (*admit_done)(void *ud, const struct tier_ioctx *io, size_t bytes, bool warm,
                        bool may_wait, ssize_t result, uint64_t service_ns);

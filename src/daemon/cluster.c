@@ -22,20 +22,21 @@
  * tenant `peers` (d->peer_tenant) in the asker's class (a warm: background), so on this node's
  * backend and disk lanes the peers are one dmClock client per class, set like any tenant's.
  *
- * No cycle of waits across nodes through the lanes. Only a thread that is not serving a peer
- * waits for a slot of `peers`, and only for a request that is no handover: a fetch or a warm of
- * a block another node owns (the router gives a handover, which every request made while
- * serving is, may_wait false: sched_lane_try_enter, granted now or sent to the backend). A slot
- * is held by a request in flight, which the peer's endpoint thread serves; that thread waits
- * only on its own cache's load of the block (a hit, or one load every asker joins) and its own
- * backend and disk lanes, never on its `peers` lane: it serves only blocks it holds or owns
- * (else 503), a load of a block it owns asks other nodes only for a handover, which never
- * waits, and a handover asked of it is answered from its copy. So every chain of waits that
- * starts at a `peers` slot ends one node away, at a backend or a cache, and cannot come back
- * to a lane: no cycle. What the argument leaves (two views that disagree on an owner for a
- * moment, a warm that joins a load of a block the node does not own, a copy evicted between
- * the check and the read) is bounded all the same: every admission wait ends at the request's
- * total bound and every request at its own.
+ * Waits through the `peers` lane. Only a thread that is not serving a peer waits for a slot, and
+ * only for a request that is no handover: a fetch or a warm of a block another node owns (the
+ * router gives a handover, which every request made while serving is, may_wait false:
+ * sched_lane_try_enter, granted now or sent to the backend), so an endpoint thread never waits
+ * on a lane itself. A slot is held by a request in flight, which the peer's endpoint thread
+ * serves from its cache: a hit, or a load of the block it starts or joins. For a block the peer
+ * owns, every load of it there asks other nodes only for a handover, so the chain of waits from
+ * the slot ends one node away at a backend or a cache, and no cycle can pass through it. For a
+ * block the peer serves without owning it (router_serves_for: a spill, a skipped owner's next
+ * choice), the load it joins may be one of its own readers' fetches waiting for a slot of its
+ * own `peers` lane; per block such chains climb the block's order to its owner, but a lane is
+ * shared by all blocks, so two nodes spilling to each other with both lanes full could wait on
+ * each other. That wait is bounded, never a deadlock: an admission wait ends at the request's
+ * total bound (the block then goes to the backend, counted `admission`), and every request at
+ * its own (the asker then reads the backend). docs/CLUSTER.md "Peer traffic and QoS".
  *
  * d->member, d->router, d->peer_client and d->peer_server are what the control API reads
  * (GET /v1/cluster). In a build without librados the config refuses a [cluster] section, so

@@ -9,7 +9,7 @@
 #   - n1, n2 and n3 read set A one after the other, every byte right: the blocks fetched from the
 #     RGW by the three together are at most 1.1x the set (each block once per cluster), and n2
 #     and n3 got blocks from peers;
-#   - (peer traffic and QoS) n3 restarted with a tenant of class inference reads set E as it: n3's
+#   - (peer traffic and QoS) n3 restarted with a tenant of class inference reads set Q as it: n3's
 #     lane `peers` granted it, the owners served it as tenant `peers` in class inference;
 #   - n3 restarted with another secret reads set B right: its peers refuse it (401, counted on
 #     both sides) and it reads the RGW (counted as auth failures);
@@ -147,12 +147,12 @@ grep -q "^from peers: [1-9][0-9]* blocks" <<<"$table" || fail "tierctl cluster: 
 ok "three nodes read set A right, $total bytes from the RGW for $SET_BYTES ($served blocks served to peers)"
 
 # ==== peer traffic and QoS (docs/CLUSTER.md "Peer traffic and QoS") ============================
-# n3 restarted with [tenant pqos] (uid 1001, class inference) reads set E as uid 1001: n3's lane
+# n3 restarted with [tenant pqos] (uid 1001, class inference) reads set Q as uid 1001: n3's lane
 # `peers` granted the blocks it asked of its peers to pqos/inference, the owners served them as
 # tenant `peers` in class inference (their S3 lane granted it bytes, their telemetry shows its
-# reads), and nothing was refused admission. Local to this block: set E, n3's config, $T's mode.
+# reads), and nothing was refused admission. Local to this block: set Q, n3's config, $T's mode.
 for tool in setpriv cmp; do command -v "$tool" >/dev/null || fail "needs $tool"; done
-make_set E
+make_set Q
 chmod 0711 "$T" # uid 1001 reaches n3's mount
 stop 3
 {
@@ -161,9 +161,9 @@ stop 3
 } >"$T/tierd3.conf"
 start 3
 wait_for 120 members_are 3 "n1 n2 n3" || fail "n3 (tenant pqos) sees '$(members 3)'"
-for f in "$T/src/E"/*; do
-  setpriv --reuid=1001 --regid=1001 --clear-groups -- cat "$T/mnt3/d/E/${f##*/}" | cmp -s - "$f" ||
-    fail "n3 read E/${f##*/} wrong as uid 1001"
+for f in "$T/src/Q"/*; do
+  setpriv --reuid=1001 --regid=1001 --clear-groups -- cat "$T/mnt3/d/Q/${f##*/}" | cmp -s - "$f" ||
+    fail "n3 read Q/${f##*/} wrong as uid 1001"
 done
 # qos N EXPR: python EXPR over node N's GET /v1/qos (j) and /metrics (m, the text)
 qos() {
