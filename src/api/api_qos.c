@@ -46,9 +46,10 @@ static json_t *qos_limit_json(uint64_t bps)
 struct qos_lane {
     struct sched *s;
     struct sched_lane *l;
-    const char *name; /* the backend's, or "disk" */
+    const char *name; /* the backend's, "disk" or "peers" */
     uint64_t cap;     /* link_capacity or [cache] disk_capacity, bytes/s; 0: unknown */
     bool disk;
+    bool peers; /* the lane of this node's peer requests (d->peer_lane, daemon/cluster.c) */
 };
 
 /* The lanes of one resource into out[TIERD_MAX_BACKENDS]; returns how many. */
@@ -120,10 +121,10 @@ static json_t *qos_tenant_json(struct tierd *d, const struct qos_lane *ql, uint3
  * link_capacity, the disk's its capacity, op_cost and max_inflight. */
 static json_t *qos_lane_json(struct tierd *d, const struct qos_lane *ql, int64_t only)
 {
-    struct sched_backend_stats bs[TIERD_MAX_BACKENDS];
-    size_t nb = sched_backend_stats_get(ql->s, bs, TIERD_MAX_BACKENDS);
+    struct sched_backend_stats bs[TIERD_MAX_BACKENDS + 1]; /* the backends' and the peers' */
+    size_t nb = sched_backend_stats_get(ql->s, bs, TIERD_MAX_BACKENDS + 1);
     const struct sched_backend_stats *b = NULL;
-    for (size_t k = 0; k < nb && k < TIERD_MAX_BACKENDS; k++)
+    for (size_t k = 0; k < nb && k < TIERD_MAX_BACKENDS + 1; k++)
         if (strcmp(bs[k].name, ql->name) == 0)
             b = &bs[k];
     json_t *tenants = json_array();
@@ -140,10 +141,18 @@ static json_t *qos_lane_json(struct tierd *d, const struct qos_lane *ql, int64_t
         json_object_set_new(o, "op_cost", json_integer((json_int_t)sched_op_cost(ql->s)));
         json_object_set_new(o, "max_inflight", json_integer(b ? b->max_inflight : 0));
     }
+    if (o && ql->peers) { /* [cluster] peer_inflight, and the requests sent to the backend */
+        json_object_set_new(o, "max_inflight", json_integer(b ? b->max_inflight : 0));
+        json_object_set_new(o, "inflight_now", json_integer((json_int_t)(b ? b->inflight_now : 0)));
+        json_object_set_new(o, "queued_now", json_integer((json_int_t)(b ? b->queued_now : 0)));
+        json_object_set_new(o, "admit_timeouts",
+                            json_integer((json_int_t)(b ? b->admit_timeouts : 0)));
+    }
     return o;
 }
 
-/* Every backend lane and the disk's lane, with every tenant (only < 0) or one (only >= 0). */
+/* Every backend lane, the disk's lane and the peers' lane, with every tenant (only < 0) or one
+ * (only >= 0). */
 static json_t *qos_json(struct tierd *d, int64_t only)
 {
     struct qos_lane lanes[TIERD_MAX_BACKENDS];
@@ -152,6 +161,9 @@ static json_t *qos_json(struct tierd *d, int64_t only)
     for (size_t i = 0; backends && i < n; i++)
         json_array_append_new(backends, qos_lane_json(d, &lanes[i], only));
     json_t *disk = qos_lanes(d, true, lanes) ? qos_lane_json(d, &lanes[0], only) : json_null();
+    /* this node's peer requests ([cluster]): the tenants' values of every lane apply there */
+    struct qos_lane pl = {.s = d->sched, .l = d->peer_lane, .name = TIERD_PEER_LANE, .peers = true};
+    json_t *peers = d->peer_lane ? qos_lane_json(d, &pl, only) : json_null();
     /* the third resource: hot-tier space of the tenants with a quota or bytes held */
     json_t *space = json_array();
     uint32_t nt = d->tenants ? tenant_count(d->tenants) : 0;
@@ -166,10 +178,11 @@ static json_t *qos_json(struct tierd *d, int64_t only)
                                                "blocks", (json_int_t)ts.blocks, "quota_evictions",
                                                (json_int_t)ts.quota_evictions));
     }
-    return json_pack("{s:I, s:s, s:I, s:o, s:o, s:o}", "now_ns", (json_int_t)tier_now_mono_ns(),
-                     "scheduler", sched_qos_enabled(d->sched) ? "dmclock" : "strict-priority",
-                     "op_cost", (json_int_t)sched_op_cost(d->sched), "backends", backends, "disk",
-                     disk, "space", space);
+    return json_pack("{s:I, s:s, s:I, s:o, s:o, s:o, s:o}", "now_ns",
+                     (json_int_t)tier_now_mono_ns(), "scheduler",
+                     sched_qos_enabled(d->sched) ? "dmclock" : "strict-priority", "op_cost",
+                     (json_int_t)sched_op_cost(d->sched), "backends", backends, "disk", disk,
+                     "peers", peers, "space", space);
 }
 
 unsigned api_qos_get(struct tierd *d, const struct api_request *rq, struct api_reply *out,

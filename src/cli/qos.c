@@ -81,6 +81,9 @@ int ctl_qos_rates(const json_t *prev, json_t *cur)
     json_t *disk = json_object_get(cur, "disk");
     if (json_is_object(disk))
         lane_rates(disk, json_object_get(prev, "disk"), span_s);
+    json_t *peers = json_object_get(cur, "peers");
+    if (json_is_object(peers))
+        lane_rates(peers, json_object_get(prev, "peers"), span_s);
     return 0;
 }
 
@@ -152,6 +155,9 @@ void ctl_qos_print(const json_t *cur, FILE *f)
     const json_t *disk = json_object_get(cur, "disk");
     if (json_is_object(disk))
         print_lane(disk, CTL_QOS_DISK_LANE, f);
+    const json_t *peers = json_object_get(cur, "peers");
+    if (json_is_object(peers))
+        print_lane(peers, CTL_QOS_PEERS_LANE, f);
     const json_t *space = json_object_get(cur, "space");
     if (json_array_size(space) == 0)
         return;

@@ -1087,12 +1087,13 @@ static int cmd_cluster(struct ctl *ctl, int argc, char **argv)
         const json_t *sv = json_object_get(p, "served");
         char b1[32], b2[32];
         printf("from peers: %llu blocks, %s; to the backend: %llu own, %llu fenced, %llu alone, "
-               "%llu after a peer failed; served to peers: %llu blocks, %s\n",
+               "%llu after a peer failed, %llu not admitted (peers lane); served to peers: %llu "
+               "blocks, %s\n",
                (unsigned long long)jnum(p, "blocks"),
                tier_fmt_bytes((uint64_t)jnum(p, "bytes"), b1, sizeof(b1)),
                (unsigned long long)jnum(tb, "self"), (unsigned long long)jnum(tb, "fenced"),
                (unsigned long long)jnum(tb, "alone"), (unsigned long long)jnum(tb, "peer_failed"),
-               (unsigned long long)jnum(sv, "blocks"),
+               (unsigned long long)jnum(tb, "admission"), (unsigned long long)jnum(sv, "blocks"),
                tier_fmt_bytes((uint64_t)jnum(sv, "bytes"), b2, sizeof(b2)));
         json_t *f = json_object_get(p, "failures");
         const char *k;

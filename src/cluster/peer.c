@@ -92,8 +92,8 @@ static enum MHD_Result reply_status(struct MHD_Connection *c, unsigned status)
 
 /* The request's headers and its MAC over name: true when they hold (nonce filled). */
 static bool request_authentic(struct peer_server *s, struct MHD_Connection *c, char mode,
-                              const char *name, size_t name_len, uint8_t nonce[PEER_NONCE_LEN],
-                              const char **node)
+                              enum tier_io_class cls, const char *name, size_t name_len,
+                              uint8_t nonce[PEER_NONCE_LEN], const char **node)
 {
     const char *v[3] = {NULL, NULL, NULL};
     size_t n[3] = {0, 0, 0};
@@ -104,7 +104,7 @@ static bool request_authentic(struct peer_server *s, struct MHD_Connection *c, c
             v[i] = NULL;
     uint8_t got[PEER_MAC_LEN], want[PEER_MAC_LEN];
     if (peer_req_headers_parse(v[0], n[0], v[1], n[1], v[2], n[2], nonce, got) != 0 ||
-        peer_req_mac_mode(s->secret, s->secret_len, mode, nonce, name, name_len, want) != 0 ||
+        peer_req_mac_mode(s->secret, s->secret_len, mode, cls, nonce, name, name_len, want) != 0 ||
         !peer_mem_equal(got, want, PEER_MAC_LEN))
         return false;
     *node = v[0];
@@ -232,7 +232,7 @@ static enum MHD_Result answer(struct peer_server *s, struct MHD_Connection *c, c
     if (ping) {
         uint8_t sum[PEER_SUM_LEN], mac[PEER_MAC_LEN];
         char sum_hex[2 * PEER_SUM_LEN + 1], mac_hex[2 * PEER_MAC_LEN + 1];
-        if (!request_authentic(s, c, 0, "", 0, nonce, &node)) {
+        if (!request_authentic(s, c, 0, TIER_IO_TRAINING, "", 0, nonce, &node)) {
             stat_add(&s->st.auth_failures, 1);
             return reply_status(c, MHD_HTTP_UNAUTHORIZED);
         }
@@ -263,7 +263,8 @@ static enum MHD_Result answer(struct peer_server *s, struct MHD_Connection *c, c
         ret = reply_status(c, MHD_HTTP_BAD_REQUEST);
         goto out;
     }
-    if (!request_authentic(s, c, peer_block_mode(&b), name, (size_t)name_len, nonce, &node)) {
+    if (!request_authentic(s, c, peer_block_mode(&b), b.cls, name, (size_t)name_len, nonce,
+                           &node)) {
         stat_add(&s->st.auth_failures, 1);
         ret = reply_status(c, MHD_HTTP_UNAUTHORIZED);
         goto out;
@@ -667,6 +668,8 @@ static char *make_url(CURL *h, const struct peer_client *pc, const char *addr,
                                (unsigned long)b->block_size, (unsigned long long)b->index);
         if (rc == 0 && peer_block_mode(b))
             rc = dynbuf_printf(&u, "&m=%c", peer_block_mode(b));
+        if (rc == 0 && b->cls != TIER_IO_TRAINING) /* absent: training */
+            rc = dynbuf_printf(&u, "&q=%d", (int)b->cls);
     }
     if (rc) {
         dynbuf_fini(&u);
@@ -690,8 +693,8 @@ static int exchange(struct peer_client *pc, const char *addr, const struct peer_
     int rc = -1;
     *fail = PEER_FAIL_CONNECT;
     if (getrandom(nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce) ||
-        peer_req_mac_mode(pc->secret, pc->secret_len, peer_block_mode(b), nonce, name, name_len,
-                          mac) != 0)
+        peer_req_mac_mode(pc->secret, pc->secret_len, peer_block_mode(b),
+                          b ? b->cls : TIER_IO_TRAINING, nonce, name, name_len, mac) != 0)
         return -1;
     peer_hex_encode(nonce, sizeof(nonce), nonce_hex);
     peer_hex_encode(mac, sizeof(mac), mac_hex);
@@ -772,7 +775,8 @@ ssize_t peer_fetch(struct peer_client *pc, const char *addr, const struct peer_b
     char name[PEER_NAME_MAX + 1];
     int name_len = peer_block_name(b, name, sizeof(name));
     if (name_len < 0 || !addr_ok(addr) || b->block_size > PEER_BLOCK_SIZE_MAX || len == 0 ||
-        len != peer_block_len(b) || !b->backend[0] || !b->key[0])
+        len != peer_block_len(b) || !b->backend[0] || !b->key[0] ||
+        (unsigned)b->cls >= TIER_IO_NCLASSES)
         return -EINVAL;
     enum peer_fail f;
     stat_add(&pc->requests, 1);
@@ -796,7 +800,8 @@ int peer_warm(struct peer_client *pc, const char *addr, const struct peer_block 
     char name[PEER_NAME_MAX + 1];
     int name_len = peer_block_name(&w, name, sizeof(name));
     if (name_len < 0 || !addr_ok(addr) || w.block_size > PEER_BLOCK_SIZE_MAX ||
-        peer_block_len(&w) == 0 || !w.backend[0] || !w.key[0])
+        peer_block_len(&w) == 0 || !w.backend[0] || !w.key[0] ||
+        (unsigned)w.cls >= TIER_IO_NCLASSES)
         return -EINVAL;
     enum peer_fail f;
     stat_add(&pc->requests, 1);

@@ -8,10 +8,10 @@
  * bytes (XXH3-128) that the HMAC binds to the request's nonce and to the block's name, so a
  * client accepts only the bytes a member sent for exactly the block it asked for:
  *
- *   GET /v1/block?b=BACKEND&k=KEY&e=ETAG&v=VERSION&s=SIZE&z=BLOCK_SIZE&i=INDEX[&c=1]
+ *   GET /v1/block?b=BACKEND&k=KEY&e=ETAG&v=VERSION&s=SIZE&z=BLOCK_SIZE&i=INDEX[&m=MODE][&q=CLASS]
  *     X-Tierd-Node:  the asking node's id
  *     X-Tierd-Nonce: 32 hex digits, fresh per request
- *     X-Tierd-Auth:  hex HMAC-SHA256(secret, "tierd-peer-req" || nonce || block name)
+ *     X-Tierd-Auth:  hex HMAC-SHA256(secret, LABEL || nonce || block name)
  *   200, the block's bytes (exactly its length: the last block of an object is shorter)
  *     X-Tierd-Sum:   hex XXH3-128 of the bytes
  *     X-Tierd-Auth:  hex HMAC-SHA256(secret, "tierd-peer-rsp" || nonce || block name || sum)
@@ -21,6 +21,13 @@
  *   (fenced, share = no, busy); 500 its fetch failed. GET /v1/ping (the same headers, an empty
  *   block name): 204 with X-Tierd-Sum and X-Tierd-Auth over no bytes (whether or not the node
  *   serves now).
+ *
+ * MODE (optional, not part of the block's name) is c (a handover: only a copy the peer holds) or
+ * w (a warm); CLASS (optional) is the asker's class, 0 inference, 1 training, 2 checkpoint, 3
+ * background (ioctx.h), absent: training; the peer serves the request in that class (its QoS,
+ * docs/CLUSTER.md "Peer traffic and QoS"). LABEL binds both to the request, so neither can be
+ * changed on the way: "tierd-peer-req", then "-c" or "-w" for a mode, then "-q" and the class's
+ * digit for a class other than training (peer_req_mac_mode). Any other MODE or CLASS is a 400.
  *
  * The block name in the HMACs is each field as its decimal length, ':' and its bytes, in the
  * order above (the numbers as decimal strings), so no two distinct blocks share it. The nonce and
@@ -40,6 +47,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "common/ioctx.h"
+
 #define PEER_SECRET_MIN 16 /* bytes of a cluster secret, at least */
 
 /* One block. Strings are borrowed, NUL-terminated; version "" when none. */
@@ -51,12 +60,16 @@ struct peer_block {
     uint64_t size;       /* the object's size (with the ETag, fixes every block's length) */
     uint32_t block_size; /* the asker's block size: the owner refuses another (409) */
     uint64_t index;
-    /* Not part of the block's name: ask only for a copy the peer holds (`c=1`): it answers 404
+    /* Not part of the block's name: ask only for a copy the peer holds (`m=c`): it answers 404
      * rather than fetch the block from its backend (a new owner asking the previous one). */
     bool cached_only;
     /* Not part of the name either: fetch the block into the peer's cache and send none of it
-     * (`w=1`, a cluster stage): it answers 204 once it holds the block. */
+     * (`m=w`, a cluster stage): it answers 204 once it holds the block. */
     bool warm;
+    /* Not part of the name either: the asker's class (`q=`), bound into the request's HMAC; the
+     * peer serves the request in it. A block made with all fields zero says inference: set it
+     * (the daemon's is the reader's class; peer_query_finish gives training when q is absent). */
+    enum tier_io_class cls;
 };
 
 /* The length of block b (0 when index is past the object's end). */
@@ -85,7 +98,7 @@ struct peer_server_conf {
 
 struct peer_server_stats {
     uint64_t served, served_bytes; /* 200s and their bytes */
-    uint64_t warmed;               /* 204s to a warm (w=1): blocks fetched here for a stage */
+    uint64_t warmed;               /* 204s to a warm (m=w): blocks fetched here for a stage */
     uint64_t auth_failures;        /* 401: a wrong secret, a malformed or missing header */
     uint64_t bad_requests;         /* 400: a malformed query */
     uint64_t refused;              /* 503: may_serve false or the serve callback's -EAGAIN */
@@ -150,7 +163,7 @@ void peer_client_free(struct peer_client *pc);
  * len, or the negative errno of its enum peer_fail (counted, with fail_out set when not NULL);
  * buf's content is undefined after a failure. -EINVAL, not counted and no request made, when
  * len is not peer_block_len(b) or 0, a string of b is over its bound or the backend or key is
- * empty, the block size is over 64 MiB, or addr is not HOST:PORT. */
+ * empty, the block size is over 64 MiB, b's class is not a class, or addr is not HOST:PORT. */
 ssize_t peer_fetch(struct peer_client *pc, const char *addr, const struct peer_block *b, void *buf,
                    size_t len, enum peer_fail *fail_out);
 /* Asks the peer at addr to fetch block b into its cache (b->warm is implied): 0 once it holds it,

@@ -68,15 +68,18 @@ int peer_block_name(const struct peer_block *b, char *out, size_t cap)
     return (int)at;
 }
 
-/* HMAC-SHA256 over prefix (14 bytes), nonce, name and sum (when not NULL), in one buffer: the
- * one-shot HMAC() is the part of OpenSSL's HMAC API that 3.0 does not deprecate. */
+/* The longest label of a request's HMAC: "tierd-peer-req-c-q0". */
+#define LABEL_MAX 24
+
+/* HMAC-SHA256 over prefix (at most LABEL_MAX bytes), nonce, name and sum (when not NULL), in one
+ * buffer: the one-shot HMAC() is the part of OpenSSL's HMAC API that 3.0 does not deprecate. */
 static int mac(const void *secret, size_t secret_len, const char *prefix,
                const uint8_t nonce[PEER_NONCE_LEN], const char *name, size_t name_len,
                const uint8_t *sum, uint8_t out[PEER_MAC_LEN])
 {
-    uint8_t msg[16 + PEER_NONCE_LEN + PEER_NAME_MAX + PEER_SUM_LEN];
+    uint8_t msg[LABEL_MAX + PEER_NONCE_LEN + PEER_NAME_MAX + PEER_SUM_LEN];
     size_t plen = strlen(prefix);
-    if (name_len > PEER_NAME_MAX || plen > 16 || secret_len > INT32_MAX)
+    if (name_len > PEER_NAME_MAX || plen > LABEL_MAX || secret_len > INT32_MAX)
         return -EINVAL;
     size_t n = 0;
     memcpy(msg + n, prefix, plen);
@@ -107,15 +110,25 @@ char peer_block_mode(const struct peer_block *b)
     return !b ? 0 : b->warm ? 'w' : b->cached_only ? 'c' : 0;
 }
 
-int peer_req_mac_mode(const void *secret, size_t secret_len, char mode,
+int peer_req_mac_mode(const void *secret, size_t secret_len, char mode, enum tier_io_class cls,
                       const uint8_t nonce[PEER_NONCE_LEN], const char *name, size_t name_len,
                       uint8_t out[PEER_MAC_LEN])
 {
-    const char *label = mode == 'c' ? "tierd-peer-req-c" : mode == 'w' ? "tierd-peer-req-w" : NULL;
-    if (mode && !label)
+    char label[LABEL_MAX + 1] = "tierd-peer-req";
+    size_t n = strlen(label);
+    if ((mode && mode != 'c' && mode != 'w') || (unsigned)cls >= TIER_IO_NCLASSES)
         return -EINVAL;
-    return label ? mac(secret, secret_len, label, nonce, name, name_len, NULL, out)
-                 : peer_req_mac(secret, secret_len, nonce, name, name_len, out);
+    if (mode) {
+        label[n++] = '-';
+        label[n++] = mode;
+    }
+    if (cls != TIER_IO_TRAINING) {
+        label[n++] = '-';
+        label[n++] = 'q';
+        label[n++] = (char)('0' + (int)cls);
+    }
+    label[n] = '\0';
+    return mac(secret, secret_len, label, nonce, name, name_len, NULL, out);
 }
 
 int peer_rsp_mac(const void *secret, size_t secret_len, const uint8_t nonce[PEER_NONCE_LEN],
@@ -196,7 +209,7 @@ static int set_string(char *dst, size_t max, const char *value, size_t n)
 int peer_query_add(struct peer_query *q, const char *name, size_t name_len, const char *value,
                    size_t value_len)
 {
-    static const char names[] = "bkevszim";
+    static const char names[] = "bkevszimq";
     const char *p = name_len == 1 && name[0] ? strchr(names, name[0]) : NULL;
     int rc = -EINVAL;
     if (!p || !value) {
@@ -236,6 +249,11 @@ int peer_query_add(struct peer_query *q, const char *name, size_t name_len, cons
         if (!rc)
             q->mode = value[0];
         break;
+    case 'q': /* optional: the asker's class, one digit 0..3 */
+        rc = value_len == 1 && value[0] >= '0' && value[0] < '0' + TIER_IO_NCLASSES ? 0 : -EINVAL;
+        if (!rc)
+            q->cls = (uint8_t)(value[0] - '0');
+        break;
     default:
         break;
     }
@@ -258,6 +276,7 @@ int peer_query_finish(const struct peer_query *q, struct peer_block *b)
         .index = q->index,
         .cached_only = q->mode == 'c',
         .warm = q->mode == 'w',
+        .cls = q->seen & 1u << 8 ? (enum tier_io_class)q->cls : TIER_IO_TRAINING,
     };
     if (peer_block_len(&t) == 0)
         return -EINVAL;

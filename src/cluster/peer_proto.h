@@ -47,10 +47,12 @@ int peer_req_mac(const void *secret, size_t secret_len, const uint8_t nonce[PEER
                  const char *name, size_t name_len, uint8_t mac[PEER_MAC_LEN]);
 /* A request's mode: 0 (the block), 'c' (cached_only) or 'w' (warm); warm wins. */
 char peer_block_mode(const struct peer_block *b);
-/* peer_req_mac() for a request of mode (peer_block_mode()): the label is "tierd-peer-req",
- * "tierd-peer-req-c" or "tierd-peer-req-w", so a request's mode cannot be changed on the way.
- * -EINVAL for another mode. */
-int peer_req_mac_mode(const void *secret, size_t secret_len, char mode,
+/* peer_req_mac() for a request of mode (peer_block_mode()) and class cls (the asker's, struct
+ * peer_block.cls): the label is "tierd-peer-req", then "-c" or "-w" for a mode, then "-q" and
+ * the class's digit unless cls is training (so a request without q= and one with q=1 have the
+ * same), so neither a request's mode nor its class can be changed on the way. -EINVAL for
+ * another mode or a class out of range. */
+int peer_req_mac_mode(const void *secret, size_t secret_len, char mode, enum tier_io_class cls,
                       const uint8_t nonce[PEER_NONCE_LEN], const char *name, size_t name_len,
                       uint8_t out[PEER_MAC_LEN]);
 /* HMAC-SHA256(secret, "tierd-peer-rsp" || nonce || name || sum): the answer's X-Tierd-Auth, with
@@ -80,19 +82,22 @@ struct peer_query {
     char etag[PEER_ETAG_MAX + 1];
     char version[PEER_VERSION_MAX + 1];
     uint64_t size, block_size, index;
-    unsigned seen; /* a bit per key of "bkevszim" (m optional) */
+    unsigned seen; /* a bit per key of "bkevszimq" (m and q optional) */
     char mode;     /* m: 0, 'c' (cached only) or 'w' (warm) */
+    uint8_t cls;   /* q: 0..3 (enum tier_io_class), when seen */
     bool bad;      /* some value was refused: finish fails */
 };
 
 void peer_query_init(struct peer_query *q);
 /* One query value (name and value as MHD unescaped them, with their lengths). -EINVAL, and q
  * marked bad, on: an unknown or repeated name, a value with a NUL byte or over its bound, a
- * number that is not canonical decimal (digits only, no leading zero, no overflow; z <= 2^32-1). */
+ * number that is not canonical decimal (digits only, no leading zero, no overflow; z <= 2^32-1),
+ * a mode other than c or w, a class other than one digit 0..3. */
 int peer_query_add(struct peer_query *q, const char *name, size_t name_len, const char *value,
                    size_t value_len);
-/* 0 and *b (pointing into q), or -EINVAL: a value was refused or is missing, the backend or key
- * is empty, the block size is 0, or the index is past the object's last block. */
+/* 0 and *b (pointing into q; its class training when q was absent), or -EINVAL: a value was
+ * refused or is missing, the backend or key is empty, the block size is 0, or the index is past
+ * the object's last block. */
 int peer_query_finish(const struct peer_query *q, struct peer_block *b);
 
 /* The headers of a request: node (X-Tierd-Node, 1..PEER_NODE_MAX bytes of 0x21..0x7e), nonce

@@ -15,6 +15,8 @@
  *   asked for a handover (this node's own block, or    route(), a copy only
  *     one it serves: the best other node's copy)
  *   asked to warm a block it owns (a cluster stage)    router_warm() -> route()
+ *   not admitted (the admit hook): inflight - 1,       unplace()
+ *     requests - 1, the block to the backend
  *   answered: inflight - 1, ok/bytes or failures       account()
  *   failed for the peer's own reason: skipped          account() -> skip_reason()
  *   probe time passed: placed again                    pick() (usable_now())
@@ -23,7 +25,7 @@
  *   R1 every member of r->m has a distinct (id, incarnation); inflight counts requests
  *      started by pick() and not yet accounted (a request whose member left the view is
  *      accounted to nobody).
- *   R2 no lock is held across a peer request or the view callback.
+ *   R2 no lock is held across a peer request, the view callback or the admission callbacks.
  *   R3 a block goes to a peer only when this node may serve; to the pick when that is not this
  *      node and the caller is not serving a peer, else (a handover) to the best other node for
  *      a copy it holds (cached_only: it never fetches, so no request travels on). A failure of
@@ -62,7 +64,8 @@ struct router {
 
 const char *router_why_name(enum router_why w)
 {
-    static const char *const names[ROUTER_WHY_N] = {"self", "fenced", "alone", "peer_failed"};
+    static const char *const names[ROUTER_WHY_N] = {"self", "fenced", "alone", "peer_failed",
+                                                    "admission"};
     return (unsigned)w < ROUTER_WHY_N ? names[w] : "unknown";
 }
 
@@ -276,6 +279,18 @@ static void account(struct router *r, const char *id, uint64_t incarnation, ssiz
     pthread_mutex_unlock(&r->mu);
 }
 
+/* A request placed on (id, incarnation) that admission refused: it was never sent. */
+static void unplace(struct router *r, const char *id, uint64_t incarnation)
+{
+    pthread_mutex_lock(&r->mu);
+    struct rmem *m = find(r, id, incarnation);
+    if (m && m->inflight)
+        m->inflight--;
+    if (m && m->requests)
+        m->requests--;
+    pthread_mutex_unlock(&r->mu);
+}
+
 static ssize_t fall_back(struct router *r, enum router_why w, enum router_why *why)
 {
     pthread_mutex_lock(&r->mu);
@@ -290,7 +305,7 @@ enum ask { ASK_FETCH, ASK_SERVING, ASK_WARM };
 
 /* router_fetch (ASK_FETCH, ASK_SERVING) and router_warm (ASK_WARM, no buffer). */
 static ssize_t route(struct router *r, const struct peer_block *b, void *buf, size_t len,
-                     enum ask mode, enum router_why *why)
+                     enum ask mode, const struct tier_ioctx *io, enum router_why *why)
 {
     if (r->conf.may_serve && !r->conf.may_serve(r->conf.ud))
         return fall_back(r, ROUTER_FENCED, why);
@@ -323,6 +338,16 @@ static ssize_t route(struct router *r, const struct peer_block *b, void *buf, si
     incarnation = m->e.incarnation;
     pthread_mutex_unlock(&r->mu);
 
+    /* admission (R2: no lock); a handover never queues (router_conf.admit) */
+    size_t bytes = mode == ASK_WARM ? 0 : len;
+    uint64_t t0 = 0;
+    if (r->conf.admit) {
+        if (r->conf.admit(r->conf.ud, io, bytes, mode == ASK_WARM, !handover) != 0) {
+            unplace(r, peer_id, incarnation);
+            return fall_back(r, ROUTER_ADMIT, why);
+        }
+        t0 = tier_now_mono_ns();
+    }
     struct peer_block ask = *b;
     ask.cached_only = handover;
     enum peer_fail fail = PEER_FAIL_ERROR;
@@ -336,6 +361,9 @@ static ssize_t route(struct router *r, const struct peer_block *b, void *buf, si
             fail = PEER_FAIL_GARBAGE;
         }
     }
+    if (r->conf.admit && r->conf.admit_done)
+        r->conf.admit_done(r->conf.ud, io, bytes, mode == ASK_WARM, !handover, n,
+                           tier_now_mono_ns() - t0);
     account(r, peer_id, incarnation, n, fail, handover, mode == ASK_WARM);
     if (n < 0) {
         if (why)
@@ -346,14 +374,15 @@ static ssize_t route(struct router *r, const struct peer_block *b, void *buf, si
 }
 
 ssize_t router_fetch(struct router *r, const struct peer_block *b, void *buf, size_t len,
-                     bool serving, enum router_why *why)
+                     bool serving, const struct tier_ioctx *io, enum router_why *why)
 {
-    return route(r, b, buf, len, serving ? ASK_SERVING : ASK_FETCH, why);
+    return route(r, b, buf, len, serving ? ASK_SERVING : ASK_FETCH, io, why);
 }
 
-int router_warm(struct router *r, const struct peer_block *b, enum router_why *why)
+int router_warm(struct router *r, const struct peer_block *b, const struct tier_ioctx *io,
+                enum router_why *why)
 {
-    ssize_t n = route(r, b, NULL, 0, ASK_WARM, why);
+    ssize_t n = route(r, b, NULL, 0, ASK_WARM, io, why);
     return n < 0 ? (int)n : 0;
 }
 

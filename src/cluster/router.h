@@ -12,11 +12,11 @@
  * node in the block's order for a copy that node holds (the previous owner's, after a join).
  * Everything else is a fallback to the backend
  * (-EAGAIN), counted by its reason: this node owns the block, it is fenced (may_serve false), no
- * member shares, or the peer failed. A peer that failed for a reason of its own (no connection,
- * a timeout, a wrong secret, garbage, a bad checksum) is skipped, as if it had left, until the
- * membership changes or `probe_ms` has passed (then the next block placed on it probes it): so a
- * dead or slow peer costs a reader one deadline, and the next readers none. A read never fails
- * because a peer did.
+ * member shares, the peer failed, or the request was not admitted (router_conf.admit). A peer that
+ * failed for a reason of its own (no connection, a timeout, a wrong secret, garbage, a bad
+ * checksum) is skipped, as if it had left, until the membership changes or `probe_ms` has passed
+ * (then the next block placed on it probes it): so a dead or slow peer costs a reader one deadline,
+ * and the next readers none. A read never fails because a peer did.
  *
  * No librados here (the membership comes through the callback), so unit tests drive it with a
  * view of their own. Thread-safe: one mutex guards the view, the loads and the counters; no lock
@@ -31,6 +31,7 @@
 
 #include "cluster/member_entry.h"
 #include "cluster/peer.h"
+#include "common/ioctx.h"
 
 /* The membership now: entries (malloc'd, the caller frees), their count and the epoch; 0 or a
  * negative errno (the router then keeps its last view). */
@@ -46,6 +47,17 @@ struct router_conf {
     struct peer_client *peer; /* borrowed: the client requests go out on */
     router_view_fn view;
     bool (*may_serve)(void *ud); /* false: this node is fenced, asks no peer. NULL: never fenced */
+    /* Admission of every peer request before it is sent (the daemon's `peers` scheduler lane),
+     * after the peer is picked; NULL: none. admit: 0 (then admit_done is called once, after the
+     * request, with admit's arguments, its result and the time it took), or a negative errno: the
+     * request is not sent and the block goes to the backend (ROUTER_ADMIT). io is router_fetch's or
+     * router_warm's (the reader's), bytes the block's length (0 for a warm). may_wait false:
+     * grant now or refuse, never queue: a handover (this node's own block, or one it serves),
+     * which the daemon must not make wait (docs/CLUSTER.md "Peer traffic and QoS": an endpoint
+     * thread never waits on a lane). No lock of the router is held across either call. */
+    int (*admit)(void *ud, const struct tier_ioctx *io, size_t bytes, bool warm, bool may_wait);
+    void (*admit_done)(void *ud, const struct tier_ioctx *io, size_t bytes, bool warm,
+                       bool may_wait, ssize_t result, uint64_t service_ns);
     void *ud;
 };
 
@@ -55,9 +67,11 @@ enum router_why {
     ROUTER_FENCED,      /* may_serve false */
     ROUTER_ALONE,       /* no other member shares (or no view yet) */
     ROUTER_PEER_FAILED, /* asked, and the peer failed (the reason: peer_client_stats) */
+    ROUTER_ADMIT,       /* not asked: router_conf.admit refused it (the peers lane's deadline) */
     ROUTER_WHY_N,
 };
-const char *router_why_name(enum router_why w); /* "self", "fenced", "alone", "peer_failed" */
+/* "self", "fenced", "alone", "peer_failed", "admission" */
+const char *router_why_name(enum router_why w);
 
 struct router;
 
@@ -69,14 +83,16 @@ void router_free(struct router *r);
  * or -EAGAIN (fetch it from the backend; the reason counted, in *why when not NULL). When the
  * owner is this node, or serving (the caller loads the block for a peer's request), only a
  * handover is tried: a copy the best-ranked other node holds (b->cached_only), which is the
- * block's previous owner when this node took the block over by joining. */
+ * block's previous owner when this node took the block over by joining. io: whom the read is
+ * for, handed to router_conf.admit (may be NULL); the request's class is b->cls. */
 ssize_t router_fetch(struct router *r, const struct peer_block *b, void *buf, size_t len,
-                     bool serving, enum router_why *why);
+                     bool serving, const struct tier_ioctx *io, enum router_why *why);
 
 /* A cluster's staging: block b fetched into the cache of its owner, when that is another node
  * (peer_warm: the owner answers once it holds the block, sending none of it). 0, or -EAGAIN:
  * fetch it here (this node owns it, it is fenced, no member shares, the owner failed). */
-int router_warm(struct router *r, const struct peer_block *b, enum router_why *why);
+int router_warm(struct router *r, const struct peer_block *b, const struct tier_ioctx *io,
+                enum router_why *why);
 
 /* Whether this node may load block b (a fetch, when it holds no copy) for a request of the node
  * whose id is asker: when this node ranks before the asker in the block's rendezvous order (a

@@ -30,7 +30,12 @@
 #define TIERD_IMPLICIT_PER_MINUTE_DEFAULT 4
 #define TIERD_IDLE_RECLAIM_MS_DEFAULT 600000 /* [tenants] idle_reclaim: 10 minutes */
 #define TIERD_MAX_POLICIES 64                /* [policy NAME] sections */
-#define TIERD_POLICY_MAX_KEYS 16             /* keys of one [policy NAME] section */
+#define TIERD_PEER_INFLIGHT_DEFAULT 32       /* [cluster] peer_inflight */
+/* [cluster] (docs/CLUSTER.md "Peer traffic and QoS"): the scheduler lane this node's peer
+ * requests enter (d->peer_lane), and the tenant its endpoint serves every peer's request as */
+#define TIERD_PEER_LANE "peers"
+#define TIERD_PEER_TENANT "peers"
+#define TIERD_POLICY_MAX_KEYS 16 /* keys of one [policy NAME] section */
 
 /* QoS values of a [class NAME] or [tenant NAME] section (docs/CONFIG.md, "QoS"), as
  * qos/sched.h's struct sched_qos takes them: rates in bytes/s, 0 not given (the default),
@@ -187,7 +192,9 @@ struct tierd_config {
     char *cluster_secret_file; /* required: the peers' shared secret */
     bool cluster_share; /* serve peers (default); false: consume-only, no address published */
     uint64_t cluster_peer_timeout_ms; /* a peer request's stall deadline; default 2 s */
-    char *cluster_balance;            /* as written; cluster_balance_val its value (1.25) */
+    /* this node's peer requests in flight at once (its `peers` scheduler lane); default 32 */
+    int cluster_peer_inflight;
+    char *cluster_balance; /* as written; cluster_balance_val its value (1.25) */
     double cluster_balance_val;
     char *cluster_tls_cert, *cluster_tls_key, *cluster_tls_ca; /* all three or none */
     int cluster_line;                                          /* the section's line, 0: none */
@@ -288,6 +295,12 @@ struct tierd {
     struct router *router;
     struct peer_client *peer_client;
     struct peer_server *peer_server;
+    /* QoS of peer traffic (daemon/cluster.c, docs/CLUSTER.md "Peer traffic and QoS"): the lane
+     * of d->sched every peer request of this node enters (TIERD_PEER_LANE; lives until
+     * sched_free), and the tenant the endpoint serves every peer's request as
+     * (TIERD_PEER_TENANT, held against reclaim); both set once by tierd_cluster_open */
+    struct sched_lane *peer_lane;
+    uint32_t peer_tenant;
     /* a cluster's staging asks the router from the stager's threads (tierd_cluster_warm):
      * cluster_mu guards router for them and counts their calls, so that the router outlives
      * the last; initialised by tierd_cluster_open */

@@ -14,6 +14,30 @@
  * they never fetch for it), so no request travels on between nodes whose views differ. A
  * handover asked of this node is answered only from a copy it holds.
  *
+ * QoS of peer traffic (docs/CLUSTER.md "Peer traffic and QoS"), on both ends. Asking: every peer
+ * request of this node enters the scheduler lane `peers` (d->peer_lane: [cluster] peer_inflight
+ * in flight, the request's total bound as admission deadline, no breaker: the router skips
+ * failing peers) under the reader's tenant and class before it is sent (the router's admit
+ * hook), and the request carries the class (q=). Serving: the endpoint reads every block as the
+ * tenant `peers` (d->peer_tenant) in the asker's class (a warm: background), so on this node's
+ * backend and disk lanes the peers are one dmClock client per class, set like any tenant's.
+ *
+ * Waits through the `peers` lane. Only a thread that is not serving a peer waits for a slot, and
+ * only for a request that is no handover: a fetch or a warm of a block another node owns (the
+ * router gives a handover, which every request made while serving is, may_wait false:
+ * sched_lane_try_enter, granted now or sent to the backend), so an endpoint thread never waits
+ * on a lane itself. A slot is held by a request in flight, which the peer's endpoint thread
+ * serves from its cache: a hit, or a load of the block it starts or joins. For a block the peer
+ * owns, every load of it there asks other nodes only for a handover, so the chain of waits from
+ * the slot ends one node away at a backend or a cache, and no cycle can pass through it. For a
+ * block the peer serves without owning it (router_serves_for: a spill, a skipped owner's next
+ * choice), the load it joins may be one of its own readers' fetches waiting for a slot of its
+ * own `peers` lane; per block such chains climb the block's order to its owner, but a lane is
+ * shared by all blocks, so two nodes spilling to each other with both lanes full could wait on
+ * each other. That wait is bounded, never a deadlock: an admission wait ends at the request's
+ * total bound (the block then goes to the backend, counted `admission`), and every request at
+ * its own (the asker then reads the backend). docs/CLUSTER.md "Peer traffic and QoS".
+ *
  * d->member, d->router, d->peer_client and d->peer_server are what the control API reads
  * (GET /v1/cluster). In a build without librados the config refuses a [cluster] section, so
  * there is nothing to join. */
@@ -37,6 +61,9 @@
 #include "cluster/member.h"
 #include "cluster/peer.h"
 #include "cluster/router.h"
+#include "qos/sched.h"
+#include "telemetry/telemetry.h"
+#include "tenant/tenant.h"
 
 struct cluster_conn {
     rados_t rados;
@@ -57,8 +84,9 @@ static struct backend *shared_backend(struct tierd *d, const char *name)
     return NULL;
 }
 
-/* The peer_block of block index of obj as this node names it. */
-static struct peer_block block_of(struct tierd *d, const struct cache_obj *obj, uint64_t index)
+/* The peer_block of block index of obj as this node names it, asked in class cls. */
+static struct peer_block block_of(struct tierd *d, const struct cache_obj *obj, uint64_t index,
+                                  enum tier_io_class cls)
 {
     return (struct peer_block){.backend = obj->be->name,
                                .key = obj->key,
@@ -66,7 +94,8 @@ static struct peer_block block_of(struct tierd *d, const struct cache_obj *obj, 
                                .version = obj->version_id ? obj->version_id : "",
                                .size = obj->size_bytes,
                                .block_size = (uint32_t)cache_block_size(d->cache),
-                               .index = index};
+                               .index = index,
+                               .cls = cls};
 }
 
 /* The cache's peer source: the block from its owner when that is a peer (router_fetch). */
@@ -74,13 +103,12 @@ static ssize_t source_fetch(void *ud, const struct tier_ioctx *io, const struct 
                             uint64_t index, void *buf, size_t len)
 {
     struct tierd *d = ud;
-    (void)io;
     if (!shared_backend(d, obj->be->name))
         return -EAGAIN;
-    struct peer_block b = block_of(d, obj, index);
+    struct peer_block b = block_of(d, obj, index, io ? io->cls : TIER_IO_TRAINING);
     if (peer_block_len(&b) != len)
         return -EAGAIN;
-    return router_fetch(d->router, &b, buf, len, serving, NULL);
+    return router_fetch(d->router, &b, buf, len, serving, io, NULL);
 }
 
 /* The endpoint's callback: block b from this node's cache (a hit, a handover, or one fetch from
@@ -112,7 +140,8 @@ static ssize_t serve_block(void *ud, const char *from, const struct peer_block *
      * the asker in a loop. */
     if (!cached && !b->warm && !router_serves_for(d->router, b, from))
         return -EAGAIN;
-    struct tier_ioctx io = TIER_IOCTX_DEFAULT;
+    /* every peer is the tenant `peers`, in the asker's class */
+    struct tier_ioctx io = {.tenant = d->peer_tenant, .cls = b->cls};
     if (b->warm) { /* a cluster stage: into the cache, as staging does (class background) */
         io.cls = TIER_IO_BACKGROUND;
         serving = true;
@@ -120,11 +149,16 @@ static ssize_t serve_block(void *ud, const char *from, const struct peer_block *
         serving = false;
         return rc < 0 ? rc : (ssize_t)len;
     }
+    enum cache_served tier = CACHE_SERVED_RAM;
+    uint64_t t0 = tier_now_mono_ns();
     serving = true;
-    ssize_t n = cache_read(d->cache, &io, &obj, b->index * b->block_size, buf, len);
+    ssize_t n = cache_read_served(d->cache, &io, &obj, b->index * b->block_size, buf, len, &tier);
     serving = false;
     if (n >= 0 && (size_t)n != len)
-        return -EIO;
+        n = -EIO;
+    /* what peers read here, in the telemetry: a read of tenant `peers`, by the tier it came from */
+    tele_op_record(d->tele, &io, TELE_OP_READ, (enum tele_tier)tier, tier_now_mono_ns() - t0,
+                   n < 0 ? 0 : (uint64_t)n, n < 0 ? (int)n : 0);
     return n;
 }
 
@@ -132,7 +166,6 @@ int tierd_cluster_warm(void *ud, const struct tier_ioctx *io, const struct cache
                        uint64_t index)
 {
     struct tierd *d = ud;
-    (void)io;
     if (!shared_backend(d, obj->be->name))
         return -EAGAIN;
     pthread_mutex_lock(&d->cluster_mu);
@@ -142,8 +175,8 @@ int tierd_cluster_warm(void *ud, const struct tier_ioctx *io, const struct cache
     pthread_mutex_unlock(&d->cluster_mu);
     if (!r)
         return -EAGAIN;
-    struct peer_block b = block_of(d, obj, index);
-    int rc = router_warm(r, &b, NULL);
+    struct peer_block b = block_of(d, obj, index, io ? io->cls : TIER_IO_BACKGROUND);
+    int rc = router_warm(r, &b, io, NULL);
     pthread_mutex_lock(&d->cluster_mu);
     if (!--d->cluster_calls)
         pthread_cond_broadcast(&d->cluster_cv);
@@ -215,6 +248,61 @@ static uint32_t peer_total_ms(uint64_t timeout_ms)
     return t > UINT32_MAX ? UINT32_MAX : (uint32_t)t;
 }
 
+/* The router's admission (router_conf.admit): the `peers` lane, under the reader's tenant and
+ * class; a warm moves no data (bytes 0, no direction). A request that may not wait (a handover:
+ * the deadlock argument at the top) is granted now or not at all. */
+static int peer_admit(void *ud, const struct tier_ioctx *io, size_t bytes, bool warm, bool may_wait)
+{
+    struct tierd *d = ud;
+    if (!may_wait)
+        return sched_lane_try_enter(d->sched, d->peer_lane, io, bytes);
+    return sched_lane_enter_dir(d->sched, d->peer_lane, io, bytes,
+                                warm ? SCHED_DIR_NONE : SCHED_DIR_DOWN);
+}
+
+static void peer_admit_done(void *ud, const struct tier_ioctx *io, size_t bytes, bool warm,
+                            bool may_wait, ssize_t result, uint64_t service_ns)
+{
+    struct tierd *d = ud;
+    /* sched_lane_try_enter enters with no direction: leave as it entered */
+    sched_lane_leave_dir(d->sched, d->peer_lane, io, bytes, result < 0 ? (long)result : 0,
+                         service_ns, warm || !may_wait ? SCHED_DIR_NONE : SCHED_DIR_DOWN);
+}
+
+/* The QoS of peer traffic: the tenant `peers` (the config's [tenant peers] when there is one, with
+ * its class and QoS; else registered now), held so that it is never reclaimed, and the `peers`
+ * lane of d->sched. A registry with no id left serves peers as "other" (logged). */
+static int peers_qos_open(struct tierd *d, uint32_t total_ms)
+{
+    const struct tierd_config *c = &d->cfg;
+    uint32_t id = TIER_TENANT_OTHER;
+    if (!d->sched || !d->tenants) {
+        tier_err_set("[cluster]: no scheduler or tenant registry for the QoS of peer traffic");
+        return -EINVAL;
+    }
+    int rc = tenant_find(d->tenants, TIERD_PEER_TENANT, &id);
+    if (rc == -ENOENT)
+        rc = tenant_register(d->tenants, TIERD_PEER_TENANT, NULL, NULL, &id, NULL);
+    if (rc == 0) {
+        tenant_hold(d->tenants, id);
+    } else {
+        log_warn("cluster: no tenant id left for '%s' (%s): peers are served as tenant 'other' "
+                 "(raise [tenants] max_tenants)",
+                 TIERD_PEER_TENANT, strerror(-rc));
+        id = TIER_TENANT_OTHER;
+    }
+    d->peer_tenant = id;
+    struct sched_backend_config bc = {.max_inflight = c->cluster_peer_inflight,
+                                      .admit_timeout_ms = total_ms,
+                                      .breaker_failures = -1,
+                                      .yield_inflight = -1};
+    rc = sched_lane_new(d->sched, TIERD_PEER_LANE, &bc, &d->peer_lane);
+    if (rc)
+        tier_err_set("[cluster]: cannot make the scheduler lane '%s': %s", TIERD_PEER_LANE,
+                     strerror(-rc));
+    return rc;
+}
+
 /* The secret, the peer client, the router and (share = yes) the endpoint. */
 static int peers_open(struct tierd *d)
 {
@@ -224,6 +312,9 @@ static int peers_open(struct tierd *d)
     int rc = secret_read(c->cluster_secret_file, &secret, &slen);
     if (rc)
         return rc;
+    rc = peers_qos_open(d, peer_total_ms(c->cluster_peer_timeout_ms));
+    if (rc)
+        goto out;
     struct peer_client_conf pcc = {.node_id = c->cluster_node_id,
                                    .secret = secret,
                                    .secret_len = slen,
@@ -239,6 +330,8 @@ static int peers_open(struct tierd *d)
                               .peer = d->peer_client,
                               .view = view,
                               .may_serve = may_serve,
+                              .admit = peer_admit,
+                              .admit_done = peer_admit_done,
                               .ud = d};
     rc = router_new(&rc_, &d->router);
     if (rc) {

@@ -450,6 +450,7 @@ static const struct keydef cluster_keys[] = {
     {"share", V_BOOL, CFG(cluster_share), 0, 0, false, 0, NULL},
     {"peer_timeout", V_DUR, CFG(cluster_peer_timeout_ms), 100, 600000, false, 0, NULL},
     {"balance", V_STR, CFG(cluster_balance), 0, 0, false, 0, NULL},
+    {"peer_inflight", V_INT, CFG(cluster_peer_inflight), 1, 4096, false, 0, NULL},
     {"tls_cert", V_STR, CFG(cluster_tls_cert), 0, 0, false, 0, NULL},
     {"tls_key", V_STR, CFG(cluster_tls_key), 0, 0, false, 0, NULL},
     {"tls_ca", V_STR, CFG(cluster_tls_ca), 0, 0, false, 0, NULL},
@@ -1358,6 +1359,7 @@ static void apply_defaults(struct tierd_config *c)
     c->cluster_weight_val = 1.0;
     c->cluster_share = true;
     c->cluster_peer_timeout_ms = 0; /* backend_timeout (finish) */
+    c->cluster_peer_inflight = TIERD_PEER_INFLIGHT_DEFAULT;
     c->cluster_balance_val = 1.25;
     c->tenant_pid_cache = TENANT_PID_CACHE_DEFAULT;
     c->tenant_reserved_ids = TIERD_RESERVED_IDS_UNSET;

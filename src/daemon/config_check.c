@@ -407,6 +407,13 @@ static void check_cluster_peers(struct parser *p)
         cfg_fail(p, c->cluster_line,
                  "[cluster] share = no serves no peer: tls_cert and tls_key are not used (keep "
                  "tls_ca, with which it checks the peers it reads from)");
+    /* the peer lane is listed beside the backends' (/metrics): a backend may not take its name */
+    for (size_t i = 0; i < c->nbackends; i++)
+        if (strcmp(c->backends[i].name, TIERD_PEER_LANE) == 0)
+            cfg_fail(p, c->backends[i].conf_line,
+                     "[backend %s]: with a [cluster] section, '%s' names the scheduler lane of "
+                     "this node's peer requests; give the backend another name",
+                     TIERD_PEER_LANE, TIERD_PEER_LANE);
     if (!ntls && c->cluster_share && c->cluster_address && !host_is_loopback(c->cluster_address))
         cfg_fail(p, c->cluster_line,
                  "[cluster] address = '%s' is not a loopback address and TLS is not configured: "

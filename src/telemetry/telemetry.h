@@ -75,7 +75,8 @@ struct telemetry_config {
 int telemetry_new(const struct telemetry_config *cfg, struct telemetry **out);
 void telemetry_free(struct telemetry *t); /* NULL: no-op; no record or render may run */
 
-/* One FUSE request finished: latency ns, bytes moved (read reply / written), err (0 or -errno).
+/* One FUSE request finished (or a block a cluster node served to a peer, a read of tenant
+ * "peers": daemon/cluster.c): latency ns, bytes moved (read reply / written), err (0 or -errno).
  * t NULL: no-op. io NULL: TIER_IOCTX_DEFAULT. Classes out of range count as background; an op or
  * tier out of range is dropped (a bug of the caller). */
 void tele_op_record(struct telemetry *t, const struct tier_ioctx *io, enum tele_op op,
@@ -130,7 +131,8 @@ uint64_t tele_quantile_diff(const struct tele_bucket *cur, size_t ncur,
 
 /* ---- gauges and health --------------------------------------------------------------------- */
 
-#define TELE_MAX_BACKENDS 16
+/* scheduler lanes in the gauges: tierd's backends' (16 at most) and its cluster's peer lane */
+#define TELE_MAX_BACKENDS 17
 
 /* Gauges and health that are not recorded per op, gathered at export time. */
 struct tele_gauges {

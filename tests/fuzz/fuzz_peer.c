@@ -8,7 +8,8 @@
  *   0: query values, one "NAME=VALUE" a line (a line without '=' is a name with an empty value).
  *      Either peer_query_finish() fails with -EINVAL, leaving the block untouched, or the block
  *      has a non-empty backend and key, a block of 1..block_size bytes, and a name that
- *      peer_block_name() writes and that the same values, added in reverse order, give again.
+ *      peer_block_name() writes and that the same values, added in reverse order, give again
+ *      (with the same mode and class; a class is 0..3).
  *   1: request headers (node, nonce, auth lines): 0 or -EINVAL, outputs untouched on -EINVAL.
  *   2: answer headers (sum, auth lines): 0 or -EBADMSG, outputs untouched on -EBADMSG; on 0 the
  *      hex of what was decoded is the input's, lower-cased.
@@ -70,14 +71,16 @@ static void fuzz_query(const char **line, const size_t *len, size_t k)
         return;
     }
     uint32_t bl = peer_block_len(&b);
-    if (!b.backend[0] || !b.key[0] || bl == 0 || bl > b.block_size)
+    if (!b.backend[0] || !b.key[0] || bl == 0 || bl > b.block_size ||
+        (unsigned)b.cls >= TIER_IO_NCLASSES)
         abort();
     char n1[PEER_NAME_MAX + 1], n2[PEER_NAME_MAX + 1];
     int l1 = peer_block_name(&b, n1, sizeof(n1));
     if (l1 <= 0 || peer_query_finish(&r, &again) != 0)
         abort();
     int l2 = peer_block_name(&again, n2, sizeof(n2));
-    if (l1 != l2 || memcmp(n1, n2, (size_t)l1) != 0)
+    if (l1 != l2 || memcmp(n1, n2, (size_t)l1) != 0 || again.cls != b.cls ||
+        peer_block_mode(&again) != peer_block_mode(&b))
         abort();
 }
 

@@ -9,6 +9,8 @@
 #   - n1, n2 and n3 read set A one after the other, every byte right: the blocks fetched from the
 #     RGW by the three together are at most 1.1x the set (each block once per cluster), and n2
 #     and n3 got blocks from peers;
+#   - (peer traffic and QoS) n3 restarted with a tenant of class inference reads set Q as it: n3's
+#     lane `peers` granted it, the owners served it as tenant `peers` in class inference;
 #   - n3 restarted with another secret reads set B right: its peers refuse it (401, counted on
 #     both sides) and it reads the RGW (counted as auth failures);
 #   - n3 restarted with share = no (consume-only) reads set C right with no block of its own from
@@ -143,6 +145,64 @@ served=$(($(q 1 'j["peers"]["served"]["blocks"]') + $(q 2 'j["peers"]["served"][
 table=$("$TIERCTL" -s "$T/api2.sock" cluster) || fail "tierctl cluster failed"
 grep -q "^from peers: [1-9][0-9]* blocks" <<<"$table" || fail "tierctl cluster: $table"
 ok "three nodes read set A right, $total bytes from the RGW for $SET_BYTES ($served blocks served to peers)"
+
+# ==== peer traffic and QoS (docs/CLUSTER.md "Peer traffic and QoS") ============================
+# n3 restarted with [tenant pqos] (uid 1001, class inference) reads set Q as uid 1001: n3's lane
+# `peers` granted the blocks it asked of its peers to pqos/inference, the owners served them as
+# tenant `peers` in class inference (their S3 lane granted it bytes, their telemetry shows its
+# reads), and nothing was refused admission. Local to this block: set Q, n3's config, $T's mode.
+for tool in setpriv cmp; do command -v "$tool" >/dev/null || fail "needs $tool"; done
+make_set Q
+chmod 0711 "$T" # uid 1001 reaches n3's mount
+stop 3
+{
+  node_conf 3 | sed 's|^\[mount\]$|[mount]\nallow_other = true\numask = 022|'
+  tierd_conf_section "tenant pqos" "uid = 1001" "class = inference"
+} >"$T/tierd3.conf"
+start 3
+wait_for 120 members_are 3 "n1 n2 n3" || fail "n3 (tenant pqos) sees '$(members 3)'"
+for f in "$T/src/Q"/*; do
+  setpriv --reuid=1001 --regid=1001 --clear-groups -- cat "$T/mnt3/d/Q/${f##*/}" | cmp -s - "$f" ||
+    fail "n3 read Q/${f##*/} wrong as uid 1001"
+done
+# qos N EXPR: python EXPR over node N's GET /v1/qos (j) and /metrics (m, the text)
+qos() {
+  python3 - "$(tierd_api "$T/api$1.sock" /v1/qos)" "$(tierd_api "$T/api$1.sock" /metrics)" "$2" <<'PY'
+import json, re, sys
+j, m = json.loads(sys.argv[1]), sys.argv[2]
+def tenant(lane, name):
+    return ([t for t in (lane or {}).get("tenants", []) if t["name"] == name] or [None])[0]
+def cls(lane, name, c):
+    t = tenant(lane, name)
+    return t["classes"][c] if t else {"grants": 0, "granted_bytes": 0}
+def metric(name, **labels):
+    total = 0
+    for line in m.splitlines():
+        if line.startswith(name + "{") and all('%s="%s"' % kv in line for kv in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+print(eval(sys.argv[3]))
+PY
+}
+[ "$(qos 3 'j["peers"]["name"] == "peers" and j["peers"]["max_inflight"] == 32')" = True ] ||
+  fail "n3's GET /v1/qos has no peers lane: $(tierd_api "$T/api3.sock" /v1/qos)"
+[ "$(qos 3 'cls(j["peers"], "pqos", "inference")["grants"] > 0 and cls(j["peers"], "pqos", "inference")["granted_bytes"] > 0')" = True ] ||
+  fail "n3's peers lane granted nothing to pqos/inference: $(tierd_api "$T/api3.sock" /v1/qos)"
+[ "$(qos 3 '"tierd_backend_inflight_calls{backend=\"peers\"}" in m')" = True ] ||
+  fail "n3's /metrics does not list the peers lane"
+[ "$(q 3 'j["peers"]["to_backend"]["admission"]')" = 0 ] || fail "n3: peer requests not admitted: $(cluster_js 3)"
+table=$("$TIERCTL" -s "$T/api3.sock" cluster) || fail "tierctl cluster failed"
+grep -q " 0 not admitted (peers lane)" <<<"$table" || fail "tierctl cluster: $table"
+table=$("$TIERCTL" -s "$T/api3.sock" qos) || fail "tierctl qos failed"
+grep -Eq '^\(peers\) +pqos +inference ' <<<"$table" || fail "tierctl qos has no (peers) row: $table"
+owner_bytes=$(($(qos 1 'int(cls(j["backends"][0], "peers", "inference")["granted_bytes"])') +
+  $(qos 2 'int(cls(j["backends"][0], "peers", "inference")["granted_bytes"])')))
+[ "$owner_bytes" -gt 0 ] || fail "no owner's S3 lane granted tenant peers/inference any bytes"
+owner_reads=$(($(qos 1 'int(metric("tierd_op_bytes_total", tenant="peers", **{"class": "inference"}, op="read"))') +
+  $(qos 2 'int(metric("tierd_op_bytes_total", tenant="peers", **{"class": "inference"}, op="read"))')))
+[ "$owner_reads" -gt 0 ] || fail "no owner's telemetry shows reads of tenant peers/inference"
+ok "peer QoS: n3's peers lane admitted pqos/inference; the owners served tenant peers in class inference ($owner_bytes bytes from S3, $owner_reads read)"
+# ==== end of peer traffic and QoS ================================================================
 
 # ---- set B: n3 with another secret ------------------------------------------------------------
 stop 3

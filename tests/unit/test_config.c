@@ -992,6 +992,7 @@ static void test_cluster(void **state)
     assert_string_equal(c.cluster_secret_file, "/s");
     assert_true(c.cluster_share);
     assert_int_equal(c.cluster_peer_timeout_ms, 10000); /* backend_timeout's */
+    assert_int_equal(c.cluster_peer_inflight, 32);
     assert_true(c.cluster_balance_val == 1.25);
     assert_null(c.cluster_tls_cert);
     tierd_config_fini(&c);
@@ -1023,11 +1024,29 @@ static void test_cluster(void **state)
                "balance = 1\n",
                err, sizeof(err));
     assert_non_null(strstr(err, "[cluster] balance = '1' is not allowed"));
+    load_error("[cluster]\nname = c1\nnode_id = n0\nsecret_file = /s\nshare = no\n"
+               "peer_inflight = 0\n",
+               err, sizeof(err));
+    assert_non_null(strstr(err, "t.conf:13: [cluster] peer_inflight = '0' is not allowed "
+                                "(allowed: a whole number from 1 to 4096)"));
+    load_error("[cluster]\nname = c1\nnode_id = n0\nsecret_file = /s\nshare = no\n"
+               "peer_inflight = 4097\n",
+               err, sizeof(err));
+    assert_non_null(strstr(err, "[cluster] peer_inflight = '4097' is not allowed"));
+    /* a backend may not take the peer lane's name beside a [cluster] (only there) */
+    load_error("[backend peers]\ntype = posix\nroot = /p\n[cluster]\nname = c1\nnode_id = n0\n"
+               "secret_file = /s\nshare = no\n",
+               err, sizeof(err));
+    assert_non_null(strstr(err,
+                           "t.conf:8: [backend peers]: with a [cluster] section, 'peers' names "
+                           "the scheduler lane"));
+    load_error("[backend peers]\ntype = posix\nroot = /p\n", err, sizeof(err));
+    assert_string_equal(err, "");
 
     text = BASE "[cluster]\nname = c1\nnode_id = n1\nweight = 2.5\nlease = 30s\n"
                 "address = 10.0.0.7:7070\npool = tp\nuser = tierd\nkeyring = /k\n"
                 "secret_file = /s\ntls_cert = /c\ntls_key = /k\ntls_ca = /a\n"
-                "peer_timeout = 5s\nbalance = 1.5\n";
+                "peer_timeout = 5s\nbalance = 1.5\npeer_inflight = 8\n";
     rc = tierd_config_load_string("t.conf", text, strlen(text), &c, err, sizeof(err));
     if (rc)
         fail_msg("%s", err);
@@ -1039,6 +1058,7 @@ static void test_cluster(void **state)
     assert_string_equal(c.cluster_user, "tierd");
     assert_string_equal(c.cluster_keyring, "/k");
     assert_int_equal(c.cluster_peer_timeout_ms, 5000);
+    assert_int_equal(c.cluster_peer_inflight, 8);
     assert_true(c.cluster_balance_val == 1.5);
     assert_string_equal(c.cluster_tls_ca, "/a");
     tierd_config_fini(&c);

@@ -34,6 +34,7 @@ static const char other_secret[] = "another secret, as long as that.";
 /* ---- an endpoint serving deterministic bytes ------------------------------------------------- */
 
 static bool g_may_serve = true;    /* atomic */
+static int g_last_cls = -1;        /* atomic: the class of the last block served */
 static bool g_node_seen_ok = true; /* atomic: every from_node was "node-a" */
 
 static uint8_t byte_at(const char *key, uint64_t index, size_t j)
@@ -55,6 +56,7 @@ static ssize_t serve(void *ud, const char *from_node, const struct peer_block *b
         __atomic_store_n(&g_node_seen_ok, false, __ATOMIC_RELAXED);
     if (len != peer_block_len(b))
         return -EIO;
+    __atomic_store_n(&g_last_cls, (int)b->cls, __ATOMIC_RELAXED);
     static const struct {
         const char *key;
         int err;
@@ -120,7 +122,14 @@ static void addr_of(uint16_t port, char *out, size_t cap)
 
 static struct peer_block block(const char *key, uint64_t size, uint32_t bs, uint64_t index)
 {
-    return (struct peer_block){"s3", key, "etag-1", "", size, bs, index, false, false};
+    return (struct peer_block){.backend = "s3",
+                               .key = key,
+                               .etag = "etag-1",
+                               .version = "",
+                               .size = size,
+                               .block_size = bs,
+                               .index = index,
+                               .cls = TIER_IO_TRAINING};
 }
 
 /* Reads block b from addr and checks its bytes: 0, or the fetch's error. */
@@ -162,8 +171,11 @@ static void test_read_blocks(void **state)
     assert_int_equal(read_check(pc, addr, &tiny, NULL), 1);
     struct peer_block big = block("big", 4u << 20, 4u << 20, 0);
     assert_int_equal(read_check(pc, addr, &big, NULL), 4 << 20);
-    struct peer_block odd = {
-        "s3 x", "dir/a b&c=d%e+f?g#h\xc3\xa9", "\"e t\"", "v=1&2", 100, 64, 1, false, false};
+    struct peer_block odd = {"s3 x",    "dir/a b&c=d%e+f?g#h\xc3\xa9",
+                             "\"e t\"", "v=1&2",
+                             100,       64,
+                             1,         false,
+                             false,     TIER_IO_TRAINING};
     assert_int_equal(read_check(pc, addr, &odd, NULL), 36);
     total += 1 + (4u << 20) + 36;
     n += 3;
@@ -354,7 +366,8 @@ static void test_server_bad_requests(void **state)
     assert_int_equal(raw_status(port, req), 401); /* no headers */
     assert_int_equal(raw_status(port, "GET /v1/ping HTTP/1.1\r\nHost: x\r\n\r\n"), 401);
     /* authentic, for a block size over PEER_BLOCK_SIZE_MAX: 409, the callback not called */
-    struct peer_block b = {"s3", "k", "", "", 1000000000, 134217728, 0, false, false};
+    struct peer_block b = {"s3",      "k", "",    "",    1000000000,
+                           134217728, 0,   false, false, TIER_IO_TRAINING};
     char name[PEER_NAME_MAX + 1], nonce_hex[33], mac_hex[65];
     uint8_t nonce[PEER_NONCE_LEN] = {1, 2, 3}, mac[PEER_MAC_LEN];
     int nl = peer_block_name(&b, name, sizeof(name));
@@ -372,10 +385,56 @@ static void test_server_bad_requests(void **state)
              "X-Tierd-Auth: %s\r\n\r\n",
              q, nonce_hex, mac_hex);
     assert_int_equal(raw_status(port, req), 401);
+    /* the asker's class: q=7 is no class (400); q=3 with the MAC of training (no q) is a
+     * request whose class was changed on the way (401) */
+    snprintf(req, sizeof(req),
+             "GET /v1/block?%s&q=7 HTTP/1.1\r\nHost: x\r\nX-Tierd-Node: n\r\nX-Tierd-Nonce: %s\r\n"
+             "X-Tierd-Auth: %s\r\n\r\n",
+             q, nonce_hex, mac_hex);
+    assert_int_equal(raw_status(port, req), 400);
+    snprintf(req, sizeof(req),
+             "GET /v1/block?%s&q=3 HTTP/1.1\r\nHost: x\r\nX-Tierd-Node: n\r\nX-Tierd-Nonce: %s\r\n"
+             "X-Tierd-Auth: %s\r\n\r\n",
+             q, nonce_hex, mac_hex);
+    assert_int_equal(raw_status(port, req), 401);
+    /* q=1 (training, spelled out) has training's MAC: authentic */
+    snprintf(req, sizeof(req),
+             "GET /v1/block?%s&q=1 HTTP/1.1\r\nHost: x\r\nX-Tierd-Node: n\r\nX-Tierd-Nonce: %s\r\n"
+             "X-Tierd-Auth: %s\r\n\r\n",
+             q, nonce_hex, mac_hex);
+    assert_int_equal(raw_status(port, req), 409);
     struct peer_server_stats ss;
     peer_server_stats_get(s, &ss);
-    assert_true(ss.bad_requests == 4 && ss.auth_failures == 3 && ss.mismatched == 1 &&
+    assert_true(ss.bad_requests == 5 && ss.auth_failures == 4 && ss.mismatched == 2 &&
                 ss.served == 0);
+    peer_server_stop(s);
+}
+
+/* The asker's class travels with the request: the serve callback sees the one the client set,
+ * every class, and a warm's too. */
+static void test_request_class(void **state)
+{
+    (void)state;
+    struct peer_server *s = server_start(NULL, NULL);
+    struct peer_client *pc = client_new(secret, NULL, 0);
+    char addr[64];
+    addr_of(peer_server_port(s), addr, sizeof(addr));
+    for (int c = 0; c < TIER_IO_NCLASSES; c++) {
+        struct peer_block b = block("class", 10000, 4096, 1);
+        b.cls = (enum tier_io_class)c;
+        __atomic_store_n(&g_last_cls, -1, __ATOMIC_RELAXED);
+        assert_int_equal(read_check(pc, addr, &b, NULL), 4096);
+        assert_int_equal(__atomic_load_n(&g_last_cls, __ATOMIC_RELAXED), c);
+        __atomic_store_n(&g_last_cls, -1, __ATOMIC_RELAXED);
+        assert_int_equal(peer_warm(pc, addr, &b, NULL), 0);
+        assert_int_equal(__atomic_load_n(&g_last_cls, __ATOMIC_RELAXED), c);
+    }
+    struct peer_block bad = block("class", 10000, 4096, 1);
+    bad.cls = TIER_IO_NCLASSES;
+    uint8_t buf[4096];
+    assert_int_equal(peer_fetch(pc, addr, &bad, buf, sizeof(buf), NULL), -EINVAL);
+    assert_int_equal(peer_warm(pc, addr, &bad, NULL), -EINVAL);
+    peer_client_free(pc);
     peer_server_stop(s);
 }
 
@@ -768,12 +827,19 @@ static void test_tls(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_read_blocks),         cmocka_unit_test(test_concurrent),
-        cmocka_unit_test(test_wrong_secret),        cmocka_unit_test(test_serve_errors),
-        cmocka_unit_test(test_server_bad_requests), cmocka_unit_test(test_fail_names),
-        cmocka_unit_test(test_start_refuses),       cmocka_unit_test(test_bad_servers),
-        cmocka_unit_test(test_keepalive),           cmocka_unit_test(test_stalled_server),
-        cmocka_unit_test(test_slow_server),         cmocka_unit_test(test_tls),
+        cmocka_unit_test(test_read_blocks),
+        cmocka_unit_test(test_concurrent),
+        cmocka_unit_test(test_wrong_secret),
+        cmocka_unit_test(test_serve_errors),
+        cmocka_unit_test(test_server_bad_requests),
+        cmocka_unit_test(test_request_class),
+        cmocka_unit_test(test_fail_names),
+        cmocka_unit_test(test_start_refuses),
+        cmocka_unit_test(test_bad_servers),
+        cmocka_unit_test(test_keepalive),
+        cmocka_unit_test(test_stalled_server),
+        cmocka_unit_test(test_slow_server),
+        cmocka_unit_test(test_tls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

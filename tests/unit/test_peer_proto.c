@@ -24,7 +24,7 @@ static int name_of(const struct peer_block *b, char *out)
 static void test_block_len(void **state)
 {
     (void)state;
-    struct peer_block b = {"s3", "k", "e", "", 10, 4, 0, false, false};
+    struct peer_block b = {"s3", "k", "e", "", 10, 4, 0, false, false, TIER_IO_TRAINING};
     assert_int_equal(peer_block_len(&b), 4);
     b.index = 2;
     assert_int_equal(peer_block_len(&b), 2); /* the short last block */
@@ -37,8 +37,8 @@ static void test_block_len(void **state)
     assert_int_equal(peer_block_len(&b), 4);
     b.block_size = 0;
     assert_int_equal(peer_block_len(&b), 0);
-    b = (struct peer_block){"s3",  "k",  "e", "", UINT64_MAX, 1u << 20, UINT64_MAX >> 20,
-                            false, false};
+    b = (struct peer_block){
+        "s3", "k", "e", "", UINT64_MAX, 1u << 20, UINT64_MAX >> 20, false, false, TIER_IO_TRAINING};
     assert_int_equal(peer_block_len(&b), (1u << 20) - 1);
     b.index = UINT64_MAX;
     assert_int_equal(peer_block_len(&b), 0);
@@ -48,7 +48,8 @@ static void test_name_known(void **state)
 {
     (void)state;
     char n[PEER_NAME_MAX + 1];
-    struct peer_block b = {"s3", "data/x.bin", "abc", "", 10000000, 4194304, 2, false, false};
+    struct peer_block b = {"s3",  "data/x.bin", "abc",           "", 10000000, 4194304, 2,
+                           false, false,        TIER_IO_TRAINING};
     int len = name_of(&b, n);
     assert_string_equal(n, "2:s310:data/x.bin3:abc0:8:100000007:41943041:2");
     assert_int_equal(len, (int)strlen(n));
@@ -59,16 +60,22 @@ static void test_name_injective(void **state)
 {
     (void)state;
     static const struct peer_block pairs[][2] = {
-        {{"ab", "c", "", "", 1, 1, 0, false, false}, {"a", "bc", "", "", 1, 1, 0, false, false}},
-        {{"a", "b", "c", "", 1, 1, 0, false, false}, {"a", "", "bc", "", 1, 1, 0, false, false}},
-        {{"a", "k", "e", "v1", 1, 1, 0, false, false},
-         {"a", "k", "ev", "1", 1, 1, 0, false, false}},
-        {{"a", "1:b", "", "", 1, 1, 0, false, false}, {"a:1", "b", "", "", 1, 1, 0, false, false}},
-        {{"a", "k", "", "", 11, 1, 0, false, false}, {"a", "k", "", "", 1, 11, 0, false, false}},
-        {{"a", "k", "", "", 1, 11, 0, false, false}, {"a", "k", "", "", 1, 1, 10, false, false}},
-        {{"a", "k", "2:", "", 1, 1, 0, false, false}, {"a", "k2:", "", "", 1, 1, 0, false, false}},
-        {{"a", "k", "", "3:abc", 1, 1, 0, false, false},
-         {"a", "k", "3:abc", "", 1, 1, 0, false, false}},
+        {{"ab", "c", "", "", 1, 1, 0, false, false, TIER_IO_TRAINING},
+         {"a", "bc", "", "", 1, 1, 0, false, false, TIER_IO_TRAINING}},
+        {{"a", "b", "c", "", 1, 1, 0, false, false, TIER_IO_TRAINING},
+         {"a", "", "bc", "", 1, 1, 0, false, false, TIER_IO_TRAINING}},
+        {{"a", "k", "e", "v1", 1, 1, 0, false, false, TIER_IO_TRAINING},
+         {"a", "k", "ev", "1", 1, 1, 0, false, false, TIER_IO_TRAINING}},
+        {{"a", "1:b", "", "", 1, 1, 0, false, false, TIER_IO_TRAINING},
+         {"a:1", "b", "", "", 1, 1, 0, false, false, TIER_IO_TRAINING}},
+        {{"a", "k", "", "", 11, 1, 0, false, false, TIER_IO_TRAINING},
+         {"a", "k", "", "", 1, 11, 0, false, false, TIER_IO_TRAINING}},
+        {{"a", "k", "", "", 1, 11, 0, false, false, TIER_IO_TRAINING},
+         {"a", "k", "", "", 1, 1, 10, false, false, TIER_IO_TRAINING}},
+        {{"a", "k", "2:", "", 1, 1, 0, false, false, TIER_IO_TRAINING},
+         {"a", "k2:", "", "", 1, 1, 0, false, false, TIER_IO_TRAINING}},
+        {{"a", "k", "", "3:abc", 1, 1, 0, false, false, TIER_IO_TRAINING},
+         {"a", "k", "3:abc", "", 1, 1, 0, false, false, TIER_IO_TRAINING}},
     };
     for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
         char a[PEER_NAME_MAX + 1], b[PEER_NAME_MAX + 1];
@@ -92,8 +99,8 @@ static void test_name_bounds(void **state)
     memset(etag, 'e', PEER_ETAG_MAX);
     etag[PEER_ETAG_MAX] = '\0';
     /* every field at its bound, every number at its widest: fits PEER_NAME_MAX */
-    struct peer_block b = {backend,    key,        etag,  big,  UINT64_MAX,
-                           UINT32_MAX, UINT64_MAX, false, false};
+    struct peer_block b = {backend,    key,        etag,  big,   UINT64_MAX,
+                           UINT32_MAX, UINT64_MAX, false, false, TIER_IO_TRAINING};
     char n[PEER_NAME_MAX + 1];
     assert_true(name_of(&b, n) > 0);
     assert_true(peer_block_name(&b, n, 100) == -EINVAL);
@@ -246,14 +253,65 @@ static void test_query_mode(void **state)
             m0b[PEER_MAC_LEN];
     const char *sec = "0123456789abcdef";
     assert_int_equal(peer_req_mac(sec, 16, nonce, n1, strlen(n1), m0), 0);
-    assert_int_equal(peer_req_mac_mode(sec, 16, 0, nonce, n1, strlen(n1), m0b), 0);
-    assert_int_equal(peer_req_mac_mode(sec, 16, 'c', nonce, n1, strlen(n1), mc), 0);
-    assert_int_equal(peer_req_mac_mode(sec, 16, 'w', nonce, n1, strlen(n1), mw), 0);
+    assert_int_equal(peer_req_mac_mode(sec, 16, 0, TIER_IO_TRAINING, nonce, n1, strlen(n1), m0b),
+                     0);
+    assert_int_equal(peer_req_mac_mode(sec, 16, 'c', TIER_IO_TRAINING, nonce, n1, strlen(n1), mc),
+                     0);
+    assert_int_equal(peer_req_mac_mode(sec, 16, 'w', TIER_IO_TRAINING, nonce, n1, strlen(n1), mw),
+                     0);
     assert_memory_equal(m0, m0b, PEER_MAC_LEN);
     assert_memory_not_equal(m0, mc, PEER_MAC_LEN);
     assert_memory_not_equal(m0, mw, PEER_MAC_LEN);
     assert_memory_not_equal(mc, mw, PEER_MAC_LEN);
-    assert_int_equal(peer_req_mac_mode(sec, 16, 'x', nonce, n1, strlen(n1), mw), -EINVAL);
+    assert_int_equal(peer_req_mac_mode(sec, 16, 'x', TIER_IO_TRAINING, nonce, n1, strlen(n1), mw),
+                     -EINVAL);
+}
+
+/* The asker's class (q): optional, one digit 0..3, once, absent training; not in the name, but in
+ * the request's HMAC, so a request whose q was changed fails it */
+static void test_query_class(void **state)
+{
+    (void)state;
+    struct peer_query q;
+    struct peer_block b;
+    assert_int_equal(parse_query("b=s3&k=k&e=&v=&s=10&z=4&i=0", &q, &b), 0);
+    assert_int_equal(b.cls, TIER_IO_TRAINING);
+    char n0[PEER_NAME_MAX + 1], n1[PEER_NAME_MAX + 1];
+    name_of(&b, n0);
+    for (int c = 0; c < TIER_IO_NCLASSES; c++) {
+        char qs[64];
+        snprintf(qs, sizeof(qs), "q=%d&b=s3&k=k&e=&v=&s=10&z=4&i=0&m=w", c);
+        assert_int_equal(parse_query(qs, &q, &b), 0);
+        assert_int_equal(b.cls, c);
+        assert_true(b.warm);
+        name_of(&b, n1);
+        assert_string_equal(n0, n1);
+    }
+    static const char *bad[] = {"q=4", "q=", "q=00", "q=-1", "q=i", "q=1&q=1", "q=10"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char qs[64];
+        snprintf(qs, sizeof(qs), "b=s3&k=k&e=&v=&s=10&z=4&i=0&%s", bad[i]);
+        assert_int_equal(parse_query(qs, &q, &b), -EINVAL);
+    }
+
+    /* one MAC per (mode, class): training's is the plain label's; any other differs */
+    uint8_t nonce[PEER_NONCE_LEN] = {4, 5, 6}, plain[PEER_MAC_LEN];
+    uint8_t m[3][TIER_IO_NCLASSES][PEER_MAC_LEN];
+    const char *sec = "0123456789abcdef";
+    const char modes[3] = {0, 'c', 'w'};
+    assert_int_equal(peer_req_mac(sec, 16, nonce, n0, strlen(n0), plain), 0);
+    for (int k = 0; k < 3; k++)
+        for (int c = 0; c < TIER_IO_NCLASSES; c++)
+            assert_int_equal(peer_req_mac_mode(sec, 16, modes[k], (enum tier_io_class)c, nonce, n0,
+                                               strlen(n0), m[k][c]),
+                             0);
+    assert_memory_equal(plain, m[0][TIER_IO_TRAINING], PEER_MAC_LEN);
+    for (int a = 0; a < 3 * TIER_IO_NCLASSES; a++)
+        for (int z = a + 1; z < 3 * TIER_IO_NCLASSES; z++)
+            assert_memory_not_equal(m[a / TIER_IO_NCLASSES][a % TIER_IO_NCLASSES],
+                                    m[z / TIER_IO_NCLASSES][z % TIER_IO_NCLASSES], PEER_MAC_LEN);
+    assert_int_equal(peer_req_mac_mode(sec, 16, 0, TIER_IO_NCLASSES, nonce, n0, strlen(n0), plain),
+                     -EINVAL);
 }
 
 static void test_query_refuses(void **state)
@@ -334,6 +392,7 @@ int main(void)
         cmocka_unit_test(test_mac_known),      cmocka_unit_test(test_hex),
         cmocka_unit_test(test_query_valid),    cmocka_unit_test(test_query_refuses),
         cmocka_unit_test(test_headers),        cmocka_unit_test(test_query_mode),
+        cmocka_unit_test(test_query_class),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

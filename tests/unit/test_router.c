@@ -10,7 +10,9 @@
  * its own (or one it serves) is asked of the next node only as a handover (a copy that node
  * holds; a 404 is no failure); a fenced node asks no peer; a consume-only node (no address) owns
  * nothing; no sharing member: alone; a node loads a block it does not hold only for an asker it
- * ranks before (router_serves_for), and a skipped owner's next choice is such a node. */
+ * ranks before (router_serves_for), and a skipped owner's next choice is such a node; every
+ * request sent passed admission first (a handover without waiting), and one admission refused
+ * goes to the backend as "admission", unsent. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -114,7 +116,8 @@ static struct peer_block blk(uint64_t i)
                                .version = "",
                                .size = SIZE,
                                .block_size = BS,
-                               .index = i};
+                               .index = i,
+                               .cls = TIER_IO_TRAINING};
 }
 
 /* The owner of block i over the members of w that share, as the router places it. */
@@ -205,7 +208,7 @@ static ssize_t fetch(struct fix *f, uint64_t i, uint8_t *buf, enum router_why *w
 {
     struct peer_block b = blk(i);
     *why = ROUTER_WHY_N;
-    return router_fetch(f->r, &b, buf, peer_block_len(&b), false, why);
+    return router_fetch(f->r, &b, buf, peer_block_len(&b), false, NULL, why);
 }
 
 static void test_owner_serves(void **state)
@@ -337,7 +340,7 @@ static void test_handover(void **state)
     int before = f->b.served + f->c.served;
     for (uint64_t i = 0; i < 64; i++) {
         struct peer_block b = blk(i);
-        assert_int_equal(router_fetch(f->r, &b, buf, BS, true, &why), -EAGAIN);
+        assert_int_equal(router_fetch(f->r, &b, buf, BS, true, NULL, &why), -EAGAIN);
         assert_int_equal(why, ROUTER_SELF);
     }
     assert_int_equal(f->b.served + f->c.served, before);
@@ -351,7 +354,7 @@ static void test_warm(void **state)
     for (uint64_t i = 0; i < 64; i++) {
         struct peer_block b = blk(i);
         enum router_why why = ROUTER_WHY_N;
-        int rc = router_warm(f->r, &b, &why);
+        int rc = router_warm(f->r, &b, NULL, &why);
         if (strcmp(owner_of(&f->w, i), "a") == 0) {
             assert_int_equal(rc, -EAGAIN);
             assert_int_equal(why, ROUTER_SELF);
@@ -370,6 +373,111 @@ static void test_warm(void **state)
     peer_server_stats_get(f->b.s, &ss);
     assert_int_equal(ss.warmed, (uint64_t)f->b.warmed);
     assert_int_equal(ss.served_bytes, 0);
+}
+
+/* The admission hooks' record (test_admission). */
+static struct {
+    bool refuse;
+    int admits, no_wait, warms, dones, done_ok, done_no_wait;
+    size_t bytes;
+    const struct tier_ioctx *io; /* the last admit's */
+} g_adm;
+
+static int adm_enter(void *ud, const struct tier_ioctx *io, size_t bytes, bool warm, bool may_wait)
+{
+    (void)ud;
+    g_adm.admits++;
+    g_adm.no_wait += !may_wait;
+    g_adm.warms += warm;
+    g_adm.bytes += bytes;
+    g_adm.io = io;
+    return g_adm.refuse ? -ETIMEDOUT : 0;
+}
+
+static void adm_done(void *ud, const struct tier_ioctx *io, size_t bytes, bool warm, bool may_wait,
+                     ssize_t result, uint64_t service_ns)
+{
+    (void)ud;
+    (void)io;
+    (void)warm;
+    (void)service_ns;
+    g_adm.dones++;
+    g_adm.done_no_wait += !may_wait;
+    g_adm.done_ok += result == (ssize_t)bytes;
+}
+
+/* Every peer request passes admission before it is sent: a fetch may wait, a handover may not, a
+ * warm costs no bytes; a refusal sends nothing and counts "admission". */
+static void test_admission(void **state)
+{
+    struct fix *f = *state;
+    struct router_conf rc = {.self_id = "a",
+                             .probe_ms = 600000,
+                             .peer = f->pc,
+                             .view = view,
+                             .may_serve = may_serve,
+                             .admit = adm_enter,
+                             .admit_done = adm_done,
+                             .ud = &f->w};
+    struct router *r = NULL;
+    assert_int_equal(router_new(&rc, &r), 0);
+    memset(&g_adm, 0, sizeof(g_adm));
+    const struct tier_ioctx io = {.tenant = 7, .cls = TIER_IO_INFERENCE};
+    uint8_t buf[BS];
+    enum router_why why;
+    int own = 0;
+    for (uint64_t i = 0; i < 64; i++) {
+        struct peer_block b = blk(i);
+        b.cls = io.cls;
+        own += strcmp(owner_of(&f->w, i), "a") == 0;
+        ssize_t n = router_fetch(r, &b, buf, BS, false, &io, &why);
+        assert_true(n == BS || (n == -EAGAIN && why == ROUTER_SELF)); /* holds nothing */
+    }
+    assert_int_equal(g_adm.admits, 64); /* every block: a fetch, or a handover of its own */
+    assert_int_equal(g_adm.no_wait, own);
+    assert_int_equal(g_adm.bytes, 64 * BS);
+    assert_ptr_equal(g_adm.io, &io);
+    assert_int_equal(g_adm.dones, 64);
+    assert_int_equal(g_adm.done_no_wait, own);
+    assert_int_equal(g_adm.done_ok, 64 - own);
+    assert_int_equal(f->b.served + f->c.served, 64 - own);
+
+    /* a warm: no bytes; and every other block refused: unsent, counted, no member's */
+    struct peer_block w = blk(0);
+    for (uint64_t i = 0; strcmp(owner_of(&f->w, i), "a") == 0; i++)
+        w = blk(i + 1);
+    assert_int_equal(router_warm(r, &w, &io, &why), 0);
+    assert_int_equal(g_adm.warms, 1);
+    assert_int_equal(g_adm.bytes, 64 * BS);
+    struct router_stats before, after;
+    struct router_member *mb = NULL, *ma = NULL;
+    size_t nb = 0, na = 0;
+    assert_int_equal(router_stats_get(r, &before, &mb, &nb), 0);
+    g_adm.refuse = true;
+    int served = f->b.served + f->c.served, dones = g_adm.dones;
+    for (uint64_t i = 0; i < 64; i++) {
+        struct peer_block b = blk(i);
+        if (strcmp(owner_of(&f->w, i), "a") == 0)
+            continue;
+        assert_int_equal(router_fetch(r, &b, buf, BS, false, &io, &why), -EAGAIN);
+        assert_int_equal(why, ROUTER_ADMIT);
+    }
+    assert_int_equal(f->b.served + f->c.served, served);
+    assert_int_equal(g_adm.dones, dones);
+    assert_int_equal(router_stats_get(r, &after, &ma, &na), 0);
+    assert_int_equal(after.backend[ROUTER_ADMIT], (uint64_t)(64 - own));
+    assert_int_equal(after.backend[ROUTER_PEER_FAILED], before.backend[ROUTER_PEER_FAILED]);
+    assert_int_equal(after.skips, 0);
+    assert_int_equal(na, nb);
+    for (size_t k = 0; k < na; k++) {
+        assert_int_equal(ma[k].inflight, 0);
+        assert_int_equal(ma[k].requests, mb[k].requests);
+        assert_int_equal(ma[k].failures, 0);
+    }
+    assert_string_equal(router_why_name(ROUTER_ADMIT), "admission");
+    free(mb);
+    free(ma);
+    router_free(r);
 }
 
 static void test_fenced_alone_consumer(void **state)
@@ -461,6 +569,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_dead_peer_skipped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_handover, setup, teardown),
         cmocka_unit_test_setup_teardown(test_warm, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_admission, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fenced_alone_consumer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_serves_for, setup, teardown),
     };
