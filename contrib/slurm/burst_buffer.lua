@@ -987,7 +987,14 @@ function slurm_bb_pre_run(job_id, job_script, uid, gid, job_info)
         -- A job on several nodes is staged cluster-wide on each: a node fetches the blocks it
         -- owns and warms the others on their owners, whose single-flight makes the nodes' warms
         -- of one block a single fetch; pins and reservations stay per node (docs/SLURM.md)
-        if on_nodes and #targets > 1 and #spec.stage > 0 and C.cluster_stage == "auto" then
+        local distinct, nd = {}, 0
+        for _, t in ipairs(on_nodes and targets or {}) do
+            if not distinct[t.base] then
+                distinct[t.base] = true
+                nd = nd + 1
+            end
+        end
+        if nd > 1 and #spec.stage > 0 and C.cluster_stage == "auto" then
             spec.cluster = true
         end
         -- Node-local admission and warming: submit on every node first, then wait for each

@@ -191,7 +191,8 @@ struct tierd_config {
     uint64_t cluster_lease_ms; /* default 10 s */
     char *cluster_secret_file; /* required: the peers' shared secret */
     bool cluster_share; /* serve peers (default); false: consume-only, no address published */
-    uint64_t cluster_peer_timeout_ms; /* a peer request's stall deadline; default 2 s */
+    uint64_t cluster_peer_timeout_ms; /* a peer request's stall deadline; default
+                                       * backend_timeout, at most 600 s */
     /* this node's peer requests in flight at once (its `peers` scheduler lane); default 32 */
     int cluster_peer_inflight;
     char *cluster_balance; /* as written; cluster_balance_val its value (1.25) */

@@ -1443,7 +1443,8 @@ static void finish_defaults(struct parser *p)
     /* A peer's first byte of a block it does not hold comes after its own backend fetch, which
      * may take backend_timeout: a shorter deadline would take a busy owner for a hung one. */
     if (!c->cluster_peer_timeout_ms)
-        c->cluster_peer_timeout_ms = c->backend_timeout_ms;
+        c->cluster_peer_timeout_ms =
+            c->backend_timeout_ms < 600000 ? c->backend_timeout_ms : 600000;
     /* One backend call, retries included, must end within backend_timeout: split it over the
      * attempts unless the user chose the per-attempt timeouts. The S3 backend bounds the call by
      * (max_retries + 1) * request_timeout plus the backoff caps, and each attempt's stalls (no

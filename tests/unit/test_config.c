@@ -996,6 +996,24 @@ static void test_cluster(void **state)
     assert_true(c.cluster_balance_val == 1.25);
     assert_null(c.cluster_tls_cert);
     tierd_config_fini(&c);
+    /* peer_timeout follows backend_timeout (a busy owner answers after its own backend fetch),
+     * up to its own bound of 600 s */
+    static const struct {
+        const char *bt;
+        uint64_t want;
+    } pt[] = {{"30s", 30000}, {"20m", 600000}};
+    for (size_t i = 0; i < sizeof(pt) / sizeof(pt[0]); i++) {
+        char t2[512];
+        snprintf(t2, sizeof(t2),
+                 BASE "[daemon]\nbackend_timeout = %s\n[cluster]\nname = c1\nnode_id = n0\n"
+                      "secret_file = /s\naddress = 127.0.0.1:7070\n",
+                 pt[i].bt);
+        rc = tierd_config_load_string("t.conf", t2, strlen(t2), &c, err, sizeof(err));
+        if (rc)
+            fail_msg("%s", err);
+        assert_int_equal(c.cluster_peer_timeout_ms, pt[i].want);
+        tierd_config_fini(&c);
+    }
 
     /* peer reads: the secret, an address to serve on, TLS off loopback, the balance */
     load_error("[cluster]\nname = c1\nnode_id = n0\naddress = 127.0.0.1:1\n", err, sizeof(err));

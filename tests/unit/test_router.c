@@ -146,7 +146,8 @@ static int rank_of(const struct world *w, uint64_t i, const char *id)
     size_t map[3], order[3], k = 0;
     for (size_t m = 0; m < w->n; m++)
         if (w->v[m].addr[0]) {
-            nodes[k] = (struct place_node){.hash = place_node_hash(w->v[m].id), .weight = 1.0};
+            nodes[k] =
+                (struct place_node){.hash = place_node_hash(w->v[m].id), .weight = w->v[m].weight};
             map[k++] = m;
         }
     struct peer_block b = blk(i);
@@ -530,6 +531,21 @@ static void test_serves_for(void **state)
         last += ra == 2;
     }
     assert_true(first > 5 && last > 5); /* both cases were seen */
+
+    /* unequal weights: b weighs 4, so it ranks before a on most blocks, and the answer follows
+     * the weighted scores */
+    f->w.v[1].weight = 4.0;
+    f->w.epoch = 9;
+    int b_first = 0;
+    for (uint64_t i = 0; i < 64; i++) {
+        struct peer_block b = blk(i);
+        bool want = rank_of(&f->w, i, "a") < rank_of(&f->w, i, "b");
+        assert_int_equal(router_serves_for(f->r, &b, "b"), want);
+        b_first += !want;
+    }
+    assert_true(b_first > 40); /* 4 / (4 + 1) of the pairs, about 51 of 64 */
+    f->w.v[1].weight = 1.0;
+    f->w.epoch = 10;
 
     /* c is dead and skipped: a block a places on b ranks b before a */
     peer_server_stop(f->c.s);
