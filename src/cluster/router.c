@@ -11,19 +11,20 @@
  *
  * TRANSITION -> FUNCTION
  *   a new epoch: members rebuilt, counters kept by id  view_refresh() -> view_adopt()
- *   placed: inflight + 1, requests + 1                 pick(), route()
+ *   placed, then admitted (the admit hook):            pick(), route()
+ *     inflight + 1, requests + 1
  *   asked for a handover (this node's own block, or    route(), a copy only
  *     one it serves: the best other node's copy)
  *   asked to warm a block it owns (a cluster stage)    router_warm() -> route()
- *   not admitted (the admit hook): inflight - 1,       unplace()
- *     requests - 1, the block to the backend
+ *   not admitted: the block to the backend, nothing    route() -> fall_back()
+ *     counted on the member
  *   answered: inflight - 1, ok/bytes or failures       account()
  *   failed for the peer's own reason: skipped          account() -> skip_reason()
  *   probe time passed: placed again                    pick() (usable_now())
  *
  * INVARIANTS
  *   R1 every member of r->m has a distinct (id, incarnation); inflight counts requests
- *      started by pick() and not yet accounted (a request whose member left the view is
+ *      placed by pick(), admitted and not yet accounted (a request whose member left the view is
  *      accounted to nobody).
  *   R2 no lock is held across a peer request, the view callback or the admission callbacks.
  *   R3 a block goes to a peer only when this node may serve; to the pick when that is not this
@@ -279,18 +280,6 @@ static void account(struct router *r, const char *id, uint64_t incarnation, ssiz
     pthread_mutex_unlock(&r->mu);
 }
 
-/* A request placed on (id, incarnation) that admission refused: it was never sent. */
-static void unplace(struct router *r, const char *id, uint64_t incarnation)
-{
-    pthread_mutex_lock(&r->mu);
-    struct rmem *m = find(r, id, incarnation);
-    if (m && m->inflight)
-        m->inflight--;
-    if (m && m->requests)
-        m->requests--;
-    pthread_mutex_unlock(&r->mu);
-}
-
 static ssize_t fall_back(struct router *r, enum router_why w, enum router_why *why)
 {
     pthread_mutex_lock(&r->mu);
@@ -328,26 +317,30 @@ static ssize_t route(struct router *r, const struct peer_block *b, void *buf, si
         pthread_mutex_unlock(&r->mu);
         return fall_back(r, i < 0 && !handover && !self ? ROUTER_ALONE : ROUTER_SELF, why);
     }
-    struct rmem *m = &r->m[i];
-    m->inflight++;
-    m->requests++;
-    if (m->skipped) /* this request is its probe: the next ones wait for its outcome */
-        m->skip_until_ms = now_ms() + r->conf.probe_ms;
-    strcpy(peer_id, m->e.id);
-    strcpy(addr, m->e.addr);
-    incarnation = m->e.incarnation;
+    strcpy(peer_id, r->m[i].e.id);
+    strcpy(addr, r->m[i].e.addr);
+    incarnation = r->m[i].e.incarnation;
     pthread_mutex_unlock(&r->mu);
 
-    /* admission (R2: no lock); a handover never queues (router_conf.admit) */
+    /* admission (R2: no lock); a handover never queues (router_conf.admit). The request counts
+     * as the peer's load only once admitted: requests queued in the lane are no load on the
+     * peer, and must not make bounded load spill blocks to nodes that would fetch them. */
     size_t bytes = mode == ASK_WARM ? 0 : len;
     uint64_t t0 = 0;
     if (r->conf.admit) {
-        if (r->conf.admit(r->conf.ud, io, bytes, mode == ASK_WARM, !handover) != 0) {
-            unplace(r, peer_id, incarnation);
+        if (r->conf.admit(r->conf.ud, io, bytes, mode == ASK_WARM, !handover) != 0)
             return fall_back(r, ROUTER_ADMIT, why);
-        }
         t0 = tier_now_mono_ns();
     }
+    pthread_mutex_lock(&r->mu);
+    struct rmem *m = find(r, peer_id, incarnation); /* NULL: it left meanwhile (R1) */
+    if (m) {
+        m->inflight++;
+        m->requests++;
+        if (m->skipped) /* this request is its probe: the next ones wait for its outcome */
+            m->skip_until_ms = now_ms() + r->conf.probe_ms;
+    }
+    pthread_mutex_unlock(&r->mu);
     struct peer_block ask = *b;
     ask.cached_only = handover;
     enum peer_fail fail = PEER_FAIL_ERROR;

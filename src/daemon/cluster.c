@@ -105,10 +105,12 @@ static ssize_t source_fetch(void *ud, const struct tier_ioctx *io, const struct 
     struct tierd *d = ud;
     if (!shared_backend(d, obj->be->name))
         return -EAGAIN;
-    struct peer_block b = block_of(d, obj, index, io ? io->cls : TIER_IO_TRAINING);
+    /* one ioctx for the wire's class and the lane's client */
+    struct tier_ioctx wio = io ? *io : TIER_IOCTX_DEFAULT;
+    struct peer_block b = block_of(d, obj, index, wio.cls);
     if (peer_block_len(&b) != len)
         return -EAGAIN;
-    return router_fetch(d->router, &b, buf, len, serving, io, NULL);
+    return router_fetch(d->router, &b, buf, len, serving, &wio, NULL);
 }
 
 /* The endpoint's callback: block b from this node's cache (a hit, a handover, or one fetch from
@@ -175,8 +177,9 @@ int tierd_cluster_warm(void *ud, const struct tier_ioctx *io, const struct cache
     pthread_mutex_unlock(&d->cluster_mu);
     if (!r)
         return -EAGAIN;
-    struct peer_block b = block_of(d, obj, index, io ? io->cls : TIER_IO_BACKGROUND);
-    int rc = router_warm(r, &b, io, NULL);
+    struct tier_ioctx wio = io ? *io : TIER_IOCTX_BACKGROUND;
+    struct peer_block b = block_of(d, obj, index, wio.cls);
+    int rc = router_warm(r, &b, &wio, NULL);
     pthread_mutex_lock(&d->cluster_mu);
     if (!--d->cluster_calls)
         pthread_cond_broadcast(&d->cluster_cv);
@@ -272,7 +275,7 @@ static void peer_admit_done(void *ud, const struct tier_ioctx *io, size_t bytes,
 /* The QoS of peer traffic: the tenant `peers` (the config's [tenant peers] when there is one, with
  * its class and QoS; else registered now), held so that it is never reclaimed, and the `peers`
  * lane of d->sched. A registry with no id left serves peers as "other" (logged). */
-static int peers_qos_open(struct tierd *d, uint32_t total_ms)
+static int peers_qos_open(struct tierd *d, uint32_t admit_ms)
 {
     const struct tierd_config *c = &d->cfg;
     uint32_t id = TIER_TENANT_OTHER;
@@ -293,7 +296,7 @@ static int peers_qos_open(struct tierd *d, uint32_t total_ms)
     }
     d->peer_tenant = id;
     struct sched_backend_config bc = {.max_inflight = c->cluster_peer_inflight,
-                                      .admit_timeout_ms = total_ms,
+                                      .admit_timeout_ms = admit_ms,
                                       .breaker_failures = -1,
                                       .yield_inflight = -1};
     rc = sched_lane_new(d->sched, TIERD_PEER_LANE, &bc, &d->peer_lane);
@@ -312,7 +315,10 @@ static int peers_open(struct tierd *d)
     int rc = secret_read(c->cluster_secret_file, &secret, &slen);
     if (rc)
         return rc;
-    rc = peers_qos_open(d, peer_total_ms(c->cluster_peer_timeout_ms));
+    /* an admission wait ends within a peer's own stall deadline: a reader waits no longer for a
+     * slot than for a silent peer, and a serving thread that joined a load queued here makes
+     * its asker wait no longer than that asker's deadline */
+    rc = peers_qos_open(d, (uint32_t)c->cluster_peer_timeout_ms);
     if (rc)
         goto out;
     struct peer_client_conf pcc = {.node_id = c->cluster_node_id,

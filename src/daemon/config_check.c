@@ -377,6 +377,18 @@ static void check_quotas(struct parser *p)
 static void check_cluster_peers(struct parser *p)
 {
     struct tierd_config *c = p->cfg;
+    /* the endpoint serves peers as this tenant: a match key would fold local callers into it */
+    for (size_t i = 0; i < c->ntenants; i++) {
+        const struct tierd_tenant_conf *t = &c->tenants[i];
+        if (strcmp(t->name, TIERD_PEER_TENANT) == 0 &&
+            (t->slurm_job || t->cgroup || t->uid >= 0 || t->gid >= 0))
+            cfg_fail(p, t->conf_line,
+                     "[tenant %s] with a [cluster] section is the peers' traffic (what this node "
+                     "serves to the others): it takes no slurm_job, cgroup, uid or gid, which "
+                     "would put local callers into it; remove them, or name the local tenant "
+                     "otherwise",
+                     TIERD_PEER_TENANT);
+    }
     if (!c->cluster_secret_file)
         cfg_fail(p, c->cluster_line,
                  "[cluster] needs secret_file = PATH: a file holding the cluster's shared secret "

@@ -17,7 +17,10 @@
 #     the RGW (every one from a peer), publishes no address, owns no share and serves nothing;
 #   - n2 killed with SIGKILL: n1 reads set D right (a read never fails because a peer did); while
 #     n2 is still in n1's view the requests to it fail as `connect`, n2 is skipped, and after its
-#     lease n2 leaves n1's view.
+#     lease n2 leaves n1's view;
+#   - (a job staged cluster-wide) job e1 submitted with "cluster": true and a stage path on the
+#     three nodes: each stages it, the RGW serves set E once (1.00x), and the nodes' pins add up
+#     to the set (each block pinned once, by its owner).
 # No sleeps as synchronisation: every wait polls (wait_for).
 set -euo pipefail
 
@@ -153,7 +156,8 @@ ok "three nodes read set A right, $total bytes from the RGW for $SET_BYTES ($ser
 # reads), and nothing was refused admission. Local to this block: set Q, n3's config, $T's mode.
 for tool in setpriv cmp; do command -v "$tool" >/dev/null || fail "needs $tool"; done
 make_set Q
-chmod 0711 "$T" # uid 1001 reaches n3's mount
+T_MODE=$(stat -c %a "$T")
+chmod 0711 "$T" # uid 1001 reaches n3's mount (restored after the block)
 stop 3
 {
   node_conf 3 | sed 's|^\[mount\]$|[mount]\nallow_other = true\numask = 022|'
@@ -201,6 +205,7 @@ owner_bytes=$(($(qos 1 'int(cls(j["backends"][0], "peers", "inference")["granted
 owner_reads=$(($(qos 1 'int(metric("tierd_op_bytes_total", tenant="peers", **{"class": "inference"}, op="read"))') +
   $(qos 2 'int(metric("tierd_op_bytes_total", tenant="peers", **{"class": "inference"}, op="read"))')))
 [ "$owner_reads" -gt 0 ] || fail "no owner's telemetry shows reads of tenant peers/inference"
+chmod "$T_MODE" "$T"
 ok "peer QoS: n3's peers lane admitted pqos/inference; the owners served tenant peers in class inference ($owner_bytes bytes from S3, $owner_reads read)"
 # ==== end of peer traffic and QoS ================================================================
 

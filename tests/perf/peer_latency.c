@@ -64,7 +64,8 @@ static struct peer_block block(uint64_t i)
                                .version = "",
                                .size = g_nblocks * g_block,
                                .block_size = (uint32_t)g_block,
-                               .index = i};
+                               .index = i,
+                               .cls = TIER_IO_TRAINING};
 }
 
 static int measure(const char *addr, const char *ca, int n)

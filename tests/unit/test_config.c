@@ -1060,6 +1060,17 @@ static void test_cluster(void **state)
                            "the scheduler lane"));
     load_error("[backend peers]\ntype = posix\nroot = /p\n", err, sizeof(err));
     assert_string_equal(err, "");
+    /* [tenant peers] beside a [cluster] is the peers' traffic: no match keys */
+    load_error("[tenant peers]\nuid = 1001\n[cluster]\nname = c1\nnode_id = n0\n"
+               "secret_file = /s\nshare = no\n",
+               err, sizeof(err));
+    assert_non_null(strstr(err, "[tenant peers] with a [cluster] section is the peers' traffic"));
+    load_error("[tenant peers]\nclass = inference\n[cluster]\nname = c1\nnode_id = n0\n"
+               "secret_file = /s\nshare = no\n",
+               err, sizeof(err));
+    assert_string_equal(err, "");
+    load_error("[tenant peers]\nuid = 1001\n", err, sizeof(err));
+    assert_string_equal(err, "");
 
     text = BASE "[cluster]\nname = c1\nnode_id = n1\nweight = 2.5\nlease = 30s\n"
                 "address = 10.0.0.7:7070\npool = tp\nuser = tierd\nkeyring = /k\n"
