@@ -752,6 +752,36 @@ static void test_dead_endpoint_bounded(void **state)
 
 /* ---- scripted HTTP server: retries and bounded reads end to end, without RGW ----------------- */
 
+/* A listening socket on 127.0.0.1 at an ephemeral port (*port). */
+static int loopback_listen(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(fd, 16), 0);
+    socklen_t len = sizeof(a);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+/* Reads from fd into buf (cap bytes, NUL-terminated) until the end of a request's headers or
+ * EOF; returns the bytes read. */
+static size_t read_headers(int fd, char *buf, size_t cap)
+{
+    size_t got = 0;
+    buf[0] = '\0';
+    while (got < cap - 1 && !strstr(buf, "\r\n\r\n")) {
+        ssize_t n = read(fd, buf + got, cap - 1 - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+        buf[got] = '\0';
+    }
+    return got;
+}
+
 struct script_srv {
     int lfd;
     int port;
@@ -776,15 +806,7 @@ static void *srv_main(void *arg)
             break;
         atomic_fetch_add(&s->accepted, 1);
         s->last_req = s->reqs[i < 8 ? i : 7];
-        size_t got = 0;
-        s->last_req[0] = '\0';
-        while (got < sizeof(s->reqs[0]) - 1 && !strstr(s->last_req, "\r\n\r\n")) {
-            ssize_t n = read(fd, s->last_req + got, sizeof(s->reqs[0]) - 1 - got);
-            if (n <= 0)
-                break;
-            got += (size_t)n;
-            s->last_req[got] = '\0';
-        }
+        size_t got = read_headers(fd, s->last_req, sizeof(s->reqs[0]));
         /* Keep the request body too (a CompleteMultipartUpload document). */
         const char *end = strstr(s->last_req, "\r\n\r\n");
         const char *cl = strcasestr(s->last_req, "\r\nContent-Length:");
@@ -822,14 +844,7 @@ static void srv_start(struct script_srv *s, const char *const *resp, int n)
     atomic_init(&s->accepted, 0);
     s->resp = resp;
     s->nresp = n;
-    s->lfd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(s->lfd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(s->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-    assert_int_equal(listen(s->lfd, 16), 0);
-    socklen_t len = sizeof(a);
-    assert_int_equal(getsockname(s->lfd, (struct sockaddr *)&a, &len), 0);
-    s->port = ntohs(a.sin_port);
+    s->lfd = loopback_listen(&s->port);
     assert_int_equal(pthread_create(&s->th, NULL, srv_main, s), 0);
 }
 
@@ -1077,15 +1092,10 @@ static void test_hung_endpoint_times_out(void **state)
     /* A listener that never accepts: the kernel completes the TCP handshake, the request goes
      * out, no answer ever comes. Every attempt must end at request_timeout_ms (-ETIMEDOUT,
      * retried), and the call within retry_worst_case_ms(). */
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(lfd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-    assert_int_equal(listen(lfd, 16), 0);
-    socklen_t alen = sizeof(a);
-    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &alen), 0);
+    int port;
+    int lfd = loopback_listen(&port);
     char ep[64];
-    snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", ntohs(a.sin_port));
+    snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", port);
     struct s3_backend_config c = {.endpoint = ep,
                                   .bucket = "bkt",
                                   .path_style = true,
@@ -1141,15 +1151,7 @@ struct trickle_srv {
 static bool trickle_serve(struct trickle_srv *t, int fd, char how)
 {
     char req[4096];
-    size_t got = 0;
-    req[0] = '\0';
-    while (got < sizeof(req) - 1 && !strstr(req, "\r\n\r\n")) {
-        ssize_t n = read(fd, req + got, sizeof(req) - 1 - got);
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-        req[got] = '\0';
-    }
+    read_headers(fd, req, sizeof(req));
     if (!strstr(req, "\r\n\r\n"))
         return false;
     atomic_fetch_add(&t->requests, 1);
@@ -1214,14 +1216,7 @@ static void trickle_start(struct trickle_srv *t, const char *script, int pieces,
     t->gap_ms = gap_ms;
     for (size_t i = 0; i < TRICKLE_LEN; i++)
         t->body[i] = (char)(i * 7 + (i >> 8));
-    t->lfd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(t->lfd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(t->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-    assert_int_equal(listen(t->lfd, 16), 0);
-    socklen_t len = sizeof(a);
-    assert_int_equal(getsockname(t->lfd, (struct sockaddr *)&a, &len), 0);
-    t->port = ntohs(a.sin_port);
+    t->lfd = loopback_listen(&t->port);
     assert_int_equal(pthread_create(&t->th, NULL, trickle_main, t), 0);
 }
 
