@@ -35,8 +35,9 @@
  * version, whose name does not match the identity in the header, or whose size is not hdr_len +
  * data_len (torn), and adopts the rest. A file that cannot be read for another reason (EMFILE,
  * EIO, ENOMEM ...) is left in place, not adopted, and logged: a transient error never deletes a
- * good block. The data checksum is verified on every read (disk_block_load), so a block adopted
- * at open is never trusted before it has been verified.
+ * good block. The data checksums are verified by reads (a load hashes every chunk; a range read
+ * hashes what this open file did not verify less than 1 s ago: VERIFIED RANGE READS below), so
+ * a block adopted at open is never served before its chunks have been verified.
  */
 #include <dirent.h>
 #include <errno.h>
