@@ -40,6 +40,10 @@ enum cache_policy_kind {
     CACHE_POLICY_LRU = 1,
 };
 
+/* A RAM-less disk hit may serve a 64 KiB chunk its open block file verified less than this long
+ * ago without hashing it again (docs/CACHE.md "Verification of disk reads"). */
+#define CACHE_DISK_VERIFY_TTL_NS 1000000000ull
+
 struct cache_config {
     size_t block_size;            /* bytes; default 4 MiB; 64 KiB..64 MiB */
     uint64_t ram_bytes;           /* RAM level budget; 0 = no RAM level */
@@ -74,6 +78,11 @@ struct cache_config {
      * cache_fetch_block (staging) and hinted fetches still write before they return. false:
      * every write-through on the fetching thread (the library's default; tierd sets it). */
     bool store_async;
+    /* Hash every chunk of every disk-level read. false (default): a RAM-less hit may serve
+     * chunks its open block file verified less than 1 s earlier with a plain pread, under the
+     * conditions of docs/CACHE.md "Verification of disk reads" (a write to the file is never
+     * served; other changes at most 1 s after the last verification). */
+    bool disk_verify_every_read;
 };
 
 /* The object being read: borrowed for the call. */
@@ -258,6 +267,9 @@ struct cache_stats {
     /* disk-level reads that found their block file open already / that opened it (disk.c's
      * table of open block files) */
     uint64_t disk_fd_hits, disk_fd_opens;
+    /* RAM-less disk hits served by a plain pread, their chunks verified less than 1 s earlier
+     * (docs/CACHE.md "Verification of disk reads") */
+    uint64_t disk_reads_unhashed;
 };
 void cache_stats_get(struct cache *c, struct cache_stats *st);
 

@@ -296,12 +296,15 @@ int disk_block_write(const char *dir, size_t block_size, const struct cblock *b,
  * (pread) and closed when its slot is taken by another block or the file is forgotten (its
  * unlink or rewrite). Thread-safe. fc NULL everywhere: open, check and close per read. */
 struct disk_fdcache;
-int disk_fdcache_new(unsigned slots, struct disk_fdcache **out);
+/* verify_every: range reads hash every chunk they touch, also chunks verified less than 1 s ago
+ * (cache_config.disk_verify_every_read). */
+int disk_fdcache_new(unsigned slots, bool verify_every, struct disk_fdcache **out);
 void disk_fdcache_free(struct disk_fdcache *fc); /* NULL: no-op */
 /* After unlinking or replacing id's file: later reads open it anew. */
 void disk_fdcache_forget(struct disk_fdcache *fc, const uint8_t id[16]);
 struct disk_fdcache_stats {
     uint64_t hits, opens, forgets;
+    uint64_t unhashed; /* range reads served without hashing (disk.c: VERIFIED RANGE READS) */
 };
 void disk_fdcache_stats_get(struct disk_fdcache *fc, struct disk_fdcache_stats *st);
 

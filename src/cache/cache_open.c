@@ -146,7 +146,7 @@ int cache_open(const struct cache_config *cfg, struct cache **out)
             (r = disk_secret_load(c->disk_dir, c->secret, sizeof(c->secret))) < 0)
             goto fail;
         if ((r = disk_scan(c, c->disk_dir)) < 0 ||
-            (r = disk_fdcache_new(disk_open_files(), &c->fds)) < 0)
+            (r = disk_fdcache_new(disk_open_files(), c->cfg.disk_verify_every_read, &c->fds)) < 0)
             goto fail;
         /* the budget may have shrunk since the last run */
         struct cblock *victims = NULL;

@@ -433,6 +433,7 @@ void cache_stats_get(struct cache *c, struct cache_stats *st)
     disk_fdcache_stats_get(c->fds, &fs);
     st->disk_fd_hits = fs.hits;
     st->disk_fd_opens = fs.opens;
+    st->disk_reads_unhashed = fs.unhashed;
     pthread_mutex_lock(&c->own_mu);
     for (unsigned t = 0; t < c->cfg.max_tenants; t++)
         st->charged_bytes += atomic_load(&c->qt[t].held) + atomic_load(&c->qt[t].hinted);

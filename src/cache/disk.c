@@ -35,8 +35,9 @@
  * version, whose name does not match the identity in the header, or whose size is not hdr_len +
  * data_len (torn), and adopts the rest. A file that cannot be read for another reason (EMFILE,
  * EIO, ENOMEM ...) is left in place, not adopted, and logged: a transient error never deletes a
- * good block. The data checksum is verified on every read (disk_block_load), so a block adopted
- * at open is never trusted before it has been verified.
+ * good block. The data checksums are verified by reads (a load hashes every chunk; a range read
+ * hashes what this open file did not verify less than 1 s ago: VERIFIED RANGE READS below), so
+ * a block adopted at open is never served before its chunks have been verified.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -50,6 +51,8 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cache/cache_int.h"
@@ -63,6 +66,12 @@
 #define CHUNK_BYTES (64u << 10)
 /* Chunks read per syscall on the verified read path (256 KiB: stays in L2 until hashed). */
 #define VERIFY_GROUP 4u
+/* A range read may skip hashing chunks this open file verified less than this long ago (the
+ * bound of the guarantee in the top comment of the table of open files below). */
+#define VERIFY_TTL_NS CACHE_DISK_VERIFY_TTL_NS
+/* ... and only when the file's last change (ctime) was this long before the verification:
+ * a later write then sets another ctime even on a file system with 1 s (or 2 s) timestamps. */
+#define CTIME_SETTLE_NS 3000000000ull
 
 struct disk_hdr {
     char magic[8];
@@ -272,9 +281,10 @@ static bool hdr_is_block(const struct disk_hdr *h, const unsigned char *hbuf, si
 
 /* Read [off, off+len) of the data (len > 0) into dst, verifying every chunk it touches: runs of
  * whole chunks are read straight into dst with one pread, partial edge chunks through a bounce
- * buffer. Returns 0, -EBADMSG (checksum) or -errno. */
+ * buffer. vtime (NULL: none): each chunk that passes gets stamp. Returns 0, -EBADMSG (checksum)
+ * or -errno. */
 static int read_verified(int fd, const struct disk_hdr *h, const unsigned char *hbuf, uint64_t off,
-                         size_t len, unsigned char *dst)
+                         size_t len, unsigned char *dst, _Atomic uint64_t *vtime, uint64_t stamp)
 {
     const unsigned char *sums = hbuf + h->hdr_len - 8 * (size_t)h->nchunks;
     uint64_t end = off + len;
@@ -304,6 +314,8 @@ static int read_verified(int fd, const struct disk_hdr *h, const unsigned char *
                     if (XXH3_64bits(dst + (CH_START(k) - off), (size_t)(CH_END(k) - CH_START(k))) !=
                         want)
                         r = -EBADMSG;
+                    else if (vtime)
+                        atomic_store_explicit(&vtime[k], stamp, memory_order_relaxed);
                 }
             }
             ci = cj + 1;
@@ -319,6 +331,8 @@ static int read_verified(int fd, const struct disk_hdr *h, const unsigned char *
         memcpy(&want, sums + 8 * (size_t)ci, 8);
         if (r == 0 && XXH3_64bits(bounce, cl) != want)
             r = -EBADMSG;
+        if (r == 0 && vtime)
+            atomic_store_explicit(&vtime[ci], stamp, memory_order_relaxed);
         if (r == 0) {
             uint64_t from = off > CH_START(ci) ? off : CH_START(ci);
             uint64_t to = end < CH_END(ci) ? end : CH_END(ci);
@@ -365,37 +379,80 @@ static int open_block(const char *dir, size_t block_size, const struct cblock *b
  * no reader (else the new one is used once and closed). Forgetting a block (its file unlinked or
  * replaced) detaches its entry; the last reader closes it. An entry is never reused for another
  * file while a reader holds it, and a file's header is checked once per open, not per read: the
- * identity was checked then, and every read still verifies its chunks' checksums. */
+ * identity was checked then.
+ *
+ * VERIFIED RANGE READS (disk_block_read_range; whole-block loads hash every chunk): a read hashes
+ * every 64 KiB chunk it touches, except when all of these hold, and then it is one plain pread
+ * into the caller's buffer with no hash pass:
+ *   (1) this open file hashed each chunk touched, successfully, less than VERIFY_TTL_NS (1 s) ago
+ *       (o->vtime: per chunk, the monotonic time taken before that verification's pread);
+ *   (2) at that verification the file's ctime, taken by fstat when the file was opened, was at
+ *       least CTIME_SETTLE_NS (3 s) old;
+ *   (3) the pread, preadv2(RWF_NOWAIT), found every page of the range in the page cache (a
+ *       page that has to come from the device makes it fail or come up short: the range is
+ *       then read again and hashed, so a page loaded from the device by this read is verified);
+ *       on a file system without RWF_NOWAIT for buffered reads (EOPNOTSUPP) a plain pread;
+ *   (4) an fstat after the pread shows the inode, size, ctime and mtime recorded at the open.
+ * A write to the file through the file system (write, pwrite, truncate; a shared mapping's first
+ * write after writeback) sets its ctime before it changes a byte, to a clock tick later than
+ * the settled ctime of (2): the fstat of (4) sees it and the range is hashed, so such a change
+ * is never served. What changes a chunk's bytes without a ctime change (the page cache dropping
+ * a page and another process's read loading it again from a damaged device, memory
+ * corruption, a write through a shared mapping whose page is already dirty) is served for at
+ * most VERIFY_TTL_NS after the chunk's last verification: the first read after that hashes the
+ * chunk and drops the block if it is corrupt. A file whose fstat differs (4) is hashed on every
+ * read until it is opened again (another slot takes it, or the block is rewritten). */
 
 struct ofile {
     uint8_t id[16];
     int fd;
     unsigned refs;
-    bool detached; /* out of its slot: closed by its last reader */
+    bool detached;           /* out of its slot: closed by its last reader */
+    bool verify_every;       /* hash every read (the table's setting) */
+    _Atomic bool changed;    /* the fstat of a read differed from st: hash every read */
+    struct stat st;          /* at the open: inode, size, ctime, mtime compared by reads */
+    _Atomic uint64_t *vtime; /* per chunk: monotonic ns before its last verification, 0: none */
     struct disk_hdr h;
     unsigned char hbuf[]; /* h.hdr_len bytes */
 };
 
+/* Ways of a set: a block's file may sit in any of its set's slots, so a few blocks whose ids
+ * fall in one set do not close each other's files (and lose their verification stamps). */
+#define FD_WAYS 4u
+
 struct disk_fdcache {
     pthread_mutex_t mu;
-    unsigned nslots;
+    unsigned nslots, ways, nsets; /* nslots = ways * nsets */
     struct ofile **slot;
-    uint32_t *gen; /* per slot: bumped by every forget there, so a reader that opened a file
-                    * before its unlink cannot put the unlinked inode in the slot after it */
-    _Atomic uint64_t hits, opens, forgets;
+    uint64_t *used; /* per slot: use tick of its last lookup (the least recent idle one goes) */
+    uint64_t tick;
+    uint32_t *gen;          /* per set: bumped by every forget there, so a reader that opened a file
+                             * before its unlink cannot put the unlinked inode in the set after it */
+    bool verify_every;      /* cache_config.disk_verify_every_read */
+    _Atomic bool no_nowait; /* RWF_NOWAIT refused (EOPNOTSUPP): plain preads */
+    _Atomic uint64_t hits, opens, forgets, unhashed;
 };
 
-int disk_fdcache_new(unsigned slots, struct disk_fdcache **out)
+int disk_fdcache_new(unsigned slots, bool verify_every, struct disk_fdcache **out)
 {
     struct disk_fdcache *fc = calloc(1, sizeof(*fc));
-    if (!fc || !(fc->slot = calloc(slots ? slots : 1, sizeof(*fc->slot))) ||
-        !(fc->gen = calloc(slots ? slots : 1, sizeof(*fc->gen)))) {
-        if (fc)
+    if (!slots)
+        slots = 1;
+    unsigned ways = slots < FD_WAYS ? slots : FD_WAYS;
+    if (!fc || !(fc->slot = calloc(slots, sizeof(*fc->slot))) ||
+        !(fc->used = calloc(slots, sizeof(*fc->used))) ||
+        !(fc->gen = calloc(slots / ways, sizeof(*fc->gen)))) {
+        if (fc) {
             free(fc->slot);
+            free(fc->used);
+        }
         free(fc);
         return -ENOMEM;
     }
-    fc->nslots = slots ? slots : 1;
+    fc->ways = ways;
+    fc->nsets = slots / ways;
+    fc->nslots = fc->nsets * ways;
+    fc->verify_every = verify_every;
     pthread_mutex_init(&fc->mu, NULL);
     *out = fc;
     return 0;
@@ -404,6 +461,7 @@ int disk_fdcache_new(unsigned slots, struct disk_fdcache **out)
 static void ofile_close(struct ofile *o)
 {
     close(o->fd);
+    free(o->vtime);
     free(o);
 }
 
@@ -415,16 +473,28 @@ void disk_fdcache_free(struct disk_fdcache *fc)
         if (fc->slot[i])
             ofile_close(fc->slot[i]); /* no reader is left when the cache closes */
     free(fc->slot);
+    free(fc->used);
     free(fc->gen);
     pthread_mutex_destroy(&fc->mu);
     free(fc);
 }
 
-static unsigned slot_of(const struct disk_fdcache *fc, const uint8_t id[16])
+static unsigned set_of(const struct disk_fdcache *fc, const uint8_t id[16])
 {
     uint32_t v;
     memcpy(&v, id, sizeof(v));
-    return v % fc->nslots;
+    return v % fc->nsets;
+}
+
+/* The slot of set si holding id's file, or -1. Under fc->mu. */
+static int slot_find(const struct disk_fdcache *fc, unsigned si, const uint8_t id[16])
+{
+    for (unsigned w = 0; w < fc->ways; w++) {
+        struct ofile *o = fc->slot[si * fc->ways + w];
+        if (o && !memcmp(o->id, id, 16))
+            return (int)(si * fc->ways + w);
+    }
+    return -1;
 }
 
 void disk_fdcache_forget(struct disk_fdcache *fc, const uint8_t id[16])
@@ -433,10 +503,11 @@ void disk_fdcache_forget(struct disk_fdcache *fc, const uint8_t id[16])
         return;
     struct ofile *close_now = NULL;
     pthread_mutex_lock(&fc->mu);
-    unsigned i = slot_of(fc, id);
-    fc->gen[i]++;
-    struct ofile *o = fc->slot[i];
-    if (o && !memcmp(o->id, id, 16)) {
+    unsigned si = set_of(fc, id);
+    fc->gen[si]++;
+    int i = slot_find(fc, si, id);
+    struct ofile *o = i < 0 ? NULL : fc->slot[i];
+    if (o) {
         fc->slot[i] = NULL;
         o->detached = true;
         if (!o->refs)
@@ -456,6 +527,7 @@ void disk_fdcache_stats_get(struct disk_fdcache *fc, struct disk_fdcache_stats *
     st->hits = atomic_load(&fc->hits);
     st->opens = atomic_load(&fc->opens);
     st->forgets = atomic_load(&fc->forgets);
+    st->unhashed = atomic_load(&fc->unhashed);
 }
 
 /* An open, checked block file for b, referenced (ofile_put when done). */
@@ -465,17 +537,19 @@ static int ofile_get(struct disk_fdcache *fc, const char *dir, size_t block_size
     uint32_t gen0 = 0;
     if (fc) {
         pthread_mutex_lock(&fc->mu);
-        unsigned i = slot_of(fc, b->id);
-        struct ofile *o = fc->slot[i];
+        unsigned si = set_of(fc, b->id);
+        int i = slot_find(fc, si, b->id);
+        struct ofile *o = i < 0 ? NULL : fc->slot[i];
         /* the whole identity, as at the open: never another block's file (I1) */
-        if (o && !memcmp(o->id, b->id, 16) && hdr_is_block(&o->h, o->hbuf, block_size, b)) {
+        if (o && hdr_is_block(&o->h, o->hbuf, block_size, b)) {
             o->refs++;
+            fc->used[i] = ++fc->tick;
             pthread_mutex_unlock(&fc->mu);
             atomic_fetch_add_explicit(&fc->hits, 1, memory_order_relaxed);
             *out = o;
             return 0;
         }
-        gen0 = fc->gen[i];
+        gen0 = fc->gen[si];
         pthread_mutex_unlock(&fc->mu);
     }
     struct disk_hdr h;
@@ -489,15 +563,23 @@ static int ofile_get(struct disk_fdcache *fc, const char *dir, size_t block_size
         return r; /* open_block closed what it opened */
     }
     struct ofile *o = malloc(sizeof(*o) + h.hdr_len);
-    if (!o) {
+    if (o)
+        o->vtime = calloc(h.nchunks ? h.nchunks : 1, sizeof(*o->vtime));
+    if (!o || !o->vtime || fstat(fd, &o->st) < 0) {
+        r = o && o->vtime ? -errno : -ENOMEM;
+        if (o)
+            free(o->vtime);
+        free(o);
         free(hbuf);
         close(fd);
-        return -ENOMEM;
+        return r;
     }
     memcpy(o->id, b->id, 16);
     o->fd = fd;
     o->refs = 1;
     o->detached = true; /* until a slot takes it */
+    o->verify_every = !fc || fc->verify_every;
+    atomic_init(&o->changed, false);
     o->h = h;
     memcpy(o->hbuf, hbuf, h.hdr_len);
     free(hbuf);
@@ -505,11 +587,30 @@ static int ofile_get(struct disk_fdcache *fc, const char *dir, size_t block_size
         atomic_fetch_add_explicit(&fc->opens, 1, memory_order_relaxed);
         struct ofile *evict = NULL;
         pthread_mutex_lock(&fc->mu);
-        unsigned i = slot_of(fc, b->id);
-        struct ofile *cur = fc->slot[i];
-        if (fc->gen[i] == gen0 && (!cur || !cur->refs)) {
-            evict = cur; /* another block's file, idle: closed for this one */
+        unsigned si = set_of(fc, b->id);
+        /* b's own entry if another reader put one there meanwhile (idle), else an empty slot,
+         * else the least recently used idle one */
+        int i = slot_find(fc, si, b->id);
+        if (i >= 0 && fc->slot[i]->refs)
+            i = -2; /* in use: this file is used once */
+        for (unsigned w = 0; i == -1 && w < fc->ways; w++)
+            if (!fc->slot[si * fc->ways + w])
+                i = (int)(si * fc->ways + w);
+        for (unsigned w = 0; i == -1 && w < fc->ways; w++) {
+            unsigned k = si * fc->ways + w;
+            if (!fc->slot[k]->refs)
+                for (unsigned x = 0; x < fc->ways; x++) {
+                    unsigned y = si * fc->ways + x;
+                    if (!fc->slot[y]->refs && fc->used[y] < fc->used[k])
+                        k = y;
+                }
+            if (!fc->slot[k]->refs)
+                i = (int)k;
+        }
+        if (fc->gen[si] == gen0 && i >= 0) {
+            evict = fc->slot[i]; /* idle: closed for this one */
             fc->slot[i] = o;
+            fc->used[i] = ++fc->tick;
             o->detached = false;
         }
         pthread_mutex_unlock(&fc->mu);
@@ -528,8 +629,8 @@ static void ofile_put(struct disk_fdcache *fc, struct ofile *o, int r)
     if (fc) {
         pthread_mutex_lock(&fc->mu);
         if (r < 0 && !o->detached) {
-            unsigned i = slot_of(fc, o->id);
-            if (fc->slot[i] == o)
+            int i = slot_find(fc, set_of(fc, o->id), o->id);
+            if (i >= 0 && fc->slot[i] == o)
                 fc->slot[i] = NULL;
             o->detached = true;
         }
@@ -538,6 +639,72 @@ static void ofile_put(struct disk_fdcache *fc, struct ofile *o, int r)
     }
     if (close_now)
         ofile_close(o);
+}
+
+static uint64_t clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t ts_ns(const struct timespec *ts)
+{
+    return (uint64_t)ts->tv_sec * 1000000000ull + (uint64_t)ts->tv_nsec;
+}
+
+static bool ts_eq(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
+
+/* Where the verification about to run may stamp its chunks (condition (2) of the top comment of
+ * the table): NULL when o hashes every read or its ctime is not settled. */
+static _Atomic uint64_t *verify_stamps(const struct ofile *o)
+{
+    if (o->verify_every || atomic_load_explicit(&o->changed, memory_order_relaxed))
+        return NULL;
+    uint64_t now = clock_ns(CLOCK_REALTIME), ct = ts_ns(&o->st.st_ctim);
+    return ct <= now && now - ct >= CTIME_SETTLE_NS ? o->vtime : NULL;
+}
+
+/* The unhashed read of conditions (1), (3) and (4): true when dst holds [off, off+len) of the
+ * data, served without hashing; false: the caller reads and hashes the range. */
+static bool read_unhashed(struct disk_fdcache *fc, struct ofile *o, uint64_t off, size_t len,
+                          unsigned char *dst, uint64_t now)
+{
+    if (o->verify_every || atomic_load_explicit(&o->changed, memory_order_relaxed))
+        return false;
+    for (uint32_t ci = (uint32_t)(off / CHUNK_BYTES);
+         ci <= (uint32_t)((off + len - 1) / CHUNK_BYTES); ci++) {
+        uint64_t v = atomic_load_explicit(&o->vtime[ci], memory_order_relaxed);
+        if (!v || now - v >= VERIFY_TTL_NS)
+            return false;
+    }
+    struct iovec iov = {.iov_base = dst, .iov_len = len};
+    off_t at = (off_t)(o->h.hdr_len + off);
+    ssize_t n;
+    if (!atomic_load_explicit(&fc->no_nowait, memory_order_relaxed)) {
+        n = preadv2(o->fd, &iov, 1, at, RWF_NOWAIT);
+        if (n < 0 && errno == EOPNOTSUPP) {
+            atomic_store_explicit(&fc->no_nowait, true, memory_order_relaxed);
+            n = pread(o->fd, dst, len, at);
+        }
+    } else {
+        n = pread(o->fd, dst, len, at);
+    }
+    if (n != (ssize_t)len)
+        return false; /* not all in the page cache (or an error): read and hash it */
+    struct stat st;
+    if (fstat(o->fd, &st) < 0)
+        return false;
+    if (st.st_ino != o->st.st_ino || st.st_dev != o->st.st_dev || st.st_size != o->st.st_size ||
+        !ts_eq(&st.st_ctim, &o->st.st_ctim) || !ts_eq(&st.st_mtim, &o->st.st_mtim)) {
+        atomic_store_explicit(&o->changed, true, memory_order_relaxed);
+        return false;
+    }
+    atomic_fetch_add_explicit(&fc->unhashed, 1, memory_order_relaxed);
+    return true;
 }
 
 int disk_block_load(const char *dir, struct disk_fdcache *fc, size_t block_size,
@@ -551,7 +718,8 @@ int disk_block_load(const char *dir, struct disk_fdcache *fc, size_t block_size,
     if (!d)
         r = -ENOMEM;
     else if (b->len)
-        r = read_verified(o->fd, &o->h, o->hbuf, 0, b->len, d->bytes);
+        r = read_verified(o->fd, &o->h, o->hbuf, 0, b->len, d->bytes, verify_stamps(o),
+                          clock_ns(CLOCK_MONOTONIC));
     ofile_put(fc, o, r);
     if (r < 0) {
         cdata_unref(d);
@@ -568,8 +736,11 @@ int disk_block_read_range(const char *dir, struct disk_fdcache *fc, size_t block
         return -EINVAL;
     struct ofile *o = NULL;
     int r = ofile_get(fc, dir, block_size, b, &o);
-    if (r == 0 && len)
-        r = read_verified(o->fd, &o->h, o->hbuf, off, len, dst);
+    if (r == 0 && len) {
+        uint64_t now = clock_ns(CLOCK_MONOTONIC);
+        if (!fc || !read_unhashed(fc, o, off, len, dst, now))
+            r = read_verified(o->fd, &o->h, o->hbuf, off, len, dst, verify_stamps(o), now);
+    }
     if (o)
         ofile_put(fc, o, r);
     return r;

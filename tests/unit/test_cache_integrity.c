@@ -4,7 +4,8 @@
  * detected and refetched (never served); a restart reuses the disk level without fetching; torn
  * and temporary files are discarded at open; a rewritten object (new version tag) is never served
  * from old blocks; fetch hook, prefetch, cached_bytes, evict by prefix, pin budget, and a second
- * cache on the same directory; demotion out of one level (cache_demote).
+ * cache on the same directory; demotion out of one level (cache_demote); the bound of reads
+ * served without hashing (docs/CACHE.md "Verification of disk reads").
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -451,6 +454,136 @@ static void test_demote_levels(void **state)
     free(buf);
 }
 
+#define POLL_DEADLINE_NS (180ull * 1000000000ull)
+
+static void nap_ms(long ms)
+{
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = ms * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Read [off, off+len) of the object until a read is served without hashing (its block file's
+ * ctime settled, its chunks verified less than 1 s before): polls, minutes at most. */
+static void poll_unhashed(struct cache *c, struct fx *f, uint64_t off, size_t len)
+{
+    struct cache_obj o;
+    fx_obj(f, &o);
+    char *buf = malloc(len);
+    struct cache_stats st0, st;
+    cache_stats_get(c, &st0);
+    uint64_t end = tier_now_mono_ns() + POLL_DEADLINE_NS;
+    for (;;) {
+        assert_int_equal(cache_read(c, NULL, &o, off, buf, len), (ssize_t)len);
+        assert_memory_equal(buf, f->data + off, len);
+        cache_stats_get(c, &st);
+        if (st.disk_reads_unhashed > st0.disk_reads_unhashed)
+            break;
+        assert_true(tier_now_mono_ns() < end);
+        nap_ms(50);
+    }
+    free(buf);
+}
+
+/* A byte flipped with pwrite in a block whose reads are served without hashing: the write's
+ * ctime change sends the next read to the checksums; the flipped byte is never served. */
+static void test_flip_by_write_never_served(void **state)
+{
+    struct fx *f = *state;
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&f->cfg, &c), 0);
+    read_all_check(c, f); /* 5 blocks fetched and written through */
+    poll_unhashed(c, f, 2 * BS, BS);
+    char path[4096];
+    assert_int_equal(cache_debug_block_path(c, "warm", "d/obj.bin", f->etag, 2, path, sizeof(path)),
+                     0);
+    flip_byte(path, 1000);
+    read_all_check(c, f);
+    struct cache_stats st;
+    cache_stats_get(c, &st);
+    assert_int_equal(st.checksum_failures, 1);
+    assert_int_equal(st.fetches, 6); /* 5 + the refetch of block 2 */
+    char msg[256];
+    assert_int_equal(cache_debug_check(c, msg, sizeof(msg)), 0);
+    cache_close(c);
+}
+
+/* A byte changed through a shared mapping whose page is already dirty and writable: no ctime
+ * change, nothing for the fstat to see (the case the 1 s bound is for). Reads may serve it only
+ * while they start less than CACHE_DISK_VERIFY_TTL_NS after the flip; a later read hashes the
+ * chunk and drops the block. With disk_verify_every_read the first read after the flip catches
+ * it. */
+static void flip_in_mapping(struct fx *f, bool every_read)
+{
+    f->cfg.disk_verify_every_read = every_read;
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&f->cfg, &c), 0);
+    read_all_check(c, f); /* fetched and written through; no block file opened for reading yet */
+    char path[4096];
+    assert_int_equal(cache_debug_block_path(c, "warm", "d/obj.bin", f->etag, 2, path, sizeof(path)),
+                     0);
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    struct stat fst;
+    assert_int_equal(fstat(fd, &fst), 0);
+    void *mapped = mmap(NULL, (size_t)fst.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    assert_true(mapped != MAP_FAILED);
+    volatile unsigned char *map = mapped;
+    size_t at = (size_t)fst.st_size - 1000; /* block 2's data byte BS - 1000 */
+    map[at] = map[at]; /* the write fault (and its ctime change) happens now, before the reads */
+    if (!every_read)
+        poll_unhashed(c, f, 2 * BS, BS);
+    else
+        read_all_check(c, f);
+    map[at] ^= 0x40;
+    uint64_t t_flip = tier_now_mono_ns(); /* after the store: later than the flip */
+    struct cache_obj o;
+    fx_obj(f, &o);
+    char *buf = malloc(BS);
+    uint64_t end = t_flip + POLL_DEADLINE_NS;
+    int served_bad = 0;
+    struct cache_stats st;
+    for (;;) {
+        uint64_t t0 = tier_now_mono_ns();
+        assert_int_equal(cache_read(c, NULL, &o, 2 * BS, buf, BS), (ssize_t)BS);
+        if (memcmp(buf, f->data + 2 * BS, BS) != 0) {
+            served_bad++;
+            /* only inside the bound: the chunk's last verification read it before the flip */
+            assert_true(t0 < t_flip + CACHE_DISK_VERIFY_TTL_NS);
+            assert_false(every_read);
+        } else {
+            cache_stats_get(c, &st);
+            if (st.checksum_failures == 1)
+                break; /* detected, dropped, refetched */
+        }
+        assert_true(tier_now_mono_ns() < end);
+        nap_ms(20);
+    }
+    assert_memory_equal(buf, f->data + 2 * BS, BS);
+    assert_int_equal(st.fetches, 6);
+    if (every_read)
+        assert_int_equal(st.disk_reads_unhashed, 0);
+    print_message(
+        "flip through a mapping (every_read %d): %d reads served it, all within %llu ms\n",
+        every_read, served_bad, (unsigned long long)(CACHE_DISK_VERIFY_TTL_NS / 1000000));
+    free(buf);
+    munmap(mapped, (size_t)fst.st_size);
+    close(fd);
+    read_all_check(c, f);
+    char msg[256];
+    assert_int_equal(cache_debug_check(c, msg, sizeof(msg)), 0);
+    cache_close(c);
+}
+
+static void test_flip_in_mapping_bounded(void **state)
+{
+    flip_in_mapping(*state, false);
+}
+
+static void test_flip_in_mapping_every_read(void **state)
+{
+    flip_in_mapping(*state, true);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -463,6 +596,9 @@ int main(void)
         cmocka_unit_test(test_partial_failure_is_an_error),
         cmocka_unit_test(test_exact_key_vs_directory),
         cmocka_unit_test_setup_teardown(test_demote_levels, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_flip_by_write_never_served, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_flip_in_mapping_bounded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_flip_in_mapping_every_read, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
