@@ -537,7 +537,23 @@ static int reserve(struct wb_file *fh, uint64_t new_size)
     return rc;
 }
 
-ssize_t wb_write(struct wb_file *fh, const void *buf, size_t len, off_t off)
+/* One transfer into the staging file: pwrite from buf, or splice from the pipe src_fd (buf
+ * NULL). Returns bytes moved (> 0), 0 when nothing could be moved (an empty pipe) or -errno. */
+static ssize_t transfer(struct wb_file *fh, const void *buf, int src_fd, size_t len, off_t off)
+{
+    if (buf)
+        return do_pwrite(fh->wb, fh->fd, buf, len, off);
+    loff_t at = off;
+    /* non-blocking on the pipe: it holds the request's bytes already, and an empty one (a
+     * caller's bug) must fail the write rather than hang the thread */
+    ssize_t n = splice(src_fd, NULL, fh->fd, &at, len, SPLICE_F_NONBLOCK);
+    if (n < 0)
+        return errno == EAGAIN ? 0 : -errno;
+    return n;
+}
+
+/* wb_write and wb_write_fd: reserve, admit, move all len bytes (retrying short transfers). */
+static ssize_t write_from(struct wb_file *fh, const void *buf, int src_fd, size_t len, off_t off)
 {
     if (fh->error)
         return -EIO;
@@ -555,10 +571,14 @@ ssize_t wb_write(struct wb_file *fh, const void *buf, size_t len, off_t off)
     int zero_writes = 0;
     ssize_t res = (ssize_t)len;
     while (done < len) {
-        ssize_t n =
-            do_pwrite(fh->wb, fh->fd, (const char *)buf + done, len - done, off + (off_t)done);
+        ssize_t n = transfer(fh, buf ? (const char *)buf + done : NULL, src_fd, len - done,
+                             off + (off_t)done);
         if (n == -EINTR)
             continue;
+        if (n == -EINVAL && !buf && done == 0) {
+            res = -EOPNOTSUPP; /* a spool file system without splice: the caller copies */
+            break;
+        }
         if (n < 0 || (n == 0 && ++zero_writes > 8)) {
             res = n < 0 ? n : -EIO;
             break;
@@ -567,10 +587,25 @@ ssize_t wb_write(struct wb_file *fh, const void *buf, size_t len, off_t off)
     }
     if (adm)
         tier_disk_leave(&fh->wb->adm, &io, len, res);
+    if (res == -EOPNOTSUPP)
+        return res;
     if (res < 0)
         return record_failure(fh, (int)res);
     note_write(fh->wb);
     return (ssize_t)len;
+}
+
+ssize_t wb_write(struct wb_file *fh, const void *buf, size_t len, off_t off)
+{
+    return write_from(fh, buf, -1, len, off);
+}
+
+ssize_t wb_write_fd(struct wb_file *fh, int src_fd, size_t len, off_t off)
+{
+    const struct wb_io_hooks *io = fh->wb->cfg.io;
+    if (io && io->pwrite)
+        return -EOPNOTSUPP; /* the test hooks see every byte: the caller uses wb_write */
+    return write_from(fh, NULL, src_fd, len, off);
 }
 
 int wb_truncate(struct wb_file *fh, off_t size)
