@@ -16,14 +16,15 @@
 # the test OSD is 10 GiB and RGW frees deleted multipart data only after its GC delay (hours), so
 # four 2 GiB checkpoints into one cluster fill it and RGW stalls at "nearfull".
 #
-# Usage: bench/checkpoint.sh [WORKDIR]   (env: BUILD=build-wbapirel, FILES=8, FILE_MIB=256,
+# Usage: bench/checkpoint.sh [WORKDIR]   (env: BUILD=build-wbapirel (or an absolute path: another
+#        tree's build, for a before/after run of the same script), FILES=8, FILE_MIB=256,
 #        PARTS_PAR=4, WB_UPLOAD_THREADS=2 and WB_PARTS_PARALLEL=4 for the mount's [writeback],
 #        ONLY_MOUNT=1 to run phase 4 alone, WB_HOLDOFFS="200ms 0": phase 4 once per
 #        [writeback] upload_holdoff value, MOUNT_BACKEND=posix: phase 4 alone over a POSIX
 #        backend directory in WORKDIR instead of the RGW, no Ceph started: the mount writer
 #        beside the local writer when no Ceph may run)
 # Phase 4 also prints what the daemon saw: the FUSE writes' count, mean size and the time the
-# daemon spent in them (its /metrics), beside the writer's own write/fsync/close split.
+# daemon spent in them (its /metrics) and its CPU time, beside the writer's write/fsync/close split.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${1:-/tmp/tierd-bench-checkpoint}
@@ -41,7 +42,7 @@ MOUNT_BACKEND=${MOUNT_BACKEND:-rgw}
 . scripts/lib/tierd.sh
 
 tierd_bins "$BUILD"
-BENCH=$PWD/$BUILD/checkpoint_bench
+case $BUILD in /*) BENCH=$BUILD/checkpoint_bench ;; *) BENCH=$PWD/$BUILD/checkpoint_bench ;; esac
 if [ ! -x "$BENCH" ] || [ ! -x "$TIERD" ] || [ ! -x "$TIERCTL" ]; then
   tierd_build_release "$BUILD" checkpoint_bench tierd tierctl
 fi
@@ -126,16 +127,18 @@ mount_phase() {
   "${B[@]}" --mode posix --dir "$W/local2" | sed "s/^mode=posix/mode=posix-adjacent/"
   rm -rf "$W/local2"
   sync
+  cpu0=$(awk '{print $14 + $15}' "/proc/$TIERD_PID/stat") # tierd's user + system ticks
   t0=$(date +%s%N)
   "${B[@]}" --mode posix --dir "$MNT/ckpt/run1" |
     sed "s/^mode=posix/mode=mount-writer/; s/\$/ upload_threads=$WB_UPLOAD_THREADS parts_parallel=$WB_PARTS_PARALLEL upload_holdoff=$HOLDOFF/"
   t1=$(date +%s%N)
-  # what the daemon saw: FUSE writes (count, mean size) and its time in them
-  tierd_api "$SOCK" /metrics | awk '
+  cpu1=$(awk '{print $14 + $15}' "/proc/$TIERD_PID/stat")
+  # what the daemon saw: FUSE writes (count, mean size), its time in them, its CPU time
+  tierd_api "$SOCK" /metrics | awk -v cpu=$((cpu1 - cpu0)) -v hz="$(getconf CLK_TCK)" '
     /^tierd_op_bytes_total\{.*op="write"/ { b += $2 }
     /^tierd_op_latency_seconds_count\{.*op="write"/ { n += $2 }
     /^tierd_op_latency_seconds_sum\{.*op="write"/ { s += $2 }
-    END { if (n) printf "daemon: fuse_writes=%d mean_kib=%.0f in_write_op_s=%.3f\n", n, b / n / 1024, s }'
+    END { if (n) printf "daemon: fuse_writes=%d mean_kib=%.0f in_write_op_s=%.3f cpu_s=%.2f\n", n, b / n / 1024, s, cpu / hz }'
   tierd_ctl wait /ckpt/run1 >/dev/null
   t2=$(date +%s%N)
   awk -v h="$HOLDOFF" -v a="$t0" -v b="$t1" -v c="$t2" -v mib=$((FILES * FILE_MIB)) 'BEGIN {
