@@ -246,6 +246,10 @@ struct tierd_fuse {
     const struct tfs_ns_ops *wb_ops, *ctl_ops;
     /* the operations the write-back ones defer to elsewhere (tfs_ops_write; immutable) */
     struct fuse_lowlevel_ops wb_inner;
+    /* the write operation in front of all (tfs_ops_write_buf; immutable): where a write whose
+     * bytes are not spliced into a write-back file goes */
+    void (*top_write)(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                      struct fuse_file_info *fi);
     size_t max_dir_entries;
     _Atomic uint64_t listings_built; /* listing builds that asked the backend (debug log) */
 
@@ -440,6 +444,10 @@ void tfs_wb_fini(struct tierd_fuse *fs);
  * the operations installed so far (fs->wb_inner), which keep every path outside the write-back
  * namespaces. */
 void tfs_ops_write(struct tierd_fuse *fs, struct fuse_lowlevel_ops *ops);
+/* Last, once every layer's write is installed: write_buf, which splices a write-back file's
+ * written bytes into its staging file and hands every other write to ops->write. Setting it
+ * makes libfuse receive requests with splice (FUSE_CAP_SPLICE_READ). */
+void tfs_ops_write_buf(struct tierd_fuse *fs, struct fuse_lowlevel_ops *ops);
 
 /* ---- the dataset version view under /.tierd/datasets (fuse_ctl_versions.c) ---- */
 #define TFS_CTL_VERSIONS TFS_CTL_DIR "/datasets"

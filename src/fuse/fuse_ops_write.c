@@ -375,26 +375,25 @@ static void w_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     free(buf);
 }
 
-static void w_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
-                    struct fuse_file_info *fi)
+/* One write into the handle's generation, from memory (buf) or spliced from the pipe src_fd
+ * (buf NULL); replies unless the splice cannot be done (-EOPNOTSUPP: nothing written, no reply,
+ * the caller copies the bytes and writes them from memory). */
+static ssize_t write_gen(fuse_req_t req, struct tfs_whandle *h, const char *buf, int src_fd,
+                         size_t size, off_t off)
 {
-    (void)ino;
     struct tierd_fuse *fs = fuse_req_userdata(req);
-    if (!is_wb_handle(fi) || !((struct tfs_whandle *)(uintptr_t)fi->fh)->writable) {
-        fuse_reply_err(req, is_wb_handle(fi) ? EBADF : EROFS);
-        return;
-    }
-    struct tfs_whandle *h = (struct tfs_whandle *)(uintptr_t)fi->fh;
     struct tfs_opstat os = tfs_op_start();
     pthread_mutex_lock(&h->w->mu);
     ssize_t n = tfs_wb_ensure_gen(fs, h);
     if (n == 0)
-        n = wb_write(h->w->wf, buf, size, off);
+        n = buf ? wb_write(h->w->wf, buf, size, off) : wb_write_fd(h->w->wf, src_fd, size, off);
     if (n == -EIO)
         h->w->err = -EIO; /* fail-stop */
     if (n >= 0)
         h->dirty = true;
     pthread_mutex_unlock(&h->w->mu);
+    if (n == -EOPNOTSUPP && !buf)
+        return n;
     /* into the spool (the node's disk); a first write that copied the old content from the
      * backend counts as served by the backend */
     tfs_op_done(fs, &h->io, TELE_OP_WRITE,
@@ -404,6 +403,64 @@ static void w_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size
         fuse_reply_err(req, tfs_errno((int)n));
     else
         fuse_reply_write(req, (size_t)n);
+    return n;
+}
+
+static bool writable_wb_handle(const struct fuse_file_info *fi)
+{
+    return is_wb_handle(fi) && ((struct tfs_whandle *)(uintptr_t)fi->fh)->writable;
+}
+
+static void w_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+    (void)ino;
+    if (!writable_wb_handle(fi)) {
+        fuse_reply_err(req, is_wb_handle(fi) ? EBADF : EROFS);
+        return;
+    }
+    (void)write_gen(req, (struct tfs_whandle *)(uintptr_t)fi->fh, buf, -1, size, off);
+}
+
+/* Every FUSE write, whatever the file: libfuse hands the write's bytes over in its per-thread
+ * pipe (splice from /dev/fuse: the kernel passes references to the written pages, no copy) when
+ * the request is a page or more, else in memory. A write-back file's bytes are spliced from the
+ * pipe into its staging file: one copy (into the spool's page cache) where read(2) from /dev/fuse
+ * and pwrite(2) made two. Anything else (control files, read-only paths, the buffer's test
+ * hooks) reads the bytes into memory and goes through the write operation in front of all
+ * (fs->top_write), as without splice. */
+static void w_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv, off_t off,
+                        struct fuse_file_info *fi)
+{
+    struct tierd_fuse *fs = fuse_req_userdata(req);
+    size_t size = fuse_buf_size(bufv);
+    const struct fuse_buf *b = &bufv->buf[bufv->idx];
+    bool one = bufv->count - bufv->idx == 1 && bufv->off == 0;
+    if (one && !(b->flags & FUSE_BUF_IS_FD)) {
+        fs->top_write(req, ino, b->mem, size, off, fi);
+        return;
+    }
+    if (one && !(b->flags & FUSE_BUF_FD_SEEK) && writable_wb_handle(fi)) {
+        ssize_t n = write_gen(req, (struct tfs_whandle *)(uintptr_t)fi->fh, NULL, b->fd, size, off);
+        if (n >= 0)
+            bufv->idx = bufv->count; /* consumed: libfuse leaves its pipe as it is */
+        if (n != -EOPNOTSUPP)
+            return; /* replied; after an error libfuse drains what is left in its pipe */
+    }
+    char *mem = malloc(size ? size : 1);
+    struct fuse_bufvec dst = FUSE_BUFVEC_INIT(size);
+    dst.buf[0].mem = mem;
+    ssize_t n = mem ? fuse_buf_copy(&dst, bufv, FUSE_BUF_NO_SPLICE) : -ENOMEM;
+    if (n >= 0 && (size_t)n != size)
+        n = -EIO;
+    if (n < 0) {
+        log_warn("fuse: a write of %zu bytes at %lld: cannot read its bytes (%s)", size,
+                 (long long)off, strerror((int)-n));
+        fuse_reply_err(req, (int)-n);
+    } else {
+        fs->top_write(req, ino, mem, size, off, fi);
+    }
+    free(mem);
 }
 
 static void w_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
@@ -851,4 +908,10 @@ void tfs_ops_write(struct tierd_fuse *fs, struct fuse_lowlevel_ops *ops)
     ops->rename = w_rename;
     ops->mkdir = w_mkdir;
     ops->rmdir = w_rmdir;
+}
+
+void tfs_ops_write_buf(struct tierd_fuse *fs, struct fuse_lowlevel_ops *ops)
+{
+    fs->top_write = ops->write;
+    ops->write_buf = w_write_buf;
 }

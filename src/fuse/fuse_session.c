@@ -215,6 +215,31 @@ static void warn_exposed(struct tierd_fuse *fs)
     }
 }
 
+/* libfuse receives with splice only into a pipe that holds a whole request, max_write plus its
+ * 4 KiB header room (FUSE_BUFFER_HEADER_SIZE, private to libfuse); a pipe of 1 MiB + 4 KiB rounds
+ * up to 2 MiB, over the default fs.pipe-max-size (1 MiB) for a process without CAP_SYS_RESOURCE.
+ * Then libfuse reads every request, silently; say so once, with the fix. */
+static void note_splice(const struct fuse_conn_info *conn)
+{
+    if (!(conn->want & FUSE_CAP_SPLICE_READ))
+        return;
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0)
+        return;
+    size_t need = (size_t)conn->max_write + 4096, pow2 = 4096;
+    while (pow2 < need)
+        pow2 *= 2;
+    if (fcntl(p[0], F_SETPIPE_SZ, (int)need) < 0)
+        log_info("fuse: writes into write-back namespaces are copied through tierd's memory, not "
+                 "spliced into the spool: a pipe of %zu bytes is over fs.pipe-max-size and tierd "
+                 "lacks CAP_SYS_RESOURCE ('sysctl fs.pipe-max-size=%zu' saves that copy)",
+                 need, pow2);
+    else
+        log_debug("fuse: max_write %u, writes spliced into the spool", conn->max_write);
+    close(p[0]);
+    close(p[1]);
+}
+
 static void tfs_init(void *userdata, struct fuse_conn_info *conn)
 {
     (void)userdata;
@@ -233,6 +258,12 @@ static void tfs_init(void *userdata, struct fuse_conn_info *conn)
         conn->want |= FUSE_CAP_PARALLEL_DIROPS;
     if (conn->capable & FUSE_CAP_SPLICE_WRITE)
         conn->want |= FUSE_CAP_SPLICE_WRITE;
+    /* Writes: libfuse 3.14 already asks for the largest it can take, max_write = 1 MiB with
+     * max_pages = 256 (its receive buffer is 256 pages; the kernel's limit,
+     * fs.fuse.max_pages_limit, is 256 by default too), and turns FUSE_CAP_SPLICE_READ on by itself
+     * when write_buf is set (tfs_ops_write_buf): requests arrive through a pipe, so a write's pages
+     * are passed by reference and spliced into the spool. The debug log says what was agreed. */
+    note_splice(conn);
     conn->max_readahead = 1 << 20;
     conn->max_background = 64;
     conn->congestion_threshold = 48;
@@ -313,6 +344,8 @@ int tierfs_mount(const struct tierfs_ctx *ctx, struct tierd_fuse **out)
     if (ctx->wb)
         tfs_ops_write(fs, &ops); /* write-back namespaces; the rest stays read-only */
     tfs_ops_ctl(fs, &ops);       /* the control files, in front of all of them */
+    if (ctx->wb)
+        tfs_ops_write_buf(fs, &ops); /* splices write-back files' bytes, else ops.write */
 
     fs->se = fuse_session_new(&args, &ops, sizeof(ops), fs);
     fuse_opt_free_args(&args);

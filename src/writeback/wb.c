@@ -363,6 +363,13 @@ static int fsync_dir(const char *path)
     return rc;
 }
 
+/* The streamed seal checksum is given up: the seal reads the file back. */
+static void sum_drop(struct wb_file *fh)
+{
+    wb_sum_end(fh->sum, NULL);
+    fh->sum = NULL;
+}
+
 int wb_file_create(struct wb *wb, const char *backend_name, const char *key, struct wb_file **out)
 {
     return wb_file_create_ex(wb, backend_name, key, 0, out);
@@ -384,6 +391,8 @@ int wb_file_create_ex(struct wb *wb, const char *backend_name, const char *key, 
         return -ENOMEM;
     }
     fh->fd = -1;
+    if (wb_sum_begin(&fh->sum, NULL) != 0)
+        fh->sum = NULL; /* no memory for it: the seal reads the file back */
     e->backend = strdup(backend_name);
     e->key = strdup(key);
     if (!e->backend || !e->key) {
@@ -468,6 +477,7 @@ out_unlock:
     pthread_mutex_unlock(&wb->lock);
 out_free:
     wb_entry_free(e);
+    sum_drop(fh);
     free(fh);
     return rc;
 }
@@ -495,6 +505,19 @@ static int record_failure(struct wb_file *fh, int err)
     }
     pthread_mutex_unlock(&wb->lock);
     return err;
+}
+
+/* len bytes landed at off: stream them into the seal checksum when they extend it in order. */
+static void sum_note(struct wb_file *fh, const void *buf, size_t len, off_t off)
+{
+    if (!fh->sum)
+        return;
+    if (!buf || (uint64_t)off != fh->sum_len) {
+        sum_drop(fh);
+        return;
+    }
+    wb_sum_update(fh->sum, buf, len);
+    fh->sum_len += len;
 }
 
 static ssize_t do_pwrite(struct wb *wb, int fd, const void *buf, size_t len, off_t off)
@@ -537,7 +560,23 @@ static int reserve(struct wb_file *fh, uint64_t new_size)
     return rc;
 }
 
-ssize_t wb_write(struct wb_file *fh, const void *buf, size_t len, off_t off)
+/* One transfer into the staging file: pwrite from buf, or splice from the pipe src_fd (buf
+ * NULL). Returns bytes moved (> 0), 0 when nothing could be moved (an empty pipe) or -errno. */
+static ssize_t transfer(struct wb_file *fh, const void *buf, int src_fd, size_t len, off_t off)
+{
+    if (buf)
+        return do_pwrite(fh->wb, fh->fd, buf, len, off);
+    loff_t at = off;
+    /* non-blocking on the pipe: it holds the request's bytes already, and an empty one (a
+     * caller's bug) must fail the write rather than hang the thread */
+    ssize_t n = splice(src_fd, NULL, fh->fd, &at, len, SPLICE_F_NONBLOCK);
+    if (n < 0)
+        return errno == EAGAIN ? 0 : -errno;
+    return n;
+}
+
+/* wb_write and wb_write_fd: reserve, admit, move all len bytes (retrying short transfers). */
+static ssize_t write_from(struct wb_file *fh, const void *buf, int src_fd, size_t len, off_t off)
 {
     if (fh->error)
         return -EIO;
@@ -555,10 +594,14 @@ ssize_t wb_write(struct wb_file *fh, const void *buf, size_t len, off_t off)
     int zero_writes = 0;
     ssize_t res = (ssize_t)len;
     while (done < len) {
-        ssize_t n =
-            do_pwrite(fh->wb, fh->fd, (const char *)buf + done, len - done, off + (off_t)done);
+        ssize_t n = transfer(fh, buf ? (const char *)buf + done : NULL, src_fd, len - done,
+                             off + (off_t)done);
         if (n == -EINTR)
             continue;
+        if (n == -EINVAL && !buf && done == 0) {
+            res = -EOPNOTSUPP; /* a spool file system without splice: the caller copies */
+            break;
+        }
         if (n < 0 || (n == 0 && ++zero_writes > 8)) {
             res = n < 0 ? n : -EIO;
             break;
@@ -567,10 +610,26 @@ ssize_t wb_write(struct wb_file *fh, const void *buf, size_t len, off_t off)
     }
     if (adm)
         tier_disk_leave(&fh->wb->adm, &io, len, res);
+    if (res == -EOPNOTSUPP)
+        return res;
     if (res < 0)
         return record_failure(fh, (int)res);
+    sum_note(fh, buf, len, off);
     note_write(fh->wb);
     return (ssize_t)len;
+}
+
+ssize_t wb_write(struct wb_file *fh, const void *buf, size_t len, off_t off)
+{
+    return write_from(fh, buf, -1, len, off);
+}
+
+ssize_t wb_write_fd(struct wb_file *fh, int src_fd, size_t len, off_t off)
+{
+    const struct wb_io_hooks *io = fh->wb->cfg.io;
+    if (io && io->pwrite)
+        return -EOPNOTSUPP; /* the test hooks see every byte: the caller uses wb_write */
+    return write_from(fh, NULL, src_fd, len, off);
 }
 
 int wb_truncate(struct wb_file *fh, off_t size)
@@ -584,6 +643,14 @@ int wb_truncate(struct wb_file *fh, off_t size)
         return rc;
     if (ftruncate(fh->fd, size) != 0)
         return record_failure(fh, -errno);
+    if (size == 0 && fh->sum) {
+        sum_drop(fh); /* empty again: the stream starts over */
+        if (wb_sum_begin(&fh->sum, NULL) != 0)
+            fh->sum = NULL;
+        fh->sum_len = 0;
+    } else if ((uint64_t)size != fh->sum_len) {
+        sum_drop(fh);
+    }
     struct wb *wb = fh->wb;
     note_write(wb);
     pthread_mutex_lock(&wb->lock);
@@ -895,8 +962,13 @@ static int file_close(struct wb_file *fh, int64_t *sealed_id)
         record_failure(fh, rc);
     if (!rc && fstat(fh->fd, &st) != 0)
         rc = record_failure(fh, -errno);
-    if (!rc)
+    if (!rc && fh->sum && fh->sum_len == (uint64_t)st.st_size) {
+        wb_sum_end(fh->sum, sum); /* streamed by the writes: no second pass */
+        fh->sum = NULL;
+    } else if (!rc) {
         rc = wb_checksum_fd(fh->fd, (uint64_t)st.st_size, NULL, sum);
+    }
+    sum_drop(fh);
     close(fh->fd);
     fh->fd = -1;
 
@@ -954,6 +1026,7 @@ void wb_file_discard(struct wb_file *fh)
     if (fh->fd >= 0)
         close(fh->fd);
     fh->fd = -1;
+    sum_drop(fh);
     pthread_mutex_lock(&wb->lock);
     struct wb_entry *e = fh->e;
     if (e) {

@@ -175,6 +175,12 @@ void wb_file_discard(struct wb_file *fh);
  * (disk full or backlog bound; the handle stays usable and the range keeps its old content),
  * -EIO (the file is now FAILED). */
 ssize_t wb_write(struct wb_file *fh, const void *buf, size_t len, off_t off);
+/* wb_write of len bytes that wait in the pipe src_fd: they are spliced into the staging file, so
+ * they never pass through this process's memory (one copy fewer than read + wb_write). Same
+ * results as wb_write, and -EOPNOTSUPP (nothing written, the file not failed) when the file's I/O
+ * hooks must see the bytes or the spool cannot splice: the caller reads them and calls wb_write. On
+ * any error the pipe may still hold the rest of the bytes; draining it is the caller's. */
+ssize_t wb_write_fd(struct wb_file *fh, int src_fd, size_t len, off_t off);
 int wb_truncate(struct wb_file *fh, off_t size);
 /* Read from the open file's staging copy (read-your-writes for the writer). */
 ssize_t wb_file_read(struct wb_file *fh, void *buf, size_t len, off_t off);

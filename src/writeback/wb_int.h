@@ -63,6 +63,12 @@ struct wb_file {
     int fd;
     int error;       /* first local I/O error: the file is FAILED (fail-stop) */
     uint32_t tenant; /* whose writes (wb_file_set_tenant), for the disk admission */
+    /* The seal checksum of bytes [0, sum_len), streamed while every write so far came from
+     * memory in order (a checkpoint's writes do): the seal then needs no second pass over the
+     * file. NULL once a write came out of order, spliced, or a truncate cut it: the seal reads
+     * the file back. The writer's thread (as fd). */
+    struct wb_sum *sum;
+    uint64_t sum_len;
 };
 
 struct wb {

@@ -323,6 +323,7 @@ void wb_close(struct wb *wb)
         if (fh) {
             if (fh->fd >= 0)
                 close(fh->fd);
+            wb_sum_end(fh->sum, NULL);
             free(fh);
         }
     }

@@ -420,6 +420,68 @@ static void test_enospc_tmpfs(void **state)
     assert_int_equal(umount(f->spool), 0);
 }
 
+/* Bytes spliced from a pipe (the mount's write_buf path): a full spool answers ENOSPC like a
+ * pwrite and fails the file; with the I/O test hooks on, wb_write_fd declines (-EOPNOTSUPP)
+ * without touching the pipe, so the caller reads the bytes and the hooks see them. */
+static void test_write_fd_enospc_and_hooks(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(mkdir(f->spool, 0700), 0);
+    if (mount("tmpfs", f->spool, "tmpfs", 0, "size=4m") != 0) {
+        print_message("skipped: cannot mount a tmpfs spool (%s)\n", strerror(errno));
+        skip();
+    }
+    f->cfg.io = NULL; /* the real pwrite and splice */
+    fx_open(f);
+    struct wb_file *fh;
+    assert_int_equal(wb_file_create(f->wb, "warm", "fd/big", &fh), 0);
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    assert_int_equal(fcntl(p[1], F_SETPIPE_SZ, 1 << 20), 1 << 20);
+    char *buf = malloc(MIB);
+    assert_non_null(buf);
+    tu_fill_random(buf, MIB, 32);
+    ssize_t rc = 0;
+    size_t off = 0;
+    for (int i = 0; i < 8; i++, off += MIB) {
+        assert_int_equal(write(p[1], buf, MIB), (ssize_t)MIB);
+        rc = wb_write_fd(fh, p[0], MIB, (off_t)off);
+        if (rc < 0)
+            break;
+    }
+    assert_int_equal(rc, -ENOSPC);
+    assert_true(off <= 4 * MIB);
+    assert_int_equal(wb_write(fh, buf, 1, 0), -EIO); /* fail-stop, as after a pwrite's ENOSPC */
+    assert_int_not_equal(wb_file_close(fh), 0);
+    assert_no_object(f, "fd/big");
+    assert_int_equal(count_staging(f), 0);
+    wb_close(f->wb);
+    f->wb = NULL;
+    /* drain what the failed write left in the pipe (non-blocking: it may be empty) */
+    assert_int_equal(fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+    while (read(p[0], buf, MIB) > 0)
+        ;
+
+    f->cfg.io = &f->io; /* hooks on: wb_write_fd declines, the pipe is left as it was */
+    fx_open(f);
+    assert_int_equal(wb_file_create(f->wb, "warm", "fd/hooked", &fh), 0);
+    char b[4096], back[4096];
+    tu_fill_random(b, sizeof(b), 31);
+    assert_int_equal(write(p[1], b, sizeof(b)), (ssize_t)sizeof(b));
+    assert_int_equal(wb_write_fd(fh, p[0], sizeof(b), 0), -EOPNOTSUPP);
+    assert_int_equal(read(p[0], back, sizeof(back)), (ssize_t)sizeof(back));
+    assert_memory_equal(back, b, sizeof(b));
+    assert_int_equal(wb_write(fh, back, sizeof(back), 0), (ssize_t)sizeof(back));
+    assert_int_equal(wb_file_close(fh), 0);
+    assert_int_equal(wb_wait(f->wb, NULL, "", 10000), 0);
+    wb_close(f->wb);
+    f->wb = NULL;
+    free(buf);
+    close(p[0]);
+    close(p[1]);
+    assert_int_equal(umount(f->spool), 0);
+}
+
 static void test_backend_down_then_restart(void **state)
 {
     struct fx *f = *state;
@@ -1117,6 +1179,92 @@ static void flip_staging_bit(struct fx *f, off_t off)
     c ^= 0x10;
     assert_int_equal(pwrite(fd, &c, 1, off), 1);
     close(fd);
+}
+
+/* The seal checksum of one file, as journalled (wb_list). */
+static void sealed_sum(struct fx *f, const char *key, char out[WB_CHECKSUM_MAX])
+{
+    struct wb_file_info *list;
+    size_t n;
+    assert_int_equal(wb_list(f->wb, "warm", key, &list, &n), 0);
+    assert_int_equal(n, 1);
+    snprintf(out, WB_CHECKSUM_MAX, "%s", list[0].checksum);
+    wb_list_free(list, n);
+}
+
+/* The seal checksum is the content's, whether the writes streamed it (in order from offset 0,
+ * also after a truncate to 0) or the seal had to read the file back (a write out of order, an
+ * overwrite, a truncate that cuts, bytes spliced from a pipe). */
+static void test_seal_checksum_streamed_or_read(void **state)
+{
+    struct fx *f = *state;
+    fakebe_set_down(f->fault, true); /* sealed rows stay in the journal */
+    f->cfg.io = NULL;                /* the real pwrite and splice */
+    fx_open(f);
+    enum { LEN = 300000 };
+    static unsigned char buf[LEN];
+    tu_fill_random(buf, sizeof(buf), 21);
+    char want[WB_CHECKSUM_MAX], got[WB_CHECKSUM_MAX];
+    checksum_of(buf, sizeof(buf), want);
+    struct wb_file *fh;
+
+    /* in order, in uneven pieces */
+    assert_int_equal(wb_file_create(f->wb, "warm", "s/order", &fh), 0);
+    for (size_t off = 0; off < LEN; off += 70001) {
+        size_t n = LEN - off < 70001 ? LEN - off : 70001;
+        assert_int_equal(wb_write(fh, buf + off, n, (off_t)off), (ssize_t)n);
+    }
+    assert_int_equal(wb_file_close(fh), 0);
+    sealed_sum(f, "s/order", got);
+    assert_string_equal(got, want);
+
+    /* the second half first */
+    assert_int_equal(wb_file_create(f->wb, "warm", "s/back", &fh), 0);
+    assert_int_equal(wb_write(fh, buf + LEN / 2, LEN - LEN / 2, LEN / 2), LEN - LEN / 2);
+    assert_int_equal(wb_write(fh, buf, LEN / 2, 0), LEN / 2);
+    assert_int_equal(wb_file_close(fh), 0);
+    sealed_sum(f, "s/back", got);
+    assert_string_equal(got, want);
+
+    /* garbage, truncated to 0, then in order */
+    assert_int_equal(wb_file_create(f->wb, "warm", "s/trunc0", &fh), 0);
+    assert_int_equal(wb_write(fh, "junk", 4, 0), 4);
+    assert_int_equal(wb_truncate(fh, 0), 0);
+    assert_int_equal(wb_write(fh, buf, LEN, 0), LEN);
+    assert_int_equal(wb_file_close(fh), 0);
+    sealed_sum(f, "s/trunc0", got);
+    assert_string_equal(got, want);
+
+    /* an overwrite inside what was streamed, and a truncate that cuts */
+    assert_int_equal(wb_file_create(f->wb, "warm", "s/over", &fh), 0);
+    assert_int_equal(wb_write(fh, buf, LEN, 0), LEN);
+    assert_int_equal(wb_write(fh, "XXXX", 4, 100), 4);
+    assert_int_equal(wb_write(fh, buf + 100, 4, 100), 4);
+    assert_int_equal(wb_write(fh, buf, 10, LEN), 10);
+    assert_int_equal(wb_truncate(fh, LEN), 0);
+    assert_int_equal(wb_file_close(fh), 0);
+    sealed_sum(f, "s/over", got);
+    assert_string_equal(got, want);
+
+    /* spliced from a pipe (the FUSE path), after a streamed first part */
+    assert_int_equal(wb_file_create(f->wb, "warm", "s/pipe", &fh), 0);
+    assert_int_equal(wb_write(fh, buf, 4096, 0), 4096);
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    assert_int_equal(write(p[1], buf + 4096, 8192), 8192);
+    assert_int_equal(wb_write_fd(fh, p[0], 8192, 4096), 8192);
+    close(p[0]);
+    close(p[1]);
+    assert_int_equal(wb_write(fh, buf + 12288, LEN - 12288, 12288), LEN - 12288);
+    assert_int_equal(wb_file_close(fh), 0);
+    sealed_sum(f, "s/pipe", got);
+    assert_string_equal(got, want);
+
+    /* and the uploader checks every one of them against the file before sending it */
+    fakebe_set_down(f->fault, false);
+    assert_int_equal(wb_wait(f->wb, "warm", "s/", 30000), 0);
+    assert_object(f, "s/order", LEN, 21);
+    assert_object(f, "s/pipe", LEN, 21);
 }
 
 /* A bit flipped in the spool after close is caught against the seal checksum before anything
@@ -1919,6 +2067,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_small_file_states, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_seal_checksum_streamed_or_read, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_write_fd_enospc_and_hooks, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_create_one_live, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_rename_vs_retention, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_seal_commit_fails, fx_setup, fx_teardown),
