@@ -127,6 +127,7 @@ struct tierd_config {
     int64_t mount_uid, mount_gid; /* synthesised owner; -1: tierd's own uid / gid */
     int mount_umask;              /* -1: 022, or 027 with allow_other (docs/CONFIG.md) */
     uint64_t max_dir_entries;     /* entries of one directory listing; default 1,000,000 */
+    bool splice_writes; /* [mount] splice_writes: write-back bytes spliced into the spool; off */
     /* [api] */
     char *api_socket;     /* Unix socket path; default /run/tierd/api.sock */
     char *api_tcp;        /* "127.0.0.1:7700" or NULL (off) */

@@ -324,6 +324,7 @@ static const struct keydef cache_keys[] = {
     {"hint_threads", V_INT, CFG(hints_threads), 1, 256, false, 0, NULL},
     {"hint_window", V_U64, CFG(hints_window_files), 1, 1000000, false, 0, NULL},
     {"prefetch_threads", V_INT, CFG(cache.prefetch_threads), 1, 32, false, 0, NULL},
+    {"verify_every_read", V_BOOL, CFG(cache.disk_verify_every_read), 0, 0, false, 0, NULL},
     {"hint_window_size", V_SIZE, CFG(hints_window_bytes), 64 * KIB, UINT64_MAX, false, 0, NULL},
     {"hint_cache_size", V_SIZE, CFG(hints_cache_bytes), 64 * KIB, UINT64_MAX, false, 0, NULL},
     {"hint_tenant_sets", V_INT, CFG(hints_tenant_sets), 1, HINTS_SETS_MAX, false, 0, NULL},
@@ -346,6 +347,7 @@ static const struct keydef mount_keys[] = {
     {"gid", V_GID, CFG(mount_gid), 0, 0, false, 0, NULL},
     {"umask", V_UMASK, CFG(mount_umask), 0, 0, false, 0, NULL},
     {"max_dir_entries", V_U64, CFG(max_dir_entries), 1, 10000000, false, 0, NULL},
+    {"splice_writes", V_BOOL, CFG(splice_writes), 0, 0, false, 0, NULL},
     {NULL, 0, 0, 0, 0, false, 0, NULL},
 };
 

@@ -232,6 +232,7 @@ struct tierfs_ctx tierfs_ctx_tierd(struct tierd *d)
         .mount_gid = c->mount_gid,
         .mount_umask = c->mount_umask,
         .max_dir_entries = c->max_dir_entries,
+        .splice_writes = c->splice_writes,
         .version_list_ttl_ms = c->version_list_ttl_ms,
         .readahead_blocks = c->readahead_blocks,
         .readahead_max_bytes = c->readahead_max_bytes,

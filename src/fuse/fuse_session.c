@@ -261,7 +261,8 @@ static void tfs_init(void *userdata, struct fuse_conn_info *conn)
     /* Writes: libfuse 3.14 already asks for the largest it can take, max_write = 1 MiB with
      * max_pages = 256 (its receive buffer is 256 pages; the kernel's limit,
      * fs.fuse.max_pages_limit, is 256 by default too), and turns FUSE_CAP_SPLICE_READ on by itself
-     * when write_buf is set (tfs_ops_write_buf): requests arrive through a pipe, so a write's pages
+     * when write_buf is set ([mount] splice_writes, tfs_ops_write_buf): requests arrive through a
+     * pipe, so a write's pages
      * are passed by reference and spliced into the spool. The debug log says what was agreed. */
     note_splice(conn);
     conn->max_readahead = 1 << 20;
@@ -344,7 +345,7 @@ int tierfs_mount(const struct tierfs_ctx *ctx, struct tierd_fuse **out)
     if (ctx->wb)
         tfs_ops_write(fs, &ops); /* write-back namespaces; the rest stays read-only */
     tfs_ops_ctl(fs, &ops);       /* the control files, in front of all of them */
-    if (ctx->wb)
+    if (ctx->wb && ctx->splice_writes)
         tfs_ops_write_buf(fs, &ops); /* splices write-back files' bytes, else ops.write */
 
     fs->se = fuse_session_new(&args, &ops, sizeof(ops), fs);

@@ -61,6 +61,9 @@ struct tierfs_ctx {
     int64_t mount_uid, mount_gid;
     int mount_umask;
     uint64_t max_dir_entries;
+    /* write_buf: a write-back file's bytes are spliced from libfuse's pipe into the spool (only
+     * where the pipe can hold a whole request: fs.pipe-max-size or CAP_SYS_RESOURCE) */
+    bool splice_writes;
     uint64_t version_list_ttl_ms;
     uint64_t readahead_blocks, readahead_max_bytes;
     uint64_t block_size; /* [cache] block_size */

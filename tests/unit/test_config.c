@@ -452,6 +452,16 @@ static void test_defaults(void **state)
     assert_int_equal(c.mount_gid, -1);
     assert_int_equal(c.mount_umask, -1); /* 022, or 027 with allow_other (fuse_session.c) */
     assert_int_equal(c.max_dir_entries, 1000000);
+    assert_false(c.splice_writes); /* off: no test reaches it through a mount here */
+    assert_false(c.cache.disk_verify_every_read);
+    tierd_config_fini(&c);
+    {
+        const char *t3 = BASE "[cache]\nverify_every_read = yes\n";
+        char e3[512] = "";
+        if (tierd_config_load_string("t.conf", t3, strlen(t3), &c, e3, sizeof(e3)))
+            fail_msg("%s", e3);
+        assert_true(c.cache.disk_verify_every_read);
+    }
     assert_int_equal(c.namespaces[0].uid, -1);
     assert_int_equal(c.namespaces[0].gid, -1);
     assert_int_equal(c.namespaces[0].umask, -1);
@@ -674,8 +684,9 @@ static void test_permissions(void **state)
     (void)state;
     struct tierd_config c;
     char err[1024] = "";
-    const char *text = BASE "uid = root\ngid = 4242\numask = 027\nmax_dir_entries = 5000\n"
-                            "[namespace /e]\nbackend = warm\nuid = 7\ngid = root\numask = 0\n";
+    const char *text = BASE
+        "uid = root\ngid = 4242\numask = 027\nmax_dir_entries = 5000\n"
+        "splice_writes = yes\n[namespace /e]\nbackend = warm\nuid = 7\ngid = root\numask = 0\n";
     int rc = tierd_config_load_string("t.conf", text, strlen(text), &c, err, sizeof(err));
     if (rc)
         fail_msg("%s", err);
@@ -683,6 +694,7 @@ static void test_permissions(void **state)
     assert_int_equal(c.mount_gid, 4242);
     assert_int_equal(c.mount_umask, 027);
     assert_int_equal(c.max_dir_entries, 5000);
+    assert_true(c.splice_writes);
     assert_int_equal(c.namespaces[0].umask, -1); /* as [mount] */
     assert_int_equal(c.namespaces[1].uid, 7);
     assert_int_equal(c.namespaces[1].gid, 0);
