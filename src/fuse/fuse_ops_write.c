@@ -26,8 +26,10 @@
  *             durability = remote, close then waits (wb_wait) until the object is in the
  *             backend. Release only seals what no flush did.
  *   fail-stop a failed fsync/close makes the inode's writers fail with EIO from then on (the
- *             buffer also marks the file FAILED and never uploads it). ENOSPC (disk or backlog
- *             bound) is returned as ENOSPC; the handle stays usable.
+ *             buffer also marks the file FAILED and never uploads it). ENOSPC from the buffer's
+ *             bounds (its disk budget or backlog, checked before writing) is returned as ENOSPC
+ *             and the handle stays usable; ENOSPC from the spool's file system itself fails the
+ *             file (wb_write: part of the range may have changed), later writes EIO.
  *   reads     a handle reads the shared generation while one is open, else the buffer's local
  *             copy (wb_read), else the backend through the block cache.
  *   unlink    wb_unlink (cancels an upload; the object never appears) and backend_del of any

@@ -172,8 +172,10 @@ void wb_file_set_tenant(struct wb_file *fh, uint32_t tenant);
  * dropped, an older generation it would have replaced stays live. Frees the handle. */
 void wb_file_discard(struct wb_file *fh);
 /* Write len bytes at off (short writes are retried internally). Returns len or -errno: -ENOSPC
- * (disk full or backlog bound; the handle stays usable and the range keeps its old content),
- * -EIO (the file is now FAILED). */
+ * from the buffer's own bounds (its disk budget or the backlog bound, checked before any byte is
+ * written: the handle stays usable and the range keeps its old content); any error of the write
+ * itself, ENOSPC from the spool's file system included (part of the range may have changed), is
+ * returned as it is and makes the file FAILED (later writes: -EIO). */
 ssize_t wb_write(struct wb_file *fh, const void *buf, size_t len, off_t off);
 /* wb_write of len bytes that wait in the pipe src_fd: they are spliced into the staging file, so
  * they never pass through this process's memory (one copy fewer than read + wb_write). Same
