@@ -622,10 +622,14 @@ static int ofile_get(struct disk_fdcache *fc, const char *dir, size_t block_size
 }
 
 /* r: the read's result; after an error the descriptor is not kept (an ESTALE or EIO one would
- * fail every later read of the block), the next read opens the file again. */
+ * fail every later read of the block), the next read opens the file again, and the threads that
+ * still hold it hash every read from then on (a failed check, -EBADMSG, ends its chunks' unhashed
+ * reads at once, not a TTL later). */
 static void ofile_put(struct disk_fdcache *fc, struct ofile *o, int r)
 {
     bool close_now = true;
+    if (r < 0)
+        atomic_store_explicit(&o->changed, true, memory_order_relaxed);
     if (fc) {
         pthread_mutex_lock(&fc->mu);
         if (r < 0 && !o->detached) {

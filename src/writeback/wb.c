@@ -643,8 +643,8 @@ int wb_truncate(struct wb_file *fh, off_t size)
         return rc;
     if (ftruncate(fh->fd, size) != 0)
         return record_failure(fh, -errno);
-    if (size == 0 && fh->sum) {
-        sum_drop(fh); /* empty again: the stream starts over */
+    if (size == 0) {
+        sum_drop(fh); /* empty again: the stream starts over, also after one was dropped */
         if (wb_sum_begin(&fh->sum, NULL) != 0)
             fh->sum = NULL;
         fh->sum_len = 0;
