@@ -348,6 +348,19 @@ static int raw_status(uint16_t port, const char *req)
     return status;
 }
 
+/* The status of GET /v1/block?QEXTRA with the nonce and MAC headers, and X-Tierd-Node: n when
+ * node. */
+static int signed_status(uint16_t port, const char *q, const char *extra, bool node,
+                         const char *nonce_hex, const char *mac_hex)
+{
+    char req[1024];
+    snprintf(req, sizeof(req),
+             "GET /v1/block?%s%s HTTP/1.1\r\nHost: x\r\n%sX-Tierd-Nonce: %s\r\n"
+             "X-Tierd-Auth: %s\r\n\r\n",
+             q, extra, node ? "X-Tierd-Node: n\r\n" : "", nonce_hex, mac_hex);
+    return raw_status(port, req);
+}
+
 /* Requests no client of ours sends: each answered with its status and counted. */
 static void test_server_bad_requests(void **state)
 {
@@ -374,35 +387,15 @@ static void test_server_bad_requests(void **state)
     assert_int_equal(peer_req_mac(secret, strlen(secret), nonce, name, (size_t)nl, mac), 0);
     peer_hex_encode(nonce, sizeof(nonce), nonce_hex);
     peer_hex_encode(mac, sizeof(mac), mac_hex);
-    snprintf(req, sizeof(req),
-             "GET /v1/block?%s HTTP/1.1\r\nHost: x\r\nX-Tierd-Node: n\r\nX-Tierd-Nonce: %s\r\n"
-             "X-Tierd-Auth: %s\r\n\r\n",
-             q, nonce_hex, mac_hex);
-    assert_int_equal(raw_status(port, req), 409);
+    assert_int_equal(signed_status(port, q, "", true, nonce_hex, mac_hex), 409);
     /* the same with the node missing */
-    snprintf(req, sizeof(req),
-             "GET /v1/block?%s HTTP/1.1\r\nHost: x\r\nX-Tierd-Nonce: %s\r\n"
-             "X-Tierd-Auth: %s\r\n\r\n",
-             q, nonce_hex, mac_hex);
-    assert_int_equal(raw_status(port, req), 401);
+    assert_int_equal(signed_status(port, q, "", false, nonce_hex, mac_hex), 401);
     /* the asker's class: q=7 is no class (400); q=3 with the MAC of training (no q) is a
      * request whose class was changed on the way (401) */
-    snprintf(req, sizeof(req),
-             "GET /v1/block?%s&q=7 HTTP/1.1\r\nHost: x\r\nX-Tierd-Node: n\r\nX-Tierd-Nonce: %s\r\n"
-             "X-Tierd-Auth: %s\r\n\r\n",
-             q, nonce_hex, mac_hex);
-    assert_int_equal(raw_status(port, req), 400);
-    snprintf(req, sizeof(req),
-             "GET /v1/block?%s&q=3 HTTP/1.1\r\nHost: x\r\nX-Tierd-Node: n\r\nX-Tierd-Nonce: %s\r\n"
-             "X-Tierd-Auth: %s\r\n\r\n",
-             q, nonce_hex, mac_hex);
-    assert_int_equal(raw_status(port, req), 401);
+    assert_int_equal(signed_status(port, q, "&q=7", true, nonce_hex, mac_hex), 400);
+    assert_int_equal(signed_status(port, q, "&q=3", true, nonce_hex, mac_hex), 401);
     /* q=1 (training, spelled out) has training's MAC: authentic */
-    snprintf(req, sizeof(req),
-             "GET /v1/block?%s&q=1 HTTP/1.1\r\nHost: x\r\nX-Tierd-Node: n\r\nX-Tierd-Nonce: %s\r\n"
-             "X-Tierd-Auth: %s\r\n\r\n",
-             q, nonce_hex, mac_hex);
-    assert_int_equal(raw_status(port, req), 409);
+    assert_int_equal(signed_status(port, q, "&q=1", true, nonce_hex, mac_hex), 409);
     struct peer_server_stats ss;
     peer_server_stats_get(s, &ss);
     assert_true(ss.bad_requests == 5 && ss.auth_failures == 4 && ss.mismatched == 2 &&
