@@ -86,6 +86,8 @@
  *   demotion out of one level: RAM -> disk     cache_demote() -> demote_ram() (disk_store(),
  *     (written first), or the disk copy gone     ram_remove()) / demote_disk() (disk_detach())
  *   pin / unpin                                cache_pin(), cache_unpin(), acct_update()
+ *   a rule changed while a block loaded: its   pin_settle() -> acct_update()
+ *     pin follows the rules as they are now
  *   charge / uncharge a tenant (I9)            acct_update() -> charge_sync()
  *   claim an unowned block on a hit            owner_touch()
  *   quota eviction of a tenant's own blocks    quota_check() -> quota_enforce(),
@@ -885,12 +887,56 @@ bool obj_ok(const struct cache_obj *obj)
     return obj && obj->be && obj->be->name && obj->key && obj->etag;
 }
 
-static bool obj_pinned(struct cache *c, const struct cache_obj *obj)
+/* Whether a pin rule covers obj, and the rules' generation (c->pin_gen) that answer is of. */
+static bool obj_pinned(struct cache *c, const struct cache_obj *obj, uint64_t *gen)
 {
     pthread_mutex_lock(&c->pin_mu);
     bool p = c->rules && rules_match(c, obj->be->name, obj->key);
+    *gen = atomic_load(&c->pin_gen);
     pthread_mutex_unlock(&c->pin_mu);
+    if (c->debug_pin_hook)
+        c->debug_pin_hook(c->debug_pin_arg);
     return p;
+}
+
+/*
+ * No lock held; block index of obj was just loaded or found by block_get(), told whether it is
+ * pinned by obj_pinned() at generation gen. A rule added or removed since then walked the blocks
+ * before this one may have been created (block_acquire), so the block's B_PINNED can be the old
+ * answer (I5 would then miss a pinned block, or keep one pinned that no rule covers). cache_pin
+ * and cache_unpin bump pin_gen under pin_mu before their walk, and the walk takes each shard
+ * lock, so a block created after the walk of its shard sees the new generation here: then the
+ * flag is set from the rules as they are now, under the lock order of cache_pin. Explicit pins
+ * (B_PIN_EXPLICIT) are left alone. The cost when no rule changed is one atomic load.
+ */
+static void pin_settle(struct cache *c, const struct cache_obj *obj, uint64_t index, uint64_t gen)
+{
+    if (atomic_load(&c->pin_gen) == gen)
+        return;
+    uint8_t id[16];
+    if (cache_block_id(c, obj->be->name, obj->key, obj->etag, index, id) < 0)
+        return;
+    struct shard *s = shard_of(c, id);
+    pthread_mutex_lock(&c->pin_mu);
+    bool now = c->rules && rules_match(c, obj->be->name, obj->key);
+    pthread_mutex_lock(&c->ram.mu); /* pinning cached blocks: under both level locks */
+    pthread_mutex_lock(&c->disk.mu);
+    pthread_mutex_lock(&s->mu);
+    struct cblock *b = obj_lookup(c, s, id, obj, index, NULL);
+    if (b && now != ((b->flags & B_PINNED) != 0) && !(b->flags & B_PIN_EXPLICIT)) {
+        bool before = pin_counted(b);
+        if (now)
+            b->flags |= B_PINNED;
+        else
+            b->flags &= ~(unsigned)B_PINNED;
+        acct_update(c, b, before);
+        log_debug("cache: block %" PRIu64 " of %s %s by a rule changed while it loaded", index,
+                  obj->key, now ? "pinned" : "unpinned");
+    }
+    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&c->disk.mu);
+    pthread_mutex_unlock(&c->ram.mu);
+    pthread_mutex_unlock(&c->pin_mu);
 }
 
 ssize_t cache_read(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
@@ -911,7 +957,8 @@ ssize_t cache_read_served(struct cache *c, const struct tier_ioctx *io, const st
         return 0;
     if (len > obj->size_bytes - off)
         len = (size_t)(obj->size_bytes - off);
-    bool pinned = obj_pinned(c, obj);
+    uint64_t gen;
+    bool pinned = obj_pinned(c, obj, &gen);
     size_t done = 0;
     while (done < len) {
         uint64_t pos = off + done;
@@ -937,6 +984,7 @@ ssize_t cache_read_served(struct cache *c, const struct tier_ioctx *io, const st
             quota_check(c, io);
             return r;
         }
+        pin_settle(c, obj, index, gen);
         memcpy((char *)buf + done, d->bytes + in, n);
         if (from)
             atomic_fetch_add_explicit(&from->bytes_read, n, memory_order_relaxed);
@@ -993,12 +1041,15 @@ int fetch_block(struct cache *c, const struct tier_ioctx *io, const struct cache
         return obj->size_bytes == 0 && index == 0 ? 0 : -EINVAL;
     struct cdata *d = NULL;
     struct level *from = NULL;
-    int r = block_get(c, io, obj, index, 0, block_len(c, obj, index), obj_pinned(c, obj),
-                      async && !pin, &d, &from);
+    uint64_t gen;
+    bool pinned = obj_pinned(c, obj, &gen);
+    int r =
+        block_get(c, io, obj, index, 0, block_len(c, obj, index), pinned, async && !pin, &d, &from);
     if (r < 0) {
         quota_check(c, io);
         return r;
     }
+    pin_settle(c, obj, index, gen);
     cdata_unref(d);
     if (!pin) {
         quota_check(c, io);
@@ -1054,9 +1105,11 @@ int cache_fetch_block_hinted(struct cache *c, const struct tier_ioctx *io,
         return obj->size_bytes == 0 && index == 0 ? 0 : -EINVAL;
     struct cdata *d = NULL;
     struct level *from = NULL;
-    int r = block_get(c, io, obj, index, 0, block_len(c, obj, index), obj_pinned(c, obj), false, &d,
-                      &from);
+    uint64_t gen;
+    bool pinned = obj_pinned(c, obj, &gen);
+    int r = block_get(c, io, obj, index, 0, block_len(c, obj, index), pinned, false, &d, &from);
     if (r == 0) {
+        pin_settle(c, obj, index, gen);
         cdata_unref(d);
         /* hold it before the tenant is trimmed, as a pin is (cache_fetch_block) */
         uint8_t id[16];

@@ -169,3 +169,9 @@ void cache_debug_force_collisions(struct cache *c, bool on)
 {
     c->debug_collide = on;
 }
+
+void cache_debug_set_pin_hook(struct cache *c, void (*fn)(void *), void *arg)
+{
+    c->debug_pin_arg = arg;
+    c->debug_pin_hook = fn;
+}

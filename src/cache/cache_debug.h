@@ -28,4 +28,9 @@ int cache_debug_block_path(struct cache *c, const char *backend_name, const char
  * cache_open(), before any read, on a cache without a disk level or with an empty one. */
 void cache_debug_force_collisions(struct cache *c, bool on);
 
+/* Call fn(arg) in every read and fetch right after it asked the pin rules whether its object is
+ * pinned and before it looks up or creates the block (for tests of a rule that changes in
+ * between). fn may call cache_pin/cache_unpin. Set before any read; NULL removes it. */
+void cache_debug_set_pin_hook(struct cache *c, void (*fn)(void *), void *arg);
+
 #endif

@@ -188,6 +188,9 @@ struct cache {
 
     pthread_mutex_t pin_mu; /* rules; order: first */
     struct pin_rule *rules;
+    _Atomic uint64_t pin_gen;       /* +1 under pin_mu at every rule change, before its walk (I5) */
+    void (*debug_pin_hook)(void *); /* cache_debug_set_pin_hook(); set before any read */
+    void *debug_pin_arg;
     _Atomic uint64_t pinned_bytes;
 
     pthread_mutex_t hook_mu;

@@ -131,7 +131,8 @@ int cache_pin(struct cache *c, const char *backend_name, const char *prefix)
     }
     rule->next = c->rules;
     c->rules = rule;
-    pthread_mutex_lock(&c->ram.mu); /* pinning cached blocks: under both level locks */
+    atomic_fetch_add(&c->pin_gen, 1); /* before the walk: see pin_settle() in cache.c */
+    pthread_mutex_lock(&c->ram.mu);   /* pinning cached blocks: under both level locks */
     pthread_mutex_lock(&c->disk.mu);
     for (int i = 0; i < NSHARDS; i++) {
         struct shard *s = &c->shards[i];
@@ -171,6 +172,7 @@ int cache_unpin(struct cache *c, const char *backend_name, const char *prefix)
     }
     /* Also clears explicit pins (cache_fetch_block(pin=true)) under the prefix. */
     bool any = rule != NULL;
+    atomic_fetch_add(&c->pin_gen, 1); /* before the walk: see pin_settle() in cache.c */
     for (int i = 0; i < NSHARDS; i++) {
         struct shard *s = &c->shards[i];
         pthread_mutex_lock(&s->mu);

@@ -462,14 +462,77 @@ static void test_adopted_blocks_claimed(void **state)
     free(dir);
 }
 
+/* A pin rule that changes between a read's look at the rules and its creation of the block
+ * (cache.c pin_settle): the block ends as the rules say after the read, not as they said
+ * before. The hook runs in that gap, once. */
+struct pin_gap {
+    struct cache *c;
+    const char *key;
+    bool pin, done;
+};
+
+static void pin_gap_hook(void *arg)
+{
+    struct pin_gap *g = arg;
+    if (g->done || !g->key)
+        return;
+    g->done = true;
+    if (g->pin)
+        assert_int_equal(cache_pin(g->c, "be", g->key), 0);
+    else
+        assert_int_equal(cache_unpin(g->c, "be", g->key), 0);
+}
+
+static void test_pin_rule_changes_during_load(void **state)
+{
+    (void)state;
+    struct backend *be = make_be(4);
+    struct cache_config cfg = {
+        .block_size = BS, .ram_bytes = RAMB * BS, .pin_bytes = 4 * BS, .prefetch_threads = 1};
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    struct pin_gap g = {.c = c};
+    cache_debug_set_pin_hook(c, pin_gap_hook, &g);
+    struct cache_stats st;
+
+    /* pinned in the gap: the block the read creates is pinned */
+    g = (struct pin_gap){.c = c, .key = "k0000", .pin = true};
+    read_block(c, be, "k0000", TA);
+    assert_true(g.done);
+    cache_stats_get(c, &st);
+    assert_int_equal(st.pinned_bytes, BS);
+    assert_int_equal(tstats(c, TA).bytes, 0); /* pinned: charged to nobody */
+    check(c);
+
+    /* unpinned in the gap: the block the read creates is not pinned */
+    assert_int_equal(cache_pin(c, "be", "k0001"), 0);
+    g = (struct pin_gap){.c = c, .key = "k0001", .pin = false};
+    read_block(c, be, "k0001", TA);
+    assert_true(g.done);
+    cache_stats_get(c, &st);
+    assert_int_equal(st.pinned_bytes, BS); /* k0000 only */
+    assert_int_equal(tstats(c, TA).bytes, BS);
+    check(c);
+
+    cache_debug_set_pin_hook(c, NULL, NULL);
+    cache_close(c);
+    backend_free(be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_scan_keeps_others),   cmocka_unit_test(test_scan_disk_levels),
-        cmocka_unit_test(test_clock_second_chance), cmocka_unit_test(test_live_change),
-        cmocka_unit_test(test_pinned_not_charged),  cmocka_unit_test(test_adopted_blocks_claimed),
-        cmocka_unit_test(test_pin_fetch_at_quota),  cmocka_unit_test(test_failed_read_trims),
-        cmocka_unit_test(test_hint_holds),          cmocka_unit_test(test_disk_open_files),
+        cmocka_unit_test(test_scan_keeps_others),
+        cmocka_unit_test(test_pin_rule_changes_during_load),
+        cmocka_unit_test(test_scan_disk_levels),
+        cmocka_unit_test(test_clock_second_chance),
+        cmocka_unit_test(test_live_change),
+        cmocka_unit_test(test_pinned_not_charged),
+        cmocka_unit_test(test_adopted_blocks_claimed),
+        cmocka_unit_test(test_pin_fetch_at_quota),
+        cmocka_unit_test(test_failed_read_trims),
+        cmocka_unit_test(test_hint_holds),
+        cmocka_unit_test(test_disk_open_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
