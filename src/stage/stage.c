@@ -206,10 +206,10 @@ static void queue_close(struct stage_job *job)
 /* ---- workers ------------------------------------------------------------------------------ */
 
 /* Fetch every block of one version of a file. Counts progress as it goes and, so that a retry
- * with another version can take it back, reports what it counted in *done and *cached.
- * Returns 0 or the first fetch error (-ECANCELED when the job was cancelled). */
+ * with another version can take it back, reports what it counted in *done, *cached and
+ * *on_peers. Returns 0 or the first fetch error (-ECANCELED when the job was cancelled). */
 static int fetch_blocks(struct stage_job *job, const struct cache_obj *obj, uint64_t *done,
-                        uint64_t *cached)
+                        uint64_t *cached, uint64_t *on_peers)
 {
     struct stage_registry *r = job->reg;
     const struct tier_ioctx *io = &job->io;
@@ -217,6 +217,7 @@ static int fetch_blocks(struct stage_job *job, const struct cache_obj *obj, uint
 
     *cached = cache_cached_bytes(r->c.cache, obj);
     *done = 0;
+    *on_peers = 0;
     pthread_mutex_lock(&job->mu);
     job->p.bytes_already_cached += *cached;
     pthread_mutex_unlock(&job->mu);
@@ -234,6 +235,8 @@ static int fetch_blocks(struct stage_job *job, const struct cache_obj *obj, uint
         if (rc < 0)
             return rc;
         *done += len;
+        if (on_peer)
+            *on_peers += len;
         pthread_mutex_lock(&job->mu);
         job->p.bytes_done += len;
         if (on_peer)
@@ -251,7 +254,7 @@ static void stage_file(struct stage_job *job, const struct stage_item *it)
 {
     struct backend_stat st = {0};
     char path[1200];
-    uint64_t done = 0, cached = 0;
+    uint64_t done = 0, cached = 0, on_peers = 0;
     int rc = -ESTALE;
 
     mount_path_of(it->ns, it->key, path, sizeof(path));
@@ -261,12 +264,13 @@ static void stage_file(struct stage_job *job, const struct stage_item *it)
                                 .etag = it->etag,
                                 .size_bytes = it->listed_bytes,
                                 .version_id = it->version_id};
-        rc = fetch_blocks(job, &obj, &done, &cached);
+        rc = fetch_blocks(job, &obj, &done, &cached, &on_peers);
         if (rc == -ESTALE) {
             /* Take back what this version counted; the fresh one counts again. */
             pthread_mutex_lock(&job->mu);
             job->p.bytes_done -= done;
             job->p.bytes_already_cached -= cached;
+            job->p.bytes_on_peers -= on_peers;
             pthread_mutex_unlock(&job->mu);
         }
     }
@@ -290,7 +294,7 @@ static void stage_file(struct stage_job *job, const struct stage_item *it)
             pthread_mutex_unlock(&job->mu);
             struct cache_obj obj = {
                 .be = it->ns->be, .key = it->key, .etag = st.etag, .size_bytes = st.size_bytes};
-            rc = fetch_blocks(job, &obj, &done, &cached);
+            rc = fetch_blocks(job, &obj, &done, &cached, &on_peers);
         }
     }
     if (rc == -ECANCELED)

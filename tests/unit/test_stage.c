@@ -345,6 +345,39 @@ static void test_stage_error_counted(void **state)
     assert_int_equal(cache_cached_bytes(F->d.cache, &obj), 3 * BLOCK + 5);
 }
 
+/* A cluster's staging (stage_start_cluster) of the same files: blocks the fake warm-up says
+ * their owners fetched (the even ones) count in bytes_on_peers once, also for the stale file,
+ * whose first (listed) version fails at its block 1 after block 0 went to a peer, and which is
+ * then staged again from a fresh stat. */
+static int warm_even(void *ud, const struct tier_ioctx *io, const struct cache_obj *obj,
+                     uint64_t index)
+{
+    (void)ud;
+    (void)io;
+    (void)obj;
+    return index % 2 == 0 ? 0 : -EAGAIN;
+}
+
+static void test_stage_cluster_stale_counted_once(void **state)
+{
+    (void)state;
+    struct stage_ctx stc = stage_ctx_tierd(&F->d);
+    stc.warm = warm_even;
+    struct stage_registry *r = NULL;
+    assert_int_equal(stage_registry_new(&stc, &r), 0);
+    const char *paths[] = {"/bad"};
+    uint64_t id = 0;
+    assert_int_equal(stage_start_cluster(r, TIER_TENANT_DEFAULT, paths, 1, false, &id), 0);
+    struct stage_progress p;
+    TU_WAIT_UNTIL(stage_progress_get(r, id, &p) == 0 && p.state != STAGE_RUNNING);
+    /* block 0 of each file (x.bin: BLOCK; good1, bad, good2: 100 each) and blocks 0 and 2 of
+     * stale.bin (3 * BLOCK + 5): bad.bin's one block is a peer's, so no read of it fails */
+    assert_int_equal(p.bytes_on_peers, 3 * BLOCK + 300);
+    assert_int_equal(p.bytes_done, BLOCK + 300 + 3 * BLOCK + 5);
+    assert_int_equal(p.errors, 0);
+    stage_registry_free(r);
+}
+
 struct free_arg {
     struct stage_registry *r;
 };
@@ -435,6 +468,7 @@ int main(void)
         cmocka_unit_test(test_stage_subdir_object_and_pin),
         cmocka_unit_test(test_stage_missing),
         cmocka_unit_test(test_stage_error_counted),
+        cmocka_unit_test(test_stage_cluster_stale_counted_once),
         cmocka_unit_test(test_stage_cancel_on_free),
         cmocka_unit_test(test_stage_cancel_one),
     };
