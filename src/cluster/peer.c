@@ -104,7 +104,8 @@ static bool request_authentic(struct peer_server *s, struct MHD_Connection *c, c
             v[i] = NULL;
     uint8_t got[PEER_MAC_LEN], want[PEER_MAC_LEN];
     if (peer_req_headers_parse(v[0], n[0], v[1], n[1], v[2], n[2], nonce, got) != 0 ||
-        peer_req_mac_mode(s->secret, s->secret_len, mode, cls, nonce, name, name_len, want) != 0 ||
+        peer_req_mac_mode(s->secret, s->secret_len, mode, cls, nonce, v[0], n[0], name, name_len,
+                          want) != 0 ||
         !peer_mem_equal(got, want, PEER_MAC_LEN))
         return false;
     *node = v[0];
@@ -694,7 +695,8 @@ static int exchange(struct peer_client *pc, const char *addr, const struct peer_
     *fail = PEER_FAIL_CONNECT;
     if (getrandom(nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce) ||
         peer_req_mac_mode(pc->secret, pc->secret_len, peer_block_mode(b),
-                          b ? b->cls : TIER_IO_TRAINING, nonce, name, name_len, mac) != 0)
+                          b ? b->cls : TIER_IO_TRAINING, nonce, pc->node_id, strlen(pc->node_id),
+                          name, name_len, mac) != 0)
         return -1;
     peer_hex_encode(nonce, sizeof(nonce), nonce_hex);
     peer_hex_encode(mac, sizeof(mac), mac_hex);

@@ -11,7 +11,7 @@
  *   GET /v1/block?b=BACKEND&k=KEY&e=ETAG&v=VERSION&s=SIZE&z=BLOCK_SIZE&i=INDEX[&m=MODE][&q=CLASS]
  *     X-Tierd-Node:  the asking node's id
  *     X-Tierd-Nonce: 32 hex digits, fresh per request
- *     X-Tierd-Auth:  hex HMAC-SHA256(secret, LABEL || nonce || block name)
+ *     X-Tierd-Auth:  hex HMAC-SHA256(secret, LABEL || nonce || node || block name)
  *   200, the block's bytes (exactly its length: the last block of an object is shorter)
  *     X-Tierd-Sum:   hex XXH3-128 of the bytes
  *     X-Tierd-Auth:  hex HMAC-SHA256(secret, "tierd-peer-rsp" || nonce || block name || sum)
@@ -28,6 +28,8 @@
  * docs/CLUSTER.md "Peer traffic and QoS"). LABEL binds both to the request, so neither can be
  * changed on the way: "tierd-peer-req", then "-c" or "-w" for a mode, then "-q" and the class's
  * digit for a class other than training (peer_req_mac_mode). Any other MODE or CLASS is a 400.
+ * The node (X-Tierd-Node) enters the request's HMAC as a field (its decimal length, ':' and its
+ * bytes) after the nonce, so the asker's id cannot be changed on the way either.
  *
  * The block name in the HMACs is each field as its decimal length, ':' and its bytes, in the
  * order above (the numbers as decimal strings), so no two distinct blocks share it. The nonce and

@@ -71,21 +71,28 @@ int peer_block_name(const struct peer_block *b, char *out, size_t cap)
 /* The longest label of a request's HMAC: "tierd-peer-req-c-q0". */
 #define LABEL_MAX 24
 
-/* HMAC-SHA256 over prefix (at most LABEL_MAX bytes), nonce, name and sum (when not NULL), in one
- * buffer: the one-shot HMAC() is the part of OpenSSL's HMAC API that 3.0 does not deprecate. */
+/* HMAC-SHA256 over prefix (at most LABEL_MAX bytes), nonce, the node as a field ("LEN:" and its
+ * bytes; requests only: node NULL leaves it out), name and sum (when not NULL), in one buffer:
+ * the one-shot HMAC() is the part of OpenSSL's HMAC API that 3.0 does not deprecate. */
 static int mac(const void *secret, size_t secret_len, const char *prefix,
-               const uint8_t nonce[PEER_NONCE_LEN], const char *name, size_t name_len,
-               const uint8_t *sum, uint8_t out[PEER_MAC_LEN])
+               const uint8_t nonce[PEER_NONCE_LEN], const char *node, size_t node_len,
+               const char *name, size_t name_len, const uint8_t *sum, uint8_t out[PEER_MAC_LEN])
 {
-    uint8_t msg[LABEL_MAX + PEER_NONCE_LEN + PEER_NAME_MAX + PEER_SUM_LEN];
+    uint8_t msg[LABEL_MAX + PEER_NONCE_LEN + 4 + PEER_NODE_MAX + PEER_NAME_MAX + PEER_SUM_LEN];
     size_t plen = strlen(prefix);
-    if (name_len > PEER_NAME_MAX || plen > LABEL_MAX || secret_len > INT32_MAX)
+    if (name_len > PEER_NAME_MAX || plen > LABEL_MAX || secret_len > INT32_MAX ||
+        (node && (node_len == 0 || node_len > PEER_NODE_MAX)))
         return -EINVAL;
     size_t n = 0;
     memcpy(msg + n, prefix, plen);
     n += plen;
     memcpy(msg + n, nonce, PEER_NONCE_LEN);
     n += PEER_NONCE_LEN;
+    if (node) {
+        n += (size_t)snprintf((char *)msg + n, 5, "%zu:", node_len);
+        memcpy(msg + n, node, node_len);
+        n += node_len;
+    }
     if (name_len)
         memcpy(msg + n, name, name_len);
     n += name_len;
@@ -100,9 +107,13 @@ static int mac(const void *secret, size_t secret_len, const char *prefix,
 }
 
 int peer_req_mac(const void *secret, size_t secret_len, const uint8_t nonce[PEER_NONCE_LEN],
-                 const char *name, size_t name_len, uint8_t out[PEER_MAC_LEN])
+                 const char *node, size_t node_len, const char *name, size_t name_len,
+                 uint8_t out[PEER_MAC_LEN])
 {
-    return mac(secret, secret_len, "tierd-peer-req", nonce, name, name_len, NULL, out);
+    if (!node)
+        return -EINVAL;
+    return mac(secret, secret_len, "tierd-peer-req", nonce, node, node_len, name, name_len, NULL,
+               out);
 }
 
 char peer_block_mode(const struct peer_block *b)
@@ -111,12 +122,12 @@ char peer_block_mode(const struct peer_block *b)
 }
 
 int peer_req_mac_mode(const void *secret, size_t secret_len, char mode, enum tier_io_class cls,
-                      const uint8_t nonce[PEER_NONCE_LEN], const char *name, size_t name_len,
-                      uint8_t out[PEER_MAC_LEN])
+                      const uint8_t nonce[PEER_NONCE_LEN], const char *node, size_t node_len,
+                      const char *name, size_t name_len, uint8_t out[PEER_MAC_LEN])
 {
     char label[LABEL_MAX + 1] = "tierd-peer-req";
     size_t n = strlen(label);
-    if ((mode && mode != 'c' && mode != 'w') || (unsigned)cls >= TIER_IO_NCLASSES)
+    if ((mode && mode != 'c' && mode != 'w') || (unsigned)cls >= TIER_IO_NCLASSES || !node)
         return -EINVAL;
     if (mode) {
         label[n++] = '-';
@@ -128,14 +139,14 @@ int peer_req_mac_mode(const void *secret, size_t secret_len, char mode, enum tie
         label[n++] = (char)('0' + (int)cls);
     }
     label[n] = '\0';
-    return mac(secret, secret_len, label, nonce, name, name_len, NULL, out);
+    return mac(secret, secret_len, label, nonce, node, node_len, name, name_len, NULL, out);
 }
 
 int peer_rsp_mac(const void *secret, size_t secret_len, const uint8_t nonce[PEER_NONCE_LEN],
                  const char *name, size_t name_len, const uint8_t sum[PEER_SUM_LEN],
                  uint8_t out[PEER_MAC_LEN])
 {
-    return mac(secret, secret_len, "tierd-peer-rsp", nonce, name, name_len, sum, out);
+    return mac(secret, secret_len, "tierd-peer-rsp", nonce, NULL, 0, name, name_len, sum, out);
 }
 
 bool peer_mem_equal(const void *a, const void *b, size_t n)

@@ -40,11 +40,14 @@
  * when a string is NULL or over its bound (or cap is too small). */
 int peer_block_name(const struct peer_block *b, char *out, size_t cap);
 
-/* HMAC-SHA256(secret, "tierd-peer-req" || nonce || name): the request's X-Tierd-Auth. nonce is
- * its PEER_NONCE_LEN bytes (not its hex), name is peer_block_name()'s ("" for a ping). 0 or
- * -EINVAL (name over PEER_NAME_MAX) or -EIO (OpenSSL failed). */
+/* HMAC-SHA256(secret, "tierd-peer-req" || nonce || node || name): the request's X-Tierd-Auth.
+ * nonce is its PEER_NONCE_LEN bytes (not its hex); node is the X-Tierd-Node value, entered as
+ * its decimal length, ':' and its node_len bytes (so the asker's id cannot be changed on the
+ * way); name is peer_block_name()'s ("" for a ping). 0 or -EINVAL (name over PEER_NAME_MAX, node
+ * NULL, empty or over PEER_NODE_MAX) or -EIO (OpenSSL failed). */
 int peer_req_mac(const void *secret, size_t secret_len, const uint8_t nonce[PEER_NONCE_LEN],
-                 const char *name, size_t name_len, uint8_t mac[PEER_MAC_LEN]);
+                 const char *node, size_t node_len, const char *name, size_t name_len,
+                 uint8_t mac[PEER_MAC_LEN]);
 /* A request's mode: 0 (the block), 'c' (cached_only) or 'w' (warm); warm wins. */
 char peer_block_mode(const struct peer_block *b);
 /* peer_req_mac() for a request of mode (peer_block_mode()) and class cls (the asker's, struct
@@ -53,8 +56,8 @@ char peer_block_mode(const struct peer_block *b);
  * same), so neither a request's mode nor its class can be changed on the way. -EINVAL for
  * another mode or a class out of range. */
 int peer_req_mac_mode(const void *secret, size_t secret_len, char mode, enum tier_io_class cls,
-                      const uint8_t nonce[PEER_NONCE_LEN], const char *name, size_t name_len,
-                      uint8_t out[PEER_MAC_LEN]);
+                      const uint8_t nonce[PEER_NONCE_LEN], const char *node, size_t node_len,
+                      const char *name, size_t name_len, uint8_t out[PEER_MAC_LEN]);
 /* HMAC-SHA256(secret, "tierd-peer-rsp" || nonce || name || sum): the answer's X-Tierd-Auth, with
  * sum the PEER_SUM_LEN bytes of X-Tierd-Sum. 0, -EINVAL or -EIO as peer_req_mac(). */
 int peer_rsp_mac(const void *secret, size_t secret_len, const uint8_t nonce[PEER_NONCE_LEN],

@@ -348,16 +348,18 @@ static int raw_status(uint16_t port, const char *req)
     return status;
 }
 
-/* The status of GET /v1/block?QEXTRA with the nonce and MAC headers, and X-Tierd-Node: n when
- * node. */
-static int signed_status(uint16_t port, const char *q, const char *extra, bool node,
+/* The status of GET /v1/block?QEXTRA with the nonce and MAC headers, and X-Tierd-Node: NODE
+ * unless node is NULL. */
+static int signed_status(uint16_t port, const char *q, const char *extra, const char *node,
                          const char *nonce_hex, const char *mac_hex)
 {
-    char req[1024];
+    char req[1024], nh[64] = "";
+    if (node)
+        snprintf(nh, sizeof(nh), "X-Tierd-Node: %s\r\n", node);
     snprintf(req, sizeof(req),
              "GET /v1/block?%s%s HTTP/1.1\r\nHost: x\r\n%sX-Tierd-Nonce: %s\r\n"
              "X-Tierd-Auth: %s\r\n\r\n",
-             q, extra, node ? "X-Tierd-Node: n\r\n" : "", nonce_hex, mac_hex);
+             q, extra, nh, nonce_hex, mac_hex);
     return raw_status(port, req);
 }
 
@@ -384,21 +386,23 @@ static void test_server_bad_requests(void **state)
     char name[PEER_NAME_MAX + 1], nonce_hex[33], mac_hex[65];
     uint8_t nonce[PEER_NONCE_LEN] = {1, 2, 3}, mac[PEER_MAC_LEN];
     int nl = peer_block_name(&b, name, sizeof(name));
-    assert_int_equal(peer_req_mac(secret, strlen(secret), nonce, name, (size_t)nl, mac), 0);
+    assert_int_equal(peer_req_mac(secret, strlen(secret), nonce, "n", 1, name, (size_t)nl, mac), 0);
     peer_hex_encode(nonce, sizeof(nonce), nonce_hex);
     peer_hex_encode(mac, sizeof(mac), mac_hex);
-    assert_int_equal(signed_status(port, q, "", true, nonce_hex, mac_hex), 409);
+    assert_int_equal(signed_status(port, q, "", "n", nonce_hex, mac_hex), 409);
     /* the same with the node missing */
-    assert_int_equal(signed_status(port, q, "", false, nonce_hex, mac_hex), 401);
+    assert_int_equal(signed_status(port, q, "", NULL, nonce_hex, mac_hex), 401);
+    /* ... and with another node's id than the MAC's: the id was changed on the way */
+    assert_int_equal(signed_status(port, q, "", "m", nonce_hex, mac_hex), 401);
     /* the asker's class: q=7 is no class (400); q=3 with the MAC of training (no q) is a
      * request whose class was changed on the way (401) */
-    assert_int_equal(signed_status(port, q, "&q=7", true, nonce_hex, mac_hex), 400);
-    assert_int_equal(signed_status(port, q, "&q=3", true, nonce_hex, mac_hex), 401);
+    assert_int_equal(signed_status(port, q, "&q=7", "n", nonce_hex, mac_hex), 400);
+    assert_int_equal(signed_status(port, q, "&q=3", "n", nonce_hex, mac_hex), 401);
     /* q=1 (training, spelled out) has training's MAC: authentic */
-    assert_int_equal(signed_status(port, q, "&q=1", true, nonce_hex, mac_hex), 409);
+    assert_int_equal(signed_status(port, q, "&q=1", "n", nonce_hex, mac_hex), 409);
     struct peer_server_stats ss;
     peer_server_stats_get(s, &ss);
-    assert_true(ss.bad_requests == 5 && ss.auth_failures == 4 && ss.mismatched == 2 &&
+    assert_true(ss.bad_requests == 5 && ss.auth_failures == 5 && ss.mismatched == 2 &&
                 ss.served == 0);
     peer_server_stop(s);
 }

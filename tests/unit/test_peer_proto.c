@@ -115,13 +115,13 @@ static void test_mac_known(void **state)
 {
     (void)state;
     /* Computed offline with the openssl command line (and checked with Python's hmac):
-     *   { printf 'tierd-peer-req'; printf '\x00\x01...\x0f'; \
+     *   { printf 'tierd-peer-req'; printf '\x00\x01...\x0f'; printf '6:node-a'; \
      *     printf '2:s310:data/x.bin3:abc0:8:100000007:41943041:2'; } > req.bin
      *   openssl dgst -sha256 -hmac 0123456789abcdef0123456789abcdef req.bin
      * and the same for the answer with 'tierd-peer-rsp' and the sum ff ee dd ... 11 00 after the
      * name. */
     static const char req_hex[] =
-        "9bed4dcb38fb0c25dd090a8cc6a232b133ed65490aba66c5e8e2c3321693eb8e";
+        "ef10b291aa0c75b183b8a06ac4f914db874442d35a1a0bdd4cbfaa2b008e420c";
     static const char rsp_hex[] =
         "680766f7ca13054c4318c80a00d95d2b8af261bb06d2ba5887d85c9f784a4852";
     uint8_t nonce[PEER_NONCE_LEN], sum[PEER_SUM_LEN], mac[PEER_MAC_LEN];
@@ -131,7 +131,8 @@ static void test_mac_known(void **state)
     }
     const char *name = "2:s310:data/x.bin3:abc0:8:100000007:41943041:2";
     char hex[2 * PEER_MAC_LEN + 1];
-    assert_int_equal(peer_req_mac(secret, strlen(secret), nonce, name, strlen(name), mac), 0);
+    assert_int_equal(
+        peer_req_mac(secret, strlen(secret), nonce, "node-a", 6, name, strlen(name), mac), 0);
     peer_hex_encode(mac, sizeof(mac), hex);
     assert_string_equal(hex, req_hex);
     assert_int_equal(peer_rsp_mac(secret, strlen(secret), nonce, name, strlen(name), sum, mac), 0);
@@ -252,19 +253,28 @@ static void test_query_mode(void **state)
     uint8_t nonce[PEER_NONCE_LEN] = {1, 2, 3}, m0[PEER_MAC_LEN], mc[PEER_MAC_LEN], mw[PEER_MAC_LEN],
             m0b[PEER_MAC_LEN];
     const char *sec = "0123456789abcdef";
-    assert_int_equal(peer_req_mac(sec, 16, nonce, n1, strlen(n1), m0), 0);
-    assert_int_equal(peer_req_mac_mode(sec, 16, 0, TIER_IO_TRAINING, nonce, n1, strlen(n1), m0b),
-                     0);
-    assert_int_equal(peer_req_mac_mode(sec, 16, 'c', TIER_IO_TRAINING, nonce, n1, strlen(n1), mc),
-                     0);
-    assert_int_equal(peer_req_mac_mode(sec, 16, 'w', TIER_IO_TRAINING, nonce, n1, strlen(n1), mw),
-                     0);
+    assert_int_equal(peer_req_mac(sec, 16, nonce, "n", 1, n1, strlen(n1), m0), 0);
+    assert_int_equal(
+        peer_req_mac_mode(sec, 16, 0, TIER_IO_TRAINING, nonce, "n", 1, n1, strlen(n1), m0b), 0);
+    assert_int_equal(
+        peer_req_mac_mode(sec, 16, 'c', TIER_IO_TRAINING, nonce, "n", 1, n1, strlen(n1), mc), 0);
+    assert_int_equal(
+        peer_req_mac_mode(sec, 16, 'w', TIER_IO_TRAINING, nonce, "n", 1, n1, strlen(n1), mw), 0);
     assert_memory_equal(m0, m0b, PEER_MAC_LEN);
     assert_memory_not_equal(m0, mc, PEER_MAC_LEN);
     assert_memory_not_equal(m0, mw, PEER_MAC_LEN);
     assert_memory_not_equal(mc, mw, PEER_MAC_LEN);
-    assert_int_equal(peer_req_mac_mode(sec, 16, 'x', TIER_IO_TRAINING, nonce, n1, strlen(n1), mw),
-                     -EINVAL);
+    /* the node is in the MAC: another id, or one that is a prefix of it, gives another MAC */
+    uint8_t mn[PEER_MAC_LEN];
+    assert_int_equal(peer_req_mac(sec, 16, nonce, "m", 1, n1, strlen(n1), mn), 0);
+    assert_memory_not_equal(m0, mn, PEER_MAC_LEN);
+    assert_int_equal(peer_req_mac(sec, 16, nonce, "nn", 2, n1, strlen(n1), mn), 0);
+    assert_memory_not_equal(m0, mn, PEER_MAC_LEN);
+    assert_int_equal(peer_req_mac(sec, 16, nonce, NULL, 0, n1, strlen(n1), mn), -EINVAL);
+    assert_int_equal(peer_req_mac(sec, 16, nonce, "n", 0, n1, strlen(n1), mn), -EINVAL);
+    assert_int_equal(
+        peer_req_mac_mode(sec, 16, 'x', TIER_IO_TRAINING, nonce, "n", 1, n1, strlen(n1), mw),
+        -EINVAL);
 }
 
 /* The asker's class (q): optional, one digit 0..3, once, absent training; not in the name, but in
@@ -299,19 +309,20 @@ static void test_query_class(void **state)
     uint8_t m[3][TIER_IO_NCLASSES][PEER_MAC_LEN];
     const char *sec = "0123456789abcdef";
     const char modes[3] = {0, 'c', 'w'};
-    assert_int_equal(peer_req_mac(sec, 16, nonce, n0, strlen(n0), plain), 0);
+    assert_int_equal(peer_req_mac(sec, 16, nonce, "n", 1, n0, strlen(n0), plain), 0);
     for (int k = 0; k < 3; k++)
         for (int c = 0; c < TIER_IO_NCLASSES; c++)
-            assert_int_equal(peer_req_mac_mode(sec, 16, modes[k], (enum tier_io_class)c, nonce, n0,
-                                               strlen(n0), m[k][c]),
+            assert_int_equal(peer_req_mac_mode(sec, 16, modes[k], (enum tier_io_class)c, nonce, "n",
+                                               1, n0, strlen(n0), m[k][c]),
                              0);
     assert_memory_equal(plain, m[0][TIER_IO_TRAINING], PEER_MAC_LEN);
     for (int a = 0; a < 3 * TIER_IO_NCLASSES; a++)
         for (int z = a + 1; z < 3 * TIER_IO_NCLASSES; z++)
             assert_memory_not_equal(m[a / TIER_IO_NCLASSES][a % TIER_IO_NCLASSES],
                                     m[z / TIER_IO_NCLASSES][z % TIER_IO_NCLASSES], PEER_MAC_LEN);
-    assert_int_equal(peer_req_mac_mode(sec, 16, 0, TIER_IO_NCLASSES, nonce, n0, strlen(n0), plain),
-                     -EINVAL);
+    assert_int_equal(
+        peer_req_mac_mode(sec, 16, 0, TIER_IO_NCLASSES, nonce, "n", 1, n0, strlen(n0), plain),
+        -EINVAL);
 }
 
 static void test_query_refuses(void **state)
@@ -364,10 +375,10 @@ static void test_headers(void **state)
     (void)state;
     uint8_t nonce[PEER_NONCE_LEN], mac[PEER_MAC_LEN], sum[PEER_SUM_LEN];
     const char *n32 = "000102030405060708090a0b0c0d0e0f";
-    const char *m64 = "9bed4dcb38fb0c25dd090a8cc6a232b133ed65490aba66c5e8e2c3321693eb8e";
+    const char *m64 = "ef10b291aa0c75b183b8a06ac4f914db874442d35a1a0bdd4cbfaa2b008e420c";
     assert_int_equal(peer_req_headers_parse("node-1", 6, n32, 32, m64, 64, nonce, mac), 0);
     assert_int_equal(nonce[15], 15);
-    assert_int_equal(mac[0], 0x9b);
+    assert_int_equal(mac[0], 0xef);
     assert_int_equal(peer_req_headers_parse(NULL, 0, n32, 32, m64, 64, nonce, mac), -EINVAL);
     assert_int_equal(peer_req_headers_parse("", 0, n32, 32, m64, 64, nonce, mac), -EINVAL);
     assert_int_equal(peer_req_headers_parse("a b", 3, n32, 32, m64, 64, nonce, mac), -EINVAL);
