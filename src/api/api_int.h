@@ -117,7 +117,8 @@ enum api_access {
     API_PUBLIC, /* anyone who may connect; on TCP without the token (the dashboard's files) */
     API_READ,   /* anyone who may connect; on TCP with the token. Routes that name files answer
                  * only about the namespaces the caller may read (api_caller_reads) */
-    API_OWN,    /* as API_READ, for the caller's own tenant: the handler checks whose (hints) */
+    API_OWN,    /* as API_READ, for the caller's own tenant: the handler checks whose (hints,
+                 * stall reports) */
     API_ADMIN,  /* on the socket root, tierd's uid or [api] admin_group (else 403); on TCP the
                  * token */
 };
@@ -159,7 +160,7 @@ char *api_utf8_clean(const char *s, size_t max);
 
 /* The handlers of the routes (one file per group: api_status.c, api_stage.c, api_writeback.c,
  * api_tenants.c, api_jobs.c, api_datasets.c, api_reload.c, api_policy.c, api_qos.c,
- * api_hints.c, api_ui.c, api_cluster.c). */
+ * api_hints.c, api_progress.c, api_ui.c, api_cluster.c). */
 api_handler_fn api_status_get, api_stats_get, api_metrics_get, api_telemetry_get, api_health;
 api_handler_fn api_stage_post, api_stage_get, api_pin, api_unpin, api_evict;
 api_handler_fn api_wait, api_checkpoints;
@@ -169,6 +170,7 @@ api_handler_fn api_datasets_post, api_datasets_list, api_datasets_one;
 api_handler_fn api_reload, api_policy_get, api_policy_run, api_policy_plan;
 api_handler_fn api_qos_get, api_qos_put;
 api_handler_fn api_hints_post, api_hints_get, api_hints_delete;
+api_handler_fn api_progress_post;
 api_handler_fn api_ui;
 api_handler_fn api_cluster_get;
 

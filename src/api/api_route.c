@@ -60,6 +60,8 @@ const struct api_route api_routes[] = {
      API_HINTS_BODY_MAX_USER},
     ROUTE("GET", "/v1/hints", API_EXACT, api_hints_get, API_READ, false),
     ROUTE("DELETE", "/v1/hints/", API_PREFIX, api_hints_delete, API_OWN, true),
+    /* a training loop's stall report, for its own tenant (the handler checks who asks) */
+    ROUTE("POST", "/v1/progress", API_EXACT, api_progress_post, API_OWN, true),
     /* The dashboard's files are the same static bytes for everyone and hold no data (every
      * figure the page shows comes from /v1/telemetry, which needs the token); a browser cannot
      * send a header when it navigates to a page, and the token must not go into a URL. Exact

@@ -18,7 +18,9 @@
  * What the columns count: OPS/S every FUSE op of the tenant; MB/S the bytes of its reads and
  * writes; RAM%/DISK%/BACK% the share of its reads each tier served; P50/P99 its read and write
  * latencies (lookups and opens would drown them); QWAIT its backend calls' wait at the
- * scheduling point.
+ * scheduling point; STALL% the tenant's recent data-stall ratio, wait / (wait + compute) of its
+ * training loops as tierd decays it (GET /v1/telemetry "stalls", POST /v1/progress), shown as
+ * tierd gives it rather than diffed, so one answer suffices.
  */
 #include "cli/top.h"
 
@@ -119,6 +121,43 @@ static int parse_series(const json_t *e, bool sched, struct top_series *s)
     return parse_buckets(json_object_get(h, "buckets"), s);
 }
 
+static int cmp_stall(const void *a, const void *b)
+{
+    return cmp_str(((const struct top_stall *)a)->tenant, ((const struct top_stall *)b)->tenant);
+}
+
+static double jnum(const json_t *o, const char *key, double none)
+{
+    const json_t *v = json_object_get(o, key);
+    return json_is_number(v) ? json_number_value(v) : none;
+}
+
+/* "stalls" (absent from an older tierd: none); entries without a tenant name are skipped. */
+static int parse_stalls(const json_t *answer, struct top_snap *s)
+{
+    const json_t *arr = json_object_get(answer, "stalls");
+    size_t n = json_array_size(arr);
+    if (n == 0)
+        return 0;
+    s->st = calloc(n, sizeof(*s->st));
+    if (!s->st)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *e = json_array_get(arr, i);
+        const char *tn = json_string_value(json_object_get(e, "tenant"));
+        if (!tn)
+            continue;
+        s->st[s->nst++] = (struct top_stall){.tenant = tn,
+                                             .wait_s = jnum(e, "wait_s", 0),
+                                             .compute_s = jnum(e, "compute_s", 0),
+                                             .ratio = jnum(e, "stall_ratio", -1),
+                                             .steps = ju64(e, "steps"),
+                                             .reporters = ju64(e, "reporters")};
+    }
+    qsort(s->st, s->nst, sizeof(*s->st), cmp_stall);
+    return 0;
+}
+
 void top_snap_fini(struct top_snap *s)
 {
     if (!s)
@@ -126,6 +165,7 @@ void top_snap_fini(struct top_snap *s)
     for (size_t i = 0; i < s->n; i++)
         free(s->s[i].b);
     free(s->s);
+    free(s->st);
     json_decref(s->json);
     memset(s, 0, sizeof(*s));
 }
@@ -183,6 +223,11 @@ int top_snap_parse(json_t *answer, struct top_snap *out, char *err, size_t errsz
         const json_t *t = json_object_get(tiers, gauge_tiers[i]);
         s.tier_used[i] = ju64(t, "used_bytes");
         s.tier_capacity[i] = ju64(t, "capacity_bytes");
+    }
+    if (parse_stalls(answer, &s) != 0) {
+        top_snap_fini(&s);
+        snprintf(err, errsz, "out of memory");
+        return -ENOMEM;
     }
     *out = s;
     return 0;
@@ -432,15 +477,20 @@ int top_view_build(const struct top_snap *prev, const struct top_snap *cur, doub
     memcpy(v.tier_used, cur->tier_used, sizeof(v.tier_used));
     memcpy(v.tier_capacity, cur->tier_capacity, sizeof(v.tier_capacity));
 
-    /* one row per tenant name, sorted by name while folding */
-    v.t = calloc(cur->n ? cur->n : 1, sizeof(*v.t));
+    /* one row per tenant name (of a series or a stall entry), sorted by name while folding */
+    v.t = calloc(cur->n + cur->nst ? cur->n + cur->nst : 1, sizeof(*v.t));
     if (!v.t)
         return -ENOMEM;
-    for (size_t i = 0; i < cur->n; i++)
-        if (!bsearch(cur->s[i].tenant, v.t, v.n, sizeof(*v.t), cmp_name)) {
-            v.t[v.n++].tenant = cur->s[i].tenant;
+    for (size_t i = 0; i < cur->n + cur->nst; i++) {
+        const char *tn = i < cur->n ? cur->s[i].tenant : cur->st[i - cur->n].tenant;
+        if (!bsearch(tn, v.t, v.n, sizeof(*v.t), cmp_name)) {
+            v.t[v.n++].tenant = tn;
             qsort(v.t, v.n, sizeof(*v.t), cmp_name_rows);
         }
+    }
+    for (size_t i = 0; i < v.n && cur->nst; i++)
+        v.t[i].stall = bsearch(&(struct top_stall){.tenant = v.t[i].tenant}, cur->st, cur->nst,
+                               sizeof(*cur->st), cmp_stall);
     struct work *w = calloc(v.n ? v.n : 1, sizeof(*w));
     if (!w) {
         top_view_fini(&v);
@@ -484,7 +534,7 @@ static void put_ms(FILE *f, double s)
 }
 
 static void put_line(FILE *f, const char *tenant, const char *cls, double ops_s, double bytes_s,
-                     const double *hit, double p50, double p99, double qwait)
+                     const double *hit, double p50, double p99, double qwait, double stall)
 {
     fprintf(f, "%-20s %-11s %10.1f %9.2f", tenant, cls, ops_s, bytes_s / 1e6);
     for (int t = 0; t < TOP_NTIERS; t++)
@@ -492,7 +542,14 @@ static void put_line(FILE *f, const char *tenant, const char *cls, double ops_s,
     put_ms(f, p50);
     put_ms(f, p99);
     put_ms(f, qwait);
+    put_pct(f, stall);
     fputc('\n', f);
+}
+
+/* The row's STALL%: its recent ratio in percent, -1 (shown "-") when none. */
+static double stall_pct(const struct top_tenant_row *r)
+{
+    return r->stall && r->stall->ratio >= 0 ? 100.0 * r->stall->ratio : -1;
 }
 
 void top_print_table(FILE *f, const struct top_view *v, enum top_sort sort)
@@ -506,17 +563,19 @@ void top_print_table(FILE *f, const struct top_view *v, enum top_sort sort)
                 tier_fmt_bytes(v->tier_capacity[0], rc, sizeof(rc)),
                 tier_fmt_bytes(v->tier_used[1], du, sizeof(du)),
                 tier_fmt_bytes(v->tier_capacity[1], dc, sizeof(dc)));
-    fprintf(f, "\n%-20s %-11s %10s %9s %6s %6s %6s %9s %9s %9s\n", "TENANT", "CLASS", "OPS/S",
-            "MB/S", "RAM%", "DISK%", "BACK%", "P50ms", "P99ms", "QWAITms");
+    fprintf(f, "\n%-20s %-11s %10s %9s %6s %6s %6s %9s %9s %9s %6s\n", "TENANT", "CLASS", "OPS/S",
+            "MB/S", "RAM%", "DISK%", "BACK%", "P50ms", "P99ms", "QWAITms", "STALL%");
     for (size_t i = 0; i < v->n; i++) {
         const struct top_tenant_row *r = &v->t[i];
         /* one class: one line that names it; more: the tenant's total, then a line per class */
-        const char *cls = r->ncls == 1 ? r->cls[0].cls : "(all)";
+        const char *cls = r->ncls == 1 ? r->cls[0].cls : r->ncls ? "(all)" : "-";
         double qwait = r->ncls == 1 ? r->cls[0].qwait_avg_s : r->qwait_avg_s;
-        put_line(f, r->tenant, cls, r->ops_s, r->bytes_s, r->hit_pct, r->p50_s, r->p99_s, qwait);
+        put_line(f, r->tenant, cls, r->ops_s, r->bytes_s, r->hit_pct, r->p50_s, r->p99_s, qwait,
+                 stall_pct(r));
         for (size_t c = 0; r->ncls > 1 && c < r->ncls; c++) {
             const struct top_class_row *k = &r->cls[c];
-            put_line(f, "", k->cls, k->ops_s, k->bytes_s, NULL, k->p50_s, k->p99_s, k->qwait_avg_s);
+            put_line(f, "", k->cls, k->ops_s, k->bytes_s, NULL, k->p50_s, k->p99_s, k->qwait_avg_s,
+                     -1);
         }
     }
 }
@@ -561,6 +620,15 @@ json_t *top_view_json(const struct top_view *v)
                               hit, "p50_s", jsecs(r->p50_s), "p99_s", jsecs(r->p99_s),
                               "queue_wait_avg_s", jsecs(r->qwait_avg_s), "queue_wait_p99_s",
                               jsecs(r->qwait_p99_s), "classes", cls);
+        const struct top_stall *st = r->stall;
+        if (t)
+            json_object_set_new(t, "stall",
+                                st ? json_pack("{s:o, s:f, s:f, s:I, s:I}", "ratio",
+                                               st->ratio < 0 ? json_null() : json_real(st->ratio),
+                                               "wait_s", st->wait_s, "compute_s", st->compute_s,
+                                               "steps", (json_int_t)st->steps, "reporters",
+                                               (json_int_t)st->reporters)
+                                   : json_null());
         if (!t || json_array_append_new(tenants, t) != 0)
             goto fail;
     }

@@ -40,6 +40,14 @@ struct top_scheme {
     uint64_t min_ns, max_ns, sub_buckets, overflow_upper_ns;
 };
 
+/* One tenant's data stalls ("stalls" of the answer: what its training loops reported with POST
+ * /v1/progress, stall.h): cumulative seconds and steps, and tierd's recent ratio (-1: none). */
+struct top_stall {
+    const char *tenant;
+    double wait_s, compute_s, ratio;
+    uint64_t steps, reporters;
+};
+
 struct top_snap {
     json_t *json;    /* a reference: every string above is borrowed from it */
     uint64_t now_ns; /* tierd's clock at the answer */
@@ -48,6 +56,8 @@ struct top_snap {
     struct top_series *s; /* sorted by (sched, tenant, class, op, tier) */
     size_t n;
     uint64_t tier_used[2], tier_capacity[2]; /* RAM, disk gauges; 0 when absent */
+    struct top_stall *st; /* sorted by tenant; none from a tierd without "stalls" */
+    size_t nst;
 };
 
 /* Parse one /v1/telemetry answer (borrowed; a reference is taken). 0, or -EINVAL with a
@@ -78,6 +88,8 @@ struct top_tenant_row {
     uint64_t ops;                              /* in the interval */
     struct top_class_row cls[TOP_MAX_CLASSES]; /* classes with any series, sorted by load */
     size_t ncls;
+    /* data stalls, as tierd reports them (not diffed: its ratio is already a recent one) */
+    const struct top_stall *stall; /* NULL: the tenant's loops never reported */
 };
 
 enum top_sort { TOP_SORT_OPS = 0, TOP_SORT_BYTES = 1 };
@@ -91,8 +103,8 @@ struct top_view {
 };
 
 /* Rows for the interval prev -> cur (prev may be NULL: everything since tierd started, over
- * interval_s). Every tenant with a series in cur gets a row, idle ones with zero rates. 0 or
- * -ENOMEM. */
+ * interval_s). Every tenant with a series or a stall entry in cur gets a row, idle ones with
+ * zero rates. 0 or -ENOMEM. */
 int top_view_build(const struct top_snap *prev, const struct top_snap *cur, double interval_s,
                    enum top_sort sort, struct top_view *out);
 void top_view_fini(struct top_view *v);

@@ -15,6 +15,7 @@
 
 #include <stdatomic.h>
 
+#include "telemetry/stall.h"
 #include "telemetry/telemetry.h"
 
 struct dynbuf;
@@ -50,6 +51,7 @@ struct telemetry {
     /* [tenant][class][op][tier] and [tenant][class]; NULL until first recorded */
     struct tele_op_series *_Atomic *ops;
     struct tele_sched_series *_Atomic *sched;
+    struct stall *stall; /* data stalls reported by training loops (stall.h); its own lock */
 };
 
 static inline size_t tele_op_slot(unsigned tenant, unsigned cls, unsigned op, unsigned tier)
@@ -74,6 +76,9 @@ bool tele_hist_empty(const struct tele_hist *h);
 
 /* The tenant's name for export: the callback's answer, or the id in decimal in buf. */
 const char *tele_tenant_label(const struct telemetry *t, uint32_t id, char *buf, size_t bufsz);
+
+/* The stall store's tenants now (stall_list), malloc'd into *out (NULL when none); -ENOMEM. */
+int tele_stall_list(const struct telemetry *t, struct stall_tenant_stats **out, size_t *n);
 
 /* Append the decimal digits of v. */
 int tele_put_u64(struct dynbuf *out, uint64_t v);

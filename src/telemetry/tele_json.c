@@ -167,6 +167,72 @@ static void render_sched(struct telemetry *t, struct tele_out *o, struct tele_hi
     tele_out_put(o, "]");
 }
 
+/* "stalls": [{tenant_id, tenant, wait_s, compute_s, steps, reports, dropped, reporters,
+ * stall_ratio, names: [{name, wait_s, compute_s, steps, stall_ratio, idle_s}]}] */
+static void render_stall(struct telemetry *t, struct tele_out *o)
+{
+    struct stall_tenant_stats *v = NULL;
+    size_t n = 0;
+    struct stall_reporter_stats *rs = malloc(STALL_NAMES_PER_TENANT * sizeof(*rs));
+    if (!rs && o->rc == 0)
+        o->rc = -ENOMEM;
+    if (o->rc == 0)
+        o->rc = tele_stall_list(t, &v, &n);
+    uint64_t now = tier_now_mono_ns();
+    key(o, "stalls");
+    tele_out_put(o, "[");
+    for (size_t i = 0; i < n && o->rc == 0; i++) {
+        const struct stall_tenant_stats *st = &v[i];
+        char idbuf[16];
+        tele_out_put(o, i ? ",{" : "{");
+        kv_u64(o, "tenant_id", st->tenant, true);
+        kv_str(o, "tenant", tele_tenant_label(t, st->tenant, idbuf, sizeof(idbuf)), true);
+        key(o, "wait_s");
+        put_double(o, (double)st->wait_ns / 1e9);
+        tele_out_put(o, ",");
+        key(o, "compute_s");
+        put_double(o, (double)st->compute_ns / 1e9);
+        tele_out_put(o, ",");
+        kv_u64(o, "steps", st->steps, true);
+        kv_u64(o, "reports", st->reports, true);
+        kv_u64(o, "dropped", st->dropped, true);
+        kv_u64(o, "reporters", st->reporters, true);
+        key(o, "stall_ratio");
+        if (st->ratio < 0)
+            tele_out_put(o, "null");
+        else
+            put_double(o, st->ratio);
+        tele_out_put(o, ",");
+        key(o, "names");
+        tele_out_put(o, "[");
+        size_t nr = stall_reporters(t->stall, st->tenant, now, rs, STALL_NAMES_PER_TENANT);
+        for (size_t k = 0; k < nr && k < STALL_NAMES_PER_TENANT; k++) {
+            tele_out_put(o, k ? ",{" : "{");
+            kv_str(o, "name", rs[k].name, true);
+            key(o, "wait_s");
+            put_double(o, (double)rs[k].wait_ns / 1e9);
+            tele_out_put(o, ",");
+            key(o, "compute_s");
+            put_double(o, (double)rs[k].compute_ns / 1e9);
+            tele_out_put(o, ",");
+            kv_u64(o, "steps", rs[k].steps, true);
+            key(o, "stall_ratio");
+            if (rs[k].ratio < 0)
+                tele_out_put(o, "null");
+            else
+                put_double(o, rs[k].ratio);
+            tele_out_put(o, ",");
+            key(o, "idle_s");
+            put_double(o, rs[k].idle_s);
+            tele_out_put(o, "}");
+        }
+        tele_out_put(o, "]}");
+    }
+    tele_out_put(o, "]");
+    free(v);
+    free(rs);
+}
+
 static void render_gauges(const struct telemetry *t, struct tele_out *o,
                           const struct tele_gauges *g)
 {
@@ -265,8 +331,10 @@ int tele_render_json(struct telemetry *t, const struct tele_gauges *g, struct dy
         render_ops(t, &o, c);
         tele_out_put(&o, ",");
         render_sched(t, &o, c);
+        tele_out_put(&o, ",");
+        render_stall(t, &o);
     } else {
-        tele_out_put(&o, "\"ops\":[],\"sched\":[]");
+        tele_out_put(&o, "\"ops\":[],\"sched\":[],\"stalls\":[]");
     }
     tele_out_put(&o, ",");
     render_gauges(t, &o, g);

@@ -206,6 +206,56 @@ static void render_sched(struct telemetry *t, struct tele_out *o, struct dynbuf 
     }
 }
 
+/* Data stalls by tenant (stall.h): what its training loops reported through POST /v1/progress. */
+static void render_stall(const struct telemetry *t, struct tele_out *o)
+{
+    struct stall_tenant_stats *v = NULL;
+    size_t n = 0;
+    if (o->rc == 0)
+        o->rc = tele_stall_list(t, &v, &n);
+    static const char *const names[] = {
+        "tierd_tenant_data_wait_seconds_total", "tierd_tenant_compute_seconds_total",
+        "tierd_tenant_data_steps_total", "tierd_tenant_data_stall_ratio",
+        "tierd_tenant_data_reporters"};
+    static const char *const types[] = {"counter", "counter", "counter", "gauge", "gauge"};
+    static const char *const helps[] = {
+        "Time the tenant's training loops waited for their next batch (the data loader's wait, "
+        "measured in the loop and reported with POST /v1/progress).",
+        "Time the tenant's training loops spent between batches (compute), as reported.",
+        "Batches the tenant's training loops reported.",
+        "Recent data-stall fraction, wait / (wait + compute), over the tenant's live reporters, "
+        "decayed with a 60 s time constant; absent while none has reported time.",
+        "The tenant's reporters heard from in the last 300 s."};
+    for (int f = 0; f < 5; f++) {
+        bool head = true;
+        for (size_t i = 0; i < n; i++) {
+            const struct stall_tenant_stats *st = &v[i];
+            if (f == 3 && st->ratio < 0)
+                continue;
+            if (head)
+                family(o, names[f], types[f], helps[f]);
+            head = false;
+            char idbuf[16];
+            tele_out_put(o, names[f]);
+            tele_out_put(o, "{");
+            label(o, "tenant", tele_tenant_label(t, st->tenant, idbuf, sizeof(idbuf)), true);
+            tele_out_put(o, "} ");
+            if (f == 0)
+                put_seconds(o, st->wait_ns);
+            else if (f == 1)
+                put_seconds(o, st->compute_ns);
+            else if (f == 2)
+                tele_out_u64(o, st->steps);
+            else if (f == 3)
+                put_double(o, st->ratio);
+            else
+                tele_out_u64(o, st->reporters);
+            tele_out_put(o, "\n");
+        }
+    }
+    free(v);
+}
+
 static void gauge1(struct tele_out *o, const char *name, const char *help, const char *lname,
                    const char *lvalue, double v, bool head)
 {
@@ -368,6 +418,7 @@ int tele_render_prometheus(struct telemetry *t, const struct tele_gauges *g, str
     if (t) {
         render_ops(t, &o, &lb, c, (const char(*)[24])le);
         render_sched(t, &o, &lb, c, (const char(*)[24])le);
+        render_stall(t, &o);
     }
     if (g) {
         render_gauges(&o, g);

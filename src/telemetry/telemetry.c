@@ -65,7 +65,8 @@ int telemetry_new(const struct telemetry_config *cfg, struct telemetry **out)
     t->started_real_ns = tier_now_real_ns();
     t->ops = calloc((size_t)mt * TELE_OPS_PER_TENANT, sizeof(*t->ops));
     t->sched = calloc((size_t)mt * TIER_IO_NCLASSES, sizeof(*t->sched));
-    if (!t->ops || !t->sched) {
+    int rc = stall_new(&(struct stall_config){.max_tenants = mt}, &t->stall);
+    if (!t->ops || !t->sched || rc) {
         telemetry_free(t);
         return -ENOMEM;
     }
@@ -85,6 +86,7 @@ void telemetry_free(struct telemetry *t)
             free(atomic_load_explicit(&t->sched[i], memory_order_relaxed));
     free(t->ops);
     free(t->sched);
+    stall_free(t->stall);
     free(t);
 }
 
@@ -255,7 +257,31 @@ int tele_tenant_fold(struct telemetry *t, uint32_t from, uint32_t to)
         counter_move(&s->bytes, &d->bytes);
         counter_move(&s->errors, &d->errors);
     }
-    return rc;
+    int src = stall_tenant_fold(t->stall, from, to);
+    return rc ? rc : src;
+}
+
+struct stall *tele_stall(struct telemetry *t)
+{
+    return t ? t->stall : NULL;
+}
+
+int tele_stall_list(const struct telemetry *t, struct stall_tenant_stats **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    uint64_t now = tier_now_mono_ns();
+    size_t want = stall_list(t->stall, now, NULL, 0);
+    if (want == 0)
+        return 0;
+    /* a tenant's first report between the two calls is left for the next render */
+    struct stall_tenant_stats *v = calloc(want, sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    size_t got = stall_list(t->stall, now, v, want);
+    *out = v;
+    *n = got < want ? got : want;
+    return 0;
 }
 
 bool tele_hist_empty(const struct tele_hist *h)

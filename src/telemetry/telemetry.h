@@ -12,6 +12,10 @@
  * compare-and-swap). Readers (export) see every count at least as new as the last completed
  * record, not a snapshot across series.
  *
+ * Data stalls (stall.h): the wait and compute seconds training loops report (POST /v1/progress)
+ * are kept per tenant in a store of the telemetry's, with its own lock and fixed memory per
+ * tenant, and exported with the series.
+ *
  * Tenant ids index arrays of size max_tenants; ids beyond it are folded into TIER_TENANT_OTHER.
  * Names come from the tenant registry through the name callback, at export time only.
  *
@@ -93,6 +97,12 @@ void tele_sched_record(struct telemetry *t, const struct tier_ioctx *io, uint64_
  * kept, empty (the renderers skip empty series), for the id's next tenant. 0, -EINVAL (an id
  * out of range, or from == to), -ENOMEM (some counts stay in from). t NULL: 0. */
 int tele_tenant_fold(struct telemetry *t, uint32_t from, uint32_t to);
+
+/* The data-stall store (stall.h) the telemetry owns: what training loops report through POST
+ * /v1/progress; exported by both renderers ("stalls", tierd_tenant_data_*). Folded with the
+ * tenant by tele_tenant_fold. Valid until telemetry_free; t NULL: NULL. */
+struct stall;
+struct stall *tele_stall(struct telemetry *t);
 
 /* ---- histogram scheme (shared with clients of GET /v1/telemetry) --------------------------- */
 
