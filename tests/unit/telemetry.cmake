@@ -4,3 +4,7 @@
 # (labelled tsan: run it in a -DTIER_TSAN=ON build too).
 tier_unit_test(test_telemetry SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_telemetry.c
   LIBS tier_telemetry PkgConfig::JANSSON m LABELS tsan)
+# The data-stall store (src/telemetry/stall.c): exact counts, the decayed ratio, bounded names,
+# aging, validation, folding, and its series in the exports.
+tier_unit_test(test_stall SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_stall.c
+  LIBS tier_telemetry PkgConfig::JANSSON m)

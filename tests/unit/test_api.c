@@ -10,6 +10,7 @@
  * answer but /metrics and the dashboard's files must be a JSON object.
  */
 #include <errno.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -26,6 +27,7 @@
 
 #include "api_fixture.h"
 #include "cache/cache.h"
+#include "common/dynbuf.h"
 #include "hints/hints.h"
 #include "qos/sched.h"
 #include "telemetry/telemetry.h"
@@ -449,6 +451,135 @@ static void test_telemetry_endpoints(void **state)
     free(m);
 
     sched_set_telemetry(fx.d.sched, NULL);
+    fx.d.tele = NULL;
+    telemetry_free(t);
+}
+
+static const char *reg_name(void *ud, uint32_t id)
+{
+    return tenant_name(ud, id);
+}
+
+/* POST /v1/progress and its answer (json_decref). */
+static json_t *progress(const char *caller, const char *body, unsigned want)
+{
+    char raw[1024];
+    snprintf(raw, sizeof(raw), "POST /v1/progress\n%s%s\n%s", caller, *caller ? "\n" : "", body);
+    return req(raw, want);
+}
+
+/* The error of a refused POST /v1/progress contains part. */
+static void progress_refused(const char *caller, const char *body, unsigned want, const char *part)
+{
+    json_t *j = progress(caller, body, want);
+    const char *msg = json_string_value(json_object_get(j, "error"));
+    if (!msg || !strstr(msg, part))
+        fail_msg("%s: error '%s' lacks '%s'", body, msg ? msg : "(none)", part);
+    json_decref(j);
+}
+
+/* POST /v1/progress: 404 with telemetry off; a report lands in the caller's own tenant by its
+ * peer credentials (infer by uid 4242, an administrator's own or the one it names, default over
+ * TCP); a non-administrator naming another tenant, or whose tenant is default's or other's, 403;
+ * bad reports
+ * 400 naming the field, recording nothing; the figures in /metrics and /v1/telemetry. */
+static void test_progress(void **state)
+{
+    (void)state;
+    const char *ok = "{\"name\": \"job7-0\", \"wait_s\": 1.5, \"compute_s\": 0.5, \"steps\": 4}";
+    progress_refused("X-Caller: infer", ok, 404, "telemetry is off");
+    struct telemetry *t = NULL;
+    struct telemetry_config tc = {.tenant_name = reg_name, .tenant_name_ud = fx.d.tenants};
+    assert_int_equal(telemetry_new(&tc, &t), 0);
+    fx.d.tele = t;
+
+    static const struct {
+        const char *body, *part;
+    } bad[] = {
+        {"{\"name\": \"j\", \"wait_s\": -1, \"compute_s\": 0, \"steps\": 1}", "wait_s -1 is out"},
+        {"{\"name\": \"j\", \"wait_s\": 0, \"compute_s\": 1e9, \"steps\": 1}", "compute_s 1e+09"},
+        {"{\"name\": \"j\", \"wait_s\": 0, \"compute_s\": 0, \"steps\": -2}", "steps -2"},
+        {"{\"name\": \"j\", \"wait_s\": 0, \"compute_s\": 0, \"steps\": 1.5}", "expected {"},
+        {"{\"name\": \"j\", \"wait_s\": \"1\", \"compute_s\": 0, \"steps\": 1}", "expected {"},
+        {"{\"wait_s\": 0, \"compute_s\": 0, \"steps\": 1}", "expected {"},
+        {"{\"name\": \"a b\", \"wait_s\": 0, \"compute_s\": 0, \"steps\": 1}", "progress name"},
+        {"{\"name\": \"j\", \"wait_s\": 0, \"compute_s\": 0, \"steps\": 1, \"gpu\": 1}",
+         "unknown field 'gpu'"},
+        {"{\"name\": \"j\", \"wait_s\": NaN, \"compute_s\": 0, \"steps\": 1}", "JSON"},
+        {"[1]", "JSON object"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        progress_refused("X-Caller: infer", bad[i].body, 400, bad[i].part);
+    struct dynbuf b;
+    dynbuf_init(&b, 1 << 20);
+    assert_int_equal(tele_render_prometheus(t, NULL, &b), 0);
+    assert_int_equal(dynbuf_append(&b, "", 1), 0);
+    assert_null(strstr(b.data, "tierd_tenant_data_")); /* nothing recorded */
+    dynbuf_fini(&b);
+
+    json_t *j = progress("X-Caller: infer", ok, 200);
+    assert_string_equal(json_string_value(json_object_get(j, "tenant")), "infer");
+    json_decref(j);
+    j = progress("X-Caller: infer",
+                 "{\"name\": \"job7-1\", \"wait_s\": 0.5, \"compute_s\": 1.5, \"steps\": 4, "
+                 "\"tenant\": \"infer\"}",
+                 200);
+    json_decref(j);
+    progress_refused("X-Caller: infer",
+                     "{\"name\": \"j\", \"wait_s\": 1, \"compute_s\": 1, \"steps\": 1, \"tenant\": "
+                     "\"default\"}",
+                     403, "another tenant");
+    /* the reader (uid 65534): its tenant uid-65534 while the registry has room; by now the
+     * earlier tests have filled it, so it is other's, which no non-administrator reports for */
+    uint32_t rid = tenant_resolve(fx.d.tenants, getpid(), 65534, 65534).tenant;
+    if (rid == TIER_TENANT_DEFAULT || rid == TIER_TENANT_OTHER) {
+        progress_refused("X-Caller: reader", ok, 403, "tenant default's (or other's)");
+    } else {
+        j = progress("X-Caller: reader", ok, 200);
+        assert_string_equal(json_string_value(json_object_get(j, "tenant")),
+                            tenant_name(fx.d.tenants, rid));
+        json_decref(j);
+    }
+    j = progress("", ok, 200); /* root: its own tenant, default */
+    assert_string_equal(json_string_value(json_object_get(j, "tenant")), "default");
+    json_decref(j);
+    j = progress("",
+                 "{\"name\": \"adm\", \"wait_s\": 1, \"compute_s\": 1, \"steps\": 2, \"tenant\": "
+                 "\"infer\"}",
+                 200);
+    assert_string_equal(json_string_value(json_object_get(j, "tenant")), "infer");
+    json_decref(j);
+    progress_refused("",
+                     "{\"name\": \"j\", \"wait_s\": 1, \"compute_s\": 1, \"steps\": 1, \"tenant\": "
+                     "\"nope\"}",
+                     404, "no tenant 'nope'");
+    j = progress("X-Listener: tcp\nAuthorization: Bearer " API_FIXTURE_TOKEN, ok, 200);
+    assert_string_equal(json_string_value(json_object_get(j, "tenant")), "default");
+    json_decref(j);
+    progress_refused("X-Listener: tcp", ok, 401, "bearer token");
+
+    char *m = metrics("GET /metrics\nX-Caller: reader\n\n", 200);
+    assert_non_null(strstr(m, "tierd_tenant_data_wait_seconds_total{tenant=\"infer\"} "
+                              "3.000000000\n"));
+    assert_non_null(
+        strstr(m, "tierd_tenant_compute_seconds_total{tenant=\"infer\"} 3.000000000\n"));
+    assert_non_null(strstr(m, "tierd_tenant_data_steps_total{tenant=\"infer\"} 10\n"));
+    assert_non_null(strstr(m, "tierd_tenant_data_reporters{tenant=\"infer\"} 3\n"));
+    assert_non_null(strstr(m, "tierd_tenant_data_steps_total{tenant=\"default\"} 8\n"));
+    free(m);
+    j = req("GET /v1/telemetry\nX-Caller: reader\n\n", 200);
+    json_t *st = json_object_get(j, "stalls"), *e, *infer = NULL;
+    size_t i;
+    json_array_foreach(st, i, e)
+    {
+        if (strcmp(json_string_value(json_object_get(e, "tenant")), "infer") == 0)
+            infer = e;
+    }
+    assert_non_null(infer);
+    assert_int_equal(json_integer_value(json_object_get(infer, "steps")), 10);
+    assert_int_equal(json_array_size(json_object_get(infer, "names")), 3);
+    assert_true(fabs(json_number_value(json_object_get(infer, "stall_ratio")) - 0.5) < 1e-3);
+    json_decref(j);
     fx.d.tele = NULL;
     telemetry_free(t);
 }
@@ -1336,20 +1467,15 @@ static void test_tenants_reclaim(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_utf8),
-        cmocka_unit_test(test_non_utf8_names),
-        cmocka_unit_test(test_backend_permission_is_403),
-        cmocka_unit_test(test_reader),
-        cmocka_unit_test(test_caller_reads),
-        cmocka_unit_test(test_caps),
-        cmocka_unit_test(test_ui),
-        cmocka_unit_test(test_telemetry_endpoints),
-        cmocka_unit_test(test_telemetry_off),
-        cmocka_unit_test(test_tenants),
-        cmocka_unit_test(test_qos),
-        cmocka_unit_test(test_qos_lanes),
-        cmocka_unit_test(test_tenants_reclaim),
+        cmocka_unit_test(test_utf8), cmocka_unit_test(test_non_utf8_names),
+        cmocka_unit_test(test_backend_permission_is_403), cmocka_unit_test(test_reader),
+        cmocka_unit_test(test_caller_reads), cmocka_unit_test(test_caps), cmocka_unit_test(test_ui),
+        cmocka_unit_test(test_telemetry_endpoints), cmocka_unit_test(test_telemetry_off),
+        cmocka_unit_test(test_tenants), cmocka_unit_test(test_qos),
+        cmocka_unit_test(test_qos_lanes), cmocka_unit_test(test_tenants_reclaim),
         cmocka_unit_test(test_jobs_cluster),
+        /* after test_tenants, whose ids a tenant made for the reader would shift */
+        cmocka_unit_test(test_progress),
         cmocka_unit_test(test_tenants_trust), /* last: it replaces the fixture */
     };
     return cmocka_run_group_tests(tests, setup, teardown);
