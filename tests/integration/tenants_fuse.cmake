@@ -43,3 +43,12 @@ if(TARGET tierd)
   set_tests_properties(jobs_fuse PROPERTIES TIMEOUT 300 LABELS fuse
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()
+
+# Data-stall reports on a REAL mount (root, /dev/fuse, Debian's python3-torch): a real PyTorch
+# DataLoader run as uid 1001, wrapped by the Python helper's StallReport; the reports appear in
+# /metrics and tierctl top for tenant u1001.
+if(TARGET tierd)
+  add_test(NAME stall_fuse COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_stall_fuse.sh)
+  set_tests_properties(stall_fuse PROPERTIES TIMEOUT 300 LABELS fuse
+    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+endif()

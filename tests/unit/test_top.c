@@ -291,12 +291,89 @@ static void test_bad_shapes(void **state)
     }
 }
 
+/* "stalls": a row for a tenant that only reported stalls, the STALL% column from tierd's ratio
+ * ("-" for none), the JSON's "stall" object, and a tierd without "stalls" (older) showing none. */
+static void test_stalls(void **state)
+{
+    (void)state;
+    char *ops = op_entry("alice", "training", "read", "ram", 10, 4096, 1024);
+    char *base = snap_text(10, 1, ops, "");
+    free(ops);
+    /* splice "stalls" in before the gauges */
+    const char *at = strstr(base, ",\"gauges\"");
+    assert_non_null(at);
+    char *text = NULL;
+    if (asprintf(&text,
+                 "%.*s,\"stalls\":[{\"tenant_id\":3,\"tenant\":\"bob\",\"wait_s\":3.0,"
+                 "\"compute_s\":1.0,\"steps\":40,\"reports\":2,\"dropped\":0,\"reporters\":1,"
+                 "\"stall_ratio\":0.75,\"names\":[]},{\"tenant_id\":2,\"tenant\":\"alice\","
+                 "\"wait_s\":1.0,\"compute_s\":0,\"steps\":1,\"reports\":1,\"dropped\":0,"
+                 "\"reporters\":0,\"stall_ratio\":null,\"names\":[]}]%s",
+                 (int)(at - base), base, at) < 0)
+        abort();
+    struct top_snap cur, old;
+    parse(text, &cur);
+    parse(base, &old);
+    assert_int_equal(old.nst, 0);
+    struct top_view v;
+    assert_int_equal(top_view_build(NULL, &cur, 1.0, TOP_SORT_OPS, &v), 0);
+    assert_int_equal(v.n, 2);
+    const struct top_tenant_row *b = row(&v, "bob"), *a = row(&v, "alice");
+    assert_non_null(b->stall);
+    assert_int_equal(b->stall->steps, 40);
+    assert_true(b->stall->ratio == 0.75);
+    assert_int_equal(b->ncls, 0);
+    assert_non_null(a->stall);
+    assert_true(a->stall->ratio < 0);
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    top_print_table(f, &v, TOP_SORT_OPS);
+    fclose(f);
+    assert_non_null(strstr(out, "QWAITms STALL%\n"));
+    const char *bl = strstr(out, "\nbob ");
+    assert_non_null(bl);
+    assert_non_null(strstr(bl, " 75.0\n"));
+    const char *al = strstr(out, "\nalice ");
+    assert_non_null(al);
+    assert_true(strstr(al, "      -\n") == strchr(al + 1, '\n') - 7);
+    free(out);
+    json_t *j = top_view_json(&v);
+    assert_non_null(j);
+    json_t *t, *bj = NULL, *aj = NULL;
+    size_t i;
+    json_array_foreach(json_object_get(j, "tenants"), i, t)
+    {
+        const char *n = json_string_value(json_object_get(t, "tenant"));
+        if (strcmp(n, "bob") == 0)
+            bj = t;
+        else if (strcmp(n, "alice") == 0)
+            aj = t;
+    }
+    assert_non_null(bj);
+    assert_non_null(aj);
+    json_t *st = json_object_get(bj, "stall");
+    assert_int_equal(json_integer_value(json_object_get(st, "steps")), 40);
+    assert_true(json_real_value(json_object_get(st, "ratio")) == 0.75);
+    assert_true(json_is_null(json_object_get(json_object_get(aj, "stall"), "ratio")));
+    json_decref(j);
+    top_view_fini(&v);
+    assert_int_equal(top_view_build(NULL, &old, 1.0, TOP_SORT_OPS, &v), 0);
+    assert_null(row(&v, "alice")->stall);
+    top_view_fini(&v);
+    top_snap_fini(&cur);
+    top_snap_fini(&old);
+    free(text);
+    free(base);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quantile),
         cmocka_unit_test(test_interval),
         cmocka_unit_test(test_bad_shapes),
+        cmocka_unit_test(test_stalls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
