@@ -34,6 +34,9 @@ PKGS=(
   libsystemd-dev scdoc mandoc man-db groff-base
   # the Debian package (make deb, tests/integration/test_deb.sh)
   dpkg-dev debhelper lintian
+  # a real PyTorch DataLoader for the Python helper's stall reports
+  # (tests/integration/test_stall_fuse.sh) and bench/dataloader.sh
+  python3-torch
 )
 missing=()
 for p in "${PKGS[@]}"; do
