@@ -10,9 +10,9 @@
  * and its "reason", no "error"), while its other 409 (a conflict under the id) is an error. 422
  * (rejected: it can never fit) is documented for POST /v1/jobs only, as an error. The only
  * answers of another content type are a 200 of GET /metrics or of one of the dashboard's files,
- * and never empty. The fixture, with the hint engine started as main() starts it, lives for the
- * whole run (its state, pins, staging jobs, jobs, hint sets and dataset versions carry over from
- * input to input, as in a daemon).
+ * and never empty. The fixture, with the hint engine and the telemetry started as main() starts
+ * them, lives for the whole run (its state, pins, staging jobs, jobs, hint sets, dataset versions
+ * and stall reports carry over from input to input, as in a daemon).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -24,17 +24,26 @@
 
 #include "api_fixture.h"
 #include "hints/hints.h"
+#include "telemetry/telemetry.h"
+#include "tenant/tenant.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct api_fixture fx;
 static bool fx_open;
 
+static const char *tenant_label(void *ud, uint32_t id)
+{
+    return tenant_name(ud, id);
+}
+
 static void fixture_close(void)
 {
     if (fx_open) {
         hints_free(fx.d.hints); /* before the cache, as main() frees it */
         fx.d.hints = NULL;
+        telemetry_free(fx.d.tele);
+        fx.d.tele = NULL;
         api_fixture_close(&fx);
     }
     fx_open = false;
@@ -117,6 +126,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     if (!fx_open) {
         if (api_fixture_open(&fx, "fuzz_api") != 0 || api_fixture_hints_new(&fx) != 0)
+            abort();
+        struct telemetry_config tc = {.max_tenants = API_FIXTURE_MAX_TENANTS,
+                                      .tenant_name = tenant_label,
+                                      .tenant_name_ud = fx.d.tenants};
+        if (telemetry_new(&tc, &fx.d.tele) != 0)
             abort();
         fx_open = true;
         atexit(fixture_close);

@@ -14,8 +14,8 @@
 # wait and compute seconds > 0 and equal to what the job measured (to rounding), a stall ratio in
 # [0, 1], and no stall series for tenant default (root did not report); `tierctl top --json`
 # shows the same for u1001, and the `tierctl top` table has the STALL% column with u1001's
-# percentage. The reports are synchronous (the job's last POST was answered before it exited), so
-# nothing needs waiting for.
+# percentage; promtool (where installed) accepts the exposition. The reports are synchronous
+# (the job's last POST was answered before it exited), so nothing needs waiting for.
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -88,6 +88,13 @@ assert val("tierd_tenant_data_steps_total", "default") is None, "root reported n
 print("ok: u1001 steps %d wait %.3f s compute %.3f s ratio %.3f" % (steps, wait, comp, ratio))
 EOF2
 ok "/metrics: tenant u1001's steps, wait and compute are the job's"
+if command -v promtool >/dev/null; then # scripts/deps.sh installs it (Debian's prometheus)
+  promtool check metrics <"$T/metrics.txt" >"$T/promtool.txt" 2>&1 ||
+    fail "promtool check metrics: $(cat "$T/promtool.txt")"
+  ok "promtool accepts /metrics with the stall families"
+else
+  echo "note: promtool not installed: the exposition's lint was not checked"
+fi
 
 tierd_ctl top --once --interval 0.1 --json >"$T/top.json" || fail "tierctl top --json"
 python3 - "$T/top.json" $((NFILES / BATCH)) <<'EOF2' || fail "tierctl top --json: $(cat "$T/top.json")"
