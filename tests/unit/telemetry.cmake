@@ -8,3 +8,8 @@ tier_unit_test(test_telemetry SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_tele
 # aging, validation, folding, and its series in the exports.
 tier_unit_test(test_stall SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_stall.c
   LIBS tier_telemetry PkgConfig::JANSSON m)
+# The Python helper's StallReport (contrib/python/tierd_hints.py) against a stand-in tierd on a
+# Unix socket: what it measures and sends, a broken-off loop, no tierd, a refused report.
+add_test(NAME test_stall_report
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_stall_report.py ${PROJECT_SOURCE_DIR})
+set_tests_properties(test_stall_report PROPERTIES TIMEOUT 120 LABELS unit)
