@@ -7,9 +7,12 @@
  *
  * DESIGN. Each reporter keeps its decayed sums ew_wait and ew_compute as of its last report
  * (last_ns): a report at now multiplies both by exp(-(now - last_ns) / tau) and adds its seconds.
- * Read at now, a reporter's sums are multiplied by the same factor, so the tenant's recent ratio
- * is the sum over its live reporters of the decayed wait over that of wait + compute: a reporter
- * that stops (or ages out) fades out of the ratio instead of freezing it. Cumulative counts are
+ * Read later, the tenant's recent ratio is the sum over its live reporters of the decayed wait
+ * over that of wait + compute, each reporter's sums decayed from its last report to the newest
+ * report of the tenant (the ratio does not change when all are scaled alike, so decaying to the
+ * newest rather than to now gives the same value, and exactly a lone reporter's own): a
+ * reporter that stops fades out of the ratio against those that go on, and leaves it when it
+ * ages out. Cumulative counts are
  * kept per tenant beside the reporters, so removing a reporter never makes a counter go down.
  */
 #include "telemetry/stall.h"
@@ -238,9 +241,15 @@ size_t stall_list(struct stall *s, uint64_t now_ns, struct stall_tenant_stats *o
             continue;
         age(s, t, now_ns);
         if (n < max) {
+            /* the ratio does not change when every sum is scaled alike: decay each to the
+             * newest report rather than to now, so a lone reporter's ratio is its own exactly */
+            uint64_t newest = 0;
+            for (unsigned i = 0; i < t->n; i++)
+                if (t->rep[i].last_ns > newest)
+                    newest = t->rep[i].last_ns;
             double w = 0, c = 0;
             for (unsigned i = 0; i < t->n; i++) {
-                double f = decay(s, t->rep[i].last_ns, now_ns);
+                double f = decay(s, t->rep[i].last_ns, newest);
                 w += t->rep[i].ew_wait_s * f;
                 c += t->rep[i].ew_compute_s * f;
             }
@@ -279,12 +288,11 @@ size_t stall_reporters(struct stall *s, uint32_t tenant, uint64_t now_ns,
         age(s, t, now_ns);
         for (unsigned i = 0; i < t->n && n < max; i++, n++) {
             const struct stall_reporter *r = &t->rep[i];
-            double f = decay(s, r->last_ns, now_ns);
             out[n] = (struct stall_reporter_stats){
                 .wait_ns = r->wait_ns,
                 .compute_ns = r->compute_ns,
                 .steps = r->steps,
-                .ratio = ratio(r->ew_wait_s * f, r->ew_compute_s * f),
+                .ratio = ratio(r->ew_wait_s, r->ew_compute_s), /* decay scales both alike */
                 .idle_s = now_ns > r->last_ns ? (double)(now_ns - r->last_ns) / 1e9 : 0.0};
             memcpy(out[n].name, r->name, sizeof(out[n].name));
         }
