@@ -5,9 +5,10 @@
 tier_unit_test(test_telemetry SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_telemetry.c
   LIBS tier_telemetry PkgConfig::JANSSON m LABELS tsan)
 # The data-stall store (src/telemetry/stall.c): exact counts, the decayed ratio, bounded names,
-# aging, validation, folding, and its series in the exports.
+# aging, validation, folding, its series in the exports, and reports from several threads (labelled
+# tsan).
 tier_unit_test(test_stall SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_stall.c
-  LIBS tier_telemetry PkgConfig::JANSSON m)
+  LIBS tier_telemetry PkgConfig::JANSSON m LABELS tsan)
 # The Python helper's StallReport (contrib/python/tierd_hints.py) against a stand-in tierd on a
 # Unix socket: what it measures and sends, a broken-off loop, no tierd, a refused report.
 add_test(NAME test_stall_report

@@ -2,9 +2,11 @@
 /* test_stall.c - unit tests for the data-stall store (src/telemetry/stall.c): exact cumulative
  * counts, the decayed recent ratio, the bound on names per tenant, aging of silent reporters,
  * validation of reports, folding a reclaimed tenant, ids beyond max_tenants, and the store's
- * series in the telemetry's Prometheus text and JSON. Time is the test's (now_ns arguments). */
+ * series in the telemetry's Prometheus text and JSON, and exact counts from several threads
+ * (labelled tsan). Time is the test's (now_ns arguments). */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -285,6 +287,58 @@ static void test_exports(void **state)
     telemetry_free(t);
 }
 
+struct worker {
+    struct stall *s;
+    char name[16];
+};
+
+static void *reporter_thread(void *arg)
+{
+    struct worker *w = arg;
+    for (int i = 0; i < 2000; i++)
+        if (stall_report(w->s, 2, w->name, 0.001, 0.002, 1, T0 + (uint64_t)i * 1000) != 0)
+            return arg; /* any failure: non-NULL */
+    return NULL;
+}
+
+static void *reader_thread(void *arg)
+{
+    struct stall_tenant_stats v[8];
+    struct stall_reporter_stats r[STALL_NAMES_PER_TENANT];
+    for (int i = 0; i < 500; i++) {
+        (void)stall_list(arg, T0, v, 8);
+        (void)stall_reporters(arg, 2, T0, r, STALL_NAMES_PER_TENANT);
+    }
+    return NULL;
+}
+
+/* Reports from several threads while others read: every count lands exactly once. */
+static void test_concurrent(void **state)
+{
+    (void)state;
+    struct stall *s = mk(0, 0, 0);
+    struct worker w[4];
+    pthread_t th[5];
+    for (int i = 0; i < 4; i++) {
+        w[i].s = s;
+        snprintf(w[i].name, sizeof(w[i].name), "rank-%d", i);
+        assert_int_equal(pthread_create(&th[i], NULL, reporter_thread, &w[i]), 0);
+    }
+    assert_int_equal(pthread_create(&th[4], NULL, reader_thread, s), 0);
+    for (int i = 0; i < 5; i++) {
+        void *ret = &ret;
+        assert_int_equal(pthread_join(th[i], &ret), 0);
+        assert_null(ret);
+    }
+    struct stall_tenant_stats t = one(s, 2, T0 + 2 * S);
+    assert_int_equal(t.steps, 8000);
+    assert_int_equal(t.reports, 8000);
+    assert_int_equal(t.wait_ns, 8000 * 1000000ULL);
+    assert_int_equal(t.compute_ns, 8000 * 2000000ULL);
+    assert_int_equal(t.reporters, 4);
+    stall_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -295,6 +349,7 @@ int main(void)
         cmocka_unit_test(test_validation),
         cmocka_unit_test(test_fold_and_other),
         cmocka_unit_test(test_exports),
+        cmocka_unit_test(test_concurrent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
