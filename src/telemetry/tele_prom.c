@@ -147,8 +147,8 @@ static void render_ops(struct telemetry *t, struct tele_out *o, struct dynbuf *l
                                         "tierd_op_errors_total"};
     static const char *const types[] = {"histogram", "counter", "counter"};
     static const char *const helps[] = {
-        "Latency of FUSE requests (and of blocks served to cluster peers, tenant peers) by "
-        "tenant, class, operation and the tier that served them.",
+        ("Latency of FUSE requests (and of blocks served to cluster peers, tenant peers) by "
+         "tenant, class, operation and the tier that served them."),
         "Bytes moved by FUSE requests (read replies, writes).", "FUSE requests that failed."};
     for (int f = 0; f < 3; f++) {
         family(o, names[f], types[f], helps[f]);
