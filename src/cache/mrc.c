@@ -19,7 +19,7 @@
  * TRANSITION -> FUNCTION
  *   access not sampled by any simulation (no lock)       mrc_access()
  *   hit in simulation k                                  sim_access() -> policy_hit()
- *   miss: insert, then evict down to cap[k]              sim_access() -> sim_insert(),
+ *   miss: insert, then evict down to cap[k]              sim_access() -> policy_insert(),
  *                                                        sim_evict_to()
  *   entry left every simulation: free it                 sim_evict_to() -> entry_drop()
  *   too many entries: cut the base rate                  cut_rate() -> entry_drop(), sim_evict_to()
