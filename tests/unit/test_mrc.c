@@ -25,6 +25,7 @@
 
 #include "cache/mrc.h"
 #include "cache/policy.h"
+#include "fakebe.h"
 
 #define BLK ((uint64_t)4 << 20)
 #define NSIZES 12
@@ -273,12 +274,79 @@ static void test_bad_config(void **state)
     assert_null(m);
 }
 
+/* The cache's own curves (cache_mrc_curve): fed by reads, per tenant and for the node. Tenant A
+ * re-reads 64 blocks, tenant B reads 2,048 once each; at every size above A's set A's curve is
+ * near its true hit ratio and B's is 0; a tenant that read nothing has no curve; the reads of a
+ * block in pieces count once. Off: -ENOENT. */
+#define CBS ((uint64_t)64 << 10)
+static void read_as(struct cache *c, struct backend *be, uint32_t t, const char *key, size_t piece)
+{
+    static char buf[CBS];
+    struct tier_ioctx io = {.tenant = t, .cls = TIER_IO_TRAINING};
+    struct cache_obj o = {.be = be, .key = key, .etag = "e1", .size_bytes = CBS};
+    for (size_t off = 0; off < CBS; off += piece)
+        assert_int_equal(cache_read(c, &io, &o, off, buf, piece), (ssize_t)piece);
+}
+
+static void test_cache_curves(void **state)
+{
+    (void)state;
+    struct backend *be = fakebe_mem_new("be");
+    char key[32];
+    for (int i = 0; i < 2048 + 64; i++) {
+        snprintf(key, sizeof(key), "k%05d", i);
+        fakebe_add(be, key, CBS, "e1");
+    }
+    struct cache_config cfg = {.block_size = CBS,
+                               .ram_bytes = 256 * CBS,
+                               .prefetch_threads = 1,
+                               .mrc = true,
+                               .mrc_rate = 1.0};
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    struct mrc_point pt[CACHE_MRC_SIZES];
+    size_t n = 0;
+    assert_int_equal(cache_mrc_curve(c, 5, pt, CACHE_MRC_SIZES, &n), -ENOENT);
+    for (int round = 0; round < 10; round++)
+        for (int i = 0; i < 64; i++) {
+            snprintf(key, sizeof(key), "k%05d", i);
+            read_as(c, be, 5, key, round % 2 ? CBS / 4 : CBS); /* in pieces: one access */
+        }
+    for (int i = 0; i < 2048; i++) {
+        snprintf(key, sizeof(key), "k%05d", 64 + i);
+        read_as(c, be, 6, key, CBS);
+    }
+    assert_int_equal(cache_mrc_curve(c, 5, pt, CACHE_MRC_SIZES, &n), 0);
+    assert_int_equal(n, CACHE_MRC_SIZES);
+    assert_int_equal(pt[0].size_bytes, 32 * CBS); /* an eighth of the RAM level */
+    assert_int_equal(pt[CACHE_MRC_SIZES - 1].size_bytes, 1024 * CBS); /* four times it */
+    for (size_t k = 0; k < n; k++) {
+        assert_true(pt[k].accesses == 640); /* 10 rounds of 64, each read once per block */
+        if (pt[k].size_bytes >= 64 * CBS)
+            assert_true(fabs(pt[k].hit_ratio - 0.9) < 0.01); /* all but the first round */
+    }
+    assert_int_equal(cache_mrc_curve(c, 6, pt, CACHE_MRC_SIZES, &n), 0);
+    for (size_t k = 0; k < n; k++)
+        assert_true(pt[k].hit_ratio == 0.0);
+    assert_int_equal(cache_mrc_curve(c, -1, pt, CACHE_MRC_SIZES, &n), 0);
+    assert_true(pt[0].accesses == 640 + 2048);
+    assert_int_equal(cache_mrc_curve(c, 1000, pt, CACHE_MRC_SIZES, &n), -EINVAL);
+    cache_close(c);
+
+    cfg.mrc = false;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    read_as(c, be, 5, "k00000", CBS);
+    assert_int_equal(cache_mrc_curve(c, -1, pt, CACHE_MRC_SIZES, &n), -ENOENT);
+    cache_close(c);
+    backend_free(be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_zipf),       cmocka_unit_test(test_zipfscan),
         cmocka_unit_test(test_epoch),      cmocka_unit_test(test_memory_fixed),
-        cmocka_unit_test(test_bad_config),
+        cmocka_unit_test(test_bad_config), cmocka_unit_test(test_cache_curves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
