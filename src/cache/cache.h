@@ -89,7 +89,7 @@ struct cache_config {
      * per curve about (mrc_max_keys + CACHE_MRC_SIZES * 256) * 500 bytes. false: none. */
     bool mrc;
     double mrc_rate;
-    uint32_t mrc_max_keys;
+    int mrc_max_keys;
 };
 
 /* The sizes a curve is kept at: CACHE_MRC_SIZES points, log-spaced from an eighth of the smaller

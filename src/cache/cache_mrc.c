@@ -25,7 +25,7 @@ static int mrc_make(const struct cache *c, struct mrc **out)
     struct mrc_config mc = {.sizes = c->mrc_sizes,
                             .nsizes = CACHE_MRC_SIZES,
                             .rate = c->cfg.mrc_rate,
-                            .max_keys = c->cfg.mrc_max_keys,
+                            .max_keys = c->cfg.mrc_max_keys > 0 ? (size_t)c->cfg.mrc_max_keys : 0,
                             .block_size = c->cfg.block_size,
                             .policy = c->cfg.policy,
                             .decay_every = 0};
