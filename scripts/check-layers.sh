@@ -23,6 +23,7 @@ declare -A allow=(
     [common]=""
     [tiers]="common"
     [telemetry]="common"
+    [advice]="common"
     [tenant]="common"
     [cache]="tiers common"
     [writeback]="tiers common"
