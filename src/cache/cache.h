@@ -290,6 +290,9 @@ struct mrc_point;
  * first sampled access). -ENOENT: curves are off (cfg.mrc), or tenant t made no access yet;
  * -EINVAL: t >= max_tenants. */
 int cache_mrc_curve(struct cache *c, int64_t t, struct mrc_point *out, size_t cap, size_t *n);
+/* The demand behind tenant t's curve (t < 0: the node's): every access it was fed, and their
+ * bytes, since the cache opened. -ENOENT, -EINVAL as cache_mrc_curve. */
+int cache_mrc_demand(struct cache *c, int64_t t, uint64_t *accesses, uint64_t *bytes);
 
 /* Fetch hook: an observer called before every backend block fetch with the caller's ioctx (it
  * may block: tests use it as a gate) and after it with its outcome. Both may be NULL. Admission

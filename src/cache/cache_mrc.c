@@ -118,3 +118,20 @@ int cache_mrc_curve(struct cache *c, int64_t t, struct mrc_point *out, size_t ca
     *n = mrc_curve(m, out, cap);
     return 0;
 }
+
+int cache_mrc_demand(struct cache *c, int64_t t, uint64_t *accesses, uint64_t *bytes)
+{
+    *accesses = *bytes = 0;
+    if (!c || !c->mrc_on)
+        return -ENOENT;
+    if (t >= (int64_t)c->cfg.max_tenants)
+        return -EINVAL;
+    struct mrc *m = t < 0 ? c->mrc_node : tenant_curve(c, (uint32_t)t, false);
+    if (!m)
+        return -ENOENT;
+    struct mrc_stats st;
+    mrc_stats_get(m, &st);
+    *accesses = st.accesses;
+    *bytes = st.access_bytes;
+    return 0;
+}

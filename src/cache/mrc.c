@@ -58,9 +58,10 @@ struct mrc {
     struct mrc_config cfg;
     uint64_t sizes[MRC_SIZES_MAX];
     size_t n;
-    _Atomic uint64_t thr_any; /* max over thr[k]: the lock-free test */
-    _Atomic uint64_t all;     /* every access, sampled or not (SHARDS_adj: settle()) */
-    uint64_t all_seen;        /* `all` when the expected counts were last brought up to date */
+    _Atomic uint64_t thr_any;   /* max over thr[k]: the lock-free test */
+    _Atomic uint64_t all;       /* every access, sampled or not (SHARDS_adj: settle()) */
+    uint64_t all_seen;          /* `all` when the expected counts were last brought up to date */
+    _Atomic uint64_t all_bytes; /* their bytes */
     uint64_t thr_base;
     struct mrc_sim sim[MRC_SIZES_MAX];
     struct mrc_ent **tab; /* open addressing, NULL = empty */
@@ -404,6 +405,7 @@ void mrc_access(struct mrc *m, uint64_t hash, uint64_t bytes)
     if (!m || bytes == 0)
         return;
     atomic_fetch_add_explicit(&m->all, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->all_bytes, bytes, memory_order_relaxed);
     if (hash >= atomic_load_explicit(&m->thr_any, memory_order_relaxed))
         return;
     pthread_mutex_lock(&m->mu);
@@ -487,6 +489,8 @@ void mrc_stats_get(struct mrc *m, struct mrc_stats *st)
     st->rate = rate_of(m->thr_base);
     st->rate_cuts = m->rate_cuts;
     st->sampled = m->sampled;
+    st->accesses = atomic_load(&m->all);
+    st->access_bytes = atomic_load(&m->all_bytes);
     st->mem_bytes = sizeof(*m) + m->tab_cap * sizeof(*m->tab) + m->nkeys * ent_bytes(m);
     pthread_mutex_unlock(&m->mu);
 }

@@ -56,10 +56,12 @@ struct mrc_point {
 struct mrc_stats {
     size_t keys; /* blocks tracked now */
     size_t max_keys;
-    double rate;        /* the base rate now */
-    uint64_t rate_cuts; /* times the rate was cut to keep memory bounded */
-    uint64_t sampled;   /* sampled accesses (before decay), all sizes' union */
-    size_t mem_bytes;   /* memory held now (entries, table, policies' ghosts excluded) */
+    double rate;           /* the base rate now */
+    uint64_t rate_cuts;    /* times the rate was cut to keep memory bounded */
+    uint64_t sampled;      /* sampled accesses (before decay), all sizes' union */
+    uint64_t accesses;     /* every access, sampled or not, since mrc_new (not decayed) */
+    uint64_t access_bytes; /* ... and their bytes */
+    size_t mem_bytes;      /* memory held now (entries, table, policies' ghosts excluded) */
 };
 
 struct mrc;

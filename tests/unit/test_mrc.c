@@ -325,6 +325,11 @@ static void test_cache_curves(void **state)
         if (pt[k].size_bytes >= 64 * CBS)
             assert_true(fabs(pt[k].hit_ratio - 0.9) < 0.01); /* all but the first round */
     }
+    uint64_t acc = 0, bytes = 0;
+    assert_int_equal(cache_mrc_demand(c, 5, &acc, &bytes), 0);
+    assert_int_equal(acc, 640);
+    assert_int_equal(bytes, 640 * CBS);
+    assert_int_equal(cache_mrc_demand(c, 7, &acc, &bytes), -ENOENT);
     assert_int_equal(cache_mrc_curve(c, 6, pt, CACHE_MRC_SIZES, &n), 0);
     for (size_t k = 0; k < n; k++)
         assert_true(pt[k].hit_ratio == 0.0);
