@@ -12,7 +12,9 @@
  *     equal tenants; minimums hold, and scale down when they exceed the hot tier; every split
  *     adds up to the hot tier.
  */
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +24,7 @@
 #include <cmocka.h>
 
 #include "advice/advice.h"
+#include "advice/advisor.h"
 
 #define MB ((uint64_t)1 << 20)
 #define GB ((uint64_t)1 << 30)
@@ -171,13 +174,113 @@ static void test_split_weights_and_minimums(void **state)
     assert_int_equal(out[1].split_bytes, 8 * GB);
 }
 
+/* The loop (advisor.h) over a fake node: the re-reader and the scanner of two_tenants() with
+ * quotas 1 GiB and 15 GiB. With auto_quota the re-reader's quota passes its cliff within a few
+ * ticks and then stays (no change once the model sees nothing worth moving for); without it
+ * nothing moves. The first tick only takes the counters; a tenant with no demand in an
+ * interval gets no advice. */
+struct fake {
+    struct advice_in in[2];
+    uint64_t quota[2], demand[2];
+    unsigned sets;
+};
+
+static int fake_tenant(void *ud, uint32_t t, struct advisor_tenant *o)
+{
+    struct fake *f = ud;
+    if (t >= 2)
+        return -ENOENT;
+    snprintf(o->name, sizeof(o->name), "%s", f->in[t].name);
+    o->held_bytes = f->quota[t];
+    o->quota_bytes = f->quota[t];
+    o->demand_bytes = f->demand[t];
+    o->weight = 1;
+    o->npoints = f->in[t].npoints;
+    memcpy(o->curve, f->in[t].curve, sizeof(o->curve));
+    return 0;
+}
+
+static int fake_set_quota(void *ud, uint32_t t, uint64_t bytes)
+{
+    struct fake *f = ud;
+    f->quota[t] = bytes;
+    f->sets++;
+    return 0;
+}
+
+static void run_loop(bool auto_quota, struct fake *f, unsigned ticks)
+{
+    two_tenants(f->in);
+    f->quota[0] = 1 * GB;
+    f->quota[1] = 15 * GB;
+    struct advisor_ctx ctx = {.max_tenants = 4,
+                              .hot_bytes = 16 * GB,
+                              .block_size = 4 * MB,
+                              .link_bps = 100 * MB,
+                              .ud = f,
+                              .tenant = fake_tenant,
+                              .set_quota = fake_set_quota};
+    struct advisor_config cfg = {.auto_quota = auto_quota};
+    struct advisor *a = NULL;
+    assert_int_equal(advisor_new(&ctx, &cfg, &a), 0);
+    struct advisor_view v;
+    advisor_tick(a, 1000000000ull);
+    assert_int_equal(advisor_get(a, &v), 0);
+    assert_int_equal(v.ticks, 0); /* counters only */
+    advisor_view_free(&v);
+    for (unsigned k = 1; k <= ticks; k++) {
+        f->demand[0] += 2 * GB;
+        f->demand[1] += 2 * GB;
+        advisor_tick(a, (1 + 10 * (uint64_t)k) * 1000000000ull);
+    }
+    assert_int_equal(advisor_get(a, &v), 0);
+    assert_int_equal(v.ticks, ticks);
+    assert_int_equal(v.n, 2);
+    assert_string_equal(v.r[0].name, "reread");
+    assert_string_equal(v.r[0].in.name, "reread");
+    near(v.r[0].in.demand_bps, 2.0 * GB / 10);
+    assert_true(v.r[0].out.split_bytes >= GB * 8 / 5);
+    advisor_view_free(&v);
+    /* an interval without demand: no advice for anyone */
+    advisor_tick(a, (2 + 10 * (uint64_t)ticks) * 1000000000ull);
+    assert_int_equal(advisor_get(a, &v), 0);
+    assert_int_equal(v.n, 0);
+    advisor_view_free(&v);
+    advisor_free(a);
+}
+
+static void test_advisor_loop(void **state)
+{
+    (void)state;
+    struct fake f;
+    memset(&f, 0, sizeof(f));
+    run_loop(false, &f, 6);
+    assert_int_equal(f.sets, 0); /* without auto_quota nothing moves */
+    assert_int_equal(f.quota[0], 1 * GB);
+
+    memset(&f, 0, sizeof(f));
+    run_loop(true, &f, 3);
+    assert_true(f.quota[0] >= GB * 8 / 5); /* past the cliff within 3 ticks */
+    assert_int_equal(f.quota[0] % (4 * MB), 0);
+    unsigned sets = f.sets;
+    assert_true(sets >= 1);
+    memset(&f, 0, sizeof(f));
+    run_loop(true, &f, 12);
+    assert_true(f.quota[0] >= GB * 8 / 5);
+    assert_true(f.sets <= sets + 2); /* settled: later ticks move little or nothing */
+
+    struct advisor *a = NULL;
+    struct advisor_ctx bad = {.max_tenants = 4, .tenant = fake_tenant};
+    struct advisor_config ac = {.auto_quota = true};
+    assert_int_equal(advisor_new(&bad, &ac, &a), -EINVAL); /* auto_quota needs set_quota */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_curve_reading),
-        cmocka_unit_test(test_stall_and_target),
-        cmocka_unit_test(test_split_cliff),
-        cmocka_unit_test(test_split_weights_and_minimums),
+        cmocka_unit_test(test_curve_reading), cmocka_unit_test(test_stall_and_target),
+        cmocka_unit_test(test_split_cliff),   cmocka_unit_test(test_split_weights_and_minimums),
+        cmocka_unit_test(test_advisor_loop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
