@@ -8,7 +8,7 @@
  * TRANSITION -> FUNCTION
  *   first tick: take the counters only                advisor_tick()
  *   later tick: measure, advise, keep the results     advisor_tick() -> gather(), advice_compute()
- *   auto_quota: move quotas part of the way           advisor_tick() -> move_quotas()
+ *   with auto quotas: move them part of the way        advisor_tick() -> move_quotas()
  *   read the latest round                             advisor_get()
  */
 #include "advice/advisor.h"
