@@ -9,6 +9,8 @@
  *   first tick: take the counters only                advisor_tick()
  *   later tick: measure, advise, keep the results     advisor_tick() -> gather(), advice_compute()
  *   with auto quotas: move them part of the way        advisor_tick() -> move_quotas()
+ *   the thread: a tick every interval until stopped   advisor_start(), advisor_main(),
+ *                                                     advisor_stop()
  *   read the latest round                             advisor_get()
  */
 #include "advice/advisor.h"
@@ -19,8 +21,10 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/log.h"
+#include "common/timeutil.h"
 
 struct seen {
     bool valid;
@@ -30,6 +34,12 @@ struct seen {
 
 struct advisor {
     pthread_mutex_t mu;
+    /* the thread (advisor_start): run_mu guards stop; run_cv wakes it to stop */
+    pthread_mutex_t run_mu;
+    pthread_cond_t run_cv;
+    pthread_t thread;
+    bool running, stop;
+    uint64_t interval_ns;
     struct advisor_ctx ctx;
     struct advisor_config cfg;
     struct seen *seen; /* ctx.max_tenants */
@@ -63,6 +73,12 @@ int advisor_new(const struct advisor_ctx *ctx, const struct advisor_config *cfg,
     if (!a->ctx.block_size)
         a->ctx.block_size = 1;
     pthread_mutex_init(&a->mu, NULL);
+    pthread_mutex_init(&a->run_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the interval is not moved by clock steps */
+    pthread_cond_init(&a->run_cv, &ca);
+    pthread_condattr_destroy(&ca);
     *out = a;
     return 0;
 }
@@ -71,6 +87,9 @@ void advisor_free(struct advisor *a)
 {
     if (!a)
         return;
+    advisor_stop(a);
+    pthread_cond_destroy(&a->run_cv);
+    pthread_mutex_destroy(&a->run_mu);
     pthread_mutex_destroy(&a->mu);
     free(a->view.r);
     free(a->seen);
@@ -239,4 +258,53 @@ void advisor_view_free(struct advisor_view *v)
     free(v->r);
     v->r = NULL;
     v->n = 0;
+}
+
+static void *advisor_main(void *arg)
+{
+    struct advisor *a = arg;
+    pthread_mutex_lock(&a->run_mu);
+    while (!a->stop) {
+        pthread_mutex_unlock(&a->run_mu);
+        advisor_tick(a, tier_now_mono_ns());
+        pthread_mutex_lock(&a->run_mu);
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        uint64_t ns = (uint64_t)until.tv_nsec + a->interval_ns % TIER_NS_PER_SEC;
+        until.tv_sec += (time_t)(a->interval_ns / TIER_NS_PER_SEC + ns / TIER_NS_PER_SEC);
+        until.tv_nsec = (long)(ns % TIER_NS_PER_SEC);
+        while (!a->stop && pthread_cond_timedwait(&a->run_cv, &a->run_mu, &until) == 0)
+            ;
+    }
+    pthread_mutex_unlock(&a->run_mu);
+    return NULL;
+}
+
+int advisor_start(struct advisor *a, uint64_t interval_ns)
+{
+    pthread_mutex_lock(&a->run_mu);
+    if (a->running) {
+        pthread_mutex_unlock(&a->run_mu);
+        return -EALREADY;
+    }
+    a->interval_ns = interval_ns ? interval_ns : 30 * TIER_NS_PER_SEC;
+    a->stop = false;
+    int rc = pthread_create(&a->thread, NULL, advisor_main, a);
+    a->running = rc == 0;
+    pthread_mutex_unlock(&a->run_mu);
+    return -rc;
+}
+
+void advisor_stop(struct advisor *a)
+{
+    pthread_mutex_lock(&a->run_mu);
+    if (!a->running) {
+        pthread_mutex_unlock(&a->run_mu);
+        return;
+    }
+    a->stop = true;
+    pthread_cond_broadcast(&a->run_cv);
+    pthread_mutex_unlock(&a->run_mu);
+    pthread_join(a->thread, NULL);
+    a->running = false;
 }

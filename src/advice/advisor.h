@@ -92,6 +92,11 @@ int advisor_new(const struct advisor_ctx *ctx, const struct advisor_config *cfg,
 void advisor_free(struct advisor *a);
 /* One round at now_ns (monotonic). The first round only takes the counters (no interval yet). */
 void advisor_tick(struct advisor *a, uint64_t now_ns);
+/* A thread that ticks every interval_ns (the first tick at once) until advisor_stop. 0 or -errno
+ * (-EALREADY: running). */
+int advisor_start(struct advisor *a, uint64_t interval_ns);
+/* Stop the thread (a tick in progress finishes). No-op when not running. */
+void advisor_stop(struct advisor *a);
 /* A copy of the latest round: 0 or -ENOMEM. */
 int advisor_get(struct advisor *a, struct advisor_view *v);
 void advisor_view_free(struct advisor_view *v);

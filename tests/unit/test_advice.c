@@ -269,7 +269,16 @@ static void test_advisor_loop(void **state)
     assert_true(f.quota[0] >= GB * 8 / 5);
     assert_true(f.sets <= sets + 2); /* settled: later ticks move little or nothing */
 
+    /* the thread: its first tick is at once (counters only), stop joins it */
     struct advisor *a = NULL;
+    struct advisor_ctx ok = {.max_tenants = 4, .tenant = fake_tenant, .ud = &f};
+    assert_int_equal(advisor_new(&ok, NULL, &a), 0);
+    assert_int_equal(advisor_start(a, 3600 * 1000000000ull), 0);
+    assert_int_equal(advisor_start(a, 1000000000ull), -EALREADY);
+    advisor_stop(a);
+    advisor_stop(a);
+    advisor_free(a);
+    a = NULL;
     struct advisor_ctx bad = {.max_tenants = 4, .tenant = fake_tenant};
     struct advisor_config ac = {.auto_quota = true};
     assert_int_equal(advisor_new(&bad, &ac, &a), -EINVAL); /* auto_quota needs set_quota */
