@@ -36,8 +36,8 @@ declare -A allow=(
     [cluster]="common"
     [lifecycle]="core datasets stage tenant writeback cache tiers common"
     [fuse]="core hints datasets lifecycle stage tenant telemetry writeback cache tiers common"
-    [api]="core cluster hints datasets jobs lifecycle stage qos telemetry tenant writeback cache tiers common"
-    [daemon]="core api cluster fuse hints datasets jobs lifecycle stage qos telemetry tenant writeback cache tiers common"
+    [api]="advice core cluster hints datasets jobs lifecycle stage qos telemetry tenant writeback cache tiers common"
+    [daemon]="advice core api cluster fuse hints datasets jobs lifecycle stage qos telemetry tenant writeback cache tiers common"
     [cli]="telemetry common"
     [tierbench]="common"
 )

@@ -27,7 +27,6 @@
 #include "common/timeutil.h"
 
 struct seen {
-    bool valid;
     uint64_t demand_bytes, wait_ns, compute_ns;
     uint64_t changes, last_quota;
 };
@@ -111,17 +110,16 @@ static size_t gather(struct advisor *a, double dt_s, bool measure, struct adviso
         x->quota_bytes = UINT64_MAX;
         struct seen *s = &a->seen[t];
         if (a->ctx.tenant(a->ctx.ud, t, x) != 0) {
-            s->valid = false;
+            /* none (yet): a tenant that appears counts from zero, its counters' start */
+            s->demand_bytes = s->wait_ns = s->compute_ns = 0;
             continue;
         }
-        bool was = s->valid;
         uint64_t dd = diff(x->demand_bytes, s->demand_bytes);
         uint64_t dw = diff(x->wait_ns, s->wait_ns), dc = diff(x->compute_ns, s->compute_ns);
-        s->valid = true;
         s->demand_bytes = x->demand_bytes;
         s->wait_ns = x->wait_ns;
         s->compute_ns = x->compute_ns;
-        if (!measure || !was || dd == 0)
+        if (!measure || dd == 0)
             continue;
         struct advisor_result *o = &r[n++];
         memset(o, 0, sizeof(*o));

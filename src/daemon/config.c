@@ -436,6 +436,9 @@ static const struct keydef tenants_keys[] = {
     {"implicit_per_minute", V_U64, CFG(tenant_implicit_per_minute), 1, 1000000, false, 0, NULL},
     {"idle_reclaim", V_DUR, CFG(tenant_idle_reclaim_ms), 0, 30 * 86400000ULL, false, 0, NULL},
     {"slurm_cgroup_root", V_CGPREFIX, CFG(tenant_slurm_cgroup_root), 0, 0, false, 0, NULL},
+    {"auto_quota", V_BOOL, CFG(auto_quota), 0, 0, false, 0, NULL},
+    {"advice_interval", V_DUR, CFG(advice_interval_ms), 1000, 3600000, false, 0, NULL},
+    {"advice_target", V_INT, CFG(advice_target_util), 1, 99, false, 0, NULL},
     {NULL, 0, 0, 0, 0, false, 0, NULL},
 };
 
