@@ -9,13 +9,16 @@
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "advice/advisor.h"
 #include "api/api_int.h"
 #include "cache/cache.h"
 #include "cache/mrc.h"
 #include "common/timeutil.h"
+#include "common/dynbuf.h"
 #include "core/state.h"
+#include "telemetry/telemetry.h"
 
 static json_t *num_or_null(double x)
 {
@@ -114,4 +117,92 @@ unsigned api_advice_get(struct tierd *d, const struct api_request *rq, struct ap
         node_json(d), "tenants", tenants);
     advisor_view_free(&v);
     return api_reply_json(out, 200, j);
+}
+
+/* One sample: NAME{tenant="T",size="S"} VALUE (tenant or size may be NULL). */
+static int prom_sample(struct dynbuf *b, const char *name, const char *tenant, const char *size,
+                       double v)
+{
+    int rc = dynbuf_printf(b, "%s", name);
+    if (rc == 0 && (tenant || size))
+        rc = dynbuf_printf(b, "{");
+    if (rc == 0 && tenant) {
+        rc = dynbuf_printf(b, "tenant=\"");
+        if (rc == 0)
+            rc = tele_prom_escape(b, tenant, strlen(tenant));
+        if (rc == 0)
+            rc = dynbuf_printf(b, "\"%s", size ? "," : "");
+    }
+    if (rc == 0 && size)
+        rc = dynbuf_printf(b, "size=\"%s\"", size);
+    if (rc == 0 && (tenant || size))
+        rc = dynbuf_printf(b, "}");
+    if (rc == 0)
+        rc = dynbuf_printf(b, " %.9g\n", v);
+    return rc;
+}
+
+int api_advice_prom(struct tierd *d, struct dynbuf *b)
+{
+    if (!d->advisor || !d->cache)
+        return 0;
+    struct advisor_view v;
+    if (advisor_get(d->advisor, &v) != 0)
+        return -ENOMEM;
+    int rc = dynbuf_printf(
+        b,
+        "# HELP tierd_advice_hit_ratio hit ratio the tenant's miss-ratio curve predicts at half, "
+        "once and twice its hot-tier share (docs/ADVICE.md)\n"
+        "# TYPE tierd_advice_hit_ratio gauge\n");
+    static const struct {
+        const char *label;
+        double f;
+    } at[3] = {{"half", 0.5}, {"share", 1}, {"double", 2}};
+    for (size_t i = 0; rc == 0 && i < v.n; i++)
+        for (int k = 0; rc == 0 && k < 3; k++) {
+            struct advice_pred p;
+            advice_predict(&v.r[i].in, (uint64_t)((double)v.r[i].in.share_bytes * at[k].f), &p);
+            rc = prom_sample(b, "tierd_advice_hit_ratio", v.r[i].name, at[k].label, p.hit_ratio);
+        }
+    if (rc == 0)
+        rc = dynbuf_printf(b, "# HELP tierd_advice_split_bytes the tenant's share in the advised "
+                              "split of the hot tier\n# TYPE tierd_advice_split_bytes gauge\n");
+    for (size_t i = 0; rc == 0 && i < v.n; i++)
+        rc = prom_sample(b, "tierd_advice_split_bytes", v.r[i].name, NULL,
+                         (double)v.r[i].out.split_bytes);
+    if (rc == 0)
+        rc = dynbuf_printf(b, "# HELP tierd_advice_quota_changes_total hot-tier quota changes "
+                              "made by auto_quota\n# TYPE tierd_advice_quota_changes_total "
+                              "counter\n");
+    for (size_t i = 0; rc == 0 && i < v.n; i++)
+        rc = prom_sample(b, "tierd_advice_quota_changes_total", v.r[i].name, NULL,
+                         (double)v.r[i].quota_changes);
+    /* the node: its curve read at the levels' sizes and at twice the disk */
+    struct mrc_point pt[CACHE_MRC_SIZES];
+    size_t n = 0;
+    if (rc == 0 && cache_mrc_curve(d->cache, -1, pt, CACHE_MRC_SIZES, &n) == 0) {
+        struct advice_in in = {.npoints = n < ADVICE_POINTS_MAX ? n : ADVICE_POINTS_MAX};
+        for (size_t k = 0; k < in.npoints; k++)
+            in.curve[k] = (struct advice_point){pt[k].size_bytes, pt[k].hit_ratio};
+        const struct cache_config *cc = &d->cfg.cache;
+        uint64_t disk = cc->disk_dir ? cc->disk_bytes : 0;
+        rc = dynbuf_printf(b, "# HELP tierd_advice_node_hit_ratio hit ratio the node's curve "
+                              "predicts at the RAM level's size, the disk level's and twice "
+                              "that\n# TYPE tierd_advice_node_hit_ratio gauge\n");
+        struct advice_pred p;
+        advice_predict(&in, cc->ram_bytes, &p);
+        if (rc == 0)
+            rc = prom_sample(b, "tierd_advice_node_hit_ratio", NULL, "ram", p.hit_ratio);
+        if (disk) {
+            advice_predict(&in, disk, &p);
+            if (rc == 0)
+                rc = prom_sample(b, "tierd_advice_node_hit_ratio", NULL, "disk", p.hit_ratio);
+            advice_predict(&in, 2 * disk, &p);
+            if (rc == 0)
+                rc =
+                    prom_sample(b, "tierd_advice_node_hit_ratio", NULL, "double_disk", p.hit_ratio);
+        }
+    }
+    advisor_view_free(&v);
+    return rc;
 }

@@ -26,7 +26,9 @@
 #include <jansson.h>
 
 #include "api_fixture.h"
+#include "api/api_int.h"
 #include "cache/cache.h"
+#include "common/dynbuf.h"
 #include "hints/hints.h"
 #include "advice/advisor.h"
 #include "qos/sched.h"
@@ -1387,6 +1389,19 @@ static void test_advice(void **state)
     /* 4 reads of one block: 3 hits at every size */
     assert_true(fabs(json_number_value(json_object_get(node, "hit_ratio_ram")) - 0.75) < 1e-9);
     json_decref(j);
+    /* the advice's series of /metrics (the fixture runs without telemetry: rendered alone) */
+    struct dynbuf mb;
+    dynbuf_init(&mb, 1 << 20);
+    assert_int_equal(api_advice_prom(d, &mb), 0);
+    size_t mlen = 0;
+    char *text = dynbuf_take(&mb, &mlen);
+    dynbuf_fini(&mb);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "tierd_advice_hit_ratio{tenant=\"infer\",size=\"share\"} "));
+    assert_non_null(strstr(text, "tierd_advice_split_bytes{tenant=\"infer\"} 3145728\n"));
+    assert_non_null(strstr(text, "tierd_advice_quota_changes_total{tenant=\"infer\"} 0\n"));
+    assert_non_null(strstr(text, "tierd_advice_node_hit_ratio{size=\"ram\"} 0.75\n"));
+    free(text);
 
     advisor_free(d->advisor);
     d->advisor = NULL;
