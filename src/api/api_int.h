@@ -173,6 +173,10 @@ api_handler_fn api_hints_post, api_hints_get, api_hints_delete;
 api_handler_fn api_progress_post;
 api_handler_fn api_ui;
 api_handler_fn api_cluster_get;
+api_handler_fn api_advice_get; /* api_advice.c */
+struct dynbuf;
+/* The advice's series for /metrics (docs/API.md "Metrics"), appended to b: 0 or -errno. */
+int api_advice_prom(struct tierd *d, struct dynbuf *b);
 
 /* JSON strings: s made valid UTF-8 (bytes that are not become U+FFFD; NULL is ""), s's exact
  * bytes in base64 (RFC 4648), and an array of v[0..n) as api_jstr; NULL without memory. */

@@ -29,6 +29,7 @@ const struct api_route api_routes[] = {
     ROUTE("GET", "/v1/telemetry", API_EXACT, api_telemetry_get, API_READ, false),
     ROUTE("GET", "/v1/health", API_EXACT, api_health, API_READ, false),
     ROUTE("GET", "/v1/cluster", API_EXACT, api_cluster_get, API_READ, false),
+    ROUTE("GET", "/v1/advice", API_EXACT, api_advice_get, API_READ, false),
     ROUTE("POST", "/v1/stage", API_EXACT, api_stage_post, API_ADMIN, true),
     ROUTE("GET", "/v1/stage/", API_PREFIX, api_stage_get, API_READ, false),
     ROUTE("POST", "/v1/pin", API_EXACT, api_pin, API_ADMIN, true),

@@ -333,6 +333,8 @@ static unsigned tele_render(struct tierd *d, struct api_reply *out, bool prom)
     struct dynbuf b;
     dynbuf_init(&b, TELE_BODY_MAX);
     int rc = prom ? tele_render_prometheus(d->tele, &g, &b) : tele_render_json(d->tele, &g, &b);
+    if (rc == 0 && prom)
+        rc = api_advice_prom(d, &b);
     gauges_fini(&nm);
     size_t len = 0;
     char *text = rc == 0 ? dynbuf_take(&b, &len) : NULL;

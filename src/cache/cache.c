@@ -507,10 +507,11 @@ static void release_result(struct shard *s, struct cblock *b)
 /* Shard lock held, b in RAM; returns with it dropped. A RAM hit: take a reference on the buffer
  * and tell the policy (off_in_block/seq_len: the sequential-continuation rule). */
 static struct cdata *ram_hit(struct cache *c, struct shard *s, struct cblock *b,
-                             uint32_t off_in_block, uint32_t seq_len)
+                             uint32_t off_in_block, uint32_t seq_len, bool *counted)
 {
     struct cdata *d = cdata_ref(b->ram);
     bool count = off_in_block == 0 || off_in_block != b->next_off;
+    *counted = count;
     b->next_off = off_in_block + seq_len;
     bool lru_hit = count && !policy_hit_lockfree(c->ram.pol);
     if (count && !lru_hit)
@@ -781,9 +782,10 @@ static void publish(struct cache *c, const struct tier_ioctx *io, struct shard *
  */
 static int block_get(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
                      uint64_t index, uint32_t off_in_block, uint32_t seq_len, bool pinned,
-                     bool async, struct cdata **out, struct level **from)
+                     bool async, struct cdata **out, struct level **from, bool *counted)
 {
     *from = NULL;
+    bool cnt = true; /* a new access to the block, as its policy counts it (ram_hit) */
     uint8_t id[16];
     int r = cache_block_id(c, obj->be->name, obj->key, obj->etag, index, id);
     if (r < 0)
@@ -798,12 +800,16 @@ static int block_get(struct cache *c, const struct tier_ioctx *io, const struct 
         log_debug("cache: block %" PRIu64 " of %s/%s shares its hash with another block; read "
                   "uncached",
                   index, obj->be->name, obj->key);
+        if (counted)
+            *counted = cnt;
         return backend_fetch(c, io, obj, index, block_len(c, obj, index), out);
     }
     if (b && b->ram) {
         owner_touch(c, b, io);
-        *out = ram_hit(c, s, b, off_in_block, seq_len);
+        *out = ram_hit(c, s, b, off_in_block, seq_len, &cnt);
         *from = &c->ram;
+        if (counted)
+            *counted = cnt;
         return 0;
     }
     if (b && (b->ready || (b->flags & B_FETCHING))) {
@@ -812,6 +818,8 @@ static int block_get(struct cache *c, const struct tier_ioctx *io, const struct 
         r = wait_loading(c, s, b, out, &from_disk);
         if (r == 0 && from_disk)
             *from = &c->disk;
+        if (counted)
+            *counted = cnt;
         return r;
     }
     bool try_disk;
@@ -829,6 +837,8 @@ static int block_get(struct cache *c, const struct tier_ioctx *io, const struct 
         *out = d;
         *from = from_backend ? NULL : &c->disk;
     }
+    if (counted)
+        *counted = cnt;
     return r;
 }
 
@@ -839,7 +849,7 @@ static int block_get(struct cache *c, const struct tier_ioctx *io, const struct 
  * the normal path (which also handles a checksum failure: drop, count, refetch).
  */
 static int disk_direct(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
-                       uint64_t index, uint32_t in, uint32_t n, void *dst)
+                       uint64_t index, uint32_t in, uint32_t n, void *dst, bool *counted)
 {
     if (c->ram.budget || !c->disk_dir)
         return -EAGAIN;
@@ -855,6 +865,7 @@ static int disk_direct(struct cache *c, const struct tier_ioctx *io, const struc
     }
     owner_touch(c, b, io);
     bool count = in == 0 || in != b->next_off;
+    *counted = count;
     b->next_off = in + n;
     bool lockfree = policy_hit_lockfree(c->disk.pol);
     if (count && lockfree)
@@ -968,7 +979,10 @@ ssize_t cache_read_served(struct cache *c, const struct tier_ioctx *io, const st
         size_t n = blen - in;
         if (n > len - done)
             n = len - done;
-        if (disk_direct(c, io, obj, index, in, (uint32_t)n, (char *)buf + done) == 0) {
+        bool counted = false;
+        if (disk_direct(c, io, obj, index, in, (uint32_t)n, (char *)buf + done, &counted) == 0) {
+            if (counted && c->mrc_on)
+                mrc_feed(c, io, obj, index, blen);
             if (worst < CACHE_SERVED_DISK)
                 worst = CACHE_SERVED_DISK;
             done += n;
@@ -976,7 +990,9 @@ ssize_t cache_read_served(struct cache *c, const struct tier_ioctx *io, const st
         }
         struct cdata *d = NULL;
         struct level *from = NULL;
-        int r = block_get(c, io, obj, index, in, (uint32_t)n, pinned, true, &d, &from);
+        int r = block_get(c, io, obj, index, in, (uint32_t)n, pinned, true, &d, &from, &counted);
+        if (counted && c->mrc_on)
+            mrc_feed(c, io, obj, index, blen); /* also a failed load: the access was made */
         /* A failure part-way is the whole read's failure: a short count means end of object
          * to the kernel, which would then shrink the file's size (a silent truncation). The
          * blocks it cached before count all the same. */
@@ -1043,8 +1059,8 @@ int fetch_block(struct cache *c, const struct tier_ioctx *io, const struct cache
     struct level *from = NULL;
     uint64_t gen;
     bool pinned = obj_pinned(c, obj, &gen);
-    int r =
-        block_get(c, io, obj, index, 0, block_len(c, obj, index), pinned, async && !pin, &d, &from);
+    int r = block_get(c, io, obj, index, 0, block_len(c, obj, index), pinned, async && !pin, &d,
+                      &from, NULL);
     if (r < 0) {
         quota_check(c, io);
         return r;
@@ -1107,7 +1123,8 @@ int cache_fetch_block_hinted(struct cache *c, const struct tier_ioctx *io,
     struct level *from = NULL;
     uint64_t gen;
     bool pinned = obj_pinned(c, obj, &gen);
-    int r = block_get(c, io, obj, index, 0, block_len(c, obj, index), pinned, false, &d, &from);
+    int r =
+        block_get(c, io, obj, index, 0, block_len(c, obj, index), pinned, false, &d, &from, NULL);
     if (r == 0) {
         pin_settle(c, obj, index, gen);
         cdata_unref(d);

@@ -83,7 +83,18 @@ struct cache_config {
      * conditions of docs/CACHE.md "Verification of disk reads" (a write to the file is never
      * served; other changes at most 1 s after the last verification). */
     bool disk_verify_every_read;
+    /* Miss-ratio curves (docs/ADVICE.md): every read's new access to a block also feeds the
+     * node's curve and its tenant's (cache_mrc_curve). mrc_rate: base sampling rate (0: 0.01);
+     * mrc_max_keys: sampled blocks tracked per curve before the rate is cut (0: 4096); memory
+     * per curve about (mrc_max_keys + CACHE_MRC_SIZES * 256) * 500 bytes. false: none. */
+    bool mrc;
+    double mrc_rate;
+    int mrc_max_keys;
 };
+
+/* The sizes a curve is kept at: CACHE_MRC_SIZES points, log-spaced from an eighth of the smaller
+ * level (RAM, or disk when there is no RAM level) to four times the larger one. */
+#define CACHE_MRC_SIZES 12
 
 /* The object being read: borrowed for the call. */
 struct cache_obj {
@@ -272,6 +283,16 @@ struct cache_stats {
     uint64_t disk_reads_unhashed;
 };
 void cache_stats_get(struct cache *c, struct cache_stats *st);
+
+struct mrc_point;
+/* The miss-ratio curve of tenant t (t < 0: the whole node), CACHE_MRC_SIZES points into out
+ * (cap of them; *n set to the number of sizes): each size's estimated hit ratio (NAN before its
+ * first sampled access). -ENOENT: curves are off (cfg.mrc), or tenant t made no access yet;
+ * -EINVAL: t >= max_tenants. */
+int cache_mrc_curve(struct cache *c, int64_t t, struct mrc_point *out, size_t cap, size_t *n);
+/* The demand behind tenant t's curve (t < 0: the node's): every access it was fed, and their
+ * bytes, since the cache opened. -ENOENT, -EINVAL as cache_mrc_curve. */
+int cache_mrc_demand(struct cache *c, int64_t t, uint64_t *accesses, uint64_t *bytes);
 
 /* Fetch hook: an observer called before every backend block fetch with the caller's ioctx (it
  * may block: tests use it as a gate) and after it with its outcome. Both may be NULL. Admission

@@ -19,6 +19,7 @@
 #include <xxh_x86dispatch.h>
 
 #include "cache/cache.h"
+#include "cache/mrc.h"
 #include "cache/policy.h"
 
 #define CACHE_NAME_MAX 255     /* backend name bytes in an identity */
@@ -186,6 +187,13 @@ struct cache {
     _Atomic uint64_t hinted_bytes; /* I10 */
     uint64_t hinted_max;           /* I10: the hint share; immutable */
 
+    /* miss-ratio curves (cache_mrc.c): the node's and each tenant's, made at its first access
+     * (mrc_tenant[t]: NULL until then, set once by compare-and-swap) */
+    bool mrc_on;
+    struct mrc *mrc_node;
+    struct mrc *_Atomic *mrc_tenant; /* cfg.max_tenants entries */
+    uint64_t mrc_sizes[CACHE_MRC_SIZES];
+
     pthread_mutex_t pin_mu; /* rules; order: first */
     struct pin_rule *rules;
     _Atomic uint64_t pin_gen;       /* +1 under pin_mu at every rule change, before its walk (I5) */
@@ -256,6 +264,14 @@ void charge_move(struct cache *c, struct cblock *b, uint32_t t);
 void owner_touch(struct cache *c, struct cblock *b, const struct tier_ioctx *io);
 struct cdata *drop_held(struct cache *c, struct shard *s, struct cblock *b, struct cblock **list);
 void quota_check(struct cache *c, const struct tier_ioctx *io);
+
+/* cache_mrc.c */
+int mrc_setup(struct cache *c);
+void mrc_teardown(struct cache *c);
+/* One demand access (a read's new access to the block, as the policy counts it) to block index
+ * (bytes long) of obj by io's tenant: fed to the node's curve and the tenant's. */
+void mrc_feed(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
+              uint64_t index, uint32_t bytes);
 
 /* cache_level.c */
 struct cdata *ram_remove(struct cache *c, struct cblock *b, bool evicted);

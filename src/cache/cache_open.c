@@ -156,6 +156,8 @@ int cache_open(const struct cache_config *cfg, struct cache **out)
         pthread_mutex_unlock(&c->disk.mu);
         finish_unlinks(c, victims);
     }
+    if ((r = mrc_setup(c)) < 0)
+        goto fail;
     if (c->cfg.store_async && c->disk_dir && pthread_create(&c->st_thread, NULL, st_worker, c) == 0)
         c->st_running = true; /* else every write-through stays on its fetching thread */
     int npf = c->cfg.prefetch_threads > 0 ? c->cfg.prefetch_threads : PREFETCH_THREADS_DEFAULT;
@@ -225,6 +227,7 @@ void cache_close(struct cache *c)
     policy_free(c->disk.pol);
     pthread_mutex_destroy(&c->fetch_mu); /* no fetch runs now: no slots are left */
     pthread_mutex_destroy(&c->own_mu);
+    mrc_teardown(c);
     free(c->qt);
     disk_fdcache_free(c->fds);
     if (c->lock_fd >= 0)

@@ -217,6 +217,14 @@ int policy_new(enum cache_policy_kind kind, uint64_t capacity_bytes, struct poli
     return 0;
 }
 
+void policy_set_capacity(struct policy *p, uint64_t capacity_bytes)
+{
+    p->capacity = capacity_bytes;
+    p->small_target = capacity_bytes / 10;
+    while (p->ring_len && p->ghost_bytes > p->capacity)
+        ghost_pop(p);
+}
+
 void policy_free(struct policy *p)
 {
     if (!p)

@@ -45,6 +45,9 @@ struct policy;
 
 /* capacity_bytes: the level budget (S3-FIFO sizes its small queue and ghost from it). */
 int policy_new(enum cache_policy_kind kind, uint64_t capacity_bytes, struct policy **out);
+/* A new capacity (the caller evicts down to it): the small queue's target and the ghost's
+ * bound follow it at once. */
+void policy_set_capacity(struct policy *p, uint64_t capacity_bytes);
 void policy_free(struct policy *p);
 const char *policy_name(const struct policy *p);
 

@@ -105,6 +105,10 @@ static const char usage_text[] =
     "                                  address, weight and share, incarnation; the epoch\n";
 /* The rest of the text (one literal stays under C's 4095-character guarantee). */
 static const char usage_tail[] =
+    "  advise [--json]                 per tenant and for the node: hit ratio and data stall\n"
+    "                                  now, predicted at other hot-tier sizes, the size for\n"
+    "                                  the utilisation target, the advised quota split\n"
+    "                                  (docs/ADVICE.md)\n"
     "\n"
     "PATH is a path in tierd's namespace (\"/datasets/x\") or a path under the mount point.\n"
     "\n"
@@ -1115,6 +1119,106 @@ static int cmd_cluster(struct ctl *ctl, int argc, char **argv)
     return rc;
 }
 
+/* ---- hot-tier advice (docs/ADVICE.md) ---------------------------------------------------------
+ */
+
+static const char *pct_or_dash(const json_t *v, char *buf, size_t n)
+{
+    if (!json_is_number(v))
+        return "-";
+    snprintf(buf, n, "%.1f%%", 100.0 * json_number_value(v));
+    return buf;
+}
+
+static const char *size_or(const json_t *v, const char *none, char *buf, size_t n)
+{
+    if (!json_is_integer(v))
+        return none;
+    if (json_integer_value(v) == 0)
+        return "now";
+    return tier_fmt_bytes((uint64_t)json_integer_value(v), buf, n);
+}
+
+static void advise_print(const json_t *ans)
+{
+    char a[32], b[32], c[32], d[32], e[32];
+    printf("advice: round %llu, %.1f s ago, over %.0f s; target utilisation %.0f%%; auto_quota "
+           "%s%s\n",
+           (unsigned long long)jnum(ans, "rounds"),
+           json_number_value(json_object_get(ans, "age_s")),
+           json_number_value(json_object_get(ans, "interval_s")),
+           100.0 * json_number_value(json_object_get(ans, "target_utilisation")),
+           json_is_true(json_object_get(ans, "auto_quota")) ? "on" : "off",
+           json_is_true(json_object_get(ans, "moved")) ? " (quotas moved this round)" : "");
+    const json_t *node = json_object_get(ans, "node");
+    printf("node: RAM %s hit %s, disk %s hit %s; hot tier that would meet the target: %s\n",
+           tier_fmt_bytes(jnum(node, "ram_bytes"), a, sizeof(a)),
+           pct_or_dash(json_object_get(node, "hit_ratio_ram"), b, sizeof(b)),
+           tier_fmt_bytes(jnum(node, "disk_bytes"), c, sizeof(c)),
+           pct_or_dash(json_object_get(node, "hit_ratio_disk"), d, sizeof(d)),
+           size_or(json_object_get(ans, "hot_bytes_for_target"), "out of reach", e, sizeof(e)));
+    const json_t *ts = json_object_get(ans, "tenants");
+    if (!json_array_size(ts)) {
+        printf("no tenant read in the last round\n");
+        return;
+    }
+    printf("%-20s %10s %11s %7s %7s %12s %10s %7s\n", "TENANT", "SHARE", "DEMAND/s", "HIT", "STALL",
+           "FOR TARGET", "SPLIT", "MOVES");
+    for (size_t i = 0; i < json_array_size(ts); i++) {
+        const json_t *t = json_array_get(ts, i);
+        char s1[32], s2[32], s3[32], s4[32], s5[32], s6[32];
+        printf("%-20s %10s %9s/s %7s %7s %12s %10s %7llu\n", jstr(t, "name", "?"),
+               tier_fmt_bytes(jnum(t, "share_bytes"), s1, sizeof(s1)),
+               tier_fmt_bytes((uint64_t)json_number_value(json_object_get(t, "demand_bps")), s2,
+                              sizeof(s2)),
+               pct_or_dash(json_object_get(t, "hit_ratio"), s3, sizeof(s3)),
+               pct_or_dash(json_object_get(t, "stall"), s4, sizeof(s4)),
+               size_or(json_object_get(t, "size_for_target"), "none", s5, sizeof(s5)),
+               tier_fmt_bytes(jnum(t, "split_bytes"), s6, sizeof(s6)),
+               (unsigned long long)jnum(t, "quota_changes"));
+    }
+    for (size_t i = 0; i < json_array_size(ts); i++) {
+        const json_t *t = json_array_get(ts, i);
+        printf("\n%s: predicted at other sizes\n%10s %7s %12s %7s\n", jstr(t, "name", "?"), "SIZE",
+               "HIT", "BACKEND/s", "STALL");
+        const json_t *cv = json_object_get(t, "curve");
+        for (size_t k = 0; k < json_array_size(cv); k++) {
+            const json_t *p = json_array_get(cv, k);
+            char s1[32], s2[32], s3[32], s4[32];
+            printf("%10s %7s %10s/s %7s\n", tier_fmt_bytes(jnum(p, "size_bytes"), s1, sizeof(s1)),
+                   pct_or_dash(json_object_get(p, "hit_ratio"), s2, sizeof(s2)),
+                   tier_fmt_bytes((uint64_t)json_number_value(json_object_get(p, "backend_bps")),
+                                  s3, sizeof(s3)),
+                   pct_or_dash(json_object_get(p, "stall"), s4, sizeof(s4)));
+        }
+    }
+}
+
+/* tierctl advise [--json] */
+static int cmd_advise(struct ctl *ctl, int argc, char **argv)
+{
+    bool as_json = false;
+    int urc = parse_json_flag(argc, argv, "advise", &as_json);
+    if (urc)
+        return urc;
+    if (optind != argc)
+        return usage_error("advise takes no arguments (got '%s')", argv[optind]);
+    json_t *ans = NULL;
+    char *raw = NULL;
+    int rc = call(ctl, "GET", "/v1/advice", NULL, &ans, as_json ? &raw : NULL);
+    if (rc == EXIT_OK && as_json)
+        print_raw_json(raw);
+    else if (rc == EXIT_OK && !json_is_true(json_object_get(ans, "enabled")))
+        printf("no advice: %s\n", jstr(ans, "how", "the curves are off"));
+    else if (rc == EXIT_OK && !jnum(ans, "rounds"))
+        printf("no advice yet: the first round ends one advice_interval after the start\n");
+    else if (rc == EXIT_OK)
+        advise_print(ans);
+    free(raw);
+    json_decref(ans);
+    return rc;
+}
+
 /* ---- lifecycle policies ---------------------------------------------------------------------- */
 
 /* tierctl policy status | plan [NAME] | run [NAME] [--json] */
@@ -1682,6 +1786,8 @@ int main(int argc, char **argv)
         fn = cmd_reload;
     else if (strcmp(cmd, "cluster") == 0)
         fn = cmd_cluster;
+    else if (strcmp(cmd, "advise") == 0)
+        fn = cmd_advise;
     else if (strcmp(cmd, "help") == 0) {
         fputs(usage_text, stdout);
         fputs(usage_tail, stdout);

@@ -178,6 +178,9 @@ struct tierd_config {
     uint64_t tenant_implicit_per_minute; /* job/pod tenants one uid creates a minute; default 4 */
     uint64_t tenant_idle_reclaim_ms;     /* implicit tenants idle this long are reclaimed; 0: no */
     bool tenant_fallback_default;        /* fallback = default: no uid-<n> tenants */
+    bool auto_quota;                     /* [tenants] auto_quota (docs/ADVICE.md) */
+    uint64_t advice_interval_ms;         /* [tenants] advice_interval; 0: 30 s */
+    int advice_target_util;              /* [tenants] advice_target, percent; 0: 85 */
     char *tenant_slurm_cgroup_root;      /* NULL: only the built-in Slurm cgroup roots */
     /* [cluster] (docs/CLUSTER.md): membership in RADOS; cluster_name NULL: no [cluster] */
     char *cluster_name;
@@ -253,6 +256,7 @@ struct router;        /* cluster/router.h */
 struct peer_server;   /* cluster/peer.h */
 struct peer_client;   /* cluster/peer.h */
 
+struct advisor;
 struct tierd {
     struct tierd_config cfg;
     struct backend *backends[TIERD_MAX_BACKENDS];
@@ -281,9 +285,10 @@ struct tierd {
     /* per-tenant series (telemetry/telemetry.h): recorded into by the FUSE layer and the
      * scheduler, exported by the API */
     struct telemetry *tele;
-    struct tenant_reg *tenants;   /* who is asking (tenant/tenant.h); built by tierd_tenants_open */
-    struct hints *hints;          /* epoch-order hints (hints.h) */
-    struct jobs *jobs;            /* job admission (jobs.h): reservations, queue, pins */
+    struct tenant_reg *tenants; /* who is asking (tenant/tenant.h); built by tierd_tenants_open */
+    struct advisor *advisor;    /* the hot-tier advice loop (advice/advisor.h); NULL: curves off */
+    struct hints *hints;        /* epoch-order hints (hints.h) */
+    struct jobs *jobs;          /* job admission (jobs.h): reservations, queue, pins */
     struct policy_engine *policy; /* lifecycle policies (policy.h); NULL: no rule */
     /* last reads by object for the policies' idle trigger (access.h): made and freed by the
      * policy engine, set before the mount starts; NULL when no rule has idle */

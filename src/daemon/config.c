@@ -325,6 +325,8 @@ static const struct keydef cache_keys[] = {
     {"hint_window", V_U64, CFG(hints_window_files), 1, 1000000, false, 0, NULL},
     {"prefetch_threads", V_INT, CFG(cache.prefetch_threads), 1, 32, false, 0, NULL},
     {"verify_every_read", V_BOOL, CFG(cache.disk_verify_every_read), 0, 0, false, 0, NULL},
+    {"curves", V_BOOL, CFG(cache.mrc), 0, 0, false, 0, NULL},
+    {"curve_blocks", V_INT, CFG(cache.mrc_max_keys), 64, 1000000, false, 0, NULL},
     {"hint_window_size", V_SIZE, CFG(hints_window_bytes), 64 * KIB, UINT64_MAX, false, 0, NULL},
     {"hint_cache_size", V_SIZE, CFG(hints_cache_bytes), 64 * KIB, UINT64_MAX, false, 0, NULL},
     {"hint_tenant_sets", V_INT, CFG(hints_tenant_sets), 1, HINTS_SETS_MAX, false, 0, NULL},
@@ -434,6 +436,9 @@ static const struct keydef tenants_keys[] = {
     {"implicit_per_minute", V_U64, CFG(tenant_implicit_per_minute), 1, 1000000, false, 0, NULL},
     {"idle_reclaim", V_DUR, CFG(tenant_idle_reclaim_ms), 0, 30 * 86400000ULL, false, 0, NULL},
     {"slurm_cgroup_root", V_CGPREFIX, CFG(tenant_slurm_cgroup_root), 0, 0, false, 0, NULL},
+    {"auto_quota", V_BOOL, CFG(auto_quota), 0, 0, false, 0, NULL},
+    {"advice_interval", V_DUR, CFG(advice_interval_ms), 1000, 3600000, false, 0, NULL},
+    {"advice_target", V_INT, CFG(advice_target_util), 1, 99, false, 0, NULL},
     {NULL, 0, 0, 0, 0, false, 0, NULL},
 };
 

@@ -445,6 +445,7 @@ static void teardown(struct tierd *d)
     /* first: a pass in progress (its thread's, or one a /v1/policy/run call is waiting for)
      * stops at its next action; the API's later calls run no action */
     policy_engine_stop(d->policy);
+    advisor_stop(d->advisor); /* before the cache it reads; its quotas stay as they are */
     tierd_api_stop(d->api);
     d->api = NULL;
     tierfs_free(d->fuse);
@@ -465,6 +466,8 @@ static void teardown(struct tierd *d)
     d->datasets = NULL;
     pinmeta_free(d->pinned); /* after the stager and the mount, its only users */
     d->pinned = NULL;
+    advisor_free(d->advisor); /* after the API, which reads it; before the cache */
+    d->advisor = NULL;
     if (d->cache)
         cache_close(d->cache);
     d->cache = NULL;
@@ -659,9 +662,31 @@ static int step_cache(struct tierd *d)
 {
     d->cfg.cache.max_tenants = tenant_id_limit(d->tenants); /* a space account per tenant id */
     d->cfg.cache.store_async = true; /* write-throughs off the reader's path (cache.h) */
+    if (d->cfg.auto_quota)
+        d->cfg.cache.mrc = true; /* the loop moves quotas along the tenants' curves */
     int rc = cache_open(&d->cfg.cache, &d->cache);
     if (rc == 0)
         rc = apply_tenant_quotas(d);
+    return rc;
+}
+
+/* The hot-tier advice loop (docs/ADVICE.md): with the curves on; its first tick at once. */
+static int step_advice(struct tierd *d)
+{
+    if (!d->cfg.cache.mrc)
+        return 0;
+    struct advisor_ctx ac = advisor_ctx_tierd(d);
+    struct advisor_config acfg = {.auto_quota = d->cfg.auto_quota};
+    int rc = advisor_new(&ac, &acfg, &d->advisor);
+    if (rc == 0)
+        rc = advisor_start(d->advisor,
+                           (d->cfg.advice_interval_ms ? d->cfg.advice_interval_ms : 30000) *
+                               TIER_NS_PER_MS);
+    if (rc == 0 && d->cfg.auto_quota)
+        log_info(
+            "advice: auto_quota on: hot-tier quotas move along the tenants' curves every "
+            "%llu ms",
+            (unsigned long long)(d->cfg.advice_interval_ms ? d->cfg.advice_interval_ms : 30000));
     return rc;
 }
 
@@ -731,6 +756,7 @@ static const struct step {
     {"telemetry", step_telemetry},
     {"backends", open_backends},
     {"cache", step_cache},
+    {"hot-tier advice", step_advice},
     {"write-back spool", open_writeback},
     {"datasets", step_datasets},
     {"stager", step_services},

@@ -8,6 +8,7 @@
 #define TIER_DAEMON_TIERD_H
 
 #include "core/state.h"
+#include "advice/advisor.h"
 #include "lifecycle/lifecycle.h"
 
 struct tenant_reg;
@@ -51,6 +52,8 @@ struct policy_engine_ctx policy_engine_ctx_tierd(struct tierd *d, const struct p
 /* The mount's context over d: after every service it calls is open and the policies have set
  * d->access (main.c's step_mount). */
 struct tierfs_ctx tierfs_ctx_tierd(struct tierd *d);
+/* The advice loop's context over d (its cache's curves and quotas, tenants, QoS weights). */
+struct advisor_ctx advisor_ctx_tierd(struct tierd *d);
 
 /* The slice of a config the lifecycle rules read (struct policy_conf), with the arrays it points
  * into; its strings are the config's (valid while it is). config.c. */

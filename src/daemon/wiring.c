@@ -10,14 +10,20 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "advice/advisor.h"
 #include "cache/cache.h"
+#include "cache/mrc.h"
 #include "daemon/tierd.h"
 #include "datasets/dataset.h"
 #include "fuse/tierfs.h"
 #include "hints/hints.h"
 #include "jobs/jobs.h"
 #include "lifecycle/lifecycle.h"
+#include "qos/sched.h"
 #include "stage/stage.h"
+#include "telemetry/stall.h"
+#include "telemetry/telemetry.h"
+#include "tenant/tenant.h"
 
 static int ns_resolve(void *ud, const char *path, struct tierd_ns **ns, char **key, bool *is_root)
 {
@@ -246,4 +252,76 @@ struct tierfs_ctx tierfs_ctx_tierd(struct tierd *d)
                 !strcmp(c->backends[b].type, "posix"))
                 x.ns_posix_root[i] = c->backends[b].posix.root;
     return x;
+}
+
+/* ---- the advice loop (advice/advisor.h, docs/ADVICE.md) ---------------------------------- */
+
+/* The configured cache_quota of tenant name: with auto_quota, a tenant's floor. */
+static uint64_t adv_floor(const struct tierd *d, const char *name)
+{
+    for (size_t i = 0; i < d->cfg.ntenants; i++) {
+        const struct tierd_tenant_conf *t = &d->cfg.tenants[i];
+        if (!strcmp(t->name, name))
+            return t->cache_quota && t->cache_quota != CACHE_QUOTA_NONE ? t->cache_quota : 0;
+    }
+    return 0;
+}
+
+static int adv_tenant(void *ud, uint32_t t, struct advisor_tenant *out)
+{
+    struct tierd *d = ud;
+    if (!d->cache || !d->tenants || !tenant_in_use(d->tenants, t))
+        return -ENOENT;
+    struct mrc_point pt[CACHE_MRC_SIZES];
+    size_t n = 0;
+    uint64_t acc = 0;
+    if (cache_mrc_curve(d->cache, t, pt, CACHE_MRC_SIZES, &n) != 0 ||
+        cache_mrc_demand(d->cache, t, &acc, &out->demand_bytes) != 0)
+        return -ENOENT;
+    for (size_t k = 0; k < n && k < ADVICE_POINTS_MAX; k++)
+        out->curve[k] = (struct advice_point){pt[k].size_bytes, pt[k].hit_ratio};
+    out->npoints = n < ADVICE_POINTS_MAX ? n : ADVICE_POINTS_MAX;
+    const char *name = tenant_name(d->tenants, t);
+    size_t len = strnlen(name, sizeof(out->name) - 1);
+    memcpy(out->name, name, len);
+    out->name[len] = '\0';
+    struct cache_tenant_stats cs;
+    if (cache_tenant_stats_get(d->cache, t, &cs) == 0) {
+        out->held_bytes = cs.bytes;
+        out->quota_bytes = cs.quota ? cs.quota : UINT64_MAX;
+    }
+    struct sched_qos q;
+    out->weight = 1;
+    if (d->sched && sched_qos_get(d->sched, t, tenant_class(d->tenants, t), &q) && q.weight)
+        out->weight = q.weight;
+    out->min_bytes = adv_floor(d, name);
+    if (d->tele)
+        stall_totals(tele_stall(d->tele), t, &out->wait_ns, &out->compute_ns);
+    return 0;
+}
+
+static int adv_set_quota(void *ud, uint32_t t, uint64_t bytes)
+{
+    struct tierd *d = ud;
+    return d->cache ? cache_quota_set(d->cache, t, bytes) : -ENOENT;
+}
+
+struct advisor_ctx advisor_ctx_tierd(struct tierd *d)
+{
+    const struct cache_config *cc = &d->cfg.cache;
+    uint64_t hot = cc->disk_dir && cc->disk_bytes ? cc->disk_bytes : cc->ram_bytes;
+    uint64_t link = 0;
+    for (size_t i = 0; i < d->cfg.nbackends; i++)
+        if (d->cfg.backends[i].link_capacity_bps &&
+            d->cfg.backends[i].link_capacity_bps != TIERD_RATE_NONE)
+            link += d->cfg.backends[i].link_capacity_bps;
+    int util = d->cfg.advice_target_util ? d->cfg.advice_target_util : 85;
+    return (struct advisor_ctx){.max_tenants = cache_max_tenants(d->cache),
+                                .hot_bytes = hot > cc->pin_bytes ? hot - cc->pin_bytes : hot,
+                                .block_size = cc->block_size ? cc->block_size : (4u << 20),
+                                .target_stall = 1.0 - util / 100.0,
+                                .link_bps = (double)link,
+                                .ud = d,
+                                .tenant = adv_tenant,
+                                .set_quota = adv_set_quota};
 }

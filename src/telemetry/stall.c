@@ -268,6 +268,21 @@ size_t stall_list(struct stall *s, uint64_t now_ns, struct stall_tenant_stats *o
     return n;
 }
 
+int stall_totals(struct stall *s, uint32_t tenant, uint64_t *wait_ns, uint64_t *compute_ns)
+{
+    *wait_ns = *compute_ns = 0;
+    if (!s || tenant >= s->max_tenants)
+        return -ENOENT;
+    pthread_mutex_lock(&s->mu);
+    const struct stall_tenant *t = s->t[tenant];
+    if (t) {
+        *wait_ns = t->wait_ns;
+        *compute_ns = t->compute_ns;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return t ? 0 : -ENOENT;
+}
+
 static int cmp_recent(const void *pa, const void *pb)
 {
     const struct stall_reporter_stats *a = pa, *b = pb;

@@ -84,6 +84,10 @@ struct stall_reporter_stats {
  * are removed first): up to max into out; returns how many there are (may exceed max). */
 size_t stall_list(struct stall *s, uint64_t now_ns, struct stall_tenant_stats *out, size_t max);
 
+/* One tenant's cumulative wait and compute (the advice loop's, advice/advisor.h): 0, or -ENOENT
+ * (it never reported; both 0). */
+int stall_totals(struct stall *s, uint32_t tenant, uint64_t *wait_ns, uint64_t *compute_ns);
+
 /* One tenant's live reporters, most recently heard first: up to max into out; returns how many
  * there are. 0 for a tenant that never reported. */
 size_t stall_reporters(struct stall *s, uint32_t tenant, uint64_t now_ns,

@@ -13,7 +13,8 @@
 #    byte already cached, `status --json` shows the bytes as cached, pin/unpin/evict round trip,
 #    --tcp with the right token works and with a wrong one is refused (exit 4); `wait` and
 #    `checkpoints` without a write-back namespace are refused with the documented message;
-#    `cluster` without a [cluster] section says so (and --json answers enabled: false).
+#    `cluster` without a [cluster] section says so (and --json answers enabled: false); so does
+#    `advise` without curves.
 # 4. The real tierd with a write-back namespace over a POSIX backend (no RGW needed): files
 #    written through the mount, `tierctl wait` exits 0, the backend files are byte-identical,
 #    `checkpoints --json` lists them as uploaded with an ETag; a file whose spool copy is
@@ -395,6 +396,10 @@ sys.exit(0 if used >= int(sys.argv[1]) else 1)' "$TOTAL"; then
         contains "real: cluster says there is none" "no cluster: tierd has no [cluster] section"
         run "real: cluster --json without a [cluster] section" 0 "${T[@]}" cluster --json
         contains "real: GET /v1/cluster is disabled" '{"enabled":false}'
+        run "real: advise without curves" 0 "${T[@]}" advise
+        contains "real: advise says how to turn the curves on" "no advice: set [cache] curves = on"
+        run "real: advise --json without curves" 0 "${T[@]}" advise --json
+        contains "real: GET /v1/advice is disabled" '"enabled":false'
         # Stop tierd; then the documented message again.
         kill -TERM "$TIERD_PID"
         gone() { ! kill -0 "$TIERD_PID" 2>/dev/null; }

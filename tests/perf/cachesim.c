@@ -16,6 +16,8 @@
  *   cachesim gen zipf|zipfscan|epoch OUT.csv [seed]
  *   cachesim run TRACE.csv CACHE_BYTES
  *   cachesim all [DIR]      generate the three traces into DIR (default .) and run them
+ *   cachesim mrc TRACE.csv [RATE]   exact miss-ratio curves against the online ones of
+ *                           src/cache/mrc.c at base sampling rate RATE (default 0.01)
  *
  * Single-threaded; memory is O(distinct objects + requests).
  */
@@ -27,6 +29,7 @@
 #include <string.h>
 
 #include "hints/hintwin.h"
+#include "cache/mrc.h"
 #include "cache/policy.h"
 #include "common/strutil.h"
 
@@ -529,6 +532,68 @@ static void header(void)
            "cache_GiB", "s3fifo", "lru", "belady", "hinted", "s3f/lru");
 }
 
+/* Exact curves (sim_policy at each size) against the online ones of src/cache/mrc.c fed the same
+ * stream at base rate `rate`: 12 sizes, 1 % to 100 % of the distinct bytes, log-spaced, for
+ * S3-FIFO and LRU; prints each point and the mean absolute error of the hit ratio. */
+#define MRC_NSIZES 12
+static int mrc_table(const char *name, const struct trace *t, double rate)
+{
+    uint32_t *dense = NULL;
+    long nobj = densify(t, &dense);
+    if (nobj < 0)
+        return (int)nobj;
+    uint64_t bytes = 0, maxsz = 1;
+    for (size_t i = 0; i < t->n; i++) {
+        bytes += t->r[i].size;
+        if (t->r[i].size > maxsz)
+            maxsz = t->r[i].size;
+    }
+    double avg = t->n ? (double)bytes / (double)t->n : 1;
+    uint64_t sizes[MRC_NSIZES];
+    for (int k = 0; k < MRC_NSIZES; k++) {
+        double f = 0.01 * pow(100.0, (double)k / (MRC_NSIZES - 1));
+        sizes[k] = (uint64_t)(f * (double)nobj * avg) + (uint64_t)k + 1; /* ascending */
+    }
+    static const enum cache_policy_kind kinds[2] = {CACHE_POLICY_S3FIFO, CACHE_POLICY_LRU};
+    int r = 0;
+    for (int pk = 0; pk < 2 && r == 0; pk++) {
+        struct mrc_config cfg = {.sizes = sizes,
+                                 .nsizes = MRC_NSIZES,
+                                 .rate = rate,
+                                 .block_size = (uint64_t)avg,
+                                 .policy = kinds[pk]};
+        struct mrc *m = NULL;
+        if ((r = mrc_new(&cfg, &m)) < 0)
+            break;
+        for (size_t i = 0; i < t->n; i++)
+            mrc_access(m, mixh(t->r[i].id + 1), t->r[i].size);
+        struct mrc_point pt[MRC_NSIZES];
+        mrc_curve(m, pt, MRC_NSIZES);
+        struct mrc_stats st;
+        mrc_stats_get(m, &st);
+        printf("%s, %s: %zu requests, %ld objects; base rate %.4f, %zu blocks tracked, %zu bytes\n",
+               name, kinds[pk] == CACHE_POLICY_LRU ? "lru" : "s3fifo", t->n, nobj, st.rate, st.keys,
+               st.mem_bytes);
+        printf("| size (objects) | rate | exact hit ratio | online | error "
+               "|\n|---|---|---|---|---|\n");
+        double sum = 0;
+        for (int k = 0; k < MRC_NSIZES && r == 0; k++) {
+            struct result res;
+            if ((r = sim_policy(kinds[pk], t, dense, nobj, sizes[k], &res)) < 0)
+                break;
+            double exact = res.reqs ? 1.0 - (double)res.misses / (double)res.reqs : 0;
+            double err = fabs(exact - pt[k].hit_ratio);
+            sum += err;
+            printf("| %.0f | %.4f | %.4f | %.4f | %.4f |\n", (double)sizes[k] / avg, pt[k].rate,
+                   exact, pt[k].hit_ratio, err);
+        }
+        printf("mean absolute error %.4f\n\n", sum / MRC_NSIZES);
+        mrc_free(m);
+    }
+    free(dense);
+    return r;
+}
+
 int main(int argc, char **argv)
 {
     struct trace t = {0};
@@ -551,6 +616,15 @@ int main(int argc, char **argv)
             header();
             r = run(argv[2], &t, cap);
         }
+    } else if ((argc == 3 || argc == 4) && !strcmp(argv[1], "mrc")) {
+        double rate = argc == 4 ? atof(argv[3]) : 0.01;
+        if (!(rate > 0 && rate <= 1)) {
+            fprintf(stderr, "cachesim: bad rate '%s' (0 < rate <= 1)\n", argv[3]);
+            return 2;
+        }
+        r = trace_read(argv[2], &t);
+        if (r == 0)
+            r = mrc_table(argv[2], &t, rate);
     } else if (argc >= 2 && !strcmp(argv[1], "all")) {
         const char *dir = argc > 2 ? argv[2] : ".";
         struct {
@@ -576,7 +650,8 @@ int main(int argc, char **argv)
     } else {
         fprintf(stderr, "usage: cachesim gen zipf|zipfscan|epoch OUT.csv [seed]\n"
                         "       cachesim run TRACE.csv CACHE_BYTES\n"
-                        "       cachesim all [DIR]\n");
+                        "       cachesim all [DIR]\n"
+                        "       cachesim mrc TRACE.csv [RATE]\n");
         return 2;
     }
     free(t.r);

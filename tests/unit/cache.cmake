@@ -42,3 +42,8 @@ tier_unit_test(test_cache_quota
 tier_unit_test(test_hintwin
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_hintwin.c
   LIBS tier_hintcore)
+# Online miss-ratio curves (src/cache/mrc.c) against exact simulations of the same policy code on
+# cachesim's three traces: mean absolute error <= 0.02 at a 1 % sample; memory fixed.
+tier_unit_test(test_mrc
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_mrc.c
+  LIBS tier_cache m TIMEOUT 300)

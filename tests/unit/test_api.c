@@ -26,10 +26,13 @@
 #include <jansson.h>
 
 #include "api_fixture.h"
+#include "api/api_int.h"
 #include "cache/cache.h"
 #include "common/dynbuf.h"
 #include "hints/hints.h"
+#include "advice/advisor.h"
 #include "qos/sched.h"
+#include "telemetry/stall.h"
 #include "telemetry/telemetry.h"
 #include "tiers/backend.h"
 #include "tenant/tenant.h"
@@ -1464,6 +1467,88 @@ static void test_tenants_reclaim(void **state)
     tenant_reg_free(r);
 }
 
+/* GET /v1/advice: off without curves; with them (a cache of the fixture's config with curves
+ * on, and the advice loop over it), a tenant that read in the last interval is listed with its
+ * demand, its curve of 12 points and a split that adds up to the hot tier. */
+static void test_advice(void **state)
+{
+    (void)state;
+    struct tierd *d = &fx.d;
+    json_t *j = req("GET /v1/advice\n\n", 200);
+    assert_false(json_is_true(json_object_get(j, "enabled")));
+    assert_non_null(strstr(json_string_value(json_object_get(j, "how")), "curves = on"));
+    json_decref(j);
+
+    struct cache *saved = d->cache;
+    struct cache_config cc = d->cfg.cache;
+    cc.mrc = true;
+    cc.mrc_rate = 1.0;
+    cc.max_tenants = tenant_id_limit(d->tenants);
+    assert_int_equal(cache_open(&cc, &d->cache), 0);
+    d->cfg.cache.mrc = true;
+    struct advisor_ctx ac = advisor_ctx_tierd(d);
+    assert_int_equal(ac.hot_bytes, (4u << 20) - (1u << 20)); /* RAM level less the pin budget */
+    assert_true(ac.link_bps == 100.0 * (1 << 20));
+    assert_int_equal(advisor_new(&ac, NULL, &d->advisor), 0);
+    struct tier_ioctx io = tenant_resolve(d->tenants, getpid(), 4242, 4242);
+    assert_string_equal(tenant_name(d->tenants, io.tenant), "infer");
+    struct backend_stat st;
+    assert_int_equal(backend_stat(d->backends[0], NULL, "ds/b.bin", &st), 0);
+    struct cache_obj o = {
+        .be = d->backends[0], .key = "ds/b.bin", .etag = st.etag, .size_bytes = st.size_bytes};
+    char buf[64];
+    struct telemetry *saved_tele = d->tele, *tl = NULL;
+    struct telemetry_config tc = {.tenant_name = reg_name, .tenant_name_ud = d->tenants};
+    assert_int_equal(telemetry_new(&tc, &tl), 0);
+    d->tele = tl;
+    advisor_tick(d->advisor, 1000000000ull);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(cache_read(d->cache, &io, &o, 0, buf, sizeof(buf)),
+                         (ssize_t)st.size_bytes);
+    /* its training loop waited 3 s and computed 7 s in the interval */
+    assert_int_equal(stall_report(tele_stall(tl), io.tenant, "job-0", 3, 7, 10, 1), 0);
+    advisor_tick(d->advisor, 11000000000ull);
+    j = req("GET /v1/advice\n\n", 200);
+    assert_true(json_is_true(json_object_get(j, "enabled")));
+    assert_int_equal(json_integer_value(json_object_get(j, "rounds")), 1);
+    json_t *ts = json_object_get(j, "tenants");
+    assert_int_equal(json_array_size(ts), 1);
+    json_t *t = json_array_get(ts, 0);
+    assert_string_equal(json_string_value(json_object_get(t, "name")), "infer");
+    assert_true(fabs(json_number_value(json_object_get(t, "demand_bps")) -
+                     4.0 * (double)st.size_bytes / 10) < 1e-6);
+    assert_int_equal(json_array_size(json_object_get(t, "curve")), CACHE_MRC_SIZES);
+    assert_true(fabs(json_number_value(json_object_get(t, "stall")) - 0.3) < 1e-9);
+    assert_true(fabs(json_number_value(json_object_get(t, "wait_s")) - 3) < 1e-9);
+    assert_int_equal(json_integer_value(json_object_get(t, "split_bytes")), ac.hot_bytes);
+    json_t *node = json_object_get(j, "node");
+    assert_int_equal(json_array_size(json_object_get(node, "curve")), CACHE_MRC_SIZES);
+    /* 4 reads of one block: 3 hits at every size */
+    assert_true(fabs(json_number_value(json_object_get(node, "hit_ratio_ram")) - 0.75) < 1e-9);
+    json_decref(j);
+    /* the advice's series of /metrics (the fixture runs without telemetry: rendered alone) */
+    struct dynbuf mb;
+    dynbuf_init(&mb, 1 << 20);
+    assert_int_equal(api_advice_prom(d, &mb), 0);
+    size_t mlen = 0;
+    char *text = dynbuf_take(&mb, &mlen);
+    dynbuf_fini(&mb);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "tierd_advice_hit_ratio{tenant=\"infer\",size=\"share\"} "));
+    assert_non_null(strstr(text, "tierd_advice_split_bytes{tenant=\"infer\"} 3145728\n"));
+    assert_non_null(strstr(text, "tierd_advice_quota_changes_total{tenant=\"infer\"} 0\n"));
+    assert_non_null(strstr(text, "tierd_advice_node_hit_ratio{size=\"ram\"} 0.75\n"));
+    free(text);
+
+    advisor_free(d->advisor);
+    d->advisor = NULL;
+    d->tele = saved_tele;
+    telemetry_free(tl);
+    d->cfg.cache.mrc = false;
+    cache_close(d->cache);
+    d->cache = saved;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1475,7 +1560,7 @@ int main(void)
         cmocka_unit_test(test_qos_lanes), cmocka_unit_test(test_tenants_reclaim),
         cmocka_unit_test(test_jobs_cluster),
         /* after test_tenants, whose ids a tenant made for the reader would shift */
-        cmocka_unit_test(test_progress),
+        cmocka_unit_test(test_progress), cmocka_unit_test(test_advice),
         cmocka_unit_test(test_tenants_trust), /* last: it replaces the fixture */
     };
     return cmocka_run_group_tests(tests, setup, teardown);

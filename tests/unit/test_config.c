@@ -461,6 +461,34 @@ static void test_defaults(void **state)
         if (tierd_config_load_string("t.conf", t3, strlen(t3), &c, e3, sizeof(e3)))
             fail_msg("%s", e3);
         assert_true(c.cache.disk_verify_every_read);
+        assert_false(c.cache.mrc); /* curves: off unless asked */
+        tierd_config_fini(&c);
+        const char *t4 = BASE "[cache]\ncurves = on\ncurve_blocks = 1000\n";
+        if (tierd_config_load_string("t.conf", t4, strlen(t4), &c, e3, sizeof(e3)))
+            fail_msg("%s", e3);
+        assert_true(c.cache.mrc);
+        assert_int_equal(c.cache.mrc_max_keys, 1000);
+        tierd_config_fini(&c);
+        const char *t5 = BASE "[cache]\ncurve_blocks = 10\n";
+        assert_int_not_equal(tierd_config_load_string("t.conf", t5, strlen(t5), &c, e3, sizeof(e3)),
+                             0);
+        assert_non_null(strstr(e3, "curve_blocks = '10' is not allowed"));
+        tierd_config_fini(&c);
+        const char *t6 = BASE "[tenants]\nauto_quota = on\nadvice_interval = 5s\n"
+                              "advice_target = 90\n";
+        if (tierd_config_load_string("t.conf", t6, strlen(t6), &c, e3, sizeof(e3)))
+            fail_msg("%s", e3);
+        assert_true(c.auto_quota);
+        assert_int_equal(c.advice_interval_ms, 5000);
+        assert_int_equal(c.advice_target_util, 90);
+        tierd_config_fini(&c);
+        const char *t7 = BASE "[tenants]\nadvice_target = 100\n";
+        assert_int_not_equal(tierd_config_load_string("t.conf", t7, strlen(t7), &c, e3, sizeof(e3)),
+                             0);
+        assert_non_null(strstr(e3, "advice_target = '100' is not allowed"));
+        tierd_config_fini(&c);
+        if (tierd_config_load_string("t.conf", t3, strlen(t3), &c, e3, sizeof(e3)))
+            fail_msg("%s", e3); /* what the checks below read */
     }
     assert_int_equal(c.namespaces[0].uid, -1);
     assert_int_equal(c.namespaces[0].gid, -1);

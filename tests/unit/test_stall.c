@@ -58,6 +58,13 @@ static void test_accumulates_exactly(void **state)
     assert_int_equal(stall_report(s, 3, "job7-1", 1.5, 0.5, 7, T0 + 1000 * S), 0);
     struct stall_tenant_stats t = one(s, 3, T0 + 1000 * S);
     assert_int_equal(t.wait_ns, 1000 * 1000000ULL + 1500000000ULL);
+    uint64_t w = 1, c = 1; /* the advice loop's view: the same totals */
+    assert_int_equal(stall_totals(s, 3, &w, &c), 0);
+    assert_int_equal(w, t.wait_ns);
+    assert_int_equal(c, t.compute_ns);
+    assert_int_equal(stall_totals(s, 4, &w, &c), -ENOENT);
+    assert_true(w == 0 && c == 0);
+    assert_int_equal(stall_totals(s, 99, &w, &c), -ENOENT);
     assert_int_equal(t.compute_ns, 1000 * 4000000ULL + 500000000ULL);
     assert_int_equal(t.steps, 2007);
     assert_int_equal(t.reports, 1001);

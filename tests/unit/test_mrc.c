@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test_mrc.c - online miss-ratio curves (src/cache/mrc.h) against exact simulations of the same
+ * policy code (policy.c, as tests/perf/cachesim.c runs it) on the three generated traces of
+ * cachesim (Zipf 0.9, Zipf with full scans, shuffled epochs; 4 MiB blocks):
+ *   - at a 1 % base sample (every miniature cache at least 256 blocks, so sizes under 25,600
+ *     blocks sample more), the mean absolute error of the hit ratio over 12 sizes (1 % to 100 %
+ *     of the distinct blocks) is <= 0.02 for S3-FIFO and LRU;
+ *   - memory is fixed: a stream of 2,000,000 distinct blocks keeps the tracked blocks within
+ *     max_keys + nsizes * min_blocks, cutting the rate, and the curve stays a miss everywhere;
+ *   - a bad config is -EINVAL; mrc_reset forgets the counters.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cache/mrc.h"
+#include "cache/policy.h"
+#include "fakebe.h"
+
+#define BLK ((uint64_t)4 << 20)
+#define NSIZES 12
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* The block's hash, as uniform as the cache's keyed identity hash. */
+static uint64_t hash_of(uint64_t id)
+{
+    uint64_t s = id * 0x2545f4914f6cdd1dULL + 1;
+    return rng_next(&s);
+}
+
+struct trace {
+    uint32_t *id;
+    size_t n, cap;
+    uint32_t nobj;
+};
+
+static void push(struct trace *t, uint32_t id)
+{
+    if (t->n == t->cap) {
+        t->cap = t->cap ? 2 * t->cap : 1 << 16;
+        t->id = realloc(t->id, t->cap * sizeof(*t->id));
+        assert_non_null(t->id);
+    }
+    t->id[t->n++] = id;
+}
+
+/* cachesim's traces: zipf (100,000 blocks, 1,000,000 requests, alpha 0.9), zipfscan (the same
+ * with a full sequential scan every 200,000 requests), epoch (20,000 blocks, 10 shuffles). */
+static void gen(const char *kind, struct trace *t)
+{
+    uint64_t rng = 7;
+    memset(t, 0, sizeof(*t));
+    if (!strcmp(kind, "epoch")) {
+        uint32_t n = 20000;
+        uint32_t *perm = malloc(n * sizeof(*perm));
+        assert_non_null(perm);
+        for (uint32_t i = 0; i < n; i++)
+            perm[i] = i;
+        for (int e = 0; e < 10; e++) {
+            for (uint32_t i = n - 1; i > 0; i--) {
+                uint32_t j = (uint32_t)(rng_next(&rng) % (i + 1));
+                uint32_t x = perm[i];
+                perm[i] = perm[j];
+                perm[j] = x;
+            }
+            for (uint32_t i = 0; i < n; i++)
+                push(t, perm[i]);
+        }
+        free(perm);
+        t->nobj = n;
+        return;
+    }
+    bool scans = !strcmp(kind, "zipfscan");
+    uint32_t n = 100000;
+    double *cdf = malloc(n * sizeof(double)), sum = 0;
+    assert_non_null(cdf);
+    for (uint32_t i = 0; i < n; i++)
+        cdf[i] = (sum += 1.0 / pow(i + 1.0, 0.9));
+    for (uint32_t i = 0; i < n; i++)
+        cdf[i] /= sum;
+    for (size_t r = 0; r < 1000000; r++) {
+        if (scans && r % 200000 == 100000)
+            for (uint32_t k = 0; k < n; k++)
+                push(t, k);
+        double u = (double)(rng_next(&rng) >> 11) / 9007199254740992.0;
+        uint32_t lo = 0, hi = n - 1;
+        while (lo < hi) {
+            uint32_t mid = (lo + hi) / 2;
+            if (cdf[mid] < u)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        push(t, (uint32_t)(((uint64_t)lo * 2654435761u) % n));
+    }
+    free(cdf);
+    t->nobj = n;
+}
+
+/* The exact hit ratio of a cache of cap bytes running policy kind over t (every block BLK). */
+static double exact(enum cache_policy_kind kind, const struct trace *t, uint64_t cap)
+{
+    struct policy *p = NULL;
+    struct pol_node *nodes = calloc(t->nobj, sizeof(*nodes));
+    assert_non_null(nodes);
+    assert_int_equal(policy_new(kind, cap, &p), 0);
+    uint64_t used = 0, hits = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        struct pol_node *nd = &nodes[t->id[i]];
+        if (policy_contains(nd)) {
+            policy_hit(p, nd);
+            hits++;
+            continue;
+        }
+        nd->hash = hash_of(t->id[i]);
+        nd->size = BLK;
+        policy_insert(p, nd);
+        used += BLK;
+        while (used > cap) {
+            struct pol_node *v = policy_evict_candidate(p, NULL, NULL);
+            policy_remove(p, v, true);
+            used -= v->size;
+        }
+    }
+    policy_free(p);
+    free(nodes);
+    return (double)hits / (double)t->n;
+}
+
+static void sizes_of(const struct trace *t, uint64_t *sizes)
+{
+    /* 1 % .. 100 % of the distinct blocks, log-spaced */
+    for (int k = 0; k < NSIZES; k++) {
+        double f = 0.01 * pow(100.0, (double)k / (NSIZES - 1));
+        sizes[k] = (uint64_t)(f * t->nobj + 0.5) * BLK;
+    }
+}
+
+static double mae_of(const char *kind, enum cache_policy_kind pol)
+{
+    struct trace t;
+    gen(kind, &t);
+    uint64_t sizes[NSIZES];
+    sizes_of(&t, sizes);
+    struct mrc_config cfg = {.sizes = sizes,
+                             .nsizes = NSIZES,
+                             .rate = 0.01,
+                             .max_keys = 4096,
+                             .block_size = BLK,
+                             .policy = pol};
+    struct mrc *m = NULL;
+    assert_int_equal(mrc_new(&cfg, &m), 0);
+    for (size_t i = 0; i < t.n; i++)
+        mrc_access(m, hash_of(t.id[i]), BLK);
+    struct mrc_point pt[NSIZES];
+    assert_int_equal(mrc_curve(m, pt, NSIZES), NSIZES);
+    struct mrc_stats st;
+    mrc_stats_get(m, &st);
+    double sum = 0;
+    printf("# %s, %s: %zu requests, %u blocks; sampled %" PRIu64 " accesses, %zu blocks tracked "
+           "(%zu bytes), rate %.4f\n",
+           kind, pol == CACHE_POLICY_LRU ? "lru" : "s3fifo", t.n, t.nobj, st.sampled, st.keys,
+           st.mem_bytes, st.rate);
+    printf("# %12s %8s %8s %8s %8s\n", "size_blocks", "rate", "exact", "mrc", "error");
+    for (int k = 0; k < NSIZES; k++) {
+        double x = exact(pol, &t, sizes[k]);
+        double err = fabs(x - pt[k].hit_ratio);
+        printf("# %12" PRIu64 " %8.4f %8.4f %8.4f %8.4f\n", sizes[k] / BLK, pt[k].rate, x,
+               pt[k].hit_ratio, err);
+        sum += err;
+    }
+    double mae = sum / NSIZES;
+    printf("# mean absolute error %.4f\n", mae);
+    mrc_free(m);
+    free(t.id);
+    return mae;
+}
+
+static void test_zipf(void **state)
+{
+    (void)state;
+    assert_true(mae_of("zipf", CACHE_POLICY_S3FIFO) <= 0.02);
+    assert_true(mae_of("zipf", CACHE_POLICY_LRU) <= 0.02);
+}
+
+static void test_zipfscan(void **state)
+{
+    (void)state;
+    assert_true(mae_of("zipfscan", CACHE_POLICY_S3FIFO) <= 0.02);
+}
+
+static void test_epoch(void **state)
+{
+    (void)state;
+    assert_true(mae_of("epoch", CACHE_POLICY_S3FIFO) <= 0.02);
+    assert_true(mae_of("epoch", CACHE_POLICY_LRU) <= 0.02);
+}
+
+/* Fixed memory: a scan of 2,000,000 distinct blocks at a 50 % start rate. */
+static void test_memory_fixed(void **state)
+{
+    (void)state;
+    uint64_t sizes[4] = {64 * BLK, 1024 * BLK, 16384 * BLK, 262144 * BLK};
+    struct mrc_config cfg = {.sizes = sizes,
+                             .nsizes = 4,
+                             .rate = 0.5,
+                             .max_keys = 1000,
+                             .min_blocks = 64,
+                             .block_size = BLK};
+    struct mrc *m = NULL;
+    assert_int_equal(mrc_new(&cfg, &m), 0);
+    size_t peak = 0, peak_mem = 0;
+    for (uint32_t i = 0; i < 2000000; i++) {
+        mrc_access(m, hash_of(i), BLK);
+        if (i % 1000 == 0) {
+            struct mrc_stats st;
+            mrc_stats_get(m, &st);
+            if (st.keys > peak)
+                peak = st.keys;
+            if (st.mem_bytes > peak_mem)
+                peak_mem = st.mem_bytes;
+        }
+    }
+    struct mrc_stats st;
+    mrc_stats_get(m, &st);
+    assert_true(peak <= 1000 + 4 * 64 + 1);
+    assert_true(st.rate_cuts > 0);
+    assert_true(st.rate < 0.5);
+    assert_true(peak_mem < (size_t)1 << 20);
+    struct mrc_point pt[4];
+    mrc_curve(m, pt, 4);
+    for (int k = 0; k < 4; k++)
+        assert_true(pt[k].accesses > 0 && pt[k].hit_ratio <= 0.02); /* a scan never hits: what
+                                                                     * is left is the
+                                                                     * correction's noise */
+    mrc_reset(m);
+    mrc_curve(m, pt, 4);
+    assert_true(isnan(pt[0].hit_ratio));
+    mrc_stats_get(m, &st);
+    assert_int_equal(st.keys, 0);
+    mrc_free(m);
+}
+
+static void test_bad_config(void **state)
+{
+    (void)state;
+    uint64_t up[2] = {2 * BLK, BLK}, ok[1] = {BLK};
+    struct mrc *m = NULL;
+    struct mrc_config c = {.sizes = up, .nsizes = 2, .block_size = BLK};
+    assert_int_equal(mrc_new(&c, &m), -EINVAL);
+    c = (struct mrc_config){.sizes = ok, .nsizes = 1, .block_size = 0};
+    assert_int_equal(mrc_new(&c, &m), -EINVAL);
+    c = (struct mrc_config){.sizes = ok, .nsizes = 1, .block_size = BLK, .rate = 1.5};
+    assert_int_equal(mrc_new(&c, &m), -EINVAL);
+    c = (struct mrc_config){.sizes = ok, .nsizes = 0, .block_size = BLK};
+    assert_int_equal(mrc_new(&c, &m), -EINVAL);
+    assert_null(m);
+}
+
+/* The cache's own curves (cache_mrc_curve): fed by reads, per tenant and for the node. Tenant A
+ * re-reads 64 blocks, tenant B reads 2,048 once each; at every size above A's set A's curve is
+ * near its true hit ratio and B's is 0; a tenant that read nothing has no curve; the reads of a
+ * block in pieces count once. Off: -ENOENT. */
+#define CBS ((uint64_t)64 << 10)
+static void read_as(struct cache *c, struct backend *be, uint32_t t, const char *key, size_t piece)
+{
+    static char buf[CBS];
+    struct tier_ioctx io = {.tenant = t, .cls = TIER_IO_TRAINING};
+    struct cache_obj o = {.be = be, .key = key, .etag = "e1", .size_bytes = CBS};
+    for (size_t off = 0; off < CBS; off += piece)
+        assert_int_equal(cache_read(c, &io, &o, off, buf, piece), (ssize_t)piece);
+}
+
+static void test_cache_curves(void **state)
+{
+    (void)state;
+    struct backend *be = fakebe_mem_new("be");
+    char key[32];
+    for (int i = 0; i < 2048 + 64; i++) {
+        snprintf(key, sizeof(key), "k%05d", i);
+        fakebe_add(be, key, CBS, "e1");
+    }
+    struct cache_config cfg = {.block_size = CBS,
+                               .ram_bytes = 256 * CBS,
+                               .prefetch_threads = 1,
+                               .mrc = true,
+                               .mrc_rate = 1.0};
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    struct mrc_point pt[CACHE_MRC_SIZES];
+    size_t n = 0;
+    assert_int_equal(cache_mrc_curve(c, 5, pt, CACHE_MRC_SIZES, &n), -ENOENT);
+    for (int round = 0; round < 10; round++)
+        for (int i = 0; i < 64; i++) {
+            snprintf(key, sizeof(key), "k%05d", i);
+            read_as(c, be, 5, key, round % 2 ? CBS / 4 : CBS); /* in pieces: one access */
+        }
+    for (int i = 0; i < 2048; i++) {
+        snprintf(key, sizeof(key), "k%05d", 64 + i);
+        read_as(c, be, 6, key, CBS);
+    }
+    assert_int_equal(cache_mrc_curve(c, 5, pt, CACHE_MRC_SIZES, &n), 0);
+    assert_int_equal(n, CACHE_MRC_SIZES);
+    assert_int_equal(pt[0].size_bytes, 32 * CBS); /* an eighth of the RAM level */
+    assert_int_equal(pt[CACHE_MRC_SIZES - 1].size_bytes, 1024 * CBS); /* four times it */
+    for (size_t k = 0; k < n; k++) {
+        assert_true(pt[k].accesses == 640); /* 10 rounds of 64, each read once per block */
+        if (pt[k].size_bytes >= 64 * CBS)
+            assert_true(fabs(pt[k].hit_ratio - 0.9) < 0.01); /* all but the first round */
+    }
+    uint64_t acc = 0, bytes = 0;
+    assert_int_equal(cache_mrc_demand(c, 5, &acc, &bytes), 0);
+    assert_int_equal(acc, 640);
+    assert_int_equal(bytes, 640 * CBS);
+    assert_int_equal(cache_mrc_demand(c, 7, &acc, &bytes), -ENOENT);
+    assert_int_equal(cache_mrc_curve(c, 6, pt, CACHE_MRC_SIZES, &n), 0);
+    for (size_t k = 0; k < n; k++)
+        assert_true(pt[k].hit_ratio == 0.0);
+    assert_int_equal(cache_mrc_curve(c, -1, pt, CACHE_MRC_SIZES, &n), 0);
+    assert_true(pt[0].accesses == 640 + 2048);
+    assert_int_equal(cache_mrc_curve(c, 1000, pt, CACHE_MRC_SIZES, &n), -EINVAL);
+    cache_close(c);
+
+    cfg.mrc = false;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    read_as(c, be, 5, "k00000", CBS);
+    assert_int_equal(cache_mrc_curve(c, -1, pt, CACHE_MRC_SIZES, &n), -ENOENT);
+    cache_close(c);
+    backend_free(be);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_zipf),       cmocka_unit_test(test_zipfscan),
+        cmocka_unit_test(test_epoch),      cmocka_unit_test(test_memory_fixed),
+        cmocka_unit_test(test_bad_config), cmocka_unit_test(test_cache_curves),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
