@@ -139,14 +139,13 @@ double advice_compute(const struct advice_params *p, const struct advice_in *in,
     uint64_t left = p->hot_bytes - mins;
     for (size_t i = 0; i < n; i++)
         out[i].split_bytes = in[i].min_bytes;
-    size_t look = ADVICE_UNITS / 4;
     while (left >= unit) {
         size_t best = n, best_k = 0;
         double best_gain = 0;
         for (size_t i = 0; i < n; i++) {
             uint64_t s = out[i].split_bytes;
             double c0 = cost_at(p, &in[i], s);
-            for (size_t k = 1; k <= look && k * unit <= left; k++) {
+            for (size_t k = 1; k * unit <= left; k++) {
                 double g = (c0 - cost_at(p, &in[i], s + k * unit)) / (double)k;
                 if (g > best_gain * (1 + 1e-9)) {
                     best_gain = g;

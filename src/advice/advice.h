@@ -17,10 +17,11 @@
  *
  * THE SPLIT. Total cost = sum over tenants of weight * cost(S), cost being the wait (seconds per
  * second) or the backend seconds above. The split hands out the hot tier in ADVICE_UNITS equal
- * units over each tenant's minimum: at each step the unit goes where it lowers the weighted cost
- * most per unit, looking ahead up to a quarter of the hot tier so that a curve with a cliff (a
- * working set that helps only once it fits whole) is seen as the average gain to the cliff, the
- * way Cliffhanger (Cidon et al., NSDI 2016) climbs its curves. Minimums are honoured first; if
+ * units over each tenant's minimum: at each step the units go where they lower the weighted cost
+ * most per unit, looking ahead over all that is left, so that a curve with a cliff (a working set
+ * that helps only once it fits whole) is seen as the average gain to the cliff and taken in one
+ * step, the way Cliffhanger (Cidon et al., NSDI 2016) climbs its curves. At most ADVICE_UNITS
+ * steps of n * ADVICE_UNITS cost evaluations each. Minimums are honoured first; if
  * they add up to more than the hot tier the split is the minimums, scaled down.
  */
 #ifndef TIER_ADVICE_ADVICE_H

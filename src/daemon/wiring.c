@@ -317,7 +317,8 @@ struct advisor_ctx advisor_ctx_tierd(struct tierd *d)
             link += d->cfg.backends[i].link_capacity_bps;
     int util = d->cfg.advice_target_util ? d->cfg.advice_target_util : 85;
     return (struct advisor_ctx){.max_tenants = cache_max_tenants(d->cache),
-                                .hot_bytes = hot > cc->pin_bytes ? hot - cc->pin_bytes : hot,
+                                /* the whole level: pinned blocks are charged to no quota */
+                                .hot_bytes = hot,
                                 .block_size = cc->block_size ? cc->block_size : (4u << 20),
                                 .target_stall = 1.0 - util / 100.0,
                                 .link_bps = (double)link,

@@ -52,3 +52,13 @@ if(TARGET tierd)
   set_tests_properties(stall_fuse PROPERTIES TIMEOUT 300 LABELS fuse
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()
+
+# The hot-tier advice and [tenants] auto_quota on a REAL mount (root, /dev/fuse): two tenants with
+# equal static quotas, one re-reading a set larger than its quota, one scanning; without
+# auto_quota nothing moves; with it the re-reader's quota grows past its set within minutes of
+# rounds and its backend bytes fall (docs/ADVICE.md).
+if(TARGET tierd)
+  add_test(NAME advice_fuse COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_advice_fuse.sh)
+  set_tests_properties(advice_fuse PROPERTIES TIMEOUT 600 LABELS fuse
+    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+endif()

@@ -1487,7 +1487,7 @@ static void test_advice(void **state)
     assert_int_equal(cache_open(&cc, &d->cache), 0);
     d->cfg.cache.mrc = true;
     struct advisor_ctx ac = advisor_ctx_tierd(d);
-    assert_int_equal(ac.hot_bytes, (4u << 20) - (1u << 20)); /* RAM level less the pin budget */
+    assert_int_equal(ac.hot_bytes, 4u << 20); /* the RAM level: the fixture has no disk level */
     assert_true(ac.link_bps == 100.0 * (1 << 20));
     assert_int_equal(advisor_new(&ac, NULL, &d->advisor), 0);
     struct tier_ioctx io = tenant_resolve(d->tenants, getpid(), 4242, 4242);
@@ -1535,7 +1535,7 @@ static void test_advice(void **state)
     dynbuf_fini(&mb);
     assert_non_null(text);
     assert_non_null(strstr(text, "tierd_advice_hit_ratio{tenant=\"infer\",size=\"share\"} "));
-    assert_non_null(strstr(text, "tierd_advice_split_bytes{tenant=\"infer\"} 3145728\n"));
+    assert_non_null(strstr(text, "tierd_advice_split_bytes{tenant=\"infer\"} 4194304\n"));
     assert_non_null(strstr(text, "tierd_advice_quota_changes_total{tenant=\"infer\"} 0\n"));
     assert_non_null(strstr(text, "tierd_advice_node_hit_ratio{size=\"ram\"} 0.75\n"));
     free(text);
