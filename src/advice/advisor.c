@@ -232,6 +232,16 @@ void advisor_tick(struct advisor *a, uint64_t now_ns)
     pthread_mutex_unlock(&a->mu);
 }
 
+uint64_t advisor_quota_changes(struct advisor *a, uint32_t t)
+{
+    if (t >= a->ctx.max_tenants)
+        return 0;
+    pthread_mutex_lock(&a->mu);
+    uint64_t n = a->seen[t].changes;
+    pthread_mutex_unlock(&a->mu);
+    return n;
+}
+
 int advisor_get(struct advisor *a, struct advisor_view *v)
 {
     pthread_mutex_lock(&a->mu);

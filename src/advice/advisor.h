@@ -97,6 +97,9 @@ void advisor_tick(struct advisor *a, uint64_t now_ns);
 int advisor_start(struct advisor *a, uint64_t interval_ns);
 /* Stop the thread (a tick in progress finishes). No-op when not running. */
 void advisor_stop(struct advisor *a);
+/* Tenant t's quota changes by auto_quota so far (0 for an id out of range): a counter that stays
+ * when t reads in no round. */
+uint64_t advisor_quota_changes(struct advisor *a, uint32_t t);
 /* A copy of the latest round: 0 or -ENOMEM. */
 int advisor_get(struct advisor *a, struct advisor_view *v);
 void advisor_view_free(struct advisor_view *v);

@@ -19,6 +19,7 @@
 #include "common/dynbuf.h"
 #include "core/state.h"
 #include "telemetry/telemetry.h"
+#include "tenant/tenant.h"
 
 static json_t *num_or_null(double x)
 {
@@ -174,9 +175,14 @@ int api_advice_prom(struct tierd *d, struct dynbuf *b)
         rc = dynbuf_printf(b, "# HELP tierd_advice_quota_changes_total hot-tier quota changes "
                               "made by auto_quota\n# TYPE tierd_advice_quota_changes_total "
                               "counter\n");
-    for (size_t i = 0; rc == 0 && i < v.n; i++)
-        rc = prom_sample(b, "tierd_advice_quota_changes_total", v.r[i].name, NULL,
-                         (double)v.r[i].quota_changes);
+    /* every tenant with a change, whether or not it read in the last round: a counter stays */
+    uint32_t nt = d->tenants ? tenant_count(d->tenants) : 0;
+    for (uint32_t t = 0; rc == 0 && t < nt; t++) {
+        uint64_t c = advisor_quota_changes(d->advisor, t);
+        if (c && tenant_in_use(d->tenants, t))
+            rc = prom_sample(b, "tierd_advice_quota_changes_total", tenant_name(d->tenants, t),
+                             NULL, (double)c);
+    }
     /* the node: its curve read at the levels' sizes and at twice the disk */
     struct mrc_point pt[CACHE_MRC_SIZES];
     size_t n = 0;

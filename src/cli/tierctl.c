@@ -1151,11 +1151,14 @@ static void advise_print(const json_t *ans)
            json_is_true(json_object_get(ans, "auto_quota")) ? "on" : "off",
            json_is_true(json_object_get(ans, "moved")) ? " (quotas moved this round)" : "");
     const json_t *node = json_object_get(ans, "node");
-    printf("node: RAM %s hit %s, disk %s hit %s; hot tier that would meet the target: %s\n",
+    char disk[96] = "no disk level";
+    if (jnum(node, "disk_bytes"))
+        snprintf(disk, sizeof(disk), "disk %s hit %s",
+                 tier_fmt_bytes(jnum(node, "disk_bytes"), c, sizeof(c)),
+                 pct_or_dash(json_object_get(node, "hit_ratio_disk"), d, sizeof(d)));
+    printf("node: RAM %s hit %s, %s; hot tier that would meet the target: %s\n",
            tier_fmt_bytes(jnum(node, "ram_bytes"), a, sizeof(a)),
-           pct_or_dash(json_object_get(node, "hit_ratio_ram"), b, sizeof(b)),
-           tier_fmt_bytes(jnum(node, "disk_bytes"), c, sizeof(c)),
-           pct_or_dash(json_object_get(node, "hit_ratio_disk"), d, sizeof(d)),
+           pct_or_dash(json_object_get(node, "hit_ratio_ram"), b, sizeof(b)), disk,
            size_or(json_object_get(ans, "hot_bytes_for_target"), "out of reach", e, sizeof(e)));
     const json_t *ts = json_object_get(ans, "tenants");
     if (!json_array_size(ts)) {
@@ -1173,7 +1176,9 @@ static void advise_print(const json_t *ans)
                               sizeof(s2)),
                pct_or_dash(json_object_get(t, "hit_ratio"), s3, sizeof(s3)),
                pct_or_dash(json_object_get(t, "stall"), s4, sizeof(s4)),
-               size_or(json_object_get(t, "size_for_target"), "none", s5, sizeof(s5)),
+               json_is_number(json_object_get(t, "stall"))
+                   ? size_or(json_object_get(t, "size_for_target"), "none", s5, sizeof(s5))
+                   : "-",
                tier_fmt_bytes(jnum(t, "split_bytes"), s6, sizeof(s6)),
                (unsigned long long)jnum(t, "quota_changes"));
     }

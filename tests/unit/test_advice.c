@@ -241,6 +241,9 @@ static void run_loop(bool auto_quota, struct fake *f, unsigned ticks)
     near(v.r[0].in.demand_bps, 2.0 * GB / 10);
     assert_true(v.r[0].out.split_bytes >= GB * 8 / 5);
     advisor_view_free(&v);
+    /* the changes counted per tenant are the quota sets made */
+    assert_int_equal(advisor_quota_changes(a, 0) + advisor_quota_changes(a, 1), f->sets);
+    assert_int_equal(advisor_quota_changes(a, 99), 0);
     /* an interval without demand: no advice for anyone */
     advisor_tick(a, (2 + 10 * (uint64_t)ticks) * 1000000000ull);
     assert_int_equal(advisor_get(a, &v), 0);

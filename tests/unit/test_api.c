@@ -1536,7 +1536,7 @@ static void test_advice(void **state)
     assert_non_null(text);
     assert_non_null(strstr(text, "tierd_advice_hit_ratio{tenant=\"infer\",size=\"share\"} "));
     assert_non_null(strstr(text, "tierd_advice_split_bytes{tenant=\"infer\"} 4194304\n"));
-    assert_non_null(strstr(text, "tierd_advice_quota_changes_total{tenant=\"infer\"} 0\n"));
+    assert_null(strstr(text, "tierd_advice_quota_changes_total{")); /* no change: no sample */
     assert_non_null(strstr(text, "tierd_advice_node_hit_ratio{size=\"ram\"} 0.75\n"));
     free(text);
 
