@@ -60,6 +60,14 @@
  * when demand ends, the next leave grants as usual. Reservations of other classes are met only
  * through those yield_inflight calls while inference has demand.
  *
+ * Reads in parts (QoS on, sched_backend_config.split_bytes): the yield still lets one call of
+ * another class beside an inference call, and a large read of it queues ahead of the inference
+ * response in the link. So under the same demand the wrapper (sched_backend.c) sends another
+ * class's read larger than the lane's part size as ranged reads of that size, one after another,
+ * each admitted on its own (sched_lane_read_part decides, once per read, before its first part;
+ * sched_lane_enter_part admits the later parts at their bytes only, so the read costs dmClock
+ * what it would cost whole).
+ *
  * With sched_config.qos_off backend lanes grant as the default lane does (strict class
  * priority, starve_limit), the scheduler tierd had before dmClock: the bench's "QoS off"; no
  * yield.
