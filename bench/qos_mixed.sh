@@ -29,8 +29,9 @@
 #   checks   QoS on, every 1 s a sample of GET /v1/qos; windows after a 2 s warm-up:
 #            lim (limit 30 % of the link) alone: granted bytes per window <= 1.05 x limit x
 #            window + one block; rsv (reservation 30 %, weight 1) with wa (weight 1) and wb
-#            (weight 3), all saturating: rsv's granted cost >= 95 % of its reservation, and wb/wa
-#            within 3 +-10 %
+#            (weight 3), all saturating (CHECK_THREADS readers each; printed: how often each had
+#            nothing queued): rsv's granted cost >= 95 % of its reservation, and wb/wa within 3
+#            +-10 %
 # Prints the table (median and range over RUNS), the checks, and the machine's load; exits 1 when
 # a run failed (not when a goal is missed: that is a result). Everything it made (namespace,
 # veth, qdiscs, Ceph, tierd, the mount) is removed on exit.
@@ -40,7 +41,7 @@
 #        INFER_RATE=20 SHARDS=8 CKPT_FILES=2 (files per 16 MiB checkpoint) WB_THREADS=2
 #        ([writeback] upload_threads) YIELD= ([backend] yield_inflight; empty: the default)
 #        SPLIT= ([backend] split_reads for QoS on; empty: the default, auto) NOSPLIT=1 (0: no
-#        third column)
+#        third column) CHECK_THREADS=8 (reader threads of rsv, wa and wb each)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${1:-/tmp/tierd-bench-qos}
@@ -59,6 +60,7 @@ WB_THREADS=${WB_THREADS:-2}
 YIELD=${YIELD:-}
 SPLIT=${SPLIT:-}
 NOSPLIT=${NOSPLIT:-1}
+CHECK_THREADS=${CHECK_THREADS:-8}
 MODES="on off"
 [ "$NOSPLIT" = 0 ] || MODES="on nosplit off"
 # shellcheck source=scripts/lib/tierd.sh
@@ -179,8 +181,8 @@ settle() {
 
 as() { local uid=$1; shift; setpriv --reuid="$uid" --regid="$uid" --clear-groups -- "$@"; }
 TB=(--phases alone --duration "${DUR}s" --quiet --no-progress)
-train() { # train UID JSON [COMPUTE]: streaming reads of /ds
-  as "$1" "$TIERBENCH" run "$MNT/ds" "${TB[@]}" --no-inference --no-checkpoint --train-threads 4 \
+train() { # train UID JSON [COMPUTE [THREADS]]: streaming reads of /ds
+  as "$1" "$TIERBENCH" run "$MNT/ds" "${TB[@]}" --no-inference --no-checkpoint --train-threads "${4:-4}" \
     --batch 8 --compute "${3:-$TRAIN_COMPUTE}" --seed "$1" --json "$2" >"$2.log" 2>&1
 }
 infer() { # infer JSON
@@ -249,11 +251,11 @@ wait "$SAMPLER" 2>/dev/null || true
 settle
 sample "$W/out/share.qos" &
 SAMPLER=$!
-train 2105 "$W/out/rsv.json" 0ms &
+train 2105 "$W/out/rsv.json" 0ms "$CHECK_THREADS" &
 p1=$!
-train 2106 "$W/out/wa.json" 0ms &
+train 2106 "$W/out/wa.json" 0ms "$CHECK_THREADS" &
 p2=$!
-train 2107 "$W/out/wb.json" 0ms &
+train 2107 "$W/out/wb.json" 0ms "$CHECK_THREADS" &
 p3=$!
 for p in $p1 $p2 $p3; do wait "$p" || { echo "failed: a share check reader" >&2; fails=$((fails + 1)); }; done
 kill "$SAMPLER"
@@ -424,6 +426,12 @@ if n:
           f"({r_cost / rsv:.2f}; bytes alone {rate(wr, 1) / 1e6:.2f} MB/s): "
           f"{'met' if r_cost >= 0.95 * rsv else 'MISSED'} (>= 0.95)")
     q = b_cost / a_cost if a_cost else float("inf")
+    # the weights split only what backlogged clients ask for: how often each had nothing queued
+    idle = {}
+    for name in ("rsv", "wa", "wb"):
+        qs = [t[name]["classes"]["training"]["queued_now"] for _, _, t in ss[1:] if name in t]
+        idle[name] = f"{sum(1 for v in qs if v == 0)}/{len(qs)}"
+    print(f"backlog: samples with nothing queued: rsv {idle['rsv']}, wa {idle['wa']}, wb {idle['wb']}")
     print(f"weights: wb/wa = {q:.2f} of cost (want 3 +-10 %: 2.70-3.30; wa {a_cost / 1e6:.2f}, "
           f"wb {b_cost / 1e6:.2f} MB/s): {'met' if 2.7 <= q <= 3.3 else 'MISSED'}")
 else:
