@@ -41,7 +41,7 @@
 #        INFER_RATE=20 SHARDS=8 CKPT_FILES=2 (files per 16 MiB checkpoint) WB_THREADS=2
 #        ([writeback] upload_threads) YIELD= ([backend] yield_inflight; empty: the default)
 #        SPLIT= ([backend] split_reads for QoS on; empty: the default, auto) NOSPLIT=1 (0: no
-#        third column) CHECK_THREADS=8 (reader threads of rsv, wa and wb each)
+#        third column) CHECK_THREADS=4 (reader threads of rsv, wa and wb each)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${1:-/tmp/tierd-bench-qos}
@@ -60,7 +60,7 @@ WB_THREADS=${WB_THREADS:-2}
 YIELD=${YIELD:-}
 SPLIT=${SPLIT:-}
 NOSPLIT=${NOSPLIT:-1}
-CHECK_THREADS=${CHECK_THREADS:-8}
+CHECK_THREADS=${CHECK_THREADS:-4}
 MODES="on off"
 [ "$NOSPLIT" = 0 ] || MODES="on nosplit off"
 # shellcheck source=scripts/lib/tierd.sh
