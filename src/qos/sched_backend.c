@@ -7,8 +7,7 @@
  * down, puts and multipart parts up); a read of another class than inference may go out in parts
  * while inference has demand (read_parts). tierd installs one around each configured backend, so
  * stat and list from the FUSE layer and the API pass the scheduling point as reads and uploads do.
- * It
- * also installs an attempt hook on the inner backend (backend_set_attempt_hook), so the lane's
+ * It also installs an attempt hook on the inner backend (backend_set_attempt_hook), so the lane's
  * breaker counts the inner backend's failed retries and stops them once open.
  *
  * The wrapper has its own copy of the inner backend's ops table (same type string, same optional
