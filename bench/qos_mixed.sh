@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # bench/qos_mixed.sh - issue 11's performance run: three tenants on one shaped object-store link,
 # each alone and then together, with [daemon] qos = on (dmClock) and qos = off (strict class
-# priority, same config) side by side in the same run, RUNS times; then three checks of the
-# scheduler on the same link (a limit holds, a reservation is met, weights split the excess).
+# priority, same config) side by side in the same run, and (NOSPLIT=1, the default) qos = on with
+# [backend] split_reads = off as a third column, RUNS times; then three checks of the scheduler on
+# the same link (a limit holds, a reservation is met, weights split the excess).
 #
 #   link     scripts/netlink.sh up at RATE (Ceph in a network namespace behind tbf both ways, no
 #            proxy); the rate is measured with a curl GET of a 32 MiB object and printed
@@ -18,7 +19,8 @@
 #            (weights 1:3), all training
 #   QoS      what a user would set for this link: [backend] link_capacity = the measured rate,
 #            max_inflight = MAXIN; [class inference] reservation = 25 % of the link; [class
-#            training] weight 16, [class checkpoint] weight 4 (the built-in weights, written out)
+#            training] weight 16, [class checkpoint] weight 4 (the built-in weights, written out);
+#            yield_inflight and split_reads at their defaults (YIELD, SPLIT set them)
 #   phases   train alone (TRAIN_COMPUTE per 1 MiB sample, 4 readers: a demand of about half the
 #            link), inference alone (open loop, INFER_RATE/s, 4K-64K O_DIRECT reads), checkpoint
 #            alone (16 MiB in 2 files every 4 s: about 17 % of a 200 Mbit/s link on average), all
@@ -27,8 +29,9 @@
 #   checks   QoS on, every 1 s a sample of GET /v1/qos; windows after a 2 s warm-up:
 #            lim (limit 30 % of the link) alone: granted bytes per window <= 1.05 x limit x
 #            window + one block; rsv (reservation 30 %, weight 1) with wa (weight 1) and wb
-#            (weight 3), all saturating: rsv's granted cost >= 95 % of its reservation, and wb/wa
-#            within 3 +-10 %
+#            (weight 3), all saturating (CHECK_THREADS readers each; printed: how often each had
+#            nothing queued): rsv's granted cost >= 95 % of its reservation, and wb/wa within 3
+#            +-10 %
 # Prints the table (median and range over RUNS), the checks, and the machine's load; exits 1 when
 # a run failed (not when a goal is missed: that is a result). Everything it made (namespace,
 # veth, qdiscs, Ceph, tierd, the mount) is removed on exit.
@@ -37,6 +40,8 @@
 #   env: RATE=200mbit RUNS=3 DUR=12 BUILD=build RAM=32M BLOCK=256K MAXIN=4 TRAIN_COMPUTE=85ms
 #        INFER_RATE=20 SHARDS=8 CKPT_FILES=2 (files per 16 MiB checkpoint) WB_THREADS=2
 #        ([writeback] upload_threads) YIELD= ([backend] yield_inflight; empty: the default)
+#        SPLIT= ([backend] split_reads for QoS on; empty: the default, auto) NOSPLIT=1 (0: no
+#        third column) CHECK_THREADS=4 (reader threads of rsv, wa and wb each)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${1:-/tmp/tierd-bench-qos}
@@ -53,6 +58,11 @@ SHARDS=${SHARDS:-8}
 CKPT_FILES=${CKPT_FILES:-2}
 WB_THREADS=${WB_THREADS:-2}
 YIELD=${YIELD:-}
+SPLIT=${SPLIT:-}
+NOSPLIT=${NOSPLIT:-1}
+CHECK_THREADS=${CHECK_THREADS:-4}
+MODES="on off"
+[ "$NOSPLIT" = 0 ] || MODES="on nosplit off"
 # shellcheck source=scripts/lib/tierd.sh
 . scripts/lib/tierd.sh
 
@@ -113,12 +123,15 @@ echo "uploaded $SHARDS x 32 MiB of training shards and 32 x 4 MiB of model in $(
 rm -rf "$W/src"
 
 # ---- tierd ------------------------------------------------------------------------------------
-conf() { # conf on|off
+conf() { # conf on|nosplit|off (nosplit: QoS on, split_reads = off)
+  local qos=on split=$SPLIT
+  [ "$1" != off ] || qos=off
+  [ "$1" != nosplit ] || split=off
   {
-    tierd_conf_section daemon "log_level = warn" "qos = $1"
+    tierd_conf_section daemon "log_level = warn" "qos = $qos"
     tierd_conf_section cache "ram_size = $RAM" "block_size = $BLOCK"
     tierd_conf_rgw rgw "$BUCKET" "link_capacity = $LINK_BPS/s" "max_inflight = $MAXIN" \
-      ${YIELD:+"yield_inflight = $YIELD"}
+      ${YIELD:+"yield_inflight = $YIELD"} ${split:+"split_reads = $split"}
     tierd_conf_ns /ds rgw "prefix = train/"
     tierd_conf_ns /model rgw "prefix = model/"
     tierd_conf_ns /ck rgw "prefix = ckpt/" "mode = write-back" "uid = 2103"
@@ -138,13 +151,13 @@ conf() { # conf on|off
     tierd_conf_api "$SOCK"
   } >"$CONF"
 }
-up() { # up on|off
+up() { # up on|nosplit|off
   conf "$1"
   rm -rf "$W/spool"
   tierd_start "$CONF" "$W/tierd-$1.log" "$MNT" "$SOCK" || exit 1
   local s
   s=$(tierd_api "$SOCK" /v1/qos | python3 -c 'import json, sys; print(json.load(sys.stdin)["scheduler"])')
-  [ "$s" = "$( [ "$1" = on ] && echo dmclock || echo strict-priority)" ] ||
+  [ "$s" = "$( [ "$1" != off ] && echo dmclock || echo strict-priority)" ] ||
     { echo "tierd with qos = $1 reports scheduler $s" >&2; exit 1; }
 }
 down() { tierd_stop "$TIERD_PID" || { echo "tierd did not stop cleanly (log $W/tierd-*.log)" >&2; exit 1; }; }
@@ -168,8 +181,8 @@ settle() {
 
 as() { local uid=$1; shift; setpriv --reuid="$uid" --regid="$uid" --clear-groups -- "$@"; }
 TB=(--phases alone --duration "${DUR}s" --quiet --no-progress)
-train() { # train UID JSON [COMPUTE]: streaming reads of /ds
-  as "$1" "$TIERBENCH" run "$MNT/ds" "${TB[@]}" --no-inference --no-checkpoint --train-threads 4 \
+train() { # train UID JSON [COMPUTE [THREADS]]: streaming reads of /ds
+  as "$1" "$TIERBENCH" run "$MNT/ds" "${TB[@]}" --no-inference --no-checkpoint --train-threads "${4:-4}" \
     --batch 8 --compute "${3:-$TRAIN_COMPUTE}" --seed "$1" --json "$2" >"$2.log" 2>&1
 }
 infer() { # infer JSON
@@ -211,8 +224,9 @@ phases() {
 }
 
 for rep in $(seq 1 "$RUNS"); do
-  for mode in on off; do
-    ((rep % 2)) || mode=$([ "$mode" = on ] && echo off || echo on) # alternate which goes first
+  order=$MODES
+  ((rep % 2)) || order=$(echo "$MODES" | tr ' ' '\n' | tac | tr '\n' ' ') # alternate the order
+  for mode in $order; do
     up "$mode"
     phases "$rep" "$mode"
     down
@@ -237,11 +251,11 @@ wait "$SAMPLER" 2>/dev/null || true
 settle
 sample "$W/out/share.qos" &
 SAMPLER=$!
-train 2105 "$W/out/rsv.json" 0ms &
+train 2105 "$W/out/rsv.json" 0ms "$CHECK_THREADS" &
 p1=$!
-train 2106 "$W/out/wa.json" 0ms &
+train 2106 "$W/out/wa.json" 0ms "$CHECK_THREADS" &
 p2=$!
-train 2107 "$W/out/wb.json" 0ms &
+train 2107 "$W/out/wb.json" 0ms "$CHECK_THREADS" &
 p3=$!
 for p in $p1 $p2 $p3; do wait "$p" || { echo "failed: a share check reader" >&2; fails=$((fails + 1)); }; done
 kill "$SAMPLER"
@@ -251,10 +265,12 @@ down
 echo "load after: $(loadavg); the run took $((SECONDS - T0)) s after the build"
 echo
 
-python3 - "$W/out" "$RUNS" "$LINK_BPS" "$BLOCK" "$INFER_RATE" <<'PY'
+python3 - "$W/out" "$RUNS" "$LINK_BPS" "$BLOCK" "$INFER_RATE" "$MODES" <<'PY'
 import json, os, statistics, sys
 
 out, runs, link, block_s, infer_rate = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+modes = sys.argv[6].split()
+title = {"on": "QoS on (dmClock)", "nosplit": "QoS on, split_reads off", "off": "QoS off (strict priority)"}
 mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 block = int(block_s[:-1]) * mult[block_s[-1]] if block_s[-1] in mult else int(block_s)
 
@@ -269,9 +285,13 @@ def sched(path):
     with open(path) as f:
         return json.load(f)["sched"]
 
+def lane(path):
+    with open(path) as f:
+        return json.load(f)["backends"][0]
+
 def vals(fn):
     r = {}
-    for mode in ("on", "off"):
+    for mode in modes:
         r[mode] = [v for v in (fn(k, mode) for k in range(1, runs + 1)) if v is not None]
     return r
 
@@ -327,23 +347,34 @@ def share(k, mode, cls):
     return (b[cls]["bytes"] - a[cls]["bytes"]) / p["elapsed_s"] / 1e6
 for cls in ("training", "inference"):  # checkpoint uploads also pass the default lane
     rows.append((f"together: {cls} backend MB/s", lambda k, m, c=cls: share(k, m, c), "%.1f"))
+# reads in parts during the together phase: how many, and the backend reads (parts) per read
+def split(k, mode, what):
+    try:
+        a, b = lane(f"{out}/r{k}-{mode}-all.s0"), lane(f"{out}/r{k}-{mode}-all.s1")
+    except (OSError, KeyError, IndexError, ValueError):
+        return None
+    if what == "reads":
+        return b.get("split_reads", 0) - a.get("split_reads", 0)
+    return b.get("split_bytes", 0) / 1024
+rows.append(("together: reads in parts (split_reads)", lambda k, m: split(k, m, "reads"), "%.0f"))
+rows.append(("part size, KiB (0: no split)", lambda k, m: split(k, m, "size"), "%.0f"))
 
 res = {}
-print(f"| figure (median (range) of {runs} runs) | QoS on (dmClock) | QoS off (strict priority) |")
-print("|---|---|---|")
+print(f"| figure (median (range) of {runs} runs) | " + " | ".join(title[m] for m in modes) + " |")
+print("|---" * (len(modes) + 1) + "|")
 for name, fn, fmt in rows:
     v = vals(fn)
     res[name] = v
-    print(f"| {name} | {cell(v['on'], fmt)} | {cell(v['off'], fmt)} |")
+    print(f"| {name} | " + " | ".join(cell(v[m], fmt) for m in modes) + " |")
 print()
 
 def med(name, mode):
     v = res[name][mode]
     return statistics.median(v) if v else float("nan")
-for mode in ("on", "off"):
+for mode in modes:
     r, t = med("inference p99 together / alone", mode), med("training together / alone", mode)
     ok = r <= 1.5 and t >= 0.9
-    print(f"goal, QoS {mode}: inference p99 together/alone {r:.2f} (<= 1.5), training "
+    print(f"goal, {title[mode]}: inference p99 together/alone {r:.2f} (<= 1.5), training "
           f"together/alone {t:.2f} (>= 0.90): {'met' if ok else 'MISSED'}")
 print()
 
@@ -395,6 +426,12 @@ if n:
           f"({r_cost / rsv:.2f}; bytes alone {rate(wr, 1) / 1e6:.2f} MB/s): "
           f"{'met' if r_cost >= 0.95 * rsv else 'MISSED'} (>= 0.95)")
     q = b_cost / a_cost if a_cost else float("inf")
+    # the weights split only what backlogged clients ask for: how often each had nothing queued
+    idle = {}
+    for name in ("rsv", "wa", "wb"):
+        qs = [t[name]["classes"]["training"]["queued_now"] for _, _, t in ss[1:] if name in t]
+        idle[name] = f"{sum(1 for v in qs if v == 0)}/{len(qs)}"
+    print(f"backlog: samples with nothing queued: rsv {idle['rsv']}, wa {idle['wa']}, wb {idle['wb']}")
     print(f"weights: wb/wa = {q:.2f} of cost (want 3 +-10 %: 2.70-3.30; wa {a_cost / 1e6:.2f}, "
           f"wb {b_cost / 1e6:.2f} MB/s): {'met' if 2.7 <= q <= 3.3 else 'MISSED'}")
 else:

@@ -137,6 +137,10 @@ static json_t *qos_lane_json(struct tierd *d, const struct qos_lane *ql, int64_t
                           "grants_reservation", (json_int_t)(b ? b->grants_reservation : 0),
                           "grants_weight", (json_int_t)(b ? b->grants_weight : 0), "limit_waits",
                           (json_int_t)(b ? b->limit_waits : 0), "tenants", tenants);
+    if (o && !ql->disk && !ql->peers) { /* reads in parts while inference has demand */
+        json_object_set_new(o, "split_bytes", json_integer((json_int_t)(b ? b->split_bytes : 0)));
+        json_object_set_new(o, "split_reads", json_integer((json_int_t)(b ? b->split_reads : 0)));
+    }
     if (o && ql->disk) {
         json_object_set_new(o, "op_cost", json_integer((json_int_t)sched_op_cost(ql->s)));
         json_object_set_new(o, "max_inflight", json_integer(b ? b->max_inflight : 0));

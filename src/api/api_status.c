@@ -166,6 +166,9 @@ static json_t *backends_json(struct tierd *d)
         json_object_set_new(bj, "grants_weight", json_integer((json_int_t)b->grants_weight));
         json_object_set_new(bj, "limit_waits", json_integer((json_int_t)b->limit_waits));
         json_object_set_new(bj, "yield_waits", json_integer((json_int_t)b->yield_waits));
+        /* reads in parts while inference has demand: the part size (0: none) and how many */
+        json_object_set_new(bj, "split_bytes", json_integer((json_int_t)b->split_bytes));
+        json_object_set_new(bj, "split_reads", json_integer((json_int_t)b->split_reads));
         json_array_append_new(arr, bj);
     }
     return arr;

@@ -41,6 +41,8 @@
  * qos/sched.h's struct sched_qos takes them: rates in bytes/s, 0 not given (the default),
  * TIERD_RATE_NONE "none"; weight 0 not given. */
 #define TIERD_RATE_NONE UINT64_MAX
+/* [backend] split_reads = auto (the default): the part size follows link_capacity. */
+#define TIERD_SPLIT_AUTO UINT64_MAX
 struct tierd_qos_conf {
     uint64_t reservation_bps, limit_bps;
     uint64_t weight;
@@ -62,7 +64,10 @@ struct tierd_backend_conf {
     int link_capacity_line;       /* 0: not set */
     int yield_inflight;     /* other classes' data calls per direction beside inference; 0: off */
     uint64_t yield_hold_ms; /* inference demand lasts this long after its last call */
-    int conf_line;          /* where it was defined, for messages */
+    /* Reads in parts while inference has demand (sched.h split_bytes): TIERD_SPLIT_AUTO, 0 off,
+     * else the part size in bytes. */
+    uint64_t split_read_bytes;
+    int conf_line; /* where it was defined, for messages */
 };
 
 /* A [tenant NAME] section: a tenant of the registry (src/tenant/tenant.h) and, when any match

@@ -260,6 +260,7 @@ enum vkind {
     V_RATE,     /* uint64_t bytes/s: SIZE/s, or none (TIERD_RATE_NONE) */
     V_QUOTA,    /* uint64_t bytes > 0, or none (CACHE_QUOTA_NONE) */
     V_FALLBACK, /* bool: [tenants] fallback = default (true) or uid (false) */
+    V_SPLIT,    /* uint64_t bytes in [min, max], or auto (TIERD_SPLIT_AUTO), or off (0) */
 };
 
 enum { BT_ANY = 0, BT_POSIX = 1, BT_S3 = 2 };
@@ -411,6 +412,7 @@ static const struct keydef backend_keys[] = {
     {"link_capacity", V_RATE, BE(link_capacity_bps), 0, 0, false, BT_ANY, NULL},
     {"yield_inflight", V_INT, BE(yield_inflight), 0, 4096, false, BT_ANY, NULL},
     {"yield_hold", V_DUR, BE(yield_hold_ms), 1, 3600000, false, BT_ANY, NULL},
+    {"split_reads", V_SPLIT, BE(split_read_bytes), 16 * KIB, 64 * MIB, false, BT_ANY, NULL},
     {NULL, 0, 0, 0, 0, false, 0, NULL},
 };
 
@@ -684,6 +686,27 @@ static int set_budget(struct parser *p, const struct keydef *k, char *field, con
     return 0;
 }
 
+/* V_SPLIT: auto, off (or 0), or a size in [k->min, k->max]. */
+static int set_split(struct parser *p, const struct keydef *k, char *field, const char *sect,
+                     const char *val, int line)
+{
+    uint64_t u = 0;
+    if (strcmp(val, "auto") == 0) {
+        u = TIERD_SPLIT_AUTO;
+    } else if (strcmp(val, "off") != 0 &&
+               (tier_parse_size(val, &u) || (u && (u < k->min || u > k->max)))) {
+        char lo[32], hi[32];
+        cfg_fail(p, line,
+                 "[%s] %s = '%s' is not allowed (allowed: auto, off, or a size from %s to %s, "
+                 "like 64K)",
+                 sect, k->name, val, tier_fmt_bytes(k->min, lo, sizeof(lo)),
+                 tier_fmt_bytes(k->max, hi, sizeof(hi)));
+        return -EINVAL;
+    }
+    *(uint64_t *)(void *)field = u;
+    return 0;
+}
+
 /* V_JOB, V_CGPREFIX: a Slurm job id or a cgroup path prefix, kept as written. */
 static int set_tenant_match(struct parser *p, const struct keydef *k, char *field, const char *sect,
                             const char *val, int line)
@@ -746,6 +769,8 @@ static int set_value(struct parser *p, const struct keydef *k, void *base, const
     case V_RATE:
     case V_QUOTA:
         return set_budget(p, k, field, sect, val, line);
+    case V_SPLIT:
+        return set_split(p, k, field, sect, val, line);
     case V_JOB:
     case V_CGPREFIX:
         return set_tenant_match(p, k, field, sect, val, line);
@@ -1412,6 +1437,7 @@ static void apply_defaults(struct tierd_config *c)
         c->backends[b].breaker_cooldown_ms = 5000;
         c->backends[b].yield_inflight = 1;
         c->backends[b].yield_hold_ms = 500;
+        c->backends[b].split_read_bytes = TIERD_SPLIT_AUTO;
     }
 }
 

@@ -269,6 +269,9 @@ static int open_backends(struct tierd *d)
                     b->link_capacity_bps == TIERD_RATE_NONE ? 0 : b->link_capacity_bps,
                 .yield_inflight = b->yield_inflight ? b->yield_inflight : -1,
                 .yield_hold_ms = b->yield_hold_ms,
+                .split_bytes = b->split_read_bytes == TIERD_SPLIT_AUTO ? 0
+                               : b->split_read_bytes                   ? b->split_read_bytes
+                                                                       : SCHED_SPLIT_OFF,
             };
             rc = sched_backend_wrap(d->sched, raw, &bc, &d->backends[i]);
             if (rc) {

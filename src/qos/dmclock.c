@@ -45,7 +45,7 @@ struct dmc_client {
     uint64_t r_prev; /* R tag of the last arrival */
     double p_prev;   /* P tag of the last arrival */
     uint64_t l_next; /* earliest time of the next grant under the limit */
-    uint64_t granted, grants_r, grants_p;
+    uint64_t granted, granted_ops, grants_r, grants_p;
 };
 
 struct dmc {
@@ -197,12 +197,19 @@ void dmc_refresh(struct dmc *d, uint64_t now_ns)
 int dmc_add(struct dmc *d, uint32_t tenant, enum tier_io_class cls, uint64_t bytes, uint64_t now_ns,
             struct dmc_req *req)
 {
+    return dmc_add_ex(d, tenant, cls, bytes, true, now_ns, req);
+}
+
+int dmc_add_ex(struct dmc *d, uint32_t tenant, enum tier_io_class cls, uint64_t bytes, bool op,
+               uint64_t now_ns, struct dmc_req *req)
+{
     struct dmc_client *c = NULL;
     int rc = client_get(d, tenant, cls, &c);
     if (rc)
         return rc;
     req->cl = c;
-    req->cost = dmc_cost(d, bytes);
+    req->op = op;
+    req->cost = op ? dmc_cost(d, bytes) : bytes;
     if (c->p.reservation) {
         c->r_prev = max_u64(sat_add(c->r_prev, span_ns(req->cost, c->p.reservation)), now_ns);
         req->r_tag = c->r_prev;
@@ -278,6 +285,8 @@ static void grant_head(struct dmc *d, struct dmc_client *c, uint64_t now, enum d
     if (c->t->limit)
         advance_l(&c->t->l_next, now, req->cost, c->t->limit);
     c->granted = sat_add(c->granted, req->cost);
+    if (req->op)
+        c->granted_ops++;
     if (ph == DMC_PHASE_RESERVATION) {
         c->grants_r++;
         return;
@@ -392,6 +401,7 @@ int dmc_client_info_get(const struct dmc *d, uint32_t tenant, enum tier_io_class
         out->head_p = head_of(c)->p_tag;
     }
     out->granted = c->granted;
+    out->granted_ops = c->granted_ops;
     out->grants_reservation = c->grants_r;
     out->grants_weight = c->grants_p;
     return 0;

@@ -11,9 +11,11 @@
  * reads, its prefetch, its staging, its uploads: work done for a tenant is charged to it), kept
  * with the same kind of L tag. A request costs its bytes plus op_cost (default DMC_OP_COST_DEFAULT
  * = 64 KiB, the transfer time of one request's round trip at a few GB/s), so many small requests
- * are not free. The allocation it converges to, for backlogged clients: each client's share of what
- * is served is proportional to its weight, raised to its reservation and capped at its limit; what
- * a cap or an idle client leaves is split among the others by weight at once (work-conserving).
+ * are not free; a call sent as several requests (a read in parts) pays op_cost with its first part
+ * only (dmc_add_ex), so it costs what it would cost whole. The allocation it converges to, for
+ * backlogged clients: each client's share of what is served is proportional to its weight, raised
+ * to its reservation and capped at its limit; what a cap or an idle client leaves is split among
+ * the others by weight at once (work-conserving).
  *
  * Tags (ns on the caller's clock; P in virtual units of cost/weight):
  *
@@ -103,6 +105,7 @@ struct dmc_req {
     struct tier_list link; /* on the client's FIFO */
     struct dmc_client *cl;
     uint64_t cost;
+    bool op;        /* cost includes op_cost (dmc_add_ex) */
     uint64_t r_tag; /* ns; meaningful when the client has a reservation */
     double p_tag;
 };
@@ -122,6 +125,11 @@ void dmc_free(struct dmc *d); /* NULL is a no-op */
  * on failure req is not queued. */
 int dmc_add(struct dmc *d, uint32_t tenant, enum tier_io_class cls, uint64_t bytes, uint64_t now_ns,
             struct dmc_req *req);
+/* dmc_add of a request that costs its bytes only (op false): a later part of one call sent as
+ * several requests (sched.h, split reads), whose op cost its first part paid; op true is
+ * dmc_add. */
+int dmc_add_ex(struct dmc *d, uint32_t tenant, enum tier_io_class cls, uint64_t bytes, bool op,
+               uint64_t now_ns, struct dmc_req *req);
 /* The next request at now_ns: 0 with *out (removed from the queue) and *phase (may be NULL);
  * -EAGAIN when requests wait but every one's client is at its limit, with *next_ns (may be
  * NULL) the earliest time one may go; -ENOENT when nothing waits. */
@@ -164,6 +172,7 @@ struct dmc_client_info {
     uint64_t head_r;        /* the head request's R tag, 0 with no request */
     double head_p;          /* ... and its P tag */
     uint64_t granted;       /* cost granted so far */
+    uint64_t granted_ops;   /* grants that paid op_cost (all but the later parts of a call) */
     uint64_t grants_reservation, grants_weight;
 };
 /* 0 and *out, or -ENOENT when the client does not exist yet. */

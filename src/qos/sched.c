@@ -139,6 +139,10 @@ struct sched_lane {
     uint64_t inf_last_ns; /* when the last inference call left (0: none yet) */
     int other_dir[2];     /* other classes' calls in flight, by direction: down, up */
     uint64_t yield_waits;
+    /* Reads in parts (sched_backend_config.split_bytes): split_bytes (0: none) is immutable
+     * after sched_lane_new, split_reads under sched.mu. */
+    uint64_t split_bytes;
+    uint64_t split_reads;
 };
 
 /* A tenant's own parameters for one class (sched_qos_set). */
@@ -582,7 +586,7 @@ void sched_lane_client_stats_get(struct sched *s, struct sched_lane *l, uint32_t
         return;
     out->grants = ci.grants_reservation + ci.grants_weight;
     out->granted_cost = ci.granted;
-    uint64_t ops = out->grants * s->op_cost;
+    uint64_t ops = ci.granted_ops * s->op_cost;
     out->granted_bytes = ci.granted > ops ? ci.granted - ops : 0;
     out->queued_now = ci.queued;
 }
@@ -590,6 +594,22 @@ void sched_lane_client_stats_get(struct sched *s, struct sched_lane *l, uint32_t
 uint64_t sched_op_cost(const struct sched *s)
 {
     return s->op_cost;
+}
+
+/* A lane's part size for reads in parts (sched_backend_config.split_bytes), resolved: 0 none. */
+static uint64_t split_size(const struct sched_backend_config *cfg)
+{
+    uint64_t v = cfg ? cfg->split_bytes : 0;
+    if (v == SCHED_SPLIT_OFF)
+        return 0;
+    if (v)
+        return v;
+    if (!cfg || !cfg->link_capacity_bps)
+        return 0;
+    uint64_t b = cfg->link_capacity_bps / 1000000 * SCHED_SPLIT_AUTO_US +
+                 cfg->link_capacity_bps % 1000000 * SCHED_SPLIT_AUTO_US / 1000000;
+    b = (b + SCHED_SPLIT_UNIT - 1) / SCHED_SPLIT_UNIT * SCHED_SPLIT_UNIT;
+    return b ? b : SCHED_SPLIT_UNIT;
 }
 
 int sched_lane_new(struct sched *s, const char *name, const struct sched_backend_config *cfg,
@@ -607,11 +627,14 @@ int sched_lane_new(struct sched *s, const char *name, const struct sched_backend
     l->sched = s;
     l->idle_fast = cfg && cfg->idle_fast;
     l->link_bps = cfg ? cfg->link_capacity_bps : 0;
-    if (!s->qos_off && !(cfg && cfg->yield_inflight < 0)) {
-        l->yield_max = cfg && cfg->yield_inflight ? cfg->yield_inflight : DEFAULT_YIELD_INFLIGHT;
+    if (!s->qos_off) {
+        if (!(cfg && cfg->yield_inflight < 0))
+            l->yield_max =
+                cfg && cfg->yield_inflight ? cfg->yield_inflight : DEFAULT_YIELD_INFLIGHT;
         l->yield_hold_ns =
             (cfg && cfg->yield_hold_ms ? cfg->yield_hold_ms : DEFAULT_YIELD_HOLD_MS) *
             TIER_NS_PER_MS;
+        l->split_bytes = split_size(cfg);
     }
     lane_class_defaults(s, l);
     struct dmc_config dc = {.op_cost = s->op_cost, .params = lane_params, .params_ud = l};
@@ -686,15 +709,19 @@ static void unlink_waiter(struct sched *s, struct sched_lane *l, struct waiter *
     }
 }
 
-/* Under mu, backend lanes with yield: whether the lane has inference demand at now (a call
+/* Under mu, backend lanes with QoS: whether the lane has inference demand at now (a call
  * queued or in flight, or the last one left less than yield_hold_ns ago). */
-static bool yielding(const struct sched_lane *l, uint64_t now)
+static bool inference_demand(const struct sched_lane *l, uint64_t now)
 {
-    if (!l->yield_max)
-        return false;
     if (l->inf_inflight || l->queued[TIER_IO_INFERENCE])
         return true;
     return l->inf_last_ns && now - l->inf_last_ns < l->yield_hold_ns;
+}
+
+/* Under mu, backend lanes with yield: whether the yield applies at now (inference demand). */
+static bool yielding(const struct sched_lane *l, uint64_t now)
+{
+    return l->yield_max && inference_demand(l, now);
 }
 
 /* Under mu: whether a call of class c moving data dir must wait for inference, given whether
@@ -1042,10 +1069,11 @@ static void admit_timeout(struct sched *s, struct sched_lane *l, struct waiter *
 
 /* Admit one call of class c for tenant, of bytes, in l: 0 with *waited_ns, -ETIMEDOUT
  * (message set) or -ENOMEM (backend lanes: the client's QoS state); try: -EAGAIN instead of
- * queueing (sched_lane_try_enter). The breaker first (breaker_admit), then the fast path, then
- * a place in the queue (await_grant; admit_timeout when it times out). */
+ * queueing (sched_lane_try_enter); op false: a later part of a call in parts, charged its bytes
+ * only (sched_lane_enter_part). The breaker first (breaker_admit), then the fast path, then a
+ * place in the queue (await_grant; admit_timeout when it times out). */
 static int lane_admit(struct sched *s, struct sched_lane *l, int c, uint32_t tenant, size_t bytes,
-                      enum sched_dir dir, bool try, uint64_t *waited_ns)
+                      enum sched_dir dir, bool try, bool op, uint64_t *waited_ns)
 {
     uint64_t t0 = tier_now_mono_ns(), cons = 0, left = 0;
     bool probe = false;
@@ -1078,7 +1106,7 @@ static int lane_admit(struct sched *s, struct sched_lane *l, int c, uint32_t ten
 
     struct waiter w = {.cls = c, .dir = dir, .t0_ns = t0};
     if (l->dmc) { /* every call of a backend lane goes through dmClock: limits apply always */
-        int rc = dmc_add(l->dmc, tenant, (enum tier_io_class)c, bytes, t0, &w.req);
+        int rc = dmc_add_ex(l->dmc, tenant, (enum tier_io_class)c, bytes, op, t0, &w.req);
         if (rc) {
             if (probe)
                 l->probe_out = false; /* no probe went: the next call is one */
@@ -1146,7 +1174,8 @@ uint64_t sched_admit(struct sched *s, const struct tier_ioctx *io, size_t bytes)
     int c = class_of(io);
     uint64_t waited = 0;
     /* never fails: the default lane has no deadline, no breaker and no dmClock */
-    (void)lane_admit(s, &s->def, c, TIER_TENANT_DEFAULT, bytes, SCHED_DIR_NONE, false, &waited);
+    (void)lane_admit(s, &s->def, c, TIER_TENANT_DEFAULT, bytes, SCHED_DIR_NONE, false, true,
+                     &waited);
     return waited;
 }
 
@@ -1158,11 +1187,11 @@ void sched_done(struct sched *s, const struct tier_ioctx *io, size_t bytes, long
 }
 
 static int lane_enter(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
-                      size_t bytes, enum sched_dir dir, bool try)
+                      size_t bytes, enum sched_dir dir, bool try, bool op)
 {
     uint64_t waited = 0;
     t_attempt_reported = false;
-    int rc = lane_admit(s, l, class_of(io), tenant_of(io), bytes, dir, try, &waited);
+    int rc = lane_admit(s, l, class_of(io), tenant_of(io), bytes, dir, try, op, &waited);
     t_lane_waited_ns = waited;
     return rc;
 }
@@ -1170,19 +1199,41 @@ static int lane_enter(struct sched *s, struct sched_lane *l, const struct tier_i
 int sched_lane_enter(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
                      size_t bytes)
 {
-    return lane_enter(s, l, io, bytes, SCHED_DIR_NONE, false);
+    return lane_enter(s, l, io, bytes, SCHED_DIR_NONE, false, true);
 }
 
 int sched_lane_enter_dir(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
                          size_t bytes, enum sched_dir dir)
 {
-    return lane_enter(s, l, io, bytes, (unsigned)dir <= SCHED_DIR_UP ? dir : SCHED_DIR_NONE, false);
+    return lane_enter(s, l, io, bytes, (unsigned)dir <= SCHED_DIR_UP ? dir : SCHED_DIR_NONE, false,
+                      true);
+}
+
+int sched_lane_enter_part(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
+                          size_t bytes, enum sched_dir dir)
+{
+    return lane_enter(s, l, io, bytes, (unsigned)dir <= SCHED_DIR_UP ? dir : SCHED_DIR_NONE, false,
+                      false);
+}
+
+size_t sched_lane_read_part(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
+                            size_t len)
+{
+    /* split_bytes is immutable: no lock for the reads that cannot split */
+    if (!l->split_bytes || len <= l->split_bytes || class_of(io) == TIER_IO_INFERENCE)
+        return len;
+    pthread_mutex_lock(&s->mu);
+    bool split = inference_demand(l, tier_now_mono_ns());
+    if (split)
+        l->split_reads++;
+    pthread_mutex_unlock(&s->mu);
+    return split ? (size_t)l->split_bytes : len;
 }
 
 int sched_lane_try_enter(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
                          size_t bytes)
 {
-    return lane_enter(s, l, io, bytes, SCHED_DIR_NONE, true);
+    return lane_enter(s, l, io, bytes, SCHED_DIR_NONE, true, true);
 }
 
 void sched_lane_leave(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
@@ -1275,6 +1326,8 @@ size_t sched_backend_stats_get(struct sched *s, struct sched_backend_stats *out,
         b->grants_weight = l->grants_w;
         b->limit_waits = l->limit_waits;
         b->yield_waits = l->yield_waits;
+        b->split_bytes = l->split_bytes;
+        b->split_reads = l->split_reads;
     }
     size_t n = s->nlanes;
     pthread_mutex_unlock(&s->mu);

@@ -60,6 +60,14 @@
  * when demand ends, the next leave grants as usual. Reservations of other classes are met only
  * through those yield_inflight calls while inference has demand.
  *
+ * Reads in parts (QoS on, sched_backend_config.split_bytes): the yield still lets one call of
+ * another class beside an inference call, and a large read of it queues ahead of the inference
+ * response in the link. So under the same demand the wrapper (sched_backend.c) sends another
+ * class's read larger than the lane's part size as ranged reads of that size, one after another,
+ * each admitted on its own (sched_lane_read_part decides, once per read, before its first part;
+ * sched_lane_enter_part admits the later parts at their bytes only, so the read costs dmClock
+ * what it would cost whole).
+ *
  * With sched_config.qos_off backend lanes grant as the default lane does (strict class
  * priority, starve_limit), the scheduler tierd had before dmClock: the bench's "QoS off"; no
  * yield.
@@ -225,7 +233,17 @@ struct sched_backend_config {
      * up: puts and multipart parts). 0: 1; negative: off. */
     int yield_inflight;
     uint64_t yield_hold_ms; /* 0: 500 */
+    /* Reads in parts while inference has demand (QoS on; sched_lane_read_part): a read of
+     * another class larger than this goes out as ranged reads of this many bytes, one after
+     * another, each admitted on its own. 0: auto (the bytes link_capacity_bps moves in
+     * SCHED_SPLIT_AUTO_US, rounded up to a multiple of 64 KiB; none while link_capacity_bps is
+     * 0); SCHED_SPLIT_OFF: never. */
+    uint64_t split_bytes;
 };
+
+#define SCHED_SPLIT_OFF UINT64_MAX
+#define SCHED_SPLIT_AUTO_US 2000     /* split_bytes 0: a part takes 2 ms on the link ... */
+#define SCHED_SPLIT_UNIT (64u << 10) /* ... in multiples of 64 KiB, at least one */
 
 /* sched_backend_config.admit_timeout_ms: wait for a grant without a deadline (the disk lane:
  * a local read or write is never failed by its scheduler). */
@@ -253,6 +271,8 @@ struct sched_backend_stats {
     uint64_t grants_reservation, grants_weight; /* grants by dmClock phase */
     uint64_t limit_waits; /* times every waiting client was at its limit with slots free */
     uint64_t yield_waits; /* times every waiting call was held back for inference (yield) */
+    uint64_t split_bytes; /* the lane's part size for split reads; 0: it splits none */
+    uint64_t split_reads; /* reads that went out in parts (sched_lane_read_part) */
 };
 
 const char *sched_breaker_state_name(enum sched_breaker_state st);
@@ -284,6 +304,18 @@ int sched_lane_enter_dir(struct sched *s, struct sched_lane *l, const struct tie
                          size_t bytes, enum sched_dir dir);
 void sched_lane_leave_dir(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
                           size_t bytes, long result, uint64_t service_ns, enum sched_dir dir);
+/* Reads in parts (sched_backend_config.split_bytes): the bytes each ranged read of a read of len
+ * bytes of io's class (NULL: the thread's current ioctx) should ask lane l for now. len (whole)
+ * unless the lane has a split size, the read is larger, of another class than inference, and the
+ * lane has inference demand (as for the yield: an inference call queued or in flight, or one left
+ * less than yield_hold_ms ago); then the split size, and the read counts in split_reads. */
+size_t sched_lane_read_part(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
+                            size_t len);
+/* sched_lane_enter_dir for a part after the first of one call sent in parts: dmClock charges it
+ * its bytes only (the first part paid the call's op cost), so the parts cost what the whole call
+ * would. Leave it with sched_lane_leave_dir, as any call. */
+int sched_lane_enter_part(struct sched *s, struct sched_lane *l, const struct tier_ioctx *io,
+                          size_t bytes, enum sched_dir dir);
 /* Between enter and leave, on the calling thread: the backend's attempt failed with err and it
  * would retry (backend_attempt_hook). Unanswered (a timeout or connection failure), it counts
  * towards the breaker at once; answered (a server error) it is an answer, as a success is. Either
@@ -298,7 +330,8 @@ int sched_backend_wrap(struct sched *s, struct backend *inner,
                        const struct sched_backend_config *cfg, struct backend **out);
 /* Backend operations, as the wrapper counts the calls it admitted (once per call: a backend's
  * own retries, and the extra request some calls make, such as the S3 backend's HEAD before a
- * DELETE, are not counted apart). */
+ * DELETE, are not counted apart; a read in parts, sched_lane_read_part, counts once per part,
+ * each admitted on its own). */
 enum sched_be_op {
     SCHED_BE_STAT = 0,
     SCHED_BE_READ,
@@ -348,7 +381,8 @@ void sched_lane_class_qos_get(struct sched *s, struct sched_lane *l, enum tier_i
 struct sched_client_stats {
     uint64_t grants;        /* calls granted */
     uint64_t granted_bytes; /* their bytes (cost less the per-call op cost) */
-    uint64_t granted_cost;  /* their cost: bytes + grants x op_cost_bytes */
+    uint64_t granted_cost;  /* their cost: bytes + op_cost_bytes per call (per read, not per
+                             * part of a read in parts) */
     uint64_t queued_now;
 };
 void sched_lane_client_stats_get(struct sched *s, struct sched_lane *l, uint32_t tenant,

@@ -4,9 +4,10 @@
  * backend whose every operation first passes sched_lane_enter() on the backend's own lane (its
  * in-flight cap, admission deadline and circuit breaker) and reports its result with
  * sched_lane_leave() (their _dir forms, with the way the call's data goes on the link: reads
- * down, puts and multipart parts up). tierd installs one around each configured backend, so stat
- * and list from the FUSE layer and the API pass the scheduling point as reads and uploads do. It
- * also installs an attempt hook on the inner backend (backend_set_attempt_hook), so the lane's
+ * down, puts and multipart parts up); a read of another class than inference may go out in parts
+ * while inference has demand (read_parts). tierd installs one around each configured backend, so
+ * stat and list from the FUSE layer and the API pass the scheduling point as reads and uploads do.
+ * It also installs an attempt hook on the inner backend (backend_set_attempt_hook), so the lane's
  * breaker counts the inner backend's failed retries and stops them once open.
  *
  * The wrapper has its own copy of the inner backend's ops table (same type string, same optional
@@ -54,13 +55,20 @@ static enum sched_dir dir_of(enum sched_be_op op)
     }
 }
 
-static int enter(struct sched_be *w, enum sched_be_op op, size_t bytes, uint64_t *t0)
+/* part: a later part of a read in parts (read_parts), which costs its bytes only. */
+static int enter_as(struct sched_be *w, enum sched_be_op op, size_t bytes, bool part, uint64_t *t0)
 {
-    int rc = sched_lane_enter_dir(w->s, w->lane, NULL, bytes, dir_of(op));
+    int rc = part ? sched_lane_enter_part(w->s, w->lane, NULL, bytes, dir_of(op))
+                  : sched_lane_enter_dir(w->s, w->lane, NULL, bytes, dir_of(op));
     *t0 = tier_now_mono_ns();
     if (rc == 0)
         atomic_fetch_add_explicit(&w->calls[op], 1, memory_order_relaxed);
     return rc;
+}
+
+static int enter(struct sched_be *w, enum sched_be_op op, size_t bytes, uint64_t *t0)
+{
+    return enter_as(w, op, bytes, false, t0);
 }
 
 static void leave(struct sched_be *w, enum sched_be_op op, size_t bytes, long result, uint64_t t0)
@@ -82,17 +90,73 @@ static int w_stat(struct backend *be, const char *key, struct backend_stat *st)
     return rc;
 }
 
+/* One ranged read of the inner backend: of version_id when not NULL, else of the current
+ * object. */
+static ssize_t inner_read(struct sched_be *w, const char *key, const char *version_id, uint64_t off,
+                          void *buf, size_t len, const char *if_match, struct backend_stat *st)
+{
+    if (version_id)
+        return w->inner->ops->read_version(w->inner, key, version_id, off, buf, len, if_match, st);
+    return w->inner->ops->read(w->inner, key, off, buf, len, if_match, st);
+}
+
+/* A read admitted and sent as one call, or, when the lane says so (sched_lane_read_part: another
+ * class's read while inference has demand), as ranged reads of the lane's part size one after
+ * another, each admitted on its own (so an inference call is granted between two parts, and at
+ * most one part of it queues ahead of an inference response on the link), the first at the full
+ * op cost and the others at their bytes only. The first part fixes the version (its ETag, or the
+ * caller's if_match): every later part must match it, so a read never mixes two versions (an
+ * object replaced between two parts is -ESTALE, as a read pinned to a version gets). The caller
+ * sees one read: the same bytes, the first part's stat, a short count only at the end of the
+ * object (a short part ends it), and any part's error as the read's error (nothing of the read
+ * is kept; the caller retries it as it retries any failed read). */
+static ssize_t read_parts(struct sched_be *w, const char *key, const char *version_id, uint64_t off,
+                          void *buf, size_t len, const char *if_match, struct backend_stat *st)
+{
+    size_t part = sched_lane_read_part(w->s, w->lane, NULL, len);
+    if (part >= len) {
+        uint64_t t0;
+        int rc = enter(w, SCHED_BE_READ, len, &t0);
+        if (rc)
+            return rc;
+        ssize_t n = inner_read(w, key, version_id, off, buf, len, if_match, st);
+        leave(w, SCHED_BE_READ, n > 0 ? (size_t)n : 0, (long)n, t0);
+        return n;
+    }
+    struct backend_stat first;
+    memset(&first, 0, sizeof(first));
+    const char *match = if_match;
+    size_t done = 0;
+    while (done < len) {
+        size_t want = len - done < part ? len - done : part;
+        struct backend_stat pst;
+        uint64_t t0;
+        int rc = enter_as(w, SCHED_BE_READ, want, done > 0, &t0);
+        if (rc)
+            return rc;
+        ssize_t n =
+            inner_read(w, key, version_id, off + done, (char *)buf + done, want, match, &pst);
+        leave(w, SCHED_BE_READ, n > 0 ? (size_t)n : 0, (long)n, t0);
+        if (n < 0)
+            return n;
+        if (done == 0) {
+            first = pst;
+            if (!match || !*match)
+                match = first.etag;
+        }
+        done += (size_t)n;
+        if ((size_t)n < want)
+            break; /* the end of the object */
+    }
+    if (st)
+        *st = first;
+    return (ssize_t)done;
+}
+
 static ssize_t w_read(struct backend *be, const char *key, uint64_t off, void *buf, size_t len,
                       const char *if_match, struct backend_stat *st)
 {
-    struct sched_be *w = W(be);
-    uint64_t t0;
-    int rc = enter(w, SCHED_BE_READ, len, &t0);
-    if (rc)
-        return rc;
-    ssize_t n = w->inner->ops->read(w->inner, key, off, buf, len, if_match, st);
-    leave(w, SCHED_BE_READ, n > 0 ? (size_t)n : 0, (long)n, t0);
-    return n;
+    return read_parts(W(be), key, NULL, off, buf, len, if_match, st);
 }
 
 static int w_list(struct backend *be, const char *prefix, const char *delimiter, const char *token,
@@ -137,14 +201,7 @@ static ssize_t w_read_version(struct backend *be, const char *key, const char *v
                               uint64_t off, void *buf, size_t len, const char *if_match,
                               struct backend_stat *st)
 {
-    struct sched_be *w = W(be);
-    uint64_t t0;
-    int rc = enter(w, SCHED_BE_READ, len, &t0);
-    if (rc)
-        return rc;
-    ssize_t n = w->inner->ops->read_version(w->inner, key, version_id, off, buf, len, if_match, st);
-    leave(w, SCHED_BE_READ, n > 0 ? (size_t)n : 0, (long)n, t0);
-    return n;
+    return read_parts(W(be), key, version_id, off, buf, len, if_match, st);
 }
 
 static int w_put(struct backend *be, const char *key, const void *buf, size_t len, char *etag_out)

@@ -11,7 +11,8 @@
  * Cases: put/get/ranged get/stat/delete, reads at and after the end, version change on overwrite,
  * 2,500-key listing over pages (recursive and with delimiter), a 64 MiB multipart upload read back
  * plainly and with backend_read_parallel, abort, missing keys, invalid keys, and 8 threads doing
- * puts and reads at once. Every case uses its own key prefix.
+ * puts and reads at once; wrapped, a training read in parts while an inference call is in flight.
+ * Every case uses its own key prefix.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -93,7 +94,9 @@ static int group_setup(void **state)
     }
     if (g_sched_wrap) {
         struct backend *w = NULL;
-        struct sched_backend_config bc = {.max_inflight = 3, .admit_timeout_ms = 120000};
+        /* split_bytes: reads in parts while inference has demand (test_split_reads) */
+        struct sched_backend_config bc = {
+            .max_inflight = 3, .admit_timeout_ms = 120000, .split_bytes = 16 << 10};
         if (sched_new(NULL, &g_sched) != 0 || sched_backend_wrap(g_sched, g_be, &bc, &w) != 0) {
             fprintf(stderr, "backend_suite %s: cannot wrap the backend in a lane\n", g_kind);
             return -1;
@@ -610,6 +613,78 @@ static void test_concurrent_threads(void **state)
     }
 }
 
+/* Reads in parts (sched wrap only; sched.h split_bytes, 16 KiB here): while an inference call is
+ * in flight on the lane, a training read goes out as ranged reads of 16 KiB, each a call the
+ * wrapper admits, and returns what the unsplit read returns: the same bytes and version, short
+ * only at the end (a part ending exactly at the end is followed by one reading nothing, which S3
+ * answers 416), nothing past it, and a stale if_match fails it. Without the inference call the
+ * same read is one call. */
+static void test_split_reads(void **state)
+{
+    (void)state;
+    if (!g_sched_wrap)
+        return;
+    const size_t len = 100 * 1024 + 7, even = 64 * 1024;
+    unsigned char *data = malloc(len), *back = malloc(len + 100);
+    assert_non_null(data);
+    assert_non_null(back);
+    tu_fill_random(data, len, 7);
+    char etag[BACKEND_ETAG_MAX] = "", etag2[BACKEND_ETAG_MAX] = "";
+    ASSERT_OK(backend_put(g_be, NULL, "split/obj", data, len, etag));
+    ASSERT_OK(backend_put(g_be, NULL, "split/even", data, even, etag2));
+    struct sched_lane *l = sched_backend_lane(g_sched, g_be);
+    assert_non_null(l);
+    struct tier_ioctx inf = {.tenant = 1, .cls = TIER_IO_INFERENCE};
+    struct tier_ioctx trn = {.tenant = 2, .cls = TIER_IO_TRAINING};
+    uint64_t calls[SCHED_BE_NOPS];
+    struct sched_backend_stats b;
+#define READS()                                                                                    \
+    (assert_int_equal(sched_backend_calls_get(g_sched, g_be, calls, NULL), 0), calls[SCHED_BE_READ])
+
+    uint64_t r0 = READS();
+    struct backend_stat st;
+    assert_int_equal(backend_read(g_be, &trn, "split/obj", 0, back, len + 100, NULL, &st), len);
+    assert_memory_equal(back, data, len);
+    assert_int_equal(READS() - r0, 1);
+
+    assert_int_equal(sched_lane_enter_dir(g_sched, l, &inf, 0, SCHED_DIR_DOWN), 0);
+    assert_int_equal(sched_backend_stats_get(g_sched, &b, 1), 1);
+    uint64_t split0 = b.split_reads;
+    r0 = READS();
+    memset(back, 0, len + 100);
+    memset(&st, 0, sizeof(st));
+    assert_int_equal(backend_read(g_be, &trn, "split/obj", 0, back, len + 100, NULL, &st), len);
+    assert_memory_equal(back, data, len);
+    assert_string_equal(st.etag, etag);
+    assert_int_equal(st.size_bytes, len);
+    assert_int_equal(READS() - r0, 7); /* 6 x 16 KiB and the last 4 KiB + 7 */
+    /* inside, at an offset that is no multiple of a part */
+    r0 = READS();
+    assert_int_equal(backend_read(g_be, &trn, "split/obj", 1000, back, 40000, etag, NULL), 40000);
+    assert_memory_equal(back, data + 1000, 40000);
+    assert_int_equal(READS() - r0, 3);
+    /* ending exactly at the end of the object: one more part reads nothing */
+    r0 = READS();
+    assert_int_equal(backend_read(g_be, &trn, "split/even", 0, back, 2 * even, NULL, &st), even);
+    assert_memory_equal(back, data, even);
+    assert_string_equal(st.etag, etag2);
+    assert_int_equal(READS() - r0, 5);
+    /* past the end; a version the object does not have */
+    assert_int_equal(backend_read(g_be, &trn, "split/obj", len + 4096, back, 64 * 1024, NULL, NULL),
+                     0);
+    assert_int_equal(backend_read(g_be, &trn, "split/obj", 0, back, 64 * 1024, etag2, NULL),
+                     -ESTALE);
+    assert_int_equal(sched_backend_stats_get(g_sched, &b, 1), 1);
+    assert_int_equal(b.split_reads - split0, 5);
+    assert_int_equal(b.split_bytes, 16 << 10);
+    sched_lane_leave_dir(g_sched, l, &inf, 0, 0, 1, SCHED_DIR_DOWN);
+#undef READS
+    ASSERT_OK(backend_del(g_be, NULL, "split/obj"));
+    ASSERT_OK(backend_del(g_be, NULL, "split/even"));
+    free(data);
+    free(back);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || argc > 3 || (strcmp(argv[1], "posix") != 0 && strcmp(argv[1], "s3") != 0) ||
@@ -630,6 +705,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_multipart_list),
         cmocka_unit_test(test_concurrent_threads),
         cmocka_unit_test(test_put_new),
+        cmocka_unit_test(test_split_reads), /* last: it leaves inference demand for 500 ms */
     };
     return cmocka_run_group_tests_name(g_kind, tests, group_setup, group_teardown);
 }

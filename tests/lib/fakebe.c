@@ -84,10 +84,14 @@ static int pre(struct fakebe *f, enum fakebe_op op, const char *key, int part_no
         tier_err_set("backend %s is down (injected)", f->be.name);
     } else if (p->f.err && p->f.count != 0 && key_has(key, p->key_part) &&
                (!p->f.part_no || p->f.part_no == part_no)) {
-        rc = p->f.err;
-        if (p->f.count > 0)
-            p->f.count--;
-        tier_err_set("injected failure for %s", key ? key : "");
+        if (p->f.skip > 0) {
+            p->f.skip--;
+        } else {
+            rc = p->f.err;
+            if (p->f.count > 0)
+                p->f.count--;
+            tier_err_set("injected failure for %s", key ? key : "");
+        }
     }
     pthread_mutex_unlock(&f->mu);
     return rc;

@@ -45,6 +45,7 @@ struct fakebe_fault {
     int count;            /* matching calls to fail, or FAKEBE_ALWAYS */
     const char *key_part; /* NULL, or only keys (list: prefixes) containing it (copied) */
     int part_no;          /* FAKEBE_MPU_PART: 0, or only this part number */
+    int skip;             /* matching calls to let through before the first failure */
 };
 
 struct backend *fakebe_mem_new(const char *name);

@@ -977,6 +977,20 @@ static void test_qos(void **state)
                     json_integer_value(json_object_get(b0, "grants_weight")) >=
                 1);
     assert_true(json_is_integer(json_object_get(b0, "limit_waits")));
+    /* reads in parts: auto, 2 ms of warm's 100 MiB/s rounded up to 256 KiB; none split yet */
+    assert_int_equal(json_integer_value(json_object_get(b0, "split_bytes")), 256 << 10);
+    assert_int_equal(json_integer_value(json_object_get(b0, "split_reads")), 0);
+    json_decref(j);
+    j = req("GET /v1/qos\n\n", 200);
+    size_t li;
+    json_t *lane;
+    json_array_foreach(json_object_get(j, "backends"), li, lane)
+    { /* cold has no link_capacity: auto splits nothing there */
+        bool warm = strcmp(json_string_value(json_object_get(lane, "name")), "warm") == 0;
+        assert_int_equal(json_integer_value(json_object_get(lane, "split_bytes")),
+                         warm ? 256 << 10 : 0);
+        assert_true(json_is_integer(json_object_get(lane, "split_reads")));
+    }
     json_decref(j);
 
     /* null: back to the defaults (the class's, and no tenant limit) */

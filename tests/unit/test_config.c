@@ -94,6 +94,10 @@ static const struct bad_case bad_cases[] = {
      {"t.conf:11:", "breaker_cooldown", "duration"}},
     {BASE "[backend w2]\ntype = posix\nroot = /x\nbreaker_failures = -1\n",
      {"t.conf:11:", "breaker_failures", "from 0 to 1000"}},
+    {BASE "[backend w2]\ntype = posix\nroot = /x\nsplit_reads = 1K\n",
+     {"t.conf:11:", "split_reads = '1K'", "auto, off, or a size from 16.0 KiB to 64.0 MiB"}},
+    {BASE "[backend w2]\ntype = posix\nroot = /x\nsplit_reads = sometimes\n",
+     {"t.conf:11:", "split_reads = 'sometimes'", "auto, off"}},
     {"[backend warm]\ntype = posix\n[namespace /d]\nbackend = warm\n[mount]\npath = /m\n",
      {"t.conf:1:", "[backend warm] is missing required key 'root'"}},
     /* a typo of a required key wins over "missing": it is the cause */
@@ -500,6 +504,7 @@ static void test_defaults(void **state)
     assert_int_equal(c.backends[0].max_inflight, 0); /* tierd picks 32 (posix) / max_connections */
     assert_int_equal(c.backends[0].breaker_failures, 5);
     assert_int_equal(c.backends[0].breaker_cooldown_ms, 5000);
+    assert_int_equal(c.backends[0].split_read_bytes, TIERD_SPLIT_AUTO);
     assert_int_equal(c.max_tenants, 64);
     assert_int_equal(c.tenant_pid_cache, 4096);
     assert_int_equal(c.tenant_reserved_ids, 16); /* a quarter of max_tenants */
@@ -534,6 +539,25 @@ static void test_telemetry_switch(void **state)
             fail_msg("telemetry = %s: %s", vals[i], err);
         assert_int_equal(c.telemetry, strcmp(vals[i], "on") == 0);
         assert_int_equal(c.qos, strcmp(vals[i], "on") == 0);
+        tierd_config_fini(&c);
+    }
+}
+
+/* [backend] split_reads: auto by default; auto, off (or 0) and a size as written. */
+static void test_split_reads(void **state)
+{
+    (void)state;
+    const char *vals[] = {"auto", "off", "0", "64K"};
+    const uint64_t want[] = {TIERD_SPLIT_AUTO, 0, 0, 64 << 10};
+    for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
+        char text[1024], err[512] = "";
+        snprintf(text, sizeof(text), "%s[backend w2]\ntype = posix\nroot = /x\nsplit_reads = %s\n",
+                 BASE, vals[i]);
+        struct tierd_config c;
+        if (tierd_config_load_string("t.conf", text, strlen(text), &c, err, sizeof(err)))
+            fail_msg("split_reads = %s: %s", vals[i], err);
+        assert_int_equal(c.backends[0].split_read_bytes, TIERD_SPLIT_AUTO);
+        assert_int_equal(c.backends[1].split_read_bytes, want[i]);
         tierd_config_fini(&c);
     }
 }
@@ -1172,7 +1196,8 @@ int main(void)
         cmocka_unit_test(test_api_socket_shares), cmocka_unit_test(test_long_line_and_comments),
         cmocka_unit_test(test_resolve),           cmocka_unit_test(test_permissions),
         cmocka_unit_test(test_telemetry_switch),  cmocka_unit_test(test_qos),
-        cmocka_unit_test(test_ns_near_tierd),     cmocka_unit_test(test_cluster),
+        cmocka_unit_test(test_split_reads),       cmocka_unit_test(test_ns_near_tierd),
+        cmocka_unit_test(test_cluster),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

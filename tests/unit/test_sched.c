@@ -24,7 +24,9 @@
  * and with QoS on by dmClock's weights (test_lane_qos_off_strict). Inference first on the link
  * (yield_inflight): with an inference call in flight a second training read waits with slots
  * free, a later inference read passes it, and only a read's leave frees it; off and with QoS
- * off it goes at once (test_lane_yield_inflight, by counts only).
+ * off it goes at once (test_lane_yield_inflight, by counts only). Reads in parts while inference
+ * has demand: counted ranged reads, the same bytes, dmClock charged the whole read's cost
+ * (test_lane_split_reads).
  *
  * The disk lane (idle_fast, no deadline, no breaker): an idle lane grants unlimited clients
  * without dmClock; sched_lane_try_enter refuses a full lane and a tenant at its limit and queues
@@ -1725,6 +1727,118 @@ static void test_lane_yield_inflight(void **state)
     run_yield(true, 1);   /* QoS off: no yield */
 }
 
+/* One read of obj through the wrapper be as io, checked byte for byte against the fake's
+ * content; returns how many reads of the fake backend it took. */
+static uint64_t split_read(struct backend *mem, struct backend *be, const struct tier_ioctx *io,
+                           uint64_t off, size_t len, ssize_t want_n)
+{
+    static char buf[256 << 10], want[256 << 10];
+    assert_true(len <= sizeof(buf));
+    uint64_t c0 = fakebe_calls(mem, FAKEBE_READ);
+    struct backend_stat st;
+    memset(buf, 0x5a, len);
+    ssize_t n = backend_read(be, io, "obj", off, buf, len, NULL, &st);
+    assert_int_equal(n, want_n);
+    if (n > 0) {
+        fakebe_expected("obj", "e1", off, want, (size_t)n);
+        assert_memory_equal(buf, want, (size_t)n);
+        assert_string_equal(st.etag, "e1");
+        assert_int_equal(st.size_bytes, (256 << 10) + 1000);
+    }
+    return fakebe_calls(mem, FAKEBE_READ) - c0;
+}
+
+/* Reads in parts (split_bytes): without inference demand a training read of 256 KiB is one
+ * backend read; while an inference call is in flight it is four ranged reads of 64 KiB, the same
+ * bytes and stat, counted once in split_reads and charged by dmClock what the whole read costs
+ * (its bytes plus one op cost); a read at the end of the object stops at its short part;
+ * inference's own reads and reads no larger than a part go whole; a failed part fails the read
+ * and no later part is sent. With split_bytes auto the part size follows link_capacity; with
+ * SCHED_SPLIT_OFF, or QoS off, nothing splits. By counts only: the hold is an hour. */
+static void test_lane_split_reads(void **state)
+{
+    (void)state;
+    struct backend *mem = fakebe_mem_new("rgw");
+    fakebe_add(mem, "obj", (256 << 10) + 1000, "e1");
+    struct sched *s = NULL;
+    assert_int_equal(sched_new(NULL, &s), 0);
+    struct sched_backend_config bc = {.max_inflight = 4,
+                                      .admit_timeout_ms = 20000,
+                                      .breaker_failures = -1,
+                                      .yield_hold_ms = 3600000,
+                                      .split_bytes = 64 << 10};
+    struct backend *be = NULL;
+    assert_int_equal(sched_backend_wrap(s, mem, &bc, &be), 0);
+    struct sched_lane *l = sched_backend_lane(s, be);
+    assert_non_null(l);
+    struct tier_ioctx inf = {.tenant = 1, .cls = TIER_IO_INFERENCE};
+    struct tier_ioctx trn = {.tenant = 2, .cls = TIER_IO_TRAINING};
+    assert_int_equal(lane_stats(s, 0).split_bytes, 64 << 10);
+
+    /* no inference demand: whole */
+    assert_int_equal(split_read(mem, be, &trn, 0, 256 << 10, 256 << 10), 1);
+    assert_int_equal(lane_stats(s, 0).split_reads, 0);
+    assert_int_equal(sched_lane_read_part(s, l, &trn, 256 << 10), 256 << 10);
+
+    /* an inference call in flight: in parts */
+    assert_int_equal(sched_lane_enter_dir(s, l, &inf, 1000, SCHED_DIR_DOWN), 0);
+    assert_int_equal(sched_lane_read_part(s, l, &trn, 256 << 10), 64 << 10);
+    assert_int_equal(sched_lane_read_part(s, l, &inf, 256 << 10), 256 << 10);
+    assert_int_equal(sched_lane_read_part(s, l, &trn, 64 << 10), 64 << 10);
+    uint64_t rs0 = lane_stats(s, 0).split_reads; /* the three calls above counted one */
+    assert_int_equal(rs0, 1);
+    struct sched_client_stats c0, c1;
+    sched_lane_client_stats_get(s, l, 2, TIER_IO_TRAINING, &c0);
+    assert_int_equal(split_read(mem, be, &trn, 0, 256 << 10, 256 << 10), 4);
+    sched_lane_client_stats_get(s, l, 2, TIER_IO_TRAINING, &c1);
+    assert_int_equal(c1.grants - c0.grants, 4);
+    assert_int_equal(c1.granted_bytes - c0.granted_bytes, 256 << 10);
+    assert_int_equal(c1.granted_cost - c0.granted_cost, (256 << 10) + sched_op_cost(s));
+    assert_int_equal(lane_stats(s, 0).split_reads, rs0 + 1);
+    /* the end of the object: 128 KiB and 1000 bytes are left, the third part is short */
+    assert_int_equal(split_read(mem, be, &trn, 128 << 10, 256 << 10, (128 << 10) + 1000), 3);
+    /* inference reads whole; so does a read no larger than a part */
+    assert_int_equal(split_read(mem, be, &inf, 0, 256 << 10, 256 << 10), 1);
+    assert_int_equal(split_read(mem, be, &trn, 0, 64 << 10, 64 << 10), 1);
+    /* the second part fails: so does the read, and the rest is not sent */
+    struct fakebe_fault f = {.err = -EIO, .count = 1, .skip = 1};
+    fakebe_fail(mem, FAKEBE_READ, &f);
+    assert_int_equal(split_read(mem, be, &trn, 0, 256 << 10, -EIO), 2);
+    fakebe_fail(mem, FAKEBE_READ, NULL);
+    sched_lane_leave_dir(s, l, &inf, 1000, 1000, 1, SCHED_DIR_DOWN);
+    struct sched_backend_stats b = lane_stats(s, 0);
+    assert_int_equal(b.inflight_now, 0);
+    assert_int_equal(b.completed, b.admitted);
+    backend_free(be);
+    sched_free(s);
+
+    /* auto: 2 ms of a 100 MB/s link, 200 KB, rounded up to 256 KiB; no link_capacity: none */
+    struct sched_lane *la = NULL, *ln = NULL, *lo = NULL;
+    assert_int_equal(sched_new(NULL, &s), 0);
+    struct sched_backend_config auto_bc = {.link_capacity_bps = 100000000};
+    assert_int_equal(sched_lane_new(s, "auto", &auto_bc, &la), 0);
+    assert_int_equal(sched_lane_new(s, "unknown", NULL, &ln), 0);
+    struct sched_backend_config off_bc = {.split_bytes = SCHED_SPLIT_OFF};
+    assert_int_equal(sched_lane_new(s, "off", &off_bc, &lo), 0);
+    assert_int_equal(lane_stats(s, 0).split_bytes, 256 << 10);
+    assert_int_equal(lane_stats(s, 1).split_bytes, 0);
+    assert_int_equal(lane_stats(s, 2).split_bytes, 0);
+    assert_int_equal(sched_lane_enter_dir(s, lo, &inf, 1000, SCHED_DIR_DOWN), 0);
+    assert_int_equal(sched_lane_read_part(s, lo, &trn, 4 << 20), 4 << 20);
+    sched_lane_leave_dir(s, lo, &inf, 1000, 1000, 1, SCHED_DIR_DOWN);
+    sched_free(s);
+    /* QoS off: no split size, even one configured */
+    struct sched_config off = {.qos_off = true};
+    assert_int_equal(sched_new(&off, &s), 0);
+    struct sched_backend_config set_bc = {.split_bytes = 64 << 10};
+    assert_int_equal(sched_lane_new(s, "be", &set_bc, &la), 0);
+    assert_int_equal(lane_stats(s, 0).split_bytes, 0);
+    assert_int_equal(sched_lane_enter_dir(s, la, &inf, 1000, SCHED_DIR_DOWN), 0);
+    assert_int_equal(sched_lane_read_part(s, la, &trn, 256 << 10), 256 << 10);
+    sched_lane_leave_dir(s, la, &inf, 1000, 1000, 1, SCHED_DIR_DOWN);
+    sched_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1750,6 +1864,7 @@ int main(void)
         cmocka_unit_test(test_disk_lane_limit_holds),
         cmocka_unit_test(test_lane_qos_off_strict),
         cmocka_unit_test(test_lane_yield_inflight),
+        cmocka_unit_test(test_lane_split_reads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
