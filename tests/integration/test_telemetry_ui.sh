@@ -21,7 +21,8 @@
 #    through /api/v1/query has a finite value for every tenant in EXPECT.
 #  3 The dashboard, /ui#token=..., in headless Chromium: --dump-dom shows a data-tenant element
 #    for every tenant in EXPECT and the page's state "live"; --screenshot writes a valid PNG of
-#    nonzero size. /ui needs no token, /v1/telemetry still does (401).
+#    nonzero size. /ui needs no token, /v1/telemetry still does (401). With [cache] curves on,
+#    the page's advice section shows its table and names the round (GET /v1/advice).
 # Exits 77 (CTest: skipped) after all the other checks pass when tierd exports no
 # tierd_op_latency_seconds series at all (per-op recording not wired into the FUSE ops in this
 # build), saying so; a series missing for a tenant that read is a failure.
@@ -63,7 +64,7 @@ TOKEN=$(cat "$T/api.token")
 
 {
   tierd_conf_section daemon "log_level = info"
-  tierd_conf_section cache "ram_size = 64M" "block_size = 1M"
+  tierd_conf_section cache "ram_size = 64M" "block_size = 1M" "curves = on"
   tierd_conf_posix warm "$DATA"
   tierd_conf_ns /ds warm
   tierd_conf_mount "$MNT" "allow_other = true" "umask = 022" "attr_ttl = 1s" "entry_ttl = 1s"
@@ -276,7 +277,13 @@ for t in "${EXPECT[@]}"; do
 done
 grep -q 'id="state" data-state="live"' "$T/dom.html" || fail "the dashboard is not live: $(grep -o '<span id="state"[^<]*' "$T/dom.html")"
 grep -q 'id="nocharts" hidden' "$T/dom.html" || fail "the dashboard says charts are off: $(grep -o '<p id="nocharts".*</p>' "$T/dom.html")"
-ok "dashboard DOM shows ${EXPECT[*]}, live, with charts"
+# the advice section (docs/ADVICE.md): curves are on, so its table shows (rows: the tenants that
+# read in the last round, possibly none by now) and its state names the round
+grep -q '<table id="advice-tenants">' "$T/dom.html" ||
+  fail "the dashboard's advice table is hidden: $(grep -o '<section id="advice">.*</section>' "$T/dom.html" | head -c 2000)"
+grep -q 'id="advice-state">(round [0-9]*, target utilisation 85 %, auto_quota off)' "$T/dom.html" ||
+  fail "the dashboard's advice state: $(grep -o '<small id="advice-state">[^<]*' "$T/dom.html")"
+ok "dashboard DOM shows ${EXPECT[*]}, live, with charts and the advice section"
 chrome --screenshot="$T/ui.png" >/dev/null || fail "chromium --screenshot exited $?"
 python3 - "$T/ui.png" <<'EOF' || fail "the screenshot is not a PNG of nonzero size"
 import struct, sys, zlib

@@ -3,7 +3,9 @@
 //
 // Every second it fetches GET /v1/telemetry (docs/API.md: cumulative counters and histogram
 // buckets per (tenant, class, op, tier)), diffs the answer with the previous one, as
-// `tierctl top` does (src/cli/top.c), and updates the tenant table and four Chart.js charts.
+// `tierctl top` does (src/cli/top.c), and updates the tenant table and four Chart.js charts;
+// every ADVICE_MS it fetches GET /v1/advice (docs/ADVICE.md) for the advice table and the chart
+// of each tenant's (and the node's) predicted hit ratio by hot-tier size.
 // The token: read from the URL fragment (#token=...), which browsers never send to the server,
 // kept in sessionStorage (this tab only), removed from the address bar, and sent only as an
 // Authorization header to tierd's own origin. Without Chart.js (GET /ui/chart.js answered 404)
@@ -12,6 +14,7 @@
 
 (function () {
   const REFRESH_MS = 1000;
+  const ADVICE_MS = 5000;
   const POINTS = 120; // two minutes of history in the charts
   const TOKEN_KEY = 'tierd.token';
   const TIERS = ['ram', 'disk', 'backend'];
@@ -241,6 +244,78 @@
     }
   }
 
+  // ---- advice ------------------------------------------------------------------------------
+
+  let adviceChart = null;
+
+  function gib(x) { return (x / 1073741824).toFixed(2) + ' GiB'; }
+  function pct(x) { return typeof x === 'number' ? (100 * x).toFixed(1) : '-'; }
+
+  function renderAdvice(a) {
+    const state = document.getElementById('advice-state');
+    const table = document.getElementById('advice-tenants');
+    const fig = document.getElementById('advice-chart');
+    if (!a.enabled) {
+      state.textContent = '(off: ' + (a.how || '') + ')';
+      table.hidden = true;
+      fig.hidden = true;
+      return;
+    }
+    state.textContent = '(round ' + a.rounds + ', target utilisation ' +
+      (100 * a.target_utilisation).toFixed(0) + ' %, auto_quota ' + (a.auto_quota ? 'on' : 'off') +
+      ')';
+    table.hidden = false;
+    const body = table.tBodies[0];
+    body.textContent = '';
+    for (const t of a.tenants || []) {
+      const tr = document.createElement('tr');
+      tr.dataset.adviceTenant = t.name;
+      const target = typeof t.stall !== 'number' ? '-' : t.size_for_target === null ? 'none' :
+        t.size_for_target === 0 ? 'now' : gib(t.size_for_target);
+      for (const text of [t.name, gib(t.share_bytes), pct(t.hit_ratio), pct(t.stall), target,
+                          gib(t.split_bytes), String(t.quota_changes)]) {
+        const td = document.createElement('td');
+        td.textContent = text;
+        tr.appendChild(td);
+      }
+      body.appendChild(tr);
+    }
+    if (typeof window.Chart !== 'function' || !a.node || !a.node.curve) return;
+    fig.hidden = false;
+    const sizes = a.node.curve.map((p) => p.size_bytes);
+    const series = [['node', a.node.curve]].concat((a.tenants || []).map((t) => [t.name, t.curve]));
+    const datasets = series.map(([name, curve], i) => ({
+      label: name, borderColor: COLORS[i % COLORS.length], backgroundColor: COLORS[i % COLORS.length],
+      data: curve.map((p) => (typeof p.hit_ratio === 'number' ? 100 * p.hit_ratio : null)),
+    }));
+    if (!adviceChart) {
+      adviceChart = new window.Chart(document.getElementById('c-advice'), {
+        type: 'line',
+        data: { labels: [], datasets: [] },
+        options: { animation: false, responsive: true, maintainAspectRatio: false,
+                   scales: { y: { beginAtZero: true, max: 100, title: { display: true, text: '%' } },
+                             x: { title: { display: true, text: 'hot-tier size' } } },
+                   plugins: { legend: { position: 'bottom' } } },
+      });
+    }
+    adviceChart.data.labels = sizes.map(gib);
+    adviceChart.data.datasets = datasets;
+    adviceChart.update('none');
+  }
+
+  async function adviceTick() {
+    try {
+      const headers = token ? { Authorization: 'Bearer ' + token } : {};
+      const resp = await fetch('/v1/advice', { headers: headers, cache: 'no-store',
+                                               credentials: 'omit', referrerPolicy: 'no-referrer' });
+      if (resp.ok) renderAdvice(await resp.json());
+    } catch (e) {
+      // the telemetry's loop reports an unreachable tierd
+    } finally {
+      setTimeout(adviceTick, ADVICE_MS);
+    }
+  }
+
   // ---- loop --------------------------------------------------------------------------------
 
   let prev = null;
@@ -280,4 +355,5 @@
 
   charts = setupCharts();
   tick();
+  adviceTick();
 })();
