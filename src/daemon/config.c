@@ -1377,7 +1377,7 @@ static void apply_defaults(struct tierd_config *c)
         c->tenants[t].uid = c->tenants[t].gid = -1;
     }
     c->backend_timeout_ms = 10000;
-    c->stage_threads = 8;
+    c->stage_threads = 16;
     c->health_backlog_ms = 300000;
     c->telemetry = true;
     c->qos = true;
