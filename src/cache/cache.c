@@ -122,6 +122,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -140,9 +141,24 @@
 
 /* ---- data buffers ----------------------------------------------------------------------- */
 
+#define HUGE_BYTES (2u << 20) /* a transparent huge page (x86-64, arm64 with 4 KiB pages) */
+
 struct cdata *cdata_new(size_t len)
 {
-    struct cdata *d = malloc(sizeof(*d) + (len ? len : 1));
+    size_t size = sizeof(struct cdata) + (len ? len : 1);
+    struct cdata *d = NULL;
+    if (len >= HUGE_BYTES) {
+        /* A fetched block is written once by the backend's read and faulted in as it goes: on
+         * huge pages that is one fault per 2 MiB instead of 512 (with THP in madvise mode; where
+         * it is off, or the advice fails, small pages as before). */
+        void *p = NULL;
+        if (posix_memalign(&p, HUGE_BYTES, size) == 0) {
+            (void)madvise(p, size & ~(size_t)(HUGE_BYTES - 1), MADV_HUGEPAGE);
+            d = p;
+        }
+    } else {
+        d = malloc(size);
+    }
     if (!d)
         return NULL;
     atomic_init(&d->refs, 1);
