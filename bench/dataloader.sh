@@ -91,9 +91,11 @@ parallel() { # ROW: every object GET through the proxy, PAR at once, by one curl
     printf 'url = "%s/%s/train/%s"\noutput = "/dev/null"\n' "$PROXY" "$BUCKET" "${f##*/}"
   done >"$W/urls.cfg"
   t0=$(now)
-  curl -sSf --no-progress-meter --parallel --parallel-max "$PAR" "${TIERD_S3_SIG[@]}" -K "$W/urls.cfg"
+  curl -sSf --no-progress-meter --parallel --parallel-max "$PAR" "${TIERD_S3_SIG[@]}" -K "$W/urls.cfg" \
+    -w '%{time_total}\n' >"$W/get_times"
   t1=$(now)
   rec "$1" "$(secs "$t0" "$t1")"
+  echo "parallel: mean GET time $(awk '{ s += $1 } END { printf "%.1f", 1000 * s / NR }' "$W/get_times") ms"
 }
 
 fresh_tierd() { # RAM_SIZE
@@ -115,8 +117,8 @@ drop() {
 }
 
 has() { [[ " $ROWS " == *" $1 "* ]]; }
-fetched() { # what tierd's cache fetched: "fetches bytes"
-  tierd_api "$SOCK" /v1/stats | $PY -c 'import json,sys; c=json.load(sys.stdin)["cache"]; print(c["fetches"], c["fetch_bytes"])'
+fetched() { # what tierd's cache fetched: "fetches bytes", and its mean block fetch time
+  tierd_api "$SOCK" /v1/stats | $PY -c 'import json,sys; c=json.load(sys.stdin)["cache"]; print(c["fetches"], c["fetch_bytes"], "mean fetch %.1f ms" % (c["fetch_ns_total"] / max(c["fetches"], 1) / 1e6))'
 }
 for _ in $(seq 1 "$RUNS"); do
   if has parallel; then parallel parallel; fi
@@ -145,6 +147,7 @@ for _ in $(seq 1 "$RUNS"); do
       tierd_ctl stage "$MNT/s3/train" >/dev/null
       t1=$(now)
       rec "stage_$c" "$(secs "$t0" "$t1")"
+      echo "staged, $c ms: fetches, bytes: $(fetched)"
       drop
       job "$MNT/s3/train" "$c" "staged_$c"
     fi
