@@ -73,9 +73,9 @@ struct cache_config {
      * than three quarters of the smaller level: three quarters of the smaller level. */
     uint64_t hinted_max;
     /* Write-through off the reader's path: a block a read or a prefetch fetched is handed to
-     * a writer thread for its disk copy (up to 16 waiting; beyond, the fetching thread writes
-     * it), so neither the read's reply nor the prefetcher's next fetch waits for the disk.
-     * cache_fetch_block (staging) and hinted fetches still write before they return. false:
+     * a writer thread for its disk copy (up to store_queue_bytes waiting; beyond, the fetching
+     * thread writes it), so neither the read's reply nor the prefetcher's next fetch waits for the
+     * disk. cache_fetch_block (staging) and hinted fetches still write before they return. false:
      * every write-through on the fetching thread (the library's default; tierd sets it). */
     bool store_async;
     /* The writer's queue, in bytes of waiting blocks (one block at least); 0: 256 MiB. The
