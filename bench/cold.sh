@@ -167,6 +167,11 @@ for p in $PATHS; do
     stat "$MNT/s3/big/obj.bin" >/dev/null
     drop
     timed "${p}_tierd_big" catone "$MNT/s3/big/obj.bin"
+    # the read-ahead it ran with (docs/CACHE.md "Read-ahead sizing")
+    tierd_api "$SOCK" /v1/stats | python3 -c 'import json,sys; c=json.load(sys.stdin)["cache"]
+print("%s: tierd fetched %d blocks, mean %.1f ms each; window peak %d blocks; GETs in flight peak %d"
+      % (sys.argv[1], c["fetches"], c["fetch_ns_total"] / max(c["fetches"], 1) / 1e6,
+         c["readahead_window_peak"], c["prefetch_inflight_peak"]))' "$p"
     ls "$MNT/s3/small" >/dev/null
     timed "${p}_tierd_small" catall "$MNT/s3/small"
     drop
