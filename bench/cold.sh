@@ -5,6 +5,8 @@
 #   direct   the RGW in the namespace, no delay (the "plain loopback" row: a veth, no proxy)
 #   delayed  through scripts/delayproxy.py: +DELAY_MS each way, and each connection paced to
 #            STREAM_RATE bytes/s (an object store's per-stream limit; 0: none)
+#   latency  through a second scripts/delayproxy.py the bench starts: +LAT_DELAY_MS each way and
+#            no per-stream limit (a latency-bound link: one stream's rate is window / RTT)
 # On each path:
 #   - one 256 MiB object (MB): a single-stream GET with curl; a cold `cat` through a fresh tierd
 #     mount (empty cache, defaults but for the cache sizes); the same through s3fs-fuse
@@ -17,20 +19,21 @@
 # taken down on exit, whatever happens.
 #
 # Usage: bench/cold.sh [WORKDIR]   (needs root; default WORKDIR /tmp/tierd-bench-cold)
-#   env: RATE=2gbit DELAY_MS=5 STREAM_RATE=40000000 MB=256 FILES=1000 KB=100 RUNS=3
-#        BUILD=build-daemonrel PATHS="direct delayed" OTHERS=1 (0: tierd only)
+#   env: RATE=2gbit DELAY_MS=5 STREAM_RATE=40000000 LAT_DELAY_MS=2 MB=256 FILES=1000 KB=100
+#        RUNS=3 BUILD=build-daemonrel PATHS="direct delayed latency" OTHERS=1 (0: tierd only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${1:-/tmp/tierd-bench-cold}
 RATE=${RATE:-2gbit}
 DELAY_MS=${DELAY_MS:-5}
 STREAM_RATE=${STREAM_RATE:-40000000}
+LAT_DELAY_MS=${LAT_DELAY_MS:-2}
 MB=${MB:-256}
 FILES=${FILES:-1000}
 KB=${KB:-100}
 RUNS=${RUNS:-3}
 BUILD=${BUILD:-build-daemonrel}
-PATHS=${PATHS:-direct delayed}
+PATHS=${PATHS:-direct delayed latency}
 OTHERS=${OTHERS:-1}
 # shellcheck source=scripts/lib/tierd.sh
 . scripts/lib/tierd.sh
@@ -57,6 +60,7 @@ cleanup() {
   tierd_reap "${TIERD_PID:-}"
   tierd_unmount "$MNT"
   others_down
+  if [ -n "${LAT_PID:-}" ]; then kill "$LAT_PID" 2>/dev/null || true; fi
   STREAM_RATE=$STREAM_RATE scripts/netlink.sh down "$LINK" || true
   rm -rf "$W/cache" "$W/local" "$W/c3" "$W/cr" "$W/obj.bin"
 }
@@ -66,6 +70,19 @@ STREAM_RATE=$STREAM_RATE scripts/netlink.sh up "$LINK" "$RATE" "$DELAY_MS"
 tierd_rgw_env "$LINK"
 PROXY=$S3_ENDPOINT
 DIRECT=$S3_ENDPOINT_DIRECT
+LATENCY=
+if [[ " $PATHS " == *" latency "* ]]; then # the second proxy: delay only, no per-stream pacing
+  rm -f "$W/lat.port"
+  python3 scripts/delayproxy.py --listen 127.0.0.1:0 --upstream "${DIRECT#http://}" \
+    --delay-ms "$LAT_DELAY_MS" --port-file "$W/lat.port" </dev/null >"$W/lat.log" 2>&1 &
+  LAT_PID=$!
+  deadline=$((SECONDS + 20))
+  until [ -s "$W/lat.port" ]; do
+    [ $SECONDS -lt $deadline ] || { cat "$W/lat.log" >&2; echo "the latency proxy did not start" >&2; exit 1; }
+    sleep 0.1
+  done
+  LATENCY=http://127.0.0.1:$(cat "$W/lat.port")
+fi
 
 tierd_s3 -X PUT "$DIRECT/$BUCKET" >/dev/null
 head -c $((MB << 20)) /dev/urandom >"$W/obj.bin"
@@ -141,7 +158,8 @@ for p in $PATHS; do
   case $p in
   direct) EP=$DIRECT ;;
   delayed) EP=$PROXY ;;
-  *) echo "bench/cold.sh: unknown path '$p' (direct, delayed)" >&2 && exit 2 ;;
+  latency) EP=$LATENCY ;;
+  *) echo "bench/cold.sh: unknown path '$p' (direct, delayed, latency)" >&2 && exit 2 ;;
   esac
   for _ in $(seq 1 "$RUNS"); do
     timed "${p}_get" curl -sSf -o /dev/null "${TIERD_S3_SIG[@]}" "$EP/$BUCKET/big/obj.bin"
@@ -149,6 +167,11 @@ for p in $PATHS; do
     stat "$MNT/s3/big/obj.bin" >/dev/null
     drop
     timed "${p}_tierd_big" catone "$MNT/s3/big/obj.bin"
+    # the read-ahead it ran with (docs/CACHE.md "Read-ahead sizing")
+    tierd_api "$SOCK" /v1/stats | python3 -c 'import json,sys; c=json.load(sys.stdin)["cache"]
+print("%s: tierd fetched %d blocks, mean %.1f ms each; window peak %d blocks; GETs in flight peak %d"
+      % (sys.argv[1], c["fetches"], c["fetch_ns_total"] / max(c["fetches"], 1) / 1e6,
+         c["readahead_window_peak"], c["prefetch_inflight_peak"]))' "$p"
     ls "$MNT/s3/small" >/dev/null
     timed "${p}_tierd_small" catall "$MNT/s3/small"
     drop
@@ -191,7 +214,7 @@ ratio() { # LABEL NUM_ROW DEN_ROW: median(DEN)/median(NUM) = NUM's speed / DEN's
     printf "- %s: %.2fx\n", l, b / a }'
 }
 echo
-echo "link: tbf $RATE each way; delayed = +$DELAY_MS ms each way, each connection <= $STREAM_RATE B/s; $RUNS runs (median, range)"
+echo "link: tbf $RATE each way; delayed = +$DELAY_MS ms each way, each connection <= $STREAM_RATE B/s; latency = +$LAT_DELAY_MS ms each way, no per-connection limit; $RUNS runs (median, range)"
 for p in $PATHS; do
   echo
   echo "### $p"
@@ -210,7 +233,7 @@ for p in $PATHS; do
   row "tierd, warm, page cache warm" "${p}_tierd_warm_pc" "$FILES" files/s
   row "local disk, page cache warm" "${p}_local_small_pc" "$FILES" files/s
   echo
-  ratio "cold $MB MiB, tierd / one GET (goal: direct >= 1.0, delayed >= 1.5)" "${p}_tierd_big" "${p}_get"
+  ratio "cold $MB MiB, tierd / one GET (goal: direct >= 1.0, delayed >= 1.5, latency >= 1.0)" "${p}_tierd_big" "${p}_get"
   ratio "cold small files, tierd / s3fs (goal >= 3)" "${p}_tierd_small" "${p}_s3fs_small"
   ratio "cold small files, tierd / rclone" "${p}_tierd_small" "${p}_rclone_small"
   ratio "warm small files, tierd / local, page cache dropped (goal >= 0.9)" "${p}_tierd_warm" "${p}_local_small"

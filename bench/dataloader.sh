@@ -6,28 +6,37 @@
 # scripts/netlink.sh (tbf RATE both ways, +DELAY_MS each way), side by side in one run:
 #   local       the same files on local disk, page cache dropped (the job with nothing to fetch)
 #   local_warm  the same again, page cache warm
-#   parallel    every object fetched with PAR curl GETs in flight through the proxy
+#   parallel    every object fetched with PAR curl GETs in flight through the proxy (one curl
+#               --parallel --parallel-max PAR: its connections kept alive and reused)
 #   tierd       a fresh mount whose cache (RAM_SIZE, no disk level) is smaller than the dataset
 #   hinted      the same with contrib/python/tierd_hints.py's HintedSampler
-#   staged      a fresh mount with a cache larger than the dataset after `tierctl stage`
-# Goals: hinted first epoch <= 1.1 x max(local, parallel); staged utilisation >= 0.97 x local's.
+#   staged      a fresh mount with a cache larger than the dataset after `tierctl stage` (the
+#               stage itself timed too, against the parallel fetch of the same objects)
+# Goals: hinted first epoch <= 1.1 x max(local, parallel); staged utilisation >= 0.97 x local's;
+# tierctl stage <= 1.0 x the parallel fetch.
+# LINK=latency: the link as an object store far away with no per-stream limit, a new user's
+# setup: no rate on the link (tbf at 10gbit), the proxy's +2 ms each way, PAR=16 (the defaults
+# of RATE, DELAY_MS and PAR then; each may still be set). LINK=tbf (default): as above.
 # Prints one table (median and range over RUNS) and the machine's load; the link is taken down
 # on exit, whatever happens.
 #
 # Usage: bench/dataloader.sh [WORKDIR]   (needs root and python3-torch; default WORKDIR
 #        /tmp/tierd-bench-dataloader)
-#   env: RATE=200mbit DELAY_MS=5 FILES=3000 KB=110 PAR=32 RUNS=1 COMPUTES="0.5 5"
+#   env: LINK=tbf RATE=200mbit DELAY_MS=5 FILES=3000 KB=110 PAR=32 RUNS=1 COMPUTES="0.5 5"
 #        RAM_SIZE=160M BUILD=build-daemonrel HINT_WINDOW (tierd's [cache] hint_window; unset: its
 #        default), ROWS (a subset of "parallel local tierd hinted staged"; the table shows - for
 #        the others)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${1:-/tmp/tierd-bench-dataloader}
-RATE=${RATE:-200mbit}
-DELAY_MS=${DELAY_MS:-5}
+LINK_KIND=${LINK:-tbf}
+case $LINK_KIND in
+tbf) RATE=${RATE:-200mbit} DELAY_MS=${DELAY_MS:-5} PAR=${PAR:-32} ;;
+latency) RATE=${RATE:-10gbit} DELAY_MS=${DELAY_MS:-2} PAR=${PAR:-16} ;;
+*) echo "bench/dataloader.sh: LINK '$LINK_KIND' is not tbf or latency" >&2 && exit 2 ;;
+esac
 FILES=${FILES:-3000}
 KB=${KB:-110}
-PAR=${PAR:-32}
 RUNS=${RUNS:-1}
 COMPUTES=${COMPUTES:-0.5 5}
 RAM_SIZE=${RAM_SIZE:-160M}
@@ -82,9 +91,11 @@ parallel() { # ROW: every object GET through the proxy, PAR at once, by one curl
     printf 'url = "%s/%s/train/%s"\noutput = "/dev/null"\n' "$PROXY" "$BUCKET" "${f##*/}"
   done >"$W/urls.cfg"
   t0=$(now)
-  curl -sSf --no-progress-meter --parallel --parallel-max "$PAR" "${TIERD_S3_SIG[@]}" -K "$W/urls.cfg"
+  curl -sSf --no-progress-meter --parallel --parallel-max "$PAR" "${TIERD_S3_SIG[@]}" -K "$W/urls.cfg" \
+    -w '%{time_total}\n' >"$W/get_times"
   t1=$(now)
   rec "$1" "$(secs "$t0" "$t1")"
+  echo "parallel: mean GET time $(awk '{ s += $1 } END { printf "%.1f", 1000 * s / NR }' "$W/get_times") ms"
 }
 
 fresh_tierd() { # RAM_SIZE
@@ -106,8 +117,8 @@ drop() {
 }
 
 has() { [[ " $ROWS " == *" $1 "* ]]; }
-fetched() { # what tierd's cache fetched: "fetches bytes"
-  tierd_api "$SOCK" /v1/stats | $PY -c 'import json,sys; c=json.load(sys.stdin)["cache"]; print(c["fetches"], c["fetch_bytes"])'
+fetched() { # what tierd's cache fetched: "fetches bytes", and its mean block fetch time
+  tierd_api "$SOCK" /v1/stats | $PY -c 'import json,sys; c=json.load(sys.stdin)["cache"]; print(c["fetches"], c["fetch_bytes"], "mean fetch %.1f ms" % (c["fetch_ns_total"] / max(c["fetches"], 1) / 1e6))'
 }
 for _ in $(seq 1 "$RUNS"); do
   if has parallel; then parallel parallel; fi
@@ -132,7 +143,11 @@ for _ in $(seq 1 "$RUNS"); do
     fi
     if has staged; then
       fresh_tierd 2G
+      t0=$(now)
       tierd_ctl stage "$MNT/s3/train" >/dev/null
+      t1=$(now)
+      rec "stage_$c" "$(secs "$t0" "$t1")"
+      echo "staged, $c ms: fetches, bytes: $(fetched)"
       drop
       job "$MNT/s3/train" "$c" "staged_$c"
     fi
@@ -142,10 +157,10 @@ tierd_stop || true
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 echo
-echo "link: tbf $RATE each way, proxy +$DELAY_MS ms each way; $FILES files of $KB KiB; tierd's cache $RAM_SIZE (RAM, no disk level; staged: 2G); $RUNS runs"
+echo "link ($LINK_KIND): tbf $RATE each way, proxy +$DELAY_MS ms each way, no per-stream limit; $FILES files of $KB KiB; tierd's cache $RAM_SIZE (RAM, no disk level; staged: 2G); $RUNS runs"
 echo
-echo "| epoch wall time, s (utilisation) | compute per sample | local disk | local, page cache warm | $PAR parallel GETs | tierd | tierd, hinted | tierd, staged | hinted / max(local, parallel) | staged util / local util |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| epoch wall time, s (utilisation) | compute per sample | local disk | local, page cache warm | $PAR parallel GETs | tierd | tierd, hinted | tierd, staged | hinted / max(local, parallel) | staged util / local util | tierctl stage, s | stage / parallel |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 read -r pm _ _ < <(stats parallel)
 for c in $COMPUTES; do
   read -r lm _ _ < <(stats "local_$c")
@@ -158,9 +173,10 @@ for c in $COMPUTES; do
   read -r hu _ _ < <(stats "hinted_${c}_util")
   read -r sm _ _ < <(stats "staged_$c")
   read -r su _ _ < <(stats "staged_${c}_util")
+  read -r gm _ _ < <(stats "stage_$c")
   awk -v c="$c" -v lm="$lm" -v lu="$lu" -v wm="$wm" -v wu="$wu" -v pm="$pm" -v tm="$tm" -v tu="$tu" \
-    -v hm="$hm" -v hu="$hu" -v sm="$sm" -v su="$su" 'BEGIN {
+    -v hm="$hm" -v hu="$hu" -v sm="$sm" -v su="$su" -v gm="$gm" 'BEGIN {
       b = lm > pm ? lm : pm
-      printf "| | %s ms | %.2f (%.0f %%) | %.2f (%.0f %%) | %.2f | %.2f (%.0f %%) | %.2f (%.0f %%) | %.2f (%.0f %%) | %.2f | %.2f |\n",
-        c, lm, 100 * lu, wm, 100 * wu, pm, tm, 100 * tu, hm, 100 * hu, sm, 100 * su, hm / b, su / lu }'
+      printf "| | %s ms | %.2f (%.0f %%) | %.2f (%.0f %%) | %.2f | %.2f (%.0f %%) | %.2f (%.0f %%) | %.2f (%.0f %%) | %.2f | %.2f | %.2f | %.2f |\n",
+        c, lm, 100 * lu, wm, 100 * wu, pm, tm, 100 * tu, hm, 100 * hu, sm, 100 * su, hm / b, su / lu, gm, gm / pm }'
 done

@@ -305,6 +305,8 @@ int advisor_start(struct advisor *a, uint64_t interval_ns)
 
 void advisor_stop(struct advisor *a)
 {
+    if (!a)
+        return;
     pthread_mutex_lock(&a->run_mu);
     if (!a->running) {
         pthread_mutex_unlock(&a->run_mu);

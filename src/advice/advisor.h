@@ -95,7 +95,7 @@ void advisor_tick(struct advisor *a, uint64_t now_ns);
 /* A thread that ticks every interval_ns (the first tick at once) until advisor_stop. 0 or -errno
  * (-EALREADY: running). */
 int advisor_start(struct advisor *a, uint64_t interval_ns);
-/* Stop the thread (a tick in progress finishes). No-op when not running. */
+/* Stop the thread (a tick in progress finishes). No-op when not running, or a NULL. */
 void advisor_stop(struct advisor *a);
 /* Tenant t's quota changes by auto_quota so far (0 for an id out of range): a counter that stays
  * when t reads in no round. */

@@ -72,6 +72,17 @@ static json_t *cache_json(struct tierd *d)
         json_object_update_missing_new(
             j, json_pack("{s:I, s:I}", "disk_store_async", (json_int_t)s.disk_store_async,
                          "disk_store_inline", (json_int_t)s.disk_store_inline));
+    /* read-ahead sized from the bandwidth-delay product: prefetch GETs in flight, and the last
+     * sizing's reader rate, measured block fetch time and window (docs/CACHE.md) */
+    if (j)
+        json_object_update_missing_new(
+            j, json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "prefetch_inflight",
+                         (json_int_t)s.prefetch_inflight, "prefetch_inflight_peak",
+                         (json_int_t)s.prefetch_inflight_peak, "readahead_rate_bps",
+                         (json_int_t)s.readahead_rate_bps, "readahead_fetch_ns",
+                         (json_int_t)s.readahead_fetch_ns, "readahead_window",
+                         (json_int_t)s.readahead_window, "readahead_window_peak",
+                         (json_int_t)s.readahead_window_peak));
     /* space quotas: bytes charged to tenants, blocks their quotas evicted */
     if (j)
         json_object_update_missing_new(j, json_pack("{s:I, s:I}", "charged_bytes",

@@ -101,7 +101,8 @@
  * path, which runs inside some reader's call). The cost is a disk write for blocks read once; the
  * disk level has its own S3-FIFO, so such blocks do not displace hot ones there either. With
  * cfg.store_async the write of a block that a read or a prefetch fetched goes to the writer
- * thread (st_worker; at most STORE_QUEUE wait, beyond that the fetching thread writes): the read
+ * thread (st_worker, at cfg.store_nice; up to cfg.store_queue_bytes wait, beyond that the
+ * fetching thread writes): the read
  * replies and the prefetcher starts its next GET without waiting for the disk. The load stays
  * open (FETCHING, its result published) until the writer is done, so I6 holds and a reader
  * meanwhile takes the published buffer; cache_evict() first waits for the queue to empty
@@ -123,7 +124,10 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cache/cache_debug.h"
 #include "cache/cache_int.h"
@@ -132,17 +136,31 @@
 #include "common/strutil.h"
 #include "common/timeutil.h"
 
-#define STORE_QUEUE 16                  /* write-throughs waiting for the writer (store_async) */
-#define STORE_QUEUE_BYTES (64ull << 20) /* ... and their bytes (one block at least) */
+#define STORE_QUEUE_BYTES (256ull << 20) /* default cfg.store_queue_bytes */
 
 /* Grants a waiting class may be passed over by more urgent ones (as sched's starve_limit). */
 #define FETCH_STARVE_LIMIT 64
 
 /* ---- data buffers ----------------------------------------------------------------------- */
 
+#define HUGE_BYTES (2u << 20) /* a transparent huge page (x86-64, arm64 with 4 KiB pages) */
+
 struct cdata *cdata_new(size_t len)
 {
-    struct cdata *d = malloc(sizeof(*d) + (len ? len : 1));
+    size_t size = sizeof(struct cdata) + (len ? len : 1);
+    struct cdata *d = NULL;
+    if (len >= HUGE_BYTES) {
+        /* A fetched block is written once by the backend's read and faulted in as it goes: on
+         * huge pages that is one fault per 2 MiB instead of 512 (with THP in madvise mode; where
+         * it is off, or the advice fails, small pages as before). */
+        void *p = NULL;
+        if (posix_memalign(&p, HUGE_BYTES, size) == 0) {
+            (void)madvise(p, size & ~(size_t)(HUGE_BYTES - 1), MADV_HUGEPAGE);
+            d = p;
+        }
+    } else {
+        d = malloc(size);
+    }
     if (!d)
         return NULL;
     atomic_init(&d->refs, 1);
@@ -479,6 +497,8 @@ static int backend_fetch(struct cache *c, const struct tier_ioctx *io, const str
         return (int)n;
     }
     atomic_fetch_add_explicit(&c->fetch_bytes, len, memory_order_relaxed);
+    if (len == c->cfg.block_size) /* a short block would understate the time of a full one */
+        fetch_est_note(c, obj->be, dt);
     *out = d;
     return 0;
 }
@@ -681,8 +701,8 @@ static bool store_enqueue(struct cache *c, const struct tier_ioctx *io, struct s
         return false;
     *it = (struct st_item){.s = s, .b = b, .d = cdata_ref(d), .io = io ? *io : TIER_IOCTX_DEFAULT};
     pthread_mutex_lock(&c->st_mu);
-    bool ok = c->st_running && !c->st_stop && c->st_len < STORE_QUEUE &&
-              (c->st_len == 0 || c->st_bytes + d->len <= STORE_QUEUE_BYTES);
+    uint64_t cap = c->cfg.store_queue_bytes ? c->cfg.store_queue_bytes : STORE_QUEUE_BYTES;
+    bool ok = c->st_running && !c->st_stop && (c->st_len == 0 || c->st_bytes + d->len <= cap);
     if (ok) {
         if (c->st_tail)
             c->st_tail->next = it;
@@ -710,6 +730,11 @@ static bool store_enqueue(struct cache *c, const struct tier_ioctx *io, struct s
 void *st_worker(void *arg)
 {
     struct cache *c = arg;
+    /* per thread on Linux: only this writer yields the CPU (advisory: failing changes nothing
+     * but the priority) */
+    if (c->cfg.store_nice > 0 && setpriority(PRIO_PROCESS, (id_t)gettid(), c->cfg.store_nice) < 0)
+        log_debug("cache: the write-through thread's nice %d: %s", c->cfg.store_nice,
+                  strerror(errno));
     pthread_mutex_lock(&c->st_mu);
     for (;;) {
         while (!c->st_head && !c->st_stop)

@@ -73,11 +73,19 @@ struct cache_config {
      * than three quarters of the smaller level: three quarters of the smaller level. */
     uint64_t hinted_max;
     /* Write-through off the reader's path: a block a read or a prefetch fetched is handed to
-     * a writer thread for its disk copy (up to 16 waiting; beyond, the fetching thread writes
-     * it), so neither the read's reply nor the prefetcher's next fetch waits for the disk.
-     * cache_fetch_block (staging) and hinted fetches still write before they return. false:
+     * a writer thread for its disk copy (up to store_queue_bytes waiting; beyond, the fetching
+     * thread writes it), so neither the read's reply nor the prefetcher's next fetch waits for the
+     * disk. cache_fetch_block (staging) and hinted fetches still write before they return. false:
      * every write-through on the fetching thread (the library's default; tierd sets it). */
     bool store_async;
+    /* The writer's queue, in bytes of waiting blocks (one block at least); 0: 256 MiB. The
+     * queued blocks are the RAM level's own buffers while they stay there. */
+    uint64_t store_queue_bytes;
+    /* The writer thread's nice value (0..19; 0: as the daemon). A nice writer leaves the CPU
+     * to the read path while both want it (a cold read on few cores) and catches up when it is
+     * idle; a full queue sends the write back to the fetching thread, so the writer cannot fall
+     * behind by more than store_queue_bytes. */
+    int store_nice;
     /* Hash every chunk of every disk-level read. false (default): a RAM-less hit may serve
      * chunks its open block file verified less than 1 s earlier with a plain pread, under the
      * conditions of docs/CACHE.md "Verification of disk reads" (a write to the file is never
@@ -147,6 +155,20 @@ uint64_t cache_prefetch_owned(struct cache *c, const struct tier_ioctx *io,
                               const struct cache_obj *obj, uint64_t first, uint64_t count,
                               const void *owner);
 void cache_prefetch_cancel(struct cache *c, const void *owner);
+
+/* Read-ahead sized from the bandwidth-delay product: the blocks a sequential reader needs
+ * queued ahead of it so that it never waits for the backend, by Little's law the bytes it
+ * consumes during one block fetch, times two (the window is refilled only as the reader
+ * reaches its mark): ceil(2 x rate_bps x fetch_ns / 1e9 / block_bytes) blocks, within
+ * [min_blocks, max_blocks] (max_blocks below min_blocks: min_blocks). min_blocks when rate_bps
+ * or fetch_ns is 0. Pure. */
+uint64_t cache_bdp_blocks(uint64_t rate_bps, uint64_t fetch_ns, uint64_t block_bytes,
+                          uint64_t min_blocks, uint64_t max_blocks);
+/* cache_bdp_blocks with fetch_ns the measured block fetch time of backend be (an EWMA over its
+ * full-block fetches) and this cache's block size; recorded for cache_stats. 0 while be has no
+ * full-block fetch measured (the caller keeps its own rule). */
+uint64_t cache_readahead_window(struct cache *c, const struct backend *be, uint64_t rate_bps,
+                                uint64_t min_blocks, uint64_t max_blocks);
 
 /* Pin rules by backend name and key prefix ("" = the whole backend; a prefix ending in '/' =
  * a directory; anything else is one object's exact key). Blocks matching a rule are never evicted,
@@ -281,6 +303,11 @@ struct cache_stats {
     /* RAM-less disk hits served by a plain pread, their chunks verified less than 1 s earlier
      * (docs/CACHE.md "Verification of disk reads") */
     uint64_t disk_reads_unhashed;
+    /* Read-ahead (cache_readahead_window): prefetches being fetched now and at most so far;
+     * the last sizing's reader rate, block fetch time (its backend's EWMA) and window in
+     * blocks, and the largest window sized so far. */
+    uint64_t prefetch_inflight, prefetch_inflight_peak;
+    uint64_t readahead_rate_bps, readahead_fetch_ns, readahead_window, readahead_window_peak;
 };
 void cache_stats_get(struct cache *c, struct cache_stats *st);
 

@@ -158,6 +158,16 @@ struct fetch_slots {
     pthread_cond_t cv; /* a slot freed */
 };
 
+/* A backend's block fetch time: an EWMA (weight 1/8) over its full-block fetches (a block's
+ * GET from request to last byte: the link's round trip plus the block at one stream's rate).
+ * Under est_mu; one per backend that has fetched a full block, freed at close. */
+struct fetch_est {
+    struct fetch_est *next;
+    const struct backend *be;
+    uint64_t ns;      /* the estimate */
+    uint64_t samples; /* fetches it has seen */
+};
+
 /* One tenant's space (cache_quota_set). */
 struct qtenant {
     _Atomic uint64_t limit;      /* quota in force, bytes; UINT64_MAX: none */
@@ -218,12 +228,17 @@ struct cache {
     _Atomic uint64_t io_warn_ns; /* last transient disk-read warning (rate limit) */
     struct disk_fdcache *fds;    /* open block files for disk hits (disk.c); NULL: no disk */
 
-    /* prefetch pool: pf_mu guards the queue and pf_stop */
+    /* prefetch pool: pf_mu guards the queue, pf_stop and the in-flight counts */
     pthread_mutex_t pf_mu;
     pthread_cond_t pf_cv;
     struct pf_item *pf_head, *pf_tail;
     size_t pf_len;
     bool pf_stop;
+    int pf_active, pf_active_peak; /* prefetches being fetched now / at most so far */
+    /* read-ahead sizing (cache_readahead_window): est_mu guards the list and the last sizing */
+    pthread_mutex_t est_mu;
+    struct fetch_est *est;
+    uint64_t ra_last_rate_bps, ra_last_fetch_ns, ra_last_window, ra_window_peak;
     pthread_t pf_threads[PREFETCH_THREADS_MAX];
     int pf_nthreads;
 
@@ -289,6 +304,8 @@ void acct_update(struct cache *c, struct cblock *b, bool before);
 bool rules_match(struct cache *c, const char *be_name, const char *key);
 
 /* cache_prefetch.c */
+void fetch_est_note(struct cache *c, const struct backend *be, uint64_t ns);
+void fetch_est_free(struct cache *c);
 void pf_item_free(struct pf_item *it);
 void *pf_worker(void *arg);
 

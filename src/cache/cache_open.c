@@ -100,6 +100,7 @@ int cache_open(const struct cache_config *cfg, struct cache **out)
     c->cfg.disk_adm = NULL; /* c->adm is the copy in use */
     c->cfg.disk_dir = NULL;
     pthread_mutex_init(&c->fetch_mu, NULL);
+    pthread_mutex_init(&c->est_mu, NULL);
     pthread_mutex_init(&c->own_mu, NULL);
     c->qt = calloc(k.max_tenants, sizeof(*c->qt));
     if (!c->qt) {
@@ -226,6 +227,8 @@ void cache_close(struct cache *c)
     policy_free(c->ram.pol);
     policy_free(c->disk.pol);
     pthread_mutex_destroy(&c->fetch_mu); /* no fetch runs now: no slots are left */
+    fetch_est_free(c);
+    pthread_mutex_destroy(&c->est_mu);
     pthread_mutex_destroy(&c->own_mu);
     mrc_teardown(c);
     free(c->qt);

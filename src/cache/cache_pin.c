@@ -429,6 +429,16 @@ void cache_stats_get(struct cache *c, struct cache_stats *st)
     st->disk_store_skipped = atomic_load(&c->store_skipped);
     st->disk_store_async = atomic_load(&c->store_async_n);
     st->disk_store_inline = atomic_load(&c->store_inline_n);
+    pthread_mutex_lock(&c->pf_mu);
+    st->prefetch_inflight = (uint64_t)c->pf_active;
+    st->prefetch_inflight_peak = (uint64_t)c->pf_active_peak;
+    pthread_mutex_unlock(&c->pf_mu);
+    pthread_mutex_lock(&c->est_mu);
+    st->readahead_rate_bps = c->ra_last_rate_bps;
+    st->readahead_fetch_ns = c->ra_last_fetch_ns;
+    st->readahead_window = c->ra_last_window;
+    st->readahead_window_peak = c->ra_window_peak;
+    pthread_mutex_unlock(&c->est_mu);
     st->quota_evictions = atomic_load(&c->quota_evictions);
     st->hinted_bytes = atomic_load(&c->hinted_bytes);
     struct disk_fdcache_stats fs;

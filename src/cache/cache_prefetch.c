@@ -2,7 +2,9 @@
 /*
  * cache_prefetch.c - the cache's prefetch pool: a bounded queue of blocks to load and the
  * worker threads (pf_worker()) that load them as cache_fetch_block does; cache_prefetch,
- * cache_prefetch_cancel, cache_prefetch_owned. pf_mu guards the queue.
+ * cache_prefetch_cancel, cache_prefetch_owned. pf_mu guards the queue. Also the read-ahead
+ * sizing from the bandwidth-delay product (cache_bdp_blocks, cache_readahead_window) over each
+ * backend's measured block fetch time (fetch_est_note, from backend_fetch); est_mu guards it.
  *
  * Invariants, lock order and block states of the cache: the top of cache.c.
  */
@@ -45,6 +47,8 @@ void *pf_worker(void *arg)
         if (!c->pf_head)
             c->pf_tail = NULL;
         c->pf_len--;
+        if (++c->pf_active > c->pf_active_peak)
+            c->pf_active_peak = c->pf_active;
         pthread_mutex_unlock(&c->pf_mu);
         struct cache_obj obj = {.be = it->be,
                                 .key = it->key,
@@ -57,6 +61,7 @@ void *pf_worker(void *arg)
                       strerror(-r));
         pf_item_free(it);
         pthread_mutex_lock(&c->pf_mu);
+        c->pf_active--;
     }
     pthread_mutex_unlock(&c->pf_mu);
     return NULL;
@@ -152,4 +157,79 @@ uint64_t cache_prefetch_owned(struct cache *c, const struct tier_ioctx *io,
         pthread_mutex_unlock(&c->pf_mu);
     }
     return i > first ? i - first : 0;
+}
+
+/* ---- read-ahead sizing ---------------------------------------------------------------------- */
+
+#define BDP_HEADROOM 2 /* the window is refilled at its mark only: twice the bytes in flight */
+
+uint64_t cache_bdp_blocks(uint64_t rate_bps, uint64_t fetch_ns, uint64_t block_bytes,
+                          uint64_t min_blocks, uint64_t max_blocks)
+{
+    if (max_blocks < min_blocks)
+        max_blocks = min_blocks;
+    if (!rate_bps || !fetch_ns || !block_bytes)
+        return min_blocks;
+    /* in double: rate x time overflows 64 bits for a fast reader over a slow link */
+    double blocks =
+        (double)rate_bps * ((double)fetch_ns / 1e9) * BDP_HEADROOM / (double)block_bytes;
+    if (blocks >= (double)max_blocks)
+        return max_blocks;
+    uint64_t n = (uint64_t)blocks;
+    if ((double)n < blocks)
+        n++;
+    return n < min_blocks ? min_blocks : n;
+}
+
+void fetch_est_note(struct cache *c, const struct backend *be, uint64_t ns)
+{
+    pthread_mutex_lock(&c->est_mu);
+    struct fetch_est *e = c->est;
+    while (e && e->be != be)
+        e = e->next;
+    if (!e && (e = calloc(1, sizeof(*e)))) {
+        e->be = be;
+        e->next = c->est;
+        c->est = e;
+    }
+    if (e) {
+        if (!e->samples++)
+            e->ns = ns;
+        else if (ns >= e->ns)
+            e->ns += (ns - e->ns) / 8;
+        else
+            e->ns -= (e->ns - ns) / 8;
+    }
+    pthread_mutex_unlock(&c->est_mu);
+}
+
+void fetch_est_free(struct cache *c)
+{
+    while (c->est) {
+        struct fetch_est *nx = c->est->next;
+        free(c->est);
+        c->est = nx;
+    }
+}
+
+uint64_t cache_readahead_window(struct cache *c, const struct backend *be, uint64_t rate_bps,
+                                uint64_t min_blocks, uint64_t max_blocks)
+{
+    if (!c || !be)
+        return 0;
+    pthread_mutex_lock(&c->est_mu);
+    struct fetch_est *e = c->est;
+    while (e && e->be != be)
+        e = e->next;
+    uint64_t w = 0;
+    if (e) {
+        w = cache_bdp_blocks(rate_bps, e->ns, c->cfg.block_size, min_blocks, max_blocks);
+        c->ra_last_rate_bps = rate_bps;
+        c->ra_last_fetch_ns = e->ns;
+        c->ra_last_window = w;
+        if (w > c->ra_window_peak)
+            c->ra_window_peak = w;
+    }
+    pthread_mutex_unlock(&c->est_mu);
+    return w;
 }

@@ -328,6 +328,9 @@ static const struct keydef cache_keys[] = {
     {"verify_every_read", V_BOOL, CFG(cache.disk_verify_every_read), 0, 0, false, 0, NULL},
     {"curves", V_BOOL, CFG(cache.mrc), 0, 0, false, 0, NULL},
     {"curve_blocks", V_INT, CFG(cache.mrc_max_keys), 64, 1000000, false, 0, NULL},
+    {"write_through_queue", V_SIZE, CFG(cache.store_queue_bytes), 64 * KIB, UINT64_MAX, false, 0,
+     NULL},
+    {"write_through_nice", V_INT, CFG(cache.store_nice), 0, 19, false, 0, NULL},
     {"hint_window_size", V_SIZE, CFG(hints_window_bytes), 64 * KIB, UINT64_MAX, false, 0, NULL},
     {"hint_cache_size", V_SIZE, CFG(hints_cache_bytes), 64 * KIB, UINT64_MAX, false, 0, NULL},
     {"hint_tenant_sets", V_INT, CFG(hints_tenant_sets), 1, HINTS_SETS_MAX, false, 0, NULL},
@@ -1375,6 +1378,8 @@ static void apply_defaults(struct tierd_config *c)
     c->readahead_blocks = 4;
     c->readahead_max_bytes = 64 * MIB;
     c->cache.prefetch_threads = 8;
+    c->cache.store_queue_bytes = 256 * MIB;
+    c->cache.store_nice = 19;
     c->mount_uid = c->mount_gid = -1;
     c->mount_umask = -1;
     c->max_dir_entries = 1000000;
@@ -1402,7 +1407,7 @@ static void apply_defaults(struct tierd_config *c)
         c->tenants[t].uid = c->tenants[t].gid = -1;
     }
     c->backend_timeout_ms = 10000;
-    c->stage_threads = 8;
+    c->stage_threads = 16;
     c->health_backlog_ms = 300000;
     c->telemetry = true;
     c->qos = true;

@@ -43,11 +43,12 @@ struct tfs_file {
     uint64_t ino;
     struct tier_ioctx io; /* the opener's, bound at open: readahead arrives without its pid */
     pthread_mutex_t mu;
-    uint64_t last_end;            /* mu: end of the previous read */
-    uint64_t prefetched_upto;     /* mu: first block index not yet queued for prefetch */
-    uint64_t ra_window;           /* mu: read-ahead window, blocks (0: not started) */
-    uint64_t ra_mark;             /* mu: first block queued since the window last grew (or MAX) */
-    bool stale_logged;            /* mu */
+    uint64_t last_end;        /* mu: end of the previous read */
+    uint64_t prefetched_upto; /* mu: first block index not yet queued for prefetch */
+    uint64_t ra_window;       /* mu: read-ahead window, blocks (0: not started) */
+    uint64_t ra_mark;         /* mu: first block queued since the window last grew (or MAX) */
+    uint64_t ra_mark_ns, ra_mark_end; /* mu: when ra_mark was set, and last_end then */
+    bool stale_logged;                /* mu */
     _Atomic bool hint_seen;       /* the hint engine counted this open's read of the file's end */
     _Atomic uint64_t access_mono; /* when this handle last noted a read (access.h), mono ns */
     char *version_id; /* a dataset version's file in a versioned bucket: the version to read */
@@ -317,10 +318,14 @@ fail:
 }
 
 /*
- * Sequential read-ahead: the window starts at readahead_blocks blocks and doubles each time the
- * reader reaches the first block queued since the window last grew (what was queued before it
- * has been consumed), up to readahead_max bytes (and 32 blocks: the cache's prefetch queue holds
- * 64, for every reader); a read off the stream (beyond the slack the
+ * Sequential read-ahead: the window starts at readahead_blocks blocks and is sized again each
+ * time the reader reaches the first block queued since it was last sized (what was queued before
+ * it has been consumed): from the bandwidth-delay product (cache_readahead_window), the bytes
+ * the reader consumed per second since then times the backend's measured block fetch time, twice
+ * over; doubled while the backend has no measured fetch. Within readahead_blocks and
+ * readahead_max bytes (and 32 blocks: the cache's prefetch queue holds 64, for every reader), so
+ * a reader waiting on the link grows its window and one slower than the link shrinks it; a read
+ * off the stream (beyond the slack the
  * kernel's async readahead reorders within) starts it again from readahead_blocks. Each queued
  * block is one ranged GET that a prefetch worker ([cache] prefetch_threads) makes, so a stream
  * that has grown its window keeps that many GETs in flight. What is still queued when the handle
@@ -353,10 +358,19 @@ static void maybe_prefetch(struct tierd_fuse *fs, struct tfs_file *h, uint64_t o
         h->ra_window = ra;
         h->ra_mark = UINT64_MAX;
     }
+    uint64_t now = 0;
     if (seq) {
         uint64_t cur = end / bs;
-        if (cur >= h->ra_mark && h->ra_window < max) {
-            h->ra_window = h->ra_window * 2 < max ? h->ra_window * 2 : max;
+        if (cur >= h->ra_mark) {
+            now = tier_now_mono_ns();
+            uint64_t dt = now - h->ra_mark_ns;
+            uint64_t rate = dt && end > h->ra_mark_end
+                                ? (uint64_t)((double)(end - h->ra_mark_end) * 1e9 / (double)dt)
+                                : 0;
+            uint64_t w = cache_readahead_window(fs->ctx.cache, h->be, rate, ra, max);
+            if (!w) /* no block fetch of this backend measured yet */
+                w = h->ra_window * 2 < max ? h->ra_window * 2 : max;
+            h->ra_window = w;
             h->ra_mark = UINT64_MAX;
         }
         first = cur;
@@ -368,8 +382,11 @@ static void maybe_prefetch(struct tierd_fuse *fs, struct tfs_file *h, uint64_t o
         if (stop > first) {
             count = stop - first;
             h->prefetched_upto = stop;
-            if (h->ra_mark == UINT64_MAX)
+            if (h->ra_mark == UINT64_MAX) {
                 h->ra_mark = first;
+                h->ra_mark_ns = now ? now : tier_now_mono_ns();
+                h->ra_mark_end = h->last_end;
+            }
         }
     }
     pthread_mutex_unlock(&h->mu);

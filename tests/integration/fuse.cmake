@@ -7,6 +7,12 @@ if(TARGET tierd)
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()
 if(TARGET tierd)
+  # Read-ahead sized from the bandwidth-delay product through a delaying proxy in front of RGW.
+  add_test(NAME readahead_rgw COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_readahead_rgw.sh)
+  set_tests_properties(readahead_rgw PROPERTIES TIMEOUT 300 LABELS "fuse;rgw" FIXTURES_REQUIRED rgw
+    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_SRC=${PROJECT_SOURCE_DIR};TIER_CEPH_DIR=${TIER_CEPH_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+endif()
+if(TARGET tierd)
   add_test(NAME fuse_rgw COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_fuse_rgw.sh)
   # It stops RGW for a while: RUN_SERIAL, or concurrent RGW tests would see the outage.
   set_tests_properties(fuse_rgw PROPERTIES TIMEOUT 300 LABELS "fuse;rgw" FIXTURES_REQUIRED rgw

@@ -4,9 +4,12 @@
 # (run by CTest, label fuse; needs root and /dev/fuse). Blocks of 64 KiB; counts are the cache's
 # backend fetches (/v1/stats), which only tierd's own reads and read-ahead make:
 #   window   a file of 64 blocks read sequentially with O_DIRECT (so the kernel's readahead
-#            adds nothing), 16 blocks of it, the file kept open while the count is polled, with readahead_blocks = 2 and readahead_max = 512K
-#            (8 blocks): the window grows past its first 2 blocks to 8, so the fetches reach
-#            16 + 8 = 24 (18 without growth) and never pass 24 (the bound holds at every poll).
+#            adds nothing), 16 blocks of it, the file kept open while the count is polled, with
+#            readahead_blocks = 2 and readahead_max = 512K (8 blocks): the window is sized from
+#            the reader's rate and the measured fetch time (a local backend's fetches are fast:
+#            it may stay at 2), so the fetches reach at least 16 + 2 = 18 and never pass 16 + 8
+#            = 24 (the bound holds at every poll), and the largest window sized (/v1/stats
+#            readahead_window_peak) is within 2..8. Growth on a slow link: test_readahead_rgw.sh.
 #   listing  40 files of 16 KiB (one block each), listed, then opened in listing order: after the first two, the
 #            files after them are fetched without being read (a window of 4 files that doubles
 #            on each open in order, at most 32 files ahead); the next four files' reads are then
@@ -80,10 +83,12 @@ os.close(fd)' "$MNT/ds/big.bin" "$T/part.bin"
 read -r line <&"${RD[0]}" || fail "the reader of big.bin failed"
 [ "$line" = read ] || fail "the reader of big.bin said '$line'"
 cmp -s "$T/part.bin" <(head -c $((16 * 65536)) "$DATA/ds/big.bin") || fail "big.bin: wrong bytes"
-wait_fetches $((f0 + 24)) $((f0 + 24))
+wait_fetches $((f0 + 18)) $((f0 + 24))
+win=$(api /v1/stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["cache"]["readahead_window_peak"])')
+[ "$win" -ge 2 ] && [ "$win" -le 8 ] || fail "read-ahead window peak $win, want 2..8"
 echo close >&"${RD[1]}"
 wait "$RD_PID" || fail "the reader of big.bin failed at close"
-ok "sequential window: 16 blocks read, 24 fetched (grew from 2 to 8 blocks ahead, not past it)"
+ok "sequential window: 16 blocks read, at least 18 fetched, window $win blocks (2..8), not past 24"
 
 # ---- listing order ----
 ls "$MNT/ds/lo" >/dev/null

@@ -22,7 +22,13 @@
  *     block leaves RAM only from disk: else it would stay in RAM for good);
  *   - read-ahead a reader queued is taken back when it goes (cache_prefetch_cancel): with one
  *     prefetch worker held in its first fetch, the rest of that owner's blocks are never fetched,
- *     while another owner's block queued after them is.
+ *     while another owner's block queued after them is;
+ *   - the writer runs at cache_config.store_nice (its thread's nice value in /proc);
+ *   - the read-ahead window from the bandwidth-delay product (cache_bdp_blocks): rate x fetch
+ *     time x 2 in blocks, rounded up, within its bounds; cache_readahead_window has nothing to
+ *     say before a full block of the backend was fetched, then sizes from the measured fetch
+ *     time and shows it in cache_stats; prefetches in flight are counted (peak >= 2 with two
+ *     workers held in their fetches).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -36,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <dirent.h>
 
 #include <cmocka.h>
 
@@ -157,7 +164,8 @@ static struct cache *open_cache_q(struct fx *f, uint64_t ram_bytes, bool async, 
                                .disk_adm = &f->hook,
                                .store_async = async,
                                .pin_bytes = SIZE,
-                               .default_quota = quota};
+                               .default_quota = quota,
+                               .store_queue_bytes = 16 * (uint64_t)BS};
     struct cache *c = NULL;
     assert_int_equal(cache_open(&cfg, &c), 0);
     return c;
@@ -504,6 +512,162 @@ static void test_prefetch_cancel(void **state)
     pthread_cond_destroy(&g.cv);
 }
 
+/* The nice value of the process's threads: the largest one (the others run at 0). */
+static int max_thread_nice(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    assert_non_null(d);
+    int best = -100;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300], line[1024];
+        snprintf(path, sizeof(path), "/proc/self/task/%s/stat", e->d_name);
+        FILE *fp = fopen(path, "r");
+        if (!fp)
+            continue; /* the thread ended */
+        size_t n = fread(line, 1, sizeof(line) - 1, fp);
+        fclose(fp);
+        line[n] = 0;
+        char *p = strrchr(line, ')');
+        /* after the command: state is field 3, nice field 19 */
+        for (int field = 3; p && field <= 19; field++)
+            p = strchr(p + 1, ' ');
+        int nice = p ? atoi(p + 1) : -100;
+        if (nice > best)
+            best = nice;
+    }
+    closedir(d);
+    return best;
+}
+
+static void test_writer_is_nice(void **state)
+{
+    struct fx *f = *state;
+    f->g.open = true;
+    struct cache_config cfg = {.block_size = BS,
+                               .ram_bytes = SIZE,
+                               .disk_dir = f->dir,
+                               .disk_bytes = 4 * SIZE,
+                               .store_async = true,
+                               .store_nice = 7};
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    /* the writer sets its nice as it starts: poll until it has */
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (max_thread_nice() != 7) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        assert_true(now.tv_sec - t0.tv_sec < DEADLINE_S);
+        sched_yield();
+    }
+    read_block(c, f, 0); /* and it still stores */
+    cache_close(c);
+}
+
+static void test_bdp_blocks(void **state)
+{
+    (void)state;
+    const uint64_t mib = 1u << 20;
+    /* 100 MiB/s x 100 ms x 2 = 20 MiB: 5 blocks of 4 MiB */
+    assert_int_equal(cache_bdp_blocks(100 * mib, 100000000, 4 * mib, 1, 32), 5);
+    /* rounded up: 21 MiB in flight is 6 blocks */
+    assert_int_equal(cache_bdp_blocks(105 * mib, 100000000, 4 * mib, 1, 32), 6);
+    /* bounded: never below min, never above max */
+    assert_int_equal(cache_bdp_blocks(1 * mib, 1000000, 4 * mib, 4, 32), 4);
+    assert_int_equal(cache_bdp_blocks(10000 * mib, 1000000000, 4 * mib, 4, 16), 16);
+    /* a huge product does not overflow */
+    assert_int_equal(cache_bdp_blocks(UINT64_MAX, UINT64_MAX, 64 << 10, 1, 32), 32);
+    /* nothing measured: the minimum; max below min: min */
+    assert_int_equal(cache_bdp_blocks(0, 100000000, 4 * mib, 4, 16), 4);
+    assert_int_equal(cache_bdp_blocks(100 * mib, 0, 4 * mib, 4, 16), 4);
+    assert_int_equal(cache_bdp_blocks(10000 * mib, 1000000000, 4 * mib, 8, 2), 8);
+    /* the window follows the rate: twice the rate, twice the blocks */
+    uint64_t a = cache_bdp_blocks(50 * mib, 40000000, mib, 1, 1000);
+    uint64_t b = cache_bdp_blocks(100 * mib, 40000000, mib, 1, 1000);
+    assert_int_equal(a, 4);
+    assert_int_equal(b, 8);
+}
+
+/* Every fetch waits at the gate until it opens; arrived counts them. */
+struct pgate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool open;
+    int arrived;
+};
+
+static void pgate_before(void *ud, const struct tier_ioctx *io, const struct cache_obj *obj,
+                         uint64_t index, size_t bytes)
+{
+    (void)io;
+    (void)obj;
+    (void)index;
+    (void)bytes;
+    struct pgate *g = ud;
+    pthread_mutex_lock(&g->mu);
+    g->arrived++;
+    pthread_cond_broadcast(&g->cv);
+    while (!g->open)
+        pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void test_readahead_window_measured(void **state)
+{
+    struct fx *f = *state;
+    f->g.open = true;
+    struct cache_config cfg = {.block_size = BS, .ram_bytes = SIZE, .prefetch_threads = 2};
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    /* nothing fetched yet: no estimate, the caller keeps its own rule */
+    assert_int_equal(cache_readahead_window(c, f->be, 100u << 20, 2, 16), 0);
+    struct pgate g = {.open = false};
+    pthread_mutex_init(&g.mu, NULL);
+    pthread_cond_init(&g.cv, NULL);
+    struct cache_fetch_hook hook = {.before = pgate_before, .ud = &g};
+    cache_set_fetch_hook(c, &hook);
+    struct cache_obj o = obj_a(f);
+    assert_int_equal(cache_prefetch_owned(c, NULL, &o, 0, 4, &g), 4);
+    /* both workers reach the gate: two prefetches in flight at once, counted */
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    pthread_mutex_lock(&g.mu);
+    while (g.arrived < 2) {
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_sec += DEADLINE_S;
+        assert_int_equal(pthread_cond_timedwait(&g.cv, &g.mu, &dl), 0);
+    }
+    pthread_mutex_unlock(&g.mu);
+    struct cache_stats st;
+    cache_stats_get(c, &st);
+    assert_int_equal(st.prefetch_inflight, 2);
+    assert_int_equal(st.prefetch_inflight_peak, 2);
+    pthread_mutex_lock(&g.mu);
+    g.open = true;
+    pthread_cond_broadcast(&g.cv);
+    pthread_mutex_unlock(&g.mu);
+    while (cache_cached_bytes(c, &o) < 4 * (uint64_t)BS) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        assert_true(now.tv_sec - t0.tv_sec < DEADLINE_S);
+        sched_yield();
+    }
+    /* full blocks fetched: a window from their time, within the bounds, shown in the stats */
+    uint64_t w = cache_readahead_window(c, f->be, 1ull << 40, 2, 16);
+    assert_int_equal(w, 16); /* 1 TiB/s over any measured fetch time: the bound */
+    assert_int_equal(cache_readahead_window(c, f->be, 1, 2, 16), 2);
+    cache_stats_get(c, &st);
+    assert_true(st.readahead_fetch_ns > 0);
+    assert_int_equal(st.readahead_window, 2);
+    assert_int_equal(st.readahead_window_peak, 16);
+    assert_int_equal(st.readahead_rate_bps, 1);
+    cache_close(c);
+    pthread_mutex_destroy(&g.mu);
+    pthread_cond_destroy(&g.cv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -518,6 +682,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pinned_after_a_skipped_write_is_stored, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_prefetch_cancel, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_writer_is_nice, setup, teardown),
+        cmocka_unit_test(test_bdp_blocks),
+        cmocka_unit_test_setup_teardown(test_readahead_window_measured, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

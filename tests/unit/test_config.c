@@ -435,7 +435,7 @@ static void test_defaults(void **state)
         fail_msg("%s", err);
     assert_string_equal(c.log_level, "info");
     assert_int_equal(c.backend_timeout_ms, 10000);
-    assert_int_equal(c.stage_threads, 8);
+    assert_int_equal(c.stage_threads, 16);
     assert_true(c.telemetry); /* [daemon] telemetry: on unless switched off */
     assert_true(c.qos);       /* [daemon] qos: likewise */
     assert_int_equal(c.cache.block_size, 4 << 20);
