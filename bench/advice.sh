@@ -7,20 +7,22 @@
 #   link     scripts/netlink.sh up at RATE (Ceph in a network namespace behind tbf both ways, no
 #            proxy)
 #   data     A_FILES and B_FILES files of KB KiB uploaded over the link under a/ and b/: job A's
-#            set is A_PCT % of the hot tier, job B's several times it
+#            set is about 60 % of the hot tier (by default), job B's 4 times it
 #   jobs     bench/dataloader.py (Debian's python3-torch, WORKERS loader workers, batch BATCH, a
 #            shuffled RandomSampler, each file's pages dropped after its read so that every
 #            epoch reaches the mount) wrapped in contrib/python/tierd_hints.py's StallReport:
 #            A re-reads its set A_EPOCHS times with A_COMPUTE ms of emulated compute per sample,
 #            B scans its set once with B_COMPUTE ms per sample; both start together, as uids 2201
 #            (tenant a) and 2202 (tenant b) by setpriv, and each prints its own totals: wait_s
-#            (the loop's data stall) and wall_s
+#            (the loop's data stall) and wall_s. A keeps its loader workers between epochs
+#            (persistent_workers), so its wait is the data's, not worker start-up. During the auto
+#            run `tierctl advise` every 3 s; the last one that shows both tenants is printed
 #   tierd    a fresh mount and a fresh RAM cache of RAM (no disk level, curves on) per
 #            configuration: none (no quotas), static ([tenants] cache_quota = RAM / 2), auto
 #            (the same, with auto_quota = on and advice_interval = INTERVAL)
 # Per configuration: total stall (A's wait + B's wait), each job's wait and wall time, the bytes
 # tierd fetched from the backend (GET /v1/stats), each tenant's quota at the end; then
-# `tierctl advise` of the auto run. Goal (issue 27): auto's total stall >= 20 % below the better
+# `tierctl advise` during the auto run. Goal (issue 27): auto's total stall >= 20 % below the better
 # of none and static. Prints the table (median and range over RUNS) and the machine's load;
 # exits 1 when a run failed, not when the goal is missed. Everything it made (namespace, veth,
 # qdiscs, Ceph, tierd, the mount) is removed on exit.
@@ -77,9 +79,10 @@ chmod -R a+rX "$W/py" "$W/contrib"
 tierd_places "$W"
 LINK=$W/link
 JOBS=()
+SAMPLER=
 cleanup() {
   local p
-  for p in "${JOBS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${JOBS[@]}" $SAMPLER; do kill "$p" 2>/dev/null || true; done
   tierd_reap "${TIERD_PID:-}"
   tierd_unmount "$MNT"
   scripts/netlink.sh down "$LINK" >/dev/null 2>&1 || true
@@ -148,6 +151,19 @@ for run in $(seq 1 "$RUNS"); do
     t0=$(now)
     job 2201 a a "$A_EPOCHS" "$A_COMPUTE"
     job 2202 b b 1 "$B_COMPUTE"
+    if [ "$cfg" = auto ]; then
+      # `tierctl advise` every 3 s while A runs; the last one that shows both tenants is kept
+      (
+        while kill -0 "${JOBS[0]}" 2>/dev/null; do
+          if tierd_ctl advise >"$W/out/advise.tmp" 2>&1 && grep -q '^a ' "$W/out/advise.tmp" &&
+            grep -q '^b ' "$W/out/advise.tmp"; then
+            { echo "at $(secs "$t0" "$(now)") s:"; cat "$W/out/advise.tmp"; } >"$W/out/advise-$run.txt"
+          fi
+          sleep 3 # sampling interval
+        done
+      ) &
+      SAMPLER=$!
+    fi
     for p in "${JOBS[@]}"; do
       wait "$p" || { echo "a job failed ($cfg):" >&2; cat "$W"/out/*.err >&2; exit 1; }
     done
@@ -165,7 +181,8 @@ for run in $(seq 1 "$RUNS"); do
     rec "${cfg}_mib" "$((fb >> 20))"
     echo "run $run, $cfg: stall a ${wa} s, b ${wb} s; backend $((fb >> 20)) MiB; share/advised split at the end: $(quotas || echo '?'); load $(loadavg)"
     if [ "$cfg" = auto ]; then
-      tierd_ctl advise >"$W/out/advise-$run.txt" 2>&1 || true
+      wait "$SAMPLER" || true
+      SAMPLER=
       grep -i "quota" "$W/tierd-$cfg.log" | grep -iv "warn.*sum" | tail -8 >"$W/out/auto-log-$run.txt" || true
     fi
     tierd_stop || true
@@ -191,7 +208,7 @@ awk -v n="$tn" -v s="$ts" -v a="$ta" 'BEGIN {
 for f in "$W"/out/advise-*.txt; do
   [ -e "$f" ] || continue
   echo
-  echo "tierctl advise at the end of the auto run (${f##*/}):"
+  echo "tierctl advise during the auto run (${f##*/}), the last that showed both jobs:"
   cat "$f"
   echo "auto_quota's log lines (last 8):"
   cat "$W/out/auto-log-${f##*advise-}"

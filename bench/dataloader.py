@@ -12,8 +12,8 @@ The order is a shuffled RandomSampler (seeded), wrapped in contrib/python/tierd_
 HintedSampler with --hint. For each batch the main process "computes" COMPUTE_MS per sample
 (a sleep: an accelerator works while the host waits). Prints one JSON line: wall_s (the epoch,
 from the first batch request to the last batch's compute), compute_s, util = compute_s / wall_s,
-samples, bytes. With --epochs N the loader runs N epochs (a new shuffle each) and the figures
-cover all of them. With --stall the loader is wrapped in tierd_hints.StallReport (reports to
+samples, bytes. With --epochs N the loader runs N epochs (a new shuffle each, the same workers) and
+the figures cover all of them. With --stall the loader is wrapped in tierd_hints.StallReport (reports to
 tierd every 2 s as NAME), and the line also has wait_s and steps, the wrapper's own totals: the
 seconds the loop waited for its batches and the batches it got (bench/advice.sh, issue 27).
 With --drop each file's pages are dropped from the kernel's page cache after it is read
@@ -73,8 +73,10 @@ def main():
     if a.hint:
         sampler = tierd_hints.HintedSampler(sampler, paths=ds.files, name=a.hint,
                                             socket_path=a.socket)
+    # several epochs: the workers are kept between them (persistent_workers), as a training
+    # loop of many epochs keeps them, so the wait measured is the data's, not worker start-up
     loader = DataLoader(ds, sampler=sampler, batch_size=a.batch, num_workers=a.workers,
-                        collate_fn=collate)
+                        collate_fn=collate, persistent_workers=a.epochs > 1 and a.workers > 0)
     if a.stall:
         loader = tierd_hints.StallReport(loader, name=a.stall, socket_path=a.socket,
                                          interval_s=2.0)
