@@ -194,7 +194,7 @@ echo "link: tbf $RATE each way; hot tier $RAM of RAM; A: $A_FILES x $KB KiB, $A_
 echo
 echo "| configuration | total data stall, s | A's stall, s | B's stall, s | A's wall, s | B's wall, s | backend MiB |"
 echo "|---|---|---|---|---|---|---|"
-cell() { stats "$1" | awk -v r="$RUNS" '{ if (r > 1) printf "%s (%s-%s)", $1, $2, $3; else printf "%s", $1 }'; }
+cell() { stats "$1" | awk -v r="$RUNS" '{ if (r > 1) printf "%.2f (%.2f-%.2f)", $1, $2, $3; else printf "%.2f", $1 }'; }
 for cfg in $CONFIGS; do
   echo "| $cfg | $(cell "${cfg}_total") | $(cell "${cfg}_wait_a") | $(cell "${cfg}_wait_b") | $(cell "${cfg}_wall_a") | $(cell "${cfg}_wall_b") | $(cell "${cfg}_mib") |"
 done

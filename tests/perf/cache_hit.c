@@ -16,11 +16,12 @@
  * (3) With a third argument `curves`, only this: the read-path cost of the miss-ratio curves
  * ([cache] curves, cfg.mrc): two caches of the same data, curves off and on, RAM-level and
  * disk-level hits, and RAM hits in a cache of a 64 GiB budget (whose curves sample 1 access in 8
- * instead of every one), random 1 MiB and 4 KiB reads by a tenant (each read a new access to its
- * block, so each feeds the node's curve and the tenant's), in alternating 1 s rounds (which cache
- * goes first alternates too); throughput per second of the reading thread's CPU time (a loaded
- * machine stretches wall time, not that); the median over SECONDS rounds (at least 3) of on / off,
- * and what curves add per read in ns.
+ * instead of every one), and an A/A control (RAM hits, curves off in both caches: the difference
+ * two caches of the same data show anyway), random 1 MiB and 4 KiB reads by a tenant (each read a
+ * new access to its block, so each feeds the node's curve and the tenant's), in alternating 1 s
+ * rounds (which cache goes first alternates too); throughput per second of the reading thread's CPU
+ * time (a loaded machine stretches wall time, not that); the median over SECONDS rounds (at least
+ * 3) of on / off, and what curves add per read in ns.
  *
  *   cache_hit DIR SECONDS curves
  *
@@ -202,16 +203,17 @@ static int curves_ab(const char *dir, int rounds, struct cache_obj *obj)
     printf("# curves off vs on: 4 MiB blocks, random reads by tenant 5, 1 thread, %d alternating "
            "rounds of 1 s; GB per CPU second; on / off, median (min-max)\n",
            rounds);
-    for (int lv = 0; lv < 3; lv++) {
+    for (int lv = 0; lv < 4; lv++) {
         char cdir[2][4096];
         struct cache *cc[2];
         for (int e = 0; e < 2; e++) {
             snprintf(cdir[e], sizeof(cdir[e]), "%s/cache_hit_mrc%d.%d", dir, e, (int)getpid());
-            struct cache_config cfg = {.block_size = 4 * MIB, .mrc = e == 1, .max_tenants = 64};
+            struct cache_config cfg = {
+                .block_size = 4 * MIB, .mrc = e == 1 && lv != 3, .max_tenants = 64};
             if (lv != 1) {
                 /* lv 2: a 64 GiB RAM budget (only the object is cached): the curves' smallest
                  * size is 8 GiB, sampled at 1/8 (docs/ADVICE.md "Rates"), not at 1 */
-                cfg.ram_bytes = lv == 0 ? 2 * OBJ_BYTES : 64ull << 30;
+                cfg.ram_bytes = lv == 2 ? 64ull << 30 : 2 * OBJ_BYTES;
             } else {
                 cfg.disk_dir = cdir[e];
                 cfg.disk_bytes = 2 * OBJ_BYTES;
@@ -242,13 +244,14 @@ static int curves_ab(const char *dir, int rounds, struct cache_obj *obj)
                    "(%.3f-%.3f)  +%.0f ns per read\n",
                    lv == 1   ? "disk"
                    : lv == 2 ? "RAM (64 GiB budget)"
+                   : lv == 3 ? "RAM, A/A (both off)"
                              : "RAM ",
                    rszs[k] / 1024, gbs[0], gbs[1], ratio[rounds / 2], ratio[0], ratio[rounds - 1],
                    (double)rszs[k] / gbs[1] - (double)rszs[k] / gbs[0]);
         }
         struct cache_stats st;
         cache_stats_get(cc[1], &st);
-        printf("  (curves on: %llu fetches in all, the warm-up's %llu)\n",
+        printf("  (second cache: %llu fetches in all, the warm-up's %llu)\n",
                (unsigned long long)st.fetches, (unsigned long long)(OBJ_BYTES / (4 * MIB)));
         for (int e = 0; e < 2; e++) {
             cache_evict(cc[e], "mem", "");
