@@ -212,7 +212,7 @@ static int curves_ab(const char *dir, int rounds, struct cache_obj *obj)
                 .block_size = 4 * MIB, .mrc = e == 1 && lv != 3, .max_tenants = 64};
             if (lv != 1) {
                 /* lv 2: a 64 GiB RAM budget (only the object is cached): the curves' smallest
-                 * size is 8 GiB, sampled at 1/8 (docs/ADVICE.md "Rates"), not at 1 */
+                 * size is 8 GiB, sampled at 1/8 (src/cache/mrc.h), not at 1 */
                 cfg.ram_bytes = lv == 2 ? 64ull << 30 : 2 * OBJ_BYTES;
             } else {
                 cfg.disk_dir = cdir[e];
