@@ -3,6 +3,8 @@
 # Cache benchmarks: builds Release in build-cacherel (only the cache targets) and runs the trace
 # simulator (S3-FIFO vs LRU vs Belady on the three standard traces) and the hit-path benchmark.
 # Usage: bench/cache.sh [SCRATCH_DIR] [SECONDS]. Results are recorded in docs/bench/cache.md.
+# CURVES=1: only the read-path cost of [cache] curves (`cache_hit SCRATCH SECONDS curves`: curves
+# off vs on, SECONDS alternating rounds; docs/BENCHMARKS.md "Hot-tier advice").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-cacherel}
@@ -12,7 +14,12 @@ SECONDS_PER=${2:-3}
 . scripts/lib/tierd.sh
 tierd_build_release "$BUILD" cachesim cache_hit
 mkdir -p "$SCRATCH"
-echo "## $(date -u +%FT%TZ) $(uname -r), $(nproc) cores, $(git rev-parse --short HEAD)"
+echo "## $(date -u +%FT%TZ) $(uname -r), $(nproc) cores, $(git rev-parse --short HEAD), load $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ "${CURVES:-0}" = 1 ]; then
+  echo "### cache_hit $SCRATCH $SECONDS_PER curves"
+  "$BUILD/cache_hit" "$SCRATCH" "$SECONDS_PER" curves
+  exit 0
+fi
 echo "### cachesim all $SCRATCH"
 "$BUILD/cachesim" all "$SCRATCH"
 echo "### cache_hit $SCRATCH $SECONDS_PER"

@@ -11,7 +11,19 @@
  * the block files were written (steady state: a file changed less than 3 s ago is hashed at
  * every read).
  *
- *   cache_hit [DIR] [SECONDS]     DIR: scratch directory for the disk level (default /tmp)
+ *   cache_hit [DIR] [SECONDS] [curves]   DIR: scratch directory for the disk level (default /tmp)
+ *
+ * (3) With a third argument `curves`, only this: the read-path cost of the miss-ratio curves
+ * ([cache] curves, cfg.mrc): two caches of the same data, curves off and on, RAM-level and
+ * disk-level hits, and RAM hits in a cache of a 64 GiB budget (whose curves sample 1 access in 8
+ * instead of every one), and an A/A control (RAM hits, curves off in both caches: the difference
+ * two caches of the same data show anyway), random 1 MiB and 4 KiB reads by a tenant (each read a
+ * new access to its block, so each feeds the node's curve and the tenant's), in alternating 1 s
+ * rounds (which cache goes first alternates too); throughput per second of the reading thread's CPU
+ * time (a loaded machine stretches wall time, not that); the median over SECONDS rounds (at least
+ * 3) of on / off, and what curves add per read in ns.
+ *
+ *   cache_hit DIR SECONDS curves
  *
  * The backend is an in-process memory object, so only the cache's own cost is measured.
  */
@@ -21,9 +33,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cache/cache.h"
+#include "common/ioctx.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
 
@@ -60,12 +74,22 @@ struct worker {
     int mode; /* 0 memcpy, 1 cache_read, 2 pread */
     struct cache *c;
     struct cache_obj *obj;
+    const struct tier_ioctx *io; /* the reader's tenant (NULL: none) */
+    size_t rsz;                  /* bytes per read, a divisor of OBJ_BYTES */
     int fd;
     double seconds;
     uint64_t seed;
     uint64_t bytes;
+    uint64_t cpu_ns; /* the thread's CPU time in the loop (CLOCK_THREAD_CPUTIME_ID) */
     int err;
 };
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -85,32 +109,36 @@ static void *worker_main(void *arg)
     memset(buf, 0, READ_BYTES);
     uint64_t end = tier_now_mono_ns() + (uint64_t)(w->seconds * 1e9);
     uint64_t rng = w->seed;
+    uint64_t cpu0 = thread_cpu_ns();
     while (tier_now_mono_ns() < end) {
         for (int k = 0; k < 16; k++) {
-            uint64_t off = (rng_next(&rng) % (OBJ_BYTES / READ_BYTES)) * READ_BYTES;
+            uint64_t off = (rng_next(&rng) % (OBJ_BYTES / w->rsz)) * w->rsz;
             ssize_t n;
             if (w->mode == 0) {
-                memcpy_fn(buf, g_chunks[off / (4 * MIB)] + off % (4 * MIB), READ_BYTES);
-                n = READ_BYTES;
+                memcpy_fn(buf, g_chunks[off / (4 * MIB)] + off % (4 * MIB), w->rsz);
+                n = (ssize_t)w->rsz;
             } else if (w->mode == 1) {
-                n = cache_read(w->c, NULL, w->obj, off, buf, READ_BYTES);
+                n = cache_read(w->c, w->io, w->obj, off, buf, w->rsz);
             } else {
-                n = pread(w->fd, buf, READ_BYTES, (off_t)off);
+                n = pread(w->fd, buf, w->rsz, (off_t)off);
             }
-            if (n != READ_BYTES) {
+            if (n != (ssize_t)w->rsz) {
                 w->err = n < 0 ? (int)n : -EIO;
                 free(buf);
                 return NULL;
             }
-            w->bytes += READ_BYTES;
+            w->bytes += w->rsz;
         }
     }
+    w->cpu_ns = thread_cpu_ns() - cpu0;
     free(buf);
     return NULL;
 }
 
-static double measure(int mode, int nthreads, struct cache *c, struct cache_obj *obj, int fd,
-                      double seconds)
+/* GB/s of wall time; *cpu_gbs (if not NULL): GB per second of the threads' CPU time, which
+ * other processes' load does not stretch */
+static double measure_io(int mode, int nthreads, struct cache *c, struct cache_obj *obj, int fd,
+                         double seconds, const struct tier_ioctx *io, size_t rsz, double *cpu_gbs)
 {
     pthread_t th[8];
     struct worker w[8];
@@ -119,14 +147,17 @@ static double measure(int mode, int nthreads, struct cache *c, struct cache_obj 
         w[i] = (struct worker){.mode = mode,
                                .c = c,
                                .obj = obj,
+                               .io = io,
+                               .rsz = rsz,
                                .fd = fd,
                                .seconds = seconds,
                                .seed = 77 + (uint64_t)i};
         pthread_create(&th[i], NULL, worker_main, &w[i]);
     }
-    uint64_t bytes = 0;
+    uint64_t bytes = 0, cpu = 0;
     for (int i = 0; i < nthreads; i++) {
         pthread_join(th[i], NULL);
+        cpu += w[i].cpu_ns;
         if (w[i].err) {
             fprintf(stderr, "cache_hit: read failed: %s\n", strerror(-w[i].err));
             exit(1);
@@ -134,7 +165,15 @@ static double measure(int mode, int nthreads, struct cache *c, struct cache_obj 
         bytes += w[i].bytes;
     }
     double dt = (double)(tier_now_mono_ns() - t0) / 1e9;
+    if (cpu_gbs)
+        *cpu_gbs = cpu ? (double)bytes / (double)cpu : 0;
     return (double)bytes / dt / 1e9;
+}
+
+static double measure(int mode, int nthreads, struct cache *c, struct cache_obj *obj, int fd,
+                      double seconds)
+{
+    return measure_io(mode, nthreads, c, obj, fd, seconds, NULL, READ_BYTES, NULL);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -154,6 +193,80 @@ static void warm(struct cache *c, struct cache_obj *obj)
     free(buf);
 }
 
+/* (3): curves off [0] vs on [1], RAM-level then disk-level hits, 1 MiB and 4 KiB reads. */
+static int curves_ab(const char *dir, int rounds, struct cache_obj *obj)
+{
+    const struct tier_ioctx io = {.tenant = 5, .cls = TIER_IO_TRAINING};
+    size_t rszs[] = {MIB, 4096};
+    if (rounds > 64)
+        rounds = 64;
+    printf("# curves off vs on: 4 MiB blocks, random reads by tenant 5, 1 thread, %d alternating "
+           "rounds of 1 s; GB per CPU second; on / off, median (min-max)\n",
+           rounds);
+    for (int lv = 0; lv < 4; lv++) {
+        char cdir[2][4096];
+        struct cache *cc[2];
+        for (int e = 0; e < 2; e++) {
+            snprintf(cdir[e], sizeof(cdir[e]), "%s/cache_hit_mrc%d.%d", dir, e, (int)getpid());
+            struct cache_config cfg = {
+                .block_size = 4 * MIB, .mrc = e == 1 && lv != 3, .max_tenants = 64};
+            if (lv != 1) {
+                /* lv 2: a 64 GiB RAM budget (only the object is cached): the curves' smallest
+                 * size is 8 GiB, sampled at 1/8 (src/cache/mrc.h), not at 1 */
+                cfg.ram_bytes = lv == 2 ? 64ull << 30 : 2 * OBJ_BYTES;
+            } else {
+                cfg.disk_dir = cdir[e];
+                cfg.disk_bytes = 2 * OBJ_BYTES;
+            }
+            cc[e] = NULL;
+            if (cache_open(&cfg, &cc[e]) < 0) {
+                fprintf(stderr, "cache_hit: cannot open a cache (curves %s)\n", e ? "on" : "off");
+                return 1;
+            }
+            warm(cc[e], obj);
+        }
+        if (lv == 1)
+            sleep(4); /* steady state, as in (2) */
+        for (int k = 0; k < 2; k++) {
+            double ratio[64], gbs[2] = {0, 0};
+            for (int r = 0; r < rounds; r++) {
+                double v[2];
+                for (int j = 0; j < 2; j++) {
+                    int e = (r + j) % 2;
+                    measure_io(1, 1, cc[e], obj, -1, 1.0, &io, rszs[k], &v[e]);
+                }
+                gbs[0] += v[0] / rounds;
+                gbs[1] += v[1] / rounds;
+                ratio[r] = v[1] / v[0];
+            }
+            qsort(ratio, (size_t)rounds, sizeof(double), cmp_double);
+            printf("%s hits, %4zu KiB reads: off %6.3f GB/s  on %6.3f GB/s  on/off %.3f "
+                   "(%.3f-%.3f)  +%.0f ns per read\n",
+                   lv == 1   ? "disk"
+                   : lv == 2 ? "RAM (64 GiB budget)"
+                   : lv == 3 ? "RAM, A/A (both off)"
+                             : "RAM ",
+                   rszs[k] / 1024, gbs[0], gbs[1], ratio[rounds / 2], ratio[0], ratio[rounds - 1],
+                   (double)rszs[k] / gbs[1] - (double)rszs[k] / gbs[0]);
+        }
+        struct cache_stats st;
+        cache_stats_get(cc[1], &st);
+        printf("  (second cache: %llu fetches in all, the warm-up's %llu)\n",
+               (unsigned long long)st.fetches, (unsigned long long)(OBJ_BYTES / (4 * MIB)));
+        for (int e = 0; e < 2; e++) {
+            cache_evict(cc[e], "mem", "");
+            cache_close(cc[e]);
+            if (lv == 1) {
+                char cmd[8300];
+                snprintf(cmd, sizeof(cmd), "rm -rf '%s'", cdir[e]);
+                if (system(cmd) != 0)
+                    fprintf(stderr, "cache_hit: could not remove %s\n", cdir[e]);
+            }
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : "/tmp";
@@ -161,7 +274,7 @@ int main(int argc, char **argv)
     if (argc > 2) {
         uint64_t s;
         if (tier_parse_u64(argv[2], &s) < 0 || !s) {
-            fprintf(stderr, "usage: cache_hit [DIR] [SECONDS]\n");
+            fprintf(stderr, "usage: cache_hit [DIR] [SECONDS] [curves]\n");
             return 2;
         }
         seconds = (double)s;
@@ -180,6 +293,13 @@ int main(int argc, char **argv)
     char be_name[] = "mem";
     struct backend be = {.ops = &mb_ops, .name = be_name};
     struct cache_obj obj = {.be = &be, .key = "bench/obj", .etag = "v1", .size_bytes = OBJ_BYTES};
+    if (argc > 3 && strcmp(argv[3], "curves") == 0) {
+        int r = curves_ab(dir, (int)seconds < 3 ? 3 : (int)seconds, &obj);
+        for (size_t i = 0; i < OBJ_BYTES / (4 * MIB); i++)
+            free(g_chunks[i]);
+        free(g_obj);
+        return r;
+    }
 
     printf("# RAM-level hits: %llu MiB object, random 1 MiB reads, 4 MiB blocks\n",
            (unsigned long long)(OBJ_BYTES / MIB));
