@@ -67,7 +67,8 @@ class _UnixHTTPConnection(http.client.HTTPConnection):
 
 
 class _Refused(OSError):
-    """tierd answered, and refused (an HTTP status of 300 or more)."""
+    """tierd answered, and refused the request itself (a 4xx status): the same would be refused
+    again. A 5xx (or any other status of 300 or more) is a plain OSError: worth another try."""
 
 
 def _call(sock, method, url, body=None, timeout=10):
@@ -79,7 +80,8 @@ def _call(sock, method, url, body=None, timeout=10):
         resp = conn.getresponse()
         text = resp.read().decode("utf-8", "replace")
         if resp.status >= 300:
-            raise _Refused(f"tierd answered {method} {url}: HTTP {resp.status}: {text.strip()}")
+            msg = f"tierd answered {method} {url}: HTTP {resp.status}: {text.strip()}"
+            raise _Refused(msg) if 400 <= resp.status < 500 else OSError(msg)
         return json.loads(text) if text else {}
     finally:
         conn.close()

@@ -100,9 +100,12 @@ static uint64_t diff(uint64_t now, uint64_t then)
     return now >= then ? now - then : 0; /* a counter that went back (a reclaimed id): 0 */
 }
 
-/* Step 1: the tenants active in this interval, into r (max_tenants of room); returns how many. */
-static size_t gather(struct advisor *a, double dt_s, bool measure, struct advisor_result *r)
+/* Step 1: the tenants active in this interval, into r (max_tenants of room); returns how many.
+ * *idle_held: the hot-tier bytes the others hold (the split shares out the rest). */
+static size_t gather(struct advisor *a, double dt_s, bool measure, struct advisor_result *r,
+                     uint64_t *idle_held)
 {
+    *idle_held = 0;
     size_t n = 0;
     for (uint32_t t = 0; t < a->ctx.max_tenants; t++) {
         struct advisor_tenant *x = &a->tmp;
@@ -119,8 +122,11 @@ static size_t gather(struct advisor *a, double dt_s, bool measure, struct adviso
         s->demand_bytes = x->demand_bytes;
         s->wait_ns = x->wait_ns;
         s->compute_ns = x->compute_ns;
-        if (!measure || dd == 0)
+        if (!measure || dd == 0) {
+            uint64_t held = x->quota_bytes < x->held_bytes ? x->quota_bytes : x->held_bytes;
+            *idle_held += held;
             continue;
+        }
         struct advisor_result *o = &r[n++];
         memset(o, 0, sizeof(*o));
         o->tenant = t;
@@ -187,7 +193,8 @@ void advisor_tick(struct advisor *a, uint64_t now_ns)
         pthread_mutex_unlock(&a->mu);
         return;
     }
-    size_t n = gather(a, dt, measure, r);
+    uint64_t idle_held = 0;
+    size_t n = gather(a, dt, measure, r, &idle_held);
     a->last_ns = now_ns;
     if (!measure) {
         free(r);
@@ -207,9 +214,11 @@ void advisor_tick(struct advisor *a, uint64_t now_ns)
         in[i] = r[i].in;
         in[i].name = r[i].name;
     }
-    struct advice_params p = {.hot_bytes = a->ctx.hot_bytes,
-                              .target_stall = a->ctx.target_stall,
-                              .link_bps = a->ctx.link_bps};
+    /* a tenant that did not read in this interval keeps its quota and what it holds: the split
+     * shares out the rest, so quotas moved for some never add up past the hot tier */
+    uint64_t hot = a->ctx.hot_bytes > idle_held ? a->ctx.hot_bytes - idle_held : 0;
+    struct advice_params p = {
+        .hot_bytes = hot, .target_stall = a->ctx.target_stall, .link_bps = a->ctx.link_bps};
     double cost_now = 0, cost = advice_compute(&p, in, n, out, &cost_now);
     for (size_t i = 0; i < n; i++) {
         r[i].out = out[i];

@@ -10,7 +10,7 @@
  *      report's wait and compute, as the differences of the cumulative counters since the last
  *      tick; its share now (its quota, or what it holds without one); its weight and minimum;
  *   2. advice_compute over the tenants active in this interval (demand > 0), the hot tier being
- *      ctx.hot_bytes;
+ *      ctx.hot_bytes less what the other tenants hold (they keep it, and their quotas);
  *   3. auto_quota (off by default): when the split's predicted cost is below the cost at the
  *      shares now by more than `hysteresis` (default 5 %), each tenant's quota moves `step`
  *      (default half) of the way to its split share, rounded to a block; a change smaller than

@@ -838,6 +838,10 @@ static int block_get(struct cache *c, const struct tier_ioctx *io, const struct 
         return 0;
     }
     if (b && (b->ready || (b->flags & B_FETCHING))) {
+        /* a waiter's read is an access as a hit's is: a new one unless it continues where the
+         * block's last read ended, and the next read continues from its end */
+        cnt = off_in_block == 0 || off_in_block != b->next_off;
+        b->next_off = off_in_block + seq_len;
         /* the loader's level (NULL: the backend), so a waiter's served tier is right too */
         bool from_disk = false;
         r = wait_loading(c, s, b, out, &from_disk);

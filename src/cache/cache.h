@@ -231,7 +231,8 @@ struct cache_tenant_stats {
 int cache_tenant_stats_get(struct cache *c, uint32_t tenant, struct cache_tenant_stats *out);
 unsigned cache_max_tenants(const struct cache *c);
 /* Tenant's quota-eviction counters (quota_evictions, quota_evicted_bytes) added to into's and
- * reset: reclaim retires the id (tenant.h), its next tenant counts from zero. 0, -EINVAL (an id
+ * reset, and its miss-ratio curve forgotten: reclaim retires the id (tenant.h), its next tenant
+ * counts from zero. 0, -EINVAL (an id
  * >= max_tenants, or the same id). */
 int cache_tenant_fold(struct cache *c, uint32_t tenant, uint32_t into);
 /* The bytes hinted blocks may hold at once (cfg.hinted_max after defaults). */

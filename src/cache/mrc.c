@@ -12,7 +12,9 @@
  *   M1  e is in the table  <=>  e->held > 0  <=>  some simulation k has policy_contains(node[k]).
  *   M2  simulation k holds only blocks with hash < thr[k], and its used bytes <= cap[k] after
  *       every access (a block larger than cap[k] is never inserted: a miss every time).
- *   M3  thr[k] >= thr_base and cap[k] = sizes[k] * thr[k] / 2^64 (rate_k = thr[k] / 2^64).
+ *   M3  thr[k] >= thr_base >= THR_MIN and cap[k] = sizes[k] * thr[k] / 2^64 (rate_k =
+ *       thr[k] / 2^64); a floored simulation's rate is min_blocks mean-sized blocks over its
+ *       size (mean_bytes()).
  *   M4  nkeys <= max_keys + nsizes * min_blocks after every access (keys_max()), except while
  *       one access is being handled.
  *
@@ -22,7 +24,8 @@
  *   miss: insert, then evict down to cap[k]              sim_access() -> policy_insert(),
  *                                                        sim_evict_to()
  *   entry left every simulation: free it                 sim_evict_to() -> entry_drop()
- *   too many entries: cut the base rate                  cut_rate() -> entry_drop(), sim_evict_to()
+ *   too many entries: cut the base rate                  cut_rate() -> purge_above()
+ *   the mean sampled size moved the floors               recalibrate() -> purge_above()
  *   halve the counters                                   mrc_access() -> decay()
  *   forget everything                                    mrc_reset()
  */
@@ -67,9 +70,14 @@ struct mrc {
     struct mrc_ent **tab; /* open addressing, NULL = empty */
     size_t tab_cap, nkeys;
     uint64_t sampled, since_decay, rate_cuts;
+    double bytes_sampled;    /* bytes of the sampled accesses, for mean_bytes() */
+    uint64_t nbytes_samples; /* ... and how many */
+    uint64_t next_recal;     /* nbytes_samples of the next recalibrate() */
 };
 
 #define TWO64 18446744073709551616.0
+/* The base rate is never cut below 2^-40 (about 1e-12): a threshold of 0 samples nothing, ever. */
+#define THR_MIN ((uint64_t)1 << 24)
 
 static void settle(struct mrc *m);
 
@@ -238,9 +246,18 @@ static void sim_access(struct mrc *m, size_t k, struct mrc_ent **ep, uint64_t h,
     }
 }
 
+/* The floor of a simulation's rate is in blocks of the mean size of the sampled accesses
+ * (block_size until some are sampled), so a floored simulation holds about min_blocks blocks
+ * however small the objects are (M4). */
+static double mean_bytes(const struct mrc *m)
+{
+    return m->nbytes_samples ? m->bytes_sampled / (double)m->nbytes_samples
+                             : (double)m->cfg.block_size;
+}
+
 static uint64_t sim_thr(const struct mrc *m, size_t k, uint64_t base)
 {
-    double want = (double)m->cfg.min_blocks * (double)m->cfg.block_size / (double)m->sizes[k];
+    double want = (double)m->cfg.min_blocks * mean_bytes(m) / (double)m->sizes[k];
     double r = rate_of(base);
     return want > r ? thr_of(want) : base;
 }
@@ -269,35 +286,53 @@ static size_t keys_max(const struct mrc *m)
 
 /* M4: cut the base rate to 3/4 until the entries fit; the blocks above a simulation's new
  * threshold leave it (not as evictions: no ghost), then it shrinks to its new capacity. */
+/* After thresholds changed: the blocks above a simulation's threshold leave it (not as
+ * evictions: no ghost), entries left in none are freed, and each simulation shrinks to its
+ * capacity. */
+static void purge_above(struct mrc *m)
+{
+    for (size_t i = 0; i < m->tab_cap;) {
+        struct mrc_ent *e = m->tab[i];
+        if (!e) {
+            i++;
+            continue;
+        }
+        for (size_t k = 0; k < m->n; k++) {
+            struct mrc_sim *s = &m->sim[k];
+            if (e->hash >= s->thr && policy_contains(&e->node[k])) {
+                policy_remove(s->pol, &e->node[k], false);
+                s->used -= e->node[k].size;
+                e->held--;
+            }
+        }
+        if (e->held == 0)
+            entry_drop(m, e); /* slot i now holds another entry (or none): look again */
+        else
+            i++;
+    }
+    for (size_t k = 0; k < m->n; k++)
+        sim_evict_to(m, k);
+}
+
 static void cut_rate(struct mrc *m)
 {
-    while (m->nkeys > keys_max(m) && m->thr_base > 1) {
+    while (m->nkeys > keys_max(m) && m->thr_base > THR_MIN) {
         settle(m);
         m->thr_base = m->thr_base / 4 * 3;
         m->rate_cuts++;
         set_thresholds(m);
-        for (size_t i = 0; i < m->tab_cap;) {
-            struct mrc_ent *e = m->tab[i];
-            if (!e) {
-                i++;
-                continue;
-            }
-            for (size_t k = 0; k < m->n; k++) {
-                struct mrc_sim *s = &m->sim[k];
-                if (e->hash >= s->thr && policy_contains(&e->node[k])) {
-                    policy_remove(s->pol, &e->node[k], false);
-                    s->used -= e->node[k].size;
-                    e->held--;
-                }
-            }
-            if (e->held == 0)
-                entry_drop(m, e); /* slot i now holds another entry (or none): look again */
-            else
-                i++;
-        }
-        for (size_t k = 0; k < m->n; k++)
-            sim_evict_to(m, k);
+        purge_above(m);
     }
+}
+
+/* The mean size of the sampled accesses moved the floors: thresholds anew (a floor that rose
+ * samples more from now on, one that fell drops the blocks above it). At 256, 1,024, 4,096 ...
+ * sampled accesses, so its cost is spread thin. */
+static void recalibrate(struct mrc *m)
+{
+    settle(m);
+    set_thresholds(m);
+    purge_above(m);
 }
 
 /* Bring each simulation's expected count up to date: the accesses since the last settle times
@@ -354,6 +389,7 @@ int mrc_new(const struct mrc_config *cfg, struct mrc **out)
     memcpy(m->sizes, cfg->sizes, m->n * sizeof(uint64_t));
     m->cfg.sizes = m->sizes;
     m->thr_base = thr_of(m->cfg.rate);
+    m->next_recal = 256;
     pthread_mutex_init(&m->mu, NULL);
     for (size_t k = 0; k < m->n; k++) {
         if (policy_new(m->cfg.policy, 1, &m->sim[k].pol) < 0) {
@@ -419,6 +455,11 @@ void mrc_access(struct mrc *m, uint64_t hash, uint64_t bytes)
     }
     if (any) {
         m->sampled++;
+        m->bytes_sampled += (double)bytes;
+        if (++m->nbytes_samples == m->next_recal) {
+            m->next_recal *= 4;
+            recalibrate(m);
+        }
         if (m->cfg.decay_every && ++m->since_decay >= m->cfg.decay_every) {
             m->since_decay = 0;
             decay(m);
@@ -473,7 +514,9 @@ void mrc_reset(struct mrc *m)
         }
         s->acc = s->hits = s->bytes = s->hit_bytes = s->expect = 0;
     }
-    m->all_seen = atomic_load(&m->all);
+    atomic_store(&m->all, 0); /* a reclaimed tenant id's next owner starts from nothing */
+    atomic_store(&m->all_bytes, 0);
+    m->all_seen = 0;
     m->sampled = m->since_decay = 0;
     pthread_mutex_unlock(&m->mu);
 }

@@ -288,12 +288,57 @@ static void test_advisor_loop(void **state)
     assert_int_equal(advisor_new(&bad, &ac, &a), -EINVAL); /* auto_quota needs set_quota */
 }
 
+/* A tenant that did not read in an interval keeps what it holds: the split of the others adds up
+ * to the hot tier less that, so quotas never add up past the hot tier. */
+static int idle_tenant(void *ud, uint32_t t, struct advisor_tenant *o)
+{
+    struct fake *f = ud;
+    if (t == 2) {
+        snprintf(o->name, sizeof(o->name), "idle");
+        o->held_bytes = o->quota_bytes = 6 * GB;
+        o->demand_bytes = 1 * GB; /* read before, not since */
+        o->npoints = f->in[0].npoints;
+        memcpy(o->curve, f->in[0].curve, sizeof(o->curve));
+        return 0;
+    }
+    return fake_tenant(ud, t, o);
+}
+
+static void test_advisor_idle_keeps(void **state)
+{
+    (void)state;
+    struct fake f;
+    memset(&f, 0, sizeof(f));
+    two_tenants(f.in);
+    f.quota[0] = f.quota[1] = 5 * GB;
+    struct advisor_ctx ctx = {.max_tenants = 4,
+                              .hot_bytes = 16 * GB,
+                              .block_size = 4 * MB,
+                              .ud = &f,
+                              .tenant = idle_tenant,
+                              .set_quota = fake_set_quota};
+    struct advisor_config cfg = {.auto_quota = true};
+    struct advisor *a = NULL;
+    assert_int_equal(advisor_new(&ctx, &cfg, &a), 0);
+    advisor_tick(a, 1000000000ull);
+    f.demand[0] += GB;
+    f.demand[1] += GB;
+    advisor_tick(a, 11000000000ull);
+    struct advisor_view v;
+    assert_int_equal(advisor_get(a, &v), 0);
+    assert_int_equal(v.n, 2); /* the idle one gets no advice */
+    assert_int_equal(v.r[0].out.split_bytes + v.r[1].out.split_bytes, 10 * GB);
+    assert_true(f.quota[0] + f.quota[1] <= 10 * GB);
+    advisor_view_free(&v);
+    advisor_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_curve_reading), cmocka_unit_test(test_stall_and_target),
         cmocka_unit_test(test_split_cliff),   cmocka_unit_test(test_split_weights_and_minimums),
-        cmocka_unit_test(test_advisor_loop),
+        cmocka_unit_test(test_advisor_loop),  cmocka_unit_test(test_advisor_idle_keeps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

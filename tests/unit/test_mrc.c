@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,6 +27,7 @@
 #include "cache/mrc.h"
 #include "cache/policy.h"
 #include "fakebe.h"
+#include "testutil.h"
 
 #define BLK ((uint64_t)4 << 20)
 #define NSIZES 12
@@ -258,6 +260,39 @@ static void test_memory_fixed(void **state)
     mrc_free(m);
 }
 
+/* Fixed memory with accesses much smaller than the block size (100 KB objects, 4 MiB blocks):
+ * the floors follow the sampled accesses' mean size, so the entries stay within max_keys + nsizes
+ * * min_blocks and the base rate is not cut to nothing. */
+static void test_memory_small_objects(void **state)
+{
+    (void)state;
+    uint64_t sizes[4] = {256 * BLK, 2048 * BLK, 8192 * BLK, 25600 * BLK};
+    struct mrc_config cfg = {.sizes = sizes,
+                             .nsizes = 4,
+                             .rate = 0.01,
+                             .max_keys = 1000,
+                             .min_blocks = 64,
+                             .block_size = BLK};
+    struct mrc *m = NULL;
+    assert_int_equal(mrc_new(&cfg, &m), 0);
+    size_t peak = 0;
+    uint64_t rng = 3;
+    for (uint32_t i = 0; i < 2000000; i++) {
+        mrc_access(m, hash_of(rng_next(&rng) % 500000), 100000);
+        if (i % 1000 == 0) {
+            struct mrc_stats st;
+            mrc_stats_get(m, &st);
+            if (st.keys > peak)
+                peak = st.keys;
+        }
+    }
+    struct mrc_stats st;
+    mrc_stats_get(m, &st);
+    assert_true(peak <= 1000 + 4 * 64 + 1);
+    assert_true(st.rate > 1e-4); /* cut, but not to nothing */
+    mrc_free(m);
+}
+
 static void test_bad_config(void **state)
 {
     (void)state;
@@ -330,11 +365,22 @@ static void test_cache_curves(void **state)
     assert_int_equal(acc, 640);
     assert_int_equal(bytes, 640 * CBS);
     assert_int_equal(cache_mrc_demand(c, 7, &acc, &bytes), -ENOENT);
+    /* a reclaimed id's curve starts anew for its next tenant (cache_tenant_fold) */
+    assert_int_equal(cache_tenant_fold(c, 5, 0), 0);
+    assert_int_equal(cache_mrc_demand(c, 5, &acc, &bytes), 0);
+    assert_int_equal(acc, 0);
+    assert_int_equal(cache_mrc_curve(c, 5, pt, CACHE_MRC_SIZES, &n), 0);
+    assert_true(isnan(pt[0].hit_ratio));
+    for (int round = 0; round < 10; round++)
+        for (int i = 0; i < 64; i++) {
+            snprintf(key, sizeof(key), "k%05d", i);
+            read_as(c, be, 5, key, CBS);
+        }
     assert_int_equal(cache_mrc_curve(c, 6, pt, CACHE_MRC_SIZES, &n), 0);
     for (size_t k = 0; k < n; k++)
         assert_true(pt[k].hit_ratio == 0.0);
     assert_int_equal(cache_mrc_curve(c, -1, pt, CACHE_MRC_SIZES, &n), 0);
-    assert_true(pt[0].accesses == 640 + 2048);
+    assert_true(pt[0].accesses == 640 + 2048 + 640); /* and the reclaimed id's reads */
     assert_int_equal(cache_mrc_curve(c, 1000, pt, CACHE_MRC_SIZES, &n), -EINVAL);
     cache_close(c);
 
@@ -346,12 +392,66 @@ static void test_cache_curves(void **state)
     backend_free(be);
 }
 
+/* A reader that waits for a block another fetch is loading (single-flight) makes one access of
+ * it, and its next piece of the block continues that access: a block prefetched while its
+ * reader arrived is one access of the curves, not two. */
+struct piece_arg {
+    struct cache *c;
+    struct backend *be;
+};
+
+static void *read_first_piece(void *arg)
+{
+    struct piece_arg *a = arg;
+    static char buf[CBS / 4];
+    struct tier_ioctx io = {.tenant = 5, .cls = TIER_IO_TRAINING};
+    struct cache_obj o = {.be = a->be, .key = "gate0", .etag = "e1", .size_bytes = CBS};
+    assert_int_equal(cache_read(a->c, &io, &o, 0, buf, CBS / 4), (ssize_t)(CBS / 4));
+    return NULL;
+}
+
+static void test_waiter_counts_once(void **state)
+{
+    (void)state;
+    struct backend *be = fakebe_mem_new("be");
+    fakebe_add(be, "gate0", CBS, "e1");
+    struct cache_config cfg = {
+        .block_size = CBS, .ram_bytes = 64 * CBS, .prefetch_threads = 1, .mrc = true};
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    fakebe_gate_close(be, FAKEBE_READ, "gate");
+    struct tier_ioctx io = {.tenant = 5, .cls = TIER_IO_TRAINING};
+    struct cache_obj o = {.be = be, .key = "gate0", .etag = "e1", .size_bytes = CBS};
+    assert_int_equal(cache_prefetch(c, &io, &o, 0, 1), 1);
+    TU_WAIT_UNTIL(fakebe_gate_arrived(be) == 1); /* the prefetch is loading the block */
+    pthread_t th;
+    struct piece_arg a = {c, be};
+    assert_int_equal(pthread_create(&th, NULL, read_first_piece, &a), 0);
+    struct cache_stats st;
+    TU_WAIT_UNTIL((cache_stats_get(c, &st), st.singleflight_waits == 1)); /* it waits on the load */
+    fakebe_gate_open(be);
+    pthread_join(th, NULL);
+    static char buf[CBS];
+    for (uint64_t off = CBS / 4; off < CBS; off += CBS / 4) /* the rest, in order */
+        assert_int_equal(cache_read(c, &io, &o, off, buf, CBS / 4), (ssize_t)(CBS / 4));
+    uint64_t acc = 0, bytes = 0;
+    assert_int_equal(cache_mrc_demand(c, 5, &acc, &bytes), 0);
+    assert_int_equal(acc, 1);
+    cache_close(c);
+    backend_free(be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_zipf),       cmocka_unit_test(test_zipfscan),
-        cmocka_unit_test(test_epoch),      cmocka_unit_test(test_memory_fixed),
-        cmocka_unit_test(test_bad_config), cmocka_unit_test(test_cache_curves),
+        cmocka_unit_test(test_zipf),
+        cmocka_unit_test(test_zipfscan),
+        cmocka_unit_test(test_epoch),
+        cmocka_unit_test(test_memory_fixed),
+        cmocka_unit_test(test_bad_config),
+        cmocka_unit_test(test_cache_curves),
+        cmocka_unit_test(test_waiter_counts_once),
+        cmocka_unit_test(test_memory_small_objects),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -162,6 +162,26 @@ class StallReportTest(unittest.TestCase):
         finally:
             srv.close()
 
+    def test_server_error_keeps_the_totals(self):
+        srv = Server(self.sock)
+        srv.status = 503  # tierd failed, it did not refuse: the report is kept for the next try
+        try:
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                r = tierd_hints.StallReport(loader(3, 0), socket_path=self.sock, interval_s=0)
+                self.assertEqual(len(list(r)), 3)
+                self.assertEqual(len(w), 1)
+                self.assertIn("HTTP 503", str(w[0].message))
+            self.assertEqual(r.steps, 3)
+            self.assertEqual(r.reports, 0)
+            srv.status = 200
+            r._next_try = 0  # the back-off's wait, over at once
+            r.flush()
+            self.assertEqual(r.reports, 1)
+            self.assertEqual(srv.bodies[-1][1]["steps"], 3)
+        finally:
+            srv.close()
+
 
 if __name__ == "__main__":
     unittest.main(argv=sys.argv[:1])
