@@ -77,6 +77,7 @@
 #include <fuse_lowlevel.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -206,6 +207,18 @@ struct tfs_node {
     uint64_t lo_gen;
     size_t lo_next, lo_upto;
     unsigned lo_run;
+    /* mu: the no-open connection (fuse_noopen.c), where reads come without a handle: the
+     * version its reads serve (rd_etag, rd_size), set at the first read and switched by
+     * tfs_node_set_attr when revalidation brings another etag (rd_gen counts the switches; the
+     * switch drops the kernel's pages and attributes of the inode); rstate, the inode's read
+     * state (fuse_ops_file.c: read-ahead window, hint and access notes), freed with the node by
+     * rstate_free */
+    bool rd_set;
+    char rd_etag[BACKEND_ETAG_MAX];
+    uint64_t rd_size;
+    uint64_t rd_gen;
+    void *rstate;
+    void (*rstate_free)(void *rstate);
 };
 
 /* fi->fh of a file or directory points to a struct whose first member is a tfs_hbase. */
@@ -230,6 +243,13 @@ struct tierd_fuse {
     struct fuse_session *se;
     char *mountpoint;
     bool mounted;
+    /* the no-open connection (fuse_noopen.c; immutable after mount): no_open is set in the
+     * session that serves without OPEN, side is the main session's such session (NULL: none),
+     * counts this connection's request counters (ctx.counts[0] or [1], or NULL) */
+    bool no_open;
+    struct tierd_fuse *side;
+    struct tfs_noopen *nopen; /* the main session's binds and the side's loop thread */
+    struct tierd_fuse_counts *counts;
     _Atomic bool loop_done; /* the loop has returned: the ready thread stops polling */
     uint64_t attr_ttl_ns, entry_ttl_ns;
     double attr_ttl_s, entry_ttl_s;
@@ -432,6 +452,12 @@ void tfs_open_pinned(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, 
                      uint64_t size);
 void tfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
 void tfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* Count one request of this connection (fs->counts; none: nothing). */
+#define TFS_COUNT(fs, field)                                                                       \
+    do {                                                                                           \
+        if ((fs)->counts)                                                                          \
+            atomic_fetch_add_explicit(&(fs)->counts->field, 1, memory_order_relaxed);              \
+    } while (0)
 /* Install EROFS for every mutation (read-cache namespaces). */
 void tfs_ops_readonly(struct fuse_lowlevel_ops *ops);
 
@@ -461,6 +487,10 @@ bool tfs_vview_path(const char *path);
 int tfs_vview_stat(struct tierd_fuse *fs, const char *path, struct tfs_attr *a);
 /* A new listing of a directory of the view (referenced). */
 int tfs_vview_listing(struct tierd_fuse *fs, const char *path, struct tfs_listing **out);
+/* The recorded version of a file of a version: its namespace's backend, the key (malloc'd), etag,
+ * version id (malloc'd or NULL) and size; 0, -EISDIR, -ENOENT or -ENOMEM. */
+int tfs_vview_pin(struct tierd_fuse *fs, const char *path, struct backend **be, char **key,
+                  char etag[BACKEND_ETAG_MAX], char **version_id, uint64_t *size);
 /* Open a file of a version for reading (tfs_open_pinned); replies to req. */
 void tfs_vview_open(struct tierd_fuse *fs, fuse_req_t req, fuse_ino_t ino, const char *path,
                     struct fuse_file_info *fi);
@@ -484,5 +514,22 @@ void tfs_ctl_drain(struct tierd_fuse *fs);
 /* Put the control files' create/open/read/write/flush/fsync/release/setattr/unlink in front of
  * the operations installed so far, which keep every other path (call it last). */
 void tfs_ops_ctl(struct tierd_fuse *fs, struct fuse_lowlevel_ops *ops);
+
+/* ---- the no-open connection (fuse_noopen.c) ---- */
+/* Should a second connection without OPEN serve the read-cache namespaces (ctx.no_open, root,
+ * the kernel)? Logs one line when it will not; never fails. */
+bool tfs_noopen_wanted(const struct tierd_fuse *fs);
+/* The no-open session's operations: OPEN (and FLUSH) answer ENOSYS once, so the kernel serves
+ * opens and closes itself; reads come with fh 0 (tfs_op_read). */
+void tfs_ops_noopen(struct fuse_lowlevel_ops *ops);
+/* Start the side session's loop on its own thread (0 or -errno). */
+int tfs_noopen_loop_start(struct tierd_fuse *fs);
+/* Once both mounts answer: bind each read-cache namespace's directory and the version view of
+ * the side mount over the same directory of the main mount. Logs; never fails. */
+void tfs_noopen_bind(struct tierd_fuse *fs);
+/* Detach the binds and end the side session's loop (before either mount goes). */
+void tfs_noopen_stop(struct tierd_fuse *fs);
+/* The private mount point of the side session (malloc'd), or NULL. */
+char *tfs_noopen_dir(const struct tierd_fuse *fs);
 
 #endif
