@@ -250,6 +250,12 @@ struct tierd_fuse {
     struct tierd_fuse *side;
     struct tfs_noopen *nopen; /* the main session's binds and the side's loop thread */
     struct tierd_fuse_counts *counts;
+    /* the main connection's open, create and release behind their counting (fuse_session.c;
+     * immutable) */
+    void (*top_open)(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+    void (*top_create)(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                       struct fuse_file_info *fi);
+    void (*top_release)(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
     _Atomic bool loop_done; /* the loop has returned: the ready thread stops polling */
     uint64_t attr_ttl_ns, entry_ttl_ns;
     double attr_ttl_s, entry_ttl_s;

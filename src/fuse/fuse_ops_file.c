@@ -256,7 +256,6 @@ void tfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fi->noflush = 1;
     fi->fh = (uint64_t)(uintptr_t)h;
     tfs_handle_track(fs, &h->hb, TFS_H_READ, io.tenant);
-    TFS_COUNT(fs, open);
     note_access(fs, h, &io);
     listing_prefetch(fs, n, h->be, h->key, &io);
     tfs_op_done(fs, &io, TELE_OP_OPEN, -1, os, 0, 0);
@@ -309,7 +308,6 @@ void tfs_open_pinned(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, 
     fi->noflush = 1;
     fi->fh = (uint64_t)(uintptr_t)h;
     tfs_handle_track(fs, &h->hb, TFS_H_READ, io.tenant);
-    TFS_COUNT(fs, open);
     tfs_op_done(fs, &io, TELE_OP_OPEN, -1, os, 0, 0);
     if (fuse_reply_open(req, fi) != 0)
         file_free(fs, h);
@@ -625,7 +623,6 @@ void tfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     (void)ino;
     struct tfs_file *h = (struct tfs_file *)(uintptr_t)fi->fh;
     struct tierd_fuse *fs = fuse_req_userdata(req);
-    TFS_COUNT(fs, release);
     if (h) {
         /* the reader is gone: its read-ahead still queued is not fetched (nor charged to it) */
         cache_prefetch_cancel(fs->ctx.cache, h);

@@ -386,6 +386,30 @@ static void ops_read(struct fuse_lowlevel_ops *ops)
 
 static void free_state(struct tierd_fuse *fs);
 
+/* The main connection's OPEN (and CREATE, which opens) and RELEASE, counted for /v1/stats in
+ * front of every layer. */
+static void count_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct tierd_fuse *fs = fuse_req_userdata(req);
+    TFS_COUNT(fs, open);
+    fs->top_open(req, ino, fi);
+}
+
+static void count_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                         struct fuse_file_info *fi)
+{
+    struct tierd_fuse *fs = fuse_req_userdata(req);
+    TFS_COUNT(fs, open);
+    fs->top_create(req, parent, name, mode, fi);
+}
+
+static void count_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct tierd_fuse *fs = fuse_req_userdata(req);
+    TFS_COUNT(fs, release);
+    fs->top_release(req, ino, fi);
+}
+
 /* The no-open session (fuse_noopen.c) beside fs: the read-cache namespaces and the version
  * view, read-only, at the private mount point. On failure it logs one line and fs serves
  * everything. */
@@ -452,6 +476,12 @@ int tierfs_mount(const struct tierfs_ctx *ctx, struct tierd_fuse **out)
     tfs_ops_ctl(fs, &ops);       /* the control files, in front of all of them */
     if (ctx->wb && ctx->splice_writes)
         tfs_ops_write_buf(fs, &ops); /* splices write-back files' bytes, else ops.write */
+    fs->top_open = ops.open;
+    fs->top_create = ops.create;
+    fs->top_release = ops.release;
+    ops.open = count_open;
+    ops.create = count_create;
+    ops.release = count_release;
     rc = session_mount(fs, &ops, path);
     if (rc)
         goto fail;
