@@ -554,6 +554,7 @@ int tfs_vview_init(struct tierd_fuse *fs)
     pthread_mutex_init(&v->mu, NULL);
     v->list_ttl_ns = fs->ctx.version_list_ttl_ms * TIER_NS_PER_MS;
     fs->vview = v;
+    fs->vview_pin = tfs_vview_pin;
     return 0;
 }
 
@@ -562,6 +563,7 @@ void tfs_vview_fini(struct tierd_fuse *fs)
     struct tfs_vview *v = fs->vview;
     if (!v)
         return;
+    fs->vview_pin = NULL;
     for (size_t i = 0; i < CTL_VCACHE; i++) {
         free(v->vc[i].tree);
         manifest_fini(&v->vc[i].m);

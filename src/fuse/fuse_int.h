@@ -45,6 +45,11 @@
  *             directory's cached listing (its next entry each time) queue the first window of the
  *             files after them (listing-order prefetch).
  *             The reply is spliced (fuse_reply_data) when the kernel allows it.
+ *   no-open   trigger: [mount] no_open (fuse_noopen.c).  action: a second session serves the
+ *             read-cache namespaces and /.tierd/datasets, bound over the main mount: OPEN,
+ *             FLUSH answer ENOSYS once, reads come with fh 0 and take the inode's version
+ *             (n->rd_*, switched by revalidation, which drops the kernel's pages) and read state
+ *             (n->rstate); directories keep OPENDIR.  fallback: everything on the main session.
  *   control   /.tierd/hints/NAME (fuse_ctl_hints.c): an open for writing buffers what is written
  *             in memory (4 MiB at most, 32 MiB for root: EFBIG; per tenant and in all: EDQUOT,
  *             ENOSPC; a bad complete line: EINVAL from that write), flush and fsync hand the
@@ -267,6 +272,10 @@ struct tierd_fuse {
     struct tfs_perm ctl_perm; /* the control files under /.tierd: perm with TTLs of 0 */
     struct tfs_ctl *ctl;      /* their state (fuse_ctl_hints.c); NULL: no control files */
     struct tfs_vview *vview;  /* the dataset version view's (fuse_ctl_versions.c), with ctl */
+    /* tfs_vview_pin, registered by tfs_vview_init (NULL: no view), so that the read code reaches
+     * the view's recorded versions without calling into its file */
+    int (*vview_pin)(struct tierd_fuse *fs, const char *path, struct backend **be, char **key,
+                     char etag[BACKEND_ETAG_MAX], char **version_id, uint64_t *size);
     /* the modes' tables (struct tfs_ns_ops), registered by tfs_wb_init and tfs_ctl_init
      * (NULL: none); immutable after mount */
     const struct tfs_ns_ops *wb_ops, *ctl_ops;
@@ -414,8 +423,9 @@ int tfs_listing_get(struct tierd_fuse *fs, const struct tier_ioctx *io, struct t
 /* The cached listing of n if fresh (referenced), else NULL: no backend call. */
 struct tfs_listing *tfs_listing_peek(struct tierd_fuse *fs, struct tfs_node *n);
 /* hints_meta_fn (hints/hints.h) for the hint engine: the size, etag and mtime of key of ns from
- * the fresh cached listing of its directory (no backend call); 0, or -ENOENT when no such
- * listing has it. ud is the session. */
+ * the fresh cached listing of its directory (no backend call), in the no-open session's cache
+ * (fs->side) or the session's; 0, or -ENOENT when no such listing has it. ud is the main
+ * session. */
 int tfs_meta_peek(void *ud, const struct tierd_ns *ns, const char *key, struct backend_stat *st);
 /* For revalidating a child of directory node dir ("revalidate" in DESIGN): a complete listing
  * of dir fetched at or after min_fetched_ns (referenced), rebuilt when stale; -EAGAIN when a

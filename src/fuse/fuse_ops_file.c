@@ -513,9 +513,9 @@ static int rstate_get(struct tierd_fuse *fs, struct tfs_node *n, const struct ti
     struct tfs_attr a;
     memset(&a, 0, sizeof(a));
     int rc = (h->path = strdup(n->path)) ? 0 : -ENOMEM;
-    if (rc == 0 && tfs_vview_path(n->path)) {
-        h->pinned = true;
-        rc = tfs_vview_pin(fs, n->path, &h->be, &h->key, h->etag, &h->version_id, &h->size_bytes);
+    if (rc == 0 && fs->vview_pin && tfs_ctl_path(fs, n->path)) {
+        h->pinned = true; /* a file of a dataset version (no other control file reaches here) */
+        rc = fs->vview_pin(fs, n->path, &h->be, &h->key, h->etag, &h->version_id, &h->size_bytes);
     } else if (rc == 0) {
         struct tierd_ns *ns = NULL;
         bool is_root = false;
@@ -595,7 +595,10 @@ static void noopen_read(struct tierd_fuse *fs, fuse_req_t req, fuse_ino_t ino, s
         h->stale_logged = false;
         atomic_store(&h->hint_seen, false);
     }
-    first = !h->opened || moved;
+    /* a read from offset 0 starts a new pass over the file, as an open did */
+    first = !h->opened || moved || off == 0;
+    if (off == 0)
+        atomic_store(&h->hint_seen, false);
     h->opened = true;
     pthread_mutex_unlock(&h->mu);
     if (moved && h->cache)

@@ -485,10 +485,11 @@ int tierfs_mount(const struct tierfs_ctx *ctx, struct tierd_fuse **out)
     rc = session_mount(fs, &ops, path);
     if (rc)
         goto fail;
-    /* the hint engine takes a file's size and etag from our listings when we have them */
-    hints_set_meta(ctx->hints, tfs_meta_peek, fs);
     if (tfs_noopen_wanted(fs))
         side_mount(fs);
+    /* the hint engine takes a file's size and etag from our listings when we have them (after
+     * fs->side is set: the peeks read it) */
+    hints_set_meta(ctx->hints, tfs_meta_peek, fs);
     *out = fs;
     return 0;
 fail:
