@@ -686,9 +686,9 @@ static void test_permissions(void **state)
     (void)state;
     struct tierd_config c;
     char err[1024] = "";
-    const char *text = BASE
-        "uid = root\ngid = 4242\numask = 027\nmax_dir_entries = 5000\n"
-        "splice_writes = yes\nno_open = off\n[namespace /e]\nbackend = warm\nuid = 7\ngid = root\numask = 0\n";
+    const char *text = BASE "uid = root\ngid = 4242\numask = 027\nmax_dir_entries = 5000\n"
+                            "splice_writes = yes\nno_open = off\n[namespace /e]\nbackend = "
+                            "warm\nuid = 7\ngid = root\numask = 0\n";
     int rc = tierd_config_load_string("t.conf", text, strlen(text), &c, err, sizeof(err));
     if (rc)
         fail_msg("%s", err);
