@@ -262,7 +262,8 @@ static bool path_within(const char *path, const char *dir)
 
 void tfs_noopen_bind(struct tierd_fuse *fs)
 {
-    if (!fs->side || !fs->nopen || !side_ready(fs)) {
+    /* no worker: a stat of the side mount would wait for ever */
+    if (!fs->side || !fs->nopen || !fs->nopen->nworkers || !side_ready(fs)) {
         if (fs->side)
             log_warn("fuse: no-open connection at %s does not answer; every file is opened "
                      "through the main connection",

@@ -242,12 +242,16 @@ static void note_splice(const struct fuse_conn_info *conn)
 
 static void tfs_init(void *userdata, struct fuse_conn_info *conn)
 {
-    (void)userdata;
+    const struct tierd_fuse *fs = userdata;
     /* O_TRUNC arrives with open: one new generation of a write-back file, no separate
      * truncate; a control file sees the truncation (fuse_ctl_hints.c); read-cache opens refuse it
-     * (EROFS) as the truncate that would follow did */
-    if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+     * (EROFS) as the truncate that would follow did. Not on the no-open connection: with no OPEN
+     * to refuse it the kernel would truncate its own idea of the file; there the truncate comes
+     * as a setattr, which answers EROFS. */
+    if ((conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) && !fs->no_open)
         conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+    else
+        conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC; /* libfuse may have it by default */
     if (conn->capable & FUSE_CAP_READDIRPLUS)
         conn->want |= FUSE_CAP_READDIRPLUS;
     /* always readdirplus: it primes attributes, so ls -l / find / open cost no backend call */

@@ -61,6 +61,11 @@ o1=$(count no_open open) r1=$(count no_open read) m1=$(count main open)
 [ "$(count no_open release)" = 0 ] || fail "the no-open connection received RELEASE requests"
 ok "a warm file read twice: 0 OPEN, 0 READ, 0 RELEASE"
 
+# no OPEN can refuse a truncating open here: the kernel must ask (setattr, EROFS), even root
+if : >"$MNT/ds/x.bin" 2>/dev/null; then fail "a truncating open of a read-cache file succeeded"; fi
+cmp -s "$MNT/ds/x.bin" "$T/old.bin" || fail "/ds/x.bin changed after a refused truncating open ($(stat -c %s "$MNT/ds/x.bin") bytes)"
+ok "a truncating open of a read-cache file fails (EROFS) and the file reads whole"
+
 # replace the object in the backend: rename, as a store replaces an object atomically
 cp "$T/new.bin" "$DATA/ds/.x.tmp" && mv "$DATA/ds/.x.tmp" "$DATA/ds/x.bin"
 seen=0 mixed=0 reads=0
