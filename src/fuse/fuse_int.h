@@ -361,7 +361,8 @@ bool tfs_ctl_path(const struct tierd_fuse *fs, const char *path);
 /* The ioctx of a request: its caller's tenant (fuse_req_ctx: pid, uid, gid, resolved by the
  * tenant registry) and that tenant's default class. read and write use the ioctx bound in the
  * file handle at open instead: the kernel's readahead and write-back arrive without the pid of
- * the process they are for. */
+ * the process they are for. Reads of the no-open connection have no handle: theirs is the
+ * read's own, or the inode's first reader's when the request has no pid. */
 struct tier_ioctx tfs_req_io(struct tierd_fuse *fs, fuse_req_t req);
 
 /* Telemetry of one FUSE request (telemetry/telemetry.h): tfs_op_start() when it begins,

@@ -9,6 +9,9 @@
  * open sees the new version. The kernel page cache is kept across opens (keep_cache) only while
  * the etag is the one the previous open saw; otherwise the kernel drops the inode's pages.
  *
+ * On the no-open connection (fuse_noopen.c) reads come without a handle (fh 0): the inode
+ * keeps what a handle held (noopen_read below), its version switched only by revalidation.
+ *
  * Sequential reads (a read starting where the handle's previous one ended, give or take the
  * kernel's reordering of async readahead) queue cache_prefetch() of the blocks ahead, a window
  * that grows with the stream (maybe_prefetch). Handle fields are guarded by the handle's mutex;
