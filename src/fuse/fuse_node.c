@@ -133,7 +133,8 @@ void tfs_node_set_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_att
     pthread_mutex_unlock(&n->mu);
     /* Not from a read of this inode (the kernel holds the page being read locked, and the
      * invalidation waits for it): only the first read of a version sets rd, and it never calls
-     * here with rd set (fuse_ops_file.c). */
+     * here with rd set; a read that finds its version gone invalidates the kernel's attributes
+     * only (fuse_ops_file.c, noopen_read), and the getattr that follows switches. */
     if (switched && fs->se)
         fuse_lowlevel_notify_inval_inode(fs->se, n->ino, 0, 0);
 }

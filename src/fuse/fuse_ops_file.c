@@ -406,25 +406,26 @@ static void maybe_prefetch(struct tierd_fuse *fs, struct tfs_file *h, const stru
     }
 }
 
-/* Serve one read of h's object at the version (etag, fsize) for the reader io; replies to req. */
-static void serve_read(struct tierd_fuse *fs, fuse_req_t req, fuse_ino_t ino, struct tfs_file *h,
-                       const struct tier_ioctx *io, const char *etag, uint64_t fsize, size_t size,
-                       off_t off)
+/* Serve one read of h's object at the version (etag, fsize) for the reader io; replies to req.
+ * Returns 0 or the read's error (-ESTALE: the version is gone from the backend). */
+static int serve_read(struct tierd_fuse *fs, fuse_req_t req, fuse_ino_t ino, struct tfs_file *h,
+                      const struct tier_ioctx *io, const char *etag, uint64_t fsize, size_t size,
+                      off_t off)
 {
     if (off < 0) {
         fuse_reply_err(req, EINVAL);
-        return;
+        return -EINVAL;
     }
     if ((uint64_t)off >= fsize || size == 0) {
         fuse_reply_buf(req, NULL, 0);
-        return;
+        return 0;
     }
     if ((uint64_t)off + size > fsize)
         size = (size_t)(fsize - (uint64_t)off);
     char *buf = malloc(size);
     if (!buf) {
         fuse_reply_err(req, ENOMEM);
-        return;
+        return -ENOMEM;
     }
     struct cache_obj obj = {
         .be = h->be, .key = h->key, .etag = etag, .size_bytes = fsize, .version_id = h->version_id};
@@ -477,6 +478,7 @@ static void serve_read(struct tierd_fuse *fs, fuse_req_t req, fuse_ino_t ino, st
         fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
     }
     free(buf);
+    return n < 0 ? (int)n : 0;
 }
 
 /*
@@ -608,7 +610,13 @@ static void noopen_read(struct tierd_fuse *fs, fuse_req_t req, fuse_ino_t ino, s
         cache_prefetch_cancel(h->cache, h); /* the old version's read-ahead */
     if (first && !h->pinned)
         listing_prefetch(fs, n, h->be, h->key, &io);
-    serve_read(fs, req, ino, h, &io, etag, fsize, size, off);
+    if (serve_read(fs, req, ino, h, &io, etag, fsize, size, off) == -ESTALE && !h->pinned)
+        /* The object was replaced (its node attributes are dropped): the kernel's attributes go
+         * too, not its pages (that would wait for the page this read is for), so the next read
+         * or stat asks getattr, whose fresh attributes move the inode to the new version and
+         * drop its pages (tfs_node_set_attr): the next pass reads the new version whole, this
+         * one fails with EIO, as a handle of the old version did. */
+        fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
     tfs_node_put(fs, n);
 }
 
@@ -621,7 +629,7 @@ void tfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct 
         return;
     }
     struct tfs_file *h = (struct tfs_file *)(uintptr_t)fi->fh;
-    serve_read(fs, req, ino, h, &h->io, h->etag, h->size_bytes, size, off);
+    (void)serve_read(fs, req, ino, h, &h->io, h->etag, h->size_bytes, size, off);
 }
 
 void tfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
