@@ -91,6 +91,14 @@ bool tfs_noopen_wanted(const struct tierd_fuse *fs)
         any = any || fs->ctx.ns[i].conf->mode == TIERD_NS_READ_CACHE;
     if (!any)
         return false;
+    if (mode == TIERD_NO_OPEN_AUTO && fs->ctx.access) {
+        /* a policy's idle trigger or tenant filter counts reads, and a read the kernel's page
+         * cache answers on the no-open connection never reaches tierd */
+        log_info("fuse: [mount] no_open = auto: a [policy] rule uses idle or tenant, "
+                 "which needs every read of a file to reach tierd, so every file is opened "
+                 "through tierd; no_open = on serves read-only trees without OPEN anyway");
+        return false;
+    }
     struct utsname u;
     if (mode == TIERD_NO_OPEN_AUTO && (uname(&u) != 0 || !kernel_safe(u.release))) {
         log_info("fuse: [mount] no_open = auto: kernel %s is not known to have the no-open "
