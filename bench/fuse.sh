@@ -10,13 +10,15 @@
 #      inside one python3 process (open, read to EOF, close per file).
 # Each figure is the best of RUNS (default 5) runs.
 #
-# Usage: bench/fuse.sh [WORKDIR]   (env: BUILD=build-daemonrel, RUNS=5, BIG_MB=256, NFILES=1000)
+# Usage: bench/fuse.sh [WORKDIR]   (env: BUILD=build-daemonrel, RUNS=5, BIG_MB=256, NFILES=1000,
+#        NO_OPEN=auto: [mount] no_open, off for the one-connection figures)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-daemonrel}
 RUNS=${RUNS:-5}
 BIG_MB=${BIG_MB:-256}
 NFILES=${NFILES:-1000}
+NO_OPEN=${NO_OPEN:-auto}
 W=${1:-/tmp/tierd-bench-fuse}
 # shellcheck source=scripts/lib/tierd.sh
 . scripts/lib/tierd.sh
@@ -39,7 +41,7 @@ rm -rf "$W/cache"
     "disk_min_free = 256M" "block_size = 4M"
   tierd_conf_posix local "$W/data"
   tierd_conf_ns /b local
-  tierd_conf_mount "$MNT" "attr_ttl = 60s" "entry_ttl = 60s"
+  tierd_conf_mount "$MNT" "attr_ttl = 60s" "entry_ttl = 60s" "no_open = $NO_OPEN"
   tierd_conf_api "$SOCK"
 } >"$CONF"
 
@@ -117,4 +119,5 @@ echo "| ${NFILES} x 100 KiB, local dir, page cache warm | ${s_local} s | $(fps "
 echo "| ${NFILES} x 100 KiB through mount, kernel page cache warm | ${s_mnt_pc} s | $(fps "$s_mnt_pc") files/s | $(ratio "$s_mnt_pc" "$s_local")x |"
 echo "| ${NFILES} x 100 KiB through mount, page cache dropped (tierd RAM level) | ${s_mnt_td} s | $(fps "$s_mnt_td") files/s | $(ratio "$s_mnt_td" "$s_local")x |"
 echo
+echo "no_open = $NO_OPEN; FUSE requests per connection: $(echo "$st" | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["fuse_requests"], sort_keys=True))')"
 echo "cache after the run: $(echo "$st" | python3 -c 'import json,sys; c=json.load(sys.stdin)["cache"]; print("fetches=%d ram.hits=%d disk.hits=%d hit_ratio=%.3f" % (c["fetches"], c["ram"]["hits"], c["disk"]["hits"], c["hit_ratio"]))')"

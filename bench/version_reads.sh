@@ -10,7 +10,7 @@
 # version >= 0.95 x local. Median of RUNS passes each, interleaved.
 #
 # Usage: bench/version_reads.sh [WORKDIR]   (needs root; default /tmp/tierd-bench-vreads)
-#   env: FILES=1000 KB=100 RUNS=5 BUILD=build-daemonrel
+#   env: FILES=1000 KB=100 RUNS=5 BUILD=build-daemonrel NO_OPEN=auto ([mount] no_open)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${1:-/tmp/tierd-bench-vreads}
@@ -18,6 +18,7 @@ FILES=${FILES:-1000}
 KB=${KB:-100}
 RUNS=${RUNS:-5}
 BUILD=${BUILD:-build-daemonrel}
+NO_OPEN=${NO_OPEN:-auto}
 # shellcheck source=scripts/lib/tierd.sh
 . scripts/lib/tierd.sh
 [ "$(id -u)" = 0 ] || { echo "bench/version_reads.sh: needs root (FUSE)" >&2; exit 2; }
@@ -33,7 +34,7 @@ tierd_bench_files "$W/data/ds/set" "$FILES" "$KB"
   tierd_conf_section cache "ram_size = $((FILES * KB * 2 / 1024 + 64))M"
   tierd_conf_posix be "$W/data"
   tierd_conf_ns /ds be "prefix = ds"
-  tierd_conf_mount "$MNT"
+  tierd_conf_mount "$MNT" "no_open = $NO_OPEN"
   tierd_conf_api "$SOCK"
 } >"$CONF"
 tierd_start "$CONF" "$W/tierd.log" "$MNT" "$SOCK" || exit 1
@@ -72,4 +73,5 @@ awk -v l="$lm" -v m="$mm" -v v="$vm" 'BEGIN {
   printf "local %.3f s; mount %.3f s (%.2fx local); version %.3f s (%.2fx local; goal >= 0.95)\n",
     l, m, l / m, v, l / v }'
 echo "backend calls during the warm passes (all three paths): $((c1 - c0))"
+echo "no_open = $NO_OPEN; FUSE requests per connection: $(tierd_api "$SOCK" /v1/stats | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["fuse_requests"], sort_keys=True))')"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

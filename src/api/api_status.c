@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "common/dynbuf.h"
@@ -210,6 +211,18 @@ static json_t *stats_json(struct tierd *d)
         }
     }
     json_object_set_new(j, "sched", sched);
+    /* requests per FUSE connection: the main one and the no-open one (fuse_noopen.c) */
+    json_t *fj = json_object();
+    for (int i = 0; i < 2; i++) {
+        const struct tierd_fuse_counts *fc = &d->fuse_counts[i];
+        json_object_set_new(fj, i == 0 ? "main" : "no_open",
+                            json_pack("{s:I, s:I, s:I, s:I}", "open",
+                                      (json_int_t)atomic_load(&fc->open), "release",
+                                      (json_int_t)atomic_load(&fc->release), "read",
+                                      (json_int_t)atomic_load(&fc->read), "opendir",
+                                      (json_int_t)atomic_load(&fc->opendir)));
+    }
+    json_object_set_new(j, "fuse_requests", fj);
     json_object_set_new(j, "backends", backends_json(d));
     /* 0 in tierd: every layer passes its request's ioctx (test_sched_rgw checks) */
     json_object_set_new(j, "backend_calls_without_ioctx",

@@ -29,6 +29,21 @@ enum tierd_durability {
     TIERD_DURABILITY_REMOTE = 1, /* complete in the backend */
 };
 
+/* [mount] no_open (docs/CONFIG.md): serve the read-cache namespaces and the dataset version
+ * view on a second FUSE connection without OPEN/RELEASE (src/fuse/fuse_noopen.c). */
+enum tierd_no_open {
+    TIERD_NO_OPEN_AUTO =
+        0,                /* on where the kernel is known to be safe (uname -r) and tierd is root */
+    TIERD_NO_OPEN_ON = 1, /* on wherever it can be set up (root) */
+    TIERD_NO_OPEN_OFF = 2, /* one connection, OPEN for every file */
+};
+
+/* Requests one FUSE connection received (written by the FUSE threads, read by the API): the
+ * main one ([0]) and the no-open one ([1]) each count theirs. */
+struct tierd_fuse_counts {
+    _Atomic uint64_t open, release, read, opendir;
+};
+
 struct tierd_ns_conf {
     char *path;    /* mount sub-tree, "/datasets" (no trailing slash, one segment or more) */
     char *backend; /* backend name */

@@ -133,6 +133,7 @@ struct tierd_config {
     int mount_umask;              /* -1: 022, or 027 with allow_other (docs/CONFIG.md) */
     uint64_t max_dir_entries;     /* entries of one directory listing; default 1,000,000 */
     bool splice_writes; /* [mount] splice_writes: write-back bytes spliced into the spool; off */
+    enum tierd_no_open no_open; /* [mount] no_open: a second connection without OPEN; auto */
     /* [api] */
     char *api_socket;     /* Unix socket path; default /run/tierd/api.sock */
     char *api_tcp;        /* "127.0.0.1:7700" or NULL (off) */
@@ -283,6 +284,8 @@ struct tierd {
     struct wb *wb;        /* checkpoint burst buffer (src/writeback/wb.h); NULL when no namespace is
                            * in write-back mode */
     _Atomic bool mounted; /* FUSE session is up (set by the FUSE thread, read by the API) */
+    /* requests per FUSE connection: [0] the main one, [1] the no-open one (FUSE threads) */
+    struct tierd_fuse_counts fuse_counts[2];
     struct datasets *datasets; /* dataset versions (datasets/dataset.h) */
     uint64_t start_ns;
     bool verbose;   /* -v: debug logging whatever [daemon] log_level says (a reload keeps it) */

@@ -281,6 +281,8 @@ static const struct config_choice ns_mode_choices[] = {
     {"read-cache", TIERD_NS_READ_CACHE}, {"write-back", TIERD_NS_WRITE_BACK}, {NULL, 0}};
 static const struct config_choice durability_choices[] = {
     {"local", TIERD_DURABILITY_LOCAL}, {"remote", TIERD_DURABILITY_REMOTE}, {NULL, 0}};
+static const struct config_choice no_open_choices[] = {
+    {"auto", TIERD_NO_OPEN_AUTO}, {"on", TIERD_NO_OPEN_ON}, {"off", TIERD_NO_OPEN_OFF}, {NULL, 0}};
 /* [backend NAME] type, checked in the type pre-pass (backend_types) */
 static const struct config_choice btype_choices[] = {{"posix", BT_POSIX}, {"s3", BT_S3}, {NULL, 0}};
 
@@ -288,6 +290,7 @@ static const struct config_choice btype_choices[] = {{"posix", BT_POSIX}, {"s3",
 _Static_assert(sizeof(enum cache_policy_kind) == sizeof(int), "V_ENUM field size");
 _Static_assert(sizeof(enum tierd_ns_mode) == sizeof(int), "V_ENUM field size");
 _Static_assert(sizeof(enum tierd_durability) == sizeof(int), "V_ENUM field size");
+_Static_assert(sizeof(enum tierd_no_open) == sizeof(int), "V_ENUM field size");
 
 #define CFG(f) offsetof(struct tierd_config, f)
 #define BE(f) offsetof(struct tierd_backend_conf, f)
@@ -354,6 +357,7 @@ static const struct keydef mount_keys[] = {
     {"umask", V_UMASK, CFG(mount_umask), 0, 0, false, 0, NULL},
     {"max_dir_entries", V_U64, CFG(max_dir_entries), 1, 10000000, false, 0, NULL},
     {"splice_writes", V_BOOL, CFG(splice_writes), 0, 0, false, 0, NULL},
+    {"no_open", V_ENUM, CFG(no_open), 0, 0, false, 0, no_open_choices},
     {NULL, 0, 0, 0, 0, false, 0, NULL},
 };
 

@@ -468,40 +468,57 @@ static int vlisting(struct tierd_fuse *fs, const char *path, struct tfs_dirent *
 
 /* Open a file of a version: a read handle pinned to the manifest's ETag (and its version id,
  * where the bucket keeps versions). */
-void tfs_vview_open(struct tierd_fuse *fs, fuse_req_t req, fuse_ino_t ino, const char *path,
-                    struct fuse_file_info *fi)
+int tfs_vview_pin(struct tierd_fuse *fs, const char *path, struct backend **be, char **key,
+                  char etag[BACKEND_ETAG_MAX], char **version_id, uint64_t *size)
 {
     struct vcache *v = NULL;
     const char *rest = NULL;
-    char *key = NULL, *vid = NULL, etag[BACKEND_ETAG_MAX];
-    uint64_t size = 0;
+    char *k = NULL, *vid = NULL;
     size_t nsi = 0, i = 0;
     int rc = vlocate(fs, path, &v, &rest, &nsi);
     if (rc == 0) {
-        int k = vfind(&v->m, rest, &i);
-        if (k == 0) {
-            size = v->m.files[i].size;
-            snprintf(etag, sizeof(etag), "%s", v->m.files[i].etag);
-            if (asprintf(&key, "%s%s", v->m.prefix, v->m.files[i].key) < 0)
-                key = NULL;
+        int f = vfind(&v->m, rest, &i);
+        if (f == 0) {
+            *size = v->m.files[i].size;
+            snprintf(etag, BACKEND_ETAG_MAX, "%s", v->m.files[i].etag);
+            if (asprintf(&k, "%s%s", v->m.prefix, v->m.files[i].key) < 0)
+                k = NULL;
             if (v->m.files[i].version_id && !(vid = strdup(v->m.files[i].version_id)))
                 rc = -ENOMEM;
-            rc = key && rc == 0 ? 0 : -ENOMEM;
+            rc = k && rc == 0 ? 0 : -ENOMEM;
         } else {
-            rc = k == 1 ? -EISDIR : k;
+            rc = f == 1 ? -EISDIR : f;
         }
         pthread_mutex_unlock(&fs->vview->mu);
     } else if (rc == 1) {
         rc = -EISDIR;
     }
-    if (rc == 0 && ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)))
-        rc = -EROFS;
+    if (rc) {
+        free(k);
+        free(vid);
+        return rc;
+    }
     /* the backend of the namespace holding the tree asked for: dataset_show checked the
      * manifest's prefix and backend against it */
+    *be = fs->ctx.ns[nsi].be;
+    *key = k;
+    *version_id = vid;
+    return 0;
+}
+
+void tfs_vview_open(struct tierd_fuse *fs, fuse_req_t req, fuse_ino_t ino, const char *path,
+                    struct fuse_file_info *fi)
+{
+    struct backend *be = NULL;
+    char *key = NULL, *vid = NULL, etag[BACKEND_ETAG_MAX];
+    uint64_t size = 0;
+    int rc = tfs_vview_pin(fs, path, &be, &key, etag, &vid, &size);
+    if (rc == 0 && ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)))
+        rc = -EROFS;
     if (rc)
         fuse_reply_err(req, tfs_errno(rc));
     else
-        tfs_open_pinned(req, ino, fi, path, fs->ctx.ns[nsi].be, key, etag, vid, size);
+        tfs_open_pinned(req, ino, fi, path, be, key, etag, vid, size);
     free(key);
     free(vid);
 }
@@ -537,6 +554,7 @@ int tfs_vview_init(struct tierd_fuse *fs)
     pthread_mutex_init(&v->mu, NULL);
     v->list_ttl_ns = fs->ctx.version_list_ttl_ms * TIER_NS_PER_MS;
     fs->vview = v;
+    fs->vview_pin = tfs_vview_pin;
     return 0;
 }
 
@@ -545,6 +563,7 @@ void tfs_vview_fini(struct tierd_fuse *fs)
     struct tfs_vview *v = fs->vview;
     if (!v)
         return;
+    fs->vview_pin = NULL;
     for (size_t i = 0; i < CTL_VCACHE; i++) {
         free(v->vc[i].tree);
         manifest_fini(&v->vc[i].m);

@@ -94,6 +94,8 @@ static void node_free(struct tfs_node *n)
 {
     if (n->listing)
         tfs_listing_unref(n->listing);
+    if (n->rstate)
+        n->rstate_free(n->rstate);
     pthread_cond_destroy(&n->list_cv);
     pthread_mutex_destroy(&n->mu);
     free(n->path);

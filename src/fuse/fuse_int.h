@@ -45,6 +45,11 @@
  *             directory's cached listing (its next entry each time) queue the first window of the
  *             files after them (listing-order prefetch).
  *             The reply is spliced (fuse_reply_data) when the kernel allows it.
+ *   no-open   trigger: [mount] no_open (fuse_noopen.c).  action: a second session serves the
+ *             read-cache namespaces and /.tierd/datasets, bound over the main mount: OPEN,
+ *             FLUSH answer ENOSYS once, reads come with fh 0 and take the inode's version
+ *             (n->rd_*, switched by revalidation, which drops the kernel's pages) and read state
+ *             (n->rstate); directories keep OPENDIR.  fallback: everything on the main session.
  *   control   /.tierd/hints/NAME (fuse_ctl_hints.c): an open for writing buffers what is written
  *             in memory (4 MiB at most, 32 MiB for root: EFBIG; per tenant and in all: EDQUOT,
  *             ENOSPC; a bad complete line: EINVAL from that write), flush and fsync hand the
@@ -77,6 +82,7 @@
 #include <fuse_lowlevel.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -206,6 +212,18 @@ struct tfs_node {
     uint64_t lo_gen;
     size_t lo_next, lo_upto;
     unsigned lo_run;
+    /* mu: the no-open connection (fuse_noopen.c), where reads come without a handle: the
+     * version its reads serve (rd_etag, rd_size), set at the first read and switched by
+     * tfs_node_set_attr when revalidation brings another etag (rd_gen counts the switches; the
+     * switch drops the kernel's pages and attributes of the inode); rstate, the inode's read
+     * state (fuse_ops_file.c: read-ahead window, hint and access notes), freed with the node by
+     * rstate_free */
+    bool rd_set;
+    char rd_etag[BACKEND_ETAG_MAX];
+    uint64_t rd_size;
+    uint64_t rd_gen;
+    void *rstate;
+    void (*rstate_free)(void *rstate);
 };
 
 /* fi->fh of a file or directory points to a struct whose first member is a tfs_hbase. */
@@ -230,6 +248,19 @@ struct tierd_fuse {
     struct fuse_session *se;
     char *mountpoint;
     bool mounted;
+    /* the no-open connection (fuse_noopen.c; immutable after mount): no_open is set in the
+     * session that serves without OPEN, side is the main session's such session (NULL: none),
+     * counts this connection's request counters (ctx.counts[0] or [1], or NULL) */
+    bool no_open;
+    struct tierd_fuse *side;
+    struct tfs_noopen *nopen; /* the main session's binds and the side's loop thread */
+    struct tierd_fuse_counts *counts;
+    /* the main connection's open, create and release behind their counting (fuse_session.c;
+     * immutable) */
+    void (*top_open)(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+    void (*top_create)(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                       struct fuse_file_info *fi);
+    void (*top_release)(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
     _Atomic bool loop_done; /* the loop has returned: the ready thread stops polling */
     uint64_t attr_ttl_ns, entry_ttl_ns;
     double attr_ttl_s, entry_ttl_s;
@@ -241,6 +272,10 @@ struct tierd_fuse {
     struct tfs_perm ctl_perm; /* the control files under /.tierd: perm with TTLs of 0 */
     struct tfs_ctl *ctl;      /* their state (fuse_ctl_hints.c); NULL: no control files */
     struct tfs_vview *vview;  /* the dataset version view's (fuse_ctl_versions.c), with ctl */
+    /* tfs_vview_pin, registered by tfs_vview_init (NULL: no view), so that the read code reaches
+     * the view's recorded versions without calling into its file */
+    int (*vview_pin)(struct tierd_fuse *fs, const char *path, struct backend **be, char **key,
+                     char etag[BACKEND_ETAG_MAX], char **version_id, uint64_t *size);
     /* the modes' tables (struct tfs_ns_ops), registered by tfs_wb_init and tfs_ctl_init
      * (NULL: none); immutable after mount */
     const struct tfs_ns_ops *wb_ops, *ctl_ops;
@@ -326,7 +361,8 @@ bool tfs_ctl_path(const struct tierd_fuse *fs, const char *path);
 /* The ioctx of a request: its caller's tenant (fuse_req_ctx: pid, uid, gid, resolved by the
  * tenant registry) and that tenant's default class. read and write use the ioctx bound in the
  * file handle at open instead: the kernel's readahead and write-back arrive without the pid of
- * the process they are for. */
+ * the process they are for. Reads of the no-open connection have no handle: theirs is the
+ * read's own, or the inode's first reader's when the request has no pid. */
 struct tier_ioctx tfs_req_io(struct tierd_fuse *fs, fuse_req_t req);
 
 /* Telemetry of one FUSE request (telemetry/telemetry.h): tfs_op_start() when it begins,
@@ -388,8 +424,9 @@ int tfs_listing_get(struct tierd_fuse *fs, const struct tier_ioctx *io, struct t
 /* The cached listing of n if fresh (referenced), else NULL: no backend call. */
 struct tfs_listing *tfs_listing_peek(struct tierd_fuse *fs, struct tfs_node *n);
 /* hints_meta_fn (hints/hints.h) for the hint engine: the size, etag and mtime of key of ns from
- * the fresh cached listing of its directory (no backend call); 0, or -ENOENT when no such
- * listing has it. ud is the session. */
+ * the fresh cached listing of its directory (no backend call), in the no-open session's cache
+ * (fs->side) or the session's; 0, or -ENOENT when no such listing has it. ud is the main
+ * session. */
 int tfs_meta_peek(void *ud, const struct tierd_ns *ns, const char *key, struct backend_stat *st);
 /* For revalidating a child of directory node dir ("revalidate" in DESIGN): a complete listing
  * of dir fetched at or after min_fetched_ns (referenced), rebuilt when stale; -EAGAIN when a
@@ -432,6 +469,12 @@ void tfs_open_pinned(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, 
                      uint64_t size);
 void tfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
 void tfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* Count one request of this connection (fs->counts; none: nothing). */
+#define TFS_COUNT(fs, field)                                                                       \
+    do {                                                                                           \
+        if ((fs)->counts)                                                                          \
+            atomic_fetch_add_explicit(&(fs)->counts->field, 1, memory_order_relaxed);              \
+    } while (0)
 /* Install EROFS for every mutation (read-cache namespaces). */
 void tfs_ops_readonly(struct fuse_lowlevel_ops *ops);
 
@@ -461,6 +504,10 @@ bool tfs_vview_path(const char *path);
 int tfs_vview_stat(struct tierd_fuse *fs, const char *path, struct tfs_attr *a);
 /* A new listing of a directory of the view (referenced). */
 int tfs_vview_listing(struct tierd_fuse *fs, const char *path, struct tfs_listing **out);
+/* The recorded version of a file of a version: its namespace's backend, the key (malloc'd), etag,
+ * version id (malloc'd or NULL) and size; 0, -EISDIR, -ENOENT or -ENOMEM. */
+int tfs_vview_pin(struct tierd_fuse *fs, const char *path, struct backend **be, char **key,
+                  char etag[BACKEND_ETAG_MAX], char **version_id, uint64_t *size);
 /* Open a file of a version for reading (tfs_open_pinned); replies to req. */
 void tfs_vview_open(struct tierd_fuse *fs, fuse_req_t req, fuse_ino_t ino, const char *path,
                     struct fuse_file_info *fi);
@@ -484,5 +531,22 @@ void tfs_ctl_drain(struct tierd_fuse *fs);
 /* Put the control files' create/open/read/write/flush/fsync/release/setattr/unlink in front of
  * the operations installed so far, which keep every other path (call it last). */
 void tfs_ops_ctl(struct tierd_fuse *fs, struct fuse_lowlevel_ops *ops);
+
+/* ---- the no-open connection (fuse_noopen.c) ---- */
+/* Should a second connection without OPEN serve the read-cache namespaces (ctx.no_open, root,
+ * the kernel)? Logs one line when it will not; never fails. */
+bool tfs_noopen_wanted(const struct tierd_fuse *fs);
+/* The no-open session's operations: OPEN (and FLUSH) answer ENOSYS once, so the kernel serves
+ * opens and closes itself; reads come with fh 0 (tfs_op_read). */
+void tfs_ops_noopen(struct fuse_lowlevel_ops *ops);
+/* Start the side session's loop on its own thread (0 or -errno). */
+int tfs_noopen_loop_start(struct tierd_fuse *fs);
+/* Once both mounts answer: bind each read-cache namespace's directory and the version view of
+ * the side mount over the same directory of the main mount. Logs; never fails. */
+void tfs_noopen_bind(struct tierd_fuse *fs);
+/* Detach the binds and end the side session's loop (before either mount goes). */
+void tfs_noopen_stop(struct tierd_fuse *fs);
+/* The private mount point of the side session (malloc'd), or NULL. */
+char *tfs_noopen_dir(const struct tierd_fuse *fs);
 
 #endif

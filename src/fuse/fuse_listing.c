@@ -407,9 +407,9 @@ int tfs_listing_for_child(struct tierd_fuse *fs, const struct tier_ioctx *io, st
     return 0;
 }
 
-int tfs_meta_peek(void *ud, const struct tierd_ns *ns, const char *key, struct backend_stat *st)
+static int meta_peek(struct tierd_fuse *fs, const struct tierd_ns *ns, const char *key,
+                     struct backend_stat *st)
 {
-    struct tierd_fuse *fs = ud;
     const char *prefix = ns->conf->prefix;
     size_t pl = strlen(prefix);
     if (strncmp(key, prefix, pl) != 0)
@@ -454,4 +454,14 @@ int tfs_meta_peek(void *ud, const struct tierd_ns *ns, const char *key, struct b
         tfs_listing_unref(l);
     tfs_node_put(fs, dn);
     return rc;
+}
+
+int tfs_meta_peek(void *ud, const struct tierd_ns *ns, const char *key, struct backend_stat *st)
+{
+    struct tierd_fuse *fs = ud;
+    /* the no-open session's listings first: the read-cache namespaces are listed through it
+     * when it is there (fuse_noopen.c), the write-back ones through the main session */
+    if (fs->side && ns->conf->mode == TIERD_NS_READ_CACHE && meta_peek(fs->side, ns, key, st) == 0)
+        return 0;
+    return meta_peek(fs, ns, key, st);
 }

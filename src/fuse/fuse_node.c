@@ -108,9 +108,10 @@ void tfs_fill_entry(struct tierd_fuse *fs, const struct tfs_node *n, const struc
 
 void tfs_node_set_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a)
 {
-    (void)fs; /* the TTL is the node's namespace's (n->perm) */
+    /* the TTL is the node's namespace's (n->perm) */
     if (a->fetched_ns == 0)
         a->fetched_ns = tier_now_mono_ns();
+    bool switched = false;
     pthread_mutex_lock(&n->mu);
     if (n->attr_valid && n->attr.fetched_ns > a->fetched_ns) {
         *a = n->attr;
@@ -120,8 +121,22 @@ void tfs_node_set_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_att
         n->attr = *a;
         n->attr_valid = true;
         n->attr_expire_ns = a->fetched_ns + n->perm->attr_ttl_ns;
+        /* no-open connection: the inode's reads move to the new version, and the kernel's pages
+         * and attributes of the old one go (below), so no reader mixes the two */
+        if (n->rd_set && a->etag[0] && !a->is_dir && strcmp(n->rd_etag, a->etag) != 0) {
+            memcpy(n->rd_etag, a->etag, sizeof(n->rd_etag));
+            n->rd_size = a->size_bytes;
+            n->rd_gen++;
+            switched = true;
+        }
     }
     pthread_mutex_unlock(&n->mu);
+    /* Not from a read of this inode (the kernel holds the page being read locked, and the
+     * invalidation waits for it): only the first read of a version sets rd, and it never calls
+     * here with rd set; a read that finds its version gone invalidates the kernel's attributes
+     * only (fuse_ops_file.c, noopen_read), and the getattr that follows switches. */
+    if (switched && fs->se)
+        fuse_lowlevel_notify_inval_inode(fs->se, n->ino, 0, 0);
 }
 
 void tfs_node_drop_attr(struct tfs_node *n)

@@ -44,6 +44,7 @@ void tfs_dir_orphan_free(struct tierd_fuse *fs, struct tfs_hbase *hb)
 void tfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct tierd_fuse *fs = fuse_req_userdata(req);
+    TFS_COUNT(fs, opendir);
     struct tfs_node *n = tfs_node_get_or_stale(req, fs, ino);
     if (!n)
         return;

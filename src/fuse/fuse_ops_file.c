@@ -9,6 +9,9 @@
  * open sees the new version. The kernel page cache is kept across opens (keep_cache) only while
  * the etag is the one the previous open saw; otherwise the kernel drops the inode's pages.
  *
+ * On the no-open connection (fuse_noopen.c) reads come without a handle (fh 0): the inode
+ * keeps what a handle held (noopen_read below), its version switched only by revalidation.
+ *
  * Sequential reads (a read starting where the handle's previous one ended, give or take the
  * kernel's reordering of async readahead) queue cache_prefetch() of the blocks ahead, a window
  * that grows with the stream (maybe_prefetch). Handle fields are guarded by the handle's mutex;
@@ -52,11 +55,18 @@ struct tfs_file {
     _Atomic bool hint_seen;       /* the hint engine counted this open's read of the file's end */
     _Atomic uint64_t access_mono; /* when this handle last noted a read (access.h), mono ns */
     char *version_id; /* a dataset version's file in a versioned bucket: the version to read */
+    /* the no-open connection's per-inode state (node->rstate): the cache its read-ahead is
+     * queued in, whether the version is a dataset version's (pinned: fixed) or the node's
+     * (rd_gen: the version etag and size_bytes hold, under mu), and whether a read of it came */
+    struct cache *cache;
+    bool pinned;
+    uint64_t gen; /* mu */
+    bool opened;  /* mu */
 };
 
-/* Note a read of h's object by its opener's tenant for the policies' idle trigger and tenant
- * filter (d->access; none: no rule has either), at most once a second per handle. */
-static void note_access(struct tierd_fuse *fs, struct tfs_file *h)
+/* Note a read of h's object by the reader's tenant (io) for the policies' idle trigger and
+ * tenant filter (d->access; none: no rule has either), at most once a second per handle. */
+static void note_access(struct tierd_fuse *fs, struct tfs_file *h, const struct tier_ioctx *io)
 {
     if (!fs->ctx.access)
         return;
@@ -65,7 +75,7 @@ static void note_access(struct tierd_fuse *fs, struct tfs_file *h)
     if (last && now - last < 1000000000ULL)
         return;
     atomic_store_explicit(&h->access_mono, now, memory_order_relaxed);
-    access_note(fs->ctx.access, h->be->name, h->key, (int64_t)tier_now_real_ns(), h->io.tenant);
+    access_note(fs->ctx.access, h->be->name, h->key, (int64_t)tier_now_real_ns(), io->tenant);
 }
 
 static void file_destroy(struct tfs_file *h)
@@ -250,7 +260,7 @@ void tfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fi->noflush = 1;
     fi->fh = (uint64_t)(uintptr_t)h;
     tfs_handle_track(fs, &h->hb, TFS_H_READ, io.tenant);
-    note_access(fs, h);
+    note_access(fs, h, &io);
     listing_prefetch(fs, n, h->be, h->key, &io);
     tfs_op_done(fs, &io, TELE_OP_OPEN, -1, os, 0, 0);
     if (fuse_reply_open(req, fi) != 0)
@@ -333,7 +343,8 @@ fail:
  */
 #define RA_BLOCKS_MAX 32 /* a stream's window, at most: half the cache's prefetch queue */
 
-static void maybe_prefetch(struct tierd_fuse *fs, struct tfs_file *h, uint64_t off, size_t len)
+static void maybe_prefetch(struct tierd_fuse *fs, struct tfs_file *h, const struct tier_ioctx *rio,
+                           uint64_t off, size_t len)
 {
     uint64_t ra = fs->ctx.readahead_blocks;
     uint64_t bs = fs->ctx.block_size;
@@ -345,9 +356,13 @@ static void maybe_prefetch(struct tierd_fuse *fs, struct tfs_file *h, uint64_t o
     if (max < ra)
         max = ra;
     uint64_t end = off + len;
-    uint64_t nblocks = (h->size_bytes + bs - 1) / bs;
     uint64_t first = 0, count = 0;
+    char etag[BACKEND_ETAG_MAX];
     pthread_mutex_lock(&h->mu);
+    /* the version: fixed for a handle, the inode's current one on the no-open connection */
+    uint64_t fsize = h->size_bytes;
+    memcpy(etag, h->etag, sizeof(etag));
+    uint64_t nblocks = (fsize + bs - 1) / bs;
     uint64_t prev = h->last_end;
     /* async readahead may deliver neighbouring requests out of order */
     uint64_t slack = 4 * (uint64_t)len;
@@ -393,11 +408,11 @@ static void maybe_prefetch(struct tierd_fuse *fs, struct tfs_file *h, uint64_t o
     if (count > 0) {
         struct cache_obj obj = {.be = h->be,
                                 .key = h->key,
-                                .etag = h->etag,
-                                .size_bytes = h->size_bytes,
+                                .etag = etag,
+                                .size_bytes = fsize,
                                 .version_id = h->version_id};
         /* Charged to the reader's tenant, at background priority. */
-        struct tier_ioctx io = {.tenant = h->io.tenant, .cls = TIER_IO_BACKGROUND};
+        struct tier_ioctx io = {.tenant = rio->tenant, .cls = TIER_IO_BACKGROUND};
         uint64_t done = cache_prefetch_owned(fs->ctx.cache, &io, &obj, first, count, h);
         if (done < count) { /* the queue is full: the next read asks for the rest again */
             pthread_mutex_lock(&h->mu);
@@ -408,36 +423,34 @@ static void maybe_prefetch(struct tierd_fuse *fs, struct tfs_file *h, uint64_t o
     }
 }
 
-void tfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+/* Serve one read of h's object at the version (etag, fsize) for the reader io; replies to req.
+ * Returns 0 or the read's error (-ESTALE: the version is gone from the backend). */
+static int serve_read(struct tierd_fuse *fs, fuse_req_t req, fuse_ino_t ino, struct tfs_file *h,
+                      const struct tier_ioctx *io, const char *etag, uint64_t fsize, size_t size,
+                      off_t off)
 {
-    struct tierd_fuse *fs = fuse_req_userdata(req);
-    struct tfs_file *h = (struct tfs_file *)(uintptr_t)fi->fh;
     if (off < 0) {
         fuse_reply_err(req, EINVAL);
-        return;
+        return -EINVAL;
     }
-    if ((uint64_t)off >= h->size_bytes || size == 0) {
+    if ((uint64_t)off >= fsize || size == 0) {
         fuse_reply_buf(req, NULL, 0);
-        return;
+        return 0;
     }
-    if ((uint64_t)off + size > h->size_bytes)
-        size = (size_t)(h->size_bytes - (uint64_t)off);
+    if ((uint64_t)off + size > fsize)
+        size = (size_t)(fsize - (uint64_t)off);
     char *buf = malloc(size);
     if (!buf) {
         fuse_reply_err(req, ENOMEM);
-        return;
+        return -ENOMEM;
     }
-    struct cache_obj obj = {.be = h->be,
-                            .key = h->key,
-                            .etag = h->etag,
-                            .size_bytes = h->size_bytes,
-                            .version_id = h->version_id};
+    struct cache_obj obj = {
+        .be = h->be, .key = h->key, .etag = etag, .size_bytes = fsize, .version_id = h->version_id};
     struct tfs_opstat os = tfs_op_start();
     enum cache_served served = CACHE_SERVED_RAM;
-    ssize_t n = cache_read_served(fs->ctx.cache, &h->io, &obj, (uint64_t)off, buf, size, &served);
+    ssize_t n = cache_read_served(fs->ctx.cache, io, &obj, (uint64_t)off, buf, size, &served);
     /* cache_served and tele_tier name the same tiers in the same order */
-    tfs_op_done(fs, &h->io, TELE_OP_READ, (int)served, os, n > 0 ? (uint64_t)n : 0,
-                n < 0 ? (int)n : 0);
+    tfs_op_done(fs, io, TELE_OP_READ, (int)served, os, n > 0 ? (uint64_t)n : 0, n < 0 ? (int)n : 0);
     if (n == -ENOENT && h->version_id)
         n = -ESTALE; /* the recorded version is gone (deleted for good): as a changed file */
     if (n < 0) {
@@ -451,14 +464,14 @@ void tfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct 
                          "since the commit (the version has etag %s, the backend another) and "
                          "%s: it cannot be read (EIO). Restore the object, or commit a new "
                          "version",
-                         h->path, h->etag,
+                         h->path, etag,
                          h->version_id ? "its recorded version is gone too"
                                        : "the commit recorded no version id (the bucket keeps "
                                          "no older versions)");
             else if (first)
                 log_warn("fuse: %s changed on the backend while open (etag %s); this handle "
                          "fails with EIO, a new open reads the new version",
-                         h->path, h->etag);
+                         h->path, etag);
             struct tfs_node *node = tfs_node_get(fs, ino);
             if (node) {
                 tfs_node_drop_attr(node);
@@ -471,10 +484,10 @@ void tfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct 
         fuse_reply_err(req, tfs_errno((int)n));
     } else {
         /* before the reply: once the kernel has it, release may free the handle */
-        note_access(fs, h);
-        maybe_prefetch(fs, h, (uint64_t)off, (size_t)n);
-        hints_observe(fs->ctx.hints, h->io.tenant, h->be, h->key, h->etag, (uint64_t)off, (size_t)n,
-                      h->size_bytes, &h->hint_seen);
+        note_access(fs, h, io);
+        maybe_prefetch(fs, h, io, (uint64_t)off, (size_t)n);
+        hints_observe(fs->ctx.hints, io->tenant, h->be, h->key, etag, (uint64_t)off, (size_t)n,
+                      fsize, &h->hint_seen);
         /* fuse_reply_data splices the buffer into /dev/fuse when the kernel allows it (one copy
          * fewer than fuse_reply_buf); it is done with buf when it returns */
         struct fuse_bufvec bv = FUSE_BUFVEC_INIT((size_t)n);
@@ -482,6 +495,158 @@ void tfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct 
         fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
     }
     free(buf);
+    return n < 0 ? (int)n : 0;
+}
+
+/*
+ * The no-open connection (fuse_noopen.c): reads come with fh 0, so what a handle held lives in
+ * the node. Its first read makes the inode's read state (node->rstate: the object's backend and
+ * key, the read-ahead window, the hint and access notes) and takes its version: a dataset
+ * version's recorded one (tfs_vview_pin: fixed), else the node's attributes (node->rd_*), which
+ * revalidation switches (tfs_node_set_attr, with the kernel's pages dropped). The first read of
+ * each version does what an open did (the access note, the listing-order prefetch); the
+ * tenant is the reader's (its pid, uid, gid), or the first reader's for a request without a pid.
+ */
+static void rstate_free(void *p)
+{
+    struct tfs_file *h = p;
+    if (h->cache)
+        cache_prefetch_cancel(h->cache, h);
+    file_destroy(h);
+}
+
+static int rstate_get(struct tierd_fuse *fs, struct tfs_node *n, const struct tier_ioctx *io,
+                      struct tfs_file **out)
+{
+    pthread_mutex_lock(&n->mu);
+    struct tfs_file *h = n->rstate;
+    pthread_mutex_unlock(&n->mu);
+    if (h) {
+        *out = h;
+        return 0;
+    }
+    h = calloc(1, sizeof(*h));
+    if (!h)
+        return -ENOMEM;
+    pthread_mutex_init(&h->mu, NULL);
+    h->ino = n->ino;
+    h->io = *io;
+    h->cache = fs->ctx.cache;
+    struct tfs_attr a;
+    memset(&a, 0, sizeof(a));
+    int rc = (h->path = strdup(n->path)) ? 0 : -ENOMEM;
+    if (rc == 0 && fs->vview_pin && tfs_ctl_path(fs, n->path)) {
+        h->pinned = true; /* a file of a dataset version (no other control file reaches here) */
+        rc = fs->vview_pin(fs, n->path, &h->be, &h->key, h->etag, &h->version_id, &h->size_bytes);
+    } else if (rc == 0) {
+        struct tierd_ns *ns = NULL;
+        bool is_root = false;
+        rc = tfs_node_attr(fs, io, n, &a);
+        if (rc == 0 && a.is_dir)
+            rc = -EISDIR;
+        if (rc == 0)
+            rc = tfs_resolve(fs, n->path, &ns, &h->key, &is_root);
+        if (rc == 0)
+            h->be = ns->be;
+    }
+    if (rc) {
+        h->cache = NULL;
+        file_destroy(h);
+        return rc;
+    }
+    pthread_mutex_lock(&n->mu);
+    if (n->rstate) { /* another reader made it first */
+        struct tfs_file *other = n->rstate;
+        pthread_mutex_unlock(&n->mu);
+        h->cache = NULL;
+        file_destroy(h);
+        *out = other;
+        return 0;
+    }
+    n->rstate = h;
+    n->rstate_free = rstate_free;
+    if (!h->pinned && !n->rd_set) {
+        memcpy(n->rd_etag, a.etag, sizeof(n->rd_etag));
+        n->rd_size = a.size_bytes;
+        n->rd_set = true;
+    }
+    pthread_mutex_unlock(&n->mu);
+    *out = h;
+    return 0;
+}
+
+static void noopen_read(struct tierd_fuse *fs, fuse_req_t req, fuse_ino_t ino, size_t size,
+                        off_t off)
+{
+    struct tfs_node *n = tfs_node_get_or_stale(req, fs, ino);
+    if (!n)
+        return;
+    const struct fuse_ctx *c = fuse_req_ctx(req);
+    struct tier_ioctx io = tfs_req_io(fs, req);
+    struct tfs_file *h = NULL;
+    int rc = rstate_get(fs, n, &io, &h);
+    if (rc) {
+        fuse_reply_err(req, tfs_errno(rc));
+        tfs_node_put(fs, n);
+        return;
+    }
+    if (!c || c->pid == 0)
+        io = h->io; /* no process to resolve: the first reader's tenant */
+    char etag[BACKEND_ETAG_MAX];
+    uint64_t fsize = 0, gen = 0;
+    if (!h->pinned) {
+        pthread_mutex_lock(&n->mu);
+        memcpy(etag, n->rd_etag, sizeof(etag));
+        fsize = n->rd_size;
+        gen = n->rd_gen;
+        pthread_mutex_unlock(&n->mu);
+    }
+    bool first = false, moved = false;
+    pthread_mutex_lock(&h->mu);
+    if (h->pinned) {
+        memcpy(etag, h->etag, sizeof(etag));
+        fsize = h->size_bytes;
+    } else if (h->gen != gen || !h->opened) {
+        /* a new version: its stream, hint and log state start again */
+        moved = h->opened;
+        memcpy(h->etag, etag, sizeof(h->etag));
+        h->size_bytes = fsize;
+        h->gen = gen;
+        h->last_end = h->prefetched_upto = h->ra_window = 0;
+        h->ra_mark = UINT64_MAX;
+        h->stale_logged = false;
+        atomic_store(&h->hint_seen, false);
+    }
+    /* a read from offset 0 starts a new pass over the file, as an open did */
+    first = !h->opened || moved || off == 0;
+    if (off == 0)
+        atomic_store(&h->hint_seen, false);
+    h->opened = true;
+    pthread_mutex_unlock(&h->mu);
+    if (moved && h->cache)
+        cache_prefetch_cancel(h->cache, h); /* the old version's read-ahead */
+    if (first && !h->pinned)
+        listing_prefetch(fs, n, h->be, h->key, &io);
+    if (serve_read(fs, req, ino, h, &io, etag, fsize, size, off) == -ESTALE && !h->pinned)
+        /* The object was replaced (its node attributes are dropped): the kernel's attributes go
+         * too, not its pages (that would wait for the page this read is for), so the next read
+         * or stat asks getattr, whose fresh attributes move the inode to the new version and
+         * drop its pages (tfs_node_set_attr): the next pass reads the new version whole, this
+         * one fails with EIO, as a handle of the old version did. */
+        fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
+    tfs_node_put(fs, n);
+}
+
+void tfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+    struct tierd_fuse *fs = fuse_req_userdata(req);
+    TFS_COUNT(fs, read);
+    if (fi->fh == 0) { /* the no-open connection: no handle */
+        noopen_read(fs, req, ino, size, off);
+        return;
+    }
+    struct tfs_file *h = (struct tfs_file *)(uintptr_t)fi->fh;
+    (void)serve_read(fs, req, ino, h, &h->io, h->etag, h->size_bytes, size, off);
 }
 
 void tfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

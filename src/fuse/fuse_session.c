@@ -242,12 +242,16 @@ static void note_splice(const struct fuse_conn_info *conn)
 
 static void tfs_init(void *userdata, struct fuse_conn_info *conn)
 {
-    (void)userdata;
+    const struct tierd_fuse *fs = userdata;
     /* O_TRUNC arrives with open: one new generation of a write-back file, no separate
      * truncate; a control file sees the truncation (fuse_ctl_hints.c); read-cache opens refuse it
-     * (EROFS) as the truncate that would follow did */
-    if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+     * (EROFS) as the truncate that would follow did. Not on the no-open connection: with no OPEN
+     * to refuse it the kernel would truncate its own idea of the file; there the truncate comes
+     * as a setattr, which answers EROFS. */
+    if ((conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) && !fs->no_open)
         conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+    else
+        conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC; /* libfuse may have it by default */
     if (conn->capable & FUSE_CAP_READDIRPLUS)
         conn->want |= FUSE_CAP_READDIRPLUS;
     /* always readdirplus: it primes attributes, so ls -l / find / open cost no backend call */
@@ -270,105 +274,229 @@ static void tfs_init(void *userdata, struct fuse_conn_info *conn)
     conn->congestion_threshold = 48;
 }
 
-int tierfs_mount(const struct tierfs_ctx *ctx, struct tierd_fuse **out)
+/* The session's state before its mount: the modes' tables, the control files, the inode
+ * table. Returns NULL on failure with *rc set (-errno). */
+static struct tierd_fuse *fs_new(const struct tierfs_ctx *ctx, int *rc)
 {
-    const char *path = ctx->mount_path;
     struct tierd_fuse *fs = calloc(1, sizeof(*fs));
-    if (!fs)
-        return -ENOMEM;
+    if (!fs) {
+        *rc = -ENOMEM;
+        return NULL;
+    }
     fs->ctx = *ctx;
     pthread_mutex_init(&fs->handles_mu, NULL);
     fs->handles.prev = fs->handles.next = &fs->handles;
     fs->max_dir_entries = (size_t)ctx->max_dir_entries;
     perm_init(fs);
     tfs_wb_init(fs); /* the modes' tables before the first node (the root) is made */
-    int rc = tfs_ctl_init(fs);
-    if (rc == 0 && (rc = tfs_table_init(fs)) != 0)
+    *rc = tfs_ctl_init(fs);
+    if (*rc == 0 && (*rc = tfs_table_init(fs)) != 0)
         tfs_ctl_fini(fs);
-    if (rc) {
+    if (*rc) {
         tfs_wb_fini(fs);
         pthread_mutex_destroy(&fs->handles_mu);
         free(fs);
-        return rc;
+        return NULL;
     }
-    warn_exposed(fs);
-    fs->mountpoint = strdup(path);
-    if (!fs->mountpoint) {
-        rc = -ENOMEM;
-        goto fail;
-    }
+    return fs;
+}
 
-    rc = tierfs_clear_stale_mount(path);
+/* Prepare the mount point path: clear a stale mount, create it, refuse a live tierd's. */
+static int mountpoint_prepare(const char *path)
+{
+    int rc = tierfs_clear_stale_mount(path);
     if (rc < 0)
-        goto fail;
+        return rc;
     char fstype[64] = "";
     struct stat st;
     if (stat(path, &st) != 0) {
         rc = mkdir_p(path);
         if (rc) {
             tier_err_set("cannot create the mount point %s: %s", path, strerror(-rc));
-            goto fail;
+            return rc;
         }
     } else if (!S_ISDIR(st.st_mode)) {
-        rc = -ENOTDIR;
         tier_err_set("the mount point %s is not a directory", path);
-        goto fail;
+        return -ENOTDIR;
     } else if (is_mountpoint(path, fstype, sizeof(fstype)) && strcmp(fstype, "fuse.tierd") == 0) {
-        rc = -EBUSY;
         tier_err_set("%s is already mounted by a running tierd; stop it first (or 'umount %s')",
                      path, path);
-        goto fail;
+        return -EBUSY;
     }
+    return 0;
+}
 
+/* Create fs's FUSE session with ops and mount it at path. */
+static int session_mount(struct tierd_fuse *fs, const struct fuse_lowlevel_ops *ops,
+                         const char *path)
+{
     char opts[256];
-    snprintf(opts, sizeof(opts), "fsname=tierd,subtype=tierd,default_permissions%s",
-             ctx->allow_other ? ",allow_other" : "");
+    /* the no-open mount (and so its binds) is read-only and keeps no access times: a read does
+     * not make the kernel's cached atime stale, which would cost a GETATTR at the next stat of
+     * the file (cat's fstat: one round trip per warm file) */
+    snprintf(opts, sizeof(opts), "fsname=%s,subtype=tierd,default_permissions%s%s",
+             fs->no_open ? "tierd-noopen" : "tierd", fs->ctx.allow_other ? ",allow_other" : "",
+             fs->no_open ? ",ro,noatime" : "");
     char *argv[] = {(char *)(uintptr_t) "tierd", (char *)(uintptr_t) "-o", opts, NULL};
     struct fuse_args args = FUSE_ARGS_INIT(3, argv);
+    fs->se = fuse_session_new(&args, ops, sizeof(*ops), fs);
+    fuse_opt_free_args(&args);
+    if (!fs->se) {
+        tier_err_set("cannot create the FUSE session (is /dev/fuse there?)");
+        return -EINVAL;
+    }
+    if (!fs->no_open && fuse_set_signal_handlers(fs->se) != 0) {
+        tier_err_set("cannot install the FUSE signal handlers");
+        return -EIO;
+    }
+    if (fuse_session_mount(fs->se, path) != 0) {
+        tier_err_set("cannot mount FUSE at %s (see the message above; /dev/fuse, permissions, "
+                     "allow_other needs user_allow_other in /etc/fuse.conf)",
+                     path);
+        return -EIO;
+    }
+    fs->mounted = true;
+    return 0;
+}
+
+/* The state of a session whose loop has ended (or never ran), and the session. */
+static void fs_free(struct tierd_fuse *fs)
+{
+    if (fs->se) {
+        if (fs->mounted)
+            fuse_session_unmount(fs->se);
+        if (!fs->no_open)
+            fuse_remove_signal_handlers(fs->se);
+        fuse_session_destroy(fs->se);
+        fs->se = NULL;
+    }
+}
+
+/* The read operations every session has. */
+static void ops_read(struct fuse_lowlevel_ops *ops)
+{
+    memset(ops, 0, sizeof(*ops));
+    ops->init = tfs_init;
+    ops->lookup = tfs_op_lookup;
+    ops->forget = tfs_op_forget;
+    ops->forget_multi = tfs_op_forget_multi;
+    ops->getattr = tfs_op_getattr;
+    ops->statfs = tfs_op_statfs;
+    ops->opendir = tfs_op_opendir;
+    ops->readdir = tfs_op_readdir;
+    ops->readdirplus = tfs_op_readdirplus;
+    ops->releasedir = tfs_op_releasedir;
+    ops->open = tfs_op_open;
+    ops->read = tfs_op_read;
+    ops->release = tfs_op_release;
+    tfs_ops_readonly(ops);
+}
+
+static void free_state(struct tierd_fuse *fs);
+
+/* The main connection's OPEN (and CREATE, which opens) and RELEASE, counted for /v1/stats in
+ * front of every layer. */
+static void count_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct tierd_fuse *fs = fuse_req_userdata(req);
+    TFS_COUNT(fs, open);
+    fs->top_open(req, ino, fi);
+}
+
+static void count_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                         struct fuse_file_info *fi)
+{
+    struct tierd_fuse *fs = fuse_req_userdata(req);
+    TFS_COUNT(fs, open);
+    fs->top_create(req, parent, name, mode, fi);
+}
+
+static void count_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct tierd_fuse *fs = fuse_req_userdata(req);
+    TFS_COUNT(fs, release);
+    fs->top_release(req, ino, fi);
+}
+
+/* The no-open session (fuse_noopen.c) beside fs: the read-cache namespaces and the version
+ * view, read-only, at the private mount point. On failure it logs one line and fs serves
+ * everything. */
+static void side_mount(struct tierd_fuse *fs)
+{
+    char *dir = tfs_noopen_dir(fs);
+    if (!dir) {
+        log_warn("fuse: no-open connection: no directory for its mount (the API socket's); "
+                 "every file is opened through tierd");
+        return;
+    }
+    struct tierfs_ctx sc = fs->ctx;
+    sc.wb = NULL; /* the write-back namespaces stay with the main connection */
+    sc.mounted = NULL;
+    sc.mount_path = dir;
+    int rc = 0;
+    struct tierd_fuse *side = fs_new(&sc, &rc);
+    if (!side) {
+        log_warn("fuse: no-open connection: %s; every file is opened through tierd", strerror(-rc));
+        free(dir);
+        return;
+    }
+    side->no_open = true;
+    side->counts = fs->ctx.counts ? &fs->ctx.counts[1] : NULL;
+    side->mountpoint = dir;
+    struct fuse_lowlevel_ops ops;
+    ops_read(&ops);
+    tfs_ops_noopen(&ops);
+    rc = mountpoint_prepare(dir);
+    if (rc == 0)
+        rc = session_mount(side, &ops, dir);
+    if (rc) {
+        log_warn("fuse: no-open connection at %s: %s; every file is opened through tierd", dir,
+                 tier_err_msg());
+        fs_free(side);
+        free_state(side);
+        return;
+    }
+    fs->side = side;
+}
+
+int tierfs_mount(const struct tierfs_ctx *ctx, struct tierd_fuse **out)
+{
+    const char *path = ctx->mount_path;
+    int rc = 0;
+    struct tierd_fuse *fs = fs_new(ctx, &rc);
+    if (!fs)
+        return rc;
+    fs->counts = ctx->counts ? &ctx->counts[0] : NULL;
+    warn_exposed(fs);
+    fs->mountpoint = strdup(path);
+    if (!fs->mountpoint) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    rc = mountpoint_prepare(path);
+    if (rc < 0)
+        goto fail;
 
     struct fuse_lowlevel_ops ops;
-    memset(&ops, 0, sizeof(ops));
-    ops.init = tfs_init;
-    ops.lookup = tfs_op_lookup;
-    ops.forget = tfs_op_forget;
-    ops.forget_multi = tfs_op_forget_multi;
-    ops.getattr = tfs_op_getattr;
-    ops.statfs = tfs_op_statfs;
-    ops.opendir = tfs_op_opendir;
-    ops.readdir = tfs_op_readdir;
-    ops.readdirplus = tfs_op_readdirplus;
-    ops.releasedir = tfs_op_releasedir;
-    ops.open = tfs_op_open;
-    ops.read = tfs_op_read;
-    ops.release = tfs_op_release;
-    tfs_ops_readonly(&ops);
+    ops_read(&ops);
     if (ctx->wb)
         tfs_ops_write(fs, &ops); /* write-back namespaces; the rest stays read-only */
     tfs_ops_ctl(fs, &ops);       /* the control files, in front of all of them */
     if (ctx->wb && ctx->splice_writes)
         tfs_ops_write_buf(fs, &ops); /* splices write-back files' bytes, else ops.write */
-
-    fs->se = fuse_session_new(&args, &ops, sizeof(ops), fs);
-    fuse_opt_free_args(&args);
-    if (!fs->se) {
-        rc = -EINVAL;
-        tier_err_set("cannot create the FUSE session (is /dev/fuse there?)");
+    fs->top_open = ops.open;
+    fs->top_create = ops.create;
+    fs->top_release = ops.release;
+    ops.open = count_open;
+    ops.create = count_create;
+    ops.release = count_release;
+    rc = session_mount(fs, &ops, path);
+    if (rc)
         goto fail;
-    }
-    if (fuse_set_signal_handlers(fs->se) != 0) {
-        rc = -EIO;
-        tier_err_set("cannot install the FUSE signal handlers");
-        goto fail;
-    }
-    if (fuse_session_mount(fs->se, path) != 0) {
-        rc = -EIO;
-        tier_err_set("cannot mount FUSE at %s (see the message above; /dev/fuse, permissions, "
-                     "allow_other needs user_allow_other in /etc/fuse.conf)",
-                     path);
-        goto fail;
-    }
-    fs->mounted = true;
-    /* the hint engine takes a file's size and etag from our listings when we have them */
+    if (tfs_noopen_wanted(fs))
+        side_mount(fs);
+    /* the hint engine takes a file's size and etag from our listings when we have them (after
+     * fs->side is set: the peeks read it) */
     hints_set_meta(ctx->hints, tfs_meta_peek, fs);
     *out = fs;
     return 0;
@@ -417,6 +545,10 @@ static void *ready_main(void *arg)
     }
     if (status == 0) {
         tune_readahead(fs->mountpoint);
+        if (fs->side) {
+            tune_readahead(fs->side->mountpoint);
+            tfs_noopen_bind(fs); /* before ready: the paths are final when it is called */
+        }
         tfs_set_mounted(fs, true);
         log_info("fuse: mounted at %s", fs->mountpoint);
     }
@@ -452,6 +584,10 @@ int tierfs_loop(struct tierd_fuse *fs, void (*ready)(void *arg, int status), voi
         return -e;
     }
     g_ready_started = true;
+    if (fs->side && (e = tfs_noopen_loop_start(fs)) != 0)
+        log_warn("fuse: no-open connection: cannot start its loop (%s); its trees are served "
+                 "through the main connection",
+                 strerror(-e));
 
     struct fuse_loop_config *lc = fuse_loop_cfg_create();
     if (!lc)
@@ -494,6 +630,18 @@ static void handles_fini(struct tierd_fuse *fs)
     pthread_mutex_destroy(&fs->handles_mu);
 }
 
+/* After the session is gone: the state fs_new made, and fs. */
+static void free_state(struct tierd_fuse *fs)
+{
+    tfs_ctl_drain(fs);
+    handles_fini(fs);
+    tfs_table_fini(fs);
+    tfs_wb_fini(fs);
+    tfs_ctl_fini(fs);
+    free(fs->mountpoint);
+    free(fs);
+}
+
 void tierfs_free(struct tierd_fuse *fs)
 {
     if (!fs)
@@ -503,22 +651,18 @@ void tierfs_free(struct tierd_fuse *fs)
     if (fs->ctx.wb)
         wb_wait_async_flush(fs->ctx.wb); /* remote closes are answered before the session goes */
     tfs_ctl_drain(fs);                   /* and hint files' closes */
-    if (fs->se) {
-        if (fs->mounted)
-            fuse_session_unmount(fs->se);
-        fuse_remove_signal_handlers(fs->se);
-        fuse_session_destroy(fs->se);
-        fs->se = NULL;
-    }
+    /* the binds over the main mount go first, then the side session's loop */
+    tfs_noopen_stop(fs);
+    fs_free(fs);
     if (g_ready_started) {
         pthread_join(g_ready_thread, NULL);
         g_ready_started = false;
     }
+    if (fs->side) {
+        fs_free(fs->side);
+        free_state(fs->side);
+        fs->side = NULL;
+    }
     tfs_set_mounted(fs, false);
-    handles_fini(fs);
-    tfs_table_fini(fs);
-    tfs_wb_fini(fs);
-    tfs_ctl_fini(fs);
-    free(fs->mountpoint);
-    free(fs);
+    free_state(fs);
 }

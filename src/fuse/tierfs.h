@@ -64,6 +64,12 @@ struct tierfs_ctx {
     /* write_buf: a write-back file's bytes are spliced from libfuse's pipe into the spool (only
      * where the pipe can hold a whole request: fs.pipe-max-size or CAP_SYS_RESOURCE) */
     bool splice_writes;
+    /* no_open: the read-cache namespaces and the dataset version view on a second connection
+     * without OPEN (fuse_noopen.c), mounted in a directory beside the API socket (api_socket's
+     * directory, "noopen.mnt") and bound over the same directories of the mount */
+    enum tierd_no_open no_open;
+    const char *api_socket;
+    struct tierd_fuse_counts *counts; /* [0] main connection, [1] no-open one; may be NULL */
     uint64_t version_list_ttl_ms;
     uint64_t readahead_blocks, readahead_max_bytes;
     uint64_t block_size; /* [cache] block_size */

@@ -71,3 +71,12 @@ if(TARGET tierd)
   set_tests_properties(hintlimits_fuse PROPERTIES TIMEOUT 240 LABELS fuse
     ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 endif()
+
+# The no-open connection ([mount] no_open): 0 OPEN for a warm file, a replaced file read as
+# one version, write-back and hint files beside the binds, no_open = off as before, no mount
+# left behind.
+if(TARGET tierd)
+  add_test(NAME noopen_fuse COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_noopen_fuse.sh)
+  set_tests_properties(noopen_fuse PROPERTIES TIMEOUT 300 LABELS fuse
+    ENVIRONMENT "TIER_BIN=${CMAKE_BINARY_DIR};TIER_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+endif()

@@ -19,6 +19,8 @@ ok() { echo "ok: $*"; }
 tierd_test_cleanup() {
   if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then kill -KILL "$PID" 2>/dev/null || true; fi
   if [ -n "${MNT:-}" ] && grep -qs " $MNT fuse" /proc/mounts; then umount -l "$MNT" 2>/dev/null || true; fi
+  # the no-open connection's private mount ([mount] no_open; its binds go with $MNT)
+  if [ -n "${T:-}" ] && grep -qs " $T/noopen.mnt fuse" /proc/mounts; then umount -l "$T/noopen.mnt" 2>/dev/null || true; fi
   if declare -F extra_cleanup >/dev/null; then extra_cleanup; fi
   [ -n "${KEEP:-}" ] || [ -z "${T:-}" ] || rm -rf "$T"
 }

@@ -47,7 +47,7 @@ READER_PID=
 cleanup() {
   for p in $TIERD_PIDS $READER_PID; do kill "$p" 2>/dev/null || true; done
   for p in $TIERD_PIDS; do wait "$p" 2>/dev/null || true; done
-  for m in "$T/mnt1" "$T/mnt2"; do
+  for m in "$T/mnt1" "$T/mnt2" "$T/noopen.mnt"; do # noopen.mnt: [mount] no_open's mount
     if grep -qs " $m fuse" /proc/mounts; then umount -l "$m" 2>/dev/null || true; fi
   done
   dpkg --purge tierd >/dev/null 2>&1 || true

@@ -53,6 +53,7 @@ static const struct bad_case bad_cases[] = {
       "lower one of them"}},
     /* allowed values */
     {BASE "[cache]\npolicy = fifo\n", {"t.conf:9:", "policy = 'fifo'", "allowed: s3fifo, lru"}},
+    {BASE "no_open = maybe\n", {"t.conf:8:", "no_open = 'maybe'", "allowed: auto, on, off"}},
     {BASE "[cache]\nblock_size = 1K\n", {"t.conf:9:", "block_size = '1K'", "64.0 KiB", "64.0 MiB"}},
     {BASE "[cache]\nram_size = lots\n", {"t.conf:9:", "ram_size = 'lots'", "not a size"}},
     {BASE "[daemon]\nlog_level = loud\n", {"t.conf:9:", "allowed: error, warn, info, debug"}},
@@ -457,6 +458,7 @@ static void test_defaults(void **state)
     assert_int_equal(c.mount_umask, -1); /* 022, or 027 with allow_other (fuse_session.c) */
     assert_int_equal(c.max_dir_entries, 1000000);
     assert_false(c.splice_writes); /* off: no test reaches it through a mount here */
+    assert_int_equal(c.no_open, TIERD_NO_OPEN_AUTO);
     assert_false(c.cache.disk_verify_every_read);
     tierd_config_fini(&c);
     {
@@ -736,9 +738,9 @@ static void test_permissions(void **state)
     (void)state;
     struct tierd_config c;
     char err[1024] = "";
-    const char *text = BASE
-        "uid = root\ngid = 4242\numask = 027\nmax_dir_entries = 5000\n"
-        "splice_writes = yes\n[namespace /e]\nbackend = warm\nuid = 7\ngid = root\numask = 0\n";
+    const char *text = BASE "uid = root\ngid = 4242\numask = 027\nmax_dir_entries = 5000\n"
+                            "splice_writes = yes\nno_open = off\n[namespace /e]\nbackend = "
+                            "warm\nuid = 7\ngid = root\numask = 0\n";
     int rc = tierd_config_load_string("t.conf", text, strlen(text), &c, err, sizeof(err));
     if (rc)
         fail_msg("%s", err);
@@ -747,6 +749,7 @@ static void test_permissions(void **state)
     assert_int_equal(c.mount_umask, 027);
     assert_int_equal(c.max_dir_entries, 5000);
     assert_true(c.splice_writes);
+    assert_int_equal(c.no_open, TIERD_NO_OPEN_OFF);
     assert_int_equal(c.namespaces[0].umask, -1); /* as [mount] */
     assert_int_equal(c.namespaces[1].uid, 7);
     assert_int_equal(c.namespaces[1].gid, 0);

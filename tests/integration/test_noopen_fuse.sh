@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# test_noopen_fuse.sh - the no-open connection ([mount] no_open, src/fuse/fuse_noopen.c) on a
+# REAL mount over a POSIX backend (run by CTest, label fuse; needs /dev/fuse and root).
+#
+#   no_open = on   /ds (read-cache, 300 ms TTLs) is bound from the private no-open mount over
+#                  the main mount: a file read three times makes one OPEN on that connection
+#                  (the ENOSYS that turns OPEN off) and none after it, the warm reads no READ
+#                  either, the main connection no OPEN at all (GET /v1/stats "fuse_requests");
+#                  a file replaced in the backend is read as the new version after
+#                  revalidation and every read is exactly one version; a write-back namespace
+#                  (/wb) and /.tierd/hints still work with the binds in place (OPEN on the main
+#                  connection); SIGTERM leaves no mount behind.
+#   no_open = off  the same reads open through the main connection, the no-open one sees
+#                  nothing and is not mounted.
+set -euo pipefail
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
+tierd_test_setup noopen_fuse
+
+mkdir -p "$DATA/ds" "$DATA/wb" "$MNT"
+head -c 300000 /dev/urandom >"$DATA/ds/x.bin"
+cp "$DATA/ds/x.bin" "$T/old.bin"
+head -c 400000 /dev/urandom >"$T/new.bin"
+
+conf() { # NO_OPEN
+  {
+    tierd_conf_section daemon "log_level = info"
+    tierd_conf_section cache "ram_size = 64M" "block_size = 64K"
+    tierd_conf_posix warm "$DATA"
+    tierd_conf_ns /ds warm "prefix = ds" "attr_ttl = 300ms" "entry_ttl = 300ms"
+    tierd_conf_ns /wb warm "prefix = wb" "mode = write-back"
+    tierd_conf_section writeback "spool_dir = $T/spool" "upload_threads = 1"
+    tierd_conf_mount "$MNT" "no_open = $1"
+    tierd_conf_api "$SOCK"
+  } >"$CONF"
+}
+count() { # CONNECTION FIELD: the requests of that kind the connection received
+  api /v1/stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["fuse_requests"][sys.argv[1]][sys.argv[2]])' "$1" "$2"
+}
+mounts_under_t() { grep -c " $T/" /proc/mounts || true; }
+
+conf on
+start_tierd
+ok "mounted (no_open = on)"
+grep -qs " $MNT/ds fuse" /proc/mounts || fail "/ds is not bound over the mount: $(grep " $T/" /proc/mounts)"
+grep -qs " $T/noopen.mnt fuse" /proc/mounts || fail "the no-open mount is not at $T/noopen.mnt"
+! grep -qs " $MNT/wb fuse" /proc/mounts || fail "the write-back namespace /wb is bound to the no-open mount"
+ok "/ds bound from $T/noopen.mnt, /wb not"
+
+cmp -s "$MNT/ds/x.bin" "$T/old.bin" || fail "first read of /ds/x.bin"
+o0=$(count no_open open) r0=$(count no_open read)
+[ "$o0" -le 1 ] || fail "the no-open connection received $o0 OPENs for one file (want at most the one ENOSYS)"
+[ "$r0" -ge 1 ] || fail "the first read of /ds/x.bin did not reach the no-open connection (reads $r0)"
+cmp -s "$MNT/ds/x.bin" "$T/old.bin" || fail "second read of /ds/x.bin"
+cmp -s "$MNT/ds/x.bin" "$T/old.bin" || fail "third read of /ds/x.bin"
+o1=$(count no_open open) r1=$(count no_open read) m1=$(count main open)
+[ "$o1" = "$o0" ] || fail "two warm reads made $((o1 - o0)) OPEN requests on the no-open connection (want 0)"
+[ "$r1" = "$r0" ] || fail "two warm reads made $((r1 - r0)) READ requests (want 0: the page cache is kept)"
+[ "$m1" = 0 ] || fail "reads of /ds made $m1 OPEN requests on the main connection (want 0)"
+[ "$(count no_open release)" = 0 ] || fail "the no-open connection received RELEASE requests"
+ok "a warm file read twice: 0 OPEN, 0 READ, 0 RELEASE"
+
+# no OPEN can refuse a truncating open here: the kernel must ask (setattr, EROFS), even root
+if : >"$MNT/ds/x.bin" 2>/dev/null; then fail "a truncating open of a read-cache file succeeded"; fi
+cmp -s "$MNT/ds/x.bin" "$T/old.bin" || fail "/ds/x.bin changed after a refused truncating open ($(stat -c %s "$MNT/ds/x.bin") bytes)"
+ok "a truncating open of a read-cache file fails (EROFS) and the file reads whole"
+
+# replace the object in the backend: rename, as a store replaces an object atomically
+cp "$T/new.bin" "$DATA/ds/.x.tmp" && mv "$DATA/ds/.x.tmp" "$DATA/ds/x.bin"
+seen=0 mixed=0 reads=0
+deadline=$((SECONDS + 120))
+while [ $SECONDS -lt $deadline ]; do
+  reads=$((reads + 1))
+  if cat "$MNT/ds/x.bin" >"$T/got.bin" 2>/dev/null; then
+    if cmp -s "$T/got.bin" "$T/new.bin"; then
+      seen=1
+      break
+    elif ! cmp -s "$T/got.bin" "$T/old.bin"; then
+      mixed=1
+      break
+    fi
+  fi
+done
+[ "$mixed" = 0 ] || fail "a read of the replaced file returned neither the old nor the new bytes ($(stat -c %s "$T/got.bin") bytes)"
+[ "$seen" = 1 ] || fail "the replaced file was not seen within 120 s (attr_ttl 300ms)"
+[ "$(count no_open open)" = "$o0" ] || fail "the replacement's reads made OPEN requests on the no-open connection"
+ok "the replacement read as the new version after $reads reads, every read exactly one version"
+
+printf 'written through the main connection\n' >"$MNT/wb/f.txt" || fail "write into /wb"
+[ "$(cat "$MNT/wb/f.txt")" = "written through the main connection" ] || fail "/wb/f.txt reads back wrong"
+[ "$(count main open)" -ge 1 ] || fail "the write-back file was not opened through the main connection"
+printf '%s\n' "/ds/x.bin" >"$MNT/.tierd/hints/e1" || fail "writing .tierd/hints/e1"
+api /v1/hints | grep -q '"e1"' || fail "the hint set e1 is not there: $(api /v1/hints)"
+ok "the write-back namespace and .tierd/hints work beside the binds"
+
+stop_tierd
+[ "$(mounts_under_t)" = 0 ] || fail "mounts left after SIGTERM: $(grep " $T/" /proc/mounts)"
+ok "SIGTERM: no mount left"
+
+conf off
+start_tierd
+ok "mounted (no_open = off)"
+! grep -qs " $T/noopen.mnt fuse" /proc/mounts || fail "no_open = off mounted the no-open connection"
+cmp -s "$MNT/ds/x.bin" "$T/new.bin" || fail "read of /ds/x.bin with no_open = off"
+cmp -s "$MNT/ds/x.bin" "$T/new.bin" || fail "second read of /ds/x.bin with no_open = off"
+[ "$(count main open)" -ge 2 ] || fail "no_open = off: $(count main open) OPENs on the main connection for two reads (want 2)"
+[ "$(count no_open open)" = 0 ] || fail "no_open = off: the no-open connection counted requests"
+stop_tierd
+[ "$(mounts_under_t)" = 0 ] || fail "mounts left after SIGTERM (no_open = off): $(grep " $T/" /proc/mounts)"
+ok "no_open = off: every open through the main connection, as before"
+
+ok "noopen_fuse passed"
