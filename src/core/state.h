@@ -133,7 +133,7 @@ struct tierd_config {
     int mount_umask;              /* -1: 022, or 027 with allow_other (docs/CONFIG.md) */
     uint64_t max_dir_entries;     /* entries of one directory listing; default 1,000,000 */
     bool splice_writes; /* [mount] splice_writes: write-back bytes spliced into the spool; off */
-    enum tierd_no_open no_open; /* [mount] no_open: a second connection without OPEN; auto */
+    enum tierd_no_open no_open; /* [mount] no_open: a second connection without OPEN; off */
     /* [api] */
     char *api_socket;     /* Unix socket path; default /run/tierd/api.sock */
     char *api_tcp;        /* "127.0.0.1:7700" or NULL (off) */

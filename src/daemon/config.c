@@ -1412,6 +1412,7 @@ static void apply_defaults(struct tierd_config *c)
     }
     c->backend_timeout_ms = 10000;
     c->stage_threads = 16;
+    c->no_open = TIERD_NO_OPEN_OFF; /* opt-in: docs/CONFIG.md "No-open connection", its limits */
     c->health_backlog_ms = 300000;
     c->telemetry = true;
     c->qos = true;

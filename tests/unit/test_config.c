@@ -458,7 +458,7 @@ static void test_defaults(void **state)
     assert_int_equal(c.mount_umask, -1); /* 022, or 027 with allow_other (fuse_session.c) */
     assert_int_equal(c.max_dir_entries, 1000000);
     assert_false(c.splice_writes); /* off: no test reaches it through a mount here */
-    assert_int_equal(c.no_open, TIERD_NO_OPEN_AUTO);
+    assert_int_equal(c.no_open, TIERD_NO_OPEN_OFF); /* opt-in */
     assert_false(c.cache.disk_verify_every_read);
     tierd_config_fini(&c);
     {
