@@ -105,30 +105,33 @@ void mrc_feed(struct cache *c, const struct tier_ioctx *io, const struct cache_o
     }
 }
 
-int cache_mrc_curve(struct cache *c, int64_t t, struct mrc_point *out, size_t cap, size_t *n)
+/* The curve of tenant t (t < 0: the node's) into *m: 0, -ENOENT (curves off, or t made no access
+ * yet), -EINVAL (t >= max_tenants). */
+static int curve_of(struct cache *c, int64_t t, struct mrc **m)
 {
-    *n = 0;
     if (!c || !c->mrc_on)
         return -ENOENT;
     if (t >= (int64_t)c->cfg.max_tenants)
         return -EINVAL;
-    struct mrc *m = t < 0 ? c->mrc_node : tenant_curve(c, (uint32_t)t, false);
-    if (!m)
-        return -ENOENT;
-    *n = mrc_curve(m, out, cap);
-    return 0;
+    *m = t < 0 ? c->mrc_node : tenant_curve(c, (uint32_t)t, false);
+    return *m ? 0 : -ENOENT;
+}
+
+int cache_mrc_curve(struct cache *c, int64_t t, struct mrc_point *out, size_t cap, size_t *n)
+{
+    struct mrc *m = NULL;
+    int r = curve_of(c, t, &m);
+    *n = r == 0 ? mrc_curve(m, out, cap) : 0;
+    return r;
 }
 
 int cache_mrc_demand(struct cache *c, int64_t t, uint64_t *accesses, uint64_t *bytes)
 {
     *accesses = *bytes = 0;
-    if (!c || !c->mrc_on)
-        return -ENOENT;
-    if (t >= (int64_t)c->cfg.max_tenants)
-        return -EINVAL;
-    struct mrc *m = t < 0 ? c->mrc_node : tenant_curve(c, (uint32_t)t, false);
-    if (!m)
-        return -ENOENT;
+    struct mrc *m = NULL;
+    int r = curve_of(c, t, &m);
+    if (r < 0)
+        return r;
     struct mrc_stats st;
     mrc_stats_get(m, &st);
     *accesses = st.accesses;
