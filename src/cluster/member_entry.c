@@ -14,15 +14,7 @@
 int member_id_valid(const char *id)
 {
     size_t n = strlen(id);
-    if (n == 0 || n > MEMBER_ID_MAX)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = id[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-'))
-            return 0;
-    }
-    return 1;
+    return n <= MEMBER_ID_MAX && tier_name_chars(id, n);
 }
 
 static int addr_valid(const char *addr)

@@ -245,6 +245,19 @@ bool tier_all_digits(const char *s, size_t n)
     return true;
 }
 
+bool tier_name_chars(const char *s, size_t n)
+{
+    if (n == 0)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
 int tier_hex_digit(char c)
 {
     if (c >= '0' && c <= '9')

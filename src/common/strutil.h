@@ -35,6 +35,9 @@ char *tier_fmt_bytes(uint64_t bytes, char *buf, size_t bufsz);
 char *tier_dir_prefix(const char *s);
 /* Are s[0..n) all ASCII digits, and n > 0? */
 bool tier_all_digits(const char *s, size_t n);
+/* Are s[0..n) all ASCII letters, digits, '.', '_' or '-' (the characters of a name of tierd's:
+ * tenants, hint sets, stall reporters, cluster members), and n > 0? */
+bool tier_name_chars(const char *s, size_t n);
 /* The whole text of the file at path, NUL-terminated, malloc'd; NULL on any error. */
 char *tier_read_text(const char *path);
 

@@ -765,15 +765,7 @@ static void set_drop_locked(struct hints *h, struct hset *s)
 bool hints_name_ok(const char *name)
 {
     size_t n = name ? strlen(name) : 0;
-    if (n == 0 || n >= HINTS_NAME_MAX)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char ch = name[i];
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '.' || ch == '_' || ch == '-'))
-            return false;
-    }
-    return true;
+    return n < HINTS_NAME_MAX && tier_name_chars(name, n);
 }
 
 /* The manifests of the versions a submission names, each read once per submission whatever

@@ -96,15 +96,7 @@ void stall_free(struct stall *s)
 static bool name_ok(const char *name)
 {
     size_t n = name ? strlen(name) : 0;
-    if (n == 0 || n >= STALL_NAME_MAX)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char ch = name[i];
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '.' || ch == '_' || ch == '-'))
-            return false;
-    }
-    return true;
+    return n < STALL_NAME_MAX && tier_name_chars(name, n);
 }
 
 static int seconds_check(const char *field, double v)

@@ -72,16 +72,7 @@ bool tenant_name_valid(const char *name)
     if (!name)
         return false;
     size_t n = strnlen(name, TENANT_NAME_MAX);
-    if (n == 0 || n >= TENANT_NAME_MAX)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char c = name[i];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '.' || c == '_' || c == '-';
-        if (!ok)
-            return false;
-    }
-    return true;
+    return n < TENANT_NAME_MAX && tier_name_chars(name, n);
 }
 
 bool tenant_job_valid(const char *s)

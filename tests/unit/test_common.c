@@ -82,6 +82,19 @@ static void test_strlcpy_hex(void **state)
     free(d);
 }
 
+/* tier_name_chars: the names of tenants, hint sets, stall reporters and cluster members */
+static void test_name_chars(void **state)
+{
+    (void)state;
+    assert_true(tier_name_chars("job-7_a.b", 9));
+    assert_true(tier_name_chars("Z9", 2));
+    assert_false(tier_name_chars("", 0));
+    assert_false(tier_name_chars("a b", 3));
+    assert_false(tier_name_chars("a/b", 3));
+    assert_false(tier_name_chars("caf\xc3\xa9", 5));
+    assert_true(tier_name_chars("ab/", 2)); /* only the n bytes asked about */
+}
+
 static void test_dynbuf_bounded(void **state)
 {
     (void)state;
@@ -290,11 +303,12 @@ static void test_list(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_size),       cmocka_unit_test(test_parse_misc),
-        cmocka_unit_test(test_strlcpy_hex),      cmocka_unit_test(test_dynbuf_bounded),
-        cmocka_unit_test(test_err_msg),          cmocka_unit_test(test_log_escape),
-        cmocka_unit_test(test_log_line_escaped), cmocka_unit_test(test_log_cut_utf8),
-        cmocka_unit_test(test_vec_grow),         cmocka_unit_test(test_list),
+        cmocka_unit_test(test_parse_size),     cmocka_unit_test(test_parse_misc),
+        cmocka_unit_test(test_strlcpy_hex),    cmocka_unit_test(test_name_chars),
+        cmocka_unit_test(test_dynbuf_bounded), cmocka_unit_test(test_err_msg),
+        cmocka_unit_test(test_log_escape),     cmocka_unit_test(test_log_line_escaped),
+        cmocka_unit_test(test_log_cut_utf8),   cmocka_unit_test(test_vec_grow),
+        cmocka_unit_test(test_list),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
