@@ -28,7 +28,7 @@
 
 struct seen {
     uint64_t demand_bytes, wait_ns, compute_ns;
-    uint64_t changes, last_quota;
+    uint64_t changes;
 };
 
 struct advisor {
@@ -143,7 +143,6 @@ static size_t gather(struct advisor *a, double dt_s, bool measure, struct adviso
         in->weight = x->weight > 0 ? x->weight : 1;
         in->min_bytes = x->min_bytes;
         o->quota_changes = s->changes;
-        o->last_quota = s->last_quota;
     }
     return n;
 }
@@ -172,9 +171,7 @@ static bool move_quotas(struct advisor *a, struct advisor_result *r, size_t n)
         }
         struct seen *s = &a->seen[r[i].tenant];
         s->changes++;
-        s->last_quota = q;
         r[i].quota_changes = s->changes;
-        r[i].last_quota = q;
         moved = true;
         log_info("advice: tenant %s's hot-tier quota %" PRIu64 " -> %" PRIu64
                  " bytes (advised %" PRIu64 "; predicted cost %.4f -> %.4f)",

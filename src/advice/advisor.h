@@ -71,7 +71,6 @@ struct advisor_result {
     struct advice_in in; /* what it was computed from (curve, share, rates) */
     struct advice_out out;
     uint64_t quota_changes; /* auto_quota's changes of its quota so far */
-    uint64_t last_quota;    /* the quota auto_quota set last (0: none) */
 };
 
 struct advisor_view {
