@@ -566,8 +566,11 @@ static int rstate_get(struct tierd_fuse *fs, struct tfs_node *n, const struct ti
     n->rstate = h;
     n->rstate_free = rstate_free;
     if (!h->pinned && !n->rd_set) {
-        memcpy(n->rd_etag, a.etag, sizeof(n->rd_etag));
-        n->rd_size = a.size_bytes;
+        /* the node's attributes, when it has them, rather than a: a getattr may have stored a
+         * newer version (and given the kernel its size) since a was fetched */
+        const struct tfs_attr *cur = n->attr_valid && !n->attr.is_dir ? &n->attr : &a;
+        memcpy(n->rd_etag, cur->etag, sizeof(n->rd_etag));
+        n->rd_size = cur->size_bytes;
         n->rd_set = true;
     }
     pthread_mutex_unlock(&n->mu);
