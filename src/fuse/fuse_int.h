@@ -564,6 +564,10 @@ void tfs_noopen_bind(struct tierd_fuse *fs);
 void tfs_noopen_stop(struct tierd_fuse *fs);
 /* Free what tfs_noopen_loop_start made: after the ready thread has been joined. */
 void tfs_noopen_free(struct tierd_fuse *fs);
+/* The side session's namespace operations in sc (a copy of main's context): main's, answering
+ * ENOENT for every namespace that is not read-cache (and virtual directories with none below);
+ * main outlives the side session. */
+void tfs_noopen_ns_ops(const struct tierd_fuse *main, struct tierfs_ctx *sc);
 /* The private mount point of the side session (malloc'd), or NULL. */
 char *tfs_noopen_dir(const struct tierd_fuse *fs);
 

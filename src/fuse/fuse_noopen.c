@@ -2,9 +2,10 @@
 /*
  * fuse_noopen.c - the no-open connection: a second FUSE session of the same process that serves
  * the read-cache namespaces and the dataset version view (/.tierd/datasets) without OPEN and
- * RELEASE, mounted at a private directory (beside the API socket: "noopen.mnt") and bound
- * (mount --bind) over the same directories of the main mount, so the paths users see are those
- * of the main mount.
+ * RELEASE, and nothing else (other namespaces and /.tierd/hints are ENOENT there:
+ * tfs_noopen_ns_ops, fuse_ctl_hints.c), mounted at a private directory (mode 0700, beside the
+ * API socket: "noopen.mnt") and bound (mount --bind) over the same directories of the main
+ * mount, so the paths users see are those of the main mount.
  *
  * DESIGN: the kernel's no-open mode is per connection: once OPEN answers ENOSYS the kernel never
  * sends OPEN or RELEASE on that connection again, treats every open as one with keep_cache (the
@@ -14,12 +15,12 @@
  * version is the node's (key, etag, size), switched only by revalidation, which then drops the
  * kernel's pages and attributes of the inode (tfs_node_set_attr queues that invalidation to the
  * session's notifier thread: the caller may be answering a READ of the inode, whose locked page
- * the invalidation waits for); a dataset version's file reads
- * its recorded version. FLUSH answers ENOSYS too (no handle has anything to flush: the kernel
- * then stops sending it). OPENDIR is kept: without it the kernel caches a directory's entries
- * (FOPEN_CACHE_DIR is its no-opendir default) until the directory's mtime changes, and the mtime
- * tierd shows does not follow its listings, so a listing would outlive entry_ttl; one OPENDIR
- * per directory listed costs little next to one OPEN per file.
+ * the invalidation waits for); a dataset version's file reads its recorded version. FLUSH answers
+ * ENOSYS too (no handle has anything to flush: the kernel then stops sending it). OPENDIR is kept:
+ * without it the kernel caches a directory's entries (FOPEN_CACHE_DIR is its no-opendir default)
+ * until the directory's mtime changes, and the mtime tierd shows does not follow its listings, so a
+ * listing would outlive entry_ttl; one OPENDIR per directory listed costs little next to one OPEN
+ * per file.
  *
  * Set-up (fuse_session.c calls): tfs_noopen_wanted decides ([mount] no_open, root, the kernel),
  * the side session is mounted after the main one, its loop runs on its own thread
@@ -130,6 +131,82 @@ char *tfs_noopen_dir(const struct tierd_fuse *fs)
     if (asprintf(&dir, "%.*s/noopen.mnt", (int)(slash - sock), sock) < 0)
         return NULL;
     return dir;
+}
+
+/* Is a namespace at nspath below (or at) dir, by whole segments ("/": every one)? */
+static bool ns_below(const char *nspath, const char *dir)
+{
+    size_t n = strlen(dir);
+    return strcmp(dir, "/") == 0 ||
+           (strncmp(nspath, dir, n) == 0 && (nspath[n] == '\0' || nspath[n] == '/'));
+}
+
+/* Does a read-cache namespace of mfs lie below (or at) path? */
+static bool rc_below(const struct tierd_fuse *mfs, const char *path)
+{
+    for (size_t i = 0; i < mfs->ctx.nns; i++)
+        if (mfs->ctx.ns[i].conf->mode == TIERD_NS_READ_CACHE &&
+            ns_below(mfs->ctx.ns[i].conf->path, path))
+            return true;
+    return false;
+}
+
+/* The side session's namespace operations (ud: the main session): the main ones, less every
+ * namespace that is not read-cache (ENOENT; a write-back one read here would bypass its spool)
+ * and the virtual directories with no read-cache namespace below. */
+static int side_resolve(void *ud, const char *path, struct tierd_ns **ns, char **key, bool *is_root)
+{
+    const struct tierd_fuse *mfs = ud;
+    int rc = mfs->ctx.ops.resolve(mfs->ctx.ops.ud, path, ns, key, is_root);
+    if (rc == 0 && (*ns)->conf->mode != TIERD_NS_READ_CACHE) {
+        free(*key);
+        *key = NULL;
+        *ns = NULL;
+        rc = -ENOENT;
+    }
+    return rc;
+}
+
+static bool side_is_virtual_dir(void *ud, const char *path)
+{
+    const struct tierd_fuse *mfs = ud;
+    return mfs->ctx.ops.is_virtual_dir(mfs->ctx.ops.ud, path) && rc_below(mfs, path);
+}
+
+struct side_children_arg {
+    const struct tierd_fuse *mfs;
+    const char *path;
+    void (*fn)(const char *name, size_t len, void *arg);
+    void *arg;
+};
+
+static void side_child(const char *name, size_t len, void *arg)
+{
+    struct side_children_arg *a = arg;
+    char *child = NULL;
+    const char *sep = strcmp(a->path, "/") == 0 ? "" : "/";
+    if (asprintf(&child, "%s%s%.*s", a->path, sep, (int)len, name) < 0)
+        return;
+    if (rc_below(a->mfs, child))
+        a->fn(name, len, a->arg);
+    free(child);
+}
+
+static void side_children(void *ud, const char *path,
+                          void (*fn)(const char *name, size_t len, void *arg), void *arg)
+{
+    const struct tierd_fuse *mfs = ud;
+    struct side_children_arg a = {.mfs = mfs, .path = path, .fn = fn, .arg = arg};
+    mfs->ctx.ops.virtual_children(mfs->ctx.ops.ud, path, side_child, &a);
+}
+
+void tfs_noopen_ns_ops(const struct tierd_fuse *mfs, struct tierfs_ctx *sc)
+{
+    sc->ops.resolve = side_resolve;
+    sc->ops.is_virtual_dir = side_is_virtual_dir;
+    sc->ops.virtual_children = side_children;
+    sc->ops.manifest = NULL; /* not called by the FUSE layer */
+    sc->ops.ud = (void *)(uintptr_t)mfs;
 }
 
 static void noopen_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -435,7 +435,8 @@ static void side_mount(struct tierd_fuse *fs)
         return;
     }
     struct tierfs_ctx sc = fs->ctx;
-    sc.wb = NULL; /* the write-back namespaces stay with the main connection */
+    sc.wb = NULL;               /* the write-back namespaces stay with the main connection */
+    tfs_noopen_ns_ops(fs, &sc); /* and the side session does not show them (ENOENT) */
     sc.mounted = NULL;
     sc.mount_path = dir;
     int rc = 0;
@@ -452,6 +453,8 @@ static void side_mount(struct tierd_fuse *fs)
     ops_read(&ops);
     tfs_ops_noopen(&ops);
     rc = mountpoint_prepare(dir);
+    if (rc == 0 && chmod(dir, 0700) != 0) /* private: the trees are reached through the binds */
+        log_debug("fuse: cannot chmod 0700 %s (%s)", dir, strerror(errno));
     if (rc == 0)
         rc = session_mount(side, &ops, dir);
     if (rc) {

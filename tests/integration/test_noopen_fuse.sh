@@ -10,7 +10,8 @@
 #                  a file replaced in the backend is read as the new version after
 #                  revalidation and every read is exactly one version; a write-back namespace
 #                  (/wb) and /.tierd/hints still work with the binds in place (OPEN on the main
-#                  connection); SIGTERM leaves no mount behind.
+#                  connection); the private no-open mount shows neither /wb nor
+#                  /.tierd/hints; SIGTERM leaves no mount behind.
 #   no_open = off  the same reads open through the main connection, the no-open one sees
 #                  nothing and is not mounted.
 set -euo pipefail
@@ -19,6 +20,7 @@ set -euo pipefail
 tierd_test_setup noopen_fuse
 
 mkdir -p "$DATA/ds" "$DATA/wb" "$MNT"
+printf 'in the write-back namespace\n' >"$DATA/wb/y.txt"
 head -c 300000 /dev/urandom >"$DATA/ds/x.bin"
 cp "$DATA/ds/x.bin" "$T/old.bin"
 head -c 400000 /dev/urandom >"$T/new.bin"
@@ -60,6 +62,18 @@ o1=$(count no_open open) r1=$(count no_open read) m1=$(count main open)
 [ "$m1" = 0 ] || fail "reads of /ds made $m1 OPEN requests on the main connection (want 0)"
 [ "$(count no_open release)" = 0 ] || fail "the no-open connection received RELEASE requests"
 ok "a warm file read twice: 0 OPEN, 0 READ, 0 RELEASE"
+
+# the private no-open mount serves only what is bound from it (and .tierd/datasets)
+P="$T/noopen.mnt"
+ls -a "$P" >"$T/side_root.txt" || fail "listing the no-open mount's root"
+grep -qx ds "$T/side_root.txt" || fail "the no-open mount's root does not list ds: $(cat "$T/side_root.txt")"
+! grep -qx wb "$T/side_root.txt" || fail "the no-open mount's root lists the write-back namespace wb"
+! stat "$P/wb/y.txt" >/dev/null 2>&1 || fail "the no-open mount serves the write-back namespace's $P/wb/y.txt"
+! stat "$P/wb" >/dev/null 2>&1 || fail "the no-open mount has the write-back namespace $P/wb"
+ls -a "$P/.tierd" >"$T/side_ctl.txt" || fail "listing the no-open mount's .tierd"
+! grep -qx hints "$T/side_ctl.txt" || fail "the no-open mount lists .tierd/hints: $(cat "$T/side_ctl.txt")"
+! stat "$P/.tierd/hints" >/dev/null 2>&1 || fail "the no-open mount has .tierd/hints"
+ok "the no-open mount shows no write-back namespace and no .tierd/hints"
 
 # no OPEN can refuse a truncating open here: the kernel must ask (setattr, EROFS), even root
 if : >"$MNT/ds/x.bin" 2>/dev/null; then fail "a truncating open of a read-cache file succeeded"; fi
