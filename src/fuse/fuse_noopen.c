@@ -334,6 +334,8 @@ static void bind_one(struct tierd_fuse *fs, struct tfs_noopen *no, const char *t
         free(src);
         return;
     }
+    if (fs->ctx.test_fault_file) /* test builds: hold a bind here (test_noopen_fuse) */
+        tier_test_pause(fs->ctx.test_fault_file, "noopen bind pause");
     struct stat st;
     pthread_mutex_lock(&no->mu);
     bool skip = no->stopping || no->nbinds >= TIERD_MAX_NAMESPACES + 1;
@@ -434,6 +436,7 @@ void tfs_noopen_stop(struct tierd_fuse *fs)
         }
     }
     no->nworkers = 0;
+    log_info("fuse: no-open connection: binds detached, its loop ended");
 }
 
 void tfs_noopen_free(struct tierd_fuse *fs)

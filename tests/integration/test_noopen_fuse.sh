@@ -12,6 +12,8 @@
 #                  (/wb) and /.tierd/hints still work with the binds in place (OPEN on the main
 #                  connection); the private no-open mount shows neither /wb nor
 #                  /.tierd/hints; SIGTERM leaves no mount behind.
+#                  SIGTERM while the ready thread is held before its first bind (test
+#                  builds' pause point): exit 0, no mount left.
 #   no_open = off  the same reads open through the main connection, the no-open one sees
 #                  nothing and is not mounted.
 set -euo pipefail
@@ -123,5 +125,32 @@ cmp -s "$MNT/ds/x.bin" "$T/new.bin" || fail "second read of /ds/x.bin with no_op
 stop_tierd
 [ "$(mounts_under_t)" = 0 ] || fail "mounts left after SIGTERM (no_open = off): $(grep " $T/" /proc/mounts)"
 ok "no_open = off: every open through the main connection, as before"
+
+# SIGTERM while the binds are being made (the test builds' TIERD_TEST_FAULT_FILE saying "noopen
+# bind pause" holds the ready thread before its first bind): tierd exits 0 (ASan: no use of the
+# freed bind state), leaving no mount, once the bind goes on
+FAULT=$T/fault
+echo "noopen bind pause" >"$FAULT"
+conf on
+TIERD_TEST_FAULT_FILE=$FAULT start_tierd
+if grep -q "TIERD_TEST_FAULT_FILE=$FAULT" "$T/tierd.log"; then
+  held() { [ -e "$FAULT.paused" ]; }
+  wait_for 120 held || fail "the ready thread did not pause before its first bind"
+  kill -TERM "$PID"
+  stopping() { grep -q "no-open connection: binds detached" "$T/tierd.log"; }
+  wait_for 120 stopping || fail "SIGTERM did not stop the no-open connection while a bind was held"
+  rm -f "$FAULT" # the bind goes on, into the stop
+  gone() { ! kill -0 "$PID" 2>/dev/null; }
+  wait_for 120 gone || fail "tierd did not exit after SIGTERM during the binds"
+  rc=0
+  wait "$PID" || rc=$?
+  PID=
+  [ "$rc" = 0 ] || fail "tierd exited with $rc after SIGTERM during the binds"
+  [ "$(mounts_under_t)" = 0 ] || fail "mounts left after SIGTERM during the binds: $(grep " $T/" /proc/mounts)"
+  ok "SIGTERM during the binds: exit 0, no mount left"
+else
+  stop_tierd
+  echo "skip: no test hooks in this build (SIGTERM during the binds)"
+fi
 
 ok "noopen_fuse passed"
