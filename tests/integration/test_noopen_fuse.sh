@@ -12,8 +12,9 @@
 #                  (/wb) and /.tierd/hints still work with the binds in place (OPEN on the main
 #                  connection); the private no-open mount shows neither /wb nor
 #                  /.tierd/hints; SIGTERM leaves no mount behind.
-#                  SIGTERM while the ready thread is held before its first bind (test
-#                  builds' pause point): exit 0, no mount left.
+#                  Two first reads of a file replaced between their revalidations both
+#                  return; SIGTERM while the ready thread is held before its first bind:
+#                  exit 0, no mount left (both with the test builds' pause points).
 #   no_open = off  the same reads open through the main connection, the no-open one sees
 #                  nothing and is not mounted.
 set -euo pipefail
@@ -126,10 +127,42 @@ stop_tierd
 [ "$(mounts_under_t)" = 0 ] || fail "mounts left after SIGTERM (no_open = off): $(grep " $T/" /proc/mounts)"
 ok "no_open = off: every open through the main connection, as before"
 
+# Two first reads of a file replaced between their revalidations (the test builds' pause point
+# "noopen first read pause PID" holds B's first read before its revalidation while A's first read
+# takes the old version): B's revalidation switches the version, and its read still returns (the
+# inode's invalidation, which waits for the page B's READ holds locked, is not sent by B's worker)
+head -c $((16 << 20)) /dev/urandom >"$DATA/ds/z.bin"
+FAULT=$T/fault
+: >"$FAULT"
+conf on
+TIERD_TEST_FAULT_FILE=$FAULT start_tierd
+if grep -q "TIERD_TEST_FAULT_FILE=$FAULT" "$T/tierd.log"; then
+  # one page at OFFSET of FILE, without readahead (no other page locked), after a line on stdin
+  page='import os,sys; fd=os.open(sys.argv[1],os.O_RDONLY); os.posix_fadvise(fd,0,0,os.POSIX_FADV_RANDOM); sys.stdin.readline(); os.pread(fd,4096,int(sys.argv[2]))'
+  mkfifo "$T/go"
+  python3 -c "$page" "$MNT/ds/z.bin" 0 <"$T/go" &
+  B=$!
+  printf 'noopen first read pause %d\n' "$B" >"$FAULT"
+  echo go >"$T/go"
+  bheld() { [ -e "$FAULT.paused" ]; }
+  wait_for 120 bheld || fail "B's first read did not pause"
+  echo | python3 -c "$page" "$MNT/ds/z.bin" $((8 << 20)) || fail "A's first read of /ds/z.bin"
+  head -c $((8 << 20)) /dev/urandom >"$DATA/ds/z.new"
+  mv "$DATA/ds/z.new" "$DATA/ds/z.bin"
+  sleep 1 # the node's attributes (attr_ttl 300ms) lapse: B's revalidation asks the backend
+  : >"$FAULT"
+  bdone() { ! kill -0 "$B" 2>/dev/null; }
+  wait_for 120 bdone || fail "B's first read hangs after the version switch it made"
+  wait "$B" || fail "B's first read failed"
+  ok "two first reads, the file replaced between their revalidations: both return"
+else
+  echo "skip: no test hooks in this build (two first reads)"
+fi
+stop_tierd
+
 # SIGTERM while the binds are being made (the test builds' TIERD_TEST_FAULT_FILE saying "noopen
 # bind pause" holds the ready thread before its first bind): tierd exits 0 (ASan: no use of the
 # freed bind state), leaving no mount, once the bind goes on
-FAULT=$T/fault
 echo "noopen bind pause" >"$FAULT"
 conf on
 TIERD_TEST_FAULT_FILE=$FAULT start_tierd
