@@ -331,8 +331,10 @@ static void wb_log_event(void *ctx, enum wb_event ev, int64_t id)
  * ignored): with TIERD_TEST_FAULT_FILE=PATH in the environment, every staging pwrite/fsync reads
  * PATH and fails as it says: "fsync EIO", "pwrite EIO", "pwrite ENOSPC", "pwrite short" (half
  * the bytes per call); "snapshot pause" holds a rewrite's copy after its first chunk (PATH.paused
- * exists meanwhile) until the line is gone. Absent or empty file: no fault. Unset variable: real
- * I/O, no hooks. */
+ * exists meanwhile) until the line is gone; "noopen bind pause" holds the no-open connection's
+ * ready thread before each bind (fuse_noopen.c) likewise, "noopen first read pause PID\n" the
+ * no-open connection's first read of a file by process PID (fuse_ops_file.c). Absent or empty file:
+ * no fault. Unset variable: real I/O, no hooks. */
 static const char *g_fault_file;
 
 static bool fault_is(const char *what)

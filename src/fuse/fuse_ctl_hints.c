@@ -99,6 +99,14 @@ static enum ctl_kind classify(const char *path, const char **name)
     return CTL_FILE;
 }
 
+/* classify, for what fs serves: the no-open session (fuse_noopen.c) has /.tierd and the
+ * version view, not the hint files (they need OPEN, and its private mount is not the user's) */
+static enum ctl_kind side_classify(const struct tierd_fuse *fs, const char *path, const char **name)
+{
+    enum ctl_kind k = classify(path, name);
+    return fs->no_open && (k == CTL_DIR || k == CTL_FILE) ? CTL_NONE : k;
+}
+
 static bool is_ctl_handle(const struct fuse_file_info *fi)
 {
     return fi && fi->fh && *(const uint32_t *)(uintptr_t)fi->fh == TFS_H_CTL;
@@ -118,7 +126,7 @@ static int ctl_stat(struct tierd_fuse *fs, const struct tier_ioctx *io, const ch
                     struct tfs_attr *a)
 {
     const char *name = NULL;
-    enum ctl_kind k = classify(path, &name);
+    enum ctl_kind k = side_classify(fs, path, &name);
     if (k == CTL_NONE && tfs_vview_path(path))
         return tfs_vview_stat(fs, path, a);
     if (k == CTL_NONE || (k == CTL_FILE && !tfs_ctl_file_exists(fs, io->tenant, name)))
@@ -154,7 +162,7 @@ static int ctl_listing(struct tierd_fuse *fs, const struct tier_ioctx *io, const
                        struct tfs_listing **out)
 {
     const char *name = NULL;
-    enum ctl_kind k = classify(path, &name);
+    enum ctl_kind k = side_classify(fs, path, &name);
     if (k == CTL_NONE && tfs_vview_path(path))
         return tfs_vview_listing(fs, path, out);
     if (k != CTL_ROOT && k != CTL_DIR)
@@ -166,7 +174,8 @@ static int ctl_listing(struct tierd_fuse *fs, const struct tier_ioctx *io, const
     struct hints_set_stats *st = calloc(HINTS_SETS_MAX, sizeof(*st));
     int rc = l && e && st ? 0 : -ENOMEM;
     if (rc == 0 && k == CTL_ROOT) {
-        rc = dirent_add(e, &n, "hints", true);
+        if (!fs->no_open)
+            rc = dirent_add(e, &n, "hints", true);
         if (rc == 0)
             rc = dirent_add(e, &n, "datasets", true);
     } else if (rc == 0) {

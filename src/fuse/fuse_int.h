@@ -253,7 +253,19 @@ struct tierd_fuse {
      * counts this connection's request counters (ctx.counts[0] or [1], or NULL) */
     bool no_open;
     struct tierd_fuse *side;
-    struct tfs_noopen *nopen; /* the main session's binds and the side's loop thread */
+    /* the main session's binds and the side's loop thread: set once the loop has started, freed
+     * after the ready thread (which binds) has been joined (tfs_noopen_free) */
+    struct tfs_noopen *_Atomic nopen;
+    /* the inode invalidations of a version switch (tfs_node_set_attr), sent by one notifier
+     * thread of this session (started at the first): the kernel's invalidation waits for the
+     * pages being read, so a worker answering a READ of the inode must not send it itself;
+     * inval_mu guards the rest; stopped by tfs_inval_stop before the session goes */
+    pthread_mutex_t inval_mu;
+    pthread_cond_t inval_cv;
+    fuse_ino_t *inval_q;
+    size_t inval_n, inval_cap;
+    bool inval_started, inval_stop;
+    pthread_t inval_thr;
     struct tierd_fuse_counts *counts;
     /* the main connection's open, create and release behind their counting (fuse_session.c;
      * immutable) */
@@ -345,6 +357,9 @@ void tfs_fill_entry(struct tierd_fuse *fs, const struct tfs_node *n, const struc
  * time (a listing older than a stat must not shrink the kernel's idea of the size). */
 void tfs_node_set_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a);
 void tfs_node_drop_attr(struct tfs_node *n);
+/* Stop the session's notifier thread (queued invalidations are dropped): before the session is
+ * destroyed, once no worker queues any more. */
+void tfs_inval_stop(struct tierd_fuse *fs);
 /* Listing references: the last unref frees it. */
 void tfs_listing_unref(struct tfs_listing *l);
 const struct tfs_dirent *tfs_listing_find(const struct tfs_listing *l, const char *name);
@@ -544,8 +559,15 @@ int tfs_noopen_loop_start(struct tierd_fuse *fs);
 /* Once both mounts answer: bind each read-cache namespace's directory and the version view of
  * the side mount over the same directory of the main mount. Logs; never fails. */
 void tfs_noopen_bind(struct tierd_fuse *fs);
-/* Detach the binds and end the side session's loop (before either mount goes). */
+/* Detach the binds and end the side session's loop (before either mount goes); frees nothing:
+ * the ready thread may still be binding (each bind made after this detaches itself). */
 void tfs_noopen_stop(struct tierd_fuse *fs);
+/* Free what tfs_noopen_loop_start made: after the ready thread has been joined. */
+void tfs_noopen_free(struct tierd_fuse *fs);
+/* The side session's namespace operations in sc (a copy of main's context): main's, answering
+ * ENOENT for every namespace that is not read-cache (and virtual directories with none below);
+ * main outlives the side session. */
+void tfs_noopen_ns_ops(const struct tierd_fuse *main, struct tierfs_ctx *sc);
 /* The private mount point of the side session (malloc'd), or NULL. */
 char *tfs_noopen_dir(const struct tierd_fuse *fs);
 

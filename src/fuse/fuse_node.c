@@ -13,10 +13,13 @@
  * attribute cache under its mutex, the handle list under fs->handles_mu.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "common/timeutil.h"
 #include "fuse/fuse_int.h"
 #include "tenant/tenant.h"
@@ -106,6 +109,77 @@ void tfs_fill_entry(struct tierd_fuse *fs, const struct tfs_node *n, const struc
     fill_stat_perm(fs, n->ino, n->perm, a, &e->attr); /* the node at hand: no table probe */
 }
 
+/* The session's notifier thread: sends the queued inode invalidations, one at a time. */
+static void *inval_main(void *arg)
+{
+    struct tierd_fuse *fs = arg;
+    pthread_mutex_lock(&fs->inval_mu);
+    while (!fs->inval_stop) {
+        if (fs->inval_n == 0) {
+            pthread_cond_wait(&fs->inval_cv, &fs->inval_mu);
+            continue;
+        }
+        fuse_ino_t ino = fs->inval_q[--fs->inval_n];
+        pthread_mutex_unlock(&fs->inval_mu);
+        if (fs->se)
+            fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
+        pthread_mutex_lock(&fs->inval_mu);
+    }
+    pthread_mutex_unlock(&fs->inval_mu);
+    return NULL;
+}
+
+/* Queue ino's invalidation (pages and attributes) for the notifier thread, started at the first
+ * (best effort: without memory or a thread the kernel keeps the pages until they age out). */
+static void inval_queue(struct tierd_fuse *fs, fuse_ino_t ino)
+{
+    pthread_mutex_lock(&fs->inval_mu);
+    bool queued = false;
+    for (size_t i = 0; i < fs->inval_n && !queued; i++)
+        queued = fs->inval_q[i] == ino;
+    if (!queued && !fs->inval_stop && fs->inval_n == fs->inval_cap) {
+        size_t cap = fs->inval_cap ? fs->inval_cap * 2 : 16;
+        fuse_ino_t *q = realloc(fs->inval_q, cap * sizeof(*q));
+        if (q) {
+            fs->inval_q = q;
+            fs->inval_cap = cap;
+        }
+    }
+    if (!queued && !fs->inval_stop && fs->inval_n < fs->inval_cap) {
+        if (!fs->inval_started) {
+            sigset_t all, old;
+            sigfillset(&all); /* the signals that end the loops stay with them */
+            pthread_sigmask(SIG_BLOCK, &all, &old);
+            fs->inval_started = pthread_create(&fs->inval_thr, NULL, inval_main, fs) == 0;
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
+            if (!fs->inval_started)
+                log_warn("fuse: cannot start the invalidation thread; a replaced file's old "
+                         "pages stay in the kernel until they age out");
+        }
+        if (fs->inval_started) {
+            fs->inval_q[fs->inval_n++] = ino;
+            pthread_cond_signal(&fs->inval_cv);
+        }
+    }
+    pthread_mutex_unlock(&fs->inval_mu);
+}
+
+void tfs_inval_stop(struct tierd_fuse *fs)
+{
+    pthread_mutex_lock(&fs->inval_mu);
+    fs->inval_stop = true;
+    fs->inval_n = 0;
+    pthread_cond_signal(&fs->inval_cv);
+    bool started = fs->inval_started;
+    fs->inval_started = false;
+    pthread_mutex_unlock(&fs->inval_mu);
+    if (started)
+        pthread_join(fs->inval_thr, NULL);
+    free(fs->inval_q);
+    fs->inval_q = NULL;
+    fs->inval_cap = 0;
+}
+
 void tfs_node_set_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_attr *a)
 {
     /* the TTL is the node's namespace's (n->perm) */
@@ -131,12 +205,11 @@ void tfs_node_set_attr(struct tierd_fuse *fs, struct tfs_node *n, struct tfs_att
         }
     }
     pthread_mutex_unlock(&n->mu);
-    /* Not from a read of this inode (the kernel holds the page being read locked, and the
-     * invalidation waits for it): only the first read of a version sets rd, and it never calls
-     * here with rd set; a read that finds its version gone invalidates the kernel's attributes
-     * only (fuse_ops_file.c, noopen_read), and the getattr that follows switches. */
-    if (switched && fs->se)
-        fuse_lowlevel_notify_inval_inode(fs->se, n->ino, 0, 0);
+    /* Queued, never sent here: the caller may be a worker answering a READ of this inode (two
+     * first reads, the object replaced between their revalidations), and the kernel's
+     * invalidation waits for the page that READ holds locked. */
+    if (switched)
+        inval_queue(fs, n->ino);
 }
 
 void tfs_node_drop_attr(struct tfs_node *n)

@@ -2,9 +2,10 @@
 /*
  * fuse_noopen.c - the no-open connection: a second FUSE session of the same process that serves
  * the read-cache namespaces and the dataset version view (/.tierd/datasets) without OPEN and
- * RELEASE, mounted at a private directory (beside the API socket: "noopen.mnt") and bound
- * (mount --bind) over the same directories of the main mount, so the paths users see are those
- * of the main mount.
+ * RELEASE, and nothing else (other namespaces and /.tierd/hints are ENOENT there:
+ * tfs_noopen_ns_ops, fuse_ctl_hints.c), mounted at a private directory (mode 0700, beside the
+ * API socket: "noopen.mnt") and bound (mount --bind) over the same directories of the main
+ * mount, so the paths users see are those of the main mount.
  *
  * DESIGN: the kernel's no-open mode is per connection: once OPEN answers ENOSYS the kernel never
  * sends OPEN or RELEASE on that connection again, treats every open as one with keep_cache (the
@@ -12,19 +13,24 @@
  * files need OPEN (a handle per writer), so the main connection keeps OPEN and the read-only trees
  * move to this one. What a handle held lives in the inode (fuse_ops_file.c, "no-open"): its
  * version is the node's (key, etag, size), switched only by revalidation, which then drops the
- * kernel's pages and attributes of the inode (tfs_node_set_attr); a dataset version's file reads
- * its recorded version. FLUSH answers ENOSYS too (no handle has anything to flush: the kernel
- * then stops sending it). OPENDIR is kept: without it the kernel caches a directory's entries
- * (FOPEN_CACHE_DIR is its no-opendir default) until the directory's mtime changes, and the mtime
- * tierd shows does not follow its listings, so a listing would outlive entry_ttl; one OPENDIR
- * per directory listed costs little next to one OPEN per file.
+ * kernel's pages and attributes of the inode (tfs_node_set_attr queues that invalidation to the
+ * session's notifier thread: the caller may be answering a READ of the inode, whose locked page
+ * the invalidation waits for); a dataset version's file reads its recorded version. FLUSH answers
+ * ENOSYS too (no handle has anything to flush: the kernel then stops sending it). OPENDIR is kept:
+ * without it the kernel caches a directory's entries (FOPEN_CACHE_DIR is its no-opendir default)
+ * until the directory's mtime changes, and the mtime tierd shows does not follow its listings, so a
+ * listing would outlive entry_ttl; one OPENDIR per directory listed costs little next to one OPEN
+ * per file.
  *
  * Set-up (fuse_session.c calls): tfs_noopen_wanted decides ([mount] no_open, root, the kernel),
  * the side session is mounted after the main one, its loop runs on its own thread
  * (tfs_noopen_loop_start), the binds are made once both mounts answer (tfs_noopen_bind, from the
- * ready thread) and detached before either mount goes (tfs_noopen_stop). Anything that fails
- * logs one line and leaves that tree on the main connection, as with no_open = off. Locking:
- * struct tfs_noopen's mutex guards the bind list against a stop during the binds.
+ * ready thread) and detached before either mount goes (tfs_noopen_stop, which also ends the side
+ * loop); struct tfs_noopen is freed only after the ready thread has been joined
+ * (tfs_noopen_free). Anything that fails logs one line and leaves that tree on the main
+ * connection, as with no_open = off. Locking: struct tfs_noopen's mutex guards the bind list and
+ * the stopping flag, never held across a stat or mount (they walk the mounts, which at shutdown
+ * answer only once the sessions go); a bind made after the stop began detaches itself.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -127,6 +133,82 @@ char *tfs_noopen_dir(const struct tierd_fuse *fs)
     return dir;
 }
 
+/* Is a namespace at nspath below (or at) dir, by whole segments ("/": every one)? */
+static bool ns_below(const char *nspath, const char *dir)
+{
+    size_t n = strlen(dir);
+    return strcmp(dir, "/") == 0 ||
+           (strncmp(nspath, dir, n) == 0 && (nspath[n] == '\0' || nspath[n] == '/'));
+}
+
+/* Does a read-cache namespace of mfs lie below (or at) path? */
+static bool rc_below(const struct tierd_fuse *mfs, const char *path)
+{
+    for (size_t i = 0; i < mfs->ctx.nns; i++)
+        if (mfs->ctx.ns[i].conf->mode == TIERD_NS_READ_CACHE &&
+            ns_below(mfs->ctx.ns[i].conf->path, path))
+            return true;
+    return false;
+}
+
+/* The side session's namespace operations (ud: the main session): the main ones, less every
+ * namespace that is not read-cache (ENOENT; a write-back one read here would bypass its spool)
+ * and the virtual directories with no read-cache namespace below. */
+static int side_resolve(void *ud, const char *path, struct tierd_ns **ns, char **key, bool *is_root)
+{
+    const struct tierd_fuse *mfs = ud;
+    int rc = mfs->ctx.ops.resolve(mfs->ctx.ops.ud, path, ns, key, is_root);
+    if (rc == 0 && (*ns)->conf->mode != TIERD_NS_READ_CACHE) {
+        free(*key);
+        *key = NULL;
+        *ns = NULL;
+        rc = -ENOENT;
+    }
+    return rc;
+}
+
+static bool side_is_virtual_dir(void *ud, const char *path)
+{
+    const struct tierd_fuse *mfs = ud;
+    return mfs->ctx.ops.is_virtual_dir(mfs->ctx.ops.ud, path) && rc_below(mfs, path);
+}
+
+struct side_children_arg {
+    const struct tierd_fuse *mfs;
+    const char *path;
+    void (*fn)(const char *name, size_t len, void *arg);
+    void *arg;
+};
+
+static void side_child(const char *name, size_t len, void *arg)
+{
+    struct side_children_arg *a = arg;
+    char *child = NULL;
+    const char *sep = strcmp(a->path, "/") == 0 ? "" : "/";
+    if (asprintf(&child, "%s%s%.*s", a->path, sep, (int)len, name) < 0)
+        return;
+    if (rc_below(a->mfs, child))
+        a->fn(name, len, a->arg);
+    free(child);
+}
+
+static void side_children(void *ud, const char *path,
+                          void (*fn)(const char *name, size_t len, void *arg), void *arg)
+{
+    const struct tierd_fuse *mfs = ud;
+    struct side_children_arg a = {.mfs = mfs, .path = path, .fn = fn, .arg = arg};
+    mfs->ctx.ops.virtual_children(mfs->ctx.ops.ud, path, side_child, &a);
+}
+
+void tfs_noopen_ns_ops(const struct tierd_fuse *mfs, struct tierfs_ctx *sc)
+{
+    sc->ops.resolve = side_resolve;
+    sc->ops.is_virtual_dir = side_is_virtual_dir;
+    sc->ops.virtual_children = side_children;
+    sc->ops.manifest = NULL; /* not called by the FUSE layer */
+    sc->ops.ud = (void *)(uintptr_t)mfs;
+}
+
 static void noopen_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)ino, (void)fi;
@@ -181,14 +263,15 @@ int tfs_noopen_loop_start(struct tierd_fuse *fs)
     if (!no)
         return -ENOMEM;
     pthread_mutex_init(&no->mu, NULL);
-    fs->nopen = no;
     unsigned threads = (unsigned)(fs->ctx.fuse_threads > 0 ? fs->ctx.fuse_threads : 16);
     static struct worker_arg wa; /* one side session per process */
     wa.side = fs->side;
     wa.no = no;
     no->workers = calloc(threads, sizeof(*no->workers));
-    if (!no->workers)
+    if (!no->workers) {
+        atomic_store(&fs->nopen, no); /* freed with the rest (tfs_noopen_free) */
         return -ENOMEM;
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = wake_handler; /* no SA_RESTART: a read it interrupts returns EINTR */
@@ -205,6 +288,7 @@ int tfs_noopen_loop_start(struct tierd_fuse *fs)
             no->nworkers++;
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    atomic_store(&fs->nopen, no); /* complete: the ready thread may read it */
     return no->nworkers ? 0 : -e;
 }
 
@@ -223,10 +307,26 @@ static bool side_ready(struct tierd_fuse *fs)
     return false;
 }
 
-/* Bind the side mount's path over the main mount's (both mount paths + tree). */
-static void bind_one(struct tierd_fuse *fs, const char *tree)
+/* Detach the bind whose root fd is (or dst, without one): through the descriptor, since at
+ * shutdown the main loop has ended and a path through the main mount would wait for its answer
+ * (without the descriptor, or /proc, the main mount's detach takes the bind with it). */
+static void bind_detach(const char *dst, int fd)
 {
-    struct tfs_noopen *no = fs->nopen;
+    char fdpath[64];
+    snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fd);
+    if (fd >= 0 && umount2(fdpath, MNT_DETACH) != 0)
+        log_warn("fuse: cannot detach the bind at %s (%s); it goes with the mount", dst,
+                 strerror(errno));
+    if (fd >= 0)
+        close(fd);
+}
+
+/* Bind the side mount's path over the main mount's (both mount paths + tree). The stats and the
+ * mount walk both mounts, so they run without no->mu: a stop meanwhile (whose loops have ended,
+ * so a walk waits until the sessions go) does not wait for them, and a bind made once the stop
+ * has begun is detached here. */
+static void bind_one(struct tierd_fuse *fs, struct tfs_noopen *no, const char *tree)
+{
     char *src = NULL, *dst = NULL;
     if (asprintf(&src, "%s%s", fs->side->mountpoint, tree) < 0)
         return;
@@ -234,28 +334,33 @@ static void bind_one(struct tierd_fuse *fs, const char *tree)
         free(src);
         return;
     }
+    if (fs->ctx.test_fault_file) /* test builds: hold a bind here (test_noopen_fuse) */
+        tier_test_pause(fs->ctx.test_fault_file, "noopen bind pause");
     struct stat st;
     pthread_mutex_lock(&no->mu);
-    if (no->stopping || no->nbinds >= TIERD_MAX_NAMESPACES + 1) {
-        pthread_mutex_unlock(&no->mu);
+    bool skip = no->stopping || no->nbinds >= TIERD_MAX_NAMESPACES + 1;
+    pthread_mutex_unlock(&no->mu);
+    if (skip) {
     } else if (stat(src, &st) != 0 || !S_ISDIR(st.st_mode) || stat(dst, &st) != 0) {
-        pthread_mutex_unlock(&no->mu);
         log_warn("fuse: no-open connection: %s is not a directory on both mounts (%s); it is "
                  "served through the main one",
                  tree, strerror(errno));
     } else if (mount(src, dst, NULL, MS_BIND, NULL) != 0) {
-        int e = errno;
-        pthread_mutex_unlock(&no->mu);
         log_warn("fuse: no-open connection: cannot bind %s over %s (%s); %s is served through "
                  "the main connection",
-                 src, dst, strerror(e), tree);
+                 src, dst, strerror(errno), tree);
     } else {
-        /* the detach goes through this descriptor of the bind's root: at shutdown the main
-         * loop has ended, and a path through the main mount would wait for its answer */
-        no->bind_fd[no->nbinds] = open(dst, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        no->binds[no->nbinds++] = dst;
-        dst = NULL;
-        pthread_mutex_unlock(&no->mu);
+        int fd = open(dst, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        pthread_mutex_lock(&no->mu);
+        if (no->stopping) {
+            pthread_mutex_unlock(&no->mu);
+            bind_detach(dst, fd);
+        } else {
+            no->bind_fd[no->nbinds] = fd;
+            no->binds[no->nbinds++] = dst;
+            dst = NULL;
+            pthread_mutex_unlock(&no->mu);
+        }
     }
     free(src);
     free(dst);
@@ -270,8 +375,10 @@ static bool path_within(const char *path, const char *dir)
 
 void tfs_noopen_bind(struct tierd_fuse *fs)
 {
-    /* no worker: a stat of the side mount would wait for ever */
-    if (!fs->side || !fs->nopen || !fs->nopen->nworkers || !side_ready(fs)) {
+    /* read once: freed only after this thread is joined (tfs_noopen_free); no worker: a stat of
+     * the side mount would wait for ever */
+    struct tfs_noopen *no = atomic_load(&fs->nopen);
+    if (!fs->side || !no || !no->nworkers || !side_ready(fs)) {
         if (fs->side)
             log_warn("fuse: no-open connection at %s does not answer; every file is opened "
                      "through the main connection",
@@ -297,32 +404,25 @@ void tfs_noopen_bind(struct tierd_fuse *fs)
                 skip = true;
         }
         if (!skip)
-            bind_one(fs, nc->path);
+            bind_one(fs, no, nc->path);
     }
     if (fs->ctl)
-        bind_one(fs, TFS_CTL_VERSIONS);
-    pthread_mutex_lock(&fs->nopen->mu);
-    size_t n = fs->nopen->nbinds;
-    pthread_mutex_unlock(&fs->nopen->mu);
+        bind_one(fs, no, TFS_CTL_VERSIONS);
+    pthread_mutex_lock(&no->mu);
+    size_t n = no->nbinds;
+    pthread_mutex_unlock(&no->mu);
     log_info("fuse: %zu read-only tree(s) served without OPEN through %s", n, fs->side->mountpoint);
 }
 
 void tfs_noopen_stop(struct tierd_fuse *fs)
 {
-    struct tfs_noopen *no = fs->nopen;
+    struct tfs_noopen *no = atomic_load(&fs->nopen);
     if (!no)
         return;
     pthread_mutex_lock(&no->mu);
     no->stopping = true;
     for (size_t i = no->nbinds; i-- > 0;) {
-        /* without the descriptor (or /proc), the main mount's detach takes the bind with it */
-        char fdpath[64];
-        snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", no->bind_fd[i]);
-        if (no->bind_fd[i] >= 0 && umount2(fdpath, MNT_DETACH) != 0)
-            log_warn("fuse: cannot detach the bind at %s (%s); it goes with the mount",
-                     no->binds[i], strerror(errno));
-        if (no->bind_fd[i] >= 0)
-            close(no->bind_fd[i]);
+        bind_detach(no->binds[i], no->bind_fd[i]);
         free(no->binds[i]);
     }
     no->nbinds = 0;
@@ -335,8 +435,16 @@ void tfs_noopen_stop(struct tierd_fuse *fs)
             tier_sleep_ms(1);
         }
     }
+    no->nworkers = 0;
+    log_info("fuse: no-open connection: binds detached, its loop ended");
+}
+
+void tfs_noopen_free(struct tierd_fuse *fs)
+{
+    struct tfs_noopen *no = atomic_exchange(&fs->nopen, NULL);
+    if (!no)
+        return;
     free(no->workers);
     pthread_mutex_destroy(&no->mu);
     free(no);
-    fs->nopen = NULL;
 }

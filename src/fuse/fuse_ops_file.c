@@ -516,7 +516,7 @@ static void rstate_free(void *p)
 }
 
 static int rstate_get(struct tierd_fuse *fs, struct tfs_node *n, const struct tier_ioctx *io,
-                      struct tfs_file **out)
+                      pid_t pid, struct tfs_file **out)
 {
     pthread_mutex_lock(&n->mu);
     struct tfs_file *h = n->rstate;
@@ -534,6 +534,11 @@ static int rstate_get(struct tierd_fuse *fs, struct tfs_node *n, const struct ti
     h->cache = fs->ctx.cache;
     struct tfs_attr a;
     memset(&a, 0, sizeof(a));
+    if (fs->ctx.test_fault_file) { /* test builds: hold pid's first read here (test_noopen_fuse) */
+        char what[64];
+        snprintf(what, sizeof(what), "noopen first read pause %d\n", (int)pid);
+        tier_test_pause(fs->ctx.test_fault_file, what);
+    }
     int rc = (h->path = strdup(n->path)) ? 0 : -ENOMEM;
     if (rc == 0 && fs->vview_pin && tfs_ctl_path(fs, n->path)) {
         h->pinned = true; /* a file of a dataset version (no other control file reaches here) */
@@ -566,8 +571,11 @@ static int rstate_get(struct tierd_fuse *fs, struct tfs_node *n, const struct ti
     n->rstate = h;
     n->rstate_free = rstate_free;
     if (!h->pinned && !n->rd_set) {
-        memcpy(n->rd_etag, a.etag, sizeof(n->rd_etag));
-        n->rd_size = a.size_bytes;
+        /* the node's attributes, when it has them, rather than a: a getattr may have stored a
+         * newer version (and given the kernel its size) since a was fetched */
+        const struct tfs_attr *cur = n->attr_valid && !n->attr.is_dir ? &n->attr : &a;
+        memcpy(n->rd_etag, cur->etag, sizeof(n->rd_etag));
+        n->rd_size = cur->size_bytes;
         n->rd_set = true;
     }
     pthread_mutex_unlock(&n->mu);
@@ -584,7 +592,7 @@ static void noopen_read(struct tierd_fuse *fs, fuse_req_t req, fuse_ino_t ino, s
     const struct fuse_ctx *c = fuse_req_ctx(req);
     struct tier_ioctx io = tfs_req_io(fs, req);
     struct tfs_file *h = NULL;
-    int rc = rstate_get(fs, n, &io, &h);
+    int rc = rstate_get(fs, n, &io, c ? c->pid : 0, &h);
     if (rc) {
         fuse_reply_err(req, tfs_errno(rc));
         tfs_node_put(fs, n);

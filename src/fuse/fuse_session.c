@@ -285,6 +285,8 @@ static struct tierd_fuse *fs_new(const struct tierfs_ctx *ctx, int *rc)
     }
     fs->ctx = *ctx;
     pthread_mutex_init(&fs->handles_mu, NULL);
+    pthread_mutex_init(&fs->inval_mu, NULL);
+    pthread_cond_init(&fs->inval_cv, NULL);
     fs->handles.prev = fs->handles.next = &fs->handles;
     fs->max_dir_entries = (size_t)ctx->max_dir_entries;
     perm_init(fs);
@@ -295,6 +297,8 @@ static struct tierd_fuse *fs_new(const struct tierfs_ctx *ctx, int *rc)
     if (*rc) {
         tfs_wb_fini(fs);
         pthread_mutex_destroy(&fs->handles_mu);
+        pthread_mutex_destroy(&fs->inval_mu);
+        pthread_cond_destroy(&fs->inval_cv);
         free(fs);
         return NULL;
     }
@@ -362,6 +366,7 @@ static int session_mount(struct tierd_fuse *fs, const struct fuse_lowlevel_ops *
 /* The state of a session whose loop has ended (or never ran), and the session. */
 static void fs_free(struct tierd_fuse *fs)
 {
+    tfs_inval_stop(fs); /* no worker queues any more */
     if (fs->se) {
         if (fs->mounted)
             fuse_session_unmount(fs->se);
@@ -430,7 +435,8 @@ static void side_mount(struct tierd_fuse *fs)
         return;
     }
     struct tierfs_ctx sc = fs->ctx;
-    sc.wb = NULL; /* the write-back namespaces stay with the main connection */
+    sc.wb = NULL;               /* the write-back namespaces stay with the main connection */
+    tfs_noopen_ns_ops(fs, &sc); /* and the side session does not show them (ENOENT) */
     sc.mounted = NULL;
     sc.mount_path = dir;
     int rc = 0;
@@ -447,6 +453,8 @@ static void side_mount(struct tierd_fuse *fs)
     ops_read(&ops);
     tfs_ops_noopen(&ops);
     rc = mountpoint_prepare(dir);
+    if (rc == 0 && chmod(dir, 0700) != 0) /* private: the trees are reached through the binds */
+        log_debug("fuse: cannot chmod 0700 %s (%s)", dir, strerror(errno));
     if (rc == 0)
         rc = session_mount(side, &ops, dir);
     if (rc) {
@@ -638,6 +646,8 @@ static void free_state(struct tierd_fuse *fs)
     tfs_table_fini(fs);
     tfs_wb_fini(fs);
     tfs_ctl_fini(fs);
+    pthread_mutex_destroy(&fs->inval_mu);
+    pthread_cond_destroy(&fs->inval_cv);
     free(fs->mountpoint);
     free(fs);
 }
@@ -651,15 +661,19 @@ void tierfs_free(struct tierd_fuse *fs)
     if (fs->ctx.wb)
         wb_wait_async_flush(fs->ctx.wb); /* remote closes are answered before the session goes */
     tfs_ctl_drain(fs);                   /* and hint files' closes */
-    /* the binds over the main mount go first, then the side session's loop */
+    /* the binds over the main mount go first, then the side session's loop, then both
+     * sessions: a ready thread still binding finds its stats answered (ENOTCONN) and the stop
+     * begun, and only then is it joined and the binds' state freed */
     tfs_noopen_stop(fs);
     fs_free(fs);
+    if (fs->side)
+        fs_free(fs->side);
     if (g_ready_started) {
         pthread_join(g_ready_thread, NULL);
         g_ready_started = false;
     }
+    tfs_noopen_free(fs);
     if (fs->side) {
-        fs_free(fs->side);
         free_state(fs->side);
         fs->side = NULL;
     }
