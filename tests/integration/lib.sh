@@ -102,4 +102,26 @@ crash_tierd() {
 }
 
 api() { tierd_api "$SOCK" "$1"; }
+
+# Replace $DATA/ds/x.bin by $T/new.bin (a rename, as a store replaces an object atomically), then
+# read PATH whole until it reads as $T/new.bin (at most 120 s): fails when a read returns neither
+# $T/old.bin nor $T/new.bin (two versions mixed) or the new one is never seen. Sets READS, the
+# reads it took. WHAT names the path in the messages.
+replace_and_read_new() { # PATH WHAT
+  local seen=0 deadline=$((SECONDS + 120))
+  cp "$T/new.bin" "$DATA/ds/.x.tmp" && mv "$DATA/ds/.x.tmp" "$DATA/ds/x.bin"
+  READS=0
+  while [ $SECONDS -lt $deadline ]; do
+    READS=$((READS + 1))
+    if cat "$1" >"$T/got.bin" 2>/dev/null; then
+      if cmp -s "$T/got.bin" "$T/new.bin"; then
+        seen=1
+        break
+      fi
+      cmp -s "$T/got.bin" "$T/old.bin" ||
+        fail "a read of the replaced file $2 returned neither the old nor the new bytes ($(stat -c %s "$T/got.bin") bytes)"
+    fi
+  done
+  [ "$seen" = 1 ] || fail "the replaced file was not seen through $2 within 120 s"
+}
 fetches() { api /v1/stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["cache"]["fetches"])'; }

@@ -83,26 +83,9 @@ if : >"$MNT/ds/x.bin" 2>/dev/null; then fail "a truncating open of a read-cache 
 cmp -s "$MNT/ds/x.bin" "$T/old.bin" || fail "/ds/x.bin changed after a refused truncating open ($(stat -c %s "$MNT/ds/x.bin") bytes)"
 ok "a truncating open of a read-cache file fails (EROFS) and the file reads whole"
 
-# replace the object in the backend: rename, as a store replaces an object atomically
-cp "$T/new.bin" "$DATA/ds/.x.tmp" && mv "$DATA/ds/.x.tmp" "$DATA/ds/x.bin"
-seen=0 mixed=0 reads=0
-deadline=$((SECONDS + 120))
-while [ $SECONDS -lt $deadline ]; do
-  reads=$((reads + 1))
-  if cat "$MNT/ds/x.bin" >"$T/got.bin" 2>/dev/null; then
-    if cmp -s "$T/got.bin" "$T/new.bin"; then
-      seen=1
-      break
-    elif ! cmp -s "$T/got.bin" "$T/old.bin"; then
-      mixed=1
-      break
-    fi
-  fi
-done
-[ "$mixed" = 0 ] || fail "a read of the replaced file returned neither the old nor the new bytes ($(stat -c %s "$T/got.bin") bytes)"
-[ "$seen" = 1 ] || fail "the replaced file was not seen within 120 s (attr_ttl 300ms)"
+replace_and_read_new "$MNT/ds/x.bin" "/ds (attr_ttl 300ms)"
 [ "$(count no_open open)" = "$o0" ] || fail "the replacement's reads made OPEN requests on the no-open connection"
-ok "the replacement read as the new version after $reads reads, every read exactly one version"
+ok "the replacement read as the new version after $READS reads, every read exactly one version"
 
 printf 'written through the main connection\n' >"$MNT/wb/f.txt" || fail "write into /wb"
 [ "$(cat "$MNT/wb/f.txt")" = "written through the main connection" ] || fail "/wb/f.txt reads back wrong"

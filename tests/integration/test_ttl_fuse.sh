@@ -51,26 +51,9 @@ s1=$(stat_calls)
 ok "read-cache default TTL: 50 stats + 50 opens, 0 backend stats"
 
 cmp -s "$MNT/ds2/x.bin" "$T/old.bin" || fail "first read of /ds2/x.bin"
-# replace the object in the backend: rename, as a store replaces an object atomically
-cp "$T/new.bin" "$DATA/ds/.x.tmp" && mv "$DATA/ds/.x.tmp" "$DATA/ds/x.bin"
-seen=0 mixed=0 reads=0
-deadline=$((SECONDS + 120))
-while [ $SECONDS -lt $deadline ]; do
-  reads=$((reads + 1))
-  if cat "$MNT/ds2/x.bin" >"$T/got.bin" 2>/dev/null; then
-    if cmp -s "$T/got.bin" "$T/new.bin"; then
-      seen=1
-      break
-    elif ! cmp -s "$T/got.bin" "$T/old.bin"; then
-      mixed=1
-      break
-    fi
-  fi
-done
-[ "$mixed" = 0 ] || fail "a read of the replaced file returned neither the old nor the new bytes ($(stat -c %s "$T/got.bin") bytes)"
-[ "$seen" = 1 ] || fail "the replaced file was not seen through /ds2 (attr_ttl 300ms) within 120 s"
+replace_and_read_new "$MNT/ds2/x.bin" "/ds2 (attr_ttl 300ms)"
 [ "$(stat -c %s "$MNT/ds2/x.bin")" = 400000 ] || fail "/ds2/x.bin's size after the replacement: $(stat -c %s "$MNT/ds2/x.bin")"
-ok "/ds2 (300 ms TTLs): the replacement seen after $reads reads, every read exactly one version"
+ok "/ds2 (300 ms TTLs): the replacement seen after $READS reads, every read exactly one version"
 
 stop_tierd
 ok "ttl_fuse passed"
