@@ -3,7 +3,10 @@
  * advisor.c - the hot-tier advice loop (advisor.h; docs/ADVICE.md).
  *
  * STATE: per tenant id, the cumulative counters seen at the last tick (to take differences) and
- * auto_quota's count of changes; the latest round's results. One mutex over all of it.
+ * auto_quota's count of changes; the latest round's results. Two locks: tick_mu serialises the
+ * rounds (the counters, the scratch results, last_ns; held while the round asks the cache for
+ * curves and sets quotas), mu guards what readers see (view, seen[].changes) and is held only
+ * to copy, so a reader of the advice never waits for a round.
  *
  * TRANSITION -> FUNCTION
  *   first tick: take the counters only                advisor_tick()
@@ -32,6 +35,7 @@ struct seen {
 };
 
 struct advisor {
+    pthread_mutex_t tick_mu; /* order: tick_mu, then mu */
     pthread_mutex_t mu;
     /* the thread (advisor_start): run_mu guards stop; run_cv wakes it to stop */
     pthread_mutex_t run_mu;
@@ -45,6 +49,7 @@ struct advisor {
     uint64_t last_ns;
     struct advisor_view view; /* the latest round; view.r owned here */
     struct advisor_tenant tmp;
+    struct advisor_result *scratch; /* ctx.max_tenants: a round's results before the copy */
 };
 
 int advisor_new(const struct advisor_ctx *ctx, const struct advisor_config *cfg,
@@ -56,7 +61,10 @@ int advisor_new(const struct advisor_ctx *ctx, const struct advisor_config *cfg,
     if (!a)
         return -ENOMEM;
     a->seen = calloc(ctx->max_tenants, sizeof(*a->seen));
-    if (!a->seen) {
+    a->scratch = calloc(ctx->max_tenants, sizeof(*a->scratch));
+    if (!a->seen || !a->scratch) {
+        free(a->seen);
+        free(a->scratch);
         free(a);
         return -ENOMEM;
     }
@@ -71,6 +79,7 @@ int advisor_new(const struct advisor_ctx *ctx, const struct advisor_config *cfg,
         a->ctx.target_stall = 0.15;
     if (!a->ctx.block_size)
         a->ctx.block_size = 1;
+    pthread_mutex_init(&a->tick_mu, NULL);
     pthread_mutex_init(&a->mu, NULL);
     pthread_mutex_init(&a->run_mu, NULL);
     pthread_condattr_t ca;
@@ -90,7 +99,9 @@ void advisor_free(struct advisor *a)
     pthread_cond_destroy(&a->run_cv);
     pthread_mutex_destroy(&a->run_mu);
     pthread_mutex_destroy(&a->mu);
+    pthread_mutex_destroy(&a->tick_mu);
     free(a->view.r);
+    free(a->scratch);
     free(a->seen);
     free(a);
 }
@@ -170,7 +181,9 @@ static bool move_quotas(struct advisor *a, struct advisor_result *r, size_t n)
             continue;
         }
         struct seen *s = &a->seen[r[i].tenant];
+        pthread_mutex_lock(&a->mu); /* advisor_quota_changes() reads it */
         s->changes++;
+        pthread_mutex_unlock(&a->mu);
         r[i].quota_changes = s->changes;
         moved = true;
         log_info("advice: tenant %s's hot-tier quota %" PRIu64 " -> %" PRIu64
@@ -182,30 +195,22 @@ static bool move_quotas(struct advisor *a, struct advisor_result *r, size_t n)
 
 void advisor_tick(struct advisor *a, uint64_t now_ns)
 {
-    pthread_mutex_lock(&a->mu);
+    pthread_mutex_lock(&a->tick_mu);
     bool measure = a->last_ns && now_ns > a->last_ns;
     double dt = measure ? (double)(now_ns - a->last_ns) / 1e9 : 0;
-    struct advisor_result *r = calloc(a->ctx.max_tenants, sizeof(*r));
-    if (!r) {
-        pthread_mutex_unlock(&a->mu);
-        return;
-    }
+    struct advisor_result *r = a->scratch;
     uint64_t idle_held = 0;
     size_t n = gather(a, dt, measure, r, &idle_held);
     a->last_ns = now_ns;
-    if (!measure) {
-        free(r);
-        pthread_mutex_unlock(&a->mu);
-        return;
-    }
-    struct advice_in *in = calloc(n ? n : 1, sizeof(*in));
-    struct advice_out *out = calloc(n ? n : 1, sizeof(*out));
-    if (!in || !out) {
+    struct advice_in *in = NULL;
+    struct advice_out *out = NULL;
+    struct advisor_result *keep = NULL;
+    if (!measure || !(in = calloc(n ? n : 1, sizeof(*in))) ||
+        !(out = calloc(n ? n : 1, sizeof(*out))) || !(keep = malloc((n ? n : 1) * sizeof(*r)))) {
         free(in);
         free(out);
-        free(r);
-        pthread_mutex_unlock(&a->mu);
-        return;
+        pthread_mutex_unlock(&a->tick_mu);
+        return; /* the first tick takes the counters only; out of memory: no round */
     }
     for (size_t i = 0; i < n; i++) {
         in[i] = r[i].in;
@@ -217,15 +222,17 @@ void advisor_tick(struct advisor *a, uint64_t now_ns)
     struct advice_params p = {
         .hot_bytes = hot, .target_stall = a->ctx.target_stall, .link_bps = a->ctx.link_bps};
     double cost_now = 0, cost = advice_compute(&p, in, n, out, &cost_now);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++)
         r[i].out = out[i];
-        r[i].in.name = r[i].name;
-    }
     bool moved = false;
     if (a->cfg.auto_quota && n && cost < cost_now * (1 - a->cfg.hysteresis))
         moved = move_quotas(a, r, n);
     free(in);
     free(out);
+    memcpy(keep, r, n * sizeof(*r));
+    for (size_t i = 0; i < n; i++)
+        keep[i].in.name = keep[i].name; /* the copy's own */
+    pthread_mutex_lock(&a->mu);
     free(a->view.r);
     a->view = (struct advisor_view){.ticks = a->view.ticks + 1,
                                     .at_ns = now_ns,
@@ -234,8 +241,9 @@ void advisor_tick(struct advisor *a, uint64_t now_ns)
                                     .cost_split = cost,
                                     .moved = moved,
                                     .n = n,
-                                    .r = r};
+                                    .r = keep};
     pthread_mutex_unlock(&a->mu);
+    pthread_mutex_unlock(&a->tick_mu);
 }
 
 uint64_t advisor_quota_changes(struct advisor *a, uint32_t t)

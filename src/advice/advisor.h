@@ -18,8 +18,10 @@
  *      settle where the model sees no gain worth moving for, and a noisy curve does not make
  *      them swing back and forth. Every change is logged and counted.
  *
- * Thread-safety: advisor_tick and advisor_get take the advisor's mutex; the context's callbacks
- * are called with it held (they must not call back into the advisor).
+ * Thread-safety: every function may be called from any thread. Rounds (advisor_tick) run one at a
+ * time; advisor_get and advisor_quota_changes never wait for a round in progress (they see the
+ * last one finished). The context's callbacks are called from the round, with the round's lock
+ * held: they must not call advisor_tick.
  */
 #ifndef TIER_ADVICE_ADVISOR_H
 #define TIER_ADVICE_ADVISOR_H

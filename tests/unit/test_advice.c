@@ -10,10 +10,14 @@
  *     below it) gets at least its set against a scanner, although one unit alone gains nothing;
  *     the split's cost is below the equal split's; weights move space to the heavier of two
  *     equal tenants; minimums hold, and scale down when they exceed the hot tier; every split
- *     adds up to the hot tier.
+ *     adds up to the hot tier;
+ *   - the loop: quotas move only with auto_quota, toward the split, and settle; an idle tenant
+ *     keeps what it holds; a reader of the advice does not wait for a round in progress.
  */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -333,12 +337,94 @@ static void test_advisor_idle_keeps(void **state)
     advisor_free(a);
 }
 
+/* A round asks the cache for each tenant's curve and sets quotas, which takes time (the curves
+ * drain their queue first); advisor_get during it returns the previous round at once. Here the
+ * round's callback waits until advisor_get has returned: were the reader made to wait for the
+ * round, both would wait for ever (the test's timeout). */
+struct slow {
+    struct fake f;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool in_round, got, measuring;
+};
+
+static int slow_tenant(void *ud, uint32_t t, struct advisor_tenant *o)
+{
+    struct slow *s = ud;
+    if (t == 0 && s->measuring) {
+        pthread_mutex_lock(&s->mu);
+        s->in_round = true;
+        pthread_cond_broadcast(&s->cv);
+        while (!s->got)
+            pthread_cond_wait(&s->cv, &s->mu);
+        pthread_mutex_unlock(&s->mu);
+    }
+    return fake_tenant(&s->f, t, o);
+}
+
+static struct advisor *slow_a;
+static void *slow_tick(void *arg)
+{
+    (void)arg;
+    advisor_tick(slow_a, 21000000000ull);
+    return NULL;
+}
+
+static void test_advisor_get_during_round(void **state)
+{
+    (void)state;
+    struct slow s;
+    memset(&s, 0, sizeof(s));
+    pthread_mutex_init(&s.mu, NULL);
+    pthread_cond_init(&s.cv, NULL);
+    two_tenants(s.f.in);
+    s.f.quota[0] = s.f.quota[1] = 8 * GB;
+    struct advisor_ctx ctx = {.max_tenants = 4,
+                              .hot_bytes = 16 * GB,
+                              .block_size = 4 * MB,
+                              .ud = &s,
+                              .tenant = slow_tenant};
+    assert_int_equal(advisor_new(&ctx, NULL, &slow_a), 0);
+    advisor_tick(slow_a, 1000000000ull);
+    s.f.demand[0] = s.f.demand[1] = GB;
+    advisor_tick(slow_a, 11000000000ull); /* round 1 */
+    s.f.demand[0] = s.f.demand[1] = 2 * GB;
+    s.measuring = true;
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, slow_tick, NULL), 0); /* round 2 */
+    pthread_mutex_lock(&s.mu);
+    while (!s.in_round)
+        pthread_cond_wait(&s.cv, &s.mu);
+    pthread_mutex_unlock(&s.mu);
+    struct advisor_view v;
+    assert_int_equal(advisor_get(slow_a, &v), 0); /* while round 2 is under way */
+    assert_int_equal(v.ticks, 1);
+    assert_int_equal(v.n, 2);
+    advisor_view_free(&v);
+    assert_int_equal(advisor_quota_changes(slow_a, 0), 0);
+    pthread_mutex_lock(&s.mu);
+    s.got = true;
+    pthread_cond_broadcast(&s.cv);
+    pthread_mutex_unlock(&s.mu);
+    pthread_join(th, NULL);
+    assert_int_equal(advisor_get(slow_a, &v), 0);
+    assert_int_equal(v.ticks, 2);
+    advisor_view_free(&v);
+    advisor_free(slow_a);
+    pthread_cond_destroy(&s.cv);
+    pthread_mutex_destroy(&s.mu);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_curve_reading), cmocka_unit_test(test_stall_and_target),
-        cmocka_unit_test(test_split_cliff),   cmocka_unit_test(test_split_weights_and_minimums),
-        cmocka_unit_test(test_advisor_loop),  cmocka_unit_test(test_advisor_idle_keeps),
+        cmocka_unit_test(test_curve_reading),
+        cmocka_unit_test(test_stall_and_target),
+        cmocka_unit_test(test_split_cliff),
+        cmocka_unit_test(test_split_weights_and_minimums),
+        cmocka_unit_test(test_advisor_loop),
+        cmocka_unit_test(test_advisor_idle_keeps),
+        cmocka_unit_test(test_advisor_get_during_round),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
