@@ -806,14 +806,17 @@ static void publish(struct cache *c, const struct tier_ioctx *io, struct shard *
  * backend and not cached.
  */
 static int block_get(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
-                     uint64_t index, uint32_t off_in_block, uint32_t seq_len, bool pinned,
-                     bool async, struct cdata **out, struct level **from, bool *counted)
+                     uint64_t index, const uint8_t *id_in, uint32_t off_in_block, uint32_t seq_len,
+                     bool pinned, bool async, struct cdata **out, struct level **from,
+                     bool *counted)
 {
     *from = NULL;
     bool cnt = true; /* a new access to the block, as its policy counts it (ram_hit) */
     uint8_t id[16];
-    int r = cache_block_id(c, obj->be->name, obj->key, obj->etag, index, id);
-    if (r < 0)
+    int r = 0;
+    if (id_in)
+        memcpy(id, id_in, sizeof(id)); /* the caller's cache_block_id() of the block */
+    else if ((r = cache_block_id(c, obj->be->name, obj->key, obj->etag, index, id)) < 0)
         return r;
     struct shard *s = shard_of(c, id);
 
@@ -878,12 +881,10 @@ static int block_get(struct cache *c, const struct tier_ioctx *io, const struct 
  * the normal path (which also handles a checksum failure: drop, count, refetch).
  */
 static int disk_direct(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
-                       uint64_t index, uint32_t in, uint32_t n, void *dst, bool *counted)
+                       uint64_t index, const uint8_t id[16], uint32_t in, uint32_t n, void *dst,
+                       bool *counted)
 {
     if (c->ram.budget || !c->disk_dir)
-        return -EAGAIN;
-    uint8_t id[16];
-    if (cache_block_id(c, obj->be->name, obj->key, obj->etag, index, id) < 0)
         return -EAGAIN;
     struct shard *s = shard_of(c, id);
     pthread_mutex_lock(&s->mu);
@@ -1009,9 +1010,16 @@ ssize_t cache_read_served(struct cache *c, const struct tier_ioctx *io, const st
         if (n > len - done)
             n = len - done;
         bool counted = false;
-        if (disk_direct(c, io, obj, index, in, (uint32_t)n, (char *)buf + done, &counted) == 0) {
+        uint8_t id[16];
+        int r = cache_block_id(c, obj->be->name, obj->key, obj->etag, index, id);
+        if (r < 0) {
+            quota_check(c, io); /* blocks this read cached before */
+            return r;
+        }
+        if (disk_direct(c, io, obj, index, id, in, (uint32_t)n, (char *)buf + done, &counted) ==
+            0) {
             if (counted && c->mrc_on)
-                mrc_feed(c, io, obj, index, blen);
+                mrc_feed(c, io, id, blen);
             if (worst < CACHE_SERVED_DISK)
                 worst = CACHE_SERVED_DISK;
             done += n;
@@ -1019,9 +1027,9 @@ ssize_t cache_read_served(struct cache *c, const struct tier_ioctx *io, const st
         }
         struct cdata *d = NULL;
         struct level *from = NULL;
-        int r = block_get(c, io, obj, index, in, (uint32_t)n, pinned, true, &d, &from, &counted);
+        r = block_get(c, io, obj, index, id, in, (uint32_t)n, pinned, true, &d, &from, &counted);
         if (counted && c->mrc_on)
-            mrc_feed(c, io, obj, index, blen); /* also a failed load: the access was made */
+            mrc_feed(c, io, id, blen); /* also a failed load: the access was made */
         /* A failure part-way is the whole read's failure: a short count means end of object
          * to the kernel, which would then shrink the file's size (a silent truncation). The
          * blocks it cached before count all the same. */
@@ -1088,8 +1096,8 @@ int fetch_block(struct cache *c, const struct tier_ioctx *io, const struct cache
     struct level *from = NULL;
     uint64_t gen;
     bool pinned = obj_pinned(c, obj, &gen);
-    int r = block_get(c, io, obj, index, 0, block_len(c, obj, index), pinned, async && !pin, &d,
-                      &from, NULL);
+    int r = block_get(c, io, obj, index, NULL, 0, block_len(c, obj, index), pinned, async && !pin,
+                      &d, &from, NULL);
     if (r < 0) {
         quota_check(c, io);
         return r;
@@ -1152,8 +1160,8 @@ int cache_fetch_block_hinted(struct cache *c, const struct tier_ioctx *io,
     struct level *from = NULL;
     uint64_t gen;
     bool pinned = obj_pinned(c, obj, &gen);
-    int r =
-        block_get(c, io, obj, index, 0, block_len(c, obj, index), pinned, false, &d, &from, NULL);
+    int r = block_get(c, io, obj, index, NULL, 0, block_len(c, obj, index), pinned, false, &d,
+                      &from, NULL);
     if (r == 0) {
         pin_settle(c, obj, index, gen);
         cdata_unref(d);

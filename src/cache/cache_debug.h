@@ -33,4 +33,9 @@ void cache_debug_force_collisions(struct cache *c, bool on);
  * between). fn may call cache_pin/cache_unpin. Set before any read; NULL removes it. */
 void cache_debug_set_pin_hook(struct cache *c, void (*fn)(void *), void *arg);
 
+/* Hold (true) or release (false) the miss-ratio curves' queue: while held nothing drains it (not
+ * the curves' thread, not cache_mrc_curve), so sampled accesses pile up in its
+ * CACHE_MRC_QUEUE cells and, past them, are dropped (tests of a full queue). */
+void cache_debug_mrc_hold(struct cache *c, bool hold);
+
 #endif

@@ -198,11 +198,23 @@ struct cache {
     uint64_t hinted_max;           /* I10: the hint share; immutable */
 
     /* miss-ratio curves (cache_mrc.c): the node's and each tenant's, made at its first access
-     * (mrc_tenant[t]: NULL until then, set once by compare-and-swap) */
+     * (mrc_tenant[t]: NULL until then, set once by compare-and-swap); the queue of sampled
+     * accesses (readers push, lock-free; one consumer at a time, under mrc_drain_mu, pops) and
+     * the thread that drains it (mrc_mu, mrc_cv, mrc_kick, mrc_stop: its wake-ups) */
     bool mrc_on;
     struct mrc *mrc_node;
     struct mrc *_Atomic *mrc_tenant; /* cfg.max_tenants entries */
     uint64_t mrc_sizes[CACHE_MRC_SIZES];
+    struct mrc_qcell *mrc_q;
+    _Atomic uint64_t mrc_q_tail;
+    uint64_t mrc_q_head; /* under mrc_drain_mu */
+    _Atomic uint64_t mrc_drops;
+    _Atomic bool mrc_hold; /* cache_debug_mrc_hold() */
+    pthread_mutex_t mrc_drain_mu, mrc_mu;
+    pthread_cond_t mrc_cv;
+    bool mrc_kick, mrc_stop; /* under mrc_mu */
+    bool mrc_thread_on;
+    pthread_t mrc_thread;
 
     pthread_mutex_t pin_mu; /* rules; order: first */
     struct pin_rule *rules;
@@ -283,10 +295,12 @@ void quota_check(struct cache *c, const struct tier_ioctx *io);
 /* cache_mrc.c */
 int mrc_setup(struct cache *c);
 void mrc_teardown(struct cache *c);
-/* One demand access (a read's new access to the block, as the policy counts it) to block index
- * (bytes long) of obj by io's tenant: fed to the node's curve and the tenant's. */
-void mrc_feed(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
-              uint64_t index, uint32_t bytes);
+/* One demand access (a read's new access to the block, as the policy counts it) by io's tenant
+ * to the block whose cache_block_id() is id, bytes long: fed to the node's curve and the
+ * tenant's (queued when sampled: the simulations run on the curves' thread). */
+void mrc_feed(struct cache *c, const struct tier_ioctx *io, const uint8_t id[16], uint32_t bytes);
+/* Simulate every sampled access queued before the call. */
+void mrc_drain(struct cache *c);
 
 /* cache_level.c */
 struct cdata *ram_remove(struct cache *c, struct cblock *b, bool evicted);

@@ -4,21 +4,68 @@
  * the node and one per tenant, each an online curve of src/cache/mrc.c running the cache's own
  * policy (cfg.policy) over the demand accesses of cache_read (a read's new access to a block, as
  * the level's policy counts one: a read that continues where the last one of the block ended is
- * not), keyed by the block's identity hash. Prefetch, staging, hinted and peer fetches are not
- * accesses: the curves predict what the readers would hit.
+ * not), keyed by the block's identity hash (cache_block_id). Prefetch, staging, hinted and peer
+ * fetches are not accesses: the curves predict what the readers would hit.
  *
  * A tenant's curve is made at its first access and kept until cache_close (max_tenants of them
  * at most); c->mrc_tenant[t] is set once by compare-and-swap, so a reader never takes a lock to
- * find it, and a sampled access takes only its curve's mutex (mrc.h).
+ * find it.
+ *
+ * OFF THE READ PATH: a reader only takes the block's identity hash (the one its lookup used),
+ * counts the access (mrc_count) and, when
+ * the node's curve or its tenant's samples it (mrc_wants), pushes (hash, bytes, tenant) on a
+ * bounded lock-free queue (a ring of MRC_QCAP cells, each with a sequence number: Vyukov's
+ * bounded queue, many producers, one consumer). The miniature simulations run on the curves'
+ * own thread, which drains the queue when it is half full and every MRC_DRAIN_MS otherwise;
+ * a reader of a curve (cache_mrc_curve) drains it first, so a curve includes every access made
+ * before the call. A full queue drops the access, and leaves it out of the counts too (mrc.h:
+ * an access counted but never applied would read as a hit): the curve is then estimated from a
+ * sample of the accesses in time as well as in space, counted in mrc_dropped.
+ *
+ *      reader: hash, wants? --no--> count ------------------------------------> done
+ *                 |yes
+ *                 push --full--> mrc_drops++ (not counted) ----------------------> done
+ *                 |ok
+ *                 count; half full? --yes--> kick the drain thread
+ *      drain (thread / curve reader, under mrc_drain_mu): pop up to QBATCH, mrc_apply to the
+ *                 node's curve, then to each tenant's curve in runs of one tenant
+ *
+ * INVARIANTS
+ *   Q1  cell i holds a pushed, not yet popped access  <=>  its seq == position + 1 (position
+ *       = i mod MRC_QCAP); a free cell's seq == its next position to be pushed.
+ *   Q2  mrc_q_head is read and written only under mrc_drain_mu (one consumer at a time).
+ *   Q3  an access is counted in a curve (mrc_count) iff it was not dropped.
+ *
+ * TRANSITION -> FUNCTION
+ *   a demand access                        mrc_feed()
+ *   push a sampled access                  q_push()
+ *   pop and simulate what is queued        mrc_drain()
+ *   the thread's wake-ups                  drain_main()
  */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "cache/cache_debug.h"
 #include "cache/cache_int.h"
 #include "common/err.h"
 #include "common/log.h"
+
+#define MRC_QCAP CACHE_MRC_QUEUE /* cells; a power of 2 */
+#define MRC_DRAIN_MS 200
+#define QBATCH 256
+_Static_assert((MRC_QCAP & (MRC_QCAP - 1)) == 0 && MRC_QCAP >= 4, "the queue is a power of 2");
+
+struct mrc_qcell {
+    _Atomic uint64_t seq;
+    uint64_t hash;
+    uint32_t bytes;
+    uint32_t tenant; /* UINT32_MAX: the node's curve only */
+};
+
+static void *drain_main(void *arg);
 
 static int mrc_make(const struct cache *c, struct mrc **out)
 {
@@ -51,17 +98,41 @@ int mrc_setup(struct cache *c)
             c->mrc_sizes[k] = c->mrc_sizes[k - 1] + 1;
     }
     c->mrc_tenant = calloc(c->cfg.max_tenants, sizeof(*c->mrc_tenant));
-    if (!c->mrc_tenant)
+    c->mrc_q = calloc(MRC_QCAP, sizeof(*c->mrc_q));
+    if (!c->mrc_tenant || !c->mrc_q)
         return -ENOMEM;
+    for (uint64_t i = 0; i < MRC_QCAP; i++)
+        atomic_init(&c->mrc_q[i].seq, i);
     int r = mrc_make(c, &c->mrc_node);
     if (r < 0)
         return r;
+    pthread_mutex_init(&c->mrc_drain_mu, NULL);
+    pthread_mutex_init(&c->mrc_mu, NULL);
+    pthread_cond_init(&c->mrc_cv, NULL);
+    if ((r = pthread_create(&c->mrc_thread, NULL, drain_main, c)) != 0) {
+        tier_err_set("cannot start the miss-ratio curves' thread: %s", strerror(r));
+        return -r;
+    }
+    c->mrc_thread_on = true;
     c->mrc_on = true;
     return 0;
 }
 
 void mrc_teardown(struct cache *c)
 {
+    if (c->mrc_thread_on) {
+        pthread_mutex_lock(&c->mrc_mu);
+        c->mrc_stop = true;
+        pthread_cond_signal(&c->mrc_cv);
+        pthread_mutex_unlock(&c->mrc_mu);
+        pthread_join(c->mrc_thread, NULL);
+        c->mrc_thread_on = false;
+        pthread_cond_destroy(&c->mrc_cv);
+        pthread_mutex_destroy(&c->mrc_mu);
+        pthread_mutex_destroy(&c->mrc_drain_mu);
+    }
+    free(c->mrc_q);
+    c->mrc_q = NULL;
     if (c->mrc_tenant)
         for (unsigned t = 0; t < c->cfg.max_tenants; t++)
             mrc_free(atomic_load(&c->mrc_tenant[t]));
@@ -88,21 +159,126 @@ static struct mrc *tenant_curve(struct cache *c, uint32_t t, bool make)
     return n;
 }
 
-void mrc_feed(struct cache *c, const struct tier_ioctx *io, const struct cache_obj *obj,
-              uint64_t index, uint32_t bytes)
+/* Q1: claim the cell at the tail by compare-and-swap, fill it, publish it with its seq. false:
+ * the queue is full. */
+static bool q_push(struct cache *c, uint64_t h, uint32_t bytes, uint32_t tenant)
 {
-    uint8_t id[16];
-    if (cache_block_id(c, obj->be->name, obj->key, obj->etag, index, id) < 0)
+    uint64_t pos = atomic_load_explicit(&c->mrc_q_tail, memory_order_relaxed);
+    for (;;) {
+        struct mrc_qcell *q = &c->mrc_q[pos & (MRC_QCAP - 1)];
+        uint64_t seq = atomic_load_explicit(&q->seq, memory_order_acquire);
+        int64_t dif = (int64_t)(seq - pos);
+        if (dif < 0)
+            return false; /* the cell a lap behind is not popped yet: full */
+        if (dif > 0) {
+            pos = atomic_load_explicit(&c->mrc_q_tail, memory_order_relaxed);
+            continue; /* another reader took this cell */
+        }
+        if (!atomic_compare_exchange_weak_explicit(&c->mrc_q_tail, &pos, pos + 1,
+                                                   memory_order_relaxed, memory_order_relaxed))
+            continue; /* pos is the tail now: try it */
+        q->hash = h;
+        q->bytes = bytes;
+        q->tenant = tenant;
+        atomic_store_explicit(&q->seq, pos + 1, memory_order_release);
+        if (((pos + 1) & (MRC_QCAP / 2 - 1)) == 0) {
+            pthread_mutex_lock(&c->mrc_mu); /* once per MRC_QCAP / 2 pushes */
+            c->mrc_kick = true;
+            pthread_cond_signal(&c->mrc_cv);
+            pthread_mutex_unlock(&c->mrc_mu);
+        }
+        return true;
+    }
+}
+
+void mrc_feed(struct cache *c, const struct tier_ioctx *io, const uint8_t id[16], uint32_t bytes)
+{
+    if (bytes == 0)
         return;
     uint64_t h;
     memcpy(&h, id, sizeof(h)); /* keyed and uniform: the sampling needs no other hash */
-    mrc_access(c->mrc_node, h, bytes);
     uint32_t t = io ? io->tenant : TIER_TENANT_DEFAULT;
-    if (t < c->cfg.max_tenants) {
-        struct mrc *m = tenant_curve(c, t, true);
-        if (m)
-            mrc_access(m, h, bytes);
+    struct mrc *tm = t < c->cfg.max_tenants ? tenant_curve(c, t, true) : NULL;
+    if (mrc_wants(c->mrc_node, h) || mrc_wants(tm, h)) {
+        if (!q_push(c, h, bytes, tm ? t : UINT32_MAX)) {
+            atomic_fetch_add_explicit(&c->mrc_drops, 1, memory_order_relaxed);
+            return; /* Q3 */
+        }
     }
+    mrc_count(c->mrc_node, bytes);
+    mrc_count(tm, bytes);
+}
+
+/* Pop everything queued (Q1, Q2) and run it through the curves, QBATCH at a time: the node's
+ * curve takes a batch under one lock, each tenant's curve a run of its accesses. */
+void mrc_drain(struct cache *c)
+{
+    struct mrc_sample b[QBATCH];
+    uint32_t bt[QBATCH];
+    if (atomic_load_explicit(&c->mrc_hold, memory_order_acquire))
+        return; /* cache_debug_mrc_hold() */
+    pthread_mutex_lock(&c->mrc_drain_mu);
+    for (;;) {
+        size_t n = 0;
+        while (n < QBATCH) {
+            uint64_t pos = c->mrc_q_head;
+            struct mrc_qcell *q = &c->mrc_q[pos & (MRC_QCAP - 1)];
+            if (atomic_load_explicit(&q->seq, memory_order_acquire) != pos + 1)
+                break; /* empty, or the next cell is still being filled */
+            b[n] = (struct mrc_sample){.hash = q->hash, .bytes = q->bytes};
+            bt[n++] = q->tenant;
+            atomic_store_explicit(&q->seq, pos + MRC_QCAP, memory_order_release);
+            c->mrc_q_head = pos + 1;
+        }
+        if (n == 0)
+            break;
+        mrc_apply(c->mrc_node, b, n);
+        for (size_t i = 0; i < n;) {
+            size_t j = i + 1;
+            while (j < n && bt[j] == bt[i])
+                j++;
+            if (bt[i] != UINT32_MAX)
+                mrc_apply(tenant_curve(c, bt[i], false), b + i, j - i);
+            i = j;
+        }
+    }
+    pthread_mutex_unlock(&c->mrc_drain_mu);
+}
+
+/* The curves' thread: drain when a reader kicks (the queue half full), every MRC_DRAIN_MS
+ * otherwise, and once more at stop. */
+static void *drain_main(void *arg)
+{
+    struct cache *c = arg;
+    pthread_mutex_lock(&c->mrc_mu);
+    while (!c->mrc_stop) {
+        if (!c->mrc_kick) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += MRC_DRAIN_MS * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&c->mrc_cv, &c->mrc_mu, &ts);
+        }
+        c->mrc_kick = false;
+        pthread_mutex_unlock(&c->mrc_mu);
+        mrc_drain(c);
+        pthread_mutex_lock(&c->mrc_mu);
+    }
+    pthread_mutex_unlock(&c->mrc_mu);
+    return NULL;
+}
+
+void cache_debug_mrc_hold(struct cache *c, bool hold)
+{
+    atomic_store_explicit(&c->mrc_hold, hold, memory_order_release);
+}
+
+uint64_t cache_mrc_dropped(struct cache *c)
+{
+    return c && c->mrc_on ? atomic_load_explicit(&c->mrc_drops, memory_order_relaxed) : 0;
 }
 
 /* The curve of tenant t (t < 0: the node's) into *m: 0, -ENOENT (curves off, or t made no access
@@ -121,6 +297,8 @@ int cache_mrc_curve(struct cache *c, int64_t t, struct mrc_point *out, size_t ca
 {
     struct mrc *m = NULL;
     int r = curve_of(c, t, &m);
+    if (r == 0)
+        mrc_drain(c); /* every access made before this call */
     *n = r == 0 ? mrc_curve(m, out, cap) : 0;
     return r;
 }

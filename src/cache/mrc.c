@@ -19,19 +19,22 @@
  *       one access is being handled.
  *
  * TRANSITION -> FUNCTION
- *   access not sampled by any simulation (no lock)       mrc_access()
+ *   count an access (lock-free, sharded counters)        mrc_count()
+ *   access not sampled by any simulation (no lock)       mrc_wants() false
+ *   sampled accesses, a batch under one lock             mrc_apply() -> apply_one()
  *   hit in simulation k                                  sim_access() -> policy_hit()
  *   miss: insert, then evict down to cap[k]              sim_access() -> policy_insert(),
  *                                                        sim_evict_to()
  *   entry left every simulation: free it                 sim_evict_to() -> entry_drop()
  *   too many entries: cut the base rate                  cut_rate() -> purge_above()
  *   the mean sampled size moved the floors               recalibrate() -> purge_above()
- *   halve the counters                                   mrc_access() -> decay()
+ *   halve the counters                                   apply_one() -> decay()
  *   forget everything                                    mrc_reset()
  */
 #include "cache/mrc.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -56,15 +59,23 @@ struct mrc_sim {
     double expect;                      /* decayed: accesses it would sample at its rate */
 };
 
+/* Every access, sampled or not (SHARDS_adj: settle()), and their bytes, counted in one of
+ * CNT_SHARDS cache lines chosen per thread, so readers on many threads do not bounce one line;
+ * the count is their sum. */
+#define CNT_SHARDS 8
+struct mrc_cnt {
+    _Alignas(64) _Atomic uint64_t n;
+    _Atomic uint64_t bytes;
+};
+
 struct mrc {
     pthread_mutex_t mu;
     struct mrc_config cfg;
     uint64_t sizes[MRC_SIZES_MAX];
     size_t n;
-    _Atomic uint64_t thr_any;   /* max over thr[k]: the lock-free test */
-    _Atomic uint64_t all;       /* every access, sampled or not (SHARDS_adj: settle()) */
-    uint64_t all_seen;          /* `all` when the expected counts were last brought up to date */
-    _Atomic uint64_t all_bytes; /* their bytes */
+    _Atomic uint64_t thr_any; /* max over thr[k]: the lock-free test */
+    struct mrc_cnt cnt[CNT_SHARDS];
+    uint64_t all_seen; /* cnt_all() when the expected counts were last brought up to date */
     uint64_t thr_base;
     struct mrc_sim sim[MRC_SIZES_MAX];
     struct mrc_ent **tab; /* open addressing, NULL = empty */
@@ -80,6 +91,18 @@ struct mrc {
 #define THR_MIN ((uint64_t)1 << 24)
 
 static void settle(struct mrc *m);
+
+static uint64_t cnt_all(const struct mrc *m, uint64_t *bytes)
+{
+    uint64_t n = 0, b = 0;
+    for (int i = 0; i < CNT_SHARDS; i++) {
+        n += atomic_load_explicit(&m->cnt[i].n, memory_order_relaxed);
+        b += atomic_load_explicit(&m->cnt[i].bytes, memory_order_relaxed);
+    }
+    if (bytes)
+        *bytes = b;
+    return n;
+}
 
 static uint64_t thr_of(double rate)
 {
@@ -339,7 +362,7 @@ static void recalibrate(struct mrc *m)
  * its rate (the rate in force since then: settle() runs before every change of a rate). */
 static void settle(struct mrc *m)
 {
-    uint64_t all = atomic_load_explicit(&m->all, memory_order_relaxed);
+    uint64_t all = cnt_all(m, NULL);
     double d = (double)(all - m->all_seen);
     m->all_seen = all;
     for (size_t k = 0; k < m->n; k++)
@@ -436,15 +459,29 @@ void mrc_free(struct mrc *m)
     free(m);
 }
 
-void mrc_access(struct mrc *m, uint64_t hash, uint64_t bytes)
+bool mrc_wants(const struct mrc *m, uint64_t hash)
 {
+    return m && hash < atomic_load_explicit(&m->thr_any, memory_order_relaxed);
+}
+
+void mrc_count(struct mrc *m, uint64_t bytes)
+{
+    static _Thread_local unsigned slot = UINT_MAX;
+    static _Atomic unsigned next_slot;
     if (!m || bytes == 0)
         return;
-    atomic_fetch_add_explicit(&m->all, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&m->all_bytes, bytes, memory_order_relaxed);
-    if (hash >= atomic_load_explicit(&m->thr_any, memory_order_relaxed))
+    if (slot == UINT_MAX)
+        slot = atomic_fetch_add_explicit(&next_slot, 1, memory_order_relaxed) % CNT_SHARDS;
+    atomic_fetch_add_explicit(&m->cnt[slot].n, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->cnt[slot].bytes, bytes, memory_order_relaxed);
+}
+
+/* One sampled access, under m->mu: each simulation whose threshold it is under (a rate cut
+ * since the caller's mrc_wants() may have left it under none). */
+static void apply_one(struct mrc *m, uint64_t hash, uint64_t bytes)
+{
+    if (bytes == 0 || hash >= atomic_load_explicit(&m->thr_any, memory_order_relaxed))
         return;
-    pthread_mutex_lock(&m->mu);
     struct mrc_ent *e = tab_find(m, hash);
     bool any = false;
     for (size_t k = 0; k < m->n; k++) {
@@ -453,21 +490,41 @@ void mrc_access(struct mrc *m, uint64_t hash, uint64_t bytes)
         any = true;
         sim_access(m, k, &e, hash, bytes);
     }
-    if (any) {
-        m->sampled++;
-        m->bytes_sampled += (double)bytes;
-        if (++m->nbytes_samples == m->next_recal) {
-            m->next_recal *= 4;
-            recalibrate(m);
-        }
-        if (m->cfg.decay_every && ++m->since_decay >= m->cfg.decay_every) {
-            m->since_decay = 0;
-            decay(m);
-        }
-        if (m->nkeys > keys_max(m))
-            cut_rate(m);
+    if (!any)
+        return;
+    m->sampled++;
+    m->bytes_sampled += (double)bytes;
+    if (++m->nbytes_samples == m->next_recal) {
+        m->next_recal *= 4;
+        recalibrate(m);
     }
+    if (m->cfg.decay_every && ++m->since_decay >= m->cfg.decay_every) {
+        m->since_decay = 0;
+        decay(m);
+    }
+    if (m->nkeys > keys_max(m))
+        cut_rate(m);
+}
+
+void mrc_apply(struct mrc *m, const struct mrc_sample *s, size_t n)
+{
+    if (!m || n == 0)
+        return;
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < n; i++)
+        apply_one(m, s[i].hash, s[i].bytes);
     pthread_mutex_unlock(&m->mu);
+}
+
+void mrc_access(struct mrc *m, uint64_t hash, uint64_t bytes)
+{
+    if (!m || bytes == 0)
+        return;
+    mrc_count(m, bytes);
+    if (!mrc_wants(m, hash))
+        return;
+    struct mrc_sample one = {.hash = hash, .bytes = bytes};
+    mrc_apply(m, &one, 1);
 }
 
 size_t mrc_curve(struct mrc *m, struct mrc_point *out, size_t cap)
@@ -514,8 +571,10 @@ void mrc_reset(struct mrc *m)
         }
         s->acc = s->hits = s->bytes = s->hit_bytes = s->expect = 0;
     }
-    atomic_store(&m->all, 0); /* a reclaimed tenant id's next owner starts from nothing */
-    atomic_store(&m->all_bytes, 0);
+    for (int i = 0; i < CNT_SHARDS; i++) { /* a reclaimed tenant id's next owner starts anew */
+        atomic_store(&m->cnt[i].n, 0);
+        atomic_store(&m->cnt[i].bytes, 0);
+    }
     m->all_seen = 0;
     m->sampled = m->since_decay = 0;
     pthread_mutex_unlock(&m->mu);
@@ -532,8 +591,7 @@ void mrc_stats_get(struct mrc *m, struct mrc_stats *st)
     st->rate = rate_of(m->thr_base);
     st->rate_cuts = m->rate_cuts;
     st->sampled = m->sampled;
-    st->accesses = atomic_load(&m->all);
-    st->access_bytes = atomic_load(&m->all_bytes);
+    st->accesses = cnt_all(m, &st->access_bytes);
     st->mem_bytes = sizeof(*m) + m->tab_cap * sizeof(*m->tab) + m->nkeys * ent_bytes(m);
     pthread_mutex_unlock(&m->mu);
 }

@@ -18,8 +18,13 @@
  * scaled size), so memory stays at that many entries whatever the stream. Counters halve every
  * decay_every sampled accesses so a curve follows the recent stream.
  *
- * Thread-safety: mrc_access() may be called from any thread; an access that is not sampled reads
- * one atomic and takes no lock (the cost on the read path). The rest take the curve's mutex.
+ * An access has two halves: counting it and testing whether it is sampled (mrc_count(),
+ * mrc_wants(): lock-free, a few atomics) and running a sampled one through the simulations
+ * (mrc_apply(): the curve's mutex, the policies' work). mrc_access() does both on the caller's
+ * thread; the cache (cache_mrc.c) does the first on the reader's thread and queues the sampled
+ * accesses for a thread of its own, so a read never runs a simulation.
+ *
+ * Thread-safety: every function may be called from any thread.
  */
 #ifndef TIER_CACHE_MRC_H
 #define TIER_CACHE_MRC_H
@@ -70,8 +75,24 @@ struct mrc;
 int mrc_new(const struct mrc_config *cfg, struct mrc **out);
 void mrc_free(struct mrc *m);
 
-/* One access to the block whose (uniform, e.g. keyed) 64-bit hash is `hash`, of `bytes` bytes. */
+/* One access to the block whose (uniform, e.g. keyed) 64-bit hash is `hash`, of `bytes` bytes:
+ * mrc_count(), then mrc_apply() of it when mrc_wants(). */
 void mrc_access(struct mrc *m, uint64_t hash, uint64_t bytes);
+
+/* Whether an access to `hash` is sampled by some simulation now (one relaxed atomic load). */
+bool mrc_wants(const struct mrc *m, uint64_t hash);
+/* Count one access of `bytes` (> 0), sampled or not: the total the estimates are scaled by.
+ * Every access is counted exactly once; one that is left out (never applied, e.g. dropped from
+ * a full queue) must be left out of the count too, or the curve reads it as a hit. */
+void mrc_count(struct mrc *m, uint64_t bytes);
+
+struct mrc_sample {
+    uint64_t hash;
+    uint64_t bytes;
+};
+/* Run n accesses that mrc_wants() said are sampled through the simulations, under one lock. An
+ * access no simulation samples any more (the rate was cut since) is skipped. */
+void mrc_apply(struct mrc *m, const struct mrc_sample *s, size_t n);
 
 /* The curve, one point per configured size, into out (cap points); returns the number of sizes. */
 size_t mrc_curve(struct mrc *m, struct mrc_point *out, size_t cap);

@@ -21,7 +21,9 @@
  * new access to its block, so each feeds the node's curve and the tenant's), in alternating 1 s
  * rounds (which cache goes first alternates too); throughput per second of the reading thread's CPU
  * time (a loaded machine stretches wall time, not that); the median over SECONDS rounds (at least
- * 3) of on / off, and what curves add per read in ns.
+ * 3) of on / off, and what curves add per read in ns; and the CPU time the process's other
+ * threads spent per read (the curves' own thread, which runs the simulations off the read path;
+ * each round ends by draining its queue), on minus off.
  *
  *   cache_hit DIR SECONDS curves
  *
@@ -37,6 +39,7 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
+#include "cache/mrc.h"
 #include "common/ioctx.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
@@ -90,6 +93,16 @@ static uint64_t thread_cpu_ns(void)
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+static uint64_t proc_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* the last measure_io()'s reading threads: bytes read, CPU time */
+static uint64_t last_bytes, last_cpu_ns;
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -165,6 +178,8 @@ static double measure_io(int mode, int nthreads, struct cache *c, struct cache_o
         bytes += w[i].bytes;
     }
     double dt = (double)(tier_now_mono_ns() - t0) / 1e9;
+    last_bytes = bytes;
+    last_cpu_ns = cpu;
     if (cpu_gbs)
         *cpu_gbs = cpu ? (double)bytes / (double)cpu : 0;
     return (double)bytes / dt / 1e9;
@@ -228,12 +243,20 @@ static int curves_ab(const char *dir, int rounds, struct cache_obj *obj)
         if (lv == 1)
             sleep(4); /* steady state, as in (2) */
         for (int k = 0; k < 2; k++) {
-            double ratio[64], gbs[2] = {0, 0};
+            double ratio[64], gbs[2] = {0, 0}, other_ns[2] = {0, 0};
             for (int r = 0; r < rounds; r++) {
                 double v[2];
                 for (int j = 0; j < 2; j++) {
                     int e = (r + j) % 2;
+                    uint64_t p0 = proc_cpu_ns();
                     measure_io(1, 1, cc[e], obj, -1, 1.0, &io, rszs[k], &v[e]);
+                    struct mrc_point pt[CACHE_MRC_SIZES];
+                    size_t np;
+                    cache_mrc_curve(cc[e], -1, pt, CACHE_MRC_SIZES, &np); /* drains the queue */
+                    uint64_t other = proc_cpu_ns() - p0 - last_cpu_ns;
+                    if (last_bytes)
+                        other_ns[e] +=
+                            (double)other * (double)rszs[k] / (double)last_bytes / rounds;
                 }
                 gbs[0] += v[0] / rounds;
                 gbs[1] += v[1] / rounds;
@@ -241,13 +264,13 @@ static int curves_ab(const char *dir, int rounds, struct cache_obj *obj)
             }
             qsort(ratio, (size_t)rounds, sizeof(double), cmp_double);
             printf("%s hits, %4zu KiB reads: off %6.3f GB/s  on %6.3f GB/s  on/off %.3f "
-                   "(%.3f-%.3f)  +%.0f ns per read\n",
+                   "(%.3f-%.3f)  +%.0f ns per read; other threads +%.0f ns per read\n",
                    lv == 1   ? "disk"
                    : lv == 2 ? "RAM (64 GiB budget)"
                    : lv == 3 ? "RAM, A/A (both off)"
                              : "RAM ",
                    rszs[k] / 1024, gbs[0], gbs[1], ratio[rounds / 2], ratio[0], ratio[rounds - 1],
-                   (double)rszs[k] / gbs[1] - (double)rszs[k] / gbs[0]);
+                   (double)rszs[k] / gbs[1] - (double)rszs[k] / gbs[0], other_ns[1] - other_ns[0]);
         }
         struct cache_stats st;
         cache_stats_get(cc[1], &st);

@@ -8,7 +8,10 @@
  *     of the distinct blocks) is <= 0.02 for S3-FIFO and LRU;
  *   - memory is fixed: a stream of 2,000,000 distinct blocks keeps the tracked blocks within
  *     max_keys + nsizes * min_blocks, cutting the rate, and the curve stays a miss everywhere;
- *   - a bad config is -EINVAL; mrc_reset forgets the counters.
+ *   - a bad config is -EINVAL; mrc_reset forgets the counters;
+ *   - the cache's curves, fed through its queue of sampled accesses and simulated on the curves'
+ *     thread, are exactly the curves of the same accesses fed straight to mrc_access; a full
+ *     queue drops accesses and leaves them out of the counts (else they would read as hits).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -24,6 +27,7 @@
 
 #include <cmocka.h>
 
+#include "cache/cache_debug.h"
 #include "cache/mrc.h"
 #include "cache/policy.h"
 #include "fakebe.h"
@@ -441,6 +445,105 @@ static void test_waiter_counts_once(void **state)
     backend_free(be);
 }
 
+/* The queue is exact: one reader's 30,000 whole-block reads (each a new access) over 700 blocks
+ * of skewed popularity, with every access sampled (rate 1), give the same curve, point for
+ * point, as the same block sequence fed to mrc_access() of a curve of the same sizes and policy
+ * (at rate 1 the simulations are exact, so the hash values do not matter, only the order and the
+ * count of the accesses: a lost, doubled or reordered access changes them). */
+static void test_queue_exact(void **state)
+{
+    (void)state;
+    enum { NB = 700, NREADS = 30000 };
+    struct backend *be = fakebe_mem_new("be");
+    char key[32];
+    for (int i = 0; i < NB; i++) {
+        snprintf(key, sizeof(key), "q%05d", i);
+        fakebe_add(be, key, CBS, "e1");
+    }
+    struct cache_config cfg = {.block_size = CBS,
+                               .ram_bytes = 128 * CBS,
+                               .prefetch_threads = 1,
+                               .mrc = true,
+                               .mrc_rate = 1.0};
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    uint32_t *seq = malloc(NREADS * sizeof(*seq));
+    uint64_t rng = 11;
+    for (int i = 0; i < NREADS; i++) {
+        /* skewed: the square of a uniform draw favours the low ids */
+        double u = (double)(rng_next(&rng) >> 11) / 9007199254740992.0;
+        seq[i] = (uint32_t)(u * u * NB);
+        snprintf(key, sizeof(key), "q%05u", seq[i]);
+        read_as(c, be, 5, key, CBS);
+    }
+    struct mrc_point pt[CACHE_MRC_SIZES];
+    size_t n = 0;
+    assert_int_equal(cache_mrc_curve(c, 5, pt, CACHE_MRC_SIZES, &n), 0);
+    assert_int_equal(cache_mrc_dropped(c), 0);
+    uint64_t sizes[CACHE_MRC_SIZES];
+    for (size_t k = 0; k < n; k++)
+        sizes[k] = pt[k].size_bytes;
+    struct mrc_config mc = {
+        .sizes = sizes, .nsizes = n, .rate = 1.0, .block_size = CBS, .policy = cfg.policy};
+    struct mrc *ref = NULL;
+    assert_int_equal(mrc_new(&mc, &ref), 0);
+    for (int i = 0; i < NREADS; i++)
+        mrc_access(ref, hash_of(seq[i]), CBS);
+    struct mrc_point rp[CACHE_MRC_SIZES];
+    assert_int_equal(mrc_curve(ref, rp, CACHE_MRC_SIZES), n);
+    int between = 0;
+    for (size_t k = 0; k < n; k++) {
+        print_message("size %4" PRIu64 " blocks: queue %.6f direct %.6f (%.0f / %.0f accesses)\n",
+                      sizes[k] / CBS, pt[k].hit_ratio, rp[k].hit_ratio, pt[k].accesses,
+                      rp[k].accesses);
+        assert_true(pt[k].accesses == NREADS && rp[k].accesses == NREADS);
+        assert_true(fabs(pt[k].hit_ratio - rp[k].hit_ratio) < 1e-12);
+        between += pt[k].hit_ratio > 0.05 && pt[k].hit_ratio < 0.999;
+    }
+    assert_true(between >= 3); /* a curve that says something, not all misses or all hits */
+    mrc_free(ref);
+    free(seq);
+    cache_close(c);
+    backend_free(be);
+}
+
+/* A full queue (its drain held) drops what does not fit, counts the drops, and leaves them out
+ * of the demand and of the curve: CACHE_MRC_QUEUE + 100 sampled reads with the drain held give
+ * 100 drops, and CACHE_MRC_QUEUE accesses in the counts and in the curve once released. */
+static void test_queue_full_drops(void **state)
+{
+    (void)state;
+    struct backend *be = fakebe_mem_new("be");
+    fakebe_add(be, "d0", CBS, "e1");
+    struct cache_config cfg = {.block_size = CBS,
+                               .ram_bytes = 64 * CBS,
+                               .prefetch_threads = 1,
+                               .mrc = true,
+                               .mrc_rate = 1.0};
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    cache_debug_mrc_hold(c, true);
+    for (unsigned i = 0; i < CACHE_MRC_QUEUE + 100; i++)
+        read_as(c, be, 5, "d0", CBS);
+    assert_int_equal(cache_mrc_dropped(c), 100);
+    uint64_t acc = 0, bytes = 0;
+    assert_int_equal(cache_mrc_demand(c, 5, &acc, &bytes), 0);
+    assert_int_equal(acc, CACHE_MRC_QUEUE);
+    assert_int_equal(cache_mrc_demand(c, -1, &acc, &bytes), 0);
+    assert_int_equal(acc, CACHE_MRC_QUEUE);
+    struct mrc_point pt[CACHE_MRC_SIZES];
+    size_t n = 0;
+    cache_debug_mrc_hold(c, false);
+    assert_int_equal(cache_mrc_curve(c, 5, pt, CACHE_MRC_SIZES, &n), 0);
+    for (size_t k = 0; k < n; k++) {
+        assert_true(pt[k].accesses == CACHE_MRC_QUEUE);
+        /* one block read again and again: every access but the first hits */
+        assert_true(fabs(pt[k].hit_ratio - (1.0 - 1.0 / CACHE_MRC_QUEUE)) < 1e-9);
+    }
+    cache_close(c);
+    backend_free(be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -452,6 +555,8 @@ int main(void)
         cmocka_unit_test(test_cache_curves),
         cmocka_unit_test(test_waiter_counts_once),
         cmocka_unit_test(test_memory_small_objects),
+        cmocka_unit_test(test_queue_exact),
+        cmocka_unit_test(test_queue_full_drops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
