@@ -7,6 +7,7 @@
  * hot tier the split gives it. Called on the HTTP server's threads.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -74,10 +75,10 @@ static json_t *node_json(struct tierd *d)
     struct advice_pred ram, dsk;
     advice_predict(&in, cc->ram_bytes, &ram);
     advice_predict(&in, disk, &dsk);
-    return json_pack("{s:I, s:I, s:f, s:o, s:o}", "ram_bytes", (json_int_t)cc->ram_bytes,
+    return json_pack("{s:I, s:I, s:f, s:o, s:I, s:o}", "ram_bytes", (json_int_t)cc->ram_bytes,
                      "disk_bytes", (json_int_t)disk, "hit_ratio_ram", ram.hit_ratio,
-                     "hit_ratio_disk", disk ? json_real(dsk.hit_ratio) : json_null(), "curve",
-                     curve);
+                     "hit_ratio_disk", disk ? json_real(dsk.hit_ratio) : json_null(), "curve_drops",
+                     (json_int_t)cache_mrc_dropped(d->cache), "curve", curve);
 }
 
 unsigned api_advice_get(struct tierd *d, const struct api_request *rq, struct api_reply *out,
@@ -208,6 +209,13 @@ int api_advice_prom(struct tierd *d, struct dynbuf *b)
                 rc =
                     prom_sample(b, "tierd_advice_node_hit_ratio", NULL, "double_disk", p.hit_ratio);
         }
+        if (rc == 0)
+            rc = dynbuf_printf(b,
+                               "# HELP tierd_advice_curve_drops_total accesses left out of "
+                               "every curve while the curves' queue was full\n# TYPE "
+                               "tierd_advice_curve_drops_total counter\n"
+                               "tierd_advice_curve_drops_total %" PRIu64 "\n",
+                               cache_mrc_dropped(d->cache));
     }
     advisor_view_free(&v);
     return rc;

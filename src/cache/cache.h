@@ -318,14 +318,15 @@ struct mrc_point;
  * first sampled access). -ENOENT: curves are off (cfg.mrc), or tenant t made no access yet;
  * -EINVAL: t >= max_tenants. */
 int cache_mrc_curve(struct cache *c, int64_t t, struct mrc_point *out, size_t cap, size_t *n);
-/* The demand behind tenant t's curve (t < 0: the node's): every access it was fed, and their
- * bytes, since the cache opened. -ENOENT, -EINVAL as cache_mrc_curve. */
+/* The demand behind tenant t's curve (t < 0: the node's): every access it was fed (not those
+ * left out while the curves' queue was full), and their bytes, since the cache opened (or the
+ * id was reclaimed). -ENOENT, -EINVAL as cache_mrc_curve. */
 int cache_mrc_demand(struct cache *c, int64_t t, uint64_t *accesses, uint64_t *bytes);
-/* Cells of the curves' queue of sampled accesses (cache_mrc.c): what the readers may be ahead of
- * the curves' thread before an access is dropped. */
+/* Cells of the curves' queue of sampled accesses (cache_mrc.c): how far the readers may be ahead
+ * of the curves' thread before accesses are left out. */
 #define CACHE_MRC_QUEUE 16384u
-/* Sampled accesses the curves' full queue dropped (left out of every curve, sampled or not)
- * since the cache opened; 0 with curves off. */
+/* Accesses left out of every curve (sampled or not) because the curves' queue was full, from
+ * when a reader found it full to the next drain, since the cache opened; 0 with curves off. */
 uint64_t cache_mrc_dropped(struct cache *c);
 
 /* Fetch hook: an observer called before every backend block fetch with the caller's ioctx (it

@@ -209,7 +209,8 @@ struct cache {
     _Atomic uint64_t mrc_q_tail;
     uint64_t mrc_q_head; /* under mrc_drain_mu */
     _Atomic uint64_t mrc_drops;
-    _Atomic bool mrc_hold; /* cache_debug_mrc_hold() */
+    _Atomic bool mrc_hold;     /* cache_debug_mrc_hold() */
+    _Atomic bool mrc_overflow; /* the queue was found full: leave accesses out until drained */
     pthread_mutex_t mrc_drain_mu, mrc_mu;
     pthread_cond_t mrc_cv;
     bool mrc_kick, mrc_stop; /* under mrc_mu */
@@ -301,6 +302,9 @@ void mrc_teardown(struct cache *c);
 void mrc_feed(struct cache *c, const struct tier_ioctx *io, const uint8_t id[16], uint32_t bytes);
 /* Simulate every sampled access queued before the call. */
 void mrc_drain(struct cache *c);
+/* Tenant t's id was reclaimed: what it queued is simulated, then its curve starts anew (both
+ * under the drain's lock, so nothing of the old tenant lands in the new one's curve). */
+void mrc_tenant_reset(struct cache *c, uint32_t t);
 
 /* cache_level.c */
 struct cdata *ram_remove(struct cache *c, struct cblock *b, bool evicted);

@@ -11,39 +11,54 @@
  * at most); c->mrc_tenant[t] is set once by compare-and-swap, so a reader never takes a lock to
  * find it.
  *
- * OFF THE READ PATH: a reader only takes the block's identity hash (the one its lookup used),
- * counts the access (mrc_count) and, when
- * the node's curve or its tenant's samples it (mrc_wants), pushes (hash, bytes, tenant) on a
+ * OFF THE READ PATH: a reader only takes the block's identity hash (the one its lookup used) and,
+ * when the node's curve or its tenant's samples it (mrc_wants), pushes (hash, bytes, tenant) on a
  * bounded lock-free queue (a ring of MRC_QCAP cells, each with a sequence number: Vyukov's
- * bounded queue, many producers, one consumer). The miniature simulations run on the curves'
- * own thread, which drains the queue when it is half full and every MRC_DRAIN_MS otherwise;
- * a reader of a curve (cache_mrc_curve) drains it first, so a curve includes every access made
- * before the call. A full queue drops the access, and leaves it out of the counts too (mrc.h:
- * an access counted but never applied would read as a hit): the curve is then estimated from a
- * sample of the accesses in time as well as in space, counted in mrc_dropped.
+ * bounded queue, many producers, one consumer); an access neither samples it counts
+ * (mrc_count: two relaxed additions per curve). The miniature simulations run on the curves'
+ * own thread, kicked every MRC_QCAP / 2 pushes and woken every MRC_DRAIN_MS otherwise, which
+ * counts each popped access in its curves as it simulates it; a reader of a curve or of its
+ * demand (cache_mrc_curve, cache_mrc_demand) drains it first, so they include every access made
+ * before the call.
  *
- *      reader: hash, wants? --no--> count ------------------------------------> done
+ * A FULL QUEUE: the reader that finds it full sets mrc_overflow, and until the next drain every
+ * access is left out, sampled or not (counted in cache_mrc_dropped). Leaving out only the
+ * sampled ones would bias the curve: SHARDS_adj adds the accesses a simulation was expected to
+ * sample and did not to its hits (mrc.h), so at a rate below 1 each dropped sample would read
+ * as a hit. Leaving out a stretch of the stream whole keeps the sample in proportion: the curve
+ * is then estimated from the accesses outside those stretches.
+ *
+ *      reader: overflow? --yes--> mrc_drops++ ---------------------------------> done
+ *                 |no
+ *              hash, wants? --no--> count in node's and tenant's curve --------> done
  *                 |yes
- *                 push --full--> mrc_drops++ (not counted) ----------------------> done
+ *                 push --full--> mrc_drops++, set overflow, kick --------------> done
  *                 |ok
- *                 count; half full? --yes--> kick the drain thread
- *      drain (thread / curve reader, under mrc_drain_mu): pop up to QBATCH, mrc_apply to the
- *                 node's curve, then to each tenant's curve in runs of one tenant
+ *                 every MRC_QCAP / 2th push: kick the drain thread ------------> done
+ *      drain (thread / curve reader, under mrc_drain_mu): pop up to the tail as it was at the
+ *                 start, QBATCH at a time; count and mrc_apply them in the node's curve, then
+ *                 in each tenant's curve in runs of one tenant; clear overflow
  *
  * INVARIANTS
  *   Q1  cell i holds a pushed, not yet popped access  <=>  its seq == position + 1 (position
  *       = i mod MRC_QCAP); a free cell's seq == its next position to be pushed.
  *   Q2  mrc_q_head is read and written only under mrc_drain_mu (one consumer at a time).
- *   Q3  an access is counted in a curve (mrc_count) iff it was not dropped.
+ *   Q3  an access is counted in a curve iff it is not dropped: by its reader when no curve
+ *       samples it, else by the drain that simulates it.
+ *   Q4  while mrc_overflow is set no access is counted or pushed; it is cleared only by a
+ *       drain, under mrc_drain_mu, after the queue was emptied up to the drain's start.
  *
  * TRANSITION -> FUNCTION
  *   a demand access                        mrc_feed()
  *   push a sampled access                  q_push()
- *   pop and simulate what is queued        mrc_drain()
+ *   queue found full: leave out until drained  mrc_feed() -> kick()
+ *   pop and simulate what is queued        mrc_drain() -> drain_locked()
+ *   a reclaimed tenant id's curve anew     mrc_tenant_reset() -> drain_locked(), mrc_reset()
  *   the thread's wake-ups                  drain_main()
  */
 #include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -108,8 +123,15 @@ int mrc_setup(struct cache *c)
         return r;
     pthread_mutex_init(&c->mrc_drain_mu, NULL);
     pthread_mutex_init(&c->mrc_mu, NULL);
-    pthread_cond_init(&c->mrc_cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the period is not moved by clock steps */
+    pthread_cond_init(&c->mrc_cv, &ca);
+    pthread_condattr_destroy(&ca);
     if ((r = pthread_create(&c->mrc_thread, NULL, drain_main, c)) != 0) {
+        pthread_cond_destroy(&c->mrc_cv);
+        pthread_mutex_destroy(&c->mrc_mu);
+        pthread_mutex_destroy(&c->mrc_drain_mu);
         tier_err_set("cannot start the miss-ratio curves' thread: %s", strerror(r));
         return -r;
     }
@@ -159,6 +181,14 @@ static struct mrc *tenant_curve(struct cache *c, uint32_t t, bool make)
     return n;
 }
 
+static void kick(struct cache *c)
+{
+    pthread_mutex_lock(&c->mrc_mu);
+    c->mrc_kick = true;
+    pthread_cond_signal(&c->mrc_cv);
+    pthread_mutex_unlock(&c->mrc_mu);
+}
+
 /* Q1: claim the cell at the tail by compare-and-swap, fill it, publish it with its seq. false:
  * the queue is full. */
 static bool q_push(struct cache *c, uint64_t h, uint32_t bytes, uint32_t tenant)
@@ -181,12 +211,8 @@ static bool q_push(struct cache *c, uint64_t h, uint32_t bytes, uint32_t tenant)
         q->bytes = bytes;
         q->tenant = tenant;
         atomic_store_explicit(&q->seq, pos + 1, memory_order_release);
-        if (((pos + 1) & (MRC_QCAP / 2 - 1)) == 0) {
-            pthread_mutex_lock(&c->mrc_mu); /* once per MRC_QCAP / 2 pushes */
-            c->mrc_kick = true;
-            pthread_cond_signal(&c->mrc_cv);
-            pthread_mutex_unlock(&c->mrc_mu);
-        }
+        if (((pos + 1) & (MRC_QCAP / 2 - 1)) == 0)
+            kick(c); /* once per MRC_QCAP / 2 pushes */
         return true;
     }
 }
@@ -197,56 +223,95 @@ void mrc_feed(struct cache *c, const struct tier_ioctx *io, const uint8_t id[16]
         return;
     uint64_t h;
     memcpy(&h, id, sizeof(h)); /* keyed and uniform: the sampling needs no other hash */
+    if (atomic_load_explicit(&c->mrc_overflow, memory_order_relaxed)) {
+        atomic_fetch_add_explicit(&c->mrc_drops, 1, memory_order_relaxed);
+        return; /* Q4: left out, sampled or not */
+    }
     uint32_t t = io ? io->tenant : TIER_TENANT_DEFAULT;
     struct mrc *tm = t < c->cfg.max_tenants ? tenant_curve(c, t, true) : NULL;
     if (mrc_wants(c->mrc_node, h) || mrc_wants(tm, h)) {
         if (!q_push(c, h, bytes, tm ? t : UINT32_MAX)) {
             atomic_fetch_add_explicit(&c->mrc_drops, 1, memory_order_relaxed);
-            return; /* Q3 */
+            if (!atomic_exchange_explicit(&c->mrc_overflow, true, memory_order_relaxed))
+                kick(c); /* the one reader that found it full */
         }
+        return; /* Q3: counted when it is popped, or never */
     }
     mrc_count(c->mrc_node, bytes);
     mrc_count(tm, bytes);
 }
 
-/* Pop everything queued (Q1, Q2) and run it through the curves, QBATCH at a time: the node's
- * curve takes a batch under one lock, each tenant's curve a run of its accesses. */
-void mrc_drain(struct cache *c)
+/* Under mrc_drain_mu: pop what was pushed before the call (up to the tail as it is now, so a
+ * drain ends however fast readers push; a cell claimed below it and not yet filled is waited
+ * for: its reader is between claiming and publishing) and run it through the curves, QBATCH at
+ * a time: the node's curve takes a batch under one lock, each tenant's curve a run of its
+ * accesses. Then the queue has room: readers may push again (Q4). Returns how many. */
+static size_t drain_locked(struct cache *c)
 {
     struct mrc_sample b[QBATCH];
     uint32_t bt[QBATCH];
-    if (atomic_load_explicit(&c->mrc_hold, memory_order_acquire))
-        return; /* cache_debug_mrc_hold() */
-    pthread_mutex_lock(&c->mrc_drain_mu);
-    for (;;) {
+    uint64_t end = atomic_load_explicit(&c->mrc_q_tail, memory_order_acquire);
+    size_t total = 0;
+    while (c->mrc_q_head != end) {
         size_t n = 0;
-        while (n < QBATCH) {
+        while (n < QBATCH && c->mrc_q_head != end) {
             uint64_t pos = c->mrc_q_head;
             struct mrc_qcell *q = &c->mrc_q[pos & (MRC_QCAP - 1)];
-            if (atomic_load_explicit(&q->seq, memory_order_acquire) != pos + 1)
-                break; /* empty, or the next cell is still being filled */
+            if (atomic_load_explicit(&q->seq, memory_order_acquire) != pos + 1) {
+                sched_yield(); /* claimed, not yet published */
+                continue;
+            }
             b[n] = (struct mrc_sample){.hash = q->hash, .bytes = q->bytes};
             bt[n++] = q->tenant;
             atomic_store_explicit(&q->seq, pos + MRC_QCAP, memory_order_release);
             c->mrc_q_head = pos + 1;
         }
-        if (n == 0)
-            break;
+        total += n;
+        uint64_t sum = 0;
+        for (size_t i = 0; i < n; i++)
+            sum += b[i].bytes;
+        mrc_count_n(c->mrc_node, n, sum);
         mrc_apply(c->mrc_node, b, n);
         for (size_t i = 0; i < n;) {
             size_t j = i + 1;
+            uint64_t run = b[i].bytes;
             while (j < n && bt[j] == bt[i])
-                j++;
-            if (bt[i] != UINT32_MAX)
-                mrc_apply(tenant_curve(c, bt[i], false), b + i, j - i);
+                run += b[j++].bytes;
+            if (bt[i] != UINT32_MAX) {
+                struct mrc *m = tenant_curve(c, bt[i], false);
+                mrc_count_n(m, j - i, run);
+                mrc_apply(m, b + i, j - i);
+            }
             i = j;
         }
     }
+    atomic_store_explicit(&c->mrc_overflow, false, memory_order_relaxed);
+    return total;
+}
+
+void mrc_drain(struct cache *c)
+{
+    if (atomic_load_explicit(&c->mrc_hold, memory_order_acquire))
+        return; /* cache_debug_mrc_hold() */
+    pthread_mutex_lock(&c->mrc_drain_mu);
+    drain_locked(c);
     pthread_mutex_unlock(&c->mrc_drain_mu);
 }
 
-/* The curves' thread: drain when a reader kicks (the queue half full), every MRC_DRAIN_MS
- * otherwise, and once more at stop. */
+void mrc_tenant_reset(struct cache *c, uint32_t t)
+{
+    if (!c->mrc_on || t >= c->cfg.max_tenants)
+        return;
+    pthread_mutex_lock(&c->mrc_drain_mu);
+    if (!atomic_load_explicit(&c->mrc_hold, memory_order_acquire))
+        drain_locked(c);
+    mrc_reset(atomic_load(&c->mrc_tenant[t]));
+    pthread_mutex_unlock(&c->mrc_drain_mu);
+}
+
+/* The curves' thread: drain when a reader kicks (every MRC_QCAP / 2 pushes, or the queue found
+ * full), every MRC_DRAIN_MS otherwise, and at once again while readers pushed more during a
+ * drain. */
 static void *drain_main(void *arg)
 {
     struct cache *c = arg;
@@ -254,7 +319,7 @@ static void *drain_main(void *arg)
     while (!c->mrc_stop) {
         if (!c->mrc_kick) {
             struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
+            clock_gettime(CLOCK_MONOTONIC, &ts);
             ts.tv_nsec += MRC_DRAIN_MS * 1000000L;
             if (ts.tv_nsec >= 1000000000L) {
                 ts.tv_sec++;
@@ -264,8 +329,16 @@ static void *drain_main(void *arg)
         }
         c->mrc_kick = false;
         pthread_mutex_unlock(&c->mrc_mu);
-        mrc_drain(c);
+        bool more = false;
+        if (!atomic_load_explicit(&c->mrc_hold, memory_order_acquire)) {
+            pthread_mutex_lock(&c->mrc_drain_mu);
+            more = drain_locked(c) > 0 &&
+                   atomic_load_explicit(&c->mrc_q_tail, memory_order_relaxed) != c->mrc_q_head;
+            pthread_mutex_unlock(&c->mrc_drain_mu);
+        }
         pthread_mutex_lock(&c->mrc_mu);
+        if (more)
+            c->mrc_kick = true;
     }
     pthread_mutex_unlock(&c->mrc_mu);
     return NULL;
@@ -310,6 +383,7 @@ int cache_mrc_demand(struct cache *c, int64_t t, uint64_t *accesses, uint64_t *b
     int r = curve_of(c, t, &m);
     if (r < 0)
         return r;
+    mrc_drain(c); /* the queued accesses are counted when they are simulated (Q3) */
     struct mrc_stats st;
     mrc_stats_get(m, &st);
     *accesses = st.accesses;

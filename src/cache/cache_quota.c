@@ -301,10 +301,7 @@ int cache_tenant_fold(struct cache *c, uint32_t tenant, uint32_t into)
     pthread_mutex_unlock(&c->own_mu);
     /* the id's next tenant starts a curve of its own (its demand too: the advice loop takes
      * differences of it; what the old one left queued is simulated first) */
-    if (c->mrc_on) {
-        mrc_drain(c);
-        mrc_reset(atomic_load(&c->mrc_tenant[tenant]));
-    }
+    mrc_tenant_reset(c, tenant);
     return 0;
 }
 

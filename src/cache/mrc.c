@@ -398,9 +398,11 @@ int mrc_new(const struct mrc_config *cfg, struct mrc **out)
             tier_err_set("the sizes of a miss-ratio curve must be > 0 and ascending");
             return -EINVAL;
         }
-    struct mrc *m = calloc(1, sizeof(*m));
+    /* its counter shards are cache-line aligned: so must it be (sizeof is a multiple of 64) */
+    struct mrc *m = aligned_alloc(_Alignof(struct mrc), sizeof(*m));
     if (!m)
         return -ENOMEM;
+    memset(m, 0, sizeof(*m));
     m->cfg = *cfg;
     if (m->cfg.rate == 0)
         m->cfg.rate = 0.01;
@@ -464,16 +466,22 @@ bool mrc_wants(const struct mrc *m, uint64_t hash)
     return m && hash < atomic_load_explicit(&m->thr_any, memory_order_relaxed);
 }
 
-void mrc_count(struct mrc *m, uint64_t bytes)
+void mrc_count_n(struct mrc *m, uint64_t n, uint64_t bytes)
 {
     static _Thread_local unsigned slot = UINT_MAX;
     static _Atomic unsigned next_slot;
-    if (!m || bytes == 0)
+    if (!m || n == 0)
         return;
     if (slot == UINT_MAX)
         slot = atomic_fetch_add_explicit(&next_slot, 1, memory_order_relaxed) % CNT_SHARDS;
-    atomic_fetch_add_explicit(&m->cnt[slot].n, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->cnt[slot].n, n, memory_order_relaxed);
     atomic_fetch_add_explicit(&m->cnt[slot].bytes, bytes, memory_order_relaxed);
+}
+
+void mrc_count(struct mrc *m, uint64_t bytes)
+{
+    if (bytes)
+        mrc_count_n(m, 1, bytes);
 }
 
 /* One sampled access, under m->mu: each simulation whose threshold it is under (a rate cut

@@ -24,7 +24,8 @@
  * thread; the cache (cache_mrc.c) does the first on the reader's thread and queues the sampled
  * accesses for a thread of its own, so a read never runs a simulation.
  *
- * Thread-safety: every function may be called from any thread.
+ * Thread-safety: every function may be called from any thread (mrc_free only once nothing else
+ * uses the curve).
  */
 #ifndef TIER_CACHE_MRC_H
 #define TIER_CACHE_MRC_H
@@ -85,6 +86,8 @@ bool mrc_wants(const struct mrc *m, uint64_t hash);
  * Every access is counted exactly once; one that is left out (never applied, e.g. dropped from
  * a full queue) must be left out of the count too, or the curve reads it as a hit. */
 void mrc_count(struct mrc *m, uint64_t bytes);
+/* n accesses of `bytes` bytes in all (n > 0): mrc_count() of each, in one addition. */
+void mrc_count_n(struct mrc *m, uint64_t n, uint64_t bytes);
 
 struct mrc_sample {
     uint64_t hash;

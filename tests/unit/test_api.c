@@ -1539,6 +1539,8 @@ static void test_advice(void **state)
     assert_int_equal(json_array_size(json_object_get(node, "curve")), CACHE_MRC_SIZES);
     /* 4 reads of one block: 3 hits at every size */
     assert_true(fabs(json_number_value(json_object_get(node, "hit_ratio_ram")) - 0.75) < 1e-9);
+    assert_int_equal(json_integer_value(json_object_get(node, "curve_drops")), 0);
+    assert_non_null(json_object_get(node, "curve_drops"));
     json_decref(j);
     /* the advice's series of /metrics (the fixture runs without telemetry: rendered alone) */
     struct dynbuf mb;
@@ -1552,6 +1554,7 @@ static void test_advice(void **state)
     assert_non_null(strstr(text, "tierd_advice_split_bytes{tenant=\"infer\"} 4194304\n"));
     assert_null(strstr(text, "tierd_advice_quota_changes_total{")); /* no change: no sample */
     assert_non_null(strstr(text, "tierd_advice_node_hit_ratio{size=\"ram\"} 0.75\n"));
+    assert_non_null(strstr(text, "\ntierd_advice_curve_drops_total 0\n"));
     free(text);
 
     advisor_free(d->advisor);
