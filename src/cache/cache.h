@@ -94,10 +94,13 @@ struct cache_config {
     /* Miss-ratio curves (docs/ADVICE.md): every read's new access to a block also feeds the
      * node's curve and its tenant's (cache_mrc_curve). mrc_rate: base sampling rate (0: 0.01);
      * mrc_max_keys: sampled blocks tracked per curve before the rate is cut (0: 4096); memory
-     * per curve about (mrc_max_keys + CACHE_MRC_SIZES * 256) * 500 bytes. false: none. */
+     * per curve about (mrc_max_keys + CACHE_MRC_SIZES * 256) * 500 bytes;
+     * mrc_halflife_ms: every curve's counters halve this often, so a curve weighs the recent
+     * stream most (0: never). false: none. */
     bool mrc;
     double mrc_rate;
     int mrc_max_keys;
+    uint64_t mrc_halflife_ms;
 };
 
 /* The sizes a curve is kept at: CACHE_MRC_SIZES points, log-spaced from an eighth of the smaller
@@ -328,6 +331,8 @@ int cache_mrc_demand(struct cache *c, int64_t t, uint64_t *accesses, uint64_t *b
 /* Accesses left out of every curve (sampled or not) because the curves' queue was full, from
  * when a reader found it full to the next drain, since the cache opened; 0 with curves off. */
 uint64_t cache_mrc_dropped(struct cache *c);
+/* Times the curves' counters were halved (cfg.mrc_halflife_ms) since the cache opened. */
+uint64_t cache_mrc_ages(struct cache *c);
 
 /* Fetch hook: an observer called before every backend block fetch with the caller's ioctx (it
  * may block: tests use it as a gate) and after it with its outcome. Both may be NULL. Admission

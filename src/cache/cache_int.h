@@ -209,6 +209,7 @@ struct cache {
     _Atomic uint64_t mrc_q_tail;
     uint64_t mrc_q_head; /* under mrc_drain_mu */
     _Atomic uint64_t mrc_drops;
+    _Atomic uint64_t mrc_ages; /* halvings so far (cfg.mrc_halflife_ms) */
     _Atomic bool mrc_hold;     /* cache_debug_mrc_hold() */
     _Atomic bool mrc_overflow; /* the queue was found full: leave accesses out until drained */
     pthread_mutex_t mrc_drain_mu, mrc_mu;

@@ -49,12 +49,14 @@
  *       drain, under mrc_drain_mu, after the queue was emptied up to the drain's start.
  *
  * TRANSITION -> FUNCTION
- *   a demand access                        mrc_feed()
- *   push a sampled access                  q_push()
- *   queue found full: leave out until drained  mrc_feed() -> kick()
- *   pop and simulate what is queued        mrc_drain() -> drain_locked()
- *   a reclaimed tenant id's curve anew     mrc_tenant_reset() -> drain_locked(), mrc_reset()
- *   the thread's wake-ups                  drain_main()
+ *   a demand access                                 mrc_feed()
+ *   push a sampled access                           q_push()
+ *   queue found full: leave out until drained       mrc_feed() -> kick()
+ *   pop and simulate what is queued                 mrc_drain() -> drain_locked()
+ *   a reclaimed tenant id's curve anew              mrc_tenant_reset() -> drain_locked(),
+ *                                                   mrc_reset()
+ *   the thread's wake-ups                           drain_main()
+ *   a half-life passed: halve the counters          drain_main() -> age_all() -> mrc_age()
  */
 #include <errno.h>
 #include <math.h>
@@ -311,10 +313,28 @@ void mrc_tenant_reset(struct cache *c, uint32_t t)
 
 /* The curves' thread: drain when a reader kicks (every MRC_QCAP / 2 pushes, or the queue found
  * full), every MRC_DRAIN_MS otherwise, and at once again while readers pushed more during a
- * drain. */
+ * drain; age the curves every half-life. */
+/* Every curve's counters halve (cfg.mrc_halflife_ms): after the drain, so the accesses queued
+ * before are aged with the rest. */
+static void age_all(struct cache *c)
+{
+    mrc_age(c->mrc_node);
+    for (unsigned t = 0; t < c->cfg.max_tenants; t++)
+        mrc_age(atomic_load_explicit(&c->mrc_tenant[t], memory_order_acquire));
+    atomic_fetch_add_explicit(&c->mrc_ages, 1, memory_order_relaxed);
+}
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 static void *drain_main(void *arg)
 {
     struct cache *c = arg;
+    uint64_t aged_at = mono_ms();
     pthread_mutex_lock(&c->mrc_mu);
     while (!c->mrc_stop) {
         if (!c->mrc_kick) {
@@ -336,6 +356,11 @@ static void *drain_main(void *arg)
                    atomic_load_explicit(&c->mrc_q_tail, memory_order_relaxed) != c->mrc_q_head;
             pthread_mutex_unlock(&c->mrc_drain_mu);
         }
+        uint64_t now = mono_ms();
+        if (c->cfg.mrc_halflife_ms && now - aged_at >= c->cfg.mrc_halflife_ms) {
+            age_all(c);
+            aged_at = now;
+        }
         pthread_mutex_lock(&c->mrc_mu);
         if (more)
             c->mrc_kick = true;
@@ -347,6 +372,11 @@ static void *drain_main(void *arg)
 void cache_debug_mrc_hold(struct cache *c, bool hold)
 {
     atomic_store_explicit(&c->mrc_hold, hold, memory_order_release);
+}
+
+uint64_t cache_mrc_ages(struct cache *c)
+{
+    return c && c->mrc_on ? atomic_load_explicit(&c->mrc_ages, memory_order_relaxed) : 0;
 }
 
 uint64_t cache_mrc_dropped(struct cache *c)

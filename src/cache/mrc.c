@@ -28,7 +28,7 @@
  *   entry left every simulation: free it                 sim_evict_to() -> entry_drop()
  *   too many entries: cut the base rate                  cut_rate() -> purge_above()
  *   the mean sampled size moved the floors               recalibrate() -> purge_above()
- *   halve the counters                                   apply_one() -> decay()
+ *   halve the counters                                   apply_one() -> decay(), mrc_age()
  *   forget everything                                    mrc_reset()
  */
 #include "cache/mrc.h"
@@ -562,6 +562,15 @@ size_t mrc_curve(struct mrc *m, struct mrc_point *out, size_t cap)
     }
     pthread_mutex_unlock(&m->mu);
     return m->n;
+}
+
+void mrc_age(struct mrc *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    decay(m);
+    pthread_mutex_unlock(&m->mu);
 }
 
 void mrc_reset(struct mrc *m)

@@ -99,6 +99,8 @@ void mrc_apply(struct mrc *m, const struct mrc_sample *s, size_t n);
 
 /* The curve, one point per configured size, into out (cap points); returns the number of sizes. */
 size_t mrc_curve(struct mrc *m, struct mrc_point *out, size_t cap);
+/* Halve every counter now (as decay_every does): the accesses before weigh half as much. */
+void mrc_age(struct mrc *m);
 /* Forget every counter and every simulated cache (the rate stays). */
 void mrc_reset(struct mrc *m);
 void mrc_stats_get(struct mrc *m, struct mrc_stats *st);

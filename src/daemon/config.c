@@ -331,6 +331,7 @@ static const struct keydef cache_keys[] = {
     {"verify_every_read", V_BOOL, CFG(cache.disk_verify_every_read), 0, 0, false, 0, NULL},
     {"curves", V_BOOL, CFG(cache.mrc), 0, 0, false, 0, NULL},
     {"curve_blocks", V_INT, CFG(cache.mrc_max_keys), 64, 1000000, false, 0, NULL},
+    {"curve_halflife", V_DUR, CFG(cache.mrc_halflife_ms), 0, 30 * 86400000ULL, false, 0, NULL},
     {"write_through_queue", V_SIZE, CFG(cache.store_queue_bytes), 64 * KIB, UINT64_MAX, false, 0,
      NULL},
     {"write_through_nice", V_INT, CFG(cache.store_nice), 0, 19, false, 0, NULL},
@@ -1384,6 +1385,7 @@ static void apply_defaults(struct tierd_config *c)
     c->cache.prefetch_threads = 8;
     c->cache.store_queue_bytes = 256 * MIB;
     c->cache.store_nice = 19;
+    c->cache.mrc_halflife_ms = 300000;
     c->mount_uid = c->mount_gid = -1;
     c->mount_umask = -1;
     c->max_dir_entries = 1000000;

@@ -468,12 +468,14 @@ static void test_defaults(void **state)
             fail_msg("%s", e3);
         assert_true(c.cache.disk_verify_every_read);
         assert_false(c.cache.mrc); /* curves: off unless asked */
+        assert_int_equal(c.cache.mrc_halflife_ms, 300000);
         tierd_config_fini(&c);
-        const char *t4 = BASE "[cache]\ncurves = on\ncurve_blocks = 1000\n";
+        const char *t4 = BASE "[cache]\ncurves = on\ncurve_blocks = 1000\ncurve_halflife = 0\n";
         if (tierd_config_load_string("t.conf", t4, strlen(t4), &c, e3, sizeof(e3)))
             fail_msg("%s", e3);
         assert_true(c.cache.mrc);
         assert_int_equal(c.cache.mrc_max_keys, 1000);
+        assert_int_equal(c.cache.mrc_halflife_ms, 0);
         tierd_config_fini(&c);
         const char *t5 = BASE "[cache]\ncurve_blocks = 10\n";
         assert_int_not_equal(tierd_config_load_string("t.conf", t5, strlen(t5), &c, e3, sizeof(e3)),

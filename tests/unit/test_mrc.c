@@ -11,7 +11,8 @@
  *   - a bad config is -EINVAL; mrc_reset forgets the counters;
  *   - the cache's curves, fed through its queue of sampled accesses and simulated on the curves'
  *     thread, are exactly the curves of the same accesses fed straight to mrc_access; a full
- *     queue drops accesses and leaves them out of the counts (else they would read as hits).
+ *     queue drops accesses and leaves them out of the counts (else they would read as hits);
+ *     with a half-life the curves' counters halve.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -596,6 +598,45 @@ static void test_queue_full_no_bias(void **state)
     backend_free(be);
 }
 
+/* The curves age: with a half-life, the curves' thread halves every curve's counters, so the
+ * accesses before weigh half as much (the hit ratios of a steady stream stay as they were). */
+static void test_curves_age(void **state)
+{
+    (void)state;
+    struct backend *be = fakebe_mem_new("be");
+    fakebe_add(be, "a0", CBS, "e1");
+    struct cache_config cfg = {.block_size = CBS,
+                               .ram_bytes = 64 * CBS,
+                               .prefetch_threads = 1,
+                               .mrc = true,
+                               .mrc_rate = 1.0,
+                               .mrc_halflife_ms = 1};
+    struct cache *c = NULL;
+    assert_int_equal(cache_open(&cfg, &c), 0);
+    for (int i = 0; i < 100; i++)
+        read_as(c, be, 5, "a0", CBS);
+    uint64_t ages = cache_mrc_ages(c);
+    /* the first halving may have come before, during or after the reads: wait for the next one
+     * after them (the thread wakes every 200 ms; a minute is the deadline of a loaded machine) */
+    for (int i = 0; i < 6000 && cache_mrc_ages(c) < ages + 1; i++)
+        nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+    assert_true(cache_mrc_ages(c) >= ages + 1);
+    struct mrc_point pt[CACHE_MRC_SIZES];
+    size_t n = 0;
+    assert_int_equal(cache_mrc_curve(c, 5, pt, CACHE_MRC_SIZES, &n), 0);
+    print_message("after %" PRIu64 " halvings: %.2f accesses, hit ratio %.4f\n", cache_mrc_ages(c),
+                  pt[0].accesses, pt[0].hit_ratio);
+    assert_true(pt[0].accesses <= 50);
+    /* 99 hits of 100, halved alike (0.99; a little more when a halving fell among the reads,
+     * which halved the first miss with the hits before it) */
+    assert_true(pt[0].hit_ratio >= 0.99 - 1e-9 && pt[0].hit_ratio < 1.0);
+    uint64_t acc = 0, bytes = 0;
+    assert_int_equal(cache_mrc_demand(c, 5, &acc, &bytes), 0);
+    assert_int_equal(acc, 100); /* the demand is a count of what was read: never aged */
+    cache_close(c);
+    backend_free(be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -610,6 +651,7 @@ int main(void)
         cmocka_unit_test(test_queue_exact),
         cmocka_unit_test(test_queue_full_drops),
         cmocka_unit_test(test_queue_full_no_bias),
+        cmocka_unit_test(test_curves_age),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
