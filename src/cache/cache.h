@@ -321,9 +321,9 @@ struct mrc_point;
  * first sampled access). -ENOENT: curves are off (cfg.mrc), or tenant t made no access yet;
  * -EINVAL: t >= max_tenants. */
 int cache_mrc_curve(struct cache *c, int64_t t, struct mrc_point *out, size_t cap, size_t *n);
-/* The demand behind tenant t's curve (t < 0: the node's): every access it was fed (not those
- * left out while the curves' queue was full), and their bytes, since the cache opened (or the
- * id was reclaimed). -ENOENT, -EINVAL as cache_mrc_curve. */
+/* The demand behind tenant t's curve (t < 0: the node's): every access it was fed (also those
+ * left out of the curve while the curves' queue was full), and their bytes, since the cache
+ * opened (or the id was reclaimed). -ENOENT, -EINVAL as cache_mrc_curve. */
 int cache_mrc_demand(struct cache *c, int64_t t, uint64_t *accesses, uint64_t *bytes);
 /* Cells of the curves' queue of sampled accesses (cache_mrc.c): how far the readers may be ahead
  * of the curves' thread before accesses are left out. */

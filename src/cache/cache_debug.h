@@ -35,7 +35,8 @@ void cache_debug_set_pin_hook(struct cache *c, void (*fn)(void *), void *arg);
 
 /* Hold (true) or release (false) the miss-ratio curves' queue: while held nothing drains it (not
  * the curves' thread, not cache_mrc_curve), so sampled accesses pile up in its
- * CACHE_MRC_QUEUE cells and, past them, are dropped (tests of a full queue). */
+ * CACHE_MRC_QUEUE cells and, once it is full, every access is left out of the curves until a
+ * drain after the release (tests of a full queue). */
 void cache_debug_mrc_hold(struct cache *c, bool hold);
 
 #endif

@@ -206,12 +206,13 @@ struct cache {
     struct mrc *_Atomic *mrc_tenant; /* cfg.max_tenants entries */
     uint64_t mrc_sizes[CACHE_MRC_SIZES];
     struct mrc_qcell *mrc_q;
-    _Atomic uint64_t mrc_q_tail;
-    uint64_t mrc_q_head; /* under mrc_drain_mu */
-    _Atomic uint64_t mrc_drops;
-    _Atomic uint64_t mrc_ages; /* halvings so far (cfg.mrc_halflife_ms) */
     _Atomic bool mrc_hold;     /* cache_debug_mrc_hold() */
     _Atomic bool mrc_overflow; /* the queue was found full: leave accesses out until drained */
+    /* each on a cache line of its own: every push writes the tail, every pop the head */
+    _Alignas(64) _Atomic uint64_t mrc_q_tail;
+    _Alignas(64) uint64_t mrc_q_head; /* under mrc_drain_mu */
+    _Atomic uint64_t mrc_drops;
+    _Atomic uint64_t mrc_ages; /* halvings so far (cfg.mrc_halflife_ms) */
     pthread_mutex_t mrc_drain_mu, mrc_mu;
     pthread_cond_t mrc_cv;
     bool mrc_kick, mrc_stop; /* under mrc_mu */

@@ -45,8 +45,10 @@
  *   Q2  mrc_q_head is read and written only under mrc_drain_mu (one consumer at a time).
  *   Q3  an access is counted in a curve iff it is not dropped: by its reader when no curve
  *       samples it, else by the drain that simulates it.
- *   Q4  while mrc_overflow is set no access is counted or pushed; it is cleared only by a
- *       drain, under mrc_drain_mu, after the queue was emptied up to the drain's start.
+ *   Q4  while mrc_overflow is set no access is counted or pushed (but a reader already past
+ *       its test: one access a thread at most); it is cleared only by a drain, under
+ *       mrc_drain_mu, after the queue was emptied up to the drain's start. The accesses left
+ *       out are counted apart (mrc_left_out), so the demand still has them.
  *
  * TRANSITION -> FUNCTION
  *   a demand access                                 mrc_feed()
@@ -225,19 +227,21 @@ void mrc_feed(struct cache *c, const struct tier_ioctx *io, const uint8_t id[16]
         return;
     uint64_t h;
     memcpy(&h, id, sizeof(h)); /* keyed and uniform: the sampling needs no other hash */
-    if (atomic_load_explicit(&c->mrc_overflow, memory_order_relaxed)) {
-        atomic_fetch_add_explicit(&c->mrc_drops, 1, memory_order_relaxed);
-        return; /* Q4: left out, sampled or not */
-    }
     uint32_t t = io ? io->tenant : TIER_TENANT_DEFAULT;
     struct mrc *tm = t < c->cfg.max_tenants ? tenant_curve(c, t, true) : NULL;
-    if (mrc_wants(c->mrc_node, h) || mrc_wants(tm, h)) {
-        if (!q_push(c, h, bytes, tm ? t : UINT32_MAX)) {
-            atomic_fetch_add_explicit(&c->mrc_drops, 1, memory_order_relaxed);
-            if (!atomic_exchange_explicit(&c->mrc_overflow, true, memory_order_relaxed))
-                kick(c); /* the one reader that found it full */
-        }
-        return; /* Q3: counted when it is popped, or never */
+    bool out = atomic_load_explicit(&c->mrc_overflow, memory_order_relaxed);
+    if (!out && (mrc_wants(c->mrc_node, h) || mrc_wants(tm, h))) {
+        if (q_push(c, h, bytes, tm ? t : UINT32_MAX))
+            return; /* Q3: counted when it is simulated */
+        out = true;
+        if (!atomic_exchange_explicit(&c->mrc_overflow, true, memory_order_relaxed))
+            kick(c); /* the one reader that found it full */
+    }
+    if (out) { /* Q4: left out, sampled or not; still the tenant's demand */
+        atomic_fetch_add_explicit(&c->mrc_drops, 1, memory_order_relaxed);
+        mrc_left_out(c->mrc_node, bytes);
+        mrc_left_out(tm, bytes);
+        return;
     }
     mrc_count(c->mrc_node, bytes);
     mrc_count(tm, bytes);
@@ -269,21 +273,13 @@ static size_t drain_locked(struct cache *c)
             c->mrc_q_head = pos + 1;
         }
         total += n;
-        uint64_t sum = 0;
-        for (size_t i = 0; i < n; i++)
-            sum += b[i].bytes;
-        mrc_count_n(c->mrc_node, n, sum);
-        mrc_apply(c->mrc_node, b, n);
+        mrc_apply(c->mrc_node, b, n); /* counts each as it simulates it (Q3) */
         for (size_t i = 0; i < n;) {
             size_t j = i + 1;
-            uint64_t run = b[i].bytes;
             while (j < n && bt[j] == bt[i])
-                run += b[j++].bytes;
-            if (bt[i] != UINT32_MAX) {
-                struct mrc *m = tenant_curve(c, bt[i], false);
-                mrc_count_n(m, j - i, run);
-                mrc_apply(m, b + i, j - i);
-            }
+                j++;
+            if (bt[i] != UINT32_MAX)
+                mrc_apply(tenant_curve(c, bt[i], false), b + i, j - i);
             i = j;
         }
     }
@@ -311,11 +307,8 @@ void mrc_tenant_reset(struct cache *c, uint32_t t)
     pthread_mutex_unlock(&c->mrc_drain_mu);
 }
 
-/* The curves' thread: drain when a reader kicks (every MRC_QCAP / 2 pushes, or the queue found
- * full), every MRC_DRAIN_MS otherwise, and at once again while readers pushed more during a
- * drain; age the curves every half-life. */
-/* Every curve's counters halve (cfg.mrc_halflife_ms): after the drain, so the accesses queued
- * before are aged with the rest. */
+/* Every curve's counters halve (cfg.mrc_halflife_ms); under mrc_drain_mu, after a drain, so the
+ * accesses queued before are aged with the rest. */
 static void age_all(struct cache *c)
 {
     mrc_age(c->mrc_node);
@@ -331,6 +324,9 @@ static uint64_t mono_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* The curves' thread: drain when a reader kicks (every MRC_QCAP / 2 pushes, or the queue found
+ * full), every MRC_DRAIN_MS otherwise, and at once again while readers pushed more during a
+ * drain; age the curves every half-life. */
 static void *drain_main(void *arg)
 {
     struct cache *c = arg;
@@ -350,17 +346,17 @@ static void *drain_main(void *arg)
         c->mrc_kick = false;
         pthread_mutex_unlock(&c->mrc_mu);
         bool more = false;
-        if (!atomic_load_explicit(&c->mrc_hold, memory_order_acquire)) {
-            pthread_mutex_lock(&c->mrc_drain_mu);
+        uint64_t now = mono_ms();
+        bool age = c->cfg.mrc_halflife_ms && now - aged_at >= c->cfg.mrc_halflife_ms;
+        pthread_mutex_lock(&c->mrc_drain_mu);
+        if (!atomic_load_explicit(&c->mrc_hold, memory_order_acquire))
             more = drain_locked(c) > 0 &&
                    atomic_load_explicit(&c->mrc_q_tail, memory_order_relaxed) != c->mrc_q_head;
-            pthread_mutex_unlock(&c->mrc_drain_mu);
-        }
-        uint64_t now = mono_ms();
-        if (c->cfg.mrc_halflife_ms && now - aged_at >= c->cfg.mrc_halflife_ms) {
+        if (age) { /* after the drain, under its lock: no batch is half counted */
             age_all(c);
             aged_at = now;
         }
+        pthread_mutex_unlock(&c->mrc_drain_mu);
         pthread_mutex_lock(&c->mrc_mu);
         if (more)
             c->mrc_kick = true;
@@ -416,7 +412,7 @@ int cache_mrc_demand(struct cache *c, int64_t t, uint64_t *accesses, uint64_t *b
     mrc_drain(c); /* the queued accesses are counted when they are simulated (Q3) */
     struct mrc_stats st;
     mrc_stats_get(m, &st);
-    *accesses = st.accesses;
-    *bytes = st.access_bytes;
+    *accesses = st.accesses + st.left_out; /* the demand, left out of the curve or not (Q4) */
+    *bytes = st.access_bytes + st.left_out_bytes;
     return 0;
 }

@@ -89,9 +89,11 @@ int cache_open(const struct cache_config *cfg, struct cache **out)
         tier_err_set("cache max_fetches %d out of range (1..4096)", k.max_fetches);
         return -EINVAL;
     }
-    struct cache *c = calloc(1, sizeof(*c));
+    /* cache-line aligned members (the curves' queue ends): so must it be (sizeof is a multiple) */
+    struct cache *c = aligned_alloc(_Alignof(struct cache), sizeof(*c));
     if (!c)
         return -ENOMEM;
+    memset(c, 0, sizeof(*c));
     int r = 0;
     c->lock_fd = -1;
     c->cfg = k;

@@ -17,6 +17,8 @@
  *       size (mean_bytes()).
  *   M4  nkeys <= max_keys + nsizes * min_blocks after every access (keys_max()), except while
  *       one access is being handled.
+ *   M5  each simulation's counters (acc, hits, bytes, hit_bytes, expect) count samples at its
+ *       rate now: a change of rate scales them (rescale()).
  *
  * TRANSITION -> FUNCTION
  *   count an access (lock-free, sharded counters)        mrc_count()
@@ -26,8 +28,10 @@
  *   miss: insert, then evict down to cap[k]              sim_access() -> policy_insert(),
  *                                                        sim_evict_to()
  *   entry left every simulation: free it                 sim_evict_to() -> entry_drop()
- *   too many entries: cut the base rate                  cut_rate() -> purge_above()
- *   the mean sampled size moved the floors               recalibrate() -> purge_above()
+ *   too many entries: cut the base rate                  cut_rate() -> set_thresholds() ->
+ *                                                        rescale(), purge_above()
+ *   the mean sampled size moved the floors               recalibrate() -> set_thresholds() ->
+ *                                                        rescale(), purge_above()
  *   halve the counters                                   apply_one() -> decay(), mrc_age()
  *   forget everything                                    mrc_reset()
  */
@@ -76,6 +80,7 @@ struct mrc {
     _Atomic uint64_t thr_any; /* max over thr[k]: the lock-free test */
     struct mrc_cnt cnt[CNT_SHARDS];
     uint64_t all_seen; /* cnt_all() when the expected counts were last brought up to date */
+    _Atomic uint64_t out_n, out_bytes; /* accesses left out (mrc_left_out) */
     uint64_t thr_base;
     struct mrc_sim sim[MRC_SIZES_MAX];
     struct mrc_ent **tab; /* open addressing, NULL = empty */
@@ -285,12 +290,28 @@ static uint64_t sim_thr(const struct mrc *m, size_t k, uint64_t base)
     return want > r ? thr_of(want) : base;
 }
 
+/* M5: a simulation's counters are in samples at its rate now, so one whose rate changes scales
+ * them by new / old (after settle(): its expected count is up to date at the old rate). Without
+ * it the accesses sampled before a fall of the rate would weigh more than those after (a cold
+ * start, counted at rate 1, would outweigh the warm epochs counted at 1/4). */
+static void rescale(struct mrc_sim *s, double f)
+{
+    s->acc *= f;
+    s->hits *= f;
+    s->bytes *= f;
+    s->hit_bytes *= f;
+    s->expect *= f;
+}
+
 static void set_thresholds(struct mrc *m)
 {
     uint64_t any = 0;
     for (size_t k = 0; k < m->n; k++) {
         struct mrc_sim *s = &m->sim[k];
+        uint64_t old = s->thr;
         s->thr = sim_thr(m, k, m->thr_base);
+        if (old && old != s->thr)
+            rescale(s, rate_of(s->thr) / rate_of(old));
         double c = (double)m->sizes[k] * rate_of(s->thr);
         s->cap = c < 1.0 ? 1 : (uint64_t)c;
         policy_set_capacity(s->pol, s->cap);
@@ -399,6 +420,7 @@ int mrc_new(const struct mrc_config *cfg, struct mrc **out)
             return -EINVAL;
         }
     /* its counter shards are cache-line aligned: so must it be (sizeof is a multiple of 64) */
+    _Static_assert(sizeof(struct mrc) % _Alignof(struct mrc) == 0, "aligned_alloc's size");
     struct mrc *m = aligned_alloc(_Alignof(struct mrc), sizeof(*m));
     if (!m)
         return -ENOMEM;
@@ -466,22 +488,24 @@ bool mrc_wants(const struct mrc *m, uint64_t hash)
     return m && hash < atomic_load_explicit(&m->thr_any, memory_order_relaxed);
 }
 
-void mrc_count_n(struct mrc *m, uint64_t n, uint64_t bytes)
+void mrc_count(struct mrc *m, uint64_t bytes)
 {
     static _Thread_local unsigned slot = UINT_MAX;
     static _Atomic unsigned next_slot;
-    if (!m || n == 0)
+    if (!m || bytes == 0)
         return;
     if (slot == UINT_MAX)
         slot = atomic_fetch_add_explicit(&next_slot, 1, memory_order_relaxed) % CNT_SHARDS;
-    atomic_fetch_add_explicit(&m->cnt[slot].n, n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->cnt[slot].n, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&m->cnt[slot].bytes, bytes, memory_order_relaxed);
 }
 
-void mrc_count(struct mrc *m, uint64_t bytes)
+void mrc_left_out(struct mrc *m, uint64_t bytes)
 {
-    if (bytes)
-        mrc_count_n(m, 1, bytes);
+    if (!m || bytes == 0)
+        return;
+    atomic_fetch_add_explicit(&m->out_n, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->out_bytes, bytes, memory_order_relaxed);
 }
 
 /* One sampled access, under m->mu: each simulation whose threshold it is under (a rate cut
@@ -519,8 +543,12 @@ void mrc_apply(struct mrc *m, const struct mrc_sample *s, size_t n)
     if (!m || n == 0)
         return;
     pthread_mutex_lock(&m->mu);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        /* counted just before it is simulated: a change of rate it causes settles the counts
+         * of every access before it, and none after */
+        mrc_count(m, s[i].bytes);
         apply_one(m, s[i].hash, s[i].bytes);
+    }
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -528,9 +556,10 @@ void mrc_access(struct mrc *m, uint64_t hash, uint64_t bytes)
 {
     if (!m || bytes == 0)
         return;
-    mrc_count(m, bytes);
-    if (!mrc_wants(m, hash))
+    if (!mrc_wants(m, hash)) {
+        mrc_count(m, bytes);
         return;
+    }
     struct mrc_sample one = {.hash = hash, .bytes = bytes};
     mrc_apply(m, &one, 1);
 }
@@ -592,6 +621,8 @@ void mrc_reset(struct mrc *m)
         atomic_store(&m->cnt[i].n, 0);
         atomic_store(&m->cnt[i].bytes, 0);
     }
+    atomic_store(&m->out_n, 0);
+    atomic_store(&m->out_bytes, 0);
     m->all_seen = 0;
     m->sampled = m->since_decay = 0;
     pthread_mutex_unlock(&m->mu);
@@ -609,6 +640,8 @@ void mrc_stats_get(struct mrc *m, struct mrc_stats *st)
     st->rate_cuts = m->rate_cuts;
     st->sampled = m->sampled;
     st->accesses = cnt_all(m, &st->access_bytes);
+    st->left_out = atomic_load_explicit(&m->out_n, memory_order_relaxed);
+    st->left_out_bytes = atomic_load_explicit(&m->out_bytes, memory_order_relaxed);
     st->mem_bytes = sizeof(*m) + m->tab_cap * sizeof(*m->tab) + m->nkeys * ent_bytes(m);
     pthread_mutex_unlock(&m->mu);
 }

@@ -67,7 +67,8 @@ struct mrc_stats {
     uint64_t sampled;      /* sampled accesses (before decay), all sizes' union */
     uint64_t accesses;     /* every access, sampled or not, since mrc_new (not decayed) */
     uint64_t access_bytes; /* ... and their bytes */
-    size_t mem_bytes;      /* memory held now (entries, table, policies' ghosts excluded) */
+    uint64_t left_out, left_out_bytes; /* accesses left out (mrc_left_out), and their bytes */
+    size_t mem_bytes; /* memory held now (entries, table, policies' ghosts excluded) */
 };
 
 struct mrc;
@@ -77,24 +78,27 @@ int mrc_new(const struct mrc_config *cfg, struct mrc **out);
 void mrc_free(struct mrc *m);
 
 /* One access to the block whose (uniform, e.g. keyed) 64-bit hash is `hash`, of `bytes` bytes:
- * mrc_count(), then mrc_apply() of it when mrc_wants(). */
+ * mrc_apply() of it when mrc_wants(), else mrc_count(). */
 void mrc_access(struct mrc *m, uint64_t hash, uint64_t bytes);
 
 /* Whether an access to `hash` is sampled by some simulation now (one relaxed atomic load). */
 bool mrc_wants(const struct mrc *m, uint64_t hash);
-/* Count one access of `bytes` (> 0), sampled or not: the total the estimates are scaled by.
- * Every access is counted exactly once; one that is left out (never applied, e.g. dropped from
- * a full queue) must be left out of the count too, or the curve reads it as a hit. */
+/* Count one access of `bytes` (> 0) that is not sampled: the total the estimates are scaled by.
+ * Every access is counted exactly once (a sampled one by mrc_apply()); one that is left out
+ * (never applied, e.g. while a queue is full) must be left out of the count too, with the
+ * unsampled accesses around it, or the curve reads it as a hit. */
 void mrc_count(struct mrc *m, uint64_t bytes);
-/* n accesses of `bytes` bytes in all (n > 0): mrc_count() of each, in one addition. */
-void mrc_count_n(struct mrc *m, uint64_t n, uint64_t bytes);
+/* One access left out of the curve (neither counted nor applied), counted apart so the demand
+ * behind the curve (mrc_stats left_out) still includes it. */
+void mrc_left_out(struct mrc *m, uint64_t bytes);
 
 struct mrc_sample {
     uint64_t hash;
     uint64_t bytes;
 };
-/* Run n accesses that mrc_wants() said are sampled through the simulations, under one lock. An
- * access no simulation samples any more (the rate was cut since) is skipped. */
+/* Count and run n accesses that mrc_wants() said are sampled through the simulations, under one
+ * lock, each counted just before it runs. An access no simulation samples any more (the rate
+ * was cut since) is counted and skipped. */
 void mrc_apply(struct mrc *m, const struct mrc_sample *s, size_t n);
 
 /* The curve, one point per configured size, into out (cap points); returns the number of sizes. */

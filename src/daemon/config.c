@@ -614,6 +614,14 @@ static int set_number(struct parser *p, const struct keydef *k, char *field, con
                      sect, k->name, val, (unsigned long long)k->min, (unsigned long long)k->max);
         return -EINVAL;
     }
+    if (strcmp(k->name, "curve_halflife") == 0 && u && u < 10000) {
+        /* the curves' thread wakes every 200 ms: a shorter half-life would halve at each wake */
+        cfg_fail(p, line,
+                 "[%s] %s = '%s' is not allowed (allowed: 0 for never, or a duration from 10s to "
+                 "30d)",
+                 sect, k->name, val);
+        return -EINVAL;
+    }
     if (k->kind == V_SIZEZ)
         *(size_t *)(void *)field = (size_t)u;
     else if (k->kind == V_INT)

@@ -274,8 +274,10 @@ static int curves_ab(const char *dir, int rounds, struct cache_obj *obj)
         }
         struct cache_stats st;
         cache_stats_get(cc[1], &st);
-        printf("  (second cache: %llu fetches in all, the warm-up's %llu)\n",
-               (unsigned long long)st.fetches, (unsigned long long)(OBJ_BYTES / (4 * MIB)));
+        printf("  (second cache: %llu fetches in all, the warm-up's %llu; accesses left out of "
+               "the curves: %llu)\n",
+               (unsigned long long)st.fetches, (unsigned long long)(OBJ_BYTES / (4 * MIB)),
+               (unsigned long long)cache_mrc_dropped(cc[1]));
         for (int e = 0; e < 2; e++) {
             cache_evict(cc[e], "mem", "");
             cache_close(cc[e]);

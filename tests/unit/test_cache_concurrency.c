@@ -351,8 +351,9 @@ static void test_readers_vs_control_plane_async(void **state)
 
 /* Curves on, every access sampled (rate 1): 16 threads of 4 tenants make whole-block reads (each
  * a new access) while the curves' thread drains the queue. Afterwards (cache_mrc_curve drains
- * what is left) the node's curve holds every access not dropped, each tenant's curve its own,
- * and the counts agree (mrc.h: an access counted but not simulated would read as a hit). */
+ * what is left) the node's curve holds every access not left out, the tenants' curves together
+ * the same, and the demand counts every read (mrc.h: an access counted in a curve but not
+ * simulated would read as a hit). */
 #define CURVE_READS 2000
 struct curve_reader {
     struct cache *c;
@@ -416,15 +417,15 @@ static void test_curves_under_readers(void **state)
         assert_true(pt[k].accesses == (double)(total - dropped));
     uint64_t acc = 0, bytes = 0, sum = 0, sum_curves = 0;
     assert_int_equal(cache_mrc_demand(c, -1, &acc, &bytes), 0);
-    assert_int_equal(acc, total - dropped);
+    assert_int_equal(acc, total); /* the demand: every read, left out of the curves or not */
     for (int t = 1; t <= 4; t++) {
         assert_int_equal(cache_mrc_demand(c, t, &acc, &bytes), 0);
         assert_int_equal(cache_mrc_curve(c, t, pt, CACHE_MRC_SIZES, &n), 0);
-        assert_true(pt[0].accesses == (double)acc);
+        assert_true(pt[0].accesses <= (double)acc);
         sum += acc;
         sum_curves += (uint64_t)pt[0].accesses;
     }
-    assert_int_equal(sum, total - dropped);
+    assert_int_equal(sum, total);
     assert_int_equal(sum_curves, total - dropped);
     cache_close(c);
     backend_free(be);

@@ -482,6 +482,11 @@ static void test_defaults(void **state)
                              0);
         assert_non_null(strstr(e3, "curve_blocks = '10' is not allowed"));
         tierd_config_fini(&c);
+        const char *t5b = BASE "[cache]\ncurve_halflife = 1s\n";
+        assert_int_not_equal(
+            tierd_config_load_string("t.conf", t5b, strlen(t5b), &c, e3, sizeof(e3)), 0);
+        assert_non_null(strstr(e3, "curve_halflife = '1s' is not allowed (allowed: 0 for never"));
+        tierd_config_fini(&c);
         const char *t6 = BASE "[tenants]\nauto_quota = on\nadvice_interval = 5s\n"
                               "advice_target = 90\n";
         if (tierd_config_load_string("t.conf", t6, strlen(t6), &c, e3, sizeof(e3)))
