@@ -7,6 +7,10 @@
  * setters. Built twice: FAKE_NVML_NO_UTIL leaves out nvmlDeviceGetProcessUtilization, for the
  * missing-symbol test.
  *
+ * Loaded by tierd itself (tests/integration/test_gpu_fuse.sh puts it on LD_LIBRARY_PATH as
+ * libnvidia-ml.so.1), it is steered by the environment instead: FAKE_NVML_PID, read at the first
+ * nvmlInit_v2, is a process every device reports at FAKE_NVML_SM percent (default 70).
+ *
  * Each call of nvmlDeviceGetProcessUtilization makes fresh samples (one per process set, stamped
  * with a counter that goes up by one per call, in microseconds), so gpu.c's lastSeen never hides
  * them: with a NULL buffer or too small a count it answers INSUFFICIENT_SIZE and the count, as
@@ -14,6 +18,7 @@
  */
 #include <pthread.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 typedef int nvmlReturn_t;
 typedef struct nvmlDevice_st *nvmlDevice_t;
@@ -64,9 +69,25 @@ void fake_nvml_set_devices(unsigned n);
 int fake_nvml_inits(void);
 unsigned long fake_nvml_util_calls(void);
 
+/* FAKE_NVML_PID and FAKE_NVML_SM (see the top), once; under mu. */
+static void from_environment(void)
+{
+    static int done;
+    if (done)
+        return;
+    done = 1;
+    const char *pid = getenv("FAKE_NVML_PID"), *sm = getenv("FAKE_NVML_SM");
+    if (!pid)
+        return;
+    procs[0].pid = (unsigned)strtoul(pid, NULL, 10);
+    procs[0].sm = sm ? (unsigned)strtoul(sm, NULL, 10) : 70;
+    nprocs = 1;
+}
+
 nvmlReturn_t nvmlInit_v2(void)
 {
     pthread_mutex_lock(&mu);
+    from_environment();
     int r = fail_init;
     if (!r)
         inits++;
