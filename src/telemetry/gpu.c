@@ -64,6 +64,7 @@ struct gpu_tenant {
     uint64_t last_ns; /* the pass that set it; 0: never */
     unsigned procs;
 };
+_Static_assert(sizeof(struct gpu_tenant) == 24, "update the memory figures in gpu.h");
 
 struct gpu {
     void *lib;

@@ -19,9 +19,10 @@
  * without a sample for GPU_FADE_INTERVALS intervals has none. NVML errors are counted, the
  * first of a run of them is logged, and the next pass tries again.
  *
- * Memory is fixed at gpu_open: 16 bytes per possible tenant plus 12 bytes per tenant of scratch,
+ * Memory is fixed at gpu_open: 24 bytes per possible tenant plus 12 bytes per tenant of scratch,
  * GPU_SAMPLES_MAX samples of 32 bytes, and GPU_DEVICES_MAX device handles; devices beyond
- * GPU_DEVICES_MAX and samples beyond GPU_SAMPLES_MAX in one call are left out (counted).
+ * GPU_DEVICES_MAX are left out (logged at gpu_open), samples beyond GPU_SAMPLES_MAX in one call
+ * too (counted in truncated).
  *
  * Threads: one mutex guards the tenants' figures and the counters (readers: gpu_list,
  * gpu_stats_get, from any thread); a second serialises passes, so NVML is never called by two
