@@ -9,9 +9,10 @@
 # device (FAKE_NVML_PID). Asserts: tierd logs the library loaded; /metrics comes to show
 # tierd_tenant_gpu_utilisation{tenant="u1001"} 0.7 and tierd_gpu_devices 1 (the sample's pid
 # resolved through /proc/<pid>/status and tenant_resolve); GET /v1/telemetry has "gpu" with the
-# tenant; promtool (where installed) accepts the exposition; once the process is gone its
-# samples resolve to no tenant and the gauge leaves within 3 intervals of 1 s; a tierd with
-# gpu_sampling = off never loads the library (no tierd_gpu_* series, "gpu" null).
+# tenant, and `tierctl top` its GPU% (70.0); promtool (where installed) accepts the exposition;
+# once the process is gone its samples resolve to no tenant and the gauge leaves within 3
+# intervals of 1 s; a tierd with gpu_sampling = off never loads the library (no tierd_gpu_*
+# series, "gpu" null).
 # No sleeps as synchronisation: every wait polls a condition with a deadline.
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
@@ -68,6 +69,13 @@ rows = {t["tenant"]: t for t in g["tenants"]}
 assert abs(rows["u1001"]["gpu_util"] - 0.7) < 1e-9, rows
 EOF2
 ok "/v1/telemetry: \"gpu\" has u1001 at 0.7"
+tierd_ctl top --once --interval 0.1 >"$T/top.txt" || fail "tierctl top"
+grep -q "^TENANT .* STALL%  *GPU%$" "$T/top.txt" || fail "tierctl top has no GPU% column: $(cat "$T/top.txt")"
+grep -Eq "^u1001 .* -  *70\.0$" "$T/top.txt" || fail "tierctl top shows no GPU% for u1001: $(cat "$T/top.txt")"
+tierd_ctl top --once --interval 0.1 --json |
+  python3 -c 'import json, sys; r = {t["tenant"]: t for t in json.load(sys.stdin)["tenants"]}; assert abs(r["u1001"]["gpu_util"] - 0.7) < 1e-9, r' ||
+  fail "tierctl top --json: no gpu_util for u1001"
+ok "tierctl top: u1001's GPU% 70.0 (table and --json)"
 
 kill -KILL "$SLEEPER"
 wait "$SLEEPER" 2>/dev/null || true
