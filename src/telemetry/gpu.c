@@ -10,9 +10,9 @@
  * pointer, and nvmlProcessUtilizationSample_t five unsigned ints and one unsigned long long in
  * nvml.h's order. nvmlDeviceGetProcessUtilization is called twice per device and pass: with a
  * NULL buffer it answers INSUFFICIENT_SIZE and the number of samples newer than lastSeen, then
- * fills the buffer (NOT_FOUND either time: none since lastSeen). lastSeen per device is the
- * newest timeStamp it returned (a CPU time in microseconds). More samples than the buffer holds
- * (GPU_SAMPLES_MAX) are left out: lastSeen moves to one interval before now, so the next call
+ * fills the buffer, offered whole (NOT_FOUND either time: none since lastSeen). lastSeen per device
+ * is the newest timeStamp it returned (a CPU time in microseconds). More samples than the buffer
+ * holds (GPU_SAMPLES_MAX) are left out: lastSeen moves to one interval before now, so the next call
  * asks for about an interval's worth.
  */
 #include "telemetry/gpu.h"
@@ -265,14 +265,14 @@ static unsigned fetch(struct gpu *g, unsigned d, bool *logged)
         pass_error(g, logged, "nvmlDeviceGetProcessUtilization", d, r);
         return 0;
     }
+    /* the whole buffer: samples that arrived since the first call fit too */
     unsigned want = n;
-    if (n > GPU_SAMPLES_MAX)
-        n = GPU_SAMPLES_MAX;
+    n = GPU_SAMPLES_MAX;
     r = g->f.util(g->dev[d], g->buf, &n, g->last_seen[d]);
     if (r == NVML_ERROR_NOT_FOUND)
         return 0;
     if (r == NVML_ERROR_INSUFFICIENT_SIZE) {
-        /* more than the buffer holds (or more arrived in between): skip to an interval ago */
+        /* more than the buffer holds: skip to an interval ago */
         unsigned long long now_us = tier_now_real_ns() / 1000;
         unsigned long long back_us = g->interval_ns / 1000;
         if (now_us > back_us && now_us - back_us > g->last_seen[d])

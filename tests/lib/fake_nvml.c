@@ -44,8 +44,9 @@ static struct {
     unsigned pid, sm;
 } procs[FAKE_PROCS];
 static unsigned nprocs;
-static int fail_util; /* nvmlDeviceGetProcessUtilization answers this; 0: samples */
-static int fail_init; /* nvmlInit_v2 answers this */
+static unsigned extra; /* samples claimed beyond procs (a flood: never handed out) */
+static int fail_util;  /* nvmlDeviceGetProcessUtilization answers this; 0: samples */
+static int fail_init;  /* nvmlInit_v2 answers this */
 static unsigned devices = 1;
 static int inits; /* nvmlInit_v2 minus nvmlShutdown */
 static unsigned long util_calls;
@@ -64,6 +65,7 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
 const char *nvmlErrorString(nvmlReturn_t r);
 void fake_nvml_set_procs(unsigned n, const unsigned *pids, const unsigned *sm);
 void fake_nvml_fail_util(int r);
+void fake_nvml_set_extra(unsigned n);
 void fake_nvml_fail_init(int r);
 void fake_nvml_set_devices(unsigned n);
 int fake_nvml_inits(void);
@@ -139,8 +141,8 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
         r = fail_util;
     else if (nprocs == 0)
         r = NVML_ERROR_NOT_FOUND;
-    else if (!utilization || *count < nprocs) {
-        *count = nprocs;
+    else if (!utilization || *count < nprocs + extra) {
+        *count = nprocs + extra;
         r = NVML_ERROR_INSUFFICIENT_SIZE;
     } else {
         clock_us = clock_us > last_seen ? clock_us + 1 : last_seen + 1;
@@ -186,6 +188,14 @@ void fake_nvml_fail_util(int r)
 {
     pthread_mutex_lock(&mu);
     fail_util = r;
+    pthread_mutex_unlock(&mu);
+}
+
+/* Claim n samples more than the processes set, so that no buffer of the caller's is enough. */
+void fake_nvml_set_extra(unsigned n)
+{
+    pthread_mutex_lock(&mu);
+    extra = n;
     pthread_mutex_unlock(&mu);
 }
 

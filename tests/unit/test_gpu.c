@@ -2,10 +2,11 @@
 /* test_gpu.c - unit tests for the NVML sampler (src/telemetry/gpu.c) against the fake library
  * tests/lib/fake_nvml.c (no GPU needed): an absent library, a missing symbol and a failing
  * nvmlInit_v2 start nothing; a pass maps the test process's samples to its tenant (0.70); the
- * mean over a tenant's processes; NVML errors are counted and sampling goes on; a tenant whose
- * samples stop fades out after 3 intervals; the thread samples on its own and stops (labelled
- * tsan); the figures in /metrics and GET /v1/telemetry. Time is the test's (now_ns) except for
- * the thread's test, which polls with a deadline. */
+ * mean over a tenant's processes; NVML errors are counted and sampling goes on; a flood of
+ * samples beyond the buffer is left out and counted; a tenant whose samples stop fades out after
+ * 3 intervals; the thread samples on its own and stops (labelled tsan); the figures in /metrics
+ * and GET /v1/telemetry. Time is the test's (now_ns) except for the thread's test, which polls
+ * with a deadline. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
@@ -41,6 +42,7 @@
 static void *fake;
 static void (*set_procs)(unsigned, const unsigned *, const unsigned *);
 static void (*fail_util)(int);
+static void (*set_extra)(unsigned);
 static void (*fail_init)(int);
 static void (*set_devices)(unsigned);
 static int (*inits)(void);
@@ -63,6 +65,8 @@ static int setup(void **state)
     memcpy(&set_procs, &p, sizeof(p));
     p = sym("fake_nvml_fail_util");
     memcpy(&fail_util, &p, sizeof(p));
+    p = sym("fake_nvml_set_extra");
+    memcpy(&set_extra, &p, sizeof(p));
     p = sym("fake_nvml_fail_init");
     memcpy(&fail_init, &p, sizeof(p));
     p = sym("fake_nvml_set_devices");
@@ -86,6 +90,7 @@ static int reset(void **state)
     unsigned pid = (unsigned)getpid(), sm = 70;
     set_procs(1, &pid, &sm);
     fail_util(0);
+    set_extra(0);
     fail_init(0);
     set_devices(1);
     return 0;
@@ -242,6 +247,27 @@ static void test_errors_counted(void **state)
     gpu_close(g);
 }
 
+/* More samples than GPU_SAMPLES_MAX: left out and counted, no error; the next pass samples. */
+static void test_truncated(void **state)
+{
+    (void)state;
+    struct gpu *g = open_fake(IV);
+    set_extra(GPU_SAMPLES_MAX + 10);
+    gpu_sample(g, T0);
+    struct gpu_stats st;
+    gpu_stats_get(g, &st);
+    assert_int_equal(st.truncated, GPU_SAMPLES_MAX + 11);
+    assert_int_equal(st.errors, 0);
+    assert_int_equal(st.samples, 0);
+    assert_int_equal(gpu_list(g, T0, NULL, 0), 0);
+    set_extra(0);
+    gpu_sample(g, T0 + IV);
+    double u = -1;
+    assert_int_equal(gpu_tenant_util(g, OWN_TENANT, T0 + IV, &u), 0);
+    assert_true(fabs(u - 0.70) < 1e-9);
+    gpu_close(g);
+}
+
 static void test_fades(void **state)
 {
     (void)state;
@@ -360,6 +386,7 @@ int main(void)
         cmocka_unit_test_setup(test_own_process, reset),
         cmocka_unit_test_setup(test_mean_and_unresolved, reset),
         cmocka_unit_test_setup(test_errors_counted, reset),
+        cmocka_unit_test_setup(test_truncated, reset),
         cmocka_unit_test_setup(test_fades, reset),
         cmocka_unit_test_setup(test_thread, reset),
         cmocka_unit_test_setup(test_exports, reset),
