@@ -385,6 +385,15 @@ int gpu_tenant_util(struct gpu *g, uint32_t tenant, uint64_t now_ns, double *uti
     return rc;
 }
 
+void gpu_tenant_forget(struct gpu *g, uint32_t tenant)
+{
+    if (!g || tenant >= g->max_tenants)
+        return;
+    pthread_mutex_lock(&g->mu);
+    g->t[tenant] = (struct gpu_tenant){0};
+    pthread_mutex_unlock(&g->mu);
+}
+
 void gpu_stats_get(struct gpu *g, struct gpu_stats *st)
 {
     pthread_mutex_lock(&g->mu);

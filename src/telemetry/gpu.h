@@ -83,6 +83,10 @@ size_t gpu_list(struct gpu *g, uint64_t now_ns, struct gpu_tenant_stats *out, si
 /* One tenant's recent utilisation as of now_ns: 0 and *util, or -ENOENT (none). */
 int gpu_tenant_util(struct gpu *g, uint32_t tenant, uint64_t now_ns, double *util);
 
+/* Tenant id was reclaimed (telemetry.h, tele_tenant_fold): its figure is dropped, so the id's
+ * next tenant does not show it. g NULL or an id out of range: no-op. */
+void gpu_tenant_forget(struct gpu *g, uint32_t tenant);
+
 struct gpu_stats {
     unsigned devices; /* sampled (at most GPU_DEVICES_MAX) */
     uint64_t interval_ns;

@@ -260,6 +260,8 @@ int tele_tenant_fold(struct telemetry *t, uint32_t from, uint32_t to)
         counter_move(&s->errors, &d->errors);
     }
     int src = stall_tenant_fold(t->stall, from, to);
+    /* a GPU figure is a recent one, not a count: it goes with the tenant, not to "retired" */
+    gpu_tenant_forget(atomic_load_explicit(&t->gpu, memory_order_acquire), from);
     return rc ? rc : src;
 }
 

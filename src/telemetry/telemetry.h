@@ -109,8 +109,9 @@ struct stall *tele_stall(struct telemetry *t);
 
 /* The GPU sampler (gpu.h), where one runs: the telemetry takes it (gpu_close at
  * telemetry_free, so its thread stops before the tenant registry it resolves with goes) and its
- * renderers export its figures (tierd_tenant_gpu_utilisation, "gpu_util" and "gpu"). Set once,
- * before the first render; t NULL: g is closed. */
+ * renderers export its figures (tierd_tenant_gpu_utilisation, "gpu_util" and "gpu");
+ * tele_tenant_fold drops a reclaimed tenant's. Set once, before the first render; t NULL: g is
+ * closed. */
 struct gpu;
 void tele_gpu_set(struct telemetry *t, struct gpu *g);
 /* The sampler set, or NULL. Valid until telemetry_free. */

@@ -5,8 +5,8 @@
  * mean over a tenant's processes; NVML errors are counted and sampling goes on; a flood of
  * samples beyond the buffer is left out and counted; a tenant whose samples stop fades out after
  * 3 intervals; the thread samples on its own and stops (labelled tsan); the figures in /metrics
- * and GET /v1/telemetry. Time is the test's (now_ns) except for the thread's test, which polls
- * with a deadline. */
+ * and GET /v1/telemetry, dropped with a reclaimed tenant. Time is the test's (now_ns) except for
+ * the thread's test, which polls with a deadline. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
@@ -372,6 +372,13 @@ static void test_exports(void **state)
     assert_string_equal(json_string_value(json_object_get(gt, "tenant")), "u1001");
     assert_true(fabs(json_number_value(json_object_get(gt, "gpu_util")) - 0.7) < 1e-9);
     json_decref(j);
+    /* a reclaimed tenant's figure goes with it (its id's next tenant must not show it) */
+    assert_int_equal(tele_tenant_fold(t, OWN_TENANT, 2), 0);
+    assert_int_equal(gpu_list(g, tier_now_mono_ns(), NULL, 0), 0);
+    dynbuf_reset(&b);
+    assert_int_equal(tele_render_prometheus(t, NULL, &b), 0);
+    assert_int_equal(dynbuf_append(&b, "", 1), 0);
+    assert_null(strstr(b.data, "tierd_tenant_gpu_utilisation{"));
     dynbuf_fini(&b);
     telemetry_free(t);
     assert_int_equal(inits(), 0); /* telemetry_free closed the sampler */
