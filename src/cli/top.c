@@ -20,7 +20,8 @@
  * latencies (lookups and opens would drown them); QWAIT its backend calls' wait at the
  * scheduling point; STALL% the tenant's recent data-stall ratio, wait / (wait + compute) of its
  * training loops as tierd decays it (GET /v1/telemetry "stalls", POST /v1/progress), shown as
- * tierd gives it rather than diffed, so one answer suffices.
+ * tierd gives it rather than diffed, so one answer suffices; GPU% likewise the tenant's recent
+ * GPU utilisation where tierd samples NVML (GET /v1/telemetry "gpu").
  */
 #include "cli/top.h"
 
@@ -158,6 +159,32 @@ static int parse_stalls(const json_t *answer, struct top_snap *s)
     return 0;
 }
 
+static int cmp_gpu(const void *a, const void *b)
+{
+    return cmp_str(((const struct top_gpu *)a)->tenant, ((const struct top_gpu *)b)->tenant);
+}
+
+/* "gpu": {"tenants": [...]} (null, or absent from an older tierd: none). */
+static int parse_gpu(const json_t *answer, struct top_snap *s)
+{
+    const json_t *arr = json_object_get(json_object_get(answer, "gpu"), "tenants");
+    size_t n = json_array_size(arr);
+    if (n == 0)
+        return 0;
+    s->gpu = calloc(n, sizeof(*s->gpu));
+    if (!s->gpu)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *e = json_array_get(arr, i);
+        const char *tn = json_string_value(json_object_get(e, "tenant"));
+        double u = jnum(e, "gpu_util", -1);
+        if (tn && u >= 0)
+            s->gpu[s->ngpu++] = (struct top_gpu){.tenant = tn, .util = u};
+    }
+    qsort(s->gpu, s->ngpu, sizeof(*s->gpu), cmp_gpu);
+    return 0;
+}
+
 void top_snap_fini(struct top_snap *s)
 {
     if (!s)
@@ -166,6 +193,7 @@ void top_snap_fini(struct top_snap *s)
         free(s->s[i].b);
     free(s->s);
     free(s->st);
+    free(s->gpu);
     json_decref(s->json);
     memset(s, 0, sizeof(*s));
 }
@@ -224,7 +252,7 @@ int top_snap_parse(json_t *answer, struct top_snap *out, char *err, size_t errsz
         s.tier_used[i] = ju64(t, "used_bytes");
         s.tier_capacity[i] = ju64(t, "capacity_bytes");
     }
-    if (parse_stalls(answer, &s) != 0) {
+    if (parse_stalls(answer, &s) != 0 || parse_gpu(answer, &s) != 0) {
         top_snap_fini(&s);
         snprintf(err, errsz, "out of memory");
         return -ENOMEM;
@@ -477,20 +505,31 @@ int top_view_build(const struct top_snap *prev, const struct top_snap *cur, doub
     memcpy(v.tier_used, cur->tier_used, sizeof(v.tier_used));
     memcpy(v.tier_capacity, cur->tier_capacity, sizeof(v.tier_capacity));
 
-    /* one row per tenant name (of a series or a stall entry), sorted by name while folding */
-    v.t = calloc(cur->n + cur->nst ? cur->n + cur->nst : 1, sizeof(*v.t));
+    /* one row per tenant name (of a series, a stall entry or a GPU figure), sorted by name while
+     * folding */
+    size_t names = cur->n + cur->nst + cur->ngpu;
+    v.t = calloc(names ? names : 1, sizeof(*v.t));
     if (!v.t)
         return -ENOMEM;
-    for (size_t i = 0; i < cur->n + cur->nst; i++) {
-        const char *tn = i < cur->n ? cur->s[i].tenant : cur->st[i - cur->n].tenant;
+    for (size_t i = 0; i < names; i++) {
+        const char *tn = i < cur->n              ? cur->s[i].tenant
+                         : i < cur->n + cur->nst ? cur->st[i - cur->n].tenant
+                                                 : cur->gpu[i - cur->n - cur->nst].tenant;
         if (!bsearch(tn, v.t, v.n, sizeof(*v.t), cmp_name)) {
             v.t[v.n++].tenant = tn;
             qsort(v.t, v.n, sizeof(*v.t), cmp_name_rows);
         }
     }
-    for (size_t i = 0; i < v.n && cur->nst; i++)
-        v.t[i].stall = bsearch(&(struct top_stall){.tenant = v.t[i].tenant}, cur->st, cur->nst,
-                               sizeof(*cur->st), cmp_stall);
+    for (size_t i = 0; i < v.n; i++) {
+        if (cur->nst)
+            v.t[i].stall = bsearch(&(struct top_stall){.tenant = v.t[i].tenant}, cur->st, cur->nst,
+                                   sizeof(*cur->st), cmp_stall);
+        const struct top_gpu *g = cur->ngpu
+                                      ? bsearch(&(struct top_gpu){.tenant = v.t[i].tenant},
+                                                cur->gpu, cur->ngpu, sizeof(*cur->gpu), cmp_gpu)
+                                      : NULL;
+        v.t[i].gpu_util = g ? g->util : -1;
+    }
     struct work *w = calloc(v.n ? v.n : 1, sizeof(*w));
     if (!w) {
         top_view_fini(&v);
@@ -534,7 +573,8 @@ static void put_ms(FILE *f, double s)
 }
 
 static void put_line(FILE *f, const char *tenant, const char *cls, double ops_s, double bytes_s,
-                     const double *hit, double p50, double p99, double qwait, double stall)
+                     const double *hit, double p50, double p99, double qwait, double stall,
+                     double gpu)
 {
     fprintf(f, "%-20s %-11s %10.1f %9.2f", tenant, cls, ops_s, bytes_s / 1e6);
     for (int t = 0; t < TOP_NTIERS; t++)
@@ -543,6 +583,7 @@ static void put_line(FILE *f, const char *tenant, const char *cls, double ops_s,
     put_ms(f, p99);
     put_ms(f, qwait);
     put_pct(f, stall);
+    put_pct(f, gpu);
     fputc('\n', f);
 }
 
@@ -563,19 +604,20 @@ void top_print_table(FILE *f, const struct top_view *v, enum top_sort sort)
                 tier_fmt_bytes(v->tier_capacity[0], rc, sizeof(rc)),
                 tier_fmt_bytes(v->tier_used[1], du, sizeof(du)),
                 tier_fmt_bytes(v->tier_capacity[1], dc, sizeof(dc)));
-    fprintf(f, "\n%-20s %-11s %10s %9s %6s %6s %6s %9s %9s %9s %6s\n", "TENANT", "CLASS", "OPS/S",
-            "MB/S", "RAM%", "DISK%", "BACK%", "P50ms", "P99ms", "QWAITms", "STALL%");
+    fprintf(f, "\n%-20s %-11s %10s %9s %6s %6s %6s %9s %9s %9s %6s %6s\n", "TENANT", "CLASS",
+            "OPS/S", "MB/S", "RAM%", "DISK%", "BACK%", "P50ms", "P99ms", "QWAITms", "STALL%",
+            "GPU%");
     for (size_t i = 0; i < v->n; i++) {
         const struct top_tenant_row *r = &v->t[i];
         /* one class: one line that names it; more: the tenant's total, then a line per class */
         const char *cls = r->ncls == 1 ? r->cls[0].cls : r->ncls ? "(all)" : "-";
         double qwait = r->ncls == 1 ? r->cls[0].qwait_avg_s : r->qwait_avg_s;
         put_line(f, r->tenant, cls, r->ops_s, r->bytes_s, r->hit_pct, r->p50_s, r->p99_s, qwait,
-                 stall_pct(r));
+                 stall_pct(r), r->gpu_util >= 0 ? 100.0 * r->gpu_util : -1);
         for (size_t c = 0; r->ncls > 1 && c < r->ncls; c++) {
             const struct top_class_row *k = &r->cls[c];
             put_line(f, "", k->cls, k->ops_s, k->bytes_s, NULL, k->p50_s, k->p99_s, k->qwait_avg_s,
-                     -1);
+                     -1, -1);
         }
     }
 }
@@ -629,6 +671,9 @@ json_t *top_view_json(const struct top_view *v)
                                                "steps", (json_int_t)st->steps, "reporters",
                                                (json_int_t)st->reporters)
                                    : json_null());
+        if (t)
+            json_object_set_new(t, "gpu_util",
+                                r->gpu_util < 0 ? json_null() : json_real(r->gpu_util));
         if (!t || json_array_append_new(tenants, t) != 0)
             goto fail;
     }

@@ -48,6 +48,12 @@ struct top_stall {
     uint64_t steps, reporters;
 };
 
+/* One tenant's recent GPU utilisation ("gpu" of the answer: NVML's, src/telemetry/gpu.h), 0..1. */
+struct top_gpu {
+    const char *tenant;
+    double util;
+};
+
 struct top_snap {
     json_t *json;    /* a reference: every string above is borrowed from it */
     uint64_t now_ns; /* tierd's clock at the answer */
@@ -58,6 +64,8 @@ struct top_snap {
     uint64_t tier_used[2], tier_capacity[2]; /* RAM, disk gauges; 0 when absent */
     struct top_stall *st; /* sorted by tenant; none from a tierd without "stalls" */
     size_t nst;
+    struct top_gpu *gpu; /* sorted by tenant; none without a GPU sampler ("gpu" null) */
+    size_t ngpu;
 };
 
 /* Parse one /v1/telemetry answer (borrowed; a reference is taken). 0, or -EINVAL with a
@@ -90,6 +98,7 @@ struct top_tenant_row {
     size_t ncls;
     /* data stalls, as tierd reports them (not diffed: its ratio is already a recent one) */
     const struct top_stall *stall; /* NULL: the tenant's loops never reported */
+    double gpu_util;               /* tierd's recent GPU utilisation, 0..1; -1: none */
 };
 
 enum top_sort { TOP_SORT_OPS = 0, TOP_SORT_BYTES = 1 };
@@ -103,8 +112,8 @@ struct top_view {
 };
 
 /* Rows for the interval prev -> cur (prev may be NULL: everything since tierd started, over
- * interval_s). Every tenant with a series or a stall entry in cur gets a row, idle ones with
- * zero rates. 0 or -ENOMEM. */
+ * interval_s). Every tenant with a series, a stall entry or a GPU figure in cur gets a row, idle
+ * ones with zero rates. 0 or -ENOMEM. */
 int top_view_build(const struct top_snap *prev, const struct top_snap *cur, double interval_s,
                    enum top_sort sort, struct top_view *out);
 void top_view_fini(struct top_view *v);

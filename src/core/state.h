@@ -98,6 +98,12 @@ struct tierd_policy_conf {
     } kv[TIERD_POLICY_MAX_KEYS];
 };
 
+/* [daemon] gpu_sampling (docs/CONFIG.md): the NVML sampler of per-tenant GPU utilisation. */
+enum tierd_gpu_sampling {
+    TIERD_GPU_AUTO = 0, /* on where libnvidia-ml.so.1 loads and initialises; else off, quietly */
+    TIERD_GPU_OFF = 1,  /* the library is never loaded */
+};
+
 struct tierd_config {
     char *file; /* config path, for messages */
     /* [cache] */
@@ -161,6 +167,9 @@ struct tierd_config {
     bool qos;                    /* dmClock on backend lanes; off: strict class priority */
     uint64_t policy_interval_ms; /* lifecycle policies: a full pass this often; default 30 s */
     char *policy_state;          /* their copy journal; default <spool_dir>/policy.db */
+    /* the NVML sampler of GPU utilisation per tenant (telemetry/gpu.h) */
+    enum tierd_gpu_sampling gpu_sampling; /* default auto */
+    uint64_t gpu_sample_interval_ms;      /* default 5 s */
     /* [writeback]: the burst buffer, used when a namespace has mode = write-back */
     char *wb_spool_dir;                  /* default: "spool" beside [cache] disk_dir */
     char *wb_journal;                    /* NULL: <spool_dir>/journal.db */

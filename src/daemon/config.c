@@ -283,6 +283,8 @@ static const struct config_choice durability_choices[] = {
     {"local", TIERD_DURABILITY_LOCAL}, {"remote", TIERD_DURABILITY_REMOTE}, {NULL, 0}};
 static const struct config_choice no_open_choices[] = {
     {"auto", TIERD_NO_OPEN_AUTO}, {"on", TIERD_NO_OPEN_ON}, {"off", TIERD_NO_OPEN_OFF}, {NULL, 0}};
+static const struct config_choice gpu_sampling_choices[] = {
+    {"auto", TIERD_GPU_AUTO}, {"off", TIERD_GPU_OFF}, {NULL, 0}};
 /* [backend NAME] type, checked in the type pre-pass (backend_types) */
 static const struct config_choice btype_choices[] = {{"posix", BT_POSIX}, {"s3", BT_S3}, {NULL, 0}};
 
@@ -291,6 +293,7 @@ _Static_assert(sizeof(enum cache_policy_kind) == sizeof(int), "V_ENUM field size
 _Static_assert(sizeof(enum tierd_ns_mode) == sizeof(int), "V_ENUM field size");
 _Static_assert(sizeof(enum tierd_durability) == sizeof(int), "V_ENUM field size");
 _Static_assert(sizeof(enum tierd_no_open) == sizeof(int), "V_ENUM field size");
+_Static_assert(sizeof(enum tierd_gpu_sampling) == sizeof(int), "V_ENUM field size");
 
 #define CFG(f) offsetof(struct tierd_config, f)
 #define BE(f) offsetof(struct tierd_backend_conf, f)
@@ -306,6 +309,8 @@ static const struct keydef daemon_keys[] = {
     {"stage_threads", V_INT, CFG(stage_threads), 1, 256, false, 0, NULL},
     {"health_backlog_age", V_DUR, CFG(health_backlog_ms), 0, 30 * 86400000ULL, false, 0, NULL},
     {"telemetry", V_BOOL, CFG(telemetry), 0, 0, false, 0, NULL},
+    {"gpu_sampling", V_ENUM, CFG(gpu_sampling), 0, 0, false, 0, gpu_sampling_choices},
+    {"gpu_sample_interval", V_DUR, CFG(gpu_sample_interval_ms), 1000, 3600000, false, 0, NULL},
     {"qos", V_BOOL, CFG(qos), 0, 0, false, 0, NULL},
     {"qos_op_cost", V_SIZE, CFG(qos_op_cost), 1, 64 * MIB, false, 0, NULL},
     {"policy_interval", V_DUR, CFG(policy_interval_ms), 1000, 86400000, false, 0, NULL},
@@ -1425,6 +1430,8 @@ static void apply_defaults(struct tierd_config *c)
     c->no_open = TIERD_NO_OPEN_OFF; /* opt-in: docs/CONFIG.md "No-open connection", its limits */
     c->health_backlog_ms = 300000;
     c->telemetry = true;
+    c->gpu_sampling = TIERD_GPU_AUTO;
+    c->gpu_sample_interval_ms = 5000;
     c->qos = true;
     c->policy_interval_ms = 30000;
     c->wb_upload_threads = 2;

@@ -41,6 +41,7 @@
 #include "daemon/tierd.h"
 #include "fuse/tierfs.h"
 #include "qos/sched.h"
+#include "telemetry/gpu.h"
 #include "telemetry/telemetry.h"
 #include "tenant/tenant.h"
 #include "writeback/wb.h"
@@ -649,6 +650,37 @@ static int step_scheduler(struct tierd *d)
     return rc;
 }
 
+/* [daemon] gpu_sampling = auto: the NVML sampler where the library loads, owned by the
+ * telemetry (stopped at telemetry_free, before the tenant registry it resolves with). Optional:
+ * without the library (an info line) or with one that fails (a warning) tierd goes on without. */
+static void start_gpu(struct tierd *d)
+{
+    if (d->cfg.gpu_sampling == TIERD_GPU_OFF)
+        return;
+    struct gpu_config gc = {.interval_ns = d->cfg.gpu_sample_interval_ms * TIER_NS_PER_MS,
+                            .max_tenants = tenant_id_limit(d->tenants),
+                            .tenant_of = tierd_tenant_of_pid,
+                            .tenant_of_ud = d->tenants};
+    struct gpu *g = NULL;
+    int rc = gpu_open(&gc, &g);
+    if (rc) {
+        if (rc != -ENOENT) /* absent: gpu_open said so at info */
+            log_warn("%s: no GPU sampling", tier_err_msg());
+        return;
+    }
+    rc = gpu_start(g);
+    if (rc) {
+        log_warn("gpu: sampler thread: %s: no GPU sampling", strerror(-rc));
+        gpu_close(g);
+        return;
+    }
+    struct gpu_stats st;
+    gpu_stats_get(g, &st);
+    log_info("gpu: NVML loaded: sampling %u device(s) every %llu ms", st.devices,
+             (unsigned long long)d->cfg.gpu_sample_interval_ms);
+    tele_gpu_set(d->tele, g);
+}
+
 static int step_telemetry(struct tierd *d)
 {
     /* One cap for both: every id the registry hands out has its own series. */
@@ -660,6 +692,8 @@ static int step_telemetry(struct tierd *d)
     int rc = d->cfg.telemetry ? telemetry_new(&tc, &d->tele) : 0;
     if (rc == 0)
         sched_set_telemetry(d->sched, d->tele);
+    if (rc == 0 && d->tele)
+        start_gpu(d);
     return rc;
 }
 

@@ -51,7 +51,8 @@ struct telemetry {
     /* [tenant][class][op][tier] and [tenant][class]; NULL until first recorded */
     struct tele_op_series *_Atomic *ops;
     struct tele_sched_series *_Atomic *sched;
-    struct stall *stall; /* data stalls reported by training loops (stall.h); its own lock */
+    struct stall *stall;     /* data stalls reported by training loops (stall.h); its own lock */
+    struct gpu *_Atomic gpu; /* GPU sampler (gpu.h) or NULL; set once, its own locks */
 };
 
 static inline size_t tele_op_slot(unsigned tenant, unsigned cls, unsigned op, unsigned tier)
@@ -79,6 +80,13 @@ const char *tele_tenant_label(const struct telemetry *t, uint32_t id, char *buf,
 
 /* The stall store's tenants now (stall_list), malloc'd into *out (NULL when none); -ENOMEM. */
 int tele_stall_list(const struct telemetry *t, struct stall_tenant_stats **out, size_t *n);
+
+/* The GPU sampler's tenants now (gpu_list), malloc'd into *out (NULL when none or no sampler);
+ * -ENOMEM. */
+struct gpu_tenant_stats;
+int tele_gpu_list(const struct telemetry *t, struct gpu_tenant_stats **out, size_t *n);
+/* The recent utilisation of tenant in v[0..n) (tele_gpu_list's answer), or -1: none. */
+double tele_gpu_util_of(const struct gpu_tenant_stats *v, size_t n, uint32_t tenant);
 
 /* Append the decimal digits of v. */
 int tele_put_u64(struct dynbuf *out, uint64_t v);

@@ -15,6 +15,7 @@
 #include "common/dynbuf.h"
 #include "common/strutil.h"
 #include "common/timeutil.h"
+#include "telemetry/gpu.h"
 #include "telemetry/tele_int.h"
 
 static void put_double(struct tele_out *o, double v)
@@ -168,16 +169,20 @@ static void render_sched(struct telemetry *t, struct tele_out *o, struct tele_hi
 }
 
 /* "stalls": [{tenant_id, tenant, wait_s, compute_s, steps, reports, dropped, reporters,
- * stall_ratio, names: [{name, wait_s, compute_s, steps, stall_ratio, idle_s}]}] */
+ * stall_ratio, gpu_util, names: [{name, wait_s, compute_s, steps, stall_ratio, idle_s}]}] */
 static void render_stall(struct telemetry *t, struct tele_out *o)
 {
     struct stall_tenant_stats *v = NULL;
     size_t n = 0;
+    struct gpu_tenant_stats *gv = NULL;
+    size_t gn = 0;
     struct stall_reporter_stats *rs = malloc(STALL_NAMES_PER_TENANT * sizeof(*rs));
     if (!rs && o->rc == 0)
         o->rc = -ENOMEM;
     if (o->rc == 0)
         o->rc = tele_stall_list(t, &v, &n);
+    if (o->rc == 0)
+        o->rc = tele_gpu_list(t, &gv, &gn);
     uint64_t now = tier_now_mono_ns();
     key(o, "stalls");
     tele_out_put(o, "[");
@@ -202,6 +207,13 @@ static void render_stall(struct telemetry *t, struct tele_out *o)
             tele_out_put(o, "null");
         else
             put_double(o, st->ratio);
+        tele_out_put(o, ",");
+        key(o, "gpu_util");
+        double gu = tele_gpu_util_of(gv, gn, st->tenant);
+        if (gu < 0)
+            tele_out_put(o, "null");
+        else
+            put_double(o, gu);
         tele_out_put(o, ",");
         key(o, "names");
         tele_out_put(o, "[");
@@ -230,7 +242,53 @@ static void render_stall(struct telemetry *t, struct tele_out *o)
     }
     tele_out_put(o, "]");
     free(v);
+    free(gv);
     free(rs);
+}
+
+/* "gpu": null without a sampler, else {devices, interval_s, passes, samples, errors, truncated,
+ * unresolved, tenants: [{tenant_id, tenant, gpu_util, procs, age_s}]} */
+static void render_gpu(struct telemetry *t, struct tele_out *o)
+{
+    key(o, "gpu");
+    struct gpu *g = tele_gpu(t);
+    if (!g) {
+        tele_out_put(o, "null");
+        return;
+    }
+    struct gpu_stats st;
+    gpu_stats_get(g, &st);
+    struct gpu_tenant_stats *v = NULL;
+    size_t n = 0;
+    if (o->rc == 0)
+        o->rc = tele_gpu_list(t, &v, &n);
+    tele_out_put(o, "{");
+    kv_u64(o, "devices", st.devices, true);
+    key(o, "interval_s");
+    put_double(o, (double)st.interval_ns / 1e9);
+    tele_out_put(o, ",");
+    kv_u64(o, "passes", st.passes, true);
+    kv_u64(o, "samples", st.samples, true);
+    kv_u64(o, "errors", st.errors, true);
+    kv_u64(o, "truncated", st.truncated, true);
+    kv_u64(o, "unresolved", st.unresolved, true);
+    key(o, "tenants");
+    tele_out_put(o, "[");
+    for (size_t i = 0; i < n; i++) {
+        char idbuf[16];
+        tele_out_put(o, i ? ",{" : "{");
+        kv_u64(o, "tenant_id", v[i].tenant, true);
+        kv_str(o, "tenant", tele_tenant_label(t, v[i].tenant, idbuf, sizeof(idbuf)), true);
+        key(o, "gpu_util");
+        put_double(o, v[i].util);
+        tele_out_put(o, ",");
+        kv_u64(o, "procs", v[i].procs, true);
+        key(o, "age_s");
+        put_double(o, v[i].age_s);
+        tele_out_put(o, "}");
+    }
+    tele_out_put(o, "]}");
+    free(v);
 }
 
 static void render_gauges(const struct telemetry *t, struct tele_out *o,
@@ -333,8 +391,10 @@ int tele_render_json(struct telemetry *t, const struct tele_gauges *g, struct dy
         render_sched(t, &o, c);
         tele_out_put(&o, ",");
         render_stall(t, &o);
+        tele_out_put(&o, ",");
+        render_gpu(t, &o);
     } else {
-        tele_out_put(&o, "\"ops\":[],\"sched\":[],\"stalls\":[]");
+        tele_out_put(&o, "\"ops\":[],\"sched\":[],\"stalls\":[],\"gpu\":null");
     }
     tele_out_put(&o, ",");
     render_gauges(t, &o, g);

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "common/dynbuf.h"
+#include "telemetry/gpu.h"
 #include "telemetry/tele_int.h"
 
 #define LE_FIRST_SHIFT 10
@@ -257,6 +258,44 @@ static void render_stall(const struct telemetry *t, struct tele_out *o)
 }
 
 static void gauge1(struct tele_out *o, const char *name, const char *help, const char *lname,
+                   const char *lvalue, double v, bool head);
+
+/* GPU utilisation by tenant (gpu.h), where a sampler runs: its tenants with a recent sample,
+ * and the sampler's devices and NVML errors. */
+static void render_gpu(const struct telemetry *t, struct tele_out *o)
+{
+    struct gpu *g = atomic_load_explicit(&t->gpu, memory_order_acquire);
+    if (!g)
+        return;
+    struct gpu_tenant_stats *v = NULL;
+    size_t n = 0;
+    if (o->rc == 0)
+        o->rc = tele_gpu_list(t, &v, &n);
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0)
+            family(o, "tierd_tenant_gpu_utilisation", "gauge",
+                   "Recent SM utilisation of the tenant's processes on the node's GPUs (NVML, "
+                   "mean over their latest samples, 0..1); absent while none was sampled in the "
+                   "last 3 intervals.");
+        char idbuf[16], num[32];
+        tele_out_put(o, "tierd_tenant_gpu_utilisation{");
+        label(o, "tenant", tele_tenant_label(t, v[i].tenant, idbuf, sizeof(idbuf)), true);
+        /* a mean of whole percents: six digits show it exactly (0.7, not 0.69999999999999996) */
+        snprintf(num, sizeof(num), "} %.6g\n", v[i].util);
+        tele_out_put(o, num);
+    }
+    free(v);
+    struct gpu_stats st;
+    gpu_stats_get(g, &st);
+    gauge1(o, "tierd_gpu_devices", "GPUs the NVML sampler samples.", NULL, NULL, st.devices, true);
+    family(o, "tierd_gpu_sample_errors_total", "counter",
+           "NVML calls of the GPU sampler that failed (it samples again the next interval).");
+    tele_out_put(o, "tierd_gpu_sample_errors_total ");
+    tele_out_u64(o, st.errors);
+    tele_out_put(o, "\n");
+}
+
+static void gauge1(struct tele_out *o, const char *name, const char *help, const char *lname,
                    const char *lvalue, double v, bool head)
 {
     if (head)
@@ -419,6 +458,7 @@ int tele_render_prometheus(struct telemetry *t, const struct tele_gauges *g, str
         render_ops(t, &o, &lb, c, (const char(*)[24])le);
         render_sched(t, &o, &lb, c, (const char(*)[24])le);
         render_stall(t, &o);
+        render_gpu(t, &o);
     }
     if (g) {
         render_gauges(&o, g);

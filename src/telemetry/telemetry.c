@@ -23,6 +23,7 @@
 #include "common/strutil.h"
 #include "common/err.h"
 #include "common/timeutil.h"
+#include "telemetry/gpu.h"
 #include "telemetry/tele_int.h"
 
 #define DEFAULT_MAX_TENANTS 64
@@ -87,6 +88,7 @@ void telemetry_free(struct telemetry *t)
     free(t->ops);
     free(t->sched);
     stall_free(t->stall);
+    gpu_close(atomic_load_explicit(&t->gpu, memory_order_acquire));
     free(t);
 }
 
@@ -258,12 +260,56 @@ int tele_tenant_fold(struct telemetry *t, uint32_t from, uint32_t to)
         counter_move(&s->errors, &d->errors);
     }
     int src = stall_tenant_fold(t->stall, from, to);
+    /* a GPU figure is a recent one, not a count: it goes with the tenant, not to "retired" */
+    gpu_tenant_forget(atomic_load_explicit(&t->gpu, memory_order_acquire), from);
     return rc ? rc : src;
 }
 
 struct stall *tele_stall(struct telemetry *t)
 {
     return t ? t->stall : NULL;
+}
+
+void tele_gpu_set(struct telemetry *t, struct gpu *g)
+{
+    if (!t) {
+        gpu_close(g);
+        return;
+    }
+    gpu_close(atomic_exchange_explicit(&t->gpu, g, memory_order_acq_rel));
+}
+
+struct gpu *tele_gpu(struct telemetry *t)
+{
+    return t ? atomic_load_explicit(&t->gpu, memory_order_acquire) : NULL;
+}
+
+int tele_gpu_list(const struct telemetry *t, struct gpu_tenant_stats **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    struct gpu *g = atomic_load_explicit(&t->gpu, memory_order_acquire);
+    if (!g)
+        return 0;
+    uint64_t now = tier_now_mono_ns();
+    size_t want = gpu_list(g, now, NULL, 0);
+    if (want == 0)
+        return 0;
+    struct gpu_tenant_stats *v = calloc(want, sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    size_t got = gpu_list(g, now, v, want);
+    *out = v;
+    *n = got < want ? got : want;
+    return 0;
+}
+
+double tele_gpu_util_of(const struct gpu_tenant_stats *v, size_t n, uint32_t tenant)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i].tenant == tenant)
+            return v[i].util;
+    return -1;
 }
 
 int tele_stall_list(const struct telemetry *t, struct stall_tenant_stats **out, size_t *n)

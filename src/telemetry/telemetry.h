@@ -16,6 +16,9 @@
  * are kept per tenant in a store of the telemetry's, with its own lock and fixed memory per
  * tenant, and exported with the series.
  *
+ * GPU utilisation (gpu.h): where NVML is installed, a sampler the telemetry owns keeps a recent
+ * SM utilisation per tenant, exported beside the stalls.
+ *
  * Tenant ids index arrays of size max_tenants; ids beyond it are folded into TIER_TENANT_OTHER.
  * Names come from the tenant registry through the name callback, at export time only.
  *
@@ -103,6 +106,16 @@ int tele_tenant_fold(struct telemetry *t, uint32_t from, uint32_t to);
  * tenant by tele_tenant_fold. Valid until telemetry_free; t NULL: NULL. */
 struct stall;
 struct stall *tele_stall(struct telemetry *t);
+
+/* The GPU sampler (gpu.h), where one runs: the telemetry takes it (gpu_close at
+ * telemetry_free, so its thread stops before the tenant registry it resolves with goes) and its
+ * renderers export its figures (tierd_tenant_gpu_utilisation, "gpu_util" and "gpu");
+ * tele_tenant_fold drops a reclaimed tenant's. Set once, before the first render; t NULL: g is
+ * closed. */
+struct gpu;
+void tele_gpu_set(struct telemetry *t, struct gpu *g);
+/* The sampler set, or NULL. Valid until telemetry_free. */
+struct gpu *tele_gpu(struct telemetry *t);
 
 /* ---- histogram scheme (shared with clients of GET /v1/telemetry) --------------------------- */
 

@@ -108,8 +108,8 @@ assert rows.get("default", {}).get("stall") is None, rows.get("default")
 EOF2
 tierd_ctl top --once --interval 0.1 >"$T/top.txt" || fail "tierctl top"
 cat "$T/top.txt"
-grep -q "^TENANT .* QWAITms  *STALL%$" "$T/top.txt" || fail "tierctl top has no STALL% column: $(cat "$T/top.txt")"
-grep -Eq "^u1001 .* [0-9]+\.[0-9]$" "$T/top.txt" || fail "tierctl top shows no STALL% for u1001: $(cat "$T/top.txt")"
+grep -q "^TENANT .* QWAITms  *STALL%  *GPU%$" "$T/top.txt" || fail "tierctl top has no STALL% column: $(cat "$T/top.txt")"
+grep -Eq "^u1001 .* [0-9]+\.[0-9]  *-$" "$T/top.txt" || fail "tierctl top shows no STALL% for u1001: $(cat "$T/top.txt")"
 ok "tierctl top (table and --json) shows tenant u1001's stall"
 
 stop_tierd

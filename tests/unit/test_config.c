@@ -61,6 +61,10 @@ static const struct bad_case bad_cases[] = {
     {BASE "[daemon]\nstage_threads = 0\n", {"t.conf:9:", "stage_threads = '0'", "from 1 to 256"}},
     {BASE "[daemon]\ntelemetry = maybe\n",
      {"t.conf:9:", "[daemon] telemetry = 'maybe'", "allowed: true, false, yes, no, on, off"}},
+    {BASE "[daemon]\ngpu_sampling = on\n",
+     {"t.conf:9:", "gpu_sampling = 'on'", "allowed: auto, off"}},
+    {BASE "[daemon]\ngpu_sample_interval = 500ms\n", {"t.conf:9:", "gpu_sample_interval"}},
+    {BASE "[daemon]\ngpu_sample_interval = 2h\n", {"t.conf:9:", "gpu_sample_interval"}},
     {BASE "[daemon]\nqos = dmclock\n",
      {"t.conf:9:", "[daemon] qos = 'dmclock'", "allowed: true, false, yes, no, on, off"}},
     {BASE "[mount]\n", {"t.conf:8:", "duplicate section [mount]", "first at line 6"}},
@@ -439,6 +443,8 @@ static void test_defaults(void **state)
     assert_int_equal(c.stage_threads, 16);
     assert_true(c.telemetry); /* [daemon] telemetry: on unless switched off */
     assert_true(c.qos);       /* [daemon] qos: likewise */
+    assert_int_equal(c.gpu_sampling, TIERD_GPU_AUTO); /* NVML where it loads */
+    assert_int_equal(c.gpu_sample_interval_ms, 5000);
     assert_int_equal(c.cache.block_size, 4 << 20);
     assert_int_equal(c.cache.ram_bytes, 1ULL << 30);
     assert_null(c.cache.disk_dir);
@@ -550,6 +556,15 @@ static void test_telemetry_switch(void **state)
         assert_int_equal(c.qos, strcmp(vals[i], "on") == 0);
         tierd_config_fini(&c);
     }
+    /* [daemon] gpu_sampling and its interval, as written */
+    const char *text = BASE "[daemon]\ngpu_sampling = off\ngpu_sample_interval = 1h\n";
+    struct tierd_config c;
+    char err[1024] = "";
+    if (tierd_config_load_string("t.conf", text, strlen(text), &c, err, sizeof(err)))
+        fail_msg("%s", err);
+    assert_int_equal(c.gpu_sampling, TIERD_GPU_OFF);
+    assert_int_equal(c.gpu_sample_interval_ms, 3600000);
+    tierd_config_fini(&c);
 }
 
 /* [backend] split_reads: auto by default; auto, off (or 0) and a size as written. */

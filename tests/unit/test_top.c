@@ -295,7 +295,9 @@ static void test_bad_shapes(void **state)
 }
 
 /* "stalls": a row for a tenant that only reported stalls, the STALL% column from tierd's ratio
- * ("-" for none), the JSON's "stall" object, and a tierd without "stalls" (older) showing none. */
+ * ("-" for none), the JSON's "stall" object, and a tierd without "stalls" (older) showing none.
+ * "gpu": the GPU% column from a tenant's GPU figure, a row for a tenant that only has one, and
+ * "gpu_util" in the JSON. */
 static void test_stalls(void **state)
 {
     (void)state;
@@ -312,7 +314,9 @@ static void test_stalls(void **state)
                  "\"compute_s\":1.0,\"steps\":40,\"reports\":2,\"dropped\":0,\"reporters\":1,"
                  "\"stall_ratio\":0.75,\"names\":[]},{\"tenant_id\":2,\"tenant\":\"alice\","
                  "\"wait_s\":1.0,\"compute_s\":0,\"steps\":1,\"reports\":1,\"dropped\":0,"
-                 "\"reporters\":0,\"stall_ratio\":null,\"names\":[]}]%s",
+                 "\"reporters\":0,\"stall_ratio\":null,\"names\":[]}],\"gpu\":{\"devices\":1,"
+                 "\"tenants\":[{\"tenant_id\":3,\"tenant\":\"bob\",\"gpu_util\":0.42},"
+                 "{\"tenant_id\":4,\"tenant\":\"carol\",\"gpu_util\":0.9}]}%s",
                  (int)at, base, base + at) < 0)
         abort();
     struct top_snap cur, old;
@@ -321,8 +325,12 @@ static void test_stalls(void **state)
     assert_int_equal(old.nst, 0);
     struct top_view v;
     assert_int_equal(top_view_build(NULL, &cur, 1.0, TOP_SORT_OPS, &v), 0);
-    assert_int_equal(v.n, 2);
+    assert_int_equal(v.n, 3);
     const struct top_tenant_row *b = row(&v, "bob"), *a = row(&v, "alice");
+    assert_true(b->gpu_util == 0.42);
+    assert_true(a->gpu_util < 0);
+    assert_null(row(&v, "carol")->stall);
+    assert_true(row(&v, "carol")->gpu_util == 0.9);
     assert_non_null(b->stall);
     assert_int_equal(b->stall->steps, 40);
     assert_true(b->stall->ratio == 0.75);
@@ -334,13 +342,16 @@ static void test_stalls(void **state)
     FILE *f = open_memstream(&out, &len);
     top_print_table(f, &v, TOP_SORT_OPS);
     fclose(f);
-    assert_non_null(strstr(out, "QWAITms STALL%\n"));
+    assert_non_null(strstr(out, "QWAITms STALL%   GPU%\n"));
     const char *bl = strstr(out, "\nbob ");
     assert_non_null(bl);
-    assert_non_null(strstr(bl, " 75.0\n"));
+    assert_non_null(strstr(bl, " 75.0   42.0\n"));
+    const char *cl = strstr(out, "\ncarol ");
+    assert_non_null(cl);
+    assert_non_null(strstr(cl, "      -   90.0\n"));
     const char *al = strstr(out, "\nalice ");
     assert_non_null(al);
-    assert_true(strstr(al, "      -\n") == strchr(al + 1, '\n') - 7);
+    assert_true(strstr(al, "      -      -\n") == strchr(al + 1, '\n') - 14);
     free(out);
     json_t *j = top_view_json(&v);
     assert_non_null(j);
@@ -360,6 +371,8 @@ static void test_stalls(void **state)
     assert_int_equal(json_integer_value(json_object_get(st, "steps")), 40);
     assert_true(json_real_value(json_object_get(st, "ratio")) == 0.75);
     assert_true(json_is_null(json_object_get(json_object_get(aj, "stall"), "ratio")));
+    assert_true(json_real_value(json_object_get(bj, "gpu_util")) == 0.42);
+    assert_true(json_is_null(json_object_get(aj, "gpu_util")));
     json_decref(j);
     top_view_fini(&v);
     assert_int_equal(top_view_build(NULL, &old, 1.0, TOP_SORT_OPS, &v), 0);
