@@ -21,6 +21,15 @@
  * demand (cache_mrc_curve, cache_mrc_demand) drains it first, so they include every access made
  * before the call.
  *
+ * A RATE CHANGE WHILE ACCESSES WAIT: a simulation's rate changes (a cut for memory, the floors
+ * following the mean sampled size: mrc.c) inside a drain, while the readers keep counting the
+ * accesses no curve samples. The sampled accesses still queued then run under the new
+ * thresholds, while the unsampled ones counted beside them were charged at the old rates: a
+ * skew of the expected counts bounded by the queue's backlog at that moment (at most
+ * MRC_QCAP sampled accesses; usually what 200 ms of reads push), at each change. Changes are
+ * rare (a cut when the sample outgrows its memory, a floor change at 256, 1,024, 4,096 ...
+ * sampled accesses), and not measured here.
+ *
  * A FULL QUEUE: the reader that finds it full sets mrc_overflow, and until the next drain every
  * access is left out, sampled or not (counted in cache_mrc_dropped). Leaving out only the
  * sampled ones would bias the curve: SHARDS_adj adds the accesses a simulation was expected to
