@@ -446,6 +446,9 @@ static const char *tele_tenant_name(void *ud, uint32_t id)
 
 static void teardown(struct tierd *d)
 {
+    /* first: a GPU pass resolves pids through the tenant registry, whose reclaim hooks use the
+     * cache, the schedulers and the access log; the object goes at telemetry_free */
+    gpu_stop(tele_gpu(d->tele));
     if (d->tenants) /* no sweep asks the cache or the hints once they go */
         tenant_reclaim_hooks_set(d->tenants, NULL);
     /* first: a pass in progress (its thread's, or one a /v1/policy/run call is waiting for)
@@ -651,7 +654,8 @@ static int step_scheduler(struct tierd *d)
 }
 
 /* [daemon] gpu_sampling = auto: the NVML sampler where the library loads, owned by the
- * telemetry (stopped at telemetry_free, before the tenant registry it resolves with). Optional:
+ * telemetry (its thread stopped first thing in teardown, the object freed at telemetry_free).
+ * Optional:
  * without the library (an info line) or with one that fails (a warning) tierd goes on without. */
 static void start_gpu(struct tierd *d)
 {
