@@ -657,10 +657,28 @@ static int step_scheduler(struct tierd *d)
  * telemetry (its thread stopped first thing in teardown, the object freed at telemetry_free).
  * Optional:
  * without the library (an info line) or with one that fails (a warning) tierd goes on without. */
+/* Is tierd in the initial pid namespace? NVML gives host pids, which name other processes (or
+ * none) in a namespace of tierd's own (a container). Its inode is PROC_PID_INIT_INO; a link that
+ * cannot be read counts as not. */
+static bool in_initial_pid_ns(void)
+{
+    char l[64];
+    ssize_t n = readlink("/proc/self/ns/pid", l, sizeof(l) - 1);
+    if (n <= 0)
+        return false;
+    l[n] = '\0';
+    return strcmp(l, "pid:[4026531836]") == 0;
+}
+
 static void start_gpu(struct tierd *d)
 {
     if (d->cfg.gpu_sampling == TIERD_GPU_OFF)
         return;
+    if (!in_initial_pid_ns()) {
+        log_info("gpu: tierd runs in a pid namespace of its own, NVML's pids are the host's: no "
+                 "GPU sampling");
+        return;
+    }
     struct gpu_config gc = {.interval_ns = d->cfg.gpu_sample_interval_ms * TIER_NS_PER_MS,
                             .max_tenants = tenant_id_limit(d->tenants),
                             .tenant_of = tierd_tenant_of_pid,
