@@ -467,6 +467,17 @@ static void test_thread(void **state)
         nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
     }
     assert_true(fabs(u - 0.70) < 1e-9);
+    /* stop joins the thread and keeps the object: no pass after it, readers still answer */
+    gpu_stop(g);
+    gpu_stop(g); /* idempotent */
+    gpu_stats_get(g, &st);
+    uint64_t passes = st.passes;
+    unsigned long calls = util_calls();
+    nanosleep(&(struct timespec){.tv_nsec = 50000000}, NULL); /* five intervals, if it ran */
+    gpu_stats_get(g, &st);
+    assert_int_equal(st.passes, passes);
+    assert_int_equal(util_calls(), calls);
+    assert_int_equal(inits(), 1);
     gpu_close(g);
     assert_int_equal(inits(), 0);
 }
