@@ -105,7 +105,8 @@ struct gpu_stats {
     uint64_t interval_ns;
     uint64_t passes;     /* completed passes */
     uint64_t samples;    /* process samples used */
-    uint64_t errors;     /* NVML calls that failed (NOT_FOUND, no new sample, is not one) */
+    uint64_t errors;     /* NVML calls that failed (NOT_FOUND, no new sample, is not one; nor
+                          * NOT_SUPPORTED or NO_PERMISSION: the device is dropped) */
     uint64_t truncated;  /* samples beyond GPU_SAMPLES_MAX left out */
     uint64_t unresolved; /* samples whose process tenant_of did not find (or whose tenant does
                           * not exist yet: tierd_tenant_of_pid) */
