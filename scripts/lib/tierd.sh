@@ -56,12 +56,18 @@ tierd_places() {
 # "key = value" lines printed at the end of the section, in order (empty ones are skipped, so
 # an optional setting can be passed as "$1"); a LINE may hold several lines.
 
-# tierd_conf_section HEADER [LINE...]: "[HEADER]" and the lines
+# tierd_conf_section HEADER [LINE...]: "[HEADER]" and the lines. With TIERD_CONF_GPU set (the
+# integration tests set it to off: tests/integration/lib.sh), a [daemon] section whose lines do
+# not name gpu_sampling gets "gpu_sampling = $TIERD_CONF_GPU"
 tierd_conf_section() {
-  printf '[%s]\n' "$1"
+  local h=$1 l gpu=${TIERD_CONF_GPU:-}
+  printf '[%s]\n' "$h"
   shift
-  local l
-  for l in "$@"; do [ -z "$l" ] || printf '%s\n' "$l"; done
+  for l in "$@"; do
+    [ -z "$l" ] || printf '%s\n' "$l"
+    case $l in *gpu_sampling*) gpu= ;; esac
+  done
+  if [ "$h" = daemon ] && [ -n "$gpu" ]; then printf 'gpu_sampling = %s\n' "$gpu"; fi
 }
 
 # tierd_conf_posix NAME ROOT [LINE...]: [backend NAME] of type posix over ROOT

@@ -167,7 +167,9 @@ static int cmp_gpu(const void *a, const void *b)
 /* "gpu": {"tenants": [...]} (null, or absent from an older tierd: none). */
 static int parse_gpu(const json_t *answer, struct top_snap *s)
 {
-    const json_t *arr = json_object_get(json_object_get(answer, "gpu"), "tenants");
+    const json_t *gj = json_object_get(answer, "gpu");
+    s->has_gpu = json_is_object(gj);
+    const json_t *arr = json_object_get(gj, "tenants");
     size_t n = json_array_size(arr);
     if (n == 0)
         return 0;
@@ -497,6 +499,7 @@ int top_view_build(const struct top_snap *prev, const struct top_snap *cur, doub
 {
     struct top_view v;
     memset(&v, 0, sizeof(v));
+    v.gpu = cur->has_gpu || (prev && prev->has_gpu);
     if (prev && prev->started_ns != cur->started_ns) {
         prev = NULL;
         v.restarted = true;
@@ -574,7 +577,7 @@ static void put_ms(FILE *f, double s)
 
 static void put_line(FILE *f, const char *tenant, const char *cls, double ops_s, double bytes_s,
                      const double *hit, double p50, double p99, double qwait, double stall,
-                     double gpu)
+                     bool show_gpu, double gpu)
 {
     fprintf(f, "%-20s %-11s %10.1f %9.2f", tenant, cls, ops_s, bytes_s / 1e6);
     for (int t = 0; t < TOP_NTIERS; t++)
@@ -583,7 +586,8 @@ static void put_line(FILE *f, const char *tenant, const char *cls, double ops_s,
     put_ms(f, p99);
     put_ms(f, qwait);
     put_pct(f, stall);
-    put_pct(f, gpu);
+    if (show_gpu)
+        put_pct(f, gpu);
     fputc('\n', f);
 }
 
@@ -604,20 +608,21 @@ void top_print_table(FILE *f, const struct top_view *v, enum top_sort sort)
                 tier_fmt_bytes(v->tier_capacity[0], rc, sizeof(rc)),
                 tier_fmt_bytes(v->tier_used[1], du, sizeof(du)),
                 tier_fmt_bytes(v->tier_capacity[1], dc, sizeof(dc)));
-    fprintf(f, "\n%-20s %-11s %10s %9s %6s %6s %6s %9s %9s %9s %6s %6s\n", "TENANT", "CLASS",
-            "OPS/S", "MB/S", "RAM%", "DISK%", "BACK%", "P50ms", "P99ms", "QWAITms", "STALL%",
-            "GPU%");
+    /* GPU% only where tierd samples GPUs */
+    fprintf(f, "\n%-20s %-11s %10s %9s %6s %6s %6s %9s %9s %9s %6s", "TENANT", "CLASS", "OPS/S",
+            "MB/S", "RAM%", "DISK%", "BACK%", "P50ms", "P99ms", "QWAITms", "STALL%");
+    fprintf(f, v->gpu ? " %6s\n" : "\n", "GPU%");
     for (size_t i = 0; i < v->n; i++) {
         const struct top_tenant_row *r = &v->t[i];
         /* one class: one line that names it; more: the tenant's total, then a line per class */
         const char *cls = r->ncls == 1 ? r->cls[0].cls : r->ncls ? "(all)" : "-";
         double qwait = r->ncls == 1 ? r->cls[0].qwait_avg_s : r->qwait_avg_s;
         put_line(f, r->tenant, cls, r->ops_s, r->bytes_s, r->hit_pct, r->p50_s, r->p99_s, qwait,
-                 stall_pct(r), r->gpu_util >= 0 ? 100.0 * r->gpu_util : -1);
+                 stall_pct(r), v->gpu, r->gpu_util >= 0 ? 100.0 * r->gpu_util : -1);
         for (size_t c = 0; r->ncls > 1 && c < r->ncls; c++) {
             const struct top_class_row *k = &r->cls[c];
             put_line(f, "", k->cls, k->ops_s, k->bytes_s, NULL, k->p50_s, k->p99_s, k->qwait_avg_s,
-                     -1, -1);
+                     -1, v->gpu, -1);
         }
     }
 }

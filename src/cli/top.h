@@ -66,6 +66,7 @@ struct top_snap {
     size_t nst;
     struct top_gpu *gpu; /* sorted by tenant; none without a GPU sampler ("gpu" null) */
     size_t ngpu;
+    bool has_gpu; /* "gpu" is an object: tierd runs a GPU sampler */
 };
 
 /* Parse one /v1/telemetry answer (borrowed; a reference is taken). 0, or -EINVAL with a
@@ -109,6 +110,7 @@ struct top_view {
     struct top_tenant_row *t; /* sorted by load, then name */
     size_t n;
     uint64_t tier_used[2], tier_capacity[2];
+    bool gpu; /* either snapshot had a GPU sampler: the table shows GPU% */
 };
 
 /* Rows for the interval prev -> cur (prev may be NULL: everything since tierd started, over

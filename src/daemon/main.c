@@ -446,6 +446,9 @@ static const char *tele_tenant_name(void *ud, uint32_t id)
 
 static void teardown(struct tierd *d)
 {
+    /* first: a GPU pass resolves pids through the tenant registry, whose reclaim hooks use the
+     * cache, the schedulers and the access log; the object goes at telemetry_free */
+    gpu_stop(tele_gpu(d->tele));
     if (d->tenants) /* no sweep asks the cache or the hints once they go */
         tenant_reclaim_hooks_set(d->tenants, NULL);
     /* first: a pass in progress (its thread's, or one a /v1/policy/run call is waiting for)
@@ -651,12 +654,31 @@ static int step_scheduler(struct tierd *d)
 }
 
 /* [daemon] gpu_sampling = auto: the NVML sampler where the library loads, owned by the
- * telemetry (stopped at telemetry_free, before the tenant registry it resolves with). Optional:
+ * telemetry (its thread stopped first thing in teardown, the object freed at telemetry_free).
+ * Optional:
  * without the library (an info line) or with one that fails (a warning) tierd goes on without. */
+/* Is tierd in the initial pid namespace? NVML gives host pids, which name other processes (or
+ * none) in a namespace of tierd's own (a container). Its inode is PROC_PID_INIT_INO; a link that
+ * cannot be read counts as not. */
+static bool in_initial_pid_ns(void)
+{
+    char l[64];
+    ssize_t n = readlink("/proc/self/ns/pid", l, sizeof(l) - 1);
+    if (n <= 0)
+        return false;
+    l[n] = '\0';
+    return strcmp(l, "pid:[4026531836]") == 0;
+}
+
 static void start_gpu(struct tierd *d)
 {
     if (d->cfg.gpu_sampling == TIERD_GPU_OFF)
         return;
+    if (!in_initial_pid_ns()) {
+        log_info("gpu: tierd runs in a pid namespace of its own, NVML's pids are the host's: no "
+                 "GPU sampling");
+        return;
+    }
     struct gpu_config gc = {.interval_ns = d->cfg.gpu_sample_interval_ms * TIER_NS_PER_MS,
                             .max_tenants = tenant_id_limit(d->tenants),
                             .tenant_of = tierd_tenant_of_pid,

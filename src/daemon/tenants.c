@@ -120,23 +120,6 @@ void tierd_tenants_reclaim_hooks(struct tierd *d, struct tenant_reg *r)
                                     .busy = tierd_tenant_holds, .retire = tenant_retire, .ud = d});
 }
 
-/* The second (effective) id of the "Uid:" or "Gid:" line of a /proc/<pid>/status text; -1 when
- * the line is missing. */
-static long long status_id(const char *text, const char *key)
-{
-    const char *p = strstr(text, key);
-    if (!p)
-        return -1;
-    p += strlen(key);
-    char *end;
-    strtoul(p, &end, 10); /* real */
-    if (end == p)
-        return -1;
-    p = end;
-    unsigned long v = strtoul(p, &end, 10);
-    return end == p ? -1 : (long long)v;
-}
-
 int tierd_tenant_of_pid(void *reg, uint32_t pid, uint32_t *tenant)
 {
     char path[48], buf[4096];
@@ -146,14 +129,12 @@ int tierd_tenant_of_pid(void *reg, uint32_t pid, uint32_t *tenant)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -ESRCH;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    ssize_t n = read(fd, buf, sizeof(buf));
     close(fd);
-    if (n <= 0)
+    uid_t uid = 0;
+    gid_t gid = 0;
+    if (n <= 0 || tenant_parse_status(buf, (size_t)n, &uid, &gid) != 0)
         return -ESRCH;
-    buf[n] = '\0';
-    long long uid = status_id(buf, "\nUid:"), gid = status_id(buf, "\nGid:");
-    if (uid < 0 || gid < 0)
-        return -ESRCH;
-    *tenant = tenant_resolve(reg, (pid_t)pid, (uid_t)uid, (gid_t)gid).tenant;
-    return 0;
+    /* a lookup: an observed process whose tenant does not exist yet creates none */
+    return tenant_lookup(reg, (pid_t)pid, uid, gid, tenant) == 0 ? 0 : -ENOENT;
 }

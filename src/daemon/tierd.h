@@ -26,9 +26,11 @@ int tierd_tenants_open(const struct tierd_config *cfg, struct tenant_reg **out);
  * exists, before the mount. tierd_tenant_holds is the busy hook (for tests). */
 void tierd_tenants_reclaim_hooks(struct tierd *d, struct tenant_reg *r);
 bool tierd_tenant_holds(void *d, uint32_t id);
-/* The tenant of process pid as its reads would be charged (tenant_resolve with its effective
- * uid and gid from /proc/<pid>/status): the GPU sampler's tenant_of (telemetry/gpu.h), reg a
- * struct tenant_reg. 0, or -ESRCH (the process is gone, or its status unreadable). */
+/* The tenant of process pid as its reads would be charged, when that tenant exists
+ * (tenant_lookup with its filesystem uid and gid from /proc/<pid>/status, tenant_parse_status):
+ * the GPU sampler's tenant_of (telemetry/gpu.h), reg a struct tenant_reg. Creates and touches
+ * no tenant. 0; -ESRCH (the process is gone, or its status unreadable or malformed); -ENOENT
+ * (its tenant would be a new implicit one). */
 int tierd_tenant_of_pid(void *reg, uint32_t pid, uint32_t *tenant);
 
 /* cluster.c: with a [cluster] section, connects to RADOS and joins the cluster (d->member); 0

@@ -10,10 +10,11 @@
  * pointer, and nvmlProcessUtilizationSample_t five unsigned ints and one unsigned long long in
  * nvml.h's order. nvmlDeviceGetProcessUtilization is called twice per device and pass: with a
  * NULL buffer it answers INSUFFICIENT_SIZE and the number of samples newer than lastSeen, then
- * fills the buffer, offered whole (NOT_FOUND either time: none since lastSeen). lastSeen per device
- * is the newest timeStamp it returned (a CPU time in microseconds). More samples than the buffer
- * holds (GPU_SAMPLES_MAX) are left out: lastSeen moves to one interval before now, so the next call
- * asks for about an interval's worth.
+ * fills the buffer, offered whole (NOT_FOUND either time: none since lastSeen); the buffer grows
+ * to the count the first call gave, up to GPU_SAMPLES_MAX. lastSeen per device is the newest
+ * timeStamp NVML returned (its clock, epoch microseconds; tierd's clock never sets it); samples
+ * at or before lastSeen, or with pid 0, are left out. More samples than GPU_SAMPLES_MAX: none is
+ * read and lastSeen stays, so the next call asks again (NVML's own history is bounded).
  */
 #include "telemetry/gpu.h"
 
@@ -34,8 +35,12 @@
 
 typedef int nvmlReturn_t;
 #define NVML_SUCCESS 0
+#define NVML_ERROR_NOT_SUPPORTED 3
+#define NVML_ERROR_NO_PERMISSION 4
 #define NVML_ERROR_NOT_FOUND 6
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
+#define NVML_ERROR_DRIVER_NOT_LOADED 9
+#define NVML_ERROR_LIBRARY_NOT_FOUND 12
 typedef struct nvmlDevice_st *nvmlDevice_t;
 typedef struct {
     unsigned int pid;
@@ -79,10 +84,12 @@ struct gpu {
     /* pass_mu: one pass at a time; these belong to the pass */
     pthread_mutex_t pass_mu;
     unsigned long long last_seen[GPU_DEVICES_MAX];
-    nvmlProcessUtilizationSample_t *buf; /* [GPU_SAMPLES_MAX] */
+    bool failing[GPU_DEVICES_MAX];       /* the device's last call failed: log only the first */
+    bool dropped[GPU_DEVICES_MAX];       /* NOT_SUPPORTED or NO_PERMISSION: no longer asked */
+    nvmlProcessUtilizationSample_t *buf; /* [cap] */
+    unsigned cap;                        /* GPU_SAMPLES_MIN .. GPU_SAMPLES_MAX */
     double *sum;                         /* [max_tenants] */
     unsigned *n;                         /* [max_tenants] */
-    bool failing;                        /* the last pass had an error: log only the first */
 
     /* mu: the figures and counters */
     pthread_mutex_t mu;
@@ -150,7 +157,8 @@ static struct gpu *gpu_alloc(const struct gpu_config *c)
     g->interval_ns = c->interval_ns ? c->interval_ns : GPU_INTERVAL_NS_DEFAULT;
     g->tenant_of = c->tenant_of;
     g->tenant_of_ud = c->tenant_of_ud;
-    g->buf = calloc(GPU_SAMPLES_MAX, sizeof(*g->buf));
+    g->cap = GPU_SAMPLES_MIN;
+    g->buf = calloc(g->cap, sizeof(*g->buf));
     g->sum = calloc(c->max_tenants, sizeof(*g->sum));
     g->n = calloc(c->max_tenants, sizeof(*g->n));
     g->t = calloc(c->max_tenants, sizeof(*g->t));
@@ -170,10 +178,16 @@ static struct gpu *gpu_alloc(const struct gpu_config *c)
     return g;
 }
 
-/* nvmlInit_v2 and the devices' handles. 0 or -EIO (tier_err_msg set). */
+/* nvmlInit_v2 and the devices' handles. 0, -ENOENT (no driver, or no device: an info line, as
+ * for an absent library) or -EIO (tier_err_msg set). */
 static int nvml_start(struct gpu *g, const char *path)
 {
     nvmlReturn_t r = g->f.init();
+    if (r == NVML_ERROR_DRIVER_NOT_LOADED || r == NVML_ERROR_LIBRARY_NOT_FOUND) {
+        log_info("gpu: %s: nvmlInit_v2: %s (%d): no GPU sampling", path, nvml_msg(g, r), r);
+        tier_err_set("gpu: %s: no driver", path);
+        return -ENOENT;
+    }
     if (r != NVML_SUCCESS) {
         tier_err_set("gpu: %s: nvmlInit_v2: %s (%d)", path, nvml_msg(g, r), r);
         return -EIO;
@@ -197,6 +211,12 @@ static int nvml_start(struct gpu *g, const char *path)
         g->ndev++;
     }
     g->st.devices = g->ndev;
+    if (g->ndev == 0) {
+        log_info("gpu: %s: no GPU: no GPU sampling", path);
+        tier_err_set("gpu: %s: no device", path);
+        g->f.shutdown();
+        return -ENOENT;
+    }
     return 0;
 }
 
@@ -207,6 +227,11 @@ int gpu_open(const struct gpu_config *cfg, struct gpu **out)
     if (c.max_tenants < 2 || c.max_tenants > TIER_TENANT_IDS_MAX) {
         tier_err_set("gpu: max_tenants %u out of range (allowed: 2 .. %u)", c.max_tenants,
                      TIER_TENANT_IDS_MAX);
+        return -EINVAL;
+    }
+    if (c.interval_ns > GPU_INTERVAL_NS_MAX) {
+        tier_err_set("gpu: interval %llu ns out of range (allowed: up to 1 h)",
+                     (unsigned long long)c.interval_ns);
         return -EINVAL;
     }
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -243,75 +268,114 @@ static int by_pid_then_time(const void *a, const void *b)
     return (x->timeStamp > y->timeStamp) - (x->timeStamp < y->timeStamp);
 }
 
-/* An NVML error of a pass: counted; logged when the previous pass had none. */
-static void pass_error(struct gpu *g, bool *logged, const char *what, unsigned dev, nvmlReturn_t r)
+/* An NVML error of device dev: counted; logged when its previous call had none. A device that
+ * does not support per-process samples, or does not let tierd read them (a MIG parent, a vGPU),
+ * is dropped from the sampled set with one info line instead. */
+static void pass_error(struct gpu *g, const char *what, unsigned dev, nvmlReturn_t r)
 {
-    if (!g->failing && !*logged)
+    if (r == NVML_ERROR_NOT_SUPPORTED || r == NVML_ERROR_NO_PERMISSION) {
+        log_info("gpu: %s(device %u): %s (%d): device no longer sampled", what, dev, nvml_msg(g, r),
+                 r);
+        g->dropped[dev] = true;
+        pthread_mutex_lock(&g->mu);
+        g->st.devices--;
+        pthread_mutex_unlock(&g->mu);
+        return;
+    }
+    if (!g->failing[dev])
         log_warn("gpu: %s(device %u): %s (%d); sampling goes on", what, dev, nvml_msg(g, r), r);
-    *logged = true;
+    g->failing[dev] = true;
     pthread_mutex_lock(&g->mu);
     g->st.errors++;
     pthread_mutex_unlock(&g->mu);
 }
 
-/* The samples of device d newer than its last_seen into g->buf: how many (0 on an error). */
-static unsigned fetch(struct gpu *g, unsigned d, bool *logged)
+/* Grow the sample buffer to hold want samples (at most GPU_SAMPLES_MAX); false when it cannot. */
+static bool buf_fit(struct gpu *g, unsigned want)
+{
+    if (want <= g->cap)
+        return true;
+    if (g->cap >= GPU_SAMPLES_MAX)
+        return false;
+    unsigned cap = want < GPU_SAMPLES_MAX ? want : GPU_SAMPLES_MAX;
+    nvmlProcessUtilizationSample_t *b = realloc(g->buf, (size_t)cap * sizeof(*b));
+    if (!b)
+        return false;
+    g->buf = b;
+    g->cap = cap;
+    return want <= cap;
+}
+
+/* The samples of device d newer than its last_seen into g->buf: how many (0 on an error). Only
+ * samples newer than last_seen with a pid are kept; last_seen moves to the newest timeStamp
+ * read (NVML's clock). More samples than GPU_SAMPLES_MAX: none is read, they are counted in
+ * truncated and last_seen stays (NVML keeps a bounded history: the next call asks again). */
+static unsigned fetch(struct gpu *g, unsigned d)
 {
     unsigned int n = 0;
-    nvmlReturn_t r = g->f.util(g->dev[d], NULL, &n, g->last_seen[d]);
-    if (r == NVML_SUCCESS || r == NVML_ERROR_NOT_FOUND || (r == NVML_ERROR_INSUFFICIENT_SIZE && !n))
+    unsigned long long since = g->last_seen[d];
+    nvmlReturn_t r = g->f.util(g->dev[d], NULL, &n, since);
+    if (r == NVML_SUCCESS || r == NVML_ERROR_NOT_FOUND ||
+        (r == NVML_ERROR_INSUFFICIENT_SIZE && !n)) {
+        g->failing[d] = false;
         return 0;
+    }
     if (r != NVML_ERROR_INSUFFICIENT_SIZE) {
-        pass_error(g, logged, "nvmlDeviceGetProcessUtilization", d, r);
+        pass_error(g, "nvmlDeviceGetProcessUtilization", d, r);
         return 0;
     }
     /* the whole buffer: samples that arrived since the first call fit too */
     unsigned want = n;
-    n = GPU_SAMPLES_MAX;
-    r = g->f.util(g->dev[d], g->buf, &n, g->last_seen[d]);
-    if (r == NVML_ERROR_NOT_FOUND)
+    (void)buf_fit(g, want);
+    n = g->cap;
+    r = g->f.util(g->dev[d], g->buf, &n, since);
+    if (r == NVML_ERROR_NOT_FOUND) {
+        g->failing[d] = false;
         return 0;
+    }
     if (r == NVML_ERROR_INSUFFICIENT_SIZE) {
-        /* more than the buffer holds: skip to an interval ago */
-        unsigned long long now_us = tier_now_real_ns() / 1000;
-        unsigned long long back_us = g->interval_ns / 1000;
-        if (now_us > back_us && now_us - back_us > g->last_seen[d])
-            g->last_seen[d] = now_us - back_us;
+        g->failing[d] = false;
         pthread_mutex_lock(&g->mu);
-        g->st.truncated += want;
+        g->st.truncated += n > want ? n : want;
         pthread_mutex_unlock(&g->mu);
         return 0;
     }
     if (r != NVML_SUCCESS) {
-        pass_error(g, logged, "nvmlDeviceGetProcessUtilization", d, r);
+        pass_error(g, "nvmlDeviceGetProcessUtilization", d, r);
         return 0;
     }
-    if (n > GPU_SAMPLES_MAX) /* a library that wrote no more than it was given, but says so */
-        n = GPU_SAMPLES_MAX;
-    for (unsigned i = 0; i < n; i++)
+    g->failing[d] = false;
+    if (n > g->cap) /* a library that wrote no more than it was given, but says so */
+        n = g->cap;
+    unsigned kept = 0;
+    for (unsigned i = 0; i < n; i++) {
         if (g->buf[i].timeStamp > g->last_seen[d])
             g->last_seen[d] = g->buf[i].timeStamp;
-    return n;
+        if (g->buf[i].timeStamp <= since || g->buf[i].pid == 0)
+            continue;
+        g->buf[kept++] = g->buf[i];
+    }
+    return kept;
 }
 
-/* Add each process's latest sample of g->buf[0..n) to its tenant's sum. */
+/* Add each process's mean over its samples in g->buf[0..n) to its tenant's sum. */
 static void account(struct gpu *g, unsigned n, uint64_t *used, uint64_t *unresolved)
 {
     qsort(g->buf, n, sizeof(*g->buf), by_pid_then_time);
-    for (unsigned i = 0; i < n; i++) {
-        if (i + 1 < n && g->buf[i + 1].pid == g->buf[i].pid)
-            continue; /* not this process's latest */
+    for (unsigned i = 0, j; i < n; i = j) {
+        double sum = 0;
+        for (j = i; j < n && g->buf[j].pid == g->buf[i].pid; j++)
+            sum += (g->buf[j].smUtil > 100 ? 100 : g->buf[j].smUtil) / 100.0;
         uint32_t tenant = TIER_TENANT_DEFAULT;
         if (g->tenant_of && g->tenant_of(g->tenant_of_ud, g->buf[i].pid, &tenant) != 0) {
-            (*unresolved)++;
+            *unresolved += j - i;
             continue;
         }
         if (tenant >= g->max_tenants)
             tenant = TIER_TENANT_OTHER;
-        unsigned sm = g->buf[i].smUtil > 100 ? 100 : g->buf[i].smUtil;
-        g->sum[tenant] += sm / 100.0;
+        g->sum[tenant] += sum / (j - i);
         g->n[tenant]++;
-        (*used)++;
+        *used += j - i;
     }
 }
 
@@ -320,13 +384,13 @@ void gpu_sample(struct gpu *g, uint64_t now_ns)
     pthread_mutex_lock(&g->pass_mu);
     memset(g->sum, 0, g->max_tenants * sizeof(*g->sum));
     memset(g->n, 0, g->max_tenants * sizeof(*g->n));
-    bool logged = false;
     uint64_t used = 0, unresolved = 0;
     for (unsigned d = 0; d < g->ndev; d++) {
-        unsigned n = fetch(g, d, &logged);
+        if (g->dropped[d])
+            continue;
+        unsigned n = fetch(g, d);
         account(g, n, &used, &unresolved);
     }
-    g->failing = logged;
     pthread_mutex_lock(&g->mu);
     for (unsigned tn = 0; tn < g->max_tenants; tn++)
         if (g->n[tn]) {
@@ -437,17 +501,25 @@ int gpu_start(struct gpu *g)
     return -rc;
 }
 
-void gpu_close(struct gpu *g)
+void gpu_stop(struct gpu *g)
 {
     if (!g)
         return;
     pthread_mutex_lock(&g->run_mu);
     bool running = g->running;
     g->stop = true;
+    g->running = false;
     pthread_cond_broadcast(&g->run_cv);
     pthread_mutex_unlock(&g->run_mu);
     if (running)
         pthread_join(g->thread, NULL);
+}
+
+void gpu_close(struct gpu *g)
+{
+    if (!g)
+        return;
+    gpu_stop(g);
     g->f.shutdown();
     void *lib = g->lib;
     gpu_destroy(g);

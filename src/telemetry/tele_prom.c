@@ -23,6 +23,9 @@
 #include "telemetry/gpu.h"
 #include "telemetry/tele_int.h"
 
+#define STR_(x) #x
+#define STR(x) STR_(x) /* a macro's value as a string literal */
+
 #define LE_FIRST_SHIFT 10
 #define LE_LAST_SHIFT (TELE_HIST_MIN_SHIFT + TELE_HIST_OCTAVES) /* 36 */
 #define NLE (LE_LAST_SHIFT - LE_FIRST_SHIFT + 1)                /* 27 */
@@ -275,8 +278,9 @@ static void render_gpu(const struct telemetry *t, struct tele_out *o)
         if (i == 0)
             family(o, "tierd_tenant_gpu_utilisation", "gauge",
                    "Recent SM utilisation of the tenant's processes on the node's GPUs (NVML, "
-                   "mean over their latest samples, 0..1); absent while none was sampled in the "
-                   "last 3 intervals.");
+                   "mean over each process's samples of the last pass, 0..1; an idle process has "
+                   "none); absent while none was sampled in the last " STR(
+                       GPU_FADE_INTERVALS) " intervals.");
         char idbuf[16], num[32];
         tele_out_put(o, "tierd_tenant_gpu_utilisation{");
         label(o, "tenant", tele_tenant_label(t, v[i].tenant, idbuf, sizeof(idbuf)), true);

@@ -108,10 +108,10 @@ struct stall;
 struct stall *tele_stall(struct telemetry *t);
 
 /* The GPU sampler (gpu.h), where one runs: the telemetry takes it (gpu_close at
- * telemetry_free, so its thread stops before the tenant registry it resolves with goes) and its
- * renderers export its figures (tierd_tenant_gpu_utilisation, "gpu_util" and "gpu");
- * tele_tenant_fold drops a reclaimed tenant's. Set once, before the first render; t NULL: g is
- * closed. */
+ * telemetry_free, before the tenant registry it resolves with goes; the daemon stops its thread
+ * earlier, gpu_stop first thing in its teardown, main.c) and its renderers export its figures
+ * (tierd_tenant_gpu_utilisation, "gpu_util" and "gpu"); tele_tenant_fold drops a reclaimed
+ * tenant's. Set once, before the first render; t NULL: g is closed. */
 struct gpu;
 void tele_gpu_set(struct telemetry *t, struct gpu *g);
 /* The sampler set, or NULL. Valid until telemetry_free. */

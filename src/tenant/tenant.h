@@ -114,6 +114,11 @@ int tenant_parse_cgroup(const char *text, size_t len, const char *slurm_root,
  * be terminated). 0 and the id in job[TENANT_NAME_MAX]; -ENOENT when absent; -EINVAL when its
  * value is not a job id (1 to 20 digits). The first SLURM_JOB_ID counts. */
 int tenant_parse_environ(const char *text, size_t len, char *job);
+/* The filesystem uid and gid (the fourth field of the "Uid:" and "Gid:" lines: what FUSE
+ * reports of a caller) in the text of /proc/<pid>/status (len bytes, need not be NUL-
+ * terminated). 0 and both; -EINVAL when a line is missing, has fewer than four decimal fields,
+ * or a value above UINT32_MAX - 1 ((uid_t)-1 is no uid). The first line of each counts. */
+int tenant_parse_status(const char *text, size_t len, uid_t *fsuid, gid_t *fsgid);
 
 /* Is name a tenant name: 1..63 bytes of [A-Za-z0-9._-]? */
 bool tenant_name_valid(const char *name);
@@ -225,6 +230,12 @@ int tenant_find(struct tenant_reg *r, const char *name, uint32_t *id);
  * process's). Never fails: a caller nothing names is its uid's tenant, or TIER_TENANT_DEFAULT
  * (uid 0, pid 0, fallback_default), or TIER_TENANT_OTHER when it may not have a new one. */
 struct tier_ioctx tenant_resolve(struct tenant_reg *r, pid_t pid, uid_t uid, gid_t gid);
+/* The tenant process pid (uid, gid) resolves to, when it exists: tenant_resolve's rules and
+ * facts, but nothing changes: no tenant is created, none touched (an observer's lookup does not
+ * keep an idle tenant from reclaim), no reclaim sweep, no pid cache entry, no rate spent, no log
+ * line. 0 and *id; -ENOENT when its tenant would be a new implicit one, for pid 0 or r NULL.
+ * For observers of processes that are not callers (the GPU sampler, gpu.h). */
+int tenant_lookup(struct tenant_reg *r, pid_t pid, uid_t uid, gid_t gid, uint32_t *id);
 
 /* The name of id ("default", "other", ...), valid for the registry's lifetime; "other" for an id
  * never handed out. A reclaimed id keeps its old name until it is reused, and the string a

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <stdalign.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "common/log.h"
@@ -339,4 +340,49 @@ int tenant_parse_environ(const char *text, size_t len, char *job)
     if (s.rc == 0)
         memcpy(job, s.job, strlen(s.job) + 1);
     return s.rc;
+}
+
+/* The fourth decimal field of the line of text[0..len) that starts with key: 0 and *v, or
+ * -EINVAL. Fields are separated by tabs or spaces; the line ends at '\n' or len. */
+static int status_field4(const char *text, size_t len, const char *key, uint32_t *v)
+{
+    size_t kl = strlen(key), i = 0;
+    while (i < len) {
+        size_t end = i;
+        while (end < len && text[end] != '\n')
+            end++;
+        if (end - i >= kl && memcmp(text + i, key, kl) == 0) {
+            size_t p = i + kl;
+            uint64_t val = 0;
+            for (int field = 0; field < 4; field++) {
+                while (p < end && (text[p] == '\t' || text[p] == ' '))
+                    p++;
+                if (p == end || text[p] < '0' || text[p] > '9')
+                    return -EINVAL;
+                val = 0;
+                while (p < end && text[p] >= '0' && text[p] <= '9') {
+                    val = val * 10 + (uint64_t)(text[p] - '0');
+                    if (val >= UINT32_MAX)
+                        return -EINVAL;
+                    p++;
+                }
+                if (p < end && text[p] != '\t' && text[p] != ' ')
+                    return -EINVAL;
+            }
+            *v = (uint32_t)val;
+            return 0;
+        }
+        i = end + 1;
+    }
+    return -EINVAL;
+}
+
+int tenant_parse_status(const char *text, size_t len, uid_t *fsuid, gid_t *fsgid)
+{
+    uint32_t u = 0, g = 0;
+    if (status_field4(text, len, "Uid:", &u) != 0 || status_field4(text, len, "Gid:", &g) != 0)
+        return -EINVAL;
+    *fsuid = (uid_t)u;
+    *fsgid = (gid_t)g;
+    return 0;
 }

@@ -536,8 +536,12 @@ static bool rate_take(struct tenant_reg *r, uid_t uid, bool *log)
     return false;
 }
 
+/* decide_locked's answer in lookup mode for a tenant that would be created */
+#define WOULD_CREATE UINT32_MAX
+
 /* Under lock: the implicit tenant prefix+id, created when missing and there is room in the
- * implicit share (and, when rated, within uid's rate). */
+ * implicit share (and, when rated, within uid's rate). note NULL (a lookup): nothing created
+ * or counted; WOULD_CREATE instead of a new tenant, TIER_TENANT_OTHER when the share is full. */
 static uint32_t implicit_locked(struct tenant_reg *r, const char *prefix, const char *id,
                                 bool rated, uid_t uid, struct note *note)
 {
@@ -549,9 +553,12 @@ static uint32_t implicit_locked(struct tenant_reg *r, const char *prefix, const 
     if (find_locked(r, name, &tid) == 0)
         return tid;
     if (used_locked(r) >= r->implicit_max) {
-        r->folded++;
+        if (note)
+            r->folded++;
         return TIER_TENANT_OTHER;
     }
+    if (!note)
+        return WOULD_CREATE;
     bool log = false;
     if (rated && !rate_take(r, uid, &log)) {
         r->folded++;
@@ -567,7 +574,8 @@ static uint32_t implicit_locked(struct tenant_reg *r, const char *prefix, const 
 }
 
 /* Under lock: which of the facts are trusted for a caller of uid (DESIGN, "Trust"). Drops a job
- * that is not the caller's, and records the owner of a job a trusted cgroup names. */
+ * that is not the caller's, and records the owner of a job a trusted cgroup names. note NULL (a
+ * lookup): the same judgement, nothing counted or recorded. */
 static void vet_locked(struct tenant_reg *r, struct facts *f, uid_t uid, struct note *note)
 {
     if (!f->has_job)
@@ -577,6 +585,8 @@ static void vet_locked(struct tenant_reg *r, struct facts *f, uid_t uid, struct 
         if (slot >= 0 && r->own[slot].uid == uid && !r->own[slot].conflict)
             return;
         f->has_job = false;
+        if (!note)
+            return;
         r->env_ignored++;
         if (noted_first(r, NOTE_ENV, uid, f->job)) {
             note->kind = NOTE_ENV;
@@ -587,6 +597,8 @@ static void vet_locked(struct tenant_reg *r, struct facts *f, uid_t uid, struct 
     }
     if (f->cg.has_job_uid && f->cg.job_uid != uid) {
         f->has_job = false;
+        if (!note)
+            return;
         r->uid_mismatch++;
         if (noted_first(r, NOTE_UID, uid, f->job)) {
             note->kind = NOTE_UID;
@@ -600,11 +612,13 @@ static void vet_locked(struct tenant_reg *r, struct facts *f, uid_t uid, struct 
      * in a cgroup v2 job_<id> any uid (a setuid program) may run, and the job's processes are
      * the job by their cgroup anyway. Root there is slurmstepd, not the job's user. */
     bool conflict = false;
-    if (f->cg.has_job_uid && uid != 0)
+    if (note && f->cg.has_job_uid && uid != 0)
         owner_put_locked(r, f->job, uid, true, "", &conflict);
 }
 
-/* Under lock. pid_known: a request of a process (pid not 0), whose facts were gathered. */
+/* Under lock. pid_known: a request of a process (pid not 0), whose facts were gathered. note
+ * NULL: a lookup (tenant_lookup), which changes nothing and answers WOULD_CREATE for a tenant
+ * it would create. */
 static uint32_t decide_locked(struct tenant_reg *r, struct facts *f, uid_t uid, gid_t gid,
                               bool pid_known, struct note *note)
 {
@@ -627,7 +641,7 @@ static uint32_t decide_locked(struct tenant_reg *r, struct facts *f, uid_t uid, 
     if (find_locked(r, name, &tid) == 0)
         return tid;
     if (r->uid_count >= r->uid_max) {
-        if (!r->uid_full_logged) {
+        if (note && !r->uid_full_logged) {
             r->uid_full_logged = true;
             note->kind = NOTE_UIDS;
             note->uid = uid;
@@ -635,7 +649,7 @@ static uint32_t decide_locked(struct tenant_reg *r, struct facts *f, uid_t uid, 
         return TIER_TENANT_DEFAULT;
     }
     tid = implicit_locked(r, "uid-", id, false, uid, note);
-    if (tid != TIER_TENANT_OTHER && tid != TIER_TENANT_DEFAULT)
+    if (note && tid != TIER_TENANT_OTHER && tid != TIER_TENANT_DEFAULT)
         r->uid_count++;
     return tid;
 }
@@ -792,4 +806,19 @@ struct tier_ioctx tenant_resolve(struct tenant_reg *r, pid_t pid, uid_t uid, gid
         pidfd_drop(r, pidfd); /* not taken: its slot is outside the pidfd window */
     }
     return ioctx_of(r, id);
+}
+
+int tenant_lookup(struct tenant_reg *r, pid_t pid, uid_t uid, gid_t gid, uint32_t *id)
+{
+    if (!r || pid <= 0)
+        return -ENOENT;
+    struct facts f;
+    gather(r, pid, &f);
+    pthread_mutex_lock(&r->lock);
+    uint32_t tid = decide_locked(r, &f, uid, gid, true, NULL);
+    pthread_mutex_unlock(&r->lock);
+    if (tid == WOULD_CREATE)
+        return -ENOENT;
+    *id = tid;
+    return 0;
 }

@@ -4,8 +4,10 @@
  * input is given whole to tenant_parse_cgroup() (the text of /proc/<pid>/cgroup, which the
  * process's owner shapes by naming its cgroups), once without and once with a configured Slurm
  * cgroup root, and to tenant_parse_environ() (the text of
- * /proc/<pid>/environ, which the process sets at will). Checks: the only results are 0 and
- * -EINVAL (cgroup) / 0, -ENOENT, -EINVAL (environ); on 0 every output is NUL-terminated within
+ * /proc/<pid>/environ, which the process sets at will) and to tenant_parse_status() (the text of
+ * /proc/<pid>/status, whose Name: line the process sets). Checks: the only results are 0 and
+ * -EINVAL (cgroup, status) / 0, -ENOENT, -EINVAL (environ); a status uid or gid is never
+ * (uid_t)-1; on 0 every output is NUL-terminated within
  * its buffer, an origin is one of the enum, a Slurm id is digits, a pod id fits a tenant name
  * after "k8s-", the kept path starts with '/' (or is empty) and is cut only when flagged; a
  * Slurm job is only named by a path anchored at one of the Slurm roots (never under
@@ -86,6 +88,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc == 0)
         check(strnlen(job, sizeof(job)) < sizeof(job) && tenant_job_valid(job),
               "environ: not a job id");
+    uid_t u = 0;
+    gid_t g = 0;
+    rc = tenant_parse_status(text, size, &u, &g);
+    check(rc == 0 || rc == -EINVAL, "tenant_parse_status: unexpected return");
+    check(rc != 0 || (u != (uid_t)-1 && g != (gid_t)-1), "status: (uid_t)-1 accepted");
     free(text);
     return 0;
 }

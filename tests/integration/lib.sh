@@ -12,6 +12,9 @@
 # shellcheck source=scripts/lib/tierd.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/tierd.sh"
 PID=
+# hermetic: a [daemon] section written with tierd_conf_section samples no GPU unless the test
+# names gpu_sampling itself (test_gpu_fuse.sh), so a machine with an NVIDIA driver runs as any
+TIERD_CONF_GPU=off
 
 fail() { echo "FAIL: $*" >&2; [ -f "${T:-}/tierd.log" ] && tail -30 "$T/tierd.log" >&2; exit 1; }
 ok() { echo "ok: $*"; }

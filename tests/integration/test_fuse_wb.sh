@@ -38,6 +38,7 @@ backend_has() { wait_for 60 same "$DATA/ck/$1" "$2" || fail "backend ck/$1 diffe
 mkdir -p "$DATA/ro" "$DATA/ck" "$MNT" "$T/ref"
 echo hello >"$DATA/ro/r.txt"
 {
+  tierd_conf_section daemon # gpu_sampling = off (lib.sh)
   tierd_conf_posix warm "$DATA"
   tierd_conf_ns /ro warm "prefix = ro"
   tierd_conf_ns /ck warm "prefix = ck" "mode = write-back"

@@ -27,6 +27,7 @@ mkdir -p "$DATA/ck" "$MNT"
 # upload_holdoff = 0: uploads run while the writer writes, so that kills land mid-upload (the
 # default hold-off would defer them to the writer's pauses)
 {
+  tierd_conf_section daemon # gpu_sampling = off (lib.sh)
   tierd_conf_posix warm "$DATA"
   tierd_conf_ns /ck warm "prefix = ck" "mode = write-back"
   tierd_conf_section writeback "spool_dir = $T/spool" "part_size = 5M" "upload_threads = 2" \

@@ -8,7 +8,7 @@
 # A process of uid 1001 ([tenant u1001]) runs `sleep`; the fake reports it at 70 % SM on its one
 # device (FAKE_NVML_PID). Asserts: tierd logs the library loaded; /metrics comes to show
 # tierd_tenant_gpu_utilisation{tenant="u1001"} 0.7 and tierd_gpu_devices 1 (the sample's pid
-# resolved through /proc/<pid>/status and tenant_resolve); GET /v1/telemetry has "gpu" with the
+# resolved through /proc/<pid>/status and tenant_lookup); GET /v1/telemetry has "gpu" with the
 # tenant, and `tierctl top` its GPU% (70.0); promtool (where installed) accepts the exposition;
 # once the process is gone its samples resolve to no tenant and the gauge leaves within 3
 # intervals of 1 s; a tierd with gpu_sampling = off never loads the library (no tierd_gpu_*

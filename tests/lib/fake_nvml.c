@@ -11,10 +11,15 @@
  * libnvidia-ml.so.1), it is steered by the environment instead: FAKE_NVML_PID, read at the first
  * nvmlInit_v2, is a process every device reports at FAKE_NVML_SM percent (default 70).
  *
- * Each call of nvmlDeviceGetProcessUtilization makes fresh samples (one per process set, stamped
- * with a counter that goes up by one per call, in microseconds), so gpu.c's lastSeen never hides
- * them: with a NULL buffer or too small a count it answers INSUFFICIENT_SIZE and the count, as
- * NVML does. Setters and calls take one mutex (the sampler calls from its thread).
+ * Each device keeps a ring of its last FAKE_RING samples (pid, SM percent, a timeStamp in epoch
+ * microseconds from one clock that starts at FAKE_EPOCH_US and goes up by 1,000 per sample), and
+ * nvmlDeviceGetProcessUtilization answers those newer than lastSeen, as NVML does: NOT_FOUND
+ * when there are none, INSUFFICIENT_SIZE and the count with a NULL buffer or too small a count.
+ * By default (auto) each call with a NULL buffer first appends one sample per process set, so
+ * every pass of gpu.c finds fresh ones; fake_nvml_set_auto(0) stops that, and a test appends
+ * samples itself (fake_nvml_push, several per pid if it likes). fake_nvml_last_seen tells the
+ * lastSeen of a device's latest call. Setters and calls take one mutex (the sampler calls from
+ * its thread).
  */
 #include <pthread.h>
 #include <stddef.h>
@@ -38,15 +43,26 @@ typedef struct {
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
 #define FAKE_PROCS 8
 #define FAKE_DEVICES 2
+#define FAKE_RING 256
+#define FAKE_EPOCH_US 1700000000000000ULL
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct {
     unsigned pid, sm;
 } procs[FAKE_PROCS];
 static unsigned nprocs;
-static unsigned extra; /* samples claimed beyond procs (a flood: never handed out) */
-static int fail_util;  /* nvmlDeviceGetProcessUtilization answers this; 0: samples */
-static int fail_init;  /* nvmlInit_v2 answers this */
+static unsigned extra;         /* samples claimed beyond procs (a flood: never handed out) */
+static int fail_util;          /* nvmlDeviceGetProcessUtilization answers this; 0: samples */
+static int fail_util_dev = -1; /* ... on this device alone; -1: every device */
+static int fail_init_count;    /* nvmlDeviceGetCount_v2 answers 0 devices when set */
+static int auto_samples = 1;   /* a NULL-buffer call appends one sample per process first */
+static unsigned long long clock_us = FAKE_EPOCH_US;
+static struct ring {
+    nvmlProcessUtilizationSample_t s[FAKE_RING];
+    unsigned n, next;             /* held, and the slot the next sample goes to */
+    unsigned long long last_seen; /* of the latest call */
+} rings[FAKE_DEVICES];
+static int fail_init; /* nvmlInit_v2 answers this */
 static unsigned devices = 1;
 static int inits; /* nvmlInit_v2 minus nvmlShutdown */
 static unsigned long util_calls;
@@ -68,6 +84,12 @@ void fake_nvml_fail_util(int r);
 void fake_nvml_set_extra(unsigned n);
 void fake_nvml_fail_init(int r);
 void fake_nvml_set_devices(unsigned n);
+void fake_nvml_fail_util_on(int dev, int r);
+void fake_nvml_set_auto(int on);
+unsigned long long fake_nvml_push(unsigned devi, unsigned pid, unsigned sm);
+unsigned long long fake_nvml_last_seen(unsigned devi);
+void fake_nvml_clear(void);
+void fake_nvml_no_devices(int on);
 int fake_nvml_inits(void);
 unsigned long fake_nvml_util_calls(void);
 
@@ -110,7 +132,7 @@ nvmlReturn_t nvmlShutdown(void)
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count)
 {
     pthread_mutex_lock(&mu);
-    *count = devices;
+    *count = fail_init_count ? 0 : devices;
     pthread_mutex_unlock(&mu);
     return NVML_SUCCESS;
 }
@@ -123,9 +145,20 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *dev
     return NVML_SUCCESS;
 }
 
-#ifndef FAKE_NVML_NO_UTIL
-static unsigned long long clock_us; /* the samples' timeStamp */
+/* Append a sample to device devi's ring; its timeStamp. Under mu. */
+static unsigned long long push_locked(unsigned devi, unsigned pid, unsigned sm)
+{
+    struct ring *g = &rings[devi];
+    clock_us += 1000;
+    g->s[g->next] =
+        (nvmlProcessUtilizationSample_t){.pid = pid, .timeStamp = clock_us, .smUtil = sm};
+    g->next = (g->next + 1) % FAKE_RING;
+    if (g->n < FAKE_RING)
+        g->n++;
+    return clock_us;
+}
 
+#ifndef FAKE_NVML_NO_UTIL
 nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
                                              nvmlProcessUtilizationSample_t *utilization,
                                              unsigned int *count, unsigned long long last_seen)
@@ -134,22 +167,34 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
         return NVML_ERROR_INVALID_ARGUMENT;
     pthread_mutex_lock(&mu);
     util_calls++;
+    struct ring *g = &rings[device->index];
+    g->last_seen = last_seen;
     int r = NVML_SUCCESS;
-    if (inits <= 0)
+    if (inits <= 0) {
         r = NVML_ERROR_UNINITIALIZED;
-    else if (fail_util)
+    } else if (fail_util && (fail_util_dev < 0 || fail_util_dev == device->index)) {
         r = fail_util;
-    else if (nprocs == 0)
-        r = NVML_ERROR_NOT_FOUND;
-    else if (!utilization || *count < nprocs + extra) {
-        *count = nprocs + extra;
-        r = NVML_ERROR_INSUFFICIENT_SIZE;
     } else {
-        clock_us = clock_us > last_seen ? clock_us + 1 : last_seen + 1;
-        for (unsigned i = 0; i < nprocs; i++)
-            utilization[i] = (nvmlProcessUtilizationSample_t){
-                .pid = procs[i].pid, .timeStamp = clock_us, .smUtil = procs[i].sm};
-        *count = nprocs;
+        if (!utilization && auto_samples)
+            for (unsigned i = 0; i < nprocs; i++)
+                (void)push_locked((unsigned)device->index, procs[i].pid, procs[i].sm);
+        unsigned newer = 0;
+        for (unsigned i = 0; i < g->n; i++)
+            newer += g->s[i].timeStamp > last_seen;
+        if (newer + extra == 0) {
+            r = NVML_ERROR_NOT_FOUND;
+        } else if (!utilization || *count < newer + extra) {
+            *count = newer + extra;
+            r = NVML_ERROR_INSUFFICIENT_SIZE;
+        } else {
+            unsigned k = 0, first = (g->next + FAKE_RING - g->n) % FAKE_RING;
+            for (unsigned i = 0; i < g->n; i++) { /* oldest first */
+                const nvmlProcessUtilizationSample_t *x = &g->s[(first + i) % FAKE_RING];
+                if (x->timeStamp > last_seen)
+                    utilization[k++] = *x;
+            }
+            *count = k;
+        }
     }
     pthread_mutex_unlock(&mu);
     return r;
@@ -186,8 +231,52 @@ void fake_nvml_set_procs(unsigned n, const unsigned *pids, const unsigned *sm)
 
 void fake_nvml_fail_util(int r)
 {
+    fake_nvml_fail_util_on(-1, r);
+}
+
+/* nvmlDeviceGetProcessUtilization answers r on device dev (-1: every device); r 0: samples. */
+void fake_nvml_fail_util_on(int d, int r)
+{
     pthread_mutex_lock(&mu);
     fail_util = r;
+    fail_util_dev = d;
+    pthread_mutex_unlock(&mu);
+}
+
+/* on 0: a NULL-buffer call appends no sample (the test pushes them); 1: one per process. */
+void fake_nvml_set_auto(int on)
+{
+    pthread_mutex_lock(&mu);
+    auto_samples = on;
+    pthread_mutex_unlock(&mu);
+}
+
+/* Append one sample of pid at sm percent to device devi; its timeStamp (0: no such device). */
+unsigned long long fake_nvml_push(unsigned devi, unsigned pid, unsigned sm)
+{
+    if (devi >= FAKE_DEVICES)
+        return 0;
+    pthread_mutex_lock(&mu);
+    unsigned long long ts = push_locked(devi, pid, sm);
+    pthread_mutex_unlock(&mu);
+    return ts;
+}
+
+/* The lastSeen device devi's latest nvmlDeviceGetProcessUtilization call was given. */
+unsigned long long fake_nvml_last_seen(unsigned devi)
+{
+    pthread_mutex_lock(&mu);
+    unsigned long long v = devi < FAKE_DEVICES ? rings[devi].last_seen : 0;
+    pthread_mutex_unlock(&mu);
+    return v;
+}
+
+/* Every ring emptied (the clock goes on). */
+void fake_nvml_clear(void)
+{
+    pthread_mutex_lock(&mu);
+    for (unsigned i = 0; i < FAKE_DEVICES; i++)
+        rings[i] = (struct ring){0};
     pthread_mutex_unlock(&mu);
 }
 
@@ -203,6 +292,14 @@ void fake_nvml_fail_init(int r)
 {
     pthread_mutex_lock(&mu);
     fail_init = r;
+    pthread_mutex_unlock(&mu);
+}
+
+/* on: nvmlDeviceGetCount_v2 answers 0 devices. */
+void fake_nvml_no_devices(int on)
+{
+    pthread_mutex_lock(&mu);
+    fail_init_count = on;
     pthread_mutex_unlock(&mu);
 }
 

@@ -3,7 +3,8 @@
  * test_config.c - tierd.conf parsing (src/daemon/config.c): a table of bad configs, each with
  * the message it must produce (file:line, key, allowed values, did-you-mean), and good configs
  * parsed into the expected struct, defaults included; and the namespace tree built from it
- * (tierd_resolve, virtual directories: src/daemon/resolve.c).
+ * (tierd_resolve, virtual directories: src/daemon/resolve.c); the registry from [tenants] and the
+ * GPU sampler's lookup in it (tierd_tenant_of_pid, src/daemon/tenants.c).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -606,6 +608,65 @@ static void test_tenants_trust_keys(void **state)
     struct tenant_reg *r = NULL;
     assert_int_equal(tierd_tenants_open(&c, &r), 0);
     assert_int_equal(tenant_count(r), 2); /* no reclaim: no "retired" */
+    tenant_reg_free(r);
+    tierd_config_fini(&c);
+}
+
+/* tierd_tenant_of_pid (the GPU sampler's tenant_of): a process whose tenant does not exist yet
+ * is not resolved and creates none; once a caller made its tenant, it is found. Needs root (the
+ * process runs as uid 1001). */
+static void test_tenant_of_pid(void **state)
+{
+    (void)state;
+    if (geteuid() != 0)
+        skip();
+    static const char text[] = BASE "[tenants]\nmax_tenants = 100\n";
+    struct tierd_config c;
+    char err[1024] = "";
+    if (tierd_config_load_string("t.conf", text, strlen(text), &c, err, sizeof(err)))
+        fail_msg("%s", err);
+    struct tenant_reg *r = NULL;
+    assert_int_equal(tierd_tenants_open(&c, &r), 0);
+    int go[2], ready[2];
+    assert_int_equal(pipe(go), 0);
+    assert_int_equal(pipe(ready), 0);
+    pid_t kid = fork();
+    assert_true(kid >= 0);
+    if (kid == 0) {
+        close(go[1]);
+        close(ready[0]);
+        char ch = 'r';
+        if (setgid(1001) != 0 || setuid(1001) != 0)
+            _exit(1);
+        if (write(ready[1], &ch, 1) != 1)
+            _exit(1);
+        (void)!read(go[0], &ch, 1); /* until the parent closes its end */
+        _exit(0);
+    }
+    close(go[0]);
+    close(ready[1]);
+    char ch = 0;
+    assert_int_equal(read(ready[0], &ch, 1), 1); /* the child runs as uid 1001 */
+    close(ready[0]);
+    uint32_t n0 = tenant_count(r), id = 99;
+    int rc = tierd_tenant_of_pid(r, (uint32_t)kid, &id);
+    assert_int_equal(rc, -ENOENT);
+    assert_int_equal(tenant_count(r), n0);
+    assert_int_equal(tenant_find(r, "uid-1001", NULL), -ENOENT);
+    /* a caller (the mount) makes its tenant; then the sampler finds it */
+    uint32_t made = tenant_resolve(r, kid, 1001, 1001).tenant;
+    assert_int_equal(tenant_count(r), n0 + 1);
+    assert_int_equal(tierd_tenant_of_pid(r, (uint32_t)kid, &id), 0);
+    assert_int_equal(id, made);
+    /* tierd itself (root): "default"; no process: -ESRCH */
+    assert_int_equal(tierd_tenant_of_pid(r, (uint32_t)getpid(), &id), 0);
+    assert_int_equal(id, TIER_TENANT_DEFAULT);
+    assert_int_equal(tierd_tenant_of_pid(r, 0, &id), -ESRCH);
+    close(go[1]);
+    int st = 0;
+    assert_int_equal(waitpid(kid, &st, 0), kid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_int_equal(tierd_tenant_of_pid(r, (uint32_t)kid, &id), -ESRCH); /* reaped */
     tenant_reg_free(r);
     tierd_config_fini(&c);
 }
@@ -1222,7 +1283,7 @@ int main(void)
         cmocka_unit_test(test_resolve),           cmocka_unit_test(test_permissions),
         cmocka_unit_test(test_telemetry_switch),  cmocka_unit_test(test_qos),
         cmocka_unit_test(test_split_reads),       cmocka_unit_test(test_ns_near_tierd),
-        cmocka_unit_test(test_cluster),
+        cmocka_unit_test(test_cluster),           cmocka_unit_test(test_tenant_of_pid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

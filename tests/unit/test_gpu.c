@@ -46,6 +46,13 @@ static void (*set_extra)(unsigned);
 static void (*fail_init)(int);
 static void (*set_devices)(unsigned);
 static int (*inits)(void);
+static void (*fail_util_on)(int, int);
+static void (*set_auto)(int);
+static unsigned long long (*push)(unsigned, unsigned, unsigned);
+static unsigned long long (*last_seen)(unsigned);
+static void (*clear)(void);
+static void (*no_devices)(int);
+static unsigned long (*util_calls)(void);
 
 static void *sym(const char *name)
 {
@@ -73,6 +80,20 @@ static int setup(void **state)
     memcpy(&set_devices, &p, sizeof(p));
     p = sym("fake_nvml_inits");
     memcpy(&inits, &p, sizeof(p));
+    p = sym("fake_nvml_fail_util_on");
+    memcpy(&fail_util_on, &p, sizeof(p));
+    p = sym("fake_nvml_set_auto");
+    memcpy(&set_auto, &p, sizeof(p));
+    p = sym("fake_nvml_push");
+    memcpy(&push, &p, sizeof(p));
+    p = sym("fake_nvml_last_seen");
+    memcpy(&last_seen, &p, sizeof(p));
+    p = sym("fake_nvml_clear");
+    memcpy(&clear, &p, sizeof(p));
+    p = sym("fake_nvml_no_devices");
+    memcpy(&no_devices, &p, sizeof(p));
+    p = sym("fake_nvml_util_calls");
+    memcpy(&util_calls, &p, sizeof(p));
     return 0;
 }
 
@@ -83,16 +104,20 @@ static int teardown(void **state)
     return 0;
 }
 
-/* Each test starts from: one device, the test process at 70 % SM, no failure. */
+/* Each test starts from: one device, the test process at 70 % SM (a fresh sample each pass), no
+ * failure, no sample held. */
 static int reset(void **state)
 {
     (void)state;
     unsigned pid = (unsigned)getpid(), sm = 70;
     set_procs(1, &pid, &sm);
-    fail_util(0);
+    fail_util_on(-1, 0);
     set_extra(0);
     fail_init(0);
+    no_devices(0);
     set_devices(1);
+    set_auto(1);
+    clear();
     return 0;
 }
 
@@ -161,6 +186,119 @@ static void test_init_fails(void **state)
     assert_null(g);
     assert_non_null(strstr(tier_err_msg(), "nvmlInit_v2: Fake Error (999)"));
     assert_int_equal(inits(), 0);
+}
+
+/* No driver (DRIVER_NOT_LOADED, LIBRARY_NOT_FOUND) or no device: like an absent library,
+ * -ENOENT (the daemon logs nothing more) and nothing left initialised. */
+static void test_no_driver_or_device(void **state)
+{
+    (void)state;
+    struct gpu *g = NULL;
+    struct gpu_config c = {.library = FAKE_NVML_PATH, .max_tenants = 8};
+    fail_init(9);
+    assert_int_equal(gpu_open(&c, &g), -ENOENT);
+    assert_null(g);
+    fail_init(12);
+    assert_int_equal(gpu_open(&c, &g), -ENOENT);
+    assert_null(g);
+    fail_init(0);
+    no_devices(1);
+    assert_int_equal(gpu_open(&c, &g), -ENOENT);
+    assert_null(g);
+    assert_int_equal(inits(), 0);
+    /* an interval beyond an hour is refused */
+    no_devices(0);
+    c.interval_ns = GPU_INTERVAL_NS_MAX + 1;
+    assert_int_equal(gpu_open(&c, &g), -EINVAL);
+    assert_null(g);
+    c.interval_ns = GPU_INTERVAL_NS_MAX;
+    assert_int_equal(gpu_open(&c, &g), 0);
+    gpu_close(g);
+    assert_int_equal(inits(), 0);
+}
+
+/* A device answering NOT_SUPPORTED or NO_PERMISSION is dropped (asked no more, no error); one
+ * answering another error is counted every pass and asked again; the other device samples. */
+static void test_device_dropped(void **state)
+{
+    (void)state;
+    static const int codes[] = {3, 4};
+    for (size_t k = 0; k < 2; k++) {
+        reset(NULL);
+        set_devices(2);
+        fail_util_on(1, codes[k]);
+        struct gpu *g = open_fake(IV);
+        gpu_sample(g, T0);
+        unsigned long calls = util_calls();
+        gpu_sample(g, T0 + IV);
+        assert_int_equal(util_calls() - calls, 2); /* device 0 alone: NULL call, then the fill */
+        struct gpu_stats st;
+        gpu_stats_get(g, &st);
+        assert_int_equal(st.errors, 0);
+        assert_int_equal(st.devices, 1);
+        assert_int_equal(st.samples, 2);
+        double u = -1;
+        assert_int_equal(gpu_tenant_util(g, OWN_TENANT, T0 + IV, &u), 0);
+        assert_true(fabs(u - 0.70) < 1e-9);
+        gpu_close(g);
+    }
+    reset(NULL);
+    set_devices(2);
+    fail_util_on(1, 999);
+    struct gpu *g = open_fake(IV);
+    gpu_sample(g, T0);
+    gpu_sample(g, T0 + IV);
+    struct gpu_stats st;
+    gpu_stats_get(g, &st);
+    assert_int_equal(st.errors, 2);
+    assert_int_equal(st.devices, 2);
+    assert_int_equal(st.samples, 2);
+    gpu_close(g);
+}
+
+/* lastSeen is NVML's: the newest timeStamp read. A pass with no new sample adds nothing (the
+ * figure fades only by time); a process's samples since lastSeen are averaged; pid 0 is left
+ * out. */
+static void test_last_seen(void **state)
+{
+    (void)state;
+    set_auto(0);
+    unsigned own = (unsigned)getpid();
+    struct gpu *g = open_fake(IV);
+    (void)push(0, own, 20);
+    (void)push(0, own, 40);
+    (void)push(0, 0, 100); /* pid 0: no process */
+    unsigned long long t3 = push(0, own, 90);
+    gpu_sample(g, T0);
+    assert_int_equal(last_seen(0), 0);
+    double u = -1;
+    assert_int_equal(gpu_tenant_util(g, OWN_TENANT, T0, &u), 0);
+    assert_true(fabs(u - 0.50) < 1e-9); /* (20 + 40 + 90) / 3 */
+    struct gpu_tenant_stats v[2];
+    assert_int_equal(gpu_list(g, T0, v, 2), 1);
+    assert_int_equal(v[0].procs, 1);
+    struct gpu_stats st;
+    gpu_stats_get(g, &st);
+    assert_int_equal(st.samples, 3);
+    assert_int_equal(st.unresolved, 0);
+    /* nothing new: nothing added, the figure stands as of T0 and fades by time alone */
+    gpu_sample(g, T0 + IV);
+    assert_int_equal(last_seen(0), t3);
+    gpu_stats_get(g, &st);
+    assert_int_equal(st.samples, 3);
+    assert_int_equal(gpu_list(g, T0 + IV, v, 2), 1);
+    assert_true(fabs(v[0].age_s - 5.0) < 1e-9);
+    assert_int_equal(gpu_tenant_util(g, OWN_TENANT, T0 + 3 * IV, &u), -ENOENT);
+    /* new samples alone count */
+    (void)push(0, own, 10);
+    unsigned long long t5 = push(0, own, 30);
+    gpu_sample(g, T0 + 4 * IV);
+    assert_int_equal(last_seen(0), t3);
+    assert_int_equal(gpu_tenant_util(g, OWN_TENANT, T0 + 4 * IV, &u), 0);
+    assert_true(fabs(u - 0.20) < 1e-9);
+    gpu_sample(g, T0 + 5 * IV);
+    assert_int_equal(last_seen(0), t5);
+    gpu_close(g);
 }
 
 static void test_own_process(void **state)
@@ -247,24 +385,40 @@ static void test_errors_counted(void **state)
     gpu_close(g);
 }
 
-/* More samples than GPU_SAMPLES_MAX: left out and counted, no error; the next pass samples. */
+/* More samples than GPU_SAMPLES_MAX: left out and counted, no error, lastSeen stays where the
+ * last read left it; the next pass reads what is there since. More than the first buffer but
+ * within GPU_SAMPLES_MAX: the buffer grows and all is read. */
 static void test_truncated(void **state)
 {
     (void)state;
+    set_auto(0);
+    unsigned own = (unsigned)getpid();
     struct gpu *g = open_fake(IV);
-    set_extra(GPU_SAMPLES_MAX + 10);
+    unsigned long long t1 = push(0, own, 70);
     gpu_sample(g, T0);
+    (void)push(0, own, 30);
+    set_extra(GPU_SAMPLES_MAX + 10);
+    gpu_sample(g, T0 + IV);
+    assert_int_equal(last_seen(0), t1);
     struct gpu_stats st;
     gpu_stats_get(g, &st);
     assert_int_equal(st.truncated, GPU_SAMPLES_MAX + 11);
     assert_int_equal(st.errors, 0);
-    assert_int_equal(st.samples, 0);
-    assert_int_equal(gpu_list(g, T0, NULL, 0), 0);
+    assert_int_equal(st.samples, 1);
     set_extra(0);
-    gpu_sample(g, T0 + IV);
+    gpu_sample(g, T0 + 2 * IV);
+    assert_int_equal(last_seen(0), t1); /* asked again from the last sample read */
     double u = -1;
-    assert_int_equal(gpu_tenant_util(g, OWN_TENANT, T0 + IV, &u), 0);
-    assert_true(fabs(u - 0.70) < 1e-9);
+    assert_int_equal(gpu_tenant_util(g, OWN_TENANT, T0 + 2 * IV, &u), 0);
+    assert_true(fabs(u - 0.30) < 1e-9);
+    gpu_stats_get(g, &st);
+    assert_int_equal(st.samples, 2);
+    /* beyond the first buffer, within the bound: grown, read whole */
+    set_extra(GPU_SAMPLES_MIN + 1);
+    gpu_sample(g, T0 + 3 * IV);
+    gpu_stats_get(g, &st);
+    assert_int_equal(st.truncated, GPU_SAMPLES_MAX + 11);
+    assert_int_equal(st.errors, 0);
     gpu_close(g);
 }
 
@@ -313,6 +467,17 @@ static void test_thread(void **state)
         nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
     }
     assert_true(fabs(u - 0.70) < 1e-9);
+    /* stop joins the thread and keeps the object: no pass after it, readers still answer */
+    gpu_stop(g);
+    gpu_stop(g); /* idempotent */
+    gpu_stats_get(g, &st);
+    uint64_t passes = st.passes;
+    unsigned long calls = util_calls();
+    nanosleep(&(struct timespec){.tv_nsec = 50000000}, NULL); /* five intervals, if it ran */
+    gpu_stats_get(g, &st);
+    assert_int_equal(st.passes, passes);
+    assert_int_equal(util_calls(), calls);
+    assert_int_equal(inits(), 1);
     gpu_close(g);
     assert_int_equal(inits(), 0);
 }
@@ -390,6 +555,9 @@ int main(void)
         cmocka_unit_test_setup(test_absent, reset),
         cmocka_unit_test_setup(test_missing_symbol, reset),
         cmocka_unit_test_setup(test_init_fails, reset),
+        cmocka_unit_test_setup(test_no_driver_or_device, reset),
+        cmocka_unit_test_setup(test_device_dropped, reset),
+        cmocka_unit_test_setup(test_last_seen, reset),
         cmocka_unit_test_setup(test_own_process, reset),
         cmocka_unit_test_setup(test_mean_and_unresolved, reset),
         cmocka_unit_test_setup(test_errors_counted, reset),

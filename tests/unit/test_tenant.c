@@ -338,6 +338,40 @@ static void test_environ(void **state)
 
 /* ---- a fake /proc ------------------------------------------------------------------------ */
 
+/* /proc/<pid>/status: the fourth (filesystem) ids of Uid: and Gid:; malformed text refused. */
+static void test_parse_status(void **state)
+{
+    (void)state;
+    uid_t u = 7;
+    gid_t g = 7;
+    static const char ok[] = "Name:\tpy\nUmask:\t0022\nState:\tS (sleeping)\n"
+                             "Uid:\t1000\t1001\t1002\t1003\nGid:\t2000\t2001\t2002\t2003\n"
+                             "Groups:\t27 100\n";
+    assert_int_equal(tenant_parse_status(ok, sizeof(ok) - 1, &u, &g), 0);
+    assert_int_equal(u, 1003);
+    assert_int_equal(g, 2003);
+    /* not NUL-terminated: len bounds it (the last line ends at len) */
+    static const char cut[] = "Uid:\t1 2 3 4\nGid:\t5 6 7 8";
+    assert_int_equal(tenant_parse_status(cut, sizeof(cut) - 1, &u, &g), 0);
+    assert_int_equal(u, 4);
+    assert_int_equal(g, 8);
+    /* the last field cut off by len: three fields */
+    assert_int_equal(tenant_parse_status(cut, sizeof(cut) - 2, &u, &g), -EINVAL);
+    static const char *const bad[] = {
+        "",
+        "Uid:\t1000\t1000\t1000\t1000\n",                       /* no Gid: */
+        "Uid:\t1000\t1000\t1000\nGid:\t1\t1\t1\t1\n",           /* three fields */
+        "Uid:\t1\t1\t1\t4294967296\nGid:\t1\t1\t1\t1\n",        /* > UINT32_MAX */
+        "Uid:\t1\t1\t1\t4294967295\nGid:\t1\t1\t1\t1\n",        /* (uid_t)-1 */
+        "Uid:\t1\t1\t1\t99999999999999999999\nGid:\t1 1 1 1\n", /* overflow */
+        "Uid:\t1\t1\t1\t-1\nGid:\t1\t1\t1\t1\n",
+        "Uid:\t1\t1\t1\t1x\nGid:\t1\t1\t1\t1\n",
+        "XUid:\t1\t1\t1\t1\nGid:\t1\t1\t1\t1\n",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(tenant_parse_status(bad[i], strlen(bad[i]), &u, &g), -EINVAL);
+}
+
 static char *g_root;
 
 static void put(pid_t pid, const char *file, const char *data, size_t len)
@@ -741,6 +775,54 @@ static bool registering_hook(void *ud, uint32_t id)
         assert_int_equal(tenant_register(g_reg_in_hook, g_reg_name, NULL, g_reg_rule, NULL, NULL),
                          0);
     return false;
+}
+
+/* tenant_lookup (the GPU sampler's): the tenant a process resolves to when it exists; it creates
+ * none, touches none (an observed process keeps no tenant from reclaim), counts nothing. */
+static void test_lookup(void **state)
+{
+    (void)state;
+    g_now_s = 1000;
+    g_busy_id = UINT32_MAX;
+    g_nretired = 0;
+    struct tenant_reg *r = reg_with((struct tenant_reg_config){
+        .idle_reclaim_s = 100, .now_s = fake_now_s, .slurm_cgroup_root = "/slurm"});
+    tenant_reclaim_hooks_set(
+        r, &(struct tenant_reclaim_hooks){.busy = busy_hook, .retire = retire_hook});
+    proc_put(301, 1000, "0::/slurm/job_601\n", NULL, 0);
+    proc_put(302, 1000, "0::/user.slice/user-1001.slice/session-3.scope\n", NULL, 0);
+    proc_put(303, 1000, "0::/user.slice/user-1000.slice/session-4.scope\n", "SLURM_JOB_ID=777\0",
+             17);
+    uint32_t n0 = tenant_count(r), id = 0;
+    assert_int_equal(tenant_lookup(r, 301, 1000, 1000, &id), -ENOENT); /* slurm-601 */
+    assert_int_equal(tenant_lookup(r, 302, 1001, 1001, &id), -ENOENT); /* uid-1001 */
+    assert_int_equal(tenant_lookup(r, 303, 1000, 1000, &id), -ENOENT); /* uid-1000 */
+    assert_int_equal(tenant_lookup(r, 0, 1000, 1000, &id), -ENOENT);
+    assert_int_equal(tenant_count(r), n0);
+    assert_int_equal(tenant_find(r, "slurm-601", NULL), -ENOENT);
+    assert_int_equal(tenant_find(r, "uid-1001", NULL), -ENOENT);
+    struct tenant_stats st;
+    tenant_stats_get(r, &st);
+    assert_int_equal(st.env_ignored, 0); /* judged the same, but not counted */
+    /* uid 0 with no job is "default", which exists */
+    assert_int_equal(tenant_lookup(r, 302, 0, 0, &id), 0);
+    assert_int_equal(id, TIER_TENANT_DEFAULT);
+    /* once a caller made it, the lookup finds it */
+    uint32_t a = tenant_resolve(r, 301, 1000, 1000).tenant;
+    assert_string_equal(tenant_name(r, a), "slurm-601");
+    assert_int_equal(tenant_lookup(r, 301, 1000, 1000, &id), 0);
+    assert_int_equal(id, a);
+    assert_int_equal(tenant_count(r), n0 + 1);
+    /* lookups do not keep it from reclaim */
+    assert_int_equal(tenant_reclaim(r), 0); /* touched before this sweep: idle from now */
+    for (int i = 0; i < 10; i++) {
+        g_now_s += 10;
+        assert_int_equal(tenant_lookup(r, 301, 1000, 1000, &id), 0);
+    }
+    assert_int_equal(tenant_reclaim(r), 1);
+    assert_false(tenant_in_use(r, a));
+    assert_int_equal(tenant_lookup(r, 301, 1000, 1000, &id), -ENOENT);
+    tenant_reg_free(r);
 }
 
 static void test_reclaim_registered_meanwhile(void **state)
@@ -1612,6 +1694,8 @@ int main(void)
         cmocka_unit_test(test_pidfd_window),
         cmocka_unit_test(test_reclaim),
         cmocka_unit_test(test_reclaim_registered_meanwhile),
+        cmocka_unit_test(test_lookup),
+        cmocka_unit_test(test_parse_status),
         cmocka_unit_test(test_concurrent),
         cmocka_unit_test(test_pidfd_concurrent),
     };

@@ -297,7 +297,7 @@ static void test_bad_shapes(void **state)
 /* "stalls": a row for a tenant that only reported stalls, the STALL% column from tierd's ratio
  * ("-" for none), the JSON's "stall" object, and a tierd without "stalls" (older) showing none.
  * "gpu": the GPU% column from a tenant's GPU figure, a row for a tenant that only has one, and
- * "gpu_util" in the JSON. */
+ * "gpu_util" in the JSON; without "gpu" in either snapshot, no GPU% column. */
 static void test_stalls(void **state)
 {
     (void)state;
@@ -377,6 +377,21 @@ static void test_stalls(void **state)
     top_view_fini(&v);
     assert_int_equal(top_view_build(NULL, &old, 1.0, TOP_SORT_OPS, &v), 0);
     assert_null(row(&v, "alice")->stall);
+    /* no "gpu" (no sampler): no GPU% column, the lines end at STALL% */
+    assert_false(v.gpu);
+    f = open_memstream(&out, &len);
+    top_print_table(f, &v, TOP_SORT_OPS);
+    fclose(f);
+    assert_null(strstr(out, "GPU%"));
+    assert_non_null(strstr(out, "QWAITms STALL%\n"));
+    al = strstr(out, "\nalice ");
+    assert_non_null(al);
+    assert_true(strstr(al, "      -\n") == strchr(al + 1, '\n') - 7);
+    free(out);
+    top_view_fini(&v);
+    /* one snapshot with a sampler is enough */
+    assert_int_equal(top_view_build(&cur, &old, 1.0, TOP_SORT_OPS, &v), 0);
+    assert_true(v.gpu);
     top_view_fini(&v);
     top_snap_fini(&cur);
     top_snap_fini(&old);
