@@ -82,11 +82,7 @@ int advisor_new(const struct advisor_ctx *ctx, const struct advisor_config *cfg,
     pthread_mutex_init(&a->tick_mu, NULL);
     pthread_mutex_init(&a->mu, NULL);
     pthread_mutex_init(&a->run_mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the interval is not moved by clock steps */
-    pthread_cond_init(&a->run_cv, &ca);
-    pthread_condattr_destroy(&ca);
+    tier_cond_init_mono(&a->run_cv); /* the interval is not moved by clock steps */
     *out = a;
     return 0;
 }
@@ -290,11 +286,7 @@ static void *advisor_main(void *arg)
         pthread_mutex_unlock(&a->run_mu);
         advisor_tick(a, tier_now_mono_ns());
         pthread_mutex_lock(&a->run_mu);
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        uint64_t ns = (uint64_t)until.tv_nsec + a->interval_ns % TIER_NS_PER_SEC;
-        until.tv_sec += (time_t)(a->interval_ns / TIER_NS_PER_SEC + ns / TIER_NS_PER_SEC);
-        until.tv_nsec = (long)(ns % TIER_NS_PER_SEC);
+        struct timespec until = tier_mono_deadline(a->interval_ns);
         while (!a->stop && pthread_cond_timedwait(&a->run_cv, &a->run_mu, &until) == 0)
             ;
     }

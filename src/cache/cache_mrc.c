@@ -80,6 +80,7 @@
 #include "cache/cache_int.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "common/timeutil.h"
 
 #define MRC_QCAP CACHE_MRC_QUEUE /* cells; a power of 2 */
 #define MRC_DRAIN_MS 200
@@ -136,11 +137,7 @@ int mrc_setup(struct cache *c)
         return r;
     pthread_mutex_init(&c->mrc_drain_mu, NULL);
     pthread_mutex_init(&c->mrc_mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the period is not moved by clock steps */
-    pthread_cond_init(&c->mrc_cv, &ca);
-    pthread_condattr_destroy(&ca);
+    tier_cond_init_mono(&c->mrc_cv); /* the period is not moved by clock steps */
     if ((r = pthread_create(&c->mrc_thread, NULL, drain_main, c)) != 0) {
         pthread_cond_destroy(&c->mrc_cv);
         pthread_mutex_destroy(&c->mrc_mu);
@@ -328,9 +325,7 @@ static void age_all(struct cache *c)
 
 static uint64_t mono_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    return tier_now_mono_ns() / TIER_NS_PER_MS;
 }
 
 /* The curves' thread: drain when a reader kicks (every MRC_QCAP / 2 pushes, or the queue found
@@ -343,13 +338,7 @@ static void *drain_main(void *arg)
     pthread_mutex_lock(&c->mrc_mu);
     while (!c->mrc_stop) {
         if (!c->mrc_kick) {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_nsec += MRC_DRAIN_MS * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
+            struct timespec ts = tier_mono_deadline(MRC_DRAIN_MS * TIER_NS_PER_MS);
             pthread_cond_timedwait(&c->mrc_cv, &c->mrc_mu, &ts);
         }
         c->mrc_kick = false;

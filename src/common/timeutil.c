@@ -28,6 +28,25 @@ uint64_t tier_now_real_ns(void)
     return now(CLOCK_REALTIME);
 }
 
+void tier_cond_init_mono(pthread_cond_t *cv)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+struct timespec tier_mono_deadline(uint64_t ns)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    uint64_t nsec = (uint64_t)t.tv_nsec + ns % TIER_NS_PER_SEC;
+    t.tv_sec += (time_t)(ns / TIER_NS_PER_SEC + nsec / TIER_NS_PER_SEC);
+    t.tv_nsec = (long)(nsec % TIER_NS_PER_SEC);
+    return t;
+}
+
 void tier_sleep_ms(uint64_t ms)
 {
     struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};

@@ -6,13 +6,19 @@
 #ifndef TIER_COMMON_TIMEUTIL_H
 #define TIER_COMMON_TIMEUTIL_H
 
+#include <pthread.h>
 #include <stdint.h>
+#include <time.h>
 
 #define TIER_NS_PER_MS 1000000ULL
 #define TIER_NS_PER_SEC 1000000000ULL
 
 uint64_t tier_now_mono_ns(void);
 uint64_t tier_now_real_ns(void);
+/* Initialise cv so that its timed waits run on CLOCK_MONOTONIC (clock steps do not move them). */
+void tier_cond_init_mono(pthread_cond_t *cv);
+/* The CLOCK_MONOTONIC time ns from now: a deadline for the timed wait of such a variable. */
+struct timespec tier_mono_deadline(uint64_t ns);
 /* Sleep for ms milliseconds, resuming after signals. */
 void tier_sleep_ms(uint64_t ms);
 

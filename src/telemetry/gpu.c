@@ -165,11 +165,7 @@ static struct gpu *gpu_alloc(const struct gpu_config *c)
     pthread_mutex_init(&g->pass_mu, NULL);
     pthread_mutex_init(&g->mu, NULL);
     pthread_mutex_init(&g->run_mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the interval is not moved by clock steps */
-    pthread_cond_init(&g->run_cv, &ca);
-    pthread_condattr_destroy(&ca);
+    tier_cond_init_mono(&g->run_cv); /* the interval is not moved by clock steps */
     if (!g->buf || !g->sum || !g->n || !g->t) {
         gpu_destroy(g);
         return NULL;
@@ -475,11 +471,7 @@ static void *gpu_main(void *arg)
         pthread_mutex_unlock(&g->run_mu);
         gpu_sample(g, tier_now_mono_ns());
         pthread_mutex_lock(&g->run_mu);
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        uint64_t ns = (uint64_t)until.tv_nsec + g->interval_ns % TIER_NS_PER_SEC;
-        until.tv_sec += (time_t)(g->interval_ns / TIER_NS_PER_SEC + ns / TIER_NS_PER_SEC);
-        until.tv_nsec = (long)(ns % TIER_NS_PER_SEC);
+        struct timespec until = tier_mono_deadline(g->interval_ns);
         while (!g->stop && pthread_cond_timedwait(&g->run_cv, &g->run_mu, &until) == 0)
             ;
     }
