@@ -285,7 +285,24 @@ rm -rf "$DATA/stuck"
 printf 'not a directory' >"$DATA/stuck"
 head -c 300000 /dev/urandom >"$T/ref/flip"
 cp "$T/ref/flip" "$MNT/stuck/flip" || fail "write stuck/flip"
-stg=$(ls -t "$T/spool"/*.stg | head -n 1)
+# the newest staging file is flip's (its upload cannot land); an earlier file's may be removed
+# by its upload while the directory is read, which `ls -t` would report as an error
+stg=$(python3 - "$T/spool" <<'PY'
+import os, sys
+best = None
+for e in os.scandir(sys.argv[1]):
+    if not e.name.endswith(".stg"):
+        continue
+    try:
+        m = e.stat().st_mtime_ns
+    except FileNotFoundError:
+        continue  # uploaded and removed meanwhile
+    if best is None or m > best[0]:
+        best = (m, e.path)
+print(best[1] if best else "")
+PY
+)
+[ -n "$stg" ] || fail "no staging file in $T/spool for stuck/flip"
 python3 - "$stg" <<'PY' || fail "flip a bit of $stg"
 import sys
 with open(sys.argv[1], "r+b") as f:
